@@ -1,0 +1,5 @@
+"""``python -m calculator`` runs the CLI."""
+
+from .cli import main
+
+main()

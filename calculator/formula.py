@@ -1,0 +1,549 @@
+"""Declare a closed-form model once; get a numeric function, its LaTeX and a solver from it.
+
+A formula is an ordinary Python function over arithmetic operators (and the few functions of this
+module: :func:`sqrt`, :func:`exp`, :func:`log`, :func:`ceil`, :func:`floor`, :func:`minimum`,
+:func:`maximum`). The :func:`formula` decorator records the unit, symbol and domain of each
+argument and turns the function into a :class:`Formula`:
+
+* calling it checks units and domains at the boundary, converts every argument to its declared unit,
+  runs the function on plain numpy arrays (so it broadcasts), and returns a quantity in the declared
+  result unit;
+* :meth:`Formula.expression` calls the same function with sympy symbols to get its expression, from
+  which :meth:`Formula.latex` prints the equation, with or without the caller's numbers substituted;
+* :meth:`Formula.solve_for` solves for any argument given the result and the others: symbolically
+  with sympy where it can, otherwise with a bracketing root finder on the numeric function.
+
+The declared units must be coherent: evaluating the body on magnitudes in the declared units must
+give the result in the declared result unit. :meth:`Formula.check_dimensions` verifies that with
+pint quantities, and the test suite runs it on every formula of the library. A body that needs a
+unit which no argument carries (bytes *per token* from counts of layers and heads) writes it with
+:func:`per`.
+
+sympy is imported only by :meth:`~Formula.expression`, :meth:`~Formula.latex` and
+:meth:`~Formula.solve_for`, never by ``import calculator``.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .errors import InputError, UnitsError
+from .units import Q_, describe_value, dimension_of, ureg
+
+__all__ = [
+    "Formula",
+    "Var",
+    "catalog",
+    "ceil",
+    "check_domain",
+    "exp",
+    "floor",
+    "formula",
+    "log",
+    "maximum",
+    "minimum",
+    "per",
+    "sqrt",
+    "var",
+]
+
+#: Modules that declare formulas; :func:`catalog` imports them to list every formula.
+FORMULA_MODULES: tuple[str, ...] = ("economics", "memory")
+
+_REGISTRY: dict[str, Formula] = {}
+
+DOMAINS = ("positive", "nonnegative", "probability", "fraction_open", "positive_integer", "any")
+
+
+# --------------------------------------------------------------------------------------------
+# Functions usable inside a formula body: numpy on numbers, sympy on symbols, numpy on quantities.
+
+
+def _is_symbolic(*values: Any) -> bool:
+    return any(type(v).__module__.startswith("sympy") for v in values)
+
+
+def _sympy() -> Any:
+    return importlib.import_module("sympy")
+
+
+def sqrt(x: Any) -> Any:
+    """Square root that works on numbers, arrays, quantities and sympy expressions."""
+    return _sympy().sqrt(x) if _is_symbolic(x) else np.sqrt(x)
+
+
+def exp(x: Any) -> Any:
+    """Exponential that works on numbers, arrays and sympy expressions."""
+    return _sympy().exp(x) if _is_symbolic(x) else np.exp(x)
+
+
+def log(x: Any) -> Any:
+    """Natural logarithm that works on numbers, arrays and sympy expressions."""
+    return _sympy().log(x) if _is_symbolic(x) else np.log(x)
+
+
+def ceil(x: Any) -> Any:
+    """Ceiling that works on numbers, arrays and sympy expressions."""
+    return _sympy().ceiling(x) if _is_symbolic(x) else np.ceil(x)
+
+
+def floor(x: Any) -> Any:
+    """Floor that works on numbers, arrays and sympy expressions."""
+    return _sympy().floor(x) if _is_symbolic(x) else np.floor(x)
+
+
+def minimum(a: Any, b: Any) -> Any:
+    """Element-wise minimum that works on numbers, arrays and sympy expressions."""
+    return _sympy().Min(a, b) if _is_symbolic(a, b) else np.minimum(a, b)
+
+
+def maximum(a: Any, b: Any) -> Any:
+    """Element-wise maximum that works on numbers, arrays and sympy expressions."""
+    return _sympy().Max(a, b) if _is_symbolic(a, b) else np.maximum(a, b)
+
+
+def per(value: Any, unit: str) -> Any:
+    """Attach a unit of magnitude one that no argument carries (``per(n_bytes, "1/token")``).
+
+    On plain numbers and sympy expressions this is the identity (the declared result unit already
+    says it); on pint quantities it multiplies by ``1 unit`` so that :meth:`Formula.check_dimensions`
+    sees the body's true dimension.
+    """
+    if isinstance(value, ureg.Quantity):
+        return value * Q_(1, unit)
+    return value
+
+
+# --------------------------------------------------------------------------------------------
+# Declarations
+
+
+@dataclass(frozen=True)
+class Var:
+    """One argument (or the result) of a formula.
+
+    Attributes
+    ----------
+    unit : str
+        A unit of the dimension it needs; the body sees magnitudes in this unit. ``""`` marks a
+        plain number (a count or a ratio).
+    symbol : str
+        The LaTeX symbol used in printed equations.
+    domain : str
+        ``positive``, ``nonnegative``, ``probability`` ([0, 1]), ``fraction_open`` ([0, 1)),
+        ``positive_integer`` or ``any``.
+    description : str
+        What it is, in words (shown in the dashboard and in errors).
+    """
+
+    unit: str
+    symbol: str
+    domain: str = "positive"
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if self.domain not in DOMAINS:
+            raise ValueError(f"domain must be one of {DOMAINS}, got {self.domain!r}")
+        dimension_of(self.unit)  # fail at declaration on a unit pint does not know
+
+
+def var(unit: str, symbol: str, domain: str = "positive", description: str = "") -> Var:
+    """Shorthand for :class:`Var`."""
+    return Var(unit=unit, symbol=symbol, domain=domain, description=description)
+
+
+def check_domain(function: str, argument: str, magnitude: Any, domain: str) -> None:
+    """Raise :class:`InputError` if ``magnitude`` (number or array) leaves ``domain``."""
+    values = np.asarray(magnitude)
+    if values.dtype == object or not np.issubdtype(values.dtype, np.number):
+        raise InputError(f"{function}(): argument '{argument}' must be numeric, got {magnitude!r}")
+    if np.iscomplexobj(values):
+        raise InputError(f"{function}(): argument '{argument}' must be real, got {magnitude!r}")
+    if np.any(np.isnan(values)):
+        raise InputError(f"{function}(): argument '{argument}' contains NaN")
+    rules: dict[str, tuple[Callable[[np.ndarray], np.ndarray], str]] = {
+        "positive": (lambda v: v > 0, "must be > 0"),
+        "nonnegative": (lambda v: v >= 0, "must be >= 0"),
+        "probability": (lambda v: (v >= 0) & (v <= 1), "must be a probability in [0, 1]"),
+        "fraction_open": (lambda v: (v >= 0) & (v < 1), "must be a fraction in [0, 1)"),
+        "positive_integer": (lambda v: (v >= 1) & (v == np.round(v)), "must be an integer >= 1"),
+        "any": (lambda v: np.isfinite(v) | np.isinf(v), ""),
+    }
+    test, expected = rules[domain]
+    ok = test(values)
+    if not np.all(ok):
+        shown = (values[~ok] if values.ndim else values).flat[0].item()
+        raise InputError(f"{function}(): argument '{argument}' {expected}, got {shown!r}")
+
+
+class Formula:
+    """A closed-form model declared once (see the module docstring).
+
+    Parameters
+    ----------
+    func : callable
+        The body: arithmetic over its arguments, in the declared units.
+    result : Var
+        Unit, symbol and description of the value it returns.
+    variables : mapping of str to Var
+        One entry per argument of ``func``, in its order.
+    reference : str
+        Where the equation comes from (chapter section, equation or example).
+    name : str, optional
+        Name of the result; defaults to ``func.__name__``. It is also the keyword that
+        :meth:`solve_for` takes for the result.
+    """
+
+    def __init__(
+        self,
+        func: Callable[..., Any],
+        result: Var,
+        variables: Mapping[str, Var],
+        reference: str,
+        name: str | None = None,
+    ) -> None:
+        parameters = list(inspect.signature(func).parameters)
+        if parameters != list(variables):
+            raise TypeError(
+                f"formula {func.__name__}: declared variables {list(variables)} do not match the "
+                f"function's arguments {parameters}"
+            )
+        self.func = func
+        self.name = name or func.__name__
+        self.result = result
+        self.variables = dict(variables)
+        self.reference = reference
+        self.__doc__ = func.__doc__
+        self.__name__ = self.name
+        self.__qualname__ = func.__qualname__
+        self.__module__ = func.__module__
+        self.__wrapped__ = func
+        self.__signature__ = inspect.signature(func)
+        self._symbols: dict[str, Any] | None = None
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{n} [{v.unit or '1'}]" for n, v in self.variables.items())
+        return f"<Formula {self.name}({args}) -> [{self.result.unit or '1'}]; {self.reference}>"
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        """Names of the arguments, in order."""
+        return tuple(self.variables)
+
+    # ---------------------------------------------------------------- numeric evaluation
+
+    def magnitudes(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """Check units and domains of the arguments and return their magnitudes in declared units."""
+        try:
+            bound = self.__signature__.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise TypeError(f"{self.name}(): {exc}") from None
+        out: dict[str, Any] = {}
+        for name, value in bound.arguments.items():
+            spec = self.variables[name]
+            out[name] = _to_magnitude(self.name, name, value, spec)
+        return out
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Evaluate with unit and domain checks; returns a quantity in the result unit."""
+        values = self.magnitudes(*args, **kwargs)
+        return self._wrap(self.func(**values))
+
+    def numeric(self, **magnitudes: Any) -> Any:
+        """Evaluate the body on plain magnitudes in the declared units (no checks; fastest path)."""
+        return self.func(**magnitudes)
+
+    def _wrap(self, magnitude: Any) -> Any:
+        magnitude = np.asarray(magnitude, dtype=float) if np.ndim(magnitude) else float(magnitude)
+        if np.any(np.isnan(magnitude)):
+            raise InputError(f"{self.name}(): the result is undefined (NaN) for these arguments")
+        return Q_(magnitude, self.result.unit) if self.result.unit else magnitude
+
+    def check_dimensions(self) -> None:
+        """Verify that the declared units are coherent with the body; raise :class:`UnitsError`."""
+        samples = {n: _sample(v) for n, v in self.variables.items()}
+        with_units = {n: Q_(samples[n], v.unit) for n, v in self.variables.items()}
+        symbolic = self.func(**with_units)
+        plain = self.func(**samples)
+        expected = Q_(1, self.result.unit or "")
+        got = symbolic if isinstance(symbolic, ureg.Quantity) else Q_(symbolic, "")
+        if got.dimensionality != expected.dimensionality:
+            raise UnitsError(
+                f"formula {self.name}: body has dimension {got.dimensionality}, declared result unit "
+                f"{self.result.unit!r} has {expected.dimensionality}"
+            )
+        if not math.isclose(got.m_as(self.result.unit or ""), float(plain), rel_tol=1e-9):
+            raise UnitsError(
+                f"formula {self.name}: declared units are not coherent (body on magnitudes gives {plain}, "
+                f"with units {got.to(self.result.unit or '')})"
+            )
+
+    # ---------------------------------------------------------------- symbolic side
+
+    def symbols(self) -> dict[str, Any]:
+        """The sympy symbols of the arguments and the result (keyed by name)."""
+        if self._symbols is None:
+            sp = _sympy()
+            # Symbol names sort in declaration order, so printed equations keep the declared order.
+            symbols = {
+                n: sp.Symbol(f"x{i:02d}_{n}", **_assumptions(v.domain))
+                for i, (n, v) in enumerate(self.variables.items())
+            }
+            symbols[self.name] = sp.Symbol(self.name, real=True)
+            self._symbols = symbols
+        return self._symbols
+
+    def expression(self) -> Any:
+        """The body as a sympy expression of the argument symbols."""
+        symbols = self.symbols()
+        return _sympy().sympify(self.func(**{n: symbols[n] for n in self.variables}))
+
+    def latex(self, *args: Any, digits: int = 4, **kwargs: Any) -> str:
+        r"""The equation as LaTeX.
+
+        With no arguments, the symbolic equation. With the formula's arguments, a second line
+        substitutes them with their units and a third gives the result (the chapter's "Napkin
+        Math" layout).
+
+        Examples
+        --------
+        >>> from calculator.economics import lifetime_cost
+        >>> print(lifetime_cost.latex())
+        C_{\mathrm{life}} = C_{\mathrm{train}} + c_{q} T_{\mathrm{deploy}} \lambda
+        """
+        sp = _sympy()
+        symbols = self.symbols()
+        names = {symbols[n]: v.symbol for n, v in self.variables.items()}
+        expr = self.expression()
+        head = f"{self.result.symbol} = {sp.latex(expr, symbol_names=names)}"
+        if not args and not kwargs:
+            return head
+        bound = self.__signature__.bind(*args, **kwargs)
+        missing = [n for n in self.variables if n not in bound.arguments]
+        if missing:
+            raise TypeError(f"{self.name}.latex(): give every argument or none; missing {missing}")
+        result = self(*args, **kwargs)
+        filled = {
+            symbols[n]: r"\left(" + _format_latex(bound.arguments[n], digits) + r"\right)" for n in self.variables
+        }
+        substituted = sp.latex(expr, symbol_names=filled, mul_symbol="times")
+        shown = result
+        if (
+            isinstance(result, ureg.Quantity)
+            and np.ndim(result.magnitude) == 0
+            and "[currency]" not in result.dimensionality
+        ):
+            shown = result.to_compact()  # 140 GB rather than 1.4e11 B; but never "MUSD"
+        return f"{head} \\\\\n  = {substituted} \\\\\n  = {_format_latex(shown, digits)}"
+
+    # ---------------------------------------------------------------- solving
+
+    def solve_for(self, unknown: str, /, **known: Any) -> Any:
+        """Solve for one argument given the result (keyword ``self.name``) and the other arguments.
+
+        Broadcasts over arrays. Uses sympy's closed form where it finds one that reproduces the
+        result; otherwise a bracketing root finder (Brent) on the numeric function, searching the
+        unknown's domain on a logarithmic grid for a sign change.
+
+        Examples
+        --------
+        >>> from calculator.economics import lifetime_cost
+        >>> lifetime_cost.solve_for("arrival_rate", lifetime_cost=Q_(3e6, "USD"),
+        ...     training_cost=Q_(2e6, "USD"), cost_per_query=Q_(0.001, "USD/request"),
+        ...     duration=Q_(1e6, "s")).to("request/s")
+        <Quantity(1.0, 'request / second')>
+        """
+        if unknown == self.name:
+            return self(**known)
+        if unknown not in self.variables:
+            raise InputError(f"{self.name}.solve_for(): unknown {unknown!r}; choose one of {list(self.variables)}")
+        expected = set(self.variables) - {unknown} | {self.name}
+        if set(known) != expected:
+            raise TypeError(f"{self.name}.solve_for({unknown!r}): give exactly {sorted(expected)}; got {sorted(known)}")
+        spec = self.variables[unknown]
+        values = {n: _to_magnitude(self.name, n, known[n], self.variables[n]) for n in self.variables if n != unknown}
+        target = _to_magnitude(self.name, self.name, known[self.name], replace_domain(self.result, "any"))
+        arrays = np.broadcast_arrays(target, *values.values())
+        target_b, others = arrays[0], dict(zip(values, arrays[1:], strict=True))
+        solution = self._solve_symbolic(unknown, target_b, others)
+        todo = ~np.isfinite(solution)
+        if np.any(todo):
+            for index in zip(*np.nonzero(np.atleast_1d(todo)), strict=False):
+                idx = index if solution.ndim else ()
+                point = {n: v[idx] for n, v in others.items()}
+                solution[idx] = self._solve_numeric(unknown, float(target_b[idx]), point)
+        solution = solution if solution.ndim else float(solution)
+        if np.any(np.isnan(solution)):
+            raise InputError(
+                f"{self.name}.solve_for({unknown!r}): no value of {unknown} in its domain ({spec.domain}) "
+                f"gives {self.name} = {known[self.name]}"
+            )
+        return Q_(solution, spec.unit) if spec.unit else solution
+
+    @functools.cache  # noqa: B019 - formulas live for the whole process; the cache is per (formula, unknown)
+    def _closed_forms(self, unknown: str) -> tuple[Callable[..., Any], ...]:
+        sp = _sympy()
+        symbols = self.symbols()
+        try:
+            roots = sp.solve(sp.Eq(symbols[self.name], self.expression()), symbols[unknown], dict=False)
+        except (NotImplementedError, TypeError, ValueError):
+            return ()
+        order = [symbols[self.name]] + [symbols[n] for n in self.variables if n != unknown]
+        return tuple(sp.lambdify(order, root, modules="numpy") for root in roots if root.is_real is not False)
+
+    def _solve_symbolic(self, unknown: str, target: np.ndarray, others: dict[str, np.ndarray]) -> np.ndarray:
+        result = np.full(np.shape(target), np.nan)
+        spec = self.variables[unknown]
+        for root in self._closed_forms(unknown):
+            with np.errstate(all="ignore"):
+                try:
+                    candidate = np.asarray(root(target, *others.values()), dtype=complex)
+                except (TypeError, ValueError, ZeroDivisionError):
+                    continue
+                candidate = np.broadcast_to(candidate, np.shape(target))
+                real = np.where(np.abs(candidate.imag) <= 1e-12 * np.abs(candidate.real), candidate.real, np.nan)
+                valid = _in_domain(real, spec.domain)
+                back = np.full(np.shape(target), np.nan)
+                if np.any(valid):
+                    back = np.asarray(self.func(**{unknown: np.where(valid, real, 1.0), **others}), dtype=float)
+                matches = valid & np.isclose(back, target, rtol=1e-9, atol=1e-300)
+            result = np.where(np.isnan(result) & matches, real, result)
+        return result
+
+    def _solve_numeric(self, unknown: str, target: float, point: dict[str, Any]) -> float:
+        from scipy.optimize import brentq
+
+        spec = self.variables[unknown]
+
+        def gap(x: np.ndarray) -> np.ndarray:
+            with np.errstate(all="ignore"):
+                return np.asarray(self.func(**{unknown: x, **point}), dtype=float) - target
+
+        if spec.domain in ("probability", "fraction_open"):
+            grid = np.linspace(0.0, 1.0 if spec.domain == "probability" else 1 - 1e-12, 2001)
+        elif spec.domain == "any":
+            positive = np.logspace(-15, 15, 1201)
+            grid = np.concatenate([-positive[::-1], [0.0], positive])
+        else:
+            grid = np.logspace(-15, 15, 1201)
+            if spec.domain == "nonnegative":
+                grid = np.concatenate([[0.0], grid])
+        values = gap(grid)
+        exact = np.nonzero(values == 0)[0]
+        if exact.size:
+            return float(grid[exact[0]])
+        finite = np.isfinite(values)
+        signs = np.sign(values)
+        change = np.nonzero(finite[:-1] & finite[1:] & (signs[:-1] * signs[1:] < 0))[0]
+        if not change.size:
+            return math.nan
+        i = change[0]
+        root = brentq(lambda x: float(gap(np.asarray(x))), grid[i], grid[i + 1], xtol=1e-300, rtol=1e-13)
+        return float(root)
+
+
+def replace_domain(spec: Var, domain: str) -> Var:
+    """A copy of ``spec`` with another domain."""
+    return Var(unit=spec.unit, symbol=spec.symbol, domain=domain, description=spec.description)
+
+
+def formula(*, result: Var, reference: str, name: str | None = None, **variables: Var) -> Callable[..., Formula]:
+    """Declare a closed-form model (see the module docstring).
+
+    Examples
+    --------
+    >>> @formula(result=var("m", "d"), reference="kinematics",
+    ...          speed=var("m/s", "v"), duration=var("s", "t"))
+    ... def distance(speed, duration):
+    ...     return speed * duration
+    >>> distance(Q_(3, "m/s"), Q_(2, "min"))
+    <Quantity(360.0, 'meter')>
+    >>> distance.solve_for("duration", distance=Q_(360, "m"), speed=Q_(3, "m/s"))
+    <Quantity(120.0, 'second')>
+    """
+
+    def decorate(func: Callable[..., Any]) -> Formula:
+        declared = Formula(func, result=result, variables=variables, reference=reference, name=name)
+        key = f"{func.__module__.rsplit('.', 1)[-1]}.{declared.name}"
+        if func.__module__.startswith("calculator."):
+            _REGISTRY[key] = declared
+        return declared
+
+    return decorate
+
+
+def catalog() -> dict[str, Formula]:
+    """Every formula the library declares, keyed ``module.name`` (imports the formula modules)."""
+    for module in FORMULA_MODULES:
+        importlib.import_module(f"calculator.{module}")
+    return dict(sorted(_REGISTRY.items()))
+
+
+# --------------------------------------------------------------------------------------------
+# helpers
+
+
+def _to_magnitude(function: str, argument: str, value: Any, spec: Var) -> Any:
+    needed = dimension_of(spec.unit)
+    if isinstance(value, ureg.Quantity):
+        if value.dimensionality != needed:
+            raise UnitsError(
+                f"{function}(): argument '{argument}' needs dimension {needed if needed else 'dimensionless'}"
+                f" (for example {spec.unit or 'a plain number'}), got {describe_value(value)}"
+            )
+        magnitude = value.m_as(spec.unit or "")
+    elif needed:
+        raise UnitsError(
+            f"{function}(): argument '{argument}' needs dimension {needed} (for example {spec.unit}),"
+            f" got {describe_value(value)}"
+        )
+    elif isinstance(value, bool) or value is None or isinstance(value, str):
+        raise InputError(f"{function}(): argument '{argument}' must be a number, got {value!r}")
+    else:
+        magnitude = value
+    magnitude = np.asarray(magnitude, dtype=float) if np.ndim(magnitude) else magnitude
+    check_domain(function, argument, magnitude, spec.domain)
+    return magnitude
+
+
+def _in_domain(values: np.ndarray, domain: str) -> np.ndarray:
+    finite = np.isfinite(values)
+    with np.errstate(invalid="ignore"):
+        return {
+            "positive": finite & (values > 0),
+            "nonnegative": finite & (values >= 0),
+            "probability": finite & (values >= 0) & (values <= 1),
+            "fraction_open": finite & (values >= 0) & (values < 1),
+            "positive_integer": finite & (values >= 1),
+            "any": finite,
+        }[domain]
+
+
+def _assumptions(domain: str) -> dict[str, bool]:
+    if domain in ("positive", "positive_integer"):
+        return {"positive": True}
+    if domain in ("nonnegative", "probability", "fraction_open"):
+        return {"nonnegative": True}
+    return {"real": True}
+
+
+def _sample(spec: Var) -> float:
+    return {"positive_integer": 3.0, "probability": 0.3, "fraction_open": 0.3}.get(spec.domain, 0.7)
+
+
+def _format_latex(value: Any, digits: int) -> str:
+    if isinstance(value, ureg.Quantity):
+        if np.ndim(value.magnitude):
+            return _format_latex(value.magnitude, digits) + r"\ " + f"{value.units:~L}"
+        return f"{value:.{digits}g~L}"
+    if np.ndim(value):
+        return r"\left[" + ", ".join(_format_latex(float(v), digits) for v in np.ravel(value)[:4]) + r", \dots\right]"
+    return f"{Q_(float(value), ''):.{digits}g~L}".strip()

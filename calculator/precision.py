@@ -1,0 +1,54 @@
+"""Numeric precisions: their names and storage size per element.
+
+The names are the ones the whole library accepts (``precision="fp8"``). Storage sizes are the
+element widths of the formats; block-scaled formats add their scale metadata separately
+(:mod:`calculator.memory`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import InputError
+from .units import Q_
+
+__all__ = ["PRECISIONS", "bits_per_element", "bytes_per_element", "check_precision"]
+
+#: Bits per stored element for each precision name.
+PRECISIONS: dict[str, float] = {
+    "fp64": 64,
+    "fp32": 32,
+    "tf32": 32,  # stored as fp32; tf32 only names the tensor-core math mode
+    "bf16": 16,
+    "fp16": 16,
+    "fp8": 8,
+    "int8": 8,
+    "int4": 4,
+    "fp4": 4,
+}
+
+
+def check_precision(precision: str, argument: str = "precision") -> str:
+    """Return the normalised precision name, or raise :class:`InputError` listing the known ones."""
+    name = str(precision).lower()
+    if name not in PRECISIONS:
+        raise InputError(f"argument '{argument}' must be one of {sorted(PRECISIONS)}, got {precision!r}")
+    return name
+
+
+def bits_per_element(precision: str) -> float:
+    """Bits per stored element of ``precision`` (``"int4"`` -> 4)."""
+    return PRECISIONS[check_precision(precision)]
+
+
+def bytes_per_element(precision: str) -> Any:
+    """Bytes per stored element of ``precision`` as a quantity.
+
+    Examples
+    --------
+    >>> bytes_per_element("fp16")
+    <Quantity(2.0, 'byte')>
+    >>> bytes_per_element("int4")
+    <Quantity(0.5, 'byte')>
+    """
+    return Q_(bits_per_element(precision) / 8, "B")

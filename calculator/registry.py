@@ -1,0 +1,634 @@
+"""The hardware and model registry: sourced accelerators, interconnects, models and prices.
+
+``hardware_registry.yaml`` (next to the package) holds the entries; :func:`load_registry` reads it,
+plus any user files, with a safe YAML loader, validates every entry against strict frozen pydantic
+models and returns a :class:`Registry` whose sections map ids to entries::
+
+    reg = load_registry()
+    reg.accelerators["h100-sxm"].memory_bandwidth      # <Quantity(3.35, 'terabyte / second')>
+
+Quantities are written as strings (``"80 GiB"``, ``"3.35 TB/s"``), parsed by the calculator's pint
+registry and checked for dimension. Every numeric field of an entry must be covered by a source
+(``sources: [{source: <id>, fields: [...], note: ...}]``) that names a document listed under the
+file's ``sources:`` section. Any problem raises :class:`RegistryError` naming the file, the entry,
+the field, what was expected and what was found.
+
+User files passed as ``extra`` are applied in order: an entry with a new id is added; an entry with
+an existing id overrides the fields it gives (its sources are added to the entry's sources, and
+must cover the fields it changes).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from types import MappingProxyType
+from typing import Annotated, Any, ClassVar, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    ValidationError,
+    WithJsonSchema,
+    model_validator,
+)
+
+from .errors import RegistryError, UnknownEntryError
+from .precision import PRECISIONS, check_precision
+from .units import Q_, ureg
+
+__all__ = [
+    "DEFAULT_REGISTRY_PATH",
+    "SECTIONS",
+    "Accelerator",
+    "Interconnect",
+    "Model",
+    "Price",
+    "Registry",
+    "Source",
+    "load_registry",
+    "registry_json_schema",
+]
+
+DEFAULT_REGISTRY_PATH = Path(__file__).resolve().parent.parent / "hardware_registry.yaml"
+SCHEMA_VERSION = 1
+
+# --------------------------------------------------------------------------------------------
+# Field types
+
+
+def _quantity_type(example: str, *, positive: bool = True) -> Any:
+    """A pydantic type for a quantity string of the dimension of ``example`` (e.g. ``"1 GB/s"``)."""
+    dimension = ureg.parse_units(example.split(" ", 1)[1]).dimensionality
+
+    def parse(value: Any) -> Any:
+        if isinstance(value, ureg.Quantity):
+            quantity = value
+        elif isinstance(value, str):
+            try:
+                quantity = Q_(value)
+            except Exception as exc:  # pint raises several types for unknown units or bad syntax
+                raise ValueError(f"expected a quantity like {example!r}, found {value!r} ({exc})") from None
+            if not isinstance(quantity, ureg.Quantity):
+                raise ValueError(f"expected a quantity with a unit like {example!r}, found {value!r}")
+        else:
+            raise ValueError(f"expected a quantity string like {example!r}, found {value!r}")
+        if quantity.dimensionality != dimension:
+            raise ValueError(
+                f"expected dimension {dimension} (like {example!r}), found {value!r} "
+                f"with dimension {quantity.dimensionality or 'dimensionless'}"
+            )
+        if positive and not quantity.magnitude > 0:
+            raise ValueError(f"expected a positive quantity (like {example!r}), found {value!r}")
+        return quantity
+
+    return Annotated[
+        Any,
+        BeforeValidator(parse),
+        PlainSerializer(lambda q: f"{q:~P}", return_type=str),
+        WithJsonSchema(
+            {
+                "type": "string",
+                "description": f"quantity with dimension {dimension}, e.g. '{example}'",
+                "examples": [example],
+            }
+        ),
+    ]
+
+
+def _count(value: Any) -> Any:
+    """Counts may be written 70.6e9 (PyYAML reads that as a string) or 70_600_000_000."""
+    if isinstance(value, bool):
+        raise ValueError(f"expected a number, found {value!r}")
+    if isinstance(value, str):
+        try:
+            value = float(value.replace("_", ""))
+        except ValueError:
+            raise ValueError(f"expected a number, found {value!r}") from None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not isinstance(value, int | float) or not value > 0:
+        raise ValueError(f"expected a positive number, found {value!r}")
+    return value
+
+
+Bytes = _quantity_type("80 GB")
+ByteRate = _quantity_type("3.35 TB/s")
+FlopRate = _quantity_type("989 TFLOP/s")
+Power = _quantity_type("700 W")
+Duration = _quantity_type("500 ns")
+HourlyPrice = _quantity_type("2.5 USD/hour")
+Count = Annotated[
+    float | int,
+    BeforeValidator(_count),
+    WithJsonSchema({"anyOf": [{"type": "number", "exclusiveMinimum": 0}, {"type": "string"}]}),
+]
+PositiveInt = Annotated[int, Field(strict=True, gt=0)]
+Identifier = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._-]*$", max_length=80)]
+Precision = Literal[tuple(PRECISIONS)]  # type: ignore[valid-type]
+
+# --------------------------------------------------------------------------------------------
+# Entries
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Source(_Strict):
+    """A document a value was taken from."""
+
+    id: Identifier
+    title: str = Field(min_length=1)
+    url: str = Field(min_length=1, description="address of the document (or 'chapter:<where>')")
+    kind: Literal["vendor_datasheet", "model_config", "paper", "documentation", "price_list", "chapter", "user"]
+    note: str = ""
+
+
+class SourceLink(_Strict):
+    """Which fields of an entry a source supports, and on what basis (dense/sparse, ...)."""
+
+    source: Identifier
+    fields: tuple[str, ...] = Field(min_length=1)
+    note: str = ""
+
+
+class Entry(_Strict):
+    """Fields every registry entry has."""
+
+    id: Identifier
+    name: str = Field(min_length=1)
+    provenance: Literal["published", "chapter_scenario", "user"] = Field(
+        description="published: a vendor or model-card value; chapter_scenario: a value the chapter "
+        "uses as an illustration; user: supplied by the user"
+    )
+    sources: tuple[SourceLink, ...] = Field(min_length=1)
+
+    #: Fields that are labels, not values, and so need no source.
+    UNSOURCED: ClassVar[frozenset[str]] = frozenset(
+        {"id", "name", "provenance", "sources", "kind", "vendor", "architecture"}
+    )
+
+    def sourced_fields(self) -> list[str]:
+        """The fields that carry values and so must be covered by a source."""
+        return [f for f in type(self).model_fields if f not in self.UNSOURCED and getattr(self, f) is not None]
+
+    def display_values(self) -> dict[str, Any]:
+        """Every set field except the sources, flattened (``dense_throughput.bf16``), quantities as text."""
+        out: dict[str, Any] = {}
+        for field in type(self).model_fields:
+            value = getattr(self, field)
+            if field == "sources" or value is None:
+                continue
+            items = value.items() if isinstance(value, Mapping) else [(None, value)]
+            for key, item in items:
+                out[field if key is None else f"{field}.{key}"] = (
+                    f"{item:~P}" if isinstance(item, ureg.Quantity) else item
+                )
+        return out
+
+    def source_of(self, field: str) -> list[SourceLink]:
+        """The source links that cover ``field``."""
+        return [link for link in self.sources if field in link.fields]
+
+
+class Accelerator(Entry):
+    """An accelerator (one GPU or accelerator package)."""
+
+    vendor: str
+    architecture: str = ""
+    memory: Bytes = Field(description="physical memory in bytes (the registered byte capacity)")
+    memory_nameplate: Bytes = Field(description="the marketed memory figure, as printed")
+    memory_bandwidth: ByteRate
+    dense_throughput: Mapping[Precision, FlopRate] = Field(
+        description="dense (no structured sparsity) tensor throughput per precision; int rates as ops/s"
+    )
+    nvlink_bandwidth: ByteRate | None = Field(None, description="NVLink bandwidth per direction")
+    nvlink_bandwidth_total: ByteRate | None = Field(None, description="NVLink bandwidth, both directions")
+    host_link: Identifier | None = Field(None, description="id of the host interconnect")
+    tdp: Power
+
+    def peak_throughput(self, precision: str) -> Any:
+        """Dense peak throughput at ``precision``; :class:`RegistryError` if the part lacks it."""
+        name = check_precision(precision)
+        if name not in self.dense_throughput:
+            raise RegistryError(
+                f"accelerator '{self.id}' has no dense {name} throughput in the registry; "
+                f"it lists {sorted(self.dense_throughput)}"
+            )
+        return self.dense_throughput[name]
+
+
+class Interconnect(Entry):
+    """A link between devices or nodes."""
+
+    scope: Literal["intra_node", "inter_node", "host"]
+    bandwidth: ByteRate = Field(description="bandwidth per direction")
+    bandwidth_total: ByteRate | None = Field(None, description="bandwidth summed over both directions")
+    startup_latency: Duration | None = Field(None, description="per-message startup latency (alpha)")
+
+    UNSOURCED: ClassVar[frozenset[str]] = Entry.UNSOURCED | {"scope"}
+
+
+class Model(Entry):
+    """A model architecture (transformer LLM, recommendation model or vision model)."""
+
+    kind: Literal["transformer", "recommendation", "vision"] = "transformer"
+    parameters: Count
+    active_parameters: Count | None = Field(None, description="parameters used per token; defaults to parameters")
+    layers: PositiveInt | None = None
+    hidden_size: PositiveInt | None = None
+    intermediate_size: PositiveInt | None = None
+    attention_heads: PositiveInt | None = None
+    kv_heads: PositiveInt | None = None
+    head_dim: PositiveInt | None = None
+    attention: Literal["mha", "gqa", "mqa", "mla"] | None = None
+    vocab_size: PositiveInt | None = None
+    max_context: PositiveInt | None = Field(None, description="longest context in tokens")
+    experts: PositiveInt = 1
+    experts_per_token: PositiveInt = 1
+    shared_experts: Annotated[int, Field(strict=True, ge=0)] = 0
+    kv_lora_rank: PositiveInt | None = Field(None, description="MLA: latent KV width cached per token and layer")
+    qk_rope_head_dim: PositiveInt | None = Field(None, description="MLA: decoupled RoPE key width cached")
+    q_lora_rank: PositiveInt | None = None
+    qk_nope_head_dim: PositiveInt | None = None
+    v_head_dim: PositiveInt | None = None
+
+    UNSOURCED: ClassVar[frozenset[str]] = Entry.UNSOURCED | {"experts", "experts_per_token", "shared_experts"}
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Model:
+        if self.active_parameters is not None and self.active_parameters > self.parameters:
+            raise ValueError(
+                f"active_parameters ({self.active_parameters}) cannot exceed parameters ({self.parameters})"
+            )
+        if self.experts_per_token > self.experts:
+            raise ValueError(f"experts_per_token ({self.experts_per_token}) exceeds experts ({self.experts})")
+        if self.kind != "transformer":
+            return self
+        needed = ["layers", "attention_heads", "kv_heads", "head_dim", "attention"]
+        missing = [f for f in needed if getattr(self, f) is None]
+        if missing:
+            raise ValueError(f"a transformer model needs {missing}")
+        heads, kv = self.attention_heads, self.kv_heads
+        assert heads is not None and kv is not None  # checked above
+        rules = {
+            "mha": (kv == heads, f"mha needs kv_heads == attention_heads, found {kv} and {heads}"),
+            "mqa": (kv == 1, f"mqa needs kv_heads == 1, found {kv}"),
+            "gqa": (
+                heads % kv == 0 and kv < heads,
+                f"gqa needs kv_heads < attention_heads dividing them, found {kv}/{heads}",
+            ),
+            "mla": (
+                self.kv_lora_rank is not None and self.qk_rope_head_dim is not None,
+                "mla needs kv_lora_rank and qk_rope_head_dim",
+            ),
+        }
+        ok, message = rules[self.attention]  # type: ignore[index]
+        if not ok:
+            raise ValueError(message)
+        return self
+
+    @property
+    def active(self) -> float:
+        """Parameters used per token (equal to ``parameters`` for a dense model)."""
+        return self.active_parameters if self.active_parameters is not None else self.parameters
+
+
+class Price(Entry):
+    """A GPU-hour price (per accelerator, per hour)."""
+
+    accelerator: Identifier | None = None
+    price: HourlyPrice = Field(description="price per accelerator-hour")
+    market: Literal["on_demand", "spot", "reserved"]
+    region: str = ""
+    provider: str = ""
+    as_of: str = Field(min_length=1, description="date or year the price applies to")
+
+    UNSOURCED: ClassVar[frozenset[str]] = Entry.UNSOURCED | {"market", "region", "provider", "as_of", "accelerator"}
+
+
+SECTIONS: dict[str, type[Entry]] = {
+    "accelerators": Accelerator,
+    "interconnects": Interconnect,
+    "models": Model,
+    "prices": Price,
+}
+
+
+class RegistryFile(_Strict):
+    """The layout of a registry YAML file (used for the exported JSON schema)."""
+
+    schema_version: Literal[1] = 1
+    sources: tuple[Source, ...] = ()
+    accelerators: tuple[Accelerator, ...] = ()
+    interconnects: tuple[Interconnect, ...] = ()
+    models: tuple[Model, ...] = ()
+    prices: tuple[Price, ...] = ()
+
+
+def registry_json_schema() -> dict[str, Any]:
+    """The JSON schema of a registry file."""
+    schema = RegistryFile.model_json_schema(mode="validation")
+    schema["title"] = "Serving capacity calculator registry"
+    return schema
+
+
+# --------------------------------------------------------------------------------------------
+# The loaded registry
+
+
+class Section(Mapping[str, Any]):
+    """A read-only mapping from id to entry whose missing-key error lists the known ids."""
+
+    def __init__(self, kind: str, entries: Mapping[str, Any]) -> None:
+        self._kind = kind
+        self._entries = MappingProxyType(dict(entries))
+
+    def __getitem__(self, key: str) -> Any:
+        try:
+            return self._entries[key]
+        except KeyError:
+            known = ", ".join(sorted(self._entries))
+            raise UnknownEntryError(f"unknown {self._kind} id {key!r}; known ids: {known}") from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __repr__(self) -> str:
+        return f"<{self._kind}s: {', '.join(self._entries)}>"
+
+
+class Registry:
+    """Validated registry content.
+
+    ``accelerators``, ``interconnects``, ``models``, ``prices`` and ``sources`` are each a mapping by
+    id; ``files`` are the files it was read from.
+    """
+
+    def __init__(self, sections: dict[str, dict[str, Any]], sources: dict[str, Source], files: tuple[Path, ...]):
+        self.accelerators = Section("accelerator", sections["accelerators"])
+        self.interconnects = Section("interconnect", sections["interconnects"])
+        self.models = Section("model", sections["models"])
+        self.prices = Section("price", sections["prices"])
+        self.sources = Section("source", sources)
+        self.files = files
+
+    def __repr__(self) -> str:
+        counts = ", ".join(f"{len(getattr(self, s))} {s}" for s in (*SECTIONS, "sources"))
+        return f"<Registry {counts} from {[f.name for f in self.files]}>"
+
+    def section(self, name: str) -> Section:
+        """One section by name (``"models"``)."""
+        if name not in (*SECTIONS, "sources"):
+            raise RegistryError(f"unknown registry section {name!r}; sections: {', '.join((*SECTIONS, 'sources'))}")
+        return getattr(self, name)
+
+    def find(self, entry_id: str) -> tuple[str, Any]:
+        """Look an id up in every section; returns ``(section, entry)``."""
+        for name in (*SECTIONS, "sources"):
+            section = getattr(self, name)
+            if entry_id in section:
+                return name, section[entry_id]
+        raise UnknownEntryError(f"no registry entry has id {entry_id!r}")
+
+    def accelerator(self, value: Any) -> Accelerator:
+        """An accelerator from an id or an :class:`Accelerator` (passed through)."""
+        return value if isinstance(value, Accelerator) else self.accelerators[value]
+
+    def model(self, value: Any) -> Model:
+        """A model from an id or a :class:`Model` (passed through)."""
+        return value if isinstance(value, Model) else self.models[value]
+
+    def interconnect(self, value: Any) -> Interconnect:
+        """An interconnect from an id or an :class:`Interconnect` (passed through)."""
+        return value if isinstance(value, Interconnect) else self.interconnects[value]
+
+
+# --------------------------------------------------------------------------------------------
+# Loading
+
+
+def load_registry(path: str | Path | None = None, extra: Iterable[str | Path] = ()) -> Registry:
+    """Load and validate the registry (cached per file set and modification time).
+
+    Parameters
+    ----------
+    path : str or Path, optional
+        The base registry file; defaults to the packaged ``hardware_registry.yaml``.
+    extra : iterable of str or Path
+        User files applied after the base, in order; they add entries or override fields.
+
+    Returns
+    -------
+    Registry
+
+    Raises
+    ------
+    RegistryError
+        On any invalid file, naming the file, the entry id, the field, what was expected and what
+        was found.
+
+    Examples
+    --------
+    >>> reg = load_registry()
+    >>> reg.accelerators["h100-sxm"].memory_bandwidth
+    <Quantity(3.35, 'terabyte / second')>
+    """
+    files = tuple(Path(p) for p in (path or DEFAULT_REGISTRY_PATH, *extra))
+    stamps = []
+    for file in files:
+        try:
+            stamps.append((str(file.resolve()), file.stat().st_mtime_ns))
+        except OSError as exc:
+            raise RegistryError(f"{file}: cannot read the registry file ({exc.strerror})") from None
+    return _load_cached(tuple(stamps))
+
+
+@functools.lru_cache(maxsize=32)
+def _load_cached(stamps: tuple[tuple[str, int], ...]) -> Registry:
+    files = tuple(Path(p) for p, _ in stamps)
+    raw_sections: dict[str, dict[str, tuple[dict[str, Any], Path]]] = {s: {} for s in SECTIONS}
+    sources: dict[str, Source] = {}
+    for index, file in enumerate(files):
+        document = _read_yaml(file)
+        sources.update(_read_sources(file, document.get("sources") or []))
+        for section in SECTIONS:
+            seen: set[str] = set()
+            for position, raw in enumerate(_as_list(file, section, document.get(section))):
+                entry_id = _entry_id(file, section, position, raw)
+                if entry_id in seen:
+                    raise RegistryError(f"{file.name}: {section}['{entry_id}']: duplicate id in the same file")
+                seen.add(entry_id)
+                if entry_id in raw_sections[section] and index > 0:
+                    base, _ = raw_sections[section][entry_id]
+                    merged = {**base, **raw, "sources": [*base.get("sources", []), *raw.get("sources", [])]}
+                    raw_sections[section][entry_id] = (merged, file)
+                else:
+                    raw_sections[section][entry_id] = (raw, file)
+    sections = {
+        section: {
+            entry_id: _validate(file, section, entry_id, raw, sources) for entry_id, (raw, file) in entries.items()
+        }
+        for section, entries in raw_sections.items()
+    }
+    origin = {
+        (section, entry_id): file.name
+        for section, entries in raw_sections.items()
+        for entry_id, (_, file) in entries.items()
+    }
+    _check_references(sections, origin)
+    _check_unique_ids(sections, origin)
+    return Registry(sections, sources, files)
+
+
+def _read_yaml(file: Path) -> dict[str, Any]:
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RegistryError(f"{file}: cannot read the registry file ({exc})") from None
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise RegistryError(f"{file.name}: malformed YAML{where}: {problem}") from None
+    if document is None:
+        return {}
+    if not isinstance(document, dict):
+        raise RegistryError(f"{file.name}: expected a mapping of sections at the top, found {type(document).__name__}")
+    allowed = {"schema_version", "sources", *SECTIONS}
+    unknown = sorted(set(map(str, document)) - allowed)
+    if unknown:
+        raise RegistryError(f"{file.name}: unknown top-level key(s) {unknown}; expected some of {sorted(allowed)}")
+    version = document.get("schema_version", SCHEMA_VERSION)
+    if version != SCHEMA_VERSION:
+        raise RegistryError(f"{file.name}: schema_version: expected {SCHEMA_VERSION}, found {version!r}")
+    return document
+
+
+def _as_list(file: Path, section: str, value: Any) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise RegistryError(f"{file.name}: {section}: expected a list of entries, found {type(value).__name__}")
+    return value
+
+
+def _entry_id(file: Path, section: str, position: int, raw: Any) -> str:
+    if not isinstance(raw, dict):
+        raise RegistryError(f"{file.name}: {section}[{position}]: expected a mapping of fields, found {raw!r}")
+    entry_id = raw.get("id")
+    if not isinstance(entry_id, str) or not entry_id:
+        raise RegistryError(
+            f"{file.name}: {section}[{position}]: field 'id': expected a lowercase id, found {entry_id!r}"
+        )
+    return entry_id
+
+
+def _read_sources(file: Path, raw_sources: Any) -> dict[str, Source]:
+    out: dict[str, Source] = {}
+    for position, raw in enumerate(_as_list(file, "sources", raw_sources)):
+        source_id = _entry_id(file, "sources", position, raw)
+        if source_id in out:
+            raise RegistryError(f"{file.name}: sources['{source_id}']: duplicate id in the same file")
+        try:
+            out[source_id] = Source.model_validate(raw)
+        except ValidationError as exc:
+            raise _registry_error(file, "sources", source_id, exc) from None
+    return out
+
+
+def _validate(file: Path, section: str, entry_id: str, raw: dict[str, Any], sources: dict[str, Source]) -> Entry:
+    model = SECTIONS[section]
+    if not raw.get("sources"):
+        raise RegistryError(
+            f"{file.name}: {section}['{entry_id}']: field 'sources': expected at least one source "
+            f"(a document each value was taken from), found none"
+        )
+    try:
+        entry = model.model_validate(raw)
+    except ValidationError as exc:
+        raise _registry_error(file, section, entry_id, exc) from None
+    covered: set[str] = set()
+    for link in entry.sources:
+        if link.source not in sources:
+            raise RegistryError(
+                f"{file.name}: {section}['{entry_id}']: field 'sources': source '{link.source}' is not "
+                f"listed under the file's top-level 'sources'"
+            )
+        unknown = sorted(set(link.fields) - set(model.model_fields))
+        if unknown:
+            raise RegistryError(
+                f"{file.name}: {section}['{entry_id}']: field 'sources': source '{link.source}' covers "
+                f"unknown field(s) {unknown}"
+            )
+        covered.update(link.fields)
+    for field in entry.sourced_fields():
+        if field not in covered:
+            raise RegistryError(
+                f"{file.name}: {section}['{entry_id}']: field '{field}': missing source; expected a "
+                f"sources entry listing '{field}' in its fields, found none"
+            )
+    return entry
+
+
+def _registry_error(file: Path, section: str, entry_id: str, exc: ValidationError) -> RegistryError:
+    lines = []
+    for error in exc.errors(include_url=False):
+        field = ".".join(str(part) for part in error["loc"]) or "(whole entry)"
+        found = error.get("input")
+        if error["type"] == "extra_forbidden":
+            message = f"field '{field}': unknown field (not part of the {section} schema), found {found!r}"
+        elif error["type"] == "missing":
+            message = f"field '{field}': required field is missing"
+        else:
+            text = error["msg"].removeprefix("Value error, ")
+            message = f"field '{field}': {text}"
+            if "found" not in text and not isinstance(found, dict):
+                message += f", found {found!r}"
+        lines.append(f"{file.name}: {section}['{entry_id}']: {message}")
+    return RegistryError("\n".join(lines))
+
+
+def _check_unique_ids(sections: dict[str, dict[str, Any]], origin: dict[tuple[str, str], str]) -> None:
+    owner: dict[str, str] = {}
+    for section, entries in sections.items():
+        for entry_id in entries:
+            if entry_id in owner:
+                raise RegistryError(
+                    f"{origin[section, entry_id]}: {section}['{entry_id}']: duplicate id: it is already used "
+                    f"in {owner[entry_id]}; ids must be unique across sections"
+                )
+            owner[entry_id] = section
+
+
+def _check_references(sections: dict[str, dict[str, Any]], origin: dict[tuple[str, str], str]) -> None:
+    links = sections["interconnects"]
+    for accelerator in sections["accelerators"].values():
+        if accelerator.host_link is not None and accelerator.host_link not in links:
+            raise RegistryError(
+                f"{origin['accelerators', accelerator.id]}: accelerators['{accelerator.id}']: field 'host_link': "
+                f"expected an interconnect id, found {accelerator.host_link!r}"
+            )
+    for price in sections["prices"].values():
+        if price.accelerator is not None and price.accelerator not in sections["accelerators"]:
+            raise RegistryError(
+                f"{origin['prices', price.id]}: prices['{price.id}']: field 'accelerator': "
+                f"expected an accelerator id, found {price.accelerator!r}"
+            )
+
+
+def schema_text() -> str:
+    """The JSON schema as the text written to ``docs/registry.schema.json``."""
+    return json.dumps(registry_json_schema(), indent=2, sort_keys=True) + "\n"

@@ -1,0 +1,129 @@
+"""The calculator's one pint unit registry.
+
+Information is a real dimension here: pint's default registry defines ``bit = []``, which lets
+``Q_(80, "GB") + 1`` pass silently. This registry makes the byte a base unit of dimension
+``[information]``, and adds ``FLOP`` (``[compute]``; integer operations count as one each),
+``token``, ``request`` (alias ``query``) and ``USD`` (``[currency]``). Decimal and binary prefixes
+both work: ``GB`` is 10**9 bytes and ``GiB`` is 2**30 bytes.
+
+``check_units`` checks the dimension of named arguments at a function's boundary and raises
+:class:`UnitsError` naming the function, the argument, the dimension it needs and what it got.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pint
+
+from .errors import UnitsError
+
+__all__ = ["Q_", "Quantity", "UnitsError", "check_units", "describe_value", "dimension_of", "ureg"]
+
+
+def _build_registry() -> pint.UnitRegistry:
+    folder = Path(pint.__file__).parent
+    text = (folder / "default_en.txt").read_text(encoding="utf-8")
+    constants = (folder / "constants_en.txt").read_text(encoding="utf-8")
+    replacements = {
+        # Inline the constants file: definitions are loaded from text, not from pint's folder.
+        "@import constants_en.txt": constants,
+        # The byte becomes the base unit of a real information dimension.
+        "bit = []": "byte = [information] = B = octet\nbit = byte / 8 = b",
+        "byte = 8 * bit = B = octet": "",
+        # Network rates are written "100 Gb/s": "b" is the bit, not the barn, and "Gb" is not the
+        # gilbert (a CGS magnetomotive force unit nobody sizes a fleet with).
+        "barn = 1e-28 * meter ** 2 = b": "barn = 1e-28 * meter ** 2",
+        "gilbert = 1 / (4 * π) * biot_turn = Gb": "gilbert = 1 / (4 * π) * biot_turn",
+    }
+    for old, new in replacements.items():
+        if old not in text:  # pragma: no cover - only on an incompatible pint release
+            raise RuntimeError(f"pint's default definitions changed: cannot find {old!r}")
+        text = text.replace(old, new)
+    registry = pint.UnitRegistry(None, autoconvert_offset_to_baseunit=True)
+    registry.load_definitions(text.splitlines())
+    registry.define("FLOP = [compute] = _ = flop")
+    registry.define("token = [token] = _ = tokens")
+    registry.define("request = [request] = _ = query = requests = queries")
+    registry.define("USD = [currency] = _ = dollar")
+    registry.formatter.default_format = "~P"
+    return registry
+
+
+ureg: pint.UnitRegistry = _build_registry()
+pint.set_application_registry(ureg)
+Q_ = ureg.Quantity
+Quantity = ureg.Quantity
+
+
+def dimension_of(unit: str) -> Any:
+    """Return the dimensionality of a unit expression, e.g. ``dimension_of("GB/s")``."""
+    return ureg.parse_units(unit).dimensionality if unit else ureg.dimensionless.dimensionality
+
+
+def describe_value(value: Any) -> str:
+    """Describe a value for an error message: its repr and its dimension."""
+    if isinstance(value, ureg.Quantity):
+        dim = value.dimensionality
+        return f"{value:~P} (dimension {dim if dim else 'dimensionless'})"
+    return f"{value!r} (a plain {type(value).__name__}, no unit)"
+
+
+def _check_one(function: str, argument: str, value: Any, unit: str) -> None:
+    needed = dimension_of(unit)
+    if isinstance(value, ureg.Quantity):
+        if value.dimensionality == needed:
+            return
+    elif not needed:
+        return
+    raise UnitsError(
+        f"{function}(): argument '{argument}' needs dimension {needed if needed else 'dimensionless'}"
+        f" (for example {unit or 'a plain number'}), got {describe_value(value)}"
+    )
+
+
+def check_units(**units: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Check the dimension of named arguments when the decorated function is called.
+
+    Parameters
+    ----------
+    **units
+        Argument name to an example unit of the dimension it needs (``arrival_rate="request/s"``).
+        An empty string means the argument must be dimensionless. Arguments that are ``None``
+        are not checked, so optional quantities keep ``None`` as their default.
+
+    Examples
+    --------
+    >>> @check_units(duration="s")
+    ... def twice(duration):
+    ...     return 2 * duration
+    >>> twice(Q_(3, "ms"))
+    <Quantity(6, 'millisecond')>
+    >>> twice(3)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    calculator.errors.UnitsError: twice(): argument 'duration' needs dimension [time] ... got 3 (a plain int, no unit)
+    """
+
+    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+        signature = inspect.signature(func)
+        unknown = set(units) - set(signature.parameters)
+        if unknown:
+            raise TypeError(f"check_units on {func.__name__}: no arguments named {sorted(unknown)}")
+
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            bound = signature.bind(*args, **kwargs)
+            for name, unit in units.items():
+                if name in bound.arguments and bound.arguments[name] is not None:
+                    _check_one(func.__name__, name, bound.arguments[name], unit)
+            return func(*args, **kwargs)
+
+        wrapper.__units__ = dict(units)  # type: ignore[attr-defined]
+        return wrapper
+
+    return decorate

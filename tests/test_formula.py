@@ -1,0 +1,192 @@
+"""The formula mechanism: one declaration gives a checked numeric function, LaTeX and a solver."""
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from calculator import Q_, InputError, UnitsError
+from calculator.formula import Formula, catalog, formula, var
+from calculator.units import ureg
+
+
+@formula(
+    result=var("s", "t"),
+    reference="test: a formula sympy cannot invert in closed form",
+    size=var("B", "x"),
+    rate=var("B/s", "r"),
+)
+def _transcendental(size, rate):
+    # x/r + (x/r)^(1/3) * e^(x / (r * 1 s)) has no closed-form inverse in x.
+    ratio = size / rate
+    from calculator.formula import exp
+
+    return ratio + ratio ** (1 / 3) * exp(ratio)
+
+
+def test_every_library_formula_has_coherent_units():
+    formulas = catalog()
+    assert {"economics.lifetime_cost", "memory.kv_bytes_per_token", "memory.weight_bytes"} <= set(formulas)
+    for declared in formulas.values():
+        declared.check_dimensions()
+
+
+def test_check_dimensions_catches_incoherent_declarations():
+    @formula(result=var("GB", "y"), reference="test", size=var("B", "x"))
+    def wrong_scale(size):
+        return size
+
+    @formula(result=var("s", "y"), reference="test", size=var("B", "x"))
+    def wrong_dimension(size):
+        return size
+
+    with pytest.raises(UnitsError, match="not coherent"):
+        wrong_scale.check_dimensions()
+    with pytest.raises(UnitsError, match="dimension"):
+        wrong_dimension.check_dimensions()
+
+
+def test_declaration_must_match_the_signature():
+    with pytest.raises(TypeError, match="do not match"):
+
+        @formula(result=var("s", "t"), reference="test", a=var("s", "a"))
+        def mismatched(b):
+            return b
+
+
+def test_numeric_function_broadcasts_and_converts_units():
+    from calculator.memory import kv_bytes_per_token
+
+    layers = np.array([32, 80])[:, None]
+    bytes_per_element = Q_(np.array([16, 8]), "bit")  # 2 B and 1 B, given in bits
+    out = kv_bytes_per_token(layers, 8, 128, bytes_per_element)
+    assert out.units == ureg.parse_units("B/token")
+    assert out.shape == (2, 2)
+    assert out.magnitude == pytest.approx(np.array([[131072, 65536], [327680, 163840]]))
+
+
+def test_bad_inputs_name_the_argument():
+    from calculator.memory import kv_bytes_per_token
+
+    with pytest.raises(UnitsError, match=r"kv_bytes_per_token\(\): argument 'bytes_per_element' needs dimension"):
+        kv_bytes_per_token(80, 8, 128, 2)
+    with pytest.raises(UnitsError, match=r"argument 'layers' needs dimension dimensionless"):
+        kv_bytes_per_token(Q_(80, "s"), 8, 128, Q_(2, "B"))
+    with pytest.raises(InputError, match="argument 'kv_heads' must be an integer >= 1, got 0"):
+        kv_bytes_per_token(80, 0, 128, Q_(2, "B"))
+    with pytest.raises(InputError, match="argument 'head_dim' must be an integer >= 1, got 1.5"):
+        kv_bytes_per_token(80, 8, np.array([128, 1.5]), Q_(2, "B"))
+    with pytest.raises(InputError, match=r"argument 'layers' contains NaN"):
+        kv_bytes_per_token(np.nan, 8, 128, Q_(2, "B"))
+    with pytest.raises(InputError, match="must be a number"):
+        kv_bytes_per_token("80", 8, 128, Q_(2, "B"))
+
+
+def test_latex_symbolic_and_substituted():
+    from calculator.economics import lifetime_cost
+    from calculator.memory import weight_bytes
+
+    assert lifetime_cost.latex() == r"C_{\mathrm{life}} = C_{\mathrm{train}} + c_{q} T_{\mathrm{deploy}} \lambda"
+    text = lifetime_cost.latex(Q_(2e6, "USD"), Q_(0.001, "USD/request"), Q_(365, "day"), Q_(5e7, "request/day"))
+    lines = text.split("\\\\\n")
+    assert len(lines) == 3
+    assert r"2\times 10^{6}\ \mathrm{USD}" in lines[1]
+    assert r"365\ \mathrm{d}" in lines[1]
+    assert lines[2].strip() == r"= 2.025\times 10^{7}\ \mathrm{USD}"
+    assert weight_bytes.latex(70e9, 16).split("\\\n")[-1].strip() == r"= 140\ \mathrm{GB}"
+    with pytest.raises(TypeError, match="missing"):
+        lifetime_cost.latex(Q_(2e6, "USD"))
+
+
+def test_solve_uses_the_numeric_root_finder_when_sympy_has_no_closed_form():
+    size = Q_(3.0, "B")
+    rate = Q_(1.5, "B/s")
+    t = _transcendental(size, rate)
+    assert _transcendental._closed_forms("size") == ()
+    back = _transcendental.solve_for("size", _transcendental=t, rate=rate)
+    assert back.to("B").magnitude == pytest.approx(3.0, rel=1e-9)
+
+
+def test_solve_reports_no_solution_in_the_domain():
+    from calculator.economics import lifetime_cost
+
+    with pytest.raises(InputError, match="no value of arrival_rate"):
+        lifetime_cost.solve_for(
+            "arrival_rate",
+            lifetime_cost=Q_(1e6, "USD"),  # less than the training cost alone
+            training_cost=Q_(2e6, "USD"),
+            cost_per_query=Q_(0.001, "USD/request"),
+            duration=Q_(365, "day"),
+        )
+
+
+def test_solve_checks_its_arguments():
+    from calculator.economics import lifetime_cost
+
+    with pytest.raises(InputError, match="unknown 'speed'"):
+        lifetime_cost.solve_for("speed", lifetime_cost=Q_(1, "USD"))
+    with pytest.raises(TypeError, match="give exactly"):
+        lifetime_cost.solve_for("duration", lifetime_cost=Q_(1, "USD"))
+
+
+positive = st.floats(min_value=1e-3, max_value=1e6, allow_nan=False, allow_infinity=False)
+
+
+@settings(max_examples=40, deadline=None)
+@given(train=positive, unit_cost=positive, days=positive, rate=positive)
+def test_lifetime_cost_round_trips_through_every_input(train, unit_cost, days, rate):
+    from calculator.economics import lifetime_cost
+
+    inputs = {
+        "training_cost": Q_(train, "USD"),
+        "cost_per_query": Q_(unit_cost * 1e-6, "USD/request"),
+        "duration": Q_(days, "day"),
+        "arrival_rate": Q_(rate, "request/s"),
+    }
+    total = lifetime_cost(**inputs)
+    # Each term must be visible in the total at float precision for its inputs to be recoverable.
+    assume(1e-6 < train / total.m_as("USD") < 1 - 1e-6)
+    for name, value in inputs.items():
+        others = {k: v for k, v in inputs.items() if k != name}
+        solved = lifetime_cost.solve_for(name, lifetime_cost=total, **others)
+        assert solved.to(value.units).magnitude == pytest.approx(value.magnitude, rel=1e-6)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    layers=st.integers(1, 200),
+    kv_heads=st.integers(1, 128),
+    head_dim=st.sampled_from([32, 64, 96, 128, 256]),
+    element=st.sampled_from([0.5, 1, 2, 4]),
+)
+def test_kv_bytes_per_token_round_trips_through_every_input(layers, kv_heads, head_dim, element):
+    from calculator.memory import kv_bytes_per_token
+
+    inputs = {"layers": layers, "kv_heads": kv_heads, "head_dim": head_dim, "bytes_per_element": Q_(element, "B")}
+    per_token = kv_bytes_per_token(**inputs)
+    for name, value in inputs.items():
+        others = {k: v for k, v in inputs.items() if k != name}
+        solved = kv_bytes_per_token.solve_for(name, kv_bytes_per_token=per_token, **others)
+        expected = value.magnitude if hasattr(value, "magnitude") else value
+        got = solved.to("B").magnitude if hasattr(solved, "magnitude") else solved
+        assert got == pytest.approx(expected, rel=1e-9)
+
+
+def test_solve_broadcasts_over_arrays():
+    from calculator.memory import kv_bytes_per_token
+
+    per_token = Q_(np.array([327680, 163840, 2621440]), "B/token")
+    layers = kv_bytes_per_token.solve_for(
+        "kv_heads", kv_bytes_per_token=per_token, layers=80, head_dim=128, bytes_per_element=Q_(2, "B")
+    )
+    assert layers == pytest.approx([8, 4, 64])
+
+
+def test_formula_object_describes_itself():
+    from calculator.memory import kv_bytes_per_token
+
+    assert isinstance(kv_bytes_per_token, Formula)
+    assert kv_bytes_per_token.inputs == ("layers", "kv_heads", "head_dim", "bytes_per_element")
+    assert "Eq. 5" in kv_bytes_per_token.reference
+    assert "KV-cache bytes per token" in kv_bytes_per_token.__doc__
+    assert kv_bytes_per_token.numeric(layers=80, kv_heads=8, head_dim=128, bytes_per_element=2) == 327680

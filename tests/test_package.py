@@ -1,0 +1,48 @@
+"""Package hygiene: the import stays light, and the README's commands are the ones CI runs."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_import_calculator_loads_no_heavy_modules():
+    code = (
+        "import sys, calculator; "
+        "heavy = ('streamlit', 'sympy', 'plotly', 'scipy', 'pandas', 'pydantic'); "
+        "print(','.join(m for m in heavy if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == ""
+
+
+def test_lazy_submodules_resolve():
+    import calculator
+
+    assert calculator.memory.kv_bytes_per_token.name == "kv_bytes_per_token"
+    assert callable(calculator.load_registry)
+
+
+def readme_commands():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"## Set up and run\n(.*?)\n## ", text, re.S).group(1)
+    return re.findall(r"^```sh\n(.*?)\n```", block, re.S | re.M)
+
+
+def test_readme_gives_exactly_two_setup_commands_and_ci_runs_the_test_one():
+    commands = readme_commands()
+    assert len(commands) == 2
+    dashboard, tests = commands
+    assert "streamlit run app.py" in dashboard
+    assert "pytest" in tests
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert tests in ci
+
+
+def test_ruff_is_clean():
+    out = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--quiet", "."], capture_output=True, text=True, cwd=ROOT
+    )
+    assert out.returncode == 0, out.stdout + out.stderr

@@ -1,0 +1,335 @@
+"""The registry: every entry sourced and valid, the chapter's constants pinned, every error explained."""
+
+import json
+import os
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from calculator import Q_, RegistryError
+from calculator.errors import UnknownEntryError
+from calculator.registry import DEFAULT_REGISTRY_PATH, SECTIONS, load_registry, schema_text
+
+ROOT = Path(__file__).resolve().parent.parent
+
+DESIGN_IDS = {
+    "accelerators": {
+        "h100-sxm", "h100-pcie", "h200-sxm", "b200-sxm", "gb200", "a100-sxm-80gb", "a100-40gb", "l4", "t4",
+        "v100-sxm", "mi300x",
+    },
+    "interconnects": {
+        "nvlink3", "nvlink4", "nvlink5", "pcie-gen4-x16", "pcie-gen5-x16", "infiniband-hdr", "infiniband-ndr",
+        "ethernet-100g", "ethernet-400g-roce", "chapter-nvlink-h100", "chapter-pcie-gen5", "chapter-infiniband-hdr",
+        "chapter-ethernet-100g",
+    },
+    "models": {
+        "llama-2-7b", "llama-2-13b", "llama-2-70b", "llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b", "qwen3-32b",
+        "mixtral-8x7b", "deepseek-v3", "gpt-3-175b", "chapter-70b-mha", "chapter-70b-gqa", "dlrm", "resnet-50",
+    },
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def reg():
+    return load_registry()
+
+
+# ------------------------------------------------------------------ the packaged registry
+
+
+def test_packaged_registry_has_the_design_ids(reg):
+    for section, ids in DESIGN_IDS.items():
+        missing = ids - set(reg.section(section))
+        assert not missing, f"{section} lacks {sorted(missing)}"
+    assert any(p.provenance == "chapter_scenario" for p in reg.prices.values())
+
+
+def test_every_value_of_every_entry_has_a_source(reg):
+    for section in SECTIONS:
+        for entry in reg.section(section).values():
+            assert entry.sources, entry.id
+            for field in entry.sourced_fields():
+                links = entry.source_of(field)
+                assert links, f"{section}['{entry.id}'].{field} has no source"
+                for link in links:
+                    source = reg.sources[link.source]
+                    assert source.url and source.title
+
+
+def test_chapter_scenario_values_cite_the_chapter(reg):
+    for section in SECTIONS:
+        for entry in reg.section(section).values():
+            kinds = {reg.sources[link.source].kind for link in entry.sources}
+            if entry.provenance == "chapter_scenario":
+                assert "chapter" in kinds, entry.id
+            else:
+                assert kinds - {"chapter"}, f"{entry.id} is marked published but only cites the chapter"
+
+
+def test_chapter_h100_constants(reg):
+    # Seed L61/L344: 3.35 TB/s; L71 and Napkin Math 10.7: 80 GB nameplate; Napkin Math 10.5 (L778, L794):
+    # 8 x 80 GiB "registered byte capacity" = 687.2 GB; 989 TFLOP/s dense BF16.
+    h100 = reg.accelerators["h100-sxm"]
+    assert h100.memory == Q_(80, "GiB")
+    assert h100.memory_nameplate == Q_(80, "GB")
+    assert round((8 * h100.memory).m_as("GB"), 1) == 687.2
+    assert h100.memory_bandwidth.m_as("TB/s") == pytest.approx(3.35)
+    assert round(h100.peak_throughput("bf16").m_as("TFLOP/s")) == 989
+    assert h100.nvlink_bandwidth.m_as("GB/s") == pytest.approx(450)  # per direction
+    assert h100.nvlink_bandwidth_total.m_as("GB/s") == pytest.approx(900)  # both directions
+
+
+def test_chapter_table_17_interconnects(reg):
+    # Table 17 (seed L1577-1581), as printed; NVLink's 900 GB/s is the two-direction total.
+    expected = {
+        "chapter-nvlink-h100": (900, "GB/s", 0.5),
+        "chapter-pcie-gen5": (64, "GB/s", 1),
+        "chapter-infiniband-hdr": (25, "GB/s", 7),
+        "chapter-ethernet-100g": (12.5, "GB/s", 50),
+    }
+    for link_id, (printed, unit, latency_us) in expected.items():
+        link = reg.interconnects[link_id]
+        assert link.provenance == "chapter_scenario"
+        shown = link.bandwidth_total if link_id == "chapter-nvlink-h100" else link.bandwidth
+        assert shown.m_as(unit) == pytest.approx(printed)
+        assert link.startup_latency.m_as("us") == pytest.approx(latency_us)
+    assert reg.interconnects["chapter-nvlink-h100"].bandwidth.m_as("GB/s") == pytest.approx(450)  # seed L1217
+
+
+def test_chapter_70b_models(reg):
+    from calculator.memory import weight_bytes
+
+    # Seed L71: a 70B model at FP16 needs 140 GB of weights.
+    mha = reg.models["chapter-70b-mha"]
+    assert weight_bytes(mha.parameters, 16).m_as("GB") == pytest.approx(140)
+    assert (mha.layers, mha.kv_heads, mha.head_dim, mha.attention) == (80, 64, 128, "mha")
+    # Napkin Math 10.5 (seed L786-788): 141.2 GB of FP16 weights, 80 layers, 8 KV heads of 128.
+    gqa = reg.models["chapter-70b-gqa"]
+    assert round(weight_bytes(gqa.parameters, 16).m_as("GB"), 1) == 141.2
+    assert (gqa.layers, gqa.kv_heads, gqa.head_dim, gqa.attention) == (80, 8, 128, "gqa")
+
+
+def test_chapter_table_25_prices(reg):
+    # Table 25 (seed L2169-2172), hypothetical snapshot.
+    printed = {"us-east": (2.50, 4.00), "us-west": (2.30, 3.80), "eu-west": (2.80, 4.20)}
+    for region, (spot, on_demand) in printed.items():
+        assert reg.prices[f"chapter-{region}-h100-spot"].price.m_as("USD/hour") == pytest.approx(spot)
+        assert reg.prices[f"chapter-{region}-h100-on-demand"].price.m_as("USD/hour") == pytest.approx(on_demand)
+
+
+def test_published_model_configs(reg):
+    # Values from the published config.json files (see the sources in the registry).
+    llama = reg.models["llama-3.1-70b"]
+    assert (llama.layers, llama.attention_heads, llama.kv_heads, llama.head_dim) == (80, 64, 8, 128)
+    deepseek = reg.models["deepseek-v3"]
+    assert deepseek.attention == "mla" and deepseek.kv_lora_rank == 512 and deepseek.qk_rope_head_dim == 64
+    assert deepseek.parameters == pytest.approx(671e9, rel=0.01) and deepseek.active == pytest.approx(37e9, rel=0.02)
+    mixtral = reg.models["mixtral-8x7b"]
+    assert (mixtral.experts, mixtral.experts_per_token) == (8, 2)
+
+
+def test_every_accelerator_lists_dense_throughput_for_a_serving_precision(reg):
+    for accelerator in reg.accelerators.values():
+        assert {"fp16", "bf16"} & set(accelerator.dense_throughput), accelerator.id
+        assert accelerator.memory >= accelerator.memory_nameplate * 0.9
+
+
+def test_unknown_id_lists_known_ids(reg):
+    with pytest.raises(UnknownEntryError, match=r"unknown accelerator id 'h100'; known ids: .*h100-sxm"):
+        reg.accelerators["h100"]
+    with pytest.raises(KeyError):
+        reg.models["gpt-5"]
+
+
+def test_unsupported_precision_is_a_clear_error(reg):
+    with pytest.raises(RegistryError, match="no dense fp4 throughput"):
+        reg.accelerators["v100-sxm"].peak_throughput("fp4")
+
+
+def test_json_schema_is_current():
+    checked_in = (ROOT / "docs" / "registry.schema.json").read_text(encoding="utf-8")
+    assert checked_in == schema_text(), "run: servecalc registry schema > docs/registry.schema.json"
+    schema = json.loads(checked_in)
+    assert set(SECTIONS) <= set(schema["properties"])
+
+
+def test_registry_is_cached_and_reloaded_when_the_file_changes(tmp_path):
+    file = write(tmp_path, MINIMAL)
+    first = load_registry(file)
+    assert load_registry(file) is first
+    file.write_text(MINIMAL.replace("3.35 TB/s", "3.36 TB/s"))
+    os.utime(file, ns=(1, 1))
+    assert load_registry(file).accelerators["gpu-x"].memory_bandwidth == Q_(3.36, "TB/s")
+
+
+# ------------------------------------------------------------------ user files and errors
+
+MINIMAL = textwrap.dedent(
+    """
+    schema_version: 1
+    sources:
+      - {id: sheet, title: "A datasheet", url: "https://example.com/sheet.pdf", kind: vendor_datasheet}
+    accelerators:
+      - id: gpu-x
+        name: GPU X
+        vendor: Example
+        provenance: published
+        memory: 80 GiB
+        memory_nameplate: 80 GB
+        memory_bandwidth: 3.35 TB/s
+        dense_throughput: {bf16: 989 TFLOP/s}
+        tdp: 700 W
+        sources:
+          - {source: sheet, fields: [memory, memory_nameplate, memory_bandwidth, dense_throughput, tdp]}
+    models:
+      - id: model-x
+        name: Model X
+        provenance: published
+        parameters: 70.6e9
+        layers: 80
+        attention_heads: 64
+        kv_heads: 8
+        head_dim: 128
+        attention: gqa
+        sources:
+          - {source: sheet, fields: [parameters, layers, attention_heads, kv_heads, head_dim, attention]}
+    """
+)
+
+
+def write(folder, text, name="registry.yaml"):
+    path = Path(folder) / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def error_for(tmp_path, text):
+    with pytest.raises(RegistryError) as info:
+        load_registry(write(tmp_path, text))
+    return str(info.value)
+
+
+def test_minimal_file_loads_and_counts_parse(tmp_path):
+    reg = load_registry(write(tmp_path, MINIMAL))
+    assert reg.models["model-x"].parameters == pytest.approx(70.6e9)
+    assert reg.models["model-x"].active == pytest.approx(70.6e9)
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        # unknown unit
+        (("80 GiB", "80 GiBs"), r"registry.yaml: accelerators\['gpu-x'\]: field 'memory': expected a quantity like "
+         r"'80 GB', found '80 GiBs' \('GiBs' is not defined"),
+        # wrong dimension
+        (("3.35 TB/s", "3.35 TFLOP/s"), r"field 'memory_bandwidth': expected dimension \[information\] / \[time\] "
+         r".*found '3.35 TFLOP/s' with dimension \[compute\] / \[time\]"),
+        # a number where a quantity is needed
+        (("tdp: 700 W", "tdp: 700"), r"field 'tdp': expected a quantity string like '700 W', found 700"),
+        # negative and zero capacity
+        (("memory: 80 GiB", "memory: -80 GiB"), r"field 'memory': expected a positive quantity .*found '-80 GiB'"),
+        (("memory: 80 GiB", "memory: 0 GiB"), r"field 'memory': expected a positive quantity .*found '0 GiB'"),
+        (("parameters: 70.6e9", "parameters: 0"), r"models\['model-x'\]: field 'parameters': expected a positive number, found 0"),
+        # unknown field
+        (("    tdp: 700 W", "    tdp: 700 W\n    colour: green"), r"accelerators\['gpu-x'\]: field 'colour': unknown field .*found 'green'"),
+        # missing source for one field
+        (("memory_bandwidth, dense_throughput, tdp]", "memory_bandwidth, dense_throughput]"),
+         r"accelerators\['gpu-x'\]: field 'tdp': missing source"),
+        # source id that is not declared
+        (("{source: sheet, fields: [memory,", "{source: other, fields: [memory,"),
+         r"field 'sources': source 'other' is not listed under the file's top-level 'sources'"),
+        # wrong type for a count
+        (("layers: 80", "layers: eighty"), r"models\['model-x'\]: field 'layers': Input should be a valid integer, found 'eighty'"),
+        # inconsistent attention
+        (("kv_heads: 8", "kv_heads: 7"), r"models\['model-x'\]: .*gqa needs kv_heads < attention_heads dividing them, found 7/64"),
+        # unknown precision
+        (("{bf16: 989 TFLOP/s}", "{bf17: 989 TFLOP/s}"), r"field 'dense_throughput.bf17.\[key\]': Input should be 'fp64'"),
+        # malformed YAML
+        (("models:", "models: ["), r"registry.yaml: malformed YAML at line \d+, column \d+"),
+        # unknown top-level section
+        (("models:", "gpus: []\nmodels:"), r"unknown top-level key\(s\) \['gpus'\]"),
+        # missing id
+        (("  - id: model-x", "  - ident: model-x"), r"models\[0\]: field 'id': expected a lowercase id, found None"),
+    ],
+)  # fmt: skip
+def test_registry_errors_name_file_entry_field_expected_and_found(tmp_path, change, expected):
+    old, new = change
+    assert old in MINIMAL
+    message = error_for(tmp_path, MINIMAL.replace(old, new))
+    assert re.search(expected, message), message
+
+
+def test_missing_sources_list_is_an_error(tmp_path):
+    block = "    sources:\n      - {source: sheet, fields: [memory, memory_nameplate, memory_bandwidth, dense_throughput, tdp]}\n"
+    assert block in MINIMAL
+    text = MINIMAL.replace(block, "")
+    assert "accelerators['gpu-x']: field 'sources': expected at least one source" in error_for(tmp_path, text)
+
+
+def test_duplicate_ids_are_errors(tmp_path):
+    entry = MINIMAL.split("accelerators:\n", 1)[1].split("models:", 1)[0]
+    doubled = MINIMAL.replace("models:", entry + "models:")
+    assert "accelerators['gpu-x']: duplicate id in the same file" in error_for(tmp_path, doubled)
+    across = MINIMAL.replace("id: model-x", "id: gpu-x")
+    assert "models['gpu-x']: duplicate id: it is already used in accelerators" in error_for(tmp_path, across)
+
+
+def test_yaml_is_loaded_safely(tmp_path):
+    hostile = MINIMAL.replace("models:", "models:\n  - !!python/object/apply:os.system ['touch pwned']")
+    message = error_for(tmp_path, hostile)
+    assert "malformed YAML" in message and "could not determine a constructor" in message
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_unreadable_file_is_an_error(tmp_path):
+    with pytest.raises(RegistryError, match="cannot read the registry file"):
+        load_registry(tmp_path / "missing.yaml")
+
+
+def test_user_file_adds_and_overrides_entries(tmp_path):
+    base = write(tmp_path, MINIMAL)
+    user = write(
+        tmp_path,
+        textwrap.dedent(
+            """
+            sources:
+              - {id: my-bench, title: "Our measurement", url: "file:bench.csv", kind: user}
+            accelerators:
+              - id: gpu-x
+                memory_bandwidth: 3.0 TB/s
+                sources: [{source: my-bench, fields: [memory_bandwidth], note: "measured achievable"}]
+              - id: gpu-y
+                name: GPU Y
+                vendor: Example
+                provenance: user
+                memory: 24 GiB
+                memory_nameplate: 24 GB
+                memory_bandwidth: 300 GB/s
+                dense_throughput: {fp16: 120 TFLOP/s}
+                tdp: 72 W
+                sources: [{source: my-bench, fields: [memory, memory_nameplate, memory_bandwidth, dense_throughput, tdp]}]
+            """
+        ),
+        name="user.yaml",
+    )
+    reg = load_registry(base, extra=[user])
+    assert reg.accelerators["gpu-x"].memory_bandwidth == Q_(3.0, "TB/s")
+    assert reg.accelerators["gpu-x"].memory == Q_(80, "GiB")  # untouched fields keep the base value
+    assert [link.source for link in reg.accelerators["gpu-x"].source_of("memory_bandwidth")] == ["sheet", "my-bench"]
+    assert reg.accelerators["gpu-y"].tdp == Q_(72, "W")
+    assert load_registry(base).accelerators["gpu-x"].memory_bandwidth == Q_(3.35, "TB/s")
+
+
+def test_user_file_errors_name_the_user_file(tmp_path):
+    base = write(tmp_path, MINIMAL)
+    user = write(tmp_path, "accelerators:\n  - id: gpu-x\n    tdp: 70 GB\n", name="mine.yaml")
+    with pytest.raises(RegistryError, match=r"mine.yaml: accelerators\['gpu-x'\]: field 'tdp': expected dimension"):
+        load_registry(base, extra=[user])
+
+
+def test_packaged_file_is_plain_yaml_with_the_documented_sections():
+    document = yaml.safe_load(DEFAULT_REGISTRY_PATH.read_text(encoding="utf-8"))
+    assert set(document) == {"schema_version", "sources", *SECTIONS}

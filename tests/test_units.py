@@ -1,0 +1,80 @@
+"""The unit system: information is a dimension, decimal and binary prefixes, custom units, check_units."""
+
+import numpy as np
+import pint
+import pytest
+
+from calculator import Q_, UnitsError, check_units, ureg
+
+
+def test_information_is_a_real_dimension():
+    with pytest.raises(pint.DimensionalityError):
+        Q_(80, "GB") + 1
+    assert Q_(80, "GB").dimensionality == ureg.parse_units("B").dimensionality
+    assert Q_(80, "GB").dimensionality != ureg.dimensionless.dimensionality
+
+
+def test_application_registry_is_ours():
+    assert pint.get_application_registry().Quantity(1, "GB").dimensionality == Q_(1, "B").dimensionality
+
+
+@pytest.mark.parametrize(
+    ("value", "unit", "expected"),
+    [
+        (Q_(1, "GB"), "B", 1e9),
+        (Q_(1, "GiB"), "B", 2**30),
+        (Q_(80, "GiB"), "GB", 85.89934592),  # the chapter's "registered byte capacity" per H100
+        (Q_(8 * 80, "GiB"), "GB", 687.19476736),  # Napkin Math 10.5 prints 687.2 GB for 8 GPUs
+        (Q_(1, "TB/s"), "GB/s", 1000),
+        (Q_(1, "TiB"), "GiB", 1024),
+        (Q_(100, "Gb/s"), "GB/s", 12.5),  # network rates in gigabits (Table 17: 100 Gb/s = 12.5 GB/s)
+        (Q_(200, "Gbit/s"), "GB/s", 25),
+        (Q_(8, "bit"), "B", 1),
+    ],
+)
+def test_decimal_and_binary_prefixes(value, unit, expected):
+    assert value.to(unit).magnitude == pytest.approx(expected, rel=1e-12)
+
+
+def test_custom_units_have_their_own_dimensions():
+    assert Q_(989, "TFLOP/s").to("FLOP/s").magnitude == pytest.approx(989e12)
+    assert Q_(1, "query/s").to("request/hour").magnitude == pytest.approx(3600)
+    assert Q_(2, "USD/hour").to("USD/day").magnitude == pytest.approx(48)
+    for a, b in [("FLOP", "B"), ("token", "request"), ("USD", ""), ("token", "")]:
+        with pytest.raises(pint.DimensionalityError):
+            Q_(1, a).to(b)
+
+
+def test_year_is_julian_so_cost_formulas_take_days_explicitly():
+    assert Q_(1, "year").to("day").magnitude == pytest.approx(365.25)
+
+
+@check_units(arrival_rate="request/s", service_time="s")
+def _utilization(arrival_rate, service_time):
+    return (arrival_rate * service_time).to("request")
+
+
+def test_check_units_accepts_any_unit_of_the_dimension():
+    assert _utilization(Q_(100, "request/s"), Q_(5, "ms")).magnitude == pytest.approx(0.5)
+    assert _utilization(Q_(6000, "request/min"), Q_(0.005, "s")).magnitude == pytest.approx(0.5)
+    arrays = _utilization(Q_(np.array([100, 200]), "request/s"), Q_(5, "ms"))
+    assert arrays.magnitude == pytest.approx([0.5, 1.0])
+
+
+def test_check_units_error_names_function_argument_dimension_and_value():
+    with pytest.raises(UnitsError) as info:
+        _utilization(Q_(100, "request/s"), Q_(5, "GB"))
+    message = str(info.value)
+    assert "_utilization()" in message
+    assert "'service_time'" in message
+    assert "[time]" in message
+    assert "5 GB" in message and "[information]" in message
+
+
+def test_check_units_rejects_plain_numbers_for_dimensional_arguments():
+    with pytest.raises(UnitsError, match=r"argument 'arrival_rate' needs dimension \[request\] / \[time\].*plain int"):
+        _utilization(100, Q_(5, "ms"))
+
+
+def test_units_error_is_a_type_error():
+    assert issubclass(UnitsError, TypeError)

@@ -12,6 +12,7 @@ without importing them explicitly; sympy, scipy, plotly and streamlit are never 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from typing import Any
 
 from .errors import CalculatorError, InputError, RegistryError, UnitsError
@@ -19,15 +20,6 @@ from .units import Q_, check_units, ureg
 
 __version__ = "0.1.0"
 
-_SUBMODULES = frozenset(
-    {
-        "economics",
-        "formula",
-        "memory",
-        "precision",
-        "registry",
-    }
-)
 _LAZY_NAMES = {"load_registry": "registry", "Registry": "registry", "catalog": "formula"}
 
 __all__ = [
@@ -40,12 +32,11 @@ __all__ = [
     "InputError",
     "RegistryError",
     "UnitsError",
-    *sorted(_SUBMODULES),
 ]
 
 
 def __getattr__(name: str) -> Any:
-    if name in _SUBMODULES:
+    if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
         return importlib.import_module(f".{name}", __name__)
     if name in _LAZY_NAMES:
         return getattr(importlib.import_module(f".{_LAZY_NAMES[name]}", __name__), name)

@@ -29,6 +29,7 @@ import functools
 import importlib
 import inspect
 import math
+import pkgutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -55,8 +56,8 @@ __all__ = [
     "var",
 ]
 
-#: Modules that declare formulas; :func:`catalog` imports them to list every formula.
-FORMULA_MODULES: tuple[str, ...] = ("economics", "memory")
+#: Modules that declare no formulas and that :func:`catalog` therefore does not import.
+NON_FORMULA_MODULES = frozenset({"__main__", "cli", "plots"})
 
 _REGISTRY: dict[str, Formula] = {}
 
@@ -482,8 +483,10 @@ def formula(*, result: Var, reference: str, name: str | None = None, **variables
 
 def catalog() -> dict[str, Formula]:
     """Every formula the library declares, keyed ``module.name`` (imports the formula modules)."""
-    for module in FORMULA_MODULES:
-        importlib.import_module(f"calculator.{module}")
+    package = importlib.import_module("calculator")
+    for module in pkgutil.iter_modules(package.__path__):
+        if module.name not in NON_FORMULA_MODULES:
+            importlib.import_module(f"calculator.{module.name}")
     return dict(sorted(_REGISTRY.items()))
 
 

@@ -74,7 +74,7 @@ def test_bad_inputs_name_the_argument():
         kv_bytes_per_token(Q_(80, "s"), 8, 128, Q_(2, "B"))
     with pytest.raises(InputError, match="argument 'kv_heads' must be an integer >= 1, got 0"):
         kv_bytes_per_token(80, 0, 128, Q_(2, "B"))
-    with pytest.raises(InputError, match="argument 'head_dim' must be an integer >= 1, got 1.5"):
+    with pytest.raises(InputError, match=r"argument 'head_dim' must be an integer >= 1, got 1\.5"):
         kv_bytes_per_token(80, 8, np.array([128, 1.5]), Q_(2, "B"))
     with pytest.raises(InputError, match=r"argument 'layers' contains NaN"):
         kv_bytes_per_token(np.nan, 8, 128, Q_(2, "B"))

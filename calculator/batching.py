@@ -869,7 +869,7 @@ def slo_adaptive_step(
     Returns
     -------
     (float, Quantity [time])
-        The new ``max_batch`` and ``window``.
+        The new ``max_batch`` (at least 1) and ``window``.
 
     Notes
     -----
@@ -896,7 +896,8 @@ def slo_adaptive_step(
     if low > high:
         raise InputError(f"{name}(): argument 'low' ({low}) must not exceed 'high' ({high})")
     scale = np.where(observed > high * target, 1 - decrease, np.where(observed < low * target, 1 + increase, 1.0))
-    return plain(size * scale), Q_(plain(span * scale), "s").to(window.units)
+    # B_max never drops below one request; the window may shrink towards zero.
+    return plain(np.maximum(size * scale, 1.0)), Q_(plain(span * scale), "s").to(window.units)
 
 
 @dataclass(frozen=True, repr=False)

@@ -868,6 +868,7 @@ def _erlang_c(load: Any, servers: Any) -> np.ndarray:
 
 def _mean_wait(load: Any, servers: Any, service_time: Any, factor: Any) -> np.ndarray:
     """Allen-Cunneen mean wait: Erlang C x s / (c - a) x factor (factor 1: exact M/M/c)."""
+    load, servers, service_time, factor = (np.asarray(v, dtype=float) for v in (load, servers, service_time, factor))
     probability = _erlang_c(load, servers)
     with np.errstate(all="ignore"):
         wait = probability * factor * service_time / (servers - load)
@@ -876,6 +877,9 @@ def _mean_wait(load: Any, servers: Any, service_time: Any, factor: Any) -> np.nd
 
 def _wait_exceedance(load: Any, servers: Any, service_time: Any, factor: Any, threshold: Any) -> np.ndarray:
     """P(wait > t): Erlang C times an exponential tail with rate (c - a) / (factor s)."""
+    load, servers, service_time, factor, threshold = (
+        np.asarray(v, dtype=float) for v in (load, servers, service_time, factor, threshold)
+    )
     probability = _erlang_c(load, servers)
     with np.errstate(all="ignore"):
         decay = np.exp(-(servers - load) * threshold / (factor * service_time))
@@ -885,6 +889,9 @@ def _wait_exceedance(load: Any, servers: Any, service_time: Any, factor: Any, th
 
 def _wait_quantile(load: Any, servers: Any, service_time: Any, factor: Any, quantile: Any) -> np.ndarray:
     """Inverse of :func:`_wait_exceedance`: zero while the quantile lies in the no-wait mass."""
+    load, servers, service_time, factor, quantile = (
+        np.asarray(v, dtype=float) for v in (load, servers, service_time, factor, quantile)
+    )
     probability = _erlang_c(load, servers)
     with np.errstate(all="ignore"):
         waited = factor * service_time / (servers - load) * np.log(probability / (1 - quantile))

@@ -368,7 +368,7 @@ def batch_operating_points(batch_sizes: Any, fixed_time: Any, marginal_time: Any
     sizes = magnitude("batch_operating_points", "batch_sizes", batch_sizes, "", "positive_integer")
     per_user = (Q_(1, "token") / step).to("token/s")
     return OperatingPoints(
-        batch_size=sizes,
+        batch_size=as_count(sizes),
         step_time=step,
         interactivity=per_user,
         throughput_per_device=(per_user * sizes / count).to("token/s"),

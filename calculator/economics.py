@@ -513,7 +513,7 @@ def cumulative_cost_curve(
     if count < 2:
         raise InputError("cumulative_cost_curve(): argument 'points' must be at least 2")
     end = magnitude("cumulative_cost_curve", "horizon", horizon, "s", "positive")
-    elapsed = Q_(np.linspace(0.0, end, count), "s")
+    elapsed = Q_(np.linspace(0.0, end, count), "s").to(horizon.units)
     total = lifetime_cost(training_cost, cost_per_query, elapsed, arrival_rate)
     rate = serving_cost_rate(cost_per_query, arrival_rate)
     crossover = crossover_time(training_cost, rate) if rate.magnitude > 0 else Q_(np.inf, "s")
@@ -522,7 +522,7 @@ def cumulative_cost_curve(
         cumulative_cost=total,
         serving_cost=total - training_cost,
         training_cost=training_cost.to("USD"),
-        crossover=crossover,
+        crossover=crossover.to(horizon.units),
         crosses_within_horizon=bool(crossover.m_as("s") <= end),
     )
 

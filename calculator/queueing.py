@@ -1215,11 +1215,12 @@ def ggc_mean_wait(arrival_rate: Any, service_time: Any, servers: Any, arrival_cv
     .. math:: W_q \approx \frac{C(c, a)\, s}{c - a}\, \frac{c_a^2 + c_s^2}{2}
 
     Allen-Cunneen: the exact M/M/c wait (:func:`mmc_mean_wait`) scaled by
-    :func:`variability_factor`. Exact for M/M/c; exact for M/G/1 (Pollaczek-Khinchine); equal to
-    Kingman's formula for one server. Elsewhere an approximation, typically within about 10 % for
-    coefficients of variation up to 2 at moderate to high utilization, less accurate at low
-    utilization with many servers and for deterministic service at small c (see the validation table
-    in ``docs/models-10.1-10.6.md``).
+    :func:`variability_factor`. Exact for M/M/c and for M/G/1 (Pollaczek-Khinchine); equal to
+    Kingman's formula for one server. Against simulation (``docs/models-10.1-10.6.md``) the mean time in
+    system is within about 20 % over utilizations 0.5-0.95, 1-64 servers and CVs 0-2, and the wait itself
+    within 35 % at utilization >= 0.8 with up to 4 servers and CVs in [0.5, 2]. Where the wait is a small
+    fraction of the service time its relative error is large: many servers with low variability
+    (over-estimated) or bursty arrivals at moderate load (under-estimated).
 
     Examples
     --------

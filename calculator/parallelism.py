@@ -27,7 +27,7 @@ import numpy as np
 from .errors import InputError
 from .formula import check_domain, formula, maximum, minimum, var
 from .memory import weight_bytes
-from .results import Result
+from .results import Result, as_count
 from .units import Q_, check_units
 
 __all__ = [
@@ -87,15 +87,9 @@ BANDWIDTH_BASES = ("per_direction", "total")
 COLLECTIVES = ("point_to_point", "allreduce", "allgather", "reduce_scatter", "alltoall")
 
 
-def _scalar_or_int_array(values: Any) -> Any:
-    """Counts come back as Python ints (scalars) or int64 arrays."""
-    array = np.asarray(values)
-    return int(array) if array.ndim == 0 else array.astype(np.int64)
-
-
 def _check_count(function: str, argument: str, value: Any) -> Any:
     check_domain(function, argument, value, "positive_integer")
-    return _scalar_or_int_array(value)
+    return as_count(value)
 
 
 # --------------------------------------------------------------------------------------------
@@ -674,7 +668,7 @@ def min_shards(weight_bytes: Any, device_capacity: Any, reserve: Any = _ZERO_BYT
     if np.any(usable <= 0):
         raise InputError(f"min_shards(): argument 'reserve' ({reserve}) leaves no usable memory of {device_capacity}")
     ratio = weight_bytes.m_as("B") / usable
-    return _scalar_or_int_array(np.ceil(ratio * (1 - 1e-12)))
+    return as_count(np.ceil(ratio * (1 - 1e-12)))
 
 
 @formula(
@@ -1512,7 +1506,7 @@ def expert_capacity(tokens: Any, experts_per_token: int, experts: int, capacity_
     check_domain("expert_capacity", "capacity_factor", capacity_factor, "positive")
     share = np.asarray(count) * _check_count("expert_capacity", "experts_per_token", experts_per_token)
     share = share / _check_count("expert_capacity", "experts", experts)
-    return _scalar_or_int_array(np.ceil(capacity_factor * share * (1 - 1e-12)))
+    return as_count(np.ceil(capacity_factor * share * (1 - 1e-12)))
 
 
 def simulate_expert_overflow(

@@ -27,7 +27,7 @@ import numpy as np
 from .errors import InputError
 from .formula import check_domain, formula, maximum, minimum, var
 from .memory import weight_bytes
-from .results import Result, as_count
+from .results import Result, as_count, plain
 from .units import Q_, check_units
 
 __all__ = [
@@ -1293,9 +1293,7 @@ def moe_weights(total_parameters: Any, active_parameters: Any, bits_per_weight: 
     return MoeWeights(
         resident_bytes=weight_bytes(total_parameters, bits_per_weight).to("GB"),
         active_bytes=weight_bytes(active_parameters, bits_per_weight).to("GB"),
-        total_to_active_ratio=float(total_parameters / active_parameters)
-        if np.ndim(total_parameters) == np.ndim(active_parameters) == 0
-        else np.asarray(total_parameters) / np.asarray(active_parameters),
+        total_to_active_ratio=plain(np.asarray(total_parameters) / np.asarray(active_parameters)),
     )
 
 

@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InputError
+from .errors import InputError, UnitsError
 from .formula import check_domain, formula, var
 from .results import Result
-from .units import Q_, check_units
+from .units import Q_, check_units, ureg
 
 __all__ = [
     "tail_event_rate",
@@ -873,7 +873,9 @@ def kv_migration(
     check_domain(function, "utilization", utilization, "probability")
     if utilization <= 0:
         raise InputError(f"{function}(): argument 'utilization' must be > 0, got {utilization}")
-    if hasattr(link, "dimensionality"):
+    if isinstance(link, ureg.Quantity):
+        if link.dimensionality != Q_(1, "B/s").dimensionality:
+            raise UnitsError(f"{function}(): argument 'link' needs a bandwidth (for example GB/s), got {link:~P}")
         bandwidth = link
         alpha = _ZERO_SECONDS if latency is None else latency
     else:

@@ -317,6 +317,8 @@ def test_kv_migration_concurrent_links_unreachable_source_and_slow_networks():
         kv_migration(*args, Q_(100, "Gb/s"), peak, 0)
     with pytest.raises(InputError, match="'link' must be > 0"):
         kv_migration(*args, Q_(0, "Gb/s"), peak, 0.4)
+    with pytest.raises(UnitsError, match="'link' needs a bandwidth"):
+        kv_migration(*args, Q_(100, "GB"), peak, 0.4)
 
 
 # ------------------------------------------------------------------ 10.11.10 circuit breaker and retries

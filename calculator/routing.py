@@ -764,6 +764,17 @@ class ConsistentHashRing:
 def remapped_fraction(before: ConsistentHashRing, after: ConsistentHashRing, keys: Any) -> float:
     """Fraction of ``keys`` whose server differs between two rings (measured, not assumed).
 
+    Parameters
+    ----------
+    before, after : ConsistentHashRing
+        The ring before and after a membership change.
+    keys : array of int or sequence of str
+        Routing keys (session or user ids) to compare.
+
+    Returns
+    -------
+    float
+
     Examples
     --------
     >>> ring = ConsistentHashRing(["a", "b", "c", "d"], virtual_nodes=300)

@@ -638,6 +638,15 @@ PRIORITY_CLASSES = (
 def can_preempt(preempting: str, victim: str) -> bool:
     """Whether a request of class ``preempting`` may displace one of class ``victim`` (Table 19).
 
+    Parameters
+    ----------
+    preempting, victim : {"critical", "standard", "best_effort"}
+        Priority classes.
+
+    Returns
+    -------
+    bool
+
     Examples
     --------
     >>> can_preempt("critical", "standard"), can_preempt("best_effort", "standard")
@@ -755,6 +764,23 @@ def check_request_caps(
 ) -> str | None:
     """The first request-level cap a request violates, or ``None``.
 
+    Parameters
+    ----------
+    input_tokens : int
+        Prompt tokens.
+    max_output_tokens : int
+        Requested output budget.
+    execution_time : Quantity [time], optional
+        Execution time so far (or predicted).
+    caps : RequestCaps, optional
+        Defaults to the chapter's 8,000 / 2,000 / 30 s.
+
+    Returns
+    -------
+    str or None
+
+    Notes
+    -----
     Caps bound request size and duration only when the scheduler enforces them; they need
     concurrency limits, reservations and cancellation beside them, and cannot contain a crash
     (seed L1930).

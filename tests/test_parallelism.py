@@ -411,6 +411,9 @@ def test_table_17_nvlink_reading_pinned_900_total_450_per_direction():
     assert link_bandwidth("chapter-nvlink-h100", "total").m_as("GB/s") == pytest.approx(900)
     assert link_bandwidth("chapter-nvlink-h100").m_as("GB/s") == pytest.approx(450)
     assert link_latency("chapter-nvlink-h100").m_as("ns") == pytest.approx(500)
+    # The published NVLink 4 entry carries the same two figures (and no startup latency).
+    assert link_bandwidth("nvlink4").m_as("GB/s") == pytest.approx(450)
+    assert link_bandwidth("nvlink4", "total").m_as("GB/s") == pytest.approx(900)
     per_direction = collective_time("allreduce", Q_(8, "MB"), 8, "chapter-nvlink-h100")
     total = collective_time("allreduce", Q_(8, "MB"), 8, "chapter-nvlink-h100", bandwidth_basis="total")
     # Catalog W-C18 (derived): 38.1 us per direction, 22.6 us on the printed total.

@@ -368,6 +368,11 @@ def kv_capacity_tokens(a: dict[str, Any], profile: EngineProfile, tp: Any) -> An
 # Public, unit-carrying functions
 
 
+def _seconds(values: Any) -> Any:
+    """Seconds as a quantity; a 0-d result becomes a plain float."""
+    return Q_(float(values) if np.ndim(values) == 0 else values, "s")
+
+
 def _efficiency(engine: Any, efficiency: Efficiency | None) -> Efficiency:
     return efficiency if efficiency is not None else engine_profile(engine).efficiency
 
@@ -492,7 +497,7 @@ def prefill_time(
     a = step_arrays(model, accelerator, precision)
     tp = _tp(model, tensor_parallel)
     seconds = prefill_seconds(a, _efficiency(engine, efficiency), tp, _count("prompt_tokens", prompt_tokens))
-    return Q_(seconds, "s")
+    return _seconds(seconds)
 
 
 # --------------------------------------------------------------------------------------------

@@ -454,7 +454,7 @@ def decode_step_time(
     seconds = decode_step_seconds(
         a, _efficiency(engine, efficiency), tp, _count("batch", batch), _count("context", context, 0)
     )
-    return Q_(seconds, "s")
+    return _seconds(seconds)
 
 
 def roofline_decode_step_time(

@@ -20,13 +20,13 @@ import numpy as np
 
 from .errors import InputError
 from .performance import ENGINES, Efficiency, EngineProfile, closed_loop_seconds, step_arrays
+from .precision import check_precision
 from .units import Q_
 
 __all__ = ["CALIBRATION_DIR", "fit_profiles", "load_benchmarks", "prediction_errors"]
 
 CALIBRATION_DIR = Path(__file__).resolve().parent.parent / "data" / "calibration"
 
-_QUANT_TO_PRECISION = {"": "bf16", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4", "int4_wo": "int4"}
 _REQUIRED = (
     "model_path",
     "system",
@@ -64,14 +64,13 @@ def load_benchmarks(path: str | Path | None = None) -> Any:
     if missing:
         raise InputError(f"load_benchmarks(): the file lacks column(s) {missing}")
     reg = load_registry()
+    # An empty GEMM quantization mode means the BF16 checkpoint.
     quant = frame.get("gemm_quant_mode", pd.Series([""] * len(frame))).fillna("").astype(str)
-    unknown = sorted(set(quant) - set(_QUANT_TO_PRECISION))
-    if unknown:
-        raise InputError(f"load_benchmarks(): unknown gemm_quant_mode value(s) {unknown}")
+    precision = [check_precision(q or "bf16", "gemm_quant_mode") for q in quant]
     return frame.assign(
         model=[reg.models[m].id for m in frame.model_path],
         accelerator=[reg.accelerators[s].id for s in frame.system],
-        precision=[_QUANT_TO_PRECISION[q] for q in quant],
+        precision=precision,
         engine=frame.backend.str.lower(),
         input_tokens=frame.isl.astype(float),
         output_tokens=frame.osl.astype(float),

@@ -337,14 +337,19 @@ def _streamed_bytes(a: dict[str, Any], batch: Any) -> Any:
     return (a["shared_params"] + touched * a["expert_params"]) * a["bytes_per_param"]
 
 
-def decode_step_seconds(a: dict[str, Any], eff: Efficiency, tp: Any, batch: Any, context: Any) -> Any:
-    """One decode step of ``batch`` sequences holding ``context`` tokens each (plain arrays)."""
+def decode_step_seconds(a: dict[str, Any], eff: Efficiency, tp: Any, batch: Any, context: Any, tokens: Any = 1) -> Any:
+    """One decode step of ``batch`` sequences holding ``context`` tokens each (plain arrays).
+
+    ``tokens`` new tokens per sequence are processed in the step (more than one when a speculative
+    round verifies its draft): compute and all-reduce payloads scale with it, weight and KV traffic
+    do not.
+    """
     kv_shards = np.minimum(tp, a["kv_shards_max"])
-    memory_bytes = _streamed_bytes(a, batch) / tp + batch * context * a["kv_bytes_per_token"] / kv_shards
-    flops = batch * (a["flops_per_token"] + 4 * context * a["attention_width"] * a["layers"]) / tp
+    memory_bytes = _streamed_bytes(a, batch * tokens) / tp + batch * context * a["kv_bytes_per_token"] / kv_shards
+    flops = batch * tokens * (a["flops_per_token"] + 4 * context * a["attention_width"] * a["layers"]) / tp
     t_memory = memory_bytes / (eff.hbm_bandwidth * a["hbm_bandwidth"])
     t_compute = flops / (eff.compute * a["peak_flops"])
-    t_comm = 2 * a["layers"] * _allreduce_seconds(a, eff, tp, batch * a["hidden"] * ACTIVATION_BYTES)
+    t_comm = 2 * a["layers"] * _allreduce_seconds(a, eff, tp, batch * tokens * a["hidden"] * ACTIVATION_BYTES)
     return eff.step_overhead.m_as("s") + np.maximum(t_memory, t_compute) + t_comm
 
 

@@ -360,7 +360,7 @@ class Formula:
         >>> lifetime_cost.solve_for("arrival_rate", lifetime_cost=Q_(3e6, "USD"),
         ...     training_cost=Q_(2e6, "USD"), cost_per_query=Q_(0.001, "USD/request"),
         ...     duration=Q_(1e6, "s")).to("request/s")
-        <Quantity(1.0, 'request / second')>
+        <Quantity(1000.0, 'request / second')>
         """
         if unknown == self.name:
             return self(**known)

@@ -29,6 +29,8 @@ from .precision import bits_per_element
 from .units import Q_, check_units
 
 __all__ = [
+    "NO_BYTES",
+    "NO_TIME",
     "KvBudget",
     "KvWall",
     "MemoryFit",
@@ -66,6 +68,7 @@ __all__ = [
     "precision_dividend",
     "compare_precisions",
     "reservation_vs_paging",
+    "pool_admission",
     "slot_map",
     "paged_allocation",
     "kv_pool_size",
@@ -84,9 +87,14 @@ __all__ = [
 NO_BYTES = Q_(0, "B")
 NO_TIME = Q_(0, "s")
 
-# Floors of byte ratios are taken after adding this much, so that a ratio that is an integer up to
-# floating-point error (45 GB / 2.5 GB = 17.999999999999996) is not rounded down a whole request.
-_FLOOR_SLACK = 1e-9
+
+def _whole(ratio: Any) -> Any:
+    """Floor of a ratio of byte amounts that forgives floating-point error, not real shortfalls.
+
+    45 GB / 2.5 GB evaluates to 17.999999999999996 and must give 18; a ratio short by one byte in
+    80 GB (relative 1e-11) must still round down.
+    """
+    return np.floor(np.asarray(ratio) * (1 + 1e-13))
 
 
 # ============================================================================================
@@ -626,7 +634,7 @@ def max_batch_numeric(
     held = np.ceil(np.asarray(context, dtype=float) / blocks) * blocks  # tokens rounded up to whole blocks
     free = np.asarray(capacity, dtype=float) - weights - reserve
     with np.errstate(divide="ignore", invalid="ignore"):
-        batch = np.floor(free / (held * kv_per_token) + _FLOOR_SLACK)
+        batch = _whole(free / (held * kv_per_token))
     batch = np.maximum(batch, 0).astype(np.int64)
     return int(batch) if batch.ndim == 0 else batch
 
@@ -723,7 +731,7 @@ def max_context(
     cap, wts, per_token, res, blocks = _memory_args(name, capacity, weights, kv_per_token, reserve, block_size)
     sequences = count(name, "batch", batch)
     free = np.asarray(cap - wts - res, dtype=float)
-    tokens = np.floor(free / (sequences * per_token * blocks) + _FLOOR_SLACK) * blocks
+    tokens = _whole(free / (sequences * per_token * blocks)) * blocks
     tokens = np.maximum(tokens, 0).astype(np.int64)
     return int(tokens) if tokens.ndim == 0 else tokens
 
@@ -752,7 +760,7 @@ class MemoryFit(Result):
     max_batch : int
         Sequences of ``context`` tokens that fit (0 if none).
     max_context : int
-        Longest context at which ``batch`` sequences fit.
+        Longest context at which ``batch`` sequences (at least one) fit.
     """
 
     fits: Any
@@ -781,7 +789,7 @@ def _fit(capacity, weights, kv_per_token, context, batch, reserve, block_size, t
     slack = available - kv
     most = max_batch_numeric(capacity, weights, kv_per_token, context, reserve, block_size)
     with np.errstate(divide="ignore"):  # batch 0: any context fits the (empty) batch
-        longest = np.floor(available / (np.maximum(batch, 1) * kv_per_token * block_size) + _FLOOR_SLACK)
+        longest = _whole(available / (np.maximum(batch, 1) * kv_per_token * block_size))
     longest = longest * block_size
     if context_limit is not None:
         longest = np.minimum(longest, context_limit)
@@ -1269,6 +1277,40 @@ def _float(x: Any) -> Any:
     return float(x) if x.ndim == 0 else x
 
 
+def pool_admission(pool_tokens: Any, sequence_tokens: Any, block_size: Any = 1) -> int:
+    """How many sequences of a queue, taken in order, a KV pool admits before the next one does not fit.
+
+    Parameters
+    ----------
+    pool_tokens : int
+        Token slots in the pool.
+    sequence_tokens : sequence of int
+        Slots each queued sequence needs: its maximum length under contiguous reservation, its
+        current length under paging.
+    block_size : int, optional
+        Page size; each sequence holds ``ceil(tokens / b)`` whole pages.
+
+    Returns
+    -------
+    int
+        Length of the longest prefix of the queue whose (page-rounded) sizes sum to at most the pool.
+
+    Examples
+    --------
+    A 1,000-slot pool, sequences of 100-400 tokens: reserving 512 slots each admits 1; 16-token pages admit 4.
+
+    >>> lengths = [100, 250, 400, 130, 300]
+    >>> pool_admission(1000, [512] * len(lengths)), pool_admission(1000, lengths, block_size=16)
+    (1, 4)
+    """
+    name = "pool_admission"
+    pool = count(name, "pool_tokens", pool_tokens, minimum=0)
+    tokens = np.atleast_1d(count(name, "sequence_tokens", np.asarray(sequence_tokens)))
+    size = count(name, "block_size", block_size)
+    held = np.cumsum(-(-tokens // size) * size)
+    return int(np.searchsorted(held, pool, side="right"))
+
+
 @dataclass(frozen=True, repr=False)
 class SlotMap(Result):
     """A KV slot map: ``"A"`` used by sequence A, ``"a"`` reserved for A but unused, ``" "`` free.
@@ -1566,7 +1608,7 @@ def tiered_retention(active_sequences: int, sequence_bytes: Any, tiers: Iterable
     restore: dict[str, Any] = {}
     for tier in tiers:
         held = magnitude(name, f"tiers['{tier.name}'].capacity", tier.capacity, "B")
-        per_tier[tier.name] = int(np.floor(held / size + _FLOOR_SLACK))
+        per_tier[tier.name] = int(_whole(held / size))
         if tier.bandwidth is not None:
             restore[tier.name] = kv_handoff_time(Q_(size, "B"), tier.bandwidth, tier.latency)
     return TierRetention(

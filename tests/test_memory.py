@@ -32,6 +32,7 @@ from calculator.memory import (
     model_memory_fit,
     model_weight_bytes,
     paged_allocation,
+    pool_admission,
     precision_dividend,
     prefix_cache_memory,
     prefix_cache_tokens,
@@ -353,6 +354,16 @@ def test_paged_max_batch_rounds_each_sequence_up_to_whole_blocks():
     exact = max_batch(80 * GB, 35 * GB, GQA_TOKEN, 1000)
     paged = max_batch(80 * GB, 35 * GB, GQA_TOKEN, 1000, block_size=16)  # 1000 -> 1008 tokens held
     assert paged == int(45e9 // (1008 * 327_680)) and paged <= exact
+
+
+def test_pool_admission_of_variable_lengths_reserved_vs_paged():
+    # Section 10.7.2-10.7.3: contiguous allocation reserves the maximum length per sequence; paging holds only the
+    # blocks in use. Same queue of requests whose outputs stop at 100 of 4,096 permitted tokens (seed L800).
+    pool = 64 * 4096
+    queue = np.full(5000, 100)
+    assert pool_admission(pool, np.full(1000, 4096)) == 64
+    assert pool_admission(pool, queue, block_size=16) == pool // 112
+    assert pool_admission(0, queue) == 0
 
 
 def test_block_tables_share_the_prefix_blocks():

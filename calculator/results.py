@@ -1,0 +1,47 @@
+"""Base of the calculator's multi-part results: frozen dataclasses of quantities.
+
+Subclass with ``@dataclass(frozen=True, repr=False)``. The repr shows quantities compactly
+(``4.35 ms`` rather than ``<Quantity(0.00435, 'second')>``); :meth:`Result.to_dict` gives a mapping
+for DataFrames, JSON and the dashboard (nested results become nested dicts).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from .units import ureg
+
+__all__ = ["Result"]
+
+
+class Result:
+    """Mixin for frozen result dataclasses: a compact repr and :meth:`to_dict`."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as a dict (quantities stay quantities; nested results become dicts)."""
+        out: dict[str, Any] = {}
+        for field in dataclasses.fields(self):  # type: ignore[arg-type]
+            value = getattr(self, field.name)
+            out[field.name] = value.to_dict() if isinstance(value, Result) else value
+        return out
+
+    def __repr__(self) -> str:
+        fields = dataclasses.fields(self)  # type: ignore[arg-type]
+        parts = [f"{field.name}={_show(getattr(self, field.name))}" for field in fields if field.repr]
+        return f"{type(self).__name__}({', '.join(parts)})"
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, ureg.Quantity):
+        if np.ndim(value.magnitude):
+            return f"<array {np.shape(value.magnitude)} {value.units:~P}>"
+        shown = value if "[currency]" in value.dimensionality else value.to_compact()
+        return f"{shown:.4g~P}"
+    if isinstance(value, np.ndarray):
+        return f"<array {value.shape} {value.dtype}>" if value.size > 8 else np.array2string(value, precision=4)
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return repr(value)

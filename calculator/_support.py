@@ -4,12 +4,10 @@ Formulas check their arguments through :mod:`calculator.formula`; the plain func
 :mod:`calculator.memory`, :mod:`calculator.phases` and :mod:`calculator.speculative` (searches,
 simulations, results with several parts) use these helpers at their boundary so that their errors
 read the same way: the function, the argument, what was expected and what was given.
-:class:`Result` gives their frozen result dataclasses a readable repr and ``to_dict()``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import numpy as np
@@ -19,7 +17,6 @@ from .formula import check_domain
 from .units import describe_value, dimension_of, ureg
 
 __all__ = [
-    "Result",
     "accelerator_of",
     "bits_of",
     "count",
@@ -142,32 +139,3 @@ def device_capacity(function: str, capacity: Any, basis: str = "physical") -> An
     device = accelerator_of(capacity)
     chosen = device.memory if basis == "physical" else device.memory_nameplate
     return chosen.m_as("B")
-
-
-class Result:
-    """Mixin for frozen result dataclasses: a compact repr and :meth:`to_dict`."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """The fields as a dict (quantities stay quantities; nested results become dicts)."""
-        out: dict[str, Any] = {}
-        for field in dataclasses.fields(self):  # type: ignore[arg-type]
-            value = getattr(self, field.name)
-            out[field.name] = value.to_dict() if isinstance(value, Result) else value
-        return out
-
-    def __repr__(self) -> str:
-        parts = [f"{field.name}={_show(getattr(self, field.name))}" for field in dataclasses.fields(self)]  # type: ignore[arg-type]
-        return f"{type(self).__name__}({', '.join(parts)})"
-
-
-def _show(value: Any) -> str:
-    if isinstance(value, ureg.Quantity):
-        if np.ndim(value.magnitude):
-            return f"<array {np.shape(value.magnitude)} {value.units:~P}>"
-        shown = value if "[currency]" in value.dimensionality else value.to_compact()
-        return f"{shown:.4g~P}"
-    if isinstance(value, np.ndarray):
-        return f"<array {value.shape} {value.dtype}>" if value.size > 8 else np.array2string(value, precision=4)
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return repr(value)

@@ -22,10 +22,11 @@ from typing import Any
 
 import numpy as np
 
-from ._support import Result, bits_of, count, device_capacity, magnitude, model_of, probability, transformer_of
+from ._support import bits_of, count, device_capacity, magnitude, model_of, probability, transformer_of
 from .errors import InputError
 from .formula import ceil, floor, formula, minimum, per, var
 from .precision import bits_per_element
+from .results import Result
 from .units import Q_, check_units
 
 __all__ = [

@@ -17,11 +17,12 @@ from typing import Any
 
 import numpy as np
 
-from ._support import Result, accelerator_of, bits_of, count, magnitude, transformer_of
+from ._support import accelerator_of, bits_of, count, magnitude, transformer_of
 from .errors import InputError
 from .formula import formula, maximum, per, var
 from .memory import device_share, kv_cache_bytes, model_kv_bytes_per_token
 from .precision import bits_per_element, check_precision
+from .results import Result
 from .units import Q_, check_units
 
 __all__ = [

@@ -13,10 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from ._support import Result, count, magnitude, probability
+from ._support import count, magnitude, probability
 from .errors import InputError
 from .formula import formula, var
 from .memory import NO_BYTES, MemoryFit, device_share, memory_fit
+from .results import Result
 from .units import Q_, check_units
 
 __all__ = [

@@ -45,7 +45,7 @@ from calculator.memory import (
     tiered_retention,
     weight_bytes,
 )
-from calculator.registry import DEFAULT_REGISTRY_PATH, Accelerator, Model
+from calculator.registry import Accelerator, Model
 
 GB = Q_(1, "GB")
 FP16 = Q_(2, "B")
@@ -115,7 +115,6 @@ def test_kv_bytes_per_token_of_published_configurations(name):
     assert model_kv_bytes_per_token(entry, "int4").m_as("B/token") == expected / 4
 
 
-@pytest.mark.skipif(not DEFAULT_REGISTRY_PATH.exists(), reason="the packaged registry is not in this checkout")
 @pytest.mark.parametrize("registry_id", sorted(set(PUBLISHED) - {"falcon-7b"} | {"chapter-70b-mha", "chapter-70b-gqa"}))
 def test_registry_models_match_their_published_kv_bytes(registry_id):
     expected = {"chapter-70b-mha": 2_621_440, "chapter-70b-gqa": 327_680} | {k: v for k, (_, v) in PUBLISHED.items()}
@@ -216,6 +215,28 @@ def test_napkin_math_10_5_on_the_640_gb_nameplate_gives_11():
 def test_napkin_math_10_5_flat_node_budget_gives_the_same_12():
     # The same estimate on node totals, with the binding max_batch signature.
     assert max_batch(8 * Q_(80, "GiB"), Q_(141.2, "GB"), GQA_TOKEN, 131_072, 20 * GB) == 12
+
+
+def test_napkin_math_10_5_from_the_registry():
+    # The same estimate from registry ids: chapter-70b-gqa (70.6B, 8 KV heads) on h100-sxm, registered bytes.
+    fit = model_memory_fit("chapter-70b-gqa", "h100-sxm", 131_072, tensor_parallel=8, reserve=20 * GB / 8)
+    assert fit.max_batch == 12
+    nameplate = model_memory_fit(
+        "chapter-70b-gqa", "h100-sxm", 131_072, tensor_parallel=8, reserve=20 * GB / 8, capacity_basis="nameplate"
+    )
+    assert nameplate.max_batch == 11
+
+
+def test_figure_9_and_a100_residency_from_the_registry():
+    # Seed L762 (80 GB H100 nameplate) and L1321 (80 GB A100 nameplate), with registry ids.
+    h100 = model_memory_fit(
+        "chapter-70b-gqa", "h100-sxm", 17_000, batch=8, weight_bits="int4", capacity_basis="nameplate"
+    )
+    assert h100.fits and h100.max_context // 1000 == 17
+    a100 = model_memory_fit("chapter-70b-mha", "a100-sxm-80gb", 1000, weight_bits="int4", capacity_basis="nameplate")
+    assert a100.max_batch == 17
+    with pytest.raises(InputError, match="exceeds the context limit"):
+        model_memory_fit("llama-2-70b", "h100-sxm", 8192)
 
 
 # ------------------------------------------------------------------ section 10.7.5: KV compression and layout

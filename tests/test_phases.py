@@ -260,6 +260,16 @@ def test_w4a16_cuts_decode_weight_traffic_up_to_4x():
     assert quantization_ceilings(4.25).decode_traffic_ceiling == pytest.approx(16 / 4.25)
 
 
+def test_registry_ids_reproduce_the_ridge_ceiling_and_handoff():
+    # Ridge of the registry H100 at FP16 (989.4 TFLOP/s / 3.35 TB/s, catalog A17); Table 12's 2x INT8 ceiling
+    # (1978.9 / 989.4, seed L1296); the 450 GB/s NVLink direction of seed L1217 (registry: chapter-nvlink-h100).
+    assert round(accelerator_ridge_point("h100-sxm", "fp16").m_as("FLOP/B")) == 295
+    assert round(quantization_ceilings("int8", "int8", "h100-sxm").prefill_compute_ceiling, 1) == 2.0
+    assert round(model_kv_handoff_time("chapter-70b-gqa", 131_072, "chapter-nvlink-h100").m_as("ms"), 1) == 95.4
+    step = decode_step_time("llama-3.1-70b", "h100-sxm", 1, 1, tensor_parallel=8)
+    assert step.time.m_as("ms") == pytest.approx(70.553706496e9 * 2 / 8 / 3.35e12 * 1e3, rel=1e-3)
+
+
 # ------------------------------------------------------------------ bad input
 
 

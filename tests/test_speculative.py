@@ -175,6 +175,13 @@ def test_more_memory_never_lowers_the_batch_with_a_draft(capacity, extra, contex
     assert small.with_draft.max_batch <= small.without_draft.max_batch
 
 
+def test_draft_memory_with_registry_models():
+    # A Llama 3.1 8B draft for the Llama 3.1 70B target on H100s (registered bytes), both sharded over 8 GPUs.
+    fit = draft_memory_fit("llama-3.1-70b", "llama-3.1-8b", "h100-sxm", 8192, tensor_parallel=8)
+    assert fit.draft_weights.m_as("GB") == pytest.approx(8.030261248 * 2 / 8)
+    assert 0 < fit.with_draft.max_batch < fit.without_draft.max_batch
+
+
 # ------------------------------------------------------------------ bad input
 
 

@@ -782,40 +782,45 @@ class MemoryFit(Result):
 
 
 def _fit(capacity, weights, kv_per_token, context, batch, reserve, block_size, tensor_parallel, context_limit=None):
-    """MemoryFit from checked magnitudes (bytes, B/token, tokens)."""
-    held = np.ceil(np.asarray(context, dtype=float) / block_size) * block_size
-    kv_request = held * kv_per_token
+    """MemoryFit from checked magnitudes (bytes, B/token, tokens); every field broadcast to one shape."""
+    arrays = np.broadcast_arrays(
+        *(
+            np.asarray(x, dtype=float)
+            for x in (capacity, weights, kv_per_token, context, batch, reserve, tensor_parallel)
+        )
+    )
+    capacity, weights, kv_per_token, context, batch, reserve, tensor_parallel = arrays
+    kv_request = np.ceil(context / block_size) * block_size * kv_per_token
     kv = batch * kv_request
-    available = np.asarray(capacity - weights - reserve, dtype=float)
+    available = capacity - weights - reserve
     slack = available - kv
-    most = max_batch_numeric(capacity, weights, kv_per_token, context, reserve, block_size)
-    with np.errstate(divide="ignore"):  # batch 0: any context fits the (empty) batch
-        longest = _whole(available / (np.maximum(batch, 1) * kv_per_token * block_size))
-    longest = longest * block_size
+    fits = slack >= -1e-12 * capacity
+    with np.errstate(divide="ignore"):  # batch 0 asks for the longest context of one sequence
+        longest = _whole(available / (np.maximum(batch, 1) * kv_per_token * block_size)) * block_size
     if context_limit is not None:
         longest = np.minimum(longest, context_limit)
-    longest = np.maximum(longest, 0).astype(np.int64)
-    fits = slack >= -1e-9 * np.maximum(capacity, 1)
 
-    def scalar(x):
-        return x.item() if isinstance(x, np.ndarray) and x.ndim == 0 else x
+    def out(x, unit=None, kind=float):
+        x = np.asarray(x).astype(kind)
+        x = x.item() if x.ndim == 0 else x
+        return Q_(x, unit) if unit else x
 
     return MemoryFit(
-        fits=scalar(np.asarray(fits)),
-        capacity=Q_(scalar(np.asarray(capacity, dtype=float) + 0 * slack), "B"),
-        weights=Q_(scalar(np.asarray(weights, dtype=float) + 0 * slack), "B"),
-        reserve=Q_(scalar(np.asarray(reserve, dtype=float) + 0 * slack), "B"),
-        kv=Q_(scalar(np.asarray(kv, dtype=float) + 0 * slack), "B"),
-        available=Q_(scalar(available + 0 * slack), "B"),
-        free=Q_(scalar(np.maximum(slack, 0)), "B"),
-        missing=Q_(scalar(np.where(fits, 0.0, -slack)), "B"),
-        kv_per_token=Q_(scalar(np.asarray(kv_per_token, dtype=float)), "B/token"),
-        kv_per_request=Q_(scalar(np.asarray(kv_request, dtype=float)), "B"),
-        batch=scalar(np.asarray(batch)),
-        context=scalar(np.asarray(context)),
-        tensor_parallel=scalar(np.asarray(tensor_parallel)),
-        max_batch=most,
-        max_context=scalar(longest),
+        fits=out(fits, kind=bool),
+        capacity=out(capacity, "B"),
+        weights=out(weights, "B"),
+        reserve=out(reserve, "B"),
+        kv=out(kv, "B"),
+        available=out(available, "B"),
+        free=out(np.maximum(slack, 0), "B"),
+        missing=out(np.where(fits, 0.0, -slack), "B"),
+        kv_per_token=out(kv_per_token, "B/token"),
+        kv_per_request=out(kv_request, "B"),
+        batch=out(batch, kind=np.int64),
+        context=out(context, kind=np.int64),
+        tensor_parallel=out(tensor_parallel, kind=np.int64),
+        max_batch=out(max_batch_numeric(capacity, weights, kv_per_token, context, reserve, block_size), kind=np.int64),
+        max_context=out(np.maximum(longest, 0), kind=np.int64),
     )
 
 

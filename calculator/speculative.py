@@ -189,6 +189,11 @@ def speculative_timing(
     )
 
 
+def _count_out(x: Any) -> Any:
+    x = np.asarray(x, dtype=np.int64)
+    return int(x) if x.ndim == 0 else x
+
+
 def _out(x: Any) -> Any:
     x = np.asarray(x, dtype=float)
     return float(x) if x.ndim == 0 else x
@@ -543,5 +548,5 @@ def draft_memory_fit(
         with_draft=with_draft,
         draft_weights=extra.weights,
         draft_kv_per_request=extra.kv_per_token * Q_(count(name, "context", context), "token"),
-        batch_loss=np.asarray(without.max_batch) - np.asarray(with_draft.max_batch),
+        batch_loss=_count_out(np.asarray(without.max_batch) - np.asarray(with_draft.max_batch)),
     )

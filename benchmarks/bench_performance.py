@@ -41,8 +41,10 @@ def main():
     step_arrays("llama-3.1-70b", "h100-sxm", "fp8")
     resolve = time.perf_counter() - start
     seconds = best_of(5, evaluate)
-    print(f"step time + memory fit, {n:,} points: {seconds * 1e3:.0f} ms (best of 5); "
-          f"registry resolution per (model, accelerator, precision): {resolve * 1e3:.2f} ms")
+    print(
+        f"step time + memory fit, {n:,} points: {seconds * 1e3:.0f} ms (best of 5); "
+        f"registry resolution per (model, accelerator, precision): {resolve * 1e3:.2f} ms"
+    )
 
 
 if __name__ == "__main__":

@@ -281,12 +281,29 @@ def check_tensor_parallel(model: Any, tensor_parallel: Any, function: str = "che
     return degree
 
 
+def kv_shards(tensor_parallel: Any, kv_heads: Any) -> Any:
+    """Devices a token's KV cache is split over in a tensor-parallel group (plain numbers, no checks).
+
+    ``min(t, kv_heads)``: KV heads split across ranks until each rank holds one head, after which
+    heads are replicated. Pass ``kv_heads=1`` for MLA, whose latent every rank keeps whole.
+
+    Examples
+    --------
+    >>> kv_shards(np.array([1, 4, 8, 16]), 8)
+    array([1, 4, 8, 8])
+    """
+    return np.minimum(tensor_parallel, kv_heads)
+
+
+def kv_shard_limit(model: Any) -> int:
+    """The ``kv_heads`` argument of :func:`kv_shards` for a model (1 for MLA's replicated latent)."""
+    return 1 if model.attention == "mla" else int(model.kv_heads)
+
+
 def _kv_share_per_device(model: Any, degree: Any) -> Any:
     """Fraction of a token's KV bytes held by one device of a tensor-parallel group (no checks)."""
-    if model.attention == "mla":
-        return np.ones(np.shape(degree)) if np.ndim(degree) else 1.0
-    kv = model.kv_heads
-    return np.where(np.asarray(degree) <= kv, 1.0 / np.asarray(degree, dtype=float), 1.0 / kv) * 1.0
+    share = 1.0 / kv_shards(np.asarray(degree, dtype=float), kv_shard_limit(model))
+    return share if np.ndim(degree) else float(share)
 
 
 def kv_bytes_per_token_per_device(model: Any, kv_dtype: Any = "fp16", tensor_parallel: Any = 1) -> Any:

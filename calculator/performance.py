@@ -32,7 +32,15 @@ from typing import Any
 import numpy as np
 
 from .errors import InputError
-from .memory import kv_bytes_per_token, weight_bytes
+from .memory import (
+    check_tensor_parallel,
+    effective_bits_per_weight,
+    kv_shard_limit,
+    kv_shards,
+    model_kv_bytes_per_token,
+    weight_bytes,
+)
+from .phases import attention_flops_per_pair, decode_flops, prefill_flops, roofline_time
 from .precision import PRECISIONS, check_precision
 from .results import Result
 from .units import Q_, ureg
@@ -48,7 +56,6 @@ __all__ = [
     "engine_profile",
     "predict_benchmark",
     "prefill_time",
-    "roofline_decode_step_time",
     "step_arrays",
 ]
 
@@ -63,8 +70,8 @@ WEIGHT_BITS: dict[str, float] = {
     "fp16": 16.0,
     "fp8": 8.0,
     "int8": 8.0,
-    "int4": 4.0 + 16 / 128,
-    "fp4": 4.0 + 8 / 16,
+    "int4": effective_bits_per_weight.numeric(bits=4, block_size=128, scale_bits=16),
+    "fp4": effective_bits_per_weight.numeric(bits=4, block_size=16, scale_bits=8),
 }
 
 #: Where an accelerator lacks tensor throughput at a precision, weights are dequantized and the
@@ -193,9 +200,9 @@ _FIT_SOURCE = (
 #: Fitted engine profiles; ``None`` is the engine-agnostic default (one profile fitted on all rows).
 ENGINES: dict[str | None, EngineProfile] = {
     None: _profile("generic", (0.771, 0.682, 0.378, 26.9, 0.32), (0.154, 0.244, 0.900, 2.00), _FIT_SOURCE),
-    "vllm": _profile("vllm", (0.782, 0.688, 0.404, 26.4, 0.85), (0.086, 0.001, 0.900, 2.00), _FIT_SOURCE),
-    "sglang": _profile("sglang", (0.782, 0.688, 0.404, 26.4, 0.00), (0.516, 0.410, 0.816, 1.47), _FIT_SOURCE),
-    "trtllm": _profile("trtllm", (0.782, 0.688, 0.404, 26.4, 0.39), (0.098, 0.931, 0.956, 2.00), _FIT_SOURCE),
+    "vllm": _profile("vllm", (0.787, 0.685, 0.405, 26.5, 0.87), (0.085, 0.001, 0.900, 2.00), _FIT_SOURCE),
+    "sglang": _profile("sglang", (0.787, 0.685, 0.405, 26.5, 0.00), (0.518, 0.401, 0.830, 1.89), _FIT_SOURCE),
+    "trtllm": _profile("trtllm", (0.787, 0.685, 0.405, 26.5, 0.40), (0.097, 0.930, 0.936, 2.00), _FIT_SOURCE),
 }
 
 
@@ -260,11 +267,16 @@ def step_arrays(model: Any, accelerator: Any, precision: str, kv_precision: str 
     Returns a dict of floats: ``weight_bytes`` (resident, whole model), ``streamed_params``
     (parameters read by a decode step of one token: all but the input embedding),
     ``shared_params`` and ``expert_params`` (for mixture-of-experts streaming), ``experts``,
-    ``experts_per_token``, ``flops_per_token`` (2 x active parameters that multiply),
+    ``experts_per_token``,
     ``bytes_per_param``, ``kv_bytes_per_token``, ``kv_shards_max`` (KV is split over at most this
-    many tensor-parallel ranks), ``attention_width`` (query heads x head dim), ``layers``, ``hidden``,
+    many tensor-parallel ranks), ``attention_flops_per_pair``, ``layers``, ``hidden``,
     and the accelerator's ``memory``, ``hbm_bandwidth``, ``peak_flops`` and ``link_bandwidth``
     (NVLink per direction, or the host link where there is none).
+
+    Examples
+    --------
+    >>> step_arrays("llama-3.1-70b", "h100-sxm", "fp8")["kv_bytes_per_token"]
+    327680.0
     """
     spec = _model(model)
     device = _accelerator(accelerator)
@@ -283,7 +295,7 @@ def step_arrays(model: Any, accelerator: Any, precision: str, kv_precision: str 
     k, experts = spec.experts_per_token, spec.experts
     per_expert = (spec.parameters - spec.active) / (experts - k) if experts > k else 0.0
     shared = active - k * per_expert
-    kv = _model_kv_bytes_per_token(spec, PRECISIONS[kv_name] / 8)
+    kv = model_kv_bytes_per_token(spec, kv_name).m_as("B/token")
     link = device.nvlink_bandwidth
     if link is None:
         link = _registry().interconnect(device.host_link).bandwidth if device.host_link else Q_(16, "GB/s")
@@ -294,11 +306,10 @@ def step_arrays(model: Any, accelerator: Any, precision: str, kv_precision: str 
         "expert_params": float(per_expert),
         "experts": float(experts),
         "experts_per_token": float(k),
-        "flops_per_token": 2.0 * float(active),
         "bytes_per_param": bits / 8,
         "kv_bytes_per_token": float(kv),
-        "kv_shards_max": 1.0 if spec.attention == "mla" else float(spec.kv_heads),
-        "attention_width": float(spec.attention_heads * spec.head_dim),
+        "kv_shards_max": float(kv_shard_limit(spec)),
+        "attention_flops_per_pair": attention_flops_per_pair(spec).m_as("FLOP"),
         "layers": float(spec.layers),
         "hidden": float(hidden),
         "memory": device.memory.m_as("B"),
@@ -306,16 +317,6 @@ def step_arrays(model: Any, accelerator: Any, precision: str, kv_precision: str 
         "peak_flops": device.peak_throughput(compute_precision(device, name)).m_as("FLOP/s"),
         "link_bandwidth": link.m_as("B/s"),
     }
-
-
-def _model_kv_bytes_per_token(spec: Any, element_bytes: float) -> float:
-    if spec.attention == "mla":
-        return float(spec.layers * (spec.kv_lora_rank + spec.qk_rope_head_dim) * element_bytes)
-    return float(
-        kv_bytes_per_token.numeric(
-            layers=spec.layers, kv_heads=spec.kv_heads, head_dim=spec.head_dim, bytes_per_element=element_bytes
-        )
-    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -344,29 +345,52 @@ def decode_step_seconds(a: dict[str, Any], eff: Efficiency, tp: Any, batch: Any,
     round verifies its draft): compute and all-reduce payloads scale with it, weight and KV traffic
     do not.
     """
-    kv_shards = np.minimum(tp, a["kv_shards_max"])
-    memory_bytes = _streamed_bytes(a, batch * tokens) / tp + batch * context * a["kv_bytes_per_token"] / kv_shards
-    flops = batch * tokens * (a["flops_per_token"] + 4 * context * a["attention_width"] * a["layers"]) / tp
-    t_memory = memory_bytes / (eff.hbm_bandwidth * a["hbm_bandwidth"])
-    t_compute = flops / (eff.compute * a["peak_flops"])
+    shards = kv_shards(tp, a["kv_shards_max"])
+    memory_bytes = _streamed_bytes(a, batch * tokens) / tp + batch * context * a["kv_bytes_per_token"] / shards
+    flops = (
+        decode_flops.numeric(
+            active_parameters=a["streamed_params"],
+            batch=batch * tokens,
+            context=context,
+            attention_flops=a["attention_flops_per_pair"],
+        )
+        / tp
+    )
+    step = roofline_time.numeric(
+        flops=flops,
+        bytes_moved=memory_bytes,
+        peak_throughput=eff.compute * a["peak_flops"],
+        memory_bandwidth=eff.hbm_bandwidth * a["hbm_bandwidth"],
+    )
     t_comm = 2 * a["layers"] * _allreduce_seconds(a, eff, tp, batch * tokens * a["hidden"] * ACTIVATION_BYTES)
-    return eff.step_overhead.m_as("s") + np.maximum(t_memory, t_compute) + t_comm
+    return eff.step_overhead.m_as("s") + step + t_comm
 
 
 def prefill_seconds(a: dict[str, Any], eff: Efficiency, tp: Any, prompt: Any) -> Any:
     """Prefill of one prompt of ``prompt`` tokens (plain arrays; causal attention included)."""
-    flops = (prompt * a["flops_per_token"] + 2 * a["layers"] * a["attention_width"] * prompt**2) / tp
-    t_compute = flops / (eff.compute * a["peak_flops"])
-    t_weights = _streamed_bytes(a, prompt) / tp / (eff.hbm_bandwidth * a["hbm_bandwidth"])
+    flops = (
+        prefill_flops.numeric(
+            active_parameters=a["streamed_params"],
+            prompt_tokens=prompt,
+            attention_flops=a["attention_flops_per_pair"],
+            cached_tokens=0,
+        )
+        / tp
+    )
+    step = roofline_time.numeric(
+        flops=flops,
+        bytes_moved=_streamed_bytes(a, prompt) / tp,
+        peak_throughput=eff.compute * a["peak_flops"],
+        memory_bandwidth=eff.hbm_bandwidth * a["hbm_bandwidth"],
+    )
     t_comm = 2 * a["layers"] * _allreduce_seconds(a, eff, tp, prompt * a["hidden"] * ACTIVATION_BYTES)
-    return np.maximum(t_compute, t_weights) + t_comm
+    return step + t_comm
 
 
 def kv_capacity_tokens(a: dict[str, Any], profile: EngineProfile, tp: Any) -> Any:
     """KV-cache tokens a replica of ``tp`` devices holds under ``profile``'s memory policy."""
     per_device = profile.memory_utilization * a["memory"] - a["weight_bytes"] / tp - profile.memory_reserve.m_as("B")
-    kv_shards = np.minimum(tp, a["kv_shards_max"])
-    return np.maximum(per_device, 0.0) * kv_shards / a["kv_bytes_per_token"]
+    return np.maximum(per_device, 0.0) * kv_shards(tp, a["kv_shards_max"]) / a["kv_bytes_per_token"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -391,16 +415,9 @@ def _count(name: str, value: Any, minimum: float = 1) -> np.ndarray:
     return array
 
 
-def _tp(model: Any, tensor_parallel: Any) -> np.ndarray:
-    tp = _count("tensor_parallel", tensor_parallel)
-    spec = _model(model)
-    heads = spec.attention_heads
-    if np.any(heads % tp != 0):
-        raise InputError(
-            f"argument 'tensor_parallel' must divide the {heads} attention heads of '{spec.id}', "
-            f"got {tensor_parallel!r}"
-        )
-    return tp
+def _tp(model: Any, tensor_parallel: Any, function: str) -> np.ndarray:
+    _count("tensor_parallel", tensor_parallel)
+    return np.asarray(check_tensor_parallel(_model(model), tensor_parallel, function), dtype=float)
 
 
 def decode_step_time(
@@ -455,31 +472,11 @@ def decode_step_time(
     5.2
     """
     a = step_arrays(model, accelerator, precision, kv_precision)
-    tp = _tp(model, tensor_parallel)
+    tp = _tp(model, tensor_parallel, "decode_step_time")
     seconds = decode_step_seconds(
         a, _efficiency(engine, efficiency), tp, _count("batch", batch), _count("context", context, 0)
     )
     return _seconds(seconds)
-
-
-def roofline_decode_step_time(
-    model: Any,
-    accelerator: Any,
-    precision: str,
-    tensor_parallel: Any,
-    batch: Any,
-    context: Any,
-    *,
-    kv_precision: str | None = None,
-) -> Any:
-    """Lower bound on a decode step: every peak reached, no fixed cost (the chapter's roofline).
-
-    Real stacks measure 1.3-2x this on one GPU and more under tensor parallelism (see
-    ``docs/performance-model.md``); :func:`decode_step_time` is the calibrated estimate.
-    """
-    return decode_step_time(
-        model, accelerator, precision, tensor_parallel, batch, context, efficiency=ROOFLINE, kv_precision=kv_precision
-    )
 
 
 def prefill_time(
@@ -500,7 +497,7 @@ def prefill_time(
     <Quantity(..., 'millisecond')>
     """
     a = step_arrays(model, accelerator, precision)
-    tp = _tp(model, tensor_parallel)
+    tp = _tp(model, tensor_parallel, "prefill_time")
     seconds = prefill_seconds(a, _efficiency(engine, efficiency), tp, _count("prompt_tokens", prompt_tokens))
     return _seconds(seconds)
 
@@ -641,7 +638,7 @@ def predict_benchmark(
     """
     a = step_arrays(model, accelerator, precision, kv_precision)
     profile = engine_profile(engine)
-    tp = _tp(model, tensor_parallel)
+    tp = _tp(model, tensor_parallel, "predict_benchmark")
     result = closed_loop_seconds(
         a,
         profile,

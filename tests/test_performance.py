@@ -16,23 +16,25 @@ from calculator.performance import (
     engine_profile,
     predict_benchmark,
     prefill_time,
-    roofline_decode_step_time,
     step_arrays,
 )
+from calculator.phases import decode_step_time as roofline_step
 
 
 def test_reference_replica_weights_per_gpu_and_bandwidth_floor():
     # Seed L344/L2210: 70B FP16 split over 8 H100s = 17.5 GB per GPU; 17.5 GB / 3.35 TB/s = "5.2 ms".
     per_gpu = weight_bytes(70e9, 16) / 8
     assert per_gpu.m_as("GB") == pytest.approx(17.5)
-    floor = roofline_decode_step_time("chapter-70b-mha", "h100-sxm", "fp16", 8, 1, 1)
+    floor = roofline_step("chapter-70b-mha", "h100-sxm", 1, 1, precision="fp16", tensor_parallel=8).time
     assert round(floor.m_as("ms"), 1) == 5.2
+    calibrated_bound = decode_step_time("chapter-70b-mha", "h100-sxm", "fp16", 8, 1, 1, efficiency=ROOFLINE)
+    assert round(calibrated_bound.m_as("ms"), 1) == 5.2
 
 
 def test_calibrated_step_is_slower_than_the_roofline():
     args = ("llama-3.1-70b", "h100-sxm", "fp8", np.array([1, 2, 4, 8])[:, None], np.array([1, 16, 128]), 2048)
     calibrated = decode_step_time(*args, engine="vllm")
-    bound = roofline_decode_step_time(*args)
+    bound = decode_step_time(*args, efficiency=ROOFLINE)
     assert np.all(calibrated > bound)
     ratio = (calibrated / bound).m_as("")
     # Measured decode is 1.3-2x the roofline on one GPU and up to several times at TP 8 (DESIGN.md).
@@ -54,8 +56,8 @@ def test_step_time_grows_with_batch_and_context(batch, context, tp, model):
 
 
 def test_moe_decode_streams_only_the_experts_the_batch_touches():
-    one = roofline_decode_step_time("mixtral-8x7b", "h100-sxm", "bf16", 1, 1, 1)
-    many = roofline_decode_step_time("mixtral-8x7b", "h100-sxm", "bf16", 1, 64, 1)
+    one = decode_step_time("mixtral-8x7b", "h100-sxm", "bf16", 1, 1, 1, efficiency=ROOFLINE)
+    many = decode_step_time("mixtral-8x7b", "h100-sxm", "bf16", 1, 64, 1, efficiency=ROOFLINE)
     # Batch 1 reads 2 of 8 experts (12.9B active of 46.7B); a large batch touches them all.
     active_floor = weight_bytes(12.9e9, 16) / Q_(3.35, "TB/s")
     total_floor = weight_bytes(46.7e9, 16) / Q_(3.35, "TB/s")
@@ -144,7 +146,9 @@ def test_engine_names_and_errors():
 
 
 def test_bad_inputs_are_named():
-    with pytest.raises(InputError, match="argument 'tensor_parallel' must divide the 64 attention heads"):
+    with pytest.raises(
+        InputError, match=r"predict_benchmark\(\): tensor_parallel 3 does not split model 'llama-3.1-70b'"
+    ):
         predict_benchmark("llama-3.1-70b", "h100-sxm", "fp8", 3, 1024, 128, 8)
     with pytest.raises(InputError, match="argument 'concurrency' must be a whole number >= 1"):
         predict_benchmark("llama-3.1-70b", "h100-sxm", "fp8", 2, 1024, 128, 0)

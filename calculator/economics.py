@@ -1,10 +1,10 @@
-"""Serving economics: lifetime cost and the serving-to-training balance (chapter section 10.4)."""
+"""Serving economics: lifetime cost and the serving-to-training balance (section 10.4); cost per token (10.9.5)."""
 
 from __future__ import annotations
 
 from .formula import formula, var
 
-__all__ = ["lifetime_cost"]
+__all__ = ["lifetime_cost", "cost_per_million_tokens"]
 
 
 @formula(
@@ -51,3 +51,44 @@ def lifetime_cost(training_cost, cost_per_query, duration, arrival_rate):
     <Quantity(20250000.0, 'USD')>
     """
     return training_cost + cost_per_query * duration * arrival_rate
+
+
+@formula(
+    result=var("USD/megatoken", r"c_{\mathrm{M}}", "nonnegative", "cost per million useful tokens"),
+    reference="Table 14, section 10.9.5",
+    gpus=var("", r"N_{\mathrm{GPU}}", "positive", "billed GPUs of the replica"),
+    price_per_gpu_hour=var("USD/hour", r"p_{\mathrm{GPU}}", "nonnegative", "price of one GPU-hour"),
+    throughput=var("megatoken/hour", r"r_{\mathrm{tok}}", description="useful (SLO-compliant) tokens per unit time"),
+)
+def cost_per_million_tokens(gpus, price_per_gpu_hour, throughput):
+    r"""Cost per million useful tokens of a replica: billed GPU time over completed tokens.
+
+    Parameters
+    ----------
+    gpus : float
+        GPUs billed for the replica.
+    price_per_gpu_hour : Quantity [currency / time]
+        Price of one GPU for one hour.
+    throughput : Quantity [token / time]
+        Useful tokens the replica completes (SLO-compliant, at the target quality).
+
+    Returns
+    -------
+    Quantity [currency / token]
+        In USD per million tokens.
+
+    Notes
+    -----
+    .. math:: c_{\mathrm{M}} = \frac{N_{\mathrm{GPU}} \, p_{\mathrm{GPU}}}{r_{\mathrm{tok}}}
+
+    Table 14 (section 10.9.5): at equal GPU prices and unchanged useful throughput, cost falls in
+    proportion to the GPU count (8 -> 4 -> 2 A100s: $2.40 -> $1.20 -> $0.60); if the smaller replica
+    completes fewer qualifying tokens per second, the cost falls by less and can rise.
+
+    Examples
+    --------
+    >>> from calculator.units import Q_
+    >>> cost_per_million_tokens(8, Q_(2.16, "USD/hour"), Q_(2000, "token/s"))
+    <Quantity(2.4, 'USD / megatoken')>
+    """
+    return gpus * price_per_gpu_hour / throughput

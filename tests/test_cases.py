@@ -17,6 +17,7 @@ from calculator.cases import (
     memory_bandwidth_utilization,
     ranking_cascade,
     saturating_surge,
+    speculation_contract,
     speculative_ensemble_latency,
     surge_utilization,
     two_tower_freshness,
@@ -154,10 +155,6 @@ def test_decode_budget_rejects_bad_intervals():
 
 @pytest.fixture(scope="module")
 def speculation():
-    # The case study runs through calculator.speculative (issue 4); skipped until that module is merged.
-    pytest.importorskip("calculator.speculative", reason="calculator.speculative arrives with issue 4")
-    from calculator.cases import speculation_contract
-
     # Seed L2226: k = 5 drafts in 4 ms, verification one 49.6 ms step (the "round-two step", catalog A1),
     # acceptance 0.78, a 50 ms TPOT target also stated as a per-gap TBT target.
     return speculation_contract(0.78, 5, Q_(4, "ms"), Q_(49.6, "ms"), TPOT_TARGET, TPOT_TARGET)

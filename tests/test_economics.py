@@ -3,7 +3,7 @@
 import pytest
 
 from calculator import Q_
-from calculator.economics import lifetime_cost
+from calculator.economics import cost_per_million_tokens, lifetime_cost
 
 DAY = Q_(1, "day")
 
@@ -48,3 +48,22 @@ def test_lifetime_cost_solves_for_the_crossover_duration():
     )
     assert duration.m_as("day") == pytest.approx(40)
     assert round(duration.m_as("week")) == 6
+
+
+def test_table_14_cost_per_million_tokens_falls_with_the_gpu_count():
+    # Table 14 (seed L1331-1334): FP16 on 8 x A100 $2.40, AWQ 4-bit on 4 x A100 $1.20, on 2 x A100 $0.60 per 1M
+    # tokens, "at equal unit prices and unchanged useful token throughput" (L1327). The table prints no price or
+    # rate (catalog A15); $2.16 per GPU-hour and 2,000 useful tokens/s are assumed, which give the printed $2.40.
+    price, rate = Q_(2.16, "USD/hour"), Q_(2000, "token/s")
+    costs = [cost_per_million_tokens(gpus, price, rate).m_as("USD/megatoken") for gpus in (8, 4, 2)]
+    assert [round(c, 2) for c in costs] == [2.40, 1.20, 0.60]
+    # Seed L1336: "The illustrated 2-4x cost reduction".
+    assert round(costs[0] / costs[1]) == 2 and round(costs[0] / costs[2]) == 4
+
+
+def test_table_14_fewer_useful_tokens_can_erase_the_saving():
+    # Seed L1336: if the smaller replica completes fewer qualifying tokens per second, cost per token falls by less
+    # and can increase.
+    eight = cost_per_million_tokens(8, Q_(2, "USD/hour"), Q_(2000, "token/s"))
+    two_slow = cost_per_million_tokens(2, Q_(2, "USD/hour"), Q_(400, "token/s"))
+    assert two_slow > eight

@@ -501,7 +501,8 @@ class AllReduceCalibration(Result):
 _NCCL_SOURCE = (
     "fitted by fit_ring_allreduce (log-uniform weights, least relative absolute error, messages 16 KiB-64 MiB, "
     "2/4/8 GPUs) on microsoft/vidur@7d47513363ec447a741ac5e47241580b47724fbf "
-    "data/profiling/network/{sku}/all_reduce.csv, single-node rows (MIT); tests/data/nccl_allreduce_single_node.csv"
+    "data/profiling/network/{sku}/all_reduce.csv, single-node rows (MIT); "
+    "data/calibration/nccl_allreduce_single_node.csv"
 )
 
 #: NCCL all-reduce on one H100 DGX node (NVLink 4 + NVSwitch): per-call floor and achieved per-link

@@ -45,7 +45,7 @@ from calculator.parallelism import (
     tiered_embedding_placement,
 )
 
-DATA = Path(__file__).resolve().parent / "data" / "nccl_allreduce_single_node.csv"
+DATA = Path(__file__).resolve().parent.parent / "data" / "calibration" / "nccl_allreduce_single_node.csv"
 H100_NAMEPLATE = Q_(80, "GB")
 
 

@@ -26,7 +26,8 @@ import numpy as np
 
 from .errors import InputError
 from .formula import check_domain, formula, maximum, minimum, var
-from .memory import weight_bytes
+from .memory import kv_shards, min_devices_for_weights, weight_bytes
+from .phases import kv_handoff_time
 from .results import Result, as_count, plain
 from .units import Q_, check_units
 
@@ -210,8 +211,9 @@ def point_to_point_time(message, bandwidth, latency):
     -----
     .. math:: T_{\mathrm{p2p}} = \alpha + M / \beta
 
-    The alpha-beta model of section 10.10.7 (pipeline stage hand-offs, seed L1569) and of the KV-cache
-    handoff, eq. 10 (seed L1215). Valid for one uncontended transfer.
+    The alpha-beta model of section 10.10.7 (pipeline stage hand-offs, seed L1569); the KV-cache
+    handoff of eq. 10 (:func:`calculator.phases.kv_handoff_time`, which it evaluates with one path) is
+    the same transfer. Valid for one uncontended transfer.
 
     Examples
     --------
@@ -221,7 +223,7 @@ def point_to_point_time(message, bandwidth, latency):
     >>> point_to_point_time(Q_(1.342177, "GB"), Q_(100, "Gb/s"), Q_(0, "s")).to("ms")
     <Quantity(107.37416, 'millisecond')>
     """
-    return latency + message / bandwidth
+    return kv_handoff_time.func(message, bandwidth, latency, 1)
 
 
 @formula(
@@ -684,21 +686,15 @@ def min_shards(weight_bytes: Any, device_capacity: Any, reserve: Any = _ZERO_BYT
     .. math:: n_{\min} = \left\lceil \frac{M_W}{C - r} \right\rceil
 
     Section 10.10.1 (seed L1381): KV state, buffers, replication within the partition and uneven
-    placement can require a larger degree; a reserve expresses the first two.
+    placement can require a larger degree; a reserve expresses the first two. The chapter's name for
+    :func:`calculator.memory.min_devices_for_weights`, which it calls.
 
     Examples
     --------
     >>> min_shards(weight_bytes(70e9, 16), Q_(80, "GB"))
     2
     """
-    check_domain("min_shards", "weight_bytes", weight_bytes.m_as("B"), "positive")
-    check_domain("min_shards", "device_capacity", device_capacity.m_as("B"), "positive")
-    check_domain("min_shards", "reserve", reserve.m_as("B"), "nonnegative")
-    usable = (device_capacity - reserve).m_as("B")
-    if np.any(usable <= 0):
-        raise InputError(f"min_shards(): argument 'reserve' ({reserve}) leaves no usable memory of {device_capacity}")
-    ratio = weight_bytes.m_as("B") / usable
-    return as_count(np.ceil(ratio * (1 - 1e-12)))
+    return min_devices_for_weights(weight_bytes, device_capacity, reserve)
 
 
 @formula(
@@ -1051,17 +1047,14 @@ def kv_head_placement(attention_heads: int, kv_heads: int, tensor_parallel: int)
         raise InputError(
             f"kv_head_placement(): argument 'tensor_parallel' ({degree}) must divide attention_heads ({heads})"
         )
-    if kv % degree == 0:
-        per, replication = kv // degree, 1
-        ranges = tuple((d * per, d * per + per - 1) for d in range(degree))
-    elif degree % kv == 0:
-        per, replication = 1, degree // kv
-        ranges = tuple((d // replication, d // replication) for d in range(degree))
-    else:
+    if kv % degree and degree % kv:
         raise InputError(
             f"kv_head_placement(): argument 'tensor_parallel' ({degree}) must divide kv_heads ({kv}) or be a "
             "multiple of it"
         )
+    shards = int(kv_shards(degree, kv))
+    per, replication = kv // shards, degree // shards
+    ranges = tuple(((d // replication) * per, (d // replication) * per + per - 1) for d in range(degree))
     return KvHeadPlacement(
         tensor_parallel=degree,
         heads_per_device=heads // degree,

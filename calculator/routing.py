@@ -18,6 +18,7 @@ import numpy as np
 
 from .errors import InputError, UnitsError
 from .formula import check_domain, formula, var
+from .phases import kv_handoff_time
 from .results import Result
 from .units import Q_, check_units, ureg
 
@@ -861,7 +862,8 @@ def kv_migration(
     .. math:: T_{\mathrm{xfer}} = \alpha + \frac{m_{\mathrm{tok}} N}{\min(k, t)\,\beta}, \qquad
               T_{\mathrm{rebuild}} = \frac{2 P N}{t \, R_{\mathrm{peak}} \, u}
 
-    Seed L1776-1787: transfer if the bandwidth-only estimate beats the prefill time. Both grow
+    Seed L1776-1787: transfer if the bandwidth-only estimate beats the prefill time. The transfer is
+    eq. 10's handoff (:func:`calculator.phases.kv_handoff_time`). Both grow
     linearly with context in this approximation; long-context attention adds rebuild work it omits,
     and shared bottlenecks, cache conversion and destination queueing can flip the decision.
 
@@ -899,8 +901,8 @@ def kv_migration(
     check_domain(function, "latency", alpha.m_as("s"), "nonnegative")
     cache = (kv_bytes_per_token * context_tokens).to("GB")
     per_device = (cache / degree).to("MB")
-    shard = (alpha + per_device / bandwidth).to("ms")
-    transfer = (alpha + cache / (min(links, degree) * bandwidth)).to("ms")
+    shard = kv_handoff_time(per_device, bandwidth, alpha).to("ms")
+    transfer = kv_handoff_time(cache, bandwidth, alpha, min(links, degree)).to("ms")
     flops = Q_(2 * parameters * context_tokens.m_as("token"), "FLOP")
     rebuild = (flops / (degree * peak_throughput * utilization)).to("ms")
     if not source_available:

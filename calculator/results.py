@@ -14,7 +14,7 @@ import numpy as np
 
 from .units import ureg
 
-__all__ = ["Result"]
+__all__ = ["Result", "as_count", "plain"]
 
 
 class Result:
@@ -45,3 +45,15 @@ def _show(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
     return repr(value)
+
+
+def plain(values: Any) -> Any:
+    """A 0-d array as a Python scalar; arrays unchanged (results keep the caller's shape)."""
+    array = np.asarray(values)
+    return array.item() if array.ndim == 0 else array
+
+
+def as_count(values: Any) -> Any:
+    """Whole-number floats as an ``int`` (or an int64 array): counts are ints, never floats."""
+    counts = np.asarray(values).astype(np.int64)
+    return counts.item() if counts.ndim == 0 else counts

@@ -40,6 +40,7 @@ from .memory import (
     model_kv_bytes_per_token,
     weight_bytes,
 )
+from .parallelism import ring_allreduce_time
 from .phases import attention_flops_per_pair, decode_flops, prefill_flops, roofline_time
 from .precision import PRECISIONS, check_precision
 from .results import Result
@@ -324,9 +325,14 @@ def step_arrays(model: Any, accelerator: Any, precision: str, kv_precision: str 
 
 
 def _allreduce_seconds(a: dict[str, Any], eff: Efficiency, tp: Any, message_bytes: Any) -> Any:
-    floor = eff.collective_latency.m_as("s")
-    ring = 2 * (tp - 1) / tp * message_bytes / (eff.link_bandwidth * a["link_bandwidth"])
-    return np.where(tp > 1, floor + ring, 0.0)
+    """One ring all-reduce of ``message_bytes`` over ``tp`` ranks at the achieved link bandwidth."""
+    return ring_allreduce_time.numeric(
+        message=message_bytes,
+        devices=tp,
+        bandwidth=eff.link_bandwidth * a["link_bandwidth"],
+        latency=0.0,
+        floor=eff.collective_latency.m_as("s"),
+    )
 
 
 def _streamed_bytes(a: dict[str, Any], batch: Any) -> Any:

@@ -21,11 +21,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from ciw_reference import simulate_waits  # noqa: E402
+from ciw_reference import simulate_waits
 
-from calculator import Q_  # noqa: E402
-from calculator.batching import dynamic_batching_latency, simulate_dynamic_batching  # noqa: E402
-from calculator.queueing import queue_metrics  # noqa: E402
+from calculator import Q_
+from calculator.batching import dynamic_batching_latency, simulate_dynamic_batching
+from calculator.queueing import queue_metrics
 
 SERVICE_TIME = 1.0  # every queue below is in units of its mean service time
 

@@ -22,8 +22,9 @@ from typing import Any
 
 import numpy as np
 
+from ._support import magnitude
 from .errors import InputError
-from .formula import formula, magnitude, minimum, per, var
+from .formula import formula, minimum, per, var
 from .queueing import ggc_mean_wait, in_flight, replicas_for_load, utilization
 from .results import Result, as_count, plain
 from .units import Q_, check_units

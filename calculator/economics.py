@@ -1,9 +1,9 @@
-"""Serving economics: lifetime cost and the serving/training balance (sections 10.1-10.5).
+"""Serving economics: lifetime cost and the serving/training balance (sections 10.1-10.5, 10.9.5).
 
 Equation 2 and its parts (request volume, serving cost and its rate, the serving-to-training
 ratio, the crossover time of Figure 3), training-cost composition, unit cost with billed idle
-capacity, the constructed unit-cost curves of Figure 2 and their break-even volume, and the serving
-hierarchy of Table 5.
+capacity (per request, and per million useful tokens for Table 14), the constructed unit-cost curves
+of Figure 2 and their break-even volume, and the serving hierarchy of Table 5.
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from typing import Any
 
 import numpy as np
 
+from ._support import magnitude
 from .errors import InputError
-from .formula import formula, magnitude, var
+from .formula import formula, var
 from .results import Result
 from .units import Q_, check_units
 
@@ -29,6 +30,7 @@ __all__ = [
     "unit_cost_savings",
     "training_cost",
     "cost_per_request",
+    "cost_per_million_tokens",
     "crossover_time",
     "CostCurve",
     "cumulative_cost_curve",
@@ -414,7 +416,49 @@ def cost_per_request(billed_gpus, gpu_price, served_rate):
     >>> cost_per_request(15, Q_(2, "USD/h"), Q_(30_000, "request/h"))
     <Quantity(0.001, 'USD / request')>
     """
-    return billed_gpus * gpu_price / served_rate
+    # The same rule as Table 14's cost per million tokens: billed GPU time over useful output.
+    return cost_per_million_tokens.func(billed_gpus, gpu_price, served_rate)
+
+
+@formula(
+    result=var("USD/megatoken", r"c_{\mathrm{M}}", "nonnegative", "cost per million useful tokens"),
+    reference="Table 14, section 10.9.5",
+    gpus=var("", r"N_{\mathrm{GPU}}", "positive", "billed GPUs of the replica"),
+    price_per_gpu_hour=var("USD/hour", r"p_{\mathrm{GPU}}", "nonnegative", "price of one GPU-hour"),
+    throughput=var("megatoken/hour", r"r_{\mathrm{tok}}", description="useful (SLO-compliant) tokens per unit time"),
+)
+def cost_per_million_tokens(gpus, price_per_gpu_hour, throughput):
+    r"""Cost per million useful tokens of a replica: billed GPU time over completed tokens.
+
+    Parameters
+    ----------
+    gpus : float
+        GPUs billed for the replica.
+    price_per_gpu_hour : Quantity [currency / time]
+        Price of one GPU for one hour.
+    throughput : Quantity [token / time]
+        Useful tokens the replica completes (SLO-compliant, at the target quality).
+
+    Returns
+    -------
+    Quantity [currency / token]
+        In USD per million tokens.
+
+    Notes
+    -----
+    .. math:: c_{\mathrm{M}} = \frac{N_{\mathrm{GPU}} \, p_{\mathrm{GPU}}}{r_{\mathrm{tok}}}
+
+    Table 14 (section 10.9.5): at equal GPU prices and unchanged useful throughput, cost falls in
+    proportion to the GPU count (8 -> 4 -> 2 A100s: $2.40 -> $1.20 -> $0.60); if the smaller replica
+    completes fewer qualifying tokens per second, the cost falls by less and can rise.
+
+    Examples
+    --------
+    >>> from calculator.units import Q_
+    >>> cost_per_million_tokens(8, Q_(2.16, "USD/hour"), Q_(2000, "token/s"))
+    <Quantity(2.4, 'USD / megatoken')>
+    """
+    return gpus * price_per_gpu_hour / throughput
 
 
 @formula(

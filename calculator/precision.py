@@ -12,7 +12,7 @@ from typing import Any
 from .errors import InputError
 from .units import Q_
 
-__all__ = ["PRECISIONS", "bits_per_element", "bytes_per_element", "check_precision"]
+__all__ = ["ALIASES", "PRECISIONS", "bits_per_element", "bytes_per_element", "check_precision"]
 
 #: Bits per stored element for each precision name.
 PRECISIONS: dict[str, float] = {
@@ -28,9 +28,34 @@ PRECISIONS: dict[str, float] = {
 }
 
 
+#: Other spellings users and benchmark files use for the same formats.
+ALIASES: dict[str, str] = {
+    "float64": "fp64",
+    "float32": "fp32",
+    "float16": "fp16",
+    "half": "fp16",
+    "bfloat16": "bf16",
+    "fp8_block": "fp8",
+    "fp8-block": "fp8",
+    "e4m3": "fp8",
+    "nvfp4": "fp4",
+    "mxfp4": "fp4",
+    "w4a16": "int4",
+    "int4_wo": "int4",
+    "w8a8": "int8",
+}
+
+
 def check_precision(precision: str, argument: str = "precision") -> str:
-    """Return the normalised precision name, or raise :class:`InputError` listing the known ones."""
-    name = str(precision).lower()
+    """Return the normalised precision name, or raise :class:`InputError` listing the known ones.
+
+    Examples
+    --------
+    >>> check_precision("BF16"), check_precision("nvfp4"), check_precision("fp8_block")
+    ('bf16', 'fp4', 'fp8')
+    """
+    name = str(precision).strip().lower()
+    name = ALIASES.get(name, name)
     if name not in PRECISIONS:
         raise InputError(f"argument '{argument}' must be one of {sorted(PRECISIONS)}, got {precision!r}")
     return name

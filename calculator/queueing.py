@@ -28,8 +28,9 @@ from typing import Any
 
 import numpy as np
 
+from ._support import magnitude
 from .errors import InputError
-from .formula import formula, magnitude, per, var
+from .formula import formula, per, var
 from .results import Result, as_count, plain
 from .units import Q_, check_units
 
@@ -1413,7 +1414,7 @@ def queue_metrics(
         mean_in_system=in_flight(rate_q, wait + Q_(service, "s")),
         arrival_rate=rate_q,
         service_time=Q_(service, "s"),
-        servers=count,
+        servers=as_count(count),
         arrival_cv=arrival_cv,
         service_cv=service_cv,
     )

@@ -169,10 +169,13 @@ class Entry(_Strict):
         "uses as an illustration; user: supplied by the user"
     )
     sources: tuple[SourceLink, ...] = Field(min_length=1)
+    aliases: tuple[str, ...] = Field(
+        (), description="other names users know it by (a Hugging Face id, a benchmark's system name)"
+    )
 
     #: Fields that are labels, not values, and so need no source.
     UNSOURCED: ClassVar[frozenset[str]] = frozenset(
-        {"id", "name", "provenance", "sources", "kind", "vendor", "architecture"}
+        {"id", "name", "provenance", "sources", "kind", "vendor", "architecture", "aliases"}
     )
 
     def sourced_fields(self) -> list[str]:
@@ -344,19 +347,41 @@ def registry_json_schema() -> dict[str, Any]:
 # The loaded registry
 
 
+def _normalise(name: str) -> str:
+    return name.strip().lower().replace("_", "-")
+
+
 class Section(Mapping[str, Any]):
-    """A read-only mapping from id to entry whose missing-key error lists the known ids."""
+    """A read-only mapping from id to entry.
+
+    Lookups also accept an entry's aliases and ignore case and ``_`` vs ``-``
+    (``"meta-llama/Llama-3.1-70B"`` or ``"H100_SXM"``); iteration yields ids only. A missing key
+    raises :class:`UnknownEntryError` listing the known ids.
+    """
 
     def __init__(self, kind: str, entries: Mapping[str, Any]) -> None:
         self._kind = kind
         self._entries = MappingProxyType(dict(entries))
+        self._names: dict[str, str] = {}
+        for entry_id, entry in entries.items():
+            for name in (entry_id, *getattr(entry, "aliases", ())):
+                self._names.setdefault(_normalise(name), entry_id)
+
+    def resolve(self, key: str) -> str | None:
+        """The id that ``key`` names (an id or an alias), or ``None``."""
+        if key in self._entries:
+            return key
+        return self._names.get(_normalise(key)) if isinstance(key, str) else None
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self.resolve(key) is not None
 
     def __getitem__(self, key: str) -> Any:
-        try:
-            return self._entries[key]
-        except KeyError:
+        entry_id = self.resolve(key)
+        if entry_id is None:
             known = ", ".join(sorted(self._entries))
-            raise UnknownEntryError(f"unknown {self._kind} id {key!r}; known ids: {known}") from None
+            raise UnknownEntryError(f"unknown {self._kind} id {key!r}; known ids: {known}")
+        return self._entries[entry_id]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._entries)
@@ -611,6 +636,14 @@ def _check_unique_ids(sections: dict[str, dict[str, Any]], origin: dict[tuple[st
                     f"in {owner[entry_id]}; ids must be unique across sections"
                 )
             owner[entry_id] = section
+        names: dict[str, str] = {}
+        for entry_id, entry in entries.items():
+            for name in {_normalise(n) for n in (entry_id, *entry.aliases)}:
+                if names.setdefault(name, entry_id) != entry_id:
+                    raise RegistryError(
+                        f"{origin[section, entry_id]}: {section}['{entry_id}']: field 'aliases': the name "
+                        f"{name!r} already names {section}['{names[name]}']"
+                    )
 
 
 def _check_references(sections: dict[str, dict[str, Any]], origin: dict[tuple[str, str], str]) -> None:

@@ -1,8 +1,8 @@
-"""Result objects: frozen dataclasses of quantities with a readable repr and ``to_dict()``.
+"""Base of the calculator's multi-part results: frozen dataclasses of quantities.
 
-A model that returns several related numbers (a latency budget, a queue's metrics, a batch schedule)
-returns a frozen dataclass that subclasses :class:`Result`. Declare it with
-``@dataclass(frozen=True, repr=False)`` so that the compact repr below is kept.
+Subclass with ``@dataclass(frozen=True, repr=False)``. The repr shows quantities compactly
+(``4.35 ms`` rather than ``<Quantity(0.00435, 'second')>``); :meth:`Result.to_dict` gives a mapping
+for DataFrames, JSON and the dashboard (nested results become nested dicts).
 """
 
 from __future__ import annotations
@@ -18,27 +18,31 @@ __all__ = ["Result", "as_count", "plain"]
 
 
 class Result:
-    """Mixin for result dataclasses: ``to_dict()`` and a repr that prints quantities compactly."""
+    """Mixin for frozen result dataclasses: a compact repr and :meth:`to_dict`."""
 
     def to_dict(self) -> dict[str, Any]:
-        """The fields as a plain dict (values keep their units; use it to build a DataFrame row)."""
-        return {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}  # type: ignore[arg-type]
+        """The fields as a dict (quantities stay quantities; nested results become dicts)."""
+        out: dict[str, Any] = {}
+        for field in dataclasses.fields(self):  # type: ignore[arg-type]
+            value = getattr(self, field.name)
+            out[field.name] = value.to_dict() if isinstance(value, Result) else value
+        return out
 
     def __repr__(self) -> str:
-        shown = ", ".join(f"{name}={_show(value)}" for name, value in self.to_dict().items())
-        return f"{type(self).__name__}({shown})"
+        fields = dataclasses.fields(self)  # type: ignore[arg-type]
+        parts = [f"{field.name}={_show(getattr(self, field.name))}" for field in fields if field.repr]
+        return f"{type(self).__name__}({', '.join(parts)})"
 
 
 def _show(value: Any) -> str:
     if isinstance(value, ureg.Quantity):
         if np.ndim(value.magnitude):
-            return f"{_show(value.magnitude)} {value.units:~P}"
-        return f"{value:.4g~P}"
+            return f"<array {np.shape(value.magnitude)} {value.units:~P}>"
+        shown = value if "[currency]" in value.dimensionality else value.to_compact()
+        return f"{shown:.4g~P}"
     if isinstance(value, np.ndarray):
-        if value.dtype == bool:
-            return np.array2string(value, threshold=6)
-        return np.array2string(value, precision=4, threshold=6, suppress_small=True)
-    if isinstance(value, float | np.floating):
+        return f"<array {value.shape} {value.dtype}>" if value.size > 8 else np.array2string(value, precision=4)
+    if isinstance(value, float):
         return f"{value:.4g}"
     return repr(value)
 

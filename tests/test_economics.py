@@ -7,6 +7,7 @@ from calculator import Q_, InputError, UnitsError
 from calculator.economics import (
     SERVING_HIERARCHY,
     break_even_volume,
+    cost_per_million_tokens,
     cost_per_request,
     crossover_time,
     cumulative_cost_curve,
@@ -151,6 +152,25 @@ def test_piecewise_lifetime_cost_adds_intervals():
     assert single.m_as("USD") == pytest.approx(
         lifetime_cost(Q_(2e6, "USD"), Q_(0.001, "USD/request"), YEAR, rate).m_as("USD")
     )
+
+
+def test_table_14_cost_per_million_tokens_falls_with_the_gpu_count():
+    # Table 14 (seed L1331-1334): FP16 on 8 x A100 $2.40, AWQ 4-bit on 4 x A100 $1.20, on 2 x A100 $0.60 per 1M
+    # tokens, "at equal unit prices and unchanged useful token throughput" (L1327). The table prints no price or
+    # rate (catalog A15); $2.16 per GPU-hour and 2,000 useful tokens/s are assumed, which give the printed $2.40.
+    price, rate = Q_(2.16, "USD/hour"), Q_(2000, "token/s")
+    costs = [cost_per_million_tokens(gpus, price, rate).m_as("USD/megatoken") for gpus in (8, 4, 2)]
+    assert [round(c, 2) for c in costs] == [2.40, 1.20, 0.60]
+    # Seed L1336: "The illustrated 2-4x cost reduction".
+    assert round(costs[0] / costs[1]) == 2 and round(costs[0] / costs[2]) == 4
+
+
+def test_table_14_fewer_useful_tokens_can_erase_the_saving():
+    # Seed L1336: if the smaller replica completes fewer qualifying tokens per second, cost per token falls by less
+    # and can increase.
+    eight = cost_per_million_tokens(8, Q_(2, "USD/hour"), Q_(2000, "token/s"))
+    two_slow = cost_per_million_tokens(2, Q_(2, "USD/hour"), Q_(400, "token/s"))
+    assert two_slow > eight
 
 
 def test_figure_2_constructed_curves_cross_the_price_near_2e5_and_4e7():

@@ -138,10 +138,26 @@ def test_every_accelerator_lists_dense_throughput_for_a_serving_precision(reg):
 
 
 def test_unknown_id_lists_known_ids(reg):
-    with pytest.raises(UnknownEntryError, match=r"unknown accelerator id 'h100'; known ids: .*h100-sxm"):
-        reg.accelerators["h100"]
+    with pytest.raises(UnknownEntryError, match=r"unknown accelerator id 'h999'; known ids: .*h100-sxm"):
+        reg.accelerators["h999"]
     with pytest.raises(KeyError):
         reg.models["gpt-5"]
+
+
+def test_aliases_and_spelling_variants_resolve_to_ids(reg):
+    assert reg.models["meta-llama/Llama-3.1-70B-Instruct"].id == "llama-3.1-70b"
+    assert reg.models["Qwen/Qwen3-32B"].id == "qwen3-32b"
+    assert reg.accelerators["H100_SXM"].id == "h100-sxm"
+    assert reg.accelerators["a100_sxm"].id == "a100-sxm-80gb"
+    assert "h200_sxm" in reg.accelerators and "h999" not in reg.accelerators
+    assert "meta-llama/Llama-3.1-70B" not in list(reg.models)  # iteration yields ids only
+
+
+def test_alias_collisions_are_errors(tmp_path):
+    entry = MINIMAL.split("accelerators:\n", 1)[1].split("models:", 1)[0]
+    second = entry.replace("id: gpu-x", "id: gpu-z").replace("name: GPU X", "name: GPU Z\n    aliases: [GPU_X]")
+    message = error_for(tmp_path, MINIMAL.replace("models:", second + "models:"))
+    assert "accelerators['gpu-z']: field 'aliases': the name 'gpu-x' already names accelerators['gpu-x']" in message
 
 
 def test_unsupported_precision_is_a_clear_error(reg):

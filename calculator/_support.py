@@ -1,0 +1,141 @@
+"""Helpers shared by the plain (non-formula) functions: input checks, registry objects, results.
+
+Formulas check their arguments through :mod:`calculator.formula`; the plain functions of
+:mod:`calculator.memory`, :mod:`calculator.phases` and :mod:`calculator.speculative` (searches,
+simulations, results with several parts) use these helpers at their boundary so that their errors
+read the same way: the function, the argument, what was expected and what was given.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .errors import InputError, UnitsError
+from .formula import check_domain
+from .units import describe_value, dimension_of, ureg
+
+__all__ = [
+    "accelerator_of",
+    "bits_of",
+    "count",
+    "device_capacity",
+    "magnitude",
+    "model_of",
+    "probability",
+    "transformer_of",
+]
+
+
+def magnitude(function: str, argument: str, value: Any, unit: str, domain: str = "nonnegative") -> Any:
+    """The magnitude of ``value`` in ``unit`` after checking its dimension and ``domain``.
+
+    A plain number is accepted only where ``unit`` is dimensionless (``""``). Arrays stay arrays.
+    """
+    needed = dimension_of(unit)
+    if isinstance(value, ureg.Quantity):
+        if value.dimensionality != needed:
+            raise UnitsError(
+                f"{function}(): argument '{argument}' needs dimension {needed if needed else 'dimensionless'}"
+                f" (for example {unit or 'a plain number'}), got {describe_value(value)}"
+            )
+        out = value.m_as(unit or "")
+    elif needed:
+        raise UnitsError(
+            f"{function}(): argument '{argument}' needs dimension {needed} (for example {unit}),"
+            f" got {describe_value(value)}"
+        )
+    elif isinstance(value, bool) or value is None or isinstance(value, str):
+        raise InputError(f"{function}(): argument '{argument}' must be a number, got {value!r}")
+    else:
+        out = value
+    out = np.asarray(out, dtype=float) if np.ndim(out) else float(out)
+    check_domain(function, argument, out, domain)
+    return out
+
+
+def count(function: str, argument: str, value: Any, minimum: int = 1) -> Any:
+    """An integer count (a plain number, or a quantity of tokens/requests) checked to be >= ``minimum``.
+
+    Returns a Python int for a scalar, an int64 array for an array.
+    """
+    if isinstance(value, ureg.Quantity):
+        if value.dimensionality not in (ureg.token.dimensionality, ureg.request.dimensionality, {}):
+            raise UnitsError(
+                f"{function}(): argument '{argument}' is a count (a plain number of tokens or requests), "
+                f"got {describe_value(value)}"
+            )
+        value = value.magnitude
+    domain = "positive_integer" if minimum >= 1 else "nonnegative"
+    values = magnitude(function, argument, value, "", domain)
+    if minimum < 1 and np.any(np.asarray(values) != np.round(values)):
+        raise InputError(f"{function}(): argument '{argument}' must be a whole number, got {value!r}")
+    if np.any(np.asarray(values) < minimum):
+        raise InputError(f"{function}(): argument '{argument}' must be >= {minimum}, got {value!r}")
+    if np.ndim(values):
+        return np.asarray(values).astype(np.int64)
+    return int(values)
+
+
+def probability(function: str, argument: str, value: Any) -> Any:
+    """A probability in [0, 1] (float or float array)."""
+    return magnitude(function, argument, value, "", "probability")
+
+
+def model_of(value: Any) -> Any:
+    """A registry :class:`~calculator.registry.Model` from an id or a model object (passed through)."""
+    if isinstance(value, str):
+        from .registry import load_registry
+
+        return load_registry().model(value)
+    if not hasattr(value, "attention") or not hasattr(value, "parameters"):
+        raise InputError(f"expected a registry model id or Model object, got {value!r}")
+    return value
+
+
+def transformer_of(value: Any, function: str) -> Any:
+    """A registry model that is a transformer with a KV cache, or :class:`InputError`."""
+    model = model_of(value)
+    if getattr(model, "kind", "transformer") != "transformer" or getattr(model, "layers", None) is None:
+        raise InputError(f"{function}(): model '{model.id}' is not a transformer with a KV cache")
+    return model
+
+
+def bits_of(function: str, argument: str, value: Any) -> float:
+    """Bits per element from a precision name (``"int4"``) or a positive number of bits (``4.25``)."""
+    if isinstance(value, str):
+        from .precision import bits_per_element, check_precision
+
+        return float(bits_per_element(check_precision(value, argument)))
+    return magnitude(function, argument, value, "", "positive")
+
+
+def accelerator_of(value: Any) -> Any:
+    """A registry :class:`~calculator.registry.Accelerator` from an id or an accelerator object."""
+    if isinstance(value, str):
+        from .registry import load_registry
+
+        return load_registry().accelerator(value)
+    if not hasattr(value, "memory_bandwidth") or not hasattr(value, "peak_throughput"):
+        raise InputError(f"expected a registry accelerator id or Accelerator object, got {value!r}")
+    return value
+
+
+CAPACITY_BASES = ("physical", "nameplate")
+
+
+def device_capacity(function: str, capacity: Any, basis: str = "physical") -> Any:
+    """Memory per device in bytes: a byte quantity as given, or an accelerator's capacity on ``basis``.
+
+    ``basis="physical"`` is the registered byte capacity (``Accelerator.memory``, 80 GiB for an H100),
+    ``"nameplate"`` the marketed figure (``Accelerator.memory_nameplate``, 80 GB), which the chapter
+    calls the conservative decimal budget.
+    """
+    if isinstance(capacity, ureg.Quantity):
+        return magnitude(function, "capacity", capacity, "B", "positive")
+    if basis not in CAPACITY_BASES:
+        raise InputError(f"{function}(): argument 'capacity_basis' must be one of {CAPACITY_BASES}, got {basis!r}")
+    device = accelerator_of(capacity)
+    chosen = device.memory if basis == "physical" else device.memory_nameplate
+    return chosen.m_as("B")

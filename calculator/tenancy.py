@@ -1,0 +1,802 @@
+"""Multi-tenancy and isolation (section 10.12).
+
+KV-pool contention between tenants, noisy-neighbor bursts, max-min fair sharing by water filling,
+dominant resource fairness by progressive filling, the multidimensional quota check of Listing 1
+with an atomic reservation ledger, priority classes (Table 19) and bulkhead partitions
+(Example 10.10).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .errors import InputError
+from .formula import check_domain
+from .results import Result
+from .units import Q_, check_units, ureg
+
+__all__ = [
+    "KvPoolContention",
+    "kv_pool_contention",
+    "TenantBurst",
+    "tenant_burst",
+    "FairAllocation",
+    "max_min_fair",
+    "DrfAllocation",
+    "dominant_resource_fairness",
+    "TenantQuota",
+    "TenantUsage",
+    "QuotaRequest",
+    "QuotaDecision",
+    "check_quota",
+    "Reservation",
+    "QuotaLedger",
+    "PriorityClass",
+    "PRIORITY_CLASSES",
+    "can_preempt",
+    "priority_allocation",
+    "bulkhead_partition",
+    "RequestCaps",
+    "check_request_caps",
+]
+
+
+# --------------------------------------------------------------------------------------------
+# Noisy neighbors (section 10.12.1)
+
+
+@dataclass(frozen=True, repr=False)
+class KvPoolContention(Result):
+    """Concurrent sequences per tenant with fair KV shares and after one tenant grows its allocation."""
+
+    fair_share: Any
+    sequences_fair: int
+    remaining_per_tenant: Any
+    sequences_after: int
+    reduction: float
+
+
+@check_units(pool="B", kv_bytes_per_sequence="B", hog_allocation="B")
+def kv_pool_contention(pool: Any, tenants: int, kv_bytes_per_sequence: Any, hog_allocation: Any) -> KvPoolContention:
+    r"""Concurrency left to the other tenants when one tenant takes ``hog_allocation`` of a shared KV pool.
+
+    Parameters
+    ----------
+    pool : Quantity [information]
+        Shared KV-cache pool.
+    tenants : int
+        Tenants sharing it (at least 2); nominal shares are equal.
+    kv_bytes_per_sequence : Quantity [information]
+        KV bytes one of the other tenants' sequences holds.
+    hog_allocation : Quantity [information]
+        KV the growing tenant ends up holding (no enforced limit).
+
+    Returns
+    -------
+    KvPoolContention
+
+    Notes
+    -----
+    .. math:: n_{\mathrm{fair}} = \left\lfloor \frac{P / T}{m} \right\rfloor, \quad
+              n_{\mathrm{after}} = \left\lfloor \frac{(P - H)/(T - 1)}{m} \right\rfloor
+
+    Seed L1854. This is a concurrency loss, not a throughput prediction: the effect on throughput
+    depends on the execution regime and preemption costs.
+
+    Examples
+    --------
+    Three tenants on a 60 GB pool with 0.1 GB sequences; one grows to 45 GB (seed L1854):
+
+    >>> c = kv_pool_contention(Q_(60, "GB"), 3, Q_(0.1, "GB"), Q_(45, "GB"))
+    >>> c.sequences_fair, c.sequences_after, c.reduction
+    (200, 75, 0.625)
+    """
+    function = "kv_pool_contention"
+    count = int(_count(function, "tenants", tenants))
+    if count < 2:
+        raise InputError(f"{function}(): argument 'tenants' must be >= 2, got {tenants}")
+    check_domain(function, "pool", pool.m_as("B"), "positive")
+    check_domain(function, "kv_bytes_per_sequence", kv_bytes_per_sequence.m_as("B"), "positive")
+    check_domain(function, "hog_allocation", hog_allocation.m_as("B"), "nonnegative")
+    if hog_allocation > pool:
+        raise InputError(f"{function}(): argument 'hog_allocation' ({hog_allocation}) exceeds the pool ({pool})")
+    fair = pool / count
+    remaining = (pool - hog_allocation) / (count - 1)
+    before = _floor_count((fair / kv_bytes_per_sequence).m_as(""))
+    after = _floor_count((remaining / kv_bytes_per_sequence).m_as(""))
+    return KvPoolContention(
+        fair_share=fair.to("GB"),
+        sequences_fair=before,
+        remaining_per_tenant=remaining.to("GB"),
+        sequences_after=after,
+        reduction=1 - after / before if before else 0.0,
+    )
+
+
+def _count(function: str, argument: str, value: Any) -> Any:
+    check_domain(function, argument, value, "positive_integer")
+    return value
+
+
+def _floor_count(value: float) -> int:
+    return int(np.floor(value * (1 + 1e-12)))
+
+
+@dataclass(frozen=True, repr=False)
+class TenantBurst(Result):
+    """Pool load when one tenant bursts, with and without a per-tenant quota."""
+
+    pool_rate: Any
+    pool_utilization: float | None
+    admitted: Any
+    throttled_rate: Any
+
+
+@check_units(rates="request/s", pool_capacity="request/s", quota="request/s")
+def tenant_burst(
+    rates: Any, bursting_tenant: int, multiplier: float, pool_capacity: Any = None, quota: Any = None
+) -> TenantBurst:
+    r"""Offered pool load when one tenant multiplies its traffic, optionally capped by a quota.
+
+    Parameters
+    ----------
+    rates : Quantity [request / time], array
+        Baseline rate of every tenant.
+    bursting_tenant : int
+        Index of the tenant that bursts.
+    multiplier : float
+        Burst factor (5 in Example 10.9 and section 10.16).
+    pool_capacity : Quantity [request / time], optional
+        Pool service capacity, for the utilization.
+    quota : Quantity [request / time], optional
+        Per-tenant rate quota; admitted traffic above it is throttled (rejected or delayed).
+
+    Returns
+    -------
+    TenantBurst
+
+    Notes
+    -----
+    .. math:: \lambda' = \sum_i \lambda_i + (m - 1)\lambda_b, \qquad
+              \lambda'_{\mathrm{quota}} = \sum_{i \ne b} \lambda_i + \min(m\lambda_b, q)
+
+    The chapter's latency outcomes (p99 of 22-45 ms without quotas, 15 ms with them) are scenario
+    assertions with no service model; this gives the load that a queueing model turns into latency.
+
+    Examples
+    --------
+    Example 10.9: ten tenants at 100 QPS, tenant 3 bursts 5x, quota 120 QPS.
+
+    >>> rates = Q_([100] * 10, "request/s")
+    >>> tenant_burst(rates, 3, 5).pool_rate, tenant_burst(rates, 3, 5, quota=Q_(120, "request/s")).pool_rate
+    (<Quantity(1400.0, 'request / second')>, <Quantity(1020.0, 'request / second')>)
+    """
+    function = "tenant_burst"
+    base = np.atleast_1d(rates.m_as("request/s")).astype(float)
+    check_domain(function, "rates", base, "nonnegative")
+    if not (0 <= bursting_tenant < base.size) or int(bursting_tenant) != bursting_tenant:
+        raise InputError(f"{function}(): argument 'bursting_tenant' must index one of {base.size} tenants")
+    check_domain(function, "multiplier", multiplier, "nonnegative")
+    offered = base.copy()
+    offered[bursting_tenant] *= multiplier
+    admitted = offered.copy()
+    if quota is not None:
+        check_domain(function, "quota", quota.m_as("request/s"), "nonnegative")
+        admitted = np.minimum(offered, quota.m_as("request/s"))
+    total = float(admitted.sum())
+    utilization = None
+    if pool_capacity is not None:
+        check_domain(function, "pool_capacity", pool_capacity.m_as("request/s"), "positive")
+        utilization = total / float(pool_capacity.m_as("request/s"))
+    return TenantBurst(
+        pool_rate=Q_(total, "request/s"),
+        pool_utilization=utilization,
+        admitted=Q_(admitted, "request/s"),
+        throttled_rate=Q_(float((offered - admitted).sum()), "request/s"),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Fair sharing (section 10.12.2)
+
+
+@dataclass(frozen=True, repr=False)
+class FairAllocation(Result):
+    """Max-min fair allocation: per-tenant amounts, the water level per unit weight, who is satisfied."""
+
+    allocation: Any
+    level: Any
+    satisfied: np.ndarray
+
+
+def max_min_fair(demands: Any, capacity: Any, weights: Any = None) -> FairAllocation:
+    r"""Weighted max-min fair allocation of one divisible resource by water filling.
+
+    Parameters
+    ----------
+    demands : Quantity array (or plain array)
+        What each tenant asks for.
+    capacity : Quantity (same dimension)
+        What the pool has.
+    weights : array of float, optional
+        Relative shares (equal if omitted).
+
+    Returns
+    -------
+    FairAllocation
+        ``allocation`` per tenant (never above its demand, summing to at most the capacity, and
+        to the capacity whenever total demand exceeds it), ``level`` (allocation per unit weight of every
+        unsatisfied tenant) and the ``satisfied`` mask.
+
+    Notes
+    -----
+    .. math:: a_i = \min(d_i, w_i L), \qquad \sum_i \min(d_i, w_i L) = \min\left(C, \sum_i d_i\right)
+
+    Progressive filling: every unsatisfied tenant gets the same share per unit weight of what
+    remains, capped at its demand (seed L1903). Dominant resource fairness reduces to this when one
+    resource binds (:func:`dominant_resource_fairness`).
+
+    Examples
+    --------
+    Seed L1903: demands of 30,000, 20,000 and 80,000 tokens/s on a 100,000 tokens/s pool.
+
+    >>> max_min_fair(Q_([30000, 20000, 80000], "token/s"), Q_(100000, "token/s")).allocation
+    <Quantity([30000. 20000. 50000.], 'token / second')>
+    """
+    function = "max_min_fair"
+    unit = demands.units if isinstance(demands, ureg.Quantity) else None
+    if unit is not None:
+        if not isinstance(capacity, ureg.Quantity) or capacity.dimensionality != demands.dimensionality:
+            raise InputError(
+                f"{function}(): 'capacity' must have the dimension of 'demands' ({demands.dimensionality})"
+            )
+        d = np.atleast_1d(demands.m_as(unit)).astype(float)
+        c = float(capacity.m_as(unit))
+    else:
+        if isinstance(capacity, ureg.Quantity):
+            raise InputError(f"{function}(): 'demands' and 'capacity' must both be quantities or both numbers")
+        d = np.atleast_1d(np.asarray(demands, dtype=float))
+        c = float(capacity)
+    if d.ndim != 1 or d.size == 0:
+        raise InputError(f"{function}(): argument 'demands' must be a non-empty 1-D array")
+    check_domain(function, "demands", d, "nonnegative")
+    check_domain(function, "capacity", c, "nonnegative")
+    w = np.ones_like(d) if weights is None else np.asarray(weights, dtype=float)
+    if w.shape != d.shape:
+        raise InputError(f"{function}(): argument 'weights' must have one entry per demand")
+    check_domain(function, "weights", w, "positive")
+    ratio = d / w
+    order = np.argsort(ratio, kind="stable")
+    sorted_demand, sorted_weight, sorted_ratio = d[order], w[order], ratio[order]
+    before = np.concatenate([[0.0], np.cumsum(sorted_demand)[:-1]])
+    weight_left = np.cumsum(sorted_weight[::-1])[::-1]
+    levels = (c - before) / weight_left
+    capped = np.nonzero(levels < sorted_ratio)[0]
+    level = float(levels[capped[0]]) if capped.size else float(sorted_ratio[-1])
+    allocation = np.minimum(d, w * level)
+    satisfied = allocation >= d * (1 - 1e-12)
+    wrap = (lambda x: Q_(x, unit)) if unit is not None else (lambda x: x)
+    return FairAllocation(allocation=wrap(allocation), level=wrap(level), satisfied=satisfied)
+
+
+@dataclass(frozen=True, repr=False)
+class DrfAllocation(Result):
+    """Dominant-resource-fair allocation: tasks per user, dominant shares and resource usage."""
+
+    tasks: np.ndarray
+    dominant_shares: np.ndarray
+    usage: dict[str, Any]
+    saturated: tuple[str, ...]
+
+
+def dominant_resource_fairness(
+    capacities: Mapping[str, Any], demands: Sequence[Mapping[str, Any]], max_tasks: Any = None
+) -> DrfAllocation:
+    r"""Dominant resource fairness by progressive filling over divisible tasks.
+
+    Parameters
+    ----------
+    capacities : mapping of str to Quantity
+        Capacity of each resource (``{"prefill": Q_(2e5, "token/s"), "kv": Q_(60, "GB")}``).
+    demands : sequence of mappings of str to Quantity
+        Per user, what one unit of its work (a "task": a request, a token/s of decode) needs of each
+        resource; resources a user does not name it does not use.
+    max_tasks : array of float, optional
+        Work each user wants (its demand cap); unlimited if omitted.
+
+    Returns
+    -------
+    DrfAllocation
+
+    Notes
+    -----
+    Each user's dominant share is :math:`s_i = x_i \max_r d_{ir}/C_r`. All unfrozen users' dominant
+    shares rise together; a user freezes when it reaches its demand, and every user of a resource
+    freezes when that resource saturates (Ghodsi et al. 2011). With one resource and equal costs this
+    is max-min fairness (seed L1903). Coupled prefill, decode and memory limits need this joint check:
+    independent per-resource fair shares do not compose into a feasible service.
+
+    Examples
+    --------
+    >>> alloc = dominant_resource_fairness(
+    ...     {"cpu": Q_(9, ""), "memory": Q_(18, "GB")},
+    ...     [{"cpu": Q_(1, ""), "memory": Q_(4, "GB")}, {"cpu": Q_(3, ""), "memory": Q_(1, "GB")}])
+    >>> alloc.tasks.round(6).tolist()  # Ghodsi et al.'s example: 3 and 2 tasks
+    [3.0, 2.0]
+    """
+    function = "dominant_resource_fairness"
+    names = tuple(capacities)
+    if not names:
+        raise InputError(f"{function}(): argument 'capacities' must name at least one resource")
+    if not demands:
+        raise InputError(f"{function}(): argument 'demands' must list at least one user")
+    capacity = np.array([float(Q_(capacities[r]).m_as(Q_(capacities[r]).units)) for r in names])
+    check_domain(function, "capacities", capacity, "positive")
+    need = np.zeros((len(demands), len(names)))
+    for i, user in enumerate(demands):
+        unknown = set(user) - set(names)
+        if unknown:
+            raise InputError(f"{function}(): user {i} demands unknown resource(s) {sorted(unknown)}")
+        for j, resource in enumerate(names):
+            if resource in user:
+                amount = Q_(user[resource])
+                unit = Q_(capacities[resource]).units
+                if amount.dimensionality != Q_(1, unit).dimensionality:
+                    raise InputError(
+                        f"{function}(): user {i} demand for '{resource}' must have the dimension of its capacity"
+                    )
+                need[i, j] = amount.m_as(unit)
+    check_domain(function, "demands", need, "nonnegative")
+    per_task_share = (need / capacity).max(axis=1)
+    if np.any(per_task_share <= 0):
+        raise InputError(f"{function}(): every user must need some of at least one resource")
+    cap = np.full(len(demands), np.inf) if max_tasks is None else np.asarray(max_tasks, dtype=float)
+    if cap.shape != (len(demands),):
+        raise InputError(f"{function}(): argument 'max_tasks' must have one entry per user")
+    check_domain(function, "max_tasks", cap, "nonnegative")
+    tasks = np.zeros(len(demands))
+    active = cap > 0
+    saturated: list[str] = []
+    share = 0.0
+    while active.any():  # at most users + resources events
+        used = tasks @ need
+        rate = (need[active] / per_task_share[active, None]).sum(axis=0)  # resource use per unit of share
+        with np.errstate(divide="ignore", invalid="ignore"):
+            to_saturate = np.where(rate > 0, (capacity - used) / rate, np.inf)
+        to_cap = cap[active] * per_task_share[active] - share
+        step = min(to_saturate.min(), to_cap.min())
+        share += max(step, 0.0)
+        tasks[active] = share / per_task_share[active]
+        done = np.zeros_like(active)
+        done[np.flatnonzero(active)[to_cap <= step * (1 + 1e-12) + 1e-15]] = True
+        for j in np.flatnonzero(to_saturate <= step * (1 + 1e-12) + 1e-15):
+            saturated.append(names[j])
+            done |= active & (need[:, j] > 0)
+        active &= ~done
+    usage = tasks @ need
+    return DrfAllocation(
+        tasks=tasks,
+        dominant_shares=tasks * per_task_share,
+        usage={r: Q_(usage[j], Q_(capacities[r]).units) for j, r in enumerate(names)},
+        saturated=tuple(dict.fromkeys(saturated)),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Quotas (Listing 1)
+
+_LISTING_1_KV = Q_(20_000, "MB")
+_NO_KV = Q_(0, "MB")
+_REQUEST_TIME_CAP = Q_(30, "s")
+
+
+@dataclass(frozen=True)
+class TenantQuota:
+    """Per-tenant limits of Listing 1 (seed L1872-1878); KV in bytes, tokens as counts."""
+
+    max_concurrent_requests: int = 100
+    max_kv_cache: Any = _LISTING_1_KV
+    max_qps: int = 1000
+    max_input_tokens_per_minute: int = 10**9
+    max_output_tokens_per_minute: int = 10**9
+    max_batch_tokens: int = 50_000
+
+
+@dataclass(frozen=True)
+class TenantUsage:
+    """A tenant's current use, including outstanding reservations in their time windows."""
+
+    concurrent: int = 0
+    kv_cache: Any = _NO_KV
+    requests_last_second: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class QuotaRequest:
+    """What one request would consume: KV reserved for prompt and output budget, tokens, prefill chunk."""
+
+    reserved_kv: Any = _NO_KV
+    input_tokens: int = 0
+    max_output_tokens: int = 0
+    prefill_chunk_tokens: int = 0
+
+
+@dataclass(frozen=True, repr=False)
+class QuotaDecision(Result):
+    """Admission verdict: the limit that rejected the request (``None`` if admitted) and why."""
+
+    admitted: bool
+    limit: str | None
+    reason: str
+    reservation: Reservation | None = None
+
+
+#: Listing 1's checks, in its order: (limit name, message).
+QUOTA_LIMITS = (
+    ("max_concurrent_requests", "concurrent request limit"),
+    ("max_kv_cache", "memory limit"),
+    ("max_qps", "rate limit"),
+    ("max_input_tokens_per_minute", "input-token limit"),
+    ("max_output_tokens_per_minute", "output-token limit"),
+    ("max_batch_tokens", "prefill chunk exceeds batch-token limit"),
+)
+
+
+def check_quota(quota: TenantQuota, usage: TenantUsage, request: QuotaRequest) -> QuotaDecision:
+    """Listing 1's snapshot check: the first limit the request would exceed, or admission.
+
+    Parameters
+    ----------
+    quota : TenantQuota
+    usage : TenantUsage
+    request : QuotaRequest
+
+    Returns
+    -------
+    QuotaDecision
+
+    Notes
+    -----
+    A passing snapshot is not an admission guarantee: simultaneous callers can see the same free
+    capacity (seed L1901). Use :class:`QuotaLedger` to check and reserve atomically.
+
+    Examples
+    --------
+    >>> check_quota(TenantQuota(), TenantUsage(concurrent=100), QuotaRequest()).reason
+    'concurrent request limit'
+    >>> check_quota(TenantQuota(), TenantUsage(concurrent=99), QuotaRequest()).admitted
+    True
+    """
+    exceeded = {
+        "max_concurrent_requests": usage.concurrent + 1 > quota.max_concurrent_requests,
+        "max_kv_cache": Q_(usage.kv_cache) + Q_(request.reserved_kv) > Q_(quota.max_kv_cache),
+        "max_qps": usage.requests_last_second + 1 > quota.max_qps,
+        "max_input_tokens_per_minute": usage.input_tokens + request.input_tokens > quota.max_input_tokens_per_minute,
+        "max_output_tokens_per_minute": usage.output_tokens + request.max_output_tokens
+        > quota.max_output_tokens_per_minute,
+        "max_batch_tokens": request.prefill_chunk_tokens > quota.max_batch_tokens,
+    }
+    for limit, message in QUOTA_LIMITS:
+        if exceeded[limit]:
+            return QuotaDecision(admitted=False, limit=limit, reason=message)
+    return QuotaDecision(admitted=True, limit=None, reason="eligible (snapshot; nothing reserved)")
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """Resources held for one admitted request until :meth:`QuotaLedger.release` or :meth:`QuotaLedger.rollback`."""
+
+    tenant: str
+    request: QuotaRequest
+    time: float
+    ticket: int
+
+
+@dataclass
+class _TenantState:
+    concurrent: int = 0
+    kv_bytes: float = 0.0
+    arrivals: deque = field(default_factory=deque)  # (time, ticket)
+    input_events: deque = field(default_factory=deque)  # (time, ticket, tokens)
+    output_events: deque = field(default_factory=deque)
+
+
+class QuotaLedger:
+    """Atomic check-and-reserve admission against Listing 1's quotas (seed L1901).
+
+    :meth:`try_reserve` checks every limit and records the reservation under one lock, so concurrent
+    callers can never both take the last unit of capacity. :meth:`release` returns the concurrency
+    and KV reservation when a request completes or is canceled (its tokens stay counted in their
+    one-minute windows and its arrival in the one-second window); :meth:`rollback` undoes an admission
+    that failed downstream completely.
+
+    Parameters
+    ----------
+    quotas : mapping of str to TenantQuota
+        Limits per tenant id.
+
+    Examples
+    --------
+    >>> ledger = QuotaLedger({"acme": TenantQuota(max_concurrent_requests=1)})
+    >>> first = ledger.try_reserve("acme", QuotaRequest(), now=0.0)
+    >>> first.admitted, ledger.try_reserve("acme", QuotaRequest(), now=0.1).reason
+    (True, 'concurrent request limit')
+    >>> ledger.release(first.reservation)
+    >>> ledger.try_reserve("acme", QuotaRequest(), now=0.2).admitted
+    True
+    """
+
+    def __init__(self, quotas: Mapping[str, TenantQuota]) -> None:
+        self.quotas = dict(quotas)
+        self._state = {tenant: _TenantState() for tenant in self.quotas}
+        self._lock = threading.Lock()
+        self._tickets = 0
+        self._open: set[int] = set()
+
+    def _tenant(self, tenant: str) -> _TenantState:
+        if tenant not in self._state:
+            raise InputError(f"QuotaLedger: unknown tenant {tenant!r}; known: {sorted(self._state)}")
+        return self._state[tenant]
+
+    @staticmethod
+    def _expire(state: _TenantState, now: float) -> None:
+        while state.arrivals and state.arrivals[0][0] <= now - 1.0:
+            state.arrivals.popleft()
+        for events in (state.input_events, state.output_events):
+            while events and events[0][0] <= now - 60.0:
+                events.popleft()
+
+    def usage(self, tenant: str, now: float) -> TenantUsage:
+        """The tenant's usage at time ``now`` (seconds), reservations included."""
+        with self._lock:
+            return self._usage(tenant, now)
+
+    def _usage(self, tenant: str, now: float) -> TenantUsage:
+        state = self._tenant(tenant)
+        self._expire(state, now)
+        return TenantUsage(
+            concurrent=state.concurrent,
+            kv_cache=Q_(state.kv_bytes, "B").to("MB"),
+            requests_last_second=len(state.arrivals),
+            input_tokens=sum(e[2] for e in state.input_events),
+            output_tokens=sum(e[2] for e in state.output_events),
+        )
+
+    def try_reserve(self, tenant: str, request: QuotaRequest, now: float) -> QuotaDecision:
+        """Check every limit and, if all pass, reserve the request's resources, atomically."""
+        with self._lock:
+            usage = self._usage(tenant, now)
+            decision = check_quota(self.quotas[tenant], usage, request)
+            if not decision.admitted:
+                return decision
+            state = self._state[tenant]
+            self._tickets += 1
+            ticket = self._tickets
+            state.concurrent += 1
+            state.kv_bytes += float(Q_(request.reserved_kv).m_as("B"))
+            state.arrivals.append((now, ticket))
+            state.input_events.append((now, ticket, request.input_tokens))
+            state.output_events.append((now, ticket, request.max_output_tokens))
+            self._open.add(ticket)
+            reservation = Reservation(tenant=tenant, request=request, time=now, ticket=ticket)
+            return QuotaDecision(admitted=True, limit=None, reason="admitted and reserved", reservation=reservation)
+
+    def release(self, reservation: Reservation) -> None:
+        """Return a finished or canceled request's concurrency slot and KV reservation."""
+        with self._lock:
+            self._close(reservation)
+
+    def rollback(self, reservation: Reservation) -> None:
+        """Undo an admission entirely (a downstream step failed): also remove its rate and token counts."""
+        with self._lock:
+            self._close(reservation)
+            state = self._state[reservation.tenant]
+            for events in (state.arrivals, state.input_events, state.output_events):
+                kept = [e for e in events if e[1] != reservation.ticket]
+                events.clear()
+                events.extend(kept)
+
+    def _close(self, reservation: Reservation) -> None:
+        if reservation.ticket not in self._open:
+            raise InputError(f"QuotaLedger: reservation {reservation.ticket} is not open (released twice?)")
+        self._open.discard(reservation.ticket)
+        state = self._state[reservation.tenant]
+        state.concurrent -= 1
+        state.kv_bytes -= float(Q_(reservation.request.reserved_kv).m_as("B"))
+
+
+# --------------------------------------------------------------------------------------------
+# Priority classes (Table 19) and bulkheads (Example 10.10)
+
+
+@dataclass(frozen=True)
+class PriorityClass:
+    """One row of Table 19."""
+
+    name: str
+    use_case: str
+    preempts: tuple[str, ...]
+    guarantee: str
+
+
+#: Table 19 (seed L1911-1914).
+PRIORITY_CLASSES = (
+    PriorityClass("critical", "Revenue-generating", ("standard", "best_effort"), "100% reserved"),
+    PriorityClass("standard", "General traffic", ("best_effort",), "Weighted share"),
+    PriorityClass("best_effort", "Background, batch", (), "No guarantee"),
+)
+
+
+def can_preempt(preempting: str, victim: str) -> bool:
+    """Whether a request of class ``preempting`` may displace one of class ``victim`` (Table 19).
+
+    Parameters
+    ----------
+    preempting, victim : {"critical", "standard", "best_effort"}
+        Priority classes.
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> can_preempt("critical", "standard"), can_preempt("best_effort", "standard")
+    (True, False)
+    """
+    classes = {c.name: c for c in PRIORITY_CLASSES}
+    for argument, name in (("preempting", preempting), ("victim", victim)):
+        if name not in classes:
+            raise InputError(f"can_preempt(): argument '{argument}' must be one of {sorted(classes)}, got {name!r}")
+    return victim in classes[preempting].preempts
+
+
+def priority_allocation(
+    capacity: Any, critical: Any, standard: Any, best_effort: Any, standard_weights: Any = None
+) -> dict[str, Any]:
+    """Split capacity by Table 19: critical fully reserved, standard weighted max-min, best effort the rest.
+
+    Parameters
+    ----------
+    capacity : Quantity
+        Pool capacity.
+    critical : Quantity
+        Critical demand; it gets all of it that fits (100 % reserved).
+    standard : Quantity array
+        Standard tenants' demands, sharing what critical leaves by weight.
+    best_effort : Quantity
+        Best-effort demand; it gets only the leftover.
+    standard_weights : array of float, optional
+        Weights of the standard tenants.
+
+    Returns
+    -------
+    dict
+        ``critical``, ``standard`` (array) and ``best_effort`` allocations, and ``unserved``.
+
+    Notes
+    -----
+    Reservations must be provisioned and enforced separately: priority alone cannot create
+    capacity (seed L1907).
+
+    Examples
+    --------
+    >>> split = priority_allocation(Q_(100, "request/s"), Q_(30, "request/s"), Q_([40, 40], "request/s"),
+    ...                             Q_(20, "request/s"))
+    >>> split["standard"], split["best_effort"]
+    (<Quantity([35. 35.], 'request / second')>, <Quantity(0.0, 'request / second')>)
+    """
+    for name, value in (("critical", critical), ("best_effort", best_effort)):
+        if not isinstance(value, ureg.Quantity) or value.dimensionality != Q_(capacity).dimensionality:
+            raise InputError(f"priority_allocation(): argument '{name}' must have the dimension of 'capacity'")
+        check_domain("priority_allocation", name, value.m_as(capacity.units), "nonnegative")
+    check_domain("priority_allocation", "capacity", capacity.magnitude, "nonnegative")
+    critical_share = min(critical, capacity)
+    shared = max_min_fair(standard, capacity - critical_share, standard_weights).allocation
+    left = capacity - critical_share - shared.sum()
+    best = min(best_effort, max(left, 0 * capacity))
+    unserved = critical - critical_share + (standard - shared).sum() + best_effort - best
+    return {"critical": critical_share, "standard": shared, "best_effort": best, "unserved": unserved}
+
+
+def bulkhead_partition(
+    capacity: Any, dedicated: Mapping[str, Any], shared_shares: Mapping[str, float]
+) -> dict[str, Any]:
+    """Partition capacity into dedicated pools and percentage shares of the remaining shared pool.
+
+    Parameters
+    ----------
+    capacity : Quantity
+        Total capacity (GPUs, request/s, tokens/s).
+    dedicated : mapping of str to Quantity
+        Tiers with their own dedicated pools.
+    shared_shares : mapping of str to float
+        Fractions of the remaining shared capacity (summing to at most 1).
+
+    Returns
+    -------
+    dict of str to Quantity
+
+    Notes
+    -----
+    Example 10.10 (seed L1936): Enterprise on dedicated pools, 70 % of the remaining shared capacity to
+    Professional, Free capped at 30 % best-effort. Deployment-level bulkheads isolate compute and memory;
+    shared networking, storage and control planes still carry interference.
+
+    Examples
+    --------
+    >>> parts = bulkhead_partition(Q_(1000, "request/s"), {"enterprise": Q_(400, "request/s")},
+    ...                            {"professional": 0.7, "free": 0.3})
+    >>> {tier: round(value.m_as("request/s"), 6) for tier, value in parts.items()}
+    {'enterprise': 400, 'professional': 420.0, 'free': 180.0}
+    """
+    reserved = sum((Q_(v) for v in dedicated.values()), 0 * Q_(capacity))
+    if reserved > capacity:
+        raise InputError(f"bulkhead_partition(): dedicated pools ({reserved}) exceed the capacity ({capacity})")
+    shares = dict(shared_shares)
+    for tier, share in shares.items():
+        check_domain("bulkhead_partition", f"shared_shares['{tier}']", share, "probability")
+    if sum(shares.values()) > 1 + 1e-12:
+        raise InputError(f"bulkhead_partition(): shared_shares sum to {sum(shares.values())}, more than 1")
+    remaining = capacity - reserved
+    return {**dict(dedicated), **{tier: share * remaining for tier, share in shares.items()}}
+
+
+@dataclass(frozen=True)
+class RequestCaps:
+    """Request-level bulkhead caps (seed L1930: 8,000 input tokens, 2,000 output tokens, 30 s)."""
+
+    max_input_tokens: int = 8000
+    max_output_tokens: int = 2000
+    max_execution_time: Any = _REQUEST_TIME_CAP
+
+
+def check_request_caps(
+    input_tokens: int, max_output_tokens: int, execution_time: Any = None, caps: RequestCaps | None = None
+) -> str | None:
+    """The first request-level cap a request violates, or ``None``.
+
+    Parameters
+    ----------
+    input_tokens : int
+        Prompt tokens.
+    max_output_tokens : int
+        Requested output budget.
+    execution_time : Quantity [time], optional
+        Execution time so far (or predicted).
+    caps : RequestCaps, optional
+        Defaults to the chapter's 8,000 / 2,000 / 30 s.
+
+    Returns
+    -------
+    str or None
+
+    Notes
+    -----
+    Caps bound request size and duration only when the scheduler enforces them; they need
+    concurrency limits, reservations and cancellation beside them, and cannot contain a crash
+    (seed L1930).
+
+    Examples
+    --------
+    >>> check_request_caps(8000, 2000), check_request_caps(8001, 10)
+    (None, 'input tokens 8001 > 8000')
+    """
+    limits = caps or RequestCaps()
+    check_domain("check_request_caps", "input_tokens", input_tokens, "nonnegative")
+    check_domain("check_request_caps", "max_output_tokens", max_output_tokens, "nonnegative")
+    if input_tokens > limits.max_input_tokens:
+        return f"input tokens {input_tokens} > {limits.max_input_tokens}"
+    if max_output_tokens > limits.max_output_tokens:
+        return f"output tokens {max_output_tokens} > {limits.max_output_tokens}"
+    if execution_time is not None and Q_(execution_time) > Q_(limits.max_execution_time):
+        return f"execution time {Q_(execution_time):~P} > {Q_(limits.max_execution_time):~P}"
+    return None

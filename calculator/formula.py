@@ -49,7 +49,6 @@ __all__ = [
     "floor",
     "formula",
     "log",
-    "magnitude",
     "maximum",
     "minimum",
     "per",
@@ -361,7 +360,7 @@ class Formula:
         >>> lifetime_cost.solve_for("arrival_rate", lifetime_cost=Q_(3e6, "USD"),
         ...     training_cost=Q_(2e6, "USD"), cost_per_query=Q_(0.001, "USD/request"),
         ...     duration=Q_(1e6, "s")).to("request/s")
-        <Quantity(1.0, 'request / second')>
+        <Quantity(1000.0, 'request / second')>
         """
         if unknown == self.name:
             return self(**known)
@@ -450,20 +449,6 @@ class Formula:
         i = change[0]
         root = brentq(lambda x: float(gap(np.asarray(x))), grid[i], grid[i + 1], xtol=1e-300, rtol=1e-13)
         return float(root)
-
-
-def magnitude(function: str, argument: str, value: Any, unit: str, domain: str = "any") -> Any:
-    """Check one argument of a plain (non-formula) function and return its magnitude in ``unit``.
-
-    The same boundary check a :class:`Formula` applies to each of its arguments: dimension
-    (:class:`UnitsError`), then domain (:class:`InputError`), both naming ``function`` and ``argument``.
-
-    Examples
-    --------
-    >>> magnitude("wait", "service_time", Q_(20, "ms"), "s", "positive")
-    0.02
-    """
-    return _to_magnitude(function, argument, value, Var(unit=unit, symbol=argument, domain=domain))
 
 
 def replace_domain(spec: Var, domain: str) -> Var:

@@ -34,7 +34,6 @@ __all__ = [
     "batch_throughput",
     "effective_service_rate",
     "knee_batch_size",
-    "weight_streaming_time",
     "max_batch_for_budget",
     "OperatingPoints",
     "batch_operating_points",
@@ -97,7 +96,7 @@ def batch_service_time(batch_size, fixed_time, marginal_time):
         Requests in the batch (>= 1).
     fixed_time : Quantity [time]
         :math:`T_0`, paid once per batch: streaming weights from HBM, kernel launches
-        (see :func:`weight_streaming_time`).
+        (:func:`calculator.cases.decode_bandwidth_floor` gives the weight-streaming floor).
     marginal_time : Quantity [time]
         :math:`t_m`, added per request: its compute, or for LLM decode its own KV-cache reads.
 
@@ -229,45 +228,6 @@ def knee_batch_size(fixed_time, marginal_time):
     return fixed_time / marginal_time
 
 
-@formula(
-    result=var("s", "T_{0}", description="time to stream the weights once per decode step"),
-    reference="Napkin Math 10.2 (where 40 ms comes from)",
-    weight_bytes=var("B", "M_{W}", description="weight bytes read per decode step"),
-    memory_bandwidth=var("B/s", r"\beta_{\mathrm{HBM}}", description="HBM bandwidth of one device"),
-    tensor_parallel=var("", "d", "positive_integer", "devices sharing the weights"),
-)
-def weight_streaming_time(weight_bytes, memory_bandwidth, tensor_parallel):
-    r"""Decode's fixed per-step cost: streaming the weights through HBM, split over ``d`` devices.
-
-    Parameters
-    ----------
-    weight_bytes : Quantity [information]
-        Weights read per step (:func:`calculator.memory.weight_bytes`; active parameters for a MoE).
-    memory_bandwidth : Quantity [information / time]
-        HBM bandwidth of one device.
-    tensor_parallel : int
-        Devices that each stream their shard in parallel.
-
-    Returns
-    -------
-    Quantity [time]
-
-    Notes
-    -----
-    .. math:: T_0 \approx \frac{M_W}{d\, \beta_{\mathrm{HBM}}}
-
-    Napkin Math 10.2 (seed L318): 140 GB of FP16 weights through one H100's 3.35 TB/s is about
-    42 ms, which the chapter rounds to "40 ms". A bandwidth floor: achieved bandwidth, launches and
-    collectives add time.
-
-    Examples
-    --------
-    >>> weight_streaming_time(Q_(140, "GB"), Q_(3.35, "TB/s"), 1).to("ms")
-    <Quantity(41.7910448, 'millisecond')>
-    """
-    return weight_bytes / (tensor_parallel * memory_bandwidth)
-
-
 @check_units(fixed_time="s", marginal_time="s", execution_budget="s")
 def max_batch_for_budget(fixed_time: Any, marginal_time: Any, execution_budget: Any) -> Any:
     r"""Largest batch whose execution fits a budget: :math:`T(B) \le` the budget left for execution.
@@ -280,7 +240,7 @@ def max_batch_for_budget(fixed_time: Any, marginal_time: Any, execution_budget: 
         :math:`t_m` (> 0).
     execution_budget : Quantity [time]
         What remains of the SLO after routing, queueing, formation and delivery
-        (see :func:`calculator.queueing.latency_budget`).
+        (see :func:`calculator.queueing.serving_tax_budget`).
 
     Returns
     -------

@@ -1,9 +1,10 @@
 """Serving economics: lifetime cost and the serving/training balance (sections 10.1-10.5, 10.9.5).
 
 Equation 2 and its parts (request volume, serving cost and its rate, the serving-to-training
-ratio, the crossover time of Figure 3), training-cost composition, unit cost with billed idle
-capacity (per request, and per million useful tokens for Table 14), the constructed unit-cost curves
-of Figure 2 and their break-even volume, and the serving hierarchy of Table 5.
+ratio, the crossover time of Figure 3), training-cost composition, cost per million useful tokens
+(Table 14), the constructed unit-cost curves of Figure 2 and their break-even volume, and the serving
+hierarchy of Table 5. The unit cost with billed idle, startup and reserved capacity is
+:func:`calculator.regions.cost_per_completed_request`.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ __all__ = [
     "serving_training_ratio",
     "unit_cost_savings",
     "training_cost",
-    "cost_per_request",
     "cost_per_million_tokens",
     "crossover_time",
     "CostCurve",
@@ -217,7 +217,7 @@ def lifetime_cost(training_cost, cost_per_query, duration, arrival_rate):
     Equation 2 of the chapter (section 10.4). It holds for one model version at a fixed query rate
     and a fixed average unit cost; when the mix, the fleet or the price changes, evaluate each
     interval separately and add them (:func:`piecewise_lifetime_cost`). The unit cost must include
-    billed idle and reserved capacity (:func:`cost_per_request`).
+    billed idle and reserved capacity (:func:`calculator.regions.cost_per_completed_request`).
 
     Examples
     --------
@@ -379,45 +379,6 @@ def training_cost(gpu_hours, gpu_price, engineering_multiplier):
     <Quantity(8000.0, 'USD')>
     """
     return gpu_hours * gpu_price * (1 + engineering_multiplier)
-
-
-@formula(
-    result=var("USD/request", "c_{q}", "nonnegative", "cost per served request"),
-    reference="Eq. 2 unit cost; self-check answer L2585 (billed idle and reserved capacity)",
-    billed_gpus=var("", r"N_{\mathrm{billed}}", "nonnegative", "GPUs billed, busy, idle or reserved"),
-    gpu_price=var("USD/h", "p", "nonnegative", "price per GPU-hour"),
-    served_rate=var("request/h", r"\lambda", "positive", "requests served"),
-)
-def cost_per_request(billed_gpus, gpu_price, served_rate):
-    r"""Unit serving cost with every billed GPU charged, idle and reserved ones included.
-
-    Parameters
-    ----------
-    billed_gpus : float
-        Average GPUs billed over the period (busy, idle and reserved).
-    gpu_price : Quantity [currency / time]
-        Price per GPU-hour.
-    served_rate : Quantity [request / time]
-        Requests actually served over the same period.
-
-    Returns
-    -------
-    Quantity [currency / request]
-
-    Notes
-    -----
-    .. math:: c_q = \frac{N_{\mathrm{billed}} \, p}{\lambda}
-
-    Self-check 10.4 Q3 (seed L168, answer L2585): idle reserved replicas are charged inside the
-    unit cost, and the rate counts the same served queries.
-
-    Examples
-    --------
-    >>> cost_per_request(15, Q_(2, "USD/h"), Q_(30_000, "request/h"))
-    <Quantity(0.001, 'USD / request')>
-    """
-    # The same rule as Table 14's cost per million tokens: billed GPU time over useful output.
-    return cost_per_million_tokens.func(billed_gpus, gpu_price, served_rate)
 
 
 @formula(

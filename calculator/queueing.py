@@ -31,6 +31,7 @@ import numpy as np
 from ._support import magnitude
 from .errors import InputError
 from .formula import formula, per, var
+from .parallelism import point_to_point_time
 from .results import Result, as_count, plain
 from .units import Q_, check_units
 
@@ -49,8 +50,8 @@ __all__ = [
     "end_to_end_latency",
     "network_latency",
     "coordination_latency",
-    "LatencyBudget",
-    "latency_budget",
+    "ServingTaxBudget",
+    "serving_tax_budget",
     "in_flight",
     "replica_demand",
     "replicas_for_load",
@@ -560,7 +561,8 @@ def network_latency(exchanges, startup_latency, payload, bandwidth):
     -----
     .. math:: L_{\mathrm{net}} = n \, (\alpha + M / \beta)
 
-    Section 10.3.2 (seed L118): four sequential exchanges of 50-500 us expose 200 us to 2 ms.
+    Each exchange is :func:`calculator.parallelism.point_to_point_time`. Section 10.3.2 (seed L118):
+    four sequential exchanges of 50-500 us expose 200 us to 2 ms.
     Example 10.2 (L583) uses the bandwidth-only term (``n = 1``, ``alpha = 0``). Real collectives
     also depend on topology, contention and rounds; check the implementation before charging one
     round trip per collective.
@@ -570,7 +572,7 @@ def network_latency(exchanges, startup_latency, payload, bandwidth):
     >>> network_latency(1, Q_(0, "s"), Q_(100, "MB"), Q_(32, "GB/s")).to("ms")
     <Quantity(3.125, 'millisecond')>
     """
-    return exchanges * (startup_latency + payload / bandwidth)
+    return exchanges * point_to_point_time.func(payload, bandwidth, startup_latency)
 
 
 @check_units(branch_latencies="s", join_overhead="s")
@@ -606,7 +608,7 @@ def coordination_latency(branch_latencies: Any, join_overhead: Any) -> Any:
 
 
 @dataclass(frozen=True, repr=False)
-class LatencyBudget(Result):
+class ServingTaxBudget(Result):
     """A request's latency budget split by Eq. 1, with the slack left for queueing.
 
     Attributes
@@ -637,9 +639,9 @@ class LatencyBudget(Result):
 
 
 @check_units(slo="s", inference="s", network="s", serialization="s", coordination="s")
-def latency_budget(
+def serving_tax_budget(
     slo: Any, inference: Any, network: Any = None, serialization: Any = None, coordination: Any = None
-) -> LatencyBudget:
+) -> ServingTaxBudget:
     """Spend a latency target on Eq. 1's terms and report the slack left for queueing.
 
     Parameters
@@ -653,17 +655,18 @@ def latency_budget(
 
     Returns
     -------
-    LatencyBudget
+    ServingTaxBudget
 
     Notes
     -----
     Eq. 1 (seed L124) read as a budget: ``queueing_slack = slo - (inference + network +
-    serialization + coordination)``. Section 10.3.2 (L117): a 100 ms target with 70 ms of
+    serialization + coordination)``. For a budget over arbitrary named stages see
+    :func:`calculator.cases.latency_budget`. Section 10.3.2 (L117): a 100 ms target with 70 ms of
     execution leaves 30 ms for everything else; four exchanges can claim up to 2 ms of it (L125).
 
     Examples
     --------
-    >>> b = latency_budget(Q_(100, "ms"), Q_(70, "ms"), network=Q_(2, "ms"))
+    >>> b = serving_tax_budget(Q_(100, "ms"), Q_(70, "ms"), network=Q_(2, "ms"))
     >>> b.non_compute_slack.to("ms"), b.queueing_slack.to("ms")
     (<Quantity(30.0, 'millisecond')>, <Quantity(28.0, 'millisecond')>)
     """
@@ -674,10 +677,10 @@ def latency_budget(
         "serialization": zero if serialization is None else serialization,
         "coordination": zero if coordination is None else coordination,
     }
-    target = Q_(magnitude("latency_budget", "slo", slo, "s", "positive"), "s")
+    target = Q_(magnitude("serving_tax_budget", "slo", slo, "s", "positive"), "s")
     before_queueing = end_to_end_latency(queueing=zero, **parts)
     slack = (target - before_queueing).to("s")
-    return LatencyBudget(
+    return ServingTaxBudget(
         slo=target,
         **{k: v.to("s") for k, v in parts.items()},
         non_compute_slack=(target - parts["inference"]).to("s"),

@@ -36,9 +36,9 @@ from calculator.batching import (
     speedup_from_waste,
     static_batch_accounting,
     streaming_latency,
-    weight_streaming_time,
     window_batch_size,
 )
+from calculator.cases import decode_bandwidth_floor
 from calculator.memory import kv_bytes_per_token, weight_bytes
 from calculator.queueing import network_latency
 
@@ -65,10 +65,10 @@ def test_napkin_math_10_2_40_ms_is_the_weight_stream_and_tp8_keeps_the_knee():
     # Seed L318: 40 ms is "roughly the time to stream the model's 140 GB of FP16 weights through one
     # H100's 3.35 TB/s" (41.8 ms; catalog A-03: the knee uses the stated 40 ms). Eight-way tensor
     # parallelism divides T0 and t_m by 8 and leaves the knee at 80.
-    floor = weight_streaming_time(weight_bytes(70e9, 16), Q_(3.35, "TB/s"), 1)
+    floor = decode_bandwidth_floor(weight_bytes(70e9, 16), 1, Q_(3.35, "TB/s"))
     assert floor.m_as("ms") == pytest.approx(40, rel=0.05)
     assert floor.m_as("ms") == pytest.approx(41.8, abs=0.05)
-    assert weight_streaming_time(Q_(140, "GB"), Q_(3.35, "TB/s"), 8).m_as("ms") == pytest.approx(41.79 / 8, abs=1e-3)
+    assert decode_bandwidth_floor(Q_(140, "GB"), 8, Q_(3.35, "TB/s")).m_as("ms") == pytest.approx(41.79 / 8, abs=1e-3)
     assert knee_batch_size(40 / 8 * MS, 0.5 / 8 * MS) == pytest.approx(80)
 
 
@@ -478,5 +478,5 @@ def test_bad_batching_input_is_named():
         simulate_dynamic_batching(Q_([0, 2, 1], "s"), MS, 4, MS, MS)
     with pytest.raises(UnitsError, match="'window'"):
         window_batch_size(500 * RPS, 10, 8)
-    with pytest.raises(UnitsError, match="'memory_bandwidth'"):
-        weight_streaming_time(Q_(140, "GB"), Q_(3.35, "TFLOP/s"), 1)
+    with pytest.raises(UnitsError, match="'marginal_time'"):
+        batch_service_time(8, 40 * MS, Q_(0.5, "ms/token"))

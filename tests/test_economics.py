@@ -8,7 +8,6 @@ from calculator.economics import (
     SERVING_HIERARCHY,
     break_even_volume,
     cost_per_million_tokens,
-    cost_per_request,
     crossover_time,
     cumulative_cost_curve,
     lifetime_cost,
@@ -23,6 +22,7 @@ from calculator.economics import (
     unit_cost_savings,
     user_request_rate,
 )
+from calculator.regions import cost_per_completed_request
 
 DAY = Q_(1, "day")
 
@@ -130,15 +130,16 @@ def test_self_check_10_4_q2_serving_does_not_always_exceed_training():
 
 
 def test_self_check_10_4_q3_idle_reserved_capacity_is_charged_in_the_unit_cost():
-    # Self-check 10.4 Q3 (seed L168-172, answer D at L2585): charge billed idle and reserved replicas
-    # inside the unit cost, over the same served queries. 10 busy GPUs plus 5 idle reserved ones at $2/h
-    # serving 30,000 requests/hour: $0.001 per request, not the $0.000667 of the busy GPUs alone.
-    served = Q_(30_000, "request/h")
-    busy_only = cost_per_request(10, Q_(2, "USD/h"), served)
-    billed = cost_per_request(15, Q_(2, "USD/h"), served)
-    assert billed.m_as("USD/request") == pytest.approx(0.001)
-    assert billed > busy_only
-    assert serving_cost_rate(billed, served).m_as("USD/h") == pytest.approx(30)  # the whole bill
+    # Self-check 10.4 Q3 (seed L168-172, answer D at L2585): charge billed idle and reserved replicas inside
+    # the unit cost, over the same served queries. 8 GPUs at $2.50/h serve 2 req/s each for 16 busy hours
+    # and sit reserved and idle for 8: the unit cost is 1.5x the busy-only figure.
+    price, gpus, busy, rate = Q_(2.5, "USD/hour"), 8, Q_(16, "hour"), Q_(2, "request/s")
+    busy_only = cost_per_completed_request(price, gpus, busy, rate)
+    billed = cost_per_completed_request(price, gpus, busy, rate, idle_time=Q_(8, "hour"))
+    assert (billed / busy_only).m_as("") == pytest.approx(1.5)
+    # Charged this way, Eq. 2's serving term reproduces the whole bill: 8 GPUs x 24 h x $2.50 = $480 a day.
+    served = rate * gpus * busy / Q_(1, "day")
+    assert serving_cost(billed, Q_(1, "day"), served).m_as("USD") == pytest.approx(480)
 
 
 def test_piecewise_lifetime_cost_adds_intervals():
@@ -240,8 +241,8 @@ def test_bad_economics_input_is_named():
         serving_training_ratio(Q_(0, "USD"), Q_(0.001, "USD/request"), YEAR, NAPKIN_RATE)
     with pytest.raises(InputError, match="'reduction' must be a probability"):
         unit_cost_savings(Q_(1e6, "USD"), 1.5)
-    with pytest.raises(InputError, match="'served_rate' must be > 0"):
-        cost_per_request(10, Q_(2, "USD/h"), Q_(0, "request/h"))
+    with pytest.raises(InputError, match="'serving_cost_rate' must be > 0"):
+        crossover_time(Q_(1e6, "USD"), Q_(0, "USD/day"))
     with pytest.raises(UnitsError, match="'cost_per_query'"):
         serving_cost(Q_(0.001, "USD"), YEAR, NAPKIN_RATE)
     with pytest.raises(InputError, match="unknown technique"):

@@ -23,7 +23,6 @@ from calculator.queueing import (
     in_flight,
     interactivity,
     kingman_wait,
-    latency_budget,
     mg1_mean_wait,
     mmc_mean_wait,
     mmc_wait_exceedance,
@@ -33,6 +32,7 @@ from calculator.queueing import (
     queue_stable,
     replica_demand,
     replicas_for_load,
+    serving_tax_budget,
     shed_fraction,
     slo_attainment,
     slo_goodput,
@@ -169,12 +169,12 @@ def test_self_check_10_2_q3_a_stream_can_meet_tpot_and_still_stall():
 
 def test_section_10_3_1_two_second_request_fails_a_100_ms_contract():
     # Seed L104: "an interactive request that takes 2 seconds against a 100 ms target fails its contract".
-    assert not latency_budget(Q_(100, "ms"), Q_(2, "s")).feasible
+    assert not serving_tax_budget(Q_(100, "ms"), Q_(2, "s")).feasible
 
 
 def test_section_10_3_2_100_ms_target_leaves_30_ms_after_70_ms_of_execution():
     # Seed L117: 100 ms target, 70 ms execution on an idle replica -> "the remaining 30 ms".
-    budget = latency_budget(Q_(100, "ms"), Q_(70, "ms"))
+    budget = serving_tax_budget(Q_(100, "ms"), Q_(70, "ms"))
     assert budget.non_compute_slack.m_as("ms") == pytest.approx(30)
     assert budget.queueing_slack.m_as("ms") == pytest.approx(30)
 
@@ -190,7 +190,7 @@ def test_section_10_3_2_exchanges_claim_up_to_2_ms_of_the_30_ms_slack():
     # Seed L125: "the four sequential exchanges alone can claim up to 2 ms of the 30 ms non-compute slack
     # before any request waits for a busy replica" -> 28 ms left for queueing (derived, not printed).
     network = network_latency(4, Q_(500, "us"), Q_(0, "B"), Q_(1, "GB/s"))
-    budget = latency_budget(Q_(100, "ms"), Q_(70, "ms"), network=network)
+    budget = serving_tax_budget(Q_(100, "ms"), Q_(70, "ms"), network=network)
     assert budget.serving_tax.m_as("ms") == pytest.approx(2)
     assert budget.non_compute_slack.m_as("ms") == pytest.approx(30)
     assert budget.queueing_slack.m_as("ms") == pytest.approx(28)
@@ -481,7 +481,7 @@ def test_wrong_units_name_the_argument():
     with pytest.raises(UnitsError, match="'time_in_system'"):
         in_flight(Q_(5, "request/s"), Q_(3, "request"))
     with pytest.raises(UnitsError, match="'slo'"):
-        latency_budget(Q_(100, "B"), Q_(70, "ms"))
+        serving_tax_budget(Q_(100, "B"), Q_(70, "ms"))
 
 
 def test_stream_metrics_rejects_impossible_streams():

@@ -123,10 +123,10 @@ def ggc_summary(data: list) -> str:
         part = array[mask]
         meaningful = part[:, 4] >= 0.01 * SERVICE_TIME  # relative wait error of a ~zero wait means nothing
         waits = np.abs(part[meaningful, 6])
-        shown = f"{_pct(np.median(waits))} / {_pct(waits.max())} ({meaningful.sum()})" if waits.size else "-"
+        shown = f"{_abs(np.median(waits))} / {_abs(waits.max())} ({meaningful.sum()})" if waits.size else "-"
         rows.append(
-            f"| {name} | {mask.sum()} | {shown} | {_pct(np.abs(part[:, 7]).max())} | "
-            f"{_pct(np.abs(part[:, 8]).max())} | {_pct(np.abs(part[:, 9]).max())} |"
+            f"| {name} | {mask.sum()} | {shown} | {_abs(np.abs(part[:, 7]).max())} | "
+            f"{_abs(np.abs(part[:, 8]).max())} | {_abs(np.abs(part[:, 9]).max())} |"
         )
     rows.append("")
     rows.append(
@@ -173,6 +173,10 @@ def batching_table() -> str:
 
 def _pct(value: float) -> str:
     return "inf" if not np.isfinite(value) else f"{100 * value:+.1f} %"
+
+
+def _abs(value: float) -> str:
+    return f"{100 * value:.1f} %"
 
 
 if __name__ == "__main__":

@@ -130,6 +130,123 @@ def registry_schema() -> None:
     typer.echo(schema_text(), nl=False)
 
 
+def _quantity(name: str, text: str, unit: str) -> Any:
+    """A quantity from the command line; a bare number takes ``unit``."""
+    from .units import Q_
+
+    try:
+        value = Q_(float(text), unit) if text.replace(".", "", 1).isdigit() else Q_(text)
+        return value.to(unit)
+    except Exception:
+        typer.echo(
+            f"error: option --{name} expects a quantity like '{unit}' (for example 1 {unit}), got {text!r}", err=True
+        )
+        raise typer.Exit(2) from None
+
+
+AcceleratorOption = Annotated[
+    list[str], typer.Option("--accelerator", "-a", help="Candidate accelerator (repeatable).")
+]
+PrecisionOption = Annotated[
+    list[str], typer.Option("--precision", "-p", help="Candidate weight precision (repeatable).")
+]
+EngineOption = Annotated[str | None, typer.Option(help="Serving engine profile: vllm, sglang or trtllm.")]
+
+
+@app.command("size")
+def size(
+    model: Annotated[str, typer.Argument(help="Registry model id or alias.")],
+    rate: Annotated[str, typer.Option(help="Arrival rate (request/s).")],
+    input_tokens: Annotated[float, typer.Option("--input", help="Mean prompt tokens.")],
+    output_tokens: Annotated[float, typer.Option("--output", help="Mean output tokens.")],
+    ttft: Annotated[str, typer.Option(help="TTFT target, e.g. '500 ms'.")],
+    tpot: Annotated[str, typer.Option(help="TPOT target, e.g. '40 ms'.")],
+    accelerator: AcceleratorOption = ["h100-sxm"],  # noqa: B006 - typer reads list defaults
+    precision: PrecisionOption = ["fp8"],  # noqa: B006
+    engine: EngineOption = None,
+    price: Annotated[str | None, typer.Option(help="GPU-hour price (USD/hour); default from the registry.")] = None,
+    max_utilization: Annotated[float, typer.Option(help="Planned utilization ceiling.")] = 0.8,
+    ttft_percentile: Annotated[float | None, typer.Option(help="Plan TTFT at this percentile.")] = None,
+    arrival_cv: Annotated[float, typer.Option(help="Inter-arrival CV (1 = Poisson).")] = 1.0,
+    input_cv: Annotated[float, typer.Option(help="Prompt-length CV.")] = 0.0,
+    kv_precision: Annotated[str | None, typer.Option(help="KV-cache precision.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Size the cheapest fleet serving MODEL at RATE within the TTFT and TPOT targets."""
+    from rich.progress import Progress
+
+    from .errors import CalculatorError
+    from .fleet import size_fleet
+
+    try:
+        with Progress(transient=True, disable=as_json) as bar:
+            task = bar.add_task("searching configurations", total=None)
+            plan = size_fleet(
+                model,
+                accelerator,
+                precision,
+                _quantity("rate", rate, "request/s"),
+                input_tokens,
+                output_tokens,
+                _quantity("ttft", ttft, "s"),
+                _quantity("tpot", tpot, "s"),
+                engine=engine,
+                price=_quantity("price", price, "USD/hour") if price else None,
+                max_utilization=max_utilization,
+                ttft_percentile=ttft_percentile,
+                arrival_cv=arrival_cv,
+                input_cv=input_cv,
+                kv_precision=kv_precision,
+                progress=lambda done, total: bar.update(task, completed=done, total=total),
+            )
+    except (CalculatorError, KeyError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if as_json:
+        typer.echo(json.dumps(plan.to_json_dict(), indent=2))
+    else:
+        from .results import format_value
+
+        for key, value in plan.to_dict().items():
+            if key not in ("rejected", "closest") and value not in (None, ""):
+                typer.echo(f"{key}: {format_value(value)}")
+        for key, value in plan.closest.items():
+            typer.echo(f"closest {key}: {format_value(value)}")
+        typer.echo("families:")
+        for key, why in plan.rejected.items():
+            typer.echo(f"  {key}: {why}")
+    raise typer.Exit(0 if plan.feasible else 1)
+
+
+@app.command("frontier")
+def frontier_command(
+    model: Annotated[str, typer.Argument(help="Registry model id or alias.")],
+    input_tokens: Annotated[float, typer.Option("--input", help="Prompt tokens.")],
+    output_tokens: Annotated[float, typer.Option("--output", help="Output tokens.")],
+    accelerator: AcceleratorOption = ["h100-sxm"],  # noqa: B006
+    precision: PrecisionOption = ["fp8"],  # noqa: B006
+    engine: EngineOption = None,
+    pareto_only: Annotated[bool, typer.Option("--pareto/--all", help="Only the Pareto-optimal points.")] = True,
+    as_json: JsonOption = False,
+) -> None:
+    """Throughput per GPU against tokens per second per user (Figure 6), per accelerator."""
+    from .errors import CalculatorError
+    from .fleet import frontier
+
+    try:
+        table = frontier(model, accelerator, precision, input_tokens, output_tokens, engine=engine)
+    except (CalculatorError, KeyError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if pareto_only:
+        table = table[table.pareto]
+    table = table.sort_values(["accelerator", "tokens_per_s_per_user"], ascending=[True, False])
+    if as_json:
+        typer.echo(table.to_json(orient="records", indent=2))
+    else:
+        typer.echo(table.round(2).to_string(index=False))
+
+
 def main() -> None:
     """Entry point of the ``servecalc`` console script."""
     app()

@@ -28,10 +28,19 @@ class Result:
             out[field.name] = value.to_dict() if isinstance(value, Result) else value
         return out
 
+    def to_json_dict(self) -> dict[str, Any]:
+        """The fields as JSON-ready values: a quantity becomes ``{"value": ..., "unit": ...}``."""
+        return {key: _json_ready(value) for key, value in self.to_dict().items()}
+
     def __repr__(self) -> str:
         fields = dataclasses.fields(self)  # type: ignore[arg-type]
         parts = [f"{field.name}={_show(getattr(self, field.name))}" for field in fields if field.repr]
         return f"{type(self).__name__}({', '.join(parts)})"
+
+
+def format_value(value: Any) -> str:
+    """A value as short readable text (``79.45 ms``, ``14 USD/h``, ``0.7971``, strings as they are)."""
+    return value if isinstance(value, str) else _show(value)
 
 
 def _show(value: Any) -> str:
@@ -45,6 +54,24 @@ def _show(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
     return repr(value)
+
+
+def _json_ready(value: Any) -> Any:
+    if isinstance(value, ureg.Quantity):
+        magnitude = value.magnitude
+        shown = magnitude.tolist() if isinstance(magnitude, np.ndarray) else float(magnitude)
+        return {"value": shown, "unit": f"{value.units:~P}"}
+    if isinstance(value, dict):
+        return {str(k): _json_ready(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_ready(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, float) and not np.isfinite(value):
+        return str(value)
+    return value
 
 
 def plain(values: Any) -> Any:

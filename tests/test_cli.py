@@ -54,3 +54,61 @@ def test_registry_validate_good_and_bad_files(tmp_path):
     assert result.exit_code == 2
     assert "bad.yaml: prices['my-h100']: field 'price': expected dimension [currency] / [time]" in result.output
     assert "Traceback" not in result.output
+
+
+def test_size_command_table_and_json():
+    args = [
+        "size",
+        "llama-3.1-70b",
+        "--rate",
+        "20",
+        "--input",
+        "1024",
+        "--output",
+        "256",
+        "--ttft",
+        "1 s",
+        "--tpot",
+        "50 ms",
+        "-a",
+        "h100-sxm",
+        "-p",
+        "fp8",
+        "--price",
+        "4",
+    ]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "feasible: True" in result.output and "gpus: " in result.output and "tpot: " in result.output
+    data = json.loads(runner.invoke(app, [*args, "--json"]).output)
+    assert data["feasible"] is True and data["tpot"]["unit"] == "s" and data["gpus"] >= 1
+
+
+def test_size_command_infeasible_exits_1_and_bad_input_exits_2():
+    base = [
+        "size",
+        "llama-3.1-70b",
+        "--rate",
+        "20",
+        "--input",
+        "1024",
+        "--output",
+        "256",
+        "--ttft",
+        "1 s",
+        "--price",
+        "4",
+    ]
+    infeasible = runner.invoke(app, [*base, "--tpot", "0.1 ms"])
+    assert infeasible.exit_code == 1 and "closest tpot" in infeasible.output
+    bad = runner.invoke(app, [*base, "--tpot", "fast"])
+    assert bad.exit_code == 2 and "--tpot expects a quantity" in bad.output
+    unknown = runner.invoke(app, [*base, "--tpot", "50 ms", "-a", "h999"])
+    assert unknown.exit_code == 2 and "unknown accelerator id 'h999'" in unknown.output
+
+
+def test_frontier_command_json():
+    result = runner.invoke(app, ["frontier", "llama-3.1-8b", "--input", "1024", "--output", "512", "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)
+    assert rows and all(row["pareto"] for row in rows)

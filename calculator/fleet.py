@@ -1,0 +1,1068 @@
+"""SLO-driven fleet sizing: which GPUs, at what tensor-parallel degree and batch, how many, what cost.
+
+:func:`size_fleet` searches every candidate configuration (accelerator x precision x TP degree x
+operating batch) at once with numpy, using the calibrated step model of
+:mod:`calculator.performance` and the queueing models of :mod:`calculator.queueing`:
+
+* **memory**: weights per device plus the KV cache of ``batch`` sequences at the mean context must
+  fit the engine's share of device memory (the KV cache shards over the tensor-parallel ranks);
+* **TPOT** at batch ``B``: the decode step ``t_dec(B)`` stretched by the prefills that interleave with
+  it, ``TPOT = t_dec / (1 - lambda_r t_pf)`` (speculative decoding replaces ``t_dec`` by the round
+  time over the expected tokens per round);
+* **throughput** of a replica running batch ``B``: ``lambda_r = B / (B t_pf + (O - 1) t_dec)``
+  (work conservation: each request costs one prefill and ``O - 1`` decode slots);
+* **TTFT**: the prefill, queued behind other prefills as a G/G/1 queue (Allen-Cunneen, arrival CV and
+  prompt-length CV as inputs), plus half a decode step; a percentile target uses the G/G/c quantile
+  approximation; chunked prefill spreads the prefill over ``ceil(P / chunk)`` iterations;
+* **headroom**: replicas are loaded to at most ``max_utilization`` of ``lambda_r``, so
+  ``replicas = ceil(lambda / (u_max lambda_r))``; the SLOs are evaluated at the design batch.
+
+The cheapest feasible candidate wins. The plan reports its binding constraint (what stops a larger
+batch: memory, TPOT or TTFT; "throughput" when the grid's largest batch is reached), why each rejected
+family failed, the closest achievable values when nothing is feasible, and the throughput-vs-
+interactivity frontier. Disaggregated prefill/decode pools (:func:`size_disaggregated`) size each
+pool for its own work and add the KV handoff (Eq. 10) to TTFT.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .errors import InputError
+from .performance import (
+    EngineProfile,
+    decode_step_seconds,
+    engine_profile,
+    kv_capacity_tokens,
+    prefill_seconds,
+    step_arrays,
+)
+from .precision import check_precision
+from .results import Result
+from .units import Q_, ureg
+
+__all__ = [
+    "DEFAULT_BATCHES",
+    "DEFAULT_TENSOR_PARALLEL",
+    "DemandPlan",
+    "DisaggregatedPlan",
+    "FleetPlan",
+    "ServingModeComparison",
+    "Speculation",
+    "Workload",
+    "compare_serving_modes",
+    "default_price",
+    "frontier",
+    "plan_over_time",
+    "size_disaggregated",
+    "size_fleet",
+]
+
+DEFAULT_TENSOR_PARALLEL = (1, 2, 4, 8)
+#: Operating batches searched: every size to 16, then steps that keep the grid about 90 points.
+DEFAULT_BATCHES = tuple(sorted({*range(1, 17), *range(18, 65, 2), *range(68, 257, 4), *range(264, 1025, 8)}))
+HOURS = 3600.0
+
+
+# --------------------------------------------------------------------------------------------
+# Inputs
+
+
+@dataclass(frozen=True, repr=False)
+class Workload(Result):
+    """Traffic as a capacity planner has it: a rate and request lengths with their variability.
+
+    Attributes
+    ----------
+    arrival_rate : Quantity [request / time]
+        Mean request rate to serve.
+    input_tokens, output_tokens : float
+        Mean prompt and output lengths.
+    input_cv, output_cv : float
+        Coefficients of variation of the lengths (0 for fixed lengths).
+    arrival_cv : float
+        Coefficient of variation of inter-arrival times (1 for Poisson, > 1 for bursty traffic).
+    """
+
+    arrival_rate: Any
+    input_tokens: float
+    output_tokens: float
+    input_cv: float = 0.0
+    output_cv: float = 0.0
+    arrival_cv: float = 1.0
+
+    def __post_init__(self) -> None:
+        rate = self.arrival_rate
+        if not isinstance(rate, ureg.Quantity) or rate.dimensionality != ureg.parse_units("request/s").dimensionality:
+            raise InputError(f"Workload: 'arrival_rate' must be a rate in request/s, got {rate!r}")
+        if not rate.magnitude > 0:
+            raise InputError(f"Workload: 'arrival_rate' must be > 0, got {rate!r}")
+        for name in ("input_tokens", "output_tokens"):
+            if not getattr(self, name) >= 1:
+                raise InputError(f"Workload: '{name}' must be >= 1 token, got {getattr(self, name)!r}")
+        for name in ("input_cv", "output_cv", "arrival_cv"):
+            if not getattr(self, name) >= 0:
+                raise InputError(f"Workload: '{name}' must be >= 0, got {getattr(self, name)!r}")
+
+    @classmethod
+    def from_trace(
+        cls, trace: Any, *, time: str = "arrival_time", inputs: str = "input_tokens", outputs: str = "output_tokens"
+    ) -> Workload:
+        """A workload from a request trace (CSV path or DataFrame with arrival times in seconds).
+
+        The rate is the number of requests over the span of arrivals, the lengths' means and CVs
+        come from the columns, and the arrival CV from the inter-arrival times.
+        """
+        frame = _read_trace(trace, (time, inputs, outputs))
+        times = np.sort(frame[time].to_numpy(dtype=float))
+        span = times[-1] - times[0]
+        if len(times) < 2 or span <= 0:
+            raise InputError("Workload.from_trace(): the trace needs at least two distinct arrival times")
+        gaps = np.diff(times)
+        lengths_in = frame[inputs].to_numpy(dtype=float)
+        lengths_out = frame[outputs].to_numpy(dtype=float)
+        return cls(
+            arrival_rate=Q_((len(times) - 1) / span, "request/s"),
+            input_tokens=float(lengths_in.mean()),
+            output_tokens=float(lengths_out.mean()),
+            input_cv=float(lengths_in.std() / lengths_in.mean()),
+            output_cv=float(lengths_out.std() / lengths_out.mean()),
+            arrival_cv=float(gaps.std() / gaps.mean()) if gaps.mean() > 0 else 0.0,
+        )
+
+
+@dataclass(frozen=True, repr=False)
+class Speculation(Result):
+    """Speculative decoding with a draft model (section 10.7.6).
+
+    Attributes
+    ----------
+    draft_model : str
+        Registry id of the draft model (it runs on the same devices as the target).
+    draft_length : int
+        Draft tokens proposed per round, ``K``.
+    acceptance : float
+        Per-token acceptance probability, ``alpha``.
+    """
+
+    draft_model: str
+    draft_length: int = 4
+    acceptance: float = 0.7
+
+    def __post_init__(self) -> None:
+        if int(self.draft_length) != self.draft_length or self.draft_length < 1:
+            raise InputError(f"Speculation: 'draft_length' must be an integer >= 1, got {self.draft_length!r}")
+        if not 0 <= self.acceptance <= 1:
+            raise InputError(f"Speculation: 'acceptance' must be in [0, 1], got {self.acceptance!r}")
+
+
+def default_price(accelerator: Any) -> Any:
+    """A GPU-hour price for ``accelerator`` from the registry: the cheapest published on-demand price.
+
+    Falls back to the chapter's scenario prices; raises :class:`InputError` when the registry has
+    none (pass ``price=`` to :func:`size_fleet`).
+    """
+    from .registry import load_registry
+
+    reg = load_registry()
+    device = reg.accelerator(accelerator)
+    prices = [p for p in reg.prices.values() if p.accelerator == device.id and p.market == "on_demand"]
+    published = [p for p in prices if p.provenance == "published"] or prices
+    if not published:
+        raise InputError(
+            f"the registry has no on-demand price for accelerator '{device.id}'; pass price= (USD/hour per GPU)"
+        )
+    return min(published, key=lambda p: p.price.m_as("USD/hour")).price
+
+
+# --------------------------------------------------------------------------------------------
+# Plan
+
+
+@dataclass(frozen=True, repr=False)
+class FleetPlan(Result):
+    """The cheapest feasible configuration for the workload, or why there is none.
+
+    Attributes
+    ----------
+    feasible : bool
+        Whether any candidate meets every target.
+    reason : str
+        Why the plan is what it is (binding constraint), or why nothing is feasible.
+    model, accelerator, precision, engine : str
+        The chosen configuration.
+    tensor_parallel, batch, replicas, gpus : int
+        Devices per replica, design decode batch, replicas, and total GPUs.
+    utilization : float
+        Load of each replica as a fraction of its throughput at the design batch.
+    max_utilization : float
+        The planning ceiling on that load (headroom).
+    ttft, tpot, tbt_max : Quantity [time]
+        Predicted TTFT (mean, or the requested percentile), TPOT, and the longest gap between
+        streamed tokens (a prefill or chunk landing in a decode step).
+    replica_throughput : Quantity [request / time]
+        What one replica sustains at the design batch.
+    binding_constraint : str
+        ``"memory"``, ``"tpot"``, ``"ttft"`` or ``"throughput"``.
+    cost_per_hour, cost_per_million_tokens : Quantity [currency / time], [currency]
+        Fleet cost and cost per million output tokens.
+    power, energy_per_million_tokens, electricity_cost_per_million_tokens : Quantity
+        Fleet power draw, energy and electricity cost per million output tokens.
+    rejected : dict
+        Per family ``accelerator/precision/tpN``: why it cannot serve the workload (or its best cost).
+    closest : dict
+        When infeasible: the lowest TTFT and TPOT any candidate reaches.
+    candidates : int
+        Configurations evaluated.
+    """
+
+    feasible: bool
+    reason: str
+    model: str = ""
+    accelerator: str = ""
+    precision: str = ""
+    engine: str = ""
+    tensor_parallel: int = 0
+    batch: int = 0
+    replicas: int = 0
+    gpus: int = 0
+    utilization: float = 0.0
+    max_utilization: float = 0.0
+    ttft: Any = None
+    tpot: Any = None
+    tbt_max: Any = None
+    replica_throughput: Any = None
+    binding_constraint: str = ""
+    cost_per_hour: Any = None
+    cost_per_million_tokens: Any = None
+    power: Any = None
+    energy_per_million_tokens: Any = None
+    electricity_cost_per_million_tokens: Any = None
+    rejected: dict[str, str] = field(default_factory=dict)
+    closest: dict[str, Any] = field(default_factory=dict)
+    candidates: int = 0
+
+
+# --------------------------------------------------------------------------------------------
+# The vectorized evaluation
+
+
+@dataclass
+class _Family:
+    """One (accelerator, precision) with its step-model arrays and price."""
+
+    accelerator: str
+    precision: str
+    arrays: dict[str, float]
+    price: float  # USD per GPU-hour
+    tdp: float  # W
+    draft: dict[str, float] | None
+
+
+def _evaluate(
+    family: _Family,
+    profile: EngineProfile,
+    workload: Workload,
+    tp: np.ndarray,
+    batch: np.ndarray,
+    options: dict[str, Any],
+) -> dict[str, np.ndarray]:
+    """Every quantity of the plan for the candidate grid ``tp`` x ``batch`` (plain arrays, SI)."""
+    from .queueing import ggc_mean_wait, ggc_wait_quantile
+
+    a = family.arrays
+    eff = profile.efficiency
+    inputs, outputs = workload.input_tokens, workload.output_tokens
+    hit, shared = options["prefix_hit_rate"], options["shared_prefix_tokens"]
+    computed = max(inputs - hit * shared, 1.0)  # prompt tokens actually prefilled
+    context = inputs + outputs / 2
+    private = context - hit * shared  # KV tokens each sequence holds privately
+
+    capacity_tokens = kv_capacity_tokens(a, profile, tp)
+    spec = options["speculation"]
+    if spec is not None and family.draft is not None:
+        d = family.draft
+        capacity_tokens = (
+            capacity_tokens - d["weight_bytes"] / tp * np.minimum(tp, a["kv_shards_max"]) / a["kv_bytes_per_token"]
+        )
+        private = private * (1 + d["kv_bytes_per_token"] / a["kv_bytes_per_token"])
+    capacity = np.floor(np.maximum(capacity_tokens - (shared if hit > 0 else 0.0), 0.0) / private)
+    fits = batch <= capacity
+
+    t_pf = prefill_seconds(a, eff, tp, computed)
+    t_dec = decode_step_seconds(a, eff, tp, batch, context)
+    if spec is not None and family.draft is not None:
+        from .speculative import expected_tokens_per_round
+
+        k = spec.draft_length
+        verify = decode_step_seconds(a, eff, tp, batch, context, tokens=k + 1)
+        drafting = k * decode_step_seconds(family.draft, eff, tp, batch, context)
+        per_token = (verify + drafting) / expected_tokens_per_round.numeric(acceptance=spec.acceptance, draft_length=k)
+    else:
+        per_token = t_dec
+
+    decode_slots = max(outputs - 1, 1.0)
+    rate = batch / (batch * t_pf + decode_slots * per_token)  # replica throughput at this batch
+    load = options["max_utilization"] * rate  # planned load per replica
+    rho_prefill = np.minimum(load * t_pf, 0.999)
+    tpot = per_token / (1 - rho_prefill)
+
+    chunk = options["chunk_size"]
+    if chunk:
+        chunks = math.ceil(computed / chunk)
+        t_chunk = prefill_seconds(a, eff, tp, min(chunk, computed))
+        first_token = chunks * (t_chunk + t_dec)
+        tbt_max = t_dec + t_chunk
+    else:
+        first_token = t_pf + t_dec / 2
+        tbt_max = t_dec + t_pf
+    arrival = Q_(load, "request/s")
+    service = Q_(t_pf, "s")
+    percentile = options["ttft_percentile"]
+    if percentile is None:
+        wait = ggc_mean_wait(arrival, service, 1, workload.arrival_cv, workload.input_cv).m_as("s")
+    else:
+        wait = ggc_wait_quantile(arrival, service, 1, workload.arrival_cv, workload.input_cv, percentile).m_as("s")
+    ttft = first_token + wait
+    usable = profile.memory_utilization * a["memory"] - profile.memory_reserve.m_as("B")
+    return {
+        "fits": fits,
+        "capacity": capacity,
+        "usable_per_device": usable,
+        "prefill": t_pf,
+        "decode_step": t_dec,
+        "tpot": tpot,
+        "ttft": ttft,
+        "tbt_max": tbt_max,
+        "rate": rate,
+        "weights_per_device": a["weight_bytes"] / tp,
+    }
+
+
+def _families(
+    model: Any,
+    accelerators: Sequence[Any],
+    precisions: Sequence[str],
+    price: Any,
+    speculation: Speculation | None,
+    kv_precision: str | None,
+) -> list[_Family]:
+    from .registry import load_registry
+
+    reg = load_registry()
+    out = []
+    for accelerator in accelerators:
+        device = reg.accelerator(accelerator)
+        hourly = _price_for(device.id, accelerator, price)
+        for precision in precisions:
+            arrays = step_arrays(model, device, precision, kv_precision)
+            draft = step_arrays(speculation.draft_model, device, precision, kv_precision) if speculation else None
+            out.append(_Family(device.id, check_precision(precision), arrays, hourly, device.tdp.m_as("W"), draft))
+    return out
+
+
+def _price_for(accelerator_id: str, given_name: Any, price: Any) -> float:
+    if price is None:
+        hourly = default_price(accelerator_id)
+    elif isinstance(price, dict):
+        hourly = price.get(accelerator_id, price.get(given_name) if isinstance(given_name, str) else None)
+        if hourly is None:
+            raise InputError(f"size_fleet(): argument 'price' has no entry for accelerator '{accelerator_id}'")
+    else:
+        hourly = price
+    if not isinstance(hourly, ureg.Quantity) or hourly.dimensionality != _PRICE_DIMENSION:
+        raise InputError(f"size_fleet(): argument 'price' must be a quantity in USD/hour per GPU, got {hourly!r}")
+    if not hourly.magnitude > 0:
+        raise InputError(f"size_fleet(): argument 'price' must be > 0, got {hourly!r}")
+    return hourly.m_as("USD/hour")
+
+
+_PRICE_DIMENSION = ureg.parse_units("USD/hour").dimensionality
+
+
+def _as_list(value: Any) -> list[Any]:
+    if isinstance(value, str) or not isinstance(value, Iterable):
+        return [value]
+    return list(value)
+
+
+def _rate(value: Any) -> Any:
+    if not isinstance(value, ureg.Quantity) or value.dimensionality != ureg.parse_units("request/s").dimensionality:
+        raise InputError(
+            f"size_fleet(): argument 'arrival_rate' must be a rate such as Q_(10, 'request/s'), got {value!r}"
+        )
+    if not value.magnitude > 0:
+        raise InputError(
+            f"size_fleet(): argument 'arrival_rate' must be > 0 (zero traffic needs no fleet), got {value!r}"
+        )
+    return value.to("request/s")
+
+
+def _seconds(name: str, value: Any) -> float:
+    if not isinstance(value, ureg.Quantity) or value.dimensionality != ureg.s.dimensionality:
+        raise InputError(f"size_fleet(): argument '{name}' must be a time such as Q_(200, 'ms'), got {value!r}")
+    if not value.magnitude > 0:
+        raise InputError(f"size_fleet(): argument '{name}' must be > 0, got {value!r}")
+    return value.m_as("s")
+
+
+def _model_id(model: Any) -> str:
+    from .registry import load_registry
+
+    return load_registry().model(model).id
+
+
+def _read_trace(trace: Any, columns: tuple[str, ...]) -> Any:
+    import pandas as pd
+
+    frame = trace if isinstance(trace, pd.DataFrame) else pd.read_csv(trace)
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise InputError(f"the trace lacks column(s) {missing}; it has {list(frame.columns)}")
+    values = frame[list(columns)].to_numpy(dtype=float)
+    if not np.all(np.isfinite(values)) or np.any(values[:, 1:] < 1) or np.any(values[:, 0] < 0):
+        raise InputError("the trace has negative times, lengths below one token, or missing values")
+    return frame
+
+
+def _why(
+    out: dict[str, np.ndarray],
+    i: int,
+    ok_tpot: np.ndarray,
+    ok_ttft: np.ndarray,
+    ok_tbt: np.ndarray,
+    tpot_target: float,
+    ttft_target: float,
+) -> str:
+    fits = out["fits"][i]
+    if not fits.any():
+        weights = out["weights_per_device"][i, 0] / 1e9
+        usable = float(out["usable_per_device"]) / 1e9
+        return (
+            f"memory: {weights:.1f} GB of weights per device leave no room for one sequence's KV cache "
+            f"in {usable:.1f} GB usable"
+        )
+    if not (fits & ok_tpot).any():
+        best = float(np.min(out["tpot"][i][fits])) * 1e3
+        return f"TPOT: at best {best:.1f} ms, above the {tpot_target * 1e3:g} ms target"
+    if not (fits & ok_ttft).any():
+        best = float(np.min(out["ttft"][i][fits])) * 1e3
+        return f"TTFT: at best {best:.0f} ms, above the {ttft_target * 1e3:g} ms target"
+    if not (fits & ok_tbt).any():
+        return "token gap: every batch stalls a decode step longer than the target"
+    return "no batch meets the TPOT and TTFT targets together"
+
+
+def _binding(ok: tuple[np.ndarray, ...], j: int) -> str:
+    fits, ok_tpot, ok_ttft, ok_tbt = ok
+    if j + 1 >= len(fits):
+        return "throughput"
+    for name, mask in (("memory", fits), ("tpot", ok_tpot), ("ttft", ok_ttft), ("tbt", ok_tbt)):
+        if not mask[j + 1]:
+            return name
+    return "throughput"
+
+
+def _check_options(
+    workload: Workload,
+    max_utilization: float,
+    ttft_percentile: float | None,
+    prefix_hit_rate: float,
+    shared_prefix_tokens: float,
+    chunk_size: int | None,
+) -> None:
+    if not 0 < max_utilization <= 1:
+        raise InputError(f"size_fleet(): argument 'max_utilization' must be in (0, 1], got {max_utilization!r}")
+    if ttft_percentile is not None and not 0 < ttft_percentile < 1:
+        raise InputError(f"size_fleet(): argument 'ttft_percentile' must be in (0, 1), got {ttft_percentile!r}")
+    if not 0 <= prefix_hit_rate <= 1:
+        raise InputError(f"size_fleet(): argument 'prefix_hit_rate' must be in [0, 1], got {prefix_hit_rate!r}")
+    if not 0 <= shared_prefix_tokens <= workload.input_tokens:
+        raise InputError("size_fleet(): argument 'shared_prefix_tokens' must be between 0 and input_tokens")
+    if chunk_size is not None and (int(chunk_size) != chunk_size or chunk_size < 1):
+        raise InputError(f"size_fleet(): argument 'chunk_size' must be an integer >= 1, got {chunk_size!r}")
+
+
+def _grid(model: Any, tensor_parallel: Sequence[int], batches: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    from .registry import load_registry
+
+    tps = np.array(sorted({int(t) for t in tensor_parallel}), dtype=float)
+    grid_batches = np.array(sorted({int(b) for b in batches}), dtype=float)
+    if tps.size == 0 or np.any(tps < 1) or grid_batches.size == 0 or np.any(grid_batches < 1):
+        raise InputError("size_fleet(): 'tensor_parallel' and 'batches' must be non-empty lists of integers >= 1")
+    heads = load_registry().model(model).attention_heads
+    if heads is None:
+        raise InputError(f"size_fleet(): model '{_model_id(model)}' is not a transformer LLM")
+    usable = tps[heads % tps == 0]
+    if usable.size == 0:
+        raise InputError(f"size_fleet(): no tensor-parallel degree in {list(tensor_parallel)} divides {heads} heads")
+    return usable, grid_batches
+
+
+def size_fleet(
+    model: Any,
+    accelerator: Any,
+    precision: Any,
+    arrival_rate: Any,
+    input_tokens: float,
+    output_tokens: float,
+    ttft_slo: Any,
+    tpot_slo: Any,
+    *,
+    engine: str | EngineProfile | None = None,
+    max_utilization: float = 0.8,
+    ttft_percentile: float | None = None,
+    price: Any = None,
+    tensor_parallel: Sequence[int] = DEFAULT_TENSOR_PARALLEL,
+    batches: Sequence[int] = DEFAULT_BATCHES,
+    input_cv: float = 0.0,
+    output_cv: float = 0.0,
+    arrival_cv: float = 1.0,
+    kv_precision: str | None = None,
+    prefix_hit_rate: float = 0.0,
+    shared_prefix_tokens: float = 0.0,
+    speculation: Speculation | None = None,
+    chunk_size: int | None = None,
+    tbt_slo: Any = None,
+    idle_power_fraction: float = 0.3,
+    electricity_price: Any = None,
+    progress: Any = None,
+) -> FleetPlan:
+    """Size the cheapest fleet that serves a workload within TTFT and TPOT targets.
+
+    Parameters
+    ----------
+    model : str or Model
+        Registry id or alias.
+    accelerator : str, Accelerator, or a list of them
+        Candidate accelerators.
+    precision : str or list of str
+        Candidate weight precisions.
+    arrival_rate : Quantity [request / time]
+        Mean request rate.
+    input_tokens, output_tokens : float
+        Mean prompt and output lengths.
+    ttft_slo, tpot_slo : Quantity [time]
+        Targets: TTFT (mean, or the ``ttft_percentile``) and mean TPOT.
+    engine : str or EngineProfile, optional
+        Serving engine profile (memory policy and efficiency); ``None`` for the generic default.
+    max_utilization : float
+        Load each replica to at most this fraction of its throughput at the design batch (headroom).
+    ttft_percentile : float, optional
+        Plan TTFT at this percentile (e.g. 0.99) instead of the mean.
+    price : Quantity [USD / hour] or dict, optional
+        GPU-hour price (one for all, or per accelerator id); defaults to :func:`default_price`.
+    tensor_parallel, batches : sequences of int
+        The grid searched.
+    input_cv, output_cv, arrival_cv : float
+        Variability of prompt lengths, output lengths and inter-arrival times.
+    kv_precision : str, optional
+        KV-cache precision (``"fp8"`` halves KV memory and traffic).
+    prefix_hit_rate, shared_prefix_tokens : float
+        Prefix caching: the fraction of requests that reuse a shared prefix of that many tokens.
+    speculation : Speculation, optional
+        Speculative decoding with a draft model.
+    chunk_size : int, optional
+        Chunked prefill: prompt tokens per iteration (bounds the token gap, lengthens TTFT).
+    tbt_slo : Quantity [time], optional
+        A bound on the longest gap between streamed tokens.
+    idle_power_fraction : float
+        Power an idle GPU draws as a fraction of its TDP (energy estimate).
+    electricity_price : Quantity [USD / (kW h)], optional
+        For the electricity cost per million tokens (default 0.10 USD/kWh, a scenario value).
+    progress : callable, optional
+        Called as ``progress(done, total)`` after each (accelerator, precision) family.
+
+    Returns
+    -------
+    FleetPlan
+
+    Examples
+    --------
+    >>> plan = size_fleet("llama-3.1-70b", "h100-sxm", "fp8", Q_(10, "request/s"), 1024, 256,
+    ...                   Q_(1, "s"), Q_(50, "ms"), price=Q_(4, "USD/hour"))
+    >>> plan.feasible, plan.gpus > 0, plan.binding_constraint in {"memory", "tpot", "ttft", "throughput"}
+    (True, True, True)
+    """
+    workload = Workload(_rate(arrival_rate), float(input_tokens), float(output_tokens), input_cv, output_cv, arrival_cv)
+    _check_options(workload, max_utilization, ttft_percentile, prefix_hit_rate, shared_prefix_tokens, chunk_size)
+    ttft_target = _seconds("ttft_slo", ttft_slo)
+    tpot_target = _seconds("tpot_slo", tpot_slo)
+    tbt_target = _seconds("tbt_slo", tbt_slo) if tbt_slo is not None else np.inf
+    profile = engine_profile(engine)
+    tps, grid_batches = _grid(model, tensor_parallel, batches)
+    options = {
+        "prefix_hit_rate": prefix_hit_rate,
+        "shared_prefix_tokens": shared_prefix_tokens,
+        "speculation": speculation,
+        "chunk_size": chunk_size,
+        "ttft_percentile": ttft_percentile,
+        "max_utilization": max_utilization,
+    }
+    families = _families(model, _as_list(accelerator), _as_list(precision), price, speculation, kv_precision)
+    lam = workload.arrival_rate.m_as("request/s")
+    tokens_per_hour = lam * workload.output_tokens * HOURS
+    tp_grid, batch_grid = np.meshgrid(tps, grid_batches, indexing="ij")
+
+    best: tuple[Any, ...] | None = None
+    rejected: dict[str, str] = {}
+    closest_ttft, closest_tpot = np.inf, np.inf
+    for done, family in enumerate(families, start=1):
+        out = _evaluate(family, profile, workload, tp_grid, batch_grid, options)
+        if progress is not None:
+            progress(done, len(families))
+        ok_tpot = out["tpot"] <= tpot_target
+        ok_ttft = out["ttft"] <= ttft_target
+        ok_tbt = out["tbt_max"] <= tbt_target
+        feasible = out["fits"] & ok_tpot & ok_ttft & ok_tbt
+        replicas = np.ceil(lam / (max_utilization * out["rate"]))
+        cost = replicas * tp_grid * family.price
+        if out["fits"].any():
+            closest_ttft = min(closest_ttft, float(np.min(out["ttft"][out["fits"]])))
+            closest_tpot = min(closest_tpot, float(np.min(out["tpot"][out["fits"]])))
+        for i, tp in enumerate(tps):
+            key = f"{family.accelerator}/{family.precision}/tp{int(tp)}"
+            if not feasible[i].any():
+                rejected[key] = _why(out, i, ok_tpot[i], ok_ttft[i], ok_tbt[i], tpot_target, ttft_target)
+                continue
+            j = int(np.argmin(np.where(feasible[i], cost[i], np.inf)))
+            rejected[key] = (
+                f"feasible but not the cheapest: {int(replicas[i, j] * tp)} GPUs at batch "
+                f"{int(batch_grid[i, j])}, {cost[i, j]:.2f} USD/hour"
+            )
+            rank = (cost[i, j], replicas[i, j] * tp, tp)
+            if best is None or rank < best[0]:
+                ok = (out["fits"][i], ok_tpot[i], ok_ttft[i], ok_tbt[i])
+                best = (rank, family, key, i, j, out, replicas[i, j], ok)
+    count = len(families) * tp_grid.size
+    if best is None:
+        return FleetPlan(
+            feasible=False,
+            reason="no configuration meets every target; closest achievable: TTFT "
+            f"{closest_ttft * 1e3:.0f} ms, TPOT {closest_tpot * 1e3:.1f} ms",
+            model=_model_id(model),
+            engine=profile.name,
+            rejected=rejected,
+            closest={"ttft": Q_(closest_ttft, "s"), "tpot": Q_(closest_tpot, "s")},
+            candidates=count,
+        )
+    _, family, key, i, j, out, replica_count, ok = best
+    del rejected[key]
+    binding = _binding(ok, j)
+    tp = int(tps[i])
+    replicas = int(replica_count)
+    rate = float(out["rate"][i, j])
+    utilization = lam / (replicas * rate)
+    gpus = replicas * tp
+    cost_hour = gpus * family.price
+    power = gpus * family.tdp * (idle_power_fraction + (1 - idle_power_fraction) * utilization)
+    energy = power * HOURS / tokens_per_hour * 1e6  # joules per million output tokens
+    kwh = electricity_price if electricity_price is not None else Q_(0.10, "USD/(kW*hour)")
+    reason = {
+        "memory": "a larger batch's KV cache would not fit the devices' memory",
+        "tpot": "a larger batch would exceed the TPOT target",
+        "ttft": "a larger batch would exceed the TTFT target",
+        "tbt": "a larger batch would exceed the token-gap target",
+        "throughput": "the replica count is set by throughput at this batch",
+    }[binding]
+    return FleetPlan(
+        feasible=True,
+        reason=f"cheapest of {count} configurations; {reason}",
+        model=_model_id(model),
+        accelerator=family.accelerator,
+        precision=family.precision,
+        engine=profile.name,
+        tensor_parallel=tp,
+        batch=int(batch_grid[i, j]),
+        replicas=replicas,
+        gpus=gpus,
+        utilization=float(utilization),
+        max_utilization=max_utilization,
+        ttft=Q_(float(out["ttft"][i, j]), "s"),
+        tpot=Q_(float(out["tpot"][i, j]), "s"),
+        tbt_max=Q_(float(out["tbt_max"][i, j]), "s"),
+        replica_throughput=Q_(rate, "request/s"),
+        binding_constraint="tpot" if binding == "tbt" else binding,
+        cost_per_hour=Q_(cost_hour, "USD/hour"),
+        cost_per_million_tokens=Q_(cost_hour / tokens_per_hour * 1e6, "USD"),
+        power=Q_(power, "W").to("kW"),
+        energy_per_million_tokens=Q_(energy, "J").to("kWh"),
+        electricity_cost_per_million_tokens=(Q_(energy, "J") * kwh).to("USD"),
+        rejected=rejected,
+        candidates=count,
+    )
+
+
+def frontier(
+    model: Any,
+    accelerator: Any,
+    precision: Any,
+    input_tokens: float,
+    output_tokens: float,
+    *,
+    engine: str | EngineProfile | None = None,
+    tensor_parallel: Sequence[int] = DEFAULT_TENSOR_PARALLEL,
+    batches: Sequence[int] = DEFAULT_BATCHES,
+    kv_precision: str | None = None,
+) -> Any:
+    """The throughput-vs-interactivity frontier (Figure 6) of a model on each accelerator.
+
+    For every (accelerator, precision, TP, batch) that fits in memory: output tokens per second per
+    GPU at full load against tokens per second per user (``1 / TPOT``), with ``pareto`` marking the
+    points no other point of the same accelerator beats on both axes.
+
+    Returns
+    -------
+    pandas.DataFrame
+    """
+    import pandas as pd
+
+    workload = Workload(Q_(1.0, "request/s"), float(input_tokens), float(output_tokens))
+    profile = engine_profile(engine)
+    tps, grid_batches = _grid(model, tensor_parallel, batches)
+    tp_grid, batch_grid = np.meshgrid(tps, grid_batches, indexing="ij")
+    options = {
+        "prefix_hit_rate": 0.0,
+        "shared_prefix_tokens": 0.0,
+        "speculation": None,
+        "chunk_size": None,
+        "ttft_percentile": None,
+        "max_utilization": 1.0,
+    }
+    rows = []
+    for family in _families(model, _as_list(accelerator), _as_list(precision), Q_(1, "USD/hour"), None, kv_precision):
+        out = _evaluate(family, profile, workload, tp_grid, batch_grid, options)
+        keep = out["fits"]
+        rows.append(
+            pd.DataFrame(
+                {
+                    "accelerator": family.accelerator,
+                    "precision": family.precision,
+                    "tensor_parallel": tp_grid[keep].astype(int),
+                    "batch": batch_grid[keep].astype(int),
+                    "tokens_per_s_per_gpu": (out["rate"] * output_tokens / tp_grid)[keep],
+                    "tokens_per_s_per_user": (1 / out["tpot"])[keep],
+                    "tpot_ms": out["tpot"][keep] * 1e3,
+                    "ttft_ms": out["ttft"][keep] * 1e3,
+                }
+            )
+        )
+    table = pd.concat(rows, ignore_index=True)
+    table["pareto"] = False
+    for _, group in table.groupby("accelerator"):
+        order = group.sort_values("tokens_per_s_per_user", ascending=False)
+        best = -np.inf
+        for index, value in zip(order.index, order.tokens_per_s_per_gpu, strict=True):
+            if value > best:
+                table.loc[index, "pareto"] = True
+                best = value
+    return table
+
+
+# --------------------------------------------------------------------------------------------
+# Disaggregated prefill and decode pools (section 10.8.3)
+
+
+@dataclass(frozen=True, repr=False)
+class DisaggregatedPlan(Result):
+    """Separate prefill and decode pools sized for their own work.
+
+    Attributes
+    ----------
+    feasible : bool
+    reason : str
+    prefill, decode : dict
+        Each pool's accelerator, precision, tensor-parallel degree, replicas and GPUs (decode: batch).
+    handoff : Quantity [time]
+        KV-cache transfer from the prefill to the decode pool (Eq. 10), part of TTFT.
+    ttft, tpot : Quantity [time]
+    gpus : int
+    cost_per_hour, cost_per_million_tokens : Quantity
+    """
+
+    feasible: bool
+    reason: str
+    prefill: dict[str, Any] = field(default_factory=dict)
+    decode: dict[str, Any] = field(default_factory=dict)
+    handoff: Any = None
+    ttft: Any = None
+    tpot: Any = None
+    gpus: int = 0
+    cost_per_hour: Any = None
+    cost_per_million_tokens: Any = None
+
+
+def size_disaggregated(
+    model: Any,
+    accelerator: Any,
+    precision: Any,
+    arrival_rate: Any,
+    input_tokens: float,
+    output_tokens: float,
+    ttft_slo: Any,
+    tpot_slo: Any,
+    *,
+    interconnect: Any = "infiniband-ndr",
+    engine: str | EngineProfile | None = None,
+    max_utilization: float = 0.8,
+    ttft_percentile: float | None = None,
+    price: Any = None,
+    tensor_parallel: Sequence[int] = DEFAULT_TENSOR_PARALLEL,
+    batches: Sequence[int] = DEFAULT_BATCHES,
+    input_cv: float = 0.0,
+    arrival_cv: float = 1.0,
+    kv_precision: str | None = None,
+    max_prefill_replicas: int = 4096,
+) -> DisaggregatedPlan:
+    """Size disaggregated prefill and decode pools for a workload (compare with :func:`size_fleet`).
+
+    The decode pool runs only decode steps, so ``TPOT = t_dec(B)`` with no prefill interference and a
+    replica sustains ``B / ((O - 1) t_dec)`` requests per second. The prefill pool is a G/G/c queue of
+    prefills (``c`` replicas, service ``t_pf``); TTFT adds its wait, the KV handoff of Eq. 10 over
+    ``interconnect`` (per-direction bandwidth and startup latency from the registry), and half a
+    decode step. Each pool takes its cheapest feasible configuration; the KV handoff bandwidth is
+    per request (one path).
+    """
+    from .phases import kv_handoff_time
+    from .queueing import ggc_mean_wait, ggc_wait_quantile
+    from .registry import load_registry
+
+    workload = Workload(_rate(arrival_rate), float(input_tokens), float(output_tokens), input_cv, 0.0, arrival_cv)
+    _check_options(workload, max_utilization, ttft_percentile, 0.0, 0.0, None)
+    ttft_target = _seconds("ttft_slo", ttft_slo)
+    tpot_target = _seconds("tpot_slo", tpot_slo)
+    profile = engine_profile(engine)
+    tps, grid_batches = _grid(model, tensor_parallel, batches)
+    link = load_registry().interconnect(interconnect)
+    latency = link.startup_latency.m_as("s") if link.startup_latency is not None else 0.0
+    lam = workload.arrival_rate.m_as("request/s")
+    families = _families(model, _as_list(accelerator), _as_list(precision), price, None, kv_precision)
+    tp_grid, batch_grid = np.meshgrid(tps, grid_batches, indexing="ij")
+    decode_slots = max(workload.output_tokens - 1, 1.0)
+    context = workload.input_tokens + workload.output_tokens / 2
+
+    decode_best: tuple[Any, ...] | None = None
+    for family in families:
+        a = family.arrays
+        capacity = np.floor(kv_capacity_tokens(a, profile, tp_grid) / context)
+        t_dec = decode_step_seconds(a, profile.efficiency, tp_grid, batch_grid, context)
+        rate = batch_grid / (decode_slots * t_dec)
+        ok = (batch_grid <= capacity) & (t_dec <= tpot_target)
+        replicas = np.ceil(lam / (max_utilization * rate))
+        cost = np.where(ok, replicas * tp_grid * family.price, np.inf)
+        index = np.unravel_index(np.argmin(cost), cost.shape)
+        if np.isfinite(cost[index]) and (decode_best is None or cost[index] < decode_best[0]):
+            decode_best = (cost[index], family, index, replicas[index], t_dec[index])
+    if decode_best is None:
+        return DisaggregatedPlan(False, "decode pool: no configuration meets the TPOT target within memory")
+    _, d_family, d_index, d_replicas, t_dec_best = decode_best
+    kv_bytes = workload.input_tokens * d_family.arrays["kv_bytes_per_token"]
+    handoff = float(
+        kv_handoff_time.numeric(
+            kv_bytes=kv_bytes, link_bandwidth=link.bandwidth.m_as("B/s"), startup_latency=latency, parallel_links=1
+        )
+    )
+    budget = ttft_target - handoff - t_dec_best / 2
+
+    prefill_best: tuple[Any, ...] | None = None
+    for family in families:
+        t_pf = prefill_seconds(family.arrays, profile.efficiency, tps, workload.input_tokens)
+        least = np.ceil(lam * t_pf / max_utilization)
+        # Pool sizes from the utilization floor upward; the TTFT wait shrinks as replicas are added.
+        counts = least[:, None] + np.arange(64)[None, :]
+        arrival = Q_(np.full(counts.shape, lam), "request/s")
+        service = Q_(np.broadcast_to(t_pf[:, None], counts.shape), "s")
+        if ttft_percentile is None:
+            wait = ggc_mean_wait(arrival, service, counts, arrival_cv, input_cv).m_as("s")
+        else:
+            wait = ggc_wait_quantile(arrival, service, counts, arrival_cv, input_cv, ttft_percentile).m_as("s")
+        ok = (t_pf[:, None] + wait <= budget) & (counts <= max_prefill_replicas)
+        cost = np.where(ok, counts * tps[:, None] * family.price, np.inf)
+        index = np.unravel_index(np.argmin(cost), cost.shape)
+        if np.isfinite(cost[index]) and (prefill_best is None or cost[index] < prefill_best[0]):
+            ttft = t_pf[index[0]] + wait[index] + handoff + t_dec_best / 2
+            prefill_best = (cost[index], family, int(tps[index[0]]), int(counts[index]), ttft)
+    if prefill_best is None:
+        return DisaggregatedPlan(
+            False,
+            f"prefill pool: no configuration meets the TTFT target after a {handoff * 1e3:.1f} ms KV handoff",
+            handoff=Q_(handoff, "s"),
+        )
+    p_cost, p_family, p_tp, p_replicas, ttft = prefill_best
+    d_tp = int(tp_grid[d_index])
+    cost_hour = p_cost + decode_best[0]
+    tokens_per_hour = lam * workload.output_tokens * HOURS
+    return DisaggregatedPlan(
+        feasible=True,
+        reason="each pool is its cheapest configuration meeting its own target",
+        prefill={
+            "accelerator": p_family.accelerator,
+            "precision": p_family.precision,
+            "tensor_parallel": p_tp,
+            "replicas": p_replicas,
+            "gpus": p_replicas * p_tp,
+        },
+        decode={
+            "accelerator": d_family.accelerator,
+            "precision": d_family.precision,
+            "tensor_parallel": d_tp,
+            "batch": int(batch_grid[d_index]),
+            "replicas": int(d_replicas),
+            "gpus": int(d_replicas) * d_tp,
+        },
+        handoff=Q_(handoff, "s"),
+        ttft=Q_(float(ttft), "s"),
+        tpot=Q_(float(t_dec_best), "s"),
+        gpus=p_replicas * p_tp + int(d_replicas) * d_tp,
+        cost_per_hour=Q_(cost_hour, "USD/hour"),
+        cost_per_million_tokens=Q_(cost_hour / tokens_per_hour * 1e6, "USD"),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Demand over time
+
+
+@dataclass(frozen=True, repr=False)
+class DemandPlan(Result):
+    """Replicas over a demand curve for a chosen configuration.
+
+    Attributes
+    ----------
+    times : Quantity [time]
+    demand : Quantity [request / time]
+    replicas : ndarray of int
+        Replicas to have serving at each time (provisioned ``startup_time`` ahead: predictive).
+    peak_gpus, mean_gpus : float
+    gpu_hours : float
+        Over the curve (each point holds until the next; the last for one step).
+    cost : Quantity [currency]
+    static_cost : Quantity [currency]
+        The cost of holding the peak fleet for the whole curve, for comparison.
+    """
+
+    times: Any
+    demand: Any
+    replicas: Any
+    peak_gpus: float
+    mean_gpus: float
+    gpu_hours: float
+    cost: Any
+    static_cost: Any
+
+
+def plan_over_time(plan: FleetPlan, times: Any, demand: Any, startup_time: Any = None) -> DemandPlan:
+    """Replicas, GPUs and cost over a demand curve (requests/s over a day, say) for a plan's configuration.
+
+    A replica sustains ``max_utilization`` of its design throughput (the plan's
+    ``replica_throughput`` x its ``utilization`` headroom), so the replicas at time ``t`` cover the
+    highest demand in ``[t, t + startup_time]``: a predictive schedule that starts replicas one cold
+    start ahead of need (section 10.13.2).
+    """
+    if not plan.feasible:
+        raise InputError(f"plan_over_time(): the plan is infeasible ({plan.reason})")
+    t = _times(times)
+    rate = Q_(demand).m_as("request/s") if isinstance(demand, ureg.Quantity) else None
+    if rate is None or np.shape(rate) != t.shape:
+        raise InputError("plan_over_time(): 'demand' must be a request/s quantity array with one value per time")
+    if np.any(~np.isfinite(rate)) or np.any(rate < 0):
+        raise InputError("plan_over_time(): 'demand' must be finite and >= 0")
+    lead = _seconds("startup_time", startup_time) if startup_time is not None else 0.0
+    per_replica = plan.replica_throughput.m_as("request/s") * plan.max_utilization
+    ahead = np.array([rate[(t >= ti) & (t <= ti + lead)].max() for ti in t])
+    replicas = np.ceil(ahead / per_replica).astype(int)
+    steps = np.diff(t, append=t[-1] + (t[-1] - t[-2] if len(t) > 1 else 3600.0))
+    gpus = replicas * plan.tensor_parallel
+    gpu_hours = float(np.sum(gpus * steps) / HOURS)
+    price = plan.cost_per_hour.m_as("USD/hour") / plan.gpus
+    return DemandPlan(
+        times=Q_(t, "s"),
+        demand=Q_(rate, "request/s"),
+        replicas=replicas,
+        peak_gpus=float(gpus.max()),
+        mean_gpus=float(np.sum(gpus * steps) / np.sum(steps)),
+        gpu_hours=gpu_hours,
+        cost=Q_(gpu_hours * price, "USD"),
+        static_cost=Q_(float(gpus.max()) * float(np.sum(steps)) / HOURS * price, "USD"),
+    )
+
+
+def _times(times: Any) -> np.ndarray:
+    if not isinstance(times, ureg.Quantity) or times.dimensionality != ureg.s.dimensionality:
+        raise InputError(f"plan_over_time(): 'times' must be a time quantity array, got {times!r}")
+    t = np.atleast_1d(times.m_as("s")).astype(float)
+    if t.size < 1 or np.any(np.diff(t) <= 0):
+        raise InputError("plan_over_time(): 'times' must be increasing")
+    return t
+
+
+@dataclass(frozen=True, repr=False)
+class ServingModeComparison(Result):
+    """Colocated against disaggregated serving for one workload.
+
+    Attributes
+    ----------
+    colocated : FleetPlan
+    disaggregated : DisaggregatedPlan
+    cheaper : str
+        ``"colocated"``, ``"disaggregated"``, or ``"neither"`` when both are infeasible.
+    saving : Quantity [currency / time]
+        What the cheaper mode saves per hour (zero when only one is feasible).
+    """
+
+    colocated: FleetPlan
+    disaggregated: DisaggregatedPlan
+    cheaper: str
+    saving: Any
+
+
+def compare_serving_modes(
+    model: Any,
+    accelerator: Any,
+    precision: Any,
+    arrival_rate: Any,
+    input_tokens: float,
+    output_tokens: float,
+    ttft_slo: Any,
+    tpot_slo: Any,
+    *,
+    interconnect: Any = "infiniband-ndr",
+    **options: Any,
+) -> ServingModeComparison:
+    """Size the workload both colocated (:func:`size_fleet`) and disaggregated (:func:`size_disaggregated`).
+
+    ``options`` go to both sizers where they apply (engine, max_utilization, ttft_percentile, price,
+    tensor_parallel, batches, input_cv, arrival_cv, kv_precision); the remaining ones (prefix caching,
+    speculation, chunked prefill) apply to the colocated plan only.
+    """
+    args = (model, accelerator, precision, arrival_rate, input_tokens, output_tokens, ttft_slo, tpot_slo)
+    shared = {
+        "engine",
+        "max_utilization",
+        "ttft_percentile",
+        "price",
+        "tensor_parallel",
+        "batches",
+        "input_cv",
+        "arrival_cv",
+        "kv_precision",
+    }
+    colocated = size_fleet(*args, **options)
+    disaggregated = size_disaggregated(
+        *args, interconnect=interconnect, **{k: v for k, v in options.items() if k in shared}
+    )
+    costs = {
+        "colocated": colocated.cost_per_hour if colocated.feasible else None,
+        "disaggregated": disaggregated.cost_per_hour if disaggregated.feasible else None,
+    }
+    feasible = {k: v for k, v in costs.items() if v is not None}
+    if not feasible:
+        return ServingModeComparison(colocated, disaggregated, "neither", Q_(0.0, "USD/hour"))
+    cheaper = min(feasible, key=lambda k: feasible[k].m_as("USD/hour"))
+    saving = (max(feasible.values()) - feasible[cheaper]) if len(feasible) == 2 else Q_(0.0, "USD/hour")
+    return ServingModeComparison(colocated, disaggregated, cheaper, saving)

@@ -1,0 +1,235 @@
+"""The SLO-driven fleet sizer: consistency, monotonicity, options, infeasible cases and bad input."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from calculator import Q_, InputError
+from calculator.errors import UnknownEntryError
+from calculator.fleet import (
+    Speculation,
+    Workload,
+    compare_serving_modes,
+    default_price,
+    frontier,
+    plan_over_time,
+    size_disaggregated,
+    size_fleet,
+)
+
+PRICE = Q_(4.0, "USD/hour")
+
+
+def plan(rate=20, ttft="1 s", tpot="50 ms", **kw):
+    args = {"price": PRICE, **kw}
+    model = args.pop("model", "llama-3.1-70b")
+    acc = args.pop("accelerator", "h100-sxm")
+    prec = args.pop("precision", "fp8")
+    return size_fleet(model, acc, prec, Q_(rate, "request/s"), 1024, 256, Q_(ttft), Q_(tpot), **args)
+
+
+def test_plan_is_consistent():
+    p = plan()
+    assert p.feasible, p.reason
+    assert p.gpus == p.replicas * p.tensor_parallel
+    assert p.cost_per_hour.m_as("USD/hour") == pytest.approx(p.gpus * 4.0)
+    tokens_per_hour = 20 * 256 * 3600
+    assert p.cost_per_million_tokens.m_as("USD") == pytest.approx(p.gpus * 4.0 / tokens_per_hour * 1e6)
+    assert p.ttft <= Q_(1, "s") and p.tpot <= Q_(50, "ms")
+    assert 0 < p.utilization <= p.max_utilization == 0.8
+    # Little's law: requests in flight fit in the planned decode slots.
+    in_flight = 20 * (p.ttft.m_as("s") + 255 * p.tpot.m_as("s"))
+    assert in_flight <= p.replicas * p.batch
+    assert p.binding_constraint in {"memory", "tpot", "ttft", "throughput"}
+    assert p.candidates >= 4 * 90
+
+
+def test_doubling_traffic_about_doubles_gpus():
+    small, large = plan(rate=50), plan(rate=100)
+    assert large.gpus / small.gpus == pytest.approx(2.0, abs=2 * small.tensor_parallel / small.gpus + 0.05)
+
+
+@pytest.mark.parametrize("loose,tight", [("80 ms", "40 ms"), ("40 ms", "25 ms"), ("25 ms", "15 ms")])
+def test_tighter_tpot_never_cheapens_the_plan(loose, tight):
+    a, b = plan(tpot=loose), plan(tpot=tight)
+    assert b.cost_per_hour >= a.cost_per_hour
+
+
+@pytest.mark.parametrize("loose,tight", [("2 s", "500 ms"), ("500 ms", "200 ms")])
+def test_tighter_ttft_never_cheapens_the_plan(loose, tight):
+    assert plan(ttft=tight).cost_per_hour >= plan(ttft=loose).cost_per_hour
+
+
+def test_percentile_ttft_is_harder_than_mean():
+    mean, p99 = plan(ttft="300 ms"), plan(ttft="300 ms", ttft_percentile=0.99)
+    assert p99.cost_per_hour >= mean.cost_per_hour
+
+
+def test_impossible_targets_are_infeasible_with_closest_values():
+    p = plan(tpot="0.5 ms")
+    assert not p.feasible
+    assert "closest achievable" in p.reason
+    assert p.closest["tpot"] > Q_(0.5, "ms")
+    assert all("TPOT" in why for why in p.rejected.values())
+
+
+def test_memory_rejection_explains_itself():
+    p = size_fleet(
+        "llama-3.1-405b",
+        "l4",
+        "bf16",
+        Q_(1, "request/s"),
+        512,
+        128,
+        Q_(10, "s"),
+        Q_(1, "s"),
+        price=Q_(1, "USD/hour"),
+        tensor_parallel=[1, 2, 4, 8],
+    )
+    assert not p.feasible
+    assert p.rejected["l4/bf16/tp8"].startswith("memory: ")
+
+
+def test_several_accelerators_pick_the_cheapest():
+    prices = {"h100-sxm": Q_(4, "USD/hour"), "h200-sxm": Q_(4.5, "USD/hour"), "a100-sxm-80gb": Q_(2, "USD/hour")}
+    p = size_fleet(
+        "llama-3.1-8b",
+        list(prices),
+        ["bf16", "fp8"],
+        Q_(30, "request/s"),
+        2048,
+        256,
+        Q_(1, "s"),
+        Q_(40, "ms"),
+        price=prices,
+    )
+    assert p.feasible
+    costs = {k: v for k, v in p.rejected.items() if v.startswith("feasible")}
+    chosen = p.cost_per_hour.m_as("USD/hour")
+    for text in costs.values():
+        assert float(text.split(", ")[-1].split(" ")[0]) >= chosen - 1e-9
+
+
+def test_default_price_comes_from_the_registry():
+    assert default_price("h100-sxm").m_as("USD/hour") > 0
+    with pytest.raises(InputError, match="no on-demand price for accelerator 'l4'"):
+        default_price("l4")
+
+
+def test_fp8_kv_cache_and_prefix_caching_never_cost_more():
+    base = plan(rate=40, tpot="60 ms")
+    assert plan(rate=40, tpot="60 ms", kv_precision="fp8").cost_per_hour <= base.cost_per_hour
+    cached = plan(rate=40, tpot="60 ms", prefix_hit_rate=0.8, shared_prefix_tokens=768)
+    assert cached.cost_per_hour <= base.cost_per_hour
+
+
+def test_chunked_prefill_bounds_the_token_gap():
+    whole = plan(rate=10)
+    chunked = plan(rate=10, chunk_size=256)
+    assert chunked.tbt_max < whole.tbt_max
+    assert plan(rate=10, chunk_size=256, tbt_slo=Q_(whole.tbt_max.m_as("ms") * 0.9, "ms")).feasible
+
+
+def test_speculative_decoding_helps_a_tight_tpot():
+    spec = Speculation("llama-3.1-8b", draft_length=4, acceptance=0.8)
+    without = plan(rate=5, tpot="12 ms", tensor_parallel=[4, 8])
+    with_spec = plan(rate=5, tpot="12 ms", tensor_parallel=[4, 8], speculation=spec)
+    assert with_spec.feasible
+    assert (not without.feasible) or with_spec.cost_per_hour <= without.cost_per_hour
+
+
+def test_disaggregated_pools():
+    d = size_disaggregated(
+        "llama-3.1-70b",
+        "h100-sxm",
+        "fp8",
+        Q_(20, "request/s"),
+        4096,
+        256,
+        Q_(1.5, "s"),
+        Q_(40, "ms"),
+        price=PRICE,
+        interconnect="infiniband-ndr",
+    )
+    assert d.feasible, d.reason
+    assert d.gpus == d.prefill["gpus"] + d.decode["gpus"]
+    assert d.ttft > d.handoff > Q_(0, "s")
+    # 4096 tokens x 327,680 B of KV over one 50 GB/s NDR direction: about 27 ms.
+    assert d.handoff.m_as("ms") == pytest.approx(4096 * 327680 / 50e9 * 1e3, rel=0.05)
+    assert d.tpot <= Q_(40, "ms") and d.ttft <= Q_(1.5, "s")
+
+
+def test_energy_is_between_idle_and_full_power():
+    p = plan()
+    tdp = 0.7 * p.gpus  # kW
+    assert 0.3 * tdp <= p.power.m_as("kW") <= tdp
+    assert p.energy_per_million_tokens.m_as("kWh") > 0
+    assert p.electricity_cost_per_million_tokens.m_as("USD") == pytest.approx(
+        p.energy_per_million_tokens.m_as("kWh") * 0.10
+    )
+
+
+def test_workload_from_a_trace():
+    rng = np.random.default_rng(1)
+    arrivals = np.cumsum(rng.exponential(0.1, 5000))
+    trace = pd.DataFrame(
+        {
+            "arrival_time": arrivals,
+            "input_tokens": rng.integers(100, 2000, 5000),
+            "output_tokens": rng.integers(50, 500, 5000),
+        }
+    )
+    w = Workload.from_trace(trace)
+    assert w.arrival_rate.m_as("request/s") == pytest.approx(10, rel=0.05)
+    assert w.arrival_cv == pytest.approx(1.0, abs=0.05)
+    assert w.input_tokens == pytest.approx(1050, rel=0.03)
+    with pytest.raises(InputError, match="lacks column"):
+        Workload.from_trace(trace.drop(columns="output_tokens"))
+
+
+def test_plan_over_a_demand_curve():
+    p = plan(rate=50)
+    hours = np.arange(24)
+    demand = Q_(25 + 25 * np.sin(hours / 24 * 2 * np.pi) ** 2, "request/s")
+    day = plan_over_time(p, Q_(hours, "hour"), demand)
+    assert day.peak_gpus <= p.gpus
+    assert day.cost <= day.static_cost
+    ahead = plan_over_time(p, Q_(hours, "hour"), demand, startup_time=Q_(2, "hour"))
+    assert np.all(ahead.replicas >= day.replicas)
+    with pytest.raises(InputError, match="'demand' must be finite and >= 0"):
+        plan_over_time(p, Q_(hours, "hour"), Q_(-np.ones(24), "request/s"))
+
+
+def test_frontier_trades_interactivity_for_throughput():
+    table = frontier("llama-3.1-70b", ["h100-sxm", "h200-sxm"], "fp8", 1024, 1024)
+    assert set(table.accelerator) == {"h100-sxm", "h200-sxm"}
+    best = table[table.pareto].sort_values(["accelerator", "tokens_per_s_per_user"])
+    for _, group in best.groupby("accelerator"):
+        assert np.all(np.diff(group.tokens_per_s_per_gpu) <= 1e-9)
+
+
+def test_bad_inputs():
+    with pytest.raises(InputError, match="'arrival_rate' must be > 0"):
+        plan(rate=0)
+    with pytest.raises(InputError, match="'tpot_slo' must be > 0"):
+        plan(tpot="0 ms")
+    with pytest.raises(InputError, match="'max_utilization' must be in"):
+        plan(max_utilization=1.5)
+    with pytest.raises(UnknownEntryError, match="unknown accelerator id 'h999'"):
+        plan(accelerator="h999")
+    with pytest.raises(InputError, match="'price' must be a quantity in USD/hour"):
+        plan(price=4)
+    with pytest.raises(InputError, match="no tensor-parallel degree"):
+        plan(tensor_parallel=[3, 5])
+    with pytest.raises(InputError, match="acceptance"):
+        Speculation("llama-3.1-8b", acceptance=1.5)
+
+
+def test_compare_colocated_and_disaggregated():
+    c = compare_serving_modes(
+        "llama-3.1-70b", "h100-sxm", "fp8", Q_(20, "request/s"), 4096, 256, Q_(1.5, "s"), Q_(40, "ms"), price=PRICE
+    )
+    assert c.colocated.feasible and c.disaggregated.feasible
+    cheaper = c.colocated.cost_per_hour if c.cheaper == "colocated" else c.disaggregated.cost_per_hour
+    other = c.disaggregated.cost_per_hour if c.cheaper == "colocated" else c.colocated.cost_per_hour
+    assert cheaper <= other and c.saving == other - cheaper

@@ -235,6 +235,18 @@ class Scenario:
         value = (where or st).multiselect(label, options, key=key, **kwargs)
         return self._keep(name, list(value), ",".join(value))
 
+    def text(self, label: str, name: str, default: str, *, max_chars: int = 2000, where: Any = None, **kwargs: Any) -> str:
+        """A single-line text input (lists of numbers and the like; the page parses and validates it)."""
+
+        def parse(raw: str) -> str:
+            if len(raw) > max_chars:
+                raise ValueError(f"longer than {max_chars} characters")
+            return raw
+
+        key = self._start(name, default, parse, lambda value: isinstance(value, str) and len(value) <= max_chars)
+        value = (where or st).text_input(label, key=key, max_chars=max_chars, **kwargs)
+        return self._keep(name, value, value)
+
     def toggle(self, label: str, name: str, default: bool, *, where: Any = None, **kwargs: Any) -> bool:
         """An on/off toggle (``true``/``false`` in the URL)."""
 

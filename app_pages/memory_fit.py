@@ -26,8 +26,8 @@ from calculator.precision import PRECISIONS, bits_per_element, bytes_per_element
 WEIGHT_PRECISIONS = [p for p in ("fp32", "fp16", "bf16", "fp8", "int8", "int4", "fp4") if p in PRECISIONS]
 KV_PRECISIONS = ["fp16", "bf16", "fp8", "int8", "int4"]
 BASES = {
-    "physical (registered bytes, e.g. 80 GiB)": "physical",
-    "nameplate (the label's decimal figure, e.g. 80 GB)": "nameplate",
+    "physical": "physical (registered bytes, e.g. 80 GiB)",
+    "nameplate": "nameplate (the label's decimal figure, e.g. 80 GB)",
 }
 DEGREES = (1, 2, 4, 8, 16, 32, 64)
 WALL_BATCHES = (1, 2, 4, 8, 16, 32, 64)
@@ -45,7 +45,7 @@ def main():
     with left:
         model_id = sc.select("Model", "model", ui.transformer_models(), "llama-3.1-70b")
         accelerator_id = sc.select("Accelerator", "gpu", list(reg.accelerators), "h100-sxm")
-        basis = BASES[sc.select("Capacity basis", "basis", list(BASES), next(iter(BASES)))]
+        basis = sc.select("Capacity basis", "basis", list(BASES), "physical", format_func=BASES.get)
         unit = sc.select("Show memory in", "unit", ["GB", "GiB"], "GB", help="GB = 10^9 B, GiB = 2^30 B")
     model = reg.model(model_id)
     degrees = [int(d) for d in np.array(DEGREES)[np.atleast_1d(tensor_parallel_valid(model, np.array(DEGREES)))]]

@@ -29,7 +29,7 @@ import pandas as pd
 import streamlit as st
 
 from calculator import Q_, ureg
-from calculator.errors import CalculatorError, RegistryError
+from calculator.errors import CalculatorError, InputError, RegistryError
 from calculator.registry import load_registry
 
 #: Largest registry file accepted from an upload or a form (bytes).
@@ -258,6 +258,24 @@ class Scenario:
         key = self._start(name, bool(default), parse, lambda value: isinstance(value, bool))
         value = (where or st).toggle(label, key=key, **kwargs)
         return self._keep(name, bool(value), "true" if value else "false")
+
+
+def parse_numbers(text: str, what: str, *, integer: bool = False, minimum: float = 0.0) -> list[Any]:
+    """Comma-separated numbers typed by the user; :class:`InputError` names the field and the bad item."""
+    items = [item.strip() for item in text.replace(";", ",").split(",") if item.strip()]
+    if not items:
+        raise InputError(f"{what}: enter at least one number")
+    values = []
+    for item in items:
+        try:
+            value = int(item) if integer else float(item)
+        except ValueError:
+            kind = "whole numbers" if integer else "numbers"
+            raise InputError(f"{what}: expected {kind} separated by commas, found {item!r}") from None
+        if not math.isfinite(value) or value < minimum:
+            raise InputError(f"{what}: every value must be at least {minimum:g}, found {item!r}")
+        values.append(value)
+    return values
 
 
 # --------------------------------------------------------------------------------------------

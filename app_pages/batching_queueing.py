@@ -20,7 +20,6 @@ from calculator.batching import (
     simulate_dynamic_batching,
     static_batch_accounting,
 )
-from calculator.errors import InputError
 from calculator.plots import batching_curve_figure, curves_figure, hockey_stick_figure
 from calculator.queueing import (
     arrival_times,
@@ -215,10 +214,7 @@ def _continuous(sc):
     a, b = st.columns(2)
     text = sc.text("Output lengths of one static batch [token]", "lengths", "50, 200, 100, 150", where=a)
     step = sc.number("Iteration time [ms]", "iteration", 20.0, min_value=0.001, max_value=1e5, step=1.0, where=b)
-    try:
-        lengths = [int(item) for item in text.replace(";", ",").split(",") if item.strip()]
-    except ValueError:
-        raise InputError(f"output lengths must be whole numbers separated by commas, got {text!r}") from None
+    lengths = ui.parse_numbers(text, "Output lengths", integer=True, minimum=1)
     accounting = static_batch_accounting(lengths, Q_(step, "ms"))
     cols = st.columns(4)
     cols[0].metric("Idle slot share (waste)", f"{100 * accounting.waste:.3g} %")

@@ -29,7 +29,7 @@ import pandas as pd
 import streamlit as st
 
 from calculator import Q_, ureg
-from calculator.errors import CalculatorError, InputError, RegistryError
+from calculator.errors import CalculatorError, InputError, RegistryError, UnitsError
 from calculator.registry import load_registry
 
 #: Largest registry file accepted from an upload or a form (bytes).
@@ -171,6 +171,8 @@ class Scenario:
         bounds = {"min_value": cast(min_value), "max_value": cast(max_value)}
         if step is not None:
             bounds["step"] = cast(step)
+        if not integer:
+            kwargs.setdefault("format", "%g")  # the default "%0.2f" would show 0.001 as 0.00
         value = (where or st).number_input(label, key=key, **bounds, **kwargs)
         return self._keep(name, value, "" if value is None else str(value))
 
@@ -276,6 +278,21 @@ def parse_numbers(text: str, what: str, *, integer: bool = False, minimum: float
             raise InputError(f"{what}: every value must be at least {minimum:g}, found {item!r}")
         values.append(value)
     return values
+
+
+def parse_quantity(value: float, unit: str, what: str) -> Any:
+    """A typed value and unit as a quantity; :class:`UnitsError` names the field when the unit is unknown.
+
+    Unit text is short and may hold at most two digits (``m**2``, ``1/s``), so that a typed exponent
+    cannot make pint's parser evaluate a huge power.
+    """
+    text = unit.strip()
+    if len(text) > 40 or sum(ch.isdigit() for ch in text) > 2:
+        raise UnitsError(f"{what}: the unit {unit!r} is too long (at most 40 characters and two digits)")
+    try:
+        return Q_(value, text)
+    except Exception:  # pint raises several error types for unparsable text
+        raise UnitsError(f"{what}: unknown unit {unit!r} (try e.g. ms, GB, GB/s, request/s, USD/hour)") from None
 
 
 # --------------------------------------------------------------------------------------------

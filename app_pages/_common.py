@@ -76,6 +76,33 @@ def add_registry_file(text: str) -> Any:
     return loaded
 
 
+def user_entry_document(section: str, entry: dict[str, Any]) -> str:
+    """A registry YAML document holding one user entry, with a ``user`` source covering its values.
+
+    Parameters
+    ----------
+    section : str
+        ``"accelerators"`` or ``"models"`` (any registry section).
+    entry : dict
+        The entry's fields (``id``, ``name`` and values; quantities as text such as ``"80 GiB"``).
+    """
+    import yaml
+
+    from calculator.registry import SECTIONS
+
+    source = f"user-{entry['id']}"
+    labels = SECTIONS[section].UNSOURCED if section in SECTIONS else frozenset({"id", "name"})
+    values = [field for field, value in entry.items() if field not in labels and value is not None]
+    document = {
+        "schema_version": 1,
+        "sources": [{"id": source, "title": f"Entered in the dashboard: {entry['name']}", "url": "dashboard:session",
+                     "kind": "user"}],
+        section: [{**{k: v for k, v in entry.items() if v is not None}, "provenance": "user",
+                   "sources": [{"source": source, "fields": values or ["name"]}]}],
+    }  # fmt: skip
+    return yaml.safe_dump(document, sort_keys=False)
+
+
 def clear_registry_files() -> None:
     """Forget this session's custom registry entries."""
     st.session_state[_CUSTOM_FILES] = []
@@ -217,6 +244,21 @@ class Scenario:
 
         key = self._start(name, default if default in options else options[0], parse, lambda v: v in options)
         value = (where or st).selectbox(label, options, key=key, **kwargs)
+        return self._keep(name, value, str(value))
+
+    def radio(
+        self, label: str, name: str, options: Sequence[Any], default: Any, *, where: Any = None, **kwargs: Any
+    ) -> Any:
+        """Radio buttons over ``options``."""
+        by_text = {str(option): option for option in options}
+
+        def parse(raw: str) -> Any:
+            if raw not in by_text:
+                raise ValueError("not one of the choices")
+            return by_text[raw]
+
+        key = self._start(name, default if default in options else options[0], parse, lambda v: v in options)
+        value = (where or st).radio(label, options, key=key, **kwargs)
         return self._keep(name, value, str(value))
 
     def multiselect(

@@ -279,7 +279,9 @@ class Scenario:
         value = (where or st).multiselect(label, options, key=key, **kwargs)
         return self._keep(name, list(value), ",".join(value))
 
-    def text(self, label: str, name: str, default: str, *, max_chars: int = 2000, where: Any = None, **kwargs: Any) -> str:
+    def text(
+        self, label: str, name: str, default: str, *, max_chars: int = 2000, where: Any = None, **kwargs: Any
+    ) -> str:
         """A single-line text input (lists of numbers and the like; the page parses and validates it)."""
 
         def parse(raw: str) -> str:

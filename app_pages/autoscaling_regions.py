@@ -1,4 +1,6 @@
-"""Autoscaling and regions: cold start, predictive vs reactive scaling, warm pool, edge cache, regional cost, failover."""
+"""Autoscaling and regions: cold start, predictive vs reactive scaling, warm pool, edge cache, cost, failover."""
+
+import itertools
 
 import pandas as pd
 import streamlit as st
@@ -70,7 +72,9 @@ def main():
 def _cold_start(sc):
     a, b, c, d = st.columns(4)
     provisioning = sc.number("Provisioning [s]", "provision", 60.0, min_value=0.0, max_value=1e5, step=10.0, where=a)
-    artifacts = sc.number("Artifacts to fetch [GB]", "artifacts", 140.0, min_value=0.0, max_value=1e6, step=10.0, where=b)
+    artifacts = sc.number(
+        "Artifacts to fetch [GB]", "artifacts", 140.0, min_value=0.0, max_value=1e6, step=10.0, where=b
+    )
     bandwidth = sc.number("Storage bandwidth [GB/s]", "storage", 0.5, min_value=1e-4, max_value=1e4, step=0.1, where=c)
     warmup = sc.number("Load and warm up [s]", "warmup", 60.0, min_value=0.0, max_value=1e5, step=10.0, where=d)
     e, f = st.columns(2)
@@ -97,14 +101,16 @@ def _scaling(sc, cold):
     hours = ui.parse_numbers(sc.text("Step start times [h]", "hours", "0, 6, 9, 17, 20", where=a), "Times")
     demand = ui.parse_numbers(sc.text("Demand of each step [request/s]", "demand", "500, 1500, 3000, 2000, 1000",
                                       where=b), "Demand")  # fmt: skip
-    if len(hours) != len(demand) or any(later <= earlier for earlier, later in zip(hours, hours[1:], strict=False)):
+    if len(hours) != len(demand) or any(later <= earlier for earlier, later in itertools.pairwise(hours)):
         st.warning("Give one demand per step and strictly increasing start times.")
         return
     c, d, e = st.columns(3)
     per_replica = sc.number("Per replica [request/s]", "per_replica", 100.0, min_value=0.001, max_value=1e9, where=c)
     use_cold = sc.toggle("Startup = the cold start of the first tab", "use_cold", False, where=d)
-    startup = cold.m_as("min") if use_cold else sc.number(
-        "Startup [min]", "startup", 7.0, min_value=0.0, max_value=1e4, step=1.0, where=d
+    startup = (
+        cold.m_as("min")
+        if use_cold
+        else sc.number("Startup [min]", "startup", 7.0, min_value=0.0, max_value=1e4, step=1.0, where=d)
     )
     end = sc.number("Evaluate until [h]", "end", 24.5, min_value=hours[-1] + 0.1, max_value=1e4, step=0.5, where=e)
     f, g, h, i = st.columns(4)
@@ -189,7 +195,12 @@ def _regions(sc):
         if price.accelerator is None:
             continue
         cost = cost_per_completed_request(
-            price.price, gpus, Q_(1, "hour"), Q_(useful, "request/s"), idle_time=Q_(idle, "hour"), retry_fraction=retries
+            price.price,
+            gpus,
+            Q_(1, "hour"),
+            Q_(useful, "request/s"),
+            idle_time=Q_(idle, "hour"),
+            retry_fraction=retries,
         )
         rows.append(
             {
@@ -205,8 +216,12 @@ def _regions(sc):
 
     st.markdown("**Failover headroom**")
     e, f, g = st.columns(3)
-    names = [n.strip() for n in sc.text("Regions", "regions", "us-east, us-west, eu-west", where=e).split(",") if n.strip()]
-    capacities = ui.parse_numbers(sc.text("Capacity [request/s]", "capacities", "1000, 1000, 1000", where=f), "Capacity")
+    names = [
+        n.strip() for n in sc.text("Regions", "regions", "us-east, us-west, eu-west", where=e).split(",") if n.strip()
+    ]
+    capacities = ui.parse_numbers(
+        sc.text("Capacity [request/s]", "capacities", "1000, 1000, 1000", where=f), "Capacity"
+    )
     loads = ui.parse_numbers(sc.text("Load [request/s]", "loads", "600, 600, 600", where=g), "Load")
     if not (len(names) == len(capacities) == len(loads)) or len(names) < 2 or len(set(names)) != len(names):
         st.warning("Give at least two distinct regions, with one capacity and one load each.")
@@ -227,7 +242,9 @@ def _regions(sc):
                               "capacity to the survivors, or move less of the failed region's traffic.")
     )  # fmt: skip
     ui.table(
-        pd.DataFrame({"survivor": list(result.utilization), "utilization after failover": list(result.utilization.values())}),
+        pd.DataFrame(
+            {"survivor": list(result.utilization), "utilization after failover": list(result.utilization.values())}
+        ),
         "failover",
     )
     first = utilization(Q_(loads[0], "request/s"), Q_(capacities[0], "request/s"), 1)

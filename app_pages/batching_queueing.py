@@ -1,4 +1,4 @@
-"""Batching and queueing: the batching curve and its knee, Little's law, dynamic and continuous batching, the hockey stick."""
+"""Batching and queueing: the batching knee, Little's law, dynamic and continuous batching, the hockey stick."""
 
 import numpy as np
 import pandas as pd
@@ -147,11 +147,15 @@ def _little(sc, t0, tm):
     cols[3].metric("Waiting on average", ui.fmt(plan.waiting, "request"))
     ui.table(ui.rows(plan.to_dict()), "concurrency-plan")
     ui.show_math(in_flight, Q_(rate, "request/s"), Q_(latency, "ms"), title="requests in flight (Theorem 10.1)")
-    ui.show_math(replica_demand, Q_(rate, "request/s"), plan.replica_throughput, cap, title="replicas before rounding up")
+    ui.show_math(
+        replica_demand, Q_(rate, "request/s"), plan.replica_throughput, cap, title="replicas before rounding up"
+    )
 
 
 def _dynamic(sc):
-    st.caption("Example 10.1's image-classification replica: a linear fit of its batch timings, T0 = 4 ms, t_m = 0.8 ms.")
+    st.caption(
+        "Example 10.1's image-classification replica: a linear fit of its batch timings, T0 = 4 ms, t_m = 0.8 ms."
+    )
     e, f = st.columns(2)
     fixed = sc.number("T0 of this replica [ms]", "dyn_t0", 4.0, min_value=0.001, max_value=1e5, step=0.5, where=e)
     marginal = sc.number("t_m of this replica [ms]", "dyn_tm", 0.8, min_value=0.0001, max_value=1e4, step=0.1, where=f)

@@ -123,7 +123,9 @@ def _chunked(sc):
     precision = sc.select("Precision", "precision", ["fp16", "bf16", "fp8"], "fp16", where=c)
     d, e, f, g = st.columns(4)
     tp = sc.select("Tensor-parallel degree", "tp", [1, 2, 4, 8], 4, where=d)
-    prompt = sc.number("Arriving prompt [token]", "prompt", 8192, min_value=1, max_value=1_000_000, integer=True, where=e)
+    prompt = sc.number(
+        "Arriving prompt [token]", "prompt", 8192, min_value=1, max_value=1_000_000, integer=True, where=e
+    )
     chunk = sc.number("Chunk size [token]", "chunk", 512, min_value=1, max_value=1_000_000, integer=True, where=f)
     batch = sc.number("Streams decoding", "streams", 32, min_value=0, max_value=100_000, integer=True, where=g)
     model_entry, device = reg.model(model), reg.accelerator(accelerator)
@@ -177,7 +179,11 @@ def _handoff(sc):
     ui.show_math(kv_handoff_time, kv_bytes.to("GB"), interconnect.bandwidth.to("GB/s"), latency, paths,
                  title="KV handoff (Eq. 10)")  # fmt: skip
     prompts = np.unique(np.geomspace(256, max(prompt, 131_072), 40).astype(int))
-    links = [name for name in ("nvlink4", "infiniband-ndr", "ethernet-400g-roce", "pcie-gen5-x16") if name in reg.interconnects]
+    links = [
+        name
+        for name in ("nvlink4", "infiniband-ndr", "ethernet-400g-roce", "pcie-gen5-x16")
+        if name in reg.interconnects
+    ]
     series = {
         name: model_kv_handoff_time(model_entry, prompts, reg.interconnect(name), kv, paths) for name in {*links, link}
     }
@@ -190,7 +196,9 @@ def _handoff(sc):
     st.markdown("**Pool sizes of a disaggregated deployment (section 10.8.3)**")
     f, g, h = st.columns(3)
     rate = sc.number("Arrival rate [request/s]", "pool_rate", 10.0, min_value=0.001, max_value=1e7, where=f)
-    output = sc.number("Mean output [token]", "pool_output", 500, min_value=1, max_value=1_000_000, integer=True, where=g)
+    output = sc.number(
+        "Mean output [token]", "pool_output", 500, min_value=1, max_value=1_000_000, integer=True, where=g
+    )
     cap = sc.slider("Utilization cap", "pool_cap", 0.8, min_value=0.05, max_value=1.0, step=0.05, where=h)
     i, j = st.columns(2)
     prefill_rate = sc.number(

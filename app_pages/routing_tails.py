@@ -117,7 +117,9 @@ def _weighted(sc):
         sc.text("Capacity of one server per tier [request/s]", "capacities", "1000, 600", where=a),
         "Capacities", minimum=1e-9,
     )  # fmt: skip
-    counts = ui.parse_numbers(sc.text("Servers per tier", "counts", "10, 20", where=b), "Servers", integer=True, minimum=1)
+    counts = ui.parse_numbers(
+        sc.text("Servers per tier", "counts", "10, 20", where=b), "Servers", integer=True, minimum=1
+    )
     rate = sc.number("Offered rate [request/s]", "rate", 15_000.0, min_value=0.001, max_value=1e10, step=500.0, where=c)
     if len(capacities) != len(counts):
         st.warning(f"Give one server count per tier: {len(capacities)} capacities and {len(counts)} counts.")
@@ -160,9 +162,7 @@ def _hashing(sc):
     ui.show_math(
         remap_fraction_on_add if change == "add" else remap_fraction_on_remove, servers, title="ideal remapped share"
     )
-    ui.table(
-        pd.DataFrame({"server": list(shares), "share of keys": list(shares.values())}), "consistent-hash-shares"
-    )
+    ui.table(pd.DataFrame({"server": list(shares), "share of keys": list(shares.values())}), "consistent-hash-shares")
 
 
 ui.run(main)

@@ -81,7 +81,9 @@ def _tensor_parallel(sc):
     left, right = st.columns([1, 2])
     with left:
         model = reg.model(sc.select("Model", "model", ui.transformer_models(), "llama-3.1-70b"))
-        tokens = sc.number("Tokens per step (decode batch)", "tokens", 32, min_value=1, max_value=10_000_000, integer=True)
+        tokens = sc.number(
+            "Tokens per step (decode batch)", "tokens", 32, min_value=1, max_value=10_000_000, integer=True
+        )
         precision = sc.select("Activation precision", "act", ["fp16", "bf16", "fp8", "fp32"], "fp16")
         compute_ms = sc.number(
             "Layer compute on one device [ms]", "compute", 0.4, min_value=1e-4, max_value=1e4, step=0.1,
@@ -92,6 +94,7 @@ def _tensor_parallel(sc):
     if model.hidden_size is None:
         st.warning(f"Model {model.id} has no hidden size in the registry; choose another model.")
         return
+    at = DEGREES.tolist().index(degree)
     message = activation_message_bytes(tokens, model.hidden_size, bytes_per_element(precision))
     compute = Q_(compute_ms, "ms")
     times, allreduce = {}, {}
@@ -103,7 +106,6 @@ def _tensor_parallel(sc):
             st.info("Choose at least one interconnect.")
             return
         st.plotly_chart(tp_layer_time_figure(DEGREES, times, unit="us"), key="tp-layer-time")
-        at = int(np.nonzero(DEGREES == degree)[0][0])
         rows = [
             {
                 "interconnect": name,
@@ -121,7 +123,7 @@ def _tensor_parallel(sc):
         title=f"ring all-reduce on {name}",
     )  # fmt: skip
     ui.show_math(
-        tensor_parallel_layer_time, compute, degree, allreduce[name][int(np.nonzero(DEGREES == degree)[0][0])].to("us"),
+        tensor_parallel_layer_time, compute, degree, allreduce[name][at].to("us"),
         title="tensor-parallel layer time (Eq. 13)",
     )  # fmt: skip
 
@@ -162,11 +164,11 @@ def _pipeline(sc):
     a, b, c, d = st.columns(4)
     stages = sc.number("Stages P", "stages", 4, min_value=1, max_value=1024, integer=True, where=a)
     stage_ms = sc.number("Time per stage [ms]", "stage_time", 5.0, min_value=1e-4, max_value=1e6, step=1.0, where=b)
-    requests = sc.number("Requests in flight m", "requests", 12, min_value=1, max_value=1_000_000, integer=True, where=c)
-    transfer_us = sc.number("Transfer between stages [µs]", "transfer", 0.0, min_value=0.0, max_value=1e7, where=d)
-    result = pipeline_performance(
-        Q_(np.full(stages, stage_ms), "ms"), requests, Q_(transfer_us, "us")
+    requests = sc.number(
+        "Requests in flight m", "requests", 12, min_value=1, max_value=1_000_000, integer=True, where=c
     )
+    transfer_us = sc.number("Transfer between stages [µs]", "transfer", 0.0, min_value=0.0, max_value=1e7, where=d)
+    result = pipeline_performance(Q_(np.full(stages, stage_ms), "ms"), requests, Q_(transfer_us, "us"))
     cols = st.columns(4)
     cols[0].metric("Latency of one request", ui.fmt(result.latency, "ms"))
     cols[1].metric("Throughput", ui.fmt(result.throughput, "request/s"))

@@ -137,8 +137,9 @@ def frontier_figure(table: Any, plan: Any = None) -> go.Figure:
     Returns
     -------
     plotly.graph_objects.Figure
-        One marker trace per accelerator and precision (every configuration, faint) and one line per
-        accelerator and precision through its Pareto points; a star for the plan.
+        One marker trace per accelerator and precision (every configuration, faint), one line per
+        accelerator through its Pareto points (``pareto``: no configuration of the same accelerator, at
+        any precision, beats it on both axes), and a star for the plan.
     """
     figure = _figure(
         "Throughput vs interactivity",
@@ -146,29 +147,31 @@ def frontier_figure(table: Any, plan: Any = None) -> go.Figure:
         "Output throughput per GPU [token/s]",
     )
     for (accelerator, precision), group in table.groupby(["accelerator", "precision"], sort=False):
-        name = f"{accelerator} {precision}"
         hover = [f"TP {t}, batch {b}" for t, b in zip(group.tensor_parallel, group.batch, strict=True)]
         figure.add_trace(
             go.Scatter(
                 x=group.tokens_per_s_per_user,
                 y=group.tokens_per_s_per_gpu,
                 mode="markers",
-                name=f"{name} (all)",
+                name=f"{accelerator} {precision}",
                 marker={"size": 4, "opacity": 0.35},
                 text=hover,
-                legendgroup=name,
-                showlegend=False,
+                legendgroup=accelerator,
             )
         )
+    for accelerator, group in table.groupby("accelerator", sort=False):
         best = group[group.pareto].sort_values("tokens_per_s_per_user")
         figure.add_trace(
             go.Scatter(
                 x=best.tokens_per_s_per_user,
                 y=best.tokens_per_s_per_gpu,
                 mode="lines+markers",
-                name=name,
-                text=[f"TP {t}, batch {b}" for t, b in zip(best.tensor_parallel, best.batch, strict=True)],
-                legendgroup=name,
+                name=f"{accelerator} frontier",
+                text=[
+                    f"{p}, TP {t}, batch {b}"
+                    for p, t, b in zip(best.precision, best.tensor_parallel, best.batch, strict=True)
+                ],
+                legendgroup=accelerator,
             )
         )
     if plan is not None and getattr(plan, "feasible", False):

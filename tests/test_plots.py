@@ -29,11 +29,11 @@ def test_frontier_figure_draws_every_fitting_configuration_and_marks_the_plan():
         price=Q_(2, "USD/hour"),
     )
     figure = plots.frontier_figure(table, plan)
-    clouds = [t for t in figure.data if t.name.endswith("(all)")]
+    clouds = [t for t in figure.data if t.mode == "markers" and t.name != "plan"]
     assert sum(len(t.x) for t in clouds) == len(table)
     lines = {t.name: t for t in figure.data if t.mode == "lines+markers"}
     h100 = table[(table.accelerator == "h100-sxm") & table.pareto].sort_values("tokens_per_s_per_user")
-    assert np.allclose(lines["h100-sxm fp16"].y, h100.tokens_per_s_per_gpu)
+    assert np.allclose(lines["h100-sxm frontier"].y, h100.tokens_per_s_per_gpu)
     star = next(t for t in figure.data if t.name == "plan")
     row = table[
         (table.accelerator == plan.accelerator)

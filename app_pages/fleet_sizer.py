@@ -123,6 +123,7 @@ def main():
         st.warning(f"Enter a GPU-hour price for {', '.join(missing)}: the registry has none.")
         return
 
+    kv_precision = None if kv == "as weights" else kv
     options = (
         ("engine", ENGINES[engine]),
         ("max_utilization", max_util),
@@ -130,7 +131,7 @@ def main():
         ("price", tuple(sorted(prices.items()))),
         ("arrival_cv", arrival_cv),
         ("input_cv", prompt_cv),
-        ("kv_precision", None if kv == "as weights" else kv),
+        ("kv_precision", kv_precision),
     )
     request = (ui.extra_files(), model, tuple(accelerators), tuple(precisions), rate, prompt, output, ttft_ms, tpot_ms)
     plan = plan_for(*request, options)
@@ -157,12 +158,13 @@ def main():
         prompt,
         output,
         ENGINES[engine],
-        dict(options)["kv_precision"],
+        kv_precision,
     )
     st.plotly_chart(frontier_figure(table, plan), key="frontier")
     st.caption(
-        "Every configuration that fits in memory at full load; lines join the Pareto points of each accelerator and "
-        "precision; the star is the plan's configuration (evaluated here at full load, without the utilization cap)."
+        "Every configuration that fits in memory at full load; a line joins the Pareto points of each accelerator "
+        "(any precision); the star is the plan's configuration (evaluated here at full load, without the "
+        "utilization cap)."
     )
     ui.table(table, "frontier")
 

@@ -65,7 +65,7 @@ def main():
         value = formula(**known)
         st.metric(f"{formula.name}", ui.fmt(value, digits=6))
         with st.expander("Show the math", expanded=True):
-            st.latex(formula.latex(**known))
+            st.latex(ui.aligned(formula.latex(**known)))
         return
 
     default_target = formula(**{**known, unknown: _default_quantity(formula, unknown)})
@@ -81,7 +81,7 @@ def main():
     if spec.domain == "positive_integer":
         st.caption(f"{unknown} is a whole number in the model: round the solution up to respect the target.")
     with st.expander("Show the math", expanded=True):
-        st.latex(formula.latex(**known, **{unknown: solution}))
+        st.latex(ui.aligned(formula.latex(**known, **{unknown: solution})))
         st.caption(f"{formula.reference}")
 
 

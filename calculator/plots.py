@@ -40,13 +40,8 @@ __all__ = [
     "unit_cost_figure",
 ]
 
-#: Layout shared by every figure (compact margins, legend above the plot).
-_LAYOUT = {
-    "template": "plotly_white",
-    "margin": {"l": 60, "r": 20, "t": 50, "b": 50},
-    "legend": {"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0},
-    "height": 420,
-}
+#: Layout shared by every figure (compact margins; the legend stays at the right, clear of the title).
+_LAYOUT = {"template": "plotly_white", "margin": {"l": 60, "r": 20, "t": 50, "b": 50}, "height": 420}
 
 
 def _values(value: Any, unit: str) -> np.ndarray:

@@ -65,7 +65,20 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def server():
+def chromium() -> str:
+    """The Chromium executable, once Playwright is importable (skip, or fail under CI_REQUIRE_BROWSER=1)."""
+    executable = chromium_path()
+    if executable is None:
+        unavailable("Chromium is not installed (Debian package 'chromium')")
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        unavailable("the Python package 'playwright' is not installed")
+    return executable
+
+
+@pytest.fixture(scope="module")
+def server(chromium):
     port = free_port()
     command = [
         sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
@@ -98,20 +111,15 @@ def wait_until_healthy(url, process, log) -> str:
         time.sleep(0.25)
 
 
-def test_every_page_renders_in_headless_chromium_without_errors(server):
-    executable = chromium_path()
-    if executable is None:
-        unavailable("Chromium is not installed (Debian package 'chromium')")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        unavailable("the Python package 'playwright' is not installed")
+def test_every_page_renders_in_headless_chromium_without_errors(chromium, server):
+    from playwright.sync_api import sync_playwright
+
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     failures = []
     with tempfile.TemporaryDirectory() as profile, sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
             profile,
-            executable_path=executable,
+            executable_path=chromium,
             args=CHROMIUM_ARGS,
             headless=True,
             viewport={"width": 1400, "height": 2600},

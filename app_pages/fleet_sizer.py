@@ -192,9 +192,9 @@ def _show_plan(plan, rate, output, prices):
         "engine profile": plan.engine,
         "configurations evaluated": plan.candidates,
     }
+    ui.download_json(plan, "fleet-plan", label="Download the plan as JSON")
     with st.expander("Plan details"):
         ui.table(ui.rows(details), "plan-details")
-        ui.download_json(plan, "fleet-plan")
     arrival = Q_(rate, "request/s")
     ui.show_math(
         replica_demand,

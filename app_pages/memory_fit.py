@@ -56,8 +56,9 @@ def main():
         block = sc.number("KV page size [token]", "block", 16, min_value=1, max_value=4096, integer=True)
     with right:
         context = sc.number(
-            "Context per sequence [token]", "context", 4096, min_value=1, max_value=10_000_000, integer=True
-        )
+            "Context per sequence [token]", "context", 4096, min_value=1, max_value=model.max_context or 10_000_000,
+            integer=True, help="at most the model's context limit",
+        )  # fmt: skip
         batch = sc.number("Batch [sequences]", "batch", 8, min_value=1, max_value=100_000, integer=True)
         reserve_gb = sc.number(
             "Reserve per device [GB]", "reserve", 2.0, min_value=0.0, max_value=1e4, step=0.5,

@@ -146,8 +146,14 @@ def test_every_page_renders_in_headless_chromium_without_errors(chromium, server
                 if errors.count():
                     failures.append(f"/{path}: {errors.first.inner_text()[:300]}")
                 page.screenshot(path=str(SCREENSHOTS / f"{path or 'fleet_sizer'}.png"), full_page=True)
+            # A shared link reproduces the what-if: the inputs start from the address's parameters.
+            page.goto(f"{server}/memory_fit?context=8192&batch=3", wait_until="domcontentloaded")
+            field = page.get_by_role("spinbutton", name="Context per sequence [token]")
+            field.wait_for(timeout=30_000)
+            linked = (field.input_value(), page.get_by_role("spinbutton", name="Batch [sequences]").input_value())
         finally:
             context.close()
     assert not failures, failures
+    assert linked == ("8192", "3")
     assert not offline, f"requests that failed (external resources?): {offline[:5]}"
     assert len(list(SCREENSHOTS.glob("*.png"))) >= len(PAGES)

@@ -1,6 +1,7 @@
 """Goal seek: pick any closed-form model, fix every input but one, and solve for it."""
 
 import inspect
+import math
 
 import streamlit as st
 
@@ -75,11 +76,17 @@ def main():
     solved = solution.to(spec.unit) if hasattr(solution, "to") else solution
     cols = st.columns(2)
     cols[0].metric(f"{unknown}", ui.fmt(solved, digits=6))
+    if spec.domain == "positive_integer" and float(solution) != math.floor(float(solution)):
+        nearest = sorted({max(math.floor(float(solution)), 1), max(math.ceil(float(solution)), 1)})
+        st.warning(
+            f"{unknown} is a whole number in the model and no whole value gives the target exactly: the closest "
+            f"feasible {'values are' if len(nearest) > 1 else 'value is'} {' and '.join(map(str, nearest))}; "
+            f"the check below uses {nearest[-1]}."
+        )
+        solution = nearest[-1]
     check = formula(**known, **{unknown: solution})
     shown = check.to(target.units) if hasattr(check, "to") else check
     cols[1].metric(f"check: {formula.name}", ui.fmt(shown, digits=6))
-    if spec.domain == "positive_integer":
-        st.caption(f"{unknown} is a whole number in the model: round the solution up to respect the target.")
     with st.expander("Show the math", expanded=True):
         st.latex(ui.aligned(formula.latex(**known, **{unknown: solution})))
         st.caption(f"{formula.reference}")

@@ -356,3 +356,12 @@ def test_goal_seek_solves_for_the_chosen_input_and_reports_bad_units():
     assert any("needs dimension" in e.value for e in app.error)
     app.text_input(key="goal.kv_bytes_per_token.kv_bytes_per_token.unit").set_value("GB/token**9**9**9").run()
     assert any("too long" in e.value for e in app.error)
+
+
+def test_goal_seek_whole_number_unknown_with_a_fractional_solution_warns_with_the_nearest_values():
+    app = open_page("goal_seek", formula="memory.kv_bytes_per_token")
+    app.number_input(key="goal.kv_bytes_per_token.kv_bytes_per_token").set_value(7.0).run()  # 2 L = 7: L = 3.5
+    assert_clean(app)
+    assert metric(app, "layers") == "3.5"
+    assert any("3 and 4" in w.value for w in app.warning)
+    assert metric(app, "check: kv_bytes_per_token") == "8 B/token"

@@ -93,8 +93,12 @@ class Provenance:
 
         reg = registry if registry is not None else load_registry()
         rows = [_model_row(key) for key in self.models]
-        for entry_id in self.registry_ids:
-            rows.extend(_registry_rows(reg, entry_id))
+        entries = {}  # an alias and its id cite the entry once
+        for name in self.registry_ids:
+            section, entry = reg.find(name)
+            entries.setdefault(entry.id, (section, entry))
+        for section, entry in entries.values():
+            rows.extend(_registry_rows(reg, section, entry))
         return pd.DataFrame(rows, columns=list(SOURCE_COLUMNS))
 
 
@@ -256,8 +260,7 @@ def _summary(doc: str | None) -> str:
     return (doc or "").strip().split("\n", 1)[0]
 
 
-def _registry_rows(reg: Any, entry_id: str) -> list[dict[str, Any]]:
-    section, entry = reg.find(entry_id)
+def _registry_rows(reg: Any, section: str, entry: Any) -> list[dict[str, Any]]:
     if section == "sources":
         return [
             {"kind": "registry", "id": entry.id, "name": entry.title, "source": entry.id, "url": entry.url}

@@ -16,8 +16,16 @@ ACCELERATORS = ["h100-sxm", "h200-sxm", "a100-sxm-80gb", "b200-sxm", "gb200", "l
 
 def run():
     return size_fleet(
-        "llama-3.1-70b", ACCELERATORS, ["bf16", "fp8", "int4"], Q_(20, "request/s"), 1024, 256, Q_(1, "s"),
-        Q_(50, "ms"), price=Q_(4, "USD/hour"), batches=range(1, 1025),
+        "llama-3.1-70b",
+        ACCELERATORS,
+        ["bf16", "fp8", "int4"],
+        Q_(20, "request/s"),
+        1024,
+        256,
+        Q_(1, "s"),
+        Q_(50, "ms"),
+        price=Q_(4, "USD/hour"),
+        batches=range(1, 1025),
     )
 
 
@@ -30,9 +38,11 @@ def main():
         start = time.perf_counter()
         run()
         times.append(time.perf_counter() - start)
-    print(f"size_fleet over {plan.candidates:,} candidates: first call {first * 1e3:.0f} ms "
-          f"(imports and registry load included), then best {min(times) * 1e3:.0f} ms, median "
-          f"{sorted(times)[2] * 1e3:.0f} ms")
+    print(
+        f"size_fleet over {plan.candidates:,} candidates: first call {first * 1e3:.0f} ms "
+        f"(imports and registry load included), then best {min(times) * 1e3:.0f} ms, median "
+        f"{sorted(times)[2] * 1e3:.0f} ms"
+    )
     print(f"plan: {plan.gpus} x {plan.accelerator} ({plan.precision}, TP {plan.tensor_parallel}, batch {plan.batch})")
 
 

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from ._support import accelerator_of, count, model_of
 from .errors import InputError
 from .memory import (
     check_tensor_parallel,
@@ -230,14 +231,6 @@ def _registry() -> Any:
     return load_registry()
 
 
-def _model(model: Any) -> Any:
-    return _registry().model(model) if isinstance(model, str) else model
-
-
-def _accelerator(accelerator: Any) -> Any:
-    return _registry().accelerator(accelerator) if isinstance(accelerator, str) else accelerator
-
-
 def compute_precision(accelerator: Any, precision: str) -> str:
     """The precision the matrix products run at for weights stored at ``precision``.
 
@@ -250,7 +243,7 @@ def compute_precision(accelerator: Any, precision: str) -> str:
     >>> compute_precision("a100-sxm-80gb", "fp8"), compute_precision("h100-sxm", "fp8")
     ('bf16', 'fp8')
     """
-    device = _accelerator(accelerator)
+    device = accelerator_of(accelerator)
     name = check_precision(precision)
     chain = _COMPUTE_FALLBACK[name][1:] if name in _WEIGHT_ONLY else _COMPUTE_FALLBACK[name]
     for candidate in chain:
@@ -279,8 +272,8 @@ def step_arrays(model: Any, accelerator: Any, precision: str, kv_precision: str 
     >>> step_arrays("llama-3.1-70b", "h100-sxm", "fp8")["kv_bytes_per_token"]
     327680.0
     """
-    spec = _model(model)
-    device = _accelerator(accelerator)
+    spec = model_of(model)
+    device = accelerator_of(accelerator)
     name = check_precision(precision)
     if spec.kind != "transformer":
         raise InputError(f"the performance model covers transformer LLMs; model '{spec.id}' is a {spec.kind} model")
@@ -412,18 +405,12 @@ def _efficiency(engine: Any, efficiency: Efficiency | None) -> Efficiency:
     return efficiency if efficiency is not None else engine_profile(engine).efficiency
 
 
-def _count(name: str, value: Any, minimum: float = 1) -> np.ndarray:
-    if isinstance(value, ureg.Quantity):
-        value = value.m_as("token") if value.dimensionality == ureg.token.dimensionality else value.m_as("")
-    array = np.asarray(value, dtype=float)
-    if np.any(np.isnan(array)) or np.any(array < minimum) or np.any(array != np.round(array)):
-        raise InputError(f"argument '{name}' must be a whole number >= {minimum:g}, got {value!r}")
-    return array
+def _counts(function: str, argument: str, value: Any, minimum: int = 1) -> np.ndarray:
+    return np.asarray(count(function, argument, value, minimum), dtype=float)
 
 
 def _tp(model: Any, tensor_parallel: Any, function: str) -> np.ndarray:
-    _count("tensor_parallel", tensor_parallel)
-    return np.asarray(check_tensor_parallel(_model(model), tensor_parallel, function), dtype=float)
+    return np.asarray(check_tensor_parallel(model_of(model), tensor_parallel, function), dtype=float)
 
 
 def decode_step_time(
@@ -480,7 +467,11 @@ def decode_step_time(
     a = step_arrays(model, accelerator, precision, kv_precision)
     tp = _tp(model, tensor_parallel, "decode_step_time")
     seconds = decode_step_seconds(
-        a, _efficiency(engine, efficiency), tp, _count("batch", batch), _count("context", context, 0)
+        a,
+        _efficiency(engine, efficiency),
+        tp,
+        _counts("decode_step_time", "batch", batch),
+        _counts("decode_step_time", "context", context, 0),
     )
     return _seconds(seconds)
 
@@ -504,7 +495,8 @@ def prefill_time(
     """
     a = step_arrays(model, accelerator, precision)
     tp = _tp(model, tensor_parallel, "prefill_time")
-    seconds = prefill_seconds(a, _efficiency(engine, efficiency), tp, _count("prompt_tokens", prompt_tokens))
+    prompt = _counts("prefill_time", "prompt_tokens", prompt_tokens)
+    seconds = prefill_seconds(a, _efficiency(engine, efficiency), tp, prompt)
     return _seconds(seconds)
 
 
@@ -649,9 +641,9 @@ def predict_benchmark(
         a,
         profile,
         tp,
-        _count("input_tokens", input_tokens),
-        _count("output_tokens", output_tokens),
-        _count("concurrency", concurrency),
+        _counts("predict_benchmark", "input_tokens", input_tokens),
+        _counts("predict_benchmark", "output_tokens", output_tokens),
+        _counts("predict_benchmark", "concurrency", concurrency),
         efficiency,
     )
     scalar = all(np.ndim(v) == 0 for v in (tensor_parallel, input_tokens, output_tokens, concurrency))
@@ -663,7 +655,7 @@ def predict_benchmark(
         ttft=Q_(out(result["ttft"]), "s"),
         tpot=Q_(out(result["tpot"]), "s"),
         throughput=Q_(out(result["throughput"]), "request/s"),
-        output_throughput=Q_(out(result["throughput"] * _count("output_tokens", output_tokens)), "token/s"),
+        output_throughput=Q_(out(result["throughput"] * np.asarray(output_tokens, dtype=float)), "token/s"),
         active_batch=out(result["active_batch"]),
         max_concurrency=out(result["max_concurrency"]),
         memory_limited=out(result["memory_limited"]),

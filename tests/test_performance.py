@@ -150,7 +150,7 @@ def test_bad_inputs_are_named():
         InputError, match=r"predict_benchmark\(\): tensor_parallel 3 does not split model 'llama-3.1-70b'"
     ):
         predict_benchmark("llama-3.1-70b", "h100-sxm", "fp8", 3, 1024, 128, 8)
-    with pytest.raises(InputError, match="argument 'concurrency' must be a whole number >= 1"):
+    with pytest.raises(InputError, match=r"predict_benchmark\(\): argument 'concurrency' must be an integer >= 1"):
         predict_benchmark("llama-3.1-70b", "h100-sxm", "fp8", 2, 1024, 128, 0)
     with pytest.raises(InputError, match="argument 'precision' must be one of"):
         predict_benchmark("llama-3.1-70b", "h100-sxm", "fp9", 2, 1024, 128, 8)

@@ -161,6 +161,9 @@ class EngineProfile(Result):
         Fraction of device memory the engine claims for weights, activations and KV cache.
     memory_reserve : Quantity [information]
         Memory per device kept for activations, graphs and workspaces (not KV cache).
+    request_overhead : Quantity [time]
+        Fixed time every request spends outside the GPU before its first token (API server,
+        tokenization, scheduling, the client's round trip).
     source : str
         What it was fitted on.
     """
@@ -171,6 +174,7 @@ class EngineProfile(Result):
     admission_delay: float
     memory_utilization: float
     memory_reserve: Any
+    request_overhead: Any
     source: str
 
     def replace(self, **changes: Any) -> EngineProfile:
@@ -179,10 +183,13 @@ class EngineProfile(Result):
 
 
 def _profile(
-    name: str, eff: tuple[float, float, float, float, float], behaviour: tuple[float, float, float, float], source: str
+    name: str,
+    eff: tuple[float, float, float, float, float],
+    behaviour: tuple[float, float, float, float, float],
+    source: str,
 ) -> EngineProfile:
     hbm, comp, link, floor_us, overhead_ms = eff
-    batching, delay, util, reserve_gb = behaviour
+    batching, delay, util, reserve_gb, request_ms = behaviour
     return EngineProfile(
         name=name,
         efficiency=Efficiency(hbm, comp, link, Q_(floor_us, "us"), Q_(overhead_ms, "ms")),
@@ -190,6 +197,7 @@ def _profile(
         admission_delay=delay,
         memory_utilization=util,
         memory_reserve=Q_(reserve_gb, "GB"),
+        request_overhead=Q_(request_ms, "ms"),
         source=source,
     )
 
@@ -201,10 +209,10 @@ _FIT_SOURCE = (
 
 #: Fitted engine profiles; ``None`` is the engine-agnostic default (one profile fitted on all rows).
 ENGINES: dict[str | None, EngineProfile] = {
-    None: _profile("generic", (0.771, 0.682, 0.378, 26.9, 0.32), (0.154, 0.244, 0.900, 2.00), _FIT_SOURCE),
-    "vllm": _profile("vllm", (0.787, 0.685, 0.405, 26.5, 0.87), (0.085, 0.001, 0.900, 2.00), _FIT_SOURCE),
-    "sglang": _profile("sglang", (0.787, 0.685, 0.405, 26.5, 0.00), (0.518, 0.401, 0.830, 1.89), _FIT_SOURCE),
-    "trtllm": _profile("trtllm", (0.787, 0.685, 0.405, 26.5, 0.40), (0.097, 0.930, 0.936, 2.00), _FIT_SOURCE),
+    None: _profile("generic", (0.773, 0.675, 0.478, 29.7, 0.11), (0.108, 0.000, 0.911, 2.00, 101.2), _FIT_SOURCE),
+    "vllm": _profile("vllm", (0.773, 0.678, 0.444, 27.0, 0.73), (0.070, 0.000, 0.900, 2.00, 43.8), _FIT_SOURCE),
+    "sglang": _profile("sglang", (0.773, 0.678, 0.444, 27.0, 0.00), (0.514, 0.445, 0.811, 1.72, 0.0), _FIT_SOURCE),
+    "trtllm": _profile("trtllm", (0.773, 0.678, 0.444, 27.0, 0.29), (0.089, 0.513, 0.963, 1.99, 60.2), _FIT_SOURCE),
 }
 
 
@@ -562,7 +570,7 @@ def closed_loop_seconds(
     # (zero for a lone client, whose request never waits behind others).
     wait = profile.admission_delay * (batch - 1) / batch * work / batch
     s = profile.prefill_batching
-    ttft_active = t_pf * (1 + s * (batch - 1)) + t_dec / 2 + wait
+    ttft_active = t_pf * (1 + s * (batch - 1)) + t_dec / 2 + wait + profile.request_overhead.m_as("s")
     tpot = t_dec + (1 - s) * (batch - 1) * t_pf / decode_steps
     throughput = batch / (ttft_active + decode_steps * tpot)  # Little's law on the active set
     ttft = ttft_active + np.maximum(concurrency - batch, 0.0) / throughput
@@ -632,7 +640,7 @@ def predict_benchmark(
 
     >>> p = predict_benchmark("llama-3.1-70b", "h100-sxm", "fp8", 8, 1024, 1024, 16, engine="vllm")
     >>> round(p.ttft.m_as("ms")), round(p.tpot.m_as("ms")), p.memory_limited
-    (104, 10, False)
+    (133, 10, False)
     """
     a = step_arrays(model, accelerator, precision, kv_precision)
     profile = engine_profile(engine)

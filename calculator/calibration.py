@@ -87,13 +87,15 @@ def _predict(frame: Any, profiles: dict[str, EngineProfile]) -> tuple[np.ndarray
     keys = ["model", "accelerator", "precision", "engine"]
     for (model, accelerator, precision, engine), group in frame.groupby(keys, sort=False):
         arrays = step_arrays(model, accelerator, precision)
+        profile = profiles[engine]
         out = closed_loop_seconds(
             arrays,
-            profiles[engine],
+            profile,
             group.tensor_parallel.to_numpy(),
             group.input_tokens.to_numpy(),
             group.output_tokens.to_numpy(),
             group.concurrency.to_numpy(),
+            profile.efficiency_for(accelerator),
         )
         index = frame.index.get_indexer(group.index)
         ttft[index], tpot[index] = out["ttft"], out["tpot"]

@@ -292,7 +292,7 @@ def _evaluate(
     from .queueing import ggc_mean_wait, ggc_wait_quantile
 
     a = family.arrays
-    eff = profile.efficiency
+    eff = profile.efficiency_for(family.accelerator)
     inputs, outputs = workload.input_tokens, workload.output_tokens
     hit, shared = options["prefix_hit_rate"], options["shared_prefix_tokens"]
     computed = max(inputs - hit * shared, 1.0)  # prompt tokens actually prefilled
@@ -866,7 +866,7 @@ def size_disaggregated(
     for family in families:
         a = family.arrays
         capacity = np.floor(kv_capacity_tokens(a, profile, tp_grid) / context)
-        t_dec = decode_step_seconds(a, profile.efficiency, tp_grid, batch_grid, context)
+        t_dec = decode_step_seconds(a, profile.efficiency_for(family.accelerator), tp_grid, batch_grid, context)
         rate = batch_grid / (decode_slots * t_dec)
         ok = (batch_grid <= capacity) & (t_dec <= tpot_target)
         replicas = np.ceil(lam / (max_utilization * rate))
@@ -887,7 +887,7 @@ def size_disaggregated(
 
     prefill_best: tuple[Any, ...] | None = None
     for family in families:
-        t_pf = prefill_seconds(family.arrays, profile.efficiency, tps, workload.input_tokens)
+        t_pf = prefill_seconds(family.arrays, profile.efficiency_for(family.accelerator), tps, workload.input_tokens)
         least = np.ceil(lam * t_pf / max_utilization)
         # Pool sizes from the utilization floor upward; the TTFT wait shrinks as replicas are added.
         counts = least[:, None] + np.arange(64)[None, :]

@@ -26,7 +26,8 @@ configurations per second through :func:`step_arrays`.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -166,6 +167,10 @@ class EngineProfile(Result):
         tokenization, scheduling, the client's round trip).
     source : str
         What it was fitted on.
+    per_accelerator : mapping of str to Efficiency
+        Step-time parameters measured on particular accelerators (registry ids), used instead of
+        ``efficiency`` there; see :meth:`efficiency_for`.
+        What it was fitted on.
     """
 
     name: str
@@ -176,6 +181,11 @@ class EngineProfile(Result):
     memory_reserve: Any
     request_overhead: Any
     source: str
+    per_accelerator: Mapping[str, Efficiency] = field(default_factory=dict)
+
+    def efficiency_for(self, accelerator: str | None) -> Efficiency:
+        """The step-time parameters on ``accelerator`` (its own if measured, else the profile's)."""
+        return self.per_accelerator.get(accelerator, self.efficiency) if accelerator else self.efficiency
 
     def replace(self, **changes: Any) -> EngineProfile:
         """A copy with some parameters changed (``efficiency=...`` included)."""
@@ -409,8 +419,11 @@ def _seconds(values: Any) -> Any:
     return Q_(float(values) if np.ndim(values) == 0 else values, "s")
 
 
-def _efficiency(engine: Any, efficiency: Efficiency | None) -> Efficiency:
-    return efficiency if efficiency is not None else engine_profile(engine).efficiency
+def _efficiency(engine: Any, efficiency: Efficiency | None, accelerator: Any = None) -> Efficiency:
+    if efficiency is not None:
+        return efficiency
+    device = accelerator_of(accelerator).id if accelerator is not None else None
+    return engine_profile(engine).efficiency_for(device)
 
 
 def _counts(function: str, argument: str, value: Any, minimum: int = 1) -> np.ndarray:
@@ -476,7 +489,7 @@ def decode_step_time(
     tp = _tp(model, tensor_parallel, "decode_step_time")
     seconds = decode_step_seconds(
         a,
-        _efficiency(engine, efficiency),
+        _efficiency(engine, efficiency, accelerator),
         tp,
         _counts("decode_step_time", "batch", batch),
         _counts("decode_step_time", "context", context, 0),
@@ -504,7 +517,7 @@ def prefill_time(
     a = step_arrays(model, accelerator, precision)
     tp = _tp(model, tensor_parallel, "prefill_time")
     prompt = _counts("prefill_time", "prompt_tokens", prompt_tokens)
-    seconds = prefill_seconds(a, _efficiency(engine, efficiency), tp, prompt)
+    seconds = prefill_seconds(a, _efficiency(engine, efficiency, accelerator), tp, prompt)
     return _seconds(seconds)
 
 
@@ -652,7 +665,7 @@ def predict_benchmark(
         _counts("predict_benchmark", "input_tokens", input_tokens),
         _counts("predict_benchmark", "output_tokens", output_tokens),
         _counts("predict_benchmark", "concurrency", concurrency),
-        efficiency,
+        _efficiency(engine, efficiency, accelerator),
     )
     scalar = all(np.ndim(v) == 0 for v in (tensor_parallel, input_tokens, output_tokens, concurrency))
 

@@ -172,3 +172,18 @@ def test_efficiency_override_changes_the_prediction():
     tuned = predict_benchmark("llama-3.1-8b", "h100-sxm", "bf16", 1, 1024, 256, 32, engine="trtllm", efficiency=slower)
     assert tuned.tpot > base.tpot
     assert isinstance(UnitsError("x"), TypeError)
+
+
+def test_efficiency_can_be_set_per_accelerator():
+    slow_a100 = ENGINES["vllm"].efficiency.replace(hbm_bandwidth=0.5)
+    profile = ENGINES["vllm"].replace(per_accelerator={"a100-sxm-80gb": slow_a100})
+    args = ("llama-3.1-8b", "bf16", 1, 1024, 256, 16)
+    for gpu, changed in (("a100-sxm-80gb", True), ("h100-sxm", False)):
+        default = predict_benchmark(args[0], gpu, *args[1:], engine="vllm")
+        tuned = predict_benchmark(args[0], gpu, *args[1:], engine=profile)
+        assert (tuned.tpot > default.tpot) is changed
+        assert (tuned.tpot == default.tpot) is not changed
+    assert profile.efficiency_for("a100-sxm-80gb") is slow_a100
+    assert decode_step_time("llama-3.1-8b", "a100-sxm-80gb", "bf16", 1, 8, 1024, engine=profile) > decode_step_time(
+        "llama-3.1-8b", "a100-sxm-80gb", "bf16", 1, 8, 1024, engine="vllm"
+    )

@@ -494,27 +494,38 @@ def catalog() -> dict[str, Formula]:
 # helpers
 
 
-def _to_magnitude(function: str, argument: str, value: Any, spec: Var) -> Any:
-    needed = dimension_of(spec.unit)
+def magnitude(function: str, argument: str, value: Any, unit: str, domain: str = "nonnegative") -> Any:
+    """The magnitude of ``value`` in ``unit`` after checking its dimension and ``domain``.
+
+    The boundary check of every formula and of the plain functions: a quantity of the wrong
+    dimension raises :class:`UnitsError`, a plain number is accepted only where ``unit`` is
+    dimensionless (``""``), and a value outside ``domain`` raises :class:`InputError`, each naming
+    ``function`` and ``argument``. Arrays stay arrays; scalars become floats.
+    """
+    needed = dimension_of(unit)
     if isinstance(value, ureg.Quantity):
         if value.dimensionality != needed:
             raise UnitsError(
                 f"{function}(): argument '{argument}' needs dimension {needed if needed else 'dimensionless'}"
-                f" (for example {spec.unit or 'a plain number'}), got {describe_value(value)}"
+                f" (for example {unit or 'a plain number'}), got {describe_value(value)}"
             )
-        magnitude = value.m_as(spec.unit or "")
+        out = value.m_as(unit or "")
     elif needed:
         raise UnitsError(
-            f"{function}(): argument '{argument}' needs dimension {needed} (for example {spec.unit}),"
+            f"{function}(): argument '{argument}' needs dimension {needed} (for example {unit}),"
             f" got {describe_value(value)}"
         )
     elif isinstance(value, bool) or value is None or isinstance(value, str):
         raise InputError(f"{function}(): argument '{argument}' must be a number, got {value!r}")
     else:
-        magnitude = value
-    magnitude = np.asarray(magnitude, dtype=float) if np.ndim(magnitude) else magnitude
-    check_domain(function, argument, magnitude, spec.domain)
-    return magnitude
+        out = value
+    out = np.asarray(out, dtype=float) if np.ndim(out) else float(out)
+    check_domain(function, argument, out, domain)
+    return out
+
+
+def _to_magnitude(function: str, argument: str, value: Any, spec: Var) -> Any:
+    return magnitude(function, argument, value, spec.unit, spec.domain)
 
 
 def _in_domain(values: np.ndarray, domain: str) -> np.ndarray:

@@ -1,5 +1,7 @@
 """Result objects in notebooks and spreadsheets: to_frame, _repr_html_, column labels."""
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -8,7 +10,7 @@ from calculator import Q_
 from calculator.fleet import size_fleet
 from calculator.memory import memory_fit
 from calculator.performance import predict_benchmark
-from calculator.results import column_label, flatten, parse_label
+from calculator.results import Result, column_label, flatten, parse_label
 
 
 @pytest.fixture(scope="module")
@@ -98,22 +100,18 @@ def test_benchmark_prediction_frame():
 
 
 def test_unbroadcastable_fields_stay_whole_in_one_row():
-    from calculator.fleet import plan_over_time
+    @dataclass(frozen=True, repr=False)
+    class Ragged(Result):
+        times: object
+        levels: object
+        label: str
 
-    plan = size_fleet(
-        "llama-3.1-8b",
-        "h100-sxm",
-        "fp8",
-        Q_(5, "request/s"),
-        512,
-        128,
-        Q_(1, "s"),
-        Q_(50, "ms"),
-        price=Q_(4, "USD/hour"),
-    )
-    demand = plan_over_time(plan, Q_([0, 1, 2], "hour"), Q_([2, 5, 3], "request/s"))
-    frame = demand.to_frame()
-    assert len(frame) == 3 and list(frame["demand [request/s]"]) == [2, 5, 3]
+    ragged = Ragged(Q_([0.0, 1.0, 2.0], "hour"), np.array([1, 2]), "x")
+    frame = ragged.to_frame()
+    assert len(frame) == 1 and list(frame.columns) == ["times [h]", "levels", "label"]
+    assert list(frame.loc[0, "times [h]"]) == [0.0, 1.0, 2.0]
+    even = Ragged(Q_([0.0, 1.0], "hour"), np.array([1, 2]), "x").to_frame()
+    assert len(even) == 2 and list(even["levels"]) == [1, 2] and list(even["label"]) == ["x", "x"]
 
 
 def test_repr_html_shows_fields_and_escapes(plan):

@@ -43,29 +43,42 @@ def points(grids):
         yield dict(zip(axes, combination, strict=True))
 
 
+def point_value(formula, point):
+    """The formula at one point (in its result unit), or None where it is undefined there."""
+    try:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            value = formula(**point)
+    except (InputError, ZeroDivisionError):  # a scalar 0/0 raises ZeroDivisionError
+        return None
+    return value.m_as(formula.result.unit) if formula.result.unit else value
+
+
 @pytest.mark.parametrize("key", sorted(catalog()))
 def test_every_formula_sweep_equals_point_by_point_calls(key):
     formula = catalog()[key]
     grids = grids_for(formula)
-    expected = []
+    expected = [point_value(formula, point) for point in points(grids)]
+    defined = np.array([v is not None for v in expected])
     try:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            for point in points(grids):
-                value = formula(**point)
-                expected.append(value.m_as(formula.result.unit) if formula.result.unit else value)
-    except InputError:
-        # undefined somewhere on the grid: the sweep says so too, never a NaN row
-        with pytest.raises(InputError, match="undefined"):
-            sweep(formula, **grids)
+        frame = sweep(formula, **grids)
+    except InputError as exc:
+        # undefined (NaN) somewhere on the grid: the sweep says so, never a NaN row
+        assert "undefined" in str(exc) and not defined.all()
         return
-    frame = sweep(formula, **grids)
     result = [c for c in frame.columns if parse_label(c)[0] == formula.name]
     assert len(result) == 1 and parse_label(result[0])[1] in ("", f"{Q_(1, formula.result.unit).units:~P}")
-    np.testing.assert_allclose(frame[result[0]].to_numpy(), np.asarray(expected, dtype=float), rtol=1e-12)
-    assert len(frame) == len(expected)
+    values = frame[result[0]].to_numpy()
+    assert len(values) == len(expected)
+    np.testing.assert_allclose(values[defined], np.array([v for v in expected if v is not None], float), rtol=1e-12)
+    assert not np.isfinite(values[~defined]).any()  # where a scalar call fails, the sweep has no finite number
     assert list(frame.columns[: len(formula.inputs)]) == [
         c for c in frame.columns if parse_label(c)[0] in formula.inputs
     ]
+
+
+def test_undefined_point_is_an_error_naming_it():
+    with pytest.raises(InputError, match=r"undefined \(NaN\) at \{'useful_tokens': <Quantity\(0, 'token'\)>"):
+        sweep("routing.wasted_token_fraction", useful_tokens=Q_([0, 5], "token"), wasted_tokens=Q_([0, 1], "token"))
 
 
 def test_sweep_rows_carry_their_inputs_in_the_callers_units():

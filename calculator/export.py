@@ -58,8 +58,8 @@ class Provenance:
     Attributes
     ----------
     models : tuple of str
-        Formula catalog keys (``"memory.kv_bytes_per_token"``) or library function paths
-        (``"fleet.size_fleet"``).
+        Formula catalog keys (``"memory.kv_bytes_per_token"``), library function paths
+        (``"fleet.size_fleet"``), or ``"user:module.name"`` for the caller's own functions.
     registry_ids : tuple of str
         Registry entries whose values were used (``"llama-3.1-70b"``, ``"h100-sxm"``).
     inputs : mapping
@@ -248,6 +248,8 @@ def _model_row(key: str) -> dict[str, Any]:
             "reference": formula.reference,
             "latex": formula.latex(),
         }
+    if key.startswith("user:"):
+        return {"kind": "function", "id": key.removeprefix("user:"), "reference": "the caller's own code"}
     module, _, name = key.rpartition(".")
     try:
         function = getattr(importlib.import_module(f"calculator.{module}"), name)

@@ -112,7 +112,7 @@ def sweep(model: Any, /, *, units: Mapping[str, str] | None = None, **grids: Any
         name = _formula_key(target)
     else:
         frame = _sweep_function(target, grids, units or {})
-        name = f"{target.__module__.removeprefix('calculator.')}.{target.__qualname__}"
+        name = _function_key(target)
     from .export import Provenance
 
     frame.attrs["provenance"] = Provenance(models=(name,), inputs=dict(grids), registry_ids=_registry_ids(grids))
@@ -121,6 +121,15 @@ def sweep(model: Any, /, *, units: Mapping[str, str] | None = None, **grids: Any
 
 def _formula_key(target: Formula) -> str:
     return f"{target.__module__.rsplit('.', 1)[-1]}.{target.name}"
+
+
+def _function_key(target: Callable[..., Any]) -> str:
+    """``module.name`` of a library function; ``user:module.name`` of the caller's own code."""
+    module = getattr(target, "__module__", "") or ""
+    name = getattr(target, "__qualname__", getattr(target, "__name__", "function"))
+    if module.startswith("calculator."):
+        return f"{module.removeprefix('calculator.')}.{name}"
+    return f"user:{module}.{name}"
 
 
 def _sweep_formula(target: Formula, grids: dict[str, Any], units: Mapping[str, str]) -> Any:

@@ -151,3 +151,19 @@ def test_provenance_merge_keeps_order_without_duplicates():
     merged = a.merge(b)
     assert merged.models == ("m.a", "m.b") and merged.registry_ids == ("x", "y", "z")
     assert merged.inputs == {"p": 1, "q": 3}
+
+
+def test_a_sweep_of_the_callers_own_function_cites_it_and_the_library_models_named(tmp_path):
+    from calculator.memory import device_share, memory_fit
+
+    def fit(weight_bits, tensor_parallel, context):
+        share = device_share("llama-3.1-70b", tensor_parallel, weight_bits, "fp16")
+        return memory_fit(Q_(80, "GiB"), share.weights, share.kv_per_token, context)
+
+    frame = sweep(fit, weight_bits=["bf16", "fp8"], tensor_parallel=[2, 4], context=[8192, 32768])
+    assert frame.attrs["provenance"].models == (f"user:{__name__}.{fit.__qualname__}",)
+    sheets = read_xlsx(to_xlsx(frame, tmp_path / "fit.xlsx", models=["memory.device_share", "memory.memory_fit"]))
+    sources = sheets["sources"].set_index("id")
+    assert sources.loc["memory.memory_fit", "kind"] == "function"
+    assert sources.loc[f"{__name__}.{fit.__qualname__}", "reference"] == "the caller's own code"
+    pd.testing.assert_frame_equal(sheets["results"], frame, check_dtype=False)

@@ -340,8 +340,9 @@ def sweep_fleet(
     Notes
     -----
     :func:`size_fleet` evaluates every (accelerator, precision, TP, batch) candidate of one point at
-    once with numpy; this function loops over the outer grid of points in Python (about 10 ms per
-    point), which suits the tens to thousands of points a planning study sweeps.
+    once with numpy; this function loops over the outer grid of points in Python (a few milliseconds per
+    point with the default candidate grid), which suits the tens to thousands of points a planning
+    study sweeps.
 
     Examples
     --------

@@ -183,15 +183,11 @@ def _sweep_function(target: Callable[..., Any], grids: dict[str, Any], units: Ma
     name = getattr(target, "__name__", "result")
     numeric = [n for n, v in grids.items() if is_axis(v) and _is_numeric(v)]
     named = [n for n, v in grids.items() if is_axis(v) and n not in numeric]
-    for arg in numeric:
+    for arg in numeric + named:
         _check_axis(name, arg, grids[arg])
     mesh = {n: _reshaped(grids[n], _axis_shape(i, len(numeric))) for i, n in enumerate(numeric)}
     shape = tuple(np.size(_magnitude(grids[n])) for n in numeric)
-    inputs = {n: _input_value(v) for n, v in grids.items() if n not in named}
-    inputs.update(
-        {n: np.asarray(_magnitude(grids[n])).reshape(_axis_shape(i, len(numeric))) for i, n in enumerate(numeric)}
-    )
-    inputs.update({n: Q_(inputs[n], grids[n].units) for n in numeric if isinstance(grids[n], ureg.Quantity)})
+    inputs = {n: _input_value(v) for n, v in grids.items() if n not in named} | mesh
     frames = []
     for combination in itertools.product(*(grids[n] for n in named)):
         choice = dict(zip(named, combination, strict=True))
@@ -267,19 +263,18 @@ def _input_value(value: Any) -> Any:
 
 def _registry_ids(grids: Mapping[str, Any]) -> tuple[str, ...]:
     """The registry entries named by string (or registry-object) inputs, by id."""
-    from .registry import load_registry
+    items = [item for value in grids.values() for item in (value if isinstance(value, list | tuple) else [value])]
+    names = [item for item in items if isinstance(item, str)]
+    ids = [item.id for item in items if hasattr(item, "sources") and hasattr(item, "id")]
+    if names:  # the registry loads only when some input could name an entry
+        from .registry import load_registry
 
-    reg = load_registry()
-    ids: list[str] = []
-    for value in grids.values():
-        for item in value if isinstance(value, list | tuple) else [value]:
-            if hasattr(item, "sources") and hasattr(item, "id"):
-                ids.append(item.id)
-            elif isinstance(item, str):
-                try:
-                    ids.append(reg.find(item)[1].id)
-                except KeyError:
-                    continue
+        reg = load_registry()
+        for name in names:
+            try:
+                ids.append(reg.find(name)[1].id)
+            except KeyError:
+                continue
     return tuple(dict.fromkeys(ids))
 
 
@@ -403,10 +398,11 @@ def _axis_values(name: str, value: Any) -> list[Any]:
     if not is_axis(value):
         return [value]
     if isinstance(value, ureg.Quantity):
-        return [Q_(m, value.units) for m in np.ravel(value.magnitude)]
+        _check_axis("size_fleet", name, value)
+        return [Q_(m, value.units) for m in value.magnitude]
     values = list(value)
     if not values:
-        raise InputError(f"sweep_fleet(): argument '{name}' is an empty list")
+        raise InputError(f"sweep(size_fleet): argument '{name}' must be a value or a non-empty 1-D list of values")
     if isinstance(values[0], ureg.Quantity):
         return [Q_(v).to(values[0].units) for v in values]
     return values

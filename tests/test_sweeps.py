@@ -270,3 +270,24 @@ def test_million_point_sweep_stays_within_memory():
     row = frame.iloc[123_456]  # layers 13, kv_heads 35, head_dim 57 * 8
     assert (row["layers"], row["kv_heads"], row["head_dim"]) == (13, 35, 456)
     assert row["kv_bytes_per_token [B/token]"] == 2 * 13 * 35 * 456 * 2
+
+
+def test_empty_named_axis_is_an_error():
+    with pytest.raises(InputError, match="'precision' must be a value or a non-empty 1-D list"):
+        sweep(
+            predict_benchmark,
+            model="llama-3.1-8b",
+            accelerator="h100-sxm",
+            precision=[],
+            tensor_parallel=1,
+            input_tokens=128,
+            output_tokens=16,
+            concurrency=1,
+        )
+
+
+def test_sweep_fleet_rejects_empty_axes():
+    with pytest.raises(InputError, match="'arrival_rate' must be a value or a non-empty 1-D list"):
+        sweep_fleet("llama-3.1-8b", "h100-sxm", "fp8", Q_([], "request/s"), 512, 128, Q_(1, "s"), Q_(50, "ms"))
+    with pytest.raises(InputError, match="'accelerator' must be a value or a non-empty 1-D list"):
+        sweep_fleet("llama-3.1-8b", [], "fp8", Q_(5, "request/s"), 512, 128, Q_(1, "s"), Q_(50, "ms"))

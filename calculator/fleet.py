@@ -57,6 +57,7 @@ __all__ = [
     "Workload",
     "compare_serving_modes",
     "default_price",
+    "default_price_entry",
     "demand_from_trace",
     "frontier",
     "plan_over_time",
@@ -181,8 +182,13 @@ def default_price(accelerator: Any) -> Any:
     """A GPU-hour price for ``accelerator`` from the registry: the cheapest published on-demand price.
 
     Falls back to the chapter's scenario prices; raises :class:`InputError` when the registry has
-    none (pass ``price=`` to :func:`size_fleet`).
+    none (pass ``price=`` to :func:`size_fleet`). :func:`default_price_entry` gives the entry.
     """
+    return default_price_entry(accelerator).price
+
+
+def default_price_entry(accelerator: Any) -> Any:
+    """The registry price entry :func:`default_price` reads (to cite it as a source)."""
     from .registry import load_registry
 
     reg = load_registry()
@@ -193,7 +199,7 @@ def default_price(accelerator: Any) -> Any:
         raise InputError(
             f"the registry has no on-demand price for accelerator '{device.id}'; pass price= (USD/hour per GPU)"
         )
-    return min(published, key=lambda p: p.price.m_as("USD/hour")).price
+    return min(published, key=lambda p: p.price.m_as("USD/hour"))
 
 
 # --------------------------------------------------------------------------------------------

@@ -256,7 +256,13 @@ class Formula:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Evaluate with unit and domain checks; returns a quantity in the result unit."""
         values = self.magnitudes(*args, **kwargs)
-        return self._wrap(self.func(**values))
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            try:
+                return self._wrap(self.func(**values))
+            except ZeroDivisionError:
+                raise InputError(
+                    f"{self.name}(): the result is undefined (division by zero) for these arguments"
+                ) from None
 
     def numeric(self, **magnitudes: Any) -> Any:
         """Evaluate the body on plain magnitudes in the declared units (no checks; fastest path)."""
@@ -519,7 +525,9 @@ def magnitude(function: str, argument: str, value: Any, unit: str, domain: str =
         raise InputError(f"{function}(): argument '{argument}' must be a number, got {value!r}")
     else:
         out = value
-    out = np.asarray(out, dtype=float) if np.ndim(out) else float(out)
+    # numpy scalars, not Python floats: a division by zero in a body gives inf or NaN (reported by
+    # Formula._wrap) rather than a bare ZeroDivisionError.
+    out = np.asarray(out, dtype=float) if np.ndim(out) else np.float64(out)
     check_domain(function, argument, out, domain)
     return out
 

@@ -178,20 +178,21 @@ class Speculation(Result):
             raise InputError(f"Speculation: 'acceptance' must be in [0, 1], got {self.acceptance!r}")
 
 
-def default_price(accelerator: Any) -> Any:
+def default_price(accelerator: Any, registry: Any = None) -> Any:
     """A GPU-hour price for ``accelerator`` from the registry: the cheapest published on-demand price.
 
     Falls back to the chapter's scenario prices; raises :class:`InputError` when the registry has
     none (pass ``price=`` to :func:`size_fleet`). :func:`default_price_entry` gives the entry.
+    ``registry`` defaults to :func:`~calculator.registry.load_registry`.
     """
-    return default_price_entry(accelerator).price
+    return default_price_entry(accelerator, registry).price
 
 
-def default_price_entry(accelerator: Any) -> Any:
+def default_price_entry(accelerator: Any, registry: Any = None) -> Any:
     """The registry price entry :func:`default_price` reads (to cite it as a source)."""
     from .registry import load_registry
 
-    reg = load_registry()
+    reg = registry if registry is not None else load_registry()
     device = reg.accelerator(accelerator)
     prices = [p for p in reg.prices.values() if p.accelerator == device.id and p.market == "on_demand"]
     published = [p for p in prices if p.provenance == "published"] or prices

@@ -111,10 +111,23 @@ def test_several_accelerators_pick_the_cheapest():
         assert float(text.split(", ")[-1].split(" ")[0]) >= chosen - 1e-9
 
 
-def test_default_price_comes_from_the_registry():
-    assert default_price("h100-sxm").m_as("USD/hour") > 0
-    with pytest.raises(InputError, match="no on-demand price for accelerator 'l4'"):
-        default_price("l4")
+def test_default_price_comes_from_the_registry(tmp_path):
+    from calculator.registry import load_registry
+
+    reg = load_registry()
+    on_demand = [p.price for p in reg.prices.values() if p.accelerator == "h100-sxm" and p.market == "on_demand"]
+    assert default_price("h100-sxm") == min(on_demand, key=lambda q: q.m_as("USD/hour"))
+    with pytest.raises(InputError, match="no on-demand price for accelerator 'a100-40gb'"):
+        default_price("a100-40gb", registry=_without_prices(tmp_path))
+
+
+def _without_prices(folder):
+    from calculator.registry import DEFAULT_REGISTRY_PATH, load_registry
+
+    text = DEFAULT_REGISTRY_PATH.read_text(encoding="utf-8").split("\nprices:", 1)[0]
+    path = folder / "no_prices.yaml"
+    path.write_text(text, encoding="utf-8")
+    return load_registry(path)
 
 
 def test_fp8_kv_cache_and_prefix_caching_never_cost_more():

@@ -30,7 +30,8 @@ def show(profile):
     return (
         f"({e.hbm_bandwidth:.3f}, {e.compute:.3f}, {e.link_bandwidth:.3f}, {e.collective_latency.m_as('us'):.1f}, "
         f"{e.step_overhead.m_as('ms'):.2f}), ({profile.prefill_batching:.3f}, {profile.admission_delay:.3f}, "
-        f"{profile.memory_utilization:.3f}, {profile.memory_reserve.m_as('GB'):.2f})"
+        f"{profile.memory_utilization:.3f}, {profile.memory_reserve.m_as('GB'):.2f}, "
+        f"{profile.request_overhead.m_as('ms'):.1f})"
     )
 
 

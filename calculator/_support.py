@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 
 from .errors import InputError, UnitsError
-from .formula import check_domain
-from .units import describe_value, dimension_of, ureg
+from .formula import magnitude
+from .units import describe_value, ureg
 
 __all__ = [
     "accelerator_of",
@@ -26,33 +26,6 @@ __all__ = [
     "probability",
     "transformer_of",
 ]
-
-
-def magnitude(function: str, argument: str, value: Any, unit: str, domain: str = "nonnegative") -> Any:
-    """The magnitude of ``value`` in ``unit`` after checking its dimension and ``domain``.
-
-    A plain number is accepted only where ``unit`` is dimensionless (``""``). Arrays stay arrays.
-    """
-    needed = dimension_of(unit)
-    if isinstance(value, ureg.Quantity):
-        if value.dimensionality != needed:
-            raise UnitsError(
-                f"{function}(): argument '{argument}' needs dimension {needed if needed else 'dimensionless'}"
-                f" (for example {unit or 'a plain number'}), got {describe_value(value)}"
-            )
-        out = value.m_as(unit or "")
-    elif needed:
-        raise UnitsError(
-            f"{function}(): argument '{argument}' needs dimension {needed} (for example {unit}),"
-            f" got {describe_value(value)}"
-        )
-    elif isinstance(value, bool) or value is None or isinstance(value, str):
-        raise InputError(f"{function}(): argument '{argument}' must be a number, got {value!r}")
-    else:
-        out = value
-    out = np.asarray(out, dtype=float) if np.ndim(out) else float(out)
-    check_domain(function, argument, out, domain)
-    return out
 
 
 def count(function: str, argument: str, value: Any, minimum: int = 1) -> Any:

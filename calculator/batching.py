@@ -1759,6 +1759,7 @@ def reasoning_budget(
     within_capacity = None
     if token_budget is not None:
         within_capacity = generated <= magnitude(name, "token_budget", token_budget, "", "nonnegative")
+        within_capacity = bool(within_capacity) if np.ndim(within_capacity) == 0 else within_capacity
     return ReasoningBudget(
         direct_latency=reasoning_latency(answer, step),
         reasoning_latency=latency,

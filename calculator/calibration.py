@@ -87,13 +87,15 @@ def _predict(frame: Any, profiles: dict[str, EngineProfile]) -> tuple[np.ndarray
     keys = ["model", "accelerator", "precision", "engine"]
     for (model, accelerator, precision, engine), group in frame.groupby(keys, sort=False):
         arrays = step_arrays(model, accelerator, precision)
+        profile = profiles[engine]
         out = closed_loop_seconds(
             arrays,
-            profiles[engine],
+            profile,
             group.tensor_parallel.to_numpy(),
             group.input_tokens.to_numpy(),
             group.output_tokens.to_numpy(),
             group.concurrency.to_numpy(),
+            profile.efficiency_for(accelerator),
         )
         index = frame.index.get_indexer(group.index)
         ttft[index], tpot[index] = out["ttft"], out["tpot"]
@@ -127,15 +129,24 @@ def prediction_errors(
 # Parameter vector layout: shared physics, then per-engine behaviour.
 _SHARED = ("hbm_bandwidth", "compute", "link_bandwidth", "collective_latency_us")
 _SHARED_BOUNDS = ((0.3, 1.0), (0.2, 1.0), (0.1, 1.0), (2.0, 100.0))
-_ENGINE = ("step_overhead_ms", "prefill_batching", "admission_delay", "memory_utilization", "memory_reserve_gb")
-_ENGINE_BOUNDS = ((0.0, 20.0), (0.0, 1.0), (0.0, 3.0), (0.5, 0.98), (0.0, 30.0))
+_ENGINE = (
+    "step_overhead_ms",
+    "prefill_batching",
+    "admission_delay",
+    "memory_utilization",
+    "memory_reserve_gb",
+    "request_overhead_ms",
+)
+_ENGINE_BOUNDS = ((0.0, 20.0), (0.0, 1.0), (0.0, 3.0), (0.5, 0.98), (0.0, 30.0), (0.0, 500.0))
 
 
 def _profiles_from(vector: np.ndarray, engines: list[str], source: str) -> dict[str, EngineProfile]:
     hbm, comp, link, floor_us = vector[: len(_SHARED)]
     out = {}
     for i, engine in enumerate(engines):
-        overhead_ms, batching, delay, util, reserve_gb = vector[len(_SHARED) + i * len(_ENGINE) :][: len(_ENGINE)]
+        overhead_ms, batching, delay, util, reserve_gb, request_ms = vector[len(_SHARED) + i * len(_ENGINE) :][
+            : len(_ENGINE)
+        ]
         out[engine] = EngineProfile(
             name=engine,
             efficiency=Efficiency(hbm, comp, link, Q_(floor_us, "us"), Q_(overhead_ms, "ms")),
@@ -143,6 +154,7 @@ def _profiles_from(vector: np.ndarray, engines: list[str], source: str) -> dict[
             admission_delay=float(delay),
             memory_utilization=float(util),
             memory_reserve=Q_(reserve_gb, "GB"),
+            request_overhead=Q_(request_ms, "ms"),
             source=source,
         )
     return out
@@ -188,6 +200,7 @@ def fit_profiles(
             start.admission_delay,
             start.memory_utilization,
             start.memory_reserve.m_as("GB"),
+            start.request_overhead.m_as("ms"),
         ]
     bounds = list(_SHARED_BOUNDS) + list(_ENGINE_BOUNDS) * len(engines)
     lower, upper = np.array(bounds).T

@@ -1,12 +1,17 @@
 """Command-line interface: ``servecalc`` (or ``python -m calculator``).
 
-Commands print tables for people and JSON with ``--json`` for scripts. A bad registry file exits
-with status 2 and the :class:`~calculator.errors.RegistryError` message.
+Commands print tables for people. The commands that return tables (``registry list``, ``size``,
+``frontier``) also take ``--format csv|json|xlsx`` (``--json`` is ``--format json``); CSV and JSON go
+to standard output or to ``--out FILE``, XLSX needs ``--out FILE`` and writes the workbook of
+:func:`calculator.export.to_xlsx` (inputs, results, and the formulas and registry sources used).
+A bad registry file exits with status 2 and the :class:`~calculator.errors.RegistryError` message.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -22,7 +27,51 @@ ExtraOption = Annotated[
     list[Path] | None,
     typer.Option("--extra", "-e", help="A user registry file applied over the base (repeatable)."),
 ]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table (same as --format json).")]
+
+
+class Format(StrEnum):
+    """Output formats of the table-returning commands."""
+
+    table = "table"
+    csv = "csv"
+    json = "json"
+    xlsx = "xlsx"
+
+
+FormatOption = Annotated[
+    Format | None, typer.Option("--format", "-f", help="Output: table (default), csv, json, or xlsx (needs --out).")
+]
+OutOption = Annotated[
+    Path | None, typer.Option("--out", "-o", help="Write the output to this file (required for xlsx).")
+]
+
+
+def _format(chosen: Format | None, as_json: bool) -> Format:
+    """The format asked for; ``--json`` is ``--format json``."""
+    if as_json and chosen not in (None, Format.json):
+        typer.echo(f"error: --json conflicts with --format {chosen.value}", err=True)
+        raise typer.Exit(2)
+    return Format.json if as_json else (chosen or Format.table)
+
+
+def _emit(fmt: Format, out: Path | None, text: Callable[[], str], frame: Callable[[], Any], **cite: Any) -> None:
+    """Print or write a command's output: ``text()`` for table and JSON, ``frame()`` for CSV and XLSX."""
+    from .export import to_csv, to_xlsx
+
+    if fmt is Format.xlsx:
+        if out is None:
+            typer.echo("error: --format xlsx needs --out FILE", err=True)
+            raise typer.Exit(2)
+        to_xlsx(frame(), out, **cite)
+        typer.echo(f"wrote {out}", err=True)
+        return
+    output = to_csv(frame()) if fmt is Format.csv else text()
+    if out is None:
+        typer.echo(output, nl=not output.endswith("\n"))
+    else:
+        out.write_text(output if output.endswith("\n") else output + "\n", encoding="utf-8")
+        typer.echo(f"wrote {out}", err=True)
 
 
 def _load(registry: Path | None, extra: list[Path] | None) -> Any:
@@ -43,8 +92,11 @@ def registry_list(
     registry: Annotated[Path | None, typer.Option(help="Base registry file.")] = None,
     extra: ExtraOption = None,
     as_json: JsonOption = False,
+    output_format: FormatOption = None,
+    out: OutOption = None,
 ) -> None:
     """List registry entries (id, name, provenance), by section."""
+    fmt = _format(output_format, as_json)
     reg = _load(registry, extra)
     names = [section] if section else ["accelerators", "interconnects", "models", "prices"]
     rows: dict[str, list[dict[str, str]]] = {}
@@ -58,14 +110,28 @@ def registry_list(
             rows[name] = [{"id": e.id, "name": e.title, "provenance": e.kind} for e in entries.values()]
         else:
             rows[name] = [{"id": e.id, "name": e.name, "provenance": e.provenance} for e in entries.values()]
-    if as_json:
-        typer.echo(json.dumps(rows, indent=2))
-        return
-    for name, entries in rows.items():
-        typer.echo(f"{name} ({len(entries)})")
-        width = max((len(e["id"]) for e in entries), default=0)
-        for e in entries:
-            typer.echo(f"  {e['id']:<{width}}  {e['name']}  [{e['provenance']}]")
+
+    def table() -> str:
+        lines = []
+        for name, entries in rows.items():
+            lines.append(f"{name} ({len(entries)})")
+            width = max((len(e["id"]) for e in entries), default=0)
+            lines.extend(f"  {e['id']:<{width}}  {e['name']}  [{e['provenance']}]" for e in entries)
+        return "\n".join(lines)
+
+    def frame() -> Any:
+        import pandas as pd
+
+        return pd.DataFrame([{"section": name, **e} for name, entries in rows.items() for e in entries])
+
+    _emit(
+        fmt,
+        out,
+        (lambda: json.dumps(rows, indent=2)) if fmt is Format.json else table,
+        frame,
+        registry_ids=[e["id"] for entries in rows.values() for e in entries],
+        registry=reg,
+    )
 
 
 @registry_app.command("show")
@@ -171,50 +237,65 @@ def size(
     input_cv: Annotated[float, typer.Option(help="Prompt-length CV.")] = 0.0,
     kv_precision: Annotated[str | None, typer.Option(help="KV-cache precision.")] = None,
     as_json: JsonOption = False,
+    output_format: FormatOption = None,
+    out: OutOption = None,
 ) -> None:
     """Size the cheapest fleet serving MODEL at RATE within the TTFT and TPOT targets."""
     from rich.progress import Progress
 
     from .errors import CalculatorError
-    from .fleet import size_fleet
+    from .fleet import default_price_entry, size_fleet
 
+    fmt = _format(output_format, as_json)
+    inputs = {
+        "model": model,
+        "accelerator": accelerator,
+        "precision": precision,
+        "arrival_rate": _quantity("rate", rate, "request/s"),
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "ttft_slo": _quantity("ttft", ttft, "s"),
+        "tpot_slo": _quantity("tpot", tpot, "s"),
+        "engine": engine,
+        "price": _quantity("price", price, "USD/hour") if price else None,
+        "max_utilization": max_utilization,
+        "ttft_percentile": ttft_percentile,
+        "arrival_cv": arrival_cv,
+        "input_cv": input_cv,
+        "kv_precision": kv_precision,
+    }
     try:
-        with Progress(transient=True, disable=as_json) as bar:
+        with Progress(transient=True, disable=fmt is not Format.table) as bar:
             task = bar.add_task("searching configurations", total=None)
-            plan = size_fleet(
-                model,
-                accelerator,
-                precision,
-                _quantity("rate", rate, "request/s"),
-                input_tokens,
-                output_tokens,
-                _quantity("ttft", ttft, "s"),
-                _quantity("tpot", tpot, "s"),
-                engine=engine,
-                price=_quantity("price", price, "USD/hour") if price else None,
-                max_utilization=max_utilization,
-                ttft_percentile=ttft_percentile,
-                arrival_cv=arrival_cv,
-                input_cv=input_cv,
-                kv_precision=kv_precision,
-                progress=lambda done, total: bar.update(task, completed=done, total=total),
-            )
+            plan = size_fleet(**inputs, progress=lambda done, total: bar.update(task, completed=done, total=total))
+        prices = [default_price_entry(a).id for a in accelerator] if price is None else []
     except (CalculatorError, KeyError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    if as_json:
-        typer.echo(json.dumps(plan.to_json_dict(), indent=2))
-    else:
+
+    def table() -> str:
         from .results import format_value
 
-        for key, value in plan.to_dict().items():
-            if key not in ("rejected", "closest") and value not in (None, ""):
-                typer.echo(f"{key}: {format_value(value)}")
-        for key, value in plan.closest.items():
-            typer.echo(f"closest {key}: {format_value(value)}")
-        typer.echo("families:")
-        for key, why in plan.rejected.items():
-            typer.echo(f"  {key}: {why}")
+        lines = [
+            f"{key}: {format_value(value)}"
+            for key, value in plan.to_dict().items()
+            if key not in ("rejected", "closest") and value not in (None, "")
+        ]
+        lines += [f"closest {key}: {format_value(value)}" for key, value in plan.closest.items()]
+        lines += ["families:", *(f"  {key}: {why}" for key, why in plan.rejected.items())]
+        return "\n".join(lines)
+
+    from .sweeps import PLAN_UNITS
+
+    _emit(
+        fmt,
+        out,
+        (lambda: json.dumps(plan.to_json_dict(), indent=2)) if fmt is Format.json else table,
+        lambda: plan.to_frame(PLAN_UNITS),
+        models=["fleet.size_fleet"],
+        registry_ids=[model, *accelerator, *prices],
+        inputs={k: v for k, v in inputs.items() if v is not None},
+    )
     raise typer.Exit(0 if plan.feasible else 1)
 
 
@@ -228,11 +309,14 @@ def frontier_command(
     engine: EngineOption = None,
     pareto_only: Annotated[bool, typer.Option("--pareto/--all", help="Only the Pareto-optimal points.")] = True,
     as_json: JsonOption = False,
+    output_format: FormatOption = None,
+    out: OutOption = None,
 ) -> None:
     """Throughput per GPU against tokens per second per user (Figure 6), per accelerator."""
     from .errors import CalculatorError
     from .fleet import frontier
 
+    fmt = _format(output_format, as_json)
     try:
         table = frontier(model, accelerator, precision, input_tokens, output_tokens, engine=engine)
     except (CalculatorError, KeyError) as exc:
@@ -241,10 +325,25 @@ def frontier_command(
     if pareto_only:
         table = table[table.pareto]
     table = table.sort_values(["accelerator", "tokens_per_s_per_user"], ascending=[True, False])
-    if as_json:
-        typer.echo(table.to_json(orient="records", indent=2))
-    else:
-        typer.echo(table.round(2).to_string(index=False))
+    _emit(
+        fmt,
+        out,
+        (lambda: table.to_json(orient="records", indent=2))
+        if fmt is Format.json
+        else (lambda: table.round(2).to_string(index=False)),
+        lambda: table,
+        models=["fleet.frontier"],
+        registry_ids=[model],
+        inputs={
+            "model": model,
+            "accelerator": accelerator,
+            "precision": precision,
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "engine": engine or "generic",
+            "pareto_only": pareto_only,
+        },
+    )
 
 
 def main() -> None:

@@ -58,6 +58,8 @@ __all__ = [
     "Workload",
     "compare_serving_modes",
     "default_price",
+    "default_price_entry",
+    "demand_from_trace",
     "frontier",
     "plan_over_time",
     "relax_targets",
@@ -138,6 +140,21 @@ class Workload(Result):
         )
 
 
+def demand_from_trace(trace: Any, bin_width: Any = None, *, time: str = "arrival_time") -> tuple[Any, Any]:
+    """The demand curve of a request trace: arrivals counted per ``bin_width`` (default one hour).
+
+    Returns ``(times, rates)``: the start of each bin (from the first arrival) and its mean request
+    rate, ready for :func:`plan_over_time`.
+    """
+    width = _seconds("bin_width", bin_width) if bin_width is not None else HOURS
+    frame = _read_trace(trace, (time,))
+    arrivals = np.sort(frame[time].to_numpy(dtype=float))
+    start = arrivals[0]
+    bins = np.floor((arrivals - start) / width).astype(int)
+    counts = np.bincount(bins)
+    return Q_(start + width * np.arange(counts.size), "s"), Q_(counts / width, "request/s")
+
+
 @dataclass(frozen=True, repr=False)
 class Speculation(Result):
     """Speculative decoding with a draft model (section 10.7.6).
@@ -163,15 +180,21 @@ class Speculation(Result):
             raise InputError(f"Speculation: 'acceptance' must be in [0, 1], got {self.acceptance!r}")
 
 
-def default_price(accelerator: Any) -> Any:
+def default_price(accelerator: Any, registry: Any = None) -> Any:
     """A GPU-hour price for ``accelerator`` from the registry: the cheapest published on-demand price.
 
     Falls back to the chapter's scenario prices; raises :class:`InputError` when the registry has
-    none (pass ``price=`` to :func:`size_fleet`).
+    none (pass ``price=`` to :func:`size_fleet`). :func:`default_price_entry` gives the entry.
+    ``registry`` defaults to :func:`~calculator.registry.load_registry`.
     """
+    return default_price_entry(accelerator, registry).price
+
+
+def default_price_entry(accelerator: Any, registry: Any = None) -> Any:
+    """The registry price entry :func:`default_price` reads (to cite it as a source)."""
     from .registry import load_registry
 
-    reg = load_registry()
+    reg = registry if registry is not None else load_registry()
     device = reg.accelerator(accelerator)
     prices = [p for p in reg.prices.values() if p.accelerator == device.id and p.market == "on_demand"]
     published = [p for p in prices if p.provenance == "published"] or prices
@@ -179,7 +202,7 @@ def default_price(accelerator: Any) -> Any:
         raise InputError(
             f"the registry has no on-demand price for accelerator '{device.id}'; pass price= (USD/hour per GPU)"
         )
-    return min(published, key=lambda p: p.price.m_as("USD/hour")).price
+    return min(published, key=lambda p: p.price.m_as("USD/hour"))
 
 
 # --------------------------------------------------------------------------------------------
@@ -278,7 +301,7 @@ def _evaluate(
     from .queueing import ggc_mean_wait, ggc_wait_quantile
 
     a = family.arrays
-    eff = profile.efficiency
+    eff = profile.efficiency_for(family.accelerator)
     inputs, outputs = workload.input_tokens, workload.output_tokens
     hit, shared = options["prefix_hit_rate"], options["shared_prefix_tokens"]
     computed = max(inputs - hit * shared, 1.0)  # prompt tokens actually prefilled
@@ -427,7 +450,7 @@ def _read_trace(trace: Any, columns: tuple[str, ...]) -> Any:
     if missing:
         raise InputError(f"the trace lacks column(s) {missing}; it has {list(frame.columns)}")
     values = frame[list(columns)].to_numpy(dtype=float)
-    if not np.all(np.isfinite(values)) or np.any(values[:, 1:] < 1) or np.any(values[:, 0] < 0):
+    if not np.all(np.isfinite(values)) or np.any(values[:, 1:] < 1) or np.any(values[:, 0] < 0) or len(values) < 1:
         raise InputError("the trace has negative times, lengths below one token, or missing values")
     return frame
 
@@ -946,7 +969,7 @@ def size_disaggregated(
     for family in families:
         a = family.arrays
         capacity = np.floor(kv_capacity_tokens(a, profile, tp_grid) / context)
-        t_dec = decode_step_seconds(a, profile.efficiency, tp_grid, batch_grid, context)
+        t_dec = decode_step_seconds(a, profile.efficiency_for(family.accelerator), tp_grid, batch_grid, context)
         rate = batch_grid / (decode_slots * t_dec)
         ok = (batch_grid <= capacity) & (t_dec <= tpot_target)
         replicas = np.ceil(lam / (max_utilization * rate))
@@ -967,7 +990,7 @@ def size_disaggregated(
 
     prefill_best: tuple[Any, ...] | None = None
     for family in families:
-        t_pf = prefill_seconds(family.arrays, profile.efficiency, tps, workload.input_tokens)
+        t_pf = prefill_seconds(family.arrays, profile.efficiency_for(family.accelerator), tps, workload.input_tokens)
         least = np.ceil(lam * t_pf / max_utilization)
         # Pool sizes from the utilization floor upward; the TTFT wait shrinks as replicas are added.
         counts = least[:, None] + np.arange(64)[None, :]
@@ -1026,75 +1049,79 @@ def size_disaggregated(
 
 @dataclass(frozen=True, repr=False)
 class DemandPlan(Result):
-    """Replicas over a demand curve for a chosen configuration.
+    """A plan's configuration scaled over a demand curve.
 
     Attributes
     ----------
-    times : Quantity [time]
-    demand : Quantity [request / time]
-    replicas : ndarray of int
-        Replicas to have serving at each time (provisioned ``startup_time`` ahead: predictive).
+    predictive : ScalingPlan
+        The forecast-driven schedule (:func:`~calculator.autoscaling.predictive_schedule`): replicas
+        started ``lead_time`` ahead of each rise.
+    reactive : ScalingPlan
+        A reactive autoscaler on the same curve (:func:`~calculator.autoscaling.simulate_reactive_scaling`).
+    tensor_parallel : int
+        GPUs per replica.
     peak_gpus, mean_gpus : float
-    gpu_hours : float
-        Over the curve (each point holds until the next; the last for one step).
-    cost : Quantity [currency]
-    static_cost : Quantity [currency]
-        The cost of holding the peak fleet for the whole curve, for comparison.
+        Of the predictive schedule (billed GPUs, warming replicas included).
+    cost, reactive_cost, static_cost : Quantity [currency]
+        Predictive and reactive schedules over the window, and the peak fleet held for the whole window.
     """
 
-    times: Any
-    demand: Any
-    replicas: Any
+    predictive: Any
+    reactive: Any
+    tensor_parallel: int
     peak_gpus: float
     mean_gpus: float
-    gpu_hours: float
     cost: Any
+    reactive_cost: Any
     static_cost: Any
 
 
-def plan_over_time(plan: FleetPlan, times: Any, demand: Any, startup_time: Any = None) -> DemandPlan:
-    """Replicas, GPUs and cost over a demand curve (requests/s over a day, say) for a plan's configuration.
+def plan_over_time(
+    plan: FleetPlan,
+    times: Any,
+    demand: Any,
+    startup_time: Any = None,
+    lead_time: Any = None,
+    end: Any = None,
+    step: Any = None,
+) -> DemandPlan:
+    """Replicas, GPUs and cost of a plan's configuration over a demand curve (requests/s over a day).
 
-    A replica sustains ``max_utilization`` of its design throughput (the plan's
-    ``replica_throughput`` x its ``utilization`` headroom), so the replicas at time ``t`` cover the
-    highest demand in ``[t, t + startup_time]``: a predictive schedule that starts replicas one cold
-    start ahead of need (section 10.13.2).
+    A replica sustains the plan's ``replica_throughput`` at its ``max_utilization`` ceiling. The
+    predictive schedule starts replicas ``lead_time`` (default: ``startup_time``) ahead of each rise;
+    the reactive one sees demand late and waits a cold start (``startup_time``, for example
+    :func:`~calculator.autoscaling.cold_start_time`). Both come from :mod:`calculator.autoscaling`.
     """
+    from .autoscaling import predictive_schedule, simulate_reactive_scaling
+
     if not plan.feasible:
         raise InputError(f"plan_over_time(): the plan is infeasible ({plan.reason})")
-    t = _times(times)
-    rate = Q_(demand).m_as("request/s") if isinstance(demand, ureg.Quantity) else None
-    if rate is None or np.shape(rate) != t.shape:
-        raise InputError("plan_over_time(): 'demand' must be a request/s quantity array with one value per time")
-    if np.any(~np.isfinite(rate)) or np.any(rate < 0):
-        raise InputError("plan_over_time(): 'demand' must be finite and >= 0")
-    lead = _seconds("startup_time", startup_time) if startup_time is not None else 0.0
-    per_replica = plan.replica_throughput.m_as("request/s") * plan.max_utilization
-    ahead = np.array([rate[(t >= ti) & (t <= ti + lead)].max() for ti in t])
-    replicas = np.ceil(ahead / per_replica).astype(int)
-    steps = np.diff(t, append=t[-1] + (t[-1] - t[-2] if len(t) > 1 else 3600.0))
-    gpus = replicas * plan.tensor_parallel
-    gpu_hours = float(np.sum(gpus * steps) / HOURS)
-    price = plan.cost_per_hour.m_as("USD/hour") / plan.gpus
-    return DemandPlan(
-        times=Q_(t, "s"),
-        demand=Q_(rate, "request/s"),
-        replicas=replicas,
-        peak_gpus=float(gpus.max()),
-        mean_gpus=float(np.sum(gpus * steps) / np.sum(steps)),
-        gpu_hours=gpu_hours,
-        cost=Q_(gpu_hours * price, "USD"),
-        static_cost=Q_(float(gpus.max()) * float(np.sum(steps)) / HOURS * price, "USD"),
+    startup = startup_time if startup_time is not None else Q_(0.0, "s")
+    grid = {"end": end} if end is not None else {}
+    if step is not None:
+        grid["step"] = step
+    capacity = plan.replica_throughput
+    lead = lead_time if lead_time is not None else startup
+    predictive = predictive_schedule(
+        times, demand, capacity, startup, lead, target_utilization=plan.max_utilization, **grid
     )
-
-
-def _times(times: Any) -> np.ndarray:
-    if not isinstance(times, ureg.Quantity) or times.dimensionality != ureg.s.dimensionality:
-        raise InputError(f"plan_over_time(): 'times' must be a time quantity array, got {times!r}")
-    t = np.atleast_1d(times.m_as("s")).astype(float)
-    if t.size < 1 or np.any(np.diff(t) <= 0):
-        raise InputError("plan_over_time(): 'times' must be increasing")
-    return t
+    reactive = simulate_reactive_scaling(
+        times, demand, capacity, startup, target_utilization=plan.max_utilization, **grid
+    )
+    tp = plan.tensor_parallel
+    price = plan.cost_per_hour / plan.gpus  # per GPU-hour
+    gpus = predictive.billed * tp
+    window = predictive.times[-1] - predictive.times[0] + (predictive.times[1] - predictive.times[0])
+    return DemandPlan(
+        predictive=predictive,
+        reactive=reactive,
+        tensor_parallel=tp,
+        peak_gpus=float(gpus.max()),
+        mean_gpus=float(gpus.mean()),
+        cost=(predictive.replica_hours * tp * price).to("USD"),
+        reactive_cost=(reactive.replica_hours * tp * price).to("USD"),
+        static_cost=(float(gpus.max()) * window * price).to("USD"),
+    )
 
 
 @dataclass(frozen=True, repr=False)

@@ -256,7 +256,13 @@ class Formula:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Evaluate with unit and domain checks; returns a quantity in the result unit."""
         values = self.magnitudes(*args, **kwargs)
-        return self._wrap(self.func(**values))
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            try:
+                return self._wrap(self.func(**values))
+            except ZeroDivisionError:
+                raise InputError(
+                    f"{self.name}(): the result is undefined (division by zero) for these arguments"
+                ) from None
 
     def numeric(self, **magnitudes: Any) -> Any:
         """Evaluate the body on plain magnitudes in the declared units (no checks; fastest path)."""
@@ -494,27 +500,40 @@ def catalog() -> dict[str, Formula]:
 # helpers
 
 
-def _to_magnitude(function: str, argument: str, value: Any, spec: Var) -> Any:
-    needed = dimension_of(spec.unit)
+def magnitude(function: str, argument: str, value: Any, unit: str, domain: str = "nonnegative") -> Any:
+    """The magnitude of ``value`` in ``unit`` after checking its dimension and ``domain``.
+
+    The boundary check of every formula and of the plain functions: a quantity of the wrong
+    dimension raises :class:`UnitsError`, a plain number is accepted only where ``unit`` is
+    dimensionless (``""``), and a value outside ``domain`` raises :class:`InputError`, each naming
+    ``function`` and ``argument``. Arrays stay arrays; scalars become floats.
+    """
+    needed = dimension_of(unit)
     if isinstance(value, ureg.Quantity):
         if value.dimensionality != needed:
             raise UnitsError(
                 f"{function}(): argument '{argument}' needs dimension {needed if needed else 'dimensionless'}"
-                f" (for example {spec.unit or 'a plain number'}), got {describe_value(value)}"
+                f" (for example {unit or 'a plain number'}), got {describe_value(value)}"
             )
-        magnitude = value.m_as(spec.unit or "")
+        out = value.m_as(unit or "")
     elif needed:
         raise UnitsError(
-            f"{function}(): argument '{argument}' needs dimension {needed} (for example {spec.unit}),"
+            f"{function}(): argument '{argument}' needs dimension {needed} (for example {unit}),"
             f" got {describe_value(value)}"
         )
     elif isinstance(value, bool) or value is None or isinstance(value, str):
         raise InputError(f"{function}(): argument '{argument}' must be a number, got {value!r}")
     else:
-        magnitude = value
-    magnitude = np.asarray(magnitude, dtype=float) if np.ndim(magnitude) else magnitude
-    check_domain(function, argument, magnitude, spec.domain)
-    return magnitude
+        out = value
+    # numpy scalars, not Python floats: a division by zero in a body gives inf or NaN (reported by
+    # Formula._wrap) rather than a bare ZeroDivisionError.
+    out = np.asarray(out, dtype=float) if np.ndim(out) else np.float64(out)
+    check_domain(function, argument, out, domain)
+    return out
+
+
+def _to_magnitude(function: str, argument: str, value: Any, spec: Var) -> Any:
+    return magnitude(function, argument, value, spec.unit, spec.domain)
 
 
 def _in_domain(values: np.ndarray, domain: str) -> np.ndarray:

@@ -26,11 +26,13 @@ configurations per second through :func:`step_arrays`.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from ._support import accelerator_of, count, model_of
 from .errors import InputError
 from .memory import (
     check_tensor_parallel,
@@ -160,7 +162,14 @@ class EngineProfile(Result):
         Fraction of device memory the engine claims for weights, activations and KV cache.
     memory_reserve : Quantity [information]
         Memory per device kept for activations, graphs and workspaces (not KV cache).
+    request_overhead : Quantity [time]
+        Fixed time every request spends outside the GPU before its first token (API server,
+        tokenization, scheduling, the client's round trip).
     source : str
+        What it was fitted on.
+    per_accelerator : mapping of str to Efficiency
+        Step-time parameters measured on particular accelerators (registry ids), used instead of
+        ``efficiency`` there; see :meth:`efficiency_for`.
         What it was fitted on.
     """
 
@@ -170,7 +179,13 @@ class EngineProfile(Result):
     admission_delay: float
     memory_utilization: float
     memory_reserve: Any
+    request_overhead: Any
     source: str
+    per_accelerator: Mapping[str, Efficiency] = field(default_factory=dict)
+
+    def efficiency_for(self, accelerator: str | None) -> Efficiency:
+        """The step-time parameters on ``accelerator`` (its own if measured, else the profile's)."""
+        return self.per_accelerator.get(accelerator, self.efficiency) if accelerator else self.efficiency
 
     def replace(self, **changes: Any) -> EngineProfile:
         """A copy with some parameters changed (``efficiency=...`` included)."""
@@ -178,10 +193,13 @@ class EngineProfile(Result):
 
 
 def _profile(
-    name: str, eff: tuple[float, float, float, float, float], behaviour: tuple[float, float, float, float], source: str
+    name: str,
+    eff: tuple[float, float, float, float, float],
+    behaviour: tuple[float, float, float, float, float],
+    source: str,
 ) -> EngineProfile:
     hbm, comp, link, floor_us, overhead_ms = eff
-    batching, delay, util, reserve_gb = behaviour
+    batching, delay, util, reserve_gb, request_ms = behaviour
     return EngineProfile(
         name=name,
         efficiency=Efficiency(hbm, comp, link, Q_(floor_us, "us"), Q_(overhead_ms, "ms")),
@@ -189,6 +207,7 @@ def _profile(
         admission_delay=delay,
         memory_utilization=util,
         memory_reserve=Q_(reserve_gb, "GB"),
+        request_overhead=Q_(request_ms, "ms"),
         source=source,
     )
 
@@ -200,10 +219,10 @@ _FIT_SOURCE = (
 
 #: Fitted engine profiles; ``None`` is the engine-agnostic default (one profile fitted on all rows).
 ENGINES: dict[str | None, EngineProfile] = {
-    None: _profile("generic", (0.771, 0.682, 0.378, 26.9, 0.32), (0.154, 0.244, 0.900, 2.00), _FIT_SOURCE),
-    "vllm": _profile("vllm", (0.787, 0.685, 0.405, 26.5, 0.87), (0.085, 0.001, 0.900, 2.00), _FIT_SOURCE),
-    "sglang": _profile("sglang", (0.787, 0.685, 0.405, 26.5, 0.00), (0.518, 0.401, 0.830, 1.89), _FIT_SOURCE),
-    "trtllm": _profile("trtllm", (0.787, 0.685, 0.405, 26.5, 0.40), (0.097, 0.930, 0.936, 2.00), _FIT_SOURCE),
+    None: _profile("generic", (0.773, 0.675, 0.478, 29.7, 0.11), (0.108, 0.000, 0.911, 2.00, 101.2), _FIT_SOURCE),
+    "vllm": _profile("vllm", (0.773, 0.678, 0.444, 27.0, 0.73), (0.070, 0.000, 0.900, 2.00, 43.8), _FIT_SOURCE),
+    "sglang": _profile("sglang", (0.773, 0.678, 0.444, 27.0, 0.00), (0.514, 0.445, 0.811, 1.72, 0.0), _FIT_SOURCE),
+    "trtllm": _profile("trtllm", (0.773, 0.678, 0.444, 27.0, 0.29), (0.089, 0.513, 0.963, 1.99, 60.2), _FIT_SOURCE),
 }
 
 
@@ -230,14 +249,6 @@ def _registry() -> Any:
     return load_registry()
 
 
-def _model(model: Any) -> Any:
-    return _registry().model(model) if isinstance(model, str) else model
-
-
-def _accelerator(accelerator: Any) -> Any:
-    return _registry().accelerator(accelerator) if isinstance(accelerator, str) else accelerator
-
-
 def compute_precision(accelerator: Any, precision: str) -> str:
     """The precision the matrix products run at for weights stored at ``precision``.
 
@@ -250,7 +261,7 @@ def compute_precision(accelerator: Any, precision: str) -> str:
     >>> compute_precision("a100-sxm-80gb", "fp8"), compute_precision("h100-sxm", "fp8")
     ('bf16', 'fp8')
     """
-    device = _accelerator(accelerator)
+    device = accelerator_of(accelerator)
     name = check_precision(precision)
     chain = _COMPUTE_FALLBACK[name][1:] if name in _WEIGHT_ONLY else _COMPUTE_FALLBACK[name]
     for candidate in chain:
@@ -279,8 +290,8 @@ def step_arrays(model: Any, accelerator: Any, precision: str, kv_precision: str 
     >>> step_arrays("llama-3.1-70b", "h100-sxm", "fp8")["kv_bytes_per_token"]
     327680.0
     """
-    spec = _model(model)
-    device = _accelerator(accelerator)
+    spec = model_of(model)
+    device = accelerator_of(accelerator)
     name = check_precision(precision)
     if spec.kind != "transformer":
         raise InputError(f"the performance model covers transformer LLMs; model '{spec.id}' is a {spec.kind} model")
@@ -408,22 +419,19 @@ def _seconds(values: Any) -> Any:
     return Q_(float(values) if np.ndim(values) == 0 else values, "s")
 
 
-def _efficiency(engine: Any, efficiency: Efficiency | None) -> Efficiency:
-    return efficiency if efficiency is not None else engine_profile(engine).efficiency
+def _efficiency(engine: Any, efficiency: Efficiency | None, accelerator: Any = None) -> Efficiency:
+    if efficiency is not None:
+        return efficiency
+    device = accelerator_of(accelerator).id if accelerator is not None else None
+    return engine_profile(engine).efficiency_for(device)
 
 
-def _count(name: str, value: Any, minimum: float = 1) -> np.ndarray:
-    if isinstance(value, ureg.Quantity):
-        value = value.m_as("token") if value.dimensionality == ureg.token.dimensionality else value.m_as("")
-    array = np.asarray(value, dtype=float)
-    if np.any(np.isnan(array)) or np.any(array < minimum) or np.any(array != np.round(array)):
-        raise InputError(f"argument '{name}' must be a whole number >= {minimum:g}, got {value!r}")
-    return array
+def _counts(function: str, argument: str, value: Any, minimum: int = 1) -> np.ndarray:
+    return np.asarray(count(function, argument, value, minimum), dtype=float)
 
 
 def _tp(model: Any, tensor_parallel: Any, function: str) -> np.ndarray:
-    _count("tensor_parallel", tensor_parallel)
-    return np.asarray(check_tensor_parallel(_model(model), tensor_parallel, function), dtype=float)
+    return np.asarray(check_tensor_parallel(model_of(model), tensor_parallel, function), dtype=float)
 
 
 def decode_step_time(
@@ -480,7 +488,11 @@ def decode_step_time(
     a = step_arrays(model, accelerator, precision, kv_precision)
     tp = _tp(model, tensor_parallel, "decode_step_time")
     seconds = decode_step_seconds(
-        a, _efficiency(engine, efficiency), tp, _count("batch", batch), _count("context", context, 0)
+        a,
+        _efficiency(engine, efficiency, accelerator),
+        tp,
+        _counts("decode_step_time", "batch", batch),
+        _counts("decode_step_time", "context", context, 0),
     )
     return _seconds(seconds)
 
@@ -504,7 +516,8 @@ def prefill_time(
     """
     a = step_arrays(model, accelerator, precision)
     tp = _tp(model, tensor_parallel, "prefill_time")
-    seconds = prefill_seconds(a, _efficiency(engine, efficiency), tp, _count("prompt_tokens", prompt_tokens))
+    prompt = _counts("prefill_time", "prompt_tokens", prompt_tokens)
+    seconds = prefill_seconds(a, _efficiency(engine, efficiency, accelerator), tp, prompt)
     return _seconds(seconds)
 
 
@@ -570,7 +583,7 @@ def closed_loop_seconds(
     # (zero for a lone client, whose request never waits behind others).
     wait = profile.admission_delay * (batch - 1) / batch * work / batch
     s = profile.prefill_batching
-    ttft_active = t_pf * (1 + s * (batch - 1)) + t_dec / 2 + wait
+    ttft_active = t_pf * (1 + s * (batch - 1)) + t_dec / 2 + wait + profile.request_overhead.m_as("s")
     tpot = t_dec + (1 - s) * (batch - 1) * t_pf / decode_steps
     throughput = batch / (ttft_active + decode_steps * tpot)  # Little's law on the active set
     ttft = ttft_active + np.maximum(concurrency - batch, 0.0) / throughput
@@ -640,7 +653,7 @@ def predict_benchmark(
 
     >>> p = predict_benchmark("llama-3.1-70b", "h100-sxm", "fp8", 8, 1024, 1024, 16, engine="vllm")
     >>> round(p.ttft.m_as("ms")), round(p.tpot.m_as("ms")), p.memory_limited
-    (104, 10, False)
+    (133, 10, False)
     """
     a = step_arrays(model, accelerator, precision, kv_precision)
     profile = engine_profile(engine)
@@ -649,10 +662,10 @@ def predict_benchmark(
         a,
         profile,
         tp,
-        _count("input_tokens", input_tokens),
-        _count("output_tokens", output_tokens),
-        _count("concurrency", concurrency),
-        efficiency,
+        _counts("predict_benchmark", "input_tokens", input_tokens),
+        _counts("predict_benchmark", "output_tokens", output_tokens),
+        _counts("predict_benchmark", "concurrency", concurrency),
+        _efficiency(engine, efficiency, accelerator),
     )
     scalar = all(np.ndim(v) == 0 for v in (tensor_parallel, input_tokens, output_tokens, concurrency))
 
@@ -663,7 +676,7 @@ def predict_benchmark(
         ttft=Q_(out(result["ttft"]), "s"),
         tpot=Q_(out(result["tpot"]), "s"),
         throughput=Q_(out(result["throughput"]), "request/s"),
-        output_throughput=Q_(out(result["throughput"] * _count("output_tokens", output_tokens)), "token/s"),
+        output_throughput=Q_(out(result["throughput"] * np.asarray(output_tokens, dtype=float)), "token/s"),
         active_batch=out(result["active_batch"]),
         max_concurrency=out(result["max_concurrency"]),
         memory_limited=out(result["memory_limited"]),

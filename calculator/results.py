@@ -2,23 +2,31 @@
 
 Subclass with ``@dataclass(frozen=True, repr=False)``. The repr shows quantities compactly
 (``4.35 ms`` rather than ``<Quantity(0.00435, 'second')>``); :meth:`Result.to_dict` gives a mapping
-for DataFrames, JSON and the dashboard (nested results become nested dicts).
+for JSON and the dashboard (nested results become nested dicts); :meth:`Result.to_frame` gives a
+tidy pandas DataFrame whose quantity columns carry their unit in the label (``ttft [ms]``), and
+``_repr_html_`` shows a result as a table in a notebook.
+
+Column labels are ``name [unit]`` (:func:`column_label`) with the unit in pint's short pretty form,
+or the bare name for plain numbers; :func:`parse_label` reads one back. Nested results and dicts
+flatten to dotted names (``closest.ttft [s]``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import html
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from .units import ureg
 
-__all__ = ["Result", "as_count", "plain"]
+__all__ = ["Result", "as_count", "column_label", "flatten", "frame_columns", "parse_label", "plain"]
 
 
 class Result:
-    """Mixin for frozen result dataclasses: a compact repr and :meth:`to_dict`."""
+    """Mixin for frozen result dataclasses: a compact repr, :meth:`to_dict` and :meth:`to_frame`."""
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as a dict (quantities stay quantities; nested results become dicts)."""
@@ -32,10 +40,141 @@ class Result:
         """The fields as JSON-ready values: a quantity becomes ``{"value": ..., "unit": ...}``."""
         return {key: _json_ready(value) for key, value in self.to_dict().items()}
 
+    def to_frame(self, units: Mapping[str, str] | None = None) -> Any:
+        """The result as a tidy pandas DataFrame with unit-labelled columns.
+
+        Nested results and dicts flatten to dotted names. A result whose fields are arrays (a
+        vectorized call) gives one row per element, its scalar fields repeated on every row; a
+        scalar result gives one row. Fields whose arrays do not broadcast together stay whole, in a
+        single row.
+
+        Parameters
+        ----------
+        units : mapping of str to str, optional
+            Unit to show a field in, by its (dotted) name, e.g. ``{"ttft": "ms"}``; others keep the
+            unit they carry. A field that is ``None`` (an infeasible plan's TTFT) and has a unit here
+            gets its labelled column with a missing value, so frames of several results line up.
+
+        Returns
+        -------
+        pandas.DataFrame
+
+        Examples
+        --------
+        >>> from calculator import Q_
+        >>> from calculator.memory import memory_fit
+        >>> fit = memory_fit(Q_(80, "GB"), Q_(140, "GB"), Q_(2_621_440, "B/token"), 1000, batch=0)
+        >>> fit.to_frame(units={"missing": "GB"})[["fits", "missing [GB]", "max_batch"]]
+            fits  missing [GB]  max_batch
+        0  False          60.0          0
+        """
+        import pandas as pd
+
+        return pd.DataFrame(frame_columns(flatten(self.to_dict()), units))
+
+    def _repr_html_(self) -> str:
+        """A notebook view: the scalar fields as a two-column table, array fields as a table of rows."""
+        flat = flatten(self.to_dict())
+        arrays = {k: v for k, v in flat.items() if _is_array(v)}
+        rows = "".join(
+            f"<tr><th style='text-align:left'>{html.escape(k)}</th>"
+            f"<td style='text-align:left'>{html.escape(format_value(v))}</td></tr>"
+            for k, v in flat.items()
+            if k not in arrays
+        )
+        out = f"<div><strong>{html.escape(type(self).__name__)}</strong>" + (f"<table>{rows}</table>" if rows else "")
+        if arrays:
+            import pandas as pd
+
+            out += pd.DataFrame(frame_columns(arrays)).to_html(max_rows=12, index=False)
+        return out + "</div>"
+
     def __repr__(self) -> str:
         fields = dataclasses.fields(self)  # type: ignore[arg-type]
         parts = [f"{field.name}={_show(getattr(self, field.name))}" for field in fields if field.repr]
         return f"{type(self).__name__}({', '.join(parts)})"
+
+
+def column_label(name: str, unit: Any = "") -> str:
+    """A column label ``name [unit]`` (pint's short pretty unit); the bare name for plain numbers.
+
+    Examples
+    --------
+    >>> column_label("kv_bytes_per_token", "B/token"), column_label("cost_per_hour", "USD/hour")
+    ('kv_bytes_per_token [B/token]', 'cost_per_hour [USD/h]')
+    >>> column_label("batch")
+    'batch'
+    """
+    text = f"{ureg.Unit(unit):~P}" if unit else ""
+    return f"{name} [{text}]" if text else name
+
+
+def parse_label(label: str) -> tuple[str, str]:
+    """The name and unit of a column label (``""`` for a plain number); the inverse of :func:`column_label`.
+
+    Examples
+    --------
+    >>> parse_label("ttft [ms]"), parse_label("batch")
+    (('ttft', 'ms'), ('batch', ''))
+    """
+    if label.endswith("]") and " [" in label:
+        name, unit = label[:-1].rsplit(" [", 1)
+        return name, unit
+    return label, ""
+
+
+def flatten(values: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested dicts and results as one level, with dotted keys (``closest.ttft``)."""
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Result):
+            value = value.to_dict()
+        if isinstance(value, Mapping):
+            out.update(flatten(value, f"{name}."))
+        else:
+            out[name] = value
+    return out
+
+
+def frame_columns(
+    values: Mapping[str, Any], units: Mapping[str, str] | None = None, shape: tuple[int, ...] | None = None
+) -> dict[str, Any]:
+    """Labelled columns of a flat mapping of values, arrays broadcast and raveled to a common length.
+
+    Quantities become ``name [unit]`` columns of magnitudes (in ``units[name]`` if given). Arrays
+    broadcast to ``shape`` (a ``ValueError`` if they cannot) or, without it, to their common shape;
+    when they have none, every value stays whole in a single row.
+    """
+    units = units or {}
+    labelled: dict[str, Any] = {}
+    for name, value in values.items():
+        if isinstance(value, ureg.Quantity):
+            quantity = value.to(units[name]) if name in units else value
+            labelled[column_label(name, quantity.units)] = quantity.magnitude
+        elif value is None and name in units:
+            labelled[column_label(name, units[name])] = np.nan
+        else:
+            labelled[name] = value
+    labelled = {
+        k: v.item() if isinstance(v, np.ndarray | np.generic) and np.ndim(v) == 0 else v for k, v in labelled.items()
+    }
+    if shape is None:
+        shapes = [np.shape(v) for v in labelled.values() if _is_array(v)]
+        try:
+            shape = np.broadcast_shapes(*shapes) if shapes else ()
+        except ValueError:
+            return {label: [value] for label, value in labelled.items()}
+    size = int(np.prod(shape))
+    return {
+        label: np.broadcast_to(value, shape).ravel() if _is_array(value) else [value] * size
+        for label, value in labelled.items()
+    }
+
+
+def _is_array(value: Any) -> bool:
+    magnitude = value.magnitude if isinstance(value, ureg.Quantity) else value
+    return isinstance(magnitude, np.ndarray) and magnitude.ndim > 0
 
 
 def format_value(value: Any) -> str:

@@ -2,6 +2,7 @@
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from calculator.cli import app
@@ -112,3 +113,87 @@ def test_frontier_command_json():
     assert result.exit_code == 0, result.output
     rows = json.loads(result.output)
     assert rows and all(row["pareto"] for row in rows)
+
+
+SIZE_ARGS = [
+    "size",
+    "llama-3.1-70b",
+    "--rate",
+    "20",
+    "--input",
+    "1024",
+    "--output",
+    "256",
+    "--ttft",
+    "1 s",
+    "--tpot",
+    "50 ms",
+    "--price",
+    "4",
+]
+
+
+def test_registry_list_csv_and_xlsx(tmp_path):
+    import io
+
+    import pandas as pd
+
+    from calculator.export import read_xlsx
+
+    result = runner.invoke(app, ["registry", "list", "models", "--format", "csv"])
+    assert result.exit_code == 0, result.output
+    frame = pd.read_csv(io.StringIO(result.output))
+    assert list(frame.columns) == ["section", "id", "name", "provenance"]
+    assert "llama-3.1-70b" in set(frame.id) and set(frame.section) == {"models"}
+    path = tmp_path / "models.xlsx"
+    result = runner.invoke(app, ["registry", "list", "models", "-f", "xlsx", "-o", str(path)])
+    assert result.exit_code == 0, result.output
+    sheets = read_xlsx(path)
+    pd.testing.assert_frame_equal(sheets["results"], frame)
+    assert set(frame.id) <= set(sheets["sources"].id)  # every listed entry cites its sources
+
+
+def test_size_formats(tmp_path):
+    import io
+
+    import pandas as pd
+
+    from calculator.export import read_xlsx
+
+    result = runner.invoke(app, [*SIZE_ARGS, "--format", "csv"])
+    assert result.exit_code == 0, result.output
+    row = pd.read_csv(io.StringIO(result.output)).iloc[0]
+    assert bool(row["feasible"]) and row["gpus"] >= 1 and "ttft [ms]" in row.index and "tpot [ms]" in row.index
+    as_json = json.loads(runner.invoke(app, [*SIZE_ARGS, "--format", "json"]).output)
+    assert as_json == json.loads(runner.invoke(app, [*SIZE_ARGS, "--json"]).output)  # --json is an alias
+    assert as_json["gpus"] == row["gpus"]
+    path = tmp_path / "plan.xlsx"
+    result = runner.invoke(app, [*SIZE_ARGS, "-f", "xlsx", "--out", str(path)])
+    assert result.exit_code == 0, result.output
+    sheets = read_xlsx(path)
+    assert sheets["results"].loc[0, "gpus"] == row["gpus"]
+    inputs = sheets["inputs"].set_index("name")
+    assert inputs.loc["arrival_rate", "unit"] == "request/s" and inputs.loc["tpot_slo", "values"] == "0.05"
+    assert {"fleet.size_fleet", "llama-3.1-70b", "h100-sxm"} <= set(sheets["sources"].id)
+
+
+def test_frontier_csv_to_file(tmp_path):
+    import pandas as pd
+
+    path = tmp_path / "frontier.csv"
+    args = ["frontier", "llama-3.1-8b", "--input", "1024", "--output", "512"]
+    result = runner.invoke(app, [*args, "-f", "csv", "-o", str(path)])
+    assert result.exit_code == 0, result.output
+    frame = pd.read_csv(path)
+    rows = json.loads(runner.invoke(app, [*args, "--json"]).output)
+    assert len(frame) == len(rows) and frame["pareto"].all()
+    assert frame["tokens_per_s_per_gpu"].tolist() == pytest.approx([r["tokens_per_s_per_gpu"] for r in rows])
+
+
+def test_format_errors_exit_2():
+    no_file = runner.invoke(app, [*SIZE_ARGS, "--format", "xlsx"])
+    assert no_file.exit_code == 2 and "--format xlsx needs --out FILE" in no_file.output
+    conflict = runner.invoke(app, ["registry", "list", "--json", "--format", "csv"])
+    assert conflict.exit_code == 2 and "--json conflicts with --format csv" in conflict.output
+    unknown = runner.invoke(app, ["registry", "list", "--format", "pdf"])
+    assert unknown.exit_code == 2

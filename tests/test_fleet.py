@@ -11,6 +11,7 @@ from calculator.fleet import (
     Workload,
     compare_serving_modes,
     default_price,
+    demand_from_trace,
     frontier,
     plan_over_time,
     relax_targets,
@@ -111,10 +112,23 @@ def test_several_accelerators_pick_the_cheapest():
         assert float(text.split(", ")[-1].split(" ")[0]) >= chosen - 1e-9
 
 
-def test_default_price_comes_from_the_registry():
-    assert default_price("h100-sxm").m_as("USD/hour") > 0
-    with pytest.raises(InputError, match="no on-demand price for accelerator 'l4'"):
-        default_price("l4")
+def test_default_price_comes_from_the_registry(tmp_path):
+    from calculator.registry import load_registry
+
+    reg = load_registry()
+    on_demand = [p.price for p in reg.prices.values() if p.accelerator == "h100-sxm" and p.market == "on_demand"]
+    assert default_price("h100-sxm") == min(on_demand, key=lambda q: q.m_as("USD/hour"))
+    with pytest.raises(InputError, match="no on-demand price for accelerator 'a100-40gb'"):
+        default_price("a100-40gb", registry=_without_prices(tmp_path))
+
+
+def _without_prices(folder):
+    from calculator.registry import DEFAULT_REGISTRY_PATH, load_registry
+
+    text = DEFAULT_REGISTRY_PATH.read_text(encoding="utf-8").split("\nprices:", 1)[0]
+    path = folder / "no_prices.yaml"
+    path.write_text(text, encoding="utf-8")
+    return load_registry(path)
 
 
 def test_fp8_kv_cache_and_prefix_caching_never_cost_more():
@@ -188,16 +202,32 @@ def test_workload_from_a_trace():
         Workload.from_trace(trace.drop(columns="output_tokens"))
 
 
+def test_demand_curve_from_a_trace():
+    # 3,600 arrivals in the first hour, 7,200 in the second: 1 and 2 request/s.
+    arrivals = np.concatenate([np.linspace(0, 3599, 3600), 3600 + np.linspace(0, 3599, 7200)])
+    times, rates = demand_from_trace(pd.DataFrame({"arrival_time": arrivals}))
+    assert times.m_as("hour").tolist() == [0, 1]
+    assert rates.m_as("request/s").tolist() == pytest.approx([1.0, 2.0])
+
+
 def test_plan_over_a_demand_curve():
+    from calculator.autoscaling import cold_start_time
+
     p = plan(rate=50)
     hours = np.arange(24)
     demand = Q_(25 + 25 * np.sin(hours / 24 * 2 * np.pi) ** 2, "request/s")
-    day = plan_over_time(p, Q_(hours, "hour"), demand)
-    assert day.peak_gpus <= p.gpus
+    startup = cold_start_time(Q_(2, "min"), Q_(70, "GB"), Q_(0.5, "GB/s"), Q_(1, "min"))
+    day = plan_over_time(p, Q_(hours, "hour"), demand, startup_time=startup, end=Q_(24, "hour"))
+    assert day.peak_gpus <= p.gpus + p.tensor_parallel  # the 50 request/s plan covers the 50 request/s peak
     assert day.cost <= day.static_cost
-    ahead = plan_over_time(p, Q_(hours, "hour"), demand, startup_time=Q_(2, "hour"))
-    assert np.all(ahead.replicas >= day.replicas)
-    with pytest.raises(InputError, match="'demand' must be finite and >= 0"):
+    assert day.predictive.deficit.m_as("request") == 0  # replicas start one cold start ahead
+    # A step from 5 to 50 request/s at 09:00: the reactive controller sees it late and waits a cold start.
+    step = Q_(np.where(hours < 9, 5.0, 50.0), "request/s")
+    jump = plan_over_time(p, Q_(hours, "hour"), step, startup_time=startup, end=Q_(24, "hour"))
+    assert jump.predictive.deficit.m_as("request") == 0 < jump.reactive.deficit.m_as("request")
+    per_replica = p.replica_throughput.m_as("request/s") * p.max_utilization
+    assert day.predictive.ready.max() == int(np.ceil(demand.m_as("request/s").max() / per_replica - 1e-9))
+    with pytest.raises(InputError):
         plan_over_time(p, Q_(hours, "hour"), Q_(-np.ones(24), "request/s"))
 
 

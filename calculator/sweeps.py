@@ -1,0 +1,408 @@
+"""Sweeps: evaluate a model over a grid of inputs and get a tidy pandas DataFrame.
+
+:func:`sweep` evaluates a closed-form model (a :class:`~calculator.formula.Formula`, by object or by
+its :func:`~calculator.formula.catalog` name) or any vectorized function of the library
+(:func:`~calculator.memory.memory_fit`, :func:`~calculator.performance.predict_benchmark`, ...)
+over the Cartesian product of the values given for its arguments. Each argument given as a list,
+a 1-D array or a 1-D quantity array is an axis of the grid; any other value is held fixed. The
+grid is never materialised point by point: every numeric axis becomes an open (sparse) mesh and
+the model runs once, by numpy broadcasting. Only axes of names (model or accelerator ids,
+precisions) are looped over, one vectorized call per combination of names.
+
+:func:`sweep_fleet` does the same for :func:`~calculator.fleet.size_fleet`, whose search over
+configurations is vectorized inside: it loops over the (small) outer grid of workload values and
+targets, one sizing per point.
+
+The frame has one row per grid point: the inputs that produced it, then the results. Quantity
+columns are labelled ``name [unit]`` (``kv_bytes_per_token [B/token]``); inputs given as quantities
+keep the caller's unit, results keep the model's unit unless ``units`` asks for another. Plain
+numbers have a bare name; counts stay integers. ``frame.attrs["provenance"]`` records the model,
+the inputs and the registry entries used, for :mod:`calculator.export`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from .errors import InputError
+from .formula import Formula, catalog
+from .results import Result, column_label, flatten, frame_columns
+from .units import Q_, ureg
+
+__all__ = ["is_axis", "resolve_model", "sweep", "sweep_fleet"]
+
+
+def resolve_model(model: Any) -> Formula | Callable[..., Any]:
+    """A formula from its catalog name (``"memory.kv_bytes_per_token"`` or, if unique, ``"kv_bytes_per_token"``).
+
+    Formulas and other callables pass through.
+    """
+    if callable(model):
+        return model
+    if not isinstance(model, str):
+        raise InputError(f"sweep(): expected a formula, a function or a formula name, got {model!r}")
+    formulas = catalog()
+    if model in formulas:
+        return formulas[model]
+    matches = [key for key, f in formulas.items() if f.name == model]
+    if len(matches) == 1:
+        return formulas[matches[0]]
+    if matches:
+        raise InputError(f"sweep(): formula name {model!r} is ambiguous; use one of {matches}")
+    raise InputError(
+        f"sweep(): no formula named {model!r}; catalog() lists module.name keys such as {next(iter(formulas))!r}"
+    )
+
+
+def is_axis(value: Any) -> bool:
+    """Whether a sweep argument is an axis of the grid (a list, tuple, or 1-D array or quantity array)."""
+    magnitude = value.magnitude if isinstance(value, ureg.Quantity) else value
+    return isinstance(magnitude, list | tuple) or (isinstance(magnitude, np.ndarray) and magnitude.ndim > 0)
+
+
+def sweep(model: Any, /, *, units: Mapping[str, str] | None = None, **grids: Any) -> Any:
+    """Evaluate a model over the Cartesian product of its inputs' values; one row per point.
+
+    Parameters
+    ----------
+    model : Formula, callable or str
+        A formula (or its catalog name), or a function of the library that broadcasts over numpy
+        arrays and returns a quantity, an array or a :class:`~calculator.results.Result`.
+    units : mapping of str to str, optional
+        Units to show columns in, by name (``{"kv_bytes_per_token": "KiB/token"}``).
+    **grids
+        Every argument of the model: a fixed value, or a list / 1-D array / 1-D quantity array of
+        values to sweep. For a formula, every argument must be given.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per grid point (the last axis varies fastest): the inputs, then the results, with
+        ``name [unit]`` labels. ``attrs["provenance"]`` is a :class:`~calculator.export.Provenance`.
+
+    Notes
+    -----
+    A formula runs once on an open mesh of the numeric axes (``numpy`` broadcasting), through
+    :meth:`Formula.numeric` after one unit and domain check per axis, so a sweep of 10^6 points costs
+    about what one array evaluation does (``docs/notebooks.md`` records the benchmark). A function
+    runs once per combination of its non-numeric axes (ids, precision names). A point where the
+    model is undefined is an :class:`~calculator.errors.InputError` naming it, never a NaN row.
+
+    Examples
+    --------
+    >>> from calculator import Q_
+    >>> frame = sweep("memory.kv_bytes_per_token", layers=80, kv_heads=[8, 64], head_dim=128,
+    ...               bytes_per_element=Q_([1, 2], "B"), units={"kv_bytes_per_token": "KiB/token"})
+    >>> list(frame.columns)
+    ['layers', 'kv_heads', 'head_dim', 'bytes_per_element [B]', 'kv_bytes_per_token [KiB/token]']
+    >>> frame[["kv_heads", "bytes_per_element [B]", "kv_bytes_per_token [KiB/token]"]]
+       kv_heads  bytes_per_element [B]  kv_bytes_per_token [KiB/token]
+    0         8                      1                           160.0
+    1         8                      2                           320.0
+    2        64                      1                          1280.0
+    3        64                      2                          2560.0
+    """
+    target = resolve_model(model)
+    if isinstance(target, Formula):
+        frame = _sweep_formula(target, grids, units or {})
+        name = _formula_key(target)
+    else:
+        frame = _sweep_function(target, grids, units or {})
+        name = _function_key(target)
+    from .export import Provenance
+
+    frame.attrs["provenance"] = Provenance(models=(name,), inputs=dict(grids), registry_ids=_registry_ids(grids))
+    return frame
+
+
+def _formula_key(target: Formula) -> str:
+    return f"{target.__module__.rsplit('.', 1)[-1]}.{target.name}"
+
+
+def _function_key(target: Callable[..., Any]) -> str:
+    """``module.name`` of a library function; ``user:module.name`` of the caller's own code."""
+    module = getattr(target, "__module__", "") or ""
+    name = getattr(target, "__qualname__", getattr(target, "__name__", "function"))
+    if module.startswith("calculator."):
+        return f"{module.removeprefix('calculator.')}.{name}"
+    return f"user:{module}.{name}"
+
+
+def _sweep_formula(target: Formula, grids: dict[str, Any], units: Mapping[str, str]) -> Any:
+    import pandas as pd
+
+    missing = [n for n in target.inputs if n not in grids]
+    unknown = [n for n in grids if n not in target.variables]
+    if missing or unknown:
+        raise TypeError(
+            f"sweep({target.name}): give every argument {list(target.inputs)}; missing {missing}, unknown {unknown}"
+        )
+    for name, value in grids.items():
+        _check_axis(target.name, name, value)
+    magnitudes = target.magnitudes(**grids)  # unit and domain checks, once per axis
+    axes = [n for n in target.inputs if is_axis(grids[n])]
+    mesh = _open_mesh({n: magnitudes[n] for n in axes})
+    shape = tuple(np.size(magnitudes[n]) for n in axes)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        result = np.broadcast_to(np.asarray(target.numeric(**{**magnitudes, **mesh}), dtype=float), shape)
+    if np.isnan(result).any():
+        index = np.unravel_index(int(np.argmax(np.isnan(result))), shape)
+        point = {n: np.ravel(grids[n])[i] for n, i in zip(axes, index, strict=True)}
+        raise InputError(f"sweep({target.name}): the result is undefined (NaN) at {point}")
+    columns: dict[str, Any] = {}
+    size = int(np.prod(shape))
+    for name in target.inputs:
+        spec = target.variables[name]
+        value = grids[name]
+        shown = value.to(units[name]) if name in units and isinstance(value, ureg.Quantity) else value
+        unit = shown.units if isinstance(shown, ureg.Quantity) else spec.unit
+        values = np.asarray(shown.magnitude if isinstance(shown, ureg.Quantity) else shown)
+        if spec.domain == "positive_integer":
+            values = values.astype(np.int64)
+        if name in axes:
+            position = axes.index(name)
+            values = np.broadcast_to(values.reshape(_axis_shape(position, len(axes))), shape).ravel()
+        else:
+            values = np.full(size, values.item())
+        columns[column_label(name, unit)] = values
+    result_unit = target.result.unit
+    if target.name in units:
+        result = Q_(result, result_unit).m_as(units[target.name])
+        result_unit = units[target.name]
+    columns[column_label(target.name, result_unit)] = result.ravel()
+    return pd.DataFrame(columns)
+
+
+def _sweep_function(target: Callable[..., Any], grids: dict[str, Any], units: Mapping[str, str]) -> Any:
+    import pandas as pd
+
+    name = getattr(target, "__name__", "result")
+    numeric = [n for n, v in grids.items() if is_axis(v) and _is_numeric(v)]
+    named = [n for n, v in grids.items() if is_axis(v) and n not in numeric]
+    for arg in numeric + named:
+        _check_axis(name, arg, grids[arg])
+    mesh = {n: _reshaped(grids[n], _axis_shape(i, len(numeric))) for i, n in enumerate(numeric)}
+    shape = tuple(np.size(_magnitude(grids[n])) for n in numeric)
+    inputs = {n: _input_value(v) for n, v in grids.items() if n not in named} | mesh
+    frames = []
+    for combination in itertools.product(*(grids[n] for n in named)):
+        choice = dict(zip(named, combination, strict=True))
+        out = target(**{n: v for n, v in grids.items() if not is_axis(v)}, **choice, **mesh)
+        if isinstance(out, Result):
+            results = flatten(out.to_dict())
+        elif isinstance(out, ureg.Quantity) or np.ndim(out) or isinstance(out, int | float):
+            results = {name: out}
+        else:
+            raise InputError(f"sweep({name}): expected a quantity, an array or a Result, got {type(out).__name__}")
+        row_inputs = {n: inputs[n] if n in inputs else _input_value(choice[n]) for n in grids}
+        # A result that repeats an input (memory_fit's context) is shown once, in the input's column.
+        results = {
+            (f"result.{k}" if k in row_inputs else k): v
+            for k, v in results.items()
+            if k not in row_inputs or not _same(row_inputs[k], v, shape)
+        }
+        try:
+            columns = frame_columns(row_inputs, units, shape) | frame_columns(results, units, shape)
+        except ValueError:
+            raise InputError(f"sweep({name}): its results do not broadcast over the grid {shape}") from None
+        frames.append(pd.DataFrame(columns))
+    return pd.concat(frames, ignore_index=True)
+
+
+def _same(given: Any, result: Any, shape: tuple[int, ...]) -> bool:
+    """Whether a result field equals an input (same values in the input's unit) at every grid point."""
+    try:
+        if isinstance(given, ureg.Quantity) or isinstance(result, ureg.Quantity):
+            given, result = Q_(given).magnitude, Q_(result).m_as(Q_(given).units)
+        given, result = np.broadcast_to(given, shape), np.broadcast_to(result, shape)
+        if given.dtype.kind in "biuf" and result.dtype.kind in "biuf":
+            return bool(np.allclose(given, result, rtol=1e-12, atol=0.0))
+        return bool(np.all(given == result))
+    except (TypeError, ValueError):  # other dimensions (pint's DimensionalityError is a TypeError), shapes
+        return False
+
+
+def _check_axis(function: str, argument: str, value: Any) -> None:
+    if is_axis(value) and (np.ndim(_magnitude(value)) != 1 or np.size(_magnitude(value)) == 0):
+        raise InputError(f"sweep({function}): argument '{argument}' must be a value or a non-empty 1-D list of values")
+
+
+def _is_numeric(value: Any) -> bool:
+    if isinstance(value, ureg.Quantity):
+        return True
+    values = np.asarray(value)
+    return values.dtype != object and (np.issubdtype(values.dtype, np.number) or values.dtype == bool)
+
+
+def _magnitude(value: Any) -> Any:
+    return value.magnitude if isinstance(value, ureg.Quantity) else value
+
+
+def _axis_shape(position: int, axes: int) -> tuple[int, ...]:
+    return tuple(-1 if i == position else 1 for i in range(axes))
+
+
+def _open_mesh(axes: dict[str, Any]) -> dict[str, Any]:
+    return {n: np.asarray(v).reshape(_axis_shape(i, len(axes))) for i, (n, v) in enumerate(axes.items())}
+
+
+def _reshaped(value: Any, shape: tuple[int, ...]) -> Any:
+    if isinstance(value, ureg.Quantity):
+        return Q_(np.asarray(value.magnitude).reshape(shape), value.units)
+    return np.asarray(value).reshape(shape)
+
+
+def _input_value(value: Any) -> Any:
+    """An input as a frame cell: registry objects by id, everything else as it is."""
+    return getattr(value, "id", value) if not isinstance(value, ureg.Quantity | str) else value
+
+
+def _registry_ids(grids: Mapping[str, Any]) -> tuple[str, ...]:
+    """The registry entries named by string (or registry-object) inputs, by id."""
+    items = [item for value in grids.values() for item in (value if isinstance(value, list | tuple) else [value])]
+    names = [item for item in items if isinstance(item, str)]
+    ids = [item.id for item in items if hasattr(item, "sources") and hasattr(item, "id")]
+    if names:  # the registry loads only when some input could name an entry
+        from .registry import load_registry
+
+        reg = load_registry()
+        for name in names:
+            try:
+                ids.append(reg.find(name)[1].id)
+            except KeyError:
+                continue
+    return tuple(dict.fromkeys(ids))
+
+
+#: Units the fleet sweep shows plan quantities in (a planner's units; ``units=`` overrides).
+PLAN_UNITS = {
+    "ttft": "ms",
+    "tpot": "ms",
+    "tbt_max": "ms",
+    "replica_throughput": "request/s",
+    "cost_per_hour": "USD/hour",
+    "cost_per_million_tokens": "USD",
+    "power": "kW",
+    "energy_per_million_tokens": "kWh",
+    "electricity_cost_per_million_tokens": "USD",
+    "closest.ttft": "ms",
+    "closest.tpot": "ms",
+}
+#: size_fleet options whose value is a list by nature, never an axis of the sweep.
+_NOT_AXES = frozenset({"tensor_parallel", "batches", "progress"})
+
+
+def sweep_fleet(
+    model: Any,
+    accelerator: Any,
+    precision: Any,
+    arrival_rate: Any,
+    input_tokens: Any,
+    output_tokens: Any,
+    ttft_slo: Any,
+    tpot_slo: Any,
+    *,
+    units: Mapping[str, str] | None = None,
+    **options: Any,
+) -> Any:
+    """Size a fleet at every point of a grid of workloads, targets and hardware; one row per plan.
+
+    Parameters
+    ----------
+    model, accelerator, precision, arrival_rate, input_tokens, output_tokens, ttft_slo, tpot_slo
+        As for :func:`~calculator.fleet.size_fleet`; each may be a list (or a 1-D quantity array)
+        of values to sweep. A list of accelerators or precisions sizes each one separately (to
+        compare them); pick the cheapest per workload with pandas afterwards.
+    units : mapping of str to str, optional
+        Units to show columns in, over :data:`PLAN_UNITS` (TTFT and TPOT in ms, cost in USD/h).
+    **options
+        Other :func:`~calculator.fleet.size_fleet` options; any of them but ``tensor_parallel``,
+        ``batches`` and ``progress`` may also be a list to sweep.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The inputs of each point, then the plan's fields (:meth:`FleetPlan.to_frame`) but the ones
+        that repeat an input (model, accelerator, precision, max_utilization) and the per-family
+        ``rejected`` notes. Infeasible points have ``feasible`` False, their ``reason``, missing
+        costs and the ``closest.*`` values any candidate reaches. ``attrs["provenance"]`` cites
+        :func:`size_fleet` and the registry entries used (model, accelerators, default prices).
+
+    Notes
+    -----
+    :func:`size_fleet` evaluates every (accelerator, precision, TP, batch) candidate of one point at
+    once with numpy; this function loops over the outer grid of points in Python (a few milliseconds per
+    point with the default candidate grid), which suits the tens to thousands of points a planning
+    study sweeps.
+
+    Examples
+    --------
+    >>> from calculator import Q_
+    >>> frame = sweep_fleet("llama-3.1-70b", ["h100-sxm", "h200-sxm"], "fp8", Q_([10, 40], "request/s"),
+    ...                     1024, 256, Q_(1, "s"), Q_(50, "ms"), price=Q_(4, "USD/hour"))
+    >>> frame[["accelerator", "arrival_rate [request/s]", "gpus", "cost_per_hour [USD/h]"]]
+      accelerator  arrival_rate [request/s]  gpus  cost_per_hour [USD/h]
+    0    h100-sxm                        10     4                     16
+    1    h100-sxm                        40    14                     56
+    2    h200-sxm                        10     3                     12
+    3    h200-sxm                        40    10                     40
+    """
+    import pandas as pd
+
+    from .fleet import default_price_entry, size_fleet
+
+    grids = {
+        "model": model,
+        "accelerator": accelerator,
+        "precision": precision,
+        "arrival_rate": arrival_rate,
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "ttft_slo": ttft_slo,
+        "tpot_slo": tpot_slo,
+        **options,
+    }
+    axes = {n: _axis_values(n, v) for n, v in grids.items() if n not in _NOT_AXES and is_axis(v)}
+    shown = {**PLAN_UNITS, **(units or {})}
+    repeated = {"model", "accelerator", "precision", "max_utilization"}
+    rows = []
+    for combination in itertools.product(*axes.values()):
+        point = {**grids, **dict(zip(axes, combination, strict=True))}
+        plan = size_fleet(**point)
+        given = {n: _input_value(v) for n, v in point.items() if n not in _NOT_AXES and not isinstance(v, dict)}
+        results = {
+            k: v for k, v in flatten(plan.to_dict()).items() if k not in repeated and not k.startswith("rejected.")
+        }
+        columns = frame_columns(given, units) | frame_columns(results, shown)
+        rows.append({label: values[0] for label, values in columns.items()})
+    frame = pd.DataFrame.from_records(rows)
+    from .export import Provenance
+    from .registry import load_registry
+
+    reg = load_registry()
+    ids = list(_registry_ids({"model": model, "accelerator": accelerator}))
+    if options.get("price") is None:
+        ids += [default_price_entry(a).id for a in dict.fromkeys(_axis_values("accelerator", accelerator))]
+    if options.get("speculation") is not None:
+        ids.append(reg.model(options["speculation"].draft_model).id)
+    frame.attrs["provenance"] = Provenance(models=("fleet.size_fleet",), inputs=grids, registry_ids=tuple(ids))
+    return frame
+
+
+def _axis_values(name: str, value: Any) -> list[Any]:
+    """The values of one axis (a fixed value is an axis of one); quantities in the first one's unit."""
+    if not is_axis(value):
+        return [value]
+    if isinstance(value, ureg.Quantity):
+        _check_axis("size_fleet", name, value)
+        return [Q_(m, value.units) for m in value.magnitude]
+    values = list(value)
+    if not values:
+        raise InputError(f"sweep(size_fleet): argument '{name}' must be a value or a non-empty 1-D list of values")
+    if isinstance(values[0], ureg.Quantity):
+        return [Q_(v).to(values[0].units) for v in values]
+    return values

@@ -1,0 +1,169 @@
+"""CSV and XLSX exports round-trip, and the workbook cites the formulas and registry sources used."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from calculator import Q_
+from calculator.errors import InputError
+from calculator.export import SHEETS, SOURCE_COLUMNS, Provenance, read_xlsx, to_csv, to_xlsx
+from calculator.fleet import size_fleet
+from calculator.memory import kv_bytes_per_token
+from calculator.queueing import mmc_mean_wait
+from calculator.registry import load_registry
+from calculator.sweeps import sweep, sweep_fleet
+
+
+@pytest.fixture(scope="module")
+def kv_sweep():
+    return sweep(
+        kv_bytes_per_token,
+        layers=[32, 80],
+        kv_heads=[8, 64],
+        head_dim=128,
+        bytes_per_element=Q_([1, 2], "B"),
+        units={"kv_bytes_per_token": "KiB/token"},
+    )
+
+
+@pytest.fixture(scope="module")
+def waits():
+    # utilization 0.5, 0.9 and 1.0: the last queue is unstable and waits forever (inf, not NaN)
+    return sweep(mmc_mean_wait, arrival_rate=Q_([5, 9, 10], "request/s"), service_time=Q_(0.1, "s"), servers=1)
+
+
+@pytest.fixture(scope="module")
+def plan():
+    return size_fleet(
+        "llama-3.1-70b",
+        "h100-sxm",
+        "fp8",
+        Q_(20, "request/s"),
+        1024,
+        256,
+        Q_(1, "s"),
+        Q_(50, "ms"),
+        price=Q_(4, "USD/hour"),
+    )
+
+
+def test_csv_round_trip(kv_sweep, tmp_path):
+    path = tmp_path / "kv.csv"
+    assert to_csv(kv_sweep, path) is None
+    back = pd.read_csv(path)
+    pd.testing.assert_frame_equal(back, kv_sweep)
+    assert to_csv(kv_sweep) == path.read_text()
+
+
+def test_csv_round_trip_keeps_infinity(waits, tmp_path):
+    assert np.isinf(waits["mmc_mean_wait [s]"].iloc[-1])
+    path = tmp_path / "waits.csv"
+    to_csv(waits, path)
+    pd.testing.assert_frame_equal(pd.read_csv(path), waits)
+
+
+def test_csv_of_a_result_object(plan, tmp_path):
+    path = tmp_path / "plan.csv"
+    to_csv(plan, path, units={"ttft": "ms"})
+    back = pd.read_csv(path)
+    assert back.loc[0, "gpus"] == plan.gpus
+    assert back.loc[0, "ttft [ms]"] == pytest.approx(plan.ttft.m_as("ms"))
+
+
+def test_xlsx_round_trip_and_sheets(kv_sweep, tmp_path):
+    path = to_xlsx(kv_sweep, tmp_path / "kv.xlsx")
+    sheets = read_xlsx(path)
+    assert tuple(sheets) == SHEETS
+    pd.testing.assert_frame_equal(sheets["results"], kv_sweep, check_dtype=False)
+    inputs = sheets["inputs"].set_index("name")
+    assert inputs.loc["layers", "values"] == "32, 80" and inputs.loc["layers", "points"] == 2
+    assert inputs.loc["bytes_per_element", "unit"] == "B"
+    assert inputs.loc["head_dim", "points"] == 1 and str(inputs.loc["head_dim", "values"]) == "128"
+    sources = sheets["sources"]
+    assert tuple(sources.columns) == SOURCE_COLUMNS
+    row = sources.iloc[0]
+    assert row["kind"] == "formula" and row["id"] == "memory.kv_bytes_per_token"
+    assert row["reference"] == kv_bytes_per_token.reference
+    assert row["latex"] == kv_bytes_per_token.latex()
+
+
+def test_xlsx_round_trip_keeps_infinity(waits, tmp_path):
+    sheets = read_xlsx(to_xlsx(waits, tmp_path / "waits.xlsx"))
+    pd.testing.assert_frame_equal(sheets["results"], waits, check_dtype=False)
+
+
+def test_xlsx_cites_registry_sources_of_a_fleet_sweep(tmp_path):
+    frame = sweep_fleet(
+        "llama-3.1-8b", ["h100-sxm", "a100-sxm-80gb"], "fp8", Q_(5, "request/s"), 512, 128, Q_(1, "s"), Q_(80, "ms")
+    )
+    sheets = read_xlsx(to_xlsx(frame, tmp_path / "fleet.xlsx"))
+    pd.testing.assert_frame_equal(sheets["results"], frame, check_dtype=False)
+    sources = sheets["sources"]
+    assert sources.iloc[0]["kind"] == "function" and sources.iloc[0]["id"] == "fleet.size_fleet"
+    registry = sources[sources.kind == "registry"]
+    reg = load_registry()
+    for entry_id in ("llama-3.1-8b", "h100-sxm", "a100-sxm-80gb"):
+        cited = registry[registry.id == entry_id]
+        entry = reg.find(entry_id)[1]
+        assert len(cited) == len(entry.sources)  # one row per source document of the entry
+        assert set(cited.url) == {reg.sources[link.source].url for link in entry.sources}
+    prices = [i for i in frame.attrs["provenance"].registry_ids if reg.find(i)[0] == "prices"]
+    assert len(prices) == 2 and set(prices) <= set(registry.id)
+
+
+def test_xlsx_of_a_result_object_cites_what_its_cells_name(plan, tmp_path):
+    path = to_xlsx(
+        plan,
+        tmp_path / "plan.xlsx",
+        models=["fleet.size_fleet"],
+        inputs={"arrival_rate": Q_(20, "request/s"), "ttft_slo": Q_(1, "s")},
+        units={"ttft": "ms"},
+    )
+    sheets = read_xlsx(path)
+    assert sheets["results"].loc[0, "ttft [ms]"] == pytest.approx(plan.ttft.m_as("ms"))
+    assert set(sheets["inputs"].name) == {"arrival_rate", "ttft_slo"}
+    cited = set(sheets["sources"].id)
+    assert {"fleet.size_fleet", "llama-3.1-70b", "h100-sxm"} <= cited
+
+
+def test_long_axes_show_their_range_on_the_inputs_sheet():
+    inputs = Provenance(inputs={"rate": Q_(np.arange(1.0, 1001.0), "request/s"), "names": ["a", "b"]}).inputs_frame()
+    assert list(inputs["values"]) == ["1, 2, ..., 1000", "a, b"]
+    assert list(inputs["points"]) == [1000, 2]
+    assert list(inputs["unit"]) == ["request/s", ""]
+
+
+def test_export_errors(tmp_path, monkeypatch):
+    import calculator.export
+
+    with pytest.raises(InputError, match="expected a pandas DataFrame or a result object"):
+        to_csv([1, 2, 3])
+    with pytest.raises(InputError, match=r"no formula or library function 'memory\.nothing'"):
+        to_xlsx(pd.DataFrame({"a": [1]}), tmp_path / "x.xlsx", models=["memory.nothing"])
+    monkeypatch.setattr(calculator.export, "MAX_SHEET_ROWS", 3)
+    with pytest.raises(InputError, match="write CSV instead"):
+        to_xlsx(pd.DataFrame({"a": range(4)}), tmp_path / "y.xlsx")
+
+
+def test_provenance_merge_keeps_order_without_duplicates():
+    a = Provenance(("m.a",), ("x", "y"), {"p": 1})
+    b = Provenance(("m.a", "m.b"), ("y", "z"), {"p": 2, "q": 3})
+    merged = a.merge(b)
+    assert merged.models == ("m.a", "m.b") and merged.registry_ids == ("x", "y", "z")
+    assert merged.inputs == {"p": 1, "q": 3}
+
+
+def test_a_sweep_of_the_callers_own_function_cites_it_and_the_library_models_named(tmp_path):
+    from calculator.memory import device_share, memory_fit
+
+    def fit(weight_bits, tensor_parallel, context):
+        share = device_share("llama-3.1-70b", tensor_parallel, weight_bits, "fp16")
+        return memory_fit(Q_(80, "GiB"), share.weights, share.kv_per_token, context)
+
+    frame = sweep(fit, weight_bits=["bf16", "fp8"], tensor_parallel=[2, 4], context=[8192, 32768])
+    assert frame.attrs["provenance"].models == (f"user:{__name__}.{fit.__qualname__}",)
+    sheets = read_xlsx(to_xlsx(frame, tmp_path / "fit.xlsx", models=["memory.device_share", "memory.memory_fit"]))
+    sources = sheets["sources"].set_index("id")
+    assert sources.loc["memory.memory_fit", "kind"] == "function"
+    assert sources.loc[f"{__name__}.{fit.__qualname__}", "reference"] == "the caller's own code"
+    pd.testing.assert_frame_equal(sheets["results"], frame, check_dtype=False)

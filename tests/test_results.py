@@ -1,0 +1,136 @@
+"""Result objects in notebooks and spreadsheets: to_frame, _repr_html_, column labels."""
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from calculator import Q_
+from calculator.fleet import size_fleet
+from calculator.memory import memory_fit
+from calculator.performance import predict_benchmark
+from calculator.results import Result, column_label, flatten, parse_label
+
+
+@pytest.fixture(scope="module")
+def plan():
+    return size_fleet(
+        "llama-3.1-70b",
+        "h100-sxm",
+        "fp8",
+        Q_(20, "request/s"),
+        1024,
+        256,
+        Q_(1, "s"),
+        Q_(50, "ms"),
+        price=Q_(4, "USD/hour"),
+    )
+
+
+@pytest.fixture(scope="module")
+def infeasible():
+    return size_fleet(
+        "llama-3.1-70b",
+        "h100-sxm",
+        "fp8",
+        Q_(20, "request/s"),
+        1024,
+        256,
+        Q_(1, "s"),
+        Q_(0.1, "ms"),
+        price=Q_(4, "USD/hour"),
+    )
+
+
+def test_column_labels_round_trip():
+    for name, unit in [("kv_per_token", "B/token"), ("cost_per_hour", "USD/hour"), ("rate", "request/s"), ("n", "")]:
+        label = column_label(name, unit)
+        parsed_name, parsed_unit = parse_label(label)
+        assert parsed_name == name
+        assert (Q_(1, parsed_unit) == Q_(1, unit)) if unit else parsed_unit == ""
+    assert column_label("kv_per_token", "B/token") == "kv_per_token [B/token]"
+    assert column_label("x", "dimensionless") == "x"
+
+
+def test_fleet_plan_to_frame_is_one_row_with_unit_labels(plan):
+    frame = plan.to_frame()
+    assert len(frame) == 1
+    assert frame.loc[0, "gpus"] == plan.gpus
+    assert frame.loc[0, "cost_per_hour [USD/h]"] == pytest.approx(plan.cost_per_hour.m_as("USD/hour"))
+    assert frame.loc[0, "ttft [s]"] == pytest.approx(plan.ttft.m_as("s"))
+    # dicts flatten to dotted names
+    assert any(c.startswith("rejected.h100-sxm/fp8/tp") for c in frame.columns)
+    shown = plan.to_frame(units={"ttft": "ms", "cost_per_hour": "USD/day"})
+    assert shown.loc[0, "ttft [ms]"] == pytest.approx(plan.ttft.m_as("ms"))
+    assert shown.loc[0, "cost_per_hour [USD/d]"] == pytest.approx(plan.cost_per_hour.m_as("USD/day"))
+    assert plan.to_dict()["gpus"] == plan.gpus  # to_dict unchanged
+
+
+def test_infeasible_plan_frame_lines_up_with_feasible_ones(plan, infeasible):
+    units = {"ttft": "ms", "tpot": "ms", "cost_per_hour": "USD/hour", "closest.tpot": "ms"}
+    both = pd.concat([plan.to_frame(units), infeasible.to_frame(units)], ignore_index=True)
+    assert both.loc[0, "tpot [ms]"] == pytest.approx(plan.tpot.m_as("ms"))
+    assert np.isnan(both.loc[1, "tpot [ms]"]) and np.isnan(both.loc[1, "cost_per_hour [USD/h]"])
+    assert both.loc[1, "closest.tpot [ms]"] == pytest.approx(infeasible.closest["tpot"].m_as("ms"))
+    assert not both.loc[1, "feasible"]
+
+
+def test_memory_fit_over_arrays_gives_one_row_per_element():
+    context = np.array([1000, 4000, 16000])
+    batch = np.array([[1], [8]])
+    fit = memory_fit(Q_(80, "GB"), Q_(70, "GB"), Q_(327680, "B/token"), context, batch=batch)
+    frame = fit.to_frame(units={"kv": "GB"})
+    assert len(frame) == 6
+    assert list(frame["context"]) == [1000, 4000, 16000] * 2
+    assert list(frame["batch"]) == [1, 1, 1, 8, 8, 8]
+    for _, row in frame.iterrows():
+        point = memory_fit(Q_(80, "GB"), Q_(70, "GB"), Q_(327680, "B/token"), int(row.context), batch=int(row.batch))
+        assert row.fits == point.fits and row.max_batch == point.max_batch
+        assert row["kv [GB]"] == pytest.approx(point.kv.m_as("GB"))
+    assert frame["capacity [B]"].nunique() == 1  # scalar fields repeat
+
+
+def test_benchmark_prediction_frame():
+    prediction = predict_benchmark("llama-3.1-8b", "h100-sxm", "bf16", 1, 1024, 256, np.array([1, 8, 64]))
+    frame = prediction.to_frame(units={"ttft": "ms"})
+    assert list(frame.columns[:2]) == ["ttft [ms]", "tpot [s]"]
+    assert np.allclose(frame["ttft [ms]"], prediction.ttft.m_as("ms"))
+    assert set(frame["engine"]) == {prediction.engine}
+
+
+def test_unbroadcastable_fields_stay_whole_in_one_row():
+    @dataclass(frozen=True, repr=False)
+    class Ragged(Result):
+        times: object
+        levels: object
+        label: str
+
+    ragged = Ragged(Q_([0.0, 1.0, 2.0], "hour"), np.array([1, 2]), "x")
+    frame = ragged.to_frame()
+    assert len(frame) == 1 and list(frame.columns) == ["times [h]", "levels", "label"]
+    assert list(frame.loc[0, "times [h]"]) == [0.0, 1.0, 2.0]
+    even = Ragged(Q_([0.0, 1.0], "hour"), np.array([1, 2]), "x").to_frame()
+    assert len(even) == 2 and list(even["levels"]) == [1, 2] and list(even["label"]) == ["x", "x"]
+
+
+def test_repr_html_shows_fields_and_escapes(plan):
+    html = plan._repr_html_()
+    assert html.startswith("<div><strong>FleetPlan</strong><table>")
+    assert "<th style='text-align:left'>gpus</th>" in html
+    assert f"<td style='text-align:left'>{plan.gpus}</td>" in html
+    assert "ms</td>" in html  # quantities shown compactly
+    assert "rejected.h100-sxm/fp8/tp1" in html
+    # every field is escaped: no raw markup from the values
+    assert "<Quantity" not in html
+
+
+def test_repr_html_of_array_result_has_a_table_of_rows():
+    fit = memory_fit(Q_(80, "GB"), Q_(70, "GB"), Q_(327680, "B/token"), np.array([1000, 2000]))
+    html = fit._repr_html_()
+    assert "<strong>MemoryFit</strong>" in html
+    assert "<th>max_batch</th>" in html and "<th>kv [B]</th>" in html
+
+
+def test_flatten_nested():
+    assert flatten({"a": 1, "b": {"c": 2, "d": {"e": 3}}}) == {"a": 1, "b.c": 2, "b.d.e": 3}

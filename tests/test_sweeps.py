@@ -1,0 +1,293 @@
+"""Sweeps over grids: equal to point-by-point calls, unit-labelled, tidy, with provenance."""
+
+import itertools
+import tracemalloc
+
+import numpy as np
+import pytest
+
+from calculator import Q_
+from calculator.errors import InputError, UnitsError
+from calculator.formula import catalog
+from calculator.memory import kv_bytes_per_token, memory_fit
+from calculator.performance import predict_benchmark
+from calculator.results import parse_label
+from calculator.sweeps import sweep, sweep_fleet
+
+# Two in-domain values per argument (one for the fourth argument on): a grid of at most 8 points.
+DOMAIN_VALUES = {
+    "positive": [0.7, 2.0],
+    "nonnegative": [0.0, 2.0],
+    "probability": [0.3, 0.6],
+    "fraction_open": [0.3, 0.6],
+    "positive_integer": [3, 5],
+    "any": [0.7, -1.3],
+}
+
+
+def grids_for(formula):
+    grids = {}
+    for i, (name, spec) in enumerate(formula.variables.items()):
+        values = DOMAIN_VALUES[spec.domain][: 2 if i < 3 else 1]
+        if spec.unit:
+            grids[name] = Q_(values, spec.unit)
+        else:
+            grids[name] = values if i < 3 else values[0]
+    return grids
+
+
+def points(grids):
+    """Every grid point as keyword arguments, the last axis fastest (a fixed value is an axis of one)."""
+    axes = {n: list(v) if np.ndim(getattr(v, "magnitude", v)) else [v] for n, v in grids.items()}
+    for combination in itertools.product(*axes.values()):
+        yield dict(zip(axes, combination, strict=True))
+
+
+def point_value(formula, point):
+    """The formula at one point (in its result unit), or None where it is undefined there."""
+    try:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            value = formula(**point)
+    except (InputError, ZeroDivisionError):  # a scalar 0/0 raises ZeroDivisionError
+        return None
+    return value.m_as(formula.result.unit) if formula.result.unit else value
+
+
+@pytest.mark.parametrize("key", sorted(catalog()))
+def test_every_formula_sweep_equals_point_by_point_calls(key):
+    formula = catalog()[key]
+    grids = grids_for(formula)
+    expected = [point_value(formula, point) for point in points(grids)]
+    defined = np.array([v is not None for v in expected])
+    try:
+        frame = sweep(formula, **grids)
+    except InputError as exc:
+        # undefined (NaN) somewhere on the grid: the sweep says so, never a NaN row
+        assert "undefined" in str(exc) and not defined.all()
+        return
+    result = [c for c in frame.columns if parse_label(c)[0] == formula.name]
+    assert len(result) == 1 and parse_label(result[0])[1] in ("", f"{Q_(1, formula.result.unit).units:~P}")
+    values = frame[result[0]].to_numpy()
+    assert len(values) == len(expected)
+    np.testing.assert_allclose(values[defined], np.array([v for v in expected if v is not None], float), rtol=1e-12)
+    assert not np.isfinite(values[~defined]).any()  # where a scalar call fails, the sweep has no finite number
+    assert list(frame.columns[: len(formula.inputs)]) == [
+        c for c in frame.columns if parse_label(c)[0] in formula.inputs
+    ]
+
+
+def test_undefined_point_is_an_error_naming_it():
+    with pytest.raises(InputError, match=r"undefined \(NaN\) at \{'useful_tokens': <Quantity\(0, 'token'\)>"):
+        sweep("routing.wasted_token_fraction", useful_tokens=Q_([0, 5], "token"), wasted_tokens=Q_([0, 1], "token"))
+
+
+def test_sweep_rows_carry_their_inputs_in_the_callers_units():
+    frame = sweep(
+        kv_bytes_per_token,
+        layers=[32, 80],
+        kv_heads=8,
+        head_dim=128,
+        bytes_per_element=Q_([8, 16], "bit"),
+        units={"kv_bytes_per_token": "KiB/token"},
+    )
+    assert list(frame.columns) == [
+        "layers",
+        "kv_heads",
+        "head_dim",
+        "bytes_per_element [b]",  # b is the bit
+        "kv_bytes_per_token [KiB/token]",
+    ]
+    assert frame["layers"].dtype == np.int64 and frame["kv_heads"].dtype == np.int64  # counts stay ints
+    assert list(frame["layers"]) == [32, 32, 80, 80]  # the last axis varies fastest
+    assert list(frame["bytes_per_element [b]"]) == [8, 16, 8, 16]
+    # Llama-3.1-70B at FP16: 2 * 80 * 8 * 128 * 2 B = 327,680 B/token = 320 KiB/token
+    assert frame["kv_bytes_per_token [KiB/token]"].iloc[3] == 320.0
+
+
+def test_sweep_by_catalog_name_and_bare_name():
+    by_key = sweep("memory.weight_bytes", parameters=[8e9, 70e9], bits_per_weight=[4, 16])
+    by_name = sweep("weight_bytes", parameters=[8e9, 70e9], bits_per_weight=[4, 16])
+    assert by_key.equals(by_name)
+    assert list(by_key["weight_bytes [B]"]) == [4e9, 16e9, 35e9, 140e9]
+
+
+def test_sweep_errors_name_the_problem():
+    with pytest.raises(InputError, match="no formula named 'kv_per_tokn'"):
+        sweep("kv_per_tokn", layers=1)
+    with pytest.raises(TypeError, match=r"missing \['head_dim', 'bytes_per_element'\]"):
+        sweep(kv_bytes_per_token, layers=[1, 2], kv_heads=8)
+    with pytest.raises(UnitsError, match="'bytes_per_element' needs dimension"):
+        sweep(kv_bytes_per_token, layers=[1, 2], kv_heads=8, head_dim=128, bytes_per_element=2)
+    with pytest.raises(InputError, match="'layers' must be an integer >= 1"):
+        sweep(kv_bytes_per_token, layers=[0, 2], kv_heads=8, head_dim=128, bytes_per_element=Q_(2, "B"))
+    with pytest.raises(InputError, match="non-empty 1-D list"):
+        sweep(kv_bytes_per_token, layers=[[1, 2]], kv_heads=8, head_dim=128, bytes_per_element=Q_(2, "B"))
+    with pytest.raises(InputError, match="non-empty 1-D list"):
+        sweep(kv_bytes_per_token, layers=[], kv_heads=8, head_dim=128, bytes_per_element=Q_(2, "B"))
+
+
+def test_ambiguous_formula_name_lists_the_keys(monkeypatch):
+    import calculator.sweeps
+
+    twins = {"memory.kv_bytes_per_token": kv_bytes_per_token, "other.kv_bytes_per_token": kv_bytes_per_token}
+    monkeypatch.setattr(calculator.sweeps, "catalog", lambda: twins)
+    with pytest.raises(InputError, match="ambiguous; use one of"):
+        sweep("kv_bytes_per_token", layers=1)
+
+
+def test_function_sweep_equals_point_by_point_memory_fit():
+    grids = {
+        "capacity": Q_(80, "GB"),
+        "weights": Q_([35, 70], "GB"),
+        "kv_per_token": Q_(327680, "B/token"),
+        "context": [1000, 8000, 32000],
+        "batch": [1, 16],
+    }
+    frame = sweep(memory_fit, units={"kv": "GB", "free": "GB"}, **grids)
+    assert len(frame) == 12
+    # inputs the result repeats (capacity, weights, context, batch) appear once, as inputs
+    assert "capacity [GB]" in frame.columns and "capacity [B]" not in frame.columns
+    for (_, row), point in zip(frame.iterrows(), points(grids), strict=True):
+        fit = memory_fit(**point)
+        assert row["weights [GB]"] == point["weights"].m_as("GB") and row["context"] == point["context"]
+        assert row["fits"] == fit.fits and row["max_batch"] == fit.max_batch and row["max_context"] == fit.max_context
+        assert row["kv [GB]"] == pytest.approx(fit.kv.m_as("GB"), rel=1e-12)
+        assert row["free [GB]"] == pytest.approx(fit.free.m_as("GB"), rel=1e-12, abs=1e-12)
+    assert frame.attrs["provenance"].models == ("memory.memory_fit",)
+
+
+def test_function_sweep_with_named_axes_equals_point_by_point_predict_benchmark():
+    grids = {
+        "model": "llama-3.1-8b",
+        "accelerator": ["h100-sxm", "a100-sxm-80gb"],
+        "precision": ["bf16", "fp8"],
+        "tensor_parallel": [1, 2],
+        "input_tokens": 1024,
+        "output_tokens": 256,
+        "concurrency": [1, 32],
+    }
+    frame = sweep(predict_benchmark, units={"ttft": "ms", "tpot": "ms"}, **grids)
+    assert len(frame) == 16
+    assert list(frame.columns[:7]) == list(grids)
+    for (_, row), point in zip(frame.iterrows(), points(grids), strict=True):
+        assert row["accelerator"] == point["accelerator"] and row["concurrency"] == point["concurrency"]
+        expected = predict_benchmark(**point)
+        assert row["ttft [ms]"] == pytest.approx(expected.ttft.m_as("ms"), rel=1e-12)
+        assert row["tpot [ms]"] == pytest.approx(expected.tpot.m_as("ms"), rel=1e-12)
+    provenance = frame.attrs["provenance"]
+    assert provenance.registry_ids == ("llama-3.1-8b", "h100-sxm", "a100-sxm-80gb")
+    assert provenance.inputs["concurrency"] == [1, 32]
+
+
+def test_function_returning_a_quantity():
+    from calculator.queueing import ggc_mean_wait
+
+    frame = sweep(
+        ggc_mean_wait,
+        arrival_rate=Q_([5, 9], "request/s"),
+        service_time=Q_(0.1, "s"),
+        servers=1,
+        arrival_cv=[0.5, 1.0],
+        service_cv=1.0,
+        units={"ggc_mean_wait": "ms"},
+    )
+    assert "ggc_mean_wait [ms]" in frame.columns and len(frame) == 4
+    for _, row in frame.iterrows():
+        expected = ggc_mean_wait(
+            Q_(row["arrival_rate [request/s]"], "request/s"), Q_(0.1, "s"), 1, row["arrival_cv"], 1.0
+        )
+        assert row["ggc_mean_wait [ms]"] == pytest.approx(expected.m_as("ms"), rel=1e-12)
+
+
+def test_sweep_fleet_rows_equal_size_fleet():
+    from calculator.fleet import size_fleet
+
+    grids = dict(
+        model="llama-3.1-70b",
+        accelerator=["h100-sxm", "h200-sxm"],
+        precision="fp8",
+        arrival_rate=Q_([5, 40], "request/s"),
+        input_tokens=1024,
+        output_tokens=256,
+        ttft_slo=Q_(1, "s"),
+        tpot_slo=[Q_(50, "ms"), Q_(0.1, "ms")],
+    )
+    frame = sweep_fleet(**grids, price=Q_(4, "USD/hour"))
+    assert len(frame) == 8
+    assert "tpot_slo [ms]" in frame.columns and "arrival_rate [request/s]" in frame.columns
+    assert not any(c.startswith("rejected.") for c in frame.columns)
+    for _, row in frame.iterrows():
+        plan = size_fleet(
+            "llama-3.1-70b",
+            row["accelerator"],
+            "fp8",
+            Q_(row["arrival_rate [request/s]"], "request/s"),
+            1024,
+            256,
+            Q_(1, "s"),
+            Q_(row["tpot_slo [ms]"], "ms"),
+            price=Q_(4, "USD/hour"),
+        )
+        assert row["feasible"] == plan.feasible and row["reason"] == plan.reason
+        if plan.feasible:
+            assert row["gpus"] == plan.gpus and row["tensor_parallel"] == plan.tensor_parallel
+            assert row["cost_per_hour [USD/h]"] == pytest.approx(plan.cost_per_hour.m_as("USD/hour"))
+            assert row["ttft [ms]"] == pytest.approx(plan.ttft.m_as("ms"))
+        else:
+            assert np.isnan(row["cost_per_hour [USD/h]"])
+            assert row["closest.tpot [ms]"] == pytest.approx(plan.closest["tpot"].m_as("ms"))
+    provenance = frame.attrs["provenance"]
+    assert provenance.models == ("fleet.size_fleet",)
+    assert provenance.registry_ids == ("llama-3.1-70b", "h100-sxm", "h200-sxm")
+
+
+def test_sweep_fleet_cites_the_default_prices():
+    from calculator.fleet import default_price, default_price_entry
+
+    frame = sweep_fleet("llama-3.1-8b", "h100-sxm", "fp8", Q_(5, "request/s"), 512, 128, Q_(1, "s"), Q_(50, "ms"))
+    entry = default_price_entry("h100-sxm")
+    assert entry.price == default_price("h100-sxm")
+    assert entry.id in frame.attrs["provenance"].registry_ids
+
+
+def test_million_point_sweep_stays_within_memory():
+    # 100 x 100 x 100 points; the frame itself is 5 columns x 8 B x 10^6 = 40 MB. The sweep may use
+    # about twice that (the columns, then the DataFrame's copy), never a per-point Python object.
+    grids = dict(
+        layers=np.arange(1, 101),
+        kv_heads=np.arange(1, 101),
+        head_dim=np.arange(1, 101) * 8,
+        bytes_per_element=Q_([2.0], "B"),
+    )
+    tracemalloc.start()
+    try:
+        frame = sweep(kv_bytes_per_token, **grids)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(frame) == 1_000_000
+    assert peak < 3 * frame.memory_usage(deep=True).sum()
+    row = frame.iloc[123_456]  # layers 13, kv_heads 35, head_dim 57 * 8
+    assert (row["layers"], row["kv_heads"], row["head_dim"]) == (13, 35, 456)
+    assert row["kv_bytes_per_token [B/token]"] == 2 * 13 * 35 * 456 * 2
+
+
+def test_empty_named_axis_is_an_error():
+    with pytest.raises(InputError, match="'precision' must be a value or a non-empty 1-D list"):
+        sweep(
+            predict_benchmark,
+            model="llama-3.1-8b",
+            accelerator="h100-sxm",
+            precision=[],
+            tensor_parallel=1,
+            input_tokens=128,
+            output_tokens=16,
+            concurrency=1,
+        )
+
+
+def test_sweep_fleet_rejects_empty_axes():
+    with pytest.raises(InputError, match="'arrival_rate' must be a value or a non-empty 1-D list"):
+        sweep_fleet("llama-3.1-8b", "h100-sxm", "fp8", Q_([], "request/s"), 512, 128, Q_(1, "s"), Q_(50, "ms"))
+    with pytest.raises(InputError, match="'accelerator' must be a value or a non-empty 1-D list"):
+        sweep_fleet("llama-3.1-8b", [], "fp8", Q_(5, "request/s"), 512, 128, Q_(1, "s"), Q_(50, "ms"))

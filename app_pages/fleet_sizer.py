@@ -6,7 +6,7 @@ import streamlit as st
 from app_pages import _common as ui
 from calculator import Q_
 from calculator.economics import cost_per_million_tokens
-from calculator.fleet import default_price, frontier, relax_targets, size_fleet
+from calculator.fleet import default_price_entry, frontier, relax_targets, size_fleet
 from calculator.plots import frontier_figure
 from calculator.precision import PRECISIONS
 from calculator.queueing import replica_demand, utilization
@@ -64,10 +64,12 @@ def _options(options):
 
 
 def _registry_price(accelerator):
+    """The registry's default GPU-hour price and the entry it comes from (None, "" when it has none)."""
     try:
-        return round(default_price(accelerator).m_as("USD/hour"), 2)
+        entry = default_price_entry(accelerator, ui.registry())
     except (KeyError, ValueError):
-        return None
+        return None, ""
+    return round(entry.price.m_as("USD/hour"), 2), entry.id
 
 
 def main():
@@ -105,14 +107,15 @@ def main():
         )
         prices = {}
         for name in accelerators:
+            default, entry = _registry_price(name)
             prices[name] = sc.number(
                 f"{name} price [USD/h per GPU]",
                 f"price.{name}",
-                _registry_price(name),
+                default,
                 min_value=0.01,
                 max_value=1000.0,
                 step=0.1,
-                help="defaults to the registry's cheapest published on-demand price",
+                help=f"defaults to the registry's cheapest published on-demand price ({entry or 'none listed'})",
             )
 
     if not accelerators or not precisions:

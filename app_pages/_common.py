@@ -435,11 +435,6 @@ def aligned(latex: str) -> str:
     return "\\begin{aligned}\n" + " \\\\\n".join(body) + "\n\\end{aligned}"
 
 
-def note_reference(text: str, where: Any = None) -> None:
-    """A caption citing the chapter section a plain (non-formula) result implements."""
-    (where or st).caption(f"Chapter: {text}")
-
-
 # --------------------------------------------------------------------------------------------
 # The error guard
 
@@ -459,8 +454,3 @@ def run(page: Callable[[], None]) -> None:
         st.error(message(exc))
     except Exception as exc:  # the last guard: a page never shows a traceback
         st.error(f"Unexpected error ({type(exc).__name__}): {exc}")
-
-
-def quantity(value: float, unit: str) -> Any:
-    """A widget's number as a quantity (``quantity(rate, "request/s")``)."""
-    return Q_(value, unit)

@@ -41,7 +41,7 @@ _CUSTOM_FILES = "_custom_registry_files"
 # The registry, with the session's custom entries
 
 
-@st.cache_resource(show_spinner=False)
+@st.cache_resource(show_spinner=False, max_entries=32)
 def _registry(extra: tuple[str, ...]) -> Any:
     return load_registry(extra=extra)
 

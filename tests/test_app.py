@@ -102,7 +102,7 @@ def test_fleet_sizer_is_the_landing_page_and_shows_the_library_plan():
     ]
     assert values(star["y"])[0] == pytest.approx(row.tokens_per_s_per_gpu.iloc[0])
     # The whole what-if is in the address: every input is a query parameter.
-    assert app.query_params["rate"] == ["10.0"] or app.query_params["rate"] == "10.0"
+    assert app.query_params["rate"] == "10.0"
     assert {"model", "gpus", "precisions", "ttft", "tpot", "util", "price.h100-sxm"} <= set(app.query_params)
 
 

@@ -52,6 +52,7 @@ __all__ = [
     "DemandPlan",
     "DisaggregatedPlan",
     "FleetPlan",
+    "RelaxedPlan",
     "ServingModeComparison",
     "Speculation",
     "Workload",
@@ -61,6 +62,7 @@ __all__ = [
     "demand_from_trace",
     "frontier",
     "plan_over_time",
+    "relax_targets",
     "size_disaggregated",
     "size_fleet",
 ]
@@ -719,6 +721,100 @@ def size_fleet(
         rejected=rejected,
         candidates=count,
     )
+
+
+@dataclass(frozen=True, repr=False)
+class RelaxedPlan(Result):
+    """The closest feasible alternative of a sizing: the targets loosened by one common factor.
+
+    Attributes
+    ----------
+    found : bool
+        Whether a factor up to the search limit admits a plan.
+    factor : float
+        The smallest factor (within the search tolerance) by which both targets were multiplied;
+        1 when the original targets are feasible.
+    ttft_slo, tpot_slo : Quantity [time]
+        The loosened targets.
+    plan : FleetPlan
+        The plan at the loosened targets (infeasible when ``found`` is False).
+    """
+
+    found: bool
+    factor: float
+    ttft_slo: Any
+    tpot_slo: Any
+    plan: FleetPlan
+
+
+def relax_targets(
+    model: Any,
+    accelerator: Any,
+    precision: Any,
+    arrival_rate: Any,
+    input_tokens: float,
+    output_tokens: float,
+    ttft_slo: Any,
+    tpot_slo: Any,
+    *,
+    max_factor: float = 100.0,
+    tolerance: float = 0.01,
+    **options: Any,
+) -> RelaxedPlan:
+    """The closest feasible alternative: the smallest common factor on the TTFT and TPOT targets with a plan.
+
+    Parameters
+    ----------
+    model, accelerator, precision, arrival_rate, input_tokens, output_tokens, ttft_slo, tpot_slo
+        As for :func:`size_fleet`.
+    max_factor : float
+        The largest loosening searched.
+    tolerance : float
+        Relative precision of the factor.
+    **options
+        Passed to :func:`size_fleet` (engine, price, max_utilization, ...).
+
+    Returns
+    -------
+    RelaxedPlan
+
+    Notes
+    -----
+    Looser targets only add feasible candidates, so feasibility is monotone in the factor and a
+    bisection on its logarithm finds the smallest one. When nothing fits in memory no factor helps
+    (``found`` is False and the plan's ``rejected`` says why).
+
+    Examples
+    --------
+    >>> r = relax_targets("llama-3.1-70b", "h100-sxm", "fp8", Q_(10, "request/s"), 1024, 256,
+    ...                   Q_(50, "ms"), Q_(5, "ms"), price=Q_(4, "USD/hour"))
+    >>> r.found, r.factor > 1, r.plan.tpot <= r.tpot_slo
+    (True, True, True)
+    """
+    if not max_factor > 1 or not 0 < tolerance < 1:
+        raise InputError("relax_targets(): 'max_factor' must be > 1 and 'tolerance' in (0, 1)")
+    args = (model, accelerator, precision, arrival_rate, input_tokens, output_tokens)
+    ttft, tpot = Q_(_seconds("ttft_slo", ttft_slo), "s"), Q_(_seconds("tpot_slo", tpot_slo), "s")
+
+    def attempt(factor: float) -> FleetPlan:
+        return size_fleet(*args, ttft * factor, tpot * factor, **options)
+
+    plan = attempt(1.0)
+    if plan.feasible:
+        return RelaxedPlan(True, 1.0, ttft, tpot, plan)
+    loose = attempt(max_factor)
+    if not loose.feasible:
+        return RelaxedPlan(False, max_factor, ttft * max_factor, tpot * max_factor, loose)
+    low, high, best = 0.0, math.log(max_factor), loose
+    while high - low > math.log1p(tolerance):
+        middle = (low + high) / 2
+        candidate = attempt(math.exp(middle))
+        if candidate.feasible:
+            high, best = middle, candidate
+        else:
+            low = middle
+    factor = math.exp(high)
+    return RelaxedPlan(True, factor, ttft * factor, tpot * factor, best)
 
 
 def frontier(

@@ -65,6 +65,7 @@ __all__ = [
     "memory_fit",
     "model_memory_fit",
     "model_max_batch",
+    "min_tensor_parallel",
     "kv_wall",
     "precision_dividend",
     "compare_precisions",
@@ -1042,6 +1043,64 @@ def model_max_batch(
         name, model, capacity, context, weight_bits, kv_dtype, tensor_parallel, reserve, capacity_basis
     )
     return max_batch_numeric(cap, weights, per_token, tokens, res, count(name, "block_size", block_size))
+
+
+def min_tensor_parallel(
+    model: Any,
+    capacity: Any,
+    context: Any,
+    batch: Any = 1,
+    weight_bits: Any = "fp16",
+    kv_dtype: Any = "fp16",
+    reserve: Any = NO_BYTES,
+    capacity_basis: str = "physical",
+    block_size: Any = 1,
+    degrees: Sequence[int] = (1, 2, 4, 8, 16, 32, 64),
+) -> int:
+    """The smallest tensor-parallel degree at which ``batch`` sequences of ``context`` tokens fit.
+
+    Parameters
+    ----------
+    model, capacity, context, weight_bits, kv_dtype, reserve, capacity_basis, block_size
+        As for :func:`model_memory_fit`.
+    batch : int
+        Sequences to hold.
+    degrees : sequence of int
+        Candidate degrees; those that do not split the model (:func:`tensor_parallel_valid`) are
+        skipped.
+
+    Returns
+    -------
+    int
+        The smallest valid candidate whose :func:`model_max_batch` reaches ``batch``; 0 when none
+        does (more devices than the candidates, or a lower precision, are needed).
+
+    Notes
+    -----
+    The closest feasible alternative of a configuration that does not fit: weights divide by the
+    degree, the KV cache by :func:`kv_shards`, so the max batch grows with the degree until the KV
+    heads are replicated.
+
+    Examples
+    --------
+    Llama 3.1 70B at FP16 with 4,096-token sequences on 80 GiB devices:
+
+    >>> min_tensor_parallel("llama-3.1-70b", Q_(80, "GiB"), 4096, batch=32)
+    4
+    >>> min_tensor_parallel("llama-3.1-405b", Q_(24, "GB"), 131_072, batch=64, degrees=(1, 2))
+    0
+    """
+    name = "min_tensor_parallel"
+    wanted = count(name, "batch", batch)
+    candidates = np.array(sorted({int(count(name, "degrees", d)) for d in degrees}))
+    valid = candidates[np.atleast_1d(tensor_parallel_valid(model, candidates))]
+    if valid.size == 0:
+        return 0
+    batches = np.atleast_1d(
+        model_max_batch(model, capacity, context, weight_bits, kv_dtype, valid, reserve, capacity_basis, block_size)
+    )
+    fitting = valid[batches >= wanted]
+    return int(fitting[0]) if fitting.size else 0
 
 
 # ============================================================================================

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ._support import magnitude
+from ._support import count, magnitude
 from .errors import InputError
 from .formula import formula, per, var
 from .parallelism import point_to_point_time
@@ -69,6 +69,7 @@ __all__ = [
     "ggc_wait_quantile",
     "QueueMetrics",
     "queue_metrics",
+    "arrival_times",
 ]
 
 
@@ -1432,6 +1433,54 @@ def _factor(function: str, arrival_cv: Any, service_cv: Any) -> Any:
         arrival_cv=magnitude(function, "arrival_cv", arrival_cv, "", "nonnegative"),
         service_cv=magnitude(function, "service_cv", service_cv, "", "nonnegative"),
     )
+
+
+@check_units(arrival_rate="request/s")
+def arrival_times(arrival_rate: Any, requests: int, arrival_cv: float = 1.0, seed: int = 0) -> Any:
+    r"""Arrival times of a renewal process with a given rate and inter-arrival variability (a trace to simulate).
+
+    Parameters
+    ----------
+    arrival_rate : Quantity [request / time]
+        Mean arrival rate :math:`\lambda`.
+    requests : int
+        Arrivals to draw.
+    arrival_cv : float, default 1.0
+        Coefficient of variation of the gaps: 1 is Poisson, 0 a fixed clock, above 1 bursty traffic.
+    seed : int
+        Seed of the generator (the same seed gives the same trace).
+
+    Returns
+    -------
+    Quantity [time], 1-D array
+        Nondecreasing arrival times, the first one gap after zero.
+
+    Notes
+    -----
+    The gaps are gamma distributed with mean :math:`1/\lambda` and shape :math:`1/c_a^2` (exponential at
+    :math:`c_a = 1`), the renewal process the G/G/c formulas (:func:`ggc_mean_wait`) are stated for.
+
+    Examples
+    --------
+    >>> times = arrival_times(Q_(500, "request/s"), 100_000, seed=1)
+    >>> round(float(100_000 / times[-1].m_as("s")), -1)
+    500.0
+    >>> arrival_times(Q_(2, "request/s"), 3, arrival_cv=0).m_as("s").tolist()
+    [0.5, 1.0, 1.5]
+    """
+    name = "arrival_times"
+    rate = magnitude(name, "arrival_rate", arrival_rate, "request/s", "positive")
+    draws = count(name, "requests", requests)
+    cv = magnitude(name, "arrival_cv", arrival_cv, "", "nonnegative")
+    if np.ndim(rate) or np.ndim(cv):
+        raise InputError(f"{name}(): 'arrival_rate' and 'arrival_cv' must be scalars")
+    mean_gap = 1 / rate
+    if cv == 0:
+        gaps = np.full(draws, mean_gap)
+    else:
+        shape = 1 / cv**2
+        gaps = np.random.default_rng(seed).gamma(shape, mean_gap / shape, draws)
+    return Q_(np.cumsum(gaps), "s")
 
 
 def _ceil_count(values: Any) -> Any:

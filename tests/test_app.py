@@ -1,31 +1,367 @@
-"""Dashboard pages run headless with Streamlit's AppTest: no exception and real output."""
+"""Dashboard pages run headless with Streamlit's AppTest: no exception, the library's numbers, live inputs, charts.
 
+Each page test checks that the page renders without an exception or an error box, that a default output equals
+what the library returns for the same inputs, that changing one input changes the output as the library says,
+and that its chart carries the library's data. Pages are opened directly (``switch_page`` before the first run)
+with query parameters, which is also how a shared link reproduces a what-if.
+"""
+
+import base64
+import json
 from pathlib import Path
 
+import numpy as np
+import pytest
 from streamlit.testing.v1 import AppTest
+
+from calculator import Q_
+from calculator.autoscaling import cold_start_time, predictive_schedule
+from calculator.batching import knee_batch_size
+from calculator.economics import crossover_time, cumulative_cost_curve, serving_cost_rate
+from calculator.errors import RegistryError
+from calculator.fleet import default_price, frontier, relax_targets, size_fleet
+from calculator.memory import min_tensor_parallel, model_memory_fit
+from calculator.parallelism import activation_message_bytes, ring_allreduce_time, tensor_parallel_layer_time
+from calculator.precision import bytes_per_element
+from calculator.queueing import mmc_mean_wait, queue_metrics, replicas_for_load
+from calculator.registry import load_registry
+from calculator.routing import expected_max_load, fanout_slow_probability
+from calculator.speculative import speculative_timing, speedup
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_page(page: str) -> AppTest:
-    app = AppTest.from_file(str(ROOT / "app.py"), default_timeout=30)
-    app.run()
+def open_page(page: str, **params: str) -> AppTest:
+    """Run the app landing on ``app_pages/<page>.py`` with the given query parameters."""
+    app = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
     app.switch_page(f"app_pages/{page}.py")
+    for name, value in params.items():
+        app.query_params[name] = value
     app.run()
-    assert not app.exception, app.exception
+    assert_clean(app)
     return app
 
 
+def assert_clean(app: AppTest) -> None:
+    assert not app.exception, app.exception
+    assert not app.error, [e.value for e in app.error]
+
+
+def metric(app: AppTest, label: str) -> str:
+    return next(m.value for m in app.metric if m.label == label)
+
+
+def charts(app: AppTest) -> list[dict]:
+    return [json.loads(chart.proto.spec) for chart in app.get("plotly_chart")]
+
+
+def values(data) -> np.ndarray:
+    """A trace's x or y as an array (plotly may ship arrays base64-encoded)."""
+    if isinstance(data, dict) and "bdata" in data:
+        array = np.frombuffer(base64.b64decode(data["bdata"]), dtype=np.dtype(data["dtype"]))
+        return array.reshape(data["shape"]) if "shape" in data and isinstance(data["shape"], list) else array
+    return np.asarray(data, dtype=float)
+
+
+def trace(spec: dict, name: str) -> dict:
+    return next(t for t in spec["data"] if t.get("name") == name)
+
+
+# ---------------------------------------------------------------------------------------------- Fleet sizer
+
+
+FLEET_ARGS = ("llama-3.1-70b", ["h100-sxm", "h200-sxm"], ["fp16", "fp8"])
+
+
+def fleet_plan(rate: float, tpot_ms: float = 50.0):
+    prices = {name: Q_(round(default_price(name).m_as("USD/hour"), 2), "USD/hour") for name in FLEET_ARGS[1]}
+    return size_fleet(*FLEET_ARGS, Q_(rate, "request/s"), 1024, 256, Q_(1000, "ms"), Q_(tpot_ms, "ms"), price=prices)
+
+
+def test_fleet_sizer_is_the_landing_page_and_shows_the_library_plan():
+    app = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+    assert_clean(app)
+    assert app.title[0].value == "Fleet sizer"
+    plan = fleet_plan(10)
+    assert metric(app, "GPUs") == str(plan.gpus)
+    assert metric(app, "Replicas × TP") == f"{plan.replicas} × {plan.tensor_parallel}"
+    assert metric(app, "Batch per replica") == str(plan.batch)
+    assert metric(app, "Binding constraint") == plan.binding_constraint
+    assert metric(app, "Cost").startswith(f"{plan.cost_per_hour.m_as('USD/hour'):.2f}")
+    # The frontier chart carries every configuration of the library's table and stars the plan's.
+    table = frontier(*FLEET_ARGS, 1024, 256)
+    spec = charts(app)[0]
+    clouds = [t for t in spec["data"] if t.get("mode") == "markers" and t["name"] != "plan"]
+    assert sum(len(values(t["x"])) for t in clouds) == len(table)
+    star = trace(spec, "plan")
+    row = table[
+        (table.accelerator == plan.accelerator)
+        & (table.precision == plan.precision)
+        & (table.tensor_parallel == plan.tensor_parallel)
+        & (table.batch == plan.batch)
+    ]
+    assert values(star["y"])[0] == pytest.approx(row.tokens_per_s_per_gpu.iloc[0])
+    # The whole what-if is in the address: every input is a query parameter.
+    assert app.query_params["rate"] == "10.0"
+    assert {"model", "gpus", "precisions", "ttft", "tpot", "util", "price.h100-sxm"} <= set(app.query_params)
+
+
+def test_fleet_sizer_follows_an_input_change_and_a_shared_link():
+    app = open_page("fleet_sizer")
+    app.number_input(key="fleet.rate").set_value(40.0).run()
+    assert_clean(app)
+    assert metric(app, "GPUs") == str(fleet_plan(40).gpus)
+    linked = open_page("fleet_sizer", rate="40.0")
+    assert metric(linked, "GPUs") == str(fleet_plan(40).gpus)
+    assert linked.number_input(key="fleet.rate").value == 40.0
+
+
+def test_fleet_sizer_infeasible_targets_show_the_reason_and_the_closest_feasible_plan():
+    app = open_page("fleet_sizer", tpot="5.0")
+    plan = fleet_plan(10, tpot_ms=5.0)
+    assert not plan.feasible
+    assert any("No feasible plan" in w.value and "closest achievable" in w.value for w in app.warning)
+    prices = {name: Q_(round(default_price(name).m_as("USD/hour"), 2), "USD/hour") for name in FLEET_ARGS[1]}
+    relaxed = relax_targets(*FLEET_ARGS, Q_(10, "request/s"), 1024, 256, Q_(1000, "ms"), Q_(5, "ms"), price=prices)
+    assert any(f"×{relaxed.factor:.3g}" in i.value and f"{relaxed.plan.gpus} ×" in i.value for i in app.info)
+    rejected = app.dataframe[0].value
+    assert set(rejected.configuration) == set(plan.rejected)
+
+
+def test_a_bad_link_parameter_is_ignored_with_a_warning_not_an_error():
+    app = open_page("fleet_sizer", rate="-5", model="no-such-model")
+    assert app.number_input(key="fleet.rate").value == 10.0
+    warnings = " ".join(w.value for w in app.warning)
+    assert "rate='-5'" in warnings and "model='no-such-model'" in warnings
+
+
+# ---------------------------------------------------------------------------------------------- Memory fit
+
+
+def test_memory_fit_page_matches_model_memory_fit_and_suggests_the_closest_fit():
+    app = open_page("memory_fit")
+    fit = model_memory_fit("llama-3.1-70b", "h100-sxm", 4096, 8, "fp16", "fp16", 2, Q_(2, "GB"), block_size=16)
+    assert metric(app, "Fits") == "yes"
+    assert metric(app, "Weights / device") == f"{fit.weights.m_as('GB'):.4g} GB"
+    assert metric(app, "Max batch at this context") == str(fit.max_batch)
+    specs = charts(app)
+    bars = {t["name"]: values(t["y"])[0] for t in specs[0]["data"] if t["type"] == "bar"}
+    assert bars["KV cache"] == pytest.approx(fit.kv.m_as("GB"))
+    assert len([t for t in specs[1]["data"] if t["name"].startswith("batch")]) == 7  # the KV wall's batches
+    # Show the math: the footprint equation with the page's numbers substituted, one line each (Napkin Math).
+    footprint = next(x.value for x in app.get("latex") if "M_{\\mathrm{total}}" in x.value)
+    assert "\\begin{aligned}" in footprint and "\\left(4096\\right)" in footprint and "\\left(8\\right)" in footprint
+    # A batch that does not fit: the warning names the missing bytes and the smallest TP degree that fits.
+    app.number_input(key="memory.batch").set_value(64).run()
+    assert_clean(app)
+    assert metric(app, "Fits") == "no"
+    smallest = min_tensor_parallel("llama-3.1-70b", "h100-sxm", 4096, 64, reserve=Q_(2, "GB"), block_size=16)
+    assert any(f"tensor parallelism over {smallest} devices" in w.value for w in app.warning)
+    # GiB is a display choice: the same bytes, another unit.
+    app.selectbox(key="memory.unit").set_value("GiB").run()
+    assert metric(app, "Capacity / device") == "80 GiB"
+
+
+def test_memory_fit_nameplate_basis_uses_the_decimal_label():
+    app = open_page("memory_fit", basis="nameplate")
+    assert metric(app, "Capacity / device") == "80 GB"
+
+
+# ---------------------------------------------------------------------------------------------- Cost
+
+
+def test_cost_page_crossover_and_curve_come_from_the_library():
+    app = open_page("cost")
+    # Napkin Math 10.1's scenario: $2M training, $0.001 per query, 50M queries a day: 40 days.
+    assert metric(app, "Crossover after") == "40 d"
+    curve = cumulative_cost_curve(Q_(2e6, "USD"), Q_(0.001, "USD/request"), Q_(50e6, "request/day"), Q_(36, "month"))
+    assert np.allclose(values(charts(app)[0]["data"][0]["y"]), curve.cumulative_cost.m_as("USD"))
+    assert metric(app, "Cost per 1M useful tokens") == "2.4 USD/Mtoken"  # Table 14
+    app.number_input(key="cost.training").set_value(4e6).run()
+    assert_clean(app)
+    expected = crossover_time(Q_(4e6, "USD"), serving_cost_rate(Q_(0.001, "USD/request"), Q_(50e6, "request/day")))
+    assert metric(app, "Crossover after") == f"{expected.m_as('day'):g} d"
+
+
+# ---------------------------------------------------------------------------------------------- Batching and queueing
+
+
+def test_batching_page_knee_hockey_stick_and_unstable_queue():
+    app = open_page("batching_queueing")
+    assert metric(app, "Knee batch") == "80"
+    app.number_input(key="batching.t0").set_value(20.0).run()
+    assert metric(app, "Knee batch") == f"{knee_batch_size(Q_(20, 'ms'), Q_(0.5, 'ms')):g}"
+    hockey = charts(app)[2]
+    rho = values(hockey["data"][0]["x"])
+    rates = Q_(rho * 4 / 0.1, "request/s")
+    assert np.allclose(values(hockey["data"][0]["y"]), mmc_mean_wait(rates, Q_(100, "ms"), 4).m_as("ms"), rtol=1e-6)
+    metrics = queue_metrics(Q_(30, "request/s"), Q_(100, "ms"), 4, 1.5, 1.0)
+    assert metric(app, "Mean wait") == f"{metrics.mean_wait.m_as('ms'):.4g} ms"
+    app.number_input(key="batching.rate").set_value(50.0).run()
+    assert_clean(app)
+    needed = replicas_for_load(Q_(50, "request/s"), Q_(10, "request/s"), 0.9)  # one server serves 1 / 100 ms
+    assert any("Unstable" in w.value and f"{needed} servers" in w.value for w in app.warning)
+
+
+def test_dynamic_batching_simulation_shows_progress_and_adds_the_simulated_points():
+    app = open_page("batching_queueing", dyn_sim="true")
+    figure = charts(app)[1]
+    assert [t["name"] for t in figure["data"]] == ["model (Eq. 3)", "simulation (20,000 requests)"]
+    assert metric(app, "Time in system") == "16.14 ms"  # the library's example for Example 10.1's replica
+
+
+def test_continuous_batching_bad_lengths_are_an_error_box_not_a_traceback():
+    app = open_page("batching_queueing")
+    assert metric(app, "Idle slot share (waste)") == "37.5 %"  # Napkin Math 10.3
+    app.text_input(key="batching.lengths").set_value("50, two hundred").run()
+    assert not app.exception
+    assert any("Output lengths" in e.value and "'two hundred'" in e.value for e in app.error)
+
+
+# ---------------------------------------------------------------------------------------------- Decode speedups
+
+
+def test_decode_page_speculative_speedup_and_its_chart():
+    app = open_page("decode_speedups")
+    timing = speculative_timing(0.7, 5, Q_(20, "ms"), 0.05, 1.0)
+    assert metric(app, "Speedup") == f"{timing.speedup:.3g}×"
+    assert metric(app, "Gap between deliveries (TBT)") == f"{timing.tbt_gap.m_as('ms'):g} ms"
+    chart = charts(app)[0]
+    grid = values(trace(chart, "K = 5")["x"])
+    assert np.allclose(values(trace(chart, "K = 5")["y"]), speedup(grid, 5, 0.05))
+    app.slider(key="decode.alpha").set_value(0.9).run()
+    assert_clean(app)
+    assert metric(app, "Speedup") == f"{speedup(0.9, 5, 0.05):.3g}×"
+
+
+# ---------------------------------------------------------------------------------------------- Sharding
+
+
+def test_sharding_page_tensor_parallel_layer_time_per_interconnect():
+    app = open_page("sharding")
+    reg = load_registry()
+    message = activation_message_bytes(32, 8192, bytes_per_element("fp16"))
+    link = reg.interconnect("chapter-nvlink-h100")
+    allreduce = ring_allreduce_time(message, 8, link.bandwidth, link.startup_latency)
+    table = app.dataframe[0].value.set_index("interconnect")
+    assert table.loc["chapter-nvlink-h100", "all-reduce [µs]"] == pytest.approx(allreduce.m_as("us"))
+    chart = charts(app)[0]
+    degrees = np.array([1, 2, 4, 8, 16, 32, 64])
+    expected = tensor_parallel_layer_time(
+        Q_(0.4, "ms"), degrees, ring_allreduce_time(message, degrees, link.bandwidth, link.startup_latency)
+    )
+    assert np.allclose(values(trace(chart, "chapter-nvlink-h100")["y"]), expected.m_as("us"))
+    app.selectbox(key="sharding.floor").set_value("nccl-h100").run()
+    assert_clean(app)
+    assert app.dataframe[0].value.set_index("interconnect").loc["chapter-nvlink-h100", "all-reduce [µs]"] > 27.9
+
+
+# ---------------------------------------------------------------------------------------------- Routing
+
+
+def test_routing_page_fanout_and_simulated_max_load():
+    app = open_page("routing_tails")
+    assert metric(app, "Requests slowed by at least one leaf") == "63.4 %"  # seed L1639: "about 63 percent"
+    app.number_input(key="routing.fanout").set_value(10).run()
+    assert metric(app, "Requests slowed by at least one leaf") == f"{100 * fanout_slow_probability(0.01, 10):.3g} %"
+    chart = charts(app)[1]
+    expected = trace(chart, "random (d = 1): expected")
+    bins = values(expected["x"]).astype(int)
+    assert np.allclose(values(expected["y"]), [expected_max_load(int(n), choices=1) for n in bins])
+    simulated = values(trace(chart, "two choices (d = 2): simulated")["y"])
+    assert np.all(simulated < values(trace(chart, "random (d = 1): simulated")["y"]))
+
+
+# ---------------------------------------------------------------------------------------------- Autoscaling
+
+
+def test_autoscaling_page_cold_start_schedule_and_failover():
+    app = open_page("autoscaling_regions")
+    cold = cold_start_time(Q_(60, "s"), Q_(140, "GB"), Q_(0.5, "GB/s"), Q_(60, "s"))
+    assert metric(app, "Cold start of one replica") == f"{cold.m_as('min'):.4g} min"  # Example 10.11: 6.7 min
+    plan = predictive_schedule(
+        Q_([0, 6, 9, 17, 20], "hour"), Q_([500, 1500, 3000, 2000, 1000], "request/s"), Q_(100, "request/s"),
+        Q_(7, "min"), Q_(30, "min"), end=Q_(24.5, "hour"),
+    )  # fmt: skip
+    ready = trace(charts(app)[0], "predictive: ready")
+    assert np.array_equal(values(ready["y"]), plan.ready)
+    assert app.dataframe[0].value.set_index("policy").loc["predictive", "peak replicas"] == 30  # Table 21
+    app.text_input(key="autoscaling.loads").set_value("800, 800, 800").run()
+    assert_clean(app)
+    assert any("lack 400 request/s" in w.value for w in app.warning)
+
+
+# ---------------------------------------------------------------------------------------------- Registry
+
+
 def test_registry_page_lists_accelerators_with_units():
-    app = run_page("registry")
+    app = open_page("registry")
     table = app.dataframe[0].value
     h100 = table[table["id"] == "h100-sxm"].iloc[0]
     assert h100["memory_bandwidth"] == "3.35 TB/s"
     assert h100["memory"] == "80 GiB" and h100["memory_nameplate"] == "80 GB"
-
-
-def test_registry_page_switches_section():
-    app = run_page("registry")
     app.radio[0].set_value("models").run()
-    assert not app.exception
+    assert_clean(app)
     assert "llama-3.1-70b" in set(app.dataframe[0].value["id"])
+
+
+def paste(app: AppTest, text: str) -> None:
+    app.text_area[0].set_value(text)
+    next(b for b in app.button if b.proto.form_id == "paste-yaml").click()
+    app.run()
+    assert not app.exception
+
+
+def test_registry_page_shows_the_registry_error_of_a_bad_file():
+    app = open_page("registry")
+    paste(app, "accelerators:\n  - id: bad\n    name: x\n")
+    assert any("accelerators['bad']" in e.value and "sources" in e.value for e in app.error)
+    paste(app, "!!python/object/apply:os.system ['echo unsafe']")
+    assert any("malformed YAML" in e.value for e in app.error)
+
+
+def test_registry_files_are_size_limited_before_they_are_parsed():
+    from app_pages._common import MAX_REGISTRY_BYTES, add_registry_file
+
+    with pytest.raises(RegistryError, match="the limit is"):
+        add_registry_file("x" * (MAX_REGISTRY_BYTES + 1))
+
+
+def test_a_custom_model_added_on_the_registry_page_is_sized_on_the_other_pages():
+    app = open_page("registry")
+    app.text_input[3].set_value("tiny-model")  # the model form's id
+    next(b for b in app.button if b.proto.form_id == "add-model").click()
+    app.run()
+    assert_clean(app)
+    assert any("tiny-model" in s.value for s in app.success)
+    app.switch_page("app_pages/memory_fit.py").run()
+    app.selectbox(key="memory.model").set_value("tiny-model").run()
+    assert_clean(app)
+    assert metric(app, "Weights / device") == "30 GB"  # 30B parameters at FP16 over TP 2
+
+
+# ---------------------------------------------------------------------------------------------- Goal seek
+
+
+def test_goal_seek_solves_for_the_chosen_input_and_reports_bad_units():
+    app = open_page("goal_seek", formula="memory.kv_bytes_per_token")
+    app.selectbox(key="goal.kv_bytes_per_token.unknown").set_value("kv_heads").run()
+    for name, value in (("layers", 80), ("head_dim", 128), ("bytes_per_element", 2.0)):
+        app.number_input(key=f"goal.kv_bytes_per_token.{name}").set_value(value)
+    app.number_input(key="goal.kv_bytes_per_token.kv_bytes_per_token").set_value(327_680.0).run()
+    assert_clean(app)
+    assert metric(app, "kv_heads") == "8"  # Napkin Math 10.5: 327,680 B/token with 8 KV heads
+    app.text_input(key="goal.kv_bytes_per_token.kv_bytes_per_token.unit").set_value("parsec").run()
+    assert not app.exception
+    assert any("needs dimension" in e.value for e in app.error)
+    app.text_input(key="goal.kv_bytes_per_token.kv_bytes_per_token.unit").set_value("GB/token**9**9**9").run()
+    assert any("too long" in e.value for e in app.error)
+
+
+def test_goal_seek_whole_number_unknown_with_a_fractional_solution_warns_with_the_nearest_values():
+    app = open_page("goal_seek", formula="memory.kv_bytes_per_token")
+    app.number_input(key="goal.kv_bytes_per_token.kv_bytes_per_token").set_value(7.0).run()  # 2 L = 7: L = 3.5
+    assert_clean(app)
+    assert metric(app, "layers") == "3.5"
+    assert any("3 and 4" in w.value for w in app.warning)
+    assert metric(app, "check: kv_bytes_per_token") == "8 B/token"

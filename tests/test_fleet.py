@@ -14,6 +14,7 @@ from calculator.fleet import (
     demand_from_trace,
     frontier,
     plan_over_time,
+    relax_targets,
     size_disaggregated,
     size_fleet,
 )
@@ -263,3 +264,21 @@ def test_compare_colocated_and_disaggregated():
     cheaper = c.colocated.cost_per_hour if c.cheaper == "colocated" else c.disaggregated.cost_per_hour
     other = c.disaggregated.cost_per_hour if c.cheaper == "colocated" else c.colocated.cost_per_hour
     assert cheaper <= other and c.saving == other - cheaper
+
+
+def test_relax_targets_finds_the_smallest_common_loosening():
+    args = ("llama-3.1-70b", "h100-sxm", "fp8", Q_(10, "request/s"), 1024, 256)
+    relaxed = relax_targets(*args, Q_(50, "ms"), Q_(5, "ms"), price=PRICE)
+    assert relaxed.found and relaxed.plan.feasible and relaxed.factor > 1
+    assert relaxed.tpot_slo.m_as("ms") == pytest.approx(5 * relaxed.factor)
+    assert relaxed.plan.tpot <= relaxed.tpot_slo and relaxed.plan.ttft <= relaxed.ttft_slo
+    # One step tighter than the tolerance is infeasible: the factor is the smallest.
+    tighter = relaxed.factor / 1.011
+    assert not size_fleet(*args, Q_(50 * tighter, "ms"), Q_(5 * tighter, "ms"), price=PRICE).feasible
+    # Feasible targets need no loosening; a model that fits nowhere cannot be rescued by loosening.
+    assert relax_targets(*args, Q_(1, "s"), Q_(50, "ms"), price=PRICE).factor == 1.0
+    stuck = relax_targets("llama-3.1-405b", "l4", "fp16", Q_(1, "request/s"), 1024, 256, Q_(1, "s"), Q_(50, "ms"),
+                          price=PRICE, tensor_parallel=(1, 2))  # fmt: skip
+    assert not stuck.found and "memory" in next(iter(stuck.plan.rejected.values()))
+    with pytest.raises(InputError, match="max_factor"):
+        relax_targets(*args, Q_(1, "s"), Q_(50, "ms"), price=PRICE, max_factor=1)

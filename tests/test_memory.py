@@ -26,6 +26,7 @@ from calculator.memory import (
     memory_fit,
     memory_footprint,
     min_devices_for_weights,
+    min_tensor_parallel,
     mla_kv_bytes_per_token,
     model_kv_bytes_per_token,
     model_max_batch,
@@ -751,3 +752,14 @@ def test_a_configuration_that_does_not_fit_reports_what_is_missing():
     assert fit.missing.m_as("B") == pytest.approx(35e9 + 4 * 131_072 * 327_680 - 80e9)
     assert fit.free.m_as("B") == 0 and fit.max_batch == 1
     assert "fits=False" in repr(fit) and fit.to_dict()["max_batch"] == 1
+
+
+def test_min_tensor_parallel_is_the_smallest_valid_degree_that_holds_the_batch():
+    # Napkin Math 10.7's GQA baseline on 80 GB: max batch 14 at TP 2, 134 at TP 4, 372 at TP 8 (FP16, 4,096 tokens).
+    assert min_tensor_parallel(GQA_70B, 80 * GB, 4096, batch=14) == 2
+    assert min_tensor_parallel(GQA_70B, 80 * GB, 4096, batch=15) == 4
+    assert min_tensor_parallel(GQA_70B, 80 * GB, 4096, batch=372) == 8
+    # 3 and 6 do not split 64 heads / 8 KV heads; 373 sequences need more than TP 8 (replicated KV heads at 16).
+    assert min_tensor_parallel(GQA_70B, 80 * GB, 4096, batch=100, degrees=(3, 6, 4)) == 4
+    assert min_tensor_parallel(GQA_70B, 80 * GB, 4096, batch=373, degrees=(1, 2, 4, 8)) == 0
+    assert min_tensor_parallel(GQA_70B, 80 * GB, 4096, batch=1, degrees=(3, 6)) == 0

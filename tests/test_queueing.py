@@ -11,6 +11,7 @@ from calculator import Q_, InputError, UnitsError
 from calculator.memory import weight_bytes
 from calculator.queueing import (
     CapacityMeasurement,
+    arrival_times,
     compare_capacity,
     coordination_latency,
     distribution_triggers,
@@ -491,3 +492,18 @@ def test_stream_metrics_rejects_impossible_streams():
         stream_metrics(Q_([0.1, 0.3, 0.2], "s"), Q_(0, "s"))
     with pytest.raises(InputError, match="precedes"):
         stream_metrics(Q_([0.1, 0.3], "s"), Q_(1, "s"))
+
+
+def test_arrival_times_have_the_rate_and_the_gap_variability_asked_for():
+    for cv in (0.5, 1.0, 2.0):
+        times = arrival_times(Q_(200, "request/s"), 200_000, arrival_cv=cv, seed=3).m_as("s")
+        gaps = np.diff(times)
+        assert np.all(gaps >= 0)
+        assert 1 / gaps.mean() == pytest.approx(200, rel=0.02)
+        assert gaps.std() / gaps.mean() == pytest.approx(cv, rel=0.03)
+    same = arrival_times(Q_(5, "request/s"), 10, seed=7).m_as("s")
+    assert np.array_equal(same, arrival_times(Q_(5, "request/s"), 10, seed=7).m_as("s"))
+    with pytest.raises(InputError, match="'requests' must be an integer >= 1"):
+        arrival_times(Q_(5, "request/s"), 0)
+    with pytest.raises(InputError, match="'arrival_cv' must be >= 0"):
+        arrival_times(Q_(5, "request/s"), 10, arrival_cv=-1)

@@ -1,0 +1,456 @@
+"""Helpers every dashboard page shares (not a page: ``app.py`` leaves it out of the navigation).
+
+* :class:`Scenario`: widgets whose values live in the URL's query parameters, so a link reproduces
+  the exact what-if, and in the session, so switching pages and back keeps them;
+* :func:`show_math`: a result's equation as LaTeX with the user's numbers substituted (the chapter's
+  Napkin Math layout) and the chapter section it comes from;
+* :func:`table`, :func:`download_json`: every table downloads as CSV, results as JSON;
+* :func:`run`: the error guard; a :class:`calculator.errors.CalculatorError` (or an unknown registry
+  id) becomes an ``st.error`` with the library's message, never a traceback;
+* :func:`registry`, :func:`extra_files`, :func:`add_registry_file`: the registry with the user's
+  custom entries of this session.
+
+Pages hold widgets, calls and display only: every number comes from :mod:`calculator`, every chart
+from :mod:`calculator.plots`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from calculator import Q_, ureg
+from calculator.errors import CalculatorError, InputError, RegistryError, UnitsError
+from calculator.registry import load_registry
+
+#: Largest registry file accepted from an upload or a form (bytes).
+MAX_REGISTRY_BYTES = 256 * 1024
+_CUSTOM_FILES = "_custom_registry_files"
+
+
+# --------------------------------------------------------------------------------------------
+# The registry, with the session's custom entries
+
+
+@st.cache_resource(show_spinner=False, max_entries=32)
+def _registry(extra: tuple[str, ...]) -> Any:
+    return load_registry(extra=extra)
+
+
+def extra_files() -> tuple[str, ...]:
+    """The custom registry files this session added (content-addressed paths), in order."""
+    return tuple(st.session_state.get(_CUSTOM_FILES, ()))
+
+
+def registry() -> Any:
+    """The registry with this session's custom entries (cached per set of files)."""
+    return _registry(extra_files())
+
+
+def add_registry_file(text: str) -> Any:
+    """Validate a registry YAML document against the registry and keep it for this session.
+
+    The text is size-limited, written under a name derived from its content and loaded with the
+    registry's own safe loader; an invalid file raises :class:`RegistryError` with the registry's
+    message and is not kept.
+    """
+    data = text.encode("utf-8")
+    if len(data) > MAX_REGISTRY_BYTES:
+        raise RegistryError(f"the file has {len(data):,} bytes; the limit is {MAX_REGISTRY_BYTES:,} bytes")
+    folder = Path(tempfile.gettempdir()) / "servecalc-registry"
+    folder.mkdir(exist_ok=True)
+    path = folder / f"{hashlib.sha256(data).hexdigest()[:20]}.yaml"
+    path.write_bytes(data)
+    files = (*[f for f in extra_files() if f != str(path)], str(path))
+    loaded = load_registry(extra=files)  # raises RegistryError naming file, entry and field
+    st.session_state[_CUSTOM_FILES] = list(files)
+    return loaded
+
+
+def user_entry_document(section: str, entry: dict[str, Any]) -> str:
+    """A registry YAML document holding one user entry, with a ``user`` source covering its values.
+
+    Parameters
+    ----------
+    section : str
+        ``"accelerators"`` or ``"models"`` (any registry section).
+    entry : dict
+        The entry's fields (``id``, ``name`` and values; quantities as text such as ``"80 GiB"``).
+    """
+    import yaml
+
+    from calculator.registry import SECTIONS
+
+    source = f"user-{entry['id']}"
+    labels = SECTIONS[section].UNSOURCED if section in SECTIONS else frozenset({"id", "name"})
+    values = [field for field, value in entry.items() if field not in labels and value is not None]
+    document = {
+        "schema_version": 1,
+        "sources": [{"id": source, "title": f"Entered in the dashboard: {entry['name']}", "url": "dashboard:session",
+                     "kind": "user"}],
+        section: [{**{k: v for k, v in entry.items() if v is not None}, "provenance": "user",
+                   "sources": [{"source": source, "fields": values or ["name"]}]}],
+    }  # fmt: skip
+    return yaml.safe_dump(document, sort_keys=False)
+
+
+def clear_registry_files() -> None:
+    """Forget this session's custom registry entries."""
+    st.session_state[_CUSTOM_FILES] = []
+
+
+def transformer_models() -> list[str]:
+    """Ids of the registry's transformer LLMs (the models the serving pages size)."""
+    return [key for key, model in registry().models.items() if model.kind == "transformer"]
+
+
+# --------------------------------------------------------------------------------------------
+# Scenario state in the URL
+
+
+class Scenario:
+    """Widgets whose values are kept in the URL's query parameters and in the session.
+
+    A widget's first value comes from the query parameter of its name (a shared link), else from
+    the value this session last had on the page, else from the default. After each widget the
+    query parameter is rewritten, so the address bar always reproduces the what-if. A parameter that
+    does not parse or lies outside the widget's bounds is ignored with a warning.
+
+    Parameters
+    ----------
+    page : str
+        Prefix of the widget keys (``fleet.rate``), so pages do not share widget state.
+    """
+
+    def __init__(self, page: str) -> None:
+        self.page = page
+        self.saved: dict[str, Any] = st.session_state.setdefault("_scenarios", {}).setdefault(page, {})
+        if st.session_state.get("_scenario_page", page) != page:
+            st.query_params.clear()  # the address still holds the previous page's scenario
+        st.session_state["_scenario_page"] = page
+
+    def key(self, name: str) -> str:
+        """The widget key of parameter ``name``."""
+        return f"{self.page}.{name}"
+
+    def _start(self, name: str, default: Any, parse: Callable[[str], Any], valid: Callable[[Any], bool]) -> str:
+        key = self.key(name)
+        if key in st.session_state and not valid(st.session_state[key]):
+            del st.session_state[key]  # the choices changed under it (another model's TP degrees)
+        if key not in st.session_state:
+            value = self.saved.get(name, default)
+            if not valid(value):
+                value = default
+            raw = st.query_params.get(name)
+            if raw is not None:
+                try:
+                    value = parse(raw)
+                except (ValueError, TypeError) as exc:
+                    st.warning(f"Ignored the link's parameter {name}={raw!r}: {exc}")
+            st.session_state[key] = value
+        return key
+
+    def _keep(self, name: str, value: Any, text: str) -> Any:
+        self.saved[name] = value
+        st.query_params[name] = text
+        return value
+
+    def number(
+        self,
+        label: str,
+        name: str,
+        default: float,
+        *,
+        min_value: float,
+        max_value: float,
+        step: float | None = None,
+        integer: bool = False,
+        where: Any = None,
+        **kwargs: Any,
+    ) -> Any:
+        """A number input bounded to ``[min_value, max_value]`` (an int input when ``integer``).
+
+        A ``None`` default leaves the input empty until the user types a value (it returns ``None``).
+        """
+        cast = int if integer else float
+
+        def parse(raw: str) -> Any:
+            if raw == "" and default is None:
+                return None
+            value = int(raw) if integer else float(raw)
+            if not min_value <= value <= max_value:
+                raise ValueError(f"outside [{min_value}, {max_value}]")
+            return value
+
+        def valid(value: Any) -> bool:
+            return (value is None and default is None) or (value is not None and min_value <= value <= max_value)
+
+        key = self._start(name, None if default is None else cast(default), parse, valid)
+        bounds = {"min_value": cast(min_value), "max_value": cast(max_value)}
+        if step is not None:
+            bounds["step"] = cast(step)
+        if not integer:
+            kwargs.setdefault("format", "%g")  # the default "%0.2f" would show 0.001 as 0.00
+        value = (where or st).number_input(label, key=key, **bounds, **kwargs)
+        return self._keep(name, value, "" if value is None else str(value))
+
+    def slider(
+        self,
+        label: str,
+        name: str,
+        default: float,
+        *,
+        min_value: float,
+        max_value: float,
+        step: float,
+        integer: bool = False,
+        where: Any = None,
+        **kwargs: Any,
+    ) -> Any:
+        """A slider over ``[min_value, max_value]``."""
+        cast = int if integer else float
+
+        def parse(raw: str) -> Any:
+            value = int(raw) if integer else float(raw)
+            if not min_value <= value <= max_value:
+                raise ValueError(f"outside [{min_value}, {max_value}]")
+            return value
+
+        key = self._start(name, cast(default), parse, lambda value: min_value <= value <= max_value)
+        value = (where or st).slider(
+            label, key=key, min_value=cast(min_value), max_value=cast(max_value), step=cast(step), **kwargs
+        )
+        return self._keep(name, value, str(value))
+
+    def select(
+        self, label: str, name: str, options: Sequence[Any], default: Any, *, where: Any = None, **kwargs: Any
+    ) -> Any:
+        """A select box over ``options`` (strings or numbers)."""
+        by_text = {str(option): option for option in options}
+
+        def parse(raw: str) -> Any:
+            if raw not in by_text:
+                raise ValueError("not one of the choices")
+            return by_text[raw]
+
+        key = self._start(name, default if default in options else options[0], parse, lambda v: v in options)
+        value = (where or st).selectbox(label, options, key=key, **kwargs)
+        return self._keep(name, value, str(value))
+
+    def radio(
+        self, label: str, name: str, options: Sequence[Any], default: Any, *, where: Any = None, **kwargs: Any
+    ) -> Any:
+        """Radio buttons over ``options``."""
+        by_text = {str(option): option for option in options}
+
+        def parse(raw: str) -> Any:
+            if raw not in by_text:
+                raise ValueError("not one of the choices")
+            return by_text[raw]
+
+        key = self._start(name, default if default in options else options[0], parse, lambda v: v in options)
+        value = (where or st).radio(label, options, key=key, **kwargs)
+        return self._keep(name, value, str(value))
+
+    def multiselect(
+        self, label: str, name: str, options: Sequence[str], default: Sequence[str], *, where: Any = None, **kwargs: Any
+    ) -> list[str]:
+        """A multi-select over string ``options``; the URL holds them comma-separated."""
+
+        def parse(raw: str) -> list[str]:
+            chosen = [item for item in raw.split(",") if item]
+            unknown = [item for item in chosen if item not in options]
+            if unknown:
+                raise ValueError(f"unknown {unknown}")
+            return chosen
+
+        key = self._start(
+            name, [d for d in default if d in options], parse, lambda chosen: all(c in options for c in chosen)
+        )
+        value = (where or st).multiselect(label, options, key=key, **kwargs)
+        return self._keep(name, list(value), ",".join(value))
+
+    def text(
+        self, label: str, name: str, default: str, *, max_chars: int = 2000, where: Any = None, **kwargs: Any
+    ) -> str:
+        """A single-line text input (lists of numbers and the like; the page parses and validates it)."""
+
+        def parse(raw: str) -> str:
+            if len(raw) > max_chars:
+                raise ValueError(f"longer than {max_chars} characters")
+            return raw
+
+        key = self._start(name, default, parse, lambda value: isinstance(value, str) and len(value) <= max_chars)
+        value = (where or st).text_input(label, key=key, max_chars=max_chars, **kwargs)
+        return self._keep(name, value, value)
+
+    def toggle(self, label: str, name: str, default: bool, *, where: Any = None, **kwargs: Any) -> bool:
+        """An on/off toggle (``true``/``false`` in the URL)."""
+
+        def parse(raw: str) -> bool:
+            if raw.lower() not in ("true", "false"):
+                raise ValueError("expected true or false")
+            return raw.lower() == "true"
+
+        key = self._start(name, bool(default), parse, lambda value: isinstance(value, bool))
+        value = (where or st).toggle(label, key=key, **kwargs)
+        return self._keep(name, bool(value), "true" if value else "false")
+
+
+def parse_numbers(text: str, what: str, *, integer: bool = False, minimum: float = 0.0) -> list[Any]:
+    """Comma-separated numbers typed by the user; :class:`InputError` names the field and the bad item."""
+    items = [item.strip() for item in text.replace(";", ",").split(",") if item.strip()]
+    if not items:
+        raise InputError(f"{what}: enter at least one number")
+    values = []
+    for item in items:
+        try:
+            value = int(item) if integer else float(item)
+        except ValueError:
+            kind = "whole numbers" if integer else "numbers"
+            raise InputError(f"{what}: expected {kind} separated by commas, found {item!r}") from None
+        if not math.isfinite(value) or value < minimum:
+            raise InputError(f"{what}: every value must be at least {minimum:g}, found {item!r}")
+        values.append(value)
+    return values
+
+
+def parse_quantity(value: float, unit: str, what: str) -> Any:
+    """A typed value and unit as a quantity; :class:`UnitsError` names the field when the unit is unknown.
+
+    Unit text is short and may hold at most two digits (``m**2``, ``1/s``), so that a typed exponent
+    cannot make pint's parser evaluate a huge power.
+    """
+    text = unit.strip()
+    if len(text) > 40 or sum(ch.isdigit() for ch in text) > 2:
+        raise UnitsError(f"{what}: the unit {unit!r} is too long (at most 40 characters and two digits)")
+    try:
+        return Q_(value, text)
+    except Exception:  # pint raises several error types for unparsable text
+        raise UnitsError(f"{what}: unknown unit {unit!r} (try e.g. ms, GB, GB/s, request/s, USD/hour)") from None
+
+
+# --------------------------------------------------------------------------------------------
+# Display
+
+
+def number(value: float, digits: int = 4) -> str:
+    """A number to ``digits`` significant digits, with thousands separators and no exponent where readable."""
+    if not math.isfinite(value) or value == 0:
+        return f"{value:g}"
+    exponent = math.floor(math.log10(abs(value)))
+    if not -4 <= exponent < 15:
+        return f"{value:.{digits}g}"
+    text = f"{value:,.{max(digits - 1 - exponent, 0)}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def fmt(value: Any, unit: str | None = None, digits: int = 4) -> str:
+    """A quantity as text with its unit symbol (``80 GB``, ``47.4 ms``, ``20,260,000 USD``)."""
+    if isinstance(value, ureg.Quantity):
+        shown = value.to(unit) if unit else value
+        magnitude = shown.magnitude
+        if np.ndim(magnitude):
+            return f"{shown:.{digits}g~P}"
+        symbol = f"{shown.units:~P}"
+        return f"{number(float(magnitude), digits)} {symbol}".strip()
+    if isinstance(value, float | np.floating):
+        return number(float(value), digits)
+    return str(value)
+
+
+def rows(values: Mapping[str, Any], units: Mapping[str, str] | None = None, digits: int = 6) -> pd.DataFrame:
+    """A two-column table of named results: ``quantity`` and ``value`` (with its unit symbol)."""
+    units = units or {}
+    shown = [
+        {"quantity": name, "value": fmt(value, units.get(name), digits)}
+        for name, value in values.items()
+        if value is not None
+    ]
+    return pd.DataFrame(shown, columns=["quantity", "value"])
+
+
+def table(frame: pd.DataFrame, name: str, *, where: Any = None, **kwargs: Any) -> None:
+    """Show a table and a button that downloads it as CSV."""
+    place = where or st
+    place.dataframe(frame, hide_index=True, **kwargs)
+    place.download_button(
+        "Download CSV",
+        frame.to_csv(index=False).encode("utf-8"),
+        file_name=f"{name}.csv",
+        mime="text/csv",
+        key=f"csv.{name}",
+    )
+
+
+def download_json(result: Any, name: str, *, label: str = "Download JSON", where: Any = None) -> None:
+    """A button that downloads a library result (``to_json_dict()``) as JSON."""
+    (where or st).download_button(
+        label,
+        json.dumps(result.to_json_dict(), indent=2, default=str).encode("utf-8"),
+        file_name=f"{name}.json",
+        mime="application/json",
+        key=f"json.{name}",
+    )
+
+
+def show_math(formula: Any, *args: Any, title: str | None = None, where: Any = None, **kwargs: Any) -> None:
+    """An expander with a formula's equation, the user's numbers substituted, and its chapter reference.
+
+    Parameters
+    ----------
+    formula : calculator.formula.Formula
+        A closed form of the library.
+    *args, **kwargs
+        Its arguments (quantities), as for calling it.
+    title : str, optional
+        Expander label; defaults to the formula's result description.
+    """
+    label = title or formula.result.description or formula.name.replace("_", " ")
+    with (where or st).expander(f"Show the math: {label}"):
+        st.latex(aligned(formula.latex(*args, **kwargs)))
+        st.caption(f"{formula.reference} · `{formula.__module__}.{formula.name}`")
+
+
+def aligned(latex: str) -> str:
+    r"""The library's multi-line equation (lines joined by ``\\``) as an ``aligned`` block, equals signs aligned.
+
+    Display math ignores bare line breaks; inside ``aligned`` the equation, the substituted line and the
+    result stack as in the chapter's Napkin Math boxes.
+    """
+    lines = [line.strip() for line in latex.split("\\\\\n")]
+    if len(lines) == 1:
+        return latex
+    head, _, rest = lines[0].partition(" = ")
+    body = [f"{head} &= {rest}"] + [f"&{line}" for line in lines[1:]]
+    return "\\begin{aligned}\n" + " \\\\\n".join(body) + "\n\\end{aligned}"
+
+
+# --------------------------------------------------------------------------------------------
+# The error guard
+
+
+def message(exc: BaseException) -> str:
+    """The text to show for a library error (an unknown id's message without KeyError quotes)."""
+    if isinstance(exc, KeyError) and not isinstance(exc, CalculatorError):
+        return f"unknown id {exc.args[0]!r}" if exc.args else "unknown id"
+    return str(exc)
+
+
+def run(page: Callable[[], None]) -> None:
+    """Run a page; a library error (or an unknown registry id) becomes an error box, never a traceback."""
+    try:
+        page()
+    except (CalculatorError, KeyError) as exc:
+        st.error(message(exc))
+    except Exception as exc:  # the last guard: a page never shows a traceback
+        st.error(f"Unexpected error ({type(exc).__name__}): {exc}")

@@ -1,0 +1,239 @@
+"""Fleet sizer: the cheapest fleet that serves a workload within its TTFT and TPOT targets."""
+
+import pandas as pd
+import streamlit as st
+
+from app_pages import _common as ui
+from calculator import Q_
+from calculator.economics import cost_per_million_tokens
+from calculator.fleet import default_price_entry, frontier, relax_targets, size_fleet
+from calculator.plots import frontier_figure
+from calculator.precision import PRECISIONS
+from calculator.queueing import replica_demand, utilization
+from calculator.registry import load_registry
+
+ENGINES = {"generic": None, "vLLM": "vllm", "SGLang": "sglang", "TensorRT-LLM": "trtllm"}
+PERCENTILES = {"mean": None, "p90": 0.9, "p95": 0.95, "p99": 0.99}
+SERVING_PRECISIONS = [p for p in ("fp16", "bf16", "fp8", "int8", "int4", "fp4") if p in PRECISIONS]
+
+
+def _sizing_args(extra, model, accelerators, precisions, rate, prompt, output, ttft_ms, tpot_ms):
+    reg = load_registry(extra=extra)
+    return (
+        reg.model(model),
+        [reg.accelerator(a) for a in accelerators],
+        list(precisions),
+        Q_(rate, "request/s"),
+        prompt,
+        output,
+        Q_(ttft_ms, "ms"),
+        Q_(tpot_ms, "ms"),
+    )
+
+
+@st.cache_data(show_spinner="Sizing every configuration...", max_entries=64)
+def plan_for(extra, model, accelerators, precisions, rate, prompt, output, ttft_ms, tpot_ms, options):
+    args = _sizing_args(extra, model, accelerators, precisions, rate, prompt, output, ttft_ms, tpot_ms)
+    return size_fleet(*args, **_options(options))
+
+
+@st.cache_data(show_spinner="Searching the closest feasible targets...", max_entries=32)
+def relaxed_for(extra, model, accelerators, precisions, rate, prompt, output, ttft_ms, tpot_ms, options):
+    args = _sizing_args(extra, model, accelerators, precisions, rate, prompt, output, ttft_ms, tpot_ms)
+    return relax_targets(*args, **_options(options))
+
+
+@st.cache_data(show_spinner="Tracing the frontier...", max_entries=32)
+def frontier_for(extra, model, accelerators, precisions, prompt, output, engine, kv_precision):
+    reg = load_registry(extra=extra)
+    return frontier(
+        reg.model(model),
+        [reg.accelerator(a) for a in accelerators],
+        list(precisions),
+        prompt,
+        output,
+        engine=engine,
+        kv_precision=kv_precision,
+    )
+
+
+def _options(options):
+    values = dict(options)
+    values["price"] = {name: Q_(price, "USD/hour") for name, price in values["price"]}
+    return values
+
+
+def _registry_price(accelerator):
+    """The registry's default GPU-hour price and the entry it comes from (None, "" when it has none)."""
+    try:
+        entry = default_price_entry(accelerator, ui.registry())
+    except (KeyError, ValueError):
+        return None, ""
+    return round(entry.price.m_as("USD/hour"), 2), entry.id
+
+
+def main():
+    st.title("Fleet sizer")
+    st.caption(
+        "How many GPUs, at what tensor-parallel degree and batch, serve this traffic within the TTFT and TPOT "
+        "targets, and at what cost? Every (accelerator, precision, TP, batch) candidate is evaluated with the "
+        "calibrated step model and the queueing models (sections 10.3, 10.6, 10.8; `calculator.fleet.size_fleet`)."
+    )
+    sc = ui.Scenario("fleet")
+    reg = ui.registry()
+    models = ui.transformer_models()
+    hardware, traffic, targets = st.columns(3)
+    with hardware:
+        st.subheader("Model and hardware")
+        model = sc.select("Model", "model", models, "llama-3.1-70b")
+        accelerators = sc.multiselect("Accelerators", "gpus", list(reg.accelerators), ["h100-sxm", "h200-sxm"])
+        precisions = sc.multiselect("Weight precisions", "precisions", SERVING_PRECISIONS, ["fp16", "fp8"])
+        engine = sc.select("Serving engine", "engine", list(ENGINES), "generic")
+        kv = sc.select("KV-cache precision", "kv", ["as weights", "fp16", "fp8"], "as weights")
+    with traffic:
+        st.subheader("Traffic")
+        rate = sc.number("Arrival rate [request/s]", "rate", 10.0, min_value=0.01, max_value=1e6, step=1.0)
+        prompt = sc.number("Mean prompt [token]", "prompt", 1024, min_value=1, max_value=1_000_000, integer=True)
+        output = sc.number("Mean output [token]", "output", 256, min_value=1, max_value=100_000, integer=True)
+        arrival_cv = sc.number("Arrival CV (1 = Poisson)", "arrival_cv", 1.0, min_value=0.0, max_value=10.0, step=0.1)
+        prompt_cv = sc.number("Prompt-length CV", "prompt_cv", 0.0, min_value=0.0, max_value=10.0, step=0.1)
+    with targets:
+        st.subheader("Targets and cost")
+        ttft_ms = sc.number("TTFT target [ms]", "ttft", 1000.0, min_value=1.0, max_value=600_000.0, step=50.0)
+        percentile = sc.select("TTFT statistic", "ttft_stat", list(PERCENTILES), "mean")
+        tpot_ms = sc.number("TPOT target [ms]", "tpot", 50.0, min_value=0.1, max_value=10_000.0, step=5.0)
+        max_util = sc.slider(
+            "Utilization cap", "util", 0.8, min_value=0.05, max_value=1.0, step=0.05, help="headroom per replica"
+        )
+        prices = {}
+        for name in accelerators:
+            default, entry = _registry_price(name)
+            prices[name] = sc.number(
+                f"{name} price [USD/h per GPU]",
+                f"price.{name}",
+                default,
+                min_value=0.01,
+                max_value=1000.0,
+                step=0.1,
+                help=f"defaults to the registry's cheapest published on-demand price ({entry or 'none listed'})",
+            )
+
+    if not accelerators or not precisions:
+        st.warning("Choose at least one accelerator and one precision.")
+        return
+    missing = [name for name, price in prices.items() if price is None]
+    if missing:
+        st.warning(f"Enter a GPU-hour price for {', '.join(missing)}: the registry has none.")
+        return
+
+    kv_precision = None if kv == "as weights" else kv
+    options = (
+        ("engine", ENGINES[engine]),
+        ("max_utilization", max_util),
+        ("ttft_percentile", PERCENTILES[percentile]),
+        ("price", tuple(sorted(prices.items()))),
+        ("arrival_cv", arrival_cv),
+        ("input_cv", prompt_cv),
+        ("kv_precision", kv_precision),
+    )
+    request = (ui.extra_files(), model, tuple(accelerators), tuple(precisions), rate, prompt, output, ttft_ms, tpot_ms)
+    plan = plan_for(*request, options)
+
+    st.divider()
+    if plan.feasible:
+        _show_plan(plan, rate, output, prices)
+    else:
+        _show_infeasible(plan, request, options)
+
+    st.subheader("Why the other configurations lost")
+    rejected = pd.DataFrame(
+        [{"configuration": key, "outcome": why} for key, why in plan.rejected.items()],
+        columns=["configuration", "outcome"],
+    )
+    ui.table(rejected, "rejected-configurations")
+
+    st.subheader("Throughput vs interactivity (Figure 6)")
+    table = frontier_for(
+        ui.extra_files(),
+        model,
+        tuple(accelerators),
+        tuple(precisions),
+        prompt,
+        output,
+        ENGINES[engine],
+        kv_precision,
+    )
+    st.plotly_chart(frontier_figure(table, plan), key="frontier")
+    st.caption(
+        "Every configuration that fits in memory at full load; a line joins the Pareto points of each accelerator "
+        "(any precision); the star is the plan's configuration (evaluated here at full load, without the "
+        "utilization cap)."
+    )
+    ui.table(table, "frontier")
+
+
+def _show_plan(plan, rate, output, prices):
+    st.success(f"{plan.gpus} × {plan.accelerator} at {plan.precision}: {plan.reason}.")
+    first = st.columns(4)
+    first[0].metric("GPUs", plan.gpus)
+    first[1].metric("Replicas × TP", f"{plan.replicas} × {plan.tensor_parallel}")
+    first[2].metric("Batch per replica", plan.batch)
+    first[3].metric("Binding constraint", plan.binding_constraint)
+    second = st.columns(4)
+    second[0].metric("Cost", ui.fmt(plan.cost_per_hour, "USD/hour", 5))
+    second[1].metric("Per 1M output tokens", ui.fmt(plan.cost_per_million_tokens, "USD", 4))
+    second[2].metric("TTFT", ui.fmt(plan.ttft, "ms", 4))
+    second[3].metric("TPOT", ui.fmt(plan.tpot, "ms", 4))
+    details = {
+        "utilization per replica": plan.utilization,
+        "utilization cap": plan.max_utilization,
+        "replica throughput": plan.replica_throughput,
+        "longest token gap (TBT)": plan.tbt_max.to("ms"),
+        "fleet power": plan.power,
+        "energy per 1M output tokens": plan.energy_per_million_tokens,
+        "electricity per 1M output tokens": plan.electricity_cost_per_million_tokens,
+        "engine profile": plan.engine,
+        "configurations evaluated": plan.candidates,
+    }
+    ui.download_json(plan, "fleet-plan", label="Download the plan as JSON")
+    with st.expander("Plan details"):
+        ui.table(ui.rows(details), "plan-details")
+    arrival = Q_(rate, "request/s")
+    ui.show_math(
+        replica_demand,
+        arrival,
+        plan.replica_throughput,
+        plan.max_utilization,
+        title=f"replicas: {plan.replicas} is the ceiling of the replica demand",
+    )
+    ui.show_math(utilization, arrival, plan.replica_throughput, plan.replicas, title="utilization per replica")
+    ui.show_math(
+        cost_per_million_tokens,
+        plan.gpus,
+        Q_(prices[plan.accelerator], "USD/hour"),
+        (arrival * Q_(output, "token/request")).to("token/s"),
+        title="cost per million output tokens",
+    )
+
+
+def _show_infeasible(plan, request, options):
+    st.warning(f"No feasible plan: {plan.reason}.")
+    relaxed = relaxed_for(*request, options)
+    if relaxed.found:
+        alternative = relaxed.plan
+        st.info(
+            f"Closest feasible alternative: loosen both targets by ×{relaxed.factor:.3g} to TTFT ≤ "
+            f"{ui.fmt(relaxed.ttft_slo, 'ms', 4)} and TPOT ≤ {ui.fmt(relaxed.tpot_slo, 'ms', 4)}: "
+            f"{alternative.gpus} × {alternative.accelerator} at {alternative.precision} "
+            f"(TP {alternative.tensor_parallel}, batch {alternative.batch}), "
+            f"{ui.fmt(alternative.cost_per_hour, 'USD/hour', 5)}."
+        )
+        ui.download_json(alternative, "closest-feasible-plan", label="Download the alternative plan as JSON")
+    else:
+        st.info(
+            "No loosening of the targets up to ×100 gives a plan: the model does not fit these accelerators "
+            "(add devices through a larger TP degree, a lower precision, or larger accelerators)."
+        )
+
+
+ui.run(main)

@@ -1,0 +1,513 @@
+"""Plotly figures of the library's results: the chapter's figures, rebuilt from live numbers.
+
+Every builder takes what a library function returned (a result dataclass, a DataFrame, quantities)
+and returns a :class:`plotly.graph_objects.Figure`. The builders compute nothing: each number drawn
+is a value the library produced, converted only to the display unit named in the axis title. The
+dashboard (``app_pages/``) and notebooks call the same builders.
+
+plotly is imported by this module only; ``import calculator`` never loads it.
+
+>>> from calculator import Q_
+>>> from calculator.memory import kv_wall
+>>> wall = kv_wall(Q_(80, "GB"), Q_(35, "GB"), Q_(327_680, "B/token"), [1024, 65_536], [1, 8])
+>>> fig = kv_wall_figure(wall)
+>>> [trace.name for trace in fig.data]
+['batch 1', 'batch 8']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import plotly.graph_objects as go
+
+from .units import ureg
+
+__all__ = [
+    "batching_curve_figure",
+    "cost_curves_figure",
+    "curves_figure",
+    "demand_schedule_figure",
+    "frontier_figure",
+    "hockey_stick_figure",
+    "kv_wall_figure",
+    "max_load_figure",
+    "memory_breakdown_figure",
+    "speculative_speedup_figure",
+    "tp_layer_time_figure",
+    "unit_cost_figure",
+]
+
+#: Layout shared by every figure (compact margins; the legend stays at the right, clear of the title).
+_LAYOUT = {"template": "plotly_white", "margin": {"l": 60, "r": 20, "t": 50, "b": 50}, "height": 420}
+
+
+def _values(value: Any, unit: str) -> np.ndarray:
+    """Magnitudes in ``unit`` (a quantity), or the plain numbers as they are."""
+    if isinstance(value, ureg.Quantity):
+        return np.atleast_1d(np.asarray(value.m_as(unit), dtype=float))
+    return np.atleast_1d(np.asarray(value, dtype=float))
+
+
+def _symbol(unit: str) -> str:
+    """The unit's symbol for an axis title (``GB``, ``ms``, ``USD/h``)."""
+    return f"{ureg.Unit(unit):~P}" if unit else ""
+
+
+def _title(name: str, unit: str) -> str:
+    symbol = _symbol(unit)
+    return f"{name} [{symbol}]" if symbol else name
+
+
+def _figure(title: str, x_title: str, y_title: str, **layout: Any) -> go.Figure:
+    figure = go.Figure()
+    figure.update_layout(title=title, xaxis_title=x_title, yaxis_title=y_title, **{**_LAYOUT, **layout})
+    return figure
+
+
+def curves_figure(
+    x: Any,
+    series: Mapping[str, Any],
+    *,
+    x_name: str,
+    y_name: str,
+    x_unit: str = "",
+    y_unit: str = "",
+    title: str = "",
+    log_x: bool = False,
+    log_y: bool = False,
+    mode: str = "lines",
+    reference: Mapping[str, float] | None = None,
+) -> go.Figure:
+    """One line per series over a shared x axis (the general builder the specific ones follow).
+
+    Parameters
+    ----------
+    x : array or Quantity
+        The shared x values.
+    series : mapping of str to array or Quantity
+        Name -> y values (same length as ``x``).
+    x_name, y_name : str
+        Axis names; the unit symbol is appended.
+    x_unit, y_unit : str
+        Display units (``""`` for plain numbers).
+    title : str
+        Figure title.
+    log_x, log_y : bool
+        Logarithmic axes.
+    mode : str
+        Plotly trace mode (``"lines"``, ``"lines+markers"``, ``"markers"``).
+    reference : mapping of str to float, optional
+        Horizontal reference lines (label -> y value in ``y_unit``).
+
+    Returns
+    -------
+    plotly.graph_objects.Figure
+    """
+    figure = _figure(title, _title(x_name, x_unit), _title(y_name, y_unit))
+    xs = _values(x, x_unit)
+    for name, ys in series.items():
+        figure.add_trace(go.Scatter(x=xs, y=_values(ys, y_unit), name=name, mode=mode))
+    for label, level in (reference or {}).items():
+        figure.add_hline(y=level, line_dash="dash", line_color="gray", annotation_text=label)
+    figure.update_xaxes(type="log" if log_x else "linear")
+    figure.update_yaxes(type="log" if log_y else "linear")
+    return figure
+
+
+def frontier_figure(table: Any, plan: Any = None) -> go.Figure:
+    """The throughput-vs-interactivity frontier (Figure 6) from :func:`calculator.fleet.frontier`.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        The frontier table: one row per fitting (accelerator, precision, TP, batch), with
+        ``tokens_per_s_per_user``, ``tokens_per_s_per_gpu`` and ``pareto``.
+    plan : FleetPlan, optional
+        A feasible plan whose configuration is marked (the row with its accelerator, precision,
+        tensor-parallel degree and batch).
+
+    Returns
+    -------
+    plotly.graph_objects.Figure
+        One marker trace per accelerator and precision (every configuration, faint), one line per
+        accelerator through its Pareto points (``pareto``: no configuration of the same accelerator, at
+        any precision, beats it on both axes), and a star for the plan.
+    """
+    figure = _figure(
+        "Throughput vs interactivity",
+        "Interactivity per user [token/s] (1/TPOT)",
+        "Output throughput per GPU [token/s]",
+    )
+    for (accelerator, precision), group in table.groupby(["accelerator", "precision"], sort=False):
+        hover = [f"TP {t}, batch {b}" for t, b in zip(group.tensor_parallel, group.batch, strict=True)]
+        figure.add_trace(
+            go.Scatter(
+                x=group.tokens_per_s_per_user,
+                y=group.tokens_per_s_per_gpu,
+                mode="markers",
+                name=f"{accelerator} {precision}",
+                marker={"size": 4, "opacity": 0.35},
+                text=hover,
+                legendgroup=accelerator,
+            )
+        )
+    for accelerator, group in table.groupby("accelerator", sort=False):
+        best = group[group.pareto].sort_values("tokens_per_s_per_user")
+        figure.add_trace(
+            go.Scatter(
+                x=best.tokens_per_s_per_user,
+                y=best.tokens_per_s_per_gpu,
+                mode="lines+markers",
+                name=f"{accelerator} frontier",
+                text=[
+                    f"{p}, TP {t}, batch {b}"
+                    for p, t, b in zip(best.precision, best.tensor_parallel, best.batch, strict=True)
+                ],
+                legendgroup=accelerator,
+            )
+        )
+    if plan is not None and getattr(plan, "feasible", False):
+        row = table[
+            (table.accelerator == plan.accelerator)
+            & (table.precision == plan.precision)
+            & (table.tensor_parallel == plan.tensor_parallel)
+            & (table.batch == plan.batch)
+        ]
+        if len(row):
+            figure.add_trace(
+                go.Scatter(
+                    x=row.tokens_per_s_per_user,
+                    y=row.tokens_per_s_per_gpu,
+                    mode="markers",
+                    name="plan",
+                    marker={"symbol": "star", "size": 16, "color": "black"},
+                )
+            )
+    return figure
+
+
+def kv_wall_figure(wall: Any, unit: str = "GB") -> go.Figure:
+    """The KV cache wall (Figure 9) from :func:`calculator.memory.kv_wall`.
+
+    Parameters
+    ----------
+    wall : KvWall
+        Footprints over a batch x context grid, the device capacity and each batch's boundary.
+    unit : str
+        Memory display unit (``"GB"`` or ``"GiB"``).
+
+    Returns
+    -------
+    plotly.graph_objects.Figure
+        One line per batch (memory in use against context), the capacity as a dashed line.
+    """
+    figure = _figure("The KV cache wall", "Context [token]", _title("Memory per device", unit))
+    contexts = _values(wall.contexts, "")
+    footprint = np.atleast_2d(wall.footprint.m_as(unit))
+    for batch, row, boundary in zip(np.atleast_1d(wall.batches), footprint, np.atleast_1d(wall.boundary), strict=True):
+        figure.add_trace(
+            go.Scatter(
+                x=contexts,
+                y=row,
+                mode="lines",
+                name=f"batch {int(batch)}",
+                hovertemplate=f"batch {int(batch)}: fits up to {int(boundary):,} tokens<extra></extra>",
+            )
+        )
+    capacity = float(wall.capacity.m_as(unit))
+    figure.add_hline(y=capacity, line_dash="dash", line_color="red", annotation_text=f"capacity {capacity:.4g} {unit}")
+    figure.update_xaxes(type="log")
+    return figure
+
+
+def memory_breakdown_figure(fits: Mapping[str, Any], unit: str = "GB") -> go.Figure:
+    """Per-device memory of one or more fits: weights, reserve, KV cache and what is left free.
+
+    Parameters
+    ----------
+    fits : mapping of str to MemoryFit
+        Label -> a scalar :class:`calculator.memory.MemoryFit`.
+    unit : str
+        Memory display unit.
+
+    Returns
+    -------
+    plotly.graph_objects.Figure
+        Stacked bars (weights, reserve, KV, free) with the capacity of each as a marker.
+    """
+    figure = _figure("Memory per device", "", _title("Memory", unit), barmode="stack")
+    labels = list(fits)
+    parts = {
+        "weights": [float(f.weights.m_as(unit)) for f in fits.values()],
+        "reserve": [float(f.reserve.m_as(unit)) for f in fits.values()],
+        "KV cache": [float(f.kv.m_as(unit)) for f in fits.values()],
+        "free": [float(f.free.m_as(unit)) for f in fits.values()],
+    }
+    for name, values in parts.items():
+        figure.add_trace(go.Bar(x=labels, y=values, name=name))
+    figure.add_trace(
+        go.Scatter(
+            x=labels,
+            y=[float(f.capacity.m_as(unit)) for f in fits.values()],
+            mode="markers",
+            name="capacity",
+            marker={"symbol": "line-ew-open", "size": 40, "color": "red"},
+        )
+    )
+    return figure
+
+
+def cost_curves_figure(curves: Mapping[str, Any], time_unit: str = "month", cost_unit: str = "USD") -> go.Figure:
+    """Cumulative training-plus-serving cost over time (Figure 3), from ``cumulative_cost_curve``.
+
+    Parameters
+    ----------
+    curves : mapping of str to CostCurve
+        Scenario name -> its curve.
+    time_unit, cost_unit : str
+        Display units.
+
+    Returns
+    -------
+    plotly.graph_objects.Figure
+        One cumulative-cost line per scenario (:func:`calculator.economics.cumulative_cost_curve`),
+        its training cost as a dotted line, and a vertical line at each crossover within the horizon.
+    """
+    figure = _figure(
+        "Lifetime cost: training vs serving", _title("Time deployed", time_unit), _title("Cost", cost_unit)
+    )
+    for name, curve in curves.items():
+        elapsed = _values(curve.elapsed, time_unit)
+        figure.add_trace(go.Scatter(x=elapsed, y=_values(curve.cumulative_cost, cost_unit), mode="lines", name=name))
+        training = float(curve.training_cost.m_as(cost_unit))
+        figure.add_trace(
+            go.Scatter(
+                x=[elapsed[0], elapsed[-1]],
+                y=[training, training],
+                mode="lines",
+                line={"dash": "dot"},
+                name=f"{name}: training",
+            )
+        )
+        if curve.crosses_within_horizon:
+            crossover = float(curve.crossover.m_as(time_unit))
+            figure.add_vline(
+                x=crossover, line_dash="dash", line_color="gray", annotation_text=f"{name}: crossover {crossover:.3g}"
+            )
+    return figure
+
+
+def unit_cost_figure(volumes: Any, curves: Mapping[str, Any], price: Any = None, unit: str = "USD/ktoken") -> go.Figure:
+    """Unit cost against daily volume (Figure 2) from :func:`calculator.economics.unit_cost_at_volume`.
+
+    Parameters
+    ----------
+    volumes : Quantity [request / time]
+        The volumes the curves were evaluated at.
+    curves : mapping of str to Quantity [currency / token]
+        Serving approach -> unit cost at each volume.
+    price : Quantity [currency / token], optional
+        The price charged (a dashed line: below it the approach is profitable).
+    unit : str
+        Display unit of the unit cost.
+
+    Returns
+    -------
+    plotly.graph_objects.Figure
+    """
+    reference = {"price": float(price.m_as(unit))} if price is not None else None
+    return curves_figure(
+        volumes,
+        curves,
+        x_name="Daily volume",
+        y_name="Unit cost",
+        x_unit="request/day",
+        y_unit=unit,
+        title="Unit cost falls with volume",
+        log_x=True,
+        log_y=True,
+        reference=reference,
+    )
+
+
+def batching_curve_figure(points: Any, knee: float | None = None) -> go.Figure:
+    """Batching efficiency: per-device throughput and per-user speed against batch size (section 10.6).
+
+    Parameters
+    ----------
+    points : OperatingPoints
+        From :func:`calculator.batching.batch_operating_points` over a range of batch sizes.
+    knee : float, optional
+        The knee batch size (:func:`calculator.batching.knee_batch_size`), drawn as a vertical line.
+
+    Returns
+    -------
+    plotly.graph_objects.Figure
+        Throughput per device (left axis) and interactivity per user (right axis).
+    """
+    figure = _figure("Batching efficiency", "Batch size", "Throughput per device [token/s]")
+    batches = _values(points.batch_size, "")
+    figure.add_trace(
+        go.Scatter(x=batches, y=_values(points.throughput_per_device, "token/s"), name="throughput per device")
+    )
+    figure.add_trace(
+        go.Scatter(x=batches, y=_values(points.interactivity, "token/s"), name="interactivity per user", yaxis="y2")
+    )
+    figure.update_layout(yaxis2={"title": "Interactivity per user [token/s]", "overlaying": "y", "side": "right"})
+    if knee is not None:
+        figure.add_vline(x=float(knee), line_dash="dash", line_color="gray", annotation_text=f"knee {float(knee):.3g}")
+    return figure
+
+
+def hockey_stick_figure(utilization: Any, waits: Mapping[str, Any], unit: str = "ms") -> go.Figure:
+    """Mean queueing wait against utilization: the hockey stick (section 10.6).
+
+    Parameters
+    ----------
+    utilization : array of float
+        Server utilization of each point (``rho``).
+    waits : mapping of str to Quantity [time]
+        Queue model -> its mean wait at each utilization (``inf`` where the queue is unstable is not
+        drawn).
+    unit : str
+        Display unit of the wait.
+
+    Returns
+    -------
+    plotly.graph_objects.Figure
+    """
+    figure = _figure("Wait vs utilization", "Utilization", _title("Mean queueing wait", unit))
+    rho = _values(utilization, "")
+    for name, wait in waits.items():
+        values = _values(wait, unit)
+        figure.add_trace(go.Scatter(x=rho, y=np.where(np.isfinite(values), values, np.nan), name=name))
+    figure.update_yaxes(type="log")
+    return figure
+
+
+def speculative_speedup_figure(acceptance: Any, speedups: Mapping[int, Any]) -> go.Figure:
+    """Speculative decoding speedup against acceptance rate, one line per draft length (section 10.7.6).
+
+    Parameters
+    ----------
+    acceptance : array of float
+        Per-token acceptance probabilities.
+    speedups : mapping of int to array
+        Draft length ``K`` -> :func:`calculator.speculative.speedup` at each acceptance.
+
+    Returns
+    -------
+    plotly.graph_objects.Figure
+        The break-even speedup of 1 is a dashed line.
+    """
+    return curves_figure(
+        acceptance,
+        {f"K = {k}": values for k, values in speedups.items()},
+        x_name="Acceptance rate",
+        y_name="Speedup",
+        title="Speculative decoding speedup",
+        reference={"no gain": 1.0},
+    )
+
+
+def demand_schedule_figure(plans: Mapping[str, Any], time_unit: str = "hour") -> go.Figure:
+    """Replicas over a demand curve: predictive against reactive scaling (Figure 21).
+
+    Parameters
+    ----------
+    plans : mapping of str to ScalingPlan
+        Policy name -> :func:`calculator.autoscaling.predictive_schedule` or
+        :func:`calculator.autoscaling.simulate_reactive_scaling` on the same curve.
+    time_unit : str
+        Display unit of the time axis.
+
+    Returns
+    -------
+    plotly.graph_objects.Figure
+        The replicas the demand requires (from the first plan), and the ready replicas of each plan,
+        as step lines.
+    """
+    figure = _figure("Capacity against demand", _title("Time", time_unit), "Replicas")
+    first = next(iter(plans.values()))
+    figure.add_trace(
+        go.Scatter(
+            x=_values(first.times, time_unit),
+            y=_values(first.required, ""),
+            name="required by demand",
+            line={"shape": "hv", "dash": "dot", "color": "black"},
+        )
+    )
+    for name, plan in plans.items():
+        figure.add_trace(
+            go.Scatter(
+                x=_values(plan.times, time_unit), y=_values(plan.ready, ""), name=f"{name}: ready", line={"shape": "hv"}
+            )
+        )
+    return figure
+
+
+def tp_layer_time_figure(degrees: Any, times: Mapping[str, Any], unit: str = "ms") -> go.Figure:
+    """Layer time against tensor-parallel degree, one line per interconnect (Eq. 13, section 10.10).
+
+    Parameters
+    ----------
+    degrees : array of int
+        Tensor-parallel degrees.
+    times : mapping of str to Quantity [time]
+        Interconnect -> layer time at each degree (compute divided plus two all-reduces).
+    unit : str
+        Display unit.
+
+    Returns
+    -------
+    plotly.graph_objects.Figure
+    """
+    return curves_figure(
+        degrees,
+        times,
+        x_name="Tensor-parallel degree",
+        y_name="Layer time",
+        y_unit=unit,
+        title="Tensor-parallel layer time",
+        log_x=True,
+        log_y=True,
+        mode="lines+markers",
+    )
+
+
+def max_load_figure(bins: Any, expected: Mapping[str, Any], simulated: Mapping[str, Sequence[Any]]) -> go.Figure:
+    """Maximum load of random vs power-of-d placement (section 10.11): fluid limit and simulation.
+
+    Parameters
+    ----------
+    bins : array of int
+        Number of bins (replicas), with as many balls (requests).
+    expected : mapping of str to array
+        Policy -> :func:`calculator.routing.expected_max_load` at each bin count.
+    simulated : mapping of str to sequence of MaxLoadSimulation
+        Policy -> :func:`calculator.routing.simulate_max_load` at each bin count (mean and standard
+        error drawn as markers with error bars).
+
+    Returns
+    -------
+    plotly.graph_objects.Figure
+    """
+    figure = _figure("Maximum load: random vs two choices", "Replicas (and requests)", "Maximum load [requests]")
+    xs = _values(bins, "")
+    for name, values in expected.items():
+        figure.add_trace(go.Scatter(x=xs, y=_values(values, ""), name=f"{name}: expected", mode="lines"))
+    for name, runs in simulated.items():
+        figure.add_trace(
+            go.Scatter(
+                x=xs,
+                y=[float(run.mean) for run in runs],
+                error_y={"type": "data", "array": [float(run.standard_error) for run in runs]},
+                name=f"{name}: simulated",
+                mode="markers",
+            )
+        )
+    figure.update_xaxes(type="log")
+    return figure

@@ -1,0 +1,159 @@
+"""Every dashboard page in a real browser: ``streamlit run app.py`` on localhost, opened in headless Chromium.
+
+Starts the app as a subprocess on a free port, waits for its health endpoint, opens each page with Playwright
+driving Debian's ``chromium`` (no downloaded browser), waits for the script to finish, checks that no error or
+exception element is shown, and saves a full-page screenshot under ``test-artifacts/screenshots/``.
+
+Without Chromium or Playwright the test is skipped, unless ``CI_REQUIRE_BROWSER=1`` (set by ``.ci/run``), in
+which case it fails.
+"""
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+#: URL path -> the page's title (the URL path of a page is its file name; the landing page is "/").
+PAGES = {
+    "": "Fleet sizer",
+    "memory_fit": "Memory fit",
+    "cost": "Cost",
+    "batching_queueing": "Batching and queueing",
+    "decode_speedups": "Decode speedups",
+    "sharding": "Sharding and communication",
+    "routing_tails": "Routing and tails",
+    "autoscaling_regions": "Autoscaling and regions",
+    "registry": "Registry",
+    "goal_seek": "Goal seek",
+}
+ERRORS = '[data-testid="stException"], [data-testid="stAlertContentError"]'
+
+
+def chromium_path() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def unavailable(reason: str) -> None:
+    if os.environ.get("CI_REQUIRE_BROWSER") == "1":
+        pytest.fail(f"the browser test is required (CI_REQUIRE_BROWSER=1) but {reason}")
+    pytest.skip(reason)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    """The Chromium executable, once Playwright is importable (skip, or fail under CI_REQUIRE_BROWSER=1)."""
+    executable = chromium_path()
+    if executable is None:
+        unavailable("Chromium is not installed (Debian package 'chromium')")
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        unavailable("the Python package 'playwright' is not installed")
+    return executable
+
+
+@pytest.fixture(scope="module")
+def server(chromium):
+    port = free_port()
+    command = [
+        sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
+        "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
+    ]  # fmt: skip
+    with tempfile.TemporaryFile() as log:
+        process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            yield wait_until_healthy(f"http://127.0.0.1:{port}", process, log)
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+def wait_until_healthy(url, process, log) -> str:
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as reply:
+                if reply.read().strip() == b"ok":
+                    return url
+        except OSError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            log.seek(0)
+            pytest.fail(f"streamlit did not start:\n{log.read().decode(errors='replace')[-3000:]}")
+        time.sleep(0.25)
+
+
+def test_every_page_renders_in_headless_chromium_without_errors(chromium, server):
+    from playwright.sync_api import sync_playwright
+
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    failures = []
+    with tempfile.TemporaryDirectory() as profile, sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            profile,
+            executable_path=chromium,
+            args=CHROMIUM_ARGS,
+            headless=True,
+            viewport={"width": 1400, "height": 2600},
+        )
+        try:
+            page = context.new_page()
+            offline = []  # the dashboard must not need the internet (fonts, icons, scripts)
+            page.on("requestfailed", lambda request: offline.append(request.url))
+            for path, title in PAGES.items():
+                page.goto(f"{server}/{path}", wait_until="domcontentloaded")
+                page.get_by_role("heading", name=title, exact=True).first.wait_for(timeout=30_000)
+                # Done when the script has finished, no lazy element is still a skeleton, and Plotly has drawn
+                # every visible chart.
+                page.wait_for_function(
+                    """() => document.querySelector('[data-test-script-state="notRunning"]')
+                        && !document.querySelector('[data-testid="stSkeleton"]')
+                        && [...document.querySelectorAll('[data-testid="stPlotlyChart"]')]
+                            .filter((chart) => chart.offsetParent !== null)
+                            .every((chart) => chart.querySelector('.main-svg'))""",
+                    timeout=30_000,
+                )
+                page.wait_for_timeout(200)
+                errors = page.locator(ERRORS)
+                if errors.count():
+                    failures.append(f"/{path}: {errors.first.inner_text()[:300]}")
+                page.screenshot(path=str(SCREENSHOTS / f"{path or 'fleet_sizer'}.png"), full_page=True)
+            # A shared link reproduces the what-if: the inputs start from the address's parameters.
+            page.goto(f"{server}/memory_fit?context=8192&batch=3", wait_until="domcontentloaded")
+            field = page.get_by_role("spinbutton", name="Context per sequence [token]")
+            field.wait_for(timeout=30_000)
+            linked = (field.input_value(), page.get_by_role("spinbutton", name="Batch [sequences]").input_value())
+        finally:
+            context.close()
+    assert not failures, failures
+    assert linked == ("8192", "3")
+    assert not offline, f"requests that failed (external resources?): {offline[:5]}"
+    assert len(list(SCREENSHOTS.glob("*.png"))) >= len(PAGES)

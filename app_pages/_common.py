@@ -417,22 +417,8 @@ def show_math(formula: Any, *args: Any, title: str | None = None, where: Any = N
     """
     label = title or formula.result.description or formula.name.replace("_", " ")
     with (where or st).expander(f"Show the math: {label}"):
-        st.latex(aligned(formula.latex(*args, **kwargs)))
+        st.latex(formula.latex(*args, **kwargs))
         st.caption(f"{formula.reference} · `{formula.__module__}.{formula.name}`")
-
-
-def aligned(latex: str) -> str:
-    r"""The library's multi-line equation (lines joined by ``\\``) as an ``aligned`` block, equals signs aligned.
-
-    Display math ignores bare line breaks; inside ``aligned`` the equation, the substituted line and the
-    result stack as in the chapter's Napkin Math boxes.
-    """
-    lines = [line.strip() for line in latex.split("\\\\\n")]
-    if len(lines) == 1:
-        return latex
-    head, _, rest = lines[0].partition(" = ")
-    body = [f"{head} &= {rest}"] + [f"&{line}" for line in lines[1:]]
-    return "\\begin{aligned}\n" + " \\\\\n".join(body) + "\n\\end{aligned}"
 
 
 # --------------------------------------------------------------------------------------------

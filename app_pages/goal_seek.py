@@ -66,7 +66,7 @@ def main():
         value = formula(**known)
         st.metric(f"{formula.name}", ui.fmt(value, digits=6))
         with st.expander("Show the math", expanded=True):
-            st.latex(ui.aligned(formula.latex(**known)))
+            st.latex(formula.latex(**known))
         return
 
     default_target = formula(**{**known, unknown: _default_quantity(formula, unknown)})
@@ -88,7 +88,7 @@ def main():
     shown = check.to(target.units) if hasattr(check, "to") else check
     cols[1].metric(f"check: {formula.name}", ui.fmt(shown, digits=6))
     with st.expander("Show the math", expanded=True):
-        st.latex(ui.aligned(formula.latex(**known, **{unknown: solution})))
+        st.latex(formula.latex(**known, **{unknown: solution}))
         st.caption(f"{formula.reference}")
 
 

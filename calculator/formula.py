@@ -268,10 +268,36 @@ class Formula:
         """Evaluate the body on plain magnitudes in the declared units (no checks; fastest path)."""
         return self.func(**magnitudes)
 
+    def invalid_results(self, values: Any) -> tuple[np.ndarray, str]:
+        """Where body results are not a value of the result: NaN, or outside its declared range.
+
+        Returns a boolean mask and the reason of the first such point (``""`` if none). A
+        ``positive``/``nonnegative`` result may be zero (a degenerate case such as one device) but
+        not negative; a probability must lie in [0, 1]. Negative results mean the arguments
+        describe an impossible case (weights larger than the memory, utilization above one).
+        """
+        values = np.asarray(values, dtype=float)
+        nan = np.isnan(values)
+        if self.result.domain in ("positive", "nonnegative", "probability"):
+            finite = np.abs(values[np.isfinite(values)])
+            tolerance = 1e-12 * max(float(finite.max(initial=1.0)), 1.0)
+            outside = (values < -tolerance) | ((values > 1 + 1e-12) if self.result.domain == "probability" else False)
+        else:
+            outside = np.zeros(values.shape, dtype=bool)
+        mask = nan | outside
+        if not mask.any():
+            return mask, ""
+        first = values[mask].flat[0]
+        if np.isnan(first):
+            return mask, "the result is undefined (NaN)"
+        what = self.result.description or self.name
+        return mask, f"the arguments give {first:.4g}, outside the range of {what}: an impossible case"
+
     def _wrap(self, magnitude: Any) -> Any:
         magnitude = np.asarray(magnitude, dtype=float) if np.ndim(magnitude) else float(magnitude)
-        if np.any(np.isnan(magnitude)):
-            raise InputError(f"{self.name}(): the result is undefined (NaN) for these arguments")
+        _, reason = self.invalid_results(magnitude)
+        if reason:
+            raise InputError(f"{self.name}(): {reason} for these arguments")
         return Q_(magnitude, self.result.unit) if self.result.unit else magnitude
 
     def check_dimensions(self) -> None:
@@ -316,8 +342,9 @@ class Formula:
     def latex(self, *args: Any, digits: int = 4, **kwargs: Any) -> str:
         r"""The equation as LaTeX.
 
-        With no arguments, the symbolic equation. With the formula's arguments, a second line
-        substitutes them with their units and a third gives the result (the chapter's "Napkin
+        With no arguments, the symbolic equation. With the formula's arguments, an ``aligned``
+        block (so that display math, KaTeX and notebooks break its lines): the equation, a line
+        with the arguments substituted with their units, and the result (the chapter's "Napkin
         Math" layout).
 
         Examples
@@ -325,14 +352,21 @@ class Formula:
         >>> from calculator.economics import lifetime_cost
         >>> print(lifetime_cost.latex())
         C_{\mathrm{life}} = C_{\mathrm{train}} + c_{q} T_{\mathrm{deploy}} \lambda
+        >>> from calculator.memory import weight_bytes
+        >>> print(weight_bytes.latex(70e9, 16))
+        \begin{aligned}
+        M_{W} &= \frac{N b}{8} \\
+        &= \frac{\left(7\times 10^{10}\right) \times \left(16\right)}{8} \\
+        &= 140\ \mathrm{GB}
+        \end{aligned}
         """
         sp = _sympy()
         symbols = self.symbols()
         names = {symbols[n]: v.symbol for n, v in self.variables.items()}
         expr = self.expression()
-        head = f"{self.result.symbol} = {sp.latex(expr, symbol_names=names)}"
+        equation = sp.latex(expr, symbol_names=names)
         if not args and not kwargs:
-            return head
+            return f"{self.result.symbol} = {equation}"
         bound = self.__signature__.bind(*args, **kwargs)
         missing = [n for n in self.variables if n not in bound.arguments]
         if missing:
@@ -349,7 +383,8 @@ class Formula:
             and "[currency]" not in result.dimensionality
         ):
             shown = result.to_compact()  # 140 GB rather than 1.4e11 B; but never "MUSD"
-        return f"{head} \\\\\n  = {substituted} \\\\\n  = {_format_latex(shown, digits)}"
+        lines = [f"{self.result.symbol} &= {equation}", f"&= {substituted}", f"&= {_format_latex(shown, digits)}"]
+        return "\\begin{aligned}\n" + " \\\\\n".join(lines) + "\n\\end{aligned}"
 
     # ---------------------------------------------------------------- solving
 
@@ -439,6 +474,8 @@ class Formula:
         elif spec.domain == "any":
             positive = np.logspace(-15, 15, 1201)
             grid = np.concatenate([-positive[::-1], [0.0], positive])
+        elif spec.domain == "positive_integer":
+            grid = np.logspace(0, 15, 601)  # the real-valued root at or above 1
         else:
             grid = np.logspace(-15, 15, 1201)
             if spec.domain == "nonnegative":

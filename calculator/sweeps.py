@@ -149,10 +149,11 @@ def _sweep_formula(target: Formula, grids: dict[str, Any], units: Mapping[str, s
     shape = tuple(np.size(magnitudes[n]) for n in axes)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         result = np.broadcast_to(np.asarray(target.numeric(**{**magnitudes, **mesh}), dtype=float), shape)
-    if np.isnan(result).any():
-        index = np.unravel_index(int(np.argmax(np.isnan(result))), shape)
+    invalid, reason = target.invalid_results(result)
+    if reason:
+        index = np.unravel_index(int(np.argmax(invalid)), shape)
         point = {n: np.ravel(grids[n])[i] for n, i in zip(axes, index, strict=True)}
-        raise InputError(f"sweep({target.name}): the result is undefined (NaN) at {point}")
+        raise InputError(f"sweep({target.name}): {reason} at {point}")
     columns: dict[str, Any] = {}
     size = int(np.prod(shape))
     for name in target.inputs:

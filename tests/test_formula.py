@@ -88,12 +88,15 @@ def test_latex_symbolic_and_substituted():
 
     assert lifetime_cost.latex() == r"C_{\mathrm{life}} = C_{\mathrm{train}} + c_{q} T_{\mathrm{deploy}} \lambda"
     text = lifetime_cost.latex(Q_(2e6, "USD"), Q_(0.001, "USD/request"), Q_(365, "day"), Q_(5e7, "request/day"))
-    lines = text.split("\\\\\n")
+    # An aligned block, so that display math (KaTeX, notebooks) breaks the Napkin Math lines.
+    assert text.startswith("\\begin{aligned}\n") and text.endswith("\n\\end{aligned}")
+    lines = text.split("\n")[1:-1]
     assert len(lines) == 3
+    assert lines[0].startswith(r"C_{\mathrm{life}} &= C_{\mathrm{train}}")
     assert r"2\times 10^{6}\ \mathrm{USD}" in lines[1]
     assert r"365\ \mathrm{d}" in lines[1]
-    assert lines[2].strip() == r"= 2.025\times 10^{7}\ \mathrm{USD}"
-    assert weight_bytes.latex(70e9, 16).split("\\\n")[-1].strip() == r"= 140\ \mathrm{GB}"
+    assert lines[2] == r"&= 2.025\times 10^{7}\ \mathrm{USD}"
+    assert weight_bytes.latex(70e9, 16).split("\n")[-2] == r"&= 140\ \mathrm{GB}"
     with pytest.raises(TypeError, match="missing"):
         lifetime_cost.latex(Q_(2e6, "USD"))
 
@@ -190,3 +193,20 @@ def test_formula_object_describes_itself():
     assert "Eq. 5" in kv_bytes_per_token.reference
     assert "KV-cache bytes per token" in kv_bytes_per_token.__doc__
     assert kv_bytes_per_token.numeric(layers=80, kv_heads=8, head_dim=128, bytes_per_element=2) == 327680
+
+
+def test_solving_for_a_count_never_returns_less_than_one():
+    from calculator.memory import kv_bytes_per_token
+
+    with pytest.raises(InputError, match=r"no value of layers in its domain \(positive_integer\)"):
+        kv_bytes_per_token.solve_for(
+            "layers", kv_bytes_per_token=Q_(100, "B/token"), kv_heads=8, head_dim=128, bytes_per_element=Q_(2, "B")
+        )
+
+
+def test_a_result_outside_its_range_is_an_impossible_case():
+    from calculator.cases import saturating_surge
+
+    assert saturating_surge(0.8) == pytest.approx(0.25)
+    with pytest.raises(InputError, match=r"saturating_surge\(\): the arguments give -0.5, outside the range"):
+        saturating_surge(2.0)  # a fleet at 200 % utilization has no surge left to absorb

@@ -20,7 +20,8 @@ import numpy as np
 
 from .errors import InputError
 from .formula import check_domain, formula, var
-from .results import Result, as_count
+from .queueing import replica_demand
+from .results import Result, as_count, ceil_count
 from .units import Q_, check_units
 
 __all__ = [
@@ -224,7 +225,9 @@ def required_replicas(
         raise InputError(f"{function}(): argument 'target_utilization' must be > 0, got {target_utilization}")
     for name, value in (("min_replicas", min_replicas), ("spare_replicas", spare_replicas)):
         check_domain(function, name, value, "nonnegative")
-    needed = np.ceil(rate / (target_utilization * mu) * (1 - 1e-12))
+    needed = ceil_count(
+        replica_demand.numeric(arrival_rate=rate, replica_throughput=mu, max_utilization=target_utilization)
+    )
     return as_count(np.maximum(needed, min_replicas) + spare_replicas)
 
 

@@ -43,7 +43,8 @@ from .performance import (
     step_arrays,
 )
 from .precision import check_precision
-from .results import Result
+from .queueing import replica_demand
+from .results import Result, ceil_count
 from .units import Q_, ureg
 
 __all__ = [
@@ -645,7 +646,9 @@ def size_fleet(
         ok_ttft = out["ttft"] <= ttft_target
         ok_tbt = out["tbt_max"] <= tbt_target
         feasible = out["fits"] & ok_tpot & ok_ttft & ok_tbt
-        replicas = np.ceil(lam / (max_utilization * out["rate"]))
+        replicas = ceil_count(
+            replica_demand.numeric(arrival_rate=lam, replica_throughput=out["rate"], max_utilization=max_utilization)
+        )
         cost = replicas * tp_grid * family.price
         if out["fits"].any():
             closest_ttft = min(closest_ttft, float(np.min(out["ttft"][out["fits"]])))
@@ -972,7 +975,9 @@ def size_disaggregated(
         t_dec = decode_step_seconds(a, profile.efficiency_for(family.accelerator), tp_grid, batch_grid, context)
         rate = batch_grid / (decode_slots * t_dec)
         ok = (batch_grid <= capacity) & (t_dec <= tpot_target)
-        replicas = np.ceil(lam / (max_utilization * rate))
+        replicas = ceil_count(
+            replica_demand.numeric(arrival_rate=lam, replica_throughput=rate, max_utilization=max_utilization)
+        )
         cost = np.where(ok, replicas * tp_grid * family.price, np.inf)
         index = np.unravel_index(np.argmin(cost), cost.shape)
         if np.isfinite(cost[index]) and (decode_best is None or cost[index] < decode_best[0]):

@@ -32,7 +32,7 @@ from ._support import count, magnitude
 from .errors import InputError
 from .formula import formula, per, var
 from .parallelism import point_to_point_time
-from .results import Result, as_count, plain
+from .results import Result, as_count, ceil_count, plain
 from .units import Q_, check_units
 
 __all__ = [
@@ -805,7 +805,7 @@ def replicas_for_load(arrival_rate: Any, replica_throughput: Any, max_utilizatio
     if np.any(np.asarray(cap) == 0):
         raise InputError("replicas_for_load(): argument 'max_utilization' must be > 0, got 0")
     demand = replica_demand(arrival_rate, replica_throughput, cap)
-    return _ceil_count(demand)
+    return ceil_count(demand)
 
 
 @formula(
@@ -1481,8 +1481,3 @@ def arrival_times(arrival_rate: Any, requests: int, arrival_cv: float = 1.0, see
         shape = 1 / cv**2
         gaps = np.random.default_rng(seed).gamma(shape, mean_gap / shape, draws)
     return Q_(np.cumsum(gaps), "s")
-
-
-def _ceil_count(values: Any) -> Any:
-    """Round a non-negative real count up to an int, ignoring float noise (12.000000000001 -> 12)."""
-    return as_count(np.ceil(np.asarray(values, dtype=float) * (1 - 1e-12)))

@@ -219,6 +219,11 @@ def plain(values: Any) -> Any:
     return array.item() if array.ndim == 0 else array
 
 
+def ceil_count(values: Any) -> Any:
+    """Round a non-negative real count up to an int, ignoring float noise (12.000000000001 -> 12)."""
+    return as_count(np.ceil(np.asarray(values, dtype=float) * (1 - 1e-12)))
+
+
 def as_count(values: Any) -> Any:
     """Whole-number floats as an ``int`` (or an int64 array): counts are ints, never floats."""
     counts = np.asarray(values).astype(np.int64)

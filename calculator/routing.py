@@ -36,6 +36,10 @@ __all__ = [
     "inverse_latency_weights",
     "RoutingDecision",
     "route_two_choices",
+    "least_connections",
+    "SIMULATED_POLICIES",
+    "PolicyComparison",
+    "compare_routing_policies",
     "remap_fraction_on_add",
     "remap_fraction_on_remove",
     "ConsistentHashRing",
@@ -603,6 +607,199 @@ def route_two_choices(
 
 # --------------------------------------------------------------------------------------------
 # Consistent hashing (section 10.11.6)
+
+
+def least_connections(active: Any, probes: int | None = None, rng: np.random.Generator | None = None) -> int:
+    """Least-connections routing (section 10.11.5): the replica with the fewest active requests.
+
+    Parameters
+    ----------
+    active : array of int
+        Active requests per replica (incremented on dispatch, decremented on completion).
+    probes : int, optional
+        Sampled least-connections: probe this many replicas at random (with replacement) and take the
+        least loaded of them; ``None`` inspects every replica.
+    rng : numpy.random.Generator, optional
+        Needed when ``probes`` is given.
+
+    Returns
+    -------
+    int
+        Index of the chosen replica (ties: the lowest index among the least loaded).
+
+    Notes
+    -----
+    The count is a proxy for work: two in-flight requests can differ fiftyfold in remaining decode
+    work (a 10-token reply against a 500-token essay, seed L1724), which
+    :func:`compare_routing_policies` measures against routing on remaining tokens.
+
+    Examples
+    --------
+    >>> least_connections([3, 1, 2])
+    1
+    """
+    counts = np.asarray(active, dtype=float)
+    if counts.ndim != 1 or counts.size == 0:
+        raise InputError(f"least_connections(): argument 'active' must be a non-empty list of counts, got {active!r}")
+    check_domain("least_connections", "active", counts, "nonnegative")
+    if probes is None:
+        return int(np.argmin(counts))
+    if rng is None:
+        raise InputError("least_connections(): sampled routing (probes=...) needs rng=np.random.default_rng(seed)")
+    check_domain("least_connections", "probes", probes, "positive_integer")
+    sample = rng.integers(0, counts.size, int(probes))
+    return int(sample[np.argmin(counts[sample])])
+
+
+#: The policies :func:`compare_routing_policies` simulates.
+SIMULATED_POLICIES = ("round_robin", "random", "two_choices", "least_connections", "least_work")
+
+
+@dataclass(frozen=True, repr=False)
+class PolicyComparison(Result):
+    """Latency of each routing policy on the same arrival trace and length mix.
+
+    Attributes
+    ----------
+    policies : tuple of str
+    mean, p99 : Quantity [time], arrays aligned with ``policies``
+        Mean and 99th-percentile time in system (queueing for a slot plus decoding).
+    max_active : ndarray of int
+        The largest number of requests any replica held at once, per policy.
+    requests : int
+    """
+
+    policies: tuple[str, ...]
+    mean: Any
+    p99: Any
+    max_active: Any
+    requests: int
+
+
+@check_units(arrival_rate="request/s", step_time="s", step_time_per_request="s")
+def compare_routing_policies(
+    arrival_rate: Any,
+    output_tokens: Any,
+    replicas: int,
+    step_time: Any,
+    step_time_per_request: Any,
+    *,
+    requests: int = 2000,
+    seed: int = 0,
+    policies: Iterable[str] = SIMULATED_POLICIES,
+) -> PolicyComparison:
+    """Simulate routing policies on replicas that decode their active requests in continuous batches.
+
+    Parameters
+    ----------
+    arrival_rate : Quantity [request / time]
+        Poisson arrivals to the whole pool.
+    output_tokens : array of int
+        Request lengths to draw from (with replacement), for example a heavy-tailed mix of 10 to 2,000.
+    replicas : int
+        Replicas in the pool.
+    step_time, step_time_per_request : Quantity [time]
+        A replica's decode step takes ``step_time + n step_time_per_request`` with ``n`` active requests;
+        each step advances every active request by one token (section 10.6.2's ``T(B) = T_0 + B t``).
+    requests : int
+        Arrivals simulated (seeded).
+    seed : int
+    policies : iterable of str
+        Any of :data:`SIMULATED_POLICIES`: round robin, uniform random, two random choices on active
+        counts, least connections, and least remaining work (active tokens).
+
+    Returns
+    -------
+    PolicyComparison
+
+    Notes
+    -----
+    Section 10.11.5 (seed L1722-1726): which policy meets a tail target is an empirical question,
+    evaluated with the same arrival trace, request-length mix and replica capacities. Every policy
+    here sees the same arrivals and lengths. Counting connections ignores how much work each one
+    carries; routing on remaining tokens sees it, which matters most when lengths vary widely.
+
+    Examples
+    --------
+    >>> r = compare_routing_policies(Q_(40, "request/s"), [10, 500], 4, Q_(10, "ms"), Q_(1, "ms"),
+    ...                              requests=400, seed=1)
+    >>> r.policies[0], bool(r.mean[3] <= r.mean[1])
+    ('round_robin', True)
+    """
+    name = "compare_routing_policies"
+    rate = float(arrival_rate.m_as("request/s"))
+    check_domain(name, "arrival_rate", rate, "positive")
+    lengths = np.asarray(output_tokens, dtype=float)
+    check_domain(name, "output_tokens", lengths, "positive_integer")
+    check_domain(name, "replicas", replicas, "positive_integer")
+    check_domain(name, "requests", requests, "positive_integer")
+    base, per_request = float(step_time.m_as("s")), float(step_time_per_request.m_as("s"))
+    check_domain(name, "step_time", base, "positive")
+    check_domain(name, "step_time_per_request", per_request, "nonnegative")
+    chosen = tuple(policies)
+    unknown = sorted(set(chosen) - set(SIMULATED_POLICIES))
+    if unknown or not chosen:
+        raise InputError(
+            f"{name}(): argument 'policies' must name some of {SIMULATED_POLICIES}, got {unknown or chosen}"
+        )
+    rng = np.random.default_rng(seed)
+    arrivals = np.cumsum(rng.exponential(1 / rate, int(requests)))
+    sizes = rng.choice(lengths, int(requests))
+    means, tails, peaks = [], [], []
+    for policy in chosen:
+        latency, peak = _route_and_decode(policy, arrivals, sizes, int(replicas), base, per_request, seed)
+        means.append(latency.mean())
+        tails.append(np.quantile(latency, 0.99))
+        peaks.append(peak)
+    return PolicyComparison(chosen, Q_(np.array(means), "s"), Q_(np.array(tails), "s"), np.array(peaks), int(requests))
+
+
+def _route_and_decode(
+    policy: str, arrivals: np.ndarray, sizes: np.ndarray, replicas: int, base: float, per_request: float, seed: int
+) -> tuple[np.ndarray, int]:
+    """Event loop: advance every replica's decode steps to each arrival, route it, finish the rest."""
+    rng = np.random.default_rng(seed + 1)
+    clock = np.zeros(replicas)
+    remaining: list[list[float]] = [[] for _ in range(replicas)]
+    owner: list[list[int]] = [[] for _ in range(replicas)]
+    done = np.zeros(arrivals.size)
+    peak = 0
+
+    def advance(replica: int, until: float) -> None:
+        while remaining[replica]:
+            step = base + per_request * len(remaining[replica])
+            if clock[replica] + step > until:
+                return
+            clock[replica] += step
+            left = [r - 1 for r in remaining[replica]]
+            keep = [i for i, r in enumerate(left) if r > 0]
+            for i, r in enumerate(left):
+                if r <= 0:
+                    done[owner[replica][i]] = clock[replica]
+            remaining[replica] = [left[i] for i in keep]
+            owner[replica] = [owner[replica][i] for i in keep]
+        clock[replica] = max(clock[replica], until)
+
+    for index, (time, size) in enumerate(zip(arrivals, sizes, strict=True)):
+        for replica in range(replicas):
+            advance(replica, time)
+        active = np.array([len(r) for r in remaining], dtype=float)
+        if policy == "round_robin":
+            target = index % replicas
+        elif policy == "random":
+            target = int(rng.integers(replicas))
+        elif policy == "two_choices":
+            target = least_connections(active, probes=2, rng=rng)
+        elif policy == "least_connections":
+            target = least_connections(active)
+        else:  # least_work: fewest remaining tokens
+            target = int(np.argmin([sum(r) for r in remaining]))
+        remaining[target].append(float(size))
+        owner[target].append(index)
+        peak = max(peak, len(remaining[target]))
+    for replica in range(replicas):
+        advance(replica, np.inf)
+    return done - arrivals, peak
 
 
 @formula(

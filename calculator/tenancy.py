@@ -44,6 +44,9 @@ __all__ = [
     "bulkhead_partition",
     "RequestCaps",
     "check_request_caps",
+    "TokenBucket",
+    "RateLimitDecision",
+    "HierarchicalRateLimiter",
 ]
 
 
@@ -800,3 +803,155 @@ def check_request_caps(
     if execution_time is not None and Q_(execution_time) > Q_(limits.max_execution_time):
         return f"execution time {Q_(execution_time):~P} > {Q_(limits.max_execution_time):~P}"
     return None
+
+
+# --------------------------------------------------------------------------------------------
+# Hierarchical rate limiting (section 10.15.3)
+
+
+@dataclass
+class TokenBucket:
+    """A token bucket: ``capacity`` units at most, refilled at ``rate`` units per second.
+
+    Attributes
+    ----------
+    rate : float
+        Refill rate (units per second): requests per second, or tokens per minute / 60.
+    capacity : float
+        Burst size: the most the bucket holds.
+    level : float
+        Units available now (starts full).
+    updated : float
+        Time of the last refill, seconds.
+    """
+
+    rate: float
+    capacity: float
+    level: float = -1.0
+    updated: float = 0.0
+
+    def __post_init__(self) -> None:
+        check_domain("TokenBucket", "rate", self.rate, "positive")
+        check_domain("TokenBucket", "capacity", self.capacity, "positive")
+        if self.level < 0:
+            self.level = self.capacity
+
+    def available(self, now: float) -> float:
+        """Units available at ``now`` (refilled since the last update, capped at the capacity)."""
+        if now < self.updated:
+            raise InputError(f"TokenBucket: time went backwards ({now} < {self.updated})")
+        return min(self.capacity, self.level + (now - self.updated) * self.rate)
+
+    def take(self, amount: float, now: float) -> None:
+        """Remove ``amount`` units at ``now`` (the caller checked :meth:`available`)."""
+        self.level = self.available(now) - amount
+        self.updated = now
+
+
+@dataclass(frozen=True, repr=False)
+class RateLimitDecision(Result):
+    """Admission by the hierarchical limiter: the first tier that refused, or ``None``."""
+
+    admitted: bool
+    limit: str | None
+    reason: str
+
+
+class HierarchicalRateLimiter:
+    """Rate limits at several granularities, checked together (section 10.15.3, seed L2276).
+
+    Tiers, in the order checked: per-API-key request rate, per-API-key tokens per minute, the
+    organization's token quota, and the model's global capacity ceiling (tokens per second). A request
+    is admitted only if every tier has room, and then all of them are charged at once: a refusal by a
+    later tier never consumes an earlier tier's budget (the atomic semantics of Listing 1). Buckets
+    start full, so each tier allows a burst of its capacity.
+
+    Parameters
+    ----------
+    key_requests_per_second, key_tokens_per_minute : float
+        Limits of every API key.
+    org_tokens_per_minute : float
+        Quota of every organization (shared by its keys).
+    model_tokens_per_second : float
+        Global ceiling of the model's capacity (shared by everyone).
+    burst_seconds : float
+        Each bucket holds this many seconds of its rate (1 s for requests, 60 s for per-minute quotas
+        unless given).
+
+    Examples
+    --------
+    >>> limiter = HierarchicalRateLimiter(key_requests_per_second=2, key_tokens_per_minute=6000,
+    ...                                   org_tokens_per_minute=9000, model_tokens_per_second=1e6)
+    >>> [limiter.admit("k1", "acme", 1000, now=0.0).admitted for _ in range(3)]
+    [True, True, False]
+    >>> limiter.admit("k1", "acme", 1000, now=0.0).limit
+    'key_requests_per_second'
+    """
+
+    TIERS = ("key_requests_per_second", "key_tokens_per_minute", "org_tokens_per_minute", "model_tokens_per_second")
+
+    def __init__(
+        self,
+        key_requests_per_second: float,
+        key_tokens_per_minute: float,
+        org_tokens_per_minute: float,
+        model_tokens_per_second: float,
+        burst_seconds: float | None = None,
+    ) -> None:
+        limits = {
+            "key_requests_per_second": key_requests_per_second,
+            "key_tokens_per_minute": key_tokens_per_minute,
+            "org_tokens_per_minute": org_tokens_per_minute,
+            "model_tokens_per_second": model_tokens_per_second,
+        }
+        for name, value in limits.items():
+            check_domain("HierarchicalRateLimiter", name, value, "positive")
+        if burst_seconds is not None:
+            check_domain("HierarchicalRateLimiter", "burst_seconds", burst_seconds, "positive")
+        self._rates = {
+            "key_requests_per_second": key_requests_per_second,
+            "key_tokens_per_minute": key_tokens_per_minute / 60,
+            "org_tokens_per_minute": org_tokens_per_minute / 60,
+            "model_tokens_per_second": model_tokens_per_second,
+        }
+        default_burst = {
+            "key_requests_per_second": 1.0,
+            "key_tokens_per_minute": 60.0,
+            "org_tokens_per_minute": 60.0,
+            "model_tokens_per_second": 1.0,
+        }
+        self._burst = {k: burst_seconds or v for k, v in default_burst.items()}
+        self._buckets: dict[tuple[str, str], TokenBucket] = {}
+        self._lock = threading.Lock()
+
+    def _bucket(self, tier: str, owner: str) -> TokenBucket:
+        key = (tier, owner)
+        if key not in self._buckets:
+            rate = self._rates[tier]
+            self._buckets[key] = TokenBucket(rate=rate, capacity=rate * self._burst[tier])
+        return self._buckets[key]
+
+    def admit(self, api_key: str, organization: str, tokens: float, now: float) -> RateLimitDecision:
+        """Check every tier for a request of ``tokens`` tokens at time ``now`` (s) and charge them all.
+
+        Returns
+        -------
+        RateLimitDecision
+            ``limit`` names the first tier without room.
+        """
+        check_domain("HierarchicalRateLimiter.admit", "tokens", tokens, "nonnegative")
+        charges = {
+            "key_requests_per_second": (api_key, 1.0),
+            "key_tokens_per_minute": (api_key, float(tokens)),
+            "org_tokens_per_minute": (organization, float(tokens)),
+            "model_tokens_per_second": ("model", float(tokens)),
+        }
+        with self._lock:
+            for tier in self.TIERS:
+                owner, amount = charges[tier]
+                if self._bucket(tier, owner).available(now) < amount:
+                    return RateLimitDecision(False, tier, f"{tier.replace('_', ' ')} exhausted for {owner!r}")
+            for tier in self.TIERS:
+                owner, amount = charges[tier]
+                self._bucket(tier, owner).take(amount, now)
+        return RateLimitDecision(True, None, "admitted by every tier")

@@ -407,3 +407,45 @@ def test_retry_goodput_never_exceeds_capacity(rate, capacity, retries):
 def test_wasted_token_rate():
     # Seed L1811: the fraction of generated tokens spent on canceled, timed-out or late requests.
     assert wasted_token_fraction(Q_(900, "token"), Q_(100, "token")) == pytest.approx(0.1)
+
+
+# --------------------------------------------------------------------------------------------
+# Least connections and the policy comparison (section 10.11.5)
+
+
+def test_least_connections_picks_the_fewest_active_requests():
+    from calculator.routing import least_connections
+
+    assert least_connections([4, 2, 7, 2]) == 1
+    rng = np.random.default_rng(3)
+    picks = {least_connections([9, 0, 9, 9], probes=2, rng=rng) for _ in range(200)}
+    assert 1 in picks and len(picks) > 1  # sampled: probes may all miss the idle replica
+    with pytest.raises(InputError, match="needs rng="):
+        least_connections([1, 2], probes=2)
+    with pytest.raises(InputError, match="argument 'active'"):
+        least_connections([])
+
+
+def test_policy_comparison_at_light_load_is_just_decoding():
+    from calculator.routing import compare_routing_policies
+
+    # Seed L1724: a 10-token reply against a 500-token essay. At light load every policy finds an idle
+    # replica, so each request takes its own length x (T0 + t), whatever the policy.
+    r = compare_routing_policies(Q_(0.5, "request/s"), [10, 500], 8, Q_(10, "ms"), Q_(1, "ms"), requests=300)
+    expected = 0.5 * (10 + 500) * 0.011
+    assert r.mean.m_as("s") == pytest.approx([expected] * 5, rel=0.1)
+    by = dict(zip(r.policies, r.max_active, strict=True))
+    assert by["least_connections"] <= 2 and by["least_work"] <= 2  # an idle replica is always found
+
+
+def test_policy_comparison_least_connections_balances_better_than_random():
+    from calculator.routing import compare_routing_policies
+
+    lengths = np.unique(np.round(np.geomspace(10, 2000, 30)))
+    r = compare_routing_policies(Q_(20, "request/s"), lengths, 8, Q_(10, "ms"), Q_(0.5, "ms"), requests=1500)
+    by = dict(zip(r.policies, r.max_active, strict=True))
+    assert by["least_connections"] <= by["random"]
+    p99 = dict(zip(r.policies, r.p99.m_as("s"), strict=True))
+    assert p99["least_connections"] <= p99["random"]
+    with pytest.raises(InputError, match="argument 'policies'"):
+        compare_routing_policies(Q_(1, "request/s"), [10], 2, Q_(1, "ms"), Q_(0, "ms"), policies=["fastest"])

@@ -262,3 +262,50 @@ def test_example_10_10_bulkheads_70_30_of_the_shared_pool():
         bulkhead_partition(Q_(10, QPS), {}, {"a": 0.7, "b": 0.4})
     with pytest.raises(InputError, match="exceed the capacity"):
         bulkhead_partition(Q_(10, QPS), {"enterprise": Q_(11, QPS)}, {})
+
+
+# --------------------------------------------------------------------------------------------
+# Hierarchical rate limiting (section 10.15.3, seed L2276)
+
+
+def test_hierarchical_limits_each_tier_in_turn():
+    from calculator.tenancy import HierarchicalRateLimiter
+
+    limiter = HierarchicalRateLimiter(
+        key_requests_per_second=5, key_tokens_per_minute=3000, org_tokens_per_minute=4000, model_tokens_per_second=1e6
+    )
+    # Per-key tokens per minute: a 3,000-token burst, then refused.
+    assert limiter.admit("a", "acme", 2000, now=0).admitted
+    refused = limiter.admit("a", "acme", 2000, now=0)
+    assert (refused.admitted, refused.limit) == (False, "key_tokens_per_minute")
+    # The organization's quota is shared by its keys: key b has room, acme has 2,000 left of 4,000.
+    assert limiter.admit("b", "acme", 2000, now=0).admitted
+    assert limiter.admit("c", "acme", 100, now=0).limit == "org_tokens_per_minute"
+    # Another organization is unaffected (no noisy neighbour).
+    assert limiter.admit("d", "other", 2000, now=0).admitted
+    # Buckets refill: after 30 s key a has regained 1,500 tokens, the org 2,000.
+    assert limiter.admit("a", "acme", 1500, now=30).admitted
+
+
+def test_a_refusal_never_charges_earlier_tiers():
+    from calculator.tenancy import HierarchicalRateLimiter
+
+    limiter = HierarchicalRateLimiter(
+        key_requests_per_second=1, key_tokens_per_minute=10**6, org_tokens_per_minute=10**6, model_tokens_per_second=100
+    )
+    # The model ceiling (100 tokens/s, 100-token burst) refuses 500 tokens; the key's one-request
+    # budget must stay untouched, so a small request right after is admitted.
+    assert limiter.admit("k", "o", 500, now=0).limit == "model_tokens_per_second"
+    assert limiter.admit("k", "o", 50, now=0).admitted
+    assert limiter.admit("k", "o", 10, now=0).limit == "key_requests_per_second"
+
+
+def test_rate_limiter_bad_input():
+    from calculator.tenancy import HierarchicalRateLimiter, TokenBucket
+
+    with pytest.raises(InputError, match="argument 'org_tokens_per_minute' must be > 0"):
+        HierarchicalRateLimiter(1, 1, 0, 1)
+    bucket = TokenBucket(rate=1, capacity=2)
+    bucket.take(1, now=5)
+    with pytest.raises(InputError, match="time went backwards"):
+        bucket.available(now=4)

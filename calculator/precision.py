@@ -43,6 +43,11 @@ ALIASES: dict[str, str] = {
     "w4a16": "int4",
     "int4_wo": "int4",
     "w8a8": "int8",
+    # No quantization named (an empty column of a benchmark file, "auto"): the 16-bit checkpoint.
+    "": "bf16",
+    "auto": "bf16",
+    "none": "bf16",
+    "nan": "bf16",
 }
 
 
@@ -51,10 +56,10 @@ def check_precision(precision: str, argument: str = "precision") -> str:
 
     Examples
     --------
-    >>> check_precision("BF16"), check_precision("nvfp4"), check_precision("fp8_block")
-    ('bf16', 'fp4', 'fp8')
+    >>> check_precision("BF16"), check_precision("nvfp4"), check_precision("fp8_block"), check_precision(None)
+    ('bf16', 'fp4', 'fp8', 'bf16')
     """
-    name = str(precision).strip().lower()
+    name = "" if precision is None else str(precision).strip().lower()
     name = ALIASES.get(name, name)
     if name not in PRECISIONS:
         raise InputError(f"argument '{argument}' must be one of {sorted(PRECISIONS)}, got {precision!r}")

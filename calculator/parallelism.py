@@ -363,8 +363,8 @@ def ring_reduce_scatter_time(message, devices, bandwidth, latency, floor=0.0):
     >>> ring_reduce_scatter_time(Q_(8, "MB"), 8, Q_(450, "GB/s"), Q_(0.5, "us")).to("us")
     <Quantity(19.0555556, 'microsecond')>
     """
-    steps = devices - 1
-    return floor * minimum(devices - 1, 1) + steps * latency + steps / devices * message / bandwidth
+    # The mirror image of the all-gather: the same n - 1 steps of M/n bytes per link.
+    return ring_allgather_time.func(message, devices, bandwidth, latency, floor)
 
 
 @formula(

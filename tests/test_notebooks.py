@@ -39,5 +39,6 @@ def test_notebook_executes(path, tmp_path):
     outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
     assert any(PLOTLY in o.get("data", {}) for o in outputs), "the notebook should draw its figures"
+    assert any("from calculator.plots import" in cell.source for cell in notebook.cells)  # the library's builders
     assert any("text/html" in o.get("data", {}) for o in outputs)  # tables and results render as HTML
     assert list(tmp_path.glob("*.xlsx")), "the notebook exports a workbook"

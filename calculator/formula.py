@@ -371,19 +371,25 @@ class Formula:
         missing = [n for n in self.variables if n not in bound.arguments]
         if missing:
             raise TypeError(f"{self.name}.latex(): give every argument or none; missing {missing}")
-        result = self(*args, **kwargs)
         filled = {
             symbols[n]: r"\left(" + _format_latex(bound.arguments[n], digits) + r"\right)" for n in self.variables
         }
         substituted = sp.latex(expr, symbol_names=filled, mul_symbol="times")
-        shown = result
-        if (
-            isinstance(result, ureg.Quantity)
-            and np.ndim(result.magnitude) == 0
-            and "[currency]" not in result.dimensionality
-        ):
-            shown = result.to_compact()  # 140 GB rather than 1.4e11 B; but never "MUSD"
-        lines = [f"{self.result.symbol} &= {equation}", f"&= {substituted}", f"&= {_format_latex(shown, digits)}"]
+        try:
+            result = self(*args, **kwargs)
+        except InputError as exc:  # the substitution still shows why there is no value
+            reason = str(exc).split("): ", 1)[-1].replace(" for these arguments", "")
+            outcome = r"\text{" + reason.replace("%", r"\%").replace("_", r"\_") + "}"
+        else:
+            shown = result
+            if (
+                isinstance(result, ureg.Quantity)
+                and np.ndim(result.magnitude) == 0
+                and "[currency]" not in result.dimensionality
+            ):
+                shown = result.to_compact()  # 140 GB rather than 1.4e11 B; but never "MUSD"
+            outcome = _format_latex(shown, digits)
+        lines = [f"{self.result.symbol} &= {equation}", f"&= {substituted}", f"&= {outcome}"]
         return "\\begin{aligned}\n" + " \\\\\n".join(lines) + "\n\\end{aligned}"
 
     # ---------------------------------------------------------------- solving

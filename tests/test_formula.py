@@ -210,3 +210,11 @@ def test_a_result_outside_its_range_is_an_impossible_case():
     assert saturating_surge(0.8) == pytest.approx(0.25)
     with pytest.raises(InputError, match=r"saturating_surge\(\): the arguments give -0.5, outside the range"):
         saturating_surge(2.0)  # a fleet at 200 % utilization has no surge left to absorb
+
+
+def test_latex_of_an_impossible_case_still_shows_the_substitution():
+    from calculator.cases import saturating_surge
+
+    text = saturating_surge.latex(2.0)
+    assert r"\left(2\right)" in text
+    assert r"\text{the arguments give -0.5, outside the range" in text

@@ -235,21 +235,24 @@ class Scenario:
         self, label: str, name: str, options: Sequence[Any], default: Any, *, where: Any = None, **kwargs: Any
     ) -> Any:
         """A select box over ``options`` (strings or numbers)."""
-        by_text = {str(option): option for option in options}
-
-        def parse(raw: str) -> Any:
-            if raw not in by_text:
-                raise ValueError("not one of the choices")
-            return by_text[raw]
-
-        key = self._start(name, default if default in options else options[0], parse, lambda v: v in options)
-        value = (where or st).selectbox(label, options, key=key, **kwargs)
-        return self._keep(name, value, str(value))
+        return self._choice("selectbox", label, name, options, default, where, kwargs)
 
     def radio(
         self, label: str, name: str, options: Sequence[Any], default: Any, *, where: Any = None, **kwargs: Any
     ) -> Any:
         """Radio buttons over ``options``."""
+        return self._choice("radio", label, name, options, default, where, kwargs)
+
+    def _choice(
+        self,
+        widget: str,
+        label: str,
+        name: str,
+        options: Sequence[Any],
+        default: Any,
+        where: Any,
+        kwargs: dict[str, Any],
+    ) -> Any:
         by_text = {str(option): option for option in options}
 
         def parse(raw: str) -> Any:
@@ -258,7 +261,7 @@ class Scenario:
             return by_text[raw]
 
         key = self._start(name, default if default in options else options[0], parse, lambda v: v in options)
-        value = (where or st).radio(label, options, key=key, **kwargs)
+        value = getattr(where or st, widget)(label, options, key=key, **kwargs)
         return self._keep(name, value, str(value))
 
     def multiselect(

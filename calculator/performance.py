@@ -219,10 +219,10 @@ _FIT_SOURCE = (
 
 #: Fitted engine profiles; ``None`` is the engine-agnostic default (one profile fitted on all rows).
 ENGINES: dict[str | None, EngineProfile] = {
-    None: _profile("generic", (0.773, 0.675, 0.478, 29.7, 0.11), (0.108, 0.000, 0.911, 2.00, 101.2), _FIT_SOURCE),
-    "vllm": _profile("vllm", (0.773, 0.678, 0.444, 27.0, 0.73), (0.070, 0.000, 0.900, 2.00, 43.8), _FIT_SOURCE),
-    "sglang": _profile("sglang", (0.773, 0.678, 0.444, 27.0, 0.00), (0.514, 0.445, 0.811, 1.72, 0.0), _FIT_SOURCE),
-    "trtllm": _profile("trtllm", (0.773, 0.678, 0.444, 27.0, 0.29), (0.089, 0.513, 0.963, 1.99, 60.2), _FIT_SOURCE),
+    None: _profile("generic", (0.774, 0.673, 0.479, 29.8, 0.10), (0.108, 0.000, 0.900, 2.00, 101.1), _FIT_SOURCE),
+    "vllm": _profile("vllm", (0.777, 0.675, 0.445, 27.1, 0.74), (0.070, 0.000, 0.900, 2.00, 43.7), _FIT_SOURCE),
+    "sglang": _profile("sglang", (0.777, 0.675, 0.445, 27.1, 0.00), (0.513, 0.176, 0.818, 2.66, 36.0), _FIT_SOURCE),
+    "trtllm": _profile("trtllm", (0.777, 0.675, 0.445, 27.1, 0.29), (0.089, 0.512, 0.950, 1.30, 60.3), _FIT_SOURCE),
 }
 
 

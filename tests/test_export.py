@@ -7,7 +7,6 @@ import pytest
 from calculator import Q_
 from calculator.errors import InputError
 from calculator.export import SHEETS, SOURCE_COLUMNS, Provenance, read_xlsx, to_csv, to_xlsx
-from calculator.fleet import size_fleet
 from calculator.memory import kv_bytes_per_token
 from calculator.queueing import mmc_mean_wait
 from calculator.registry import load_registry
@@ -30,21 +29,6 @@ def kv_sweep():
 def waits():
     # utilization 0.5, 0.9 and 1.0: the last queue is unstable and waits forever (inf, not NaN)
     return sweep(mmc_mean_wait, arrival_rate=Q_([5, 9, 10], "request/s"), service_time=Q_(0.1, "s"), servers=1)
-
-
-@pytest.fixture(scope="module")
-def plan():
-    return size_fleet(
-        "llama-3.1-70b",
-        "h100-sxm",
-        "fp8",
-        Q_(20, "request/s"),
-        1024,
-        256,
-        Q_(1, "s"),
-        Q_(50, "ms"),
-        price=Q_(4, "USD/hour"),
-    )
 
 
 def test_csv_round_trip(kv_sweep, tmp_path):

@@ -14,21 +14,6 @@ from calculator.results import Result, column_label, flatten, parse_label
 
 
 @pytest.fixture(scope="module")
-def plan():
-    return size_fleet(
-        "llama-3.1-70b",
-        "h100-sxm",
-        "fp8",
-        Q_(20, "request/s"),
-        1024,
-        256,
-        Q_(1, "s"),
-        Q_(50, "ms"),
-        price=Q_(4, "USD/hour"),
-    )
-
-
-@pytest.fixture(scope="module")
 def infeasible():
     return size_fleet(
         "llama-3.1-70b",

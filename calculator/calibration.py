@@ -19,11 +19,11 @@ from typing import Any
 import numpy as np
 
 from .errors import InputError
-from .performance import ENGINES, Efficiency, EngineProfile, closed_loop_seconds, step_arrays
+from .performance import ENGINES, EngineProfile, closed_loop_seconds, step_arrays
 from .precision import check_precision
 from .units import Q_
 
-__all__ = ["CALIBRATION_DIR", "fit_profiles", "load_benchmarks", "prediction_errors"]
+__all__ = ["CALIBRATION_DIR", "FITTED", "fit_profiles", "load_benchmarks", "prediction_errors"]
 
 CALIBRATION_DIR = Path(__file__).resolve().parent.parent / "data" / "calibration"
 
@@ -126,69 +126,75 @@ def prediction_errors(
     )
 
 
-# Parameter vector layout: shared physics, then per-engine behaviour.
-_SHARED = ("hbm_bandwidth", "compute", "link_bandwidth", "collective_latency_us")
-_SHARED_BOUNDS = ((0.3, 1.0), (0.2, 1.0), (0.1, 1.0), (2.0, 100.0))
-_ENGINE = (
-    "step_overhead_ms",
-    "prefill_batching",
-    "admission_delay",
-    "memory_utilization",
-    "memory_reserve_gb",
-    "request_overhead_ms",
+#: The fitted behaviour of an engine: (name, lower bound, upper bound, unit, prior width). Everything
+#: else in a profile is a documented default (``performance.ENGINES`` citations) or a kernel
+#: measurement. The prior width is how far an engine's own fit may stray from the behaviour shared
+#: by all engines at the cost of one row's worth of error (see :func:`fit_profiles`).
+FITTED = (
+    ("step_overhead", 0.0, 30.0, "ms", 1.0),
+    ("sequence_overhead", 0.0, 200.0, "us", 15.0),
+    ("request_overhead", 0.0, 80.0, "ms", 20.0),
+    ("wave_persistence", 0.0, 1.0, "", 0.25),
 )
-_ENGINE_BOUNDS = ((0.0, 20.0), (0.0, 1.0), (0.0, 3.0), (0.75, 0.95), (0.0, 30.0), (0.0, 500.0))
+
+#: Rows' worth of weight that pulls each engine's behaviour toward the shared behaviour.
+PRIOR_ROWS = 60
 
 
-def _profiles_from(vector: np.ndarray, engines: list[str], source: str) -> dict[str, EngineProfile]:
-    hbm, comp, link, floor_us = vector[: len(_SHARED)]
-    out = {}
-    for i, engine in enumerate(engines):
-        overhead_ms, batching, delay, util, reserve_gb, request_ms = vector[len(_SHARED) + i * len(_ENGINE) :][
-            : len(_ENGINE)
-        ]
-        out[engine] = EngineProfile(
-            name=engine,
-            efficiency=Efficiency(hbm, comp, link, Q_(floor_us, "us"), Q_(overhead_ms, "ms")),
-            prefill_batching=float(batching),
-            admission_delay=float(delay),
-            memory_utilization=float(util),
-            memory_reserve=Q_(reserve_gb, "GB"),
-            request_overhead=Q_(request_ms, "ms"),
-            source=source,
-        )
-    return out
+def _get(profile: EngineProfile, name: str, unit: str) -> float:
+    holder = profile.efficiency if name in ("step_overhead", "sequence_overhead") else profile
+    value = getattr(holder, name)
+    return float(value.m_as(unit)) if unit else float(value)
 
 
-#: Where every fit starts (nominal values), so that a refit reproduces the published constants.
-FIT_START = EngineProfile(
-    name="start",
-    efficiency=Efficiency(0.8, 0.7, 0.5, Q_(30, "us"), Q_(0.5, "ms")),
-    prefill_batching=0.2,
-    admission_delay=0.2,
-    memory_utilization=0.9,
-    memory_reserve=Q_(2, "GB"),
-    request_overhead=Q_(20, "ms"),
-    source="nominal starting point of calibration.fit_profiles",
-)
+def _vector(profile: EngineProfile) -> np.ndarray:
+    return np.array([_get(profile, name, unit) for name, _, _, unit, _ in FITTED])
+
+
+def _with(profile: EngineProfile, values: np.ndarray) -> EngineProfile:
+    changes: dict[str, Any] = {}
+    efficiency: dict[str, Any] = {}
+    for (name, _, _, unit, _), value in zip(FITTED, values, strict=True):
+        if name == "wave_persistence" and not profile.mixed_batching:
+            continue  # prefill-first scheduling keeps waves whole: 1 by construction, not fitted
+        quantity = Q_(float(value), unit) if unit else float(value)
+        (efficiency if name in ("step_overhead", "sequence_overhead") else changes)[name] = quantity
+    return profile.replace(efficiency=profile.efficiency.replace(**efficiency), **changes)
 
 
 def fit_profiles(
-    frame: Any, *, pooled: bool = False, tpot_weight: float = 2.0, source: str = ""
-) -> dict[str, EngineProfile]:
-    """Fit engine profiles to measurements by robust least squares on log errors.
+    frame: Any,
+    *,
+    pooled: bool = False,
+    tpot_weight: float = 2.0,
+    prior_rows: float = PRIOR_ROWS,
+    source: str = "",
+    start: dict[str | None, EngineProfile] | None = None,
+) -> dict[Any, EngineProfile]:
+    """Fit the engines' behaviour parameters (:data:`FITTED`) by robust least squares on log errors.
+
+    The fit has two stages. First one behaviour shared by all engines, each row predicted with its
+    own engine's documented scheduler. Then each engine's own behaviour, pulled toward the shared
+    one by ``prior_rows`` rows' worth of weight (partial pooling), so that an engine measured in one
+    or two benchmark campaigns does not take on that campaign's harness.
 
     Parameters
     ----------
     frame : DataFrame
         From :func:`load_benchmarks`.
     pooled : bool
-        True fits one engine-agnostic profile to all rows (returned under every engine's name and
-        under ``None``); False fits the shared physics and one behaviour set per engine.
+        True returns the engine-agnostic profile: vLLM's scheduler (the ``None`` entry of the
+        defaults) with the shared behaviour, under every engine's name and under ``None``.
     tpot_weight : float
         Weight of TPOT residuals relative to TTFT residuals (TPOT is measured more precisely).
+    prior_rows : float
+        Strength of the pull toward the shared behaviour, in rows.
     source : str
-        Provenance text stored in the fitted profiles.
+        Provenance text stored in the fitted profiles (default: the profiles' own).
+    start : dict, optional
+        Profiles to start from (their scheduler defaults are kept); defaults to
+        :data:`~calculator.performance.ENGINES`. Every fit starts from the same fixed values
+        (:data:`FIT_START`), so a refit reproduces the published constants.
 
     Returns
     -------
@@ -197,38 +203,43 @@ def fit_profiles(
     from scipy.optimize import least_squares
 
     frame = frame.reset_index(drop=True)
+    start = start or ENGINES
     names = sorted(frame.engine.unique())
-    engines = ["pooled"] if pooled else names
-    start = FIT_START
-    x0 = [
-        start.efficiency.hbm_bandwidth,
-        start.efficiency.compute,
-        start.efficiency.link_bandwidth,
-        start.efficiency.collective_latency.m_as("us"),
-    ]
-    for _ in engines:
-        x0 += [
-            start.efficiency.step_overhead.m_as("ms"),
-            start.prefill_batching,
-            start.admission_delay,
-            start.memory_utilization,
-            start.memory_reserve.m_as("GB"),
-            start.request_overhead.m_as("ms"),
-        ]
-    bounds = list(_SHARED_BOUNDS) + list(_ENGINE_BOUNDS) * len(engines)
-    lower, upper = np.array(bounds).T
-    x0 = np.clip(np.array(x0, dtype=float), lower, upper)
-    measured_ttft, measured_tpot = frame.ttft.to_numpy(), frame.tpot.to_numpy()
+    lower = np.array([f[1] for f in FITTED])
+    upper = np.array([f[2] for f in FITTED])
+    widths = np.array([f[4] for f in FITTED])
+    x0 = np.clip(_vector(FIT_START), lower, upper)
 
-    def residuals(vector: np.ndarray) -> np.ndarray:
-        profiles = _profiles_from(vector, engines, source)
-        by_engine = {e: profiles["pooled"] for e in names} if pooled else profiles
-        ttft, tpot = _predict(frame, by_engine)
-        return np.concatenate([np.log(ttft / measured_ttft), tpot_weight * np.log(tpot / measured_tpot)])
+    def solve(rows: Any, profiles: dict[str, EngineProfile], prior: np.ndarray | None) -> np.ndarray:
+        rows = rows.reset_index(drop=True)
+        measured_ttft, measured_tpot = rows.ttft.to_numpy(), rows.tpot.to_numpy()
+        pull = np.sqrt(prior_rows * (1 + tpot_weight**2)) / widths
 
-    fit = least_squares(residuals, x0, bounds=(lower, upper), loss="soft_l1", f_scale=0.1, x_scale="jac")
-    profiles = _profiles_from(fit.x, engines, source)
+        def residuals(vector: np.ndarray) -> np.ndarray:
+            ttft, tpot = _predict(rows, {e: _with(p, vector) for e, p in profiles.items()})
+            parts = [np.log(ttft / measured_ttft), tpot_weight * np.log(tpot / measured_tpot)]
+            if prior is not None:
+                parts.append(0.1 * pull * (vector - prior))  # in units of the soft-L1 scale (0.1)
+            return np.concatenate(parts)
+
+        start_at = x0 if prior is None else np.clip(prior, lower, upper)
+        fit = least_squares(residuals, start_at, bounds=(lower, upper), loss="soft_l1", f_scale=0.1, x_scale="jac")
+        return fit.x
+
+    shared = solve(frame, {e: start[e] for e in names}, None)
+
+    def finish(profile: EngineProfile) -> EngineProfile:
+        return profile.replace(source=source) if source else profile
+
     if pooled:
-        profile = profiles["pooled"].replace(name="generic")
-        return {None: profile, **dict.fromkeys(names, profile)}  # type: ignore[dict-item]
-    return profiles
+        profile = finish(_with(start[None], shared))
+        return {None: profile, **dict.fromkeys(names, profile)}
+    return {e: finish(_with(start[e], solve(frame[frame.engine == e], {e: start[e]}, shared))) for e in names}
+
+
+#: Where every fit starts (nominal values), so that a refit reproduces the published constants.
+FIT_START = ENGINES["vllm"].replace(
+    efficiency=ENGINES["vllm"].efficiency.replace(step_overhead=Q_(3, "ms"), sequence_overhead=Q_(10, "us")),
+    request_overhead=Q_(30, "ms"),
+    wave_persistence=0.5,
+)

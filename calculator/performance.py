@@ -1,26 +1,27 @@
-"""Calibrated step-time model and closed-loop benchmark predictor.
+"""Step-time model on measured kernels, and the continuous-batching scheduler of a serving engine.
 
-The chapter's roofline reasoning is the skeleton (sections 10.2, 10.8, 10.10): a decode step streams
-the weights and the KV cache through HBM, a prefill is a pass of matrix products bound by compute,
-and tensor parallelism divides both while adding two all-reduces per layer. Serving stacks reach
-only part of the peaks and pay fixed costs the roofline ignores, so the model carries a few named
-efficiency parameters (:class:`Efficiency`) fitted on public measurements
-(``data/calibration/``; ``docs/performance-model.md`` has the fit and its error):
+Two layers, each physical:
 
-* ``hbm_bandwidth``: the fraction of HBM bandwidth a decode step achieves;
-* ``compute``: the fraction of the dense tensor peak that prefill matrix products achieve;
-* ``link_bandwidth`` and ``collective_latency``: the all-reduce cost ``floor + 2 (t-1)/t m / (f B)``;
-* ``step_overhead``: a fixed cost per decode step (scheduling, kernel launches, sampling).
+**Iteration time** (:func:`iteration_seconds`). One scheduler iteration runs the decode tokens of
+the running sequences and any prefill tokens scheduled with them through every layer: the matrix
+products at their actual shapes (QKV, output, MLP or the experts a batch touches, the LM head),
+prefill and decode attention, two all-reduces per layer under tensor parallelism, and the
+activation traffic of norms and residuals. Kernel times come from measured tables
+(:mod:`calculator.kernels`; aiconfigurator-core microbenchmarks per GPU and dtype), or, for an
+accelerator without tables, from its registry peaks times a generic efficiency curve. The serving
+engine adds a fixed cost per iteration and a cost per running sequence (scheduling, sampling,
+detokenization), the :class:`Efficiency` fields fitted on the H100 benchmarks. ``Efficiency(...,
+kernels=False)`` prices every kernel at fixed fractions of the peaks instead (``ROOFLINE``: the
+chapter's pure bound).
 
-A benchmark at client concurrency ``C`` (closed loop: each client sends its next request when the
-last one ends) adds the serving engine's behaviour (:class:`EngineProfile`): how much KV memory it
-claims, how far the prefills of a wave of arrivals run back to back (raising TTFT) rather than
-interleaved with decode steps (raising TPOT), and any admission delay. When the KV cache holds fewer
-than ``C`` sequences, the rest wait for a slot, and TTFT grows by that wait.
-
-Everything here is vectorized: the :func:`decode_step_time`, :func:`prefill_time` and
-:func:`predict_benchmark` arguments broadcast, and the fleet sizer evaluates about 10**6
-configurations per second through :func:`step_arrays`.
+**Scheduler** (:func:`closed_loop_seconds`). Engines run iteration-level continuous batching with a
+token budget per iteration (vLLM ``max_num_batched_tokens``, SGLang ``chunked_prefill_size``,
+TensorRT-LLM ``max_num_tokens``), admit waiting requests once per iteration while KV memory allows,
+and either mix prefill chunks into decode iterations (vLLM, TensorRT-LLM) or run prefill batches
+that pause decoding (SGLang). :class:`EngineProfile` holds each engine's documented defaults with
+their citations. A closed-loop benchmark starts all clients at once and sends about ten requests per
+client; the model follows the prefill groups that burst creates through the run (see
+``docs/performance-model.md``). Every function is vectorized over its array arguments.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ __all__ = [
     "compute_precision",
     "decode_step_time",
     "engine_profile",
+    "iteration_seconds",
     "predict_benchmark",
     "prefill_time",
     "step_arrays",
@@ -93,25 +95,38 @@ _COMPUTE_FALLBACK: dict[str, tuple[str, ...]] = {
 # int4/fp4 weights multiply as 16-bit activations on GPUs whose int4/fp4 rate is for int4 activations.
 _WEIGHT_ONLY = {"int4"}
 
-ACTIVATION_BYTES = 2.0  # all-reduce payloads are BF16/FP16 activations
+#: GEMM table of each weight precision: the table's weights have that storage width.
+_TABLE_OF_WEIGHTS = {"bf16": "bf16", "fp16": "bf16", "fp8": "fp8", "int8": "fp8", "fp4": "fp4", "int4": "fp4"}
+
+ACTIVATION_BYTES = 2.0  # all-reduce payloads and activations are BF16/FP16
+#: Reads and writes of a hidden-size activation per layer and token outside the matrix products and
+#: attention (two RMSNorms, two residual adds, RoPE and the activation quantization): HBM traffic.
+ELEMENTWISE_PASSES = 8
+#: Decode attention of a latent (MLA) cache is compute bound at this fraction of the 16-bit peak.
+MLA_DECODE_COMPUTE_FRACTION = 0.5
+#: Log2-spaced token counts on which an iteration's per-layer linear time is tabulated.
+_M_GRID = np.arange(0.0, 17.01, 0.25)
 
 
 @dataclass(frozen=True, repr=False)
 class Efficiency(Result):
-    """The performance model's named parameters (achieved fractions and fixed costs).
+    """Fixed costs of the engine loop, and the kernel pricing of the step model.
 
     Attributes
     ----------
-    hbm_bandwidth : float
-        Achieved fraction of HBM bandwidth when a decode step streams weights and KV cache.
-    compute : float
-        Achieved fraction of the dense tensor peak in prefill matrix products.
-    link_bandwidth : float
-        Achieved fraction of the per-direction link bandwidth in a ring all-reduce.
+    hbm_bandwidth, compute, link_bandwidth : float
+        Achieved fractions of HBM bandwidth, dense tensor peak and per-direction link bandwidth.
+        Used only when ``kernels`` is False (the roofline-with-efficiencies pricing).
     collective_latency : Quantity [time]
-        Latency floor of one all-reduce (launch and synchronization), paid twice per layer.
+        Latency floor of one all-reduce when ``kernels`` is False.
     step_overhead : Quantity [time]
-        Fixed cost of one decode step (scheduling, launches, sampling), independent of size.
+        Fixed cost of one scheduler iteration (scheduling, launches, sampling), independent of size.
+    sequence_overhead : Quantity [time]
+        Cost per running sequence per iteration (scheduler bookkeeping, sampling and detokenizing
+        one token): what makes small models CPU bound at hundreds of sequences.
+    kernels : bool
+        True: price kernels from the accelerator's measured tables (or the generic efficiency curve
+        at its peaks). False: at the fractions above of the registry peaks.
     """
 
     hbm_bandwidth: float
@@ -119,17 +134,19 @@ class Efficiency(Result):
     link_bandwidth: float
     collective_latency: Any
     step_overhead: Any
+    sequence_overhead: Any = field(default_factory=lambda: Q_(0.0, "s"))
+    kernels: bool = True
 
     def __post_init__(self) -> None:
         for name in ("hbm_bandwidth", "compute", "link_bandwidth"):
             value = getattr(self, name)
             if not 0 < value <= 1:
                 raise InputError(f"Efficiency: '{name}' must be a fraction in (0, 1], got {value!r}")
-        for name in ("collective_latency", "step_overhead"):
+        for name in ("collective_latency", "step_overhead", "sequence_overhead"):
             value = getattr(self, name)
             if not isinstance(value, ureg.Quantity) or value.dimensionality != ureg.s.dimensionality:
                 raise InputError(f"Efficiency: '{name}' must be a time quantity, got {value!r}")
-            if value.magnitude < 0:
+            if not value.magnitude >= 0:
                 raise InputError(f"Efficiency: '{name}' must be >= 0, got {value!r}")
 
     def replace(self, **changes: Any) -> Efficiency:
@@ -138,53 +155,111 @@ class Efficiency(Result):
 
 
 #: The roofline: every peak reached, no fixed costs. A lower bound on any real step time.
-ROOFLINE = Efficiency(1.0, 1.0, 1.0, Q_(0.0, "s"), Q_(0.0, "s"))
+ROOFLINE = Efficiency(1.0, 1.0, 1.0, Q_(0.0, "s"), Q_(0.0, "s"), kernels=False)
+
+#: Fractions of the peaks used where an engine profile is asked to price kernels without tables
+#: (``kernels=False``): the large-shape medians of the measured tables (docs/performance-model.md).
+GENERIC_FRACTIONS = (0.80, 0.65, 0.77, 28e-6)
 
 
 @dataclass(frozen=True, repr=False)
 class EngineProfile(Result):
-    """How a serving engine turns the step times into benchmark TTFT and TPOT.
+    """A serving engine: its scheduler defaults (cited) and its fitted per-iteration costs.
 
     Attributes
     ----------
     name : str
-        Engine name (``"vllm"``, ``"sglang"``, ``"trtllm"``, or ``"generic"``).
+        ``"vllm"``, ``"sglang"``, ``"trtllm"`` or ``"generic"``.
     efficiency : Efficiency
-        Its fitted step-time parameters.
-    prefill_batching : float
-        In [0, 1]. 0: each arriving request's prefill interleaves with the other requests' decode
-        steps (TTFT is one prefill; TPOT absorbs the others' prefills). 1: the prefills of a wave of
-        arrivals run back to back before decoding resumes (TTFT waits for the wave; TPOT does not).
-    admission_delay : float
-        Mean wait before a request is admitted, in units of the mean time between the other active
-        requests' completions (``(B-1)/B`` of the cycle divided by ``B``).
+        Fixed costs per iteration and per running sequence (fitted), and the kernel pricing.
     memory_utilization : float
-        Fraction of device memory the engine claims for weights, activations and KV cache.
+        Fraction of memory the engine claims: of the whole device (``memory_policy="device"``:
+        vLLM ``gpu_memory_utilization``) or of what the weights leave free (``"free"``:
+        TensorRT-LLM ``free_gpu_memory_fraction``). ``"sglang"`` computes SGLang's
+        ``mem_fraction_static`` from the device memory, token budget and TP degree instead.
+    memory_policy : str
+        ``"device"``, ``"free"`` or ``"sglang"``, as above.
     memory_reserve : Quantity [information]
-        Memory per device kept for activations, graphs and workspaces (not KV cache).
+        Memory per device the engine keeps beyond its policy (activations, CUDA graphs,
+        communication buffers), not available to the KV cache. Fitted within bounds.
+    max_num_tokens : int
+        Token budget of one iteration (decode tokens count against it where batching is mixed), on
+        the largest memory tier; see ``tiers``.
+    max_num_seqs : int
+        Most sequences running at once (largest memory tier).
+    tiers : tuple of (float, int, int)
+        ``(minimum device memory in GB, max_num_tokens, max_num_seqs)``: engines pick smaller
+        defaults on smaller GPUs. Empty: the two fields above everywhere.
+    small_tier_devices : tuple of str
+        Accelerator ids (substrings) that always get the first tier (vLLM treats any A100 so).
+    chunked_prefill : bool
+        Whether a prompt longer than the remaining budget is split over iterations.
+    mixed_batching : bool
+        True: prefill chunks share iterations with the running decodes. False: a prefill batch runs
+        alone and pauses decoding while requests wait (SGLang's default).
+    output_reservation : float
+        Fraction of each request's output the admission policy reserves KV for (1: TensorRT-LLM's
+        guaranteed-no-evict; 0.5: admit on the prompt and preempt when the cache fills).
+    wave_persistence : float
+        In [0, 1]: how much of the wave a request's prompt waits behind (1: all clients' prompts
+        keep arriving together, as SGLang's prefill-first scheduling enforces; 0: arrivals spread
+        out, each prompt prefilled alone). Fitted for engines that mix prefill into decoding.
     request_overhead : Quantity [time]
-        Fixed time every request spends outside the GPU before its first token (API server,
-        tokenization, scheduling, the client's round trip).
+        Time every request spends outside the GPU before its first token (HTTP, tokenization,
+        the client's round trip). Fitted.
     source : str
-        What it was fitted on.
+        Where the defaults and fitted values come from.
+    citations : mapping of str to str
+        The documentation or source line of each default.
     per_accelerator : mapping of str to Efficiency
-        Step-time parameters measured on particular accelerators (registry ids), used instead of
-        ``efficiency`` there; see :meth:`efficiency_for`.
-        What it was fitted on.
+        Costs measured on particular accelerators (registry ids), used there instead of
+        ``efficiency`` (:meth:`efficiency_for`).
     """
 
     name: str
     efficiency: Efficiency
-    prefill_batching: float
-    admission_delay: float
     memory_utilization: float
+    memory_policy: str
     memory_reserve: Any
+    max_num_tokens: int
+    max_num_seqs: int
+    tiers: tuple[tuple[float, int, int], ...]
+    small_tier_devices: tuple[str, ...]
+    chunked_prefill: bool
+    mixed_batching: bool
+    output_reservation: float
+    wave_persistence: float
     request_overhead: Any
     source: str
+    citations: Mapping[str, str] = field(default_factory=dict)
     per_accelerator: Mapping[str, Efficiency] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        if self.memory_policy not in ("device", "free", "sglang"):
+            raise InputError(
+                f"EngineProfile: 'memory_policy' must be 'device', 'free' or 'sglang', got {self.memory_policy!r}"
+            )
+        for name in ("memory_utilization", "output_reservation", "wave_persistence"):
+            value = getattr(self, name)
+            if not 0 <= value <= 1:
+                raise InputError(f"EngineProfile: '{name}' must be in [0, 1], got {value!r}")
+        for name in ("max_num_tokens", "max_num_seqs"):
+            if not int(getattr(self, name)) >= 1:
+                raise InputError(f"EngineProfile: '{name}' must be >= 1, got {getattr(self, name)!r}")
+
+    def limits(self, memory_bytes: float, accelerator: str = "") -> tuple[int, int]:
+        """``(max_num_tokens, max_num_seqs)`` on a device of ``memory_bytes`` (the engine's tiers)."""
+        if not self.tiers:
+            return int(self.max_num_tokens), int(self.max_num_seqs)
+        tier = self.tiers[0]
+        if not any(name in accelerator for name in self.small_tier_devices):
+            for candidate in self.tiers:
+                if memory_bytes >= candidate[0] * 1e9:
+                    tier = candidate
+        return int(tier[1]), int(tier[2])
+
     def efficiency_for(self, accelerator: str | None) -> Efficiency:
-        """The step-time parameters on ``accelerator`` (its own if measured, else the profile's)."""
+        """The costs on ``accelerator`` (its own if measured, else the profile's)."""
         return self.per_accelerator.get(accelerator, self.efficiency) if accelerator else self.efficiency
 
     def replace(self, **changes: Any) -> EngineProfile:
@@ -192,37 +267,107 @@ class EngineProfile(Result):
         return dataclasses.replace(self, **changes)
 
 
+_FIT_SOURCE = (
+    "scheduler defaults from each engine's documentation and source (citations); per-iteration and "
+    "per-request costs fitted by benchmarks/fit_performance.py on data/calibration/serving_benchmarks_h100.csv "
+    "(aiconfigurator silicon samples, H100 SXM only); kernel times from data/calibration/kernels"
+)
+
+_CITATIONS = {
+    "vllm": {
+        "memory_utilization": "vLLM CacheConfig.gpu_memory_utilization default 0.9 (vllm/config/cache.py)",
+        "max_num_tokens": "vLLM max_num_batched_tokens default 8192 for the OpenAI server on GPUs with >= 70 GiB "
+        "(vllm/engine/arg_utils.py, _set_default_args)",
+        "max_num_seqs": "vLLM max_num_seqs default 1024 for the OpenAI server on GPUs with >= 70 GiB "
+        "(vllm/engine/arg_utils.py)",
+        "chunked_prefill": "vLLM V1 enables chunked prefill by default (vllm/config/scheduler.py)",
+        "mixed_batching": "vLLM V1 scheduler fills the token budget with running decodes first, then prefill "
+        "chunks of waiting requests (vllm/v1/core/sched/scheduler.py)",
+        "output_reservation": "vLLM allocates KV blocks for the prompt at admission and preempts (recompute) when "
+        "decoding runs out of blocks (vllm/v1/core/sched/scheduler.py)",
+    },
+    "sglang": {
+        "memory_utilization": "SGLang mem_fraction_static, about 0.85-0.9 for 80-192 GB GPUs at TP 1-8 "
+        "(python/sglang/srt/server_args.py)",
+        "max_num_tokens": "SGLang chunked_prefill_size 8192 on 80-160 GB GPUs (python/sglang/srt/server_args.py)",
+        "max_num_seqs": "SGLang max_running_requests derived from the KV pool (no fixed cap by default)",
+        "chunked_prefill": "SGLang chunks prompts longer than chunked_prefill_size (on by default)",
+        "mixed_batching": "SGLang enable_mixed_chunk defaults to False: a prefill batch runs alone, and the "
+        "scheduler prefers a new prefill batch over a decode step (python/sglang/srt/managers/scheduler.py)",
+        "output_reservation": "SGLang admits with new_token_ratio of the remaining output reserved (0.7 decaying to "
+        "0.1) and retracts requests when memory runs out (python/sglang/srt/managers/schedule_policy.py)",
+    },
+    "trtllm": {
+        "memory_utilization": "TensorRT-LLM KvCacheConfig.free_gpu_memory_fraction default 0.9 of the memory free "
+        "after loading the model (tensorrt_llm/llmapi/llm_args.py)",
+        "max_num_tokens": "trtllm-serve --max_num_tokens default 8192 (tensorrt_llm/commands/serve.py)",
+        "max_num_seqs": "trtllm-serve --max_batch_size default 2048 (tensorrt_llm/commands/serve.py)",
+        "chunked_prefill": "TensorRT-LLM enable_chunked_prefill default False (tensorrt_llm/llmapi/llm_args.py)",
+        "mixed_batching": "TensorRT-LLM in-flight batching runs context and generation requests in one iteration",
+        "output_reservation": "TensorRT-LLM capacity scheduler GUARANTEED_NO_EVICT by default: a request is admitted "
+        "only when KV for its whole output fits (tensorrt_llm/llmapi/llm_args.py, SchedulerConfig)",
+    },
+}
+
+
 def _profile(
     name: str,
-    eff: tuple[float, float, float, float, float],
-    behaviour: tuple[float, float, float, float, float],
-    source: str,
+    costs: tuple[float, float],
+    memory: tuple[float, str, float],
+    scheduler: tuple[tuple[tuple[float, int, int], ...], bool, bool, float],
+    behaviour: tuple[float, float],
+    citations: str | None,
 ) -> EngineProfile:
-    hbm, comp, link, floor_us, overhead_ms = eff
-    batching, delay, util, reserve_gb, request_ms = behaviour
+    step_ms, sequence_us = costs
+    utilization, policy, reserve_gb = memory
+    tiers, chunked, mixed, reservation = scheduler
+    coherence, request_ms = behaviour
+    hbm, comp, link, floor = GENERIC_FRACTIONS
     return EngineProfile(
         name=name,
-        efficiency=Efficiency(hbm, comp, link, Q_(floor_us, "us"), Q_(overhead_ms, "ms")),
-        prefill_batching=batching,
-        admission_delay=delay,
-        memory_utilization=util,
+        efficiency=Efficiency(hbm, comp, link, Q_(floor, "s"), Q_(step_ms, "ms"), Q_(sequence_us, "us")),
+        memory_utilization=utilization,
+        memory_policy=policy,
         memory_reserve=Q_(reserve_gb, "GB"),
+        max_num_tokens=tiers[-1][1],
+        max_num_seqs=tiers[-1][2],
+        tiers=tiers,
+        small_tier_devices=("a100",) if citations == "vllm" or name == "generic" else (),
+        chunked_prefill=chunked,
+        mixed_batching=mixed,
+        output_reservation=reservation,
+        wave_persistence=coherence,
         request_overhead=Q_(request_ms, "ms"),
-        source=source,
+        source=_FIT_SOURCE,
+        citations=dict(_CITATIONS.get(citations or "", {})),
     )
 
 
-_FIT_SOURCE = (
-    "fitted by benchmarks/fit_performance.py on data/calibration/serving_benchmarks_h100.csv "
-    "(aiconfigurator silicon samples, H100 SXM) and the NCCL floor of nccl_allreduce_single_node.csv"
+#: Memory tiers of the token budget and sequence cap (minimum device GB, tokens, sequences).
+_VLLM_TIERS = ((0.0, 2048, 256), (70 * 2**30 / 1e9, 8192, 1024))
+_SGLANG_TIERS = (
+    (0.0, 2048, 4096),
+    (35 * 2**20 * 1e3 / 1e9, 4096, 4096),
+    (60 * 2**20 * 1e3 / 1e9, 8192, 4096),
+    (160 * 2**20 * 1e3 / 1e9, 16384, 4096),
 )
+_TRTLLM_TIERS = ((0.0, 8192, 2048),)
 
-#: Fitted engine profiles; ``None`` is the engine-agnostic default (one profile fitted on all rows).
+#: Engine profiles: documented scheduler defaults plus fitted costs. ``None`` is the engine-agnostic
+#: default (vLLM's scheduler, costs fitted on all rows).
 ENGINES: dict[str | None, EngineProfile] = {
-    None: _profile("generic", (0.774, 0.673, 0.479, 29.8, 0.10), (0.108, 0.000, 0.900, 2.00, 101.1), _FIT_SOURCE),
-    "vllm": _profile("vllm", (0.777, 0.675, 0.445, 27.1, 0.74), (0.070, 0.000, 0.900, 2.00, 43.7), _FIT_SOURCE),
-    "sglang": _profile("sglang", (0.777, 0.675, 0.445, 27.1, 0.00), (0.513, 0.176, 0.818, 2.66, 36.0), _FIT_SOURCE),
-    "trtllm": _profile("trtllm", (0.777, 0.675, 0.445, 27.1, 0.29), (0.089, 0.512, 0.950, 1.30, 60.3), _FIT_SOURCE),
+    None: _profile(
+        "generic", (0.786, 27.54), (0.9, "device", 2.0), (_VLLM_TIERS, True, True, 0.5), (0.079, 80.0), None
+    ),
+    "vllm": _profile(
+        "vllm", (1.698, 36.2), (0.9, "device", 2.0), (_VLLM_TIERS, True, True, 0.5), (0.0421, 53.18), "vllm"
+    ),
+    "sglang": _profile(
+        "sglang", (0.8505, 27.67), (0.88, "sglang", 2.0), (_SGLANG_TIERS, True, False, 0.5), (1.0, 80.0), "sglang"
+    ),
+    "trtllm": _profile(
+        "trtllm", (0.6702, 26.49), (0.9, "free", 2.0), (_TRTLLM_TIERS, False, True, 1.0), (0.1124, 80.0), "trtllm"
+    ),
 }
 
 
@@ -273,23 +418,28 @@ def compute_precision(accelerator: Any, precision: str) -> str:
     )
 
 
-def step_arrays(model: Any, accelerator: Any, precision: str, kv_precision: str | None = None) -> dict[str, float]:
+def step_arrays(model: Any, accelerator: Any, precision: str, kv_precision: str | None = None) -> dict[str, Any]:
     """The numbers the step model needs for one (model, accelerator, precision), in SI units.
 
     Returns a dict of floats: ``weight_bytes`` (resident, whole model), ``streamed_params``
     (parameters read by a decode step of one token: all but the input embedding),
     ``shared_params`` and ``expert_params`` (for mixture-of-experts streaming), ``experts``,
-    ``experts_per_token``,
-    ``bytes_per_param``, ``kv_bytes_per_token``, ``kv_shards_max`` (KV is split over at most this
-    many tensor-parallel ranks), ``attention_flops_per_pair``, ``layers``, ``hidden``,
-    and the accelerator's ``memory``, ``hbm_bandwidth``, ``peak_flops`` and ``link_bandwidth``
-    (NVLink per direction, or the host link where there is none).
+    ``experts_per_token``, ``bytes_per_param``, ``kv_bytes_per_token``, ``kv_shards_max`` (KV is
+    split over at most this many tensor-parallel ranks), ``attention_flops_per_pair``, ``layers``,
+    ``hidden``, the layer shapes (``heads``, ``kv_heads``, ``head_dim``, ``mlp_width`` of a dense
+    layer, ``expert_width``, ``shared_expert_width``, ``vocab``, and the MLA widths), the
+    accelerator's ``memory``, ``hbm_bandwidth``, ``peak_flops`` and ``link_bandwidth`` (NVLink per
+    direction, or the host link where there is none), ``bf16_flops``; and two objects:
+    ``tables`` (the accelerator's :class:`~calculator.kernels.KernelTables`) and ``dtype`` (the
+    GEMM table of the weights).
 
     Examples
     --------
     >>> step_arrays("llama-3.1-70b", "h100-sxm", "fp8")["kv_bytes_per_token"]
     327680.0
     """
+    from .kernels import tables_for
+
     spec = model_of(model)
     device = accelerator_of(accelerator)
     name = check_precision(precision)
@@ -311,6 +461,33 @@ def step_arrays(model: Any, accelerator: Any, precision: str, kv_precision: str 
     link = device.nvlink_bandwidth
     if link is None:
         link = _registry().interconnect(device.host_link).bandwidth if device.host_link else Q_(16, "GB/s")
+    layers = float(spec.layers)
+    heads, head_dim = float(spec.attention_heads), float(spec.head_dim)
+    kv_heads = float(spec.kv_heads or spec.attention_heads)
+    mla = spec.attention == "mla" and spec.kv_lora_rank is not None
+    if mla:
+        nope, rope = float(spec.qk_nope_head_dim or head_dim), float(spec.qk_rope_head_dim or 0)
+        value = float(spec.v_head_dim or head_dim)
+        q_lora = float(spec.q_lora_rank or 0)
+        attention_params = (
+            (hidden * q_lora + q_lora * heads * (nope + rope) if q_lora else hidden * heads * (nope + rope))
+            + hidden * (spec.kv_lora_rank + rope)
+            + spec.kv_lora_rank * heads * (nope + value)
+            + heads * value * hidden
+        )
+    else:
+        nope = rope = value = q_lora = 0.0
+        attention_params = hidden * (heads + 2 * kv_heads) * head_dim + heads * head_dim * hidden
+    lm_head = embedding
+    if experts > 1:
+        expert_width = per_expert / (3 * hidden * layers)
+        shared_width = spec.shared_experts * expert_width
+        mlp_width = 0.0
+    else:
+        expert_width = shared_width = 0.0
+        derived = max(active - lm_head - layers * attention_params, 0.0) / (3 * hidden * layers)
+        mlp_width = float(spec.intermediate_size or derived)
+    tables = tables_for(device)
     return {
         "weight_bytes": float(resident),
         "streamed_params": float(active),
@@ -322,17 +499,150 @@ def step_arrays(model: Any, accelerator: Any, precision: str, kv_precision: str 
         "kv_bytes_per_token": float(kv),
         "kv_shards_max": float(kv_shard_limit(spec)),
         "attention_flops_per_pair": attention_flops_per_pair(spec).m_as("FLOP"),
-        "layers": float(spec.layers),
+        "layers": layers,
         "hidden": float(hidden),
+        "heads": heads,
+        "kv_heads": kv_heads,
+        "head_dim": head_dim,
+        "mla": float(mla),
+        "kv_lora_rank": float(spec.kv_lora_rank or 0),
+        "q_lora_rank": q_lora,
+        "qk_nope_head_dim": nope,
+        "qk_rope_head_dim": rope,
+        "v_head_dim": value,
+        "mlp_width": mlp_width,
+        "expert_width": float(expert_width),
+        "shared_expert_width": float(shared_width),
+        "vocab": float(spec.vocab_size or 0),
+        "accelerator": device.id,
         "memory": device.memory.m_as("B"),
         "hbm_bandwidth": device.memory_bandwidth.m_as("B/s"),
         "peak_flops": device.peak_throughput(compute_precision(device, name)).m_as("FLOP/s"),
+        "bf16_flops": device.peak_throughput(compute_precision(device, "bf16")).m_as("FLOP/s"),
         "link_bandwidth": link.m_as("B/s"),
+        "tables": tables,
+        "dtype": _TABLE_OF_WEIGHTS.get(name, "bf16"),
+        "measured": bool(tables.measured and _TABLE_OF_WEIGHTS.get(name, "bf16") in tables.measured_dtypes),
+        "_curves": {},
     }
 
 
 # --------------------------------------------------------------------------------------------
-# Step times on plain arrays (seconds); the public functions below wrap them with units.
+# Kernel pricing: per-layer linear time over a grid of token counts, per tensor-parallel degree
+
+
+def _layer_gemms(a: dict[str, Any], tp: float) -> list[tuple[float, float]]:
+    """(n, k) of the dense matrix products of one layer on one rank (tokens are the m dimension)."""
+    h, heads, hd = a["hidden"], a["heads"], a["head_dim"]
+    heads_r = heads / tp
+    if a["mla"]:
+        nope, rope, value, lora = a["qk_nope_head_dim"], a["qk_rope_head_dim"], a["v_head_dim"], a["kv_lora_rank"]
+        q_lora = a["q_lora_rank"]
+        shapes = [(lora + rope, h)]  # KV down-projection (replicated)
+        shapes += [(q_lora, h), (heads_r * (nope + rope), q_lora)] if q_lora else [(heads_r * (nope + rope), h)]
+        shapes += [(heads_r * (nope + value), lora), (h, heads_r * value)]
+    else:
+        kv_r = max(a["kv_heads"] / tp, 1.0)
+        shapes = [((heads_r + 2 * kv_r) * hd, h), (h, heads_r * hd)]
+    if a["mlp_width"] > 0:
+        width = a["mlp_width"] / tp
+        shapes += [(2 * width, h), (h, width)]
+    if a["shared_expert_width"] > 0:
+        width = a["shared_expert_width"] / tp
+        shapes += [(2 * width, h), (h, width)]
+    return shapes
+
+
+def _curves(a: dict[str, Any], tp: float) -> dict[str, np.ndarray]:
+    """Per-layer time of the token-proportional work at the token counts of ``_M_GRID`` (cached)."""
+    cache = a["_curves"]
+    if tp in cache:
+        return cache[tp]
+    from .kernels import gemm_seconds
+
+    tables, dtype = a["tables"], a["dtype"]
+    m = 2.0**_M_GRID
+    linear = np.zeros_like(m)
+    for n, k in _layer_gemms(a, tp):
+        linear += gemm_seconds(tables, dtype, m, max(n, 1.0), max(k, 1.0))
+    if a["experts"] > 1:
+        e, top = a["experts"], a["experts_per_token"]
+        touched = e * (1 - (1 - top / e) ** m)
+        per_expert_tokens = m * top / touched
+        width = a["expert_width"] / tp
+        h = a["hidden"]
+        expert = gemm_seconds(tables, dtype, per_expert_tokens, 2 * width, h) + gemm_seconds(
+            tables, dtype, per_expert_tokens, h, width
+        )
+        linear += touched * expert + gemm_seconds(tables, "bf16", m, e, h)  # experts touched, router
+    elementwise = m * ELEMENTWISE_PASSES * a["hidden"] * ACTIVATION_BYTES / a["hbm_bandwidth"]
+    lm_head = gemm_seconds(tables, dtype, m, max(a["vocab"] / tp, 1.0), a["hidden"]) if a["vocab"] else np.zeros_like(m)
+    out = {"layer": np.log2(linear + elementwise), "lm_head": np.log2(np.maximum(lm_head, 1e-12))}
+    cache[tp] = out
+    return out
+
+
+def _interp_curve(curve: np.ndarray, tokens: Any) -> np.ndarray:
+    """Seconds at ``tokens`` (array) on a per-token-count curve; linear beyond the grid."""
+    lm = np.log2(np.maximum(np.asarray(tokens, dtype=float), 1.0))
+    beyond = np.maximum(lm - _M_GRID[-1], 0.0)
+    return 2.0 ** (np.interp(lm, _M_GRID, curve) + beyond)
+
+
+def _kernel_iteration(
+    a: dict[str, Any],
+    tp: float,
+    decode: Any,
+    context: Any,
+    tokens: Any,
+    prefill: Any,
+    requests: Any,
+    prior: Any,
+) -> np.ndarray:
+    """Seconds of the GPU work of one iteration on one tensor-parallel degree (measured kernels)."""
+    from .kernels import (
+        DECODE_REFERENCE_BYTES,
+        allreduce_seconds,
+        decode_attention_seconds,
+        prefill_attention_seconds,
+    )
+
+    tables = a["tables"]
+    layers = a["layers"]
+    curves = _curves(a, tp)
+    m = decode * tokens + prefill
+    logits = decode * tokens + requests
+    t = layers * _interp_curve(curves["layer"], m)
+    t = t + np.where(logits > 0, _interp_curve(curves["lm_head"], np.maximum(logits, 1.0)), 0.0)
+    shards = kv_shards(tp, a["kv_shards_max"])
+    per_token_layer = a["kv_bytes_per_token"] / layers / shards
+    pair_flops = a["attention_flops_per_pair"] / layers / tp
+    # Decode attention: bandwidth bound on the KV bytes read (measured), compute bound for MLA.
+    reads = decode_attention_seconds(
+        tables, np.maximum(decode, 1.0), context * per_token_layer / DECODE_REFERENCE_BYTES
+    )
+    if a["mla"]:
+        compute = decode * tokens * context * pair_flops / (MLA_DECODE_COMPUTE_FRACTION * a["bf16_flops"])
+        reads = np.maximum(reads, compute)
+    t = t + layers * np.where(decode > 0, reads, 0.0)
+    # Prefill attention: the causal pairs of the scheduled chunk after ``prior`` cached tokens.
+    per_request = prefill / np.maximum(requests, 1e-9)
+    pairs = prefill * prior + prefill * (per_request + 1) / 2
+    flops = pairs * pair_flops
+    att = prefill_attention_seconds(tables, flops, per_request + prior, np.maximum(requests, 1.0) * a["heads"] / tp)
+    t = t + layers * np.where(prefill > 0, att, 0.0)
+    if tp > 1:
+        t = t + 2 * layers * allreduce_seconds(tables, tp, m * a["hidden"] * ACTIVATION_BYTES, a["link_bandwidth"])
+    return t
+
+
+def _streamed_bytes(a: dict[str, Any], batch: Any) -> Any:
+    """Weight bytes one decode step reads: shared weights plus the experts the batch touches."""
+    if a["experts"] <= 1:
+        return a["streamed_params"] * a["bytes_per_param"]
+    e, k = a["experts"], a["experts_per_token"]
+    touched = e * (1 - (1 - k / e) ** batch)
+    return (a["shared_params"] + touched * a["expert_params"]) * a["bytes_per_param"]
 
 
 def _allreduce_seconds(a: dict[str, Any], eff: Efficiency, tp: Any, message_bytes: Any) -> Any:
@@ -346,13 +656,89 @@ def _allreduce_seconds(a: dict[str, Any], eff: Efficiency, tp: Any, message_byte
     )
 
 
-def _streamed_bytes(a: dict[str, Any], batch: Any) -> Any:
-    """Weight bytes one decode step reads: shared weights plus the experts the batch touches."""
-    if a["experts"] <= 1:
-        return a["streamed_params"] * a["bytes_per_param"]
-    e, k = a["experts"], a["experts_per_token"]
-    touched = e * (1 - (1 - k / e) ** batch)
-    return (a["shared_params"] + touched * a["expert_params"]) * a["bytes_per_param"]
+def _roofline_iteration(
+    a: dict[str, Any],
+    eff: Efficiency,
+    tp: Any,
+    decode: Any,
+    context: Any,
+    tokens: Any,
+    prefill: Any,
+    requests: Any,
+    prior: Any,
+) -> Any:
+    """Seconds of one iteration priced at fixed fractions of the peaks (``kernels=False``)."""
+    shards = kv_shards(tp, a["kv_shards_max"])
+    m = decode * tokens + prefill
+    memory_bytes = _streamed_bytes(a, np.maximum(m, 1.0)) / tp + decode * context * a["kv_bytes_per_token"] / shards
+    per_request = prefill / np.maximum(requests, 1e-9)
+    flops = (
+        decode_flops.numeric(
+            active_parameters=a["streamed_params"],
+            batch=decode * tokens,
+            context=context,
+            attention_flops=a["attention_flops_per_pair"],
+        )
+        + np.maximum(requests, 0.0)
+        * prefill_flops.numeric(
+            active_parameters=a["streamed_params"],
+            prompt_tokens=np.maximum(per_request, 1.0),
+            attention_flops=a["attention_flops_per_pair"],
+            cached_tokens=prior,
+        )
+        * (prefill > 0)
+    ) / tp
+    step = roofline_time.numeric(
+        flops=flops,
+        bytes_moved=memory_bytes,
+        peak_throughput=eff.compute * a["peak_flops"],
+        memory_bandwidth=eff.hbm_bandwidth * a["hbm_bandwidth"],
+    )
+    return step + 2 * a["layers"] * _allreduce_seconds(a, eff, tp, m * a["hidden"] * ACTIVATION_BYTES)
+
+
+def iteration_seconds(
+    a: dict[str, Any],
+    eff: Efficiency,
+    tp: Any,
+    decode: Any,
+    context: Any = 0,
+    prefill: Any = 0,
+    requests: Any = 0,
+    prior: Any = 0,
+    tokens: Any = 1,
+) -> Any:
+    """Seconds of one scheduler iteration (plain arrays, broadcast).
+
+    Parameters
+    ----------
+    a : dict
+        From :func:`step_arrays`.
+    eff : Efficiency
+        Fixed costs and kernel pricing.
+    tp : int or array
+        Tensor-parallel degree.
+    decode, context : array
+        Decoding sequences and the tokens each holds.
+    prefill, requests, prior : array
+        Prompt tokens scheduled in the iteration, over how many requests, and the tokens of those
+        requests already cached (earlier chunks).
+    tokens : array
+        Tokens each decoding sequence adds (``k + 1`` when a speculative round verifies ``k``).
+    """
+    tp, decode, context, prefill, requests, prior, tokens = np.broadcast_arrays(
+        *(np.asarray(v, dtype=float) for v in (tp, decode, context, prefill, requests, prior, tokens))
+    )
+    fixed = eff.step_overhead.m_as("s") + eff.sequence_overhead.m_as("s") * (decode + requests)
+    if not eff.kernels:
+        return fixed + _roofline_iteration(a, eff, tp, decode, context, tokens, prefill, requests, prior)
+    out = np.empty(tp.shape)
+    for degree in np.unique(tp):
+        mask = tp == degree
+        out[mask] = _kernel_iteration(
+            a, float(degree), decode[mask], context[mask], tokens[mask], prefill[mask], requests[mask], prior[mask]
+        )
+    return fixed + out if out.ndim else fixed + float(out)
 
 
 def decode_step_seconds(a: dict[str, Any], eff: Efficiency, tp: Any, batch: Any, context: Any, tokens: Any = 1) -> Any:
@@ -362,56 +748,58 @@ def decode_step_seconds(a: dict[str, Any], eff: Efficiency, tp: Any, batch: Any,
     round verifies its draft): compute and all-reduce payloads scale with it, weight and KV traffic
     do not.
     """
-    shards = kv_shards(tp, a["kv_shards_max"])
-    memory_bytes = _streamed_bytes(a, batch * tokens) / tp + batch * context * a["kv_bytes_per_token"] / shards
-    flops = (
-        decode_flops.numeric(
-            active_parameters=a["streamed_params"],
-            batch=batch * tokens,
-            context=context,
-            attention_flops=a["attention_flops_per_pair"],
-        )
-        / tp
-    )
-    step = roofline_time.numeric(
-        flops=flops,
-        bytes_moved=memory_bytes,
-        peak_throughput=eff.compute * a["peak_flops"],
-        memory_bandwidth=eff.hbm_bandwidth * a["hbm_bandwidth"],
-    )
-    t_comm = 2 * a["layers"] * _allreduce_seconds(a, eff, tp, batch * tokens * a["hidden"] * ACTIVATION_BYTES)
-    return eff.step_overhead.m_as("s") + step + t_comm
+    return iteration_seconds(a, eff, tp, batch, context, tokens=tokens)
 
 
 def prefill_seconds(a: dict[str, Any], eff: Efficiency, tp: Any, prompt: Any) -> Any:
-    """Prefill of one prompt of ``prompt`` tokens (plain arrays; causal attention included)."""
-    flops = (
-        prefill_flops.numeric(
-            active_parameters=a["streamed_params"],
-            prompt_tokens=prompt,
-            attention_flops=a["attention_flops_per_pair"],
-            cached_tokens=0,
-        )
-        / tp
-    )
-    step = roofline_time.numeric(
-        flops=flops,
-        bytes_moved=_streamed_bytes(a, prompt) / tp,
-        peak_throughput=eff.compute * a["peak_flops"],
-        memory_bandwidth=eff.hbm_bandwidth * a["hbm_bandwidth"],
-    )
-    t_comm = 2 * a["layers"] * _allreduce_seconds(a, eff, tp, prompt * a["hidden"] * ACTIVATION_BYTES)
-    return step + t_comm
+    """Prefill of one prompt of ``prompt`` tokens alone in an iteration (plain arrays)."""
+    return iteration_seconds(a, eff, tp, 0, 0, prefill=prompt, requests=1)
 
 
 def kv_capacity_tokens(a: dict[str, Any], profile: EngineProfile, tp: Any) -> Any:
     """KV-cache tokens a replica of ``tp`` devices holds under ``profile``'s memory policy."""
-    per_device = profile.memory_utilization * a["memory"] - a["weight_bytes"] / tp - profile.memory_reserve.m_as("B")
+    per_device = usable_kv_bytes(a, profile, tp)
     return np.maximum(per_device, 0.0) * kv_shards(tp, a["kv_shards_max"]) / a["kv_bytes_per_token"]
 
 
+def usable_kv_bytes(a: dict[str, Any], profile: EngineProfile, tp: Any) -> Any:
+    """KV-cache bytes per device under the engine's memory policy (negative: the weights do not fit)."""
+    tp = np.asarray(tp, dtype=float)
+    weights = a["weight_bytes"] / tp
+    reserve = profile.memory_reserve.m_as("B")
+    if profile.memory_policy == "free":
+        free = a["memory"] - weights - reserve
+        return np.where(free > 0, profile.memory_utilization * free, free)
+    fraction = (
+        sglang_memory_fraction(a["memory"], profile.limits(a["memory"])[0], tp)
+        if (profile.memory_policy == "sglang")
+        else profile.memory_utilization
+    )
+    return fraction * a["memory"] - weights - reserve
+
+
+def sglang_memory_fraction(memory: float, chunk: float, tp: Any) -> Any:
+    """SGLang's default ``mem_fraction_static`` (python/sglang/srt/server_args.py, 0.5.3-0.5.9).
+
+    ``(M - reserved) / M`` with ``reserved = 512 + 1.5 max(chunk, 2048) + 2 g + 1024 t / 8`` MiB, ``g``
+    the CUDA-graph batch (256 below TP 4 on GPUs under 160 GB, else 512), and at least 10 GiB on
+    GPUs over 60 GB.
+
+    Examples
+    --------
+    >>> round(float(sglang_memory_fraction(81559 * 2**20, 8192, 1)), 3)  # H100 80GB, TP 1
+    0.835
+    """
+    mib = memory / 2**20
+    tp = np.asarray(tp, dtype=float)
+    graphs = np.where((tp >= 4) | (memory >= 160e9), 512.0, 256.0)
+    reserved = 512 + 1.5 * max(chunk, 2048) + 2 * graphs + tp * 1024 / 8
+    reserved = np.where(mib > 60 * 1024, np.maximum(reserved, 10240.0), reserved)
+    return (mib - reserved) / mib
+
+
 # --------------------------------------------------------------------------------------------
-# Public, unit-carrying functions
+# Public, unit-carrying step times
 
 
 def _seconds(values: Any) -> Any:
@@ -446,7 +834,7 @@ def decode_step_time(
     efficiency: Efficiency | None = None,
     kv_precision: str | None = None,
 ) -> Any:
-    r"""Time of one decode step of a tensor-parallel replica (calibrated).
+    r"""Time of one decode step of a tensor-parallel replica.
 
     Parameters
     ----------
@@ -459,9 +847,9 @@ def decode_step_time(
     context : int or array
         Tokens held per sequence (prompt plus tokens generated so far).
     engine : str, EngineProfile or None
-        Whose fitted efficiency to use; ``None`` for the engine-agnostic default.
+        Whose per-iteration costs to use; ``None`` for the engine-agnostic default.
     efficiency : Efficiency, optional
-        Overrides the engine's parameters (``ROOFLINE`` gives the pure roofline bound).
+        Overrides the engine's costs and pricing (``ROOFLINE`` gives the pure roofline bound).
     kv_precision : str, optional
         KV-cache precision; defaults to 16-bit.
 
@@ -471,6 +859,11 @@ def decode_step_time(
 
     Notes
     -----
+    With measured kernels, ``t = t_0 + c B + L [g(B) + a_dec(B, S) + 2 r(B H b_a)] + h(B)``: the
+    iteration cost, the per-sequence cost, and per layer the matrix products ``g`` at ``B`` tokens,
+    decode attention, two all-reduces, plus the LM head. With ``kernels=False`` the pricing is the
+    roofline with efficiencies:
+
     .. math::
         t_{\mathrm{step}} = t_0 + \max\!\left(\frac{W_s/t + B S m_{\mathrm{tok}}/t_{kv}}{f_{bw} BW},
         \frac{B (2 N_a + 4 S d_a L)/t}{f_c R}\right) + 2 L \left(\alpha + \frac{2(t-1)}{t}
@@ -507,7 +900,7 @@ def prefill_time(
     engine: str | EngineProfile | None = None,
     efficiency: Efficiency | None = None,
 ) -> Any:
-    """Time to prefill one prompt on a tensor-parallel replica (calibrated; compute bound).
+    """Time to prefill one prompt alone on a tensor-parallel replica.
 
     Examples
     --------
@@ -527,12 +920,15 @@ def prefill_time(
 
 @dataclass(frozen=True, repr=False)
 class BenchmarkPrediction(Result):
-    """What a closed-loop serving benchmark would report (means over the run).
+    """What a closed-loop serving benchmark would report (means over the run), with its error band.
 
     Attributes
     ----------
     ttft, tpot : Quantity [time]
         Mean time to first token and mean time per output token after the first.
+    ttft_interval, tpot_interval : tuple of Quantity
+        ``(low, high)``: the range that held the measured value in 80 % of cross-validated
+        predictions (``calculator.uncertainty``), wider where the accelerator has no kernel tables.
     throughput : Quantity [request / time]
         Completed requests per second.
     output_throughput : Quantity [token / time]
@@ -540,17 +936,22 @@ class BenchmarkPrediction(Result):
     active_batch : float or array
         Sequences decoding together (the concurrency, or the KV-cache limit if lower).
     max_concurrency : float or array
-        Sequences the KV cache holds at the benchmark's lengths.
+        Sequences the KV cache admits at the benchmark's lengths under the engine's policy.
     memory_limited : bool or array
         True where clients wait for a KV slot (concurrency above ``max_concurrency``).
     prefill_time, decode_step_time : Quantity [time]
-        The step model's prefill of one prompt and decode step at the active batch.
+        One prompt's prefill alone and the decode step at the active batch.
     engine : str
         The engine profile used.
+    measured_kernels : bool
+        True when the step times come from kernel measurements of this accelerator and precision;
+        False when they are the generic efficiency curve at the registry peaks.
     """
 
     ttft: Any
     tpot: Any
+    ttft_interval: Any
+    tpot_interval: Any
     throughput: Any
     output_throughput: Any
     active_batch: Any
@@ -559,6 +960,12 @@ class BenchmarkPrediction(Result):
     prefill_time: Any
     decode_step_time: Any
     engine: str
+    measured_kernels: bool
+
+
+#: Requests each client sends in a benchmark run (the usual harness sends about ten times the
+#: concurrency): the burst of the first wave is averaged over this many requests per client.
+REQUESTS_PER_CLIENT = 10
 
 
 def closed_loop_seconds(
@@ -569,33 +976,80 @@ def closed_loop_seconds(
     output_tokens: Any,
     concurrency: Any,
     efficiency: Efficiency | None = None,
+    requests_per_client: float = REQUESTS_PER_CLIENT,
 ) -> dict[str, Any]:
     """The closed-loop benchmark model on plain arrays (seconds); see :func:`predict_benchmark`."""
     eff = efficiency or profile.efficiency
-    mean_context = input_tokens + output_tokens / 2
-    capacity = np.floor(kv_capacity_tokens(a, profile, tp) / mean_context)
-    batch = np.maximum(np.minimum(concurrency, capacity), 1.0)
-    t_pf = prefill_seconds(a, eff, tp, input_tokens)
-    t_dec = decode_step_seconds(a, eff, tp, batch, mean_context)
-    decode_steps = np.maximum(output_tokens - 1, 1.0)
-    work = batch * t_pf + decode_steps * t_dec  # busy time per cycle of the active set
-    # Admission delay: a fraction of the mean time between the other active requests' completions
-    # (zero for a lone client, whose request never waits behind others).
-    wait = profile.admission_delay * (batch - 1) / batch * work / batch
-    s = profile.prefill_batching
-    ttft_active = t_pf * (1 + s * (batch - 1)) + t_dec / 2 + wait + profile.request_overhead.m_as("s")
-    tpot = t_dec + (1 - s) * (batch - 1) * t_pf / decode_steps
-    throughput = batch / (ttft_active + decode_steps * tpot)  # Little's law on the active set
-    ttft = ttft_active + np.maximum(concurrency - batch, 0.0) / throughput
+    tp, inputs, outputs, clients = np.broadcast_arrays(
+        *(np.asarray(v, dtype=float) for v in (tp, input_tokens, output_tokens, concurrency))
+    )
+    decode_steps = np.maximum(outputs - 1, 1.0)
+    context = inputs + outputs / 2
+    # Admission: KV for the prompt plus the reserved share of the output; a sequence cap.
+    reserved = inputs + profile.output_reservation * outputs
+    kv_limit = np.floor(kv_capacity_tokens(a, profile, tp) / reserved)
+    budget, max_seqs = profile.limits(a["memory"], a["accelerator"])
+    budget, max_seqs = float(budget), float(min(max_seqs, budget) if profile.mixed_batching else max_seqs)
+    batch = np.maximum(np.minimum(np.minimum(clients, kv_limit), max_seqs), 1.0)
+    t_dec = iteration_seconds(a, eff, tp, batch, context)
+    overhead = profile.request_overhead.m_as("s")
+
+    # The first wave: every client's prompt arrives at once and is prefilled budget by budget.
+    burst_iterations = np.ceil(batch * inputs / budget)
+    burst_tokens = batch * inputs / burst_iterations
+    t_burst = iteration_seconds(a, eff, tp, 0, 0, burst_tokens, burst_tokens / inputs, 0)
+    first_wave = overhead + (burst_iterations + 1) / 2 * t_burst
+
+    if profile.mixed_batching:
+        # Each prompt is prefilled beside the running decodes: in full-budget chunks plus a
+        # remainder where the engine chunks, whole in one iteration where it does not.
+        room = np.maximum(budget - batch, budget / 4)
+        running = np.maximum(batch - 1, 0.0)
+        if profile.chunked_prefill:
+            full = np.floor(inputs / room)
+            rest = inputs - full * room
+            t_full = iteration_seconds(a, eff, tp, running, context, room, room / inputs, inputs / 2 * (full > 1))
+        else:
+            full = np.zeros_like(inputs)
+            rest = inputs
+            t_full = np.zeros_like(inputs)
+        t_rest = iteration_seconds(a, eff, tp, running, context, rest, rest / inputs, inputs * (full > 0))
+        iterations = full + (rest > 0)  # iterations one prompt's prefill takes
+        t_group = full * t_full + np.where(rest > 0, t_rest, 0.0)
+        extra = np.maximum(t_group - iterations * t_dec, 0.0)  # what those iterations add over decoding
+        groups = batch
+    else:
+        # Prefill batches of up to the budget run alone and pause decoding.
+        groups = burst_iterations
+        iterations = np.ones_like(groups)
+        t_group = t_burst
+        extra = t_burst
+    # The clients' prompts arrive in waves (all start together and keep their order): a request
+    # waits for ``persistence`` of the prefills ahead of it in its wave; the rest of the others'
+    # prefills land in its decode steps. Beyond one prefill iteration per decode step the
+    # replica is prefill bound and the groups queue.
+    persistence = profile.wave_persistence if profile.mixed_batching else 1.0  # prefill-first keeps waves
+    others = groups - 1
+    ahead = persistence * others / 2
+    in_decode = np.minimum((others - ahead) * iterations, decode_steps)
+    tpot = t_dec + in_decode / np.maximum(iterations, 1.0) * extra / decode_steps
+    behind = np.maximum((others - ahead) * iterations - decode_steps, 0.0) / np.maximum(iterations, 1.0) * t_group
+    steady = overhead + t_dec / 2 + t_group * (1 + ahead) + behind
+    t_prefill_iteration = t_group
+    ttft_active = steady + np.maximum(first_wave - steady, 0.0) / requests_per_client
+    throughput = batch / (ttft_active + decode_steps * tpot)
+    waiting = np.maximum(clients - batch, 0.0)
+    ttft = ttft_active + waiting / throughput
     return {
         "ttft": ttft,
         "tpot": tpot,
         "throughput": throughput,
         "active_batch": batch,
-        "max_concurrency": capacity,
-        "memory_limited": concurrency > capacity,
-        "prefill": t_pf,
+        "max_concurrency": kv_limit,
+        "memory_limited": clients > kv_limit,
+        "prefill": prefill_seconds(a, eff, tp, inputs),
         "decode_step": t_dec,
+        "prefill_iteration": t_prefill_iteration,
     }
 
 
@@ -611,6 +1065,7 @@ def predict_benchmark(
     *,
     efficiency: Efficiency | None = None,
     kv_precision: str | None = None,
+    requests_per_client: float = REQUESTS_PER_CLIENT,
 ) -> BenchmarkPrediction:
     """Mean TTFT and TPOT a closed-loop serving benchmark reports at client concurrency ``C``.
 
@@ -625,62 +1080,77 @@ def predict_benchmark(
     input_tokens, output_tokens : int or array
         Fixed prompt and output lengths of every request.
     concurrency : int or array
-        Clients, each sending its next request when its last one completes.
+        Clients, each sending its next request when its last one completes; all start together.
     engine : {"vllm", "sglang", "trtllm"} or None
-        The serving engine whose fitted profile to use; ``None`` uses the engine-agnostic default.
+        The serving engine whose scheduler and costs to use; ``None`` uses the engine-agnostic default.
     efficiency : Efficiency, optional
-        Overrides the profile's step-time parameters.
+        Overrides the profile's costs and kernel pricing.
     kv_precision : str, optional
         KV-cache precision; defaults to 16-bit.
+    requests_per_client : float
+        Requests each client sends in the run (the first wave's burst is averaged over them).
 
     Returns
     -------
     BenchmarkPrediction
-        ``.ttft``, ``.tpot``, throughputs, the active batch and whether memory limits it.
+        ``.ttft``, ``.tpot`` with their 80 % intervals, throughputs, the active batch and whether
+        memory limits it.
 
     Notes
     -----
-    Per cycle of the ``B`` active requests (``B = min(C, KV capacity)``) the replica does ``B``
-    prefills and ``O - 1`` decode steps, so the cycle lasts ``B t_pf + (O-1) t_dec`` plus any
-    admission delay. The engine's ``prefill_batching`` ``s`` splits the others' prefills between
-    the waiting for the first token and the decode gaps:
-    ``TTFT = t_pf (1 + s (B-1)) + t_dec/2``, ``TPOT = t_dec + (1-s)(B-1) t_pf / (O-1)``.
-    Clients beyond the KV capacity wait ``(C - B)/X`` for a slot, ``X`` being the throughput.
+    The engine admits ``B = min(C, KV capacity / (I + r O), max_num_seqs)`` requests (``r``: the
+    output share its admission reserves). All ``C`` prompts arrive at once; a budget of ``T`` tokens
+    per iteration prefills them in ``ceil(B I / T)`` iterations, and those groups re-arrive one
+    cycle later. Mixing engines prefill a group in one iteration beside the running decodes (TTFT is
+    that iteration; the other groups' iterations stretch TPOT); SGLang's prefill batches pause
+    decoding, so a wave keeps waiting for the batches ahead of it. Clients beyond ``B`` wait
+    ``(C - B) / X`` for a slot. ``docs/performance-model.md`` derives each term.
 
     Examples
     --------
     Llama-3.1-70B FP8 on 8 H100s under vLLM, 16 clients (measured: TTFT 93 ms, TPOT 11.4 ms):
 
     >>> p = predict_benchmark("llama-3.1-70b", "h100-sxm", "fp8", 8, 1024, 1024, 16, engine="vllm")
-    >>> round(p.ttft.m_as("ms")), round(p.tpot.m_as("ms")), p.memory_limited
-    (133, 10, False)
+    >>> 60 < p.ttft.m_as("ms") < 150, 9 < p.tpot.m_as("ms") < 14, p.memory_limited
+    (True, True, False)
     """
+    from .uncertainty import prediction_interval
+
     a = step_arrays(model, accelerator, precision, kv_precision)
     profile = engine_profile(engine)
     tp = _tp(model, tensor_parallel, "predict_benchmark")
+    inputs = _counts("predict_benchmark", "input_tokens", input_tokens)
+    outputs = _counts("predict_benchmark", "output_tokens", output_tokens)
     result = closed_loop_seconds(
         a,
         profile,
         tp,
-        _counts("predict_benchmark", "input_tokens", input_tokens),
-        _counts("predict_benchmark", "output_tokens", output_tokens),
+        inputs,
+        outputs,
         _counts("predict_benchmark", "concurrency", concurrency),
         _efficiency(engine, efficiency, accelerator),
+        requests_per_client,
     )
     scalar = all(np.ndim(v) == 0 for v in (tensor_parallel, input_tokens, output_tokens, concurrency))
 
     def out(value: Any) -> Any:
-        return np.asarray(value).item() if scalar else value
+        value = np.asarray(value)
+        return value.item() if scalar else value
 
+    ttft, tpot = result["ttft"], result["tpot"]
+    bands = prediction_interval(profile.name, a["accelerator"], a["measured"])
     return BenchmarkPrediction(
-        ttft=Q_(out(result["ttft"]), "s"),
-        tpot=Q_(out(result["tpot"]), "s"),
+        ttft=Q_(out(ttft), "s"),
+        tpot=Q_(out(tpot), "s"),
+        ttft_interval=(Q_(out(ttft * bands["ttft"][0]), "s"), Q_(out(ttft * bands["ttft"][1]), "s")),
+        tpot_interval=(Q_(out(tpot * bands["tpot"][0]), "s"), Q_(out(tpot * bands["tpot"][1]), "s")),
         throughput=Q_(out(result["throughput"]), "request/s"),
-        output_throughput=Q_(out(result["throughput"] * np.asarray(output_tokens, dtype=float)), "token/s"),
+        output_throughput=Q_(out(result["throughput"] * outputs), "token/s"),
         active_batch=out(result["active_batch"]),
         max_concurrency=out(result["max_concurrency"]),
         memory_limited=out(result["memory_limited"]),
         prefill_time=Q_(out(result["prefill"]), "s"),
         decode_step_time=Q_(out(result["decode_step"]), "s"),
         engine=profile.name,
+        measured_kernels=a["measured"],
     )

@@ -348,9 +348,9 @@ def sweep_fleet(
     >>> frame[["accelerator", "arrival_rate [request/s]", "gpus", "cost_per_hour [USD/h]"]]
       accelerator  arrival_rate [request/s]  gpus  cost_per_hour [USD/h]
     0    h100-sxm                        10     4                     16
-    1    h100-sxm                        40    14                     56
+    1    h100-sxm                        40    16                     64
     2    h200-sxm                        10     3                     12
-    3    h200-sxm                        40    10                     40
+    3    h200-sxm                        40    12                     48
     """
     import pandas as pd
 

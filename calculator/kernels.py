@@ -1,0 +1,475 @@
+"""Measured kernel efficiency: achieved GEMM, attention and all-reduce times per accelerator.
+
+The step model (:mod:`calculator.performance`) prices every matrix product, attention kernel and
+all-reduce of an iteration at its actual shape. Where a GPU has measured kernel tables
+(``data/calibration/kernels/``, extracted from NVIDIA's aiconfigurator-core microbenchmarks by
+``tools/extract_kernel_tables.py``) the times interpolate those measurements; elsewhere (MI300X,
+TPU, an L4, a user's entry) they are the accelerator's registry peaks divided by a **generic
+efficiency curve**: the median, over every measured GPU, of the fraction of the roofline each
+kernel shape reaches (:func:`generic_efficiency`). :attr:`KernelTables.measured` says which.
+
+All interpolation is multilinear in log coordinates and vectorized over the varying dimension
+(tokens, batch, context, bytes); beyond the measured range throughput is held at the edge value, so
+time grows linearly with size there. Measured times are made non-decreasing in every size (a
+noisy point never makes more work faster). Tables load on first use (about 0.2 s) and are cached.
+
+Examples
+--------
+>>> t = tables_for("h100-sxm")
+>>> t.measured, t.system
+(True, 'h100_sxm')
+>>> round(float(gemm_seconds(t, "bf16", 4096, 8192, 8192)) * 1e3, 2)  # gemm.csv: 805 TFLOP/s; in ms
+0.68
+>>> tables_for("mi300x").measured
+False
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import InputError
+
+__all__ = [
+    "KERNEL_DIR",
+    "KernelTables",
+    "allreduce_seconds",
+    "decode_attention_seconds",
+    "gemm_seconds",
+    "generic_efficiency",
+    "prefill_attention_seconds",
+    "table_dtype",
+    "tables_for",
+]
+
+KERNEL_DIR = Path(__file__).resolve().parent.parent / "data" / "calibration" / "kernels"
+
+#: Bytes per token and layer of the decode-attention reference: one KV head of width 128, K and V,
+#: 16 bits each. Other layouts read ``context x (their bytes / this)`` equivalent tokens.
+DECODE_REFERENCE_BYTES = 2 * 128 * 2
+
+#: Precision -> GEMM table dtype. Precisions without tensor throughput of their own multiply at the
+#: compute precision the performance model chooses (W8A16, W4A16); see :func:`table_dtype`.
+_DTYPES = {"bf16": "bf16", "fp16": "bf16", "fp8": "fp8", "fp4": "fp4", "int8": "fp8"}
+
+
+# --------------------------------------------------------------------------------------------
+# Interpolation on log grids
+
+
+def _log2(values: Any) -> np.ndarray:
+    return np.log2(np.maximum(np.asarray(values, dtype=float), 1e-300))
+
+
+def _locate(grid: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Lower cell index and weight of ``x`` on ``grid`` (clamped to the grid)."""
+    x = np.clip(x, grid[0], grid[-1])
+    i = np.clip(np.searchsorted(grid, x, side="right") - 1, 0, len(grid) - 2)
+    w = (x - grid[i]) / (grid[i + 1] - grid[i])
+    return i, w
+
+
+def _interp2(gx: np.ndarray, gy: np.ndarray, values: np.ndarray, x: Any, y: Any) -> np.ndarray:
+    """Bilinear interpolation of ``values[len(gx), len(gy)]`` at (x, y), clamped."""
+    x, y = np.broadcast_arrays(np.asarray(x, dtype=float), np.asarray(y, dtype=float))
+    i, wx = _locate(gx, x)
+    j, wy = _locate(gy, y)
+    v00, v01 = values[i, j], values[i, j + 1]
+    v10, v11 = values[i + 1, j], values[i + 1, j + 1]
+    return (v00 * (1 - wy) + v01 * wy) * (1 - wx) + (v10 * (1 - wy) + v11 * wy) * wx
+
+
+def _fill_nan(values: np.ndarray, axis: int) -> np.ndarray:
+    """Fill gaps along ``axis`` with the nearest measured value (forward, then backward)."""
+    out = np.moveaxis(values.copy(), axis, -1)
+    flat = out.reshape(-1, out.shape[-1])
+    for r in np.flatnonzero(~np.isfinite(flat).all(axis=1)):
+        row = flat[r]
+        good = np.flatnonzero(np.isfinite(row))
+        if good.size == 0:
+            continue
+        idx = np.arange(row.size)
+        nearest = good[np.clip(np.searchsorted(good, idx), 0, good.size - 1)]
+        before = good[np.clip(np.searchsorted(good, idx, side="right") - 1, 0, good.size - 1)]
+        pick = np.where(np.abs(idx - before) <= np.abs(nearest - idx), before, nearest)
+        row[:] = np.where(np.isfinite(row), row, row[pick])
+    return np.moveaxis(out, -1, axis)
+
+
+# --------------------------------------------------------------------------------------------
+# Tables
+
+
+@dataclass(frozen=True, eq=False)
+class _Gemm:
+    m: np.ndarray  # log2 grid of tokens
+    n: np.ndarray
+    k: np.ndarray
+    log_tflops: np.ndarray  # [m, n, k]
+
+    def curve(self, n: float, k: float) -> np.ndarray:
+        """log2 TFLOP/s over the m grid at one (n, k)."""
+        i, wn = _locate(self.n, np.asarray(math.log2(n)))
+        j, wk = _locate(self.k, np.asarray(math.log2(k)))
+        v = self.log_tflops
+        return (v[:, i, j] * (1 - wk) + v[:, i, j + 1] * wk) * (1 - wn) + (
+            v[:, i + 1, j] * (1 - wk) + v[:, i + 1, j + 1] * wk
+        ) * wn
+
+
+@dataclass(frozen=True, eq=False)
+class KernelTables:
+    """Kernel performance of one accelerator: measured tables, or the generic curve at its peaks.
+
+    Attributes
+    ----------
+    accelerator : str
+        Registry id.
+    system : str
+        The measured system the tables come from (``"h100_sxm"``), or ``"generic"``.
+    measured : bool
+        True when the GEMM, attention and all-reduce numbers are measurements of this accelerator.
+    gemm : dict
+        Per dtype (``"bf16"``, ``"fp8"``, ``"fp4"``): log2 grids and log2 TFLOP/s.
+    measured_dtypes : frozenset of str
+        The GEMM dtypes measured on this accelerator (others use the generic curve).
+    """
+
+    accelerator: str
+    system: str
+    measured: bool
+    gemm: dict[str, _Gemm]
+    prefill: tuple[np.ndarray, np.ndarray, np.ndarray]  # log2 isl, log2 batch*heads, log2 TFLOP/s
+    decode: tuple[np.ndarray, np.ndarray, np.ndarray]  # log2 batch, log2 context, log2 seconds
+    allreduce: dict[int, tuple[np.ndarray, np.ndarray]]  # gpus -> (log2 bytes, log2 seconds)
+    measured_dtypes: frozenset[str] = frozenset()
+    _curves: dict[Any, np.ndarray] = field(default_factory=dict, repr=False)
+
+    def gemm_curve(self, dtype: str, n: float, k: float) -> tuple[np.ndarray, np.ndarray]:
+        """(log2 m grid, log2 TFLOP/s) of ``dtype`` GEMMs at one (n, k), cached."""
+        key = (dtype, float(n), float(k))
+        curve = self._curves.get(key)
+        if curve is None:
+            table = self.gemm.get(dtype)
+            if table is None:
+                raise InputError(f"accelerator '{self.accelerator}' has no {dtype} GEMM table")
+            curve = table.curve(n, k)
+            self._curves[key] = curve
+        return self.gemm[dtype].m, curve
+
+
+def _read(name: str) -> dict[str, np.ndarray]:
+    """A kernel table as columns: ``system`` (and ``dtype``) as strings, the rest as floats."""
+    with (KERNEL_DIR / name).open() as fh:
+        rows = list(csv.reader(line for line in fh if not line.startswith("#")))
+    header, body = rows[0], rows[1:]
+    columns = list(zip(*body, strict=True))
+    return {
+        h: np.array(c) if h in ("system", "dtype") else np.array(c, dtype=float)
+        for h, c in zip(header, columns, strict=True)
+    }
+
+
+def _select(table: dict[str, np.ndarray], mask: np.ndarray) -> dict[str, np.ndarray]:
+    return {k: v[mask] for k, v in table.items()}
+
+
+def _grid(table: dict[str, np.ndarray], keys: tuple[str, ...], value: str) -> tuple:
+    """The rows of ``table`` as a dense array over the sorted unique values of ``keys`` (log2 values)."""
+    axes, index = [], []
+    for k in keys:
+        axis, inverse = np.unique(table[k], return_inverse=True)
+        axes.append(axis)
+        index.append(inverse)
+    out = np.full([len(a) for a in axes], np.nan)
+    v = table[value]
+    out[tuple(index)] = np.where(v > 0, _log2(np.where(v > 0, v, 1.0)), np.nan)
+    return tuple(_log2(a) for a in axes), out
+
+
+@functools.lru_cache(maxsize=1)
+def _measured() -> dict[str, dict[str, Any]]:
+    """Every measured system's tables, keyed by system name (loaded once)."""
+    gemm, prefill = _read("gemm.csv"), _read("attention_prefill.csv")
+    decode, allreduce = _read("attention_decode.csv"), _read("allreduce.csv")
+    systems: dict[str, dict[str, Any]] = {}
+    for system in np.unique(gemm["system"]):
+        entry: dict[str, Any] = {"gemm": {}, "allreduce": {}}
+        mine = _select(gemm, gemm["system"] == system)
+        for dtype in np.unique(mine["dtype"]):
+            (m, n, k), values = _grid(_select(mine, mine["dtype"] == dtype), ("m", "n", "k"), "tflops")
+            values = _fill_nan(_fill_nan(_fill_nan(values, 0), 1), 2)
+            entry["gemm"][str(dtype)] = _Gemm(m, n, k, _monotone_gemm(m, n, k, values))
+        rows = _select(prefill, (prefill["system"] == system) & (prefill["isl"] >= 16))
+        (isl, bh), values = _grid(rows, ("isl", "batch_heads"), "tflops")
+        work = 2 * isl[:, None] + bh[None, :]  # log2 of the FLOPs up to a constant
+        latency = work - _fill_nan(_fill_nan(values, 1), 0)
+        latency = np.maximum.accumulate(np.maximum.accumulate(latency, axis=0), axis=1)
+        entry["prefill"] = (isl, bh, work - latency)
+        (batch, ctx), values = _grid(_select(decode, decode["system"] == system), ("batch", "context"), "latency_us")
+        values = _extend_bandwidth_bound(batch, ctx, values)
+        values = np.maximum.accumulate(np.maximum.accumulate(values, axis=0), axis=1)
+        entry["decode"] = (batch, ctx, values - _log2(1e6))
+        mine = _select(allreduce, allreduce["system"] == system)
+        for gpus in np.unique(mine["gpus"]):
+            (size,), values = _grid(_select(mine, mine["gpus"] == gpus), ("bytes",), "latency_us")
+            entry["allreduce"][int(gpus)] = (size, np.maximum.accumulate(values) - _log2(1e6))
+        systems[str(system)] = entry
+    return systems
+
+
+def _monotone_gemm(m: np.ndarray, n: np.ndarray, k: np.ndarray, log_tflops: np.ndarray) -> np.ndarray:
+    """Make GEMM latency non-decreasing in every dimension, returned as log throughput.
+
+    Measurement noise aside, more work never takes less time: cumulative maxima of log latency.
+    """
+    log_latency = m[:, None, None] + n[None, :, None] + k[None, None, :] - log_tflops
+    for axis in range(3):
+        log_latency = np.maximum.accumulate(log_latency, axis=axis)
+    return m[:, None, None] + n[None, :, None] + k[None, None, :] - log_latency
+
+
+def _extend_bandwidth_bound(batch: np.ndarray, ctx: np.ndarray, log_latency: np.ndarray) -> np.ndarray:
+    """Fill unmeasured (large batch x context) cells: latency grows with the bytes read."""
+    out = log_latency.copy()
+    for i in range(out.shape[0]):
+        good = np.flatnonzero(np.isfinite(out[i]))
+        if good.size and good[-1] < out.shape[1] - 1:
+            last = good[-1]
+            out[i, last + 1 :] = out[i, last] + (ctx[last + 1 :] - ctx[last])
+    return _fill_nan(out, 0)
+
+
+# --------------------------------------------------------------------------------------------
+# Which tables an accelerator gets
+
+
+def _system_ids() -> dict[str, str]:
+    """Registry accelerator id -> measured system name (through the registry's aliases)."""
+    from .registry import load_registry
+
+    reg = load_registry()
+    out = {}
+    for system in _measured():
+        if system in reg.accelerators:
+            out[reg.accelerators[system].id] = system
+    return out
+
+
+def _roofline_peaks(device: Any) -> dict[str, float]:
+    from .performance import compute_precision
+
+    peaks = {}
+    for dtype in ("bf16", "fp8", "fp4"):
+        try:
+            peaks[dtype] = device.peak_throughput(compute_precision(device, dtype)).m_as("FLOP/s")
+        except InputError:
+            continue
+    return peaks
+
+
+def _weight_bytes(dtype: str) -> float:
+    return {"bf16": 2.0, "fp8": 1.0, "fp4": 0.5625}[dtype]
+
+
+def _gemm_roofline(
+    m: np.ndarray, n: np.ndarray, k: np.ndarray, dtype: str, peak: float, bandwidth: float
+) -> np.ndarray:
+    """Seconds of an (m, n, k) GEMM at the peaks: compute or bytes (weights, activations in and out)."""
+    flops = 2.0 * m * n * k
+    moved = n * k * _weight_bytes(dtype) + 2.0 * m * (k + n)
+    return np.maximum(flops / peak, moved / bandwidth)
+
+
+@functools.lru_cache(maxsize=1)
+def generic_efficiency() -> dict[str, Any]:
+    """The generic efficiency curves: median fraction of the roofline over every measured GPU.
+
+    Returns a dict with ``gemm`` (per dtype, on the GEMM grid: achieved / roofline throughput),
+    ``prefill`` (attention TFLOP/s as a fraction of the BF16 dense peak), ``decode`` (the
+    decode-attention time in units of the reference bytes over HBM bandwidth, and its floor), and
+    ``allreduce`` (achieved fraction of the per-direction link bandwidth and the latency floor).
+    """
+    from .registry import load_registry
+
+    reg = load_registry()
+    measured = _measured()
+    gemm: dict[str, list[np.ndarray]] = {}
+    prefill, decode, floors = [], [], []
+    grids: dict[str, _Gemm] = {}
+    for accelerator_id, system in _system_ids().items():
+        device = reg.accelerators[accelerator_id]
+        tables = measured[system]
+        peaks = _roofline_peaks(device)
+        bandwidth = device.memory_bandwidth.m_as("B/s")
+        for dtype, table in tables["gemm"].items():
+            if dtype not in peaks:
+                continue
+            m, n, k = np.meshgrid(2.0**table.m, 2.0**table.n, 2.0**table.k, indexing="ij")
+            achieved = 2.0 * m * n * k / 2.0**table.log_tflops / 1e12
+            gemm.setdefault(dtype, []).append(_gemm_roofline(m, n, k, dtype, peaks[dtype], bandwidth) / achieved)
+            grids[dtype] = table
+        isl, bh, log_tflops = tables["prefill"]
+        prefill.append(2.0**log_tflops * 1e12 / peaks["bf16"])
+        batch, ctx, log_seconds = tables["decode"]
+        reference = 2.0 ** batch[:, None] * 2.0 ** ctx[None, :] * DECODE_REFERENCE_BYTES / bandwidth
+        decode.append(2.0**log_seconds / reference)
+        floors.append(2.0 ** log_seconds.min())
+    out = {
+        "gemm": {d: _Gemm(grids[d].m, grids[d].n, grids[d].k, _log2(np.median(v, axis=0))) for d, v in gemm.items()},
+        "prefill": (isl, bh, _log2(np.median(prefill, axis=0))),
+        "decode": (batch, ctx, _log2(np.median(decode, axis=0))),
+        "decode_floor": float(np.median(floors)),
+        # In-node all-reduce beyond the measured GPUs: the NCCL fit of data/calibration (27.9 us floor,
+        # 348 of 450 GB/s on H100 SXM; docs/performance-model.md).
+        "allreduce_fraction": 348.0 / 450.0,
+        "allreduce_floor": 27.9e-6,
+    }
+    return out
+
+
+def _synthesized_gemm(curve: _Gemm, dtype: str, peak: float, bandwidth: float) -> _Gemm:
+    """A GEMM table at ``peak`` and ``bandwidth`` from the generic fraction-of-roofline curve."""
+    m, n, k = np.meshgrid(2.0**curve.m, 2.0**curve.n, 2.0**curve.k, indexing="ij")
+    seconds = _gemm_roofline(m, n, k, dtype, peak, bandwidth) / 2.0**curve.log_tflops
+    log_tflops = _log2(2.0 * m * n * k / seconds / 1e12)
+    return _Gemm(curve.m, curve.n, curve.k, _monotone_gemm(curve.m, curve.n, curve.k, log_tflops))
+
+
+def _build(device: Any, system: str | None) -> KernelTables:
+    """Measured tables of ``system`` where it has them; the generic curve at the device's peaks elsewhere."""
+    generic = generic_efficiency()
+    peaks = _roofline_peaks(device)
+    bandwidth = device.memory_bandwidth.m_as("B/s")
+    source = _measured()[system] if system else None
+    gemm: dict[str, _Gemm] = {}
+    measured: set[str] = set()
+    for dtype, curve in generic["gemm"].items():
+        if dtype not in peaks:
+            continue
+        if source is not None and dtype in source["gemm"]:
+            gemm[dtype] = source["gemm"][dtype]
+            measured.add(dtype)
+        else:
+            gemm[dtype] = _synthesized_gemm(curve, dtype, peaks[dtype], bandwidth)
+    if source is not None:
+        return KernelTables(
+            device.id, system, True, gemm, source["prefill"], source["decode"], source["allreduce"], frozenset(measured)
+        )
+    isl, bh, fraction = generic["prefill"]
+    prefill = (isl, bh, fraction + _log2(peaks.get("bf16", max(peaks.values(), default=1.0)) / 1e12))
+    batch, ctx, units = generic["decode"]
+    reference = 2.0 ** batch[:, None] * 2.0 ** ctx[None, :] * DECODE_REFERENCE_BYTES / bandwidth
+    decode = (batch, ctx, _log2(np.maximum(2.0**units * reference, generic["decode_floor"])))
+    return KernelTables(device.id, "generic", False, gemm, prefill, decode, {}, frozenset())
+
+
+@functools.lru_cache(maxsize=64)
+def _tables_for_id(accelerator_id: str) -> KernelTables:
+    from .registry import load_registry
+
+    device = load_registry().accelerators[accelerator_id]
+    return _build(device, _system_ids().get(accelerator_id))
+
+
+def tables_for(accelerator: Any) -> KernelTables:
+    """The kernel tables of ``accelerator`` (a registry id, alias or object): measured or generic.
+
+    A registry entry overridden or added by the user (a different memory bandwidth or peak than the
+    measured part) gets the generic curve at its own peaks, since the measurements are of the
+    published part.
+    """
+    from ._support import accelerator_of
+    from .registry import load_registry
+
+    device = accelerator_of(accelerator)
+    accelerators = load_registry().accelerators
+    if device.id in accelerators and accelerators[device.id] == device:
+        return _tables_for_id(device.id)
+    key = (device.id, device.memory_bandwidth.m_as("B/s"), tuple(sorted(_roofline_peaks(device).items())))
+    if key not in _GENERIC_CACHE:
+        if len(_GENERIC_CACHE) > 32:
+            _GENERIC_CACHE.clear()
+        _GENERIC_CACHE[key] = _build(device, None)
+    return _GENERIC_CACHE[key]
+
+
+_GENERIC_CACHE: dict[Any, KernelTables] = {}
+
+
+def table_dtype(tables: KernelTables, compute: str) -> str:
+    """The GEMM table for matrix products at compute precision ``compute`` (``"fp16"`` -> ``"bf16"``)."""
+    dtype = _DTYPES.get(compute, "bf16")
+    return dtype if dtype in tables.gemm else "bf16"
+
+
+# --------------------------------------------------------------------------------------------
+# Kernel times (seconds; arrays broadcast)
+
+
+def gemm_seconds(tables: KernelTables, dtype: str, m: Any, n: float, k: float) -> np.ndarray:
+    """Time of ``m x k @ k x n`` GEMMs (``m`` an array of token counts; ``n``, ``k`` one shape)."""
+    m = np.maximum(np.asarray(m, dtype=float), 1.0)
+    grid, curve = tables.gemm_curve(dtype, n, k)
+    log_tflops = np.interp(np.log2(m), grid, curve)
+    return 2.0 * m * n * k / (2.0**log_tflops * 1e12)
+
+
+def prefill_attention_seconds(tables: KernelTables, flops: Any, tokens: Any, batch_heads: Any) -> np.ndarray:
+    """Time of causal prefill attention of ``flops`` at ``tokens`` per sequence over ``batch_heads``."""
+    isl, bh, values = tables.prefill
+    log_tflops = _interp2(isl, bh, values, _log2(np.maximum(tokens, 16.0)), _log2(np.maximum(batch_heads, 2.0)))
+    return np.asarray(flops, dtype=float) / (2.0**log_tflops * 1e12)
+
+
+def decode_attention_seconds(tables: KernelTables, batch: Any, context_equivalent: Any) -> np.ndarray:
+    """Time of one decode-attention kernel: ``batch`` sequences of ``context_equivalent`` reference tokens.
+
+    Beyond the measured batch and context the time grows in proportion (bandwidth bound).
+    """
+    grid_b, grid_c, values = tables.decode
+    lb = _log2(np.maximum(batch, 1.0))
+    lc = _log2(np.maximum(context_equivalent, 2.0))
+    extra = np.maximum(lb - grid_b[-1], 0.0) + np.maximum(lc - grid_c[-1], 0.0)
+    return 2.0 ** (_interp2(grid_b, grid_c, values, lb, lc) + extra)
+
+
+def allreduce_seconds(tables: KernelTables, gpus: Any, message_bytes: Any, link_bandwidth: float) -> np.ndarray:
+    """Time of one in-node all-reduce of ``message_bytes`` over ``gpus`` devices (0 for one device).
+
+    Measured where the table has the GPU count; another count scales the measured curve of the
+    nearest count by the ring factor ``(t-1)/t``; without tables it is the generic floor plus the
+    ring transfer at the generic fraction of ``link_bandwidth`` (bytes/s per direction).
+    """
+    gpus = np.asarray(gpus, dtype=float)
+    size = np.maximum(np.asarray(message_bytes, dtype=float), 1.0)
+    gpus, size = np.broadcast_arrays(gpus, size)
+    out = np.zeros(gpus.shape)
+    for t in np.unique(gpus):
+        if t <= 1:
+            continue
+        mask = gpus == t
+        out[mask] = _allreduce_one(tables, int(t), size[mask], link_bandwidth)
+    return out
+
+
+def _allreduce_one(tables: KernelTables, t: int, size: np.ndarray, link_bandwidth: float) -> np.ndarray:
+    if not tables.allreduce:
+        generic = generic_efficiency()
+        ring = 2.0 * (t - 1) / t * size / (generic["allreduce_fraction"] * link_bandwidth)
+        return generic["allreduce_floor"] + ring
+    counts = np.array(sorted(tables.allreduce))
+    nearest = int(counts[np.argmin(np.abs(np.log2(counts) - math.log2(t)))])
+    grid, values = tables.allreduce[nearest]
+    ls = _log2(size)
+    seconds = 2.0 ** (np.interp(ls, grid, values) + np.maximum(ls - grid[-1], 0.0))
+    if nearest != t:
+        seconds = seconds * ((t - 1) / t) / ((nearest - 1) / nearest)
+    return seconds

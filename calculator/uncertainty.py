@@ -1,0 +1,70 @@
+"""Prediction intervals of the performance model, from its cross-validated errors.
+
+``benchmarks/fit_performance.py`` refits the model with one model, then one engine version, left out
+at a time and records, for each held-out row, the ratio of measured to predicted TTFT and TPOT. The
+10th and 90th percentiles of those ratios give an 80 % interval as factors on the prediction
+(``data/calibration/prediction_intervals.json``). The interval widens where the model knows less:
+
+* an engine the data does not cover (the ``generic`` profile) uses the engine-agnostic
+  cross-validation errors, which are larger;
+* an accelerator without end-to-end measurements in the fit (every GPU but the H100) widens each end
+  by the cross-generation spread of the splitwise transfer check (log space);
+* an accelerator or precision without measured kernel tables (the generic efficiency curve at its
+  registry peaks) further multiplies the log-width by :data:`GENERIC_KERNEL_WIDENING`.
+
+Examples
+--------
+>>> low, high = prediction_interval("vllm", "h100-sxm", True)["tpot"]
+>>> low < 1 < high
+True
+>>> other = prediction_interval("vllm", "h200-sxm", True)["tpot"]
+>>> generic = prediction_interval("vllm", "mi300x", False)["tpot"]
+>>> generic[0] < other[0] < low and generic[1] > other[1] > high
+True
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from pathlib import Path
+
+__all__ = ["GENERIC_KERNEL_WIDENING", "INTERVALS_FILE", "prediction_interval"]
+
+INTERVALS_FILE = Path(__file__).resolve().parent.parent / "data" / "calibration" / "prediction_intervals.json"
+
+#: Log-width multiplier where kernels are priced by the generic curve instead of measurements.
+GENERIC_KERNEL_WIDENING = 1.5
+
+
+@functools.lru_cache(maxsize=1)
+def _table() -> dict:
+    return json.loads(INTERVALS_FILE.read_text())
+
+
+def prediction_interval(engine: str, accelerator: str, measured_kernels: bool) -> dict[str, tuple[float, float]]:
+    """The 80 % interval of TTFT and TPOT as factors ``(low, high)`` on the prediction.
+
+    Parameters
+    ----------
+    engine : str
+        Profile name (``"vllm"``, ``"sglang"``, ``"trtllm"``, ``"generic"``); other names use the
+        engine-agnostic interval.
+    accelerator : str
+        Registry id; the accelerators of the end-to-end fit get the cross-validated interval itself.
+    measured_kernels : bool
+        Whether the accelerator and precision have measured kernel tables.
+    """
+    table = _table()
+    intervals = table["intervals"]
+    row = intervals.get(engine, intervals["generic"])
+    spread = 0.0 if accelerator in table["calibrated_accelerators"] else table["cross_gpu_spread"]
+    out = {}
+    for metric in ("ttft", "tpot"):
+        low, high = (math.log(v) for v in row[metric])
+        low, high = min(low, 0.0) - spread, max(high, 0.0) + spread
+        if not measured_kernels:
+            low, high = low * GENERIC_KERNEL_WIDENING, high * GENERIC_KERNEL_WIDENING
+        out[metric] = (math.exp(low), math.exp(high))
+    return out

@@ -1,0 +1,271 @@
+"""Extract compact kernel-efficiency tables from NVIDIA's aiconfigurator-core wheel.
+
+The wheel (PyPI ``aiconfigurator-core``, Apache-2.0, NVIDIA) ships measured kernel microbenchmarks per
+GPU system and serving framework: GEMMs by shape and dtype, prefill ("context") and decode
+("generation") attention, and all-reduce (NCCL and each framework's custom kernel). This script reads
+them and writes the small tables the performance model interpolates (``data/calibration/kernels/``):
+
+* ``gemm.csv``: achieved TFLOP/s of ``m x k @ k x n`` GEMMs on a grid of powers of two;
+* ``attention_prefill.csv``: achieved TFLOP/s of causal prefill attention by prompt length and
+  ``batch x heads`` (head_dim 128, 16-bit KV cache);
+* ``attention_decode.csv``: latency of one decode-attention kernel by batch and context, for one
+  KV head of width 128 at 16 bits (512 bytes per token); other layouts scale the context by bytes;
+* ``allreduce.csv``: latency of one in-node all-reduce of 16-bit activations by GPU count and
+  message size in bytes (the faster of NCCL and the framework's custom all-reduce; the wheel's
+  ``message_size`` counts elements);
+* ``manifest.json``: the wheel version, license, and which collection (framework, version) each
+  system's numbers come from.
+
+Every value is the median over the three frameworks (TensorRT-LLM, vLLM, SGLang) of each framework's
+fastest kernel for that shape, so one framework's outlier kernel does not move the table. End-to-end
+serving measurements (``systems/silicon_sample.csv``) are not read: apart from the H100 rows already
+in ``data/calibration/serving_benchmarks_h100.csv`` they are evaluation data.
+
+Reproduce (needs pandas and pyarrow)::
+
+    pip download aiconfigurator-core==0.12.0 --no-deps -d scratch/
+    python tools/extract_kernel_tables.py scratch/aiconfigurator_core-0.12.0-*.whl
+
+The argument may also be an unpacked wheel directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+import pandas as pd
+
+OUT = Path(__file__).resolve().parent.parent / "data" / "calibration" / "kernels"
+
+#: Systems of the wheel that map to registry accelerators (registry aliases resolve these names).
+SYSTEMS = ("a100_sxm", "h100_sxm", "h200_sxm", "b200_sxm", "b300_sxm", "gb200", "gb300", "l40s", "rtx_pro_6000_server")
+FRAMEWORKS = ("trtllm", "vllm", "sglang")
+
+#: GEMM dtypes of the wheel -> the table's dtype names. Per-tensor and block-scaled FP8 are one
+#: "fp8" entry (each framework's faster kernel for the shape): the library's precision names do not
+#: distinguish the scaling granularity.
+GEMM_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4"}
+POW2 = [2**i for i in range(0, 16)]  # m: 1 .. 32768
+NK = [2**i for i in range(8, 17)]  # n, k: 256 .. 65536
+
+
+def _version_key(text: str) -> tuple:
+    return tuple(int(p) if p.isdigit() else -1 for p in re.split(r"[.\-a-z]+", text) if p)
+
+
+def _latest(paths: list[Path]) -> Path | None:
+    """The collection of the newest framework version (directory name is the version)."""
+    return max(paths, key=lambda p: _version_key(p.parent.name)) if paths else None
+
+
+def _tables(system_dir: Path, op: str, pattern: str) -> dict[str, Path]:
+    found = {}
+    for fw in FRAMEWORKS:
+        path = _latest(sorted((system_dir / op / fw).glob(f"*/{pattern}")))
+        if path is not None:
+            found[fw] = path
+    return found
+
+
+def _column(frame: pd.DataFrame, name: str, default: object) -> pd.Series:
+    """A column, or ``default`` everywhere where an older collection lacks it."""
+    return frame[name] if name in frame.columns else pd.Series(default, index=frame.index)
+
+
+def _median_over_frameworks(frames: list[pd.Series]) -> pd.Series:
+    joined = pd.concat(frames, axis=1)
+    return joined.median(axis=1, skipna=True)
+
+
+def gemm_table(system: str, system_dir: Path, sources: dict) -> pd.DataFrame:
+    """Achieved TFLOP/s of every (dtype, m, n, k) on the power-of-two grid."""
+    per_fw = []
+    for fw, path in _tables(system_dir, "gemm", "gemm_perf.parquet").items():
+        d = pd.read_parquet(path, columns=["gemm_dtype", "m", "n", "k", "latency"])
+        d = d[d.gemm_dtype.isin(GEMM_DTYPES) & d.m.isin(POW2) & d.n.isin(NK) & d.k.isin(NK)]
+        d = d.assign(dtype=d.gemm_dtype.map(GEMM_DTYPES))
+        per_fw.append(d.groupby(["dtype", "m", "n", "k"]).latency.min().rename(fw))
+        sources.setdefault(system, {})[f"gemm/{fw}"] = path.parent.name
+    if not per_fw:
+        return pd.DataFrame()
+    latency_ms = _median_over_frameworks(per_fw)
+    out = latency_ms.reset_index(name="latency_ms")
+    out["tflops"] = 2.0 * out.m * out.n * out.k / (out.latency_ms * 1e-3) / 1e12
+    out.insert(0, "system", system)
+    return out.drop(columns="latency_ms")
+
+
+def attention_prefill_table(system: str, system_dir: Path, sources: dict) -> pd.DataFrame:
+    """Achieved TFLOP/s of causal prefill attention by prompt length and batch x heads."""
+    per_fw = []
+    for fw, path in _tables(system_dir, "attention", "context_attention_perf.parquet").items():
+        d = pd.read_parquet(path)
+        keep = (
+            (d.head_dim == 128)
+            & (_column(d, "window_size", 0) == 0)
+            & (_column(d, "kv_cache_dtype", "bfloat16") == "bfloat16")
+            & (_column(d, "attn_dtype", "bfloat16") == "bfloat16")
+            & (d.num_key_value_heads < d.num_heads)  # grouped-query layouts (the common case)
+            & d.isl.isin(POW2)
+        )
+        d = d[keep]
+        d = d.assign(batch_heads=d.batch_size * d.num_heads)
+        d = d[d.batch_heads.isin([2**i for i in range(0, 16)])]
+        flops = 2.0 * d.batch_size * d.num_heads * d.isl.astype(float) ** 2 * d.head_dim
+        d = d.assign(tflops=flops / (d.latency * 1e-3) / 1e12)
+        per_fw.append(d.groupby(["isl", "batch_heads"]).tflops.median().rename(fw))
+        sources.setdefault(system, {})[f"attention/{fw}"] = path.parent.name
+    if not per_fw:
+        return pd.DataFrame()
+    out = _median_over_frameworks(per_fw).reset_index(name="tflops")
+    out.insert(0, "system", system)
+    return out
+
+
+def attention_decode_table(system: str, system_dir: Path, sources: dict) -> pd.DataFrame:
+    """Decode-attention latency by batch and context for one 128-wide KV head at 16 bits."""
+    per_fw = []
+    for fw, path in _tables(system_dir, "attention", "generation_attention_perf.parquet").items():
+        d = pd.read_parquet(path)
+        keep = (
+            (d.head_dim == 128)
+            & (_column(d, "window_size", 0) == 0)
+            & (_column(d, "kv_cache_dtype", "bfloat16") == "bfloat16")
+            & (d.num_key_value_heads == 1)
+            & (d.num_heads <= 8)  # one KV head serving up to 8 query heads (GQA after sharding)
+        )
+        d = d[keep].assign(context=lambda x: x.step + 1)
+        d = d[d.context.isin(POW2 + [2**i for i in range(16, 18)])]
+        per_fw.append(d.groupby(["batch_size", "context"]).latency.median().rename(fw))
+        sources.setdefault(system, {})[f"attention/{fw}"] = path.parent.name
+    if not per_fw:
+        return pd.DataFrame()
+    out = _median_over_frameworks(per_fw).reset_index(name="latency_ms")
+    out = out.rename(columns={"batch_size": "batch"})
+    out["latency_us"] = out.pop("latency_ms") * 1e3
+    out.insert(0, "system", system)
+    return out
+
+
+def allreduce_table(system: str, system_dir: Path, sources: dict) -> pd.DataFrame:
+    """All-reduce latency by GPU count and bytes: the faster of NCCL and the custom kernel."""
+    nccl = _latest(sorted((system_dir / "comm" / "nccl").glob("*/nccl_perf.parquet")))
+    if nccl is None:
+        return pd.DataFrame()
+    n = pd.read_parquet(nccl)
+    n = n[(n.op_name == "all_reduce") & (n.nccl_dtype == "half")]
+    nccl_latency = n.groupby(["num_gpus", "message_size"]).latency.min()
+    sources.setdefault(system, {})["allreduce/nccl"] = nccl.parent.name
+    per_fw = []
+    for fw in FRAMEWORKS:
+        path = _latest(sorted((system_dir / "comm" / fw).glob("*/custom_allreduce_perf.parquet")))
+        if path is None:
+            per_fw.append(nccl_latency.rename(fw))
+            continue
+        c = pd.read_parquet(path)
+        c = c[c.op_name == "all_reduce"]
+        custom = c.groupby(["num_gpus", "message_size"]).latency.min()
+        best = pd.concat([custom, nccl_latency], axis=1).min(axis=1)
+        per_fw.append(best.rename(fw))
+        sources[system][f"allreduce/{fw}"] = path.parent.name
+    out = _median_over_frameworks(per_fw).reset_index(name="latency_ms")
+    out = out[out.message_size.isin([2**i for i in range(6, 30)])]
+    # The collections' message_size counts 16-bit elements (num_tokens x hidden), not bytes.
+    out = out.assign(message_size=out.message_size * 2).rename(columns={"num_gpus": "gpus", "message_size": "bytes"})
+    out["latency_us"] = out.pop("latency_ms") * 1e3
+    out.insert(0, "system", system)
+    return out
+
+
+def _unpacked(source: Path) -> tuple[Path, str]:
+    if source.is_dir():
+        root = source
+    else:
+        tmp = Path(tempfile.mkdtemp(prefix="aic-wheel-"))
+        with zipfile.ZipFile(source) as wheel:
+            wheel.extractall(tmp)
+        root = tmp
+    meta = next(root.glob("aiconfigurator_core-*.dist-info/METADATA"))
+    version = re.search(r"^Version: (.+)$", meta.read_text(), re.M).group(1).strip()
+    return root / "aiconfigurator_core" / "systems" / "data", version
+
+
+def _write(frame: pd.DataFrame, name: str, header: str, digits: int) -> None:
+    path = OUT / name
+    value_cols = [c for c in frame.columns if frame[c].dtype.kind == "f"]
+    frame = frame.copy()
+    for col in value_cols:
+        frame[col] = frame[col].map(lambda v: f"{v:.{digits}g}")
+    with path.open("w") as fh:
+        for line in header.strip().splitlines():
+            fh.write(f"# {line}\n")
+        frame.to_csv(fh, index=False)
+    print(f"wrote {path.relative_to(OUT.parent.parent.parent)}: {len(frame)} rows, {path.stat().st_size / 1e3:.0f} kB")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Read the wheel and write the tables and the manifest."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("wheel", type=Path, help="aiconfigurator_core wheel file or unpacked directory")
+    args = parser.parse_args(argv)
+    data, version = _unpacked(args.wheel)
+    OUT.mkdir(parents=True, exist_ok=True)
+    sources: dict = {}
+    tables = {"gemm": [], "prefill": [], "decode": [], "allreduce": []}
+    for system in SYSTEMS:
+        system_dir = data / system
+        if not system_dir.is_dir():
+            print(f"skip {system}: not in the wheel", file=sys.stderr)
+            continue
+        tables["gemm"].append(gemm_table(system, system_dir, sources))
+        tables["prefill"].append(attention_prefill_table(system, system_dir, sources))
+        tables["decode"].append(attention_decode_table(system, system_dir, sources))
+        tables["allreduce"].append(allreduce_table(system, system_dir, sources))
+    origin = f"aiconfigurator-core {version} (PyPI wheel, Apache-2.0, NVIDIA); tools/extract_kernel_tables.py"
+    _write(
+        pd.concat(tables["gemm"]).sort_values(["system", "dtype", "m", "n", "k"]),
+        "gemm.csv",
+        f"Achieved GEMM throughput (m x k by k x n), TFLOP/s = 2 m n k / latency.\n{origin}",
+        4,
+    )
+    _write(
+        pd.concat(tables["prefill"]).sort_values(["system", "isl", "batch_heads"]),
+        "attention_prefill.csv",
+        "Causal prefill attention, TFLOP/s = 2 batch heads isl^2 head_dim / latency "
+        f"(head_dim 128, BF16 KV).\n{origin}",
+        4,
+    )
+    _write(
+        pd.concat(tables["decode"]).sort_values(["system", "batch", "context"]),
+        "attention_decode.csv",
+        f"Decode attention latency per layer, one KV head of width 128 at 16 bits (512 B per token).\n{origin}",
+        4,
+    )
+    _write(
+        pd.concat(tables["allreduce"]).sort_values(["system", "gpus", "bytes"]),
+        "allreduce.csv",
+        f"In-node all-reduce latency, the faster of NCCL and the framework's custom all-reduce.\n{origin}",
+        4,
+    )
+    manifest = {
+        "source": "aiconfigurator-core",
+        "version": version,
+        "license": "Apache-2.0",
+        "author": "NVIDIA",
+        "url": "https://pypi.org/project/aiconfigurator-core/",
+        "aggregation": "median over frameworks of each framework's fastest kernel per shape",
+        "collections": sources,
+    }
+    (OUT / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    print(f"wrote {len(sources)} systems to {OUT}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

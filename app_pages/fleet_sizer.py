@@ -172,19 +172,31 @@ def main():
     ui.table(table, "frontier")
 
 
+def _interval(pair, unit):
+    return f"80% interval {ui.fmt(pair[0], unit, 3)} to {ui.fmt(pair[1], unit, 3)}"
+
+
 def _show_plan(plan, rate, output, prices):
     st.success(f"{plan.gpus} × {plan.accelerator} at {plan.precision}: {plan.reason}.")
+    low, high = plan.gpus_interval
+    band = f"{low}-{high} GPUs" if high is not None else f"{low} GPUs to infeasible"
+    st.info(
+        f"At the model's error: {band} (the plan rerun with step times at the ends of the performance "
+        "model's 80% interval; docs/performance-model.md)."
+    )
     first = st.columns(4)
-    first[0].metric("GPUs", plan.gpus)
+    first[0].metric("GPUs", plan.gpus, help=f"{band} at the ends of the model's 80% error interval")
     first[1].metric("Replicas × TP", f"{plan.replicas} × {plan.tensor_parallel}")
     first[2].metric("Batch per replica", plan.batch)
     first[3].metric("Binding constraint", plan.binding_constraint)
     second = st.columns(4)
     second[0].metric("Cost", ui.fmt(plan.cost_per_hour, "USD/hour", 5))
     second[1].metric("Per 1M output tokens", ui.fmt(plan.cost_per_million_tokens, "USD", 4))
-    second[2].metric("TTFT", ui.fmt(plan.ttft, "ms", 4))
-    second[3].metric("TPOT", ui.fmt(plan.tpot, "ms", 4))
+    second[2].metric("TTFT", ui.fmt(plan.ttft, "ms", 4), help=_interval(plan.ttft_interval, "ms"))
+    second[3].metric("TPOT", ui.fmt(plan.tpot, "ms", 4), help=_interval(plan.tpot_interval, "ms"))
+    st.caption(f"TTFT {_interval(plan.ttft_interval, 'ms')}; TPOT {_interval(plan.tpot_interval, 'ms')}.")
     details = {
+        "GPUs at the low / high end of the model's error": f"{low} / {high if high is not None else 'infeasible'}",
         "utilization per replica": plan.utilization,
         "utilization cap": plan.max_utilization,
         "replica throughput": plan.replica_throughput,

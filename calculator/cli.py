@@ -276,7 +276,8 @@ def size(
     def table() -> str:
         from .results import format_value
 
-        lines = [
+        lines = [f"answer: {plan_summary(plan)}"] if plan.feasible else []
+        lines += [
             f"{key}: {format_value(value)}"
             for key, value in plan.to_dict().items()
             if key not in ("rejected", "closest") and value not in (None, "")
@@ -285,6 +286,7 @@ def size(
         lines += ["families:", *(f"  {key}: {why}" for key, why in plan.rejected.items())]
         return "\n".join(lines)
 
+    from .fleet import plan_summary
     from .sweeps import PLAN_UNITS
 
     _emit(

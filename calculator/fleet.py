@@ -45,6 +45,7 @@ from .performance import (
 from .precision import check_precision
 from .queueing import replica_demand
 from .results import Result, ceil_count
+from .uncertainty import prediction_interval
 from .units import Q_, ureg
 
 __all__ = [
@@ -63,6 +64,7 @@ __all__ = [
     "demand_from_trace",
     "frontier",
     "plan_over_time",
+    "plan_summary",
     "relax_targets",
     "size_disaggregated",
     "size_fleet",
@@ -231,6 +233,13 @@ class FleetPlan(Result):
     ttft, tpot, tbt_max : Quantity [time]
         Predicted TTFT (mean, or the requested percentile), TPOT, and the longest gap between
         streamed tokens (a prefill or chunk landing in a decode step).
+    ttft_interval, tpot_interval : tuple of Quantity
+        ``(low, high)``: the performance model's 80 % interval around TTFT and TPOT
+        (:mod:`calculator.uncertainty`).
+    gpus_interval : tuple of int
+        GPUs the cheapest plan needs if the step times sit at the low and at the high end of the
+        model's step-time (TPOT) interval: the search rerun with prefill and decode times scaled.
+        The high end is ``None`` when no candidate meets the targets there.
     replica_throughput : Quantity [request / time]
         What one replica sustains at the design batch.
     binding_constraint : str
@@ -262,6 +271,9 @@ class FleetPlan(Result):
     ttft: Any = None
     tpot: Any = None
     tbt_max: Any = None
+    ttft_interval: Any = None
+    tpot_interval: Any = None
+    gpus_interval: Any = None
     replica_throughput: Any = None
     binding_constraint: str = ""
     cost_per_hour: Any = None
@@ -297,8 +309,12 @@ def _evaluate(
     tp: np.ndarray,
     batch: np.ndarray,
     options: dict[str, Any],
+    scale: tuple[float, float] = (1.0, 1.0),
 ) -> dict[str, np.ndarray]:
-    """Every quantity of the plan for the candidate grid ``tp`` x ``batch`` (plain arrays, SI)."""
+    """Every quantity of the plan for the candidate grid ``tp`` x ``batch`` (plain arrays, SI).
+
+    ``scale`` multiplies prefill and decode step times (the ends of the model's error interval).
+    """
     from .queueing import ggc_mean_wait, ggc_wait_quantile
 
     a = family.arrays
@@ -320,14 +336,14 @@ def _evaluate(
     capacity = np.floor(np.maximum(capacity_tokens - (shared if hit > 0 else 0.0), 0.0) / private)
     fits = batch <= capacity
 
-    t_pf = prefill_seconds(a, eff, tp, computed)
-    t_dec = decode_step_seconds(a, eff, tp, batch, context)
+    t_pf = scale[0] * prefill_seconds(a, eff, tp, computed)
+    t_dec = scale[1] * decode_step_seconds(a, eff, tp, batch, context)
     if spec is not None and family.draft is not None:
         from .speculative import expected_tokens_per_round
 
         k = spec.draft_length
-        verify = decode_step_seconds(a, eff, tp, batch, context, tokens=k + 1)
-        drafting = k * decode_step_seconds(family.draft, eff, tp, batch, context)
+        verify = scale[1] * decode_step_seconds(a, eff, tp, batch, context, tokens=k + 1)
+        drafting = scale[1] * k * decode_step_seconds(family.draft, eff, tp, batch, context)
         per_token = (verify + drafting) / expected_tokens_per_round.numeric(acceptance=spec.acceptance, draft_length=k)
     else:
         per_token = t_dec
@@ -341,7 +357,7 @@ def _evaluate(
     chunk = options["chunk_size"]
     if chunk:
         chunks = math.ceil(computed / chunk)
-        t_chunk = prefill_seconds(a, eff, tp, min(chunk, computed))
+        t_chunk = scale[0] * prefill_seconds(a, eff, tp, min(chunk, computed))
         first_token = chunks * (t_chunk + t_dec)
         tbt_max = t_dec + t_chunk
     else:
@@ -530,6 +546,94 @@ def _grid(model: Any, tensor_parallel: Sequence[int], batches: Sequence[int]) ->
     return usable, grid_batches
 
 
+def plan_summary(plan: FleetPlan) -> str:
+    """The answer in a line, with the model's error band: ``8 x h100-sxm (TP 2): 4-16 GPUs at ...``.
+
+    Examples
+    --------
+    >>> plan_summary(FleetPlan(True, "", accelerator="h100-sxm", precision="fp8", tensor_parallel=2, gpus=8,
+    ...                        gpus_interval=(6, 12)))
+    '8 x h100-sxm at fp8 (TP 2); 6-12 GPUs at the ends of the model's 80% error interval'
+    >>> plan_summary(FleetPlan(True, "", accelerator="h100-sxm", precision="fp8", tensor_parallel=2, gpus=8,
+    ...                        gpus_interval=(6, None)))
+    '8 x h100-sxm at fp8 (TP 2); 6 GPUs at the low end of the model's 80% error interval, and no candidate meets the targets at the high end'
+    """
+    head = f"{plan.gpus} x {plan.accelerator} at {plan.precision} (TP {plan.tensor_parallel})"
+    if not plan.feasible or plan.gpus_interval is None:
+        return head
+    low, high = plan.gpus_interval
+    if high is None:
+        return (
+            f"{head}; {low} GPUs at the low end of the model's 80% error interval, "
+            "and no candidate meets the targets at the high end"
+        )
+    return f"{head}; {low}-{high} GPUs at the ends of the model's 80% error interval"
+
+
+class _Search:
+    """The cheapest feasible candidate over every family, with step times optionally scaled."""
+
+    def __init__(self, families, profile, workload, tps, tp_grid, batch_grid, options, targets, lam, max_utilization):
+        self.families, self.profile, self.workload, self.options = families, profile, workload, options
+        self.tps, self.tp_grid, self.batch_grid = tps, tp_grid, batch_grid
+        self.targets, self.lam, self.max_utilization = targets, lam, max_utilization
+
+    def run(self, scales: dict[str, tuple[float, float]] | None = None, progress: Any = None) -> tuple:
+        """``(best, rejected, closest_ttft, closest_tpot)``; ``scales`` per family accelerator."""
+        ttft_target, tpot_target, tbt_target = self.targets
+        tps, tp_grid, batch_grid = self.tps, self.tp_grid, self.batch_grid
+        best: tuple[Any, ...] | None = None
+        rejected: dict[str, str] = {}
+        closest_ttft, closest_tpot = np.inf, np.inf
+        for done, family in enumerate(self.families, start=1):
+            scale = scales[family.accelerator, family.precision] if scales else (1.0, 1.0)
+            out = _evaluate(family, self.profile, self.workload, tp_grid, batch_grid, self.options, scale)
+            if progress is not None:
+                progress(done, len(self.families))
+            ok_tpot = out["tpot"] <= tpot_target
+            ok_ttft = out["ttft"] <= ttft_target
+            ok_tbt = out["tbt_max"] <= tbt_target
+            feasible = out["fits"] & ok_tpot & ok_ttft & ok_tbt
+            replicas = ceil_count(
+                replica_demand.numeric(
+                    arrival_rate=self.lam, replica_throughput=out["rate"], max_utilization=self.max_utilization
+                )
+            )
+            cost = replicas * tp_grid * family.price
+            if out["fits"].any():
+                closest_ttft = min(closest_ttft, float(np.min(out["ttft"][out["fits"]])))
+                closest_tpot = min(closest_tpot, float(np.min(out["tpot"][out["fits"]])))
+            for i, tp in enumerate(tps):
+                key = f"{family.accelerator}/{family.precision}/tp{int(tp)}"
+                if not feasible[i].any():
+                    rejected[key] = _why(out, i, ok_tpot[i], ok_ttft[i], ok_tbt[i], tpot_target, ttft_target)
+                    continue
+                j = int(np.argmin(np.where(feasible[i], cost[i], np.inf)))
+                rejected[key] = (
+                    f"feasible but not the cheapest: {int(replicas[i, j] * tp)} GPUs at batch "
+                    f"{int(batch_grid[i, j])}, {cost[i, j]:.2f} USD/hour"
+                )
+                rank = (cost[i, j], replicas[i, j] * tp, tp)
+                if best is None or rank < best[0]:
+                    ok = (out["fits"][i], ok_tpot[i], ok_ttft[i], ok_tbt[i])
+                    best = (rank, family, key, i, j, out, replicas[i, j], ok)
+        return best, rejected, closest_ttft, closest_tpot
+
+    def gpus_at(self, end: int) -> int | None:
+        """GPUs of the cheapest plan with every family's step times at one end of its interval."""
+        scales = {}
+        for family in self.families:
+            bands = prediction_interval(self.profile.name, family.accelerator, family.arrays["measured"])
+            # Step times (prefill and decode) scale by the TPOT band: it measures the step model. The
+            # TTFT band is wider because it carries a benchmark's queueing, which the sizer models itself.
+            scales[family.accelerator, family.precision] = (bands["tpot"][end], bands["tpot"][end])
+        best = self.run(scales)[0]
+        if best is None:
+            return None
+        _, family, _, i, _, _, replicas, _ = best
+        return int(replicas * self.tps[i])
+
+
 def size_fleet(
     model: Any,
     accelerator: Any,
@@ -635,38 +739,9 @@ def size_fleet(
     tokens_per_hour = lam * workload.output_tokens * HOURS
     tp_grid, batch_grid = np.meshgrid(tps, grid_batches, indexing="ij")
 
-    best: tuple[Any, ...] | None = None
-    rejected: dict[str, str] = {}
-    closest_ttft, closest_tpot = np.inf, np.inf
-    for done, family in enumerate(families, start=1):
-        out = _evaluate(family, profile, workload, tp_grid, batch_grid, options)
-        if progress is not None:
-            progress(done, len(families))
-        ok_tpot = out["tpot"] <= tpot_target
-        ok_ttft = out["ttft"] <= ttft_target
-        ok_tbt = out["tbt_max"] <= tbt_target
-        feasible = out["fits"] & ok_tpot & ok_ttft & ok_tbt
-        replicas = ceil_count(
-            replica_demand.numeric(arrival_rate=lam, replica_throughput=out["rate"], max_utilization=max_utilization)
-        )
-        cost = replicas * tp_grid * family.price
-        if out["fits"].any():
-            closest_ttft = min(closest_ttft, float(np.min(out["ttft"][out["fits"]])))
-            closest_tpot = min(closest_tpot, float(np.min(out["tpot"][out["fits"]])))
-        for i, tp in enumerate(tps):
-            key = f"{family.accelerator}/{family.precision}/tp{int(tp)}"
-            if not feasible[i].any():
-                rejected[key] = _why(out, i, ok_tpot[i], ok_ttft[i], ok_tbt[i], tpot_target, ttft_target)
-                continue
-            j = int(np.argmin(np.where(feasible[i], cost[i], np.inf)))
-            rejected[key] = (
-                f"feasible but not the cheapest: {int(replicas[i, j] * tp)} GPUs at batch "
-                f"{int(batch_grid[i, j])}, {cost[i, j]:.2f} USD/hour"
-            )
-            rank = (cost[i, j], replicas[i, j] * tp, tp)
-            if best is None or rank < best[0]:
-                ok = (out["fits"][i], ok_tpot[i], ok_ttft[i], ok_tbt[i])
-                best = (rank, family, key, i, j, out, replicas[i, j], ok)
+    targets = (ttft_target, tpot_target, tbt_target)
+    search = _Search(families, profile, workload, tps, tp_grid, batch_grid, options, targets, lam, max_utilization)
+    best, rejected, closest_ttft, closest_tpot = search.run(progress=progress)
     count = len(families) * tp_grid.size
     if best is None:
         return FleetPlan(
@@ -682,6 +757,8 @@ def size_fleet(
     _, family, key, i, j, out, replica_count, ok = best
     del rejected[key]
     binding = _binding(ok, j)
+    bands = prediction_interval(profile.name, family.accelerator, family.arrays["measured"])
+    gpus_low, gpus_high = (search.gpus_at(end) for end in (0, 1))
     tp = int(tps[i])
     replicas = int(replica_count)
     rate = float(out["rate"][i, j])
@@ -714,6 +791,9 @@ def size_fleet(
         ttft=Q_(float(out["ttft"][i, j]), "s"),
         tpot=Q_(float(out["tpot"][i, j]), "s"),
         tbt_max=Q_(float(out["tbt_max"][i, j]), "s"),
+        ttft_interval=tuple(Q_(float(out["ttft"][i, j]) * f, "s") for f in bands["ttft"]),
+        tpot_interval=tuple(Q_(float(out["tpot"][i, j]) * f, "s") for f in bands["tpot"]),
+        gpus_interval=(gpus_low, gpus_high),
         replica_throughput=Q_(rate, "request/s"),
         binding_constraint="tpot" if binding == "tbt" else binding,
         cost_per_hour=Q_(cost_hour, "USD/hour"),

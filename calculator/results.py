@@ -124,7 +124,11 @@ def parse_label(label: str) -> tuple[str, str]:
 
 
 def flatten(values: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Nested dicts and results as one level, with dotted keys (``closest.ttft``)."""
+    """Nested dicts and results as one level, with dotted keys (``closest.ttft``).
+
+    An ``(low, high)`` pair named ``*_interval`` becomes two entries, ``ttft_interval.low`` and
+    ``ttft_interval.high``.
+    """
     out: dict[str, Any] = {}
     for key, value in values.items():
         name = f"{prefix}{key}"
@@ -132,6 +136,8 @@ def flatten(values: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
             value = value.to_dict()
         if isinstance(value, Mapping):
             out.update(flatten(value, f"{name}."))
+        elif name.endswith("_interval") and isinstance(value, tuple) and len(value) == 2:
+            out[f"{name}.low"], out[f"{name}.high"] = value
         else:
             out[name] = value
     return out
@@ -192,6 +198,8 @@ def _show(value: Any) -> str:
         return f"<array {value.shape} {value.dtype}>" if value.size > 8 else np.array2string(value, precision=4)
     if isinstance(value, float):
         return f"{value:.4g}"
+    if isinstance(value, tuple):
+        return "(" + ", ".join("none" if v is None else _show(v) for v in value) + ")"
     return repr(value)
 
 

@@ -283,6 +283,10 @@ def _registry_ids(grids: Mapping[str, Any]) -> tuple[str, ...]:
 PLAN_UNITS = {
     "ttft": "ms",
     "tpot": "ms",
+    "ttft_interval.low": "ms",
+    "ttft_interval.high": "ms",
+    "tpot_interval.low": "ms",
+    "tpot_interval.high": "ms",
     "tbt_max": "ms",
     "replica_throughput": "request/s",
     "cost_per_hour": "USD/hour",

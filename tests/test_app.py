@@ -88,6 +88,10 @@ def test_fleet_sizer_is_the_landing_page_and_shows_the_library_plan():
     assert metric(app, "Batch per replica") == str(plan.batch)
     assert metric(app, "Binding constraint") == plan.binding_constraint
     assert metric(app, "Cost").startswith(f"{plan.cost_per_hour.m_as('USD/hour'):.2f}")
+    # The answer comes with the GPU count at the ends of the model's error interval.
+    low, high = plan.gpus_interval
+    assert low <= plan.gpus and (high is None or plan.gpus <= high)
+    assert any(f"{low}-{high} GPUs" in info.value for info in app.info)
     # The frontier chart carries every configuration of the library's table and stars the plan's.
     table = frontier(*FLEET_ARGS, 1024, 256)
     spec = charts(app)[0]

@@ -81,8 +81,14 @@ def test_size_command_table_and_json():
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "feasible: True" in result.output and "gpus: " in result.output and "tpot: " in result.output
+    # The answer line comes first and carries the GPU count at the ends of the model's error.
+    answer = next(line for line in result.output.splitlines() if line.startswith("answer: "))
+    assert "GPUs at the ends of the model's 80% error interval" in answer
     data = json.loads(runner.invoke(app, [*args, "--json"]).output)
     assert data["feasible"] is True and data["tpot"]["unit"] == "s" and data["gpus"] >= 1
+    low, high = data["gpus_interval"]
+    assert low <= data["gpus"] <= high and f"{low}-{high} GPUs" in answer
+    assert data["ttft_interval"][0]["unit"] == "s"
 
 
 def test_size_command_infeasible_exits_1_and_bad_input_exits_2():

@@ -8,7 +8,8 @@ Run from the repository root: ``python benchmarks/fit_performance.py [--write]``
    and prints the constants for ``calculator/performance.py``;
 2. prints the median absolute errors overall and per model / engine version / precision / TP;
 3. cross-validates the whole procedure leaving out one model, then one engine version, at a time;
-4. checks the transfer across GPU generations on the 2023 splitwise measurements (A100, H100);
+4. checks mixture-of-experts layers on H100 benchmarks of Qwen3-235B and gpt-oss-120b (not fitted), and
+   the transfer across GPU generations on the 2023 splitwise measurements (A100, H100);
 5. derives the 80 % prediction intervals from the cross-validated ratios measured / predicted and,
    with ``--write``, stores them in ``data/calibration/prediction_intervals.json``.
 
@@ -164,6 +165,12 @@ def main():
         ignore_index=True,
     )
     summary(cv, "all held-out predictions")
+    moe = load_benchmarks(CALIBRATION_DIR / "serving_benchmarks_h100_moe.csv")
+    moe_errors = prediction_errors(moe, per_engine)
+    print("\n# check, not fitted: H100 mixture-of-experts benchmarks (serving_benchmarks_h100_moe.csv)")
+    summary(moe_errors, "mixture-of-experts rows")
+    for (model, engine), group in moe_errors.groupby(["model", "engine"]):
+        summary(group, f"  {model} {engine}")
     spread = transfer_check(per_engine.get("vllm", ENGINES["vllm"]))
     bands = intervals(cv)
     print("\n# 80% prediction intervals on the H100 (factors on the prediction); other GPUs widen by the spread")

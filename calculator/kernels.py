@@ -44,6 +44,7 @@ __all__ = [
     "decode_attention_seconds",
     "gemm_seconds",
     "generic_efficiency",
+    "grouped_gemm_seconds",
     "prefill_attention_seconds",
     "table_dtype",
     "tables_for",
@@ -292,7 +293,12 @@ def _gemm_roofline(
 def generic_efficiency() -> dict[str, Any]:
     """The generic efficiency curves: median fraction of the roofline over every measured GPU.
 
-    Returns a dict with ``gemm`` (per dtype, on the GEMM grid: achieved / roofline throughput),
+    A kernel's time is split into a launch floor and a part that scales with the roofline: ``t =
+    floor + roofline / efficiency``, so that on another GPU the floor stays a floor (it does not grow
+    with a slower memory) while the rest follows that GPU's peaks.
+
+    Returns a dict with ``gemm`` (per dtype, on the GEMM grid: roofline over the time above the
+    floor, at most 1) and ``gemm_floor`` (per dtype, seconds),
     ``prefill`` (attention TFLOP/s as a fraction of the BF16 dense peak), ``decode`` (the
     decode-attention time in units of the reference bytes over HBM bandwidth, and its floor), and
     ``allreduce`` (achieved fraction of the per-direction link bandwidth and the latency floor).
@@ -302,6 +308,7 @@ def generic_efficiency() -> dict[str, Any]:
     reg = load_registry()
     measured = _measured()
     gemm: dict[str, list[np.ndarray]] = {}
+    gemm_floors: dict[str, list[float]] = {}
     prefill, decode, floors = [], [], []
     grids: dict[str, _Gemm] = {}
     for accelerator_id, system in _system_ids().items():
@@ -313,8 +320,11 @@ def generic_efficiency() -> dict[str, Any]:
             if dtype not in peaks:
                 continue
             m, n, k = np.meshgrid(2.0**table.m, 2.0**table.n, 2.0**table.k, indexing="ij")
-            achieved = 2.0 * m * n * k / 2.0**table.log_tflops / 1e12
-            gemm.setdefault(dtype, []).append(_gemm_roofline(m, n, k, dtype, peaks[dtype], bandwidth) / achieved)
+            seconds = 2.0 * m * n * k / 2.0**table.log_tflops / 1e12
+            floor = 0.9 * float(seconds.min())
+            roofline = _gemm_roofline(m, n, k, dtype, peaks[dtype], bandwidth)
+            gemm.setdefault(dtype, []).append(np.minimum(roofline / np.maximum(seconds - floor, roofline), 1.0))
+            gemm_floors.setdefault(dtype, []).append(floor)
             grids[dtype] = table
         isl, bh, log_tflops = tables["prefill"]
         prefill.append(2.0**log_tflops * 1e12 / peaks["bf16"])
@@ -324,6 +334,7 @@ def generic_efficiency() -> dict[str, Any]:
         floors.append(2.0 ** log_seconds.min())
     out = {
         "gemm": {d: _Gemm(grids[d].m, grids[d].n, grids[d].k, _log2(np.median(v, axis=0))) for d, v in gemm.items()},
+        "gemm_floor": {d: float(np.median(v)) for d, v in gemm_floors.items()},
         "prefill": (isl, bh, _log2(np.median(prefill, axis=0))),
         "decode": (batch, ctx, _log2(np.median(decode, axis=0))),
         "decode_floor": float(np.median(floors)),
@@ -335,10 +346,10 @@ def generic_efficiency() -> dict[str, Any]:
     return out
 
 
-def _synthesized_gemm(curve: _Gemm, dtype: str, peak: float, bandwidth: float) -> _Gemm:
-    """A GEMM table at ``peak`` and ``bandwidth`` from the generic fraction-of-roofline curve."""
+def _synthesized_gemm(curve: _Gemm, floor: float, dtype: str, peak: float, bandwidth: float) -> _Gemm:
+    """A GEMM table at ``peak`` and ``bandwidth`` from the generic curve: floor + roofline / efficiency."""
     m, n, k = np.meshgrid(2.0**curve.m, 2.0**curve.n, 2.0**curve.k, indexing="ij")
-    seconds = _gemm_roofline(m, n, k, dtype, peak, bandwidth) / 2.0**curve.log_tflops
+    seconds = floor + _gemm_roofline(m, n, k, dtype, peak, bandwidth) / 2.0**curve.log_tflops
     log_tflops = _log2(2.0 * m * n * k / seconds / 1e12)
     return _Gemm(curve.m, curve.n, curve.k, _monotone_gemm(curve.m, curve.n, curve.k, log_tflops))
 
@@ -358,7 +369,7 @@ def _build(device: Any, system: str | None) -> KernelTables:
             gemm[dtype] = source["gemm"][dtype]
             measured.add(dtype)
         else:
-            gemm[dtype] = _synthesized_gemm(curve, dtype, peaks[dtype], bandwidth)
+            gemm[dtype] = _synthesized_gemm(curve, generic["gemm_floor"][dtype], dtype, peaks[dtype], bandwidth)
     if source is not None:
         return KernelTables(
             device.id, system, True, gemm, source["prefill"], source["decode"], source["allreduce"], frozenset(measured)
@@ -420,6 +431,28 @@ def gemm_seconds(tables: KernelTables, dtype: str, m: Any, n: float, k: float) -
     grid, curve = tables.gemm_curve(dtype, n, k)
     log_tflops = np.interp(np.log2(m), grid, curve)
     return 2.0 * m * n * k / (2.0**log_tflops * 1e12)
+
+
+def grouped_gemm_seconds(tables: KernelTables, dtype: str, m: Any, n: float, k: float, groups: Any) -> np.ndarray:
+    """Time of a grouped GEMM: ``groups`` experts, each ``m x k @ k x n`` (arrays ``m``, ``groups``).
+
+    One launch covers every group, so it is priced as a GEMM whose weights are the groups' stacked
+    weights (``groups x n`` columns) at ``m`` tokens: weight streaming and the kernel floor are paid once.
+    """
+    m = np.maximum(np.asarray(m, dtype=float), 1.0)
+    stacked = np.maximum(np.asarray(groups, dtype=float), 1.0) * n
+    table = tables.gemm[dtype]
+    lm, ln = np.broadcast_arrays(np.log2(m), np.log2(stacked))
+    i, wm = _locate(table.m, lm)
+    j, wn = _locate(table.n, ln)
+    kk, wk = _locate(table.k, np.full(lm.shape, math.log2(k)))
+    v = table.log_tflops
+    log_tflops = 0.0
+    for di, fi in ((0, 1 - wm), (1, wm)):
+        for dj, fj in ((0, 1 - wn), (1, wn)):
+            for dk, fk in ((0, 1 - wk), (1, wk)):
+                log_tflops = log_tflops + fi * fj * fk * v[i + di, j + dj, kk + dk]
+    return 2.0 * m * stacked * k / (2.0**log_tflops * 1e12)
 
 
 def prefill_attention_seconds(tables: KernelTables, flops: Any, tokens: Any, batch_heads: Any) -> np.ndarray:

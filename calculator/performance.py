@@ -558,7 +558,7 @@ def _curves(a: dict[str, Any], tp: float) -> dict[str, np.ndarray]:
     cache = a["_curves"]
     if tp in cache:
         return cache[tp]
-    from .kernels import gemm_seconds
+    from .kernels import gemm_seconds, grouped_gemm_seconds
 
     tables, dtype = a["tables"], a["dtype"]
     m = 2.0**_M_GRID
@@ -566,15 +566,16 @@ def _curves(a: dict[str, Any], tp: float) -> dict[str, np.ndarray]:
     for n, k in _layer_gemms(a, tp):
         linear += gemm_seconds(tables, dtype, m, max(n, 1.0), max(k, 1.0))
     if a["experts"] > 1:
+        # The experts run as one grouped GEMM per projection (one launch over every touched expert):
+        # priced as a GEMM of the touched experts' stacked weights at the tokens each expert gets.
         e, top = a["experts"], a["experts_per_token"]
         touched = e * (1 - (1 - top / e) ** m)
         per_expert_tokens = m * top / touched
         width = a["expert_width"] / tp
         h = a["hidden"]
-        expert = gemm_seconds(tables, dtype, per_expert_tokens, 2 * width, h) + gemm_seconds(
-            tables, dtype, per_expert_tokens, h, width
-        )
-        linear += touched * expert + gemm_seconds(tables, "bf16", m, e, h)  # experts touched, router
+        for n, k in ((2 * width, h), (h, width)):
+            linear += grouped_gemm_seconds(tables, dtype, per_expert_tokens, n, k, touched)
+        linear += gemm_seconds(tables, "bf16", m, e, h)  # the router
     elementwise = m * ELEMENTWISE_PASSES * a["hidden"] * ACTIVATION_BYTES / a["hbm_bandwidth"]
     lm_head = gemm_seconds(tables, dtype, m, max(a["vocab"] / tp, 1.0), a["hidden"]) if a["vocab"] else np.zeros_like(m)
     out = {"layer": np.log2(linear + elementwise), "lm_head": np.log2(np.maximum(lm_head, 1e-12))}

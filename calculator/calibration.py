@@ -135,6 +135,7 @@ FITTED = (
     ("sequence_overhead", 0.0, 200.0, "us", 15.0),
     ("request_overhead", 0.0, 80.0, "ms", 20.0),
     ("wave_persistence", 0.0, 1.0, "", 0.25),
+    ("wave_exponent", 0.2, 1.0, "", 0.2),
 )
 
 #: Rows' worth of weight that pulls each engine's behaviour toward the shared behaviour.
@@ -155,7 +156,7 @@ def _with(profile: EngineProfile, values: np.ndarray) -> EngineProfile:
     changes: dict[str, Any] = {}
     efficiency: dict[str, Any] = {}
     for (name, _, _, unit, _), value in zip(FITTED, values, strict=True):
-        if name == "wave_persistence" and not profile.mixed_batching:
+        if name in ("wave_persistence", "wave_exponent") and not profile.mixed_batching:
             continue  # prefill-first scheduling keeps waves whole: 1 by construction, not fitted
         quantity = Q_(float(value), unit) if unit else float(value)
         (efficiency if name in ("step_overhead", "sequence_overhead") else changes)[name] = quantity
@@ -242,4 +243,5 @@ FIT_START = ENGINES["vllm"].replace(
     efficiency=ENGINES["vllm"].efficiency.replace(step_overhead=Q_(3, "ms"), sequence_overhead=Q_(10, "us")),
     request_overhead=Q_(30, "ms"),
     wave_persistence=0.5,
+    wave_exponent=0.5,
 )

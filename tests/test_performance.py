@@ -139,9 +139,10 @@ def test_faster_memory_gives_faster_decode_across_generations():
 
 def test_calibration_regression_on_the_h100_measurements():
     # The fitted defaults reproduce the public H100 measurements (docs/performance-model.md):
-    # median |error| 20.5% TTFT and 4.1% TPOT with per-engine profiles at the time of the fit.
+    # median |error| 17.3% TTFT and 4.1% TPOT with per-engine profiles at the time of the fit; the
+    # issue's floor: no worse than the previous model (TTFT 18%, TPOT 7%).
     errors = prediction_errors(load_benchmarks())
-    assert np.median(np.abs(errors.ttft_error)) < 0.22
+    assert np.median(np.abs(errors.ttft_error)) < 0.18
     assert np.median(np.abs(errors.tpot_error)) < 0.05
     for engine, group in errors.groupby("engine"):
         assert np.median(np.abs(group.tpot_error)) < 0.07, engine
@@ -150,8 +151,8 @@ def test_calibration_regression_on_the_h100_measurements():
 
 def test_engine_agnostic_default_is_within_its_documented_error():
     errors = prediction_errors(load_benchmarks(), use_engine=False)
-    assert np.median(np.abs(errors.tpot_error)) < 0.09
-    assert np.median(np.abs(errors.ttft_error)) < 0.32
+    assert np.median(np.abs(errors.tpot_error)) < 0.085
+    assert np.median(np.abs(errors.ttft_error)) < 0.30
 
 
 def test_engine_names_and_errors():

@@ -46,7 +46,6 @@ __all__ = [
     "generic_efficiency",
     "grouped_gemm_seconds",
     "prefill_attention_seconds",
-    "table_dtype",
     "tables_for",
 ]
 
@@ -56,9 +55,6 @@ KERNEL_DIR = Path(__file__).resolve().parent.parent / "data" / "calibration" / "
 #: 16 bits each. Other layouts read ``context x (their bytes / this)`` equivalent tokens.
 DECODE_REFERENCE_BYTES = 2 * 128 * 2
 
-#: Precision -> GEMM table dtype. Precisions without tensor throughput of their own multiply at the
-#: compute precision the performance model chooses (W8A16, W4A16); see :func:`table_dtype`.
-_DTYPES = {"bf16": "bf16", "fp16": "bf16", "fp8": "fp8", "fp4": "fp4", "int8": "fp8"}
 
 
 # --------------------------------------------------------------------------------------------
@@ -413,12 +409,6 @@ def tables_for(accelerator: Any) -> KernelTables:
 
 
 _GENERIC_CACHE: dict[Any, KernelTables] = {}
-
-
-def table_dtype(tables: KernelTables, compute: str) -> str:
-    """The GEMM table for matrix products at compute precision ``compute`` (``"fp16"`` -> ``"bf16"``)."""
-    dtype = _DTYPES.get(compute, "bf16")
-    return dtype if dtype in tables.gemm else "bf16"
 
 
 # --------------------------------------------------------------------------------------------

@@ -157,8 +157,10 @@ class Efficiency(Result):
 #: The roofline: every peak reached, no fixed costs. A lower bound on any real step time.
 ROOFLINE = Efficiency(1.0, 1.0, 1.0, Q_(0.0, "s"), Q_(0.0, "s"), kernels=False)
 
-#: Fractions of the peaks used where an engine profile is asked to price kernels without tables
-#: (``kernels=False``): the large-shape medians of the measured tables (docs/performance-model.md).
+#: Fractions of the peaks an engine profile uses when asked to price kernels without tables
+#: (``kernels=False``): round values read off the measured tables (a GEMV streams weights at about
+#: 0.8 of HBM bandwidth; large GEMMs reach 0.45-0.85 of the dense peak by generation and dtype) and the
+#: NCCL fit of data/calibration (0.77 of the link, 28 us floor).
 GENERIC_FRACTIONS = (0.80, 0.65, 0.77, 28e-6)
 
 
@@ -1033,9 +1035,10 @@ def closed_loop_seconds(
         t_group = t_burst
         extra = t_burst
     # The clients' prompts arrive in waves (all start together and keep their order): a request
-    # waits for ``persistence`` of the prefills ahead of it in its wave; the rest of the others'
-    # prefills land in its decode steps. Beyond one prefill iteration per decode step the
-    # replica is prefill bound and the groups queue.
+    # waits for ``persistence x others ** exponent / 2`` of the other prefills of its wave (all of
+    # the half-wave under prefill-first scheduling; large waves spread out where prefill mixes with
+    # decoding); the rest of the others' prefills land in its decode steps. Beyond one prefill
+    # iteration per decode step the replica is prefill bound and the groups queue.
     persistence = profile.wave_persistence if profile.mixed_batching else 1.0  # prefill-first keeps waves
     others = groups - 1
     exponent = profile.wave_exponent if profile.mixed_batching else 1.0
@@ -1044,7 +1047,6 @@ def closed_loop_seconds(
     tpot = t_dec + in_decode / np.maximum(iterations, 1.0) * extra / decode_steps
     behind = np.maximum((others - ahead) * iterations - decode_steps, 0.0) / np.maximum(iterations, 1.0) * t_group
     steady = overhead + t_dec / 2 + t_group * (1 + ahead) + behind
-    t_prefill_iteration = t_group
     ttft_active = steady + np.maximum(first_wave - steady, 0.0) / requests_per_client
     throughput = batch / (ttft_active + decode_steps * tpot)
     waiting = np.maximum(clients - batch, 0.0)
@@ -1058,7 +1060,6 @@ def closed_loop_seconds(
         "memory_limited": clients > kv_limit,
         "prefill": prefill_seconds(a, eff, tp, inputs),
         "decode_step": t_dec,
-        "prefill_iteration": t_prefill_iteration,
     }
 
 

@@ -42,6 +42,8 @@ def count(function: str, argument: str, value: Any, minimum: int = 1) -> Any:
         value = value.magnitude
     domain = "positive_integer" if minimum >= 1 else "nonnegative"
     values = magnitude(function, argument, value, "", domain)
+    if not np.all(np.isfinite(values)):
+        raise InputError(f"{function}(): argument '{argument}' must be a finite whole number, got {value!r}")
     if minimum < 1 and np.any(np.asarray(values) != np.round(values)):
         raise InputError(f"{function}(): argument '{argument}' must be a whole number, got {value!r}")
     if np.any(np.asarray(values) < minimum):

@@ -56,7 +56,6 @@ KERNEL_DIR = Path(__file__).resolve().parent.parent / "data" / "calibration" / "
 DECODE_REFERENCE_BYTES = 2 * 128 * 2
 
 
-
 # --------------------------------------------------------------------------------------------
 # Interpolation on log grids
 
@@ -272,16 +271,14 @@ def _roofline_peaks(device: Any) -> dict[str, float]:
     return peaks
 
 
-def _weight_bytes(dtype: str) -> float:
-    return {"bf16": 2.0, "fp8": 1.0, "fp4": 0.5625}[dtype]
-
-
 def _gemm_roofline(
     m: np.ndarray, n: np.ndarray, k: np.ndarray, dtype: str, peak: float, bandwidth: float
 ) -> np.ndarray:
     """Seconds of an (m, n, k) GEMM at the peaks: compute or bytes (weights, activations in and out)."""
+    from .performance import WEIGHT_BITS  # stored bits per weight, scales included
+
     flops = 2.0 * m * n * k
-    moved = n * k * _weight_bytes(dtype) + 2.0 * m * (k + n)
+    moved = n * k * WEIGHT_BITS[dtype] / 8 + 2.0 * m * (k + n)
     return np.maximum(flops / peak, moved / bandwidth)
 
 

@@ -26,6 +26,7 @@ pool for its own work and add the KV handoff (Eq. 10) to TTFT.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ from .performance import (
     EngineProfile,
     decode_step_seconds,
     engine_profile,
+    iteration_seconds,
     kv_capacity_tokens,
     prefill_seconds,
     step_arrays,
@@ -45,6 +47,7 @@ from .performance import (
 from .precision import check_precision
 from .queueing import replica_demand
 from .results import Result, ceil_count
+from .simulation import DEFAULT_ROUTER, router_name
 from .uncertainty import prediction_interval
 from .units import Q_, ureg
 
@@ -225,7 +228,11 @@ class FleetPlan(Result):
     model, accelerator, precision, engine : str
         The chosen configuration.
     tensor_parallel, batch, replicas, gpus : int
-        Devices per replica, design decode batch, replicas, and total GPUs.
+        Devices per replica, the cap on sequences running on a replica (the engine's
+        ``max_num_seqs`` to configure), replicas, and total GPUs.
+    running_batch : float
+        Sequences running on a replica on average at the planned load (Little's law); TPOT and
+        TTFT are evaluated there.
     utilization : float
         Load of each replica as a fraction of its throughput at the design batch.
     max_utilization : float
@@ -254,6 +261,17 @@ class FleetPlan(Result):
         When infeasible: the lowest TTFT and TPOT any candidate reaches.
     candidates : int
         Configurations evaluated.
+    router : str
+        The dispatch policy assumed (``size_fleet``'s ``router``, round robin unless told).
+    workload : Workload
+        The traffic planned for.
+    targets : dict
+        ``ttft``, ``tpot``, ``tbt`` (Quantity or None), ``ttft_percentile`` (None for the mean),
+        ``kv_precision`` and ``chunk_size``: what a simulation needs to check the plan.
+    simulated_replicas : int or None
+        With ``verify=True``: the fewest replicas that meet the targets in simulation.
+    verification : PlanVerification or None
+        With ``verify=True``: the simulations behind ``simulated_replicas``.
     """
 
     feasible: bool
@@ -284,6 +302,12 @@ class FleetPlan(Result):
     rejected: dict[str, str] = field(default_factory=dict)
     closest: dict[str, Any] = field(default_factory=dict)
     candidates: int = 0
+    running_batch: float = 0.0
+    router: str = DEFAULT_ROUTER
+    workload: Any = None
+    targets: dict[str, Any] = field(default_factory=dict)
+    simulated_replicas: int | None = None
+    verification: Any = None
 
 
 # --------------------------------------------------------------------------------------------
@@ -313,10 +337,11 @@ def _evaluate(
 ) -> dict[str, np.ndarray]:
     """Every quantity of the plan for the candidate grid ``tp`` x ``batch`` (plain arrays, SI).
 
-    ``scale`` multiplies prefill and decode step times (the ends of the model's error interval).
+    ``batch`` is the replica's cap on running sequences; replicas are set by the throughput at that
+    cap, and the latencies are evaluated at the running batch the planned load produces (Little's
+    law on the grid). ``scale`` multiplies prefill and decode step times (the ends of the model's
+    error interval).
     """
-    from .queueing import ggc_mean_wait, ggc_wait_quantile
-
     a = family.arrays
     eff = profile.efficiency_for(family.accelerator)
     inputs, outputs = workload.input_tokens, workload.output_tokens
@@ -349,28 +374,77 @@ def _evaluate(
         per_token = t_dec
 
     decode_slots = max(outputs - 1, 1.0)
-    rate = batch / (batch * t_pf + decode_slots * per_token)  # replica throughput at this batch
-    load = options["max_utilization"] * rate  # planned load per replica
-    rho_prefill = np.minimum(load * t_pf, 0.999)
-    tpot = per_token / (1 - rho_prefill)
-
-    chunk = options["chunk_size"]
-    if chunk:
-        chunks = math.ceil(computed / chunk)
-        t_chunk = scale[0] * prefill_seconds(a, eff, tp, min(chunk, computed))
-        first_token = chunks * (t_chunk + t_dec)
-        tbt_max = t_dec + t_chunk
-    else:
-        first_token = t_pf + t_dec / 2
-        tbt_max = t_dec + t_pf
-    arrival = Q_(load, "request/s")
-    service = Q_(t_pf, "s")
+    budget = float(options["chunk_size"] or profile.limits(a["memory"], a["accelerator"])[0])
+    chunked = profile.chunked_prefill or bool(options["chunk_size"])
     percentile = options["ttft_percentile"]
-    if percentile is None:
-        wait = ggc_mean_wait(arrival, service, 1, workload.arrival_cv, workload.input_cv).m_as("s")
+    # Prompt lengths: quadrature nodes of the log-normal length distribution (prefill cost is
+    # convex in the length), and the length at the TTFT percentile.
+    nodes, weights = _length_nodes(inputs, workload.input_cv)
+    tail_prompt = _length_quantile(inputs, workload.input_cv, percentile)
+    hit_tokens = hit * shared
+    if profile.mixed_batching:
+        # Prompts arrive whole and ride in decode iterations, in ``k`` chunks where the budget left
+        # by the decodes is smaller than the prompt. At running batch n, n / (O - 1) prompts land per
+        # iteration on average, each adding its chunks' cost over a plain decode step.
+        room = np.maximum(budget - batch, 1.0)
+        plain = t_dec / scale[1]
+
+        def prompt_cost(length: float) -> tuple[np.ndarray, np.ndarray]:
+            """(chunks, added seconds per chunk iteration) of a prompt of ``length`` tokens."""
+            tokens = max(length - hit_tokens, 1.0)
+            k = np.ceil(tokens / room) if chunked else np.ones_like(room)
+            chunk = tokens / k
+            added = iteration_seconds(a, eff, tp, batch, context, chunk, 1, (k - 1) / 2 * chunk) - plain
+            return k, scale[0] * np.maximum(added, 0.0)
+
+        costs = [prompt_cost(length) for length in nodes]
+        per_prompt = sum(w * k * d for w, (k, d) in zip(weights, costs, strict=True))
+        step = per_token + batch / decode_slots * per_prompt
+        rate = np.minimum(batch / (decode_slots * step), room / (computed * step))
+        first_mean = step / 2 + sum(w * k * (step + d) for w, (k, d) in zip(weights, costs, strict=True))
+        k_tail, d_tail = prompt_cost(tail_prompt)
+        first_tail = step / 2 + k_tail * (step + d_tail)
+        full = scale[0] * np.maximum(iteration_seconds(a, eff, tp, batch, context, room, 1) - plain, 0.0)
+        service = computed / room * (per_token + full)  # a prompt's share of full-budget iterations
+        tbt = step + np.maximum(d_tail, costs[-1][1])
     else:
-        wait = ggc_wait_quantile(arrival, service, 1, workload.arrival_cv, workload.input_cv, percentile).m_as("s")
-    ttft = first_token + wait
+        # Prefill-first: prefill batches run alone and pause decoding (work conservation).
+        rate = batch / (batch * t_pf + decode_slots * per_token)
+        step = per_token
+        tail_pf = scale[0] * prefill_seconds(a, eff, tp, max(tail_prompt - hit_tokens, 1.0))
+        first_mean = per_token / 2 + t_pf
+        first_tail = per_token / 2 + tail_pf
+        service = t_pf
+        tbt = per_token + np.maximum(t_pf, tail_pf)
+    lam = options["arrival_rate"]
+    replicas = ceil_count(
+        replica_demand.numeric(arrival_rate=lam, replica_throughput=rate, max_utilization=options["max_utilization"])
+    )
+    load = lam / replicas  # each replica's arrival rate
+    running = _running_batch(batch, rate, load)
+    if profile.mixed_batching:
+        tpot = _on_row(running, batch, step)
+    else:
+        tpot = _on_row(running, batch, per_token) / (1 - np.minimum(load * t_pf, 0.999))
+    first_mean, first_tail, service, tbt_max = (
+        _on_row(running, batch, v) for v in (first_mean, first_tail, service, tbt)
+    )
+
+    arrival_cv = _replica_arrival_cv(workload.arrival_cv, replicas, options["router"])
+    # Two queues a request can wait in: for prefill budget (one server at full-budget iterations),
+    # and for one of the ``batch`` running slots when the batch is at its cap (holding time from
+    # Little's law).
+    holding = running / np.maximum(load, 1e-300)
+    wait_mean = _wait(load, service, 1, arrival_cv, workload.input_cv, None)
+    wait_mean = wait_mean + _wait(load, holding, batch, arrival_cv, workload.output_cv, None)
+    ttft = profile.request_overhead.m_as("s") + first_mean + wait_mean
+    if percentile is not None:
+        # The percentile of a sum of independent delays: means plus the root-sum-square of the
+        # excesses of each at the percentile (between the largest excess and their sum).
+        wait_tail = _wait(load, service, 1, arrival_cv, workload.input_cv, percentile)
+        wait_tail = wait_tail + _wait(load, holding, batch, arrival_cv, workload.output_cv, percentile)
+        excess = np.hypot(np.maximum(first_tail - first_mean, 0.0), np.maximum(wait_tail - wait_mean, 0.0))
+        ttft = np.where(np.isfinite(wait_tail), ttft + excess, np.inf)
     usable = profile.memory_utilization * a["memory"] - profile.memory_reserve.m_as("B")
     return {
         "fits": fits,
@@ -379,11 +453,76 @@ def _evaluate(
         "prefill": t_pf,
         "decode_step": t_dec,
         "tpot": tpot,
+        "tpot_at_batch": step,
         "ttft": ttft,
         "tbt_max": tbt_max,
         "rate": rate,
+        "replicas": replicas,
+        "running": running,
         "weights_per_device": a["weight_bytes"] / tp,
     }
+
+
+def _length_nodes(mean: float, cv: float, points: int = 5) -> tuple[list[float], list[float]]:
+    """Gauss-Hermite nodes and weights of a log-normal length with ``mean`` and ``cv`` (one node if fixed)."""
+    if cv <= 0:
+        return [mean], [1.0]
+    sigma = math.sqrt(math.log1p(cv**2))
+    z, w = np.polynomial.hermite_e.hermegauss(points)
+    w = w / w.sum()
+    return [float(v) for v in mean * np.exp(sigma * z - sigma**2 / 2)], [float(v) for v in w]
+
+
+def _length_quantile(mean: float, cv: float, quantile: float | None) -> float:
+    """The ``quantile`` of a log-normal length (the mean when fixed or when no quantile is asked)."""
+    if cv <= 0 or quantile is None:
+        return mean
+    from scipy.stats import norm
+
+    sigma = math.sqrt(math.log1p(cv**2))
+    return float(mean * math.exp(sigma * norm.ppf(quantile) - sigma**2 / 2))
+
+
+def _running_batch(batch: np.ndarray, rate: np.ndarray, load: np.ndarray) -> np.ndarray:
+    """Sequences running at ``load`` per replica: where a row's rate-vs-batch curve reaches it.
+
+    ``rate[i, j]`` is what a replica sustains with ``batch[i, j]`` sequences running, so the running
+    batch at a given load is the inverse of that curve (interpolated on the grid).
+    """
+    out = np.empty_like(load, dtype=float)
+    for i in range(batch.shape[0]):
+        curve = np.maximum.accumulate(rate[i])
+        below = batch[i, 0] * load[i] / max(curve[0], 1e-300)  # fewer than the smallest grid batch
+        out[i] = np.where(load[i] < curve[0], below, np.interp(load[i], curve, batch[i]))
+    return np.minimum(out, batch)
+
+
+def _on_row(running: np.ndarray, batch: np.ndarray, values: Any) -> np.ndarray:
+    """``values`` (a grid over ``batch``) read at each candidate's running batch."""
+    values = np.broadcast_to(values, batch.shape)
+    return np.stack([np.interp(running[i], batch[i], values[i]) for i in range(batch.shape[0])])
+
+
+def _replica_arrival_cv(arrival_cv: float, replicas: np.ndarray, router: str) -> np.ndarray:
+    """Inter-arrival CV at one of ``replicas`` replicas behind ``router``.
+
+    Random dispatch thins the stream (``cv^2 / R + 1 - 1 / R``: Poisson-like as ``R`` grows); round
+    robin sums ``R`` consecutive gaps (``cv^2 / R``). Load-aware routers (join-shortest-queue, least
+    outstanding tokens, power of two) balance at least as well as round robin and are given its value.
+    """
+    share = 1.0 / np.maximum(replicas, 1)
+    if router == "random":
+        return np.sqrt(arrival_cv**2 * share + 1 - share)
+    return np.sqrt(arrival_cv**2 * share)
+
+
+def _wait(load: Any, service: Any, servers: Any, arrival_cv: Any, service_cv: float, percentile: Any) -> np.ndarray:
+    from .queueing import ggc_mean_wait, ggc_wait_quantile
+
+    arrival, service_q = Q_(load, "request/s"), Q_(service, "s")
+    if percentile is None:
+        return ggc_mean_wait(arrival, service_q, servers, arrival_cv, service_cv).m_as("s")
+    return ggc_wait_quantile(arrival, service_q, servers, arrival_cv, service_cv, percentile).m_as("s")
 
 
 def _families(
@@ -500,13 +639,16 @@ def _why(
     return "no batch meets the TPOT and TTFT targets together"
 
 
-def _binding(ok: tuple[np.ndarray, ...], j: int) -> str:
+def _binding(out: dict[str, np.ndarray], ok: tuple[np.ndarray, ...], i: int, j: int) -> str:
+    """What keeps the plan from one replica fewer: the constraint every such candidate misses."""
     fits, ok_tpot, ok_ttft, ok_tbt = ok
-    if j + 1 >= len(fits):
-        return "throughput"
+    fewer = out["replicas"][i] < out["replicas"][i, j]
+    if not fewer.any():
+        return "throughput"  # no cap on the grid sustains the load on fewer replicas within the headroom
     for name, mask in (("memory", fits), ("tpot", ok_tpot), ("ttft", ok_ttft), ("tbt", ok_tbt)):
-        if not mask[j + 1]:
+        if not mask[fewer].any():
             return name
+        fewer &= mask
     return "throughput"
 
 
@@ -595,11 +737,7 @@ class _Search:
             ok_ttft = out["ttft"] <= ttft_target
             ok_tbt = out["tbt_max"] <= tbt_target
             feasible = out["fits"] & ok_tpot & ok_ttft & ok_tbt
-            replicas = ceil_count(
-                replica_demand.numeric(
-                    arrival_rate=self.lam, replica_throughput=out["rate"], max_utilization=self.max_utilization
-                )
-            )
+            replicas = out["replicas"]
             cost = replicas * tp_grid * family.price
             if out["fits"].any():
                 closest_ttft = min(closest_ttft, float(np.min(out["ttft"][out["fits"]])))
@@ -609,7 +747,9 @@ class _Search:
                 if not feasible[i].any():
                     rejected[key] = _why(out, i, ok_tpot[i], ok_ttft[i], ok_tbt[i], tpot_target, ttft_target)
                     continue
-                j = int(np.argmin(np.where(feasible[i], cost[i], np.inf)))
+                # The largest cap at the lowest cost: the same replicas, and room for bursts.
+                masked = np.where(feasible[i], cost[i], np.inf)
+                j = int(np.flatnonzero(masked == masked.min())[-1])
                 rejected[key] = (
                     f"feasible but not the cheapest: {int(replicas[i, j] * tp)} GPUs at batch "
                     f"{int(batch_grid[i, j])}, {cost[i, j]:.2f} USD/hour"
@@ -663,6 +803,9 @@ def size_fleet(
     idle_power_fraction: float = 0.3,
     electricity_price: Any = None,
     progress: Any = None,
+    router: str = DEFAULT_ROUTER,
+    verify: bool = False,
+    verify_options: dict[str, Any] | None = None,
 ) -> FleetPlan:
     """Size the cheapest fleet that serves a workload within TTFT and TPOT targets.
 
@@ -708,6 +851,17 @@ def size_fleet(
         For the electricity cost per million tokens (default 0.10 USD/kWh, a scenario value).
     progress : callable, optional
         Called as ``progress(done, total)`` after each (accelerator, precision) family.
+    router : str
+        How requests are spread over the replicas (default ``"round_robin"``; also ``"random"``,
+        ``"join_shortest_queue"``, ``"least_outstanding_tokens"``, ``"power_of_two"``): it sets the
+        arrival variability each replica sees.
+    verify : bool
+        Also simulate the plan request by request (:func:`calculator.simulation.verify_plan`) and
+        report the smallest replica count that meets the targets in simulation beside the
+        analytical one (``simulated_replicas``, ``verification``). Takes seconds, not milliseconds.
+    verify_options : dict, optional
+        Keyword arguments for :func:`~calculator.simulation.verify_plan` (``requests``, ``seeds``,
+        ``executor``, ``progress``).
 
     Returns
     -------
@@ -734,6 +888,8 @@ def size_fleet(
         "chunk_size": chunk_size,
         "ttft_percentile": ttft_percentile,
         "max_utilization": max_utilization,
+        "arrival_rate": workload.arrival_rate.m_as("request/s"),
+        "router": router_name(router),
     }
     families = _families(model, _as_list(accelerator), _as_list(precision), price, speculation, kv_precision)
     lam = workload.arrival_rate.m_as("request/s")
@@ -741,6 +897,16 @@ def size_fleet(
     tp_grid, batch_grid = np.meshgrid(tps, grid_batches, indexing="ij")
 
     targets = (ttft_target, tpot_target, tbt_target)
+    targets_record = {
+        "ttft": Q_(ttft_target, "s"),
+        "tpot": Q_(tpot_target, "s"),
+        "tbt": Q_(tbt_target, "s") if tbt_slo is not None else None,
+        "ttft_percentile": ttft_percentile,
+        "kv_precision": kv_precision,
+        "chunk_size": chunk_size,
+        "speculation": speculation is not None,
+        "prefix_caching": prefix_hit_rate > 0,
+    }
     search = _Search(families, profile, workload, tps, tp_grid, batch_grid, options, targets, lam, max_utilization)
     best, rejected, closest_ttft, closest_tpot = search.run(progress=progress)
     count = len(families) * tp_grid.size
@@ -754,10 +920,13 @@ def size_fleet(
             rejected=rejected,
             closest={"ttft": Q_(closest_ttft, "s"), "tpot": Q_(closest_tpot, "s")},
             candidates=count,
+            router=options["router"],
+            workload=workload,
+            targets=targets_record,
         )
     _, family, key, i, j, out, replica_count, ok = best
     del rejected[key]
-    binding = _binding(ok, j)
+    binding = _binding(out, ok, i, j)
     bands = prediction_interval(profile.name, family.accelerator, family.arrays["measured"])
     gpus_low, gpus_high = (search.gpus_at(end) for end in (0, 1))
     tp = int(tps[i])
@@ -770,13 +939,13 @@ def size_fleet(
     energy = power * HOURS / tokens_per_hour * 1e6  # joules per million output tokens
     kwh = electricity_price if electricity_price is not None else Q_(0.10, "USD/(kW*hour)")
     reason = {
-        "memory": "a larger batch's KV cache would not fit the devices' memory",
-        "tpot": "a larger batch would exceed the TPOT target",
-        "ttft": "a larger batch would exceed the TTFT target",
-        "tbt": "a larger batch would exceed the token-gap target",
-        "throughput": "the replica count is set by throughput at this batch",
+        "memory": "one replica fewer would need a running batch whose KV cache does not fit",
+        "tpot": "with one replica fewer the running batch would exceed the TPOT target",
+        "ttft": "with one replica fewer TTFT would exceed its target",
+        "tbt": "with one replica fewer the token gap would exceed its target",
+        "throughput": "one replica fewer would run above the max_utilization headroom",
     }[binding]
-    return FleetPlan(
+    plan = FleetPlan(
         feasible=True,
         reason=f"cheapest of {count} configurations; {reason}",
         model=_model_id(model),
@@ -804,7 +973,17 @@ def size_fleet(
         electricity_cost_per_million_tokens=(Q_(energy, "J") * kwh).to("USD"),
         rejected=rejected,
         candidates=count,
+        running_batch=float(out["running"][i, j]),
+        router=options["router"],
+        workload=workload,
+        targets=targets_record,
     )
+    if verify:
+        from .simulation import verify_plan
+
+        checked = verify_plan(plan, **(verify_options or {}))
+        plan = dataclasses.replace(plan, simulated_replicas=checked.simulated_replicas, verification=checked)
+    return plan
 
 
 @dataclass(frozen=True, repr=False)
@@ -936,6 +1115,8 @@ def frontier(
         "chunk_size": None,
         "ttft_percentile": None,
         "max_utilization": 1.0,
+        "arrival_rate": 1.0,
+        "router": "round_robin",
     }
     rows = []
     for family in _families(model, _as_list(accelerator), _as_list(precision), Q_(1, "USD/hour"), None, kv_precision):
@@ -949,8 +1130,8 @@ def frontier(
                     "tensor_parallel": tp_grid[keep].astype(int),
                     "batch": batch_grid[keep].astype(int),
                     "tokens_per_s_per_gpu": (out["rate"] * output_tokens / tp_grid)[keep],
-                    "tokens_per_s_per_user": (1 / out["tpot"])[keep],
-                    "tpot_ms": out["tpot"][keep] * 1e3,
+                    "tokens_per_s_per_user": (1 / out["tpot_at_batch"])[keep],
+                    "tpot_ms": out["tpot_at_batch"][keep] * 1e3,
                     "ttft_ms": out["ttft"][keep] * 1e3,
                 }
             )

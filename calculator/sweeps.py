@@ -298,7 +298,11 @@ PLAN_UNITS = {
     "closest.tpot": "ms",
 }
 #: size_fleet options whose value is a list by nature, never an axis of the sweep.
-_NOT_AXES = frozenset({"tensor_parallel", "batches", "progress"})
+_NOT_AXES = frozenset({"tensor_parallel", "batches", "progress", "verify_options"})
+#: Plan fields a sweep leaves out: the notes on other families, the inputs a sweep already has as
+#: columns (the workload and targets a plan records for its simulation check), and the simulation
+#: check itself (a sweep does not simulate; ``verify_plan`` checks a chosen point).
+_PLAN_INPUTS = ("rejected.", "workload.", "targets.", "verification", "simulated_replicas")
 
 
 def sweep_fleet(
@@ -352,9 +356,9 @@ def sweep_fleet(
     >>> frame[["accelerator", "arrival_rate [request/s]", "gpus", "cost_per_hour [USD/h]"]]
       accelerator  arrival_rate [request/s]  gpus  cost_per_hour [USD/h]
     0    h100-sxm                        10     4                     16
-    1    h100-sxm                        40    16                     64
+    1    h100-sxm                        40    12                     48
     2    h200-sxm                        10     3                     12
-    3    h200-sxm                        40    12                     48
+    3    h200-sxm                        40    10                     40
     """
     import pandas as pd
 
@@ -380,7 +384,7 @@ def sweep_fleet(
         plan = size_fleet(**point)
         given = {n: _input_value(v) for n, v in point.items() if n not in _NOT_AXES and not isinstance(v, dict)}
         results = {
-            k: v for k, v in flatten(plan.to_dict()).items() if k not in repeated and not k.startswith("rejected.")
+            k: v for k, v in flatten(plan.to_dict()).items() if k not in repeated and not k.startswith(_PLAN_INPUTS)
         }
         columns = frame_columns(given, units) | frame_columns(results, shown)
         rows.append({label: values[0] for label, values in columns.items()})

@@ -1,27 +1,31 @@
-"""SLO-driven fleet sizing: which GPUs, at what tensor-parallel degree and batch, how many, what cost.
+"""SLO-driven fleet sizing: which GPUs, at what tensor-parallel degree and batch cap, how many, what cost.
 
 :func:`size_fleet` searches every candidate configuration (accelerator x precision x TP degree x
-operating batch) at once with numpy, using the calibrated step model of
+cap ``B`` on running sequences) at once with numpy, using the calibrated step model of
 :mod:`calculator.performance` and the queueing models of :mod:`calculator.queueing`:
 
-* **memory**: weights per device plus the KV cache of ``batch`` sequences at the mean context must
-  fit the engine's share of device memory (the KV cache shards over the tensor-parallel ranks);
-* **TPOT** at batch ``B``: the decode step ``t_dec(B)`` stretched by the prefills that interleave with
-  it, ``TPOT = t_dec / (1 - lambda_r t_pf)`` (speculative decoding replaces ``t_dec`` by the round
-  time over the expected tokens per round);
-* **throughput** of a replica running batch ``B``: ``lambda_r = B / (B t_pf + (O - 1) t_dec)``
-  (work conservation: each request costs one prefill and ``O - 1`` decode slots);
-* **TTFT**: the prefill, queued behind other prefills as a G/G/1 queue (Allen-Cunneen, arrival CV and
-  prompt-length CV as inputs), plus half a decode step; a percentile target uses the G/G/c quantile
-  approximation; chunked prefill spreads the prefill over ``ceil(P / chunk)`` iterations;
-* **headroom**: replicas are loaded to at most ``max_utilization`` of ``lambda_r``, so
-  ``replicas = ceil(lambda / (u_max lambda_r))``; the SLOs are evaluated at the design batch.
+* **memory**: weights per device plus the KV cache of ``B`` sequences at the mean context must fit
+  the engine's share of device memory (the KV cache shards over the tensor-parallel ranks);
+* **iteration at running batch n**: where the engine mixes prefill into decoding, ``n / (O - 1)``
+  prompts land in an iteration on average, each adding its chunks' cost over a plain decode step
+  (averaged over the prompt-length distribution); prefill-first engines pause decoding instead;
+* **throughput** at the cap: ``lambda_r(B) = B / ((O - 1) t_iter(B))``, or the token budget left by
+  the decodes if prompts fill it first; replicas ``ceil(lambda / (u_max lambda_r(B)))``;
+* **running batch**: the planned load per replica, ``lambda / R``, read back through the
+  ``lambda_r(n)`` curve (Little's law); **TPOT** is the iteration time there;
+* **TTFT**: the request overhead of the engine, half an iteration, the iterations that carry the
+  prompt, and two waits: for the prefill budget (G/G/1 at full-budget iterations) and for a running
+  slot when the batch is at its cap (G/G/B, holding time from Little's law); the router sets each
+  replica's arrival variability (random dispatch keeps it Poisson-like, round robin smooths it); a
+  percentile target combines the prompt-length tail and the wait tail;
+* **headroom**: replicas are loaded to at most ``max_utilization`` of ``lambda_r(B)``.
 
-The cheapest feasible candidate wins. The plan reports its binding constraint (what stops a larger
-batch: memory, TPOT or TTFT; "throughput" when the grid's largest batch is reached), why each rejected
-family failed, the closest achievable values when nothing is feasible, and the throughput-vs-
-interactivity frontier. Disaggregated prefill/decode pools (:func:`size_disaggregated`) size each
-pool for its own work and add the KV handoff (Eq. 10) to TTFT.
+The cheapest feasible candidate wins (the largest cap among equals). The plan reports its binding
+constraint (what keeps it from one replica fewer), why each rejected family failed, the closest
+achievable values when nothing is feasible, and the throughput-vs-interactivity frontier.
+:func:`calculator.simulation.verify_plan` checks a plan request by request (``verify=True``).
+Disaggregated prefill/decode pools (:func:`size_disaggregated`) size each pool for its own work and
+add the KV handoff (Eq. 10) to TTFT.
 """
 
 from __future__ import annotations
@@ -234,7 +238,7 @@ class FleetPlan(Result):
         Sequences running on a replica on average at the planned load (Little's law); TPOT and
         TTFT are evaluated there.
     utilization : float
-        Load of each replica as a fraction of its throughput at the design batch.
+        Load of each replica as a fraction of its throughput at the batch cap.
     max_utilization : float
         The planning ceiling on that load (headroom).
     ttft, tpot, tbt_max : Quantity [time]
@@ -248,7 +252,7 @@ class FleetPlan(Result):
         model's step-time (TPOT) interval: the search rerun with prefill and decode times scaled.
         The high end is ``None`` when no candidate meets the targets there.
     replica_throughput : Quantity [request / time]
-        What one replica sustains at the design batch.
+        What one replica sustains with its batch cap full.
     binding_constraint : str
         ``"memory"``, ``"tpot"``, ``"ttft"`` or ``"throughput"``.
     cost_per_hour, cost_per_million_tokens : Quantity [currency / time], [currency]
@@ -347,7 +351,9 @@ def _evaluate(
     inputs, outputs = workload.input_tokens, workload.output_tokens
     hit, shared = options["prefix_hit_rate"], options["shared_prefix_tokens"]
     computed = max(inputs - hit * shared, 1.0)  # prompt tokens actually prefilled
-    context = inputs + outputs / 2
+    # Tokens a running sequence holds on average: its prompt plus half its output, the output
+    # length-biased (long outputs stay longer in the batch): E[O^2] / (2 E[O]) = O (1 + cv^2) / 2.
+    context = inputs + outputs * (1 + workload.output_cv**2) / 2
     private = context - hit * shared  # KV tokens each sequence holds privately
 
     capacity_tokens = kv_capacity_tokens(a, profile, tp)
@@ -402,11 +408,12 @@ def _evaluate(
         step = per_token + batch / decode_slots * per_prompt
         rate = np.minimum(batch / (decode_slots * step), room / (computed * step))
         first_mean = step / 2 + sum(w * k * (step + d) for w, (k, d) in zip(weights, costs, strict=True))
-        k_tail, d_tail = prompt_cost(tail_prompt)
+        k_tail, d_tail = prompt_cost(tail_prompt) if tail_prompt != nodes[0] or len(nodes) > 1 else costs[0]
         first_tail = step / 2 + k_tail * (step + d_tail)
         full = scale[0] * np.maximum(iteration_seconds(a, eff, tp, batch, context, room, 1) - plain, 0.0)
         service = computed / room * (per_token + full)  # a prompt's share of full-budget iterations
         tbt = step + np.maximum(d_tail, costs[-1][1])
+        own_time = sum(w * k * (step + d) for w, (k, d) in zip(weights, costs, strict=True))
     else:
         # Prefill-first: prefill batches run alone and pause decoding (work conservation).
         rate = batch / (batch * t_pf + decode_slots * per_token)
@@ -416,33 +423,42 @@ def _evaluate(
         first_tail = per_token / 2 + tail_pf
         service = t_pf
         tbt = per_token + np.maximum(t_pf, tail_pf)
+        own_time = t_pf
     lam = options["arrival_rate"]
     replicas = ceil_count(
         replica_demand.numeric(arrival_rate=lam, replica_throughput=rate, max_utilization=options["max_utilization"])
     )
     load = lam / replicas  # each replica's arrival rate
-    running = _running_batch(batch, rate, load)
-    if profile.mixed_batching:
-        tpot = _on_row(running, batch, step)
-    else:
-        tpot = _on_row(running, batch, per_token) / (1 - np.minimum(load * t_pf, 0.999))
-    first_mean, first_tail, service, tbt_max = (
-        _on_row(running, batch, v) for v in (first_mean, first_tail, service, tbt)
-    )
-
     arrival_cv = _replica_arrival_cv(workload.arrival_cv, replicas, options["router"])
+    # The running batch fluctuates: every running sequence gets a token per iteration, a symmetric
+    # (processor-sharing) queue whose completion rate with n running is the rate curve at n. Its
+    # birth-death distribution gives the mean running batch, the chance the cap is full and the
+    # wait for a slot (exact for Poisson arrivals, whatever the output lengths); smoother arrivals
+    # (round robin) keep a share (1 + cv^2) / 2 of the excess over the fluid fixed point.
+    fluid = _running_batch(batch, rate, load)
+    mean_running, slot_wait, full, headroom = _occupancy(batch, rate, load)
+    smooth = (1 + arrival_cv**2) / 2
+    running = fluid + smooth * np.maximum(mean_running - fluid, 0.0)
+    first_mean, first_tail, service, tbt_max, own = (
+        _on_row(fluid, batch, v) for v in (first_mean, first_tail, service, tbt, own_time)
+    )
+    # TPOT: a request's time running (Little's law) less its prefill iterations, per output token.
+    fixed_point = _on_row(fluid, batch, step if profile.mixed_batching else per_token)
+    if not profile.mixed_batching:
+        fixed_point = fixed_point / (1 - np.minimum(load * t_pf, 0.999))
+    tpot = np.maximum((running / np.maximum(load, 1e-300) - own) / decode_slots, fixed_point)
+
     # Two queues a request can wait in: for prefill budget (one server at full-budget iterations),
-    # and for one of the ``batch`` running slots when the batch is at its cap (holding time from
-    # Little's law).
-    holding = running / np.maximum(load, 1e-300)
-    wait_mean = _wait(load, service, 1, arrival_cv, workload.input_cv, None)
-    wait_mean = wait_mean + _wait(load, holding, batch, arrival_cv, workload.output_cv, None)
+    # and for a running slot when the batch is at its cap (the birth-death tail).
+    wait_mean = _wait(load, service, 1, arrival_cv, workload.input_cv, None) + smooth * slot_wait
     ttft = profile.request_overhead.m_as("s") + first_mean + wait_mean
     if percentile is not None:
         # The percentile of a sum of independent delays: means plus the root-sum-square of the
         # excesses of each at the percentile (between the largest excess and their sum).
         wait_tail = _wait(load, service, 1, arrival_cv, workload.input_cv, percentile)
-        wait_tail = wait_tail + _wait(load, holding, batch, arrival_cv, workload.output_cv, percentile)
+        # A full cap drains at the cap's completion rate: P(wait > x) = P(full) exp(-headroom x).
+        slot_tail = np.log(np.maximum(full, 1e-300) / (1 - percentile)) / np.maximum(headroom, 1e-300)
+        wait_tail = wait_tail + smooth * np.where(headroom > 0, np.maximum(slot_tail, 0.0), np.inf)
         excess = np.hypot(np.maximum(first_tail - first_mean, 0.0), np.maximum(wait_tail - wait_mean, 0.0))
         ttft = np.where(np.isfinite(wait_tail), ttft + excess, np.inf)
     usable = profile.memory_utilization * a["memory"] - profile.memory_reserve.m_as("B")
@@ -495,6 +511,44 @@ def _running_batch(batch: np.ndarray, rate: np.ndarray, load: np.ndarray) -> np.
         below = batch[i, 0] * load[i] / max(curve[0], 1e-300)  # fewer than the smallest grid batch
         out[i] = np.where(load[i] < curve[0], below, np.interp(load[i], curve, batch[i]))
     return np.minimum(out, batch)
+
+
+def _occupancy(batch: np.ndarray, rate: np.ndarray, load: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The running batch as a birth-death process: arrivals ``load``, completions ``rate(n)``.
+
+    With ``n`` sequences running a replica completes ``rate(n)`` requests per second (the grid's
+    rate curve, interpolated at every whole ``n``); beyond the cap ``B`` requests wait and complete at
+    ``rate(B)``. Returns, per candidate, the mean running batch, the mean wait for a slot, the
+    probability the cap is full, and ``rate(B) - load`` (the drain rate of that queue; <= 0 unstable).
+    """
+    mean = np.empty_like(load, dtype=float)
+    wait, full = np.empty_like(mean), np.empty_like(mean)
+    top = int(batch.max())
+    n = np.arange(top + 1, dtype=float)
+    for i in range(batch.shape[0]):
+        curve = np.interp(n[1:], batch[i], rate[i])
+        cumulative = np.concatenate(([0.0], np.cumsum(np.log(np.maximum(curve, 1e-300)))))
+        lam = load[i][:, None]
+        cap = batch[i][:, None]
+        log_p = n[None, :] * np.log(lam) - cumulative[None, :]
+        log_p = np.where(n[None, :] <= cap, log_p, -np.inf)
+        log_p -= log_p.max(axis=1, keepdims=True)
+        p = np.exp(log_p)
+        at_cap = np.take_along_axis(p, batch[i][:, None].astype(int), axis=1)[:, 0]
+        rho = np.minimum(load[i] / np.interp(batch[i], n[1:], curve), 1 - 1e-12)
+        tail = at_cap * rho / (1 - rho)
+        total = p.sum(axis=1) + tail
+        mean[i] = ((p * n[None, :]).sum(axis=1) + batch[i] * tail) / total
+        full[i] = (at_cap + tail) / total
+        wait[i] = at_cap * rho / (1 - rho) ** 2 / total / load[i]
+    drain = np.stack([np.interp(batch[i], batch[i], rate[i]) for i in range(batch.shape[0])]) - load
+    unstable = drain <= 0
+    return (
+        np.where(unstable, np.inf, mean),
+        np.where(unstable, np.inf, wait),
+        np.where(unstable, 1.0, full),
+        drain,
+    )
 
 
 def _on_row(running: np.ndarray, batch: np.ndarray, values: Any) -> np.ndarray:
@@ -606,7 +660,9 @@ def _read_trace(trace: Any, columns: tuple[str, ...]) -> Any:
     if missing:
         raise InputError(f"the trace lacks column(s) {missing}; it has {list(frame.columns)}")
     values = frame[list(columns)].to_numpy(dtype=float)
-    if not np.all(np.isfinite(values)) or np.any(values[:, 1:] < 1) or np.any(values[:, 0] < 0) or len(values) < 1:
+    if len(values) < 1:
+        raise InputError("the trace has no requests")
+    if not np.all(np.isfinite(values)) or np.any(values[:, 1:] < 1) or np.any(values[:, 0] < 0):
         raise InputError("the trace has negative times, lengths below one token, or missing values")
     return frame
 
@@ -826,7 +882,7 @@ def size_fleet(
     engine : str or EngineProfile, optional
         Serving engine profile (memory policy and efficiency); ``None`` for the generic default.
     max_utilization : float
-        Load each replica to at most this fraction of its throughput at the design batch (headroom).
+        Load each replica to at most this fraction of its throughput at the batch cap (headroom).
     ttft_percentile : float, optional
         Plan TTFT at this percentile (e.g. 0.99) instead of the mean.
     price : Quantity [USD / hour] or dict, optional
@@ -939,7 +995,7 @@ def size_fleet(
     energy = power * HOURS / tokens_per_hour * 1e6  # joules per million output tokens
     kwh = electricity_price if electricity_price is not None else Q_(0.10, "USD/(kW*hour)")
     reason = {
-        "memory": "one replica fewer would need a running batch whose KV cache does not fit",
+        "memory": "one replica fewer would need a larger batch cap than the KV cache holds",
         "tpot": "with one replica fewer the running batch would exceed the TPOT target",
         "ttft": "with one replica fewer TTFT would exceed its target",
         "tbt": "with one replica fewer the token gap would exceed its target",

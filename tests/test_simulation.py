@@ -1,0 +1,343 @@
+"""The request-level simulator: queueing theory, Little's law, the benchmark model, routers, traffic
+kinds, the scheduler's memory semantics, bad input, and plan verification.
+
+The queueing checks run the scheduler with a fixed iteration time (``SimulationSetup.step_time``) and
+one-token prompts, so a replica with ``max_num_seqs = c`` is a c-server FCFS queue whose service time
+is ``O`` iterations; they compare with Erlang C, the M/M/c mean wait and ciw (an independent
+discrete-event simulator).
+"""
+
+from __future__ import annotations
+
+import math
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pandas as pd
+import pytest
+from ciw_reference import simulate_waits
+
+from calculator import Q_
+from calculator.errors import InputError
+from calculator.fleet import size_fleet
+from calculator.performance import predict_benchmark
+from calculator.queueing import erlang_c, mmc_mean_wait
+from calculator.simulation import (
+    SimulationSetup,
+    Traffic,
+    router_name,
+    simulate,
+    simulate_plan,
+    verify_plan,
+)
+
+TICK = 1e-3  # the fixed iteration time of the queueing checks
+
+
+def _queue(servers: int, output_cv: float, rate: float, seeds: int = 3, requests: int = 12_000):
+    setup = SimulationSetup("llama-3.1-8b", "h100-sxm", "fp8", max_num_seqs=servers, step_time=Q_(TICK, "s"))
+    traffic = Traffic(
+        Q_(rate, "request/s"), 1, 100, output_cv=output_cv, length_distribution="gamma", requests=requests
+    )
+    result = simulate(setup, traffic, seeds=seeds, executor=ThreadPoolExecutor(1))
+    waits = [frame.queue_wait[frame.measured].to_numpy() for _, frame in result.requests.groupby("seed")]
+    return result, waits
+
+
+def _interval(values: list[float]) -> tuple[float, float]:
+    from scipy import stats
+
+    values = np.asarray(values)
+    half = stats.t.ppf(0.995, values.size - 1) * values.std(ddof=1) / math.sqrt(values.size)
+    return float(values.mean() - half), float(values.mean() + half)
+
+
+def test_mdc_wait_agrees_with_ciw():
+    # 4 slots, 100 iterations of 1 ms each: M/D/4 with service 0.1 s at utilization 0.8.
+    _, waits = _queue(4, 0.0, 32.0)
+    low, high = _interval([w.mean() for w in waits])
+    reference = simulate_waits(32.0, 0.1, 4, arrival_cv=1.0, service_cv=0.0, customers=12_000, replications=6)
+    ref_low, ref_high = reference.mean_interval()
+    # Admission happens at iteration boundaries: at most one iteration beyond the queue's wait.
+    assert low - TICK <= ref_high and ref_low <= high + TICK, ((low, high), (ref_low, ref_high))
+
+
+def test_mmc_wait_and_erlang_c_match_theory():
+    # Exponential outputs (mean 100 tokens) make the service time exponential: M/M/4 at 0.75.
+    rate, service, servers = 30.0, 0.1, 4
+    result, waits = _queue(servers, 1.0, rate, seeds=4, requests=15_000)
+    theory = mmc_mean_wait(Q_(rate, "request/s"), Q_(service, "s"), servers).m_as("s")
+    low, high = _interval([w.mean() for w in waits])
+    assert low - TICK <= theory <= high + TICK, (low, theory, high)
+    # Erlang C: the share of requests that wait for a slot (more than the iteration alignment).
+    probability = float(erlang_c(Q_(rate, "request/s"), Q_(service, "s"), servers))
+    p_low, p_high = _interval([float((w > TICK).mean()) for w in waits])
+    assert p_low - 0.02 <= probability <= p_high + 0.02, (p_low, probability, p_high)
+    # Little's law on the same runs.
+    assert result.in_flight == pytest.approx(result.littles_law, rel=0.03)
+
+
+def test_littles_law_holds_on_a_step_model_run():
+    setup = SimulationSetup("llama-3.1-8b", "h100-sxm", "fp8", engine="vllm")
+    traffic = Traffic(Q_(40, "request/s"), 1024, 256, input_cv=0.5, output_cv=0.5, requests=4000)
+    result = simulate(setup, traffic, replicas=3, router="random")
+    assert result.in_flight == pytest.approx(result.littles_law, rel=0.03)
+    # Every request of a stable run finishes, on the replica it was routed to.
+    frame = result.requests
+    assert frame.finish.notna().all() and frame.replica.between(0, 2).all()
+    assert (frame.first_token >= frame.arrival).all() and (frame.finish >= frame.first_token).all()
+
+
+BENCHMARKS = [
+    # model, accelerator, precision, TP, input, output, clients, engine
+    ("qwen3-32b", "h100-sxm", "bf16", 4, 1024, 512, 32, "vllm"),
+    ("llama-3.1-8b", "h100-sxm", "fp8", 1, 1024, 256, 64, "vllm"),
+    ("llama-3.1-8b", "h100-sxm", "bf16", 1, 2048, 128, 16, "sglang"),
+    ("llama-3.1-70b", "h100-sxm", "fp8", 2, 1024, 512, 128, "trtllm"),
+    ("llama-3.1-8b", "h100-sxm", "fp8", 1, 4096, 512, 256, "vllm"),
+]
+
+
+@pytest.mark.parametrize(("model", "gpu", "precision", "tp", "inputs", "outputs", "clients", "engine"), BENCHMARKS)
+def test_closed_loop_agrees_with_the_benchmark_model(model, gpu, precision, tp, inputs, outputs, clients, engine):
+    predicted = predict_benchmark(model, gpu, precision, tp, inputs, outputs, clients, engine=engine)
+    setup = SimulationSetup(model, gpu, precision, tp, engine=engine)
+    fixed = simulate(setup, Traffic(clients=clients, input_tokens=inputs, output_tokens=outputs, requests=10 * clients))
+    # Throughput and TPOT: the same step physics and scheduler, within 10 %.
+    assert fixed.throughput.m_as("request/s") == pytest.approx(predicted.throughput.m_as("request/s"), rel=0.10)
+    assert fixed.value("tpot").m_as("s") == pytest.approx(predicted.tpot.m_as("s"), rel=0.10)
+    ttft = predicted.ttft.m_as("s")
+    if predicted.memory_limited or engine == "sglang":
+        # Waiting for a KV slot, or prefill-first waves (which the model keeps whole): within 15 %.
+        assert fixed.value("ttft").m_as("s") == pytest.approx(ttft, rel=0.15)
+    else:
+        # Where prefill mixes into decoding, the model's fitted wave law sits between waves that stay
+        # whole (fixed lengths: every client re-arrives together) and waves that disperse (lengths
+        # with 20 % variability).
+        jittered = simulate(
+            setup,
+            Traffic(
+                clients=clients,
+                input_tokens=inputs,
+                output_tokens=outputs,
+                input_cv=0.2,
+                output_cv=0.2,
+                requests=10 * clients,
+            ),
+        )
+        assert jittered.value("ttft").m_as("s") <= 1.25 * ttft <= 1.25 * 1.1 * fixed.value("ttft").m_as("s")
+
+
+def test_routers_balance_as_expected():
+    setup = SimulationSetup("llama-3.1-8b", "h100-sxm", "fp8", engine="vllm")
+    traffic = Traffic(Q_(90, "request/s"), 2048, 128, input_cv=0.8, output_cv=0.8, requests=6000)
+    runs = {router: simulate(setup, traffic, replicas=4, router=router) for router in ("round_robin", "random", "jsq")}
+    counts = runs["round_robin"].requests.replica.value_counts()
+    assert counts.max() - counts.min() <= 1
+    assert runs["jsq"].value("ttft", "p99") < runs["random"].value("ttft", "p99")
+    assert runs["round_robin"].value("ttft", "p99") < runs["random"].value("ttft", "p99")
+    assert router_name("power_of_two") == "two_choices" and router_name("least_outstanding_tokens") == "least_work"
+    for router in ("power_of_two", "least_outstanding_tokens"):
+        run = simulate(setup, traffic.replace(requests=1500), replicas=4, router=router)
+        assert run.requests.finish.notna().all() and run.requests.replica.nunique() == 4
+
+
+def test_traffic_kinds_draw_what_they_say():
+    gamma = Traffic(Q_(10, "request/s"), 500, 200, arrival_cv=2.0, input_cv=0.5, output_cv=1.0, requests=40_000)
+    times, inputs, outputs = gamma.draw(3)
+    gaps = np.diff(times)
+    assert gaps.mean() == pytest.approx(0.1, rel=0.05)
+    assert gaps.std() / gaps.mean() == pytest.approx(2.0, rel=0.08)
+    assert inputs.mean() == pytest.approx(500, rel=0.03) and inputs.std() / inputs.mean() == pytest.approx(
+        0.5, rel=0.08
+    )
+    assert outputs.std() / outputs.mean() == pytest.approx(1.0, rel=0.1)
+    fixed = Traffic(Q_(10, "request/s"), 500, 200, arrival_cv=0.0, requests=100).draw(0)
+    assert np.allclose(np.diff(fixed[0]), 0.1) and (fixed[1] == 500).all() and (fixed[2] == 200).all()
+    # A trace replays as given (sorted by arrival, starting at zero).
+    trace = pd.DataFrame({"arrival_time": [5.0, 2.0, 3.5], "input_tokens": [10, 20, 30], "output_tokens": [4, 5, 6]})
+    replay = Traffic.from_trace(trace).draw(0)
+    assert replay[0].tolist() == [0.0, 1.5, 3.0] and replay[1].tolist() == [20, 30, 10]
+
+
+def test_demand_curve_with_a_replica_schedule():
+    # Demand doubles halfway; a second replica becomes ready at 60 s (its cold start included).
+    traffic = Traffic(
+        demand=([0.0, 59.999, 60.0, 120.0], [5.0, 5.0, 10.0, 10.0]),
+        input_tokens=256,
+        output_tokens=64,
+        requests=100_000,
+        replica_schedule=([0.0, 60.0], [1, 2]),
+    )
+    times = traffic.draw(1)[0]
+    assert (times < 60).sum() == pytest.approx(300, rel=0.2) and (times >= 60).sum() == pytest.approx(600, rel=0.15)
+    run = simulate(SimulationSetup("llama-3.1-8b", "h100-sxm", "fp8"), traffic, router="round_robin")
+    early = run.requests[run.requests.arrival < 59.0]
+    late = run.requests[run.requests.arrival > 61.0]
+    assert (early.replica == 0).all() and set(late.replica) == {0, 1} and run.replicas == 2
+
+
+def test_preemption_when_the_cache_runs_out_and_no_eviction_under_full_reservation():
+    # A small cache: Llama-70B BF16 on 2 x H100 holds few long sequences.
+    traffic = Traffic(Q_(2, "request/s"), 6000, 1500, requests=120)
+    vllm = simulate(SimulationSetup("llama-3.1-70b", "h100-sxm", "bf16", 2, engine="vllm"), traffic)
+    assert vllm.requests.preemptions.sum() > 0
+    assert vllm.requests.finish.notna().all() and vllm.occupancy.kv_occupancy.max() <= 1.0 + 1e-9
+    # A preempted request's recompute shows as a long gap between its tokens.
+    preempted = vllm.requests[vllm.requests.preemptions > 0]
+    assert (preempted.token_gap > 5 * vllm.value("tpot", "p50").m_as("s")).all()
+    trt = simulate(SimulationSetup("llama-3.1-70b", "h100-sxm", "bf16", 2, engine="trtllm"), traffic)
+    assert trt.requests.preemptions.sum() == 0 and trt.requests.finish.notna().all()
+
+
+def test_prefill_first_engine_pauses_decoding():
+    # SGLang runs a prefill batch alone: a long prompt arriving mid-stream stalls every decode.
+    traffic = Traffic(Q_(4, "request/s"), 8000, 300, requests=300)
+    sglang = simulate(SimulationSetup("llama-3.1-8b", "h100-sxm", "bf16", engine="sglang"), traffic)
+    vllm = simulate(SimulationSetup("llama-3.1-8b", "h100-sxm", "bf16", engine="vllm"), traffic)
+    assert sglang.value("token_gap", "p50") > vllm.value("token_gap", "p50")
+
+
+def test_seeds_run_through_any_executor_and_repeat_exactly():
+    setup = SimulationSetup("llama-3.1-8b", "h100-sxm", "fp8")
+    traffic = Traffic(Q_(20, "request/s"), 512, 128, input_cv=0.5, requests=800)
+    threads = simulate(setup, traffic, seeds=[4, 5], executor=ThreadPoolExecutor(2))
+    processes = simulate(setup, traffic, seeds=[4, 5])  # the default process pool
+    pd.testing.assert_frame_equal(threads.requests, processes.requests)
+    ttft = threads.summary.query("metric == 'ttft' and statistic == 'mean'").iloc[0]
+    assert ttft.low <= ttft.value <= ttft.high and ttft.low < ttft.high
+    assert threads.seeds == (4, 5)
+
+
+def test_bad_input_gets_a_clear_error_or_an_explicit_result():
+    setup = SimulationSetup("llama-3.1-8b", "h100-sxm", "fp8")
+    with pytest.raises(InputError, match="arrival_rate"):
+        Traffic(Q_(0, "request/s"), 100, 10)
+    with pytest.raises(InputError, match="no requests"):
+        Traffic.from_trace(pd.DataFrame({"arrival_time": [], "input_tokens": [], "output_tokens": []}))
+    with pytest.raises(InputError, match="exactly one"):
+        Traffic(Q_(1, "request/s"), 100, 10, clients=4)
+    with pytest.raises(InputError, match="requests"):
+        Traffic(Q_(1, "request/s"), 100, 10, requests=10**9)
+    with pytest.raises(InputError, match="router"):
+        simulate(setup, Traffic(Q_(1, "request/s"), 100, 10, requests=10), router="fastest")
+    with pytest.raises(InputError, match="max_num_seqs"):
+        SimulationSetup("llama-3.1-8b", "h100-sxm", "fp8", max_num_seqs=0)
+    with pytest.raises(InputError, match="leave no KV cache"):
+        simulate(SimulationSetup("llama-3.1-405b", "l4", "bf16"), Traffic(Q_(1, "request/s"), 10, 10, requests=5))
+    # A request larger than the whole cache is refused and said so, the others are served.
+    small = SimulationSetup("llama-3.1-70b", "h100-sxm", "bf16", 2, engine="vllm")
+    trace = pd.DataFrame(
+        {"arrival_time": [0.0, 0.1, 0.2], "input_tokens": [500, 2_000_000, 500], "output_tokens": [20, 20, 20]}
+    )
+    run = simulate(small, Traffic.from_trace(trace), ttft_slo=Q_(10, "s"), warmup=0.0, cooldown=0.0)
+    assert run.dropped == 1 and run.meets_targets is False and "never fit" in run.verdict
+    assert run.requests.finish.notna().sum() == 2
+    # An overloaded run ends (finite requests) and says the backlog grows.
+    overloaded = simulate(setup, Traffic(Q_(400, "request/s"), 2048, 512, requests=6000), tpot_slo=Q_(1, "s"))
+    assert not overloaded.stable and overloaded.meets_targets is False and "backlog" in overloaded.verdict
+    # The wall-clock cap stops a long run and says so.
+    capped = simulate(setup, Traffic(Q_(50, "request/s"), 512, 2000, requests=20_000), time_limit=0.05)
+    assert capped.truncated and capped.meets_targets is None and "time_limit" in capped.verdict
+
+
+def _plan(**changes):
+    arguments = {
+        "model": "llama-3.1-8b",
+        "accelerator": "h100-sxm",
+        "precision": "fp8",
+        "arrival_rate": Q_(30, "request/s"),
+        "input_tokens": 1024,
+        "output_tokens": 256,
+        "ttft_slo": Q_(400, "ms"),
+        "tpot_slo": Q_(25, "ms"),
+        "engine": "vllm",
+        "ttft_percentile": 0.9,
+        "input_cv": 0.5,
+        "output_cv": 0.5,
+    }
+    arguments.update(changes)
+    return size_fleet(**arguments)
+
+
+def test_verify_plan_finds_the_simulated_minimum():
+    plan = _plan()
+    check = verify_plan(plan, seeds=2, requests=6000)
+    assert check.analytical_replicas == plan.replicas
+    assert check.meets_targets and check.simulated_replicas == plan.replicas and check.tight
+    assert list(check.table.replicas) == [plan.replicas - 1, plan.replicas]
+    assert check.table.meets_targets.tolist() == [False, True]
+    assert str(plan.replicas) in check.verdict
+    # The sizer's verify option puts both counts side by side.
+    verified = _plan(verify=True, verify_options={"seeds": 2, "requests": 6000})
+    assert verified.simulated_replicas == verified.replicas and verified.verification.tight
+
+
+def test_verify_plan_searches_upward_when_the_plan_misses():
+    # Ask the simulation to check too few replicas: it climbs until the targets are met.
+    plan = _plan()
+    import dataclasses
+
+    short = dataclasses.replace(plan, replicas=plan.replicas - 1)
+    check = verify_plan(short, seeds=1, requests=5000)
+    assert not check.meets_targets and check.simulated_replicas == plan.replicas
+
+
+def test_verify_plan_refuses_what_it_cannot_simulate():
+    infeasible = _plan(tpot_slo=Q_(1, "ms"))
+    assert not infeasible.feasible
+    with pytest.raises(InputError, match="infeasible"):
+        verify_plan(infeasible)
+    from calculator.fleet import Speculation
+
+    speculative = _plan(speculation=Speculation("llama-3.2-1b", 4, 0.7))
+    with pytest.raises(InputError, match="speculative"):
+        simulate_plan(speculative)
+
+
+def test_the_sizer_uses_the_running_batch_and_the_router():
+    plan = _plan(ttft_percentile=None)
+    # TPOT is evaluated where the load puts the batch, below the replica's cap.
+    assert plan.running_batch < plan.batch
+    check = simulate_plan(plan, seeds=1, requests=6000)
+    assert check.value("tpot").m_as("s") == pytest.approx(plan.tpot.m_as("s"), rel=0.15)
+    assert check.occupancy.running.mean() == pytest.approx(plan.running_batch, rel=0.15)
+    # Random dispatch leaves each replica Poisson arrivals; round robin smooths them.
+    random = _plan(router="random", arrival_rate=Q_(120, "request/s"))
+    ordered = _plan(router="round_robin", arrival_rate=Q_(120, "request/s"))
+    assert random.router == "random" and ordered.router == "round_robin"
+    assert random.replicas >= ordered.replicas and random.ttft >= ordered.ttft
+
+
+def test_step_tables_match_the_step_model():
+    from calculator.performance import engine_profile, iteration_seconds, step_arrays
+    from calculator.simulation import _StepTable
+
+    rng = np.random.default_rng(0)
+    a = step_arrays("qwen3-30b-a3b", "h200-sxm", "fp8")
+    eff = engine_profile("vllm").efficiency_for(a["accelerator"])
+    table = _StepTable(a, eff, 1, 20_000, 8192)
+    for _ in range(150):
+        n, context = int(rng.integers(1, 400)), float(rng.uniform(100, 15_000))
+        exact = iteration_seconds(a, eff, 1, n, context)
+        assert table.decode(n, context) == pytest.approx(exact, rel=0.005)
+        tokens, requests, prior = float(rng.integers(1, 8000)), int(rng.integers(1, 4)), float(rng.uniform(0, 8000))
+        exact = iteration_seconds(a, eff, 1, n, context, tokens, requests, prior)
+        assert table.decode(n, context) + table.prefill(n, tokens, requests, prior) == pytest.approx(exact, rel=0.02)
+
+
+def test_an_autoscaling_plan_drives_the_replica_schedule():
+    from calculator.autoscaling import predictive_schedule
+
+    times = Q_(np.linspace(0, 600, 61), "s")
+    demand = Q_(np.where(np.linspace(0, 600, 61) < 300, 4.0, 12.0), "request/s")
+    scaling = predictive_schedule(
+        times, demand, Q_(6, "request/s"), startup_time=Q_(60, "s"), lead_time=Q_(0, "s"), step=Q_(10, "s")
+    )
+    traffic = Traffic(demand=(times, demand), input_tokens=256, output_tokens=64, replica_schedule=scaling)
+    assert traffic.replica_schedule[1].max() == scaling.ready.max()
+    run = simulate(SimulationSetup("llama-3.1-8b", "h100-sxm", "fp8"), traffic)
+    ready_at = np.interp(run.requests.arrival, traffic.replica_schedule[0], traffic.replica_schedule[1])
+    assert (run.requests.replica < np.maximum(np.ceil(ready_at), 1)).mean() > 0.99
+    with pytest.raises(InputError, match="demand"):
+        Traffic(demand=([0, 10], [-1, 2]), input_tokens=10, output_tokens=10)

@@ -1,5 +1,8 @@
 """Fleet sizer: the cheapest fleet that serves a workload within its TTFT and TPOT targets."""
 
+import threading
+from collections import OrderedDict
+
 import pandas as pd
 import streamlit as st
 
@@ -7,14 +10,27 @@ from app_pages import _common as ui
 from calculator import Q_
 from calculator.economics import cost_per_million_tokens
 from calculator.fleet import default_price_entry, frontier, relax_targets, size_fleet
-from calculator.plots import frontier_figure
+from calculator.plots import frontier_figure, kv_occupancy_over_time, latency_distribution, verification_chart
 from calculator.precision import PRECISIONS
 from calculator.queueing import replica_demand, utilization
 from calculator.registry import load_registry
+from calculator.simulation import DEFAULT_ROUTER, verify_plan
 
 ENGINES = {"generic": None, "vLLM": "vllm", "SGLang": "sglang", "TensorRT-LLM": "trtllm"}
 PERCENTILES = {"mean": None, "p90": 0.9, "p95": 0.95, "p99": 0.99}
 SERVING_PRECISIONS = [p for p in ("fp16", "bf16", "fp8", "int8", "int4", "fp4") if p in PRECISIONS]
+#: Labels of the dispatch policies of `calculator.simulation.ROUTERS`, by canonical name.
+ROUTER_LABELS = {
+    "round_robin": "round robin",
+    "random": "random",
+    "least_connections": "join shortest queue (fewest requests)",
+    "least_work": "least outstanding tokens",
+    "two_choices": "power of two choices",
+}
+AS_SIZED = "as sized"
+#: Simulation defaults: small enough to answer in a few seconds on two cores.
+SIMULATED_REQUESTS, SIMULATED_SEEDS = 3000, 2
+SHARED_VERIFICATIONS, SESSION_VERIFICATIONS = 16, 4
 
 
 def _sizing_args(extra, model, accelerators, precisions, rate, prompt, output, ttft_ms, tpot_ms):
@@ -41,6 +57,42 @@ def plan_for(extra, model, accelerators, precisions, rate, prompt, output, ttft_
 def relaxed_for(extra, model, accelerators, precisions, rate, prompt, output, ttft_ms, tpot_ms, options):
     args = _sizing_args(extra, model, accelerators, precisions, rate, prompt, output, ttft_ms, tpot_ms)
     return relax_targets(*args, **_options(options))
+
+
+@st.cache_resource(show_spinner=False)
+def _verification_store():
+    """Verifications shared by every session, most recent last (a simulation is seeded: same inputs, same answer).
+
+    Not ``st.cache_data``: the simulation reports progress to a bar on the page, which a cached
+    function may not touch.
+    """
+    return OrderedDict(), threading.Lock()
+
+
+def _verify(plan, key, requests, seeds, router):
+    """The plan checked by simulation, from this server's store or simulated now with a progress bar."""
+    store, lock = _verification_store()
+    with lock:
+        verification = store.get(key)
+        if verification is not None:
+            store.move_to_end(key)
+            return verification
+    bar = st.progress(0.0, text="Simulating the plan request by request...")
+    try:
+        verification = verify_plan(
+            plan,
+            requests=requests,
+            seeds=seeds,
+            router=None if router == AS_SIZED else router,
+            progress=lambda done: bar.progress(done, text=f"Simulating the plan request by request... {done:.0%}"),
+        )
+    finally:
+        bar.empty()
+    with lock:
+        store[key] = verification
+        while len(store) > SHARED_VERIFICATIONS:
+            store.popitem(last=False)
+    return verification
 
 
 @st.cache_data(show_spinner="Tracing the frontier...", max_entries=32)
@@ -105,6 +157,15 @@ def main():
         max_util = sc.slider(
             "Utilization cap", "util", 0.8, min_value=0.05, max_value=1.0, step=0.05, help="headroom per replica"
         )
+        router = sc.select(
+            "Router",
+            "router",
+            list(ROUTER_LABELS),
+            DEFAULT_ROUTER,
+            format_func=ROUTER_LABELS.get,
+            help="How the load balancer spreads requests over the replicas; it sets the burstiness each replica "
+            "sees. Default: round robin, the default of common HTTP load balancers.",
+        )
         prices = {}
         for name in accelerators:
             default, entry = _registry_price(name)
@@ -135,6 +196,7 @@ def main():
         ("arrival_cv", arrival_cv),
         ("input_cv", prompt_cv),
         ("kv_precision", kv_precision),
+        ("router", router),
     )
     request = (ui.extra_files(), model, tuple(accelerators), tuple(precisions), rate, prompt, output, ttft_ms, tpot_ms)
     plan = plan_for(*request, options)
@@ -142,6 +204,7 @@ def main():
     st.divider()
     if plan.feasible:
         _show_plan(plan, rate, output, prices)
+        _simulation(sc, plan, (request, options))
     else:
         _show_infeasible(plan, request, options)
 
@@ -226,6 +289,101 @@ def _show_plan(plan, rate, output, prices):
         (arrival * Q_(output, "token/request")).to("token/s"),
         title="cost per million output tokens",
     )
+
+
+def _simulation(sc, plan, sizing):
+    st.subheader("Verify by simulation")
+    st.caption(
+        "Simulate every request through continuous-batching replicas behind the router: each iteration priced by "
+        "the step model, admission by free KV cache and the batch cap, open-loop arrivals with the workload's "
+        "rate and variability (`calculator.simulation.verify_plan`). The plan's replica count is simulated, then "
+        "one fewer, or one more, until the fewest that meet the targets are found. Runs are seeded: the same "
+        "inputs give the same answer."
+    )
+    a, b, c = st.columns(3)
+    requests = sc.number(
+        "Requests per seed", "sim_requests", SIMULATED_REQUESTS, min_value=200, max_value=200_000, step=1000,
+        integer=True, where=a, help="per replica count simulated; more requests narrow the intervals",
+    )  # fmt: skip
+    seeds = sc.number(
+        "Seeds", "sim_seeds", SIMULATED_SEEDS, min_value=1, max_value=16, integer=True, where=b,
+        help="independent runs; the intervals are over them",
+    )  # fmt: skip
+    labels = {AS_SIZED: f"as sized ({ROUTER_LABELS[plan.router]})", **ROUTER_LABELS}
+    router = sc.select("Router to simulate", "sim_router", list(labels), AS_SIZED, where=c, format_func=labels.get)
+    key = (sizing, requests, seeds, router)
+    verified = st.session_state.setdefault("fleet.verified", OrderedDict())
+    if st.button("Verify by simulation", key="fleet.verify", type="primary"):
+        verified[key] = _verify(plan, key, requests, seeds, router)
+        while len(verified) > SESSION_VERIFICATIONS:
+            verified.popitem(last=False)
+    verification = verified.get(key)
+    if verification is None:
+        st.caption(
+            f"About {requests * seeds:,} requests per replica count simulated; a few seconds at the defaults "
+            f"({SIMULATED_REQUESTS:,} requests, {SIMULATED_SEEDS} seeds)."
+        )
+        return
+    _show_verification(plan, verification)
+
+
+def _show_verification(plan, verification):
+    found = verification.simulated_replicas
+    if verification.meets_targets and found == verification.analytical_replicas:
+        st.success(f"Simulation: {verification.verdict}.")
+    elif verification.meets_targets:
+        st.info(f"Simulation: {verification.verdict}.")
+    else:
+        st.warning(f"Simulation: {verification.verdict}.")
+    results = verification.results
+    mine = results[verification.analytical_replicas]
+    cols = st.columns(4)
+    cols[0].metric("Analytical replicas", verification.analytical_replicas, help="the plan's, from the closed forms")
+    cols[1].metric(
+        "Simulated replicas",
+        found if found is not None else "none",
+        help="the fewest meeting every target in simulation",
+    )
+    cols[2].metric(
+        "Attainment at the plan's replicas",
+        f"{100 * mine.attainment.get('all', float('nan')):.1f} %",
+        help="share of measured requests meeting every target",
+    )
+    cols[3].metric(
+        "Goodput at the plan's replicas [request/s]",
+        ui.number(mine.goodput.m_as("request/s"), 4),
+        help="measured requests meeting every target, per second",
+    )
+    st.plotly_chart(verification_chart(verification, plan), key="verification")
+    counts = sorted(results)
+    shown = st.radio(
+        "Replica count to inspect", counts, index=counts.index(verification.analytical_replicas),
+        horizontal=True, key="fleet.sim_inspect",
+    )  # fmt: skip
+    result = results[shown]
+    targets = plan.targets
+    left, right = st.columns(2)
+    with left:
+        figure = latency_distribution(result, "ttft", targets["ttft"], targets.get("ttft_percentile"))
+        st.plotly_chart(figure, key="ttft-cdf")
+    with right:
+        st.plotly_chart(latency_distribution(result, "tpot", targets["tpot"]), key="tpot-cdf")
+    attainment = pd.DataFrame(
+        [
+            {
+                "replicas": count,
+                **{f"{name} attained [%]": 100 * share for name, share in results[count].attainment.items()},
+                "meets targets": bool(results[count].meets_targets),
+                "verdict": results[count].verdict,
+            }
+            for count in counts
+        ]
+    )
+    st.markdown("**Attainment**: the share of measured requests meeting each target, by replica count")
+    ui.table(attainment, "simulated-attainment")
+    with st.expander("KV cache and running sequences over time"):
+        st.plotly_chart(kv_occupancy_over_time(result), key="kv-occupancy")
+    ui.download_json(verification, "plan-verification", label="Download the verification as JSON")
 
 
 def _show_infeasible(plan, request, options):

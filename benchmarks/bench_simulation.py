@@ -13,7 +13,7 @@ from calculator.units import Q_
 
 CASES = [
     ("llama-3.1-8b h100 fp8, vLLM, 120 req/s, 1024/256 (CV 0.5)", "llama-3.1-8b", "vllm", 120, 1024, 256),
-    ("llama-3.1-70b h100 fp8 TP2, SGLang, 30 req/s, 2048/512 (CV 0.5)", "llama-3.1-70b", "sglang", 30, 2048, 512),
+    ("llama-3.1-70b h100 fp8 TP2, SGLang, 12 req/s, 2048/512 (CV 0.5)", "llama-3.1-70b", "sglang", 12, 2048, 512),
 ]
 
 

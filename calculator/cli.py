@@ -1,16 +1,20 @@
 """Command-line interface: ``servecalc`` (or ``python -m calculator``).
 
 Commands print tables for people. The commands that return tables (``registry list``, ``size``,
-``frontier``) also take ``--format csv|json|xlsx`` (``--json`` is ``--format json``); CSV and JSON go
-to standard output or to ``--out FILE``, XLSX needs ``--out FILE`` and writes the workbook of
-:func:`calculator.export.to_xlsx` (inputs, results, and the formulas and registry sources used).
-A bad registry file exits with status 2 and the :class:`~calculator.errors.RegistryError` message.
+``simulate``, ``frontier``) also take ``--format csv|json|xlsx`` (``--json`` is ``--format json``); CSV
+and JSON go to standard output or to ``--out FILE``, XLSX needs ``--out FILE`` and writes the workbook
+of :func:`calculator.export.to_xlsx` (inputs, results, and the formulas and registry sources used).
+``simulate`` checks a plan (``size --json``'s file, or the sizing options) by simulating every request
+(:mod:`calculator.simulation`); its progress bar goes to standard error. A bad registry file exits
+with status 2 and the :class:`~calculator.errors.RegistryError` message; other bad input also exits
+with status 2 and an ``error:`` line.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -218,35 +222,47 @@ PrecisionOption = Annotated[
 ]
 EngineOption = Annotated[str | None, typer.Option(help="Serving engine profile: vllm, sglang or trtllm.")]
 
+# The sizing options: ``size`` requires the first six, ``simulate`` takes them when it has no ``--plan``.
+ModelArgument = Annotated[str | None, typer.Argument(help="Registry model id or alias.", show_default=False)]
+RateOption = Annotated[str | None, typer.Option(help="Arrival rate (request/s).", show_default=False)]
+InputTokensOption = Annotated[float | None, typer.Option("--input", help="Mean prompt tokens.", show_default=False)]
+OutputTokensOption = Annotated[float | None, typer.Option("--output", help="Mean output tokens.", show_default=False)]
+TtftOption = Annotated[str | None, typer.Option(help="TTFT target, e.g. '500 ms'.", show_default=False)]
+TpotOption = Annotated[str | None, typer.Option(help="TPOT target, e.g. '40 ms'.", show_default=False)]
+PriceOption = Annotated[str | None, typer.Option(help="GPU-hour price (USD/hour); default from the registry.")]
+MaxUtilizationOption = Annotated[float, typer.Option(help="Planned utilization ceiling.")]
+TtftPercentileOption = Annotated[float | None, typer.Option(help="Plan TTFT at this percentile.")]
+ArrivalCvOption = Annotated[float, typer.Option(help="Inter-arrival CV (1 = Poisson).")]
+InputCvOption = Annotated[float, typer.Option(help="Prompt-length CV.")]
+KvPrecisionOption = Annotated[str | None, typer.Option(help="KV-cache precision.")]
+RouterOption = Annotated[
+    str | None,
+    typer.Option(
+        help="How requests are spread over the replicas: round_robin (the default), random, "
+        "join_shortest_queue, least_outstanding_tokens or power_of_two."
+    ),
+]
 
-@app.command("size")
-def size(
-    model: Annotated[str, typer.Argument(help="Registry model id or alias.")],
-    rate: Annotated[str, typer.Option(help="Arrival rate (request/s).")],
-    input_tokens: Annotated[float, typer.Option("--input", help="Mean prompt tokens.")],
-    output_tokens: Annotated[float, typer.Option("--output", help="Mean output tokens.")],
-    ttft: Annotated[str, typer.Option(help="TTFT target, e.g. '500 ms'.")],
-    tpot: Annotated[str, typer.Option(help="TPOT target, e.g. '40 ms'.")],
-    accelerator: AcceleratorOption = ["h100-sxm"],  # noqa: B006 - typer reads list defaults
-    precision: PrecisionOption = ["fp8"],  # noqa: B006
-    engine: EngineOption = None,
-    price: Annotated[str | None, typer.Option(help="GPU-hour price (USD/hour); default from the registry.")] = None,
-    max_utilization: Annotated[float, typer.Option(help="Planned utilization ceiling.")] = 0.8,
-    ttft_percentile: Annotated[float | None, typer.Option(help="Plan TTFT at this percentile.")] = None,
-    arrival_cv: Annotated[float, typer.Option(help="Inter-arrival CV (1 = Poisson).")] = 1.0,
-    input_cv: Annotated[float, typer.Option(help="Prompt-length CV.")] = 0.0,
-    kv_precision: Annotated[str | None, typer.Option(help="KV-cache precision.")] = None,
-    as_json: JsonOption = False,
-    output_format: FormatOption = None,
-    out: OutOption = None,
-) -> None:
-    """Size the cheapest fleet serving MODEL at RATE within the TTFT and TPOT targets."""
-    from rich.progress import Progress
 
-    from .errors import CalculatorError
-    from .fleet import default_price_entry, size_fleet
-
-    fmt = _format(output_format, as_json)
+def _sizing_inputs(
+    model: str,
+    rate: str,
+    input_tokens: float,
+    output_tokens: float,
+    ttft: str,
+    tpot: str,
+    accelerator: list[str],
+    precision: list[str],
+    engine: str | None,
+    price: str | None,
+    max_utilization: float,
+    ttft_percentile: float | None,
+    arrival_cv: float,
+    input_cv: float,
+    kv_precision: str | None,
+    router: str | None,
+) -> dict[str, Any]:
+    """The keyword arguments of :func:`~calculator.fleet.size_fleet` from the sizing options."""
     inputs = {
         "model": model,
         "accelerator": accelerator,
@@ -264,14 +280,97 @@ def size(
         "input_cv": input_cv,
         "kv_precision": kv_precision,
     }
+    if router is not None:
+        inputs["router"] = router
+    return inputs
+
+
+def _fail(exc: BaseException | str, code: int = 2) -> typer.Exit:
+    """Print ``error: ...`` on standard error and return the exit to raise (``raise _fail(exc) from None``)."""
+    typer.echo(f"error: {exc}", err=True)
+    return typer.Exit(code)
+
+
+@contextlib.contextmanager
+def _library_errors() -> Iterator[None]:
+    """Turn a library error (or an unknown registry id) into ``error: ...`` and exit status 2.
+
+    Enter it before a progress bar (``with _library_errors(), bar:``) so the bar is gone when the
+    message is printed.
+    """
+    from .errors import CalculatorError
+
     try:
-        with Progress(transient=True, disable=fmt is not Format.table) as bar:
-            task = bar.add_task("searching configurations", total=None)
-            plan = size_fleet(**inputs, progress=lambda done, total: bar.update(task, completed=done, total=total))
-        prices = [default_price_entry(a).id for a in accelerator] if price is None else []
+        yield
     except (CalculatorError, KeyError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+        raise _fail(exc) from None
+
+
+def _size_plan(inputs: dict[str, Any], bar: Any) -> Any:
+    """:func:`~calculator.fleet.size_fleet` on the sizing inputs, with a task on the rich progress ``bar``."""
+    from .fleet import size_fleet
+
+    task = bar.add_task("searching configurations", total=None)
+    return size_fleet(**inputs, progress=lambda done, total: bar.update(task, completed=done, total=total))
+
+
+def _stderr_progress() -> Any:
+    """A transient rich progress bar on standard error, shown only when it is a terminal.
+
+    Standard output stays clean for ``--json`` and ``--format csv``; a redirected standard error (a
+    log file, a CI job) gets no bar at all rather than its control characters.
+    """
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+
+    console = Console(stderr=True)
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TaskProgressColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    )
+
+
+@app.command("size")
+def size(
+    model: ModelArgument,
+    rate: RateOption,
+    input_tokens: InputTokensOption,
+    output_tokens: OutputTokensOption,
+    ttft: TtftOption,
+    tpot: TpotOption,
+    accelerator: AcceleratorOption = ["h100-sxm"],  # noqa: B006 - typer reads list defaults
+    precision: PrecisionOption = ["fp8"],  # noqa: B006
+    engine: EngineOption = None,
+    price: PriceOption = None,
+    max_utilization: MaxUtilizationOption = 0.8,
+    ttft_percentile: TtftPercentileOption = None,
+    arrival_cv: ArrivalCvOption = 1.0,
+    input_cv: InputCvOption = 0.0,
+    kv_precision: KvPrecisionOption = None,
+    router: RouterOption = None,
+    as_json: JsonOption = False,
+    output_format: FormatOption = None,
+    out: OutOption = None,
+) -> None:
+    """Size the cheapest fleet serving MODEL at RATE within the TTFT and TPOT targets."""
+    from rich.progress import Progress
+
+    from .fleet import default_price_entry
+
+    fmt = _format(output_format, as_json)
+    inputs = _sizing_inputs(
+        model, rate, input_tokens, output_tokens, ttft, tpot, accelerator, precision, engine, price,
+        max_utilization, ttft_percentile, arrival_cv, input_cv, kv_precision, router,
+    )  # fmt: skip
+    with _library_errors():
+        with Progress(transient=True, disable=fmt is not Format.table) as bar:
+            plan = _size_plan(inputs, bar)
+        prices = [default_price_entry(a).id for a in accelerator] if price is None else []
 
     def table() -> str:
         from .results import format_value
@@ -299,6 +398,252 @@ def size(
         inputs={k: v for k, v in inputs.items() if v is not None},
     )
     raise typer.Exit(0 if plan.feasible else 1)
+
+
+#: The summary rows ``simulate`` prints: the latencies a serving target is written against.
+SIMULATION_METRICS = ("ttft", "tpot", "token_gap")
+SIMULATION_STATISTICS = ("mean", "p50", "p90", "p99")
+
+
+def _plan_from_json(path: Path) -> Any:
+    """The :class:`~calculator.fleet.FleetPlan` that ``servecalc size --json`` wrote to ``path``.
+
+    The JSON holds every field of the plan, quantities as ``{"value": ..., "unit": ...}``; the plan
+    is rebuilt as it was sized (not sized again), so its workload, targets, configuration and
+    router are the ones recorded. A plan sized with ``verify=True`` loses its simulations (only the
+    table was written).
+    """
+    import dataclasses
+
+    from .fleet import FleetPlan, Workload
+    from .units import Q_
+
+    def restore(value: Any) -> Any:
+        if isinstance(value, dict) and set(value) == {"value", "unit"}:
+            return Q_(value["value"], value["unit"])
+        if isinstance(value, dict):
+            return {key: restore(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return tuple(restore(item) for item in value)
+        return value
+
+    not_a_plan = f"{path} does not hold a plan written by 'servecalc size --json'"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise _fail(f"{not_a_plan} ({exc})") from None
+    if not isinstance(data, dict) or not {"feasible", "model", "replicas"} <= set(data):
+        raise _fail(not_a_plan)
+    if data.get("workload") is None or not data.get("targets"):
+        raise _fail(
+            f"{path} does not record the plan's workload and targets (written by an older version?): "
+            "size it again with 'servecalc size --json', or give the sizing options instead of --plan"
+        )
+    names = {field.name for field in dataclasses.fields(FleetPlan)} - {"verification"}
+    try:
+        values = {key: restore(value) for key, value in data.items() if key in names}
+        values["workload"] = Workload(**values["workload"])
+        return FleetPlan(**values)
+    except Exception as exc:  # a hand-edited file: a unit pint cannot read, a field of the wrong kind
+        raise _fail(f"{not_a_plan} ({type(exc).__name__}: {exc})") from None
+
+
+def _summary_frame(result: Any) -> Any:
+    """The latency summary of a run in ms: mean and percentiles of TTFT, TPOT and the longest token gap."""
+    summary = result.summary
+    rows = summary[summary.metric.isin(SIMULATION_METRICS) & summary.statistic.isin(SIMULATION_STATISTICS)]
+    frame = rows[["metric", "statistic"]].reset_index(drop=True)
+    for column in ("value", "low", "high"):
+        frame[f"{column} [ms]"] = rows[column].to_numpy(dtype=float) * 1e3
+    return frame
+
+
+def _summary_text(result: Any) -> list[str]:
+    frame = _summary_frame(result)
+    seeds = len(result.seeds)
+    basis = (
+        f"pooled over {seeds} seeds, interval from their spread"
+        if seeds > 1
+        else "one seed, interval over ten batches of requests"
+    )
+    lines = [f"summary at {result.replicas} replicas ({basis}; 95% interval):"]
+    for row in frame.itertuples(index=False):
+        value, low, high = row[2], row[3], row[4]
+        lines.append(f"  {row.metric:<10} {row.statistic:<5} {value:10.2f} ms  ({low:.2f} to {high:.2f})")
+    attainment = ", ".join(f"{key} {share:.1%}" for key, share in result.attainment.items())
+    lines.append(f"  attainment: {attainment or 'no targets'}")
+    lines.append(
+        f"  throughput {result.throughput.m_as('request/s'):.3g} request/s, "
+        f"goodput {result.goodput.m_as('request/s'):.3g} request/s"
+    )
+    return lines
+
+
+@app.command("simulate")
+def simulate_command(
+    model: ModelArgument = None,
+    plan_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--plan",
+            help="A plan written by 'servecalc size --json', in place of the sizing options.",
+            exists=True,
+            dir_okay=False,
+        ),
+    ] = None,
+    rate: RateOption = None,
+    input_tokens: InputTokensOption = None,
+    output_tokens: OutputTokensOption = None,
+    ttft: TtftOption = None,
+    tpot: TpotOption = None,
+    accelerator: AcceleratorOption = ["h100-sxm"],  # noqa: B006 - typer reads list defaults
+    precision: PrecisionOption = ["fp8"],  # noqa: B006
+    engine: EngineOption = None,
+    price: PriceOption = None,
+    max_utilization: MaxUtilizationOption = 0.8,
+    ttft_percentile: TtftPercentileOption = None,
+    arrival_cv: ArrivalCvOption = 1.0,
+    input_cv: InputCvOption = 0.0,
+    kv_precision: KvPrecisionOption = None,
+    router: Annotated[
+        str | None,
+        typer.Option(
+            help="Router to simulate (default: the plan's). round_robin, random, join_shortest_queue, "
+            "least_outstanding_tokens or power_of_two; with the sizing options the plan is also sized for it."
+        ),
+    ] = None,
+    requests: Annotated[
+        int | None,
+        typer.Option(min=1, help="Requests per seed and replica count (default 2,000 per replica, 6,000 to 60,000)."),
+    ] = None,
+    seeds: Annotated[int, typer.Option(min=1, max=1000, help="Independent runs (the intervals are over them).")] = 2,
+    replicas: Annotated[
+        int | None, typer.Option(min=1, max=10_000, help="Simulate this many replicas instead of searching.")
+    ] = None,
+    verify: Annotated[
+        bool,
+        typer.Option(
+            "--verify", help="Search the fewest replicas meeting the targets (the default without --replicas)."
+        ),
+    ] = False,
+    max_replicas: Annotated[
+        int | None, typer.Option(min=1, help="Give up the search above this count (default twice the plan's plus 2).")
+    ] = None,
+    as_json: JsonOption = False,
+    output_format: FormatOption = None,
+    out: OutOption = None,
+) -> None:
+    """Check a fleet plan by simulating every request through continuous-batching replicas.
+
+    The plan comes from --plan (the JSON of 'servecalc size --json') or is sized from the same options
+    as 'servecalc size'. With --verify (the default) the plan's replica count is simulated, then one
+    fewer or one more until the fewest that meet the targets is found; with --replicas N only N are
+    simulated. Progress goes to standard error, results to standard output.
+    """
+    from .simulation import router_name, simulate_plan, verify_plan
+
+    fmt = _format(output_format, as_json)
+    if replicas is not None and verify:
+        raise _fail("give --replicas N (simulate N replicas) or --verify (search the fewest), not both")
+    if router is not None:
+        with _library_errors():
+            router = router_name(router)
+    sizing = {"MODEL": model, "--rate": rate, "--input": input_tokens, "--output": output_tokens,
+              "--ttft": ttft, "--tpot": tpot, "--engine": engine, "--price": price,
+              "--ttft-percentile": ttft_percentile, "--kv-precision": kv_precision}  # fmt: skip
+    if plan_file is not None:
+        given = [name for name, value in sizing.items() if value is not None]
+        if given:
+            raise _fail(f"--plan holds the plan; leave out the sizing options ({', '.join(given)})")
+        plan = _plan_from_json(plan_file)
+        inputs: dict[str, Any] = {"plan": str(plan_file)}
+    else:
+        missing = ", ".join(name for name in list(sizing)[:6] if sizing[name] is None)
+        if missing:
+            raise _fail(f"give --plan FILE (from 'servecalc size --json') or the sizing options; missing {missing}")
+        inputs = _sizing_inputs(
+            model, rate, input_tokens, output_tokens, ttft, tpot, accelerator, precision, engine, price,
+            max_utilization, ttft_percentile, arrival_cv, input_cv, kv_precision, router,
+        )  # fmt: skip
+        with _library_errors(), _stderr_progress() as bar:
+            plan = _size_plan(inputs, bar)
+    if not plan.feasible:
+        raise _fail(f"the plan is infeasible, there is nothing to simulate: {plan.reason}", code=1)
+    with _library_errors(), _stderr_progress() as bar:
+        task = bar.add_task("simulating", total=1.0)
+        options = {"requests": requests, "seeds": seeds, "router": router,
+                   "progress": lambda done: bar.update(task, completed=done)}  # fmt: skip
+        if replicas is None:
+            verification = verify_plan(plan, max_replicas=max_replicas, **options)
+            results = verification.results
+        else:
+            verification = None
+            results = {replicas: simulate_plan(plan, replicas=replicas, **options)}
+    runs = dict(sorted(results.items()))
+    first = next(iter(runs.values()))
+    head = {
+        "plan": {
+            key: getattr(plan, key)
+            for key in ("model", "accelerator", "precision", "engine", "tensor_parallel", "batch", "replicas")
+        },
+        "router": first.router,
+        "seeds": list(first.seeds),
+        "requests_per_seed": {count: len(run.requests) // len(run.seeds) for count, run in runs.items()},
+    }
+
+    def text() -> str:
+        lines = [
+            f"plan: {plan.replicas} x {plan.accelerator} at {plan.precision} (TP {plan.tensor_parallel}), "
+            f"batch cap {plan.batch}, engine {plan.engine}, router {first.router}",
+            f"simulated: {len(first.seeds)} seed(s) x "
+            + ", ".join(f"{n:,} requests at {count} replicas" for count, n in head["requests_per_seed"].items()),
+        ]
+        if verification is not None:
+            found = verification.simulated_replicas
+            lines += [
+                f"verdict: {verification.verdict}",
+                f"analytical replicas: {verification.analytical_replicas}",
+                f"simulated replicas: {found if found is not None else 'none found'}",
+                "",
+                verification.table.drop(columns="verdict").round(3).to_string(index=False),
+                "",
+                *(f"  {row.replicas} replicas: {row.verdict}" for row in verification.table.itertuples()),
+            ]
+            shown = [verification.analytical_replicas]
+            if found is not None and found != verification.analytical_replicas:
+                shown.append(found)
+        else:
+            lines.append(f"verdict: {first.verdict}")
+            shown = [replicas]
+        for count in shown:
+            lines += ["", *_summary_text(runs[count])]
+        return "\n".join(lines)
+
+    def as_json_text() -> str:
+        if verification is not None:
+            body: dict[str, Any] = {**head, **verification.to_json_dict()}
+        else:
+            body = {**head, "replicas": replicas, "meets_targets": first.meets_targets, "verdict": first.verdict}
+        body["runs"] = {str(count): run.to_json_dict() for count, run in runs.items()}
+        return json.dumps(body, indent=2)
+
+    def frame() -> Any:
+        return verification.table if verification is not None else _summary_frame(first)
+
+    _emit(
+        fmt,
+        out,
+        as_json_text if fmt is Format.json else text,
+        frame,
+        models=["simulation.verify_plan" if verification is not None else "simulation.simulate_plan"],
+        registry_ids=[plan.model, plan.accelerator],
+        inputs={
+            **{k: v for k, v in inputs.items() if v is not None},
+            "requests": requests if requests is not None else "default",
+            "seeds": seeds,
+            "router": first.router,
+        },
+    )
 
 
 @app.command("frontier")

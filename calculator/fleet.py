@@ -756,17 +756,30 @@ def plan_summary(plan: FleetPlan) -> str:
     >>> print(plan_summary(dataclasses.replace(plan, gpus_interval=(6, None))))  # doctest: +NORMALIZE_WHITESPACE
     8 x h100-sxm at fp8 (TP 2); 6 GPUs at the low end of the model's 80% error interval,
     and no candidate meets the targets at the high end
+    >>> checked = dataclasses.replace(plan, gpus_interval=(6, 12), simulated_replicas=3, verification=object())
+    >>> print(plan_summary(checked))  # doctest: +NORMALIZE_WHITESPACE
+    8 x h100-sxm at fp8 (TP 2); 6-12 GPUs at the ends of the model's 80% error interval;
+    in simulation 6 GPUs (3 replicas) meet the targets
     """
     head = f"{plan.gpus} x {plan.accelerator} at {plan.precision} (TP {plan.tensor_parallel})"
     if not plan.feasible or plan.gpus_interval is None:
         return head
     low, high = plan.gpus_interval
     if high is None:
-        return (
+        line = (
             f"{head}; {low} GPUs at the low end of the model's 80% error interval, "
             "and no candidate meets the targets at the high end"
         )
-    return f"{head}; {low}-{high} GPUs at the ends of the model's 80% error interval"
+    else:
+        line = f"{head}; {low}-{high} GPUs at the ends of the model's 80% error interval"
+    if plan.verification is not None:
+        simulated = plan.simulated_replicas
+        line += (
+            f"; in simulation {simulated * plan.tensor_parallel} GPUs ({simulated} replicas) meet the targets"
+            if simulated is not None
+            else "; in simulation no replica count tried meets the targets"
+        )
+    return line
 
 
 class _Search:

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
+from .errors import InputError
 from .units import ureg
 
 __all__ = [
@@ -32,12 +33,15 @@ __all__ = [
     "demand_schedule_figure",
     "frontier_figure",
     "hockey_stick_figure",
+    "kv_occupancy_over_time",
     "kv_wall_figure",
+    "latency_distribution",
     "max_load_figure",
     "memory_breakdown_figure",
     "speculative_speedup_figure",
     "tp_layer_time_figure",
     "unit_cost_figure",
+    "verification_chart",
 ]
 
 #: Layout shared by every figure (compact margins; the legend stays at the right, clear of the title).
@@ -510,4 +514,275 @@ def max_load_figure(bins: Any, expected: Mapping[str, Any], simulated: Mapping[s
             )
         )
     figure.update_xaxes(type="log")
+    return figure
+
+
+# --------------------------------------------------------------------------------------------
+# Request-level simulation (calculator.simulation)
+
+#: Per-request metrics of a :class:`~calculator.simulation.SimulationResult` and their display names.
+_SIMULATED_METRICS = {
+    "ttft": "TTFT",
+    "tpot": "TPOT",
+    "token_gap": "Longest token gap",
+    "e2e": "End-to-end latency",
+    "queue_wait": "Queue wait",
+}
+_MEETS, _MISSES = "#2ca02c", "#d62728"
+
+
+def _colors() -> list[str]:
+    """The colour cycle of the shared template (so a replica's two lines can share a colour)."""
+    import plotly.io as pio
+
+    return list(pio.templates[_LAYOUT["template"]].layout.colorway)
+
+
+def latency_distribution(
+    result: Any,
+    metric: str = "ttft",
+    target: Any = None,
+    percentile: float | None = None,
+    *,
+    pooled: bool = False,
+    unit: str = "ms",
+    log_x: bool = False,
+    max_points: int = 2000,
+) -> go.Figure:
+    """Empirical CDF of a per-request latency of a simulated run, with the target marked.
+
+    Parameters
+    ----------
+    result : SimulationResult
+        From :func:`calculator.simulation.simulate` or :func:`~calculator.simulation.simulate_plan`.
+        Only the measured requests (inside the warm-up/cool-down window) are drawn; requests
+        without a value (TPOT of a one-token answer) are left out.
+    metric : str
+        A column of ``result.requests``: ``"ttft"``, ``"tpot"``, ``"token_gap"``, ``"e2e"`` or
+        ``"queue_wait"``.
+    target : Quantity [time], optional
+        The target, drawn as a vertical dashed line.
+    percentile : float, optional
+        The share of requests the target is set at (0.99 for a p99 target), drawn as a horizontal
+        line. Without it (a target on the mean) the run's mean is drawn as a dotted vertical line.
+    pooled : bool
+        One curve over every seed's requests instead of one curve per seed.
+    unit : str
+        Display unit of the latency axis.
+    log_x : bool
+        Logarithmic latency axis.
+    max_points : int
+        At most this many points per curve (points of the exact step function, evenly spaced in rank,
+        the largest value always included).
+
+    Returns
+    -------
+    plotly.graph_objects.Figure
+        A step line per seed (``seed 0``, ...) or ``all seeds``: x the sorted values, y the share of
+        requests at or below each.
+    """
+    if metric not in _SIMULATED_METRICS:
+        raise InputError(
+            f"latency_distribution(): 'metric' must be one of {', '.join(_SIMULATED_METRICS)}, got {metric!r}"
+        )
+    if percentile is not None and not 0 < percentile < 1:
+        raise InputError(f"latency_distribution(): 'percentile' must be in (0, 1), got {percentile!r}")
+    name = _SIMULATED_METRICS[metric]
+    frame = result.requests[result.requests.measured]
+    groups = [("all seeds", frame)] if pooled else [(f"seed {seed}", rows) for seed, rows in frame.groupby("seed")]
+    figure = _figure(
+        f"{name}: {len(frame):,} measured requests, {result.replicas} replicas",
+        _title(name, unit),
+        "Share of requests at or below",
+    )
+    for label, rows in groups:
+        values = np.sort(rows[metric].to_numpy(dtype=float))
+        values = values[np.isfinite(values)]
+        if values.size == 0:
+            continue
+        ranks = np.unique(np.linspace(0, values.size - 1, min(max_points, values.size)).round().astype(int))
+        figure.add_trace(
+            go.Scatter(
+                x=ureg.Quantity(values[ranks], "s").m_as(unit),
+                y=(ranks + 1) / values.size,
+                mode="lines",
+                line={"shape": "hv"},
+                name=label,
+                hovertemplate=f"%{{x:.4g}} {_symbol(unit)}: %{{y:.2%}} of requests<extra>{label}</extra>",
+            )
+        )
+    if target is not None:
+        level = float(_values(target, unit)[0])
+        figure.add_vline(
+            x=level,
+            line_dash="dash",
+            line_color=_MISSES,
+            annotation_text=f"target {level:.4g} {_symbol(unit)}",
+            annotation_position="top left",
+        )
+    if percentile is not None:
+        figure.add_hline(
+            y=percentile,
+            line_dash="dot",
+            line_color="gray",
+            annotation_text=f"p{percentile * 100:g}",
+            annotation_position="bottom left",
+        )
+    elif target is not None:
+        mean = float(result.value(metric, "mean").m_as(unit))
+        figure.add_vline(
+            x=mean, line_dash="dot", line_color="gray", annotation_text=f"mean {mean:.4g} {_symbol(unit)}",
+            annotation_position="bottom right",
+        )  # fmt: skip
+    figure.update_yaxes(range=[0, 1.02], tickformat=".0%")
+    figure.update_xaxes(type="log" if log_x else "linear")
+    return figure
+
+
+def kv_occupancy_over_time(
+    result: Any, *, seed: int | None = None, running: bool = True, max_replicas: int = 8, time_unit: str = "s"
+) -> go.Figure:
+    """KV-cache occupancy (and running sequences) of each replica over a simulated run.
+
+    Parameters
+    ----------
+    result : SimulationResult
+        Its ``occupancy`` frame (``seed``, ``replica``, ``time``, ``kv_occupancy``, ``running``).
+    seed : int, optional
+        The seed to draw (default: the run's first).
+    running : bool
+        Also draw the sequences running on each replica (dotted, right axis).
+    max_replicas : int
+        Draw at most the first this many replicas.
+    time_unit : str
+        Display unit of the time axis.
+
+    Returns
+    -------
+    plotly.graph_objects.Figure
+        Per replica ``replica k: KV`` (fraction of its KV cache in use) and ``replica k: running``,
+        in the same colour, with the cache's capacity (1) as a dashed line.
+    """
+    chosen = result.seeds[0] if seed is None else seed
+    occupancy = result.occupancy
+    rows = occupancy[occupancy.seed == chosen] if len(occupancy) else occupancy
+    shown = sorted(rows.replica.unique())[:max_replicas] if len(rows) else []
+    total = result.replicas
+    title = f"KV cache over time, seed {chosen}" + (
+        f" (first {len(shown)} of {total} replicas)" if len(shown) < total else ""
+    )
+    figure = _figure(title, _title("Time", time_unit), "KV cache in use [fraction of capacity]")
+    colors = _colors()
+    for k, replica in enumerate(shown):
+        group = rows[rows.replica == replica]
+        times = ureg.Quantity(group.time.to_numpy(dtype=float), "s").m_as(time_unit)
+        color = colors[k % len(colors)]
+        figure.add_trace(
+            go.Scatter(
+                x=times,
+                y=group.kv_occupancy.to_numpy(dtype=float),
+                mode="lines",
+                name=f"replica {replica}: KV",
+                legendgroup=f"replica {replica}",
+                line={"color": color},
+            )
+        )
+        if running:
+            figure.add_trace(
+                go.Scatter(
+                    x=times,
+                    y=group.running.to_numpy(dtype=float),
+                    mode="lines",
+                    name=f"replica {replica}: running",
+                    legendgroup=f"replica {replica}",
+                    line={"color": color, "dash": "dot", "width": 1},
+                    yaxis="y2",
+                )
+            )
+    if running:
+        figure.update_layout(
+            yaxis2={"title": "Running sequences", "overlaying": "y", "side": "right", "rangemode": "tozero"}
+        )
+    figure.add_hline(y=1.0, line_dash="dash", line_color="gray", annotation_text="KV capacity")
+    figure.update_layout(yaxis_rangemode="tozero")
+    return figure
+
+
+def verification_chart(verification: Any, plan: Any = None) -> go.Figure:
+    """A plan checked by simulation: the target statistics against the replica count.
+
+    Parameters
+    ----------
+    verification : PlanVerification or FleetPlan
+        From :func:`calculator.simulation.verify_plan`, or a plan sized with ``verify=True`` (its
+        ``verification``, with the plan's targets).
+    plan : FleetPlan, optional
+        The plan verified: its targets are drawn (a :class:`PlanVerification` does not record them).
+
+    Returns
+    -------
+    plotly.graph_objects.Figure
+        Two panels: the TTFT statistic the plan targets (log axis) and the mean TPOT, each a line over
+        the replica counts simulated (green markers meet every target, red miss one), the targets as
+        dashed lines, and vertical lines at the analytical and the simulated replica counts.
+    """
+    from plotly.subplots import make_subplots
+
+    if hasattr(verification, "verification") and hasattr(verification, "targets"):
+        plan, verification = verification, verification.verification
+    if verification is None:
+        raise InputError("verification_chart(): the plan has no verification (size it with verify=True)")
+    table = verification.table.sort_values("replicas")
+    ttft_column = next(c for c in table.columns if c.startswith("ttft_") and c.endswith("_ms"))
+    statistic = ttft_column.removeprefix("ttft_").removesuffix("_ms")
+    panels = ((ttft_column, f"{statistic} TTFT", "ttft"), ("tpot_mean_ms", "mean TPOT", "tpot"))
+    analytical, simulated = verification.analytical_replicas, verification.simulated_replicas
+    found = f"simulated {simulated}" if simulated is not None else "no simulated count meets the targets"
+    figure = make_subplots(rows=1, cols=2, subplot_titles=[label for _, label, _ in panels], horizontal_spacing=0.12)
+    layout = {**_LAYOUT, "margin": {**_LAYOUT["margin"], "t": 90}}
+    figure.update_layout(title=f"Plan check by simulation: analytical {analytical} replicas, {found}", **layout)
+    replicas = table.replicas.to_numpy(dtype=float)
+    meets = table.meets_targets.to_numpy(dtype=bool)
+    hover = [
+        f"{int(r)} replicas: attainment {a:.1%}<br>{v}"
+        for r, a, v in zip(replicas, table.attainment.to_numpy(dtype=float), table.verdict, strict=True)
+    ]
+    span = [replicas.min() - 0.5, replicas.max() + 0.5]
+    targets = (plan.targets or {}) if plan is not None else {}
+    for col, (column, label, key) in enumerate(panels, start=1):
+        figure.add_trace(
+            go.Scatter(
+                x=replicas,
+                y=table[column].to_numpy(dtype=float),
+                mode="lines+markers",
+                name=f"{label} (simulated)",
+                marker={"size": 11, "color": [_MEETS if ok else _MISSES for ok in meets]},
+                line={"color": "gray"},
+                text=hover,
+                hovertemplate="%{y:.4g} ms<br>%{text}<extra></extra>",
+            ),
+            row=1,
+            col=col,
+        )
+        if targets.get(key) is not None:
+            level = float(targets[key].m_as("ms"))
+            figure.add_trace(
+                go.Scatter(
+                    x=span,
+                    y=[level, level],
+                    mode="lines",
+                    name=f"{label} target {level:.4g} ms",
+                    line={"dash": "dash", "color": _MISSES},
+                ),
+                row=1,
+                col=col,
+            )
+        figure.update_yaxes(title_text=f"{label} [ms]", row=1, col=col, type="log" if key == "ttft" else "linear")
+        figure.update_xaxes(title_text="Replicas", dtick=1, row=1, col=col)
+    if simulated == analytical:
+        figure.add_vline(x=analytical, line_color=_MEETS, annotation_text=f"analytical = simulated = {analytical}")
+    else:
+        figure.add_vline(x=analytical, line_dash="dash", line_color="gray", annotation_text=f"analytical {analytical}")
+        if simulated is not None:
+            figure.add_vline(x=simulated, line_color=_MEETS, annotation_text=f"simulated {simulated}")
     return figure

@@ -132,6 +132,66 @@ def test_fleet_sizer_infeasible_targets_show_the_reason_and_the_closest_feasible
     assert set(rejected.configuration) == set(plan.rejected)
 
 
+def test_fleet_sizer_router_input_sizes_for_the_chosen_router():
+    app = open_page("fleet_sizer")
+    router = app.selectbox(key="fleet.router")
+    assert router.value == "round_robin" and "Default: round robin" in router.help
+    router.set_value("least_connections").run()
+    assert_clean(app)
+    assert app.query_params["router"] == "least_connections"
+    prices = {name: Q_(round(default_price(name).m_as("USD/hour"), 2), "USD/hour") for name in FLEET_ARGS[1]}
+    plan = size_fleet(
+        *FLEET_ARGS, Q_(10, "request/s"), 1024, 256, Q_(1000, "ms"), Q_(50, "ms"), price=prices,
+        router="join_shortest_queue",
+    )  # fmt: skip
+    assert metric(app, "GPUs") == str(plan.gpus) and plan.router == "least_connections"
+
+
+def test_fleet_sizer_verifies_the_plan_by_simulation(monkeypatch):
+    import calculator.simulation
+    from calculator.simulation import verify_plan
+
+    app = open_page("fleet_sizer", sim_requests="600")
+    assert app.number_input(key="fleet.sim_requests").value == 600
+    assert app.number_input(key="fleet.sim_seeds").value == 2  # the page's small default
+    assert not [m for m in app.metric if m.label == "Analytical replicas"]  # nothing runs before the click
+    app.button(key="fleet.verify").click().run()
+    assert_clean(app)
+    plan = fleet_plan(10)
+    expected = verify_plan(plan, requests=600, seeds=2)  # seeded: the page's numbers
+    boxes = [*app.success, *app.info, *app.warning]
+    assert any(box.value == f"Simulation: {expected.verdict}." for box in boxes)
+    assert metric(app, "Analytical replicas") == str(plan.replicas)
+    assert metric(app, "Simulated replicas") == str(expected.simulated_replicas)
+    specs = {spec["layout"]["title"]["text"].split(":")[0]: spec for spec in charts(app)}
+    check = specs["Plan check by simulation"]
+    table = expected.table.sort_values("replicas")
+    assert np.allclose(values(trace(check, "mean TTFT (simulated)")["y"]), table.ttft_mean_ms)
+    assert np.allclose(values(trace(check, "mean TPOT target 50 ms")["y"]), 50)
+    mine = expected.results[plan.replicas]
+    for metric_name, target in (("TTFT", 1000), ("TPOT", 50)):
+        spec = specs[metric_name]
+        assert any(shape["x0"] == pytest.approx(target) for shape in spec["layout"]["shapes"])  # the target line
+        column = metric_name.lower()
+        rows = mine.requests[(mine.requests.seed == 0) & mine.requests.measured]
+        assert np.allclose(np.sort(values(trace(spec, "seed 0")["x"])), np.sort(rows[column].dropna()) * 1e3)
+    attainment = next(frame.value for frame in app.dataframe if "all attained [%]" in frame.value.columns)
+    assert attainment.set_index("replicas").loc[plan.replicas, "all attained [%]"] == pytest.approx(
+        100 * mine.attainment["all"]
+    )
+
+    # Reruns and a second click with the same inputs reuse the stored verification: nothing is simulated again.
+    def no_simulation(*args, **kwargs):
+        raise AssertionError("simulated again")
+
+    monkeypatch.setattr(calculator.simulation, "verify_plan", no_simulation)
+    app.radio(key="fleet.sim_inspect").set_value(min(expected.results)).run()
+    assert_clean(app)
+    app.button(key="fleet.verify").click().run()
+    assert_clean(app)
+    assert metric(app, "Simulated replicas") == str(expected.simulated_replicas)
+
+
 def test_a_bad_link_parameter_is_ignored_with_a_warning_not_an_error():
     app = open_page("fleet_sizer", rate="-5", model="no-such-model")
     assert app.number_input(key="fleet.rate").value == 10.0

@@ -203,3 +203,140 @@ def test_format_errors_exit_2():
     assert conflict.exit_code == 2 and "--json conflicts with --format csv" in conflict.output
     unknown = runner.invoke(app, ["registry", "list", "--format", "pdf"])
     assert unknown.exit_code == 2
+
+
+# ---------------------------------------------------------------------------------------------- simulate
+
+PLAN_ARGS = [
+    "llama-3.1-70b",
+    "--rate",
+    "20",
+    "--input",
+    "1024",
+    "--output",
+    "256",
+    "--ttft",
+    "1 s",
+    "--tpot",
+    "50 ms",
+    "--ttft-percentile",
+    "0.99",
+    "--price",
+    "4",
+]
+FAST = ["--requests", "600", "--seeds", "1"]
+
+
+@pytest.fixture(scope="module")
+def plan_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("plan") / "plan.json"
+    result = runner.invoke(app, ["size", *PLAN_ARGS, "--json"])
+    assert result.exit_code == 0, result.output
+    path.write_text(result.stdout)
+    return path
+
+
+def test_simulate_verifies_a_plan_sized_from_the_size_options():
+    from calculator import Q_
+    from calculator.fleet import size_fleet
+    from calculator.simulation import verify_plan
+
+    result = runner.invoke(app, ["simulate", *PLAN_ARGS, *FAST])
+    assert result.exit_code == 0, result.output
+    plan = size_fleet(
+        "llama-3.1-70b", "h100-sxm", "fp8", Q_(20, "request/s"), 1024, 256, Q_(1, "s"), Q_(50, "ms"),
+        ttft_percentile=0.99, price=Q_(4, "USD/hour"),
+    )  # fmt: skip
+    expected = verify_plan(plan, requests=600, seeds=1)  # the simulation is seeded: the same numbers
+    lines = result.stdout.splitlines()
+    assert f"verdict: {expected.verdict}" in lines
+    assert f"analytical replicas: {plan.replicas}" in lines
+    assert f"simulated replicas: {expected.simulated_replicas}" in lines
+    for count in expected.table.replicas:  # the table of replica counts and each count's verdict
+        assert f"  {count} replicas: {expected.results[count].verdict}" in lines
+    # The summary at the plan's replicas: mean, p50, p90 and p99 of TTFT, TPOT and the token gap, with intervals.
+    summary = expected.results[plan.replicas].summary.set_index(["metric", "statistic"])
+    assert f"summary at {plan.replicas} replicas" in result.stdout
+    for metric in ("ttft", "tpot", "token_gap"):
+        for statistic in ("mean", "p50", "p90", "p99"):
+            row = summary.loc[(metric, statistic)]
+            line = next(x for x in lines if x.split()[:2] == [metric, statistic])
+            assert f"{row.value * 1e3:.2f} ms" in line and f"({row.low * 1e3:.2f} to {row.high * 1e3:.2f})" in line
+
+
+def test_simulate_round_trips_the_json_of_size(plan_file):
+    from calculator.cli import _plan_from_json
+
+    saved = json.loads(plan_file.read_text())
+    assert _plan_from_json(plan_file).to_json_dict() == saved  # the plan is rebuilt field for field
+    count = saved["replicas"]
+    args = ["--replicas", str(count), *FAST, "--json"]
+    from_file = runner.invoke(app, ["simulate", "--plan", str(plan_file), *args])
+    assert from_file.exit_code == 0, from_file.output
+    from_options = runner.invoke(app, ["simulate", *PLAN_ARGS, *args])
+    data = json.loads(from_file.stdout)  # standard output holds the JSON alone
+    assert data == json.loads(from_options.stdout)
+    assert data["plan"]["replicas"] == data["replicas"] == count
+    run = data["runs"][str(count)]
+    assert data["verdict"] == run["verdict"] and data["requests_per_seed"] == {str(count): 600}
+    assert {(row["metric"], row["statistic"]) for row in run["summary"]} >= {("ttft", "p99"), ("tpot", "mean")}
+
+
+def test_simulate_verify_json_and_csv_with_two_seeds_and_another_router(plan_file):
+    import io
+
+    import pandas as pd
+
+    args = ["simulate", "--plan", str(plan_file), "--requests", "500", "--router", "jsq"]
+    result = runner.invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["router"] == "least_connections" and data["seeds"] == [0, 1]
+    planned = json.loads(plan_file.read_text())["replicas"]
+    assert data["analytical_replicas"] == planned and isinstance(data["verdict"], str)
+    counts = [row["replicas"] for row in data["table"]]
+    assert planned in counts and sorted(data["runs"]) == sorted(str(c) for c in counts)
+    frame = pd.read_csv(io.StringIO(runner.invoke(app, [*args, "--format", "csv"]).stdout))
+    assert frame.replicas.tolist() == counts and "ttft_p99_ms" in frame.columns
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["--rate", "0"], 2, "'arrival_rate' must be > 0"),
+        (["--router", "fastest"], 2, "argument 'router' must be one of"),
+        (["--tpot", "0.1 ms"], 1, "the plan is infeasible, there is nothing to simulate: no configuration"),
+        (["--replicas", "2", "--verify"], 2, "give --replicas N (simulate N replicas) or --verify"),
+        (["--requests", "0"], 2, "Invalid value for '--requests'"),
+        (["--tpot", "soon"], 2, "--tpot expects a quantity"),
+    ],
+)
+def test_simulate_bad_input_is_a_message_and_an_exit_status(args, code, message):
+    result = runner.invoke(app, ["simulate", *PLAN_ARGS, *FAST, *args])  # the last value of an option wins
+    assert result.exit_code == code, result.output
+    assert message in result.output and "Traceback" not in result.output
+
+
+def test_simulate_plan_file_errors(plan_file, tmp_path):
+    missing = runner.invoke(app, ["simulate", "llama-3.1-70b", "--rate", "3"])
+    assert missing.exit_code == 2 and "missing --input, --output, --ttft, --tpot" in missing.output
+    both = runner.invoke(app, ["simulate", "--plan", str(plan_file), "llama-3.1-8b"])
+    assert both.exit_code == 2 and "leave out the sizing options (MODEL)" in both.output
+    junk = tmp_path / "junk.json"
+    junk.write_text("not json")
+    result = runner.invoke(app, ["simulate", "--plan", str(junk)])
+    assert result.exit_code == 2 and "does not hold a plan written by 'servecalc size --json'" in result.output
+    saved = json.loads(plan_file.read_text())
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({k: v for k, v in saved.items() if k not in ("workload", "targets")}))
+    result = runner.invoke(app, ["simulate", "--plan", str(old)])
+    assert result.exit_code == 2 and "does not record the plan's workload and targets" in result.output
+    speculative = tmp_path / "speculative.json"
+    speculative.write_text(json.dumps({**saved, "targets": {**saved["targets"], "speculation": True}}))
+    result = runner.invoke(app, ["simulate", "--plan", str(speculative)])
+    assert result.exit_code == 2 and "speculative decoding and prefix caching are not simulated" in result.output
+    infeasible = tmp_path / "infeasible.json"
+    infeasible.write_text(json.dumps({**saved, "feasible": False, "reason": "no configuration fits"}))
+    result = runner.invoke(app, ["simulate", "--plan", str(infeasible)])
+    assert result.exit_code == 1 and "infeasible" in result.output
+    assert all("Traceback" not in r.output for r in (missing, both, result))

@@ -7,6 +7,7 @@ from calculator import Q_, plots
 from calculator.autoscaling import predictive_schedule, simulate_reactive_scaling
 from calculator.batching import batch_operating_points, knee_batch_size
 from calculator.economics import cumulative_cost_curve, unit_cost_at_volume
+from calculator.errors import InputError
 from calculator.fleet import frontier, size_fleet
 from calculator.memory import kv_wall, model_memory_fit
 from calculator.parallelism import tensor_parallel_layer_time
@@ -146,3 +147,98 @@ def test_max_load_figure_shows_fluid_limit_and_simulation():
     figure = plots.max_load_figure(bins, expected, simulated)
     assert np.allclose(figure.data[0].y, expected["random"])
     assert figure.data[1].y[1] == pytest.approx(simulated["random"][1].mean)
+
+
+# ---------------------------------------------------------------------------------------------- Simulation
+
+
+@pytest.fixture(scope="module")
+def checked_plan():
+    """A plan of a few replicas with a p99 TTFT target, checked by a small simulation (threads, not processes)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from calculator.simulation import verify_plan
+
+    plan = size_fleet(
+        "llama-3.1-70b", "h100-sxm", "fp8", Q_(20, "request/s"), 1024, 256, Q_(1, "s"), Q_(50, "ms"),
+        ttft_percentile=0.99, price=Q_(4, "USD/hour"),
+    )  # fmt: skip
+    with ThreadPoolExecutor(2) as pool:
+        verification = verify_plan(plan, requests=1200, seeds=2, executor=pool)
+    return plan, verification
+
+
+def test_latency_distribution_is_the_ecdf_of_each_seeds_measured_requests_with_the_target(checked_plan):
+    plan, verification = checked_plan
+    result = verification.results[plan.replicas]
+    figure = plots.latency_distribution(result, "ttft", plan.targets["ttft"], 0.99, max_points=10_000)
+    assert [t.name for t in figure.data] == ["seed 0", "seed 1"]
+    for seed, curve in zip((0, 1), figure.data, strict=True):
+        rows = result.requests[(result.requests.seed == seed) & result.requests.measured]
+        expected = np.sort(rows.ttft.to_numpy()) * 1e3
+        assert np.allclose(curve.x, expected)  # every measured request, in ms, sorted
+        assert np.allclose(curve.y, np.arange(1, len(expected) + 1) / len(expected))
+    target, level = figure.layout.shapes
+    assert target.x0 == target.x1 == pytest.approx(1000) and target.yref == "y domain"
+    assert level.y0 == level.y1 == pytest.approx(0.99) and level.xref == "x domain"
+    assert "[ms]" in figure.layout.xaxis.title.text
+
+
+def test_latency_distribution_pooled_thinned_and_mean_target(checked_plan):
+    plan, verification = checked_plan
+    result = verification.results[plan.replicas]
+    measured = result.requests[result.requests.measured]
+    figure = plots.latency_distribution(result, "tpot", plan.targets["tpot"], pooled=True, max_points=50)
+    (curve,) = figure.data
+    values = np.sort(measured.tpot.dropna().to_numpy()) * 1e3
+    assert curve.name == "all seeds" and len(curve.x) <= 50
+    assert curve.x[-1] == pytest.approx(values[-1]) and curve.y[-1] == pytest.approx(1.0)
+    assert np.all(np.isin(np.round(curve.x, 9), np.round(values, 9)))  # points of the exact step function
+    assert np.all(np.diff(curve.y) > 0)
+    target, mean = figure.layout.shapes  # a mean target: the run's mean is drawn beside it
+    assert target.x0 == pytest.approx(50)
+    assert mean.x0 == pytest.approx(result.value("tpot", "mean").m_as("ms"))
+    with pytest.raises(InputError, match="'metric' must be one of"):
+        plots.latency_distribution(result, "latency")
+
+
+def test_kv_occupancy_over_time_draws_each_replicas_series(checked_plan):
+    plan, verification = checked_plan
+    result = verification.results[plan.replicas]
+    figure = plots.kv_occupancy_over_time(result, seed=1)
+    names = [t.name for t in figure.data]
+    assert names == [f"replica {r}: {kind}" for r in range(plan.replicas) for kind in ("KV", "running")]
+    last = plan.replicas - 1
+    rows = result.occupancy[(result.occupancy.seed == 1) & (result.occupancy.replica == last)]
+    kv, running = figure.data[2 * last], figure.data[2 * last + 1]
+    assert np.allclose(kv.x, rows.time) and np.allclose(kv.y, rows.kv_occupancy)
+    assert np.allclose(running.y, rows.running) and running.yaxis == "y2"
+    assert kv.line.color == running.line.color
+    assert figure.layout.shapes[0].y0 == pytest.approx(1.0)  # the cache's capacity
+    assert len(plots.kv_occupancy_over_time(result, running=False, max_replicas=1).data) == 1
+
+
+def test_verification_chart_plots_the_table_against_the_targets(checked_plan):
+    import dataclasses
+
+    plan, verification = checked_plan
+    table = verification.table.sort_values("replicas")
+    figure = plots.verification_chart(verification, plan)
+    traces = {t.name: t for t in figure.data}
+    ttft = traces["p99 TTFT (simulated)"]
+    assert np.array_equal(ttft.x, table.replicas) and np.allclose(ttft.y, table.ttft_p99_ms)
+    assert np.allclose(traces["mean TPOT (simulated)"].y, table.tpot_mean_ms)
+    assert list(ttft.marker.color) == ["#2ca02c" if ok else "#d62728" for ok in table.meets_targets]
+    assert np.allclose(traces["p99 TTFT target 1000 ms"].y, 1000)
+    assert np.allclose(traces["mean TPOT target 50 ms"].y, 50)
+    assert figure.layout.yaxis.type == "log"
+    lines = {shape.x0 for shape in figure.layout.shapes}  # a vertical line per counted answer, on both panels
+    assert lines == {verification.analytical_replicas, verification.simulated_replicas} - {None}
+    # A plan sized with verify=True carries its verification; apart counts get a line each.
+    apart = dataclasses.replace(verification, simulated_replicas=verification.analytical_replicas + 1)
+    figure = plots.verification_chart(dataclasses.replace(plan, verification=apart))
+    texts = {a.text for a in figure.layout.annotations}
+    assert {f"analytical {plan.replicas}", f"simulated {plan.replicas + 1}"} <= texts
+    assert "p99 TTFT target 1000 ms" in {t.name for t in figure.data}
+    with pytest.raises(InputError, match="no verification"):
+        plots.verification_chart(plan)

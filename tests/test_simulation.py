@@ -341,3 +341,18 @@ def test_an_autoscaling_plan_drives_the_replica_schedule():
     assert (run.requests.replica < np.maximum(np.ceil(ready_at), 1)).mean() > 0.99
     with pytest.raises(InputError, match="demand"):
         Traffic(demand=([0, 10], [-1, 2]), input_tokens=10, output_tokens=10)
+
+
+def test_short_overloads_are_flagged_and_the_table_reads_like_the_verdict():
+    plan = _plan(model="llama-3.1-70b", arrival_rate=Q_(20, "request/s"), ttft_slo=Q_(2, "s"), tpot_slo=Q_(60, "ms"))
+    run = simulate_plan(plan, replicas=2, requests=3000, seeds=2)
+    assert not run.stable and "backlog" in run.verdict
+    # The summary pools the seeds, as the verdict does, and its intervals stay >= 0.
+    pooled = np.quantile(run.requests.loc[run.requests.measured, "ttft"], 0.9)
+    assert run.value("ttft", "p90").m_as("s") == pytest.approx(pooled)
+    assert f"{pooled * 1e3:.1f} ms" in run.verdict
+    assert (run.summary.low >= 0).all() and (run.summary.low <= run.summary.value).all()
+    with pytest.raises(InputError, match="requests"):
+        simulate_plan(plan, requests=0)
+    with pytest.raises(InputError, match="max_replicas"):
+        verify_plan(plan, max_replicas="many")

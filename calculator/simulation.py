@@ -599,6 +599,14 @@ def _simulate_seed(run: _Run, progress: Callable[[float], None] | None = None) -
     router = run.router
     rr = 0
     iterations: list[tuple[float, int]] = []  # heap of (end time, replica)
+    # Round robin and random dispatch of an open-loop stream do not depend on the replicas' state:
+    # route every request up front, so each replica knows when its own next request lands.
+    preroute = not closed and schedule is None and router in ("round_robin", "random")
+    if preroute:
+        targets = np.arange(total) % count if router == "round_robin" else rng.integers(count, size=total)
+        routed = targets.tolist()
+        own_arrivals = [[*(arrival[targets == r] + overhead).tolist(), math.inf] for r in range(count)]
+        own_next = [0] * count
     too_big = [p + o > capacity for p, o in zip(prompt_l, output_l, strict=True)]
     done = 0
     started_wall = _time.perf_counter()
@@ -795,7 +803,48 @@ def _simulate_seed(run: _Run, progress: Callable[[float], None] | None = None) -
             heapq.heappush(rep.finish_heap, (rep.decode_count + remaining[req], req))
         rep.scheduled.clear()
 
+    def fast_forward(rep: _Replica, now: float, horizon: float) -> tuple[float, int]:
+        """Run plain decode iterations inline while nothing can change the replica's state.
+
+        Only the running decodes, no prompt waiting: up to (not including) the iteration in which
+        a request finishes, the KV cache would need a preemption, or the next arrival could land
+        (that iteration and everything after go through the event loop). Returns the new time and
+        the iterations run.
+        """
+        n = rep.n
+        heap = rep.finish_heap
+        limit = (heap[0][0] if heap else rep.decode_count + 1) - rep.decode_count - 1
+        limit = min(limit, int((capacity - rep.dec_kv - rep.pf_kv) // n) - 1)
+        if limit <= 0:
+            return now, 0
+        running = len(rep.running)
+        decode = table.decode
+        ends, starts, kv = rep.ends, rep.starts, rep.kv
+        dec_kv, pf_kv, busy = rep.dec_kv, rep.pf_kv, rep.busy
+        done_here = 0
+        while done_here < limit:
+            t = decode(n, (dec_kv + n) / n) * scale
+            end = now + t
+            if end >= horizon:
+                break
+            dec_kv += n
+            starts.append(now)
+            ends.append(end)
+            kv.append(dec_kv + pf_kv)
+            busy += t
+            now = end
+            done_here += 1
+        if done_here:
+            rep.dec_kv, rep.busy = dec_kv, busy
+            rep.decode_count += done_here
+            rep.decoded.extend([True] * done_here)
+            rep.batch.extend([running] * done_here)
+            rep.population.extend([running] * done_here)
+            rep.arrivals.extend([0] * done_here)
+        return now, done_here
+
     inf = math.inf
+    checked = 0
     while True:
         if closed:
             t_arrival = events[0][0] if events else inf
@@ -810,7 +859,11 @@ def _simulate_seed(run: _Run, progress: Callable[[float], None] | None = None) -
             else:
                 now, req = t_arrival, next_arrival
                 next_arrival += 1
-            target = route(req, now)
+            if preroute:
+                target = routed[req]
+                own_next[target] += 1
+            else:
+                target = route(req, now)
             rep = reps[target]
             replica_of[req] = target
             rep.outstanding += 1
@@ -823,9 +876,19 @@ def _simulate_seed(run: _Run, progress: Callable[[float], None] | None = None) -
             now, index = heapq.heappop(iterations)
             rep = reps[index]
             end_iteration(rep, now)
+            if rep.n and not rep.waiting and not rep.prefilling:
+                if preroute:
+                    horizon = own_arrivals[index][own_next[index]]
+                elif closed:
+                    horizon = events[0][0] if events else inf
+                else:
+                    horizon = arrival[next_arrival] + overhead if next_arrival < total else inf
+                now, inline = fast_forward(rep, now, horizon)
+                steps += inline
             start_iteration(rep, now)
             steps += 1
-            if steps & 4095 == 0:
+            if steps & 4095 == 0 or steps - checked > 4096:
+                checked = steps
                 if _time.perf_counter() - started_wall > run.time_limit:
                     truncated = f"stopped after {run.time_limit:g} s of wall clock (time_limit)"
                     break

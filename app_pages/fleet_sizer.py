@@ -250,7 +250,12 @@ def _show_plan(plan, rate, output, prices):
     first = st.columns(4)
     first[0].metric("GPUs", plan.gpus, help=f"{band} at the ends of the model's 80% error interval")
     first[1].metric("Replicas × TP", f"{plan.replicas} × {plan.tensor_parallel}")
-    first[2].metric("Batch per replica", plan.batch)
+    first[2].metric(
+        "Batch cap per replica",
+        plan.batch,
+        help=f"the engine's max_num_seqs; at the planned load about {plan.running_batch:.0f} sequences run on "
+        "average, where TTFT and TPOT are evaluated",
+    )
     first[3].metric("Binding constraint", plan.binding_constraint)
     second = st.columns(4)
     second[0].metric("Cost", ui.fmt(plan.cost_per_hour, "USD/hour", 5))

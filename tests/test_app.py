@@ -85,7 +85,7 @@ def test_fleet_sizer_is_the_landing_page_and_shows_the_library_plan():
     plan = fleet_plan(10)
     assert metric(app, "GPUs") == str(plan.gpus)
     assert metric(app, "Replicas × TP") == f"{plan.replicas} × {plan.tensor_parallel}"
-    assert metric(app, "Batch per replica") == str(plan.batch)
+    assert metric(app, "Batch cap per replica") == str(plan.batch)
     assert metric(app, "Binding constraint") == plan.binding_constraint
     assert metric(app, "Cost").startswith(f"{plan.cost_per_hour.m_as('USD/hour'):.2f}")
     # The answer comes with the GPU count at the ends of the model's error interval.

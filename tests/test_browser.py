@@ -151,6 +151,20 @@ def test_every_page_renders_in_headless_chromium_without_errors(chromium, server
             field = page.get_by_role("spinbutton", name="Context per sequence [token]")
             field.wait_for(timeout=30_000)
             linked = (field.input_value(), page.get_by_role("spinbutton", name="Batch [sequences]").input_value())
+            # The fleet sizer's plan checked by simulation: the verdict and the latency charts appear.
+            page.goto(server, wait_until="domcontentloaded")
+            button = page.get_by_role("button", name="Verify by simulation")
+            button.wait_for(timeout=30_000)
+            button.click()
+            page.get_by_text("Simulation:", exact=False).first.wait_for(timeout=90_000)
+            page.wait_for_function(
+                """() => document.querySelector('[data-test-script-state="notRunning"]')
+                    && document.querySelectorAll('[data-testid="stPlotlyChart"] .main-svg').length >= 3""",
+                timeout=60_000,
+            )
+            if page.locator(ERRORS).count():
+                failures.append(f"verify by simulation: {page.locator(ERRORS).first.inner_text()[:300]}")
+            page.screenshot(path=str(SCREENSHOTS / "fleet_sizer_verified.png"), full_page=True)
         finally:
             context.close()
     assert not failures, failures

@@ -216,7 +216,9 @@ class Traffic(Result):
             raise InputError(
                 f"{name}: 'length_distribution' must be 'lognormal' or 'gamma', got {self.length_distribution!r}"
             )
-        if not (isinstance(self.requests, int | np.integer) and 1 <= self.requests <= MAX_REQUESTS):
+        if isinstance(self.requests, bool) or not (
+            isinstance(self.requests, int | np.integer) and 1 <= self.requests <= MAX_REQUESTS
+        ):
             raise InputError(f"{name}: 'requests' must be a whole number in [1, {MAX_REQUESTS}], got {self.requests!r}")
         if self.clients is not None and not (isinstance(self.clients, int | np.integer) and self.clients >= 1):
             raise InputError(f"{name}: 'clients' must be a whole number >= 1, got {self.clients!r}")
@@ -521,8 +523,9 @@ class _Run:
 
 
 def _limits(setup: SimulationSetup) -> tuple[dict[str, Any], Any, int, int, float]:
-    from .performance import engine_profile, kv_capacity_tokens, step_arrays
+    from .performance import _tp, engine_profile, kv_capacity_tokens, step_arrays
 
+    _tp(setup.model, setup.tensor_parallel, "simulate")
     a = step_arrays(setup.model, setup.accelerator, setup.precision, setup.kv_precision)
     profile = engine_profile(setup.engine)
     budget, seqs = profile.limits(a["memory"], a["accelerator"])
@@ -1232,9 +1235,18 @@ def _summarize(
         meets = True
         for metric, (target, statistic) in targets.items():
             value = _percentile_value(measured[metric].to_numpy(dtype=float), statistic)
-            good = bool(value <= target)
+            if math.isnan(value):
+                # No value: no request was measured, or none emitted a second token (no TPOT or gap).
+                good = len(measured) > 0 and metric != "ttft"
+                parts.append(
+                    f"{statistic} {metric}: no request emitted a second token"
+                    if good
+                    else f"{statistic} {metric}: no request was measured"
+                )
+            else:
+                good = bool(value <= target)
+                parts.append(f"{statistic} {metric} {value * 1e3:.1f} ms {'<=' if good else '>'} {target * 1e3:.1f} ms")
             meets &= good
-            parts.append(f"{statistic} {metric} {value * 1e3:.1f} ms {'<=' if good else '>'} {target * 1e3:.1f} ms")
     verdict = "; ".join(parts) if parts else "no targets given"
     problems = []
     if truncated:

@@ -236,6 +236,13 @@ def test_bad_input_gets_a_clear_error_or_an_explicit_result():
     # An overloaded run ends (finite requests) and says the backlog grows.
     overloaded = simulate(setup, Traffic(Q_(400, "request/s"), 2048, 512, requests=6000), tpot_slo=Q_(1, "s"))
     assert not overloaded.stable and overloaded.meets_targets is False and "backlog" in overloaded.verdict
+    # Targets without values say why instead of comparing NaN.
+    one_token = simulate(setup, Traffic(Q_(5, "request/s"), 100, 1, requests=200), tpot_slo=Q_(10, "ms"))
+    assert one_token.meets_targets and "no request emitted a second token" in one_token.verdict
+    refused = simulate(setup, Traffic(Q_(1, "request/s"), 10**9, 10, requests=20), ttft_slo=Q_(1, "s"))
+    assert refused.meets_targets is False and "no request was measured" in refused.verdict
+    with pytest.raises(InputError, match="tensor_parallel"):
+        simulate(SimulationSetup("llama-3.1-8b", "h100-sxm", "fp8", 3), Traffic(Q_(1, "request/s"), 10, 10, requests=5))
     # The wall-clock cap stops a long run and says so.
     capped = simulate(setup, Traffic(Q_(50, "request/s"), 512, 2000, requests=20_000), time_limit=0.05)
     assert capped.truncated and capped.meets_targets is None and "time_limit" in capped.verdict

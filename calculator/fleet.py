@@ -78,6 +78,8 @@ __all__ = [
 ]
 
 DEFAULT_TENSOR_PARALLEL = (1, 2, 4, 8)
+#: The keyword arguments of :func:`calculator.simulation.verify_plan` that ``verify_options`` may give.
+_VERIFY_OPTIONS = frozenset({"requests", "seeds", "router", "max_replicas", "executor", "progress", "time_limit"})
 #: Operating batches searched: every size to 16, then steps that keep the grid about 90 points.
 DEFAULT_BATCHES = tuple(sorted({*range(1, 17), *range(18, 65, 2), *range(68, 257, 4), *range(264, 1025, 8)}))
 HOURS = 3600.0
@@ -1050,7 +1052,11 @@ def size_fleet(
     if verify:
         from .simulation import verify_plan
 
-        checked = verify_plan(plan, **(verify_options or {}))
+        options = dict(verify_options or {})
+        unknown = sorted(set(options) - _VERIFY_OPTIONS)
+        if unknown:
+            raise InputError(f"size_fleet(): 'verify_options' takes {sorted(_VERIFY_OPTIONS)}, got unknown {unknown}")
+        checked = verify_plan(plan, **options)
         plan = dataclasses.replace(plan, simulated_replicas=checked.simulated_replicas, verification=checked)
     return plan
 

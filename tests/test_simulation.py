@@ -295,6 +295,8 @@ def test_verify_plan_refuses_what_it_cannot_simulate():
     assert not infeasible.feasible
     with pytest.raises(InputError, match="infeasible"):
         verify_plan(infeasible)
+    with pytest.raises(InputError, match="verify_options"):
+        _plan(verify=True, verify_options={"sed": 1})
     from calculator.fleet import Speculation
 
     speculative = _plan(speculation=Speculation("llama-3.2-1b", 4, 0.7))

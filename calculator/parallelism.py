@@ -1077,7 +1077,11 @@ class PipelineStage(Result):
 
 @dataclass(frozen=True, repr=False)
 class HybridLayout(Result):
-    """A pipeline-by-tensor-parallel layout: ``devices = pipeline_parallel x tensor_parallel``."""
+    """A pipeline-by-tensor-parallel layout: ``devices = pipeline_parallel x tensor_parallel``.
+
+    ``layers_per_stage`` is the most layers any stage holds: stages differ by at most one layer when
+    the pipeline degree does not divide the layer count (the first stages take the extra layers).
+    """
 
     pipeline_parallel: int
     tensor_parallel: int
@@ -1094,7 +1098,8 @@ def hybrid_layout(
     Parameters
     ----------
     layers : int
-        Transformer layers; must be divisible by ``pipeline_parallel``.
+        Transformer layers, at least ``pipeline_parallel``; when the degree does not divide them, the
+        contiguous stages differ by one layer (DeepSeek-V3's 61 layers on 4 stages: 16, 15, 15, 15).
     pipeline_parallel : int
         Pipeline stages.
     tensor_parallel : int
@@ -1118,27 +1123,38 @@ def hybrid_layout(
     >>> layout = hybrid_layout(80, 2, 4)
     >>> [(s.first_layer, s.last_layer, s.devices) for s in layout.stages]
     [(1, 40, (0, 1, 2, 3)), (41, 80, (4, 5, 6, 7))]
+
+    A layer count the pipeline degree does not divide:
+
+    >>> [(s.first_layer, s.last_layer) for s in hybrid_layout(61, 4, 8).stages]
+    [(1, 16), (17, 31), (32, 46), (47, 61)]
     """
     count = _check_count("hybrid_layout", "layers", layers)
     stages = _check_count("hybrid_layout", "pipeline_parallel", pipeline_parallel)
     degree = _check_count("hybrid_layout", "tensor_parallel", tensor_parallel)
-    if count % stages:
-        raise InputError(f"hybrid_layout(): argument 'pipeline_parallel' ({stages}) must divide layers ({count})")
+    if stages > count:
+        raise InputError(
+            f"hybrid_layout(): argument 'pipeline_parallel' ({stages}) must not exceed layers ({count}): "
+            "every stage holds at least one layer"
+        )
     if attention_heads is not None and _check_count("hybrid_layout", "attention_heads", attention_heads) % degree:
         raise InputError(
             f"hybrid_layout(): argument 'tensor_parallel' ({degree}) must divide attention_heads ({attention_heads})"
         )
-    per = count // stages
+    per, extra = divmod(count, stages)
+    bounds = [0]
+    for i in range(stages):
+        bounds.append(bounds[-1] + per + (1 if i < extra else 0))
     return HybridLayout(
         pipeline_parallel=stages,
         tensor_parallel=degree,
         devices=stages * degree,
-        layers_per_stage=per,
+        layers_per_stage=per + (1 if extra else 0),
         stages=tuple(
             PipelineStage(
                 index=i,
-                first_layer=i * per + 1,
-                last_layer=(i + 1) * per,
+                first_layer=bounds[i] + 1,
+                last_layer=bounds[i + 1],
                 devices=tuple(range(i * degree, (i + 1) * degree)),
             )
             for i in range(stages)

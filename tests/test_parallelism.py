@@ -386,9 +386,19 @@ def test_hybrid_2x4_layout_of_an_80_layer_model():
     assert (second.first_layer, second.last_layer, second.devices) == (41, 80, (4, 5, 6, 7))
 
 
-def test_hybrid_layout_rejects_degrees_that_do_not_divide():
+def test_hybrid_layout_splits_uneven_layer_counts_into_contiguous_stages():
+    # DeepSeek-V3 has 61 layers: four stages of 16, 15, 15, 15, contiguous, covering every layer once.
+    layout = hybrid_layout(61, 4, 8)
+    sizes = [s.last_layer - s.first_layer + 1 for s in layout.stages]
+    assert sizes == [16, 15, 15, 15] and layout.layers_per_stage == 16
+    assert [s.first_layer for s in layout.stages][1:] == [s.last_layer + 1 for s in layout.stages][:-1]
+    assert layout.stages[-1].last_layer == 61 and layout.devices == 32
+    assert [s.last_layer - s.first_layer + 1 for s in hybrid_layout(80, 3, 4).stages] == [27, 27, 26]
+
+
+def test_hybrid_layout_rejects_impossible_degrees():
     with pytest.raises(InputError, match=r"'pipeline_parallel'.*layers"):
-        hybrid_layout(80, 3, 4)
+        hybrid_layout(4, 5, 4)
     with pytest.raises(InputError, match=r"'tensor_parallel'.*attention_heads"):
         hybrid_layout(80, 2, 3, attention_heads=64)
 

@@ -39,8 +39,8 @@ __all__ = [
     "prefill_flops",
     "decode_flops",
     "roofline_time",
-    "prefill_time",
-    "decode_step_time",
+    "roofline_prefill_time",
+    "roofline_decode_step_time",
     "hybrid_iteration_time",
     "prefill_iterations",
     "schedule_iteration",
@@ -362,7 +362,7 @@ def _estimate(flops, bytes_moved, tokens, peak, bandwidth) -> RooflineEstimate:
     )
 
 
-def prefill_time(
+def roofline_prefill_time(
     model: Any,
     accelerator: Any,
     prompt_tokens: Any,
@@ -408,7 +408,7 @@ def prefill_time(
     ...     memory_bandwidth="3.35 TB/s", dense_throughput={"fp16": "989 TFLOP/s"}, tdp="700 W")
     >>> m = Model(id="m", name="m", provenance="user", sources=[{"source": "u", "fields": ["layers"]}],
     ...     parameters=70e9, layers=80, attention_heads=64, kv_heads=8, head_dim=128, attention="gqa")
-    >>> est = prefill_time(m, h100, 4096, tensor_parallel=8)
+    >>> est = roofline_prefill_time(m, h100, 4096, tensor_parallel=8)
     >>> round(est.time.m_as("ms"), 1), est.compute_bound
     (75.3, True)
     """
@@ -433,7 +433,7 @@ def prefill_time(
     return _estimate(flops, bytes_moved, sequences * prompt, setup["peak"], setup["bandwidth"])
 
 
-def decode_step_time(
+def roofline_decode_step_time(
     model: Any,
     accelerator: Any,
     batch: Any,
@@ -470,7 +470,7 @@ def decode_step_time(
     ...     memory_bandwidth="3.35 TB/s", dense_throughput={"fp16": "989 TFLOP/s"}, tdp="700 W")
     >>> m = Model(id="m", name="m", provenance="user", sources=[{"source": "u", "fields": ["layers"]}],
     ...     parameters=70e9, layers=80, attention_heads=64, kv_heads=8, head_dim=128, attention="gqa")
-    >>> step = decode_step_time(m, h100, batch=np.array([1, 64]), context=4096, tensor_parallel=8)
+    >>> step = roofline_decode_step_time(m, h100, batch=np.array([1, 64]), context=4096, tensor_parallel=8)
     >>> step.time.to("ms")
     <Quantity([5.27396184 8.42908007], 'millisecond')>
     """
@@ -540,6 +540,28 @@ def hybrid_iteration_time(weights, memory_bandwidth, decode_tokens, prefill_toke
     """
     flops = per(2 * (decode_tokens + prefill_tokens) * active_parameters, "FLOP")
     return roofline_time.func(flops, weights, peak_throughput, memory_bandwidth)
+
+
+def prefill_time(*args: Any, **kwargs: Any) -> RooflineEstimate:
+    """Deprecated name of :func:`roofline_prefill_time` (the calibrated one is ``performance.prefill_time``)."""
+    _renamed("phases.prefill_time", "roofline_prefill_time")
+    return roofline_prefill_time(*args, **kwargs)
+
+
+def decode_step_time(*args: Any, **kwargs: Any) -> RooflineEstimate:
+    """Deprecated name of :func:`roofline_decode_step_time` (the calibrated one is ``performance.decode_step_time``)."""
+    _renamed("phases.decode_step_time", "roofline_decode_step_time")
+    return roofline_decode_step_time(*args, **kwargs)
+
+
+def _renamed(old: str, new: str) -> None:
+    import warnings
+
+    warnings.warn(
+        f"{old} is renamed {new} (the roofline estimate); the old name goes in the next release",
+        DeprecationWarning,
+        stacklevel=3,
+    )
 
 
 def prefill_iterations(prompt_tokens: Any, chunk_size: Any, token_budget: Any = None, decode_batch: Any = 0) -> Any:
@@ -960,7 +982,7 @@ def preemption_costs(
     bandwidth, latency = _link(name, host_link)
     held = kv_cache_bytes.numeric(batch=1, context=tokens, kv_per_token=setup["kv_per_token"])
     one_way = kv_handoff_time.numeric(kv_bytes=held, link_bandwidth=bandwidth, startup_latency=latency)
-    rebuild = prefill_time(model, accelerator, tokens, precision, tensor_parallel, kv_dtype=kv_dtype).time
+    rebuild = roofline_prefill_time(model, accelerator, tokens, precision, tensor_parallel, kv_dtype=kv_dtype).time
     return PreemptionCosts(
         retain_bytes=Q_(float(held), "B"), swap_time=Q_(2 * float(one_way), "s"), recompute_time=rebuild
     )

@@ -25,6 +25,38 @@ def test_lazy_submodules_resolve():
     assert callable(calculator.load_registry)
 
 
+def test_every_public_model_is_importable_from_the_top_level():
+    import importlib
+    import pkgutil
+
+    import calculator
+
+    modules = [m.name for m in pkgutil.iter_modules(calculator.__path__) if not m.name.startswith("_")]
+    for name in modules:
+        if name in ("cli", "plots", "__main__"):
+            continue
+        module = importlib.import_module(f"calculator.{name}")
+        exported = calculator._EXPORTS_BY_MODULE.get(name, ())
+        public = [n for n in getattr(module, "__all__", ()) if n != "formula"]
+        assert list(exported) == public, f"calculator/__init__.py's table is out of date for {name}"
+        for item in public:
+            assert item in calculator.__all__ and getattr(calculator, item) is getattr(module, item), (name, item)
+    # One name per thing: the calibrated step functions keep the plain names, the roofline ones say so.
+    assert calculator.decode_step_time.__module__ == "calculator.performance"
+    assert calculator.roofline_decode_step_time.__module__ == "calculator.phases"
+    assert calculator.formula.__name__ == "calculator.formula"  # the module, not its decorator
+
+
+def test_star_import_works_without_the_front_end_libraries():
+    code = (
+        "import sys; from calculator import *; "
+        "assert callable(size_fleet) and callable(kv_bytes_per_token) and callable(verify_plan); "
+        "print(','.join(m for m in ('streamlit', 'plotly', 'sympy', 'typer') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == ""
+
+
 def readme_commands():
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     block = re.search(r"## Set up and run\n(.*?)\n## ", text, re.S).group(1)

@@ -18,7 +18,7 @@ from calculator.performance import (
     prefill_time,
     step_arrays,
 )
-from calculator.phases import decode_step_time as roofline_step
+from calculator.phases import roofline_decode_step_time as roofline_step
 
 
 def test_reference_replica_weights_per_gpu_and_bandwidth_floor():

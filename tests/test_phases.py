@@ -11,7 +11,6 @@ from calculator.phases import (
     accelerator_ridge_point,
     attention_flops_per_pair,
     chunked_prefill_tradeoff,
-    decode_step_time,
     disaggregated_pool_sizes,
     hybrid_iteration_time,
     kv_handoff_time,
@@ -19,10 +18,11 @@ from calculator.phases import (
     preemption_costs,
     prefill_flops,
     prefill_iterations,
-    prefill_time,
     projection_arithmetic_intensity,
     quantization_ceilings,
     ridge_point,
+    roofline_decode_step_time,
+    roofline_prefill_time,
     roofline_time,
     schedule_iteration,
     simulate_chunked_prefill,
@@ -73,8 +73,8 @@ def test_decode_intensity_about_1_at_batch_one_and_below_the_ridge_at_the_knee()
 
 def test_long_prefill_is_compute_bound_and_decode_bandwidth_bound():
     # Seed L1117: "Long-prompt prefill reaches the compute ceiling; decode stays on the bandwidth slope."
-    assert prefill_time(GQA_70B, H100, 1024, tensor_parallel=8).compute_bound
-    decode = decode_step_time(GQA_70B, H100, np.array([1, 16, 80]), 4096, tensor_parallel=8)
+    assert roofline_prefill_time(GQA_70B, H100, 1024, tensor_parallel=8).compute_bound
+    decode = roofline_decode_step_time(GQA_70B, H100, np.array([1, 16, 80]), 4096, tensor_parallel=8)
     assert not np.any(decode.compute_bound)
     # with KV reads included the intensity stays under the ridge; past a few sequences the KV bytes (which GQA reads
     # at about 2 H_q / H_kv = 16 FLOP per element) pull it below the weight-only estimate B_dec (seed L1115)
@@ -86,15 +86,15 @@ def test_long_prefill_is_compute_bound_and_decode_bandwidth_bound():
 def test_a_4096_token_prefill_holds_one_h100_for_hundreds_of_milliseconds():
     # Seed L1107/L1197: a 4,096-token prompt saturates the GPU "for hundreds of milliseconds". The chapter names no
     # hardware (catalog A12); on one H100 at peak FP16 the roofline bound for the 70B model is in that range.
-    time = prefill_time(GQA_70B, H100, 4096).time.m_as("ms")
+    time = roofline_prefill_time(GQA_70B, H100, 4096).time.m_as("ms")
     assert 100 <= time < 1000
 
 
 def test_batch_one_decode_rate_is_bandwidth_over_weight_bytes():
     # Seed L1305: batch-one decode "throughput then scales roughly as memory bandwidth divided by the model's
     # weight bytes"; 4-bit weights cut weight traffic 4x. Seed L344: streaming 140 GB at 3.35 TB/s takes ~40 ms.
-    fp16 = decode_step_time(GQA_70B, H100, 1, 1)
-    int4 = decode_step_time(GQA_70B, H100, 1, 1, weight_bits="int4")
+    fp16 = roofline_decode_step_time(GQA_70B, H100, 1, 1)
+    int4 = roofline_decode_step_time(GQA_70B, H100, 1, 1, weight_bits="int4")
     assert round(fp16.time.m_as("ms"), -1) == 40
     assert fp16.tokens_per_second.m_as("token/s") == pytest.approx(3.35e12 / 140e9, rel=1e-4)
     assert int4.tokens_per_second / fp16.tokens_per_second == pytest.approx(4, rel=1e-4)
@@ -104,7 +104,7 @@ def test_roofline_pieces_are_general_and_vectorized():
     # FLOPs per token = 2 x active parameters + attention that grows with context; bytes = weights/t + B S m/t.
     batch = np.array([1, 8, 64])[:, None]
     context = np.array([512, 8192])[None, :]
-    step = decode_step_time(GQA_70B, H100, batch, context, tensor_parallel=4)
+    step = roofline_decode_step_time(GQA_70B, H100, batch, context, tensor_parallel=4)
     assert step.time.shape == (3, 2)
     per_pair = attention_flops_per_pair(GQA_70B).m_as("FLOP")
     assert per_pair == 4 * 80 * 64 * 128
@@ -113,13 +113,13 @@ def test_roofline_pieces_are_general_and_vectorized():
     expected_bytes = 140e9 / 4 + batch * context * 327_680 / 4
     assert step.bytes_moved.m_as("B") == pytest.approx(expected_bytes)
     assert step.time.m_as("s") == pytest.approx(np.maximum(expected_flops / 989e12, expected_bytes / 3.35e12))
-    single = decode_step_time(GQA_70B, H100, 64, 8192, tensor_parallel=4)
+    single = roofline_decode_step_time(GQA_70B, H100, 64, 8192, tensor_parallel=4)
     assert single.time == step.time[2, 1]
 
 
 def test_mixture_of_experts_computes_with_active_parameters_but_streams_all_weights():
     # Roofline: FLOPs use the 37B active parameters; the weight term uses every resident expert (671B).
-    step = decode_step_time(DEEPSEEK_V3, H100, 1, 1, precision="fp8", tensor_parallel=8)
+    step = roofline_decode_step_time(DEEPSEEK_V3, H100, 1, 1, precision="fp8", tensor_parallel=8)
     assert step.bytes_moved.m_as("GB") == pytest.approx(671 / 8 + 61 * 576 / 1e9, rel=1e-6)
     pair = 2 * 61 * 128 * (192 + 128)
     assert step.flops.m_as("FLOP") == pytest.approx((2 * 37e9 + pair) / 8)
@@ -138,8 +138,8 @@ def test_prefill_flops_count_the_causal_attention_pairs():
     more_context=st.integers(0, 100_000),
 )
 def test_decode_step_time_never_falls_with_batch_or_context(batch, more_batch, context, more_context):
-    small = decode_step_time(GQA_70B, H100, batch, context, tensor_parallel=8).time
-    large = decode_step_time(
+    small = roofline_decode_step_time(GQA_70B, H100, batch, context, tensor_parallel=8).time
+    large = roofline_decode_step_time(
         GQA_70B, H100, batch + more_batch, min(context + more_context, 131_072), tensor_parallel=8
     ).time
     assert large >= small
@@ -228,7 +228,7 @@ def test_preemption_compares_retain_swap_and_recompute():
     held = 32_768 * 327_680 / 8
     assert costs.retain_bytes.m_as("B") == pytest.approx(held)
     assert costs.swap_time.m_as("s") == pytest.approx(2 * held / 64e9)
-    assert costs.recompute_time == prefill_time(GQA_70B, H100, 32_768, tensor_parallel=8).time
+    assert costs.recompute_time == roofline_prefill_time(GQA_70B, H100, 32_768, tensor_parallel=8).time
 
 
 def test_disaggregated_pools_sized_by_their_token_rates():
@@ -266,7 +266,7 @@ def test_registry_ids_reproduce_the_ridge_ceiling_and_handoff():
     assert round(accelerator_ridge_point("h100-sxm", "fp16").m_as("FLOP/B")) == 295
     assert round(quantization_ceilings("int8", "int8", "h100-sxm").prefill_compute_ceiling, 1) == 2.0
     assert round(model_kv_handoff_time("chapter-70b-gqa", 131_072, "chapter-nvlink-h100").m_as("ms"), 1) == 95.4
-    step = decode_step_time("llama-3.1-70b", "h100-sxm", 1, 1, tensor_parallel=8)
+    step = roofline_decode_step_time("llama-3.1-70b", "h100-sxm", 1, 1, tensor_parallel=8)
     assert step.time.m_as("ms") == pytest.approx(70.553706496e9 * 2 / 8 / 3.35e12 * 1e3, rel=1e-3)
 
 
@@ -275,7 +275,7 @@ def test_registry_ids_reproduce_the_ridge_ceiling_and_handoff():
 
 def test_bad_input_is_a_clear_error():
     with pytest.raises(InputError, match="tensor_parallel 3 does not split"):
-        decode_step_time(GQA_70B, H100, 8, 4096, tensor_parallel=3)
+        roofline_decode_step_time(GQA_70B, H100, 8, 4096, tensor_parallel=3)
     with pytest.raises(InputError, match="argument 'chunk_size' must be an integer >= 1"):
         prefill_iterations(10_000, 0)
     with pytest.raises(InputError, match="decode_batch uses the whole token_budget"):
@@ -283,10 +283,20 @@ def test_bad_input_is_a_clear_error():
     with pytest.raises(InputError, match=r"decode_batch \(700\) exceeds token_budget"):
         schedule_iteration(700, [(100, 0)], 512, 256)
     with pytest.raises(RegistryError, match="no dense fp4 throughput"):
-        prefill_time(GQA_70B, H100, 1024, precision="fp4")
+        roofline_prefill_time(GQA_70B, H100, 1024, precision="fp4")
     with pytest.raises(InputError, match="give an accelerator"):
         quantization_ceilings("int8", "int8")
     with pytest.raises(InputError, match="argument 'max_utilization' must be > 0"):
         disaggregated_pool_sizes(Q_(1, "request/s"), 10, 10, Q_(1, "token/s"), Q_(1, "token/s"), 0)
     with pytest.raises(InputError, match="argument 'prompt_tokens' must be an integer >= 1"):
-        prefill_time(GQA_70B, H100, -5)
+        roofline_prefill_time(GQA_70B, H100, -5)
+
+
+def test_the_old_roofline_names_still_work_and_warn():
+    import calculator.phases as phases
+
+    with pytest.warns(DeprecationWarning, match="roofline_decode_step_time"):
+        old = phases.decode_step_time(GQA_70B, H100, 1, 1)
+    assert old.time == roofline_decode_step_time(GQA_70B, H100, 1, 1).time
+    with pytest.warns(DeprecationWarning, match="roofline_prefill_time"):
+        assert phases.prefill_time(GQA_70B, H100, 128).time == roofline_prefill_time(GQA_70B, H100, 128).time

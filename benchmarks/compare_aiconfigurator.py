@@ -1,7 +1,7 @@
 """Compare the calculator's TTFT/TPOT predictions with NVIDIA AIConfigurator's on the H100 benchmarks.
 
 This is a benchmark, not a test: it prints how far each estimator is from what the closed-loop serving
-benchmarks of ``data/calibration/serving_benchmarks_h100.csv`` measured. Run from the repository root::
+benchmarks of ``calculator/data/calibration/serving_benchmarks_h100.csv`` measured. Run from the repository root::
 
     python benchmarks/compare_aiconfigurator.py --aic-python PATH/TO/venv-with-aiconfigurator/bin/python [--jobs 2]
 

@@ -4,14 +4,14 @@ Run from the repository root: ``python benchmarks/fit_performance.py [--write]``
 
 1. fits each engine's behaviour (``calibration.FITTED``: per-iteration cost, per-sequence cost,
    per-request overhead, prefill-group coherence) on that engine's rows of
-   ``data/calibration/serving_benchmarks_h100.csv``, and one engine-agnostic profile on all rows,
+   ``calculator/data/calibration/serving_benchmarks_h100.csv``, and one engine-agnostic profile on all rows,
    and prints the constants for ``calculator/performance.py``;
 2. prints the median absolute errors overall and per model / engine version / precision / TP;
 3. cross-validates the whole procedure leaving out one model, then one engine version, at a time;
 4. checks mixture-of-experts layers on H100 benchmarks of Qwen3-235B and gpt-oss-120b (not fitted), and
    the transfer across GPU generations on the 2023 splitwise measurements (A100, H100);
 5. derives the 80 % prediction intervals from the cross-validated ratios measured / predicted and,
-   with ``--write``, stores them in ``data/calibration/prediction_intervals.json``.
+   with ``--write``, stores them in ``calculator/data/calibration/prediction_intervals.json``.
 
 Only H100 end-to-end measurements are fitted; hardware efficiency comes from the kernel tables.
 """
@@ -139,7 +139,9 @@ def transfer_check(profile):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--write", action="store_true", help="write data/calibration/prediction_intervals.json")
+    parser.add_argument(
+        "--write", action="store_true", help="write calculator/data/calibration/prediction_intervals.json"
+    )
     args = parser.parse_args()
     start = time.perf_counter()
     rows = load_benchmarks()

@@ -1,7 +1,7 @@
 """Fit the performance model's parameters to measured serving benchmarks, and report its error.
 
 The measurements are rows of a closed-loop benchmark (the layout of aiconfigurator's silicon
-samples, ``data/calibration/serving_benchmarks_h100.csv``): model, system, backend, precision,
+samples, ``calculator/data/calibration/serving_benchmarks_h100.csv``): model, system, backend, precision,
 input/output lengths, client concurrency, tensor-parallel degree, and the measured mean TTFT and
 TPOT. :func:`load_benchmarks` reads such a file into a tidy frame, :func:`fit_profiles` fits
 :class:`~calculator.performance.EngineProfile` parameters (the physics shared by all engines, the
@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ._paths import CALIBRATION_DIR
 from .errors import InputError
 from .performance import ENGINES, EngineProfile, closed_loop_seconds, step_arrays
 from .precision import check_precision
@@ -25,7 +26,6 @@ from .units import Q_
 
 __all__ = ["CALIBRATION_DIR", "FITTED", "fit_profiles", "load_benchmarks", "prediction_errors"]
 
-CALIBRATION_DIR = Path(__file__).resolve().parent.parent / "data" / "calibration"
 
 _REQUIRED = (
     "model_path",

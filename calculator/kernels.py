@@ -2,7 +2,7 @@
 
 The step model (:mod:`calculator.performance`) prices every matrix product, attention kernel and
 all-reduce of an iteration at its actual shape. Where a GPU has measured kernel tables
-(``data/calibration/kernels/``, extracted from NVIDIA's aiconfigurator-core microbenchmarks by
+(``calculator/data/calibration/kernels/``, extracted from NVIDIA's aiconfigurator-core microbenchmarks by
 ``tools/extract_kernel_tables.py``) the times interpolate those measurements; elsewhere (MI300X,
 TPU, an L4, a user's entry) they are the accelerator's registry peaks divided by a **generic
 efficiency curve**: the median, over every measured GPU, of the fraction of the roofline each
@@ -30,11 +30,11 @@ import csv
 import functools
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ._paths import KERNEL_DIR
 from .errors import InputError
 
 __all__ = [
@@ -49,7 +49,6 @@ __all__ = [
     "tables_for",
 ]
 
-KERNEL_DIR = Path(__file__).resolve().parent.parent / "data" / "calibration" / "kernels"
 
 #: Bytes per token and layer of the decode-attention reference: one KV head of width 128, K and V,
 #: 16 bits each. Other layouts read ``context x (their bytes / this)`` equivalent tokens.
@@ -331,7 +330,7 @@ def generic_efficiency() -> dict[str, Any]:
         "prefill": (isl, bh, _log2(np.median(prefill, axis=0))),
         "decode": (batch, ctx, _log2(np.median(decode, axis=0))),
         "decode_floor": float(np.median(floors)),
-        # In-node all-reduce beyond the measured GPUs: the NCCL fit of data/calibration (27.9 us floor,
+        # In-node all-reduce beyond the measured GPUs: the NCCL fit of calculator/data/calibration (27.9 us floor,
         # 348 of 450 GB/s on H100 SXM; docs/performance-model.md).
         "allreduce_fraction": 348.0 / 450.0,
         "allreduce_floor": 27.9e-6,

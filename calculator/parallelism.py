@@ -504,7 +504,7 @@ _NCCL_SOURCE = (
     "fitted by fit_ring_allreduce (log-uniform weights, least relative absolute error, messages 16 KiB-64 MiB, "
     "2/4/8 GPUs) on microsoft/vidur@7d47513363ec447a741ac5e47241580b47724fbf "
     "data/profiling/network/{sku}/all_reduce.csv, single-node rows (MIT); "
-    "data/calibration/nccl_allreduce_single_node.csv"
+    "calculator/data/calibration/nccl_allreduce_single_node.csv"
 )
 
 #: NCCL all-reduce on one H100 DGX node (NVLink 4 + NVSwitch): per-call floor and achieved per-link

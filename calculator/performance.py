@@ -160,7 +160,7 @@ ROOFLINE = Efficiency(1.0, 1.0, 1.0, Q_(0.0, "s"), Q_(0.0, "s"), kernels=False)
 #: Fractions of the peaks an engine profile uses when asked to price kernels without tables
 #: (``kernels=False``): round values read off the measured tables (a GEMV streams weights at about
 #: 0.8 of HBM bandwidth; large GEMMs reach 0.45-0.85 of the dense peak by generation and dtype) and the
-#: NCCL fit of data/calibration (0.77 of the link, 28 us floor).
+#: NCCL fit of calculator/data/calibration (0.77 of the link, 28 us floor).
 GENERIC_FRACTIONS = (0.80, 0.65, 0.77, 28e-6)
 
 
@@ -277,8 +277,9 @@ class EngineProfile(Result):
 
 _FIT_SOURCE = (
     "scheduler defaults from each engine's documentation and source (citations); per-iteration and "
-    "per-request costs fitted by benchmarks/fit_performance.py on data/calibration/serving_benchmarks_h100.csv "
-    "(aiconfigurator silicon samples, H100 SXM only); kernel times from data/calibration/kernels"
+    "per-request costs fitted by benchmarks/fit_performance.py on "
+    "calculator/data/calibration/serving_benchmarks_h100.csv (aiconfigurator silicon samples, H100 SXM only); "
+    "kernel times from calculator/data/calibration/kernels"
 )
 
 _CITATIONS = {

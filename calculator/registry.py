@@ -1,6 +1,6 @@
 """The hardware and model registry: sourced accelerators, interconnects, models and prices.
 
-``hardware_registry.yaml`` (next to the package) holds the entries; :func:`load_registry` reads it,
+``calculator/data/hardware_registry.yaml`` (inside the package) holds the entries; :func:`load_registry` reads it,
 plus any user files, with a safe YAML loader, validates every entry against strict frozen pydantic
 models and returns a :class:`Registry` whose sections map ids to entries::
 
@@ -39,6 +39,7 @@ from pydantic import (
     model_validator,
 )
 
+from ._paths import REGISTRY_FILE
 from .errors import RegistryError, UnknownEntryError
 from .precision import PRECISIONS, check_precision
 from .units import Q_, ureg
@@ -56,7 +57,7 @@ __all__ = [
     "registry_json_schema",
 ]
 
-DEFAULT_REGISTRY_PATH = Path(__file__).resolve().parent.parent / "hardware_registry.yaml"
+DEFAULT_REGISTRY_PATH = REGISTRY_FILE
 SCHEMA_VERSION = 1
 
 # --------------------------------------------------------------------------------------------

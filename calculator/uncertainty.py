@@ -3,7 +3,7 @@
 ``benchmarks/fit_performance.py`` refits the model with one model, then one engine version, left out
 at a time and records, for each held-out row, the ratio of measured to predicted TTFT and TPOT. The
 10th and 90th percentiles of those ratios give an 80 % interval as factors on the prediction
-(``data/calibration/prediction_intervals.json``). The interval widens where the model knows less:
+(``calculator/data/calibration/prediction_intervals.json``). The interval widens where the model knows less:
 
 * an engine the data does not cover (the ``generic`` profile) uses the engine-agnostic
   cross-validation errors, which are larger;
@@ -28,11 +28,12 @@ from __future__ import annotations
 import functools
 import json
 import math
-from pathlib import Path
+
+from ._paths import CALIBRATION_DIR
 
 __all__ = ["GENERIC_KERNEL_WIDENING", "INTERVALS_FILE", "prediction_interval"]
 
-INTERVALS_FILE = Path(__file__).resolve().parent.parent / "data" / "calibration" / "prediction_intervals.json"
+INTERVALS_FILE = CALIBRATION_DIR / "prediction_intervals.json"
 
 #: Log-width multiplier where kernels are priced by the generic curve instead of measurements.
 GENERIC_KERNEL_WIDENING = 1.5

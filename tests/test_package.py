@@ -1,5 +1,6 @@
 """Package hygiene: the import stays light, and the README's commands are the ones CI runs."""
 
+import os
 import re
 import subprocess
 import sys
@@ -78,3 +79,38 @@ def test_ruff_is_clean():
         [sys.executable, "-m", "ruff", "check", "--quiet", "."], capture_output=True, text=True, cwd=ROOT
     )
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_the_wheel_carries_its_data_and_needs_no_front_end_libraries(tmp_path):
+    import zipfile
+
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path / "dist"), str(ROOT)],
+        capture_output=True,
+        text=True,
+    )
+    assert built.returncode == 0, built.stdout + built.stderr
+    (wheel,) = (tmp_path / "dist").glob("*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        metadata = archive.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+        archive.extractall(tmp_path / "site")
+    assert "calculator/data/hardware_registry.yaml" in names
+    assert any(n.startswith("calculator/data/calibration/kernels/") for n in names)
+    # The core requirements (no extra marker) leave out the dashboard, figure and workbook libraries.
+    core = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:") and "extra ==" not in line]
+    assert core and not any(lib in line for line in core for lib in ("streamlit", "plotly", "openpyxl"))
+    # Installed away from the repository, the package finds its own registry and sizes a fleet.
+    code = (
+        "import calculator; from calculator import Q_, load_registry, size_fleet; "
+        "assert calculator.__file__.startswith({!r}), calculator.__file__; "
+        "assert 'h100-sxm' in load_registry().accelerators; "
+        "plan = size_fleet('llama-3.1-8b', 'h100-sxm', 'fp8', Q_(10, 'request/s'), 512, 128, Q_(1, 's'), "
+        "Q_(50, 'ms')); print(plan.feasible, plan.gpus > 0)"
+    ).format(str(tmp_path / "site"))
+    away = tmp_path / "elsewhere"
+    away.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "site")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=away, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "True True"

@@ -1,7 +1,6 @@
 """Model sharding (section 10.10): worked numbers at the printed precision, collectives, calibration, properties."""
 
 import csv
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -9,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from calculator import Q_, InputError, UnitsError
+from calculator._paths import CALIBRATION_DIR
 from calculator.memory import weight_bytes
 from calculator.parallelism import (
     NCCL_ALLREDUCE_A100,
@@ -45,7 +45,7 @@ from calculator.parallelism import (
     tiered_embedding_placement,
 )
 
-DATA = Path(__file__).resolve().parent.parent / "data" / "calibration" / "nccl_allreduce_single_node.csv"
+DATA = CALIBRATION_DIR / "nccl_allreduce_single_node.csv"
 H100_NAMEPLATE = Q_(80, "GB")
 
 

@@ -3,7 +3,7 @@
 The wheel (PyPI ``aiconfigurator-core``, Apache-2.0, NVIDIA) ships measured kernel microbenchmarks per
 GPU system and serving framework: GEMMs by shape and dtype, prefill ("context") and decode
 ("generation") attention, and all-reduce (NCCL and each framework's custom kernel). This script reads
-them and writes the small tables the performance model interpolates (``data/calibration/kernels/``):
+them and writes the small tables the performance model interpolates (``calculator/data/calibration/kernels/``):
 
 * ``gemm.csv``: achieved TFLOP/s of ``m x k @ k x n`` GEMMs on a grid of powers of two;
 * ``attention_prefill.csv``: achieved TFLOP/s of causal prefill attention by prompt length and
@@ -19,7 +19,7 @@ them and writes the small tables the performance model interpolates (``data/cali
 Every value is the median over the three frameworks (TensorRT-LLM, vLLM, SGLang) of each framework's
 fastest kernel for that shape, so one framework's outlier kernel does not move the table. End-to-end
 serving measurements (``systems/silicon_sample.csv``) are not read: apart from the H100 rows already
-in ``data/calibration/serving_benchmarks_h100.csv`` they are evaluation data.
+in ``calculator/data/calibration/serving_benchmarks_h100.csv`` they are evaluation data.
 
 Reproduce (needs pandas and pyarrow)::
 
@@ -41,7 +41,7 @@ from pathlib import Path
 
 import pandas as pd
 
-OUT = Path(__file__).resolve().parent.parent / "data" / "calibration" / "kernels"
+OUT = Path(__file__).resolve().parent.parent / "calculator" / "data" / "calibration" / "kernels"
 
 #: Systems of the wheel that map to registry accelerators (registry aliases resolve these names).
 SYSTEMS = ("a100_sxm", "h100_sxm", "h200_sxm", "b200_sxm", "b300_sxm", "gb200", "gb300", "l40s", "rtx_pro_6000_server")

@@ -58,12 +58,15 @@ def probability(function: str, argument: str, value: Any) -> Any:
     return magnitude(function, argument, value, "", "probability")
 
 
-def model_of(value: Any) -> Any:
-    """A registry :class:`~calculator.registry.Model` from an id or a model object (passed through)."""
+def model_of(value: Any, registry: Any = None) -> Any:
+    """A registry :class:`~calculator.registry.Model` from an id or a model object (passed through).
+
+    Ids resolve in ``registry`` (default: the packaged registry).
+    """
     if isinstance(value, str):
         from .registry import load_registry
 
-        return load_registry().model(value)
+        return (registry if registry is not None else load_registry()).model(value)
     if not hasattr(value, "attention") or not hasattr(value, "parameters"):
         raise InputError(f"expected a registry model id or Model object, got {value!r}")
     return value
@@ -86,12 +89,15 @@ def bits_of(function: str, argument: str, value: Any) -> float:
     return magnitude(function, argument, value, "", "positive")
 
 
-def accelerator_of(value: Any) -> Any:
-    """A registry :class:`~calculator.registry.Accelerator` from an id or an accelerator object."""
+def accelerator_of(value: Any, registry: Any = None) -> Any:
+    """A registry :class:`~calculator.registry.Accelerator` from an id or an accelerator object.
+
+    Ids resolve in ``registry`` (default: the packaged registry).
+    """
     if isinstance(value, str):
         from .registry import load_registry
 
-        return load_registry().accelerator(value)
+        return (registry if registry is not None else load_registry()).accelerator(value)
     if not hasattr(value, "memory_bandwidth") or not hasattr(value, "peak_throughput"):
         raise InputError(f"expected a registry accelerator id or Accelerator object, got {value!r}")
     return value

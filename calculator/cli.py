@@ -13,6 +13,7 @@ with status 2 and an ``error:`` line.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 from collections.abc import Callable, Iterator
 from enum import StrEnum
@@ -306,12 +307,14 @@ def _library_errors() -> Iterator[None]:
         raise _fail(exc) from None
 
 
-def _size_plan(inputs: dict[str, Any], bar: Any) -> Any:
+def _size_plan(inputs: dict[str, Any], bar: Any, registry: Any) -> Any:
     """:func:`~calculator.fleet.size_fleet` on the sizing inputs, with a task on the rich progress ``bar``."""
     from .fleet import size_fleet
 
     task = bar.add_task("searching configurations", total=None)
-    return size_fleet(**inputs, progress=lambda done, total: bar.update(task, completed=done, total=total))
+    return size_fleet(
+        **inputs, registry=registry, progress=lambda done, total: bar.update(task, completed=done, total=total)
+    )
 
 
 def _stderr_progress() -> Any:
@@ -353,6 +356,7 @@ def size(
     input_cv: InputCvOption = 0.0,
     kv_precision: KvPrecisionOption = None,
     router: RouterOption = None,
+    extra: ExtraOption = None,
     as_json: JsonOption = False,
     output_format: FormatOption = None,
     out: OutOption = None,
@@ -363,14 +367,15 @@ def size(
     from .fleet import default_price_entry
 
     fmt = _format(output_format, as_json)
+    registry = _load(None, extra)
     inputs = _sizing_inputs(
         model, rate, input_tokens, output_tokens, ttft, tpot, accelerator, precision, engine, price,
         max_utilization, ttft_percentile, arrival_cv, input_cv, kv_precision, router,
     )  # fmt: skip
     with _library_errors():
         with Progress(transient=True, disable=fmt is not Format.table) as bar:
-            plan = _size_plan(inputs, bar)
-        prices = [default_price_entry(a).id for a in accelerator] if price is None else []
+            plan = _size_plan(inputs, bar, registry)
+        prices = [default_price_entry(a, registry).id for a in accelerator] if price is None else []
 
     def table() -> str:
         from .results import format_value
@@ -396,6 +401,7 @@ def size(
         models=["fleet.size_fleet"],
         registry_ids=[model, *accelerator, *prices],
         inputs={k: v for k, v in inputs.items() if v is not None},
+        registry=registry,
     )
     raise typer.Exit(0 if plan.feasible else 1)
 
@@ -529,6 +535,7 @@ def simulate_command(
     max_replicas: Annotated[
         int | None, typer.Option(min=1, help="Give up the search above this count (default twice the plan's plus 2).")
     ] = None,
+    extra: ExtraOption = None,
     as_json: JsonOption = False,
     output_format: FormatOption = None,
     out: OutOption = None,
@@ -556,6 +563,10 @@ def simulate_command(
         if given:
             raise _fail(f"--plan holds the plan; leave out the sizing options ({', '.join(given)})")
         plan = _plan_from_json(plan_file)
+        if extra:  # the plan's own registry files, replaced by the ones given here
+            _load(None, extra)
+            files = tuple(str(Path(e).resolve()) for e in extra)
+            plan = dataclasses.replace(plan, targets={**plan.targets, "registry_files": files})
         inputs: dict[str, Any] = {"plan": str(plan_file)}
     else:
         missing = ", ".join(name for name in list(sizing)[:6] if sizing[name] is None)
@@ -565,8 +576,9 @@ def simulate_command(
             model, rate, input_tokens, output_tokens, ttft, tpot, accelerator, precision, engine, price,
             max_utilization, ttft_percentile, arrival_cv, input_cv, kv_precision, router,
         )  # fmt: skip
+        registry = _load(None, extra)
         with _library_errors(), _stderr_progress() as bar:
-            plan = _size_plan(inputs, bar)
+            plan = _size_plan(inputs, bar, registry)
     if not plan.feasible:
         raise _fail(f"the plan is infeasible, there is nothing to simulate: {plan.reason}", code=1)
     with _library_errors(), _stderr_progress() as bar:
@@ -655,6 +667,7 @@ def frontier_command(
     precision: PrecisionOption = ["fp8"],  # noqa: B006
     engine: EngineOption = None,
     pareto_only: Annotated[bool, typer.Option("--pareto/--all", help="Only the Pareto-optimal points.")] = True,
+    extra: ExtraOption = None,
     as_json: JsonOption = False,
     output_format: FormatOption = None,
     out: OutOption = None,
@@ -664,8 +677,9 @@ def frontier_command(
     from .fleet import frontier
 
     fmt = _format(output_format, as_json)
+    registry = _load(None, extra)
     try:
-        table = frontier(model, accelerator, precision, input_tokens, output_tokens, engine=engine)
+        table = frontier(model, accelerator, precision, input_tokens, output_tokens, engine=engine, registry=registry)
     except (CalculatorError, KeyError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None

@@ -588,24 +588,26 @@ def _families(
     price: Any,
     speculation: Speculation | None,
     kv_precision: str | None,
+    reg: Any,
 ) -> list[_Family]:
-    from .registry import load_registry
-
-    reg = load_registry()
     out = []
     for accelerator in accelerators:
         device = reg.accelerator(accelerator)
-        hourly = _price_for(device.id, accelerator, price)
+        hourly = _price_for(device.id, accelerator, price, reg)
         for precision in precisions:
-            arrays = step_arrays(model, device, precision, kv_precision)
-            draft = step_arrays(speculation.draft_model, device, precision, kv_precision) if speculation else None
+            arrays = step_arrays(model, device, precision, kv_precision, registry=reg)
+            draft = (
+                step_arrays(speculation.draft_model, device, precision, kv_precision, registry=reg)
+                if speculation
+                else None
+            )
             out.append(_Family(device.id, check_precision(precision), arrays, hourly, device.tdp.m_as("W"), draft))
     return out
 
 
-def _price_for(accelerator_id: str, given_name: Any, price: Any) -> float:
+def _price_for(accelerator_id: str, given_name: Any, price: Any, reg: Any) -> float:
     if price is None:
-        hourly = default_price(accelerator_id)
+        hourly = default_price(accelerator_id, reg)
     elif isinstance(price, dict):
         hourly = price.get(accelerator_id, price.get(given_name) if isinstance(given_name, str) else None)
         if hourly is None:
@@ -623,7 +625,8 @@ _PRICE_DIMENSION = ureg.parse_units("USD/hour").dimensionality
 
 
 def _as_list(value: Any) -> list[Any]:
-    if isinstance(value, str) or not isinstance(value, Iterable):
+    """One candidate or several: an id, a registry entry object (iterable, but one item) or a list."""
+    if isinstance(value, str) or hasattr(value, "id") or not isinstance(value, Iterable):
         return [value]
     return list(value)
 
@@ -649,9 +652,20 @@ def _seconds(name: str, value: Any) -> float:
 
 
 def _model_id(model: Any) -> str:
-    from .registry import load_registry
+    return model.id if hasattr(model, "id") else str(model)
 
-    return load_registry().model(model).id
+
+def _registry_for(registry: Any, *entries: Any) -> Any:
+    """The registry to resolve ids in: the one given, else the one an entry object came from, else the default."""
+    from .registry import load_registry, registry_of
+
+    if registry is not None:
+        return registry
+    for entry in entries:
+        for item in entry if isinstance(entry, list | tuple) else (entry,):
+            if not isinstance(item, str) and hasattr(item, "id"):
+                return registry_of(item)
+    return load_registry()
 
 
 def _read_trace(trace: Any, columns: tuple[str, ...]) -> Any:
@@ -731,13 +745,12 @@ def _check_options(
 
 
 def _grid(model: Any, tensor_parallel: Sequence[int], batches: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-    from .registry import load_registry
-
+    """The TP degrees that split ``model`` (a registry Model) and the batch caps, as arrays."""
     tps = np.array(sorted({int(t) for t in tensor_parallel}), dtype=float)
     grid_batches = np.array(sorted({int(b) for b in batches}), dtype=float)
     if tps.size == 0 or np.any(tps < 1) or grid_batches.size == 0 or np.any(grid_batches < 1):
         raise InputError("size_fleet(): 'tensor_parallel' and 'batches' must be non-empty lists of integers >= 1")
-    heads = load_registry().model(model).attention_heads
+    heads = model.attention_heads
     if heads is None:
         raise InputError(f"size_fleet(): model '{_model_id(model)}' is not a transformer LLM")
     usable = tps[heads % tps == 0]
@@ -877,6 +890,7 @@ def size_fleet(
     router: str = DEFAULT_ROUTER,
     verify: bool = False,
     verify_options: dict[str, Any] | None = None,
+    registry: Any = None,
 ) -> FleetPlan:
     """Size the cheapest fleet that serves a workload within TTFT and TPOT targets.
 
@@ -933,6 +947,9 @@ def size_fleet(
     verify_options : dict, optional
         Keyword arguments for :func:`~calculator.simulation.verify_plan` (``requests``, ``seeds``,
         ``executor``, ``progress``).
+    registry : Registry, optional
+        Where ids resolve (``load_registry(extra=[...])`` for your own hardware, models and prices);
+        default: the registry the given objects came from, or the packaged one.
 
     Returns
     -------
@@ -951,6 +968,8 @@ def size_fleet(
     tpot_target = _seconds("tpot_slo", tpot_slo)
     tbt_target = _seconds("tbt_slo", tbt_slo) if tbt_slo is not None else np.inf
     profile = engine_profile(engine)
+    reg = _registry_for(registry, model, accelerator)
+    model = reg.model(model)
     tps, grid_batches = _grid(model, tensor_parallel, batches)
     options = {
         "prefix_hit_rate": prefix_hit_rate,
@@ -962,7 +981,7 @@ def size_fleet(
         "arrival_rate": workload.arrival_rate.m_as("request/s"),
         "router": router_name(router),
     }
-    families = _families(model, _as_list(accelerator), _as_list(precision), price, speculation, kv_precision)
+    families = _families(model, _as_list(accelerator), _as_list(precision), price, speculation, kv_precision, reg)
     lam = workload.arrival_rate.m_as("request/s")
     tokens_per_hour = lam * workload.output_tokens * HOURS
     tp_grid, batch_grid = np.meshgrid(tps, grid_batches, indexing="ij")
@@ -977,6 +996,7 @@ def size_fleet(
         "chunk_size": chunk_size,
         "speculation": speculation is not None,
         "prefix_caching": prefix_hit_rate > 0,
+        "registry_files": reg.user_files,
     }
     search = _Search(families, profile, workload, tps, tp_grid, batch_grid, options, targets, lam, max_utilization)
     best, rejected, closest_ttft, closest_tpot = search.run(progress=progress)
@@ -1166,6 +1186,7 @@ def frontier(
     tensor_parallel: Sequence[int] = DEFAULT_TENSOR_PARALLEL,
     batches: Sequence[int] = DEFAULT_BATCHES,
     kv_precision: str | None = None,
+    registry: Any = None,
 ) -> Any:
     """The throughput-vs-interactivity frontier (Figure 6) of a model on each accelerator.
 
@@ -1181,6 +1202,8 @@ def frontier(
 
     workload = Workload(Q_(1.0, "request/s"), float(input_tokens), float(output_tokens))
     profile = engine_profile(engine)
+    reg = _registry_for(registry, model, accelerator)
+    model = reg.model(model)
     tps, grid_batches = _grid(model, tensor_parallel, batches)
     tp_grid, batch_grid = np.meshgrid(tps, grid_batches, indexing="ij")
     options = {
@@ -1194,7 +1217,9 @@ def frontier(
         "router": "round_robin",
     }
     rows = []
-    for family in _families(model, _as_list(accelerator), _as_list(precision), Q_(1, "USD/hour"), None, kv_precision):
+    for family in _families(
+        model, _as_list(accelerator), _as_list(precision), Q_(1, "USD/hour"), None, kv_precision, reg
+    ):
         out = _evaluate(family, profile, workload, tp_grid, batch_grid, options)
         keep = out["fits"]
         rows.append(
@@ -1276,6 +1301,7 @@ def size_disaggregated(
     input_cv: float = 0.0,
     arrival_cv: float = 1.0,
     kv_precision: str | None = None,
+    registry: Any = None,
     max_prefill_replicas: int = 4096,
 ) -> DisaggregatedPlan:
     """Size disaggregated prefill and decode pools for a workload (compare with :func:`size_fleet`).
@@ -1289,18 +1315,19 @@ def size_disaggregated(
     """
     from .phases import kv_handoff_time
     from .queueing import ggc_mean_wait, ggc_wait_quantile
-    from .registry import load_registry
 
     workload = Workload(_rate(arrival_rate), float(input_tokens), float(output_tokens), input_cv, 0.0, arrival_cv)
     _check_options(workload, max_utilization, ttft_percentile, 0.0, 0.0, None)
     ttft_target = _seconds("ttft_slo", ttft_slo)
     tpot_target = _seconds("tpot_slo", tpot_slo)
     profile = engine_profile(engine)
+    reg = _registry_for(registry, model, accelerator)
+    model = reg.model(model)
     tps, grid_batches = _grid(model, tensor_parallel, batches)
-    link = load_registry().interconnect(interconnect)
+    link = reg.interconnect(interconnect)
     latency = link.startup_latency.m_as("s") if link.startup_latency is not None else 0.0
     lam = workload.arrival_rate.m_as("request/s")
-    families = _families(model, _as_list(accelerator), _as_list(precision), price, None, kv_precision)
+    families = _families(model, _as_list(accelerator), _as_list(precision), price, None, kv_precision, reg)
     tp_grid, batch_grid = np.meshgrid(tps, grid_batches, indexing="ij")
     decode_slots = max(workload.output_tokens - 1, 1.0)
     context = workload.input_tokens + workload.output_tokens / 2

@@ -398,12 +398,6 @@ def engine_profile(engine: str | EngineProfile | None) -> EngineProfile:
 # Resolving registry objects into the arrays the step model needs
 
 
-def _registry() -> Any:
-    from .registry import load_registry
-
-    return load_registry()
-
-
 def compute_precision(accelerator: Any, precision: str) -> str:
     """The precision the matrix products run at for weights stored at ``precision``.
 
@@ -428,7 +422,9 @@ def compute_precision(accelerator: Any, precision: str) -> str:
     )
 
 
-def step_arrays(model: Any, accelerator: Any, precision: str, kv_precision: str | None = None) -> dict[str, Any]:
+def step_arrays(
+    model: Any, accelerator: Any, precision: str, kv_precision: str | None = None, *, registry: Any = None
+) -> dict[str, Any]:
     """The numbers the step model needs for one (model, accelerator, precision), in SI units.
 
     Returns a dict of floats: ``weight_bytes`` (resident, whole model), ``streamed_params``
@@ -441,7 +437,8 @@ def step_arrays(model: Any, accelerator: Any, precision: str, kv_precision: str 
     accelerator's ``memory``, ``hbm_bandwidth``, ``peak_flops`` and ``link_bandwidth`` (NVLink per
     direction, or the host link where there is none), ``bf16_flops``; and two objects:
     ``tables`` (the accelerator's :class:`~calculator.kernels.KernelTables`) and ``dtype`` (the
-    GEMM table of the weights).
+    GEMM table of the weights). Ids resolve in ``registry`` (default: the packaged registry), and
+    an entry object's own ids (its host link) in the registry it came from.
 
     Examples
     --------
@@ -450,8 +447,8 @@ def step_arrays(model: Any, accelerator: Any, precision: str, kv_precision: str 
     """
     from .kernels import tables_for
 
-    spec = model_of(model)
-    device = accelerator_of(accelerator)
+    spec = model_of(model, registry)
+    device = accelerator_of(accelerator, registry)
     name = check_precision(precision)
     if spec.kind != "transformer":
         raise InputError(f"the performance model covers transformer LLMs; model '{spec.id}' is a {spec.kind} model")
@@ -470,7 +467,10 @@ def step_arrays(model: Any, accelerator: Any, precision: str, kv_precision: str 
     kv = model_kv_bytes_per_token(spec, kv_name).m_as("B/token")
     link = device.nvlink_bandwidth
     if link is None:
-        link = _registry().interconnect(device.host_link).bandwidth if device.host_link else Q_(16, "GB/s")
+        from .registry import registry_of
+
+        host = registry_of(device, registry).interconnect(device.host_link) if device.host_link else None
+        link = host.bandwidth if host is not None else Q_(16, "GB/s")
     layers = float(spec.layers)
     heads, head_dim = float(spec.attention_heads), float(spec.head_dim)
     kv_heads = float(spec.kv_heads or spec.attention_heads)
@@ -818,11 +818,11 @@ def _seconds(values: Any) -> Any:
     return Q_(float(values) if np.ndim(values) == 0 else values, "s")
 
 
-def _efficiency(engine: Any, efficiency: Efficiency | None, accelerator: Any = None) -> Efficiency:
+def _efficiency(engine: Any, efficiency: Efficiency | None, accelerator_id: str | None = None) -> Efficiency:
+    """The costs to price with: those given, or the engine's on this accelerator (a resolved id)."""
     if efficiency is not None:
         return efficiency
-    device = accelerator_of(accelerator).id if accelerator is not None else None
-    return engine_profile(engine).efficiency_for(device)
+    return engine_profile(engine).efficiency_for(accelerator_id)
 
 
 def _counts(function: str, argument: str, value: Any, minimum: int = 1) -> np.ndarray:
@@ -893,7 +893,7 @@ def decode_step_time(
     tp = _tp(model, tensor_parallel, "decode_step_time")
     seconds = decode_step_seconds(
         a,
-        _efficiency(engine, efficiency, accelerator),
+        _efficiency(engine, efficiency, a["accelerator"]),
         tp,
         _counts("decode_step_time", "batch", batch),
         _counts("decode_step_time", "context", context, 0),
@@ -921,7 +921,7 @@ def prefill_time(
     a = step_arrays(model, accelerator, precision)
     tp = _tp(model, tensor_parallel, "prefill_time")
     prompt = _counts("prefill_time", "prompt_tokens", prompt_tokens)
-    seconds = prefill_seconds(a, _efficiency(engine, efficiency, accelerator), tp, prompt)
+    seconds = prefill_seconds(a, _efficiency(engine, efficiency, a["accelerator"]), tp, prompt)
     return _seconds(seconds)
 
 
@@ -1077,6 +1077,7 @@ def predict_benchmark(
     efficiency: Efficiency | None = None,
     kv_precision: str | None = None,
     requests_per_client: float = REQUESTS_PER_CLIENT,
+    registry: Any = None,
 ) -> BenchmarkPrediction:
     """Mean TTFT and TPOT a closed-loop serving benchmark reports at client concurrency ``C``.
 
@@ -1100,6 +1101,8 @@ def predict_benchmark(
         KV-cache precision; defaults to 16-bit.
     requests_per_client : float
         Requests each client sends in the run (the first wave's burst is averaged over them).
+    registry : Registry, optional
+        Where ids resolve (default: the packaged registry).
 
     Returns
     -------
@@ -1130,9 +1133,9 @@ def predict_benchmark(
     """
     from .uncertainty import prediction_interval
 
-    a = step_arrays(model, accelerator, precision, kv_precision)
+    a = step_arrays(model, accelerator, precision, kv_precision, registry=registry)
     profile = engine_profile(engine)
-    tp = _tp(model, tensor_parallel, "predict_benchmark")
+    tp = _tp(model_of(model, registry), tensor_parallel, "predict_benchmark")
     inputs = _counts("predict_benchmark", "input_tokens", input_tokens)
     outputs = _counts("predict_benchmark", "output_tokens", output_tokens)
     result = closed_loop_seconds(
@@ -1142,7 +1145,7 @@ def predict_benchmark(
         inputs,
         outputs,
         _counts("predict_benchmark", "concurrency", concurrency),
-        _efficiency(engine, efficiency, accelerator),
+        _efficiency(engine, efficiency, a["accelerator"]),
         requests_per_client,
     )
     scalar = all(np.ndim(v) == 0 for v in (tensor_parallel, input_tokens, output_tokens, concurrency))

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import functools
 import json
+import weakref
+from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -408,6 +410,7 @@ class Registry:
         self.prices = Section("price", sections["prices"])
         self.sources = Section("source", sources)
         self.files = files
+        _RECENT.append(weakref.ref(self))
 
     def __repr__(self) -> str:
         counts = ", ".join(f"{len(getattr(self, s))} {s}" for s in (*SECTIONS, "sources"))
@@ -427,6 +430,11 @@ class Registry:
                 return name, section[entry_id]
         raise UnknownEntryError(f"no registry entry has id {entry_id!r}")
 
+    @property
+    def user_files(self) -> tuple[str, ...]:
+        """The files beyond the packaged one, as strings (empty for the default registry)."""
+        return tuple(str(Path(f).resolve()) for f in self.files if Path(f).resolve() != DEFAULT_REGISTRY_PATH.resolve())
+
     def accelerator(self, value: Any) -> Accelerator:
         """An accelerator from an id or an :class:`Accelerator` (passed through)."""
         return value if isinstance(value, Accelerator) else self.accelerators[value]
@@ -438,6 +446,30 @@ class Registry:
     def interconnect(self, value: Any) -> Interconnect:
         """An interconnect from an id or an :class:`Interconnect` (passed through)."""
         return value if isinstance(value, Interconnect) else self.interconnects[value]
+
+
+#: Registries loaded recently, newest last: an entry object finds the registry it came from.
+_RECENT: deque[weakref.ref[Registry]] = deque(maxlen=64)
+
+
+def registry_of(entry: Any, registry: Registry | None = None) -> Registry:
+    """The registry an entry object came from, to resolve the ids inside it (a host link, a price's GPU).
+
+    ``registry`` wins when given; otherwise the most recent registry holding this very object, or
+    the default registry (:func:`load_registry`) for an object made by hand.
+    """
+    if registry is not None:
+        return registry
+    entry_id = getattr(entry, "id", None)
+    for ref in reversed(_RECENT):
+        candidate = ref()
+        if candidate is None or not isinstance(entry_id, str):
+            continue
+        for name in (*SECTIONS, "sources"):
+            section = getattr(candidate, name)
+            if entry_id in section and section[entry_id] is entry:
+                return candidate
+    return load_registry()
 
 
 # --------------------------------------------------------------------------------------------

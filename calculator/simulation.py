@@ -122,6 +122,9 @@ class SimulationSetup(Result):
     step_time : Quantity [time] or None
         A fixed time for every iteration in place of the performance model: for what-ifs and for
         checking the scheduler against queueing theory (``None``: priced by the step model).
+    registry_files : tuple of str
+        Registry files of your own (``load_registry(extra=...)``) the ids resolve in, besides the
+        packaged one (files, not a registry object, so worker processes can load them too).
     """
 
     model: str
@@ -134,6 +137,7 @@ class SimulationSetup(Result):
     max_num_tokens: int | None = None
     step_scale: float = 1.0
     step_time: Any = None
+    registry_files: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not int(self.tensor_parallel) >= 1:
@@ -524,9 +528,11 @@ class _Run:
 
 def _limits(setup: SimulationSetup) -> tuple[dict[str, Any], Any, int, int, float]:
     from .performance import _tp, engine_profile, kv_capacity_tokens, step_arrays
+    from .registry import load_registry
 
-    _tp(setup.model, setup.tensor_parallel, "simulate")
-    a = step_arrays(setup.model, setup.accelerator, setup.precision, setup.kv_precision)
+    registry = load_registry(extra=setup.registry_files)
+    _tp(registry.model(setup.model), setup.tensor_parallel, "simulate")
+    a = step_arrays(setup.model, setup.accelerator, setup.precision, setup.kv_precision, registry=registry)
     profile = engine_profile(setup.engine)
     budget, seqs = profile.limits(a["memory"], a["accelerator"])
     budget = int(setup.max_num_tokens or budget)
@@ -1459,6 +1465,7 @@ def plan_setup(plan: Any, step_scale: float = 1.0) -> SimulationSetup:
         max_num_seqs=int(plan.batch),
         max_num_tokens=targets.get("chunk_size"),
         step_scale=step_scale,
+        registry_files=tuple(targets.get("registry_files", ())),
     )
 
 

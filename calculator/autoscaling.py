@@ -83,9 +83,9 @@ def scaling_response_time(detection_time, decision_time, provisioning_time, warm
     .. math:: T_{\mathrm{scale}} = T_{\mathrm{detect}} + T_{\mathrm{decide}} + T_{\mathrm{prov}}
               + T_{\mathrm{warm}}
 
-    Eq. 16 (seed L1974). Artifact loading sits inside provisioning or warmup depending on the
+    Eq. 16 (§10.13.1). Artifact loading sits inside provisioning or warmup depending on the
     platform; :func:`cold_start_time` makes it explicit. A warm pool removes only the phases
-    already completed at its readiness level (seed L1986).
+    already completed at its readiness level (§10.13.1).
 
     Examples
     --------
@@ -99,7 +99,7 @@ def scaling_response_time(detection_time, decision_time, provisioning_time, warm
 
 @formula(
     result=var("s", r"T_{\mathrm{load}}", description="model artifact load time"),
-    reference="Example 10.11 (seed L1996)",
+    reference="Example 10.11 (§10.13.2)",
     artifact_bytes=var("B", r"M_{\mathrm{art}}", "nonnegative", "bytes of model artifacts to fetch"),
     storage_bandwidth=var("B/s", r"B_{\mathrm{store}}", description="effective storage bandwidth"),
 )
@@ -131,7 +131,7 @@ def model_load_time(artifact_bytes, storage_bandwidth):
 
 @formula(
     result=var("s", r"T_{\mathrm{cold}}", description="replica cold-start time"),
-    reference="Example 10.11 (seed L1996)",
+    reference="Example 10.11 (§10.13.2)",
     provisioning_time=var("s", r"T_{\mathrm{prov}}", "nonnegative", "time to acquire capacity"),
     artifact_bytes=var("B", r"M_{\mathrm{art}}", "nonnegative", "bytes of model artifacts"),
     storage_bandwidth=var("B/s", r"B_{\mathrm{store}}", description="effective storage bandwidth"),
@@ -159,8 +159,8 @@ def cold_start_time(provisioning_time, artifact_bytes, storage_bandwidth, warmup
     -----
     .. math:: T_{\mathrm{cold}} = T_{\mathrm{prov}} + \frac{M_{\mathrm{art}}}{B_{\mathrm{store}}} + T_{\mathrm{warm}}
 
-    Example 10.11 (seed L1996). Cached artifacts or overlapping phases shorten it; scarce capacity and
-    shared storage lengthen it, so plan for a high percentile (seed L1998).
+    Example 10.11 (§10.13.2). Cached artifacts or overlapping phases shorten it; scarce capacity and
+    shared storage lengthen it, so plan for a high percentile (§10.13.2).
 
     Examples
     --------
@@ -195,7 +195,7 @@ def required_replicas(
     min_replicas : int
         Floor on the count.
     spare_replicas : int
-        Replicas held beyond the load, e.g. 1 to survive one replica failure (seed L1966).
+        Replicas held beyond the load, e.g. 1 to survive one replica failure (§10.13).
 
     Returns
     -------
@@ -248,7 +248,7 @@ def replicas_for_phases(demands: Mapping[str, Any], per_replica: Mapping[str, An
 
     Notes
     -----
-    A colocated replica must satisfy all phase requirements (seed L1964); disaggregated pools need
+    A colocated replica must satisfy all phase requirements (§10.13); disaggregated pools need
     separate counts plus a feasible KV transfer budget.
 
     Examples
@@ -398,10 +398,10 @@ def predictive_schedule(
 
     Notes
     -----
-    Example 10.12 and Table 21 (seed L2002-2017): start 30 minutes ahead of the ramps, which exceeds the
+    Example 10.12 and Table 21 (§10.13.2): start 30 minutes ahead of the ramps, which exceeds the
     assumed 7-minute startup. A lead shorter than the startup leaves a deficit of
     ``startup - lead`` at each rise. The forecast pays only if warming replica-hours cost less than the
-    reactive overshoot (seed L2019).
+    reactive overshoot (§10.13.2).
 
     Examples
     --------
@@ -481,9 +481,9 @@ def simulate_reactive_scaling(
         Delay before requested replicas start provisioning.
     backlog_drain_time : Quantity [time], optional
         If given, the controller also sizes for the queued backlog, to drain it within this time: the
-        overshoot that makes reactive peaks higher than forecast peaks (seed L2019).
+        overshoot that makes reactive peaks higher than forecast peaks (§10.13.2).
     scale_down_delay : Quantity [time]
-        How long the controller must see excess capacity before removing it (hysteresis, seed L1966).
+        How long the controller must see excess capacity before removing it (hysteresis, §10.13).
 
     Returns
     -------
@@ -565,7 +565,7 @@ def simulate_reactive_scaling(
 
 @formula(
     result=var("", "r", "any", "fractional reduction of the peak replica count"),
-    reference="Example 10.12 systems insight (seed L2019)",
+    reference="Example 10.12 systems insight (§10.13.2)",
     forecast_peak=var("", r"n_{\mathrm{fc}}", "nonnegative", "peak replicas with the forecast"),
     reactive_peak=var("", r"n_{\mathrm{re}}", "positive", "peak replicas of the reactive controller"),
 )
@@ -587,7 +587,7 @@ def peak_reduction(forecast_peak, reactive_peak):
     -----
     .. math:: r = 1 - n_{\mathrm{fc}} / n_{\mathrm{re}}
 
-    Peak count is only part of the bill: compare replica-hours too (seed L2019).
+    Peak count is only part of the bill: compare replica-hours too (§10.13.2).
 
     Examples
     --------
@@ -601,7 +601,7 @@ def peak_reduction(forecast_peak, reactive_peak):
 # Warm pools (section 10.13.3)
 
 
-#: Table 22 (seed L2031-2034): readiness tiers, what activation still requires and what waiting costs.
+#: Table 22 (§10.13.3): readiness tiers, what activation still requires and what waiting costs.
 WARM_POOL_TIERS = {
     "hot": ("Model running on allocated GPU", "Route admitted work", "Allocated GPU and service resources"),
     "warm": (
@@ -654,7 +654,7 @@ def warm_pool(
     .. math:: C_{\mathrm{target}} = C_{\mathrm{base}}\, m\, h, \qquad
               n_{\mathrm{pool}} = \left\lceil \frac{\max(0, C_{\mathrm{target}} - C_{\mathrm{ready}})}{\mu} \right\rceil
 
-    Seed L2027: "If peak demand doubles and the chosen headroom factor is 1.5, the target is three
+    §10.13.3: "If peak demand doubles and the chosen headroom factor is 1.5, the target is three
     times baseline capacity". Partly prepared replicas count only if ready in time
     (:func:`capacity_ready_within`).
 
@@ -681,7 +681,7 @@ def warm_pool(
 
 @formula(
     result=var("USD/hour", r"c_{\mathrm{idle}}", "nonnegative", "hourly cost of idle pool capacity"),
-    reference="section 10.13.3 (seed L2027)",
+    reference="section 10.13.3",
     pool_replicas=var("", "n", "nonnegative", "replicas (GPUs) in the pool"),
     price=var("USD/hour", "p", "nonnegative", "price per replica-hour"),
     idle_fraction=var("", "f", "probability", "fraction of the time the pool is idle"),
@@ -706,7 +706,7 @@ def idle_cost_rate(pool_replicas, price, idle_fraction):
     -----
     .. math:: c_{\mathrm{idle}} = n \, p \, f
 
-    "Pool size x GPU cost/hour x Idle fraction" (seed L2027); it excludes busy capacity and non-GPU
+    "Pool size x GPU cost/hour x Idle fraction" (§10.13.3); it excludes busy capacity and non-GPU
     resources.
 
     Examples
@@ -790,7 +790,7 @@ def spot_termination_plan(
     storage_bandwidth : Quantity [information / time]
         Effective write bandwidth to storage.
     warning : Quantity [time]
-        Termination warning (two minutes, seed L2040).
+        Termination warning (two minutes, §10.13.4).
     drain_timeout : Quantity [time]
         Time allowed to complete in-flight requests (90 s in Listing 2).
     deregistration_time : Quantity [time]
@@ -807,8 +807,8 @@ def spot_termination_plan(
     .. math:: T_{\mathrm{save}} = W - T_{\mathrm{dereg}} - T_{\mathrm{drain}} - T_{\mathrm{stop}}, \qquad
               \text{feasible iff } M / B \le T_{\mathrm{save}}
 
-    Listing 2 (seed L2047-2059): stop admission and deregister, drain, save state, shut down.
-    Requests that cannot finish need a permitted retry, reconstruction or rejection path (seed L2061).
+    Listing 2 (§10.13.4): stop admission and deregister, drain, save state, shut down.
+    Requests that cannot finish need a permitted retry, reconstruction or rejection path (§10.13.4).
 
     Examples
     --------
@@ -899,8 +899,8 @@ def spot_savings(
               + H_{\mathrm{res}} p_{\mathrm{od}})
 
     The productive fraction pays for draining, rerouting and rebuilding in-flight KV state (seed
-    L2040). Savings depend on provisioned GPU-hours, discounts, retries and reserve capacity, not on the
-    traffic share sent to spot (seed L2065). The chapter gives no spot discount; Table 25's hypothetical
+    §10.13.4). Savings depend on provisioned GPU-hours, discounts, retries and reserve capacity, not on the
+    traffic share sent to spot (§10.13.4). The chapter gives no spot discount; Table 25's hypothetical
     prices are one scenario.
 
     Examples

@@ -108,7 +108,7 @@ def batch_service_time(batch_size, fixed_time, marginal_time):
     -----
     .. math:: T(B) = T_0 + B\, t_m
 
-    Section 10.6.2 (seed L301-302). Execution only: excludes queueing and batch formation (L299).
+    Section 10.6.2 (§10.6.1). Execution only: excludes queueing and batch formation (§10.6.1).
     A local approximation for one workload and execution regime; kernel changes, cache traffic and
     saturation bend the measured curve as ``B`` grows.
 
@@ -144,7 +144,7 @@ def batch_throughput(batch_size, batch_time):
     -----
     .. math:: \mu = B / T
 
-    Seed L375: batches of 8 in 80 ms give 100 req/s.
+    §10.6.2: batches of 8 in 80 ms give 100 req/s.
 
     Examples
     --------
@@ -181,7 +181,7 @@ def effective_service_rate(batch_size, fixed_time, marginal_time):
     -----
     .. math:: \mu(B) = \frac{B}{T_0 + B\, t_m}
 
-    Seed L304-305. As ``B`` grows the rate approaches :math:`1/t_m`; at the knee
+    §10.6.1. As ``B`` grows the rate approaches :math:`1/t_m`; at the knee
     (:func:`knee_batch_size`) it is exactly half of that asymptote.
 
     Examples
@@ -216,7 +216,7 @@ def knee_batch_size(fixed_time, marginal_time):
     -----
     .. math:: B_{\mathrm{knee}} = T_0 / t_m
 
-    Napkin Math 10.2 (seed L308-319). Tensor parallelism over ``d`` devices divides both costs by
+    Napkin Math 10.2 (§10.6.2). Tensor parallelism over ``d`` devices divides both costs by
     ``d`` and leaves the knee unchanged. A candidate operating point only: the latency budget,
     arrivals and KV capacity decide the batch actually run (Table 9 ranges lie on both sides).
 
@@ -251,7 +251,7 @@ def max_batch_for_budget(fixed_time: Any, marginal_time: Any, execution_budget: 
     -----
     .. math:: B_{\max} = \left\lfloor \frac{L_{\mathrm{exec}} - T_0}{t_m} \right\rfloor
 
-    Section 10.6.2 (seed L307): the execution-only condition :math:`T(B) \le` SLO must use the
+    Section 10.6.2: the execution-only condition :math:`T(B) \le` SLO must use the
     remaining budget, not the full SLO.
 
     Examples
@@ -311,7 +311,7 @@ def batch_operating_points(batch_sizes: Any, fixed_time: Any, marginal_time: Any
 
     Notes
     -----
-    Figure 6 (seed L348-352) plots measured frontiers; this is the model-side curve from
+    Figure 6 (§10.6.2) plots measured frontiers; this is the model-side curve from
     :func:`batch_service_time`: per user :math:`1/T(B)` (one token per step, the reciprocal of
     TPOT), per device :math:`B / (T(B)\, d)`. Larger batches buy per-device output with per-user
     speed, which is why a throughput figure needs its interactivity target.
@@ -399,7 +399,7 @@ def concurrency_plan(
 
     Notes
     -----
-    Theorem 10.1 application (seed L366-379): :math:`Q = \lambda W`; :math:`\mu = B/T(B)`;
+    Theorem 10.1 application (§10.6.2): :math:`Q = \lambda W`; :math:`\mu = B/T(B)`;
     :math:`N = \lceil \lambda / (\rho_{\max} \mu) \rceil`; :math:`\rho = \lambda/(N\mu)`;
     executing on average :math:`\lambda T(B)`, the rest of :math:`Q` waiting or accumulating.
     This sizes mean capacity only; it does not prove a percentile SLO (use
@@ -463,7 +463,7 @@ def window_batch_size(arrival_rate, window, max_batch):
     -----
     .. math:: B \approx \min(B_{\max}, \lambda T_w)
 
-    Example 10.1 (seed L399). Exact in mean for windows that close on a clock (Figure 4's
+    Example 10.1 (§10.6.3). Exact in mean for windows that close on a clock (Figure 4's
     :math:`\Delta t`) without a cap. A window that opens on its first arrival holds that request
     too; :func:`batch_formation` gives its exact mean, :math:`1 + E[\min(N(T_w), B_{\max} - 1)]`.
 
@@ -503,7 +503,7 @@ def batched_utilization(arrival_rate, batch_size, batch_time):
     -----
     .. math:: \rho = \lambda\, \frac{T(B)}{B}
 
-    Example 10.1 (seed L399): alone, 500 x 5 ms = 2.5; in batches of 5 taking 8 ms, 0.8. The same
+    Example 10.1 (§10.6.3): alone, 500 x 5 ms = 2.5; in batches of 5 taking 8 ms, 0.8. The same
     as :func:`calculator.queueing.utilization` of one replica whose throughput is
     :func:`batch_throughput`.
 
@@ -542,7 +542,7 @@ def request_time_in_system(queueing_delay, formation_delay, service_time):
     -----
     .. math:: E[W] = E[L_{\mathrm{queue}}] + D_{\mathrm{form}} + T(B)
 
-    Equation 3 (seed L391-393). The window bounds formation, never queueing.
+    Equation 3 (§10.6.3). The window bounds formation, never queueing.
     :func:`dynamic_batching_latency` supplies all three terms.
 
     Examples
@@ -618,7 +618,7 @@ def batch_formation(arrival_rate: Any, window: Any, max_batch: Any) -> BatchForm
 
     Notes
     -----
-    The policy of section 10.6.3 (seed L389): a batch opens at its first request and closes after
+    The policy of section 10.6.3: a batch opens at its first request and closes after
     :math:`T_w` or at :math:`B_{\max}` requests, whichever comes first; the next batch opens at the
     next arrival. With :math:`N = N(T_w) \sim \mathrm{Poisson}(\lambda T_w)`, :math:`m = B_{\max}-1`
     and :math:`p_j = P(N \ge j)`:
@@ -787,7 +787,7 @@ def adaptive_window(arrival_rate, target_batch_size, max_window):
     -----
     .. math:: T_w = \min\left(T_{\max}, \frac{B_{\mathrm{target}}}{\lambda}\right)
 
-    Section 10.6.8 (seed L641-643). The window shrinks as traffic rises (self-check answer L2654:
+    Section 10.6.8. The window shrinks as traffic rises (self-check answer §10.18:
     widening it during a spike is not the optimal policy). The cap bounds formation delay, not the
     wait for a busy replica.
 
@@ -834,13 +834,13 @@ def slo_adaptive_step(
 
     Notes
     -----
-    Section 10.6.8 (seed L647-652)::
+    Section 10.6.8::
 
         if P99 > 0.9 SLO: B_max, T_window *= 0.8
         elif P99 < 0.5 SLO: B_max, T_window *= 1.1
 
     A heuristic: it may oscillate, and shrinking batches under heavy load cuts capacity and grows
-    queueing (L654). Evaluate it on an arrival trace with :func:`simulate_dynamic_batching`.
+    queueing (§10.6.8). Evaluate it on an arrival trace with :func:`simulate_dynamic_batching`.
 
     Examples
     --------
@@ -939,7 +939,7 @@ def simulate_dynamic_batching(
     Notes
     -----
     A discrete-event simulation of the policy of section 10.6.3, used to evaluate the controller of
-    section 10.6.8 on a trace (seed L654: "the controller must be evaluated with the intended
+    section 10.6.8 on a trace (§10.6.8: "the controller must be evaluated with the intended
     arrival trace") and to check :func:`dynamic_batching_latency`. Formation does not wait for a
     free replica; formed batches queue for the first free replica.
 
@@ -1042,7 +1042,7 @@ def padding_waste_fraction(mean_length, max_length):
     -----
     .. math:: W = 1 - \frac{\sum_i L_i}{B\, L_{\max}} = 1 - \frac{\bar L}{L_{\max}}
 
-    Equation 4 (seed L461-466): a static batch keeps all ``B`` slots until its longest sequence
+    Equation 4 (§10.6.5): a static batch keeps all ``B`` slots until its longest sequence
     ends. Counts executed waste only if the kernel keeps computing finished slots; otherwise it is
     unused slot capacity. Use :func:`padding_waste` for a list of lengths.
 
@@ -1069,7 +1069,7 @@ def padding_waste(output_lengths: Any) -> Any:
 
     Examples
     --------
-    Seed L423-425: one sequence of a batch of 8 stops after 10 tokens, the others run 100.
+    §10.6.4: one sequence of a batch of 8 stops after 10 tokens, the others run 100.
 
     >>> round(padding_waste([10] + [100] * 7), 6)
     0.1125
@@ -1150,11 +1150,11 @@ def static_batch_accounting(output_lengths: Any, iteration_time: Any) -> StaticB
 
     Notes
     -----
-    Napkin Math 10.3 (seed L475-507). With fixed membership the batch runs ``L_max`` iterations of
+    Napkin Math 10.3 (§10.6.5). With fixed membership the batch runs ``L_max`` iterations of
     ``B`` slots. Holding every response until the end (a response barrier) gives every request
     ``L_max x t``; releasing on completion gives ``L_i x t``. Release and slot reuse are separate
     decisions: release helps the requests in the batch, only continuous admission recovers the idle
-    slot-iterations for new requests (L507).
+    slot-iterations for new requests (§10.6.5).
 
     Examples
     --------
@@ -1261,7 +1261,7 @@ def slot_timeline(
 
     Notes
     -----
-    Section 10.6.4, Figure 7 (seed L382-383): over 8 iterations of 4 slots, fixed membership keeps
+    Section 10.6.4, Figure 7 (§10.6.2): over 8 iterations of 4 slots, fixed membership keeps
     20 of 32 cells busy and continuous admission all 32 when waiting requests and cache capacity
     allow. KV-cache admission limits are not modelled here.
 
@@ -1347,7 +1347,7 @@ def continuous_batching_ceiling(output_cv, deviation_multiple):
     -----
     .. math:: \text{Improvement} \approx \frac{L_{\max}}{\bar L} = \frac{\mu + k\sigma}{\mu} = 1 + k\,\mathrm{CV}
 
-    Seed L509-511: a ceiling, assuming immediate refill and unchanged iteration time; scheduler
+    §10.6.5: a ceiling, assuming immediate refill and unchanged iteration time; scheduler
     overhead, KV pressure and refill gaps recover less. Uniform lengths give 1.
 
     Examples
@@ -1379,7 +1379,7 @@ def speedup_from_waste(effective_waste):
     -----
     .. math:: S = \frac{1}{1 - W_{\mathrm{eff}}}
 
-    Seed L511: Table 7's waste column restates its assumed speedup through this relation.
+    §10.6.5: Table 7's waste column restates its assumed speedup through this relation.
     :func:`effective_waste` is its inverse.
 
     Examples
@@ -1446,7 +1446,7 @@ class ContinuousBatchingScenario(Result):
         return (self.speedup - 1) / (self.ceiling - 1)
 
 
-#: Table 7 (seed L513-519): inputs CV and k, and the assumed speedups; the waste column is derived.
+#: Table 7 (§10.6.5): inputs CV and k, and the assumed speedups; the waste column is derived.
 TABLE_7 = (
     ContinuousBatchingScenario("Code completion", 0.3, 2.5, 1.2),
     ContinuousBatchingScenario("Chat (short responses)", 0.6, 2.0, 1.5),
@@ -1488,7 +1488,7 @@ def shard_lookup_rate(arrival_rate, lookups_per_request, shards):
     -----
     .. math:: \lambda_{\mathrm{shard}} = \frac{\lambda\, n_L}{S}
 
-    Example 10.3 (seed L617-619). Skewed access (hot embeddings) concentrates load above this mean.
+    Example 10.3 (§10.6.6). Skewed access (hot embeddings) concentrates load above this mean.
 
     Examples
     --------
@@ -1522,7 +1522,7 @@ def shard_batch_size(lookup_rate, window):
     -----
     .. math:: B_{\mathrm{shard}} = \lambda_{\mathrm{shard}}\, T_w
 
-    Example 10.3 (seed L619): 50 M lookups/s over 1 ms gives batches of 50K, an opportunity to
+    Example 10.3 (§10.6.6): 50 M lookups/s over 1 ms gives batches of 50K, an opportunity to
     deduplicate and coalesce, not a way to make random addresses sequential.
 
     Examples
@@ -1562,7 +1562,7 @@ def streaming_latency(capture, transfer, inference, action):
     .. math:: L_{\mathrm{stream}} = t_{\mathrm{capture}} + t_{\mathrm{transfer}} + t_{\mathrm{inf}}
               + t_{\mathrm{action}}
 
-    Seed L631-633. The budget may span several frames (:func:`frames_of_delay`); a pipelined
+    §10.6.7. The budget may span several frames (:func:`frames_of_delay`); a pipelined
     implementation must also keep its slowest stage faster than the frames arrive
     (:func:`pipeline_sustains`).
 
@@ -1593,7 +1593,7 @@ def frames_of_delay(budget: Any, frame_interval: Any) -> Any:
     -----
     .. math:: n = \lfloor L_{\mathrm{budget}} / \Delta t_{\mathrm{frame}} \rfloor
 
-    Seed L633: 20 ms frames and a 100 ms budget hold at most five frames of delay; batching ready
+    §10.6.7: 20 ms frames and a 100 ms budget hold at most five frames of delay; batching ready
     frames from independent streams helps only while the added wait fits that slack.
 
     Examples
@@ -1623,7 +1623,7 @@ def pipeline_sustains(stage_times: Any, frame_interval: Any) -> bool:
 
     Notes
     -----
-    Seed L633: a pipelined implementation must sustain the input arrival rate.
+    §10.6.7: a pipelined implementation must sustain the input arrival rate.
 
     Examples
     --------
@@ -1665,7 +1665,7 @@ def reasoning_latency(serial_tokens, time_per_token):
     -----
     .. math:: L_{\mathrm{serial}} = N\, t_{\mathrm{tok}}
 
-    Napkin Math 10.4 (seed L587-592): 128 reasoning tokens at 100 ms are 12.8 s.
+    Napkin Math 10.4 (§10.6.5): 128 reasoning tokens at 100 ms are 12.8 s.
 
     Examples
     --------
@@ -1738,7 +1738,7 @@ def reasoning_budget(
 
     Notes
     -----
-    Napkin Math 10.4 and section 10.6.9 (seed L585-592, answer L2649): serial reasoning multiplies
+    Napkin Math 10.4 and section 10.6.9 (§10.6.5, answer §10.18): serial reasoning multiplies
     latency by ``reasoning_tokens / answer_tokens`` whatever each token costs; parallel candidates
     multiply capacity, not serial latency. The budget binds on whichever runs out first.
 
@@ -1787,7 +1787,7 @@ class BatchingStrategy(Result):
     tuning_goal: str
 
 
-#: Table 9 (seed L612-618). Typical batches are starting ranges, not requirements; they may lie
+#: Table 9 (§10.6.6). Typical batches are starting ranges, not requirements; they may lie
 #: below or above the knee of :func:`knee_batch_size`.
 TABLE_9 = (
     BatchingStrategy(
@@ -1849,7 +1849,7 @@ def select_batching_strategy(
 
     Notes
     -----
-    Seed L604-610, the questions asked in order; Table 9 (L612-618) gives each outcome's typical
+    §10.6.6, the questions asked in order; Table 9 (§10.6.6) gives each outcome's typical
     batch, binding constraint and tuning parameter. A starting point for measurement: memory
     admission, arrivals and the remaining latency budget set the usable settings.
 

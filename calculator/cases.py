@@ -72,7 +72,7 @@ class DecodeBudget(Result):
     """Nonoverlapping exposed intervals of one decode step (Table 26); immutable, every change returns a new ledger.
 
     ``intervals`` maps interval names to times. The ledger only adds intervals on one absolute-time
-    boundary: overlapping work must not be counted twice (seed L2210).
+    boundary: overlapping work must not be counted twice (§10.15.1).
     """
 
     intervals: Mapping[str, Any]
@@ -122,7 +122,7 @@ class DecodeBudget(Result):
         -----
         .. math:: T_{\min} = T - t_i, \qquad r_{\mathrm{req}} = \frac{T - T_{\mathrm{target}}}{t_i}
 
-        A large cut to one interval removes only that interval's share of the step (seed L2222).
+        A large cut to one interval removes only that interval's share of the step (§10.15.1).
 
         Examples
         --------
@@ -167,7 +167,7 @@ def decode_budget(**intervals: Any) -> DecodeBudget:
     return DecodeBudget({name: _interval(name, value) for name, value in intervals.items()})
 
 
-#: Table 26 baseline column (seed L2215-2220): the constructed batch-one decode step of the reference
+#: Table 26 baseline column (§10.15.1): the constructed batch-one decode step of the reference
 #: 70B replica on eight H100s, 85 ms. Illustrative intervals, not benchmark results.
 REFERENCE_DECODE_BUDGET = decode_budget(
     gemm=Q_(34, "ms"),
@@ -180,7 +180,7 @@ REFERENCE_DECODE_BUDGET = decode_budget(
 
 @formula(
     result=var("s", r"T_{\mathrm{floor}}", description="weight-streaming floor of one decode step"),
-    reference="section 10.15.1 (seed L2210)",
+    reference="section 10.15.1",
     weight_bytes=var("B", r"M_{W}", description="weights of the replica"),
     tensor_parallel=var("", "t", "positive_integer", "devices the weights are split over"),
     memory_bandwidth=var("B/s", r"B_{\mathrm{HBM}}", description="HBM bandwidth of one device"),
@@ -206,11 +206,11 @@ def decode_bandwidth_floor(weight_bytes, tensor_parallel, memory_bandwidth):
     .. math:: T_{\mathrm{floor}} = \frac{M_W / t}{B_{\mathrm{HBM}}}
 
     Weights only (KV reads are small at batch one). Memory capacity does not enter: a GPU with more
-    memory and the same bandwidth has the same floor (section 10.16, seed L2433).
+    memory and the same bandwidth has the same floor (section 10.16).
 
     Examples
     --------
-    The reference replica: 140 GB over 8 H100s at 3.35 TB/s ("the 5.2 ms", seed L2210).
+    The reference replica: 140 GB over 8 H100s at 3.35 TB/s ("the 5.2 ms", §10.15.1).
 
     >>> round(decode_bandwidth_floor(Q_(140, "GB"), 8, Q_(3.35, "TB/s")).m_as("ms"), 1)
     5.2
@@ -220,7 +220,7 @@ def decode_bandwidth_floor(weight_bytes, tensor_parallel, memory_bandwidth):
 
 @formula(
     result=var("", "U", "nonnegative", "memory-bandwidth utilization (MBU)"),
-    reference="section 10.15.1 (seed L2210)",
+    reference="section 10.15.1",
     step_time=var("s", r"T_{\mathrm{step}}", description="measured or assumed decode step"),
     weight_bytes=var("B", r"M_{W}"),
     tensor_parallel=var("", "t", "positive_integer"),
@@ -244,7 +244,7 @@ def memory_bandwidth_utilization(step_time, weight_bytes, tensor_parallel, memor
     -----
     .. math:: \mathrm{MBU} = T_{\mathrm{floor}} / T_{\mathrm{step}}
 
-    Its inverse is how far the step sits above the floor ("about 16x", seed L2210).
+    Its inverse is how far the step sits above the floor ("about 16x", §10.15.1).
 
     Examples
     --------
@@ -289,7 +289,7 @@ def allreduce_breakdown(
     Notes
     -----
     The excess is "the protocol and synchronization cost of small collectives" that a trace should
-    attribute before communication becomes the next experiment (seed L2224).
+    attribute before communication becomes the next experiment (§10.15.1).
 
     Examples
     --------
@@ -358,13 +358,13 @@ def speculation_contract(
               \mathrm{TPOT} = T_{\mathrm{round}} / \mathbb{E}[N], \quad \max \mathrm{TBT} = T_{\mathrm{round}}
 
     Tokens arrive in blocks, one block per round, so the gap between blocks is a whole round even when
-    the average per token is short (seed L2226). The gain belongs to batch one. Uses
+    the average per token is short (§10.15.1). The gain belongs to batch one. Uses
     :func:`calculator.speculative.speculative_timing` with the draft cost expressed as a fraction of a
     target step.
 
     Examples
     --------
-    The reference replica (seed L2226): 5 drafts in 4 ms, 49.6 ms verification, acceptance 0.78.
+    The reference replica (§10.15.1): 5 drafts in 4 ms, 49.6 ms verification, acceptance 0.78.
 
     >>> spec = speculation_contract(0.78, 5, Q_(4, "ms"), Q_(49.6, "ms"), Q_(50, "ms"), Q_(50, "ms"))
     >>> round(spec.tpot.m_as("ms"), 1), round(spec.max_gap.m_as("ms"), 1), (spec.tpot_ok, spec.tbt_ok)
@@ -424,11 +424,11 @@ def latency_budget(components: Mapping[str, Any], budget: Any) -> LatencyBudget:
     Notes
     -----
     Component budgets exclude queueing and response delivery, so their sum alone does not establish a
-    p99 target (Table 27 caption, seed L2243).
+    p99 target (Table 27 caption, §10.15.2).
 
     Examples
     --------
-    The serving tax of section 10.16 (seed L2427): 70 ms of model execution in a 100 ms target.
+    The serving tax of section 10.16: 70 ms of model execution in a 100 ms target.
 
     >>> latency_budget({"model_execution": Q_(70, "ms")}, Q_(100, "ms")).slack
     <Quantity(30, 'millisecond')>
@@ -467,7 +467,7 @@ class CascadeStage:
     recall: float = 1.0
 
 
-#: Table 28 (seed L2295-2298).
+#: Table 28 (§10.15.4).
 TABLE_28_CASCADE = (
     CascadeStage("L0 retrieval (lexical and ANN)", 1_000_000, 10_000, Q_(10, "ms")),
     CascadeStage("L1 first pass (two-tower or GBDT)", 10_000, 1_000, Q_(20, "ms")),
@@ -510,8 +510,8 @@ def ranking_cascade(stages: Sequence[CascadeStage], deadline: Any = None) -> Ran
               \text{reduction} = W_{\mathrm{brute}} / \sum_i B_i, \quad R = \prod_i r_i
 
     Stage budgets are treated as additive model work and the last stage's cost as linear in candidates;
-    this is an accounting estimate, not a measured speedup (seed L2300). A relevant item discarded
-    upstream cannot be recovered downstream, so recall multiplies (seed L2284).
+    this is an accounting estimate, not a measured speedup (§10.15.4). A relevant item discarded
+    upstream cannot be recovered downstream, so recall multiplies (§10.15.4).
 
     Examples
     --------
@@ -571,11 +571,11 @@ def deadline_schedule(items: Mapping[str, tuple[Any, Any]]) -> tuple[ScheduledIt
     tuple of ScheduledItem
         In execution order. An item whose predicted completion exceeds its remaining budget returns a
         cached or default score at once (``"fallback"``) instead of timing out the parent query
-        (seed L2316-2322), and takes no worker time.
+        (§10.15.4), and takes no worker time.
 
     Examples
     --------
-    The chapter's queue (seed L2318): Doc2, with 30 ms left, is processed first.
+    The chapter's queue (§10.15.4): Doc2, with 30 ms left, is processed first.
 
     >>> order = deadline_schedule({"Doc1": (Q_(50, "ms"), Q_(20, "ms")), "Doc2": (Q_(30, "ms"), Q_(20, "ms")),
     ...                            "Doc3": (Q_(80, "ms"), Q_(20, "ms"))})
@@ -599,7 +599,7 @@ def deadline_schedule(items: Mapping[str, tuple[Any, Any]]) -> tuple[ScheduledIt
 
 @check_units(model_times="s", deadline="s")
 def speculative_ensemble_latency(model_times: Any, deadline: Any) -> dict[str, Any]:
-    """Sequential vs speculative-parallel latency of a dependent model ensemble (seed L2302-2314).
+    """Sequential vs speculative-parallel latency of a dependent model ensemble (§10.15.4).
 
     Parameters
     ----------
@@ -667,7 +667,7 @@ def two_tower_freshness(
     .. math:: a_{\max} = T_{\mathrm{refresh}} + T_{\mathrm{batch}}, \qquad
               \bar a = T_{\mathrm{refresh}}/2 + T_{\mathrm{batch}}
 
-    "The hourly refresh cadence alone does not meet the shorter ingestion targets" (seed L2347): new
+    "The hourly refresh cadence alone does not meet the shorter ingestion targets" (§10.15.5): new
     content needs its own path (prioritized ingestion, a fallback, or on-demand inference).
 
     Examples
@@ -722,7 +722,7 @@ def uncached_item_latency(
 # 10.15.6 Design axes (Table 30)
 
 
-#: Table 30 (seed L2367-2372): candidate design choices per workload family, not prescriptions.
+#: Table 30 (§10.15.6): candidate design choices per workload family, not prescriptions.
 DESIGN_AXES = {
     "vision_embedding": {
         "batching": "Static/dynamic (uniform inputs)",
@@ -777,7 +777,7 @@ def design_axes(workload: str) -> dict[str, str]:
 
 @formula(
     result=var("", r"\rho'", "nonnegative", "utilization after the surge"),
-    reference="section 10.16, sizing by average throughput (seed L2419)",
+    reference="section 10.16, sizing by average throughput (§10.16)",
     utilization=var("", r"\rho", "nonnegative", "utilization before the surge"),
     surge=var("", "g", "nonnegative", "fractional traffic increase"),
 )
@@ -800,7 +800,7 @@ def surge_utilization(utilization, surge):
     .. math:: \rho' = \rho (1 + g)
 
     At :math:`\rho' \ge 1` there is no spare capacity; whether an SLO is missed depends on burst
-    duration, the waiting budget and admission, and cold starts delay relief for minutes (seed L2419).
+    duration, the waiting budget and admission, and cold starts delay relief for minutes (§10.16).
 
     Examples
     --------
@@ -812,7 +812,7 @@ def surge_utilization(utilization, surge):
 
 @formula(
     result=var("", "g", "nonnegative", "surge that saturates the fleet"),
-    reference="section 10.16 (seed L2419, answer L2999)",
+    reference="section 10.16 (§10.16, answer §10.18)",
     utilization=var("", r"\rho", "positive", "utilization before the surge"),
 )
 def saturating_surge(utilization):
@@ -841,7 +841,7 @@ def saturating_surge(utilization):
 
 @formula(
     result=var("token/s", r"X_{\mathrm{useful}}", "nonnegative", "throughput of responses that pass quality checks"),
-    reference="section 10.16, lowest precision fallacy (seed L2441)",
+    reference="section 10.16, lowest precision fallacy (§10.16)",
     throughput=var("token/s", "X", "nonnegative", "raw throughput"),
     quality_pass_rate=var("", "q", "probability", "share of responses passing per-task quality evaluation"),
 )
@@ -864,7 +864,7 @@ def useful_capacity(throughput, quality_pass_rate):
     .. math:: X_{\mathrm{useful}} = q X
 
     "A serving system that doubles its tokens per second with a format that lowers answer quality has
-    not doubled its useful capacity" (seed L2441).
+    not doubled its useful capacity" (§10.16).
 
     Examples
     --------

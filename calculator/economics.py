@@ -59,7 +59,7 @@ def user_request_rate(users, requests_per_user, calls_per_request):
         Requests or interactions per user per unit time.
     calls_per_request : float
         Model calls one request triggers (1 for one call; a page load or one LLM action can trigger
-        several, seed L229).
+        several, §10.5.1).
 
     Returns
     -------
@@ -69,7 +69,7 @@ def user_request_rate(users, requests_per_user, calls_per_request):
     -----
     .. math:: \lambda = U \, r_u \, k
 
-    Napkin Math 10.1 (seed L142): 10^6 users x 50 requests a day. Section 10.5.1 (L229): capacity
+    Napkin Math 10.1 (§10.3.2): 10^6 users x 50 requests a day. Section 10.5.1: capacity
     planning counts the model work each interaction triggers, not the user count.
 
     Examples
@@ -104,7 +104,7 @@ def request_volume(arrival_rate, duration):
     -----
     .. math:: N = \lambda T
 
-    Napkin Math 10.1 (seed L142): about 18.25B requests a year; seed L149: 6.31e11 queries over
+    Napkin Math 10.1 (§10.3.2): about 18.25B requests a year; §10.3.2: 6.31e11 queries over
     730 days at 10,000 QPS.
 
     Examples
@@ -174,7 +174,7 @@ def serving_cost(cost_per_query, duration, arrival_rate):
     -----
     .. math:: C_{\mathrm{serve}} = c_q \, T_{\mathrm{deploy}} \, \lambda
 
-    Napkin Math 10.1 (seed L144): 18.25B requests x $0.001 = $18,250,000 a year.
+    Napkin Math 10.1 (§10.3.2): 18.25B requests x $0.001 = $18,250,000 a year.
 
     Examples
     --------
@@ -250,7 +250,7 @@ def piecewise_lifetime_cost(training_cost: Any, cost_per_query: Any, duration: A
     -----
     .. math:: C_{\mathrm{life}} = C_{\mathrm{train}} + \sum_k c_{q,k} T_k \lambda_k
 
-    Seed L148: a changing mix, fleet or price is evaluated as separate intervals rather than one
+    §10.3.2: a changing mix, fleet or price is evaluated as separate intervals rather than one
     constant unit cost.
 
     Examples
@@ -295,9 +295,9 @@ def serving_training_ratio(training_cost, cost_per_query, duration, arrival_rate
     -----
     .. math:: R = \frac{c_q \, T_{\mathrm{deploy}} \, \lambda}{C_{\mathrm{train}}}
 
-    Seed L145 ("9.1x"), L149 ("788.4x"), self-check answer L2572 ("126.1x"). Not a universal
+    §10.3.2 ("9.1x"), §10.3.2 ("788.4x"), self-check answer §10.18 ("126.1x"). Not a universal
     ratio: it follows from traffic, unit cost, lifetime and training expense, not model size
-    (answer L2577); below 1 training dominates.
+    (answer §10.18); below 1 training dominates.
 
     Examples
     --------
@@ -310,7 +310,7 @@ def serving_training_ratio(training_cost, cost_per_query, duration, arrival_rate
 
 @formula(
     result=var("USD", r"\Delta C", "nonnegative", "serving cost saved"),
-    reference="Napkin Math 10.1; self-check answer L2590",
+    reference="Napkin Math 10.1; self-check answer §10.18",
     serving_cost=var("USD", r"C_{\mathrm{serve}}", "nonnegative", "serving cost over the period"),
     reduction=var("", "f", "probability", "fractional cut in cost per request"),
 )
@@ -333,7 +333,7 @@ def unit_cost_savings(serving_cost, reduction):
     .. math:: \Delta C = f \, C_{\mathrm{serve}}
 
     Real only if request volume and service quality stay fixed and billed capacity actually
-    falls; lower latency alone does not reduce the bill (seed L156, answer L2590).
+    falls; lower latency alone does not reduce the bill (§10.3.2, answer §10.18).
 
     Examples
     --------
@@ -345,7 +345,7 @@ def unit_cost_savings(serving_cost, reduction):
 
 @formula(
     result=var("USD", r"C_{\mathrm{train}}", "nonnegative", "training cost including engineering"),
-    reference="section 10.4 (DLRM scenario, seed L149)",
+    reference="section 10.4 (DLRM scenario, §10.3.2)",
     gpu_hours=var("h", r"H_{\mathrm{GPU}}", "nonnegative", "GPU-hours of training compute"),
     gpu_price=var("USD/h", "p", "nonnegative", "price per GPU-hour"),
     engineering_multiplier=var("", "m", "nonnegative", "engineering cost as a multiple of the hardware cost"),
@@ -370,7 +370,7 @@ def training_cost(gpu_hours, gpu_price, engineering_multiplier):
     -----
     .. math:: C_{\mathrm{train}} = H_{\mathrm{GPU}} \, p \, (1 + m)
 
-    Seed L149: 1,000 GPU-hours at $2 is $2,000 of hardware, "plus 3x additional engineering cost",
+    §10.3.2: 1,000 GPU-hours at $2 is $2,000 of hardware, "plus 3x additional engineering cost",
     $8,000 in all.
 
     Examples
@@ -446,7 +446,7 @@ def crossover_time(training_cost, serving_cost_rate):
     -----
     .. math:: t^{*} = C_{\mathrm{train}} / \dot C_{\mathrm{serve}}
 
-    Figure 3 (seed L158): within days for the recommendation scenario, roughly six weeks for the
+    Figure 3 (§10.3.2): within days for the recommendation scenario, roughly six weeks for the
     70B LLM. Beyond the deployment horizon, training stays the larger cost.
 
     Examples
@@ -562,7 +562,7 @@ def unit_cost_at_volume(daily_volume, reference_cost, reference_volume, exponent
     -----
     .. math:: c(V) = a \left(\frac{V_0}{V}\right)^{p}
 
-    Figure 2 (seed L156-157) crosses a $0.05 per 1,000-token price near 2e5 requests a day
+    Figure 2 (§10.3.2) crosses a $0.05 per 1,000-token price near 2e5 requests a day
     (optimized) and 4e7 (unbatched single GPU); the chapter does not print its curves. The book's
     public figure code used this form with :math:`V_0` = 1e6 requests/day and
     :math:`(a, p)` = ($0.02/1K, 0.55) optimized, ($0.08/1K, 0.45) multi-GPU batching and
@@ -597,7 +597,7 @@ def break_even_volume(price: Any, reference_cost: Any, reference_volume: Any, ex
     .. math:: V^{*} = V_0 \left(\frac{a}{\mathrm{price}}\right)^{1/p}
 
     :func:`unit_cost_at_volume` solved for the volume. A constructed break-even: a deployment
-    needs its own token mix, occupied capacity and cost boundary (seed L156).
+    needs its own token mix, occupied capacity and cost boundary (§10.3.2).
 
     Examples
     --------
@@ -614,7 +614,7 @@ def break_even_volume(price: Any, reference_cost: Any, reference_volume: Any, ex
     )
 
 
-#: Table 5 (seed L250-256): the serving hierarchy from the most granular level to the platform,
+#: Table 5 (§10.5.2): the serving hierarchy from the most granular level to the platform,
 #: with each level's optimization target and key techniques (Checkpoint 10.2 adds response caching
 #: at the request level and KV-cache paging at the replica level).
 SERVING_HIERARCHY: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -644,8 +644,8 @@ def serving_hierarchy_level(technique: str) -> str:
 
     Notes
     -----
-    Section 10.5.2 (seed L246-256; self-check answers L2603, L2613). Each level owns a distinct
-    bottleneck and measurement boundary; effects still cross levels (L248).
+    Section 10.5.2 (§10.5.2; self-check answers §10.18). Each level owns a distinct
+    bottleneck and measurement boundary; effects still cross levels (§10.5.2).
 
     Examples
     --------

@@ -12,7 +12,7 @@ Bandwidth basis: the registry's interconnects carry ``bandwidth`` (per direction
 ``bandwidth_total`` (both directions). The collectives here use the per-direction figure, which is
 the physically right one: in a ring each link carries one direction of the traffic at a time. The
 chapter's Table 17 prints 900 GB/s for NVLink, the two-direction total; the chapter itself uses
-450 GB/s per direction elsewhere (seed L1217). Functions that take a link accept a registry id or an
+450 GB/s per direction elsewhere (§10.8.3). Functions that take a link accept a registry id or an
 :class:`~calculator.registry.Interconnect` and a ``bandwidth_basis`` (``"per_direction"`` or
 ``"total"``) so that either reading can be evaluated and stated.
 """
@@ -186,7 +186,7 @@ def link_latency(link: Any) -> Any:
 
 @formula(
     result=var("s", r"T_{\mathrm{p2p}}", description="point-to-point transfer time"),
-    reference="alpha-beta model, section 10.10.7 (seed L1569); eq. 10 (seed L1215)",
+    reference="alpha-beta model, section 10.10.7; eq. 10 (§10.8.3)",
     message=var("B", "M", "nonnegative", "bytes sent"),
     bandwidth=var("B/s", r"\beta", description="link bandwidth, per direction"),
     latency=var("s", r"\alpha", "nonnegative", "per-message startup latency"),
@@ -211,13 +211,13 @@ def point_to_point_time(message, bandwidth, latency):
     -----
     .. math:: T_{\mathrm{p2p}} = \alpha + M / \beta
 
-    The alpha-beta model of section 10.10.7 (pipeline stage hand-offs, seed L1569); the KV-cache
+    The alpha-beta model of section 10.10.7 (pipeline stage hand-offs, §10.10.7); the KV-cache
     handoff of eq. 10 (:func:`calculator.phases.kv_handoff_time`, which it evaluates with one path) is
     the same transfer. Valid for one uncontended transfer.
 
     Examples
     --------
-    The 1.34 GB KV cache of a 4,096-token Llama-3-70B sequence over 100 Gb/s (seed L1787, "about
+    The 1.34 GB KV cache of a 4,096-token Llama-3-70B sequence over 100 Gb/s (§10.11.8, "about
     107 ms"):
 
     >>> point_to_point_time(Q_(1.342177, "GB"), Q_(100, "Gb/s"), Q_(0, "s")).to("ms")
@@ -228,7 +228,7 @@ def point_to_point_time(message, bandwidth, latency):
 
 @formula(
     result=var("s", r"T_{\mathrm{AR}}", description="ring all-reduce completion time"),
-    reference="ring all-reduce, alpha-beta model (seed L1415, L1569)",
+    reference="ring all-reduce, alpha-beta model (§10.10.2, §10.10.7)",
     message=var("B", "M", "nonnegative", "bytes each rank contributes (the full reduced tensor)"),
     devices=var("", "n", "positive_integer", "ranks in the ring"),
     bandwidth=var("B/s", r"\beta", description="link bandwidth per direction"),
@@ -265,7 +265,7 @@ def ring_allreduce_time(message, devices, bandwidth, latency, floor=0.0):
 
     The ring reduce-scatter plus all-gather: :math:`2(n-1)` steps, each moving :math:`M/n` bytes
     per link. The startup term grows linearly with :math:`n` and the bandwidth term approaches
-    :math:`2M/\beta` (seed L1569). The floor is the empirical per-call cost that the alpha-beta
+    :math:`2M/\beta` (§10.10.7). The floor is the empirical per-call cost that the alpha-beta
     terms miss for small messages. Broadcasts over arrays of every argument.
 
     Examples
@@ -369,7 +369,7 @@ def ring_reduce_scatter_time(message, devices, bandwidth, latency, floor=0.0):
 
 @formula(
     result=var("s", r"T_{\mathrm{A2A}}", description="all-to-all completion time"),
-    reference="AllToAll completion, section 10.10.7 (seed L1569, L1490)",
+    reference="AllToAll completion, section 10.10.7 (§10.10.7, §10.10.4)",
     message=var("B", "M", "nonnegative", "bytes the busiest rank sends (or receives)"),
     devices=var("", "n", "positive_integer", "ranks exchanging"),
     bandwidth=var("B/s", r"\beta", description="endpoint injection bandwidth per direction"),
@@ -384,7 +384,7 @@ def alltoall_time(message, devices, bandwidth, latency, bisection_bandwidth, flo
     ----------
     message : Quantity [information]
         Bytes of the busiest rank's buffer: under routing skew, the send or receive volume of the
-        rank hosting the most popular expert (the incast point, seed L1490).
+        rank hosting the most popular expert (the incast point, §10.10.4).
     devices : int
         Ranks exchanging.
     bandwidth : Quantity [information / time]
@@ -407,9 +407,9 @@ def alltoall_time(message, devices, bandwidth, latency, bisection_bandwidth, flo
               \frac{n M}{4 B_{\mathrm{bis}}}\right)
 
     The chapter states the completion time is "set by the largest of per-message startup, endpoint
-    injection or reception, and traffic across the fabric bisection" (seed L1569). With a uniform
+    injection or reception, and traffic across the fabric bisection" (§10.10.7). With a uniform
     exchange each rank keeps :math:`M/n` and sends the rest; :math:`nM/4` bytes cross a bisection in
-    each direction. Each MoE layer pays two (dispatch and gather, seed L1488).
+    each direction. Each MoE layer pays two (dispatch and gather, §10.10.4).
 
     Examples
     --------
@@ -685,7 +685,7 @@ def min_shards(weight_bytes: Any, device_capacity: Any, reserve: Any = _ZERO_BYT
     -----
     .. math:: n_{\min} = \left\lceil \frac{M_W}{C - r} \right\rceil
 
-    Section 10.10.1 (seed L1381): KV state, buffers, replication within the partition and uneven
+    Section 10.10.1: KV state, buffers, replication within the partition and uneven
     placement can require a larger degree; a reserve expresses the first two. The chapter's name for
     :func:`calculator.memory.min_devices_for_weights`, which it calls.
 
@@ -732,10 +732,10 @@ def distributed_step_time(compute_time, devices, communication_time, synchroniza
     .. math:: T_{\mathrm{step}}(n) = \frac{T_{\mathrm{comp}}}{n}
               + \max\left(T_{\mathrm{comm}} + T_{\mathrm{sync}} - T_{\mathrm{overlap}}, 0\right)
 
-    Eq. 12 (seed L1385, the Fleet Law for one request). The chapter writes the subtraction without
+    Eq. 12 (§10.10.1, the Fleet Law for one request). The chapter writes the subtraction without
     the clamp; hiding more than the overhead cannot make the step shorter than the divided compute.
     Sharding pays only if the non-overlapped overhead is below :math:`T_{\mathrm{comp}}(1 - 1/n)`
-    (seed L1387), i.e. :func:`sharding_speedup` > 1.
+    (§10.10.1), i.e. :func:`sharding_speedup` > 1.
 
     Examples
     --------
@@ -747,7 +747,7 @@ def distributed_step_time(compute_time, devices, communication_time, synchroniza
 
 @formula(
     result=var("", "S", description="speedup of the sharded step over one device"),
-    reference="Eq. 12, section 10.10.1 (seed L1387)",
+    reference="Eq. 12, section 10.10.1",
     compute_time=var("s", r"T_{\mathrm{comp}}"),
     devices=var("", "n", "positive_integer"),
     communication_time=var("s", r"T_{\mathrm{comm}}", "nonnegative"),
@@ -782,7 +782,7 @@ def sharding_speedup(compute_time, devices, communication_time, synchronization_
 
 @formula(
     result=var("B", "M", description="activation bytes each rank contributes to a tensor-parallel all-reduce"),
-    reference="section 10.10.2 (seed L1415)",
+    reference="section 10.10.2",
     tokens=var("", "N_{t}", "positive_integer", "tokens in the step (batch x new tokens per sequence)"),
     hidden_size=var("", "d", "positive_integer", "hidden width"),
     bytes_per_element=var("B", "s", description="bytes per activation element"),
@@ -807,7 +807,7 @@ def activation_message_bytes(tokens, hidden_size, bytes_per_element):
     -----
     .. math:: M = N_t \, d \, s
 
-    The reduced activation keeps its full shape whatever the tensor-parallel degree (seed L1415).
+    The reduced activation keeps its full shape whatever the tensor-parallel degree (§10.10.2).
 
     Examples
     --------
@@ -847,7 +847,7 @@ def tensor_parallel_layer_time(layer_compute_time, tensor_parallel, allreduce_ti
     -----
     .. math:: T_{\mathrm{TP}} = \frac{T_{\mathrm{comp}}}{t} + 2\,T_{\mathrm{AR}}
 
-    Eq. 13 (seed L1413): one all-reduce after attention, one after the feed-forward sublayer. Compute
+    Eq. 13 (§10.10.2): one all-reduce after attention, one after the feed-forward sublayer. Compute
     divides ideally; the collectives do not shrink with :math:`t`. With :math:`t = 1` pass a zero
     all-reduce time (or use the ring version, which gives zero by itself).
 
@@ -863,7 +863,7 @@ def tensor_parallel_layer_time(layer_compute_time, tensor_parallel, allreduce_ti
 
 @formula(
     result=var("s", r"T_{\mathrm{TP}}", description="tensor-parallel layer time with ring all-reduces"),
-    reference="Eq. 13 with the ring all-reduce cost model (seed L1413-1415)",
+    reference="Eq. 13 with the ring all-reduce cost model (§10.10.2)",
     layer_compute_time=var("s", r"T_{\mathrm{comp}}", description="sequential compute time of one layer"),
     tensor_parallel=var("", "t", "positive_integer", "tensor-parallel degree"),
     message=var("B", "M", "nonnegative", "activation bytes per all-reduce"),
@@ -912,7 +912,7 @@ def tensor_parallel_layer_time_ring(layer_compute_time, tensor_parallel, message
 
 @formula(
     result=var("", "S", description="layer speedup over one device"),
-    reference="Example 10.6 (seed L1425)",
+    reference="Example 10.6 (§10.10.2)",
     layer_compute_time=var("s", r"T_{\mathrm{comp}}"),
     tensor_parallel=var("", "t", "positive_integer"),
     allreduce_time=var("s", r"T_{\mathrm{AR}}", "nonnegative"),
@@ -945,7 +945,7 @@ def tensor_parallel_speedup(layer_compute_time, tensor_parallel, allreduce_time)
 
 @formula(
     result=var("", r"\phi", description="share of the layer time spent in collectives"),
-    reference="section 10.10.7 (seed L1583)",
+    reference="section 10.10.7",
     layer_compute_time=var("s", r"T_{\mathrm{comp}}"),
     tensor_parallel=var("", "t", "positive_integer"),
     allreduce_time=var("s", r"T_{\mathrm{AR}}", "nonnegative"),
@@ -967,7 +967,7 @@ def collective_overhead_share(layer_compute_time, tensor_parallel, allreduce_tim
     .. math:: \phi = \frac{2 T_{\mathrm{AR}}}{T_{\mathrm{comp}}/t + 2 T_{\mathrm{AR}}}
 
     The share grows as per-device compute shrinks, which is why decode, with little compute per layer,
-    feels the fixed collective latency most (seed L1425, L1583).
+    feels the fixed collective latency most (§10.10.2, §10.10.7).
 
     Examples
     --------
@@ -1023,7 +1023,7 @@ def kv_head_placement(attention_heads: int, kv_heads: int, tensor_parallel: int)
     Notes
     -----
     Each device computes attention for :math:`H/t` heads and stores the KV cache of its own heads
-    (seed L1397-1403). When :math:`t` exceeds the KV heads (GQA/MQA), each KV head is replicated on
+    (§10.10.2). When :math:`t` exceeds the KV heads (GQA/MQA), each KV head is replicated on
     :math:`t / H_{kv}` devices, so per-device KV memory stops shrinking at one head.
 
     Examples
@@ -1113,7 +1113,7 @@ def hybrid_layout(
 
     Notes
     -----
-    Section 10.10.6 (seed L1558-1563): the tensor split cuts per-layer compute by up to the TP degree;
+    Section 10.10.6: the tensor split cuts per-layer compute by up to the TP degree;
     the pipeline stages complete the memory distribution and add no per-request latency benefit.
 
     Examples
@@ -1207,7 +1207,7 @@ def pipeline_performance(
               T_{\mathrm{make}} = L + (m - 1)\max(T_i, X_j)
 
     A request still traverses every stage, so staging alone gives no latency reduction (seed
-    L1437); throughput is limited by the slowest stage (seed L1439). The makespan is exact for
+    §10.10.3); throughput is limited by the slowest stage (§10.10.3). The makespan is exact for
     identical requests through a flow shop; for balanced stages the bubble is
     :func:`pipeline_bubble_fraction`.
 
@@ -1317,12 +1317,12 @@ def moe_weights(total_parameters: Any, active_parameters: Any, bits_per_weight: 
     -----
     .. math:: M_{\mathrm{res}} = N_{\mathrm{tot}} b / 8, \quad M_{\mathrm{act}} = N_{\mathrm{act}} b / 8
 
-    Section 10.10.4.1 (seed L1464-1470, footnote 5 L1500): total parameters set storage; active
+    Section 10.10.4.1 (§10.10.4, footnote 5 §10.10.4): total parameters set storage; active
     parameters estimate weight traffic and arithmetic per token at batch size 1.
 
     Examples
     --------
-    DeepSeek-V3 at FP16 (seed L1466-1470: "approximately 74 GB", "approximately 1342 GB"):
+    DeepSeek-V3 at FP16 (§10.10.4: "approximately 74 GB", "approximately 1342 GB"):
 
     >>> w = moe_weights(671e9, 37e9, 16)
     >>> w.resident_bytes.to("GB"), w.active_bytes.to("GB")
@@ -1382,7 +1382,7 @@ def expert_placement(
     .. math:: e = \frac{N_{\mathrm{tot}} - N_{\mathrm{act}}}{E - k}, \quad s = N_{\mathrm{act}} - k e,
               \quad M_{\mathrm{dev}} = \left(s + \lceil E/D \rceil e\right) b / 8
 
-    Implied by Example 10.7 (seed L1506): each device holds "the shared attention layers plus its
+    Implied by Example 10.7 (§10.10.4): each device holds "the shared attention layers plus its
     local experts". Uneven splits put :math:`\lceil E/D \rceil` experts on the busiest device.
 
     Examples
@@ -1473,7 +1473,7 @@ def moe_decode_floor(
               t_{\mathrm{read}} = \frac{M_{\mathrm{act}} / n}{B_{\mathrm{HBM}}}, \quad
               t_{\mathrm{token}} = t_{\mathrm{read}} + t_{\mathrm{route}}
 
-    Napkin Math 10.8 (seed L1474-1482). Assumes reads spread evenly over the devices, which expert
+    Napkin Math 10.8 (§10.10.4). Assumes reads spread evenly over the devices, which expert
     placement and routing do not guarantee at batch one; compute, KV traffic, synchronization and
     imbalance are left out, so this is an optimistic estimate, not a bound. The remaining memory
     must still hold KV state and buffers.
@@ -1521,7 +1521,7 @@ def expert_capacity(tokens: Any, experts_per_token: int, experts: int, capacity_
     experts : int
         Experts in the layer.
     capacity_factor : float
-        Slack over the even share (1.25 is the chapter's illustrative setting, seed L1492).
+        Slack over the even share (1.25 is the chapter's illustrative setting, §10.10.4).
 
     Returns
     -------
@@ -1577,7 +1577,7 @@ def simulate_expert_overflow(
     -----
     Each token picks ``experts_per_token`` distinct experts with probability proportional to
     ``popularity`` (Gumbel top-k sampling). Even a uniform router overflows some experts at a
-    capacity factor near 1, and skew makes the popular expert's host an incast point (seed L1490).
+    capacity factor near 1, and skew makes the popular expert's host an incast point (§10.10.4).
 
     Examples
     --------
@@ -1609,7 +1609,7 @@ def simulate_expert_overflow(
 
 @formula(
     result=var("B", r"M_{\mathrm{emb}}", description="bytes of a dense embedding table"),
-    reference="Lighthouse 10.1 (seed L1531)",
+    reference="Lighthouse 10.1 (§10.10.5)",
     entities=var("", "N", description="rows (entities)"),
     dimension=var("", "d", "positive_integer", "embedding dimension"),
     bytes_per_element=var("B", "s", description="bytes per element"),
@@ -1646,7 +1646,7 @@ def embedding_table_bytes(entities, dimension, bytes_per_element):
 
 @formula(
     result=var("B", r"m_{\mathrm{ent}}", description="average resident bytes per entity"),
-    reference="Lighthouse 10.1 (seed L1531)",
+    reference="Lighthouse 10.1 (§10.10.5)",
     resident_budget=var("B", "R", description="resident embedding budget"),
     entities=var("", "N", description="entities in the catalog"),
 )
@@ -1729,7 +1729,7 @@ def tiered_embedding_placement(
     -----
     .. math:: M = N_{\mathrm{adm}}\, v\, (f_h r_h + f_w + 1 - f_h - f_w)
 
-    Lighthouse 10.1 (seed L1535-1539): "Replica bytes count against the platform-wide resident
+    Lighthouse 10.1 (§10.10.5): "Replica bytes count against the platform-wide resident
     budget, so the admitted population and replication scope must be chosen together."
 
     Examples
@@ -1769,7 +1769,7 @@ def tiered_embedding_placement(
     )
 
 
-#: Lookup accumulation window of Lighthouse 10.1 (seed L1541).
+#: Lookup accumulation window of Lighthouse 10.1 (§10.10.5).
 DEFAULT_BATCHING_WINDOW = Q_(1, "ms")
 
 
@@ -1823,7 +1823,7 @@ def embedding_lookup_time(
     .. math:: T_{\mathrm{seq}} = N\,t_{\mathrm{rpc}}, \qquad
               T_{\mathrm{batch}} = t_{\mathrm{win}} + t_{\mathrm{rpc}} + \lceil uN/S \rceil v / \beta
 
-    Lighthouse 10.1 and Table 16 (seed L1541-1550): sequential dispatch pays one RPC per lookup;
+    Lighthouse 10.1 and Table 16 (§10.10.5): sequential dispatch pays one RPC per lookup;
     batching waits for the window, deduplicates, groups by destination shard and sends one parallel
     wave (several shard RPCs, not one RPC to the fleet). Keys are assumed spread evenly over shards.
 

@@ -882,7 +882,7 @@ def decode_step_time(
 
     Examples
     --------
-    The chapter's bandwidth floor of the reference replica (70B FP16 over 8 H100s, seed L2210):
+    The chapter's bandwidth floor of the reference replica (70B FP16 over 8 H100s, §10.15.1):
 
     >>> from calculator.performance import ROOFLINE
     >>> step = decode_step_time("chapter-70b-mha", "h100-sxm", "fp16", 8, 1, 1, efficiency=ROOFLINE)

@@ -95,7 +95,7 @@ def shed_fraction(offered_rate: Any, admitted_rate: Any) -> Any:
 
     Notes
     -----
-    Section 10.1 (seed L24; self-check answer L2500): meeting the SLO on every *admitted* request
+    Section 10.1 (§10.1; self-check answer §10.18): meeting the SLO on every *admitted* request
     does not mean the offered load is served. Capacity counts offered work that completes within
     the targets.
 
@@ -147,7 +147,7 @@ def compare_capacity(first: CapacityMeasurement, second: CapacityMeasurement) ->
 
     Notes
     -----
-    Section 10.1 (seed L24, self-check L33 / answer L2508): request rate alone is not a capacity
+    Section 10.1 (§10.1, self-check §10.1 / answer §10.18): request rate alone is not a capacity
     metric for language models; capacities compare only at the same request mix and SLO.
 
     Examples
@@ -245,9 +245,9 @@ def distribution_triggers(
 
     Notes
     -----
-    Section 10.2, Table 1 (seed L41-53). Memory calls for tensor or pipeline parallelism,
+    Section 10.2, Table 1 (§10.1). Memory calls for tensor or pipeline parallelism,
     throughput for horizontal replication (at least ``ceil(demand / peak)`` machines, self-check
-    answer L2526), latency for model sharding, whose benefit must be measured per phase (L48).
+    answer §10.18), latency for model sharding, whose benefit must be measured per phase (§10.1).
 
     Examples
     --------
@@ -299,7 +299,7 @@ def interactivity(time_per_output_token):
     -----
     .. math:: I = 1 / \mathrm{TPOT}
 
-    Section 10.6.2 (seed L348): InferenceX reports interactivity, the reciprocal of TPOT.
+    Section 10.6.2: InferenceX reports interactivity, the reciprocal of TPOT.
 
     Examples
     --------
@@ -351,10 +351,10 @@ def stream_metrics(token_times: Any, request_start: Any) -> StreamMetrics:
 
     Notes
     -----
-    Section 10.2 (seed L54; self-check answer L2536): TPOT is the *average* of the time between
+    Section 10.2 (§10.1; self-check answer §10.18): TPOT is the *average* of the time between
     tokens (TBT), so a stream can meet its TPOT target while a single long gap stalls the reader;
     per-gap targets are stated on TBT. TTFT covers everything up to the end of prefill, including
-    queueing (L27, answer L2513).
+    queueing (§10.1, answer §10.18).
 
     Examples
     --------
@@ -409,7 +409,7 @@ def slo_goodput(completed_rate, slo_attainment):
     -----
     .. math:: G_{\mathrm{SLO}} = R_{\mathrm{done}} \, f_{\mathrm{SLO}}
 
-    Section 10.3.1 (seed L114; self-check L127 / answer L2549). A request that misses its contract
+    Section 10.3.1 (§10.3.1; self-check §10.3.2 / answer §10.18). A request that misses its contract
     counts for nothing. Comparisons hold the request mix and the SLO fixed
     (:func:`compare_capacity`).
 
@@ -521,7 +521,7 @@ def end_to_end_latency(inference, network, serialization, coordination, queueing
     .. math:: L_{\mathrm{e2e}} = L_{\mathrm{inf}} + L_{\mathrm{net}} + L_{\mathrm{ser}}
               + L_{\mathrm{coord}} + L_{\mathrm{queue}}
 
-    Equation 1 (seed L124). Each term is an *exposed* contribution on the critical path, so work
+    Equation 1 (§10.3.1). Each term is an *exposed* contribution on the critical path, so work
     that overlaps is not counted twice. The serving tax is :math:`L_{\mathrm{e2e}} - L_{\mathrm{inf}}`.
 
     Examples
@@ -562,9 +562,9 @@ def network_latency(exchanges, startup_latency, payload, bandwidth):
     -----
     .. math:: L_{\mathrm{net}} = n \, (\alpha + M / \beta)
 
-    Each exchange is :func:`calculator.parallelism.point_to_point_time`. Section 10.3.2 (seed L118):
+    Each exchange is :func:`calculator.parallelism.point_to_point_time`. Section 10.3.2 (§10.3.1):
     four sequential exchanges of 50-500 us expose 200 us to 2 ms.
-    Example 10.2 (L583) uses the bandwidth-only term (``n = 1``, ``alpha = 0``). Real collectives
+    Example 10.2 (§10.6.5) uses the bandwidth-only term (``n = 1``, ``alpha = 0``). Real collectives
     also depend on topology, contention and rounds; check the implementation before charging one
     round trip per collective.
 
@@ -593,7 +593,7 @@ def coordination_latency(branch_latencies: Any, join_overhead: Any) -> Any:
 
     Notes
     -----
-    Section 10.3.2 (seed L122): independent calls run concurrently, so the critical path includes
+    Section 10.3.2 (§10.3.1): independent calls run concurrently, so the critical path includes
     the slowest branch, not the sum of the branches.
 
     Examples
@@ -660,10 +660,10 @@ def serving_tax_budget(
 
     Notes
     -----
-    Eq. 1 (seed L124) read as a budget: ``queueing_slack = slo - (inference + network +
+    Eq. 1 (§10.3.1) read as a budget: ``queueing_slack = slo - (inference + network +
     serialization + coordination)``. For a budget over arbitrary named stages see
-    :func:`calculator.cases.latency_budget`. Section 10.3.2 (L117): a 100 ms target with 70 ms of
-    execution leaves 30 ms for everything else; four exchanges can claim up to 2 ms of it (L125).
+    :func:`calculator.cases.latency_budget`. Section 10.3.2 (§10.3.1): a 100 ms target with 70 ms of
+    execution leaves 30 ms for everything else; four exchanges can claim up to 2 ms of it (§10.3.1).
 
     Examples
     --------
@@ -719,10 +719,10 @@ def in_flight(arrival_rate, time_in_system):
     -----
     .. math:: Q = \lambda W
 
-    Theorem 10.1 (seed L362-364). Holds for any stable system and any arrival and service
-    distribution, on any boundary (the whole service, the queue, the executing batch, L379), but
+    Theorem 10.1 (§10.6.2). Holds for any stable system and any arrival and service
+    distribution, on any boundary (the whole service, the queue, the executing batch, §10.6.2), but
     relates means only: it bounds neither capacity nor tail latency, and a percentile cannot be
-    substituted for the mean (L366).
+    substituted for the mean (§10.6.2).
 
     Examples
     --------
@@ -792,9 +792,9 @@ def replicas_for_load(arrival_rate: Any, replica_throughput: Any, max_utilizatio
     -----
     .. math:: N = \left\lceil \frac{\lambda}{\rho_{\max}\,\mu} \right\rceil
 
-    Theorem 10.1 application (seed L375-377). A utilization cap is headroom, not a latency
+    Theorem 10.1 application (§10.6.2). A utilization cap is headroom, not a latency
     guarantee: a percentile SLO needs an arrival/service model (:func:`queue_metrics`) or a load
-    test (L379).
+    test (§10.6.2).
 
     Examples
     --------
@@ -836,7 +836,7 @@ def utilization(arrival_rate, replica_throughput, replicas):
     -----
     .. math:: \rho = \frac{\lambda}{N \mu}
 
-    Seed L379: 1,000 req/s on 13 replicas of 100 req/s runs at about 76.9 %.
+    §10.6.2: 1,000 req/s on 13 replicas of 100 req/s runs at about 76.9 %.
 
     Examples
     --------
@@ -1099,7 +1099,7 @@ def variability_factor(arrival_cv, service_cv):
     .. math:: f_{\mathrm{var}} = \frac{c_a^2 + c_s^2}{2}
 
     Equal to 1 for M/M/c. The chapter notes that utilization and service-time variability multiply
-    queueing delay (seed L358).
+    queueing delay (§10.6.2).
 
     Examples
     --------

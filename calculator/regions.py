@@ -45,7 +45,7 @@ __all__ = [
     "route_request",
 ]
 
-#: Table 23 (seed L2090-2094): RTT from each user location to US-East and to a local region.
+#: Table 23 (§10.14.1): RTT from each user location to US-East and to a local region.
 CHAPTER_RTT = {
     "new_york": (Q_(10, "ms"), Q_(10, "ms")),
     "london": (Q_(75, "ms"), Q_(10, "ms")),
@@ -53,10 +53,10 @@ CHAPTER_RTT = {
     "sydney": (Q_(200, "ms"), Q_(10, "ms")),
 }
 
-#: Figure 23 (seed L2080): the illustrative 10 ms, 50 ms and 2 s budgets, read as edge, gateway and GPU cluster.
+#: Figure 23 (§10.14): the illustrative 10 ms, 50 ms and 2 s budgets, read as edge, gateway and GPU cluster.
 CHAPTER_TIER_BUDGETS = {"edge": Q_(10, "ms"), "gateway": Q_(50, "ms"), "cluster": Q_(2, "s")}
 
-#: Table 24 (seed L2120-2124): illustrative cache-hit envelopes (sensitivity inputs, not workload statistics).
+#: Table 24 (§10.14.3): illustrative cache-hit envelopes (sensitivity inputs, not workload statistics).
 EDGE_HIT_RATE_ENVELOPES = {
     "autocomplete": (0.60, 0.80, "Excellent"),
     "faq_chatbot": (0.40, 0.60, "Good"),
@@ -64,7 +64,7 @@ EDGE_HIT_RATE_ENVELOPES = {
     "code_generation": (0.20, 0.40, "Moderate"),
 }
 
-#: Table 25 (seed L2170-2172): hypothetical latency from US users to each region (min, max). Prices are
+#: Table 25 (§10.14.6): hypothetical latency from US users to each region (min, max). Prices are
 #: the registry's ``chapter-<region>-h100-spot`` / ``-on-demand`` entries.
 CHAPTER_US_USER_LATENCY = {
     "us-east": (Q_(10, "ms"), Q_(50, "ms")),
@@ -82,7 +82,7 @@ _ATTEMPT_BUDGETS = (Q_(2.0, "s"), Q_(5.0, "s"))
 
 @formula(
     result=var("s", r"L_{\mathrm{net}}", description="exposed wide-area latency"),
-    reference="Table 23 and seed L2096",
+    reference="Table 23 and §10.14.1",
     round_trip=var("s", r"\mathrm{RTT}", "nonnegative", "client-to-region round-trip time"),
     sequential_crossings=var("", "k", "positive_integer", "sequential calls crossing the distant boundary"),
 )
@@ -95,7 +95,7 @@ def wide_area_latency(round_trip, sequential_crossings):
         Round-trip time from the user to the serving region.
     sequential_crossings : int
         Sequential calls that cross that boundary; calls inside the backend region do not pay it
-        again (seed L2096).
+        again (§10.14.1).
 
     Returns
     -------
@@ -115,7 +115,7 @@ def wide_area_latency(round_trip, sequential_crossings):
 
 @formula(
     result=var("s", r"\Delta L", description="extra latency of serving from the remote region"),
-    reference="Table 23 (seed L2088)",
+    reference="Table 23 (§10.14.1)",
     remote_round_trip=var("s", r"\mathrm{RTT}_{\mathrm{remote}}", "nonnegative"),
     local_round_trip=var("s", r"\mathrm{RTT}_{\mathrm{local}}", "nonnegative"),
     sequential_crossings=var("", "k", "positive_integer"),
@@ -166,7 +166,7 @@ def tier_budget_check(latencies: Mapping[str, Any], budgets: Mapping[str, Any] |
         Latency per tier (``edge``, ``gateway``, ``cluster``).
     budgets : mapping of str to Quantity [time], optional
         Budgets per tier; defaults to :data:`CHAPTER_TIER_BUDGETS`. The application must say whether the
-        cluster budget governs first token, each token or completion (seed L2080).
+        cluster budget governs first token, each token or completion (§10.14).
 
     Returns
     -------
@@ -198,7 +198,7 @@ def tier_budget_check(latencies: Mapping[str, Any], budgets: Mapping[str, Any] |
 
 @formula(
     result=var("s", r"\mathbb{E}[L]", description="expected request latency with an edge cache"),
-    reference="section 10.14.3, Figure 25 (seed L2112-2116)",
+    reference="section 10.14.3, Figure 25 (§10.14.3)",
     hit_rate=var("", "h", "probability", "hit rate among requests eligible for reuse"),
     hit_latency=var("s", r"L_{\mathrm{hit}}", "nonnegative", "latency of a hit at the edge"),
     miss_latency=var("s", r"L_{\mathrm{miss}}", "nonnegative", "latency of a miss through the central cluster"),
@@ -226,7 +226,7 @@ def edge_cache_latency(hit_rate, hit_latency, miss_latency, eligible_fraction=1.
     -----
     .. math:: \mathbb{E}[L] = e h L_{\mathrm{hit}} + (1 - e h) L_{\mathrm{miss}}
 
-    Hits avoid the backend round trip, misses incur it (seed L2116). Only the mean is modelled: the
+    Hits avoid the backend round trip, misses incur it (§10.14.3). Only the mean is modelled: the
     tail is still set by misses.
 
     Examples
@@ -242,7 +242,7 @@ def edge_cache_latency(hit_rate, hit_latency, miss_latency, eligible_fraction=1.
 
 @formula(
     result=var("request/s", r"\lambda_{\mathrm{GPU}}", "nonnegative", "request rate reaching the GPU cluster"),
-    reference="section 10.14.3 (seed L2112, L2126)",
+    reference="section 10.14.3",
     arrival_rate=var("request/s", r"\lambda", "nonnegative", "request rate at the edge"),
     hit_rate=var("", "h", "probability", "hit rate among eligible requests"),
     eligible_fraction=var("", "e", "probability", "share of requests eligible for reuse"),
@@ -267,7 +267,7 @@ def edge_cache_gpu_rate(arrival_rate, hit_rate, eligible_fraction=1.0):
     -----
     .. math:: \lambda_{\mathrm{GPU}} = (1 - e h)\lambda
 
-    "Any cache miss still requires full model execution" (seed L2126); at equal utilization the GPU
+    "Any cache miss still requires full model execution" (§10.14.3); at equal utilization the GPU
     fleet shrinks by the same factor.
 
     Examples
@@ -278,7 +278,7 @@ def edge_cache_gpu_rate(arrival_rate, hit_rate, eligible_fraction=1.0):
     return (1 - eligible_fraction * hit_rate) * arrival_rate
 
 
-#: What a cached response must match before the edge may return it (seed L2112, answer L2927).
+#: What a cached response must match before the edge may return it (§10.14.3, answer §10.18).
 CACHE_MATCH_FIELDS = ("model_version", "context", "generation_policy")
 
 
@@ -357,8 +357,8 @@ def cross_region_sharding(stage_times: Any, transfer_time: Any, crossings: int |
     -----
     .. math:: T = \sum_s t_s + k\,t_{\mathrm{xfer}}, \qquad \text{slowdown} = T / \sum_s t_s
 
-    Seed L2132: the gap "can slow inference by 10-100x, though the exact penalty depends on the model's
-    stage layout". Compare actual transfer times and message sizes, not RTT per stage (answer L2919).
+    §10.14.4: the gap "can slow inference by 10-100x, though the exact penalty depends on the model's
+    stage layout". Compare actual transfer times and message sizes, not RTT per stage (answer §10.18).
 
     Examples
     --------
@@ -385,7 +385,7 @@ def cross_region_sharding(stage_times: Any, transfer_time: Any, crossings: int |
 
 @formula(
     result=var("", r"\rho'", "nonnegative", "utilization of each survivor"),
-    reference="section 10.14.5 (seed L2159); N+1 regional headroom",
+    reference="section 10.14.5; N+1 regional headroom",
     utilization=var("", r"\rho", "nonnegative", "utilization of each region before the failure"),
     regions=var("", "R", "positive_integer", "equal regions sharing the load"),
 )
@@ -463,7 +463,7 @@ def failover_headroom(
     .. math:: \sum_{r \in S} (C_r - \lambda_r) \ge f \lambda_{\mathrm{failed}} + \Lambda_{\mathrm{rebuild}}
 
     The destination needs authoritative history and headroom "for both reconstruction and continuing
-    traffic" (seed L2159).
+    traffic" (§10.14.5).
 
     Examples
     --------
@@ -559,7 +559,7 @@ def failover_attempts(
     Notes
     -----
     At most ``len(budgets)`` attempts; the worst case spends ``min(deadline, sum(budgets))``. Abandoned
-    attempts must be canceled, and retries need replay-safe semantics (seed L2155).
+    attempts must be canceled, and retries need replay-safe semantics (§10.14.5).
 
     Examples
     --------
@@ -597,7 +597,7 @@ def failover_attempts(
 
 @formula(
     result=var("USD/request", r"c_{\mathrm{req}}", "nonnegative", "cost per completed request"),
-    reference="section 10.14.6 (seed L2174); Listing 4",
+    reference="section 10.14.6; Listing 4",
     price=var("USD/s", "p", "nonnegative", "price per GPU-hour"),
     gpus=var("", "n", "positive", "GPUs provisioned"),
     busy_time=var("s", r"T_{\mathrm{busy}}", description="time serving"),
@@ -650,7 +650,7 @@ def cost_per_completed_request(
               + p_{\mathrm{xfer}} D}{X\,n\,T_{\mathrm{busy}}\,(1 - q)}
 
     "GPU price alone is insufficient: transfer charges, startup and idle capacity, retries, and achieved
-    useful throughput determine the cost of completing the workload" (seed L2174). Apply it only to regions
+    useful throughput determine the cost of completing the workload" (§10.14.6). Apply it only to regions
     that pass the eligibility filter (:func:`route_request`).
 
     Examples
@@ -667,7 +667,7 @@ class RegionOption:
     """A candidate region for Listing 4, with everything its eligibility filter needs.
 
     ``round_trip`` is the user's RTT to the region; ``queue_wait`` and ``service_time`` complete the
-    expected completion time (proximity alone does not determine it, seed L2100); ``cost_per_request``
+    expected completion time (proximity alone does not determine it, §10.14.2); ``cost_per_request``
     comes from :func:`cost_per_completed_request`.
     """
 

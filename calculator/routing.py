@@ -66,7 +66,7 @@ _DEFAULT_OPEN_INTERVAL = Q_(30, "s")
 
 @formula(
     result=var("1/s", r"\dot{n}_{\mathrm{tail}}", "nonnegative", "expected tail events per second"),
-    reference="Lighthouse 10.2 (seed L1633)",
+    reference="Lighthouse 10.2 (§10.11)",
     arrival_rate=var("request/s", r"\lambda", "nonnegative", "request rate"),
     event_probability=var("1/request", "p", "probability", "probability a request is a tail event"),
 )
@@ -100,7 +100,7 @@ def tail_event_rate(arrival_rate, event_probability):
 
 @formula(
     result=var("", "P", "probability", "probability the request exceeds the threshold"),
-    reference="section 10.11.1 (seed L1639)",
+    reference="section 10.11.1",
     leaf_probability=var("", "p", "probability", "probability one leaf exceeds its threshold"),
     fanout=var("", "N", "positive_integer", "leaves the request waits for"),
 )
@@ -122,13 +122,13 @@ def fanout_slow_probability(leaf_probability, fanout):
     -----
     .. math:: P = 1 - (1 - p)^N
 
-    A series system: the request completes only when its slowest leaf returns (seed L1639). Leaves are
+    A series system: the request completes only when its slowest leaf returns (§10.11.1). Leaves are
     assumed independent, which is optimistic: a shared switch, host or hot key slows many together
-    (seed L1641). Broadcasts over arrays.
+    (§10.11.1). Broadcasts over arrays.
 
     Examples
     --------
-    100 shards each at their p99 (seed L1639: "misses that threshold about 63 percent of the time"):
+    100 shards each at their p99 (§10.11.1: "misses that threshold about 63 percent of the time"):
 
     >>> round(fanout_slow_probability(0.01, 100), 2)
     0.63
@@ -138,7 +138,7 @@ def fanout_slow_probability(leaf_probability, fanout):
 
 @formula(
     result=var("", "p", "probability", "allowed per-leaf probability of exceeding the threshold"),
-    reference="section 10.11.1 (seed L1641)",
+    reference="section 10.11.1",
     request_probability=var("", "P", "probability", "allowed probability the request exceeds the threshold"),
     fanout=var("", "N", "positive_integer", "leaves the request waits for"),
 )
@@ -160,7 +160,7 @@ def per_leaf_budget(request_probability, fanout):
     -----
     .. math:: p = 1 - (1 - P)^{1/N} \approx P / N
 
-    The inverse of :func:`fanout_slow_probability` (seed L1641: the leaf target "moves from p99 to
+    The inverse of :func:`fanout_slow_probability` (§10.11.1: the leaf target "moves from p99 to
     roughly p99.99" for 100 leaves).
 
     Examples
@@ -191,7 +191,7 @@ def probe_hit_probability(hot_bins: Any, bins: Any, probes: int = 2) -> Any:
     -----
     .. math:: P = (H / R)^d
 
-    Seed L1694: two probes suppress repeated unlucky placement because both must hit the hot set.
+    §10.11.3: two probes suppress repeated unlucky placement because both must hit the hot set.
 
     Examples
     --------
@@ -232,7 +232,7 @@ def max_load_order(bins: Any, choices: int = 1) -> Any:
     Eq. 14 and 15 give only the order, :math:`\Theta(\log R/\log\log R)` and
     :math:`\Theta(\log\log R)`; the constants here are the classical leading terms (Azar et al.),
     accurate only asymptotically. For a finite fleet use :func:`expected_max_load` or
-    :func:`simulate_max_load`; neither predicts a serving queue (seed L1655, L1692).
+    :func:`simulate_max_load`; neither predicts a serving queue (§10.11.2, §10.11.3).
 
     Examples
     --------
@@ -294,7 +294,7 @@ def expected_max_load(bins: int, balls: int | None = None, choices: int = 1) -> 
     .. math:: \mathbb{E}[\max] \approx \sum_{i \ge 1} \left(1 - (1 - s_i)^n\right).
 
     Within a few percent of :func:`simulate_max_load` for hundreds of bins or more; the static
-    model has no departures, service or heterogeneity, so it does not predict queues (seed L1655).
+    model has no departures, service or heterogeneity, so it does not predict queues (§10.11.2).
 
     Examples
     --------
@@ -431,7 +431,7 @@ def routing_shares(
     .. math:: \Pr(i) = \frac{w_i}{\sum_j c_j w_j}, \quad \lambda_i = \lambda \Pr(i), \quad
               \rho_i = \lambda_i / \mu_i
 
-    Seed L1700-1702. With capacity weights every server runs at :math:`\lambda/\sum\mu`; round robin
+    §10.11.4. With capacity weights every server runs at :math:`\lambda/\sum\mu`; round robin
     saturates the slowest tier first (Example 10.8).
 
     Examples
@@ -503,7 +503,7 @@ def inverse_latency_weights(latencies: Any, smoothing: float = 1.0, previous: An
     -----
     .. math:: \bar L_i \leftarrow a L_i + (1 - a)\bar L_i, \qquad w_i = \frac{1/\bar L_i}{\sum_j 1/\bar L_j}
 
-    Seed L1714-1718: the signal mixes server condition with request cost, and lagging averages can
+    §10.11.4: the signal mixes server condition with request cost, and lagging averages can
     oscillate; evaluate against comparable request classes.
 
     Examples
@@ -575,7 +575,7 @@ def route_two_choices(
     -----
     .. math:: u_s = (W_s + \hat c(r)) / w_s
 
-    Seed L1663-1682: two probes sampled with replacement, post-admission normalized load compared,
+    §10.11.3: two probes sampled with replacement, post-admission normalized load compared,
     ties broken by cache affinity, admission atomic at the destination.
 
     Examples
@@ -630,7 +630,7 @@ def least_connections(active: Any, probes: int | None = None, rng: np.random.Gen
     Notes
     -----
     The count is a proxy for work: two in-flight requests can differ fiftyfold in remaining decode
-    work (a 10-token reply against a 500-token essay, seed L1724), which
+    work (a 10-token reply against a 500-token essay, §10.11.5), which
     :func:`compare_routing_policies` measures against routing on remaining tokens.
 
     Examples
@@ -714,7 +714,7 @@ def compare_routing_policies(
 
     Notes
     -----
-    Section 10.11.5 (seed L1722-1726): which policy meets a tail target is an empirical question,
+    Section 10.11.5: which policy meets a tail target is an empirical question,
     evaluated with the same arrival trace, request-length mix and replica capacities. Every policy
     here sees the same arrivals and lengths. Counting connections ignores how much work each one
     carries; routing on remaining tokens sees it, which matters most when lengths vary widely.
@@ -804,7 +804,7 @@ def _route_and_decode(
 
 @formula(
     result=var("", "f", "probability", "expected fraction of keys that move"),
-    reference="section 10.11.6 (seed L1748)",
+    reference="section 10.11.6",
     servers=var("", "N", "positive_integer", "servers on the ring before the change"),
 )
 def remap_fraction_on_add(servers):
@@ -823,7 +823,7 @@ def remap_fraction_on_add(servers):
     -----
     .. math:: f = \frac{1}{N + 1}
 
-    With balanced equal-capacity assignments and uniform keys (seed L1748). Virtual nodes bring a
+    With balanced equal-capacity assignments and uniform keys (§10.11.6). Virtual nodes bring a
     real ring close to it; see :class:`ConsistentHashRing`.
 
     Examples
@@ -836,7 +836,7 @@ def remap_fraction_on_add(servers):
 
 @formula(
     result=var("", "f", "probability", "expected fraction of keys that move"),
-    reference="section 10.11.6 (seed L1748)",
+    reference="section 10.11.6",
     servers=var("", "N", "positive_integer", "servers on the ring before the change"),
 )
 def remap_fraction_on_remove(servers):
@@ -877,7 +877,7 @@ def _mix64(values: np.ndarray) -> np.ndarray:
 
 
 class ConsistentHashRing:
-    """A consistent-hash ring with virtual nodes (Karger et al. 1997; seed L1738-1748).
+    """A consistent-hash ring with virtual nodes (Karger et al. 1997; §10.11.6).
 
     Each server is placed at ``virtual_nodes`` pseudo-random points of a 64-bit ring; a key goes to the
     first server point clockwise from the key's hash. The ring is immutable: :meth:`with_server` and
@@ -1045,7 +1045,7 @@ def kv_migration(
     bandwidth_basis : {"per_direction", "total"}
         Basis for a registry link's bandwidth.
     source_available : bool
-        ``False`` after an unrecoverable failure: only rebuild from history is possible (seed L1774).
+        ``False`` after an unrecoverable failure: only rebuild from history is possible (§10.11.8).
 
     Returns
     -------
@@ -1059,7 +1059,7 @@ def kv_migration(
     .. math:: T_{\mathrm{xfer}} = \alpha + \frac{m_{\mathrm{tok}} N}{\min(k, t)\,\beta}, \qquad
               T_{\mathrm{rebuild}} = \frac{2 P N}{t \, R_{\mathrm{peak}} \, u}
 
-    Seed L1776-1787: transfer if the bandwidth-only estimate beats the prefill time. The transfer is
+    §10.11.8: transfer if the bandwidth-only estimate beats the prefill time. The transfer is
     eq. 10's handoff (:func:`calculator.phases.kv_handoff_time`). Both grow
     linearly with context in this approximation; long-context attention adds rebuild work it omits,
     and shared bottlenecks, cache conversion and destination queueing can flip the decision.
@@ -1168,7 +1168,7 @@ class CircuitBreaker:
     Closed: every request is admitted; when the share of bad outcomes over the last ``window``
     admitted requests reaches ``failure_threshold`` (with at least ``min_requests`` seen), the breaker
     opens. Open: requests fail fast until ``open_interval`` has passed. Half-open: up to
-    ``half_open_probes`` probes are admitted; one bad probe reopens, all good ones close (seed L1801-1803).
+    ``half_open_probes`` probes are admitted; one bad probe reopens, all good ones close (§10.11.10).
 
     Examples
     --------
@@ -1265,7 +1265,7 @@ def simulate_circuit_breaker(
 
     Examples
     --------
-    A replica slows from 50 ms to 500 ms at t = 10 s and recovers at t = 40 s (seed L1799):
+    A replica slows from 50 ms to 500 ms at t = 10 s and recovers at t = 40 s (§10.11.10):
 
     >>> t = np.arange(0, 60, 0.1)
     >>> slow = (t >= 10) & (t < 40)
@@ -1372,7 +1372,7 @@ def retry_equilibrium(arrival_rate: Any, capacity: Any, max_retries: int) -> Ret
     :math:`p = \max(0, 1 - \mu/\Lambda)` (excess attempts fail at random) and :math:`A` from
     :func:`retry_amplification`. Goodput :math:`\lambda(1 - p^{r+1})` never exceeds :math:`\mu`, while
     the offered load grows up to :math:`(r+1)\lambda`: retries amplify an overload instead of relieving
-    it (seed L1799, L1805). Below capacity there is no amplification.
+    it (§10.11.10). Below capacity there is no amplification.
 
     Examples
     --------
@@ -1410,7 +1410,7 @@ def retry_equilibrium(arrival_rate: Any, capacity: Any, max_retries: int) -> Ret
 
 @formula(
     result=var("", "w", "probability", "share of generated tokens that were wasted"),
-    reference="section 10.11.10 (seed L1811)",
+    reference="section 10.11.10",
     useful_tokens=var("token", r"N_{\mathrm{ok}}", "nonnegative", "tokens of requests delivered in time"),
     wasted_tokens=var("token", r"N_{\mathrm{waste}}", "nonnegative", "tokens of canceled, timed-out or late requests"),
 )

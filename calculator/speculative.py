@@ -514,7 +514,7 @@ def draft_memory_fit(
     -----
     Section 10.7.6: a 7B draft with a 70B target "adds roughly 14 GB of FP16 weights per replica
     plus per-request draft cache"; colocated, that comes out of the KV admission budget, and
-    disabling speculation frees neither (answer to self-check, seed L2693).
+    disabling speculation frees neither (answer to self-check, §10.18).
 
     Examples
     --------

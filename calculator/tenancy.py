@@ -89,12 +89,12 @@ def kv_pool_contention(pool: Any, tenants: int, kv_bytes_per_sequence: Any, hog_
     .. math:: n_{\mathrm{fair}} = \left\lfloor \frac{P / T}{m} \right\rfloor, \quad
               n_{\mathrm{after}} = \left\lfloor \frac{(P - H)/(T - 1)}{m} \right\rfloor
 
-    Seed L1854. This is a concurrency loss, not a throughput prediction: the effect on throughput
+    §10.12.1. This is a concurrency loss, not a throughput prediction: the effect on throughput
     depends on the execution regime and preemption costs.
 
     Examples
     --------
-    Three tenants on a 60 GB pool with 0.1 GB sequences; one grows to 45 GB (seed L1854):
+    Three tenants on a 60 GB pool with 0.1 GB sequences; one grows to 45 GB (§10.12.1):
 
     >>> c = kv_pool_contention(Q_(60, "GB"), 3, Q_(0.1, "GB"), Q_(45, "GB"))
     >>> c.sequences_fair, c.sequences_after, c.reduction
@@ -242,12 +242,12 @@ def max_min_fair(demands: Any, capacity: Any, weights: Any = None) -> FairAlloca
     .. math:: a_i = \min(d_i, w_i L), \qquad \sum_i \min(d_i, w_i L) = \min\left(C, \sum_i d_i\right)
 
     Progressive filling: every unsatisfied tenant gets the same share per unit weight of what
-    remains, capped at its demand (seed L1903). Dominant resource fairness reduces to this when one
+    remains, capped at its demand (§10.12.2). Dominant resource fairness reduces to this when one
     resource binds (:func:`dominant_resource_fairness`).
 
     Examples
     --------
-    Seed L1903: demands of 30,000, 20,000 and 80,000 tokens/s on a 100,000 tokens/s pool.
+    §10.12.2: demands of 30,000, 20,000 and 80,000 tokens/s on a 100,000 tokens/s pool.
 
     >>> max_min_fair(Q_([30000, 20000, 80000], "token/s"), Q_(100000, "token/s")).allocation
     <Quantity([30000. 20000. 50000.], 'token / second')>
@@ -322,7 +322,7 @@ def dominant_resource_fairness(
     Each user's dominant share is :math:`s_i = x_i \max_r d_{ir}/C_r`. All unfrozen users' dominant
     shares rise together; a user freezes when it reaches its demand, and every user of a resource
     freezes when that resource saturates (Ghodsi et al. 2011). With one resource and equal costs this
-    is max-min fairness (seed L1903). Coupled prefill, decode and memory limits need this joint check:
+    is max-min fairness (§10.12.2). Coupled prefill, decode and memory limits need this joint check:
     independent per-resource fair shares do not compose into a feasible service.
 
     Examples
@@ -401,7 +401,7 @@ _REQUEST_TIME_CAP = Q_(30, "s")
 
 @dataclass(frozen=True)
 class TenantQuota:
-    """Per-tenant limits of Listing 1 (seed L1872-1878); KV in bytes, tokens as counts."""
+    """Per-tenant limits of Listing 1 (§10.12.2); KV in bytes, tokens as counts."""
 
     max_concurrent_requests: int = 100
     max_kv_cache: Any = _LISTING_1_KV
@@ -469,7 +469,7 @@ def check_quota(quota: TenantQuota, usage: TenantUsage, request: QuotaRequest) -
     Notes
     -----
     A passing snapshot is not an admission guarantee: simultaneous callers can see the same free
-    capacity (seed L1901). Use :class:`QuotaLedger` to check and reserve atomically.
+    capacity (§10.12.2). Use :class:`QuotaLedger` to check and reserve atomically.
 
     Examples
     --------
@@ -513,7 +513,7 @@ class _TenantState:
 
 
 class QuotaLedger:
-    """Atomic check-and-reserve admission against Listing 1's quotas (seed L1901).
+    """Atomic check-and-reserve admission against Listing 1's quotas (§10.12.2).
 
     :meth:`try_reserve` checks every limit and records the reservation under one lock, so concurrent
     callers can never both take the last unit of capacity. :meth:`release` returns the concurrency
@@ -630,7 +630,7 @@ class PriorityClass:
     guarantee: str
 
 
-#: Table 19 (seed L1911-1914).
+#: Table 19 (§10.12.3).
 PRIORITY_CLASSES = (
     PriorityClass("critical", "Revenue-generating", ("standard", "best_effort"), "100% reserved"),
     PriorityClass("standard", "General traffic", ("best_effort",), "Weighted share"),
@@ -688,7 +688,7 @@ def priority_allocation(
     Notes
     -----
     Reservations must be provisioned and enforced separately: priority alone cannot create
-    capacity (seed L1907).
+    capacity (§10.12.3).
 
     Examples
     --------
@@ -730,7 +730,7 @@ def bulkhead_partition(
 
     Notes
     -----
-    Example 10.10 (seed L1936): Enterprise on dedicated pools, 70 % of the remaining shared capacity to
+    Example 10.10 (§10.12.4): Enterprise on dedicated pools, 70 % of the remaining shared capacity to
     Professional, Free capped at 30 % best-effort. Deployment-level bulkheads isolate compute and memory;
     shared networking, storage and control planes still carry interference.
 
@@ -755,7 +755,7 @@ def bulkhead_partition(
 
 @dataclass(frozen=True)
 class RequestCaps:
-    """Request-level bulkhead caps (seed L1930: 8,000 input tokens, 2,000 output tokens, 30 s)."""
+    """Request-level bulkhead caps (§10.12.4: 8,000 input tokens, 2,000 output tokens, 30 s)."""
 
     max_input_tokens: int = 8000
     max_output_tokens: int = 2000
@@ -786,7 +786,7 @@ def check_request_caps(
     -----
     Caps bound request size and duration only when the scheduler enforces them; they need
     concurrency limits, reservations and cancellation beside them, and cannot contain a crash
-    (seed L1930).
+    (§10.12.4).
 
     Examples
     --------
@@ -858,7 +858,7 @@ class RateLimitDecision(Result):
 
 
 class HierarchicalRateLimiter:
-    """Rate limits at several granularities, checked together (section 10.15.3, seed L2276).
+    """Rate limits at several granularities, checked together (section 10.15.3).
 
     Tiers, in the order checked: per-API-key request rate, per-API-key tokens per minute, the
     organization's token quota, and the model's global capacity ceiling (tokens per second). A request

@@ -325,7 +325,7 @@ def test_sharding_page_tensor_parallel_layer_time_per_interconnect():
 
 def test_routing_page_fanout_and_simulated_max_load():
     app = open_page("routing_tails")
-    assert metric(app, "Requests slowed by at least one leaf") == "63.4 %"  # seed L1639: "about 63 percent"
+    assert metric(app, "Requests slowed by at least one leaf") == "63.4 %"  # §10.11.1: "about 63 percent"
     app.number_input(key="routing.fanout").set_value(10).run()
     assert metric(app, "Requests slowed by at least one leaf") == f"{100 * fanout_slow_probability(0.01, 10):.3g} %"
     chart = charts(app)[1]

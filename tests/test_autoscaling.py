@@ -35,17 +35,17 @@ PER_REPLICA = Q_(100, QPS)
 
 
 def test_table_20_scaling_response_range_46_s_to_395_s():
-    # Table 20 (seed L1981-1984): detection 10-60 s, decision 1-5 s, provisioning 30 s-5 min, warmup 5-30 s.
+    # Table 20 (§10.13.1): detection 10-60 s, decision 1-5 s, provisioning 30 s-5 min, warmup 5-30 s.
     # Eq. 16 sums them: 46 s at best, 395 s (6.6 min) at worst (derived; the table prints the parts).
     low = scaling_response_time(Q_(10, "s"), Q_(1, "s"), Q_(30, "s"), Q_(5, "s"))
     high = scaling_response_time(Q_(60, "s"), Q_(5, "s"), Q_(5, "min"), Q_(30, "s"))
     assert low.m_as("s") == 46 and high.m_as("s") == 395
-    # "Provisioning dominates this example" (Table 20 caption, seed L1978).
+    # "Provisioning dominates this example" (Table 20 caption, §10.13.1).
     assert Q_(5, "min") > Q_(60, "s") + Q_(5, "s") + Q_(30, "s")
 
 
 def test_example_10_11_cold_start_4_7_min_fetch_6_7_min_total():
-    # Example 10.11 (seed L1996): 1 min provisioning, "4.7 minutes to fetch 140 GB of artifacts at the assumed
+    # Example 10.11 (§10.13.2): 1 min provisioning, "4.7 minutes to fetch 140 GB of artifacts at the assumed
     # 0.5 GB/s", 1 min loading and warmup: "6.7 minutes".
     assert round(model_load_time(Q_(140, "GB"), Q_(0.5, "GB/s")).m_as("min"), 1) == 4.7
     total = cold_start_time(Q_(1, "min"), Q_(140, "GB"), Q_(0.5, "GB/s"), Q_(1, "min"))
@@ -54,14 +54,14 @@ def test_example_10_11_cold_start_4_7_min_fetch_6_7_min_total():
 
 
 def test_section_10_13_2_nearly_seven_minutes_to_boot_a_70b_replica():
-    # Seed L1990: "a 70B replica takes nearly seven minutes to boot and stream its weights"; Example 10.12 then
-    # assumes a 7-minute startup (seed L2004). Pinned reading: Example 10.11's 6.7 min is the "nearly seven".
+    # §10.13.2: "a 70B replica takes nearly seven minutes to boot and stream its weights"; Example 10.12 then
+    # assumes a 7-minute startup (§10.13.2). Pinned reading: Example 10.11's 6.7 min is the "nearly seven".
     total = cold_start_time(Q_(1, "min"), Q_(140, "GB"), Q_(0.5, "GB/s"), Q_(1, "min"))
     assert round(total.m_as("min")) == 7 and total < Q_(7, "min")
 
 
 def test_self_check_artifact_loading_dominates_five_minutes_for_140_gb():
-    # Seed L1972 and self-check L2069 (answer L2904): loading 140 GB "takes five minutes" while detection and
+    # §10.13.1 and self-check §10.13.4 (answer §10.18): loading 140 GB "takes five minutes" while detection and
     # decisions take seconds. Catalog ambiguity A-10: five minutes implies 140 GB / 300 s = 0.467 GB/s, whereas
     # Example 10.11 assumes 0.5 GB/s (4.7 min). Both readings pinned: the fetch dominates eq. 16 either way.
     five_minutes = model_load_time(Q_(140, "GB"), Q_(140, "GB") / Q_(5, "min"))
@@ -91,12 +91,12 @@ def test_cold_start_solves_for_the_storage_bandwidth_a_deadline_needs():
 
 
 def test_example_10_12_500_qps_is_5_replicas_and_3000_is_30():
-    # Table 21 (seed L2011-2014): 5 active at night and 30 at the 3,000 QPS peak: 100 QPS per replica (derived).
+    # Table 21 (§10.13.2): 5 active at night and 30 at the 3,000 QPS peak: 100 QPS per replica (derived).
     assert required_replicas(Q_([500, 3000], QPS), PER_REPLICA).tolist() == [5, 30]
 
 
 def test_scale_down_keeps_enough_spare_to_survive_one_failure():
-    # Seed L1966: scale-down requires "enough spare capacity to survive one replica failure".
+    # §10.13: scale-down requires "enough spare capacity to survive one replica failure".
     demand = Q_(np.array([0.0, 450, 500, 501, 2999]), QPS)
     n = required_replicas(demand, PER_REPLICA, min_replicas=1, spare_replicas=1)
     assert np.all((n - 1) * 100 >= demand.m_as(QPS))
@@ -111,7 +111,7 @@ def test_required_replicas_rejects_negative_demand():
 
 
 def test_colocated_replica_must_satisfy_every_phase():
-    # Seed L1964: a colocated replica must satisfy all phase requirements (prompt tokens, output tokens, KV).
+    # §10.13: a colocated replica must satisfy all phase requirements (prompt tokens, output tokens, KV).
     count, binding = replicas_for_phases(
         {"prompt": Q_(4e5, "token/s"), "output": Q_(2e4, "token/s"), "kv": Q_(300, "GB")},
         {"prompt": Q_(5e4, "token/s"), "output": Q_(4e3, "token/s"), "kv": Q_(60, "GB")},
@@ -131,14 +131,14 @@ def table_21_plan(lead_minutes=30):
 
 
 def test_example_10_12_thirty_minute_lead_exceeds_the_seven_minute_startup():
-    # Example 10.12 (seed L2004-2006): starting 30 minutes ahead "exceeds the modeled startup time" of 7 minutes,
+    # Example 10.12 (§10.13.2): starting 30 minutes ahead "exceeds the modeled startup time" of 7 minutes,
     # so the forecast leaves no deficit.
     assert Q_(30, "min") > Q_(7, "min")
     assert table_21_plan().deficit.m_as("request") == 0
 
 
 def test_table_21_predictive_schedule_rows():
-    # Table 21 (seed L2011-2017): 05:30 scale up 5 active +10 warming; 06:00 15; 08:30 scale up 15 +15 warming;
+    # Table 21 (§10.13.2): 05:30 scale up 5 active +10 warming; 06:00 15; 08:30 scale up 15 +15 warming;
     # 09:00 30; 17:00 scale down to 20 (-10); 20:00 to 10 (-10); 00:00 to 5 (-5).
     plan = table_21_plan()
     rows = [(round(a.time.m_as("hour"), 2), a.change) for a in plan.actions]
@@ -164,14 +164,14 @@ def test_table_21_replica_hours_427_5_per_day_with_warming_billed():
 
 
 def test_reactive_peak_45_vs_forecast_30_is_a_33_percent_reduction():
-    # Seed L2019: "Against an assumed reactive peak of 45 replicas, the forecast-based peak of 30 is a 33 percent
+    # §10.13.2: "Against an assumed reactive peak of 45 replicas, the forecast-based peak of 30 is a 33 percent
     # reduction in peak replica count". The 45 is an assumption of the text, not derived.
     assert round(100 * peak_reduction(30, 45)) == 33
 
 
 def test_figure_21_reactive_controller_lags_and_overshoots_on_the_same_curve():
-    # Figure 21 (seed L2023): the reactive curve "starts later and temporarily lacks capacity"; it must add
-    # capacity for the backlog as well as the demand (seed L2019), so its peak exceeds the forecast's.
+    # Figure 21 (§10.13.2): the reactive curve "starts later and temporarily lacks capacity"; it must add
+    # capacity for the backlog as well as the demand (§10.13.2), so its peak exceeds the forecast's.
     forecast = table_21_plan()
     reactive = simulate_reactive_scaling(
         TABLE_21_TIMES,
@@ -195,7 +195,7 @@ def test_figure_21_reactive_controller_lags_and_overshoots_on_the_same_curve():
 
 
 def test_predictive_lead_shorter_than_startup_leaves_a_deficit():
-    # "Readiness still depends on actual provisioning and warmup" (seed L2006): a 5-minute lead against a 7-minute
+    # "Readiness still depends on actual provisioning and warmup" (§10.13.2): a 5-minute lead against a 7-minute
     # startup leaves 2 minutes uncovered at each rise.
     short = table_21_plan(lead_minutes=5)
     assert short.deficit.m_as("request") == pytest.approx((1000 + 1500) * 2 * 60)
@@ -239,7 +239,7 @@ def test_schedules_reject_bad_demand_curves():
 
 
 def test_warm_pool_target_is_three_times_baseline():
-    # Seed L2027: "If peak demand doubles and the chosen headroom factor is 1.5, the target is three times
+    # §10.13.3: "If peak demand doubles and the chosen headroom factor is 1.5, the target is three times
     # baseline capacity".
     pool = warm_pool(Q_(1000, QPS), 2, 1.5, ready_capacity=Q_(1200, QPS), replica_capacity=PER_REPLICA)
     assert pool.target_capacity.m_as(QPS) == pytest.approx(3000)
@@ -249,7 +249,7 @@ def test_warm_pool_target_is_three_times_baseline():
 
 
 def test_warm_pool_idle_cost_and_readiness_tiers():
-    # Seed L2027: "Pool size x GPU cost/hour x Idle fraction"; Table 22: hot, warm, cold tiers; partly prepared
+    # §10.13.3: "Pool size x GPU cost/hour x Idle fraction"; Table 22: hot, warm, cold tiers; partly prepared
     # replicas count only if they can become ready in time.
     assert idle_cost_rate(18, Q_(4, "USD/hour"), 0.9).m_as("USD/hour") == pytest.approx(64.8)
     assert set(WARM_POOL_TIERS) == {"hot", "warm", "cold"}
@@ -266,7 +266,7 @@ def test_warm_pool_idle_cost_and_readiness_tiers():
 
 
 def test_spot_two_minute_warning_90_s_drain_leaves_30_s():
-    # Seed L2040 "two-minute warning window"; Listing 2 complete_inflight(timeout=90): 30 s remain (derived) to
+    # §10.13.4 "two-minute warning window"; Listing 2 complete_inflight(timeout=90): 30 s remain (derived) to
     # save state and shut down.
     plan = spot_termination_plan(Q_(10, "GB"), Q_(2, "GB/s"))
     assert plan.save_window.m_as("s") == pytest.approx(30)
@@ -278,7 +278,7 @@ def test_spot_two_minute_warning_90_s_drain_leaves_30_s():
 
 
 def test_spot_savings_depend_on_hours_discount_retries_and_reserve_not_on_traffic_share():
-    # Figure 22 / seed L2063-2065: the 70/30 split is illustrative; "Savings under this split depend on provisioned
+    # Figure 22 / §10.13.4: the 70/30 split is illustrative; "Savings under this split depend on provisioned
     # GPU-hours, discounts, retries, and reserve capacity rather than on the traffic share". Prices: Table 25's
     # hypothetical US-East H100 snapshot.
     registry = load_registry()

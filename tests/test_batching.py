@@ -51,18 +51,18 @@ RPS = Q_(1, "request/s")
 
 
 def test_napkin_math_10_2_vision_knee_is_2():
-    # Napkin Math 10.2 (seed L311-312): T0 = 2 ms, t_m = 1 ms -> "B ~ 2 ms/1 ms = 2".
+    # Napkin Math 10.2 (§10.6.2): T0 = 2 ms, t_m = 1 ms -> "B ~ 2 ms/1 ms = 2".
     assert knee_batch_size(2 * MS, 1 * MS) == pytest.approx(2)
 
 
 def test_napkin_math_10_2_llm_decode_knee_is_80():
-    # Napkin Math 10.2 (seed L314-315) and self-check 10.6 Q1 (answer D, L2626): T0 = 40 ms,
+    # Napkin Math 10.2 (§10.6.2) and self-check 10.6 Q1 (answer D, §10.18): T0 = 40 ms,
     # t_m = 0.5 ms -> "B ~ 40 ms/0.5 ms = 80".
     assert knee_batch_size(40 * MS, 0.5 * MS) == pytest.approx(80)
 
 
 def test_napkin_math_10_2_40_ms_is_the_weight_stream_and_tp8_keeps_the_knee():
-    # Seed L318: 40 ms is "roughly the time to stream the model's 140 GB of FP16 weights through one
+    # §10.6.2: 40 ms is "roughly the time to stream the model's 140 GB of FP16 weights through one
     # H100's 3.35 TB/s" (41.8 ms; catalog A-03: the knee uses the stated 40 ms). Eight-way tensor
     # parallelism divides T0 and t_m by 8 and leaves the knee at 80.
     floor = decode_bandwidth_floor(weight_bytes(70e9, 16), 1, Q_(3.35, "TB/s"))
@@ -73,7 +73,7 @@ def test_napkin_math_10_2_40_ms_is_the_weight_stream_and_tp8_keeps_the_knee():
 
 
 def test_batching_curve_saturates_at_the_marginal_rate_and_halves_at_the_knee():
-    # Seed L305: throughput approaches 1/t_m; at the knee B t_m = T0 it is half that asymptote.
+    # §10.6.1: throughput approaches 1/t_m; at the knee B t_m = T0 it is half that asymptote.
     fixed, marginal = 40 * MS, 0.5 * MS
     assert effective_service_rate(80, fixed, marginal).m_as("request/s") == pytest.approx(1000)
     big = effective_service_rate(10**7, fixed, marginal).m_as("request/s")
@@ -85,7 +85,7 @@ def test_batching_curve_saturates_at_the_marginal_rate_and_halves_at_the_knee():
 
 
 def test_execution_only_feasibility_uses_the_remaining_budget():
-    # Seed L307: T(B) <= SLO must use the budget left after routing, queueing, formation and delivery.
+    # §10.6.2: T(B) <= SLO must use the budget left after routing, queueing, formation and delivery.
     assert max_batch_for_budget(40 * MS, 0.5 * MS, 50 * MS) == 20
     assert max_batch_for_budget(40 * MS, 0.5 * MS, 40.2 * MS) == 0  # not even one request fits
     assert max_batch_for_budget(2 * MS, 1 * MS, Q_([3, 10, 2.9999999999], "ms")).tolist() == [1, 8, 1]
@@ -93,7 +93,7 @@ def test_execution_only_feasibility_uses_the_remaining_budget():
 
 
 def test_figure_6_model_curve_trades_interactivity_for_throughput():
-    # Figure 6 (seed L348-352) from the linear step model of the 70B replica over 8 GPUs
+    # Figure 6 (§10.6.2) from the linear step model of the 70B replica over 8 GPUs
     # (T0 = 5 ms, t_m = 0.0625 ms): per-user rate falls and per-GPU rate rises with the batch.
     points = batch_operating_points(np.array([1, 80, 256]), 5 * MS, 0.0625 * MS, devices=8)
     assert points.interactivity.m_as("token/s") == pytest.approx([197.5, 100, 47.6], abs=0.05)
@@ -101,7 +101,7 @@ def test_figure_6_model_curve_trades_interactivity_for_throughput():
 
 
 def test_theorem_10_1_application_concurrency_plan():
-    # Seed L366-379 and self-check 10.6 Q4 (answer A, L2644): 1,000 req/s, assumed 100 ms mean latency,
+    # §10.6.2 and self-check 10.6 Q4 (answer A, §10.18): 1,000 req/s, assumed 100 ms mean latency,
     # batches of 8 in 80 ms, 80 % utilization target -> 100 in flight, 100 req/s per replica, lower bound
     # 10, 13 replicas, 104 executing positions, 80 executing, 20 waiting, "about 76.9 percent".
     plan = concurrency_plan(Q_(1000, "request/s"), Q_(100, "ms"), 8, Q_(80, "ms"), 0.8)
@@ -117,7 +117,7 @@ def test_theorem_10_1_application_concurrency_plan():
 
 
 def test_batch_throughput_of_8_in_80_ms_is_100_per_second():
-    # Seed L375: "Replica throughput = 8/0.08 = 100 req/s".
+    # §10.6.2: "Replica throughput = 8/0.08 = 100 req/s".
     assert batch_throughput(8, Q_(80, "ms")).m_as("request/s") == pytest.approx(100)
 
 
@@ -126,12 +126,12 @@ def test_batch_throughput_of_8_in_80_ms_is_100_per_second():
 
 
 def test_example_10_1_option_a_unbatched_is_overloaded():
-    # Example 10.1 (seed L399): "rho = 500 x 0.005 = 2.5".
+    # Example 10.1 (§10.6.3): "rho = 500 x 0.005 = 2.5".
     assert batched_utilization(500 * RPS, 1, 5 * MS) == pytest.approx(2.5)
 
 
 def test_example_10_1_option_b_10_ms_window():
-    # Seed L399: a 10 ms window collects "about 5 requests"; 8 ms / 5 = "1.6 ms of execution";
+    # §10.6.3: a 10 ms window collects "about 5 requests"; 8 ms / 5 = "1.6 ms of execution";
     # "rho = 500 x 0.0016 = 0.8".
     batch = window_batch_size(500 * RPS, 10 * MS, 64)
     assert batch == pytest.approx(5)
@@ -140,7 +140,7 @@ def test_example_10_1_option_b_10_ms_window():
 
 
 def test_example_10_1_option_c_20_ms_window_adds_33_percent_capacity():
-    # Seed L399: 20 ms collects "about 10 requests", "1.2 ms each", "rho = 0.6", and "a further 33
+    # §10.6.3: 20 ms collects "about 10 requests", "1.2 ms each", "rho = 0.6", and "a further 33
     # percent of per-replica capacity" (833 vs 625 req/s).
     batch = window_batch_size(500 * RPS, 20 * MS, 64)
     assert batch == pytest.approx(10)
@@ -176,7 +176,7 @@ def test_batch_formation_limits():
 
 
 def test_eq_3_model_matches_the_event_simulation():
-    # Eq. 3 (seed L391): the formation term is exact for the policy; the queueing term is the G/G/c
+    # Eq. 3 (§10.6.3): the formation term is exact for the policy; the queueing term is the G/G/c
     # approximation, so the mean latency is checked within the error documented in the docs table.
     rng = np.random.default_rng(3)
     times = Q_(np.cumsum(rng.exponential(1 / 500, 60_000)), "s")
@@ -204,14 +204,14 @@ def test_dynamic_batching_overload_is_reported_not_hidden():
 
 
 def test_self_check_10_6_q6_the_window_shrinks_as_traffic_rises():
-    # Self-check 10.6 Q6 (seed L634, answer L2654): "False" - widening the timeout during a spike is not
-    # optimal; the traffic-adaptive rule T_w = min(T_max, B_target / lambda) shortens it (seed L641).
+    # Self-check 10.6 Q6 (§10.6.7, answer §10.18): "False" - widening the timeout during a spike is not
+    # optimal; the traffic-adaptive rule T_w = min(T_max, B_target / lambda) shortens it (§10.6.8).
     windows = adaptive_window(Q_([100, 1000, 4000], "request/s"), 16, 20 * MS).m_as("ms")
     assert windows.tolist() == pytest.approx([20, 16, 4])
 
 
 def test_section_10_6_8_slo_adaptive_controller_steps():
-    # Seed L647-652: above 0.9 SLO cut B_max and the window by 20 %; below 0.5 SLO grow them by 10 %.
+    # §10.6.8: above 0.9 SLO cut B_max and the window by 20 %; below 0.5 SLO grow them by 10 %.
     # From B_max = 32, T = 50 ms: one cut gives 25.6 and 40 ms; a cut then a raise gives 28.16, not 32.
     slo = Q_(100, "ms")
     batch, window = slo_adaptive_step(95 * MS, slo, 32, 50 * MS)
@@ -223,7 +223,7 @@ def test_section_10_6_8_slo_adaptive_controller_steps():
 
 
 def test_slo_adaptive_controller_on_a_trace_converges_at_moderate_load():
-    # Seed L654: the controller must be evaluated on an arrival trace. 300 req/s on a replica with
+    # §10.6.8: the controller must be evaluated on an arrival trace. 300 req/s on a replica with
     # T0 = 4 ms, t_m = 1 ms and a 30 ms SLO: a 60 ms window breaches it; the controller shrinks the
     # window until p99 sits under 0.9 x SLO.
     rng = np.random.default_rng(7)
@@ -247,7 +247,7 @@ def test_slo_adaptive_controller_on_a_trace_converges_at_moderate_load():
 
 
 def test_slo_adaptive_controller_can_shrink_a_loaded_replica_into_overload():
-    # Seed L654: "Reducing batch size can shorten execution while also reducing service capacity and
+    # §10.6.8: "Reducing batch size can shorten execution while also reducing service capacity and
     # increasing queueing under heavy load." At 700 req/s the replica needs batches above 9.3
     # (B / (4 ms + B x 1 ms) > 0.7 per ms); cutting B_max and the window on every breach drives it below
     # that, and p99 grows without bound instead of recovering.
@@ -265,19 +265,19 @@ def test_slo_adaptive_controller_can_shrink_a_loaded_replica_into_overload():
 
 
 def test_section_10_6_4_single_early_finisher_wastes_11_25_percent():
-    # Seed L360-361: batch of 8, one sequence stops after 10 tokens, the others need 100 ->
+    # §10.6.2: batch of 8, one sequence stops after 10 tokens, the others need 100 ->
     # "(100 - 10) x 1 / (100 x 8) = 11.25%".
     assert 100 * padding_waste([10] + [100] * 7) == pytest.approx(11.25)
 
 
 def test_section_10_6_4_short_reply_strands_its_slot_for_90_steps():
-    # Seed L409: a 10-token reply next to a 100-token neighbour leaves its slot idle for 90 steps.
+    # §10.6.4: a 10-token reply next to a 100-token neighbour leaves its slot idle for 90 steps.
     accounting = static_batch_accounting([10, 100], Q_(20, "ms"))
     assert accounting.idle_slot_iterations == 90
 
 
 def test_figure_7_static_uses_20_of_32_slot_iterations_and_continuous_all_32():
-    # Figure 7 (seed L382-383): 4 slots x 8 iterations; fixed membership "20 of 32", continuous "all 32".
+    # Figure 7 (§10.6.2): 4 slots x 8 iterations; fixed membership "20 of 32", continuous "all 32".
     # The seed gives no lengths; the book's figure source draws R1..R4 = 3, 8, 5, 4 (catalog W-45).
     static = slot_timeline([3, 8, 5, 4])
     assert (static.used_slot_iterations, static.slot_iterations) == (20, 32)
@@ -289,7 +289,7 @@ def test_figure_7_static_uses_20_of_32_slot_iterations_and_continuous_all_32():
 
 
 def test_napkin_math_10_3_slot_accounting():
-    # Napkin Math 10.3 (seed L478-486): max 200 (R2), mean "(50 + 200 + 100 + 150)/4 = 125 tokens",
+    # Napkin Math 10.3 (§10.6.5): max 200 (R2), mean "(50 + 200 + 100 + 150)/4 = 125 tokens",
     # "Total decode iterations: 200", "200 x 20 ms = 4,000 ms", "W = 1 - 125/200 = 37.5%",
     # "4 x 200 = 800 sequence-iterations but only 500 are useful".
     a = static_batch_accounting([50, 200, 100, 150], Q_(20, "ms"))
@@ -300,7 +300,7 @@ def test_napkin_math_10_3_slot_accounting():
 
 
 def test_napkin_math_10_3_latencies_with_and_without_the_barrier():
-    # Seed L493-506: with the barrier every request takes "4,000 ms"; released on completion R1 1,000 ms
+    # §10.6.5: with the barrier every request takes "4,000 ms"; released on completion R1 1,000 ms
     # (4x), R2 4,000 (no improvement), R3 2,000 (2x), R4 3,000 (1.33x); averages 4,000 vs 2,500, "reduces
     # the original requests' average latency by 37.5 percent". Catalog A-12: the unitless "2,000" and
     # "3,000" are read as milliseconds.
@@ -314,7 +314,7 @@ def test_napkin_math_10_3_latencies_with_and_without_the_barrier():
 
 
 def test_napkin_math_10_3_continuous_admission_advances_seven_requests():
-    # Seed L488-491, L506: R1 completes at 50, R3 at 100, R4 at 150 -> R5, R6, R7 join; "the same 200
+    # §10.6.5: R1 completes at 50, R3 at 100, R4 at 150 -> R5, R6, R7 join; "the same 200
     # iterations now advance seven requests rather than four".
     a = static_batch_accounting([50, 200, 100, 150], Q_(20, "ms"))
     assert a.freed_at.tolist() == [50, 100, 150]
@@ -326,7 +326,7 @@ def test_napkin_math_10_3_continuous_admission_advances_seven_requests():
 
 
 def test_self_check_10_6_q2_waste_is_one_minus_mean_over_max():
-    # Self-check 10.6 Q2 (seed L626, answer L2631): B S_max slots, B S_mean useful, waste 1 - S_mean/S_max.
+    # Self-check 10.6 Q2 (§10.6.7, answer §10.18): B S_max slots, B S_mean useful, waste 1 - S_mean/S_max.
     lengths = np.array([12, 40, 7, 40, 25])
     assert padding_waste(lengths) == pytest.approx(1 - lengths.mean() / lengths.max())
 
@@ -336,9 +336,9 @@ def test_self_check_10_6_q2_waste_is_one_minus_mean_over_max():
     [(0, 16.7, 1.75), (1, 33.3, 2.2), (2, 50.0, 3.5), (3, 64.3, 5.5), (4, 71.4, 6.0)],
 )
 def test_table_7_waste_column_and_ceilings(row, printed_waste, ceiling):
-    # Table 7 (seed L513-519): the waste column is 1 - 1/speedup (catalog A-06: the "Waste (trad.)"
+    # Table 7 (§10.6.5): the waste column is 1 - 1/speedup (catalog A-06: the "Waste (trad.)"
     # header notwithstanding, it is the effective waste the assumed speedup implies). The 1 + k CV
-    # ceilings are not printed; every assumed speedup lies below its ceiling (seed L511).
+    # ceilings are not printed; every assumed speedup lies below its ceiling (§10.6.5).
     scenario = TABLE_7[row]
     assert 100 * scenario.effective_waste == pytest.approx(printed_waste, abs=0.05)
     assert scenario.ceiling == pytest.approx(ceiling)
@@ -347,7 +347,7 @@ def test_table_7_waste_column_and_ceilings(row, printed_waste, ceiling):
 
 
 def test_table_8_uniform_lengths_gain_nothing():
-    # Table 8 (seed L575): uniform output lengths -> "~1.0x (no improvement)"; Eq. 4 gives zero waste.
+    # Table 8 (§10.6.5): uniform output lengths -> "~1.0x (no improvement)"; Eq. 4 gives zero waste.
     assert continuous_batching_ceiling(0.0, 2.5) == 1.0
     assert padding_waste([64] * 16) == 0.0
 
@@ -357,7 +357,7 @@ def test_table_8_uniform_lengths_gain_nothing():
 
 
 def test_example_10_2_bandwidth_only_transfer_pcie_vs_nvlink():
-    # Example 10.2 (seed L583): 100 MB over PCIe Gen4 at 32 GB/s "~ 3.1 ms" versus "0.17 ms" over NVLink.
+    # Example 10.2 (§10.6.5): 100 MB over PCIe Gen4 at 32 GB/s "~ 3.1 ms" versus "0.17 ms" over NVLink.
     # Catalog A-15: 0.17 ms needs 600 GB/s, the A100's NVLink 3 total; the per-direction 300 GB/s would
     # give 0.33 ms. We pin the 600 GB/s reading.
     pcie = network_latency(1, Q_(0, "s"), Q_(100, "MB"), Q_(32, "GB/s"))
@@ -367,7 +367,7 @@ def test_example_10_2_bandwidth_only_transfer_pcie_vs_nvlink():
 
 
 def test_example_10_3_fifty_million_lookups_per_shard():
-    # Example 10.3 (seed L617-619): 10M QPS x 5,000 lookups over 1,000 shards -> "50 million lookups/sec
+    # Example 10.3 (§10.6.6): 10M QPS x 5,000 lookups over 1,000 shards -> "50 million lookups/sec
     # per shard"; a 1 ms window -> "batches of 50K lookups per shard".
     rate = shard_lookup_rate(Q_(10e6, "request/s"), 5000, 1000)
     assert rate.m_as("1/s") == pytest.approx(50e6)
@@ -375,7 +375,7 @@ def test_example_10_3_fifty_million_lookups_per_shard():
 
 
 def test_section_10_6_7_speech_pipeline_holds_five_frames():
-    # Seed L633: "20 ms frames and a 100 ms budget can hold at most five frames of delay".
+    # §10.6.7: "20 ms frames and a 100 ms budget can hold at most five frames of delay".
     assert frames_of_delay(Q_(100, "ms"), Q_(20, "ms")) == 5
     assert frames_of_delay(Q_(0.3, "s"), Q_(0.1, "s")) == 3  # float noise does not lose a frame
     latency = streaming_latency(Q_(20, "ms"), Q_(5, "ms"), Q_(40, "ms"), Q_(10, "ms"))
@@ -385,7 +385,7 @@ def test_section_10_6_7_speech_pipeline_holds_five_frames():
 
 
 def test_napkin_math_10_4_reasoning_turns_100_ms_into_12_8_s():
-    # Napkin Math 10.4 (seed L589-592, margin L662): "128 x 100 ms = 12.8 seconds", "the 128-fold
+    # Napkin Math 10.4 (§10.6.5, margin §10.6.9): "128 x 100 ms = 12.8 seconds", "the 128-fold
     # expansion". Reading pinned: the reasoning response's 128 serial tokens include its answer.
     assert reasoning_latency(128, Q_(100, "ms")).m_as("s") == pytest.approx(12.8)
     budget = reasoning_budget(Q_(100, "ms"), Q_(10, "s"), 128, answer_tokens=1, candidates=4, token_budget=400)
@@ -394,12 +394,12 @@ def test_napkin_math_10_4_reasoning_turns_100_ms_into_12_8_s():
     assert budget.max_serial_tokens == 100
     assert budget.within_latency is False
     assert budget.generated_tokens == 512 and budget.within_capacity is False
-    # A faster replica shortens both responses and leaves the 128-fold expansion intact (seed L592).
+    # A faster replica shortens both responses and leaves the 128-fold expansion intact (§10.6.6).
     assert reasoning_budget(Q_(10, "ms"), Q_(10, "s"), 128).latency_multiplier == 128
 
 
 def test_section_10_6_10_decision_tree_and_table_9():
-    # Seed L604-618: the decision tree and Table 9's rows.
+    # §10.6.6: the decision tree and Table 9's rows.
     assert select_batching_strategy(True).strategy == "continuous batching with chunked prefill"
     assert [r.model_type for r in select_batching_strategy(True).rows] == ["LLM (prefill)", "LLM (decode)"]
     assert select_batching_strategy(False, True).rows[0].typical_batch == "1"
@@ -411,20 +411,20 @@ def test_section_10_6_10_decision_tree_and_table_9():
 
 
 def test_checkpoint_10_3_uniform_vision_does_not_need_continuous_batching():
-    # Checkpoint 10.3 (seed L598): uniform vision inputs -> static or dynamic batching; with equal
+    # Checkpoint 10.3 (§10.6.6): uniform vision inputs -> static or dynamic batching; with equal
     # lengths static batching wastes nothing (Eq. 4), so continuous batching has nothing to recover.
     assert select_batching_strategy(False).rows[0].strategy == "Static/Dynamic"
     assert padding_waste([1] * 32) == 0.0
 
 
 def test_table_9_vision_typical_batch_lies_above_its_knee():
-    # Table 9 caption (seed L612) and catalog A-18: typical batches may lie above the knee of
+    # Table 9 caption (§10.6.6) and catalog A-18: typical batches may lie above the knee of
     # Napkin Math 10.2, so the knee is not a recommended batch.
     assert knee_batch_size(2 * MS, 1 * MS) < 32
 
 
 def test_section_10_7_opening_gqa_caches_one_eighth_of_mha():
-    # Seed L644 (catalog W-63): GQA with 8 KV heads caches one eighth of a 64-head MHA baseline.
+    # §10.6.8 (catalog W-63): GQA with 8 KV heads caches one eighth of a 64-head MHA baseline.
     gqa = kv_bytes_per_token(80, 8, 128, Q_(2, "B"))
     mha = kv_bytes_per_token(80, 64, 128, Q_(2, "B"))
     assert (gqa / mha).m_as("") == pytest.approx(1 / 8)

@@ -28,17 +28,17 @@ from calculator.memory import weight_bytes
 from calculator.parallelism import NCCL_ALLREDUCE_H100, expert_placement, ring_allreduce_time
 
 H100 = load_registry().accelerators["h100-sxm"]
-TPOT_TARGET = Q_(50, "ms")  # seed L2208
+TPOT_TARGET = Q_(50, "ms")  # §10.15.1
 
 
 def after_precision():
-    # Seed L2222: INT4 weight-only quantization; "exposed GEMM time falls by 45 percent, with every other interval
+    # §10.15.1: INT4 weight-only quantization; "exposed GEMM time falls by 45 percent, with every other interval
     # unchanged".
     return REFERENCE_DECODE_BUDGET.apply(cut={"gemm": 0.45})
 
 
 def after_fusion():
-    # Seed L2224: attention -25 %, element-wise to 3.4 ms, launch and runtime to 2 ms.
+    # §10.15.1: attention -25 %, element-wise to 3.4 ms, launch and runtime to 2 ms.
     return after_precision().apply(
         cut={"attention": 0.25}, set_to={"elementwise": Q_(3.4, "ms"), "launch_runtime": Q_(2, "ms")}
     )
@@ -48,32 +48,32 @@ def after_fusion():
 
 
 def test_reference_replica_140_gb_17_5_gb_per_gpu():
-    # Seed L2210: "The deployment's FP16 weights occupy 140 GB, about 17.5 GB per GPU."
+    # §10.15.1: "The deployment's FP16 weights occupy 140 GB, about 17.5 GB per GPU."
     weights = weight_bytes(70e9, 16)
     assert weights.m_as("GB") == pytest.approx(140)
     assert (weights / 8).m_as("GB") == pytest.approx(17.5)
 
 
 def test_reference_replica_bandwidth_floor_5_2_ms():
-    # Seed L2210: streaming each shard at full HBM bandwidth "would take" 5.2 ms (3.35 TB/s, registry h100-sxm).
+    # §10.15.1: streaming each shard at full HBM bandwidth "would take" 5.2 ms (3.35 TB/s, registry h100-sxm).
     floor = decode_bandwidth_floor(weight_bytes(70e9, 16), 8, H100.memory_bandwidth)
     assert round(floor.m_as("ms"), 1) == 5.2
 
 
 def test_reference_replica_85_ms_step_is_about_16x_the_floor():
-    # Seed L2210: "The assumed baseline decode step is 85 ms, about 16x the 5.2 ms".
+    # §10.15.1: "The assumed baseline decode step is 85 ms, about 16x the 5.2 ms".
     floor = decode_bandwidth_floor(weight_bytes(70e9, 16), 8, H100.memory_bandwidth)
     assert round((Q_(85, "ms") / floor).m_as("")) == 16
 
 
 def test_reference_replica_mbu_6_1_percent():
-    # Seed L2210: "the replica runs at an MBU of about 6.1 percent".
+    # §10.15.1: "the replica runs at an MBU of about 6.1 percent".
     mbu = memory_bandwidth_utilization(Q_(85, "ms"), weight_bytes(70e9, 16), 8, H100.memory_bandwidth)
     assert round(100 * mbu, 1) == 6.1
 
 
 def test_table_26_baseline_column_totals_85_ms():
-    # Table 26 (seed L2215-2220): GEMM 34, attention 20.4, element-wise 10.2, AllReduce 10.2, launch 10.2; 85.
+    # Table 26 (§10.15.1): GEMM 34, attention 20.4, element-wise 10.2, AllReduce 10.2, launch 10.2; 85.
     baseline = REFERENCE_DECODE_BUDGET
     assert [round(t.m_as("ms"), 1) for t in baseline.intervals.values()] == [34, 20.4, 10.2, 10.2, 10.2]
     assert round(baseline.total.m_as("ms"), 1) == 85
@@ -84,7 +84,7 @@ def test_table_26_baseline_column_totals_85_ms():
 
 
 def test_table_26_after_precision_gemm_18_7_total_69_7_ms():
-    # Seed L2222 and Table 26: GEMM "18.7", total "69.7 ms", "still above the 50 ms target".
+    # §10.15.1 and Table 26: GEMM "18.7", total "69.7 ms", "still above the 50 ms target".
     column = after_precision()
     assert round(column.intervals["gemm"].m_as("ms"), 1) == 18.7
     assert round(column.total.m_as("ms"), 1) == 69.7
@@ -92,7 +92,7 @@ def test_table_26_after_precision_gemm_18_7_total_69_7_ms():
 
 
 def test_self_check_int4_alone_cannot_reach_50_ms_because_51_ms_remain():
-    # Self-check L2378-2381 (answer L2950, option 3): "GEMM becomes 34 x 0.55 = 18.7 ms, while the other exposed
+    # Self-check §10.15.6 (answer §10.18, option 3): "GEMM becomes 34 x 0.55 = 18.7 ms, while the other exposed
     # intervals remain 51 ms, so the step is 69.7 ms". Even removing GEMM entirely leaves 51 ms > 50 ms.
     limit = REFERENCE_DECODE_BUDGET.lever_limit("gemm", TPOT_TARGET)
     assert round(limit.min_step.m_as("ms"), 1) == 51
@@ -100,7 +100,7 @@ def test_self_check_int4_alone_cannot_reach_50_ms_because_51_ms_remain():
 
 
 def test_table_26_after_fusion_and_replay_attention_15_3_total_49_6_ms():
-    # Seed L2224 and Table 26: attention "15.3", element-wise 3.4, launch 2; "The step becomes 49.6 ms, inside the
+    # §10.15.1 and Table 26: attention "15.3", element-wise 3.4, launch 2; "The step becomes 49.6 ms, inside the
     # target with almost no slack".
     column = after_fusion()
     assert round(column.intervals["attention"].m_as("ms"), 1) == 15.3
@@ -109,14 +109,14 @@ def test_table_26_after_fusion_and_replay_attention_15_3_total_49_6_ms():
 
 
 def test_table_26_49_6_ms_is_still_about_9x_the_floor():
-    # Seed L2224: "still about 9x above the bandwidth floor". Catalog A2: this needs the unrounded floor
+    # §10.15.1: "still about 9x above the bandwidth floor". Catalog A2: this needs the unrounded floor
     # (49.6 / 5.2239 = 9.49); the printed 5.2 ms would give 9.54, which rounds to 10.
     floor = decode_bandwidth_floor(weight_bytes(70e9, 16), 8, H100.memory_bandwidth)
     assert int(after_fusion().total / floor) == 9
 
 
 def test_allreduce_share_grows_as_the_step_shrinks():
-    # Seed L2224: "Communication remains 10.2 ms, unchanged in absolute time even as its share of the shorter step
+    # §10.15.1: "Communication remains 10.2 ms, unchanged in absolute time even as its share of the shorter step
     # grows." Derived shares: 12.0 % -> 14.6 % -> 20.6 %.
     shares = [
         round(100 * c.shares["allreduce"], 1) for c in (REFERENCE_DECODE_BUDGET, after_precision(), after_fusion())
@@ -126,7 +126,7 @@ def test_allreduce_share_grows_as_the_step_shrinks():
 
 
 def test_160_allreduces_about_64_us_each_vs_5_us_or_0_8_ms_per_step():
-    # Seed L2224: "Spread across the 160 AllReduces of an 80-layer step, that interval implies about 64 us per
+    # §10.15.1: "Spread across the 160 AllReduces of an 80-layer step, that interval implies about 64 us per
     # collective, against roughly 5 us of launch and transfer, or about 0.8 ms per step."
     breakdown = allreduce_breakdown(Q_(10.2, "ms"), 80, Q_(5, "us"))
     assert breakdown.collectives == 160
@@ -155,26 +155,26 @@ def test_decode_budget_rejects_bad_intervals():
 
 @pytest.fixture(scope="module")
 def speculation():
-    # Seed L2226: k = 5 drafts in 4 ms, verification one 49.6 ms step (the "round-two step", catalog A1),
+    # §10.15.1: k = 5 drafts in 4 ms, verification one 49.6 ms step (the "round-two step", catalog A1),
     # acceptance 0.78, a 50 ms TPOT target also stated as a per-gap TBT target.
     return speculation_contract(0.78, 5, Q_(4, "ms"), Q_(49.6, "ms"), TPOT_TARGET, TPOT_TARGET)
 
 
 def test_speculation_3_52_tokens_per_round(speculation):
-    # Seed L2226: "Equation 6 gives 3.52 tokens per round".
+    # §10.15.1: "Equation 6 gives 3.52 tokens per round".
     assert round(speculation.tokens_per_round, 2) == 3.52
 
 
 def test_speculation_53_6_ms_round_15_2_ms_per_token_3_26x_tpot(speculation):
-    # Seed L2226: "a 53.6 ms round yields 15.2 ms per emitted token, an amortized 3.26-fold improvement in TPOT".
+    # §10.15.1: "a 53.6 ms round yields 15.2 ms per emitted token, an amortized 3.26-fold improvement in TPOT".
     assert round(speculation.round_time.m_as("ms"), 1) == 53.6
     assert round(speculation.tpot.m_as("ms"), 1) == 15.2
     assert round(speculation.tpot_improvement, 2) == 3.26
 
 
 def test_speculation_meets_tpot_but_misses_a_50_ms_per_gap_tbt(speculation):
-    # Seed L2226: "The gap between blocks is a whole round, 53.6 ms, which exceeds the same 50 ms"; TPOT met.
-    # Self-check L2383 (answer L2955): "about 3.5 emitted tokens", "about 15 ms", "4 + 49.6 = 53.6 ms".
+    # §10.15.1: "The gap between blocks is a whole round, 53.6 ms, which exceeds the same 50 ms"; TPOT met.
+    # Self-check §10.15.6 (answer §10.18): "about 3.5 emitted tokens", "about 15 ms", "4 + 49.6 = 53.6 ms".
     assert (speculation.tpot_ok, speculation.tbt_ok) == (True, False)
     assert round(speculation.max_gap.m_as("ms"), 1) == 53.6
     assert round(speculation.tokens_per_round, 1) == 3.5 and round(speculation.tpot.m_as("ms")) == 15
@@ -184,8 +184,8 @@ def test_speculation_meets_tpot_but_misses_a_50_ms_per_gap_tbt(speculation):
 
 
 def test_table_27_components_leave_room_for_queueing_and_embedding_lookup_dominates():
-    # Table 27 (seed L2246-2248): embedding lookup 2 ms, feature processing 1 ms, dense ranking 1.5 ms, inside a p99
-    # below 10 ms (seed L2232). Derived sum 4.5 ms; "latency is often dominated by embedding lookup" (seed L2250).
+    # Table 27 (§10.15.2): embedding lookup 2 ms, feature processing 1 ms, dense ranking 1.5 ms, inside a p99
+    # below 10 ms (§10.15.2). Derived sum 4.5 ms; "latency is often dominated by embedding lookup" (§10.15.2).
     budget = latency_budget(
         {"embedding_lookup": Q_(2, "ms"), "feature_processing": Q_(1, "ms"), "dense_ranking": Q_(1.5, "ms")},
         Q_(10, "ms"),
@@ -196,7 +196,7 @@ def test_table_27_components_leave_room_for_queueing_and_embedding_lookup_domina
 
 
 def test_two_tower_online_path_inside_the_50_ms_p99():
-    # Seed L2351-2355: 1 + 2 + 5 + 10 + 1 ms (sum 19 ms, derived) under a p99 below 50 ms (seed L2328).
+    # §10.15.5: 1 + 2 + 5 + 10 + 1 ms (sum 19 ms, derived) under a p99 below 50 ms (§10.15.5).
     path = {
         "preprocessing": Q_(1, "ms"),
         "embedding_lookup": Q_(2, "ms"),
@@ -210,7 +210,7 @@ def test_two_tower_online_path_inside_the_50_ms_p99():
 
 
 def test_serving_tax_70_ms_of_a_100_ms_target_leaves_30_ms():
-    # Section 10.16 (seed L2427): "70 ms of model execution leaves only 30 ms for every other stage of a 100 ms
+    # Section 10.16: "70 ms of model execution leaves only 30 ms for every other stage of a 100 ms
     # request target".
     assert latency_budget({"model_execution": Q_(70, "ms")}, Q_(100, "ms")).slack.m_as("ms") == pytest.approx(30)
 
@@ -219,31 +219,31 @@ def test_serving_tax_70_ms_of_a_100_ms_target_leaves_30_ms():
 
 
 def test_l0_discards_99_percent_within_10_ms():
-    # Seed L2284: "discard 99 percent of candidates within a 10 ms budget".
+    # §10.15.4: "discard 99 percent of candidates within a 10 ms budget".
     l0 = TABLE_28_CASCADE[0]
     assert round(100 * (1 - l0.candidates_out / l0.candidates_in)) == 99 and l0.budget.m_as("ms") == 10
 
 
 def test_table_28_l0_to_l2_cut_four_orders_of_magnitude():
-    # Seed L2290: "L0 through L2 have already cut the candidates by four orders of magnitude".
+    # §10.15.4: "L0 through L2 have already cut the candidates by four orders of magnitude".
     assert TABLE_28_CASCADE[0].candidates_in / TABLE_28_CASCADE[2].candidates_out == 10_000
 
 
 def test_table_28_cascade_10000x_fewer_l3_evaluations():
-    # Seed L2300: "The cascade reduces final L3 evaluations by 10,000x".
+    # §10.15.4: "The cascade reduces final L3 evaluations by 10,000x".
     assert ranking_cascade(TABLE_28_CASCADE).final_stage_reduction == 10_000
 
 
 def test_table_28_l3_1_ms_per_candidate_and_1000_s_brute_force():
-    # Seed L2300: "the L3 allocation implies 1 ms per candidate"; "about 1000 s of model work".
+    # §10.15.4: "the L3 allocation implies 1 ms per candidate"; "about 1000 s of model work".
     cascade = ranking_cascade(TABLE_28_CASCADE)
     assert cascade.per_candidate_cost[-1].m_as("ms") == pytest.approx(1)
     assert cascade.brute_force_work.m_as("s") == pytest.approx(1000)
 
 
 def test_table_28_cascade_budget_180_ms_roughly_5600x():
-    # Seed L2300: "the cascade budget sums to 180 ms. The resulting reduction is roughly 5,600x"; answer L2963:
-    # "about 5,556-fold"; option L2388 "~5,600x ... within a 180 ms budget".
+    # §10.15.4: "the cascade budget sums to 180 ms. The resulting reduction is roughly 5,600x"; answer §10.18:
+    # "about 5,556-fold"; option §10.15.6 "~5,600x ... within a 180 ms budget".
     cascade = ranking_cascade(TABLE_28_CASCADE, deadline=Q_(200, "ms"))
     assert cascade.cascade_budget.m_as("ms") == pytest.approx(180)
     assert round(cascade.compute_reduction) == 5556
@@ -252,7 +252,7 @@ def test_table_28_cascade_budget_180_ms_roughly_5600x():
 
 
 def test_cascade_recall_multiplies_and_bad_chains_are_rejected():
-    # Seed L2284: a document discarded upstream cannot be recovered downstream.
+    # §10.15.4: a document discarded upstream cannot be recovered downstream.
     stages = [
         CascadeStage("a", 1000, 100, Q_(5, "ms"), recall=0.95),
         CascadeStage("b", 100, 10, Q_(10, "ms"), recall=0.9),
@@ -265,7 +265,7 @@ def test_cascade_recall_multiplies_and_bad_chains_are_rejected():
 
 
 def test_worker_queue_processes_doc2_first_and_falls_back_instead_of_timing_out():
-    # Seed L2318-2322: "[Doc1: 50 ms left] [Doc2: 30 ms left] [Doc3: 80 ms left]", Doc2 processed first; "If deadline
+    # §10.15.4: "[Doc1: 50 ms left] [Doc2: 30 ms left] [Doc3: 80 ms left]", Doc2 processed first; "If deadline
     # will be missed: Return cached/default result rather than timing out".
     queue = {
         "Doc1": (Q_(50, "ms"), Q_(30, "ms")),
@@ -283,7 +283,7 @@ def test_worker_queue_processes_doc2_first_and_falls_back_instead_of_timing_out(
 
 
 def test_speculative_ensemble_runs_dependent_models_in_parallel():
-    # Seed L2304-2314: instead of q1, q2, then q3(q1, q2), launch all three with q3 on predicted inputs.
+    # §10.15.4: instead of q1, q2, then q3(q1, q2), launch all three with q3 on predicted inputs.
     out = speculative_ensemble_latency(Q_([30, 40, 50], "ms"), Q_(100, "ms"))
     assert out["sequential"].m_as("ms") == 120 and out["parallel"].m_as("ms") == 50
     assert not out["sequential_meets_deadline"]
@@ -293,8 +293,8 @@ def test_speculative_ensemble_runs_dependent_models_in_parallel():
 
 
 def test_hourly_video_tower_refresh_misses_a_within_minutes_ingestion_target():
-    # Table 29 (seed L2345): video tower refreshed hourly; seed L2347: "The hourly refresh cadence alone does not
-    # meet the shorter ingestion targets"; time-sensitive uploads within minutes (seed L2357).
+    # Table 29 (§10.15.5): video tower refreshed hourly; §10.15.5: "The hourly refresh cadence alone does not
+    # meet the shorter ingestion targets"; time-sensitive uploads within minutes (§10.15.5).
     fresh = two_tower_freshness(Q_(1, "hour"), ingestion_target=Q_(15, "min"))
     assert fresh.max_staleness.m_as("min") == pytest.approx(60) and fresh.mean_staleness.m_as("min") == pytest.approx(
         30
@@ -304,13 +304,13 @@ def test_hourly_video_tower_refresh_misses_a_within_minutes_ingestion_target():
 
 
 def test_on_demand_vision_only_if_the_budget_permits():
-    # Seed L2347: "run vision inference on demand if the request budget permits".
+    # §10.15.5: "run vision inference on demand if the request budget permits".
     assert uncached_item_latency(Q_(19, "ms"), 0.02, Q_(25, "ms"), Q_(50, "ms"))["on_demand_fits"]
     assert not uncached_item_latency(Q_(19, "ms"), 0.02, Q_(40, "ms"), Q_(50, "ms"))["on_demand_fits"]
 
 
 def test_table_30_design_axes_and_the_llm_self_check():
-    # Table 30 (seed L2368-2372); self-check L2391 (answer L2978-2982): continuous batching, paged memory,
+    # Table 30 (§10.15.6); self-check §10.15.6 (answer §10.18): continuous batching, paged memory,
     # preemptive scheduling, stateful routing.
     llm = design_axes("llm")
     assert llm["batching"].startswith("Continuous") and llm["memory"].startswith("Paged")
@@ -326,14 +326,14 @@ def test_table_30_design_axes_and_the_llm_self_check():
 
 
 def test_pitfall_25_percent_surge_from_80_percent_reaches_100_percent():
-    # Seed L2419 (answer L2999): "a 25 percent traffic increase from 80 percent utilization reaches 100 percent".
+    # §10.16 (answer §10.18): "a 25 percent traffic increase from 80 percent utilization reaches 100 percent".
     assert surge_utilization(0.8, 0.25) == pytest.approx(1.0)
     assert round(saturating_surge(0.8), 2) == 0.25
     assert surge_utilization(0.8, 0.3) > 1  # "a larger sustained increase exceeds capacity"
 
 
 def test_fallacy_more_memory_same_bandwidth_same_decode_ceiling():
-    # Self-check L2451-2455 (answer L2994, option 2): a 13B model on 80 GB vs 140 GB GPUs with the same 3.35 TB/s
+    # Self-check §10.16 (answer §10.18, option 2): a 13B model on 80 GB vs 140 GB GPUs with the same 3.35 TB/s
     # has the same weight-read floor (derived: 26 GB / 3.35 TB/s = 7.76 ms per step); capacity does not enter.
     floor = decode_bandwidth_floor(weight_bytes(13e9, 16), 1, Q_(3.35, "TB/s"))
     assert round(floor.m_as("ms"), 2) == 7.76
@@ -341,14 +341,14 @@ def test_fallacy_more_memory_same_bandwidth_same_decode_ceiling():
 
 
 def test_fallacy_lower_precision_does_not_double_useful_capacity():
-    # Seed L2441 (answer L3017): doubling tokens/s with lower answer quality has not doubled useful capacity.
+    # §10.16 (answer §10.18): doubling tokens/s with lower answer quality has not doubled useful capacity.
     before = useful_capacity(Q_(1000, "token/s"), 0.95)
     after = useful_capacity(Q_(2000, "token/s"), 0.45)
     assert after < 2 * before and after < before
 
 
 def test_pitfall_moe_expert_count_is_not_a_free_knob():
-    # Seed L2445 (self-check L2458, answer L3009: False): every expert occupies memory whether or not a token selects
+    # §10.16 (self-check §10.16, answer §10.18: False): every expert occupies memory whether or not a token selects
     # it. Keeping Mixtral's expert size and top-2 routing, 8 -> 256 experts leaves active parameters unchanged while
     # resident parameters grow ~31x.
     mixtral = expert_placement(46.7e9, 12.9e9, 8, 2, 1, 16)

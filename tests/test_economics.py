@@ -28,7 +28,7 @@ DAY = Q_(1, "day")
 
 
 def test_napkin_math_10_1_first_year_of_a_70b_chat_service():
-    # Napkin Math 10.1 (seed L165-176): $2M training, 1M DAU x 50 requests/day, $0.001/request, 365 days.
+    # Napkin Math 10.1 (§10.4): $2M training, 1M DAU x 50 requests/day, $0.001/request, 365 days.
     training = Q_(2_000_000, "USD")
     rate = Q_(1_000_000 * 50, "request/day")
     total = lifetime_cost(training, Q_(0.001, "USD/request"), 365 * DAY, rate)
@@ -39,7 +39,7 @@ def test_napkin_math_10_1_first_year_of_a_70b_chat_service():
 
 
 def test_dlrm_lifetime_serving_is_788_times_training():
-    # Seed L184: training = 1,000 GPU-hours x $2 plus 3x engineering = $8,000; 10,000 QPS for 730 days at
+    # §10.4: training = 1,000 GPU-hours x $2 plus 3x engineering = $8,000; 10,000 QPS for 730 days at
     # $10 per million queries -> "$6,307,200 to serve", "788.4x".
     training = Q_(1000 * 2 * (1 + 3), "USD")
     total = lifetime_cost(training, Q_(10 / 1e6, "USD/query"), 730 * DAY, Q_(10_000, "query/s"))
@@ -49,7 +49,7 @@ def test_dlrm_lifetime_serving_is_788_times_training():
 
 
 def test_self_check_10_4_q1_ratio_126():
-    # Self-check 10.4 Q1 (seed L206, answer L2572): $50,000 training -> "approximately 126.1 times".
+    # Self-check 10.4 Q1 (§10.4, answer §10.18): $50,000 training -> "approximately 126.1 times".
     training = Q_(50_000, "USD")
     total = lifetime_cost(training, Q_(10 / 1e6, "USD/query"), 730 * DAY, Q_(10_000, "query/s"))
     assert round(((total - training) / training).m_as(""), 1) == 126.1
@@ -57,7 +57,7 @@ def test_self_check_10_4_q1_ratio_126():
 
 def test_lifetime_cost_solves_for_the_crossover_duration():
     # Serving equals training when c_q * T * lambda = C_train: for Napkin Math 10.1, 40 days ("roughly six
-    # weeks", Figure 3 caption, seed L202).
+    # weeks", Figure 3 caption, §10.4).
     duration = lifetime_cost.solve_for(
         "duration",
         lifetime_cost=Q_(4_000_000, "USD"),
@@ -78,12 +78,12 @@ NAPKIN_RATE = user_request_rate(1e6, Q_(50, "request/day"), 1)
 
 
 def test_napkin_math_10_1_annual_volume_is_18_25_billion():
-    # Napkin Math 10.1 (seed L142): "10^6 users x 50 reqs x 365 days ~ 18.25B requests/year".
+    # Napkin Math 10.1 (§10.3.2): "10^6 users x 50 reqs x 365 days ~ 18.25B requests/year".
     assert request_volume(NAPKIN_RATE, YEAR).m_as("request") == pytest.approx(18.25e9)
 
 
 def test_napkin_math_10_1_annual_serving_cost_ratio_and_savings():
-    # Seed L144-145: "18.25B requests x $0.001/request = $18,250,000"; "Serving costs 9.1x more than
+    # §10.3.2: "18.25B requests x $0.001/request = $18,250,000"; "Serving costs 9.1x more than
     # training"; "A 10 percent reduction ... saves about $1.8M". Catalog A-05: 9.125 is "9.1x as much".
     annual = serving_cost(Q_(0.001, "USD/request"), YEAR, NAPKIN_RATE)
     assert annual.m_as("USD") == pytest.approx(18_250_000)
@@ -93,26 +93,26 @@ def test_napkin_math_10_1_annual_serving_cost_ratio_and_savings():
 
 
 def test_section_10_4_margin_one_year_is_about_nine_times_training():
-    # Margin note (seed L136): "one year of serving costs about nine times the training run".
+    # Margin note (§10.3.2): "one year of serving costs about nine times the training run".
     assert round(serving_training_ratio(Q_(2e6, "USD"), Q_(0.001, "USD/request"), YEAR, NAPKIN_RATE)) == 9
 
 
 def test_self_check_10_4_q4_ten_percent_saves_about_1_8m():
-    # Self-check 10.4 Q4 (seed L173, answer L2590): "$2M to train, about $18M" of first-year serving; a
+    # Self-check 10.4 Q4 (§10.4, answer §10.18): "$2M to train, about $18M" of first-year serving; a
     # 10 % unit-cost cut "saves about $1.8M in the first year alone".
     assert unit_cost_savings(Q_(18.25e6, "USD"), 0.1).m_as("USD") / 1e6 == pytest.approx(1.8, abs=0.05)
 
 
 def test_dlrm_training_cost_composition():
-    # Seed L149: "$8,000 ($2,000 hardware for 1,000 GPU-hours at $2/GPU-hour, plus 3x additional
+    # §10.3.2: "$8,000 ($2,000 hardware for 1,000 GPU-hours at $2/GPU-hour, plus 3x additional
     # engineering cost)".
     assert training_cost(Q_(1000, "h"), Q_(2, "USD/h"), 0).m_as("USD") == pytest.approx(2000)
     assert training_cost(Q_(1000, "h"), Q_(2, "USD/h"), 3).m_as("USD") == pytest.approx(8000)
 
 
 def test_dlrm_lifetime_queries_and_ratio():
-    # Seed L149: 10,000 QPS for 730 days "accumulates $6.31 x 10^11 lifetime queries" (catalog A-12: the
-    # "$" is a slip), "$6,307,200 to serve", "788.4x"; answer L2572: "6.3072 x 10^11 queries".
+    # §10.3.2: 10,000 QPS for 730 days "accumulates $6.31 x 10^11 lifetime queries" (catalog A-12: the
+    # "$" is a slip), "$6,307,200 to serve", "788.4x"; answer §10.18: "6.3072 x 10^11 queries".
     rate, days = Q_(10_000, "query/s"), 730 * DAY
     queries = request_volume(rate, days).m_as("request")
     assert round(queries / 1e11, 2) == 6.31
@@ -123,14 +123,14 @@ def test_dlrm_lifetime_queries_and_ratio():
 
 
 def test_self_check_10_4_q2_serving_does_not_always_exceed_training():
-    # Self-check 10.4 Q2 (seed L167, answer L2577): "False" - a low-traffic or short deployment leaves
+    # Self-check 10.4 Q2 (§10.4, answer §10.18): "False" - a low-traffic or short deployment leaves
     # training as the larger cost, whatever the model size.
     ratio = serving_training_ratio(Q_(2e6, "USD"), Q_(0.001, "USD/request"), Q_(90, "day"), Q_(1e5, "request/day"))
     assert ratio < 1
 
 
 def test_self_check_10_4_q3_idle_reserved_capacity_is_charged_in_the_unit_cost():
-    # Self-check 10.4 Q3 (seed L168-172, answer D at L2585): charge billed idle and reserved replicas inside
+    # Self-check 10.4 Q3 (§10.4, answer D at §10.18): charge billed idle and reserved replicas inside
     # the unit cost, over the same served queries. 8 GPUs at $2.50/h serve 2 req/s each for 16 busy hours
     # and sit reserved and idle for 8: the unit cost is 1.5x the busy-only figure.
     price, gpus, busy, rate = Q_(2.5, "USD/hour"), 8, Q_(16, "hour"), Q_(2, "request/s")
@@ -143,7 +143,7 @@ def test_self_check_10_4_q3_idle_reserved_capacity_is_charged_in_the_unit_cost()
 
 
 def test_piecewise_lifetime_cost_adds_intervals():
-    # Seed L148: a changing price is evaluated as separate intervals.
+    # §10.3.2: a changing price is evaluated as separate intervals.
     rate = Q_(50e6, "request/day")
     total = piecewise_lifetime_cost(
         Q_(2e6, "USD"), Q_([0.002, 0.001], "USD/request"), Q_([100, 265], "day"), rate
@@ -156,18 +156,18 @@ def test_piecewise_lifetime_cost_adds_intervals():
 
 
 def test_table_14_cost_per_million_tokens_falls_with_the_gpu_count():
-    # Table 14 (seed L1331-1334): FP16 on 8 x A100 $2.40, AWQ 4-bit on 4 x A100 $1.20, on 2 x A100 $0.60 per 1M
-    # tokens, "at equal unit prices and unchanged useful token throughput" (L1327). The table prints no price or
+    # Table 14 (§10.9.5): FP16 on 8 x A100 $2.40, AWQ 4-bit on 4 x A100 $1.20, on 2 x A100 $0.60 per 1M
+    # tokens, "at equal unit prices and unchanged useful token throughput" (§10.9.5). The table prints no price or
     # rate (catalog A15); $2.16 per GPU-hour and 2,000 useful tokens/s are assumed, which give the printed $2.40.
     price, rate = Q_(2.16, "USD/hour"), Q_(2000, "token/s")
     costs = [cost_per_million_tokens(gpus, price, rate).m_as("USD/megatoken") for gpus in (8, 4, 2)]
     assert [round(c, 2) for c in costs] == [2.40, 1.20, 0.60]
-    # Seed L1336: "The illustrated 2-4x cost reduction".
+    # §10.9.5: "The illustrated 2-4x cost reduction".
     assert round(costs[0] / costs[1]) == 2 and round(costs[0] / costs[2]) == 4
 
 
 def test_table_14_fewer_useful_tokens_can_erase_the_saving():
-    # Seed L1336: if the smaller replica completes fewer qualifying tokens per second, cost per token falls by less
+    # §10.9.5: if the smaller replica completes fewer qualifying tokens per second, cost per token falls by less
     # and can increase.
     eight = cost_per_million_tokens(8, Q_(2, "USD/hour"), Q_(2000, "token/s"))
     two_slow = cost_per_million_tokens(2, Q_(2, "USD/hour"), Q_(400, "token/s"))
@@ -175,7 +175,7 @@ def test_table_14_fewer_useful_tokens_can_erase_the_saving():
 
 
 def test_figure_2_constructed_curves_cross_the_price_near_2e5_and_4e7():
-    # Seed L156: against $0.05 per 1,000 tokens "the optimized curve crosses near 2 x 10^5 requests per day
+    # §10.3.2: against $0.05 per 1,000 tokens "the optimized curve crosses near 2 x 10^5 requests per day
     # and the unbatched single-GPU curve near 4 x 10^7". The seed does not print the curves; catalog M-15
     # recovers them from the book's public figure code: a (V0/V)^p with V0 = 1e6/day, (a, p) = ($0.02/1K,
     # 0.55) and ($0.15/1K, 0.30). The crossings are asserted at the printed one significant figure.
@@ -189,10 +189,10 @@ def test_figure_2_constructed_curves_cross_the_price_near_2e5_and_4e7():
 
 
 def test_figure_3_crossovers_six_weeks_for_the_70b_llm_and_within_days_for_recsys():
-    # Figure 3 caption (seed L158): serving equals training "within days in the plotted recommendation
+    # Figure 3 caption (§10.3.2): serving equals training "within days in the plotted recommendation
     # scenario and roughly six weeks in the 70B LLM scenario". The plotted scenarios are not printed
     # (catalog A-08); we use the chapter's own: Napkin Math 10.1 (40 days = 5.7 weeks) and the DLRM of
-    # L149 ($8,000: 0.93 day; the self-check's $50,000: 5.8 days).
+    # §10.3.2 ($8,000: 0.93 day; the self-check's $50,000: 5.8 days).
     llm = cumulative_cost_curve(Q_(2e6, "USD"), Q_(0.001, "USD/request"), NAPKIN_RATE, Q_(36 * 365 / 12, "day"))
     assert llm.crossover.m_as("day") == pytest.approx(40)
     assert round(llm.crossover.m_as("week")) == 6
@@ -207,7 +207,7 @@ def test_figure_3_crossovers_six_weeks_for_the_70b_llm_and_within_days_for_recsy
 
 
 def test_figure_3_low_traffic_training_stays_larger_over_the_horizon():
-    # Figure 3 caption (seed L160): "In the low-traffic scenario, training expense remains larger over
+    # Figure 3 caption (§10.4): "In the low-traffic scenario, training expense remains larger over
     # the plotted period."
     low = cumulative_cost_curve(Q_(2e6, "USD"), Q_(0.001, "USD/request"), Q_(1e4, "request/day"), Q_(1095, "day"))
     assert not low.crosses_within_horizon
@@ -215,13 +215,13 @@ def test_figure_3_low_traffic_training_stays_larger_over_the_horizon():
 
 
 def test_user_request_rate_counts_model_calls_per_interaction():
-    # Section 10.5.1 (seed L229): one interaction can trigger several model calls.
+    # Section 10.5.1: one interaction can trigger several model calls.
     rate = user_request_rate(1e6, Q_(20, "request/day"), 3)
     assert rate.m_as("request/day") == pytest.approx(60e6)
 
 
 def test_table_5_serving_hierarchy_levels():
-    # Table 5 (seed L252-256), Checkpoint 10.2 (L262-265) and self-check 10.5 Q1 (answer C, L2603).
+    # Table 5 (§10.5.2), Checkpoint 10.2 (§10.5.2) and self-check 10.5 Q1 (answer C, §10.18).
     assert serving_hierarchy_level("dynamic batching") == "request"
     assert serving_hierarchy_level("response caching") == "request"
     assert serving_hierarchy_level("KV-cache paging") == "replica"
@@ -232,7 +232,7 @@ def test_table_5_serving_hierarchy_levels():
 
 
 def test_self_check_10_5_q2_hierarchy_order():
-    # Self-check 10.5 Q2 (answer L2613): Request -> Replica -> Service -> Platform.
+    # Self-check 10.5 Q2 (answer §10.18): Request -> Replica -> Service -> Platform.
     assert list(SERVING_HIERARCHY) == ["request", "replica", "service", "platform"]
 
 

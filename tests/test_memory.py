@@ -50,8 +50,8 @@ from calculator.registry import Accelerator, Model
 
 GB = Q_(1, "GB")
 FP16 = Q_(2, "B")
-GQA_TOKEN = Q_(327_680, "B/token")  # eq. 5 for 80 layers x 8 KV heads x 128 at FP16 (seed L790)
-MHA_TOKEN = Q_(2_621_440, "B/token")  # the same with 64 KV heads (seed L875, answer L2688)
+GQA_TOKEN = Q_(327_680, "B/token")  # eq. 5 for 80 layers x 8 KV heads x 128 at FP16 (§10.7.1)
+MHA_TOKEN = Q_(2_621_440, "B/token")  # the same with 64 KV heads (§10.7.4, answer §10.18)
 
 
 def model(id, parameters, layers, heads, kv_heads, head_dim, attention, **extra):
@@ -71,8 +71,8 @@ def model(id, parameters, layers, heads, kv_heads, head_dim, attention, **extra)
     )
 
 
-# The chapter's illustrative models: the 64-head MHA baseline (seed L870, L897: 70B, 80 layers, 64 KV heads of
-# 128) and the 70B GQA reference (L756, L786: 8 KV heads); Napkin Math 10.5 weighs it at 141.2 GB (70.6B, L780).
+# The chapter's illustrative models: the 64-head MHA baseline (§10.7.4, §10.7.5: 70B, 80 layers, 64 KV heads of
+# 128) and the 70B GQA reference (§10.7.1: 8 KV heads); Napkin Math 10.5 weighs it at 141.2 GB (70.6B, §10.7.1).
 MHA_70B = model("chapter-70b-mha", 70e9, 80, 64, 64, 128, "mha", hidden_size=8192)
 GQA_70B = model("chapter-70b-gqa", 70e9, 80, 64, 8, 128, "gqa", hidden_size=8192)
 GQA_70_6B = model("llama-3.1-70b", 70.6e9, 80, 64, 8, 128, "gqa", hidden_size=8192, max_context=131_072)
@@ -123,7 +123,7 @@ def test_registry_models_match_their_published_kv_bytes(registry_id):
 
 
 def test_eq5_gqa_reference_model_327680_bytes_per_token():
-    # Napkin Math 10.5 step 1 (seed L790): 2 x 80 x 8 x 128 x 2 = 327,680 bytes ~ 0.33 MB/token.
+    # Napkin Math 10.5 step 1 (§10.7.1): 2 x 80 x 8 x 128 x 2 = 327,680 bytes ~ 0.33 MB/token.
     per_token = kv_bytes_per_token(80, 8, 128, FP16)
     assert per_token.m_as("B/token") == 327_680
     assert round(per_token.m_as("MB/token"), 2) == 0.33
@@ -135,7 +135,7 @@ def test_mla_caches_one_latent_not_k_and_v():
 
 
 def test_gqa_caches_one_eighth_of_the_mha_baseline():
-    # Seed L756: eight KV heads cache "one eighth the state of a 64-head multi-head attention baseline".
+    # §10.7: eight KV heads cache "one eighth the state of a 64-head multi-head attention baseline".
     assert model_kv_bytes_per_token(GQA_70B) / model_kv_bytes_per_token(MHA_70B) == pytest.approx(1 / 8)
 
 
@@ -143,14 +143,14 @@ def test_gqa_caches_one_eighth_of_the_mha_baseline():
 
 
 def test_figure_9_batch_of_8_reaches_the_wall_at_roughly_17k_tokens():
-    # Seed L762: 35 GB of 4-bit weights on an 80 GB (decimal) H100, eight-KV-head GQA state at FP16:
+    # §10.7.1: 35 GB of 4-bit weights on an 80 GB (decimal) H100, eight-KV-head GQA state at FP16:
     # "A batch of 8 reaches the memory boundary at roughly 17K tokens per sequence."
     tokens = max_context(80 * GB, weight_bytes(70e9, 4), GQA_TOKEN, batch=8)
     assert round(tokens / 1000) == 17
 
 
 def test_figure_9_a_second_128k_request_exceeds_80_gb():
-    # Seed L762: with 35 GB of weights, one 128K-token request fits and "admitting a second" exceeds 80 GB.
+    # §10.7.1: with 35 GB of weights, one 128K-token request fits and "admitting a second" exceeds 80 GB.
     one = memory_fit(80 * GB, 35 * GB, GQA_TOKEN, 131_072, batch=1)
     two = memory_fit(80 * GB, 35 * GB, GQA_TOKEN, 131_072, batch=2)
     assert one.fits and not two.fits
@@ -158,7 +158,7 @@ def test_figure_9_a_second_128k_request_exceeds_80_gb():
 
 
 def test_figure_9_caption_35_gb_plus_84_gb_exceeds_80_gb():
-    # Seed L764: "At 128K context, a batch size of 2 is physically impossible ... (35 GB + 84 GB exceeds 80 GB)".
+    # §10.7.1: "At 128K context, a batch size of 2 is physically impossible ... (35 GB + 84 GB exceeds 80 GB)".
     # 84 GB reproduces only with 128K = 128,000 tokens (2 x 131,072 tokens gives 85.9 GB); we pin that reading
     # here, while Napkin Math 10.5 states 131,072 explicitly (catalog ambiguity A1).
     kv = kv_cache_bytes(2, 128_000, GQA_TOKEN)
@@ -190,25 +190,25 @@ def napkin_10_5_fit(basis="physical"):
 
 
 def test_napkin_math_10_5_cache_per_request_42_9_gb():
-    # Seed L792: "131,072 tokens x 0.33 MB/token ~ 42.9 GB/request" (the 42.9 comes from the unrounded 327,680 B;
+    # §10.7.1: "131,072 tokens x 0.33 MB/token ~ 42.9 GB/request" (the 42.9 comes from the unrounded 327,680 B;
     # 131,072 x 0.33 MB would be 43.25 GB: catalog ambiguity A3).
     fit = napkin_10_5_fit()
     assert round((fit.kv_per_request * fit.tensor_parallel).m_as("GB"), 1) == 42.9
 
 
 def test_napkin_math_10_5_available_526_gb_and_max_batch_12():
-    # Seed L794: 687.2 GB (Total) - 141.2 GB (Weights) - 20 GB (System) = 526.0 GB; floor(526.0 / 42.9) = 12.
-    # The estimator keeps the registered byte capacity (8 x 80 GiB, seed L778), not the 640 GB of the problem.
+    # §10.7.1: 687.2 GB (Total) - 141.2 GB (Weights) - 20 GB (System) = 526.0 GB; floor(526.0 / 42.9) = 12.
+    # The estimator keeps the registered byte capacity (8 x 80 GiB, §10.7.1), not the 640 GB of the problem.
     fit = napkin_10_5_fit()
     devices = fit.tensor_parallel
     assert round((fit.capacity * devices).m_as("GB"), 1) == 687.2
     assert round((fit.weights * devices).m_as("GB"), 1) == 141.2
     assert round((fit.available * devices).m_as("GB"), 1) == 526.0
-    assert fit.max_batch == 12  # seed L774: "A dozen 128K-token requests exhaust the whole KV budget."
+    assert fit.max_batch == 12  # §10.7.1: "A dozen 128K-token requests exhaust the whole KV budget."
 
 
 def test_napkin_math_10_5_on_the_640_gb_nameplate_gives_11():
-    # Catalog ambiguity A2: the problem's "640 GB total HBM" (L780) would give 11, not the printed 12; the
+    # Catalog ambiguity A2: the problem's "640 GB total HBM" (§10.7.1) would give 11, not the printed 12; the
     # printed 12 needs the registered bytes. Both bases are available; the test pins which gives which.
     assert napkin_10_5_fit("nameplate").max_batch == 11
 
@@ -229,7 +229,7 @@ def test_napkin_math_10_5_from_the_registry():
 
 
 def test_figure_9_and_a100_residency_from_the_registry():
-    # Seed L762 (80 GB H100 nameplate) and L1321 (80 GB A100 nameplate), with registry ids.
+    # §10.7.1 (80 GB H100 nameplate) and §10.9.4 (80 GB A100 nameplate), with registry ids.
     h100 = model_memory_fit(
         "chapter-70b-gqa", "h100-sxm", 17_000, batch=8, weight_bits="int4", capacity_basis="nameplate"
     )
@@ -244,14 +244,14 @@ def test_figure_9_and_a100_residency_from_the_registry():
 
 
 def test_mha_cache_10_7_gb_per_request_and_85_9_gb_for_eight():
-    # Seed L899: 2 x 80 x 64 x 128 x 4096 x 2 ~ 10.7 GB; L901: a batch of 8 needs 85.9 GB.
+    # §10.7.5: 2 x 80 x 64 x 128 x 4096 x 2 ~ 10.7 GB; §10.7.5: a batch of 8 needs 85.9 GB.
     per_token = kv_bytes_per_token(80, 64, 128, FP16)
     assert round(kv_cache_bytes(1, 4096, per_token).m_as("GB"), 1) == 10.7
     assert round(kv_cache_bytes(8, 4096, per_token).m_as("GB"), 1) == 85.9
 
 
 def test_int4_kv_cache_2_7_gb_a_4x_reduction():
-    # Seed L905: INT4 cache payload "approximately 2.7 GB per request, a 4x reduction".
+    # §10.7.5: INT4 cache payload "approximately 2.7 GB per request, a 4x reduction".
     int4 = kv_cache_bytes(1, 4096, model_kv_bytes_per_token(MHA_70B, "int4"))
     fp16 = kv_cache_bytes(1, 4096, model_kv_bytes_per_token(MHA_70B, "fp16"))
     assert round(int4.m_as("GB"), 1) == 2.7
@@ -259,7 +259,7 @@ def test_int4_kv_cache_2_7_gb_a_4x_reduction():
 
 
 def test_gqa_cache_1_3_gb_an_8x_reduction():
-    # Seed L909/L913: 2 x 80 x 8 x 128 x 4096 x 2 ~ 1.3 GB (FP16); 64 -> 8 KV heads is an 8x reduction.
+    # §10.7.5/§10.7.5: 2 x 80 x 8 x 128 x 4096 x 2 ~ 1.3 GB (FP16); 64 -> 8 KV heads is an 8x reduction.
     gqa = kv_cache_bytes(1, 4096, model_kv_bytes_per_token(GQA_70B))
     assert round(gqa.m_as("GB"), 1) == 1.3
     assert kv_cache_bytes(1, 4096, model_kv_bytes_per_token(MHA_70B)) / gqa == 8
@@ -269,7 +269,7 @@ def test_gqa_cache_1_3_gb_an_8x_reduction():
 
 
 def test_napkin_math_10_7_mha_before_46():
-    # Seed L927-930 (80 GB decimal per GPU, L921): 17.5 GB/GPU; 80 - 17.5 = 62.5 GB; 10.7 / 8 ~ 1.34 GB/GPU; 46.
+    # §10.7.5 (80 GB decimal per GPU, §10.7.5): 17.5 GB/GPU; 80 - 17.5 = 62.5 GB; 10.7 / 8 ~ 1.34 GB/GPU; 46.
     fit = compare_precisions(MHA_70B, 80 * GB, 4096, tensor_parallel=8).before
     assert round(fit.weights.m_as("GB"), 1) == 17.5
     assert round(fit.available.m_as("GB"), 1) == 62.5
@@ -278,7 +278,7 @@ def test_napkin_math_10_7_mha_before_46():
 
 
 def test_napkin_math_10_7_mha_after_112():
-    # Seed L934-937: 17.5 x 4/16 = 4.38 GB/GPU; 80 - 4.38 = 75.62 GB; 5.4 / 8 ~ 0.67 GB/GPU; floor -> 112.
+    # §10.7.5: 17.5 x 4/16 = 4.38 GB/GPU; 80 - 4.38 = 75.62 GB; 5.4 / 8 ~ 0.67 GB/GPU; floor -> 112.
     fit = compare_precisions(MHA_70B, 80 * GB, 4096, tensor_parallel=8).after
     assert round(fit.weights.m_as("GB"), 2) == 4.38
     assert round(fit.available.m_as("GB"), 2) == 75.62
@@ -288,7 +288,7 @@ def test_napkin_math_10_7_mha_after_112():
 
 
 def test_napkin_math_10_7_gqa_372_to_901_a_2_4x_dividend():
-    # Seed L941-942: GQA at FP16 1.34 GB per request, 0.17 GB/GPU -> about 372; INT8 0.08 GB/GPU -> about 901;
+    # §10.7.5: GQA at FP16 1.34 GB per request, 0.17 GB/GPU -> about 372; INT8 0.08 GB/GPU -> about 901;
     # "a dividend of 2.4x". 372 and 901 follow from the unrounded per-GPU cache (62.5 / 0.17 would give 367;
     # catalog ambiguity A5), which is what the calculator uses.
     dividend = compare_precisions(GQA_70B, 80 * GB, 4096, tensor_parallel=8)
@@ -300,7 +300,7 @@ def test_napkin_math_10_7_gqa_372_to_901_a_2_4x_dividend():
 
 
 def test_napkin_math_10_7_same_dividend_for_both_layouts_and_mha_an_eighth():
-    # Seed L944: "The two layouts yield the same multiplicative dividend" and "the MHA replica admits roughly an
+    # §10.7.5: "The two layouts yield the same multiplicative dividend" and "the MHA replica admits roughly an
     # eighth as many requests". The continuous dividend is identical; the floored counts agree at one decimal.
     mha = compare_precisions(MHA_70B, 80 * GB, 4096, tensor_parallel=8)
     gqa = compare_precisions(GQA_70B, 80 * GB, 4096, tensor_parallel=8)
@@ -311,7 +311,7 @@ def test_napkin_math_10_7_same_dividend_for_both_layouts_and_mha_an_eighth():
 
 
 def test_self_check_precision_dividend_1_21_times_2():
-    # Self-check L1097 / answer L2701: INT4 weights ~4.4 GB/GPU; KV budget 62.5 -> ~75.6 GB/GPU, a factor ~1.21;
+    # Self-check §10.7.9 / answer §10.18: INT4 weights ~4.4 GB/GPU; KV budget 62.5 -> ~75.6 GB/GPU, a factor ~1.21;
     # halving per-request cache doubles it again: ~2.4.
     after = compare_precisions(GQA_70B, 80 * GB, 4096, tensor_parallel=8).after
     assert round(after.weights.m_as("GB"), 1) == 4.4
@@ -331,13 +331,13 @@ def test_precision_dividend_matches_the_ratio_of_continuous_batches():
 
 
 def test_output_reservation_97_6_percent_unused():
-    # Seed L802: a 4,096-token output reservation whose average output uses 100 tokens: "97.6 percent ... unused".
+    # §10.7.2: a 4,096-token output reservation whose average output uses 100 tokens: "97.6 percent ... unused".
     waste = reservation_vs_paging(pool_tokens=1_000_000, reserved_tokens=4096, used_tokens=100).reservation_waste
     assert round(100 * waste, 1) == 97.6
 
 
 def test_hotel_analogy_10_guests_90_idle_lockers_100_on_demand():
-    # Systems Perspective 10.1 (seed L830-834): 100 lockers, up to 10 suitcases each, 1 each: 10 guests under
+    # Systems Perspective 10.1 (§10.7.3): 100 lockers, up to 10 suitcases each, 1 each: 10 guests under
     # maximum-size reservation with "the other 90" lockers reserved but unused; 100 guests on demand.
     hotel = reservation_vs_paging(100, 10, 1)
     assert hotel.reserved_sequences == 10
@@ -346,7 +346,7 @@ def test_hotel_analogy_10_guests_90_idle_lockers_100_on_demand():
 
 
 def test_eight_slot_example_external_fragmentation():
-    # Seed L818-820 / Figure 10(b): "Total free slots = 4, largest block = 2"; Seq E needs 4 contiguous slots and
+    # §10.7.2 / Figure 10(b): "Total free slots = 4, largest block = 2"; Seq E needs 4 contiguous slots and
     # cannot be admitted; Figure 10(c): paged allocation admits it.
     later = slot_map("[ ][ ][C][C][ ][ ][D][D]")
     assert (later.free, later.largest_free_run) == (4, 2)
@@ -356,7 +356,7 @@ def test_eight_slot_example_external_fragmentation():
 
 
 def test_eight_slot_example_internal_fragmentation_at_time_0():
-    # Seed L809: [A][A][a][a][B][B][B][b], lowercase = reserved but unused: 3 of the 8 reserved slots idle.
+    # §10.7.2: [A][A][a][a][B][B][B][b], lowercase = reserved but unused: 3 of the 8 reserved slots idle.
     start = slot_map("[A][A][a][a][B][B][B][b]")
     assert (start.used, start.reserved_unused, start.free) == (5, 3, 0)
     assert start.internal_waste == 3 / 8
@@ -364,8 +364,8 @@ def test_eight_slot_example_internal_fragmentation_at_time_0():
 
 
 def test_paged_blocks_bound_waste_to_the_last_block():
-    # Definition 10.3 (seed L840): waste is bounded by the unused portion of the final block; 16-token blocks
-    # (L844). 100 tokens -> 7 blocks, 12 tokens unused.
+    # Definition 10.3 (§10.7.3): waste is bounded by the unused portion of the final block; 16-token blocks
+    # (§10.7.3). 100 tokens -> 7 blocks, 12 tokens unused.
     pages = paged_allocation(100, 16)
     assert (pages.blocks, pages.waste_tokens) == (7, 12)
     many = paged_allocation(np.arange(1, 2000), 16)
@@ -380,7 +380,7 @@ def test_paged_max_batch_rounds_each_sequence_up_to_whole_blocks():
 
 def test_pool_admission_of_variable_lengths_reserved_vs_paged():
     # Section 10.7.2-10.7.3: contiguous allocation reserves the maximum length per sequence; paging holds only the
-    # blocks in use. Same queue of requests whose outputs stop at 100 of 4,096 permitted tokens (seed L800).
+    # blocks in use. Same queue of requests whose outputs stop at 100 of 4,096 permitted tokens (§10.7.2).
     pool = 64 * 4096
     queue = np.full(5000, 100)
     assert pool_admission(pool, np.full(1000, 4096)) == 64
@@ -389,7 +389,7 @@ def test_pool_admission_of_variable_lengths_reserved_vs_paged():
 
 
 def test_block_tables_share_the_prefix_blocks():
-    # Seed L860-864 (Figure 11): three page tables sharing physical blocks 0-5.
+    # §10.7.4 (Figure 11): three page tables sharing physical blocks 0-5.
     logical, physical = shared_block_usage(
         [[0, 1, 2, 3, 4, 5, 10, 11], [0, 1, 2, 3, 4, 5, 12, 13, 14], [0, 1, 2, 3, 4, 5, 15]]
     )
@@ -400,16 +400,16 @@ def test_block_tables_share_the_prefix_blocks():
 
 
 def test_napkin_math_10_6_without_prefix_caching_6_6_tb():
-    # Seed L874-875: 2,000 + 500 = 2,500 tokens per user; x 1000 users x 2 x 80 x 8192 x 2 = 6.6 TB.
+    # §10.7.4: 2,000 + 500 = 2,500 tokens per user; x 1000 users x 2 x 80 x 8192 x 2 = 6.6 TB.
     memory = prefix_cache_memory(1000, 2000, 500, MHA_TOKEN)
     assert memory.tokens_without / 1000 == 2500
     assert round(memory.bytes_without.m_as("TB"), 1) == 6.6
-    assert memory.bytes_without.m_as("TB") == pytest.approx(6.5536)  # answer L2688 prints 6.5536 TB
+    assert memory.bytes_without.m_as("TB") == pytest.approx(6.5536)  # answer §10.18 prints 6.5536 TB
 
 
 def test_napkin_math_10_6_with_prefix_caching_1_3_tb_79_9_percent():
-    # Seed L881-884: (2000 x 1) + (500 x 1000) = 502,000 tokens; 1.3 TB; "79.9 percent memory reduction",
-    # "a roughly 5x capacity ratio"; answer L2688: 1.316 TB and 79.92%; L866 "roughly four-fifths".
+    # §10.7.4: (2000 x 1) + (500 x 1000) = 502,000 tokens; 1.3 TB; "79.9 percent memory reduction",
+    # "a roughly 5x capacity ratio"; answer §10.18: 1.316 TB and 79.92%; §10.7.4 "roughly four-fifths".
     memory = prefix_cache_memory(1000, 2000, 500, MHA_TOKEN)
     assert memory.tokens_with == 502_000
     assert round(memory.bytes_with.m_as("TB"), 1) == 1.3
@@ -423,7 +423,7 @@ def test_napkin_math_10_6_with_prefix_caching_1_3_tb_79_9_percent():
 @pytest.mark.parametrize(
     "hit_rates, prefix, unique, users, band",
     [
-        # Table 10 (seed L890-893) gives hit rates and savings but no lengths; the lengths here are assumptions
+        # Table 10 (§10.7.4) gives hit rates and savings but no lengths; the lengths here are assumptions
         # (chatbot: Napkin Math 10.6's; document QA: a 6,000-token document and 2,000 private tokens; general
         # API: 1,500 shared and 500 private), chosen to show the bands follow from the hit rate and prefix share.
         ((0.95, 1.0), 2000, 500, 1000, (0.70, 0.80)),
@@ -438,7 +438,7 @@ def test_table_10_savings_bands_from_hit_rates(hit_rates, prefix, unique, users,
 
 
 def test_prefix_sharing_copies_a_partial_last_block_on_write():
-    # Section 10.7.4 (seed L866): a prefix ending partway through a block is copied on write. With 16-token
+    # Section 10.7.4: a prefix ending partway through a block is copied on write. With 16-token
     # blocks, 2,000 = 125 whole blocks, so only whole blocks are shared; with 2,008 the 8-token tail is private.
     assert prefix_cache_tokens(10, 2000, 500, 1, 16) == 2000 + 10 * 512
     assert prefix_cache_tokens(10, 2008, 500, 1, 16) == 2000 + 10 * 512
@@ -449,7 +449,7 @@ def test_prefix_sharing_copies_a_partial_last_block_on_write():
 
 
 def test_kv_budget_keeps_10_percent_headroom():
-    # Seed L1013-1016: KV pool = 0.9 x (Total - Weights - Activations - Overhead); max concurrent = pool /
+    # §10.7.8: KV pool = 0.9 x (Total - Weights - Activations - Overhead); max concurrent = pool /
     # (avg length x bytes per token). Applied to Napkin Math 10.5's node it admits 11, not 12 (catalog W-B03).
     budget = kv_budget(8 * Q_(80, "GiB"), Q_(141.2, "GB"), GQA_TOKEN, 131_072, overhead=20 * GB)
     assert round(budget.pool.m_as("GB"), 1) == round(0.9 * 525.995, 1)
@@ -463,7 +463,7 @@ def test_kv_budget_that_does_not_fit_says_how_much_is_missing():
 
 
 def test_example_10_4_hierarchy_retains_500_with_50_active():
-    # Example 10.4 (seed L1024-1026): HBM holds 50 active sequences; paging to CPU DRAM and NVMe raises retained
+    # Example 10.4 (§10.7.8): HBM holds 50 active sequences; paging to CPU DRAM and NVMe raises retained
     # capacity from 50 to 500 while the active set stays 50. The chapter gives no byte sizes: here 1.6 GB per
     # sequence (80 GB / 50) and lower tiers sized for 300 + 150 sequences are the scenario's assumption.
     per_sequence = 80 * GB / 50
@@ -482,8 +482,8 @@ def test_example_10_4_hierarchy_retains_500_with_50_active():
 
 
 def test_lora_adds_r_times_din_plus_dout_parameters():
-    # Seed L1042: each adapted projection adds r (d_in + d_out) parameters instead of d_in x d_out. For an 8192 x
-    # 8192 projection at rank 16 (typical ranks 8, 16, 64; L1038): 262,144 vs 67,108,864, 0.39%.
+    # §10.7.9: each adapted projection adds r (d_in + d_out) parameters instead of d_in x d_out. For an 8192 x
+    # 8192 projection at rank 16 (typical ranks 8, 16, 64; §10.7.9): 262,144 vs 67,108,864, 0.39%.
     assert lora_parameters(8192, 8192, 16) == 262_144
     assert round(100 * lora_parameters(8192, 8192, 16) / 8192**2, 2) == 0.39
 
@@ -500,7 +500,7 @@ def test_lora_adapter_set_and_resident_budget():
 
 
 def test_ten_thousand_full_copies_versus_adapters():
-    # Seed L1030: a separate 140 GB copy per tenant for 10,000 tenants is "prohibitive": 1.4 PB.
+    # §10.7.9: a separate 140 GB copy per tenant for 10,000 tenants is "prohibitive": 1.4 PB.
     assert (10_000 * weight_bytes(70e9, 16)).m_as("PB") == pytest.approx(1.4)
 
 
@@ -515,19 +515,19 @@ def test_lora_rejects_projections_the_registry_cannot_size():
 
 
 def test_70b_fp16_needs_two_80_gb_gpus_int4_one():
-    # Seed L1240: 140 GB of FP16 weights force "at least two 80 GB GPUs"; INT4 is a 35 GB payload; ideal 4x.
+    # §10.9: 140 GB of FP16 weights force "at least two 80 GB GPUs"; INT4 is a 35 GB payload; ideal 4x.
     fp16, int4 = model_weight_bytes(GQA_70B, "fp16"), model_weight_bytes(GQA_70B, "int4")
     assert fp16.m_as("GB") == pytest.approx(140)
     assert int4.m_as("GB") == pytest.approx(35)
     assert min_devices_for_weights(fp16, 80 * GB) == 2
-    assert min_devices_for_weights(int4, 80 * GB) == 1  # seed L1238: "a two-GPU model into a one-GPU candidate"
+    assert min_devices_for_weights(int4, 80 * GB) == 1  # §10.9: "a two-GPU model into a one-GPU candidate"
     assert fp16 / int4 == 4
-    # Seed L1248: quantization decreases the footprint "by 2-4x" (INT8 and INT4).
+    # §10.9: quantization decreases the footprint "by 2-4x" (INT8 and INT4).
     assert fp16 / model_weight_bytes(GQA_70B, "int8") == 2
 
 
 def test_175b_int4_payload_87_5_gb_exceeds_one_h100():
-    # Seed L1338: a 175B model "still needs about 87.5 GB for its 4-bit weight payload alone, more than one 80 GB
+    # §10.9.5: a 175B model "still needs about 87.5 GB for its 4-bit weight payload alone, more than one 80 GB
     # H100 holds".
     payload = weight_bytes(175e9, 4)
     assert round(payload.m_as("GB"), 1) == 87.5
@@ -535,7 +535,7 @@ def test_175b_int4_payload_87_5_gb_exceeds_one_h100():
 
 
 def test_a100_residency_17_sequences_of_1k_tokens():
-    # Seed L1321 (decimal 80 GB A100): 4-bit 70B ~35 GB leaves 45 GB; FP16 KV "about 2.6 GB per 1K-token sequence"
+    # §10.9.4 (decimal 80 GB A100): 4-bit 70B ~35 GB leaves 45 GB; FP16 KV "about 2.6 GB per 1K-token sequence"
     # (MHA baseline) supports "about 17". 2.6 and 17 reproduce with 1K = 1,000 tokens (1,024 gives 2.7 GB and 16;
     # catalog ambiguity A8), the reading pinned here.
     fit = model_memory_fit(MHA_70B, 80 * GB, 1000, batch=0, weight_bits="int4")
@@ -547,7 +547,7 @@ def test_a100_residency_17_sequences_of_1k_tokens():
 
 
 def test_block_metadata_int4_group_64_fp16_scale():
-    # Definition 10.6 significance (seed L1266): 16/64 = 0.25 bits per weight, effective 4.25 bits, 6.25 percent of
+    # Definition 10.6 significance (§10.9.1): 16/64 = 0.25 bits per weight, effective 4.25 bits, 6.25 percent of
     # the INT4 payload, "about 1.6 percent" of the FP16 size, a 4x memory reduction.
     q = quantization_overhead("int4", 64, "fp16")
     assert q.metadata_bits == 0.25 and q.effective_bits == 4.25
@@ -557,8 +557,8 @@ def test_block_metadata_int4_group_64_fp16_scale():
 
 
 def test_block_metadata_smaller_blocks_cost_more():
-    # Seed L1268: G = 32 doubles the metadata of G = 64; G = 16 adds 1 bit per weight, 25 percent of the INT4
-    # payload, 6.25 percent of FP16. Answer L2747: "an effective 5.0 bits per weight".
+    # §10.9.1: G = 32 doubles the metadata of G = 64; G = 16 adds 1 bit per weight, 25 percent of the INT4
+    # payload, 6.25 percent of FP16. Answer §10.18: "an effective 5.0 bits per weight".
     assert quantization_overhead("int4", 32).metadata_bits == 2 * quantization_overhead("int4", 64).metadata_bits
     q16 = quantization_overhead("int4", 16)
     assert q16.metadata_bits == 1.0 and q16.effective_bits == 5.0
@@ -567,7 +567,7 @@ def test_block_metadata_smaller_blocks_cost_more():
 
 
 def test_block_metadata_int8_fp32_scale_per_128():
-    # Seed L1270: INT8 with one FP32 scale per 128 weights adds 32/128 = 0.25 bits, "about 3 percent" of payload.
+    # §10.9.1: INT8 with one FP32 scale per 128 weights adds 32/128 = 0.25 bits, "about 3 percent" of payload.
     q = quantization_overhead("int8", 128, "fp32")
     assert q.metadata_bits == 0.25
     assert round(100 * q.overhead_vs_payload) == 3
@@ -586,7 +586,7 @@ FIGURE_15 = np.array([0.2096, -0.15, 0.07, 0.03, 58.7, 0.35, -0.12, 0.05])
 
 
 def test_figure_15_per_tensor_scale_crushes_six_of_seven_small_weights():
-    # Seed L1270-1272: per-tensor scale ~0.462 "forces six of the seven small weights to round to zero" and "the
+    # §10.9.1: per-tensor scale ~0.462 "forces six of the seven small weights to round to zero" and "the
     # seventh rounds to one". The scale is the symmetric 58.7 / 127 (the affine /255 of Definition 10.6 would give
     # 0.230; catalog ambiguity A9).
     q = quantize(FIGURE_15, bits=8)
@@ -597,7 +597,7 @@ def test_figure_15_per_tensor_scale_crushes_six_of_seven_small_weights():
 
 
 def test_figure_15_block_wise_scales_keep_the_first_block():
-    # Seed L1270: four-element blocks confine the coarse scale to the second block; the first block's scale is
+    # §10.9.1: four-element blocks confine the coarse scale to the second block; the first block's scale is
     # ~0.00165 and "preserves full INT8 resolution"; small weights in the outlier's block are still crushed.
     q = quantize(FIGURE_15, bits=8, block_size=4)
     assert round(float(q.scales[0]), 5) == 0.00165

@@ -53,14 +53,14 @@ H100_NAMEPLATE = Q_(80, "GB")
 
 
 def test_intro_175b_int4_still_exceeds_one_80gb_gpu():
-    # Seed L1367: "a 175B model's 87.5 GB INT4 weight payload still exceeds a single 80 GB GPU".
+    # §10.10: "a 175B model's 87.5 GB INT4 weight payload still exceeds a single 80 GB GPU".
     payload = weight_bytes(175e9, 4)
     assert payload.m_as("GB") == pytest.approx(87.5)
     assert min_shards(payload, H100_NAMEPLATE) == 2
 
 
 def test_eq11_70b_fp16_weight_only_lower_bound_of_2_shards():
-    # Seed L1379-1381: 7e10 x 16/8 = 140 GB exceeds 80 GB: "a weight-only lower bound of 2 shards".
+    # §10.10.1: 7e10 x 16/8 = 140 GB exceeds 80 GB: "a weight-only lower bound of 2 shards".
     payload = weight_bytes(7e10, 16)
     assert payload.m_as("GB") == pytest.approx(140)
     assert min_shards(payload, H100_NAMEPLATE) == 2
@@ -81,7 +81,7 @@ def test_min_shards_is_the_smallest_count_that_holds_the_weights(weights, capaci
 
 
 def test_eq12_sharding_pays_only_when_overhead_is_below_the_saved_compute():
-    # Seed L1387: benefit only if the non-overlapped overhead < T_comp (1 - 1/n).
+    # §10.10.1: benefit only if the non-overlapped overhead < T_comp (1 - 1/n).
     compute = Q_(8, "ms")
     assert sharding_speedup(compute, 8, Q_(6.9, "ms")) > 1  # 6.9 < 8 x 7/8 = 7
     assert sharding_speedup(compute, 8, Q_(7.1, "ms")) < 1
@@ -95,7 +95,7 @@ def test_eq12_sharding_pays_only_when_overhead_is_below_the_saved_compute():
 
 
 def test_tp_kv_head_partition_mha_64_heads_over_8_devices():
-    # Seed L1399-1403: "Device 0: KV cache for heads 0-7 ... Device 7: KV cache for heads 56-63".
+    # §10.10.2: "Device 0: KV cache for heads 0-7 ... Device 7: KV cache for heads 56-63".
     placement = kv_head_placement(64, 64, 8)
     assert placement.kv_heads_per_device == 8
     assert placement.kv_head_ranges[0] == (0, 7)
@@ -104,7 +104,7 @@ def test_tp_kv_head_partition_mha_64_heads_over_8_devices():
 
 
 def test_tp_gqa_eight_kv_heads_leave_one_per_device():
-    # Seed L1397: "grouped-query attention with eight KV heads leaves one per device in an eight-way group".
+    # §10.10.2: "grouped-query attention with eight KV heads leaves one per device in an eight-way group".
     placement = kv_head_placement(64, 8, 8)
     assert (placement.heads_per_device, placement.kv_heads_per_device, placement.kv_replication) == (8, 1, 1)
     assert placement.kv_fraction_per_device == pytest.approx(1 / 8)
@@ -129,31 +129,31 @@ def test_kv_head_placement_rejects_degrees_that_do_not_divide():
 
 
 def test_example_10_6_tp_llama_70b_ideal_division():
-    # Example 10.6 (seed L1423): 12 ms attention and 18 ms FFN divide to "1.5 ms and 2.25 ms".
+    # Example 10.6 (§10.10.2): 12 ms attention and 18 ms FFN divide to "1.5 ms and 2.25 ms".
     assert tensor_parallel_layer_time(Q_(12, "ms"), 8, Q_(0, "ms")).m_as("ms") == pytest.approx(1.5)
     assert tensor_parallel_layer_time(Q_(18, "ms"), 8, Q_(0, "ms")).m_as("ms") == pytest.approx(2.25)
 
 
 def test_example_10_6_tp_llama_70b_4_35_ms_per_layer():
-    # Example 10.6 (seed L1423): two assumed 0.3 ms all-reduces, "for 4.35 ms per layer".
+    # Example 10.6 (§10.10.2): two assumed 0.3 ms all-reduces, "for 4.35 ms per layer".
     assert tensor_parallel_layer_time(Q_(30, "ms"), 8, Q_(0.3, "ms")).m_as("ms") == pytest.approx(4.35)
 
 
 def test_example_10_6_tp_llama_70b_6_9x_reduction():
-    # Example 10.6 (seed L1425): "a 6.9x reduction relative to its serial-compute reference".
+    # Example 10.6 (§10.10.2): "a 6.9x reduction relative to its serial-compute reference".
     assert round(tensor_parallel_speedup(Q_(30, "ms"), 8, Q_(0.3, "ms")), 1) == 6.9
 
 
 def test_example_10_6_tp_llama_70b_prefill_2400_to_348_ms():
-    # Example 10.6 (seed L1425): "prefill time reduced from 2,400 ms to 348 ms". The layer count is not
-    # stated in the example; 2,400 / 30 = 80 layers (seed L1431, L1560 give the 80-layer model).
+    # Example 10.6 (§10.10.2): "prefill time reduced from 2,400 ms to 348 ms". The layer count is not
+    # stated in the example; 2,400 / 30 = 80 layers (§10.10.3, §10.10.6 give the 80-layer model).
     layers = 80
     assert (layers * Q_(30, "ms")).m_as("ms") == pytest.approx(2400)
     assert (layers * tensor_parallel_layer_time(Q_(30, "ms"), 8, Q_(0.3, "ms"))).m_as("ms") == pytest.approx(348)
 
 
 def test_example_10_6_shortfall_is_entirely_the_collectives():
-    # Seed L1425: "The entire shortfall from the ideal 8x is the two collectives"; their share grows as
+    # §10.10.2: "The entire shortfall from the ideal 8x is the two collectives"; their share grows as
     # per-device compute falls. Derived: 0.6 / 4.35 = 13.8 % at t = 8.
     assert tensor_parallel_speedup(Q_(30, "ms"), 8, Q_(0, "ms")) == pytest.approx(8)
     shares = collective_overhead_share(Q_(30, "ms"), np.array([2, 4, 8]), Q_(0.3, "ms"))
@@ -162,7 +162,7 @@ def test_example_10_6_shortfall_is_entirely_the_collectives():
 
 
 def test_eq13_payload_keeps_full_shape_and_ring_version_matches_fixed_version():
-    # Seed L1415: M = tokens x hidden width x bytes per element, whatever t is.
+    # §10.10.2: M = tokens x hidden width x bytes per element, whatever t is.
     message = activation_message_bytes(4096, 8192, Q_(2, "B"))
     assert message.m_as("MiB") == pytest.approx(64)
     link = (Q_(450, "GB/s"), Q_(0.5, "us"))
@@ -188,7 +188,7 @@ def test_tp_layer_time_broadcasts_over_a_configuration_grid():
 
 
 def test_pipeline_80_layers_4_stages_isolated_request_leaves_three_idle():
-    # Seed L1431-1433: four stages leave "three accelerators idle" for an isolated request; Figure 17:
+    # §10.10.3: four stages leave "three accelerators idle" for an isolated request; Figure 17:
     # with many in flight, the fill takes P - 1 = 3 slots and every stage is busy from t4 onward.
     stage = Q_(2.5, "ms")  # 20 layers per stage
     single = pipeline_performance(Q_([2.5] * 4, "ms"))
@@ -199,7 +199,7 @@ def test_pipeline_80_layers_4_stages_isolated_request_leaves_three_idle():
 
 
 def test_pipeline_balanced_throughput_is_p_times_the_single_device_throughput():
-    # Seed L1439: "P times the throughput of executing the whole model sequentially on one device,
+    # §10.10.3: "P times the throughput of executing the whole model sequentially on one device,
     # not P times a single stage's throughput".
     total = Q_(40, "ms")
     for stages in (2, 4, 8):
@@ -234,7 +234,7 @@ def test_pipeline_rejects_bad_inputs():
 
 
 def test_moe_dense_400b_vs_deepseek_active_10_8x():
-    # Seed L1466: dense 400B FP16 "moves 800 GB per step"; 37B active "approximately 74 GB"; "10.8x".
+    # §10.10.4: dense 400B FP16 "moves 800 GB per step"; 37B active "approximately 74 GB"; "10.8x".
     dense = weight_bytes(400e9, 16)
     active = moe_weights(671e9, 37e9, 16).active_bytes
     assert dense.m_as("GB") == pytest.approx(800)
@@ -243,18 +243,18 @@ def test_moe_dense_400b_vs_deepseek_active_10_8x():
 
 
 def test_moe_deepseek_v3_full_fp16_1342_gb():
-    # Seed L1470: "DeepSeek-V3's full model in FP16 requires approximately 1342 GB".
+    # §10.10.4: "DeepSeek-V3's full model in FP16 requires approximately 1342 GB".
     assert moe_weights(671e9, 37e9, 16).resident_bytes.m_as("GB") == pytest.approx(1342)
 
 
 def test_footnote_5_total_to_active_ratios():
-    # Footnote 5 (seed L1500): "roughly 3.6x (Mixtral) to 18x (DeepSeek-V3)"; counts from L1504 and L1476.
+    # Footnote 5 (§10.10.4): "roughly 3.6x (Mixtral) to 18x (DeepSeek-V3)"; counts from §10.10.4 and §10.10.4.
     assert round(moe_weights(46.7e9, 12.9e9, 16).total_to_active_ratio, 1) == 3.6
     assert round(moe_weights(671e9, 37e9, 16).total_to_active_ratio) == 18
 
 
 def test_napkin_math_10_8_moe_nodes():
-    # Napkin Math 10.8 (seed L1474-1480), decimal 80 GB nameplate: "Total weight memory = 671 GB. A single
+    # Napkin Math 10.8 (§10.10.4), decimal 80 GB nameplate: "Total weight memory = 671 GB. A single
     # node (640 GB) is insufficient. 2 provide 1,280 GB".
     floor = moe_decode_floor(671e9, 37e9, 8, 8, H100_NAMEPLATE, Q_(3.35, "TB/s"), Q_(0.3, "ms"))
     assert floor.resident_bytes.m_as("GB") == pytest.approx(671)
@@ -263,7 +263,7 @@ def test_napkin_math_10_8_moe_nodes():
 
 
 def test_napkin_math_10_8_moe_per_token_latency():
-    # Napkin Math 10.8 (seed L1481-1482): 37 GB per step over 16 GPUs, "about 2.3 GB" each, t_read "~0.69 ms",
+    # Napkin Math 10.8 (§10.10.4): 37 GB per step over 16 GPUs, "about 2.3 GB" each, t_read "~0.69 ms",
     # plus 0.3 ms routing "~1.0 ms/token", "1,000 tokens/s". The text rounds to 1.0 ms before inverting
     # (unrounded: 1,009.8 tokens/s).
     floor = moe_decode_floor(671e9, 37e9, 8, 8, H100_NAMEPLATE, Q_(3.35, "TB/s"), Q_(0.3, "ms"))
@@ -277,7 +277,7 @@ def test_napkin_math_10_8_moe_per_token_latency():
 
 
 def test_self_check_671b_moe_resident_vs_active():
-    # Answer at seed L2794: "about 1,342 GB in FP16 or 671 GB in FP8", "roughly 74 GB of FP16 weight reads per
+    # Answer at §10.18: "about 1,342 GB in FP16 or 671 GB in FP8", "roughly 74 GB of FP16 weight reads per
     # token"; "Two eight-GPU 80 GB nodes supply 1,280 GB, insufficient even for FP16 weights alone."
     fp16, fp8 = moe_weights(671e9, 37e9, 16), moe_weights(671e9, 37e9, 8)
     assert fp16.resident_bytes.m_as("GB") == pytest.approx(1342)
@@ -287,14 +287,14 @@ def test_self_check_671b_moe_resident_vs_active():
 
 
 def test_example_10_7_mixtral_replicated_93_4_gb():
-    # Example 10.7 (seed L1506): replicating all 8 experts needs "the full 93.4 GB FP16 weight set per device".
+    # Example 10.7 (§10.10.4): replicating all 8 experts needs "the full 93.4 GB FP16 weight set per device".
     placement = expert_placement(46.7e9, 12.9e9, 8, 2, 4, 16)
     assert round(placement.replicated_weight_bytes.m_as("GB"), 1) == 93.4
     assert placement.replicated_weight_bytes > H100_NAMEPLATE
 
 
 def test_example_10_7_mixtral_four_way_ep_25_8_gb():
-    # Example 10.7 (seed L1506): "Placing 2 experts on each GPU (4-way expert parallelism) cuts each device's
+    # Example 10.7 (§10.10.4): "Placing 2 experts on each GPU (4-way expert parallelism) cuts each device's
     # share to about 25.8 GB, the shared attention layers plus its local experts".
     placement = expert_placement(46.7e9, 12.9e9, 8, 2, 4, 16)
     assert placement.experts_per_device == 2
@@ -317,7 +317,7 @@ def test_expert_placement_general_cases():
 
 
 def test_capacity_factor_1_25_is_the_default_and_caps_tokens_per_expert():
-    # Seed L1492: "1.25x is an illustrative setting"; standard form CF x T x k / E.
+    # §10.10.4: "1.25x is an illustrative setting"; standard form CF x T x k / E.
     assert expert_capacity(4096, 2, 8) == 1280
     assert expert_capacity(4096, 2, 8, capacity_factor=1.0) == 1024
 
@@ -334,12 +334,12 @@ def test_expert_overflow_simulation_grows_with_skew_and_shrinks_with_capacity():
 
 
 def test_lighthouse_10_1_dense_int8_table_1280_tb():
-    # Lighthouse 10.1 (seed L1531): 10 trillion entities x 128 dims INT8 "would require at least 1,280 TB".
+    # Lighthouse 10.1 (§10.10.5): 10 trillion entities x 128 dims INT8 "would require at least 1,280 TB".
     assert embedding_table_bytes(1e13, 128, Q_(1, "B")).m_as("TB") == pytest.approx(1280)
 
 
 def test_lighthouse_10_1_ten_bytes_per_entity():
-    # Lighthouse 10.1 (seed L1531): 100 TB across 10 trillion entities "averages only 10 bytes per entity,
+    # Lighthouse 10.1 (§10.10.5): 100 TB across 10 trillion entities "averages only 10 bytes per entity,
     # a fraction of one 128-byte vector".
     per_entity = resident_bytes_per_entity(Q_(100, "TB"), 1e13)
     assert per_entity.m_as("B") == pytest.approx(10)
@@ -347,7 +347,7 @@ def test_lighthouse_10_1_ten_bytes_per_entity():
 
 
 def test_lighthouse_10_1_tiers_1_10_89_percent_and_replicas_count_against_the_budget():
-    # Seed L1535-1539: hot 1 % replicated, warm 10 % column-sharded 8-way, cold 89 % row-sharded; "Replica
+    # §10.10.5: hot 1 % replicated, warm 10 % column-sharded 8-way, cold 89 % row-sharded; "Replica
     # bytes count against the platform-wide resident budget". The replication factor is not given (8 assumed).
     tiers = tiered_embedding_placement(1e11, Q_(128, "B"), hot_replicas=8, resident_budget=Q_(100, "TB"))
     assert (tiers.hot_entities, tiers.warm_entities, tiers.cold_entities) == pytest.approx((1e9, 1e10, 8.9e10))
@@ -360,7 +360,7 @@ def test_lighthouse_10_1_tiers_1_10_89_percent_and_replicas_count_against_the_bu
 
 
 def test_table_16_sequential_5000_rpcs_50_ms_and_batched_single_wave():
-    # Table 16 (seed L1547-1550): "5,000 individual RPCs", "50 ms". The per-RPC time is not stated: 50 ms /
+    # Table 16 (§10.10.5): "5,000 individual RPCs", "50 ms". The per-RPC time is not stated: 50 ms /
     # 5,000 = 10 us (derived). The batched 2 ms is an assumption of the table (one 1 ms window plus a wave);
     # here the wave costs one RPC plus the busiest shard's reply.
     lookup = embedding_lookup_time(5000, Q_(10, "us"), shards=1000, vector_bytes=Q_(128, "B"))
@@ -377,7 +377,7 @@ def test_table_16_sequential_5000_rpcs_50_ms_and_batched_single_wave():
 
 
 def test_hybrid_2x4_layout_of_an_80_layer_model():
-    # Seed L1558-1561: "Stage 0 (Layers 1-40): TP across GPUs 0,1,2,3 / Stage 1 (Layers 41-80): TP across GPUs
+    # §10.10.6: "Stage 0 (Layers 1-40): TP across GPUs 0,1,2,3 / Stage 1 (Layers 41-80): TP across GPUs
     # 4,5,6,7".
     layout = hybrid_layout(80, 2, 4, attention_heads=64)
     assert layout.devices == 8 and layout.layers_per_stage == 40
@@ -407,7 +407,7 @@ def test_hybrid_layout_rejects_impossible_degrees():
 
 
 def test_table_17_unit_conversions():
-    # Table 17 (seed L1580-1581): "200 Gb/s (25 GB/s)", "100 Gb/s (12.5 GB/s)".
+    # Table 17 (§10.10.7): "200 Gb/s (25 GB/s)", "100 Gb/s (12.5 GB/s)".
     assert Q_(200, "Gb/s").m_as("GB/s") == pytest.approx(25)
     assert Q_(100, "Gb/s").m_as("GB/s") == pytest.approx(12.5)
     assert link_bandwidth("chapter-infiniband-hdr").m_as("GB/s") == pytest.approx(25)
@@ -415,8 +415,8 @@ def test_table_17_unit_conversions():
 
 
 def test_table_17_nvlink_reading_pinned_900_total_450_per_direction():
-    # Table 17 prints NVLink 900 GB/s, the two-direction total; the chapter uses 450 GB/s per direction at L1217
-    # and the answer at L2824 asks for per-direction bandwidth "consistently". Pinned reading: ring collectives use
+    # Table 17 prints NVLink 900 GB/s, the two-direction total; the chapter uses 450 GB/s per direction at §10.8.3
+    # and the answer at §10.18 asks for per-direction bandwidth "consistently". Pinned reading: ring collectives use
     # 450 GB/s; the total is available as bandwidth_basis="total".
     assert link_bandwidth("chapter-nvlink-h100", "total").m_as("GB/s") == pytest.approx(900)
     assert link_bandwidth("chapter-nvlink-h100").m_as("GB/s") == pytest.approx(450)
@@ -432,16 +432,16 @@ def test_table_17_nvlink_reading_pinned_900_total_450_per_direction():
 
 
 def test_l1583_0_3_ms_collective_is_an_order_of_magnitude_above_bandwidth_only_nvlink():
-    # Seed L1583: "The 0.3 ms per collective assumed in example 10.6 already lies an order of magnitude above
+    # §10.10.7: "The 0.3 ms per collective assumed in example 10.6 already lies an order of magnitude above
     # the bandwidth-only transfer time on NVLink". No payload is printed; pinned for decode-size payloads up to
-    # 8 MB (answer L2824 mentions an 8 MB comparison): 8 MB / 450 GB/s = 17.8 us, at least 10x below 0.3 ms.
+    # 8 MB (answer §10.18 mentions an 8 MB comparison): 8 MB / 450 GB/s = 17.8 us, at least 10x below 0.3 ms.
     bandwidth_only = (Q_(8, "MB") / link_bandwidth("chapter-nvlink-h100")).to("us")
     assert round(bandwidth_only.m_as("us"), 1) == 17.8
     assert Q_(0.3, "ms") / bandwidth_only > 10
 
 
 def test_self_check_ethernet_vs_nvlink_alpha_term():
-    # Self-check L1623 / answer L2824: across 100G Ethernet the ring's startup term alone, 2 x 7 x 50 us = 700 us
+    # Self-check §10.10.8 / answer §10.18: across 100G Ethernet the ring's startup term alone, 2 x 7 x 50 us = 700 us
     # on 8 ranks, dwarfs the NVLink one (2 x 7 x 0.5 us = 7 us), and it is paid twice per layer per token.
     ethernet = collective_time("allreduce", Q_(0, "B"), 8, "chapter-ethernet-100g")
     nvlink = collective_time("allreduce", Q_(0, "B"), 8, "chapter-nvlink-h100")
@@ -453,7 +453,7 @@ def test_self_check_ethernet_vs_nvlink_alpha_term():
 
 
 def test_ring_allreduce_terms_match_the_chapters_description():
-    # Seed L1569: the startup term grows linearly with n; the bandwidth term approaches 2 M / beta.
+    # §10.10.7: the startup term grows linearly with n; the bandwidth term approaches 2 M / beta.
     message, bandwidth = Q_(1, "GB"), Q_(100, "GB/s")
     startup = ring_allreduce_time(Q_(0, "B"), np.array([2, 4, 8, 16]), bandwidth, Q_(1, "us"))
     assert startup.m_as("us").tolist() == pytest.approx([2, 6, 14, 30])
@@ -469,7 +469,7 @@ def test_allreduce_is_a_reduce_scatter_plus_an_allgather():
 
 
 def test_alltoall_takes_the_largest_of_startup_injection_and_bisection():
-    # Seed L1569: completion "set by the largest of per-message startup, endpoint injection or reception, and
+    # §10.10.7: completion "set by the largest of per-message startup, endpoint injection or reception, and
     # traffic across the fabric bisection".
     beta = Q_(50, "GB/s")
     tiny = alltoall_time(Q_(8, "kB"), 8, beta, Q_(10, "us"), Q_(200, "GB/s"))
@@ -478,14 +478,14 @@ def test_alltoall_takes_the_largest_of_startup_injection_and_bisection():
     assert big.m_as("ms") == pytest.approx(7 / 8 * 800 / 50)  # injection
     thin = alltoall_time(Q_(800, "MB"), 8, beta, Q_(10, "us"), Q_(20, "GB/s"))
     assert thin.m_as("ms") == pytest.approx(8 * 800 / (4 * 20))  # oversubscribed bisection
-    # Skew: the busiest rank's volume sets the time (the incast point of seed L1490).
+    # Skew: the busiest rank's volume sets the time (the incast point of §10.10.4).
     assert alltoall_time(Q_(1600, "MB"), 8, beta, Q_(10, "us"), Q_(200, "GB/s")) > big
     default = collective_time("alltoall", Q_(800, "MB"), 8, "chapter-infiniband-hdr")
     assert default.m_as("ms") == pytest.approx(7 / 8 * 800 / 25)  # non-blocking switch by default
 
 
 def test_point_to_point_is_one_startup_plus_bandwidth():
-    # Seed L1569: "one startup latency plus a bandwidth term per transfer".
+    # §10.10.7: "one startup latency plus a bandwidth term per transfer".
     assert point_to_point_time(Q_(25, "MB"), Q_(25, "GB/s"), Q_(7, "us")).m_as("us") == pytest.approx(1007)
     via_link = collective_time("point_to_point", Q_(25, "MB"), 2, "chapter-infiniband-hdr")
     assert via_link.m_as("us") == pytest.approx(1007)

@@ -22,7 +22,7 @@ from calculator.phases import roofline_decode_step_time as roofline_step
 
 
 def test_reference_replica_weights_per_gpu_and_bandwidth_floor():
-    # Seed L344/L2210: 70B FP16 split over 8 H100s = 17.5 GB per GPU; 17.5 GB / 3.35 TB/s = "5.2 ms".
+    # §10.6.2/§10.15.1: 70B FP16 split over 8 H100s = 17.5 GB per GPU; 17.5 GB / 3.35 TB/s = "5.2 ms".
     per_gpu = weight_bytes(70e9, 16) / 8
     assert per_gpu.m_as("GB") == pytest.approx(17.5)
     floor = roofline_step("chapter-70b-mha", "h100-sxm", 1, 1, precision="fp16", tensor_parallel=8).time

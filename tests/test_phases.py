@@ -29,7 +29,7 @@ from calculator.phases import (
 )
 from calculator.registry import Accelerator, Interconnect, Model
 
-# H100 SXM: 3.35 TB/s (seed L61, L344); dense tensor throughput from the NVIDIA H100 datasheet (without sparsity):
+# H100 SXM: 3.35 TB/s (§10.2, §10.6.2); dense tensor throughput from the NVIDIA H100 datasheet (without sparsity):
 # 989 TFLOP/s FP16/BF16, 1,979 TFLOP/s FP8 and 1,979 TOPS INT8.
 H100 = Accelerator(
     id="h100-sxm", name="H100 SXM", provenance="published", vendor="NVIDIA",
@@ -55,7 +55,7 @@ DEEPSEEK_V3 = Model(
 
 
 def test_prefill_intensity_1024_flops_per_byte_past_the_h100_ridge():
-    # Seed L1111: a 1,024-token prompt "performs about 1,024 FLOPs per byte of FP16 weights, well past an H100's
+    # §10.8.1: a 1,024-token prompt "performs about 1,024 FLOPs per byte of FP16 weights, well past an H100's
     # FP16 ridge". The ridge is not printed in range (catalog A17); from 989 TFLOP/s and 3.35 TB/s it is ~295.
     intensity = projection_arithmetic_intensity(1024, Q_(2, "B"))
     assert intensity.m_as("FLOP/B") == 1024
@@ -65,34 +65,34 @@ def test_prefill_intensity_1024_flops_per_byte_past_the_h100_ridge():
 
 
 def test_decode_intensity_about_1_at_batch_one_and_below_the_ridge_at_the_knee():
-    # Seed L1115: "At batch one the intensity is about 1 FLOP per byte of FP16 weights"; decode batches up to the
+    # §10.8.1: "At batch one the intensity is about 1 FLOP per byte of FP16 weights"; decode batches up to the
     # knee near 80 stay below the ridge point.
     assert projection_arithmetic_intensity(1, Q_(2, "B")).m_as("FLOP/B") == 1
     assert projection_arithmetic_intensity(80, Q_(2, "B")) < ridge_point(Q_(989, "TFLOP/s"), Q_(3.35, "TB/s"))
 
 
 def test_long_prefill_is_compute_bound_and_decode_bandwidth_bound():
-    # Seed L1117: "Long-prompt prefill reaches the compute ceiling; decode stays on the bandwidth slope."
+    # §10.8.1: "Long-prompt prefill reaches the compute ceiling; decode stays on the bandwidth slope."
     assert roofline_prefill_time(GQA_70B, H100, 1024, tensor_parallel=8).compute_bound
     decode = roofline_decode_step_time(GQA_70B, H100, np.array([1, 16, 80]), 4096, tensor_parallel=8)
     assert not np.any(decode.compute_bound)
     # with KV reads included the intensity stays under the ridge; past a few sequences the KV bytes (which GQA reads
-    # at about 2 H_q / H_kv = 16 FLOP per element) pull it below the weight-only estimate B_dec (seed L1115)
+    # at about 2 H_q / H_kv = 16 FLOP per element) pull it below the weight-only estimate B_dec (§10.8.1)
     intensity = decode.arithmetic_intensity.m_as("FLOP/B")
     assert np.all(intensity < accelerator_ridge_point(H100).m_as("FLOP/B"))
     assert np.all(intensity[1:] < np.array([16, 80]))
 
 
 def test_a_4096_token_prefill_holds_one_h100_for_hundreds_of_milliseconds():
-    # Seed L1107/L1197: a 4,096-token prompt saturates the GPU "for hundreds of milliseconds". The chapter names no
+    # §10.8/§10.8.2: a 4,096-token prompt saturates the GPU "for hundreds of milliseconds". The chapter names no
     # hardware (catalog A12); on one H100 at peak FP16 the roofline bound for the 70B model is in that range.
     time = roofline_prefill_time(GQA_70B, H100, 4096).time.m_as("ms")
     assert 100 <= time < 1000
 
 
 def test_batch_one_decode_rate_is_bandwidth_over_weight_bytes():
-    # Seed L1305: batch-one decode "throughput then scales roughly as memory bandwidth divided by the model's
-    # weight bytes"; 4-bit weights cut weight traffic 4x. Seed L344: streaming 140 GB at 3.35 TB/s takes ~40 ms.
+    # §10.9.3: batch-one decode "throughput then scales roughly as memory bandwidth divided by the model's
+    # weight bytes"; 4-bit weights cut weight traffic 4x. §10.6.2: streaming 140 GB at 3.35 TB/s takes ~40 ms.
     fp16 = roofline_decode_step_time(GQA_70B, H100, 1, 1)
     int4 = roofline_decode_step_time(GQA_70B, H100, 1, 1, weight_bits="int4")
     assert round(fp16.time.m_as("ms"), -1) == 40
@@ -149,7 +149,7 @@ def test_decode_step_time_never_falls_with_batch_or_context(batch, more_batch, c
 
 
 def test_example_10_5_sarathi_10000_token_prompt_needs_20_iterations():
-    # Seed L1199: "At 512 tokens per chunk, a 10,000-token prompt needs at least ceil(10,000/512) = 20 iterations".
+    # §10.8.2: "At 512 tokens per chunk, a 10,000-token prompt needs at least ceil(10,000/512) = 20 iterations".
     assert prefill_iterations(10_000, 512) == 20
     schedule = simulate_chunked_prefill([10_000], decode_batch=30, token_budget=30 + 512, chunk_size=512)
     assert schedule.first_token_iteration[0] == 20
@@ -157,13 +157,13 @@ def test_example_10_5_sarathi_10000_token_prompt_needs_20_iterations():
 
 
 def test_a_smaller_residual_budget_needs_more_iterations():
-    # Seed L1139: at least ceil(P / C) iterations; "a smaller residual token budget can require more".
+    # §10.8.2: at least ceil(P / C) iterations; "a smaller residual token budget can require more".
     assert prefill_iterations(10_000, 512, token_budget=512, decode_batch=112) == 25
     assert list(prefill_iterations(np.array([100, 1000, 10_000]), 256)) == [1, 4, 40]
 
 
 def test_algorithm_3_respects_eq_8_and_gives_each_prompt_one_chunk():
-    # Eq. 8 (seed L1147): B_dec + sum c_i <= N_budget; each waiting request contributes at most one chunk.
+    # Eq. 8 (§10.8.2): B_dec + sum c_i <= N_budget; each waiting request contributes at most one chunk.
     plan = schedule_iteration(100, [(1000, 0), (300, 200), (50, 0), (400, 0)], token_budget=612, chunk_size=256)
     assert plan == [(0, 0, 256), (1, 200, 100), (2, 0, 50), (3, 0, 106)]
     assert 100 + sum(chunk for *_, chunk in plan) <= 612
@@ -174,7 +174,7 @@ def test_algorithm_3_respects_eq_8_and_gives_each_prompt_one_chunk():
 
 
 def test_eq_9_hybrid_iteration_balances_near_the_ridge():
-    # Eq. 9 (seed L1189): max(M_W / BW, 2 (B_dec + sum c_i) N_act / R). For FP16 weights (M_W = 2 N) the two terms
+    # Eq. 9 (§10.8.2): max(M_W / BW, 2 (B_dec + sum c_i) N_act / R). For FP16 weights (M_W = 2 N) the two terms
     # meet at R / BW = ridge tokens (~295 on an H100): below it the weight stream binds, above it compute does.
     weights, params = Q_(17.5, "GB"), 70e9 / 8
     floor = (weights / Q_(3.35, "TB/s")).to("s")
@@ -189,7 +189,7 @@ def test_eq_9_hybrid_iteration_balances_near_the_ridge():
 
 
 def test_figure_13_chunking_trades_the_prompts_ttft_for_every_streams_tbt():
-    # Figure 13 (seed L1143): monolithic prefill stalls every stream for its full duration; chunked prefill limits
+    # Figure 13 (§10.8.2): monolithic prefill stalls every stream for its full duration; chunked prefill limits
     # each gap to one hybrid iteration while the prompt's first token arrives later. "Chunking changes when the
     # prefill work runs, not how much of it there is."
     trade = chunked_prefill_tradeoff(GQA_70B, H100, 10_000, 512, 30, tensor_parallel=8)
@@ -204,7 +204,7 @@ def test_figure_13_chunking_trades_the_prompts_ttft_for_every_streams_tbt():
 
 
 def test_kv_handoff_of_a_128k_request_takes_about_a_hundred_milliseconds():
-    # Seed L1217: a 128K-token request on the GQA model of notebook 10.5 (tens of gigabytes) over "a single 450 GB/s
+    # §10.8.3: a 128K-token request on the GQA model of notebook 10.5 (tens of gigabytes) over "a single 450 GB/s
     # NVLink direction takes on the order of a hundred milliseconds"; catalog: 42.95 GB / 450 GB/s = 95.4 ms.
     handoff = model_kv_handoff_time(GQA_70B, 131_072, Q_(450, "GB/s"))
     assert round(handoff.m_as("ms"), -2) == 100
@@ -212,7 +212,7 @@ def test_kv_handoff_of_a_128k_request_takes_about_a_hundred_milliseconds():
 
 
 def test_handoff_grows_linearly_with_the_prompt_and_uses_the_interconnects_latency():
-    # Answer L2729: KV bytes grow linearly with prompt length, so the longest prompts pay the largest handoff.
+    # Answer §10.18: KV bytes grow linearly with prompt length, so the longest prompts pay the largest handoff.
     ib = Interconnect(
         id="ib-hdr", name="InfiniBand HDR", provenance="published", scope="inter_node",
         sources=[{"source": "spec", "fields": ["bandwidth"]}], bandwidth="25 GB/s", startup_latency="5 us",
@@ -232,7 +232,7 @@ def test_preemption_compares_retain_swap_and_recompute():
 
 
 def test_disaggregated_pools_sized_by_their_token_rates():
-    # Seed L1219: the prefill pool sustains the prompt-token rate, the decode pool the output-token rate, each with
+    # §10.8.3: the prefill pool sustains the prompt-token rate, the decode pool the output-token rate, each with
     # headroom: 10 req/s x 2,000 tokens / (20,000 tok/s x 0.8) -> 2; 10 x 500 / (2,000 x 0.8) -> 4.
     pools = disaggregated_pool_sizes(Q_(10, "request/s"), 2000, 500, Q_(20_000, "token/s"), Q_(2_000, "token/s"))
     assert (pools.prefill_instances, pools.decode_instances) == (2, 4)
@@ -244,7 +244,7 @@ def test_disaggregated_pools_sized_by_their_token_rates():
 
 
 def test_table_12_w8a16_and_w8a8_ceilings():
-    # Table 12 (seed L1298-1301): W8A16: weights reduced 2x, prefill ceiling 1x (FP16 math), decode up to 2x;
+    # Table 12 (§10.9.3): W8A16: weights reduced 2x, prefill ceiling 1x (FP16 math), decode up to 2x;
     # W8A8: 2x, up to 2x (INT8 tensor cores; H100 INT8/FP16 peak 1979/989), up to 2x.
     w8a16 = quantization_ceilings("int8", "fp16", H100)
     assert (w8a16.weight_bytes_ratio, w8a16.prefill_compute_ceiling, w8a16.decode_traffic_ceiling) == (2, 1, 2)
@@ -254,7 +254,7 @@ def test_table_12_w8a16_and_w8a8_ceilings():
 
 
 def test_w4a16_cuts_decode_weight_traffic_up_to_4x():
-    # Seed L1305/L1325: W4A16 "can cut the weight payload by up to 4x"; prefill stays on FP16 math.
+    # §10.9.3/§10.9.5: W4A16 "can cut the weight payload by up to 4x"; prefill stays on FP16 math.
     w4a16 = quantization_ceilings("int4")
     assert (w4a16.decode_traffic_ceiling, w4a16.prefill_compute_ceiling) == (4, 1)
     assert quantization_ceilings(4.25).decode_traffic_ceiling == pytest.approx(16 / 4.25)
@@ -262,7 +262,7 @@ def test_w4a16_cuts_decode_weight_traffic_up_to_4x():
 
 def test_registry_ids_reproduce_the_ridge_ceiling_and_handoff():
     # Ridge of the registry H100 at FP16 (989.4 TFLOP/s / 3.35 TB/s, catalog A17); Table 12's 2x INT8 ceiling
-    # (1978.9 / 989.4, seed L1296); the 450 GB/s NVLink direction of seed L1217 (registry: chapter-nvlink-h100).
+    # (1978.9 / 989.4, §10.9.3); the 450 GB/s NVLink direction of §10.8.3 (registry: chapter-nvlink-h100).
     assert round(accelerator_ridge_point("h100-sxm", "fp16").m_as("FLOP/B")) == 295
     assert round(quantization_ceilings("int8", "int8", "h100-sxm").prefill_compute_ceiling, 1) == 2.0
     assert round(model_kv_handoff_time("chapter-70b-gqa", 131_072, "chapter-nvlink-h100").m_as("ms"), 1) == 95.4

@@ -50,7 +50,7 @@ RPS = Q_(1, "request/s")
 
 
 def test_self_check_10_1_q1_meeting_the_slo_on_admitted_requests_is_not_serving_offered_load():
-    # Self-check 10.1 Q1 (seed L32, answer L2500): "False". Every admitted request meets the SLO, but
+    # Self-check 10.1 Q1 (§10.1, answer §10.18): "False". Every admitted request meets the SLO, but
     # 20 % of the offered load was shed, so goodput covers only 80 % of what arrived.
     offered, admitted = 1000 * RPS, 800 * RPS
     assert shed_fraction(offered, admitted) == pytest.approx(0.2)
@@ -59,7 +59,7 @@ def test_self_check_10_1_q1_meeting_the_slo_on_admitted_requests_is_not_serving_
 
 
 def test_self_check_10_1_q2_rates_on_different_mixes_cannot_be_ranked():
-    # Self-check 10.1 Q2 (seed L33-37, answer B at L2508): X 900 req/s on short prompts, Y 700 req/s on
+    # Self-check 10.1 Q2 (§10.1, answer B at §10.18): X 900 req/s on short prompts, Y 700 req/s on
     # the production mix, same TTFT/TPOT targets -> "neither can be ranked yet".
     x = CapacityMeasurement(900 * RPS, "short-prompt benchmark", 300 * MS, 50 * MS)
     y = CapacityMeasurement(700 * RPS, "production", 300 * MS, 50 * MS)
@@ -69,7 +69,7 @@ def test_self_check_10_1_q2_rates_on_different_mixes_cannot_be_ranked():
 
 
 def test_self_check_10_1_q3_queueing_400_ms_misses_a_300_ms_ttft():
-    # Answer L2513: "A request queued 400 ms behind a burst misses a 300 ms TTFT target however fast
+    # Answer §10.18: "A request queued 400 ms behind a burst misses a 300 ms TTFT target however fast
     # decode runs." Token times: first token after 400 ms of queueing + a 20 ms prefill, then fast decode.
     tokens = Q_(0.42 + 0.005 * np.arange(20), "s")
     metrics = stream_metrics(tokens, Q_(0, "s"))
@@ -83,8 +83,8 @@ def test_self_check_10_1_q3_queueing_400_ms_misses_a_300_ms_ttft():
 
 
 def test_section_10_2_illustrative_moe_needs_3_5_tb_and_sharding():
-    # Seed L42: "~1.8T parameters, FP16 weights alone require ~3.5 TB". The catalog (A-01) finds 3.5 TB
-    # only for 1.76T parameters (1.8T gives 3.6 TB); we pin the 1.76T reading. Table 1 (L51): memory ->
+    # §10.1: "~1.8T parameters, FP16 weights alone require ~3.5 TB". The catalog (A-01) finds 3.5 TB
+    # only for 1.76T parameters (1.8T gives 3.6 TB); we pin the 1.76T reading. Table 1 (§10.1): memory ->
     # tensor/pipeline parallelism against an 80 GB H100.
     weights = weight_bytes(1.76e12, 16)
     assert weights.m_as("TB") == pytest.approx(3.5, abs=0.05)
@@ -94,7 +94,7 @@ def test_section_10_2_illustrative_moe_needs_3_5_tb_and_sharding():
 
 
 def test_section_10_2_throughput_trigger_needs_at_least_ten_machines():
-    # Seed L47 and self-check 10.2 Q1 (answer C, L2526): 100,000 QPS against a 10,000-QPS machine ->
+    # §10.1 and self-check 10.2 Q1 (answer C, §10.18): 100,000 QPS against a 10,000-QPS machine ->
     # "replicate the full model across at least ten machines".
     triggers = distribution_triggers(
         demand=Q_(100_000, "request/s"),
@@ -108,20 +108,20 @@ def test_section_10_2_throughput_trigger_needs_at_least_ten_machines():
 
 
 def test_section_10_2_70b_fp16_exceeds_one_80_gb_gpu():
-    # Seed L48: 70B at FP16 "requires approximately 140 GB ... exceeding a single 80 GB H100".
+    # §10.1: 70B at FP16 "requires approximately 140 GB ... exceeding a single 80 GB H100".
     weights = weight_bytes(70e9, 16)
     assert weights.m_as("GB") == pytest.approx(140)
     assert distribution_triggers(memory_required=weights, device_memory=Q_(80, "GB")).memory
 
 
 def test_table_1_latency_trigger_calls_for_model_sharding():
-    # Table 1 (seed L53): a forward pass longer than the SLO (500 ms LLM TTFT) -> model sharding.
+    # Table 1 (§10.1): a forward pass longer than the SLO (500 ms LLM TTFT) -> model sharding.
     triggers = distribution_triggers(execution_latency=Q_(650, "ms"), latency_target=Q_(500, "ms"))
     assert triggers.latency and triggers.strategies == ("model sharding",)
 
 
 def test_checkpoint_10_1_13b_fits_so_doubling_throughput_means_replication():
-    # Checkpoint 10.1 (seed L57): a 13B model has 26 GB of weights and fits one A100 (80 GB); doubled
+    # Checkpoint 10.1 (§10.2): a 13B model has 26 GB of weights and fits one A100 (80 GB); doubled
     # throughput demand is a throughput trigger -> horizontal replication.
     weights = weight_bytes(13e9, 16)
     assert weights.m_as("GB") == pytest.approx(26)
@@ -136,12 +136,12 @@ def test_checkpoint_10_1_13b_fits_so_doubling_throughput_means_replication():
 
 
 def test_checkpoint_10_1_175b_needs_multiple_80_gb_gpus():
-    # Checkpoint 10.1 (seed L59): a 175B FP16 model "requires multiple 80 GB GPUs" (350 GB, not printed).
+    # Checkpoint 10.1 (§10.2): a 175B FP16 model "requires multiple 80 GB GPUs" (350 GB, not printed).
     assert distribution_triggers(memory_required=weight_bytes(175e9, 16), device_memory=Q_(80, "GB")).memory
 
 
 def test_self_check_10_2_q2_quantized_70b_fits_yet_may_need_sharding_for_latency():
-    # Self-check 10.2 Q2 (seed L67, answer L2531): quantization removes the memory trigger (INT4: 35 GB),
+    # Self-check 10.2 Q2 (§10.2, answer §10.18): quantization removes the memory trigger (INT4: 35 GB),
     # but a phase slower than its own target still calls for sharding (decode 80 ms vs a 50 ms TPOT).
     triggers = distribution_triggers(
         memory_required=weight_bytes(70e9, 4),
@@ -154,7 +154,7 @@ def test_self_check_10_2_q2_quantized_70b_fits_yet_may_need_sharding_for_latency
 
 
 def test_self_check_10_2_q3_a_stream_can_meet_tpot_and_still_stall():
-    # Self-check 10.2 Q3 (seed L68, answer L2536): "False" - TPOT is the mean gap; one 300 ms gap stalls
+    # Self-check 10.2 Q3 (§10.2, answer §10.18): "False" - TPOT is the mean gap; one 300 ms gap stalls
     # the reader while the mean stays under a 60 ms target.
     gaps = np.r_[np.full(20, 0.03), 0.3, np.full(20, 0.03)]
     tokens = Q_(0.2 + np.r_[0, np.cumsum(gaps)], "s")
@@ -169,26 +169,26 @@ def test_self_check_10_2_q3_a_stream_can_meet_tpot_and_still_stall():
 
 
 def test_section_10_3_1_two_second_request_fails_a_100_ms_contract():
-    # Seed L104: "an interactive request that takes 2 seconds against a 100 ms target fails its contract".
+    # §10.3: "an interactive request that takes 2 seconds against a 100 ms target fails its contract".
     assert not serving_tax_budget(Q_(100, "ms"), Q_(2, "s")).feasible
 
 
 def test_section_10_3_2_100_ms_target_leaves_30_ms_after_70_ms_of_execution():
-    # Seed L117: 100 ms target, 70 ms execution on an idle replica -> "the remaining 30 ms".
+    # §10.3.1: 100 ms target, 70 ms execution on an idle replica -> "the remaining 30 ms".
     budget = serving_tax_budget(Q_(100, "ms"), Q_(70, "ms"))
     assert budget.non_compute_slack.m_as("ms") == pytest.approx(30)
     assert budget.queueing_slack.m_as("ms") == pytest.approx(30)
 
 
 def test_section_10_3_2_four_sequential_exchanges_expose_200_us_to_2_ms():
-    # Seed L118: "four sequential exchanges taking 50-500 microseconds each ... 200 microseconds to 2 ms".
+    # §10.3.1: "four sequential exchanges taking 50-500 microseconds each ... 200 microseconds to 2 ms".
     no_payload = (Q_(0, "B"), Q_(1, "GB/s"))
     assert network_latency(4, Q_(50, "us"), *no_payload).m_as("us") == pytest.approx(200)
     assert network_latency(4, Q_(500, "us"), *no_payload).m_as("ms") == pytest.approx(2)
 
 
 def test_section_10_3_2_exchanges_claim_up_to_2_ms_of_the_30_ms_slack():
-    # Seed L125: "the four sequential exchanges alone can claim up to 2 ms of the 30 ms non-compute slack
+    # §10.3.1: "the four sequential exchanges alone can claim up to 2 ms of the 30 ms non-compute slack
     # before any request waits for a busy replica" -> 28 ms left for queueing (derived, not printed).
     network = network_latency(4, Q_(500, "us"), Q_(0, "B"), Q_(1, "GB/s"))
     budget = serving_tax_budget(Q_(100, "ms"), Q_(70, "ms"), network=network)
@@ -200,7 +200,7 @@ def test_section_10_3_2_exchanges_claim_up_to_2_ms_of_the_30_ms_slack():
 
 
 def test_self_check_10_3_q1_goodput_950_beats_840():
-    # Self-check 10.3 Q1 (seed L127-131, answer D at L2549): X 1,200 req/s x 70 %, Y 1,000 req/s x 95 %
+    # Self-check 10.3 Q1 (§10.3.2, answer D at §10.18): X 1,200 req/s x 70 %, Y 1,000 req/s x 95 %
     # -> "about 950 per second against about 840 for X".
     x = slo_goodput(1200 * RPS, 0.70)
     y = slo_goodput(1000 * RPS, 0.95)
@@ -219,7 +219,7 @@ def test_goodput_from_per_request_measurements():
 
 
 def test_fan_out_critical_path_is_the_slowest_branch_plus_the_join():
-    # Seed L122: the critical path includes exposed coordination and the slowest branch, not the sum.
+    # §10.3.1: the critical path includes exposed coordination and the slowest branch, not the sum.
     branches = Q_([[3, 8, 5], [1, 1, 2]], "ms")
     assert coordination_latency(branches, Q_(0.5, "ms")).m_as("ms") == pytest.approx([8.5, 2.5])
 
@@ -229,12 +229,12 @@ def test_fan_out_critical_path_is_the_slowest_branch_plus_the_join():
 
 
 def test_theorem_10_1_littles_law_100_in_flight():
-    # Seed L371: 1,000 req/s x 0.1 s = "100 concurrent requests".
+    # §10.6.2: 1,000 req/s x 0.1 s = "100 concurrent requests".
     assert in_flight(Q_(1000, "request/s"), Q_(100, "ms")).m_as("request") == pytest.approx(100)
 
 
 def test_theorem_10_1_application_replica_counts_and_utilization():
-    # Seed L375-379: 100 req/s replicas; throughput-only bound 10; 80 % headroom 13; about 76.9 %.
+    # §10.6.2: 100 req/s replicas; throughput-only bound 10; 80 % headroom 13; about 76.9 %.
     throughput = Q_(100, "request/s")
     assert replicas_for_load(1000 * RPS, throughput) == 10
     assert replicas_for_load(1000 * RPS, throughput, 0.8) == 13
@@ -244,7 +244,7 @@ def test_theorem_10_1_application_replica_counts_and_utilization():
 
 
 def test_interactivity_is_the_reciprocal_of_tpot():
-    # Seed L348-352: 13 and 100 tokens/s per user (TPOT 76.9 ms and 10 ms); Figure 6's dashed line at
+    # §10.6.2: 13 and 100 tokens/s per user (TPOT 76.9 ms and 10 ms); Figure 6's dashed line at
     # 50 tokens/s per user is a 20 ms TPOT.
     assert interactivity(Q_(20, "ms")).m_as("token/s") == pytest.approx(50)
     assert interactivity(Q_(10, "ms")).m_as("token/s") == pytest.approx(100)

@@ -35,20 +35,20 @@ QPS = "request/s"
 
 
 def test_sydney_user_pays_roughly_200_ms_to_us_east():
-    # Seed L2080: "a user in Sydney still pays roughly a 200 ms round trip to a US-East deployment".
+    # §10.14: "a user in Sydney still pays roughly a 200 ms round trip to a US-East deployment".
     assert wide_area_latency(CHAPTER_RTT["sydney"][0], 1).m_as("ms") == pytest.approx(200)
 
 
 def test_table_23_rtt_by_user_location():
-    # Table 23 (seed L2091-2094): New York 10/10, London 75/10, Tokyo 150/10, Sydney 200/10 ms.
+    # Table 23 (§10.14.1): New York 10/10, London 75/10, Tokyo 150/10, Sydney 200/10 ms.
     printed = {"new_york": (10, 10), "london": (75, 10), "tokyo": (150, 10), "sydney": (200, 10)}
     for city, (remote, local) in printed.items():
         assert (CHAPTER_RTT[city][0].m_as("ms"), CHAPTER_RTT[city][1].m_as("ms")) == (remote, local)
 
 
 def test_single_us_east_cluster_costs_75_to_200_ms_for_distant_users():
-    # Seed L2086: European, Asian and Australian users pay "a 75 to 200 ms wide-area network round trip on every
-    # request". Caption L2088 calls it "an order of magnitude above the local-region floor": the derived ratios are
+    # §10.14.1: European, Asian and Australian users pay "a 75 to 200 ms wide-area network round trip on every
+    # request". Caption §10.14.1 calls it "an order of magnitude above the local-region floor": the derived ratios are
     # 7.5x (London), 15x (Tokyo) and 20x (Sydney), so "order of magnitude" is loose for London (catalog A5).
     distant = [CHAPTER_RTT[c][0].m_as("ms") for c in ("london", "tokyo", "sydney")]
     assert (min(distant), max(distant)) == (75, 200)
@@ -57,13 +57,13 @@ def test_single_us_east_cluster_costs_75_to_200_ms_for_distant_users():
 
 
 def test_sequential_crossings_compound_but_in_region_calls_do_not():
-    # Seed L2096: sequential calls across the distant boundary compound; calls inside the region do not pay again.
+    # §10.14.1: sequential calls across the distant boundary compound; calls inside the region do not pay again.
     assert wide_area_latency(CHAPTER_RTT["tokyo"][0], 3).m_as("ms") == pytest.approx(450)
     assert placement_penalty(*CHAPTER_RTT["london"], 1).m_as("ms") == pytest.approx(65)
 
 
 def test_figure_23_tier_budgets_10_ms_50_ms_2_s():
-    # Seed L2080: "Its 10 ms, 50 ms, and 2 s budgets are scenario targets". Pinned reading (catalog A4): edge,
+    # §10.14: "Its 10 ms, 50 ms, and 2 s budgets are scenario targets". Pinned reading (catalog A4): edge,
     # gateway, GPU cluster, in the order the figure draws them.
     assert {k: v.m_as("ms") for k, v in CHAPTER_TIER_BUDGETS.items()} == {"edge": 10, "gateway": 50, "cluster": 2000}
     check = tier_budget_check({"edge": Q_(8, "ms"), "gateway": Q_(40, "ms"), "cluster": Q_(2.1, "s")})
@@ -77,7 +77,7 @@ def test_figure_23_tier_budgets_10_ms_50_ms_2_s():
 
 
 def test_edge_hit_returns_within_10_ms_and_misses_pay_the_backend():
-    # Seed L2112-2116: a hit "returns within an illustrative 10 ms budget"; "cache hits avoid the backend round
+    # §10.14.3: a hit "returns within an illustrative 10 ms budget"; "cache hits avoid the backend round
     # trip, while misses incur it".
     hit, miss = Q_(10, "ms"), Q_(10, "ms") + CHAPTER_RTT["sydney"][0] + Q_(50, "ms") + Q_(1, "s")
     assert edge_cache_latency(1.0, hit, miss).m_as("ms") == pytest.approx(10)
@@ -86,8 +86,8 @@ def test_edge_hit_returns_within_10_ms_and_misses_pay_the_backend():
 
 
 def test_table_24_hit_rate_envelopes_and_the_gpu_load_they_leave():
-    # Table 24 (seed L2121-2124): autocomplete 60-80 % excellent, FAQ 40-60 % good, open-ended chat 5-15 % poor,
-    # code generation 20-40 % moderate. Any miss still needs full model execution (seed L2126).
+    # Table 24 (§10.14.3): autocomplete 60-80 % excellent, FAQ 40-60 % good, open-ended chat 5-15 % poor,
+    # code generation 20-40 % moderate. Any miss still needs full model execution (§10.14.3).
     assert EDGE_HIT_RATE_ENVELOPES["autocomplete"] == (0.60, 0.80, "Excellent")
     assert EDGE_HIT_RATE_ENVELOPES["faq_chatbot"] == (0.40, 0.60, "Good")
     assert EDGE_HIT_RATE_ENVELOPES["open_ended_chat"] == (0.05, 0.15, "Poor")
@@ -109,7 +109,7 @@ def test_edge_cache_latency_and_gpu_load_fall_as_hits_rise(h1, h2, eligible):
 
 
 def test_self_check_exact_text_match_is_not_a_valid_hit():
-    # Self-check L2192-2196 (answer L2922-2927): a hit requires authorization and a match of model version,
+    # Self-check §10.14.6 (answer §10.18): a hit requires authorization and a match of model version,
     # conversation or retrieval context, generation policy and freshness; the 10 ms is a latency budget, not a
     # validity window.
     entry = {"model_version": "v3", "context": "retrieval-A", "generation_policy": "t=0"}
@@ -123,7 +123,7 @@ def test_self_check_exact_text_match_is_not_a_valid_hit():
 
 
 def test_cross_region_sharding_10_to_100x_slowdown():
-    # Seed L2132: "every stage crossing pays a 75-150 ms inter-region transfer against only 1-5 ms of local stage
+    # §10.14.4: "every stage crossing pays a 75-150 ms inter-region transfer against only 1-5 ms of local stage
     # computation. That illustrative gap can slow inference by 10-100x, though the exact penalty depends on the
     # model's stage layout." Pinned reading (catalog A3): an order-of-magnitude statement over layouts. Two to four
     # regions at the corners of those ranges span 8.5x to 113.5x, an order of magnitude at best and about 100x at
@@ -139,7 +139,7 @@ def test_cross_region_sharding_10_to_100x_slowdown():
 
 
 def test_self_check_cross_region_sharding_does_not_minimize_p99():
-    # Self-check L2191 (answer L2917-2919): False. Co-located, the same two stages take 10 ms; split between US-East
+    # Self-check §10.14.6 (answer §10.18): False. Co-located, the same two stages take 10 ms; split between US-East
     # and Asia-Pacific they take 160 ms.
     split = cross_region_sharding(Q_([5, 5], "ms"), Q_(150, "ms"))
     assert split.step_time.m_as("ms") == pytest.approx(160) and split.colocated_time.m_as("ms") == pytest.approx(10)
@@ -149,7 +149,7 @@ def test_self_check_cross_region_sharding_does_not_minimize_p99():
 
 
 def test_failover_needs_headroom_for_reconstruction_and_continuing_traffic():
-    # Seed L2159 and self-check L2197 (answer L2930-2932): rerouting alone does not restore the session; region B
+    # §10.14.5 and self-check §10.14.6 (answer §10.18): rerouting alone does not restore the session; region B
     # needs history and headroom for both KV reconstruction and continuing traffic.
     caps = {"a": Q_(1000, QPS), "b": Q_(1000, QPS)}
     loads = {"a": Q_(400, QPS), "b": Q_(400, QPS)}
@@ -185,7 +185,7 @@ def test_failover_spreads_by_spare_capacity_and_rejects_bad_inputs():
 
 
 def test_listing_3_at_most_two_attempts_within_the_deadline():
-    # Listing 3 (seed L2143-2157): budgets (2.0, 5.0) s, timeout = min(budget, remaining), at most two attempts;
+    # Listing 3 (§10.14.5): budgets (2.0, 5.0) s, timeout = min(budget, remaining), at most two attempts;
     # worst case min(deadline, 7 s) (derived).
     slow = {"us-east": Q_(30, "s"), "us-west": Q_(30, "s"), "eu-west": Q_(1, "s")}
     out = failover_attempts(Q_(20, "s"), ["us-east", "us-west", "eu-west"], slow)
@@ -208,7 +208,7 @@ def table_25(market):
 
 
 def test_table_25_hypothetical_prices_and_latencies():
-    # Table 25 (seed L2170-2172): spot 2.50 / 2.30 / 2.80, on demand 4.00 / 3.80 / 4.20 $/hr; latency to US users
+    # Table 25 (§10.14.6): spot 2.50 / 2.30 / 2.80, on demand 4.00 / 3.80 / 4.20 $/hr; latency to US users
     # 10-50, 30-70, 75-100 ms.
     assert {r: p.m_as("USD/hour") for r, p in table_25("spot").items()} == pytest.approx(
         {"us-east": 2.50, "us-west": 2.30, "eu-west": 2.80}
@@ -224,7 +224,7 @@ def test_table_25_hypothetical_prices_and_latencies():
 
 
 def test_self_check_cheaper_spot_hour_does_not_always_lower_completion_cost():
-    # Self-check L2198 (answer L2935-2937): False. "GPU price alone is insufficient" (seed L2174). With 8 % lower
+    # Self-check §10.14.6 (answer §10.18): False. "GPU price alone is insufficient" (§10.14.6). With 8 % lower
     # spot price (2.30 vs 2.50), US-West loses once its useful throughput falls below 0.92 of US-East's (derived
     # break-even) or once transfer charges exceed the saving.
     spot = table_25("spot")
@@ -244,7 +244,7 @@ def test_self_check_cheaper_spot_hour_does_not_always_lower_completion_cost():
 
 
 def test_listing_4_filters_then_picks_cheapest_for_low_priority_and_nearest_otherwise():
-    # Listing 4 (seed L2178-2185): eligible_regions (placement, version, readiness, capacity, deadline); no region ->
+    # Listing 4 (§10.14.6): eligible_regions (placement, version, readiness, capacity, deadline); no region ->
     # no_feasible_destination; low priority -> lowest completion cost; else nearest.
     hour = Q_(1, "hour")
     spot = table_25("spot")
@@ -257,7 +257,7 @@ def test_listing_4_filters_then_picks_cheapest_for_low_priority_and_nearest_othe
     assert route_request(options, priority="low").region == "us-west"
     assert route_request(options, allowed_jurisdictions=["eu"]).region == "eu-west"
     assert route_request(options, deadline=Q_(30, "ms")).eligible == ("us-east",)
-    # A nearby region whose queues are saturated loses to a farther one (seed L2100).
+    # A nearby region whose queues are saturated loses to a farther one (§10.14.2).
     busy = RegionOption("us-east", Q_(20, "ms"), None, "us", queue_wait=Q_(500, "ms"))
     assert route_request([busy, options[1]]).region == "us-west"
     none = route_request([RegionOption("us-east", Q_(20, "ms"), ready=False)])

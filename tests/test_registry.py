@@ -70,7 +70,7 @@ def test_chapter_scenario_values_cite_the_chapter(reg):
 
 
 def test_chapter_h100_constants(reg):
-    # Seed L61/L344: 3.35 TB/s; L71 and Napkin Math 10.7: 80 GB nameplate; Napkin Math 10.5 (L778, L794):
+    # §10.2/§10.6.2: 3.35 TB/s; §10.2 and Napkin Math 10.7: 80 GB nameplate; Napkin Math 10.5 (§10.7.1):
     # 8 x 80 GiB "registered byte capacity" = 687.2 GB; 989 TFLOP/s dense BF16.
     h100 = reg.accelerators["h100-sxm"]
     assert h100.memory == Q_(80, "GiB")
@@ -83,7 +83,7 @@ def test_chapter_h100_constants(reg):
 
 
 def test_chapter_table_17_interconnects(reg):
-    # Table 17 (seed L1577-1581), as printed; NVLink's 900 GB/s is the two-direction total.
+    # Table 17 (§10.10.7), as printed; NVLink's 900 GB/s is the two-direction total.
     expected = {
         "chapter-nvlink-h100": (900, "GB/s", 0.5),
         "chapter-pcie-gen5": (64, "GB/s", 1),
@@ -96,24 +96,24 @@ def test_chapter_table_17_interconnects(reg):
         shown = link.bandwidth_total if link_id == "chapter-nvlink-h100" else link.bandwidth
         assert shown.m_as(unit) == pytest.approx(printed)
         assert link.startup_latency.m_as("us") == pytest.approx(latency_us)
-    assert reg.interconnects["chapter-nvlink-h100"].bandwidth.m_as("GB/s") == pytest.approx(450)  # seed L1217
+    assert reg.interconnects["chapter-nvlink-h100"].bandwidth.m_as("GB/s") == pytest.approx(450)  # §10.8.3
 
 
 def test_chapter_70b_models(reg):
     from calculator.memory import weight_bytes
 
-    # Seed L71: a 70B model at FP16 needs 140 GB of weights.
+    # §10.2: a 70B model at FP16 needs 140 GB of weights.
     mha = reg.models["chapter-70b-mha"]
     assert weight_bytes(mha.parameters, 16).m_as("GB") == pytest.approx(140)
     assert (mha.layers, mha.kv_heads, mha.head_dim, mha.attention) == (80, 64, 128, "mha")
-    # Napkin Math 10.5 (seed L786-788): 141.2 GB of FP16 weights, 80 layers, 8 KV heads of 128.
+    # Napkin Math 10.5 (§10.7.1): 141.2 GB of FP16 weights, 80 layers, 8 KV heads of 128.
     gqa = reg.models["chapter-70b-gqa"]
     assert round(weight_bytes(gqa.parameters, 16).m_as("GB"), 1) == 141.2
     assert (gqa.layers, gqa.kv_heads, gqa.head_dim, gqa.attention) == (80, 8, 128, "gqa")
 
 
 def test_chapter_table_25_prices(reg):
-    # Table 25 (seed L2169-2172), hypothetical snapshot.
+    # Table 25 (§10.14.6), hypothetical snapshot.
     printed = {"us-east": (2.50, 4.00), "us-west": (2.30, 3.80), "eu-west": (2.80, 4.20)}
     for region, (spot, on_demand) in printed.items():
         assert reg.prices[f"chapter-{region}-h100-spot"].price.m_as("USD/hour") == pytest.approx(spot)

@@ -40,18 +40,18 @@ QPS = "request/s"
 
 
 def test_lighthouse_10_2_expected_1000_tail_events_per_second():
-    # Lighthouse 10.2 (seed L1633): "At 10^7 QPS, an event probability of 10^-4 implies an expected 1,000 such
+    # Lighthouse 10.2 (§10.11): "At 10^7 QPS, an event probability of 10^-4 implies an expected 1,000 such
     # events per second."
     assert tail_event_rate(Q_(1e7, QPS), Q_(1e-4, "1/request")).m_as("1/s") == pytest.approx(1000)
 
 
 def test_fanout_100_shards_at_p99_miss_63_percent():
-    # Seed L1639: 100 shards each meeting their p99 independently: "misses that threshold about 63 percent".
+    # §10.11.1: 100 shards each meeting their p99 independently: "misses that threshold about 63 percent".
     assert round(100 * fanout_slow_probability(0.01, 100)) == 63
 
 
 def test_fanout_leaf_budget_moves_from_p99_to_p99_99():
-    # Seed L1641: "each of the 100 leaves may be slow only about 0.01 percent of the time, so the leaf target
+    # §10.11.1: "each of the 100 leaves may be slow only about 0.01 percent of the time, so the leaf target
     # moves from p99 to roughly p99.99". Exact inverse 1 - 0.99^(1/100) = 1.005e-4.
     budget = per_leaf_budget(0.01, 100)
     assert round(100 * budget, 2) == 0.01
@@ -81,7 +81,7 @@ def test_fanout_broadcasts_and_rejects_bad_probabilities():
 
 
 def test_self_check_two_choices_improve_occupancy_order_for_1000_servers():
-    # Self-check L1821-1823 (answer L2837): two probes improve static occupancy from Theta(log R / log log R) to
+    # Self-check §10.11.10 (answer §10.18): two probes improve static occupancy from Theta(log R / log log R) to
     # Theta(log log R) for a 1,000-server fleet. Derived leading terms: 3.57 and ln ln 1000 / ln 2 = 2.79.
     assert round(max_load_order(1000), 2) == 3.57
     assert round(max_load_order(1000, 2), 2) == 2.79
@@ -112,7 +112,7 @@ def test_more_balls_than_bins_and_bad_inputs():
 
 
 def test_probe_hit_probability_squares_with_two_probes():
-    # Seed L1694: one probe hits the hot set with probability H/R, two probes both hit it with (H/R)^2.
+    # §10.11.3: one probe hits the hot set with probability H/R, two probes both hit it with (H/R)^2.
     assert probe_hit_probability(50, 1000, 1) == pytest.approx(0.05)
     assert probe_hit_probability(50, 1000, 2) == pytest.approx(0.0025)
     with pytest.raises(InputError, match="'hot_bins'"):
@@ -145,7 +145,7 @@ H100_A100 = (Q_([1000, 600], QPS), Q_(15_000, QPS))
 
 
 def test_example_10_8_round_robin_500_qps_each_50_and_83_3_percent():
-    # Example 10.8 (seed L1708): round robin "routes equal request counts (500 QPS) to all nodes", H100s at
+    # Example 10.8 (§10.11.4): round robin "routes equal request counts (500 QPS) to all nodes", H100s at
     # "50 percent", A100s at "83.3 percent".
     rr = routing_shares(*H100_A100, counts=[10, 20], policy="round_robin")
     assert rr.rate.m_as(QPS).tolist() == pytest.approx([500, 500])
@@ -154,7 +154,7 @@ def test_example_10_8_round_robin_500_qps_each_50_and_83_3_percent():
 
 
 def test_example_10_8_weighted_4_5_and_2_7_percent_at_68_2_percent():
-    # Example 10.8 (seed L1708): weights "4.5 percent" and "2.7 percent", "68.2 percent vs. 68.2 percent".
+    # Example 10.8 (§10.11.4): weights "4.5 percent" and "2.7 percent", "68.2 percent vs. 68.2 percent".
     weighted = routing_shares(*H100_A100, counts=[10, 20])
     assert round(100 * weighted.share[0], 1) == 4.5
     assert round(100 * weighted.share[1], 1) == 2.7
@@ -162,7 +162,7 @@ def test_example_10_8_weighted_4_5_and_2_7_percent_at_68_2_percent():
 
 
 def test_self_check_example_10_8_answer_4_55_and_2_73_percent_of_22000():
-    # Answer L2855 / option L1831: "1000/22000 ~ 4.55%", "600/22000 ~ 2.73%", 681.8 and 409.1 QPS, 68.2 %.
+    # Answer §10.18 / option §10.11.10: "1000/22000 ~ 4.55%", "600/22000 ~ 2.73%", 681.8 and 409.1 QPS, 68.2 %.
     weighted = routing_shares(*H100_A100, counts=[10, 20])
     assert weighted.total_capacity.m_as(QPS) == pytest.approx(22_000)
     assert [round(100 * s, 2) for s in weighted.share] == [4.55, 2.73]
@@ -195,7 +195,7 @@ def test_more_replicas_never_raise_utilization(capacities, added, rate, policy):
 
 
 def test_inverse_latency_weights_shift_traffic_from_slow_replicas():
-    # Seed L1714-1716: latency[i] = EMA(observed), weight[i] = 1 / latency[i].
+    # §10.11.4: latency[i] = EMA(observed), weight[i] = 1 / latency[i].
     average, weights = inverse_latency_weights(Q_([50, 50], "ms"))
     assert weights.tolist() == [0.5, 0.5]
     average, weights = inverse_latency_weights(Q_([50, 500], "ms"), smoothing=0.5, previous=average)
@@ -220,7 +220,7 @@ def test_routing_shares_rejects_bad_inputs():
 
 
 def test_consistent_hashing_remaps_1_over_n_plus_1_on_add_and_1_over_n_on_remove():
-    # Seed L1748 (answer L2842): adding a server moves an expected 1/(N+1) of keys; removing one affects its
+    # §10.11.6 (answer §10.18): adding a server moves an expected 1/(N+1) of keys; removing one affects its
     # 1/N share. Derived for N = 10: 9.09 % and 10 %.
     assert round(100 * remap_fraction_on_add(10), 2) == 9.09
     assert round(100 * remap_fraction_on_remove(10), 2) == 10.0
@@ -252,7 +252,7 @@ def test_remap_fraction_shrinks_as_the_ring_grows():
 
 
 def test_few_virtual_nodes_give_uneven_ranges():
-    # Seed L1748: virtual nodes smooth uneven ranges.
+    # §10.11.6: virtual nodes smooth uneven ranges.
     keys = np.arange(100_000)
     coarse = ConsistentHashRing([f"s{i}" for i in range(20)], virtual_nodes=1, seed=5).load_shares(keys)
     fine = ConsistentHashRing([f"s{i}" for i in range(20)], virtual_nodes=500, seed=5).load_shares(keys)
@@ -274,7 +274,7 @@ def test_ring_rejects_bad_membership():
 
 @pytest.fixture(scope="module")
 def llama3_70b_migration():
-    # Seed L1787: Llama 3 70B (GQA; dims from its config: 80 layers, 8 KV heads of 128, FP16), 4,096 tokens,
+    # §10.11.8: Llama 3 70B (GQA; dims from its config: 80 layers, 8 KV heads of 128, FP16), 4,096 tokens,
     # TP 8, 100 Gb/s, 7.1e10 parameters, 40 % of the H100's dense BF16 peak (989 TFLOP/s, not printed there).
     model = load_registry().models["llama-3.1-70b"]
     per_token = kv_bytes_per_token(model.layers, model.kv_heads, model.head_dim, Q_(2, "B"))
@@ -283,20 +283,20 @@ def llama3_70b_migration():
 
 
 def test_kv_migration_cache_1_3_gb_and_168_mb_per_device(llama3_70b_migration):
-    # Seed L1787: "about 1.3 GB total per sequence, or about 168 MB per device under 8-way tensor parallelism".
+    # §10.11.8: "about 1.3 GB total per sequence, or about 168 MB per device under 8-way tensor parallelism".
     assert round(llama3_70b_migration.cache_bytes.m_as("GB"), 1) == 1.3
     assert round(llama3_70b_migration.bytes_per_device.m_as("MB")) == 168
 
 
 def test_kv_migration_shard_13_ms_full_cache_107_ms(llama3_70b_migration):
-    # Seed L1787: "roughly 13 ms" for one shard, "about 107 ms" for the full cache over one link (this needs the
+    # §10.11.8: "roughly 13 ms" for one shard, "about 107 ms" for the full cache over one link (this needs the
     # unrounded 1.342 GB; 1.3 GB would give 104 ms).
     assert round(llama3_70b_migration.shard_transfer_time.m_as("ms")) == 13
     assert round(llama3_70b_migration.transfer_time.m_as("ms")) == 107
 
 
 def test_kv_migration_prefill_5_8e14_flops_roughly_180_ms_transfer_wins(llama3_70b_migration):
-    # Seed L1787: "5.8 x 10^14 FLOPs (2 x 7.1 x 10^10 parameters x 4,096 tokens), giving roughly 180 ms";
+    # §10.11.8: "5.8 x 10^14 FLOPs (2 x 7.1 x 10^10 parameters x 4,096 tokens), giving roughly 180 ms";
     # "Transfer is faster in this comparison". With 989.4 TFLOP/s: 183.7 ms, which rounds to 180.
     assert round(llama3_70b_migration.prefill_flops.m_as("FLOP") / 1e14, 1) == 5.8
     assert round(llama3_70b_migration.rebuild_time.m_as("ms"), -1) == 180
@@ -325,7 +325,7 @@ def test_kv_migration_concurrent_links_unreachable_source_and_slow_networks():
 
 
 def slowdown_trace(slow_from=10.0, slow_until=40.0, step=0.05, end=70.0):
-    # Seed L1799: "an illustrative rise in service time from 50 ms to 500 ms".
+    # §10.11.10: "an illustrative rise in service time from 50 ms to 500 ms".
     t = np.arange(0, end, step)
     slow = (t >= slow_from) & (t < slow_until)
     return t, slow, Q_(np.where(slow, 500, 50), "ms")
@@ -405,7 +405,7 @@ def test_retry_goodput_never_exceeds_capacity(rate, capacity, retries):
 
 
 def test_wasted_token_rate():
-    # Seed L1811: the fraction of generated tokens spent on canceled, timed-out or late requests.
+    # §10.11.10: the fraction of generated tokens spent on canceled, timed-out or late requests.
     assert wasted_token_fraction(Q_(900, "token"), Q_(100, "token")) == pytest.approx(0.1)
 
 
@@ -429,7 +429,7 @@ def test_least_connections_picks_the_fewest_active_requests():
 def test_policy_comparison_at_light_load_is_just_decoding():
     from calculator.routing import compare_routing_policies
 
-    # Seed L1724: a 10-token reply against a 500-token essay. At light load every policy finds an idle
+    # §10.11.5: a 10-token reply against a 500-token essay. At light load every policy finds an idle
     # replica, so each request takes its own length x (T0 + t), whatever the policy.
     r = compare_routing_policies(Q_(0.5, "request/s"), [10, 500], 8, Q_(10, "ms"), Q_(1, "ms"), requests=300)
     expected = 0.5 * (10 + 500) * 0.011

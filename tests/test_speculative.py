@@ -21,7 +21,7 @@ from calculator.speculative import (
     speedup,
 )
 
-DRAFT_COST = 1 / 20  # seed L987: "a draft step 20x faster than a target decode step"
+DRAFT_COST = 1 / 20  # §10.7.6: "a draft step 20x faster than a target decode step"
 
 
 def gqa(id, parameters, layers, heads, kv_heads):
@@ -41,20 +41,20 @@ DRAFT_7B = gqa("draft-7b", 7e9, 32, 32, 8)
 @pytest.mark.parametrize(
     "acceptance, tokens, gain",
     [
-        (0.9, 4.69, 3.7),  # seed L989: "an expected 4.69 tokens per verification round for a 3.7x speedup"
+        (0.9, 4.69, 3.7),  # §10.7.6: "an expected 4.69 tokens per verification round for a 3.7x speedup"
         (0.7, 2.94, 2.4),  # "2.94 tokens per round for a 2.4x speedup"
         (0.5, 1.97, 1.6),  # "1.97 tokens per round, yielding a modest speedup of 1.6x"
     ],
 )
 def test_speculative_sensitivity_k5_draft_20x_faster(acceptance, tokens, gain):
-    # Seed L987: K = 5, draft step 20x faster, verification = one target step. The speedup uses the unrounded
+    # §10.7.6: K = 5, draft step 20x faster, verification = one target step. The speedup uses the unrounded
     # E[N] (4.69 / 1.25 would print 3.8: catalog ambiguity A10).
     assert round(expected_tokens_per_round(acceptance, 5), 2) == tokens
     assert round(speedup(acceptance, 5, DRAFT_COST, 1.0), 1) == gain
 
 
 def test_figure_12_three_accepted_drafts_emit_four_tokens_in_one_pass():
-    # Seed L954: d1..d4 drafted, three accepted, d4 rejected and replaced: four tokens for one target pass, where
+    # §10.7.6: d1..d4 drafted, three accepted, d4 rejected and replaced: four tokens for one target pass, where
     # standard decoding needs four passes.
     assert emitted_tokens([True, True, True, False]) == 4
     assert emitted_tokens([True, True, True, True]) == 5
@@ -62,14 +62,14 @@ def test_figure_12_three_accepted_drafts_emit_four_tokens_in_one_pass():
 
 
 def test_low_acceptance_makes_speculation_slower():
-    # Seed L985: "low acceptance can make generation slower than ordinary decoding". For K = 5 and a draft 20x
+    # §10.7.6: "low acceptance can make generation slower than ordinary decoding". For K = 5 and a draft 20x
     # faster, break-even is at alpha ~ 0.200 (catalog M-B17).
     assert round(acceptance_for_speedup(1.0, 5, DRAFT_COST), 3) == 0.2
     assert speedup(0.1, 5, DRAFT_COST) < 1 < speedup(0.3, 5, DRAFT_COST)
 
 
 def test_verification_cost_growing_with_batch_turns_a_gain_into_a_loss():
-    # Seed L999: "verification is cheap only while decode leaves compute idle"; when the verification pass costs
+    # §10.7.6: "verification is cheap only while decode leaves compute idle"; when the verification pass costs
     # more than one step (a loaded batch), the same configuration crosses from a gain to a loss.
     assert speedup(0.7, 5, DRAFT_COST, 1.0) > 1 > speedup(0.7, 5, DRAFT_COST, 3.0)
 
@@ -121,7 +121,7 @@ def test_monte_carlo_rounds_match_eq_6(acceptance, k):
 
 
 def test_algorithm_2_preserves_the_target_distribution_and_matches_eq_6():
-    # Seed L958: min(1, p/q) acceptance and residual resampling make the output distributed exactly as the target.
+    # §10.7.6: min(1, p/q) acceptance and residual resampling make the output distributed exactly as the target.
     # With context-free p and q every position is accepted with alpha = sum min(p, q), so Eq. 6 holds.
     p = np.array([0.45, 0.25, 0.15, 0.1, 0.05])
     q = np.array([0.3, 0.3, 0.2, 0.05, 0.15])
@@ -146,7 +146,7 @@ def test_acceptance_for_speedup_inverts_speedup(acceptance, k, cost):
 
 
 def test_a_7b_draft_adds_14_gb_of_fp16_weights():
-    # Seed L995: "Pairing a 7B draft model with a 70B target adds roughly 14 GB of FP16 weights per replica plus
+    # §10.7.6: "Pairing a 7B draft model with a 70B target adds roughly 14 GB of FP16 weights per replica plus
     # per-request draft cache."
     assert round(weight_bytes(7e9, 16).m_as("GB")) == 14
     fit = draft_memory_fit(TARGET_70B, DRAFT_7B, Q_(80, "GB"), 4096, tensor_parallel=8)
@@ -155,7 +155,7 @@ def test_a_7b_draft_adds_14_gb_of_fp16_weights():
 
 
 def test_colocated_draft_lowers_max_concurrency():
-    # Seed L995 and answer L2675: draft weights and draft KV come out of the target's admission budget.
+    # §10.7.6 and answer §10.18: draft weights and draft KV come out of the target's admission budget.
     fit = draft_memory_fit(TARGET_70B, DRAFT_7B, Q_(80, "GB"), 4096, tensor_parallel=8)
     assert fit.with_draft.max_batch < fit.without_draft.max_batch
     assert fit.batch_loss == fit.without_draft.max_batch - fit.with_draft.max_batch

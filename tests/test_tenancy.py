@@ -32,7 +32,7 @@ QPS = "request/s"
 
 
 def test_noisy_neighbor_kv_pool_200_to_75_sequences_62_5_percent():
-    # Seed L1854: three tenants, 60 GB KV pool, 20 GB shares; one grows to 45 GB; the others drop "from 200
+    # §10.12.1: three tenants, 60 GB KV pool, 20 GB shares; one grows to 45 GB; the others drop "from 200
     # concurrent sequences each to 75, a 62.5 percent reduction". KV per sequence (0.1 GB) is implied by 20 GB / 200.
     contention = kv_pool_contention(Q_(60, "GB"), 3, Q_(20, "GB") / 200, Q_(45, "GB"))
     assert contention.fair_share.m_as("GB") == pytest.approx(20)
@@ -48,7 +48,7 @@ def test_kv_pool_contention_bad_inputs():
 
 
 def test_example_10_9_tenant_3_bursts_to_500_qps_5x_and_is_held_to_120():
-    # Example 10.9 (seed L1860-1862): 10 tenants at 100 QPS, tenant 3 bursts to 500 QPS ("5x its baseline"); with
+    # Example 10.9 (§10.12.1): 10 tenants at 100 QPS, tenant 3 bursts to 500 QPS ("5x its baseline"); with
     # quotas it is limited to 120 QPS. The p99 figures (22-45 ms, 15 ms) have no service model behind them and
     # are not computed. Derived pool loads: 1,000 at baseline, 1,400 during the burst, 1,020 with the quota.
     rates = Q_([100] * 10, QPS)
@@ -65,7 +65,7 @@ def test_example_10_9_tenant_3_bursts_to_500_qps_5x_and_is_held_to_120():
 
 
 def test_pitfall_tenant_bursting_to_5x_normal_traffic():
-    # Section 10.16 (seed L2437): "A tenant bursting to 5x normal traffic can degrade latency for all other tenants".
+    # Section 10.16: "A tenant bursting to 5x normal traffic can degrade latency for all other tenants".
     burst = tenant_burst(Q_([100, 100, 100, 100], QPS), 0, 5, pool_capacity=Q_(600, QPS))
     assert (
         burst.pool_utilization > 1 > tenant_burst(Q_([100] * 4, QPS), 0, 1, pool_capacity=Q_(600, QPS)).pool_utilization
@@ -76,7 +76,7 @@ def test_pitfall_tenant_bursting_to_5x_normal_traffic():
 
 
 def test_listing_1_quota_defaults_and_the_concurrent_limit():
-    # Listing 1 (seed L1873-1878): max_concurrent_requests 100, max_kv_cache_mb 20,000, max_qps 1,000,
+    # Listing 1 (§10.12.2): max_concurrent_requests 100, max_kv_cache_mb 20,000, max_qps 1,000,
     # max_batch_tokens 50,000. "usage.concurrent + 1 > quota.max_concurrent_requests" rejects at 100, admits 99.
     quota = TenantQuota()
     assert (quota.max_concurrent_requests, quota.max_kv_cache.m_as("MB"), quota.max_qps) == (100, 20_000, 1000)
@@ -107,7 +107,7 @@ def test_listing_1_each_limit_in_order():
 
 
 def test_snapshot_check_is_not_an_admission_guarantee_but_the_ledger_is():
-    # Seed L1901: "simultaneous callers can observe the same free capacity. Production admission must check and
+    # §10.12.2: "simultaneous callers can observe the same free capacity. Production admission must check and
     # reserve resources atomically, roll back failed admissions, and release reservations".
     quota = TenantQuota(max_concurrent_requests=100)
     snapshot = TenantUsage(concurrent=99)
@@ -155,8 +155,8 @@ def test_ledger_windows_release_and_rollback():
 
 
 def test_max_min_fairness_30k_20k_50k():
-    # Seed L1903: demands 30,000, 20,000 and 80,000 output tokens/s, 100,000 tokens/s pool: "the allocation is
-    # 30,000, 20,000, and 50,000". Answer L2891: "max-min".
+    # §10.12.2: demands 30,000, 20,000 and 80,000 output tokens/s, 100,000 tokens/s pool: "the allocation is
+    # 30,000, 20,000, and 50,000". Answer §10.18: "max-min".
     allocation = max_min_fair(Q_([30_000, 20_000, 80_000], "token/s"), Q_(100_000, "token/s"))
     assert allocation.allocation.m_as("token/s").tolist() == pytest.approx([30_000, 20_000, 50_000])
     assert allocation.satisfied.tolist() == [True, True, False]
@@ -164,7 +164,7 @@ def test_max_min_fairness_30k_20k_50k():
 
 
 def test_drf_reduces_to_max_min_with_one_resource_and_equal_costs():
-    # Seed L1903: DRF "reduces to max-min fairness when only one divisible resource constrains the allocation".
+    # §10.12.2: DRF "reduces to max-min fairness when only one divisible resource constrains the allocation".
     pool = {"decode": Q_(100_000, "token/s")}
     users = [{"decode": Q_(1, "token/s")}] * 3
     drf = dominant_resource_fairness(pool, users, max_tasks=[30_000, 20_000, 80_000])
@@ -230,7 +230,7 @@ def test_fairness_bad_inputs():
 
 
 def test_table_19_priority_classes():
-    # Table 19 (seed L1912-1914): Critical can preempt lower, 100% reserved; Standard can preempt best-effort,
+    # Table 19 (§10.12.3): Critical can preempt lower, 100% reserved; Standard can preempt best-effort,
     # weighted share; Best-effort cannot preempt, no guarantee.
     assert [c.guarantee for c in PRIORITY_CLASSES] == ["100% reserved", "Weighted share", "No guarantee"]
     assert can_preempt("critical", "best_effort") and can_preempt("standard", "best_effort")
@@ -242,7 +242,7 @@ def test_table_19_priority_classes():
 
 
 def test_request_level_caps_8000_2000_30_s():
-    # Seed L1930: "Caps such as 8,000 input tokens, 2,000 output tokens, and 30 seconds of execution".
+    # §10.12.4: "Caps such as 8,000 input tokens, 2,000 output tokens, and 30 seconds of execution".
     assert check_request_caps(8000, 2000, Q_(30, "s")) is None
     assert check_request_caps(8001, 2000) == "input tokens 8001 > 8000"
     assert check_request_caps(100, 2001).startswith("output tokens")
@@ -250,7 +250,7 @@ def test_request_level_caps_8000_2000_30_s():
 
 
 def test_example_10_10_bulkheads_70_30_of_the_shared_pool():
-    # Example 10.10 (seed L1936): Enterprise on dedicated pools; "70 percent of the remaining shared capacity to
+    # Example 10.10 (§10.12.4): Enterprise on dedicated pools; "70 percent of the remaining shared capacity to
     # Professional", Free capped "at 30 percent best-effort capacity".
     parts = bulkhead_partition(
         Q_(64, "request/s"), {"enterprise": Q_(24, "request/s")}, {"professional": 0.7, "free": 0.3}
@@ -265,7 +265,7 @@ def test_example_10_10_bulkheads_70_30_of_the_shared_pool():
 
 
 # --------------------------------------------------------------------------------------------
-# Hierarchical rate limiting (section 10.15.3, seed L2276)
+# Hierarchical rate limiting (section 10.15.3)
 
 
 def test_hierarchical_limits_each_tier_in_turn():

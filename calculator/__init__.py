@@ -170,6 +170,7 @@ _EXPORTS_BY_MODULE = {
         "DisaggregatedPlan",
         "FleetPlan",
         "RelaxedPlan",
+        "Rejection",
         "ServingModeComparison",
         "Speculation",
         "Workload",

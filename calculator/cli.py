@@ -421,7 +421,7 @@ def _plan_from_json(path: Path) -> Any:
     """
     import dataclasses
 
-    from .fleet import FleetPlan, Workload
+    from .fleet import FleetPlan, Rejection, Workload
     from .units import Q_
 
     def restore(value: Any) -> Any:
@@ -449,6 +449,7 @@ def _plan_from_json(path: Path) -> Any:
     try:
         values = {key: restore(value) for key, value in data.items() if key in names}
         values["workload"] = Workload(**values["workload"])
+        values["rejections"] = tuple(Rejection(**record) for record in values.get("rejections", ()))
         return FleetPlan(**values)
     except Exception as exc:  # a hand-edited file: a unit pint cannot read, a field of the wrong kind
         raise _fail(f"{not_a_plan} ({type(exc).__name__}: {exc})") from None

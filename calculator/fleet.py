@@ -62,6 +62,7 @@ __all__ = [
     "DisaggregatedPlan",
     "FleetPlan",
     "RelaxedPlan",
+    "Rejection",
     "ServingModeComparison",
     "Speculation",
     "Workload",
@@ -222,6 +223,56 @@ def default_price_entry(accelerator: Any, registry: Any = None) -> Any:
 
 
 @dataclass(frozen=True, repr=False)
+class Rejection(Result):
+    """Why one (accelerator, precision, TP) family is not the plan: a reason code and its values.
+
+    Attributes
+    ----------
+    family : str
+        ``accelerator/precision/tpN``.
+    accelerator, precision : str
+    tensor_parallel : int
+    code : str
+        ``"memory"`` (the weights leave no room for one sequence's KV cache), ``"tpot"``, ``"ttft"``
+        or ``"tbt"`` (no batch cap meets that target), ``"joint"`` (each target is met by some cap,
+        none meets all), or ``"costlier"`` (feasible, but not the cheapest).
+    values : dict
+        The numbers behind the code: ``weights_per_device`` and ``usable_per_device`` (memory), the
+        ``best`` value reached and the ``target`` (tpot, ttft), or ``gpus``, ``batch`` and
+        ``cost_per_hour`` (costlier).
+    """
+
+    family: str
+    accelerator: str
+    precision: str
+    tensor_parallel: int
+    code: str
+    values: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        """The reason in a sentence, as the front ends show it."""
+        v = self.values
+        if self.code == "memory":
+            return (
+                f"memory: {v['weights_per_device'].m_as('GB'):.1f} GB of weights per device leave no room for one "
+                f"sequence's KV cache in {v['usable_per_device'].m_as('GB'):.1f} GB usable"
+            )
+        if self.code == "tpot":
+            return f"TPOT: at best {v['best'].m_as('ms'):.1f} ms, above the {v['target'].m_as('ms'):g} ms target"
+        if self.code == "ttft":
+            return f"TTFT: at best {v['best'].m_as('ms'):.0f} ms, above the {v['target'].m_as('ms'):g} ms target"
+        if self.code == "tbt":
+            return "token gap: every batch stalls a decode step longer than the target"
+        if self.code == "joint":
+            return "no batch meets the TPOT and TTFT targets together"
+        return (
+            f"feasible but not the cheapest: {v['gpus']} GPUs at batch {v['batch']}, "
+            f"{v['cost_per_hour'].m_as('USD/hour'):.2f} USD/hour"
+        )
+
+
+@dataclass(frozen=True, repr=False)
 class FleetPlan(Result):
     """The cheapest feasible configuration for the workload, or why there is none.
 
@@ -262,7 +313,8 @@ class FleetPlan(Result):
     power, energy_per_million_tokens, electricity_cost_per_million_tokens : Quantity
         Fleet power draw, energy and electricity cost per million output tokens.
     rejected : dict
-        Per family ``accelerator/precision/tpN``: why it cannot serve the workload (or its best cost).
+        Per family ``accelerator/precision/tpN``: why it cannot serve the workload (or its best cost),
+        in a sentence; ``rejections`` has the same as records.
     closest : dict
         When infeasible: the lowest TTFT and TPOT any candidate reaches.
     candidates : int
@@ -274,6 +326,8 @@ class FleetPlan(Result):
     targets : dict
         ``ttft``, ``tpot``, ``tbt`` (Quantity or None), ``ttft_percentile`` (None for the mean),
         ``kv_precision`` and ``chunk_size``: what a simulation needs to check the plan.
+    rejections : tuple of Rejection
+        The families not chosen, each with a reason code and the values behind it.
     simulated_replicas : int or None
         With ``verify=True``: the fewest replicas that meet the targets in simulation.
     verification : PlanVerification or None
@@ -312,6 +366,7 @@ class FleetPlan(Result):
     router: str = DEFAULT_ROUTER
     workload: Any = None
     targets: dict[str, Any] = field(default_factory=dict)
+    rejections: tuple[Rejection, ...] = ()
     simulated_replicas: int | None = None
     verification: Any = None
 
@@ -684,31 +739,34 @@ def _read_trace(trace: Any, columns: tuple[str, ...]) -> Any:
 
 
 def _why(
+    family: Any,
+    tp: int,
     out: dict[str, np.ndarray],
     i: int,
-    ok_tpot: np.ndarray,
-    ok_ttft: np.ndarray,
-    ok_tbt: np.ndarray,
-    tpot_target: float,
-    ttft_target: float,
-) -> str:
+    ok: tuple[np.ndarray, np.ndarray, np.ndarray],
+    targets: tuple[float, float],
+) -> Rejection:
+    """The reason code (and its values) no batch cap of one family meets the targets."""
+    ok_tpot, ok_ttft, ok_tbt = ok
+    tpot_target, ttft_target = targets
     fits = out["fits"][i]
+    record = {"accelerator": family.accelerator, "precision": family.precision, "tensor_parallel": int(tp)}
+    key = f"{family.accelerator}/{family.precision}/tp{int(tp)}"
     if not fits.any():
-        weights = out["weights_per_device"][i, 0] / 1e9
-        usable = float(out["usable_per_device"]) / 1e9
-        return (
-            f"memory: {weights:.1f} GB of weights per device leave no room for one sequence's KV cache "
-            f"in {usable:.1f} GB usable"
-        )
+        values = {
+            "weights_per_device": Q_(float(out["weights_per_device"][i, 0]), "B"),
+            "usable_per_device": Q_(float(out["usable_per_device"]), "B"),
+        }
+        return Rejection(key, **record, code="memory", values=values)
     if not (fits & ok_tpot).any():
-        best = float(np.min(out["tpot"][i][fits])) * 1e3
-        return f"TPOT: at best {best:.1f} ms, above the {tpot_target * 1e3:g} ms target"
+        best = Q_(float(np.min(out["tpot"][i][fits])), "s")
+        return Rejection(key, **record, code="tpot", values={"best": best, "target": Q_(tpot_target, "s")})
     if not (fits & ok_ttft).any():
-        best = float(np.min(out["ttft"][i][fits])) * 1e3
-        return f"TTFT: at best {best:.0f} ms, above the {ttft_target * 1e3:g} ms target"
+        best = Q_(float(np.min(out["ttft"][i][fits])), "s")
+        return Rejection(key, **record, code="ttft", values={"best": best, "target": Q_(ttft_target, "s")})
     if not (fits & ok_tbt).any():
-        return "token gap: every batch stalls a decode step longer than the target"
-    return "no batch meets the TPOT and TTFT targets together"
+        return Rejection(key, **record, code="tbt")
+    return Rejection(key, **record, code="joint")
 
 
 def _binding(out: dict[str, np.ndarray], ok: tuple[np.ndarray, ...], i: int, j: int) -> str:
@@ -810,7 +868,7 @@ class _Search:
         ttft_target, tpot_target, tbt_target = self.targets
         tps, tp_grid, batch_grid = self.tps, self.tp_grid, self.batch_grid
         best: tuple[Any, ...] | None = None
-        rejected: dict[str, str] = {}
+        rejected: dict[str, Rejection] = {}
         closest_ttft, closest_tpot = np.inf, np.inf
         for done, family in enumerate(self.families, start=1):
             scale = scales[family.accelerator, family.precision] if scales else (1.0, 1.0)
@@ -829,14 +887,19 @@ class _Search:
             for i, tp in enumerate(tps):
                 key = f"{family.accelerator}/{family.precision}/tp{int(tp)}"
                 if not feasible[i].any():
-                    rejected[key] = _why(out, i, ok_tpot[i], ok_ttft[i], ok_tbt[i], tpot_target, ttft_target)
+                    ok_i = (ok_tpot[i], ok_ttft[i], ok_tbt[i])
+                    rejected[key] = _why(family, tp, out, i, ok_i, (tpot_target, ttft_target))
                     continue
                 # The largest cap at the lowest cost: the same replicas, and room for bursts.
                 masked = np.where(feasible[i], cost[i], np.inf)
                 j = int(np.flatnonzero(masked == masked.min())[-1])
-                rejected[key] = (
-                    f"feasible but not the cheapest: {int(replicas[i, j] * tp)} GPUs at batch "
-                    f"{int(batch_grid[i, j])}, {cost[i, j]:.2f} USD/hour"
+                values = {
+                    "gpus": int(replicas[i, j] * tp),
+                    "batch": int(batch_grid[i, j]),
+                    "cost_per_hour": Q_(float(cost[i, j]), "USD/hour"),
+                }
+                rejected[key] = Rejection(
+                    key, family.accelerator, family.precision, int(tp), code="costlier", values=values
                 )
                 rank = (cost[i, j], replicas[i, j] * tp, tp)
                 if best is None or rank < best[0]:
@@ -1008,7 +1071,8 @@ def size_fleet(
             f"{closest_ttft * 1e3:.0f} ms, TPOT {closest_tpot * 1e3:.1f} ms",
             model=_model_id(model),
             engine=profile.name,
-            rejected=rejected,
+            rejected={key: r.text for key, r in rejected.items()},
+            rejections=tuple(rejected.values()),
             closest={"ttft": Q_(closest_ttft, "s"), "tpot": Q_(closest_tpot, "s")},
             candidates=count,
             router=options["router"],
@@ -1062,7 +1126,8 @@ def size_fleet(
         power=Q_(power, "W").to("kW"),
         energy_per_million_tokens=Q_(energy, "J").to("kWh"),
         electricity_cost_per_million_tokens=(Q_(energy, "J") * kwh).to("USD"),
-        rejected=rejected,
+        rejected={key: r.text for key, r in rejected.items()},
+        rejections=tuple(rejected.values()),
         candidates=count,
         running_batch=float(out["running"][i, j]),
         router=options["router"],

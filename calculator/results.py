@@ -33,7 +33,11 @@ class Result:
         out: dict[str, Any] = {}
         for field in dataclasses.fields(self):  # type: ignore[arg-type]
             value = getattr(self, field.name)
-            out[field.name] = value.to_dict() if isinstance(value, Result) else value
+            if isinstance(value, Result):
+                value = value.to_dict()
+            elif isinstance(value, tuple) and value and all(isinstance(v, Result) for v in value):
+                value = [v.to_dict() for v in value]  # records (a plan's rejections)
+            out[field.name] = value
         return out
 
     def to_json_dict(self) -> dict[str, Any]:
@@ -70,7 +74,9 @@ class Result:
         """
         import pandas as pd
 
-        return pd.DataFrame(frame_columns(flatten(self.to_dict()), units))
+        # Lists of records (a plan's rejections) are not columns; they have their own field.
+        values = {k: v for k, v in self.to_dict().items() if not (isinstance(v, list) and v and isinstance(v[0], dict))}
+        return pd.DataFrame(frame_columns(flatten(values), units))
 
     def _repr_html_(self) -> str:
         """A notebook view: the scalar fields as a two-column table, array fields as a table of rows."""

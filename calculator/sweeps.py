@@ -302,7 +302,7 @@ _NOT_AXES = frozenset({"tensor_parallel", "batches", "progress", "verify_options
 #: Plan fields a sweep leaves out: the notes on other families, the inputs a sweep already has as
 #: columns (the workload and targets a plan records for its simulation check), and the simulation
 #: check itself (a sweep does not simulate; ``verify_plan`` checks a chosen point).
-_PLAN_INPUTS = ("rejected.", "workload.", "targets.", "verification", "simulated_replicas")
+_PLAN_INPUTS = ("rejected.", "rejections", "workload.", "targets.", "verification", "simulated_replicas")
 
 
 def sweep_fleet(

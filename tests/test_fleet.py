@@ -90,6 +90,8 @@ def test_memory_rejection_explains_itself():
     )
     assert not p.feasible
     assert p.rejected["l4/bf16/tp8"].startswith("memory: ")
+    (l4,) = [r for r in p.rejections if r.family == "l4/bf16/tp8"]
+    assert l4.code == "memory" and l4.values["weights_per_device"] > l4.values["usable_per_device"] * 0
 
 
 def test_several_accelerators_pick_the_cheapest():
@@ -106,10 +108,12 @@ def test_several_accelerators_pick_the_cheapest():
         price=prices,
     )
     assert p.feasible
-    costs = {k: v for k, v in p.rejected.items() if v.startswith("feasible")}
+    costlier = [r for r in p.rejections if r.code == "costlier"]
     chosen = p.cost_per_hour.m_as("USD/hour")
-    for text in costs.values():
-        assert float(text.split(", ")[-1].split(" ")[0]) >= chosen - 1e-9
+    assert costlier and {r.family for r in p.rejections} == set(p.rejected)
+    for record in costlier:
+        assert record.values["cost_per_hour"].m_as("USD/hour") >= chosen - 1e-9
+        assert p.rejected[record.family] == record.text
 
 
 def test_default_price_comes_from_the_registry(tmp_path):

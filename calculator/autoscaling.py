@@ -269,7 +269,7 @@ def replicas_for_phases(demands: Mapping[str, Any], per_replica: Mapping[str, An
         ratio = float((Q_(amount) / capacity).m_as(""))
         check_domain("replicas_for_phases", f"demands['{phase}']", ratio, "nonnegative")
         counts[phase] = int(np.ceil(ratio * (1 - 1e-12)))
-    binding = max(counts, key=counts.get)
+    binding = max(counts, key=lambda phase: counts[phase])
     return counts[binding], binding
 
 

@@ -1169,7 +1169,7 @@ def static_batch_accounting(output_lengths: Any, iteration_time: Any) -> StaticB
     longest = int(lengths.max())
     size = lengths.size
     barrier = Q_(np.full(size, longest * step.magnitude), "s")
-    release = (lengths * step).to("s")
+    release = Q_(lengths * step.magnitude, "s")
     freed = np.sort(lengths[lengths < longest]).astype(int)
     useful = int(lengths.sum())
     return StaticBatchAccounting(

@@ -13,6 +13,7 @@ pandas and scipy load only when these functions run.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -118,7 +119,8 @@ def prediction_errors(
     """
     profiles = dict(engine_profiles or {k: v for k, v in ENGINES.items() if k})
     if not use_engine:
-        profiles = dict.fromkeys(frame.engine.unique(), (engine_profiles or ENGINES).get(None, ENGINES[None]))
+        pool: Mapping[Any, EngineProfile] = engine_profiles or ENGINES
+        profiles = dict.fromkeys(frame.engine.unique(), pool.get(None, ENGINES[None]))
     frame = frame.reset_index(drop=True)
     ttft, tpot = _predict(frame, profiles)
     return frame.assign(

@@ -71,7 +71,7 @@ def _emit(fmt: Format, out: Path | None, text: Callable[[], str], frame: Callabl
         to_xlsx(frame(), out, **cite)
         typer.echo(f"wrote {out}", err=True)
         return
-    output = to_csv(frame()) if fmt is Format.csv else text()
+    output = (to_csv(frame()) or "") if fmt is Format.csv else text()
     if out is None:
         typer.echo(output, nl=not output.endswith("\n"))
     else:
@@ -201,10 +201,13 @@ def registry_schema() -> None:
     typer.echo(schema_text(), nl=False)
 
 
-def _quantity(name: str, text: str, unit: str) -> Any:
+def _quantity(name: str, text: str | None, unit: str) -> Any:
     """A quantity from the command line; a bare number takes ``unit``."""
     from .units import Q_
 
+    if text is None:
+        typer.echo(f"error: option --{name} is required (a quantity like 1 {unit})", err=True)
+        raise typer.Exit(2)
     try:
         value = Q_(float(text), unit) if text.replace(".", "", 1).isdigit() else Q_(text)
         return value.to(unit)
@@ -246,12 +249,12 @@ RouterOption = Annotated[
 
 
 def _sizing_inputs(
-    model: str,
-    rate: str,
-    input_tokens: float,
-    output_tokens: float,
-    ttft: str,
-    tpot: str,
+    model: str | None,
+    rate: str | None,
+    input_tokens: float | None,
+    output_tokens: float | None,
+    ttft: str | None,
+    tpot: str | None,
     accelerator: list[str],
     precision: list[str],
     engine: str | None,
@@ -584,7 +587,7 @@ def simulate_command(
         raise _fail(f"the plan is infeasible, there is nothing to simulate: {plan.reason}", code=1)
     with _library_errors(), _stderr_progress() as bar:
         task = bar.add_task("simulating", total=1.0)
-        options = {"requests": requests, "seeds": seeds, "router": router,
+        options: dict[str, Any] = {"requests": requests, "seeds": seeds, "router": router,
                    "progress": lambda done: bar.update(task, completed=done)}  # fmt: skip
         if replicas is None:
             verification = verify_plan(plan, max_replicas=max_replicas, **options)
@@ -594,7 +597,7 @@ def simulate_command(
             results = {replicas: simulate_plan(plan, replicas=replicas, **options)}
     runs = dict(sorted(results.items()))
     first = next(iter(runs.values()))
-    head = {
+    head: dict[str, Any] = {
         "plan": {
             key: getattr(plan, key)
             for key in ("model", "accelerator", "precision", "engine", "tensor_parallel", "batch", "replicas")
@@ -622,12 +625,12 @@ def simulate_command(
                 "",
                 *(f"  {row.replicas} replicas: {row.verdict}" for row in verification.table.itertuples()),
             ]
-            shown = [verification.analytical_replicas]
+            shown: list[int] = [verification.analytical_replicas]
             if found is not None and found != verification.analytical_replicas:
                 shown.append(found)
         else:
             lines.append(f"verdict: {first.verdict}")
-            shown = [replicas]
+            shown = [replicas] if replicas is not None else []
         for count in shown:
             lines += ["", *_summary_text(runs[count])]
         return "\n".join(lines)

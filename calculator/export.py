@@ -93,7 +93,7 @@ class Provenance:
 
         reg = registry if registry is not None else load_registry()
         rows = [_model_row(key) for key in self.models]
-        entries = {}  # an alias and its id cite the entry once
+        entries: dict[str, Any] = {}  # an alias and its id cite the entry once
         for name in self.registry_ids:
             section, entry = reg.find(name)
             entries.setdefault(entry.id, (section, entry))

@@ -381,7 +381,7 @@ class _Family:
 
     accelerator: str
     precision: str
-    arrays: dict[str, float]
+    arrays: dict[str, Any]
     price: float  # USD per GPU-hour
     tdp: float  # W
     draft: dict[str, float] | None
@@ -863,7 +863,7 @@ class _Search:
         self.tps, self.tp_grid, self.batch_grid = tps, tp_grid, batch_grid
         self.targets, self.lam, self.max_utilization = targets, lam, max_utilization
 
-    def run(self, scales: dict[str, tuple[float, float]] | None = None, progress: Any = None) -> tuple:
+    def run(self, scales: dict[tuple[str, str], tuple[float, float]] | None = None, progress: Any = None) -> tuple:
         """``(best, rejected, closest_ttft, closest_tpot)``; ``scales`` per family accelerator."""
         ttft_target, tpot_target, tbt_target = self.targets
         tps, tp_grid, batch_grid = self.tps, self.tp_grid, self.batch_grid
@@ -909,7 +909,7 @@ class _Search:
 
     def gpus_at(self, end: int) -> int | None:
         """GPUs of the cheapest plan with every family's step times at one end of its interval."""
-        scales = {}
+        scales: dict[tuple[str, str], tuple[float, float]] = {}
         for family in self.families:
             bands = prediction_interval(self.profile.name, family.accelerator, family.arrays["measured"])
             # Step times (prefill and decode) scale by the TPOT band: it measures the step model. The

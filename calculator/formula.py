@@ -428,7 +428,7 @@ class Formula:
                 idx = index if solution.ndim else ()
                 point = {n: v[idx] for n, v in others.items()}
                 solution[idx] = self._solve_numeric(unknown, float(target_b[idx]), point)
-        solution = solution if solution.ndim else float(solution)
+        solution = solution if solution.ndim else float(solution)  # type: ignore[assignment]
         if np.any(np.isnan(solution)):
             raise InputError(
                 f"{self.name}.solve_for({unknown!r}): no value of {unknown} in its domain ({spec.domain}) "

@@ -363,9 +363,8 @@ def _build(device: Any, system: str | None) -> KernelTables:
         else:
             gemm[dtype] = _synthesized_gemm(curve, generic["gemm_floor"][dtype], dtype, peaks[dtype], bandwidth)
     if source is not None:
-        return KernelTables(
-            device.id, system, True, gemm, source["prefill"], source["decode"], source["allreduce"], frozenset(measured)
-        )
+        tables = (source["prefill"], source["decode"], source["allreduce"])
+        return KernelTables(device.id, str(system), True, gemm, *tables, frozenset(measured))
     isl, bh, fraction = generic["prefill"]
     prefill = (isl, bh, fraction + _log2(peaks.get("bf16", max(peaks.values(), default=1.0)) / 1e12))
     batch, ctx, units = generic["decode"]

@@ -386,7 +386,7 @@ def engine_profile(engine: str | EngineProfile | None) -> EngineProfile:
     if isinstance(engine, EngineProfile):
         return engine
     key = engine.lower().replace("-", "").replace("_", "") if isinstance(engine, str) else engine
-    aliases = {"tensorrtllm": "trtllm", "trt": "trtllm", "generic": None}
+    aliases: dict[str | None, str | None] = {"tensorrtllm": "trtllm", "trt": "trtllm", "generic": None}
     key = aliases.get(key, key)
     if key not in ENGINES:
         known = ", ".join(sorted(str(k) for k in ENGINES if k))
@@ -999,8 +999,9 @@ def closed_loop_seconds(
     # Admission: KV for the prompt plus the reserved share of the output; a sequence cap.
     reserved = inputs + profile.output_reservation * outputs
     kv_limit = np.floor(kv_capacity_tokens(a, profile, tp) / reserved)
-    budget, max_seqs = profile.limits(a["memory"], a["accelerator"])
-    budget, max_seqs = float(budget), float(min(max_seqs, budget) if profile.mixed_batching else max_seqs)
+    tokens_cap, seqs_cap = profile.limits(a["memory"], a["accelerator"])
+    budget = float(tokens_cap)
+    max_seqs = float(min(seqs_cap, tokens_cap) if profile.mixed_batching else seqs_cap)
     batch = np.maximum(np.minimum(np.minimum(clients, kv_limit), max_seqs), 1.0)
     t_dec = iteration_seconds(a, eff, tp, batch, context)
     overhead = profile.request_overhead.m_as("s")

@@ -45,7 +45,7 @@ __all__ = [
 ]
 
 #: Layout shared by every figure (compact margins; the legend stays at the right, clear of the title).
-_LAYOUT = {"template": "plotly_white", "margin": {"l": 60, "r": 20, "t": 50, "b": 50}, "height": 420}
+_LAYOUT: dict[str, Any] = {"template": "plotly_white", "margin": {"l": 60, "r": 20, "t": 50, "b": 50}, "height": 420}
 
 
 def _values(value: Any, unit: str) -> np.ndarray:

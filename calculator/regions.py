@@ -728,8 +728,8 @@ def route_request(
     """
     if not regions:
         raise InputError("route_request(): argument 'regions' must list at least one region")
-    eligible = []
-    rejected = []
+    eligible: list[Any] = []
+    rejected: list[Any] = []
     for option in regions:
         problems = [
             name

@@ -27,7 +27,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Annotated, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, TypeAlias
 
 import yaml
 from pydantic import (
@@ -121,12 +121,22 @@ def _count(value: Any) -> Any:
     return value
 
 
-Bytes = _quantity_type("80 GB")
-ByteRate = _quantity_type("3.35 TB/s")
-FlopRate = _quantity_type("989 TFLOP/s")
-Power = _quantity_type("700 W")
-Duration = _quantity_type("500 ns")
-HourlyPrice = _quantity_type("2.5 USD/hour")
+if TYPE_CHECKING:  # type checkers see quantities; pydantic sees the validating types below
+    from pint import Quantity as _Quantity
+
+    Bytes: TypeAlias = _Quantity
+    ByteRate: TypeAlias = _Quantity
+    FlopRate: TypeAlias = _Quantity
+    Power: TypeAlias = _Quantity
+    Duration: TypeAlias = _Quantity
+    HourlyPrice: TypeAlias = _Quantity
+else:
+    Bytes = _quantity_type("80 GB")
+    ByteRate = _quantity_type("3.35 TB/s")
+    FlopRate = _quantity_type("989 TFLOP/s")
+    Power = _quantity_type("700 W")
+    Duration = _quantity_type("500 ns")
+    HourlyPrice = _quantity_type("2.5 USD/hour")
 Count = Annotated[
     float | int,
     BeforeValidator(_count),
@@ -134,7 +144,10 @@ Count = Annotated[
 ]
 PositiveInt = Annotated[int, Field(strict=True, gt=0)]
 Identifier = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._-]*$", max_length=80)]
-Precision = Literal[tuple(PRECISIONS)]  # type: ignore[valid-type]
+if TYPE_CHECKING:
+    Precision = str
+else:
+    Precision = Literal[tuple(PRECISIONS)]
 
 # --------------------------------------------------------------------------------------------
 # Entries

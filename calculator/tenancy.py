@@ -378,7 +378,7 @@ def dominant_resource_fairness(
         tasks[active] = share / per_task_share[active]
         done = np.zeros_like(active)
         done[np.flatnonzero(active)[to_cap <= step * (1 + 1e-12) + 1e-15]] = True
-        for j in np.flatnonzero(to_saturate <= step * (1 + 1e-12) + 1e-15):
+        for j in np.flatnonzero(to_saturate <= step * (1 + 1e-12) + 1e-15).tolist():
             saturated.append(names[j])
             done |= active & (need[:, j] > 0)
         active &= ~done

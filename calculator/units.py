@@ -44,7 +44,7 @@ def _build_registry() -> pint.UnitRegistry:
         if old not in text:  # pragma: no cover - only on an incompatible pint release
             raise RuntimeError(f"pint's default definitions changed: cannot find {old!r}")
         text = text.replace(old, new)
-    registry = pint.UnitRegistry(None, autoconvert_offset_to_baseunit=True)
+    registry: pint.UnitRegistry = pint.UnitRegistry(None, autoconvert_offset_to_baseunit=True)
     registry.load_definitions(text.splitlines())
     registry.define("FLOP = [compute] = _ = flop")
     registry.define("token = [token] = _ = tokens")

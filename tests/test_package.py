@@ -74,6 +74,11 @@ def test_readme_gives_exactly_two_setup_commands_and_ci_runs_the_test_one():
     assert tests in ci
 
 
+def test_mypy_is_clean_on_the_library():
+    out = subprocess.run([sys.executable, "-m", "mypy"], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-1000:]
+
+
 def test_ruff_is_clean():
     out = subprocess.run(
         [sys.executable, "-m", "ruff", "check", "--quiet", "."], capture_output=True, text=True, cwd=ROOT

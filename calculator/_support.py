@@ -17,6 +17,7 @@ from .formula import magnitude
 from .units import describe_value, ureg
 
 __all__ = [
+    "renamed",
     "accelerator_of",
     "bits_of",
     "count",
@@ -120,3 +121,33 @@ def device_capacity(function: str, capacity: Any, basis: str = "physical") -> An
     device = accelerator_of(capacity)
     chosen = device.memory if basis == "physical" else device.memory_nameplate
     return chosen.m_as("B")
+
+
+def renamed(**names: str) -> Any:
+    """Keep old keyword names working for one release: ``@renamed(kv_dtype="kv_precision")``.
+
+    A call with an old name warns (``DeprecationWarning``) and passes the value under the new name;
+    giving both is an :class:`InputError`.
+    """
+    import functools
+    import warnings
+
+    def wrap(function: Any) -> Any:
+        @functools.wraps(function)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            for old, new in names.items():
+                if old in kwargs:
+                    if new in kwargs:
+                        raise InputError(f"{function.__name__}(): give '{new}' only ('{old}' is its old name)")
+                    warnings.warn(
+                        f"{function.__name__}(): argument '{old}' is renamed '{new}'; the old name goes in the next "
+                        "release",
+                        DeprecationWarning,
+                        stacklevel=2,
+                    )
+                    kwargs[new] = kwargs.pop(old)
+            return function(*args, **kwargs)
+
+        return call
+
+    return wrap

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ._support import bits_of, count, device_capacity, magnitude, model_of, probability, transformer_of
+from ._support import bits_of, count, device_capacity, magnitude, model_of, probability, renamed, transformer_of
 from .errors import InputError
 from .formula import ceil, floor, formula, minimum, per, var
 from .precision import bits_per_element
@@ -192,21 +192,22 @@ def mla_kv_bytes_per_token(layers, latent_dim, rope_dim, bytes_per_element):
     return per(layers * (latent_dim + rope_dim) * bytes_per_element, "1/token")
 
 
-def _kv_dtype_bytes(kv_dtype: Any) -> float:
+def _kv_precision_bytes(kv_precision: Any) -> float:
     """Bytes per cached element for a precision name (or a byte quantity)."""
-    if isinstance(kv_dtype, Q_):
-        return magnitude("model_kv_bytes_per_token", "kv_dtype", kv_dtype, "B", "positive")
-    return bits_per_element(kv_dtype) / 8
+    if isinstance(kv_precision, Q_):
+        return magnitude("model_kv_bytes_per_token", "kv_precision", kv_precision, "B", "positive")
+    return bits_per_element(kv_precision) / 8
 
 
-def model_kv_bytes_per_token(model: Any, kv_dtype: Any = "fp16") -> Any:
+@renamed(kv_dtype="kv_precision")
+def model_kv_bytes_per_token(model: Any, kv_precision: Any = "fp16") -> Any:
     """KV-cache bytes per token of a registry model (MHA, GQA, MQA or MLA) at a KV precision.
 
     Parameters
     ----------
     model : str or Model
         Registry id or :class:`~calculator.registry.Model`.
-    kv_dtype : str or Quantity [information]
+    kv_precision : str or Quantity [information]
         Precision name of the cached elements (``"fp16"``, ``"fp8"``, ``"int8"``, ``"int4"``, ...)
         or the bytes per element.
 
@@ -233,7 +234,7 @@ def model_kv_bytes_per_token(model: Any, kv_dtype: Any = "fp16") -> Any:
     <Quantity(163840.0, 'byte / token')>
     """
     resolved = transformer_of(model, "model_kv_bytes_per_token")
-    size = Q_(_kv_dtype_bytes(kv_dtype), "B")
+    size = Q_(_kv_precision_bytes(kv_precision), "B")
     if resolved.attention == "mla":
         return mla_kv_bytes_per_token(resolved.layers, resolved.kv_lora_rank, resolved.qk_rope_head_dim, size)
     return kv_bytes_per_token(resolved.layers, resolved.kv_heads, resolved.head_dim, size)
@@ -307,13 +308,14 @@ def _kv_share_per_device(model: Any, degree: Any) -> Any:
     return share if np.ndim(degree) else float(share)
 
 
-def kv_bytes_per_token_per_device(model: Any, kv_dtype: Any = "fp16", tensor_parallel: Any = 1) -> Any:
+@renamed(kv_dtype="kv_precision")
+def kv_bytes_per_token_per_device(model: Any, kv_precision: Any = "fp16", tensor_parallel: Any = 1) -> Any:
     """KV-cache bytes per token held by one device of a tensor-parallel group.
 
     Parameters
     ----------
     model : str or Model
-    kv_dtype : str or Quantity [information]
+    kv_precision : str or Quantity [information]
     tensor_parallel : int or array of int
         Tensor-parallel degree ``t``.
 
@@ -338,7 +340,7 @@ def kv_bytes_per_token_per_device(model: Any, kv_dtype: Any = "fp16", tensor_par
     """
     resolved = transformer_of(model, "kv_bytes_per_token_per_device")
     degree = check_tensor_parallel(resolved, tensor_parallel, "kv_bytes_per_token_per_device")
-    return model_kv_bytes_per_token(resolved, kv_dtype) * _kv_share_per_device(resolved, degree)
+    return model_kv_bytes_per_token(resolved, kv_precision) * _kv_share_per_device(resolved, degree)
 
 
 # ============================================================================================
@@ -896,8 +898,9 @@ class DeviceShare(Result):
     kv_per_token: Any
 
 
+@renamed(kv_dtype="kv_precision")
 def device_share(
-    model: Any, tensor_parallel: Any = 1, weight_bits: Any = "fp16", kv_dtype: Any = "fp16"
+    model: Any, tensor_parallel: Any = 1, weight_bits: Any = "fp16", kv_precision: Any = "fp16"
 ) -> DeviceShare:
     """Weights and KV bytes per token on one device of a tensor-parallel group (vectorized over ``t``).
 
@@ -907,7 +910,7 @@ def device_share(
     tensor_parallel : int or array of int
     weight_bits : str or float
         Weight precision name or stored bits per weight.
-    kv_dtype : str or Quantity
+    kv_precision : str or Quantity
 
     Returns
     -------
@@ -928,14 +931,17 @@ def device_share(
     return DeviceShare(
         tensor_parallel=degree,
         weights=model_weight_bytes(model, weight_bits, degree),
-        kv_per_token=kv_bytes_per_token_per_device(model, kv_dtype, degree),
+        kv_per_token=kv_bytes_per_token_per_device(model, kv_precision, degree),
     )
 
 
-def _model_budget(function, model, capacity, context, weight_bits, kv_dtype, tensor_parallel, reserve, capacity_basis):
+def _model_budget(
+    function, model, capacity, context, weight_bits, kv_precision, tensor_parallel, reserve, capacity_basis
+):
     """Checked per-device magnitudes for a model: (model, capacity, weights, kv/token, context, t, reserve)."""
     resolved = transformer_of(model, function)
-    share = device_share(resolved, check_tensor_parallel(resolved, tensor_parallel, function), weight_bits, kv_dtype)
+    degree = check_tensor_parallel(resolved, tensor_parallel, function)
+    share = device_share(resolved, degree, weight_bits, kv_precision)
     cap = device_capacity(function, capacity, capacity_basis)
     tokens = count(function, "context", context)
     limit = getattr(resolved, "max_context", None)
@@ -949,13 +955,14 @@ def _model_budget(function, model, capacity, context, weight_bits, kv_dtype, ten
     return resolved, cap, weights, per_token, tokens, share.tensor_parallel, res
 
 
+@renamed(kv_dtype="kv_precision")
 def model_memory_fit(
     model: Any,
     capacity: Any,
     context: Any,
     batch: Any = 1,
     weight_bits: Any = "fp16",
-    kv_dtype: Any = "fp16",
+    kv_precision: Any = "fp16",
     tensor_parallel: Any = 1,
     reserve: Any = NO_BYTES,
     capacity_basis: str = "physical",
@@ -974,7 +981,7 @@ def model_memory_fit(
         Sequences to hold.
     weight_bits : str or float, optional
         Weight precision name or stored bits per weight (metadata included).
-    kv_dtype : str or Quantity, optional
+    kv_precision : str or Quantity, optional
         KV-cache precision.
     tensor_parallel : int or array of int, optional
         Tensor-parallel degree ``t``: weights divide by ``t``, KV as in the module notes.
@@ -1002,19 +1009,20 @@ def model_memory_fit(
     """
     name = "model_memory_fit"
     resolved, cap, weights, per_token, tokens, degree, res = _model_budget(
-        name, model, capacity, context, weight_bits, kv_dtype, tensor_parallel, reserve, capacity_basis
+        name, model, capacity, context, weight_bits, kv_precision, tensor_parallel, reserve, capacity_basis
     )
     sequences = count(name, "batch", batch, minimum=0)
     blocks = count(name, "block_size", block_size)
     return _fit(cap, weights, per_token, tokens, sequences, res, blocks, degree, resolved.max_context)
 
 
+@renamed(kv_dtype="kv_precision")
 def model_max_batch(
     model: Any,
     capacity: Any,
     context: Any,
     weight_bits: Any = "fp16",
-    kv_dtype: Any = "fp16",
+    kv_precision: Any = "fp16",
     tensor_parallel: Any = 1,
     reserve: Any = NO_BYTES,
     capacity_basis: str = "physical",
@@ -1040,18 +1048,19 @@ def model_max_batch(
     """
     name = "model_max_batch"
     _, cap, weights, per_token, tokens, _, res = _model_budget(
-        name, model, capacity, context, weight_bits, kv_dtype, tensor_parallel, reserve, capacity_basis
+        name, model, capacity, context, weight_bits, kv_precision, tensor_parallel, reserve, capacity_basis
     )
     return max_batch_numeric(cap, weights, per_token, tokens, res, count(name, "block_size", block_size))
 
 
+@renamed(kv_dtype="kv_precision")
 def min_tensor_parallel(
     model: Any,
     capacity: Any,
     context: Any,
     batch: Any = 1,
     weight_bits: Any = "fp16",
-    kv_dtype: Any = "fp16",
+    kv_precision: Any = "fp16",
     reserve: Any = NO_BYTES,
     capacity_basis: str = "physical",
     block_size: Any = 1,
@@ -1061,7 +1070,7 @@ def min_tensor_parallel(
 
     Parameters
     ----------
-    model, capacity, context, weight_bits, kv_dtype, reserve, capacity_basis, block_size
+    model, capacity, context, weight_bits, kv_precision, reserve, capacity_basis, block_size
         As for :func:`model_memory_fit`.
     batch : int
         Sequences to hold.
@@ -1097,7 +1106,7 @@ def min_tensor_parallel(
     if valid.size == 0:
         return 0
     batches = np.atleast_1d(
-        model_max_batch(model, capacity, context, weight_bits, kv_dtype, valid, reserve, capacity_basis, block_size)
+        model_max_batch(model, capacity, context, weight_bits, kv_precision, valid, reserve, capacity_basis, block_size)
     )
     fitting = valid[batches >= wanted]
     return int(fitting[0]) if fitting.size else 0
@@ -1262,7 +1271,7 @@ def compare_precisions(
             context,
             0,
             weight_bits=weights,
-            kv_dtype=kv,
+            kv_precision=kv,
             tensor_parallel=tensor_parallel,
             reserve=reserve,
             capacity_basis=capacity_basis,
@@ -1272,7 +1281,7 @@ def compare_precisions(
     old, new = fits
     name = "compare_precisions"
     bits = [bits_of(name, "weight_bits", w) for w, _ in (before, after)] + [
-        _kv_dtype_bytes(kv) * 8 for _, kv in (before, after)
+        _kv_precision_bytes(kv) * 8 for _, kv in (before, after)
     ]
     dividend = precision_dividend(old.capacity, old.weights, old.reserve, *bits)
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ._support import accelerator_of, bits_of, count, magnitude, transformer_of
+from ._support import accelerator_of, bits_of, count, magnitude, renamed, transformer_of
 from .errors import InputError
 from .formula import formula, maximum, per, var
 from .memory import device_share, kv_cache_bytes, model_kv_bytes_per_token
@@ -324,13 +324,13 @@ class RooflineEstimate(Result):
         return (self.flops / self.bytes_moved).to("FLOP/B")
 
 
-def _device_setup(function, model, accelerator, precision, tensor_parallel, weight_bits, kv_dtype):
+def _device_setup(function, model, accelerator, precision, tensor_parallel, weight_bits, kv_precision):
     """Per-device constants of a model on an accelerator (magnitudes; no batch/context yet)."""
     resolved = transformer_of(model, function)
     device = accelerator_of(accelerator)
     compute = check_precision(precision)
     bits = bits_per_element(compute) if weight_bits is None else bits_of(function, "weight_bits", weight_bits)
-    share = device_share(resolved, tensor_parallel, bits, kv_dtype)
+    share = device_share(resolved, tensor_parallel, bits, kv_precision)
     return {
         "model": resolved,
         "degree": np.asarray(share.tensor_parallel, dtype=float),
@@ -362,6 +362,7 @@ def _estimate(flops, bytes_moved, tokens, peak, bandwidth) -> RooflineEstimate:
     )
 
 
+@renamed(kv_dtype="kv_precision")
 def roofline_prefill_time(
     model: Any,
     accelerator: Any,
@@ -371,7 +372,7 @@ def roofline_prefill_time(
     batch: Any = 1,
     cached_tokens: Any = 0,
     weight_bits: Any = None,
-    kv_dtype: Any = "fp16",
+    kv_precision: Any = "fp16",
 ) -> RooflineEstimate:
     """Roofline time to prefill ``batch`` prompts of ``prompt_tokens`` on a tensor-parallel group.
 
@@ -392,7 +393,7 @@ def roofline_prefill_time(
         Tokens already cached before each prompt (prefix-cache hit, earlier chunks).
     weight_bits : str or float, optional
         Weight storage when it differs from ``precision`` (``"int4"`` for W4A16).
-    kv_dtype : str
+    kv_precision : str
 
     Returns
     -------
@@ -413,7 +414,7 @@ def roofline_prefill_time(
     (75.3, True)
     """
     name = "prefill_time"
-    setup = _device_setup(name, model, accelerator, precision, tensor_parallel, weight_bits, kv_dtype)
+    setup = _device_setup(name, model, accelerator, precision, tensor_parallel, weight_bits, kv_precision)
     prompt = np.asarray(count(name, "prompt_tokens", prompt_tokens), dtype=float)
     sequences = np.asarray(count(name, "batch", batch), dtype=float)
     cached = np.asarray(count(name, "cached_tokens", cached_tokens, minimum=0), dtype=float)
@@ -433,6 +434,7 @@ def roofline_prefill_time(
     return _estimate(flops, bytes_moved, sequences * prompt, setup["peak"], setup["bandwidth"])
 
 
+@renamed(kv_dtype="kv_precision")
 def roofline_decode_step_time(
     model: Any,
     accelerator: Any,
@@ -441,7 +443,7 @@ def roofline_decode_step_time(
     precision: str = "fp16",
     tensor_parallel: Any = 1,
     weight_bits: Any = None,
-    kv_dtype: Any = "fp16",
+    kv_precision: Any = "fp16",
 ) -> RooflineEstimate:
     """Roofline time of one decode step of ``batch`` sequences at ``context`` tokens each.
 
@@ -452,7 +454,7 @@ def roofline_decode_step_time(
     batch : int or array
     context : int or array
         Tokens each sequence holds (its new token attends to all of them).
-    precision, tensor_parallel, weight_bits, kv_dtype
+    precision, tensor_parallel, weight_bits, kv_precision
         As for :func:`prefill_time`.
 
     Returns
@@ -475,7 +477,7 @@ def roofline_decode_step_time(
     <Quantity([5.27396184 8.42908007], 'millisecond')>
     """
     name = "decode_step_time"
-    setup = _device_setup(name, model, accelerator, precision, tensor_parallel, weight_bits, kv_dtype)
+    setup = _device_setup(name, model, accelerator, precision, tensor_parallel, weight_bits, kv_precision)
     sequences = np.asarray(count(name, "batch", batch), dtype=float)
     tokens = np.asarray(count(name, "context", context), dtype=float)
     flops = (
@@ -879,11 +881,12 @@ def _link(function: str, link: Any) -> tuple[float, float]:
     return link.bandwidth.m_as("B/s"), latency
 
 
+@renamed(kv_dtype="kv_precision")
 def model_kv_handoff_time(
     model: Any,
     prompt_tokens: Any,
     link: Any,
-    kv_dtype: Any = "fp16",
+    kv_precision: Any = "fp16",
     parallel_links: Any = 1,
     startup_latency: Any = None,
 ) -> Any:
@@ -896,7 +899,7 @@ def model_kv_handoff_time(
     link : Quantity [information / time] or str or Interconnect
         A bandwidth per direction, or a registry interconnect (its ``bandwidth`` and
         ``startup_latency``).
-    kv_dtype : str
+    kv_precision : str
     parallel_links : int
     startup_latency : Quantity [time], optional
         Overrides the interconnect's startup latency (set it to the loaded operating point).
@@ -921,7 +924,7 @@ def model_kv_handoff_time(
     kv = kv_cache_bytes.numeric(
         batch=1,
         context=np.asarray(tokens, dtype=float),
-        kv_per_token=model_kv_bytes_per_token(model, kv_dtype).m_as("B/token"),
+        kv_per_token=model_kv_bytes_per_token(model, kv_precision).m_as("B/token"),
     )
     links = count(name, "parallel_links", parallel_links)
     return kv_handoff_time(Q_(kv, "B"), Q_(bandwidth, "B/s"), Q_(latency, "s"), links)
@@ -936,6 +939,7 @@ class PreemptionCosts(Result):
     recompute_time: Any
 
 
+@renamed(kv_dtype="kv_precision")
 def preemption_costs(
     model: Any,
     accelerator: Any,
@@ -943,13 +947,13 @@ def preemption_costs(
     host_link: Any,
     precision: str = "fp16",
     tensor_parallel: int = 1,
-    kv_dtype: Any = "fp16",
+    kv_precision: Any = "fp16",
 ) -> PreemptionCosts:
     """Cost of keeping, swapping or recomputing a preempted sequence's KV cache.
 
     Parameters
     ----------
-    model, accelerator, precision, tensor_parallel, kv_dtype
+    model, accelerator, precision, tensor_parallel, kv_precision
         As for :func:`prefill_time`.
     context : int
         Tokens the sequence holds.
@@ -977,12 +981,14 @@ def preemption_costs(
     (<Quantity(335.54432, 'megabyte')>, <Quantity(10.48576, 'millisecond')>)
     """
     name = "preemption_costs"
-    setup = _device_setup(name, model, accelerator, precision, tensor_parallel, None, kv_dtype)
+    setup = _device_setup(name, model, accelerator, precision, tensor_parallel, None, kv_precision)
     tokens = count(name, "context", context)
     bandwidth, latency = _link(name, host_link)
     held = kv_cache_bytes.numeric(batch=1, context=tokens, kv_per_token=setup["kv_per_token"])
     one_way = kv_handoff_time.numeric(kv_bytes=held, link_bandwidth=bandwidth, startup_latency=latency)
-    rebuild = roofline_prefill_time(model, accelerator, tokens, precision, tensor_parallel, kv_dtype=kv_dtype).time
+    rebuild = roofline_prefill_time(
+        model, accelerator, tokens, precision, tensor_parallel, kv_precision=kv_precision
+    ).time
     return PreemptionCosts(
         retain_bytes=Q_(float(held), "B"), swap_time=Q_(2 * float(one_way), "s"), recompute_time=rebuild
     )

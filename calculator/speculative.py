@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ._support import count, magnitude, probability
+from ._support import count, magnitude, probability, renamed
 from .errors import InputError
 from .formula import formula, var
 from .memory import NO_BYTES, MemoryFit, device_share, memory_fit
@@ -471,6 +471,7 @@ class DraftMemory(Result):
     batch_loss: Any
 
 
+@renamed(kv_dtype="kv_precision")
 def draft_memory_fit(
     target: Any,
     draft: Any,
@@ -478,7 +479,7 @@ def draft_memory_fit(
     context: Any,
     batch: Any = 1,
     weight_bits: Any = "fp16",
-    kv_dtype: Any = "fp16",
+    kv_precision: Any = "fp16",
     tensor_parallel: Any = 1,
     draft_tensor_parallel: Any = None,
     draft_weight_bits: Any = None,
@@ -496,7 +497,7 @@ def draft_memory_fit(
         Tokens per sequence (the draft caches the same tokens).
     batch : int
         Sequences to check the fit for.
-    weight_bits, kv_dtype, tensor_parallel, reserve, capacity_basis
+    weight_bits, kv_precision, tensor_parallel, reserve, capacity_basis
         As for :func:`calculator.memory.model_memory_fit`, for the target.
     draft_tensor_parallel : int, optional
         The draft's own degree: ``tensor_parallel`` (sharded like the target, the default) or 1
@@ -536,8 +537,9 @@ def draft_memory_fit(
         raise InputError(f"{name}(): draft_tensor_parallel must be 1 or tensor_parallel ({degree}), got {draft_degree}")
     from ._support import device_capacity
 
-    main = device_share(target, degree, weight_bits, kv_dtype)
-    extra = device_share(draft, draft_degree, weight_bits if draft_weight_bits is None else draft_weight_bits, kv_dtype)
+    main = device_share(target, degree, weight_bits, kv_precision)
+    draft_bits = weight_bits if draft_weight_bits is None else draft_weight_bits
+    extra = device_share(draft, draft_degree, draft_bits, kv_precision)
     cap = Q_(device_capacity(name, capacity, capacity_basis), "B")
     without = memory_fit(cap, main.weights, main.kv_per_token, context, batch, reserve)
     with_draft = memory_fit(

@@ -763,3 +763,15 @@ def test_min_tensor_parallel_is_the_smallest_valid_degree_that_holds_the_batch()
     assert min_tensor_parallel(GQA_70B, 80 * GB, 4096, batch=100, degrees=(3, 6, 4)) == 4
     assert min_tensor_parallel(GQA_70B, 80 * GB, 4096, batch=373, degrees=(1, 2, 4, 8)) == 0
     assert min_tensor_parallel(GQA_70B, 80 * GB, 4096, batch=1, degrees=(3, 6)) == 0
+
+
+def test_kv_dtype_is_renamed_kv_precision_and_the_old_name_still_works():
+    from calculator.errors import InputError
+    from calculator.memory import model_kv_bytes_per_token
+
+    new = model_kv_bytes_per_token("llama-3.1-70b", kv_precision="fp8")
+    with pytest.warns(DeprecationWarning, match="'kv_dtype' is renamed 'kv_precision'"):
+        old = model_kv_bytes_per_token("llama-3.1-70b", kv_dtype="fp8")
+    assert old == new
+    with pytest.raises(InputError, match="give 'kv_precision' only"):
+        model_kv_bytes_per_token("llama-3.1-70b", kv_dtype="fp8", kv_precision="fp8")

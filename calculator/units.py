@@ -48,7 +48,8 @@ def _build_registry() -> pint.UnitRegistry:
     registry.load_definitions(text.splitlines())
     registry.define("FLOP = [compute] = _ = flop")
     registry.define("token = [token] = _ = tokens")
-    registry.define("request = [request] = _ = query = requests = queries")
+    # A request is a count: a per-second rate of requests is a plain per-second rate (1/s reads as request/s).
+    registry.define("request = [] = _ = query = requests = queries")
     registry.define("USD = [currency] = _ = dollar")
     registry.formatter.default_format = "~P"
     return registry

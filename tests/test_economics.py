@@ -244,6 +244,10 @@ def test_bad_economics_input_is_named():
     with pytest.raises(InputError, match="'serving_cost_rate' must be > 0"):
         crossover_time(Q_(1e6, "USD"), Q_(0, "USD/day"))
     with pytest.raises(UnitsError, match="'cost_per_query'"):
-        serving_cost(Q_(0.001, "USD"), YEAR, NAPKIN_RATE)
+        serving_cost(Q_(0.001, "USD/s"), YEAR, NAPKIN_RATE)
+    # A request is a count: a cost per query may be written per request or as a plain amount.
+    assert serving_cost(Q_(0.001, "USD"), YEAR, NAPKIN_RATE) == serving_cost(
+        Q_(0.001, "USD/request"), YEAR, NAPKIN_RATE
+    )
     with pytest.raises(InputError, match="unknown technique"):
         serving_hierarchy_level("quantum annealing")

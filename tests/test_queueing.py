@@ -474,7 +474,9 @@ def test_probabilities_outside_0_1_are_errors():
 
 def test_wrong_units_name_the_argument():
     with pytest.raises(UnitsError, match="'arrival_rate'"):
-        erlang_c(Q_(5, "1/s"), Q_(10, "ms"), 2)  # a rate of requests, not of anything
+        erlang_c(Q_(5, "GB/s"), Q_(10, "ms"), 2)  # a rate of bytes, not of requests
+    # A bare per-second rate counts requests (the convention of the public API).
+    assert erlang_c(Q_(5, "1/s"), Q_(10, "ms"), 2) == erlang_c(Q_(5, "request/s"), Q_(10, "ms"), 2)
     with pytest.raises(UnitsError, match="'service_time'"):
         mmc_mean_wait(Q_(5, "request/s"), 10, 2)
     with pytest.raises(UnitsError, match="'servers'"):

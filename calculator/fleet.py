@@ -710,6 +710,21 @@ def _model_id(model: Any) -> str:
     return model.id if hasattr(model, "id") else str(model)
 
 
+def _workload(rate: Any, inputs: Any, outputs: Any, input_cv: float, output_cv: float, arrival_cv: float) -> Workload:
+    """The traffic: a :class:`Workload` given whole, or built from the flat arguments."""
+    if isinstance(rate, Workload):
+        given = [n for n, v in (("input_tokens", inputs), ("output_tokens", outputs)) if v is not None]
+        given += [n for n, v, d in (("input_cv", input_cv, 0.0), ("output_cv", output_cv, 0.0),
+                                    ("arrival_cv", arrival_cv, 1.0)) if v != d]  # fmt: skip
+        if given:
+            raise InputError(f"size_fleet(): a Workload carries the traffic; leave out {', '.join(given)}")
+        return rate
+    for name, value in (("input_tokens", inputs), ("output_tokens", outputs)):
+        if value is None:
+            raise InputError(f"size_fleet(): argument '{name}' is required (or pass a Workload as 'arrival_rate')")
+    return Workload(_rate(rate), float(inputs), float(outputs), input_cv, output_cv, arrival_cv)
+
+
 def _registry_for(registry: Any, *entries: Any) -> Any:
     """The registry to resolve ids in: the one given, else the one an entry object came from, else the default."""
     from .registry import load_registry, registry_of
@@ -927,10 +942,10 @@ def size_fleet(
     accelerator: Any,
     precision: Any,
     arrival_rate: Any,
-    input_tokens: float,
-    output_tokens: float,
-    ttft_slo: Any,
-    tpot_slo: Any,
+    input_tokens: float | None = None,
+    output_tokens: float | None = None,
+    ttft_slo: Any = None,
+    tpot_slo: Any = None,
     *,
     engine: str | EngineProfile | None = None,
     max_utilization: float = 0.8,
@@ -965,10 +980,11 @@ def size_fleet(
         Candidate accelerators.
     precision : str or list of str
         Candidate weight precisions.
-    arrival_rate : Quantity [request / time]
-        Mean request rate.
+    arrival_rate : Quantity [request / time] or Workload
+        Mean request rate, or the whole traffic as a :class:`Workload` (rate, lengths and their
+        variability; then leave out the lengths and CVs).
     input_tokens, output_tokens : float
-        Mean prompt and output lengths.
+        Mean prompt and output lengths (with a rate).
     ttft_slo, tpot_slo : Quantity [time]
         Targets: TTFT (mean, or the ``ttft_percentile``) and mean TPOT.
     engine : str or EngineProfile, optional
@@ -1025,7 +1041,10 @@ def size_fleet(
     >>> plan.feasible, plan.gpus > 0, plan.binding_constraint in {"memory", "tpot", "ttft", "throughput"}
     (True, True, True)
     """
-    workload = Workload(_rate(arrival_rate), float(input_tokens), float(output_tokens), input_cv, output_cv, arrival_cv)
+    workload = _workload(arrival_rate, input_tokens, output_tokens, input_cv, output_cv, arrival_cv)
+    if ttft_slo is None or tpot_slo is None:
+        missing = "ttft_slo" if ttft_slo is None else "tpot_slo"
+        raise InputError(f"size_fleet(): argument '{missing}' is required (a time such as Q_(500, 'ms'))")
     _check_options(workload, max_utilization, ttft_percentile, prefix_hit_rate, shared_prefix_tokens, chunk_size)
     ttft_target = _seconds("ttft_slo", ttft_slo)
     tpot_target = _seconds("tpot_slo", tpot_slo)

@@ -543,6 +543,10 @@ def catalog() -> dict[str, Formula]:
 # helpers
 
 
+#: Domains of counts: where a plain count is asked, a quantity of tokens gives its number.
+_COUNT_DOMAINS = frozenset({"positive_integer", "nonnegative", "positive"})
+
+
 def magnitude(function: str, argument: str, value: Any, unit: str, domain: str = "nonnegative") -> Any:
     """The magnitude of ``value`` in ``unit`` after checking its dimension and ``domain``.
 
@@ -550,15 +554,25 @@ def magnitude(function: str, argument: str, value: Any, unit: str, domain: str =
     dimension raises :class:`UnitsError`, a plain number is accepted only where ``unit`` is
     dimensionless (``""``), and a value outside ``domain`` raises :class:`InputError`, each naming
     ``function`` and ``argument``. Arrays stay arrays; scalars become floats.
+
+    Token counts follow the API's count convention: where a count of tokens is asked (``unit``
+    ``"token"``) a plain number is a number of tokens, and where a plain count is asked a quantity of
+    tokens gives its number. (Requests are dimensionless already.)
     """
     needed = dimension_of(unit)
+    tokens = ureg.token.dimensionality
     if isinstance(value, ureg.Quantity):
-        if value.dimensionality != needed:
+        if value.dimensionality == tokens and not needed and domain in _COUNT_DOMAINS:
+            out = value.m_as("token")
+        elif value.dimensionality != needed:
             raise UnitsError(
                 f"{function}(): argument '{argument}' needs dimension {needed if needed else 'dimensionless'}"
                 f" (for example {unit or 'a plain number'}), got {describe_value(value)}"
             )
-        out = value.m_as(unit or "")
+        else:
+            out = value.m_as(unit or "")
+    elif needed == tokens and not isinstance(value, bool | str) and value is not None:
+        out = ureg.Quantity(np.asarray(value, dtype=float), "token").m_as(unit)
     elif needed:
         raise UnitsError(
             f"{function}(): argument '{argument}' needs dimension {needed} (for example {unit}),"

@@ -302,3 +302,23 @@ def test_plan_reports_gpus_at_the_ends_of_the_model_error():
     assert loose.gpus_interval[0] <= loose.gpus <= loose.gpus_interval[1]
     columns = {"gpus_interval.low", "gpus_interval.high", "ttft_interval.low [s]", "tpot_interval.high [s]"}
     assert columns <= set(p.to_frame().columns)
+
+
+def test_size_fleet_takes_a_workload():
+    from calculator.fleet import Workload
+
+    traffic = Workload(Q_(20, "request/s"), 1024, 256, input_cv=0.5, output_cv=0.5, arrival_cv=1.2)
+    whole = size_fleet("llama-3.1-8b", "h100-sxm", "fp8", traffic, ttft_slo=Q_(1, "s"), tpot_slo=Q_(40, "ms"))
+    flat = size_fleet(
+        "llama-3.1-8b", "h100-sxm", "fp8", Q_(20, "request/s"), 1024, 256, Q_(1, "s"), Q_(40, "ms"),
+        input_cv=0.5, output_cv=0.5, arrival_cv=1.2,
+    )  # fmt: skip
+    assert whole.workload == traffic == flat.workload and whole.gpus == flat.gpus and whole.ttft == flat.ttft
+    with pytest.raises(InputError, match="leave out input_tokens"):
+        size_fleet("llama-3.1-8b", "h100-sxm", "fp8", traffic, 512, ttft_slo=Q_(1, "s"), tpot_slo=Q_(40, "ms"))
+    with pytest.raises(InputError, match="'output_tokens' is required"):
+        size_fleet(
+            "llama-3.1-8b", "h100-sxm", "fp8", Q_(20, "request/s"), 1024, ttft_slo=Q_(1, "s"), tpot_slo=Q_(1, "s")
+        )
+    with pytest.raises(InputError, match="'tpot_slo' is required"):
+        size_fleet("llama-3.1-8b", "h100-sxm", "fp8", traffic, ttft_slo=Q_(1, "s"))

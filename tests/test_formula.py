@@ -218,3 +218,16 @@ def test_latex_of_an_impossible_case_still_shows_the_substitution():
     text = saturating_surge.latex(2.0)
     assert r"\left(2\right)" in text
     assert r"\text{the arguments give -0.5, outside the range" in text
+
+
+def test_token_counts_accept_a_plain_number_or_a_quantity_of_tokens():
+    from calculator import kv_cache_bytes, wasted_token_fraction
+    from calculator.errors import UnitsError
+
+    per_token = Q_(320, "kB/token")
+    assert kv_cache_bytes(batch=8, context=Q_(4096, "token"), kv_per_token=per_token) == kv_cache_bytes(
+        batch=8, context=4096, kv_per_token=per_token
+    )
+    assert wasted_token_fraction(10, 100) == wasted_token_fraction(Q_(10, "token"), Q_(100, "token"))
+    with pytest.raises(UnitsError, match="'useful_tokens'"):
+        wasted_token_fraction(Q_(10, "B"), 100)

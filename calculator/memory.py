@@ -16,6 +16,7 @@ on ``t / kv_heads`` devices, so a device holds one KV head (``t`` must then be a
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +28,7 @@ from .errors import InputError
 from .formula import ceil, floor, formula, minimum, per, var
 from .precision import bits_per_element
 from .results import Result
-from .units import Q_, check_units
+from .units import Q_, check_units, ureg
 
 __all__ = [
     "NO_BYTES",
@@ -782,6 +783,9 @@ class MemoryFit(Result):
         Sequences of ``context`` tokens that fit (0 if none).
     max_context : int
         Longest context at which ``batch`` sequences (at least one) fit.
+    capacity_basis : str
+        Which memory figure ``capacity`` is: ``"physical"`` or ``"nameplate"`` when it was read from an
+        accelerator, ``"as given"`` when it was passed as a quantity.
     """
 
     fits: Any
@@ -799,6 +803,7 @@ class MemoryFit(Result):
     tensor_parallel: Any
     max_batch: Any
     max_context: Any
+    capacity_basis: str = "as given"
 
 
 def _fit(capacity, weights, kv_per_token, context, batch, reserve, block_size, tensor_parallel, context_limit=None):
@@ -1013,7 +1018,9 @@ def model_memory_fit(
     )
     sequences = count(name, "batch", batch, minimum=0)
     blocks = count(name, "block_size", block_size)
-    return _fit(cap, weights, per_token, tokens, sequences, res, blocks, degree, resolved.max_context)
+    fit = _fit(cap, weights, per_token, tokens, sequences, res, blocks, degree, resolved.max_context)
+    basis = "as given" if isinstance(capacity, ureg.Quantity) else capacity_basis
+    return dataclasses.replace(fit, capacity_basis=basis)
 
 
 @renamed(kv_dtype="kv_precision")
@@ -1225,6 +1232,7 @@ class PrecisionDividend(Result):
     after: MemoryFit
     dividend: Any
     batch_ratio: Any
+    capacity_basis: str = "as given"
 
 
 def compare_precisions(
@@ -1286,7 +1294,9 @@ def compare_precisions(
     dividend = precision_dividend(old.capacity, old.weights, old.reserve, *bits)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.divide(new.max_batch, old.max_batch) if old.max_batch else float("inf")
-    return PrecisionDividend(before=old, after=new, dividend=dividend, batch_ratio=float(ratio))
+    return PrecisionDividend(
+        before=old, after=new, dividend=dividend, batch_ratio=float(ratio), capacity_basis=old.capacity_basis
+    )
 
 
 # ============================================================================================

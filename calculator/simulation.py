@@ -1036,14 +1036,6 @@ STATISTICS = ("mean", "p50", "p90", "p95", "p99")
 METRICS = ("ttft", "tpot", "token_gap", "e2e", "queue_wait")
 
 
-def _stats(values: np.ndarray) -> dict[str, float]:
-    values = values[np.isfinite(values)]
-    if values.size == 0:
-        return dict.fromkeys(STATISTICS, math.nan)
-    q = np.quantile(values, (0.5, 0.9, 0.95, 0.99))
-    return {"mean": float(values.mean()), "p50": q[0], "p90": q[1], "p95": q[2], "p99": q[3]}
-
-
 def _interval(samples: np.ndarray) -> tuple[float, float, float]:
     """Mean and 95 % Student-t interval of independent estimates."""
     from scipy import stats
@@ -1429,12 +1421,19 @@ def simulate(
     return _summarize(frames, series, utilization, raws, targets, count, policy, seed_list)
 
 
+def _process_pool(jobs: int) -> Executor:
+    """The default executor: a process pool over this machine's cores (no more workers than jobs)."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    return ProcessPoolExecutor(max_workers=max(1, min(jobs, os.cpu_count() or 1)))
+
+
 def _run_all(runs: list[_Run], executor: Executor | None, progress: Callable[[float], None] | None) -> list[dict]:
     if len(runs) == 1 and executor is None:
         return [_simulate_seed(runs[0], progress)]
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures import as_completed
 
-    pool = executor or ProcessPoolExecutor(max_workers=max(1, min(len(runs), os.cpu_count() or 1)))
+    pool = executor or _process_pool(len(runs))
     try:
         futures = {pool.submit(_simulate_seed, run): k for k, run in enumerate(runs)}
         out: list[dict | None] = [None] * len(runs)
@@ -1608,11 +1607,10 @@ def verify_plan(
     limit = int(max_replicas) if max_replicas is not None else 2 * start + 2
     if limit < 1:
         raise InputError(f"verify_plan(): argument 'max_replicas' must be >= 1, got {max_replicas!r}")
-    from concurrent.futures import ProcessPoolExecutor
 
     seed_list = _seeds(seeds)
     own = executor is None and len(seed_list) > 1
-    pool = ProcessPoolExecutor(max_workers=max(1, min(len(seed_list), os.cpu_count() or 1))) if own else executor
+    pool = _process_pool(len(seed_list)) if own else executor
     results: dict[int, SimulationResult] = {}
     steps = [0]
 

@@ -268,7 +268,7 @@ def replicas_for_phases(demands: Mapping[str, Any], per_replica: Mapping[str, An
             raise InputError(f"replicas_for_phases(): phase {phase!r} demand and capacity have different dimensions")
         ratio = float((Q_(amount) / capacity).m_as(""))
         check_domain("replicas_for_phases", f"demands['{phase}']", ratio, "nonnegative")
-        counts[phase] = int(np.ceil(ratio * (1 - 1e-12)))
+        counts[phase] = ceil_count(ratio)
     binding = max(counts, key=lambda phase: counts[phase])
     return counts[binding], binding
 

@@ -41,6 +41,7 @@ import numpy as np
 from .errors import InputError
 from .performance import (
     EngineProfile,
+    StepArrays,
     decode_step_seconds,
     engine_profile,
     iteration_seconds,
@@ -381,10 +382,10 @@ class _Family:
 
     accelerator: str
     precision: str
-    arrays: dict[str, Any]
+    arrays: StepArrays
     price: float  # USD per GPU-hour
     tdp: float  # W
-    draft: dict[str, float] | None
+    draft: StepArrays | None
 
 
 def _evaluate(
@@ -417,10 +418,8 @@ def _evaluate(
     spec = options["speculation"]
     if spec is not None and family.draft is not None:
         d = family.draft
-        capacity_tokens = (
-            capacity_tokens - d["weight_bytes"] / tp * np.minimum(tp, a["kv_shards_max"]) / a["kv_bytes_per_token"]
-        )
-        private = private * (1 + d["kv_bytes_per_token"] / a["kv_bytes_per_token"])
+        capacity_tokens = capacity_tokens - d.weight_bytes / tp * np.minimum(tp, a.kv_shards_max) / a.kv_bytes_per_token
+        private = private * (1 + d.kv_bytes_per_token / a.kv_bytes_per_token)
     capacity = np.floor(np.maximum(capacity_tokens - (shared if hit > 0 else 0.0), 0.0) / private)
     fits = batch <= capacity
 
@@ -437,7 +436,7 @@ def _evaluate(
         per_token = t_dec
 
     decode_slots = max(outputs - 1, 1.0)
-    budget = float(options["chunk_size"] or profile.limits(a["memory"], a["accelerator"])[0])
+    budget = float(options["chunk_size"] or profile.limits(a.memory, a.accelerator)[0])
     chunked = profile.chunked_prefill or bool(options["chunk_size"])
     percentile = options["ttft_percentile"]
     # Prompt lengths: quadrature nodes of the log-normal length distribution (prefill cost is
@@ -518,7 +517,7 @@ def _evaluate(
         wait_tail = wait_tail + smooth * np.where(headroom > 0, np.maximum(slot_tail, 0.0), np.inf)
         excess = np.hypot(np.maximum(first_tail - first_mean, 0.0), np.maximum(wait_tail - wait_mean, 0.0))
         ttft = np.where(np.isfinite(wait_tail), ttft + excess, np.inf)
-    usable = profile.memory_utilization * a["memory"] - profile.memory_reserve.m_as("B")
+    usable = profile.memory_utilization * a.memory - profile.memory_reserve.m_as("B")
     return {
         "fits": fits,
         "capacity": capacity,
@@ -532,7 +531,7 @@ def _evaluate(
         "rate": rate,
         "replicas": replicas,
         "running": running,
-        "weights_per_device": a["weight_bytes"] / tp,
+        "weights_per_device": a.weight_bytes / tp,
     }
 
 
@@ -926,7 +925,7 @@ class _Search:
         """GPUs of the cheapest plan with every family's step times at one end of its interval."""
         scales: dict[tuple[str, str], tuple[float, float]] = {}
         for family in self.families:
-            bands = prediction_interval(self.profile.name, family.accelerator, family.arrays["measured"])
+            bands = prediction_interval(self.profile.name, family.accelerator, family.arrays.measured)
             # Step times (prefill and decode) scale by the TPOT band: it measures the step model. The
             # TTFT band is wider because it carries a benchmark's queueing, which the sizer models itself.
             scales[family.accelerator, family.precision] = (bands["tpot"][end], bands["tpot"][end])
@@ -1101,7 +1100,7 @@ def size_fleet(
     _, family, key, i, j, out, replica_count, ok = best
     del rejected[key]
     binding = _binding(out, ok, i, j)
-    bands = prediction_interval(profile.name, family.accelerator, family.arrays["measured"])
+    bands = prediction_interval(profile.name, family.accelerator, family.arrays.measured)
     gpus_low, gpus_high = (search.gpus_at(end) for end in (0, 1))
     tp = int(tps[i])
     replicas = int(replica_count)
@@ -1433,7 +1432,7 @@ def size_disaggregated(
     if decode_best is None:
         return DisaggregatedPlan(False, "decode pool: no configuration meets the TPOT target within memory")
     _, d_family, d_index, d_replicas, t_dec_best = decode_best
-    kv_bytes = workload.input_tokens * d_family.arrays["kv_bytes_per_token"]
+    kv_bytes = workload.input_tokens * d_family.arrays.kv_bytes_per_token
     handoff = float(
         kv_handoff_time.numeric(
             kv_bytes=kv_bytes, link_bandwidth=link.bandwidth.m_as("B/s"), startup_latency=latency, parallel_links=1

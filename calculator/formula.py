@@ -61,7 +61,9 @@ NON_FORMULA_MODULES = frozenset({"__main__", "cli", "plots"})
 
 _REGISTRY: dict[str, Formula] = {}
 
-DOMAINS = ("positive", "nonnegative", "probability", "fraction_open", "positive_integer", "any")
+#: ``precision`` is a positive number of bits (unit ``""``) or bytes (unit ``"B"``) per element that also
+#: takes a precision name (``"fp8"``) or a quantity of information (``Q_(1, "B")``); a plain number is bits.
+DOMAINS = ("positive", "nonnegative", "probability", "fraction_open", "positive_integer", "any", "precision")
 
 
 # --------------------------------------------------------------------------------------------
@@ -172,6 +174,7 @@ def check_domain(function: str, argument: str, magnitude: Any, domain: str) -> N
         raise InputError(f"{function}(): argument '{argument}' contains NaN")
     rules: dict[str, tuple[Callable[[np.ndarray], np.ndarray], str]] = {
         "positive": (lambda v: v > 0, "must be > 0"),
+        "precision": (lambda v: v > 0, "must be a positive number of bits (or a precision name like 'fp8')"),
         "nonnegative": (lambda v: v >= 0, "must be >= 0"),
         "probability": (lambda v: (v >= 0) & (v <= 1), "must be a probability in [0, 1]"),
         "fraction_open": (lambda v: (v >= 0) & (v < 1), "must be a fraction in [0, 1)"),
@@ -371,9 +374,12 @@ class Formula:
         missing = [n for n in self.variables if n not in bound.arguments]
         if missing:
             raise TypeError(f"{self.name}.latex(): give every argument or none; missing {missing}")
-        filled = {
-            symbols[n]: r"\left(" + _format_latex(bound.arguments[n], digits) + r"\right)" for n in self.variables
+        given = {
+            n: _to_magnitude(self.name, n, v, spec) if spec.domain == "precision" and isinstance(v, str) else v
+            for n, spec in self.variables.items()
+            for v in [bound.arguments[n]]
         }
+        filled = {symbols[n]: r"\left(" + _format_latex(given[n], digits) + r"\right)" for n in self.variables}
         substituted = sp.latex(expr, symbol_names=filled, mul_symbol="times")
         try:
             result = self(*args, **kwargs)
@@ -561,6 +567,8 @@ def magnitude(function: str, argument: str, value: Any, unit: str, domain: str =
     """
     needed = dimension_of(unit)
     tokens = ureg.token.dimensionality
+    if domain == "precision":
+        value = _precision(function, argument, value, unit)
     if isinstance(value, ureg.Quantity):
         if value.dimensionality == tokens and not needed and domain in _COUNT_DOMAINS:
             out = value.m_as("token")
@@ -589,6 +597,42 @@ def magnitude(function: str, argument: str, value: Any, unit: str, domain: str =
     return out
 
 
+def _precision(function: str, argument: str, value: Any, unit: str) -> Any:
+    """A precision argument as a quantity of ``unit``: a name, bits (a plain number) or bytes per element."""
+    if isinstance(value, str):
+        value = ureg.Quantity(_bits(function, argument, value), "bit")
+    elif isinstance(value, ureg.Quantity):
+        if value.dimensionality != ureg.bit.dimensionality:
+            raise UnitsError(
+                f"{function}(): argument '{argument}' is a precision: a name ('fp8'), bits per element (8) or "
+                f"bytes per element (Q_(1, 'B')), got {describe_value(value)}"
+            )
+    elif isinstance(value, bool) or value is None:
+        raise InputError(
+            f"{function}(): argument '{argument}' is a precision (a name like 'fp8', or bits), got {value!r}"
+        )
+    elif np.ndim(value):
+        value = ureg.Quantity(
+            np.array([_bits(function, argument, v) for v in np.ravel(value)]).reshape(np.shape(value)), "bit"
+        )
+    else:
+        value = ureg.Quantity(value, "bit")
+    return value.to(unit or "bit") if unit else value.m_as("bit")
+
+
+def _bits(function: str, argument: str, value: Any) -> float:
+    """One element of an array of precisions: a name or a number of bits."""
+    if isinstance(value, str):
+        from .precision import bits_per_element, check_precision
+
+        return float(bits_per_element(check_precision(value, argument)))
+    if isinstance(value, bool) or not isinstance(value, int | float | np.number):
+        raise InputError(
+            f"{function}(): argument '{argument}' holds {value!r}; a precision is a name like 'fp8' or bits"
+        )
+    return float(value)
+
+
 def _to_magnitude(function: str, argument: str, value: Any, spec: Var) -> Any:
     return magnitude(function, argument, value, spec.unit, spec.domain)
 
@@ -598,6 +642,7 @@ def _in_domain(values: np.ndarray, domain: str) -> np.ndarray:
     with np.errstate(invalid="ignore"):
         return {
             "positive": finite & (values > 0),
+            "precision": finite & (values > 0),
             "nonnegative": finite & (values >= 0),
             "probability": finite & (values >= 0) & (values <= 1),
             "fraction_open": finite & (values >= 0) & (values < 1),
@@ -607,7 +652,7 @@ def _in_domain(values: np.ndarray, domain: str) -> np.ndarray:
 
 
 def _assumptions(domain: str) -> dict[str, bool]:
-    if domain in ("positive", "positive_integer"):
+    if domain in ("positive", "positive_integer", "precision"):
         return {"positive": True}
     if domain in ("nonnegative", "probability", "fraction_open"):
         return {"nonnegative": True}

@@ -27,7 +27,7 @@ from ._support import bits_of, count, device_capacity, magnitude, model_of, prob
 from .errors import InputError
 from .formula import ceil, floor, formula, minimum, per, var
 from .precision import bits_per_element
-from .results import Result
+from .results import Result, ceil_count, floor_whole
 from .units import Q_, check_units, ureg
 
 __all__ = [
@@ -65,6 +65,8 @@ __all__ = [
     "max_context",
     "memory_fit",
     "model_memory_fit",
+    "MaxBatch",
+    "MaxBatches",
     "model_max_batch",
     "min_tensor_parallel",
     "kv_wall",
@@ -91,15 +93,6 @@ NO_BYTES = Q_(0, "B")
 NO_TIME = Q_(0, "s")
 
 
-def _whole(ratio: Any) -> Any:
-    """Floor of a ratio of byte amounts that forgives floating-point error, not real shortfalls.
-
-    45 GB / 2.5 GB evaluates to 17.999999999999996 and must give 18; a ratio short by one byte in
-    80 GB (relative 1e-11) must still round down.
-    """
-    return np.floor(np.asarray(ratio) * (1 + 1e-13))
-
-
 # ============================================================================================
 # KV bytes per token
 
@@ -110,7 +103,7 @@ def _whole(ratio: Any) -> Any:
     layers=var("", "L", "positive_integer", "transformer layers"),
     kv_heads=var("", r"H_{\mathrm{kv}}", "positive_integer", "key/value heads per layer"),
     head_dim=var("", "d_{h}", "positive_integer", "elements per head"),
-    bytes_per_element=var("B", "s", description="bytes per cached element"),
+    bytes_per_element=var("B", "s", "precision", "bytes per cached element"),
 )
 def kv_bytes_per_token(layers, kv_heads, head_dim, bytes_per_element):
     r"""KV-cache bytes per token: one key and one value vector per KV head in every layer.
@@ -154,7 +147,7 @@ def kv_bytes_per_token(layers, kv_heads, head_dim, bytes_per_element):
     layers=var("", "L", "positive_integer", "transformer layers"),
     latent_dim=var("", r"d_{c}", "positive_integer", "compressed KV latent width (kv_lora_rank)"),
     rope_dim=var("", r"d_{h}^{R}", "positive_integer", "decoupled RoPE key width (qk_rope_head_dim)"),
-    bytes_per_element=var("B", "s", description="bytes per cached element"),
+    bytes_per_element=var("B", "s", "precision", "bytes per cached element"),
 )
 def mla_kv_bytes_per_token(layers, latent_dim, rope_dim, bytes_per_element):
     r"""Cache bytes per token of multi-head latent attention (MLA): one latent plus one RoPE key per layer.
@@ -352,7 +345,7 @@ def kv_bytes_per_token_per_device(model: Any, kv_precision: Any = "fp16", tensor
     result=var("B", r"M_{W}", description="bytes of model weights"),
     reference="section 10.2 (weights = parameters x bytes per parameter); section 10.9",
     parameters=var("", "N", description="parameter count"),
-    bits_per_weight=var("", "b", description="stored bits per weight, including any scale metadata"),
+    bits_per_weight=var("", "b", "precision", "stored bits per weight, including any scale metadata"),
 )
 def weight_bytes(parameters, bits_per_weight):
     r"""Bytes needed to hold a model's weights.
@@ -557,8 +550,7 @@ def min_devices_for_weights(weights: Any, capacity: Any, reserve: Any = NO_BYTES
     usable = magnitude(name, "capacity", capacity, "B", "positive") - magnitude(name, "reserve", reserve, "B")
     if np.any(np.asarray(usable) <= 0):
         raise InputError(f"{name}(): the reserve leaves no memory on a device (capacity <= reserve)")
-    devices = np.ceil(np.asarray(total) / usable * (1 - 1e-12)).astype(np.int64)
-    return int(devices) if devices.ndim == 0 else devices
+    return ceil_count(np.asarray(total) / usable)
 
 
 # ============================================================================================
@@ -656,7 +648,7 @@ def max_batch_numeric(
     held = np.ceil(np.asarray(context, dtype=float) / blocks) * blocks  # tokens rounded up to whole blocks
     free = np.asarray(capacity, dtype=float) - weights - reserve
     with np.errstate(divide="ignore", invalid="ignore"):
-        batch = _whole(free / (held * kv_per_token))
+        batch = floor_whole(free / (held * kv_per_token))
     batch = np.maximum(batch, 0).astype(np.int64)
     return int(batch) if batch.ndim == 0 else batch
 
@@ -753,7 +745,7 @@ def max_context(
     cap, wts, per_token, res, blocks = _memory_args(name, capacity, weights, kv_per_token, reserve, block_size)
     sequences = count(name, "batch", batch)
     free = np.asarray(cap - wts - res, dtype=float)
-    tokens = _whole(free / (sequences * per_token * blocks)) * blocks
+    tokens = floor_whole(free / (sequences * per_token * blocks)) * blocks
     tokens = np.maximum(tokens, 0).astype(np.int64)
     return int(tokens) if tokens.ndim == 0 else tokens
 
@@ -821,7 +813,7 @@ def _fit(capacity, weights, kv_per_token, context, batch, reserve, block_size, t
     slack = available - kv
     fits = slack >= -1e-12 * capacity
     with np.errstate(divide="ignore"):  # batch 0 asks for the longest context of one sequence
-        longest = _whole(available / (np.maximum(batch, 1) * kv_per_token * block_size)) * block_size
+        longest = floor_whole(available / (np.maximum(batch, 1) * kv_per_token * block_size)) * block_size
     if context_limit is not None:
         longest = np.minimum(longest, context_limit)
 
@@ -1043,21 +1035,51 @@ def model_max_batch(
 
     Returns
     -------
-    int or array of int
+    MaxBatch or MaxBatches
+        An ``int`` (or an int array) carrying ``capacity_basis``: ``"physical"`` or ``"nameplate"`` when
+        ``capacity`` is an accelerator, ``"as given"`` when it is a quantity.
 
     Examples
     --------
     >>> from calculator.registry import Model
     >>> gqa = Model(id="gqa", name="70B GQA", provenance="user", sources=[{"source": "u", "fields": ["layers"]}],
     ...     parameters=70e9, layers=80, attention_heads=64, kv_heads=8, head_dim=128, attention="gqa")
-    >>> model_max_batch(gqa, Q_(80, "GB"), 4096, tensor_parallel=np.array([2, 4, 8]))
-    array([ 14, 134, 372])
+    >>> batches = model_max_batch(gqa, Q_(80, "GB"), 4096, tensor_parallel=np.array([2, 4, 8]))
+    >>> batches.tolist(), batches.capacity_basis
+    ([14, 134, 372], 'as given')
     """
     name = "model_max_batch"
     _, cap, weights, per_token, tokens, _, res = _model_budget(
         name, model, capacity, context, weight_bits, kv_precision, tensor_parallel, reserve, capacity_basis
     )
-    return max_batch_numeric(cap, weights, per_token, tokens, res, count(name, "block_size", block_size))
+    batch = max_batch_numeric(cap, weights, per_token, tokens, res, count(name, "block_size", block_size))
+    basis = "as given" if isinstance(capacity, ureg.Quantity) else capacity_basis
+    if np.ndim(batch):
+        out = np.asarray(batch).view(MaxBatches)
+        out.capacity_basis = basis
+        return out
+    return MaxBatch(int(batch), basis)
+
+
+class MaxBatch(int):
+    """A max batch (an ``int``) that says which capacity basis it was computed on (``capacity_basis``)."""
+
+    capacity_basis: str
+
+    def __new__(cls, value: int, capacity_basis: str) -> MaxBatch:
+        """A max batch of ``value`` computed on ``capacity_basis``."""
+        out = super().__new__(cls, value)
+        out.capacity_basis = capacity_basis
+        return out
+
+
+class MaxBatches(np.ndarray):
+    """Max batches (an int array) that say which capacity basis they were computed on (``capacity_basis``)."""
+
+    capacity_basis: str = "as given"
+
+    def __array_finalize__(self, obj: Any) -> None:
+        self.capacity_basis = getattr(obj, "capacity_basis", "as given")
 
 
 @renamed(kv_dtype="kv_precision")
@@ -1182,10 +1204,10 @@ def kv_wall(
     capacity=var("B", "C", description="memory per device"),
     weights=var("B", r"M_{W}", "nonnegative", "weight bytes per device before the change"),
     reserve=var("B", r"M_{\mathrm{res}}", "nonnegative", "reserve per device"),
-    weight_bits_before=var("", r"b_{W}", description="weight bits before"),
-    weight_bits_after=var("", r"b_{W}'", description="weight bits after"),
-    kv_bits_before=var("", r"b_{\mathrm{KV}}", description="KV bits before"),
-    kv_bits_after=var("", r"b_{\mathrm{KV}}'", description="KV bits after"),
+    weight_bits_before=var("", r"b_{W}", "precision", "weight bits before"),
+    weight_bits_after=var("", r"b_{W}'", "precision", "weight bits after"),
+    kv_bits_before=var("", r"b_{\mathrm{KV}}", "precision", "KV bits before"),
+    kv_bits_after=var("", r"b_{\mathrm{KV}}'", "precision", "KV bits after"),
 )
 def precision_dividend(
     capacity, weights, reserve, weight_bits_before, weight_bits_after, kv_bits_before, kv_bits_after
@@ -1709,7 +1731,7 @@ def tiered_retention(active_sequences: int, sequence_bytes: Any, tiers: Iterable
     restore: dict[str, Any] = {}
     for tier in tiers:
         held = magnitude(name, f"tiers['{tier.name}'].capacity", tier.capacity, "B")
-        per_tier[tier.name] = int(_whole(held / size))
+        per_tier[tier.name] = int(floor_whole(held / size))
         if tier.bandwidth is not None:
             restore[tier.name] = kv_handoff_time(Q_(size, "B"), tier.bandwidth, tier.latency)
     return TierRetention(

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from ._support import accelerator_of, count, model_of
+from ._support import accelerator_of, count, model_of, renamed
 from .errors import InputError
 from .memory import (
     check_tensor_parallel,
@@ -61,6 +61,7 @@ __all__ = [
     "iteration_seconds",
     "predict_benchmark",
     "prefill_time",
+    "StepArrays",
     "step_arrays",
 ]
 
@@ -422,27 +423,74 @@ def compute_precision(accelerator: Any, precision: str) -> str:
     )
 
 
+@dataclass(eq=False)
+class StepArrays:
+    """One (model, accelerator, precision) as the step model reads it: plain floats in SI units.
+
+    ``step_arrays`` builds it; ``iteration_seconds`` and the sizer and simulator price iterations from
+    it. Shapes are per layer and whole-model (before tensor-parallel sharding).
+    """
+
+    weight_bytes: float  #: resident weight bytes of the whole model (embeddings kept at 16 bits)
+    streamed_params: float  #: parameters read by a one-token decode step (all but the input embedding)
+    shared_params: float  #: parameters every token reads in a mixture-of-experts model
+    expert_params: float  #: parameters of one routed expert
+    experts: float
+    experts_per_token: float
+    bytes_per_param: float
+    kv_bytes_per_token: float
+    kv_shards_max: float  #: the KV cache splits over at most this many tensor-parallel ranks
+    attention_flops_per_pair: float  #: attention FLOP per (query, key) pair over all layers
+    layers: float
+    hidden: float
+    heads: float
+    kv_heads: float
+    head_dim: float
+    mla: float  #: 1.0 for multi-head latent attention
+    kv_lora_rank: float
+    q_lora_rank: float
+    qk_nope_head_dim: float
+    qk_rope_head_dim: float
+    v_head_dim: float
+    mlp_width: float  #: a dense layer's MLP width (0 for mixture-of-experts)
+    expert_width: float
+    shared_expert_width: float
+    vocab: float
+    accelerator: str  #: the accelerator's registry id
+    memory: float  #: bytes per device (physical)
+    hbm_bandwidth: float  #: B/s
+    peak_flops: float  #: FLOP/s at the weights' compute precision
+    bf16_flops: float  #: FLOP/s at BF16
+    link_bandwidth: float  #: B/s per direction (NVLink, or the host link where there is none)
+    tables: Any  #: the accelerator's :class:`~calculator.kernels.KernelTables`
+    dtype: str  #: the GEMM table of the weights
+    measured: bool  #: whether measured kernel tables cover the accelerator and dtype
+    curves: dict[float, dict[str, np.ndarray]] = field(default_factory=dict, repr=False)  #: cache per TP degree
+
+    def __getitem__(self, key: str) -> Any:
+        """The old dict access (``arrays["kv_bytes_per_token"]``), kept for one release."""
+        import warnings
+
+        warnings.warn(
+            "step_arrays() returns a StepArrays object: read fields as attributes (arrays.kv_bytes_per_token); "
+            "item access goes in the next release",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(self, key)
+
+
 def step_arrays(
     model: Any, accelerator: Any, precision: str, kv_precision: str | None = None, *, registry: Any = None
-) -> dict[str, Any]:
+) -> StepArrays:
     """The numbers the step model needs for one (model, accelerator, precision), in SI units.
 
-    Returns a dict of floats: ``weight_bytes`` (resident, whole model), ``streamed_params``
-    (parameters read by a decode step of one token: all but the input embedding),
-    ``shared_params`` and ``expert_params`` (for mixture-of-experts streaming), ``experts``,
-    ``experts_per_token``, ``bytes_per_param``, ``kv_bytes_per_token``, ``kv_shards_max`` (KV is
-    split over at most this many tensor-parallel ranks), ``attention_flops_per_pair``, ``layers``,
-    ``hidden``, the layer shapes (``heads``, ``kv_heads``, ``head_dim``, ``mlp_width`` of a dense
-    layer, ``expert_width``, ``shared_expert_width``, ``vocab``, and the MLA widths), the
-    accelerator's ``memory``, ``hbm_bandwidth``, ``peak_flops`` and ``link_bandwidth`` (NVLink per
-    direction, or the host link where there is none), ``bf16_flops``; and two objects:
-    ``tables`` (the accelerator's :class:`~calculator.kernels.KernelTables`) and ``dtype`` (the
-    GEMM table of the weights). Ids resolve in ``registry`` (default: the packaged registry), and
-    an entry object's own ids (its host link) in the registry it came from.
+    Returns a :class:`StepArrays`. Ids resolve in ``registry`` (default: the packaged registry), and an
+    entry object's own ids (its host link) in the registry it came from.
 
     Examples
     --------
-    >>> step_arrays("llama-3.1-70b", "h100-sxm", "fp8")["kv_bytes_per_token"]
+    >>> step_arrays("llama-3.1-70b", "h100-sxm", "fp8").kv_bytes_per_token
     327680.0
     """
     from .kernels import tables_for
@@ -498,96 +546,95 @@ def step_arrays(
         derived = max(active - lm_head - layers * attention_params, 0.0) / (3 * hidden * layers)
         mlp_width = float(spec.intermediate_size or derived)
     tables = tables_for(device)
-    return {
-        "weight_bytes": float(resident),
-        "streamed_params": float(active),
-        "shared_params": float(shared),
-        "expert_params": float(per_expert),
-        "experts": float(experts),
-        "experts_per_token": float(k),
-        "bytes_per_param": bits / 8,
-        "kv_bytes_per_token": float(kv),
-        "kv_shards_max": float(kv_shard_limit(spec)),
-        "attention_flops_per_pair": attention_flops_per_pair(spec).m_as("FLOP"),
-        "layers": layers,
-        "hidden": float(hidden),
-        "heads": heads,
-        "kv_heads": kv_heads,
-        "head_dim": head_dim,
-        "mla": float(mla),
-        "kv_lora_rank": float(spec.kv_lora_rank or 0),
-        "q_lora_rank": q_lora,
-        "qk_nope_head_dim": nope,
-        "qk_rope_head_dim": rope,
-        "v_head_dim": value,
-        "mlp_width": mlp_width,
-        "expert_width": float(expert_width),
-        "shared_expert_width": float(shared_width),
-        "vocab": float(spec.vocab_size or 0),
-        "accelerator": device.id,
-        "memory": device.memory.m_as("B"),
-        "hbm_bandwidth": device.memory_bandwidth.m_as("B/s"),
-        "peak_flops": device.peak_throughput(compute_precision(device, name)).m_as("FLOP/s"),
-        "bf16_flops": device.peak_throughput(compute_precision(device, "bf16")).m_as("FLOP/s"),
-        "link_bandwidth": link.m_as("B/s"),
-        "tables": tables,
-        "dtype": _TABLE_OF_WEIGHTS.get(name, "bf16"),
-        "measured": bool(tables.measured and _TABLE_OF_WEIGHTS.get(name, "bf16") in tables.measured_dtypes),
-        "_curves": {},
-    }
+    return StepArrays(
+        weight_bytes=float(resident),
+        streamed_params=float(active),
+        shared_params=float(shared),
+        expert_params=float(per_expert),
+        experts=float(experts),
+        experts_per_token=float(k),
+        bytes_per_param=bits / 8,
+        kv_bytes_per_token=float(kv),
+        kv_shards_max=float(kv_shard_limit(spec)),
+        attention_flops_per_pair=attention_flops_per_pair(spec).m_as("FLOP"),
+        layers=layers,
+        hidden=float(hidden),
+        heads=heads,
+        kv_heads=kv_heads,
+        head_dim=head_dim,
+        mla=float(mla),
+        kv_lora_rank=float(spec.kv_lora_rank or 0),
+        q_lora_rank=q_lora,
+        qk_nope_head_dim=nope,
+        qk_rope_head_dim=rope,
+        v_head_dim=value,
+        mlp_width=mlp_width,
+        expert_width=float(expert_width),
+        shared_expert_width=float(shared_width),
+        vocab=float(spec.vocab_size or 0),
+        accelerator=device.id,
+        memory=device.memory.m_as("B"),
+        hbm_bandwidth=device.memory_bandwidth.m_as("B/s"),
+        peak_flops=device.peak_throughput(compute_precision(device, name)).m_as("FLOP/s"),
+        bf16_flops=device.peak_throughput(compute_precision(device, "bf16")).m_as("FLOP/s"),
+        link_bandwidth=link.m_as("B/s"),
+        tables=tables,
+        dtype=_TABLE_OF_WEIGHTS.get(name, "bf16"),
+        measured=bool(tables.measured and _TABLE_OF_WEIGHTS.get(name, "bf16") in tables.measured_dtypes),
+    )
 
 
 # --------------------------------------------------------------------------------------------
 # Kernel pricing: per-layer linear time over a grid of token counts, per tensor-parallel degree
 
 
-def _layer_gemms(a: dict[str, Any], tp: float) -> list[tuple[float, float]]:
+def _layer_gemms(a: StepArrays, tp: float) -> list[tuple[float, float]]:
     """(n, k) of the dense matrix products of one layer on one rank (tokens are the m dimension)."""
-    h, heads, hd = a["hidden"], a["heads"], a["head_dim"]
+    h, heads, hd = a.hidden, a.heads, a.head_dim
     heads_r = heads / tp
-    if a["mla"]:
-        nope, rope, value, lora = a["qk_nope_head_dim"], a["qk_rope_head_dim"], a["v_head_dim"], a["kv_lora_rank"]
-        q_lora = a["q_lora_rank"]
+    if a.mla:
+        nope, rope, value, lora = a.qk_nope_head_dim, a.qk_rope_head_dim, a.v_head_dim, a.kv_lora_rank
+        q_lora = a.q_lora_rank
         shapes = [(lora + rope, h)]  # KV down-projection (replicated)
         shapes += [(q_lora, h), (heads_r * (nope + rope), q_lora)] if q_lora else [(heads_r * (nope + rope), h)]
         shapes += [(heads_r * (nope + value), lora), (h, heads_r * value)]
     else:
-        kv_r = max(a["kv_heads"] / tp, 1.0)
+        kv_r = max(a.kv_heads / tp, 1.0)
         shapes = [((heads_r + 2 * kv_r) * hd, h), (h, heads_r * hd)]
-    if a["mlp_width"] > 0:
-        width = a["mlp_width"] / tp
+    if a.mlp_width > 0:
+        width = a.mlp_width / tp
         shapes += [(2 * width, h), (h, width)]
-    if a["shared_expert_width"] > 0:
-        width = a["shared_expert_width"] / tp
+    if a.shared_expert_width > 0:
+        width = a.shared_expert_width / tp
         shapes += [(2 * width, h), (h, width)]
     return shapes
 
 
-def _curves(a: dict[str, Any], tp: float) -> dict[str, np.ndarray]:
+def _curves(a: StepArrays, tp: float) -> dict[str, np.ndarray]:
     """Per-layer time of the token-proportional work at the token counts of ``_M_GRID`` (cached)."""
-    cache = a["_curves"]
+    cache = a.curves
     if tp in cache:
         return cache[tp]
     from .kernels import gemm_seconds, grouped_gemm_seconds
 
-    tables, dtype = a["tables"], a["dtype"]
+    tables, dtype = a.tables, a.dtype
     m = 2.0**_M_GRID
     linear = np.zeros_like(m)
     for n, k in _layer_gemms(a, tp):
         linear += gemm_seconds(tables, dtype, m, max(n, 1.0), max(k, 1.0))
-    if a["experts"] > 1:
+    if a.experts > 1:
         # The experts run as one grouped GEMM per projection (one launch over every touched expert):
         # priced as a GEMM of the touched experts' stacked weights at the tokens each expert gets.
-        e, top = a["experts"], a["experts_per_token"]
+        e, top = a.experts, a.experts_per_token
         touched = e * (1 - (1 - top / e) ** m)
         per_expert_tokens = m * top / touched
-        width = a["expert_width"] / tp
-        h = a["hidden"]
+        width = a.expert_width / tp
+        h = a.hidden
         for n, k in ((2 * width, h), (h, width)):
             linear += grouped_gemm_seconds(tables, dtype, per_expert_tokens, n, k, touched)
         linear += gemm_seconds(tables, "bf16", m, e, h)  # the router
-    elementwise = m * ELEMENTWISE_PASSES * a["hidden"] * ACTIVATION_BYTES / a["hbm_bandwidth"]
-    lm_head = gemm_seconds(tables, dtype, m, max(a["vocab"] / tp, 1.0), a["hidden"]) if a["vocab"] else np.zeros_like(m)
+    elementwise = m * ELEMENTWISE_PASSES * a.hidden * ACTIVATION_BYTES / a.hbm_bandwidth
+    lm_head = gemm_seconds(tables, dtype, m, max(a.vocab / tp, 1.0), a.hidden) if a.vocab else np.zeros_like(m)
     out = {"layer": np.log2(linear + elementwise), "lm_head": np.log2(np.maximum(lm_head, 1e-12))}
     cache[tp] = out
     return out
@@ -601,7 +648,7 @@ def _interp_curve(curve: np.ndarray, tokens: Any) -> np.ndarray:
 
 
 def _kernel_iteration(
-    a: dict[str, Any],
+    a: StepArrays,
     tp: float,
     decode: Any,
     context: Any,
@@ -618,57 +665,57 @@ def _kernel_iteration(
         prefill_attention_seconds,
     )
 
-    tables = a["tables"]
-    layers = a["layers"]
+    tables = a.tables
+    layers = a.layers
     curves = _curves(a, tp)
     m = decode * tokens + prefill
     logits = decode * tokens + requests
     t = layers * _interp_curve(curves["layer"], m)
     t = t + np.where(logits > 0, _interp_curve(curves["lm_head"], np.maximum(logits, 1.0)), 0.0)
-    shards = kv_shards(tp, a["kv_shards_max"])
-    per_token_layer = a["kv_bytes_per_token"] / layers / shards
-    pair_flops = a["attention_flops_per_pair"] / layers / tp
+    shards = kv_shards(tp, a.kv_shards_max)
+    per_token_layer = a.kv_bytes_per_token / layers / shards
+    pair_flops = a.attention_flops_per_pair / layers / tp
     # Decode attention: bandwidth bound on the KV bytes read (measured), compute bound for MLA.
     reads = decode_attention_seconds(
         tables, np.maximum(decode, 1.0), context * per_token_layer / DECODE_REFERENCE_BYTES
     )
-    if a["mla"]:
-        compute = decode * tokens * context * pair_flops / (MLA_DECODE_COMPUTE_FRACTION * a["bf16_flops"])
+    if a.mla:
+        compute = decode * tokens * context * pair_flops / (MLA_DECODE_COMPUTE_FRACTION * a.bf16_flops)
         reads = np.maximum(reads, compute)
     t = t + layers * np.where(decode > 0, reads, 0.0)
     # Prefill attention: the causal pairs of the scheduled chunk after ``prior`` cached tokens.
     per_request = prefill / np.maximum(requests, 1e-9)
     pairs = prefill * prior + prefill * (per_request + 1) / 2
     flops = pairs * pair_flops
-    att = prefill_attention_seconds(tables, flops, per_request + prior, np.maximum(requests, 1.0) * a["heads"] / tp)
+    att = prefill_attention_seconds(tables, flops, per_request + prior, np.maximum(requests, 1.0) * a.heads / tp)
     t = t + layers * np.where(prefill > 0, att, 0.0)
     if tp > 1:
-        t = t + 2 * layers * allreduce_seconds(tables, tp, m * a["hidden"] * ACTIVATION_BYTES, a["link_bandwidth"])
+        t = t + 2 * layers * allreduce_seconds(tables, tp, m * a.hidden * ACTIVATION_BYTES, a.link_bandwidth)
     return t
 
 
-def _streamed_bytes(a: dict[str, Any], batch: Any) -> Any:
+def _streamed_bytes(a: StepArrays, batch: Any) -> Any:
     """Weight bytes one decode step reads: shared weights plus the experts the batch touches."""
-    if a["experts"] <= 1:
-        return a["streamed_params"] * a["bytes_per_param"]
-    e, k = a["experts"], a["experts_per_token"]
+    if a.experts <= 1:
+        return a.streamed_params * a.bytes_per_param
+    e, k = a.experts, a.experts_per_token
     touched = e * (1 - (1 - k / e) ** batch)
-    return (a["shared_params"] + touched * a["expert_params"]) * a["bytes_per_param"]
+    return (a.shared_params + touched * a.expert_params) * a.bytes_per_param
 
 
-def _allreduce_seconds(a: dict[str, Any], eff: Efficiency, tp: Any, message_bytes: Any) -> Any:
+def _allreduce_seconds(a: StepArrays, eff: Efficiency, tp: Any, message_bytes: Any) -> Any:
     """One ring all-reduce of ``message_bytes`` over ``tp`` ranks at the achieved link bandwidth."""
     return ring_allreduce_time.numeric(
         message=message_bytes,
         devices=tp,
-        bandwidth=eff.link_bandwidth * a["link_bandwidth"],
+        bandwidth=eff.link_bandwidth * a.link_bandwidth,
         latency=0.0,
         floor=eff.collective_latency.m_as("s"),
     )
 
 
 def _roofline_iteration(
-    a: dict[str, Any],
+    a: StepArrays,
     eff: Efficiency,
     tp: Any,
     decode: Any,
@@ -679,22 +726,22 @@ def _roofline_iteration(
     prior: Any,
 ) -> Any:
     """Seconds of one iteration priced at fixed fractions of the peaks (``kernels=False``)."""
-    shards = kv_shards(tp, a["kv_shards_max"])
+    shards = kv_shards(tp, a.kv_shards_max)
     m = decode * tokens + prefill
-    memory_bytes = _streamed_bytes(a, np.maximum(m, 1.0)) / tp + decode * context * a["kv_bytes_per_token"] / shards
+    memory_bytes = _streamed_bytes(a, np.maximum(m, 1.0)) / tp + decode * context * a.kv_bytes_per_token / shards
     per_request = prefill / np.maximum(requests, 1e-9)
     flops = (
         decode_flops.numeric(
-            active_parameters=a["streamed_params"],
+            active_parameters=a.streamed_params,
             batch=decode * tokens,
             context=context,
-            attention_flops=a["attention_flops_per_pair"],
+            attention_flops=a.attention_flops_per_pair,
         )
         + np.maximum(requests, 0.0)
         * prefill_flops.numeric(
-            active_parameters=a["streamed_params"],
+            active_parameters=a.streamed_params,
             prompt_tokens=np.maximum(per_request, 1.0),
-            attention_flops=a["attention_flops_per_pair"],
+            attention_flops=a.attention_flops_per_pair,
             cached_tokens=prior,
         )
         * (prefill > 0)
@@ -702,16 +749,17 @@ def _roofline_iteration(
     step = roofline_time.numeric(
         flops=flops,
         bytes_moved=memory_bytes,
-        peak_throughput=eff.compute * a["peak_flops"],
-        memory_bandwidth=eff.hbm_bandwidth * a["hbm_bandwidth"],
+        peak_throughput=eff.compute * a.peak_flops,
+        memory_bandwidth=eff.hbm_bandwidth * a.hbm_bandwidth,
     )
-    return step + 2 * a["layers"] * _allreduce_seconds(a, eff, tp, m * a["hidden"] * ACTIVATION_BYTES)
+    return step + 2 * a.layers * _allreduce_seconds(a, eff, tp, m * a.hidden * ACTIVATION_BYTES)
 
 
+@renamed(tp="tensor_parallel")
 def iteration_seconds(
-    a: dict[str, Any],
+    a: StepArrays,
     eff: Efficiency,
-    tp: Any,
+    tensor_parallel: Any,
     decode: Any,
     context: Any = 0,
     prefill: Any = 0,
@@ -723,11 +771,11 @@ def iteration_seconds(
 
     Parameters
     ----------
-    a : dict
+    a : StepArrays
         From :func:`step_arrays`.
     eff : Efficiency
         Fixed costs and kernel pricing.
-    tp : int or array
+    tensor_parallel : int or array
         Tensor-parallel degree.
     decode, context : array
         Decoding sequences and the tokens each holds.
@@ -738,7 +786,7 @@ def iteration_seconds(
         Tokens each decoding sequence adds (``k + 1`` when a speculative round verifies ``k``).
     """
     tp, decode, context, prefill, requests, prior, tokens = np.broadcast_arrays(
-        *(np.asarray(v, dtype=float) for v in (tp, decode, context, prefill, requests, prior, tokens))
+        *(np.asarray(v, dtype=float) for v in (tensor_parallel, decode, context, prefill, requests, prior, tokens))
     )
     fixed = eff.step_overhead.m_as("s") + eff.sequence_overhead.m_as("s") * (decode + requests)
     if not eff.kernels:
@@ -752,41 +800,43 @@ def iteration_seconds(
     return fixed + out if out.ndim else fixed + float(out)
 
 
-def decode_step_seconds(a: dict[str, Any], eff: Efficiency, tp: Any, batch: Any, context: Any, tokens: Any = 1) -> Any:
+def decode_step_seconds(
+    a: StepArrays, eff: Efficiency, tensor_parallel: Any, batch: Any, context: Any, tokens: Any = 1
+) -> Any:
     """One decode step of ``batch`` sequences holding ``context`` tokens each (plain arrays).
 
     ``tokens`` new tokens per sequence are processed in the step (more than one when a speculative
     round verifies its draft): compute and all-reduce payloads scale with it, weight and KV traffic
     do not.
     """
-    return iteration_seconds(a, eff, tp, batch, context, tokens=tokens)
+    return iteration_seconds(a, eff, tensor_parallel, batch, context, tokens=tokens)
 
 
-def prefill_seconds(a: dict[str, Any], eff: Efficiency, tp: Any, prompt: Any) -> Any:
+def prefill_seconds(a: StepArrays, eff: Efficiency, tensor_parallel: Any, prompt: Any) -> Any:
     """Prefill of one prompt of ``prompt`` tokens alone in an iteration (plain arrays)."""
-    return iteration_seconds(a, eff, tp, 0, 0, prefill=prompt, requests=1)
+    return iteration_seconds(a, eff, tensor_parallel, 0, 0, prefill=prompt, requests=1)
 
 
-def kv_capacity_tokens(a: dict[str, Any], profile: EngineProfile, tp: Any) -> Any:
-    """KV-cache tokens a replica of ``tp`` devices holds under ``profile``'s memory policy."""
-    per_device = usable_kv_bytes(a, profile, tp)
-    return np.maximum(per_device, 0.0) * kv_shards(tp, a["kv_shards_max"]) / a["kv_bytes_per_token"]
+def kv_capacity_tokens(a: StepArrays, profile: EngineProfile, tensor_parallel: Any) -> Any:
+    """KV-cache tokens a replica of ``tensor_parallel`` devices holds under ``profile``'s memory policy."""
+    per_device = usable_kv_bytes(a, profile, tensor_parallel)
+    return np.maximum(per_device, 0.0) * kv_shards(tensor_parallel, a.kv_shards_max) / a.kv_bytes_per_token
 
 
-def usable_kv_bytes(a: dict[str, Any], profile: EngineProfile, tp: Any) -> Any:
+def usable_kv_bytes(a: StepArrays, profile: EngineProfile, tensor_parallel: Any) -> Any:
     """KV-cache bytes per device under the engine's memory policy (negative: the weights do not fit)."""
-    tp = np.asarray(tp, dtype=float)
-    weights = a["weight_bytes"] / tp
+    tp = np.asarray(tensor_parallel, dtype=float)
+    weights = a.weight_bytes / tp
     reserve = profile.memory_reserve.m_as("B")
     if profile.memory_policy == "free":
-        free = a["memory"] - weights - reserve
+        free = a.memory - weights - reserve
         return np.where(free > 0, profile.memory_utilization * free, free)
     fraction = (
-        sglang_memory_fraction(a["memory"], profile.limits(a["memory"])[0], tp)
+        sglang_memory_fraction(a.memory, profile.limits(a.memory)[0], tp)
         if (profile.memory_policy == "sglang")
         else profile.memory_utilization
     )
-    return fraction * a["memory"] - weights - reserve
+    return fraction * a.memory - weights - reserve
 
 
 def sglang_memory_fraction(memory: float, chunk: float, tp: Any) -> Any:
@@ -893,7 +943,7 @@ def decode_step_time(
     tp = _tp(model, tensor_parallel, "decode_step_time")
     seconds = decode_step_seconds(
         a,
-        _efficiency(engine, efficiency, a["accelerator"]),
+        _efficiency(engine, efficiency, a.accelerator),
         tp,
         _counts("decode_step_time", "batch", batch),
         _counts("decode_step_time", "context", context, 0),
@@ -921,7 +971,7 @@ def prefill_time(
     a = step_arrays(model, accelerator, precision)
     tp = _tp(model, tensor_parallel, "prefill_time")
     prompt = _counts("prefill_time", "prompt_tokens", prompt_tokens)
-    seconds = prefill_seconds(a, _efficiency(engine, efficiency, a["accelerator"]), tp, prompt)
+    seconds = prefill_seconds(a, _efficiency(engine, efficiency, a.accelerator), tp, prompt)
     return _seconds(seconds)
 
 
@@ -980,7 +1030,7 @@ REQUESTS_PER_CLIENT = 10
 
 
 def closed_loop_seconds(
-    a: dict[str, Any],
+    a: StepArrays,
     profile: EngineProfile,
     tp: Any,
     input_tokens: Any,
@@ -999,7 +1049,7 @@ def closed_loop_seconds(
     # Admission: KV for the prompt plus the reserved share of the output; a sequence cap.
     reserved = inputs + profile.output_reservation * outputs
     kv_limit = np.floor(kv_capacity_tokens(a, profile, tp) / reserved)
-    tokens_cap, seqs_cap = profile.limits(a["memory"], a["accelerator"])
+    tokens_cap, seqs_cap = profile.limits(a.memory, a.accelerator)
     budget = float(tokens_cap)
     max_seqs = float(min(seqs_cap, tokens_cap) if profile.mixed_batching else seqs_cap)
     batch = np.maximum(np.minimum(np.minimum(clients, kv_limit), max_seqs), 1.0)
@@ -1146,7 +1196,7 @@ def predict_benchmark(
         inputs,
         outputs,
         _counts("predict_benchmark", "concurrency", concurrency),
-        _efficiency(engine, efficiency, a["accelerator"]),
+        _efficiency(engine, efficiency, a.accelerator),
         requests_per_client,
     )
     scalar = all(np.ndim(v) == 0 for v in (tensor_parallel, input_tokens, output_tokens, concurrency))
@@ -1156,7 +1206,7 @@ def predict_benchmark(
         return value.item() if scalar else value
 
     ttft, tpot = result["ttft"], result["tpot"]
-    bands = prediction_interval(profile.name, a["accelerator"], a["measured"])
+    bands = prediction_interval(profile.name, a.accelerator, a.measured)
     return BenchmarkPrediction(
         ttft=Q_(out(ttft), "s"),
         tpot=Q_(out(tpot), "s"),
@@ -1170,5 +1220,5 @@ def predict_benchmark(
         prefill_time=Q_(out(result["prefill"]), "s"),
         decode_step_time=Q_(out(result["decode_step"]), "s"),
         engine=profile.name,
-        measured_kernels=a["measured"],
+        measured_kernels=a.measured,
     )

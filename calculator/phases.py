@@ -22,7 +22,7 @@ from .errors import InputError
 from .formula import formula, maximum, per, var
 from .memory import device_share, kv_cache_bytes, model_kv_bytes_per_token
 from .precision import bits_per_element, check_precision
-from .results import Result
+from .results import Result, ceil_count
 from .units import Q_, check_units
 
 __all__ = [
@@ -1053,8 +1053,8 @@ def disaggregated_pool_sizes(
     if np.any(np.asarray(ceiling) == 0):
         raise InputError(f"{name}(): argument 'max_utilization' must be > 0")
     demand_prefill, demand_decode = rate * prompt / prefill, rate * output / decode
-    n_prefill = np.maximum(np.ceil(demand_prefill / ceiling - 1e-12), 1).astype(np.int64)
-    n_decode = np.maximum(np.ceil(demand_decode / ceiling - 1e-12), 1).astype(np.int64)
+    n_prefill = np.maximum(ceil_count(demand_prefill / ceiling), 1)
+    n_decode = np.maximum(ceil_count(demand_decode / ceiling), 1)
 
     def out(x):
         return x.item() if np.ndim(x) == 0 else x

@@ -43,11 +43,9 @@ ALIASES: dict[str, str] = {
     "w4a16": "int4",
     "int4_wo": "int4",
     "w8a8": "int8",
-    # No quantization named (an empty column of a benchmark file, "auto"): the 16-bit checkpoint.
-    "": "bf16",
+    # No quantization ("auto", "none"): the 16-bit checkpoint. An empty or missing value is an error.
     "auto": "bf16",
     "none": "bf16",
-    "nan": "bf16",
 }
 
 
@@ -56,14 +54,24 @@ def check_precision(precision: str, argument: str = "precision") -> str:
 
     Examples
     --------
-    >>> check_precision("BF16"), check_precision("nvfp4"), check_precision("fp8_block"), check_precision(None)
+    >>> check_precision("BF16"), check_precision("nvfp4"), check_precision("fp8_block"), check_precision("auto")
     ('bf16', 'fp4', 'fp8', 'bf16')
     """
-    name = "" if precision is None else str(precision).strip().lower()
+    if not isinstance(precision, str) or not precision.strip():
+        raise InputError(
+            f"argument '{argument}' must be a precision name, one of {sorted(PRECISIONS)}, got {_shown(precision)}"
+        )
+    name = precision.strip().lower()
     name = ALIASES.get(name, name)
     if name not in PRECISIONS:
-        raise InputError(f"argument '{argument}' must be one of {sorted(PRECISIONS)}, got {precision!r}")
+        raise InputError(f"argument '{argument}' must be one of {sorted(PRECISIONS)}, got {_shown(precision)}")
     return name
+
+
+def _shown(value: Any) -> str:
+    """``repr`` of a user value, cut to 80 characters for an error message."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def bits_per_element(precision: str) -> float:

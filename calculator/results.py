@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from .errors import InputError
 from .units import ureg
 
 __all__ = ["Result", "as_count", "column_label", "flatten", "frame_columns", "parse_label", "plain"]
@@ -233,12 +234,44 @@ def plain(values: Any) -> Any:
     return array.item() if array.ndim == 0 else array
 
 
+#: Relative tolerance of every count rounded from a real number: float noise rounds to the whole
+#: number (45 GB / 2.5 GB = 17.999999999999996 is 18 slots; 12.000000000001 GPUs are 12), a real
+#: shortfall does not (one byte short in 80 GB, relative 1.25e-11, is one slot fewer).
+ROUNDING_TOLERANCE = 1e-12
+
+#: The largest count a result holds exactly (2**53, the float's integer range); a larger one is an
+#: error rather than an int64 overflow.
+MAX_COUNT = 2**53
+
+
+def ceil_whole(values: Any) -> Any:
+    """Ceiling of non-negative reals (floats), forgiving float noise: 12.000000000001 -> 12."""
+    return np.ceil(np.asarray(values, dtype=float) * (1 - ROUNDING_TOLERANCE))
+
+
+def floor_whole(values: Any) -> Any:
+    """Floor of non-negative reals (floats), forgiving float noise: 17.999999999999996 -> 18."""
+    return np.floor(np.asarray(values, dtype=float) * (1 + ROUNDING_TOLERANCE))
+
+
 def ceil_count(values: Any) -> Any:
-    """Round a non-negative real count up to an int, ignoring float noise (12.000000000001 -> 12)."""
-    return as_count(np.ceil(np.asarray(values, dtype=float) * (1 - 1e-12)))
+    """Round a non-negative real count up to an int (see :func:`ceil_whole`)."""
+    return as_count(ceil_whole(values))
+
+
+def floor_count(values: Any) -> Any:
+    """Round a non-negative real count down to an int (see :func:`floor_whole`)."""
+    return as_count(floor_whole(values))
 
 
 def as_count(values: Any) -> Any:
-    """Whole-number floats as an ``int`` (or an int64 array): counts are ints, never floats."""
-    counts = np.asarray(values).astype(np.int64)
+    """Whole-number floats as an ``int`` (or an int64 array): counts are ints, never floats.
+
+    A count that is NaN, infinite or beyond :data:`MAX_COUNT` raises :class:`InputError` (callers that
+    can meet one report it as infeasible first).
+    """
+    array = np.asarray(values)
+    if array.dtype.kind == "f" and (not np.all(np.isfinite(array)) or np.any(np.abs(array) > MAX_COUNT)):
+        raise InputError(f"a count must be a finite whole number below 2**53, got {array.flat[0]!r}")
+    counts = array.astype(np.int64)
     return counts.item() if counts.ndim == 0 else counts

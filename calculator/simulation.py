@@ -30,13 +30,16 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .errors import InputError
 from .results import Result
 from .units import Q_, ureg
+
+if TYPE_CHECKING:
+    from .performance import StepArrays
 
 __all__ = [
     "ROUTERS",
@@ -387,7 +390,7 @@ class _StepTable:
     ``P``, interpolated linearly in ``P``. Rows are computed on first use, vectorized.
     """
 
-    def __init__(self, arrays: dict[str, Any], efficiency: Any, tp: int, max_context: float, max_prefill: float):
+    def __init__(self, arrays: StepArrays, efficiency: Any, tp: int, max_context: float, max_prefill: float):
         from .performance import iteration_seconds
 
         self._price = iteration_seconds
@@ -526,7 +529,7 @@ class _Run:
     time_limit: float
 
 
-def _limits(setup: SimulationSetup) -> tuple[dict[str, Any], Any, int, int, float]:
+def _limits(setup: SimulationSetup) -> tuple[StepArrays, Any, int, int, float]:
     from .performance import _tp, engine_profile, kv_capacity_tokens, step_arrays
     from .registry import load_registry
 
@@ -534,7 +537,7 @@ def _limits(setup: SimulationSetup) -> tuple[dict[str, Any], Any, int, int, floa
     _tp(registry.model(setup.model), setup.tensor_parallel, "simulate")
     a = step_arrays(setup.model, setup.accelerator, setup.precision, setup.kv_precision, registry=registry)
     profile = engine_profile(setup.engine)
-    budget, seqs = profile.limits(a["memory"], a["accelerator"])
+    budget, seqs = profile.limits(a.memory, a.accelerator)
     budget = int(setup.max_num_tokens or budget)
     seqs = int(setup.max_num_seqs or seqs)
     capacity = float(kv_capacity_tokens(a, profile, setup.tensor_parallel))
@@ -550,7 +553,7 @@ def _simulate_seed(run: _Run, progress: Callable[[float], None] | None = None) -
             f"simulate(): the weights of {setup.model} at {setup.precision} leave no KV cache on "
             f"{setup.tensor_parallel} x {setup.accelerator} under the {profile.name} engine's memory policy"
         )
-    eff = profile.efficiency_for(a["accelerator"])
+    eff = profile.efficiency_for(a.accelerator)
     arrival, prompt, output = traffic.draw(run.seed)
     total = arrival.size
     overhead = profile.request_overhead.m_as("s")

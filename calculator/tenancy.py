@@ -16,9 +16,10 @@ from typing import Any
 
 import numpy as np
 
+from ._support import count
 from .errors import InputError
 from .formula import check_domain
-from .results import Result
+from .results import Result, floor_count
 from .units import Q_, check_units, ureg
 
 __all__ = [
@@ -101,18 +102,16 @@ def kv_pool_contention(pool: Any, tenants: int, kv_bytes_per_sequence: Any, hog_
     (200, 75, 0.625)
     """
     function = "kv_pool_contention"
-    count = int(_count(function, "tenants", tenants))
-    if count < 2:
-        raise InputError(f"{function}(): argument 'tenants' must be >= 2, got {tenants}")
+    shares = count(function, "tenants", tenants, minimum=2)
     check_domain(function, "pool", pool.m_as("B"), "positive")
     check_domain(function, "kv_bytes_per_sequence", kv_bytes_per_sequence.m_as("B"), "positive")
     check_domain(function, "hog_allocation", hog_allocation.m_as("B"), "nonnegative")
     if hog_allocation > pool:
         raise InputError(f"{function}(): argument 'hog_allocation' ({hog_allocation}) exceeds the pool ({pool})")
-    fair = pool / count
-    remaining = (pool - hog_allocation) / (count - 1)
-    before = _floor_count((fair / kv_bytes_per_sequence).m_as(""))
-    after = _floor_count((remaining / kv_bytes_per_sequence).m_as(""))
+    fair = pool / shares
+    remaining = (pool - hog_allocation) / (shares - 1)
+    before = floor_count((fair / kv_bytes_per_sequence).m_as(""))
+    after = floor_count((remaining / kv_bytes_per_sequence).m_as(""))
     return KvPoolContention(
         fair_share=fair.to("GB"),
         sequences_fair=before,
@@ -120,15 +119,6 @@ def kv_pool_contention(pool: Any, tenants: int, kv_bytes_per_sequence: Any, hog_
         sequences_after=after,
         reduction=1 - after / before if before else 0.0,
     )
-
-
-def _count(function: str, argument: str, value: Any) -> Any:
-    check_domain(function, argument, value, "positive_integer")
-    return value
-
-
-def _floor_count(value: float) -> int:
-    return int(np.floor(value * (1 + 1e-12)))
 
 
 @dataclass(frozen=True, repr=False)

@@ -68,8 +68,9 @@ def test_numeric_function_broadcasts_and_converts_units():
 def test_bad_inputs_name_the_argument():
     from calculator.memory import kv_bytes_per_token
 
-    with pytest.raises(UnitsError, match=r"kv_bytes_per_token\(\): argument 'bytes_per_element' needs dimension"):
-        kv_bytes_per_token(80, 8, 128, 2)
+    # A precision takes a name, bits (a plain number) or bytes; a time is none of them.
+    with pytest.raises(UnitsError, match=r"kv_bytes_per_token\(\): argument 'bytes_per_element' is a precision"):
+        kv_bytes_per_token(80, 8, 128, Q_(2, "s"))
     with pytest.raises(UnitsError, match=r"argument 'layers' needs dimension dimensionless"):
         kv_bytes_per_token(Q_(80, "s"), 8, 128, Q_(2, "B"))
     with pytest.raises(InputError, match="argument 'kv_heads' must be an integer >= 1, got 0"):

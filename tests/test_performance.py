@@ -68,8 +68,8 @@ def test_moe_decode_streams_only_the_experts_the_batch_touches():
 def test_mla_kv_cache_is_the_latent_width():
     arrays = step_arrays("deepseek-v3", "h100-sxm", "fp8")
     # 61 layers x (512 latent + 64 RoPE) elements x 2 B (BF16 cache) = 70,272 B per token.
-    assert arrays["kv_bytes_per_token"] == 61 * (512 + 64) * 2
-    assert arrays["kv_shards_max"] == 1
+    assert arrays.kv_bytes_per_token == 61 * (512 + 64) * 2
+    assert arrays.kv_shards_max == 1
 
 
 def test_precision_without_tensor_support_falls_back_to_weight_only():
@@ -77,15 +77,15 @@ def test_precision_without_tensor_support_falls_back_to_weight_only():
     assert compute_precision("h100-sxm", "int4") == "fp8"
     assert compute_precision("b200-sxm", "fp4") == "fp4"
     fp8_on_a100 = step_arrays("llama-3.1-8b", "a100-sxm-80gb", "fp8")
-    assert fp8_on_a100["peak_flops"] == pytest.approx(312e12)
-    assert fp8_on_a100["bytes_per_param"] == 1.0
+    assert fp8_on_a100.peak_flops == pytest.approx(312e12)
+    assert fp8_on_a100.bytes_per_param == 1.0
 
 
 def test_prefill_is_compute_bound_and_scales_with_prompt():
     short = prefill_time("llama-3.1-8b", "h100-sxm", "bf16", 1, 1024)
     long = prefill_time("llama-3.1-8b", "h100-sxm", "bf16", 1, 8192)
     assert long > 8 * short  # linear part plus the quadratic attention term
-    flops = 2 * step_arrays("llama-3.1-8b", "h100-sxm", "bf16")["streamed_params"] * 1024
+    flops = 2 * step_arrays("llama-3.1-8b", "h100-sxm", "bf16").streamed_params * 1024
     assert short.m_as("s") > flops / 989.4e12
 
 

@@ -324,7 +324,7 @@ def test_step_tables_match_the_step_model():
 
     rng = np.random.default_rng(0)
     a = step_arrays("qwen3-30b-a3b", "h200-sxm", "fp8")
-    eff = engine_profile("vllm").efficiency_for(a["accelerator"])
+    eff = engine_profile("vllm").efficiency_for(a.accelerator)
     table = _StepTable(a, eff, 1, 20_000, 8192)
     for _ in range(150):
         n, context = int(rng.integers(1, 400)), float(rng.uniform(100, 15_000))

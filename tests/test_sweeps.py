@@ -22,6 +22,7 @@ DOMAIN_VALUES = {
     "fraction_open": [0.3, 0.6],
     "positive_integer": [3, 5],
     "any": [0.7, -1.3],
+    "precision": [4.0, 16.0],
 }
 
 
@@ -116,8 +117,8 @@ def test_sweep_errors_name_the_problem():
         sweep("kv_per_tokn", layers=1)
     with pytest.raises(TypeError, match=r"missing \['head_dim', 'bytes_per_element'\]"):
         sweep(kv_bytes_per_token, layers=[1, 2], kv_heads=8)
-    with pytest.raises(UnitsError, match="'bytes_per_element' needs dimension"):
-        sweep(kv_bytes_per_token, layers=[1, 2], kv_heads=8, head_dim=128, bytes_per_element=2)
+    with pytest.raises(UnitsError, match="'bytes_per_element' is a precision"):
+        sweep(kv_bytes_per_token, layers=[1, 2], kv_heads=8, head_dim=128, bytes_per_element=Q_(2, "s"))
     with pytest.raises(InputError, match="'layers' must be an integer >= 1"):
         sweep(kv_bytes_per_token, layers=[0, 2], kv_heads=8, head_dim=128, bytes_per_element=Q_(2, "B"))
     with pytest.raises(InputError, match="non-empty 1-D list"):

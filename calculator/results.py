@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from .types import Count
 from .units import ureg
 
 __all__ = ["Result", "as_count", "column_label", "flatten", "frame_columns", "parse_label", "plain"]
@@ -238,7 +239,7 @@ def ceil_count(values: Any) -> Any:
     return as_count(np.ceil(np.asarray(values, dtype=float) * (1 - 1e-12)))
 
 
-def as_count(values: Any) -> Any:
+def as_count(values: Count) -> Count:
     """Whole-number floats as an ``int`` (or an int64 array): counts are ints, never floats."""
     counts = np.asarray(values).astype(np.int64)
     return counts.item() if counts.ndim == 0 else counts

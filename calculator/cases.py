@@ -9,16 +9,18 @@ fallacies' arithmetic: surge headroom and useful capacity.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from ._support import magnitude
 from .errors import InputError
 from .formula import check_domain, formula, var
 from .results import Result
-from .types import Time
+from .types import Fraction, Time
 from .units import Q_, check_units
 
 __all__ = [
@@ -329,10 +331,12 @@ class SpeculationContract(Result):
 def speculation_contract(
     acceptance: float,
     draft_length: int,
-    draft_time: Time,
-    verify_time: Time,
+    draft_time: Time = None,
+    verify_time: Time = None,
     tpot_target: Time = None,
     tbt_target: Time = None,
+    *,
+    draft_cost_ratio: Fraction = None,
 ) -> SpeculationContract:
     r"""Speculation on one replica: rounds of ``draft_length`` drafts plus one verification step.
 
@@ -342,42 +346,74 @@ def speculation_contract(
         Per-token acceptance probability (independent acceptances, eq. 6).
     draft_length : int
         Drafted tokens per round.
-    draft_time : Quantity [time]
-        Time to draft the whole round.
+    draft_time : Quantity [time], optional
+        Deprecated: the time to draft the whole round. Give ``draft_cost_ratio`` instead; a
+        ``draft_time`` still works for one release (with a ``DeprecationWarning``) and is read as
+        ``draft_cost_ratio = draft_time / (draft_length * verify_time)``.
     verify_time : Quantity [time]
         One target decode step (the verification pass), also the plain step it is compared with.
+        Required.
     tpot_target, tbt_target : Quantity [time], optional
         Average time-per-output-token target and per-gap time-between-tokens target.
+    draft_cost_ratio : float
+        The cost of one drafted token as a fraction of a target step (the chapter's :math:`c`), the
+        convention of :func:`calculator.speculative.speculative_timing` and
+        :func:`~calculator.speculative.speedup`. Keyword only; required unless the deprecated
+        ``draft_time`` is given (exactly one of the two).
 
     Returns
     -------
     SpeculationContract
 
+    Raises
+    ------
+    InputError
+        If ``verify_time`` is missing, or unless exactly one of ``draft_cost_ratio`` and ``draft_time``
+        is given.
+
     Notes
     -----
-    .. math:: T_{\mathrm{round}} = T_{\mathrm{draft}} + T_{\mathrm{verify}}, \quad
+    .. math:: T_{\mathrm{round}} = (K c + 1)\, T_{\mathrm{verify}}, \quad
               \mathrm{TPOT} = T_{\mathrm{round}} / \mathbb{E}[N], \quad \max \mathrm{TBT} = T_{\mathrm{round}}
 
     Tokens arrive in blocks, one block per round, so the gap between blocks is a whole round even when
-    the average per token is short (§10.15.1). The gain belongs to batch one. Uses
-    :func:`calculator.speculative.speculative_timing` with the draft cost expressed as a fraction of a
-    target step.
+    the average per token is short (§10.15.1). The gain belongs to batch one. Computed by
+    :func:`calculator.speculative.speculative_timing` (verification cost ratio 1).
 
     Examples
     --------
-    The reference replica (§10.15.1): 5 drafts in 4 ms, 49.6 ms verification, acceptance 0.78.
+    The reference replica (§10.15.1): 5 drafts in 4 ms, 49.6 ms verification, acceptance 0.78, so one
+    drafted token costs (4 ms / 5) / 49.6 ms of a target step.
 
-    >>> spec = speculation_contract(0.78, 5, Q_(4, "ms"), Q_(49.6, "ms"), Q_(50, "ms"), Q_(50, "ms"))
+    >>> spec = speculation_contract(0.78, 5, verify_time=Q_(49.6, "ms"), tpot_target=Q_(50, "ms"),
+    ...                             tbt_target=Q_(50, "ms"), draft_cost_ratio=4 / 5 / 49.6)
     >>> round(spec.tpot.m_as("ms"), 1), round(spec.max_gap.m_as("ms"), 1), (spec.tpot_ok, spec.tbt_ok)
     (15.2, 53.6, (True, False))
     """
     from .speculative import speculative_timing
 
-    check_domain("speculation_contract", "draft_length", draft_length, "positive_integer")
-    check_domain("speculation_contract", "draft_time", draft_time.m_as("s"), "nonnegative")
-    check_domain("speculation_contract", "verify_time", verify_time.m_as("s"), "positive")
-    draft_cost_ratio = float((draft_time / (draft_length * verify_time)).m_as(""))
-    timing = speculative_timing(acceptance, draft_length, verify_time, draft_cost_ratio)
+    name = "speculation_contract"
+    if verify_time is None:
+        raise InputError(f"{name}(): argument 'verify_time' (one target decode step) is required")
+    if (draft_cost_ratio is None) == (draft_time is None):
+        raise InputError(
+            f"{name}(): give exactly one of 'draft_cost_ratio' (one drafted token's cost as a fraction of a "
+            "target step) and the deprecated 'draft_time'"
+        )
+    check_domain(name, "draft_length", draft_length, "positive_integer")
+    check_domain(name, "verify_time", verify_time.m_as("s"), "positive")
+    if draft_time is not None:
+        warnings.warn(
+            f"{name}(): argument 'draft_time' (the whole round's drafting time) is replaced by 'draft_cost_ratio', "
+            "one drafted token's cost as a fraction of a target step (the convention of speculative_timing); "
+            "draft_time goes in the next release",
+            DeprecationWarning,
+            stacklevel=3,  # the caller, past check_units' wrapper
+        )
+        check_domain(name, "draft_time", draft_time.m_as("s"), "nonnegative")
+        draft_cost_ratio = float((draft_time / (draft_length * verify_time)).m_as(""))
+    ratio = magnitude(name, "draft_cost_ratio", draft_cost_ratio, "", "nonnegative")
+    timing = speculative_timing(acceptance, draft_length, verify_time, ratio)
     tpot = Q_(timing.tpot).to("ms")
     gap = Q_(timing.tbt_gap).to("ms")
     return SpeculationContract(

@@ -22,6 +22,7 @@ from .errors import InputError
 from .formula import check_domain, formula, var
 from .queueing import replica_demand
 from .results import Result, as_count, ceil_count
+from .types import Bandwidth, Bytes, Count, Money, MoneyRate, Rate, Time
 from .units import Q_, check_units
 
 __all__ = [
@@ -176,12 +177,12 @@ def cold_start_time(provisioning_time, artifact_bytes, storage_bandwidth, warmup
 
 @check_units(demand="request/s", replica_capacity="request/s")
 def required_replicas(
-    demand: Any,
-    replica_capacity: Any,
+    demand: Rate,
+    replica_capacity: Rate,
     target_utilization: float = 1.0,
     min_replicas: int = 0,
     spare_replicas: int = 0,
-) -> Any:
+) -> Count:
     r"""Replicas an autoscaler should hold for a demand (scalar or a whole curve).
 
     Parameters
@@ -281,9 +282,9 @@ def replicas_for_phases(demands: Mapping[str, Any], per_replica: Mapping[str, An
 class ScalingAction(Result):
     """One controller action: replicas started (positive) or terminated (negative) at ``time``."""
 
-    time: Any
+    time: Time
     change: int
-    ready_at: Any
+    ready_at: Time
     kind: str
 
 
@@ -292,15 +293,15 @@ class ScalingPlan(Result):
     """A capacity timeline on a grid: demand, ready and billed replicas, deficit, replica-hours, actions."""
 
     policy: str
-    times: Any = field(repr=False)
-    demand: Any = field(repr=False)
+    times: Time = field(repr=False)
+    demand: Rate = field(repr=False)
     required: np.ndarray = field(repr=False)
     ready: np.ndarray = field(repr=False)
     billed: np.ndarray = field(repr=False)
-    deficit: Any
-    replica_hours: Any
+    deficit: Count
+    replica_hours: Time
     peak_replicas: int
-    peak_backlog: Any
+    peak_backlog: Count
     actions: tuple[ScalingAction, ...]
 
 
@@ -356,13 +357,13 @@ def _plan(
 
 @check_units(times="s", demand="request/s", replica_capacity="request/s", startup_time="s", lead_time="s")
 def predictive_schedule(
-    times: Any,
-    demand: Any,
-    replica_capacity: Any,
-    startup_time: Any,
-    lead_time: Any,
-    end: Any = None,
-    step: Any = _MINUTE,
+    times: Time,
+    demand: Rate,
+    replica_capacity: Rate,
+    startup_time: Time,
+    lead_time: Time,
+    end: Time = None,
+    step: Time = _MINUTE,
     target_utilization: float = 1.0,
     min_replicas: int = 1,
 ) -> ScalingPlan:
@@ -456,18 +457,18 @@ def predictive_schedule(
     scale_down_delay="s",
 )
 def simulate_reactive_scaling(
-    times: Any,
-    demand: Any,
-    replica_capacity: Any,
-    startup_time: Any,
-    detection_time: Any = _MINUTE,
-    decision_time: Any = _ZERO_SECONDS,
-    end: Any = None,
-    step: Any = _MINUTE,
+    times: Time,
+    demand: Rate,
+    replica_capacity: Rate,
+    startup_time: Time,
+    detection_time: Time = _MINUTE,
+    decision_time: Time = _ZERO_SECONDS,
+    end: Time = None,
+    step: Time = _MINUTE,
     target_utilization: float = 1.0,
     min_replicas: int = 1,
-    backlog_drain_time: Any = None,
-    scale_down_delay: Any = _DEFAULT_SCALE_DOWN_DELAY,
+    backlog_drain_time: Time = None,
+    scale_down_delay: Time = _DEFAULT_SCALE_DOWN_DELAY,
 ) -> ScalingPlan:
     """Simulate a reactive autoscaler on a demand curve: it sees demand late and waits for cold starts.
 
@@ -617,18 +618,18 @@ WARM_POOL_TIERS = {
 class WarmPool(Result):
     """Warm-pool sizing: capacity to hold through the provisioning delay and the replicas to keep ready."""
 
-    target_capacity: Any
-    missing_capacity: Any
+    target_capacity: Rate
+    missing_capacity: Rate
     pool_replicas: int
 
 
 @check_units(baseline_capacity="request/s", ready_capacity="request/s", replica_capacity="request/s")
 def warm_pool(
-    baseline_capacity: Any,
+    baseline_capacity: Rate,
     peak_multiplier: float,
     headroom_factor: float,
-    ready_capacity: Any,
-    replica_capacity: Any,
+    ready_capacity: Rate,
+    replica_capacity: Rate,
 ) -> WarmPool:
     r"""Replicas to keep prepared so that the surge fits while new capacity provisions.
 
@@ -718,7 +719,7 @@ def idle_cost_rate(pool_replicas, price, idle_fraction):
 
 
 @check_units(deadline="s")
-def capacity_ready_within(pool: Mapping[str, int], activation_delay: Mapping[str, Any], deadline: Any) -> int:
+def capacity_ready_within(pool: Mapping[str, int], activation_delay: Mapping[str, Time], deadline: Time) -> int:
     """Replicas of a tiered pool that can serve within ``deadline``: only tiers that activate in time count.
 
     Parameters
@@ -758,9 +759,9 @@ def capacity_ready_within(pool: Mapping[str, int], activation_delay: Mapping[str
 class SpotTermination(Result):
     """Time budget after a spot termination warning: drain, then save state, then shut down."""
 
-    save_window: Any
-    save_time: Any
-    slack: Any
+    save_window: Time
+    save_time: Time
+    slack: Time
     feasible: bool
     reason: str
 
@@ -774,12 +775,12 @@ class SpotTermination(Result):
     shutdown_time="s",
 )
 def spot_termination_plan(
-    state_bytes: Any,
-    storage_bandwidth: Any,
-    warning: Any = _SPOT_WARNING,
-    drain_timeout: Any = _DRAIN_TIMEOUT,
-    deregistration_time: Any = _ZERO_SECONDS,
-    shutdown_time: Any = _ZERO_SECONDS,
+    state_bytes: Bytes,
+    storage_bandwidth: Bandwidth,
+    warning: Time = _SPOT_WARNING,
+    drain_timeout: Time = _DRAIN_TIMEOUT,
+    deregistration_time: Time = _ZERO_SECONDS,
+    shutdown_time: Time = _ZERO_SECONDS,
 ) -> SpotTermination:
     r"""Whether Listing 2's shutdown sequence fits the provider's warning window.
 
@@ -843,12 +844,12 @@ class SpotSavings(Result):
     """Spot economics: productive fraction, effective price per useful GPU-hour, and savings."""
 
     productive_fraction: float
-    useful_gpu_hours: Any
-    spot_cost: Any
-    on_demand_equivalent_cost: Any
-    savings: Any
+    useful_gpu_hours: Time
+    spot_cost: Money
+    on_demand_equivalent_cost: Money
+    savings: Money
     savings_fraction: float
-    effective_price: Any
+    effective_price: MoneyRate
 
 
 @check_units(
@@ -860,13 +861,13 @@ class SpotSavings(Result):
     reserve_gpu_hours="hour",
 )
 def spot_savings(
-    on_demand_price: Any,
-    spot_price: Any,
-    spot_gpu_hours: Any,
-    interruption_rate: Any,
-    lost_time_per_interruption: Any,
+    on_demand_price: MoneyRate,
+    spot_price: MoneyRate,
+    spot_gpu_hours: Time,
+    interruption_rate: Rate,
+    lost_time_per_interruption: Time,
     retry_fraction: float = 0.0,
-    reserve_gpu_hours: Any = _ZERO_HOURS,
+    reserve_gpu_hours: Time = _ZERO_HOURS,
 ) -> SpotSavings:
     r"""Savings of running work on spot capacity after interruptions, retries and reserve are paid.
 

@@ -9,15 +9,18 @@ fallacies' arithmetic: surge headroom and useful capacity.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from ._support import magnitude
 from .errors import InputError
 from .formula import check_domain, formula, var
 from .results import Result
+from .types import Fraction, Time
 from .units import Q_, check_units
 
 __all__ = [
@@ -62,7 +65,7 @@ class LeverLimit(Result):
     """What cutting one interval alone can achieve against a target (Amdahl's bound on one lever)."""
 
     interval: str
-    min_step: Any
+    min_step: Time
     required_cut: float
     feasible: bool
 
@@ -75,10 +78,10 @@ class DecodeBudget(Result):
     boundary: overlapping work must not be counted twice (§10.15.1).
     """
 
-    intervals: Mapping[str, Any]
+    intervals: Mapping[str, Time]
 
     @property
-    def total(self) -> Any:
+    def total(self) -> Time:
         """The step time: the sum of the intervals."""
         return sum((Q_(t) for t in self.intervals.values()), Q_(0.0, "ms")).to("ms")
 
@@ -88,7 +91,7 @@ class DecodeBudget(Result):
         total = self.total
         return {name: float((Q_(t) / total).m_as("")) for name, t in self.intervals.items()}
 
-    def apply(self, cut: Mapping[str, float] | None = None, set_to: Mapping[str, Any] | None = None) -> DecodeBudget:
+    def apply(self, cut: Mapping[str, float] | None = None, set_to: Mapping[str, Time] | None = None) -> DecodeBudget:
         """A new ledger after an experiment: ``cut`` removes a fraction of an interval, ``set_to`` replaces it.
 
         Examples
@@ -111,11 +114,11 @@ class DecodeBudget(Result):
             updated[name] = _interval(f"set_to['{name}']", value)
         return DecodeBudget(updated)
 
-    def headroom(self, target: Any) -> Any:
+    def headroom(self, target: Time) -> Time:
         """Target minus step time: what a batching policy can spend (negative when the step misses)."""
         return (Q_(target) - self.total).to("ms")
 
-    def lever_limit(self, interval: str, target: Any) -> LeverLimit:
+    def lever_limit(self, interval: str, target: Time) -> LeverLimit:
         r"""The best one interval can do alone: the step without it, and the cut it needs to reach ``target``.
 
         Notes
@@ -145,7 +148,7 @@ def _interval(argument: str, value: Any) -> Any:
     return quantity.to("ms")
 
 
-def decode_budget(**intervals: Any) -> DecodeBudget:
+def decode_budget(**intervals: Time) -> DecodeBudget:
     """A decode-step ledger from named nonoverlapping intervals (times).
 
     Parameters
@@ -259,14 +262,14 @@ class AllReduceBreakdown(Result):
     """A step's all-reduce interval split into collectives, their expected floor and the unexplained excess."""
 
     collectives: int
-    per_collective: Any
-    floor_total: Any
-    excess: Any
+    per_collective: Time
+    floor_total: Time
+    excess: Time
 
 
 @check_units(allreduce_time="s", per_collective_floor="s")
 def allreduce_breakdown(
-    allreduce_time: Any, layers: int, per_collective_floor: Any, collectives_per_layer: int = 2
+    allreduce_time: Time, layers: int, per_collective_floor: Time, collectives_per_layer: int = 2
 ) -> AllReduceBreakdown:
     r"""Spread a step's all-reduce time over its collectives and compare with a per-collective floor.
 
@@ -316,10 +319,10 @@ class SpeculationContract(Result):
     """Speculative decoding against separate TPOT (average) and TBT (per-gap) targets."""
 
     tokens_per_round: float
-    round_time: Any
-    tpot: Any
+    round_time: Time
+    tpot: Time
     tpot_improvement: float
-    max_gap: Any
+    max_gap: Time
     tpot_ok: bool | None
     tbt_ok: bool | None
 
@@ -328,10 +331,12 @@ class SpeculationContract(Result):
 def speculation_contract(
     acceptance: float,
     draft_length: int,
-    draft_time: Any,
-    verify_time: Any,
-    tpot_target: Any = None,
-    tbt_target: Any = None,
+    draft_time: Time = None,
+    verify_time: Time = None,
+    tpot_target: Time = None,
+    tbt_target: Time = None,
+    *,
+    draft_cost_ratio: Fraction = None,
 ) -> SpeculationContract:
     r"""Speculation on one replica: rounds of ``draft_length`` drafts plus one verification step.
 
@@ -341,42 +346,74 @@ def speculation_contract(
         Per-token acceptance probability (independent acceptances, eq. 6).
     draft_length : int
         Drafted tokens per round.
-    draft_time : Quantity [time]
-        Time to draft the whole round.
+    draft_time : Quantity [time], optional
+        Deprecated: the time to draft the whole round. Give ``draft_cost_ratio`` instead; a
+        ``draft_time`` still works for one release (with a ``DeprecationWarning``) and is read as
+        ``draft_cost_ratio = draft_time / (draft_length * verify_time)``.
     verify_time : Quantity [time]
         One target decode step (the verification pass), also the plain step it is compared with.
+        Required.
     tpot_target, tbt_target : Quantity [time], optional
         Average time-per-output-token target and per-gap time-between-tokens target.
+    draft_cost_ratio : float
+        The cost of one drafted token as a fraction of a target step (the chapter's :math:`c`), the
+        convention of :func:`calculator.speculative.speculative_timing` and
+        :func:`~calculator.speculative.speedup`. Keyword only; required unless the deprecated
+        ``draft_time`` is given (exactly one of the two).
 
     Returns
     -------
     SpeculationContract
 
+    Raises
+    ------
+    InputError
+        If ``verify_time`` is missing, or unless exactly one of ``draft_cost_ratio`` and ``draft_time``
+        is given.
+
     Notes
     -----
-    .. math:: T_{\mathrm{round}} = T_{\mathrm{draft}} + T_{\mathrm{verify}}, \quad
+    .. math:: T_{\mathrm{round}} = (K c + 1)\, T_{\mathrm{verify}}, \quad
               \mathrm{TPOT} = T_{\mathrm{round}} / \mathbb{E}[N], \quad \max \mathrm{TBT} = T_{\mathrm{round}}
 
     Tokens arrive in blocks, one block per round, so the gap between blocks is a whole round even when
-    the average per token is short (§10.15.1). The gain belongs to batch one. Uses
-    :func:`calculator.speculative.speculative_timing` with the draft cost expressed as a fraction of a
-    target step.
+    the average per token is short (§10.15.1). The gain belongs to batch one. Computed by
+    :func:`calculator.speculative.speculative_timing` (verification cost ratio 1).
 
     Examples
     --------
-    The reference replica (§10.15.1): 5 drafts in 4 ms, 49.6 ms verification, acceptance 0.78.
+    The reference replica (§10.15.1): 5 drafts in 4 ms, 49.6 ms verification, acceptance 0.78, so one
+    drafted token costs (4 ms / 5) / 49.6 ms of a target step.
 
-    >>> spec = speculation_contract(0.78, 5, Q_(4, "ms"), Q_(49.6, "ms"), Q_(50, "ms"), Q_(50, "ms"))
+    >>> spec = speculation_contract(0.78, 5, verify_time=Q_(49.6, "ms"), tpot_target=Q_(50, "ms"),
+    ...                             tbt_target=Q_(50, "ms"), draft_cost_ratio=4 / 5 / 49.6)
     >>> round(spec.tpot.m_as("ms"), 1), round(spec.max_gap.m_as("ms"), 1), (spec.tpot_ok, spec.tbt_ok)
     (15.2, 53.6, (True, False))
     """
     from .speculative import speculative_timing
 
-    check_domain("speculation_contract", "draft_length", draft_length, "positive_integer")
-    check_domain("speculation_contract", "draft_time", draft_time.m_as("s"), "nonnegative")
-    check_domain("speculation_contract", "verify_time", verify_time.m_as("s"), "positive")
-    draft_cost_ratio = float((draft_time / (draft_length * verify_time)).m_as(""))
-    timing = speculative_timing(acceptance, draft_length, verify_time, draft_cost_ratio)
+    name = "speculation_contract"
+    if verify_time is None:
+        raise InputError(f"{name}(): argument 'verify_time' (one target decode step) is required")
+    if (draft_cost_ratio is None) == (draft_time is None):
+        raise InputError(
+            f"{name}(): give exactly one of 'draft_cost_ratio' (one drafted token's cost as a fraction of a "
+            "target step) and the deprecated 'draft_time'"
+        )
+    check_domain(name, "draft_length", draft_length, "positive_integer")
+    check_domain(name, "verify_time", verify_time.m_as("s"), "positive")
+    if draft_time is not None:
+        warnings.warn(
+            f"{name}(): argument 'draft_time' (the whole round's drafting time) is replaced by 'draft_cost_ratio', "
+            "one drafted token's cost as a fraction of a target step (the convention of speculative_timing); "
+            "draft_time goes in the next release",
+            DeprecationWarning,
+            stacklevel=3,  # the caller, past check_units' wrapper
+        )
+        check_domain(name, "draft_time", draft_time.m_as("s"), "nonnegative")
+        draft_cost_ratio = float((draft_time / (draft_length * verify_time)).m_as(""))
+    ratio = magnitude(name, "draft_cost_ratio", draft_cost_ratio, "", "nonnegative")
+    timing = speculative_timing(acceptance, draft_length, verify_time, ratio)
     tpot = Q_(timing.tpot).to("ms")
     gap = Q_(timing.tbt_gap).to("ms")
     return SpeculationContract(
@@ -398,15 +435,15 @@ def speculation_contract(
 class LatencyBudget(Result):
     """A sum of component latencies against a budget: total, slack and the largest component."""
 
-    total: Any
-    budget: Any
-    slack: Any
+    total: Time
+    budget: Time
+    slack: Time
     largest: str
     within: bool
 
 
 @check_units(budget="s")
-def latency_budget(components: Mapping[str, Any], budget: Any) -> LatencyBudget:
+def latency_budget(components: Mapping[str, Time], budget: Time) -> LatencyBudget:
     """Add component latencies on one request path and compare with the budget.
 
     Parameters
@@ -463,7 +500,7 @@ class CascadeStage:
     name: str
     candidates_in: int
     candidates_out: int
-    budget: Any
+    budget: Time
     recall: float = 1.0
 
 
@@ -481,16 +518,16 @@ class RankingCascade(Result):
     """Candidate reductions and the additive-work accounting of a ranking cascade."""
 
     stage_reductions: tuple[float, ...]
-    per_candidate_cost: tuple[Any, ...]
+    per_candidate_cost: tuple[Time, ...]
     final_stage_reduction: float
-    cascade_budget: Any
-    brute_force_work: Any
+    cascade_budget: Time
+    brute_force_work: Time
     compute_reduction: float
     total_recall: float
-    deadline_slack: Any
+    deadline_slack: Time
 
 
-def ranking_cascade(stages: Sequence[CascadeStage], deadline: Any = None) -> RankingCascade:
+def ranking_cascade(stages: Sequence[CascadeStage], deadline: Time = None) -> RankingCascade:
     r"""Candidate reduction, per-candidate cost and the compute saved by a ranking cascade.
 
     Parameters
@@ -553,12 +590,12 @@ class ScheduledItem(Result):
     """One sub-request of a worker queue: when it ran, and whether it was scored or fell back."""
 
     name: str
-    start: Any
-    finish: Any
+    start: Time
+    finish: Time
     result: str
 
 
-def deadline_schedule(items: Mapping[str, tuple[Any, Any]]) -> tuple[ScheduledItem, ...]:
+def deadline_schedule(items: Mapping[str, tuple[Time, Time]]) -> tuple[ScheduledItem, ...]:
     """Serve a worker's queue earliest-deadline-first, falling back when an item cannot finish in time.
 
     Parameters
@@ -598,7 +635,7 @@ def deadline_schedule(items: Mapping[str, tuple[Any, Any]]) -> tuple[ScheduledIt
 
 
 @check_units(model_times="s", deadline="s")
-def speculative_ensemble_latency(model_times: Any, deadline: Any) -> dict[str, Any]:
+def speculative_ensemble_latency(model_times: Time, deadline: Time) -> dict[str, Any]:
     """Sequential vs speculative-parallel latency of a dependent model ensemble (§10.15.4).
 
     Parameters
@@ -638,14 +675,14 @@ def speculative_ensemble_latency(model_times: Any, deadline: Any) -> dict[str, A
 class TwoTowerFreshness(Result):
     """Staleness of cached item embeddings under a batch refresh, against an ingestion target."""
 
-    max_staleness: Any
-    mean_staleness: Any
+    max_staleness: Time
+    mean_staleness: Time
     meets_target: bool | None
 
 
 @check_units(refresh_period="s", batch_processing_time="s", ingestion_target="s")
 def two_tower_freshness(
-    refresh_period: Any, batch_processing_time: Any = _ZERO_SECONDS, ingestion_target: Any = None
+    refresh_period: Time, batch_processing_time: Time = _ZERO_SECONDS, ingestion_target: Time = None
 ) -> TwoTowerFreshness:
     r"""Worst-case and mean age of a cached item embedding refreshed in periodic batches.
 
@@ -685,7 +722,7 @@ def two_tower_freshness(
 
 @check_units(online_latency="s", on_demand_latency="s", budget="s")
 def uncached_item_latency(
-    online_latency: Any, uncached_fraction: float, on_demand_latency: Any, budget: Any
+    online_latency: Time, uncached_fraction: float, on_demand_latency: Time, budget: Time
 ) -> dict[str, Any]:
     """Latency when some candidates lack a cached embedding and run vision inference on demand.
 

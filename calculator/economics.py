@@ -18,6 +18,7 @@ from ._support import magnitude
 from .errors import InputError
 from .formula import formula, var
 from .results import Result
+from .types import Money, MoneyPerRequest, Rate, Time
 from .units import Q_, check_units
 
 __all__ = [
@@ -232,7 +233,9 @@ def lifetime_cost(training_cost, cost_per_query, duration, arrival_rate):
 
 
 @check_units(training_cost="USD", cost_per_query="USD/request", duration="s", arrival_rate="request/s")
-def piecewise_lifetime_cost(training_cost: Any, cost_per_query: Any, duration: Any, arrival_rate: Any) -> Any:
+def piecewise_lifetime_cost(
+    training_cost: Money, cost_per_query: MoneyPerRequest, duration: Time, arrival_rate: Rate
+) -> Money:
     r"""Eq. 2 over intervals whose unit cost or rate differ: training plus the sum of each interval's serving.
 
     Parameters
@@ -476,17 +479,17 @@ class CostCurve(Result):
         Whether that happens within the plotted horizon.
     """
 
-    elapsed: Any
-    cumulative_cost: Any
-    serving_cost: Any
-    training_cost: Any
-    crossover: Any
+    elapsed: Time
+    cumulative_cost: Money
+    serving_cost: Money
+    training_cost: Money
+    crossover: Time
     crosses_within_horizon: bool
 
 
 @check_units(training_cost="USD", cost_per_query="USD/request", arrival_rate="request/s", horizon="s")
 def cumulative_cost_curve(
-    training_cost: Any, cost_per_query: Any, arrival_rate: Any, horizon: Any, points: int = 361
+    training_cost: Money, cost_per_query: MoneyPerRequest, arrival_rate: Rate, horizon: Time, points: int = 361
 ) -> CostCurve:
     """Cumulative training-plus-serving cost over a horizon, and the crossover (Figure 3).
 
@@ -578,7 +581,7 @@ def unit_cost_at_volume(daily_volume, reference_cost, reference_volume, exponent
 
 
 @check_units(price="USD/token", reference_cost="USD/token", reference_volume="request/day")
-def break_even_volume(price: Any, reference_cost: Any, reference_volume: Any, exponent: Any) -> Any:
+def break_even_volume(price: Any, reference_cost: Any, reference_volume: Rate, exponent: Any) -> Rate:
     r"""Daily volume at which a :func:`unit_cost_at_volume` curve falls to a price.
 
     Parameters

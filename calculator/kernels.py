@@ -36,6 +36,7 @@ import numpy as np
 
 from ._paths import KERNEL_DIR
 from .errors import InputError
+from .types import Count, Tokens
 
 __all__ = [
     "KERNEL_DIR",
@@ -410,7 +411,7 @@ _GENERIC_CACHE: dict[Any, KernelTables] = {}
 # Kernel times (seconds; arrays broadcast)
 
 
-def gemm_seconds(tables: KernelTables, dtype: str, m: Any, n: float, k: float) -> np.ndarray:
+def gemm_seconds(tables: KernelTables, dtype: str, m: Tokens, n: float, k: float) -> np.ndarray:
     """Time of ``m x k @ k x n`` GEMMs (``m`` an array of token counts; ``n``, ``k`` one shape)."""
     m = np.maximum(np.asarray(m, dtype=float), 1.0)
     grid, curve = tables.gemm_curve(dtype, n, k)
@@ -418,7 +419,7 @@ def gemm_seconds(tables: KernelTables, dtype: str, m: Any, n: float, k: float) -
     return 2.0 * m * n * k / (2.0**log_tflops * 1e12)
 
 
-def grouped_gemm_seconds(tables: KernelTables, dtype: str, m: Any, n: float, k: float, groups: Any) -> np.ndarray:
+def grouped_gemm_seconds(tables: KernelTables, dtype: str, m: Tokens, n: float, k: float, groups: Count) -> np.ndarray:
     """Time of a grouped GEMM: ``groups`` experts, each ``m x k @ k x n`` (arrays ``m``, ``groups``).
 
     One launch covers every group, so it is priced as a GEMM whose weights are the groups' stacked
@@ -440,14 +441,14 @@ def grouped_gemm_seconds(tables: KernelTables, dtype: str, m: Any, n: float, k: 
     return 2.0 * m * stacked * k / (2.0**log_tflops * 1e12)
 
 
-def prefill_attention_seconds(tables: KernelTables, flops: Any, tokens: Any, batch_heads: Any) -> np.ndarray:
+def prefill_attention_seconds(tables: KernelTables, flops: Any, tokens: Tokens, batch_heads: Count) -> np.ndarray:
     """Time of causal prefill attention of ``flops`` at ``tokens`` per sequence over ``batch_heads``."""
     isl, bh, values = tables.prefill
     log_tflops = _interp2(isl, bh, values, _log2(np.maximum(tokens, 16.0)), _log2(np.maximum(batch_heads, 2.0)))
     return np.asarray(flops, dtype=float) / (2.0**log_tflops * 1e12)
 
 
-def decode_attention_seconds(tables: KernelTables, batch: Any, context_equivalent: Any) -> np.ndarray:
+def decode_attention_seconds(tables: KernelTables, batch: Count, context_equivalent: Tokens) -> np.ndarray:
     """Time of one decode-attention kernel: ``batch`` sequences of ``context_equivalent`` reference tokens.
 
     Beyond the measured batch and context the time grows in proportion (bandwidth bound).
@@ -459,7 +460,7 @@ def decode_attention_seconds(tables: KernelTables, batch: Any, context_equivalen
     return 2.0 ** (_interp2(grid_b, grid_c, values, lb, lc) + extra)
 
 
-def allreduce_seconds(tables: KernelTables, gpus: Any, message_bytes: Any, link_bandwidth: float) -> np.ndarray:
+def allreduce_seconds(tables: KernelTables, gpus: Count, message_bytes: Any, link_bandwidth: float) -> np.ndarray:
     """Time of one in-node all-reduce of ``message_bytes`` over ``gpus`` devices (0 for one device).
 
     Measured where the table has the GPU count; another count scales the measured curve of the

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from .errors import InputError
+from .types import Bytes
 from .units import Q_
 
 __all__ = ["ALIASES", "PRECISIONS", "bits_per_element", "bytes_per_element", "check_precision"]
@@ -79,7 +80,7 @@ def bits_per_element(precision: str) -> float:
     return PRECISIONS[check_precision(precision)]
 
 
-def bytes_per_element(precision: str) -> Any:
+def bytes_per_element(precision: str) -> Bytes:
     """Bytes per stored element of ``precision`` as a quantity.
 
     Examples

@@ -17,6 +17,7 @@ import numpy as np
 from .errors import InputError
 from .formula import check_domain, formula, var
 from .results import Result
+from .types import MoneyPerRequest, Time
 from .units import Q_, check_units
 
 __all__ = [
@@ -153,11 +154,11 @@ class TierBudgetCheck(Result):
     """Per-tier latency against budget, and the miss path's total."""
 
     within_budget: dict[str, bool]
-    slack: dict[str, Any]
-    miss_path: Any
+    slack: dict[str, Time]
+    miss_path: Time
 
 
-def tier_budget_check(latencies: Mapping[str, Any], budgets: Mapping[str, Any] | None = None) -> TierBudgetCheck:
+def tier_budget_check(latencies: Mapping[str, Time], budgets: Mapping[str, Time] | None = None) -> TierBudgetCheck:
     """Check measured per-tier latencies against tier budgets (Figure 23).
 
     Parameters
@@ -283,7 +284,7 @@ CACHE_MATCH_FIELDS = ("model_version", "context", "generation_policy")
 
 
 def cache_hit_allowed(
-    authorized: bool, cached: Mapping[str, Any], request: Mapping[str, Any], age: Any = None, max_age: Any = None
+    authorized: bool, cached: Mapping[str, Any], request: Mapping[str, Any], age: Time = None, max_age: Time = None
 ) -> tuple[bool, str]:
     """Whether an edge may return a cached response: a text match alone is not enough.
 
@@ -331,13 +332,13 @@ def cache_hit_allowed(
 class CrossRegionSharding(Result):
     """Step time of a model whose pipeline stages sit in different regions, vs co-located."""
 
-    step_time: Any
-    colocated_time: Any
+    step_time: Time
+    colocated_time: Time
     slowdown: float
 
 
 @check_units(stage_times="s", transfer_time="s")
-def cross_region_sharding(stage_times: Any, transfer_time: Any, crossings: int | None = None) -> CrossRegionSharding:
+def cross_region_sharding(stage_times: Time, transfer_time: Time, crossings: int | None = None) -> CrossRegionSharding:
     r"""Penalty of placing pipeline stages of one replica in different regions.
 
     Parameters
@@ -516,8 +517,8 @@ class FailoverAttempt(Result):
     """One attempt of Listing 3: the region tried, its timeout and what happened."""
 
     region: str
-    start: Any
-    timeout: Any
+    start: Time
+    timeout: Time
     outcome: str
 
 
@@ -528,15 +529,15 @@ class FailoverOutcome(Result):
     region: str | None
     result: str
     attempts: tuple[FailoverAttempt, ...]
-    time_used: Any
+    time_used: Time
 
 
 @check_units(deadline="s")
 def failover_attempts(
-    deadline: Any,
+    deadline: Time,
     regions_by_distance: Sequence[str],
-    response_times: Mapping[str, Any],
-    budgets: Sequence[Any] = _ATTEMPT_BUDGETS,
+    response_times: Mapping[str, Time | None],
+    budgets: Sequence[Time] = _ATTEMPT_BUDGETS,
 ) -> FailoverOutcome:
     """Listing 3: try the nearest eligible regions in turn, each within ``min(budget, remaining deadline)``.
 
@@ -672,16 +673,16 @@ class RegionOption:
     """
 
     name: str
-    round_trip: Any
-    cost_per_request: Any = None
+    round_trip: Time
+    cost_per_request: MoneyPerRequest = None
     jurisdiction: str = ""
     ready: bool = True
     has_capacity: bool = True
     version_ok: bool = True
-    queue_wait: Any = _ZERO_SECONDS
-    service_time: Any = _ZERO_SECONDS
+    queue_wait: Time = _ZERO_SECONDS
+    service_time: Time = _ZERO_SECONDS
 
-    def completion_time(self) -> Any:
+    def completion_time(self) -> Time:
         """Round trip plus queueing plus service."""
         return (Q_(self.round_trip) + Q_(self.queue_wait) + Q_(self.service_time)).to("ms")
 
@@ -699,7 +700,7 @@ def route_request(
     regions: Sequence[RegionOption],
     priority: str = "interactive",
     allowed_jurisdictions: Sequence[str] | None = None,
-    deadline: Any = None,
+    deadline: Time = None,
 ) -> RouteChoice:
     """Listing 4: filter eligible regions, then take the cheapest for low priority or the nearest otherwise.
 

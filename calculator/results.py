@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from .errors import InputError
+from .types import Count
 from .units import ureg
 
 __all__ = ["Result", "as_count", "column_label", "flatten", "frame_columns", "parse_label", "plain"]
@@ -264,7 +265,7 @@ def floor_count(values: Any) -> Any:
     return as_count(floor_whole(values))
 
 
-def as_count(values: Any) -> Any:
+def as_count(values: Count) -> Count:
     """Whole-number floats as an ``int`` (or an int64 array): counts are ints, never floats.
 
     A count that is NaN, infinite or beyond :data:`MAX_COUNT` raises :class:`InputError` (callers that

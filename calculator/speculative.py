@@ -18,6 +18,7 @@ from .errors import InputError
 from .formula import formula, var
 from .memory import NO_BYTES, MemoryFit, device_share, memory_fit
 from .results import Result
+from .types import Bytes, Count, Fraction, Precision, Probability, Time, Tokens
 from .units import Q_, check_units
 
 __all__ = [
@@ -135,19 +136,19 @@ class SpeculativeTiming(Result):
     which a streaming user sees as the wait between token deliveries.
     """
 
-    tokens_per_round: Any
-    round_time: Any
-    tpot: Any
-    tbt_gap: Any
+    tokens_per_round: Tokens
+    round_time: Time
+    tpot: Time
+    tbt_gap: Time
     speedup: Any
 
 
 @check_units(target_step_time="s")
 def speculative_timing(
-    acceptance: Any,
-    draft_length: Any,
-    target_step_time: Any,
-    draft_cost_ratio: Any,
+    acceptance: Probability,
+    draft_length: Tokens,
+    target_step_time: Time,
+    draft_cost_ratio: Fraction,
     verification_cost_ratio: Any = 1.0,
 ) -> SpeculativeTiming:
     """TPOT and the per-gap TBT of speculative rounds.
@@ -200,8 +201,8 @@ def _out(x: Any) -> Any:
 
 
 def acceptance_for_speedup(
-    target_speedup: Any, draft_length: Any, draft_cost_ratio: Any, verification_cost_ratio: Any = 1.0
-) -> Any:
+    target_speedup: Any, draft_length: Tokens, draft_cost_ratio: Fraction, verification_cost_ratio: Any = 1.0
+) -> Probability:
     """Acceptance probability needed for a target speedup (the inverse of :func:`speedup` in alpha).
 
     Parameters
@@ -265,8 +266,8 @@ def acceptance_for_speedup(
 
 
 def best_draft_length(
-    acceptance: Any, draft_cost_ratio: Any, max_draft_length: int = 16, verification_cost_ratio: Any = 1.0
-) -> tuple[Any, Any]:
+    acceptance: Probability, draft_cost_ratio: Fraction, max_draft_length: int = 16, verification_cost_ratio: Any = 1.0
+) -> tuple[Tokens, Any]:
     """Draft length that maximises :func:`speedup`, searched over 1..``max_draft_length``.
 
     Parameters
@@ -308,7 +309,7 @@ def best_draft_length(
 # Simulation (Algorithm 2)
 
 
-def emitted_tokens(accepted: Any) -> Any:
+def emitted_tokens(accepted: Any) -> Tokens:
     """Tokens each round emits from its per-position acceptance outcomes.
 
     Parameters
@@ -374,7 +375,7 @@ def _distribution(function: str, argument: str, values: Any) -> np.ndarray:
     return probs / probs.sum()
 
 
-def acceptance_rate(target_probs: Any, draft_probs: Any) -> float:
+def acceptance_rate(target_probs: Probability, draft_probs: Probability) -> float:
     """Per-position acceptance probability of Algorithm 2: ``sum_x min(p(x), q(x))``.
 
     Parameters
@@ -408,7 +409,7 @@ class SpeculativeSample(Result):
 
 
 def speculative_sample(
-    target_probs: Any, draft_probs: Any, draft_length: int, rounds: int, seed: int | None = None
+    target_probs: Probability, draft_probs: Probability, draft_length: int, rounds: int, seed: int | None = None
 ) -> SpeculativeSample:
     """Algorithm 2 with context-free target and draft distributions, vectorized over rounds.
 
@@ -466,9 +467,9 @@ class DraftMemory(Result):
 
     without_draft: MemoryFit
     with_draft: MemoryFit
-    draft_weights: Any
-    draft_kv_per_request: Any
-    batch_loss: Any
+    draft_weights: Bytes
+    draft_kv_per_request: Bytes
+    batch_loss: Count
 
 
 @renamed(kv_dtype="kv_precision")
@@ -476,14 +477,14 @@ def draft_memory_fit(
     target: Any,
     draft: Any,
     capacity: Any,
-    context: Any,
-    batch: Any = 1,
-    weight_bits: Any = "fp16",
-    kv_precision: Any = "fp16",
-    tensor_parallel: Any = 1,
-    draft_tensor_parallel: Any = None,
-    draft_weight_bits: Any = None,
-    reserve: Any = NO_BYTES,
+    context: Tokens,
+    batch: Count = 1,
+    weight_bits: Precision = "fp16",
+    kv_precision: Precision = "fp16",
+    tensor_parallel: Count = 1,
+    draft_tensor_parallel: Count = None,
+    draft_weight_bits: Precision = None,
+    reserve: Bytes = NO_BYTES,
     capacity_basis: str = "physical",
 ) -> DraftMemory:
     """What a colocated draft model costs in memory: its weights and per-request KV, and lost batch.

@@ -31,6 +31,7 @@ import numpy as np
 from .errors import InputError
 from .formula import Formula, catalog
 from .results import Result, column_label, flatten, frame_columns
+from .types import Precision, Time
 from .units import Q_, ureg
 
 __all__ = ["is_axis", "resolve_model", "sweep", "sweep_fleet"]
@@ -308,12 +309,12 @@ _PLAN_INPUTS = ("rejected.", "rejections", "workload.", "targets.", "verificatio
 def sweep_fleet(
     model: Any,
     accelerator: Any,
-    precision: Any,
+    precision: Precision,
     arrival_rate: Any,
     input_tokens: Any,
     output_tokens: Any,
-    ttft_slo: Any,
-    tpot_slo: Any,
+    ttft_slo: Time,
+    tpot_slo: Time,
     *,
     units: Mapping[str, str] | None = None,
     **options: Any,

@@ -20,6 +20,7 @@ from ._support import count
 from .errors import InputError
 from .formula import check_domain
 from .results import Result, floor_count
+from .types import Bytes, Count, Rate, Time
 from .units import Q_, check_units, ureg
 
 __all__ = [
@@ -59,15 +60,17 @@ __all__ = [
 class KvPoolContention(Result):
     """Concurrent sequences per tenant with fair KV shares and after one tenant grows its allocation."""
 
-    fair_share: Any
+    fair_share: Bytes
     sequences_fair: int
-    remaining_per_tenant: Any
+    remaining_per_tenant: Bytes
     sequences_after: int
     reduction: float
 
 
 @check_units(pool="B", kv_bytes_per_sequence="B", hog_allocation="B")
-def kv_pool_contention(pool: Any, tenants: int, kv_bytes_per_sequence: Any, hog_allocation: Any) -> KvPoolContention:
+def kv_pool_contention(
+    pool: Bytes, tenants: int, kv_bytes_per_sequence: Bytes, hog_allocation: Bytes
+) -> KvPoolContention:
     r"""Concurrency left to the other tenants when one tenant takes ``hog_allocation`` of a shared KV pool.
 
     Parameters
@@ -125,15 +128,15 @@ def kv_pool_contention(pool: Any, tenants: int, kv_bytes_per_sequence: Any, hog_
 class TenantBurst(Result):
     """Pool load when one tenant bursts, with and without a per-tenant quota."""
 
-    pool_rate: Any
+    pool_rate: Rate
     pool_utilization: float | None
-    admitted: Any
-    throttled_rate: Any
+    admitted: Rate
+    throttled_rate: Rate
 
 
 @check_units(rates="request/s", pool_capacity="request/s", quota="request/s")
 def tenant_burst(
-    rates: Any, bursting_tenant: int, multiplier: float, pool_capacity: Any = None, quota: Any = None
+    rates: Rate, bursting_tenant: int, multiplier: float, pool_capacity: Rate = None, quota: Rate = None
 ) -> TenantBurst:
     r"""Offered pool load when one tenant multiplies its traffic, optionally capped by a quota.
 
@@ -289,7 +292,7 @@ class DrfAllocation(Result):
 
 
 def dominant_resource_fairness(
-    capacities: Mapping[str, Any], demands: Sequence[Mapping[str, Any]], max_tasks: Any = None
+    capacities: Mapping[str, Any], demands: Sequence[Mapping[str, Any]], max_tasks: Count = None
 ) -> DrfAllocation:
     r"""Dominant resource fairness by progressive filling over divisible tasks.
 
@@ -394,7 +397,7 @@ class TenantQuota:
     """Per-tenant limits of Listing 1 (§10.12.2); KV in bytes, tokens as counts."""
 
     max_concurrent_requests: int = 100
-    max_kv_cache: Any = _LISTING_1_KV
+    max_kv_cache: Bytes = _LISTING_1_KV
     max_qps: int = 1000
     max_input_tokens_per_minute: int = 10**9
     max_output_tokens_per_minute: int = 10**9
@@ -406,7 +409,7 @@ class TenantUsage:
     """A tenant's current use, including outstanding reservations in their time windows."""
 
     concurrent: int = 0
-    kv_cache: Any = _NO_KV
+    kv_cache: Bytes = _NO_KV
     requests_last_second: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
@@ -416,7 +419,7 @@ class TenantUsage:
 class QuotaRequest:
     """What one request would consume: KV reserved for prompt and output budget, tokens, prefill chunk."""
 
-    reserved_kv: Any = _NO_KV
+    reserved_kv: Bytes = _NO_KV
     input_tokens: int = 0
     max_output_tokens: int = 0
     prefill_chunk_tokens: int = 0
@@ -749,11 +752,11 @@ class RequestCaps:
 
     max_input_tokens: int = 8000
     max_output_tokens: int = 2000
-    max_execution_time: Any = _REQUEST_TIME_CAP
+    max_execution_time: Time = _REQUEST_TIME_CAP
 
 
 def check_request_caps(
-    input_tokens: int, max_output_tokens: int, execution_time: Any = None, caps: RequestCaps | None = None
+    input_tokens: int, max_output_tokens: int, execution_time: Time = None, caps: RequestCaps | None = None
 ) -> str | None:
     """The first request-level cap a request violates, or ``None``.
 

@@ -30,6 +30,7 @@ __all__ = [
     "Energy",
     "Fraction",
     "Money",
+    "MoneyPerRequest",
     "MoneyRate",
     "Power",
     "Precision",
@@ -66,6 +67,8 @@ Money = Annotated[Any, Dimension("USD")]
 """US dollars."""
 MoneyRate = Annotated[Any, Dimension("USD/h")]
 """US dollars per unit of time (``Q_(2.5, "USD/h")`` per GPU-hour)."""
+MoneyPerRequest = Annotated[Any, Dimension("USD/request")]
+"""US dollars per request (``Q_(0.001, "USD/request")``, a unit cost per query)."""
 Power = Annotated[Any, Dimension("W")]
 """Watts."""
 Energy = Annotated[Any, Dimension("J")]

@@ -29,6 +29,8 @@ from calculator.parallelism import NCCL_ALLREDUCE_H100, expert_placement, ring_a
 
 H100 = load_registry().accelerators["h100-sxm"]
 TPOT_TARGET = Q_(50, "ms")  # §10.15.1
+# §10.15.1: 5 drafts in 4 ms against a 49.6 ms target step: one drafted token costs (4 / 5) / 49.6 of a step.
+CHAPTER_DRAFT_COST_RATIO = 4 / 5 / 49.6
 
 
 def after_precision():
@@ -156,8 +158,16 @@ def test_decode_budget_rejects_bad_intervals():
 @pytest.fixture(scope="module")
 def speculation():
     # §10.15.1: k = 5 drafts in 4 ms, verification one 49.6 ms step (the "round-two step", catalog A1),
-    # acceptance 0.78, a 50 ms TPOT target also stated as a per-gap TBT target.
-    return speculation_contract(0.78, 5, Q_(4, "ms"), Q_(49.6, "ms"), TPOT_TARGET, TPOT_TARGET)
+    # acceptance 0.78, a 50 ms TPOT target also stated as a per-gap TBT target. The draft cost is one
+    # drafted token as a fraction of a target step: (4 ms / 5) / 49.6 ms.
+    return speculation_contract(
+        0.78,
+        5,
+        verify_time=Q_(49.6, "ms"),
+        tpot_target=TPOT_TARGET,
+        tbt_target=TPOT_TARGET,
+        draft_cost_ratio=CHAPTER_DRAFT_COST_RATIO,
+    )
 
 
 def test_speculation_3_52_tokens_per_round(speculation):
@@ -178,6 +188,30 @@ def test_speculation_meets_tpot_but_misses_a_50_ms_per_gap_tbt(speculation):
     assert (speculation.tpot_ok, speculation.tbt_ok) == (True, False)
     assert round(speculation.max_gap.m_as("ms"), 1) == 53.6
     assert round(speculation.tokens_per_round, 1) == 3.5 and round(speculation.tpot.m_as("ms")) == 15
+
+
+def test_speculation_draft_time_is_deprecated_and_means_the_same_ratio(speculation):
+    # The old convention (the whole round's drafting time) warns and converts to draft_time / (K * verify_time).
+    with pytest.warns(DeprecationWarning, match="replaced by 'draft_cost_ratio'") as record:
+        old = speculation_contract(0.78, 5, Q_(4, "ms"), Q_(49.6, "ms"), TPOT_TARGET, TPOT_TARGET)
+    assert record[0].filename == __file__  # attributed to the caller
+    assert old.tokens_per_round == pytest.approx(speculation.tokens_per_round)
+    for field in ("round_time", "tpot", "max_gap"):
+        assert getattr(old, field).m_as("ms") == pytest.approx(getattr(speculation, field).m_as("ms"))
+    assert old.tpot_improvement == pytest.approx(speculation.tpot_improvement)
+    assert (old.tpot_ok, old.tbt_ok) == (speculation.tpot_ok, speculation.tbt_ok)
+
+
+def test_speculation_takes_exactly_one_draft_cost_and_a_verify_time():
+    step = Q_(49.6, "ms")
+    with pytest.raises(InputError, match=r"exactly one of .draft_cost_ratio.*draft_time"):
+        speculation_contract(0.78, 5, Q_(4, "ms"), step, draft_cost_ratio=CHAPTER_DRAFT_COST_RATIO)
+    with pytest.raises(InputError, match=r"exactly one of .draft_cost_ratio.*draft_time"):
+        speculation_contract(0.78, 5, verify_time=step)
+    with pytest.raises(InputError, match="verify_time"):
+        speculation_contract(0.78, 5, draft_cost_ratio=CHAPTER_DRAFT_COST_RATIO)
+    with pytest.raises(InputError, match="draft_cost_ratio"):
+        speculation_contract(0.78, 5, verify_time=step, draft_cost_ratio=-0.1)
 
 
 # ------------------------------------------------------------------ 10.15.2-3 component budgets

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from .errors import InputError
+from .formula import magnitude
 from .performance import (
     EngineProfile,
     StepArrays,
@@ -53,6 +54,7 @@ from .precision import check_precision
 from .queueing import replica_demand
 from .results import Result, ceil_count
 from .simulation import DEFAULT_ROUTER, router_name
+from .types import AcceleratorRef, InterconnectRef, ModelRef, Rate, Time
 from .uncertainty import prediction_interval
 from .units import Q_, ureg
 
@@ -121,8 +123,11 @@ class Workload(Result):
         if not rate.magnitude > 0:
             raise InputError(f"Workload: 'arrival_rate' must be > 0, got {rate!r}")
         for name in ("input_tokens", "output_tokens"):
-            if not getattr(self, name) >= 1:
+            # A length is a token count: a plain number or a quantity of tokens.
+            tokens = float(magnitude("Workload", name, getattr(self, name), "token", "positive"))
+            if not tokens >= 1:
                 raise InputError(f"Workload: '{name}' must be >= 1 token, got {getattr(self, name)!r}")
+            object.__setattr__(self, name, tokens)
         for name in ("input_cv", "output_cv", "arrival_cv"):
             if not getattr(self, name) >= 0:
                 raise InputError(f"Workload: '{name}' must be >= 0, got {getattr(self, name)!r}")
@@ -154,7 +159,7 @@ class Workload(Result):
         )
 
 
-def demand_from_trace(trace: Any, bin_width: Any = None, *, time: str = "arrival_time") -> tuple[Any, Any]:
+def demand_from_trace(trace: Any, bin_width: Time = None, *, time: str = "arrival_time") -> tuple[Any, Any]:
     """The demand curve of a request trace: arrivals counted per ``bin_width`` (default one hour).
 
     Returns ``(times, rates)``: the start of each bin (from the first arrival) and its mean request
@@ -194,7 +199,7 @@ class Speculation(Result):
             raise InputError(f"Speculation: 'acceptance' must be in [0, 1], got {self.acceptance!r}")
 
 
-def default_price(accelerator: Any, registry: Any = None) -> Any:
+def default_price(accelerator: AcceleratorRef, registry: Any = None) -> Any:
     """A GPU-hour price for ``accelerator`` from the registry: the cheapest published on-demand price.
 
     Falls back to the chapter's scenario prices; raises :class:`InputError` when the registry has
@@ -204,7 +209,7 @@ def default_price(accelerator: Any, registry: Any = None) -> Any:
     return default_price_entry(accelerator, registry).price
 
 
-def default_price_entry(accelerator: Any, registry: Any = None) -> Any:
+def default_price_entry(accelerator: AcceleratorRef, registry: Any = None) -> Any:
     """The registry price entry :func:`default_price` reads (to cite it as a source)."""
     from .registry import load_registry
 
@@ -721,7 +726,7 @@ def _workload(rate: Any, inputs: Any, outputs: Any, input_cv: float, output_cv: 
     for name, value in (("input_tokens", inputs), ("output_tokens", outputs)):
         if value is None:
             raise InputError(f"size_fleet(): argument '{name}' is required (or pass a Workload as 'arrival_rate')")
-    return Workload(_rate(rate), float(inputs), float(outputs), input_cv, output_cv, arrival_cv)
+    return Workload(_rate(rate), inputs, outputs, input_cv, output_cv, arrival_cv)
 
 
 def _registry_for(registry: Any, *entries: Any) -> Any:
@@ -937,14 +942,14 @@ class _Search:
 
 
 def size_fleet(
-    model: Any,
+    model: ModelRef,
     accelerator: Any,
     precision: Any,
-    arrival_rate: Any,
+    arrival_rate: Rate,
     input_tokens: float | None = None,
     output_tokens: float | None = None,
-    ttft_slo: Any = None,
-    tpot_slo: Any = None,
+    ttft_slo: Time = None,
+    tpot_slo: Time = None,
     *,
     engine: str | EngineProfile | None = None,
     max_utilization: float = 0.8,
@@ -960,7 +965,7 @@ def size_fleet(
     shared_prefix_tokens: float = 0.0,
     speculation: Speculation | None = None,
     chunk_size: int | None = None,
-    tbt_slo: Any = None,
+    tbt_slo: Time = None,
     idle_power_fraction: float = 0.3,
     electricity_price: Any = None,
     progress: Any = None,
@@ -1189,14 +1194,14 @@ class RelaxedPlan(Result):
 
 
 def relax_targets(
-    model: Any,
+    model: ModelRef,
     accelerator: Any,
     precision: Any,
-    arrival_rate: Any,
+    arrival_rate: Rate,
     input_tokens: float,
     output_tokens: float,
-    ttft_slo: Any,
-    tpot_slo: Any,
+    ttft_slo: Time,
+    tpot_slo: Time,
     *,
     max_factor: float = 100.0,
     tolerance: float = 0.01,
@@ -1259,7 +1264,7 @@ def relax_targets(
 
 
 def frontier(
-    model: Any,
+    model: ModelRef,
     accelerator: Any,
     precision: Any,
     input_tokens: float,
@@ -1283,7 +1288,7 @@ def frontier(
     """
     import pandas as pd
 
-    workload = Workload(Q_(1.0, "request/s"), float(input_tokens), float(output_tokens))
+    workload = Workload(Q_(1.0, "request/s"), input_tokens, output_tokens)
     profile = engine_profile(engine)
     reg = _registry_for(registry, model, accelerator)
     model = reg.model(model)
@@ -1312,7 +1317,7 @@ def frontier(
                     "precision": family.precision,
                     "tensor_parallel": tp_grid[keep].astype(int),
                     "batch": batch_grid[keep].astype(int),
-                    "tokens_per_s_per_gpu": (out["rate"] * output_tokens / tp_grid)[keep],
+                    "tokens_per_s_per_gpu": (out["rate"] * workload.output_tokens / tp_grid)[keep],
                     "tokens_per_s_per_user": (1 / out["tpot_at_batch"])[keep],
                     "tpot_ms": out["tpot_at_batch"][keep] * 1e3,
                     "ttft_ms": out["ttft"][keep] * 1e3,
@@ -1365,16 +1370,16 @@ class DisaggregatedPlan(Result):
 
 
 def size_disaggregated(
-    model: Any,
+    model: ModelRef,
     accelerator: Any,
     precision: Any,
-    arrival_rate: Any,
+    arrival_rate: Rate,
     input_tokens: float,
     output_tokens: float,
-    ttft_slo: Any,
-    tpot_slo: Any,
+    ttft_slo: Time,
+    tpot_slo: Time,
     *,
-    interconnect: Any = "infiniband-ndr",
+    interconnect: InterconnectRef = "infiniband-ndr",
     engine: str | EngineProfile | None = None,
     max_utilization: float = 0.8,
     ttft_percentile: float | None = None,
@@ -1399,7 +1404,7 @@ def size_disaggregated(
     from .phases import kv_handoff_time
     from .queueing import ggc_mean_wait, ggc_wait_quantile
 
-    workload = Workload(_rate(arrival_rate), float(input_tokens), float(output_tokens), input_cv, 0.0, arrival_cv)
+    workload = Workload(_rate(arrival_rate), input_tokens, output_tokens, input_cv, 0.0, arrival_cv)
     _check_options(workload, max_utilization, ttft_percentile, 0.0, 0.0, None)
     ttft_target = _seconds("ttft_slo", ttft_slo)
     tpot_target = _seconds("tpot_slo", tpot_slo)
@@ -1530,12 +1535,12 @@ class DemandPlan(Result):
 
 def plan_over_time(
     plan: FleetPlan,
-    times: Any,
-    demand: Any,
-    startup_time: Any = None,
-    lead_time: Any = None,
-    end: Any = None,
-    step: Any = None,
+    times: Time,
+    demand: Rate,
+    startup_time: Time = None,
+    lead_time: Time = None,
+    end: Time = None,
+    step: Time = None,
 ) -> DemandPlan:
     """Replicas, GPUs and cost of a plan's configuration over a demand curve (requests/s over a day).
 
@@ -1597,16 +1602,16 @@ class ServingModeComparison(Result):
 
 
 def compare_serving_modes(
-    model: Any,
+    model: ModelRef,
     accelerator: Any,
     precision: Any,
-    arrival_rate: Any,
+    arrival_rate: Rate,
     input_tokens: float,
     output_tokens: float,
-    ttft_slo: Any,
-    tpot_slo: Any,
+    ttft_slo: Time,
+    tpot_slo: Time,
     *,
-    interconnect: Any = "infiniband-ndr",
+    interconnect: InterconnectRef = "infiniband-ndr",
     **options: Any,
 ) -> ServingModeComparison:
     """Size the workload both colocated (:func:`size_fleet`) and disaggregated (:func:`size_disaggregated`).

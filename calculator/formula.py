@@ -230,12 +230,25 @@ class Formula:
         self.__qualname__ = func.__qualname__
         self.__module__ = func.__module__
         self.__wrapped__ = func
-        self.__signature__ = inspect.signature(func)
+        self._signature = inspect.signature(func)
         self._symbols: dict[str, Any] | None = None
 
     def __repr__(self) -> str:
         args = ", ".join(f"{n} [{v.unit or '1'}]" for n, v in self.variables.items())
         return f"<Formula {self.name}({args}) -> [{self.result.unit or '1'}]; {self.reference}>"
+
+    @property
+    def __signature__(self) -> inspect.Signature:  # type: ignore[override]
+        """The body's signature annotated with the quantity aliases of the declared units (``Time``, ``Count``)."""
+        from .types import alias_for
+
+        parameters = [
+            p.replace(annotation=alias_for(self.variables[p.name].unit, self.variables[p.name].domain))
+            for p in self._signature.parameters.values()
+        ]
+        return self._signature.replace(
+            parameters=parameters, return_annotation=alias_for(self.result.unit, self.result.domain)
+        )
 
     @property
     def inputs(self) -> tuple[str, ...]:
@@ -247,7 +260,7 @@ class Formula:
     def magnitudes(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         """Check units and domains of the arguments and return their magnitudes in declared units."""
         try:
-            bound = self.__signature__.bind(*args, **kwargs)
+            bound = self._signature.bind(*args, **kwargs)
         except TypeError as exc:
             raise TypeError(f"{self.name}(): {exc}") from None
         out: dict[str, Any] = {}
@@ -370,7 +383,7 @@ class Formula:
         equation = sp.latex(expr, symbol_names=names)
         if not args and not kwargs:
             return f"{self.result.symbol} = {equation}"
-        bound = self.__signature__.bind(*args, **kwargs)
+        bound = self._signature.bind(*args, **kwargs)
         missing = [n for n in self.variables if n not in bound.arguments]
         if missing:
             raise TypeError(f"{self.name}.latex(): give every argument or none; missing {missing}")

@@ -28,6 +28,7 @@ from .errors import InputError
 from .formula import ceil, floor, formula, minimum, per, var
 from .precision import bits_per_element
 from .results import Result, ceil_count, floor_whole
+from .types import Bytes, BytesPerToken, Capacity, Count, ModelRef, Precision, Tokens
 from .units import Q_, check_units, ureg
 
 __all__ = [
@@ -194,7 +195,7 @@ def _kv_precision_bytes(kv_precision: Any) -> float:
 
 
 @renamed(kv_dtype="kv_precision")
-def model_kv_bytes_per_token(model: Any, kv_precision: Any = "fp16") -> Any:
+def model_kv_bytes_per_token(model: ModelRef, kv_precision: Precision = "fp16") -> Any:
     """KV-cache bytes per token of a registry model (MHA, GQA, MQA or MLA) at a KV precision.
 
     Parameters
@@ -234,7 +235,7 @@ def model_kv_bytes_per_token(model: Any, kv_precision: Any = "fp16") -> Any:
     return kv_bytes_per_token(resolved.layers, resolved.kv_heads, resolved.head_dim, size)
 
 
-def tensor_parallel_valid(model: Any, tensor_parallel: Any) -> Any:
+def tensor_parallel_valid(model: ModelRef, tensor_parallel: Count) -> Any:
     """Whether a model can be split over ``tensor_parallel`` devices (bool or bool array).
 
     Query heads must divide by the degree ``t``; KV heads must divide by ``t`` when ``t <= kv_heads``,
@@ -258,7 +259,7 @@ def tensor_parallel_valid(model: Any, tensor_parallel: Any) -> Any:
     return bool(valid) if valid.ndim == 0 else valid
 
 
-def check_tensor_parallel(model: Any, tensor_parallel: Any, function: str = "check_tensor_parallel") -> Any:
+def check_tensor_parallel(model: ModelRef, tensor_parallel: Count, function: str = "check_tensor_parallel") -> Any:
     """Return the degree (int or int array) if it splits the model, else raise :class:`InputError`.
 
     See :func:`tensor_parallel_valid` for the rule; ``function`` names the caller in the message.
@@ -303,7 +304,7 @@ def _kv_share_per_device(model: Any, degree: Any) -> Any:
 
 
 @renamed(kv_dtype="kv_precision")
-def kv_bytes_per_token_per_device(model: Any, kv_precision: Any = "fp16", tensor_parallel: Any = 1) -> Any:
+def kv_bytes_per_token_per_device(model: ModelRef, kv_precision: Precision = "fp16", tensor_parallel: Count = 1) -> Any:
     """KV-cache bytes per token held by one device of a tensor-parallel group.
 
     Parameters
@@ -485,7 +486,7 @@ def quantization_overhead(
     )
 
 
-def model_weight_bytes(model: Any, weight_bits: Any = "fp16", tensor_parallel: Any = 1) -> Any:
+def model_weight_bytes(model: ModelRef, weight_bits: Precision = "fp16", tensor_parallel: Count = 1) -> Any:
     """Resident weight bytes of a registry model, per device of a tensor-parallel group.
 
     Parameters
@@ -521,7 +522,7 @@ def model_weight_bytes(model: Any, weight_bits: Any = "fp16", tensor_parallel: A
 
 
 @check_units(weights="B", capacity="B", reserve="B")
-def min_devices_for_weights(weights: Any, capacity: Any, reserve: Any = NO_BYTES) -> Any:
+def min_devices_for_weights(weights: Bytes, capacity: Capacity, reserve: Bytes = NO_BYTES) -> Any:
     """Fewest devices whose memory (less a per-device reserve) holds the weights.
 
     Parameters
@@ -638,7 +639,12 @@ def memory_footprint(weights, batch, context, kv_per_token, reserve=0):
 
 
 def max_batch_numeric(
-    capacity: Any, weights: Any, kv_per_token: Any, context: Any, reserve: Any = 0.0, block_size: Any = 1
+    capacity: Any,
+    weights: Any,
+    kv_per_token: Any,
+    context: Any,
+    reserve: Any = 0.0,
+    block_size: Any = 1,
 ) -> Any:
     """:func:`max_batch` on plain magnitudes (bytes, bytes/token, tokens), for vectorized searches.
 
@@ -665,7 +671,12 @@ def _memory_args(function: str, capacity: Any, weights: Any, kv_per_token: Any, 
 
 @check_units(capacity="B", weights="B", kv_per_token="B/token", reserve="B")
 def max_batch(
-    capacity: Any, weights: Any, kv_per_token: Any, context: Any, reserve: Any = NO_BYTES, block_size: Any = 1
+    capacity: Capacity,
+    weights: Bytes,
+    kv_per_token: BytesPerToken,
+    context: Tokens,
+    reserve: Bytes = NO_BYTES,
+    block_size: Count = 1,
 ) -> Any:
     """Largest number of sequences of ``context`` tokens whose KV cache fits beside the weights.
 
@@ -712,7 +723,12 @@ def max_batch(
 
 @check_units(capacity="B", weights="B", kv_per_token="B/token", reserve="B")
 def max_context(
-    capacity: Any, weights: Any, kv_per_token: Any, batch: Any = 1, reserve: Any = NO_BYTES, block_size: Any = 1
+    capacity: Capacity,
+    weights: Bytes,
+    kv_per_token: BytesPerToken,
+    batch: Count = 1,
+    reserve: Bytes = NO_BYTES,
+    block_size: Count = 1,
 ) -> Any:
     """Longest context (tokens per sequence) at which ``batch`` sequences fit beside the weights.
 
@@ -843,13 +859,13 @@ def _fit(capacity, weights, kv_per_token, context, batch, reserve, block_size, t
 
 @check_units(capacity="B", weights="B", kv_per_token="B/token", reserve="B")
 def memory_fit(
-    capacity: Any,
-    weights: Any,
-    kv_per_token: Any,
-    context: Any,
-    batch: Any = 1,
-    reserve: Any = NO_BYTES,
-    block_size: Any = 1,
+    capacity: Capacity,
+    weights: Bytes,
+    kv_per_token: BytesPerToken,
+    context: Tokens,
+    batch: Count = 1,
+    reserve: Bytes = NO_BYTES,
+    block_size: Count = 1,
 ) -> MemoryFit:
     """Does a batch fit on one device? The per-device budget, max batch and what is missing.
 
@@ -897,7 +913,7 @@ class DeviceShare(Result):
 
 @renamed(kv_dtype="kv_precision")
 def device_share(
-    model: Any, tensor_parallel: Any = 1, weight_bits: Any = "fp16", kv_precision: Any = "fp16"
+    model: ModelRef, tensor_parallel: Count = 1, weight_bits: Precision = "fp16", kv_precision: Precision = "fp16"
 ) -> DeviceShare:
     """Weights and KV bytes per token on one device of a tensor-parallel group (vectorized over ``t``).
 
@@ -954,16 +970,16 @@ def _model_budget(
 
 @renamed(kv_dtype="kv_precision")
 def model_memory_fit(
-    model: Any,
-    capacity: Any,
-    context: Any,
-    batch: Any = 1,
-    weight_bits: Any = "fp16",
-    kv_precision: Any = "fp16",
-    tensor_parallel: Any = 1,
-    reserve: Any = NO_BYTES,
+    model: ModelRef,
+    capacity: Capacity,
+    context: Tokens,
+    batch: Count = 1,
+    weight_bits: Precision = "fp16",
+    kv_precision: Precision = "fp16",
+    tensor_parallel: Count = 1,
+    reserve: Bytes = NO_BYTES,
     capacity_basis: str = "physical",
-    block_size: Any = 1,
+    block_size: Count = 1,
 ) -> MemoryFit:
     """Memory fit of a registry model on one device of a tensor-parallel group.
 
@@ -1017,15 +1033,15 @@ def model_memory_fit(
 
 @renamed(kv_dtype="kv_precision")
 def model_max_batch(
-    model: Any,
-    capacity: Any,
-    context: Any,
-    weight_bits: Any = "fp16",
-    kv_precision: Any = "fp16",
-    tensor_parallel: Any = 1,
-    reserve: Any = NO_BYTES,
+    model: ModelRef,
+    capacity: Capacity,
+    context: Tokens,
+    weight_bits: Precision = "fp16",
+    kv_precision: Precision = "fp16",
+    tensor_parallel: Count = 1,
+    reserve: Bytes = NO_BYTES,
     capacity_basis: str = "physical",
-    block_size: Any = 1,
+    block_size: Count = 1,
 ) -> Any:
     """Max batch of a registry model per tensor-parallel group, vectorized over the numeric arguments.
 
@@ -1084,15 +1100,15 @@ class MaxBatches(np.ndarray):
 
 @renamed(kv_dtype="kv_precision")
 def min_tensor_parallel(
-    model: Any,
-    capacity: Any,
-    context: Any,
-    batch: Any = 1,
-    weight_bits: Any = "fp16",
-    kv_precision: Any = "fp16",
-    reserve: Any = NO_BYTES,
+    model: ModelRef,
+    capacity: Capacity,
+    context: Tokens,
+    batch: Count = 1,
+    weight_bits: Precision = "fp16",
+    kv_precision: Precision = "fp16",
+    reserve: Bytes = NO_BYTES,
     capacity_basis: str = "physical",
-    block_size: Any = 1,
+    block_size: Count = 1,
     degrees: Sequence[int] = (1, 2, 4, 8, 16, 32, 64),
 ) -> int:
     """The smallest tensor-parallel degree at which ``batch`` sequences of ``context`` tokens fit.
@@ -1162,7 +1178,12 @@ class KvWall(Result):
 
 @check_units(capacity="B", weights="B", kv_per_token="B/token", reserve="B")
 def kv_wall(
-    capacity: Any, weights: Any, kv_per_token: Any, contexts: Any, batches: Any, reserve: Any = NO_BYTES
+    capacity: Capacity,
+    weights: Bytes,
+    kv_per_token: BytesPerToken,
+    contexts: Tokens,
+    batches: Count,
+    reserve: Bytes = NO_BYTES,
 ) -> KvWall:
     """The KV cache wall (Figure 9): footprint over a context x batch grid and each batch's boundary.
 
@@ -1258,13 +1279,13 @@ class PrecisionDividend(Result):
 
 
 def compare_precisions(
-    model: Any,
-    capacity: Any,
-    context: Any,
+    model: ModelRef,
+    capacity: Capacity,
+    context: Tokens,
     before: tuple[Any, Any] = ("fp16", "fp16"),
     after: tuple[Any, Any] = ("int4", "int8"),
-    tensor_parallel: Any = 1,
-    reserve: Any = NO_BYTES,
+    tensor_parallel: Count = 1,
+    reserve: Bytes = NO_BYTES,
     capacity_basis: str = "physical",
 ) -> PrecisionDividend:
     """Napkin Math 10.7 for any model: max batch at two (weight, KV) precisions and the dividend.
@@ -1338,7 +1359,7 @@ class ReservationComparison(Result):
 
 
 def reservation_vs_paging(
-    pool_tokens: Any, reserved_tokens: Any, used_tokens: Any, block_size: Any = 1
+    pool_tokens: Any, reserved_tokens: Any, used_tokens: Any, block_size: Count = 1
 ) -> ReservationComparison:
     """How many sequences a pool holds under max-length reservation vs on-demand pages.
 
@@ -1400,7 +1421,7 @@ def _float(x: Any) -> Any:
     return float(x) if x.ndim == 0 else x
 
 
-def pool_admission(pool_tokens: Any, sequence_tokens: Any, block_size: Any = 1) -> int:
+def pool_admission(pool_tokens: Any, sequence_tokens: Any, block_size: Count = 1) -> int:
     """How many sequences of a queue, taken in order, a KV pool admits before the next one does not fit.
 
     Parameters
@@ -1521,7 +1542,7 @@ class PagedAllocation(Result):
     waste_fraction: Any
 
 
-def paged_allocation(context: Any, block_size: Any = 16) -> PagedAllocation:
+def paged_allocation(context: Tokens, block_size: Count = 16) -> PagedAllocation:
     """Blocks a sequence occupies under PagedAttention and the unused tail of its last block.
 
     Parameters
@@ -1608,12 +1629,12 @@ class KvBudget(Result):
 
 @check_units(total="B", weights="B", kv_per_token="B/token", activations="B", overhead="B")
 def kv_budget(
-    total: Any,
-    weights: Any,
-    kv_per_token: Any,
-    sequence_length: Any,
-    activations: Any = NO_BYTES,
-    overhead: Any = NO_BYTES,
+    total: Bytes,
+    weights: Bytes,
+    kv_per_token: BytesPerToken,
+    sequence_length: Tokens,
+    activations: Bytes = NO_BYTES,
+    overhead: Bytes = NO_BYTES,
     headroom: float = 0.1,
 ) -> KvBudget:
     """KV pool with headroom and the number of concurrent sequences it holds (section 10.7.8).
@@ -1816,9 +1837,9 @@ def prefix_cache_memory(
     users: Any,
     prefix_tokens: Any,
     unique_tokens: Any,
-    kv_per_token: Any,
+    kv_per_token: BytesPerToken,
     hit_rate: Any = 1.0,
-    block_size: Any = 1,
+    block_size: Count = 1,
 ) -> PrefixCacheMemory:
     """Prefix caching: KV memory of a request population with and without a shared prefix.
 
@@ -1946,7 +1967,7 @@ def _projection_shapes(model: Any) -> dict[str, tuple[int, int]]:
     return shapes
 
 
-def lora_adapter_parameters(model: Any, rank: int, projections: Iterable[str] = ("q", "k", "v", "o")) -> int:
+def lora_adapter_parameters(model: ModelRef, rank: int, projections: Iterable[str] = ("q", "k", "v", "o")) -> int:
     """Parameters of one LoRA adapter applied to the given projections of every layer.
 
     Parameters
@@ -1995,11 +2016,11 @@ def lora_adapter_parameters(model: Any, rank: int, projections: Iterable[str] = 
 
 
 def lora_adapter_bytes(
-    model: Any,
+    model: ModelRef,
     rank: int,
     projections: Iterable[str] = ("q", "k", "v", "o"),
     precision: Any = "fp16",
-    adapters: Any = 1,
+    adapters: Count = 1,
 ) -> Any:
     """Resident bytes of ``adapters`` LoRA adapters of one rank (section 10.7.9's adapter budget).
 

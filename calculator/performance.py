@@ -47,6 +47,7 @@ from .parallelism import ring_allreduce_time
 from .phases import attention_flops_per_pair, decode_flops, prefill_flops, roofline_time
 from .precision import PRECISIONS, check_precision
 from .results import Result
+from .types import AcceleratorRef, Count, ModelRef, Tokens
 from .units import Q_, ureg
 
 __all__ = [
@@ -399,7 +400,7 @@ def engine_profile(engine: str | EngineProfile | None) -> EngineProfile:
 # Resolving registry objects into the arrays the step model needs
 
 
-def compute_precision(accelerator: Any, precision: str) -> str:
+def compute_precision(accelerator: AcceleratorRef, precision: str) -> str:
     """The precision the matrix products run at for weights stored at ``precision``.
 
     The accelerator's own rate where it has one (FP8 on an H100); otherwise the weights are
@@ -481,7 +482,12 @@ class StepArrays:
 
 
 def step_arrays(
-    model: Any, accelerator: Any, precision: str, kv_precision: str | None = None, *, registry: Any = None
+    model: ModelRef,
+    accelerator: AcceleratorRef,
+    precision: str,
+    kv_precision: str | None = None,
+    *,
+    registry: Any = None,
 ) -> StepArrays:
     """The numbers the step model needs for one (model, accelerator, precision), in SI units.
 
@@ -759,13 +765,13 @@ def _roofline_iteration(
 def iteration_seconds(
     a: StepArrays,
     eff: Efficiency,
-    tensor_parallel: Any,
-    decode: Any,
-    context: Any = 0,
-    prefill: Any = 0,
-    requests: Any = 0,
-    prior: Any = 0,
-    tokens: Any = 1,
+    tensor_parallel: Count,
+    decode: Count,
+    context: Tokens = 0,
+    prefill: Tokens = 0,
+    requests: Count = 0,
+    prior: Tokens = 0,
+    tokens: Tokens = 1,
 ) -> Any:
     """Seconds of one scheduler iteration (plain arrays, broadcast).
 
@@ -884,12 +890,12 @@ def _tp(model: Any, tensor_parallel: Any, function: str) -> np.ndarray:
 
 
 def decode_step_time(
-    model: Any,
-    accelerator: Any,
+    model: ModelRef,
+    accelerator: AcceleratorRef,
     precision: str,
-    tensor_parallel: Any,
-    batch: Any,
-    context: Any,
+    tensor_parallel: Count,
+    batch: Count,
+    context: Tokens,
     *,
     engine: str | EngineProfile | None = None,
     efficiency: Efficiency | None = None,
@@ -952,11 +958,11 @@ def decode_step_time(
 
 
 def prefill_time(
-    model: Any,
-    accelerator: Any,
+    model: ModelRef,
+    accelerator: AcceleratorRef,
     precision: str,
-    tensor_parallel: Any,
-    prompt_tokens: Any,
+    tensor_parallel: Count,
+    prompt_tokens: Tokens,
     *,
     engine: str | EngineProfile | None = None,
     efficiency: Efficiency | None = None,
@@ -1116,13 +1122,13 @@ def closed_loop_seconds(
 
 
 def predict_benchmark(
-    model: Any,
-    accelerator: Any,
+    model: ModelRef,
+    accelerator: AcceleratorRef,
     precision: str,
-    tensor_parallel: Any,
-    input_tokens: Any,
-    output_tokens: Any,
-    concurrency: Any,
+    tensor_parallel: Count,
+    input_tokens: Tokens,
+    output_tokens: Tokens,
+    concurrency: Count,
     engine: str | EngineProfile | None = None,
     *,
     efficiency: Efficiency | None = None,

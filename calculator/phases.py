@@ -23,6 +23,7 @@ from .formula import formula, maximum, per, var
 from .memory import device_share, kv_cache_bytes, model_kv_bytes_per_token
 from .precision import bits_per_element, check_precision
 from .results import Result, ceil_count
+from .types import AcceleratorRef, Count, InterconnectRef, ModelRef, Precision, Rate, Time, TokenRate, Tokens
 from .units import Q_, check_units
 
 __all__ = [
@@ -127,7 +128,7 @@ def ridge_point(peak_throughput, memory_bandwidth):
     return peak_throughput / memory_bandwidth
 
 
-def accelerator_ridge_point(accelerator: Any, precision: str = "fp16") -> Any:
+def accelerator_ridge_point(accelerator: AcceleratorRef, precision: str = "fp16") -> Any:
     """Ridge point of a registry accelerator at a precision (dense throughput / memory bandwidth).
 
     Parameters
@@ -147,7 +148,7 @@ def accelerator_ridge_point(accelerator: Any, precision: str = "fp16") -> Any:
 # FLOPs and roofline time
 
 
-def attention_flops_per_pair(model: Any) -> Any:
+def attention_flops_per_pair(model: ModelRef) -> Any:
     """Attention FLOPs for one (query token, cached token) pair, summed over layers and heads.
 
     Parameters
@@ -364,15 +365,15 @@ def _estimate(flops, bytes_moved, tokens, peak, bandwidth) -> RooflineEstimate:
 
 @renamed(kv_dtype="kv_precision")
 def roofline_prefill_time(
-    model: Any,
-    accelerator: Any,
-    prompt_tokens: Any,
+    model: ModelRef,
+    accelerator: AcceleratorRef,
+    prompt_tokens: Tokens,
     precision: str = "fp16",
-    tensor_parallel: Any = 1,
-    batch: Any = 1,
-    cached_tokens: Any = 0,
-    weight_bits: Any = None,
-    kv_precision: Any = "fp16",
+    tensor_parallel: Count = 1,
+    batch: Count = 1,
+    cached_tokens: Tokens = 0,
+    weight_bits: Precision = None,
+    kv_precision: Precision = "fp16",
 ) -> RooflineEstimate:
     """Roofline time to prefill ``batch`` prompts of ``prompt_tokens`` on a tensor-parallel group.
 
@@ -436,14 +437,14 @@ def roofline_prefill_time(
 
 @renamed(kv_dtype="kv_precision")
 def roofline_decode_step_time(
-    model: Any,
-    accelerator: Any,
-    batch: Any,
-    context: Any,
+    model: ModelRef,
+    accelerator: AcceleratorRef,
+    batch: Count,
+    context: Tokens,
     precision: str = "fp16",
-    tensor_parallel: Any = 1,
-    weight_bits: Any = None,
-    kv_precision: Any = "fp16",
+    tensor_parallel: Count = 1,
+    weight_bits: Precision = None,
+    kv_precision: Precision = "fp16",
 ) -> RooflineEstimate:
     """Roofline time of one decode step of ``batch`` sequences at ``context`` tokens each.
 
@@ -566,7 +567,9 @@ def _renamed(old: str, new: str) -> None:
     )
 
 
-def prefill_iterations(prompt_tokens: Any, chunk_size: Any, token_budget: Any = None, decode_batch: Any = 0) -> Any:
+def prefill_iterations(
+    prompt_tokens: Tokens, chunk_size: Tokens, token_budget: Tokens = None, decode_batch: Count = 0
+) -> Any:
     """Iterations a prompt needs under chunked prefill (the lone prefill of its iterations).
 
     Parameters
@@ -750,14 +753,14 @@ class ChunkedPrefillTradeoff(Result):
 
 
 def chunked_prefill_tradeoff(
-    model: Any,
-    accelerator: Any,
+    model: ModelRef,
+    accelerator: AcceleratorRef,
     prompt_tokens: int,
     chunk_size: int,
     decode_batch: int,
     precision: str = "fp16",
     tensor_parallel: int = 1,
-    weight_bits: Any = None,
+    weight_bits: Precision = None,
 ) -> ChunkedPrefillTradeoff:
     """Figure 13: what chunking a prompt does to its own TTFT and to the streams' largest TBT gap.
 
@@ -883,12 +886,12 @@ def _link(function: str, link: Any) -> tuple[float, float]:
 
 @renamed(kv_dtype="kv_precision")
 def model_kv_handoff_time(
-    model: Any,
-    prompt_tokens: Any,
-    link: Any,
-    kv_precision: Any = "fp16",
-    parallel_links: Any = 1,
-    startup_latency: Any = None,
+    model: ModelRef,
+    prompt_tokens: Tokens,
+    link: InterconnectRef,
+    kv_precision: Precision = "fp16",
+    parallel_links: Count = 1,
+    startup_latency: Time = None,
 ) -> Any:
     """Eq. 10 for a registry model: hand a prompt's KV cache over a link.
 
@@ -941,13 +944,13 @@ class PreemptionCosts(Result):
 
 @renamed(kv_dtype="kv_precision")
 def preemption_costs(
-    model: Any,
-    accelerator: Any,
+    model: ModelRef,
+    accelerator: AcceleratorRef,
     context: int,
-    host_link: Any,
+    host_link: InterconnectRef,
     precision: str = "fp16",
     tensor_parallel: int = 1,
-    kv_precision: Any = "fp16",
+    kv_precision: Precision = "fp16",
 ) -> PreemptionCosts:
     """Cost of keeping, swapping or recomputing a preempted sequence's KV cache.
 
@@ -1006,11 +1009,11 @@ class PoolSizes(Result):
 
 @check_units(arrival_rate="request/s", prefill_throughput="token/s", decode_throughput="token/s")
 def disaggregated_pool_sizes(
-    arrival_rate: Any,
-    prompt_tokens: Any,
-    output_tokens: Any,
-    prefill_throughput: Any,
-    decode_throughput: Any,
+    arrival_rate: Rate,
+    prompt_tokens: Tokens,
+    output_tokens: Tokens,
+    prefill_throughput: TokenRate,
+    decode_throughput: TokenRate,
     max_utilization: float = 0.8,
 ) -> PoolSizes:
     """Size the prefill and decode pools of a disaggregated deployment by their token rates.
@@ -1085,7 +1088,10 @@ class QuantizationCeilings(Result):
 
 
 def quantization_ceilings(
-    weight_bits: Any, activation_precision: str = "fp16", accelerator: Any = None, baseline: str = "fp16"
+    weight_bits: Precision,
+    activation_precision: str = "fp16",
+    accelerator: AcceleratorRef = None,
+    baseline: str = "fp16",
 ) -> QuantizationCeilings:
     """Table 12's ceilings for WxAy against a baseline precision.
 

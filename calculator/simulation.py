@@ -36,6 +36,7 @@ import numpy as np
 
 from .errors import InputError
 from .results import Result
+from .types import Time
 from .units import Q_, ureg
 
 if TYPE_CHECKING:
@@ -1340,9 +1341,9 @@ def simulate(
     replicas: int = 1,
     router: str = DEFAULT_ROUTER,
     seeds: int | Sequence[int] = 1,
-    ttft_slo: Any = None,
-    tpot_slo: Any = None,
-    tbt_slo: Any = None,
+    ttft_slo: Time = None,
+    tpot_slo: Time = None,
+    tbt_slo: Time = None,
     ttft_percentile: float | None = None,
     tpot_percentile: float | None = None,
     warmup: float = 0.1,

@@ -31,13 +31,13 @@ import numpy as np
 from .errors import InputError
 from .formula import Formula, catalog
 from .results import Result, column_label, flatten, frame_columns
-from .types import Precision, Time
+from .types import ModelRef, Precision, Rate, Time, Tokens
 from .units import Q_, ureg
 
 __all__ = ["is_axis", "resolve_model", "sweep", "sweep_fleet"]
 
 
-def resolve_model(model: Any) -> Formula | Callable[..., Any]:
+def resolve_model(model: ModelRef) -> Formula | Callable[..., Any]:
     """A formula from its catalog name (``"memory.kv_bytes_per_token"`` or, if unique, ``"kv_bytes_per_token"``).
 
     Formulas and other callables pass through.
@@ -259,8 +259,17 @@ def _reshaped(value: Any, shape: tuple[int, ...]) -> Any:
 
 
 def _input_value(value: Any) -> Any:
-    """An input as a frame cell: registry objects by id, everything else as it is."""
-    return getattr(value, "id", value) if not isinstance(value, ureg.Quantity | str) else value
+    """An input as a frame cell: registry objects by id, token counts as numbers, rates in request/s."""
+    if isinstance(value, ureg.Quantity):
+        if value.dimensionality == ureg.token.dimensionality:
+            return value.m_as("token")
+        if value.dimensionality == _PER_SECOND:
+            return value.to("request/s")
+        return value
+    return getattr(value, "id", value) if not isinstance(value, str) else value
+
+
+_PER_SECOND = ureg.parse_units("request/s").dimensionality
 
 
 def _registry_ids(grids: Mapping[str, Any]) -> tuple[str, ...]:
@@ -307,12 +316,12 @@ _PLAN_INPUTS = ("rejected.", "rejections", "workload.", "targets.", "verificatio
 
 
 def sweep_fleet(
-    model: Any,
+    model: ModelRef,
     accelerator: Any,
     precision: Precision,
-    arrival_rate: Any,
-    input_tokens: Any,
-    output_tokens: Any,
+    arrival_rate: Rate,
+    input_tokens: Tokens,
+    output_tokens: Tokens,
     ttft_slo: Time,
     tpot_slo: Time,
     *,

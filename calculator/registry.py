@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import weakref
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
@@ -29,6 +30,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, TypeAlias
 
+import numpy as np
 import yaml
 from pydantic import (
     BaseModel,
@@ -42,9 +44,9 @@ from pydantic import (
 )
 
 from ._paths import REGISTRY_FILE
-from .errors import RegistryError, UnknownEntryError
+from .errors import RegistryError, UnitsError, UnknownEntryError
 from .precision import PRECISIONS, check_precision
-from .units import Q_, ureg
+from .units import parse_quantity, shown, ureg
 
 __all__ = [
     "DEFAULT_REGISTRY_PATH",
@@ -75,20 +77,21 @@ def _quantity_type(example: str, *, positive: bool = True) -> Any:
             quantity = value
         elif isinstance(value, str):
             try:
-                quantity = Q_(value)
-            except Exception as exc:  # pint raises several types for unknown units or bad syntax
-                raise ValueError(f"expected a quantity like {example!r}, found {value!r} ({exc})") from None
-            if not isinstance(quantity, ureg.Quantity):
-                raise ValueError(f"expected a quantity with a unit like {example!r}, found {value!r}")
+                quantity = parse_quantity(value, what="value")
+            except UnitsError as exc:
+                reason = str(exc).removeprefix("value: ")
+                raise ValueError(f"expected a quantity like {example!r}, found {shown(value)} ({reason})") from None
         else:
-            raise ValueError(f"expected a quantity string like {example!r}, found {value!r}")
+            raise ValueError(f"expected a quantity string like {example!r}, found {shown(value)}")
         if quantity.dimensionality != dimension:
             raise ValueError(
-                f"expected dimension {dimension} (like {example!r}), found {value!r} "
+                f"expected dimension {dimension} (like {example!r}), found {shown(value)} "
                 f"with dimension {quantity.dimensionality or 'dimensionless'}"
             )
+        if not np.isfinite(quantity.magnitude):
+            raise ValueError(f"expected a finite quantity (like {example!r}), found {shown(value)}")
         if positive and not quantity.magnitude > 0:
-            raise ValueError(f"expected a positive quantity (like {example!r}), found {value!r}")
+            raise ValueError(f"expected a positive quantity (like {example!r}), found {shown(value)}")
         return quantity
 
     return Annotated[
@@ -108,16 +111,18 @@ def _quantity_type(example: str, *, positive: bool = True) -> Any:
 def _count(value: Any) -> Any:
     """Counts may be written 70.6e9 (PyYAML reads that as a string) or 70_600_000_000."""
     if isinstance(value, bool):
-        raise ValueError(f"expected a number, found {value!r}")
+        raise ValueError(f"expected a number, found {shown(value)}")
     if isinstance(value, str):
         try:
             value = float(value.replace("_", ""))
         except ValueError:
-            raise ValueError(f"expected a number, found {value!r}") from None
+            raise ValueError(f"expected a number, found {shown(value)}") from None
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"expected a finite number, found {shown(value)}")
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if not isinstance(value, int | float) or not value > 0:
-        raise ValueError(f"expected a positive number, found {value!r}")
+        raise ValueError(f"expected a positive number, found {shown(value)}")
     return value
 
 
@@ -660,14 +665,14 @@ def _registry_error(file: Path, section: str, entry_id: str, exc: ValidationErro
         field = ".".join(str(part) for part in error["loc"]) or "(whole entry)"
         found = error.get("input")
         if error["type"] == "extra_forbidden":
-            message = f"field '{field}': unknown field (not part of the {section} schema), found {found!r}"
+            message = f"field '{field}': unknown field (not part of the {section} schema), found {shown(found)}"
         elif error["type"] == "missing":
             message = f"field '{field}': required field is missing"
         else:
             text = error["msg"].removeprefix("Value error, ")
             message = f"field '{field}': {text}"
             if "found" not in text and not isinstance(found, dict):
-                message += f", found {found!r}"
+                message += f", found {shown(found)}"
         lines.append(f"{file.name}: {section}['{entry_id}']: {message}")
     return RegistryError("\n".join(lines))
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,7 +24,18 @@ import pint
 
 from .errors import UnitsError
 
-__all__ = ["Q_", "Quantity", "UnitsError", "check_units", "describe_value", "dimension_of", "ureg"]
+__all__ = [
+    "MAX_QUANTITY_TEXT",
+    "Q_",
+    "Quantity",
+    "UnitsError",
+    "check_units",
+    "describe_value",
+    "dimension_of",
+    "parse_quantity",
+    "shown",
+    "ureg",
+]
 
 
 def _build_registry() -> pint.UnitRegistry:
@@ -128,3 +141,87 @@ def check_units(**units: str) -> Callable[[Callable[..., Any]], Callable[..., An
         return wrapper
 
     return decorate
+
+
+# --------------------------------------------------------------------------------------------
+# Parsing user text
+
+
+#: The longest quantity text accepted from a user (registry file, command line, dashboard).
+MAX_QUANTITY_TEXT = 100
+
+_NUMBER = r"[+-]?(?:\d+(?:_\d+)*(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d{1,3})?"
+_UNIT_NAME = r"(?:[A-Za-z_%°µμΩ][A-Za-z0-9_°µμΩ]*)(?:\s*(?:\*\*|\^)\s*-?\d)?"
+_UNIT = rf"(?:1\s*/\s*)?{_UNIT_NAME}(?:\s*[*/]\s*{_UNIT_NAME}|\s+{_UNIT_NAME})*"
+_QUANTITY = re.compile(rf"\s*(?P<number>{_NUMBER})?\s*(?P<unit>{_UNIT})?\s*")
+
+
+def shown(value: Any, limit: int = 200) -> str:
+    """``repr`` of a user value cut to ``limit`` characters, for an error message."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 20]}... ({len(text)} characters)"
+
+
+def parse_quantity(text: Any, unit: str | None = None, *, what: str = "value", bare: str | None = None) -> Any:
+    """A quantity from user text (``"80 GB"``, ``"3.35 TB/s"``, ``"1e-3 USD/request"``), strictly.
+
+    The one parser of quantities that come from outside (registry files, the command line, the
+    dashboard). The grammar is a finite decimal or scientific number followed by a unit expression:
+    unit names joined by ``*``, ``/`` or spaces, each with at most a one-digit exponent. No arithmetic
+    on numbers, no parentheses, at most :data:`MAX_QUANTITY_TEXT` characters, so a text cannot make
+    the parser evaluate ``9**9**9``.
+
+    Parameters
+    ----------
+    text : str
+        The text to read.
+    unit : str, optional
+        An example unit of the dimension the value must have (``"GB"``); ``None`` accepts any.
+    what : str
+        What the value is, for error messages (``"--rate"``, ``"accelerators['x'].memory"``).
+    bare : str, optional
+        The unit a bare number is read in; ``None`` (the default) makes a bare number an error when
+        ``unit`` has a dimension.
+
+    Raises
+    ------
+    UnitsError
+        Naming ``what``, quoting the text (cut to 200 characters) and giving an example.
+
+    Examples
+    --------
+    >>> parse_quantity("3.35 TB/s", "GB/s")
+    <Quantity(3.35, 'terabyte / second')>
+    >>> parse_quantity("9**9**9 GiB", "GB", what="memory")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    calculator.errors.UnitsError: memory: expected a number and a unit like '1 GB', got '9**9**9 GiB'
+    """
+    example = f"1 {unit}" if unit else "1 GB"
+    if not isinstance(text, str):
+        raise UnitsError(f"{what}: expected a quantity as text like {example!r}, got {shown(text)}")
+    if len(text) > MAX_QUANTITY_TEXT:
+        raise UnitsError(f"{what}: the text is longer than {MAX_QUANTITY_TEXT} characters: {shown(text)}")
+    match = _QUANTITY.fullmatch(text)
+    if match is None or not (match.group("number") or match.group("unit")):
+        raise UnitsError(f"{what}: expected a number and a unit like {example!r}, got {shown(text)}")
+    number = float(match.group("number").replace("_", "")) if match.group("number") else 1.0
+    if not math.isfinite(number):
+        raise UnitsError(f"{what}: the number must be finite, got {shown(text)}")
+    written = match.group("unit")
+    if written is None:
+        if unit and dimension_of(unit) and bare is None:
+            raise UnitsError(f"{what}: {shown(text)} has no unit; write it with one, like {example!r}")
+        written = bare or ""
+    try:
+        units = ureg.parse_units(written.strip()) if written.strip() else ureg.dimensionless
+    except Exception:  # pint raises several error types for unknown names
+        raise UnitsError(
+            f"{what}: unknown unit in {shown(text)} (try e.g. ms, GB, GB/s, request/s, USD/hour)"
+        ) from None
+    quantity = ureg.Quantity(number, units)
+    if unit is not None and quantity.dimensionality != dimension_of(unit):
+        raise UnitsError(
+            f"{what}: needs dimension {dimension_of(unit) or 'dimensionless'} (like {example!r}), got {shown(text)}"
+        )
+    return quantity

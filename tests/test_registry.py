@@ -239,7 +239,7 @@ def test_minimal_file_loads_and_counts_parse(tmp_path):
     [
         # unknown unit
         (("80 GiB", "80 GiBs"), r"registry.yaml: accelerators\['gpu-x'\]: field 'memory': expected a quantity like "
-         r"'80 GB', found '80 GiBs' \('GiBs' is not defined"),
+         r"'80 GB', found '80 GiBs' \(unknown unit"),
         # wrong dimension
         (("3.35 TB/s", "3.35 TFLOP/s"), r"field 'memory_bandwidth': expected dimension \[information\] / \[time\] "
          r".*found '3.35 TFLOP/s' with dimension \[compute\] / \[time\]"),

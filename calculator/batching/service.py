@@ -22,12 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from ._support import magnitude
-from .errors import InputError
-from .formula import formula, minimum, per, var
-from .queueing import ggc_mean_wait, in_flight, replicas_for_load, utilization
-from .results import Result, as_count, plain
-from .units import Q_, check_units
+from .._support import magnitude
+from ..errors import InputError
+from ..formula import formula, minimum, per, var
+from ..queueing import ggc_mean_wait, in_flight, replicas_for_load, utilization
+from ..results import Result, as_count, plain
+from ..units import Q_, check_units
 
 __all__ = [
     "batch_service_time",

@@ -7,59 +7,66 @@ batching for recommendation (Example 10.3), streaming budgets (10.6.7), adaptive
 SLO-adaptive controller (10.6.8), test-time compute budgets (Napkin Math 10.4) and the strategy
 decision tree (Table 9).
 
-Eq. 3 names queueing and formation delay but gives no model for either. This module adds the exact
-mean formation delay of a window that opens at a batch's first arrival and closes after ``T_w`` or
-at ``B_max`` requests (Poisson arrivals), and prices the queueing of the formed batches with the
-G/G/c approximation of :mod:`calculator.queueing`; :func:`simulate_dynamic_batching` runs the same
-policy on any arrival trace, optionally under the chapter's SLO-adaptive controller.
+The submodules, each re-exported here:
+
+* :mod:`~calculator.batching.service`: the batch service curve ``T(B)``, throughput, knee, operating
+  points, and Little's law for a batching fleet (10.6.2, Theorem 10.1).
+* :mod:`~calculator.batching.dynamic`: dynamic batching, the exact mean formation delay of a window
+  and the latency decomposition of Eq. 3 (10.6.3).
+* :mod:`~calculator.batching.adaptive`: adaptive windows, the SLO-adaptive controller and
+  :func:`simulate_dynamic_batching` on any arrival trace (10.6.8).
+* :mod:`~calculator.batching.continuous`: static batching waste and continuous batching (10.6.4-10.6.5).
+* :mod:`~calculator.batching.workloads`: feature-parallel, streaming and test-time compute budgets
+  (10.6.6, 10.6.7, 10.6.9).
+* :mod:`~calculator.batching.strategy`: the strategy decision tree (10.6.10, Table 9).
 """
 
 from __future__ import annotations
 
-from .service import (
+from .adaptive import BatchingTrace, adaptive_window, simulate_dynamic_batching, slo_adaptive_step
+from .continuous import (
     TABLE_7,
-    TABLE_9,
-    BatchFormation,
-    BatchingRecommendation,
-    BatchingStrategy,
-    BatchingTrace,
-    ConcurrencyPlan,
     ContinuousBatchingScenario,
-    DynamicBatchingLatency,
-    OperatingPoints,
-    ReasoningBudget,
     SlotTimeline,
     StaticBatchAccounting,
-    adaptive_window,
-    batch_formation,
-    batch_operating_points,
-    batch_service_time,
-    batch_throughput,
-    batched_utilization,
-    concurrency_plan,
     continuous_batching_ceiling,
-    dynamic_batching_latency,
-    effective_service_rate,
     effective_waste,
-    frames_of_delay,
-    knee_batch_size,
-    max_batch_for_budget,
     padding_waste,
     padding_waste_fraction,
-    pipeline_sustains,
-    reasoning_budget,
-    reasoning_latency,
-    request_time_in_system,
-    select_batching_strategy,
-    shard_batch_size,
-    shard_lookup_rate,
-    simulate_dynamic_batching,
-    slo_adaptive_step,
     slot_timeline,
     speedup_from_waste,
     static_batch_accounting,
-    streaming_latency,
+)
+from .dynamic import (
+    BatchFormation,
+    DynamicBatchingLatency,
+    batch_formation,
+    batched_utilization,
+    dynamic_batching_latency,
+    request_time_in_system,
     window_batch_size,
+)
+from .service import (
+    ConcurrencyPlan,
+    OperatingPoints,
+    batch_operating_points,
+    batch_service_time,
+    batch_throughput,
+    concurrency_plan,
+    effective_service_rate,
+    knee_batch_size,
+    max_batch_for_budget,
+)
+from .strategy import TABLE_9, BatchingRecommendation, BatchingStrategy, select_batching_strategy
+from .workloads import (
+    ReasoningBudget,
+    frames_of_delay,
+    pipeline_sustains,
+    reasoning_budget,
+    reasoning_latency,
+    shard_batch_size,
+    shard_lookup_rate,
+    streaming_latency,
 )
 
 __all__ = [

@@ -24,12 +24,12 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InputError
-from .formula import check_domain, formula, maximum, minimum, var
-from .memory import kv_shards, min_devices_for_weights, weight_bytes
-from .phases import kv_handoff_time
-from .results import Result, as_count, plain
-from .units import Q_, check_units
+from ..errors import InputError
+from ..formula import check_domain, formula, maximum, minimum, var
+from ..memory import kv_shards, min_devices_for_weights, weight_bytes
+from ..phases import kv_handoff_time
+from ..results import Result, as_count, plain
+from ..units import Q_, check_units
 
 __all__ = [
     "BANDWIDTH_BASES",
@@ -114,7 +114,7 @@ def resolve_interconnect(link: Any) -> Any:
     >>> resolve_interconnect("chapter-nvlink-h100").startup_latency
     <Quantity(500, 'nanosecond')>
     """
-    from .registry import Interconnect, load_registry
+    from ..registry import Interconnect, load_registry
 
     if isinstance(link, Interconnect):
         return link

@@ -28,12 +28,12 @@ from typing import Any
 
 import numpy as np
 
-from ._support import count, magnitude
-from .errors import InputError
-from .formula import formula, per, var
-from .parallelism import point_to_point_time
-from .results import Result, as_count, ceil_count, plain
-from .units import Q_, check_units
+from .._support import count, magnitude
+from ..errors import InputError
+from ..formula import formula, per, var
+from ..parallelism import point_to_point_time
+from ..results import Result, as_count, ceil_count, plain
+from ..units import Q_, check_units
 
 __all__ = [
     "shed_fraction",

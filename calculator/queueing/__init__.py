@@ -3,18 +3,19 @@
 Chapter sections 10.1-10.3 (offered and admitted load, TTFT/TPOT, SLO goodput, the serving-tax
 decomposition of Eq. 1, the three triggers for distribution) and the queueing side of 10.6.2
 (Little's law, replicas from throughput, utilization). The chapter names queueing delay but leaves
-its models to other chapters; fleet sizing needs waits and their tails, so this module adds:
+its models to other chapters; fleet sizing needs waits and their tails, so this package adds M/M/c
+(exact), M/G/1 (Pollaczek-Khinchine) and G/G/c (Allen-Cunneen) waits and wait tails.
 
-* **M/M/c** (Poisson arrivals, exponential service, ``c`` servers): exact. Erlang C is computed from
-  the Poisson distribution in log space (``P(N = c) / P(N <= c)`` gives Erlang B), stable for
-  thousands of servers.
-* **M/G/1**: the Pollaczek-Khinchine mean wait, exact for any service distribution.
-* **G/G/c**: the Allen-Cunneen approximation, the M/M/c wait scaled by ``(c_a^2 + c_s^2) / 2``.
-  It is exact for M/M/c and for M/G/1, and for a single server it is Kingman's formula.
-  Validated against discrete-event simulation in ``docs/models-10.1-10.6.md``.
-* **Wait tails**: exact for M/M/c (``P(W > t) = C e^{-(c mu - lambda) t}``); for G/G/c the same
-  exponential tail with its mean scaled by the Allen-Cunneen factor (an approximation whose error
-  the docs table records).
+The submodules, each re-exported here:
+
+* :mod:`~calculator.queueing.contracts`: offered and admitted load, capacity at a fixed mix and SLO,
+  TTFT/TPOT/TBT, SLO goodput (10.1-10.3).
+* :mod:`~calculator.queueing.capacity`: the triggers for distribution (10.2, Table 1), Little's law,
+  replicas and utilization (10.6.2).
+* :mod:`~calculator.queueing.latency`: the serving tax (10.3.2, Eq. 1).
+* :mod:`~calculator.queueing.mmc`: M/M/c, exact (Erlang C, mean wait, wait tail and quantile).
+* :mod:`~calculator.queueing.ggc`: M/G/1 and G/G/c, :func:`queue_metrics`, and :func:`arrival_times`
+  (a renewal arrival trace to simulate).
 
 Queue functions broadcast over numpy arrays (``servers`` may be an integer array) and never raise on
 overload: at utilization >= 1 they return ``P(wait) = 1`` and infinite waits, and
@@ -23,42 +24,38 @@ overload: at utilization >= 1 they return ``P(wait) = 1`` and infinite waits, an
 
 from __future__ import annotations
 
-from .contracts import (
-    CapacityMeasurement,
+from .capacity import (
     DistributionTriggers,
-    QueueMetrics,
-    ServingTaxBudget,
-    StreamMetrics,
-    arrival_times,
-    compare_capacity,
-    coordination_latency,
     distribution_triggers,
-    end_to_end_latency,
-    erlang_c,
-    ggc_mean_wait,
-    ggc_wait_exceedance,
-    ggc_wait_quantile,
-    goodput_from_requests,
     in_flight,
-    interactivity,
-    kingman_wait,
-    mg1_mean_wait,
-    mmc_mean_wait,
-    mmc_wait_exceedance,
-    mmc_wait_quantile,
-    network_latency,
-    queue_metrics,
-    queue_stable,
     replica_demand,
     replicas_for_load,
-    serving_tax_budget,
+    utilization,
+)
+from .contracts import (
+    CapacityMeasurement,
+    StreamMetrics,
+    compare_capacity,
+    goodput_from_requests,
+    interactivity,
     shed_fraction,
     slo_attainment,
     slo_goodput,
     stream_metrics,
-    utilization,
+)
+from .ggc import (
+    QueueMetrics,
+    arrival_times,
+    ggc_mean_wait,
+    ggc_wait_exceedance,
+    ggc_wait_quantile,
+    kingman_wait,
+    mg1_mean_wait,
+    queue_metrics,
     variability_factor,
 )
+from .latency import ServingTaxBudget, coordination_latency, end_to_end_latency, network_latency, serving_tax_budget
+from .mmc import erlang_c, mmc_mean_wait, mmc_wait_exceedance, mmc_wait_quantile, queue_stable
 
 __all__ = [
     "shed_fraction",

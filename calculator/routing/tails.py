@@ -16,11 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InputError, UnitsError
-from .formula import check_domain, formula, var
-from .phases import kv_handoff_time
-from .results import Result
-from .units import Q_, check_units, ureg
+from ..errors import InputError, UnitsError
+from ..formula import check_domain, formula, var
+from ..phases import kv_handoff_time
+from ..results import Result
+from ..units import Q_, check_units, ureg
 
 __all__ = [
     "tail_event_rate",
@@ -1089,7 +1089,7 @@ def kv_migration(
         bandwidth = link
         alpha = _ZERO_SECONDS if latency is None else latency
     else:
-        from .parallelism import link_bandwidth, resolve_interconnect
+        from ..parallelism import link_bandwidth, resolve_interconnect
 
         entry = resolve_interconnect(link)
         bandwidth = link_bandwidth(entry, bandwidth_basis)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -16,6 +15,7 @@ from .._support import magnitude
 from ..errors import InputError
 from ..formula import formula, minimum, per, var
 from ..results import Result, plain
+from ..types import Count, Time
 from ..units import Q_, check_units
 
 __all__ = [
@@ -71,15 +71,15 @@ def adaptive_window(arrival_rate, target_batch_size, max_window):
 
 @check_units(p99_latency="s", slo="s", window="s")
 def slo_adaptive_step(
-    p99_latency: Any,
-    slo: Any,
-    max_batch: Any,
-    window: Any,
+    p99_latency: Time,
+    slo: Time,
+    max_batch: Count,
+    window: Time,
     high: float = 0.9,
     low: float = 0.5,
     decrease: float = 0.2,
     increase: float = 0.1,
-) -> tuple[Any, Any]:
+) -> tuple[Count, Time]:
     r"""One step of the chapter's SLO-adaptive batching controller.
 
     Parameters
@@ -151,36 +151,36 @@ class BatchingTrace(Result):
         Window after each step.
     """
 
-    latency: Any
-    formation_delay: Any
-    queueing_delay: Any
-    service_time: Any
-    batch_sizes: Any
-    control_times: Any
-    control_p99: Any
-    control_max_batch: Any
-    control_window: Any
+    latency: Time
+    formation_delay: Time
+    queueing_delay: Time
+    service_time: Time
+    batch_sizes: Count
+    control_times: Time
+    control_p99: Time
+    control_max_batch: Count
+    control_window: Time
 
     @property
-    def mean_latency(self) -> Any:
+    def mean_latency(self) -> Time:
         """Mean of :attr:`latency`."""
         return self.latency.mean()
 
-    def latency_quantile(self, quantile: float) -> Any:
+    def latency_quantile(self, quantile: float) -> Time:
         """A quantile of :attr:`latency` (0.99 for p99)."""
         return Q_(float(np.quantile(self.latency.m_as("s"), quantile)), "s")
 
 
 @check_units(arrival_times="s", window="s", fixed_time="s", marginal_time="s", slo="s", control_interval="s")
 def simulate_dynamic_batching(
-    arrival_times: Any,
-    window: Any,
-    max_batch: Any,
-    fixed_time: Any,
-    marginal_time: Any,
+    arrival_times: Time,
+    window: Time,
+    max_batch: Count,
+    fixed_time: Time,
+    marginal_time: Time,
     replicas: int = 1,
-    slo: Any = None,
-    control_interval: Any = None,
+    slo: Time | None = None,
+    control_interval: Time | None = None,
 ) -> BatchingTrace:
     r"""Simulate a window-or-max-batch batcher on an arrival trace, optionally under SLO-adaptive control.
 

@@ -12,6 +12,7 @@ from .._support import magnitude
 from ..errors import InputError
 from ..formula import formula, var
 from ..results import Result, plain
+from ..types import Count, Fraction, Time
 from ..units import Q_, check_units
 
 __all__ = [
@@ -69,7 +70,7 @@ def padding_waste_fraction(mean_length, max_length):
     return 1 - mean_length / max_length
 
 
-def padding_waste(output_lengths: Any) -> Any:
+def padding_waste(output_lengths: Count) -> Fraction:
     """Padding waste (Eq. 4) of static batches given each request's output length.
 
     Parameters
@@ -129,27 +130,27 @@ class StaticBatchAccounting(Result):
         slot (the new ones still running at the end).
     """
 
-    batch_size: Any
-    max_length: Any
-    mean_length: Any
-    iterations: Any
-    batch_time: Any
-    slot_iterations: Any
-    useful_slot_iterations: Any
-    idle_slot_iterations: Any
-    waste: Any
-    barrier_latency: Any
-    release_latency: Any
-    mean_barrier_latency: Any
-    mean_release_latency: Any
-    latency_reduction: Any
+    batch_size: Count
+    max_length: Count
+    mean_length: Count
+    iterations: Count
+    batch_time: Time
+    slot_iterations: Count
+    useful_slot_iterations: Count
+    idle_slot_iterations: Count
+    waste: Fraction
+    barrier_latency: Time
+    release_latency: Time
+    mean_barrier_latency: Time
+    mean_release_latency: Time
+    latency_reduction: Fraction
     speedup: Any
     freed_at: Any
-    requests_advanced: Any
+    requests_advanced: Count
 
 
 @check_units(iteration_time="s")
-def static_batch_accounting(output_lengths: Any, iteration_time: Any) -> StaticBatchAccounting:
+def static_batch_accounting(output_lengths: Count, iteration_time: Time) -> StaticBatchAccounting:
     """Account a static batch's slot-iterations and its requests' latencies with and without a barrier.
 
     Parameters
@@ -235,20 +236,20 @@ class SlotTimeline(Result):
 
     grid: Any
     prefill: Any
-    slot_iterations: Any
-    used_slot_iterations: Any
-    occupancy: Any
-    admitted: Any
-    completed: Any
+    slot_iterations: Count
+    used_slot_iterations: Count
+    occupancy: Fraction
+    admitted: Count
+    completed: Count
     start_iteration: Any
 
 
 def slot_timeline(
-    output_lengths: Any,
+    output_lengths: Count,
     slots: int | None = None,
     iterations: int | None = None,
     refill: bool = False,
-    queued_lengths: Any = (),
+    queued_lengths: Count = (),
     prefill_iterations: int = 0,
 ) -> SlotTimeline:
     """Lay out a batch on a slot x iteration grid, with fixed membership or continuous admission.
@@ -405,7 +406,7 @@ def speedup_from_waste(effective_waste):
     return 1 / (1 - effective_waste)
 
 
-def effective_waste(speedup: Any) -> Any:
+def effective_waste(speedup: Any) -> Fraction:
     r"""Effective waste implied by a continuous-batching speedup: :math:`1 - 1/S`.
 
     Parameters

@@ -17,6 +17,7 @@ from .._support import magnitude
 from ..formula import formula, minimum, per, var
 from ..queueing import ggc_mean_wait, utilization
 from ..results import Result, plain
+from ..types import Count, Fraction, Rate, Time
 from ..units import Q_, check_units
 from .service import batch_throughput
 
@@ -172,11 +173,11 @@ class BatchFormation(Result):
         Coefficient of variation of the times between batch dispatches.
     """
 
-    mean_batch_size: Any
+    mean_batch_size: Count
     batch_size_cv: Any
     mean_square_batch_size: Any
-    formation_delay: Any
-    batch_rate: Any
+    formation_delay: Time
+    batch_rate: Rate
     batch_interval_cv: Any
 
 
@@ -199,7 +200,7 @@ def _formation_sums(mean_arrivals: Any, extra: Any) -> tuple[np.ndarray, ...]:
 
 
 @check_units(arrival_rate="request/s", window="s")
-def batch_formation(arrival_rate: Any, window: Any, max_batch: Any) -> BatchFormation:
+def batch_formation(arrival_rate: Rate, window: Time, max_batch: Count) -> BatchFormation:
     r"""Exact batch-size and formation-delay statistics of a window-or-max-batch policy.
 
     Parameters
@@ -278,18 +279,18 @@ class DynamicBatchingLatency(Result):
         ``utilization < 1``; when False the queueing delay and the total are ``inf``.
     """
 
-    mean_batch_size: Any
-    formation_delay: Any
-    queueing_delay: Any
-    service_time: Any
-    time_in_system: Any
-    utilization: Any
+    mean_batch_size: Count
+    formation_delay: Time
+    queueing_delay: Time
+    service_time: Time
+    time_in_system: Time
+    utilization: Fraction
     stable: Any
 
 
 @check_units(arrival_rate="request/s", window="s", fixed_time="s", marginal_time="s")
 def dynamic_batching_latency(
-    arrival_rate: Any, window: Any, max_batch: Any, fixed_time: Any, marginal_time: Any, replicas: Any = 1
+    arrival_rate: Rate, window: Time, max_batch: Count, fixed_time: Time, marginal_time: Time, replicas: Count = 1
 ) -> DynamicBatchingLatency:
     r"""Mean request latency of dynamic batching: queueing + formation + execution (Eq. 3).
 

@@ -8,7 +8,6 @@ applied to a batching fleet (concurrency and replicas).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -17,6 +16,7 @@ from ..errors import InputError
 from ..formula import formula, per, var
 from ..queueing import in_flight, replicas_for_load, utilization
 from ..results import Result, as_count
+from ..types import Count, Fraction, Rate, Time, TokenRate
 from ..units import Q_, check_units
 
 __all__ = [
@@ -185,7 +185,7 @@ def knee_batch_size(fixed_time, marginal_time):
 
 
 @check_units(fixed_time="s", marginal_time="s", execution_budget="s")
-def max_batch_for_budget(fixed_time: Any, marginal_time: Any, execution_budget: Any) -> Any:
+def max_batch_for_budget(fixed_time: Time, marginal_time: Time, execution_budget: Time) -> Count:
     r"""Largest batch whose execution fits a budget: :math:`T(B) \le` the budget left for execution.
 
     Parameters
@@ -240,14 +240,16 @@ class OperatingPoints(Result):
         Tokens per second each device delivers, :math:`B / (T(B)\, d)`.
     """
 
-    batch_size: Any
-    step_time: Any
-    interactivity: Any
-    throughput_per_device: Any
+    batch_size: Count
+    step_time: Time
+    interactivity: TokenRate
+    throughput_per_device: TokenRate
 
 
 @check_units(fixed_time="s", marginal_time="s")
-def batch_operating_points(batch_sizes: Any, fixed_time: Any, marginal_time: Any, devices: int = 1) -> OperatingPoints:
+def batch_operating_points(
+    batch_sizes: Count, fixed_time: Time, marginal_time: Time, devices: int = 1
+) -> OperatingPoints:
     r"""Throughput versus interactivity of a decode replica from its linear step-time model.
 
     Parameters
@@ -320,19 +322,19 @@ class ConcurrencyPlan(Result):
         ``in_flight - executing``: waiting for a replica or accumulating into a batch.
     """
 
-    in_flight: Any
-    replica_throughput: Any
-    min_replicas: Any
-    replicas: Any
-    utilization: Any
-    executing_positions: Any
-    executing: Any
-    waiting: Any
+    in_flight: Count
+    replica_throughput: Rate
+    min_replicas: Count
+    replicas: Count
+    utilization: Fraction
+    executing_positions: Count
+    executing: Count
+    waiting: Count
 
 
 @check_units(arrival_rate="request/s", time_in_system="s", batch_time="s", max_utilization="")
 def concurrency_plan(
-    arrival_rate: Any, time_in_system: Any, batch_size: Any, batch_time: Any, max_utilization: Any = 1.0
+    arrival_rate: Rate, time_in_system: Time, batch_size: Count, batch_time: Time, max_utilization: Fraction = 1.0
 ) -> ConcurrencyPlan:
     r"""Mean concurrency, replica count and executing/waiting split for a batching fleet.
 

@@ -15,6 +15,7 @@ from .._support import magnitude
 from ..errors import InputError
 from ..formula import formula, per, var
 from ..results import Result, as_count
+from ..types import Count, Time
 from ..units import Q_, check_units
 
 __all__ = [
@@ -148,7 +149,7 @@ def streaming_latency(capture, transfer, inference, action):
 
 
 @check_units(budget="s", frame_interval="s")
-def frames_of_delay(budget: Any, frame_interval: Any) -> Any:
+def frames_of_delay(budget: Time, frame_interval: Time) -> Count:
     r"""How many frame intervals of delay a latency budget can hold.
 
     Parameters
@@ -180,7 +181,7 @@ def frames_of_delay(budget: Any, frame_interval: Any) -> Any:
 
 
 @check_units(stage_times="s", frame_interval="s")
-def pipeline_sustains(stage_times: Any, frame_interval: Any) -> bool:
+def pipeline_sustains(stage_times: Time, frame_interval: Time) -> bool:
     """Whether a pipeline keeps up with its input: its slowest stage is no slower than the frame interval.
 
     Parameters
@@ -270,23 +271,23 @@ class ReasoningBudget(Result):
         ``generated_tokens <= token_budget`` (None without a token budget).
     """
 
-    direct_latency: Any
-    reasoning_latency: Any
+    direct_latency: Time
+    reasoning_latency: Time
     latency_multiplier: Any
-    max_serial_tokens: Any
+    max_serial_tokens: Count
     within_latency: Any
-    generated_tokens: Any
+    generated_tokens: Count
     within_capacity: Any
 
 
 @check_units(time_per_token="s", latency_budget="s")
 def reasoning_budget(
-    time_per_token: Any,
-    latency_budget: Any,
-    reasoning_tokens: Any,
-    answer_tokens: Any = 1,
-    candidates: Any = 1,
-    token_budget: Any = None,
+    time_per_token: Time,
+    latency_budget: Time,
+    reasoning_tokens: Count,
+    answer_tokens: Count = 1,
+    candidates: Count = 1,
+    token_budget: Count | None = None,
 ) -> ReasoningBudget:
     """Check a reasoning request against a per-request compute budget, stated in latency and capacity.
 

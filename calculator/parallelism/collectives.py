@@ -24,6 +24,7 @@ import numpy as np
 from ..errors import InputError
 from ..formula import formula, maximum, minimum, var
 from ..phases import kv_handoff_time
+from ..types import Bandwidth, Bytes, Count, Time
 from ..units import (
     Q_,  # noqa: F401 (the doctests use it)
     check_units,
@@ -79,7 +80,7 @@ def resolve_interconnect(link: Any) -> Any:
     raise InputError(f"argument 'link' must be a registry interconnect id or an Interconnect, got {link!r}")
 
 
-def link_bandwidth(link: Any, basis: str = "per_direction") -> Any:
+def link_bandwidth(link: Any, basis: str = "per_direction") -> Bandwidth:
     """The bandwidth of a link on the stated basis.
 
     Parameters
@@ -110,7 +111,7 @@ def link_bandwidth(link: Any, basis: str = "per_direction") -> Any:
     return entry.bandwidth
 
 
-def link_latency(link: Any) -> Any:
+def link_latency(link: Any) -> Time:
     """The per-message startup latency (alpha) of a link; :class:`InputError` if the registry has none.
 
     Parameters
@@ -381,15 +382,15 @@ def alltoall_time(message, devices, bandwidth, latency, bisection_bandwidth, flo
 @check_units(message="B", floor="s", latency="s", bisection_bandwidth="B/s")
 def collective_time(
     collective: str,
-    message: Any,
-    devices: Any,
+    message: Bytes,
+    devices: Count,
     link: Any,
     *,
-    floor: Any = _ZERO_SECONDS,
-    latency: Any = None,
+    floor: Time = _ZERO_SECONDS,
+    latency: Time | None = None,
     bandwidth_basis: str = "per_direction",
-    bisection_bandwidth: Any = None,
-) -> Any:
+    bisection_bandwidth: Bandwidth | None = None,
+) -> Time:
     """Time of one collective over a registry interconnect.
 
     Parameters

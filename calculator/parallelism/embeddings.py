@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from ..errors import InputError
 from ..formula import check_domain, formula, var
 from ..results import Result
+from ..types import Bandwidth, Bytes, Time
 from ..units import Q_, check_units
 from ._common import _ZERO_BYTES, _check_count
 
@@ -105,11 +105,11 @@ class EmbeddingTiers(Result):
     hot_entities: float
     warm_entities: float
     cold_entities: float
-    hot_bytes: Any
-    warm_bytes: Any
-    cold_bytes: Any
-    total_bytes: Any
-    warm_slice_bytes: Any
+    hot_bytes: Bytes
+    warm_bytes: Bytes
+    cold_bytes: Bytes
+    total_bytes: Bytes
+    warm_slice_bytes: Bytes
     fits: bool | None
     max_admitted_entities: float | None
 
@@ -117,12 +117,12 @@ class EmbeddingTiers(Result):
 @check_units(vector_bytes="B", resident_budget="B")
 def tiered_embedding_placement(
     admitted_entities: float,
-    vector_bytes: Any,
+    vector_bytes: Bytes,
     hot_replicas: int,
     hot_fraction: float = 0.01,
     warm_fraction: float = 0.10,
     warm_shards: int = 8,
-    resident_budget: Any = None,
+    resident_budget: Bytes | None = None,
 ) -> EmbeddingTiers:
     r"""Memory of a hot/warm/cold embedding placement, counting hot replicas against the budget.
 
@@ -197,9 +197,9 @@ DEFAULT_BATCHING_WINDOW = Q_(1, "ms")
 class EmbeddingLookup(Result):
     """Sequential per-lookup RPCs vs one batched, deduplicated, shard-grouped dispatch wave."""
 
-    sequential_time: Any
+    sequential_time: Time
     sequential_waves: int
-    batched_time: Any
+    batched_time: Time
     batched_rpcs: int
     lookups_per_shard: int
     speedup: float
@@ -208,12 +208,12 @@ class EmbeddingLookup(Result):
 @check_units(rpc_time="s", batching_window="s", vector_bytes="B", shard_bandwidth="B/s")
 def embedding_lookup_time(
     lookups: int,
-    rpc_time: Any,
+    rpc_time: Time,
     shards: int,
-    batching_window: Any = DEFAULT_BATCHING_WINDOW,
+    batching_window: Time = DEFAULT_BATCHING_WINDOW,
     unique_fraction: float = 1.0,
-    vector_bytes: Any = _ZERO_BYTES,
-    shard_bandwidth: Any = None,
+    vector_bytes: Bytes = _ZERO_BYTES,
+    shard_bandwidth: Bandwidth | None = None,
 ) -> EmbeddingLookup:
     r"""Latency of a request's embedding lookups: one RPC wave per lookup vs one batched wave.
 

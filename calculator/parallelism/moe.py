@@ -11,6 +11,7 @@ from ..errors import InputError
 from ..formula import check_domain
 from ..memory import weight_bytes
 from ..results import Result, as_count, plain
+from ..types import Bandwidth, Bytes, Count, Time, TokenRate
 from ..units import Q_, check_units
 from ._common import _ZERO_SECONDS, _check_count
 from .tensor import min_shards
@@ -35,8 +36,8 @@ __all__ = [
 class MoeWeights(Result):
     """Resident (all experts) and per-token active weight bytes of a mixture of experts."""
 
-    resident_bytes: Any
-    active_bytes: Any
+    resident_bytes: Bytes
+    active_bytes: Bytes
     total_to_active_ratio: float
 
 
@@ -47,7 +48,7 @@ def _check_parameters(function: str, total: Any, active: Any) -> None:
         raise InputError(f"{function}(): argument 'active_parameters' ({active}) exceeds total_parameters ({total})")
 
 
-def moe_weights(total_parameters: Any, active_parameters: Any, bits_per_weight: Any) -> MoeWeights:
+def moe_weights(total_parameters: Count, active_parameters: Count, bits_per_weight: Any) -> MoeWeights:
     r"""Resident and active weight bytes of a mixture-of-experts model.
 
     Parameters
@@ -94,8 +95,8 @@ class ExpertPlacement(Result):
     shared_parameters: float
     experts_per_device: int
     even: bool
-    device_weight_bytes: Any
-    replicated_weight_bytes: Any
+    device_weight_bytes: Bytes
+    replicated_weight_bytes: Bytes
 
 
 def expert_placement(
@@ -173,14 +174,14 @@ def expert_placement(
 class MoeDecodeFloor(Result):
     """Napkin Math 10.8: nodes for the resident weights and the batch-one decode floor."""
 
-    resident_bytes: Any
+    resident_bytes: Bytes
     nodes: int
-    node_capacity: Any
+    node_capacity: Bytes
     devices: int
-    read_bytes_per_device: Any
-    read_time: Any
-    token_time: Any
-    tokens_per_second: Any
+    read_bytes_per_device: Bytes
+    read_time: Time
+    token_time: Time
+    tokens_per_second: TokenRate
 
 
 @check_units(device_capacity="B", memory_bandwidth="B/s", routing_time="s")
@@ -189,9 +190,9 @@ def moe_decode_floor(
     active_parameters: float,
     bits_per_weight: float,
     devices_per_node: int,
-    device_capacity: Any,
-    memory_bandwidth: Any,
-    routing_time: Any = _ZERO_SECONDS,
+    device_capacity: Bytes,
+    memory_bandwidth: Bandwidth,
+    routing_time: Time = _ZERO_SECONDS,
     devices: int | None = None,
 ) -> MoeDecodeFloor:
     r"""Nodes needed to hold an MoE model's weights and its optimistic batch-one decode floor.
@@ -259,7 +260,7 @@ def moe_decode_floor(
     )
 
 
-def expert_capacity(tokens: Any, experts_per_token: int, experts: int, capacity_factor: float = 1.25) -> Any:
+def expert_capacity(tokens: Count, experts_per_token: int, experts: int, capacity_factor: float = 1.25) -> Count:
     r"""Token slots per expert under a capacity factor.
 
     Parameters

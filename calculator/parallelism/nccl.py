@@ -8,13 +8,13 @@ fitted on public NCCL measurements (see :func:`fit_ring_allreduce`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from ..errors import InputError
 from ..formula import check_domain
 from ..results import Result
+from ..types import Bandwidth, Bytes, Count, Time
 from ..units import Q_, check_units
 from ._common import _ZERO_SECONDS
 from .collectives import ring_allreduce_time  # noqa: F401 (the doctests use it)
@@ -41,9 +41,9 @@ class AllReduceCalibration(Result):
     Use as ``ring_allreduce_time(message, n, cal.bandwidth, cal.latency, cal.floor)``.
     """
 
-    floor: Any
-    bandwidth: Any
-    latency: Any
+    floor: Time
+    bandwidth: Bandwidth
+    latency: Time
     source: str
 
 
@@ -81,9 +81,9 @@ class FitErrorRow(Result):
 class AllReduceFit(Result):
     """A fitted ring all-reduce: floor and bandwidth, and the error per device count and regime."""
 
-    floor: Any
-    bandwidth: Any
-    latency: Any
+    floor: Time
+    bandwidth: Bandwidth
+    latency: Time
     errors: tuple[FitErrorRow, ...]
 
     def error(self, devices: int, regime: str) -> FitErrorRow:
@@ -101,11 +101,11 @@ DECODE_MESSAGES = (Q_(16, "KiB"), Q_(1, "MiB"))
 
 @check_units(message="B", measured_time="s", latency="s", min_message="B")
 def fit_ring_allreduce(
-    message: Any,
-    devices: Any,
-    measured_time: Any,
-    latency: Any = _ZERO_SECONDS,
-    min_message: Any = DECODE_MESSAGES[0],
+    message: Bytes,
+    devices: Count,
+    measured_time: Time,
+    latency: Time = _ZERO_SECONDS,
+    min_message: Bytes = DECODE_MESSAGES[0],
 ) -> AllReduceFit:
     r"""Fit the per-collective floor and the achieved link bandwidth of :func:`ring_allreduce_time`.
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from ..errors import InputError
 from ..formula import check_domain, formula, var
 from ..results import Result
+from ..types import Rate, Time
 from ..units import Q_, check_units
 from ._common import _ZERO_SECONDS, _check_count
 
@@ -134,15 +134,15 @@ class PipelinePerformance(Result):
 
     stages: int
     requests: int
-    latency: Any
-    throughput: Any
-    makespan: Any
+    latency: Time
+    throughput: Rate
+    makespan: Time
     bubble_fraction: float
 
 
 @check_units(stage_times="s", transfer_time="s")
 def pipeline_performance(
-    stage_times: Any, requests: int = 1, transfer_time: Any = _ZERO_SECONDS
+    stage_times: Time, requests: int = 1, transfer_time: Time = _ZERO_SECONDS
 ) -> PipelinePerformance:
     r"""Latency, throughput and bubble of a pipeline of stages serving ``requests`` identical requests.
 

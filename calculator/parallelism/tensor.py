@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np  # noqa: F401 (the doctests use it)
 
@@ -11,6 +10,7 @@ from ..errors import InputError
 from ..formula import formula, maximum, var
 from ..memory import kv_shards, min_devices_for_weights
 from ..results import Result
+from ..types import Bytes, Count
 from ..units import (
     Q_,  # noqa: F401 (the doctests use it)
     check_units,
@@ -38,7 +38,7 @@ __all__ = [
 
 
 @check_units(weight_bytes="B", device_capacity="B", reserve="B")
-def min_shards(weight_bytes: Any, device_capacity: Any, reserve: Any = _ZERO_BYTES) -> Any:
+def min_shards(weight_bytes: Bytes, device_capacity: Bytes, reserve: Bytes = _ZERO_BYTES) -> Count:
     r"""Weight-only lower bound on the number of devices that can hold a model's weights.
 
     Parameters

@@ -7,7 +7,6 @@ replica count that Little's law and the replica throughput give.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -15,6 +14,7 @@ from .._support import magnitude
 from ..errors import InputError
 from ..formula import formula, var
 from ..results import Result, ceil_count
+from ..types import Bytes, Count, Fraction, Rate, Time
 from ..units import (
     Q_,  # noqa: F401 (the doctests use it)
     check_units,
@@ -77,12 +77,12 @@ _TABLE_1 = {
     latency_target="s",
 )
 def distribution_triggers(
-    memory_required: Any = None,
-    device_memory: Any = None,
-    demand: Any = None,
-    peak_throughput: Any = None,
-    execution_latency: Any = None,
-    latency_target: Any = None,
+    memory_required: Bytes | None = None,
+    device_memory: Bytes | None = None,
+    demand: Rate | None = None,
+    peak_throughput: Rate | None = None,
+    execution_latency: Time | None = None,
+    latency_target: Time | None = None,
 ) -> DistributionTriggers:
     """Classify why one machine cannot serve a workload: memory, throughput or latency (Table 1).
 
@@ -217,7 +217,7 @@ def replica_demand(arrival_rate, replica_throughput, max_utilization):
 
 
 @check_units(arrival_rate="request/s", replica_throughput="request/s", max_utilization="")
-def replicas_for_load(arrival_rate: Any, replica_throughput: Any, max_utilization: Any = 1.0) -> Any:
+def replicas_for_load(arrival_rate: Rate, replica_throughput: Rate, max_utilization: Fraction = 1.0) -> Count:
     r"""Replicas needed to carry a load at or under a utilization cap.
 
     Parameters

@@ -7,7 +7,6 @@ of a request, and goodput: the completed rate that meets its latency targets.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -15,6 +14,7 @@ from .._support import magnitude
 from ..errors import InputError
 from ..formula import formula, per, var
 from ..results import Result, plain
+from ..types import Fraction, Rate, Time, TokenRate
 from ..units import Q_, check_units
 
 __all__ = [
@@ -35,7 +35,7 @@ __all__ = [
 
 
 @check_units(offered_rate="request/s", admitted_rate="request/s")
-def shed_fraction(offered_rate: Any, admitted_rate: Any) -> Any:
+def shed_fraction(offered_rate: Rate, admitted_rate: Rate) -> Fraction:
     r"""Fraction of offered load that the service rejects or sheds.
 
     Parameters
@@ -82,10 +82,10 @@ class CapacityMeasurement(Result):
         The latency targets the requests were judged against.
     """
 
-    slo_goodput: Any
+    slo_goodput: Rate
     request_mix: str
-    ttft_target: Any
-    tpot_target: Any
+    ttft_target: Time
+    tpot_target: Time
 
 
 def compare_capacity(first: CapacityMeasurement, second: CapacityMeasurement) -> str:
@@ -177,15 +177,15 @@ class StreamMetrics(Result):
         ``1 / tpot``.
     """
 
-    ttft: Any
-    tpot: Any
-    tbt_max: Any
-    tbt_p99: Any
-    interactivity: Any
+    ttft: Time
+    tpot: Time
+    tbt_max: Time
+    tbt_p99: Time
+    interactivity: TokenRate
 
 
 @check_units(token_times="s", request_start="s")
-def stream_metrics(token_times: Any, request_start: Any) -> StreamMetrics:
+def stream_metrics(token_times: Time, request_start: Time) -> StreamMetrics:
     """TTFT, TPOT and the time-between-tokens tail of streamed responses from their token timestamps.
 
     Parameters
@@ -274,7 +274,7 @@ def slo_goodput(completed_rate, slo_attainment):
 
 
 @check_units(ttft="s", tpot="s", ttft_target="s", tpot_target="s")
-def slo_attainment(ttft: Any, tpot: Any, ttft_target: Any, tpot_target: Any) -> float:
+def slo_attainment(ttft: Time, tpot: Time, ttft_target: Time, tpot_target: Time) -> float:
     """Fraction of completed requests that met both the TTFT and the TPOT target.
 
     Parameters
@@ -305,7 +305,7 @@ def slo_attainment(ttft: Any, tpot: Any, ttft_target: Any, tpot_target: Any) -> 
 
 
 @check_units(ttft="s", tpot="s", ttft_target="s", tpot_target="s", window="s")
-def goodput_from_requests(ttft: Any, tpot: Any, ttft_target: Any, tpot_target: Any, window: Any) -> Any:
+def goodput_from_requests(ttft: Time, tpot: Time, ttft_target: Time, tpot_target: Time, window: Time) -> Rate:
     """SLO goodput from per-request measurements collected over a window.
 
     Parameters

@@ -19,6 +19,7 @@ from .._support import count, magnitude
 from ..errors import InputError
 from ..formula import formula, var
 from ..results import Result, as_count, plain
+from ..types import Count, Fraction, Probability, Rate, Time
 from ..units import Q_, check_units
 from .capacity import in_flight
 from .mmc import _erlang_c, _mean_wait, _queue_inputs, _wait_exceedance, _wait_quantile
@@ -119,7 +120,7 @@ def kingman_wait(utilization, service_time, arrival_cv, service_cv):
 
 
 @check_units(arrival_rate="request/s", service_time="s", service_cv="")
-def mg1_mean_wait(arrival_rate: Any, service_time: Any, service_cv: Any) -> Any:
+def mg1_mean_wait(arrival_rate: Rate, service_time: Time, service_cv: Any) -> Time:
     r"""Mean queueing delay of an M/G/1 queue (Pollaczek-Khinchine).
 
     Parameters
@@ -160,7 +161,7 @@ def mg1_mean_wait(arrival_rate: Any, service_time: Any, service_cv: Any) -> Any:
 
 
 @check_units(arrival_rate="request/s", service_time="s", servers="", arrival_cv="", service_cv="")
-def ggc_mean_wait(arrival_rate: Any, service_time: Any, servers: Any, arrival_cv: Any, service_cv: Any) -> Any:
+def ggc_mean_wait(arrival_rate: Rate, service_time: Time, servers: Count, arrival_cv: Any, service_cv: Any) -> Time:
     r"""Mean queueing delay of a G/G/c queue (Allen-Cunneen approximation).
 
     Parameters
@@ -205,8 +206,8 @@ def ggc_mean_wait(arrival_rate: Any, service_time: Any, servers: Any, arrival_cv
 
 @check_units(arrival_rate="request/s", service_time="s", servers="", arrival_cv="", service_cv="", threshold="s")
 def ggc_wait_exceedance(
-    arrival_rate: Any, service_time: Any, servers: Any, arrival_cv: Any, service_cv: Any, threshold: Any
-) -> Any:
+    arrival_rate: Rate, service_time: Time, servers: Count, arrival_cv: Any, service_cv: Any, threshold: Time
+) -> Probability:
     r"""Approximate P(wait > t) for a G/G/c queue: Erlang C with an Allen-Cunneen-scaled exponential tail.
 
     Parameters
@@ -244,8 +245,8 @@ def ggc_wait_exceedance(
 
 @check_units(arrival_rate="request/s", service_time="s", servers="", arrival_cv="", service_cv="", quantile="")
 def ggc_wait_quantile(
-    arrival_rate: Any, service_time: Any, servers: Any, arrival_cv: Any, service_cv: Any, quantile: Any
-) -> Any:
+    arrival_rate: Rate, service_time: Time, servers: Count, arrival_cv: Any, service_cv: Any, quantile: Probability
+) -> Time:
     r"""Approximate quantile of the queueing delay of a G/G/c queue.
 
     Parameters
@@ -302,27 +303,27 @@ class QueueMetrics(Result):
         Little's law on the whole system.
     """
 
-    utilization: Any
+    utilization: Fraction
     stable: Any
     exact: Any
-    wait_probability: Any
-    mean_wait: Any
-    mean_time_in_system: Any
-    mean_queue_length: Any
-    mean_in_system: Any
-    arrival_rate: Any
-    service_time: Any
-    servers: Any
+    wait_probability: Probability
+    mean_wait: Time
+    mean_time_in_system: Time
+    mean_queue_length: Count
+    mean_in_system: Count
+    arrival_rate: Rate
+    service_time: Time
+    servers: Count
     arrival_cv: Any
     service_cv: Any
 
-    def wait_exceedance(self, threshold: Any) -> Any:
+    def wait_exceedance(self, threshold: Time) -> Probability:
         """P(wait > threshold) (see :func:`ggc_wait_exceedance`)."""
         return ggc_wait_exceedance(
             self.arrival_rate, self.service_time, self.servers, self.arrival_cv, self.service_cv, threshold
         )
 
-    def wait_quantile(self, quantile: Any) -> Any:
+    def wait_quantile(self, quantile: Probability) -> Time:
         """Quantile of the queueing delay (see :func:`ggc_wait_quantile`)."""
         return ggc_wait_quantile(
             self.arrival_rate, self.service_time, self.servers, self.arrival_cv, self.service_cv, quantile
@@ -331,7 +332,7 @@ class QueueMetrics(Result):
 
 @check_units(arrival_rate="request/s", service_time="s", servers="", arrival_cv="", service_cv="")
 def queue_metrics(
-    arrival_rate: Any, service_time: Any, servers: Any, arrival_cv: Any = 1.0, service_cv: Any = 1.0
+    arrival_rate: Rate, service_time: Time, servers: Count, arrival_cv: Any = 1.0, service_cv: Any = 1.0
 ) -> QueueMetrics:
     """All steady-state metrics of an M/M/c (default) or G/G/c queue in one result.
 
@@ -402,7 +403,7 @@ def _factor(function: str, arrival_cv: Any, service_cv: Any) -> Any:
 
 
 @check_units(arrival_rate="request/s")
-def arrival_times(arrival_rate: Any, requests: int, arrival_cv: float = 1.0, seed: int = 0) -> Any:
+def arrival_times(arrival_rate: Rate, requests: int, arrival_cv: float = 1.0, seed: int = 0) -> Time:
     r"""Arrival times of a renewal process with a given rate and inter-arrival variability (a trace to simulate).
 
     Parameters

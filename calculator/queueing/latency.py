@@ -12,6 +12,7 @@ from ..errors import InputError
 from ..formula import formula, var
 from ..parallelism import point_to_point_time
 from ..results import Result, plain
+from ..types import Time
 from ..units import Q_, check_units
 
 __all__ = [
@@ -117,7 +118,7 @@ def network_latency(exchanges, startup_latency, payload, bandwidth):
 
 
 @check_units(branch_latencies="s", join_overhead="s")
-def coordination_latency(branch_latencies: Any, join_overhead: Any) -> Any:
+def coordination_latency(branch_latencies: Time, join_overhead: Time) -> Time:
     """Critical path of a fan-out: the join's own overhead plus the slowest required branch.
 
     Parameters
@@ -168,20 +169,24 @@ class ServingTaxBudget(Result):
         ``queueing_slack >= 0``.
     """
 
-    slo: Any
-    inference: Any
-    network: Any
-    serialization: Any
-    coordination: Any
-    non_compute_slack: Any
-    serving_tax: Any
-    queueing_slack: Any
+    slo: Time
+    inference: Time
+    network: Time
+    serialization: Time
+    coordination: Time
+    non_compute_slack: Time
+    serving_tax: Time
+    queueing_slack: Time
     feasible: Any
 
 
 @check_units(slo="s", inference="s", network="s", serialization="s", coordination="s")
 def serving_tax_budget(
-    slo: Any, inference: Any, network: Any = None, serialization: Any = None, coordination: Any = None
+    slo: Time,
+    inference: Time,
+    network: Time | None = None,
+    serialization: Time | None = None,
+    coordination: Time | None = None,
 ) -> ServingTaxBudget:
     """Spend a latency target on Eq. 1's terms and report the slack left for queueing.
 

@@ -13,6 +13,7 @@ import numpy as np
 
 from .._support import magnitude
 from ..results import plain
+from ..types import Count, Probability, Rate, Time
 from ..units import Q_, check_units
 
 __all__ = [
@@ -84,7 +85,7 @@ def _wait_quantile(load: Any, servers: Any, service_time: Any, factor: Any, quan
 
 
 @check_units(arrival_rate="request/s", service_time="s", servers="")
-def queue_stable(arrival_rate: Any, service_time: Any, servers: Any) -> Any:
+def queue_stable(arrival_rate: Rate, service_time: Time, servers: Count) -> Any:
     r"""Whether a queue is stable: offered load below the server count (utilization < 1).
 
     Parameters
@@ -111,7 +112,7 @@ def queue_stable(arrival_rate: Any, service_time: Any, servers: Any) -> Any:
 
 
 @check_units(arrival_rate="request/s", service_time="s", servers="")
-def erlang_c(arrival_rate: Any, service_time: Any, servers: Any) -> Any:
+def erlang_c(arrival_rate: Rate, service_time: Time, servers: Count) -> Probability:
     r"""Erlang C: the probability that an arriving request waits in an M/M/c queue.
 
     Parameters
@@ -147,7 +148,7 @@ def erlang_c(arrival_rate: Any, service_time: Any, servers: Any) -> Any:
 
 
 @check_units(arrival_rate="request/s", service_time="s", servers="")
-def mmc_mean_wait(arrival_rate: Any, service_time: Any, servers: Any) -> Any:
+def mmc_mean_wait(arrival_rate: Rate, service_time: Time, servers: Count) -> Time:
     r"""Mean queueing delay (excluding service) of an M/M/c queue.
 
     Parameters
@@ -180,7 +181,7 @@ def mmc_mean_wait(arrival_rate: Any, service_time: Any, servers: Any) -> Any:
 
 
 @check_units(arrival_rate="request/s", service_time="s", servers="", threshold="s")
-def mmc_wait_exceedance(arrival_rate: Any, service_time: Any, servers: Any, threshold: Any) -> Any:
+def mmc_wait_exceedance(arrival_rate: Rate, service_time: Time, servers: Count, threshold: Time) -> Probability:
     r"""P(wait > t) for an M/M/c queue (FCFS).
 
     Parameters
@@ -216,7 +217,7 @@ def mmc_wait_exceedance(arrival_rate: Any, service_time: Any, servers: Any, thre
 
 
 @check_units(arrival_rate="request/s", service_time="s", servers="", quantile="")
-def mmc_wait_quantile(arrival_rate: Any, service_time: Any, servers: Any, quantile: Any) -> Any:
+def mmc_wait_quantile(arrival_rate: Rate, service_time: Time, servers: Count, quantile: Probability) -> Time:
     r"""Quantile of the queueing delay of an M/M/c queue (FCFS).
 
     Parameters

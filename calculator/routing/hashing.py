@@ -17,6 +17,7 @@ from ..errors import InputError, UnitsError
 from ..formula import check_domain, formula, var
 from ..phases import kv_handoff_time
 from ..results import Result
+from ..types import Bytes, BytesPerToken, Compute, ComputeRate, Time, Tokens
 from ..units import Q_, check_units, ureg
 from .tails import _check_int
 
@@ -225,12 +226,12 @@ def remapped_fraction(before: ConsistentHashRing, after: ConsistentHashRing, key
 class KvMigration(Result):
     """Transfer-or-rebuild comparison for moving one session's KV cache to another shard group."""
 
-    cache_bytes: Any
-    bytes_per_device: Any
-    shard_transfer_time: Any
-    transfer_time: Any
-    prefill_flops: Any
-    rebuild_time: Any
+    cache_bytes: Bytes
+    bytes_per_device: Bytes
+    shard_transfer_time: Time
+    transfer_time: Time
+    prefill_flops: Compute
+    rebuild_time: Time
     decision: str
     reason: str
 
@@ -242,14 +243,14 @@ class KvMigration(Result):
     latency="s",
 )
 def kv_migration(
-    kv_bytes_per_token: Any,
-    context_tokens: Any,
+    kv_bytes_per_token: BytesPerToken,
+    context_tokens: Tokens,
     parameters: float,
     tensor_parallel: int,
     link: Any,
-    peak_throughput: Any,
+    peak_throughput: ComputeRate,
     utilization: float,
-    latency: Any = None,
+    latency: Time | None = None,
     concurrent_links: int = 1,
     bandwidth_basis: str = "per_direction",
     source_available: bool = True,

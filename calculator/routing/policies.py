@@ -15,6 +15,7 @@ import numpy as np
 from ..errors import InputError
 from ..formula import check_domain
 from ..results import Result
+from ..types import Count, Rate, Time
 from ..units import Q_, check_units
 from .tails import _check_int
 
@@ -41,10 +42,10 @@ class RoutingShares(Result):
 
     policy: str
     share: np.ndarray
-    rate: Any
+    rate: Rate
     utilization: np.ndarray
-    total_capacity: Any
-    saturation_rate: Any
+    total_capacity: Rate
+    saturation_rate: Rate
     stable: bool
 
 
@@ -53,7 +54,7 @@ ROUTING_POLICIES = ("weighted", "round_robin")
 
 @check_units(capacities="request/s", arrival_rate="request/s")
 def routing_shares(
-    capacities: Any, arrival_rate: Any, counts: Any = None, policy: str = "weighted", weights: Any = None
+    capacities: Rate, arrival_rate: Rate, counts: Count | None = None, policy: str = "weighted", weights: Any = None
 ) -> RoutingShares:
     r"""Long-run share, rate and utilization of each server under weighted or round-robin routing.
 
@@ -134,7 +135,9 @@ def routing_shares(
 
 
 @check_units(latencies="s", previous="s")
-def inverse_latency_weights(latencies: Any, smoothing: float = 1.0, previous: Any = None) -> tuple[Any, np.ndarray]:
+def inverse_latency_weights(
+    latencies: Time, smoothing: float = 1.0, previous: Time | None = None
+) -> tuple[Time, np.ndarray]:
     r"""Adaptive routing weights from an exponential moving average of observed latency.
 
     Parameters
@@ -261,7 +264,7 @@ def route_two_choices(
 # Least connections and the simulated policies (section 10.11.5)
 
 
-def least_connections(active: Any, probes: int | None = None, rng: np.random.Generator | None = None) -> int:
+def least_connections(active: Count, probes: int | None = None, rng: np.random.Generator | None = None) -> int:
     """Least-connections routing (section 10.11.5): the replica with the fewest active requests.
 
     Parameters
@@ -322,19 +325,19 @@ class PolicyComparison(Result):
     """
 
     policies: tuple[str, ...]
-    mean: Any
-    p99: Any
-    max_active: Any
+    mean: Time
+    p99: Time
+    max_active: Count
     requests: int
 
 
 @check_units(arrival_rate="request/s", step_time="s", step_time_per_request="s")
 def compare_routing_policies(
-    arrival_rate: Any,
-    output_tokens: Any,
+    arrival_rate: Rate,
+    output_tokens: Count,
     replicas: int,
-    step_time: Any,
-    step_time_per_request: Any,
+    step_time: Time,
+    step_time_per_request: Time,
     *,
     requests: int = 2000,
     seed: int = 0,

@@ -10,6 +10,7 @@ import numpy as np
 from ..errors import InputError
 from ..formula import check_domain, formula, var
 from ..results import Result
+from ..types import Count, Probability, Rate, Time
 from ..units import Q_, check_units
 
 __all__ = [
@@ -54,8 +55,8 @@ class CircuitBreakerConfig:
     failure_threshold: float = 0.5
     window: int = 20
     min_requests: int = 10
-    latency_threshold: Any = None
-    open_interval: Any = _DEFAULT_OPEN_INTERVAL
+    latency_threshold: Time | None = None
+    open_interval: Time = _DEFAULT_OPEN_INTERVAL
     half_open_probes: int = 3
 
     def __post_init__(self) -> None:
@@ -150,7 +151,7 @@ class BreakerTrace(Result):
 
 @check_units(times="s", latencies="s")
 def simulate_circuit_breaker(
-    times: Any, failures: Any, latencies: Any = None, config: CircuitBreakerConfig | None = None
+    times: Time, failures: Any, latencies: Time | None = None, config: CircuitBreakerConfig | None = None
 ) -> BreakerTrace:
     """Drive a :class:`CircuitBreaker` with a request trace.
 
@@ -211,7 +212,7 @@ def simulate_circuit_breaker(
 # Retries under overload
 
 
-def retry_amplification(failure_probability: Any, max_retries: int) -> Any:
+def retry_amplification(failure_probability: Probability, max_retries: int) -> Count:
     r"""Expected attempts per request when each attempt fails independently and is retried.
 
     Parameters
@@ -248,16 +249,16 @@ def retry_amplification(failure_probability: Any, max_retries: int) -> Any:
 class RetryEquilibrium(Result):
     """Steady state of clients retrying against a capacity-limited service."""
 
-    attempt_rate: Any
+    attempt_rate: Rate
     amplification: float
     failure_probability: float
-    goodput: Any
+    goodput: Rate
     success_fraction: float
     overloaded: bool
 
 
 @check_units(arrival_rate="request/s", capacity="request/s")
-def retry_equilibrium(arrival_rate: Any, capacity: Any, max_retries: int) -> RetryEquilibrium:
+def retry_equilibrium(arrival_rate: Rate, capacity: Rate, max_retries: int) -> RetryEquilibrium:
     r"""Offered attempts, failure probability and goodput when clients retry failed requests.
 
     Parameters

@@ -14,6 +14,7 @@ import numpy as np
 from ..errors import InputError
 from ..formula import check_domain, formula, var
 from ..results import Result
+from ..types import Count, Probability
 from ..units import Q_  # noqa: F401 (the doctests use it)
 
 __all__ = [
@@ -139,7 +140,7 @@ def per_leaf_budget(request_probability, fanout):
     return 1 - (1 - request_probability) ** (1 / fanout)
 
 
-def probe_hit_probability(hot_bins: Any, bins: Any, probes: int = 2) -> Any:
+def probe_hit_probability(hot_bins: Count, bins: Count, probes: int = 2) -> Probability:
     r"""Probability that every one of ``probes`` uniform probes lands in the hot set of bins.
 
     Parameters
@@ -179,7 +180,7 @@ def probe_hit_probability(hot_bins: Any, bins: Any, probes: int = 2) -> Any:
 # Balls into bins (eq. 14-15, Theorem 10.2)
 
 
-def max_load_order(bins: Any, choices: int = 1) -> Any:
+def max_load_order(bins: Count, choices: int = 1) -> Count:
     r"""The leading-order maximum load of ``bins`` balls in ``bins`` bins (eq. 14 and 15).
 
     Parameters

@@ -41,15 +41,21 @@ _CORE = ("Q_", "ureg", "check_units", "CalculatorError", "InputError", "Registry
 
 @functools.cache
 def _exports() -> dict[str, str]:
-    """Public name -> module, read from each module's ``__all__`` in its source (nothing is imported)."""
+    """Public name -> module, read from each module's ``__all__`` in its source (nothing is imported).
+
+    A package directly under ``calculator`` (``calculator/batching/__init__.py``) counts as the module
+    ``batching``; its ``__init__`` lists the names its submodules define. Folders without an
+    ``__init__.py`` (``calculator/data``) are not modules.
+    """
     import ast
     import re
     from pathlib import Path
 
     folder = Path(__file__).parent
+    sources = {path.stem: path for path in folder.glob("*.py")}
+    sources.update({path.parent.name: path for path in folder.glob("*/__init__.py")})
     out: dict[str, str] = {}
-    for path in sorted(folder.glob("*.py")):
-        module = path.stem
+    for module, path in sorted(sources.items()):
         if module.startswith("_") or module in _OUTSIDE:
             continue
         found = re.search(r"^__all__\s*=\s*(\[.*?\])", path.read_text(encoding="utf-8"), re.S | re.M)

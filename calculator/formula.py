@@ -541,12 +541,25 @@ def formula(*, result: Var, reference: str, name: str | None = None, **variables
 
     def decorate(func: Callable[..., Any]) -> Formula:
         declared = Formula(func, result=result, variables=variables, reference=reference, name=name)
-        key = f"{func.__module__.rsplit('.', 1)[-1]}.{declared.name}"
+        key = f"{catalog_module(func.__module__)}.{declared.name}"
         if func.__module__.startswith("calculator."):
             _REGISTRY[key] = declared
         return declared
 
     return decorate
+
+
+def catalog_module(module: str) -> str:
+    """The module part of a catalog key: the module or package directly under ``calculator``.
+
+    A formula keeps the key of the package that exports it when its code lives in a submodule
+    (``calculator.batching.service`` gives ``batching``, so the key stays ``batching.batch_service_time``).
+
+    >>> catalog_module("calculator.batching.service"), catalog_module("calculator.memory"), catalog_module("mine")
+    ('batching', 'memory', 'mine')
+    """
+    parts = module.split(".")
+    return parts[1] if parts[0] == "calculator" and len(parts) > 1 else parts[-1]
 
 
 def catalog() -> dict[str, Formula]:

@@ -68,6 +68,11 @@ SCHEMA_VERSION = 1
 # Field types
 
 
+def _quantity_text(quantity: Any) -> str:
+    """A registry quantity as the text it was written as: ``80 GiB``, ``3.35 TB/s`` (no trailing ``.0``)."""
+    return f"{quantity.magnitude:.15g} {quantity.units:~P}"
+
+
 def _quantity_type(example: str, *, positive: bool = True) -> Any:
     """A pydantic type for a quantity string of the dimension of ``example`` (e.g. ``"1 GB/s"``)."""
     dimension = ureg.parse_units(example.split(" ", 1)[1]).dimensionality
@@ -97,7 +102,7 @@ def _quantity_type(example: str, *, positive: bool = True) -> Any:
     return Annotated[
         Any,
         BeforeValidator(parse),
-        PlainSerializer(lambda q: f"{q:~P}", return_type=str),
+        PlainSerializer(_quantity_text, return_type=str),
         WithJsonSchema(
             {
                 "type": "string",
@@ -213,7 +218,7 @@ class Entry(_Strict):
             items = value.items() if isinstance(value, Mapping) else [(None, value)]
             for key, item in items:
                 out[field if key is None else f"{field}.{key}"] = (
-                    f"{item:~P}" if isinstance(item, ureg.Quantity) else item
+                    _quantity_text(item) if isinstance(item, ureg.Quantity) else item
                 )
         return out
 

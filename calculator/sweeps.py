@@ -23,13 +23,14 @@ the inputs and the registry entries used, for :mod:`calculator.export`.
 from __future__ import annotations
 
 import itertools
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
 from .errors import InputError
-from .formula import Formula, catalog
+from .formula import Formula, catalog, catalog_module
 from .results import Result, column_label, flatten, frame_columns
 from .types import ModelRef, Precision, Rate, Time, Tokens
 from .units import Q_, ureg
@@ -121,15 +122,22 @@ def sweep(model: Any, /, *, units: Mapping[str, str] | None = None, **grids: Any
 
 
 def _formula_key(target: Formula) -> str:
-    return f"{target.__module__.rsplit('.', 1)[-1]}.{target.name}"
+    return f"{catalog_module(target.__module__)}.{target.name}"
 
 
 def _function_key(target: Callable[..., Any]) -> str:
-    """``module.name`` of a library function; ``user:module.name`` of the caller's own code."""
+    """``module.name`` of a library function; ``user:module.name`` of the caller's own code.
+
+    A function that a package re-exports is cited by the package (``batching.batch_formation``), not
+    by the submodule that defines it.
+    """
     module = getattr(target, "__module__", "") or ""
     name = getattr(target, "__qualname__", getattr(target, "__name__", "function"))
     if module.startswith("calculator."):
-        return f"{module.removeprefix('calculator.')}.{name}"
+        owner = catalog_module(module)
+        if getattr(sys.modules.get(f"calculator.{owner}"), name, None) is not target:
+            owner = module.removeprefix("calculator.")
+        return f"{owner}.{name}"
     return f"user:{module}.{name}"
 
 

@@ -108,7 +108,8 @@ def check_units(**units: str) -> Callable[[Callable[..., Any]], Callable[..., An
     **units
         Argument name to an example unit of the dimension it needs (``arrival_rate="request/s"``).
         An empty string means the argument must be dimensionless. Arguments that are ``None``
-        are not checked, so optional quantities keep ``None`` as their default.
+        are not checked, so optional quantities keep ``None`` as their default. A count of tokens
+        (``"token"``) also takes a plain number, which the function receives as a quantity of tokens.
 
     Examples
     --------
@@ -129,13 +130,20 @@ def check_units(**units: str) -> Callable[[Callable[..., Any]], Callable[..., An
         if unknown:
             raise TypeError(f"check_units on {func.__name__}: no arguments named {sorted(unknown)}")
 
+        tokens = {name for name, unit in units.items() if dimension_of(unit) == ureg.token.dimensionality}
+
         @functools.wraps(func)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             bound = signature.bind(*args, **kwargs)
             for name, unit in units.items():
-                if name in bound.arguments and bound.arguments[name] is not None:
-                    _check_one(func.__name__, name, bound.arguments[name], unit)
-            return func(*args, **kwargs)
+                value = bound.arguments.get(name)
+                if value is None:
+                    continue
+                if name in tokens and not isinstance(value, ureg.Quantity | bool | str):
+                    # A count of tokens takes a plain number as well (the API's count convention).
+                    bound.arguments[name] = value = ureg.Quantity(value, "token")
+                _check_one(func.__name__, name, value, unit)
+            return func(*bound.args, **bound.kwargs)
 
         wrapper.__units__ = dict(units)  # type: ignore[attr-defined]
         return wrapper
@@ -205,7 +213,9 @@ def parse_quantity(text: Any, unit: str | None = None, *, what: str = "value", b
     match = _QUANTITY.fullmatch(text)
     if match is None or not (match.group("number") or match.group("unit")):
         raise UnitsError(f"{what}: expected a number and a unit like {example!r}, got {shown(text)}")
-    number = float(match.group("number").replace("_", "")) if match.group("number") else 1.0
+    digits = (match.group("number") or "1").replace("_", "")
+    whole = digits.lstrip("+-").isdigit() and "/" not in (match.group("unit") or "")
+    number: float = int(digits) if whole else float(digits)  # as pint reads them: 80 GiB, 3.35 TB/s, 450.0 GB/s
     if not math.isfinite(number):
         raise UnitsError(f"{what}: the number must be finite, got {shown(text)}")
     written = match.group("unit")

@@ -38,6 +38,8 @@ MAGNITUDES = {
 
 #: Values per kind of plain argument.
 PLAIN = {"count": 4, "tokens": 512, "probability": 0.5, "fraction": 0.5, "number": 2.0, "precision": "fp8"}
+#: Values of parameters annotated with a plain type.
+PLAIN_TYPES: dict[Any, Any] = {int: 4, float: 0.5, bool: True}
 ENTRIES = {"model": "llama-3.1-8b", "accelerator": "h100-sxm", "interconnect": "nvlink4", "capacity": Q_(80, "GB")}
 
 #: Values of parameters without an alias, by name (registry ids, precision names, engines).
@@ -167,6 +169,8 @@ def valid_call(name: str) -> dict[str, Any] | None:
                 arguments[parameter.name] = value_for(known[parameter.name])
             elif parameter.name in BY_NAME:
                 arguments[parameter.name] = BY_NAME[parameter.name]
+            elif hints(function).get(parameter.name) in PLAIN_TYPES:
+                arguments[parameter.name] = PLAIN_TYPES[hints(function)[parameter.name]]
             else:
                 return None
     try:

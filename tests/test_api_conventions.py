@@ -31,7 +31,7 @@ CALLABLE = _callable_names()
 
 def test_most_public_functions_can_be_called_from_their_signatures():
     # The API-wide checks below are only as wide as the calls they can make; this keeps them wide.
-    assert len(CALLABLE) >= 0.5 * len(FUNCTIONS), f"only {len(CALLABLE)} of {len(FUNCTIONS)} callable"
+    assert len(CALLABLE) >= 0.65 * len(FUNCTIONS), f"only {len(CALLABLE)} of {len(FUNCTIONS)} callable"
 
 
 @pytest.mark.parametrize("name", sorted(n for n, f in FUNCTIONS.items() if hasattr(f, "__units__")))
@@ -43,7 +43,9 @@ def test_every_checked_argument_carries_the_alias_of_its_unit(name):
             continue
         alias = declared[argument]
         needed = ureg.parse_units(unit).dimensionality if unit else {}
-        if alias.kind in PLAIN_KINDS:
+        if alias.kind == "tokens":
+            assert needed in ({}, ureg.token.dimensionality), f"{name}({argument}) is a token count, checked as {unit}"
+        elif alias.kind in PLAIN_KINDS:
             assert not needed, f"{name}({argument}) is a {alias.kind} but is checked as {unit}"
         elif alias.kind == "quantity":
             have = ureg.parse_units(alias.unit).dimensionality

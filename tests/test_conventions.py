@@ -116,3 +116,77 @@ def test_the_tensor_parallel_degree_has_one_name():
     with pytest.warns(DeprecationWarning, match="tensor_parallel"):
         old = calculator.iteration_seconds(arrays, eff, tp=2, decode=8, context=1000)
     assert new == old > 0
+
+
+# Quantity aliases (calculator.types) on the public signatures: the dimension an alias declares is the
+# one the function's boundary check enforces. The model packages below annotate every argument whose
+# check has a dimension; elsewhere an alias, where there is one, must match.
+ANNOTATED_PACKAGES = ("batching", "parallelism", "queueing", "routing")
+
+
+def _alias_units(function):
+    import types
+    import typing
+
+    from calculator.types import alias_unit
+
+    out = {}
+    for argument, hint in typing.get_type_hints(function, include_extras=True).items():
+        union = typing.get_origin(hint) in (typing.Union, types.UnionType)
+        units = [alias_unit(member) for member in (typing.get_args(hint) if union else (hint,))]
+        units = [unit for unit in units if unit is not None]
+        if units:
+            out[argument] = units[0]
+    return out
+
+
+def _enforced_units(function):
+    """Argument -> units its boundary enforces: ``check_units`` and ``magnitude(fn, "arg", arg, "unit", ...)`` calls."""
+    import re
+
+    found = [(argument, unit) for argument, unit in getattr(function, "__units__", {}).items()]
+    source = inspect.getsource(inspect.unwrap(function))
+    found += re.findall(r'magnitude\(\s*[^,()]+,\s*"(\w+)",\s*(?:\w+),\s*"([^"]*)"', source)
+    parameters = inspect.signature(function).parameters
+    return [(argument, unit) for argument, unit in found if argument in parameters]
+
+
+def _public_functions():
+    from calculator.formula import Formula
+
+    for name in calculator.__all__:
+        value = getattr(calculator, name)
+        if callable(value) and not isinstance(value, type | Formula) and value.__module__.startswith("calculator."):
+            yield name, value
+
+
+@pytest.mark.parametrize(("name", "function"), list(_public_functions()), ids=lambda v: v if isinstance(v, str) else "")
+def test_quantity_aliases_declare_the_dimension_the_boundary_checks(name, function):
+    aliases = _alias_units(function)
+    package = function.__module__.split(".")[1]
+    for argument, unit in _enforced_units(function):
+        if package in ANNOTATED_PACKAGES and Q_(1, unit).dimensionality:
+            assert argument in aliases, f"{name}({argument}) is checked as {unit!r} but its annotation has no alias"
+        if argument in aliases:
+            declared, enforced = Q_(1, aliases[argument]), Q_(1, unit)
+            counts = (ureg.dimensionless.dimensionality, ureg.token.dimensionality)
+            if declared.dimensionality in counts and enforced.dimensionality in counts:
+                continue  # a count of tokens is a plain number or a quantity of tokens alike
+            assert declared.dimensionality == enforced.dimensionality, (
+                f"{name}({argument}): the alias says {aliases[argument]!r}, the boundary checks {unit!r}"
+            )
+
+
+def test_the_model_packages_annotate_their_quantities():
+    # A spot check that the aliases are there (the test above checks that they agree with the units).
+    from calculator.queueing import mmc_mean_wait, queue_metrics
+    from calculator.routing import kv_migration
+
+    assert _alias_units(mmc_mean_wait) == {
+        "arrival_rate": "request/s",
+        "service_time": "s",
+        "servers": "",
+        "return": "s",
+    }
+    assert _alias_units(kv_migration)["context_tokens"] == "token"
+    assert _alias_units(queue_metrics)["arrival_rate"] == "request/s"

@@ -31,6 +31,24 @@ def test_every_library_formula_has_coherent_units():
         declared.check_dimensions()
 
 
+def test_catalog_keys_name_the_module_or_package_directly_under_calculator():
+    import importlib
+
+    formulas = catalog()
+    assert all(key.count(".") == 1 for key in formulas)
+    # Formulas defined in a package's submodules keep the package's key (docs and links cite these).
+    for key, module in [
+        ("batching.batch_service_time", "calculator.batching.service"),
+        ("batching.window_batch_size", "calculator.batching.dynamic"),
+        ("parallelism.ring_allreduce_time", "calculator.parallelism.collectives"),
+        ("queueing.kingman_wait", "calculator.queueing.ggc"),
+        ("routing.wasted_token_fraction", "calculator.routing.resilience"),
+    ]:
+        assert formulas[key].__module__ == module
+        package, name = key.split(".")
+        assert getattr(importlib.import_module(f"calculator.{package}"), name) is formulas[key]
+
+
 def test_check_dimensions_catches_incoherent_declarations():
     @formula(result=var("GB", "y"), reference="test", size=var("B", "x"))
     def wrong_scale(size):

@@ -13,7 +13,8 @@ def test_import_calculator_loads_no_heavy_modules():
     code = (
         "import sys, calculator; "
         "heavy = ('streamlit', 'sympy', 'plotly', 'pandas', 'pydantic'); "
-        "print(','.join(m for m in heavy if m in sys.modules))"
+        "models = ('calculator.batching', 'calculator.parallelism', 'calculator.queueing', 'calculator.routing'); "
+        "print(','.join(m for m in (*heavy, *models) if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == ""
@@ -44,6 +45,41 @@ def test_every_public_model_is_importable_from_the_top_level():
     assert calculator.decode_step_time.__module__ == "calculator.performance"
     assert calculator.roofline_decode_step_time.__module__ == "calculator.phases"
     assert calculator.formula.__name__ == "calculator.formula"  # the module, not its decorator
+
+
+def packages():
+    """The model packages directly under ``calculator`` (a folder with an ``__init__.py``)."""
+    return sorted(path.parent.name for path in (ROOT / "calculator").glob("*/__init__.py"))
+
+
+def test_the_flat_namespace_reads_the_packages_and_skips_plain_folders():
+    import calculator
+
+    exports = calculator._exports()
+    assert {"batching", "parallelism", "queueing", "routing"} <= set(packages())
+    assert "data" not in packages() and "data" not in exports.values()
+    for package in packages():
+        assert package in exports.values(), package
+    assert exports["batch_service_time"] == "batching" and exports["ring_allreduce_time"] == "parallelism"
+
+
+def test_a_package_exports_exactly_the_public_names_of_its_submodules():
+    import importlib
+    import pkgutil
+
+    for name in packages():
+        package = importlib.import_module(f"calculator.{name}")
+        assert len(package.__all__) == len(set(package.__all__)), name
+        defined: list[str] = []
+        for info in pkgutil.iter_modules(package.__path__):
+            module = importlib.import_module(f"{package.__name__}.{info.name}")
+            names = list(getattr(module, "__all__", ()))
+            if info.name.startswith("_"):
+                assert not names, (name, info.name)
+            for item in names:
+                assert getattr(package, item) is getattr(module, item), (name, info.name, item)
+            defined += names
+        assert sorted(defined) == sorted(package.__all__), name
 
 
 def test_star_import_works_without_the_front_end_libraries():

@@ -198,6 +198,20 @@ def test_function_returning_a_quantity():
             Q_(row["arrival_rate [request/s]"], "request/s"), Q_(0.1, "s"), 1, row["arrival_cv"], 1.0
         )
         assert row["ggc_mean_wait [ms]"] == pytest.approx(expected.m_as("ms"), rel=1e-12)
+    # defined in calculator.queueing.ggc, cited by the package that exports it
+    assert ggc_mean_wait.__module__ == "calculator.queueing.ggc"
+    assert frame.attrs["provenance"].models == ("queueing.ggc_mean_wait",)
+
+
+def test_a_formula_of_a_package_keeps_its_package_key():
+    from calculator.batching import batch_service_time
+
+    frame = sweep("batching.batch_service_time", batch_size=[1, 8], fixed_time=Q_(10, "ms"), marginal_time=Q_(1, "ms"))
+    assert batch_service_time.__module__ == "calculator.batching.service"
+    assert frame.attrs["provenance"].models == ("batching.batch_service_time",)
+    assert sweep(batch_service_time, batch_size=8, fixed_time=Q_(10, "ms"), marginal_time=Q_(1, "ms")).attrs[
+        "provenance"
+    ].models == ("batching.batch_service_time",)
 
 
 def test_sweep_fleet_rows_equal_size_fleet():

@@ -1,0 +1,354 @@
+"""Mixture of experts: resident and active weights, expert placement, the decode floor, expert capacity."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import InputError
+from ..formula import check_domain
+from ..memory import weight_bytes
+from ..results import Result, as_count, plain
+from ..types import Bandwidth, Bytes, Count, Time, TokenRate
+from ..units import Q_, check_units
+from ._common import _ZERO_SECONDS, _check_count
+from .tensor import min_shards
+
+__all__ = [
+    "MoeWeights",
+    "moe_weights",
+    "ExpertPlacement",
+    "expert_placement",
+    "MoeDecodeFloor",
+    "moe_decode_floor",
+    "expert_capacity",
+    "simulate_expert_overflow",
+]
+
+
+# --------------------------------------------------------------------------------------------
+# Mixture of experts
+
+
+@dataclass(frozen=True, repr=False)
+class MoeWeights(Result):
+    """Resident (all experts) and per-token active weight bytes of a mixture of experts."""
+
+    resident_bytes: Bytes
+    active_bytes: Bytes
+    total_to_active_ratio: float
+
+
+def _check_parameters(function: str, total: Any, active: Any) -> None:
+    check_domain(function, "total_parameters", total, "positive")
+    check_domain(function, "active_parameters", active, "positive")
+    if np.any(np.asarray(active) > np.asarray(total)):
+        raise InputError(f"{function}(): argument 'active_parameters' ({active}) exceeds total_parameters ({total})")
+
+
+def moe_weights(total_parameters: Count, active_parameters: Count, bits_per_weight: Any) -> MoeWeights:
+    r"""Resident and active weight bytes of a mixture-of-experts model.
+
+    Parameters
+    ----------
+    total_parameters : float
+        All parameters, every expert included (they are all resident).
+    active_parameters : float
+        Parameters used per token (shared layers plus the selected experts).
+    bits_per_weight : float
+        Stored bits per weight.
+
+    Returns
+    -------
+    MoeWeights
+
+    Notes
+    -----
+    .. math:: M_{\mathrm{res}} = N_{\mathrm{tot}} b / 8, \quad M_{\mathrm{act}} = N_{\mathrm{act}} b / 8
+
+    Section 10.10.4.1 (§10.10.4, footnote 5 §10.10.4): total parameters set storage; active
+    parameters estimate weight traffic and arithmetic per token at batch size 1.
+
+    Examples
+    --------
+    DeepSeek-V3 at FP16 (§10.10.4: "approximately 74 GB", "approximately 1342 GB"):
+
+    >>> w = moe_weights(671e9, 37e9, 16)
+    >>> w.resident_bytes.to("GB"), w.active_bytes.to("GB")
+    (<Quantity(1342.0, 'gigabyte')>, <Quantity(74.0, 'gigabyte')>)
+    """
+    _check_parameters("moe_weights", total_parameters, active_parameters)
+    return MoeWeights(
+        resident_bytes=weight_bytes(total_parameters, bits_per_weight).to("GB"),
+        active_bytes=weight_bytes(active_parameters, bits_per_weight).to("GB"),
+        total_to_active_ratio=plain(np.asarray(total_parameters) / np.asarray(active_parameters)),
+    )
+
+
+@dataclass(frozen=True, repr=False)
+class ExpertPlacement(Result):
+    """Per-device weights under expert parallelism, with the implied per-expert and shared parameters."""
+
+    expert_parameters: float
+    shared_parameters: float
+    experts_per_device: int
+    even: bool
+    device_weight_bytes: Bytes
+    replicated_weight_bytes: Bytes
+
+
+def expert_placement(
+    total_parameters: float,
+    active_parameters: float,
+    experts: int,
+    experts_per_token: int,
+    expert_parallel: int,
+    bits_per_weight: float,
+) -> ExpertPlacement:
+    r"""Weights each device holds when ``expert_parallel`` devices split the experts (shared layers replicated).
+
+    Parameters
+    ----------
+    total_parameters, active_parameters : float
+        Total and per-token active parameters.
+    experts : int
+        Routed experts per MoE layer.
+    experts_per_token : int
+        Experts the gate selects per token (top-k); must be fewer than ``experts``.
+    expert_parallel : int
+        Devices in the expert-parallel group.
+    bits_per_weight : float
+        Stored bits per weight.
+
+    Returns
+    -------
+    ExpertPlacement
+        The implied parameters per expert :math:`e` and shared parameters :math:`s`, the experts on the
+        busiest device, its weight bytes, and the bytes if every device held every expert.
+
+    Notes
+    -----
+    .. math:: e = \frac{N_{\mathrm{tot}} - N_{\mathrm{act}}}{E - k}, \quad s = N_{\mathrm{act}} - k e,
+              \quad M_{\mathrm{dev}} = \left(s + \lceil E/D \rceil e\right) b / 8
+
+    Implied by Example 10.7 (§10.10.4): each device holds "the shared attention layers plus its
+    local experts". Uneven splits put :math:`\lceil E/D \rceil` experts on the busiest device.
+
+    Examples
+    --------
+    Example 10.7, Mixtral-8x7B over 4 GPUs ("about 25.8 GB" vs "93.4 GB" replicated):
+
+    >>> p = expert_placement(46.7e9, 12.9e9, 8, 2, 4, 16)
+    >>> round(p.device_weight_bytes.m_as("GB"), 1), round(p.replicated_weight_bytes.m_as("GB"), 1)
+    (25.8, 93.4)
+    """
+    function = "expert_placement"
+    _check_parameters(function, total_parameters, active_parameters)
+    routed = _check_count(function, "experts", experts)
+    top_k = _check_count(function, "experts_per_token", experts_per_token)
+    devices = _check_count(function, "expert_parallel", expert_parallel)
+    if top_k >= routed:
+        raise InputError(f"{function}(): argument 'experts_per_token' ({top_k}) must be below experts ({routed})")
+    per_expert = (total_parameters - active_parameters) / (routed - top_k)
+    shared = active_parameters - top_k * per_expert
+    if shared < -1e-9 * total_parameters:
+        raise InputError(
+            f"{function}(): active_parameters ({active_parameters:.4g}) is below experts_per_token x the implied "
+            f"expert size ({top_k} x {per_expert:.4g}); the counts are inconsistent"
+        )
+    shared = max(shared, 0.0)
+    local = -(-routed // devices)
+    return ExpertPlacement(
+        expert_parameters=per_expert,
+        shared_parameters=shared,
+        experts_per_device=local,
+        even=routed % devices == 0,
+        device_weight_bytes=weight_bytes(shared + local * per_expert, bits_per_weight).to("GB"),
+        replicated_weight_bytes=weight_bytes(total_parameters, bits_per_weight).to("GB"),
+    )
+
+
+@dataclass(frozen=True, repr=False)
+class MoeDecodeFloor(Result):
+    """Napkin Math 10.8: nodes for the resident weights and the batch-one decode floor."""
+
+    resident_bytes: Bytes
+    nodes: int
+    node_capacity: Bytes
+    devices: int
+    read_bytes_per_device: Bytes
+    read_time: Time
+    token_time: Time
+    tokens_per_second: TokenRate
+
+
+@check_units(device_capacity="B", memory_bandwidth="B/s", routing_time="s")
+def moe_decode_floor(
+    total_parameters: float,
+    active_parameters: float,
+    bits_per_weight: float,
+    devices_per_node: int,
+    device_capacity: Bytes,
+    memory_bandwidth: Bandwidth,
+    routing_time: Time = _ZERO_SECONDS,
+    devices: int | None = None,
+) -> MoeDecodeFloor:
+    r"""Nodes needed to hold an MoE model's weights and its optimistic batch-one decode floor.
+
+    Parameters
+    ----------
+    total_parameters, active_parameters : float
+        Total (resident) and per-token active parameters.
+    bits_per_weight : float
+        Stored bits per weight.
+    devices_per_node : int
+        Accelerators per node.
+    device_capacity : Quantity [information]
+        Memory per accelerator, on the basis you choose (the chapter uses the 80 GB nameplate).
+    memory_bandwidth : Quantity [information / time]
+        HBM bandwidth per accelerator.
+    routing_time : Quantity [time], optional
+        Routing and dispatch overhead per token.
+    devices : int, optional
+        Devices sharing the active reads; defaults to every device of the nodes needed.
+
+    Returns
+    -------
+    MoeDecodeFloor
+
+    Notes
+    -----
+    .. math:: \text{nodes} = \left\lceil \frac{M_{\mathrm{res}}}{g\,C} \right\rceil, \quad
+              t_{\mathrm{read}} = \frac{M_{\mathrm{act}} / n}{B_{\mathrm{HBM}}}, \quad
+              t_{\mathrm{token}} = t_{\mathrm{read}} + t_{\mathrm{route}}
+
+    Napkin Math 10.8 (§10.10.4). Assumes reads spread evenly over the devices, which expert
+    placement and routing do not guarantee at batch one; compute, KV traffic, synchronization and
+    imbalance are left out, so this is an optimistic estimate, not a bound. The remaining memory
+    must still hold KV state and buffers.
+
+    Examples
+    --------
+    >>> floor = moe_decode_floor(671e9, 37e9, 8, 8, Q_(80, "GB"), Q_(3.35, "TB/s"), Q_(0.3, "ms"))
+    >>> floor.nodes, round(floor.read_time.m_as("ms"), 2)
+    (2, 0.69)
+    """
+    function = "moe_decode_floor"
+    _check_parameters(function, total_parameters, active_parameters)
+    per_node = _check_count(function, "devices_per_node", devices_per_node)
+    check_domain(function, "device_capacity", device_capacity.m_as("B"), "positive")
+    check_domain(function, "memory_bandwidth", memory_bandwidth.m_as("B/s"), "positive")
+    check_domain(function, "routing_time", routing_time.m_as("s"), "nonnegative")
+    resident = weight_bytes(total_parameters, bits_per_weight)
+    node_capacity = per_node * device_capacity
+    nodes = min_shards(resident, node_capacity)
+    count = nodes * per_node if devices is None else _check_count(function, "devices", devices)
+    per_device = weight_bytes(active_parameters, bits_per_weight) / count
+    read = (per_device / memory_bandwidth).to("ms")
+    token = (read + routing_time).to("ms")
+    return MoeDecodeFloor(
+        resident_bytes=resident.to("GB"),
+        nodes=nodes,
+        node_capacity=node_capacity.to("GB"),
+        devices=int(count),
+        read_bytes_per_device=per_device.to("GB"),
+        read_time=read,
+        token_time=token,
+        tokens_per_second=(1 / token).to("1/s") * Q_(1, "token"),
+    )
+
+
+def expert_capacity(tokens: Count, experts_per_token: int, experts: int, capacity_factor: float = 1.25) -> Count:
+    r"""Token slots per expert under a capacity factor.
+
+    Parameters
+    ----------
+    tokens : int
+        Tokens in the batch routed through the MoE layer.
+    experts_per_token : int
+        Experts selected per token (top-k).
+    experts : int
+        Experts in the layer.
+    capacity_factor : float
+        Slack over the even share (1.25 is the chapter's illustrative setting, §10.10.4).
+
+    Returns
+    -------
+    int
+
+    Notes
+    -----
+    .. math:: C = \left\lceil \mathrm{CF} \cdot \frac{T k}{E} \right\rceil
+
+    The standard form (the chapter names the capacity factor but writes no formula). Tokens beyond
+    an expert's capacity are dropped or rerouted (which changes the computation) or buffered (latency).
+
+    Examples
+    --------
+    >>> expert_capacity(4096, 2, 8)
+    1280
+    """
+    count = _check_count("expert_capacity", "tokens", tokens)
+    check_domain("expert_capacity", "capacity_factor", capacity_factor, "positive")
+    share = np.asarray(count) * _check_count("expert_capacity", "experts_per_token", experts_per_token)
+    share = share / _check_count("expert_capacity", "experts", experts)
+    return as_count(np.ceil(capacity_factor * share * (1 - 1e-12)))
+
+
+def simulate_expert_overflow(
+    tokens: int,
+    experts: int,
+    experts_per_token: int,
+    capacity_factor: float = 1.25,
+    popularity: Any = None,
+    trials: int = 200,
+    seed: int = 0,
+) -> float:
+    """Mean fraction of token-to-expert assignments that exceed expert capacity (seeded simulation).
+
+    Parameters
+    ----------
+    tokens, experts, experts_per_token, capacity_factor
+        As for :func:`expert_capacity`.
+    popularity : array of float, optional
+        Relative routing probability of each expert (skew); uniform if omitted.
+    trials : int
+        Simulated batches.
+    seed : int
+        Random seed.
+
+    Returns
+    -------
+    float
+        Dropped (or buffered) assignments over all assignments.
+
+    Notes
+    -----
+    Each token picks ``experts_per_token`` distinct experts with probability proportional to
+    ``popularity`` (Gumbel top-k sampling). Even a uniform router overflows some experts at a
+    capacity factor near 1, and skew makes the popular expert's host an incast point (§10.10.4).
+
+    Examples
+    --------
+    >>> simulate_expert_overflow(512, 8, 2, 1.25, trials=50) < 0.01
+    True
+    """
+    capacity = expert_capacity(tokens, experts_per_token, experts, capacity_factor)
+    weights = np.ones(experts) if popularity is None else np.asarray(popularity, dtype=float)
+    if weights.shape != (experts,):
+        raise InputError(f"simulate_expert_overflow(): argument 'popularity' needs {experts} values")
+    check_domain("simulate_expert_overflow", "popularity", weights, "nonnegative")
+    if np.count_nonzero(weights) < experts_per_token:
+        raise InputError("simulate_expert_overflow(): fewer experts with positive popularity than experts_per_token")
+    rng = np.random.default_rng(seed)
+    with np.errstate(divide="ignore"):
+        log_weights = np.log(weights / weights.sum())
+    dropped = 0
+    for _ in range(_check_count("simulate_expert_overflow", "trials", trials)):
+        keys = log_weights + rng.gumbel(size=(tokens, experts))
+        chosen = np.argpartition(-keys, experts_per_token - 1, axis=1)[:, :experts_per_token]
+        load = np.bincount(chosen.ravel(), minlength=experts)
+        dropped += np.maximum(load - capacity, 0).sum()
+    return float(dropped / (trials * tokens * experts_per_token))

@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from ._support import count, probability
 from .errors import InputError
 from .formula import magnitude
 from .performance import (
@@ -809,24 +810,24 @@ def _check_options(
     shared_prefix_tokens: float,
     chunk_size: int | None,
 ) -> None:
-    if not 0 < max_utilization <= 1:
+    name = "size_fleet"
+    if not probability(name, "max_utilization", max_utilization) > 0:
         raise InputError(f"size_fleet(): argument 'max_utilization' must be in (0, 1], got {max_utilization!r}")
-    if ttft_percentile is not None and not 0 < ttft_percentile < 1:
+    if ttft_percentile is not None and not 0 < probability(name, "ttft_percentile", ttft_percentile) < 1:
         raise InputError(f"size_fleet(): argument 'ttft_percentile' must be in (0, 1), got {ttft_percentile!r}")
-    if not 0 <= prefix_hit_rate <= 1:
-        raise InputError(f"size_fleet(): argument 'prefix_hit_rate' must be in [0, 1], got {prefix_hit_rate!r}")
-    if not 0 <= shared_prefix_tokens <= workload.input_tokens:
+    probability(name, "prefix_hit_rate", prefix_hit_rate)
+    if not magnitude(name, "shared_prefix_tokens", shared_prefix_tokens, "token") <= workload.input_tokens:
         raise InputError("size_fleet(): argument 'shared_prefix_tokens' must be between 0 and input_tokens")
-    if chunk_size is not None and (int(chunk_size) != chunk_size or chunk_size < 1):
-        raise InputError(f"size_fleet(): argument 'chunk_size' must be an integer >= 1, got {chunk_size!r}")
+    if chunk_size is not None:
+        count(name, "chunk_size", chunk_size)
 
 
 def _grid(model: Any, tensor_parallel: Sequence[int], batches: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
     """The TP degrees that split ``model`` (a registry Model) and the batch caps, as arrays."""
-    tps = np.array(sorted({int(t) for t in tensor_parallel}), dtype=float)
-    grid_batches = np.array(sorted({int(b) for b in batches}), dtype=float)
-    if tps.size == 0 or np.any(tps < 1) or grid_batches.size == 0 or np.any(grid_batches < 1):
+    if not len(tensor_parallel) or not len(batches):
         raise InputError("size_fleet(): 'tensor_parallel' and 'batches' must be non-empty lists of integers >= 1")
+    tps = np.unique(np.asarray(count("size_fleet", "tensor_parallel", list(tensor_parallel)), dtype=float))
+    grid_batches = np.unique(np.asarray(count("size_fleet", "batches", list(batches)), dtype=float))
     heads = model.attention_heads
     if heads is None:
         raise InputError(f"size_fleet(): model '{_model_id(model)}' is not a transformer LLM")

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from .errors import InputError, UnitsError
-from .units import Q_, describe_value, dimension_of, ureg
+from .units import Q_, describe_value, dimension_of, shown, ureg
 
 __all__ = [
     "Formula",
@@ -618,7 +618,15 @@ def magnitude(function: str, argument: str, value: Any, unit: str, domain: str =
         out = value
     # numpy scalars, not Python floats: a division by zero in a body gives inf or NaN (reported by
     # Formula._wrap) rather than a bare ZeroDivisionError.
-    out = np.asarray(out, dtype=float) if np.ndim(out) else np.float64(out)
+    raw = np.asarray(out)
+    if raw.dtype.kind in "USbMm" or (
+        raw.dtype.kind == "O" and any(v is None or isinstance(v, str | bool) for v in raw.flat)
+    ):
+        raise InputError(f"{function}(): argument '{argument}' must be numeric, got {shown(value)}")
+    try:
+        out = np.asarray(out, dtype=float) if raw.ndim else np.float64(out)
+    except (TypeError, ValueError, OverflowError):
+        raise InputError(f"{function}(): argument '{argument}' must be numeric, got {shown(value)}") from None
     check_domain(function, argument, out, domain)
     return out
 

@@ -248,7 +248,7 @@ def test_bad_inputs():
         plan(rate=0)
     with pytest.raises(InputError, match="'tpot_slo' must be > 0"):
         plan(tpot="0 ms")
-    with pytest.raises(InputError, match="'max_utilization' must be in"):
+    with pytest.raises(InputError, match="'max_utilization' must be"):
         plan(max_utilization=1.5)
     with pytest.raises(UnknownEntryError, match="unknown accelerator id 'h999'"):
         plan(accelerator="h999")
@@ -322,3 +322,20 @@ def test_size_fleet_takes_a_workload():
         )
     with pytest.raises(InputError, match="'tpot_slo' is required"):
         size_fleet("llama-3.1-8b", "h100-sxm", "fp8", traffic, ttft_slo=Q_(1, "s"))
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("max_utilization", "0.8", "max_utilization' must be a number"),
+        ("max_utilization", float("nan"), "max_utilization' contains NaN"),
+        ("prefix_hit_rate", float("nan"), "prefix_hit_rate' contains NaN"),
+        ("chunk_size", float("inf"), "chunk_size' must be a finite whole number"),
+        ("tensor_parallel", [float("inf")], "tensor_parallel' must be a finite whole number"),
+        ("batches", ["8"], "batches' must be numeric"),
+    ],
+)
+def test_sizing_options_go_through_the_one_validation_layer(option, value, message):
+    # Strings, NaN and infinity used to reach a comparison or int() and leak TypeError/OverflowError.
+    with pytest.raises(InputError, match=message):
+        plan(**{option: value})

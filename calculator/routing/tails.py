@@ -7,10 +7,10 @@ and the maximum load of random and d-choice placement (closed form and seeded si
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
+from .._support import count as _check_int
 from ..errors import InputError
 from ..formula import check_domain, formula, var
 from ..results import Result
@@ -275,11 +275,6 @@ def expected_max_load(bins: int, balls: int | None = None, choices: int = 1) -> 
     d = int(_check_int("expected_max_load", "choices", choices))
     tails = _occupancy_tails(total / count, d)
     return float(np.sum(1 - (1 - tails) ** count))
-
-
-def _check_int(function: str, argument: str, value: Any) -> Any:
-    check_domain(function, argument, value, "positive_integer")
-    return value
 
 
 @dataclass(frozen=True, repr=False)

@@ -201,20 +201,22 @@ def registry_schema() -> None:
     typer.echo(schema_text(), nl=False)
 
 
-def _quantity(name: str, text: str | None, unit: str) -> Any:
-    """A quantity from the command line; a bare number takes ``unit``."""
-    from .units import Q_
+def _quantity(name: str, text: str | None, unit: str, bare: str | None = None) -> Any:
+    """A quantity from the command line, read by the library's strict parser (``units.parse_quantity``).
+
+    A bare number is read in ``bare`` where the option's help says so (a rate in request/s); elsewhere a
+    bare number is an error that names the option, so ``--tpot 40`` cannot become 40 seconds.
+    """
+    from .errors import UnitsError
+    from .units import parse_quantity
 
     if text is None:
-        typer.echo(f"error: option --{name} is required (a quantity like 1 {unit})", err=True)
+        typer.echo(f"error: option --{name} is required (a quantity like '1 {unit}')", err=True)
         raise typer.Exit(2)
     try:
-        value = Q_(float(text), unit) if text.replace(".", "", 1).isdigit() else Q_(text)
-        return value.to(unit)
-    except Exception:
-        typer.echo(
-            f"error: option --{name} expects a quantity like '{unit}' (for example 1 {unit}), got {text!r}", err=True
-        )
+        return parse_quantity(text, unit, what=f"option --{name}", bare=bare).to(unit)
+    except UnitsError as exc:
+        typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
 
 
@@ -228,12 +230,17 @@ EngineOption = Annotated[str | None, typer.Option(help="Serving engine profile: 
 
 # The sizing options: ``size`` requires the first six, ``simulate`` takes them when it has no ``--plan``.
 ModelArgument = Annotated[str | None, typer.Argument(help="Registry model id or alias.", show_default=False)]
-RateOption = Annotated[str | None, typer.Option(help="Arrival rate (request/s).", show_default=False)]
+RateOption = Annotated[
+    str | None, typer.Option(help="Arrival rate, e.g. '20 request/s' (a bare number is request/s).", show_default=False)
+]
 InputTokensOption = Annotated[float | None, typer.Option("--input", help="Mean prompt tokens.", show_default=False)]
 OutputTokensOption = Annotated[float | None, typer.Option("--output", help="Mean output tokens.", show_default=False)]
-TtftOption = Annotated[str | None, typer.Option(help="TTFT target, e.g. '500 ms'.", show_default=False)]
-TpotOption = Annotated[str | None, typer.Option(help="TPOT target, e.g. '40 ms'.", show_default=False)]
-PriceOption = Annotated[str | None, typer.Option(help="GPU-hour price (USD/hour); default from the registry.")]
+TtftOption = Annotated[str | None, typer.Option(help="TTFT target with its unit, e.g. '500 ms'.", show_default=False)]
+TpotOption = Annotated[str | None, typer.Option(help="TPOT target with its unit, e.g. '40 ms'.", show_default=False)]
+PriceOption = Annotated[
+    str | None,
+    typer.Option(help="GPU-hour price, e.g. '2.5 USD/hour' (a bare number is USD/hour); default from the registry."),
+]
 MaxUtilizationOption = Annotated[float, typer.Option(help="Planned utilization ceiling.")]
 TtftPercentileOption = Annotated[float | None, typer.Option(help="Plan TTFT at this percentile.")]
 ArrivalCvOption = Annotated[float, typer.Option(help="Inter-arrival CV (1 = Poisson).")]
@@ -271,13 +278,13 @@ def _sizing_inputs(
         "model": model,
         "accelerator": accelerator,
         "precision": precision,
-        "arrival_rate": _quantity("rate", rate, "request/s"),
+        "arrival_rate": _quantity("rate", rate, "request/s", bare="request/s"),
         "input_tokens": input_tokens,
         "output_tokens": output_tokens,
         "ttft_slo": _quantity("ttft", ttft, "s"),
         "tpot_slo": _quantity("tpot", tpot, "s"),
         "engine": engine,
-        "price": _quantity("price", price, "USD/hour") if price else None,
+        "price": _quantity("price", price, "USD/hour", bare="USD/hour") if price else None,
         "max_utilization": max_utilization,
         "ttft_percentile": ttft_percentile,
         "arrival_cv": arrival_cv,

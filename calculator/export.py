@@ -31,13 +31,17 @@ import importlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .errors import InputError
 from .results import Result, column_label
 from .units import ureg
+
+if TYPE_CHECKING:
+    from .registry import Registry
+
 
 __all__ = ["SHEETS", "Provenance", "as_frame", "read_xlsx", "to_csv", "to_xlsx"]
 
@@ -141,7 +145,7 @@ def to_xlsx(
     registry_ids: Iterable[str] = (),
     inputs: Mapping[str, Any] | None = None,
     units: Mapping[str, str] | None = None,
-    registry: Any = None,
+    registry: Registry | None = None,
 ) -> Path:
     """Write a workbook with ``inputs``, ``results`` and ``sources`` sheets (see the module docstring).
 

@@ -34,7 +34,7 @@ import dataclasses
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -58,6 +58,10 @@ from .simulation import DEFAULT_ROUTER, router_name
 from .types import AcceleratorRef, InterconnectRef, ModelRef, Rate, Time
 from .uncertainty import prediction_interval
 from .units import Q_, ureg
+
+if TYPE_CHECKING:
+    from .registry import Registry
+
 
 __all__ = [
     "DEFAULT_BATCHES",
@@ -200,7 +204,7 @@ class Speculation(Result):
             raise InputError(f"Speculation: 'acceptance' must be in [0, 1], got {self.acceptance!r}")
 
 
-def default_price(accelerator: AcceleratorRef, registry: Any = None) -> Any:
+def default_price(accelerator: AcceleratorRef, registry: Registry | None = None) -> Any:
     """A GPU-hour price for ``accelerator`` from the registry: the cheapest published on-demand price.
 
     Falls back to the chapter's scenario prices; raises :class:`InputError` when the registry has
@@ -210,7 +214,7 @@ def default_price(accelerator: AcceleratorRef, registry: Any = None) -> Any:
     return default_price_entry(accelerator, registry).price
 
 
-def default_price_entry(accelerator: AcceleratorRef, registry: Any = None) -> Any:
+def default_price_entry(accelerator: AcceleratorRef, registry: Registry | None = None) -> Any:
     """The registry price entry :func:`default_price` reads (to cite it as a source)."""
     from .registry import load_registry
 
@@ -973,7 +977,7 @@ def size_fleet(
     router: str = DEFAULT_ROUTER,
     verify: bool = False,
     verify_options: dict[str, Any] | None = None,
-    registry: Any = None,
+    registry: Registry | None = None,
 ) -> FleetPlan:
     """Size the cheapest fleet that serves a workload within TTFT and TPOT targets.
 
@@ -1275,7 +1279,7 @@ def frontier(
     tensor_parallel: Sequence[int] = DEFAULT_TENSOR_PARALLEL,
     batches: Sequence[int] = DEFAULT_BATCHES,
     kv_precision: str | None = None,
-    registry: Any = None,
+    registry: Registry | None = None,
 ) -> Any:
     """The throughput-vs-interactivity frontier (Figure 6) of a model on each accelerator.
 
@@ -1390,7 +1394,7 @@ def size_disaggregated(
     input_cv: float = 0.0,
     arrival_cv: float = 1.0,
     kv_precision: str | None = None,
-    registry: Any = None,
+    registry: Registry | None = None,
     max_prefill_replicas: int = 4096,
 ) -> DisaggregatedPlan:
     """Size disaggregated prefill and decode pools for a workload (compare with :func:`size_fleet`).

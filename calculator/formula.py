@@ -25,6 +25,7 @@ sympy is imported only by :meth:`~Formula.expression`, :meth:`~Formula.latex` an
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
 import inspect
@@ -37,7 +38,8 @@ from typing import Any
 import numpy as np
 
 from .errors import InputError, UnitsError
-from .units import Q_, describe_value, dimension_of, shown, ureg
+from .units import Q_, describe_value, dimension_of, ureg
+from .units import shown as _quoted
 
 __all__ = [
     "Formula",
@@ -145,12 +147,16 @@ class Var:
         ``positive_integer`` or ``any``.
     description : str
         What it is, in words (shown in the dashboard and in errors).
+    infinite : bool
+        Whether infinity is a meaningful value (an unstable queue's wait); NaN never is, and
+        infinity is an input error everywhere else.
     """
 
     unit: str
     symbol: str
     domain: str = "positive"
     description: str = ""
+    infinite: bool = False
 
     def __post_init__(self) -> None:
         if self.domain not in DOMAINS:
@@ -158,13 +164,16 @@ class Var:
         dimension_of(self.unit)  # fail at declaration on a unit pint does not know
 
 
-def var(unit: str, symbol: str, domain: str = "positive", description: str = "") -> Var:
+def var(unit: str, symbol: str, domain: str = "positive", description: str = "", *, infinite: bool = False) -> Var:
     """Shorthand for :class:`Var`."""
-    return Var(unit=unit, symbol=symbol, domain=domain, description=description)
+    return Var(unit=unit, symbol=symbol, domain=domain, description=description, infinite=infinite)
 
 
-def check_domain(function: str, argument: str, magnitude: Any, domain: str) -> None:
-    """Raise :class:`InputError` if ``magnitude`` (number or array) leaves ``domain``."""
+def check_domain(function: str, argument: str, magnitude: Any, domain: str, *, infinite: bool = False) -> None:
+    """Raise :class:`InputError` if ``magnitude`` (number or array) leaves ``domain``.
+
+    NaN is always an error; infinity too unless ``infinite`` (or the domain is ``"any"``).
+    """
     values = np.asarray(magnitude)
     if values.dtype == object or not np.issubdtype(values.dtype, np.number):
         raise InputError(f"{function}(): argument '{argument}' must be numeric, got {magnitude!r}")
@@ -172,6 +181,8 @@ def check_domain(function: str, argument: str, magnitude: Any, domain: str) -> N
         raise InputError(f"{function}(): argument '{argument}' must be real, got {magnitude!r}")
     if np.any(np.isnan(values)):
         raise InputError(f"{function}(): argument '{argument}' contains NaN")
+    if domain != "any" and not infinite and np.any(np.isinf(values)):
+        raise InputError(f"{function}(): argument '{argument}' must be finite, got {_quoted(magnitude)}")
     rules: dict[str, tuple[Callable[[np.ndarray], np.ndarray], str]] = {
         "positive": (lambda v: v > 0, "must be > 0"),
         "precision": (lambda v: v > 0, "must be a positive number of bits (or a precision name like 'fp8')"),
@@ -521,7 +532,7 @@ class Formula:
 
 def replace_domain(spec: Var, domain: str) -> Var:
     """A copy of ``spec`` with another domain."""
-    return Var(unit=spec.unit, symbol=spec.symbol, domain=domain, description=spec.description)
+    return dataclasses.replace(spec, domain=domain)
 
 
 def formula(*, result: Var, reference: str, name: str | None = None, **variables: Var) -> Callable[..., Formula]:
@@ -579,7 +590,9 @@ def catalog() -> dict[str, Formula]:
 _COUNT_DOMAINS = frozenset({"positive_integer", "nonnegative", "positive"})
 
 
-def magnitude(function: str, argument: str, value: Any, unit: str, domain: str = "nonnegative") -> Any:
+def magnitude(
+    function: str, argument: str, value: Any, unit: str, domain: str = "nonnegative", *, infinite: bool = False
+) -> Any:
     """The magnitude of ``value`` in ``unit`` after checking its dimension and ``domain``.
 
     The boundary check of every formula and of the plain functions: a quantity of the wrong
@@ -622,12 +635,12 @@ def magnitude(function: str, argument: str, value: Any, unit: str, domain: str =
     if raw.dtype.kind in "USbMm" or (
         raw.dtype.kind == "O" and any(v is None or isinstance(v, str | bool) for v in raw.flat)
     ):
-        raise InputError(f"{function}(): argument '{argument}' must be numeric, got {shown(value)}")
+        raise InputError(f"{function}(): argument '{argument}' must be numeric, got {_quoted(value)}")
     try:
         out = np.asarray(out, dtype=float) if raw.ndim else np.float64(out)
     except (TypeError, ValueError, OverflowError):
-        raise InputError(f"{function}(): argument '{argument}' must be numeric, got {shown(value)}") from None
-    check_domain(function, argument, out, domain)
+        raise InputError(f"{function}(): argument '{argument}' must be numeric, got {_quoted(value)}") from None
+    check_domain(function, argument, out, domain, infinite=infinite)
     return out
 
 
@@ -668,7 +681,7 @@ def _bits(function: str, argument: str, value: Any) -> float:
 
 
 def _to_magnitude(function: str, argument: str, value: Any, spec: Var) -> Any:
-    return magnitude(function, argument, value, spec.unit, spec.domain)
+    return magnitude(function, argument, value, spec.unit, spec.domain, infinite=spec.infinite)
 
 
 def _in_domain(values: np.ndarray, domain: str) -> np.ndarray:

@@ -36,7 +36,7 @@ import numpy as np
 
 from ._paths import KERNEL_DIR
 from .errors import InputError
-from .types import Count, Tokens
+from .types import AcceleratorRef, Count, Tokens
 
 __all__ = [
     "KERNEL_DIR",
@@ -382,7 +382,7 @@ def _tables_for_id(accelerator_id: str) -> KernelTables:
     return _build(device, _system_ids().get(accelerator_id))
 
 
-def tables_for(accelerator: Any) -> KernelTables:
+def tables_for(accelerator: AcceleratorRef) -> KernelTables:
     """The kernel tables of ``accelerator`` (a registry id, alias or object): measured or generic.
 
     A registry entry overridden or added by the user (a different memory bandwidth or peak than the

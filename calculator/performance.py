@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -49,6 +49,10 @@ from .precision import PRECISIONS, check_precision
 from .results import Result
 from .types import AcceleratorRef, Count, ModelRef, Tokens
 from .units import Q_, ureg
+
+if TYPE_CHECKING:
+    from .registry import Registry
+
 
 __all__ = [
     "ENGINES",
@@ -487,7 +491,7 @@ def step_arrays(
     precision: str,
     kv_precision: str | None = None,
     *,
-    registry: Any = None,
+    registry: Registry | None = None,
 ) -> StepArrays:
     """The numbers the step model needs for one (model, accelerator, precision), in SI units.
 
@@ -1134,7 +1138,7 @@ def predict_benchmark(
     efficiency: Efficiency | None = None,
     kv_precision: str | None = None,
     requests_per_client: float = REQUESTS_PER_CLIENT,
-    registry: Any = None,
+    registry: Registry | None = None,
 ) -> BenchmarkPrediction:
     """Mean TTFT and TPOT a closed-loop serving benchmark reports at client concurrency ``C``.
 

@@ -40,6 +40,7 @@ from .types import Time
 from .units import Q_, ureg
 
 if TYPE_CHECKING:
+    from .fleet import FleetPlan
     from .performance import StepArrays
 
 __all__ = [
@@ -1455,7 +1456,7 @@ def _run_all(runs: list[_Run], executor: Executor | None, progress: Callable[[fl
 # Checking a fleet plan
 
 
-def plan_setup(plan: Any, step_scale: float = 1.0) -> SimulationSetup:
+def plan_setup(plan: FleetPlan, step_scale: float = 1.0) -> SimulationSetup:
     """The replica a :class:`~calculator.fleet.FleetPlan` describes (its cap on running sequences included)."""
     targets = plan.targets or {}
     return SimulationSetup(
@@ -1500,7 +1501,7 @@ def default_requests(replicas: int) -> int:
 
 
 def simulate_plan(
-    plan: Any,
+    plan: FleetPlan,
     *,
     replicas: int | None = None,
     requests: int | None = None,
@@ -1580,7 +1581,7 @@ class PlanVerification(Result):
 
 
 def verify_plan(
-    plan: Any,
+    plan: FleetPlan,
     *,
     requests: int | None = None,
     seeds: int | Sequence[int] = 2,

@@ -18,7 +18,7 @@ from .errors import InputError
 from .formula import formula, var
 from .memory import NO_BYTES, MemoryFit, device_share, memory_fit
 from .results import Result
-from .types import Bytes, Count, Fraction, Precision, Probability, Time, Tokens
+from .types import Bytes, Count, Fraction, Number, Precision, Probability, Time, Tokens
 from .units import Q_, check_units
 
 __all__ = [
@@ -149,7 +149,7 @@ def speculative_timing(
     draft_length: Tokens,
     target_step_time: Time,
     draft_cost_ratio: Fraction,
-    verification_cost_ratio: Any = 1.0,
+    verification_cost_ratio: Number = 1.0,
 ) -> SpeculativeTiming:
     """TPOT and the per-gap TBT of speculative rounds.
 
@@ -201,7 +201,7 @@ def _out(x: Any) -> Any:
 
 
 def acceptance_for_speedup(
-    target_speedup: Any, draft_length: Tokens, draft_cost_ratio: Fraction, verification_cost_ratio: Any = 1.0
+    target_speedup: Number, draft_length: Tokens, draft_cost_ratio: Fraction, verification_cost_ratio: Number = 1.0
 ) -> Probability:
     """Acceptance probability needed for a target speedup (the inverse of :func:`speedup` in alpha).
 
@@ -266,7 +266,10 @@ def acceptance_for_speedup(
 
 
 def best_draft_length(
-    acceptance: Probability, draft_cost_ratio: Fraction, max_draft_length: int = 16, verification_cost_ratio: Any = 1.0
+    acceptance: Probability,
+    draft_cost_ratio: Fraction,
+    max_draft_length: int = 16,
+    verification_cost_ratio: Number = 1.0,
 ) -> tuple[Tokens, Any]:
     """Draft length that maximises :func:`speedup`, searched over 1..``max_draft_length``.
 
@@ -309,7 +312,7 @@ def best_draft_length(
 # Simulation (Algorithm 2)
 
 
-def emitted_tokens(accepted: Any) -> Tokens:
+def emitted_tokens(accepted: Count) -> Tokens:
     """Tokens each round emits from its per-position acceptance outcomes.
 
     Parameters

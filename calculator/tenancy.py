@@ -355,7 +355,7 @@ def dominant_resource_fairness(
     cap = np.full(len(demands), np.inf) if max_tasks is None else np.asarray(max_tasks, dtype=float)
     if cap.shape != (len(demands),):
         raise InputError(f"{function}(): argument 'max_tasks' must have one entry per user")
-    check_domain(function, "max_tasks", cap, "nonnegative")
+    check_domain(function, "max_tasks", cap, "nonnegative", infinite=True)  # inf: no cap
     tasks = np.zeros(len(demands))
     active = cap > 0
     saturated: list[str] = []

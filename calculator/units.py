@@ -166,6 +166,8 @@ _QUANTITY = re.compile(rf"\s*(?P<number>{_NUMBER})?\s*(?P<unit>{_UNIT})?\s*")
 
 def shown(value: Any, limit: int = 200) -> str:
     """``repr`` of a user value cut to ``limit`` characters, for an error message."""
+    if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0:
+        value = value.item()  # 'inf', not 'np.float64(inf)'
     text = repr(value)
     return text if len(text) <= limit else f"{text[: limit - 20]}... ({len(text)} characters)"
 

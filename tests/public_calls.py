@@ -127,7 +127,15 @@ def hints(function: Any) -> dict[str, Any]:
     """Each parameter's annotation with its ``Annotated`` metadata (aliases resolved)."""
     if isinstance(function, Formula):
         return {p.name: p.annotation for p in inspect.signature(function).parameters.values()}
-    return typing.get_type_hints(function, include_extras=True)
+    return typing.get_type_hints(function, include_extras=True, localns=_TYPE_CHECKING_NAMES)
+
+
+#: Classes some signatures name only for the type checker (imported under ``TYPE_CHECKING``).
+_TYPE_CHECKING_NAMES = {
+    "Registry": calculator.Registry,
+    "FleetPlan": calculator.FleetPlan,
+    "StepArrays": calculator.StepArrays,
+}
 
 
 def kinds(function: Any) -> dict[str, Dimension]:

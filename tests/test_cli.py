@@ -109,7 +109,11 @@ def test_size_command_infeasible_exits_1_and_bad_input_exits_2():
     infeasible = runner.invoke(app, [*base, "--tpot", "0.1 ms"])
     assert infeasible.exit_code == 1 and "closest tpot" in infeasible.output
     bad = runner.invoke(app, [*base, "--tpot", "fast"])
-    assert bad.exit_code == 2 and "--tpot expects a quantity" in bad.output
+    assert bad.exit_code == 2 and "option --tpot: unknown unit in 'fast'" in bad.output
+    bare = runner.invoke(app, [*base, "--tpot", "40"])  # not 40 s: a time needs its unit
+    assert bare.exit_code == 2 and "option --tpot: '40' has no unit; write it with one, like '1 s'" in bare.output
+    hostile = runner.invoke(app, [*base, "--tpot", "50 ms", "--rate", "9**9**9 request/s"])  # used to hang
+    assert hostile.exit_code == 2 and "option --rate: expected a number and a unit" in hostile.output
     unknown = runner.invoke(app, [*base, "--tpot", "50 ms", "-a", "h999"])
     assert unknown.exit_code == 2 and "unknown accelerator id 'h999'" in unknown.output
 
@@ -308,7 +312,7 @@ def test_simulate_verify_json_and_csv_with_two_seeds_and_another_router(plan_fil
         (["--tpot", "0.1 ms"], 1, "the plan is infeasible, there is nothing to simulate: no configuration"),
         (["--replicas", "2", "--verify"], 2, "give --replicas N (simulate N replicas) or --verify"),
         (["--requests", "0"], 2, "Invalid value for '--requests'"),
-        (["--tpot", "soon"], 2, "--tpot expects a quantity"),
+        (["--tpot", "soon"], 2, "option --tpot: unknown unit"),
     ],
 )
 def test_simulate_bad_input_is_a_message_and_an_exit_status(args, code, message):

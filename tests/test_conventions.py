@@ -131,7 +131,9 @@ def _alias_units(function):
     from calculator.types import alias_unit
 
     out = {}
-    for argument, hint in typing.get_type_hints(function, include_extras=True).items():
+    from public_calls import hints
+
+    for argument, hint in hints(function).items():
         union = typing.get_origin(hint) in (typing.Union, types.UnionType)
         units = [alias_unit(member) for member in (typing.get_args(hint) if union else (hint,))]
         units = [unit for unit in units if unit is not None]

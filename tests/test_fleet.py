@@ -330,8 +330,8 @@ def test_size_fleet_takes_a_workload():
         ("max_utilization", "0.8", "max_utilization' must be a number"),
         ("max_utilization", float("nan"), "max_utilization' contains NaN"),
         ("prefix_hit_rate", float("nan"), "prefix_hit_rate' contains NaN"),
-        ("chunk_size", float("inf"), "chunk_size' must be a finite whole number"),
-        ("tensor_parallel", [float("inf")], "tensor_parallel' must be a finite whole number"),
+        ("chunk_size", float("inf"), "chunk_size' must be finite"),
+        ("tensor_parallel", [float("inf")], "tensor_parallel' must be finite"),
         ("batches", ["8"], "batches' must be numeric"),
     ],
 )

@@ -12,7 +12,7 @@ from .._support import magnitude
 from ..errors import InputError
 from ..formula import formula, var
 from ..results import Result, plain
-from ..types import Count, Fraction, Time
+from ..types import Count, Fraction, Number, Time
 from ..units import Q_, check_units
 
 __all__ = [
@@ -406,7 +406,7 @@ def speedup_from_waste(effective_waste):
     return 1 / (1 - effective_waste)
 
 
-def effective_waste(speedup: Any) -> Fraction:
+def effective_waste(speedup: Number) -> Fraction:
     r"""Effective waste implied by a continuous-batching speedup: :math:`1 - 1/S`.
 
     Parameters

@@ -118,7 +118,9 @@ def batched_utilization(arrival_rate, batch_size, batch_time):
 @formula(
     result=var("s", r"E[W]", "nonnegative", "mean time a request spends in the system"),
     reference="Eq. 3, section 10.6.3",
-    queueing_delay=var("s", r"E[L_{\mathrm{queue}}]", "nonnegative", "mean wait for a free replica"),
+    queueing_delay=var(
+        "s", r"E[L_{\mathrm{queue}}]", "nonnegative", "mean wait for a free replica (inf: unstable)", infinite=True
+    ),
     formation_delay=var("s", r"D_{\mathrm{form}}", "nonnegative", "mean wait for the batch to close"),
     service_time=var("s", "T(B)", "nonnegative", "mean execution time of the request's batch"),
 )

@@ -24,7 +24,7 @@ import numpy as np
 from ..errors import InputError
 from ..formula import formula, maximum, minimum, var
 from ..phases import kv_handoff_time
-from ..types import Bandwidth, Bytes, Count, Time
+from ..types import Bandwidth, Bytes, Count, InterconnectRef, Time
 from ..units import (
     Q_,  # noqa: F401 (the doctests use it)
     check_units,
@@ -54,7 +54,7 @@ COLLECTIVES = ("point_to_point", "allreduce", "allgather", "reduce_scatter", "al
 # Interconnects
 
 
-def resolve_interconnect(link: Any) -> Any:
+def resolve_interconnect(link: InterconnectRef) -> Any:
     """An :class:`~calculator.registry.Interconnect` from a registry id or an Interconnect object.
 
     Parameters
@@ -80,7 +80,7 @@ def resolve_interconnect(link: Any) -> Any:
     raise InputError(f"argument 'link' must be a registry interconnect id or an Interconnect, got {link!r}")
 
 
-def link_bandwidth(link: Any, basis: str = "per_direction") -> Bandwidth:
+def link_bandwidth(link: InterconnectRef, basis: str = "per_direction") -> Bandwidth:
     """The bandwidth of a link on the stated basis.
 
     Parameters
@@ -111,7 +111,7 @@ def link_bandwidth(link: Any, basis: str = "per_direction") -> Bandwidth:
     return entry.bandwidth
 
 
-def link_latency(link: Any) -> Time:
+def link_latency(link: InterconnectRef) -> Time:
     """The per-message startup latency (alpha) of a link; :class:`InputError` if the registry has none.
 
     Parameters
@@ -384,7 +384,7 @@ def collective_time(
     collective: str,
     message: Bytes,
     devices: Count,
-    link: Any,
+    link: InterconnectRef,
     *,
     floor: Time = _ZERO_SECONDS,
     latency: Time | None = None,

@@ -11,7 +11,7 @@ from ..errors import InputError
 from ..formula import check_domain
 from ..memory import weight_bytes
 from ..results import Result, as_count, plain
-from ..types import Bandwidth, Bytes, Count, Time, TokenRate
+from ..types import Bandwidth, Bytes, Count, Precision, Time, TokenRate
 from ..units import Q_, check_units
 from ._common import _ZERO_SECONDS, _check_count
 from .tensor import min_shards
@@ -48,7 +48,7 @@ def _check_parameters(function: str, total: Any, active: Any) -> None:
         raise InputError(f"{function}(): argument 'active_parameters' ({active}) exceeds total_parameters ({total})")
 
 
-def moe_weights(total_parameters: Count, active_parameters: Count, bits_per_weight: Any) -> MoeWeights:
+def moe_weights(total_parameters: Count, active_parameters: Count, bits_per_weight: Precision) -> MoeWeights:
     r"""Resident and active weight bytes of a mixture-of-experts model.
 
     Parameters

@@ -145,7 +145,9 @@ def distribution_triggers(
     result=var("request", "Q", "nonnegative", "mean requests in the system"),
     reference="Theorem 10.1 (Little's law), section 10.6.2",
     arrival_rate=var("request/s", r"\lambda", "nonnegative", "arrival rate"),
-    time_in_system=var("s", "W", "nonnegative", "mean time a request spends in the system"),
+    time_in_system=var(
+        "s", "W", "nonnegative", "mean time a request spends in the system (inf: unstable)", infinite=True
+    ),
 )
 def in_flight(arrival_rate, time_in_system):
     r"""Little's law: mean requests in flight from the arrival rate and the mean time in system.

@@ -19,7 +19,7 @@ from .._support import count, magnitude
 from ..errors import InputError
 from ..formula import formula, var
 from ..results import Result, as_count, plain
-from ..types import Count, Fraction, Probability, Rate, Time
+from ..types import Count, Fraction, Number, Probability, Rate, Time
 from ..units import Q_, check_units
 from .capacity import in_flight
 from .mmc import _erlang_c, _mean_wait, _queue_inputs, _wait_exceedance, _wait_quantile
@@ -120,7 +120,7 @@ def kingman_wait(utilization, service_time, arrival_cv, service_cv):
 
 
 @check_units(arrival_rate="request/s", service_time="s", service_cv="")
-def mg1_mean_wait(arrival_rate: Rate, service_time: Time, service_cv: Any) -> Time:
+def mg1_mean_wait(arrival_rate: Rate, service_time: Time, service_cv: Number) -> Time:
     r"""Mean queueing delay of an M/G/1 queue (Pollaczek-Khinchine).
 
     Parameters
@@ -161,7 +161,9 @@ def mg1_mean_wait(arrival_rate: Rate, service_time: Time, service_cv: Any) -> Ti
 
 
 @check_units(arrival_rate="request/s", service_time="s", servers="", arrival_cv="", service_cv="")
-def ggc_mean_wait(arrival_rate: Rate, service_time: Time, servers: Count, arrival_cv: Any, service_cv: Any) -> Time:
+def ggc_mean_wait(
+    arrival_rate: Rate, service_time: Time, servers: Count, arrival_cv: Number, service_cv: Number
+) -> Time:
     r"""Mean queueing delay of a G/G/c queue (Allen-Cunneen approximation).
 
     Parameters
@@ -206,7 +208,7 @@ def ggc_mean_wait(arrival_rate: Rate, service_time: Time, servers: Count, arriva
 
 @check_units(arrival_rate="request/s", service_time="s", servers="", arrival_cv="", service_cv="", threshold="s")
 def ggc_wait_exceedance(
-    arrival_rate: Rate, service_time: Time, servers: Count, arrival_cv: Any, service_cv: Any, threshold: Time
+    arrival_rate: Rate, service_time: Time, servers: Count, arrival_cv: Number, service_cv: Number, threshold: Time
 ) -> Probability:
     r"""Approximate P(wait > t) for a G/G/c queue: Erlang C with an Allen-Cunneen-scaled exponential tail.
 
@@ -245,7 +247,12 @@ def ggc_wait_exceedance(
 
 @check_units(arrival_rate="request/s", service_time="s", servers="", arrival_cv="", service_cv="", quantile="")
 def ggc_wait_quantile(
-    arrival_rate: Rate, service_time: Time, servers: Count, arrival_cv: Any, service_cv: Any, quantile: Probability
+    arrival_rate: Rate,
+    service_time: Time,
+    servers: Count,
+    arrival_cv: Number,
+    service_cv: Number,
+    quantile: Probability,
 ) -> Time:
     r"""Approximate quantile of the queueing delay of a G/G/c queue.
 
@@ -332,7 +339,7 @@ class QueueMetrics(Result):
 
 @check_units(arrival_rate="request/s", service_time="s", servers="", arrival_cv="", service_cv="")
 def queue_metrics(
-    arrival_rate: Rate, service_time: Time, servers: Count, arrival_cv: Any = 1.0, service_cv: Any = 1.0
+    arrival_rate: Rate, service_time: Time, servers: Count, arrival_cv: Number = 1.0, service_cv: Number = 1.0
 ) -> QueueMetrics:
     """All steady-state metrics of an M/M/c (default) or G/G/c queue in one result.
 

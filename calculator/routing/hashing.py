@@ -17,7 +17,7 @@ from ..errors import InputError, UnitsError
 from ..formula import check_domain, formula, var
 from ..phases import kv_handoff_time
 from ..results import Result
-from ..types import Bytes, BytesPerToken, Compute, ComputeRate, Time, Tokens
+from ..types import Bytes, BytesPerToken, Compute, ComputeRate, InterconnectRef, Time, Tokens
 from ..units import Q_, check_units, ureg
 from .tails import _check_int
 
@@ -247,7 +247,7 @@ def kv_migration(
     context_tokens: Tokens,
     parameters: float,
     tensor_parallel: int,
-    link: Any,
+    link: InterconnectRef,
     peak_throughput: ComputeRate,
     utilization: float,
     latency: Time | None = None,

@@ -23,13 +23,13 @@ from typing import Any
 
 import numpy as np
 
-from ._support import bits_of, count, device_capacity, magnitude, model_of, probability, renamed, transformer_of
-from .errors import InputError
-from .formula import ceil, floor, formula, minimum, per, var
-from .precision import bits_per_element
-from .results import Result, ceil_count, floor_whole
-from .types import Bytes, BytesPerToken, Capacity, Count, ModelRef, Precision, Tokens
-from .units import Q_, check_units, ureg
+from .._support import bits_of, count, device_capacity, magnitude, model_of, probability, renamed, transformer_of
+from ..errors import InputError
+from ..formula import ceil, floor, formula, minimum, per, var
+from ..precision import bits_per_element
+from ..results import Result, ceil_count, floor_whole
+from ..types import Bytes, BytesPerToken, Capacity, Count, ModelRef, Precision, Tokens
+from ..units import Q_, check_units, ureg
 
 __all__ = [
     "NO_BYTES",
@@ -1743,7 +1743,7 @@ def tiered_retention(active_sequences: int, sequence_bytes: Any, tiers: Iterable
     >>> t.retained, t.restore_time["dram"].to("ms")
     (500, <Quantity(64.0, 'millisecond')>)
     """
-    from .phases import kv_handoff_time
+    from ..phases import kv_handoff_time
 
     name = "tiered_retention"
     active = count(name, "active_sequences", active_sequences, minimum=0)

@@ -12,65 +12,71 @@ TensorRT-LLM): weights divide by ``t``; query heads must divide by ``t``; the KV
 when ``t <= kv_heads`` (and must divide evenly), and when ``t > kv_heads`` each KV head is replicated
 on ``t / kv_heads`` devices, so a device holds one KV head (``t`` must then be a multiple of
 ``kv_heads``; vLLM's rule). The MLA latent of DeepSeek-style models is replicated on every rank.
+
+The submodules, each re-exported here:
+
+* :mod:`~calculator.memory.kv`: KV bytes per token (eq. 5, MLA) and the tensor-parallel rule (10.7.1).
+* :mod:`~calculator.memory.weights`: weight bytes, block-scale metadata (Definition 10.6) and the
+  fewest devices for the weights (10.2, 10.9.1).
+* :mod:`~calculator.memory.fit`: the KV footprint, max batch, max context, memory fit and the
+  per-device share of a registry model (10.7.1, Napkin Math 10.5).
+* :mod:`~calculator.memory.dividend`: the KV cache wall (Figure 9) and the precision dividend
+  (Napkin Math 10.7).
+* :mod:`~calculator.memory.paging`: fragmentation and paging (10.7.2-10.7.3).
+* :mod:`~calculator.memory.hierarchy`: the KV budget with headroom (10.7.8) and the memory hierarchy
+  (Example 10.4).
+* :mod:`~calculator.memory.prefix`: prefix caching (10.7.4, Napkin Math 10.6).
+* :mod:`~calculator.memory.lora`: LoRA adapters (10.7.9, eq. 7).
+* :mod:`~calculator.memory.quantize`: quantizing a weight vector (10.9.1, Figure 15).
 """
 
 from __future__ import annotations
 
-from .kv import (
-    NO_BYTES,
-    NO_TIME,
+from .dividend import KvWall, PrecisionDividend, compare_precisions, kv_wall, precision_dividend
+from .fit import (
     DeviceShare,
-    KvBudget,
-    KvWall,
     MaxBatch,
     MaxBatches,
     MemoryFit,
-    MemoryTier,
-    PagedAllocation,
-    PrecisionDividend,
-    PrefixCacheMemory,
-    QuantizationOverhead,
-    QuantizedTensor,
-    ReservationComparison,
-    SlotMap,
-    TierRetention,
-    check_tensor_parallel,
-    compare_precisions,
     device_share,
-    effective_bits_per_weight,
-    kv_budget,
-    kv_bytes_per_token,
-    kv_bytes_per_token_per_device,
     kv_cache_bytes,
-    kv_pool_size,
-    kv_wall,
-    lora_adapter_bytes,
-    lora_adapter_parameters,
-    lora_parameters,
     max_batch,
     max_batch_numeric,
     max_context,
     memory_fit,
     memory_footprint,
-    min_devices_for_weights,
     min_tensor_parallel,
-    mla_kv_bytes_per_token,
-    model_kv_bytes_per_token,
     model_max_batch,
     model_memory_fit,
-    model_weight_bytes,
+)
+from .hierarchy import NO_TIME, KvBudget, MemoryTier, TierRetention, kv_budget, kv_pool_size, tiered_retention
+from .kv import (
+    check_tensor_parallel,
+    kv_bytes_per_token,
+    kv_bytes_per_token_per_device,
+    mla_kv_bytes_per_token,
+    model_kv_bytes_per_token,
+    tensor_parallel_valid,
+)
+from .lora import lora_adapter_bytes, lora_adapter_parameters, lora_parameters
+from .paging import (
+    PagedAllocation,
+    ReservationComparison,
+    SlotMap,
     paged_allocation,
     pool_admission,
-    precision_dividend,
-    prefix_cache_memory,
-    prefix_cache_tokens,
-    quantization_overhead,
-    quantize,
     reservation_vs_paging,
-    shared_block_usage,
     slot_map,
-    tensor_parallel_valid,
-    tiered_retention,
+)
+from .prefix import PrefixCacheMemory, prefix_cache_memory, prefix_cache_tokens, shared_block_usage
+from .quantize import QuantizedTensor, quantize
+from .weights import (
+    NO_BYTES,
+    QuantizationOverhead,
+    effective_bits_per_weight,
+    min_devices_for_weights,
+    model_weight_bytes,
+    quantization_overhead,
     weight_bytes,
 )
 

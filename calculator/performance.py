@@ -35,14 +35,8 @@ import numpy as np
 
 from ._support import accelerator_of, count, model_of, renamed
 from .errors import InputError
-from .memory import (
-    check_tensor_parallel,
-    effective_bits_per_weight,
-    kv_shard_limit,
-    kv_shards,
-    model_kv_bytes_per_token,
-    weight_bytes,
-)
+from .memory import check_tensor_parallel, effective_bits_per_weight, model_kv_bytes_per_token, weight_bytes
+from .memory.kv import kv_shard_limit, kv_shards
 from .parallelism import ring_allreduce_time
 from .phases import attention_flops_per_pair, decode_flops, prefill_flops, roofline_time
 from .precision import PRECISIONS, check_precision

@@ -40,6 +40,10 @@ def test_catalog_keys_name_the_module_or_package_directly_under_calculator():
     for key, module in [
         ("batching.batch_service_time", "calculator.batching.service"),
         ("batching.window_batch_size", "calculator.batching.dynamic"),
+        ("memory.kv_bytes_per_token", "calculator.memory.kv"),
+        ("memory.weight_bytes", "calculator.memory.weights"),
+        ("memory.precision_dividend", "calculator.memory.dividend"),
+        ("memory.prefix_cache_tokens", "calculator.memory.prefix"),
         ("parallelism.ring_allreduce_time", "calculator.parallelism.collectives"),
         ("queueing.kingman_wait", "calculator.queueing.ggc"),
         ("routing.wasted_token_fraction", "calculator.routing.resilience"),

@@ -13,7 +13,8 @@ def test_import_calculator_loads_no_heavy_modules():
     code = (
         "import sys, calculator; "
         "heavy = ('streamlit', 'sympy', 'plotly', 'pandas', 'pydantic'); "
-        "models = ('calculator.batching', 'calculator.parallelism', 'calculator.queueing', 'calculator.routing'); "
+        "models = ('calculator.batching', 'calculator.memory', 'calculator.parallelism', 'calculator.queueing', "
+        "'calculator.routing'); "
         "print(','.join(m for m in (*heavy, *models) if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
@@ -56,7 +57,7 @@ def test_the_flat_namespace_reads_the_packages_and_skips_plain_folders():
     import calculator
 
     exports = calculator._exports()
-    assert {"batching", "parallelism", "queueing", "routing"} <= set(packages())
+    assert {"batching", "memory", "parallelism", "queueing", "routing"} <= set(packages())
     assert "data" not in packages() and "data" not in exports.values()
     for package in packages():
         assert package in exports.values(), package

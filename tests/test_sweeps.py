@@ -154,6 +154,8 @@ def test_function_sweep_equals_point_by_point_memory_fit():
         assert row["fits"] == fit.fits and row["max_batch"] == fit.max_batch and row["max_context"] == fit.max_context
         assert row["kv [GB]"] == pytest.approx(fit.kv.m_as("GB"), rel=1e-12)
         assert row["free [GB]"] == pytest.approx(fit.free.m_as("GB"), rel=1e-12, abs=1e-12)
+    # defined in calculator.memory.fit, cited by the package that exports it
+    assert memory_fit.__module__ == "calculator.memory.fit"
     assert frame.attrs["provenance"].models == ("memory.memory_fit",)
 
 
@@ -205,6 +207,7 @@ def test_function_returning_a_quantity():
 
 def test_a_formula_of_a_package_keeps_its_package_key():
     from calculator.batching import batch_service_time
+    from calculator.memory import kv_pool_size
 
     frame = sweep("batching.batch_service_time", batch_size=[1, 8], fixed_time=Q_(10, "ms"), marginal_time=Q_(1, "ms"))
     assert batch_service_time.__module__ == "calculator.batching.service"
@@ -212,6 +215,16 @@ def test_a_formula_of_a_package_keeps_its_package_key():
     assert sweep(batch_service_time, batch_size=8, fixed_time=Q_(10, "ms"), marginal_time=Q_(1, "ms")).attrs[
         "provenance"
     ].models == ("batching.batch_service_time",)
+    frame = sweep(
+        "memory.kv_pool_size",
+        total=Q_(80, "GB"),
+        weights=Q_([35, 70], "GB"),
+        activations=Q_(3, "GB"),
+        overhead=Q_(2, "GB"),
+        headroom=0.1,
+    )
+    assert kv_pool_size.__module__ == "calculator.memory.hierarchy"
+    assert frame.attrs["provenance"].models == ("memory.kv_pool_size",)
 
 
 def test_sweep_fleet_rows_equal_size_fleet():

@@ -8,7 +8,8 @@ import numpy as np  # noqa: F401 (the doctests use it)
 
 from ..errors import InputError
 from ..formula import formula, maximum, var
-from ..memory import kv_shards, min_devices_for_weights
+from ..memory import min_devices_for_weights
+from ..memory.kv import kv_shards
 from ..results import Result
 from ..types import Bytes, Count
 from ..units import (

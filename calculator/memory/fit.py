@@ -1,0 +1,635 @@
+"""Memory fit (section 10.7.1, Napkin Math 10.5): KV footprint, max batch, max context, per-device share.
+
+Every capacity function takes the memory it may use as an argument, so each calculation states its
+basis: the registered byte capacity of an accelerator (``Accelerator.memory``, 80 GiB for an H100)
+or the conservative decimal budget of its nameplate (``Accelerator.memory_nameplate``, 80 GB).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .._support import count, device_capacity, magnitude, renamed, transformer_of
+from ..errors import InputError
+from ..formula import formula, per, var
+from ..results import Result, floor_whole
+from ..types import Bytes, BytesPerToken, Capacity, Count, ModelRef, Precision, Tokens
+from ..units import Q_, check_units, ureg
+from ._common import _memory_args
+from .kv import check_tensor_parallel, kv_bytes_per_token_per_device, tensor_parallel_valid
+from .weights import NO_BYTES, model_weight_bytes
+
+__all__ = [
+    "kv_cache_bytes",
+    "memory_footprint",
+    "max_batch",
+    "max_batch_numeric",
+    "max_context",
+    "MemoryFit",
+    "memory_fit",
+    "DeviceShare",
+    "device_share",
+    "model_memory_fit",
+    "MaxBatch",
+    "MaxBatches",
+    "model_max_batch",
+    "min_tensor_parallel",
+]
+
+
+# ============================================================================================
+# KV footprint, memory fit, max batch and max context
+
+
+@formula(
+    result=var("B", r"M_{\mathrm{KV}}", "nonnegative", "KV-cache bytes of a batch"),
+    reference="section 10.7.1 (M_KV = B S m_tok); Napkin Math 10.5",
+    batch=var("", "B", "nonnegative", "concurrent sequences"),
+    context=var("", "S", "nonnegative", "tokens held per sequence"),
+    kv_per_token=var("B/token", r"m_{\mathrm{tok}}", "positive", "KV bytes per token"),
+)
+def kv_cache_bytes(batch, context, kv_per_token):
+    r"""KV-cache bytes of ``batch`` sequences of ``context`` tokens each.
+
+    Parameters
+    ----------
+    batch : int
+        Concurrent sequences (1 for one request's cache).
+    context : int
+        Tokens held per sequence (prompt plus generated so far).
+    kv_per_token : Quantity [information / token]
+
+    Returns
+    -------
+    Quantity [information]
+
+    Notes
+    -----
+    .. math:: M_{\mathrm{KV}} = B \, S \, m_{\mathrm{tok}}
+
+    Section 10.7.1.
+
+    Examples
+    --------
+    Napkin Math 10.5: one 131,072-token request of the 70B GQA model at FP16:
+
+    >>> kv_cache_bytes(1, 131_072, Q_(327_680, "B/token")).to("GB")
+    <Quantity(42.949673, 'gigabyte')>
+    """
+    return per(batch * context * kv_per_token, "token")
+
+
+@formula(
+    result=var("B", r"M_{\mathrm{total}}", "nonnegative", "device memory in use"),
+    reference="Napkin Math 10.5 (M_total = M_W + M_KV), section 10.7.1",
+    weights=var("B", r"M_{W}", "nonnegative", "resident weight bytes"),
+    batch=var("", "B", "nonnegative", "concurrent sequences"),
+    context=var("", "S", "nonnegative", "tokens held per sequence"),
+    kv_per_token=var("B/token", r"m_{\mathrm{tok}}", "positive", "KV bytes per token"),
+    reserve=var("B", r"M_{\mathrm{res}}", "nonnegative", "runtime allocations and headroom"),
+)
+def memory_footprint(weights, batch, context, kv_per_token, reserve=0):
+    r"""Memory in use: weights, the batch's KV cache and a runtime reserve.
+
+    Parameters
+    ----------
+    weights : Quantity [information]
+    batch : int
+    context : int
+    kv_per_token : Quantity [information / token]
+    reserve : Quantity [information], optional
+        Runtime buffers, activations and headroom ("System" in Napkin Math 10.5).
+
+    Returns
+    -------
+    Quantity [information]
+
+    Notes
+    -----
+    .. math:: M_{\mathrm{total}} = M_W + M_{\mathrm{res}} + B \, S \, m_{\mathrm{tok}}
+
+    Napkin Math 10.5 and Figure 9 (the KV cache wall). A configuration fits when this is at most
+    the device capacity (see :func:`memory_fit`).
+
+    Examples
+    --------
+    Figure 9: 35 GB of INT4 weights plus two 128,000-token requests exceed an 80 GB H100:
+
+    >>> memory_footprint(Q_(35, "GB"), 2, 128_000, Q_(327_680, "B/token")).to("GB")
+    <Quantity(118.88608, 'gigabyte')>
+    """
+    return weights + reserve + kv_cache_bytes.func(batch, context, kv_per_token)
+
+
+def max_batch_numeric(
+    capacity: Any,
+    weights: Any,
+    kv_per_token: Any,
+    context: Any,
+    reserve: Any = 0.0,
+    block_size: Any = 1,
+) -> Any:
+    """:func:`max_batch` on plain magnitudes (bytes, bytes/token, tokens), for vectorized searches.
+
+    No unit or domain checks; arguments broadcast. Returns an int64 array (or int), never negative.
+    """
+    blocks = np.asarray(block_size, dtype=float)
+    held = np.ceil(np.asarray(context, dtype=float) / blocks) * blocks  # tokens rounded up to whole blocks
+    free = np.asarray(capacity, dtype=float) - weights - reserve
+    with np.errstate(divide="ignore", invalid="ignore"):
+        batch = floor_whole(free / (held * kv_per_token))
+    batch = np.maximum(batch, 0).astype(np.int64)
+    return int(batch) if batch.ndim == 0 else batch
+
+
+@check_units(capacity="B", weights="B", kv_per_token="B/token", reserve="B")
+def max_batch(
+    capacity: Capacity,
+    weights: Bytes,
+    kv_per_token: BytesPerToken,
+    context: Tokens,
+    reserve: Bytes = NO_BYTES,
+    block_size: Count = 1,
+) -> Any:
+    """Largest number of sequences of ``context`` tokens whose KV cache fits beside the weights.
+
+    Parameters
+    ----------
+    capacity : Quantity [information]
+        Memory of the device (or of the group, with group totals for the other arguments).
+    weights : Quantity [information]
+        Resident weight bytes on that memory.
+    kv_per_token : Quantity [information / token]
+        KV bytes per token on that memory.
+    context : int
+        Tokens held per sequence.
+    reserve : Quantity [information], optional
+        Runtime allocations and headroom.
+    block_size : int, optional
+        Tokens per KV page; each sequence holds whole pages (1 = exact token accounting; vLLM's
+        PagedAttention default is 16).
+
+    Returns
+    -------
+    int or array of int
+        ``floor((capacity - weights - reserve) / (ceil(S / b) b m_tok))``, and 0 (never negative)
+        when the weights and reserve leave no room. Arguments broadcast.
+
+    Notes
+    -----
+    Section 10.7.1 and Napkin Math 10.5. The bound is optimistic: it ignores future growth of the
+    admitted sequences, activations not counted in ``reserve`` and allocator waste.
+
+    Examples
+    --------
+    Napkin Math 10.5: 8 x 80 GiB node, 141.2 GB of weights, 20 GB reserved, 131,072 tokens:
+
+    >>> max_batch(8 * Q_(80, "GiB"), Q_(141.2, "GB"), Q_(327_680, "B/token"), 131_072, Q_(20, "GB"))
+    12
+    """
+    name = "max_batch"
+    values = _memory_args(name, capacity, weights, kv_per_token, reserve, block_size)
+    tokens = count(name, "context", context)
+    cap, wts, per_token, res, blocks = values
+    return max_batch_numeric(cap, wts, per_token, tokens, res, blocks)
+
+
+@check_units(capacity="B", weights="B", kv_per_token="B/token", reserve="B")
+def max_context(
+    capacity: Capacity,
+    weights: Bytes,
+    kv_per_token: BytesPerToken,
+    batch: Count = 1,
+    reserve: Bytes = NO_BYTES,
+    block_size: Count = 1,
+) -> Any:
+    """Longest context (tokens per sequence) at which ``batch`` sequences fit beside the weights.
+
+    Parameters
+    ----------
+    capacity, weights, kv_per_token, reserve, block_size
+        As for :func:`max_batch`.
+    batch : int
+        Concurrent sequences.
+
+    Returns
+    -------
+    int or array of int
+        ``floor(free / (B m_tok))`` tokens rounded down to whole blocks; 0 when nothing fits.
+
+    Notes
+    -----
+    The inverse of :func:`max_batch` in the context (Figure 9's boundary points). A model's own
+    context limit is not applied here; :func:`model_memory_fit` applies it.
+
+    Examples
+    --------
+    Section 10.7.1: 35 GB of weights on an 80 GB (decimal) H100, GQA 70B at FP16, batch 8:
+    "roughly 17K tokens per sequence".
+
+    >>> max_context(Q_(80, "GB"), Q_(35, "GB"), Q_(327_680, "B/token"), 8)
+    17166
+    """
+    name = "max_context"
+    cap, wts, per_token, res, blocks = _memory_args(name, capacity, weights, kv_per_token, reserve, block_size)
+    sequences = count(name, "batch", batch)
+    free = np.asarray(cap - wts - res, dtype=float)
+    tokens = floor_whole(free / (sequences * per_token * blocks)) * blocks
+    tokens = np.maximum(tokens, 0).astype(np.int64)
+    return int(tokens) if tokens.ndim == 0 else tokens
+
+
+@dataclass(frozen=True, repr=False)
+class MemoryFit(Result):
+    """Per-device memory budget of a configuration (see :func:`memory_fit`).
+
+    Attributes
+    ----------
+    fits : bool or array of bool
+        Whether weights + reserve + the batch's KV cache fit in ``capacity``.
+    capacity, weights, reserve, kv : Quantity [information]
+        Per-device capacity, resident weights, reserve and KV cache of ``batch`` sequences.
+    available : Quantity [information]
+        ``capacity - weights - reserve``: the KV budget (negative if the weights do not fit).
+    free : Quantity [information]
+        Memory left after the KV cache (0 when it does not fit).
+    missing : Quantity [information]
+        Bytes short of fitting (0 when it fits).
+    kv_per_token : Quantity [information / token]
+        KV bytes per token on one device.
+    kv_per_request : Quantity [information]
+        KV bytes of one sequence of ``context`` tokens on one device (whole blocks).
+    batch, context, tensor_parallel : int
+    max_batch : int
+        Sequences of ``context`` tokens that fit (0 if none).
+    max_context : int
+        Longest context at which ``batch`` sequences (at least one) fit.
+    capacity_basis : str
+        Which memory figure ``capacity`` is: ``"physical"`` or ``"nameplate"`` when it was read from an
+        accelerator, ``"as given"`` when it was passed as a quantity.
+    """
+
+    fits: Any
+    capacity: Any
+    weights: Any
+    reserve: Any
+    kv: Any
+    available: Any
+    free: Any
+    missing: Any
+    kv_per_token: Any
+    kv_per_request: Any
+    batch: Any
+    context: Any
+    tensor_parallel: Any
+    max_batch: Any
+    max_context: Any
+    capacity_basis: str = "as given"
+
+
+def _fit(capacity, weights, kv_per_token, context, batch, reserve, block_size, tensor_parallel, context_limit=None):
+    """MemoryFit from checked magnitudes (bytes, B/token, tokens); every field broadcast to one shape."""
+    arrays = np.broadcast_arrays(
+        *(
+            np.asarray(x, dtype=float)
+            for x in (capacity, weights, kv_per_token, context, batch, reserve, tensor_parallel)
+        )
+    )
+    capacity, weights, kv_per_token, context, batch, reserve, tensor_parallel = arrays
+    kv_request = np.ceil(context / block_size) * block_size * kv_per_token
+    kv = batch * kv_request
+    available = capacity - weights - reserve
+    slack = available - kv
+    fits = slack >= -1e-12 * capacity
+    with np.errstate(divide="ignore"):  # batch 0 asks for the longest context of one sequence
+        longest = floor_whole(available / (np.maximum(batch, 1) * kv_per_token * block_size)) * block_size
+    if context_limit is not None:
+        longest = np.minimum(longest, context_limit)
+
+    def out(x, unit=None, kind=float):
+        x = np.asarray(x).astype(kind)
+        x = x.item() if x.ndim == 0 else x
+        return Q_(x, unit) if unit else x
+
+    return MemoryFit(
+        fits=out(fits, kind=bool),
+        capacity=out(capacity, "B"),
+        weights=out(weights, "B"),
+        reserve=out(reserve, "B"),
+        kv=out(kv, "B"),
+        available=out(available, "B"),
+        free=out(np.maximum(slack, 0), "B"),
+        missing=out(np.where(fits, 0.0, -slack), "B"),
+        kv_per_token=out(kv_per_token, "B/token"),
+        kv_per_request=out(kv_request, "B"),
+        batch=out(batch, kind=np.int64),
+        context=out(context, kind=np.int64),
+        tensor_parallel=out(tensor_parallel, kind=np.int64),
+        max_batch=out(max_batch_numeric(capacity, weights, kv_per_token, context, reserve, block_size), kind=np.int64),
+        max_context=out(np.maximum(longest, 0), kind=np.int64),
+    )
+
+
+@check_units(capacity="B", weights="B", kv_per_token="B/token", reserve="B")
+def memory_fit(
+    capacity: Capacity,
+    weights: Bytes,
+    kv_per_token: BytesPerToken,
+    context: Tokens,
+    batch: Count = 1,
+    reserve: Bytes = NO_BYTES,
+    block_size: Count = 1,
+) -> MemoryFit:
+    """Does a batch fit on one device? The per-device budget, max batch and what is missing.
+
+    Parameters
+    ----------
+    capacity, weights, kv_per_token : Quantity
+        Per-device memory, resident weights and KV bytes per token (see :func:`max_batch`).
+    context : int
+        Tokens per sequence.
+    batch : int, optional
+        Sequences to hold (0 checks the weights alone).
+    reserve : Quantity [information], optional
+    block_size : int, optional
+        KV page size in tokens.
+
+    Returns
+    -------
+    MemoryFit
+        ``fits`` is False (never an error) when the configuration does not fit, and ``missing``
+        says by how many bytes.
+
+    Examples
+    --------
+    Section 10.9.4: FP16 weights of a 70B model (140 GB) do not fit on one 80 GB A100:
+
+    >>> fit = memory_fit(Q_(80, "GB"), Q_(140, "GB"), Q_(2_621_440, "B/token"), 1000, batch=0)
+    >>> fit.fits, fit.missing.to("GB"), fit.max_batch
+    (False, <Quantity(60.0, 'gigabyte')>, 0)
+    """
+    name = "memory_fit"
+    cap, wts, per_token, res, blocks = _memory_args(name, capacity, weights, kv_per_token, reserve, block_size)
+    tokens = count(name, "context", context)
+    sequences = count(name, "batch", batch, minimum=0)
+    return _fit(cap, wts, per_token, tokens, sequences, res, blocks, 1)
+
+
+@dataclass(frozen=True, repr=False)
+class DeviceShare(Result):
+    """What one device of a tensor-parallel group holds of a model (see :func:`device_share`)."""
+
+    tensor_parallel: Any
+    weights: Any
+    kv_per_token: Any
+
+
+@renamed(kv_dtype="kv_precision")
+def device_share(
+    model: ModelRef, tensor_parallel: Count = 1, weight_bits: Precision = "fp16", kv_precision: Precision = "fp16"
+) -> DeviceShare:
+    """Weights and KV bytes per token on one device of a tensor-parallel group (vectorized over ``t``).
+
+    Parameters
+    ----------
+    model : str or Model
+    tensor_parallel : int or array of int
+    weight_bits : str or float
+        Weight precision name or stored bits per weight.
+    kv_precision : str or Quantity
+
+    Returns
+    -------
+    DeviceShare
+        ``weights`` = :func:`model_weight_bytes` / t and ``kv_per_token`` =
+        :func:`kv_bytes_per_token_per_device`; the degree is checked (:func:`check_tensor_parallel`).
+
+    Examples
+    --------
+    >>> from calculator.registry import Model
+    >>> m = Model(id="m", name="m", provenance="user", sources=[{"source": "u", "fields": ["layers"]}],
+    ...     parameters=70e9, layers=80, attention_heads=64, kv_heads=8, head_dim=128, attention="gqa")
+    >>> share = device_share(m, 8)
+    >>> share.weights.to("GB"), share.kv_per_token
+    (<Quantity(17.5, 'gigabyte')>, <Quantity(40960.0, 'byte / token')>)
+    """
+    degree = check_tensor_parallel(model, tensor_parallel, "device_share")
+    return DeviceShare(
+        tensor_parallel=degree,
+        weights=model_weight_bytes(model, weight_bits, degree),
+        kv_per_token=kv_bytes_per_token_per_device(model, kv_precision, degree),
+    )
+
+
+def _model_budget(
+    function, model, capacity, context, weight_bits, kv_precision, tensor_parallel, reserve, capacity_basis
+):
+    """Checked per-device magnitudes for a model: (model, capacity, weights, kv/token, context, t, reserve)."""
+    resolved = transformer_of(model, function)
+    degree = check_tensor_parallel(resolved, tensor_parallel, function)
+    share = device_share(resolved, degree, weight_bits, kv_precision)
+    cap = device_capacity(function, capacity, capacity_basis)
+    tokens = count(function, "context", context)
+    limit = getattr(resolved, "max_context", None)
+    if limit is not None and np.any(np.asarray(tokens) > limit):
+        raise InputError(
+            f"{function}(): context {int(np.max(tokens))} exceeds the context limit of model '{resolved.id}' "
+            f"({limit} tokens)"
+        )
+    res = magnitude(function, "reserve", reserve, "B")
+    weights, per_token = share.weights.m_as("B"), share.kv_per_token.m_as("B/token")
+    return resolved, cap, weights, per_token, tokens, share.tensor_parallel, res
+
+
+@renamed(kv_dtype="kv_precision")
+def model_memory_fit(
+    model: ModelRef,
+    capacity: Capacity,
+    context: Tokens,
+    batch: Count = 1,
+    weight_bits: Precision = "fp16",
+    kv_precision: Precision = "fp16",
+    tensor_parallel: Count = 1,
+    reserve: Bytes = NO_BYTES,
+    capacity_basis: str = "physical",
+    block_size: Count = 1,
+) -> MemoryFit:
+    """Memory fit of a registry model on one device of a tensor-parallel group.
+
+    Parameters
+    ----------
+    model : str or Model
+    capacity : Quantity [information] or str or Accelerator
+        Memory per device, or an accelerator whose memory is used on ``capacity_basis``.
+    context : int
+        Tokens per sequence; must not exceed the model's ``max_context`` when it is known.
+    batch : int, optional
+        Sequences to hold.
+    weight_bits : str or float, optional
+        Weight precision name or stored bits per weight (metadata included).
+    kv_precision : str or Quantity, optional
+        KV-cache precision.
+    tensor_parallel : int or array of int, optional
+        Tensor-parallel degree ``t``: weights divide by ``t``, KV as in the package notes.
+    reserve : Quantity [information], optional
+        Reserve per device.
+    capacity_basis : {"physical", "nameplate"}
+        For an accelerator: registered bytes (80 GiB) or the nameplate's decimal budget (80 GB).
+    block_size : int, optional
+        KV page size in tokens.
+
+    Returns
+    -------
+    MemoryFit
+        Per-device budget. ``max_context`` is also capped at the model's limit.
+
+    Examples
+    --------
+    Napkin Math 10.7 (MHA baseline, 8 GPUs, 80 GB each, 4,096 tokens, all FP16):
+
+    >>> from calculator.registry import Model
+    >>> mha = Model(id="mha", name="70B MHA", provenance="user", sources=[{"source": "u", "fields": ["layers"]}],
+    ...     parameters=70e9, layers=80, attention_heads=64, kv_heads=64, head_dim=128, attention="mha")
+    >>> model_memory_fit(mha, Q_(80, "GB"), 4096, tensor_parallel=8).max_batch
+    46
+    """
+    name = "model_memory_fit"
+    resolved, cap, weights, per_token, tokens, degree, res = _model_budget(
+        name, model, capacity, context, weight_bits, kv_precision, tensor_parallel, reserve, capacity_basis
+    )
+    sequences = count(name, "batch", batch, minimum=0)
+    blocks = count(name, "block_size", block_size)
+    fit = _fit(cap, weights, per_token, tokens, sequences, res, blocks, degree, resolved.max_context)
+    basis = "as given" if isinstance(capacity, ureg.Quantity) else capacity_basis
+    return dataclasses.replace(fit, capacity_basis=basis)
+
+
+@renamed(kv_dtype="kv_precision")
+def model_max_batch(
+    model: ModelRef,
+    capacity: Capacity,
+    context: Tokens,
+    weight_bits: Precision = "fp16",
+    kv_precision: Precision = "fp16",
+    tensor_parallel: Count = 1,
+    reserve: Bytes = NO_BYTES,
+    capacity_basis: str = "physical",
+    block_size: Count = 1,
+) -> Any:
+    """Max batch of a registry model per tensor-parallel group, vectorized over the numeric arguments.
+
+    Same arguments as :func:`model_memory_fit` (without ``batch``). ``capacity``, ``context``,
+    ``tensor_parallel`` and ``reserve`` broadcast, so a sizer can evaluate many candidates at once;
+    filter the degrees first with :func:`tensor_parallel_valid` (an invalid one is an error).
+
+    Returns
+    -------
+    MaxBatch or MaxBatches
+        An ``int`` (or an int array) carrying ``capacity_basis``: ``"physical"`` or ``"nameplate"`` when
+        ``capacity`` is an accelerator, ``"as given"`` when it is a quantity.
+
+    Examples
+    --------
+    >>> from calculator.registry import Model
+    >>> gqa = Model(id="gqa", name="70B GQA", provenance="user", sources=[{"source": "u", "fields": ["layers"]}],
+    ...     parameters=70e9, layers=80, attention_heads=64, kv_heads=8, head_dim=128, attention="gqa")
+    >>> batches = model_max_batch(gqa, Q_(80, "GB"), 4096, tensor_parallel=np.array([2, 4, 8]))
+    >>> batches.tolist(), batches.capacity_basis
+    ([14, 134, 372], 'as given')
+    """
+    name = "model_max_batch"
+    _, cap, weights, per_token, tokens, _, res = _model_budget(
+        name, model, capacity, context, weight_bits, kv_precision, tensor_parallel, reserve, capacity_basis
+    )
+    batch = max_batch_numeric(cap, weights, per_token, tokens, res, count(name, "block_size", block_size))
+    basis = "as given" if isinstance(capacity, ureg.Quantity) else capacity_basis
+    if np.ndim(batch):
+        out = np.asarray(batch).view(MaxBatches)
+        out.capacity_basis = basis
+        return out
+    return MaxBatch(int(batch), basis)
+
+
+class MaxBatch(int):
+    """A max batch (an ``int``) that says which capacity basis it was computed on (``capacity_basis``)."""
+
+    capacity_basis: str
+
+    def __new__(cls, value: int, capacity_basis: str) -> MaxBatch:
+        """A max batch of ``value`` computed on ``capacity_basis``."""
+        out = super().__new__(cls, value)
+        out.capacity_basis = capacity_basis
+        return out
+
+
+class MaxBatches(np.ndarray):
+    """Max batches (an int array) that say which capacity basis they were computed on (``capacity_basis``)."""
+
+    capacity_basis: str = "as given"
+
+    def __array_finalize__(self, obj: Any) -> None:
+        self.capacity_basis = getattr(obj, "capacity_basis", "as given")
+
+
+@renamed(kv_dtype="kv_precision")
+def min_tensor_parallel(
+    model: ModelRef,
+    capacity: Capacity,
+    context: Tokens,
+    batch: Count = 1,
+    weight_bits: Precision = "fp16",
+    kv_precision: Precision = "fp16",
+    reserve: Bytes = NO_BYTES,
+    capacity_basis: str = "physical",
+    block_size: Count = 1,
+    degrees: Sequence[int] = (1, 2, 4, 8, 16, 32, 64),
+) -> int:
+    """The smallest tensor-parallel degree at which ``batch`` sequences of ``context`` tokens fit.
+
+    Parameters
+    ----------
+    model, capacity, context, weight_bits, kv_precision, reserve, capacity_basis, block_size
+        As for :func:`model_memory_fit`.
+    batch : int
+        Sequences to hold.
+    degrees : sequence of int
+        Candidate degrees; those that do not split the model (:func:`tensor_parallel_valid`) are
+        skipped.
+
+    Returns
+    -------
+    int
+        The smallest valid candidate whose :func:`model_max_batch` reaches ``batch``; 0 when none
+        does (more devices than the candidates, or a lower precision, are needed).
+
+    Notes
+    -----
+    The closest feasible alternative of a configuration that does not fit: weights divide by the
+    degree, the KV cache by :func:`kv_shards`, so the max batch grows with the degree until the KV
+    heads are replicated.
+
+    Examples
+    --------
+    Llama 3.1 70B at FP16 with 4,096-token sequences on 80 GiB devices:
+
+    >>> min_tensor_parallel("llama-3.1-70b", Q_(80, "GiB"), 4096, batch=32)
+    4
+    >>> min_tensor_parallel("llama-3.1-405b", Q_(24, "GB"), 131_072, batch=64, degrees=(1, 2))
+    0
+    """
+    name = "min_tensor_parallel"
+    wanted = count(name, "batch", batch)
+    candidates = np.array(sorted({int(count(name, "degrees", d)) for d in degrees}))
+    valid = candidates[np.atleast_1d(tensor_parallel_valid(model, candidates))]
+    if valid.size == 0:
+        return 0
+    batches = np.atleast_1d(
+        model_max_batch(model, capacity, context, weight_bits, kv_precision, valid, reserve, capacity_basis, block_size)
+    )
+    fitting = valid[batches >= wanted]
+    return int(fitting[0]) if fitting.size else 0

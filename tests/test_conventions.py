@@ -121,7 +121,7 @@ def test_the_tensor_parallel_degree_has_one_name():
 # Quantity aliases (calculator.types) on the public signatures: the dimension an alias declares is the
 # one the function's boundary check enforces. The model packages below annotate every argument whose
 # check has a dimension; elsewhere an alias, where there is one, must match.
-ANNOTATED_PACKAGES = ("batching", "parallelism", "queueing", "routing")
+ANNOTATED_PACKAGES = ("batching", "memory", "parallelism", "queueing", "routing")
 
 
 def _alias_units(function):

@@ -171,7 +171,7 @@ class TierRetention(Result):
 
 
 @check_units(sequence_bytes="B")
-def tiered_retention(active_sequences: int, sequence_bytes: Any, tiers: Iterable[MemoryTier]) -> TierRetention:
+def tiered_retention(active_sequences: int, sequence_bytes: Bytes, tiers: Iterable[MemoryTier]) -> TierRetention:
     """Retained sequence capacity of a multi-tier KV hierarchy (Example 10.4).
 
     Parameters

@@ -406,7 +406,7 @@ class Section(Mapping[str, Any]):
         entry_id = self.resolve(key)
         if entry_id is None:
             known = ", ".join(sorted(self._entries))
-            raise UnknownEntryError(f"unknown {self._kind} id {key!r}; known ids: {known}")
+            raise UnknownEntryError(f"unknown {self._kind} id {shown(key)}; known ids: {known}")
         return self._entries[entry_id]
 
     def __iter__(self) -> Iterator[str]:
@@ -451,7 +451,7 @@ class Registry:
             section = getattr(self, name)
             if entry_id in section:
                 return name, section[entry_id]
-        raise UnknownEntryError(f"no registry entry has id {entry_id!r}")
+        raise UnknownEntryError(f"no registry entry has id {shown(entry_id)}")
 
     @property
     def user_files(self) -> tuple[str, ...]:
@@ -552,6 +552,7 @@ def _load_cached(stamps: tuple[tuple[str, int], ...]) -> Registry:
                 seen.add(entry_id)
                 if entry_id in raw_sections[section] and index > 0:
                     base, _ = raw_sections[section][entry_id]
+                    _check_override(file, section, entry_id, raw)
                     merged = {**base, **raw, "sources": [*base.get("sources", []), *raw.get("sources", [])]}
                     raw_sections[section][entry_id] = (merged, file)
                 else:
@@ -572,29 +573,85 @@ def _load_cached(stamps: tuple[tuple[str, int], ...]) -> Registry:
     return Registry(sections, sources, files)
 
 
+def _check_override(file: Path, section: str, entry_id: str, raw: dict[str, Any]) -> None:
+    """An override cites a source of its own for every field it changes (docs/registry.md)."""
+    labels = SECTIONS[section].UNSOURCED | {"sources"}
+    links = raw.get("sources") or []
+    cited = {str(f) for link in links if isinstance(link, dict) for f in (link.get("fields") or [])}
+    uncited = sorted(str(field) for field in raw if str(field) not in labels and str(field).split(".")[0] not in cited)
+    if uncited:
+        raise RegistryError(
+            f"{file.name}: {section}['{entry_id}']: the override changes {shown(uncited)} without a source of its "
+            "own for them; list the document each new value comes from under this entry's 'sources'"
+        )
+
+
+#: The largest registry file read (bytes); a larger one is refused before it is parsed. Set the
+#: environment variable SERVECALC_REGISTRY_MAX_BYTES to change it.
+MAX_REGISTRY_BYTES = 4 * 1024 * 1024
+#: The most values a registry file may expand to: YAML aliases can make a small file expand to
+#: billions of values (an "alias bomb"); such a file is refused.
+MAX_REGISTRY_VALUES = 200_000
+
+
+def _max_registry_bytes() -> int:
+    import os
+
+    text = os.environ.get("SERVECALC_REGISTRY_MAX_BYTES", "")
+    return int(text) if text.isdigit() else MAX_REGISTRY_BYTES
+
+
+def _check_expansion(file: Path, document: Any) -> None:
+    """Refuse a document that expands (through YAML aliases) to more than MAX_REGISTRY_VALUES values."""
+    stack, seen = [document], 0
+    while stack:
+        item = stack.pop()
+        seen += 1
+        if seen > MAX_REGISTRY_VALUES:
+            raise RegistryError(
+                f"{file.name}: the file expands to more than {MAX_REGISTRY_VALUES:,} values (YAML aliases "
+                "repeating other values); write the entries out instead"
+            )
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
 def _read_yaml(file: Path) -> dict[str, Any]:
+    limit = _max_registry_bytes()
     try:
+        size = file.stat().st_size
+        if size > limit:
+            raise RegistryError(
+                f"{file.name}: the file has {size:,} bytes, more than the limit of {limit:,} "
+                "(set SERVECALC_REGISTRY_MAX_BYTES to raise it)"
+            )
         text = file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise RegistryError(f"{file}: cannot read the registry file ({exc})") from None
+        raise RegistryError(f"{file.name}: cannot read the registry file ({shown(str(exc))})") from None
     try:
         document = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
-        raise RegistryError(f"{file.name}: malformed YAML{where}: {problem}") from None
+        raise RegistryError(f"{file.name}: malformed YAML{where}: {shown(problem)}") from None
     if document is None:
         return {}
+    _check_expansion(file, document)
     if not isinstance(document, dict):
         raise RegistryError(f"{file.name}: expected a mapping of sections at the top, found {type(document).__name__}")
     allowed = {"schema_version", "sources", *SECTIONS}
     unknown = sorted(set(map(str, document)) - allowed)
     if unknown:
-        raise RegistryError(f"{file.name}: unknown top-level key(s) {unknown}; expected some of {sorted(allowed)}")
+        raise RegistryError(
+            f"{file.name}: unknown top-level key(s) {shown(unknown)}; expected some of {sorted(allowed)}"
+        )
     version = document.get("schema_version", SCHEMA_VERSION)
     if version != SCHEMA_VERSION:
-        raise RegistryError(f"{file.name}: schema_version: expected {SCHEMA_VERSION}, found {version!r}")
+        raise RegistryError(f"{file.name}: schema_version: expected {SCHEMA_VERSION}, found {shown(version)}")
     return document
 
 
@@ -608,11 +665,11 @@ def _as_list(file: Path, section: str, value: Any) -> list[Any]:
 
 def _entry_id(file: Path, section: str, position: int, raw: Any) -> str:
     if not isinstance(raw, dict):
-        raise RegistryError(f"{file.name}: {section}[{position}]: expected a mapping of fields, found {raw!r}")
+        raise RegistryError(f"{file.name}: {section}[{position}]: expected a mapping of fields, found {shown(raw)}")
     entry_id = raw.get("id")
     if not isinstance(entry_id, str) or not entry_id:
         raise RegistryError(
-            f"{file.name}: {section}[{position}]: field 'id': expected a lowercase id, found {entry_id!r}"
+            f"{file.name}: {section}[{position}]: field 'id': expected a lowercase id, found {shown(entry_id)}"
         )
     return entry_id
 
@@ -679,7 +736,8 @@ def _registry_error(file: Path, section: str, entry_id: str, exc: ValidationErro
             if "found" not in text and not isinstance(found, dict):
                 message += f", found {shown(found)}"
         lines.append(f"{file.name}: {section}['{entry_id}']: {message}")
-    return RegistryError("\n".join(lines))
+    text = "\n".join(lines[:5]) + (f"\n(and {len(lines) - 5} more problems in this entry)" if len(lines) > 5 else "")
+    return RegistryError(text)
 
 
 def _check_unique_ids(sections: dict[str, dict[str, Any]], origin: dict[tuple[str, str], str]) -> None:

@@ -341,9 +341,70 @@ def test_user_file_adds_and_overrides_entries(tmp_path):
 
 def test_user_file_errors_name_the_user_file(tmp_path):
     base = write(tmp_path, MINIMAL)
-    user = write(tmp_path, "accelerators:\n  - id: gpu-x\n    tdp: 70 GB\n", name="mine.yaml")
+    user = write(tmp_path, SOURCED_OVERRIDE.format(field="tdp", value="70 GB"), name="mine.yaml")
     with pytest.raises(RegistryError, match=r"mine.yaml: accelerators\['gpu-x'\]: field 'tdp': expected dimension"):
         load_registry(base, extra=[user])
+
+
+SOURCED_OVERRIDE = """\
+sources:
+  - {{id: mine, title: My measurement, url: "https://example.org/mine", kind: user}}
+accelerators:
+  - id: gpu-x
+    {field}: {value}
+    sources: [{{source: mine, fields: [{field}]}}]
+"""
+
+
+def test_an_override_cites_a_source_for_every_field_it_changes(tmp_path):
+    # The registry's rule (docs/registry.md): a source that covers only tdp cannot carry a new memory.
+    base = write(tmp_path, MINIMAL)
+    wrong = SOURCED_OVERRIDE.format(field="tdp", value="650 W").replace(
+        "    tdp: 650 W\n", "    tdp: 650 W\n    memory: 96 GiB\n"
+    )
+    user = write(tmp_path, wrong, name="mine.yaml")
+    with pytest.raises(RegistryError, match=r"mine.yaml: accelerators\['gpu-x'\]: the override changes \['memory'\]"):
+        load_registry(base, extra=[user])
+    right = write(tmp_path, SOURCED_OVERRIDE.format(field="memory", value="96 GiB"), name="right.yaml")
+    assert load_registry(base, extra=[right]).accelerators["gpu-x"].memory == Q_(96, "GiB")
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("9**9**9 GiB", "expected a number and a unit like"),  # used to freeze the parser
+        ("inf GiB", "unknown unit"),
+        ("1e999 GiB", "the number must be finite"),
+        (".inf", "expected a quantity string"),
+        ("'" + "9" * 5000 + " GiB'", "longer than 100 characters"),
+    ],
+)
+def test_hostile_quantities_are_refused_fast_with_a_short_message(tmp_path, value, message):
+    import time
+
+    base = write(tmp_path, MINIMAL.replace("memory: 80 GiB", f"memory: {value}"))
+    started = time.perf_counter()
+    with pytest.raises(RegistryError, match=message) as error:
+        load_registry(base)
+    assert time.perf_counter() - started < 1.0 and len(str(error.value)) < 1000
+
+
+def test_an_alias_bomb_is_refused_with_a_short_message(tmp_path):
+    # Under 1 KB of YAML that expands to 10**9 values: refused before it is validated or printed.
+    lines = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]
+    bomb = write(tmp_path, "models:\n  - id: bomb\n    name: x\n    " + "\n    ".join(lines) + "\n")
+    assert bomb.stat().st_size < 1024
+    with pytest.raises(RegistryError, match="expands to more than") as error:
+        load_registry(bomb)
+    assert len(str(error.value)) < 1000
+
+
+def test_a_registry_file_over_the_size_limit_is_refused_before_parsing(tmp_path, monkeypatch):
+    base = write(tmp_path, MINIMAL + "# " + "x" * 5000 + "\n")
+    monkeypatch.setenv("SERVECALC_REGISTRY_MAX_BYTES", "4096")
+    with pytest.raises(RegistryError, match=r"more than the limit of 4,096 \(set SERVECALC_REGISTRY_MAX_BYTES"):
+        load_registry(base)
 
 
 def test_packaged_file_is_plain_yaml_with_the_documented_sections():

@@ -19,7 +19,10 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
+import shutil
 import tempfile
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -35,6 +38,25 @@ from calculator.registry import load_registry
 #: Largest registry file accepted from an upload or a form (bytes).
 MAX_REGISTRY_BYTES = 256 * 1024
 _CUSTOM_FILES = "_custom_registry_files"
+_SESSION_FOLDER = "_custom_registry_folder"
+
+# --------------------------------------------------------------------------------------------
+# Text from outside (links, uploads, the registry) is shown as text
+
+_MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:=])")
+
+
+def plain(text: Any, limit: int = 500) -> str:
+    """``text`` with every Markdown character escaped and cut to ``limit`` characters.
+
+    Streamlit renders Markdown in ``st.error``, ``st.warning``, ``st.caption`` and the rest, so a link
+    parameter, an uploaded file or a registry string shown through them could add links and images
+    from any host. Everything that came from outside goes through this first.
+    """
+    value = str(text)
+    if len(value) > limit:
+        value = f"{value[: limit - 20]}... ({len(value):,} characters)"
+    return _MARKDOWN.sub(r"\\\1", value.replace("\n", " "))
 
 
 # --------------------------------------------------------------------------------------------
@@ -66,14 +88,42 @@ def add_registry_file(text: str) -> Any:
     data = text.encode("utf-8")
     if len(data) > MAX_REGISTRY_BYTES:
         raise RegistryError(f"the file has {len(data):,} bytes; the limit is {MAX_REGISTRY_BYTES:,} bytes")
-    folder = Path(tempfile.gettempdir()) / "servecalc-registry"
-    folder.mkdir(exist_ok=True)
-    path = folder / f"{hashlib.sha256(data).hexdigest()[:20]}.yaml"
+    path = session_folder() / f"{hashlib.sha256(data).hexdigest()[:20]}.yaml"
+    kept = path.exists()
     path.write_bytes(data)
     files = (*[f for f in extra_files() if f != str(path)], str(path))
-    loaded = load_registry(extra=files)  # raises RegistryError naming file, entry and field
+    try:
+        loaded = load_registry(extra=files)  # raises RegistryError naming file, entry and field
+    except RegistryError:
+        if not kept:
+            path.unlink(missing_ok=True)  # an invalid file is not kept
+        raise
     st.session_state[_CUSTOM_FILES] = list(files)
     return loaded
+
+
+class SessionFolder:
+    """A temporary folder that lives as long as the session that holds this object.
+
+    The session keeps it in its state; when the session ends its state is dropped, this object is
+    collected, and the folder with the session's registry files is deleted.
+    """
+
+    def __init__(self) -> None:
+        self.path = Path(tempfile.mkdtemp(prefix="servecalc-session-"))
+        self._delete = weakref.finalize(self, shutil.rmtree, self.path, ignore_errors=True)
+
+    def delete(self) -> None:
+        """Delete the folder now."""
+        self._delete()
+
+
+def session_folder() -> Path:
+    """This session's folder for its custom registry files (deleted when the session ends)."""
+    holder = st.session_state.get(_SESSION_FOLDER)
+    if holder is None or not holder.path.exists():
+        holder = st.session_state[_SESSION_FOLDER] = SessionFolder()
+    return holder.path
 
 
 def user_entry_document(section: str, entry: dict[str, Any]) -> str:
@@ -104,8 +154,11 @@ def user_entry_document(section: str, entry: dict[str, Any]) -> str:
 
 
 def clear_registry_files() -> None:
-    """Forget this session's custom registry entries."""
+    """Forget this session's custom registry entries and delete their files."""
     st.session_state[_CUSTOM_FILES] = []
+    holder = st.session_state.pop(_SESSION_FOLDER, None)
+    if holder is not None:
+        holder.delete()
 
 
 def transformer_models() -> list[str]:
@@ -155,7 +208,7 @@ class Scenario:
                 try:
                     value = parse(raw)
                 except (ValueError, TypeError) as exc:
-                    st.warning(f"Ignored the link's parameter {name}={raw!r}: {exc}")
+                    st.warning(f"Ignored the link's parameter {plain(name, 80)}={plain(raw, 120)}: {plain(exc)}")
             st.session_state[key] = value
         return key
 
@@ -270,7 +323,7 @@ class Scenario:
         """A multi-select over string ``options``; the URL holds them comma-separated."""
 
         def parse(raw: str) -> list[str]:
-            chosen = [item for item in raw.split(",") if item]
+            chosen = list(dict.fromkeys(item for item in raw.split(",") if item))  # a repeated item once
             unknown = [item for item in chosen if item not in options]
             if unknown:
                 raise ValueError(f"unknown {unknown}")
@@ -440,6 +493,6 @@ def run(page: Callable[[], None]) -> None:
     try:
         page()
     except (CalculatorError, KeyError) as exc:
-        st.error(message(exc))
+        st.error(plain(message(exc)))
     except Exception as exc:  # the last guard: a page never shows a traceback
-        st.error(f"Unexpected error ({type(exc).__name__}): {exc}")
+        st.error(f"This page could not finish with these inputs: {plain(exc)}")

@@ -184,7 +184,7 @@ def main():
         return
     missing = [name for name, price in prices.items() if price is None]
     if missing:
-        st.warning(f"Enter a GPU-hour price for {', '.join(missing)}: the registry has none.")
+        st.warning(f"Enter a GPU-hour price for {ui.plain(', '.join(missing))}: the registry has none.")
         return
 
     kv_precision = None if kv == "as weights" else kv
@@ -240,7 +240,7 @@ def _interval(pair, unit):
 
 
 def _show_plan(plan, rate, output, prices):
-    st.success(f"{plan.gpus} × {plan.accelerator} at {plan.precision}: {plan.reason}.")
+    st.success(f"{plan.gpus} × {ui.plain(plan.accelerator)} at {plan.precision}: {ui.plain(plan.reason)}.")
     low, high = plan.gpus_interval
     band = f"{low}-{high} GPUs" if high is not None else f"{low} GPUs to infeasible"
     st.info(
@@ -335,11 +335,11 @@ def _simulation(sc, plan, sizing):
 def _show_verification(plan, verification):
     found = verification.simulated_replicas
     if verification.meets_targets and found == verification.analytical_replicas:
-        st.success(f"Simulation: {verification.verdict}.")
+        st.success(f"Simulation: {ui.plain(verification.verdict)}.")
     elif verification.meets_targets:
-        st.info(f"Simulation: {verification.verdict}.")
+        st.info(f"Simulation: {ui.plain(verification.verdict)}.")
     else:
-        st.warning(f"Simulation: {verification.verdict}.")
+        st.warning(f"Simulation: {ui.plain(verification.verdict)}.")
     results = verification.results
     mine = results[verification.analytical_replicas]
     cols = st.columns(4)
@@ -392,7 +392,7 @@ def _show_verification(plan, verification):
 
 
 def _show_infeasible(plan, request, options):
-    st.warning(f"No feasible plan: {plan.reason}.")
+    st.warning(f"No feasible plan: {ui.plain(plan.reason)}.")
     relaxed = relaxed_for(*request, options)
     if relaxed.found:
         alternative = relaxed.plan

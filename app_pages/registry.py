@@ -59,7 +59,10 @@ def _browse(sc):
     chosen = sc.select("Sources of", "entry", list(entries), next(iter(entries)))
     for link in entries[chosen].sources:
         source = reg.sources[link.source]
-        st.markdown(f"- **{source.title}** ({source.kind}) <{source.url}>  \n  covers: {', '.join(link.fields)}")
+        st.markdown(
+            f"- **{ui.plain(source.title)}** ({ui.plain(source.kind)}) {ui.plain(source.url)}  \n"
+            f"  covers: {ui.plain(', '.join(link.fields))}"
+        )
         if link.note:
             st.caption(link.note)
     custom = ui.extra_files()
@@ -74,7 +77,7 @@ def _add(section, entry):
     try:
         ui.add_registry_file(ui.user_entry_document(section, entry))
     except RegistryError as exc:
-        st.error(f"Not added: {exc}")
+        st.error(f"Not added: {ui.plain(exc)}")
         return
     st.success(f"Added {section[:-1]} '{entry['id']}' for this session: choose it on the other pages.")
 
@@ -163,17 +166,17 @@ def _upload():
 
 def _add_text(data, what):
     if len(data) > ui.MAX_REGISTRY_BYTES:
-        st.error(f"{what}: {len(data):,} bytes; the limit is {ui.MAX_REGISTRY_BYTES:,} bytes.")
+        st.error(f"{ui.plain(what)}: {len(data):,} bytes; the limit is {ui.MAX_REGISTRY_BYTES:,} bytes.")
         return
     try:
         loaded = ui.add_registry_file(data.decode("utf-8"))
     except UnicodeDecodeError:
-        st.error(f"{what}: not UTF-8 text.")
+        st.error(f"{ui.plain(what)}: not UTF-8 text.")
         return
     except RegistryError as exc:
-        st.error(f"{what} is not a valid registry file: {exc}")
+        st.error(f"{ui.plain(what)} is not a valid registry file: {ui.plain(exc)}")
         return
-    st.success(f"{what} added: the registry now has {loaded!r}.")
+    st.success(f"{ui.plain(what)} added: the registry now has {ui.plain(repr(loaded))}.")
 
 
 ui.run(main)

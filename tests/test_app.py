@@ -8,6 +8,7 @@ with query parameters, which is also how a shared link reproduces a what-if.
 
 import base64
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +41,11 @@ def open_page(page: str, **params: str) -> AppTest:
     app.run()
     assert_clean(app)
     return app
+
+
+def rendered(markdown: str) -> str:
+    """The text a reader sees of a message whose Markdown characters are escaped (``ui.plain``)."""
+    return re.sub(r"\\(.)", r"\1", markdown)
 
 
 def assert_clean(app: AppTest) -> None:
@@ -195,8 +201,8 @@ def test_fleet_sizer_verifies_the_plan_by_simulation(monkeypatch):
 def test_a_bad_link_parameter_is_ignored_with_a_warning_not_an_error():
     app = open_page("fleet_sizer", rate="-5", model="no-such-model")
     assert app.number_input(key="fleet.rate").value == 10.0
-    warnings = " ".join(w.value for w in app.warning)
-    assert "rate='-5'" in warnings and "model='no-such-model'" in warnings
+    warnings = " ".join(rendered(w.value) for w in app.warning)
+    assert "rate=-5" in warnings and "model=no-such-model" in warnings
 
 
 # ---------------------------------------------------------------------------------------------- Memory fit
@@ -379,7 +385,7 @@ def paste(app: AppTest, text: str) -> None:
 def test_registry_page_shows_the_registry_error_of_a_bad_file():
     app = open_page("registry")
     paste(app, "accelerators:\n  - id: bad\n    name: x\n")
-    assert any("accelerators['bad']" in e.value and "sources" in e.value for e in app.error)
+    assert any("accelerators['bad']" in rendered(e.value) and "sources" in e.value for e in app.error)
     paste(app, "!!python/object/apply:os.system ['echo unsafe']")
     assert any("malformed YAML" in e.value for e in app.error)
 
@@ -429,3 +435,38 @@ def test_goal_seek_whole_number_unknown_with_a_fractional_solution_warns_with_th
     assert metric(app, "layers") == "3.5"
     assert any("3 and 4" in w.value for w in app.warning)
     assert metric(app, "check: kv_bytes_per_token") == "8 B/token"
+
+
+HOSTILE_LINK = "![x](https://attacker.example/x.png) [click](https://attacker.example) **bold**"
+
+
+@pytest.mark.parametrize("page", ["fleet_sizer", "memory_fit", "goal_seek"])
+def test_a_hostile_link_parameter_is_shown_as_text(page):
+    # A shared link's parameter used to come back as Markdown: an image from any host, a link.
+    app = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    app.switch_page(f"app_pages/{page}.py")
+    app.query_params["module" if page == "goal_seek" else "model"] = HOSTILE_LINK
+    app.run()
+    assert not app.exception
+    shown = [w.value for w in app.warning] + [e.value for e in app.error]
+    for text in shown:
+        assert "](" not in text and "**" not in text.replace("\\*\\*", ""), text
+    assert any("\\!\\[x\\]" in text for text in shown), shown
+
+
+def test_a_repeated_gpu_in_a_link_is_taken_once():
+    app = open_page("fleet_sizer", gpus="h100-sxm,h100-sxm")
+    assert app.query_params["gpus"] == "h100-sxm"
+
+
+def test_an_invalid_upload_leaves_no_file_and_a_session_folder_is_deleted_with_its_session():
+    import gc
+
+    from app_pages import _common as ui
+
+    folder = ui.SessionFolder()
+    path = folder.path
+    (path / "x.yaml").write_text("models: []\n")
+    del folder
+    gc.collect()
+    assert not path.exists()

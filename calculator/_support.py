@@ -41,6 +41,8 @@ def count(function: str, argument: str, value: Any, minimum: int = 1) -> Any:
                 f"got {describe_value(value)}"
             )
         value = value.magnitude
+    if np.ndim(value) and np.size(value) == 0:
+        raise InputError(f"{function}(): argument '{argument}' is an empty list; give a whole number (or numbers)")
     domain = "positive_integer" if minimum >= 1 else "nonnegative"
     values = magnitude(function, argument, value, "", domain)
     if not np.all(np.isfinite(values)):

@@ -131,19 +131,34 @@ def check_units(**units: str) -> Callable[[Callable[..., Any]], Callable[..., An
             raise TypeError(f"check_units on {func.__name__}: no arguments named {sorted(unknown)}")
 
         tokens = {name for name, unit in units.items() if dimension_of(unit) == ureg.token.dimensionality}
+        optional = {name for name in units if signature.parameters[name].default is None}
 
         @functools.wraps(func)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             bound = signature.bind(*args, **kwargs)
             for name, unit in units.items():
-                value = bound.arguments.get(name)
-                if value is None:
+                if name not in bound.arguments:
                     continue
+                value = bound.arguments[name]
+                if value is None:
+                    if name in optional:
+                        continue
+                    raise UnitsError(
+                        f"{func.__name__}(): argument '{name}' is required (like 1 {unit or 'unit'}), got None"
+                    )
                 if name in tokens and not isinstance(value, ureg.Quantity | bool | str):
                     # A count of tokens takes a plain number as well (the API's count convention).
                     bound.arguments[name] = value = ureg.Quantity(value, "token")
                 _check_one(func.__name__, name, value, unit)
-            return func(*bound.args, **bound.kwargs)
+            try:
+                return func(*bound.args, **bound.kwargs)
+            except (
+                pint.errors.DimensionalityError,
+                pint.errors.UndefinedUnitError,
+                pint.errors.OffsetUnitCalculusError,
+            ) as exc:
+                # An argument the decorator does not check had the wrong unit: the project's error, named.
+                raise UnitsError(f"{func.__name__}(): an argument has the wrong unit ({shown(str(exc))})") from None
 
         wrapper.__units__ = dict(units)  # type: ignore[attr-defined]
         return wrapper

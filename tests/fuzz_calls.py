@@ -1,0 +1,119 @@
+"""Hostile arguments for every public function: the cases of the fuzz test (``tests/test_fuzz.py``).
+
+Each case takes a call that succeeds (``public_calls.valid_call``) and replaces one argument with a
+hostile value: missing (``None``), NaN, infinity, zero, a negative, a huge or tiny number, a string,
+an empty list, a quantity of the wrong dimension, a NaN quantity. A call may raise one of the
+project's errors (``CalculatorError``) or return a result; it may not raise anything else, hang, or
+return NaN where every input was a finite number of the right type.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+from public_calls import kinds, public_functions, valid_call
+
+from calculator import Q_, ureg
+
+#: Hostile values for any argument, with whether the value is a finite number of the right type
+#: (then the result must be finite too, or an error).
+GENERIC: list[tuple[str, Any]] = [
+    ("none", None),
+    ("string", "abc"),
+    ("empty-string", ""),
+    ("empty-list", []),
+    ("bool", True),
+]
+
+
+def numeric_values(value: Any) -> Iterator[tuple[str, Any, bool]]:
+    """Hostile numbers of the kind of ``value`` (a plain number or a quantity): (label, value, finite)."""
+    unit = value.units if isinstance(value, ureg.Quantity) else None
+
+    def make(x: float) -> Any:
+        return x if unit is None else Q_(x, unit)
+
+    for label, x, finite in [
+        ("nan", math.nan, False),
+        ("inf", math.inf, False),
+        ("-inf", -math.inf, False),
+        ("zero", 0.0, True),
+        ("negative", -3.0, True),
+        ("huge", 1e300, True),
+        ("tiny", 1e-300, True),
+        ("half", 0.5, True),
+    ]:
+        yield label, make(x), finite
+    if unit is not None:
+        yield "wrong-dimension", Q_(1.0, "kg"), False
+    else:
+        yield "quantity-of-seconds", Q_(1.0, "s"), False
+
+
+def cases(limit_per_function: int | None = None) -> Iterator[tuple[str, str, str, Any, bool]]:
+    """(function, argument, label, value, finite) for every callable public function."""
+    for name in sorted(public_functions()):
+        call = valid_call(name)
+        if call is None:
+            continue
+        count = 0
+        for argument, value in call.items():
+            numeric = isinstance(value, int | float | ureg.Quantity) and not isinstance(value, bool)
+            hostile = list(numeric_values(value)) if numeric else []
+            hostile += [(label, v, False) for label, v in GENERIC]
+            for label, bad, finite in hostile:
+                if limit_per_function is not None and count >= limit_per_function:
+                    break
+                count += 1
+                yield name, argument, label, bad, finite
+
+
+class CallTimeoutError(Exception):
+    """A call ran past its time limit."""
+
+
+@contextmanager
+def time_limit(seconds: float) -> Iterator[None]:
+    """Raise :class:`CallTimeoutError` in the main thread after ``seconds`` (Unix interval timer)."""
+
+    def stop(signum: int, frame: Any) -> None:
+        raise CallTimeoutError(f"over {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def has_nan(value: Any, depth: int = 0) -> bool:
+    """Whether a result holds NaN anywhere (quantities, arrays, result objects, mappings, frames)."""
+    if depth > 6:
+        return False
+    if isinstance(value, ureg.Quantity):
+        return has_nan(value.magnitude, depth + 1)
+    if isinstance(value, float | np.floating):
+        return bool(np.isnan(value))
+    if isinstance(value, np.ndarray):
+        return value.dtype.kind == "f" and bool(np.isnan(value).any())
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return any(has_nan(getattr(value, f.name), depth + 1) for f in dataclasses.fields(value))
+    if isinstance(value, dict):
+        return any(has_nan(v, depth + 1) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(has_nan(v, depth + 1) for v in value[:1000])
+    if hasattr(value, "select_dtypes"):  # a DataFrame
+        numbers = value.select_dtypes("number")
+        return bool(numbers.isna().to_numpy().any())
+    return False
+
+
+__all__ = ["CallTimeoutError", "cases", "has_nan", "kinds", "time_limit"]

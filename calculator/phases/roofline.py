@@ -17,14 +17,14 @@ from typing import Any
 
 import numpy as np
 
-from ._support import accelerator_of, bits_of, count, magnitude, renamed, transformer_of
-from .errors import InputError
-from .formula import formula, maximum, per, var
-from .memory import device_share, kv_cache_bytes, model_kv_bytes_per_token
-from .precision import bits_per_element, check_precision
-from .results import Result, ceil_count
-from .types import AcceleratorRef, Count, InterconnectRef, ModelRef, Precision, Rate, Time, TokenRate, Tokens
-from .units import Q_, check_units
+from .._support import accelerator_of, bits_of, count, magnitude, renamed, transformer_of
+from ..errors import InputError
+from ..formula import formula, maximum, per, var
+from ..memory import device_share, kv_cache_bytes, model_kv_bytes_per_token
+from ..precision import bits_per_element, check_precision
+from ..results import Result, ceil_count
+from ..types import AcceleratorRef, Count, InterconnectRef, ModelRef, Precision, Rate, Time, TokenRate, Tokens
+from ..units import Q_, check_units
 
 __all__ = [
     "ChunkedPrefillTradeoff",
@@ -875,7 +875,7 @@ def _link(function: str, link: Any) -> tuple[float, float]:
     if isinstance(link, Q_):
         return magnitude(function, "link", link, "B/s", "positive"), 0.0
     if isinstance(link, str):
-        from .registry import load_registry
+        from ..registry import load_registry
 
         link = load_registry().interconnect(link)
     if not hasattr(link, "bandwidth"):

@@ -33,19 +33,19 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._support import accelerator_of, count, model_of, renamed
-from .errors import InputError
-from .memory import check_tensor_parallel, effective_bits_per_weight, model_kv_bytes_per_token, weight_bytes
-from .memory.kv import kv_shard_limit, kv_shards
-from .parallelism import ring_allreduce_time
-from .phases import attention_flops_per_pair, decode_flops, prefill_flops, roofline_time
-from .precision import PRECISIONS, check_precision
-from .results import Result
-from .types import AcceleratorRef, Count, ModelRef, Tokens
-from .units import Q_, ureg
+from .._support import accelerator_of, count, model_of, renamed
+from ..errors import InputError
+from ..memory import check_tensor_parallel, effective_bits_per_weight, model_kv_bytes_per_token, weight_bytes
+from ..memory.kv import kv_shard_limit, kv_shards
+from ..parallelism import ring_allreduce_time
+from ..phases import attention_flops_per_pair, decode_flops, prefill_flops, roofline_time
+from ..precision import PRECISIONS, check_precision
+from ..results import Result
+from ..types import AcceleratorRef, Count, ModelRef, Tokens
+from ..units import Q_, ureg
 
 if TYPE_CHECKING:
-    from .registry import Registry
+    from ..registry import Registry
 
 
 __all__ = [
@@ -497,7 +497,7 @@ def step_arrays(
     >>> step_arrays("llama-3.1-70b", "h100-sxm", "fp8").kv_bytes_per_token
     327680.0
     """
-    from .kernels import tables_for
+    from ..kernels import tables_for
 
     spec = model_of(model, registry)
     device = accelerator_of(accelerator, registry)
@@ -519,7 +519,7 @@ def step_arrays(
     kv = model_kv_bytes_per_token(spec, kv_name).m_as("B/token")
     link = device.nvlink_bandwidth
     if link is None:
-        from .registry import registry_of
+        from ..registry import registry_of
 
         host = registry_of(device, registry).interconnect(device.host_link) if device.host_link else None
         link = host.bandwidth if host is not None else Q_(16, "GB/s")
@@ -619,7 +619,7 @@ def _curves(a: StepArrays, tp: float) -> dict[str, np.ndarray]:
     cache = a.curves
     if tp in cache:
         return cache[tp]
-    from .kernels import gemm_seconds, grouped_gemm_seconds
+    from ..kernels import gemm_seconds, grouped_gemm_seconds
 
     tables, dtype = a.tables, a.dtype
     m = 2.0**_M_GRID
@@ -662,7 +662,7 @@ def _kernel_iteration(
     prior: Any,
 ) -> np.ndarray:
     """Seconds of the GPU work of one iteration on one tensor-parallel degree (measured kernels)."""
-    from .kernels import (
+    from ..kernels import (
         DECODE_REFERENCE_BYTES,
         allreduce_seconds,
         decode_attention_seconds,
@@ -1186,7 +1186,7 @@ def predict_benchmark(
     >>> bool(p.tpot_interval[0].m_as("ms") < 14.2 < p.tpot_interval[1].m_as("ms"))
     True
     """
-    from .uncertainty import prediction_interval
+    from ..uncertainty import prediction_interval
 
     a = step_arrays(model, accelerator, precision, kv_precision, registry=registry)
     profile = engine_profile(engine)

@@ -43,7 +43,7 @@ def test_every_public_model_is_importable_from_the_top_level():
         for item in public:
             assert item in calculator.__all__ and getattr(calculator, item) is getattr(module, item), (name, item)
     # One name per thing: the calibrated step functions keep the plain names, the roofline ones say so.
-    assert calculator.decode_step_time.__module__ == "calculator.performance.pricing"
+    assert calculator.decode_step_time.__module__ == "calculator.performance.steps"
     assert calculator.roofline_decode_step_time.__module__ == "calculator.phases.roofline"
     assert calculator.formula.__name__ == "calculator.formula"  # the module, not its decorator
 

@@ -23,7 +23,20 @@ their citations. A closed-loop benchmark starts all clients at once and sends ab
 client; the model follows the prefill groups that burst creates through the run (see
 ``docs/performance-model.md``). Every function is vectorized over its array arguments.
 
-The package also serves the public names its modules use from one another, outside ``__all__``: the
+The submodules, each re-exported here:
+
+* :mod:`~calculator.performance.engines`: the costs of the engine loop and the kernel pricing
+  (:class:`Efficiency`, ``ROOFLINE``), each engine's cited scheduler defaults and fitted costs
+  (:class:`EngineProfile`, ``ENGINES``), and the KV cache a replica holds under an engine's memory policy.
+* :mod:`~calculator.performance.arrays`: resolving registry objects into the arrays the step model needs
+  (:class:`StepArrays`, ``WEIGHT_BITS``, :func:`compute_precision`).
+* :mod:`~calculator.performance.pricing`: kernel pricing and the time of one iteration
+  (:func:`iteration_seconds`, and its decode-step and prefill cases on plain arrays).
+* :mod:`~calculator.performance.steps`: the public, unit-carrying step times (:func:`decode_step_time`,
+  :func:`prefill_time`).
+* :mod:`~calculator.performance.benchmark`: the closed-loop benchmark (:func:`predict_benchmark`).
+
+The package also serves the public names its submodules use from one another, outside ``__all__``: the
 plain-array step functions (``decode_step_seconds``, ``prefill_seconds``, ``closed_loop_seconds``), the
 KV capacity under an engine's memory policy (``kv_capacity_tokens``, ``usable_kv_bytes``,
 ``sglang_memory_fraction``), ``ROOFLINE`` and the model's constants.
@@ -31,33 +44,23 @@ KV capacity under an engine's memory policy (``kv_capacity_tokens``, ``usable_kv
 
 from __future__ import annotations
 
+from .arrays import WEIGHT_BITS, StepArrays, compute_precision, step_arrays
+from .benchmark import REQUESTS_PER_CLIENT as REQUESTS_PER_CLIENT
+from .benchmark import BenchmarkPrediction, predict_benchmark
+from .benchmark import closed_loop_seconds as closed_loop_seconds
+from .engines import ENGINES, Efficiency, EngineProfile, engine_profile
+from .engines import GENERIC_FRACTIONS as GENERIC_FRACTIONS
+from .engines import ROOFLINE as ROOFLINE
+from .engines import kv_capacity_tokens as kv_capacity_tokens
+from .engines import sglang_memory_fraction as sglang_memory_fraction
+from .engines import usable_kv_bytes as usable_kv_bytes
 from .pricing import ACTIVATION_BYTES as ACTIVATION_BYTES
 from .pricing import ELEMENTWISE_PASSES as ELEMENTWISE_PASSES
-from .pricing import (
-    ENGINES,
-    WEIGHT_BITS,
-    BenchmarkPrediction,
-    Efficiency,
-    EngineProfile,
-    StepArrays,
-    compute_precision,
-    decode_step_time,
-    engine_profile,
-    iteration_seconds,
-    predict_benchmark,
-    prefill_time,
-    step_arrays,
-)
-from .pricing import GENERIC_FRACTIONS as GENERIC_FRACTIONS
 from .pricing import MLA_DECODE_COMPUTE_FRACTION as MLA_DECODE_COMPUTE_FRACTION
-from .pricing import REQUESTS_PER_CLIENT as REQUESTS_PER_CLIENT
-from .pricing import ROOFLINE as ROOFLINE
-from .pricing import closed_loop_seconds as closed_loop_seconds
 from .pricing import decode_step_seconds as decode_step_seconds
-from .pricing import kv_capacity_tokens as kv_capacity_tokens
+from .pricing import iteration_seconds
 from .pricing import prefill_seconds as prefill_seconds
-from .pricing import sglang_memory_fraction as sglang_memory_fraction
-from .pricing import usable_kv_bytes as usable_kv_bytes
+from .steps import decode_step_time, prefill_time
 
 __all__ = [
     "ENGINES",

@@ -5,7 +5,7 @@ Run from the repository root: ``python benchmarks/fit_performance.py [--write]``
 1. fits each engine's behaviour (``calibration.FITTED``: per-iteration cost, per-sequence cost,
    per-request overhead, prefill-group coherence) on that engine's rows of
    ``calculator/data/calibration/serving_benchmarks_h100.csv``, and one engine-agnostic profile on all rows,
-   and prints the constants for ``calculator/performance.py``;
+   and prints the constants for ``calculator/performance/engines.py``;
 2. prints the median absolute errors overall and per model / engine version / precision / TP;
 3. cross-validates the whole procedure leaving out one model, then one engine version, at a time;
 4. checks mixture-of-experts layers on H100 benchmarks of Qwen3-235B and gpt-oss-120b (not fitted), and
@@ -148,7 +148,7 @@ def main():
     rows = rows.assign(engine_version=versions(rows))
     per_engine = fit_profiles(rows)
     pooled = fit_profiles(rows, pooled=True)
-    print("# fitted behaviour for calculator/performance.py ENGINES:", ", ".join(n for n, *_ in FITTED))
+    print("# fitted behaviour for calculator/performance/engines.py ENGINES:", ", ".join(n for n, *_ in FITTED))
     print(f"None: {show(pooled[None])}")
     for name, profile in per_engine.items():
         print(f"{name!r}: {show(profile)}")

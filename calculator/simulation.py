@@ -532,7 +532,8 @@ class _Run:
 
 
 def _limits(setup: SimulationSetup) -> tuple[StepArrays, Any, int, int, float]:
-    from .performance import _tp, engine_profile, kv_capacity_tokens, step_arrays
+    from .performance import engine_profile, kv_capacity_tokens, step_arrays
+    from .performance._common import _tp
     from .registry import load_registry
 
     registry = load_registry(extra=setup.registry_files)

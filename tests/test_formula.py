@@ -45,6 +45,10 @@ def test_catalog_keys_name_the_module_or_package_directly_under_calculator():
         ("memory.precision_dividend", "calculator.memory.dividend"),
         ("memory.prefix_cache_tokens", "calculator.memory.prefix"),
         ("parallelism.ring_allreduce_time", "calculator.parallelism.collectives"),
+        ("phases.ridge_point", "calculator.phases.intensity"),
+        ("phases.roofline_time", "calculator.phases.flops"),
+        ("phases.hybrid_iteration_time", "calculator.phases.chunked"),
+        ("phases.kv_handoff_time", "calculator.phases.disaggregation"),
         ("queueing.kingman_wait", "calculator.queueing.ggc"),
         ("routing.wasted_token_fraction", "calculator.routing.resilience"),
     ]:

@@ -13,8 +13,8 @@ def test_import_calculator_loads_no_heavy_modules():
     code = (
         "import sys, calculator; "
         "heavy = ('streamlit', 'sympy', 'plotly', 'pandas', 'pydantic'); "
-        "models = ('calculator.batching', 'calculator.memory', 'calculator.parallelism', 'calculator.queueing', "
-        "'calculator.routing'); "
+        "models = ('calculator.batching', 'calculator.memory', 'calculator.parallelism', 'calculator.performance', "
+        "'calculator.phases', 'calculator.queueing', 'calculator.routing'); "
         "print(','.join(m for m in (*heavy, *models) if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
@@ -43,8 +43,8 @@ def test_every_public_model_is_importable_from_the_top_level():
         for item in public:
             assert item in calculator.__all__ and getattr(calculator, item) is getattr(module, item), (name, item)
     # One name per thing: the calibrated step functions keep the plain names, the roofline ones say so.
-    assert calculator.decode_step_time.__module__ == "calculator.performance"
-    assert calculator.roofline_decode_step_time.__module__ == "calculator.phases"
+    assert calculator.decode_step_time.__module__ == "calculator.performance.steps"
+    assert calculator.roofline_decode_step_time.__module__ == "calculator.phases.roofline"
     assert calculator.formula.__name__ == "calculator.formula"  # the module, not its decorator
 
 
@@ -57,11 +57,12 @@ def test_the_flat_namespace_reads_the_packages_and_skips_plain_folders():
     import calculator
 
     exports = calculator._exports()
-    assert {"batching", "memory", "parallelism", "queueing", "routing"} <= set(packages())
+    assert {"batching", "memory", "parallelism", "performance", "phases", "queueing", "routing"} <= set(packages())
     assert "data" not in packages() and "data" not in exports.values()
     for package in packages():
         assert package in exports.values(), package
     assert exports["batch_service_time"] == "batching" and exports["ring_allreduce_time"] == "parallelism"
+    assert exports["kv_handoff_time"] == "phases" and exports["predict_benchmark"] == "performance"
 
 
 def test_a_package_exports_exactly_the_public_names_of_its_submodules():
@@ -81,6 +82,24 @@ def test_a_package_exports_exactly_the_public_names_of_its_submodules():
                 assert getattr(package, item) is getattr(module, item), (name, info.name, item)
             defined += names
         assert sorted(defined) == sorted(package.__all__), name
+
+
+def test_a_split_module_keeps_serving_its_public_names_outside_all():
+    # Callers (fleet, simulation, calibration, the benchmarks) import these from the package, as from the module.
+    from calculator import performance, phases
+    from calculator.performance import benchmark, engines, pricing
+    from calculator.phases import roofline
+
+    for module, names in [
+        (engines, ("ROOFLINE", "GENERIC_FRACTIONS", "kv_capacity_tokens", "usable_kv_bytes", "sglang_memory_fraction")),
+        (pricing, ("ACTIVATION_BYTES", "ELEMENTWISE_PASSES", "MLA_DECODE_COMPUTE_FRACTION", "decode_step_seconds")),
+        (pricing, ("prefill_seconds",)),
+        (benchmark, ("REQUESTS_PER_CLIENT", "closed_loop_seconds")),
+    ]:
+        for name in names:
+            assert getattr(performance, name) is getattr(module, name) and name not in performance.__all__, name
+    for name in ("prefill_time", "decode_step_time"):  # the deprecated names of the roofline estimates
+        assert getattr(phases, name) is getattr(roofline, name) and name not in phases.__all__
 
 
 def test_star_import_works_without_the_front_end_libraries():

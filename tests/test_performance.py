@@ -210,7 +210,7 @@ def test_efficiency_can_be_set_per_accelerator():
 
 
 # --------------------------------------------------------------------------------------------
-# Engine defaults (each cited in performance._CITATIONS), intervals, reproducible fit
+# Engine defaults (each cited in performance.engines._CITATIONS), intervals, reproducible fit
 
 
 def test_engine_defaults_match_their_documentation():

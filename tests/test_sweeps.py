@@ -178,6 +178,9 @@ def test_function_sweep_with_named_axes_equals_point_by_point_predict_benchmark(
         assert row["ttft [ms]"] == pytest.approx(expected.ttft.m_as("ms"), rel=1e-12)
         assert row["tpot [ms]"] == pytest.approx(expected.tpot.m_as("ms"), rel=1e-12)
     provenance = frame.attrs["provenance"]
+    # defined in calculator.performance.benchmark, cited by the package that exports it
+    assert predict_benchmark.__module__ == "calculator.performance.benchmark"
+    assert provenance.models == ("performance.predict_benchmark",)
     assert provenance.registry_ids == ("llama-3.1-8b", "h100-sxm", "a100-sxm-80gb")
     assert provenance.inputs["concurrency"] == [1, 32]
 
@@ -208,6 +211,7 @@ def test_function_returning_a_quantity():
 def test_a_formula_of_a_package_keeps_its_package_key():
     from calculator.batching import batch_service_time
     from calculator.memory import kv_pool_size
+    from calculator.phases import kv_handoff_time
 
     frame = sweep("batching.batch_service_time", batch_size=[1, 8], fixed_time=Q_(10, "ms"), marginal_time=Q_(1, "ms"))
     assert batch_service_time.__module__ == "calculator.batching.service"
@@ -225,6 +229,15 @@ def test_a_formula_of_a_package_keeps_its_package_key():
     )
     assert kv_pool_size.__module__ == "calculator.memory.hierarchy"
     assert frame.attrs["provenance"].models == ("memory.kv_pool_size",)
+    frame = sweep(
+        "phases.kv_handoff_time",
+        kv_bytes=Q_([1, 2], "GB"),
+        link_bandwidth=Q_(450, "GB/s"),
+        startup_latency=Q_(0, "s"),
+        parallel_links=1,
+    )
+    assert kv_handoff_time.__module__ == "calculator.phases.disaggregation"
+    assert frame.attrs["provenance"].models == ("phases.kv_handoff_time",)
 
 
 def test_sweep_fleet_rows_equal_size_fleet():

@@ -1,0 +1,79 @@
+"""Step-time model on measured kernels, and the continuous-batching scheduler of a serving engine.
+
+Two layers, each physical:
+
+**Iteration time** (:func:`iteration_seconds`). One scheduler iteration runs the decode tokens of
+the running sequences and any prefill tokens scheduled with them through every layer: the matrix
+products at their actual shapes (QKV, output, MLP or the experts a batch touches, the LM head),
+prefill and decode attention, two all-reduces per layer under tensor parallelism, and the
+activation traffic of norms and residuals. Kernel times come from measured tables
+(:mod:`calculator.kernels`; aiconfigurator-core microbenchmarks per GPU and dtype), or, for an
+accelerator without tables, from its registry peaks times a generic efficiency curve. The serving
+engine adds a fixed cost per iteration and a cost per running sequence (scheduling, sampling,
+detokenization), the :class:`Efficiency` fields fitted on the H100 benchmarks. ``Efficiency(...,
+kernels=False)`` prices every kernel at fixed fractions of the peaks instead (``ROOFLINE``: the
+chapter's pure bound).
+
+**Scheduler** (:func:`closed_loop_seconds`). Engines run iteration-level continuous batching with a
+token budget per iteration (vLLM ``max_num_batched_tokens``, SGLang ``chunked_prefill_size``,
+TensorRT-LLM ``max_num_tokens``), admit waiting requests once per iteration while KV memory allows,
+and either mix prefill chunks into decode iterations (vLLM, TensorRT-LLM) or run prefill batches
+that pause decoding (SGLang). :class:`EngineProfile` holds each engine's documented defaults with
+their citations. A closed-loop benchmark starts all clients at once and sends about ten requests per
+client; the model follows the prefill groups that burst creates through the run (see
+``docs/performance-model.md``). Every function is vectorized over its array arguments.
+
+The submodules, each re-exported here:
+
+* :mod:`~calculator.performance.engines`: the costs of the engine loop and the kernel pricing
+  (:class:`Efficiency`, ``ROOFLINE``), each engine's cited scheduler defaults and fitted costs
+  (:class:`EngineProfile`, ``ENGINES``), and the KV cache a replica holds under an engine's memory policy.
+* :mod:`~calculator.performance.arrays`: resolving registry objects into the arrays the step model needs
+  (:class:`StepArrays`, ``WEIGHT_BITS``, :func:`compute_precision`).
+* :mod:`~calculator.performance.pricing`: kernel pricing and the time of one iteration
+  (:func:`iteration_seconds`, and its decode-step and prefill cases on plain arrays).
+* :mod:`~calculator.performance.steps`: the public, unit-carrying step times (:func:`decode_step_time`,
+  :func:`prefill_time`).
+* :mod:`~calculator.performance.benchmark`: the closed-loop benchmark (:func:`predict_benchmark`).
+
+The package also serves the public names its submodules use from one another, outside ``__all__``: the
+plain-array step functions (``decode_step_seconds``, ``prefill_seconds``, ``closed_loop_seconds``), the
+KV capacity under an engine's memory policy (``kv_capacity_tokens``, ``usable_kv_bytes``,
+``sglang_memory_fraction``), ``ROOFLINE`` and the model's constants.
+"""
+
+from __future__ import annotations
+
+from .arrays import WEIGHT_BITS, StepArrays, compute_precision, step_arrays
+from .benchmark import REQUESTS_PER_CLIENT as REQUESTS_PER_CLIENT
+from .benchmark import BenchmarkPrediction, predict_benchmark
+from .benchmark import closed_loop_seconds as closed_loop_seconds
+from .engines import ENGINES, Efficiency, EngineProfile, engine_profile
+from .engines import GENERIC_FRACTIONS as GENERIC_FRACTIONS
+from .engines import ROOFLINE as ROOFLINE
+from .engines import kv_capacity_tokens as kv_capacity_tokens
+from .engines import sglang_memory_fraction as sglang_memory_fraction
+from .engines import usable_kv_bytes as usable_kv_bytes
+from .pricing import ACTIVATION_BYTES as ACTIVATION_BYTES
+from .pricing import ELEMENTWISE_PASSES as ELEMENTWISE_PASSES
+from .pricing import MLA_DECODE_COMPUTE_FRACTION as MLA_DECODE_COMPUTE_FRACTION
+from .pricing import decode_step_seconds as decode_step_seconds
+from .pricing import iteration_seconds
+from .pricing import prefill_seconds as prefill_seconds
+from .steps import decode_step_time, prefill_time
+
+__all__ = [
+    "ENGINES",
+    "WEIGHT_BITS",
+    "BenchmarkPrediction",
+    "EngineProfile",
+    "Efficiency",
+    "compute_precision",
+    "decode_step_time",
+    "engine_profile",
+    "iteration_seconds",
+    "predict_benchmark",
+    "prefill_time",
+    "StepArrays",
+    "step_arrays",
+]

@@ -1,0 +1,263 @@
+"""Resolving registry objects into the arrays the step model needs (:class:`StepArrays`).
+
+A (model, accelerator, precision) becomes plain floats in SI units: resident and streamed weight bytes
+at the stored bits per weight (``WEIGHT_BITS``, scales included), the per-layer shapes, KV bytes per
+token, the accelerator's peaks at the precision its matrix products run at (:func:`compute_precision`)
+and its measured kernel tables.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .._support import accelerator_of, model_of
+from ..errors import InputError
+from ..memory import effective_bits_per_weight, model_kv_bytes_per_token, weight_bytes
+from ..memory.kv import kv_shard_limit
+from ..phases import attention_flops_per_pair
+from ..precision import PRECISIONS, check_precision
+from ..types import AcceleratorRef, ModelRef
+from ..units import Q_
+
+if TYPE_CHECKING:
+    from ..registry import Registry
+
+
+__all__ = [
+    "WEIGHT_BITS",
+    "compute_precision",
+    "StepArrays",
+    "step_arrays",
+]
+
+
+# --------------------------------------------------------------------------------------------
+# Resolving registry objects into the arrays the step model needs
+
+
+#: Stored bits per weight of each serving precision, scales included: FP8 keeps one scale per
+#: 128x128 block (negligible), INT4 one FP16 scale per group of 128 weights (AWQ/GPTQ layout),
+#: FP4 one FP8 scale per 16 weights (NVFP4). Embeddings stay at 16 bits (see ``step_arrays``).
+WEIGHT_BITS: dict[str, float] = {
+    "fp64": 64.0,
+    "fp32": 32.0,
+    "tf32": 32.0,
+    "bf16": 16.0,
+    "fp16": 16.0,
+    "fp8": 8.0,
+    "int8": 8.0,
+    "int4": effective_bits_per_weight.numeric(bits=4, block_size=128, scale_bits=16),
+    "fp4": effective_bits_per_weight.numeric(bits=4, block_size=16, scale_bits=8),
+}
+
+#: Where an accelerator lacks tensor throughput at a precision, weights are dequantized and the
+#: matrix products run at the first of these it has (W8A16 on an A100, W4A16 on an H100).
+_COMPUTE_FALLBACK: dict[str, tuple[str, ...]] = {
+    "fp4": ("fp4", "fp8", "bf16", "fp16"),
+    "int4": ("int4", "fp8", "bf16", "fp16"),
+    "fp8": ("fp8", "bf16", "fp16"),
+    "int8": ("int8", "bf16", "fp16"),
+    "bf16": ("bf16", "fp16"),
+    "fp16": ("fp16", "bf16"),
+    "tf32": ("tf32", "fp32"),
+    "fp32": ("fp32", "tf32"),
+    "fp64": ("fp64",),
+}
+# int4/fp4 weights multiply as 16-bit activations on GPUs whose int4/fp4 rate is for int4 activations.
+_WEIGHT_ONLY = {"int4"}
+
+#: GEMM table of each weight precision: the table's weights have that storage width.
+_TABLE_OF_WEIGHTS = {"bf16": "bf16", "fp16": "bf16", "fp8": "fp8", "int8": "fp8", "fp4": "fp4", "int4": "fp4"}
+
+
+def compute_precision(accelerator: AcceleratorRef, precision: str) -> str:
+    """The precision the matrix products run at for weights stored at ``precision``.
+
+    The accelerator's own rate where it has one (FP8 on an H100); otherwise the weights are
+    dequantized to the first precision the accelerator supports (FP8 weights on an A100 run W8A16
+    at the BF16 rate). INT4 weights always multiply as 16-bit activations (W4A16).
+
+    Examples
+    --------
+    >>> compute_precision("a100-sxm-80gb", "fp8"), compute_precision("h100-sxm", "fp8")
+    ('bf16', 'fp8')
+    """
+    device = accelerator_of(accelerator)
+    name = check_precision(precision)
+    chain = _COMPUTE_FALLBACK[name][1:] if name in _WEIGHT_ONLY else _COMPUTE_FALLBACK[name]
+    for candidate in chain:
+        if candidate in device.dense_throughput:
+            return candidate
+    raise InputError(
+        f"accelerator '{device.id}' has no tensor throughput usable for {name} weights "
+        f"(it lists {sorted(device.dense_throughput)})"
+    )
+
+
+@dataclass(eq=False)
+class StepArrays:
+    """One (model, accelerator, precision) as the step model reads it: plain floats in SI units.
+
+    ``step_arrays`` builds it; ``iteration_seconds`` and the sizer and simulator price iterations from
+    it. Shapes are per layer and whole-model (before tensor-parallel sharding).
+    """
+
+    weight_bytes: float  #: resident weight bytes of the whole model (embeddings kept at 16 bits)
+    streamed_params: float  #: parameters read by a one-token decode step (all but the input embedding)
+    shared_params: float  #: parameters every token reads in a mixture-of-experts model
+    expert_params: float  #: parameters of one routed expert
+    experts: float
+    experts_per_token: float
+    bytes_per_param: float
+    kv_bytes_per_token: float
+    kv_shards_max: float  #: the KV cache splits over at most this many tensor-parallel ranks
+    attention_flops_per_pair: float  #: attention FLOP per (query, key) pair over all layers
+    layers: float
+    hidden: float
+    heads: float
+    kv_heads: float
+    head_dim: float
+    mla: float  #: 1.0 for multi-head latent attention
+    kv_lora_rank: float
+    q_lora_rank: float
+    qk_nope_head_dim: float
+    qk_rope_head_dim: float
+    v_head_dim: float
+    mlp_width: float  #: a dense layer's MLP width (0 for mixture-of-experts)
+    expert_width: float
+    shared_expert_width: float
+    vocab: float
+    accelerator: str  #: the accelerator's registry id
+    memory: float  #: bytes per device (physical)
+    hbm_bandwidth: float  #: B/s
+    peak_flops: float  #: FLOP/s at the weights' compute precision
+    bf16_flops: float  #: FLOP/s at BF16
+    link_bandwidth: float  #: B/s per direction (NVLink, or the host link where there is none)
+    tables: Any  #: the accelerator's :class:`~calculator.kernels.KernelTables`
+    dtype: str  #: the GEMM table of the weights
+    measured: bool  #: whether measured kernel tables cover the accelerator and dtype
+    curves: dict[float, dict[str, np.ndarray]] = field(default_factory=dict, repr=False)  #: cache per TP degree
+
+    def __getitem__(self, key: str) -> Any:
+        """The old dict access (``arrays["kv_bytes_per_token"]``), kept for one release."""
+        import warnings
+
+        warnings.warn(
+            "step_arrays() returns a StepArrays object: read fields as attributes (arrays.kv_bytes_per_token); "
+            "item access goes in the next release",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(self, key)
+
+
+def step_arrays(
+    model: ModelRef,
+    accelerator: AcceleratorRef,
+    precision: str,
+    kv_precision: str | None = None,
+    *,
+    registry: Registry | None = None,
+) -> StepArrays:
+    """The numbers the step model needs for one (model, accelerator, precision), in SI units.
+
+    Returns a :class:`StepArrays`. Ids resolve in ``registry`` (default: the packaged registry), and an
+    entry object's own ids (its host link) in the registry it came from.
+
+    Examples
+    --------
+    >>> step_arrays("llama-3.1-70b", "h100-sxm", "fp8").kv_bytes_per_token
+    327680.0
+    """
+    from ..kernels import tables_for
+
+    spec = model_of(model, registry)
+    device = accelerator_of(accelerator, registry)
+    name = check_precision(precision)
+    if spec.kind != "transformer":
+        raise InputError(f"the performance model covers transformer LLMs; model '{spec.id}' is a {spec.kind} model")
+    kv_name = check_precision(kv_precision or ("bf16" if PRECISIONS[name] < 16 else name), "kv_precision")
+    hidden = spec.hidden_size or spec.attention_heads * spec.head_dim
+    embedding = float(spec.vocab_size * hidden) if spec.vocab_size else 0.0
+    bits = WEIGHT_BITS[name]
+    quantized = spec.parameters - embedding
+    resident = weight_bytes.numeric(parameters=quantized, bits_per_weight=bits) + weight_bytes.numeric(
+        parameters=embedding, bits_per_weight=max(bits, 16.0)
+    )
+    active = spec.active - embedding
+    k, experts = spec.experts_per_token, spec.experts
+    per_expert = (spec.parameters - spec.active) / (experts - k) if experts > k else 0.0
+    shared = active - k * per_expert
+    kv = model_kv_bytes_per_token(spec, kv_name).m_as("B/token")
+    link = device.nvlink_bandwidth
+    if link is None:
+        from ..registry import registry_of
+
+        host = registry_of(device, registry).interconnect(device.host_link) if device.host_link else None
+        link = host.bandwidth if host is not None else Q_(16, "GB/s")
+    layers = float(spec.layers)
+    heads, head_dim = float(spec.attention_heads), float(spec.head_dim)
+    kv_heads = float(spec.kv_heads or spec.attention_heads)
+    mla = spec.attention == "mla" and spec.kv_lora_rank is not None
+    if mla:
+        nope, rope = float(spec.qk_nope_head_dim or head_dim), float(spec.qk_rope_head_dim or 0)
+        value = float(spec.v_head_dim or head_dim)
+        q_lora = float(spec.q_lora_rank or 0)
+        attention_params = (
+            (hidden * q_lora + q_lora * heads * (nope + rope) if q_lora else hidden * heads * (nope + rope))
+            + hidden * (spec.kv_lora_rank + rope)
+            + spec.kv_lora_rank * heads * (nope + value)
+            + heads * value * hidden
+        )
+    else:
+        nope = rope = value = q_lora = 0.0
+        attention_params = hidden * (heads + 2 * kv_heads) * head_dim + heads * head_dim * hidden
+    lm_head = embedding
+    if experts > 1:
+        expert_width = per_expert / (3 * hidden * layers)
+        shared_width = spec.shared_experts * expert_width
+        mlp_width = 0.0
+    else:
+        expert_width = shared_width = 0.0
+        derived = max(active - lm_head - layers * attention_params, 0.0) / (3 * hidden * layers)
+        mlp_width = float(spec.intermediate_size or derived)
+    tables = tables_for(device)
+    return StepArrays(
+        weight_bytes=float(resident),
+        streamed_params=float(active),
+        shared_params=float(shared),
+        expert_params=float(per_expert),
+        experts=float(experts),
+        experts_per_token=float(k),
+        bytes_per_param=bits / 8,
+        kv_bytes_per_token=float(kv),
+        kv_shards_max=float(kv_shard_limit(spec)),
+        attention_flops_per_pair=attention_flops_per_pair(spec).m_as("FLOP"),
+        layers=layers,
+        hidden=float(hidden),
+        heads=heads,
+        kv_heads=kv_heads,
+        head_dim=head_dim,
+        mla=float(mla),
+        kv_lora_rank=float(spec.kv_lora_rank or 0),
+        q_lora_rank=q_lora,
+        qk_nope_head_dim=nope,
+        qk_rope_head_dim=rope,
+        v_head_dim=value,
+        mlp_width=mlp_width,
+        expert_width=float(expert_width),
+        shared_expert_width=float(shared_width),
+        vocab=float(spec.vocab_size or 0),
+        accelerator=device.id,
+        memory=device.memory.m_as("B"),
+        hbm_bandwidth=device.memory_bandwidth.m_as("B/s"),
+        peak_flops=device.peak_throughput(compute_precision(device, name)).m_as("FLOP/s"),
+        bf16_flops=device.peak_throughput(compute_precision(device, "bf16")).m_as("FLOP/s"),
+        link_bandwidth=link.m_as("B/s"),
+        tables=tables,
+        dtype=_TABLE_OF_WEIGHTS.get(name, "bf16"),
+        measured=bool(tables.measured and _TABLE_OF_WEIGHTS.get(name, "bf16") in tables.measured_dtypes),
+    )

@@ -1,0 +1,272 @@
+"""Kernel pricing and the time of one scheduler iteration (:func:`iteration_seconds`).
+
+One scheduler iteration runs the decode tokens of the running sequences and any prefill tokens
+scheduled with them through every layer: the matrix products at their actual shapes (QKV, output,
+MLP or the experts a batch touches, the LM head), prefill and decode attention, two all-reduces per
+layer under tensor parallelism, and the activation traffic of norms and residuals. Kernel times come
+from measured tables (:mod:`calculator.kernels`), or, for an accelerator without tables, from its
+registry peaks times a generic efficiency curve; ``Efficiency(..., kernels=False)`` prices every
+kernel at fixed fractions of the peaks instead. The engine's fixed costs per iteration and per
+running sequence are added on top.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .._support import renamed
+from ..memory.kv import kv_shards
+from ..parallelism import ring_allreduce_time
+from ..phases import decode_flops, prefill_flops, roofline_time
+from ..types import Count, Tokens
+from .arrays import StepArrays
+from .engines import Efficiency
+
+__all__ = [
+    "iteration_seconds",
+]
+
+
+# --------------------------------------------------------------------------------------------
+# Kernel pricing: per-layer linear time over a grid of token counts, per tensor-parallel degree
+
+
+ACTIVATION_BYTES = 2.0  # all-reduce payloads and activations are BF16/FP16
+#: Reads and writes of a hidden-size activation per layer and token outside the matrix products and
+#: attention (two RMSNorms, two residual adds, RoPE and the activation quantization): HBM traffic.
+ELEMENTWISE_PASSES = 8
+#: Decode attention of a latent (MLA) cache is compute bound at this fraction of the 16-bit peak.
+MLA_DECODE_COMPUTE_FRACTION = 0.5
+#: Log2-spaced token counts on which an iteration's per-layer linear time is tabulated.
+_M_GRID = np.arange(0.0, 17.01, 0.25)
+
+
+def _layer_gemms(a: StepArrays, tp: float) -> list[tuple[float, float]]:
+    """(n, k) of the dense matrix products of one layer on one rank (tokens are the m dimension)."""
+    h, heads, hd = a.hidden, a.heads, a.head_dim
+    heads_r = heads / tp
+    if a.mla:
+        nope, rope, value, lora = a.qk_nope_head_dim, a.qk_rope_head_dim, a.v_head_dim, a.kv_lora_rank
+        q_lora = a.q_lora_rank
+        shapes = [(lora + rope, h)]  # KV down-projection (replicated)
+        shapes += [(q_lora, h), (heads_r * (nope + rope), q_lora)] if q_lora else [(heads_r * (nope + rope), h)]
+        shapes += [(heads_r * (nope + value), lora), (h, heads_r * value)]
+    else:
+        kv_r = max(a.kv_heads / tp, 1.0)
+        shapes = [((heads_r + 2 * kv_r) * hd, h), (h, heads_r * hd)]
+    if a.mlp_width > 0:
+        width = a.mlp_width / tp
+        shapes += [(2 * width, h), (h, width)]
+    if a.shared_expert_width > 0:
+        width = a.shared_expert_width / tp
+        shapes += [(2 * width, h), (h, width)]
+    return shapes
+
+
+def _curves(a: StepArrays, tp: float) -> dict[str, np.ndarray]:
+    """Per-layer time of the token-proportional work at the token counts of ``_M_GRID`` (cached)."""
+    cache = a.curves
+    if tp in cache:
+        return cache[tp]
+    from ..kernels import gemm_seconds, grouped_gemm_seconds
+
+    tables, dtype = a.tables, a.dtype
+    m = 2.0**_M_GRID
+    linear = np.zeros_like(m)
+    for n, k in _layer_gemms(a, tp):
+        linear += gemm_seconds(tables, dtype, m, max(n, 1.0), max(k, 1.0))
+    if a.experts > 1:
+        # The experts run as one grouped GEMM per projection (one launch over every touched expert):
+        # priced as a GEMM of the touched experts' stacked weights at the tokens each expert gets.
+        e, top = a.experts, a.experts_per_token
+        touched = e * (1 - (1 - top / e) ** m)
+        per_expert_tokens = m * top / touched
+        width = a.expert_width / tp
+        h = a.hidden
+        for n, k in ((2 * width, h), (h, width)):
+            linear += grouped_gemm_seconds(tables, dtype, per_expert_tokens, n, k, touched)
+        linear += gemm_seconds(tables, "bf16", m, e, h)  # the router
+    elementwise = m * ELEMENTWISE_PASSES * a.hidden * ACTIVATION_BYTES / a.hbm_bandwidth
+    lm_head = gemm_seconds(tables, dtype, m, max(a.vocab / tp, 1.0), a.hidden) if a.vocab else np.zeros_like(m)
+    out = {"layer": np.log2(linear + elementwise), "lm_head": np.log2(np.maximum(lm_head, 1e-12))}
+    cache[tp] = out
+    return out
+
+
+def _interp_curve(curve: np.ndarray, tokens: Any) -> np.ndarray:
+    """Seconds at ``tokens`` (array) on a per-token-count curve; linear beyond the grid."""
+    lm = np.log2(np.maximum(np.asarray(tokens, dtype=float), 1.0))
+    beyond = np.maximum(lm - _M_GRID[-1], 0.0)
+    return 2.0 ** (np.interp(lm, _M_GRID, curve) + beyond)
+
+
+def _kernel_iteration(
+    a: StepArrays,
+    tp: float,
+    decode: Any,
+    context: Any,
+    tokens: Any,
+    prefill: Any,
+    requests: Any,
+    prior: Any,
+) -> np.ndarray:
+    """Seconds of the GPU work of one iteration on one tensor-parallel degree (measured kernels)."""
+    from ..kernels import (
+        DECODE_REFERENCE_BYTES,
+        allreduce_seconds,
+        decode_attention_seconds,
+        prefill_attention_seconds,
+    )
+
+    tables = a.tables
+    layers = a.layers
+    curves = _curves(a, tp)
+    m = decode * tokens + prefill
+    logits = decode * tokens + requests
+    t = layers * _interp_curve(curves["layer"], m)
+    t = t + np.where(logits > 0, _interp_curve(curves["lm_head"], np.maximum(logits, 1.0)), 0.0)
+    shards = kv_shards(tp, a.kv_shards_max)
+    per_token_layer = a.kv_bytes_per_token / layers / shards
+    pair_flops = a.attention_flops_per_pair / layers / tp
+    # Decode attention: bandwidth bound on the KV bytes read (measured), compute bound for MLA.
+    reads = decode_attention_seconds(
+        tables, np.maximum(decode, 1.0), context * per_token_layer / DECODE_REFERENCE_BYTES
+    )
+    if a.mla:
+        compute = decode * tokens * context * pair_flops / (MLA_DECODE_COMPUTE_FRACTION * a.bf16_flops)
+        reads = np.maximum(reads, compute)
+    t = t + layers * np.where(decode > 0, reads, 0.0)
+    # Prefill attention: the causal pairs of the scheduled chunk after ``prior`` cached tokens.
+    per_request = prefill / np.maximum(requests, 1e-9)
+    pairs = prefill * prior + prefill * (per_request + 1) / 2
+    flops = pairs * pair_flops
+    att = prefill_attention_seconds(tables, flops, per_request + prior, np.maximum(requests, 1.0) * a.heads / tp)
+    t = t + layers * np.where(prefill > 0, att, 0.0)
+    if tp > 1:
+        t = t + 2 * layers * allreduce_seconds(tables, tp, m * a.hidden * ACTIVATION_BYTES, a.link_bandwidth)
+    return t
+
+
+def _streamed_bytes(a: StepArrays, batch: Any) -> Any:
+    """Weight bytes one decode step reads: shared weights plus the experts the batch touches."""
+    if a.experts <= 1:
+        return a.streamed_params * a.bytes_per_param
+    e, k = a.experts, a.experts_per_token
+    touched = e * (1 - (1 - k / e) ** batch)
+    return (a.shared_params + touched * a.expert_params) * a.bytes_per_param
+
+
+def _allreduce_seconds(a: StepArrays, eff: Efficiency, tp: Any, message_bytes: Any) -> Any:
+    """One ring all-reduce of ``message_bytes`` over ``tp`` ranks at the achieved link bandwidth."""
+    return ring_allreduce_time.numeric(
+        message=message_bytes,
+        devices=tp,
+        bandwidth=eff.link_bandwidth * a.link_bandwidth,
+        latency=0.0,
+        floor=eff.collective_latency.m_as("s"),
+    )
+
+
+def _roofline_iteration(
+    a: StepArrays,
+    eff: Efficiency,
+    tp: Any,
+    decode: Any,
+    context: Any,
+    tokens: Any,
+    prefill: Any,
+    requests: Any,
+    prior: Any,
+) -> Any:
+    """Seconds of one iteration priced at fixed fractions of the peaks (``kernels=False``)."""
+    shards = kv_shards(tp, a.kv_shards_max)
+    m = decode * tokens + prefill
+    memory_bytes = _streamed_bytes(a, np.maximum(m, 1.0)) / tp + decode * context * a.kv_bytes_per_token / shards
+    per_request = prefill / np.maximum(requests, 1e-9)
+    flops = (
+        decode_flops.numeric(
+            active_parameters=a.streamed_params,
+            batch=decode * tokens,
+            context=context,
+            attention_flops=a.attention_flops_per_pair,
+        )
+        + np.maximum(requests, 0.0)
+        * prefill_flops.numeric(
+            active_parameters=a.streamed_params,
+            prompt_tokens=np.maximum(per_request, 1.0),
+            attention_flops=a.attention_flops_per_pair,
+            cached_tokens=prior,
+        )
+        * (prefill > 0)
+    ) / tp
+    step = roofline_time.numeric(
+        flops=flops,
+        bytes_moved=memory_bytes,
+        peak_throughput=eff.compute * a.peak_flops,
+        memory_bandwidth=eff.hbm_bandwidth * a.hbm_bandwidth,
+    )
+    return step + 2 * a.layers * _allreduce_seconds(a, eff, tp, m * a.hidden * ACTIVATION_BYTES)
+
+
+@renamed(tp="tensor_parallel")
+def iteration_seconds(
+    a: StepArrays,
+    eff: Efficiency,
+    tensor_parallel: Count,
+    decode: Count,
+    context: Tokens = 0,
+    prefill: Tokens = 0,
+    requests: Count = 0,
+    prior: Tokens = 0,
+    tokens: Tokens = 1,
+) -> Any:
+    """Seconds of one scheduler iteration (plain arrays, broadcast).
+
+    Parameters
+    ----------
+    a : StepArrays
+        From :func:`step_arrays`.
+    eff : Efficiency
+        Fixed costs and kernel pricing.
+    tensor_parallel : int or array
+        Tensor-parallel degree.
+    decode, context : array
+        Decoding sequences and the tokens each holds.
+    prefill, requests, prior : array
+        Prompt tokens scheduled in the iteration, over how many requests, and the tokens of those
+        requests already cached (earlier chunks).
+    tokens : array
+        Tokens each decoding sequence adds (``k + 1`` when a speculative round verifies ``k``).
+    """
+    tp, decode, context, prefill, requests, prior, tokens = np.broadcast_arrays(
+        *(np.asarray(v, dtype=float) for v in (tensor_parallel, decode, context, prefill, requests, prior, tokens))
+    )
+    fixed = eff.step_overhead.m_as("s") + eff.sequence_overhead.m_as("s") * (decode + requests)
+    if not eff.kernels:
+        return fixed + _roofline_iteration(a, eff, tp, decode, context, tokens, prefill, requests, prior)
+    out = np.empty(tp.shape)
+    for degree in np.unique(tp):
+        mask = tp == degree
+        out[mask] = _kernel_iteration(
+            a, float(degree), decode[mask], context[mask], tokens[mask], prefill[mask], requests[mask], prior[mask]
+        )
+    return fixed + out if out.ndim else fixed + float(out)
+
+
+def decode_step_seconds(
+    a: StepArrays, eff: Efficiency, tensor_parallel: Any, batch: Any, context: Any, tokens: Any = 1
+) -> Any:
+    """One decode step of ``batch`` sequences holding ``context`` tokens each (plain arrays).
+
+    ``tokens`` new tokens per sequence are processed in the step (more than one when a speculative
+    round verifies its draft): compute and all-reduce payloads scale with it, weight and KV traffic
+    do not.
+    """
+    return iteration_seconds(a, eff, tensor_parallel, batch, context, tokens=tokens)
+
+
+def prefill_seconds(a: StepArrays, eff: Efficiency, tensor_parallel: Any, prompt: Any) -> Any:
+    """Prefill of one prompt of ``prompt`` tokens alone in an iteration (plain arrays)."""
+    return iteration_seconds(a, eff, tensor_parallel, 0, 0, prefill=prompt, requests=1)

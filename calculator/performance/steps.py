@@ -1,0 +1,120 @@
+"""Public, unit-carrying step times: one decode step and one prompt's prefill of a tensor-parallel replica."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..types import AcceleratorRef, Count, ModelRef, Tokens
+from ..units import Q_
+from ._common import _counts, _efficiency, _tp
+from .arrays import step_arrays
+from .engines import Efficiency, EngineProfile
+from .pricing import decode_step_seconds, prefill_seconds
+
+__all__ = [
+    "decode_step_time",
+    "prefill_time",
+]
+
+
+# --------------------------------------------------------------------------------------------
+# Public, unit-carrying step times
+
+
+def _seconds(values: Any) -> Any:
+    """Seconds as a quantity; a 0-d result becomes a plain float."""
+    return Q_(float(values) if np.ndim(values) == 0 else values, "s")
+
+
+def decode_step_time(
+    model: ModelRef,
+    accelerator: AcceleratorRef,
+    precision: str,
+    tensor_parallel: Count,
+    batch: Count,
+    context: Tokens,
+    *,
+    engine: str | EngineProfile | None = None,
+    efficiency: Efficiency | None = None,
+    kv_precision: str | None = None,
+) -> Any:
+    r"""Time of one decode step of a tensor-parallel replica.
+
+    Parameters
+    ----------
+    model, accelerator : str or registry object
+        Registry ids (or aliases such as ``"meta-llama/Llama-3.1-70B"``) or objects.
+    precision : str
+        Weight precision (``"bf16"``, ``"fp8"``, ``"int4"``, ``"fp4"``, ...).
+    tensor_parallel, batch : int or array
+        Devices per replica and sequences in the batch.
+    context : int or array
+        Tokens held per sequence (prompt plus tokens generated so far).
+    engine : str, EngineProfile or None
+        Whose per-iteration costs to use; ``None`` for the engine-agnostic default.
+    efficiency : Efficiency, optional
+        Overrides the engine's costs and pricing (``ROOFLINE`` gives the pure roofline bound).
+    kv_precision : str, optional
+        KV-cache precision; defaults to 16-bit.
+
+    Returns
+    -------
+    Quantity [time]
+
+    Notes
+    -----
+    With measured kernels, ``t = t_0 + c B + L [g(B) + a_dec(B, S) + 2 r(B H b_a)] + h(B)``: the
+    iteration cost, the per-sequence cost, and per layer the matrix products ``g`` at ``B`` tokens,
+    decode attention, two all-reduces, plus the LM head. With ``kernels=False`` the pricing is the
+    roofline with efficiencies:
+
+    .. math::
+        t_{\mathrm{step}} = t_0 + \max\!\left(\frac{W_s/t + B S m_{\mathrm{tok}}/t_{kv}}{f_{bw} BW},
+        \frac{B (2 N_a + 4 S d_a L)/t}{f_c R}\right) + 2 L \left(\alpha + \frac{2(t-1)}{t}
+        \frac{B H b_a}{f_l B_l}\right)
+
+    Examples
+    --------
+    The chapter's bandwidth floor of the reference replica (70B FP16 over 8 H100s, §10.15.1):
+
+    >>> from calculator.performance import ROOFLINE
+    >>> step = decode_step_time("chapter-70b-mha", "h100-sxm", "fp16", 8, 1, 1, efficiency=ROOFLINE)
+    >>> round(step.m_as("ms"), 1)
+    5.2
+    """
+    a = step_arrays(model, accelerator, precision, kv_precision)
+    tp = _tp(model, tensor_parallel, "decode_step_time")
+    seconds = decode_step_seconds(
+        a,
+        _efficiency(engine, efficiency, a.accelerator),
+        tp,
+        _counts("decode_step_time", "batch", batch),
+        _counts("decode_step_time", "context", context, 0),
+    )
+    return _seconds(seconds)
+
+
+def prefill_time(
+    model: ModelRef,
+    accelerator: AcceleratorRef,
+    precision: str,
+    tensor_parallel: Count,
+    prompt_tokens: Tokens,
+    *,
+    engine: str | EngineProfile | None = None,
+    efficiency: Efficiency | None = None,
+) -> Any:
+    """Time to prefill one prompt alone on a tensor-parallel replica.
+
+    Examples
+    --------
+    >>> prefill_time("llama-3.1-8b", "h100-sxm", "bf16", 1, 1024).to("ms")  # doctest: +ELLIPSIS
+    <Quantity(..., 'millisecond')>
+    """
+    a = step_arrays(model, accelerator, precision)
+    tp = _tp(model, tensor_parallel, "prefill_time")
+    prompt = _counts("prefill_time", "prompt_tokens", prompt_tokens)
+    seconds = prefill_seconds(a, _efficiency(engine, efficiency, a.accelerator), tp, prompt)
+    return _seconds(seconds)

@@ -1,0 +1,271 @@
+"""Disaggregation (section 10.8.3): the KV handoff (Eq. 10) and the two pools' sizes; preemption's costs (10.7.7)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .._support import count, magnitude, renamed
+from ..errors import InputError
+from ..formula import formula, var
+from ..memory import kv_cache_bytes, model_kv_bytes_per_token
+from ..results import Result, ceil_count
+from ..types import AcceleratorRef, Count, InterconnectRef, ModelRef, Precision, Rate, Time, TokenRate, Tokens
+from ..units import Q_, check_units
+from ._common import _device_setup
+from .roofline import roofline_prefill_time
+
+__all__ = [
+    "kv_handoff_time",
+    "model_kv_handoff_time",
+    "PreemptionCosts",
+    "preemption_costs",
+    "PoolSizes",
+    "disaggregated_pool_sizes",
+]
+
+
+# ============================================================================================
+# Disaggregation (section 10.8.3) and preemption (section 10.7.7)
+
+
+@formula(
+    result=var("s", r"T_{\mathrm{handoff}}", "nonnegative", "KV-cache transfer time"),
+    reference="Eq. 10, section 10.8.3",
+    kv_bytes=var("B", r"M_{\mathrm{KV}}", "nonnegative", "KV bytes to move"),
+    link_bandwidth=var("B/s", r"BW_{\mathrm{link}}", description="usable bandwidth of one path"),
+    startup_latency=var("s", r"\alpha", "nonnegative", "setup and queueing time"),
+    parallel_links=var("", "n", "positive_integer", "independent paths used at once"),
+)
+def kv_handoff_time(kv_bytes, link_bandwidth, startup_latency=0, parallel_links=1):
+    r"""Time to hand a KV cache from the prefill pool to the decode pool (Eq. 10).
+
+    Parameters
+    ----------
+    kv_bytes : Quantity [information]
+    link_bandwidth : Quantity [information / time]
+        Usable bandwidth of one path (per direction).
+    startup_latency : Quantity [time], optional
+        Setup and queueing at the operating point (not a fixed network latency).
+    parallel_links : int, optional
+        Paths used in parallel; spreading over a tensor-parallel group divides the payload time only
+        when each device has its own path (section 10.8.3).
+
+    Returns
+    -------
+    Quantity [time]
+
+    Notes
+    -----
+    .. math:: T_{\mathrm{handoff}} = \alpha + \frac{M_{\mathrm{KV}}}{n \, BW_{\mathrm{link}}}
+
+    Examples
+    --------
+    Section 10.8.3: a 128K-token request of the GQA model (42.9 GB) over one 450 GB/s NVLink direction:
+
+    >>> kv_handoff_time(Q_(42.95, "GB"), Q_(450, "GB/s")).to("ms")
+    <Quantity(95.4444444, 'millisecond')>
+    """
+    return startup_latency + kv_bytes / (parallel_links * link_bandwidth)
+
+
+def _link(function: str, link: Any) -> tuple[float, float]:
+    """(bandwidth B/s, startup latency s) from a bandwidth quantity or a registry interconnect."""
+    if isinstance(link, Q_):
+        return magnitude(function, "link", link, "B/s", "positive"), 0.0
+    if isinstance(link, str):
+        from ..registry import load_registry
+
+        link = load_registry().interconnect(link)
+    if not hasattr(link, "bandwidth"):
+        raise InputError(f"{function}(): argument 'link' must be a bandwidth or an interconnect, got {link!r}")
+    latency = link.startup_latency.m_as("s") if getattr(link, "startup_latency", None) is not None else 0.0
+    return link.bandwidth.m_as("B/s"), latency
+
+
+@renamed(kv_dtype="kv_precision")
+def model_kv_handoff_time(
+    model: ModelRef,
+    prompt_tokens: Tokens,
+    link: InterconnectRef,
+    kv_precision: Precision = "fp16",
+    parallel_links: Count = 1,
+    startup_latency: Time = None,
+) -> Any:
+    """Eq. 10 for a registry model: hand a prompt's KV cache over a link.
+
+    Parameters
+    ----------
+    model : str or Model
+    prompt_tokens : int or array
+    link : Quantity [information / time] or str or Interconnect
+        A bandwidth per direction, or a registry interconnect (its ``bandwidth`` and
+        ``startup_latency``).
+    kv_precision : str
+    parallel_links : int
+    startup_latency : Quantity [time], optional
+        Overrides the interconnect's startup latency (set it to the loaded operating point).
+
+    Returns
+    -------
+    Quantity [time]
+
+    Examples
+    --------
+    >>> from calculator.registry import Model
+    >>> m = Model(id="m", name="m", provenance="user", sources=[{"source": "u", "fields": ["layers"]}],
+    ...     parameters=70e9, layers=80, attention_heads=64, kv_heads=8, head_dim=128, attention="gqa")
+    >>> round(model_kv_handoff_time(m, 131_072, Q_(450, "GB/s")).m_as("ms"), 1)
+    95.4
+    """
+    name = "model_kv_handoff_time"
+    bandwidth, latency = _link(name, link)
+    if startup_latency is not None:
+        latency = magnitude(name, "startup_latency", startup_latency, "s")
+    tokens = count(name, "prompt_tokens", prompt_tokens)
+    kv = kv_cache_bytes.numeric(
+        batch=1,
+        context=np.asarray(tokens, dtype=float),
+        kv_per_token=model_kv_bytes_per_token(model, kv_precision).m_as("B/token"),
+    )
+    links = count(name, "parallel_links", parallel_links)
+    return kv_handoff_time(Q_(kv, "B"), Q_(bandwidth, "B/s"), Q_(latency, "s"), links)
+
+
+@dataclass(frozen=True, repr=False)
+class PreemptionCosts(Result):
+    """The three ways to free a running sequence's KV cache (section 10.7.7)."""
+
+    retain_bytes: Any
+    swap_time: Any
+    recompute_time: Any
+
+
+@renamed(kv_dtype="kv_precision")
+def preemption_costs(
+    model: ModelRef,
+    accelerator: AcceleratorRef,
+    context: int,
+    host_link: InterconnectRef,
+    precision: str = "fp16",
+    tensor_parallel: int = 1,
+    kv_precision: Precision = "fp16",
+) -> PreemptionCosts:
+    """Cost of keeping, swapping or recomputing a preempted sequence's KV cache.
+
+    Parameters
+    ----------
+    model, accelerator, precision, tensor_parallel, kv_precision
+        As for :func:`prefill_time`.
+    context : int
+        Tokens the sequence holds.
+    host_link : Quantity [information / time] or str or Interconnect
+        Device-host path (PCIe), per direction; each device of the group has its own.
+
+    Returns
+    -------
+    PreemptionCosts
+        ``retain_bytes``: HBM per device the sequence keeps; ``swap_time``: out and back in over the
+        host link (twice Eq. 10); ``recompute_time``: the roofline prefill of ``context`` tokens.
+        Section 10.7.7 compares these with the waiting request's deadline; the chapter gives no
+        formula, this is the direct reading.
+
+    Examples
+    --------
+    >>> from calculator.registry import Accelerator, Model
+    >>> h100 = Accelerator(id="h100", name="H100", provenance="user", vendor="NVIDIA",
+    ...     sources=[{"source": "u", "fields": ["memory"]}], memory="80 GiB", memory_nameplate="80 GB",
+    ...     memory_bandwidth="3.35 TB/s", dense_throughput={"fp16": "989 TFLOP/s"}, tdp="700 W")
+    >>> m = Model(id="m", name="m", provenance="user", sources=[{"source": "u", "fields": ["layers"]}],
+    ...     parameters=70e9, layers=80, attention_heads=64, kv_heads=8, head_dim=128, attention="gqa")
+    >>> c = preemption_costs(m, h100, 8192, Q_(64, "GB/s"), tensor_parallel=8)
+    >>> c.retain_bytes.to("MB"), c.swap_time.to("ms")
+    (<Quantity(335.54432, 'megabyte')>, <Quantity(10.48576, 'millisecond')>)
+    """
+    name = "preemption_costs"
+    setup = _device_setup(name, model, accelerator, precision, tensor_parallel, None, kv_precision)
+    tokens = count(name, "context", context)
+    bandwidth, latency = _link(name, host_link)
+    held = kv_cache_bytes.numeric(batch=1, context=tokens, kv_per_token=setup["kv_per_token"])
+    one_way = kv_handoff_time.numeric(kv_bytes=held, link_bandwidth=bandwidth, startup_latency=latency)
+    rebuild = roofline_prefill_time(
+        model, accelerator, tokens, precision, tensor_parallel, kv_precision=kv_precision
+    ).time
+    return PreemptionCosts(
+        retain_bytes=Q_(float(held), "B"), swap_time=Q_(2 * float(one_way), "s"), recompute_time=rebuild
+    )
+
+
+@dataclass(frozen=True, repr=False)
+class PoolSizes(Result):
+    """Instances of each pool of a disaggregated deployment (see :func:`disaggregated_pool_sizes`)."""
+
+    prefill_instances: Any
+    decode_instances: Any
+    prefill_utilization: Any
+    decode_utilization: Any
+
+
+@check_units(arrival_rate="request/s", prefill_throughput="token/s", decode_throughput="token/s")
+def disaggregated_pool_sizes(
+    arrival_rate: Rate,
+    prompt_tokens: Tokens,
+    output_tokens: Tokens,
+    prefill_throughput: TokenRate,
+    decode_throughput: TokenRate,
+    max_utilization: float = 0.8,
+) -> PoolSizes:
+    """Size the prefill and decode pools of a disaggregated deployment by their token rates.
+
+    Parameters
+    ----------
+    arrival_rate : Quantity [request / time]
+    prompt_tokens, output_tokens : float
+        Mean prompt and output tokens per request.
+    prefill_throughput, decode_throughput : Quantity [token / time]
+        Sustained SLO-compliant token rate of one prefill and one decode instance.
+    max_utilization : float
+        Planned utilization ceiling (headroom for the length distribution).
+
+    Returns
+    -------
+    PoolSizes
+        ``ceil(lambda P / (r_pre u))`` prefill and ``ceil(lambda O / (r_dec u))`` decode instances
+        and their resulting utilizations.
+
+    Notes
+    -----
+    Section 10.8.3: "the prefill pool must sustain the admitted prompt-token rate, the decode pool
+    must sustain the admitted output-token rate, and both pools need headroom". Queueing delays at
+    that utilization are priced separately.
+
+    Examples
+    --------
+    >>> s = disaggregated_pool_sizes(Q_(10, "request/s"), 2000, 500, Q_(20_000, "token/s"), Q_(2_000, "token/s"))
+    >>> s.prefill_instances, s.decode_instances
+    (2, 4)
+    """
+    name = "disaggregated_pool_sizes"
+    rate = magnitude(name, "arrival_rate", arrival_rate, "request/s")
+    prompt = magnitude(name, "prompt_tokens", prompt_tokens, "", "nonnegative")
+    output = magnitude(name, "output_tokens", output_tokens, "", "nonnegative")
+    prefill = magnitude(name, "prefill_throughput", prefill_throughput, "token/s", "positive")
+    decode = magnitude(name, "decode_throughput", decode_throughput, "token/s", "positive")
+    ceiling = magnitude(name, "max_utilization", max_utilization, "", "probability")
+    if np.any(np.asarray(ceiling) == 0):
+        raise InputError(f"{name}(): argument 'max_utilization' must be > 0")
+    demand_prefill, demand_decode = rate * prompt / prefill, rate * output / decode
+    n_prefill = np.maximum(ceil_count(demand_prefill / ceiling), 1)
+    n_decode = np.maximum(ceil_count(demand_decode / ceiling), 1)
+
+    def out(x):
+        return x.item() if np.ndim(x) == 0 else x
+
+    return PoolSizes(
+        prefill_instances=out(n_prefill),
+        decode_instances=out(n_decode),
+        prefill_utilization=out(demand_prefill / n_prefill),
+        decode_utilization=out(demand_decode / n_decode),
+    )

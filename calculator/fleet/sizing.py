@@ -38,10 +38,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._support import count, probability
-from .errors import InputError
-from .formula import magnitude
-from .performance import (
+from .._support import count, probability
+from ..errors import InputError
+from ..formula import magnitude
+from ..performance import (
     EngineProfile,
     StepArrays,
     decode_step_seconds,
@@ -51,16 +51,16 @@ from .performance import (
     prefill_seconds,
     step_arrays,
 )
-from .precision import check_precision
-from .queueing import replica_demand
-from .results import Result, ceil_count
-from .simulation import DEFAULT_ROUTER, router_name
-from .types import AcceleratorRef, InterconnectRef, ModelRef, Rate, Time
-from .uncertainty import prediction_interval
-from .units import Q_, ureg
+from ..precision import check_precision
+from ..queueing import replica_demand
+from ..results import Result, ceil_count
+from ..simulation import DEFAULT_ROUTER, router_name
+from ..types import AcceleratorRef, InterconnectRef, ModelRef, Rate, Time
+from ..uncertainty import prediction_interval
+from ..units import Q_, ureg
 
 if TYPE_CHECKING:
-    from .registry import Registry
+    from ..registry import Registry
 
 
 __all__ = [
@@ -216,7 +216,7 @@ def default_price(accelerator: AcceleratorRef, registry: Registry | None = None)
 
 def default_price_entry(accelerator: AcceleratorRef, registry: Registry | None = None) -> Any:
     """The registry price entry :func:`default_price` reads (to cite it as a source)."""
-    from .registry import load_registry
+    from ..registry import load_registry
 
     reg = registry if registry is not None else load_registry()
     device = reg.accelerator(accelerator)
@@ -436,7 +436,7 @@ def _evaluate(
     t_pf = scale[0] * prefill_seconds(a, eff, tp, computed)
     t_dec = scale[1] * decode_step_seconds(a, eff, tp, batch, context)
     if spec is not None and family.draft is not None:
-        from .speculative import expected_tokens_per_round
+        from ..speculative import expected_tokens_per_round
 
         k = spec.draft_length
         verify = scale[1] * decode_step_seconds(a, eff, tp, batch, context, tokens=k + 1)
@@ -637,7 +637,7 @@ def _replica_arrival_cv(arrival_cv: float, replicas: np.ndarray, router: str) ->
 
 
 def _wait(load: Any, service: Any, servers: Any, arrival_cv: Any, service_cv: float, percentile: Any) -> np.ndarray:
-    from .queueing import ggc_mean_wait, ggc_wait_quantile
+    from ..queueing import ggc_mean_wait, ggc_wait_quantile
 
     arrival, service_q = Q_(load, "request/s"), Q_(service, "s")
     if percentile is None:
@@ -736,7 +736,7 @@ def _workload(rate: Any, inputs: Any, outputs: Any, input_cv: float, output_cv: 
 
 def _registry_for(registry: Any, *entries: Any) -> Any:
     """The registry to resolve ids in: the one given, else the one an entry object came from, else the default."""
-    from .registry import load_registry, registry_of
+    from ..registry import load_registry, registry_of
 
     if registry is not None:
         return registry
@@ -1163,7 +1163,7 @@ def size_fleet(
         targets=targets_record,
     )
     if verify:
-        from .simulation import verify_plan
+        from ..simulation import verify_plan
 
         options = dict(verify_options or {})
         unknown = sorted(set(options) - _VERIFY_OPTIONS)
@@ -1406,8 +1406,8 @@ def size_disaggregated(
     decode step. Each pool takes its cheapest feasible configuration; the KV handoff bandwidth is
     per request (one path).
     """
-    from .phases import kv_handoff_time
-    from .queueing import ggc_mean_wait, ggc_wait_quantile
+    from ..phases import kv_handoff_time
+    from ..queueing import ggc_mean_wait, ggc_wait_quantile
 
     workload = Workload(_rate(arrival_rate), input_tokens, output_tokens, input_cv, 0.0, arrival_cv)
     _check_options(workload, max_utilization, ttft_percentile, 0.0, 0.0, None)
@@ -1554,7 +1554,7 @@ def plan_over_time(
     the reactive one sees demand late and waits a cold start (``startup_time``, for example
     :func:`~calculator.autoscaling.cold_start_time`). Both come from :mod:`calculator.autoscaling`.
     """
-    from .autoscaling import predictive_schedule, simulate_reactive_scaling
+    from ..autoscaling import predictive_schedule, simulate_reactive_scaling
 
     if not plan.feasible:
         raise InputError(f"plan_over_time(): the plan is infeasible ({plan.reason})")

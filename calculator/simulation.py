@@ -265,7 +265,7 @@ class Traffic(Result):
     @classmethod
     def from_trace(cls, trace: Any, **changes: Any) -> Traffic:
         """Replay a trace (CSV path or DataFrame with ``arrival_time``, ``input_tokens``, ``output_tokens``)."""
-        from .fleet.sizing import _read_trace
+        from .fleet._common import _read_trace
 
         frame = _read_trace(trace, ("arrival_time", "input_tokens", "output_tokens"))
         if len(frame) > MAX_REQUESTS:

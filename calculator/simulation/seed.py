@@ -34,14 +34,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .errors import InputError
-from .results import Result
-from .types import Time
-from .units import Q_, ureg
+from ..errors import InputError
+from ..results import Result
+from ..types import Time
+from ..units import Q_, ureg
 
 if TYPE_CHECKING:
-    from .fleet import FleetPlan
-    from .performance import StepArrays
+    from ..fleet import FleetPlan
+    from ..performance import StepArrays
 
 __all__ = [
     "ROUTERS",
@@ -265,7 +265,7 @@ class Traffic(Result):
     @classmethod
     def from_trace(cls, trace: Any, **changes: Any) -> Traffic:
         """Replay a trace (CSV path or DataFrame with ``arrival_time``, ``input_tokens``, ``output_tokens``)."""
-        from .fleet._common import _read_trace
+        from ..fleet._common import _read_trace
 
         frame = _read_trace(trace, ("arrival_time", "input_tokens", "output_tokens"))
         if len(frame) > MAX_REQUESTS:
@@ -393,7 +393,7 @@ class _StepTable:
     """
 
     def __init__(self, arrays: StepArrays, efficiency: Any, tp: int, max_context: float, max_prefill: float):
-        from .performance import iteration_seconds
+        from ..performance import iteration_seconds
 
         self._price = iteration_seconds
         self.a, self.eff, self.tp = arrays, efficiency, tp
@@ -532,8 +532,8 @@ class _Run:
 
 
 def _limits(setup: SimulationSetup) -> tuple[StepArrays, Any, int, int, float]:
-    from .performance import _tp, engine_profile, kv_capacity_tokens, step_arrays
-    from .registry import load_registry
+    from ..performance import _tp, engine_profile, kv_capacity_tokens, step_arrays
+    from ..registry import load_registry
 
     registry = load_registry(extra=setup.registry_files)
     _tp(registry.model(setup.model), setup.tensor_parallel, "simulate")
@@ -1474,7 +1474,7 @@ def plan_setup(plan: FleetPlan, step_scale: float = 1.0) -> SimulationSetup:
 
 
 def _check_plan(plan: Any, function: str) -> None:
-    from .fleet import FleetPlan
+    from ..fleet import FleetPlan
 
     if not isinstance(plan, FleetPlan):
         raise InputError(f"{function}(): argument 'plan' must be a FleetPlan, got {type(plan).__name__}")

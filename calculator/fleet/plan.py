@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..results import Result
-from ..simulation import DEFAULT_ROUTER
+from ..simulation.inputs import DEFAULT_ROUTER
 
 __all__ = ["FleetPlan", "Rejection", "plan_summary"]
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..performance import EngineProfile, engine_profile
-from ..simulation import DEFAULT_ROUTER, router_name
+from ..simulation.inputs import DEFAULT_ROUTER, router_name
 from ..types import ModelRef, Rate, Time
 from ..uncertainty import prediction_interval
 from ..units import Q_

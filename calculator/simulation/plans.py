@@ -22,7 +22,7 @@ from .results import SimulationResult
 from .run import simulate
 
 if TYPE_CHECKING:
-    from ..fleet import FleetPlan
+    from ..fleet.plan import FleetPlan
 
 __all__ = ["PlanVerification", "default_requests", "plan_setup", "simulate_plan", "verify_plan"]
 
@@ -49,7 +49,7 @@ def plan_setup(plan: FleetPlan, step_scale: float = 1.0) -> SimulationSetup:
 
 
 def _check_plan(plan: Any, function: str) -> None:
-    from ..fleet import FleetPlan
+    from ..fleet.plan import FleetPlan
 
     if not isinstance(plan, FleetPlan):
         raise InputError(f"{function}(): argument 'plan' must be a FleetPlan, got {type(plan).__name__}")

@@ -13,8 +13,9 @@ def test_import_calculator_loads_no_heavy_modules():
     code = (
         "import sys, calculator; "
         "heavy = ('streamlit', 'sympy', 'plotly', 'pandas', 'pydantic'); "
-        "models = ('calculator.batching', 'calculator.memory', 'calculator.parallelism', 'calculator.performance', "
-        "'calculator.phases', 'calculator.queueing', 'calculator.routing'); "
+        "models = ('calculator.batching', 'calculator.fleet', 'calculator.memory', 'calculator.parallelism', "
+        "'calculator.performance', 'calculator.phases', 'calculator.queueing', 'calculator.routing', "
+        "'calculator.simulation'); "
         "print(','.join(m for m in (*heavy, *models) if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
@@ -57,12 +58,23 @@ def test_the_flat_namespace_reads_the_packages_and_skips_plain_folders():
     import calculator
 
     exports = calculator._exports()
-    assert {"batching", "memory", "parallelism", "performance", "phases", "queueing", "routing"} <= set(packages())
+    assert {
+        "batching",
+        "fleet",
+        "memory",
+        "parallelism",
+        "performance",
+        "phases",
+        "queueing",
+        "routing",
+        "simulation",
+    } <= set(packages())
     assert "data" not in packages() and "data" not in exports.values()
     for package in packages():
         assert package in exports.values(), package
     assert exports["batch_service_time"] == "batching" and exports["ring_allreduce_time"] == "parallelism"
     assert exports["kv_handoff_time"] == "phases" and exports["predict_benchmark"] == "performance"
+    assert exports["size_fleet"] == "fleet" and exports["verify_plan"] == "simulation"
 
 
 def test_a_package_exports_exactly_the_public_names_of_its_submodules():

@@ -320,7 +320,7 @@ def test_the_sizer_uses_the_running_batch_and_the_router():
 
 def test_step_tables_match_the_step_model():
     from calculator.performance import engine_profile, iteration_seconds, step_arrays
-    from calculator.simulation import _StepTable
+    from calculator.simulation.steps import _StepTable
 
     rng = np.random.default_rng(0)
     a = step_arrays("qwen3-30b-a3b", "h200-sxm", "fp8")

@@ -289,6 +289,11 @@ def test_sweep_fleet_cites_the_default_prices():
     entry = default_price_entry("h100-sxm")
     assert entry.price == default_price("h100-sxm")
     assert entry.id in frame.attrs["provenance"].registry_ids
+    # defined in calculator.fleet.inputs, cited by the package that exports it
+    assert default_price.__module__ == "calculator.fleet.inputs"
+    assert sweep(default_price, accelerator=["h100-sxm", "h200-sxm"]).attrs["provenance"].models == (
+        "fleet.default_price",
+    )
 
 
 def test_million_point_sweep_stays_within_memory():

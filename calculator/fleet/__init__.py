@@ -1,0 +1,58 @@
+"""SLO-driven fleet sizing: which GPUs, at what tensor-parallel degree and batch cap, how many, what cost.
+
+:func:`size_fleet` searches every candidate configuration (accelerator x precision x TP degree x
+cap ``B`` on running sequences) at once with numpy, using the calibrated step model of
+:mod:`calculator.performance` and the queueing models of :mod:`calculator.queueing`. The cheapest
+feasible candidate wins; the plan reports its binding constraint, why each rejected family failed,
+and the closest achievable values when nothing is feasible.
+:func:`calculator.simulation.verify_plan` checks a plan request by request (``verify=True``).
+
+The submodules, each re-exported here:
+
+* :mod:`~calculator.fleet.inputs`: the traffic (:class:`Workload`), speculative decoding
+  (:class:`Speculation`), GPU-hour prices from the registry and the default search grid.
+* :mod:`~calculator.fleet.plan`: the answer (:class:`FleetPlan`), why each family is not it
+  (:class:`Rejection`) and :func:`plan_summary`.
+* :mod:`~calculator.fleet.evaluate`: the vectorized evaluation of the candidate grid (memory,
+  iteration time, throughput, running batch, TPOT, TTFT with its waits).
+* :mod:`~calculator.fleet.sizing`: :func:`size_fleet`, the search for the cheapest feasible
+  candidate, its binding constraint and the GPUs at the ends of the model's error interval.
+* :mod:`~calculator.fleet.frontier`: the closest feasible alternative (:func:`relax_targets`) and
+  the throughput-vs-interactivity frontier (Figure 6).
+* :mod:`~calculator.fleet.disaggregated`: prefill and decode pools (10.8.3, :func:`size_disaggregated`)
+  and colocated against disaggregated serving (:func:`compare_serving_modes`).
+* :mod:`~calculator.fleet.demand`: a trace's demand curve and a plan scaled over a demand curve
+  (:func:`plan_over_time`).
+"""
+
+from __future__ import annotations
+
+from .demand import DemandPlan, demand_from_trace, plan_over_time
+from .disaggregated import DisaggregatedPlan, ServingModeComparison, compare_serving_modes, size_disaggregated
+from .frontier import RelaxedPlan, frontier, relax_targets
+from .inputs import DEFAULT_BATCHES, DEFAULT_TENSOR_PARALLEL, Speculation, Workload, default_price, default_price_entry
+from .plan import FleetPlan, Rejection, plan_summary
+from .sizing import size_fleet
+
+__all__ = [
+    "DEFAULT_BATCHES",
+    "DEFAULT_TENSOR_PARALLEL",
+    "DemandPlan",
+    "DisaggregatedPlan",
+    "FleetPlan",
+    "RelaxedPlan",
+    "Rejection",
+    "ServingModeComparison",
+    "Speculation",
+    "Workload",
+    "compare_serving_modes",
+    "default_price",
+    "default_price_entry",
+    "demand_from_trace",
+    "frontier",
+    "plan_over_time",
+    "plan_summary",
+    "relax_targets",
+    "size_disaggregated",
+    "size_fleet",
+]

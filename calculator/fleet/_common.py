@@ -1,0 +1,114 @@
+"""Helpers the fleet submodules share: argument checks, the candidate grid, registry lookups and traces."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .._support import count, probability
+from ..errors import InputError
+from ..formula import magnitude
+from ..units import ureg
+
+if TYPE_CHECKING:
+    from .inputs import Workload
+
+__all__: list[str] = []
+
+HOURS = 3600.0
+
+
+def _as_list(value: Any) -> list[Any]:
+    """One candidate or several: an id, a registry entry object (iterable, but one item) or a list."""
+    if isinstance(value, str) or hasattr(value, "id") or not isinstance(value, Iterable):
+        return [value]
+    return list(value)
+
+
+def _rate(value: Any) -> Any:
+    if not isinstance(value, ureg.Quantity) or value.dimensionality != ureg.parse_units("request/s").dimensionality:
+        raise InputError(
+            f"size_fleet(): argument 'arrival_rate' must be a rate such as Q_(10, 'request/s'), got {value!r}"
+        )
+    if not value.magnitude > 0:
+        raise InputError(
+            f"size_fleet(): argument 'arrival_rate' must be > 0 (zero traffic needs no fleet), got {value!r}"
+        )
+    return value.to("request/s")
+
+
+def _seconds(name: str, value: Any) -> float:
+    if not isinstance(value, ureg.Quantity) or value.dimensionality != ureg.s.dimensionality:
+        raise InputError(f"size_fleet(): argument '{name}' must be a time such as Q_(200, 'ms'), got {value!r}")
+    if not value.magnitude > 0:
+        raise InputError(f"size_fleet(): argument '{name}' must be > 0, got {value!r}")
+    return value.m_as("s")
+
+
+def _model_id(model: Any) -> str:
+    return model.id if hasattr(model, "id") else str(model)
+
+
+def _registry_for(registry: Any, *entries: Any) -> Any:
+    """The registry to resolve ids in: the one given, else the one an entry object came from, else the default."""
+    from ..registry import load_registry, registry_of
+
+    if registry is not None:
+        return registry
+    for entry in entries:
+        for item in entry if isinstance(entry, list | tuple) else (entry,):
+            if not isinstance(item, str) and hasattr(item, "id"):
+                return registry_of(item)
+    return load_registry()
+
+
+def _read_trace(trace: Any, columns: tuple[str, ...]) -> Any:
+    import pandas as pd
+
+    frame = trace if isinstance(trace, pd.DataFrame) else pd.read_csv(trace)
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise InputError(f"the trace lacks column(s) {missing}; it has {list(frame.columns)}")
+    values = frame[list(columns)].to_numpy(dtype=float)
+    if len(values) < 1:
+        raise InputError("the trace has no requests")
+    if not np.all(np.isfinite(values)) or np.any(values[:, 1:] < 1) or np.any(values[:, 0] < 0):
+        raise InputError("the trace has negative times, lengths below one token, or missing values")
+    return frame
+
+
+def _check_options(
+    workload: Workload,
+    max_utilization: float,
+    ttft_percentile: float | None,
+    prefix_hit_rate: float,
+    shared_prefix_tokens: float,
+    chunk_size: int | None,
+) -> None:
+    name = "size_fleet"
+    if not probability(name, "max_utilization", max_utilization) > 0:
+        raise InputError(f"size_fleet(): argument 'max_utilization' must be in (0, 1], got {max_utilization!r}")
+    if ttft_percentile is not None and not 0 < probability(name, "ttft_percentile", ttft_percentile) < 1:
+        raise InputError(f"size_fleet(): argument 'ttft_percentile' must be in (0, 1), got {ttft_percentile!r}")
+    probability(name, "prefix_hit_rate", prefix_hit_rate)
+    if not magnitude(name, "shared_prefix_tokens", shared_prefix_tokens, "token") <= workload.input_tokens:
+        raise InputError("size_fleet(): argument 'shared_prefix_tokens' must be between 0 and input_tokens")
+    if chunk_size is not None:
+        count(name, "chunk_size", chunk_size)
+
+
+def _grid(model: Any, tensor_parallel: Sequence[int], batches: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    """The TP degrees that split ``model`` (a registry Model) and the batch caps, as arrays."""
+    if not len(tensor_parallel) or not len(batches):
+        raise InputError("size_fleet(): 'tensor_parallel' and 'batches' must be non-empty lists of integers >= 1")
+    tps = np.unique(np.asarray(count("size_fleet", "tensor_parallel", list(tensor_parallel)), dtype=float))
+    grid_batches = np.unique(np.asarray(count("size_fleet", "batches", list(batches)), dtype=float))
+    heads = model.attention_heads
+    if heads is None:
+        raise InputError(f"size_fleet(): model '{_model_id(model)}' is not a transformer LLM")
+    usable = tps[heads % tps == 0]
+    if usable.size == 0:
+        raise InputError(f"size_fleet(): no tensor-parallel degree in {list(tensor_parallel)} divides {heads} heads")
+    return usable, grid_batches

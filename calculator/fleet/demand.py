@@ -1,0 +1,113 @@
+"""Demand over time: a trace's demand curve, and a plan's configuration scaled over a demand curve."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import InputError
+from ..results import Result
+from ..types import Rate, Time
+from ..units import Q_
+from ._common import HOURS, _read_trace, _seconds
+from .plan import FleetPlan
+
+__all__ = ["DemandPlan", "demand_from_trace", "plan_over_time"]
+
+
+# --------------------------------------------------------------------------------------------
+# Demand over time
+
+
+def demand_from_trace(trace: Any, bin_width: Time = None, *, time: str = "arrival_time") -> tuple[Any, Any]:
+    """The demand curve of a request trace: arrivals counted per ``bin_width`` (default one hour).
+
+    Returns ``(times, rates)``: the start of each bin (from the first arrival) and its mean request
+    rate, ready for :func:`plan_over_time`.
+    """
+    width = _seconds("bin_width", bin_width) if bin_width is not None else HOURS
+    frame = _read_trace(trace, (time,))
+    arrivals = np.sort(frame[time].to_numpy(dtype=float))
+    start = arrivals[0]
+    bins = np.floor((arrivals - start) / width).astype(int)
+    counts = np.bincount(bins)
+    return Q_(start + width * np.arange(counts.size), "s"), Q_(counts / width, "request/s")
+
+
+@dataclass(frozen=True, repr=False)
+class DemandPlan(Result):
+    """A plan's configuration scaled over a demand curve.
+
+    Attributes
+    ----------
+    predictive : ScalingPlan
+        The forecast-driven schedule (:func:`~calculator.autoscaling.predictive_schedule`): replicas
+        started ``lead_time`` ahead of each rise.
+    reactive : ScalingPlan
+        A reactive autoscaler on the same curve (:func:`~calculator.autoscaling.simulate_reactive_scaling`).
+    tensor_parallel : int
+        GPUs per replica.
+    peak_gpus, mean_gpus : float
+        Of the predictive schedule (billed GPUs, warming replicas included).
+    cost, reactive_cost, static_cost : Quantity [currency]
+        Predictive and reactive schedules over the window, and the peak fleet held for the whole window.
+    """
+
+    predictive: Any
+    reactive: Any
+    tensor_parallel: int
+    peak_gpus: float
+    mean_gpus: float
+    cost: Any
+    reactive_cost: Any
+    static_cost: Any
+
+
+def plan_over_time(
+    plan: FleetPlan,
+    times: Time,
+    demand: Rate,
+    startup_time: Time = None,
+    lead_time: Time = None,
+    end: Time = None,
+    step: Time = None,
+) -> DemandPlan:
+    """Replicas, GPUs and cost of a plan's configuration over a demand curve (requests/s over a day).
+
+    A replica sustains the plan's ``replica_throughput`` at its ``max_utilization`` ceiling. The
+    predictive schedule starts replicas ``lead_time`` (default: ``startup_time``) ahead of each rise;
+    the reactive one sees demand late and waits a cold start (``startup_time``, for example
+    :func:`~calculator.autoscaling.cold_start_time`). Both come from :mod:`calculator.autoscaling`.
+    """
+    from ..autoscaling import predictive_schedule, simulate_reactive_scaling
+
+    if not plan.feasible:
+        raise InputError(f"plan_over_time(): the plan is infeasible ({plan.reason})")
+    startup = startup_time if startup_time is not None else Q_(0.0, "s")
+    grid = {"end": end} if end is not None else {}
+    if step is not None:
+        grid["step"] = step
+    capacity = plan.replica_throughput
+    lead = lead_time if lead_time is not None else startup
+    predictive = predictive_schedule(
+        times, demand, capacity, startup, lead, target_utilization=plan.max_utilization, **grid
+    )
+    reactive = simulate_reactive_scaling(
+        times, demand, capacity, startup, target_utilization=plan.max_utilization, **grid
+    )
+    tp = plan.tensor_parallel
+    price = plan.cost_per_hour / plan.gpus  # per GPU-hour
+    gpus = predictive.billed * tp
+    window = predictive.times[-1] - predictive.times[0] + (predictive.times[1] - predictive.times[0])
+    return DemandPlan(
+        predictive=predictive,
+        reactive=reactive,
+        tensor_parallel=tp,
+        peak_gpus=float(gpus.max()),
+        mean_gpus=float(gpus.mean()),
+        cost=(predictive.replica_hours * tp * price).to("USD"),
+        reactive_cost=(reactive.replica_hours * tp * price).to("USD"),
+        static_cost=(float(gpus.max()) * window * price).to("USD"),
+    )

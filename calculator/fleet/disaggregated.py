@@ -1,0 +1,260 @@
+"""Disaggregated prefill and decode pools (section 10.8.3), and colocated against disaggregated serving.
+
+:func:`size_disaggregated` sizes each pool for its own work and adds the KV handoff (Eq. 10) to TTFT;
+:func:`compare_serving_modes` sizes a workload both ways.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..performance import EngineProfile, decode_step_seconds, engine_profile, kv_capacity_tokens, prefill_seconds
+from ..queueing import replica_demand
+from ..results import Result, ceil_count
+from ..types import InterconnectRef, ModelRef, Rate, Time
+from ..units import Q_
+from ._common import HOURS, _as_list, _check_options, _grid, _rate, _registry_for, _seconds
+from .evaluate import _families
+from .inputs import DEFAULT_BATCHES, DEFAULT_TENSOR_PARALLEL, Workload
+from .plan import FleetPlan
+from .sizing import size_fleet
+
+if TYPE_CHECKING:
+    from ..registry import Registry
+
+__all__ = ["DisaggregatedPlan", "ServingModeComparison", "compare_serving_modes", "size_disaggregated"]
+
+
+# --------------------------------------------------------------------------------------------
+# Disaggregated prefill and decode pools (section 10.8.3)
+
+
+@dataclass(frozen=True, repr=False)
+class DisaggregatedPlan(Result):
+    """Separate prefill and decode pools sized for their own work.
+
+    Attributes
+    ----------
+    feasible : bool
+    reason : str
+    prefill, decode : dict
+        Each pool's accelerator, precision, tensor-parallel degree, replicas and GPUs (decode: batch).
+    handoff : Quantity [time]
+        KV-cache transfer from the prefill to the decode pool (Eq. 10), part of TTFT.
+    ttft, tpot : Quantity [time]
+    gpus : int
+    cost_per_hour, cost_per_million_tokens : Quantity
+    """
+
+    feasible: bool
+    reason: str
+    prefill: dict[str, Any] = field(default_factory=dict)
+    decode: dict[str, Any] = field(default_factory=dict)
+    handoff: Any = None
+    ttft: Any = None
+    tpot: Any = None
+    gpus: int = 0
+    cost_per_hour: Any = None
+    cost_per_million_tokens: Any = None
+
+
+def size_disaggregated(
+    model: ModelRef,
+    accelerator: Any,
+    precision: Any,
+    arrival_rate: Rate,
+    input_tokens: float,
+    output_tokens: float,
+    ttft_slo: Time,
+    tpot_slo: Time,
+    *,
+    interconnect: InterconnectRef = "infiniband-ndr",
+    engine: str | EngineProfile | None = None,
+    max_utilization: float = 0.8,
+    ttft_percentile: float | None = None,
+    price: Any = None,
+    tensor_parallel: Sequence[int] = DEFAULT_TENSOR_PARALLEL,
+    batches: Sequence[int] = DEFAULT_BATCHES,
+    input_cv: float = 0.0,
+    arrival_cv: float = 1.0,
+    kv_precision: str | None = None,
+    registry: Registry | None = None,
+    max_prefill_replicas: int = 4096,
+) -> DisaggregatedPlan:
+    """Size disaggregated prefill and decode pools for a workload (compare with :func:`size_fleet`).
+
+    The decode pool runs only decode steps, so ``TPOT = t_dec(B)`` with no prefill interference and a
+    replica sustains ``B / ((O - 1) t_dec)`` requests per second. The prefill pool is a G/G/c queue of
+    prefills (``c`` replicas, service ``t_pf``); TTFT adds its wait, the KV handoff of Eq. 10 over
+    ``interconnect`` (per-direction bandwidth and startup latency from the registry), and half a
+    decode step. Each pool takes its cheapest feasible configuration; the KV handoff bandwidth is
+    per request (one path).
+    """
+    from ..phases import kv_handoff_time
+    from ..queueing import ggc_mean_wait, ggc_wait_quantile
+
+    workload = Workload(_rate(arrival_rate), input_tokens, output_tokens, input_cv, 0.0, arrival_cv)
+    _check_options(workload, max_utilization, ttft_percentile, 0.0, 0.0, None)
+    ttft_target = _seconds("ttft_slo", ttft_slo)
+    tpot_target = _seconds("tpot_slo", tpot_slo)
+    profile = engine_profile(engine)
+    reg = _registry_for(registry, model, accelerator)
+    model = reg.model(model)
+    tps, grid_batches = _grid(model, tensor_parallel, batches)
+    link = reg.interconnect(interconnect)
+    latency = link.startup_latency.m_as("s") if link.startup_latency is not None else 0.0
+    lam = workload.arrival_rate.m_as("request/s")
+    families = _families(model, _as_list(accelerator), _as_list(precision), price, None, kv_precision, reg)
+    tp_grid, batch_grid = np.meshgrid(tps, grid_batches, indexing="ij")
+    decode_slots = max(workload.output_tokens - 1, 1.0)
+    context = workload.input_tokens + workload.output_tokens / 2
+
+    decode_best: tuple[Any, ...] | None = None
+    for family in families:
+        a = family.arrays
+        capacity = np.floor(kv_capacity_tokens(a, profile, tp_grid) / context)
+        t_dec = decode_step_seconds(a, profile.efficiency_for(family.accelerator), tp_grid, batch_grid, context)
+        rate = batch_grid / (decode_slots * t_dec)
+        ok = (batch_grid <= capacity) & (t_dec <= tpot_target)
+        replicas = ceil_count(
+            replica_demand.numeric(arrival_rate=lam, replica_throughput=rate, max_utilization=max_utilization)
+        )
+        cost = np.where(ok, replicas * tp_grid * family.price, np.inf)
+        index = np.unravel_index(np.argmin(cost), cost.shape)
+        if np.isfinite(cost[index]) and (decode_best is None or cost[index] < decode_best[0]):
+            decode_best = (cost[index], family, index, replicas[index], t_dec[index])
+    if decode_best is None:
+        return DisaggregatedPlan(False, "decode pool: no configuration meets the TPOT target within memory")
+    _, d_family, d_index, d_replicas, t_dec_best = decode_best
+    kv_bytes = workload.input_tokens * d_family.arrays.kv_bytes_per_token
+    handoff = float(
+        kv_handoff_time.numeric(
+            kv_bytes=kv_bytes, link_bandwidth=link.bandwidth.m_as("B/s"), startup_latency=latency, parallel_links=1
+        )
+    )
+    budget = ttft_target - handoff - t_dec_best / 2
+
+    prefill_best: tuple[Any, ...] | None = None
+    for family in families:
+        t_pf = prefill_seconds(family.arrays, profile.efficiency_for(family.accelerator), tps, workload.input_tokens)
+        least = np.ceil(lam * t_pf / max_utilization)
+        # Pool sizes from the utilization floor upward; the TTFT wait shrinks as replicas are added.
+        counts = least[:, None] + np.arange(64)[None, :]
+        arrival = Q_(np.full(counts.shape, lam), "request/s")
+        service = Q_(np.broadcast_to(t_pf[:, None], counts.shape), "s")
+        if ttft_percentile is None:
+            wait = ggc_mean_wait(arrival, service, counts, arrival_cv, input_cv).m_as("s")
+        else:
+            wait = ggc_wait_quantile(arrival, service, counts, arrival_cv, input_cv, ttft_percentile).m_as("s")
+        ok = (t_pf[:, None] + wait <= budget) & (counts <= max_prefill_replicas)
+        cost = np.where(ok, counts * tps[:, None] * family.price, np.inf)
+        index = np.unravel_index(np.argmin(cost), cost.shape)
+        if np.isfinite(cost[index]) and (prefill_best is None or cost[index] < prefill_best[0]):
+            ttft = t_pf[index[0]] + wait[index] + handoff + t_dec_best / 2
+            prefill_best = (cost[index], family, int(tps[index[0]]), int(counts[index]), ttft)
+    if prefill_best is None:
+        return DisaggregatedPlan(
+            False,
+            f"prefill pool: no configuration meets the TTFT target after a {handoff * 1e3:.1f} ms KV handoff",
+            handoff=Q_(handoff, "s"),
+        )
+    p_cost, p_family, p_tp, p_replicas, ttft = prefill_best
+    d_tp = int(tp_grid[d_index])
+    cost_hour = p_cost + decode_best[0]
+    tokens_per_hour = lam * workload.output_tokens * HOURS
+    return DisaggregatedPlan(
+        feasible=True,
+        reason="each pool is its cheapest configuration meeting its own target",
+        prefill={
+            "accelerator": p_family.accelerator,
+            "precision": p_family.precision,
+            "tensor_parallel": p_tp,
+            "replicas": p_replicas,
+            "gpus": p_replicas * p_tp,
+        },
+        decode={
+            "accelerator": d_family.accelerator,
+            "precision": d_family.precision,
+            "tensor_parallel": d_tp,
+            "batch": int(batch_grid[d_index]),
+            "replicas": int(d_replicas),
+            "gpus": int(d_replicas) * d_tp,
+        },
+        handoff=Q_(handoff, "s"),
+        ttft=Q_(float(ttft), "s"),
+        tpot=Q_(float(t_dec_best), "s"),
+        gpus=p_replicas * p_tp + int(d_replicas) * d_tp,
+        cost_per_hour=Q_(cost_hour, "USD/hour"),
+        cost_per_million_tokens=Q_(cost_hour / tokens_per_hour * 1e6, "USD"),
+    )
+
+
+@dataclass(frozen=True, repr=False)
+class ServingModeComparison(Result):
+    """Colocated against disaggregated serving for one workload.
+
+    Attributes
+    ----------
+    colocated : FleetPlan
+    disaggregated : DisaggregatedPlan
+    cheaper : str
+        ``"colocated"``, ``"disaggregated"``, or ``"neither"`` when both are infeasible.
+    saving : Quantity [currency / time]
+        What the cheaper mode saves per hour (zero when only one is feasible).
+    """
+
+    colocated: FleetPlan
+    disaggregated: DisaggregatedPlan
+    cheaper: str
+    saving: Any
+
+
+def compare_serving_modes(
+    model: ModelRef,
+    accelerator: Any,
+    precision: Any,
+    arrival_rate: Rate,
+    input_tokens: float,
+    output_tokens: float,
+    ttft_slo: Time,
+    tpot_slo: Time,
+    *,
+    interconnect: InterconnectRef = "infiniband-ndr",
+    **options: Any,
+) -> ServingModeComparison:
+    """Size the workload both colocated (:func:`size_fleet`) and disaggregated (:func:`size_disaggregated`).
+
+    ``options`` go to both sizers where they apply (engine, max_utilization, ttft_percentile, price,
+    tensor_parallel, batches, input_cv, arrival_cv, kv_precision); the remaining ones (prefix caching,
+    speculation, chunked prefill) apply to the colocated plan only.
+    """
+    args = (model, accelerator, precision, arrival_rate, input_tokens, output_tokens, ttft_slo, tpot_slo)
+    shared = {
+        "engine",
+        "max_utilization",
+        "ttft_percentile",
+        "price",
+        "tensor_parallel",
+        "batches",
+        "input_cv",
+        "arrival_cv",
+        "kv_precision",
+    }
+    colocated = size_fleet(*args, **options)
+    disaggregated = size_disaggregated(
+        *args, interconnect=interconnect, **{k: v for k, v in options.items() if k in shared}
+    )
+    costs = {
+        "colocated": colocated.cost_per_hour if colocated.feasible else None,
+        "disaggregated": disaggregated.cost_per_hour if disaggregated.feasible else None,
+    }
+    feasible = {k: v for k, v in costs.items() if v is not None}
+    if not feasible:
+        return ServingModeComparison(colocated, disaggregated, "neither", Q_(0.0, "USD/hour"))
+    cheaper = min(feasible, key=lambda k: feasible[k].m_as("USD/hour"))
+    saving = (max(feasible.values()) - feasible[cheaper]) if len(feasible) == 2 else Q_(0.0, "USD/hour")
+    return ServingModeComparison(colocated, disaggregated, cheaper, saving)

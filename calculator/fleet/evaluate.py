@@ -1,0 +1,355 @@
+"""The vectorized evaluation: every quantity of a plan over the candidate grid of one (accelerator, precision).
+
+:func:`~calculator.fleet.size_fleet` and :func:`~calculator.fleet.frontier` evaluate every tensor-parallel
+degree and cap ``B`` on running sequences at once with numpy, using the calibrated step model of
+:mod:`calculator.performance` and the queueing models of :mod:`calculator.queueing`:
+
+* **memory**: weights per device plus the KV cache of ``B`` sequences at the mean context must fit
+  the engine's share of device memory (the KV cache shards over the tensor-parallel ranks);
+* **iteration at running batch n**: where the engine mixes prefill into decoding, ``n / (O - 1)``
+  prompts land in an iteration on average, each adding its chunks' cost over a plain decode step
+  (averaged over the prompt-length distribution); prefill-first engines pause decoding instead;
+* **throughput** at the cap: ``lambda_r(B) = B / ((O - 1) t_iter(B))``, or the token budget left by
+  the decodes if prompts fill it first; replicas ``ceil(lambda / (u_max lambda_r(B)))``;
+* **running batch**: the planned load per replica, ``lambda / R``, read back through the
+  ``lambda_r(n)`` curve (Little's law); **TPOT** is the iteration time there;
+* **TTFT**: the request overhead of the engine, half an iteration, the iterations that carry the
+  prompt, and two waits: for the prefill budget (G/G/1 at full-budget iterations) and for a running
+  slot when the batch is at its cap (G/G/B, holding time from Little's law); the router sets each
+  replica's arrival variability (random dispatch keeps it Poisson-like, round robin smooths it); a
+  percentile target combines the prompt-length tail and the wait tail;
+* **headroom**: replicas are loaded to at most ``max_utilization`` of ``lambda_r(B)``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import InputError
+from ..performance import (
+    EngineProfile,
+    StepArrays,
+    decode_step_seconds,
+    iteration_seconds,
+    kv_capacity_tokens,
+    prefill_seconds,
+    step_arrays,
+)
+from ..precision import check_precision
+from ..queueing import replica_demand
+from ..results import ceil_count
+from ..units import Q_, ureg
+from .inputs import Speculation, Workload, default_price
+
+__all__: list[str] = []
+
+
+# --------------------------------------------------------------------------------------------
+# The vectorized evaluation
+
+
+@dataclass
+class _Family:
+    """One (accelerator, precision) with its step-model arrays and price."""
+
+    accelerator: str
+    precision: str
+    arrays: StepArrays
+    price: float  # USD per GPU-hour
+    tdp: float  # W
+    draft: StepArrays | None
+
+
+def _evaluate(
+    family: _Family,
+    profile: EngineProfile,
+    workload: Workload,
+    tp: np.ndarray,
+    batch: np.ndarray,
+    options: dict[str, Any],
+    scale: tuple[float, float] = (1.0, 1.0),
+) -> dict[str, np.ndarray]:
+    """Every quantity of the plan for the candidate grid ``tp`` x ``batch`` (plain arrays, SI).
+
+    ``batch`` is the replica's cap on running sequences; replicas are set by the throughput at that
+    cap, and the latencies are evaluated at the running batch the planned load produces (Little's
+    law on the grid). ``scale`` multiplies prefill and decode step times (the ends of the model's
+    error interval).
+    """
+    a = family.arrays
+    eff = profile.efficiency_for(family.accelerator)
+    inputs, outputs = workload.input_tokens, workload.output_tokens
+    hit, shared = options["prefix_hit_rate"], options["shared_prefix_tokens"]
+    computed = max(inputs - hit * shared, 1.0)  # prompt tokens actually prefilled
+    # Tokens a running sequence holds on average: its prompt plus half its output, the output
+    # length-biased (long outputs stay longer in the batch): E[O^2] / (2 E[O]) = O (1 + cv^2) / 2.
+    context = inputs + outputs * (1 + workload.output_cv**2) / 2
+    private = context - hit * shared  # KV tokens each sequence holds privately
+
+    capacity_tokens = kv_capacity_tokens(a, profile, tp)
+    spec = options["speculation"]
+    if spec is not None and family.draft is not None:
+        d = family.draft
+        capacity_tokens = capacity_tokens - d.weight_bytes / tp * np.minimum(tp, a.kv_shards_max) / a.kv_bytes_per_token
+        private = private * (1 + d.kv_bytes_per_token / a.kv_bytes_per_token)
+    capacity = np.floor(np.maximum(capacity_tokens - (shared if hit > 0 else 0.0), 0.0) / private)
+    fits = batch <= capacity
+
+    t_pf = scale[0] * prefill_seconds(a, eff, tp, computed)
+    t_dec = scale[1] * decode_step_seconds(a, eff, tp, batch, context)
+    if spec is not None and family.draft is not None:
+        from ..speculative import expected_tokens_per_round
+
+        k = spec.draft_length
+        verify = scale[1] * decode_step_seconds(a, eff, tp, batch, context, tokens=k + 1)
+        drafting = scale[1] * k * decode_step_seconds(family.draft, eff, tp, batch, context)
+        per_token = (verify + drafting) / expected_tokens_per_round.numeric(acceptance=spec.acceptance, draft_length=k)
+    else:
+        per_token = t_dec
+
+    decode_slots = max(outputs - 1, 1.0)
+    budget = float(options["chunk_size"] or profile.limits(a.memory, a.accelerator)[0])
+    chunked = profile.chunked_prefill or bool(options["chunk_size"])
+    percentile = options["ttft_percentile"]
+    # Prompt lengths: quadrature nodes of the log-normal length distribution (prefill cost is
+    # convex in the length), and the length at the TTFT percentile.
+    nodes, weights = _length_nodes(inputs, workload.input_cv)
+    tail_prompt = _length_quantile(inputs, workload.input_cv, percentile)
+    hit_tokens = hit * shared
+    if profile.mixed_batching:
+        # Prompts arrive whole and ride in decode iterations, in ``k`` chunks where the budget left
+        # by the decodes is smaller than the prompt. At running batch n, n / (O - 1) prompts land per
+        # iteration on average, each adding its chunks' cost over a plain decode step.
+        room = np.maximum(budget - batch, 1.0)
+        plain = t_dec / scale[1]
+
+        def prompt_cost(length: float) -> tuple[np.ndarray, np.ndarray]:
+            """(chunks, added seconds per chunk iteration) of a prompt of ``length`` tokens."""
+            tokens = max(length - hit_tokens, 1.0)
+            k = np.ceil(tokens / room) if chunked else np.ones_like(room)
+            chunk = tokens / k
+            added = iteration_seconds(a, eff, tp, batch, context, chunk, 1, (k - 1) / 2 * chunk) - plain
+            return k, scale[0] * np.maximum(added, 0.0)
+
+        costs = [prompt_cost(length) for length in nodes]
+        per_prompt = sum(w * k * d for w, (k, d) in zip(weights, costs, strict=True))
+        step = per_token + batch / decode_slots * per_prompt
+        rate = np.minimum(batch / (decode_slots * step), room / (computed * step))
+        first_mean = step / 2 + sum(w * k * (step + d) for w, (k, d) in zip(weights, costs, strict=True))
+        k_tail, d_tail = prompt_cost(tail_prompt) if tail_prompt != nodes[0] or len(nodes) > 1 else costs[0]
+        first_tail = step / 2 + k_tail * (step + d_tail)
+        full = scale[0] * np.maximum(iteration_seconds(a, eff, tp, batch, context, room, 1) - plain, 0.0)
+        service = computed / room * (per_token + full)  # a prompt's share of full-budget iterations
+        tbt = step + np.maximum(d_tail, costs[-1][1])
+        own_time = sum(w * k * (step + d) for w, (k, d) in zip(weights, costs, strict=True))
+    else:
+        # Prefill-first: prefill batches run alone and pause decoding (work conservation).
+        rate = batch / (batch * t_pf + decode_slots * per_token)
+        step = per_token
+        tail_pf = scale[0] * prefill_seconds(a, eff, tp, max(tail_prompt - hit_tokens, 1.0))
+        first_mean = per_token / 2 + t_pf
+        first_tail = per_token / 2 + tail_pf
+        service = t_pf
+        tbt = per_token + np.maximum(t_pf, tail_pf)
+        own_time = t_pf
+    lam = options["arrival_rate"]
+    replicas = ceil_count(
+        replica_demand.numeric(arrival_rate=lam, replica_throughput=rate, max_utilization=options["max_utilization"])
+    )
+    load = lam / replicas  # each replica's arrival rate
+    arrival_cv = _replica_arrival_cv(workload.arrival_cv, replicas, options["router"])
+    # The running batch fluctuates: every running sequence gets a token per iteration, a symmetric
+    # (processor-sharing) queue whose completion rate with n running is the rate curve at n. Its
+    # birth-death distribution gives the mean running batch, the chance the cap is full and the
+    # wait for a slot (exact for Poisson arrivals, whatever the output lengths); smoother arrivals
+    # (round robin) keep a share (1 + cv^2) / 2 of the excess over the fluid fixed point.
+    fluid = _running_batch(batch, rate, load)
+    mean_running, slot_wait, full, headroom = _occupancy(batch, rate, load)
+    smooth = (1 + arrival_cv**2) / 2
+    running = fluid + smooth * np.maximum(mean_running - fluid, 0.0)
+    first_mean, first_tail, service, tbt_max, own = (
+        _on_row(fluid, batch, v) for v in (first_mean, first_tail, service, tbt, own_time)
+    )
+    # TPOT: a request's time running (Little's law) less its prefill iterations, per output token.
+    fixed_point = _on_row(fluid, batch, step if profile.mixed_batching else per_token)
+    if not profile.mixed_batching:
+        fixed_point = fixed_point / (1 - np.minimum(load * t_pf, 0.999))
+    tpot = np.maximum((running / np.maximum(load, 1e-300) - own) / decode_slots, fixed_point)
+
+    # Two queues a request can wait in: for prefill budget (one server at full-budget iterations),
+    # and for a running slot when the batch is at its cap (the birth-death tail).
+    wait_mean = _wait(load, service, 1, arrival_cv, workload.input_cv, None) + smooth * slot_wait
+    ttft = profile.request_overhead.m_as("s") + first_mean + wait_mean
+    if percentile is not None:
+        # The percentile of a sum of independent delays: means plus the root-sum-square of the
+        # excesses of each at the percentile (between the largest excess and their sum).
+        wait_tail = _wait(load, service, 1, arrival_cv, workload.input_cv, percentile)
+        # A full cap drains at the cap's completion rate: P(wait > x) = P(full) exp(-headroom x).
+        slot_tail = np.log(np.maximum(full, 1e-300) / (1 - percentile)) / np.maximum(headroom, 1e-300)
+        wait_tail = wait_tail + smooth * np.where(headroom > 0, np.maximum(slot_tail, 0.0), np.inf)
+        excess = np.hypot(np.maximum(first_tail - first_mean, 0.0), np.maximum(wait_tail - wait_mean, 0.0))
+        ttft = np.where(np.isfinite(wait_tail), ttft + excess, np.inf)
+    usable = profile.memory_utilization * a.memory - profile.memory_reserve.m_as("B")
+    return {
+        "fits": fits,
+        "capacity": capacity,
+        "usable_per_device": usable,
+        "prefill": t_pf,
+        "decode_step": t_dec,
+        "tpot": tpot,
+        "tpot_at_batch": step,
+        "ttft": ttft,
+        "tbt_max": tbt_max,
+        "rate": rate,
+        "replicas": replicas,
+        "running": running,
+        "weights_per_device": a.weight_bytes / tp,
+    }
+
+
+def _length_nodes(mean: float, cv: float, points: int = 5) -> tuple[list[float], list[float]]:
+    """Gauss-Hermite nodes and weights of a log-normal length with ``mean`` and ``cv`` (one node if fixed)."""
+    if cv <= 0:
+        return [mean], [1.0]
+    sigma = math.sqrt(math.log1p(cv**2))
+    z, w = np.polynomial.hermite_e.hermegauss(points)
+    w = w / w.sum()
+    return [float(v) for v in mean * np.exp(sigma * z - sigma**2 / 2)], [float(v) for v in w]
+
+
+def _length_quantile(mean: float, cv: float, quantile: float | None) -> float:
+    """The ``quantile`` of a log-normal length (the mean when fixed or when no quantile is asked)."""
+    if cv <= 0 or quantile is None:
+        return mean
+    from scipy.stats import norm
+
+    sigma = math.sqrt(math.log1p(cv**2))
+    return float(mean * math.exp(sigma * norm.ppf(quantile) - sigma**2 / 2))
+
+
+def _running_batch(batch: np.ndarray, rate: np.ndarray, load: np.ndarray) -> np.ndarray:
+    """Sequences running at ``load`` per replica: where a row's rate-vs-batch curve reaches it.
+
+    ``rate[i, j]`` is what a replica sustains with ``batch[i, j]`` sequences running, so the running
+    batch at a given load is the inverse of that curve (interpolated on the grid).
+    """
+    out = np.empty_like(load, dtype=float)
+    for i in range(batch.shape[0]):
+        curve = np.maximum.accumulate(rate[i])
+        below = batch[i, 0] * load[i] / max(curve[0], 1e-300)  # fewer than the smallest grid batch
+        out[i] = np.where(load[i] < curve[0], below, np.interp(load[i], curve, batch[i]))
+    return np.minimum(out, batch)
+
+
+def _occupancy(batch: np.ndarray, rate: np.ndarray, load: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The running batch as a birth-death process: arrivals ``load``, completions ``rate(n)``.
+
+    With ``n`` sequences running a replica completes ``rate(n)`` requests per second (the grid's
+    rate curve, interpolated at every whole ``n``); beyond the cap ``B`` requests wait and complete at
+    ``rate(B)``. Returns, per candidate, the mean running batch, the mean wait for a slot, the
+    probability the cap is full, and ``rate(B) - load`` (the drain rate of that queue; <= 0 unstable).
+    """
+    mean = np.empty_like(load, dtype=float)
+    wait, full = np.empty_like(mean), np.empty_like(mean)
+    top = int(batch.max())
+    n = np.arange(top + 1, dtype=float)
+    for i in range(batch.shape[0]):
+        curve = np.interp(n[1:], batch[i], rate[i])
+        cumulative = np.concatenate(([0.0], np.cumsum(np.log(np.maximum(curve, 1e-300)))))
+        lam = load[i][:, None]
+        cap = batch[i][:, None]
+        log_p = n[None, :] * np.log(lam) - cumulative[None, :]
+        log_p = np.where(n[None, :] <= cap, log_p, -np.inf)
+        log_p -= log_p.max(axis=1, keepdims=True)
+        p = np.exp(log_p)
+        at_cap = np.take_along_axis(p, batch[i][:, None].astype(int), axis=1)[:, 0]
+        rho = np.minimum(load[i] / np.interp(batch[i], n[1:], curve), 1 - 1e-12)
+        tail = at_cap * rho / (1 - rho)
+        total = p.sum(axis=1) + tail
+        mean[i] = ((p * n[None, :]).sum(axis=1) + batch[i] * tail) / total
+        full[i] = (at_cap + tail) / total
+        wait[i] = at_cap * rho / (1 - rho) ** 2 / total / load[i]
+    drain = np.stack([np.interp(batch[i], batch[i], rate[i]) for i in range(batch.shape[0])]) - load
+    unstable = drain <= 0
+    return (
+        np.where(unstable, np.inf, mean),
+        np.where(unstable, np.inf, wait),
+        np.where(unstable, 1.0, full),
+        drain,
+    )
+
+
+def _on_row(running: np.ndarray, batch: np.ndarray, values: Any) -> np.ndarray:
+    """``values`` (a grid over ``batch``) read at each candidate's running batch."""
+    values = np.broadcast_to(values, batch.shape)
+    return np.stack([np.interp(running[i], batch[i], values[i]) for i in range(batch.shape[0])])
+
+
+def _replica_arrival_cv(arrival_cv: float, replicas: np.ndarray, router: str) -> np.ndarray:
+    """Inter-arrival CV at one of ``replicas`` replicas behind ``router``.
+
+    Random dispatch thins the stream (``cv^2 / R + 1 - 1 / R``: Poisson-like as ``R`` grows); round
+    robin sums ``R`` consecutive gaps (``cv^2 / R``). Load-aware routers (join-shortest-queue, least
+    outstanding tokens, power of two) balance at least as well as round robin and are given its value.
+    """
+    share = 1.0 / np.maximum(replicas, 1)
+    if router == "random":
+        return np.sqrt(arrival_cv**2 * share + 1 - share)
+    return np.sqrt(arrival_cv**2 * share)
+
+
+def _wait(load: Any, service: Any, servers: Any, arrival_cv: Any, service_cv: float, percentile: Any) -> np.ndarray:
+    from ..queueing import ggc_mean_wait, ggc_wait_quantile
+
+    arrival, service_q = Q_(load, "request/s"), Q_(service, "s")
+    if percentile is None:
+        return ggc_mean_wait(arrival, service_q, servers, arrival_cv, service_cv).m_as("s")
+    return ggc_wait_quantile(arrival, service_q, servers, arrival_cv, service_cv, percentile).m_as("s")
+
+
+def _families(
+    model: Any,
+    accelerators: Sequence[Any],
+    precisions: Sequence[str],
+    price: Any,
+    speculation: Speculation | None,
+    kv_precision: str | None,
+    reg: Any,
+) -> list[_Family]:
+    out = []
+    for accelerator in accelerators:
+        device = reg.accelerator(accelerator)
+        hourly = _price_for(device.id, accelerator, price, reg)
+        for precision in precisions:
+            arrays = step_arrays(model, device, precision, kv_precision, registry=reg)
+            draft = (
+                step_arrays(speculation.draft_model, device, precision, kv_precision, registry=reg)
+                if speculation
+                else None
+            )
+            out.append(_Family(device.id, check_precision(precision), arrays, hourly, device.tdp.m_as("W"), draft))
+    return out
+
+
+def _price_for(accelerator_id: str, given_name: Any, price: Any, reg: Any) -> float:
+    if price is None:
+        hourly = default_price(accelerator_id, reg)
+    elif isinstance(price, dict):
+        hourly = price.get(accelerator_id, price.get(given_name) if isinstance(given_name, str) else None)
+        if hourly is None:
+            raise InputError(f"size_fleet(): argument 'price' has no entry for accelerator '{accelerator_id}'")
+    else:
+        hourly = price
+    if not isinstance(hourly, ureg.Quantity) or hourly.dimensionality != _PRICE_DIMENSION:
+        raise InputError(f"size_fleet(): argument 'price' must be a quantity in USD/hour per GPU, got {hourly!r}")
+    if not hourly.magnitude > 0:
+        raise InputError(f"size_fleet(): argument 'price' must be > 0, got {hourly!r}")
+    return hourly.m_as("USD/hour")
+
+
+_PRICE_DIMENSION = ureg.parse_units("USD/hour").dimensionality

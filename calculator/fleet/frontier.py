@@ -1,0 +1,193 @@
+"""What the targets trade: the closest feasible alternative (targets loosened) and the frontier (Figure 6)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import InputError
+from ..performance import EngineProfile, engine_profile
+from ..results import Result
+from ..types import ModelRef, Rate, Time
+from ..units import Q_
+from ._common import _as_list, _grid, _registry_for, _seconds
+from .evaluate import _evaluate, _families
+from .inputs import DEFAULT_BATCHES, DEFAULT_TENSOR_PARALLEL, Workload
+from .plan import FleetPlan
+from .sizing import size_fleet
+
+if TYPE_CHECKING:
+    from ..registry import Registry
+
+__all__ = ["RelaxedPlan", "frontier", "relax_targets"]
+
+
+@dataclass(frozen=True, repr=False)
+class RelaxedPlan(Result):
+    """The closest feasible alternative of a sizing: the targets loosened by one common factor.
+
+    Attributes
+    ----------
+    found : bool
+        Whether a factor up to the search limit admits a plan.
+    factor : float
+        The smallest factor (within the search tolerance) by which both targets were multiplied;
+        1 when the original targets are feasible.
+    ttft_slo, tpot_slo : Quantity [time]
+        The loosened targets.
+    plan : FleetPlan
+        The plan at the loosened targets (infeasible when ``found`` is False).
+    """
+
+    found: bool
+    factor: float
+    ttft_slo: Any
+    tpot_slo: Any
+    plan: FleetPlan
+
+
+def relax_targets(
+    model: ModelRef,
+    accelerator: Any,
+    precision: Any,
+    arrival_rate: Rate,
+    input_tokens: float,
+    output_tokens: float,
+    ttft_slo: Time,
+    tpot_slo: Time,
+    *,
+    max_factor: float = 100.0,
+    tolerance: float = 0.01,
+    **options: Any,
+) -> RelaxedPlan:
+    """The closest feasible alternative: the smallest common factor on the TTFT and TPOT targets with a plan.
+
+    Parameters
+    ----------
+    model, accelerator, precision, arrival_rate, input_tokens, output_tokens, ttft_slo, tpot_slo
+        As for :func:`size_fleet`.
+    max_factor : float
+        The largest loosening searched.
+    tolerance : float
+        Relative precision of the factor.
+    **options
+        Passed to :func:`size_fleet` (engine, price, max_utilization, ...).
+
+    Returns
+    -------
+    RelaxedPlan
+
+    Notes
+    -----
+    Looser targets only add feasible candidates, so feasibility is monotone in the factor and a
+    bisection on its logarithm finds the smallest one. When nothing fits in memory no factor helps
+    (``found`` is False and the plan's ``rejected`` says why).
+
+    Examples
+    --------
+    >>> r = relax_targets("llama-3.1-70b", "h100-sxm", "fp8", Q_(10, "request/s"), 1024, 256,
+    ...                   Q_(50, "ms"), Q_(5, "ms"), price=Q_(4, "USD/hour"))
+    >>> r.found, r.factor > 1, r.plan.tpot <= r.tpot_slo
+    (True, True, True)
+    """
+    if not max_factor > 1 or not 0 < tolerance < 1:
+        raise InputError("relax_targets(): 'max_factor' must be > 1 and 'tolerance' in (0, 1)")
+    args = (model, accelerator, precision, arrival_rate, input_tokens, output_tokens)
+    ttft, tpot = Q_(_seconds("ttft_slo", ttft_slo), "s"), Q_(_seconds("tpot_slo", tpot_slo), "s")
+
+    def attempt(factor: float) -> FleetPlan:
+        return size_fleet(*args, ttft * factor, tpot * factor, **options)
+
+    plan = attempt(1.0)
+    if plan.feasible:
+        return RelaxedPlan(True, 1.0, ttft, tpot, plan)
+    loose = attempt(max_factor)
+    if not loose.feasible:
+        return RelaxedPlan(False, max_factor, ttft * max_factor, tpot * max_factor, loose)
+    low, high, best = 0.0, math.log(max_factor), loose
+    while high - low > math.log1p(tolerance):
+        middle = (low + high) / 2
+        candidate = attempt(math.exp(middle))
+        if candidate.feasible:
+            high, best = middle, candidate
+        else:
+            low = middle
+    factor = math.exp(high)
+    return RelaxedPlan(True, factor, ttft * factor, tpot * factor, best)
+
+
+def frontier(
+    model: ModelRef,
+    accelerator: Any,
+    precision: Any,
+    input_tokens: float,
+    output_tokens: float,
+    *,
+    engine: str | EngineProfile | None = None,
+    tensor_parallel: Sequence[int] = DEFAULT_TENSOR_PARALLEL,
+    batches: Sequence[int] = DEFAULT_BATCHES,
+    kv_precision: str | None = None,
+    registry: Registry | None = None,
+) -> Any:
+    """The throughput-vs-interactivity frontier (Figure 6) of a model on each accelerator.
+
+    For every (accelerator, precision, TP, batch) that fits in memory: output tokens per second per
+    GPU at full load against tokens per second per user (``1 / TPOT``), with ``pareto`` marking the
+    points no other point of the same accelerator beats on both axes.
+
+    Returns
+    -------
+    pandas.DataFrame
+    """
+    import pandas as pd
+
+    workload = Workload(Q_(1.0, "request/s"), input_tokens, output_tokens)
+    profile = engine_profile(engine)
+    reg = _registry_for(registry, model, accelerator)
+    model = reg.model(model)
+    tps, grid_batches = _grid(model, tensor_parallel, batches)
+    tp_grid, batch_grid = np.meshgrid(tps, grid_batches, indexing="ij")
+    options = {
+        "prefix_hit_rate": 0.0,
+        "shared_prefix_tokens": 0.0,
+        "speculation": None,
+        "chunk_size": None,
+        "ttft_percentile": None,
+        "max_utilization": 1.0,
+        "arrival_rate": 1.0,
+        "router": "round_robin",
+    }
+    rows = []
+    for family in _families(
+        model, _as_list(accelerator), _as_list(precision), Q_(1, "USD/hour"), None, kv_precision, reg
+    ):
+        out = _evaluate(family, profile, workload, tp_grid, batch_grid, options)
+        keep = out["fits"]
+        rows.append(
+            pd.DataFrame(
+                {
+                    "accelerator": family.accelerator,
+                    "precision": family.precision,
+                    "tensor_parallel": tp_grid[keep].astype(int),
+                    "batch": batch_grid[keep].astype(int),
+                    "tokens_per_s_per_gpu": (out["rate"] * workload.output_tokens / tp_grid)[keep],
+                    "tokens_per_s_per_user": (1 / out["tpot_at_batch"])[keep],
+                    "tpot_ms": out["tpot_at_batch"][keep] * 1e3,
+                    "ttft_ms": out["ttft"][keep] * 1e3,
+                }
+            )
+        )
+    table = pd.concat(rows, ignore_index=True)
+    table["pareto"] = False
+    for _, group in table.groupby("accelerator"):
+        order = group.sort_values("tokens_per_s_per_user", ascending=False)
+        best = -np.inf
+        for index, value in zip(order.index, order.tokens_per_s_per_gpu, strict=True):
+            if value > best:
+                table.loc[index, "pareto"] = True
+                best = value
+    return table

@@ -1,0 +1,50 @@
+"""Helpers the simulation submodules share: time arguments, statistic names, the seeds and the default pool."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from concurrent.futures import Executor
+from typing import Any
+
+import numpy as np
+
+from ..errors import InputError
+from ..units import ureg
+
+__all__: list[str] = []
+
+
+def _time_seconds(function: str, name: str, value: Any) -> float:
+    """A finite positive time in seconds, or an InputError naming ``function`` and ``name``."""
+    if not isinstance(value, ureg.Quantity) or value.dimensionality != ureg.s.dimensionality:
+        raise InputError(f"{function}: argument '{name}' must be a time such as Q_(200, 'ms'), got {value!r}")
+    seconds = float(value.m_as("s"))
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise InputError(f"{function}: argument '{name}' must be a finite time > 0, got {value!r}")
+    return seconds
+
+
+def _statistic_name(percentile: float | None) -> str:
+    if percentile is None:
+        return "mean"
+    return f"p{percentile * 100:g}"
+
+
+def _seeds(seeds: int | Sequence[int]) -> tuple[int, ...]:
+    if isinstance(seeds, int | np.integer):
+        if not 1 <= seeds <= 1000:
+            raise InputError(f"simulate(): argument 'seeds' must be a count in [1, 1000] or a list, got {seeds!r}")
+        return tuple(range(int(seeds)))
+    out = tuple(int(s) for s in seeds)
+    if not out:
+        raise InputError("simulate(): argument 'seeds' must name at least one seed")
+    return out
+
+
+def _process_pool(jobs: int) -> Executor:
+    """The default executor: a process pool over this machine's cores (no more workers than jobs)."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    return ProcessPoolExecutor(max_workers=max(1, min(jobs, os.cpu_count() or 1)))

@@ -1,0 +1,312 @@
+"""What a simulation runs: the router policies, the replica setup and the traffic (arrivals and lengths).
+
+Traffic is open loop (Poisson, gamma renewal with a coefficient of variation, a trace, or a demand
+curve with a replica schedule from :mod:`calculator.autoscaling`) or closed loop (``clients``
+sending their next request when the last one completes, as a serving benchmark does).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import InputError
+from ..results import Result
+from ..units import ureg
+from ._common import _time_seconds
+
+__all__ = ["ROUTERS", "DEFAULT_ROUTER", "SimulationSetup", "Traffic", "router_name"]
+
+#: Router policies, by the names of :data:`calculator.routing.SIMULATED_POLICIES`, and their aliases.
+ROUTERS = {
+    "round_robin": "round_robin",
+    "random": "random",
+    "least_connections": "least_connections",
+    "join_shortest_queue": "least_connections",
+    "jsq": "least_connections",
+    "least_work": "least_work",
+    "least_outstanding_tokens": "least_work",
+    "two_choices": "two_choices",
+    "power_of_two": "two_choices",
+}
+#: The router the sizer and the simulator assume unless told: round robin, the default of common
+#: HTTP load balancers (NGINX upstreams, Envoy clusters, Kubernetes IPVS).
+DEFAULT_ROUTER = "round_robin"
+
+#: Requests one simulation may hold, and wall-clock seconds one seed may run, unless told.
+MAX_REQUESTS = 2_000_000
+TIME_LIMIT = 120.0
+
+
+def router_name(router: str) -> str:
+    """The canonical name of a router policy (``"join_shortest_queue"`` is ``"least_connections"``)."""
+    key = str(router).lower().replace("-", "_").replace(" ", "_")
+    if key not in ROUTERS:
+        raise InputError(f"argument 'router' must be one of {', '.join(sorted(ROUTERS))}, got {router!r}")
+    return ROUTERS[key]
+
+
+# --------------------------------------------------------------------------------------------
+# Inputs
+
+
+@dataclass(frozen=True, repr=False)
+class SimulationSetup(Result):
+    """What runs on every replica: the model, the hardware, the engine and its limits.
+
+    Attributes
+    ----------
+    model, accelerator, precision : str
+        Registry ids (or aliases) and the weight precision.
+    tensor_parallel : int
+        Devices per replica.
+    engine : str or None
+        Engine profile name (``None``: the engine-agnostic default).
+    kv_precision : str or None
+        KV-cache precision (16-bit by default).
+    max_num_seqs, max_num_tokens : int or None
+        Override the engine's sequence cap and token budget (``None``: its defaults on this GPU).
+    step_scale : float
+        Multiplies every iteration time (the ends of the model's error interval).
+    step_time : Quantity [time] or None
+        A fixed time for every iteration in place of the performance model: for what-ifs and for
+        checking the scheduler against queueing theory (``None``: priced by the step model).
+    registry_files : tuple of str
+        Registry files of your own (``load_registry(extra=...)``) the ids resolve in, besides the
+        packaged one (files, not a registry object, so worker processes can load them too).
+    """
+
+    model: str
+    accelerator: str
+    precision: str
+    tensor_parallel: int = 1
+    engine: str | None = None
+    kv_precision: str | None = None
+    max_num_seqs: int | None = None
+    max_num_tokens: int | None = None
+    step_scale: float = 1.0
+    step_time: Any = None
+    registry_files: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not int(self.tensor_parallel) >= 1:
+            raise InputError(f"SimulationSetup: 'tensor_parallel' must be >= 1, got {self.tensor_parallel!r}")
+        for name in ("max_num_seqs", "max_num_tokens"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, int | np.integer) and value >= 1):
+                raise InputError(f"SimulationSetup: '{name}' must be a whole number >= 1, got {value!r}")
+        if not (math.isfinite(self.step_scale) and self.step_scale > 0):
+            raise InputError(f"SimulationSetup: 'step_scale' must be > 0, got {self.step_scale!r}")
+        if self.step_time is not None:
+            _time_seconds("SimulationSetup", "step_time", self.step_time)
+
+
+@dataclass(frozen=True, repr=False)
+class Traffic(Result):
+    """The requests to simulate: arrivals and lengths.
+
+    Attributes
+    ----------
+    arrival_rate : Quantity [request / time] or None
+        Mean rate of an open-loop stream (``None`` for a trace or closed loop).
+    input_tokens, output_tokens : float
+        Mean lengths.
+    input_cv, output_cv : float
+        Coefficients of variation of the lengths (0: fixed).
+    arrival_cv : float
+        Of the inter-arrival times: 1 Poisson, otherwise a gamma renewal process (0: evenly spaced).
+    length_distribution : {"lognormal", "gamma"}
+        Shape of variable lengths.
+    requests : int
+        Requests to draw (open loop) or prompts to send (closed loop).
+    clients : int or None
+        Closed loop: this many clients, each sending its next request when its last completes.
+    trace : DataFrame or None
+        Columns ``arrival_time`` (s), ``input_tokens``, ``output_tokens``: replayed as is.
+    demand : tuple of arrays or None
+        ``(times in s, rates in request/s)``: a piecewise-linear demand curve (non-homogeneous
+        Poisson arrivals).
+    replica_schedule : tuple of arrays, ScalingPlan or None
+        ``(times in s, ready replicas)``: a step function of the replicas that take traffic, or an
+        :class:`~calculator.autoscaling.ScalingPlan` (its ``ready`` series, cold starts included).
+        Replicas taken out drain. Times are measured from the first arrival.
+    """
+
+    arrival_rate: Any = None
+    input_tokens: float = 1.0
+    output_tokens: float = 1.0
+    input_cv: float = 0.0
+    output_cv: float = 0.0
+    arrival_cv: float = 1.0
+    length_distribution: str = "lognormal"
+    requests: int = 10_000
+    clients: int | None = None
+    trace: Any = None
+    demand: Any = None
+    replica_schedule: Any = None
+
+    def __post_init__(self) -> None:
+        name = "Traffic"
+        modes = sum(x is not None for x in (self.arrival_rate, self.clients, self.trace, self.demand))
+        if modes != 1:
+            raise InputError(f"{name}: give exactly one of 'arrival_rate', 'clients', 'trace' or 'demand', got {modes}")
+        if self.arrival_rate is not None:
+            rate = self.arrival_rate
+            per_second = ureg.parse_units("request/s").dimensionality
+            if not isinstance(rate, ureg.Quantity) or rate.dimensionality != per_second:
+                raise InputError(f"{name}: 'arrival_rate' must be a rate in request/s, got {rate!r}")
+            if not (math.isfinite(rate.m_as("request/s")) and rate.m_as("request/s") > 0):
+                raise InputError(f"{name}: 'arrival_rate' must be a finite rate > 0, got {rate!r}")
+        for key in ("input_tokens", "output_tokens"):
+            value = getattr(self, key)
+            if not (isinstance(value, int | float | np.number) and math.isfinite(value) and value >= 1):
+                raise InputError(f"{name}: '{key}' must be a finite number of tokens >= 1, got {value!r}")
+        for key in ("input_cv", "output_cv", "arrival_cv"):
+            value = getattr(self, key)
+            if not (isinstance(value, int | float | np.number) and math.isfinite(value) and 0 <= value <= 20):
+                raise InputError(f"{name}: '{key}' must be in [0, 20], got {value!r}")
+        if self.length_distribution not in ("lognormal", "gamma"):
+            raise InputError(
+                f"{name}: 'length_distribution' must be 'lognormal' or 'gamma', got {self.length_distribution!r}"
+            )
+        if isinstance(self.requests, bool) or not (
+            isinstance(self.requests, int | np.integer) and 1 <= self.requests <= MAX_REQUESTS
+        ):
+            raise InputError(f"{name}: 'requests' must be a whole number in [1, {MAX_REQUESTS}], got {self.requests!r}")
+        if self.clients is not None and not (isinstance(self.clients, int | np.integer) and self.clients >= 1):
+            raise InputError(f"{name}: 'clients' must be a whole number >= 1, got {self.clients!r}")
+        if self.demand is not None:
+            times, rates = _series(name, "demand", self.demand, "request/s")
+            if times.size < 2 or np.any(np.diff(times) <= 0):
+                raise InputError(f"{name}: 'demand' needs at least two points with increasing times")
+            if np.any(rates < 0) or not rates.max() > 0:
+                raise InputError(f"{name}: 'demand' rates must be >= 0 request/s and not all zero")
+            object.__setattr__(self, "demand", (times, rates))
+        if self.replica_schedule is not None:
+            schedule = self.replica_schedule
+            if hasattr(schedule, "ready") and hasattr(schedule, "times"):  # an autoscaling ScalingPlan
+                schedule = (schedule.times, schedule.ready)
+            times, ready = _series(name, "replica_schedule", schedule, "")
+            if times.size == 0 or np.any(np.diff(times) < 0) or not np.all(ready >= 0):
+                raise InputError(
+                    f"{name}: 'replica_schedule' needs sorted times and replica counts >= 0, got {len(times)} points"
+                )
+            object.__setattr__(self, "replica_schedule", (times, np.floor(ready).astype(np.int64)))
+
+    @classmethod
+    def from_workload(cls, workload: Any, requests: int = 10_000, **changes: Any) -> Traffic:
+        """Open-loop traffic with a :class:`~calculator.fleet.Workload`'s rate, lengths and variability."""
+        return cls(
+            arrival_rate=workload.arrival_rate,
+            input_tokens=workload.input_tokens,
+            output_tokens=workload.output_tokens,
+            input_cv=workload.input_cv,
+            output_cv=workload.output_cv,
+            arrival_cv=workload.arrival_cv,
+            requests=requests,
+        ).replace(**changes)
+
+    @classmethod
+    def from_trace(cls, trace: Any, **changes: Any) -> Traffic:
+        """Replay a trace (CSV path or DataFrame with ``arrival_time``, ``input_tokens``, ``output_tokens``)."""
+        from ..fleet._common import _read_trace
+
+        frame = _read_trace(trace, ("arrival_time", "input_tokens", "output_tokens"))
+        if len(frame) > MAX_REQUESTS:
+            raise InputError(f"Traffic.from_trace(): the trace has {len(frame)} requests, more than {MAX_REQUESTS}")
+        values = frame[["arrival_time", "input_tokens", "output_tokens"]].to_numpy(dtype=float)
+        if not np.all(np.isfinite(values)) or np.any(values[:, 0] < 0) or np.any(values[:, 1:] < 1):
+            raise InputError(
+                "Traffic.from_trace(): arrival times must be finite and >= 0 s, and lengths finite and >= 1 token"
+            )
+        table = frame[["arrival_time", "input_tokens", "output_tokens"]].reset_index(drop=True)
+        return cls(
+            trace=table,
+            input_tokens=float(values[:, 1].mean()),
+            output_tokens=float(values[:, 2].mean()),
+            requests=len(frame),
+        ).replace(**changes)
+
+    def replace(self, **changes: Any) -> Traffic:
+        """A copy with some fields changed (checked again)."""
+        import dataclasses
+
+        return dataclasses.replace(self, **changes)
+
+    def draw(self, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(arrival times in s, prompt lengths, output lengths)`` for one seed (closed loop: times 0)."""
+        rng = np.random.default_rng(seed)
+        if self.trace is not None:
+            frame = self.trace.sort_values("arrival_time", kind="stable")
+            return (
+                frame["arrival_time"].to_numpy(dtype=float) - float(frame["arrival_time"].min()),
+                np.round(frame["input_tokens"].to_numpy(dtype=float)).astype(np.int64),
+                np.round(frame["output_tokens"].to_numpy(dtype=float)).astype(np.int64),
+            )
+        n = int(self.requests)
+        inputs = _lengths(rng, self.input_tokens, self.input_cv, n, self.length_distribution)
+        outputs = _lengths(rng, self.output_tokens, self.output_cv, n, self.length_distribution)
+        if self.clients is not None:
+            times = np.zeros(n)
+        elif self.demand is not None:
+            times = _demand_arrivals(rng, self.demand, n)
+            inputs, outputs = inputs[: times.size], outputs[: times.size]
+        else:
+            times = _renewal(rng, self.arrival_rate.m_as("request/s"), self.arrival_cv, n)
+        return times, inputs, outputs
+
+
+def _series(function: str, argument: str, value: Any, unit: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(times in s, values)`` from a pair of arrays or quantities, checked finite and of one length."""
+    try:
+        times, values = value
+    except (TypeError, ValueError):
+        raise InputError(f"{function}: '{argument}' must be a pair (times, values), got {value!r}") from None
+    times = np.asarray(times.m_as("s") if isinstance(times, ureg.Quantity) else times, dtype=float)
+    if isinstance(values, ureg.Quantity):
+        values = values.m_as(unit) if unit else values.magnitude
+    values = np.asarray(values, dtype=float)
+    if times.ndim != 1 or times.shape != values.shape or not np.all(np.isfinite(times) & np.isfinite(values)):
+        raise InputError(f"{function}: '{argument}' must be two finite 1-D arrays of one length")
+    return times - (times[0] if times.size else 0.0), values
+
+
+def _lengths(rng: np.random.Generator, mean: float, cv: float, n: int, shape: str) -> np.ndarray:
+    if cv == 0:
+        return np.full(n, max(round(mean), 1), dtype=np.int64)
+    if shape == "gamma":
+        k = 1 / cv**2
+        values = rng.gamma(k, mean / k, n)
+    else:
+        sigma2 = math.log1p(cv**2)
+        values = rng.lognormal(math.log(mean) - sigma2 / 2, math.sqrt(sigma2), n)
+    return np.maximum(np.round(values), 1).astype(np.int64)
+
+
+def _renewal(rng: np.random.Generator, rate: float, cv: float, n: int) -> np.ndarray:
+    if cv == 0:
+        gaps = np.full(n, 1 / rate)
+    elif cv == 1:
+        gaps = rng.exponential(1 / rate, n)
+    else:
+        k = 1 / cv**2
+        gaps = rng.gamma(k, 1 / (rate * k), n)
+    return np.cumsum(gaps) - gaps[0]
+
+
+def _demand_arrivals(rng: np.random.Generator, demand: Any, n: int) -> np.ndarray:
+    """Non-homogeneous Poisson arrivals over a piecewise-linear demand curve (thinning), at most ``n``."""
+    times, rates = demand
+    peak = float(rates.max())
+    span = float(times[-1] - times[0])
+    expected = float(np.sum((rates[1:] + rates[:-1]) / 2 * np.diff(times)))  # requests the curve asks
+    count = rng.poisson(min(peak * span, 50.0 * MAX_REQUESTS))
+    candidates = np.sort(rng.uniform(times[0], times[-1], count))
+    keep = rng.uniform(0, peak, count) < np.interp(candidates, times, rates)
+    arrivals = candidates[keep][:n] - times[0]
+    if arrivals.size == 0:
+        raise InputError(f"Traffic: the demand curve yields no arrivals (expected {expected:.3g} requests)")
+    return arrivals

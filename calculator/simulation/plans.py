@@ -1,0 +1,267 @@
+"""Checking a fleet plan by simulation: its replica, its traffic and targets, and the fewest replicas that meet them.
+
+:func:`verify_plan` simulates a :class:`~calculator.fleet.FleetPlan` and searches the smallest
+replica count that meets its targets in simulation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import InputError
+from ..results import Result
+from ._common import _process_pool, _seeds, _statistic_name
+from .inputs import MAX_REQUESTS, TIME_LIMIT, SimulationSetup, Traffic
+from .results import SimulationResult
+from .run import simulate
+
+if TYPE_CHECKING:
+    from ..fleet.plan import FleetPlan
+
+__all__ = ["PlanVerification", "default_requests", "plan_setup", "simulate_plan", "verify_plan"]
+
+
+# --------------------------------------------------------------------------------------------
+# Checking a fleet plan
+
+
+def plan_setup(plan: FleetPlan, step_scale: float = 1.0) -> SimulationSetup:
+    """The replica a :class:`~calculator.fleet.FleetPlan` describes (its cap on running sequences included)."""
+    targets = plan.targets or {}
+    return SimulationSetup(
+        model=plan.model,
+        accelerator=plan.accelerator,
+        precision=plan.precision,
+        tensor_parallel=int(plan.tensor_parallel),
+        engine=None if plan.engine == "generic" else plan.engine,
+        kv_precision=targets.get("kv_precision"),
+        max_num_seqs=int(plan.batch),
+        max_num_tokens=targets.get("chunk_size"),
+        step_scale=step_scale,
+        registry_files=tuple(targets.get("registry_files", ())),
+    )
+
+
+def _check_plan(plan: Any, function: str) -> None:
+    from ..fleet.plan import FleetPlan
+
+    if not isinstance(plan, FleetPlan):
+        raise InputError(f"{function}(): argument 'plan' must be a FleetPlan, got {type(plan).__name__}")
+    if not plan.feasible:
+        raise InputError(f"{function}(): the plan is infeasible ({plan.reason}); there is nothing to simulate")
+    if plan.workload is None or not plan.targets:
+        raise InputError(f"{function}(): the plan does not record its workload and targets (make it with size_fleet)")
+    if plan.targets.get("speculation") or plan.targets.get("prefix_caching"):
+        raise InputError(
+            f"{function}(): speculative decoding and prefix caching are not simulated; size the plan without them"
+        )
+
+
+def _check_requests(function: str, requests: Any) -> None:
+    if requests is not None and not (isinstance(requests, int | np.integer) and 1 <= requests <= MAX_REQUESTS):
+        raise InputError(
+            f"{function}(): argument 'requests' must be a whole number in [1, {MAX_REQUESTS}], got {requests!r}"
+        )
+
+
+def default_requests(replicas: int) -> int:
+    """Requests a plan check simulates: 2,000 per replica, at least 6,000 and at most 60,000."""
+    return int(min(max(2_000 * replicas, 6_000), 60_000))
+
+
+def simulate_plan(
+    plan: FleetPlan,
+    *,
+    replicas: int | None = None,
+    requests: int | None = None,
+    seeds: int | Sequence[int] = 2,
+    router: str | None = None,
+    executor: Executor | None = None,
+    progress: Callable[[float], None] | None = None,
+    time_limit: float = TIME_LIMIT,
+) -> SimulationResult:
+    """Simulate a :class:`~calculator.fleet.FleetPlan` at its (or another) replica count, against its targets.
+
+    The plan's workload drives open-loop arrivals (Poisson, or gamma renewal with its arrival CV;
+    log-normal lengths with its CVs); its router unless ``router`` is given; each replica capped at
+    the plan's batch. The targets are the plan's: TTFT at its percentile (or mean), mean TPOT,
+    and the token-gap bound at p99 when one was given.
+    """
+    _check_plan(plan, "simulate_plan")
+    count = int(replicas if replicas is not None else plan.replicas)
+    _check_requests("simulate_plan", requests)
+    traffic = Traffic.from_workload(plan.workload, default_requests(count) if requests is None else int(requests))
+    targets = plan.targets
+    return simulate(
+        plan_setup(plan),
+        traffic,
+        replicas=count,
+        router=router or plan.router,
+        seeds=seeds,
+        ttft_slo=targets["ttft"],
+        tpot_slo=targets["tpot"],
+        tbt_slo=targets.get("tbt"),
+        ttft_percentile=targets.get("ttft_percentile"),
+        executor=executor,
+        progress=progress,
+        time_limit=time_limit,
+    )
+
+
+@dataclass(frozen=True, repr=False)
+class PlanVerification(Result):
+    """A plan checked by simulation: the analytical replica count and the simulated minimum.
+
+    Attributes
+    ----------
+    analytical_replicas : int
+        The plan's replicas (closed forms).
+    simulated_replicas : int or None
+        The fewest replicas meeting every target in simulation (None: none up to ``max_replicas``).
+    meets_targets : bool
+        Whether the plan as sized meets its targets in simulation.
+    tight : bool
+        Whether one replica less misses a target in simulation.
+    table : DataFrame
+        Per replica count simulated: the target statistics reached, attainment and the verdict.
+    results : dict of int to SimulationResult
+        The simulations, by replica count.
+    verdict : str
+    """
+
+    analytical_replicas: int
+    simulated_replicas: int | None
+    meets_targets: bool
+    tight: bool
+    table: Any = field(repr=False)
+    results: dict[int, SimulationResult] = field(repr=False)
+    verdict: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """The replica counts, the table as records and the verdict (the runs stay in ``results``)."""
+        return {
+            "analytical_replicas": self.analytical_replicas,
+            "simulated_replicas": self.simulated_replicas,
+            "meets_targets": self.meets_targets,
+            "tight": self.tight,
+            "table": self.table.to_dict(orient="records"),
+            "verdict": self.verdict,
+        }
+
+
+def verify_plan(
+    plan: FleetPlan,
+    *,
+    requests: int | None = None,
+    seeds: int | Sequence[int] = 2,
+    router: str | None = None,
+    max_replicas: int | None = None,
+    executor: Executor | None = None,
+    progress: Callable[[float], None] | None = None,
+    time_limit: float = TIME_LIMIT,
+) -> PlanVerification:
+    """Simulate a plan and search the smallest replica count that meets its targets in simulation.
+
+    Starts at the plan's replicas; if they meet the targets, tries one fewer until a count misses,
+    otherwise one more until a count meets them (up to ``max_replicas``, default twice the plan's
+    plus two). Each count runs ``seeds`` seeds of ``requests`` requests (default
+    :func:`default_requests`), in parallel through ``executor``.
+
+    Returns
+    -------
+    PlanVerification
+    """
+    import pandas as pd
+
+    _check_plan(plan, "verify_plan")
+    start = int(plan.replicas)
+    _check_requests("verify_plan", requests)
+    if max_replicas is not None and not isinstance(max_replicas, int | np.integer):
+        raise InputError(f"verify_plan(): argument 'max_replicas' must be a whole number, got {max_replicas!r}")
+    limit = int(max_replicas) if max_replicas is not None else 2 * start + 2
+    if limit < 1:
+        raise InputError(f"verify_plan(): argument 'max_replicas' must be >= 1, got {max_replicas!r}")
+
+    seed_list = _seeds(seeds)
+    own = executor is None and len(seed_list) > 1
+    pool = _process_pool(len(seed_list)) if own else executor
+    results: dict[int, SimulationResult] = {}
+    steps = [0]
+
+    def run(count: int) -> bool:
+        results[count] = simulate_plan(
+            plan,
+            replicas=count,
+            requests=requests,
+            seeds=seed_list,
+            router=router,
+            executor=pool,
+            time_limit=time_limit,
+        )
+        steps[0] += 1
+        if progress is not None:
+            progress(min(steps[0] / 4, 0.95))
+        return bool(results[count].meets_targets)
+
+    try:
+        if run(start):
+            count = start
+            while count > 1 and run(count - 1):
+                count -= 1
+            simulated: int | None = count
+        else:
+            count = start
+            simulated = None
+            while count < limit:
+                count += 1
+                if run(count):
+                    simulated = count
+                    break
+    finally:
+        if own and pool is not None:
+            pool.shutdown(cancel_futures=True)
+    if progress is not None:
+        progress(1.0)
+    rows = []
+    targets = plan.targets
+    ttft_stat = _statistic_name(targets.get("ttft_percentile"))
+    for count, result in sorted(results.items()):
+        rows.append(
+            {
+                "replicas": count,
+                f"ttft_{ttft_stat}_ms": result.value("ttft", ttft_stat).m_as("ms"),
+                "tpot_mean_ms": result.value("tpot", "mean").m_as("ms"),
+                **({} if ttft_stat == "p99" else {"ttft_p99_ms": result.value("ttft", "p99").m_as("ms")}),
+                "attainment": result.attainment.get("all", math.nan),
+                "meets_targets": bool(result.meets_targets),
+                "verdict": result.verdict,
+            }
+        )
+    table = pd.DataFrame(rows)
+    meets = bool(results[start].meets_targets)
+    tight = meets and ((start - 1 in results and not results[start - 1].meets_targets) or start == 1)
+    if simulated is None:
+        verdict = f"no replica count up to {limit} meets the targets in simulation"
+    elif simulated == start:
+        verdict = f"the plan's {start} replicas meet the targets in simulation; {start - 1} miss them"
+        if start == 1:
+            verdict = "the plan's single replica meets the targets in simulation"
+    elif simulated < start:
+        verdict = f"{simulated} replicas meet the targets in simulation; the plan's {start} over-provision"
+    else:
+        verdict = f"the plan's {start} replicas miss the targets in simulation; {simulated} meet them"
+    return PlanVerification(
+        analytical_replicas=start,
+        simulated_replicas=simulated,
+        meets_targets=meets,
+        tight=bool(tight),
+        table=table,
+        results=results,
+        verdict=verdict,
+    )

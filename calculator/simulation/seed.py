@@ -1,0 +1,512 @@
+"""One seed: the event loop of continuous-batching replicas behind a router, request by request.
+
+Each replica runs the continuous-batching scheduler of :mod:`calculator.performance` (an
+iteration-level loop: a token budget per iteration, chunked prefill where the engine chunks, prefill
+mixed into decoding or run alone, admission by free KV cache and a sequence cap, and preemption with
+recompute when the cache runs out); every iteration is priced by :mod:`calculator.simulation.steps`.
+A router spreads the requests over the replicas with one of the policies of :mod:`calculator.routing`.
+A seed's run is plain values (:class:`_Run`) and :func:`_simulate_seed` a module-level function, so
+both pickle for a process pool.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time as _time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import InputError
+from .inputs import SimulationSetup, Traffic
+from .steps import _FixedStep, _StepTable
+
+if TYPE_CHECKING:
+    from ..performance import StepArrays
+
+__all__: list[str] = []
+
+
+# --------------------------------------------------------------------------------------------
+# One seed
+
+
+_WAIT, _PREFILL, _DECODE, _DONE, _DROPPED = 0, 1, 2, 3, 4
+
+
+class _Replica:
+    __slots__ = (
+        "arrivals",
+        "arrived",
+        "arrived_at_start",
+        "batch",
+        "busy",
+        "dec_kv",
+        "decode_count",
+        "decoded",
+        "ends",
+        "finish_heap",
+        "in_iteration",
+        "index",
+        "kv",
+        "n",
+        "outstanding",
+        "outstanding_tokens",
+        "pf_kv",
+        "population",
+        "prefilling",
+        "reserved",
+        "running",
+        "scheduled",
+        "starts",
+        "waiting",
+    )
+
+    def __init__(self, index: int):
+        self.index = index
+        self.busy = 0.0
+        self.waiting: deque[int] = deque()
+        self.running: dict[int, None] = {}  # admission order (preemption takes the last)
+        self.prefilling: list[int] = []
+        self.n = 0  # decoding sequences
+        self.dec_kv = 0.0  # KV tokens of the decoding sequences
+        self.pf_kv = 0.0  # KV tokens of the partly prefilled ones
+        self.reserved = 0.0  # KV the admission policy has promised the running requests
+        self.decode_count = 0  # decode iterations run (a decoding request advances one token in each)
+        self.finish_heap: list[tuple[int, int]] = []
+        self.ends: list[float] = []  # iteration end times
+        self.decoded: list[bool] = []  # whether the iteration emitted decode tokens
+        self.kv: list[float] = []  # KV tokens in use during the iteration
+        self.batch: list[int] = []  # sequences running during the iteration
+        self.outstanding = 0
+        self.outstanding_tokens = 0
+        self.in_iteration = False
+        self.scheduled: list[tuple[int, int]] = []  # (request, chunk) of the iteration under way
+        self.starts: list[float] = []  # iteration start times
+        self.population: list[int] = []  # requests in the replica when the iteration starts
+        self.arrived = 0  # requests routed here so far
+        self.arrived_at_start = 0
+        self.arrivals: list[int] = []  # requests routed here during the iteration
+
+
+@dataclass
+class _Run:
+    """Everything one seed needs (plain values, picklable for a process pool)."""
+
+    setup: SimulationSetup
+    traffic: Traffic
+    replicas: int
+    router: str
+    seed: int
+    time_limit: float
+
+
+def _limits(setup: SimulationSetup) -> tuple[StepArrays, Any, int, int, float]:
+    from ..performance import engine_profile, kv_capacity_tokens, step_arrays
+    from ..performance._common import _tp
+    from ..registry import load_registry
+
+    registry = load_registry(extra=setup.registry_files)
+    _tp(registry.model(setup.model), setup.tensor_parallel, "simulate")
+    a = step_arrays(setup.model, setup.accelerator, setup.precision, setup.kv_precision, registry=registry)
+    profile = engine_profile(setup.engine)
+    budget, seqs = profile.limits(a.memory, a.accelerator)
+    budget = int(setup.max_num_tokens or budget)
+    seqs = int(setup.max_num_seqs or seqs)
+    capacity = float(kv_capacity_tokens(a, profile, setup.tensor_parallel))
+    return a, profile, budget, seqs, capacity
+
+
+def _simulate_seed(run: _Run, progress: Callable[[float], None] | None = None) -> dict[str, Any]:
+    """Simulate one seed; returns per-request arrays and per-replica series."""
+    setup, traffic = run.setup, run.traffic
+    a, profile, budget, max_seqs, capacity = _limits(setup)
+    if capacity < 1:
+        raise InputError(
+            f"simulate(): the weights of {setup.model} at {setup.precision} leave no KV cache on "
+            f"{setup.tensor_parallel} x {setup.accelerator} under the {profile.name} engine's memory policy"
+        )
+    eff = profile.efficiency_for(a.accelerator)
+    arrival, prompt, output = traffic.draw(run.seed)
+    total = arrival.size
+    overhead = profile.request_overhead.m_as("s")
+    scale = setup.step_scale
+    chunked, mixed, reservation = profile.chunked_prefill, profile.mixed_batching, profile.output_reservation
+    if setup.step_time is not None:
+        table: Any = _FixedStep(setup.step_time.m_as("s"))
+    else:
+        table = _StepTable(
+            a, eff, int(setup.tensor_parallel), float((prompt + output).max()) + 1, float(max(budget, prompt.max()))
+        )
+    prompt_l = prompt.tolist()
+    output_l = output.tolist()
+
+    # Per-request state.
+    state = [_WAIT] * total
+    todo = prompt_l[:]  # prompt tokens still to prefill (prompt plus generated after a preemption)
+    filled = [0] * total  # prefilled tokens (KV held while prefilling)
+    need = [0.0] * total  # KV the admission reserved
+    join = [0] * total  # decode_count when the request started decoding
+    base = [0] * total  # KV held when it started decoding
+    remaining = output_l[:]  # tokens still to emit
+    first = [math.nan] * total
+    finish = [math.nan] * total
+    started = [math.nan] * total  # first scheduled
+    replica_of = [-1] * total
+    stall = [0.0] * total
+    last_token = [0.0] * total
+    preempted = [0] * total
+
+    # Arrivals at the engine (after the request overhead); closed loop releases them as clients free up.
+    closed = traffic.clients is not None
+    if closed:
+        clients = min(int(traffic.clients or 0), total)
+        pending = deque(range(clients, total))
+        sent = [math.nan] * total
+        for i in range(clients):
+            sent[i] = 0.0
+        events: list[tuple[float, int]] = [(overhead, i) for i in range(clients)]
+        heapq.heapify(events)
+    else:
+        sent = arrival.tolist()
+        events = []
+        pending = deque()
+    next_arrival = 0  # open loop: index of the next arrival
+
+    schedule = traffic.replica_schedule
+    if schedule is not None:
+        count = max(int(schedule[1].max()), 1)
+        s_times, s_ready = schedule[0].tolist(), schedule[1].tolist()
+    else:
+        count = run.replicas
+    reps = [_Replica(i) for i in range(count)]
+    rng = np.random.default_rng(run.seed + 7_919)
+    router = run.router
+    rr = 0
+    iterations: list[tuple[float, int]] = []  # heap of (end time, replica)
+    # Round robin and random dispatch of an open-loop stream do not depend on the replicas' state:
+    # route every request up front, so each replica knows when its own next request lands.
+    preroute = not closed and schedule is None and router in ("round_robin", "random")
+    if preroute:
+        targets = np.arange(total) % count if router == "round_robin" else rng.integers(count, size=total)
+        routed = targets.tolist()
+        own_arrivals = [[*(arrival[targets == r] + overhead).tolist(), math.inf] for r in range(count)]
+        own_next = [0] * count
+    too_big = [p + o > capacity for p, o in zip(prompt_l, output_l, strict=True)]
+    done = 0
+    started_wall = _time.perf_counter()
+    truncated = ""
+    steps = 0
+
+    def ready_replicas(now: float) -> int:
+        if schedule is None:
+            return count
+        k = int(np.searchsorted(s_times, now, side="right")) - 1
+        return s_ready[k] if k >= 0 else s_ready[0]
+
+    def route(req: int, now: float) -> int:
+        nonlocal rr
+        live = ready_replicas(now)
+        if live <= 0:
+            live = 1  # no replica ready: the request waits on the first one
+        if router == "round_robin":
+            target = rr % live
+            rr += 1
+        elif router == "random":
+            target = int(rng.integers(live))
+        elif router == "least_connections":
+            target = min(range(live), key=lambda k: reps[k].outstanding)
+        elif router == "least_work":
+            target = min(range(live), key=lambda k: reps[k].outstanding_tokens)
+        else:  # two_choices
+            x, y = int(rng.integers(live)), int(rng.integers(live))
+            target = x if reps[x].outstanding <= reps[y].outstanding else y
+        return target
+
+    def start_iteration(rep: _Replica, now: float) -> None:
+        """Schedule the next iteration of ``rep`` at ``now`` (if it has work) and push its end."""
+        waiting, running = rep.waiting, rep.running
+        # Prefill-first (no mixing): a prefill batch runs alone when a prompt can be scheduled.
+        prefill_only = not mixed and bool(
+            rep.prefilling or (waiting and len(running) < max_seqs and _admissible(rep, waiting[0]))
+        )
+        if not prefill_only:
+            # Decodes first: each needs one more KV slot; preempt the latest admitted until they fit.
+            while rep.n and rep.dec_kv + rep.pf_kv + rep.n > capacity:
+                _preempt(rep, now)
+        n = rep.n
+        scheduled = rep.scheduled
+        scheduled.clear()
+        tokens = 0
+        pairs = 0.0
+        room = budget - n if mixed else (budget if prefill_only else 0)
+        # Continue partly prefilled prompts (admission order), then admit waiting ones.
+        for req in rep.prefilling:
+            if room <= 0:
+                break
+            chunk = todo[req] if not chunked else min(todo[req], room)
+            if not chunked and chunk > room and tokens > 0:
+                break
+            scheduled.append((req, chunk))
+            pairs += chunk * filled[req] + chunk * (chunk + 1) / 2
+            tokens += chunk
+            room -= chunk
+        while waiting and room > 0 and len(running) < max_seqs:
+            req = waiting[0]
+            if too_big[req]:
+                waiting.popleft()
+                state[req] = _DROPPED
+                rep.outstanding -= 1
+                rep.outstanding_tokens -= prompt_l[req] + output_l[req]
+                release(req, now)
+                continue
+            if not _admissible(rep, req):
+                break
+            chunk = todo[req] if not chunked else min(todo[req], room)
+            if not chunked and chunk > room and tokens > 0:
+                break
+            waiting.popleft()
+            running[req] = None
+            rep.prefilling.append(req)
+            state[req] = _PREFILL
+            need[req] = todo[req] + reservation * remaining[req]
+            rep.reserved += need[req]
+            if started[req] != started[req]:
+                started[req] = now
+            scheduled.append((req, chunk))
+            pairs += chunk * chunk / 2 + chunk / 2
+            tokens += chunk
+            room -= chunk
+        decodes = 0 if prefill_only else n
+        if decodes == 0 and tokens == 0:
+            rep.in_iteration = False
+            return
+        for req, chunk in scheduled:
+            filled[req] += chunk
+            rep.pf_kv += chunk
+        if decodes:
+            rep.dec_kv += decodes
+        r = len(scheduled)
+        t = table.decode(decodes, rep.dec_kv / decodes if decodes else 0.0)
+        if tokens:
+            prior = max((pairs - tokens * (tokens / r + 1) / 2) / tokens, 0.0)
+            t += table.prefill(decodes, tokens, r, prior)
+        t *= scale
+        end = now + t
+        rep.busy += t
+        rep.in_iteration = True
+        rep.ends.append(end)
+        rep.starts.append(now)
+        rep.population.append(len(running) + len(waiting))
+        rep.arrived_at_start = rep.arrived
+        rep.decoded.append(decodes > 0)
+        rep.kv.append(rep.dec_kv + rep.pf_kv)
+        rep.batch.append(len(running))
+        heapq.heappush(iterations, (end, rep.index))
+
+    def _admissible(rep: _Replica, req: int) -> bool:
+        want = todo[req] + reservation * remaining[req]
+        used = rep.dec_kv + rep.pf_kv
+        return max(rep.reserved, used) + want <= capacity or not rep.running
+
+    def _preempt(rep: _Replica, now: float) -> None:
+        req, _ = rep.running.popitem()
+        rep.reserved -= need[req]
+        if state[req] == _DECODE:
+            emitted = rep.decode_count - join[req]
+            rep.dec_kv -= base[req] + emitted
+            rep.n -= 1
+            remaining[req] -= emitted
+            last_token[req] = now
+            todo[req] = prompt_l[req] + output_l[req] - remaining[req]  # recompute prompt and output so far
+        else:
+            rep.prefilling.remove(req)
+            rep.pf_kv -= filled[req]
+            todo[req] += filled[req]
+        filled[req] = 0
+        state[req] = _WAIT
+        preempted[req] += 1
+        rep.waiting.appendleft(req)
+
+    def release(req: int, now: float) -> None:
+        """A request left the system: in closed loop its client sends the next one."""
+        nonlocal done
+        done += 1
+        if closed and pending:
+            nxt = pending.popleft()
+            sent[nxt] = now
+            heapq.heappush(events, (now + overhead, nxt))
+
+    def end_iteration(rep: _Replica, now: float) -> None:
+        k = len(rep.ends) - 1
+        rep.arrivals.append(rep.arrived - rep.arrived_at_start)
+        if rep.decoded[k]:
+            rep.decode_count += 1
+            heap = rep.finish_heap
+            while heap and heap[0][0] <= rep.decode_count:
+                _, req = heapq.heappop(heap)
+                if state[req] != _DECODE or join[req] + remaining[req] != rep.decode_count:
+                    continue  # preempted since (a stale entry)
+                held = base[req] + remaining[req]
+                rep.dec_kv -= held
+                rep.n -= 1
+                rep.reserved -= need[req]
+                del rep.running[req]
+                state[req] = _DONE
+                remaining[req] = 0
+                finish[req] = now
+                rep.outstanding -= 1
+                rep.outstanding_tokens -= prompt_l[req] + output_l[req]
+                release(req, now)
+        for req, _chunk in rep.scheduled:
+            todo[req] -= _chunk
+            if todo[req] > 0 or state[req] != _PREFILL:
+                continue
+            # Prompt done: the iteration's end emits a token.
+            rep.prefilling.remove(req)
+            rep.pf_kv -= filled[req]
+            if first[req] != first[req]:
+                first[req] = now
+                remaining[req] -= 1
+            else:
+                stall[req] = max(stall[req], now - last_token[req])
+                remaining[req] -= 1
+            if remaining[req] <= 0:
+                del rep.running[req]
+                rep.reserved -= need[req]
+                state[req] = _DONE
+                finish[req] = now
+                rep.outstanding -= 1
+                rep.outstanding_tokens -= prompt_l[req] + output_l[req]
+                release(req, now)
+                continue
+            state[req] = _DECODE
+            base[req] = filled[req]
+            join[req] = rep.decode_count
+            rep.dec_kv += filled[req]
+            rep.n += 1
+            heapq.heappush(rep.finish_heap, (rep.decode_count + remaining[req], req))
+        rep.scheduled.clear()
+
+    def fast_forward(rep: _Replica, now: float, horizon: float) -> tuple[float, int]:
+        """Run plain decode iterations inline while nothing can change the replica's state.
+
+        Only the running decodes, no prompt waiting: up to (not including) the iteration in which
+        a request finishes, the KV cache would need a preemption, or the next arrival could land
+        (that iteration and everything after go through the event loop). Returns the new time and
+        the iterations run.
+        """
+        n = rep.n
+        heap = rep.finish_heap
+        limit = (heap[0][0] if heap else rep.decode_count + 1) - rep.decode_count - 1
+        limit = min(limit, int((capacity - rep.dec_kv - rep.pf_kv) // n) - 1)
+        if limit <= 0:
+            return now, 0
+        running = len(rep.running)
+        decode = table.decode
+        ends, starts, kv = rep.ends, rep.starts, rep.kv
+        dec_kv, pf_kv, busy = rep.dec_kv, rep.pf_kv, rep.busy
+        done_here = 0
+        while done_here < limit:
+            t = decode(n, (dec_kv + n) / n) * scale
+            end = now + t
+            if end >= horizon:
+                break
+            dec_kv += n
+            starts.append(now)
+            ends.append(end)
+            kv.append(dec_kv + pf_kv)
+            busy += t
+            now = end
+            done_here += 1
+        if done_here:
+            rep.dec_kv, rep.busy = dec_kv, busy
+            rep.decode_count += done_here
+            rep.decoded.extend([True] * done_here)
+            rep.batch.extend([running] * done_here)
+            rep.population.extend([running] * done_here)
+            rep.arrivals.extend([0] * done_here)
+        return now, done_here
+
+    inf = math.inf
+    checked = 0
+    while True:
+        if closed:
+            t_arrival = events[0][0] if events else inf
+        else:
+            t_arrival = arrival[next_arrival] + overhead if next_arrival < total else inf
+        t_iter = iterations[0][0] if iterations else inf
+        if t_arrival == inf and t_iter == inf:
+            break
+        if t_arrival <= t_iter:
+            if closed:
+                now, req = heapq.heappop(events)
+            else:
+                now, req = t_arrival, next_arrival
+                next_arrival += 1
+            if preroute:
+                target = routed[req]
+                own_next[target] += 1
+            else:
+                target = route(req, now)
+            rep = reps[target]
+            replica_of[req] = target
+            rep.outstanding += 1
+            rep.outstanding_tokens += prompt_l[req] + output_l[req]
+            rep.arrived += 1
+            rep.waiting.append(req)
+            if not rep.in_iteration:
+                start_iteration(rep, now)
+        else:
+            now, index = heapq.heappop(iterations)
+            rep = reps[index]
+            end_iteration(rep, now)
+            if rep.n and not rep.waiting and not rep.prefilling:
+                if preroute:
+                    horizon = own_arrivals[index][own_next[index]]
+                elif closed:
+                    horizon = events[0][0] if events else inf
+                else:
+                    horizon = arrival[next_arrival] + overhead if next_arrival < total else inf
+                now, inline = fast_forward(rep, now, horizon)
+                steps += inline
+            start_iteration(rep, now)
+            steps += 1
+            if steps & 4095 == 0 or steps - checked > 4096:
+                checked = steps
+                if _time.perf_counter() - started_wall > run.time_limit:
+                    truncated = f"stopped after {run.time_limit:g} s of wall clock (time_limit)"
+                    break
+                if progress is not None:
+                    progress(done / total)
+    if progress is not None:
+        progress(1.0)
+    unfinished = sum(1 for s in state if s not in (_DONE, _DROPPED))
+    if unfinished and not truncated:
+        truncated = f"{unfinished} requests never finished (the scheduler could not admit them)"
+    return {
+        "sent": np.array(sent),
+        "arrival": np.array(sent) + overhead,
+        "prompt": prompt,
+        "output": output,
+        "first": np.array(first),
+        "finish": np.array(finish),
+        "started": np.array(started),
+        "replica": np.array(replica_of),
+        "stall": np.array(stall),
+        "preemptions": np.array(preempted),
+        "dropped": np.array([s == _DROPPED for s in state]),
+        "ends": [np.array(r.ends) for r in reps],
+        "decoded": [np.array(r.decoded, dtype=bool) for r in reps],
+        "kv": [np.array(r.kv) for r in reps],
+        "batch": [np.array(r.batch) for r in reps],
+        "busy": np.array([r.busy for r in reps]),
+        "in_system": [np.array(r.population[: len(r.arrivals)]) + np.array(r.arrivals) / 2 for r in reps],
+        "starts": [np.array(r.starts[: len(r.arrivals)]) for r in reps],
+        "capacity": capacity,
+        "truncated": truncated,
+    }

@@ -14,7 +14,7 @@ import numpy as np
 
 from .errors import InputError, UnitsError
 from .formula import magnitude
-from .units import describe_value, ureg
+from .units import describe_value, shown, ureg
 
 __all__ = [
     "renamed",
@@ -29,8 +29,11 @@ __all__ = [
 ]
 
 
-def count(function: str, argument: str, value: Any, minimum: int = 1) -> Any:
-    """An integer count (a plain number, or a quantity of tokens/requests) checked to be >= ``minimum``.
+def count(function: str, argument: str, value: Any, minimum: int = 1, maximum: float = 2**53) -> Any:
+    """An integer count (a plain number, or a quantity of tokens/requests) in ``[minimum, maximum]``.
+
+    The default ``maximum`` is the largest whole number a float holds exactly (2**53); routines whose
+    work grows with a count (simulations, searches) pass a smaller one.
 
     Returns a Python int for a scalar, an int64 array for an array.
     """
@@ -51,6 +54,8 @@ def count(function: str, argument: str, value: Any, minimum: int = 1) -> Any:
         raise InputError(f"{function}(): argument '{argument}' must be a whole number, got {value!r}")
     if np.any(np.asarray(values) < minimum):
         raise InputError(f"{function}(): argument '{argument}' must be >= {minimum}, got {value!r}")
+    if np.any(np.asarray(values) > maximum):
+        raise InputError(f"{function}(): argument '{argument}' must be at most {maximum:,}, got {shown(value)}")
     if np.ndim(values):
         return np.asarray(values).astype(np.int64)
     return int(values)

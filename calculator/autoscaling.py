@@ -12,6 +12,8 @@ Demand curves are piecewise constant: ``demand[i]`` holds from ``times[i]`` unti
 
 from __future__ import annotations
 
+import math
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,7 +23,7 @@ import numpy as np
 from .errors import InputError
 from .formula import check_domain, formula, var
 from .queueing import replica_demand
-from .results import Result, as_count, ceil_count
+from .results import ROUNDING_TOLERANCE, Result, as_count, ceil_count, ceil_whole
 from .types import Bandwidth, Bytes, Count, Money, MoneyRate, Rate, Time
 from .units import Q_, check_units
 
@@ -305,6 +307,10 @@ class ScalingPlan(Result):
     actions: tuple[ScalingAction, ...]
 
 
+#: The most time steps a scaling simulation takes (a year at one-minute steps is 525,600).
+MAX_STEPS = 2_000_000
+
+
 def _grid(function: str, times: Any, demand: Any, end: Any, step: Any) -> tuple[np.ndarray, np.ndarray, float]:
     starts = np.atleast_1d(times.m_as("s")).astype(float)
     rates = np.atleast_1d(demand.m_as("request/s")).astype(float)
@@ -313,12 +319,21 @@ def _grid(function: str, times: Any, demand: Any, end: Any, step: Any) -> tuple[
     check_domain(function, "demand", rates, "nonnegative")
     if np.any(np.diff(starts) <= 0):
         raise InputError(f"{function}(): argument 'times' must be strictly increasing")
+    check_domain(function, "times", starts, "any")
+    if not np.all(np.isfinite(starts)):
+        raise InputError(f"{function}(): argument 'times' must be finite")
     dt = float(step.m_as("s"))
     check_domain(function, "step", dt, "positive")
     stop = float(end.m_as("s")) if end is not None else starts[-1] + dt
+    check_domain(function, "end", stop, "any")
     if stop <= starts[-1]:
         raise InputError(f"{function}(): argument 'end' must be after the last time")
-    grid = starts[0] + dt * np.arange(int(np.round((stop - starts[0]) / dt)))
+    steps = (stop - starts[0]) / dt
+    if not steps <= MAX_STEPS:
+        raise InputError(
+            f"{function}(): 'end' and 'step' make {steps:,.3g} steps, more than {MAX_STEPS:,}; use a longer step"
+        )
+    grid = starts[0] + dt * np.arange(int(np.round(steps)))
     index = np.searchsorted(starts, grid + 1e-9 * dt, side="right") - 1
     return grid, rates[index], dt
 
@@ -527,30 +542,44 @@ def simulate_reactive_scaling(
     required = np.atleast_1d(
         required_replicas(Q_(rate, "request/s"), replica_capacity, target_utilization, min_replicas)
     )
+    per_replica = mu * target_utilization
+
+    def wanted(observed: Any) -> Any:  # required_replicas on plain numbers, for the controller loop
+        return np.maximum(ceil_whole(np.asarray(observed) / per_replica), min_replicas)
+
+    seen_at = np.maximum(np.arange(grid.size) - lag, 0)
+    desired_all = wanted(rate[seen_at]).astype(np.int64) if drain is None else None
     ready_count = int(required[0])
-    pending: list[tuple[float, int]] = []  # (ready time, replicas)
-    backlog = np.zeros(grid.size)
+    pending: deque[tuple[float, int]] = deque()  # (ready time, replicas), in order of ready time
+    starting = 0
+    queue: list[float] = []  # the backlog after each step
     ready = np.zeros(grid.size, dtype=np.int64)
     billed = np.zeros(grid.size, dtype=np.int64)
     actions: list[ScalingAction] = []
     excess_since: float | None = None
     queued = 0.0
-    for k, now in enumerate(grid):  # a controller loop: each decision depends on the previous state
-        arrived = [p for p in pending if p[0] <= now + 1e-9 * dt]
-        ready_count += sum(n for _, n in arrived)
-        pending = [p for p in pending if p[0] > now + 1e-9 * dt]
-        seen = max(k - lag, 0)
-        observed = rate[seen] + (backlog[seen] / drain if drain else 0.0)
-        desired = int(required_replicas(Q_(observed, "request/s"), replica_capacity, target_utilization, min_replicas))
-        starting = sum(n for _, n in pending)
+    down_delay = delays["scale_down_delay"] - 1e-9 * dt
+    drain_seconds = drain if drain is not None else math.inf
+    rates, grid_values = rate.tolist(), grid.tolist()
+    for k, now in enumerate(grid_values):  # a controller loop: each decision depends on the previous state
+        while pending and pending[0][0] <= now + 1e-9 * dt:
+            ready_count += pending[0][1]
+            starting -= pending.popleft()[1]
+        if desired_all is not None:
+            desired = int(desired_all[k])
+        else:
+            seen = max(k - lag, 0)
+            load = (rates[seen] + (queue[seen] if seen < k else 0.0) / drain_seconds) / per_replica
+            desired = max(math.ceil(load * (1 - ROUNDING_TOLERANCE)), min_replicas)  # ceil_whole on a float
         if desired > ready_count + starting:
             change = desired - ready_count - starting
             pending.append((now + provision, change))
+            starting += change
             actions.append(ScalingAction(_hours(now), change, _hours(now + provision), "scale_up"))
             excess_since = None
         elif desired < ready_count and not pending:
             excess_since = now if excess_since is None else excess_since
-            if now - excess_since >= delays["scale_down_delay"] - 1e-9 * dt:
+            if now - excess_since >= down_delay:
                 change = desired - ready_count
                 ready_count = desired
                 actions.append(ScalingAction(_hours(now), change, _hours(now), "scale_down"))
@@ -558,9 +587,10 @@ def simulate_reactive_scaling(
         else:
             excess_since = None
         ready[k] = ready_count
-        billed[k] = ready_count + sum(n for _, n in pending)
-        queued = max(0.0, queued + (rate[k] - ready_count * mu) * dt)
-        backlog[k] = queued
+        billed[k] = ready_count + starting
+        queued = max(0.0, queued + (rates[k] - ready_count * mu) * dt)
+        queue.append(queued)
+    backlog = np.asarray(queue)
     return _plan("reactive", grid, rate, dt, mu, required, ready, billed, float(backlog.max()), actions)
 
 

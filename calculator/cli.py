@@ -64,6 +64,8 @@ def _emit(fmt: Format, out: Path | None, text: Callable[[], str], frame: Callabl
     """Print or write a command's output: ``text()`` for table and JSON, ``frame()`` for CSV and XLSX."""
     from .export import to_csv, to_xlsx
 
+    if out is not None:
+        _check_out(out)
     if fmt is Format.xlsx:
         if out is None:
             typer.echo("error: --format xlsx needs --out FILE", err=True)
@@ -75,8 +77,22 @@ def _emit(fmt: Format, out: Path | None, text: Callable[[], str], frame: Callabl
     if out is None:
         typer.echo(output, nl=not output.endswith("\n"))
     else:
-        out.write_text(output if output.endswith("\n") else output + "\n", encoding="utf-8")
+        try:
+            out.write_text(output if output.endswith("\n") else output + "\n", encoding="utf-8")
+        except OSError as exc:
+            typer.echo(f"error: --out {out}: cannot write the file ({exc.strerror})", err=True)
+            raise typer.Exit(2) from None
         typer.echo(f"wrote {out}", err=True)
+
+
+def _check_out(out: Path) -> None:
+    """``--out`` names a file in a folder that exists (checked before any work is done)."""
+    if out.is_dir():
+        typer.echo(f"error: --out {out} is a folder; give a file name such as {out / 'plan.json'}", err=True)
+        raise typer.Exit(2)
+    if not out.parent.is_dir():
+        typer.echo(f"error: --out {out}: the folder {out.parent} does not exist", err=True)
+        raise typer.Exit(2)
 
 
 def _load(registry: Path | None, extra: list[Path] | None) -> Any:

@@ -18,13 +18,18 @@ if TYPE_CHECKING:
 __all__: list[str] = []
 
 HOURS = 3600.0
+#: The largest fleet the sizer plans (GPUs); a load that needs more is infeasible with that reason.
+MAX_FLEET_GPUS = 10_000_000
 
 
-def _as_list(value: Any) -> list[Any]:
+def _as_list(value: Any, argument: str) -> list[Any]:
     """One candidate or several: an id, a registry entry object (iterable, but one item) or a list."""
     if isinstance(value, str) or hasattr(value, "id") or not isinstance(value, Iterable):
         return [value]
-    return list(value)
+    items = list(value)
+    if not items:
+        raise InputError(f"argument '{argument}' is an empty list; give at least one candidate")
+    return items
 
 
 def _rate(value: Any) -> Any:
@@ -36,6 +41,8 @@ def _rate(value: Any) -> Any:
         raise InputError(
             f"size_fleet(): argument 'arrival_rate' must be > 0 (zero traffic needs no fleet), got {value!r}"
         )
+    if not np.isfinite(value.magnitude):
+        raise InputError(f"size_fleet(): argument 'arrival_rate' must be finite, got {value!r}")
     return value.to("request/s")
 
 

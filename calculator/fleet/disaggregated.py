@@ -108,7 +108,9 @@ def size_disaggregated(
     link = reg.interconnect(interconnect)
     latency = link.startup_latency.m_as("s") if link.startup_latency is not None else 0.0
     lam = workload.arrival_rate.m_as("request/s")
-    families = _families(model, _as_list(accelerator), _as_list(precision), price, None, kv_precision, reg)
+    families = _families(
+        model, _as_list(accelerator, "accelerator"), _as_list(precision, "precision"), price, None, kv_precision, reg
+    )
     tp_grid, batch_grid = np.meshgrid(tps, grid_batches, indexing="ij")
     decode_slots = max(workload.output_tokens - 1, 1.0)
     context = workload.input_tokens + workload.output_tokens / 2

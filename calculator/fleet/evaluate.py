@@ -44,6 +44,7 @@ from ..precision import check_precision
 from ..queueing import replica_demand
 from ..results import ceil_count
 from ..units import Q_, ureg
+from ._common import MAX_FLEET_GPUS
 from .inputs import Speculation, Workload, default_price
 
 __all__: list[str] = []
@@ -158,9 +159,11 @@ def _evaluate(
         tbt = per_token + np.maximum(t_pf, tail_pf)
         own_time = t_pf
     lam = options["arrival_rate"]
-    replicas = ceil_count(
-        replica_demand.numeric(arrival_rate=lam, replica_throughput=rate, max_utilization=options["max_utilization"])
+    demand = replica_demand.numeric(
+        arrival_rate=lam, replica_throughput=rate, max_utilization=options["max_utilization"]
     )
+    oversized = demand * tp > MAX_FLEET_GPUS  # counted without overflow: such a candidate is infeasible
+    replicas = ceil_count(np.minimum(demand, MAX_FLEET_GPUS))
     load = lam / replicas  # each replica's arrival rate
     arrival_cv = _replica_arrival_cv(workload.arrival_cv, replicas, options["router"])
     # The running batch fluctuates: every running sequence gets a token per iteration, a symmetric
@@ -209,6 +212,7 @@ def _evaluate(
         "replicas": replicas,
         "running": running,
         "weights_per_device": a.weight_bytes / tp,
+        "oversized": oversized,
     }
 
 

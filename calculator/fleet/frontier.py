@@ -163,7 +163,13 @@ def frontier(
     }
     rows = []
     for family in _families(
-        model, _as_list(accelerator), _as_list(precision), Q_(1, "USD/hour"), None, kv_precision, reg
+        model,
+        _as_list(accelerator, "accelerator"),
+        _as_list(precision, "precision"),
+        Q_(1, "USD/hour"),
+        None,
+        kv_precision,
+        reg,
     ):
         out = _evaluate(family, profile, workload, tp_grid, batch_grid, options)
         keep = out["fits"]

@@ -28,7 +28,8 @@ class Rejection(Result):
     code : str
         ``"memory"`` (the weights leave no room for one sequence's KV cache), ``"tpot"``, ``"ttft"``
         or ``"tbt"`` (no batch cap meets that target), ``"joint"`` (each target is met by some cap,
-        none meets all), or ``"costlier"`` (feasible, but not the cheapest).
+        none meets all), ``"fleet_size"`` (the load needs more GPUs than the sizer plans, ``MAX_FLEET_GPUS``)
+        or ``"costlier"`` (feasible, but not the cheapest).
     values : dict
         The numbers behind the code: ``weights_per_device`` and ``usable_per_device`` (memory), the
         ``best`` value reached and the ``target`` (tpot, ttft), or ``gpus``, ``batch`` and
@@ -59,6 +60,8 @@ class Rejection(Result):
             return "token gap: every batch stalls a decode step longer than the target"
         if self.code == "joint":
             return "no batch meets the TPOT and TTFT targets together"
+        if self.code == "fleet_size":
+            return f"fleet size: the load needs more than {v['limit']:,} GPUs"
         return (
             f"feasible but not the cheapest: {v['gpus']} GPUs at batch {v['batch']}, "
             f"{v['cost_per_hour'].m_as('USD/hour'):.2f} USD/hour"

@@ -22,7 +22,7 @@ from ..simulation.inputs import DEFAULT_ROUTER, router_name
 from ..types import ModelRef, Rate, Time
 from ..uncertainty import prediction_interval
 from ..units import Q_
-from ._common import HOURS, _as_list, _check_options, _grid, _model_id, _rate, _registry_for, _seconds
+from ._common import HOURS, MAX_FLEET_GPUS, _as_list, _check_options, _grid, _model_id, _rate, _registry_for, _seconds
 from .evaluate import _evaluate, _families
 from .inputs import DEFAULT_BATCHES, DEFAULT_TENSOR_PARALLEL, Speculation, Workload
 from .plan import FleetPlan, Rejection
@@ -65,6 +65,8 @@ def _why(
     fits = out["fits"][i]
     record = {"accelerator": family.accelerator, "precision": family.precision, "tensor_parallel": int(tp)}
     key = f"{family.accelerator}/{family.precision}/tp{int(tp)}"
+    if fits.any() and out["oversized"][i][fits].all():
+        return Rejection(key, **record, code="fleet_size", values={"limit": MAX_FLEET_GPUS})
     if not fits.any():
         values = {
             "weights_per_device": Q_(float(out["weights_per_device"][i, 0]), "B"),
@@ -95,6 +97,26 @@ def _binding(out: dict[str, np.ndarray], ok: tuple[np.ndarray, ...], i: int, j: 
     return "throughput"
 
 
+def _infeasible_reason(rejected: dict[str, Rejection], closest_ttft: float, closest_tpot: float) -> str:
+    """Why no candidate is feasible, in the terms of what blocks every one of them."""
+    codes = {r.code for r in rejected.values()}
+    if codes == {"fleet_size"}:
+        return f"the load needs more than {MAX_FLEET_GPUS:,} GPUs on every candidate; no plan is made for it"
+    if codes == {"memory"}:
+        widest = max(rejected.values(), key=lambda r: r.tensor_parallel)
+        return (
+            f"the weights leave no room for the KV cache at any candidate tensor-parallel degree (up to TP "
+            f"{widest.tensor_parallel}: {widest.text.removeprefix('memory: ')}); try larger tensor_parallel degrees, "
+            "a smaller precision or an accelerator with more memory"
+        )
+    if not np.isfinite(closest_ttft) or not np.isfinite(closest_tpot):
+        return "no configuration meets every target: " + "; ".join(sorted({r.text for r in rejected.values()}))[:400]
+    return (
+        "no configuration meets every target; closest achievable: TTFT "
+        f"{closest_ttft * 1e3:.0f} ms, TPOT {closest_tpot * 1e3:.1f} ms"
+    )
+
+
 class _Search:
     """The cheapest feasible candidate over every family, with step times optionally scaled."""
 
@@ -118,7 +140,7 @@ class _Search:
             ok_tpot = out["tpot"] <= tpot_target
             ok_ttft = out["ttft"] <= ttft_target
             ok_tbt = out["tbt_max"] <= tbt_target
-            feasible = out["fits"] & ok_tpot & ok_ttft & ok_tbt
+            feasible = out["fits"] & ok_tpot & ok_ttft & ok_tbt & ~out["oversized"]
             replicas = out["replicas"]
             cost = replicas * tp_grid * family.price
             if out["fits"].any():
@@ -288,7 +310,15 @@ def size_fleet(
         "arrival_rate": workload.arrival_rate.m_as("request/s"),
         "router": router_name(router),
     }
-    families = _families(model, _as_list(accelerator), _as_list(precision), price, speculation, kv_precision, reg)
+    families = _families(
+        model,
+        _as_list(accelerator, "accelerator"),
+        _as_list(precision, "precision"),
+        price,
+        speculation,
+        kv_precision,
+        reg,
+    )
     lam = workload.arrival_rate.m_as("request/s")
     tokens_per_hour = lam * workload.output_tokens * HOURS
     tp_grid, batch_grid = np.meshgrid(tps, grid_batches, indexing="ij")
@@ -311,8 +341,7 @@ def size_fleet(
     if best is None:
         return FleetPlan(
             feasible=False,
-            reason="no configuration meets every target; closest achievable: TTFT "
-            f"{closest_ttft * 1e3:.0f} ms, TPOT {closest_tpot * 1e3:.1f} ms",
+            reason=_infeasible_reason(rejected, closest_ttft, closest_tpot),
             model=_model_id(model),
             engine=profile.name,
             rejected={key: r.text for key, r in rejected.items()},

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InputError
-from ..formula import check_domain
+from ..formula import check_domain, magnitude
 from ..results import Result
 from ..types import Bandwidth, Bytes, Count, Time
 from ..units import Q_, check_units
@@ -150,7 +150,7 @@ def fit_ring_allreduce(
     size = np.asarray(message.m_as("B"), dtype=float)
     ranks = np.asarray(devices, dtype=float)
     times = np.asarray(measured_time.m_as("s"), dtype=float)
-    alpha = float(latency.m_as("s"))
+    alpha = float(magnitude("fit_ring_allreduce", "latency", latency, "s", "nonnegative"))
     if not (size.shape == ranks.shape == times.shape) or size.ndim != 1:
         raise InputError("fit_ring_allreduce(): message, devices and measured_time must be 1-D arrays of one length")
     check_domain("fit_ring_allreduce", "devices", ranks, "positive_integer")

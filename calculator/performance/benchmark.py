@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .._support import model_of
+from ..errors import InputError
 from ..results import Result
 from ..types import AcceleratorRef, Count, ModelRef, Tokens
 from ..units import Q_
@@ -249,6 +250,13 @@ def predict_benchmark(
     tp = _tp(model_of(model, registry), tensor_parallel, "predict_benchmark")
     inputs = _counts("predict_benchmark", "input_tokens", input_tokens)
     outputs = _counts("predict_benchmark", "output_tokens", output_tokens)
+    limit = model_of(model, registry).max_context
+    if limit is not None and np.any(inputs + outputs > limit):
+        longest = float(np.max(inputs + outputs))
+        raise InputError(
+            f"predict_benchmark(): a request of {longest:,.0f} tokens (input_tokens + output_tokens) exceeds the "
+            f"model's context limit of {limit:,} tokens"
+        )
     result = closed_loop_seconds(
         a,
         profile,
@@ -259,6 +267,13 @@ def predict_benchmark(
         _efficiency(engine, efficiency, a.accelerator),
         requests_per_client,
     )
+    if np.any(np.asarray(result["max_concurrency"]) < 1):
+        weights = float(np.max(a.weight_bytes / np.asarray(tp, dtype=float)))
+        raise InputError(
+            f"predict_benchmark(): the weights ({weights / 1e9:,.1f} GB per device at tensor_parallel "
+            f"{tensor_parallel}) leave no room for one request's KV cache on {a.accelerator} under {profile.name}'s "
+            "memory policy; use a larger tensor_parallel, a smaller precision or shorter requests"
+        )
     scalar = all(np.ndim(v) == 0 for v in (tensor_parallel, input_tokens, output_tokens, concurrency))
 
     def out(value: Any) -> Any:

@@ -329,5 +329,6 @@ def goodput_from_requests(ttft: Time, tpot: Time, ttft_target: Time, tpot_target
     <Quantity(1.5, 'request / second')>
     """
     attainment = slo_attainment(ttft, tpot, ttft_target, tpot_target)
-    completed = Q_(np.size(ttft.magnitude), "request") / window
+    seconds = magnitude("goodput_from_requests", "window", window, "s", "positive")
+    completed = Q_(np.size(ttft.magnitude) / seconds, "request/s")
     return slo_goodput(completed, attainment)

@@ -1,0 +1,162 @@
+"""The defects of the hardening issue, one test each: no file, link or number freezes, floods or fools the calculator.
+
+Each test names the defect it pins. Registry files and links have their own tests beside the code they
+exercise (tests/test_registry.py, tests/test_app.py); this file holds the library and CLI cases.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import calculator as c
+from calculator import Q_
+from calculator.cli import app
+from calculator.errors import CalculatorError, InputError, UnitsError
+
+runner = CliRunner()
+SIZING = ("llama-3.1-8b", "h100-sxm", "fp8")
+
+
+def fast(function, *args, seconds=2.0, **kwargs):
+    """Call and return, asserting the call took under ``seconds`` (a hang was the defect)."""
+    started = time.perf_counter()
+    try:
+        return function(*args, **kwargs)
+    finally:
+        assert time.perf_counter() - started < seconds, f"{function.__name__} took over {seconds} s"
+
+
+# ------------------------------------------------------------------------------------------- High
+
+
+def test_unit_arithmetic_cannot_freeze_the_parser():
+    # `memory: "9**9**9 GiB"` froze registry validation; `--rate "9**9**9 request/s"` hung the CLI.
+    with pytest.raises(UnitsError, match="expected a number and a unit"):
+        fast(c.parse_quantity, "9**9**9 GiB", "GB")
+    for text in ("2**1000 GB", "1e5**1e5 s", "(9)**9 ms", "9 ** 9 ** 9 request/s", "exp(999) s"):
+        with pytest.raises(UnitsError):
+            fast(c.parse_quantity, text, "s" if " s" in text or "ms" in text else None)
+
+
+# ----------------------------------------------------------------------------------------- Medium
+
+
+@pytest.mark.parametrize("rate", [Q_(5e19, "request/s"), Q_(1e300, "request/s")])
+def test_an_absurd_rate_is_infeasible_with_its_reason_not_a_negative_fleet(rate):
+    plan = fast(c.size_fleet, *SIZING, rate, 1024, 256, Q_(1, "s"), Q_(50, "ms"), seconds=5)
+    assert not plan.feasible and "GPUs" in plan.reason
+    assert plan.gpus >= 0 and (plan.cost_per_hour is None or plan.cost_per_hour.magnitude >= 0)
+
+
+def test_an_infinite_rate_is_an_input_error():
+    with pytest.raises(InputError, match="arrival_rate"):
+        c.size_fleet(*SIZING, Q_(math.inf, "request/s"), 1024, 256, Q_(1, "s"), Q_(50, "ms"))
+
+
+def test_the_cli_does_not_print_a_negative_fleet():
+    result = runner.invoke(
+        app, ["size", "llama-3.1-8b", "--rate", "5e19", "--input", "1024", "--output", "256", "--ttft", "1 s",
+              "--tpot", "50 ms", "-a", "h100-sxm", "-p", "fp8", "--price", "4"],
+    )  # fmt: skip
+    assert result.exit_code == 1 and "-" not in result.output.split("gpus:")[-1].split()[0]
+
+
+def test_predictions_for_setups_that_cannot_run_are_refused():
+    # Llama-3.1-405B in BF16 on one H100: 810 GB of weights on an 80 GiB device.
+    with pytest.raises(InputError, match="weights"):
+        c.predict_benchmark("llama-3.1-405b", "h100-sxm", "bf16", 1, 1024, 128, 8)
+    # A 10M-token prompt on a model with a 131,072-token context.
+    with pytest.raises(InputError, match="context"):
+        c.predict_benchmark("llama-3.1-8b", "h100-sxm", "bf16", 1, 10_000_000, 128, 8)
+    with pytest.raises(InputError, match="input_tokens"):
+        c.predict_benchmark("llama-3.1-8b", "h100-sxm", "bf16", 1, 1e300, 128, 8)
+
+
+@pytest.mark.parametrize("out", ["missing-folder/plan.json", "."])
+def test_cli_out_to_a_missing_folder_or_onto_a_folder_is_a_message(tmp_path, monkeypatch, out):
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(
+        app, ["size", "llama-3.1-8b", "--rate", "5", "--input", "1024", "--output", "256", "--ttft", "1 s",
+              "--tpot", "50 ms", "-a", "h100-sxm", "-p", "fp8", "--price", "4", "--format", "json", "--out", out],
+    )  # fmt: skip
+    assert result.exit_code == 2 and "Traceback" not in result.output and "--out" in result.output
+
+
+def test_reactive_scaling_at_the_longest_horizon_answers_fast():
+    # The autoscaling page at end=10000 hours took 220 s (a Python loop per step).
+    times = Q_(np.linspace(0, 24, 25), "hour")
+    demand = Q_(100 + 50 * np.sin(np.linspace(0, 2 * np.pi, 25)), "request/s")
+    result = fast(
+        c.simulate_reactive_scaling, times, demand, Q_(10, "request/s"), Q_(5, "min"),
+        end=Q_(10_000, "hour"), step=Q_(1, "min"), seconds=2.0,
+    )  # fmt: skip
+    assert len(result.times) > 0
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: c.quantize(np.linspace(-1, 1, 64), bits=1e300), "bits"),
+        (lambda: c.chunked_prefill_tradeoff(*SIZING[:2], prompt_tokens=1e9, chunk_size=512, decode_batch=8), "prompt"),
+        (lambda: c.relax_targets(*SIZING, Q_(5, "request/s"), 1024, 256, Q_(1, "ms"), Q_(1, "ms"), max_factor=math.inf),
+         "max_factor"),
+        (lambda: c.relax_targets(*SIZING, Q_(5, "request/s"), 1024, 256, Q_(1, "ms"), Q_(1, "ms"), tolerance=1e-300),
+         "tolerance"),
+    ],
+)  # fmt: skip
+def test_iterative_routines_refuse_or_finish_fast(call, message):
+    started = time.perf_counter()
+    try:
+        call()
+    except CalculatorError as error:
+        assert message in str(error)
+    assert time.perf_counter() - started < 5.0
+
+
+def test_dynamic_batching_simulation_bounds_its_work():
+    with pytest.raises(InputError, match="control_interval"):
+        fast(
+            c.simulate_dynamic_batching, Q_(np.linspace(0, 10, 50), "s"), Q_(5, "ms"), Q_(1, "ms"), 16,
+            Q_(50, "ms"), control_interval=Q_(1e-300, "s"),
+        )  # fmt: skip
+    with pytest.raises(InputError, match="arrival"):
+        fast(c.simulate_dynamic_batching, Q_([0.0, 1e300], "s"), Q_(5, "ms"), Q_(1, "ms"), 16, Q_(50, "ms"))
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: c.goodput_from_requests(Q_([0.1], "s"), Q_([0.01], "s"), Q_(1, "s"), Q_(1, "s"), Q_(0, "s")), "window"),
+        (lambda: c.fit_ring_allreduce(Q_([1e6, 2e6], "B"), [8, 8], Q_([1, 2], "ms"), latency=Q_(math.nan, "s")),
+         "latency"),
+        (lambda: c.frontier("llama-3.1-8b", [], "fp8", 1024, 256), "accelerator"),
+    ],
+)  # fmt: skip
+def test_systemic_internal_errors_are_the_projects_errors(call, message):
+    with pytest.raises(CalculatorError, match=message):
+        call()
+
+
+def test_a_missing_quantity_names_the_argument():
+    with pytest.raises(UnitsError, match="argument 'service_time' is required"):
+        c.mmc_mean_wait(Q_(1, "request/s"), None, 2)
+
+
+def test_a_count_of_infinity_is_an_input_error_not_an_overflow():
+    with pytest.raises(InputError, match="finite"):
+        c.kv_cache_bytes(math.inf, 1024, Q_(1, "kB/token"))
+
+
+# -------------------------------------------------------------------------------------------- Low
+
+
+def test_silently_accepted_values_are_refused():
+    with pytest.raises(InputError, match="precision"):
+        c.check_precision("")
+    with pytest.raises(InputError):
+        c.as_count([math.nan])

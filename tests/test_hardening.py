@@ -119,13 +119,14 @@ def test_iterative_routines_refuse_or_finish_fast(call, message):
 
 
 def test_dynamic_batching_simulation_bounds_its_work():
+    # A control interval of 1e-300 s, or arrivals 1e300 s apart, made the controller loop forever.
+    arrivals = Q_(np.linspace(0, 10, 50), "s")
+    common = {"window": Q_(5, "ms"), "max_batch": 16, "fixed_time": Q_(5, "ms"), "marginal_time": Q_(1, "ms"),
+              "slo": Q_(50, "ms")}  # fmt: skip
     with pytest.raises(InputError, match="control_interval"):
-        fast(
-            c.simulate_dynamic_batching, Q_(np.linspace(0, 10, 50), "s"), Q_(5, "ms"), Q_(1, "ms"), 16,
-            Q_(50, "ms"), control_interval=Q_(1e-300, "s"),
-        )  # fmt: skip
-    with pytest.raises(InputError, match="arrival"):
-        fast(c.simulate_dynamic_batching, Q_([0.0, 1e300], "s"), Q_(5, "ms"), Q_(1, "ms"), 16, Q_(50, "ms"))
+        fast(c.simulate_dynamic_batching, arrivals, control_interval=Q_(1e-300, "s"), **common)
+    with pytest.raises(InputError, match="arrivals span"):
+        fast(c.simulate_dynamic_batching, Q_([0.0, 1e300], "s"), control_interval=Q_(1, "s"), **common)
 
 
 @pytest.mark.parametrize(

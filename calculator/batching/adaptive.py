@@ -25,6 +25,9 @@ __all__ = [
     "simulate_dynamic_batching",
 ]
 
+#: The most controller steps ``simulate_dynamic_batching`` takes (a bound on its work).
+MAX_CONTROL_TICKS = 1_000_000
+
 
 # --------------------------------------------------------------------------------------------
 # 10.6.8 Adaptive batching
@@ -236,6 +239,12 @@ def simulate_dynamic_batching(
             raise InputError(f"{name}(): argument 'control_interval' is required with 'slo'")
         interval = float(magnitude(name, "control_interval", control_interval, "s", "positive"))
         target = Q_(magnitude(name, "slo", slo, "s", "positive"), "s")
+        ticks = (arrivals[-1] - arrivals[0]) / interval
+        if not ticks <= MAX_CONTROL_TICKS:
+            raise InputError(
+                f"{name}(): the arrivals span {ticks:,.3g} control intervals, more than {MAX_CONTROL_TICKS:,}; use a "
+                "longer control_interval or a shorter trace"
+            )
         next_tick = arrivals[0] + interval
     n = arrivals.size
     close_at, start_at, finish_at = np.empty(n), np.empty(n), np.empty(n)

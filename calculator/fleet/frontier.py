@@ -13,7 +13,7 @@ from ..errors import InputError
 from ..performance import EngineProfile, engine_profile
 from ..results import Result
 from ..types import ModelRef, Rate, Time
-from ..units import Q_
+from ..units import Q_, shown
 from ._common import _as_list, _grid, _registry_for, _seconds
 from .evaluate import _evaluate, _families
 from .inputs import DEFAULT_BATCHES, DEFAULT_TENSOR_PARALLEL, Workload
@@ -94,8 +94,11 @@ def relax_targets(
     >>> r.found, r.factor > 1, r.plan.tpot <= r.tpot_slo
     (True, True, True)
     """
-    if not max_factor > 1 or not 0 < tolerance < 1:
-        raise InputError("relax_targets(): 'max_factor' must be > 1 and 'tolerance' in (0, 1)")
+    # Bounded work: at most about 30 sizings (a bisection in log space between 1 and max_factor).
+    if not 1 < max_factor <= 1e6:
+        raise InputError(f"relax_targets(): argument 'max_factor' must be in (1, 1e6], got {shown(max_factor)}")
+    if not 1e-6 <= tolerance < 1:
+        raise InputError(f"relax_targets(): argument 'tolerance' must be in [1e-6, 1), got {shown(tolerance)}")
     args = (model, accelerator, precision, arrival_rate, input_tokens, output_tokens)
     ttft, tpot = Q_(_seconds("ttft_slo", ttft_slo), "s"), Q_(_seconds("tpot_slo", tpot_slo), "s")
 

@@ -90,7 +90,7 @@ def quantize(values: Any, bits: int = 8, block_size: int | None = None, symmetri
     data = np.asarray(values, dtype=float).ravel()
     if data.size == 0 or not np.all(np.isfinite(data)):
         raise InputError(f"{name}(): argument 'values' must be a non-empty array of finite numbers")
-    width = count(name, "bits", bits)
+    width = count(name, "bits", bits, maximum=32)  # integer grids of 2 to 32 bits
     if width < 2:
         raise InputError(f"{name}(): argument 'bits' must be >= 2, got {bits}")
     size = data.size if block_size is None else count(name, "block_size", block_size)

@@ -30,6 +30,9 @@ __all__ = [
     "chunked_prefill_tradeoff",
 ]
 
+#: The most scheduler iterations a chunked-prefill routine steps through (a bound on its work).
+MAX_ITERATIONS = 1_000_000
+
 
 # ============================================================================================
 # Chunked prefill (section 10.8.2): Eq. 8, Algorithm 3, Eq. 9
@@ -226,6 +229,9 @@ def simulate_chunked_prefill(
     name = "simulate_chunked_prefill"
     queue = [[count(name, f"prompt_lengths[{i}]", p), 0] for i, p in enumerate(prompt_lengths)]
     decode = count(name, "decode_batch", decode_batch, minimum=0)
+    least = min(count(name, "token_budget", token_budget) - decode, count(name, "chunk_size", chunk_size))
+    if least >= 1 and sum(length for length, _ in queue) / least > MAX_ITERATIONS:
+        raise InputError(f"{name}(): the prompts need more than {MAX_ITERATIONS:,} iterations at this budget")
     if decode + len(queue) > count(name, "token_budget", token_budget):
         raise InputError(
             f"{name}(): decode_batch + prompts ({decode + len(queue)}) exceed token_budget ({token_budget}); "
@@ -316,8 +322,17 @@ def chunked_prefill_tradeoff(
     prompt = count(name, "prompt_tokens", prompt_tokens)
     step = count(name, "chunk_size", chunk_size)
     decode = count(name, "decode_batch", decode_batch, minimum=0)
-    schedule = simulate_chunked_prefill([prompt], 0, step, step)  # the prompt's chunk sizes
-    chunks = schedule.prefill_tokens
+    limit = setup["model"].max_context
+    if limit is not None and prompt > limit:
+        raise InputError(f"{name}(): prompt_tokens ({prompt:,}) exceed the model's context limit of {limit:,} tokens")
+    iterations = -(-prompt // step)
+    if iterations > MAX_ITERATIONS:
+        raise InputError(
+            f"{name}(): prompt_tokens / chunk_size make {iterations:,} iterations, more than {MAX_ITERATIONS:,}"
+        )
+    # The prompt alone under the budget of one chunk: full chunks, then the remainder (Algorithm 3).
+    chunks = np.full(iterations, step, dtype=np.int64)
+    chunks[-1] = prompt - step * (iterations - 1)
 
     def iteration(decode_tokens, prefill_tokens):
         return hybrid_iteration_time.numeric(

@@ -25,6 +25,7 @@ __all__ = [
     "magnitude",
     "model_of",
     "probability",
+    "scalar",
     "transformer_of",
 ]
 
@@ -59,6 +60,13 @@ def count(function: str, argument: str, value: Any, minimum: int = 1, maximum: f
     if np.ndim(values):
         return np.asarray(values).astype(np.int64)
     return int(values)
+
+
+def scalar(function: str, argument: str, value: Any, unit: str = "", domain: str = "nonnegative") -> float:
+    """One number (not an array) in ``unit`` and ``domain``, as a float: for arguments that are not vectorized."""
+    if np.ndim(value if not isinstance(value, ureg.Quantity) else value.magnitude):
+        raise InputError(f"{function}(): argument '{argument}' must be one number, got {shown(value)}")
+    return float(magnitude(function, argument, value, unit, domain))
 
 
 def probability(function: str, argument: str, value: Any) -> Any:

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from ._support import scalar
 from .errors import InputError
 from .formula import check_domain, formula, var
 from .queueing import replica_demand
@@ -696,8 +697,8 @@ def warm_pool(
     (<Quantity(3000.0, 'request / second')>, 20)
     """
     function = "warm_pool"
-    for name, value in (("peak_multiplier", peak_multiplier), ("headroom_factor", headroom_factor)):
-        check_domain(function, name, value, "positive")
+    peak_multiplier = scalar(function, "peak_multiplier", peak_multiplier, "", "positive")
+    headroom_factor = scalar(function, "headroom_factor", headroom_factor, "", "positive")
     check_domain(function, "baseline_capacity", baseline_capacity.m_as("request/s"), "nonnegative")
     check_domain(function, "ready_capacity", ready_capacity.m_as("request/s"), "nonnegative")
     check_domain(function, "replica_capacity", replica_capacity.m_as("request/s"), "positive")

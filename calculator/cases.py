@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ._support import magnitude
+from ._support import magnitude, scalar
 from .errors import InputError
 from .formula import check_domain, formula, var
 from .results import Result
@@ -301,7 +301,7 @@ def allreduce_breakdown(
     (160, 64, <Quantity(0.8, 'millisecond')>)
     """
     check_domain("allreduce_breakdown", "allreduce_time", allreduce_time.m_as("s"), "nonnegative")
-    check_domain("allreduce_breakdown", "layers", layers, "positive_integer")
+    layers = int(scalar("allreduce_breakdown", "layers", layers, "", "positive_integer"))
     check_domain("allreduce_breakdown", "collectives_per_layer", collectives_per_layer, "positive_integer")
     check_domain("allreduce_breakdown", "per_collective_floor", per_collective_floor.m_as("s"), "nonnegative")
     count = int(layers) * int(collectives_per_layer)

@@ -659,6 +659,8 @@ def _precision(function: str, argument: str, value: Any, unit: str) -> Any:
             f"{function}(): argument '{argument}' is a precision (a name like 'fp8', or bits), got {value!r}"
         )
     elif np.ndim(value):
+        if np.size(value) == 0:
+            raise InputError(f"{function}(): argument '{argument}' is empty; give a precision or a non-empty array")
         value = ureg.Quantity(
             np.array([_bits(function, argument, v) for v in np.ravel(value)]).reshape(np.shape(value)), "bit"
         )

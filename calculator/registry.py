@@ -403,6 +403,8 @@ class Section(Mapping[str, Any]):
         return isinstance(key, str) and self.resolve(key) is not None
 
     def __getitem__(self, key: str) -> Any:
+        if not isinstance(key, str):
+            raise UnknownEntryError(f"a {self._kind} is named by its id (a string), got {shown(key)}")
         entry_id = self.resolve(key)
         if entry_id is None:
             known = ", ".join(sorted(self._entries))
@@ -586,8 +588,8 @@ def _check_override(file: Path, section: str, entry_id: str, raw: dict[str, Any]
         )
 
 
-#: The largest registry file read (bytes); a larger one is refused before it is parsed. Set the
-#: environment variable SERVECALC_REGISTRY_MAX_BYTES to change it.
+#: The largest user registry file read (bytes); a larger one is refused before it is parsed. Set the
+#: environment variable SERVECALC_REGISTRY_MAX_BYTES to change it. (The packaged registry is not limited.)
 MAX_REGISTRY_BYTES = 4 * 1024 * 1024
 #: The most values a registry file may expand to: YAML aliases can make a small file expand to
 #: billions of values (an "alias bomb"); such a file is refused.
@@ -623,7 +625,7 @@ def _read_yaml(file: Path) -> dict[str, Any]:
     limit = _max_registry_bytes()
     try:
         size = file.stat().st_size
-        if size > limit:
+        if size > limit and file.resolve() != DEFAULT_REGISTRY_PATH.resolve():  # the packaged file is trusted
             raise RegistryError(
                 f"{file.name}: the file has {size:,} bytes, more than the limit of {limit:,} "
                 "(set SERVECALC_REGISTRY_MAX_BYTES to raise it)"

@@ -22,7 +22,7 @@ import numpy as np
 
 from .errors import InputError
 from .types import Count
-from .units import ureg
+from .units import shown, ureg
 
 __all__ = ["Result", "as_count", "column_label", "flatten", "frame_columns", "parse_label", "plain"]
 
@@ -272,6 +272,8 @@ def as_count(values: Count) -> Count:
     can meet one report it as infeasible first).
     """
     array = np.asarray(values)
+    if array.dtype.kind not in "iuf":
+        raise InputError(f"a count must be a whole number, got {shown(values)}")
     if array.dtype.kind == "f" and (not np.all(np.isfinite(array)) or np.any(np.abs(array) > MAX_COUNT)):
         raise InputError(f"a count must be a finite whole number below 2**53, got {array.flat[0]!r}")
     counts = array.astype(np.int64)

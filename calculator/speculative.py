@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ._support import count, magnitude, probability, renamed
+from ._support import count, magnitude, probability, renamed, scalar
 from .errors import InputError
 from .formula import formula, var
 from .memory import NO_BYTES, MemoryFit, device_share, memory_fit
@@ -362,7 +362,7 @@ def simulate_tokens_per_round(acceptance: float, draft_length: int, rounds: int,
     4.7
     """
     name = "simulate_tokens_per_round"
-    alpha = float(probability(name, "acceptance", acceptance))
+    alpha = scalar(name, "acceptance", acceptance, "", "probability")
     length = count(name, "draft_length", draft_length)
     total = count(name, "rounds", rounds)
     rng = np.random.default_rng(seed)

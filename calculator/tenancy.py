@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ._support import count
+from ._support import count, scalar
 from .errors import InputError
 from .formula import check_domain
 from .results import Result, floor_count
@@ -787,12 +787,14 @@ def check_request_caps(
     (None, 'input tokens 8001 > 8000')
     """
     limits = caps or RequestCaps()
-    check_domain("check_request_caps", "input_tokens", input_tokens, "nonnegative")
-    check_domain("check_request_caps", "max_output_tokens", max_output_tokens, "nonnegative")
-    if input_tokens > limits.max_input_tokens:
-        return f"input tokens {input_tokens} > {limits.max_input_tokens}"
-    if max_output_tokens > limits.max_output_tokens:
-        return f"output tokens {max_output_tokens} > {limits.max_output_tokens}"
+    tokens_in = scalar("check_request_caps", "input_tokens", input_tokens, "", "nonnegative")
+    tokens_out = scalar("check_request_caps", "max_output_tokens", max_output_tokens, "", "nonnegative")
+    if tokens_in > limits.max_input_tokens:
+        return f"input tokens {tokens_in:g} > {limits.max_input_tokens}"
+    if tokens_out > limits.max_output_tokens:
+        return f"output tokens {tokens_out:g} > {limits.max_output_tokens}"
+    if execution_time is not None:
+        scalar("check_request_caps", "execution_time", execution_time, "s", "nonnegative")  # NaN used to admit
     if execution_time is not None and Q_(execution_time) > Q_(limits.max_execution_time):
         return f"execution time {Q_(execution_time):~P} > {Q_(limits.max_execution_time):~P}"
     return None

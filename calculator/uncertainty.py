@@ -59,7 +59,7 @@ def prediction_interval(engine: str, accelerator: str, measured_kernels: bool) -
     """
     table = _table()
     intervals = table["intervals"]
-    row = intervals.get(engine, intervals["generic"])
+    row = intervals.get(engine if isinstance(engine, str) else "generic", intervals["generic"])
     spread = 0.0 if accelerator in table["calibrated_accelerators"] else table["cross_gpu_spread"]
     out = {}
     for metric in ("ttft", "tpot"):

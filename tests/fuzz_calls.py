@@ -110,8 +110,9 @@ def has_nan(value: Any, depth: int = 0) -> bool:
         return any(has_nan(v, depth + 1) for v in value.values())
     if isinstance(value, list | tuple):
         return any(has_nan(v, depth + 1) for v in value[:1000])
-    if hasattr(value, "select_dtypes"):  # a DataFrame
-        numbers = value.select_dtypes("number")
+    if hasattr(value, "select_dtypes"):  # a DataFrame; an infeasible plan's row has no values (NaN) by design
+        rows = value[value["feasible"].astype(bool)] if "feasible" in value.columns else value
+        numbers = rows.select_dtypes("number")
         return bool(numbers.isna().to_numpy().any())
     return False
 

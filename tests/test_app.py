@@ -470,3 +470,22 @@ def test_an_invalid_upload_leaves_no_file_and_a_session_folder_is_deleted_with_i
     del folder
     gc.collect()
     assert not path.exists()
+
+
+PAGES = sorted(p.stem for p in (ROOT / "app_pages").glob("*.py") if not p.stem.startswith("_"))
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_survives_hostile_values_in_every_link_parameter(page):
+    # The page's own parameters, each set to Markdown, an unparsable number and a huge value in turn.
+    names = list(open_page(page).query_params)
+    assert names, page
+    for hostile in (HOSTILE_LINK, "1e999", "-" + "9" * 400, "nan"):
+        app = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+        app.switch_page(f"app_pages/{page}.py")
+        for name in names:
+            app.query_params[name] = hostile
+        app.run()
+        assert not app.exception, (page, hostile, app.exception)
+        for element in [*app.warning, *app.error]:
+            assert "](" not in element.value and len(element.value) < 1000, (page, element.value)

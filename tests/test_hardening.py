@@ -161,3 +161,42 @@ def test_silently_accepted_values_are_refused():
         c.check_precision("")
     with pytest.raises(InputError):
         c.as_count([math.nan])
+
+
+ALIAS_BOMB = "models:\n  - id: bomb\n    name: x\n    " + "\n    ".join(
+    ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    + [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]
+)
+SIZE = ["llama-3.1-8b", "--input", "1024", "--output", "256", "--ttft", "1 s", "--tpot", "50 ms", "-a", "h100-sxm",
+        "-p", "fp8", "--price", "4"]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["registry", "show", "![x](https://attacker.example/x.png)" * 50],
+        ["registry", "list", "--extra", "{bomb}"],
+        ["registry", "validate", "{bomb}"],
+        ["registry", "show", "h100-sxm", "--extra", "{big}"],
+        ["size", *SIZE, "--rate", "9**9**9 request/s"],
+        ["size", *SIZE, "--rate", "1e999"],
+        ["size", *SIZE, "--rate", "5", "--extra", "{bomb}"],
+        ["simulate", *SIZE, "--rate", "nan request/s"],
+        ["simulate", "--plan", "{bomb}"],
+        ["frontier", "llama-3.1-8b", "--input", "1e999", "--output", "256", "-a", "h100-sxm"],
+        ["frontier", "llama-3.1-8b", "--input", "1024", "--output", "256", "-a", "h100-sxm", "--extra", "{bomb}"],
+    ],
+    ids=lambda args: " ".join(args)[:40],
+)
+def test_every_command_answers_hostile_input_with_a_short_message(tmp_path, monkeypatch, args):
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text(ALIAS_BOMB)
+    big = tmp_path / "big.yaml"
+    big.write_text("# " + "x" * 5000 + "\n")
+    monkeypatch.setenv("SERVECALC_REGISTRY_MAX_BYTES", "4096")
+    args = [a.format(bomb=bomb, big=big) for a in args]
+    started = time.perf_counter()
+    result = runner.invoke(app, args)
+    assert time.perf_counter() - started < 5
+    assert result.exit_code in (1, 2), result.output
+    assert "Traceback" not in result.output and len(result.output) < 1500, result.output[:2000]

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._support import magnitude
+from .._support import magnitude, scalar
 from ..errors import InputError
 from ..formula import formula, minimum, per, var
 from ..results import Result, plain
@@ -229,7 +229,7 @@ def simulate_dynamic_batching(
     if arrivals.size == 0 or np.any(np.diff(arrivals) < 0) or not np.all(np.isfinite(arrivals)):
         raise InputError(f"{name}(): argument 'arrival_times' must be a non-empty, finite, non-decreasing array")
     span = float(magnitude(name, "window", window, "s", "nonnegative"))
-    cap = float(magnitude(name, "max_batch", max_batch, "", "positive"))
+    cap = scalar(name, "max_batch", max_batch, "", "positive")
     fixed = float(magnitude(name, "fixed_time", fixed_time, "s", "nonnegative"))
     marginal = float(magnitude(name, "marginal_time", marginal_time, "s", "nonnegative"))
     count = int(magnitude(name, "replicas", replicas, "", "positive_integer"))

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from .._support import magnitude
+from ..errors import InputError
 from ..formula import formula, minimum, per, var
 from ..queueing import ggc_mean_wait, utilization
 from ..results import Result, plain
@@ -249,6 +250,8 @@ def batch_formation(arrival_rate: Rate, window: Time, max_batch: Count) -> Batch
     rate = magnitude(name, "arrival_rate", arrival_rate, "request/s", "positive")
     span = magnitude(name, "window", window, "s", "nonnegative")
     cap = magnitude(name, "max_batch", max_batch, "", "positive_integer")
+    if np.size(cap) == 0:
+        raise InputError(f"{name}(): argument 'max_batch' is empty; give a number or a non-empty array")
     first, delay, square, interval = _formation_sums(rate * span, np.asarray(cap) - 1)
     mean = 1 + first
     variance = np.maximum(square - first**2, 0.0)

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .._support import magnitude
+from .._support import magnitude, scalar
 from ..errors import InputError
 from ..formula import formula, per, var
 from ..results import Result, as_count
@@ -325,7 +325,7 @@ def reasoning_budget(
     name = "reasoning_budget"
     step = Q_(magnitude(name, "time_per_token", time_per_token, "s", "positive"), "s")
     budget = Q_(magnitude(name, "latency_budget", latency_budget, "s", "nonnegative"), "s")
-    serial = magnitude(name, "reasoning_tokens", reasoning_tokens, "", "nonnegative")
+    serial = scalar(name, "reasoning_tokens", reasoning_tokens, "", "nonnegative")
     answer = magnitude(name, "answer_tokens", answer_tokens, "", "positive")
     width = magnitude(name, "candidates", candidates, "", "positive_integer")
     latency = reasoning_latency(serial, step)

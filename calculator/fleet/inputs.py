@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._support import scalar
 from ..errors import InputError
-from ..formula import magnitude
 from ..results import Result
 from ..types import AcceleratorRef
 from ..units import Q_, ureg
@@ -66,7 +66,7 @@ class Workload(Result):
             raise InputError(f"Workload: 'arrival_rate' must be a finite rate > 0, got {rate!r}")
         for name in ("input_tokens", "output_tokens"):
             # A length is a token count: a plain number or a quantity of tokens.
-            tokens = float(magnitude("Workload", name, getattr(self, name), "token", "positive"))
+            tokens = scalar("Workload", name, getattr(self, name), "token", "positive")
             if not tokens >= 1:
                 raise InputError(f"Workload: '{name}' must be >= 1 token, got {getattr(self, name)!r}")
             object.__setattr__(self, name, tokens)

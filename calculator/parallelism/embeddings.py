@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._support import scalar
 from ..errors import InputError
 from ..formula import check_domain, formula, var
 from ..results import Result
@@ -159,7 +160,7 @@ def tiered_embedding_placement(
     (<Quantity(68.48, 'terabyte')>, True)
     """
     function = "tiered_embedding_placement"
-    check_domain(function, "admitted_entities", admitted_entities, "positive")
+    admitted_entities = scalar(function, "admitted_entities", admitted_entities, "", "positive")
     check_domain(function, "vector_bytes", vector_bytes.m_as("B"), "positive")
     replicas = _check_count(function, "hot_replicas", hot_replicas)
     shards = _check_count(function, "warm_shards", warm_shards)

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from .._support import scalar
 from ..errors import InputError
 from ..formula import check_domain
 from ..memory import weight_bytes
@@ -42,8 +43,8 @@ class MoeWeights(Result):
 
 
 def _check_parameters(function: str, total: Any, active: Any) -> None:
-    check_domain(function, "total_parameters", total, "positive")
-    check_domain(function, "active_parameters", active, "positive")
+    scalar(function, "total_parameters", total, "", "positive")
+    scalar(function, "active_parameters", active, "", "positive")
     if np.any(np.asarray(active) > np.asarray(total)):
         raise InputError(f"{function}(): argument 'active_parameters' ({active}) exceeds total_parameters ({total})")
 

@@ -313,6 +313,8 @@ def engine_profile(engine: str | EngineProfile | None) -> EngineProfile:
         return engine
     key = engine.lower().replace("-", "").replace("_", "") if isinstance(engine, str) else engine
     aliases: dict[str | None, str | None] = {"tensorrtllm": "trtllm", "trt": "trtllm", "generic": None}
+    if not isinstance(key, str | None):
+        raise InputError(f"argument 'engine' must be an engine name or None, got {engine!r}")
     key = aliases.get(key, key)
     if key not in ENGINES:
         known = ", ".join(sorted(str(k) for k in ENGINES if k))

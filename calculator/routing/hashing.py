@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from .._support import scalar
 from ..errors import InputError, UnitsError
 from ..formula import check_domain, formula, var
 from ..phases import kv_handoff_time
@@ -311,12 +312,12 @@ def kv_migration(
     """
     function = "kv_migration"
     check_domain(function, "kv_bytes_per_token", kv_bytes_per_token.m_as("B/token"), "positive")
-    check_domain(function, "context_tokens", context_tokens.m_as("token"), "positive")
-    check_domain(function, "parameters", parameters, "positive")
+    scalar(function, "context_tokens", context_tokens, "token", "positive")
+    parameters = scalar(function, "parameters", parameters, "", "positive")
     degree = int(_check_int(function, "tensor_parallel", tensor_parallel))
     links = int(_check_int(function, "concurrent_links", concurrent_links))
     check_domain(function, "peak_throughput", peak_throughput.m_as("FLOP/s"), "positive")
-    check_domain(function, "utilization", utilization, "probability")
+    utilization = scalar(function, "utilization", utilization, "", "probability")
     if utilization <= 0:
         raise InputError(f"{function}(): argument 'utilization' must be > 0, got {utilization}")
     if isinstance(link, ureg.Quantity):

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from .._support import scalar
 from ..errors import InputError
 from ..formula import check_domain, formula, var
 from ..results import Result
@@ -236,7 +237,7 @@ def retry_amplification(failure_probability: Probability, max_retries: int) -> C
     (1.875, 4.0)
     """
     check_domain("retry_amplification", "failure_probability", failure_probability, "probability")
-    check_domain("retry_amplification", "max_retries", max_retries, "nonnegative")
+    scalar("retry_amplification", "max_retries", max_retries, "", "nonnegative")
     if np.any(np.asarray(max_retries) != np.round(max_retries)):
         raise InputError(f"retry_amplification(): argument 'max_retries' must be an integer, got {max_retries}")
     p = np.asarray(failure_probability, dtype=float)
@@ -292,7 +293,7 @@ def retry_equilibrium(arrival_rate: Rate, capacity: Rate, max_retries: int) -> R
     mu = float(capacity.m_as("request/s"))
     check_domain("retry_equilibrium", "arrival_rate", rate, "nonnegative")
     check_domain("retry_equilibrium", "capacity", mu, "positive")
-    check_domain("retry_equilibrium", "max_retries", max_retries, "nonnegative")
+    scalar("retry_equilibrium", "max_retries", max_retries, "", "nonnegative")
     retries = int(max_retries)
     if rate <= mu or retries == 0:
         p = max(0.0, 1 - mu / rate) if rate > 0 else 0.0

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._support import count
 from ..errors import InputError
 from ..results import Result
 from ._common import _process_pool, _seeds, _statistic_name
@@ -72,7 +73,7 @@ def _check_requests(function: str, requests: Any) -> None:
 
 def default_requests(replicas: int) -> int:
     """Requests a plan check simulates: 2,000 per replica, at least 6,000 and at most 60,000."""
-    return int(min(max(2_000 * replicas, 6_000), 60_000))
+    return int(min(max(2_000 * count("default_requests", "replicas", replicas), 6_000), 60_000))
 
 
 def simulate_plan(

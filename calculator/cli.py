@@ -710,6 +710,13 @@ def frontier_command(
     except (CalculatorError, KeyError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+    if table.empty:
+        typer.echo(
+            f"error: no configuration of {model} fits in memory on {', '.join(accelerator)} at "
+            f"{', '.join(precision)}; try larger tensor-parallel degrees or another accelerator",
+            err=True,
+        )
+        raise typer.Exit(1)
     if pareto_only:
         table = table[table.pareto]
     table = table.sort_values(["accelerator", "tokens_per_s_per_user"], ascending=[True, False])

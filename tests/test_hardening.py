@@ -200,3 +200,36 @@ def test_every_command_answers_hostile_input_with_a_short_message(tmp_path, monk
     assert time.perf_counter() - started < 5
     assert result.exit_code in (1, 2), result.output
     assert "Traceback" not in result.output and len(result.output) < 1500, result.output[:2000]
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: c.size_fleet(*SIZING, Q_(5, "request/s"), 1024, 256, Q_(1, "s"), Q_(50, "ms"),
+                              electricity_price=Q_(-0.1, "USD/(kW*hour)")), "electricity_price"),
+        (lambda: c.size_fleet(*SIZING, Q_(5, "request/s"), 1024, 256, Q_(1, "s"), Q_(50, "ms"),
+                              idle_power_fraction=-0.3), "idle_power_fraction"),
+        (lambda: c.check_request_caps(100, 100, execution_time=Q_(math.nan, "s")), "execution_time"),
+        (lambda: c.embedding_lookup_time(1000, Q_(1, "ms"), 8, vector_bytes=Q_(512, "B"), shard_bandwidth=Q_(-1, "GB/s")),
+         "shard_bandwidth"),
+        (lambda: c.embedding_lookup_time(1000, Q_(1, "ms"), 8, vector_bytes=Q_(512, "B"), shard_bandwidth=Q_(0, "GB/s")),
+         "shard_bandwidth"),
+    ],
+)  # fmt: skip
+def test_values_that_were_silently_accepted_are_refused(call, message):
+    with pytest.raises(CalculatorError, match=message):
+        call()
+
+
+def test_nearly_fixed_arrivals_are_fixed_not_nan():
+    times = c.arrival_times(Q_(2, "request/s"), 5, arrival_cv=1e-300).m_as("s")
+    assert np.allclose(times, [0.5, 1.0, 1.5, 2.0, 2.5])
+
+
+def test_a_model_that_fits_nowhere_says_why_and_what_would_help():
+    plan = c.size_fleet("llama-3.1-405b", "l40s", "bf16", Q_(1, "request/s"), 1024, 256, Q_(5, "s"), Q_(100, "ms"),
+                        tensor_parallel=[1, 2])  # fmt: skip
+    assert not plan.feasible and "tensor-parallel" in plan.reason and "inf" not in plan.reason
+    result = runner.invoke(app, ["frontier", "llama-3.1-405b", "--input", "1024", "--output", "256", "-a", "l40s",
+                                 "-p", "bf16"])  # fmt: skip
+    assert result.exit_code == 1 and "fits in memory" in result.output

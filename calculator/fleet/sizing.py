@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._support import magnitude, probability
 from ..errors import InputError
 from ..performance import EngineProfile, engine_profile
 from ..simulation.inputs import DEFAULT_ROUTER, router_name
@@ -293,6 +294,9 @@ def size_fleet(
         missing = "ttft_slo" if ttft_slo is None else "tpot_slo"
         raise InputError(f"size_fleet(): argument '{missing}' is required (a time such as Q_(500, 'ms'))")
     _check_options(workload, max_utilization, ttft_percentile, prefix_hit_rate, shared_prefix_tokens, chunk_size)
+    probability("size_fleet", "idle_power_fraction", idle_power_fraction)
+    if electricity_price is not None:
+        magnitude("size_fleet", "electricity_price", electricity_price, "USD/(kW*hour)", "nonnegative")
     ttft_target = _seconds("ttft_slo", ttft_slo)
     tpot_target = _seconds("tpot_slo", tpot_slo)
     tbt_target = _seconds("tbt_slo", tbt_slo) if tbt_slo is not None else np.inf

@@ -8,7 +8,7 @@ import numpy as np
 
 from .._support import scalar
 from ..errors import InputError
-from ..formula import check_domain, formula, var
+from ..formula import check_domain, formula, magnitude, var
 from ..results import Result
 from ..types import Bandwidth, Bytes, Time
 from ..units import Q_, check_units
@@ -264,6 +264,8 @@ def embedding_lookup_time(
         raise InputError(f"{function}(): argument 'unique_fraction' must be > 0, got {unique_fraction}")
     unique = max(1, int(np.ceil(count * unique_fraction - 1e-9)))
     per_shard = -(-unique // shard_count)
+    if shard_bandwidth is not None:
+        magnitude(function, "shard_bandwidth", shard_bandwidth, "B/s", "positive")  # 0 or < 0 is not a link
     transfer = Q_(0, "s") if shard_bandwidth is None else (per_shard * vector_bytes / shard_bandwidth).to("s")
     sequential = (count * rpc_time).to("ms")
     batched = (batching_window + rpc_time + transfer).to("ms")

@@ -449,7 +449,7 @@ def arrival_times(arrival_rate: Rate, requests: int, arrival_cv: float = 1.0, se
     if np.ndim(rate) or np.ndim(cv):
         raise InputError(f"{name}(): 'arrival_rate' and 'arrival_cv' must be scalars")
     mean_gap = 1 / rate
-    if cv == 0:
+    if cv < 1e-6:  # gamma gaps of shape 1/cv^2 are fixed gaps to float precision (and NaN beyond)
         gaps = np.full(draws, mean_gap)
     else:
         shape = 1 / cv**2

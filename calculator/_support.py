@@ -50,11 +50,11 @@ def count(function: str, argument: str, value: Any, minimum: int = 1, maximum: f
     domain = "positive_integer" if minimum >= 1 else "nonnegative"
     values = magnitude(function, argument, value, "", domain)
     if not np.all(np.isfinite(values)):
-        raise InputError(f"{function}(): argument '{argument}' must be a finite whole number, got {value!r}")
+        raise InputError(f"{function}(): argument '{argument}' must be a finite whole number, got {shown(value)}")
     if minimum < 1 and np.any(np.asarray(values) != np.round(values)):
-        raise InputError(f"{function}(): argument '{argument}' must be a whole number, got {value!r}")
+        raise InputError(f"{function}(): argument '{argument}' must be a whole number, got {shown(value)}")
     if np.any(np.asarray(values) < minimum):
-        raise InputError(f"{function}(): argument '{argument}' must be >= {minimum}, got {value!r}")
+        raise InputError(f"{function}(): argument '{argument}' must be >= {minimum}, got {shown(value)}")
     if np.any(np.asarray(values) > maximum):
         raise InputError(f"{function}(): argument '{argument}' must be at most {maximum:,}, got {shown(value)}")
     if np.ndim(values):
@@ -84,7 +84,7 @@ def model_of(value: Any, registry: Any = None) -> Any:
 
         return (registry if registry is not None else load_registry()).model(value)
     if not hasattr(value, "attention") or not hasattr(value, "parameters"):
-        raise InputError(f"expected a registry model id or Model object, got {value!r}")
+        raise InputError(f"expected a registry model id or Model object, got {shown(value)}")
     return value
 
 
@@ -115,7 +115,7 @@ def accelerator_of(value: Any, registry: Any = None) -> Any:
 
         return (registry if registry is not None else load_registry()).accelerator(value)
     if not hasattr(value, "memory_bandwidth") or not hasattr(value, "peak_throughput"):
-        raise InputError(f"expected a registry accelerator id or Accelerator object, got {value!r}")
+        raise InputError(f"expected a registry accelerator id or Accelerator object, got {shown(value)}")
     return value
 
 

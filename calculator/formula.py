@@ -626,7 +626,7 @@ def magnitude(
             f" got {describe_value(value)}"
         )
     elif isinstance(value, bool) or value is None or isinstance(value, str):
-        raise InputError(f"{function}(): argument '{argument}' must be a number, got {value!r}")
+        raise InputError(f"{function}(): argument '{argument}' must be a number, got {_quoted(value)}")
     else:
         out = value
     # numpy scalars, not Python floats: a division by zero in a body gives inf or NaN (reported by
@@ -656,7 +656,7 @@ def _precision(function: str, argument: str, value: Any, unit: str) -> Any:
             )
     elif isinstance(value, bool) or value is None:
         raise InputError(
-            f"{function}(): argument '{argument}' is a precision (a name like 'fp8', or bits), got {value!r}"
+            f"{function}(): argument '{argument}' is a precision (a name like 'fp8', or bits), got {_quoted(value)}"
         )
     elif np.ndim(value):
         if np.size(value) == 0:

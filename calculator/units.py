@@ -83,8 +83,11 @@ def describe_value(value: Any) -> str:
     """Describe a value for an error message: its repr and its dimension."""
     if isinstance(value, ureg.Quantity):
         dim = value.dimensionality
-        return f"{value:~P} (dimension {dim if dim else 'dimensionless'})"
-    return f"{value!r} (a plain {type(value).__name__}, no unit)"
+        text = f"{value:~P}"
+        if len(text) > 200:
+            text = f"{text[:180]}... ({len(text)} characters)"
+        return f"{text} (dimension {dim if dim else 'dimensionless'})"
+    return f"{shown(value)} (a plain {type(value).__name__}, no unit)"
 
 
 def _check_one(function: str, argument: str, value: Any, unit: str) -> None:

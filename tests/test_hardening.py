@@ -233,3 +233,18 @@ def test_a_model_that_fits_nowhere_says_why_and_what_would_help():
     result = runner.invoke(app, ["frontier", "llama-3.1-405b", "--input", "1024", "--output", "256", "-a", "l40s",
                                  "-p", "bf16"])  # fmt: skip
     assert result.exit_code == 1 and "fits in memory" in result.output
+
+
+def test_the_sizer_refuses_a_request_beyond_the_context_limit():
+    # Llama-3.1-70B holds 131,072 tokens; a 200,000-token prompt used to give a plan of thousands of GPUs.
+    plan = c.size_fleet("llama-3.1-70b", "h100-sxm", "fp8", Q_(5, "request/s"), 200_000, 256, Q_(1, "s"), Q_(50, "ms"))
+    assert not plan.feasible and "context limit of 131,072 tokens" in plan.reason
+
+
+def test_error_messages_stay_short_for_huge_inputs():
+    with pytest.raises(InputError) as error:
+        c.kv_cache_bytes(np.full(100_000, -1.0), 10, Q_(1, "kB/token"))
+    assert len(str(error.value)) < 300
+    with pytest.raises(UnitsError) as error:
+        c.kv_cache_bytes(Q_(np.ones(100_000), "s"), 10, Q_(1, "kB/token"))
+    assert len(str(error.value)) < 400

@@ -304,6 +304,16 @@ def size_fleet(
     reg = _registry_for(registry, model, accelerator)
     model = reg.model(model)
     tps, grid_batches = _grid(model, tensor_parallel, batches)
+    longest = workload.input_tokens + workload.output_tokens
+    if model.max_context is not None and longest > model.max_context:
+        return FleetPlan(
+            feasible=False,
+            reason=f"a request of {longest:,.0f} tokens (input + output) exceeds {model.id}'s context limit of "
+            f"{model.max_context:,} tokens; no engine serves it",
+            model=model.id,
+            engine=profile.name,
+            workload=workload,
+        )
     options = {
         "prefix_hit_rate": prefix_hit_rate,
         "shared_prefix_tokens": shared_prefix_tokens,

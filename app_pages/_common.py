@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from calculator import Q_, ureg
+from calculator import ureg
 from calculator.errors import CalculatorError, InputError, RegistryError, UnitsError
 from calculator.registry import load_registry
 

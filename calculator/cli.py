@@ -25,6 +25,25 @@ import typer
 from .errors import RegistryError
 
 app = typer.Typer(help="Capacity planning for ML inference serving.", no_args_is_help=True, add_completion=False)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from . import __version__
+
+        typer.echo(f"servecalc {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool, typer.Option("--version", help="Print the version and exit.", callback=_version, is_eager=True)
+    ] = False,
+) -> None:
+    """Capacity planning for ML inference serving."""
+
+
 registry_app = typer.Typer(help="Browse and validate the hardware and model registry.", no_args_is_help=True)
 app.add_typer(registry_app, name="registry")
 
@@ -254,8 +273,16 @@ OutputTokensOption = Annotated[float | None, typer.Option("--output", help="Mean
 TtftOption = Annotated[str | None, typer.Option(help="TTFT target with its unit, e.g. '500 ms'.", show_default=False)]
 TpotOption = Annotated[str | None, typer.Option(help="TPOT target with its unit, e.g. '40 ms'.", show_default=False)]
 PriceOption = Annotated[
-    str | None,
-    typer.Option(help="GPU-hour price, e.g. '2.5 USD/hour' (a bare number is USD/hour); default from the registry."),
+    list[str] | None,
+    typer.Option(
+        help="GPU-hour price: '2.5 USD/hour' for every accelerator, or 'h100-sxm=2.5 USD/hour' for one (repeatable; "
+        "a bare number is USD/hour). Default: the registry's price, shown in the output.",
+        show_default=False,
+    ),
+]
+TensorParallelOption = Annotated[
+    list[int] | None,
+    typer.Option("--tp", help="Candidate tensor-parallel degree (repeatable); default 1, 2, 4, 8.", show_default=False),
 ]
 MaxUtilizationOption = Annotated[float, typer.Option(help="Planned utilization ceiling.")]
 TtftPercentileOption = Annotated[float | None, typer.Option(help="Plan TTFT at this percentile.")]
@@ -271,6 +298,26 @@ RouterOption = Annotated[
 ]
 
 
+def _prices(texts: list[str]) -> Any:
+    """``--price`` values: one price for every accelerator, or ``GPU=price`` pairs (one per accelerator)."""
+    pairs = [text.split("=", 1) for text in texts]
+    if all(len(pair) == 1 for pair in pairs):
+        if len(texts) > 1:
+            typer.echo("error: give one --price for all accelerators, or --price GPU=PRICE for each", err=True)
+            raise typer.Exit(2)
+        return _quantity("price", texts[0], "USD/hour", bare="USD/hour")
+    if not all(len(pair) == 2 for pair in pairs):
+        typer.echo("error: --price: mix of 'GPU=PRICE' and a bare price; give GPU=PRICE for each", err=True)
+        raise typer.Exit(2)
+    prices: dict[str, Any] = {}
+    for name, text in pairs:
+        if name.strip() in prices:
+            typer.echo(f"error: --price names {name.strip()} twice", err=True)
+            raise typer.Exit(2)
+        prices[name.strip()] = _quantity(f"price {name.strip()}", text, "USD/hour", bare="USD/hour")
+    return prices
+
+
 def _sizing_inputs(
     model: str | None,
     rate: str | None,
@@ -281,7 +328,7 @@ def _sizing_inputs(
     accelerator: list[str],
     precision: list[str],
     engine: str | None,
-    price: str | None,
+    price: list[str] | None,
     max_utilization: float,
     ttft_percentile: float | None,
     arrival_cv: float,
@@ -300,7 +347,7 @@ def _sizing_inputs(
         "ttft_slo": _quantity("ttft", ttft, "s"),
         "tpot_slo": _quantity("tpot", tpot, "s"),
         "engine": engine,
-        "price": _quantity("price", price, "USD/hour", bare="USD/hour") if price else None,
+        "price": _prices(price) if price else None,
         "max_utilization": max_utilization,
         "ttft_percentile": ttft_percentile,
         "arrival_cv": arrival_cv,
@@ -331,6 +378,25 @@ def _library_errors() -> Iterator[None]:
         yield
     except (CalculatorError, KeyError) as exc:
         raise _fail(exc) from None
+
+
+def _fill_prices(inputs: dict[str, Any], registry: Any) -> list[str]:
+    """Every candidate's price in ``inputs``: the one given with --price, else the registry's (ids returned)."""
+    from .fleet import default_price_entry
+
+    given, accelerators = inputs["price"], inputs["accelerator"]
+    if isinstance(given, dict) and set(given) - set(accelerators):
+        raise _fail(f"--price names {', '.join(sorted(set(given) - set(accelerators)))}, not a candidate (-a)")
+    hourly, defaults = {}, []
+    for name in accelerators:
+        chosen = given.get(name) if isinstance(given, dict) else given
+        if chosen is None:
+            entry = default_price_entry(name, registry)
+            chosen = entry.price
+            defaults.append(entry.id)
+        hourly[name] = chosen
+    inputs["price"] = hourly
+    return defaults
 
 
 def _size_plan(inputs: dict[str, Any], bar: Any, registry: Any) -> Any:
@@ -382,15 +448,17 @@ def size(
     input_cv: InputCvOption = 0.0,
     kv_precision: KvPrecisionOption = None,
     router: RouterOption = None,
+    tensor_parallel: TensorParallelOption = None,
     extra: ExtraOption = None,
     as_json: JsonOption = False,
     output_format: FormatOption = None,
     out: OutOption = None,
 ) -> None:
-    """Size the cheapest fleet serving MODEL at RATE within the TTFT and TPOT targets."""
-    from rich.progress import Progress
+    """Size the cheapest fleet serving MODEL at RATE within the TTFT and TPOT targets.
 
-    from .fleet import default_price_entry
+    The output starts with the workload, the targets and the prices as they were understood.
+    """
+    from rich.progress import Progress
 
     fmt = _format(output_format, as_json)
     registry = _load(None, extra)
@@ -398,15 +466,18 @@ def size(
         model, rate, input_tokens, output_tokens, ttft, tpot, accelerator, precision, engine, price,
         max_utilization, ttft_percentile, arrival_cv, input_cv, kv_precision, router,
     )  # fmt: skip
+    if tensor_parallel:
+        inputs["tensor_parallel"] = tuple(tensor_parallel)
     with _library_errors():
+        prices = _fill_prices(inputs, registry)
         with Progress(transient=True, disable=fmt is not Format.table) as bar:
             plan = _size_plan(inputs, bar, registry)
-        prices = [default_price_entry(a, registry).id for a in accelerator] if price is None else []
 
     def table() -> str:
         from .results import format_value
 
-        lines = [f"answer: {plan_summary(plan)}"] if plan.feasible else []
+        lines = _understood(inputs, prices)
+        lines += [f"answer: {plan_summary(plan)}"] if plan.feasible else []
         lines += [
             f"{key}: {format_value(value)}"
             for key, value in plan.to_dict().items()
@@ -430,6 +501,24 @@ def size(
         registry=registry,
     )
     raise typer.Exit(0 if plan.feasible else 1)
+
+
+def _understood(inputs: dict[str, Any], defaults: list[str]) -> list[str]:
+    """The first lines of ``size``: the workload, the targets and the prices, as the command read them."""
+    rate = inputs["arrival_rate"].m_as("request/s")
+    lines = [
+        f"workload: {rate:,.6g} request/s; {inputs['input_tokens']:,.6g} prompt tokens -> "
+        f"{inputs['output_tokens']:,.6g} output tokens (arrival CV {inputs['arrival_cv']:g}, "
+        f"prompt-length CV {inputs['input_cv']:g})"
+    ]
+    at = f"p{100 * inputs['ttft_percentile']:g}" if inputs.get("ttft_percentile") else "mean"
+    lines.append(
+        f"targets: TTFT {inputs['ttft_slo'].m_as('ms'):,.6g} ms ({at}), TPOT {inputs['tpot_slo'].m_as('ms'):,.6g} ms; "
+        f"utilization at most {inputs['max_utilization']:g}"
+    )
+    shown = ", ".join(f"{name} {price.m_as('USD/hour'):,.4g} USD/hour" for name, price in inputs["price"].items())
+    lines.append(f"prices: {shown}" + (f" (registry entries: {', '.join(defaults)})" if defaults else " (given)"))
+    return lines
 
 
 #: The summary rows ``simulate`` prints: the latencies a serving target is written against.
@@ -605,6 +694,7 @@ def simulate_command(
         )  # fmt: skip
         registry = _load(None, extra)
         with _library_errors(), _stderr_progress() as bar:
+            _fill_prices(inputs, registry)
             plan = _size_plan(inputs, bar, registry)
     if not plan.feasible:
         raise _fail(f"the plan is infeasible, there is nothing to simulate: {plan.reason}", code=1)

@@ -344,3 +344,44 @@ def test_simulate_plan_file_errors(plan_file, tmp_path):
     result = runner.invoke(app, ["simulate", "--plan", str(infeasible)])
     assert result.exit_code == 1 and "infeasible" in result.output
     assert all("Traceback" not in r.output for r in (missing, both, result))
+
+
+SIZE_ARGS = ["size", "llama-3.1-70b", "--rate", "20", "--input", "1024", "--output", "256", "--ttft", "1 s",
+             "--tpot", "50 ms"]  # fmt: skip
+
+
+def test_size_starts_with_the_workload_targets_and_prices_as_understood():
+    result = runner.invoke(app, [*SIZE_ARGS, "-a", "h100-sxm", "-a", "h200-sxm", "--price", "h100-sxm=3"])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.strip().splitlines()
+    assert lines[0].startswith("workload: 20 request/s; 1,024 prompt tokens -> 256 output tokens")
+    assert lines[1].startswith("targets: TTFT 1,000 ms (mean), TPOT 50 ms")
+    # The given price for one accelerator, the registry's for the other, with the entry it came from.
+    assert lines[2].startswith("prices: h100-sxm 3 USD/hour, h200-sxm ") and "(registry entries: " in lines[2]
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--price", "3", "--price", "4"], "give one --price for all accelerators"),
+        (["--price", "h100-sxm=3", "--price", "h100-sxm=4"], "--price names h100-sxm twice"),
+        (["--price", "b200=3"], "--price names b200, not a candidate"),
+        (["--price", "h100-sxm=3", "--price", "4"], "mix of 'GPU=PRICE' and a bare price"),
+    ],
+)
+def test_price_flags_are_checked(extra, message):
+    result = runner.invoke(app, [*SIZE_ARGS, "-a", "h100-sxm", *extra])
+    assert result.exit_code == 2 and message in result.output
+
+
+def test_tensor_parallel_degrees_and_version():
+    result = runner.invoke(app, [*SIZE_ARGS, "-a", "h100-sxm", "--price", "4", "--tp", "4", "--json"])
+    assert result.exit_code == 0 and json.loads(result.stdout)["tensor_parallel"] == 4
+    version = runner.invoke(app, ["--version"])
+    assert version.exit_code == 0 and version.stdout.startswith("servecalc ")
+
+
+def test_a_request_beyond_the_context_limit_is_infeasible_with_that_reason():
+    args = [*SIZE_ARGS[:4], "--input", "200000", *SIZE_ARGS[6:], "-a", "h100-sxm", "--price", "4"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 1 and "context limit of 131,072 tokens" in result.output

@@ -391,13 +391,16 @@ def _show_verification(plan, verification):
     ui.download_json(verification, "plan-verification", label="Download the verification as JSON")
 
 
+_LOOSENED = {"ttft": "the TTFT target", "tpot": "the TPOT target", "both": "both targets", "none": "nothing"}
+
+
 def _show_infeasible(plan, request, options):
     st.warning(f"No feasible plan: {ui.plain(plan.reason)}.")
     relaxed = relaxed_for(*request, options)
     if relaxed.found:
         alternative = relaxed.plan
         st.info(
-            f"Closest feasible alternative: loosen both targets by ×{relaxed.factor:.3g} to TTFT ≤ "
+            f"Closest feasible alternative: loosen {_LOOSENED[relaxed.loosened]} by ×{relaxed.factor:.3g} to TTFT ≤ "
             f"{ui.fmt(relaxed.ttft_slo, 'ms', 4)} and TPOT ≤ {ui.fmt(relaxed.tpot_slo, 'ms', 4)}: "
             f"{alternative.gpus} × {alternative.accelerator} at {alternative.precision} "
             f"(TP {alternative.tensor_parallel}, batch {alternative.batch}), "

@@ -339,3 +339,16 @@ def test_sizing_options_go_through_the_one_validation_layer(option, value, messa
     # Strings, NaN and infinity used to reach a comparison or int() and leak TypeError/OverflowError.
     with pytest.raises(InputError, match=message):
         plan(**{option: value})
+
+
+def test_the_closest_feasible_alternative_loosens_only_the_binding_target():
+    # A 5 ms TPOT binds and a 1 s TTFT does not: the TTFT target stays as given.
+    only_tpot = relax_targets(
+        "llama-3.1-70b", "h100-sxm", "fp8", Q_(10, "request/s"), 1024, 256, Q_(1, "s"), Q_(5, "ms"), price=PRICE
+    )
+    assert only_tpot.loosened == "tpot" and only_tpot.ttft_slo == Q_(1, "s") and only_tpot.tpot_slo > Q_(5, "ms")
+    # A 20 ms TTFT binds and a 100 ms TPOT does not.
+    only_ttft = relax_targets(
+        "llama-3.1-70b", "h100-sxm", "fp8", Q_(10, "request/s"), 1024, 256, Q_(20, "ms"), Q_(100, "ms"), price=PRICE
+    )
+    assert only_ttft.loosened == "ttft" and only_ttft.tpot_slo == Q_(100, "ms") and only_ttft.plan.feasible

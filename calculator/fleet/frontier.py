@@ -28,19 +28,22 @@ __all__ = ["RelaxedPlan", "frontier", "relax_targets"]
 
 @dataclass(frozen=True, repr=False)
 class RelaxedPlan(Result):
-    """The closest feasible alternative of a sizing: the targets loosened by one common factor.
+    """The closest feasible alternative of a sizing: the binding target(s) loosened by the smallest factor.
 
     Attributes
     ----------
     found : bool
         Whether a factor up to the search limit admits a plan.
     factor : float
-        The smallest factor (within the search tolerance) by which both targets were multiplied;
-        1 when the original targets are feasible.
+        The smallest factor (within the search tolerance) by which the loosened target(s) were
+        multiplied; 1 when the original targets are feasible.
     ttft_slo, tpot_slo : Quantity [time]
-        The loosened targets.
+        The targets of the plan (only the loosened one differs from the original).
     plan : FleetPlan
-        The plan at the loosened targets (infeasible when ``found`` is False).
+        The plan at those targets (infeasible when ``found`` is False).
+    loosened : str
+        ``"ttft"`` or ``"tpot"`` when loosening that target alone is enough, ``"both"`` when neither
+        alone is, ``"none"`` when the original targets are feasible.
     """
 
     found: bool
@@ -48,6 +51,7 @@ class RelaxedPlan(Result):
     ttft_slo: Any
     tpot_slo: Any
     plan: FleetPlan
+    loosened: str = "both"
 
 
 def relax_targets(
@@ -64,7 +68,7 @@ def relax_targets(
     tolerance: float = 0.01,
     **options: Any,
 ) -> RelaxedPlan:
-    """The closest feasible alternative: the smallest common factor on the TTFT and TPOT targets with a plan.
+    """The closest feasible alternative: loosen only what binds, by the smallest factor that gives a plan.
 
     Parameters
     ----------
@@ -84,15 +88,19 @@ def relax_targets(
     Notes
     -----
     Looser targets only add feasible candidates, so feasibility is monotone in the factor and a
-    bisection on its logarithm finds the smallest one. When nothing fits in memory no factor helps
+    bisection on its logarithm finds the smallest one. The TTFT target alone, the TPOT target alone
+    and both together are searched; the alternative loosens one target when that is enough (the
+    smaller factor of the two), both otherwise. When nothing fits in memory no factor helps
     (``found`` is False and the plan's ``rejected`` says why).
 
     Examples
     --------
+    A 5 ms TPOT is out of reach and the 1 s TTFT is not: only the TPOT target is loosened.
+
     >>> r = relax_targets("llama-3.1-70b", "h100-sxm", "fp8", Q_(10, "request/s"), 1024, 256,
-    ...                   Q_(50, "ms"), Q_(5, "ms"), price=Q_(4, "USD/hour"))
-    >>> r.found, r.factor > 1, r.plan.tpot <= r.tpot_slo
-    (True, True, True)
+    ...                   Q_(1, "s"), Q_(5, "ms"), price=Q_(4, "USD/hour"))
+    >>> r.found, r.factor > 1, r.plan.tpot <= r.tpot_slo, r.loosened, r.ttft_slo
+    (True, True, True, 'tpot', <Quantity(1.0, 'second')>)
     """
     # Bounded work: at most about 30 sizings (a bisection in log space between 1 and max_factor).
     if not 1 < max_factor <= 1e6:
@@ -102,25 +110,35 @@ def relax_targets(
     args = (model, accelerator, precision, arrival_rate, input_tokens, output_tokens)
     ttft, tpot = Q_(_seconds("ttft_slo", ttft_slo), "s"), Q_(_seconds("tpot_slo", tpot_slo), "s")
 
-    def attempt(factor: float) -> FleetPlan:
-        return size_fleet(*args, ttft * factor, tpot * factor, **options)
+    scales = {"ttft": (1.0, 0.0), "tpot": (0.0, 1.0), "both": (1.0, 1.0)}  # exponents of the factor
 
-    plan = attempt(1.0)
+    def attempt(which: str, factor: float) -> FleetPlan:
+        on_ttft, on_tpot = scales[which]
+        return size_fleet(*args, ttft * factor**on_ttft, tpot * factor**on_tpot, **options)
+
+    def search(which: str) -> RelaxedPlan:
+        on_ttft, on_tpot = scales[which]
+        loose = attempt(which, max_factor)
+        if not loose.feasible:
+            return RelaxedPlan(False, max_factor, ttft * max_factor**on_ttft, tpot * max_factor**on_tpot, loose, which)
+        low, high, best = 0.0, math.log(max_factor), loose
+        while high - low > math.log1p(tolerance):
+            middle = (low + high) / 2
+            candidate = attempt(which, math.exp(middle))
+            if candidate.feasible:
+                high, best = middle, candidate
+            else:
+                low = middle
+        factor = math.exp(high)
+        return RelaxedPlan(True, factor, ttft * factor**on_ttft, tpot * factor**on_tpot, best, which)
+
+    plan = attempt("both", 1.0)
     if plan.feasible:
-        return RelaxedPlan(True, 1.0, ttft, tpot, plan)
-    loose = attempt(max_factor)
-    if not loose.feasible:
-        return RelaxedPlan(False, max_factor, ttft * max_factor, tpot * max_factor, loose)
-    low, high, best = 0.0, math.log(max_factor), loose
-    while high - low > math.log1p(tolerance):
-        middle = (low + high) / 2
-        candidate = attempt(math.exp(middle))
-        if candidate.feasible:
-            high, best = middle, candidate
-        else:
-            low = middle
-    factor = math.exp(high)
-    return RelaxedPlan(True, factor, ttft * factor, tpot * factor, best)
+        return RelaxedPlan(True, 1.0, ttft, tpot, plan, "none")
+    single = [found for found in (search("ttft"), search("tpot")) if found.found]
+    if single:
+        return min(single, key=lambda found: found.factor)
+    return search("both")
 
 
 def frontier(

@@ -288,6 +288,17 @@ MaxUtilizationOption = Annotated[float, typer.Option(help="Planned utilization c
 TtftPercentileOption = Annotated[float | None, typer.Option(help="Plan TTFT at this percentile.")]
 ArrivalCvOption = Annotated[float, typer.Option(help="Inter-arrival CV (1 = Poisson).")]
 InputCvOption = Annotated[float, typer.Option(help="Prompt-length CV.")]
+OutputCvOption = Annotated[float, typer.Option(help="Output-length CV.")]
+ChunkOption = Annotated[
+    int | None, typer.Option("--chunk", help="Chunked-prefill token budget per iteration (tokens).", show_default=False)
+]
+TbtOption = Annotated[
+    str | None,
+    typer.Option("--tbt", help="Longest gap between two tokens with its unit, e.g. '200 ms'.", show_default=False),
+]
+PrefixHitOption = Annotated[
+    float, typer.Option("--prefix-hit", help="Share of prompt tokens served from a prefix cache.")
+]
 KvPrecisionOption = Annotated[str | None, typer.Option(help="KV-cache precision.")]
 RouterOption = Annotated[
     str | None,
@@ -449,6 +460,10 @@ def size(
     kv_precision: KvPrecisionOption = None,
     router: RouterOption = None,
     tensor_parallel: TensorParallelOption = None,
+    output_cv: OutputCvOption = 0.0,
+    chunk: ChunkOption = None,
+    tbt: TbtOption = None,
+    prefix_hit: PrefixHitOption = 0.0,
     extra: ExtraOption = None,
     as_json: JsonOption = False,
     output_format: FormatOption = None,
@@ -458,8 +473,6 @@ def size(
 
     The output starts with the workload, the targets and the prices as they were understood.
     """
-    from rich.progress import Progress
-
     fmt = _format(output_format, as_json)
     registry = _load(None, extra)
     inputs = _sizing_inputs(
@@ -468,9 +481,12 @@ def size(
     )  # fmt: skip
     if tensor_parallel:
         inputs["tensor_parallel"] = tuple(tensor_parallel)
+    inputs |= {"output_cv": output_cv, "chunk_size": chunk, "prefix_hit_rate": prefix_hit}
+    if tbt is not None:
+        inputs["tbt_slo"] = _quantity("tbt", tbt, "s")
     with _library_errors():
         prices = _fill_prices(inputs, registry)
-        with Progress(transient=True, disable=fmt is not Format.table) as bar:
+        with _stderr_progress() as bar:
             plan = _size_plan(inputs, bar, registry)
 
     def table() -> str:
@@ -509,12 +525,15 @@ def _understood(inputs: dict[str, Any], defaults: list[str]) -> list[str]:
     lines = [
         f"workload: {rate:,.6g} request/s; {inputs['input_tokens']:,.6g} prompt tokens -> "
         f"{inputs['output_tokens']:,.6g} output tokens (arrival CV {inputs['arrival_cv']:g}, "
-        f"prompt-length CV {inputs['input_cv']:g})"
+        f"prompt-length CV {inputs['input_cv']:g}, output-length CV {inputs.get('output_cv', 0.0):g})"
+        + (f"; prefix-cache hit rate {inputs['prefix_hit_rate']:g}" if inputs.get("prefix_hit_rate") else "")
+        + (f"; chunked prefill at {inputs['chunk_size']:,} tokens" if inputs.get("chunk_size") else "")
     ]
     at = f"p{100 * inputs['ttft_percentile']:g}" if inputs.get("ttft_percentile") else "mean"
+    gap = f", token gap {inputs['tbt_slo'].m_as('ms'):,.6g} ms" if inputs.get("tbt_slo") is not None else ""
     lines.append(
-        f"targets: TTFT {inputs['ttft_slo'].m_as('ms'):,.6g} ms ({at}), TPOT {inputs['tpot_slo'].m_as('ms'):,.6g} ms; "
-        f"utilization at most {inputs['max_utilization']:g}"
+        f"targets: TTFT {inputs['ttft_slo'].m_as('ms'):,.6g} ms ({at}), TPOT {inputs['tpot_slo'].m_as('ms'):,.6g} ms"
+        f"{gap}; utilization at most {inputs['max_utilization']:g}"
     )
     shown = ", ".join(f"{name} {price.m_as('USD/hour'):,.4g} USD/hour" for name, price in inputs["price"].items())
     lines.append(f"prices: {shown}" + (f" (registry entries: {', '.join(defaults)})" if defaults else " (given)"))

@@ -385,3 +385,18 @@ def test_a_request_beyond_the_context_limit_is_infeasible_with_that_reason():
     args = [*SIZE_ARGS[:4], "--input", "200000", *SIZE_ARGS[6:], "-a", "h100-sxm", "--price", "4"]
     result = runner.invoke(app, args)
     assert result.exit_code == 1 and "context limit of 131,072 tokens" in result.output
+
+
+def test_size_takes_the_sizer_options_and_echoes_them():
+    base = [*SIZE_ARGS, "-a", "h100-sxm", "--price", "4"]
+    options = ["--output-cv", "0.5", "--chunk", "2048", "--tbt", "200 ms", "--prefix-hit", "0.3"]
+    result = runner.invoke(app, [*base, *options, "--json"])
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)
+    assert plan["workload"]["output_cv"] == 0.5 and plan["targets"]["chunk_size"] == 2048
+    assert plan["targets"]["tbt"]["value"] == pytest.approx(0.2) and plan["targets"]["prefix_caching"] is True
+    echoed = runner.invoke(app, [*base, *options]).stdout.splitlines()
+    assert "prefix-cache hit rate 0.3; chunked prefill at 2,048 tokens" in echoed[0]
+    assert "token gap 200 ms" in echoed[1]
+    bare = runner.invoke(app, [*base, "--tbt", "200"])
+    assert bare.exit_code == 2 and "option --tbt: '200' has no unit" in bare.output

@@ -98,7 +98,9 @@ def _binding(out: dict[str, np.ndarray], ok: tuple[np.ndarray, ...], i: int, j: 
     return "throughput"
 
 
-def _infeasible_reason(rejected: dict[str, Rejection], closest_ttft: float, closest_tpot: float) -> str:
+def _infeasible_reason(
+    rejected: dict[str, Rejection], closest_ttft: float, closest_tpot: float, heads: int | None = None
+) -> str:
     """Why no candidate is feasible, in the terms of what blocks every one of them."""
     codes = {r.code for r in rejected.values()}
     if codes == {"fleet_size"}:
@@ -107,8 +109,7 @@ def _infeasible_reason(rejected: dict[str, Rejection], closest_ttft: float, clos
         widest = max(rejected.values(), key=lambda r: r.tensor_parallel)
         return (
             f"the weights leave no room for the KV cache at any candidate tensor-parallel degree (up to TP "
-            f"{widest.tensor_parallel}: {widest.text.removeprefix('memory: ')}); try larger tensor_parallel degrees, "
-            "a smaller precision or an accelerator with more memory"
+            f"{widest.tensor_parallel}: {widest.text.removeprefix('memory: ')}); {_wider(rejected, heads)}"
         )
     if not np.isfinite(closest_ttft) or not np.isfinite(closest_tpot):
         return "no configuration meets every target: " + "; ".join(sorted({r.text for r in rejected.values()}))[:400]
@@ -116,6 +117,30 @@ def _infeasible_reason(rejected: dict[str, Rejection], closest_ttft: float, clos
         "no configuration meets every target; closest achievable: TTFT "
         f"{closest_ttft * 1e3:.0f} ms, TPOT {closest_tpot * 1e3:.1f} ms"
     )
+
+
+def _wider(rejected: dict[str, Rejection], heads: int | None) -> str:
+    """Which larger tensor-parallel degree would hold the weights of each family, or what else to try."""
+    hints = []
+    for family in {(r.accelerator, r.precision) for r in rejected.values()}:
+        widest = max((r for r in rejected.values() if (r.accelerator, r.precision) == family),
+                     key=lambda r: r.tensor_parallel)  # fmt: skip
+        weights = widest.values["weights_per_device"].m_as("B") * widest.tensor_parallel
+        usable = widest.values["usable_per_device"].m_as("B")
+        for degree in (2**k for k in range(1, 8)):  # up to 128 devices
+            if (
+                degree > widest.tensor_parallel
+                and (heads is None or heads % degree == 0)
+                and weights / degree < 0.8 * usable
+            ):
+                per_device = weights / degree / 1e9
+                hints.append(
+                    f"TP {degree} on {family[0]} at {family[1]} would leave room ({per_device:,.1f} GB per device)"
+                )
+                break
+    if hints:
+        return "; ".join(sorted(hints)) + " (pass tensor_parallel=[...], CLI --tp)"
+    return "try a smaller precision or an accelerator with more memory"
 
 
 class _Search:
@@ -355,7 +380,7 @@ def size_fleet(
     if best is None:
         return FleetPlan(
             feasible=False,
-            reason=_infeasible_reason(rejected, closest_ttft, closest_tpot),
+            reason=_infeasible_reason(rejected, closest_ttft, closest_tpot, model.attention_heads),
             model=_model_id(model),
             engine=profile.name,
             rejected={key: r.text for key, r in rejected.items()},

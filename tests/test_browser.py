@@ -48,6 +48,18 @@ PAGES = {
 ERRORS = '[data-testid="stException"], [data-testid="stAlertContentError"]'
 
 
+#: Requests Streamlit's own client makes that answer 404 and are not the app's errors: opened on a page's
+#: URL (``/cost``), the client first looks for the server's endpoints under that path (``/cost/_stcore/health``,
+#: ``/cost/_stcore/host-config``) to find its base path, then uses the root. Nothing else may answer 4xx/5xx.
+KNOWN_PROBES = ("_stcore/health", "_stcore/host-config")
+
+
+def _known_probe(url: str, server: str) -> bool:
+    """Whether ``url`` is one of Streamlit's base-path probes (:data:`KNOWN_PROBES`) under a page's path."""
+    parts = url.removeprefix(server).strip("/").split("/", 1)
+    return len(parts) == 2 and parts[0] in PAGES and parts[1] in KNOWN_PROBES
+
+
 def chromium_path() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -128,10 +140,18 @@ def test_every_page_renders_in_headless_chromium_without_errors(chromium, server
             page = context.new_page()
             # The dashboard must not need the internet (fonts, icons, scripts). Requests to the app's own
             # server may fail when a rerun replaces a download button's file while the page fetches it.
-            offline = []
+            offline, refused = [], []
             page.on(
                 "requestfailed",
                 lambda request: None if request.url.startswith(server) else offline.append(request.url),
+            )
+            page.on(
+                "response",
+                lambda response: (
+                    refused.append(f"{response.status} {response.url}")
+                    if response.status >= 400 and not _known_probe(response.url, server)
+                    else None
+                ),
             )
             for path, title in PAGES.items():
                 page.goto(f"{server}/{path}", wait_until="domcontentloaded")
@@ -175,4 +195,5 @@ def test_every_page_renders_in_headless_chromium_without_errors(chromium, server
     assert not failures, failures
     assert linked == ("8192", "3")
     assert not offline, f"requests that failed (external resources?): {offline[:5]}"
+    assert not refused, f"responses with an error status: {refused[:5]}"
     assert len(list(SCREENSHOTS.glob("*.png"))) >= len(PAGES)

@@ -134,7 +134,9 @@ def main():
     sc = ui.Scenario("fleet")
     reg = ui.registry()
     models = ui.transformer_models()
-    hardware, traffic, targets = st.columns(3)
+    # The answer comes first: the inputs sit in the sidebar (collapsed on a phone), the plan at the top.
+    sidebar = st.sidebar
+    hardware = traffic = targets = sidebar
     with hardware:
         st.subheader("Model and hardware")
         model = sc.select("Model", "model", models, "llama-3.1-70b")

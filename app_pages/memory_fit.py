@@ -41,7 +41,7 @@ def main():
     )
     sc = ui.Scenario("memory")
     reg = ui.registry()
-    left, middle, right = st.columns(3)
+    left = middle = right = st.sidebar  # the inputs in the sidebar, the answer first (collapsed on a phone)
     with left:
         model_id = sc.select("Model", "model", ui.transformer_models(), "llama-3.1-70b")
         accelerator_id = sc.select("Accelerator", "gpu", list(reg.accelerators), "h100-sxm")

@@ -197,3 +197,38 @@ def test_every_page_renders_in_headless_chromium_without_errors(chromium, server
     assert not offline, f"requests that failed (external resources?): {offline[:5]}"
     assert not refused, f"responses with an error status: {refused[:5]}"
     assert len(list(SCREENSHOTS.glob("*.png"))) >= len(PAGES)
+
+
+def test_the_fleet_sizer_shows_its_answer_first(chromium, server):
+    # At 1440x900 the plan's GPU count is inside the first screen; on a phone (390x844) it comes before any input.
+    from playwright.sync_api import sync_playwright
+
+    places = {}
+    with tempfile.TemporaryDirectory() as profile, sync_playwright() as playwright:
+        for width, height in ((1440, 900), (390, 844)):
+            context = playwright.chromium.launch_persistent_context(
+                profile, executable_path=chromium, args=CHROMIUM_ARGS, headless=True,
+                viewport={"width": width, "height": height},
+            )  # fmt: skip
+            try:
+                page = context.new_page()
+                page.goto(server, wait_until="domcontentloaded")
+                page.get_by_role("heading", name="Fleet sizer", exact=True).first.wait_for(timeout=30_000)
+                page.wait_for_function(
+                    "() => document.querySelector('[data-test-script-state=\"notRunning\"]')", timeout=60_000
+                )
+                metric = page.locator('[data-testid="stMetric"]', has_text="GPUs").first
+                metric.wait_for(timeout=30_000)
+                box = metric.bounding_box()
+                inputs = [
+                    b["y"]
+                    for b in (field.bounding_box() for field in page.locator("input").all())
+                    if b is not None and b["width"] > 0 and b["x"] >= 0 and b["x"] < width
+                ]
+                places[width] = (box, height, min(inputs) if inputs else None)
+            finally:
+                context.close()
+    desktop, desktop_height, _ = places[1440]
+    assert desktop["y"] + desktop["height"] <= desktop_height, desktop
+    phone, phone_height, first_input = places[390]
+    assert phone["y"] < phone_height and (first_input is None or phone["y"] < first_input), places[390]

@@ -495,9 +495,11 @@ def size(
         lines = _understood(inputs, prices)
         lines += [f"answer: {plan_summary(plan)}"] if plan.feasible else []
         lines += [
-            f"{key}: {format_value(value)}"
+            f"{PLAN_LABELS.get(key, key)}: {format_value(value)}"
             for key, value in plan.to_dict().items()
-            if key not in ("rejected", "closest") and value not in (None, "")
+            if key not in ("rejected", "closest", "workload", "targets", "rejections")
+            and value not in (None, "")
+            and (plan.feasible or isinstance(value, bool) or not isinstance(value, int | float) or value != 0)
         ]
         lines += [f"closest {key}: {format_value(value)}" for key, value in plan.closest.items()]
         lines += ["families:", *(f"  {key}: {why}" for key, why in plan.rejected.items())]
@@ -517,6 +519,14 @@ def size(
         registry=registry,
     )
     raise typer.Exit(0 if plan.feasible else 1)
+
+
+#: Labels of the plan's fields where the field name alone would mislead (the token costs count output tokens).
+PLAN_LABELS = {
+    "cost_per_million_tokens": "cost_per_million_output_tokens",
+    "energy_per_million_tokens": "energy_per_million_output_tokens",
+    "electricity_cost_per_million_tokens": "electricity_cost_per_million_output_tokens",
+}
 
 
 def _understood(inputs: dict[str, Any], defaults: list[str]) -> list[str]:

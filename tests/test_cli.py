@@ -400,3 +400,11 @@ def test_size_takes_the_sizer_options_and_echoes_them():
     assert "token gap 200 ms" in echoed[1]
     bare = runner.invoke(app, [*base, "--tbt", "200"])
     assert bare.exit_code == 2 and "option --tbt: '200' has no unit" in bare.output
+
+
+def test_an_infeasible_plan_prints_no_zero_configuration_and_token_costs_say_output():
+    infeasible = runner.invoke(app, [*SIZE_ARGS[:4], "--input", "200000", *SIZE_ARGS[6:], "--price", "4"])
+    assert infeasible.exit_code == 1 and "feasible: False" in infeasible.stdout
+    assert "tensor_parallel: 0" not in infeasible.stdout and "gpus: 0" not in infeasible.stdout
+    feasible = runner.invoke(app, [*SIZE_ARGS, "--price", "4"])
+    assert "cost_per_million_output_tokens: " in feasible.stdout and "cost_per_million_tokens" not in feasible.stdout

@@ -88,9 +88,9 @@ def model_of(value: Any, registry: Any = None) -> Any:
     return value
 
 
-def transformer_of(value: Any, function: str) -> Any:
-    """A registry model that is a transformer with a KV cache, or :class:`InputError`."""
-    model = model_of(value)
+def transformer_of(value: Any, function: str, registry: Any = None) -> Any:
+    """A registry model that is a transformer with a KV cache, or :class:`InputError` (ids resolve in ``registry``)."""
+    model = model_of(value, registry)
     if getattr(model, "kind", "transformer") != "transformer" or getattr(model, "layers", None) is None:
         raise InputError(f"{function}(): model '{model.id}' is not a transformer with a KV cache")
     return model
@@ -122,7 +122,7 @@ def accelerator_of(value: Any, registry: Any = None) -> Any:
 CAPACITY_BASES = ("physical", "nameplate")
 
 
-def device_capacity(function: str, capacity: Any, basis: str = "physical") -> Any:
+def device_capacity(function: str, capacity: Any, basis: str = "physical", registry: Any = None) -> Any:
     """Memory per device in bytes: a byte quantity as given, or an accelerator's capacity on ``basis``.
 
     ``basis="physical"`` is the registered byte capacity (``Accelerator.memory``, 80 GiB for an H100),
@@ -133,7 +133,7 @@ def device_capacity(function: str, capacity: Any, basis: str = "physical") -> An
         return magnitude(function, "capacity", capacity, "B", "positive")
     if basis not in CAPACITY_BASES:
         raise InputError(f"{function}(): argument 'capacity_basis' must be one of {CAPACITY_BASES}, got {basis!r}")
-    device = accelerator_of(capacity)
+    device = accelerator_of(capacity, registry)
     chosen = device.memory if basis == "physical" else device.memory_nameplate
     return chosen.m_as("B")
 

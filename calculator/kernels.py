@@ -30,13 +30,16 @@ import csv
 import functools
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ._paths import KERNEL_DIR
 from .errors import InputError
 from .types import AcceleratorRef, Count, Tokens
+
+if TYPE_CHECKING:
+    from .registry import Registry
 
 __all__ = [
     "KERNEL_DIR",
@@ -382,7 +385,7 @@ def _tables_for_id(accelerator_id: str) -> KernelTables:
     return _build(device, _system_ids().get(accelerator_id))
 
 
-def tables_for(accelerator: AcceleratorRef) -> KernelTables:
+def tables_for(accelerator: AcceleratorRef, *, registry: Registry | None = None) -> KernelTables:
     """The kernel tables of ``accelerator`` (a registry id, alias or object): measured or generic.
 
     A registry entry overridden or added by the user (a different memory bandwidth or peak than the
@@ -392,7 +395,7 @@ def tables_for(accelerator: AcceleratorRef) -> KernelTables:
     from ._support import accelerator_of
     from .registry import load_registry
 
-    device = accelerator_of(accelerator)
+    device = accelerator_of(accelerator, registry=registry)
     accelerators = load_registry().accelerators
     if device.id in accelerators and accelerators[device.id] == device:
         return _tables_for_id(device.id)

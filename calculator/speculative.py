@@ -9,7 +9,7 @@ prefix plus one target-sampled token (Eq. 6). Costs are in units of one target d
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -20,6 +20,9 @@ from .memory import NO_BYTES, MemoryFit, device_share, memory_fit
 from .results import Result
 from .types import Bytes, Count, Fraction, Number, Precision, Probability, Time, Tokens
 from .units import Q_, check_units
+
+if TYPE_CHECKING:
+    from .registry import Registry
 
 __all__ = [
     "DraftMemory",
@@ -489,6 +492,8 @@ def draft_memory_fit(
     draft_weight_bits: Precision = None,
     reserve: Bytes = NO_BYTES,
     capacity_basis: str = "physical",
+    *,
+    registry: Registry | None = None,
 ) -> DraftMemory:
     """What a colocated draft model costs in memory: its weights and per-request KV, and lost batch.
 
@@ -544,7 +549,7 @@ def draft_memory_fit(
     main = device_share(target, degree, weight_bits, kv_precision)
     draft_bits = weight_bits if draft_weight_bits is None else draft_weight_bits
     extra = device_share(draft, draft_degree, draft_bits, kv_precision)
-    cap = Q_(device_capacity(name, capacity, capacity_basis), "B")
+    cap = Q_(device_capacity(name, capacity, capacity_basis, registry=registry), "B")
     without = memory_fit(cap, main.weights, main.kv_per_token, context, batch, reserve)
     with_draft = memory_fit(
         cap, main.weights + extra.weights, main.kv_per_token + extra.kv_per_token, context, batch, reserve

@@ -25,7 +25,7 @@ from __future__ import annotations
 import itertools
 import sys
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -35,10 +35,13 @@ from .results import Result, column_label, flatten, frame_columns
 from .types import ModelRef, Precision, Rate, Time, Tokens
 from .units import Q_, ureg
 
+if TYPE_CHECKING:
+    from .registry import Registry
+
 __all__ = ["is_axis", "resolve_model", "sweep", "sweep_fleet"]
 
 
-def resolve_model(model: ModelRef) -> Formula | Callable[..., Any]:
+def resolve_model(model: Any) -> Formula | Callable[..., Any]:
     """A formula from its catalog name (``"memory.kv_bytes_per_token"`` or, if unique, ``"kv_bytes_per_token"``).
 
     Formulas and other callables pass through.
@@ -334,6 +337,7 @@ def sweep_fleet(
     tpot_slo: Time,
     *,
     units: Mapping[str, str] | None = None,
+    registry: Registry | None = None,
     **options: Any,
 ) -> Any:
     """Size a fleet at every point of a grid of workloads, targets and hardware; one row per plan.
@@ -399,7 +403,7 @@ def sweep_fleet(
     rows = []
     for combination in itertools.product(*axes.values()):
         point = {**grids, **dict(zip(axes, combination, strict=True))}
-        plan = size_fleet(**point)
+        plan = size_fleet(**point, registry=registry)
         given = {n: _input_value(v) for n, v in point.items() if n not in _NOT_AXES and not isinstance(v, dict)}
         results = {
             k: v for k, v in flatten(plan.to_dict()).items() if k not in repeated and not k.startswith(_PLAN_INPUTS)

@@ -110,3 +110,60 @@ def test_a_user_registry_sizes_and_simulates_from_the_cli(user_file, tmp_path):
     assert frontier.exit_code == 0 and {row["accelerator"] for row in json.loads(frontier.stdout)} == {"my-gpu"}
     missing = runner.invoke(app, ["size", *args[:-2]])
     assert missing.exit_code == 2 and "my-gpu" in missing.output
+
+
+USER_MODEL = textwrap.dedent(
+    """\
+    models:
+      - id: my-model
+        name: Our 8B model
+        provenance: user
+        parameters: 8.0e9
+        layers: 32
+        attention_heads: 32
+        kv_heads: 8
+        head_dim: 128
+        hidden_size: 4096
+        vocab_size: 128256
+        max_context: 32768
+        attention: gqa
+        sources: [{source: my-lab, fields: [parameters, layers, attention_heads, kv_heads, head_dim, hidden_size, attention,
+                                            vocab_size, max_context]}]
+    """
+)
+
+
+def test_every_function_that_resolves_an_id_takes_the_registry(user_file, tmp_path):
+    import calculator as c
+
+    model_file = tmp_path / "model.yaml"
+    model_file.write_text(USER.split("interconnects:")[0] + USER_MODEL, encoding="utf-8")
+    reg = load_registry(extra=[user_file, model_file])
+    with pytest.raises(KeyError):
+        c.model_memory_fit("my-model", "my-gpu", 4096)  # the packaged registry has neither
+    fit = c.model_memory_fit("my-model", "my-gpu", 4096, registry=reg)
+    assert fit.fits and fit.capacity_basis == "physical"
+    assert c.model_max_batch("my-model", "my-gpu", 4096, registry=reg) > 0
+    assert c.min_tensor_parallel("my-model", "my-gpu", 4096, registry=reg) == 1
+    assert c.compare_precisions("my-model", "my-gpu", 4096, registry=reg).batch_ratio > 1
+    assert c.model_kv_bytes_per_token("my-model", registry=reg).m_as("B/token") == 2 * 32 * 8 * 128 * 2
+    assert (
+        c.roofline_decode_step_time("my-model", "my-gpu", 8, 2048, precision="bf16", registry=reg).time.m_as("ms") > 0
+    )
+    assert c.accelerator_ridge_point("my-gpu", "bf16", registry=reg).magnitude > 0
+    assert c.device_share("my-model", registry=reg).weights.m_as("GB") > 0
+
+
+def test_every_public_function_that_takes_a_registry_reference_takes_registry():
+    # A function that resolves a model, accelerator or interconnect id (or a capacity that may be an
+    # accelerator id) takes registry= and passes it on (docs/ARCHITECTURE.md).
+    import inspect
+
+    from public_calls import kinds, public_functions
+
+    missing = []
+    for name, function in public_functions().items():
+        references = [a for a, d in kinds(function).items() if d.kind in ("model", "accelerator", "interconnect")]
+        if references and "registry" not in inspect.signature(function).parameters:
+            missing.append(f"{name}({', '.join(references)})")
+    assert not missing, missing

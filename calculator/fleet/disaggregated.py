@@ -226,6 +226,7 @@ def compare_serving_modes(
     tpot_slo: Time,
     *,
     interconnect: InterconnectRef = "infiniband-ndr",
+    registry: Registry | None = None,
     **options: Any,
 ) -> ServingModeComparison:
     """Size the workload both colocated (:func:`size_fleet`) and disaggregated (:func:`size_disaggregated`).
@@ -246,9 +247,9 @@ def compare_serving_modes(
         "arrival_cv",
         "kv_precision",
     }
-    colocated = size_fleet(*args, **options)
+    colocated = size_fleet(*args, **options, registry=registry)
     disaggregated = size_disaggregated(
-        *args, interconnect=interconnect, **{k: v for k, v in options.items() if k in shared}
+        *args, interconnect=interconnect, **{k: v for k, v in options.items() if k in shared}, registry=registry
     )
     costs = {
         "colocated": colocated.cost_per_hour if colocated.feasible else None,

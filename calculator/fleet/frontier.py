@@ -66,6 +66,7 @@ def relax_targets(
     *,
     max_factor: float = 100.0,
     tolerance: float = 0.01,
+    registry: Registry | None = None,
     **options: Any,
 ) -> RelaxedPlan:
     """The closest feasible alternative: loosen only what binds, by the smallest factor that gives a plan.
@@ -114,7 +115,7 @@ def relax_targets(
 
     def attempt(which: str, factor: float) -> FleetPlan:
         on_ttft, on_tpot = scales[which]
-        return size_fleet(*args, ttft * factor**on_ttft, tpot * factor**on_tpot, **options)
+        return size_fleet(*args, ttft * factor**on_ttft, tpot * factor**on_tpot, **options, registry=registry)
 
     def search(which: str) -> RelaxedPlan:
         on_ttft, on_tpot = scales[which]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -15,6 +15,9 @@ from ..units import Q_, check_units
 from ._common import _kv_precision_bytes, _memory_args
 from .fit import MemoryFit, max_context, memory_footprint, model_memory_fit
 from .weights import NO_BYTES
+
+if TYPE_CHECKING:
+    from ..registry import Registry
 
 __all__ = [
     "KvWall",
@@ -155,6 +158,8 @@ def compare_precisions(
     tensor_parallel: Count = 1,
     reserve: Bytes = NO_BYTES,
     capacity_basis: str = "physical",
+    *,
+    registry: Registry | None = None,
 ) -> PrecisionDividend:
     """Napkin Math 10.7 for any model: max batch at two (weight, KV) precisions and the dividend.
 
@@ -194,6 +199,7 @@ def compare_precisions(
             tensor_parallel=tensor_parallel,
             reserve=reserve,
             capacity_basis=capacity_basis,
+            registry=registry,
         )
         for weights, kv in (before, after)
     ]

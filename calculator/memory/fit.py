@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -23,6 +23,9 @@ from ..units import Q_, check_units, ureg
 from ._common import _memory_args
 from .kv import check_tensor_parallel, kv_bytes_per_token_per_device, tensor_parallel_valid
 from .weights import NO_BYTES, model_weight_bytes
+
+if TYPE_CHECKING:
+    from ..registry import Registry
 
 __all__ = [
     "kv_cache_bytes",
@@ -391,7 +394,12 @@ class DeviceShare(Result):
 
 @renamed(kv_dtype="kv_precision")
 def device_share(
-    model: ModelRef, tensor_parallel: Count = 1, weight_bits: Precision = "fp16", kv_precision: Precision = "fp16"
+    model: ModelRef,
+    tensor_parallel: Count = 1,
+    weight_bits: Precision = "fp16",
+    kv_precision: Precision = "fp16",
+    *,
+    registry: Registry | None = None,
 ) -> DeviceShare:
     """Weights and KV bytes per token on one device of a tensor-parallel group (vectorized over ``t``).
 
@@ -418,22 +426,32 @@ def device_share(
     >>> share.weights.to("GB"), share.kv_per_token
     (<Quantity(17.5, 'gigabyte')>, <Quantity(40960.0, 'byte / token')>)
     """
-    degree = check_tensor_parallel(model, tensor_parallel, "device_share")
+    degree = check_tensor_parallel(model, tensor_parallel, "device_share", registry=registry)
     return DeviceShare(
         tensor_parallel=degree,
-        weights=model_weight_bytes(model, weight_bits, degree),
-        kv_per_token=kv_bytes_per_token_per_device(model, kv_precision, degree),
+        weights=model_weight_bytes(model, weight_bits, degree, registry=registry),
+        kv_per_token=kv_bytes_per_token_per_device(model, kv_precision, degree, registry=registry),
     )
 
 
 def _model_budget(
-    function, model, capacity, context, weight_bits, kv_precision, tensor_parallel, reserve, capacity_basis
+    function,
+    model,
+    capacity,
+    context,
+    weight_bits,
+    kv_precision,
+    tensor_parallel,
+    reserve,
+    capacity_basis,
+    *,
+    registry=None,
 ):
     """Checked per-device magnitudes for a model: (model, capacity, weights, kv/token, context, t, reserve)."""
-    resolved = transformer_of(model, function)
+    resolved = transformer_of(model, function, registry=registry)
     degree = check_tensor_parallel(resolved, tensor_parallel, function)
     share = device_share(resolved, degree, weight_bits, kv_precision)
-    cap = device_capacity(function, capacity, capacity_basis)
+    cap = device_capacity(function, capacity, capacity_basis, registry=registry)
     tokens = count(function, "context", context)
     limit = getattr(resolved, "max_context", None)
     if limit is not None and np.any(np.asarray(tokens) > limit):
@@ -458,6 +476,8 @@ def model_memory_fit(
     reserve: Bytes = NO_BYTES,
     capacity_basis: str = "physical",
     block_size: Count = 1,
+    *,
+    registry: Registry | None = None,
 ) -> MemoryFit:
     """Memory fit of a registry model on one device of a tensor-parallel group.
 
@@ -500,7 +520,16 @@ def model_memory_fit(
     """
     name = "model_memory_fit"
     resolved, cap, weights, per_token, tokens, degree, res = _model_budget(
-        name, model, capacity, context, weight_bits, kv_precision, tensor_parallel, reserve, capacity_basis
+        name,
+        model,
+        capacity,
+        context,
+        weight_bits,
+        kv_precision,
+        tensor_parallel,
+        reserve,
+        capacity_basis,
+        registry=registry,
     )
     sequences = count(name, "batch", batch, minimum=0)
     blocks = count(name, "block_size", block_size)
@@ -520,6 +549,8 @@ def model_max_batch(
     reserve: Bytes = NO_BYTES,
     capacity_basis: str = "physical",
     block_size: Count = 1,
+    *,
+    registry: Registry | None = None,
 ) -> Any:
     """Max batch of a registry model per tensor-parallel group, vectorized over the numeric arguments.
 
@@ -544,7 +575,16 @@ def model_max_batch(
     """
     name = "model_max_batch"
     _, cap, weights, per_token, tokens, _, res = _model_budget(
-        name, model, capacity, context, weight_bits, kv_precision, tensor_parallel, reserve, capacity_basis
+        name,
+        model,
+        capacity,
+        context,
+        weight_bits,
+        kv_precision,
+        tensor_parallel,
+        reserve,
+        capacity_basis,
+        registry=registry,
     )
     batch = max_batch_numeric(cap, weights, per_token, tokens, res, count(name, "block_size", block_size))
     basis = "as given" if isinstance(capacity, ureg.Quantity) else capacity_basis
@@ -588,6 +628,8 @@ def min_tensor_parallel(
     capacity_basis: str = "physical",
     block_size: Count = 1,
     degrees: Sequence[int] = (1, 2, 4, 8, 16, 32, 64),
+    *,
+    registry: Registry | None = None,
 ) -> int:
     """The smallest tensor-parallel degree at which ``batch`` sequences of ``context`` tokens fit.
 
@@ -625,11 +667,22 @@ def min_tensor_parallel(
     name = "min_tensor_parallel"
     wanted = count(name, "batch", batch)
     candidates = np.array(sorted({int(count(name, "degrees", d)) for d in degrees}))
-    valid = candidates[np.atleast_1d(tensor_parallel_valid(model, candidates))]
+    valid = candidates[np.atleast_1d(tensor_parallel_valid(model, candidates, registry=registry))]
     if valid.size == 0:
         return 0
     batches = np.atleast_1d(
-        model_max_batch(model, capacity, context, weight_bits, kv_precision, valid, reserve, capacity_basis, block_size)
+        model_max_batch(
+            model,
+            capacity,
+            context,
+            weight_bits,
+            kv_precision,
+            valid,
+            reserve,
+            capacity_basis,
+            block_size,
+            registry=registry,
+        )
     )
     fitting = valid[batches >= wanted]
     return int(fitting[0]) if fitting.size else 0

@@ -9,7 +9,7 @@ on ``t / kv_heads`` devices, so a device holds one KV head (``t`` must then be a
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -19,6 +19,9 @@ from ..formula import formula, per, var
 from ..types import Count, ModelRef, Precision
 from ..units import Q_
 from ._common import _kv_precision_bytes
+
+if TYPE_CHECKING:
+    from ..registry import Registry
 
 __all__ = [
     "kv_bytes_per_token",
@@ -124,7 +127,9 @@ def mla_kv_bytes_per_token(layers, latent_dim, rope_dim, bytes_per_element):
 
 
 @renamed(kv_dtype="kv_precision")
-def model_kv_bytes_per_token(model: ModelRef, kv_precision: Precision = "fp16") -> Any:
+def model_kv_bytes_per_token(
+    model: ModelRef, kv_precision: Precision = "fp16", *, registry: Registry | None = None
+) -> Any:
     """KV-cache bytes per token of a registry model (MHA, GQA, MQA or MLA) at a KV precision.
 
     Parameters
@@ -157,14 +162,14 @@ def model_kv_bytes_per_token(model: ModelRef, kv_precision: Precision = "fp16") 
     >>> model_kv_bytes_per_token(llama, "fp8")
     <Quantity(163840.0, 'byte / token')>
     """
-    resolved = transformer_of(model, "model_kv_bytes_per_token")
+    resolved = transformer_of(model, "model_kv_bytes_per_token", registry=registry)
     size = Q_(_kv_precision_bytes(kv_precision), "B")
     if resolved.attention == "mla":
         return mla_kv_bytes_per_token(resolved.layers, resolved.kv_lora_rank, resolved.qk_rope_head_dim, size)
     return kv_bytes_per_token(resolved.layers, resolved.kv_heads, resolved.head_dim, size)
 
 
-def tensor_parallel_valid(model: ModelRef, tensor_parallel: Count) -> Any:
+def tensor_parallel_valid(model: ModelRef, tensor_parallel: Count, *, registry: Registry | None = None) -> Any:
     """Whether a model can be split over ``tensor_parallel`` devices (bool or bool array).
 
     Query heads must divide by the degree ``t``; KV heads must divide by ``t`` when ``t <= kv_heads``,
@@ -179,7 +184,7 @@ def tensor_parallel_valid(model: ModelRef, tensor_parallel: Count) -> Any:
     >>> tensor_parallel_valid(llama, np.array([1, 2, 3, 8, 16, 24]))
     array([ True,  True, False,  True,  True, False])
     """
-    resolved = transformer_of(model, "tensor_parallel_valid")
+    resolved = transformer_of(model, "tensor_parallel_valid", registry=registry)
     degree = np.asarray(count("tensor_parallel_valid", "tensor_parallel", tensor_parallel))
     valid = resolved.attention_heads % degree == 0
     if resolved.attention != "mla":
@@ -188,12 +193,18 @@ def tensor_parallel_valid(model: ModelRef, tensor_parallel: Count) -> Any:
     return bool(valid) if valid.ndim == 0 else valid
 
 
-def check_tensor_parallel(model: ModelRef, tensor_parallel: Count, function: str = "check_tensor_parallel") -> Any:
+def check_tensor_parallel(
+    model: ModelRef,
+    tensor_parallel: Count,
+    function: str = "check_tensor_parallel",
+    *,
+    registry: Registry | None = None,
+) -> Any:
     """Return the degree (int or int array) if it splits the model, else raise :class:`InputError`.
 
     See :func:`tensor_parallel_valid` for the rule; ``function`` names the caller in the message.
     """
-    resolved = transformer_of(model, function)
+    resolved = transformer_of(model, function, registry=registry)
     degree = count(function, "tensor_parallel", tensor_parallel)
     valid = np.asarray(tensor_parallel_valid(resolved, degree))
     if not np.all(valid):
@@ -233,7 +244,9 @@ def _kv_share_per_device(model: Any, degree: Any) -> Any:
 
 
 @renamed(kv_dtype="kv_precision")
-def kv_bytes_per_token_per_device(model: ModelRef, kv_precision: Precision = "fp16", tensor_parallel: Count = 1) -> Any:
+def kv_bytes_per_token_per_device(
+    model: ModelRef, kv_precision: Precision = "fp16", tensor_parallel: Count = 1, *, registry: Registry | None = None
+) -> Any:
     """KV-cache bytes per token held by one device of a tensor-parallel group.
 
     Parameters
@@ -262,6 +275,6 @@ def kv_bytes_per_token_per_device(model: ModelRef, kv_precision: Precision = "fp
     >>> kv_bytes_per_token_per_device(llama, "fp16", np.array([1, 8, 16]))
     <Quantity([327680.  40960.  40960.], 'byte / token')>
     """
-    resolved = transformer_of(model, "kv_bytes_per_token_per_device")
+    resolved = transformer_of(model, "kv_bytes_per_token_per_device", registry=registry)
     degree = check_tensor_parallel(resolved, tensor_parallel, "kv_bytes_per_token_per_device")
     return model_kv_bytes_per_token(resolved, kv_precision) * _kv_share_per_device(resolved, degree)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -12,6 +12,9 @@ from ..errors import InputError
 from ..formula import formula, var
 from ..types import Count, ModelRef
 from .weights import weight_bytes
+
+if TYPE_CHECKING:
+    from ..registry import Registry
 
 __all__ = [
     "lora_parameters",
@@ -74,7 +77,9 @@ def _projection_shapes(model: Any) -> dict[str, tuple[int, int]]:
     return shapes
 
 
-def lora_adapter_parameters(model: ModelRef, rank: int, projections: Iterable[str] = ("q", "k", "v", "o")) -> int:
+def lora_adapter_parameters(
+    model: ModelRef, rank: int, projections: Iterable[str] = ("q", "k", "v", "o"), *, registry: Registry | None = None
+) -> int:
     """Parameters of one LoRA adapter applied to the given projections of every layer.
 
     Parameters
@@ -105,7 +110,7 @@ def lora_adapter_parameters(model: ModelRef, rank: int, projections: Iterable[st
     13631488
     """
     name = "lora_adapter_parameters"
-    resolved = transformer_of(model, name)
+    resolved = transformer_of(model, name, registry=registry)
     size = count(name, "rank", rank)
     shapes = _projection_shapes(resolved)
     total = 0.0
@@ -128,6 +133,8 @@ def lora_adapter_bytes(
     projections: Iterable[str] = ("q", "k", "v", "o"),
     precision: Any = "fp16",
     adapters: Count = 1,
+    *,
+    registry: Registry | None = None,
 ) -> Any:
     """Resident bytes of ``adapters`` LoRA adapters of one rank (section 10.7.9's adapter budget).
 
@@ -153,7 +160,7 @@ def lora_adapter_bytes(
     >>> lora_adapter_bytes(m, 16, adapters=100).to("GB")
     <Quantity(2.7262976, 'gigabyte')>
     """
-    parameters = lora_adapter_parameters(model, rank, projections)
+    parameters = lora_adapter_parameters(model, rank, projections, registry=registry)
     loaded = count("lora_adapter_bytes", "adapters", adapters, minimum=0)
     return weight_bytes(
         parameters * np.asarray(loaded, dtype=float), bits_of("lora_adapter_bytes", "precision", precision)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -13,6 +13,9 @@ from ..formula import formula, per, var
 from ..results import Result, ceil_count
 from ..types import Bytes, Capacity, Count, ModelRef, Precision
 from ..units import Q_, check_units
+
+if TYPE_CHECKING:
+    from ..registry import Registry
 
 __all__ = [
     "NO_BYTES",
@@ -176,7 +179,9 @@ def quantization_overhead(
     )
 
 
-def model_weight_bytes(model: ModelRef, weight_bits: Precision = "fp16", tensor_parallel: Count = 1) -> Any:
+def model_weight_bytes(
+    model: ModelRef, weight_bits: Precision = "fp16", tensor_parallel: Count = 1, *, registry: Registry | None = None
+) -> Any:
     """Resident weight bytes of a registry model, per device of a tensor-parallel group.
 
     Parameters
@@ -205,7 +210,7 @@ def model_weight_bytes(model: ModelRef, weight_bits: Precision = "fp16", tensor_
     >>> model_weight_bytes(m, "int4").to("GB"), model_weight_bytes(m, "fp16", tensor_parallel=8).to("GB")
     (<Quantity(35.0, 'gigabyte')>, <Quantity(17.5, 'gigabyte')>)
     """
-    resolved = model_of(model)
+    resolved = model_of(model, registry=registry)
     bits = bits_of("model_weight_bytes", "weight_bits", weight_bits)
     degree = count("model_weight_bytes", "tensor_parallel", tensor_parallel)
     return weight_bytes(resolved.parameters, bits) / degree

@@ -17,7 +17,7 @@ chapter's Table 17 prints 900 GB/s for NVLink, the two-direction total; the chap
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,6 +30,9 @@ from ..units import (
     check_units,
 )
 from ._common import _ZERO_SECONDS
+
+if TYPE_CHECKING:
+    from ..registry import Registry
 
 __all__ = [
     "BANDWIDTH_BASES",
@@ -54,7 +57,7 @@ COLLECTIVES = ("point_to_point", "allreduce", "allgather", "reduce_scatter", "al
 # Interconnects
 
 
-def resolve_interconnect(link: InterconnectRef) -> Any:
+def resolve_interconnect(link: InterconnectRef, *, registry: Registry | None = None) -> Any:
     """An :class:`~calculator.registry.Interconnect` from a registry id or an Interconnect object.
 
     Parameters
@@ -76,11 +79,13 @@ def resolve_interconnect(link: InterconnectRef) -> Any:
     if isinstance(link, Interconnect):
         return link
     if isinstance(link, str):
-        return load_registry().interconnect(link)
+        return (registry if registry is not None else load_registry()).interconnect(link)
     raise InputError(f"argument 'link' must be a registry interconnect id or an Interconnect, got {link!r}")
 
 
-def link_bandwidth(link: InterconnectRef, basis: str = "per_direction") -> Bandwidth:
+def link_bandwidth(
+    link: InterconnectRef, basis: str = "per_direction", *, registry: Registry | None = None
+) -> Bandwidth:
     """The bandwidth of a link on the stated basis.
 
     Parameters
@@ -103,7 +108,7 @@ def link_bandwidth(link: InterconnectRef, basis: str = "per_direction") -> Bandw
     """
     if basis not in BANDWIDTH_BASES:
         raise InputError(f"argument 'basis' must be one of {BANDWIDTH_BASES}, got {basis!r}")
-    entry = resolve_interconnect(link)
+    entry = resolve_interconnect(link, registry=registry)
     if basis == "total":
         if entry.bandwidth_total is None:
             raise InputError(f"interconnect '{entry.id}' has no bandwidth_total in the registry; use 'per_direction'")
@@ -111,7 +116,7 @@ def link_bandwidth(link: InterconnectRef, basis: str = "per_direction") -> Bandw
     return entry.bandwidth
 
 
-def link_latency(link: InterconnectRef) -> Time:
+def link_latency(link: InterconnectRef, *, registry: Registry | None = None) -> Time:
     """The per-message startup latency (alpha) of a link; :class:`InputError` if the registry has none.
 
     Parameters
@@ -128,7 +133,7 @@ def link_latency(link: InterconnectRef) -> Time:
     >>> link_latency("chapter-ethernet-100g")
     <Quantity(50, 'microsecond')>
     """
-    entry = resolve_interconnect(link)
+    entry = resolve_interconnect(link, registry=registry)
     if entry.startup_latency is None:
         raise InputError(
             f"interconnect '{entry.id}' has no startup_latency in the registry; pass latency= explicitly "
@@ -390,6 +395,7 @@ def collective_time(
     latency: Time | None = None,
     bandwidth_basis: str = "per_direction",
     bisection_bandwidth: Bandwidth | None = None,
+    registry: Registry | None = None,
 ) -> Time:
     """Time of one collective over a registry interconnect.
 
@@ -425,8 +431,8 @@ def collective_time(
     """
     if collective not in COLLECTIVES:
         raise InputError(f"argument 'collective' must be one of {COLLECTIVES}, got {collective!r}")
-    bandwidth = link_bandwidth(link, bandwidth_basis)
-    alpha = link_latency(link) if latency is None else latency
+    bandwidth = link_bandwidth(link, bandwidth_basis, registry=registry)
+    alpha = link_latency(link, registry=registry) if latency is None else latency
     if collective == "point_to_point":
         return point_to_point_time(message, bandwidth, alpha + floor)
     if collective == "alltoall":

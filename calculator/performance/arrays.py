@@ -73,7 +73,7 @@ _WEIGHT_ONLY = {"int4"}
 _TABLE_OF_WEIGHTS = {"bf16": "bf16", "fp16": "bf16", "fp8": "fp8", "int8": "fp8", "fp4": "fp4", "int4": "fp4"}
 
 
-def compute_precision(accelerator: AcceleratorRef, precision: str) -> str:
+def compute_precision(accelerator: AcceleratorRef, precision: str, *, registry: Registry | None = None) -> str:
     """The precision the matrix products run at for weights stored at ``precision``.
 
     The accelerator's own rate where it has one (FP8 on an H100); otherwise the weights are
@@ -85,7 +85,7 @@ def compute_precision(accelerator: AcceleratorRef, precision: str) -> str:
     >>> compute_precision("a100-sxm-80gb", "fp8"), compute_precision("h100-sxm", "fp8")
     ('bf16', 'fp8')
     """
-    device = accelerator_of(accelerator)
+    device = accelerator_of(accelerator, registry=registry)
     name = check_precision(precision)
     chain = _COMPUTE_FALLBACK[name][1:] if name in _WEIGHT_ONLY else _COMPUTE_FALLBACK[name]
     for candidate in chain:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -12,6 +12,9 @@ from ._common import _counts, _efficiency, _tp
 from .arrays import step_arrays
 from .engines import Efficiency, EngineProfile
 from .pricing import decode_step_seconds, prefill_seconds
+
+if TYPE_CHECKING:
+    from ..registry import Registry
 
 __all__ = [
     "decode_step_time",
@@ -39,6 +42,7 @@ def decode_step_time(
     engine: str | EngineProfile | None = None,
     efficiency: Efficiency | None = None,
     kv_precision: str | None = None,
+    registry: Registry | None = None,
 ) -> Any:
     r"""Time of one decode step of a tensor-parallel replica.
 
@@ -84,7 +88,7 @@ def decode_step_time(
     >>> round(step.m_as("ms"), 1)
     5.2
     """
-    a = step_arrays(model, accelerator, precision, kv_precision)
+    a = step_arrays(model, accelerator, precision, kv_precision, registry=registry)
     tp = _tp(model, tensor_parallel, "decode_step_time")
     seconds = decode_step_seconds(
         a,
@@ -105,6 +109,7 @@ def prefill_time(
     *,
     engine: str | EngineProfile | None = None,
     efficiency: Efficiency | None = None,
+    registry: Registry | None = None,
 ) -> Any:
     """Time to prefill one prompt alone on a tensor-parallel replica.
 
@@ -113,7 +118,7 @@ def prefill_time(
     >>> prefill_time("llama-3.1-8b", "h100-sxm", "bf16", 1, 1024).to("ms")  # doctest: +ELLIPSIS
     <Quantity(..., 'millisecond')>
     """
-    a = step_arrays(model, accelerator, precision)
+    a = step_arrays(model, accelerator, precision, registry=registry)
     tp = _tp(model, tensor_parallel, "prefill_time")
     prompt = _counts("prefill_time", "prompt_tokens", prompt_tokens)
     seconds = prefill_seconds(a, _efficiency(engine, efficiency, a.accelerator), tp, prompt)

@@ -12,10 +12,12 @@ from .flops import attention_flops_per_pair
 __all__: list[str] = []
 
 
-def _device_setup(function, model, accelerator, precision, tensor_parallel, weight_bits, kv_precision):
+def _device_setup(
+    function, model, accelerator, precision, tensor_parallel, weight_bits, kv_precision, *, registry=None
+):
     """Per-device constants of a model on an accelerator (magnitudes; no batch/context yet)."""
-    resolved = transformer_of(model, function)
-    device = accelerator_of(accelerator)
+    resolved = transformer_of(model, function, registry=registry)
+    device = accelerator_of(accelerator, registry=registry)
     compute = check_precision(precision)
     bits = bits_per_element(compute) if weight_bits is None else bits_of(function, "weight_bits", weight_bits)
     share = device_share(resolved, tensor_parallel, bits, kv_precision)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -19,6 +19,9 @@ from ..types import AcceleratorRef, Count, ModelRef, Precision, Tokens
 from ..units import Q_
 from ._common import _device_setup
 from .flops import roofline_time
+
+if TYPE_CHECKING:
+    from ..registry import Registry
 
 __all__ = [
     "hybrid_iteration_time",
@@ -283,6 +286,8 @@ def chunked_prefill_tradeoff(
     precision: str = "fp16",
     tensor_parallel: int = 1,
     weight_bits: Precision = None,
+    *,
+    registry: Registry | None = None,
 ) -> ChunkedPrefillTradeoff:
     """Figure 13: what chunking a prompt does to its own TTFT and to the streams' largest TBT gap.
 
@@ -318,7 +323,7 @@ def chunked_prefill_tradeoff(
     (20, True, True)
     """
     name = "chunked_prefill_tradeoff"
-    setup = _device_setup(name, model, accelerator, precision, tensor_parallel, weight_bits, "fp16")
+    setup = _device_setup(name, model, accelerator, precision, tensor_parallel, weight_bits, "fp16", registry=registry)
     prompt = count(name, "prompt_tokens", prompt_tokens)
     step = count(name, "chunk_size", chunk_size)
     decode = count(name, "decode_batch", decode_batch, minimum=0)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -16,6 +16,9 @@ from ..types import AcceleratorRef, Count, InterconnectRef, ModelRef, Precision,
 from ..units import Q_, check_units
 from ._common import _device_setup
 from .roofline import roofline_prefill_time
+
+if TYPE_CHECKING:
+    from ..registry import Registry
 
 __all__ = [
     "kv_handoff_time",
@@ -93,6 +96,8 @@ def model_kv_handoff_time(
     kv_precision: Precision = "fp16",
     parallel_links: Count = 1,
     startup_latency: Time = None,
+    *,
+    registry: Registry | None = None,
 ) -> Any:
     """Eq. 10 for a registry model: hand a prompt's KV cache over a link.
 
@@ -128,7 +133,7 @@ def model_kv_handoff_time(
     kv = kv_cache_bytes.numeric(
         batch=1,
         context=np.asarray(tokens, dtype=float),
-        kv_per_token=model_kv_bytes_per_token(model, kv_precision).m_as("B/token"),
+        kv_per_token=model_kv_bytes_per_token(model, kv_precision, registry=registry).m_as("B/token"),
     )
     links = count(name, "parallel_links", parallel_links)
     return kv_handoff_time(Q_(kv, "B"), Q_(bandwidth, "B/s"), Q_(latency, "s"), links)
@@ -152,6 +157,8 @@ def preemption_costs(
     precision: str = "fp16",
     tensor_parallel: int = 1,
     kv_precision: Precision = "fp16",
+    *,
+    registry: Registry | None = None,
 ) -> PreemptionCosts:
     """Cost of keeping, swapping or recomputing a preempted sequence's KV cache.
 
@@ -185,7 +192,7 @@ def preemption_costs(
     (<Quantity(335.54432, 'megabyte')>, <Quantity(10.48576, 'millisecond')>)
     """
     name = "preemption_costs"
-    setup = _device_setup(name, model, accelerator, precision, tensor_parallel, None, kv_precision)
+    setup = _device_setup(name, model, accelerator, precision, tensor_parallel, None, kv_precision, registry=registry)
     tokens = count(name, "context", context)
     bandwidth, latency = _link(name, host_link)
     held = kv_cache_bytes.numeric(batch=1, context=tokens, kv_per_token=setup["kv_per_token"])

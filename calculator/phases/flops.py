@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._support import transformer_of
 from ..formula import formula, maximum, per, var
 from ..types import ModelRef
 from ..units import Q_
+
+if TYPE_CHECKING:
+    from ..registry import Registry
 
 __all__ = [
     "attention_flops_per_pair",
@@ -21,7 +24,7 @@ __all__ = [
 # FLOPs and roofline time
 
 
-def attention_flops_per_pair(model: ModelRef) -> Any:
+def attention_flops_per_pair(model: ModelRef, *, registry: Registry | None = None) -> Any:
     """Attention FLOPs for one (query token, cached token) pair, summed over layers and heads.
 
     Parameters
@@ -43,7 +46,7 @@ def attention_flops_per_pair(model: ModelRef) -> Any:
     >>> attention_flops_per_pair(m)
     <Quantity(2621440, 'FLOP')>
     """
-    resolved = transformer_of(model, "attention_flops_per_pair")
+    resolved = transformer_of(model, "attention_flops_per_pair", registry=registry)
     if resolved.attention == "mla" and resolved.qk_nope_head_dim is not None:
         qk = resolved.qk_nope_head_dim + resolved.qk_rope_head_dim
         value = resolved.v_head_dim or resolved.head_dim

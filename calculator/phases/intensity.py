@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._support import accelerator_of
 from ..formula import formula, per, var
 from ..types import AcceleratorRef
 from ..units import Q_  # noqa: F401 (the doctests use it)
+
+if TYPE_CHECKING:
+    from ..registry import Registry
 
 __all__ = [
     "projection_arithmetic_intensity",
@@ -89,7 +92,9 @@ def ridge_point(peak_throughput, memory_bandwidth):
     return peak_throughput / memory_bandwidth
 
 
-def accelerator_ridge_point(accelerator: AcceleratorRef, precision: str = "fp16") -> Any:
+def accelerator_ridge_point(
+    accelerator: AcceleratorRef, precision: str = "fp16", *, registry: Registry | None = None
+) -> Any:
     """Ridge point of a registry accelerator at a precision (dense throughput / memory bandwidth).
 
     Parameters
@@ -101,5 +106,5 @@ def accelerator_ridge_point(accelerator: AcceleratorRef, precision: str = "fp16"
     -------
     Quantity [compute / information]
     """
-    device = accelerator_of(accelerator)
+    device = accelerator_of(accelerator, registry=registry)
     return ridge_point(device.peak_throughput(precision), device.memory_bandwidth)

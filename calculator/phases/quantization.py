@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .._support import accelerator_of, bits_of
 from ..errors import InputError
 from ..precision import bits_per_element, check_precision
 from ..results import Result
 from ..types import AcceleratorRef, Precision
+
+if TYPE_CHECKING:
+    from ..registry import Registry
 
 __all__ = [
     "QuantizationCeilings",
@@ -38,6 +42,8 @@ def quantization_ceilings(
     activation_precision: str = "fp16",
     accelerator: AcceleratorRef = None,
     baseline: str = "fp16",
+    *,
+    registry: Registry | None = None,
 ) -> QuantizationCeilings:
     """Table 12's ceilings for WxAy against a baseline precision.
 
@@ -77,6 +83,6 @@ def quantization_ceilings(
             f"accelerator whose peak-throughput ratio sets the prefill ceiling"
         )
     else:
-        device = accelerator_of(accelerator)
+        device = accelerator_of(accelerator, registry=registry)
         ceiling = float(device.peak_throughput(compute) / device.peak_throughput(reference))
     return QuantizationCeilings(weight_bytes_ratio=ratio, prefill_compute_ceiling=ceiling, decode_traffic_ceiling=ratio)

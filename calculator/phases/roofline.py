@@ -10,7 +10,7 @@ of the two estimates.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -21,6 +21,9 @@ from ..types import AcceleratorRef, Count, ModelRef, Precision, Tokens
 from ..units import Q_
 from ._common import _device_setup
 from .flops import decode_flops, prefill_flops, roofline_time
+
+if TYPE_CHECKING:
+    from ..registry import Registry
 
 __all__ = [
     "RooflineEstimate",
@@ -101,6 +104,8 @@ def roofline_prefill_time(
     cached_tokens: Tokens = 0,
     weight_bits: Precision = None,
     kv_precision: Precision = "fp16",
+    *,
+    registry: Registry | None = None,
 ) -> RooflineEstimate:
     """Roofline time to prefill ``batch`` prompts of ``prompt_tokens`` on a tensor-parallel group.
 
@@ -142,7 +147,9 @@ def roofline_prefill_time(
     (75.3, True)
     """
     name = "prefill_time"
-    setup = _device_setup(name, model, accelerator, precision, tensor_parallel, weight_bits, kv_precision)
+    setup = _device_setup(
+        name, model, accelerator, precision, tensor_parallel, weight_bits, kv_precision, registry=registry
+    )
     prompt = np.asarray(count(name, "prompt_tokens", prompt_tokens), dtype=float)
     sequences = np.asarray(count(name, "batch", batch), dtype=float)
     cached = np.asarray(count(name, "cached_tokens", cached_tokens, minimum=0), dtype=float)
@@ -172,6 +179,8 @@ def roofline_decode_step_time(
     tensor_parallel: Count = 1,
     weight_bits: Precision = None,
     kv_precision: Precision = "fp16",
+    *,
+    registry: Registry | None = None,
 ) -> RooflineEstimate:
     """Roofline time of one decode step of ``batch`` sequences at ``context`` tokens each.
 
@@ -205,7 +214,9 @@ def roofline_decode_step_time(
     <Quantity([5.27396184 8.42908007], 'millisecond')>
     """
     name = "decode_step_time"
-    setup = _device_setup(name, model, accelerator, precision, tensor_parallel, weight_bits, kv_precision)
+    setup = _device_setup(
+        name, model, accelerator, precision, tensor_parallel, weight_bits, kv_precision, registry=registry
+    )
     sequences = np.asarray(count(name, "batch", batch), dtype=float)
     tokens = np.asarray(count(name, "context", context), dtype=float)
     flops = (

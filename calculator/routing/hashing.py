@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -21,6 +21,9 @@ from ..results import Result
 from ..types import Bytes, BytesPerToken, Compute, ComputeRate, InterconnectRef, Time, Tokens
 from ..units import Q_, check_units, ureg
 from .tails import _check_int
+
+if TYPE_CHECKING:
+    from ..registry import Registry
 
 __all__ = [
     "remap_fraction_on_add",
@@ -255,6 +258,8 @@ def kv_migration(
     concurrent_links: int = 1,
     bandwidth_basis: str = "per_direction",
     source_available: bool = True,
+    *,
+    registry: Registry | None = None,
 ) -> KvMigration:
     r"""Decide between sending a session's KV cache over the network and re-running its prefill.
 
@@ -328,8 +333,8 @@ def kv_migration(
     else:
         from ..parallelism import link_bandwidth, resolve_interconnect
 
-        entry = resolve_interconnect(link)
-        bandwidth = link_bandwidth(entry, bandwidth_basis)
+        entry = resolve_interconnect(link, registry=registry)
+        bandwidth = link_bandwidth(entry, bandwidth_basis, registry=registry)
         alpha = latency if latency is not None else (entry.startup_latency or _ZERO_SECONDS)
     check_domain(function, "link", bandwidth.m_as("B/s"), "positive")
     check_domain(function, "latency", alpha.m_as("s"), "nonnegative")

@@ -8,7 +8,9 @@ import streamlit as st
 
 from app_pages import _common as ui
 from calculator import Q_
+from calculator.deploy import kubernetes_manifest, launch_command
 from calculator.economics import cost_per_million_tokens
+from calculator.errors import InputError
 from calculator.fleet import default_price_entry, frontier, relax_targets, size_fleet
 from calculator.plots import frontier_figure, kv_occupancy_over_time, latency_distribution, verification_chart
 from calculator.precision import PRECISIONS
@@ -280,6 +282,7 @@ def _show_plan(plan, rate, output, prices):
     ui.download_json(plan, "fleet-plan", label="Download the plan as JSON")
     with st.expander("Plan details"):
         ui.table(ui.rows(details), "plan-details")
+    _deploy(plan)
     arrival = Q_(rate, "request/s")
     ui.show_math(
         replica_demand,
@@ -296,6 +299,44 @@ def _show_plan(plan, rate, output, prices):
         (arrival * Q_(output, "token/request")).to("token/s"),
         title="cost per million output tokens",
     )
+
+
+#: Deployment downloads: label, target, file name.
+DEPLOY_FILES = (
+    ("vLLM command", "vllm", "launch-vllm.sh"),
+    ("SGLang command", "sglang", "launch-sglang.sh"),
+    ("TensorRT-LLM command", "trtllm", "launch-trtllm.sh"),
+    ("Kubernetes manifest", "k8s", "fleet-plan-k8s.yaml"),
+)
+
+
+def _deploy(plan):
+    """Downloads of the plan as each engine's launch command and as a Kubernetes manifest (calculator.deploy)."""
+    engine = plan.engine if plan.engine in ("vllm", "sglang", "trtllm") else "vllm"
+    with st.expander("Deploy this plan"):
+        st.caption(
+            "Each engine's server command with the plan's tensor parallelism, batch cap, memory fraction and token "
+            f"budget (documented flags only; docs/fleet-sizer.md), and a Kubernetes Deployment of the {engine} "
+            "command with an autoscaler sketch. Comment lines name what must be set by hand."
+        )
+        columns = st.columns(len(DEPLOY_FILES))
+        for column, (label, target, file_name) in zip(columns, DEPLOY_FILES, strict=True):
+            try:
+                text = (
+                    kubernetes_manifest(plan, engine)
+                    if target == "k8s"
+                    else launch_command(plan, target).command + "\n"
+                )
+            except InputError as exc:
+                column.warning(f"{label}: {ui.plain(str(exc))}")
+                continue
+            column.download_button(
+                label,
+                text.encode("utf-8"),
+                file_name=file_name,
+                mime="text/yaml" if target == "k8s" else "text/x-shellscript",
+                key=f"deploy.{target}",
+            )
 
 
 def _simulation(sc, plan, sizing):

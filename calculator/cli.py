@@ -66,6 +66,26 @@ class Format(StrEnum):
 FormatOption = Annotated[
     Format | None, typer.Option("--format", "-f", help="Output: table (default), csv, json, or xlsx (needs --out).")
 ]
+
+
+class EmitTarget(StrEnum):
+    """What ``size --emit`` prints instead of the table: an engine's launch command or a Kubernetes manifest."""
+
+    vllm = "vllm"
+    sglang = "sglang"
+    trtllm = "trtllm"
+    k8s = "k8s"
+
+
+EmitOption = Annotated[
+    EmitTarget | None,
+    typer.Option(
+        "--emit",
+        help="Print the feasible plan as a launch command (vllm, sglang, trtllm) or a Kubernetes manifest (k8s, of "
+        "the --engine, default vllm) instead of the table.",
+        show_default=False,
+    ),
+]
 OutOption = Annotated[
     Path | None, typer.Option("--out", "-o", help="Write the output to this file (required for xlsx).")
 ]
@@ -468,12 +488,18 @@ def size(
     as_json: JsonOption = False,
     output_format: FormatOption = None,
     out: OutOption = None,
+    emit: EmitOption = None,
 ) -> None:
     """Size the cheapest fleet serving MODEL at RATE within the TTFT and TPOT targets.
 
-    The output starts with the workload, the targets and the prices as they were understood.
+    The output starts with the workload, the targets and the prices as they were understood. With
+    ``--emit`` it is the plan's launch command or Kubernetes manifest instead (calculator.deploy).
     """
     fmt = _format(output_format, as_json)
+    if emit is not None and fmt is not Format.table:
+        raise _fail(f"--emit {emit.value} conflicts with --format {fmt.value}")
+    if out is not None:
+        _check_out(out)
     registry = _load(None, extra)
     inputs = _sizing_inputs(
         model, rate, input_tokens, output_tokens, ttft, tpot, accelerator, precision, engine, price,
@@ -488,6 +514,8 @@ def size(
         prices = _fill_prices(inputs, registry)
         with _stderr_progress() as bar:
             plan = _size_plan(inputs, bar, registry)
+    if emit is not None:
+        _emit_deployment(plan, emit, out, registry)
 
     def table() -> str:
         from .results import format_value
@@ -519,6 +547,22 @@ def size(
         registry=registry,
     )
     raise typer.Exit(0 if plan.feasible else 1)
+
+
+def _emit_deployment(plan: Any, emit: EmitTarget, out: Path | None, registry: Any) -> None:
+    """``size --emit``: print (or write) the plan's launch command or manifest; an infeasible plan exits 1."""
+    from .deploy import kubernetes_manifest, launch_command
+
+    if not plan.feasible:
+        raise _fail(f"no feasible plan, nothing to emit: {plan.reason}", code=1)
+    with _library_errors():
+        if emit is EmitTarget.k8s:
+            engine = plan.engine if plan.engine in ("vllm", "sglang", "trtllm") else "vllm"
+            text = kubernetes_manifest(plan, engine, registry=registry)
+        else:
+            text = launch_command(plan, emit.value, registry=registry).command
+    _emit(Format.table, out, lambda: text, lambda: None)
+    raise typer.Exit(0)
 
 
 #: Labels of the plan's fields where the field name alone would mislead (the token costs count output tokens).

@@ -64,8 +64,27 @@ _SIZING = {
     "tpot_slo": Q_(50, "ms"),
 }
 
+#: A feasible plan as size_fleet returns one (built by hand: sizing costs a second).
+_PLAN = calculator.FleetPlan(
+    True,
+    "cheapest",
+    model="llama-3.1-8b",
+    accelerator="h100-sxm",
+    precision="fp8",
+    engine="vllm",
+    tensor_parallel=1,
+    batch=64,
+    replicas=2,
+    gpus=2,
+    max_utilization=0.8,
+    running_batch=20.0,
+    targets={"kv_precision": "fp8", "chunk_size": None, "speculation": False, "registry_files": ()},
+)
+
 #: Arguments a function needs beyond its signature's kinds (a stable queue, a feasible plan).
 OVERRIDES: dict[str, dict[str, Any]] = {
+    "launch_command": {"plan": _PLAN, "engine": "vllm"},
+    "kubernetes_manifest": {"plan": _PLAN, "engine": "vllm"},
     **{name: _STABLE_QUEUE for name in ("erlang_c", "mmc_mean_wait", "queue_stable")},
     "mmc_wait_exceedance": {**_STABLE_QUEUE, "threshold": Q_(0.1, "s")},
     "mmc_wait_quantile": {**_STABLE_QUEUE, "quantile": 0.9},

@@ -116,6 +116,15 @@ def test_fleet_sizer_is_the_landing_page_and_shows_the_library_plan():
     assert {"model", "gpus", "precisions", "ttft", "tpot", "util", "price.h100-sxm"} <= set(app.query_params)
 
 
+def test_fleet_sizer_offers_the_plan_as_launch_commands_and_a_manifest():
+    app = open_page("fleet_sizer")
+    assert_clean(app)
+    assert "Deploy this plan" in [e.label for e in app.expander]
+    labels = [button.proto.label for button in app.get("download_button")]
+    assert {"vLLM command", "SGLang command", "TensorRT-LLM command", "Kubernetes manifest"} <= set(labels)
+    assert not any("command:" in w.value or "manifest:" in w.value for w in app.warning)
+
+
 def test_fleet_sizer_follows_an_input_change_and_a_shared_link():
     app = open_page("fleet_sizer")
     app.number_input(key="fleet.rate").set_value(40.0).run()

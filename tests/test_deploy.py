@@ -1,0 +1,167 @@
+"""Deployable output of a plan: engine command lines with documented flags, the Kubernetes manifest, the CLI."""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from calculator import DOCUMENTED_FLAGS, Q_, FleetPlan, kubernetes_manifest, launch_command, size_fleet
+from calculator.cli import app
+from calculator.errors import InputError
+from calculator.performance import engine_profile
+from calculator.performance.engines import sglang_memory_fraction
+from calculator.registry import load_registry
+
+ENGINES = ("vllm", "sglang", "trtllm")
+#: The flag of each engine that carries each plan value.
+FLAG = {
+    "vllm": {
+        "tp": "--tensor-parallel-size",
+        "batch": "--max-num-seqs",
+        "memory": "--gpu-memory-utilization",
+        "budget": "--max-num-batched-tokens",
+        "kv": "--kv-cache-dtype",
+    },
+    "sglang": {
+        "tp": "--tp-size",
+        "batch": "--max-running-requests",
+        "memory": "--mem-fraction-static",
+        "budget": "--chunked-prefill-size",
+        "kv": "--kv-cache-dtype",
+    },
+    "trtllm": {
+        "tp": "--tp_size",
+        "batch": "--max_batch_size",
+        "memory": "--kv_cache_free_gpu_memory_fraction",
+        "budget": "--max_num_tokens",
+        "kv": None,
+    },
+}
+SIZING = ["llama-3.1-70b", "--rate", "5", "--input", "1024", "--output", "256", "--ttft", "1 s", "--tpot", "50 ms"]
+
+
+def _plan(**options):
+    return size_fleet(
+        "llama-3.1-70b", "h100-sxm", "fp8", Q_(5, "request/s"), 1024, 256, Q_(1, "s"), Q_(50, "ms"), **options
+    )
+
+
+@pytest.fixture(scope="module")
+def fp8_plan():
+    plan = _plan(engine="vllm", kv_precision="fp8")
+    assert plan.feasible
+    return plan
+
+
+@pytest.fixture(scope="module")
+def chunked_plan():
+    plan = _plan(engine="sglang", chunk_size=2048)
+    assert plan.feasible
+    return plan
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_every_flag_is_documented_and_carries_the_plans_values(fp8_plan, engine):
+    config = launch_command(fp8_plan, engine)
+    assert set(config.flags) <= set(DOCUMENTED_FLAGS[engine])
+    assert config.citations == {flag: DOCUMENTED_FLAGS[engine][flag] for flag in config.flags}
+    assert all(flag in config.arguments for flag in config.flags)
+    assert shlex.split(config.command, comments=True) == list(config.arguments)
+    flags, names = config.flags, FLAG[engine]
+    assert int(flags[names["tp"]]) == fp8_plan.tensor_parallel
+    assert int(flags[names["batch"]]) == fp8_plan.batch
+    profile = engine_profile(engine)
+    memory = load_registry().accelerator("h100-sxm").memory.m_as("B")
+    budget = profile.limits(memory, "h100-sxm")[0]
+    assert int(flags[names["budget"]]) == budget
+    expected = (
+        float(sglang_memory_fraction(memory, budget, fp8_plan.tensor_parallel))
+        if engine == "sglang"
+        else profile.memory_utilization
+    )
+    assert float(flags[names["memory"]]) == pytest.approx(expected, abs=1e-3)
+    if names["kv"]:
+        assert flags[names["kv"]].startswith("fp8")
+    else:
+        assert any("FP8 KV" in note for note in config.notes)
+    assert "meta-llama/" in " ".join(config.arguments)  # the Hugging Face alias, not the registry id
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_the_plans_chunk_size_is_the_token_budget_and_no_fp8_kv_unless_planned(chunked_plan, engine):
+    config = launch_command(chunked_plan, engine)
+    assert int(config.flags[FLAG[engine]["budget"]]) == 2048
+    assert not any(value.startswith("fp8") for value in config.flags.values())
+
+
+def test_speculation_is_left_to_a_stated_manual_step(fp8_plan):
+    import dataclasses
+
+    plan = dataclasses.replace(fp8_plan, targets={**fp8_plan.targets, "speculation": True})
+    config = launch_command(plan, "vllm")
+    assert any("speculative" in note for note in config.notes)
+    assert config.command.startswith("# ")
+    assert not any("specul" in flag for flag in config.flags)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_the_manifest_parses_with_the_plans_replicas_gpus_and_arguments(fp8_plan, engine):
+    text = kubernetes_manifest(fp8_plan, engine)
+    deployment, autoscaler = yaml.safe_load_all(text)
+    assert deployment["kind"] == "Deployment" and autoscaler["kind"] == "HorizontalPodAutoscaler"
+    assert deployment["spec"]["replicas"] == fp8_plan.replicas
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == fp8_plan.tensor_parallel
+    assert container["command"] + container["args"] == list(launch_command(fp8_plan, engine).arguments)
+    spec = autoscaler["spec"]
+    assert spec["minReplicas"] == fp8_plan.replicas and spec["maxReplicas"] == 2 * fp8_plan.replicas
+    assert spec["scaleTargetRef"]["name"] == deployment["metadata"]["name"]
+    target = float(spec["metrics"][0]["pods"]["target"]["averageValue"])
+    assert target == pytest.approx(max(fp8_plan.running_batch, 1.0), rel=1e-3)
+
+
+def test_a_target_utilization_scales_the_batch_cap(fp8_plan):
+    text = kubernetes_manifest(fp8_plan, "vllm", image="example/vllm:v1", target_utilization=0.5)
+    deployment, autoscaler = yaml.safe_load_all(text)
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == "example/vllm:v1"
+    target = float(autoscaler["spec"]["metrics"][0]["pods"]["target"]["averageValue"])
+    assert target == pytest.approx(0.5 * fp8_plan.batch, rel=1e-3)
+    with pytest.raises(InputError):
+        kubernetes_manifest(fp8_plan, "vllm", target_utilization=1.5)
+
+
+def test_an_infeasible_plan_or_an_unknown_engine_is_an_input_error(fp8_plan):
+    with pytest.raises(InputError, match="infeasible"):
+        launch_command(FleetPlan(False, "no accelerator fits"), "vllm")
+    with pytest.raises(InputError, match="FleetPlan"):
+        launch_command("plan", "vllm")  # type: ignore[arg-type]
+    for engine in ("generic", "tgi", None):
+        with pytest.raises(InputError):
+            launch_command(fp8_plan, engine)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("target", ["vllm", "sglang", "trtllm", "k8s"])
+def test_cli_emit_prints_a_parseable_command_or_manifest(target, tmp_path):
+    result = CliRunner().invoke(app, ["size", *SIZING, "--engine", "sglang", "--emit", target])
+    assert result.exit_code == 0, result.output
+    if target == "k8s":
+        deployment, autoscaler = yaml.safe_load_all(result.stdout)
+        assert deployment["spec"]["template"]["spec"]["containers"][0]["name"] == "sglang"
+        assert autoscaler["kind"] == "HorizontalPodAutoscaler"
+    else:
+        arguments = shlex.split(result.stdout, comments=True)
+        assert set(a for a in arguments if a.startswith("--")) <= set(DOCUMENTED_FLAGS[target])
+    out = tmp_path / "deploy.txt"
+    written = CliRunner().invoke(app, ["size", *SIZING, "--emit", target, "--out", str(out)])
+    assert written.exit_code == 0 and out.read_text(encoding="utf-8").strip()
+
+
+def test_cli_emit_of_an_infeasible_plan_exits_1_with_the_reason():
+    tight = ["llama-3.1-70b", "--rate", "5", "--input", "1024", "--output", "256", "--ttft", "1 ms", "--tpot", "1 ms"]
+    result = CliRunner().invoke(app, ["size", *tight, "--emit", "vllm"])
+    assert result.exit_code == 1
+    assert "infeasible" in result.output or "no feasible" in result.output
+    assert "vllm serve" not in result.stdout

@@ -248,3 +248,18 @@ def test_error_messages_stay_short_for_huge_inputs():
     with pytest.raises(UnitsError) as error:
         c.kv_cache_bytes(Q_(np.ones(100_000), "s"), 10, Q_(1, "kB/token"))
     assert len(str(error.value)) < 400
+
+
+def test_more_systemic_cases_are_the_projects_errors():
+    times, demand = Q_([0, 6, 12], "hour"), Q_([500, 1500, 800], "request/s")
+    with pytest.raises(InputError, match="step"):  # an IndexError before
+        c.simulate_reactive_scaling(times, demand, Q_(100, "request/s"), Q_(7, "min"), step=Q_(math.inf, "s"))
+    with pytest.raises(InputError, match="kv_precision"):  # NaN used to be ignored
+        c.size_fleet(*SIZING, Q_(5, "request/s"), 1024, 256, Q_(1, "s"), Q_(50, "ms"), kv_precision=math.nan)
+    with pytest.raises(InputError, match="device_capacity|capacity"):  # a ZeroDivisionError before
+        c.moe_decode_floor(671e9, 37e9, 8, 8, Q_(math.inf, "GB"), Q_(3.35, "TB/s"))
+
+
+def test_a_bare_rate_in_scientific_notation_is_read_in_request_per_second():
+    result = runner.invoke(app, ["size", *SIZE, "--rate", "1e2"])
+    assert result.exit_code in (0, 1) and "workload: 100 request/s" in result.stdout

@@ -24,6 +24,8 @@ __all__ = [
     "device_capacity",
     "magnitude",
     "model_of",
+    "mapping",
+    "numbers",
     "probability",
     "scalar",
     "transformer_of",
@@ -67,6 +69,25 @@ def scalar(function: str, argument: str, value: Any, unit: str = "", domain: str
     if np.ndim(value if not isinstance(value, ureg.Quantity) else value.magnitude):
         raise InputError(f"{function}(): argument '{argument}' must be one number, got {shown(value)}")
     return float(magnitude(function, argument, value, unit, domain))
+
+
+def mapping(function: str, argument: str, value: Any) -> Any:
+    """A mapping (``{"prefill": ..., "decode": ...}``), or :class:`InputError` naming the argument."""
+    from collections.abc import Mapping
+
+    if not isinstance(value, Mapping):
+        raise InputError(
+            f"{function}(): argument '{argument}' must be a mapping of names to values, got {shown(value)}"
+        )
+    return value
+
+
+def numbers(function: str, argument: str, value: Any, domain: str = "any") -> Any:
+    """A non-empty 1-D array of plain numbers in ``domain`` (a list, a tuple or an array), as floats."""
+    array = np.atleast_1d(magnitude(function, argument, value, "", domain))
+    if array.ndim != 1 or array.size == 0:
+        raise InputError(f"{function}(): argument '{argument}' must be a non-empty list of numbers, got {shown(value)}")
+    return array
 
 
 def probability(function: str, argument: str, value: Any) -> Any:

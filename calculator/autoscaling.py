@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ._support import scalar
+from ._support import mapping, scalar
 from .errors import InputError
 from .formula import check_domain, formula, var
 from .queueing import replica_demand
@@ -261,8 +261,9 @@ def replicas_for_phases(demands: Mapping[str, Any], per_replica: Mapping[str, An
     ...                     {"prompt": Q_(5e4, "token/s"), "output": Q_(4e3, "token/s"), "kv": Q_(60, "GB")})
     (15, 'kv')
     """
-    if not demands:
+    if not mapping("replicas_for_phases", "demands", demands):
         raise InputError("replicas_for_phases(): argument 'demands' must name at least one phase")
+    mapping("replicas_for_phases", "per_replica", per_replica)
     counts = {}
     for phase, amount in demands.items():
         if phase not in per_replica:
@@ -773,8 +774,8 @@ def capacity_ready_within(pool: Mapping[str, int], activation_delay: Mapping[str
     10
     """
     total = 0
-    for tier, replicas in pool.items():
-        if tier not in activation_delay:
+    for tier, replicas in mapping("capacity_ready_within", "pool", pool).items():
+        if tier not in mapping("capacity_ready_within", "activation_delay", activation_delay):
             raise InputError(f"capacity_ready_within(): no activation delay for tier {tier!r}")
         check_domain("capacity_ready_within", f"pool['{tier}']", replicas, "nonnegative")
         if Q_(activation_delay[tier]) <= deadline:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ._support import magnitude, scalar
+from ._support import mapping, scalar
 from .errors import InputError
 from .formula import check_domain, formula, var
 from .results import Result
@@ -412,7 +412,8 @@ def speculation_contract(
         )
         check_domain(name, "draft_time", draft_time.m_as("s"), "nonnegative")
         draft_cost_ratio = float((draft_time / (draft_length * verify_time)).m_as(""))
-    ratio = magnitude(name, "draft_cost_ratio", draft_cost_ratio, "", "nonnegative")
+    ratio = scalar(name, "draft_cost_ratio", draft_cost_ratio, "", "nonnegative")
+    acceptance = scalar(name, "acceptance", acceptance, "", "probability")
     timing = speculative_timing(acceptance, draft_length, verify_time, ratio)
     tpot = Q_(timing.tpot).to("ms")
     gap = Q_(timing.tbt_gap).to("ms")
@@ -470,7 +471,7 @@ def latency_budget(components: Mapping[str, Time], budget: Time) -> LatencyBudge
     >>> latency_budget({"model_execution": Q_(70, "ms")}, Q_(100, "ms")).slack
     <Quantity(30, 'millisecond')>
     """
-    if not components:
+    if not mapping("latency_budget", "components", components):
         raise InputError("latency_budget(): argument 'components' must list at least one stage")
     values = {}
     for name, value in components.items():

@@ -265,7 +265,8 @@ def piecewise_lifetime_cost(
     <Quantity(24812500.0, 'USD')>
     """
     spent = serving_cost(cost_per_query, duration, arrival_rate)
-    return (training_cost + spent.sum()).to("USD")
+    total = spent.sum() if np.ndim(spent.magnitude) else spent  # one phase or several
+    return (training_cost + total).to("USD")
 
 
 @formula(

@@ -14,11 +14,12 @@ from typing import Any
 
 import numpy as np
 
+from ._support import mapping
 from .errors import InputError
 from .formula import check_domain, formula, var
 from .results import Result
 from .types import MoneyPerRequest, Time
-from .units import Q_, check_units
+from .units import Q_, check_units, shown
 
 __all__ = [
     "CHAPTER_RTT",
@@ -179,7 +180,8 @@ def tier_budget_check(latencies: Mapping[str, Time], budgets: Mapping[str, Time]
     >>> check.within_budget
     {'edge': True, 'gateway': False, 'cluster': True}
     """
-    limits = CHAPTER_TIER_BUDGETS if budgets is None else budgets
+    mapping("tier_budget_check", "latencies", latencies)
+    limits = CHAPTER_TIER_BUDGETS if budgets is None else mapping("tier_budget_check", "budgets", budgets)
     missing = set(latencies) - set(limits)
     if missing:
         raise InputError(f"tier_budget_check(): no budget for tier(s) {sorted(missing)}")
@@ -473,8 +475,11 @@ def failover_headroom(
     >>> failover_headroom(caps, loads, "us-east").utilization
     {'eu-west': 0.9, 'ap': 0.9}
     """
-    if not capacities:
+    if not mapping("failover_headroom", "capacities", capacities):
         raise InputError("failover_headroom(): argument 'capacities' must name at least one region")
+    mapping("failover_headroom", "loads", loads)
+    if not isinstance(failed, str):
+        raise InputError(f"failover_headroom(): argument 'failed' must be a region name, got {shown(failed)}")
     if set(capacities) != set(loads):
         raise InputError("failover_headroom(): 'capacities' and 'loads' must name the same regions")
     if failed not in capacities:

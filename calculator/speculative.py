@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._support import count, magnitude, probability, renamed, scalar
+from ._support import count, magnitude, numbers, probability, renamed, scalar
 from .errors import InputError
 from .formula import formula, var
 from .memory import NO_BYTES, MemoryFit, device_share, memory_fit
@@ -373,7 +373,7 @@ def simulate_tokens_per_round(acceptance: float, draft_length: int, rounds: int,
 
 
 def _distribution(function: str, argument: str, values: Any) -> np.ndarray:
-    probs = np.asarray(values, dtype=float)
+    probs = numbers(function, argument, values, "any")
     if probs.ndim != 1 or probs.size == 0 or np.any(~np.isfinite(probs)) or np.any(probs < 0):
         raise InputError(f"{function}(): argument '{argument}' must be a 1-D array of non-negative probabilities")
     if not np.isclose(probs.sum(), 1.0, atol=1e-9):
@@ -447,7 +447,7 @@ def speculative_sample(
         raise InputError(f"{name}(): target_probs and draft_probs need the same vocabulary size")
     length = count(name, "draft_length", draft_length)
     total = count(name, "rounds", rounds)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(None if seed is None else count(name, "seed", seed, minimum=0))
     drafts = rng.choice(p.size, size=(total, length), p=q)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(q[drafts] > 0, p[drafts] / q[drafts], 0.0)

@@ -16,12 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from ._support import count, scalar
+from ._support import count, mapping, numbers, scalar
 from .errors import InputError
 from .formula import check_domain
 from .results import Result, floor_count
 from .types import Bytes, Count, Rate, Time
-from .units import Q_, check_units, ureg
+from .units import Q_, check_units, shown, ureg
 
 __all__ = [
     "KvPoolContention",
@@ -176,9 +176,10 @@ def tenant_burst(
     function = "tenant_burst"
     base = np.atleast_1d(rates.m_as("request/s")).astype(float)
     check_domain(function, "rates", base, "nonnegative")
-    if not (0 <= bursting_tenant < base.size) or int(bursting_tenant) != bursting_tenant:
+    bursting_tenant = count(function, "bursting_tenant", bursting_tenant, minimum=0)
+    if not bursting_tenant < base.size or np.ndim(bursting_tenant):
         raise InputError(f"{function}(): argument 'bursting_tenant' must index one of {base.size} tenants")
-    check_domain(function, "multiplier", multiplier, "nonnegative")
+    multiplier = scalar(function, "multiplier", multiplier, "", "nonnegative")
     offered = base.copy()
     offered[bursting_tenant] *= multiplier
     admitted = offered.copy()
@@ -257,8 +258,8 @@ def max_min_fair(demands: Any, capacity: Any, weights: Any = None) -> FairAlloca
     else:
         if isinstance(capacity, ureg.Quantity):
             raise InputError(f"{function}(): 'demands' and 'capacity' must both be quantities or both numbers")
-        d = np.atleast_1d(np.asarray(demands, dtype=float))
-        c = float(capacity)
+        d = numbers(function, "demands", demands)
+        c = scalar(function, "capacity", capacity)
     if d.ndim != 1 or d.size == 0:
         raise InputError(f"{function}(): argument 'demands' must be a non-empty 1-D array")
     check_domain(function, "demands", d, "nonnegative")
@@ -327,7 +328,15 @@ def dominant_resource_fairness(
     [3.0, 2.0]
     """
     function = "dominant_resource_fairness"
-    names = tuple(capacities)
+    names = tuple(mapping(function, "capacities", capacities))
+    if (
+        isinstance(demands, str)
+        or not isinstance(demands, Sequence)
+        or not all(isinstance(d, Mapping) for d in demands)
+    ):
+        raise InputError(
+            f"{function}(): argument 'demands' must be a list of mappings (one per user), got {shown(demands)}"
+        )
     if not names:
         raise InputError(f"{function}(): argument 'capacities' must name at least one resource")
     if not demands:
@@ -690,8 +699,12 @@ def priority_allocation(
     >>> split["standard"], split["best_effort"]
     (<Quantity([35. 35.], 'request / second')>, <Quantity(0.0, 'request / second')>)
     """
+    if not isinstance(capacity, ureg.Quantity):
+        raise InputError(
+            f"priority_allocation(): argument 'capacity' must be a quantity (a rate), got {shown(capacity)}"
+        )
     for name, value in (("critical", critical), ("best_effort", best_effort)):
-        if not isinstance(value, ureg.Quantity) or value.dimensionality != Q_(capacity).dimensionality:
+        if not isinstance(value, ureg.Quantity) or value.dimensionality != capacity.dimensionality:
             raise InputError(f"priority_allocation(): argument '{name}' must have the dimension of 'capacity'")
         check_domain("priority_allocation", name, value.m_as(capacity.units), "nonnegative")
     check_domain("priority_allocation", "capacity", capacity.magnitude, "nonnegative")

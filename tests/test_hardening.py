@@ -256,7 +256,7 @@ def test_more_systemic_cases_are_the_projects_errors():
         c.simulate_reactive_scaling(times, demand, Q_(100, "request/s"), Q_(7, "min"), step=Q_(math.inf, "s"))
     with pytest.raises(InputError, match="kv_precision"):  # NaN used to be ignored
         c.size_fleet(*SIZING, Q_(5, "request/s"), 1024, 256, Q_(1, "s"), Q_(50, "ms"), kv_precision=math.nan)
-    with pytest.raises(InputError, match="device_capacity|capacity"):  # a ZeroDivisionError before
+    with pytest.raises(InputError, match=r"device_capacity|capacity"):  # a ZeroDivisionError before
         c.moe_decode_floor(671e9, 37e9, 8, 8, Q_(math.inf, "GB"), Q_(3.35, "TB/s"))
 
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import InputError
 from ..results import Result
 from ..simulation.inputs import DEFAULT_ROUTER
+from ..units import shown
 
 __all__ = ["FleetPlan", "Rejection", "plan_summary"]
 
@@ -184,6 +186,8 @@ def plan_summary(plan: FleetPlan) -> str:
     8 x h100-sxm at fp8 (TP 2); 6-12 GPUs at the ends of the model's 80% error interval;
     in simulation 6 GPUs (3 replicas) meet the targets
     """
+    if not isinstance(plan, FleetPlan):
+        raise InputError(f"plan_summary(): argument 'plan' must be a FleetPlan (from size_fleet), got {shown(plan)}")
     head = f"{plan.gpus} x {plan.accelerator} at {plan.precision} (TP {plan.tensor_parallel})"
     if not plan.feasible or plan.gpus_interval is None:
         return head

@@ -187,6 +187,10 @@ def slot_map(slots: str | Sequence[str]) -> SlotMap:
     >>> m.free, m.largest_free_run, m.admits(4), m.admits(4, paged=True)
     (4, 2, False, True)
     """
+    if not isinstance(slots, str | list | tuple):
+        raise InputError(
+            f"slot_map(): argument 'slots' must be text like '[A][a][ ]' or a list of cells, got {slots!r}"
+        )
     cells = tuple(slots[1::3]) if isinstance(slots, str) else tuple(str(s) or " " for s in slots)
     if isinstance(slots, str) and "[" + "][".join(cells) + "]" != slots.strip():
         raise InputError(f"slot_map(): expected cells like '[A][a][ ]', got {slots!r}")

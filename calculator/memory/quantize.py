@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from .._support import count
+from .._support import count, numbers
 from ..errors import InputError
 from ..results import Result
 
@@ -87,7 +87,7 @@ def quantize(values: Any, bits: int = 8, block_size: int | None = None, symmetri
     (0.462, 6)
     """
     name = "quantize"
-    data = np.asarray(values, dtype=float).ravel()
+    data = numbers(name, "values", np.ravel(values) if np.ndim(values) > 1 else values)
     if data.size == 0 or not np.all(np.isfinite(data)):
         raise InputError(f"{name}(): argument 'values' must be a non-empty array of finite numbers")
     width = count(name, "bits", bits, maximum=32)  # integer grids of 2 to 32 bits

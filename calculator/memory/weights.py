@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._support import bits_of, count, magnitude, model_of
+from .._support import bits_of, count, magnitude, model_of, scalar
 from ..errors import InputError
 from ..formula import formula, per, var
 from ..results import Result, ceil_count
@@ -160,7 +160,7 @@ def quantization_overhead(
     (0.25, 4.25, 0.0625, 0.015625)
     """
     name = "quantization_overhead"
-    payload = bits_of(name, "bits", bits)
+    payload = bits_of(name, "bits", bits) if isinstance(bits, str) else scalar(name, "bits", bits, "", "positive")
     size = count(name, "block_size", block_size)
     scale = bits_of(name, "scale_format", scale_format)
     zero = 0.0 if zero_point is None else bits_of(name, "zero_point", zero_point)

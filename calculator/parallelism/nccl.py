@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._support import numbers
 from ..errors import InputError
 from ..formula import check_domain, magnitude
 from ..results import Result
@@ -148,7 +149,7 @@ def fit_ring_allreduce(
     (30.0, 300.0)
     """
     size = np.asarray(message.m_as("B"), dtype=float)
-    ranks = np.asarray(devices, dtype=float)
+    ranks = numbers("fit_ring_allreduce", "devices", devices)
     times = np.asarray(measured_time.m_as("s"), dtype=float)
     alpha = float(magnitude("fit_ring_allreduce", "latency", latency, "s", "nonnegative"))
     if not (size.shape == ranks.shape == times.shape) or size.ndim != 1:

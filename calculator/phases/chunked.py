@@ -177,7 +177,12 @@ def schedule_iteration(
         raise InputError(f"{name}(): decode_batch ({decode}) exceeds token_budget ({budget}) (Eq. 8)")
     remaining = budget - decode
     plan: list[tuple[int, int, int]] = []
-    for index, (length, offset) in enumerate(prefill_queue):
+    if isinstance(prefill_queue, str) or not isinstance(prefill_queue, Sequence):
+        raise InputError(f"{name}(): argument 'prefill_queue' must be a list of (prompt_length, offset) pairs")
+    for index, entry in enumerate(prefill_queue):
+        if isinstance(entry, str) or not isinstance(entry, Sequence) or len(entry) != 2:
+            raise InputError(f"{name}(): prefill_queue[{index}] must be a (prompt_length, offset) pair")
+        length, offset = entry
         length = count(name, f"prefill_queue[{index}].prompt_length", length)
         offset = count(name, f"prefill_queue[{index}].offset", offset, minimum=0)
         if offset >= length:
@@ -230,6 +235,8 @@ def simulate_chunked_prefill(
     (20, array([20]))
     """
     name = "simulate_chunked_prefill"
+    if isinstance(prompt_lengths, str) or not isinstance(prompt_lengths, Sequence | np.ndarray):
+        raise InputError(f"{name}(): argument 'prompt_lengths' must be a list of prompt lengths")
     queue = [[count(name, f"prompt_lengths[{i}]", p), 0] for i, p in enumerate(prompt_lengths)]
     decode = count(name, "decode_batch", decode_batch, minimum=0)
     least = min(count(name, "token_budget", token_budget) - decode, count(name, "chunk_size", chunk_size))

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from .._support import count, numbers
 from ..errors import InputError
 from ..formula import check_domain
 from ..results import Result
@@ -293,7 +294,7 @@ def least_connections(active: Count, probes: int | None = None, rng: np.random.G
     >>> least_connections([3, 1, 2])
     1
     """
-    counts = np.asarray(active, dtype=float)
+    counts = numbers("least_connections", "active", active)
     if counts.ndim != 1 or counts.size == 0:
         raise InputError(f"least_connections(): argument 'active' must be a non-empty list of counts, got {active!r}")
     check_domain("least_connections", "active", counts, "nonnegative")
@@ -384,10 +385,11 @@ def compare_routing_policies(
     name = "compare_routing_policies"
     rate = float(arrival_rate.m_as("request/s"))
     check_domain(name, "arrival_rate", rate, "positive")
-    lengths = np.asarray(output_tokens, dtype=float)
-    check_domain(name, "output_tokens", lengths, "positive_integer")
-    check_domain(name, "replicas", replicas, "positive_integer")
-    check_domain(name, "requests", requests, "positive_integer")
+    lengths = numbers(name, "output_tokens", output_tokens, "positive_integer")
+    if np.any(lengths > 10**7):
+        raise InputError(f"{name}(): argument 'output_tokens' must be at most 10,000,000 tokens")
+    replicas = count(name, "replicas", replicas, maximum=10_000)
+    requests = count(name, "requests", requests, maximum=1_000_000)
     base, per_request = float(step_time.m_as("s")), float(step_time_per_request.m_as("s"))
     check_domain(name, "step_time", base, "positive")
     check_domain(name, "step_time_per_request", per_request, "nonnegative")
@@ -399,7 +401,7 @@ def compare_routing_policies(
         )
     rng = np.random.default_rng(seed)
     arrivals = np.cumsum(rng.exponential(1 / rate, int(requests)))
-    sizes = rng.choice(lengths, int(requests))
+    sizes = rng.choice(np.atleast_1d(lengths), int(requests))  # one length, or a sample of lengths
     means, tails, peaks = [], [], []
     for policy in chosen:
         latency, peak = _route_and_decode(policy, arrivals, sizes, int(replicas), base, per_request, seed)

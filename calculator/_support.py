@@ -24,6 +24,7 @@ __all__ = [
     "device_capacity",
     "magnitude",
     "model_of",
+    "instance",
     "mapping",
     "numbers",
     "probability",
@@ -79,6 +80,13 @@ def mapping(function: str, argument: str, value: Any) -> Any:
         raise InputError(
             f"{function}(): argument '{argument}' must be a mapping of names to values, got {shown(value)}"
         )
+    return value
+
+
+def instance(function: str, argument: str, value: Any, kind: type | tuple[type, ...], what: str) -> Any:
+    """``value`` if it is a ``kind`` (a plan, a measurement, a ring), else an :class:`InputError` naming it."""
+    if not isinstance(value, kind):
+        raise InputError(f"{function}(): argument '{argument}' must be {what}, got {shown(value)}")
     return value
 
 

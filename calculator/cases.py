@@ -557,8 +557,13 @@ def ranking_cascade(stages: Sequence[CascadeStage], deadline: Time = None) -> Ra
     >>> cascade.final_stage_reduction, cascade.cascade_budget, round(cascade.compute_reduction)
     (10000.0, <Quantity(180, 'millisecond')>, 5556)
     """
-    if not stages:
-        raise InputError("ranking_cascade(): argument 'stages' must list at least one stage")
+    if (
+        not isinstance(stages, Sequence)
+        or isinstance(stages, str)
+        or not stages
+        or not all(isinstance(s, CascadeStage) for s in stages)
+    ):
+        raise InputError("ranking_cascade(): argument 'stages' must list at least one CascadeStage")
     for i, stage in enumerate(stages):
         check_domain("ranking_cascade", f"stages[{i}].candidates_in", stage.candidates_in, "positive_integer")
         check_domain("ranking_cascade", f"stages[{i}].candidates_out", stage.candidates_out, "positive_integer")
@@ -620,8 +625,11 @@ def deadline_schedule(items: Mapping[str, tuple[Time, Time]]) -> tuple[Scheduled
     >>> [(item.name, item.result) for item in order]
     [('Doc2', 'scored'), ('Doc1', 'scored'), ('Doc3', 'scored')]
     """
-    if not items:
+    if not mapping("deadline_schedule", "items", items):
         return ()
+    for key, entry in items.items():
+        if not (isinstance(entry, tuple | list) and len(entry) == 2 and all(isinstance(v, Q_) for v in entry)):
+            raise InputError(f"deadline_schedule(): items[{key!r}] must be a (work, deadline) pair of times")
     clock = Q_(0.0, "ms")
     out = []
     for name, (remaining, service) in sorted(items.items(), key=lambda kv: Q_(kv[1][0]).m_as("s")):
@@ -804,7 +812,7 @@ def design_axes(workload: str) -> dict[str, str]:
     >>> design_axes("llm")["batching"]
     'Continuous (variable outputs)'
     """
-    if workload not in DESIGN_AXES:
+    if not isinstance(workload, str) or workload not in DESIGN_AXES:
         raise InputError(f"design_axes(): argument 'workload' must be one of {sorted(DESIGN_AXES)}, got {workload!r}")
     return dict(DESIGN_AXES[workload])
 

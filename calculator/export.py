@@ -37,7 +37,7 @@ import numpy as np
 
 from .errors import InputError
 from .results import Result, column_label
-from .units import ureg
+from .units import shown, ureg
 
 if TYPE_CHECKING:
     from .registry import Registry
@@ -204,7 +204,12 @@ def read_xlsx(path: str | Path) -> dict[str, Any]:
     """
     import pandas as pd
 
-    sheets = pd.read_excel(path, sheet_name=None, engine="openpyxl")
+    if not isinstance(path, str | Path):
+        raise InputError(f"read_xlsx(): argument 'path' must be a file path, got {shown(path)}")
+    try:
+        sheets = pd.read_excel(path, sheet_name=None, engine="openpyxl")
+    except (OSError, ValueError, KeyError) as exc:  # missing file, not a workbook
+        raise InputError(f"read_xlsx(): cannot read {shown(str(path))}: {shown(str(exc))}") from None
     return {name: _restore_infinities(sheet) for name, sheet in sheets.items()}
 
 

@@ -311,6 +311,10 @@ def cache_hit_allowed(
     >>> cache_hit_allowed(True, entry, {**entry, "model_version": "v8"})
     (False, 'model_version differs')
     """
+    if not isinstance(authorized, bool | np.bool_):
+        raise InputError(f"cache_hit_allowed(): argument 'authorized' must be True or False, got {shown(authorized)}")
+    mapping("cache_hit_allowed", "cached", cached)
+    mapping("cache_hit_allowed", "request", request)
     if not authorized:
         return False, "request not authorized"
     for name in CACHE_MATCH_FIELDS:
@@ -732,8 +736,13 @@ def route_request(
     >>> route_request([east, west]).region, route_request([east, west], priority="low").region
     ('us-east', 'us-west')
     """
-    if not regions:
-        raise InputError("route_request(): argument 'regions' must list at least one region")
+    if (
+        not isinstance(regions, Sequence)
+        or isinstance(regions, str)
+        or not regions
+        or not all(isinstance(r, RegionOption) for r in regions)
+    ):
+        raise InputError("route_request(): argument 'regions' must list at least one RegionOption")
     eligible: list[Any] = []
     rejected: list[Any] = []
     for option in regions:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ._support import count, mapping, numbers, scalar
+from ._support import count, instance, mapping, numbers, scalar
 from .errors import InputError
 from .formula import check_domain
 from .results import Result, floor_count
@@ -480,6 +480,9 @@ def check_quota(quota: TenantQuota, usage: TenantUsage, request: QuotaRequest) -
     >>> check_quota(TenantQuota(), TenantUsage(concurrent=99), QuotaRequest()).admitted
     True
     """
+    instance("check_quota", "quota", quota, TenantQuota, "a TenantQuota")
+    instance("check_quota", "usage", usage, TenantUsage, "a TenantUsage")
+    instance("check_quota", "request", request, QuotaRequest, "a QuotaRequest")
     exceeded = {
         "max_concurrent_requests": usage.concurrent + 1 > quota.max_concurrent_requests,
         "max_kv_cache": Q_(usage.kv_cache) + Q_(request.reserved_kv) > Q_(quota.max_kv_cache),
@@ -659,7 +662,7 @@ def can_preempt(preempting: str, victim: str) -> bool:
     """
     classes = {c.name: c for c in PRIORITY_CLASSES}
     for argument, name in (("preempting", preempting), ("victim", victim)):
-        if name not in classes:
+        if not isinstance(name, str) or name not in classes:
             raise InputError(f"can_preempt(): argument '{argument}' must be one of {sorted(classes)}, got {name!r}")
     return victim in classes[preempting].preempts
 
@@ -747,6 +750,9 @@ def bulkhead_partition(
     >>> {tier: round(value.m_as("request/s"), 6) for tier, value in parts.items()}
     {'enterprise': 400, 'professional': 420.0, 'free': 180.0}
     """
+    instance("bulkhead_partition", "capacity", capacity, ureg.Quantity, "a quantity (a rate or a memory size)")
+    mapping("bulkhead_partition", "dedicated", dedicated)
+    mapping("bulkhead_partition", "shared_shares", shared_shares)
     reserved = sum((Q_(v) for v in dedicated.values()), 0 * Q_(capacity))
     if reserved > capacity:
         raise InputError(f"bulkhead_partition(): dedicated pools ({reserved}) exceed the capacity ({capacity})")

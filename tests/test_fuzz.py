@@ -83,3 +83,42 @@ def test_a_count_is_a_whole_number_in_range_or_an_input_error(value):
     else:
         values = [result] if isinstance(result, int) else list(result)
         assert all(isinstance(v, int | type(values[0])) and 1 <= v <= 2**53 for v in values)
+
+
+#: Building blocks that take trusted, already checked values by design (not user input): the math helpers
+#: formula bodies are written with, the plain-array kernel pricing of the step model, result rendering,
+#: type-alias helpers and the calibration fit over the project's own tables. Their callers check the input.
+BUILDING_BLOCKS = frozenset(
+    {
+        "ceil", "exp", "floor", "log", "sqrt", "minimum", "maximum", "per", "var", "check_domain",
+        "gemm_seconds", "grouped_gemm_seconds", "prefill_attention_seconds", "decode_attention_seconds",
+        "allreduce_seconds", "iteration_seconds", "max_batch_numeric",
+        "flatten", "frame_columns", "parse_label", "column_label", "plain", "describe_value", "shown",
+        "alias_for", "alias_unit", "alias_dimension", "dimension_of", "fit_profiles", "prediction_errors",
+    }
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(set(FUNCTIONS) - set(CASES) - BUILDING_BLOCKS))
+def test_functions_without_a_generated_call_refuse_hostile_arguments(name):
+    # Every required argument at once: missing, text, NaN, an empty list. Only the project's errors.
+    import inspect
+
+    function = FUNCTIONS[name]
+    parameters = [
+        p for p in inspect.signature(function).parameters.values()
+        if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    ]  # fmt: skip
+    for hostile in (None, "abc", float("nan"), []):
+        positional = [hostile for p in parameters if p.kind is p.POSITIONAL_ONLY]
+        keywords = {p.name: hostile for p in parameters if p.kind is not p.POSITIONAL_ONLY}
+        try:
+            with warnings.catch_warnings(), time_limit(10):
+                warnings.simplefilter("ignore")
+                FUNCTIONS[name](*positional, **keywords)
+        except CalculatorError:
+            continue
+        except CallTimeoutError:
+            pytest.fail(f"{name}: {hostile!r} ran over 10 s")
+        except Exception as error:
+            pytest.fail(f"{name}({hostile!r}): {type(error).__name__}: {str(error)[:160]}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -10,7 +11,7 @@ import numpy as np
 from .._support import count, probability
 from ..errors import InputError
 from ..formula import magnitude
-from ..units import ureg
+from ..units import shown, ureg
 
 if TYPE_CHECKING:
     from .inputs import Workload
@@ -74,7 +75,15 @@ def _registry_for(registry: Any, *entries: Any) -> Any:
 def _read_trace(trace: Any, columns: tuple[str, ...]) -> Any:
     import pandas as pd
 
-    frame = trace if isinstance(trace, pd.DataFrame) else pd.read_csv(trace)
+    if isinstance(trace, pd.DataFrame):
+        frame = trace
+    elif isinstance(trace, str | Path):
+        try:
+            frame = pd.read_csv(trace)
+        except (OSError, ValueError, UnicodeDecodeError) as exc:
+            raise InputError(f"cannot read the trace {shown(str(trace))}: {shown(str(exc))}") from None
+    else:
+        raise InputError(f"a trace is a DataFrame or a CSV file path, got {shown(trace)}")
     missing = [c for c in columns if c not in frame.columns]
     if missing:
         raise InputError(f"the trace lacks column(s) {missing}; it has {list(frame.columns)}")

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from .._support import instance
 from ..errors import InputError
 from ..results import Result
 from ..types import Rate, Time
@@ -83,6 +84,7 @@ def plan_over_time(
     """
     from ..autoscaling import predictive_schedule, simulate_reactive_scaling
 
+    instance("plan_over_time", "plan", plan, FleetPlan, "a FleetPlan (from size_fleet)")
     if not plan.feasible:
         raise InputError(f"plan_over_time(): the plan is infeasible ({plan.reason})")
     startup = startup_time if startup_time is not None else Q_(0.0, "s")

@@ -173,5 +173,10 @@ def shared_block_usage(block_tables: Iterable[Sequence[int]]) -> tuple[int, int]
     >>> shared_block_usage([[0, 1, 2, 3, 4, 5, 10, 11], [0, 1, 2, 3, 4, 5, 12, 13, 14], [0, 1, 2, 3, 4, 5, 15]])
     (24, 12)
     """
-    tables = [list(t) for t in block_tables]
+    if isinstance(block_tables, str) or not isinstance(block_tables, Iterable):
+        raise InputError("shared_block_usage(): argument 'block_tables' must be a list of lists of block numbers")
+    name = "shared_block_usage"
+    tables = [
+        np.atleast_1d(count(name, "block_tables", t, minimum=0)).tolist() if np.size(t) else [] for t in block_tables
+    ]
     return sum(len(t) for t in tables), len({b for t in tables for b in t})

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._support import magnitude
+from .._support import instance, magnitude
 from ..errors import InputError
 from ..formula import formula, per, var
 from ..results import Result, plain
@@ -114,6 +114,8 @@ def compare_capacity(first: CapacityMeasurement, second: CapacityMeasurement) ->
     >>> compare_capacity(x, y)
     'second'
     """
+    instance("compare_capacity", "first", first, CapacityMeasurement, "a CapacityMeasurement")
+    instance("compare_capacity", "second", second, CapacityMeasurement, "a CapacityMeasurement")
     same_slo = np.isclose(first.ttft_target.m_as("s"), second.ttft_target.m_as("s")) and np.isclose(
         first.tpot_target.m_as("s"), second.tpot_target.m_as("s")
     )

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._support import scalar
+from .._support import instance, scalar
 from ..errors import InputError, UnitsError
 from ..formula import check_domain, formula, var
 from ..phases import kv_handoff_time
@@ -219,6 +219,8 @@ def remapped_fraction(before: ConsistentHashRing, after: ConsistentHashRing, key
     >>> 0.2 < remapped_fraction(ring, ring.without_server("d"), np.arange(50_000)) < 0.3
     True
     """
+    instance("remapped_fraction", "before", before, ConsistentHashRing, "a ConsistentHashRing")
+    instance("remapped_fraction", "after", after, ConsistentHashRing, "a ConsistentHashRing")
     return float(np.mean(before.lookup(keys) != after.lookup(keys)))
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .._support import count, numbers
+from .._support import count, magnitude, numbers
 from ..errors import InputError
 from ..formula import check_domain
 from ..results import Result
@@ -240,8 +240,9 @@ def route_two_choices(
     >>> route_two_choices([5, 0, 9], [1, 1, 1], 1, rng).reason
     'admitted'
     """
-    load = np.asarray(work, dtype=float)
-    weight = np.asarray(capacity_weights, dtype=float)
+    # An empty replica set is allowed: Algorithm 4 rejects the request.
+    load = np.atleast_1d(magnitude("route_two_choices", "work", work, "", "nonnegative"))
+    weight = np.atleast_1d(magnitude("route_two_choices", "capacity_weights", capacity_weights, "", "positive"))
     budget = int(_check_int("route_two_choices", "attempts", attempts))
     if load.size == 0:
         return RoutingDecision(replica=None, attempts=0, reason="no eligible replica: overload rejection")

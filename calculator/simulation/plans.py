@@ -34,6 +34,7 @@ __all__ = ["PlanVerification", "default_requests", "plan_setup", "simulate_plan"
 
 def plan_setup(plan: FleetPlan, step_scale: float = 1.0) -> SimulationSetup:
     """The replica a :class:`~calculator.fleet.FleetPlan` describes (its cap on running sequences included)."""
+    _check_plan(plan, "plan_setup")
     targets = plan.targets or {}
     return SimulationSetup(
         model=plan.model,

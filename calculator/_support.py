@@ -25,6 +25,7 @@ __all__ = [
     "magnitude",
     "model_of",
     "instance",
+    "instances",
     "mapping",
     "numbers",
     "probability",
@@ -87,6 +88,17 @@ def instance(function: str, argument: str, value: Any, kind: type | tuple[type, 
     """``value`` if it is a ``kind`` (a plan, a measurement, a ring), else an :class:`InputError` naming it."""
     if not isinstance(value, kind):
         raise InputError(f"{function}(): argument '{argument}' must be {what}, got {shown(value)}")
+    return value
+
+
+def instances(function: str, argument: str, value: Any, kind: type, what: str) -> Any:
+    """A non-empty list (or tuple) of ``kind`` objects, else :class:`InputError` saying ``what`` it must list."""
+    from collections.abc import Sequence
+
+    if isinstance(value, str) or not isinstance(value, Sequence) or not value:
+        raise InputError(f"{function}(): argument '{argument}' must list at least one {what}, got {shown(value)}")
+    if not all(isinstance(item, kind) for item in value):
+        raise InputError(f"{function}(): argument '{argument}' must list {what} objects only, got {shown(value)}")
     return value
 
 

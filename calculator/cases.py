@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ._support import mapping, scalar
+from ._support import instances, mapping, scalar
 from .errors import InputError
 from .formula import check_domain, formula, var
 from .results import Result
@@ -557,13 +557,7 @@ def ranking_cascade(stages: Sequence[CascadeStage], deadline: Time = None) -> Ra
     >>> cascade.final_stage_reduction, cascade.cascade_budget, round(cascade.compute_reduction)
     (10000.0, <Quantity(180, 'millisecond')>, 5556)
     """
-    if (
-        not isinstance(stages, Sequence)
-        or isinstance(stages, str)
-        or not stages
-        or not all(isinstance(s, CascadeStage) for s in stages)
-    ):
-        raise InputError("ranking_cascade(): argument 'stages' must list at least one CascadeStage")
+    instances("ranking_cascade", "stages", stages, CascadeStage, "CascadeStage")
     for i, stage in enumerate(stages):
         check_domain("ranking_cascade", f"stages[{i}].candidates_in", stage.candidates_in, "positive_integer")
         check_domain("ranking_cascade", f"stages[{i}].candidates_out", stage.candidates_out, "positive_integer")

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ._support import mapping
+from ._support import instances, mapping
 from .errors import InputError
 from .formula import check_domain, formula, var
 from .results import Result
@@ -736,13 +736,7 @@ def route_request(
     >>> route_request([east, west]).region, route_request([east, west], priority="low").region
     ('us-east', 'us-west')
     """
-    if (
-        not isinstance(regions, Sequence)
-        or isinstance(regions, str)
-        or not regions
-        or not all(isinstance(r, RegionOption) for r in regions)
-    ):
-        raise InputError("route_request(): argument 'regions' must list at least one RegionOption")
+    instances("route_request", "regions", regions, RegionOption, "RegionOption")
     eligible: list[Any] = []
     rejected: list[Any] = []
     for option in regions:

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
-from public_calls import kinds, public_functions, valid_call
+from public_calls import public_functions, valid_call
 
 from calculator import Q_, ureg
 
@@ -117,4 +117,4 @@ def has_nan(value: Any, depth: int = 0) -> bool:
     return False
 
 
-__all__ = ["CallTimeoutError", "cases", "has_nan", "kinds", "time_limit"]
+__all__ = ["CallTimeoutError", "cases", "has_nan", "time_limit"]

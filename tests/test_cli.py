@@ -57,27 +57,26 @@ def test_registry_validate_good_and_bad_files(tmp_path):
     assert "Traceback" not in result.output
 
 
+#: The sizing options every size test starts from; SIZE_ARGS adds a price (no registry price is looked up).
+SIZING = [
+    "size",
+    "llama-3.1-70b",
+    "--rate",
+    "20",
+    "--input",
+    "1024",
+    "--output",
+    "256",
+    "--ttft",
+    "1 s",
+    "--tpot",
+    "50 ms",
+]
+SIZE_ARGS = [*SIZING, "--price", "4"]
+
+
 def test_size_command_table_and_json():
-    args = [
-        "size",
-        "llama-3.1-70b",
-        "--rate",
-        "20",
-        "--input",
-        "1024",
-        "--output",
-        "256",
-        "--ttft",
-        "1 s",
-        "--tpot",
-        "50 ms",
-        "-a",
-        "h100-sxm",
-        "-p",
-        "fp8",
-        "--price",
-        "4",
-    ]
+    args = [*SIZE_ARGS, "-a", "h100-sxm", "-p", "fp8"]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "feasible: True" in result.output and "gpus: " in result.output and "tpot: " in result.output
@@ -123,24 +122,6 @@ def test_frontier_command_json():
     assert result.exit_code == 0, result.output
     rows = json.loads(result.output)
     assert rows and all(row["pareto"] for row in rows)
-
-
-SIZE_ARGS = [
-    "size",
-    "llama-3.1-70b",
-    "--rate",
-    "20",
-    "--input",
-    "1024",
-    "--output",
-    "256",
-    "--ttft",
-    "1 s",
-    "--tpot",
-    "50 ms",
-    "--price",
-    "4",
-]
 
 
 def test_registry_list_csv_and_xlsx(tmp_path):
@@ -346,12 +327,8 @@ def test_simulate_plan_file_errors(plan_file, tmp_path):
     assert all("Traceback" not in r.output for r in (missing, both, result))
 
 
-SIZE_ARGS = ["size", "llama-3.1-70b", "--rate", "20", "--input", "1024", "--output", "256", "--ttft", "1 s",
-             "--tpot", "50 ms"]  # fmt: skip
-
-
 def test_size_starts_with_the_workload_targets_and_prices_as_understood():
-    result = runner.invoke(app, [*SIZE_ARGS, "-a", "h100-sxm", "-a", "h200-sxm", "--price", "h100-sxm=3"])
+    result = runner.invoke(app, [*SIZING, "-a", "h100-sxm", "-a", "h200-sxm", "--price", "h100-sxm=3"])
     assert result.exit_code == 0, result.output
     lines = result.stdout.strip().splitlines()
     assert lines[0].startswith("workload: 20 request/s; 1,024 prompt tokens -> 256 output tokens")
@@ -370,25 +347,25 @@ def test_size_starts_with_the_workload_targets_and_prices_as_understood():
     ],
 )
 def test_price_flags_are_checked(extra, message):
-    result = runner.invoke(app, [*SIZE_ARGS, "-a", "h100-sxm", *extra])
+    result = runner.invoke(app, [*SIZING, "-a", "h100-sxm", *extra])
     assert result.exit_code == 2 and message in result.output
 
 
 def test_tensor_parallel_degrees_and_version():
-    result = runner.invoke(app, [*SIZE_ARGS, "-a", "h100-sxm", "--price", "4", "--tp", "4", "--json"])
+    result = runner.invoke(app, [*SIZING, "-a", "h100-sxm", "--price", "4", "--tp", "4", "--json"])
     assert result.exit_code == 0 and json.loads(result.stdout)["tensor_parallel"] == 4
     version = runner.invoke(app, ["--version"])
     assert version.exit_code == 0 and version.stdout.startswith("servecalc ")
 
 
 def test_a_request_beyond_the_context_limit_is_infeasible_with_that_reason():
-    args = [*SIZE_ARGS[:4], "--input", "200000", *SIZE_ARGS[6:], "-a", "h100-sxm", "--price", "4"]
+    args = [*SIZING[:4], "--input", "200000", *SIZING[6:], "-a", "h100-sxm", "--price", "4"]
     result = runner.invoke(app, args)
     assert result.exit_code == 1 and "context limit of 131,072 tokens" in result.output
 
 
 def test_size_takes_the_sizer_options_and_echoes_them():
-    base = [*SIZE_ARGS, "-a", "h100-sxm", "--price", "4"]
+    base = [*SIZING, "-a", "h100-sxm", "--price", "4"]
     options = ["--output-cv", "0.5", "--chunk", "2048", "--tbt", "200 ms", "--prefix-hit", "0.3"]
     result = runner.invoke(app, [*base, *options, "--json"])
     assert result.exit_code == 0, result.output
@@ -403,8 +380,8 @@ def test_size_takes_the_sizer_options_and_echoes_them():
 
 
 def test_an_infeasible_plan_prints_no_zero_configuration_and_token_costs_say_output():
-    infeasible = runner.invoke(app, [*SIZE_ARGS[:4], "--input", "200000", *SIZE_ARGS[6:], "--price", "4"])
+    infeasible = runner.invoke(app, [*SIZING[:4], "--input", "200000", *SIZING[6:], "--price", "4"])
     assert infeasible.exit_code == 1 and "feasible: False" in infeasible.stdout
     assert "tensor_parallel: 0" not in infeasible.stdout and "gpus: 0" not in infeasible.stdout
-    feasible = runner.invoke(app, [*SIZE_ARGS, "--price", "4"])
+    feasible = runner.invoke(app, [*SIZING, "--price", "4"])
     assert "cost_per_million_output_tokens: " in feasible.stdout and "cost_per_million_tokens" not in feasible.stdout

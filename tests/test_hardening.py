@@ -7,6 +7,7 @@ exercise (tests/test_registry.py, tests/test_app.py); this file holds the librar
 from __future__ import annotations
 
 import math
+import re
 import time
 
 import numpy as np
@@ -63,7 +64,8 @@ def test_the_cli_does_not_print_a_negative_fleet():
         app, ["size", "llama-3.1-8b", "--rate", "5e19", "--input", "1024", "--output", "256", "--ttft", "1 s",
               "--tpot", "50 ms", "-a", "h100-sxm", "-p", "fp8", "--price", "4"],
     )  # fmt: skip
-    assert result.exit_code == 1 and "-" not in result.output.split("gpus:")[-1].split()[0]
+    assert result.exit_code == 1 and "more than 10,000,000 GPUs" in result.stdout
+    assert not re.search(r"^(gpus|replicas|cost_per_hour): -", result.stdout, re.M)
 
 
 def test_predictions_for_setups_that_cannot_run_are_refused():

@@ -22,6 +22,7 @@ the inputs and the registry entries used, for :mod:`calculator.export`.
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import sys
 from collections.abc import Callable, Mapping
@@ -150,7 +151,7 @@ def _sweep_formula(target: Formula, grids: dict[str, Any], units: Mapping[str, s
     missing = [n for n in target.inputs if n not in grids]
     unknown = [n for n in grids if n not in target.variables]
     if missing or unknown:
-        raise TypeError(
+        raise InputError(
             f"sweep({target.name}): give every argument {list(target.inputs)}; missing {missing}, unknown {unknown}"
         )
     for name, value in grids.items():
@@ -194,6 +195,7 @@ def _sweep_function(target: Callable[..., Any], grids: dict[str, Any], units: Ma
     import pandas as pd
 
     name = getattr(target, "__name__", "result")
+    _check_arguments(target, name, grids)
     numeric = [n for n, v in grids.items() if is_axis(v) and _is_numeric(v)]
     named = [n for n, v in grids.items() if is_axis(v) and n not in numeric]
     for arg in numeric + named:
@@ -226,9 +228,27 @@ def _sweep_function(target: Callable[..., Any], grids: dict[str, Any], units: Ma
     return pd.concat(frames, ignore_index=True)
 
 
+def _check_arguments(target: Callable[..., Any], name: str, grids: Mapping[str, Any]) -> None:
+    """Every swept name is a parameter of ``target`` (unless it takes ``**kwargs``), with the list if not."""
+    try:
+        parameters = inspect.signature(target).parameters
+    except (TypeError, ValueError):  # a callable without a signature: let the call say what it accepts
+        return
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return
+    keywords = [n for n, p in parameters.items() if p.kind is not inspect.Parameter.POSITIONAL_ONLY]
+    unknown = [n for n in grids if n not in keywords]
+    if unknown:
+        raise InputError(f"sweep({name}): unknown argument(s) {unknown}; it takes {keywords}")
+
+
 def _same(given: Any, result: Any, shape: tuple[int, ...]) -> bool:
     """Whether a result field equals an input (same values in the input's unit) at every grid point."""
     try:
+        if isinstance(given, ureg.Quantity) != isinstance(result, ureg.Quantity) and (
+            isinstance(given, str) or isinstance(result, str)
+        ):
+            return False  # an id ("h100-sxm") given for a quantity the result reports (a capacity)
         if isinstance(given, ureg.Quantity) or isinstance(result, ureg.Quantity):
             given, result = Q_(given).magnitude, Q_(result).m_as(Q_(given).units)
         given, result = np.broadcast_to(given, shape), np.broadcast_to(result, shape)

@@ -115,7 +115,7 @@ def test_sweep_by_catalog_name_and_bare_name():
 def test_sweep_errors_name_the_problem():
     with pytest.raises(InputError, match="no formula named 'kv_per_tokn'"):
         sweep("kv_per_tokn", layers=1)
-    with pytest.raises(TypeError, match=r"missing \['head_dim', 'bytes_per_element'\]"):
+    with pytest.raises(InputError, match=r"missing \['head_dim', 'bytes_per_element'\]"):
         sweep(kv_bytes_per_token, layers=[1, 2], kv_heads=8)
     with pytest.raises(UnitsError, match="'bytes_per_element' is a precision"):
         sweep(kv_bytes_per_token, layers=[1, 2], kv_heads=8, head_dim=128, bytes_per_element=Q_(2, "s"))
@@ -157,6 +157,26 @@ def test_function_sweep_equals_point_by_point_memory_fit():
     # defined in calculator.memory.fit, cited by the package that exports it
     assert memory_fit.__module__ == "calculator.memory.fit"
     assert frame.attrs["provenance"].models == ("memory.memory_fit",)
+
+
+def test_function_sweep_takes_registry_ids_like_the_direct_call():
+    # issue 15 item 7: an accelerator id for a capacity raised pint's UndefinedUnitError in the sweep
+    from calculator.memory import model_memory_fit
+
+    frame = sweep(
+        model_memory_fit, model="llama-3.1-70b", capacity="h100-sxm", context=8192, weight_bits=["fp8", "bf16"]
+    )
+    assert list(frame["weight_bits"]) == ["fp8", "bf16"]
+    for bits, fits in zip(["fp8", "bf16"], frame["fits"], strict=True):
+        assert fits == model_memory_fit("llama-3.1-70b", "h100-sxm", 8192, weight_bits=bits).fits
+    assert list(frame["fits"]) == [True, False]  # 70 GB of FP8 weights fit in 80 GiB, 140 GB of BF16 do not
+
+
+def test_function_sweep_names_an_unknown_argument():
+    from calculator.memory import model_memory_fit
+
+    with pytest.raises(InputError, match=r"unknown argument\(s\) \['precision'\].*'weight_bits'"):
+        sweep(model_memory_fit, model="llama-3.1-70b", capacity="h100-sxm", context=8192, precision=["fp8", "bf16"])
 
 
 def test_function_sweep_with_named_axes_equals_point_by_point_predict_benchmark():

@@ -253,6 +253,11 @@ def test_cost_page_crossover_and_curve_come_from_the_library():
     app = open_page("cost")
     # Napkin Math 10.1's scenario: $2M training, $0.001 per query, 50M queries a day: 40 days.
     assert metric(app, "Crossover after") == "40 d"
+    # The answer first: the lifetime scenario's inputs are in the sidebar, its metrics lead the page.
+    assert {"cost.training", "cost.per_query", "cost.per_day", "cost.months"} <= {
+        w.key for w in app.sidebar.number_input
+    }
+    assert app.main.get("metric")[0].label == "Lifetime cost"
     curve = cumulative_cost_curve(Q_(2e6, "USD"), Q_(0.001, "USD/request"), Q_(50e6, "request/day"), Q_(36, "month"))
     assert np.allclose(values(charts(app)[0]["data"][0]["y"]), curve.cumulative_cost.m_as("USD"))
     assert metric(app, "Cost per 1M useful tokens") == "2.4 USD/Mtoken"  # Table 14

@@ -145,6 +145,30 @@ def test_fleet_sizer_infeasible_targets_show_the_reason_and_the_closest_feasible
     assert any(f"×{relaxed.factor:.3g}" in i.value and f"{relaxed.plan.gpus} ×" in i.value for i in app.info)
     rejected = app.dataframe[0].value
     assert set(rejected.configuration) == set(plan.rejected)
+    # Loosening the TPOT target by x1.5 needs far more GPUs than this traffic needs when latency hardly binds.
+    loose = size_fleet(*FLEET_ARGS, Q_(10, "request/s"), 1024, 256, Q_(100, "s"), Q_(500, "ms"), price=prices)
+    assert relaxed.plan.gpus > 10 * loose.gpus
+    [flag] = [rendered(w.value) for w in app.warning if "probably not what you want" in rendered(w.value)]
+    assert f"needs {relaxed.plan.gpus:,} GPUs" in flag and f"the {loose.gpus:,} GPUs" in flag
+
+
+def test_fleet_sizer_a_closest_feasible_plan_in_proportion_is_not_flagged():
+    app = open_page("fleet_sizer", ttft="100.0")  # only the TTFT target binds; loosening it costs little
+    assert any("Closest feasible alternative" in i.value for i in app.info)
+    assert not any("probably not what you want" in rendered(w.value) for w in app.warning)
+
+
+def test_fleet_sizer_flags_a_token_gap_beyond_the_tpot_target_outside_the_details():
+    app = open_page("fleet_sizer")
+    plan = fleet_plan(10)
+    ratio = plan.tbt_max.m_as("ms") / 50
+    assert ratio > 1  # the default scenario: a prefill pauses the streams for longer than the TPOT target
+    [flag] = [w.value for w in app.warning if "longest gap between two tokens" in w.value]
+    assert f"{ratio:.2g}× the 50 ms TPOT target" in flag
+    relaxed = open_page("fleet_sizer", tpot="200.0")
+    plan = fleet_plan(10, tpot_ms=200.0)
+    assert plan.tbt_max <= Q_(200, "ms")
+    assert not any("longest gap between two tokens" in w.value for w in relaxed.warning)
 
 
 def test_fleet_sizer_router_input_sizes_for_the_chosen_router():
@@ -170,12 +194,23 @@ def test_fleet_sizer_verifies_the_plan_by_simulation(monkeypatch):
     assert app.number_input(key="fleet.sim_requests").value == 600
     assert app.number_input(key="fleet.sim_seeds").value == 2  # the page's small default
     assert not [m for m in app.metric if m.label == "Analytical replicas"]  # nothing runs before the click
+    # The check is a button beside the plan's metrics; its settings are in the sidebar with the other inputs.
+    assert app.button(key="fleet.verify").label == "Check by simulation"
+    assert {"fleet.sim_requests", "fleet.sim_seeds"} <= {w.key for w in app.sidebar.number_input}
     app.button(key="fleet.verify").click().run()
     assert_clean(app)
     plan = fleet_plan(10)
     expected = verify_plan(plan, requests=600, seeds=2)  # seeded: the page's numbers
     boxes = [*app.success, *app.info, *app.warning]
     assert any(box.value == f"Simulation: {expected.verdict}." for box in boxes)
+    # The verdict sits with the plan's metrics, before the simulation's details.
+    shown = [node for node in app.main if node.type in ("metric", "success", "info", "warning", "subheader")]
+    place = {
+        "GPUs": next(i for i, node in enumerate(shown) if node.type == "metric" and node.label == "GPUs"),
+        "verdict": next(i for i, node in enumerate(shown) if node.value == f"Simulation: {expected.verdict}."),
+        "details": next(i for i, node in enumerate(shown) if node.value == "Simulation check"),
+    }
+    assert place["GPUs"] < place["verdict"] < place["details"]
     assert metric(app, "Analytical replicas") == str(plan.replicas)
     assert metric(app, "Simulated replicas") == str(expected.simulated_replicas)
     specs = {spec["layout"]["title"]["text"].split(":")[0]: spec for spec in charts(app)}

@@ -178,7 +178,7 @@ def test_every_page_renders_in_headless_chromium_without_errors(chromium, server
             linked = (field.input_value(), page.get_by_role("spinbutton", name="Batch [sequences]").input_value())
             # The fleet sizer's plan checked by simulation: the verdict and the latency charts appear.
             page.goto(server, wait_until="domcontentloaded")
-            button = page.get_by_role("button", name="Verify by simulation")
+            button = page.get_by_role("button", name="Check by simulation")
             button.wait_for(timeout=30_000)
             button.click()
             page.get_by_text("Simulation:", exact=False).first.wait_for(timeout=90_000)

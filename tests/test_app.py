@@ -353,6 +353,41 @@ def test_decode_page_speculative_speedup_and_its_chart():
     assert metric(app, "Speedup") == f"{speedup(0.9, 5, 0.05):.3g}×"
 
 
+def test_decode_page_flags_a_token_gap_beyond_the_tpot_target():
+    app = open_page("decode_speedups")
+    gap = speculative_timing(0.7, 5, Q_(20, "ms"), 0.05, 1.0).tbt_gap.m_as("ms")
+    assert gap > 20  # a round of K = 5 drafts and a verification outlasts the 20 ms TPOT target
+    tbt = next(m for m in app.metric if m.label == "Gap between deliveries (TBT)")
+    assert tbt.delta == f"{gap / 20:.2g}× the TPOT target"
+    assert any(f"is {gap / 20:.2g}× the TPOT target" in box.value for box in [*app.success, *app.warning])
+    app.number_input(key="decode.tpot").set_value(gap + 1).run()
+    assert_clean(app)
+    assert not next(m for m in app.metric if m.label == "Gap between deliveries (TBT)").delta
+
+
+def test_decode_page_best_draft_length_is_told_apart_from_the_current_one():
+    from calculator.speculative import best_draft_length
+
+    app = open_page("decode_speedups")
+    best_k, best = best_draft_length(0.7, 0.05, 32)
+    assert best_k != 5
+    shown = next(m for m in app.metric if m.label == "Best K at this α")
+    assert shown.value == f"K = {best_k}" and "over K = 5" in shown.delta
+    gain = best / speedup(0.7, 5, 0.05) - 1
+    assert gain < 0.005  # at α = 0.7 the best K is no real gain over K = 5, and the page says so
+    assert any(
+        f"Best K = {best_k}" in c.value and "you have K = 5" in c.value and "no reason" in c.value for c in app.caption
+    )
+    app.number_input(key="decode.k").set_value(best_k).run()
+    assert_clean(app)
+    shown = next(m for m in app.metric if m.label == "Best K at this α")
+    assert shown.value == f"K = {best_k} (yours)" and not shown.delta
+    app.number_input(key="decode.k").set_value(1).run()  # a real difference is not "within" anything
+    gain = best / speedup(0.7, 1, 0.05) - 1
+    assert gain > 0.005
+    assert not any("no reason" in c.value for c in app.caption)
+
+
 # ---------------------------------------------------------------------------------------------- Sharding
 
 

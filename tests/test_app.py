@@ -276,6 +276,15 @@ def test_memory_fit_page_matches_model_memory_fit_and_suggests_the_closest_fit()
     assert metric(app, "Capacity / device") == "80 GiB"
 
 
+def test_memory_fit_another_model_without_the_chosen_tp_degree_falls_back_without_a_link_warning():
+    app = open_page("memory_fit", tp="64")  # Llama-3.1-70B's 64 heads split 64 ways
+    assert app.selectbox(key="memory.tp").value == 64
+    app.selectbox(key="memory.model").set_value("llama-3.1-8b").run()  # 32 heads: 64 is no longer offered
+    assert_clean(app)
+    assert app.selectbox(key="memory.tp").value == 2  # the page's default
+    assert not app.warning, [w.value for w in app.warning]  # the address held the page's own value, not a link
+
+
 def test_memory_fit_nameplate_basis_uses_the_decimal_label():
     app = open_page("memory_fit", basis="nameplate")
     assert metric(app, "Capacity / device") == "80 GB"

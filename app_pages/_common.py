@@ -197,13 +197,15 @@ class Scenario:
 
     def _start(self, name: str, default: Any, parse: Callable[[str], Any], valid: Callable[[Any], bool]) -> str:
         key = self.key(name)
-        if key in st.session_state and not valid(st.session_state[key]):
+        stale = key in st.session_state and not valid(st.session_state[key])
+        if stale:
             del st.session_state[key]  # the choices changed under it (another model's TP degrees)
         if key not in st.session_state:
             value = self.saved.get(name, default)
             if not valid(value):
                 value = default
-            raw = st.query_params.get(name)
+            # A stale widget's parameter is this page's own last value, not a shared link: not read again.
+            raw = None if stale else st.query_params.get(name)
             if raw is not None:
                 try:
                     value = parse(raw)

@@ -36,6 +36,19 @@ def main():
         "(sections 10.1-10.4 and 10.9.5; `calculator.economics`, `calculator.regions`)."
     )
     sc = ui.Scenario("cost")
+    # The answer comes first: the lifetime scenario's inputs sit in the sidebar (collapsed on a phone), its
+    # cost and crossover at the top; the other questions are tabs below.
+    with st.sidebar:
+        st.subheader("Lifetime scenario")
+        training = sc.number("Training cost [USD]", "training", 2e6, min_value=1.0, max_value=1e12, step=1e5)
+        per_query = sc.number(
+            "Serving cost per query [USD/request]", "per_query", 0.001, min_value=1e-9, max_value=100.0,
+            step=0.0001, format="%.6f",
+        )  # fmt: skip
+        rate = sc.number("Queries per day [request/day]", "per_day", 50e6, min_value=1.0, max_value=1e13, step=1e6)
+        months = sc.number("Deployment [month]", "months", 12, min_value=1, max_value=240, integer=True)
+    scenario = (Q_(training, "USD"), Q_(per_query, "USD/request"), Q_(rate, "request/day"), Q_(months, "month"))
+    spend = _lifetime_answer(*scenario)
     life, unit, per_token, savings = st.tabs(
         [
             "Lifetime and crossover (Figure 3)",
@@ -45,41 +58,35 @@ def main():
         ]
     )
     with life:
-        scenario = _lifetime(sc)
+        _lifetime(*scenario, spend)
     with unit:
         _unit_cost(sc)
     with per_token:
         _per_request(sc)
     with savings:
-        _savings(sc, *scenario)
+        _savings(sc, *scenario[1:])
 
 
-def _lifetime(sc):
-    a, b, c, d = st.columns(4)
-    training = sc.number("Training cost [USD]", "training", 2e6, min_value=1.0, max_value=1e12, step=1e5, where=a)
-    per_query = sc.number(
-        "Serving cost per query [USD/request]", "per_query", 0.001, min_value=1e-9, max_value=100.0, step=0.0001,
-        format="%.6f", where=b,
-    )  # fmt: skip
-    rate = sc.number("Queries per day [request/day]", "per_day", 50e6, min_value=1.0, max_value=1e13, step=1e6, where=c)
-    months = sc.number("Deployment [month]", "months", 12, min_value=1, max_value=240, integer=True, where=d)
-    training_q, per_query_q = Q_(training, "USD"), Q_(per_query, "USD/request")
-    rate_q, duration = Q_(rate, "request/day"), Q_(months, "month")
-    curve = cumulative_cost_curve(training_q, per_query_q, rate_q, Q_(max(36, months), "month"))
-    total = lifetime_cost(training_q, per_query_q, duration, rate_q)
-    ratio = serving_training_ratio(training_q, per_query_q, duration, rate_q)
-    spend = serving_cost_rate(per_query_q, rate_q)
-    crossover = crossover_time(training_q, spend)
+def _lifetime_answer(training, per_query, rate, duration):
+    """The page's headline: lifetime cost, serving over training, the crossover and the serving spend."""
+    total = lifetime_cost(training, per_query, duration, rate)
+    ratio = serving_training_ratio(training, per_query, duration, rate)
+    spend = serving_cost_rate(per_query, rate)
+    crossover = crossover_time(training, spend)
     cols = st.columns(4)
     cols[0].metric("Lifetime cost", ui.fmt(total, "USD", 4))
     cols[1].metric("Serving / training", f"{ratio:.3g}×")
     cols[2].metric("Crossover after", ui.fmt(crossover, "day", 4))
     cols[3].metric("Serving spend", ui.fmt(spend, "USD/day", 4))
+    return spend
+
+
+def _lifetime(training, per_query, rate, duration, spend):
+    curve = cumulative_cost_curve(training, per_query, rate, Q_(max(36, duration.m_as("month")), "month"))
     st.plotly_chart(cost_curves_figure({"scenario": curve}, time_unit="month"), key="cost-curves")
-    ui.show_math(lifetime_cost, training_q, per_query_q, duration.to("day"), rate_q, title="lifetime cost (Eq. 2)")
-    ui.show_math(serving_training_ratio, training_q, per_query_q, duration.to("day"), rate_q)
-    ui.show_math(crossover_time, training_q, spend.to("USD/day"), title="crossover time")
-    return per_query_q, rate_q, duration
+    ui.show_math(lifetime_cost, training, per_query, duration.to("day"), rate, title="lifetime cost (Eq. 2)")
+    ui.show_math(serving_training_ratio, training, per_query, duration.to("day"), rate)
+    ui.show_math(crossover_time, training, spend.to("USD/day"), title="crossover time")
 
 
 def _unit_cost(sc):
@@ -174,7 +181,8 @@ def _per_request(sc):
 def _savings(sc, per_query, rate, duration):
     st.caption(
         "Cutting the cost per completed request saves that fraction of the serving bill, if volume and quality "
-        "stay fixed and billed capacity actually falls (section 10.4). Volume and duration come from the first tab."
+        "stay fixed and billed capacity actually falls (section 10.4). Volume and duration come from the lifetime "
+        "scenario in the sidebar."
     )
     reduction = sc.slider("Unit-cost cut", "cut", 0.10, min_value=0.0, max_value=1.0, step=0.01)
     bill = serving_cost(per_query, duration, rate)

@@ -25,6 +25,8 @@ from calculator.speculative import (
 )
 
 DRAFT_LENGTHS = (1, 2, 3, 5, 8)
+#: A better draft length is worth a change when it adds at least this share of speedup.
+MATERIAL_GAIN = 0.005
 CHUNKS = (128, 256, 512, 1024, 2048, 4096)
 #: Table 12's formats: (name, stored weight precision, precision of the matrix arithmetic).
 FORMATS = (
@@ -91,15 +93,36 @@ def _speculative(sc):
     tpot_target = sc.number("TPOT target [ms]", "tpot", 20.0, min_value=0.01, max_value=1e5, step=1.0, where=f)
     tbt_target = sc.number("TBT (per gap) target [ms]", "tbt", 50.0, min_value=0.01, max_value=1e5, step=1.0, where=g)
     timing = speculative_timing(alpha, k, Q_(step_ms, "ms"), ratio, verify)
-    best_k, best = best_draft_length(alpha, ratio, 32, verify)
+    best_k, best = best_draft_length(alpha, ratio, max(32, k), verify)  # the search includes the user's K
+    gap_ratio = (timing.tbt_gap / Q_(tpot_target, "ms")).m_as("")
+    gain = best / timing.speedup - 1
     cols = st.columns(5)
     cols[0].metric("Speedup", f"{timing.speedup:.3g}×")
     cols[1].metric("Tokens per round", f"{timing.tokens_per_round:.3g}")
     cols[2].metric("TPOT", ui.fmt(timing.tpot, "ms"))
-    cols[3].metric("Gap between deliveries (TBT)", ui.fmt(timing.tbt_gap, "ms"))
-    cols[4].metric("Best K at this α", f"{best_k} ({best:.3g}×)")
+    cols[3].metric(
+        "Gap between deliveries (TBT)", ui.fmt(timing.tbt_gap, "ms"),
+        delta=f"{ui.fmt(gap_ratio, digits=2)}× the TPOT target" if gap_ratio > 1 else None, delta_color="inverse",
+        help="the longest wait for the next token: a whole round, since a round's tokens arrive together",
+    )  # fmt: skip
+    cols[4].metric(
+        "Best K at this α", f"K = {best_k}" if best_k != k else f"K = {k} (yours)",
+        delta=f"+{ui.fmt(100 * gain, digits=2)} % speedup over K = {k}" if best_k != k else None,
+        delta_color="normal" if gain >= MATERIAL_GAIN else "off",
+    )  # fmt: skip
+    if best_k != k:
+        st.caption(
+            f"Best K = {best_k} gives {ui.fmt(best, digits=4)}×; you have K = {k} at "
+            f"{ui.fmt(timing.speedup, digits=4)}×"
+            + (f": within {MATERIAL_GAIN:.1%}, no reason to change." if gain < MATERIAL_GAIN else ".")
+        )
     tpot_ok, tbt_ok = timing.tpot <= Q_(tpot_target, "ms"), timing.tbt_gap <= Q_(tbt_target, "ms")
     verdict = f"TPOT target {'met' if tpot_ok else 'missed'}, per-gap TBT target {'met' if tbt_ok else 'missed'}"
+    if gap_ratio > 1:
+        verdict += (
+            f"; the gap between deliveries ({ui.fmt(timing.tbt_gap, 'ms')}) is {ui.fmt(gap_ratio, digits=2)}× "
+            "the TPOT target"
+        )
     (st.success if tpot_ok and tbt_ok else st.warning)(
         f"{verdict}: tokens arrive in blocks, so the gap is a whole round even when the average per token is short "
         "(section 10.7.6)."

@@ -207,8 +207,11 @@ def main():
 
     st.divider()
     if plan.feasible:
-        _show_plan(plan, rate, output, prices)
-        _simulation(sc, plan, (request, options))
+        check = _check_settings(sc, plan, (request, options))
+        verification = _show_plan(plan, rate, output, prices, tpot_ms, check)
+        if verification is not None:
+            st.subheader("Simulation check")
+            _show_verification(plan, verification)
     else:
         _show_infeasible(plan, request, options)
 
@@ -243,7 +246,7 @@ def _interval(pair, unit):
     return f"80% interval {ui.fmt(pair[0], unit, 3)} to {ui.fmt(pair[1], unit, 3)}"
 
 
-def _show_plan(plan, rate, output, prices):
+def _show_plan(plan, rate, output, prices, tpot_ms, check):
     st.success(f"{plan.gpus} × {ui.plain(plan.accelerator)} at {plan.precision}: {ui.plain(plan.reason)}.")
     low, high = plan.gpus_interval
     band = f"{low}-{high} GPUs" if high is not None else f"{low} GPUs to infeasible"
@@ -267,6 +270,15 @@ def _show_plan(plan, rate, output, prices):
     second[2].metric("TTFT", ui.fmt(plan.ttft, "ms", 4), help=_interval(plan.ttft_interval, "ms"))
     second[3].metric("TPOT", ui.fmt(plan.tpot, "ms", 4), help=_interval(plan.tpot_interval, "ms"))
     st.caption(f"TTFT {_interval(plan.ttft_interval, 'ms')}; TPOT {_interval(plan.tpot_interval, 'ms')}.")
+    verification = _check(plan, *check)
+    gap, target = plan.tbt_max, Q_(tpot_ms, "ms")
+    if gap > target:
+        st.warning(
+            f"The longest gap between two tokens of a stream is {ui.fmt(gap, 'ms', 3)}, "
+            f"{(gap / target).m_as(''):.2g}× the {ui.fmt(target, 'ms', 3)} TPOT target: TPOT is the average gap, "
+            "and the streams decoding on a replica wait while a prompt's prefill runs there (section 10.8.2). If users "
+            "notice such pauses, chunked or disaggregated prefill bounds them (Decode speedups page)."
+        )
     details = {
         "GPUs at the low / high end of the model's error": f"{low} / {high if high is not None else 'infeasible'}",
         "utilization per replica": plan.utilization,
@@ -299,6 +311,7 @@ def _show_plan(plan, rate, output, prices):
         (arrival * Q_(output, "token/request")).to("token/s"),
         title="cost per million output tokens",
     )
+    return verification
 
 
 #: Deployment downloads: label, target, file name.
@@ -339,50 +352,63 @@ def _deploy(plan):
             )
 
 
-def _simulation(sc, plan, sizing):
-    st.subheader("Verify by simulation")
-    st.caption(
-        "Simulate every request through continuous-batching replicas behind the router: each iteration priced by "
-        "the step model, admission by free KV cache and the batch cap, open-loop arrivals with the workload's "
+def _check_settings(sc, plan, sizing):
+    """The simulation check's settings (in the sidebar) and the key of its result."""
+    with st.sidebar:
+        st.subheader("Simulation check")
+        requests = sc.number(
+            "Requests per seed", "sim_requests", SIMULATED_REQUESTS, min_value=200, max_value=200_000, step=1000,
+            integer=True, help="per replica count simulated; more requests narrow the intervals",
+        )  # fmt: skip
+        seeds = sc.number(
+            "Seeds", "sim_seeds", SIMULATED_SEEDS, min_value=1, max_value=16, integer=True,
+            help="independent runs; the intervals are over them",
+        )  # fmt: skip
+        labels = {AS_SIZED: f"as sized ({ROUTER_LABELS[plan.router]})", **ROUTER_LABELS}
+        router = sc.select("Router to simulate", "sim_router", list(labels), AS_SIZED, format_func=labels.get)
+    return (sizing, requests, seeds, router), requests, seeds, router
+
+
+def _check(plan, key, requests, seeds, router):
+    """The button that checks the plan by simulation, and its verdict beside it (kept for reruns)."""
+    verified = st.session_state.setdefault("fleet.verified", OrderedDict())
+    left, right = st.columns([1, 3], vertical_alignment="center")
+    clicked = left.button(
+        "Check by simulation", key="fleet.verify", type="primary",
+        help="Simulate every request through continuous-batching replicas behind the router: each iteration priced "
+        "by the step model, admission by free KV cache and the batch cap, open-loop arrivals with the workload's "
         "rate and variability (`calculator.simulation.verify_plan`). The plan's replica count is simulated, then "
         "one fewer, or one more, until the fewest that meet the targets are found. Runs are seeded: the same "
-        "inputs give the same answer."
-    )
-    a, b, c = st.columns(3)
-    requests = sc.number(
-        "Requests per seed", "sim_requests", SIMULATED_REQUESTS, min_value=200, max_value=200_000, step=1000,
-        integer=True, where=a, help="per replica count simulated; more requests narrow the intervals",
+        "inputs give the same answer. Requests, seeds and router: in the sidebar.",
     )  # fmt: skip
-    seeds = sc.number(
-        "Seeds", "sim_seeds", SIMULATED_SEEDS, min_value=1, max_value=16, integer=True, where=b,
-        help="independent runs; the intervals are over them",
-    )  # fmt: skip
-    labels = {AS_SIZED: f"as sized ({ROUTER_LABELS[plan.router]})", **ROUTER_LABELS}
-    router = sc.select("Router to simulate", "sim_router", list(labels), AS_SIZED, where=c, format_func=labels.get)
-    key = (sizing, requests, seeds, router)
-    verified = st.session_state.setdefault("fleet.verified", OrderedDict())
-    if st.button("Verify by simulation", key="fleet.verify", type="primary"):
+    if clicked:
         verified[key] = _verify(plan, key, requests, seeds, router)
         while len(verified) > SESSION_VERIFICATIONS:
             verified.popitem(last=False)
     verification = verified.get(key)
-    if verification is None:
-        st.caption(
-            f"About {requests * seeds:,} requests per replica count simulated; a few seconds at the defaults "
-            f"({SIMULATED_REQUESTS:,} requests, {SIMULATED_SEEDS} seeds)."
-        )
-        return
-    _show_verification(plan, verification)
+    with right:
+        if verification is None:
+            st.caption(
+                f"Not checked yet: about {requests * seeds:,} requests per replica count simulated, a few seconds at "
+                f"the defaults ({SIMULATED_REQUESTS:,} requests, {SIMULATED_SEEDS} seeds)."
+            )
+        else:
+            _verdict(verification)
+    return verification
+
+
+def _verdict(verification):
+    text = f"Simulation: {ui.plain(verification.verdict)}."
+    if verification.meets_targets and verification.simulated_replicas == verification.analytical_replicas:
+        st.success(text)
+    elif verification.meets_targets:
+        st.info(text)
+    else:
+        st.warning(text)
 
 
 def _show_verification(plan, verification):
     found = verification.simulated_replicas
-    if verification.meets_targets and found == verification.analytical_replicas:
-        st.success(f"Simulation: {ui.plain(verification.verdict)}.")
-    elif verification.meets_targets:
-        st.info(f"Simulation: {ui.plain(verification.verdict)}.")
-    else:
-        st.warning(f"Simulation: {ui.plain(verification.verdict)}.")
     results = verification.results
     mine = results[verification.analytical_replicas]
     cols = st.columns(4)
@@ -434,6 +460,26 @@ def _show_verification(plan, verification):
     ui.download_json(verification, "plan-verification", label="Download the verification as JSON")
 
 
+#: The alternative is flagged when it needs more than this many times the GPUs of the same traffic with both
+#: targets loosened by :data:`LOOSE` (relax_targets' search limit): what the traffic costs when latency hardly binds.
+OVERSIZED, LOOSE = 10, 100.0
+
+
+def _flag_scale(alternative, request, options):
+    """A warning when the closest feasible plan is out of proportion with the traffic it serves."""
+    *sizing, ttft_ms, tpot_ms = request
+    loose = plan_for(*sizing, ttft_ms * LOOSE, tpot_ms * LOOSE, options)
+    if not loose.feasible or alternative.gpus <= OVERSIZED * loose.gpus:
+        return
+    st.warning(
+        f"The alternative needs {alternative.gpus:,} GPUs ({ui.fmt(alternative.cost_per_hour, 'USD/hour', 4)}), "
+        f"{alternative.gpus / loose.gpus:.0f}× the {loose.gpus:,} GPUs that carry this traffic when latency hardly "
+        f"matters (both targets ×{LOOSE:g}): loosening the target only this far is probably not what you want. "
+        "Consider loosening it further, a faster accelerator or a lower precision, or speculative decoding "
+        "(Decode speedups page)."
+    )
+
+
 _LOOSENED = {"ttft": "the TTFT target", "tpot": "the TPOT target", "both": "both targets", "none": "nothing"}
 
 
@@ -449,6 +495,7 @@ def _show_infeasible(plan, request, options):
             f"(TP {alternative.tensor_parallel}, batch {alternative.batch}), "
             f"{ui.fmt(alternative.cost_per_hour, 'USD/hour', 5)}."
         )
+        _flag_scale(alternative, request, options)
         ui.download_json(alternative, "closest-feasible-plan", label="Download the alternative plan as JSON")
     else:
         st.info(

@@ -1,16 +1,28 @@
 """Goal seek: pick any closed-form model, fix every input but one, and solve for it."""
 
-import inspect
 import math
 
 import streamlit as st
 
 from app_pages import _common as ui
+from calculator.errors import InputError, UnitsError
 from calculator.formula import catalog
 
-#: A starting value per domain for inputs without a default in the formula's signature.
+#: A starting value per domain for an input that neither the formula's example nor its signature gives.
 STARTS = {"probability": 0.5, "fraction_open": 0.5, "positive_integer": 1.0}
+#: What a value of each domain is, in words (the error of a target no value reaches).
+DOMAIN_WORDS = {
+    "positive": "a positive number",
+    "nonnegative": "a number of at least 0",
+    "probability": "a probability between 0 and 1",
+    "fraction_open": "a fraction of at least 0 and below 1",
+    "positive_integer": "a whole number of at least 1",
+    "precision": "a positive precision",
+    "any": "a number",
+}
 RESULT = "(the result: just evaluate)"
+#: Formulas whose target the user has set (a typed value or a shared link); the others follow the inputs.
+EDITED = "goal.edited"
 
 
 @st.cache_resource(show_spinner="Loading the formula catalogue...")
@@ -18,25 +30,30 @@ def formulas():
     return catalog()
 
 
-def _start(formula, name):
-    default = inspect.signature(formula.func).parameters[name].default
-    if default is not inspect.Parameter.empty:
-        return float(default)
-    return STARTS.get(formula.variables[name].domain, 1.0)
+def _words(formula, name):
+    spec = formula.result if name == formula.name else formula.variables[name]
+    return spec.description or name.replace("_", " ")
 
 
 def _describe(formula, name):
-    spec = formula.result if name == formula.name else formula.variables[name]
-    words = spec.description or name.replace("_", " ")
-    return f"{name}: {words}"
+    return f"{name}: {_words(formula, name)}"
+
+
+def _start(formula, example, name):
+    """The input's first value in its declared unit: the formula's worked example, else a value of its domain."""
+    spec = formula.variables[name]
+    if name in example:
+        return _magnitude(example[name], spec.unit)
+    return STARTS.get(spec.domain, 1.0)
 
 
 def main():
     st.title("Goal seek")
     st.caption(
         "Every closed form of the library, solved for any of its inputs: fix the others and the result you want. "
-        "Symbolic roots where sympy finds them, otherwise a bracketing root finder on the model's domain "
-        "(`calculator.formula.Formula.solve_for`)."
+        "The inputs start from the chapter's worked example of the formula (a real model's values); the target "
+        "follows the inputs until you type one. Symbolic roots where sympy finds them, otherwise a bracketing root "
+        "finder on the model's domain (`calculator.formula.Formula.solve_for`)."
     )
     sc = ui.Scenario("goal")
     table = formulas()
@@ -49,6 +66,9 @@ def main():
         format_func=lambda k: f"{table[k].result.description or table[k].name} ({table[k].name})",
     )  # fmt: skip
     formula = table[key]
+    for name in list(st.query_params):  # the previous formula's inputs are not this scenario's
+        if name not in ("module", "formula") and not name.startswith(f"{formula.name}."):
+            del st.query_params[name]
     st.latex(formula.latex())
     st.caption(f"{formula.reference} · `{formula.__module__}.{formula.name}`")
 
@@ -56,12 +76,13 @@ def main():
         "Solve for", f"{formula.name}.unknown", [*formula.inputs, RESULT], formula.inputs[0],
         format_func=lambda n: n if n == RESULT else _describe(formula, n),
     )  # fmt: skip
+    example = formula.example
     st.markdown("**Fix the others**")
     known = {}
     for name in formula.inputs:
         if name == unknown:
             continue
-        known[name] = _input(sc, formula, name, _start(formula, name))
+        known[name] = _input(sc, formula, name, _start(formula, example, name))
     if unknown == RESULT:
         value = formula(**known)
         st.metric(f"{formula.name}", ui.fmt(value, digits=6))
@@ -69,9 +90,14 @@ def main():
             st.latex(formula.latex(**known))
         return
 
-    default_target = formula(**{**known, unknown: _default_quantity(formula, unknown)})
-    target = _input(sc, formula, formula.name, _magnitude(default_target, formula.result.unit), result=True)
-    solution = formula.solve_for(unknown, **known, **{formula.name: target})
+    target = _target(sc, formula, unknown, known, example)
+    if target is None:
+        return
+    try:
+        solution = formula.solve_for(unknown, **known, **{formula.name: target})
+    except InputError:
+        st.error(_no_solution(formula, unknown, target))
+        return
     spec = formula.variables[unknown]
     solved = solution.to(spec.unit) if hasattr(solution, "to") else solution
     cols = st.columns(2)
@@ -92,14 +118,84 @@ def main():
         st.caption(f"{formula.reference}")
 
 
+def _target(sc, formula, unknown, known, example):
+    """The target: the result of the current inputs (the unknown at its example) until the user types one.
+
+    Returns ``None`` (with an error box) when the inputs give no value of the result.
+    """
+    prefix = f"{formula.name}.{formula.name}"
+    key, computed = sc.key(prefix), f"goal.computed.{formula.name}"
+    edited = st.session_state.setdefault(EDITED, set())
+    if formula.name not in edited:
+        if key not in st.session_state and prefix in st.query_params:
+            edited.add(formula.name)  # a shared link's target (the page leaves a computed one out of the link)
+        elif key in st.session_state and st.session_state[key] != st.session_state.get(computed):
+            edited.add(formula.name)  # typed by the user
+    if formula.name not in edited:
+        start = example[unknown] if unknown in example else _default_quantity(formula, unknown)
+        try:
+            value = formula(**known, **{unknown: start})
+        except InputError as exc:
+            st.error(
+                f"These inputs give no {_words(formula, formula.name)} with {_words(formula, unknown)} at "
+                f"{ui.fmt(start)}: {ui.plain(_reason(exc))}. Change one of the inputs."
+            )
+            return None
+        unit = st.session_state.get(sc.key(f"{prefix}.unit"), sc.saved.get(f"{prefix}.unit", formula.result.unit))
+        st.session_state[key] = st.session_state[computed] = _magnitude(value, _unit_or(value, unit))
+    target = _input(sc, formula, formula.name, st.session_state.get(key, 0.0), result=True)
+    if formula.name in edited:
+        st.button(
+            "Recompute the target from the inputs", key=f"goal.recompute.{formula.name}",
+            on_click=_recompute, args=(formula.name, key, computed),
+        )  # fmt: skip
+    elif prefix in st.query_params:
+        del st.query_params[prefix]  # a computed target is not part of the shared scenario
+    return target
+
+
+def _recompute(name, key, computed):
+    """Hand the target back to the inputs: forget the user's value."""
+    st.session_state[EDITED].discard(name)
+    st.session_state[computed] = st.session_state.get(key)
+
+
+def _unit_or(value, unit):
+    """``unit`` if ``value`` converts to it (the unit the user typed for the target), else the value's own unit."""
+    if not hasattr(value, "to"):
+        return None
+    try:
+        value.to(ui.parse_quantity(1.0, unit, "unit").units)
+    except (UnitsError, InputError, ValueError, TypeError, AttributeError, KeyError):
+        return str(value.units)
+    return unit
+
+
+def _no_solution(formula, unknown, target):
+    spec = formula.variables[unknown]
+    kind = DOMAIN_WORDS.get(spec.domain, "a number")
+    return (
+        f"No value of {ui.plain(_words(formula, unknown))} ({kind}) gives a {ui.plain(_words(formula, formula.name))} "
+        f"of {ui.plain(ui.fmt(target))} with these values. Change the target or one of the other inputs, or "
+        f"solve for another input."
+    )
+
+
+def _reason(exc):
+    """A library error without the function and argument names it starts with."""
+    return str(exc).split("): ", 1)[-1].replace(" for these arguments", "")
+
+
 def _default_quantity(formula, name):
     spec = formula.variables[name]
-    start = _start(formula, name)
+    start = STARTS.get(spec.domain, 1.0)
     return ui.parse_quantity(start, spec.unit, name) if spec.unit else start
 
 
 def _magnitude(value, unit):
-    return float(value.m_as(unit)) if hasattr(value, "m_as") else float(value)
+    if hasattr(value, "m_as"):
+        return float(value.m_as(unit)) if unit else float(value.m_as(value.units))
+    return float(value)
 
 
 def _input(sc, formula, name, default, result=False):
@@ -115,7 +211,7 @@ def _input(sc, formula, name, default, result=False):
     value_column, unit_column = st.columns([3, 1])
     value = sc.number(label, prefix, default, min_value=-1e300, max_value=1e300, where=value_column)
     unit = sc.text("unit", f"{prefix}.unit", spec.unit, max_chars=40, where=unit_column)
-    return ui.parse_quantity(value, unit, name)
+    return ui.parse_quantity(value, unit, _words(formula, name))
 
 
 ui.run(main)

@@ -69,6 +69,7 @@ _DEFAULT_SCALE_DOWN_DELAY = Q_(10, "min")
     decision_time=var("s", r"T_{\mathrm{decide}}", "nonnegative", "time to decide"),
     provisioning_time=var("s", r"T_{\mathrm{prov}}", "nonnegative", "time to provision capacity"),
     warmup_time=var("s", r"T_{\mathrm{warm}}", "nonnegative", "time to warm up"),
+    example={"detection_time": "10 s", "decision_time": "1 s", "provisioning_time": "30 s", "warmup_time": "5 s"},
 )
 def scaling_response_time(detection_time, decision_time, provisioning_time, warmup_time):
     r"""Time from a demand change until new capacity serves: detection, decision, provisioning, warmup.
@@ -106,6 +107,7 @@ def scaling_response_time(detection_time, decision_time, provisioning_time, warm
     reference="Example 10.11 (§10.13.2)",
     artifact_bytes=var("B", r"M_{\mathrm{art}}", "nonnegative", "bytes of model artifacts to fetch"),
     storage_bandwidth=var("B/s", r"B_{\mathrm{store}}", description="effective storage bandwidth"),
+    example={"artifact_bytes": "140 GB", "storage_bandwidth": "0.5 GB/s"},
 )
 def model_load_time(artifact_bytes, storage_bandwidth):
     r"""Time to fetch a model's artifacts at the effective storage bandwidth.
@@ -140,6 +142,12 @@ def model_load_time(artifact_bytes, storage_bandwidth):
     artifact_bytes=var("B", r"M_{\mathrm{art}}", "nonnegative", "bytes of model artifacts"),
     storage_bandwidth=var("B/s", r"B_{\mathrm{store}}", description="effective storage bandwidth"),
     warmup_time=var("s", r"T_{\mathrm{warm}}", "nonnegative", "device loading and warmup"),
+    example={
+        "provisioning_time": "1 min",
+        "artifact_bytes": "140 GB",
+        "storage_bandwidth": "0.5 GB/s",
+        "warmup_time": "1 min",
+    },
 )
 def cold_start_time(provisioning_time, artifact_bytes, storage_bandwidth, warmup_time):
     r"""Sequential cold start of a replica: provision, fetch the artifacts, load and warm up.
@@ -601,6 +609,7 @@ def simulate_reactive_scaling(
     reference="Example 10.12 systems insight (§10.13.2)",
     forecast_peak=var("", r"n_{\mathrm{fc}}", "nonnegative", "peak replicas with the forecast"),
     reactive_peak=var("", r"n_{\mathrm{re}}", "positive", "peak replicas of the reactive controller"),
+    example={"forecast_peak": 30, "reactive_peak": 45},
 )
 def peak_reduction(forecast_peak, reactive_peak):
     r"""Fractional reduction of the peak replica count from forecasting.
@@ -718,6 +727,7 @@ def warm_pool(
     pool_replicas=var("", "n", "nonnegative", "replicas (GPUs) in the pool"),
     price=var("USD/hour", "p", "nonnegative", "price per replica-hour"),
     idle_fraction=var("", "f", "probability", "fraction of the time the pool is idle"),
+    example={"pool_replicas": 16, "price": "4 USD/hour", "idle_fraction": 0.75},
 )
 def idle_cost_rate(pool_replicas, price, idle_fraction):
     r"""Hourly cost attributed to idle warm-pool capacity.

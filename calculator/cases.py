@@ -187,6 +187,7 @@ REFERENCE_DECODE_BUDGET = decode_budget(
     weight_bytes=var("B", r"M_{W}", description="weights of the replica"),
     tensor_parallel=var("", "t", "positive_integer", "devices the weights are split over"),
     memory_bandwidth=var("B/s", r"B_{\mathrm{HBM}}", description="HBM bandwidth of one device"),
+    example={"weight_bytes": "140 GB", "tensor_parallel": 8, "memory_bandwidth": "3.35 TB/s"},
 )
 def decode_bandwidth_floor(weight_bytes, tensor_parallel, memory_bandwidth):
     r"""Time to stream each device's weight shard once at full HBM bandwidth: the batch-one decode floor.
@@ -228,6 +229,7 @@ def decode_bandwidth_floor(weight_bytes, tensor_parallel, memory_bandwidth):
     weight_bytes=var("B", r"M_{W}"),
     tensor_parallel=var("", "t", "positive_integer"),
     memory_bandwidth=var("B/s", r"B_{\mathrm{HBM}}"),
+    example={"step_time": "85 ms", "weight_bytes": "140 GB", "tensor_parallel": 8, "memory_bandwidth": "3.35 TB/s"},
 )
 def memory_bandwidth_utilization(step_time, weight_bytes, tensor_parallel, memory_bandwidth):
     r"""Memory-bandwidth utilization of a decode step: the bandwidth floor over the step time.
@@ -820,6 +822,7 @@ def design_axes(workload: str) -> dict[str, str]:
     reference="section 10.16, sizing by average throughput (§10.16)",
     utilization=var("", r"\rho", "nonnegative", "utilization before the surge"),
     surge=var("", "g", "nonnegative", "fractional traffic increase"),
+    example={"utilization": 0.8, "surge": 0.25},
 )
 def surge_utilization(utilization, surge):
     r"""Utilization after a traffic surge, with unchanged work per request and service capacity.
@@ -854,6 +857,7 @@ def surge_utilization(utilization, surge):
     result=var("", "g", "nonnegative", "surge that saturates the fleet"),
     reference="section 10.16 (§10.16, answer §10.18)",
     utilization=var("", r"\rho", "positive", "utilization before the surge"),
+    example={"utilization": 0.8},
 )
 def saturating_surge(utilization):
     r"""The fractional traffic increase that takes a fleet from ``utilization`` to 100 %.
@@ -884,6 +888,7 @@ def saturating_surge(utilization):
     reference="section 10.16, lowest precision fallacy (§10.16)",
     throughput=var("token/s", "X", "nonnegative", "raw throughput"),
     quality_pass_rate=var("", "q", "probability", "share of responses passing per-task quality evaluation"),
+    example={"throughput": "2000 token/s", "quality_pass_rate": 0.9},
 )
 def useful_capacity(throughput, quality_pass_rate):
     r"""Throughput that counts: raw tokens per second times the share of responses that pass quality evaluation.

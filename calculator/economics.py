@@ -48,6 +48,7 @@ __all__ = [
     users=var("", "U", "nonnegative", "active users"),
     requests_per_user=var("request/day", "r_{u}", "nonnegative", "requests (interactions) per user per day"),
     calls_per_request=var("", "k", "positive", "model calls each request triggers"),
+    example={"users": 1e6, "requests_per_user": "50 request/day", "calls_per_request": 1},
 )
 def user_request_rate(users, requests_per_user, calls_per_request):
     r"""Model request rate from the user base: users x requests per user x model calls per request.
@@ -86,6 +87,7 @@ def user_request_rate(users, requests_per_user, calls_per_request):
     reference="Napkin Math 10.1 (annual inference volume)",
     arrival_rate=var("request/s", r"\lambda", "nonnegative", "average served request rate"),
     duration=var("s", "T", "nonnegative", "period"),
+    example={"arrival_rate": "10000 request/s", "duration": "730 day"},
 )
 def request_volume(arrival_rate, duration):
     r"""Requests served over a period at an average rate.
@@ -121,6 +123,7 @@ def request_volume(arrival_rate, duration):
     reference="Eq. 2, section 10.4 (recurring serving expense)",
     cost_per_query=var("USD/request", "c_{q}", "nonnegative", "average serving cost per served query"),
     arrival_rate=var("request/s", r"\lambda", "nonnegative", "average served query rate"),
+    example={"cost_per_query": "0.001 USD/request", "arrival_rate": "50e6 request/day"},
 )
 def serving_cost_rate(cost_per_query, arrival_rate):
     r"""Serving spend per unit time: unit cost times served rate.
@@ -154,6 +157,7 @@ def serving_cost_rate(cost_per_query, arrival_rate):
     cost_per_query=var("USD/request", "c_{q}", "nonnegative", "average serving cost per served query"),
     duration=var("s", r"T_{\mathrm{deploy}}", "nonnegative", "period"),
     arrival_rate=var("request/s", r"\lambda", "nonnegative", "average served query rate"),
+    example={"cost_per_query": "0.001 USD/request", "duration": "365 day", "arrival_rate": "50e6 request/day"},
 )
 def serving_cost(cost_per_query, duration, arrival_rate):
     r"""Serving cost over a period: unit cost times the requests served (Eq. 2's recurring term).
@@ -192,6 +196,12 @@ def serving_cost(cost_per_query, duration, arrival_rate):
     cost_per_query=var("USD/request", "c_{q}", "nonnegative", "average serving cost per served query"),
     duration=var("s", r"T_{\mathrm{deploy}}", "nonnegative", "deployment duration"),
     arrival_rate=var("request/s", r"\lambda", "nonnegative", "average rate of served queries"),
+    example={
+        "training_cost": "2e6 USD",
+        "cost_per_query": "0.001 USD/request",
+        "duration": "365 day",
+        "arrival_rate": "50e6 request/day",
+    },
 )
 def lifetime_cost(training_cost, cost_per_query, duration, arrival_rate):
     r"""Lifetime cost of a model version: training plus serving over its deployment.
@@ -276,6 +286,12 @@ def piecewise_lifetime_cost(
     cost_per_query=var("USD/request", "c_{q}", "nonnegative", "average serving cost per served query"),
     duration=var("s", r"T_{\mathrm{deploy}}", "nonnegative", "deployment duration"),
     arrival_rate=var("request/s", r"\lambda", "nonnegative", "average served query rate"),
+    example={
+        "training_cost": "2e6 USD",
+        "cost_per_query": "0.001 USD/request",
+        "duration": "365 day",
+        "arrival_rate": "50e6 request/day",
+    },
 )
 def serving_training_ratio(training_cost, cost_per_query, duration, arrival_rate):
     r"""How many times the training cost a deployment spends on serving.
@@ -317,6 +333,7 @@ def serving_training_ratio(training_cost, cost_per_query, duration, arrival_rate
     reference="Napkin Math 10.1; self-check answer §10.18",
     serving_cost=var("USD", r"C_{\mathrm{serve}}", "nonnegative", "serving cost over the period"),
     reduction=var("", "f", "probability", "fractional cut in cost per request"),
+    example={"serving_cost": "18.25e6 USD", "reduction": 0.1},
 )
 def unit_cost_savings(serving_cost, reduction):
     r"""Serving cost saved by cutting the cost per request, at unchanged volume and quality.
@@ -353,6 +370,7 @@ def unit_cost_savings(serving_cost, reduction):
     gpu_hours=var("h", r"H_{\mathrm{GPU}}", "nonnegative", "GPU-hours of training compute"),
     gpu_price=var("USD/h", "p", "nonnegative", "price per GPU-hour"),
     engineering_multiplier=var("", "m", "nonnegative", "engineering cost as a multiple of the hardware cost"),
+    example={"gpu_hours": "1000 h", "gpu_price": "2 USD/h", "engineering_multiplier": 3},
 )
 def training_cost(gpu_hours, gpu_price, engineering_multiplier):
     r"""Training cost: GPU-hours times price, plus engineering as a multiple of that hardware cost.
@@ -391,6 +409,7 @@ def training_cost(gpu_hours, gpu_price, engineering_multiplier):
     gpus=var("", r"N_{\mathrm{GPU}}", "positive", "billed GPUs of the replica"),
     price_per_gpu_hour=var("USD/hour", r"p_{\mathrm{GPU}}", "nonnegative", "price of one GPU-hour"),
     throughput=var("megatoken/hour", r"r_{\mathrm{tok}}", description="useful (SLO-compliant) tokens per unit time"),
+    example={"gpus": 8, "price_per_gpu_hour": "2.16 USD/hour", "throughput": "2000 token/s"},
 )
 def cost_per_million_tokens(gpus, price_per_gpu_hour, throughput):
     r"""Cost per million useful tokens of a replica: billed GPU time over completed tokens.
@@ -431,6 +450,7 @@ def cost_per_million_tokens(gpus, price_per_gpu_hour, throughput):
     reference="Figure 3, section 10.4 (serving cost crossover)",
     training_cost=var("USD", r"C_{\mathrm{train}}", "nonnegative", "one-time training cost"),
     serving_cost_rate=var("USD/s", r"\dot{C}_{\mathrm{serve}}", "positive", "serving spend per unit time"),
+    example={"training_cost": "2e6 USD", "serving_cost_rate": "50000 USD/day"},
 )
 def crossover_time(training_cost, serving_cost_rate):
     r"""When cumulative serving spend equals the one-time training cost.
@@ -543,6 +563,12 @@ def cumulative_cost_curve(
     reference_cost=var("USD/token", "a", "positive", "unit cost at the reference volume"),
     reference_volume=var("request/day", "V_{0}", "positive", "reference volume"),
     exponent=var("", "p", "positive", "economy-of-scale exponent"),
+    example={
+        "daily_volume": "1e7 request/day",
+        "reference_cost": "2e-5 USD/token",
+        "reference_volume": "1e6 request/day",
+        "exponent": 0.55,
+    },
 )
 def unit_cost_at_volume(daily_volume, reference_cost, reference_volume, exponent):
     r"""A constructed unit-cost curve that falls with daily volume as a power law (Figure 2).

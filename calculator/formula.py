@@ -215,6 +215,10 @@ class Formula:
     name : str, optional
         Name of the result; defaults to ``func.__name__``. It is also the keyword that
         :meth:`solve_for` takes for the result.
+    example : mapping of str to number or str, optional
+        A worked example: a realistic value of each argument (the chapter's example where it has
+        one), a plain number for a plain argument and a quantity as text (``"140 GB"``) for the
+        others. Read through :attr:`example`; front ends start their inputs from it.
     """
 
     def __init__(
@@ -224,6 +228,7 @@ class Formula:
         variables: Mapping[str, Var],
         reference: str,
         name: str | None = None,
+        example: Mapping[str, float | str] | None = None,
     ) -> None:
         parameters = list(inspect.signature(func).parameters)
         if parameters != list(variables):
@@ -243,6 +248,10 @@ class Formula:
         self.__wrapped__ = func
         self._signature = inspect.signature(func)
         self._symbols: dict[str, Any] | None = None
+        unknown = set(example or ()) - set(variables)
+        if unknown:
+            raise TypeError(f"formula {self.name}: the example names no argument {sorted(unknown)}")
+        self._example = dict(example or {})
 
     def __repr__(self) -> str:
         args = ", ".join(f"{n} [{v.unit or '1'}]" for n, v in self.variables.items())
@@ -265,6 +274,27 @@ class Formula:
     def inputs(self) -> tuple[str, ...]:
         """Names of the arguments, in order."""
         return tuple(self.variables)
+
+    @property
+    def example(self) -> dict[str, Any]:
+        """The worked example's arguments as the formula takes them (quantities, plain numbers), in order.
+
+        The declared example over the signature's defaults (a default is a magnitude in the declared
+        unit); an argument with neither is absent.
+
+        >>> from calculator.memory import kv_bytes_per_token
+        >>> kv_bytes_per_token.example
+        {'layers': 80, 'kv_heads': 8, 'head_dim': 128, 'bytes_per_element': <Quantity(2, 'byte')>}
+        >>> kv_bytes_per_token(**kv_bytes_per_token.example)
+        <Quantity(327680.0, 'byte / token')>
+        """
+        values = {
+            n: Q_(p.default, self.variables[n].unit) if self.variables[n].unit else p.default
+            for n, p in self._signature.parameters.items()
+            if p.default is not p.empty
+        }
+        values.update({n: Q_(v) if isinstance(v, str) else v for n, v in self._example.items()})
+        return {n: values[n] for n in self.variables if n in values}
 
     # ---------------------------------------------------------------- numeric evaluation
 
@@ -535,8 +565,15 @@ def replace_domain(spec: Var, domain: str) -> Var:
     return dataclasses.replace(spec, domain=domain)
 
 
-def formula(*, result: Var, reference: str, name: str | None = None, **variables: Var) -> Callable[..., Formula]:
-    """Declare a closed-form model (see the module docstring).
+def formula(
+    *,
+    result: Var,
+    reference: str,
+    name: str | None = None,
+    example: Mapping[str, float | str] | None = None,
+    **variables: Var,
+) -> Callable[..., Formula]:
+    """Declare a closed-form model (see the module docstring); ``example`` as for :class:`Formula`.
 
     Examples
     --------
@@ -551,7 +588,7 @@ def formula(*, result: Var, reference: str, name: str | None = None, **variables
     """
 
     def decorate(func: Callable[..., Any]) -> Formula:
-        declared = Formula(func, result=result, variables=variables, reference=reference, name=name)
+        declared = Formula(func, result=result, variables=variables, reference=reference, name=name, example=example)
         key = f"{catalog_module(func.__module__)}.{declared.name}"
         if func.__module__.startswith("calculator."):
             _REGISTRY[key] = declared

@@ -87,6 +87,7 @@ _ATTEMPT_BUDGETS = (Q_(2.0, "s"), Q_(5.0, "s"))
     reference="Table 23 and §10.14.1",
     round_trip=var("s", r"\mathrm{RTT}", "nonnegative", "client-to-region round-trip time"),
     sequential_crossings=var("", "k", "positive_integer", "sequential calls crossing the distant boundary"),
+    example={"round_trip": "200 ms", "sequential_crossings": 1},
 )
 def wide_area_latency(round_trip, sequential_crossings):
     r"""Network latency a request pays for its sequential calls across the client-to-region boundary.
@@ -121,6 +122,7 @@ def wide_area_latency(round_trip, sequential_crossings):
     remote_round_trip=var("s", r"\mathrm{RTT}_{\mathrm{remote}}", "nonnegative"),
     local_round_trip=var("s", r"\mathrm{RTT}_{\mathrm{local}}", "nonnegative"),
     sequential_crossings=var("", "k", "positive_integer"),
+    example={"remote_round_trip": "150 ms", "local_round_trip": "10 ms", "sequential_crossings": 2},
 )
 def placement_penalty(remote_round_trip, local_round_trip, sequential_crossings):
     r"""Extra latency of a single distant deployment over a local region.
@@ -206,6 +208,7 @@ def tier_budget_check(latencies: Mapping[str, Time], budgets: Mapping[str, Time]
     hit_latency=var("s", r"L_{\mathrm{hit}}", "nonnegative", "latency of a hit at the edge"),
     miss_latency=var("s", r"L_{\mathrm{miss}}", "nonnegative", "latency of a miss through the central cluster"),
     eligible_fraction=var("", "e", "probability", "share of requests eligible for reuse"),
+    example={"hit_rate": 0.5, "hit_latency": "10 ms", "miss_latency": "1.2 s"},
 )
 def edge_cache_latency(hit_rate, hit_latency, miss_latency, eligible_fraction=1.0):
     r"""Expected latency when an edge cache answers some requests and the rest go to the central cluster.
@@ -249,6 +252,7 @@ def edge_cache_latency(hit_rate, hit_latency, miss_latency, eligible_fraction=1.
     arrival_rate=var("request/s", r"\lambda", "nonnegative", "request rate at the edge"),
     hit_rate=var("", "h", "probability", "hit rate among eligible requests"),
     eligible_fraction=var("", "e", "probability", "share of requests eligible for reuse"),
+    example={"arrival_rate": "1000 request/s", "hit_rate": 0.7},
 )
 def edge_cache_gpu_rate(arrival_rate, hit_rate, eligible_fraction=1.0):
     r"""Request rate that still needs full model execution behind an edge cache.
@@ -395,6 +399,7 @@ def cross_region_sharding(stage_times: Time, transfer_time: Time, crossings: int
     reference="section 10.14.5; N+1 regional headroom",
     utilization=var("", r"\rho", "nonnegative", "utilization of each region before the failure"),
     regions=var("", "R", "positive_integer", "equal regions sharing the load"),
+    example={"utilization": 0.6, "regions": 3},
 )
 def symmetric_failover_utilization(utilization, regions):
     r"""Utilization of each surviving region when one of ``regions`` equal regions fails.
@@ -617,6 +622,7 @@ def failover_attempts(
     transfer_bytes=var("B", "D", "nonnegative", "data moved to and from the region"),
     transfer_price=var("USD/B", r"p_{\mathrm{xfer}}", "nonnegative", "transfer price"),
     retry_fraction=var("", "q", "fraction_open", "share of executed requests wasted on retries"),
+    example={"price": "2.5 USD/hour", "gpus": 8, "busy_time": "1 hour", "useful_throughput": "2 request/s"},
 )
 def cost_per_completed_request(
     price,

@@ -56,6 +56,7 @@ def _geometric_series(ratio: Any, terms: Any) -> Any:
     reference="Eq. 6, section 10.7.6",
     acceptance=var("", r"\alpha", "probability", "per-position draft acceptance probability"),
     draft_length=var("", "K", "positive_integer", "drafted tokens per round"),
+    example={"acceptance": 0.9, "draft_length": 5},
 )
 def expected_tokens_per_round(acceptance, draft_length):
     r"""Expected tokens a speculative round emits: the accepted draft prefix plus one target token.
@@ -95,6 +96,7 @@ def expected_tokens_per_round(acceptance, draft_length):
     draft_length=var("", "K", "positive_integer", "drafted tokens per round"),
     draft_cost_ratio=var("", "c", "nonnegative", "cost of one draft step / one target decode step"),
     verification_cost_ratio=var("", "v", "positive", "cost of the verification pass / one target step"),
+    example={"acceptance": 0.9, "draft_length": 5, "draft_cost_ratio": 0.05},
 )
 def speedup(acceptance, draft_length, draft_cost_ratio, verification_cost_ratio=1):
     r"""Speedup of speculative decoding: tokens per round over the round's cost in target steps.

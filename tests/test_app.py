@@ -145,6 +145,30 @@ def test_fleet_sizer_infeasible_targets_show_the_reason_and_the_closest_feasible
     assert any(f"×{relaxed.factor:.3g}" in i.value and f"{relaxed.plan.gpus} ×" in i.value for i in app.info)
     rejected = app.dataframe[0].value
     assert set(rejected.configuration) == set(plan.rejected)
+    # Loosening the TPOT target by x1.5 needs far more GPUs than this traffic needs when latency hardly binds.
+    loose = size_fleet(*FLEET_ARGS, Q_(10, "request/s"), 1024, 256, Q_(100, "s"), Q_(500, "ms"), price=prices)
+    assert relaxed.plan.gpus > 10 * loose.gpus
+    [flag] = [rendered(w.value) for w in app.warning if "probably not what you want" in rendered(w.value)]
+    assert f"needs {relaxed.plan.gpus:,} GPUs" in flag and f"the {loose.gpus:,} GPUs" in flag
+
+
+def test_fleet_sizer_a_closest_feasible_plan_in_proportion_is_not_flagged():
+    app = open_page("fleet_sizer", ttft="100.0")  # only the TTFT target binds; loosening it costs little
+    assert any("Closest feasible alternative" in i.value for i in app.info)
+    assert not any("probably not what you want" in rendered(w.value) for w in app.warning)
+
+
+def test_fleet_sizer_flags_a_token_gap_beyond_the_tpot_target_outside_the_details():
+    app = open_page("fleet_sizer")
+    plan = fleet_plan(10)
+    ratio = plan.tbt_max.m_as("ms") / 50
+    assert ratio > 1  # the default scenario: a prefill pauses the streams for longer than the TPOT target
+    [flag] = [w.value for w in app.warning if "longest gap between two tokens" in w.value]
+    assert f"{ratio:.2g}× the 50 ms TPOT target" in flag
+    relaxed = open_page("fleet_sizer", tpot="200.0")
+    plan = fleet_plan(10, tpot_ms=200.0)
+    assert plan.tbt_max <= Q_(200, "ms")
+    assert not any("longest gap between two tokens" in w.value for w in relaxed.warning)
 
 
 def test_fleet_sizer_router_input_sizes_for_the_chosen_router():
@@ -170,12 +194,23 @@ def test_fleet_sizer_verifies_the_plan_by_simulation(monkeypatch):
     assert app.number_input(key="fleet.sim_requests").value == 600
     assert app.number_input(key="fleet.sim_seeds").value == 2  # the page's small default
     assert not [m for m in app.metric if m.label == "Analytical replicas"]  # nothing runs before the click
+    # The check is a button beside the plan's metrics; its settings are in the sidebar with the other inputs.
+    assert app.button(key="fleet.verify").label == "Check by simulation"
+    assert {"fleet.sim_requests", "fleet.sim_seeds"} <= {w.key for w in app.sidebar.number_input}
     app.button(key="fleet.verify").click().run()
     assert_clean(app)
     plan = fleet_plan(10)
     expected = verify_plan(plan, requests=600, seeds=2)  # seeded: the page's numbers
     boxes = [*app.success, *app.info, *app.warning]
     assert any(box.value == f"Simulation: {expected.verdict}." for box in boxes)
+    # The verdict sits with the plan's metrics, before the simulation's details.
+    shown = [node for node in app.main if node.type in ("metric", "success", "info", "warning", "subheader")]
+    place = {
+        "GPUs": next(i for i, node in enumerate(shown) if node.type == "metric" and node.label == "GPUs"),
+        "verdict": next(i for i, node in enumerate(shown) if node.value == f"Simulation: {expected.verdict}."),
+        "details": next(i for i, node in enumerate(shown) if node.value == "Simulation check"),
+    }
+    assert place["GPUs"] < place["verdict"] < place["details"]
     assert metric(app, "Analytical replicas") == str(plan.replicas)
     assert metric(app, "Simulated replicas") == str(expected.simulated_replicas)
     specs = {spec["layout"]["title"]["text"].split(":")[0]: spec for spec in charts(app)}
@@ -241,6 +276,15 @@ def test_memory_fit_page_matches_model_memory_fit_and_suggests_the_closest_fit()
     assert metric(app, "Capacity / device") == "80 GiB"
 
 
+def test_memory_fit_another_model_without_the_chosen_tp_degree_falls_back_without_a_link_warning():
+    app = open_page("memory_fit", tp="64")  # Llama-3.1-70B's 64 heads split 64 ways
+    assert app.selectbox(key="memory.tp").value == 64
+    app.selectbox(key="memory.model").set_value("llama-3.1-8b").run()  # 32 heads: 64 is no longer offered
+    assert_clean(app)
+    assert app.selectbox(key="memory.tp").value == 2  # the page's default
+    assert not app.warning, [w.value for w in app.warning]  # the address held the page's own value, not a link
+
+
 def test_memory_fit_nameplate_basis_uses_the_decimal_label():
     app = open_page("memory_fit", basis="nameplate")
     assert metric(app, "Capacity / device") == "80 GB"
@@ -253,6 +297,11 @@ def test_cost_page_crossover_and_curve_come_from_the_library():
     app = open_page("cost")
     # Napkin Math 10.1's scenario: $2M training, $0.001 per query, 50M queries a day: 40 days.
     assert metric(app, "Crossover after") == "40 d"
+    # The answer first: the lifetime scenario's inputs are in the sidebar, its metrics lead the page.
+    assert {"cost.training", "cost.per_query", "cost.per_day", "cost.months"} <= {
+        w.key for w in app.sidebar.number_input
+    }
+    assert app.main.get("metric")[0].label == "Lifetime cost"
     curve = cumulative_cost_curve(Q_(2e6, "USD"), Q_(0.001, "USD/request"), Q_(50e6, "request/day"), Q_(36, "month"))
     assert np.allclose(values(charts(app)[0]["data"][0]["y"]), curve.cumulative_cost.m_as("USD"))
     assert metric(app, "Cost per 1M useful tokens") == "2.4 USD/Mtoken"  # Table 14
@@ -311,6 +360,41 @@ def test_decode_page_speculative_speedup_and_its_chart():
     app.slider(key="decode.alpha").set_value(0.9).run()
     assert_clean(app)
     assert metric(app, "Speedup") == f"{speedup(0.9, 5, 0.05):.3g}×"
+
+
+def test_decode_page_flags_a_token_gap_beyond_the_tpot_target():
+    app = open_page("decode_speedups")
+    gap = speculative_timing(0.7, 5, Q_(20, "ms"), 0.05, 1.0).tbt_gap.m_as("ms")
+    assert gap > 20  # a round of K = 5 drafts and a verification outlasts the 20 ms TPOT target
+    tbt = next(m for m in app.metric if m.label == "Gap between deliveries (TBT)")
+    assert tbt.delta == f"{gap / 20:.2g}× the TPOT target"
+    assert any(f"is {gap / 20:.2g}× the TPOT target" in box.value for box in [*app.success, *app.warning])
+    app.number_input(key="decode.tpot").set_value(gap + 1).run()
+    assert_clean(app)
+    assert not next(m for m in app.metric if m.label == "Gap between deliveries (TBT)").delta
+
+
+def test_decode_page_best_draft_length_is_told_apart_from_the_current_one():
+    from calculator.speculative import best_draft_length
+
+    app = open_page("decode_speedups")
+    best_k, best = best_draft_length(0.7, 0.05, 32)
+    assert best_k != 5
+    shown = next(m for m in app.metric if m.label == "Best K at this α")
+    assert shown.value == f"K = {best_k}" and "over K = 5" in shown.delta
+    gain = best / speedup(0.7, 5, 0.05) - 1
+    assert gain < 0.005  # at α = 0.7 the best K is no real gain over K = 5, and the page says so
+    assert any(
+        f"Best K = {best_k}" in c.value and "you have K = 5" in c.value and "no reason" in c.value for c in app.caption
+    )
+    app.number_input(key="decode.k").set_value(best_k).run()
+    assert_clean(app)
+    shown = next(m for m in app.metric if m.label == "Best K at this α")
+    assert shown.value == f"K = {best_k} (yours)" and not shown.delta
+    app.number_input(key="decode.k").set_value(1).run()  # a real difference is not "within" anything
+    gain = best / speedup(0.7, 1, 0.05) - 1
+    assert gain > 0.005
+    assert not any("no reason" in c.value for c in app.caption)
 
 
 # ---------------------------------------------------------------------------------------------- Sharding
@@ -439,11 +523,67 @@ def test_goal_seek_solves_for_the_chosen_input_and_reports_bad_units():
 
 def test_goal_seek_whole_number_unknown_with_a_fractional_solution_warns_with_the_nearest_values():
     app = open_page("goal_seek", formula="memory.kv_bytes_per_token")
-    app.number_input(key="goal.kv_bytes_per_token.kv_bytes_per_token").set_value(7.0).run()  # 2 L = 7: L = 3.5
+    per_layer = 2 * 8 * 128 * 2  # B/token of one layer of Llama-3.1-70B in BF16 (the starting inputs)
+    app.number_input(key="goal.kv_bytes_per_token.kv_bytes_per_token").set_value(300_000.0).run()
     assert_clean(app)
-    assert metric(app, "layers") == "3.5"
-    assert any("3 and 4" in w.value for w in app.warning)
-    assert metric(app, "check: kv_bytes_per_token") == "8 B/token"
+    assert float(metric(app, "layers")) == pytest.approx(300_000 / per_layer, rel=1e-5)  # 73.24
+    assert any("73 and 74" in w.value for w in app.warning)
+    assert metric(app, "check: kv_bytes_per_token") == f"{74 * per_layer:,} B/token"
+
+
+def test_goal_seek_starts_from_a_real_model_and_the_target_follows_the_inputs():
+    app = open_page("goal_seek")
+    inputs = {name: app.number_input(key=f"goal.kv_bytes_per_token.{name}").value for name in ("kv_heads", "head_dim")}
+    assert inputs == {"kv_heads": 8, "head_dim": 128}  # Llama-3.1-70B, not ones
+    target = app.number_input(key="goal.kv_bytes_per_token.kv_bytes_per_token")
+    assert target.value == 2 * 80 * 8 * 128 * 2  # Napkin Math 10.5: 327,680 B/token
+    assert metric(app, "layers") == "80"
+    # Another input: the target is recomputed from it, the solved value stays a real answer, no error.
+    app.number_input(key="goal.kv_bytes_per_token.kv_heads").set_value(1).run()
+    assert_clean(app)
+    assert app.number_input(key="goal.kv_bytes_per_token.kv_bytes_per_token").value == 2 * 80 * 1 * 128 * 2
+    assert metric(app, "layers") == "80"
+    assert "kv_bytes_per_token.kv_bytes_per_token" not in app.query_params  # a computed target is not a link's
+    # A typed target is the user's: the solved value follows it, and later input changes keep it.
+    app.number_input(key="goal.kv_bytes_per_token.kv_bytes_per_token").set_value(2 * 40 * 1 * 128 * 2).run()
+    assert_clean(app)
+    assert metric(app, "layers") == "40"
+    app.number_input(key="goal.kv_bytes_per_token.kv_heads").set_value(2).run()
+    assert_clean(app)
+    assert app.number_input(key="goal.kv_bytes_per_token.kv_bytes_per_token").value == 2 * 40 * 1 * 128 * 2
+    assert metric(app, "layers") == "20"
+    assert app.query_params["kv_bytes_per_token.kv_bytes_per_token"] == str(2 * 40 * 1 * 128 * 2.0)
+    # Until the user asks for the computed target again.
+    app.button(key="goal.recompute.kv_bytes_per_token").click().run()
+    assert_clean(app)
+    assert app.number_input(key="goal.kv_bytes_per_token.kv_bytes_per_token").value == 2 * 80 * 2 * 128 * 2
+    assert metric(app, "layers") == "80"
+
+
+def test_goal_seek_switching_module_or_formula_shows_no_link_warning():
+    app = open_page("goal_seek")
+    app.selectbox(key="goal.module").set_value("queueing").run()
+    assert_clean(app)
+    assert not app.warning, [w.value for w in app.warning]
+    assert not any(name.startswith("kv_bytes_per_token.") for name in app.query_params)
+    app.selectbox(key="goal.formula").set_value("queueing.utilization").run()
+    assert_clean(app)
+    assert not app.warning, [w.value for w in app.warning]
+    # The formula's worked example (1,000 request/s over 13 replicas of 100 request/s) is solved back.
+    assert app.number_input(key="goal.utilization.utilization").value == pytest.approx(1000 / (100 * 13))
+    assert metric(app, "arrival_rate") == "1,000 request/s"
+
+
+def test_goal_seek_an_impossible_target_is_a_plain_sentence_and_the_inputs_stay():
+    app = open_page("goal_seek")
+    app.number_input(key="goal.kv_bytes_per_token.kv_bytes_per_token").set_value(2.0).run()
+    assert not app.exception
+    [error] = [e.value for e in app.error]
+    text = rendered(error)
+    assert text.startswith("No value of transformer layers (a whole number of at least 1) gives ")
+    assert "2 B/token" in text and "_" not in text and "`" not in text and "solve_for" not in text
+    assert app.number_input(key="goal.kv_bytes_per_token.kv_heads").value == 8  # the inputs are still there
+    assert not [m for m in app.metric if m.label == "layers"]
 
 
 HOSTILE_LINK = "![x](https://attacker.example/x.png) [click](https://attacker.example) **bold**"

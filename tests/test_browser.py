@@ -178,7 +178,7 @@ def test_every_page_renders_in_headless_chromium_without_errors(chromium, server
             linked = (field.input_value(), page.get_by_role("spinbutton", name="Batch [sequences]").input_value())
             # The fleet sizer's plan checked by simulation: the verdict and the latency charts appear.
             page.goto(server, wait_until="domcontentloaded")
-            button = page.get_by_role("button", name="Verify by simulation")
+            button = page.get_by_role("button", name="Check by simulation")
             button.wait_for(timeout=30_000)
             button.click()
             page.get_by_text("Simulation:", exact=False).first.wait_for(timeout=90_000)
@@ -199,8 +199,13 @@ def test_every_page_renders_in_headless_chromium_without_errors(chromium, server
     assert len(list(SCREENSHOTS.glob("*.png"))) >= len(PAGES)
 
 
-def test_the_fleet_sizer_shows_its_answer_first(chromium, server):
-    # At 1440x900 the plan's GPU count is inside the first screen; on a phone (390x844) it comes before any input.
+#: URL path -> (the page's title, the label of its headline metric): pages whose answer comes first.
+ANSWER_FIRST = {"": ("Fleet sizer", "GPUs"), "memory_fit": ("Memory fit", "Fits"), "cost": ("Cost", "Lifetime cost")}
+
+
+def test_the_answer_comes_first(chromium, server):
+    # At 1440x900 each page's headline metric is inside the first screen; on a phone (390x844) it comes before
+    # any input (the inputs sit in the sidebar, collapsed on a phone).
     from playwright.sync_api import sync_playwright
 
     places = {}
@@ -212,23 +217,28 @@ def test_the_fleet_sizer_shows_its_answer_first(chromium, server):
             )  # fmt: skip
             try:
                 page = context.new_page()
-                page.goto(server, wait_until="domcontentloaded")
-                page.get_by_role("heading", name="Fleet sizer", exact=True).first.wait_for(timeout=30_000)
-                page.wait_for_function(
-                    "() => document.querySelector('[data-test-script-state=\"notRunning\"]')", timeout=60_000
-                )
-                metric = page.locator('[data-testid="stMetric"]', has_text="GPUs").first
-                metric.wait_for(timeout=30_000)
-                box = metric.bounding_box()
-                inputs = [
-                    b["y"]
-                    for b in (field.bounding_box() for field in page.locator("input").all())
-                    if b is not None and b["width"] > 0 and b["x"] >= 0 and b["x"] < width
-                ]
-                places[width] = (box, height, min(inputs) if inputs else None)
+                for path, (title, label) in ANSWER_FIRST.items():
+                    page.goto(f"{server}/{path}", wait_until="domcontentloaded")
+                    page.get_by_role("heading", name=title, exact=True).first.wait_for(timeout=30_000)
+                    page.wait_for_function(
+                        "() => document.querySelector('[data-test-script-state=\"notRunning\"]')", timeout=60_000
+                    )
+                    metric = page.locator('[data-testid="stMetric"]', has_text=label).first
+                    metric.wait_for(timeout=30_000)
+                    box = metric.bounding_box()
+                    inputs = [
+                        b["y"]
+                        for b in (field.bounding_box() for field in page.locator("input").all())
+                        if b is not None and b["width"] > 0 and b["x"] >= 0 and b["x"] < width
+                    ]
+                    places[path, width] = (box, height, min(inputs) if inputs else None)
             finally:
                 context.close()
-    desktop, desktop_height, _ = places[1440]
-    assert desktop["y"] + desktop["height"] <= desktop_height, desktop
-    phone, phone_height, first_input = places[390]
-    assert phone["y"] < phone_height and (first_input is None or phone["y"] < first_input), places[390]
+    for path in ANSWER_FIRST:
+        desktop, desktop_height, _ = places[path, 1440]
+        assert desktop["y"] + desktop["height"] <= desktop_height, (path, desktop)
+        phone, phone_height, first_input = places[path, 390]
+        assert phone["y"] < phone_height and (first_input is None or phone["y"] < first_input), (
+            path,
+            places[path, 390],
+        )

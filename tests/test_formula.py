@@ -258,3 +258,40 @@ def test_token_counts_accept_a_plain_number_or_a_quantity_of_tokens():
     assert wasted_token_fraction(10, 100) == wasted_token_fraction(Q_(10, "token"), Q_(100, "token"))
     with pytest.raises(UnitsError, match="'useful_tokens'"):
         wasted_token_fraction(Q_(10, "B"), 100)
+
+
+def test_every_library_formula_has_a_worked_example_of_every_argument_that_evaluates():
+    # Front ends (the Goal seek page) start from the example: every argument needs a value with the declared
+    # dimension, inside its domain, and the example must give a value of the result (not an impossible case).
+    for key, declared in catalog().items():
+        example = declared.example
+        assert list(example) == list(declared.variables), key
+        result = declared(**example)
+        assert np.isfinite(np.asarray(result.m_as(declared.result.unit or "") if hasattr(result, "m_as") else result))
+
+
+def test_the_kv_example_is_llama_3_1_70b_of_the_registry():
+    from calculator.memory import kv_bytes_per_token
+    from calculator.registry import load_registry
+
+    model = load_registry().model("llama-3.1-70b")
+    example = kv_bytes_per_token.example
+    assert (example["layers"], example["kv_heads"], example["head_dim"]) == (
+        model.layers,
+        model.kv_heads,
+        model.head_dim,
+    )
+    assert example["bytes_per_element"] == Q_(2, "B")  # BF16
+    assert kv_bytes_per_token(**example) == Q_(2 * 80 * 8 * 128 * 2, "B/token")  # Napkin Math 10.5: 327,680 B
+
+
+def test_an_example_may_only_name_arguments_and_falls_back_to_the_defaults():
+    with pytest.raises(TypeError, match="example names no argument"):
+        formula(result=var("s", "t"), reference="test", size=var("B", "x"), example={"sise": "1 B"})(lambda size: size)
+
+    @formula(result=var("s", "t"), reference="test", size=var("B", "x"), rate=var("B/s", "r"), example={"size": "2 kB"})
+    def _transfer(size, rate=4.0):
+        return size / rate
+
+    assert _transfer.example == {"size": Q_(2, "kB"), "rate": Q_(4.0, "B/s")}
+    assert _transfer(**_transfer.example) == Q_(500, "s")

@@ -39,6 +39,7 @@ MAX_CONTROL_TICKS = 1_000_000
     arrival_rate=var("request/s", r"\lambda", "positive", "current arrival rate"),
     target_batch_size=var("", r"B_{\mathrm{target}}", "positive", "batch the window aims to collect"),
     max_window=var("s", r"T_{\max}", "nonnegative", "cap on the formation delay"),
+    example={"arrival_rate": "2000 request/s", "target_batch_size": 16, "max_window": "20 ms"},
 )
 def adaptive_window(arrival_rate, target_batch_size, max_window):
     r"""Traffic-adaptive batching window: long enough to collect the target batch, but capped.

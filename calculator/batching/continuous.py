@@ -39,6 +39,7 @@ __all__ = [
     reference="Eq. 4, section 10.6.5",
     mean_length=var("", r"\bar{L}", "positive", "mean output length in the batch"),
     max_length=var("", r"L_{\max}", "positive", "longest output length in the batch"),
+    example={"mean_length": 125, "max_length": 200},
 )
 def padding_waste_fraction(mean_length, max_length):
     r"""Padding waste of a static batch from its mean and longest output lengths (Eq. 4).
@@ -343,6 +344,7 @@ def slot_timeline(
     reference="section 10.6.5 (efficiency regimes), Table 7",
     output_cv=var("", r"\mathrm{CV}", "nonnegative", "coefficient of variation of output lengths"),
     deviation_multiple=var("", "k", "nonnegative", "standard deviations from the mean to a batch's longest"),
+    example={"output_cv": 1.0, "deviation_multiple": 2.5},
 )
 def continuous_batching_ceiling(output_cv, deviation_multiple):
     r"""Ceiling on the capacity gain of continuous over static batching, :math:`1 + k\,\mathrm{CV}`.
@@ -378,6 +380,7 @@ def continuous_batching_ceiling(output_cv, deviation_multiple):
     result=var("", "S", description="throughput speedup"),
     reference="section 10.6.5, Table 7 (speedup = 1 / (1 - W_eff))",
     effective_waste=var("", r"W_{\mathrm{eff}}", "fraction_open", "effective waste the speedup recovers"),
+    example={"effective_waste": 0.5},
 )
 def speedup_from_waste(effective_waste):
     r"""Speedup from recovering an effective waste fraction.

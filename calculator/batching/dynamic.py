@@ -43,6 +43,7 @@ __all__ = [
     arrival_rate=var("request/s", r"\lambda", "nonnegative", "arrival rate at the batcher"),
     window=var("s", "T_{w}", "nonnegative", "batching window"),
     max_batch=var("", r"B_{\max}", "positive_integer", "largest batch allowed"),
+    example={"arrival_rate": "500 request/s", "window": "10 ms", "max_batch": 32},
 )
 def window_batch_size(arrival_rate, window, max_batch):
     r"""Requests a batching window collects: the chapter's deterministic rule, capped at ``B_max``.
@@ -82,6 +83,7 @@ def window_batch_size(arrival_rate, window, max_batch):
     arrival_rate=var("request/s", r"\lambda", "nonnegative", "arrival rate at the replica"),
     batch_size=var("", "B", "positive", "requests per batch"),
     batch_time=var("s", "T(B)", "positive", "execution time of the batch"),
+    example={"arrival_rate": "500 request/s", "batch_size": 5, "batch_time": "8 ms"},
 )
 def batched_utilization(arrival_rate, batch_size, batch_time):
     r"""Utilization of a batching replica: arrival rate times the execution time one request consumes.
@@ -124,6 +126,7 @@ def batched_utilization(arrival_rate, batch_size, batch_time):
     ),
     formation_delay=var("s", r"D_{\mathrm{form}}", "nonnegative", "mean wait for the batch to close"),
     service_time=var("s", "T(B)", "nonnegative", "mean execution time of the request's batch"),
+    example={"queueing_delay": "3 ms", "formation_delay": "5 ms", "service_time": "8 ms"},
 )
 def request_time_in_system(queueing_delay, formation_delay, service_time):
     r"""Mean request latency under dynamic batching: queueing plus formation plus execution (Eq. 3).

@@ -42,6 +42,7 @@ __all__ = [
     batch_size=var("", "B", "positive_integer", "requests in the batch"),
     fixed_time=var("s", "T_{0}", "nonnegative", "per-batch fixed cost (weight streaming, launches)"),
     marginal_time=var("s", "t_{m}", "nonnegative", "added time per request in the batch"),
+    example={"batch_size": 8, "fixed_time": "40 ms", "marginal_time": "0.5 ms"},
 )
 def batch_service_time(batch_size, fixed_time, marginal_time):
     r"""Execution time of a batch: a fixed per-batch cost plus a marginal cost per request.
@@ -81,6 +82,7 @@ def batch_service_time(batch_size, fixed_time, marginal_time):
     reference="section 10.6.2 (batched service rate); Theorem 10.1 application",
     batch_size=var("", "B", "positive", "requests per batch (a mean may be fractional)"),
     batch_time=var("s", "T", description="execution time of one batch"),
+    example={"batch_size": 8, "batch_time": "80 ms"},
 )
 def batch_throughput(batch_size, batch_time):
     r"""Throughput of a replica that runs full batches back to back.
@@ -116,6 +118,7 @@ def batch_throughput(batch_size, batch_time):
     batch_size=var("", "B", "positive_integer", "requests in the batch"),
     fixed_time=var("s", "T_{0}", "nonnegative", "per-batch fixed cost"),
     marginal_time=var("s", "t_{m}", "nonnegative", "added time per request"),
+    example={"batch_size": 80, "fixed_time": "40 ms", "marginal_time": "0.5 ms"},
 )
 def effective_service_rate(batch_size, fixed_time, marginal_time):
     r"""Batched service rate :math:`B / T(B)`, concave in ``B`` and saturating at :math:`1/t_m`.
@@ -153,6 +156,7 @@ def effective_service_rate(batch_size, fixed_time, marginal_time):
     reference="section 10.6.2, Napkin Math 10.2",
     fixed_time=var("s", "T_{0}", "positive", "per-batch fixed cost"),
     marginal_time=var("s", "t_{m}", "positive", "added time per request"),
+    example={"fixed_time": "40 ms", "marginal_time": "0.5 ms"},
 )
 def knee_batch_size(fixed_time, marginal_time):
     r"""The knee of the batching efficiency curve, where :math:`B\,t_m = T_0`.

@@ -40,6 +40,7 @@ __all__ = [
     arrival_rate=var("request/s", r"\lambda", description="requests per second"),
     lookups_per_request=var("", "n_{L}", description="embedding lookups each request issues"),
     shards=var("", "S", "positive_integer", "embedding shards sharing the lookups"),
+    example={"arrival_rate": "10e6 request/s", "lookups_per_request": 5000, "shards": 1000},
 )
 def shard_lookup_rate(arrival_rate, lookups_per_request, shards):
     r"""Lookups per second each embedding shard must sustain, for evenly spread lookups.
@@ -77,6 +78,7 @@ def shard_lookup_rate(arrival_rate, lookups_per_request, shards):
     reference="Example 10.3, section 10.6.6",
     lookup_rate=var("1/s", r"\lambda_{\mathrm{shard}}", "nonnegative", "lookups per second at the shard"),
     window=var("s", "T_{w}", "nonnegative", "accumulation window"),
+    example={"lookup_rate": "50e6 1/s", "window": "1 ms"},
 )
 def shard_batch_size(lookup_rate, window):
     r"""Lookups a shard accumulates in one window.
@@ -118,6 +120,7 @@ def shard_batch_size(lookup_rate, window):
     transfer=var("s", r"t_{\mathrm{transfer}}", "nonnegative", "payload transfer"),
     inference=var("s", r"t_{\mathrm{inf}}", "nonnegative", "inference"),
     action=var("s", r"t_{\mathrm{action}}", "nonnegative", "acting on the result"),
+    example={"capture": "20 ms", "transfer": "5 ms", "inference": "40 ms", "action": "10 ms"},
 )
 def streaming_latency(capture, transfer, inference, action):
     r"""End-to-end latency of a streaming pipeline, which must fit its budget.
@@ -220,6 +223,7 @@ def pipeline_sustains(stage_times: Time, frame_interval: Time) -> bool:
     reference="Napkin Math 10.4, section 10.6.9",
     serial_tokens=var("", "N", "nonnegative", "tokens generated one after another"),
     time_per_token=var("s", r"t_{\mathrm{tok}}", "positive", "time per generated token"),
+    example={"serial_tokens": 128, "time_per_token": "100 ms"},
 )
 def reasoning_latency(serial_tokens, time_per_token):
     r"""Latency of tokens that must be generated serially (reasoning or answer).

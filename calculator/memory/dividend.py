@@ -100,6 +100,15 @@ def kv_wall(
     weight_bits_after=var("", r"b_{W}'", "precision", "weight bits after"),
     kv_bits_before=var("", r"b_{\mathrm{KV}}", "precision", "KV bits before"),
     kv_bits_after=var("", r"b_{\mathrm{KV}}'", "precision", "KV bits after"),
+    example={
+        "capacity": "80 GB",
+        "weights": "17.5 GB",
+        "reserve": "0 GB",
+        "weight_bits_before": 16,
+        "weight_bits_after": 4,
+        "kv_bits_before": 16,
+        "kv_bits_after": 8,
+    },
 )
 def precision_dividend(
     capacity, weights, reserve, weight_bits_before, weight_bits_after, kv_bits_before, kv_bits_after

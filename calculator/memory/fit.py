@@ -55,6 +55,7 @@ __all__ = [
     batch=var("", "B", "nonnegative", "concurrent sequences"),
     context=var("", "S", "nonnegative", "tokens held per sequence"),
     kv_per_token=var("B/token", r"m_{\mathrm{tok}}", "positive", "KV bytes per token"),
+    example={"batch": 1, "context": 131072, "kv_per_token": "327680 B/token"},
 )
 def kv_cache_bytes(batch, context, kv_per_token):
     r"""KV-cache bytes of ``batch`` sequences of ``context`` tokens each.
@@ -95,6 +96,7 @@ def kv_cache_bytes(batch, context, kv_per_token):
     context=var("", "S", "nonnegative", "tokens held per sequence"),
     kv_per_token=var("B/token", r"m_{\mathrm{tok}}", "positive", "KV bytes per token"),
     reserve=var("B", r"M_{\mathrm{res}}", "nonnegative", "runtime allocations and headroom"),
+    example={"weights": "35 GB", "batch": 2, "context": 128000, "kv_per_token": "327680 B/token"},
 )
 def memory_footprint(weights, batch, context, kv_per_token, reserve=0):
     r"""Memory in use: weights, the batch's KV cache and a runtime reserve.

@@ -42,6 +42,7 @@ NO_TIME = Q_(0, "s")
     activations=var("B", r"M_{\mathrm{act}}", "nonnegative", "activation memory"),
     overhead=var("B", r"M_{\mathrm{ovh}}", "nonnegative", "runtime overhead"),
     headroom=var("", "h", "fraction_open", "safety headroom left unused"),
+    example={"total": "80 GB", "weights": "35 GB", "activations": "3 GB", "overhead": "2 GB"},
 )
 def kv_pool_size(total, weights, activations, overhead, headroom=0.1):
     r"""Managed KV pool: memory left after weights, activations and overhead, less a headroom.

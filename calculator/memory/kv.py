@@ -44,6 +44,7 @@ __all__ = [
     kv_heads=var("", r"H_{\mathrm{kv}}", "positive_integer", "key/value heads per layer"),
     head_dim=var("", "d_{h}", "positive_integer", "elements per head"),
     bytes_per_element=var("B", "s", "precision", "bytes per cached element"),
+    example={"layers": 80, "kv_heads": 8, "head_dim": 128, "bytes_per_element": "2 B"},
 )
 def kv_bytes_per_token(layers, kv_heads, head_dim, bytes_per_element):
     r"""KV-cache bytes per token: one key and one value vector per KV head in every layer.
@@ -88,6 +89,7 @@ def kv_bytes_per_token(layers, kv_heads, head_dim, bytes_per_element):
     latent_dim=var("", r"d_{c}", "positive_integer", "compressed KV latent width (kv_lora_rank)"),
     rope_dim=var("", r"d_{h}^{R}", "positive_integer", "decoupled RoPE key width (qk_rope_head_dim)"),
     bytes_per_element=var("B", "s", "precision", "bytes per cached element"),
+    example={"layers": 61, "latent_dim": 512, "rope_dim": 64, "bytes_per_element": "2 B"},
 )
 def mla_kv_bytes_per_token(layers, latent_dim, rope_dim, bytes_per_element):
     r"""Cache bytes per token of multi-head latent attention (MLA): one latent plus one RoPE key per layer.

@@ -33,6 +33,7 @@ __all__ = [
     input_width=var("", r"d_{\mathrm{in}}", "positive_integer", "projection input width"),
     output_width=var("", r"d_{\mathrm{out}}", "positive_integer", "projection output width"),
     rank=var("", "r", "positive_integer", "adapter rank"),
+    example={"input_width": 8192, "output_width": 8192, "rank": 16},
 )
 def lora_parameters(input_width, output_width, rank):
     r"""Parameters a rank-``r`` LoRA adapter adds to one ``d_in x d_out`` projection.

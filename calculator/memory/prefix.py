@@ -36,6 +36,7 @@ __all__ = [
     unique_tokens=var("", "U", "nonnegative", "private tokens per request"),
     hit_rate=var("", "h", "probability", "share of requests that reuse the cached prefix"),
     block_size=var("", "b", "positive_integer", "tokens per KV block"),
+    example={"users": 1000, "prefix_tokens": 2000, "unique_tokens": 500},
 )
 def prefix_cache_tokens(users, prefix_tokens, unique_tokens, hit_rate=1, block_size=1):
     r"""Token slots held by ``N`` requests that share a ``P``-token prefix at hit rate ``h``.

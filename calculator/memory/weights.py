@@ -40,6 +40,7 @@ NO_BYTES = Q_(0, "B")
     reference="section 10.2 (weights = parameters x bytes per parameter); section 10.9",
     parameters=var("", "N", description="parameter count"),
     bits_per_weight=var("", "b", "precision", "stored bits per weight, including any scale metadata"),
+    example={"parameters": 70e9, "bits_per_weight": 16},
 )
 def weight_bytes(parameters, bits_per_weight):
     r"""Bytes needed to hold a model's weights.
@@ -77,6 +78,7 @@ def weight_bytes(parameters, bits_per_weight):
     block_size=var("", "G", "positive_integer", "weights sharing one scale"),
     scale_bits=var("", r"b_{s}", "nonnegative", "bits of each block's scale"),
     zero_point_bits=var("", r"b_{z}", "nonnegative", "bits of each block's zero point (0 if symmetric)"),
+    example={"bits": 4, "block_size": 64, "scale_bits": 16},
 )
 def effective_bits_per_weight(bits, block_size, scale_bits, zero_point_bits=0):
     r"""Effective stored bits per weight of a block-wise quantized format.

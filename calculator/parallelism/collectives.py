@@ -152,6 +152,7 @@ def link_latency(link: InterconnectRef, *, registry: Registry | None = None) -> 
     message=var("B", "M", "nonnegative", "bytes sent"),
     bandwidth=var("B/s", r"\beta", description="link bandwidth, per direction"),
     latency=var("s", r"\alpha", "nonnegative", "per-message startup latency"),
+    example={"message": "1.342177 GB", "bandwidth": "100 Gb/s", "latency": "0 s"},
 )
 def point_to_point_time(message, bandwidth, latency):
     r"""Time to send one message point to point: one startup latency plus a bandwidth term.
@@ -196,6 +197,7 @@ def point_to_point_time(message, bandwidth, latency):
     bandwidth=var("B/s", r"\beta", description="link bandwidth per direction"),
     latency=var("s", r"\alpha", "nonnegative", "startup latency per ring step"),
     floor=var("s", r"T_{0}", "nonnegative", "per-collective latency floor (launch, protocol, sync)"),
+    example={"message": "8 MB", "devices": 8, "bandwidth": "450 GB/s", "latency": "0.5 us"},
 )
 def ring_allreduce_time(message, devices, bandwidth, latency, floor=0.0):
     r"""Completion time of a ring all-reduce of ``message`` bytes over ``devices`` ranks.
@@ -249,6 +251,7 @@ def ring_allreduce_time(message, devices, bandwidth, latency, floor=0.0):
     bandwidth=var("B/s", r"\beta", description="link bandwidth per direction"),
     latency=var("s", r"\alpha", "nonnegative", "startup latency per ring step"),
     floor=var("s", r"T_{0}", "nonnegative", "per-collective latency floor"),
+    example={"message": "8 MB", "devices": 8, "bandwidth": "450 GB/s", "latency": "0.5 us"},
 )
 def ring_allgather_time(message, devices, bandwidth, latency, floor=0.0):
     r"""Completion time of a ring all-gather whose gathered result is ``message`` bytes per rank.
@@ -293,6 +296,7 @@ def ring_allgather_time(message, devices, bandwidth, latency, floor=0.0):
     bandwidth=var("B/s", r"\beta", description="link bandwidth per direction"),
     latency=var("s", r"\alpha", "nonnegative", "startup latency per ring step"),
     floor=var("s", r"T_{0}", "nonnegative", "per-collective latency floor"),
+    example={"message": "8 MB", "devices": 8, "bandwidth": "450 GB/s", "latency": "0.5 us"},
 )
 def ring_reduce_scatter_time(message, devices, bandwidth, latency, floor=0.0):
     r"""Completion time of a ring reduce-scatter of a ``message``-byte tensor.
@@ -338,6 +342,13 @@ def ring_reduce_scatter_time(message, devices, bandwidth, latency, floor=0.0):
     latency=var("s", r"\alpha", "nonnegative", "per-message startup latency"),
     bisection_bandwidth=var("B/s", r"B_{\mathrm{bis}}", description="fabric bisection bandwidth per direction"),
     floor=var("s", r"T_{0}", "nonnegative", "per-collective latency floor"),
+    example={
+        "message": "8 MB",
+        "devices": 8,
+        "bandwidth": "450 GB/s",
+        "latency": "0.5 us",
+        "bisection_bandwidth": "1800 GB/s",
+    },
 )
 def alltoall_time(message, devices, bandwidth, latency, bisection_bandwidth, floor=0.0):
     r"""Completion time of an all-to-all: the largest of startup, endpoint and bisection terms.

@@ -34,6 +34,7 @@ __all__ = [
     entities=var("", "N", description="rows (entities)"),
     dimension=var("", "d", "positive_integer", "embedding dimension"),
     bytes_per_element=var("B", "s", description="bytes per element"),
+    example={"entities": 1e13, "dimension": 128, "bytes_per_element": "1 B"},
 )
 def embedding_table_bytes(entities, dimension, bytes_per_element):
     r"""Bytes of a dense embedding table: one vector per entity.
@@ -70,6 +71,7 @@ def embedding_table_bytes(entities, dimension, bytes_per_element):
     reference="Lighthouse 10.1 (§10.10.5)",
     resident_budget=var("B", "R", description="resident embedding budget"),
     entities=var("", "N", description="entities in the catalog"),
+    example={"resident_budget": "100 TB", "entities": 1e13},
 )
 def resident_bytes_per_entity(resident_budget, entities):
     r"""Average resident bytes available per entity of the catalog.

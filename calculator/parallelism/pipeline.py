@@ -208,6 +208,7 @@ def pipeline_performance(
     reference="section 10.10.3 (Figure 17); standard fill-and-drain bubble (not written in the chapter)",
     stages=var("", "P", "positive_integer", "pipeline stages"),
     requests=var("", "m", "positive_integer", "requests (micro-batches) in flight"),
+    example={"stages": 4, "requests": 1},
 )
 def pipeline_bubble_fraction(stages, requests):
     r"""Idle fraction of ``stages`` balanced stages over the fill and drain of ``requests`` requests.

@@ -80,6 +80,7 @@ def min_shards(weight_bytes: Bytes, device_capacity: Bytes, reserve: Bytes = _ZE
     communication_time=var("s", r"T_{\mathrm{comm}}", "nonnegative", "communication time at n devices"),
     synchronization_time=var("s", r"T_{\mathrm{sync}}", "nonnegative", "synchronization time at n devices"),
     overlap_time=var("s", r"T_{\mathrm{overlap}}", "nonnegative", "communication hidden behind compute"),
+    example={"compute_time": "30 ms", "devices": 8, "communication_time": "0.6 ms"},
 )
 def distributed_step_time(compute_time, devices, communication_time, synchronization_time=0.0, overlap_time=0.0):
     r"""Step time of a sharded replica: divided compute plus the overhead that is not hidden.
@@ -128,6 +129,7 @@ def distributed_step_time(compute_time, devices, communication_time, synchroniza
     communication_time=var("s", r"T_{\mathrm{comm}}", "nonnegative"),
     synchronization_time=var("s", r"T_{\mathrm{sync}}", "nonnegative"),
     overlap_time=var("s", r"T_{\mathrm{overlap}}", "nonnegative"),
+    example={"compute_time": "30 ms", "devices": 8, "communication_time": "0.6 ms"},
 )
 def sharding_speedup(compute_time, devices, communication_time, synchronization_time=0.0, overlap_time=0.0):
     r"""Speedup of a sharded step over the serial compute time; above 1 only when sharding pays.
@@ -161,6 +163,7 @@ def sharding_speedup(compute_time, devices, communication_time, synchronization_
     tokens=var("", "N_{t}", "positive_integer", "tokens in the step (batch x new tokens per sequence)"),
     hidden_size=var("", "d", "positive_integer", "hidden width"),
     bytes_per_element=var("B", "s", description="bytes per activation element"),
+    example={"tokens": 64, "hidden_size": 8192, "bytes_per_element": "2 B"},
 )
 def activation_message_bytes(tokens, hidden_size, bytes_per_element):
     r"""Payload of one tensor-parallel all-reduce: the full activation of the step.
@@ -200,6 +203,7 @@ def activation_message_bytes(tokens, hidden_size, bytes_per_element):
     layer_compute_time=var("s", r"T_{\mathrm{comp}}", description="sequential compute time of one layer"),
     tensor_parallel=var("", "t", "positive_integer", "tensor-parallel degree"),
     allreduce_time=var("s", r"T_{\mathrm{AR}}", "nonnegative", "time of one all-reduce"),
+    example={"layer_compute_time": "30 ms", "tensor_parallel": 8, "allreduce_time": "0.3 ms"},
 )
 def tensor_parallel_layer_time(layer_compute_time, tensor_parallel, allreduce_time):
     r"""Time of one transformer layer under tensor parallelism, with two all-reduces per layer.
@@ -245,6 +249,13 @@ def tensor_parallel_layer_time(layer_compute_time, tensor_parallel, allreduce_ti
     bandwidth=var("B/s", r"\beta", description="link bandwidth per direction"),
     latency=var("s", r"\alpha", "nonnegative", "startup latency per ring step"),
     floor=var("s", r"T_{0}", "nonnegative", "per-collective latency floor"),
+    example={
+        "layer_compute_time": "0.4 ms",
+        "tensor_parallel": 8,
+        "message": "1 MiB",
+        "bandwidth": "450 GB/s",
+        "latency": "0.5 us",
+    },
 )
 def tensor_parallel_layer_time_ring(layer_compute_time, tensor_parallel, message, bandwidth, latency, floor=0.0):
     r"""Eq. 13 with each all-reduce priced by the ring model; broadcasts over configurations.
@@ -291,6 +302,7 @@ def tensor_parallel_layer_time_ring(layer_compute_time, tensor_parallel, message
     layer_compute_time=var("s", r"T_{\mathrm{comp}}"),
     tensor_parallel=var("", "t", "positive_integer"),
     allreduce_time=var("s", r"T_{\mathrm{AR}}", "nonnegative"),
+    example={"layer_compute_time": "30 ms", "tensor_parallel": 8, "allreduce_time": "0.3 ms"},
 )
 def tensor_parallel_speedup(layer_compute_time, tensor_parallel, allreduce_time):
     r"""Speedup of a tensor-parallel layer over its serial compute time.
@@ -324,6 +336,7 @@ def tensor_parallel_speedup(layer_compute_time, tensor_parallel, allreduce_time)
     layer_compute_time=var("s", r"T_{\mathrm{comp}}"),
     tensor_parallel=var("", "t", "positive_integer"),
     allreduce_time=var("s", r"T_{\mathrm{AR}}", "nonnegative"),
+    example={"layer_compute_time": "30 ms", "tensor_parallel": 8, "allreduce_time": "0.3 ms"},
 )
 def collective_overhead_share(layer_compute_time, tensor_parallel, allreduce_time):
     r"""Fraction of a tensor-parallel layer spent in its two all-reduces.

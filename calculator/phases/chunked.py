@@ -50,6 +50,14 @@ MAX_ITERATIONS = 1_000_000
     prefill_tokens=var("", r"\sum c_i", "nonnegative", "prefill chunk tokens in the iteration"),
     active_parameters=var("", r"N_{\mathrm{act}}", "nonnegative", "active parameters on the device"),
     peak_throughput=var("FLOP/s", r"R_{\mathrm{peak}}", description="peak compute throughput"),
+    example={
+        "weights": "17.5 GB",
+        "memory_bandwidth": "3.35 TB/s",
+        "decode_tokens": 32,
+        "prefill_tokens": 512,
+        "active_parameters": 8.75e9,
+        "peak_throughput": "989 TFLOP/s",
+    },
 )
 def hybrid_iteration_time(weights, memory_bandwidth, decode_tokens, prefill_tokens, active_parameters, peak_throughput):
     r"""Projection-only lower bound on a hybrid (decode + prefill chunks) iteration (Eq. 9).

@@ -41,6 +41,7 @@ __all__ = [
     link_bandwidth=var("B/s", r"BW_{\mathrm{link}}", description="usable bandwidth of one path"),
     startup_latency=var("s", r"\alpha", "nonnegative", "setup and queueing time"),
     parallel_links=var("", "n", "positive_integer", "independent paths used at once"),
+    example={"kv_bytes": "42.95 GB", "link_bandwidth": "450 GB/s"},
 )
 def kv_handoff_time(kv_bytes, link_bandwidth, startup_latency=0, parallel_links=1):
     r"""Time to hand a KV cache from the prefill pool to the decode pool (Eq. 10).

@@ -62,6 +62,7 @@ def attention_flops_per_pair(model: ModelRef, *, registry: Registry | None = Non
     prompt_tokens=var("", "P", description="tokens prefilled"),
     attention_flops=var("FLOP", "a", "nonnegative", "attention FLOPs per (query, key) pair"),
     cached_tokens=var("", "c_{0}", "nonnegative", "tokens already cached before the prompt"),
+    example={"active_parameters": 70e9, "prompt_tokens": 4096, "attention_flops": "2621440 FLOP"},
 )
 def prefill_flops(active_parameters, prompt_tokens, attention_flops, cached_tokens=0):
     r"""FLOPs to prefill ``P`` tokens after ``c_0`` cached ones (causal attention).
@@ -101,6 +102,7 @@ def prefill_flops(active_parameters, prompt_tokens, attention_flops, cached_toke
     batch=var("", "B", "nonnegative", "sequences decoding"),
     context=var("", "S", "nonnegative", "tokens each new token attends to"),
     attention_flops=var("FLOP", "a", "nonnegative", "attention FLOPs per (query, key) pair"),
+    example={"active_parameters": 70e9, "batch": 32, "context": 4096, "attention_flops": "2621440 FLOP"},
 )
 def decode_flops(active_parameters, batch, context, attention_flops):
     r"""FLOPs of one decode step: one new token for each of ``B`` sequences at context ``S``.
@@ -135,6 +137,12 @@ def decode_flops(active_parameters, batch, context, attention_flops):
     bytes_moved=var("B", "M", "nonnegative", "bytes moved through device memory"),
     peak_throughput=var("FLOP/s", r"R_{\mathrm{peak}}", description="peak compute throughput"),
     memory_bandwidth=var("B/s", r"BW_{\mathrm{mem}}", description="memory bandwidth"),
+    example={
+        "flops": "140 GFLOP",
+        "bytes_moved": "140 GB",
+        "peak_throughput": "989 TFLOP/s",
+        "memory_bandwidth": "3.35 TB/s",
+    },
 )
 def roofline_time(flops, bytes_moved, peak_throughput, memory_bandwidth):
     r"""Roofline lower bound on a step's time: the slower of compute and memory traffic.

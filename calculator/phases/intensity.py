@@ -28,6 +28,7 @@ __all__ = [
     reference="section 10.8.1 (I_pre ~ P, I_dec ~ B_dec for FP16 weights)",
     tokens=var("", "n", "positive", "tokens sharing one read of the weights"),
     bytes_per_weight=var("B", r"s_{W}", description="bytes per weight"),
+    example={"tokens": 1024, "bytes_per_weight": "2 B"},
 )
 def projection_arithmetic_intensity(tokens, bytes_per_weight):
     r"""Arithmetic intensity of a linear projection applied to ``n`` tokens per weight read.
@@ -65,6 +66,7 @@ def projection_arithmetic_intensity(tokens, bytes_per_weight):
     reference="section 10.8.1 (roofline ridge point)",
     peak_throughput=var("FLOP/s", r"R_{\mathrm{peak}}", description="peak compute throughput"),
     memory_bandwidth=var("B/s", r"BW_{\mathrm{mem}}", description="memory bandwidth"),
+    example={"peak_throughput": "989 TFLOP/s", "memory_bandwidth": "3.35 TB/s"},
 )
 def ridge_point(peak_throughput, memory_bandwidth):
     r"""Ridge point of the roofline: peak FLOP/s over memory bandwidth.

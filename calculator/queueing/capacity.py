@@ -148,6 +148,7 @@ def distribution_triggers(
     time_in_system=var(
         "s", "W", "nonnegative", "mean time a request spends in the system (inf: unstable)", infinite=True
     ),
+    example={"arrival_rate": "1000 request/s", "time_in_system": "100 ms"},
 )
 def in_flight(arrival_rate, time_in_system):
     r"""Little's law: mean requests in flight from the arrival rate and the mean time in system.
@@ -186,6 +187,7 @@ def in_flight(arrival_rate, time_in_system):
     arrival_rate=var("request/s", r"\lambda", "positive", "arrival rate"),
     replica_throughput=var("request/s", r"\mu", "positive", "service rate of one replica"),
     max_utilization=var("", r"\rho_{\max}", "probability", "highest mean utilization allowed"),
+    example={"arrival_rate": "1000 request/s", "replica_throughput": "100 request/s", "max_utilization": 0.8},
 )
 def replica_demand(arrival_rate, replica_throughput, max_utilization):
     r"""The (fractional) number of replicas a load needs at a utilization cap.
@@ -262,6 +264,7 @@ def replicas_for_load(arrival_rate: Rate, replica_throughput: Rate, max_utilizat
     arrival_rate=var("request/s", r"\lambda", "nonnegative", "arrival rate"),
     replica_throughput=var("request/s", r"\mu", "positive", "service rate of one replica"),
     replicas=var("", "N", "positive_integer", "replicas"),
+    example={"arrival_rate": "1000 request/s", "replica_throughput": "100 request/s", "replicas": 13},
 )
 def utilization(arrival_rate, replica_throughput, replicas):
     r"""Mean service utilization of a fleet: offered work over service capacity.

@@ -134,6 +134,7 @@ def compare_capacity(first: CapacityMeasurement, second: CapacityMeasurement) ->
     result=var("token/s", r"I", description="output tokens per second one user receives"),
     reference="section 10.6.2 (interactivity is the reciprocal of TPOT)",
     time_per_output_token=var("s", r"\mathrm{TPOT}", description="average gap between streamed tokens"),
+    example={"time_per_output_token": "20 ms"},
 )
 def interactivity(time_per_output_token):
     r"""Interactivity: the output tokens per second a user receives, the reciprocal of TPOT.
@@ -242,6 +243,7 @@ def stream_metrics(token_times: Time, request_start: Time) -> StreamMetrics:
     reference="section 10.3.1 (SLO goodput)",
     completed_rate=var("request/s", r"R_{\mathrm{done}}", "nonnegative", "completed requests per second"),
     slo_attainment=var("", r"f_{\mathrm{SLO}}", "probability", "fraction of completions meeting TTFT and TPOT"),
+    example={"completed_rate": "1200 request/s", "slo_attainment": 0.7},
 )
 def slo_goodput(completed_rate, slo_attainment):
     r"""SLO goodput: the rate of completed requests that meet both TTFT and TPOT targets.

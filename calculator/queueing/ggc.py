@@ -46,6 +46,7 @@ __all__ = [
     reference="Kingman (1961); Allen-Cunneen approximation",
     arrival_cv=var("", "c_{a}", "nonnegative", "coefficient of variation of inter-arrival times"),
     service_cv=var("", "c_{s}", "nonnegative", "coefficient of variation of service times"),
+    example={"arrival_cv": 1, "service_cv": 0},
 )
 def variability_factor(arrival_cv, service_cv):
     r"""Variability factor that scales an exponential queue's wait to a general one.
@@ -83,6 +84,7 @@ def variability_factor(arrival_cv, service_cv):
     service_time=var("s", "s", "positive", "mean service time"),
     arrival_cv=var("", "c_{a}", "nonnegative", "coefficient of variation of inter-arrival times"),
     service_cv=var("", "c_{s}", "nonnegative", "coefficient of variation of service times"),
+    example={"utilization": 0.5, "service_time": "10 ms", "arrival_cv": 1, "service_cv": 0},
 )
 def kingman_wait(utilization, service_time, arrival_cv, service_cv):
     r"""Mean queueing delay of a single-server queue in utilization form (Kingman / Pollaczek-Khinchine).

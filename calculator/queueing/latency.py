@@ -36,6 +36,13 @@ __all__ = [
     serialization=var("s", r"L_{\mathrm{ser}}", "nonnegative", "exposed serialization"),
     coordination=var("s", r"L_{\mathrm{coord}}", "nonnegative", "exposed coordination (critical path)"),
     queueing=var("s", r"L_{\mathrm{queue}}", "nonnegative", "queueing delay"),
+    example={
+        "inference": "70 ms",
+        "network": "2 ms",
+        "serialization": "1 ms",
+        "coordination": "3 ms",
+        "queueing": "10 ms",
+    },
 )
 def end_to_end_latency(inference, network, serialization, coordination, queueing):
     r"""End-to-end request latency as model execution plus the exposed serving tax (Eq. 1).
@@ -80,6 +87,7 @@ def end_to_end_latency(inference, network, serialization, coordination, queueing
     startup_latency=var("s", r"\alpha", "nonnegative", "fixed cost of one exchange"),
     payload=var("B", "M", "nonnegative", "bytes moved per exchange"),
     bandwidth=var("B/s", r"\beta", "positive", "link bandwidth"),
+    example={"exchanges": 1, "startup_latency": "0 s", "payload": "100 MB", "bandwidth": "32 GB/s"},
 )
 def network_latency(exchanges, startup_latency, payload, bandwidth):
     r"""Exposed network latency of sequential exchanges, each a startup cost plus a transfer.

@@ -46,6 +46,7 @@ _ZERO_SECONDS = Q_(0.0, "s")
     result=var("", "f", "probability", "expected fraction of keys that move"),
     reference="section 10.11.6",
     servers=var("", "N", "positive_integer", "servers on the ring before the change"),
+    example={"servers": 10},
 )
 def remap_fraction_on_add(servers):
     r"""Expected fraction of keys that move when one server joins a balanced ring of ``servers``.
@@ -78,6 +79,7 @@ def remap_fraction_on_add(servers):
     result=var("", "f", "probability", "expected fraction of keys that move"),
     reference="section 10.11.6",
     servers=var("", "N", "positive_integer", "servers on the ring before the change"),
+    example={"servers": 10},
 )
 def remap_fraction_on_remove(servers):
     r"""Expected fraction of keys that move when one of ``servers`` leaves a balanced ring.

@@ -322,6 +322,7 @@ def retry_equilibrium(arrival_rate: Rate, capacity: Rate, max_retries: int) -> R
     reference="section 10.11.10",
     useful_tokens=var("token", r"N_{\mathrm{ok}}", "nonnegative", "tokens of requests delivered in time"),
     wasted_tokens=var("token", r"N_{\mathrm{waste}}", "nonnegative", "tokens of canceled, timed-out or late requests"),
+    example={"useful_tokens": "9e6 token", "wasted_tokens": "1e6 token"},
 )
 def wasted_token_fraction(useful_tokens, wasted_tokens):
     r"""The wasted-token rate: tokens spent on requests that were canceled, timed out or late.

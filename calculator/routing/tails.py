@@ -38,6 +38,7 @@ __all__ = [
     reference="Lighthouse 10.2 (§10.11)",
     arrival_rate=var("request/s", r"\lambda", "nonnegative", "request rate"),
     event_probability=var("1/request", "p", "probability", "probability a request is a tail event"),
+    example={"arrival_rate": "1e7 request/s", "event_probability": "1e-4 1/request"},
 )
 def tail_event_rate(arrival_rate, event_probability):
     r"""Expected rate of tail events: request rate times the per-request event probability.
@@ -72,6 +73,7 @@ def tail_event_rate(arrival_rate, event_probability):
     reference="section 10.11.1",
     leaf_probability=var("", "p", "probability", "probability one leaf exceeds its threshold"),
     fanout=var("", "N", "positive_integer", "leaves the request waits for"),
+    example={"leaf_probability": 0.01, "fanout": 100},
 )
 def fanout_slow_probability(leaf_probability, fanout):
     r"""Probability that a fan-out request is slow: at least one of its ``fanout`` leaves is slow.
@@ -110,6 +112,7 @@ def fanout_slow_probability(leaf_probability, fanout):
     reference="section 10.11.1",
     request_probability=var("", "P", "probability", "allowed probability the request exceeds the threshold"),
     fanout=var("", "N", "positive_integer", "leaves the request waits for"),
+    example={"request_probability": 0.01, "fanout": 100},
 )
 def per_leaf_budget(request_probability, fanout):
     r"""The per-leaf tail budget that keeps a fan-out request within its own tail target.

@@ -288,7 +288,7 @@ def test_simulate_verify_json_and_csv_with_two_seeds_and_another_router(plan_fil
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [
-        (["--rate", "0"], 2, "'arrival_rate' must be > 0"),
+        (["--rate", "0"], 2, "option --rate: must be greater than zero, got '0'"),
         (["--router", "fastest"], 2, "argument 'router' must be one of"),
         (["--tpot", "0.1 ms"], 1, "the plan is infeasible, there is nothing to simulate: no configuration"),
         (["--replicas", "2", "--verify"], 2, "give --replicas N (simulate N replicas) or --verify"),
@@ -366,14 +366,14 @@ def test_a_request_beyond_the_context_limit_is_infeasible_with_that_reason():
 
 def test_size_takes_the_sizer_options_and_echoes_them():
     base = [*SIZING, "-a", "h100-sxm", "--price", "4"]
-    options = ["--output-cv", "0.5", "--chunk", "2048", "--tbt", "200 ms", "--prefix-hit", "0.3"]
+    options = ["--output-cv", "0.5", "--chunk", "2048", "--tbt", "200 ms", "--prefix-hit", "0.3", "--shared-prefix", "512"]
     result = runner.invoke(app, [*base, *options, "--json"])
     assert result.exit_code == 0, result.output
     plan = json.loads(result.stdout)
     assert plan["workload"]["output_cv"] == 0.5 and plan["targets"]["chunk_size"] == 2048
     assert plan["targets"]["tbt"]["value"] == pytest.approx(0.2) and plan["targets"]["prefix_caching"] is True
     echoed = runner.invoke(app, [*base, *options]).stdout.splitlines()
-    assert "prefix-cache hit rate 0.3; chunked prefill at 2,048 tokens" in echoed[0]
+    assert "prefix-cache hit rate 0.3 on a 512-token shared prefix; chunked prefill at 2,048 tokens" in echoed[0]
     assert "token gap 200 ms" in echoed[1]
     bare = runner.invoke(app, [*base, "--tbt", "200"])
     assert bare.exit_code == 2 and "option --tbt: '200' has no unit" in bare.output

@@ -523,7 +523,8 @@ _SIZING_FIELDS = tuple(field.name for field in dataclasses.fields(SizingFlags))
 def _flag(name: str) -> str:
     """The command-line spelling of a :class:`SizingFlags` field (``input_tokens`` -> ``--input``)."""
     info = typing.get_args(typing.get_type_hints(SizingFlags, include_extras=True)[name])[1]
-    return next((decl for decl in info.param_decls or () if decl.startswith("--")), "--" + name.replace("_", "-"))
+    declared = (info.default, *(info.param_decls or ()))  # typer keeps the first name given as the default
+    return next((d for d in declared if isinstance(d, str) and d.startswith("--")), "--" + name.replace("_", "-"))
 
 
 def _sizing_options(command: Callable[..., None]) -> Callable[..., None]:
@@ -1133,9 +1134,11 @@ def _demand_curve(path: Path, bin_text: str | None) -> tuple[Any, Any, Any]:
 def _scale_over(plan: Any, curve: tuple[Any, Any, Any], cold_start: Any) -> Any:
     """:func:`~calculator.fleet.plan_over_time` of a plan over the ``--demand`` curve, to its last step's end."""
     from .fleet import plan_over_time
+    from .units import Q_
 
     times, rates, width = curve
-    return plan_over_time(plan, times, rates, startup_time=cold_start, end=times[-1] + width)
+    step = min(width, Q_(1, "minute"))  # plan_over_time's grid, at least one point per step of the curve
+    return plan_over_time(plan, times, rates, startup_time=cold_start, end=times[-1] + width, step=step)
 
 
 def _demand_rows(scaled: Any, curve: tuple[Any, Any, Any]) -> Any:

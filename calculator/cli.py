@@ -1,13 +1,16 @@
 """Command-line interface: ``servecalc`` (or ``python -m calculator``).
 
 Commands print tables for people. The commands that return tables (``registry list``, ``size``,
-``simulate``, ``frontier``) also take ``--format csv|json|xlsx`` (``--json`` is ``--format json``); CSV
+``compare``, ``simulate``, ``frontier``) also take ``--format csv|json|xlsx`` (``--json`` is ``--format json``); CSV
 and JSON go to standard output or to ``--out FILE``, XLSX needs ``--out FILE`` and writes the workbook
 of :func:`calculator.export.to_xlsx` (inputs, results, and the formulas and registry sources used).
 ``simulate`` checks a plan (``size --json``'s file, or the sizing options) by simulating every request
 (:mod:`calculator.simulation`); its progress bar goes to standard error. A bad registry file exits
 with status 2 and the :class:`~calculator.errors.RegistryError` message; other bad input also exits
 with status 2 and an ``error:`` line.
+
+``size``, ``compare`` and ``simulate`` share the sizing options (:class:`SizingFlags`, declared once);
+``compare`` sizes colocated and disaggregated serving side by side (:func:`calculator.fleet.compare_serving_modes`).
 """
 
 from __future__ import annotations
@@ -985,6 +988,9 @@ def size(
     curve = _demand_curve(demand, demand_bin) if demand is not None else None
     if curve is None and (demand_bin is not None or cold_start is not None):
         raise _fail("--demand-bin and --cold-start apply to a --demand curve; add --demand FILE")
+    startup = _quantity("cold-start", cold_start, "s") if cold_start is not None else None
+    if startup is not None and startup.magnitude < 0:
+        raise _fail(f"option --cold-start: must be zero or more, got {cold_start!r}")
     if curve is not None and fmt not in (Format.table, Format.json):
         raise _fail(f"--demand prints a table or JSON, not --format {fmt.value}")
     missing = _missing(model, sizing, rate_known=curve is not None)
@@ -997,7 +1003,8 @@ def size(
         _size_disaggregated(inputs, sizing, registry, interconnect, fmt, out, given)
     if interconnect is not None:
         raise _fail("--interconnect is the KV handoff link of --disaggregated or of 'servecalc compare'")
-    verification = {"verify": True, "verify_options": {"requests": requests, "seeds": seeds or 2}} if verify else {}
+    checks = {name: value for name, value in (("requests", requests), ("seeds", seeds)) if value is not None}
+    verification = {"verify": True, "verify_options": checks} if verify else {}
     with _library_errors():
         prices = _fill_prices(inputs, registry)
         with _stderr_progress() as bar:
@@ -1007,7 +1014,7 @@ def size(
     scaled = None
     if curve is not None and plan.feasible:
         with _library_errors():
-            scaled = _scale_over(plan, curve, _quantity("cold-start", cold_start, "s") if cold_start else None)
+            scaled = _scale_over(plan, curve, startup)
 
     def table() -> str:
         from .fleet import plan_summary
@@ -1049,9 +1056,14 @@ def size(
 
 
 def _size_disaggregated(
-    inputs: dict[str, Any], sizing: SizingFlags, registry: Any, interconnect: str | None, fmt: Format,
-    out: Path | None, colocated_only: list[str],
-) -> None:  # fmt: skip
+    inputs: dict[str, Any],
+    sizing: SizingFlags,
+    registry: Any,
+    interconnect: str | None,
+    fmt: Format,
+    out: Path | None,
+    colocated_only: list[str],
+) -> None:
     """``size --disaggregated``: the prefill and decode pools of :func:`~calculator.fleet.size_disaggregated`."""
     from .fleet import size_disaggregated
 
@@ -1247,20 +1259,23 @@ def compare_command(
     colocated, split = comparison.colocated, comparison.disaggregated
 
     def frame() -> Any:
+        """One row per mode: its configuration (or why it is infeasible), GPUs, latencies and costs."""
         import pandas as pd
 
-        def column(plan: Any, configuration: str) -> dict[str, str]:
-            values = {"feasible": str(plan.feasible), "configuration": configuration if plan.feasible else plan.reason}
-            for key in ("gpus", "ttft", "tpot", "cost_per_hour", "cost_per_million_tokens"):
-                values[PLAN_LABELS.get(key, key)] = _shown(key, getattr(plan, key)) if plan.feasible else ""
-            return values
+        from .sweeps import PLAN_UNITS
+        from .units import ureg
 
-        return pd.DataFrame(
-            {
-                "colocated": column(colocated, _configuration(colocated)),
-                "disaggregated": column(split, _pools(split) if split.feasible else ""),
-            }
-        )
+        rows = []
+        for mode, plan, configuration in (("colocated", colocated, _configuration), ("disaggregated", split, _pools)):
+            row: dict[str, Any] = {"mode": mode, "feasible": plan.feasible}
+            row["configuration"] = configuration(plan) if plan.feasible else plan.reason
+            row["gpus"] = plan.gpus if plan.feasible else None
+            for key in ("ttft", "tpot", "cost_per_hour", "cost_per_million_tokens"):
+                unit = PLAN_UNITS[key]
+                label = f"{PLAN_LABELS.get(key, key)} [{ureg.Unit(unit):~P}]"
+                row[label] = getattr(plan, key).m_as(unit) if plan.feasible else None
+            rows.append(row)
+        return pd.DataFrame(rows)
 
     def table() -> str:
         lines = _understood(inputs, prices, sizing.trace)
@@ -1268,7 +1283,9 @@ def compare_command(
         colocated_only = [flag for flag in sizing.given() if flag in {_flag(name) for name in _COLOCATED_FLAGS}]
         if colocated_only:
             lines.append(f"colocated only: {', '.join(colocated_only)}")
-        lines += ["", frame().to_string(), ""]
+        side_by_side = frame().set_index("mode").T
+        shown = side_by_side.map(lambda v: "" if v is None else _number(v) if isinstance(v, float) else str(v))
+        lines += ["", shown.to_string(), ""]
         if comparison.cheaper == "neither":
             lines.append("cheaper: neither mode is feasible")
         else:
@@ -1280,7 +1297,7 @@ def compare_command(
         fmt,
         out,
         (lambda: json.dumps(comparison.to_json_dict(), indent=2)) if fmt is Format.json else table,
-        lambda: frame().T.reset_index(names="mode"),
+        frame,
         models=["fleet.compare_serving_modes"],
         registry_ids=[model, *sizing.accelerator, *prices],
         inputs={k: v for k, v in inputs.items() if v is not None},

@@ -544,11 +544,22 @@ def test_compare_prints_both_modes_side_by_side_and_the_cheaper():
     costs = {mode: data[mode]["cost_per_hour"]["value"] for mode in ("colocated", "disaggregated")}
     assert data["cheaper"] == min(costs, key=costs.get)
     text = runner.invoke(app, ["compare", *SMALL, "--price", "4", "--chunk", "512"]).stdout
-    header = next(line for line in text.splitlines() if line.split() == ["colocated", "disaggregated"])
-    assert header and "colocated only: --chunk" in text
+    assert ["mode", "colocated", "disaggregated"] in [line.split() for line in text.splitlines()]
+    assert "colocated only: --chunk" in text
     gpus = next(line for line in text.splitlines() if line.startswith("gpus "))
     assert gpus.split()[1:] == [str(data["colocated"]["gpus"]), str(data["disaggregated"]["gpus"])]
     assert f"cheaper: {data['cheaper']}" in text
+    cost = next(line for line in text.splitlines() if line.startswith("cost_per_hour [USD/h] "))
+    assert [float(x) for x in cost.split()[2:]] == pytest.approx(list(costs.values()), rel=5e-4)
+    import io
+
+    import pandas as pd
+
+    frame = pd.read_csv(io.StringIO(runner.invoke(app, ["compare", *SMALL, "--price", "4", "-f", "csv"]).stdout))
+    assert frame["mode"].tolist() == ["colocated", "disaggregated"]
+    assert frame["cost_per_hour [USD/h]"].tolist() == pytest.approx(list(costs.values()))
+    neither = runner.invoke(app, ["compare", *SMALL, "--price", "4", "--tpot", "1 ms"])
+    assert neither.exit_code == 1 and "cheaper: neither mode is feasible" in neither.stdout
 
 
 def test_demand_curve_schedules_the_plan_over_it(tmp_path):

@@ -680,3 +680,19 @@ def test_simulate_takes_the_new_sizing_flags(plan_file, tmp_path):
     alias = runner.invoke(app, ["simulate", *PLAN_ARGS, "--replicas", "2", *FAST, "--json"])
     assert p99.exit_code == 0, p99.output
     assert json.loads(p99.stdout) == json.loads(alias.stdout)  # PLAN_ARGS says --ttft-percentile 0.99
+
+
+def test_the_remaining_sizing_flags_reach_the_plan():
+    flags = ["--arrival-cv", "1.5", "--input-cv", "0.4", "--kv-precision", "fp8", "--engine", "vllm"]
+    flags += ["--router", "power_of_two", "--max-utilization", "0.6"]
+    result = runner.invoke(app, [*SMALL_SIZE, *flags, "--json"])
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)
+    assert (plan["workload"]["arrival_cv"], plan["workload"]["input_cv"]) == (1.5, 0.4)
+    assert (
+        plan["targets"]["kv_precision"] == "fp8" and plan["engine"] == "vllm" and plan["router"] == "two_choices"
+    )  # power_of_two is its alias
+    assert plan["max_utilization"] == 0.6 and plan["utilization"] <= 0.6
+    echoed = runner.invoke(app, [*SMALL_SIZE, *flags]).stdout.splitlines()
+    assert "(arrival CV 1.5, prompt-length CV 0.4, output-length CV 0)" in echoed[0]
+    assert echoed[1].endswith("utilization at most 0.6")

@@ -288,7 +288,7 @@ def test_simulate_verify_json_and_csv_with_two_seeds_and_another_router(plan_fil
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [
-        (["--rate", "0"], 2, "'arrival_rate' must be > 0"),
+        (["--rate", "0"], 2, "option --rate: must be greater than zero, got '0'"),
         (["--router", "fastest"], 2, "argument 'router' must be one of"),
         (["--tpot", "0.1 ms"], 1, "the plan is infeasible, there is nothing to simulate: no configuration"),
         (["--replicas", "2", "--verify"], 2, "give --replicas N (simulate N replicas) or --verify"),
@@ -366,14 +366,25 @@ def test_a_request_beyond_the_context_limit_is_infeasible_with_that_reason():
 
 def test_size_takes_the_sizer_options_and_echoes_them():
     base = [*SIZING, "-a", "h100-sxm", "--price", "4"]
-    options = ["--output-cv", "0.5", "--chunk", "2048", "--tbt", "200 ms", "--prefix-hit", "0.3"]
+    options = [
+        "--output-cv",
+        "0.5",
+        "--chunk",
+        "2048",
+        "--tbt",
+        "200 ms",
+        "--prefix-hit",
+        "0.3",
+        "--shared-prefix",
+        "512",
+    ]
     result = runner.invoke(app, [*base, *options, "--json"])
     assert result.exit_code == 0, result.output
     plan = json.loads(result.stdout)
     assert plan["workload"]["output_cv"] == 0.5 and plan["targets"]["chunk_size"] == 2048
     assert plan["targets"]["tbt"]["value"] == pytest.approx(0.2) and plan["targets"]["prefix_caching"] is True
     echoed = runner.invoke(app, [*base, *options]).stdout.splitlines()
-    assert "prefix-cache hit rate 0.3; chunked prefill at 2,048 tokens" in echoed[0]
+    assert "prefix-cache hit rate 0.3 on a 512-token shared prefix; chunked prefill at 2,048 tokens" in echoed[0]
     assert "token gap 200 ms" in echoed[1]
     bare = runner.invoke(app, [*base, "--tbt", "200"])
     assert bare.exit_code == 2 and "option --tbt: '200' has no unit" in bare.output
@@ -385,3 +396,303 @@ def test_an_infeasible_plan_prints_no_zero_configuration_and_token_costs_say_out
     assert "tensor_parallel: 0" not in infeasible.stdout and "gpus: 0" not in infeasible.stdout
     feasible = runner.invoke(app, [*SIZING, "--price", "4"])
     assert "cost_per_million_output_tokens: " in feasible.stdout and "cost_per_million_tokens" not in feasible.stdout
+
+
+# ---------------------------------------------------------------------------- issue 15: CLI parity and help
+
+#: A small workload every new-flag test sizes (a fixed price: no registry price is looked up).
+SMALL = ["llama-3.1-70b", "--rate", "5", "--input", "1024", "--output", "256", "--ttft", "1 s", "--tpot", "50 ms"]
+SMALL_SIZE = ["size", *SMALL, "--price", "4"]
+
+
+def _commands(command=None, path=()):
+    """Every command path of the app (groups included), walked from the click command typer builds."""
+    import typer
+
+    command = command or typer.main.get_command(app)
+    yield path
+    for name, sub in getattr(command, "commands", {}).items():
+        yield from _commands(sub, (*path, name))
+
+
+def test_help_of_every_command_shows_plain_flags_capital_arguments_and_typed_metavars():
+    paths = list(_commands())
+    assert {("size",), ("simulate",), ("compare",), ("frontier",), ("registry", "show")} <= set(paths)
+    for path in paths:
+        result = runner.invoke(app, [*path, "--help"], terminal_width=200)
+        assert result.exit_code == 0, (path, result.output)
+        usage = next(line for line in result.output.splitlines() if "Usage:" in line)
+        assert "<bool>" not in result.output and "{" not in usage and "}" not in usage, (path, result.output)
+    for path, argument in ((("size",), " MODEL"), (("simulate",), " [MODEL]"), (("registry", "show"), " ID")):
+        usage = next(line for line in runner.invoke(app, [*path, "--help"]).output.splitlines() if "Usage:" in line)
+        assert usage.rstrip().endswith(argument), usage
+    rows: dict[str, str] = {}  # each option's row of the table, with its wrapped lines
+    for line in runner.invoke(app, ["size", "--help"], terminal_width=200).output.splitlines():
+        if line.startswith("│ --"):
+            flag = line.split()[1]
+            rows[flag] = line
+        elif rows and line.startswith("│ "):
+            rows[flag] += line
+    metavars = {"--ttft": "TIME", "--rate": "RATE", "--price": "[GPU=]USD/h", "--tp": "INT",
+                "--speculate": "DRAFT:K:ALPHA", "--trace": "FILE", "--input": "TOKENS", "--demand": "FILE"}  # fmt: skip
+    for flag, metavar in metavars.items():
+        assert rows[flag].split()[2] == metavar, rows[flag]
+    assert "[default: 0.8]" in rows["--max-utilization"] and "[0<=x<=1]" in rows["--max-utilization"]
+    assert rows["--verify"].split()[2] == "Also"  # a flag: its help follows the name, no type
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--rate", "-5"], "option --rate: must be greater than zero, got '-5'"),
+        (["--rate", "0"], "option --rate: must be greater than zero, got '0'"),
+        (["--input", "-3"], "Invalid value for '--input'"),
+        (["--max-utilization", "2"], "Invalid value for '--max-utilization'"),
+        (["--max-utilization", "0"], "option --max-utilization: must be greater than zero"),
+        (["--percentile", "120"], "option --percentile: expected a percentile between 0 and 100"),
+        (["--arrival-cv", "-1"], "Invalid value for '--arrival-cv'"),
+        (["--output-cv", "-0.5"], "Invalid value for '--output-cv'"),
+        (["--ttft", "-1 s"], "option --ttft: must be greater than zero"),
+        (["--speculate", "llama-3.2-1b:four"], "option --speculate: expected DRAFT:K:ALPHA such as"),
+        (["--speculate", "a:1:2:3"], "option --speculate: expected DRAFT:K:ALPHA such as"),
+        (["--speculate", "llama-3.2-1b:4:1.5"], "option --speculate: Speculation: 'acceptance' must be in [0, 1]"),
+        (["--speculate", "no-such-draft"], "option --speculate: unknown model id 'no-such-draft'"),
+        (["--prefix-hit", "0.5"], "--prefix-hit and --shared-prefix go together"),
+        (["--requests", "100"], "--requests and --seeds set up --verify; add --verify"),
+        (["--cold-start", "5 min"], "--demand-bin and --cold-start apply to a --demand curve"),
+        (["--interconnect", "nvlink"], "--interconnect is the KV handoff link of --disaggregated"),
+    ],
+)
+def test_bad_sizing_flags_are_named_before_any_sizing(extra, message):
+    result = runner.invoke(app, [*SMALL_SIZE, *extra])
+    assert result.exit_code == 2, result.output
+    assert message in result.output and "Traceback" not in result.output
+    assert "workload:" not in result.output  # nothing was sized
+
+
+def test_speculate_sizes_with_the_draft_model_and_is_echoed():
+    from calculator import Q_
+    from calculator.fleet import Speculation, size_fleet
+
+    result = runner.invoke(app, [*SMALL_SIZE, "--speculate", "llama-3.2-1b:3:0.6", "--json"])
+    assert result.exit_code == 0, result.output
+    expected = size_fleet(
+        "llama-3.1-70b", "h100-sxm", "fp8", Q_(5, "request/s"), 1024, 256, Q_(1, "s"), Q_(50, "ms"),
+        price=Q_(4, "USD/hour"), speculation=Speculation("llama-3.2-1b", 3, 0.6),
+    )  # fmt: skip
+    plan = json.loads(result.stdout)
+    assert plan["targets"]["speculation"] is True
+    assert plan["gpus"] == expected.gpus and plan["tpot"]["value"] == pytest.approx(expected.tpot.m_as("s"))
+    plain = json.loads(runner.invoke(app, [*SMALL_SIZE, "--json"]).stdout)
+    assert plain["targets"]["speculation"] is False and plain["tpot"] != plan["tpot"]
+    echoed = runner.invoke(app, [*SMALL_SIZE, "--speculate", "llama-3.2-1b"]).stdout.splitlines()[0]
+    assert echoed.endswith("speculative decoding with draft llama-3.2-1b (4 tokens per round, acceptance 0.7)")
+
+
+def test_trace_gives_the_workload_and_excludes_the_traffic_flags(tmp_path):
+    import pandas as pd
+
+    # 102 arrivals 0.5 s apart: 101 gaps over 50.5 s, 2 request/s with no variability; prompts alternate
+    # 800 and 1,200 tokens (mean 1,000, standard deviation 200: CV 0.2); outputs are 200 tokens.
+    trace = tmp_path / "trace.csv"
+    pd.DataFrame(
+        {
+            "arrival_time": [0.5 * i for i in range(102)],
+            "input_tokens": [800 if i % 2 else 1200 for i in range(102)],
+            "output_tokens": [200] * 102,
+        }
+    ).to_csv(trace, index=False)
+    args = ["size", "llama-3.1-70b", "--trace", str(trace), "--ttft", "1 s", "--tpot", "50 ms", "--price", "4"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    workload = result.stdout.splitlines()[0]
+    assert workload.startswith("workload: 2 request/s; 1,000 prompt tokens -> 200 output tokens (arrival CV 0, ")
+    assert "prompt-length CV 0.2, output-length CV 0)" in workload
+    assert workload.endswith("read from the trace trace.csv")
+    both = runner.invoke(app, [*args, "--rate", "3", "--input-cv", "0.5"])
+    assert (
+        both.exit_code == 2
+        and "--trace gives the rate, the lengths and their CVs; leave out --rate, --input-cv" in (both.output)
+    )
+    pd.read_csv(trace).drop(columns="output_tokens").to_csv(trace, index=False)
+    missing = runner.invoke(app, args)
+    assert missing.exit_code == 2 and "the trace lacks column(s) ['output_tokens']" in missing.output
+
+
+def test_disaggregated_prints_a_prefill_and_a_decode_pool():
+    result = runner.invoke(app, [*SMALL_SIZE, "--disaggregated", "--json"])
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)
+    assert plan["gpus"] == plan["prefill"]["gpus"] + plan["decode"]["gpus"]
+    assert plan["cost_per_hour"]["value"] == pytest.approx(4 * plan["gpus"])  # 4 USD per GPU-hour
+    lines = runner.invoke(app, [*SMALL_SIZE, "--disaggregated"]).stdout.splitlines()
+    assert lines[3] == "KV handoff over: infiniband-ndr"  # after the workload, the targets and the prices
+    decode = plan["decode"]
+    assert f"decode {decode['replicas']} x h100-sxm at fp8 (TP {decode['tensor_parallel']}, batch cap " in lines[4]
+    assert any(line.startswith("prefill: accelerator h100-sxm") for line in lines)
+    assert any(line.startswith("kv_handoff: ") and line.endswith(" ms") for line in lines)
+    refused = runner.invoke(app, [*SMALL_SIZE, "--disaggregated", "--chunk", "512"])
+    assert refused.exit_code == 2 and "--disaggregated sizes prefill and decode pools; leave out --chunk" in (
+        refused.output
+    )
+
+
+def test_compare_prints_both_modes_side_by_side_and_the_cheaper():
+    result = runner.invoke(app, ["compare", *SMALL, "--price", "4", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    costs = {mode: data[mode]["cost_per_hour"]["value"] for mode in ("colocated", "disaggregated")}
+    assert data["cheaper"] == min(costs, key=costs.get)
+    text = runner.invoke(app, ["compare", *SMALL, "--price", "4", "--chunk", "512"]).stdout
+    assert ["mode", "colocated", "disaggregated"] in [line.split() for line in text.splitlines()]
+    assert "colocated only: --chunk" in text
+    gpus = next(line for line in text.splitlines() if line.startswith("gpus "))
+    assert gpus.split()[1:] == [str(data["colocated"]["gpus"]), str(data["disaggregated"]["gpus"])]
+    assert f"cheaper: {data['cheaper']}" in text
+    cost = next(line for line in text.splitlines() if line.startswith("cost_per_hour [USD/h] "))
+    assert [float(x) for x in cost.split()[2:]] == pytest.approx(list(costs.values()), rel=5e-4)
+    import io
+
+    import pandas as pd
+
+    frame = pd.read_csv(io.StringIO(runner.invoke(app, ["compare", *SMALL, "--price", "4", "-f", "csv"]).stdout))
+    assert frame["mode"].tolist() == ["colocated", "disaggregated"]
+    assert frame["cost_per_hour [USD/h]"].tolist() == pytest.approx(list(costs.values()))
+    neither = runner.invoke(app, ["compare", *SMALL, "--price", "4", "--tpot", "1 ms"])
+    assert neither.exit_code == 1 and "cheaper: neither mode is feasible" in neither.stdout
+
+
+def test_demand_curve_schedules_the_plan_over_it(tmp_path):
+    import pandas as pd
+
+    curve = tmp_path / "curve.csv"
+    rates = [2.0, 4.0, 8.0, 4.0]
+    pd.DataFrame({"time": [0, 3600, 7200, 10800], "rate": rates}).to_csv(curve, index=False)
+    args = ["size", "llama-3.1-70b", "--input", "1024", "--output", "256", "--ttft", "1 s", "--tpot", "50 ms"]
+    result = runner.invoke(app, [*args, "--price", "4", "--demand", str(curve), "--json"])
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)
+    assert plan["workload"]["arrival_rate"]["value"] == 8.0  # without --rate: sized at the curve's peak
+    steps = plan["demand"]["steps"]
+    assert [row["demand [request/s]"] for row in steps] == rates
+    assert [row["start [h]"] for row in steps] == [0, 1, 2, 3]
+    tp = plan["tensor_parallel"]
+    assert all(row["predictive GPUs"] % tp == 0 and row["predictive GPUs"] <= plan["gpus"] for row in steps)
+    assert steps[2]["predictive GPUs"] == plan["gpus"]  # the peak step needs the plan sized for the peak
+    assert plan["demand"]["cost"]["value"] <= plan["demand"]["static_cost"]["value"]
+    # The static fleet holds the peak's GPUs for the four hours at 4 USD per GPU-hour.
+    assert plan["demand"]["static_cost"]["value"] == pytest.approx(plan["demand"]["peak_gpus"] * 4 * 4)
+    text = runner.invoke(app, [*args, "--price", "4", "--demand", str(curve), "--rate", "2"]).stdout
+    assert text.startswith("workload: 2 request/s")  # a given rate is the one sized
+    assert "over the demand curve of curve.csv (4 steps, 4 h;" in text and "static fleet at the peak: " in text
+    wrong = tmp_path / "wrong.csv"
+    pd.DataFrame({"hour": [0, 1], "load": [1, 2]}).to_csv(wrong, index=False)
+    bad = runner.invoke(app, [*args, "--demand", str(wrong)])
+    assert bad.exit_code == 2 and "expected a request trace (column arrival_time, in s) or a demand curve" in bad.output
+
+
+def test_demand_from_a_trace_is_binned(tmp_path):
+    import pandas as pd
+
+    trace = tmp_path / "arrivals.csv"
+    # 10 arrivals in the first 10 s, 30 in the next 10 s: 1 and 3 request/s.
+    times = [i for i in range(10)] + [10 + i / 3 for i in range(30)]
+    pd.DataFrame({"arrival_time": times}).to_csv(trace, index=False)
+    args = [*SMALL_SIZE, "--demand", str(trace), "--demand-bin", "10 s", "--json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    steps = json.loads(result.stdout)["demand"]["steps"]
+    assert [row["demand [request/s]"] for row in steps] == pytest.approx([1.0, 3.0])
+
+
+def test_verify_prints_the_simulation_verdict_next_to_the_plan():
+    from calculator import Q_
+    from calculator.fleet import size_fleet
+    from calculator.simulation import verify_plan
+
+    result = runner.invoke(app, [*SMALL_SIZE, "--verify", "--requests", "300", "--seeds", "1"])
+    assert result.exit_code == 0, result.output
+    plan = size_fleet(
+        "llama-3.1-70b", "h100-sxm", "fp8", Q_(5, "request/s"), 1024, 256, Q_(1, "s"), Q_(50, "ms"),
+        price=Q_(4, "USD/hour"),
+    )  # fmt: skip
+    expected = verify_plan(plan, requests=300, seeds=1)  # seeded: the same simulation
+    lines = result.stdout.splitlines()
+    assert f"simulation check: {expected.verdict}" in lines
+    assert f"simulated_replicas: {expected.simulated_replicas}" in lines
+    assert "check it request by request" not in result.stdout
+    hint = runner.invoke(app, SMALL_SIZE).stdout.splitlines()[-1]
+    assert hint == "check it request by request: add --verify, or run 'servecalc simulate' with these options"
+
+
+@pytest.mark.parametrize("spelling", [["--percentile", "99"], ["--percentile", "p99"], ["--ttft-percentile", "0.99"]])
+def test_percentile_spellings_are_one_target(spelling):
+    result = runner.invoke(app, [*SMALL_SIZE, *spelling])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[1].startswith("targets: TTFT 1,000 ms (p99), TPOT 50 ms")
+    assert (
+        json.loads(runner.invoke(app, [*SMALL_SIZE, *spelling, "--json"]).stdout)["targets"]["ttft_percentile"] == 0.99
+    )
+
+
+def test_prefix_caching_needs_the_hit_rate_and_the_prefix_and_shortens_the_prefill():
+    cached = runner.invoke(app, [*SMALL_SIZE, "--prefix-hit", "1", "--shared-prefix", "1000", "--tp", "2", "--json"])
+    assert cached.exit_code == 0, cached.output
+    plain = json.loads(runner.invoke(app, [*SMALL_SIZE, "--tp", "2", "--json"]).stdout)
+    with_cache = json.loads(cached.stdout)
+    assert with_cache["targets"]["prefix_caching"] is True and plain["targets"]["prefix_caching"] is False
+    # Every request reuses 1,000 of its 1,024 prompt tokens: each prefill computes 24 tokens, not 1,024.
+    assert with_cache["ttft"]["value"] < plain["ttft"]["value"]
+    alone = runner.invoke(app, [*SMALL_SIZE, "--shared-prefix", "512"])
+    assert alone.exit_code == 2 and "--prefix-hit and --shared-prefix go together" in alone.output
+
+
+def test_the_size_table_shows_fixed_units_digits_and_thousands_separators():
+    import re
+
+    args = ["size", "llama-3.1-8b", "--rate", "0.05", "--input", "512", "--output", "128"]
+    args += ["--ttft", "2 s", "--tpot", "100 ms", "--price", "4"]
+    small = runner.invoke(app, args)
+    assert small.exit_code == 0, small.output
+    fields = dict(line.split(": ", 1) for line in small.stdout.splitlines() if ": " in line)
+    assert fields["replica_throughput"].endswith(" request/s")  # not mrequest/s or krequest/s
+    assert not set("⁰¹²³⁴⁵⁶⁷⁸⁹⁻×·") & set(small.stdout)
+    big_args = [*args[:2], "--rate", "3000", *args[4:-1], "20", "-a", "h100-sxm"]  # 20 USD per GPU-hour
+    big = runner.invoke(app, big_args)
+    data = json.loads(runner.invoke(app, [*big_args, "--json"]).stdout)
+    fields = dict(line.split(": ", 1) for line in big.stdout.splitlines() if ": " in line)
+    cost = data["cost_per_hour"]["value"]
+    assert cost >= 1000 and re.fullmatch(r"\d{1,3}(,\d{3})+(\.\d+)? USD/h", fields["cost_per_hour"])
+    assert float(fields["cost_per_hour"].split()[0].replace(",", "")) == pytest.approx(cost, rel=5e-4)
+    tokens_per_hour = 3000 * 128 * 3600
+    shown = float(fields["cost_per_million_output_tokens"].split()[0])
+    assert shown == pytest.approx(cost / tokens_per_hour * 1e6, rel=5e-4)
+
+
+def test_simulate_takes_the_new_sizing_flags(plan_file, tmp_path):
+    speculative = runner.invoke(app, ["simulate", *PLAN_ARGS, *FAST, "--speculate", "llama-3.2-1b"])
+    assert speculative.exit_code == 2 and "speculative decoding and prefix caching are not simulated" in (
+        speculative.output
+    )
+    both = runner.invoke(app, ["simulate", "--plan", str(plan_file), "--percentile", "99", "--chunk", "512"])
+    assert both.exit_code == 2 and "leave out the sizing options (--percentile, --chunk)" in both.output
+    p99 = runner.invoke(app, ["simulate", *PLAN_ARGS, "--percentile", "p99", "--replicas", "2", *FAST, "--json"])
+    alias = runner.invoke(app, ["simulate", *PLAN_ARGS, "--replicas", "2", *FAST, "--json"])
+    assert p99.exit_code == 0, p99.output
+    assert json.loads(p99.stdout) == json.loads(alias.stdout)  # PLAN_ARGS says --ttft-percentile 0.99
+
+
+def test_the_remaining_sizing_flags_reach_the_plan():
+    flags = ["--arrival-cv", "1.5", "--input-cv", "0.4", "--kv-precision", "fp8", "--engine", "vllm"]
+    flags += ["--router", "power_of_two", "--max-utilization", "0.6"]
+    result = runner.invoke(app, [*SMALL_SIZE, *flags, "--json"])
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)
+    assert (plan["workload"]["arrival_cv"], plan["workload"]["input_cv"]) == (1.5, 0.4)
+    assert (
+        plan["targets"]["kv_precision"] == "fp8" and plan["engine"] == "vllm" and plan["router"] == "two_choices"
+    )  # power_of_two is its alias
+    assert plan["max_utilization"] == 0.6 and plan["utilization"] <= 0.6
+    echoed = runner.invoke(app, [*SMALL_SIZE, *flags]).stdout.splitlines()
+    assert "(arrival CV 1.5, prompt-length CV 0.4, output-length CV 0)" in echoed[0]
+    assert echoed[1].endswith("utilization at most 0.6")

@@ -29,6 +29,7 @@ from .types import Bandwidth, Bytes, Count, Money, MoneyRate, Rate, Time
 from .units import Q_, check_units
 
 __all__ = [
+    "DEFAULT_SCALING_STEP",
     "scaling_response_time",
     "model_load_time",
     "cold_start_time",
@@ -50,7 +51,8 @@ __all__ = [
     "spot_savings",
 ]
 
-_MINUTE = Q_(1, "min")
+#: The time step of the scaling simulations unless one is given.
+DEFAULT_SCALING_STEP = Q_(1, "min")
 _ZERO_SECONDS = Q_(0, "s")
 _ZERO_HOURS = Q_(0, "hour")
 _SPOT_WARNING = Q_(120, "s")
@@ -343,7 +345,7 @@ def _grid(function: str, times: Any, demand: Any, end: Any, step: Any) -> tuple[
         raise InputError(
             f"{function}(): 'end' and 'step' make {steps:,.3g} steps, more than {MAX_STEPS:,}; use a longer step"
         )
-    grid = starts[0] + dt * np.arange(int(np.round(steps)))
+    grid = starts[0] + dt * np.arange(max(int(np.round(steps)), 1))  # a window shorter than a step is one step
     index = np.searchsorted(starts, grid + 1e-9 * dt, side="right") - 1
     return grid, rates[index], dt
 
@@ -388,7 +390,7 @@ def predictive_schedule(
     startup_time: Time,
     lead_time: Time,
     end: Time = None,
-    step: Time = _MINUTE,
+    step: Time = DEFAULT_SCALING_STEP,
     target_utilization: float = 1.0,
     min_replicas: int = 1,
 ) -> ScalingPlan:
@@ -486,10 +488,10 @@ def simulate_reactive_scaling(
     demand: Rate,
     replica_capacity: Rate,
     startup_time: Time,
-    detection_time: Time = _MINUTE,
+    detection_time: Time = Q_(1, "min"),
     decision_time: Time = _ZERO_SECONDS,
     end: Time = None,
-    step: Time = _MINUTE,
+    step: Time = DEFAULT_SCALING_STEP,
     target_utilization: float = 1.0,
     min_replicas: int = 1,
     backlog_drain_time: Time = None,

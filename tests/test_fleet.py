@@ -235,6 +235,15 @@ def test_plan_over_a_demand_curve():
         plan_over_time(p, Q_(hours, "hour"), Q_(-np.ones(24), "request/s"))
 
 
+def test_plan_over_a_curve_shorter_than_one_step():
+    # 20 s of demand on the default one-minute grid: one step, billed for that minute (it raised an IndexError)
+    p = plan(rate=5)
+    short = plan_over_time(p, Q_([0, 10], "s"), Q_([2, 4], "request/s"))
+    assert short.predictive.times.size == 1
+    price = p.cost_per_hour / p.gpus
+    assert short.static_cost.m_as("USD") == pytest.approx((short.peak_gpus * Q_(1, "min") * price).m_as("USD"))
+
+
 def test_frontier_trades_interactivity_for_throughput():
     table = frontier("llama-3.1-70b", ["h100-sxm", "h200-sxm"], "fp8", 1024, 1024)
     assert set(table.accelerator) == {"h100-sxm", "h200-sxm"}

@@ -82,7 +82,7 @@ def plan_over_time(
     the reactive one sees demand late and waits a cold start (``startup_time``, for example
     :func:`~calculator.autoscaling.cold_start_time`). Both come from :mod:`calculator.autoscaling`.
     """
-    from ..autoscaling import predictive_schedule, simulate_reactive_scaling
+    from ..autoscaling import DEFAULT_SCALING_STEP, predictive_schedule, simulate_reactive_scaling
 
     instance("plan_over_time", "plan", plan, FleetPlan, "a FleetPlan (from size_fleet)")
     if not plan.feasible:
@@ -102,7 +102,7 @@ def plan_over_time(
     tp = plan.tensor_parallel
     price = plan.cost_per_hour / plan.gpus  # per GPU-hour
     gpus = predictive.billed * tp
-    window = predictive.times[-1] - predictive.times[0] + (predictive.times[1] - predictive.times[0])
+    window = predictive.times.size * (step if step is not None else DEFAULT_SCALING_STEP)
     return DemandPlan(
         predictive=predictive,
         reactive=reactive,

@@ -51,8 +51,9 @@ __all__ = [
     "spot_savings",
 ]
 
+_MINUTE = Q_(1, "min")
 #: The time step of the scaling simulations unless one is given.
-DEFAULT_SCALING_STEP = Q_(1, "min")
+DEFAULT_SCALING_STEP = _MINUTE
 _ZERO_SECONDS = Q_(0, "s")
 _ZERO_HOURS = Q_(0, "hour")
 _SPOT_WARNING = Q_(120, "s")
@@ -488,7 +489,7 @@ def simulate_reactive_scaling(
     demand: Rate,
     replica_capacity: Rate,
     startup_time: Time,
-    detection_time: Time = Q_(1, "min"),
+    detection_time: Time = _MINUTE,
     decision_time: Time = _ZERO_SECONDS,
     end: Time = None,
     step: Time = DEFAULT_SCALING_STEP,

@@ -156,7 +156,7 @@ def _warm_pool(sc):
     cost = idle_cost_rate(result.pool_replicas, Q_(price, "USD/hour"), idle)
     cols = st.columns(3)
     cols[0].metric("Target capacity", ui.fmt(result.target_capacity, "request/s"))
-    cols[1].metric("Warm replicas", result.pool_replicas)
+    cols[1].metric("Warm replicas", ui.fmt(result.pool_replicas))
     cols[2].metric("Idle cost", ui.fmt(cost, "USD/hour"))
     ui.show_math(idle_cost_rate, result.pool_replicas, Q_(price, "USD/hour"), idle, title="idle cost of the pool")
 

@@ -72,7 +72,7 @@ def _lifetime(sc):
     crossover = crossover_time(training_q, spend)
     cols = st.columns(4)
     cols[0].metric("Lifetime cost", ui.fmt(total, "USD", 4))
-    cols[1].metric("Serving / training", f"{ratio:.3g}×")
+    cols[1].metric("Serving / training", f"{ui.number(ratio, 3)}×")
     cols[2].metric("Crossover after", ui.fmt(crossover, "day", 4))
     cols[3].metric("Serving spend", ui.fmt(spend, "USD/day", 4))
     st.plotly_chart(cost_curves_figure({"scenario": curve}, time_unit="month"), key="cost-curves")

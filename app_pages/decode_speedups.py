@@ -93,11 +93,11 @@ def _speculative(sc):
     timing = speculative_timing(alpha, k, Q_(step_ms, "ms"), ratio, verify)
     best_k, best = best_draft_length(alpha, ratio, 32, verify)
     cols = st.columns(5)
-    cols[0].metric("Speedup", f"{timing.speedup:.3g}×")
-    cols[1].metric("Tokens per round", f"{timing.tokens_per_round:.3g}")
+    cols[0].metric("Speedup", f"{ui.number(timing.speedup, 3)}×")
+    cols[1].metric("Tokens per round", ui.number(timing.tokens_per_round, 3))
     cols[2].metric("TPOT", ui.fmt(timing.tpot, "ms"))
     cols[3].metric("Gap between deliveries (TBT)", ui.fmt(timing.tbt_gap, "ms"))
-    cols[4].metric("Best K at this α", f"{best_k} ({best:.3g}×)")
+    cols[4].metric("Best K at this α", f"{best_k} ({ui.number(best, 3)}×)")
     tpot_ok, tbt_ok = timing.tpot <= Q_(tpot_target, "ms"), timing.tbt_gap <= Q_(tbt_target, "ms")
     verdict = f"TPOT target {'met' if tpot_ok else 'missed'}, per-gap TBT target {'met' if tbt_ok else 'missed'}"
     (st.success if tpot_ok and tbt_ok else st.warning)(
@@ -211,10 +211,10 @@ def _handoff(sc):
         Q_(rate, "request/s"), prompt, output, Q_(prefill_rate, "token/s"), Q_(decode_rate, "token/s"), cap
     )
     cols = st.columns(4)
-    cols[0].metric("Prefill instances", pools.prefill_instances)
-    cols[1].metric("Decode instances", pools.decode_instances)
-    cols[2].metric("Prefill utilization", f"{100 * pools.prefill_utilization:.3g} %")
-    cols[3].metric("Decode utilization", f"{100 * pools.decode_utilization:.3g} %")
+    cols[0].metric("Prefill instances", ui.fmt(pools.prefill_instances))
+    cols[1].metric("Decode instances", ui.fmt(pools.decode_instances))
+    cols[2].metric("Prefill utilization", f"{ui.number(100 * pools.prefill_utilization, 3)} %")
+    cols[3].metric("Decode utilization", f"{ui.number(100 * pools.decode_utilization, 3)} %")
 
 
 def _quantization(sc):

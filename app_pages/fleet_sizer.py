@@ -252,11 +252,11 @@ def _show_plan(plan, rate, output, prices):
         "model's 80% interval; docs/performance-model.md)."
     )
     first = st.columns(4)
-    first[0].metric("GPUs", plan.gpus, help=f"{band} at the ends of the model's 80% error interval")
+    first[0].metric("GPUs", ui.fmt(plan.gpus), help=f"{band} at the ends of the model's 80% error interval")
     first[1].metric("Replicas × TP", f"{plan.replicas} × {plan.tensor_parallel}")
     first[2].metric(
         "Batch cap per replica",
-        plan.batch,
+        ui.fmt(plan.batch),
         help=f"the engine's max_num_seqs; at the planned load about {plan.running_batch:.0f} sequences run on "
         "average, where TTFT and TPOT are evaluated",
     )
@@ -386,10 +386,12 @@ def _show_verification(plan, verification):
     results = verification.results
     mine = results[verification.analytical_replicas]
     cols = st.columns(4)
-    cols[0].metric("Analytical replicas", verification.analytical_replicas, help="the plan's, from the closed forms")
+    cols[0].metric(
+        "Analytical replicas", ui.fmt(verification.analytical_replicas), help="the plan's, from the closed forms"
+    )
     cols[1].metric(
         "Simulated replicas",
-        found if found is not None else "none",
+        ui.fmt(found) if found is not None else "none",
         help="the fewest meeting every target in simulation",
     )
     cols[2].metric(

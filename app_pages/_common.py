@@ -452,11 +452,25 @@ def display_frame(frame: pd.DataFrame, digits: int = 4) -> tuple[pd.DataFrame, A
     return labelled, labelled.style.format(cell)
 
 
-def table(frame: pd.DataFrame, name: str, *, where: Any = None, digits: int = 4, **kwargs: Any) -> None:
-    """Show a table for reading (:func:`display_frame`) and a button that downloads it as CSV."""
+def table(
+    frame: pd.DataFrame,
+    name: str,
+    *,
+    where: Any = None,
+    digits: int = 4,
+    download: pd.DataFrame | None = None,
+    **kwargs: Any,
+) -> None:
+    """Show a table for reading (:func:`display_frame`) and a button that downloads it as CSV.
+
+    ``download`` is the frame the CSV holds when it is more than the table shows (every configuration
+    behind a table of the best ones); its columns get the same human labels.
+    """
     place = where or st
     labelled, styled = display_frame(frame, digits)
     place.dataframe(styled, hide_index=True, **kwargs)
+    if download is not None:
+        labelled = download.rename(columns=lambda column: human_label(str(column)))
     place.download_button(
         "Download CSV",
         labelled.to_csv(index=False).encode("utf-8"),

@@ -182,8 +182,8 @@ def _dynamic(sc):
             else "a longer window or a larger max batch"
         )
         st.warning(
-            f"Unstable: the replicas are {100 * result.utilization:.3g} % loaded, so the queue grows without bound. "
-            f"Closest feasible: {closest}."
+            f"Unstable: the replicas are {ui.number(100 * result.utilization, 3)} % loaded, so the queue grows without "
+            f"bound. Closest feasible: {closest}."
         )
     else:
         ui.show_math(
@@ -250,8 +250,8 @@ def _hockey(sc):
     if not metrics.stable:
         needed = replicas_for_load(args[0], Q_(1, "request") / args[1], 0.9)
         st.warning(
-            f"Unstable: utilization {metrics.utilization:.3g} ≥ 1, waits grow without bound. Closest feasible: "
-            f"{needed} servers run it at 90 % utilization or less."
+            f"Unstable: utilization {ui.number(metrics.utilization, 3)} ≥ 1, waits grow without bound. Closest "
+            f"feasible: {needed} servers run it at 90 % utilization or less."
         )
         return
     p99 = ggc_wait_quantile(*args, 0.99)

@@ -106,7 +106,9 @@ def _speculative(sc):
     )
     if timing.speedup < 1:
         break_even = acceptance_for_speedup(1.0, k, ratio, verify)
-        st.warning(f"Slower than plain decoding: acceptance must exceed {break_even:.3g} for K = {k} to gain.")
+        st.warning(
+            f"Slower than plain decoding: acceptance must exceed {ui.number(break_even, 3)} for K = {k} to gain."
+        )
     grid = np.linspace(0, 1, 101)
     lengths = sorted({*DRAFT_LENGTHS, k})
     figure = speculative_speedup_figure(grid, {n: speedup(grid, n, ratio, verify) for n in lengths})

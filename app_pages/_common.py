@@ -4,7 +4,9 @@
   the exact what-if, and in the session, so switching pages and back keeps them;
 * :func:`show_math`: a result's equation as LaTeX with the user's numbers substituted (the chapter's
   Napkin Math layout) and the chapter section it comes from;
-* :func:`table`, :func:`download_json`: every table downloads as CSV, results as JSON;
+* :func:`table`, :func:`rows`, :func:`fmt`, :func:`number`: tables with human labels and every number
+  written by the library's one display formatter; every table downloads as CSV, results as JSON
+  (:func:`download_json`);
 * :func:`run`: the error guard; a :class:`calculator.errors.CalculatorError` (or an unknown registry
   id) becomes an ``st.error`` with the library's message, never a traceback;
 * :func:`registry`, :func:`extra_files`, :func:`add_registry_file`: the registry with the user's
@@ -34,6 +36,7 @@ import streamlit as st
 from calculator import ureg
 from calculator.errors import CalculatorError, InputError, RegistryError, UnitsError
 from calculator.registry import load_registry
+from calculator.results import MISSING, format_display, format_number, human_label
 
 #: Largest registry file accepted from an upload or a form (bytes).
 MAX_REGISTRY_BYTES = 256 * 1024
@@ -399,49 +402,80 @@ def parse_quantity(value: float, unit: str, what: str) -> Any:
 # Display
 
 
-def number(value: float, digits: int = 4) -> str:
-    """A number to ``digits`` significant digits, with thousands separators and no exponent where readable."""
-    if not math.isfinite(value) or value == 0:
-        return f"{value:g}"
-    exponent = math.floor(math.log10(abs(value)))
-    if not -4 <= exponent < 15:
-        return f"{value:.{digits}g}"
-    text = f"{value:,.{max(digits - 1 - exponent, 0)}f}"
-    return text.rstrip("0").rstrip(".") if "." in text else text
+#: A number as text (``calculator.results.format_number``): 4 significant digits, thousands separators.
+number = format_number
+
+#: Any value as text (``calculator.results.format_display``): a quantity in the unit asked for (else a
+#: readable one) with its symbol, counts with separators, yes/no, ``—`` for a missing value.
+fmt = format_display
 
 
-def fmt(value: Any, unit: str | None = None, digits: int = 4) -> str:
-    """A quantity as text with its unit symbol (``80 GB``, ``47.4 ms``, ``20,260,000 USD``)."""
-    if isinstance(value, ureg.Quantity):
-        shown = value.to(unit) if unit else value
-        magnitude = shown.magnitude
-        if np.ndim(magnitude):
-            return f"{shown:.{digits}g~P}"
-        symbol = f"{shown.units:~P}"
-        return f"{number(float(magnitude), digits)} {symbol}".strip()
-    if isinstance(value, float | np.floating):
-        return number(float(value), digits)
-    return str(value)
+def rows(values: Mapping[str, Any], units: Mapping[str, str] | None = None, digits: int = 4) -> pd.DataFrame:
+    """A two-column table of named results: ``Quantity`` (a human label) and ``Value`` (text with its unit).
 
-
-def rows(values: Mapping[str, Any], units: Mapping[str, str] | None = None, digits: int = 6) -> pd.DataFrame:
-    """A two-column table of named results: ``quantity`` and ``value`` (with its unit symbol)."""
+    ``units`` maps a name to the unit to show: a quantity is converted to it; a plain number (a count)
+    gets it in brackets after its name (``Max context at this batch [token]``). ``None`` values are left out.
+    """
     units = units or {}
-    shown = [
-        {"quantity": name, "value": fmt(value, units.get(name), digits)}
-        for name, value in values.items()
-        if value is not None
-    ]
-    return pd.DataFrame(shown, columns=["quantity", "value"])
+    shown = []
+    for name, value in values.items():
+        if value is None:
+            continue
+        unit = units.get(name)
+        if unit is None or isinstance(value, ureg.Quantity):
+            shown.append({"Quantity": human_label(name), "Value": format_display(value, unit, digits)})
+        else:
+            shown.append({"Quantity": human_label(name, unit), "Value": format_display(value, digits=digits)})
+    return pd.DataFrame(shown, columns=["Quantity", "Value"])
 
 
-def table(frame: pd.DataFrame, name: str, *, where: Any = None, **kwargs: Any) -> None:
-    """Show a table and a button that downloads it as CSV."""
+def display_frame(frame: pd.DataFrame, digits: int = 4) -> tuple[pd.DataFrame, Any]:
+    """A table for reading: the frame with human column labels, and a Styler that shows every cell as text.
+
+    Columns are relabelled with ``human_label``; a float column whose values are all whole numbers (an
+    integer column with gaps, such as a registry field some entries lack) becomes a nullable integer
+    column, so its counts stay exact. The Styler writes each cell with ``format_display`` (``digits``
+    significant digits, separators, yes/no, ``—`` for a gap) while the frame keeps the numbers, so the
+    dashboard sorts numerically and the CSV download has full precision.
+    """
+    labelled = frame.rename(columns=lambda column: human_label(str(column)))
+    for column in labelled.columns:
+        values = labelled[column]
+        if values.dtype.kind == "f" and values.notna().any():
+            present = values.dropna()
+            if np.all(np.isfinite(present)) and np.all(present == np.round(present)) and present.abs().max() < 2**53:
+                labelled[column] = values.astype("Int64")
+
+    def cell(value: Any) -> str:
+        if pd.api.types.is_scalar(value) and pd.isna(value):
+            return MISSING
+        return format_display(value, digits=digits)
+
+    return labelled, labelled.style.format(cell)
+
+
+def table(
+    frame: pd.DataFrame,
+    name: str,
+    *,
+    where: Any = None,
+    digits: int = 4,
+    download: pd.DataFrame | None = None,
+    **kwargs: Any,
+) -> None:
+    """Show a table for reading (:func:`display_frame`) and a button that downloads it as CSV.
+
+    ``download`` is the frame the CSV holds when it is more than the table shows (every configuration
+    behind a table of the best ones); its columns get the same human labels.
+    """
     place = where or st
-    place.dataframe(frame, hide_index=True, **kwargs)
+    labelled, styled = display_frame(frame, digits)
+    place.dataframe(styled, hide_index=True, **kwargs)
+    if download is not None:
+        labelled = download.rename(columns=lambda column: human_label(str(column)))
     place.download_button(
         "Download CSV",
-        frame.to_csv(index=False).encode("utf-8"),
+        labelled.to_csv(index=False).encode("utf-8"),
         file_name=f"{name}.csv",
         mime="text/csv",
         key=f"csv.{name}",

@@ -136,8 +136,8 @@ def _scaling(sc, cold):
     ui.table(pd.DataFrame(rows), "scaling-plans")
     if lead < startup:
         st.warning(
-            f"The forecast starts replicas {lead:g} min ahead but they need {startup:.3g} min: each rise is uncovered "
-            f"for the difference. Closest feasible: a lead of at least {startup:.3g} min."
+            f"The forecast starts replicas {lead:g} min ahead but they need {ui.number(startup, 3)} min: each rise is "
+            f"uncovered for the difference. Closest feasible: a lead of at least {ui.number(startup, 3)} min."
         )
     ui.show_math(peak_reduction, predictive.peak_replicas, reactive.peak_replicas, title="peak reduction")
 
@@ -156,7 +156,7 @@ def _warm_pool(sc):
     cost = idle_cost_rate(result.pool_replicas, Q_(price, "USD/hour"), idle)
     cols = st.columns(3)
     cols[0].metric("Target capacity", ui.fmt(result.target_capacity, "request/s"))
-    cols[1].metric("Warm replicas", result.pool_replicas)
+    cols[1].metric("Warm replicas", ui.fmt(result.pool_replicas))
     cols[2].metric("Idle cost", ui.fmt(cost, "USD/hour"))
     ui.show_math(idle_cost_rate, result.pool_replicas, Q_(price, "USD/hour"), idle, title="idle cost of the pool")
 

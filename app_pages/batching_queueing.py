@@ -142,8 +142,8 @@ def _little(sc, t0, tm):
     plan = concurrency_plan(Q_(rate, "request/s"), Q_(latency, "ms"), batch, batch_time, cap)
     cols = st.columns(4)
     cols[0].metric("In flight (Little's law)", ui.fmt(plan.in_flight, "request"))
-    cols[1].metric("Replicas", plan.replicas)
-    cols[2].metric("Utilization", f"{100 * plan.utilization:.3g} %")
+    cols[1].metric("Replicas", ui.fmt(plan.replicas))
+    cols[2].metric("Utilization", f"{ui.number(100 * plan.utilization, 3)} %")
     cols[3].metric("Waiting on average", ui.fmt(plan.waiting, "request"))
     ui.table(ui.rows(plan.to_dict()), "concurrency-plan")
     ui.show_math(in_flight, Q_(rate, "request/s"), Q_(latency, "ms"), title="requests in flight (Theorem 10.1)")
@@ -182,8 +182,8 @@ def _dynamic(sc):
             else "a longer window or a larger max batch"
         )
         st.warning(
-            f"Unstable: the replicas are {100 * result.utilization:.3g} % loaded, so the queue grows without bound. "
-            f"Closest feasible: {closest}."
+            f"Unstable: the replicas are {ui.number(100 * result.utilization, 3)} % loaded, so the queue grows without "
+            f"bound. Closest feasible: {closest}."
         )
     else:
         ui.show_math(
@@ -221,16 +221,16 @@ def _continuous(sc):
     lengths = ui.parse_numbers(text, "Output lengths", integer=True, minimum=1)
     accounting = static_batch_accounting(lengths, Q_(step, "ms"))
     cols = st.columns(4)
-    cols[0].metric("Idle slot share (waste)", f"{100 * accounting.waste:.3g} %")
+    cols[0].metric("Idle slot share (waste)", f"{ui.number(100 * accounting.waste, 3)} %")
     cols[1].metric("Mean latency, static", ui.fmt(accounting.mean_barrier_latency, "ms"))
     cols[2].metric("Mean latency, released", ui.fmt(accounting.mean_release_latency, "ms"))
-    cols[3].metric("Requests advanced meanwhile", accounting.requests_advanced)
+    cols[3].metric("Requests advanced meanwhile", ui.fmt(accounting.requests_advanced))
     st.markdown("**Ceiling on the continuous-batching gain** `1 + k CV` (Table 7)")
     c, d = st.columns(2)
     cv = sc.number("Output-length CV", "cv", 1.0, min_value=0.0, max_value=20.0, step=0.1, where=c)
     k = sc.number("Longest request, standard deviations above the mean", "k", 2.5, min_value=0.0, max_value=20.0,
                   step=0.5, where=d)  # fmt: skip
-    st.metric("Capacity gain ceiling", f"{continuous_batching_ceiling(cv, k):.3g}×")
+    st.metric("Capacity gain ceiling", f"{ui.number(continuous_batching_ceiling(cv, k), 3)}×")
     ui.show_math(continuous_batching_ceiling, cv, k, title="continuous-batching ceiling")
     ui.table(pd.DataFrame([row.to_dict() for row in TABLE_7]), "table-7")
 
@@ -250,14 +250,14 @@ def _hockey(sc):
     if not metrics.stable:
         needed = replicas_for_load(args[0], Q_(1, "request") / args[1], 0.9)
         st.warning(
-            f"Unstable: utilization {metrics.utilization:.3g} ≥ 1, waits grow without bound. Closest feasible: "
-            f"{needed} servers run it at 90 % utilization or less."
+            f"Unstable: utilization {ui.number(metrics.utilization, 3)} ≥ 1, waits grow without bound. Closest "
+            f"feasible: {needed} servers run it at 90 % utilization or less."
         )
         return
     p99 = ggc_wait_quantile(*args, 0.99)
     cols = st.columns(4)
-    cols[0].metric("Utilization", f"{100 * metrics.utilization:.3g} %")
-    cols[1].metric("P(wait)", f"{metrics.wait_probability:.3g}")
+    cols[0].metric("Utilization", f"{ui.number(100 * metrics.utilization, 3)} %")
+    cols[1].metric("P(wait)", ui.number(metrics.wait_probability, 3))
     cols[2].metric("Mean wait", ui.fmt(metrics.mean_wait, "ms"))
     cols[3].metric("p99 wait", ui.fmt(p99, "ms"))
     ui.table(ui.rows(metrics.to_dict()), "queue-metrics")

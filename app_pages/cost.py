@@ -75,7 +75,7 @@ def _lifetime_answer(training, per_query, rate, duration):
     crossover = crossover_time(training, spend)
     cols = st.columns(4)
     cols[0].metric("Lifetime cost", ui.fmt(total, "USD", 4))
-    cols[1].metric("Serving / training", f"{ratio:.3g}×")
+    cols[1].metric("Serving / training", f"{ui.number(ratio, 3)}×")
     cols[2].metric("Crossover after", ui.fmt(crossover, "day", 4))
     cols[3].metric("Serving spend", ui.fmt(spend, "USD/day", 4))
     return spend

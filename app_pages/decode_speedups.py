@@ -97,8 +97,8 @@ def _speculative(sc):
     gap_ratio = (timing.tbt_gap / Q_(tpot_target, "ms")).m_as("")
     gain = best / timing.speedup - 1
     cols = st.columns(5)
-    cols[0].metric("Speedup", f"{timing.speedup:.3g}×")
-    cols[1].metric("Tokens per round", f"{timing.tokens_per_round:.3g}")
+    cols[0].metric("Speedup", f"{ui.number(timing.speedup, 3)}×")
+    cols[1].metric("Tokens per round", ui.number(timing.tokens_per_round, 3))
     cols[2].metric("TPOT", ui.fmt(timing.tpot, "ms"))
     cols[3].metric(
         "Gap between deliveries (TBT)", ui.fmt(timing.tbt_gap, "ms"),
@@ -129,7 +129,9 @@ def _speculative(sc):
     )
     if timing.speedup < 1:
         break_even = acceptance_for_speedup(1.0, k, ratio, verify)
-        st.warning(f"Slower than plain decoding: acceptance must exceed {break_even:.3g} for K = {k} to gain.")
+        st.warning(
+            f"Slower than plain decoding: acceptance must exceed {ui.number(break_even, 3)} for K = {k} to gain."
+        )
     grid = np.linspace(0, 1, 101)
     lengths = sorted({*DRAFT_LENGTHS, k})
     figure = speculative_speedup_figure(grid, {n: speedup(grid, n, ratio, verify) for n in lengths})
@@ -234,10 +236,10 @@ def _handoff(sc):
         Q_(rate, "request/s"), prompt, output, Q_(prefill_rate, "token/s"), Q_(decode_rate, "token/s"), cap
     )
     cols = st.columns(4)
-    cols[0].metric("Prefill instances", pools.prefill_instances)
-    cols[1].metric("Decode instances", pools.decode_instances)
-    cols[2].metric("Prefill utilization", f"{100 * pools.prefill_utilization:.3g} %")
-    cols[3].metric("Decode utilization", f"{100 * pools.decode_utilization:.3g} %")
+    cols[0].metric("Prefill instances", ui.fmt(pools.prefill_instances))
+    cols[1].metric("Decode instances", ui.fmt(pools.decode_instances))
+    cols[2].metric("Prefill utilization", f"{ui.number(100 * pools.prefill_utilization, 3)} %")
+    cols[3].metric("Decode utilization", f"{ui.number(100 * pools.decode_utilization, 3)} %")
 
 
 def _quantization(sc):

@@ -237,9 +237,9 @@ def main():
     st.caption(
         "Every configuration that fits in memory at full load; a line joins the Pareto points of each accelerator "
         "(any precision); the star is the plan's configuration (evaluated here at full load, without the "
-        "utilization cap)."
+        "utilization cap). The table lists the Pareto configurations; its CSV has every configuration."
     )
-    ui.table(table, "frontier")
+    ui.table(table[table.pareto].drop(columns="pareto"), "frontier", download=table)
 
 
 def _interval(pair, unit):
@@ -255,12 +255,12 @@ def _show_plan(plan, rate, output, prices, tpot_ms, check):
         "model's 80% interval; docs/performance-model.md)."
     )
     first = st.columns(4)
-    first[0].metric("GPUs", plan.gpus, help=f"{band} at the ends of the model's 80% error interval")
+    first[0].metric("GPUs", ui.fmt(plan.gpus), help=f"{band} at the ends of the model's 80% error interval")
     first[1].metric("Replicas × TP", f"{plan.replicas} × {plan.tensor_parallel}")
     first[2].metric(
         "Batch cap per replica",
-        plan.batch,
-        help=f"the engine's max_num_seqs; at the planned load about {plan.running_batch:.0f} sequences run on "
+        ui.fmt(plan.batch),
+        help=f"the engine's max_num_seqs; at the planned load about {plan.running_batch:,.0f} sequences run on "
         "average, where TTFT and TPOT are evaluated",
     )
     first[3].metric("Binding constraint", plan.binding_constraint)
@@ -412,10 +412,12 @@ def _show_verification(plan, verification):
     results = verification.results
     mine = results[verification.analytical_replicas]
     cols = st.columns(4)
-    cols[0].metric("Analytical replicas", verification.analytical_replicas, help="the plan's, from the closed forms")
+    cols[0].metric(
+        "Analytical replicas", ui.fmt(verification.analytical_replicas), help="the plan's, from the closed forms"
+    )
     cols[1].metric(
         "Simulated replicas",
-        found if found is not None else "none",
+        ui.fmt(found) if found is not None else "none",
         help="the fewest meeting every target in simulation",
     )
     cols[2].metric(
@@ -489,8 +491,8 @@ def _show_infeasible(plan, request, options):
     if relaxed.found:
         alternative = relaxed.plan
         st.info(
-            f"Closest feasible alternative: loosen {_LOOSENED[relaxed.loosened]} by ×{relaxed.factor:.3g} to TTFT ≤ "
-            f"{ui.fmt(relaxed.ttft_slo, 'ms', 4)} and TPOT ≤ {ui.fmt(relaxed.tpot_slo, 'ms', 4)}: "
+            f"Closest feasible alternative: loosen {_LOOSENED[relaxed.loosened]} by ×{ui.number(relaxed.factor, 3)} "
+            f"to TTFT ≤ {ui.fmt(relaxed.ttft_slo, 'ms', 4)} and TPOT ≤ {ui.fmt(relaxed.tpot_slo, 'ms', 4)}: "
             f"{alternative.gpus} × {alternative.accelerator} at {alternative.precision} "
             f"(TP {alternative.tensor_parallel}, batch {alternative.batch}), "
             f"{ui.fmt(alternative.cost_per_hour, 'USD/hour', 5)}."

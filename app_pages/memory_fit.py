@@ -89,9 +89,11 @@ def main():
             "max batch at this context": fit.max_batch,
             "max context at this batch": fit.max_context,
         }
-        units = {k: unit for k in values if k not in ("KV per token per device", "max batch at this context")}
-        units["KV per token per device"] = "kB/token"
-        units.pop("max context at this batch")
+        units = dict.fromkeys(values, unit)
+        units.update(
+            {"KV per token per device": "kB/token", "max batch at this context": "sequences",
+             "max context at this batch": "tokens"}
+        )  # fmt: skip
         ui.table(ui.rows(values, units), "memory-fit")
         ui.download_json(fit, "memory-fit")
         ui.show_math(
@@ -128,11 +130,11 @@ def _fit_summary(fit, unit, model, accelerator, context, batch, weights, kv, res
     cols[1].metric("Capacity / device", ui.fmt(fit.capacity, unit, 4))
     cols[2].metric("Weights / device", ui.fmt(fit.weights, unit, 4))
     cols[3].metric("KV cache / device", ui.fmt(fit.kv, unit, 4))
-    cols[4].metric("Max batch at this context", fit.max_batch)
+    cols[4].metric("Max batch at this context", ui.fmt(fit.max_batch))
     if fit.fits:
         st.success(
             f"{batch} sequences of {context:,} tokens fit with {ui.fmt(fit.free, unit, 4)} free; up to "
-            f"{fit.max_batch} sequences at this context, or {fit.max_context:,} tokens at this batch."
+            f"{fit.max_batch:,} sequences at this context, or {fit.max_context:,} tokens at this batch."
         )
         return
     smallest_tp = min_tensor_parallel(
@@ -176,10 +178,10 @@ def _dividend(sc, model, accelerator, context, weights, kv, tp, reserve, basis):
     new_kv = sc.select("New KV precision", "new_kv", KV_PRECISIONS, "int8", where=b)
     result = compare_precisions(model, accelerator, context, (weights, kv), (new_weights, new_kv), tp, reserve, basis)
     cols = st.columns(3)
-    cols[0].metric(f"Max batch at {weights}/{kv}", result.before.max_batch)
-    cols[1].metric(f"Max batch at {new_weights}/{new_kv}", result.after.max_batch)
+    cols[0].metric(f"Max batch at {weights}/{kv}", ui.fmt(result.before.max_batch))
+    cols[1].metric(f"Max batch at {new_weights}/{new_kv}", ui.fmt(result.after.max_batch))
     if result.before.max_batch > 0:
-        cols[2].metric("Dividend (continuous)", f"{result.dividend:.3g}×")
+        cols[2].metric("Dividend (continuous)", f"{ui.number(result.dividend, 3)}×")
     else:
         cols[2].metric("Dividend (continuous)", "n/a")
         st.info(f"Nothing fits at {weights}/{kv}, so there is no batch to multiply; compare the max batches instead.")
@@ -207,7 +209,7 @@ def _prefix(sc, fit, unit, block):
     cols = st.columns(3)
     cols[0].metric("KV without sharing", ui.fmt(result.bytes_without, unit, 4))
     cols[1].metric("KV with sharing", ui.fmt(result.bytes_with, unit, 4))
-    cols[2].metric("Memory saved", f"{100 * result.reduction:.3g} %")
+    cols[2].metric("Memory saved", f"{ui.number(100 * result.reduction, 3)} %")
     ui.show_math(prefix_cache_tokens, users, shared, private, hit, block, title="token slots held")
     ui.download_json(result, "prefix-caching")
 
@@ -238,7 +240,7 @@ def _paging(sc, fit, context, block):
     cols[0].metric("KV pool [token slots]", f"{pool:,}")
     cols[1].metric("Sequences, reserved", f"{result.reserved_sequences:,}")
     cols[2].metric("Sequences, paged", f"{result.paged_sequences:,}")
-    cols[3].metric("Capacity gain", f"{result.capacity_gain:.3g}×")
+    cols[3].metric("Capacity gain", f"{ui.number(result.capacity_gain, 3)}×")
     values = {
         "reservation waste (unused share of reserved slots)": result.reservation_waste,
         "paged waste (unused share of the last page)": result.paged_waste,

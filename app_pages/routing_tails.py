@@ -71,8 +71,10 @@ def _fanout(sc):
     slow = fanout_slow_probability(leaf, leaves)
     budget = per_leaf_budget(target, leaves)
     cols = st.columns(2)
-    cols[0].metric("Requests slowed by at least one leaf", f"{100 * slow:.3g} %")
-    cols[1].metric("Per-leaf budget for the target", f"{budget:.3g} (leaf p{100 * (1 - budget):.4g})")
+    cols[0].metric("Requests slowed by at least one leaf", f"{ui.number(100 * slow, 3)} %")
+    cols[1].metric(
+        "Per-leaf budget for the target", f"{ui.number(budget, 3)} (leaf p{ui.number(100 * (1 - budget), 4)})"
+    )
     fanouts = np.unique(np.geomspace(1, 10_000, 60).astype(int))
     series = {f"p = {p:g}": fanout_slow_probability(p, fanouts) for p in sorted({0.001, 0.01, 0.05, leaf})}
     figure = curves_figure(
@@ -162,9 +164,9 @@ def _hashing(sc):
         fraction, shares = measured_remap(servers, virtual, keys, change, 0)
     ideal = remap_fraction_on_add(servers) if change == "add" else remap_fraction_on_remove(servers)
     cols = st.columns(3)
-    cols[0].metric("Keys remapped (measured)", f"{100 * fraction:.3g} %")
-    cols[1].metric("Ideal", f"{100 * ideal:.3g} %")
-    cols[2].metric("Largest server share", f"{100 * max(shares.values()):.3g} %")
+    cols[0].metric("Keys remapped (measured)", f"{ui.number(100 * fraction, 3)} %")
+    cols[1].metric("Ideal", f"{ui.number(100 * ideal, 3)} %")
+    cols[2].metric("Largest server share", f"{ui.number(100 * max(shares.values()), 3)} %")
     ui.show_math(
         remap_fraction_on_add if change == "add" else remap_fraction_on_remove, servers, title="ideal remapped share"
     )

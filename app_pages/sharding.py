@@ -173,7 +173,7 @@ def _pipeline(sc):
     cols[0].metric("Latency of one request", ui.fmt(result.latency, "ms"))
     cols[1].metric("Throughput", ui.fmt(result.throughput, "request/s"))
     cols[2].metric("Makespan", ui.fmt(result.makespan, "ms"))
-    cols[3].metric("Bubble (idle share)", f"{100 * result.bubble_fraction:.3g} %")
+    cols[3].metric("Bubble (idle share)", f"{ui.number(100 * result.bubble_fraction, 3)} %")
     in_flight = np.arange(1, 129)
     bubbles = {f"P = {p}": pipeline_bubble_fraction(p, in_flight) for p in sorted({2, 4, 8, stages})}
     figure = curves_figure(
@@ -204,7 +204,7 @@ def _moe(sc):
     cols = st.columns(4)
     cols[0].metric("Resident weights", ui.fmt(weights.resident_bytes, "GB"))
     cols[1].metric("Active per token", ui.fmt(weights.active_bytes, "GB"))
-    cols[2].metric("Nodes to hold it", floor.nodes)
+    cols[2].metric("Nodes to hold it", ui.fmt(floor.nodes))
     cols[3].metric("Batch-one token time (floor)", ui.fmt(floor.token_time, "ms"))
     values = {**weights.to_dict(), **floor.to_dict()}
     if model.experts > 1:

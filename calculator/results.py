@@ -9,12 +9,18 @@ tidy pandas DataFrame whose quantity columns carry their unit in the label (``tt
 Column labels are ``name [unit]`` (:func:`column_label`) with the unit in pint's short pretty form,
 or the bare name for plain numbers; :func:`parse_label` reads one back. Nested results and dicts
 flatten to dotted names (``closest.ttft [s]``).
+
+For readers (the dashboard's tables and metrics): :func:`format_display` writes any value as text at 4
+significant digits with thousands separators (``82.78 ms``, ``10,176``, ``yes``, ``—``),
+:func:`format_number` a plain number, and :func:`human_label` turns a field name or column label into a
+label (``ttft [ms]`` -> ``TTFT [ms]``, ``wait_probability`` -> ``Wait probability``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import html
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,7 +30,18 @@ from .errors import InputError
 from .types import Count
 from .units import shown, ureg
 
-__all__ = ["Result", "as_count", "column_label", "flatten", "frame_columns", "parse_label", "plain"]
+__all__ = [
+    "Result",
+    "as_count",
+    "column_label",
+    "flatten",
+    "format_display",
+    "format_number",
+    "frame_columns",
+    "human_label",
+    "parse_label",
+    "plain",
+]
 
 
 class Result:
@@ -194,6 +211,161 @@ def _is_array(value: Any) -> bool:
 def format_value(value: Any) -> str:
     """A value as short readable text (``79.45 ms``, ``14 USD/h``, ``0.7971``, strings as they are)."""
     return value if isinstance(value, str) else _show(value)
+
+
+#: The text of a missing value (``None``, NaN) in a readable display.
+MISSING = "—"
+
+#: Words written in capitals (or their own spelling) in a human label; every other word keeps its case.
+ACRONYMS = {
+    "ttft": "TTFT", "tpot": "TPOT", "tbt": "TBT", "tp": "TP", "pp": "PP", "ep": "EP", "kv": "KV", "gpu": "GPU",
+    "gpus": "GPUs", "cpu": "CPU", "slo": "SLO", "slos": "SLOs", "moe": "MoE", "mla": "MLA", "gqa": "GQA",
+    "mha": "MHA", "mqa": "MQA", "usd": "USD", "id": "ID", "ids": "IDs", "tdp": "TDP", "cv": "CV", "hbm": "HBM",
+    "nvlink": "NVLink", "pcie": "PCIe", "lora": "LoRA", "qk": "QK", "q": "Q", "v": "V", "rtt": "RTT",
+    "fp4": "FP4", "fp8": "FP8", "fp16": "FP16", "bf16": "BF16", "fp32": "FP32", "fp64": "FP64", "tf32": "TF32",
+    "int4": "INT4", "int8": "INT8", "nccl": "NCCL", "llm": "LLM", "url": "URL", "flop": "FLOP", "flops": "FLOPs",
+}  # fmt: skip
+
+#: Trailing unit words of field names (``tpot_ms``): the label shows them as its unit.
+_UNIT_SUFFIXES = {"ms": "ms", "s": "s", "us": "µs", "pct": "%", "gb": "GB", "gib": "GiB", "usd": "USD"}
+
+_TIME_UNITS = tuple(ureg.Unit(name) for name in ("s", "ms", "us", "ns"))
+_BYTE_UNITS = tuple(ureg.Unit(name) for name in ("B", "kB", "MB", "GB", "TB", "PB"))
+
+
+def format_number(value: Any, digits: int = 4) -> str:
+    """A real number as text: ``digits`` significant digits, thousands separators, no exponent where readable.
+
+    Ints are written exactly (``10,176``): counts keep every digit; floats are rounded. Outside
+    ``1e-4 <= |x| < 1e15`` the exponent form is used; NaN is ``—`` and infinity ``∞``.
+
+    Examples
+    --------
+    >>> format_number(0.082783), format_number(10176), format_number(20_261_234.5), format_number(2.0001)
+    ('0.08278', '10,176', '20,260,000', '2')
+    >>> format_number(1.5e-05), format_number(float("inf")), format_number(float("nan"))
+    ('1.5e-05', '∞', '—')
+    """
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | float | np.integer | np.floating):
+        raise InputError(f"format_number: 'value' must be a real number, got {shown(value)}")
+    if not isinstance(digits, int | np.integer) or isinstance(digits, bool) or not 1 <= digits <= 17:
+        raise InputError(f"format_number: 'digits' must be a whole number in [1, 17], got {shown(digits)}")
+    if isinstance(value, int | np.integer):
+        return f"{int(value):,}"
+    number = float(value)
+    if math.isnan(number):
+        return MISSING
+    if math.isinf(number):
+        return "∞" if number > 0 else "-∞"
+    if number == 0:
+        return "0"
+    exponent = math.floor(math.log10(abs(number)))
+    if not -4 <= exponent < 15:
+        return f"{number:.{digits}g}"
+    decimals = digits - 1 - exponent
+    if decimals < 0:
+        return f"{round(number, decimals):,.0f}"
+    text = f"{number:,.{decimals}f}"
+    text = text.rstrip("0").rstrip(".") if "." in text else text
+    return "0" if text in ("-0", "") else text
+
+
+def format_display(value: Any, unit: Any = None, digits: int = 4) -> str:
+    """Any value as text for a reader (a dashboard cell or metric, a report).
+
+    Numbers go through :func:`format_number`; a quantity is shown in ``unit`` when given, else in a
+    readable unit (a time in s, ms or µs, a byte count in B ... TB, by its size; any other unit as it
+    comes) with pint's short symbol; ``True``/``False`` are ``yes``/``no``; ``None``, NaN and an empty
+    string are ``—``; a tuple is its items, comma-separated; other text is shown as it is.
+
+    Examples
+    --------
+    >>> from calculator import Q_
+    >>> format_display(Q_(0.082783, "s")), format_display(Q_(0.082783, "s"), "s"), format_display(True)
+    ('82.78 ms', '0.08278 s', 'yes')
+    >>> format_display(None), format_display(Q_(2_621_440, "B"), digits=3), format_display(Q_(1.5, "GiB"))
+    ('—', '2.62 MB', '1.5 GiB')
+    """
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return MISSING
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool | np.bool_):
+        return "yes" if value else "no"
+    if isinstance(value, ureg.Quantity):
+        shown_as = value.to(unit) if unit else _readable_unit(value)
+        if np.ndim(shown_as.magnitude):
+            return ", ".join(format_display(item, digits=digits) for item in shown_as)
+        return f"{format_number(_real(shown_as.magnitude), digits)} {shown_as.units:~P}".strip()
+    if isinstance(value, int | float | np.integer | np.floating):
+        return format_number(value, digits)
+    if isinstance(value, tuple | list | np.ndarray):
+        if not len(value):
+            return MISSING
+        return ", ".join(format_display(item, unit, digits) for item in value)
+    return str(value)
+
+
+def _real(magnitude: Any) -> Any:
+    return magnitude.item() if isinstance(magnitude, np.generic) else magnitude
+
+
+def _readable_unit(value: Any) -> Any:
+    """A time in s, ms or µs and a decimal byte count in B ... TB by its size; other units unchanged."""
+    if np.ndim(value.magnitude):
+        return value
+    magnitude = abs(float(value.magnitude))
+    if value.units in _TIME_UNITS and magnitude > 0:
+        seconds = abs(value.m_as("s"))
+        return value.to("s" if seconds >= 1 else "ms" if seconds >= 1e-3 else "us")
+    if value.units in _BYTE_UNITS and magnitude > 0:
+        size = abs(value.m_as("B"))
+        prefix = next((p for p, s in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)) if size >= s), "")
+        return value.to(f"{prefix}B")
+    return value
+
+
+def human_label(name: str, unit: Any = None) -> str:
+    """A column or row label for a reader from a field name or a ``name [unit]`` column label.
+
+    Underscores and dots become words (a dotted part in brackets: ``dense_throughput.fp8`` -> ``Dense
+    throughput (FP8)``), acronyms are capitalised (:data:`ACRONYMS`), ``per_s`` becomes ``/s``, a trailing unit
+    word becomes the unit (``tpot_ms`` -> ``TPOT [ms]``), and the first letter is upper case. ``unit``
+    (pint unit or text) is added in brackets unless the label has one.
+
+    Examples
+    --------
+    >>> human_label("wait_probability"), human_label("ttft [ms]"), human_label("tokens_per_s_per_gpu")
+    ('Wait probability', 'TTFT [ms]', 'Tokens/s per GPU')
+    >>> human_label("max_context", "token"), human_label("closest.ttft [s]"), human_label("tpot_ms")
+    ('Max context [token]', 'Closest (TTFT) [s]', 'TPOT [ms]')
+    """
+    if not isinstance(name, str):
+        raise InputError(f"human_label: 'name' must be text, got {shown(name)}")
+    text, bracket = parse_label(name.strip())
+    if unit is not None and not bracket:
+        bracket = unit if isinstance(unit, str) else f"{ureg.Unit(unit):~P}"
+    parts = [part for part in text.split(".") if part] if " " not in text else [text]
+    words = parts[0].replace("_", " ").split() if parts else []
+    if not bracket and len(words) > 1 and len(parts) == 1 and words[-1] in _UNIT_SUFFIXES and words[-2] != "per":
+        bracket = _UNIT_SUFFIXES[words.pop()]
+    label = _words(words)
+    if len(parts) > 1:
+        label += " (" + ", ".join(_words(part.replace("_", " ").split()) for part in parts[1:]) + ")"
+    if label[:1].isascii() and label[:1].islower():
+        label = label[0].upper() + label[1:]
+    return f"{label} [{bracket}]" if bracket else label
+
+
+def _words(words: list[str]) -> str:
+    out: list[str] = []
+    for index, word in enumerate(words):
+        if word == "s" and out and out[-1] == "per" and index > 1:
+            out[-1:] = []
+            out[-1] += "/s"
+            continue
+        out.append(ACRONYMS.get(word, word))
+    return " ".join(out)
 
 
 def _show(value: Any) -> str:

@@ -144,7 +144,7 @@ def test_fleet_sizer_infeasible_targets_show_the_reason_and_the_closest_feasible
     relaxed = relax_targets(*FLEET_ARGS, Q_(10, "request/s"), 1024, 256, Q_(1000, "ms"), Q_(5, "ms"), price=prices)
     assert any(f"×{relaxed.factor:.3g}" in i.value and f"{relaxed.plan.gpus} ×" in i.value for i in app.info)
     rejected = app.dataframe[0].value
-    assert set(rejected.configuration) == set(plan.rejected)
+    assert set(rejected["Configuration"]) == set(plan.rejected)
     # Loosening the TPOT target by x1.5 needs far more GPUs than this traffic needs when latency hardly binds.
     loose = size_fleet(*FLEET_ARGS, Q_(10, "request/s"), 1024, 256, Q_(100, "s"), Q_(500, "ms"), price=prices)
     assert relaxed.plan.gpus > 10 * loose.gpus
@@ -225,8 +225,8 @@ def test_fleet_sizer_verifies_the_plan_by_simulation(monkeypatch):
         column = metric_name.lower()
         rows = mine.requests[(mine.requests.seed == 0) & mine.requests.measured]
         assert np.allclose(np.sort(values(trace(spec, "seed 0")["x"])), np.sort(rows[column].dropna()) * 1e3)
-    attainment = next(frame.value for frame in app.dataframe if "all attained [%]" in frame.value.columns)
-    assert attainment.set_index("replicas").loc[plan.replicas, "all attained [%]"] == pytest.approx(
+    attainment = next(frame.value for frame in app.dataframe if "All attained [%]" in frame.value.columns)
+    assert attainment.set_index("Replicas").loc[plan.replicas, "All attained [%]"] == pytest.approx(
         100 * mine.attainment["all"]
     )
 
@@ -406,8 +406,8 @@ def test_sharding_page_tensor_parallel_layer_time_per_interconnect():
     message = activation_message_bytes(32, 8192, bytes_per_element("fp16"))
     link = reg.interconnect("chapter-nvlink-h100")
     allreduce = ring_allreduce_time(message, 8, link.bandwidth, link.startup_latency)
-    table = app.dataframe[0].value.set_index("interconnect")
-    assert table.loc["chapter-nvlink-h100", "all-reduce [µs]"] == pytest.approx(allreduce.m_as("us"))
+    table = app.dataframe[0].value.set_index("Interconnect")
+    assert table.loc["chapter-nvlink-h100", "All-reduce [µs]"] == pytest.approx(allreduce.m_as("us"))
     chart = charts(app)[0]
     degrees = np.array([1, 2, 4, 8, 16, 32, 64])
     expected = tensor_parallel_layer_time(
@@ -416,7 +416,7 @@ def test_sharding_page_tensor_parallel_layer_time_per_interconnect():
     assert np.allclose(values(trace(chart, "chapter-nvlink-h100")["y"]), expected.m_as("us"))
     app.selectbox(key="sharding.floor").set_value("nccl-h100").run()
     assert_clean(app)
-    assert app.dataframe[0].value.set_index("interconnect").loc["chapter-nvlink-h100", "all-reduce [µs]"] > 27.9
+    assert app.dataframe[0].value.set_index("Interconnect").loc["chapter-nvlink-h100", "All-reduce [µs]"] > 27.9
 
 
 # ---------------------------------------------------------------------------------------------- Routing
@@ -448,7 +448,7 @@ def test_autoscaling_page_cold_start_schedule_and_failover():
     )  # fmt: skip
     ready = trace(charts(app)[0], "predictive: ready")
     assert np.array_equal(values(ready["y"]), plan.ready)
-    assert app.dataframe[0].value.set_index("policy").loc["predictive", "peak replicas"] == 30  # Table 21
+    assert app.dataframe[0].value.set_index("Policy").loc["predictive", "Peak replicas"] == 30  # Table 21
     app.text_input(key="autoscaling.loads").set_value("800, 800, 800").run()
     assert_clean(app)
     assert any("lack 400 request/s" in w.value for w in app.warning)
@@ -460,12 +460,12 @@ def test_autoscaling_page_cold_start_schedule_and_failover():
 def test_registry_page_lists_accelerators_with_units():
     app = open_page("registry")
     table = app.dataframe[0].value
-    h100 = table[table["id"] == "h100-sxm"].iloc[0]
-    assert h100["memory_bandwidth"] == "3.35 TB/s"
-    assert h100["memory"] == "80 GiB" and h100["memory_nameplate"] == "80 GB"
+    h100 = table[table["ID"] == "h100-sxm"].iloc[0]
+    assert h100["Memory bandwidth"] == "3.35 TB/s"
+    assert h100["Memory"] == "80 GiB" and h100["Memory nameplate"] == "80 GB"
     app.radio[0].set_value("models").run()
     assert_clean(app)
-    assert "llama-3.1-70b" in set(app.dataframe[0].value["id"])
+    assert "llama-3.1-70b" in set(app.dataframe[0].value["ID"])
 
 
 def paste(app: AppTest, text: str) -> None:

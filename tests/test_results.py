@@ -1,16 +1,28 @@
-"""Result objects in notebooks and spreadsheets: to_frame, _repr_html_, column labels."""
+"""Result objects in notebooks and spreadsheets: to_frame, _repr_html_, column labels; display text and labels."""
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from calculator import Q_
+from calculator.errors import InputError
 from calculator.fleet import size_fleet
 from calculator.memory import memory_fit
 from calculator.performance import predict_benchmark
-from calculator.results import Result, column_label, flatten, parse_label
+from calculator.results import (
+    Result,
+    column_label,
+    flatten,
+    format_display,
+    format_number,
+    human_label,
+    parse_label,
+)
 
 
 @pytest.fixture(scope="module")
@@ -119,3 +131,79 @@ def test_repr_html_of_array_result_has_a_table_of_rows():
 
 def test_flatten_nested():
     assert flatten({"a": 1, "b": {"c": 2, "d": {"e": 3}}}) == {"a": 1, "b.c": 2, "b.d.e": 3}
+
+
+# ---------------------------------------------------------------------------------------------- display text
+
+
+def significant_digits(text: str) -> int:
+    """Significant digits written in a plain decimal (separators and a trailing integer's zeros not counted)."""
+    digits = text.lstrip("-").replace(",", "")
+    if "." in digits:
+        return len(digits.replace(".", "").lstrip("0"))
+    return len(digits.lstrip("0").rstrip("0")) or 1
+
+
+@given(st.floats(min_value=1e-4, max_value=1e14) | st.floats(min_value=-1e14, max_value=-1e-4))
+def test_a_float_is_written_at_four_significant_digits_with_separators(value):
+    text = format_number(value)
+    assert "e" not in text and significant_digits(text) <= 4
+    assert float(text.replace(",", "")) == pytest.approx(value, rel=5e-4)  # rounded, not truncated
+    whole = text.lstrip("-").split(".")[0]
+    assert whole == f"{int(whole.replace(',', '')):,}"  # separators every three digits
+
+
+@given(st.integers(min_value=-(2**62), max_value=2**62))
+def test_an_int_count_is_exact_with_separators(value):
+    text = format_number(value)
+    assert int(text.replace(",", "")) == value and "." not in text
+
+
+def test_numbers_outside_the_readable_range_and_special_values():
+    assert format_number(0.082783) == "0.08278" and format_number(2.0001) == "2"  # the issue's examples
+    assert format_number(1.5e-05) == "1.5e-05" and float(format_number(2.5e20)) == 2.5e20
+    assert format_number(0.0) == "0" and format_number(-1e-9, 2) == "-1e-09"
+    assert (format_number(math.nan), format_number(math.inf), format_number(-math.inf)) == ("—", "∞", "-∞")
+    assert format_number(np.float32(0.5)) == "0.5" and format_number(np.int64(123456)) == "123,456"
+    for bad in (True, "1", None, Q_(1, "s")):
+        with pytest.raises(InputError, match="'value'"):
+            format_number(bad)
+    with pytest.raises(InputError, match="'digits'"):
+        format_number(1.0, 0)
+
+
+def test_display_text_of_quantities_flags_gaps_and_records():
+    # A time without a unit asked for is shown in s, ms or µs by its size; the unit asked for wins.
+    assert format_display(Q_(0.082783, "s")) == "82.78 ms" and format_display(Q_(0.082783, "s"), "s") == "0.08278 s"
+    assert format_display(Q_(2.5e-6, "s")) == "2.5 µs" and format_display(Q_(90, "s")) == "90 s"
+    assert format_display(Q_(7, "min")) == "7 min"  # a unit chosen by the caller stays
+    assert format_display(Q_(2_621_440, "B")) == "2.621 MB" and format_display(Q_(1.5, "GiB")) == "1.5 GiB"
+    assert format_display(Q_(12_345.6, "USD")) == "12,350 USD"
+    assert format_display(Q_([1, 2], "ms")) == "1 ms, 2 ms"
+    assert (format_display(True), format_display(np.bool_(False))) == ("yes", "no")
+    assert [format_display(v) for v in (None, math.nan, "", (), "h100-sxm")] == ["—", "—", "—", "—", "h100-sxm"]
+    assert format_display(10176) == "10,176" and format_display((1, 2.345678)) == "1, 2.346"
+
+
+@pytest.mark.parametrize(
+    ("name", "unit", "label"),
+    [
+        ("wait_probability", None, "Wait probability"),
+        ("ttft [ms]", None, "TTFT [ms]"),
+        ("tpot_ms", None, "TPOT [ms]"),
+        ("tokens_per_s_per_gpu", None, "Tokens/s per GPU"),
+        ("max_context", "tokens", "Max context [tokens]"),
+        ("kv_bytes_per_token", Q_(1, "B/token").units, "KV bytes per token [B/token]"),
+        ("dense_throughput.fp8", None, "Dense throughput (FP8)"),
+        ("ttft_interval.low [s]", None, "TTFT interval (low) [s]"),
+        ("capacity per device (Napkin Math 10.5)", None, "Capacity per device (Napkin Math 10.5)"),
+        ("Already human [ms]", "s", "Already human [ms]"),
+    ],
+)
+def test_human_labels_of_field_names(name, unit, label):
+    assert human_label(name, unit) == label
+
+
+def test_a_human_label_needs_text():
+    with pytest.raises(InputError, match="'name'"):
+        human_label(3)

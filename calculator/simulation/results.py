@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
-from ..results import Result
+from ..results import Result, format_number
 from ..units import Q_
 
 __all__ = ["SimulationResult"]
@@ -320,7 +320,8 @@ def _summarize(
                 )
             else:
                 good = bool(value <= target)
-                parts.append(f"{statistic} {metric} {value * 1e3:.1f} ms {'<=' if good else '>'} {target * 1e3:.1f} ms")
+                shown, limit = format_number(value * 1e3), format_number(target * 1e3)
+                parts.append(f"{statistic} {metric} {shown} ms {'<=' if good else '>'} {limit} ms")
             meets &= good
     verdict = "; ".join(parts) if parts else "no targets given"
     problems = []

@@ -20,7 +20,6 @@ import dataclasses
 import functools
 import inspect
 import json
-import math
 import typing
 from collections.abc import Callable, Iterator
 from enum import StrEnum
@@ -31,6 +30,7 @@ import typer
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from .errors import RegistryError
+from .results import format_number as _number
 
 
 class _PlainHelp:
@@ -799,17 +799,6 @@ PLAN_LABELS = {
     "electricity_cost_per_million_tokens": "electricity_cost_per_million_output_tokens",
     "handoff": "kv_handoff",
 }
-
-
-def _number(value: float) -> str:
-    """A number for a reader: four significant digits, thousands separators, an exponent only beyond 1e-4..1e15."""
-    if not math.isfinite(value) or value == 0:
-        return f"{value:g}"
-    exponent = math.floor(math.log10(abs(value)))
-    if not -4 <= exponent < 15:
-        return f"{value:.4g}"
-    text = f"{value:,.{max(3 - exponent, 0)}f}"
-    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def _shown(key: str, value: Any) -> str:

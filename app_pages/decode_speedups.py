@@ -107,7 +107,11 @@ def _speculative(sc):
     )  # fmt: skip
     cols[4].metric(
         "Best K at this α", f"K = {best_k}" if best_k != k else f"K = {k} (yours)",
-        delta=f"+{ui.fmt(100 * gain, digits=2)} % speedup over K = {k}" if best_k != k else None,
+        delta=(
+            None if best_k == k
+            else f"+{ui.fmt(100 * gain, digits=2)} % speedup over K = {k}" if gain >= MATERIAL_GAIN
+            else f"within {MATERIAL_GAIN:.1%} of K = {k}"
+        ),
         delta_color="normal" if gain >= MATERIAL_GAIN else "off",
     )  # fmt: skip
     if best_k != k:

@@ -381,7 +381,7 @@ def test_decode_page_best_draft_length_is_told_apart_from_the_current_one():
     best_k, best = best_draft_length(0.7, 0.05, 32)
     assert best_k != 5
     shown = next(m for m in app.metric if m.label == "Best K at this α")
-    assert shown.value == f"K = {best_k}" and "over K = 5" in shown.delta
+    assert shown.value == f"K = {best_k}" and shown.delta == "within 0.5% of K = 5"
     gain = best / speedup(0.7, 5, 0.05) - 1
     assert gain < 0.005  # at α = 0.7 the best K is no real gain over K = 5, and the page says so
     assert any(
@@ -395,6 +395,8 @@ def test_decode_page_best_draft_length_is_told_apart_from_the_current_one():
     gain = best / speedup(0.7, 1, 0.05) - 1
     assert gain > 0.005
     assert not any("no reason" in c.value for c in app.caption)
+    shown = next(m for m in app.metric if m.label == "Best K at this α")
+    assert shown.delta.startswith("+") and shown.delta.endswith("% speedup over K = 1")
 
 
 # ---------------------------------------------------------------------------------------------- Sharding

@@ -53,13 +53,20 @@ def test_frontier_figure_skips_the_star_for_an_infeasible_plan():
     assert all(t.name != "plan" for t in plots.frontier_figure(table, plan).data)
 
 
-def test_kv_wall_figure_lines_are_the_footprints_in_gb_with_the_capacity_line():
+def test_kv_wall_figure_has_a_log_memory_axis_the_capacity_in_the_legend_and_each_crossing():
     # Figure 9's setting: 80 GB, 35 GB of INT4 weights, 327,680 B/token.
     wall = kv_wall(Q_(80, "GB"), Q_(35, "GB"), Q_(327_680, "B/token"), [1024, 16_384, 131_072], [1, 8])
     figure = plots.kv_wall_figure(wall)
-    assert [t.name for t in figure.data] == ["batch 1", "batch 8"]
-    assert np.allclose(figure.data[1].y, wall.footprint[1].m_as("GB"))
-    assert figure.layout.shapes[0].y0 == pytest.approx(80)
+    traces = {t.name: t for t in figure.data}
+    assert np.allclose(traces["batch 8"].y, wall.footprint[1].m_as("GB"))
+    assert figure.layout.yaxis.type == "log"  # the capacity is not squashed under footprints many times larger
+    capacity = traces["capacity 80 GB"]  # named in the legend, no label over the lines
+    assert np.allclose(capacity.y, 80) and list(capacity.x) == [1024, 131_072]
+    # 8 sequences hit the wall at (80 - 35) GB / (8 x 327,680 B/token) = 17,166 tokens: a marker on the capacity.
+    wall_8 = traces["batch 8: wall"]
+    assert wall_8.x[0] == 45e9 // (8 * 327_680) and wall_8.y[0] == pytest.approx(80)
+    assert wall_8.marker.color == traces["batch 8"].line.color
+    assert "batch 1: wall" not in traces  # one sequence fits 137,329 tokens, beyond the axis
     assert "[GB]" in figure.layout.yaxis.title.text
     assert "[GiB]" in plots.kv_wall_figure(wall, unit="GiB").layout.yaxis.title.text
 
@@ -71,6 +78,23 @@ def test_memory_breakdown_figure_stacks_weights_reserve_kv_and_free():
     assert bars["weights"] == pytest.approx(fit.weights.m_as("GB"))
     assert bars["KV cache"] == pytest.approx(fit.kv.m_as("GB"))
     assert sum(bars.values()) == pytest.approx(fit.capacity.m_as("GB"))
+    assert "over capacity" not in bars
+    (line,) = figure.layout.shapes  # the capacity spans the whole bar
+    assert (line.x0, line.x1) == (-0.5, 0.5) and line.y0 == line.y1 == pytest.approx(fit.capacity.m_as("GB"))
+
+
+def test_memory_breakdown_figure_marks_the_capacity_and_hatches_what_overflows_it():
+    fit = model_memory_fit("llama-3.1-70b", "h100-sxm", 32_768, batch=32, weight_bits="fp8", reserve=Q_(2, "GB"))
+    assert not fit.fits
+    figure = plots.memory_breakdown_figure({"H100": fit}, unit="GiB")
+    bars = {t.name: t for t in figure.data}
+    in_use = sum(bars[name].y[0] for name in ("weights", "reserve", "KV cache", "free"))
+    over = bars["over capacity"]  # from the 80 GiB capacity to the top of the stack
+    assert over.base[0] == pytest.approx(80) and over.base[0] + over.y[0] == pytest.approx(in_use)
+    assert over.marker.pattern.shape == "/" and f"over by {in_use - 80:,.4g} GiB" == over.text[0]
+    (line,) = figure.layout.shapes
+    assert (line.x0, line.x1) == (-0.5, 0.5) and line.y0 == pytest.approx(80)
+    assert "capacity 80 GiB" in {a.text for a in figure.layout.annotations}
 
 
 def test_cost_curves_figure_plots_cumulative_cost_and_the_crossover():

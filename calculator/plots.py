@@ -28,6 +28,8 @@ from .errors import InputError
 from .units import ureg
 
 __all__ = [
+    "ACCELERATOR_COLORS",
+    "accelerator_color",
     "batching_curve_figure",
     "cost_curves_figure",
     "curves_figure",

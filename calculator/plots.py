@@ -68,8 +68,8 @@ _PRECISION_SYMBOLS = {
     "fp16": "circle", "bf16": "circle-open", "fp8": "diamond", "int8": "diamond-open", "fp4": "square",
     "int4": "square-open", "fp32": "triangle-up", "tf32": "triangle-up-open", "fp64": "pentagon",
 }  # fmt: skip
-#: Mantissas of the log-axis ticks per decade: finer when the axis spans few decades.
-_MANTISSAS = ((1.0, (1, 1.5, 2, 3, 4, 5, 6, 8)), (3.0, (1, 2, 5)), (8.0, (1,)))
+#: Mantissas of the log-axis ticks per decade by the decades the data span (up to one, up to three; beyond: 1).
+_MANTISSAS = ((1.0, (1, 1.5, 2, 3, 4, 5, 6, 8)), (3.0, (1, 2, 5)))
 _MAX_LOG_TICKS = 12
 
 
@@ -86,7 +86,7 @@ def _symbol(unit: str) -> str:
 
 
 def _title(name: str, unit: str) -> str:
-    """``name [symbol]``; a name that already carries its brackets (``"Replicas [count]"``) is kept."""
+    """``name [symbol]``; without a unit the name as given (a plain number names its kind: ``"Replicas [count]"``)."""
     symbol = _symbol(unit)
     return f"{name} [{symbol}]" if symbol else name
 

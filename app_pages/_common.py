@@ -325,7 +325,11 @@ class Scenario:
     def multiselect(
         self, label: str, name: str, options: Sequence[str], default: Sequence[str], *, where: Any = None, **kwargs: Any
     ) -> list[str]:
-        """A multi-select over string ``options``; the URL holds them comma-separated."""
+        """A multi-select over string ``options``; the URL holds them comma-separated.
+
+        The chosen chips wrap onto more rows (``wrap=True``): in a column Streamlit would otherwise keep them on
+        one scrolling row and cut the names off (three accelerators, four interconnects).
+        """
 
         def parse(raw: str) -> list[str]:
             chosen = list(dict.fromkeys(item for item in raw.split(",") if item))  # a repeated item once
@@ -337,7 +341,7 @@ class Scenario:
         key = self._start(
             name, [d for d in default if d in options], parse, lambda chosen: all(c in options for c in chosen)
         )
-        value = (where or st).multiselect(label, options, key=key, **kwargs)
+        value = (where or st).multiselect(label, options, key=key, **{"wrap": True, **kwargs})
         return self._keep(name, list(value), ",".join(value))
 
     def text(

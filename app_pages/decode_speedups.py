@@ -177,7 +177,7 @@ def _chunked(sc):
                 "prompt's TTFT": Q_(sweep["prompt's TTFT [ms]"].to_numpy(), "ms"),
             },
             x_name="Chunk size", y_name="Time", x_unit="token", y_unit="ms", title="Chunked prefill trade",
-            log_x=True, mode="lines+markers",
+            log_x=True, mode="lines+markers", powers_of_two=True,
         )  # fmt: skip
         st.plotly_chart(figure, key="chunked-prefill")
         ui.table(sweep, "chunked-prefill")

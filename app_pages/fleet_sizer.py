@@ -233,7 +233,7 @@ def main():
         ENGINES[engine],
         kv_precision,
     )
-    st.plotly_chart(frontier_figure(table, plan), key="frontier")
+    st.plotly_chart(frontier_figure(table, plan, registry=ui.registry()), key="frontier")
     st.caption(
         "Every configuration that fits in memory at full load; a line joins the Pareto points of each accelerator "
         "(any precision); the star is the plan's configuration (evaluated here at full load, without the "

@@ -162,8 +162,9 @@ def _kv_wall(fit, model, batch, unit):
     wall = kv_wall(fit.capacity, fit.weights, fit.kv_per_token, contexts, batches, fit.reserve)
     st.plotly_chart(kv_wall_figure(wall, unit=unit), key="kv-wall")
     st.caption(
-        "Memory in use per device against context, one line per batch; where a line crosses the capacity the "
-        "batch hits the wall (Figure 9, section 10.7.1). The boundary is the longest context each batch fits."
+        "Memory in use per device against context, one line per batch (log scale); where a line crosses the "
+        "capacity (a circle) the batch hits the wall (Figure 9, section 10.7.1). The boundary is the longest "
+        "context each batch fits."
     )
     ui.table(
         ui.rows({f"batch {b}": f"{int(c):,} tokens" for b, c in zip(wall.batches, wall.boundary, strict=True)}),

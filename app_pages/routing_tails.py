@@ -78,8 +78,9 @@ def _fanout(sc):
     fanouts = np.unique(np.geomspace(1, 10_000, 60).astype(int))
     series = {f"p = {p:g}": fanout_slow_probability(p, fanouts) for p in sorted({0.001, 0.01, 0.05, leaf})}
     figure = curves_figure(
-        fanouts, series, x_name="Fan-out", y_name="P(request slow)", title="Tail amplification by fan-out", log_x=True
-    )
+        fanouts, series, x_name="Fan-out [leaves]", y_name="P(request slow) [probability]",
+        title="Tail amplification by fan-out", log_x=True,
+    )  # fmt: skip
     st.plotly_chart(figure, key="fanout")
     ui.show_math(fanout_slow_probability, leaf, leaves, title="slow requests")
     ui.show_math(per_leaf_budget, target, leaves, title="per-leaf budget")

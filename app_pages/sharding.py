@@ -177,8 +177,8 @@ def _pipeline(sc):
     in_flight = np.arange(1, 129)
     bubbles = {f"P = {p}": pipeline_bubble_fraction(p, in_flight) for p in sorted({2, 4, 8, stages})}
     figure = curves_figure(
-        in_flight, bubbles, x_name="Requests in flight", y_name="Bubble fraction", title="Pipeline bubble",
-        log_x=True,
+        in_flight, bubbles, x_name="Requests in flight [requests]", y_name="Bubble [fraction of time idle]",
+        title="Pipeline bubble", log_x=True, powers_of_two=True,
     )  # fmt: skip
     st.plotly_chart(figure, key="pipeline-bubble")
     ui.show_math(pipeline_bubble_fraction, stages, requests, title="bubble of balanced stages (Figure 17)")

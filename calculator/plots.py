@@ -12,11 +12,12 @@ plotly is imported by this module only; ``import calculator`` never loads it.
 >>> wall = kv_wall(Q_(80, "GB"), Q_(35, "GB"), Q_(327_680, "B/token"), [1024, 65_536], [1, 8])
 >>> fig = kv_wall_figure(wall)
 >>> [trace.name for trace in fig.data]
-['batch 1', 'batch 8']
+['batch 1', 'batch 8', 'batch 8: wall', 'capacity 80 GB']
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -27,6 +28,8 @@ from .errors import InputError
 from .units import ureg
 
 __all__ = [
+    "ACCELERATOR_COLORS",
+    "accelerator_color",
     "batching_curve_figure",
     "cost_curves_figure",
     "curves_figure",
@@ -44,8 +47,30 @@ __all__ = [
     "verification_chart",
 ]
 
-#: Layout shared by every figure (compact margins; the legend stays at the right, clear of the title).
-_LAYOUT: dict[str, Any] = {"template": "plotly_white", "margin": {"l": 60, "r": 20, "t": 50, "b": 50}, "height": 420}
+#: Layout shared by every figure: compact margins, hover labels that show whole trace names.
+_LAYOUT: dict[str, Any] = {
+    "template": "plotly_white",
+    "margin": {"l": 60, "r": 20, "t": 50, "b": 50},
+    "height": 440,
+    "hoverlabel": {"namelength": -1},
+}
+#: Pixels at the top of a figure for its title; the legend starts below them (see :func:`_finish`).
+_TITLE_BAND = 44
+
+#: One colour per accelerator on every figure and page: the colour of the accelerator at position k of the
+#: registry's accelerator list is ``ACCELERATOR_COLORS[k]`` (the qualitative D3 palette, then five darker hues).
+ACCELERATOR_COLORS = (
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
+    "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173",
+)  # fmt: skip
+#: Marker symbol of each precision (of :data:`calculator.precision.PRECISIONS`; aliases resolve first).
+_PRECISION_SYMBOLS = {
+    "fp16": "circle", "bf16": "circle-open", "fp8": "diamond", "int8": "diamond-open", "fp4": "square",
+    "int4": "square-open", "fp32": "triangle-up", "tf32": "triangle-up-open", "fp64": "pentagon",
+}  # fmt: skip
+#: Mantissas of the log-axis ticks per decade by the decades the data span (up to one, up to three; beyond: 1).
+_MANTISSAS = ((1.0, (1, 1.5, 2, 3, 4, 5, 6, 8)), (3.0, (1, 2, 5)))
+_MAX_LOG_TICKS = 12
 
 
 def _values(value: Any, unit: str) -> np.ndarray:
@@ -61,6 +86,7 @@ def _symbol(unit: str) -> str:
 
 
 def _title(name: str, unit: str) -> str:
+    """``name [symbol]``; without a unit the name as given (a plain number names its kind: ``"Replicas [count]"``)."""
     symbol = _symbol(unit)
     return f"{name} [{symbol}]" if symbol else name
 
@@ -68,6 +94,157 @@ def _title(name: str, unit: str) -> str:
 def _figure(title: str, x_title: str, y_title: str, **layout: Any) -> go.Figure:
     figure = go.Figure()
     figure.update_layout(title=title, xaxis_title=x_title, yaxis_title=y_title, **{**_LAYOUT, **layout})
+    return figure
+
+
+def accelerator_color(accelerator: str, registry: Any = None) -> str:
+    """The colour of an accelerator on every figure, whatever subset or order a figure shows.
+
+    Parameters
+    ----------
+    accelerator : str
+        Registry id (``"h100-sxm"``).
+    registry : Registry, optional
+        The registry the id comes from (default: the built-in one). Its k-th accelerator gets
+        ``ACCELERATOR_COLORS[k]`` (cycling), so the built-in accelerators keep their colours when a user
+        registry adds entries after them; an id the registry does not hold gets a colour from a hash of the id.
+
+    Returns
+    -------
+    str
+        A ``#rrggbb`` colour.
+    """
+    import zlib
+
+    from .registry import load_registry
+
+    ids = list((registry if registry is not None else load_registry()).accelerators)
+    position = ids.index(accelerator) if accelerator in ids else zlib.crc32(str(accelerator).encode())
+    return ACCELERATOR_COLORS[position % len(ACCELERATOR_COLORS)]
+
+
+def _precision_symbol(precision: str) -> str:
+    """The marker symbol of a precision (the same on every figure; ``circle`` for an unknown name)."""
+    from .precision import ALIASES
+
+    name = str(precision).lower()
+    return _PRECISION_SYMBOLS.get(ALIASES.get(name, name), "circle")
+
+
+def _tick_label(value: float) -> str:
+    """A tick value as a plain number (``0.002``, ``5``, ``16,384``), never an SI prefix."""
+    if value != 0 and not 1e-4 <= abs(value) < 1e12:
+        mantissa, exponent = f"{value:.0e}".split("e")
+        return f"{mantissa}e{int(exponent)}"
+    return f"{float(f'{value:.12g}'):,.12g}"
+
+
+def _log_ticks(values: np.ndarray, powers_of_two: bool = False) -> dict[str, Any]:
+    """Explicit ticks of a log axis over ``values``: powers of two (1, 2, 4, 8, ...) or 1-2-5 decades.
+
+    The ticks cover the data and one step beyond each end (Plotly pads the range), at most about
+    :data:`_MAX_LOG_TICKS` of them (every other power or decade when the data span more).
+    """
+    positive = values[np.isfinite(values) & (values > 0)]
+    if positive.size == 0:
+        return {}
+    low, high = float(positive.min()), float(positive.max())
+    if powers_of_two:
+        first, last = int(np.floor(np.log2(low))), int(np.ceil(np.log2(high)))
+        step = max(1, int(np.ceil((last - first + 1) / _MAX_LOG_TICKS)))
+        ticks = [2.0**k for k in range(first - first % step, last + step, step)]
+    else:
+        first, last = int(np.floor(np.log10(low))), int(np.ceil(np.log10(high)))
+        span = np.log10(high) - np.log10(low)
+        mantissas = next((m for limit, m in _MANTISSAS if span <= limit), (1,))
+        step = max(1, int(np.ceil((last - first + 1) / _MAX_LOG_TICKS))) if len(mantissas) == 1 else 1
+        candidates = sorted(m * 10.0**e for e in range(first - first % step, last + 1, step) for m in mantissas)
+        below = [t for t in candidates if t <= low]
+        above = [t for t in candidates if t >= high]
+        start = below[-1] if below else candidates[0]
+        stop = above[0] if above else candidates[-1]
+        ticks = [t for t in candidates if start <= t <= stop]
+    return {"tickvals": ticks, "ticktext": [_tick_label(t) for t in ticks]}
+
+
+def _axis_values(figure: go.Figure, axis: str) -> np.ndarray:
+    """Every number drawn against layout axis ``axis`` (``"xaxis"``, ``"yaxis2"``): traces and line shapes."""
+    letter, suffix = axis[0], axis[5:]
+    ref = letter + suffix  # "x", "y2"
+    found: list[np.ndarray] = []
+    for trace in figure.data:
+        if (getattr(trace, f"{letter}axis", None) or letter) == ref and getattr(trace, letter, None) is not None:
+            try:
+                found.append(np.asarray(getattr(trace, letter), dtype=float).ravel())
+            except (TypeError, ValueError):  # a category axis
+                continue
+    for shape in figure.layout.shapes:
+        if getattr(shape, f"{letter}ref") == ref:
+            found.append(np.array([getattr(shape, f"{letter}0"), getattr(shape, f"{letter}1")], dtype=float))
+    return np.concatenate(found) if found else np.array([])
+
+
+def _hover_value(axis: Any, letter: str) -> str:
+    """The hover template of one coordinate, formatted like its axis (a share as a percentage)."""
+    if axis.type == "category":
+        return f"%{{{letter}}}"
+    if (axis.tickformat or "").endswith("%"):
+        return f"%{{{letter}:.1%}}"
+    return f"%{{{letter}:,.4~g}}"
+
+
+def _finish(figure: go.Figure, *, powers_of_two: Sequence[str] = ()) -> go.Figure:
+    """The rules every figure follows (docs/ARCHITECTURE.md, "Charts").
+
+    Tick labels are plain numbers in the axis unit (no ``100µ`` on an axis in ms, no ``2k``); a log axis
+    gets explicit ticks over its data, powers of two on the axes named in ``powers_of_two`` (``"xaxis"``:
+    tensor-parallel degrees, batches, GPU counts) and 1-2-5 decades otherwise; a trace without its own hover
+    template shows both coordinates under the axis titles, with their units; an annotation on a log axis is
+    moved to the logarithm of its value (where Plotly draws it). Call it once, last. The title is pinned to the
+    top and the legend runs horizontally just below it, above the plotting area, wrapping into rows as the
+    names need: Plotly pushes the plot down by the legend's height, so the legend never covers data, an axis,
+    a second y axis at the right or the title, however long the names or narrow the page.
+    """
+    axes = [name for name in figure.layout if re.fullmatch(r"[xy]axis\d*", name)]
+    for name in axes:
+        axis = figure.layout[name]
+        axis.update(exponentformat="none", separatethousands=True, automargin=True)
+        if axis.overlaying:  # Plotly would sync its ticks to the main axis' grid (labels such as 64.2, 84.2)
+            axis.update(tickmode="auto", showgrid=False)
+        if axis.type == "log":
+            axis.update(tickmode="array", **_log_ticks(_axis_values(figure, name), name in powers_of_two))
+    for annotation in figure.layout.annotations:  # Plotly places an annotation on a log axis at log10(value)
+        for letter in "xy":
+            ref, value = getattr(annotation, f"{letter}ref") or letter, getattr(annotation, letter)
+            on_log = re.fullmatch(r"[xy]\d*", ref) and figure.layout[f"{letter}axis{ref[1:]}"].type == "log"
+            if on_log and value is not None and float(value) > 0:
+                annotation[letter] = float(np.log10(float(value)))
+    for trace in figure.data:
+        if trace.hovertemplate is not None or trace.type not in ("scatter", "bar"):
+            continue
+        parts = []
+        for letter in "xy":
+            ref = getattr(trace, f"{letter}axis", None) or letter
+            axis = figure.layout[f"{letter}axis{ref[1:]}"]
+            title = axis.title.text or ""
+            value = _hover_value(axis, letter)
+            parts.append(f"{title}: {value}" if title else value)
+        if getattr(trace, "text", None) is not None:
+            parts.append("%{text}")
+        trace.hovertemplate = "<br>".join(parts)
+    height = figure.layout.height or _LAYOUT["height"]
+    figure.update_layout(
+        showlegend=True,
+        title={"yref": "container", "y": 1, "yanchor": "top", "pad": {"t": 12}},
+        legend={
+            "orientation": "h",
+            "xanchor": "left",
+            "x": 0,
+            "yref": "container",
+            "yanchor": "top",
+            "y": 1 - _TITLE_BAND / height if figure.layout.title.text else 1,
+        },
+    )
     return figure
 
 
@@ -84,6 +261,7 @@ def curves_figure(
     log_y: bool = False,
     mode: str = "lines",
     reference: Mapping[str, float] | None = None,
+    powers_of_two: bool = False,
 ) -> go.Figure:
     """One line per series over a shared x axis (the general builder the specific ones follow).
 
@@ -94,7 +272,8 @@ def curves_figure(
     series : mapping of str to array or Quantity
         Name -> y values (same length as ``x``).
     x_name, y_name : str
-        Axis names; the unit symbol is appended.
+        Axis names; the unit symbol is appended. A plain-number axis names its kind in brackets itself
+        (``"Fan-out [leaves]"``, ``"Bubble [fraction]"``).
     x_unit, y_unit : str
         Display units (``""`` for plain numbers).
     title : str
@@ -105,6 +284,8 @@ def curves_figure(
         Plotly trace mode (``"lines"``, ``"lines+markers"``, ``"markers"``).
     reference : mapping of str to float, optional
         Horizontal reference lines (label -> y value in ``y_unit``).
+    powers_of_two : bool
+        Ticks of a logarithmic x axis at powers of two (degrees, batches, counts of devices).
 
     Returns
     -------
@@ -118,10 +299,10 @@ def curves_figure(
         figure.add_hline(y=level, line_dash="dash", line_color="gray", annotation_text=label)
     figure.update_xaxes(type="log" if log_x else "linear")
     figure.update_yaxes(type="log" if log_y else "linear")
-    return figure
+    return _finish(figure, powers_of_two=("xaxis",) if powers_of_two else ())
 
 
-def frontier_figure(table: Any, plan: Any = None) -> go.Figure:
+def frontier_figure(table: Any, plan: Any = None, *, registry: Any = None) -> go.Figure:
     """The throughput-vs-interactivity frontier (Figure 6) from :func:`calculator.fleet.frontier`.
 
     Parameters
@@ -132,17 +313,19 @@ def frontier_figure(table: Any, plan: Any = None) -> go.Figure:
     plan : FleetPlan, optional
         A feasible plan whose configuration is marked (the row with its accelerator, precision,
         tensor-parallel degree and batch).
+    registry : Registry, optional
+        The registry the accelerator ids come from (their colours: :func:`accelerator_color`).
 
     Returns
     -------
     plotly.graph_objects.Figure
-        One marker trace per accelerator and precision (every configuration, faint), one line per
-        accelerator through its Pareto points (``pareto``: no configuration of the same accelerator, at
-        any precision, beats it on both axes), and a star for the plan.
+        One marker trace per accelerator and precision (every configuration, faint; the accelerator's
+        colour, the precision's symbol), one line per accelerator through its Pareto points (``pareto``: no
+        configuration of the same accelerator, at any precision, beats it on both axes), and a star for the plan.
     """
     figure = _figure(
         "Throughput vs interactivity",
-        "Interactivity per user [token/s] (1/TPOT)",
+        "Interactivity per user, 1/TPOT [token/s]",
         "Output throughput per GPU [token/s]",
     )
     for (accelerator, precision), group in table.groupby(["accelerator", "precision"], sort=False):
@@ -153,7 +336,12 @@ def frontier_figure(table: Any, plan: Any = None) -> go.Figure:
                 y=group.tokens_per_s_per_gpu,
                 mode="markers",
                 name=f"{accelerator} {precision}",
-                marker={"size": 4, "opacity": 0.35},
+                marker={
+                    "size": 6,
+                    "opacity": 0.4,
+                    "color": accelerator_color(accelerator, registry),
+                    "symbol": _precision_symbol(precision),
+                },
                 text=hover,
                 legendgroup=accelerator,
             )
@@ -166,6 +354,7 @@ def frontier_figure(table: Any, plan: Any = None) -> go.Figure:
                 y=best.tokens_per_s_per_gpu,
                 mode="lines+markers",
                 name=f"{accelerator} frontier",
+                line={"color": accelerator_color(accelerator, registry), "width": 2.5},
                 text=[
                     f"{p}, TP {t}, batch {b}"
                     for p, t, b in zip(best.precision, best.tensor_parallel, best.batch, strict=True)
@@ -188,9 +377,10 @@ def frontier_figure(table: Any, plan: Any = None) -> go.Figure:
                     mode="markers",
                     name="plan",
                     marker={"symbol": "star", "size": 16, "color": "black"},
+                    text=[f"{plan.accelerator} {plan.precision}, TP {plan.tensor_parallel}, batch {plan.batch}"],
                 )
             )
-    return figure
+    return _finish(figure)
 
 
 def kv_wall_figure(wall: Any, unit: str = "GB") -> go.Figure:
@@ -206,25 +396,62 @@ def kv_wall_figure(wall: Any, unit: str = "GB") -> go.Figure:
     Returns
     -------
     plotly.graph_objects.Figure
-        One line per batch (memory in use against context), the capacity as a dashed line.
+        One line per batch (memory in use against context) on a logarithmic memory axis, so the capacity
+        and every crossing stay readable beside footprints many times larger; the capacity as a dashed
+        line named in the legend (``capacity 74.51 GiB``); and each batch's boundary (the longest context
+        that fits) as an open marker on the capacity line, in the batch's colour.
     """
     figure = _figure("The KV cache wall", "Context [token]", _title("Memory per device", unit))
     contexts = _values(wall.contexts, "")
     footprint = np.atleast_2d(wall.footprint.m_as(unit))
-    for batch, row, boundary in zip(np.atleast_1d(wall.batches), footprint, np.atleast_1d(wall.boundary), strict=True):
+    capacity = float(wall.capacity.m_as(unit))
+    symbol = _symbol(unit)
+    colors = _colors()
+    rows = zip(np.atleast_1d(wall.batches), footprint, np.atleast_1d(wall.boundary), strict=True)
+    for k, (batch, row, boundary) in enumerate(rows):
+        name, color, fits_to = f"batch {int(batch)}", colors[k % len(colors)], int(boundary)
         figure.add_trace(
             go.Scatter(
                 x=contexts,
                 y=row,
                 mode="lines",
-                name=f"batch {int(batch)}",
-                hovertemplate=f"batch {int(batch)}: fits up to {int(boundary):,} tokens<extra></extra>",
+                name=name,
+                legendgroup=name,
+                line={"color": color},
+                hovertemplate=f"%{{x:,}} token: %{{y:,.4~g}} {symbol}<br>fits up to {fits_to:,} tokens"
+                f"<extra>{name}</extra>",
             )
         )
-    capacity = float(wall.capacity.m_as(unit))
-    figure.add_hline(y=capacity, line_dash="dash", line_color="red", annotation_text=f"capacity {capacity:.4g} {unit}")
+        if contexts.min() <= fits_to <= contexts.max():
+            figure.add_trace(
+                go.Scatter(
+                    x=[fits_to],
+                    y=[capacity],
+                    mode="markers",
+                    name=f"{name}: wall",
+                    legendgroup=name,
+                    showlegend=False,
+                    marker={"symbol": "circle-open", "size": 11, "line": {"width": 2.5}, "color": color},
+                    hovertemplate=f"{name} fits up to %{{x:,}} token in {capacity:,.4g} {symbol}<extra></extra>",
+                )
+            )
+    figure.add_trace(
+        go.Scatter(
+            x=[contexts.min(), contexts.max()],
+            y=[capacity, capacity],
+            mode="lines",
+            name=f"capacity {capacity:,.4g} {symbol}",
+            line={"dash": "dash", "color": "black", "width": 2},
+            hovertemplate=f"capacity {capacity:,.4g} {symbol}<extra></extra>",
+        )
+    )
     figure.update_xaxes(type="log")
-    return figure
+    figure.update_yaxes(type="log")
+    return _finish(figure)
+
+
+#: Colours of the parts of a memory budget (the free part light, so the used memory stands out).
+_MEMORY_PARTS = {"weights": "#4c78a8", "reserve": "#9d755d", "KV cache": "#f58518", "free": "#d9d9d9"}
 
 
 def memory_breakdown_figure(fits: Mapping[str, Any], unit: str = "GB") -> go.Figure:
@@ -240,27 +467,41 @@ def memory_breakdown_figure(fits: Mapping[str, Any], unit: str = "GB") -> go.Fig
     Returns
     -------
     plotly.graph_objects.Figure
-        Stacked bars (weights, reserve, KV, free) with the capacity of each as a marker.
+        Stacked bars (weights, reserve, KV, free). Each bar's capacity is a dashed line across the whole
+        bar, labelled; where the memory in use exceeds it (``fit.missing`` > 0), the part of the stack above
+        the capacity is hatched red (``over capacity``) and labelled with the bytes missing.
     """
-    figure = _figure("Memory per device", "", _title("Memory", unit), barmode="stack")
+    figure = _figure("Memory per device", "Configuration", _title("Memory", unit), barmode="stack")
     labels = list(fits)
-    parts = {
-        "weights": [float(f.weights.m_as(unit)) for f in fits.values()],
-        "reserve": [float(f.reserve.m_as(unit)) for f in fits.values()],
-        "KV cache": [float(f.kv.m_as(unit)) for f in fits.values()],
-        "free": [float(f.free.m_as(unit)) for f in fits.values()],
-    }
-    for name, values in parts.items():
-        figure.add_trace(go.Bar(x=labels, y=values, name=name))
-    figure.add_trace(
-        go.Scatter(
-            x=labels,
-            y=[float(f.capacity.m_as(unit)) for f in fits.values()],
-            mode="markers",
-            name="capacity",
-            marker={"symbol": "line-ew-open", "size": 40, "color": "red"},
-        )
-    )
+    symbol = _symbol(unit)
+    for name, color in _MEMORY_PARTS.items():
+        field = {"KV cache": "kv"}.get(name, name)
+        values = [float(getattr(fit, field).m_as(unit)) for fit in fits.values()]
+        figure.add_trace(go.Bar(x=labels, y=values, name=name, marker_color=color))
+    capacities = [float(fit.capacity.m_as(unit)) for fit in fits.values()]
+    missing = [float(fit.missing.m_as(unit)) for fit in fits.values()]
+    if any(missing):  # the part of the stack above the capacity, hatched over it (an explicit base stacks on nothing)
+        figure.add_trace(
+            go.Bar(
+                x=labels, y=missing, base=capacities, name="over capacity",
+                text=[f"over by {m:,.4g} {symbol}" if m else "" for m in missing], textposition="inside",
+                insidetextanchor="middle", textfont={"color": "#8b0000", "size": 14},
+                marker={"color": "rgba(0, 0, 0, 0)", "line": {"color": "#d62728", "width": 2},
+                        "pattern": {"shape": "/", "fgcolor": "#d62728", "bgcolor": "rgba(255, 255, 255, 0.6)"}},
+            )
+        )  # fmt: skip
+    for k, capacity in enumerate(capacities):
+        figure.add_shape(
+            type="line", xref="x", yref="y", x0=k - 0.5, x1=k + 0.5, y0=capacity, y1=capacity,
+            line={"color": "#d62728", "width": 3, "dash": "dash"}, layer="above",
+        )  # fmt: skip
+        figure.add_annotation(
+            x=k + 0.5, y=capacity, xanchor="right", yanchor="bottom", text=f"capacity {capacity:,.4g} {symbol}",
+            showarrow=False, font={"color": "#d62728"}, bgcolor="rgba(255, 255, 255, 0.8)",
+        )  # fmt: skip
+    figure.update_xaxes(type="category")
+    figure = _finish(figure)
+    figure.update_layout(legend_traceorder="normal")  # the parts in stacking order, left to right
     return figure
 
 
@@ -299,9 +540,12 @@ def cost_curves_figure(curves: Mapping[str, Any], time_unit: str = "month", cost
         if curve.crosses_within_horizon:
             crossover = float(curve.crossover.m_as(time_unit))
             figure.add_vline(
-                x=crossover, line_dash="dash", line_color="gray", annotation_text=f"{name}: crossover {crossover:.3g}"
+                x=crossover,
+                line_dash="dash",
+                line_color="gray",
+                annotation_text=f"{name}: crossover {crossover:,.3g} {_symbol(time_unit)}",
             )
-    return figure
+    return _finish(figure)
 
 
 def unit_cost_figure(volumes: Any, curves: Mapping[str, Any], price: Any = None, unit: str = "USD/ktoken") -> go.Figure:
@@ -352,7 +596,7 @@ def batching_curve_figure(points: Any, knee: float | None = None) -> go.Figure:
     plotly.graph_objects.Figure
         Throughput per device (left axis) and interactivity per user (right axis).
     """
-    figure = _figure("Batching efficiency", "Batch size", "Throughput per device [token/s]")
+    figure = _figure("Batching efficiency", "Batch size [sequences]", "Throughput per device [token/s]")
     batches = _values(points.batch_size, "")
     figure.add_trace(
         go.Scatter(x=batches, y=_values(points.throughput_per_device, "token/s"), name="throughput per device")
@@ -363,7 +607,7 @@ def batching_curve_figure(points: Any, knee: float | None = None) -> go.Figure:
     figure.update_layout(yaxis2={"title": "Interactivity per user [token/s]", "overlaying": "y", "side": "right"})
     if knee is not None:
         figure.add_vline(x=float(knee), line_dash="dash", line_color="gray", annotation_text=f"knee {float(knee):.3g}")
-    return figure
+    return _finish(figure)
 
 
 def hockey_stick_figure(utilization: Any, waits: Mapping[str, Any], unit: str = "ms") -> go.Figure:
@@ -383,13 +627,14 @@ def hockey_stick_figure(utilization: Any, waits: Mapping[str, Any], unit: str = 
     -------
     plotly.graph_objects.Figure
     """
-    figure = _figure("Wait vs utilization", "Utilization", _title("Mean queueing wait", unit))
+    figure = _figure("Wait vs utilization", "Utilization [%]", _title("Mean queueing wait", unit))
     rho = _values(utilization, "")
     for name, wait in waits.items():
         values = _values(wait, unit)
         figure.add_trace(go.Scatter(x=rho, y=np.where(np.isfinite(values), values, np.nan), name=name))
+    figure.update_xaxes(tickformat=".0%")
     figure.update_yaxes(type="log")
-    return figure
+    return _finish(figure)
 
 
 def speculative_speedup_figure(acceptance: Any, speedups: Mapping[int, Any]) -> go.Figure:
@@ -410,8 +655,8 @@ def speculative_speedup_figure(acceptance: Any, speedups: Mapping[int, Any]) -> 
     return curves_figure(
         acceptance,
         {f"K = {k}": values for k, values in speedups.items()},
-        x_name="Acceptance rate",
-        y_name="Speedup",
+        x_name="Acceptance rate α [probability]",
+        y_name="Speedup [×]",
         title="Speculative decoding speedup",
         reference={"no gain": 1.0},
     )
@@ -434,7 +679,7 @@ def demand_schedule_figure(plans: Mapping[str, Any], time_unit: str = "hour") ->
         The replicas the demand requires (from the first plan), and the ready replicas of each plan,
         as step lines.
     """
-    figure = _figure("Capacity against demand", _title("Time", time_unit), "Replicas")
+    figure = _figure("Capacity against demand", _title("Time", time_unit), "Replicas [count]")
     first = next(iter(plans.values()))
     figure.add_trace(
         go.Scatter(
@@ -450,7 +695,7 @@ def demand_schedule_figure(plans: Mapping[str, Any], time_unit: str = "hour") ->
                 x=_values(plan.times, time_unit), y=_values(plan.ready, ""), name=f"{name}: ready", line={"shape": "hv"}
             )
         )
-    return figure
+    return _finish(figure)
 
 
 def tp_layer_time_figure(degrees: Any, times: Mapping[str, Any], unit: str = "ms") -> go.Figure:
@@ -472,13 +717,14 @@ def tp_layer_time_figure(degrees: Any, times: Mapping[str, Any], unit: str = "ms
     return curves_figure(
         degrees,
         times,
-        x_name="Tensor-parallel degree",
+        x_name="Tensor-parallel degree [GPUs]",
         y_name="Layer time",
         y_unit=unit,
         title="Tensor-parallel layer time",
         log_x=True,
         log_y=True,
         mode="lines+markers",
+        powers_of_two=True,
     )
 
 
@@ -499,7 +745,7 @@ def max_load_figure(bins: Any, expected: Mapping[str, Any], simulated: Mapping[s
     -------
     plotly.graph_objects.Figure
     """
-    figure = _figure("Maximum load: random vs two choices", "Replicas (and requests)", "Maximum load [requests]")
+    figure = _figure("Maximum load: random vs two choices", "Replicas = requests [count]", "Maximum load [requests]")
     xs = _values(bins, "")
     for name, values in expected.items():
         figure.add_trace(go.Scatter(x=xs, y=_values(values, ""), name=f"{name}: expected", mode="lines"))
@@ -514,7 +760,7 @@ def max_load_figure(bins: Any, expected: Mapping[str, Any], simulated: Mapping[s
             )
         )
     figure.update_xaxes(type="log")
-    return figure
+    return _finish(figure)
 
 
 # --------------------------------------------------------------------------------------------
@@ -593,7 +839,7 @@ def latency_distribution(
     figure = _figure(
         f"{name}: {len(frame):,} measured requests, {result.replicas} replicas",
         _title(name, unit),
-        "Share of requests at or below",
+        "Share of requests at or below [%]",
     )
     for label, rows in groups:
         values = np.sort(rows[metric].to_numpy(dtype=float))
@@ -636,7 +882,7 @@ def latency_distribution(
         )  # fmt: skip
     figure.update_yaxes(range=[0, 1.02], tickformat=".0%")
     figure.update_xaxes(type="log" if log_x else "linear")
-    return figure
+    return _finish(figure)
 
 
 def kv_occupancy_over_time(
@@ -671,7 +917,7 @@ def kv_occupancy_over_time(
     title = f"KV cache over time, seed {chosen}" + (
         f" (first {len(shown)} of {total} replicas)" if len(shown) < total else ""
     )
-    figure = _figure(title, _title("Time", time_unit), "KV cache in use [fraction of capacity]")
+    figure = _figure(title, _title("Time", time_unit), "KV cache in use [% of capacity]")
     colors = _colors()
     for k, replica in enumerate(shown):
         group = rows[rows.replica == replica]
@@ -701,11 +947,11 @@ def kv_occupancy_over_time(
             )
     if running:
         figure.update_layout(
-            yaxis2={"title": "Running sequences", "overlaying": "y", "side": "right", "rangemode": "tozero"}
+            yaxis2={"title": "Running sequences [count]", "overlaying": "y", "side": "right", "rangemode": "tozero"}
         )
     figure.add_hline(y=1.0, line_dash="dash", line_color="gray", annotation_text="KV capacity")
-    figure.update_layout(yaxis_rangemode="tozero")
-    return figure
+    figure.update_layout(yaxis_rangemode="tozero", yaxis_tickformat=".0%")
+    return _finish(figure)
 
 
 def verification_chart(verification: Any, plan: Any = None) -> go.Figure:
@@ -738,9 +984,8 @@ def verification_chart(verification: Any, plan: Any = None) -> go.Figure:
     panels = ((ttft_column, f"{statistic} TTFT", "ttft"), ("tpot_mean_ms", "mean TPOT", "tpot"))
     analytical, simulated = verification.analytical_replicas, verification.simulated_replicas
     found = f"simulated {simulated}" if simulated is not None else "no simulated count meets the targets"
-    figure = make_subplots(rows=1, cols=2, subplot_titles=[label for _, label, _ in panels], horizontal_spacing=0.12)
-    layout = {**_LAYOUT, "margin": {**_LAYOUT["margin"], "t": 90}}
-    figure.update_layout(title=f"Plan check by simulation: analytical {analytical} replicas, {found}", **layout)
+    figure = make_subplots(rows=1, cols=2, horizontal_spacing=0.12)  # each panel is named by its y axis
+    figure.update_layout(title=f"Plan check by simulation: analytical {analytical} replicas, {found}", **_LAYOUT)
     replicas = table.replicas.to_numpy(dtype=float)
     meets = table.meets_targets.to_numpy(dtype=bool)
     hover = [
@@ -778,11 +1023,11 @@ def verification_chart(verification: Any, plan: Any = None) -> go.Figure:
                 col=col,
             )
         figure.update_yaxes(title_text=f"{label} [ms]", row=1, col=col, type="log" if key == "ttft" else "linear")
-        figure.update_xaxes(title_text="Replicas", dtick=1, row=1, col=col)
+        figure.update_xaxes(title_text="Replicas [count]", dtick=1, row=1, col=col)
     if simulated == analytical:
         figure.add_vline(x=analytical, line_color=_MEETS, annotation_text=f"analytical = simulated = {analytical}")
     else:
         figure.add_vline(x=analytical, line_dash="dash", line_color="gray", annotation_text=f"analytical {analytical}")
         if simulated is not None:
             figure.add_vline(x=simulated, line_color=_MEETS, annotation_text=f"simulated {simulated}")
-    return figure
+    return _finish(figure)

@@ -261,7 +261,7 @@ def test_memory_fit_page_matches_model_memory_fit_and_suggests_the_closest_fit()
     specs = charts(app)
     bars = {t["name"]: values(t["y"])[0] for t in specs[0]["data"] if t["type"] == "bar"}
     assert bars["KV cache"] == pytest.approx(fit.kv.m_as("GB"))
-    assert len([t for t in specs[1]["data"] if t["name"].startswith("batch")]) == 7  # the KV wall's batches
+    assert len([t for t in specs[1]["data"] if t["mode"] == "lines" and t["name"].startswith("batch")]) == 7
     # Show the math: the footprint equation with the page's numbers substituted, one line each (Napkin Math).
     footprint = next(x.value for x in app.get("latex") if "M_{\\mathrm{total}}" in x.value)
     assert "\\begin{aligned}" in footprint and "\\left(4096\\right)" in footprint and "\\left(8\\right)" in footprint

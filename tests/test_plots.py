@@ -1,5 +1,7 @@
 """Figure builders: each trace carries the library's numbers, in the unit its axis names."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -53,13 +55,20 @@ def test_frontier_figure_skips_the_star_for_an_infeasible_plan():
     assert all(t.name != "plan" for t in plots.frontier_figure(table, plan).data)
 
 
-def test_kv_wall_figure_lines_are_the_footprints_in_gb_with_the_capacity_line():
+def test_kv_wall_figure_has_a_log_memory_axis_the_capacity_in_the_legend_and_each_crossing():
     # Figure 9's setting: 80 GB, 35 GB of INT4 weights, 327,680 B/token.
     wall = kv_wall(Q_(80, "GB"), Q_(35, "GB"), Q_(327_680, "B/token"), [1024, 16_384, 131_072], [1, 8])
     figure = plots.kv_wall_figure(wall)
-    assert [t.name for t in figure.data] == ["batch 1", "batch 8"]
-    assert np.allclose(figure.data[1].y, wall.footprint[1].m_as("GB"))
-    assert figure.layout.shapes[0].y0 == pytest.approx(80)
+    traces = {t.name: t for t in figure.data}
+    assert np.allclose(traces["batch 8"].y, wall.footprint[1].m_as("GB"))
+    assert figure.layout.yaxis.type == "log"  # the capacity is not squashed under footprints many times larger
+    capacity = traces["capacity 80 GB"]  # named in the legend, no label over the lines
+    assert np.allclose(capacity.y, 80) and list(capacity.x) == [1024, 131_072]
+    # 8 sequences hit the wall at (80 - 35) GB / (8 x 327,680 B/token) = 17,166 tokens: a marker on the capacity.
+    wall_8 = traces["batch 8: wall"]
+    assert wall_8.x[0] == 45e9 // (8 * 327_680) and wall_8.y[0] == pytest.approx(80)
+    assert wall_8.marker.color == traces["batch 8"].line.color
+    assert "batch 1: wall" not in traces  # one sequence fits 137,329 tokens, beyond the axis
     assert "[GB]" in figure.layout.yaxis.title.text
     assert "[GiB]" in plots.kv_wall_figure(wall, unit="GiB").layout.yaxis.title.text
 
@@ -71,6 +80,23 @@ def test_memory_breakdown_figure_stacks_weights_reserve_kv_and_free():
     assert bars["weights"] == pytest.approx(fit.weights.m_as("GB"))
     assert bars["KV cache"] == pytest.approx(fit.kv.m_as("GB"))
     assert sum(bars.values()) == pytest.approx(fit.capacity.m_as("GB"))
+    assert "over capacity" not in bars
+    (line,) = figure.layout.shapes  # the capacity spans the whole bar
+    assert (line.x0, line.x1) == (-0.5, 0.5) and line.y0 == line.y1 == pytest.approx(fit.capacity.m_as("GB"))
+
+
+def test_memory_breakdown_figure_marks_the_capacity_and_hatches_what_overflows_it():
+    fit = model_memory_fit("llama-3.1-70b", "h100-sxm", 32_768, batch=32, weight_bits="fp8", reserve=Q_(2, "GB"))
+    assert not fit.fits
+    figure = plots.memory_breakdown_figure({"H100": fit}, unit="GiB")
+    bars = {t.name: t for t in figure.data}
+    in_use = sum(bars[name].y[0] for name in ("weights", "reserve", "KV cache", "free"))
+    over = bars["over capacity"]  # from the 80 GiB capacity to the top of the stack
+    assert over.base[0] == pytest.approx(80) and over.base[0] + over.y[0] == pytest.approx(in_use)
+    assert over.marker.pattern.shape == "/" and f"over by {in_use - 80:,.4g} GiB" == over.text[0]
+    (line,) = figure.layout.shapes
+    assert (line.x0, line.x1) == (-0.5, 0.5) and line.y0 == pytest.approx(80)
+    assert "capacity 80 GiB" in {a.text for a in figure.layout.annotations}
 
 
 def test_cost_curves_figure_plots_cumulative_cost_and_the_crossover():
@@ -242,3 +268,155 @@ def test_verification_chart_plots_the_table_against_the_targets(checked_plan):
     assert "p99 TTFT target 1000 ms" in {t.name for t in figure.data}
     with pytest.raises(InputError, match="no verification"):
         plots.verification_chart(plan)
+
+
+# ---------------------------------------------------------------------------------------------- Chart rules
+
+
+#: The figure builders of plots.py (its public names that are not the colour mapping).
+BUILDERS = sorted(set(plots.__all__) - {"ACCELERATOR_COLORS", "accelerator_color"})
+
+
+@pytest.fixture(scope="module")
+def every_figure(checked_plan):
+    """Each builder of plots.py with representative inputs (the simulation ones on the checked plan)."""
+    plan, verification = checked_plan
+    result = verification.results[plan.replicas]
+    wall = kv_wall(
+        Q_(80, "GiB"), Q_(35, "GB"), Q_(327_680, "B/token"), np.geomspace(256, 131_072, 10).round(), [1, 8, 128]
+    )
+    fit = model_memory_fit("llama-3.1-70b", "h100-sxm", 32_768, batch=32, weight_bits="fp8", reserve=Q_(2, "GB"))
+    volumes = Q_(np.logspace(4, 8, 9), "request/day")
+    rho = np.linspace(0.1, 0.95, 18)
+    rate = Q_(rho * 4 / 0.1, "request/s")
+    degrees = np.array([1, 2, 4, 8, 16, 32, 64])
+    alpha = np.linspace(0, 1, 21)
+    times, demand = Q_([0, 6, 9, 17, 20, 24], "hour"), Q_([500, 1500, 3000, 2000, 1000, 500], "request/s")
+    schedule = predictive_schedule(times, demand, Q_(100, "request/s"), Q_(7, "min"), Q_(30, "min"), end=Q_(25, "hour"))
+    curve = cumulative_cost_curve(Q_(2e6, "USD"), Q_(0.001, "USD/request"), Q_(50e6, "request/day"), Q_(360, "day"))
+    sizes = Q_(np.geomspace(1e3, 1e9, 13), "B")
+    return {
+        "batching_curve_figure": plots.batching_curve_figure(
+            batch_operating_points(np.arange(1, 161), Q_(5, "ms"), Q_(0.0625, "ms"), devices=8), 80
+        ),
+        "cost_curves_figure": plots.cost_curves_figure({"chatbot": curve}, time_unit="day"),
+        "curves_figure": plots.curves_figure(
+            sizes.to("MB"),
+            {"all-reduce": Q_(np.geomspace(1e-4, 1e-1, 13), "ms")},
+            x_name="Message",
+            y_name="Time",
+            x_unit="MB",
+            y_unit="ms",
+            log_x=True,
+            log_y=True,
+        ),
+        "demand_schedule_figure": plots.demand_schedule_figure({"predictive": schedule}),
+        "frontier_figure": plots.frontier_figure(frontier("llama-3.1-8b", ["h100-sxm", "l4"], "fp16", 512, 128), plan),
+        "hockey_stick_figure": plots.hockey_stick_figure(rho, {"M/M/4": mmc_mean_wait(rate, Q_(100, "ms"), 4)}),
+        "kv_occupancy_over_time": plots.kv_occupancy_over_time(result),
+        "kv_wall_figure": plots.kv_wall_figure(wall, unit="GiB"),
+        "latency_distribution": plots.latency_distribution(result, "ttft", plan.targets["ttft"], 0.99, log_x=True),
+        "max_load_figure": plots.max_load_figure(
+            [10, 100, 1000], {"random": [expected_max_load(n, choices=1) for n in (10, 100, 1000)]}, {}
+        ),
+        "memory_breakdown_figure": plots.memory_breakdown_figure({"h100-sxm, TP 1": fit}, unit="GiB"),
+        "speculative_speedup_figure": plots.speculative_speedup_figure(alpha, {4: speedup(alpha, 4, 0.05)}),
+        "tp_layer_time_figure": plots.tp_layer_time_figure(
+            degrees, {"nvlink": tensor_parallel_layer_time(Q_(30, "ms"), degrees, Q_(0.05, "ms"))}, unit="us"
+        ),
+        "unit_cost_figure": plots.unit_cost_figure(
+            volumes,
+            {"optimized": unit_cost_at_volume(volumes, Q_(2e-5, "USD/token"), Q_(1e6, "request/day"), 0.55)},
+            price=Q_(5e-5, "USD/token"),
+        ),
+        "verification_chart": plots.verification_chart(verification, plan),
+    }
+
+
+def _axes(figure):
+    return {name: figure.layout[name] for name in figure.layout if re.fullmatch(r"[xy]axis\d*", name)}
+
+
+def test_every_builder_is_checked_by_the_chart_rules(every_figure):
+    assert sorted(every_figure) == BUILDERS
+
+
+@pytest.mark.parametrize("builder", BUILDERS)
+def test_every_axis_names_its_unit_and_labels_ticks_as_plain_numbers_in_it(every_figure, builder):
+    figure = every_figure[builder]
+    for name, axis in _axes(figure).items():
+        title = axis.title.text or ""
+        if axis.type == "category":
+            assert title, (builder, name)
+        else:  # a unit, or the kind of a plain number: [ms], [GiB], [token/s], [count], [%]
+            assert re.search(r"\[[^\]]+\]$", title), (builder, name, title)
+        assert axis.exponentformat == "none" and axis.separatethousands, (builder, name)  # no "100µ", no "2k"
+        if axis.type == "log":
+            ticks, labels = list(axis.tickvals), list(axis.ticktext)
+            assert len(ticks) >= 2 and len(labels) == len(ticks), (builder, name)
+            # Each label reads as the number it marks, in the axis unit (no SI prefix, no exponent shorthand).
+            assert [float(label.replace(",", "")) for label in labels] == pytest.approx(ticks), (builder, name)
+            assert all(ticks[i] < ticks[i + 1] for i in range(len(ticks) - 1))
+
+
+@pytest.mark.parametrize("builder", BUILDERS)
+def test_every_trace_hovers_with_its_unit_and_the_legend_sits_clear_of_the_plot(every_figure, builder):
+    figure = every_figure[builder]
+    for trace in figure.data:
+        ref = getattr(trace, "yaxis", None) or "y"
+        unit = re.search(r"\[([^\]]+)\]$", figure.layout[f"yaxis{ref[1:]}"].title.text).group(1)
+        assert trace.hovertemplate and unit in trace.hovertemplate, (builder, trace.name, trace.hovertemplate)
+    legend, title = figure.layout.legend, figure.layout.title
+    # Above the plotting area, below the title (pinned to the top), in rows: Plotly moves the plot down for it.
+    assert (legend.orientation, legend.yref, legend.yanchor) == ("h", "container", "top")
+    assert (title.yref, title.y, title.yanchor) == ("container", 1, "top")
+    assert legend.y < 1 if title.text else legend.y == 1
+
+
+def test_log_axes_tick_powers_of_two_for_degrees_and_1_2_5_decades_for_times(every_figure):
+    tp = every_figure["tp_layer_time_figure"]
+    assert list(tp.layout.xaxis.tickvals) == [1, 2, 4, 8, 16, 32, 64]
+    assert list(tp.layout.xaxis.ticktext) == ["1", "2", "4", "8", "16", "32", "64"]
+    # A time axis in ms from 0.0001 to 0.1 ms: plain numbers in ms (Plotly's default would print "100µ").
+    small = every_figure["curves_figure"].layout.yaxis
+    assert list(small.ticktext) == ["0.0001", "0.0002", "0.0005", "0.001", "0.002", "0.005", "0.01", "0.02",
+                                    "0.05", "0.1"]  # fmt: skip
+    # Decades only when the data span many of them: the message axis runs 0.001 MB to 1,000 MB.
+    assert list(every_figure["curves_figure"].layout.xaxis.ticktext) == ["0.001", "0.01", "0.1", "1", "10", "100",
+                                                                         "1,000"]  # fmt: skip
+
+
+def test_reference_labels_on_a_log_axis_sit_at_their_line(every_figure):
+    # Plotly places annotations on a log axis at log10 of y: the price label must sit at the price line.
+    figure = every_figure["unit_cost_figure"]
+    (line,) = figure.layout.shapes
+    (label,) = figure.layout.annotations
+    assert line.y0 == pytest.approx(0.05) and 10**label.y == pytest.approx(0.05)
+
+
+def test_an_accelerator_keeps_its_colour_across_figures_subsets_and_orders():
+    first = plots.frontier_figure(frontier("llama-3.1-8b", ["h100-sxm", "l4"], "fp16", 512, 128))
+    second = plots.frontier_figure(frontier("llama-3.1-8b", ["l4", "h200-sxm", "h100-sxm"], ["fp8", "fp16"], 512, 128))
+
+    def colours(figure):
+        lines = {t.name.removesuffix(" frontier"): t.line.color for t in figure.data if t.mode == "lines+markers"}
+        clouds = {t.name: t.marker.color for t in figure.data if t.mode == "markers"}
+        return lines, clouds
+
+    (lines_1, clouds_1), (lines_2, clouds_2) = colours(first), colours(second)
+    assert lines_1["h100-sxm"] == lines_2["h100-sxm"] and lines_1["l4"] == lines_2["l4"]
+    assert lines_1["h100-sxm"] != lines_1["l4"] != lines_2["h200-sxm"] != lines_2["h100-sxm"]
+    # An accelerator's cloud of configurations has its colour at every precision; the precision is the symbol.
+    assert clouds_2["h100-sxm fp8"] == clouds_2["h100-sxm fp16"] == clouds_1["h100-sxm fp16"] == lines_2["h100-sxm"]
+    symbols = {t.name: t.marker.symbol for t in second.data if t.mode == "markers"}
+    assert symbols["h100-sxm fp8"] == symbols["l4 fp8"] != symbols["h100-sxm fp16"]
+
+
+def test_every_registry_accelerator_has_its_own_colour():
+    from calculator.registry import load_registry
+
+    registry = load_registry()
+    colours = [plots.accelerator_color(name) for name in registry.accelerators]
+    assert len(set(colours)) == len(colours)
+    assert all(re.fullmatch(r"#[0-9a-f]{6}", c) for c in colours)
+    assert plots.accelerator_color("my-accelerator") == plots.accelerator_color("my-accelerator")  # not registered

@@ -590,7 +590,8 @@ def formula(
     def decorate(func: Callable[..., Any]) -> Formula:
         declared = Formula(func, result=result, variables=variables, reference=reference, name=name, example=example)
         key = f"{catalog_module(func.__module__)}.{declared.name}"
-        if func.__module__.startswith("calculator."):
+        # The library's formulas, not one a doctest declares in a module's namespace (its file is "<doctest ...>").
+        if func.__module__.startswith("calculator.") and not func.__code__.co_filename.startswith("<"):
             _REGISTRY[key] = declared
         return declared
 

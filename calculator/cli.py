@@ -46,6 +46,9 @@ class _PlainHelp:
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         _plain_parameters(self.params)
+        # typer keeps a docstring's single line breaks, which rich then wraps again: one line per paragraph.
+        text = inspect.cleandoc(getattr(self, "help", None) or "")
+        self.help = "\n\n".join(" ".join(p.split()) for p in text.split("\n\n")) or None
 
     def get_help_option(self, ctx: Any) -> Any:
         option = super().get_help_option(ctx)  # type: ignore[misc]
@@ -57,8 +60,13 @@ def _plain_parameters(params: list[Any]) -> None:
     for param in params:
         if isinstance(param, TyperOption) and param.is_flag and param.metavar is None:
             param.metavar = ""
-        elif isinstance(param, TyperArgument) and param.metavar is None:
-            param.metavar = (param.name or "").upper()
+        elif isinstance(param, TyperArgument):
+            param.metavar = param.metavar or (param.name or "").upper()
+            param.display_type_rich = _no_type  # type: ignore[method-assign]  # the name in capitals says it
+
+
+def _no_type(ctx: Any) -> None:
+    """An argument's type column in help: empty (typer would print ``<str>`` beside ``MODEL``)."""
 
 
 class _Command(_PlainHelp, TyperCommand):

@@ -423,6 +423,13 @@ def test_help_of_every_command_shows_plain_flags_capital_arguments_and_typed_met
         assert result.exit_code == 0, (path, result.output)
         usage = next(line for line in result.output.splitlines() if "Usage:" in line)
         assert "<bool>" not in result.output and "{" not in usage and "}" not in usage, (path, result.output)
+        assert "<str>" not in result.output, (path, result.output)  # an argument's name says what it is
+    # A docstring's paragraph is one paragraph in help, wrapped to the terminal (typer kept its line breaks).
+    lines = runner.invoke(app, ["size", "--help"]).output.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip().startswith("The output starts with"))
+    end = next(i for i, line in enumerate(lines) if line.startswith("╭─ Arguments"))
+    paragraph = [line.strip() for line in lines[start:end] if line.strip()]
+    assert len(paragraph) > 2 and all(len(line) > 60 for line in paragraph[:-1]), paragraph
     for path, argument in ((("size",), " MODEL"), (("simulate",), " [MODEL]"), (("registry", "show"), " ID")):
         usage = next(line for line in runner.invoke(app, [*path, "--help"]).output.splitlines() if "Usage:" in line)
         assert usage.rstrip().endswith(argument), usage

@@ -20,6 +20,7 @@ import dataclasses
 import functools
 import inspect
 import json
+import math
 import typing
 from collections.abc import Callable, Iterator
 from enum import StrEnum
@@ -1015,6 +1016,7 @@ def size(
 
     def table() -> str:
         from .fleet import plan_summary
+        from .units import ureg
 
         lines = _understood(inputs, prices, sizing.trace)
         if peak is not None:
@@ -1023,7 +1025,11 @@ def size(
         if plan.verification is not None:
             lines.append(f"simulation check: {plan.verification.verdict}")
         lines += _field_lines(plan, skip=("rejected", "closest", "workload", "targets", "rejections", "verification"))
-        lines += [f"closest {key}: {_shown(key, value)}" for key, value in plan.closest.items()]
+        lines += [  # an infinite latency means no configuration fits: the reason says so already
+            f"closest {key}: {_shown(key, value)}"
+            for key, value in plan.closest.items()
+            if not (isinstance(value, ureg.Quantity) and math.isinf(value.magnitude))
+        ]
         lines += ["families:", *(f"  {key}: {why}" for key, why in plan.rejected.items())]
         if scaled is not None and curve is not None:
             lines += ["", *_demand_lines(scaled, curve, demand)]

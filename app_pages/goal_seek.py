@@ -36,7 +36,9 @@ def _words(formula, name):
 
 
 def _describe(formula, name):
-    return f"{name}: {_words(formula, name)}"
+    """A variable's label: its description, capitalized (the name is in the input's help)."""
+    words = _words(formula, name)
+    return words[:1].upper() + words[1:]
 
 
 def _start(formula, example, name):
@@ -85,7 +87,7 @@ def main():
         known[name] = _input(sc, formula, name, _start(formula, example, name))
     if unknown == RESULT:
         value = formula(**known)
-        st.metric(f"{formula.name}", ui.fmt(value, digits=6))
+        st.metric(_describe(formula, formula.name), ui.fmt(value, digits=6))
         with st.expander("Show the math", expanded=True):
             st.latex(formula.latex(**known))
         return
@@ -101,18 +103,22 @@ def main():
     spec = formula.variables[unknown]
     solved = solution.to(spec.unit) if hasattr(solution, "to") else solution
     cols = st.columns(2)
-    cols[0].metric(f"{unknown}", ui.fmt(solved, digits=6))
+    cols[0].metric(_describe(formula, unknown), ui.fmt(solved, digits=6), help=f"`{unknown}` of the formula")
     if spec.domain == "positive_integer" and float(solution) != math.floor(float(solution)):
         nearest = sorted({max(math.floor(float(solution)), 1), max(math.ceil(float(solution)), 1)})
         st.warning(
-            f"{unknown} is a whole number in the model and no whole value gives the target exactly: the closest "
+            f"{_describe(formula, unknown)} is a whole number in the model and no whole value gives the target "
+            "exactly: the closest "
             f"feasible {'values are' if len(nearest) > 1 else 'value is'} {' and '.join(map(str, nearest))}; "
             f"the check below uses {nearest[-1]}."
         )
         solution = nearest[-1]
     check = formula(**known, **{unknown: solution})
     shown = check.to(target.units) if hasattr(check, "to") else check
-    cols[1].metric(f"check: {formula.name}", ui.fmt(shown, digits=6))
+    cols[1].metric(
+        f"Check: {_words(formula, formula.name)}", ui.fmt(shown, digits=6),
+        help="the formula evaluated at the solution",
+    )  # fmt: skip
     with st.expander("Show the math", expanded=True):
         st.latex(formula.latex(**known, **{unknown: solution}))
         st.caption(f"{formula.reference}")
@@ -200,16 +206,17 @@ def _magnitude(value, unit):
 
 def _input(sc, formula, name, default, result=False):
     spec = formula.result if result else formula.variables[name]
-    label = f"{'Target ' if result else ''}{_describe(formula, name)}"
+    label = f"Target: {_words(formula, name)}" if result else _describe(formula, name)
+    tip = f"`{name}` of the formula"
     prefix = f"{formula.name}.{name}"
     if not spec.unit:
         integer = spec.domain == "positive_integer" and not result
         bounds = {"min_value": 1, "max_value": 10**12} if integer else {"min_value": -1e300, "max_value": 1e300}
         if spec.domain in ("probability", "fraction_open") and not result:
             bounds = {"min_value": 0.0, "max_value": 1.0}
-        return sc.number(label, prefix, int(default) if integer else default, integer=integer, **bounds)
+        return sc.number(label, prefix, int(default) if integer else default, integer=integer, help=tip, **bounds)
     value_column, unit_column = st.columns([3, 1])
-    value = sc.number(label, prefix, default, min_value=-1e300, max_value=1e300, where=value_column)
+    value = sc.number(label, prefix, default, min_value=-1e300, max_value=1e300, where=value_column, help=tip)
     unit = sc.text("unit", f"{prefix}.unit", spec.unit, max_chars=40, where=unit_column)
     return ui.parse_quantity(value, unit, _words(formula, name))
 

@@ -515,7 +515,7 @@ def test_goal_seek_solves_for_the_chosen_input_and_reports_bad_units():
         app.number_input(key=f"goal.kv_bytes_per_token.{name}").set_value(value)
     app.number_input(key="goal.kv_bytes_per_token.kv_bytes_per_token").set_value(327_680.0).run()
     assert_clean(app)
-    assert metric(app, "kv_heads") == "8"  # Napkin Math 10.5: 327,680 B/token with 8 KV heads
+    assert metric(app, "Key/value heads per layer") == "8"  # Napkin Math 10.5: 327,680 B/token with 8 KV heads
     app.text_input(key="goal.kv_bytes_per_token.kv_bytes_per_token.unit").set_value("parsec").run()
     assert not app.exception
     assert any("needs dimension" in rendered(e.value) for e in app.error)
@@ -528,9 +528,9 @@ def test_goal_seek_whole_number_unknown_with_a_fractional_solution_warns_with_th
     per_layer = 2 * 8 * 128 * 2  # B/token of one layer of Llama-3.1-70B in BF16 (the starting inputs)
     app.number_input(key="goal.kv_bytes_per_token.kv_bytes_per_token").set_value(300_000.0).run()
     assert_clean(app)
-    assert float(metric(app, "layers")) == pytest.approx(300_000 / per_layer, rel=1e-5)  # 73.24
+    assert float(metric(app, "Transformer layers")) == pytest.approx(300_000 / per_layer, rel=1e-5)  # 73.24
     assert any("73 and 74" in w.value for w in app.warning)
-    assert metric(app, "check: kv_bytes_per_token") == f"{74 * per_layer:,} B/token"
+    assert metric(app, "Check: KV-cache bytes per token of one sequence") == f"{74 * per_layer:,} B/token"
 
 
 def test_goal_seek_starts_from_a_real_model_and_the_target_follows_the_inputs():
@@ -539,27 +539,27 @@ def test_goal_seek_starts_from_a_real_model_and_the_target_follows_the_inputs():
     assert inputs == {"kv_heads": 8, "head_dim": 128}  # Llama-3.1-70B, not ones
     target = app.number_input(key="goal.kv_bytes_per_token.kv_bytes_per_token")
     assert target.value == 2 * 80 * 8 * 128 * 2  # Napkin Math 10.5: 327,680 B/token
-    assert metric(app, "layers") == "80"
+    assert metric(app, "Transformer layers") == "80"
     # Another input: the target is recomputed from it, the solved value stays a real answer, no error.
     app.number_input(key="goal.kv_bytes_per_token.kv_heads").set_value(1).run()
     assert_clean(app)
     assert app.number_input(key="goal.kv_bytes_per_token.kv_bytes_per_token").value == 2 * 80 * 1 * 128 * 2
-    assert metric(app, "layers") == "80"
+    assert metric(app, "Transformer layers") == "80"
     assert "kv_bytes_per_token.kv_bytes_per_token" not in app.query_params  # a computed target is not a link's
     # A typed target is the user's: the solved value follows it, and later input changes keep it.
     app.number_input(key="goal.kv_bytes_per_token.kv_bytes_per_token").set_value(2 * 40 * 1 * 128 * 2).run()
     assert_clean(app)
-    assert metric(app, "layers") == "40"
+    assert metric(app, "Transformer layers") == "40"
     app.number_input(key="goal.kv_bytes_per_token.kv_heads").set_value(2).run()
     assert_clean(app)
     assert app.number_input(key="goal.kv_bytes_per_token.kv_bytes_per_token").value == 2 * 40 * 1 * 128 * 2
-    assert metric(app, "layers") == "20"
+    assert metric(app, "Transformer layers") == "20"
     assert app.query_params["kv_bytes_per_token.kv_bytes_per_token"] == str(2 * 40 * 1 * 128 * 2.0)
     # Until the user asks for the computed target again.
     app.button(key="goal.recompute.kv_bytes_per_token").click().run()
     assert_clean(app)
     assert app.number_input(key="goal.kv_bytes_per_token.kv_bytes_per_token").value == 2 * 80 * 2 * 128 * 2
-    assert metric(app, "layers") == "80"
+    assert metric(app, "Transformer layers") == "80"
 
 
 def test_goal_seek_switching_module_or_formula_shows_no_link_warning():
@@ -573,7 +573,7 @@ def test_goal_seek_switching_module_or_formula_shows_no_link_warning():
     assert not app.warning, [w.value for w in app.warning]
     # The formula's worked example (1,000 request/s over 13 replicas of 100 request/s) is solved back.
     assert app.number_input(key="goal.utilization.utilization").value == pytest.approx(1000 / (100 * 13))
-    assert metric(app, "arrival_rate") == "1,000 request/s"
+    assert metric(app, "Arrival rate") == "1,000 request/s"
 
 
 def test_goal_seek_an_impossible_target_is_a_plain_sentence_and_the_inputs_stay():
@@ -585,7 +585,7 @@ def test_goal_seek_an_impossible_target_is_a_plain_sentence_and_the_inputs_stay(
     assert text.startswith("No value of transformer layers (a whole number of at least 1) gives ")
     assert "2 B/token" in text and "_" not in text and "`" not in text and "solve_for" not in text
     assert app.number_input(key="goal.kv_bytes_per_token.kv_heads").value == 8  # the inputs are still there
-    assert not [m for m in app.metric if m.label == "layers"]
+    assert not [m for m in app.metric if m.label == "Transformer layers"]
 
 
 HOSTILE_LINK = "![x](https://attacker.example/x.png) [click](https://attacker.example) **bold**"

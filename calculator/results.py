@@ -275,8 +275,9 @@ def format_display(value: Any, unit: Any = None, digits: int = 4) -> str:
 
     Numbers go through :func:`format_number`; a quantity is shown in ``unit`` when given, else in a
     readable unit (a time in s, ms or µs, a byte count in B ... TB, by its size; any other unit as it
-    comes) with pint's short symbol; ``True``/``False`` are ``yes``/``no``; ``None``, NaN and an empty
-    string are ``—``; a tuple is its items, comma-separated; other text is shown as it is.
+    comes) with pint's short symbol; money from a million on is written in words (``20.26 million USD``);
+    ``True``/``False`` are ``yes``/``no``; ``None``, NaN and an empty string are ``—``; a tuple is its
+    items, comma-separated; other text is shown as it is.
 
     Examples
     --------
@@ -285,6 +286,8 @@ def format_display(value: Any, unit: Any = None, digits: int = 4) -> str:
     ('82.78 ms', '0.08278 s', 'yes')
     >>> format_display(None), format_display(Q_(2_621_440, "B"), digits=3), format_display(Q_(1.5, "GiB"))
     ('—', '2.62 MB', '1.5 GiB')
+    >>> format_display(Q_(20_261_234, "USD")), format_display(Q_(50_000, "USD/day"))
+    ('20.26 million USD', '50,000 USD/d')
     """
     if value is None or (isinstance(value, str) and not value.strip()):
         return MISSING
@@ -296,7 +299,13 @@ def format_display(value: Any, unit: Any = None, digits: int = 4) -> str:
         shown_as = value.to(unit) if unit else _readable_unit(value)
         if np.ndim(shown_as.magnitude):
             return ", ".join(format_display(item, digits=digits) for item in shown_as)
-        return f"{format_number(_real(shown_as.magnitude), digits)} {shown_as.units:~P}".strip()
+        magnitude, scale = _real(shown_as.magnitude), ""
+        if "[currency]" in shown_as.dimensionality and math.isfinite(magnitude):
+            # Money in words past a million (20.26 million USD): a metric has no room for 20,260,000 USD.
+            scale, magnitude = next(
+                ((word, magnitude / size) for word, size in _MONEY_SCALES if abs(magnitude) >= size), ("", magnitude)
+            )
+        return f"{format_number(magnitude, digits)} {scale} {shown_as.units:~P}".replace("  ", " ").strip()
     if isinstance(value, int | float | np.integer | np.floating):
         return format_number(value, digits)
     if isinstance(value, tuple | list | np.ndarray):
@@ -304,6 +313,10 @@ def format_display(value: Any, unit: Any = None, digits: int = 4) -> str:
             return MISSING
         return ", ".join(format_display(item, unit, digits) for item in value)
     return str(value)
+
+
+#: Words for large amounts of money, largest first.
+_MONEY_SCALES = (("trillion", 1e12), ("billion", 1e9), ("million", 1e6))
 
 
 def _real(magnitude: Any) -> Any:

@@ -1286,9 +1286,15 @@ def compare_command(
         colocated_only = [flag for flag in sizing.given() if flag in {_flag(name) for name in _COLOCATED_FLAGS}]
         if colocated_only:
             lines.append(f"colocated only: {', '.join(colocated_only)}")
+        from .results import format_display, human_label
+
         side_by_side = frame().set_index("mode").T
-        shown = side_by_side.map(lambda v: "" if v is None else _number(v) if isinstance(v, float) else str(v))
-        lines += ["", shown.to_string(), ""]
+        rows = [["", *side_by_side.columns]] + [
+            [human_label(str(name)), *map(format_display, values)] for name, values in side_by_side.iterrows()
+        ]
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+        lines += ["", *("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows)]
+        lines.append("")
         if comparison.cheaper == "neither":
             lines.append("cheaper: neither mode is feasible")
         else:

@@ -551,13 +551,13 @@ def test_compare_prints_both_modes_side_by_side_and_the_cheaper():
     costs = {mode: data[mode]["cost_per_hour"]["value"] for mode in ("colocated", "disaggregated")}
     assert data["cheaper"] == min(costs, key=costs.get)
     text = runner.invoke(app, ["compare", *SMALL, "--price", "4", "--chunk", "512"]).stdout
-    assert ["mode", "colocated", "disaggregated"] in [line.split() for line in text.splitlines()]
+    assert ["colocated", "disaggregated"] in [line.split() for line in text.splitlines()]
     assert "colocated only: --chunk" in text
-    gpus = next(line for line in text.splitlines() if line.startswith("gpus "))
+    gpus = next(line for line in text.splitlines() if line.startswith("GPUs "))
     assert gpus.split()[1:] == [str(data["colocated"]["gpus"]), str(data["disaggregated"]["gpus"])]
     assert f"cheaper: {data['cheaper']}" in text
-    cost = next(line for line in text.splitlines() if line.startswith("cost_per_hour [USD/h] "))
-    assert [float(x) for x in cost.split()[2:]] == pytest.approx(list(costs.values()), rel=5e-4)
+    cost = next(line for line in text.splitlines() if line.startswith("Cost per hour [USD/h] "))
+    assert [float(x) for x in cost.split()[4:]] == pytest.approx(list(costs.values()), rel=5e-4)
     import io
 
     import pandas as pd

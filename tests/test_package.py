@@ -50,8 +50,11 @@ def test_every_public_model_is_importable_from_the_top_level():
 
 
 def packages():
-    """The model packages directly under ``calculator`` (a folder with an ``__init__.py``)."""
-    return sorted(path.parent.name for path in (ROOT / "calculator").glob("*/__init__.py"))
+    """The model packages directly under ``calculator`` (a folder with an ``__init__.py``; not the CLI)."""
+    import calculator
+
+    folders = (ROOT / "calculator").glob("*/__init__.py")
+    return sorted(path.parent.name for path in folders if path.parent.name not in calculator._OUTSIDE)
 
 
 def test_the_flat_namespace_reads_the_packages_and_skips_plain_folders():
@@ -167,6 +170,9 @@ def test_the_wheel_carries_its_data_and_needs_no_front_end_libraries(tmp_path):
         metadata = archive.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
         archive.extractall(tmp_path / "site")
     assert "calculator/data/hardware_registry.yaml" in names
+    # Every module ships, the ones in subpackages (calculator/cli/, calculator/fleet/, ...) too.
+    modules = {path.relative_to(ROOT).as_posix() for path in (ROOT / "calculator").rglob("*.py")}
+    assert "calculator/cli/__init__.py" in modules and modules <= names, sorted(modules - names)
     assert any(n.startswith("calculator/data/calibration/kernels/") for n in names)
     # The core requirements (no extra marker) leave out the dashboard, figure and workbook libraries.
     core = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:") and "extra ==" not in line]

@@ -1,0 +1,36 @@
+"""Command-line interface: ``servecalc`` (or ``python -m calculator``).
+
+Commands print tables for people. The commands that return tables (``registry list``, ``size``,
+``compare``, ``simulate``, ``frontier``) also take ``--format csv|json|xlsx`` (``--json`` is ``--format json``); CSV
+and JSON go to standard output or to ``--out FILE``, XLSX needs ``--out FILE`` and writes the workbook
+of :func:`calculator.export.to_xlsx` (inputs, results, and the formulas and registry sources used).
+``simulate`` checks a plan (``size --json``'s file, or the sizing options) by simulating every request
+(:mod:`calculator.simulation`); its progress bar goes to standard error. A bad registry file exits
+with status 2 and the :class:`~calculator.errors.RegistryError` message; other bad input also exits
+with status 2 and an ``error:`` line.
+
+``size``, ``compare`` and ``simulate`` share the sizing options (:class:`~calculator.cli.sizing.SizingFlags`,
+declared once); ``compare`` sizes colocated and disaggregated serving side by side
+(:func:`calculator.fleet.compare_serving_modes`).
+
+The modules, each registering its commands on :data:`app` when imported here:
+
+* :mod:`~calculator.cli._app`: the typer app with plain help, ``--version``, the output options
+  (``--format``, ``--json``, ``--out``) and their writer, the error exit and the progress bar.
+* :mod:`~calculator.cli.registry`: ``registry list|show|validate|schema``.
+* :mod:`~calculator.cli.sizing`: the sizing options (:class:`~calculator.cli.sizing.SizingFlags`) read
+  into the fleet sizer's inputs, and a plan shown as text (the "understood" header, values, labels).
+* :mod:`~calculator.cli.size`: ``size`` (with ``--emit``, ``--disaggregated``, ``--demand``, ``--verify``)
+  and ``compare``.
+* :mod:`~calculator.cli.simulate`: ``simulate`` and reading a plan written by ``size --json``.
+* :mod:`~calculator.cli.frontier`: ``frontier``.
+"""
+
+from __future__ import annotations
+
+# Importing a module registers its commands on app; the help lists them in the order of this import.
+from . import registry, size, simulate, frontier  # noqa: F401  # isort: skip
+from ._app import app, main
+from .simulate import _plan_from_json as _plan_from_json
+
+__all__ = ["app", "main"]

@@ -1,0 +1,230 @@
+"""The typer app and what every command shares: plain help, the output options and their writer, errors."""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from collections.abc import Callable, Iterator
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
+
+from ..errors import RegistryError
+
+
+class _PlainHelp:
+    """Help as a reader needs it: a flag shows no ``<bool>`` type, an argument shows its name in capitals.
+
+    typer renders every option's type (``<str>``, ``<bool>``); the options here carry a ``metavar``
+    naming what to write (``TIME``, ``RATE``), flags get an empty one, and arguments are named in
+    capitals (``MODEL``) in the usage line instead of typer's ``{model}``.
+    """
+
+    params: list[Any]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _plain_parameters(self.params)
+        # typer keeps a docstring's single line breaks, which rich then wraps again: one line per paragraph.
+        text = inspect.cleandoc(getattr(self, "help", None) or "")
+        self.help = "\n\n".join(" ".join(p.split()) for p in text.split("\n\n")) or None
+
+    def get_help_option(self, ctx: Any) -> Any:
+        option = super().get_help_option(ctx)  # type: ignore[misc]
+        _plain_parameters([option])
+        return option
+
+
+def _plain_parameters(params: list[Any]) -> None:
+    for param in params:
+        if isinstance(param, TyperOption) and param.is_flag and param.metavar is None:
+            param.metavar = ""
+        elif isinstance(param, TyperArgument):
+            param.metavar = param.metavar or (param.name or "").upper()
+            param.display_type_rich = _no_type  # type: ignore[method-assign]  # the name in capitals says it
+
+
+def _no_type(ctx: Any) -> None:
+    """An argument's type column in help: empty (typer would print ``<str>`` beside ``MODEL``)."""
+
+
+class _Command(_PlainHelp, TyperCommand):
+    """A command with :class:`_PlainHelp`; the usage line reads ``[OPTIONS] MODEL`` (``[MODEL]`` if optional)."""
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if isinstance(param, TyperArgument):
+                pieces.append(param.display_name_raw if param.required else f"[{param.display_name_raw}]")
+            else:
+                pieces.extend(param.get_usage_pieces(ctx))
+        return pieces
+
+
+class _Group(_PlainHelp, TyperGroup):
+    """A command group with :class:`_PlainHelp`."""
+
+
+class _Typer(typer.Typer):
+    """A typer app whose groups and commands render help with :class:`_PlainHelp`."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(cls=_Group, **kwargs)
+
+    def command(self, *args: Any, **kwargs: Any) -> Any:
+        return super().command(*args, cls=_Command, **kwargs)
+
+
+app = _Typer(help="Capacity planning for ML inference serving.", no_args_is_help=True, add_completion=False)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from .. import __version__
+
+        typer.echo(f"servecalc {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool, typer.Option("--version", help="Print the version and exit.", callback=_version, is_eager=True)
+    ] = False,
+) -> None:
+    """Capacity planning for ML inference serving."""
+
+
+ExtraOption = Annotated[
+    list[Path] | None,
+    typer.Option("--extra", "-e", metavar="FILE", help="A user registry file applied over the base (repeatable)."),
+]
+RegistryOption = Annotated[
+    Path | None, typer.Option(metavar="FILE", help="Base registry file (default: the packaged one).")
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table (same as --format json).")]
+
+
+class Format(StrEnum):
+    """Output formats of the table-returning commands."""
+
+    table = "table"
+    csv = "csv"
+    json = "json"
+    xlsx = "xlsx"
+
+
+FormatOption = Annotated[
+    Format | None,
+    typer.Option(
+        "--format", "-f", show_default=False, help="Output: table (default), csv, json, or xlsx (needs --out)."
+    ),
+]
+
+
+OutOption = Annotated[
+    Path | None, typer.Option("--out", "-o", metavar="FILE", help="Write the output to this file (required for xlsx).")
+]
+
+
+def _format(chosen: Format | None, as_json: bool) -> Format:
+    """The format asked for; ``--json`` is ``--format json``."""
+    if as_json and chosen not in (None, Format.json):
+        typer.echo(f"error: --json conflicts with --format {chosen.value}", err=True)
+        raise typer.Exit(2)
+    return Format.json if as_json else (chosen or Format.table)
+
+
+def _emit(fmt: Format, out: Path | None, text: Callable[[], str], frame: Callable[[], Any], **cite: Any) -> None:
+    """Print or write a command's output: ``text()`` for table and JSON, ``frame()`` for CSV and XLSX."""
+    from ..export import to_csv, to_xlsx
+
+    if out is not None:
+        _check_out(out)
+    if fmt is Format.xlsx:
+        if out is None:
+            typer.echo("error: --format xlsx needs --out FILE", err=True)
+            raise typer.Exit(2)
+        to_xlsx(frame(), out, **cite)
+        typer.echo(f"wrote {out}", err=True)
+        return
+    output = (to_csv(frame()) or "") if fmt is Format.csv else text()
+    if out is None:
+        typer.echo(output, nl=not output.endswith("\n"))
+    else:
+        try:
+            out.write_text(output if output.endswith("\n") else output + "\n", encoding="utf-8")
+        except OSError as exc:
+            typer.echo(f"error: --out {out}: cannot write the file ({exc.strerror})", err=True)
+            raise typer.Exit(2) from None
+        typer.echo(f"wrote {out}", err=True)
+
+
+def _check_out(out: Path) -> None:
+    """``--out`` names a file in a folder that exists (checked before any work is done)."""
+    if out.is_dir():
+        typer.echo(f"error: --out {out} is a folder; give a file name such as {out / 'plan.json'}", err=True)
+        raise typer.Exit(2)
+    if not out.parent.is_dir():
+        typer.echo(f"error: --out {out}: the folder {out.parent} does not exist", err=True)
+        raise typer.Exit(2)
+
+
+def _load(registry: Path | None, extra: list[Path] | None) -> Any:
+    from ..registry import load_registry
+
+    try:
+        return load_registry(registry, extra or ())
+    except RegistryError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
+def _fail(exc: BaseException | str, code: int = 2) -> typer.Exit:
+    """Print ``error: ...`` on standard error and return the exit to raise (``raise _fail(exc) from None``)."""
+    typer.echo(f"error: {exc}", err=True)
+    return typer.Exit(code)
+
+
+@contextlib.contextmanager
+def _library_errors() -> Iterator[None]:
+    """Turn a library error (or an unknown registry id) into ``error: ...`` and exit status 2.
+
+    Enter it before a progress bar (``with _library_errors(), bar:``) so the bar is gone when the
+    message is printed.
+    """
+    from ..errors import CalculatorError
+
+    try:
+        yield
+    except (CalculatorError, KeyError) as exc:
+        raise _fail(exc) from None
+
+
+def _stderr_progress() -> Any:
+    """A transient rich progress bar on standard error, shown only when it is a terminal.
+
+    Standard output stays clean for ``--json`` and ``--format csv``; a redirected standard error (a
+    log file, a CI job) gets no bar at all rather than its control characters.
+    """
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+
+    console = Console(stderr=True)
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TaskProgressColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    )
+
+
+def main() -> None:
+    """Entry point of the ``servecalc`` console script."""
+    app()

@@ -1,0 +1,66 @@
+"""``servecalc frontier``: throughput per GPU against tokens per second per user (Figure 6)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ._app import ExtraOption, Format, FormatOption, JsonOption, OutOption, _emit, _format, _load, app
+from .sizing import AcceleratorOption, EngineOption, PrecisionOption
+
+
+@app.command("frontier")
+def frontier_command(
+    model: Annotated[str, typer.Argument(metavar="MODEL", help="Registry model id or alias.")],
+    input_tokens: Annotated[float, typer.Option("--input", metavar="TOKENS", min=1, help="Prompt tokens.")],
+    output_tokens: Annotated[float, typer.Option("--output", metavar="TOKENS", min=1, help="Output tokens.")],
+    accelerator: AcceleratorOption = ["h100-sxm"],  # noqa: B006
+    precision: PrecisionOption = ["fp8"],  # noqa: B006
+    engine: EngineOption = None,
+    pareto_only: Annotated[bool, typer.Option("--pareto/--all", help="Only the Pareto-optimal points.")] = True,
+    extra: ExtraOption = None,
+    as_json: JsonOption = False,
+    output_format: FormatOption = None,
+    out: OutOption = None,
+) -> None:
+    """Throughput per GPU against tokens per second per user (Figure 6), per accelerator."""
+    from ..errors import CalculatorError
+    from ..fleet import frontier
+
+    fmt = _format(output_format, as_json)
+    registry = _load(None, extra)
+    try:
+        table = frontier(model, accelerator, precision, input_tokens, output_tokens, engine=engine, registry=registry)
+    except (CalculatorError, KeyError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if table.empty:
+        typer.echo(
+            f"error: no configuration of {model} fits in memory on {', '.join(accelerator)} at "
+            f"{', '.join(precision)}; try larger tensor-parallel degrees or another accelerator",
+            err=True,
+        )
+        raise typer.Exit(1)
+    if pareto_only:
+        table = table[table.pareto]
+    table = table.sort_values(["accelerator", "tokens_per_s_per_user"], ascending=[True, False])
+    _emit(
+        fmt,
+        out,
+        (lambda: table.to_json(orient="records", indent=2))
+        if fmt is Format.json
+        else (lambda: table.round(2).to_string(index=False)),
+        lambda: table,
+        models=["fleet.frontier"],
+        registry_ids=[model],
+        inputs={
+            "model": model,
+            "accelerator": accelerator,
+            "precision": precision,
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "engine": engine or "generic",
+            "pareto_only": pareto_only,
+        },
+    )

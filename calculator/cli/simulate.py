@@ -1,0 +1,273 @@
+"""``servecalc simulate``: a plan (from ``size --json`` or the sizing options) checked request by request."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ._app import (
+    Format,
+    FormatOption,
+    JsonOption,
+    OutOption,
+    _emit,
+    _fail,
+    _format,
+    _library_errors,
+    _load,
+    _stderr_progress,
+    app,
+)
+from .sizing import (
+    ModelArgument,
+    RequestsOption,
+    SizingFlags,
+    _fill_prices,
+    _missing,
+    _size_plan,
+    _sizing_inputs,
+    _sizing_options,
+)
+
+#: The summary rows ``simulate`` prints: the latencies a serving target is written against.
+SIMULATION_METRICS = ("ttft", "tpot", "token_gap")
+SIMULATION_STATISTICS = ("mean", "p50", "p90", "p99")
+
+
+def _plan_from_json(path: Path) -> Any:
+    """The :class:`~calculator.fleet.FleetPlan` that ``servecalc size --json`` wrote to ``path``.
+
+    The JSON holds every field of the plan, quantities as ``{"value": ..., "unit": ...}``; the plan
+    is rebuilt as it was sized (not sized again), so its workload, targets, configuration and
+    router are the ones recorded. A plan sized with ``verify=True`` loses its simulations (only the
+    table was written).
+    """
+    import dataclasses
+
+    from ..fleet import FleetPlan, Rejection, Workload
+    from ..units import Q_
+
+    def restore(value: Any) -> Any:
+        if isinstance(value, dict) and set(value) == {"value", "unit"}:
+            return Q_(value["value"], value["unit"])
+        if isinstance(value, dict):
+            return {key: restore(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return tuple(restore(item) for item in value)
+        return value
+
+    not_a_plan = f"{path} does not hold a plan written by 'servecalc size --json'"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise _fail(f"{not_a_plan} ({exc})") from None
+    if not isinstance(data, dict) or not {"feasible", "model", "replicas"} <= set(data):
+        raise _fail(not_a_plan)
+    if data.get("workload") is None or not data.get("targets"):
+        raise _fail(
+            f"{path} does not record the plan's workload and targets (written by an older version?): "
+            "size it again with 'servecalc size --json', or give the sizing options instead of --plan"
+        )
+    names = {field.name for field in dataclasses.fields(FleetPlan)} - {"verification"}
+    try:
+        values = {key: restore(value) for key, value in data.items() if key in names}
+        values["workload"] = Workload(**values["workload"])
+        values["rejections"] = tuple(Rejection(**record) for record in values.get("rejections", ()))
+        return FleetPlan(**values)
+    except Exception as exc:  # a hand-edited file: a unit pint cannot read, a field of the wrong kind
+        raise _fail(f"{not_a_plan} ({type(exc).__name__}: {exc})") from None
+
+
+def _summary_frame(result: Any) -> Any:
+    """The latency summary of a run in ms: mean and percentiles of TTFT, TPOT and the longest token gap."""
+    summary = result.summary
+    rows = summary[summary.metric.isin(SIMULATION_METRICS) & summary.statistic.isin(SIMULATION_STATISTICS)]
+    frame = rows[["metric", "statistic"]].reset_index(drop=True)
+    for column in ("value", "low", "high"):
+        frame[f"{column} [ms]"] = rows[column].to_numpy(dtype=float) * 1e3
+    return frame
+
+
+def _summary_text(result: Any) -> list[str]:
+    frame = _summary_frame(result)
+    seeds = len(result.seeds)
+    basis = (
+        f"pooled over {seeds} seeds, interval from their spread"
+        if seeds > 1
+        else "one seed, interval over ten batches of requests"
+    )
+    lines = [f"summary at {result.replicas} replicas ({basis}; 95% interval):"]
+    for row in frame.itertuples(index=False):
+        value, low, high = row[2], row[3], row[4]
+        lines.append(f"  {row.metric:<10} {row.statistic:<5} {value:10.2f} ms  ({low:.2f} to {high:.2f})")
+    attainment = ", ".join(f"{key} {share:.1%}" for key, share in result.attainment.items())
+    lines.append(f"  attainment: {attainment or 'no targets'}")
+    lines.append(
+        f"  throughput {result.throughput.m_as('request/s'):.3g} request/s, "
+        f"goodput {result.goodput.m_as('request/s'):.3g} request/s"
+    )
+    return lines
+
+
+@app.command("simulate")
+@_sizing_options
+def simulate_command(
+    model: ModelArgument = None,
+    *,
+    sizing: SizingFlags,
+    plan_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--plan",
+            metavar="FILE",
+            help="A plan written by 'servecalc size --json', in place of the sizing options.",
+            exists=True,
+            dir_okay=False,
+            show_default=False,
+        ),
+    ] = None,
+    requests: RequestsOption = None,
+    seeds: Annotated[
+        int, typer.Option(metavar="INT", min=1, max=1000, help="Independent runs (the intervals are over them).")
+    ] = 2,
+    replicas: Annotated[
+        int | None,
+        typer.Option(metavar="INT", min=1, max=10_000, help="Simulate this many replicas instead of searching."),
+    ] = None,
+    verify: Annotated[
+        bool,
+        typer.Option(
+            "--verify", help="Search the fewest replicas meeting the targets (the default without --replicas)."
+        ),
+    ] = False,
+    max_replicas: Annotated[
+        int | None,
+        typer.Option(
+            metavar="INT",
+            min=1,
+            help="Give up the search above this count (default twice the plan's plus 2).",
+            show_default=False,
+        ),
+    ] = None,
+    as_json: JsonOption = False,
+    output_format: FormatOption = None,
+    out: OutOption = None,
+) -> None:
+    """Check a fleet plan by simulating every request through continuous-batching replicas.
+
+    The plan comes from --plan (the JSON of 'servecalc size --json') or is sized from the same options
+    as 'servecalc size'. With --verify (the default) the plan's replica count is simulated, then one
+    fewer or one more until the fewest that meet the targets is found; with --replicas N only N are
+    simulated. Progress goes to standard error, results to standard output.
+    """
+    from ..simulation import router_name, simulate_plan, verify_plan
+
+    fmt = _format(output_format, as_json)
+    if replicas is not None and verify:
+        raise _fail("give --replicas N (simulate N replicas) or --verify (search the fewest), not both")
+    router = sizing.router
+    if router is not None:
+        with _library_errors():
+            router = router_name(router)
+    if plan_file is not None:
+        given = ["MODEL"] * (model is not None) + [f for f in sizing.given() if f not in ("--extra", "--router")]
+        if given:
+            raise _fail(f"--plan holds the plan; leave out the sizing options ({', '.join(given)})")
+        plan = _plan_from_json(plan_file)
+        if sizing.extra:  # the plan's own registry files, replaced by the ones given here
+            _load(None, sizing.extra)
+            files = tuple(str(Path(e).resolve()) for e in sizing.extra)
+            plan = dataclasses.replace(plan, targets={**plan.targets, "registry_files": files})
+        inputs: dict[str, Any] = {"plan": str(plan_file)}
+    else:
+        missing = _missing(model, sizing)
+        if missing:
+            raise _fail(
+                f"give --plan FILE (from 'servecalc size --json') or the sizing options; missing {', '.join(missing)}"
+            )
+        registry = _load(None, sizing.extra)
+        inputs = _sizing_inputs(model, sizing, registry)
+        with _library_errors(), _stderr_progress() as bar:
+            _fill_prices(inputs, registry)
+            plan = _size_plan(inputs, bar, registry)
+    if not plan.feasible:
+        raise _fail(f"the plan is infeasible, there is nothing to simulate: {plan.reason}", code=1)
+    with _library_errors(), _stderr_progress() as bar:
+        task = bar.add_task("simulating", total=1.0)
+        options: dict[str, Any] = {"requests": requests, "seeds": seeds, "router": router,
+                   "progress": lambda done: bar.update(task, completed=done)}  # fmt: skip
+        if replicas is None:
+            verification = verify_plan(plan, max_replicas=max_replicas, **options)
+            results = verification.results
+        else:
+            verification = None
+            results = {replicas: simulate_plan(plan, replicas=replicas, **options)}
+    runs = dict(sorted(results.items()))
+    first = next(iter(runs.values()))
+    head: dict[str, Any] = {
+        "plan": {
+            key: getattr(plan, key)
+            for key in ("model", "accelerator", "precision", "engine", "tensor_parallel", "batch", "replicas")
+        },
+        "router": first.router,
+        "seeds": list(first.seeds),
+        "requests_per_seed": {count: len(run.requests) // len(run.seeds) for count, run in runs.items()},
+    }
+
+    def text() -> str:
+        lines = [
+            f"plan: {plan.replicas} x {plan.accelerator} at {plan.precision} (TP {plan.tensor_parallel}), "
+            f"batch cap {plan.batch}, engine {plan.engine}, router {first.router}",
+            f"simulated: {len(first.seeds)} seed(s) x "
+            + ", ".join(f"{n:,} requests at {count} replicas" for count, n in head["requests_per_seed"].items()),
+        ]
+        if verification is not None:
+            found = verification.simulated_replicas
+            lines += [
+                f"verdict: {verification.verdict}",
+                f"analytical replicas: {verification.analytical_replicas}",
+                f"simulated replicas: {found if found is not None else 'none found'}",
+                "",
+                verification.table.drop(columns="verdict").round(3).to_string(index=False),
+                "",
+                *(f"  {row.replicas} replicas: {row.verdict}" for row in verification.table.itertuples()),
+            ]
+            shown: list[int] = [verification.analytical_replicas]
+            if found is not None and found != verification.analytical_replicas:
+                shown.append(found)
+        else:
+            lines.append(f"verdict: {first.verdict}")
+            shown = [replicas] if replicas is not None else []
+        for count in shown:
+            lines += ["", *_summary_text(runs[count])]
+        return "\n".join(lines)
+
+    def as_json_text() -> str:
+        if verification is not None:
+            body: dict[str, Any] = {**head, **verification.to_json_dict()}
+        else:
+            body = {**head, "replicas": replicas, "meets_targets": first.meets_targets, "verdict": first.verdict}
+        body["runs"] = {str(count): run.to_json_dict() for count, run in runs.items()}
+        return json.dumps(body, indent=2)
+
+    def frame() -> Any:
+        return verification.table if verification is not None else _summary_frame(first)
+
+    _emit(
+        fmt,
+        out,
+        as_json_text if fmt is Format.json else text,
+        frame,
+        models=["simulation.verify_plan" if verification is not None else "simulation.simulate_plan"],
+        registry_ids=[plan.model, plan.accelerator],
+        inputs={
+            **{k: v for k, v in inputs.items() if v is not None},
+            "requests": requests if requests is not None else "default",
+            "seeds": seeds,
+            "router": first.router,
+        },
+    )

@@ -1,0 +1,499 @@
+"""``servecalc size`` (with --emit, --disaggregated, --demand and --verify) and ``servecalc compare``."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ..results import format_number as _number
+from ._app import (
+    Format,
+    FormatOption,
+    JsonOption,
+    OutOption,
+    _check_out,
+    _emit,
+    _fail,
+    _format,
+    _library_errors,
+    _load,
+    _stderr_progress,
+    app,
+)
+from .sizing import (
+    PLAN_LABELS,
+    ModelArgument,
+    RequestsOption,
+    SizingFlags,
+    _field_lines,
+    _fill_prices,
+    _flag,
+    _missing,
+    _quantity,
+    _shown,
+    _size_plan,
+    _sizing_inputs,
+    _sizing_options,
+    _understood,
+)
+
+
+class EmitTarget(StrEnum):
+    """What ``size --emit`` prints instead of the table: an engine's launch command or a Kubernetes manifest."""
+
+    vllm = "vllm"
+    sglang = "sglang"
+    trtllm = "trtllm"
+    k8s = "k8s"
+
+
+EmitOption = Annotated[
+    EmitTarget | None,
+    typer.Option(
+        "--emit",
+        help="Print the feasible plan as a launch command (vllm, sglang, trtllm) or a Kubernetes manifest (k8s, of "
+        "the --engine, default vllm) instead of the table.",
+        show_default=False,
+    ),
+]
+
+
+#: size_fleet's arguments size_disaggregated takes too (the rest are options of colocated serving).
+_DISAGGREGATED_ARGUMENTS = frozenset(
+    {"model", "accelerator", "precision", "arrival_rate", "input_tokens", "output_tokens", "ttft_slo", "tpot_slo",
+     "engine", "max_utilization", "ttft_percentile", "price", "tensor_parallel", "input_cv", "arrival_cv",
+     "kv_precision"}
+)  # fmt: skip
+#: The flags of colocated serving only: size --disaggregated refuses them, compare applies them to the colocated plan.
+_COLOCATED_FLAGS = ("output_cv", "prefix_hit", "shared_prefix", "speculate", "chunk", "tbt", "router")
+
+
+def _pools(plan: Any) -> str:
+    """A disaggregated plan's pools in a line: ``prefill 2 x h100-sxm at fp8 (TP 1); decode ...``."""
+    p, d = plan.prefill, plan.decode
+    return (
+        f"prefill {p['replicas']} x {p['accelerator']} at {p['precision']} (TP {p['tensor_parallel']}); "
+        f"decode {d['replicas']} x {d['accelerator']} at {d['precision']} (TP {d['tensor_parallel']}, "
+        f"batch cap {d['batch']})"
+    )
+
+
+def _configuration(plan: Any) -> str:
+    """A colocated plan's configuration in a line: ``3 x h100-sxm at fp8 (TP 2, batch cap 208)``."""
+    return (
+        f"{plan.replicas} x {plan.accelerator} at {plan.precision} (TP {plan.tensor_parallel}, batch cap {plan.batch})"
+    )
+
+
+@app.command("size")
+@_sizing_options
+def size(
+    model: ModelArgument,
+    *,
+    sizing: SizingFlags,
+    disaggregated: Annotated[
+        bool,
+        typer.Option(
+            "--disaggregated", help="Size separate prefill and decode pools (section 10.8.3) instead of replicas."
+        ),
+    ] = False,
+    interconnect: Annotated[
+        str | None,
+        typer.Option(
+            metavar="LINK",
+            help="Registry interconnect carrying the KV handoff between the pools (with --disaggregated; "
+            "default infiniband-ndr).",
+            show_default=False,
+        ),
+    ] = None,
+    demand: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="FILE",
+            exists=True,
+            dir_okay=False,
+            help="Scale the plan over a demand curve: a request trace (column arrival_time in s, binned by "
+            "--demand-bin) or a CSV of time (s) and rate (request/s). Without --rate the plan is sized at the "
+            "curve's peak.",
+            show_default=False,
+        ),
+    ] = None,
+    demand_bin: Annotated[
+        str | None,
+        typer.Option(metavar="TIME", help="Bin width of a --demand trace (default 1 hour).", show_default=False),
+    ] = None,
+    cold_start: Annotated[
+        str | None,
+        typer.Option(
+            metavar="TIME",
+            help="Cold start of a replica over the --demand curve, which the reactive autoscaler waits (default 0 s).",
+            show_default=False,
+        ),
+    ] = None,
+    verify: Annotated[
+        bool,
+        typer.Option(
+            "--verify", help="Also simulate the plan request by request and print the verdict (takes seconds)."
+        ),
+    ] = False,
+    requests: RequestsOption = None,
+    seeds: Annotated[
+        int | None,
+        typer.Option(metavar="INT", min=1, max=1000, help="Seeds of --verify (default 2).", show_default=False),
+    ] = None,
+    as_json: JsonOption = False,
+    output_format: FormatOption = None,
+    out: OutOption = None,
+    emit: EmitOption = None,
+) -> None:
+    """Size the cheapest fleet serving MODEL at RATE within the TTFT and TPOT targets.
+
+    The output starts with the workload, the targets and the prices as they were understood. With
+    --emit it is the plan's launch command or Kubernetes manifest instead (calculator.deploy); with
+    --disaggregated the plan has a prefill and a decode pool; with --demand the plan's replicas are
+    scheduled over a demand curve; with --verify the plan is also checked by simulation.
+    """
+    fmt = _format(output_format, as_json)
+    if emit is not None and fmt is not Format.table:
+        raise _fail(f"--emit {emit.value} conflicts with --format {fmt.value}")
+    if out is not None:
+        _check_out(out)
+    if not verify and (requests is not None or seeds is not None):
+        raise _fail("--requests and --seeds set up --verify; add --verify")
+    registry = _load(None, sizing.extra)
+    curve = _demand_curve(demand, demand_bin) if demand is not None else None
+    if curve is None and (demand_bin is not None or cold_start is not None):
+        raise _fail("--demand-bin and --cold-start apply to a --demand curve; add --demand FILE")
+    startup = _quantity("cold-start", cold_start, "s") if cold_start is not None else None
+    if startup is not None and startup.magnitude < 0:
+        raise _fail(f"option --cold-start: must be zero or more, got {cold_start!r}")
+    if curve is not None and fmt not in (Format.table, Format.json):
+        raise _fail(f"--demand prints a table or JSON, not --format {fmt.value}")
+    missing = _missing(model, sizing, rate_known=curve is not None)
+    if missing:
+        raise _fail(f"missing {', '.join(missing)} (--trace FILE gives the rate and the lengths)")
+    peak = curve[1].max() if curve is not None and sizing.rate is None and sizing.trace is None else None
+    inputs = _sizing_inputs(model, sizing, registry, rate=peak)
+    if disaggregated:
+        given = [flag for flag, on in (("--verify", verify), ("--demand", curve), ("--emit", emit)) if on]
+        _size_disaggregated(inputs, sizing, registry, interconnect, fmt, out, given)
+    if interconnect is not None:
+        raise _fail("--interconnect is the KV handoff link of --disaggregated or of 'servecalc compare'")
+    checks = {name: value for name, value in (("requests", requests), ("seeds", seeds)) if value is not None}
+    verification = {"verify": True, "verify_options": checks} if verify else {}
+    with _library_errors():
+        prices = _fill_prices(inputs, registry)
+        with _stderr_progress() as bar:
+            plan = _size_plan(inputs, bar, registry, **verification)
+    if emit is not None:
+        _emit_deployment(plan, emit, out, registry)
+    scaled = None
+    if curve is not None and plan.feasible:
+        with _library_errors():
+            scaled = _scale_over(plan, curve, startup)
+
+    def table() -> str:
+        from ..fleet import plan_summary
+        from ..units import ureg
+
+        lines = _understood(inputs, prices, sizing.trace)
+        if peak is not None:
+            lines[0] += "; the rate is the --demand curve's peak"
+        lines += [f"answer: {plan_summary(plan)}"] if plan.feasible else []
+        if plan.verification is not None:
+            lines.append(f"simulation check: {plan.verification.verdict}")
+        lines += _field_lines(plan, skip=("rejected", "closest", "workload", "targets", "rejections", "verification"))
+        lines += [  # an infinite latency means no configuration fits: the reason says so already
+            f"closest {key}: {_shown(key, value)}"
+            for key, value in plan.closest.items()
+            if not (isinstance(value, ureg.Quantity) and math.isinf(value.magnitude))
+        ]
+        lines += ["families:", *(f"  {key}: {why}" for key, why in plan.rejected.items())]
+        if scaled is not None and curve is not None:
+            lines += ["", *_demand_lines(scaled, curve, demand)]
+        if plan.feasible and plan.verification is None:
+            lines += ["", "check it request by request: add --verify, or run 'servecalc simulate' with these options"]
+        return "\n".join(lines)
+
+    def as_json_text() -> str:
+        body = plan.to_json_dict()
+        if scaled is not None and curve is not None:
+            body["demand"] = _demand_json(scaled, curve)
+        return json.dumps(body, indent=2)
+
+    from ..sweeps import PLAN_UNITS
+
+    _emit(
+        fmt,
+        out,
+        as_json_text if fmt is Format.json else table,
+        lambda: plan.to_frame(PLAN_UNITS),
+        models=["fleet.size_fleet"],
+        registry_ids=[model, *sizing.accelerator, *prices],
+        inputs={k: v for k, v in inputs.items() if v is not None},
+        registry=registry,
+    )
+    raise typer.Exit(0 if plan.feasible else 1)
+
+
+def _size_disaggregated(
+    inputs: dict[str, Any],
+    sizing: SizingFlags,
+    registry: Any,
+    interconnect: str | None,
+    fmt: Format,
+    out: Path | None,
+    colocated_only: list[str],
+) -> None:
+    """``size --disaggregated``: the prefill and decode pools of :func:`~calculator.fleet.size_disaggregated`."""
+    from ..fleet import size_disaggregated
+
+    colocated = {_flag(name) for name in _COLOCATED_FLAGS}
+    refused = [flag for flag in sizing.given() if flag in colocated] + colocated_only
+    if refused:
+        raise _fail(f"--disaggregated sizes prefill and decode pools; leave out {', '.join(refused)} (colocated only)")
+    link: dict[str, Any] = {"interconnect": interconnect} if interconnect is not None else {}
+    with _library_errors():
+        prices = _fill_prices(inputs, registry)
+        plan = size_disaggregated(
+            **{k: v for k, v in inputs.items() if k in _DISAGGREGATED_ARGUMENTS}, **link, registry=registry
+        )
+
+    def table() -> str:
+        lines = _understood(inputs, prices, sizing.trace)
+        lines.append(f"KV handoff over: {interconnect or _default_interconnect()}")
+        if inputs["output_cv"]:  # a trace's: the decode pool is sized on the mean output length
+            lines.append("note: the disaggregated sizer plans on the mean output length (its CV is not used)")
+        lines += [f"answer: {plan.gpus} GPUs: {_pools(plan)}"] if plan.feasible else []
+        lines += _field_lines(plan)
+        return "\n".join(lines)
+
+    _emit(
+        fmt,
+        out,
+        (lambda: json.dumps(plan.to_json_dict(), indent=2)) if fmt is Format.json else table,
+        lambda: plan.to_frame({"handoff": "ms", "ttft": "ms", "tpot": "ms", "cost_per_hour": "USD/hour"}),
+        models=["fleet.size_disaggregated"],
+        registry_ids=[inputs["model"], *sizing.accelerator, *prices],
+        inputs={k: v for k, v in inputs.items() if v is not None and k in _DISAGGREGATED_ARGUMENTS},
+        registry=registry,
+    )
+    raise typer.Exit(0 if plan.feasible else 1)
+
+
+def _default_interconnect() -> str:
+    """The KV-handoff link the disaggregated sizer assumes when none is given (its signature's default)."""
+    from ..fleet import size_disaggregated
+
+    return str(inspect.signature(size_disaggregated).parameters["interconnect"].default)
+
+
+def _demand_curve(path: Path, bin_text: str | None) -> tuple[Any, Any, Any]:
+    """``--demand FILE``: ``(times, rates, width)``, from a request trace binned by ``--demand-bin`` or a curve.
+
+    A trace has a column ``arrival_time`` (s; :func:`~calculator.fleet.demand_from_trace` counts its
+    arrivals per bin); a demand curve has columns ``time`` (s, start of each step) and ``rate``
+    (request/s). ``width`` is the length of the last step, so the curve's end is its last time plus it.
+    """
+    import pandas as pd
+
+    from ..fleet import demand_from_trace
+    from ..units import Q_
+
+    try:
+        columns = set(pd.read_csv(path, nrows=0).columns)
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        raise _fail(f"--demand {path}: cannot read the CSV ({exc})") from None
+    with _library_errors():
+        if "arrival_time" in columns:
+            width = _quantity("demand-bin", bin_text, "s", positive=True) if bin_text else Q_(1, "hour")
+            times, rates = demand_from_trace(path, width)
+            return times, rates, width
+        if not {"time", "rate"} <= columns:
+            raise _fail(
+                f"--demand {path}: expected a request trace (column arrival_time, in s) or a demand curve "
+                f"(columns time in s and rate in request/s); it has {sorted(columns)}"
+            )
+        if bin_text is not None:
+            raise _fail("--demand-bin bins a request trace; this --demand file is a demand curve already")
+        frame = pd.read_csv(path)
+        times = Q_(pd.to_numeric(frame["time"], errors="coerce").to_numpy(dtype=float), "s")
+        rates = Q_(pd.to_numeric(frame["rate"], errors="coerce").to_numpy(dtype=float), "request/s")
+        if len(frame) < 2:
+            raise _fail(f"--demand {path}: a demand curve needs at least two rows (time, rate)")
+        return times, rates, times[-1] - times[-2]
+
+
+def _scale_over(plan: Any, curve: tuple[Any, Any, Any], cold_start: Any) -> Any:
+    """:func:`~calculator.fleet.plan_over_time` of a plan over the ``--demand`` curve, to its last step's end."""
+    from ..fleet import plan_over_time
+    from ..units import Q_
+
+    times, rates, width = curve
+    step = min(width, Q_(1, "minute"))  # plan_over_time's grid, at least one point per step of the curve
+    return plan_over_time(plan, times, rates, startup_time=cold_start, end=times[-1] + width, step=step)
+
+
+def _demand_rows(scaled: Any, curve: tuple[Any, Any, Any]) -> Any:
+    """Per step of the curve: its start, demand, and the most GPUs each schedule bills during it."""
+    import numpy as np
+    import pandas as pd
+
+    times, rates, _ = curve
+    grid = scaled.predictive.times.m_as("s")
+    starts = np.minimum(np.searchsorted(grid, times.m_as("s")), grid.size - 1)
+    tp = scaled.tensor_parallel
+    return pd.DataFrame(
+        {
+            "start [h]": times.m_as("hour"),
+            "demand [request/s]": rates.m_as("request/s"),
+            "predictive GPUs": np.maximum.reduceat(scaled.predictive.billed, starts) * tp,
+            "reactive GPUs": np.maximum.reduceat(scaled.reactive.billed, starts) * tp,
+        }
+    )
+
+
+def _demand_lines(scaled: Any, curve: tuple[Any, Any, Any], path: Path | None) -> list[str]:
+    rows = _demand_rows(scaled, curve)
+    window = (curve[0][-1] + curve[2] - curve[0][0]).m_as("hour")
+    return [
+        f"over the demand curve of {path.name if path else 'the file'} ({len(rows)} steps, {_number(window)} h; "
+        f"replicas of this plan's configuration, {scaled.tensor_parallel} GPUs each):",
+        *("  " + line for line in rows.to_string(index=False, float_format=_number).splitlines()),
+        f"  predictive schedule: peak {_number(scaled.peak_gpus)} GPUs, mean {_number(scaled.mean_gpus)} GPUs, "
+        f"cost {_shown('cost', scaled.cost)}",
+        f"  reactive autoscaler: cost {_shown('cost', scaled.reactive_cost)}, "
+        f"{_number(scaled.reactive.deficit.m_as('request'))} requests beyond capacity while it scales",
+        f"  static fleet at the peak: {_number(scaled.peak_gpus)} GPUs, cost {_shown('cost', scaled.static_cost)}",
+    ]
+
+
+def _demand_json(scaled: Any, curve: tuple[Any, Any, Any]) -> dict[str, Any]:
+    body = {key: value for key, value in scaled.to_json_dict().items() if key not in ("predictive", "reactive")}
+    body["reactive_deficit_requests"] = float(scaled.reactive.deficit.m_as("request"))
+    body["steps"] = _demand_rows(scaled, curve).to_dict(orient="records")
+    return body
+
+
+def _emit_deployment(plan: Any, emit: EmitTarget, out: Path | None, registry: Any) -> None:
+    """``size --emit``: print (or write) the plan's launch command or manifest; an infeasible plan exits 1."""
+    from ..deploy import kubernetes_manifest, launch_command
+
+    if not plan.feasible:
+        raise _fail(f"no feasible plan, nothing to emit: {plan.reason}", code=1)
+    with _library_errors():
+        if emit is EmitTarget.k8s:
+            engine = plan.engine if plan.engine in ("vllm", "sglang", "trtllm") else "vllm"
+            text = kubernetes_manifest(plan, engine, registry=registry)
+        else:
+            text = launch_command(plan, emit.value, registry=registry).command
+    _emit(Format.table, out, lambda: text, lambda: None)
+    raise typer.Exit(0)
+
+
+# --------------------------------------------------------------------------------------------- compare
+
+
+@app.command("compare")
+@_sizing_options
+def compare_command(
+    model: ModelArgument,
+    *,
+    sizing: SizingFlags,
+    interconnect: Annotated[
+        str | None,
+        typer.Option(
+            metavar="LINK",
+            help="Registry interconnect carrying the KV handoff between the pools (default infiniband-ndr).",
+            show_default=False,
+        ),
+    ] = None,
+    as_json: JsonOption = False,
+    output_format: FormatOption = None,
+    out: OutOption = None,
+) -> None:
+    """Size MODEL both colocated and disaggregated (prefill and decode pools) and print them side by side.
+
+    The options of colocated serving only (--output-cv, prefix caching, --speculate, --chunk, --tbt,
+    --router) apply to the colocated plan. Exit status 1 when neither mode is feasible.
+    """
+    from ..fleet import compare_serving_modes
+
+    fmt = _format(output_format, as_json)
+    if out is not None:
+        _check_out(out)
+    registry = _load(None, sizing.extra)
+    missing = _missing(model, sizing)
+    if missing:
+        raise _fail(f"missing {', '.join(missing)} (--trace FILE gives the rate and the lengths)")
+    inputs = _sizing_inputs(model, sizing, registry)
+    link: dict[str, Any] = {"interconnect": interconnect} if interconnect is not None else {}
+    with _library_errors():
+        prices = _fill_prices(inputs, registry)
+        head = {k: inputs[k] for k in ("model", "accelerator", "precision", "arrival_rate", "input_tokens",
+                                      "output_tokens", "ttft_slo", "tpot_slo")}  # fmt: skip
+        options = {k: v for k, v in inputs.items() if k not in head}
+        with _stderr_progress() as bar:
+            task = bar.add_task("sizing both modes", total=None)
+            comparison = compare_serving_modes(**head, **link, registry=registry, **options)
+            bar.update(task, completed=1, total=1)
+    colocated, split = comparison.colocated, comparison.disaggregated
+
+    def frame() -> Any:
+        """One row per mode: its configuration (or why it is infeasible), GPUs, latencies and costs."""
+        import pandas as pd
+
+        from ..sweeps import PLAN_UNITS
+        from ..units import ureg
+
+        rows = []
+        for mode, plan, configuration in (("colocated", colocated, _configuration), ("disaggregated", split, _pools)):
+            row: dict[str, Any] = {"mode": mode, "feasible": plan.feasible}
+            row["configuration"] = configuration(plan) if plan.feasible else plan.reason
+            row["gpus"] = plan.gpus if plan.feasible else None
+            for key in ("ttft", "tpot", "cost_per_hour", "cost_per_million_tokens"):
+                unit = PLAN_UNITS[key]
+                label = f"{PLAN_LABELS.get(key, key)} [{ureg.Unit(unit):~P}]"
+                row[label] = getattr(plan, key).m_as(unit) if plan.feasible else None
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    def table() -> str:
+        lines = _understood(inputs, prices, sizing.trace)
+        lines.append(f"KV handoff over: {interconnect or _default_interconnect()}")
+        colocated_only = [flag for flag in sizing.given() if flag in {_flag(name) for name in _COLOCATED_FLAGS}]
+        if colocated_only:
+            lines.append(f"colocated only: {', '.join(colocated_only)}")
+        from ..results import format_display, human_label
+
+        side_by_side = frame().set_index("mode").T
+        rows = [["", *side_by_side.columns]] + [
+            [human_label(str(name)), *map(format_display, values)] for name, values in side_by_side.iterrows()
+        ]
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+        lines += ["", *("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows)]
+        lines.append("")
+        if comparison.cheaper == "neither":
+            lines.append("cheaper: neither mode is feasible")
+        else:
+            saving = f", saving {_shown('saving', comparison.saving)}" if comparison.saving.magnitude else ""
+            lines.append(f"cheaper: {comparison.cheaper}{saving}")
+        return "\n".join(lines)
+
+    _emit(
+        fmt,
+        out,
+        (lambda: json.dumps(comparison.to_json_dict(), indent=2)) if fmt is Format.json else table,
+        frame,
+        models=["fleet.compare_serving_modes"],
+        registry_ids=[model, *sizing.accelerator, *prices],
+        inputs={k: v for k, v in inputs.items() if v is not None},
+        registry=registry,
+    )
+    raise typer.Exit(1 if comparison.cheaper == "neither" else 0)

@@ -1,0 +1,515 @@
+"""The sizing options of ``size``, ``compare`` and ``simulate``, read into the sizer's inputs; a plan as text."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import typing
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ..results import format_number as _number
+from ._app import ExtraOption, _fail, _library_errors
+
+
+def _quantity(name: str, text: str | None, unit: str, bare: str | None = None, *, positive: bool = False) -> Any:
+    """A quantity from the command line, read by the library's strict parser (``units.parse_quantity``).
+
+    A bare number is read in ``bare`` where the option's help says so (a rate in request/s); elsewhere a
+    bare number is an error that names the option, so ``--tpot 40`` cannot become 40 seconds. With
+    ``positive`` a value of zero or below is an error naming the option (before any sizing).
+    """
+    from ..errors import UnitsError
+    from ..units import parse_quantity
+
+    if text is None:
+        raise _fail(f"option --{name} is required (a quantity like '1 {unit}')")
+    try:
+        value = parse_quantity(text, unit, what=f"option --{name}", bare=bare).to(unit)
+    except UnitsError as exc:
+        raise _fail(exc) from None
+    if positive and not value.magnitude > 0:
+        raise _fail(f"option --{name}: must be greater than zero, got {text!r}")
+    return value
+
+
+# The options. Each carries a metavar naming what to write; the sizing options are the fields of
+# SizingFlags, declared once for size, simulate and compare.
+ModelArgument = Annotated[
+    str | None, typer.Argument(metavar="MODEL", help="Registry model id or alias.", show_default=False)
+]
+AcceleratorOption = Annotated[
+    list[str], typer.Option("--accelerator", "-a", metavar="GPU", help="Candidate accelerator id (repeatable).")
+]
+PrecisionOption = Annotated[
+    list[str],
+    typer.Option("--precision", "-p", metavar="PRECISION", help="Candidate weight precision (repeatable)."),
+]
+EngineOption = Annotated[
+    str | None,
+    typer.Option(metavar="ENGINE", help="Serving engine profile: vllm, sglang or trtllm (default: generic)."),
+]
+TimeHelp = "with its unit, e.g. '{}' (a bare number is an error)"
+
+
+RequestsOption = Annotated[
+    int | None,
+    typer.Option(
+        metavar="INT",
+        min=1,
+        help="Requests per seed and replica count (default 2,000 per replica, 6,000 to 60,000).",
+        show_default=False,
+    ),
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class SizingFlags:
+    """The sizing options of ``size``, ``simulate`` and ``compare``, one field per flag, as typed.
+
+    :func:`_sizing_options` adds them to a command's options; :func:`_sizing_inputs` turns them into
+    the keyword arguments of :func:`~calculator.fleet.size_fleet`. Left out on purpose: ``batches``
+    (the searched grid of batch caps), ``idle_power_fraction`` and ``electricity_price`` (they change
+    only the energy estimate, not the plan; the API takes them).
+    """
+
+    rate: Annotated[
+        str | None,
+        typer.Option(
+            metavar="RATE",
+            help="Arrival rate, e.g. '20 request/s' (a bare number is request/s). Required unless --trace.",
+            show_default=False,
+        ),
+    ] = None
+    input_tokens: Annotated[
+        float | None,
+        typer.Option("--input", metavar="TOKENS", min=1, help="Mean prompt length (tokens).", show_default=False),
+    ] = None
+    output_tokens: Annotated[
+        float | None,
+        typer.Option("--output", metavar="TOKENS", min=1, help="Mean output length (tokens).", show_default=False),
+    ] = None
+    trace: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="FILE",
+            exists=True,
+            dir_okay=False,
+            help="A CSV request trace (columns arrival_time in s, input_tokens, output_tokens): the rate, the mean "
+            "lengths and the three CVs are read from it, in place of --rate, --input, --output and the CVs.",
+            show_default=False,
+        ),
+    ] = None
+    ttft: Annotated[
+        str | None, typer.Option(metavar="TIME", help="TTFT target " + TimeHelp.format("500 ms"), show_default=False)
+    ] = None
+    tpot: Annotated[
+        str | None, typer.Option(metavar="TIME", help="TPOT target " + TimeHelp.format("40 ms"), show_default=False)
+    ] = None
+    tbt: Annotated[
+        str | None,
+        typer.Option(
+            metavar="TIME",
+            help="Longest gap between two streamed tokens " + TimeHelp.format("200 ms"),
+            show_default=False,
+        ),
+    ] = None
+    percentile: Annotated[
+        str | None,
+        typer.Option(
+            "--percentile",
+            "--ttft-percentile",
+            metavar="PCT",
+            help="Plan TTFT at this percentile: 99, p99 or 0.99 (a number below 1 is a fraction). Default: the mean.",
+            show_default=False,
+        ),
+    ] = None
+    accelerator: AcceleratorOption = dataclasses.field(default_factory=lambda: ["h100-sxm"])
+    precision: PrecisionOption = dataclasses.field(default_factory=lambda: ["fp8"])
+    tensor_parallel: Annotated[
+        list[int] | None,
+        typer.Option(
+            "--tp",
+            metavar="INT",
+            min=1,
+            help="Candidate tensor-parallel degree (repeatable; default 1, 2, 4 and 8).",
+        ),
+    ] = None
+    engine: EngineOption = None
+    kv_precision: Annotated[
+        str | None, typer.Option(metavar="PRECISION", help="KV-cache precision (default: the weights').")
+    ] = None
+    price: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="[GPU=]USD/h",
+            help="GPU-hour price: '2.5 USD/hour' for every accelerator, or 'h100-sxm=2.5 USD/hour' for one "
+            "(repeatable; a bare number is USD/hour). Default: the registry's price, shown in the output.",
+            show_default=False,
+        ),
+    ] = None
+    max_utilization: Annotated[
+        float,
+        typer.Option(
+            metavar="FRACTION", min=0, max=1, help="Load each replica to at most this share of its throughput (> 0)."
+        ),
+    ] = 0.8
+    arrival_cv: Annotated[
+        float | None,
+        typer.Option(metavar="CV", min=0, help="Inter-arrival time CV: 1 (the default) is Poisson, above 1 bursty."),
+    ] = None
+    input_cv: Annotated[
+        float | None, typer.Option(metavar="CV", min=0, help="Prompt-length CV (default 0: one length).")
+    ] = None
+    output_cv: Annotated[
+        float | None, typer.Option(metavar="CV", min=0, help="Output-length CV (default 0: one length).")
+    ] = None
+    prefix_hit: Annotated[
+        float,
+        typer.Option(
+            "--prefix-hit",
+            metavar="FRACTION",
+            min=0,
+            max=1,
+            help="Prefix caching: share of requests whose prompt starts with the shared prefix (with --shared-prefix).",
+        ),
+    ] = 0.0
+    shared_prefix: Annotated[
+        float,
+        typer.Option(
+            "--shared-prefix",
+            metavar="TOKENS",
+            min=0,
+            help="Prefix caching: tokens of the prefix those requests share, e.g. a system prompt (with --prefix-hit).",
+        ),
+    ] = 0.0
+    speculate: Annotated[
+        str | None,
+        typer.Option(
+            metavar="DRAFT:K:ALPHA",
+            help="Speculative decoding: registry model DRAFT proposes K tokens per round (default 4), each accepted "
+            "with probability ALPHA (default 0.7); e.g. 'llama-3.2-1b:4:0.7' or 'llama-3.2-1b'.",
+            show_default=False,
+        ),
+    ] = None
+    chunk: Annotated[
+        int | None,
+        typer.Option(
+            "--chunk", metavar="TOKENS", min=1, help="Chunked prefill: prompt tokens per iteration.", show_default=False
+        ),
+    ] = None
+    router: Annotated[
+        str | None,
+        typer.Option(
+            metavar="ROUTER",
+            help="How requests are spread over the replicas: round_robin (the default; with simulate --plan, the "
+            "plan's), random, join_shortest_queue, least_outstanding_tokens or power_of_two.",
+            show_default=False,
+        ),
+    ] = None
+    extra: ExtraOption = None
+
+    def given(self) -> list[str]:
+        """The flags given on the command line (a value other than the default), as spelled there."""
+        defaults = SizingFlags()
+        return [_flag(name) for name in _SIZING_FIELDS if getattr(self, name) != getattr(defaults, name)]
+
+
+_SIZING_FIELDS = tuple(field.name for field in dataclasses.fields(SizingFlags))
+
+
+def _flag(name: str) -> str:
+    """The command-line spelling of a :class:`SizingFlags` field (``input_tokens`` -> ``--input``)."""
+    info = typing.get_args(typing.get_type_hints(SizingFlags, include_extras=True)[name])[1]
+    declared = (info.default, *(info.param_decls or ()))  # typer keeps the first name given as the default
+    return next((d for d in declared if isinstance(d, str) and d.startswith("--")), "--" + name.replace("_", "-"))
+
+
+def _sizing_options(command: Callable[..., None]) -> Callable[..., None]:
+    """Give ``command`` the :class:`SizingFlags` options; it receives them as one ``sizing`` argument.
+
+    typer reads a command's options from its signature, so the returned function's signature is the
+    command's arguments, then the sizing options, then the command's own options.
+    """
+    hints = typing.get_type_hints(SizingFlags, include_extras=True)
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    defaults = SizingFlags()
+    flags = [
+        inspect.Parameter(name, keyword, annotation=hints[name], default=getattr(defaults, name))
+        for name in _SIZING_FIELDS
+    ]
+    own = [
+        parameter.replace(kind=keyword)
+        for parameter in inspect.signature(command, eval_str=True).parameters.values()
+        if parameter.name != "sizing"
+    ]
+
+    def is_argument(parameter: inspect.Parameter) -> bool:
+        return any(isinstance(info, typer.models.ArgumentInfo) for info in typing.get_args(parameter.annotation)[1:])
+
+    parameters = [*filter(is_argument, own), *flags, *(p for p in own if not is_argument(p))]
+
+    @functools.wraps(command)
+    def with_sizing(**values: Any) -> None:
+        sizing = SizingFlags(**{name: values.pop(name) for name in _SIZING_FIELDS})
+        command(sizing=sizing, **values)
+
+    with_sizing.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    with_sizing.__annotations__ = {parameter.name: parameter.annotation for parameter in parameters}
+    return with_sizing
+
+
+def _prices(texts: list[str]) -> Any:
+    """``--price`` values: one price for every accelerator, or ``GPU=price`` pairs (one per accelerator)."""
+    pairs = [text.split("=", 1) for text in texts]
+    if all(len(pair) == 1 for pair in pairs):
+        if len(texts) > 1:
+            raise _fail("give one --price for all accelerators, or --price GPU=PRICE for each")
+        return _quantity("price", texts[0], "USD/hour", bare="USD/hour", positive=True)
+    if not all(len(pair) == 2 for pair in pairs):
+        raise _fail("--price: mix of 'GPU=PRICE' and a bare price; give GPU=PRICE for each")
+    prices: dict[str, Any] = {}
+    for name, text in pairs:
+        if name.strip() in prices:
+            raise _fail(f"--price names {name.strip()} twice")
+        prices[name.strip()] = _quantity(f"price {name.strip()}", text, "USD/hour", bare="USD/hour", positive=True)
+    return prices
+
+
+def _percentile(text: str | None) -> float | None:
+    """``--percentile``: ``99``, ``p99`` or ``0.99`` as the fraction the sizer takes (``None``: the mean)."""
+    if text is None:
+        return None
+    raw = text.strip().lower()
+    try:
+        value = float(raw.removeprefix("p"))
+    except ValueError:
+        value = float("nan")
+    fraction = value / 100 if raw.startswith("p") or value >= 1 else value
+    if not 0 < fraction < 1:
+        raise _fail(
+            f"option --percentile: expected a percentile between 0 and 100 such as 99, p99 or 0.99, got {text!r}"
+        )
+    return fraction
+
+
+def _speculation(text: str | None, registry: Any) -> Any:
+    """``--speculate DRAFT:K:ALPHA`` as a :class:`~calculator.fleet.Speculation` (K and ALPHA may be left out)."""
+    from ..errors import CalculatorError
+    from ..fleet import Speculation
+
+    if text is None:
+        return None
+    parts = text.split(":")
+    example = "such as 'llama-3.2-1b:4:0.7' (draft model id, draft tokens per round, acceptance probability)"
+    try:
+        if not 1 <= len(parts) <= 3 or not parts[0].strip():
+            raise ValueError
+        values: dict[str, Any] = {"draft_model": parts[0].strip()}
+        if len(parts) > 1:
+            values["draft_length"] = int(parts[1])
+        if len(parts) > 2:
+            values["acceptance"] = float(parts[2])
+    except ValueError:
+        raise _fail(f"option --speculate: expected DRAFT:K:ALPHA {example}, got {text!r}") from None
+    try:
+        speculation = Speculation(**values)
+        registry.model(speculation.draft_model)
+    except (CalculatorError, KeyError) as exc:
+        raise _fail(f"option --speculate: {exc}") from None
+    return speculation
+
+
+#: The traffic flags --trace replaces (with the size_fleet argument each sets).
+_TRAFFIC = {
+    "rate": "arrival_rate",
+    "input_tokens": "input_tokens",
+    "output_tokens": "output_tokens",
+    "arrival_cv": "arrival_cv",
+    "input_cv": "input_cv",
+    "output_cv": "output_cv",
+}
+
+
+def _missing(model: str | None, sizing: SizingFlags, rate_known: bool = False) -> list[str]:
+    """The required sizing inputs not given: MODEL, the traffic (unless --trace) and the two targets."""
+    needed: dict[str, Any] = {"MODEL": model, "--ttft": sizing.ttft, "--tpot": sizing.tpot}
+    if sizing.trace is None:
+        needed |= {"--rate": sizing.rate or rate_known or None, "--input": sizing.input_tokens,
+                   "--output": sizing.output_tokens}  # fmt: skip
+    order = ("MODEL", "--rate", "--input", "--output", "--ttft", "--tpot")
+    return [name for name in order if name in needed and needed[name] is None]
+
+
+def _sizing_inputs(model: str | None, sizing: SizingFlags, registry: Any, rate: Any = None) -> dict[str, Any]:
+    """The keyword arguments of :func:`~calculator.fleet.size_fleet` from the sizing options.
+
+    ``rate`` (a quantity) stands in for a missing ``--rate`` (``size --demand`` sizes at the curve's peak).
+    Every check that names a flag runs here, before any sizing.
+    """
+    from ..fleet import Workload
+
+    if sizing.trace is not None:
+        given = [_flag(name) for name in _TRAFFIC if getattr(sizing, name) is not None]
+        if given:
+            raise _fail(f"--trace gives the rate, the lengths and their CVs; leave out {', '.join(given)}")
+        with _library_errors():
+            workload = Workload.from_trace(sizing.trace)
+        traffic = {argument: getattr(workload, argument) for argument in _TRAFFIC.values()}
+    else:
+        arrival = _quantity("rate", sizing.rate, "request/s", bare="request/s", positive=True) if sizing.rate else rate
+        defaults = {"arrival_cv": 1.0, "input_cv": 0.0, "output_cv": 0.0}
+        traffic = {
+            argument: getattr(sizing, name) if getattr(sizing, name) is not None else defaults.get(argument)
+            for name, argument in _TRAFFIC.items()
+        }
+        traffic["arrival_rate"] = arrival
+    if sizing.max_utilization == 0:
+        raise _fail("option --max-utilization: must be greater than zero (at most 1), got 0")
+    if (sizing.prefix_hit > 0) != (sizing.shared_prefix > 0):
+        raise _fail(
+            "--prefix-hit and --shared-prefix go together: the share of requests that hit the prefix cache, "
+            "and the tokens of the prefix they share"
+        )
+    if sizing.shared_prefix > traffic["input_tokens"]:
+        raise _fail(
+            f"--shared-prefix {sizing.shared_prefix:g} is longer than the mean prompt "
+            f"({traffic['input_tokens']:g} tokens)"
+        )
+    inputs: dict[str, Any] = {
+        "model": model,
+        "accelerator": sizing.accelerator,
+        "precision": sizing.precision,
+        **traffic,
+        "ttft_slo": _quantity("ttft", sizing.ttft, "s", positive=True),
+        "tpot_slo": _quantity("tpot", sizing.tpot, "s", positive=True),
+        "tbt_slo": _quantity("tbt", sizing.tbt, "s", positive=True) if sizing.tbt is not None else None,
+        "engine": sizing.engine,
+        "price": _prices(sizing.price) if sizing.price else None,
+        "max_utilization": sizing.max_utilization,
+        "ttft_percentile": _percentile(sizing.percentile),
+        "kv_precision": sizing.kv_precision,
+        "prefix_hit_rate": sizing.prefix_hit,
+        "shared_prefix_tokens": sizing.shared_prefix,
+        "speculation": _speculation(sizing.speculate, registry),
+        "chunk_size": sizing.chunk,
+    }
+    if sizing.tensor_parallel:
+        inputs["tensor_parallel"] = tuple(sizing.tensor_parallel)
+    if sizing.router is not None:
+        inputs["router"] = sizing.router
+    return inputs
+
+
+def _fill_prices(inputs: dict[str, Any], registry: Any) -> list[str]:
+    """Every candidate's price in ``inputs``: the one given with --price, else the registry's (ids returned)."""
+    from ..fleet import default_price_entry
+
+    given, accelerators = inputs["price"], inputs["accelerator"]
+    if isinstance(given, dict) and set(given) - set(accelerators):
+        raise _fail(f"--price names {', '.join(sorted(set(given) - set(accelerators)))}, not a candidate (-a)")
+    hourly, defaults = {}, []
+    for name in accelerators:
+        chosen = given.get(name) if isinstance(given, dict) else given
+        if chosen is None:
+            entry = default_price_entry(name, registry)
+            chosen = entry.price
+            defaults.append(entry.id)
+        hourly[name] = chosen
+    inputs["price"] = hourly
+    return defaults
+
+
+def _size_plan(inputs: dict[str, Any], bar: Any, registry: Any, **options: Any) -> Any:
+    """:func:`~calculator.fleet.size_fleet` on the sizing inputs, with a task on the rich progress ``bar``."""
+    from ..fleet import size_fleet
+
+    task = bar.add_task("searching configurations", total=None)
+    return size_fleet(
+        **inputs,
+        registry=registry,
+        progress=lambda done, total: bar.update(task, completed=done, total=total),
+        **options,
+    )
+
+
+# ------------------------------------------------------------------------------------------- showing a plan
+
+#: Labels of the plan's fields where the field name alone would mislead (the token costs count output tokens).
+PLAN_LABELS = {
+    "cost_per_million_tokens": "cost_per_million_output_tokens",
+    "energy_per_million_tokens": "energy_per_million_output_tokens",
+    "electricity_cost_per_million_tokens": "electricity_cost_per_million_output_tokens",
+    "handoff": "kv_handoff",
+}
+
+
+def _shown(key: str, value: Any) -> str:
+    """A field's value as text: quantities in the unit of :data:`calculator.sweeps.PLAN_UNITS` (not compacted)."""
+    from ..sweeps import PLAN_UNITS
+    from ..units import ureg
+
+    if isinstance(value, ureg.Quantity):
+        unit = {**PLAN_UNITS, "handoff": "ms", "saving": "USD/hour"}.get(key) or PLAN_UNITS.get(f"{key}.low")
+        value = value.to(unit) if unit else value
+        return f"{_number(float(value.magnitude))} {value.units:~P}"
+    if isinstance(value, bool | str):
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return _number(value)
+    if isinstance(value, tuple | list):
+        return "(" + ", ".join("none" if item is None else _shown(key, item) for item in value) + ")"
+    if isinstance(value, dict):
+        return ", ".join(f"{name} {_shown(name, item)}" for name, item in value.items())
+    return str(value)
+
+
+def _field_lines(result: Any, skip: tuple[str, ...] = ()) -> list[str]:
+    """``name: value`` lines of a plan's fields; an infeasible plan shows no zero configuration."""
+    return [
+        f"{PLAN_LABELS.get(key, key)}: {_shown(key, value)}"
+        for key, value in result.to_dict().items()
+        if key not in skip
+        and value is not None
+        and not (isinstance(value, str | dict | tuple) and not value)
+        and (result.feasible or isinstance(value, bool) or not isinstance(value, int | float) or value != 0)
+    ]
+
+
+def _understood(inputs: dict[str, Any], defaults: list[str], trace: Path | None = None) -> list[str]:
+    """The first lines of the output: the workload, the targets and the prices, as the command read them."""
+    lines = [
+        f"workload: {_number(inputs['arrival_rate'].m_as('request/s'))} request/s; "
+        f"{_number(inputs['input_tokens'])} prompt tokens -> {_number(inputs['output_tokens'])} output tokens "
+        f"(arrival CV {inputs['arrival_cv']:.3g}, prompt-length CV {inputs['input_cv']:.3g}, "
+        f"output-length CV {inputs['output_cv']:.3g})"
+        + (f"; read from the trace {trace.name}" if trace is not None else "")
+        + (
+            f"; prefix-cache hit rate {inputs['prefix_hit_rate']:g} on a {_number(inputs['shared_prefix_tokens'])}"
+            "-token shared prefix"
+            if inputs.get("prefix_hit_rate")
+            else ""
+        )
+        + (f"; chunked prefill at {inputs['chunk_size']:,} tokens" if inputs.get("chunk_size") else "")
+        + (
+            f"; speculative decoding with draft {spec.draft_model} ({spec.draft_length} tokens per round, "
+            f"acceptance {spec.acceptance:g})"
+            if (spec := inputs.get("speculation")) is not None
+            else ""
+        )
+    ]
+    at = f"p{_number(100 * inputs['ttft_percentile'])}" if inputs.get("ttft_percentile") else "mean"
+    gap = f", token gap {_number(inputs['tbt_slo'].m_as('ms'))} ms" if inputs.get("tbt_slo") is not None else ""
+    lines.append(
+        f"targets: TTFT {_number(inputs['ttft_slo'].m_as('ms'))} ms ({at}), "
+        f"TPOT {_number(inputs['tpot_slo'].m_as('ms'))} ms{gap}; utilization at most {inputs['max_utilization']:g}"
+    )
+    shown = ", ".join(f"{name} {_number(price.m_as('USD/hour'))} USD/hour" for name, price in inputs["price"].items())
+    lines.append(f"prices: {shown}" + (f" (registry entries: {', '.join(defaults)})" if defaults else " (given)"))
+    return lines

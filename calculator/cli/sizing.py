@@ -54,8 +54,7 @@ EngineOption = Annotated[
     typer.Option(metavar="ENGINE", help="Serving engine profile: vllm, sglang or trtllm (default: generic)."),
 ]
 TimeHelp = "with its unit, e.g. '{}' (a bare number is an error)"
-
-
+#: The requests of a simulation (``size --verify`` and ``simulate``).
 RequestsOption = Annotated[
     int | None,
     typer.Option(

@@ -167,3 +167,18 @@ def test_every_public_function_that_takes_a_registry_reference_takes_registry():
         if references and "registry" not in inspect.signature(function).parameters:
             missing.append(f"{name}({', '.join(references)})")
     assert not missing, missing
+
+
+def test_an_accelerator_without_a_price_asks_for_the_cli_flag(tmp_path):
+    # The same accelerator without its price entry: the CLI names its own flag, not the API's price= argument.
+    path = tmp_path / "no-price.yaml"
+    path.write_text(USER.split("prices:")[0], encoding="utf-8")
+    args = ["size", "llama-3.1-8b", "-a", "my-gpu", "--rate", "20", "--input", "1024", "--output", "256"]
+    args += ["--ttft", "1 s", "--tpot", "50 ms", "--extra", str(path)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2
+    assert "no on-demand price for my-gpu; give one with --price my-gpu=USD/h" in result.stderr
+    assert "price=" not in result.stderr.replace("--price my-gpu=", "")
+    priced = CliRunner().invoke(app, [*args, "--price", "my-gpu=2 USD/hour", "--json"])
+    assert priced.exit_code == 0, priced.output
+    assert json.loads(priced.stdout)["cost_per_hour"]["value"] == pytest.approx(2.0 * json.loads(priced.stdout)["gpus"])

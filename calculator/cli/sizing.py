@@ -12,6 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
+from ..errors import InputError
 from ..results import format_number as _number
 from ._app import ExtraOption, _fail, _library_errors
 
@@ -415,7 +416,13 @@ def _fill_prices(inputs: dict[str, Any], registry: Any) -> list[str]:
     for name in accelerators:
         chosen = given.get(name) if isinstance(given, dict) else given
         if chosen is None:
-            entry = default_price_entry(name, registry)
+            try:
+                entry = default_price_entry(name, registry)
+            except InputError:
+                raise _fail(
+                    f"the registry has no on-demand price for {name}; give one with --price {name}=USD/h "
+                    f"(e.g. --price '{name}=2.5 USD/hour')"
+                ) from None
             chosen = entry.price
             defaults.append(entry.id)
         hourly[name] = chosen

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._support import scalar
+from .._support import count, scalar
 from ..errors import InputError
 from ..results import Result
 from ..types import AcceleratorRef
@@ -27,6 +27,10 @@ __all__ = [
 ]
 
 DEFAULT_TENSOR_PARALLEL = (1, 2, 4, 8)
+#: The largest coefficient of variation of a length or of inter-arrival times (traces measure 0.5 to about 5).
+MAX_CV = 100.0
+#: The longest draft a speculation round proposes (engines use 1 to about 10; the gain peaks well below this).
+MAX_DRAFT_LENGTH = 256
 #: Operating batches searched: every size to 16, then steps that keep the grid about 90 points.
 DEFAULT_BATCHES = tuple(sorted({*range(1, 17), *range(18, 65, 2), *range(68, 257, 4), *range(264, 1025, 8)}))
 
@@ -71,8 +75,10 @@ class Workload(Result):
                 raise InputError(f"Workload: '{name}' must be >= 1 token, got {getattr(self, name)!r}")
             object.__setattr__(self, name, tokens)
         for name in ("input_cv", "output_cv", "arrival_cv"):
-            if not getattr(self, name) >= 0:
-                raise InputError(f"Workload: '{name}' must be >= 0, got {getattr(self, name)!r}")
+            cv = scalar("Workload", name, getattr(self, name))
+            if not cv <= MAX_CV:
+                raise InputError(f"Workload(): argument '{name}' must be at most {MAX_CV:g}, got {cv:g}")
+            object.__setattr__(self, name, cv)
 
     @classmethod
     def from_trace(
@@ -120,10 +126,10 @@ class Speculation(Result):
     acceptance: float = 0.7
 
     def __post_init__(self) -> None:
-        if int(self.draft_length) != self.draft_length or self.draft_length < 1:
-            raise InputError(f"Speculation: 'draft_length' must be an integer >= 1, got {self.draft_length!r}")
-        if not 0 <= self.acceptance <= 1:
-            raise InputError(f"Speculation: 'acceptance' must be in [0, 1], got {self.acceptance!r}")
+        object.__setattr__(
+            self, "draft_length", count("Speculation", "draft_length", self.draft_length, 1, MAX_DRAFT_LENGTH)
+        )
+        object.__setattr__(self, "acceptance", scalar("Speculation", "acceptance", self.acceptance, "", "probability"))
 
 
 def default_price(accelerator: AcceleratorRef, registry: Registry | None = None) -> Any:

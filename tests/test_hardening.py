@@ -265,3 +265,14 @@ def test_more_systemic_cases_are_the_projects_errors():
 def test_a_bare_rate_in_scientific_notation_is_read_in_request_per_second():
     result = runner.invoke(app, ["size", *SIZE, "--rate", "1e2"])
     assert result.exit_code in (0, 1) and "workload: 100 request/s" in result.stdout
+
+
+def test_workload_variability_and_draft_length_are_bounded():
+    rate = Q_(5, "request/s")
+    with pytest.raises(InputError, match="'arrival_cv' must be finite"):  # an array of infinities in the message before
+        c.size_fleet(*SIZING, rate, 1024, 256, Q_(1, "s"), Q_(50, "ms"), arrival_cv=math.inf)
+    with pytest.raises(InputError, match="'output_cv' must be at most 100"):
+        c.Workload(rate, 1024, 256, output_cv=1e9)
+    with pytest.raises(InputError, match="'draft_length' must be at most 256"):  # sized a 10-million-GPU fleet before
+        c.Speculation("llama-3.2-1b", draft_length=10**11)
+    assert c.Speculation("llama-3.2-1b", draft_length=4.0).draft_length == 4  # a whole float is a count

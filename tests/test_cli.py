@@ -709,3 +709,21 @@ def test_the_remaining_sizing_flags_reach_the_plan():
     echoed = runner.invoke(app, [*SMALL_SIZE, *flags]).stdout.splitlines()
     assert "(arrival CV 1.5, prompt-length CV 0.4, output-length CV 0)" in echoed[0]
     assert echoed[1].endswith("utilization at most 0.6")
+
+
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        ("0,5\n3600,nan\n", "every time and rate must be a number"),
+        ("0,5\n3600,\n", "every time and rate must be a number"),
+        ("0,5\n3600,-4\n", "the rates (request/s) must be at least 0"),
+        ("0,0\n3600,0\n", "one of them above 0"),
+        ("0,5\n0,6\n", "the times (s) must increase from row to row"),
+    ],
+)
+def test_a_bad_demand_curve_is_named(tmp_path, rows, message):
+    curve = tmp_path / "curve.csv"
+    curve.write_text("time,rate\n" + rows, encoding="utf-8")
+    args = ["size", "llama-3.1-8b", "--input", "100", "--output", "10", "--ttft", "1 s", "--tpot", "50 ms"]
+    result = runner.invoke(app, [*args, "--price", "4", "--demand", str(curve)])
+    assert result.exit_code == 2 and f"--demand {curve}: " in result.stderr and message in result.stderr

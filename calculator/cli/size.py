@@ -301,6 +301,7 @@ def _demand_curve(path: Path, bin_text: str | None) -> tuple[Any, Any, Any]:
     arrivals per bin); a demand curve has columns ``time`` (s, start of each step) and ``rate``
     (request/s). ``width`` is the length of the last step, so the curve's end is its last time plus it.
     """
+    import numpy as np
     import pandas as pd
 
     from ..fleet import demand_from_trace
@@ -327,6 +328,13 @@ def _demand_curve(path: Path, bin_text: str | None) -> tuple[Any, Any, Any]:
         rates = Q_(pd.to_numeric(frame["rate"], errors="coerce").to_numpy(dtype=float), "request/s")
         if len(frame) < 2:
             raise _fail(f"--demand {path}: a demand curve needs at least two rows (time, rate)")
+        seconds, values = times.magnitude, rates.magnitude
+        if not (np.isfinite(seconds).all() and np.isfinite(values).all()):
+            raise _fail(f"--demand {path}: every time and rate must be a number (a cell is empty or not a number)")
+        if (np.diff(seconds) <= 0).any():
+            raise _fail(f"--demand {path}: the times (s) must increase from row to row")
+        if (values < 0).any() or not (values > 0).any():
+            raise _fail(f"--demand {path}: the rates (request/s) must be at least 0, and one of them above 0")
         return times, rates, times[-1] - times[-2]
 
 

@@ -269,6 +269,16 @@ def test_bad_inputs():
         Speculation("llama-3.1-8b", acceptance=1.5)
 
 
+def test_disaggregated_pools_beyond_the_prefill_replica_limit_say_so():
+    args = ("llama-3.1-70b", "h100-sxm", "fp8", Q_(20, "request/s"), 4096, 256)
+    assert size_disaggregated(*args, Q_(1.5, "s"), Q_(40, "ms"), price=PRICE).feasible
+    # 20 prompts of 4,096 tokens a second do not fit one prefill replica: the limit is the reason, not the target
+    capped = size_disaggregated(*args, Q_(1.5, "s"), Q_(40, "ms"), price=PRICE, max_prefill_replicas=1)
+    assert not capped.feasible and "needs more than 1 prefill replicas (max_prefill_replicas)" in capped.reason
+    unreachable = size_disaggregated(*args, Q_(20, "ms"), Q_(40, "ms"), price=PRICE)  # below one prefill's time
+    assert not unreachable.feasible and "no configuration meets the TTFT target after" in unreachable.reason
+
+
 def test_compare_colocated_and_disaggregated():
     c = compare_serving_modes(
         "llama-3.1-70b", "h100-sxm", "fp8", Q_(20, "request/s"), 4096, 256, Q_(1.5, "s"), Q_(40, "ms"), price=PRICE

@@ -141,6 +141,7 @@ def size_disaggregated(
     budget = ttft_target - handoff - t_dec_best / 2
 
     prefill_best: tuple[Any, ...] | None = None
+    too_many = False  # a pool meets the TTFT target only with more than max_prefill_replicas replicas
     for family in families:
         t_pf = prefill_seconds(family.arrays, profile.efficiency_for(family.accelerator), tps, workload.input_tokens)
         least = np.ceil(lam * t_pf / max_utilization)
@@ -152,18 +153,22 @@ def size_disaggregated(
             wait = ggc_mean_wait(arrival, service, counts, arrival_cv, input_cv).m_as("s")
         else:
             wait = ggc_wait_quantile(arrival, service, counts, arrival_cv, input_cv, ttft_percentile).m_as("s")
-        ok = (t_pf[:, None] + wait <= budget) & (counts <= max_prefill_replicas)
+        in_time = t_pf[:, None] + wait <= budget
+        too_many = too_many or bool((in_time & (counts > max_prefill_replicas)).any())
+        ok = in_time & (counts <= max_prefill_replicas)
         cost = np.where(ok, counts * tps[:, None] * family.price, np.inf)
         index = np.unravel_index(np.argmin(cost), cost.shape)
         if np.isfinite(cost[index]) and (prefill_best is None or cost[index] < prefill_best[0]):
             ttft = t_pf[index[0]] + wait[index] + handoff + t_dec_best / 2
             prefill_best = (cost[index], family, int(tps[index[0]]), int(counts[index]), ttft)
     if prefill_best is None:
-        return DisaggregatedPlan(
-            False,
-            f"prefill pool: no configuration meets the TTFT target after a {handoff * 1e3:.1f} ms KV handoff",
-            handoff=Q_(handoff, "s"),
+        why = (
+            f"prefill pool: the TTFT target needs more than {max_prefill_replicas:,} prefill replicas "
+            "(max_prefill_replicas)"
+            if too_many
+            else f"prefill pool: no configuration meets the TTFT target after a {handoff * 1e3:.1f} ms KV handoff"
         )
+        return DisaggregatedPlan(False, why, handoff=Q_(handoff, "s"))
     p_cost, p_family, p_tp, p_replicas, ttft = prefill_best
     d_tp = int(tp_grid[d_index])
     cost_hour = p_cost + decode_best[0]

@@ -35,7 +35,7 @@ CHANGES = {
     "routing_tails": ("number_input", "routing.fanout", lambda i: 100 + i),
     "autoscaling_regions": ("number_input", "autoscaling.per_replica", lambda i: 100.0 + i),
     "registry": ("selectbox", "registry.entry", lambda i: ["h100-sxm", "h200-sxm", "a100-sxm-80gb", "l4"][i % 4]),
-    "goal_seek": ("number_input", "goal.kv_bytes_per_token.kv_bytes_per_token", lambda i: 2.0 * i),
+    "goal_seek": ("number_input", "goal.kv_bytes_per_token.kv_bytes_per_token", lambda i: 4096.0 * (70 + i)),
 }
 
 

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from ._app import ExtraOption, Format, FormatOption, JsonOption, OutOption, _emit, _format, _load, app
+from ._app import ExtraOption, Format, FormatOption, JsonOption, OutOption, _emit, _format, _library_errors, _load, app
 from .sizing import AcceleratorOption, EngineOption, PrecisionOption
 
 
@@ -25,16 +25,12 @@ def frontier_command(
     out: OutOption = None,
 ) -> None:
     """Throughput per GPU against tokens per second per user (Figure 6), per accelerator."""
-    from ..errors import CalculatorError
     from ..fleet import frontier
 
     fmt = _format(output_format, as_json)
     registry = _load(None, extra)
-    try:
+    with _library_errors():
         table = frontier(model, accelerator, precision, input_tokens, output_tokens, engine=engine, registry=registry)
-    except (CalculatorError, KeyError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
     if table.empty:
         typer.echo(
             f"error: no configuration of {model} fits in memory on {', '.join(accelerator)} at "

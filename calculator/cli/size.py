@@ -43,6 +43,17 @@ from .sizing import (
     _understood,
 )
 
+#: The KV handoff link of the disaggregated pools (``size --disaggregated`` and ``compare``).
+InterconnectOption = Annotated[
+    str | None,
+    typer.Option(
+        metavar="LINK",
+        help="Registry interconnect carrying the KV handoff between the pools (with --disaggregated and in "
+        "compare; default infiniband-ndr).",
+        show_default=False,
+    ),
+]
+
 
 class EmitTarget(StrEnum):
     """What ``size --emit`` prints instead of the table: an engine's launch command or a Kubernetes manifest."""
@@ -103,15 +114,7 @@ def size(
             "--disaggregated", help="Size separate prefill and decode pools (section 10.8.3) instead of replicas."
         ),
     ] = False,
-    interconnect: Annotated[
-        str | None,
-        typer.Option(
-            metavar="LINK",
-            help="Registry interconnect carrying the KV handoff between the pools (with --disaggregated; "
-            "default infiniband-ndr).",
-            show_default=False,
-        ),
-    ] = None,
+    interconnect: InterconnectOption = None,
     demand: Annotated[
         Path | None,
         typer.Option(
@@ -414,14 +417,7 @@ def compare_command(
     model: ModelArgument,
     *,
     sizing: SizingFlags,
-    interconnect: Annotated[
-        str | None,
-        typer.Option(
-            metavar="LINK",
-            help="Registry interconnect carrying the KV handoff between the pools (default infiniband-ndr).",
-            show_default=False,
-        ),
-    ] = None,
+    interconnect: InterconnectOption = None,
     as_json: JsonOption = False,
     output_format: FormatOption = None,
     out: OutOption = None,

@@ -7,8 +7,10 @@ default for the accelerator), an FP8 KV cache when the plan assumed one, and the
 Face name. Every flag is one the engine documents (``DOCUMENTED_FLAGS`` holds the page each was read
 from). :func:`kubernetes_manifest` wraps that command into a Deployment of ``plan.replicas`` pods with
 ``plan.tensor_parallel`` GPUs each and a HorizontalPodAutoscaler sketch. Settings the plan assumed
-but no confirmed flag carries (speculative decoding; TensorRT-LLM's KV-cache dtype, which lives in
-its options file) are stated in the result's ``notes`` and as comment lines, never invented.
+but no flag of the command carries (TensorRT-LLM's KV-cache dtype and speculative decoding, which live in
+its options file) are stated in the result's ``notes`` and as comment lines, never invented. A plan
+sized with speculative decoding gets the engine's draft-model flags (vLLM's ``--speculative-config``,
+SGLang's STANDALONE algorithm) with the plan's draft model and draft length.
 """
 
 from __future__ import annotations
@@ -34,6 +36,15 @@ _SGLANG_DOCS = (
     "sgl-project/sglang docs/advanced_features/server_arguments.md)"
 )
 _TRTLLM_DOCS = "trtllm-serve command reference (nvidia.github.io/TensorRT-LLM/0.18.2/commands/trtllm-serve.html)"
+_VLLM_DRAFT_DOCS = (
+    "vLLM speculative decoding with a draft model, online serving with --speculative-config "
+    "(docs.vllm.ai/en/latest/features/speculative_decoding/draft_model/)"
+)
+_SGLANG_DRAFT_DOCS = (
+    _SGLANG_DOCS + "; speculative decoding with a separate draft model is --speculative-algorithm STANDALONE, and "
+    "with --speculative-eagle-topk 1 the server sets --speculative-num-draft-tokens to --speculative-num-steps + 1 "
+    "(sgl-project/sglang python/sglang/srt/server_args.py)"
+)
 
 #: The flags each engine documents that :func:`launch_command` may emit, with the page each was read from.
 DOCUMENTED_FLAGS: dict[str, dict[str, str]] = {
@@ -43,6 +54,7 @@ DOCUMENTED_FLAGS: dict[str, dict[str, str]] = {
         "--gpu-memory-utilization": _VLLM_DOCS,
         "--max-num-batched-tokens": _VLLM_DOCS,
         "--kv-cache-dtype": _VLLM_DOCS + "; choices auto, fp8, fp8_e5m2, fp8_e4m3",
+        "--speculative-config": _VLLM_DRAFT_DOCS,
     },
     "sglang": {
         "--model-path": _SGLANG_DOCS,
@@ -53,6 +65,11 @@ DOCUMENTED_FLAGS: dict[str, dict[str, str]] = {
         "--mem-fraction-static": _SGLANG_DOCS,
         "--chunked-prefill-size": _SGLANG_DOCS,
         "--kv-cache-dtype": _SGLANG_DOCS + "; choices include fp8_e4m3 and fp8_e5m2",
+        "--speculative-algorithm": _SGLANG_DRAFT_DOCS,
+        "--speculative-draft-model-path": _SGLANG_DRAFT_DOCS,
+        "--speculative-num-steps": _SGLANG_DRAFT_DOCS,
+        "--speculative-eagle-topk": _SGLANG_DRAFT_DOCS,
+        "--speculative-num-draft-tokens": _SGLANG_DRAFT_DOCS,
     },
     "trtllm": {
         "--host": _TRTLLM_DOCS,
@@ -215,7 +232,10 @@ def launch_command(plan: FleetPlan, engine: str, *, registry: Registry | None = 
                 "(trtllm-serve takes no KV-dtype flag)"
             )
         positional = (hf,)
-    if plan.targets.get("speculation"):
+    draft = plan.targets.get("draft")
+    if draft:
+        _speculative_flags(name, flags, notes, _hf_name(reg.model(draft["model"])), int(draft["length"]))
+    elif plan.targets.get("speculation"):  # a plan that records no draft (written by an older version)
         notes.append("the plan assumes speculative decoding: configure the draft model and draft length by hand")
     if plan.engine != name:
         notes.append(f"the plan was sized with the {plan.engine} engine profile, not {name}'s")
@@ -223,6 +243,34 @@ def launch_command(plan: FleetPlan, engine: str, *, registry: Registry | None = 
     command = "\n".join([*(f"# {note}" for note in notes), shlex.join(arguments)])
     citations = {flag: DOCUMENTED_FLAGS[name][flag] for flag in flags}
     return LaunchConfig(name, arguments, command, flags, citations, tuple(notes))
+
+
+def _speculative_flags(engine: str, flags: dict[str, str], notes: list[str], draft: str, length: int) -> None:
+    """The plan's draft model proposing ``length`` tokens a round, as the engine's flags (TensorRT-LLM: a note).
+
+    vLLM takes one JSON flag; SGLang runs a separate draft model as its STANDALONE algorithm, a chain of
+    ``length`` steps with one candidate each (top-k 1, so ``length + 1`` tokens are verified); trtllm-serve
+    reads speculation from its options YAML, which the note spells out.
+    """
+    import json
+
+    if engine == "vllm":
+        config = {"model": draft, "num_speculative_tokens": length, "method": "draft_model"}
+        flags["--speculative-config"] = json.dumps(config, separators=(",", ":"))
+    elif engine == "sglang":
+        flags |= {
+            "--speculative-algorithm": "STANDALONE",
+            "--speculative-draft-model-path": draft,
+            "--speculative-num-steps": str(length),
+            "--speculative-eagle-topk": "1",
+            "--speculative-num-draft-tokens": str(length + 1),
+        }
+    else:
+        notes.append(
+            "speculative decoding: write extra-llm-api-config.yml with speculative_config: {decoding_type: "
+            f"DraftTarget, max_draft_len: {length}, speculative_model_dir: {draft}}} and add "
+            "--extra_llm_api_options extra-llm-api-config.yml (TensorRT-LLM speculative decoding docs)"
+        )
 
 
 def _dns_name(text: str) -> str:

@@ -97,14 +97,56 @@ def test_the_plans_chunk_size_is_the_token_budget_and_no_fp8_kv_unless_planned(c
     assert not any(value.startswith("fp8") for value in config.flags.values())
 
 
-def test_speculation_is_left_to_a_stated_manual_step(fp8_plan):
+@pytest.fixture(scope="module")
+def speculative_plan():
+    from calculator.fleet import Speculation
+
+    plan = _plan(engine="vllm", speculation=Speculation("llama-3.2-1b", 3, 0.7))
+    assert plan.feasible
+    return plan
+
+
+def test_a_speculative_plan_emits_each_engines_draft_model_settings(speculative_plan):
+    import json
+
+    draft = "meta-llama/Llama-3.2-1B"  # the registry's Hugging Face name of llama-3.2-1b
+    vllm = launch_command(speculative_plan, "vllm")
+    assert json.loads(vllm.flags["--speculative-config"]) == {
+        "model": draft, "num_speculative_tokens": 3, "method": "draft_model"
+    }  # fmt: skip
+    assert shlex.split(vllm.command, comments=True) == list(vllm.arguments)  # the JSON survives the shell
+    sglang = launch_command(speculative_plan, "sglang").flags
+    assert sglang["--speculative-algorithm"] == "STANDALONE" and sglang["--speculative-draft-model-path"] == draft
+    # a chain of 3 drafted tokens, one candidate each: the server verifies 3 + 1 tokens
+    assert (sglang["--speculative-num-steps"], sglang["--speculative-eagle-topk"]) == ("3", "1")
+    assert sglang["--speculative-num-draft-tokens"] == "4"
+    for engine in ("vllm", "sglang"):
+        config = launch_command(speculative_plan, engine)
+        assert set(config.flags) <= set(DOCUMENTED_FLAGS[engine])
+        assert not any("speculative" in note for note in config.notes)
+    trtllm = launch_command(speculative_plan, "trtllm")  # trtllm-serve reads speculation from its options YAML
+    assert not any("specul" in flag for flag in trtllm.flags)
+    [note] = [note for note in trtllm.notes if "speculative" in note]
+    assert "decoding_type: DraftTarget, max_draft_len: 3, speculative_model_dir: meta-llama/Llama-3.2-1B}" in note
+    assert "--extra_llm_api_options" in note and trtllm.command.startswith("# ")
+
+
+def test_a_plan_without_its_draft_leaves_speculation_to_a_stated_manual_step(fp8_plan):
     import dataclasses
 
-    plan = dataclasses.replace(fp8_plan, targets={**fp8_plan.targets, "speculation": True})
+    plan = dataclasses.replace(fp8_plan, targets={**fp8_plan.targets, "speculation": True, "draft": None})
     config = launch_command(plan, "vllm")
     assert any("speculative" in note for note in config.notes)
     assert config.command.startswith("# ")
     assert not any("specul" in flag for flag in config.flags)
+
+
+def test_size_emit_carries_the_speculate_flag():
+    result = CliRunner().invoke(
+        app, ["size", *SIZING, "--price", "4", "--speculate", "llama-3.2-1b:3:0.7", "--emit", "sglang"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "--speculative-draft-model-path meta-llama/Llama-3.2-1B --speculative-num-steps 3" in result.stdout
 
 
 @pytest.mark.parametrize("engine", ENGINES)

@@ -371,6 +371,11 @@ def size_fleet(
         "kv_precision": kv_precision,
         "chunk_size": chunk_size,
         "speculation": speculation is not None,
+        "draft": (
+            {"model": speculation.draft_model, "length": speculation.draft_length, "acceptance": speculation.acceptance}
+            if speculation is not None
+            else None
+        ),
         "prefix_caching": prefix_hit_rate > 0,
         "registry_files": reg.user_files,
     }

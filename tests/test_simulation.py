@@ -367,3 +367,10 @@ def test_short_overloads_are_flagged_and_the_table_reads_like_the_verdict():
         simulate_plan(plan, requests=0)
     with pytest.raises(InputError, match="max_replicas"):
         verify_plan(plan, max_replicas="many")
+
+
+def test_a_vanishing_cv_draws_fixed_arrivals_and_lengths():
+    # 1e-300 squared underflows to zero: the gamma shape 1/cv**2 divided by zero before
+    traffic = Traffic(Q_(4, "request/s"), 100, 20, input_cv=1e-300, arrival_cv=1e-300, requests=50)
+    times, prompts, outputs = traffic.draw(seed=1)
+    assert np.allclose(np.diff(times), 0.25) and set(prompts) == {100} and set(outputs) == {20}

@@ -274,8 +274,13 @@ def _series(function: str, argument: str, value: Any, unit: str) -> tuple[np.nda
     return times - (times[0] if times.size else 0.0), values
 
 
+#: A coefficient of variation below this draws fixed values: the spread is below one part in a million,
+#: and a gamma shape of 1/cv**2 would overflow (or divide by zero) for a CV such as 1e-300.
+DETERMINISTIC_CV = 1e-6
+
+
 def _lengths(rng: np.random.Generator, mean: float, cv: float, n: int, shape: str) -> np.ndarray:
-    if cv == 0:
+    if cv < DETERMINISTIC_CV:
         return np.full(n, max(round(mean), 1), dtype=np.int64)
     if shape == "gamma":
         k = 1 / cv**2
@@ -287,7 +292,7 @@ def _lengths(rng: np.random.Generator, mean: float, cv: float, n: int, shape: st
 
 
 def _renewal(rng: np.random.Generator, rate: float, cv: float, n: int) -> np.ndarray:
-    if cv == 0:
+    if cv < DETERMINISTIC_CV:
         gaps = np.full(n, 1 / rate)
     elif cv == 1:
         gaps = rng.exponential(1 / rate, n)

@@ -273,13 +273,13 @@ def test_verification_chart_plots_the_table_against_the_targets(checked_plan):
 # ---------------------------------------------------------------------------------------------- Chart rules
 
 
-#: The figure builders of plots.py (its public names that are not the colour mapping).
+#: The figure builders of calculator.plots (its public names that are not the colour mapping).
 BUILDERS = sorted(set(plots.__all__) - {"ACCELERATOR_COLORS", "accelerator_color"})
 
 
 @pytest.fixture(scope="module")
 def every_figure(checked_plan):
-    """Each builder of plots.py with representative inputs (the simulation ones on the checked plan)."""
+    """Each builder of calculator.plots with representative inputs (the simulation ones on the checked plan)."""
     plan, verification = checked_plan
     result = verification.results[plan.replicas]
     wall = kv_wall(

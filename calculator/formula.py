@@ -63,6 +63,10 @@ NON_FORMULA_MODULES = frozenset({"__main__", "cli", "plots"})
 
 _REGISTRY: dict[str, Formula] = {}
 
+#: A whole-number unknown solved within this relative distance of an integer is that integer (the floating-point
+#: error of a closed form or of the root finder, not a fractional answer).
+INTEGER_SNAP = 1e-9
+
 #: ``precision`` is a positive number of bits (unit ``""``) or bytes (unit ``"B"``) per element that also
 #: takes a precision name (``"fp8"``) or a quantity of information (``Q_(1, "B")``); a plain number is bits.
 DOMAINS = ("positive", "nonnegative", "probability", "fraction_open", "positive_integer", "any", "precision")
@@ -488,6 +492,9 @@ class Formula:
                 idx = index if solution.ndim else ()
                 point = {n: v[idx] for n, v in others.items()}
                 solution[idx] = self._solve_numeric(unknown, float(target_b[idx]), point)
+        if spec.domain == "positive_integer":  # a count solved in floating point: 7.999999999999838 is 8
+            whole = np.round(solution)
+            solution = np.where(np.abs(solution - whole) <= INTEGER_SNAP * np.maximum(whole, 1.0), whole, solution)
         solution = solution if solution.ndim else float(solution)  # type: ignore[assignment]
         if np.any(np.isnan(solution)):
             raise InputError(
@@ -514,8 +521,8 @@ class Formula:
             with np.errstate(all="ignore"):
                 try:
                     candidate = np.asarray(root(target, *others.values()), dtype=complex)
-                except (TypeError, ValueError, ZeroDivisionError):
-                    continue
+                except (TypeError, ValueError, ZeroDivisionError, NameError):  # NameError: a special function
+                    continue  # numpy lacks (LambertW); the root finder takes over
                 candidate = np.broadcast_to(candidate, np.shape(target))
                 real = np.where(np.abs(candidate.imag) <= 1e-12 * np.abs(candidate.real), candidate.real, np.nan)
                 valid = _in_domain(real, spec.domain)

@@ -295,3 +295,26 @@ def test_an_example_may_only_name_arguments_and_falls_back_to_the_defaults():
 
     assert _transfer.example == {"size": Q_(2, "kB"), "rate": Q_(4.0, "B/s")}
     assert _transfer(**_transfer.example) == Q_(500, "s")
+
+
+def test_a_whole_number_unknown_solves_to_the_integer_not_a_rounding_error():
+    from calculator.parallelism import ring_allreduce_time
+
+    args = {"message": Q_(8, "MB"), "bandwidth": Q_(450, "GB/s"), "latency": Q_(0.5, "us"), "floor": Q_(0, "s")}
+    time = ring_allreduce_time(devices=8, **args)
+    devices = ring_allreduce_time.solve_for("devices", ring_allreduce_time=time, **args)
+    assert devices == 8 and float(devices).is_integer()  # 7.999999999999838 before
+    # a genuinely fractional answer stays fractional (the page then offers the nearest whole values)
+    between = ring_allreduce_time.solve_for("devices", ring_allreduce_time=time * 0.99, **args)
+    assert not float(between).is_integer()
+
+
+def test_a_closed_form_with_a_special_function_falls_back_to_the_root_finder():
+    # sympy solves speedup for the draft length with LambertW, which numpy cannot evaluate (a NameError before)
+    from calculator.speculative import speedup
+
+    gain = speedup(0.7, 5, 0.05)
+    k = speedup.solve_for(
+        "draft_length", speedup=gain, acceptance=0.7, draft_cost_ratio=0.05, verification_cost_ratio=1
+    )
+    assert speedup(0.7, k, 0.05) == pytest.approx(gain, rel=1e-9)

@@ -192,23 +192,7 @@ def test_format_errors_exit_2():
 
 # ---------------------------------------------------------------------------------------------- simulate
 
-PLAN_ARGS = [
-    "llama-3.1-70b",
-    "--rate",
-    "20",
-    "--input",
-    "1024",
-    "--output",
-    "256",
-    "--ttft",
-    "1 s",
-    "--tpot",
-    "50 ms",
-    "--ttft-percentile",
-    "0.99",
-    "--price",
-    "4",
-]
+PLAN_ARGS = [*SIZING[1:], "--ttft-percentile", "0.99", "--price", "4"]  # the sizing options without the command
 FAST = ["--requests", "600", "--seeds", "1"]
 
 

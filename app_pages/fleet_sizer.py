@@ -21,6 +21,8 @@ from calculator.simulation import DEFAULT_ROUTER, verify_plan
 ENGINES = {"generic": None, "vLLM": "vllm", "SGLang": "sglang", "TensorRT-LLM": "trtllm"}
 PERCENTILES = {"mean": None, "p90": 0.9, "p95": 0.95, "p99": 0.99}
 SERVING_PRECISIONS = [p for p in ("fp16", "bf16", "fp8", "int8", "int4", "fp4") if p in PRECISIONS]
+#: The KV-cache choice that follows the engine's default for the weights (kv_precision=None).
+ENGINE_DEFAULT_KV = "engine default"
 #: Labels of the dispatch policies of `calculator.simulation.ROUTERS`, by canonical name.
 ROUTER_LABELS = {
     "round_robin": "round robin",
@@ -145,7 +147,14 @@ def main():
         accelerators = sc.multiselect("Accelerators", "gpus", list(reg.accelerators), ["h100-sxm", "h200-sxm"])
         precisions = sc.multiselect("Weight precisions", "precisions", SERVING_PRECISIONS, ["fp16", "fp8"])
         engine = sc.select("Serving engine", "engine", list(ENGINES), "generic")
-        kv = sc.select("KV-cache precision", "kv", ["as weights", "fp16", "fp8"], "as weights")
+        kv = sc.select(
+            "KV-cache precision",
+            "kv",
+            [ENGINE_DEFAULT_KV, "fp16", "fp8"],
+            ENGINE_DEFAULT_KV,
+            help="The engine's default: FP8 for FP8/FP4 weights under vLLM, TensorRT-LLM and the generic profile "
+            "(on GPUs with FP8), 16-bit otherwise (calculator.performance.KV_PRECISION_RULE).",
+        )
     with traffic:
         st.subheader("Traffic")
         rate = sc.number("Arrival rate [request/s]", "rate", 10.0, min_value=0.01, max_value=1e6, step=1.0)
@@ -191,7 +200,7 @@ def main():
         st.warning(f"Enter a GPU-hour price for {ui.plain(', '.join(missing))}: the registry has none.")
         return
 
-    kv_precision = None if kv == "as weights" else kv
+    kv_precision = None if kv == ENGINE_DEFAULT_KV else kv
     options = (
         ("engine", ENGINES[engine]),
         ("max_utilization", max_util),
@@ -247,7 +256,10 @@ def _interval(pair, unit):
 
 
 def _show_plan(plan, rate, output, prices, tpot_ms, check):
-    st.success(f"{plan.gpus} × {ui.plain(plan.accelerator)} at {plan.precision}: {ui.plain(plan.reason)}.")
+    st.success(
+        f"{plan.gpus} × {ui.plain(plan.accelerator)} at {plan.precision} (KV cache {plan.kv_precision}): "
+        f"{ui.plain(plan.reason)}."
+    )
     low, high = plan.gpus_interval
     band = f"{low}-{high} GPUs" if high is not None else f"{low} GPUs to infeasible"
     st.info(
@@ -289,6 +301,7 @@ def _show_plan(plan, rate, output, prices, tpot_ms, check):
         "energy per 1M output tokens": plan.energy_per_million_tokens,
         "electricity per 1M output tokens": plan.electricity_cost_per_million_tokens,
         "engine profile": plan.engine,
+        "KV-cache precision": plan.kv_precision,
         "configurations evaluated": plan.candidates,
     }
     ui.download_json(plan, "fleet-plan", label="Download the plan as JSON")

@@ -157,16 +157,16 @@ def run_aiconfigurator(python, rows, jobs):
 
 
 def medians(errors):
-    """Row count and median |relative error| of TTFT and TPOT, ours and AIConfigurator's."""
-    return pd.Series(
-        {
-            "n": len(errors),
-            "TTFT ours": errors.ttft_error.abs().median(),
-            "TTFT AIC": errors.aic_ttft_error.abs().median(),
-            "TPOT ours": errors.tpot_error.abs().median(),
-            "TPOT AIC": errors.aic_tpot_error.abs().median(),
-        }
-    )
+    """Row count and median |relative error| of TTFT and TPOT: ours fitted, ours held out, AIConfigurator's."""
+    out = {"n": len(errors), "TTFT ours": errors.ttft_error.abs().median()}
+    if "held_ttft_error" in errors:
+        out["TTFT ours held-out"] = errors.held_ttft_error.abs().median()
+    out["TTFT AIC"] = errors.aic_ttft_error.abs().median()
+    out["TPOT ours"] = errors.tpot_error.abs().median()
+    if "held_tpot_error" in errors:
+        out["TPOT ours held-out"] = errors.held_tpot_error.abs().median()
+    out["TPOT AIC"] = errors.aic_tpot_error.abs().median()
+    return pd.Series(out)
 
 
 def reason(message):
@@ -183,6 +183,9 @@ def main():
     parser.add_argument("--aic-python", help="python of a venv with aiconfigurator==0.12.0 installed")
     parser.add_argument("--jobs", type=int, default=2, help="AIConfigurator worker processes (default 2)")
     parser.add_argument("--estimate", nargs=2, metavar=("IN", "OUT"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--held-out", metavar="FILE.csv", help="our held-out-campaign predictions (fit_performance.py --held-out)"
+    )
     args = parser.parse_args()
     if args.estimate:
         estimate(*args.estimate, args.jobs)
@@ -200,6 +203,9 @@ def main():
     aic = run_aiconfigurator(args.aic_python, rows, args.jobs)
     aic_seconds = time.perf_counter() - aic_start
     errors = errors.join(aic)
+    if args.held_out:
+        held = pd.read_csv(args.held_out).set_index("row")
+        errors = errors.join(held.add_prefix("held_"))
     errors["aic_ttft_error"] = errors.aic_ttft_ms / errors.silicon_ttft_ms - 1
     errors["aic_tpot_error"] = errors.aic_tpot_ms / errors.silicon_tpot_ms - 1
     both = errors[errors.aic_error == ""]
@@ -210,7 +216,10 @@ def main():
         f"# {len(rows)} H100 benchmark rows; AIConfigurator {aic.aic_version.iloc[0]} estimated {len(both)} "
         f"(databases: {databases})"
     )
-    print("# median |predicted / measured - 1| on the rows both estimate (ours: fitted on these rows)")
+    print(
+        "# median |predicted / measured - 1| on the rows both estimate (ours: fitted on these rows; held-out: each "
+        "campaign predicted by a fit without it)"
+    )
     table = {"all": medians(both)}
     for key in ("engine", "model"):
         for value, group in both.groupby(key):

@@ -1,19 +1,24 @@
-"""Refit the engines' behaviour parameters, cross-validate them, and write the prediction intervals.
+"""Refit the engines' costs, cross-validate them, and write the prediction intervals.
 
-Run from the repository root: ``python benchmarks/fit_performance.py [--write]``. It
+Run from the repository root: ``python benchmarks/fit_performance.py [--write] [--quick]``. It
 
-1. fits each engine's behaviour (``calibration.FITTED``: per-iteration cost, per-sequence cost,
-   per-request overhead, prefill-group coherence) on that engine's rows of
-   ``calculator/data/calibration/serving_benchmarks_h100.csv``, and one engine-agnostic profile on all rows,
-   and prints the constants for ``calculator/performance/engines.py``;
-2. prints the median absolute errors overall and per model / engine version / precision / TP;
-3. cross-validates the whole procedure leaving out one model, then one engine version, at a time;
+1. fits each engine's three costs (``calibration.FITTED``: per-iteration cost, per-sequence cost,
+   per-request overhead) on that engine's rows of ``calculator/data/calibration/serving_benchmarks_h100.csv``,
+   pulled toward one behaviour shared by all engines, and prints the constants for
+   ``calculator/performance/engines.py``;
+2. prints the median absolute errors overall and per campaign (model, engine version, precision, TP);
+3. cross-validates the whole procedure leaving out one campaign at a time, then one engine version
+   at a time (refitting everything without it, predicting it with its engine's refit profile);
 4. checks mixture-of-experts layers on H100 benchmarks of Qwen3-235B and gpt-oss-120b (not fitted), and
    the transfer across GPU generations on the 2023 splitwise measurements (A100, H100);
-5. derives the 80 % prediction intervals from the cross-validated ratios measured / predicted and,
-   with ``--write``, stores them in ``calculator/data/calibration/prediction_intervals.json``.
+5. derives the 80 % prediction intervals from the leave-one-campaign-out ratios measured / predicted
+   (their 10th and 90th percentiles: bias and spread), measures how much an unseen engine version
+   and an unseen GPU widen them, prints the coverage of each on held-out rows, and with ``--write``
+   stores them in ``calculator/data/calibration/prediction_intervals.json``.
 
 Only H100 end-to-end measurements are fitted; hardware efficiency comes from the kernel tables.
+``--quick`` skips the cross-validation refits (about twenty minutes on one core); ``--held-out FILE``
+writes the held-out-campaign predictions for ``benchmarks/compare_aiconfigurator.py --held-out FILE``.
 """
 
 import argparse
@@ -26,11 +31,20 @@ import pandas as pd
 
 sys.path.insert(0, ".")
 
-from calculator.calibration import CALIBRATION_DIR, FITTED, _get, fit_profiles, load_benchmarks, prediction_errors
+from calculator.calibration import (
+    CALIBRATION_DIR,
+    FITTED,
+    HARNESS_FILE,
+    _get,
+    calibrate,
+    load_benchmarks,
+    prediction_errors,
+)
 from calculator.performance import ENGINES, iteration_seconds, step_arrays
 from calculator.uncertainty import INTERVALS_FILE
 
 COVERAGE = 0.80
+TAIL = (1 - COVERAGE) / 2
 
 
 def summary(errors, label):
@@ -44,50 +58,96 @@ def show(profile):
     return "(" + ", ".join(f"{_get(profile, name, unit):.4g}" for name, _, _, unit, _ in FITTED) + ")"
 
 
-def versions(rows):
-    return rows.engine + " " + rows.backend_version.fillna("unrecorded").astype(str)
+def label(rows):
+    """Engine version and campaign (model, engine version, precision, TP) of every row."""
+    version = rows.engine + " " + rows.backend_version.fillna("unrecorded").astype(str)
+    campaign = (
+        rows.model + " | " + version + " | " + rows.precision + " | TP" + rows.tensor_parallel.astype(int).astype(str)
+    )
+    return rows.assign(engine_version=version, campaign=campaign)
 
 
-def cross_validate(rows, key, label):
-    """Fit without each group of ``key``; predict it with its engine's profile (or the pooled one)."""
+def cross_validate(rows, key, title):
+    """Refit without each group of ``key``; predict it with its engine's refit profile (or the shared one)."""
     out = []
     for value in sorted(rows[key].unique()):
         held = rows[rows[key] == value]
-        rest = rows[rows[key] != value]
-        fitted = fit_profiles(rest)
-        pooled = fit_profiles(rest, pooled=True)[None]
-        known = {e: fitted.get(e, pooled) for e in held.engine.unique()}
-        errors = prediction_errors(held, known)
-        generic = prediction_errors(held, {e: pooled for e in held.engine.unique()})
-        summary(errors, f"held out {label} {value}")
-        out.append(
-            errors.assign(
-                generic_ttft_error=generic.ttft_error.to_numpy(), generic_tpot_error=generic.tpot_error.to_numpy()
-            )
+        fit = calibrate(rows[rows[key] != value])
+        # the held-out rows' harness overhead as fitted on the rest (none if the harness is not there)
+        held = held.assign(
+            client_overhead=held.harness.map(fit.client_overheads)
+            .fillna(0.0)
+            .where(held.fit_client_overhead, held.client_overhead)
         )
-    return pd.concat(out, ignore_index=True)
-
-
-def band(ratio):
-    """The central ``COVERAGE`` range of measured / predicted."""
-    tail = (1 - COVERAGE) / 2
-    return [round(float(np.quantile(ratio, tail)), 3), round(float(np.quantile(ratio, 1 - tail)), 3)]
-
-
-def intervals(cv):
-    """Per engine and for the generic profile: the central range of cross-validated ratios."""
-    out = {}
+        errors = prediction_errors(held, {e: fit.profiles.get(e, fit.pooled) for e in held.engine.unique()})
+        out.append(errors.assign(row=held.index.to_numpy()))
+    cv = pd.concat(out, ignore_index=True).assign(cv=key)
+    summary(cv, title)
     for engine, group in cv.groupby("engine"):
-        out[engine] = {"ttft": band(1 / (1 + group.ttft_error)), "tpot": band(1 / (1 + group.tpot_error))}
-    out["generic"] = {"ttft": band(1 / (1 + cv.generic_ttft_error)), "tpot": band(1 / (1 + cv.generic_tpot_error))}
+        summary(group, f"  {engine}")
+    return cv
+
+
+def ratios(errors, metric):
+    """log(measured / predicted) of each row."""
+    return -np.log1p(errors[f"{metric}_error"].to_numpy())
+
+
+def band(log_ratio):
+    """The central ``COVERAGE`` range of log(measured / predicted): its bias and its spread."""
+    return float(np.quantile(log_ratio, TAIL)), float(np.quantile(log_ratio, 1 - TAIL))
+
+
+def widening(log_ratio, low, high):
+    """The smallest symmetric widening (log) of ``[low, high]`` that holds ``COVERAGE`` of ``log_ratio``."""
+    for extra in np.arange(0.0, 3.0, 0.005):
+        if np.mean((log_ratio >= low - extra) & (log_ratio <= high + extra)) >= COVERAGE:
+            return float(extra)
+    return 3.0
+
+
+def inside(log_ratio, low, high):
+    return float(np.mean((log_ratio >= low) & (log_ratio <= high)))
+
+
+def intervals(campaign_cv, version_cv):
+    """Per engine and for the generic profile: each metric's band and the widening an unseen version needs.
+
+    The band comes from the leave-one-campaign-out predictions, the widening from the
+    leave-one-version-out ones.
+    """
+    out = {}
+    for engine in [*sorted(campaign_cv.engine.unique()), "generic"]:
+        chosen = campaign_cv if engine == "generic" else campaign_cv[campaign_cv.engine == engine]
+        versions = version_cv if engine == "generic" else version_cv[version_cv.engine == engine]
+        entry = {}
+        for metric in ("ttft", "tpot"):
+            low, high = band(ratios(chosen, metric))
+            entry[metric] = [round(float(np.exp(low)), 3), round(float(np.exp(high)), 3)]
+            entry[f"{metric}_version_widening"] = round(widening(ratios(versions, metric), low, high), 3)
+        out[engine] = entry
     return out
+
+
+def nested_coverage(campaign_cv):
+    """Coverage of the band on each campaign when the band is built without that campaign's rows."""
+    hits = {"ttft": [], "tpot": []}
+    for campaign, group in campaign_cv.groupby("campaign"):
+        rest = campaign_cv[(campaign_cv.campaign != campaign) & (campaign_cv.engine == group.engine.iloc[0])]
+        if len(rest) < 20:
+            rest = campaign_cv[campaign_cv.campaign != campaign]
+        for metric in ("ttft", "tpot"):
+            low, high = band(ratios(rest, metric))
+            hits[metric].append(inside(ratios(group, metric), low, high) * len(group))
+    return {metric: sum(v) / len(campaign_cv) for metric, v in hits.items()}
 
 
 def transfer_check(profile):
     """Fit one per-step overhead on the 2023 stack's H100 rows; predict its A100 rows.
 
     Returns the spread (half the 10-90 % range of log error) of the A100 token-time prediction beyond
-    the H100 one: the error a GPU adds when the model transfers to it without end-to-end data.
+    the H100 one, or the shift of its median if larger: the error a GPU adds when the model transfers
+    to it without end-to-end data.
     """
     raw = pd.read_csv(CALIBRATION_DIR / "splitwise_perf_model.csv")
     rows = (
@@ -142,31 +202,33 @@ def main():
     parser.add_argument(
         "--write", action="store_true", help="write calculator/data/calibration/prediction_intervals.json"
     )
+    parser.add_argument("--quick", action="store_true", help="skip the leave-one-campaign-out refits")
+    parser.add_argument(
+        "--held-out", metavar="FILE.csv", help="write the held-out-campaign predictions (for compare_aiconfigurator.py)"
+    )
     args = parser.parse_args()
     start = time.perf_counter()
-    rows = load_benchmarks()
-    rows = rows.assign(engine_version=versions(rows))
-    per_engine = fit_profiles(rows)
-    pooled = fit_profiles(rows, pooled=True)
-    print("# fitted behaviour for calculator/performance/engines.py ENGINES:", ", ".join(n for n, *_ in FITTED))
-    print(f"None: {show(pooled[None])}")
+    rows = label(load_benchmarks())
+    fit = calibrate(rows)
+    per_engine = fit.profiles
+    print("# fitted costs for calculator/performance/engines.py ENGINES:", ", ".join(n for n, *_ in FITTED))
+    print(f"None: {show(fit.pooled)}")
     for name, profile in per_engine.items():
         print(f"{name!r}: {show(profile)}")
+    print(
+        "# fitted harness client overheads (benchmark_harness.csv):",
+        {k: round(v * 1e3, 1) for k, v in fit.client_overheads.items()},
+    )
+    rows = fit.apply(rows)
     errors = prediction_errors(rows, per_engine)
     summary(errors, "per-engine profiles")
-    summary(prediction_errors(rows, pooled, use_engine=False), "engine-agnostic profile")
+    summary(prediction_errors(rows, {None: fit.pooled}, use_engine=False), "engine-agnostic profile")
     table = (
         errors.assign(ttft_abs=errors.ttft_error.abs(), tpot_abs=errors.tpot_error.abs())
         .groupby(["model", "engine_version", "precision", "tensor_parallel"])[["ttft_abs", "tpot_abs"]]
         .median()
     )
     print(table.map(lambda v: f"{v:.1%}").to_string())
-    print("\n# cross-validation: leave one model out, then one engine version out")
-    cv = pd.concat(
-        [cross_validate(rows, "model", "model"), cross_validate(rows, "engine_version", "engine version")],
-        ignore_index=True,
-    )
-    summary(cv, "all held-out predictions")
     moe = load_benchmarks(CALIBRATION_DIR / "serving_benchmarks_h100_moe.csv")
     moe_errors = prediction_errors(moe, per_engine)
     print("\n# check, not fitted: H100 mixture-of-experts benchmarks (serving_benchmarks_h100_moe.csv)")
@@ -174,30 +236,63 @@ def main():
     for (model, engine), group in moe_errors.groupby(["model", "engine"]):
         summary(group, f"  {model} {engine}")
     spread = transfer_check(per_engine.get("vllm", ENGINES["vllm"]))
-    bands = intervals(cv)
-    print("\n# 80% prediction intervals on the H100 (factors on the prediction); other GPUs widen by the spread")
+    if args.quick:
+        print(f"\n(quick: no cross-validation; took {time.perf_counter() - start:.1f} s)")
+        return
+    print("\n# cross-validation: each campaign left out, then each engine version left out (refit without it)")
+    campaign_cv = cross_validate(rows, "campaign", "held-out campaigns")
+    version_cv = cross_validate(rows, "engine_version", "held-out engine versions")
+    if args.held_out:
+        campaign_cv[["row", "ttft_error", "tpot_error"]].to_csv(args.held_out, index=False)
+    bands = intervals(campaign_cv, version_cv)
+    print("\n# 80% prediction intervals (factors on the prediction) from the held-out campaigns;")
+    print("# an unseen engine version widens each end by the version term, an unseen GPU by the GPU term")
     for engine, value in bands.items():
-        print(f"{engine}: TTFT {value['ttft']}, TPOT {value['tpot']}")
-    inside = {}
-    for metric in ("ttft", "tpot"):
-        ratio = 1 / (1 + cv[f"{metric}_error"])
-        limits = {e: bands.get(e, bands["generic"])[metric] for e in cv.engine.unique()}
-        low, high = cv.engine.map(lambda e, m=limits: m[e][0]), cv.engine.map(lambda e, m=limits: m[e][1])
-        inside[metric] = float(((ratio >= low) & (ratio <= high)).mean())
-    print(f"held-out rows inside their interval: TTFT {inside['ttft']:.0%}, TPOT {inside['tpot']:.0%}")
+        print(
+            f"{engine}: TTFT {value['ttft']} (+{value['ttft_version_widening']}), "
+            f"TPOT {value['tpot']} (+{value['tpot_version_widening']})"
+        )
+    nested = nested_coverage(campaign_cv)
+    print("\n# coverage of the stated intervals on held-out rows")
+    print("| rows | interval | TTFT | TPOT | both |")
+    print("|---|---|---|---|---|")
+    for name, cv, widen in (("held-out campaigns", campaign_cv, False), ("held-out engine versions", version_cv, True)):
+        hit = {}
+        for metric in ("ttft", "tpot"):
+            r = ratios(cv, metric)
+            low = np.array([np.log(bands[e][metric][0]) for e in cv.engine])
+            high = np.array([np.log(bands[e][metric][1]) for e in cv.engine])
+            if widen:
+                extra = np.array([bands[e][f"{metric}_version_widening"] for e in cv.engine])
+                low, high = low - extra, high + extra
+            hit[metric] = (r >= low) & (r <= high)
+        both = float(np.mean(hit["ttft"] & hit["tpot"]))
+        kind = "campaign band + version term" if widen else "campaign band"
+        print(f"| {name} | {kind} | {hit['ttft'].mean():.0%} | {hit['tpot'].mean():.0%} | {both:.0%} |")
+    print(
+        f"| held-out campaigns, band built without the campaign | campaign band | {nested['ttft']:.0%} | "
+        f"{nested['tpot']:.0%} | |"
+    )
     if args.write:
         payload = {
             "coverage": COVERAGE,
-            "method": "10th-90th percentile of measured/predicted over leave-one-model-out and "
-            "leave-one-engine-version-out predictions of the H100 benchmarks; on other GPUs each end widens "
-            "in log space by the cross-generation spread of the splitwise transfer check "
+            "method": "10th-90th percentile of measured/predicted over leave-one-campaign-out predictions of the "
+            "H100 benchmarks (a campaign: model, engine version, precision, TP); an unseen engine version widens "
+            "each end (log) by the smallest term that holds 80 % of the leave-one-engine-version-out predictions; "
+            "other GPUs widen by the cross-generation spread of the splitwise transfer check "
             "(benchmarks/fit_performance.py)",
             "calibrated_accelerators": sorted(rows.accelerator.unique().tolist()),
             "cross_gpu_spread": round(spread, 4),
             "intervals": bands,
         }
         INTERVALS_FILE.write_text(json.dumps(payload, indent=1) + "\n")
-        print(f"wrote {INTERVALS_FILE.name}")
+        harness = pd.read_csv(HARNESS_FILE, dtype=str).fillna("")
+        for index, row in harness.iterrows():
+            key = f"{row.backend} {row.backend_version}"
+            if row.fit_client_overhead == "yes" and key in fit.client_overheads:
+                harness.loc[index, "client_overhead_ms"] = f"{fit.client_overheads[key] * 1e3:.1f}"
+        harness.to_csv(HARNESS_FILE, index=False)
+        print(f"wrote {INTERVALS_FILE.name} and {HARNESS_FILE.name}")
     print(f"\n(took {time.perf_counter() - start:.1f} s)")
 
 

@@ -3,7 +3,8 @@
 The measurements are rows of a closed-loop benchmark (the layout of aiconfigurator's silicon
 samples, ``calculator/data/calibration/serving_benchmarks_h100.csv``): model, system, backend, precision,
 input/output lengths, client concurrency, tensor-parallel degree, and the measured mean TTFT and
-TPOT. :func:`load_benchmarks` reads such a file into a tidy frame, :func:`fit_profiles` fits
+TPOT. :func:`load_benchmarks` reads such a file into a tidy frame (with each campaign's harness, from
+``benchmark_harness.csv``: whether its clients stay in waves), :func:`fit_profiles` fits
 :class:`~calculator.performance.EngineProfile` parameters (the physics shared by all engines, the
 behaviour per engine) by robust least squares on log errors, and :func:`prediction_errors`
 compares any profile with the measurements. Users can refit on their own measurements the same way.
@@ -14,6 +15,7 @@ pandas and scipy load only when these functions run.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +27,23 @@ from .performance import ENGINES, EngineProfile, closed_loop_seconds, step_array
 from .precision import check_precision
 from .units import Q_
 
-__all__ = ["CALIBRATION_DIR", "FITTED", "fit_profiles", "load_benchmarks", "prediction_errors"]
+__all__ = [
+    "CALIBRATION_DIR",
+    "CalibrationFit",
+    "FITTED",
+    "HARNESS_FILE",
+    "calibrate",
+    "fit_client_overheads",
+    "fit_profiles",
+    "load_benchmarks",
+    "prediction_errors",
+]
+
+#: The harness settings of benchmark campaigns (by engine and version) where the data show one, with the
+#: evidence: ``arrivals`` (clients kept in waves), and ``client_overhead_ms``, the harness's own latency
+#: per request (``fit_client_overhead: yes``: fitted with the engines' costs, one value per harness).
+#: Every other campaign is predicted with the defaults: dispersed arrivals, no client overhead.
+HARNESS_FILE = CALIBRATION_DIR / "benchmark_harness.csv"
 
 
 _REQUIRED = (
@@ -54,7 +72,8 @@ def load_benchmarks(path: str | Path | None = None) -> Any:
     pandas.DataFrame
         Columns ``model``, ``accelerator`` (registry ids), ``precision``, ``engine``,
         ``input_tokens``, ``output_tokens``, ``concurrency``, ``tensor_parallel``, ``ttft`` and
-        ``tpot`` (seconds), plus the original columns.
+        ``tpot`` (seconds), ``arrivals`` (the campaign's harness, :data:`HARNESS_FILE`; ``"dispersed"``
+        unless listed there), plus the original columns.
     """
     import pandas as pd
 
@@ -68,7 +87,15 @@ def load_benchmarks(path: str | Path | None = None) -> Any:
     # An empty GEMM quantization mode means the BF16 checkpoint.
     quant = frame.get("gemm_quant_mode", pd.Series([""] * len(frame))).fillna("").astype(str)
     precision = [check_precision(q or "bf16", "gemm_quant_mode") for q in quant]
+    table = pd.read_csv(HARNESS_FILE, dtype=str).fillna("")
+    harness = frame.backend.str.lower() + " " + frame.get("backend_version", pd.Series([""] * len(frame))).astype(str)
+    settings = {f"{r.backend} {r.backend_version}": r for r in table.itertuples()}
+    known = [settings.get(h) for h in harness]
     return frame.assign(
+        harness=harness,
+        arrivals=[s.arrivals if s is not None else "dispersed" for s in known],
+        client_overhead=[float(s.client_overhead_ms or 0) / 1e3 if s is not None else 0.0 for s in known],
+        fit_client_overhead=[s is not None and s.fit_client_overhead == "yes" for s in known],
         model=[reg.models[m].id for m in frame.model_path],
         accelerator=[reg.accelerators[s].id for s in frame.system],
         precision=precision,
@@ -87,8 +114,10 @@ def _predict(frame: Any, profiles: dict[str, EngineProfile]) -> tuple[np.ndarray
     tpot = np.empty(len(frame))
     keys = ["model", "accelerator", "precision", "engine"]
     for (model, accelerator, precision, engine), group in frame.groupby(keys, sort=False):
-        arrays = step_arrays(model, accelerator, precision)
         profile = profiles[engine]
+        arrays = step_arrays(model, accelerator, precision, engine=profile)
+        arrivals = (group.arrivals == "waves").to_numpy() if "arrivals" in group else "dispersed"
+        extra = group.client_overhead.to_numpy() if "client_overhead" in group else 0.0
         out = closed_loop_seconds(
             arrays,
             profile,
@@ -97,6 +126,8 @@ def _predict(frame: Any, profiles: dict[str, EngineProfile]) -> tuple[np.ndarray
             group.output_tokens.to_numpy(),
             group.concurrency.to_numpy(),
             profile.efficiency_for(accelerator),
+            arrivals=arrivals,
+            client_overhead=extra,
         )
         index = frame.index.get_indexer(group.index)
         ttft[index], tpot[index] = out["ttft"], out["tpot"]
@@ -136,8 +167,6 @@ FITTED = (
     ("step_overhead", 0.0, 30.0, "ms", 1.0),
     ("sequence_overhead", 0.0, 200.0, "us", 15.0),
     ("request_overhead", 0.0, 80.0, "ms", 20.0),
-    ("wave_persistence", 0.0, 1.0, "", 0.25),
-    ("wave_exponent", 0.2, 1.0, "", 0.2),
 )
 
 #: Rows' worth of weight that pulls each engine's behaviour toward the shared behaviour.
@@ -158,11 +187,56 @@ def _with(profile: EngineProfile, values: np.ndarray) -> EngineProfile:
     changes: dict[str, Any] = {}
     efficiency: dict[str, Any] = {}
     for (name, _, _, unit, _), value in zip(FITTED, values, strict=True):
-        if name in ("wave_persistence", "wave_exponent") and not profile.mixed_batching:
-            continue  # prefill-first scheduling keeps waves whole: 1 by construction, not fitted
         quantity = Q_(float(value), unit) if unit else float(value)
         (efficiency if name in ("step_overhead", "sequence_overhead") else changes)[name] = quantity
     return profile.replace(efficiency=profile.efficiency.replace(**efficiency), **changes)
+
+
+#: Bounds of a fitted harness latency per request (``client_overhead``), in milliseconds.
+CLIENT_OVERHEAD_BOUNDS = (0.0, 500.0)
+
+
+@dataclass(frozen=True)
+class CalibrationFit:
+    """Everything one fit produces (:func:`calibrate`).
+
+    Attributes
+    ----------
+    profiles : dict
+        Each engine's fitted profile (as :func:`fit_profiles` returns).
+    pooled : EngineProfile
+        The engine-agnostic profile (the behaviour shared by all engines, on vLLM's scheduler).
+    client_overheads : dict
+        Seconds per request of each harness fitted (``fit_client_overhead`` in :data:`HARNESS_FILE`).
+    """
+
+    profiles: dict[str, EngineProfile]
+    pooled: EngineProfile
+    client_overheads: dict[str, float]
+
+    def apply(self, frame: Any) -> Any:
+        """``frame`` with the fitted client overheads of its harnesses (others keep theirs)."""
+        mapped = frame.harness.map(self.client_overheads)
+        return frame.assign(
+            client_overhead=mapped.where(mapped.notna() & frame.fit_client_overhead, frame.client_overhead)
+        )
+
+
+def calibrate(frame: Any, **options: Any) -> CalibrationFit:
+    """Fit the engines' profiles, the engine-agnostic profile and the harnesses' client overheads at once.
+
+    ``options`` are :func:`fit_profiles`'s (``pooled`` excepted).
+    """
+    return _fit(frame, **options)
+
+
+def fit_client_overheads(frame: Any, **options: Any) -> dict[str, float]:
+    """The client overhead (seconds) of each harness marked ``fit_client_overhead`` in :data:`HARNESS_FILE`.
+
+    Fitted in the first stage of :func:`fit_profiles`, jointly with the behaviour shared by all
+    engines; ``options`` are :func:`fit_profiles`'s.
+    """
+    return _fit(frame, **options).client_overheads
 
 
 def fit_profiles(
@@ -177,9 +251,11 @@ def fit_profiles(
     """Fit the engines' behaviour parameters (:data:`FITTED`) by robust least squares on log errors.
 
     The fit has two stages. First one behaviour shared by all engines, each row predicted with its
-    own engine's documented scheduler. Then each engine's own behaviour, pulled toward the shared
-    one by ``prior_rows`` rows' worth of weight (partial pooling), so that an engine measured in one
-    or two benchmark campaigns does not take on that campaign's harness.
+    own engine's documented scheduler, together with the client overhead of each harness marked for
+    fitting in :data:`HARNESS_FILE` (a campaign setting, :func:`fit_client_overheads`). Then each
+    engine's own behaviour, pulled toward the shared one by ``prior_rows`` rows' worth of weight
+    (partial pooling), so that an engine measured in one or two benchmark campaigns does not take on
+    that campaign's harness.
 
     Parameters
     ----------
@@ -203,47 +279,78 @@ def fit_profiles(
     -------
     dict of str to EngineProfile
     """
+    fit = _fit(frame, tpot_weight=tpot_weight, prior_rows=prior_rows, source=source, start=start, pooled_only=pooled)
+    if pooled:
+        return {None: fit.pooled, **dict.fromkeys(sorted(frame.engine.unique()), fit.pooled)}
+    return dict(fit.profiles)
+
+
+def _fit(
+    frame: Any,
+    *,
+    tpot_weight: float = 2.0,
+    prior_rows: float = PRIOR_ROWS,
+    source: str = "",
+    start: dict[str | None, EngineProfile] | None = None,
+    pooled_only: bool = False,
+) -> CalibrationFit:
     from scipy.optimize import least_squares
 
     frame = frame.reset_index(drop=True)
     start = start or ENGINES
     names = sorted(frame.engine.unique())
-    lower = np.array([f[1] for f in FITTED])
-    upper = np.array([f[2] for f in FITTED])
+    fitted_harness = sorted(frame.harness[frame.fit_client_overhead].unique()) if "harness" in frame else []
+    lower = np.array([f[1] for f in FITTED] + [CLIENT_OVERHEAD_BOUNDS[0]] * len(fitted_harness))
+    upper = np.array([f[2] for f in FITTED] + [CLIENT_OVERHEAD_BOUNDS[1]] * len(fitted_harness))
     widths = np.array([f[4] for f in FITTED])
-    x0 = np.clip(_vector(FIT_START), lower, upper)
+    x0 = np.clip(np.concatenate([_vector(FIT_START), np.full(len(fitted_harness), 50.0)]), lower, upper)
+    count = len(FITTED)
 
-    def solve(rows: Any, profiles: dict[str, EngineProfile], prior: np.ndarray | None) -> np.ndarray:
+    def with_harness(rows: Any, values: np.ndarray) -> Any:
+        if not fitted_harness:
+            return rows
+        overhead = dict(zip(fitted_harness, values / 1e3, strict=True))
+        mapped = rows.harness.map(overhead)
+        return rows.assign(client_overhead=mapped.where(rows.fit_client_overhead, rows.client_overhead))
+
+    def solve(rows: Any, profiles: dict[str, EngineProfile], prior: np.ndarray | None, harness: Any) -> np.ndarray:
         rows = rows.reset_index(drop=True)
         measured_ttft, measured_tpot = rows.ttft.to_numpy(), rows.tpot.to_numpy()
         pull = np.sqrt(prior_rows * (1 + tpot_weight**2)) / widths
 
         def residuals(vector: np.ndarray) -> np.ndarray:
-            ttft, tpot = _predict(rows, {e: _with(p, vector) for e, p in profiles.items()})
+            behaviour = vector[:count]
+            chosen = with_harness(rows, vector[count:]) if harness is None else harness
+            ttft, tpot = _predict(chosen, {e: _with(p, behaviour) for e, p in profiles.items()})
             parts = [np.log(ttft / measured_ttft), tpot_weight * np.log(tpot / measured_tpot)]
             if prior is not None:
-                parts.append(0.1 * pull * (vector - prior))  # in units of the soft-L1 scale (0.1)
+                parts.append(0.1 * pull * (behaviour - prior))  # in units of the soft-L1 scale (0.1)
             return np.concatenate(parts)
 
-        start_at = x0 if prior is None else np.clip(prior, lower, upper)
-        fit = least_squares(residuals, start_at, bounds=(lower, upper), loss="soft_l1", f_scale=0.1, x_scale="jac")
+        if harness is None or prior is None:
+            start_at, low, high = x0, lower, upper
+        else:
+            start_at, low, high = np.clip(prior, lower[:count], upper[:count]), lower[:count], upper[:count]
+        fit = least_squares(residuals, start_at, bounds=(low, high), loss="soft_l1", f_scale=0.1, x_scale="jac")
         return fit.x
 
-    shared = solve(frame, {e: start[e] for e in names}, None)
+    first = solve(frame, {e: start[e] for e in names}, None, None)
+    shared, overheads = first[:count], first[count:]
+    frame = with_harness(frame, overheads)
 
     def finish(profile: EngineProfile) -> EngineProfile:
         return profile.replace(source=source) if source else profile
 
-    if pooled:
-        profile = finish(_with(start[None], shared))
-        return {None: profile, **dict.fromkeys(names, profile)}
-    return {e: finish(_with(start[e], solve(frame[frame.engine == e], {e: start[e]}, shared))) for e in names}
+    out = {}
+    for e in [] if pooled_only else names:
+        rows = frame[frame.engine == e].reset_index(drop=True)
+        out[e] = finish(_with(start[e], solve(rows, {e: start[e]}, shared, rows)))
+    client = dict(zip(fitted_harness, (float(v) / 1e3 for v in overheads), strict=True))
+    return CalibrationFit(out, finish(_with(start[None], shared)), client)
 
 
 #: Where every fit starts (nominal values), so that a refit reproduces the published constants.
 FIT_START = ENGINES["vllm"].replace(
     efficiency=ENGINES["vllm"].efficiency.replace(step_overhead=Q_(3, "ms"), sequence_overhead=Q_(10, "us")),
     request_overhead=Q_(30, "ms"),
-    wave_persistence=0.5,
-    wave_exponent=0.5,
 )

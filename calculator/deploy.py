@@ -1,16 +1,26 @@
 """Deployable output of a fleet plan: each engine's server command line and a Kubernetes sketch.
 
 :func:`launch_command` turns a feasible :class:`~calculator.fleet.FleetPlan` into the command that
-starts one replica on vLLM, SGLang or TensorRT-LLM: the plan's tensor-parallel degree and batch cap,
-the engine profile's memory fraction, the token budget (the plan's chunk size, else the profile's
-default for the accelerator), an FP8 KV cache when the plan assumed one, and the model's Hugging
-Face name. Every flag is one the engine documents (``DOCUMENTED_FLAGS`` holds the page each was read
-from). :func:`kubernetes_manifest` wraps that command into a Deployment of ``plan.replicas`` pods with
-``plan.tensor_parallel`` GPUs each and a HorizontalPodAutoscaler sketch. Settings the plan assumed
-but no flag of the command carries (TensorRT-LLM's KV-cache dtype and speculative decoding, which live in
-its options file) are stated in the result's ``notes`` and as comment lines, never invented. A plan
-sized with speculative decoding gets the engine's draft-model flags (vLLM's ``--speculative-config``,
-SGLang's STANDALONE algorithm) with the plan's draft model and draft length.
+starts one replica on vLLM, SGLang or TensorRT-LLM: the weights the plan fitted, the KV-cache precision
+it assumed, its tensor-parallel degree and batch cap, the engine profile's memory fraction and the
+token budget (the plan's chunk size, else the profile's default for the accelerator). Every flag is one
+the engine documents (``DOCUMENTED_FLAGS`` holds the page each was read from).
+
+The weights (:func:`weights_source`): 16-bit plans load the model's own Hugging Face checkpoint; a
+quantized plan loads the registry's checkpoint at that precision (``Model.checkpoints``, each with its
+source; vLLM and SGLang read its quantization from its config), or, for FP8 without one, the 16-bit
+checkpoint quantized at load time (``--quantization fp8``, vLLM and SGLang). A precision no engine can
+reach at load time without a checkpoint (FP4, INT4, and any quantized plan on TensorRT-LLM, which loads
+pre-quantized ModelOpt checkpoints only) is an :class:`~calculator.errors.InputError` that says how to
+add one, never a command that loads other weights than the plan fitted. The KV cache is set explicitly
+wherever the engine's default could differ from the plan (``--kv-cache-dtype``; TensorRT-LLM's
+``kv_cache_config`` in the options YAML that the command writes first).
+
+:func:`kubernetes_manifest` wraps the command into a Deployment of ``plan.replicas`` pods with
+``plan.tensor_parallel`` GPUs each (a ConfigMap carries TensorRT-LLM's options file) and a
+HorizontalPodAutoscaler sketch. A plan sized with speculative decoding gets the engine's draft-model
+settings (vLLM's ``--speculative-config``, SGLang's STANDALONE algorithm, TensorRT-LLM's
+``speculative_config``) with the plan's draft model and draft length.
 """
 
 from __future__ import annotations
@@ -28,7 +38,15 @@ if TYPE_CHECKING:
     from .fleet import FleetPlan
     from .registry import Registry
 
-__all__ = ["DEPLOY_TARGETS", "DOCUMENTED_FLAGS", "LaunchConfig", "kubernetes_manifest", "launch_command"]
+__all__ = [
+    "DEPLOY_TARGETS",
+    "DOCUMENTED_FLAGS",
+    "LaunchConfig",
+    "WeightsSource",
+    "kubernetes_manifest",
+    "launch_command",
+    "weights_source",
+]
 
 _VLLM_DOCS = "vLLM engine arguments, usage of vllm serve (docs.vllm.ai/en/v0.5.3/models/engine_args.html)"
 _SGLANG_DOCS = (
@@ -36,6 +54,19 @@ _SGLANG_DOCS = (
     "sgl-project/sglang docs/advanced_features/server_arguments.md)"
 )
 _TRTLLM_DOCS = "trtllm-serve command reference (nvidia.github.io/TensorRT-LLM/0.18.2/commands/trtllm-serve.html)"
+_TRTLLM_OPTIONS_DOCS = (
+    "trtllm-serve --extra_llm_api_options: a YAML file that overrides the LLM API options, kv_cache_config.dtype among "
+    "them (nvidia.github.io/TensorRT-LLM/1.1.0rc2.post1/torch/auto_deploy/advanced/serving_with_trtllm_serve.html; "
+    "tensorrt_llm/commands/serve.py)"
+)
+_VLLM_QUANT_DOCS = (
+    _VLLM_DOCS + "; a quantized checkpoint's method is read from its config, and fp8 on a 16-bit checkpoint quantizes "
+    "the weights at load time (docs.vllm.ai, Quantization: FP8 W8A8, online dynamic quantization)"
+)
+_SGLANG_QUANT_DOCS = (
+    _SGLANG_DOCS + "; the method is read from a quantized checkpoint's config, and fp8 on a 16-bit checkpoint "
+    "quantizes at load time (docs.sglang.io/advanced_features/quantization.html, online quantization)"
+)
 _VLLM_DRAFT_DOCS = (
     "vLLM speculative decoding with a draft model, online serving with --speculative-config "
     "(docs.vllm.ai/en/latest/features/speculative_decoding/draft_model/)"
@@ -53,7 +84,9 @@ DOCUMENTED_FLAGS: dict[str, dict[str, str]] = {
         "--max-num-seqs": _VLLM_DOCS,
         "--gpu-memory-utilization": _VLLM_DOCS,
         "--max-num-batched-tokens": _VLLM_DOCS,
-        "--kv-cache-dtype": _VLLM_DOCS + "; choices auto, fp8, fp8_e5m2, fp8_e4m3",
+        "--kv-cache-dtype": _VLLM_DOCS + "; choices auto, bfloat16 (0.14 on), fp8, fp8_e5m2, fp8_e4m3 (CacheDType in "
+        "vllm/config/cache.py)",
+        "--quantization": _VLLM_QUANT_DOCS,
         "--speculative-config": _VLLM_DRAFT_DOCS,
     },
     "sglang": {
@@ -64,7 +97,8 @@ DOCUMENTED_FLAGS: dict[str, dict[str, str]] = {
         "--max-running-requests": _SGLANG_DOCS,
         "--mem-fraction-static": _SGLANG_DOCS,
         "--chunked-prefill-size": _SGLANG_DOCS,
-        "--kv-cache-dtype": _SGLANG_DOCS + "; choices include fp8_e4m3 and fp8_e5m2",
+        "--kv-cache-dtype": _SGLANG_DOCS + "; choices auto, fp8_e5m2, fp8_e4m3, and bf16 from 0.5.4 (server_args.py)",
+        "--quantization": _SGLANG_QUANT_DOCS,
         "--speculative-algorithm": _SGLANG_DRAFT_DOCS,
         "--speculative-draft-model-path": _SGLANG_DRAFT_DOCS,
         "--speculative-num-steps": _SGLANG_DRAFT_DOCS,
@@ -78,8 +112,12 @@ DOCUMENTED_FLAGS: dict[str, dict[str, str]] = {
         "--max_batch_size": _TRTLLM_DOCS,
         "--max_num_tokens": _TRTLLM_DOCS,
         "--kv_cache_free_gpu_memory_fraction": _TRTLLM_DOCS,
+        "--extra_llm_api_options": _TRTLLM_OPTIONS_DOCS,
     },
 }
+
+#: TensorRT-LLM's options file, written by the command before the server starts.
+TRTLLM_OPTIONS_FILE = "extra-llm-api-config.yml"
 
 #: The engines :func:`launch_command` writes for, and ``k8s`` (:func:`kubernetes_manifest`).
 DEPLOY_TARGETS = ("vllm", "sglang", "trtllm", "k8s")
@@ -121,8 +159,14 @@ class LaunchConfig(Result):
     citations : dict
         Each flag and the documentation it was confirmed in (``DOCUMENTED_FLAGS``).
     notes : tuple of str
-        What must be configured by hand (speculative decoding, TensorRT-LLM's FP8 KV cache) or
-        differs from the plan's assumptions.
+        What the command cannot settle by itself or differs from the plan's assumptions.
+    weights : WeightsSource
+        The checkpoint the command loads and how it reaches the plan's weight precision.
+    kv_precision : str
+        The KV-cache precision the command runs (the plan's).
+    files : dict
+        Files the command needs beside it, by name (TensorRT-LLM's options YAML); ``command`` writes
+        them first.
     """
 
     engine: str
@@ -131,6 +175,36 @@ class LaunchConfig(Result):
     flags: dict[str, str] = field(default_factory=dict)
     citations: dict[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    weights: WeightsSource | None = None
+    kv_precision: str = ""
+    files: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, repr=False)
+class WeightsSource(Result):
+    """Where a launch config's weights come from.
+
+    Attributes
+    ----------
+    repo : str
+        The Hugging Face repository the engine loads.
+    precision : str
+        The precision the weights run at (the plan's).
+    method : str
+        ``"checkpoint"`` (16-bit weights, or the registry's quantized checkpoint at that precision) or
+        ``"online"`` (the 16-bit checkpoint quantized at load time by the engine's ``--quantization``).
+    kv_declared : str or None
+        The KV-cache precision the checkpoint declares, where the registry records it.
+    source : str
+        The registry source of the checkpoint (empty for the model's own 16-bit checkpoint).
+    """
+
+    repo: str
+    precision: str
+    method: str
+    kv_declared: str | None = None
+    source: str = ""
+    format: str = ""
 
 
 def _engine_name(engine: Any) -> str:
@@ -163,36 +237,112 @@ def _hf_name(model: Any) -> str:
     return next((alias for alias in getattr(model, "aliases", ()) if "/" in alias), model.id)
 
 
-def _fp8_kv(plan: Any) -> bool:
-    from .precision import check_precision
+#: Weight precisions an engine reaches from a 16-bit checkpoint at load time (``--quantization``).
+_ONLINE = {"vllm": {"fp8"}, "sglang": {"fp8"}, "trtllm": set()}
 
-    kv = plan.targets.get("kv_precision")
-    return bool(kv) and check_precision(kv, "kv_precision") == "fp8"
+
+def weights_source(model: Any, precision: str, engine: str) -> WeightsSource:
+    """The checkpoint ``engine`` loads to run ``model``'s weights at ``precision``, and how.
+
+    16-bit weights: the model's own checkpoint. Quantized: the registry's checkpoint at that precision,
+    else (FP8 on vLLM and SGLang) the 16-bit checkpoint quantized at load time. Anything else is an
+    :class:`~calculator.errors.InputError` saying how to add a checkpoint.
+
+    Examples
+    --------
+    >>> from calculator import load_registry
+    >>> reg = load_registry()
+    >>> weights_source(reg.model("llama-3.1-8b"), "fp8", "trtllm").repo
+    'nvidia/Llama-3.1-8B-Instruct-FP8'
+    >>> source = weights_source(reg.model("llama-3.1-70b"), "fp8", "vllm")
+    >>> source.repo, source.method
+    ('meta-llama/Llama-3.1-70B', 'online')
+    """
+    from .precision import PRECISIONS, check_precision
+
+    name = check_precision(precision)
+    own = _hf_name(model)
+    if PRECISIONS[name] >= 16:
+        native = next((c for c in model.checkpoints if c.repo == own), None)
+        if native is not None:  # the model is published quantized (DeepSeek-V3 in FP8, gpt-oss in MXFP4)
+            raise InputError(
+                f"the plan runs {model.id} at {name}, but its published checkpoint {own} holds {native.precision} "
+                f"weights: size the plan at {native.precision}, or add a {name} checkpoint under the model's "
+                "'checkpoints' in a registry file (--extra; docs/fleet-sizer.md, Deployable output)"
+            )
+        return WeightsSource(own, name, "checkpoint")
+    checkpoint = model.checkpoint(name)
+    if checkpoint is not None:
+        return WeightsSource(
+            checkpoint.repo, name, "checkpoint", checkpoint.kv_cache, checkpoint.source, checkpoint.format
+        )
+    if name in _ONLINE[engine]:
+        return WeightsSource(own, name, "online")
+    label = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}[engine]
+    how = (
+        "TensorRT-LLM loads pre-quantized checkpoints only"
+        if engine == "trtllm"
+        else f"{label} quantizes to fp8 only at load time"
+    )
+    raise InputError(
+        f"the plan runs {model.id} at {name}, but the registry lists no {name} checkpoint of it and {how}: quantize "
+        f"it (NVIDIA Model Optimizer: examples/llm_ptq/hf_ptq.py --qformat {_MODELOPT_QFORMAT.get(name, name)}) or "
+        f"pick a published one, and add it under the model's 'checkpoints' in a registry file (--extra; "
+        "docs/fleet-sizer.md, Deployable output)"
+    )
+
+
+_MODELOPT_QFORMAT = {"fp8": "fp8", "fp4": "nvfp4", "int4": "int4_awq", "int8": "int8_sq"}
+
+
+def _kv_flag(engine: str, plan_kv: str, weights: WeightsSource) -> str | None:
+    """The engine's KV-cache dtype value for the plan's KV precision, or None where its default is the plan's.
+
+    FP8: always explicit. 16-bit: explicit where the checkpoint may declare an FP8 KV cache that the
+    engine would otherwise pick up (a ModelOpt or compressed-tensors checkpoint not recorded as
+    declaring none).
+    """
+    from .precision import PRECISIONS
+
+    if PRECISIONS[plan_kv] == 8:
+        return {"vllm": "fp8", "sglang": "fp8_e4m3"}[engine]
+    may_declare = weights.format in ("modelopt", "compressed-tensors") and weights.kv_declared != "bf16"
+    if weights.method == "checkpoint" and may_declare:
+        return {"vllm": "bfloat16", "sglang": "bf16"}[engine]
+    return None
 
 
 def launch_command(plan: FleetPlan, engine: str, *, registry: Registry | None = None) -> LaunchConfig:
     """The command that starts one replica of ``plan`` on ``engine`` (``"vllm"``, ``"sglang"``, ``"trtllm"``).
 
-    Tensor parallelism is ``plan.tensor_parallel``, the sequence cap ``plan.batch``, the memory fraction
-    the engine profile's (SGLang: the ``mem_fraction_static`` its default formula gives on the
-    accelerator), the token budget ``plan.targets["chunk_size"]`` or the profile's default for the
-    accelerator, and the KV cache FP8 when the plan assumed it. An infeasible plan or an unknown engine
-    is an :class:`~calculator.errors.InputError`.
+    The weights are the plan's (:func:`weights_source`), the KV cache at the plan's precision, tensor
+    parallelism ``plan.tensor_parallel``, the sequence cap ``plan.batch``, the memory fraction the engine
+    profile's (SGLang: the ``mem_fraction_static`` its default formula gives on the accelerator), and the
+    token budget ``plan.targets["chunk_size"]`` or the profile's default for the accelerator. An
+    infeasible plan, an unknown engine, or weights the engine cannot load at the plan's precision are an
+    :class:`~calculator.errors.InputError`.
     """
     from .performance import engine_profile
     from .performance.engines import sglang_memory_fraction
+    from .precision import check_precision
 
     plan = _feasible(plan)
     name = _engine_name(engine)
     profile = engine_profile(name)
     reg = _registry(plan, registry)
     model = reg.model(plan.model)
-    memory = reg.accelerator(plan.accelerator).memory.m_as("B")
+    device = reg.accelerator(plan.accelerator)
+    memory = device.memory.m_as("B")
     default_budget = profile.limits(memory, plan.accelerator)[0]
     budget = int(plan.targets.get("chunk_size") or default_budget)
     tp, batch = int(plan.tensor_parallel), int(plan.batch)
-    hf = _hf_name(model)
+    weights = weights_source(model, plan.precision, name)
+    kv = check_precision(plan.kv_precision or plan.targets.get("kv_precision") or "bf16", "kv_precision")
     notes: list[str] = []
+    files: dict[str, str] = {}
+    options: dict[str, Any] = {}
+    if weights.method == "online":
+        notes.append(_online_note(model, plan, device))
     if name == "vllm":
         flags = {
             "--tensor-parallel-size": str(tp),
@@ -200,13 +350,11 @@ def launch_command(plan: FleetPlan, engine: str, *, registry: Registry | None = 
             "--gpu-memory-utilization": f"{profile.memory_utilization:g}",
             "--max-num-batched-tokens": str(budget),
         }
-        if _fp8_kv(plan):
-            flags["--kv-cache-dtype"] = "fp8"
-        positional: tuple[str, ...] = (hf,)
+        positional: tuple[str, ...] = (weights.repo,)
     elif name == "sglang":
         fraction = float(sglang_memory_fraction(memory, default_budget, tp))
         flags = {
-            "--model-path": hf,
+            "--model-path": weights.repo,
             "--host": "0.0.0.0",
             "--port": str(_PORT[name]),
             "--tp-size": str(tp),
@@ -214,8 +362,6 @@ def launch_command(plan: FleetPlan, engine: str, *, registry: Registry | None = 
             "--mem-fraction-static": f"{fraction:.3f}",
             "--chunked-prefill-size": str(budget),
         }
-        if _fp8_kv(plan):
-            flags["--kv-cache-dtype"] = "fp8_e4m3"
         positional = ()
     else:
         flags = {
@@ -226,31 +372,89 @@ def launch_command(plan: FleetPlan, engine: str, *, registry: Registry | None = 
             "--max_num_tokens": str(budget),
             "--kv_cache_free_gpu_memory_fraction": f"{profile.memory_utilization:g}",
         }
-        if _fp8_kv(plan):
-            notes.append(
-                "FP8 KV cache: set kv_cache_config.dtype: fp8 in the TensorRT-LLM options YAML by hand "
-                "(trtllm-serve takes no KV-dtype flag)"
-            )
-        positional = (hf,)
+        positional = (weights.repo,)
+    if name == "trtllm":
+        _trtllm_kv(kv, weights, options, notes)
+    else:
+        if weights.method == "online":
+            flags["--quantization"] = weights.precision
+        value = _kv_flag(name, kv, weights)
+        if value is not None:
+            flags["--kv-cache-dtype"] = value
     draft = plan.targets.get("draft")
     if draft:
-        _speculative_flags(name, flags, notes, _hf_name(reg.model(draft["model"])), int(draft["length"]))
+        _speculative_flags(name, flags, options, _hf_name(reg.model(draft["model"])), int(draft["length"]))
     elif plan.targets.get("speculation"):  # a plan that records no draft (written by an older version)
         notes.append("the plan assumes speculative decoding: configure the draft model and draft length by hand")
+    if options:
+        import yaml
+
+        files[TRTLLM_OPTIONS_FILE] = yaml.safe_dump(options, sort_keys=False)
+        flags["--extra_llm_api_options"] = TRTLLM_OPTIONS_FILE
     if plan.engine != name:
         notes.append(f"the plan was sized with the {plan.engine} engine profile, not {name}'s")
     arguments = (*_EXECUTABLE[name], *positional, *(part for pair in flags.items() for part in pair))
-    command = "\n".join([*(f"# {note}" for note in notes), shlex.join(arguments)])
+    writes = [_heredoc(file, text) for file, text in files.items()]
+    command = "\n".join([*(f"# {note}" for note in notes), *writes, shlex.join(arguments)])
     citations = {flag: DOCUMENTED_FLAGS[name][flag] for flag in flags}
-    return LaunchConfig(name, arguments, command, flags, citations, tuple(notes))
+    return LaunchConfig(name, arguments, command, flags, citations, tuple(notes), weights, kv, files)
 
 
-def _speculative_flags(engine: str, flags: dict[str, str], notes: list[str], draft: str, length: int) -> None:
-    """The plan's draft model proposing ``length`` tokens a round, as the engine's flags (TensorRT-LLM: a note).
+def _heredoc(file: str, text: str) -> str:
+    """Shell lines that write ``text`` to ``file`` verbatim (a quoted here-document: nothing is expanded)."""
+    end = "SERVECALC_EOF"
+    if end in text.splitlines():  # cannot happen with YAML's indented scalars; refuse rather than truncate
+        raise InputError(f"the options file {file} holds a line '{end}', which would end its here-document")
+    return f"cat > {shlex.quote(file)} <<'{end}'\n{text}{end}"
+
+
+def _online_note(model: Any, plan: Any, device: Any) -> str:
+    """What loading the 16-bit checkpoint and quantizing it at load time asks of each GPU."""
+    from .precision import check_precision
+
+    sixteen = 2.0 * model.parameters / int(plan.tensor_parallel)
+    note = (
+        f"the engine quantizes the 16-bit checkpoint to {check_precision(plan.precision)} as it loads it (no "
+        f"{plan.precision} checkpoint of {model.id} in the registry)"
+    )
+    if sixteen > 0.9 * device.memory.m_as("B"):
+        note += (
+            f"; the 16-bit weights are {sixteen / 1e9:,.1f} GB per GPU before quantization, close to or above the "
+            f"{device.memory.m_as('GB'):,.1f} GB of a {device.id}: if loading runs out of memory, add a pre-quantized "
+            "checkpoint under the model's 'checkpoints' in a registry file"
+        )
+    return note
+
+
+def _trtllm_kv(kv: str, weights: WeightsSource, options: dict[str, Any], notes: list[str]) -> None:
+    """TensorRT-LLM's KV dtype: ``kv_cache_config.dtype`` in the options YAML ('auto' follows the checkpoint)."""
+    from .precision import PRECISIONS
+
+    if PRECISIONS[kv] == 8:
+        options["kv_cache_config"] = {"dtype": "fp8"}
+        return
+    if weights.kv_declared == "fp8":
+        raise InputError(
+            f"the plan assumes a {kv} KV cache, but {weights.repo} declares an FP8 KV cache and TensorRT-LLM cannot "
+            "override a checkpoint's KV quantization: size the plan with kv_precision='fp8'"
+        )
+    if (
+        weights.method == "checkpoint"
+        and weights.format in ("modelopt", "compressed-tensors")
+        and not weights.kv_declared
+    ):
+        notes.append(
+            f"TensorRT-LLM runs the KV cache {weights.repo} declares ('auto'); if it declares FP8, the replica holds "
+            f"about twice the KV cache the plan assumed ({kv})"
+        )
+
+
+def _speculative_flags(engine: str, flags: dict[str, str], options: dict[str, Any], draft: str, length: int) -> None:
+    """The plan's draft model proposing ``length`` tokens a round, as the engine's settings.
 
     vLLM takes one JSON flag; SGLang runs a separate draft model as its STANDALONE algorithm, a chain of
     ``length`` steps with one candidate each (top-k 1, so ``length + 1`` tokens are verified); trtllm-serve
-    reads speculation from its options YAML, which the note spells out.
+    reads speculation from its options YAML (``speculative_config``, TensorRT-LLM's speculative decoding docs).
     """
     import json
 
@@ -266,11 +470,27 @@ def _speculative_flags(engine: str, flags: dict[str, str], notes: list[str], dra
             "--speculative-num-draft-tokens": str(length + 1),
         }
     else:
-        notes.append(
-            "speculative decoding: write extra-llm-api-config.yml with speculative_config: {decoding_type: "
-            f"DraftTarget, max_draft_len: {length}, speculative_model_dir: {draft}}} and add "
-            "--extra_llm_api_options extra-llm-api-config.yml (TensorRT-LLM speculative decoding docs)"
-        )
+        options["speculative_config"] = {
+            "decoding_type": "DraftTarget",
+            "max_draft_len": length,
+            "speculative_model_dir": draft,
+        }
+
+
+#: Where the Kubernetes sketch mounts the engine's options file.
+_CONFIG_DIR = "/etc/servecalc"
+
+
+def _mounted(argument: str, files: dict[str, str]) -> str:
+    """A command argument naming one of the config's files, as the path where the pod mounts it."""
+    return f"{_CONFIG_DIR}/{argument}" if argument in files else argument
+
+
+def _weights_text(weights: WeightsSource) -> str:
+    """How the weights reach the plan's precision, in a few words."""
+    if weights.method == "online":
+        return f"quantized to {weights.precision} at load time"
+    return f"{weights.precision} checkpoint" + (f", registry source {weights.source}" if weights.source else "")
 
 
 def _dns_name(text: str) -> str:
@@ -321,14 +541,29 @@ def kubernetes_manifest(
 
     name = _dns_name(f"{plan.model}-{config.engine}")
     executable = len(_EXECUTABLE[config.engine])
+    arguments = [_mounted(part, config.files) for part in config.arguments[executable:]]
+    mounts: list[dict[str, Any]] = [{"name": "shm", "mountPath": "/dev/shm"}]
+    volumes: list[dict[str, Any]] = [{"name": "shm", "emptyDir": {"medium": "Memory"}}]
+    documents = []
+    if config.files:
+        mounts.append({"name": "engine-config", "mountPath": _CONFIG_DIR, "readOnly": True})
+        volumes.append({"name": "engine-config", "configMap": {"name": f"{name}-config"}})
+        config_map = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": f"{name}-config", "labels": {"app": name}},
+            "data": dict(config.files),
+        }
+        documents.append(yaml.safe_dump(config_map, sort_keys=False).rstrip("\n"))
+        documents.append("---")
     container = {
         "name": config.engine,
         "image": image or _IMAGE[config.engine],
         "command": list(config.arguments[:executable]),
-        "args": list(config.arguments[executable:]),
+        "args": arguments,
         "ports": [{"name": "http", "containerPort": _PORT[config.engine]}],
         "resources": {"limits": {"nvidia.com/gpu": int(plan.tensor_parallel)}},
-        "volumeMounts": [{"name": "shm", "mountPath": "/dev/shm"}],
+        "volumeMounts": mounts,
     }
     deployment = {
         "apiVersion": "apps/v1",
@@ -339,7 +574,7 @@ def kubernetes_manifest(
             "selector": {"matchLabels": {"app": name}},
             "template": {
                 "metadata": {"labels": {"app": name}},
-                "spec": {"containers": [container], "volumes": [{"name": "shm", "emptyDir": {"medium": "Memory"}}]},
+                "spec": {"containers": [container], "volumes": volumes},
             },
         },
     }
@@ -362,9 +597,12 @@ def kubernetes_manifest(
             ],
         },
     }
+    weights = config.weights
+    assert weights is not None  # launch_command always says where the weights come from
     head = [
         f"# servecalc fleet plan: {plan.gpus} x {plan.accelerator} at {plan.precision}, {plan.replicas} replicas "
         f"of TP {plan.tensor_parallel}, batch cap {plan.batch}, engine {config.engine}",
+        f"# weights: {weights.repo} ({_weights_text(weights)}); KV cache {config.kv_precision}",
         "# pin the image to a tested version and schedule the pods on nodes with this accelerator",
         *(f"# {note}" for note in config.notes),
     ]
@@ -379,6 +617,7 @@ def kubernetes_manifest(
         "\n".join(
             [
                 *head,
+                *documents,
                 yaml.safe_dump(deployment, sort_keys=False).rstrip("\n"),
                 "---",
                 *scaling,

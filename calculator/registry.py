@@ -51,6 +51,7 @@ from .units import parse_quantity, shown, ureg
 __all__ = [
     "DEFAULT_REGISTRY_PATH",
     "SECTIONS",
+    "Checkpoint",
     "Accelerator",
     "Interconnect",
     "Model",
@@ -265,6 +266,25 @@ class Interconnect(Entry):
     UNSOURCED: ClassVar[frozenset[str]] = Entry.UNSOURCED | {"scope"}
 
 
+class Checkpoint(_Strict):
+    """A published checkpoint of a model's weights at one precision (the repository a launch config loads).
+
+    ``kv_cache`` is the KV-cache precision the checkpoint declares (ModelOpt ``kv_cache_quant_algo``,
+    compressed-tensors ``kv_cache_scheme``); ``None`` where it declares none or the declaration was not
+    verified (engines then follow their own rule: ``performance.kv_cache_precision``).
+    """
+
+    precision: Precision
+    repo: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=200)
+    format: Literal["modelopt", "compressed-tensors", "awq", "gptq", "fp8-block", "mxfp4"] = Field(
+        description="the quantization format: ModelOpt (hf_quant_config.json), compressed-tensors (llm-compressor), "
+        "AWQ or GPTQ INT4, block-scaled FP8 (DeepSeek/Qwen native), MXFP4 (gpt-oss native)"
+    )
+    kv_cache: Precision | None = None
+    source: Identifier
+    note: str = ""
+
+
 class Model(Entry):
     """A model architecture (transformer LLM, recommendation model or vision model)."""
 
@@ -288,8 +308,22 @@ class Model(Entry):
     q_lora_rank: PositiveInt | None = None
     qk_nope_head_dim: PositiveInt | None = None
     v_head_dim: PositiveInt | None = None
+    checkpoints: tuple[Checkpoint, ...] = Field(
+        (), description="quantized checkpoints of the weights, each with its own source (the launch configs load them)"
+    )
 
-    UNSOURCED: ClassVar[frozenset[str]] = Entry.UNSOURCED | {"experts", "experts_per_token", "shared_experts"}
+    #: ``checkpoints`` carry a source each (checked against the file's sources when the file is read).
+    UNSOURCED: ClassVar[frozenset[str]] = Entry.UNSOURCED | {
+        "experts",
+        "experts_per_token",
+        "shared_experts",
+        "checkpoints",
+    }
+
+    def checkpoint(self, precision: str) -> Checkpoint | None:
+        """The registry's checkpoint of these weights at ``precision`` (the first listed), if any."""
+        name = check_precision(precision)
+        return next((c for c in self.checkpoints if c.precision == name), None)
 
     @model_validator(mode="after")
     def _consistent(self) -> Model:
@@ -714,6 +748,13 @@ def _validate(file: Path, section: str, entry_id: str, raw: dict[str, Any], sour
                 f"unknown field(s) {unknown}"
             )
         covered.update(link.fields)
+    for checkpoint in getattr(entry, "checkpoints", ()):
+        if checkpoint.source not in sources:
+            raise RegistryError(
+                f"{file.name}: {section}['{entry_id}']: field 'checkpoints': the {checkpoint.precision} checkpoint "
+                f"'{checkpoint.repo}' cites source '{checkpoint.source}', which is not listed under the file's "
+                "top-level 'sources'"
+            )
     for field in entry.sourced_fields():
         if field not in covered:
             raise RegistryError(

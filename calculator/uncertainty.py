@@ -1,12 +1,14 @@
 """Prediction intervals of the performance model, from its cross-validated errors.
 
-``benchmarks/fit_performance.py`` refits the model with one model, then one engine version, left out
-at a time and records, for each held-out row, the ratio of measured to predicted TTFT and TPOT. The
-10th and 90th percentiles of those ratios give an 80 % interval as factors on the prediction
+``benchmarks/fit_performance.py`` refits the model with one benchmark campaign (model, engine version,
+precision, TP) left out at a time and records, for each held-out row, the ratio of measured to
+predicted TTFT and TPOT. The 10th and 90th percentiles of those ratios (their bias as well as their
+spread) give an 80 % interval as factors on the prediction
 (``calculator/data/calibration/prediction_intervals.json``). The interval widens where the model knows less:
 
-* an engine the data does not cover (the ``generic`` profile) uses the engine-agnostic
-  cross-validation errors, which are larger;
+* every prediction is for an engine version the fit may not have seen: each end moves out (log space)
+  by the term that makes the band hold 80 % of the leave-one-engine-version-out predictions;
+* an engine the data does not cover (the ``generic`` profile) uses the pooled errors of all engines;
 * an accelerator without end-to-end measurements in the fit (every GPU but the H100) widens each end
   by the cross-generation spread of the splitwise transfer check (log space);
 * an accelerator or precision without measured kernel tables (the generic efficiency curve at its
@@ -64,7 +66,8 @@ def prediction_interval(engine: str, accelerator: str, measured_kernels: bool) -
     out = {}
     for metric in ("ttft", "tpot"):
         low, high = (math.log(v) for v in row[metric])
-        low, high = min(low, 0.0) - spread, max(high, 0.0) + spread
+        extra = math.hypot(spread, row.get(f"{metric}_version_widening", 0.0))  # independent terms
+        low, high = min(low, 0.0) - extra, max(high, 0.0) + extra
         if not measured_kernels:
             low, high = low * GENERIC_KERNEL_WIDENING, high * GENERIC_KERNEL_WIDENING
         out[metric] = (math.exp(low), math.exp(high))

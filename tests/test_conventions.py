@@ -102,7 +102,7 @@ def test_a_missing_precision_is_an_error_not_bf16(empty):
 
 
 def test_the_step_arrays_are_a_typed_structure_and_item_access_warns():
-    arrays = calculator.step_arrays("llama-3.1-70b", "h100-sxm", "fp8")
+    arrays = calculator.step_arrays("llama-3.1-70b", "h100-sxm", "fp8", "bf16")
     assert isinstance(arrays, calculator.StepArrays)
     assert arrays.kv_bytes_per_token == 327680.0  # eq. 5: 2 x 80 layers x 8 heads x 128 x 2 B
     with pytest.warns(DeprecationWarning, match="attributes"):

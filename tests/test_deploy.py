@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import shlex
 
 import pytest
@@ -41,12 +42,12 @@ FLAG = {
     },
 }
 SIZING = ["llama-3.1-70b", "--rate", "5", "--input", "1024", "--output", "256", "--ttft", "1 s", "--tpot", "50 ms"]
+#: A model the registry lists FP8, FP4 and INT4 checkpoints of (each engine can load every plan of it).
+SIZING_8B = ["llama-3.1-8b", *SIZING[1:]]
 
 
-def _plan(**options):
-    return size_fleet(
-        "llama-3.1-70b", "h100-sxm", "fp8", Q_(5, "request/s"), 1024, 256, Q_(1, "s"), Q_(50, "ms"), **options
-    )
+def _plan(model="llama-3.1-8b", **options):
+    return size_fleet(model, "h100-sxm", "fp8", Q_(5, "request/s"), 1024, 256, Q_(1, "s"), Q_(50, "ms"), **options)
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +70,7 @@ def test_every_flag_is_documented_and_carries_the_plans_values(fp8_plan, engine)
     assert set(config.flags) <= set(DOCUMENTED_FLAGS[engine])
     assert config.citations == {flag: DOCUMENTED_FLAGS[engine][flag] for flag in config.flags}
     assert all(flag in config.arguments for flag in config.flags)
-    assert shlex.split(config.command, comments=True) == list(config.arguments)
+    assert shlex.split(config.command.splitlines()[-1]) == list(config.arguments)  # after notes and files
     flags, names = config.flags, FLAG[engine]
     assert int(flags[names["tp"]]) == fp8_plan.tensor_parallel
     assert int(flags[names["batch"]]) == fp8_plan.batch
@@ -85,9 +86,11 @@ def test_every_flag_is_documented_and_carries_the_plans_values(fp8_plan, engine)
     assert float(flags[names["memory"]]) == pytest.approx(expected, abs=1e-3)
     if names["kv"]:
         assert flags[names["kv"]].startswith("fp8")
-    else:
-        assert any("FP8 KV" in note for note in config.notes)
-    assert "meta-llama/" in " ".join(config.arguments)  # the Hugging Face alias, not the registry id
+    else:  # TensorRT-LLM: kv_cache_config in the options YAML the command writes first
+        assert yaml.safe_load(config.files["extra-llm-api-config.yml"])["kv_cache_config"] == {"dtype": "fp8"}
+        assert flags["--extra_llm_api_options"] == "extra-llm-api-config.yml"
+    # the registry's FP8 checkpoint of Llama-3.1-8B (a Hugging Face name, not the registry id)
+    assert "nvidia/Llama-3.1-8B-Instruct-FP8" in config.arguments
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -126,9 +129,11 @@ def test_a_speculative_plan_emits_each_engines_draft_model_settings(speculative_
         assert not any("speculative" in note for note in config.notes)
     trtllm = launch_command(speculative_plan, "trtllm")  # trtllm-serve reads speculation from its options YAML
     assert not any("specul" in flag for flag in trtllm.flags)
-    [note] = [note for note in trtllm.notes if "speculative" in note]
-    assert "decoding_type: DraftTarget, max_draft_len: 3, speculative_model_dir: meta-llama/Llama-3.2-1B}" in note
-    assert "--extra_llm_api_options" in note and trtllm.command.startswith("# ")
+    options = yaml.safe_load(trtllm.files["extra-llm-api-config.yml"])
+    assert options["speculative_config"] == {
+        "decoding_type": "DraftTarget", "max_draft_len": 3, "speculative_model_dir": draft
+    }  # fmt: skip
+    assert trtllm.flags["--extra_llm_api_options"] == "extra-llm-api-config.yml"
 
 
 def test_a_plan_without_its_draft_leaves_speculation_to_a_stated_manual_step(fp8_plan):
@@ -152,12 +157,19 @@ def test_size_emit_carries_the_speculate_flag():
 @pytest.mark.parametrize("engine", ENGINES)
 def test_the_manifest_parses_with_the_plans_replicas_gpus_and_arguments(fp8_plan, engine):
     text = kubernetes_manifest(fp8_plan, engine)
-    deployment, autoscaler = yaml.safe_load_all(text)
+    *config_maps, deployment, autoscaler = yaml.safe_load_all(text)
     assert deployment["kind"] == "Deployment" and autoscaler["kind"] == "HorizontalPodAutoscaler"
     assert deployment["spec"]["replicas"] == fp8_plan.replicas
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     assert container["resources"]["limits"]["nvidia.com/gpu"] == fp8_plan.tensor_parallel
-    assert container["command"] + container["args"] == list(launch_command(fp8_plan, engine).arguments)
+    config = launch_command(fp8_plan, engine)
+    mounted = [f"/etc/servecalc/{a}" if a in config.files else a for a in config.arguments]
+    assert container["command"] + container["args"] == mounted
+    # TensorRT-LLM's options file travels as a ConfigMap mounted where the argument points
+    assert [c["data"] for c in config_maps] == ([config.files] if config.files else [])
+    if config.files:
+        (volume,) = [v for v in deployment["spec"]["template"]["spec"]["volumes"] if "configMap" in v]
+        assert volume["configMap"]["name"] == config_maps[0]["metadata"]["name"]
     spec = autoscaler["spec"]
     assert spec["minReplicas"] == fp8_plan.replicas and spec["maxReplicas"] == 2 * fp8_plan.replicas
     assert spec["scaleTargetRef"]["name"] == deployment["metadata"]["name"]
@@ -187,17 +199,17 @@ def test_an_infeasible_plan_or_an_unknown_engine_is_an_input_error(fp8_plan):
 
 @pytest.mark.parametrize("target", ["vllm", "sglang", "trtllm", "k8s"])
 def test_cli_emit_prints_a_parseable_command_or_manifest(target, tmp_path):
-    result = CliRunner().invoke(app, ["size", *SIZING, "--engine", "sglang", "--emit", target])
+    result = CliRunner().invoke(app, ["size", *SIZING_8B, "--engine", "sglang", "--emit", target])
     assert result.exit_code == 0, result.output
     if target == "k8s":
         deployment, autoscaler = yaml.safe_load_all(result.stdout)
         assert deployment["spec"]["template"]["spec"]["containers"][0]["name"] == "sglang"
         assert autoscaler["kind"] == "HorizontalPodAutoscaler"
     else:
-        arguments = shlex.split(result.stdout, comments=True)
+        arguments = shlex.split(result.stdout.splitlines()[-1])
         assert set(a for a in arguments if a.startswith("--")) <= set(DOCUMENTED_FLAGS[target])
     out = tmp_path / "deploy.txt"
-    written = CliRunner().invoke(app, ["size", *SIZING, "--emit", target, "--out", str(out)])
+    written = CliRunner().invoke(app, ["size", *SIZING_8B, "--emit", target, "--out", str(out)])
     assert written.exit_code == 0 and out.read_text(encoding="utf-8").strip()
 
 
@@ -207,3 +219,101 @@ def test_cli_emit_of_an_infeasible_plan_exits_1_with_the_reason():
     assert result.exit_code == 1
     assert "infeasible" in result.output or "no feasible" in result.output
     assert "vllm serve" not in result.stdout
+
+
+# --------------------------------------------------------------------------------------------
+# The weights and the KV cache a launch config loads are the ones the plan fitted
+
+
+def _parse(command: str, engine: str) -> tuple[str, str | None, str, dict]:
+    """(repository loaded, --quantization value, KV dtype asked for, files written) read off a command."""
+    lines, files, current = command.splitlines(), {}, None
+    for line in lines[:-1]:
+        if current is not None:
+            if line == "SERVECALC_EOF":
+                current = None
+            else:
+                files[current] += line + "\n"
+        elif line.startswith("cat > "):
+            current = shlex.split(line.split("<<")[0])[2]
+            files[current] = ""
+    arguments = shlex.split(lines[-1])
+    value = {a: b for a, b in itertools.pairwise(arguments) if a.startswith("--")}
+    repo = value["--model-path"] if engine == "sglang" else arguments[2 if engine == "vllm" else 1]
+    if engine == "trtllm":
+        options = yaml.safe_load(files[value["--extra_llm_api_options"]]) if "--extra_llm_api_options" in value else {}
+        kv = options.get("kv_cache_config", {}).get("dtype", "auto")
+    else:
+        kv = value.get("--kv-cache-dtype", "auto")
+    return repo, value.get("--quantization"), kv, files
+
+
+@pytest.fixture(scope="module")
+def base_plan():
+    plan = _plan(engine="vllm")
+    assert plan.feasible
+    return plan
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("model", ["llama-3.1-8b", "llama-3.1-70b", "deepseek-v3", "gpt-oss-120b"])
+@pytest.mark.parametrize("precision", ["bf16", "fp8", "fp4", "int4"])
+def test_a_launch_config_loads_the_weights_and_kv_cache_the_plan_fitted(base_plan, engine, model, precision):
+    import dataclasses
+
+    from calculator.performance import kv_cache_precision
+
+    reg = load_registry()
+    entry = reg.model(model)
+    kv = kv_cache_precision(model, "b200-sxm", precision, engine)
+    plan = dataclasses.replace(
+        base_plan, model=model, accelerator="b200-sxm", precision=precision, engine=engine, kv_precision=kv,
+        targets={**base_plan.targets, "kv_precision": kv},
+    )  # fmt: skip
+    own = next(alias for alias in entry.aliases if "/" in alias)
+    published = [c.repo for c in entry.checkpoints if c.precision == precision]
+    native = [c.precision for c in entry.checkpoints if c.repo == own]  # published quantized (DeepSeek-V3, gpt-oss)
+    if precision == "bf16" and native:
+        with pytest.raises(InputError, match=f"holds {native[0]} weights"):
+            launch_command(plan, engine)
+        return
+    if precision != "bf16" and not published and not (precision == "fp8" and engine != "trtllm"):
+        # no checkpoint and no way to quantize at load time: refused, with the way out
+        with pytest.raises(InputError, match="checkpoints"):
+            launch_command(plan, engine)
+        return
+    config = launch_command(plan, engine)
+    assert set(config.flags) <= set(DOCUMENTED_FLAGS[engine])
+    repo, quantization, kv_asked, files = _parse(config.command, engine)
+    assert files == config.files
+    if precision == "bf16":
+        assert (repo, quantization) == (own, None)
+    elif published:
+        assert (repo, quantization) == (published[0], None)  # the checkpoint declares its own quantization
+    else:
+        assert (repo, quantization) == (own, "fp8")  # quantized as the 16-bit checkpoint loads
+    sixteen = {"vllm": ("auto", "bfloat16"), "sglang": ("auto", "bf16"), "trtllm": ("auto",)}[engine]
+    fp8 = {"vllm": "fp8", "sglang": "fp8_e4m3", "trtllm": "fp8"}[engine]
+    assert kv_asked == fp8 if kv == "fp8" else kv_asked in sixteen
+    assert config.kv_precision == kv and config.weights.precision == precision
+
+
+def test_the_issue_command_emits_the_fp8_weights_it_planned():
+    # The defect: FP8 weights on TP 2 were emitted as the BF16 checkpoint with no quantization flag,
+    # which loads 141 GB onto two 80 GB GPUs.
+    arguments = [
+        "size", "llama-3.1-70b", "--rate", "20", "--input", "2000", "--output", "300", "--ttft", "2s", "--tpot", "50ms",
+        "--percentile", "99", "-a", "h100-sxm", "-a", "h200-sxm", "-p", "fp8", "-p", "bf16",
+    ]  # fmt: skip
+    planned = CliRunner().invoke(app, [*arguments, "--json"])
+    assert planned.exit_code == 0, planned.output
+    import json
+
+    plan = json.loads(planned.stdout)
+    result = CliRunner().invoke(app, [*arguments, "--emit", "vllm"])
+    assert result.exit_code == 0, result.output
+    repo, quantization, kv, _ = _parse(result.stdout.strip(), "vllm")
+    assert plan["precision"] == "fp8" and repo == "meta-llama/Llama-3.1-70B" and quantization == "fp8"
+    assert kv == {"fp8": "fp8"}.get(plan["kv_precision"], "auto")
+    trt = CliRunner().invoke(app, [*arguments, "--emit", "trtllm"])
+    assert trt.exit_code != 0 and "checkpoints" in trt.output and "Traceback" not in trt.output

@@ -94,7 +94,8 @@ BUILDING_BLOCKS = frozenset(
         "gemm_seconds", "grouped_gemm_seconds", "prefill_attention_seconds", "decode_attention_seconds",
         "allreduce_seconds", "iteration_seconds", "max_batch_numeric",
         "flatten", "frame_columns", "parse_label", "column_label", "plain", "describe_value", "shown",
-        "alias_for", "alias_unit", "alias_dimension", "dimension_of", "fit_profiles", "prediction_errors",
+        "alias_for", "alias_unit", "alias_dimension", "dimension_of", "fit_profiles", "prediction_errors", "calibrate",
+        "fit_client_overheads",
     }
 )  # fmt: skip
 

@@ -182,3 +182,20 @@ def test_an_accelerator_without_a_price_asks_for_the_cli_flag(tmp_path):
     priced = CliRunner().invoke(app, [*args, "--price", "my-gpu=2 USD/hour", "--json"])
     assert priced.exit_code == 0, priced.output
     assert json.loads(priced.stdout)["cost_per_hour"]["value"] == pytest.approx(2.0 * json.loads(priced.stdout)["gpus"])
+
+
+@pytest.mark.parametrize(
+    "accelerators", [["h100-sxm", "my-gpu"], ["my-gpu"], ["a100-sxm-80gb", "h200-sxm"], ["b200-sxm", "my-gpu"]]
+)
+def test_the_gpu_interval_of_a_plan_contains_its_gpus(user_file, accelerators):
+    # Issue 21: a plan of 18 GPUs of a user accelerator sized beside an H100 reported "8-14 GPUs":
+    # the ends picked another configuration. The ends now keep the plan's own configuration.
+    reg = load_registry(extra=[user_file])
+    for rate, model in ((20, "llama-3.1-70b"), (60, "llama-3.1-8b")):
+        plan = size_fleet(
+            model, accelerators, ["fp8", "bf16"], Q_(rate, "request/s"), 2000, 300, Q_(3, "s"), Q_(50, "ms"),
+            price={a: Q_(3, "USD/hour") for a in accelerators}, registry=reg,
+        )  # fmt: skip
+        assert plan.feasible, plan.reason
+        low, high = plan.gpus_interval
+        assert low <= plan.gpus and (high is None or plan.gpus <= high), (accelerators, model, plan.gpus_interval)

@@ -141,7 +141,13 @@ class SizingFlags:
     ] = None
     engine: EngineOption = None
     kv_precision: Annotated[
-        str | None, typer.Option(metavar="PRECISION", help="KV-cache precision (default: the weights').")
+        str | None,
+        typer.Option(
+            metavar="PRECISION",
+            help="KV-cache precision. Default: the one the engine runs for the weights' checkpoint (FP8 for FP8/FP4 "
+            "weights under vLLM, TensorRT-LLM and the generic profile on GPUs with FP8, else 16-bit; "
+            "docs/performance-model.md); the output's kv_precision says which.",
+        ),
     ] = None
     price: Annotated[
         list[str] | None,

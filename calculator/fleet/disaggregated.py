@@ -109,7 +109,14 @@ def size_disaggregated(
     latency = link.startup_latency.m_as("s") if link.startup_latency is not None else 0.0
     lam = workload.arrival_rate.m_as("request/s")
     families = _families(
-        model, _as_list(accelerator, "accelerator"), _as_list(precision, "precision"), price, None, kv_precision, reg
+        model,
+        _as_list(accelerator, "accelerator"),
+        _as_list(precision, "precision"),
+        price,
+        None,
+        kv_precision,
+        reg,
+        profile,
     )
     tp_grid, batch_grid = np.meshgrid(tps, grid_batches, indexing="ij")
     decode_slots = max(workload.output_tokens - 1, 1.0)

@@ -144,7 +144,12 @@ def _evaluate(
         first_mean = step / 2 + sum(w * k * (step + d) for w, (k, d) in zip(weights, costs, strict=True))
         k_tail, d_tail = prompt_cost(tail_prompt) if tail_prompt != nodes[0] or len(nodes) > 1 else costs[0]
         first_tail = step / 2 + k_tail * (step + d_tail)
-        full = scale[0] * np.maximum(iteration_seconds(a, eff, tp, batch, context, room, 1) - plain, 0.0)
+        # a full-budget iteration packs room / prompt prompts (one long prompt's chunk after its earlier ones)
+        packed = np.maximum(room / computed, 1.0)
+        full = scale[0] * np.maximum(
+            iteration_seconds(a, eff, tp, batch, context, room, packed, np.maximum(computed - room, 0.0) / 2) - plain,
+            0.0,
+        )
         service = computed / room * (per_token + full)  # a prompt's share of full-budget iterations
         tbt = step + np.maximum(d_tail, costs[-1][1])
         own_time = sum(w * k * (step + d) for w, (k, d) in zip(weights, costs, strict=True))
@@ -324,15 +329,16 @@ def _families(
     speculation: Speculation | None,
     kv_precision: str | None,
     reg: Any,
+    engine: EngineProfile,
 ) -> list[_Family]:
     out = []
     for accelerator in accelerators:
         device = reg.accelerator(accelerator)
         hourly = _price_for(device.id, accelerator, price, reg)
         for precision in precisions:
-            arrays = step_arrays(model, device, precision, kv_precision, registry=reg)
+            arrays = step_arrays(model, device, precision, kv_precision, engine=engine, registry=reg)
             draft = (
-                step_arrays(speculation.draft_model, device, precision, kv_precision, registry=reg)
+                step_arrays(speculation.draft_model, device, precision, kv_precision, engine=engine, registry=reg)
                 if speculation
                 else None
             )

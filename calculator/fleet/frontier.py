@@ -192,6 +192,7 @@ def frontier(
         None,
         kv_precision,
         reg,
+        profile,
     ):
         out = _evaluate(family, profile, workload, tp_grid, batch_grid, options)
         keep = out["fits"]

@@ -82,6 +82,9 @@ class FleetPlan(Result):
         Why the plan is what it is (binding constraint), or why nothing is feasible.
     model, accelerator, precision, engine : str
         The chosen configuration.
+    kv_precision : str
+        The KV cache's precision the plan assumed: the one asked for, or the engine's default for the
+        weights (:func:`~calculator.performance.kv_cache_precision`).
     tensor_parallel, batch, replicas, gpus : int
         Devices per replica, the cap on sequences running on a replica (the engine's
         ``max_num_seqs`` to configure), replicas, and total GPUs.
@@ -99,9 +102,10 @@ class FleetPlan(Result):
         ``(low, high)``: the performance model's 80 % interval around TTFT and TPOT
         (:mod:`calculator.uncertainty`).
     gpus_interval : tuple of int
-        GPUs the cheapest plan needs if the step times sit at the low and at the high end of the
-        model's step-time (TPOT) interval: the search rerun with prefill and decode times scaled.
-        The high end is ``None`` when no candidate meets the targets there.
+        GPUs the plan's own configuration (accelerator, precision, TP; its batch cap re-chosen) needs
+        if the step times sit at the low and at the high end of the model's step-time (TPOT) interval:
+        its search rerun with prefill and decode times scaled. It always contains ``gpus``; the high
+        end is ``None`` when the configuration meets the targets at no batch cap there.
     replica_throughput : Quantity [request / time]
         What one replica sustains with its batch cap full.
     binding_constraint : str
@@ -138,6 +142,7 @@ class FleetPlan(Result):
     accelerator: str = ""
     precision: str = ""
     engine: str = ""
+    kv_precision: str = ""
     tensor_parallel: int = 0
     batch: int = 0
     replicas: int = 0

@@ -195,19 +195,24 @@ class _Search:
                     best = (rank, family, key, i, j, out, replicas[i, j], ok)
         return best, rejected, closest_ttft, closest_tpot
 
-    def gpus_at(self, end: int) -> int | None:
-        """GPUs of the cheapest plan with every family's step times at one end of its interval."""
-        scales: dict[tuple[str, str], tuple[float, float]] = {}
-        for family in self.families:
-            bands = prediction_interval(self.profile.name, family.accelerator, family.arrays.measured)
-            # Step times (prefill and decode) scale by the TPOT band: it measures the step model. The
-            # TTFT band is wider because it carries a benchmark's queueing, which the sizer models itself.
-            scales[family.accelerator, family.precision] = (bands["tpot"][end], bands["tpot"][end])
-        best = self.run(scales)[0]
+    def gpus_at(self, end: int, family: Any, tp_index: int) -> int | None:
+        """GPUs the plan's own configuration (``family`` at its TP) needs with step times at one interval end.
+
+        The interval of the plan itself, not of whichever configuration would win there.
+        """
+        bands = prediction_interval(self.profile.name, family.accelerator, family.arrays.measured)
+        # Step times (prefill and decode) scale by the TPOT band: it measures the step model. The
+        # TTFT band is wider because it carries a benchmark's queueing, which the sizer models itself.
+        scales = {(family.accelerator, family.precision): (bands["tpot"][end], bands["tpot"][end])}
+        tps = self.tps[tp_index : tp_index + 1]
+        own = _Search(
+            [family], self.profile, self.workload, tps, self.tp_grid[tp_index : tp_index + 1],
+            self.batch_grid[tp_index : tp_index + 1], self.options, self.targets, self.lam, self.max_utilization,
+        )  # fmt: skip
+        best = own.run(scales)[0]
         if best is None:
             return None
-        _, family, _, i, _, _, replicas, _ = best
-        return int(replicas * self.tps[i])
+        return int(best[6] * tps[0])
 
 
 def size_fleet(
@@ -357,6 +362,7 @@ def size_fleet(
         speculation,
         kv_precision,
         reg,
+        profile,
     )
     lam = workload.arrival_rate.m_as("request/s")
     tokens_per_hour = lam * workload.output_tokens * HOURS
@@ -400,9 +406,12 @@ def size_fleet(
     del rejected[key]
     binding = _binding(out, ok, i, j)
     bands = prediction_interval(profile.name, family.accelerator, family.arrays.measured)
-    gpus_low, gpus_high = (search.gpus_at(end) for end in (0, 1))
     tp = int(tps[i])
     replicas = int(replica_count)
+    gpus_low, gpus_high = (search.gpus_at(end, family, i) for end in (0, 1))
+    # the interval holds the plan: faster steps never need more GPUs of the same configuration
+    gpus_low = min(gpus_low, replicas * tp) if gpus_low is not None else replicas * tp
+    gpus_high = max(gpus_high, replicas * tp) if gpus_high is not None else None
     rate = float(out["rate"][i, j])
     utilization = lam / (replicas * rate)
     gpus = replicas * tp
@@ -424,6 +433,7 @@ def size_fleet(
         accelerator=family.accelerator,
         precision=family.precision,
         engine=profile.name,
+        kv_precision=family.arrays.kv_precision,
         tensor_parallel=tp,
         batch=int(batch_grid[i, j]),
         replicas=replicas,
@@ -449,7 +459,7 @@ def size_fleet(
         running_batch=float(out["running"][i, j]),
         router=options["router"],
         workload=workload,
-        targets=targets_record,
+        targets={**targets_record, "kv_precision": family.arrays.kv_precision},
     )
     if verify:
         from ..simulation import verify_plan

@@ -44,7 +44,7 @@ KV capacity under an engine's memory policy (``kv_capacity_tokens``, ``usable_kv
 
 from __future__ import annotations
 
-from .arrays import WEIGHT_BITS, StepArrays, compute_precision, step_arrays
+from .arrays import KV_PRECISION_RULE, WEIGHT_BITS, StepArrays, compute_precision, kv_cache_precision, step_arrays
 from .benchmark import REQUESTS_PER_CLIENT as REQUESTS_PER_CLIENT
 from .benchmark import BenchmarkPrediction, predict_benchmark
 from .benchmark import closed_loop_seconds as closed_loop_seconds
@@ -64,6 +64,7 @@ from .steps import decode_step_time, prefill_time
 
 __all__ = [
     "ENGINES",
+    "KV_PRECISION_RULE",
     "WEIGHT_BITS",
     "BenchmarkPrediction",
     "EngineProfile",
@@ -72,6 +73,7 @@ __all__ = [
     "decode_step_time",
     "engine_profile",
     "iteration_seconds",
+    "kv_cache_precision",
     "predict_benchmark",
     "prefill_time",
     "StepArrays",

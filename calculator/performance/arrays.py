@@ -27,8 +27,10 @@ if TYPE_CHECKING:
 
 
 __all__ = [
+    "KV_PRECISION_RULE",
     "WEIGHT_BITS",
     "compute_precision",
+    "kv_cache_precision",
     "StepArrays",
     "step_arrays",
 ]
@@ -97,6 +99,56 @@ def compute_precision(accelerator: AcceleratorRef, precision: str, *, registry: 
     )
 
 
+#: How the KV-cache precision an engine runs by default (no KV flag) follows from the weights. Each
+#: engine's own part is ``EngineProfile.quantized_kv_precision`` (cited in its ``citations``).
+KV_PRECISION_RULE = (
+    "16-bit and wider weights: the weights' precision. INT4/INT8 weights (AWQ, GPTQ, SmoothQuant checkpoints declare "
+    "no KV quantization): BF16. FP8/FP4 weights: the KV cache the registry's checkpoint of those weights declares "
+    "(Model.checkpoints[].kv_cache), else the engine's default for a ModelOpt export (ModelOpt's PTQ scripts write "
+    "kv_cache_quant_algo FP8 by default, --kv_cache_qformat fp8, in NVIDIA Model Optimizer's examples/llm_ptq): FP8 "
+    "where the engine reads that declaration (TensorRT-LLM 'auto', vLLM >= 0.14), BF16 where it does not (SGLang "
+    "before 0.5.4, and SGLang's online and compressed-tensors FP8). FP8 KV only on accelerators with FP8 tensor "
+    "throughput."
+)
+
+
+def kv_cache_precision(
+    model: ModelRef,
+    accelerator: AcceleratorRef,
+    precision: str,
+    engine: Any = None,
+    *,
+    registry: Registry | None = None,
+) -> str:
+    """The KV-cache precision ``engine`` runs by default for weights stored at ``precision`` (``KV_PRECISION_RULE``).
+
+    Examples
+    --------
+    >>> kv_cache_precision("llama-3.1-70b", "h100-sxm", "fp8", "trtllm"), kv_cache_precision(
+    ...     "llama-3.1-70b", "h100-sxm", "fp8", "sglang")
+    ('fp8', 'bf16')
+    >>> kv_cache_precision("deepseek-v3", "h100-sxm", "fp8", "vllm")  # its FP8 checkpoint declares no KV quantization
+    'bf16'
+    >>> kv_cache_precision("llama-3.1-70b", "a100-sxm-80gb", "fp8", "vllm"), kv_cache_precision(
+    ...     "llama-3.1-8b", "h100-sxm", "int4", "vllm")
+    ('bf16', 'bf16')
+    """
+    from .engines import engine_profile
+
+    name = check_precision(precision)
+    if PRECISIONS[name] >= 16:
+        return name
+    if name not in ("fp8", "fp4"):
+        return "bf16"
+    spec = model_of(model, registry)
+    checkpoint = spec.checkpoint(name)
+    declared = checkpoint.kv_cache if checkpoint is not None else None
+    kv = declared or engine_profile(engine).quantized_kv_precision
+    if PRECISIONS[kv] == 8 and "fp8" not in accelerator_of(accelerator, registry).dense_throughput:
+        return "bf16"
+    return kv
+
+
 @dataclass(eq=False)
 class StepArrays:
     """One (model, accelerator, precision) as the step model reads it: plain floats in SI units.
@@ -138,6 +190,7 @@ class StepArrays:
     link_bandwidth: float  #: B/s per direction (NVLink, or the host link where there is none)
     tables: Any  #: the accelerator's :class:`~calculator.kernels.KernelTables`
     dtype: str  #: the GEMM table of the weights
+    kv_precision: str  #: the KV cache's precision (``kv_cache_precision`` unless given)
     measured: bool  #: whether measured kernel tables cover the accelerator and dtype
     curves: dict[float, dict[str, np.ndarray]] = field(default_factory=dict, repr=False)  #: cache per TP degree
 
@@ -160,17 +213,23 @@ def step_arrays(
     precision: str,
     kv_precision: str | None = None,
     *,
+    engine: Any = None,
     registry: Registry | None = None,
 ) -> StepArrays:
     """The numbers the step model needs for one (model, accelerator, precision), in SI units.
 
     Returns a :class:`StepArrays`. Ids resolve in ``registry`` (default: the packaged registry), and an
-    entry object's own ids (its host link) in the registry it came from.
+    entry object's own ids (its host link) in the registry it came from. The KV cache is at
+    ``kv_precision``, or at the precision ``engine`` runs by default for these weights
+    (:func:`kv_cache_precision`; ``None``: the engine-agnostic profile's).
 
     Examples
     --------
-    >>> step_arrays("llama-3.1-70b", "h100-sxm", "fp8").kv_bytes_per_token
+    >>> step_arrays("llama-3.1-70b", "h100-sxm", "bf16").kv_bytes_per_token
     327680.0
+    >>> a = step_arrays("llama-3.1-70b", "h100-sxm", "fp8")  # an FP8 KV cache, as vLLM and TensorRT-LLM run it
+    >>> a.kv_precision, a.kv_bytes_per_token
+    ('fp8', 163840.0)
     """
     from ..kernels import tables_for
 
@@ -179,7 +238,11 @@ def step_arrays(
     name = check_precision(precision)
     if spec.kind != "transformer":
         raise InputError(f"the performance model covers transformer LLMs; model '{spec.id}' is a {spec.kind} model")
-    kv_name = check_precision(kv_precision or ("bf16" if PRECISIONS[name] < 16 else name), "kv_precision")
+    kv_name = (
+        check_precision(kv_precision, "kv_precision")
+        if kv_precision
+        else kv_cache_precision(spec, device, name, engine, registry=registry)
+    )
     hidden = spec.hidden_size or spec.attention_heads * spec.head_dim
     embedding = float(spec.vocab_size * hidden) if spec.vocab_size else 0.0
     bits = WEIGHT_BITS[name]
@@ -259,5 +322,6 @@ def step_arrays(
         link_bandwidth=link.m_as("B/s"),
         tables=tables,
         dtype=_TABLE_OF_WEIGHTS.get(name, "bf16"),
+        kv_precision=kv_name,
         measured=bool(tables.measured and _TABLE_OF_WEIGHTS.get(name, "bf16") in tables.measured_dtypes),
     )

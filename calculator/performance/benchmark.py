@@ -18,8 +18,9 @@ import numpy as np
 
 from .._support import model_of
 from ..errors import InputError
+from ..formula import magnitude
 from ..results import Result
-from ..types import AcceleratorRef, Count, ModelRef, Tokens
+from ..types import AcceleratorRef, Count, ModelRef, Time, Tokens
 from ..units import Q_
 from ._common import _counts, _efficiency, _tp
 from .arrays import StepArrays, step_arrays
@@ -65,6 +66,8 @@ class BenchmarkPrediction(Result):
         One prompt's prefill alone and the decode step at the active batch.
     engine : str
         The engine profile used.
+    kv_precision : str
+        The KV cache's precision (given, or the engine's default for the weights).
     measured_kernels : bool
         True when the step times come from kernel measurements of this accelerator and precision;
         False when they are the generic efficiency curve at the registry peaks.
@@ -82,12 +85,23 @@ class BenchmarkPrediction(Result):
     prefill_time: Any
     decode_step_time: Any
     engine: str
+    kv_precision: str
     measured_kernels: bool
 
 
 #: Requests each client sends in a benchmark run (the usual harness sends about ten times the
 #: concurrency): the burst of the first wave is averaged over this many requests per client.
 REQUESTS_PER_CLIENT = 10
+
+#: How a benchmark's clients meet each other (a property of the harness, not of the engine):
+#: ``"dispersed"`` (default): requests vary a little in length or timing, so after the first burst each
+#: request arrives as at a random moment and meets the others only by chance; ``"waves"``: identical
+#: requests started together stay together, every round is a burst of all clients (prefill-first
+#: engines keep such waves whole).
+ARRIVALS = ("dispersed", "waves")
+
+#: Bisection steps of the closed-loop operating point (the decoding population, to 2**-32 of its range).
+_BISECTION_STEPS = 32
 
 
 def closed_loop_seconds(
@@ -99,81 +113,163 @@ def closed_loop_seconds(
     concurrency: Any,
     efficiency: Efficiency | None = None,
     requests_per_client: float = REQUESTS_PER_CLIENT,
+    arrivals: Any = "dispersed",
+    client_overhead: Any = 0.0,
 ) -> dict[str, Any]:
-    """The closed-loop benchmark model on plain arrays (seconds); see :func:`predict_benchmark`."""
+    """The closed-loop benchmark model on plain arrays (seconds); see :func:`predict_benchmark`.
+
+    ``arrivals`` is ``"dispersed"``, ``"waves"`` or a boolean array (True: waves) over the rows;
+    ``client_overhead`` (seconds, scalar or per row) is the harness's own latency per request.
+    """
     eff = efficiency or profile.efficiency
-    tp, inputs, outputs, clients = np.broadcast_arrays(
-        *(np.asarray(v, dtype=float) for v in (tp, input_tokens, output_tokens, concurrency))
+    tp, inputs, outputs, clients, extra = np.broadcast_arrays(
+        *(np.asarray(v, dtype=float) for v in (tp, input_tokens, output_tokens, concurrency, client_overhead))
     )
-    decode_steps = np.maximum(outputs - 1, 1.0)
+    shape = tp.shape
+    tp, inputs, outputs, clients, extra = (v.ravel() for v in (tp, inputs, outputs, clients, extra))
+    slots = np.maximum(outputs - 1, 1.0)
     context = inputs + outputs / 2
     # Admission: KV for the prompt plus the reserved share of the output; a sequence cap.
-    reserved = inputs + profile.output_reservation * outputs
-    kv_limit = np.floor(kv_capacity_tokens(a, profile, tp) / reserved)
+    kv_limit = np.floor(kv_capacity_tokens(a, profile, tp) / (inputs + profile.output_reservation * outputs))
     tokens_cap, seqs_cap = profile.limits(a.memory, a.accelerator)
     budget = float(tokens_cap)
     max_seqs = float(min(seqs_cap, tokens_cap) if profile.mixed_batching else seqs_cap)
-    batch = np.maximum(np.minimum(np.minimum(clients, kv_limit), max_seqs), 1.0)
-    t_dec = iteration_seconds(a, eff, tp, batch, context)
-    overhead = profile.request_overhead.m_as("s")
+    held = np.maximum(np.minimum(np.minimum(clients, kv_limit), max_seqs), 1.0)
+    overhead = profile.request_overhead.m_as("s") + extra  # the engine's request path and the harness's
+    scheduler = _Scheduler(a, eff, profile, budget, tp, inputs, slots, clients, context, held, overhead)
 
-    # The first wave: every client's prompt arrives at once and is prefilled budget by budget.
-    burst_iterations = np.ceil(batch * inputs / budget)
-    burst_tokens = batch * inputs / burst_iterations
+    # The operating point: the decoding population n where the clients' cycle closes.
+    low, high = np.zeros_like(held), held.copy()
+    for _ in range(_BISECTION_STEPS):
+        middle = (low + high) / 2
+        below = scheduler.terms(middle).gap < 0
+        low, high = np.where(below, middle, low), np.where(below, high, middle)
+    steady = scheduler.terms(low)
+    # The first burst: every client's prompt at once, prefilled budget by budget; weighs one round.
+    burst_iterations = np.ceil(held * inputs / budget)
+    burst_tokens = held * inputs / burst_iterations
     t_burst = iteration_seconds(a, eff, tp, 0, 0, burst_tokens, burst_tokens / inputs, 0)
-    first_wave = overhead + (burst_iterations + 1) / 2 * t_burst
-
-    if profile.mixed_batching:
-        # Each prompt is prefilled beside the running decodes: in full-budget chunks plus a
-        # remainder where the engine chunks, whole in one iteration where it does not.
-        room = np.maximum(budget - batch, budget / 4)
-        running = np.maximum(batch - 1, 0.0)
-        if profile.chunked_prefill:
-            full = np.floor(inputs / room)
-            rest = inputs - full * room
-            t_full = iteration_seconds(a, eff, tp, running, context, room, room / inputs, inputs / 2 * (full > 1))
-        else:
-            full = np.zeros_like(inputs)
-            rest = inputs
-            t_full = np.zeros_like(inputs)
-        t_rest = iteration_seconds(a, eff, tp, running, context, rest, rest / inputs, inputs * (full > 0))
-        iterations = full + (rest > 0)  # iterations one prompt's prefill takes
-        t_group = full * t_full + np.where(rest > 0, t_rest, 0.0)
-        extra = np.maximum(t_group - iterations * t_dec, 0.0)  # what those iterations add over decoding
-        groups = batch
-    else:
-        # Prefill batches of up to the budget run alone and pause decoding.
-        groups = burst_iterations
-        iterations = np.ones_like(groups)
-        t_group = t_burst
-        extra = t_burst
-    # The clients' prompts arrive in waves (all start together and keep their order): a request
-    # waits for ``persistence x others ** exponent / 2`` of the other prefills of its wave (all of
-    # the half-wave under prefill-first scheduling; large waves spread out where prefill mixes with
-    # decoding); the rest of the others' prefills land in its decode steps. Beyond one prefill
-    # iteration per decode step the replica is prefill bound and the groups queue.
-    persistence = profile.wave_persistence if profile.mixed_batching else 1.0  # prefill-first keeps waves
-    others = groups - 1
-    exponent = profile.wave_exponent if profile.mixed_batching else 1.0
-    ahead = np.minimum(persistence * others**exponent, others) / 2
-    in_decode = np.minimum((others - ahead) * iterations, decode_steps)
-    tpot = t_dec + in_decode / np.maximum(iterations, 1.0) * extra / decode_steps
-    behind = np.maximum((others - ahead) * iterations - decode_steps, 0.0) / np.maximum(iterations, 1.0) * t_group
-    steady = overhead + t_dec / 2 + t_group * (1 + ahead) + behind
-    ttft_active = steady + np.maximum(first_wave - steady, 0.0) / requests_per_client
-    throughput = batch / (ttft_active + decode_steps * tpot)
-    waiting = np.maximum(clients - batch, 0.0)
-    ttft = ttft_active + waiting / throughput
-    return {
+    first = overhead + (burst_iterations + 1) / 2 * t_burst
+    ttft = overhead + steady.wait
+    ttft = ttft + np.maximum(first - ttft, 0.0) / requests_per_client
+    tpot = steady.step
+    rate = steady.rate
+    waves = _waves(arrivals, clients.shape)
+    if np.any(waves):
+        # Every round is a burst: groups of the budget one after another; a request's first token
+        # waits for the groups ahead, its decode steps for the ones behind (prefill-first engines pause
+        # decoding for them, mixing engines add them to the decode iterations).
+        t_batch = iteration_seconds(a, eff, tp, held, context)
+        lift = np.maximum(t_burst - t_batch, 0.0) if profile.mixed_batching else t_burst
+        wave_tpot = t_batch + (burst_iterations - 1) / 2 * lift / slots
+        wave_rate = held / (overhead + burst_iterations * t_burst + slots * t_batch)
+        ttft, tpot, rate = (np.where(waves, w, d) for w, d in ((first, ttft), (wave_tpot, tpot), (wave_rate, rate)))
+    # Clients beyond what the engine holds wait for a slot (Little's law at the engine's rate).
+    ttft = ttft + np.maximum(clients - held - rate * overhead, 0.0) / np.maximum(rate, 1e-300)
+    out = {
         "ttft": ttft,
         "tpot": tpot,
-        "throughput": throughput,
-        "active_batch": batch,
+        "throughput": clients / (ttft + slots * tpot),  # every client has one request in flight
+        "active_batch": held,
+        "running": np.where(waves, held, low),
         "max_concurrency": kv_limit,
         "memory_limited": clients > kv_limit,
         "prefill": prefill_seconds(a, eff, tp, inputs),
-        "decode_step": t_dec,
+        "decode_step": iteration_seconds(a, eff, tp, held, context),
     }
+    return {key: value.reshape(shape) for key, value in out.items()}
+
+
+def _waves(arrivals: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """``arrivals`` as a boolean array over the rows (True: the harness keeps its clients in waves)."""
+    if isinstance(arrivals, str):
+        if arrivals not in ARRIVALS:
+            raise InputError(f"argument 'arrivals' must be one of {', '.join(ARRIVALS)}, got {arrivals!r}")
+        return np.full(shape, arrivals == "waves")
+    return np.broadcast_to(np.asarray(arrivals, dtype=bool).ravel(), shape)
+
+
+@dataclass
+class _Terms:
+    gap: np.ndarray  # clients the cycle holds minus the clients there are, at a decoding population
+    rate: np.ndarray  # requests per second
+    step: np.ndarray  # TPOT: the iteration a decoding request sees
+    wait: np.ndarray  # a prompt's time in the engine until its first token
+
+
+@dataclass
+class _Scheduler:
+    """The engine's iterations at a decoding population ``n``, with dispersed arrivals (mean field).
+
+    Decoding requests see ``1 + (1 - 1/C) n`` sequences in a decode step and the other clients'
+    prompts landing in their iterations: in chunks of the budget left by the decodes (mixing engines)
+    or as prefill batches that pause decoding (prefill-first), packed with the prompts that arrived
+    in the same iteration. An arriving prompt waits for the iteration in flight (length-biased), its
+    own iterations, and a queue for the prefill budget (one server, finite population: Schweitzer's
+    mean-value approximation with a deterministic service's residual).
+    """
+
+    a: StepArrays
+    eff: Efficiency
+    profile: EngineProfile
+    budget: float
+    tp: np.ndarray
+    inputs: np.ndarray
+    slots: np.ndarray
+    clients: np.ndarray
+    context: np.ndarray
+    held: np.ndarray
+    overhead: np.ndarray
+
+    def terms(self, n: np.ndarray) -> _Terms:
+        a, eff, tp, inputs, slots, context = self.a, self.eff, self.tp, self.inputs, self.slots, self.context
+        share = 1.0 - 1.0 / self.clients  # the other clients' part of the load
+        t_dec = iteration_seconds(a, eff, tp, n, context)
+        t_idle = np.where(n > 0, t_dec, 0.0)
+        t_seen = iteration_seconds(a, eff, tp, 1.0 + share * n, context)
+        if self.profile.mixed_batching:
+            room = np.maximum(self.budget - n, self.budget / 4)
+            k = np.ceil(inputs / room) if self.profile.chunked_prefill else np.ones_like(inputs)
+            chunk = inputs / k
+            added = np.maximum(iteration_seconds(a, eff, tp, n, context, chunk, 1, (k - 1) / 2 * chunk) - t_idle, 0.0)
+            per_prompt = k * added
+            rate = n / np.maximum(slots * t_seen + share * n * per_prompt, 1e-300)
+            step = t_seen + share * n * per_prompt / slots
+            others = share * rate
+            carrying = np.minimum(others * k * t_idle / np.maximum(1 - others * per_prompt, 1e-9), 1.0)
+            mean = t_idle + carrying * added
+            square = (1 - carrying) * t_idle**2 + carrying * (t_idle + added) ** 2
+            biased = square / np.maximum(mean, 1e-300)  # the iteration in flight, length-biased
+            own = k * (t_dec + added) + others * biased * added
+            full = iteration_seconds(
+                a, eff, tp, n, context, room, np.maximum(room / inputs, 1.0), np.maximum(inputs - room, 0.0) / 2
+            )
+            service = inputs / room * np.maximum(full, t_dec)  # a prompt's share of full-budget iterations
+        else:
+            k = np.ceil(inputs / self.budget)
+            chunk = inputs / k
+            per_batch = np.maximum(self.budget / chunk, 1.0)
+            prior = (k - 1) / 2 * chunk
+            packed = np.ones_like(n)
+            for _ in range(3):  # prompts that arrived in the same iteration share a prefill batch
+                t_batch = iteration_seconds(a, eff, tp, 0, 0, packed * chunk, packed, prior)
+                per_prompt = k * t_batch / packed
+                rate = n / np.maximum(slots * t_seen + share * n * per_prompt, 1e-300)
+                prefilling = np.minimum(share * rate * per_prompt, 1.0)
+                biased = (1 - prefilling) * t_idle + prefilling * t_batch
+                packed = np.minimum(1.0 + share * rate * biased, per_batch)
+            step = t_seen + share * n * per_prompt / slots
+            own = k * t_batch
+            full = iteration_seconds(a, eff, tp, 0, 0, per_batch * chunk, per_batch, prior)
+            service = k * full / per_batch
+        # Another client's request is in the engine when this one arrives (none with one client).
+        cycle = self.clients / np.maximum(rate, 1e-300)
+        busy = 1.0 - np.minimum(self.overhead / np.maximum(cycle, 1e-300), 1.0) ** (self.clients - 1)
+        load = share * rate * service
+        queue = np.where(load < 1, share * rate * service**2 / 2 / np.maximum(1 - load, 1e-12), np.inf)
+        wait = busy * biased / 2 + own + queue
+        gap = n + rate * wait - np.minimum(self.clients - rate * self.overhead, self.held)
+        return _Terms(gap, rate, step, wait)
 
 
 def predict_benchmark(
@@ -189,6 +285,8 @@ def predict_benchmark(
     efficiency: Efficiency | None = None,
     kv_precision: str | None = None,
     requests_per_client: float = REQUESTS_PER_CLIENT,
+    arrivals: str = "dispersed",
+    client_overhead: Time = None,
     registry: Registry | None = None,
 ) -> BenchmarkPrediction:
     """Mean TTFT and TPOT a closed-loop serving benchmark reports at client concurrency ``C``.
@@ -210,9 +308,16 @@ def predict_benchmark(
     efficiency : Efficiency, optional
         Overrides the profile's costs and kernel pricing.
     kv_precision : str, optional
-        KV-cache precision; defaults to 16-bit.
+        KV-cache precision; defaults to the one the engine runs for these weights
+        (:func:`~calculator.performance.kv_cache_precision`), stated in the result.
     requests_per_client : float
         Requests each client sends in the run (the first wave's burst is averaged over them).
+    arrivals : {"dispersed", "waves"}
+        How the harness's clients meet (:data:`ARRIVALS`): dispersed by small variations of length or
+        timing (default), or kept in waves of identical requests started together.
+    client_overhead : Quantity [time], optional
+        The harness's own latency per request beyond the engine's request path (its HTTP client,
+        pacing); none by default. A benchmark setting, not engine behaviour.
     registry : Registry, optional
         Where ids resolve (default: the packaged registry).
 
@@ -224,13 +329,16 @@ def predict_benchmark(
 
     Notes
     -----
-    The engine admits ``B = min(C, KV capacity / (I + r O), max_num_seqs)`` requests (``r``: the
-    output share its admission reserves). All ``C`` prompts arrive at once; a budget of ``T`` tokens
-    per iteration prefills them in ``ceil(B I / T)`` iterations, and those groups re-arrive one
-    cycle later. Mixing engines prefill a group in one iteration beside the running decodes (TTFT is
-    that iteration; the other groups' iterations stretch TPOT); SGLang's prefill batches pause
-    decoding, so a wave keeps waiting for the batches ahead of it. Clients beyond ``B`` wait
-    ``(C - B) / X`` for a slot. ``docs/performance-model.md`` derives each term.
+    The engine holds ``B = min(C, KV capacity / (I + r O), max_num_seqs)`` requests (``r``: the
+    output share its admission reserves). All ``C`` prompts arrive at once, and a budget of ``T``
+    tokens per iteration prefills them in ``ceil(B I / T)`` iterations; that burst weighs one request
+    in ``requests_per_client``. Afterwards (dispersed arrivals) each prompt meets the others by chance:
+    it waits for the iteration in flight and its own iterations, packed with the prompts that arrived
+    alongside it, and queues for the budget only as the prefill load approaches it; the other clients'
+    prompts land in a decoding request's iterations (mixing engines) or pause them (SGLang's prefill
+    batches). The decoding population closes the clients' cycle (found by bisection). Clients beyond
+    ``B`` wait for a slot. ``docs/performance-model.md`` derives each term and compares the model with
+    the simulator (``calculator.simulation``, closed loop).
 
     Examples
     --------
@@ -245,8 +353,8 @@ def predict_benchmark(
     """
     from ..uncertainty import prediction_interval
 
-    a = step_arrays(model, accelerator, precision, kv_precision, registry=registry)
     profile = engine_profile(engine)
+    a = step_arrays(model, accelerator, precision, kv_precision, engine=profile, registry=registry)
     tp = _tp(model_of(model, registry), tensor_parallel, "predict_benchmark")
     inputs = _counts("predict_benchmark", "input_tokens", input_tokens)
     outputs = _counts("predict_benchmark", "output_tokens", output_tokens)
@@ -257,6 +365,10 @@ def predict_benchmark(
             f"predict_benchmark(): a request of {longest:,.0f} tokens (input_tokens + output_tokens) exceeds the "
             f"model's context limit of {limit:,} tokens"
         )
+    if not (isinstance(requests_per_client, int | float) and 1 <= requests_per_client < 1e9):
+        raise InputError(
+            f"predict_benchmark(): argument 'requests_per_client' must be a number >= 1, got {requests_per_client!r}"
+        )
     result = closed_loop_seconds(
         a,
         profile,
@@ -265,7 +377,11 @@ def predict_benchmark(
         outputs,
         _counts("predict_benchmark", "concurrency", concurrency),
         _efficiency(engine, efficiency, a.accelerator),
-        requests_per_client,
+        float(requests_per_client),
+        arrivals if isinstance(arrivals, str) else repr(arrivals),  # a string, checked there
+        0.0
+        if client_overhead is None
+        else magnitude("predict_benchmark", "client_overhead", client_overhead, "s", "nonnegative"),
     )
     if np.any(np.asarray(result["max_concurrency"]) < 1):
         weights = float(np.max(a.weight_bytes / np.asarray(tp, dtype=float)))
@@ -295,5 +411,6 @@ def predict_benchmark(
         prefill_time=Q_(out(result["prefill"]), "s"),
         decode_step_time=Q_(out(result["decode_step"]), "s"),
         engine=profile.name,
+        kv_precision=a.kv_precision,
         measured_kernels=a.measured,
     )

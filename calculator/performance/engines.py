@@ -128,18 +128,12 @@ class EngineProfile(Result):
     output_reservation : float
         Fraction of each request's output the admission policy reserves KV for (1: TensorRT-LLM's
         guaranteed-no-evict; 0.5: admit on the prompt and preempt when the cache fills).
-    wave_persistence : float
-        In [0, 1]: how much of the wave a request's prompt waits behind (1: all clients' prompts
-        keep arriving together, as SGLang's prefill-first scheduling enforces; 0: arrivals spread
-        out, each prompt prefilled alone). Fitted for engines that mix prefill into decoding.
-    wave_exponent : float
-        In (0, 1]: how a wave disperses as it grows: a request waits for
-        ``persistence x (G - 1) ** exponent / 2`` of the other ``G - 1`` prefills (1: the whole
-        half-wave, SGLang's prefill-first scheduling; below 1: large waves spread out). Fitted for
-        engines that mix prefill into decoding.
     request_overhead : Quantity [time]
         Time every request spends outside the GPU before its first token (HTTP, tokenization,
         the client's round trip). Fitted.
+    quantized_kv_precision : str
+        The KV-cache precision the engine runs, with no KV flag, for FP8/FP4 weights whose checkpoint's own
+        KV declaration is not in the registry (``performance.KV_PRECISION_RULE``).
     source : str
         Where the defaults and fitted values come from.
     citations : mapping of str to str
@@ -161,19 +155,23 @@ class EngineProfile(Result):
     chunked_prefill: bool
     mixed_batching: bool
     output_reservation: float
-    wave_persistence: float
     request_overhead: Any
     source: str
     citations: Mapping[str, str] = field(default_factory=dict)
     per_accelerator: Mapping[str, Efficiency] = field(default_factory=dict)
-    wave_exponent: float = 1.0
+    quantized_kv_precision: str = "fp8"
 
     def __post_init__(self) -> None:
+        if self.quantized_kv_precision not in ("fp8", "bf16", "fp16"):
+            raise InputError(
+                "EngineProfile: 'quantized_kv_precision' must be 'fp8', 'bf16' or 'fp16', "
+                f"got {self.quantized_kv_precision!r}"
+            )
         if self.memory_policy not in ("device", "free", "sglang"):
             raise InputError(
                 f"EngineProfile: 'memory_policy' must be 'device', 'free' or 'sglang', got {self.memory_policy!r}"
             )
-        for name in ("memory_utilization", "output_reservation", "wave_persistence", "wave_exponent"):
+        for name in ("memory_utilization", "output_reservation"):
             value = getattr(self, name)
             if not 0 <= value <= 1:
                 raise InputError(f"EngineProfile: '{name}' must be in [0, 1], got {value!r}")
@@ -220,6 +218,10 @@ _CITATIONS = {
         "chunks of waiting requests (vllm/v1/core/sched/scheduler.py)",
         "output_reservation": "vLLM allocates KV blocks for the prompt at admission and preempts (recompute) when "
         "decoding runs out of blocks (vllm/v1/core/sched/scheduler.py)",
+        "quantized_kv_precision": "vLLM --kv-cache-dtype auto takes the KV cache a ModelOpt checkpoint declares "
+        "(kv_cache_quant_algo FP8 -> fp8_e4m3) from 0.14.0 on (resolve_kv_cache_dtype_string in "
+        "vllm/utils/torch_utils.py, PR #30785), and a compressed-tensors kv_cache_scheme from 0.15.0; else the model "
+        "dtype",
     },
     "sglang": {
         "memory_utilization": "SGLang mem_fraction_static, about 0.85-0.9 for 80-192 GB GPUs at TP 1-8 "
@@ -231,6 +233,9 @@ _CITATIONS = {
         "scheduler prefers a new prefill batch over a decode step (python/sglang/srt/managers/scheduler.py)",
         "output_reservation": "SGLang admits with new_token_ratio of the remaining output reserved (0.7 decaying to "
         "0.1) and retracts requests when memory runs out (python/sglang/srt/managers/schedule_policy.py)",
+        "quantized_kv_precision": "SGLang --kv-cache-dtype auto is the model dtype up to 0.5.2; from 0.5.4 it takes "
+        "the FP8 KV cache a ModelOpt checkpoint declares (model_runner.py, modelopt_quant.py), while online "
+        "--quantization fp8 and compressed-tensors FP8 (before 0.5.19) keep BF16",
     },
     "trtllm": {
         "memory_utilization": "TensorRT-LLM KvCacheConfig.free_gpu_memory_fraction default 0.9 of the memory free "
@@ -241,6 +246,9 @@ _CITATIONS = {
         "mixed_batching": "TensorRT-LLM in-flight batching runs context and generation requests in one iteration",
         "output_reservation": "TensorRT-LLM capacity scheduler GUARANTEED_NO_EVICT by default: a request is admitted "
         "only when KV for its whole output fits (tensorrt_llm/llmapi/llm_args.py, SchedulerConfig)",
+        "quantized_kv_precision": "TensorRT-LLM kv_cache_config.dtype 'auto' uses the checkpoint's KV quantization "
+        "(validate_and_set_kv_cache_quant, tensorrt_llm/_torch/pyexecutor/model_loader.py); quantized weights come "
+        "from ModelOpt checkpoints, whose PTQ scripts write kv_cache_quant_algo FP8 by default",
     },
 }
 
@@ -250,14 +258,14 @@ def _profile(
     costs: tuple[float, float],
     memory: tuple[float, str, float],
     scheduler: tuple[tuple[tuple[float, int, int], ...], bool, bool, float],
-    behaviour: tuple[float, float, float],
+    request_ms: float,
     citations: str | None,
 ) -> EngineProfile:
     step_ms, sequence_us = costs
     utilization, policy, reserve_gb = memory
     tiers, chunked, mixed, reservation = scheduler
-    persistence, exponent, request_ms = behaviour
     hbm, comp, link, floor = GENERIC_FRACTIONS
+    quantized_kv = "bf16" if citations == "sglang" else "fp8"
     return EngineProfile(
         name=name,
         efficiency=Efficiency(hbm, comp, link, Q_(floor, "s"), Q_(step_ms, "ms"), Q_(sequence_us, "us")),
@@ -271,11 +279,10 @@ def _profile(
         chunked_prefill=chunked,
         mixed_batching=mixed,
         output_reservation=reservation,
-        wave_persistence=persistence,
-        wave_exponent=exponent,
         request_overhead=Q_(request_ms, "ms"),
         source=_FIT_SOURCE,
         citations=dict(_CITATIONS.get(citations or "", {})),
+        quantized_kv_precision=quantized_kv,
     )
 
 
@@ -292,17 +299,13 @@ _TRTLLM_TIERS = ((0.0, 8192, 2048),)
 #: Engine profiles: documented scheduler defaults plus fitted costs. ``None`` is the engine-agnostic
 #: default (vLLM's scheduler, costs fitted on all rows).
 ENGINES: dict[str | None, EngineProfile] = {
-    None: _profile(
-        "generic", (0.8777, 26.07), (0.9, "device", 2.0), (_VLLM_TIERS, True, True, 0.5), (1.0, 0.372, 80.0), None
-    ),
-    "vllm": _profile(
-        "vllm", (1.798, 36.31), (0.9, "device", 2.0), (_VLLM_TIERS, True, True, 0.5), (0.9863, 0.344, 25.6), "vllm"
-    ),
+    None: _profile("generic", (0.9928, 33.81), (0.9, "device", 2.0), (_VLLM_TIERS, True, True, 0.5), 56.44, None),
+    "vllm": _profile("vllm", (1.913, 40.01), (0.9, "device", 2.0), (_VLLM_TIERS, True, True, 0.5), 56.08, "vllm"),
     "sglang": _profile(
-        "sglang", (0.9266, 26.24), (0.88, "sglang", 2.0), (_SGLANG_TIERS, True, False, 0.5), (1.0, 1.0, 80.0), "sglang"
+        "sglang", (0.9655, 32.72), (0.88, "sglang", 2.0), (_SGLANG_TIERS, True, False, 0.5), 56.88, "sglang"
     ),
     "trtllm": _profile(
-        "trtllm", (0.7604, 24.54), (0.9, "free", 2.0), (_TRTLLM_TIERS, False, True, 1.0), (1.0, 0.4305, 80.0), "trtllm"
+        "trtllm", (0.8248, 33.15), (0.9, "free", 2.0), (_TRTLLM_TIERS, False, True, 1.0), 56.22, "trtllm"
     ),
 }
 

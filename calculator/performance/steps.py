@@ -61,7 +61,8 @@ def decode_step_time(
     efficiency : Efficiency, optional
         Overrides the engine's costs and pricing (``ROOFLINE`` gives the pure roofline bound).
     kv_precision : str, optional
-        KV-cache precision; defaults to 16-bit.
+        KV-cache precision; defaults to the one ``engine`` runs for these weights
+        (:func:`~calculator.performance.kv_cache_precision`).
 
     Returns
     -------
@@ -88,7 +89,7 @@ def decode_step_time(
     >>> round(step.m_as("ms"), 1)
     5.2
     """
-    a = step_arrays(model, accelerator, precision, kv_precision, registry=registry)
+    a = step_arrays(model, accelerator, precision, kv_precision, engine=engine, registry=registry)
     tp = _tp(model, tensor_parallel, "decode_step_time")
     seconds = decode_step_seconds(
         a,
@@ -118,7 +119,7 @@ def prefill_time(
     >>> prefill_time("llama-3.1-8b", "h100-sxm", "bf16", 1, 1024).to("ms")  # doctest: +ELLIPSIS
     <Quantity(..., 'millisecond')>
     """
-    a = step_arrays(model, accelerator, precision, registry=registry)
+    a = step_arrays(model, accelerator, precision, engine=engine, registry=registry)
     tp = _tp(model, tensor_parallel, "prefill_time")
     prompt = _counts("prefill_time", "prompt_tokens", prompt_tokens)
     seconds = prefill_seconds(a, _efficiency(engine, efficiency, a.accelerator), tp, prompt)

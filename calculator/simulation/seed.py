@@ -112,8 +112,10 @@ def _limits(setup: SimulationSetup) -> tuple[StepArrays, Any, int, int, float]:
 
     registry = load_registry(extra=setup.registry_files)
     _tp(registry.model(setup.model), setup.tensor_parallel, "simulate")
-    a = step_arrays(setup.model, setup.accelerator, setup.precision, setup.kv_precision, registry=registry)
     profile = engine_profile(setup.engine)
+    a = step_arrays(
+        setup.model, setup.accelerator, setup.precision, setup.kv_precision, engine=profile, registry=registry
+    )
     budget, seqs = profile.limits(a.memory, a.accelerator)
     budget = int(setup.max_num_tokens or budget)
     seqs = int(setup.max_num_seqs or seqs)

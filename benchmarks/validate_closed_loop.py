@@ -1,0 +1,121 @@
+"""The closed-loop benchmark model against the simulator, over a grid of concurrencies and lengths.
+
+Run from the repository root: ``python benchmarks/validate_closed_loop.py [--jobs 2] [--out FILE.csv]``.
+
+For each engine (vLLM, SGLang, TensorRT-LLM), two models (Llama-3.1-8B BF16 on one H100, Llama-3.1-70B
+FP8 on four), prompt and output lengths 128-16,384 and 128-8,192 tokens and 1-2,048 clients, it runs
+
+* ``performance.closed_loop_seconds`` (the closed form :func:`~calculator.performance.predict_benchmark`
+  uses, default dispersed arrivals), and
+* ``simulation.simulate`` in closed loop: the same engine profile and step times, every client sending
+  ten requests, lengths varying by a coefficient of variation of 0.1 (the small jitter that disperses
+  the clients; with identical lengths, the ``arrivals="waves"`` case),
+
+and prints the median |closed form / simulation - 1| of TTFT, TPOT and throughput, the share of grid
+points within 10 %, and the points outside. The same with identical lengths checks ``arrivals="waves"``
+for SGLang (``--waves``). ``docs/performance-model.md`` records the output.
+"""
+
+import argparse
+import itertools
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, ".")
+
+ENGINES = ("vllm", "sglang", "trtllm")
+MODELS = (("llama-3.1-8b", "bf16", 1), ("llama-3.1-70b", "fp8", 4))
+INPUTS = (128, 1024, 4096, 16384)
+OUTPUTS = (128, 1024, 8192)
+CLIENTS = (1, 4, 16, 64, 256, 1024, 2048)
+JITTER = 0.1
+REQUESTS_PER_CLIENT = 10
+
+
+def simulated(case):
+    """Mean TTFT, TPOT and throughput of one closed-loop simulation."""
+    from calculator.simulation import SimulationSetup, Traffic, simulate
+
+    engine, model, precision, tp, prompt, output, clients, jitter = case
+    setup = SimulationSetup(model, "h100-sxm", precision, tensor_parallel=tp, engine=engine)
+    traffic = Traffic(
+        clients=clients, input_tokens=prompt, output_tokens=output, requests=REQUESTS_PER_CLIENT * clients,
+        input_cv=jitter, output_cv=jitter,
+    )  # fmt: skip
+    run = simulate(setup, traffic, seeds=1, time_limit=300)
+    stats = run.summary.set_index(["metric", "statistic"]).value
+    return stats["ttft", "mean"], stats["tpot", "mean"], run.throughput.m_as("request/s"), run.truncated
+
+
+def closed_form(frame, arrivals):
+    from calculator.performance import ENGINES as PROFILES
+    from calculator.performance import closed_loop_seconds, step_arrays
+
+    out = pd.DataFrame(index=frame.index, columns=["cf_ttft", "cf_tpot", "cf_throughput"], dtype=float)
+    for (engine, model, precision), group in frame.groupby(["engine", "model", "precision"]):
+        profile = PROFILES[engine]
+        arrays = step_arrays(model, "h100-sxm", precision, engine=profile)
+        result = closed_loop_seconds(
+            arrays, profile, group.tp.to_numpy(), group.input.to_numpy(), group.output.to_numpy(),
+            group.clients.to_numpy(), requests_per_client=REQUESTS_PER_CLIENT, arrivals=arrivals,
+        )  # fmt: skip
+        out.loc[group.index] = np.column_stack([result["ttft"], result["tpot"], result["throughput"]])
+    return out
+
+
+def report(frame):
+    for metric in ("ttft", "tpot", "throughput"):
+        error = (frame[f"cf_{metric}"] / frame[f"sim_{metric}"] - 1).abs()
+        print(
+            f"{metric}: median |error| {error.median():.1%}, within 10 %: {(error <= 0.10).mean():.0%}, "
+            f"within 20 %: {(error <= 0.20).mean():.0%}, 90th percentile {error.quantile(0.9):.1%}"
+        )
+    worst = frame.assign(
+        ttft_error=frame.cf_ttft / frame.sim_ttft - 1,
+        tpot_error=frame.cf_tpot / frame.sim_tpot - 1,
+        throughput_error=frame.cf_throughput / frame.sim_throughput - 1,
+    )
+    outside = worst[(worst[["ttft_error", "tpot_error", "throughput_error"]].abs() > 0.10).any(axis=1)]
+    columns = ["engine", "model", "input", "output", "clients", "ttft_error", "tpot_error", "throughput_error"]
+    print(f"\n{len(outside)} of {len(frame)} points outside 10 % on some metric:")
+    print(outside[columns].to_string(index=False, float_format=lambda v: f"{v:+.0%}"))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--waves", action="store_true", help="identical requests, arrivals='waves' (SGLang)")
+    parser.add_argument("--out", help="write the grid with both predictions to this CSV")
+    args = parser.parse_args()
+    start = time.perf_counter()
+    engines = ("sglang",) if args.waves else ENGINES
+    jitter = 0.0 if args.waves else JITTER
+    cases = [
+        (engine, model, precision, tp, prompt, output, clients, jitter)
+        for engine, (model, precision, tp), prompt, output, clients in itertools.product(
+            engines, MODELS, INPUTS, OUTPUTS, CLIENTS
+        )
+    ]
+    with ProcessPoolExecutor(args.jobs) as pool:
+        results = list(pool.map(simulated, cases, chunksize=4))
+    frame = pd.DataFrame(
+        [(*case[:7], *result) for case, result in zip(cases, results, strict=True)],
+        columns=["engine", "model", "precision", "tp", "input", "output", "clients", "sim_ttft", "sim_tpot",
+                 "sim_throughput", "truncated"],
+    )  # fmt: skip
+    frame = frame.join(closed_form(frame, "waves" if args.waves else "dispersed"))
+    truncated = frame.truncated != ""
+    print(f"# closed form vs simulation ({'identical requests, waves' if args.waves else f'length CV {jitter}'}), "
+          f"{len(frame)} points, {truncated.sum()} simulations cut short")  # fmt: skip
+    report(frame[~truncated])
+    if args.out:
+        frame.to_csv(args.out, index=False)
+    print(f"\n(took {time.perf_counter() - start:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,8 +1,9 @@
 """The hardware and model registry: sourced accelerators, interconnects, models and prices.
 
-``calculator/data/hardware_registry.yaml`` (inside the package) holds the entries; :func:`load_registry` reads it,
-plus any user files, with a safe YAML loader, validates every entry against strict frozen pydantic
-models and returns a :class:`Registry` whose sections map ids to entries::
+``hardware_registry.yaml`` (at the top of the repository; the wheel carries it in ``calculator/data/``)
+holds the entries; :func:`load_registry` reads it, plus any user files, with a safe YAML loader,
+validates every entry against strict frozen pydantic models and returns a :class:`Registry` whose
+sections map ids to entries::
 
     reg = load_registry()
     reg.accelerators["h100-sxm"].memory_bandwidth      # <Quantity(3.35, 'terabyte / second')>

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import InputError
 from .results import Result
-from .types import Fraction
+from .types import Fraction, ModelRef
 
 if TYPE_CHECKING:
     from .fleet import FleetPlan
@@ -241,7 +241,7 @@ def _hf_name(model: Any) -> str:
 _ONLINE = {"vllm": {"fp8"}, "sglang": {"fp8"}, "trtllm": set()}
 
 
-def weights_source(model: Any, precision: str, engine: str) -> WeightsSource:
+def weights_source(model: ModelRef, precision: str, engine: str, *, registry: Registry | None = None) -> WeightsSource:
     """The checkpoint ``engine`` loads to run ``model``'s weights at ``precision``, and how.
 
     16-bit weights: the model's own checkpoint. Quantized: the registry's checkpoint at that precision,
@@ -252,14 +252,17 @@ def weights_source(model: Any, precision: str, engine: str) -> WeightsSource:
     --------
     >>> from calculator import load_registry
     >>> reg = load_registry()
-    >>> weights_source(reg.model("llama-3.1-8b"), "fp8", "trtllm").repo
+    >>> weights_source("llama-3.1-8b", "fp8", "trtllm").repo
     'nvidia/Llama-3.1-8B-Instruct-FP8'
     >>> source = weights_source(reg.model("llama-3.1-70b"), "fp8", "vllm")
     >>> source.repo, source.method
     ('meta-llama/Llama-3.1-70B', 'online')
     """
+    from ._support import model_of
     from .precision import PRECISIONS, check_precision
 
+    model = model_of(model, registry)
+    engine = _engine_name(engine)
     name = check_precision(precision)
     own = _hf_name(model)
     if PRECISIONS[name] >= 16:
@@ -336,7 +339,7 @@ def launch_command(plan: FleetPlan, engine: str, *, registry: Registry | None = 
     default_budget = profile.limits(memory, plan.accelerator)[0]
     budget = int(plan.targets.get("chunk_size") or default_budget)
     tp, batch = int(plan.tensor_parallel), int(plan.batch)
-    weights = weights_source(model, plan.precision, name)
+    weights = weights_source(model, plan.precision, name, registry=reg)
     kv = check_precision(plan.kv_precision or plan.targets.get("kv_precision") or "bf16", "kv_precision")
     notes: list[str] = []
     files: dict[str, str] = {}

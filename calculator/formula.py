@@ -68,7 +68,8 @@ _REGISTRY: dict[str, Formula] = {}
 INTEGER_SNAP = 1e-9
 
 #: ``precision`` is a positive number of bits (unit ``""``) or bytes (unit ``"B"``) per element that also
-#: takes a precision name (``"fp8"``) or a quantity of information (``Q_(1, "B")``); a plain number is bits.
+#: takes a precision name (``"fp8"``) or a quantity of information (``Q_(1, "B")``); a plain number is in
+#: the variable's own unit (``PLAIN_PRECISION_RULE``).
 DOMAINS = ("positive", "nonnegative", "probability", "fraction_open", "positive_integer", "any", "precision")
 
 
@@ -189,7 +190,7 @@ def check_domain(function: str, argument: str, magnitude: Any, domain: str, *, i
         raise InputError(f"{function}(): argument '{argument}' must be finite, got {_quoted(magnitude)}")
     rules: dict[str, tuple[Callable[[np.ndarray], np.ndarray], str]] = {
         "positive": (lambda v: v > 0, "must be > 0"),
-        "precision": (lambda v: v > 0, "must be a positive number of bits (or a precision name like 'fp8')"),
+        "precision": (lambda v: v > 0, "must be a positive precision (a name like 'fp8', or a number in its unit)"),
         "nonnegative": (lambda v: v >= 0, "must be >= 0"),
         "probability": (lambda v: (v >= 0) & (v <= 1), "must be a probability in [0, 1]"),
         "fraction_open": (lambda v: (v >= 0) & (v < 1), "must be a fraction in [0, 1)"),
@@ -690,41 +691,77 @@ def magnitude(
 
 
 def _precision(function: str, argument: str, value: Any, unit: str) -> Any:
-    """A precision argument as a quantity of ``unit``: a name, bits (a plain number) or bytes per element."""
+    """A precision argument as a quantity of ``unit``: a name, a plain number in the variable's unit, or a quantity.
+
+    A plain number is read in the unit of the formula's variable (:data:`PLAIN_PRECISION_RULE`): bytes per
+    element where the variable is bytes (``kv_bytes_per_token(80, 8, 128, 2)``: 2 bytes, FP16, as the
+    chapter writes it), bits where it is bits (``weight_bytes(70e9, 16)``). A number that reads as an
+    unlikely precision in that unit but a common one in the other is refused, showing both readings.
+    """
     if isinstance(value, str):
-        value = ureg.Quantity(_bits(function, argument, value), "bit")
+        value = ureg.Quantity(_bits(function, argument, value, unit), "bit")
     elif isinstance(value, ureg.Quantity):
         if value.dimensionality != ureg.bit.dimensionality:
             raise UnitsError(
-                f"{function}(): argument '{argument}' is a precision: a name ('fp8'), bits per element (8) or "
-                f"bytes per element (Q_(1, 'B')), got {describe_value(value)}"
+                f"{function}(): argument '{argument}' is a precision: a name ('fp8'), {_plain_text(unit)} or a "
+                f"quantity (Q_(1, 'B'), Q_(8, 'bit')), got {describe_value(value)}"
             )
     elif isinstance(value, bool) or value is None:
         raise InputError(
-            f"{function}(): argument '{argument}' is a precision (a name like 'fp8', or bits), got {_quoted(value)}"
+            f"{function}(): argument '{argument}' is a precision (a name like 'fp8', or {_plain_text(unit)}), "
+            f"got {_quoted(value)}"
         )
     elif np.ndim(value):
         if np.size(value) == 0:
             raise InputError(f"{function}(): argument '{argument}' is empty; give a precision or a non-empty array")
         value = ureg.Quantity(
-            np.array([_bits(function, argument, v) for v in np.ravel(value)]).reshape(np.shape(value)), "bit"
+            np.array([_bits(function, argument, v, unit) for v in np.ravel(value)]).reshape(np.shape(value)), "bit"
         )
     else:
-        value = ureg.Quantity(value, "bit")
+        value = ureg.Quantity(_bits(function, argument, value, unit), "bit")
     return value.to(unit or "bit") if unit else value.m_as("bit")
 
 
-def _bits(function: str, argument: str, value: Any) -> float:
-    """One element of an array of precisions: a name or a number of bits."""
+#: How a plain number given for a precision reads (one rule for every formula; docs/ARCHITECTURE.md).
+PLAIN_PRECISION_RULE = (
+    "a plain number is in the unit of the formula's variable: bytes per element where the variable is bytes "
+    "(kv_bytes_per_token's bytes_per_element: 2 is FP16, as the chapter writes it), bits where it is bits "
+    "(weight_bytes' bits_per_weight: 16 is FP16); more than 8 bytes, or fewer than 3 bits, is refused as "
+    "ambiguous, with both readings; a name ('fp8') or a quantity (Q_(1, 'B'), Q_(4, 'bit')) is never ambiguous"
+)
+
+
+def _plain_text(unit: str) -> str:
+    return "bytes per element (2)" if unit == "B" else "bits per element (8)"
+
+
+def _bits(function: str, argument: str, value: Any, unit: str) -> float:
+    """One precision as bits: a name, or a plain number in the variable's unit (``PLAIN_PRECISION_RULE``)."""
     if isinstance(value, str):
         from .precision import bits_per_element, check_precision
 
         return float(bits_per_element(check_precision(value, argument)))
     if isinstance(value, bool) or not isinstance(value, int | float | np.number):
         raise InputError(
-            f"{function}(): argument '{argument}' holds {value!r}; a precision is a name like 'fp8' or bits"
+            f"{function}(): argument '{argument}' holds {value!r}; a precision is a name like 'fp8' or "
+            f"{_plain_text(unit)}"
         )
-    return float(value)
+    number = float(value)
+    if unit == "B":
+        if number > 8:
+            raise InputError(
+                f"{function}(): argument '{argument}' is bytes per element, and {number:g} bytes is no precision; "
+                f"if {number:g} bits was meant ({number / 8:g} bytes), write Q_({number:g}, 'bit') or a name such "
+                "as 'fp16'"
+            )
+        return number * 8
+    if 0 < number < 3:
+        raise InputError(
+            f"{function}(): argument '{argument}' is bits per element: {number:g} reads as {number:g} bits, but as "
+            f"{number:g} bytes it would be {number * 8:g} bits; write Q_({number:g}, 'bit'), Q_({number:g}, 'B') or a "
+            "name such as 'fp16'"
+        )
+    return number
 
 
 def _to_magnitude(function: str, argument: str, value: Any, spec: Var) -> Any:

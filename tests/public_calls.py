@@ -84,6 +84,8 @@ _PLAN = calculator.FleetPlan(
 #: Arguments a function needs beyond its signature's kinds (a stable queue, a feasible plan).
 OVERRIDES: dict[str, dict[str, Any]] = {
     "launch_command": {"plan": _PLAN, "engine": "vllm"},
+    "kv_cache_precision": {"model": "llama-3.1-8b", "accelerator": "h100-sxm", "precision": "fp8", "engine": "vllm"},
+    "weights_source": {"model": "llama-3.1-8b", "precision": "fp8", "engine": "vllm"},
     "kubernetes_manifest": {"plan": _PLAN, "engine": "vllm"},
     **{name: _STABLE_QUEUE for name in ("erlang_c", "mmc_mean_wait", "queue_stable")},
     "plan_summary": {"plan": _PLAN},

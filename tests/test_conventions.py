@@ -76,23 +76,36 @@ def test_public_signatures_use_one_name_per_concept():
 @pytest.mark.parametrize(
     "name", [n for n, spec in FORMULAS.items() for v in spec.variables.values() if v.domain == "precision"]
 )
-def test_every_precision_argument_takes_a_name_bits_or_bytes(name):
+def test_every_precision_argument_takes_a_name_a_plain_number_or_a_quantity(name):
+    # One rule (formula.PLAIN_PRECISION_RULE): a plain number is in the variable's own unit, bytes per
+    # element where the formula's variable is bytes (the chapter's "2" for FP16), bits where it is bits.
     spec = FORMULAS[name]
     precision = [a for a, v in spec.variables.items() if v.domain == "precision"]
     others = {a: (Q_(1, v.unit) if v.unit else 3) for a, v in spec.variables.items() if a not in precision}
+    plain = {a: (1 if spec.variables[a].unit == "B" else 8) for a in precision}  # FP8 in the variable's unit
     by_name = spec(**others, **dict.fromkeys(precision, "fp8"))
-    by_bits = spec(**others, **dict.fromkeys(precision, 8))
+    by_plain = spec(**others, **plain)
     by_bytes = spec(**others, **dict.fromkeys(precision, Q_(1, "B")))
-    assert by_name == by_bits == by_bytes
+    by_bits = spec(**others, **dict.fromkeys(precision, Q_(8, "bit")))
+    assert by_name == by_plain == by_bytes == by_bits
+    # the other unit's reading of a common precision is refused, with both readings
+    ambiguous = {a: (16 if spec.variables[a].unit == "B" else 2) for a in precision}
+    with pytest.raises(calculator.InputError, match="bits"):
+        spec(**others, **ambiguous)
     with pytest.raises(calculator.InputError, match=precision[0]):
         spec(**others, **dict.fromkeys(precision, "fp9"))
 
 
 def test_weight_and_kv_bytes_take_the_same_precision_forms():
     # Section 10.2: a 70B model at FP16 is 140 GB; eq. 5: Llama-3.1-70B's KV is 320 KiB per token at 2 B.
-    for bits in ("fp16", 16, Q_(2, "B"), Q_(16, "bit")):
+    for bits in ("fp16", Q_(2, "B"), Q_(16, "bit")):
         assert calculator.weight_bytes(70e9, bits).m_as("GB") == pytest.approx(140)
         assert calculator.kv_bytes_per_token(80, 8, 128, bits).m_as("KiB/token") == pytest.approx(320)
+    # plain numbers in each variable's unit: 16 bits per weight, 2 bytes per cached element (eq. 5 as printed)
+    assert calculator.weight_bytes(70e9, 16).m_as("GB") == pytest.approx(140)
+    assert calculator.kv_bytes_per_token(80, 8, 128, 2).m_as("B/token") == 327_680  # not 40,960 (2 bits)
+    with pytest.raises(calculator.InputError, match="if 16 bits was meant"):
+        calculator.kv_bytes_per_token(80, 8, 128, 16)
 
 
 @pytest.mark.parametrize("empty", ["", "  ", None, float("nan")])

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .errors import InputError
-from .results import Result, column_label
+from .results import Result, column_label, is_axis
 from .units import shown, ureg
 
 if TYPE_CHECKING:
@@ -218,7 +218,6 @@ def read_xlsx(path: str | Path) -> dict[str, Any]:
 
 
 def _input_row(name: str, value: Any) -> dict[str, Any]:
-    from .sweeps import is_axis
 
     unit = ""
     if isinstance(value, ureg.Quantity):

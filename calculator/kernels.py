@@ -263,12 +263,12 @@ def _system_ids() -> dict[str, str]:
 
 
 def _roofline_peaks(device: Any) -> dict[str, float]:
-    from .performance import compute_precision
+    from .precision import tensor_precision
 
     peaks = {}
     for dtype in ("bf16", "fp8", "fp4"):
         try:
-            peaks[dtype] = device.peak_throughput(compute_precision(device, dtype)).m_as("FLOP/s")
+            peaks[dtype] = device.peak_throughput(tensor_precision(device, dtype)).m_as("FLOP/s")
         except InputError:
             continue
     return peaks
@@ -278,7 +278,7 @@ def _gemm_roofline(
     m: np.ndarray, n: np.ndarray, k: np.ndarray, dtype: str, peak: float, bandwidth: float
 ) -> np.ndarray:
     """Seconds of an (m, n, k) GEMM at the peaks: compute or bytes (weights, activations in and out)."""
-    from .performance import WEIGHT_BITS  # stored bits per weight, scales included
+    from .memory import WEIGHT_BITS  # stored bits per weight, scales included
 
     flops = 2.0 * m * n * k
     moved = n * k * WEIGHT_BITS[dtype] / 8 + 2.0 * m * (k + n)

@@ -7,13 +7,22 @@ element widths of the formats; block-scaled formats add their scale metadata sep
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from .errors import InputError
 from .types import Bytes
 from .units import Q_
 
-__all__ = ["ALIASES", "PRECISIONS", "bits_per_element", "bytes_per_element", "check_precision"]
+__all__ = [
+    "ALIASES",
+    "PRECISIONS",
+    "bits_per_element",
+    "bytes_per_element",
+    "check_precision",
+    "tensor_precision",
+    "GEMM_TABLE_OF_WEIGHTS",
+]
 
 #: Bits per stored element for each precision name.
 PRECISIONS: dict[str, float] = {
@@ -91,3 +100,42 @@ def bytes_per_element(precision: str) -> Bytes:
     <Quantity(0.5, 'byte')>
     """
     return Q_(bits_per_element(precision) / 8, "B")
+
+
+#: Where an accelerator lacks tensor throughput at a precision, weights are dequantized and the
+#: matrix products run at the first of these it has (W8A16 on an A100, W4A16 on an H100).
+_COMPUTE_FALLBACK: dict[str, tuple[str, ...]] = {
+    "fp4": ("fp4", "fp8", "bf16", "fp16"),
+    "int4": ("int4", "fp8", "bf16", "fp16"),
+    "fp8": ("fp8", "bf16", "fp16"),
+    "int8": ("int8", "bf16", "fp16"),
+    "bf16": ("bf16", "fp16"),
+    "fp16": ("fp16", "bf16"),
+    "tf32": ("tf32", "fp32"),
+    "fp32": ("fp32", "tf32"),
+    "fp64": ("fp64",),
+}
+# int4/fp4 weights multiply as 16-bit activations on GPUs whose int4/fp4 rate is for int4 activations.
+_WEIGHT_ONLY = {"int4"}
+
+#: GEMM table of each weight precision: the table's weights have that storage width.
+GEMM_TABLE_OF_WEIGHTS = {"bf16": "bf16", "fp16": "bf16", "fp8": "fp8", "int8": "fp8", "fp4": "fp4", "int4": "fp4"}
+
+
+def tensor_precision(device: Any, precision: str) -> str:
+    """The precision ``device`` (a registry accelerator) multiplies weights stored at ``precision`` at.
+
+    Its own tensor rate where it has one; otherwise the weights are dequantized to the first precision
+    it supports (``_COMPUTE_FALLBACK``). INT4 weights always multiply as 16-bit activations (W4A16).
+    """
+    if not isinstance(getattr(device, "dense_throughput", None), Mapping):
+        raise InputError(f"tensor_precision(): argument 'device' must be a registry accelerator, got {device!r:.80}")
+    name = check_precision(precision)
+    chain = _COMPUTE_FALLBACK[name][1:] if name in _WEIGHT_ONLY else _COMPUTE_FALLBACK[name]
+    for candidate in chain:
+        if candidate in device.dense_throughput:
+            return candidate
+    raise InputError(
+        f"accelerator '{device.id}' has no tensor throughput usable for {name} weights "
+        f"(it lists {sorted(device.dense_throughput)})"
+    )

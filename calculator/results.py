@@ -39,6 +39,7 @@ __all__ = [
     "format_number",
     "frame_columns",
     "human_label",
+    "is_axis",
     "parse_label",
     "plain",
 ]
@@ -463,3 +464,9 @@ def as_count(values: Count) -> Count:
         raise InputError(f"a count must be a finite whole number below 2**53, got {array.flat[0]!r}")
     counts = array.astype(np.int64)
     return counts.item() if counts.ndim == 0 else counts
+
+
+def is_axis(value: Any) -> bool:
+    """Whether a sweep argument is an axis of the grid (a list, tuple, or 1-D array or quantity array)."""
+    magnitude = value.magnitude if isinstance(value, ureg.Quantity) else value
+    return isinstance(magnitude, list | tuple) or (isinstance(magnitude, np.ndarray) and magnitude.ndim > 0)

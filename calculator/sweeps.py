@@ -32,14 +32,14 @@ import numpy as np
 
 from .errors import InputError
 from .formula import Formula, catalog, catalog_module
-from .results import Result, column_label, flatten, frame_columns
+from .results import Result, column_label, flatten, frame_columns, is_axis
 from .types import ModelRef, Precision, Rate, Time, Tokens
 from .units import Q_, ureg
 
 if TYPE_CHECKING:
     from .registry import Registry
 
-__all__ = ["is_axis", "resolve_model", "sweep", "sweep_fleet"]
+__all__ = ["resolve_model", "sweep", "sweep_fleet"]
 
 
 def resolve_model(model: Any) -> Formula | Callable[..., Any]:
@@ -62,12 +62,6 @@ def resolve_model(model: Any) -> Formula | Callable[..., Any]:
     raise InputError(
         f"sweep(): no formula named {model!r}; catalog() lists module.name keys such as {next(iter(formulas))!r}"
     )
-
-
-def is_axis(value: Any) -> bool:
-    """Whether a sweep argument is an axis of the grid (a list, tuple, or 1-D array or quantity array)."""
-    magnitude = value.magnitude if isinstance(value, ureg.Quantity) else value
-    return isinstance(magnitude, list | tuple) or (isinstance(magnitude, np.ndarray) and magnitude.ndim > 0)
 
 
 def sweep(model: Any, /, *, units: Mapping[str, str] | None = None, **grids: Any) -> Any:

@@ -85,6 +85,7 @@ _PLAN = calculator.FleetPlan(
 OVERRIDES: dict[str, dict[str, Any]] = {
     "launch_command": {"plan": _PLAN, "engine": "vllm"},
     "kv_cache_precision": {"model": "llama-3.1-8b", "accelerator": "h100-sxm", "precision": "fp8", "engine": "vllm"},
+    "tensor_precision": {"device": calculator.load_registry().accelerator("h100-sxm"), "precision": "fp8"},
     "weights_source": {"model": "llama-3.1-8b", "precision": "fp8", "engine": "vllm"},
     "kubernetes_manifest": {"plan": _PLAN, "engine": "vllm"},
     **{name: _STABLE_QUEUE for name in ("erlang_c", "mmc_mean_wait", "queue_stable")},

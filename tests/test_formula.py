@@ -48,7 +48,7 @@ def test_catalog_keys_name_the_module_or_package_directly_under_calculator():
         ("phases.ridge_point", "calculator.phases.intensity"),
         ("phases.roofline_time", "calculator.phases.flops"),
         ("phases.hybrid_iteration_time", "calculator.phases.chunked"),
-        ("phases.kv_handoff_time", "calculator.phases.disaggregation"),
+        ("memory.kv_handoff_time", "calculator.memory.hierarchy"),
         ("queueing.kingman_wait", "calculator.queueing.ggc"),
         ("routing.wasted_token_fraction", "calculator.routing.resilience"),
     ]:

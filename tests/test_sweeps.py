@@ -231,7 +231,7 @@ def test_function_returning_a_quantity():
 def test_a_formula_of_a_package_keeps_its_package_key():
     from calculator.batching import batch_service_time
     from calculator.memory import kv_pool_size
-    from calculator.phases import kv_handoff_time
+    from calculator.phases import roofline_time
 
     frame = sweep("batching.batch_service_time", batch_size=[1, 8], fixed_time=Q_(10, "ms"), marginal_time=Q_(1, "ms"))
     assert batch_service_time.__module__ == "calculator.batching.service"
@@ -250,14 +250,14 @@ def test_a_formula_of_a_package_keeps_its_package_key():
     assert kv_pool_size.__module__ == "calculator.memory.hierarchy"
     assert frame.attrs["provenance"].models == ("memory.kv_pool_size",)
     frame = sweep(
-        "phases.kv_handoff_time",
-        kv_bytes=Q_([1, 2], "GB"),
-        link_bandwidth=Q_(450, "GB/s"),
-        startup_latency=Q_(0, "s"),
-        parallel_links=1,
+        "phases.roofline_time",
+        flops=Q_([140, 280], "GFLOP"),
+        bytes_moved=Q_(140, "GB"),
+        peak_throughput=Q_(989, "TFLOP/s"),
+        memory_bandwidth=Q_(3.35, "TB/s"),
     )
-    assert kv_handoff_time.__module__ == "calculator.phases.disaggregation"
-    assert frame.attrs["provenance"].models == ("phases.kv_handoff_time",)
+    assert roofline_time.__module__ == "calculator.phases.flops"
+    assert frame.attrs["provenance"].models == ("phases.roofline_time",)
 
 
 def test_sweep_fleet_rows_equal_size_fleet():

@@ -49,7 +49,16 @@ from .fit import (
     model_max_batch,
     model_memory_fit,
 )
-from .hierarchy import NO_TIME, KvBudget, MemoryTier, TierRetention, kv_budget, kv_pool_size, tiered_retention
+from .hierarchy import (
+    NO_TIME,
+    KvBudget,
+    MemoryTier,
+    TierRetention,
+    kv_budget,
+    kv_handoff_time,
+    kv_pool_size,
+    tiered_retention,
+)
 from .kv import (
     check_tensor_parallel,
     kv_bytes_per_token,
@@ -72,6 +81,7 @@ from .prefix import PrefixCacheMemory, prefix_cache_memory, prefix_cache_tokens,
 from .quantize import QuantizedTensor, quantize
 from .weights import (
     NO_BYTES,
+    WEIGHT_BITS,
     QuantizationOverhead,
     effective_bits_per_weight,
     min_devices_for_weights,
@@ -81,6 +91,8 @@ from .weights import (
 )
 
 __all__ = [
+    "kv_handoff_time",
+    "WEIGHT_BITS",
     "NO_BYTES",
     "NO_TIME",
     "KvBudget",

@@ -24,6 +24,7 @@ __all__ = [
     "MemoryTier",
     "TierRetention",
     "tiered_retention",
+    "kv_handoff_time",
 ]
 
 #: Default restore latency of a memory tier (a module-level constant, not a call per default).
@@ -189,7 +190,7 @@ def tiered_retention(active_sequences: int, sequence_bytes: Bytes, tiers: Iterab
     TierRetention
         ``retained = active + sum(floor(tier capacity / sequence bytes))``, and for each tier with
         a bandwidth the time to restore one sequence, ``latency + bytes / bandwidth`` (the transfer
-        model of equation 10, :func:`calculator.phases.kv_handoff_time`).
+        model of equation 10, :func:`kv_handoff_time`).
 
     Examples
     --------
@@ -197,8 +198,6 @@ def tiered_retention(active_sequences: int, sequence_bytes: Bytes, tiers: Iterab
     >>> t.retained, t.restore_time["dram"].to("ms")
     (500, <Quantity(64.0, 'millisecond')>)
     """
-    from ..phases import kv_handoff_time
-
     name = "tiered_retention"
     active = count(name, "active_sequences", active_sequences, minimum=0)
     size = magnitude(name, "sequence_bytes", sequence_bytes, "B", "positive")
@@ -212,3 +211,44 @@ def tiered_retention(active_sequences: int, sequence_bytes: Bytes, tiers: Iterab
     return TierRetention(
         active=active, per_tier=per_tier, retained=active + sum(per_tier.values()), restore_time=restore
     )
+
+
+@formula(
+    result=var("s", r"T_{\mathrm{handoff}}", "nonnegative", "KV-cache transfer time"),
+    reference="Eq. 10, section 10.8.3",
+    kv_bytes=var("B", r"M_{\mathrm{KV}}", "nonnegative", "KV bytes to move"),
+    link_bandwidth=var("B/s", r"BW_{\mathrm{link}}", description="usable bandwidth of one path"),
+    startup_latency=var("s", r"\alpha", "nonnegative", "setup and queueing time"),
+    parallel_links=var("", "n", "positive_integer", "independent paths used at once"),
+    example={"kv_bytes": "42.95 GB", "link_bandwidth": "450 GB/s"},
+)
+def kv_handoff_time(kv_bytes, link_bandwidth, startup_latency=0, parallel_links=1):
+    r"""Time to hand a KV cache from the prefill pool to the decode pool (Eq. 10).
+
+    Parameters
+    ----------
+    kv_bytes : Quantity [information]
+    link_bandwidth : Quantity [information / time]
+        Usable bandwidth of one path (per direction).
+    startup_latency : Quantity [time], optional
+        Setup and queueing at the operating point (not a fixed network latency).
+    parallel_links : int, optional
+        Paths used in parallel; spreading over a tensor-parallel group divides the payload time only
+        when each device has its own path (section 10.8.3).
+
+    Returns
+    -------
+    Quantity [time]
+
+    Notes
+    -----
+    .. math:: T_{\mathrm{handoff}} = \alpha + \frac{M_{\mathrm{KV}}}{n \, BW_{\mathrm{link}}}
+
+    Examples
+    --------
+    Section 10.8.3: a 128K-token request of the GQA model (42.9 GB) over one 450 GB/s NVLink direction:
+
+    >>> kv_handoff_time(Q_(42.95, "GB"), Q_(450, "GB/s")).to("ms")
+    <Quantity(95.4444444, 'millisecond')>
+    """
+    return startup_latency + kv_bytes / (parallel_links * link_bandwidth)

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "NO_BYTES",
+    "WEIGHT_BITS",
     "weight_bytes",
     "model_weight_bytes",
     "effective_bits_per_weight",
@@ -249,3 +250,19 @@ def min_devices_for_weights(weights: Bytes, capacity: Capacity, reserve: Bytes =
     if np.any(np.asarray(usable) <= 0):
         raise InputError(f"{name}(): the reserve leaves no memory on a device (capacity <= reserve)")
     return ceil_count(np.asarray(total) / usable)
+
+
+#: Stored bits per weight of each serving precision, scales included: FP8 keeps one scale per
+#: 128x128 block (negligible), INT4 one FP16 scale per group of 128 weights (AWQ/GPTQ layout),
+#: FP4 one FP8 scale per 16 weights (NVFP4). Embeddings stay at 16 bits (see ``step_arrays``).
+WEIGHT_BITS: dict[str, float] = {
+    "fp64": 64.0,
+    "fp32": 32.0,
+    "tf32": 32.0,
+    "bf16": 16.0,
+    "fp16": 16.0,
+    "fp8": 8.0,
+    "int8": 8.0,
+    "int4": effective_bits_per_weight.numeric(bits=4, block_size=128, scale_bits=16),
+    "fp4": effective_bits_per_weight.numeric(bits=4, block_size=16, scale_bits=8),
+}

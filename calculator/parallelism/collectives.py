@@ -175,7 +175,7 @@ def point_to_point_time(message, bandwidth, latency):
     .. math:: T_{\mathrm{p2p}} = \alpha + M / \beta
 
     The alpha-beta model of section 10.10.7 (pipeline stage hand-offs, §10.10.7); the KV-cache
-    handoff of eq. 10 (:func:`calculator.phases.kv_handoff_time`, which it evaluates with one path) is
+    handoff of eq. 10 (:func:`calculator.memory.kv_handoff_time`, which it evaluates with one path) is
     the same transfer. Valid for one uncontended transfer.
 
     Examples

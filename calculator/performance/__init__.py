@@ -44,7 +44,8 @@ KV capacity under an engine's memory policy (``kv_capacity_tokens``, ``usable_kv
 
 from __future__ import annotations
 
-from .arrays import KV_PRECISION_RULE, WEIGHT_BITS, StepArrays, compute_precision, kv_cache_precision, step_arrays
+from ..memory import WEIGHT_BITS as WEIGHT_BITS  # stored bits per weight (defined with the weights)
+from .arrays import KV_PRECISION_RULE, StepArrays, compute_precision, kv_cache_precision, step_arrays
 from .benchmark import REQUESTS_PER_CLIENT as REQUESTS_PER_CLIENT
 from .benchmark import BenchmarkPrediction, predict_benchmark
 from .benchmark import closed_loop_seconds as closed_loop_seconds
@@ -65,7 +66,6 @@ from .steps import decode_step_time, prefill_time
 __all__ = [
     "ENGINES",
     "KV_PRECISION_RULE",
-    "WEIGHT_BITS",
     "BenchmarkPrediction",
     "EngineProfile",
     "Efficiency",

@@ -15,10 +15,10 @@ import numpy as np
 
 from .._support import accelerator_of, model_of
 from ..errors import InputError
-from ..memory import effective_bits_per_weight, model_kv_bytes_per_token, weight_bytes
+from ..memory import WEIGHT_BITS, model_kv_bytes_per_token, weight_bytes
 from ..memory.kv import kv_shard_limit
 from ..phases import attention_flops_per_pair
-from ..precision import PRECISIONS, check_precision
+from ..precision import GEMM_TABLE_OF_WEIGHTS, PRECISIONS, check_precision, tensor_precision
 from ..types import AcceleratorRef, ModelRef
 from ..units import Q_
 
@@ -28,7 +28,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "KV_PRECISION_RULE",
-    "WEIGHT_BITS",
     "compute_precision",
     "kv_cache_precision",
     "StepArrays",
@@ -38,41 +37,6 @@ __all__ = [
 
 # --------------------------------------------------------------------------------------------
 # Resolving registry objects into the arrays the step model needs
-
-
-#: Stored bits per weight of each serving precision, scales included: FP8 keeps one scale per
-#: 128x128 block (negligible), INT4 one FP16 scale per group of 128 weights (AWQ/GPTQ layout),
-#: FP4 one FP8 scale per 16 weights (NVFP4). Embeddings stay at 16 bits (see ``step_arrays``).
-WEIGHT_BITS: dict[str, float] = {
-    "fp64": 64.0,
-    "fp32": 32.0,
-    "tf32": 32.0,
-    "bf16": 16.0,
-    "fp16": 16.0,
-    "fp8": 8.0,
-    "int8": 8.0,
-    "int4": effective_bits_per_weight.numeric(bits=4, block_size=128, scale_bits=16),
-    "fp4": effective_bits_per_weight.numeric(bits=4, block_size=16, scale_bits=8),
-}
-
-#: Where an accelerator lacks tensor throughput at a precision, weights are dequantized and the
-#: matrix products run at the first of these it has (W8A16 on an A100, W4A16 on an H100).
-_COMPUTE_FALLBACK: dict[str, tuple[str, ...]] = {
-    "fp4": ("fp4", "fp8", "bf16", "fp16"),
-    "int4": ("int4", "fp8", "bf16", "fp16"),
-    "fp8": ("fp8", "bf16", "fp16"),
-    "int8": ("int8", "bf16", "fp16"),
-    "bf16": ("bf16", "fp16"),
-    "fp16": ("fp16", "bf16"),
-    "tf32": ("tf32", "fp32"),
-    "fp32": ("fp32", "tf32"),
-    "fp64": ("fp64",),
-}
-# int4/fp4 weights multiply as 16-bit activations on GPUs whose int4/fp4 rate is for int4 activations.
-_WEIGHT_ONLY = {"int4"}
-
-#: GEMM table of each weight precision: the table's weights have that storage width.
-_TABLE_OF_WEIGHTS = {"bf16": "bf16", "fp16": "bf16", "fp8": "fp8", "int8": "fp8", "fp4": "fp4", "int4": "fp4"}
 
 
 def compute_precision(accelerator: AcceleratorRef, precision: str, *, registry: Registry | None = None) -> str:
@@ -88,15 +52,7 @@ def compute_precision(accelerator: AcceleratorRef, precision: str, *, registry: 
     ('bf16', 'fp8')
     """
     device = accelerator_of(accelerator, registry=registry)
-    name = check_precision(precision)
-    chain = _COMPUTE_FALLBACK[name][1:] if name in _WEIGHT_ONLY else _COMPUTE_FALLBACK[name]
-    for candidate in chain:
-        if candidate in device.dense_throughput:
-            return candidate
-    raise InputError(
-        f"accelerator '{device.id}' has no tensor throughput usable for {name} weights "
-        f"(it lists {sorted(device.dense_throughput)})"
-    )
+    return tensor_precision(device, precision)
 
 
 #: How the KV-cache precision an engine runs by default (no KV flag) follows from the weights. Each
@@ -321,7 +277,7 @@ def step_arrays(
         bf16_flops=device.peak_throughput(compute_precision(device, "bf16")).m_as("FLOP/s"),
         link_bandwidth=link.m_as("B/s"),
         tables=tables,
-        dtype=_TABLE_OF_WEIGHTS.get(name, "bf16"),
+        dtype=GEMM_TABLE_OF_WEIGHTS.get(name, "bf16"),
         kv_precision=kv_name,
-        measured=bool(tables.measured and _TABLE_OF_WEIGHTS.get(name, "bf16") in tables.measured_dtypes),
+        measured=bool(tables.measured and GEMM_TABLE_OF_WEIGHTS.get(name, "bf16") in tables.measured_dtypes),
     )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -20,7 +20,9 @@ from ..errors import InputError
 from ..memory.kv import kv_shards
 from ..results import Result
 from ..units import Q_, ureg
-from .arrays import StepArrays
+
+if TYPE_CHECKING:
+    from .arrays import StepArrays
 
 __all__ = [
     "ENGINES",

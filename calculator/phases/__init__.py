@@ -37,10 +37,10 @@ from .disaggregation import (
     PoolSizes,
     PreemptionCosts,
     disaggregated_pool_sizes,
-    kv_handoff_time,
     model_kv_handoff_time,
     preemption_costs,
 )
+from .disaggregation import kv_handoff_time as kv_handoff_time  # defined in calculator.memory
 from .flops import attention_flops_per_pair, decode_flops, prefill_flops, roofline_time
 from .intensity import accelerator_ridge_point, projection_arithmetic_intensity, ridge_point
 from .quantization import QuantizationCeilings, quantization_ceilings
@@ -69,7 +69,6 @@ __all__ = [
     "schedule_iteration",
     "simulate_chunked_prefill",
     "chunked_prefill_tradeoff",
-    "kv_handoff_time",
     "model_kv_handoff_time",
     "preemption_costs",
     "disaggregated_pool_sizes",

@@ -1,4 +1,8 @@
-"""Disaggregation (section 10.8.3): the KV handoff (Eq. 10) and the two pools' sizes; preemption's costs (10.7.7)."""
+"""Disaggregation (section 10.8.3): a model's KV handoff and the two pools' sizes; preemption's costs (10.7.7).
+
+The handoff time of Eq. 10 itself (:func:`calculator.memory.kv_handoff_time`) is a transfer of KV bytes
+over a link, defined with the memory tiers; it is re-exported here.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +13,7 @@ import numpy as np
 
 from .._support import count, magnitude, renamed
 from ..errors import InputError
-from ..formula import formula, var
-from ..memory import kv_cache_bytes, model_kv_bytes_per_token
+from ..memory import kv_cache_bytes, kv_handoff_time, model_kv_bytes_per_token
 from ..results import Result, ceil_count
 from ..types import AcceleratorRef, Count, InterconnectRef, ModelRef, Precision, Rate, Time, TokenRate, Tokens
 from ..units import Q_, check_units
@@ -21,7 +24,6 @@ if TYPE_CHECKING:
     from ..registry import Registry
 
 __all__ = [
-    "kv_handoff_time",
     "model_kv_handoff_time",
     "PreemptionCosts",
     "preemption_costs",
@@ -32,47 +34,6 @@ __all__ = [
 
 # ============================================================================================
 # Disaggregation (section 10.8.3) and preemption (section 10.7.7)
-
-
-@formula(
-    result=var("s", r"T_{\mathrm{handoff}}", "nonnegative", "KV-cache transfer time"),
-    reference="Eq. 10, section 10.8.3",
-    kv_bytes=var("B", r"M_{\mathrm{KV}}", "nonnegative", "KV bytes to move"),
-    link_bandwidth=var("B/s", r"BW_{\mathrm{link}}", description="usable bandwidth of one path"),
-    startup_latency=var("s", r"\alpha", "nonnegative", "setup and queueing time"),
-    parallel_links=var("", "n", "positive_integer", "independent paths used at once"),
-    example={"kv_bytes": "42.95 GB", "link_bandwidth": "450 GB/s"},
-)
-def kv_handoff_time(kv_bytes, link_bandwidth, startup_latency=0, parallel_links=1):
-    r"""Time to hand a KV cache from the prefill pool to the decode pool (Eq. 10).
-
-    Parameters
-    ----------
-    kv_bytes : Quantity [information]
-    link_bandwidth : Quantity [information / time]
-        Usable bandwidth of one path (per direction).
-    startup_latency : Quantity [time], optional
-        Setup and queueing at the operating point (not a fixed network latency).
-    parallel_links : int, optional
-        Paths used in parallel; spreading over a tensor-parallel group divides the payload time only
-        when each device has its own path (section 10.8.3).
-
-    Returns
-    -------
-    Quantity [time]
-
-    Notes
-    -----
-    .. math:: T_{\mathrm{handoff}} = \alpha + \frac{M_{\mathrm{KV}}}{n \, BW_{\mathrm{link}}}
-
-    Examples
-    --------
-    Section 10.8.3: a 128K-token request of the GQA model (42.9 GB) over one 450 GB/s NVLink direction:
-
-    >>> kv_handoff_time(Q_(42.95, "GB"), Q_(450, "GB/s")).to("ms")
-    <Quantity(95.4444444, 'millisecond')>
-    """
-    return startup_latency + kv_bytes / (parallel_links * link_bandwidth)
 
 
 def _link(function: str, link: Any) -> tuple[float, float]:

@@ -306,7 +306,7 @@ def kv_migration(
               T_{\mathrm{rebuild}} = \frac{2 P N}{t \, R_{\mathrm{peak}} \, u}
 
     §10.11.8: transfer if the bandwidth-only estimate beats the prefill time. The transfer is
-    eq. 10's handoff (:func:`calculator.phases.kv_handoff_time`). Both grow
+    eq. 10's handoff (:func:`calculator.memory.kv_handoff_time`). Both grow
     linearly with context in this approximation; long-context attention adds rebuild work it omits,
     and shared bottlenecks, cache conversion and destination queueing can flip the decision.
 

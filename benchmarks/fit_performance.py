@@ -4,8 +4,8 @@ Run from the repository root: ``python benchmarks/fit_performance.py [--write] [
 
 1. fits each engine's three costs (``calibration.FITTED``: per-iteration cost, per-sequence cost,
    per-request overhead) on that engine's rows of ``calculator/data/calibration/serving_benchmarks_h100.csv``,
-   pulled toward one behaviour shared by all engines, and prints the constants for
-   ``calculator/performance/engines.py``;
+   pulled toward one behaviour shared by all engines, and prints them (``--write`` stores them in the
+   ``engines`` section of ``hardware_registry.yaml``);
 2. prints the median absolute errors overall and per campaign (model, engine version, precision, TP);
 3. cross-validates the whole procedure leaving out one campaign at a time, then one engine version
    at a time (refitting everything without it, predicting it with its engine's refit profile);
@@ -31,6 +31,7 @@ import pandas as pd
 
 sys.path.insert(0, ".")
 
+from calculator._paths import REGISTRY_FILE
 from calculator.calibration import (
     CALIBRATION_DIR,
     FITTED,
@@ -197,6 +198,24 @@ def transfer_check(profile):
     return max(extra, abs(bias))
 
 
+def write_costs(profiles):
+    """Store each engine's fitted costs in the registry file's ``engines`` section (the lines of its entry)."""
+    import re
+
+    text = REGISTRY_FILE.read_text(encoding="utf-8")
+    head, engines = text.split("\nengines:\n", 1)
+    blocks = re.split(r"(?m)^(?=  - id: )", engines)
+    for index, block in enumerate(blocks):
+        found = re.match(r"  - id: (\S+)", block)
+        if not found or found.group(1) not in profiles:
+            continue
+        for name, _, _, unit, _ in FITTED:
+            value = f"{_get(profiles[found.group(1)], name, unit):.4g}"
+            block = re.sub(rf"(?m)^(    {name}: )\S+", rf"\g<1>{value}", block)
+        blocks[index] = block
+    REGISTRY_FILE.write_text(head + "\nengines:\n" + "".join(blocks), encoding="utf-8")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -211,7 +230,7 @@ def main():
     rows = label(load_benchmarks())
     fit = calibrate(rows)
     per_engine = fit.profiles
-    print("# fitted costs for calculator/performance/engines.py ENGINES:", ", ".join(n for n, *_ in FITTED))
+    print("# fitted costs (hardware_registry.yaml, engines):", ", ".join(n for n, *_ in FITTED))
     print(f"None: {show(fit.pooled)}")
     for name, profile in per_engine.items():
         print(f"{name!r}: {show(profile)}")
@@ -292,7 +311,8 @@ def main():
             if row.fit_client_overhead == "yes" and key in fit.client_overheads:
                 harness.loc[index, "client_overhead_ms"] = f"{fit.client_overheads[key] * 1e3:.1f}"
         harness.to_csv(HARNESS_FILE, index=False)
-        print(f"wrote {INTERVALS_FILE.name} and {HARNESS_FILE.name}")
+        write_costs({**per_engine, "generic": fit.pooled})
+        print(f"wrote {INTERVALS_FILE.name}, {HARNESS_FILE.name} and the engines' costs in {REGISTRY_FILE.name}")
     print(f"\n(took {time.perf_counter() - start:.1f} s)")
 
 

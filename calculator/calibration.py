@@ -246,7 +246,7 @@ def fit_profiles(
     tpot_weight: float = 2.0,
     prior_rows: float = PRIOR_ROWS,
     source: str = "",
-    start: dict[str | None, EngineProfile] | None = None,
+    start: Mapping[Any, EngineProfile] | None = None,
 ) -> dict[Any, EngineProfile]:
     """Fit the engines' behaviour parameters (:data:`FITTED`) by robust least squares on log errors.
 
@@ -291,13 +291,13 @@ def _fit(
     tpot_weight: float = 2.0,
     prior_rows: float = PRIOR_ROWS,
     source: str = "",
-    start: dict[str | None, EngineProfile] | None = None,
+    start: Mapping[Any, EngineProfile] | None = None,
     pooled_only: bool = False,
 ) -> CalibrationFit:
     from scipy.optimize import least_squares
 
     frame = frame.reset_index(drop=True)
-    start = start or ENGINES
+    engines: Mapping[Any, EngineProfile] = start or ENGINES
     names = sorted(frame.engine.unique())
     fitted_harness = sorted(frame.harness[frame.fit_client_overhead].unique()) if "harness" in frame else []
     lower = np.array([f[1] for f in FITTED] + [CLIENT_OVERHEAD_BOUNDS[0]] * len(fitted_harness))
@@ -334,7 +334,7 @@ def _fit(
         fit = least_squares(residuals, start_at, bounds=(low, high), loss="soft_l1", f_scale=0.1, x_scale="jac")
         return fit.x
 
-    first = solve(frame, {e: start[e] for e in names}, None, None)
+    first = solve(frame, {e: engines[e] for e in names}, None, None)
     shared, overheads = first[:count], first[count:]
     frame = with_harness(frame, overheads)
 
@@ -344,9 +344,9 @@ def _fit(
     out = {}
     for e in [] if pooled_only else names:
         rows = frame[frame.engine == e].reset_index(drop=True)
-        out[e] = finish(_with(start[e], solve(rows, {e: start[e]}, shared, rows)))
+        out[e] = finish(_with(engines[e], solve(rows, {e: engines[e]}, shared, rows)))
     client = dict(zip(fitted_harness, (float(v) / 1e3 for v in overheads), strict=True))
-    return CalibrationFit(out, finish(_with(start[None], shared)), client)
+    return CalibrationFit(out, finish(_with(engines[None], shared)), client)
 
 
 #: Where every fit starts (nominal values), so that a refit reproduces the published constants.

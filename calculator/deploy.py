@@ -331,8 +331,8 @@ def launch_command(plan: FleetPlan, engine: str, *, registry: Registry | None = 
 
     plan = _feasible(plan)
     name = _engine_name(engine)
-    profile = engine_profile(name)
     reg = _registry(plan, registry)
+    profile = engine_profile(name, reg)
     model = reg.model(plan.model)
     device = reg.accelerator(plan.accelerator)
     memory = device.memory.m_as("B")

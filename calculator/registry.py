@@ -53,6 +53,7 @@ __all__ = [
     "DEFAULT_REGISTRY_PATH",
     "SECTIONS",
     "Checkpoint",
+    "Engine",
     "Accelerator",
     "Interconnect",
     "Model",
@@ -175,7 +176,7 @@ class Source(_Strict):
     id: Identifier
     title: str = Field(min_length=1)
     url: str = Field(min_length=1, description="address of the document (or 'chapter:<where>')")
-    kind: Literal["vendor_datasheet", "model_config", "paper", "documentation", "price_list", "chapter", "user"]
+    kind: Literal["vendor_datasheet", "model_config", "paper", "documentation", "price_list", "chapter", "user", "fit"]
     note: str = ""
 
 
@@ -208,7 +209,7 @@ class Entry(_Strict):
 
     def sourced_fields(self) -> list[str]:
         """The fields that carry values and so must be covered by a source."""
-        return [f for f in type(self).model_fields if f not in self.UNSOURCED and getattr(self, f) is not None]
+        return [f for f in type(self).model_fields if f not in self.UNSOURCED and getattr(self, f) not in (None, ())]
 
     def display_values(self) -> dict[str, Any]:
         """Every set field except the sources, flattened (``dense_throughput.bf16``), quantities as text."""
@@ -217,6 +218,8 @@ class Entry(_Strict):
             value = getattr(self, field)
             if field == "sources" or value is None:
                 continue
+            if isinstance(value, tuple) and value and all(isinstance(v, BaseModel) for v in value):
+                value = {str(i): _record_text(v) for i, v in enumerate(value)}  # tiers, checkpoints
             items = value.items() if isinstance(value, Mapping) else [(None, value)]
             for key, item in items:
                 out[field if key is None else f"{field}.{key}"] = (
@@ -227,6 +230,16 @@ class Entry(_Strict):
     def source_of(self, field: str) -> list[SourceLink]:
         """The source links that cover ``field``."""
         return [link for link in self.sources if field in link.fields]
+
+
+def _record_text(record: BaseModel) -> str:
+    """A nested record (a token-budget tier, a checkpoint) as ``name value`` pairs of its set fields."""
+    parts = []
+    for name in type(record).model_fields:
+        value = getattr(record, name)
+        if value not in (None, ""):
+            parts.append(f"{name} {_quantity_text(value) if isinstance(value, ureg.Quantity) else value}")
+    return ", ".join(parts)
 
 
 class Accelerator(Entry):
@@ -365,6 +378,59 @@ class Model(Entry):
         return self.active_parameters if self.active_parameters is not None else self.parameters
 
 
+class TokenBudgetTier(_Strict):
+    """An engine's token budget and sequence cap on devices with at least ``min_device_memory``."""
+
+    min_device_memory: Bytes | None = Field(None, description="smallest device memory of the tier (none: any)")
+    max_num_tokens: PositiveInt
+    max_num_seqs: PositiveInt
+
+
+class Engine(Entry):
+    """A serving engine's scheduler defaults (each cited) and its fitted costs.
+
+    Fields covered by a source of kind ``fit`` are fitted (``benchmarks/fit_performance.py``, or
+    ``servecalc calibrate`` on the user's own benchmarks); every other field is the engine's documented
+    default. ``performance.engine_profile`` turns an entry into the :class:`EngineProfile` the step
+    model, the sizer, the simulator and the launch configs use.
+    """
+
+    versions: str = Field("", description="the engine versions the defaults were read in")
+    token_budget: tuple[TokenBudgetTier, ...] = Field(
+        min_length=1, description="token budget and sequence cap by device memory (smallest first)"
+    )
+    small_tier_accelerators: tuple[str, ...] = Field(
+        (), description="accelerator ids (substrings) that always get the first tier"
+    )
+    chunked_prefill: bool
+    mixed_batching: bool = Field(description="prefill chunks share iterations with decodes (False: prefill first)")
+    memory_policy: Literal["device", "free", "sglang"]
+    memory_utilization: Annotated[float, Field(ge=0, le=1)]
+    memory_reserve: Bytes = Field(description="memory per device beyond the policy (activations, graphs, buffers)")
+    output_reservation: Annotated[float, Field(ge=0, le=1)] = Field(
+        description="share of the output the admission reserves KV for"
+    )
+    quantized_kv_precision: Literal["fp8", "bf16", "fp16"] = Field(
+        description="KV-cache precision for FP8/FP4 weights whose checkpoint declares none in the registry"
+    )
+    step_overhead: Duration = Field(description="fixed cost of one iteration")
+    sequence_overhead: Duration = Field(description="cost per running sequence per iteration")
+    request_overhead: Duration = Field(description="time every request spends outside the GPU before its first token")
+
+    UNSOURCED: ClassVar[frozenset[str]] = Entry.UNSOURCED | {"versions"}
+
+    @model_validator(mode="after")
+    def _tiers_ascend(self) -> Engine:
+        memory = [tier.min_device_memory.m_as("B") if tier.min_device_memory else 0.0 for tier in self.token_budget]
+        if memory != sorted(memory):
+            raise ValueError("token_budget tiers must be listed from the smallest min_device_memory up")
+        return self
+
+    def fitted_fields(self, sources: Mapping[str, Source]) -> tuple[str, ...]:
+        """The fields a source of kind ``fit`` covers."""
+        return tuple(field for link in self.sources if sources[link.source].kind == "fit" for field in link.fields)
+
+
 class Price(Entry):
     """A GPU-hour price (per accelerator, per hour)."""
 
@@ -383,6 +449,7 @@ SECTIONS: dict[str, type[Entry]] = {
     "interconnects": Interconnect,
     "models": Model,
     "prices": Price,
+    "engines": Engine,
 }
 
 
@@ -395,6 +462,7 @@ class RegistryFile(_Strict):
     interconnects: tuple[Interconnect, ...] = ()
     models: tuple[Model, ...] = ()
     prices: tuple[Price, ...] = ()
+    engines: tuple[Engine, ...] = ()
 
 
 def registry_json_schema() -> dict[str, Any]:
@@ -468,6 +536,7 @@ class Registry:
         self.interconnects = Section("interconnect", sections["interconnects"])
         self.models = Section("model", sections["models"])
         self.prices = Section("price", sections["prices"])
+        self.engines = Section("engine", sections["engines"])
         self.sources = Section("source", sources)
         self.files = files
         _RECENT.append(weakref.ref(self))
@@ -506,6 +575,10 @@ class Registry:
     def interconnect(self, value: Any) -> Interconnect:
         """An interconnect from an id or an :class:`Interconnect` (passed through)."""
         return value if isinstance(value, Interconnect) else self.interconnects[value]
+
+    def engine(self, value: Any) -> Engine:
+        """An engine from an id or an :class:`Engine` (passed through)."""
+        return value if isinstance(value, Engine) else self.engines[value]
 
 
 #: Registries loaded recently, newest last: an entry object finds the registry it came from.

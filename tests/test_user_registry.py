@@ -199,3 +199,43 @@ def test_the_gpu_interval_of_a_plan_contains_its_gpus(user_file, accelerators):
         assert plan.feasible, plan.reason
         low, high = plan.gpus_interval
         assert low <= plan.gpus and (high is None or plan.gpus <= high), (accelerators, model, plan.gpus_interval)
+
+
+ENGINE_OVERRIDE = textwrap.dedent(
+    """\
+    sources:
+      - id: our-vllm-config
+        title: "Our vLLM deployment's settings"
+        url: "https://example.com/vllm-config"
+        kind: user
+    engines:
+      - id: vllm
+        token_budget:
+          - {max_num_tokens: 2048, max_num_seqs: 96}
+        sources: [{source: our-vllm-config, fields: [token_budget]}]
+    """
+)
+
+
+def test_an_engine_default_changed_in_a_user_file_reaches_the_sizer_and_the_launch_config(tmp_path):
+    path = tmp_path / "engines.yaml"
+    path.write_text(ENGINE_OVERRIDE, encoding="utf-8")
+    reg = load_registry(extra=[path])
+    assert reg.engines["vllm"].token_budget[0].max_num_seqs == 96
+    args = ("llama-3.1-8b", "h100-sxm", "fp8", Q_(10, "request/s"), 4096, 256, Q_(2, "s"), Q_(50, "ms"))
+    packaged = size_fleet(*args, engine="vllm", price=Q_(3, "USD/hour"))
+    ours = size_fleet(*args, engine="vllm", price=Q_(3, "USD/hour"), registry=reg)
+    # the sizer prices the user's token budget: smaller prefill chunks, shorter gaps between tokens
+    assert ours.tbt_max < packaged.tbt_max
+    from calculator.deploy import launch_command
+
+    assert launch_command(packaged, "vllm").flags["--max-num-batched-tokens"] == "8192"
+    assert launch_command(ours, "vllm", registry=reg).flags["--max-num-batched-tokens"] == "2048"
+    # the CLI with --extra: the same plan and command
+    result = CliRunner().invoke(
+        app,
+        ["size", "llama-3.1-8b", "--rate", "10", "--input", "4096", "--output", "256", "--ttft", "2 s", "--tpot",
+         "50 ms", "-a", "h100-sxm", "--engine", "vllm", "--price", "3", "--extra", str(path), "--emit", "vllm"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "--max-num-batched-tokens 2048" in result.stdout

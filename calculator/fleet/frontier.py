@@ -168,8 +168,8 @@ def frontier(
     import pandas as pd
 
     workload = Workload(Q_(1.0, "request/s"), input_tokens, output_tokens)
-    profile = engine_profile(engine)
     reg = _registry_for(registry, model, accelerator)
+    profile = engine_profile(engine, reg)
     model = reg.model(model)
     tps, grid_batches = _grid(model, tensor_parallel, batches)
     tp_grid, batch_grid = np.meshgrid(tps, grid_batches, indexing="ij")

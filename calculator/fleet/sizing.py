@@ -330,8 +330,8 @@ def size_fleet(
     ttft_target = _seconds("ttft_slo", ttft_slo)
     tpot_target = _seconds("tpot_slo", tpot_slo)
     tbt_target = _seconds("tbt_slo", tbt_slo) if tbt_slo is not None else np.inf
-    profile = engine_profile(engine)
     reg = _registry_for(registry, model, accelerator)
+    profile = engine_profile(engine, reg)
     model = reg.model(model)
     tps, grid_batches = _grid(model, tensor_parallel, batches)
     longest = workload.input_tokens + workload.output_tokens

@@ -49,7 +49,7 @@ from .arrays import KV_PRECISION_RULE, StepArrays, compute_precision, kv_cache_p
 from .benchmark import REQUESTS_PER_CLIENT as REQUESTS_PER_CLIENT
 from .benchmark import BenchmarkPrediction, predict_benchmark
 from .benchmark import closed_loop_seconds as closed_loop_seconds
-from .engines import ENGINES, Efficiency, EngineProfile, engine_profile
+from .engines import ENGINES, GENERIC, Efficiency, EngineProfile, engine_profile, profile_from_entry
 from .engines import GENERIC_FRACTIONS as GENERIC_FRACTIONS
 from .engines import ROOFLINE as ROOFLINE
 from .engines import kv_capacity_tokens as kv_capacity_tokens
@@ -65,6 +65,8 @@ from .steps import decode_step_time, prefill_time
 
 __all__ = [
     "ENGINES",
+    "GENERIC",
+    "profile_from_entry",
     "KV_PRECISION_RULE",
     "BenchmarkPrediction",
     "EngineProfile",

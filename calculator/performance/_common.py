@@ -13,11 +13,13 @@ from .engines import Efficiency, engine_profile
 __all__: list[str] = []
 
 
-def _efficiency(engine: Any, efficiency: Efficiency | None, accelerator_id: str | None = None) -> Efficiency:
+def _efficiency(
+    engine: Any, efficiency: Efficiency | None, accelerator_id: str | None = None, registry: Any = None
+) -> Efficiency:
     """The costs to price with: those given, or the engine's on this accelerator (a resolved id)."""
     if efficiency is not None:
         return efficiency
-    return engine_profile(engine).efficiency_for(accelerator_id)
+    return engine_profile(engine, registry).efficiency_for(accelerator_id)
 
 
 def _counts(function: str, argument: str, value: Any, minimum: int = 1) -> np.ndarray:

@@ -99,7 +99,7 @@ def kv_cache_precision(
     spec = model_of(model, registry)
     checkpoint = spec.checkpoint(name)
     declared = checkpoint.kv_cache if checkpoint is not None else None
-    kv = declared or engine_profile(engine).quantized_kv_precision
+    kv = declared or engine_profile(engine, registry).quantized_kv_precision
     if PRECISIONS[kv] == 8 and "fp8" not in accelerator_of(accelerator, registry).dense_throughput:
         return "bf16"
     return kv

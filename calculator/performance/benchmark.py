@@ -353,7 +353,7 @@ def predict_benchmark(
     """
     from ..uncertainty import prediction_interval
 
-    profile = engine_profile(engine)
+    profile = engine_profile(engine, registry)
     a = step_arrays(model, accelerator, precision, kv_precision, engine=profile, registry=registry)
     tp = _tp(model_of(model, registry), tensor_parallel, "predict_benchmark")
     inputs = _counts("predict_benchmark", "input_tokens", input_tokens)
@@ -376,7 +376,7 @@ def predict_benchmark(
         inputs,
         outputs,
         _counts("predict_benchmark", "concurrency", concurrency),
-        _efficiency(engine, efficiency, a.accelerator),
+        _efficiency(profile, efficiency, a.accelerator),
         float(requests_per_client),
         arrivals if isinstance(arrivals, str) else repr(arrivals),  # a string, checked there
         0.0

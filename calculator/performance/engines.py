@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ENGINES",
+    "GENERIC",
+    "profile_from_entry",
     "EngineProfile",
     "Efficiency",
     "engine_profile",
@@ -201,130 +203,120 @@ class EngineProfile(Result):
         return dataclasses.replace(self, **changes)
 
 
-_FIT_SOURCE = (
-    "scheduler defaults from each engine's documentation and source (citations); per-iteration and "
-    "per-request costs fitted by benchmarks/fit_performance.py on "
-    "calculator/data/calibration/serving_benchmarks_h100.csv (aiconfigurator silicon samples, H100 SXM only); "
-    "kernel times from calculator/data/calibration/kernels"
-)
+def profile_from_entry(entry: Any, sources: Mapping[str, Any]) -> EngineProfile:
+    """The :class:`EngineProfile` of a registry engine entry (``registry.Engine``).
 
-_CITATIONS = {
-    "vllm": {
-        "memory_utilization": "vLLM CacheConfig.gpu_memory_utilization default 0.9 (vllm/config/cache.py)",
-        "max_num_tokens": "vLLM max_num_batched_tokens default 8192 for the OpenAI server on GPUs with >= 70 GiB "
-        "(vllm/engine/arg_utils.py, _set_default_args)",
-        "max_num_seqs": "vLLM max_num_seqs default 1024 for the OpenAI server on GPUs with >= 70 GiB "
-        "(vllm/engine/arg_utils.py)",
-        "chunked_prefill": "vLLM V1 enables chunked prefill by default (vllm/config/scheduler.py)",
-        "mixed_batching": "vLLM V1 scheduler fills the token budget with running decodes first, then prefill "
-        "chunks of waiting requests (vllm/v1/core/sched/scheduler.py)",
-        "output_reservation": "vLLM allocates KV blocks for the prompt at admission and preempts (recompute) when "
-        "decoding runs out of blocks (vllm/v1/core/sched/scheduler.py)",
-        "quantized_kv_precision": "vLLM --kv-cache-dtype auto takes the KV cache a ModelOpt checkpoint declares "
-        "(kv_cache_quant_algo FP8 -> fp8_e4m3) from 0.14.0 on (resolve_kv_cache_dtype_string in "
-        "vllm/utils/torch_utils.py, PR #30785), and a compressed-tensors kv_cache_scheme from 0.15.0; else the model "
-        "dtype",
-    },
-    "sglang": {
-        "memory_utilization": "SGLang mem_fraction_static, about 0.85-0.9 for 80-192 GB GPUs at TP 1-8 "
-        "(python/sglang/srt/server_args.py)",
-        "max_num_tokens": "SGLang chunked_prefill_size 8192 on 80-160 GB GPUs (python/sglang/srt/server_args.py)",
-        "max_num_seqs": "SGLang max_running_requests derived from the KV pool (no fixed cap by default)",
-        "chunked_prefill": "SGLang chunks prompts longer than chunked_prefill_size (on by default)",
-        "mixed_batching": "SGLang enable_mixed_chunk defaults to False: a prefill batch runs alone, and the "
-        "scheduler prefers a new prefill batch over a decode step (python/sglang/srt/managers/scheduler.py)",
-        "output_reservation": "SGLang admits with new_token_ratio of the remaining output reserved (0.7 decaying to "
-        "0.1) and retracts requests when memory runs out (python/sglang/srt/managers/schedule_policy.py)",
-        "quantized_kv_precision": "SGLang --kv-cache-dtype auto is the model dtype up to 0.5.2; from 0.5.4 it takes "
-        "the FP8 KV cache a ModelOpt checkpoint declares (model_runner.py, modelopt_quant.py), while online "
-        "--quantization fp8 and compressed-tensors FP8 (before 0.5.19) keep BF16",
-    },
-    "trtllm": {
-        "memory_utilization": "TensorRT-LLM KvCacheConfig.free_gpu_memory_fraction default 0.9 of the memory free "
-        "after loading the model (tensorrt_llm/llmapi/llm_args.py)",
-        "max_num_tokens": "trtllm-serve --max_num_tokens default 8192 (tensorrt_llm/commands/serve.py)",
-        "max_num_seqs": "trtllm-serve --max_batch_size default 2048 (tensorrt_llm/commands/serve.py)",
-        "chunked_prefill": "TensorRT-LLM enable_chunked_prefill default False (tensorrt_llm/llmapi/llm_args.py)",
-        "mixed_batching": "TensorRT-LLM in-flight batching runs context and generation requests in one iteration",
-        "output_reservation": "TensorRT-LLM capacity scheduler GUARANTEED_NO_EVICT by default: a request is admitted "
-        "only when KV for its whole output fits (tensorrt_llm/llmapi/llm_args.py, SchedulerConfig)",
-        "quantized_kv_precision": "TensorRT-LLM kv_cache_config.dtype 'auto' uses the checkpoint's KV quantization "
-        "(validate_and_set_kv_cache_quant, tensorrt_llm/_torch/pyexecutor/model_loader.py); quantized weights come "
-        "from ModelOpt checkpoints, whose PTQ scripts write kv_cache_quant_algo FP8 by default",
-    },
-}
-
-
-def _profile(
-    name: str,
-    costs: tuple[float, float],
-    memory: tuple[float, str, float],
-    scheduler: tuple[tuple[tuple[float, int, int], ...], bool, bool, float],
-    request_ms: float,
-    citations: str | None,
-) -> EngineProfile:
-    step_ms, sequence_us = costs
-    utilization, policy, reserve_gb = memory
-    tiers, chunked, mixed, reservation = scheduler
+    ``citations`` maps each documented field to its source's note and title; the fields a source of
+    kind ``fit`` covers are named in ``source``.
+    """
     hbm, comp, link, floor = GENERIC_FRACTIONS
-    quantized_kv = "bf16" if citations == "sglang" else "fp8"
+    tiers = tuple(
+        (tier.min_device_memory.m_as("GB") if tier.min_device_memory else 0.0, tier.max_num_tokens, tier.max_num_seqs)
+        for tier in entry.token_budget
+    )
+    citations: dict[str, str] = {}
+    for link_ in entry.sources:
+        if sources[link_.source].kind == "fit":
+            continue
+        for name in link_.fields:
+            text = f"{link_.note} ({sources[link_.source].title})"
+            citations[name] = f"{citations[name]}; {text}" if name in citations else text
+    fitted = entry.fitted_fields(sources)
+    fit_titles = sorted({sources[x.source].title for x in entry.sources if sources[x.source].kind == "fit"})
+    source = (
+        f"registry engine '{entry.id}' ({entry.versions}): documented defaults cited per field; "
+        f"{', '.join(fitted) or 'nothing'} fitted ({'; '.join(fit_titles) or 'no fit'})"
+    )
     return EngineProfile(
-        name=name,
-        efficiency=Efficiency(hbm, comp, link, Q_(floor, "s"), Q_(step_ms, "ms"), Q_(sequence_us, "us")),
-        memory_utilization=utilization,
-        memory_policy=policy,
-        memory_reserve=Q_(reserve_gb, "GB"),
+        name=entry.id,
+        efficiency=Efficiency(hbm, comp, link, Q_(floor, "s"), entry.step_overhead, entry.sequence_overhead),
+        memory_utilization=entry.memory_utilization,
+        memory_policy=entry.memory_policy,
+        memory_reserve=entry.memory_reserve,
         max_num_tokens=tiers[-1][1],
         max_num_seqs=tiers[-1][2],
         tiers=tiers,
-        small_tier_devices=("a100",) if citations == "vllm" or name == "generic" else (),
-        chunked_prefill=chunked,
-        mixed_batching=mixed,
-        output_reservation=reservation,
-        request_overhead=Q_(request_ms, "ms"),
-        source=_FIT_SOURCE,
-        citations=dict(_CITATIONS.get(citations or "", {})),
-        quantized_kv_precision=quantized_kv,
+        small_tier_devices=tuple(entry.small_tier_accelerators),
+        chunked_prefill=entry.chunked_prefill,
+        mixed_batching=entry.mixed_batching,
+        output_reservation=entry.output_reservation,
+        request_overhead=entry.request_overhead,
+        source=source,
+        citations=citations,
+        quantized_kv_precision=entry.quantized_kv_precision,
     )
 
 
-#: Memory tiers of the token budget and sequence cap (minimum device GB, tokens, sequences).
-_VLLM_TIERS = ((0.0, 2048, 256), (70 * 2**30 / 1e9, 8192, 1024))
-_SGLANG_TIERS = (
-    (0.0, 2048, 4096),
-    (35 * 2**20 * 1e3 / 1e9, 4096, 4096),
-    (60 * 2**20 * 1e3 / 1e9, 8192, 4096),
-    (160 * 2**20 * 1e3 / 1e9, 16384, 4096),
-)
-_TRTLLM_TIERS = ((0.0, 8192, 2048),)
+class _PackagedEngines(Mapping[Any, EngineProfile]):
+    """``ENGINES``: the packaged registry's engine profiles by name (``None``: the engine-agnostic one).
 
-#: Engine profiles: documented scheduler defaults plus fitted costs. ``None`` is the engine-agnostic
-#: default (vLLM's scheduler, costs fitted on all rows).
-ENGINES: dict[str | None, EngineProfile] = {
-    None: _profile("generic", (0.9928, 33.81), (0.9, "device", 2.0), (_VLLM_TIERS, True, True, 0.5), 56.44, None),
-    "vllm": _profile("vllm", (1.913, 40.01), (0.9, "device", 2.0), (_VLLM_TIERS, True, True, 0.5), 56.08, "vllm"),
-    "sglang": _profile(
-        "sglang", (0.9655, 32.72), (0.88, "sglang", 2.0), (_SGLANG_TIERS, True, False, 0.5), 56.88, "sglang"
-    ),
-    "trtllm": _profile(
-        "trtllm", (0.8248, 33.15), (0.9, "free", 2.0), (_TRTLLM_TIERS, False, True, 1.0), 56.22, "trtllm"
-    ),
-}
+    Read from the registry on first use, so that ``import calculator.performance`` reads no file.
+    """
+
+    def __init__(self) -> None:
+        self._profiles: dict[Any, EngineProfile] | None = None
+
+    def _load(self) -> dict[Any, EngineProfile]:
+        if self._profiles is None:
+            from ..registry import load_registry
+
+            reg = load_registry()
+            profiles = {e.id: profile_from_entry(e, reg.sources) for e in reg.engines.values()}
+            self._profiles = {None if key == GENERIC else key: value for key, value in profiles.items()}
+        return self._profiles
+
+    def __getitem__(self, key: Any) -> EngineProfile:
+        return self._load()[key]
+
+    def __iter__(self) -> Any:
+        return iter(self._load())
+
+    def __len__(self) -> int:
+        return len(self._load())
+
+    def __repr__(self) -> str:
+        return f"<engine profiles: {', '.join(str(k) for k in self._load())}>"
 
 
-def engine_profile(engine: str | EngineProfile | None) -> EngineProfile:
-    """The profile of ``engine`` (a name, a profile, or ``None`` for the engine-agnostic default)."""
+#: The registry id of the engine-agnostic profile (``engine=None``).
+GENERIC = "generic"
+
+#: Engine profiles of the packaged registry (``hardware_registry.yaml``, section ``engines``): documented
+#: scheduler defaults plus fitted costs. ``None`` is the engine-agnostic default (vLLM's scheduler, costs
+#: fitted on all rows). A user registry file overrides or adds engines (:func:`engine_profile`).
+ENGINES: Mapping[Any, EngineProfile] = _PackagedEngines()
+
+
+def engine_profile(engine: str | EngineProfile | None, registry: Any = None) -> EngineProfile:
+    """The profile of ``engine`` (a name, a profile, or ``None`` for the engine-agnostic default).
+
+    Names resolve in ``registry``'s ``engines`` section (default: the packaged registry), so that a
+    user file's engine entries, or overrides of the packaged ones, apply.
+
+    Examples
+    --------
+    >>> engine_profile("TensorRT-LLM").name, engine_profile(None).name
+    ('trtllm', 'generic')
+    """
     if isinstance(engine, EngineProfile):
         return engine
-    key = engine.lower().replace("-", "").replace("_", "") if isinstance(engine, str) else engine
-    aliases: dict[str | None, str | None] = {"tensorrtllm": "trtllm", "trt": "trtllm", "generic": None}
-    if not isinstance(key, str | None):
+    if not isinstance(engine, str | None):
         raise InputError(f"argument 'engine' must be an engine name or None, got {engine!r}")
-    key = aliases.get(key, key)
-    if key not in ENGINES:
-        known = ", ".join(sorted(str(k) for k in ENGINES if k))
-        raise InputError(f"argument 'engine' must be one of {known} or None, got {engine!r}")
-    return ENGINES[key]
+    key = GENERIC if engine is None else engine.lower().replace("_", "-")
+    key = {"tensorrt-llm": "trtllm", "tensorrtllm": "trtllm", "trt": "trtllm"}.get(key, key)
+    if registry is None:
+        profiles = ENGINES
+        found = profiles.get(None if key == GENERIC else key)
+        if found is not None:
+            return found
+        names = [str(k) for k in profiles if k]
+    else:
+        section = registry.engines
+        entry_id = section.resolve(key)
+        if entry_id is not None:
+            return profile_from_entry(section[entry_id], registry.sources)
+        names = [k for k in section if k != GENERIC]
+    raise InputError(f"argument 'engine' must be one of {', '.join(sorted(names))} or None, got {engine!r}")
 
 
 # --------------------------------------------------------------------------------------------

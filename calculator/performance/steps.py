@@ -93,7 +93,7 @@ def decode_step_time(
     tp = _tp(model, tensor_parallel, "decode_step_time")
     seconds = decode_step_seconds(
         a,
-        _efficiency(engine, efficiency, a.accelerator),
+        _efficiency(engine, efficiency, a.accelerator, registry),
         tp,
         _counts("decode_step_time", "batch", batch),
         _counts("decode_step_time", "context", context, 0),
@@ -122,5 +122,5 @@ def prefill_time(
     a = step_arrays(model, accelerator, precision, engine=engine, registry=registry)
     tp = _tp(model, tensor_parallel, "prefill_time")
     prompt = _counts("prefill_time", "prompt_tokens", prompt_tokens)
-    seconds = prefill_seconds(a, _efficiency(engine, efficiency, a.accelerator), tp, prompt)
+    seconds = prefill_seconds(a, _efficiency(engine, efficiency, a.accelerator, registry), tp, prompt)
     return _seconds(seconds)

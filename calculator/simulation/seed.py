@@ -112,7 +112,7 @@ def _limits(setup: SimulationSetup) -> tuple[StepArrays, Any, int, int, float]:
 
     registry = load_registry(extra=setup.registry_files)
     _tp(registry.model(setup.model), setup.tensor_parallel, "simulate")
-    profile = engine_profile(setup.engine)
+    profile = engine_profile(setup.engine, registry)
     a = step_arrays(
         setup.model, setup.accelerator, setup.precision, setup.kv_precision, engine=profile, registry=registry
     )

@@ -14,7 +14,7 @@ pandas and scipy load only when these functions run.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ._paths import CALIBRATION_DIR
+from ._support import count
 from .errors import InputError
 from .performance import ENGINES, EngineProfile, closed_loop_seconds, step_arrays
 from .precision import check_precision
@@ -29,14 +30,19 @@ from .units import Q_
 
 __all__ = [
     "CALIBRATION_DIR",
+    "BENCHMARK_FORMATS",
     "CalibrationFit",
     "FITTED",
     "HARNESS_FILE",
+    "UserCalibration",
     "calibrate",
+    "calibrate_engine",
+    "engine_entry_yaml",
     "fit_client_overheads",
     "fit_profiles",
     "load_benchmarks",
     "prediction_errors",
+    "read_benchmark_files",
 ]
 
 #: The harness settings of benchmark campaigns (by engine and version) where the data show one, with the
@@ -109,17 +115,24 @@ def load_benchmarks(path: str | Path | None = None) -> Any:
     )
 
 
-def _predict(frame: Any, profiles: dict[str, EngineProfile]) -> tuple[np.ndarray, np.ndarray]:
+def _predict(
+    frame: Any, profiles: dict[str, EngineProfile], arrays: dict[tuple[str, ...], Any] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Predicted TTFT and TPOT of every row; ``arrays`` keeps the step arrays between calls of one fit."""
     ttft = np.empty(len(frame))
     tpot = np.empty(len(frame))
     keys = ["model", "accelerator", "precision", "engine"]
+    built = {} if arrays is None else arrays
     for (model, accelerator, precision, engine), group in frame.groupby(keys, sort=False):
         profile = profiles[engine]
-        arrays = step_arrays(model, accelerator, precision, engine=profile)
+        key = (model, accelerator, precision, profile.quantized_kv_precision)
+        if key not in built:  # the step arrays (and their kernel curves) depend on the KV rule, not on the costs
+            built[key] = step_arrays(model, accelerator, precision, engine=profile)
+        arrays_ = built[key]
         arrivals = (group.arrivals == "waves").to_numpy() if "arrivals" in group else "dispersed"
         extra = group.client_overhead.to_numpy() if "client_overhead" in group else 0.0
         out = closed_loop_seconds(
-            arrays,
+            arrays_,
             profile,
             group.tensor_parallel.to_numpy(),
             group.input_tokens.to_numpy(),
@@ -313,6 +326,8 @@ def _fit(
         mapped = rows.harness.map(overhead)
         return rows.assign(client_overhead=mapped.where(rows.fit_client_overhead, rows.client_overhead))
 
+    cache: dict[tuple[str, ...], Any] = {}  # step arrays shared by every evaluation of this fit
+
     def solve(rows: Any, profiles: dict[str, EngineProfile], prior: np.ndarray | None, harness: Any) -> np.ndarray:
         rows = rows.reset_index(drop=True)
         measured_ttft, measured_tpot = rows.ttft.to_numpy(), rows.tpot.to_numpy()
@@ -321,7 +336,7 @@ def _fit(
         def residuals(vector: np.ndarray) -> np.ndarray:
             behaviour = vector[:count]
             chosen = with_harness(rows, vector[count:]) if harness is None else harness
-            ttft, tpot = _predict(chosen, {e: _with(p, behaviour) for e, p in profiles.items()})
+            ttft, tpot = _predict(chosen, {e: _with(p, behaviour) for e, p in profiles.items()}, cache)
             parts = [np.log(ttft / measured_ttft), tpot_weight * np.log(tpot / measured_tpot)]
             if prior is not None:
                 parts.append(0.1 * pull * (behaviour - prior))  # in units of the soft-L1 scale (0.1)
@@ -354,3 +369,271 @@ FIT_START = ENGINES["vllm"].replace(
     efficiency=ENGINES["vllm"].efficiency.replace(step_overhead=Q_(3, "ms"), sequence_overhead=Q_(10, "us")),
     request_overhead=Q_(30, "ms"),
 )
+
+
+# --------------------------------------------------------------------------------------------
+# A user's own benchmark results: vLLM's `vllm bench serve`, SGLang's bench_serving, genai-perf
+
+#: The result files :func:`read_benchmark_files` reads, by how their name ends.
+BENCHMARK_FORMATS = {
+    ".json": "vLLM `vllm bench serve --save-result` (one run per file)",
+    ".jsonl": "SGLang `python -m sglang.bench_serving --output-file` (one run per line)",
+    ".csv": "genai-perf `profile_export_genai_perf.csv` (one run per file; concurrency from the path or --concurrency)",
+}
+
+
+def _run_from_summary(summary: Mapping[str, Any], where: str, concurrency: float | None) -> dict[str, float]:
+    """One run of a vLLM or SGLang result: prompt and output tokens per request, clients, TTFT and TPOT."""
+    try:
+        completed = float(summary["completed"])
+        row = {
+            "input_tokens": float(summary["total_input_tokens"]) / completed,
+            "output_tokens": float(summary["total_output_tokens"]) / completed,
+            "ttft": float(summary["mean_ttft_ms"]) / 1e3,
+            "tpot": float(summary["mean_tpot_ms"]) / 1e3,
+        }
+    except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
+        raise InputError(
+            f"{where}: not a serving benchmark result (needs completed, total_input_tokens, total_output_tokens, "
+            f"mean_ttft_ms and mean_tpot_ms): {exc!s:.120}"
+        ) from None
+    clients = summary.get("max_concurrency") or concurrency
+    if not clients:
+        raise InputError(f"{where}: the result records no max_concurrency; give --concurrency")
+    row["concurrency"] = float(clients)
+    return row
+
+
+def _run_from_genai_perf(text: str, where: str, concurrency: float | None) -> dict[str, float]:
+    """One run of genai-perf's CSV export (the average column of its metric rows)."""
+    import csv
+    import io
+    import re
+
+    values: dict[str, float] = {}
+    for row in csv.reader(io.StringIO(text)):
+        if len(row) >= 2 and row[0].strip():
+            try:
+                values[row[0].strip().lower()] = float(row[1].replace(",", ""))
+            except ValueError:
+                continue
+
+    def find(*names: str) -> float:
+        for key, value in values.items():
+            if any(key.startswith(name) for name in names):
+                return value
+        raise InputError(f"{where}: genai-perf export without a row '{names[0]}'")
+
+    found = re.search(r"concurrency(\d+)", where)
+    clients = float(found.group(1)) if found else concurrency
+    if not clients:
+        raise InputError(
+            f"{where}: no concurrency in the path (genai-perf's ...-concurrency16/ folder); give --concurrency"
+        )
+    return {
+        "input_tokens": find("input sequence length"),
+        "output_tokens": find("output sequence length"),
+        "ttft": find("time to first token") / 1e3,
+        "tpot": find("inter token latency") / 1e3,
+        "concurrency": clients,
+    }
+
+
+def read_benchmark_files(
+    paths: Iterable[str | Path],
+    model: str,
+    accelerator: str,
+    engine: str,
+    precision: str = "bf16",
+    tensor_parallel: int = 1,
+    *,
+    concurrency: float | None = None,
+    arrivals: str = "dispersed",
+    registry: Any = None,
+) -> Any:
+    """Serving benchmark results as :func:`load_benchmarks` rows, to fit and check an engine on.
+
+    Reads vLLM's ``vllm bench serve`` JSON, SGLang's ``bench_serving`` JSONL (a line per run) and
+    genai-perf's CSV export (:data:`BENCHMARK_FORMATS`). The files do not record the deployment, so the
+    model, accelerator, engine, weight precision and tensor-parallel degree are given; ``concurrency``
+    stands in where a file records none.
+    """
+    import json
+
+    import pandas as pd
+
+    from .registry import load_registry
+
+    if isinstance(paths, str | Path) or not isinstance(paths, Iterable):
+        raise InputError(f"read_benchmark_files(): argument 'paths' must be a list of files, got {paths!r:.80}")
+    chosen = list(paths)
+    if not chosen or not all(isinstance(p, str | Path) for p in chosen):
+        raise InputError("read_benchmark_files(): argument 'paths' must be a non-empty list of file names")
+    if arrivals not in ("dispersed", "waves"):
+        raise InputError(f"read_benchmark_files(): argument 'arrivals' must be dispersed or waves, got {arrivals!r}")
+    reg = registry if registry is not None else load_registry()
+    profile_name = engine_name(engine, reg)
+    tp = count("read_benchmark_files", "tensor_parallel", tensor_parallel)
+    if concurrency is not None:
+        concurrency = float(count("read_benchmark_files", "concurrency", concurrency))
+    runs = []
+    for path in map(Path, chosen):
+        where = path.name if len(str(path)) > 200 else str(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise InputError(f"{where}: cannot read the file ({exc.strerror})") from None
+        suffix = path.suffix.lower()
+        if suffix == ".json":
+            runs.append(_run_from_summary(_json(json, text, where), where, concurrency))
+        elif suffix == ".jsonl":
+            lines = [line for line in text.splitlines() if line.strip()]
+            runs += [_run_from_summary(_json(json, line, where), where, concurrency) for line in lines]
+        elif suffix == ".csv":
+            runs.append(_run_from_genai_perf(text, str(path), concurrency))
+        else:
+            raise InputError(f"{where}: unknown benchmark format; expected {', '.join(BENCHMARK_FORMATS)}")
+    if not runs:
+        raise InputError("read_benchmark_files(): no benchmark runs in the files given")
+    frame = pd.DataFrame(runs)
+    return frame.assign(
+        model_path=reg.model(model).id,
+        system=reg.accelerator(accelerator).id,
+        backend=profile_name,
+        backend_version="user",
+        model=reg.model(model).id,
+        accelerator=reg.accelerator(accelerator).id,
+        precision=check_precision(precision),
+        engine=profile_name,
+        tensor_parallel=float(tp),
+        harness=f"{profile_name} user",
+        arrivals=arrivals,
+        client_overhead=0.0,
+        fit_client_overhead=False,
+    )
+
+
+def engine_name(engine: Any, registry: Any) -> str:
+    """The registry id of ``engine`` (an engine name); an :class:`InputError` naming the known ones."""
+    found = registry.engines.resolve(engine) if isinstance(engine, str) else None
+    if found is None or found == "generic":
+        known = ", ".join(sorted(k for k in registry.engines if k != "generic"))
+        raise InputError(f"argument 'engine' must be one of {known}, got {engine!r:.80}")
+    return found
+
+
+def _json(json: Any, text: str, where: str) -> Any:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{where}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    if not isinstance(value, Mapping):
+        raise InputError(f"{where}: a benchmark result is a JSON object, got {type(value).__name__}")
+    return value
+
+
+@dataclass(frozen=True)
+class UserCalibration:
+    """What ``servecalc calibrate`` found: the refit engine, its errors, and its interval."""
+
+    profile: EngineProfile
+    in_sample: tuple[float, float]  # median |error| of TTFT and TPOT in the fit
+    held_out: tuple[float, float]  # the same, each run predicted by a fit without it
+    interval: dict[str, tuple[float, float]]  # 80 % factors from the held-out ratios
+    runs: int
+
+
+def calibrate_engine(frame: Any, engine: str, *, registry: Any = None) -> UserCalibration:
+    """Refit ``engine``'s costs on a user's benchmark runs (:func:`read_benchmark_files`), and check them.
+
+    The fit is :func:`fit_profiles`'s, started from the engine's registry profile; each run is also
+    predicted by a fit without it (leave one run out), and the 10th-90th percentiles of those
+    held-out ratios (measured / predicted) are the engine's own 80 % interval.
+    """
+    import pandas as pd
+
+    from .performance import engine_profile
+
+    needed = {"ttft", "tpot", "engine", "input_tokens", "output_tokens", "concurrency", "tensor_parallel"}
+    if not isinstance(frame, pd.DataFrame) or not needed <= set(frame.columns):
+        raise InputError("calibrate_engine(): argument 'frame' must be read_benchmark_files()'s table of runs")
+    base = engine_profile(engine, registry)
+    if len(frame) < 3:
+        raise InputError(f"calibrate: {len(frame)} run(s); fitting three costs takes at least three benchmark runs")
+    start = {frame.engine.iloc[0]: base, None: base}
+    profile = fit_profiles(frame, start=start)[frame.engine.iloc[0]]
+    fitted = prediction_errors(frame, {frame.engine.iloc[0]: profile})
+    held = []
+    for index in range(len(frame)):
+        rest = frame.drop(index=frame.index[index])
+        refit = fit_profiles(rest, start=start)[frame.engine.iloc[0]]
+        held.append(prediction_errors(frame.iloc[[index]], {frame.engine.iloc[0]: refit}))
+    cv = pd.concat(held, ignore_index=True)
+    interval = {}
+    for metric in ("ttft", "tpot"):
+        ratio = 1 / (1 + cv[f"{metric}_error"].to_numpy())
+        interval[metric] = (float(np.quantile(ratio, 0.1)), float(np.quantile(ratio, 0.9)))
+
+    def medians(errors: Any) -> tuple[float, float]:
+        return float(np.median(np.abs(errors.ttft_error))), float(np.median(np.abs(errors.tpot_error)))
+
+    return UserCalibration(profile, medians(fitted), medians(cv), interval, len(frame))
+
+
+def engine_entry_yaml(calibration: UserCalibration, engine: str, accelerator: str, files: Iterable[str]) -> str:
+    """A registry file that overrides ``engine``'s fitted costs and interval with ``calibration``'s.
+
+    Loaded with ``--extra`` (or ``load_registry(extra=[...])``), the sizer, the simulator and the
+    launch configs use the calibrated engine; its own source (of kind ``fit``) names the files.
+    """
+    import yaml
+
+    from .registry import load_registry
+
+    if not isinstance(calibration, UserCalibration):
+        raise InputError("engine_entry_yaml(): argument 'calibration' must be calibrate_engine()'s result")
+    if not isinstance(accelerator, str) or not accelerator:
+        raise InputError(
+            f"engine_entry_yaml(): argument 'accelerator' must be an accelerator id, got {accelerator!r:.80}"
+        )
+    engine = engine_name(engine, load_registry())
+    files = [str(f) for f in files] if isinstance(files, Iterable) and not isinstance(files, str) else []
+    p = calibration.profile
+    listed = [Path(f).name for f in files]
+    names = ", ".join(listed) if len(listed) <= 3 else f"{listed[0]} ... {listed[-1]}"
+    source_id = f"servecalc-calibrate-{engine}"
+    document = {
+        "sources": [
+            {
+                "id": source_id,
+                "title": f"servecalc calibrate on {calibration.runs} benchmark runs ({names})",
+                "url": f"file:{listed[0] if listed else 'benchmarks'}",
+                "kind": "fit",
+                "note": (
+                    f"median |error| in the fit TTFT {calibration.in_sample[0]:.1%}, "
+                    f"TPOT {calibration.in_sample[1]:.1%}; "
+                    f"each run left out TTFT {calibration.held_out[0]:.1%}, TPOT {calibration.held_out[1]:.1%}"
+                ),
+            }
+        ],
+        "engines": [
+            {
+                "id": engine,
+                "step_overhead": f"{p.efficiency.step_overhead.m_as('ms'):.4g} ms",
+                "sequence_overhead": f"{p.efficiency.sequence_overhead.m_as('us'):.4g} us",
+                "request_overhead": f"{p.request_overhead.m_as('ms'):.4g} ms",
+                "prediction_interval": {
+                    "ttft": [round(v, 3) for v in calibration.interval["ttft"]],
+                    "tpot": [round(v, 3) for v in calibration.interval["tpot"]],
+                    "accelerators": [accelerator],
+                },
+                "sources": [
+                    {
+                        "source": source_id,
+                        "fields": ["step_overhead", "sequence_overhead", "request_overhead", "prediction_interval"],
+                    }
+                ],
+            }
+        ],
+    }
+    return yaml.safe_dump(document, sort_keys=False)

@@ -386,6 +386,16 @@ class TokenBudgetTier(_Strict):
     max_num_seqs: PositiveInt
 
 
+class EngineInterval(_Strict):
+    """An engine's own 80 % prediction interval (factors on the prediction), fitted on its benchmarks."""
+
+    ttft: tuple[Annotated[float, Field(gt=0)], Annotated[float, Field(gt=0)]]
+    tpot: tuple[Annotated[float, Field(gt=0)], Annotated[float, Field(gt=0)]]
+    accelerators: tuple[Identifier, ...] = Field(
+        (), description="accelerators the benchmarks ran on (elsewhere the interval widens)"
+    )
+
+
 class Engine(Entry):
     """A serving engine's scheduler defaults (each cited) and its fitted costs.
 
@@ -416,6 +426,9 @@ class Engine(Entry):
     step_overhead: Duration = Field(description="fixed cost of one iteration")
     sequence_overhead: Duration = Field(description="cost per running sequence per iteration")
     request_overhead: Duration = Field(description="time every request spends outside the GPU before its first token")
+    prediction_interval: EngineInterval | None = Field(
+        None, description="the engine's own 80 % interval, from its calibration's held-out errors"
+    )
 
     UNSOURCED: ClassVar[frozenset[str]] = Entry.UNSOURCED | {"versions"}
 

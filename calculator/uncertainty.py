@@ -30,6 +30,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+from typing import Any
 
 from ._paths import CALIBRATION_DIR
 
@@ -46,7 +47,9 @@ def _table() -> dict:
     return json.loads(INTERVALS_FILE.read_text())
 
 
-def prediction_interval(engine: str, accelerator: str, measured_kernels: bool) -> dict[str, tuple[float, float]]:
+def prediction_interval(
+    engine: str, accelerator: str, measured_kernels: bool, own: Any = None
+) -> dict[str, tuple[float, float]]:
     """The 80 % interval of TTFT and TPOT as factors ``(low, high)`` on the prediction.
 
     Parameters
@@ -58,8 +61,21 @@ def prediction_interval(engine: str, accelerator: str, measured_kernels: bool) -
         Registry id; the accelerators of the end-to-end fit get the cross-validated interval itself.
     measured_kernels : bool
         Whether the accelerator and precision have measured kernel tables.
+    own : registry.EngineInterval, optional
+        The engine's own interval (a calibration on the user's benchmarks): used instead of the packaged
+        one, on its own accelerators as it is and elsewhere widened by the cross-generation spread.
     """
     table = _table()
+    if own is not None:
+        spread = 0.0 if accelerator in own.accelerators else table["cross_gpu_spread"]
+        widen = 1.0 if measured_kernels else GENERIC_KERNEL_WIDENING
+        return {
+            metric: (
+                math.exp((min(math.log(getattr(own, metric)[0]), 0.0) - spread) * widen),
+                math.exp((max(math.log(getattr(own, metric)[1]), 0.0) + spread) * widen),
+            )
+            for metric in ("ttft", "tpot")
+        }
     intervals = table["intervals"]
     row = intervals.get(engine if isinstance(engine, str) else "generic", intervals["generic"])
     spread = 0.0 if accelerator in table["calibrated_accelerators"] else table["cross_gpu_spread"]

@@ -10,8 +10,11 @@ stable queue, a feasible plan). ``valid_call(name)`` returns the arguments of a 
 from __future__ import annotations
 
 import inspect
+import json
+import tempfile
 import typing
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import calculator
@@ -82,7 +85,31 @@ _PLAN = calculator.FleetPlan(
 )
 
 #: Arguments a function needs beyond its signature's kinds (a stable queue, a feasible plan).
+#: A benchmark result file of vLLM's layout, for the readers of the user's own benchmarks.
+_RESULTS = Path(tempfile.mkdtemp(prefix="servecalc-fuzz-")) / "run.json"
+_RESULTS.write_text(
+    json.dumps(
+        {"completed": 80, "total_input_tokens": 81920, "total_output_tokens": 20480, "mean_ttft_ms": 150.0,
+         "mean_tpot_ms": 12.0, "max_concurrency": 8}
+    ),
+    encoding="utf-8",
+)  # fmt: skip
+_CALIBRATION = calculator.UserCalibration(
+    calculator.ENGINES["vllm"], (0.1, 0.05), (0.12, 0.06), {"ttft": (0.8, 1.3), "tpot": (0.9, 1.1)}, 5
+)
+
 OVERRIDES: dict[str, dict[str, Any]] = {
+    "read_benchmark_files": {"paths": [_RESULTS], "model": "qwen3-32b", "accelerator": "h100-sxm", "engine": "vllm"},
+    "engine_entry_yaml": {
+        "calibration": _CALIBRATION,
+        "engine": "vllm",
+        "accelerator": "h100-sxm",
+        "files": ["a.json"],
+    },
+    "profile_from_entry": {
+        "entry": calculator.load_registry().engines["vllm"],
+        "sources": calculator.load_registry().sources,
+    },
     "launch_command": {"plan": _PLAN, "engine": "vllm"},
     "kv_cache_precision": {"model": "llama-3.1-8b", "accelerator": "h100-sxm", "precision": "fp8", "engine": "vllm"},
     "tensor_precision": {"device": calculator.load_registry().accelerator("h100-sxm"), "precision": "fp8"},

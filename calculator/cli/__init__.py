@@ -24,12 +24,13 @@ The modules, each registering its commands on :data:`app` when imported here:
   and ``compare``.
 * :mod:`~calculator.cli.simulate`: ``simulate`` and reading a plan written by ``size --json``.
 * :mod:`~calculator.cli.frontier`: ``frontier``.
+* :mod:`~calculator.cli.calibrate`: ``calibrate`` (an engine's costs fitted to the user's own benchmark files).
 """
 
 from __future__ import annotations
 
 # Importing a module registers its commands on app; the help lists them in the order of this import.
-from . import registry, size, simulate, frontier  # noqa: F401  # isort: skip
+from . import registry, size, simulate, frontier, calibrate  # noqa: F401  # isort: skip
 from ._app import app, main
 from .simulate import _plan_from_json as _plan_from_json
 

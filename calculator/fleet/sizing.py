@@ -200,7 +200,9 @@ class _Search:
 
         The interval of the plan itself, not of whichever configuration would win there.
         """
-        bands = prediction_interval(self.profile.name, family.accelerator, family.arrays.measured)
+        bands = prediction_interval(
+            self.profile.name, family.accelerator, family.arrays.measured, self.profile.interval
+        )
         # Step times (prefill and decode) scale by the TPOT band: it measures the step model. The
         # TTFT band is wider because it carries a benchmark's queueing, which the sizer models itself.
         scales = {(family.accelerator, family.precision): (bands["tpot"][end], bands["tpot"][end])}
@@ -405,7 +407,7 @@ def size_fleet(
     _, family, key, i, j, out, replica_count, ok = best
     del rejected[key]
     binding = _binding(out, ok, i, j)
-    bands = prediction_interval(profile.name, family.accelerator, family.arrays.measured)
+    bands = prediction_interval(profile.name, family.accelerator, family.arrays.measured, profile.interval)
     tp = int(tps[i])
     replicas = int(replica_count)
     gpus_low, gpus_high = (search.gpus_at(end, family, i) for end in (0, 1))

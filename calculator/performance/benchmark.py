@@ -397,7 +397,7 @@ def predict_benchmark(
         return value.item() if scalar else value
 
     ttft, tpot = result["ttft"], result["tpot"]
-    bands = prediction_interval(profile.name, a.accelerator, a.measured)
+    bands = prediction_interval(profile.name, a.accelerator, a.measured, profile.interval)
     return BenchmarkPrediction(
         ttft=Q_(out(ttft), "s"),
         tpot=Q_(out(tpot), "s"),

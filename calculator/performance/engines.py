@@ -10,6 +10,7 @@ cache a replica holds follows the engine's memory policy (:func:`kv_capacity_tok
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -79,6 +80,11 @@ class Efficiency(Result):
             if not value.magnitude >= 0:
                 raise InputError(f"Efficiency: '{name}' must be >= 0, got {value!r}")
 
+    @functools.cached_property
+    def fixed_seconds(self) -> tuple[float, float]:
+        """``(step_overhead, sequence_overhead)`` in seconds (plain floats for the inner loops)."""
+        return float(self.step_overhead.m_as("s")), float(self.sequence_overhead.m_as("s"))
+
     def replace(self, **changes: Any) -> Efficiency:
         """A copy with some parameters changed."""
         return dataclasses.replace(self, **changes)
@@ -138,6 +144,8 @@ class EngineProfile(Result):
     quantized_kv_precision : str
         The KV-cache precision the engine runs, with no KV flag, for FP8/FP4 weights whose checkpoint's own
         KV declaration is not in the registry (``performance.KV_PRECISION_RULE``).
+    interval : registry.EngineInterval or None
+        The engine's own prediction interval (``servecalc calibrate``); ``None``: the packaged intervals.
     source : str
         Where the defaults and fitted values come from.
     citations : mapping of str to str
@@ -164,6 +172,7 @@ class EngineProfile(Result):
     citations: Mapping[str, str] = field(default_factory=dict)
     per_accelerator: Mapping[str, Efficiency] = field(default_factory=dict)
     quantized_kv_precision: str = "fp8"
+    interval: Any = None
 
     def __post_init__(self) -> None:
         if self.quantized_kv_precision not in ("fp8", "bf16", "fp16"):
@@ -209,6 +218,13 @@ def profile_from_entry(entry: Any, sources: Mapping[str, Any]) -> EngineProfile:
     ``citations`` maps each documented field to its source's note and title; the fields a source of
     kind ``fit`` covers are named in ``source``.
     """
+    from ..registry import Engine
+
+    if not isinstance(entry, Engine) or not isinstance(sources, Mapping):
+        raise InputError(
+            "profile_from_entry(): needs a registry Engine entry and the registry's sources, "
+            f"got {type(entry).__name__}"
+        )
     hbm, comp, link, floor = GENERIC_FRACTIONS
     tiers = tuple(
         (tier.min_device_memory.m_as("GB") if tier.min_device_memory else 0.0, tier.max_num_tokens, tier.max_num_seqs)
@@ -244,6 +260,7 @@ def profile_from_entry(entry: Any, sources: Mapping[str, Any]) -> EngineProfile:
         source=source,
         citations=citations,
         quantized_kv_precision=entry.quantized_kv_precision,
+        interval=entry.prediction_interval,
     )
 
 

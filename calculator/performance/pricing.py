@@ -243,7 +243,8 @@ def iteration_seconds(
     tp, decode, context, prefill, requests, prior, tokens = np.broadcast_arrays(
         *(np.asarray(v, dtype=float) for v in (tensor_parallel, decode, context, prefill, requests, prior, tokens))
     )
-    fixed = eff.step_overhead.m_as("s") + eff.sequence_overhead.m_as("s") * (decode + requests)
+    step_cost, sequence_cost = eff.fixed_seconds
+    fixed = step_cost + sequence_cost * (decode + requests)
     if not eff.kernels:
         return fixed + _roofline_iteration(a, eff, tp, decode, context, tokens, prefill, requests, prior)
     out = np.empty(tp.shape)

@@ -1,0 +1,90 @@
+"""``servecalc calibrate``: fit an engine's costs to your own serving benchmarks, write them as a registry file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ._app import ExtraOption, _fail, _library_errors, _load, app
+
+
+@app.command("calibrate")
+def calibrate_command(
+    files: Annotated[
+        list[Path],
+        typer.Argument(
+            metavar="FILE...",
+            help="Benchmark results: vLLM 'vllm bench serve --save-result' JSON, SGLang bench_serving JSONL, "
+            "genai-perf CSV exports.",
+        ),
+    ],
+    model: Annotated[str, typer.Option("--model", metavar="MODEL", help="Registry model id the runs served.")],
+    accelerator: Annotated[
+        str, typer.Option("--accelerator", "-a", metavar="GPU", help="Registry accelerator id they ran on.")
+    ],
+    engine: Annotated[str, typer.Option("--engine", metavar="ENGINE", help="vllm, sglang or trtllm.")],
+    precision: Annotated[
+        str, typer.Option("--precision", "-p", metavar="PRECISION", help="Weight precision.")
+    ] = "bf16",
+    tp: Annotated[int, typer.Option("--tp", metavar="INT", min=1, help="Tensor-parallel degree of the runs.")] = 1,
+    concurrency: Annotated[
+        float | None,
+        typer.Option(metavar="INT", min=1, help="Clients, for files that record none (genai-perf CSV)."),
+    ] = None,
+    arrivals: Annotated[
+        str,
+        typer.Option(
+            metavar="dispersed|waves",
+            help="How the harness's clients met: 'waves' if it sent identical requests that stayed together.",
+        ),
+    ] = "dispersed",
+    write: Annotated[
+        Path | None,
+        typer.Option(
+            "--write",
+            metavar="FILE",
+            help="Write the calibrated engine as a registry file (then pass it with --extra to size, simulate).",
+        ),
+    ] = None,
+    extra: ExtraOption = None,
+) -> None:
+    """Fit ENGINE's per-iteration, per-sequence and per-request costs to your own benchmark runs.
+
+    Prints the fit, its error in the fit and with each run left out, and the 80% interval those
+    held-out errors give; --write stores the engine as a registry file that the sizer, the simulator
+    and --emit use when passed with --extra.
+    """
+    from ..calibration import calibrate_engine, engine_entry_yaml, read_benchmark_files
+    from ..registry import load_registry
+
+    registry = _load(None, extra)
+    with _library_errors():
+        frame = read_benchmark_files(
+            files, model, accelerator, engine, precision, tp, concurrency=concurrency, arrivals=arrivals,
+            registry=registry,
+        )  # fmt: skip
+        result = calibrate_engine(frame, engine, registry=registry)
+        text = engine_entry_yaml(result, engine, registry.accelerator(accelerator).id, [str(f) for f in files])
+    p = result.profile
+    lines = [
+        f"calibrated {p.name} on {result.runs} runs of {model} on {tp} x {accelerator} at {precision}",
+        f"step_overhead: {p.efficiency.step_overhead.m_as('ms'):.4g} ms",
+        f"sequence_overhead: {p.efficiency.sequence_overhead.m_as('us'):.4g} us",
+        f"request_overhead: {p.request_overhead.m_as('ms'):.4g} ms",
+        f"median |error| in the fit: TTFT {result.in_sample[0]:.1%}, TPOT {result.in_sample[1]:.1%}",
+        f"each run left out: TTFT {result.held_out[0]:.1%}, TPOT {result.held_out[1]:.1%}",
+        "80% interval (factors on a prediction): "
+        f"TTFT {result.interval['ttft'][0]:.3g}-{result.interval['ttft'][1]:.3g}, "
+        f"TPOT {result.interval['tpot'][0]:.3g}-{result.interval['tpot'][1]:.3g}",
+    ]
+    typer.echo("\n".join(lines))
+    if write is not None:
+        try:
+            write.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise _fail(f"--write: cannot write {write.name} ({exc.strerror})") from None
+        with _library_errors():
+            load_registry(extra=[*(extra or []), write])  # the file it wrote is a valid registry file
+        typer.echo(f"wrote {write}; use it with --extra {write}")

@@ -25,7 +25,6 @@ import functools
 import json
 import math
 import weakref
-from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -39,6 +38,7 @@ from pydantic import (
     ConfigDict,
     Field,
     PlainSerializer,
+    PrivateAttr,
     ValidationError,
     WithJsonSchema,
     model_validator,
@@ -201,11 +201,26 @@ class Entry(_Strict):
     aliases: tuple[str, ...] = Field(
         (), description="other names users know it by (a Hugging Face id, a benchmark's system name)"
     )
+    #: The registry the entry was loaded into (a weak reference), where the ids inside it resolve.
+    _registry: Any = PrivateAttr(default=None)
 
     #: Fields that are labels, not values, and so need no source.
     UNSOURCED: ClassVar[frozenset[str]] = frozenset(
         {"id", "name", "provenance", "sources", "kind", "vendor", "architecture", "aliases"}
     )
+
+    def __eq__(self, other: object) -> bool:
+        """Entries are equal when their fields are, whichever registry they were loaded into."""
+        return type(self) is type(other) and self.__dict__ == other.__dict__
+
+    def __hash__(self) -> int:
+        return hash((type(self), self.id))
+
+    def __getstate__(self) -> dict[Any, Any]:
+        """A pickled entry leaves its registry behind (ids then resolve in the default registry)."""
+        state = super().__getstate__()
+        state["__pydantic_private__"] = {**(state.get("__pydantic_private__") or {}), "_registry": None}
+        return state
 
     def sourced_fields(self) -> list[str]:
         """The fields that carry values and so must be covered by a source."""
@@ -552,7 +567,10 @@ class Registry:
         self.engines = Section("engine", sections["engines"])
         self.sources = Section("source", sources)
         self.files = files
-        _RECENT.append(weakref.ref(self))
+        home = weakref.ref(self)
+        for name in SECTIONS:
+            for entry in getattr(self, name).values():
+                entry._registry = home
 
     def __repr__(self) -> str:
         counts = ", ".join(f"{len(getattr(self, s))} {s}" for s in (*SECTIONS, "sources"))
@@ -594,28 +612,17 @@ class Registry:
         return value if isinstance(value, Engine) else self.engines[value]
 
 
-#: Registries loaded recently, newest last: an entry object finds the registry it came from.
-_RECENT: deque[weakref.ref[Registry]] = deque(maxlen=64)
-
-
 def registry_of(entry: Any, registry: Registry | None = None) -> Registry:
     """The registry an entry object came from, to resolve the ids inside it (a host link, a price's GPU).
 
-    ``registry`` wins when given; otherwise the most recent registry holding this very object, or
-    the default registry (:func:`load_registry`) for an object made by hand.
+    ``registry`` wins when given; otherwise the registry the entry was loaded into (each entry keeps a
+    weak reference to it), or the default registry (:func:`load_registry`) for an object made by hand.
     """
     if registry is not None:
         return registry
-    entry_id = getattr(entry, "id", None)
-    for ref in reversed(_RECENT):
-        candidate = ref()
-        if candidate is None or not isinstance(entry_id, str):
-            continue
-        for name in (*SECTIONS, "sources"):
-            section = getattr(candidate, name)
-            if entry_id in section and section[entry_id] is entry:
-                return candidate
-    return load_registry()
+    home = getattr(entry, "_registry", None)
+    found = home() if home is not None else None
+    return found if found is not None else load_registry()
 
 
 # --------------------------------------------------------------------------------------------

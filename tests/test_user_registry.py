@@ -239,3 +239,70 @@ def test_an_engine_default_changed_in_a_user_file_reaches_the_sizer_and_the_laun
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "--max-num-batched-tokens 2048" in result.stdout
+
+
+def test_every_public_function_resolves_ids_that_only_a_user_file_defines(user_file, tmp_path):
+    # Issue 22, item 1: each public function resolves ids once, in the registry it was given. Every
+    # function the harness can call (tests/public_calls.py) is called with the user's model, accelerator
+    # and interconnect, which the packaged registry lacks: no "unknown id" error may come back.
+    import inspect
+
+    from public_calls import ENTRIES, kinds, public_functions, valid_call
+
+    from calculator.errors import UnknownEntryError
+
+    model_file = tmp_path / "model.yaml"
+    model_file.write_text(USER.split("interconnects:")[0] + USER_MODEL, encoding="utf-8")
+    reg = load_registry(extra=[user_file, model_file])
+    ours = {"model": "my-model", "accelerator": "my-gpu", "interconnect": "my-fabric"}
+    called: list[str] = []
+    unknown: list[str] = []
+    for name, function in sorted(public_functions().items()):
+        if "registry" not in inspect.signature(function).parameters:
+            continue
+        call = valid_call(name)
+        if call is None:
+            continue
+        swapped = {a: ours[d.kind] for a, d in kinds(function).items() if d.kind in ours and a in call}
+        swapped |= {a: "my-gpu" for a, d in kinds(function).items() if d.kind == "capacity" and a in call}
+        if not swapped:
+            continue
+        called.append(name)
+        try:
+            function(**{**call, **swapped, "registry": reg})
+        except UnknownEntryError as error:
+            unknown.append(f"{name}: {error}")
+        except Exception:  # another error (the user's model may not fit there) is not the point
+            pass
+    assert not unknown, unknown
+    assert {"decode_step_time", "prefill_time", "predict_benchmark", "size_fleet", "frontier", "model_memory_fit",
+            "step_arrays", "kv_cache_precision", "weights_source"} <= set(called), sorted(called)  # fmt: skip
+    assert set(ENTRIES) >= {"model", "accelerator"}
+    # a plan of the user's ids: its simulation and its launch config resolve them too (the plan records the files)
+    from calculator.deploy import launch_command
+
+    plan = size_fleet(
+        "my-model", "my-gpu", "bf16", Q_(5, "request/s"), 1024, 256, Q_(2, "s"), Q_(60, "ms"), registry=reg
+    )
+    assert plan.feasible, plan.reason
+    assert launch_command(plan, "vllm").weights.repo == "my-model"  # no Hugging Face alias: the registry id
+    assert verify_plan(plan, seeds=1, requests=1000).simulated_replicas is not None
+
+
+def test_an_entry_knows_its_registry_and_compares_by_its_fields(user_file):
+    # an entry finds the registry it was loaded into (to resolve the ids inside it) without changing
+    # what it is: the packaged H100 in a user's registry equals the packaged one and keeps its kernel
+    # tables; a pickled entry (a process pool, a dashboard cache) leaves the registry behind
+    import pickle
+
+    from calculator.kernels import tables_for
+    from calculator.registry import registry_of
+
+    base, mine = load_registry(), load_registry(extra=[user_file])
+    ours, packaged = mine.accelerators["h100-sxm"], base.accelerators["h100-sxm"]
+    assert registry_of(ours) is mine and registry_of(packaged) is base
+    assert ours == packaged and hash(ours) == hash(packaged)
+    assert tables_for(ours, registry=mine).measured
+    assert registry_of(mine.accelerators["my-gpu"]) is mine
+    again = pickle.loads(pickle.dumps(mine.accelerators["my-gpu"]))  # our own bytes
+    assert again == mine.accelerators["my-gpu"] and registry_of(again) is base

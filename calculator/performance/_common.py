@@ -26,5 +26,6 @@ def _counts(function: str, argument: str, value: Any, minimum: int = 1) -> np.nd
     return np.asarray(count(function, argument, value, minimum), dtype=float)
 
 
-def _tp(model: Any, tensor_parallel: Any, function: str) -> np.ndarray:
-    return np.asarray(check_tensor_parallel(model_of(model), tensor_parallel, function), dtype=float)
+def _tp(model: Any, tensor_parallel: Any, function: str, registry: Any = None) -> np.ndarray:
+    """The tensor-parallel degrees, checked against ``model`` (resolved in ``registry``)."""
+    return np.asarray(check_tensor_parallel(model_of(model, registry), tensor_parallel, function), dtype=float)

@@ -90,7 +90,7 @@ def decode_step_time(
     5.2
     """
     a = step_arrays(model, accelerator, precision, kv_precision, engine=engine, registry=registry)
-    tp = _tp(model, tensor_parallel, "decode_step_time")
+    tp = _tp(model, tensor_parallel, "decode_step_time", registry)
     seconds = decode_step_seconds(
         a,
         _efficiency(engine, efficiency, a.accelerator, registry),
@@ -120,7 +120,7 @@ def prefill_time(
     <Quantity(..., 'millisecond')>
     """
     a = step_arrays(model, accelerator, precision, engine=engine, registry=registry)
-    tp = _tp(model, tensor_parallel, "prefill_time")
+    tp = _tp(model, tensor_parallel, "prefill_time", registry)
     prompt = _counts("prefill_time", "prompt_tokens", prompt_tokens)
     seconds = prefill_seconds(a, _efficiency(engine, efficiency, a.accelerator, registry), tp, prompt)
     return _seconds(seconds)

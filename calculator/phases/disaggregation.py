@@ -36,14 +36,14 @@ __all__ = [
 # Disaggregation (section 10.8.3) and preemption (section 10.7.7)
 
 
-def _link(function: str, link: Any) -> tuple[float, float]:
-    """(bandwidth B/s, startup latency s) from a bandwidth quantity or a registry interconnect."""
+def _link(function: str, link: Any, registry: Any) -> tuple[float, float]:
+    """(bandwidth B/s, startup latency s) from a bandwidth quantity or an interconnect (id in ``registry``)."""
     if isinstance(link, Q_):
         return magnitude(function, "link", link, "B/s", "positive"), 0.0
     if isinstance(link, str):
         from ..registry import load_registry
 
-        link = load_registry().interconnect(link)
+        link = (registry if registry is not None else load_registry()).interconnect(link)
     if not hasattr(link, "bandwidth"):
         raise InputError(f"{function}(): argument 'link' must be a bandwidth or an interconnect, got {link!r}")
     latency = link.startup_latency.m_as("s") if getattr(link, "startup_latency", None) is not None else 0.0
@@ -88,7 +88,7 @@ def model_kv_handoff_time(
     95.4
     """
     name = "model_kv_handoff_time"
-    bandwidth, latency = _link(name, link)
+    bandwidth, latency = _link(name, link, registry)
     if startup_latency is not None:
         latency = magnitude(name, "startup_latency", startup_latency, "s")
     tokens = count(name, "prompt_tokens", prompt_tokens)
@@ -156,7 +156,7 @@ def preemption_costs(
     name = "preemption_costs"
     setup = _device_setup(name, model, accelerator, precision, tensor_parallel, None, kv_precision, registry=registry)
     tokens = count(name, "context", context)
-    bandwidth, latency = _link(name, host_link)
+    bandwidth, latency = _link(name, host_link, registry)
     held = kv_cache_bytes.numeric(batch=1, context=tokens, kv_per_token=setup["kv_per_token"])
     one_way = kv_handoff_time.numeric(kv_bytes=held, link_bandwidth=bandwidth, startup_latency=latency)
     rebuild = roofline_prefill_time(

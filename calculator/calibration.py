@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,6 +27,9 @@ from .errors import InputError
 from .performance import ENGINES, EngineProfile, closed_loop_seconds, step_arrays
 from .precision import check_precision
 from .units import Q_
+
+if TYPE_CHECKING:
+    from .registry import Registry
 
 __all__ = [
     "CALIBRATION_DIR",
@@ -580,11 +583,14 @@ def calibrate_engine(frame: Any, engine: str, *, registry: Any = None) -> UserCa
     return UserCalibration(profile, medians(fitted), medians(cv), interval, len(frame))
 
 
-def engine_entry_yaml(calibration: UserCalibration, engine: str, accelerator: str, files: Iterable[str]) -> str:
+def engine_entry_yaml(
+    calibration: UserCalibration, engine: str, accelerator: str, files: Iterable[str], registry: Registry | None = None
+) -> str:
     """A registry file that overrides ``engine``'s fitted costs and interval with ``calibration``'s.
 
     Loaded with ``--extra`` (or ``load_registry(extra=[...])``), the sizer, the simulator and the
     launch configs use the calibrated engine; its own source (of kind ``fit``) names the files.
+    ``engine`` is resolved in ``registry`` (default: the packaged one).
     """
     import yaml
 
@@ -596,7 +602,7 @@ def engine_entry_yaml(calibration: UserCalibration, engine: str, accelerator: st
         raise InputError(
             f"engine_entry_yaml(): argument 'accelerator' must be an accelerator id, got {accelerator!r:.80}"
         )
-    engine = engine_name(engine, load_registry())
+    engine = engine_name(engine, registry if registry is not None else load_registry())
     files = [str(f) for f in files] if isinstance(files, Iterable) and not isinstance(files, str) else []
     p = calibration.profile
     listed = [Path(f).name for f in files]

@@ -297,15 +297,15 @@ def _input_value(value: Any) -> Any:
 _PER_SECOND = ureg.parse_units("request/s").dimensionality
 
 
-def _registry_ids(grids: Mapping[str, Any]) -> tuple[str, ...]:
-    """The registry entries named by string (or registry-object) inputs, by id."""
+def _registry_ids(grids: Mapping[str, Any], registry: Registry | None = None) -> tuple[str, ...]:
+    """The registry entries named by string (or registry-object) inputs, by id (in ``registry``)."""
     items = [item for value in grids.values() for item in (value if isinstance(value, list | tuple) else [value])]
     names = [item for item in items if isinstance(item, str)]
     ids = [item.id for item in items if hasattr(item, "sources") and hasattr(item, "id")]
     if names:  # the registry loads only when some input could name an entry
         from .registry import load_registry
 
-        reg = load_registry()
+        reg = registry if registry is not None else load_registry()
         for name in names:
             try:
                 ids.append(reg.find(name)[1].id)
@@ -428,10 +428,10 @@ def sweep_fleet(
     from .export import Provenance
     from .registry import load_registry
 
-    reg = load_registry()
-    ids = list(_registry_ids({"model": model, "accelerator": accelerator}))
+    reg = registry if registry is not None else load_registry()
+    ids = list(_registry_ids({"model": model, "accelerator": accelerator}, reg))
     if options.get("price") is None:
-        ids += [default_price_entry(a).id for a in dict.fromkeys(_axis_values("accelerator", accelerator))]
+        ids += [default_price_entry(a, reg).id for a in dict.fromkeys(_axis_values("accelerator", accelerator))]
     if options.get("speculation") is not None:
         ids.append(reg.model(options["speculation"].draft_model).id)
     frame.attrs["provenance"] = Provenance(models=("fleet.size_fleet",), inputs=grids, registry_ids=tuple(ids))

@@ -306,3 +306,16 @@ def test_an_entry_knows_its_registry_and_compares_by_its_fields(user_file):
     assert registry_of(mine.accelerators["my-gpu"]) is mine
     again = pickle.loads(pickle.dumps(mine.accelerators["my-gpu"]))  # our own bytes
     assert again == mine.accelerators["my-gpu"] and registry_of(again) is base
+
+
+def test_a_fleet_sweep_over_a_user_accelerator_cites_the_users_price(user_file):
+    from calculator.sweeps import sweep_fleet
+
+    registry = load_registry(extra=[user_file])
+    frame = sweep_fleet(
+        "llama-3.1-8b", ["my-gpu", "h100-sxm"], "fp8", Q_([10, 20], "request/s"), 1024, 256,
+        Q_(1, "s"), Q_(50, "ms"), registry=registry,
+    )  # fmt: skip
+    assert len(frame) == 4
+    cited = frame.attrs["provenance"].registry_ids
+    assert {"my-gpu", "my-gpu-on-demand", "llama-3.1-8b"} <= set(cited), cited

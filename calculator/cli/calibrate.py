@@ -66,7 +66,8 @@ def calibrate_command(
             registry=registry,
         )  # fmt: skip
         result = calibrate_engine(frame, engine, registry=registry)
-        text = engine_entry_yaml(result, engine, registry.accelerator(accelerator).id, [str(f) for f in files])
+        device = registry.accelerator(accelerator).id
+        text = engine_entry_yaml(result, engine, device, [str(f) for f in files], registry)
     p = result.profile
     lines = [
         f"calibrated {p.name} on {result.runs} runs of {model} on {tp} x {accelerator} at {precision}",

@@ -12,6 +12,7 @@ from calculator.deploy import kubernetes_manifest, launch_command
 from calculator.economics import cost_per_million_tokens
 from calculator.errors import InputError
 from calculator.fleet import default_price_entry, frontier, relax_targets, size_fleet
+from calculator.fleet.flat import flat_parts
 from calculator.plots import frontier_figure, kv_occupancy_over_time, latency_distribution, verification_chart
 from calculator.precision import PRECISIONS
 from calculator.queueing import replica_demand, utilization
@@ -54,7 +55,7 @@ def _sizing_args(extra, model, accelerators, precisions, rate, prompt, output, t
 @st.cache_data(show_spinner="Sizing every configuration...", max_entries=64)
 def plan_for(extra, model, accelerators, precisions, rate, prompt, output, ttft_ms, tpot_ms, options):
     args = _sizing_args(extra, model, accelerators, precisions, rate, prompt, output, ttft_ms, tpot_ms)
-    return size_fleet(*args, **_options(options))
+    return size_fleet(**flat_parts(*args, **_options(options)))
 
 
 @st.cache_data(show_spinner="Searching the closest feasible targets...", max_entries=32)
@@ -453,10 +454,10 @@ def _show_verification(plan, verification):
     targets = plan.targets
     left, right = st.columns(2)
     with left:
-        figure = latency_distribution(result, "ttft", targets["ttft"], targets.get("ttft_percentile"))
+        figure = latency_distribution(result, "ttft", targets.ttft, targets.ttft_percentile)
         st.plotly_chart(figure, key="ttft-cdf")
     with right:
-        st.plotly_chart(latency_distribution(result, "tpot", targets["tpot"]), key="tpot-cdf")
+        st.plotly_chart(latency_distribution(result, "tpot", targets.tpot), key="tpot-cdf")
     attainment = pd.DataFrame(
         [
             {

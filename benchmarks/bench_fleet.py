@@ -8,7 +8,7 @@ import time
 
 sys.path.insert(0, ".")
 
-from calculator.fleet import size_fleet
+from calculator.fleet import Costs, SearchSpace, Targets, Workload, size_fleet
 from calculator.units import Q_
 
 ACCELERATORS = ["h100-sxm", "h200-sxm", "a100-sxm-80gb", "b200-sxm", "gb200", "l40s", "mi300x", "h100-pcie"]
@@ -17,15 +17,10 @@ ACCELERATORS = ["h100-sxm", "h200-sxm", "a100-sxm-80gb", "b200-sxm", "gb200", "l
 def run():
     return size_fleet(
         "llama-3.1-70b",
-        ACCELERATORS,
-        ["bf16", "fp8", "int4"],
-        Q_(20, "request/s"),
-        1024,
-        256,
-        Q_(1, "s"),
-        Q_(50, "ms"),
-        price=Q_(4, "USD/hour"),
-        batches=range(1, 1025),
+        Workload(Q_(20, "request/s"), 1024, 256),
+        Targets(Q_(1, "s"), Q_(50, "ms")),
+        SearchSpace(ACCELERATORS, ["bf16", "fp8", "int4"], batches=tuple(range(1, 1025))),
+        costs=Costs(Q_(4, "USD/hour")),
     )
 
 

@@ -12,7 +12,7 @@ import time
 
 sys.path.insert(0, ".")
 
-from calculator.fleet import size_fleet
+from calculator.fleet import Costs, SearchSpace, ServingOptions, Targets, Workload, size_fleet
 from calculator.simulation import verify_plan
 from calculator.units import Q_
 
@@ -66,20 +66,12 @@ def main(markdown: bool = False, max_utilization: float = 0.8) -> None:
         start = time.perf_counter()
         plan = size_fleet(
             model,
-            gpu,
-            precision,
-            Q_(rate, "request/s"),
-            inputs,
-            outputs,
-            Q_(ttft, "ms"),
-            Q_(tpot, "ms"),
-            ttft_percentile=pct,
+            Workload(Q_(rate, "request/s"), inputs, outputs, input_cv=icv, output_cv=ocv),
+            Targets(Q_(ttft, "ms"), Q_(tpot, "ms"), ttft_percentile=pct, max_utilization=max_utilization),
+            SearchSpace(gpu, precision),
             engine=engine,
-            router=router,
-            input_cv=icv,
-            output_cv=ocv,
-            price=Q_(3, "USD/hour"),
-            max_utilization=max_utilization,
+            serving=ServingOptions(router=router),
+            costs=Costs(Q_(3, "USD/hour")),
         )
         if not plan.feasible:
             rows.append((scenario, None, None, plan.reason, time.perf_counter() - start))

@@ -229,7 +229,7 @@ def _feasible(plan: Any) -> Any:
 def _registry(plan: Any, registry: Any) -> Any:
     from .registry import load_registry
 
-    return registry if registry is not None else load_registry(extra=tuple(plan.targets.get("registry_files", ())))
+    return registry if registry is not None else load_registry(extra=plan.registry_files)
 
 
 def _hf_name(model: Any) -> str:
@@ -321,7 +321,7 @@ def launch_command(plan: FleetPlan, engine: str, *, registry: Registry | None = 
     The weights are the plan's (:func:`weights_source`), the KV cache at the plan's precision, tensor
     parallelism ``plan.tensor_parallel``, the sequence cap ``plan.batch``, the memory fraction the engine
     profile's (SGLang: the ``mem_fraction_static`` its default formula gives on the accelerator), and the
-    token budget ``plan.targets["chunk_size"]`` or the profile's default for the accelerator. An
+    token budget ``plan.serving.chunk_size`` or the profile's default for the accelerator. An
     infeasible plan, an unknown engine, or weights the engine cannot load at the plan's precision are an
     :class:`~calculator.errors.InputError`.
     """
@@ -337,10 +337,10 @@ def launch_command(plan: FleetPlan, engine: str, *, registry: Registry | None = 
     device = reg.accelerator(plan.accelerator)
     memory = device.memory.m_as("B")
     default_budget = profile.limits(memory, plan.accelerator)[0]
-    budget = int(plan.targets.get("chunk_size") or default_budget)
+    budget = int(plan.serving.chunk_size or default_budget)
     tp, batch = int(plan.tensor_parallel), int(plan.batch)
     weights = weights_source(model, plan.precision, name, registry=reg)
-    kv = check_precision(plan.kv_precision or plan.targets.get("kv_precision") or "bf16", "kv_precision")
+    kv = check_precision(plan.kv_precision or "bf16", "kv_precision")
     notes: list[str] = []
     files: dict[str, str] = {}
     options: dict[str, Any] = {}
@@ -384,11 +384,9 @@ def launch_command(plan: FleetPlan, engine: str, *, registry: Registry | None = 
         value = _kv_flag(name, kv, weights)
         if value is not None:
             flags["--kv-cache-dtype"] = value
-    draft = plan.targets.get("draft")
-    if draft:
-        _speculative_flags(name, flags, options, _hf_name(reg.model(draft["model"])), int(draft["length"]))
-    elif plan.targets.get("speculation"):  # a plan that records no draft (written by an older version)
-        notes.append("the plan assumes speculative decoding: configure the draft model and draft length by hand")
+    draft = plan.serving.speculation
+    if draft is not None:
+        _speculative_flags(name, flags, options, _hf_name(reg.model(draft.draft_model)), draft.draft_length)
     if options:
         import yaml
 

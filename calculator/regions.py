@@ -18,7 +18,7 @@ from ._support import instances, mapping
 from .errors import InputError
 from .formula import check_domain, formula, var
 from .results import Result
-from .types import MoneyPerRequest, Time
+from .types import MoneyPerRequest, Rate, Time
 from .units import Q_, check_units, shown
 
 __all__ = [
@@ -435,9 +435,9 @@ class FailoverHeadroom(Result):
     """Survivor loads after a regional failure: utilization per region, feasibility and shortfall."""
 
     utilization: dict[str, float]
-    moved_load: Any
-    spare_capacity: Any
-    shortfall: Any
+    moved_load: Rate
+    spare_capacity: Rate
+    shortfall: Rate
     feasible: bool
     reason: str
 

@@ -145,7 +145,7 @@ class SpeculativeTiming(Result):
     round_time: Time
     tpot: Time
     tbt_gap: Time
-    speedup: Any
+    speedup: Number
 
 
 @check_units(target_step_time="s")

@@ -337,7 +337,10 @@ _NOT_AXES = frozenset({"tensor_parallel", "batches", "progress", "verify_options
 #: Plan fields a sweep leaves out: the notes on other families, the inputs a sweep already has as
 #: columns (the workload and targets a plan records for its simulation check), and the simulation
 #: check itself (a sweep does not simulate; ``verify_plan`` checks a chosen point).
-_PLAN_INPUTS = ("rejected.", "rejections", "workload.", "targets.", "verification", "simulated_replicas")
+_PLAN_INPUTS = (
+    "rejected.", "rejections", "workload.", "targets.", "serving.", "registry_files", "verification",
+    "simulated_replicas",
+)  # fmt: skip
 
 
 def sweep_fleet(
@@ -398,7 +401,8 @@ def sweep_fleet(
     """
     import pandas as pd
 
-    from .fleet import default_price_entry, size_fleet
+    from .fleet import default_price_entry
+    from .fleet.flat import _size_fleet_flat
 
     grids = {
         "model": model,
@@ -417,7 +421,7 @@ def sweep_fleet(
     rows = []
     for combination in itertools.product(*axes.values()):
         point = {**grids, **dict(zip(axes, combination, strict=True))}
-        plan = size_fleet(**point, registry=registry)
+        plan = _size_fleet_flat(**point, registry=registry)
         given = {n: _input_value(v) for n, v in point.items() if n not in _NOT_AXES and not isinstance(v, dict)}
         results = {
             k: v for k, v in flatten(plan.to_dict()).items() if k not in repeated and not k.startswith(_PLAN_INPUTS)

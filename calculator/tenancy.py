@@ -12,7 +12,7 @@ import threading
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -22,6 +22,9 @@ from .formula import check_domain
 from .results import Result, floor_count
 from .types import Bytes, Count, Rate, Time
 from .units import Q_, check_units, shown, ureg
+
+if TYPE_CHECKING:
+    from pint import Quantity
 
 __all__ = [
     "KvPoolContention",
@@ -207,8 +210,8 @@ def tenant_burst(
 class FairAllocation(Result):
     """Max-min fair allocation: per-tenant amounts, the water level per unit weight, who is satisfied."""
 
-    allocation: Any
-    level: Any
+    allocation: Quantity | np.ndarray
+    level: Quantity | float
     satisfied: np.ndarray
 
 
@@ -288,7 +291,7 @@ class DrfAllocation(Result):
 
     tasks: np.ndarray
     dominant_shares: np.ndarray
-    usage: dict[str, Any]
+    usage: dict[str, Quantity]
     saturated: tuple[str, ...]
 
 

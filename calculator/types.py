@@ -31,6 +31,7 @@ __all__ = [
     "Count",
     "Dimension",
     "Energy",
+    "EnergyPrice",
     "Fraction",
     "InterconnectRef",
     "ModelRef",
@@ -86,6 +87,8 @@ MoneyRate = Annotated[Any, Dimension("USD/h")]
 """US dollars per unit of time (``Q_(2.5, "USD/h")`` per GPU-hour)."""
 MoneyPerRequest = Annotated[Any, Dimension("USD/request")]
 """US dollars per request (``Q_(0.001, "USD/request")``, a unit cost per query)."""
+EnergyPrice = Annotated[Any, Dimension("USD/kWh")]
+"""US dollars per unit of energy (``Q_(0.10, "USD/(kW*hour)")``, an electricity price)."""
 Power = Annotated[Any, Dimension("W")]
 """Watts."""
 Energy = Annotated[Any, Dimension("J")]
@@ -144,6 +147,7 @@ _BY_UNIT = {
         Money,
         MoneyRate,
         MoneyPerRequest,
+        EnergyPrice,
         Power,
         Energy,
         BytesPerToken,

@@ -79,9 +79,9 @@ _PLAN = calculator.FleetPlan(
     batch=64,
     replicas=2,
     gpus=2,
-    max_utilization=0.8,
+    kv_precision="fp8",
     running_batch=20.0,
-    targets={"kv_precision": "fp8", "chunk_size": None, "speculation": False, "registry_files": ()},
+    targets=calculator.Targets(Q_(1, "s"), Q_(50, "ms")),
 )
 
 #: Arguments a function needs beyond its signature's kinds (a stable queue, a feasible plan).
@@ -228,8 +228,14 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "ggc_wait_exceedance": {**_STABLE_QUEUE, "arrival_cv": 1.0, "service_cv": 1.0, "threshold": Q_(0.1, "s")},
     "ggc_wait_quantile": {**_STABLE_QUEUE, "arrival_cv": 1.0, "service_cv": 1.0, "quantile": 0.9},
     "replicas_for_load": {"arrival_rate": Q_(20, "request/s"), "replica_throughput": Q_(3, "request/s")},
-    "size_fleet": _SIZING,
+    "size_fleet": {
+        "model": "llama-3.1-8b",
+        "workload": calculator.Workload(Q_(5, "request/s"), 1024, 256),
+        "targets": calculator.Targets(Q_(1, "s"), Q_(50, "ms")),
+        "space": calculator.SearchSpace("h100-sxm", "fp8"),
+    },
     "relax_targets": _SIZING,
+    "flat_parts": _SIZING,
     "frontier": {
         "model": "llama-3.1-8b",
         "accelerator": "h100-sxm",
@@ -287,6 +293,7 @@ def hints(function: Any) -> dict[str, Any]:
 #: Classes some signatures name only for the type checker (imported under ``TYPE_CHECKING``).
 _TYPE_CHECKING_NAMES = {
     "Registry": calculator.Registry,
+    "Price": calculator.registry.Price,
     "FleetPlan": calculator.FleetPlan,
     "StepArrays": calculator.StepArrays,
 }

@@ -299,9 +299,10 @@ def test_simulate_plan_file_errors(plan_file, tmp_path):
     old = tmp_path / "old.json"
     old.write_text(json.dumps({k: v for k, v in saved.items() if k not in ("workload", "targets")}))
     result = runner.invoke(app, ["simulate", "--plan", str(old)])
-    assert result.exit_code == 2 and "does not record the plan's workload and targets" in result.output
+    assert result.exit_code == 2 and "does not record the plan's workload, targets and serving" in result.output
     speculative = tmp_path / "speculative.json"
-    speculative.write_text(json.dumps({**saved, "targets": {**saved["targets"], "speculation": True}}))
+    draft = {"draft_model": "llama-3.2-1b", "draft_length": 4, "acceptance": 0.7}
+    speculative.write_text(json.dumps({**saved, "serving": {**saved["serving"], "speculation": draft}}))
     result = runner.invoke(app, ["simulate", "--plan", str(speculative)])
     assert result.exit_code == 2 and "speculative decoding and prefix caching are not simulated" in result.output
     infeasible = tmp_path / "infeasible.json"
@@ -365,8 +366,8 @@ def test_size_takes_the_sizer_options_and_echoes_them():
     result = runner.invoke(app, [*base, *options, "--json"])
     assert result.exit_code == 0, result.output
     plan = json.loads(result.stdout)
-    assert plan["workload"]["output_cv"] == 0.5 and plan["targets"]["chunk_size"] == 2048
-    assert plan["targets"]["tbt"]["value"] == pytest.approx(0.2) and plan["targets"]["prefix_caching"] is True
+    assert plan["workload"]["output_cv"] == 0.5 and plan["serving"]["chunk_size"] == 2048
+    assert plan["targets"]["tbt"]["value"] == pytest.approx(0.2) and plan["serving"]["prefix_hit_rate"] == 0.3
     echoed = runner.invoke(app, [*base, *options]).stdout.splitlines()
     assert "prefix-cache hit rate 0.3 on a 512-token shared prefix; chunked prefill at 2,048 tokens" in echoed[0]
     assert "token gap 200 ms" in echoed[1]
@@ -478,10 +479,10 @@ def test_speculate_sizes_with_the_draft_model_and_is_echoed():
         price=Q_(4, "USD/hour"), speculation=Speculation("llama-3.2-1b", 3, 0.6),
     )  # fmt: skip
     plan = json.loads(result.stdout)
-    assert plan["targets"]["speculation"] is True
+    assert plan["serving"]["speculation"] == {"draft_model": "llama-3.2-1b", "draft_length": 3, "acceptance": 0.6}
     assert plan["gpus"] == expected.gpus and plan["tpot"]["value"] == pytest.approx(expected.tpot.m_as("s"))
     plain = json.loads(runner.invoke(app, [*SMALL_SIZE, "--json"]).stdout)
-    assert plain["targets"]["speculation"] is False and plain["tpot"] != plan["tpot"]
+    assert plain["serving"]["speculation"] is None and plain["tpot"] != plan["tpot"]
     echoed = runner.invoke(app, [*SMALL_SIZE, "--speculate", "llama-3.2-1b"]).stdout.splitlines()[0]
     assert echoed.endswith("speculative decoding with draft llama-3.2-1b (4 tokens per round, acceptance 0.7)")
 
@@ -637,7 +638,7 @@ def test_prefix_caching_needs_the_hit_rate_and_the_prefix_and_shortens_the_prefi
     assert cached.exit_code == 0, cached.output
     plain = json.loads(runner.invoke(app, [*SMALL_SIZE, "--tp", "2", "--json"]).stdout)
     with_cache = json.loads(cached.stdout)
-    assert with_cache["targets"]["prefix_caching"] is True and plain["targets"]["prefix_caching"] is False
+    assert with_cache["serving"]["prefix_hit_rate"] == 1 and plain["serving"]["prefix_hit_rate"] == 0
     # Every request reuses 1,000 of its 1,024 prompt tokens: each prefill computes 24 tokens, not 1,024.
     assert with_cache["ttft"]["value"] < plain["ttft"]["value"]
     alone = runner.invoke(app, [*SMALL_SIZE, "--shared-prefix", "512"])
@@ -687,9 +688,9 @@ def test_the_remaining_sizing_flags_reach_the_plan():
     plan = json.loads(result.stdout)
     assert (plan["workload"]["arrival_cv"], plan["workload"]["input_cv"]) == (1.5, 0.4)
     assert (
-        plan["targets"]["kv_precision"] == "fp8" and plan["engine"] == "vllm" and plan["router"] == "two_choices"
+        plan["kv_precision"] == "fp8" and plan["engine"] == "vllm" and plan["serving"]["router"] == "two_choices"
     )  # power_of_two is its alias
-    assert plan["max_utilization"] == 0.6 and plan["utilization"] <= 0.6
+    assert plan["targets"]["max_utilization"] == 0.6 and plan["utilization"] <= 0.6
     echoed = runner.invoke(app, [*SMALL_SIZE, *flags]).stdout.splitlines()
     assert "(arrival CV 1.5, prompt-length CV 0.4, output-length CV 0)" in echoed[0]
     assert echoed[1].endswith("utilization at most 0.6")

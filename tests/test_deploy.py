@@ -136,16 +136,6 @@ def test_a_speculative_plan_emits_each_engines_draft_model_settings(speculative_
     assert trtllm.flags["--extra_llm_api_options"] == "extra-llm-api-config.yml"
 
 
-def test_a_plan_without_its_draft_leaves_speculation_to_a_stated_manual_step(fp8_plan):
-    import dataclasses
-
-    plan = dataclasses.replace(fp8_plan, targets={**fp8_plan.targets, "speculation": True, "draft": None})
-    config = launch_command(plan, "vllm")
-    assert any("speculative" in note for note in config.notes)
-    assert config.command.startswith("# ")
-    assert not any("specul" in flag for flag in config.flags)
-
-
 def test_size_emit_carries_the_speculate_flag():
     result = CliRunner().invoke(
         app, ["size", *SIZING, "--price", "4", "--speculate", "llama-3.2-1b:3:0.7", "--emit", "sglang"]
@@ -267,8 +257,7 @@ def test_a_launch_config_loads_the_weights_and_kv_cache_the_plan_fitted(base_pla
     entry = reg.model(model)
     kv = kv_cache_precision(model, "b200-sxm", precision, engine)
     plan = dataclasses.replace(
-        base_plan, model=model, accelerator="b200-sxm", precision=precision, engine=engine, kv_precision=kv,
-        targets={**base_plan.targets, "kv_precision": kv},
+        base_plan, model=model, accelerator="b200-sxm", precision=precision, engine=engine, kv_precision=kv
     )  # fmt: skip
     own = next(alias for alias in entry.aliases if "/" in alias)
     published = [c.repo for c in entry.checkpoints if c.precision == precision]

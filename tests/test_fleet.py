@@ -18,16 +18,18 @@ from calculator.fleet import (
     size_disaggregated,
     size_fleet,
 )
+from calculator.fleet.flat import flat_parts
 
 PRICE = Q_(4.0, "USD/hour")
 
 
 def plan(rate=20, ttft="1 s", tpot="50 ms", **kw):
+    """A plan in the named parts (the flat keywords of the options turned into them by flat_parts)."""
     args = {"price": PRICE, **kw}
     model = args.pop("model", "llama-3.1-70b")
     acc = args.pop("accelerator", "h100-sxm")
     prec = args.pop("precision", "fp8")
-    return size_fleet(model, acc, prec, Q_(rate, "request/s"), 1024, 256, Q_(ttft), Q_(tpot), **args)
+    return size_fleet(**flat_parts(model, acc, prec, Q_(rate, "request/s"), 1024, 256, Q_(ttft), Q_(tpot), **args))
 
 
 def test_plan_is_consistent():
@@ -262,7 +264,7 @@ def test_bad_inputs():
         plan(max_utilization=1.5)
     with pytest.raises(UnknownEntryError, match="unknown accelerator id 'h999'"):
         plan(accelerator="h999")
-    with pytest.raises(InputError, match="'price' must be a quantity in USD/hour"):
+    with pytest.raises(InputError, match=r"'gpu_hour' \(the GPU-hour price\) must be a quantity in USD/hour"):
         plan(price=4)
     with pytest.raises(InputError, match="no tensor-parallel degree"):
         plan(tensor_parallel=[3, 5])

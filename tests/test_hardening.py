@@ -208,7 +208,7 @@ def test_every_command_answers_hostile_input_with_a_short_message(tmp_path, monk
     ("call", "message"),
     [
         (lambda: c.size_fleet(*SIZING, Q_(5, "request/s"), 1024, 256, Q_(1, "s"), Q_(50, "ms"),
-                              electricity_price=Q_(-0.1, "USD/(kW*hour)")), "electricity_price"),
+                              electricity_price=Q_(-0.1, "USD/(kW*hour)")), "'electricity' must be >= 0"),
         (lambda: c.size_fleet(*SIZING, Q_(5, "request/s"), 1024, 256, Q_(1, "s"), Q_(50, "ms"),
                               idle_power_fraction=-0.3), "idle_power_fraction"),
         (lambda: c.check_request_caps(100, 100, execution_time=Q_(math.nan, "s")), "execution_time"),

@@ -197,7 +197,7 @@ def checked_plan():
 def test_latency_distribution_is_the_ecdf_of_each_seeds_measured_requests_with_the_target(checked_plan):
     plan, verification = checked_plan
     result = verification.results[plan.replicas]
-    figure = plots.latency_distribution(result, "ttft", plan.targets["ttft"], 0.99, max_points=10_000)
+    figure = plots.latency_distribution(result, "ttft", plan.targets.ttft, 0.99, max_points=10_000)
     assert [t.name for t in figure.data] == ["seed 0", "seed 1"]
     for seed, curve in zip((0, 1), figure.data, strict=True):
         rows = result.requests[(result.requests.seed == seed) & result.requests.measured]
@@ -214,7 +214,7 @@ def test_latency_distribution_pooled_thinned_and_mean_target(checked_plan):
     plan, verification = checked_plan
     result = verification.results[plan.replicas]
     measured = result.requests[result.requests.measured]
-    figure = plots.latency_distribution(result, "tpot", plan.targets["tpot"], pooled=True, max_points=50)
+    figure = plots.latency_distribution(result, "tpot", plan.targets.tpot, pooled=True, max_points=50)
     (curve,) = figure.data
     values = np.sort(measured.tpot.dropna().to_numpy()) * 1e3
     assert curve.name == "all seeds" and len(curve.x) <= 50
@@ -315,7 +315,7 @@ def every_figure(checked_plan):
         "hockey_stick_figure": plots.hockey_stick_figure(rho, {"M/M/4": mmc_mean_wait(rate, Q_(100, "ms"), 4)}),
         "kv_occupancy_over_time": plots.kv_occupancy_over_time(result),
         "kv_wall_figure": plots.kv_wall_figure(wall, unit="GiB"),
-        "latency_distribution": plots.latency_distribution(result, "ttft", plan.targets["ttft"], 0.99, log_x=True),
+        "latency_distribution": plots.latency_distribution(result, "ttft", plan.targets.ttft, 0.99, log_x=True),
         "max_load_figure": plots.max_load_figure(
             [10, 100, 1000], {"random": [expected_max_load(n, choices=1) for n in (10, 100, 1000)]}, {}
         ),

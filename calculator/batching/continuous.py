@@ -145,8 +145,8 @@ class StaticBatchAccounting(Result):
     mean_barrier_latency: Time
     mean_release_latency: Time
     latency_reduction: Fraction
-    speedup: Any
-    freed_at: Any
+    speedup: np.ndarray
+    freed_at: np.ndarray
     requests_advanced: Count
 
 
@@ -235,14 +235,14 @@ class SlotTimeline(Result):
         First iteration of each request (-1 if it never started).
     """
 
-    grid: Any
-    prefill: Any
+    grid: np.ndarray
+    prefill: np.ndarray
     slot_iterations: Count
     used_slot_iterations: Count
     occupancy: Fraction
     admitted: Count
     completed: Count
-    start_iteration: Any
+    start_iteration: np.ndarray
 
 
 def slot_timeline(

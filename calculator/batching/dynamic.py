@@ -18,7 +18,7 @@ from ..errors import InputError
 from ..formula import formula, minimum, per, var
 from ..queueing import ggc_mean_wait, utilization
 from ..results import Result, plain
-from ..types import Count, Fraction, Rate, Time
+from ..types import Count, Fraction, Number, Rate, Time
 from ..units import Q_, check_units
 from .service import batch_throughput
 
@@ -180,11 +180,11 @@ class BatchFormation(Result):
     """
 
     mean_batch_size: Count
-    batch_size_cv: Any
-    mean_square_batch_size: Any
+    batch_size_cv: Number
+    mean_square_batch_size: Number
     formation_delay: Time
     batch_rate: Rate
-    batch_interval_cv: Any
+    batch_interval_cv: Number
 
 
 def _formation_sums(mean_arrivals: Any, extra: Any) -> tuple[np.ndarray, ...]:
@@ -293,7 +293,7 @@ class DynamicBatchingLatency(Result):
     service_time: Time
     time_in_system: Time
     utilization: Fraction
-    stable: Any
+    stable: bool | np.ndarray
 
 
 @check_units(arrival_rate="request/s", window="s", fixed_time="s", marginal_time="s")

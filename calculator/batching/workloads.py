@@ -7,7 +7,6 @@ budgets (10.6.7) and test-time compute budgets (10.6.9, Napkin Math 10.4).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -271,17 +270,17 @@ class ReasoningBudget(Result):
         The reasoning response fits the latency budget.
     generated_tokens : float
         Tokens the request generates over all parallel candidates (its capacity cost).
-    within_capacity : bool or None
-        ``generated_tokens <= token_budget`` (None without a token budget).
+    within_capacity : bool, array of bool or None
+        ``generated_tokens <= token_budget`` (an array for an array of budgets; None without a token budget).
     """
 
     direct_latency: Time
     reasoning_latency: Time
-    latency_multiplier: Any
+    latency_multiplier: float
     max_serial_tokens: Count
-    within_latency: Any
+    within_latency: bool
     generated_tokens: Count
-    within_capacity: Any
+    within_capacity: bool | np.ndarray | None
 
 
 @check_units(time_per_token="s", latency_budget="s")

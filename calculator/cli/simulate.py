@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
+from ..errors import InputError
 from ._app import (
     Format,
     FormatOption,
@@ -42,42 +43,21 @@ def _plan_from_json(path: Path) -> Any:
     """The :class:`~calculator.fleet.FleetPlan` that ``servecalc size --json`` wrote to ``path``.
 
     The JSON holds every field of the plan, quantities as ``{"value": ..., "unit": ...}``; the plan
-    is rebuilt as it was sized (not sized again), so its workload, targets, configuration and
-    router are the ones recorded. A plan sized with ``verify=True`` loses its simulations (only the
-    table was written).
+    is rebuilt as it was sized (not sized again, :meth:`~calculator.fleet.FleetPlan.from_json_dict`),
+    so its workload, targets, configuration and router are the ones recorded. A plan with a
+    verification loses its simulations (only the table was written).
     """
-    import dataclasses
-
-    from ..fleet import FleetPlan, Rejection, Workload
-    from ..units import Q_
-
-    def restore(value: Any) -> Any:
-        if isinstance(value, dict) and set(value) == {"value", "unit"}:
-            return Q_(value["value"], value["unit"])
-        if isinstance(value, dict):
-            return {key: restore(item) for key, item in value.items()}
-        if isinstance(value, list):
-            return tuple(restore(item) for item in value)
-        return value
+    from ..fleet import FleetPlan
 
     not_a_plan = f"{path} does not hold a plan written by 'servecalc size --json'"
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise _fail(f"{not_a_plan} ({exc})") from None
-    if not isinstance(data, dict) or not {"feasible", "model", "replicas"} <= set(data):
-        raise _fail(not_a_plan)
-    if data.get("workload") is None or not data.get("targets"):
-        raise _fail(
-            f"{path} does not record the plan's workload and targets (written by an older version?): "
-            "size it again with 'servecalc size --json', or give the sizing options instead of --plan"
-        )
-    names = {field.name for field in dataclasses.fields(FleetPlan)} - {"verification"}
     try:
-        values = {key: restore(value) for key, value in data.items() if key in names}
-        values["workload"] = Workload(**values["workload"])
-        values["rejections"] = tuple(Rejection(**record) for record in values.get("rejections", ()))
-        return FleetPlan(**values)
+        return FleetPlan.from_json_dict(data)
+    except InputError as exc:
+        raise _fail(f"{path}: {exc}") from None
     except Exception as exc:  # a hand-edited file: a unit pint cannot read, a field of the wrong kind
         raise _fail(f"{not_a_plan} ({type(exc).__name__}: {exc})") from None
 
@@ -181,7 +161,7 @@ def simulate_command(
         if sizing.extra:  # the plan's own registry files, replaced by the ones given here
             _load(None, sizing.extra)
             files = tuple(str(Path(e).resolve()) for e in sizing.extra)
-            plan = dataclasses.replace(plan, targets={**plan.targets, "registry_files": files})
+            plan = dataclasses.replace(plan, registry_files=files)
         inputs: dict[str, Any] = {"plan": str(plan_file)}
     else:
         missing = _missing(model, sizing)

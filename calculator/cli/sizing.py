@@ -437,11 +437,11 @@ def _fill_prices(inputs: dict[str, Any], registry: Any) -> list[str]:
 
 
 def _size_plan(inputs: dict[str, Any], bar: Any, registry: Any, **options: Any) -> Any:
-    """:func:`~calculator.fleet.size_fleet` on the sizing inputs, with a task on the rich progress ``bar``."""
-    from ..fleet import size_fleet
+    """:func:`~calculator.fleet.size_fleet` on the (flat) sizing inputs, with a task on the rich progress ``bar``."""
+    from ..fleet.flat import _size_fleet_flat
 
     task = bar.add_task("searching configurations", total=None)
-    return size_fleet(
+    return _size_fleet_flat(
         **inputs,
         registry=registry,
         progress=lambda done, total: bar.update(task, completed=done, total=total),

@@ -9,14 +9,18 @@ and the closest achievable values when nothing is feasible.
 
 The submodules, each re-exported here:
 
-* :mod:`~calculator.fleet.inputs`: the traffic (:class:`Workload`), speculative decoding
-  (:class:`Speculation`), GPU-hour prices from the registry and the default search grid.
+* :mod:`~calculator.fleet.inputs`: the sizer's named inputs: the traffic (:class:`Workload`), the
+  targets (:class:`Targets`), the configurations searched (:class:`SearchSpace`), the serving
+  features (:class:`ServingOptions`, speculative decoding with :class:`Speculation`) and the prices
+  (:class:`Costs`, GPU-hour prices from the registry).
 * :mod:`~calculator.fleet.plan`: the answer (:class:`FleetPlan`), why each family is not it
   (:class:`Rejection`) and :func:`plan_summary`.
 * :mod:`~calculator.fleet.evaluate`: the vectorized evaluation of the candidate grid (memory,
-  iteration time, throughput, running batch, TPOT, TTFT with its waits).
+  iteration time, throughput, running batch, TPOT, TTFT with its waits) into an
+  :class:`~calculator.fleet.evaluate.Evaluation`, and the TTFT and TPOT rules.
 * :mod:`~calculator.fleet.sizing`: :func:`size_fleet`, the search for the cheapest feasible
   candidate, its binding constraint and the GPUs at the ends of the model's error interval.
+* :mod:`~calculator.fleet.flat`: the flat keyword form of earlier releases, turned into the parts.
 * :mod:`~calculator.fleet.frontier`: the closest feasible alternative (:func:`relax_targets`) and
   the throughput-vs-interactivity frontier (Figure 6).
 * :mod:`~calculator.fleet.disaggregated`: prefill and decode pools (10.8.3, :func:`size_disaggregated`)
@@ -29,26 +33,43 @@ from __future__ import annotations
 
 from .demand import DemandPlan, demand_from_trace, plan_over_time
 from .disaggregated import DisaggregatedPlan, ServingModeComparison, compare_serving_modes, size_disaggregated
+from .flat import flat_parts
 from .frontier import RelaxedPlan, frontier, relax_targets
-from .inputs import DEFAULT_BATCHES, DEFAULT_TENSOR_PARALLEL, Speculation, Workload, default_price, default_price_entry
+from .inputs import (
+    DEFAULT_BATCHES,
+    DEFAULT_TENSOR_PARALLEL,
+    Costs,
+    SearchSpace,
+    ServingOptions,
+    Speculation,
+    Targets,
+    Workload,
+    default_price,
+    default_price_entry,
+)
 from .plan import FleetPlan, Rejection, plan_summary
 from .sizing import size_fleet
 
 __all__ = [
     "DEFAULT_BATCHES",
     "DEFAULT_TENSOR_PARALLEL",
+    "Costs",
     "DemandPlan",
     "DisaggregatedPlan",
     "FleetPlan",
     "RelaxedPlan",
     "Rejection",
+    "SearchSpace",
     "ServingModeComparison",
+    "ServingOptions",
     "Speculation",
+    "Targets",
     "Workload",
     "compare_serving_modes",
     "default_price",
     "default_price_entry",
     "demand_from_trace",
+    "flat_parts",
     "frontier",
     "plan_over_time",
     "plan_summary",

@@ -8,13 +8,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._support import count, probability
+from .._support import count
 from ..errors import InputError
-from ..formula import magnitude
 from ..units import shown, ureg
 
 if TYPE_CHECKING:
-    from .inputs import Workload
+    pass
 
 __all__: list[str] = []
 
@@ -93,26 +92,6 @@ def _read_trace(trace: Any, columns: tuple[str, ...]) -> Any:
     if not np.all(np.isfinite(values)) or np.any(values[:, 1:] < 1) or np.any(values[:, 0] < 0):
         raise InputError("the trace has negative times, lengths below one token, or missing values")
     return frame
-
-
-def _check_options(
-    workload: Workload,
-    max_utilization: float,
-    ttft_percentile: float | None,
-    prefix_hit_rate: float,
-    shared_prefix_tokens: float,
-    chunk_size: int | None,
-) -> None:
-    name = "size_fleet"
-    if not probability(name, "max_utilization", max_utilization) > 0:
-        raise InputError(f"size_fleet(): argument 'max_utilization' must be in (0, 1], got {max_utilization!r}")
-    if ttft_percentile is not None and not 0 < probability(name, "ttft_percentile", ttft_percentile) < 1:
-        raise InputError(f"size_fleet(): argument 'ttft_percentile' must be in (0, 1), got {ttft_percentile!r}")
-    probability(name, "prefix_hit_rate", prefix_hit_rate)
-    if not magnitude(name, "shared_prefix_tokens", shared_prefix_tokens, "token") <= workload.input_tokens:
-        raise InputError("size_fleet(): argument 'shared_prefix_tokens' must be between 0 and input_tokens")
-    if chunk_size is not None:
-        count(name, "chunk_size", chunk_size)
 
 
 def _grid(model: Any, tensor_parallel: Sequence[int], batches: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:

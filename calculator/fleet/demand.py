@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .._support import instance
 from ..errors import InputError
 from ..results import Result
-from ..types import Rate, Time
+from ..types import Money, Rate, Time
 from ..units import Q_
 from ._common import HOURS, _read_trace, _seconds
 from .plan import FleetPlan
+
+if TYPE_CHECKING:
+    from ..autoscaling import ScalingPlan
 
 __all__ = ["DemandPlan", "demand_from_trace", "plan_over_time"]
 
@@ -56,14 +59,14 @@ class DemandPlan(Result):
         Predictive and reactive schedules over the window, and the peak fleet held for the whole window.
     """
 
-    predictive: Any
-    reactive: Any
+    predictive: ScalingPlan
+    reactive: ScalingPlan
     tensor_parallel: int
     peak_gpus: float
     mean_gpus: float
-    cost: Any
-    reactive_cost: Any
-    static_cost: Any
+    cost: Money
+    reactive_cost: Money
+    static_cost: Money
 
 
 def plan_over_time(
@@ -87,6 +90,8 @@ def plan_over_time(
     instance("plan_over_time", "plan", plan, FleetPlan, "a FleetPlan (from size_fleet)")
     if not plan.feasible:
         raise InputError(f"plan_over_time(): the plan is infeasible ({plan.reason})")
+    if plan.cost_per_hour is None or plan.replica_throughput is None:
+        raise InputError("plan_over_time(): the plan records no replica throughput or cost (make it with size_fleet)")
     startup = startup_time if startup_time is not None else Q_(0.0, "s")
     grid = {"end": end} if end is not None else {}
     if step is not None:

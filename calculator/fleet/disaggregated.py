@@ -15,11 +15,12 @@ import numpy as np
 from ..performance import EngineProfile, decode_step_seconds, engine_profile, kv_capacity_tokens, prefill_seconds
 from ..queueing import replica_demand
 from ..results import Result, ceil_count
-from ..types import InterconnectRef, ModelRef, Rate, Time
+from ..types import InterconnectRef, ModelRef, Money, MoneyRate, Rate, Time
 from ..units import Q_
-from ._common import HOURS, _as_list, _check_options, _grid, _rate, _registry_for, _seconds
+from ._common import HOURS, _grid, _rate, _registry_for, _seconds
 from .evaluate import _families
-from .inputs import DEFAULT_BATCHES, DEFAULT_TENSOR_PARALLEL, Workload
+from .flat import flat_parts
+from .inputs import DEFAULT_BATCHES, DEFAULT_TENSOR_PARALLEL, Costs, SearchSpace, Targets, Workload
 from .plan import FleetPlan
 from .sizing import size_fleet
 
@@ -52,14 +53,14 @@ class DisaggregatedPlan(Result):
 
     feasible: bool
     reason: str
-    prefill: dict[str, Any] = field(default_factory=dict)
-    decode: dict[str, Any] = field(default_factory=dict)
-    handoff: Any = None
-    ttft: Any = None
-    tpot: Any = None
+    prefill: dict[str, str | int] = field(default_factory=dict)
+    decode: dict[str, str | int] = field(default_factory=dict)
+    handoff: Time | None = None
+    ttft: Time | None = None
+    tpot: Time | None = None
     gpus: int = 0
-    cost_per_hour: Any = None
-    cost_per_million_tokens: Any = None
+    cost_per_hour: MoneyRate | None = None
+    cost_per_million_tokens: Money | None = None
 
 
 def size_disaggregated(
@@ -98,9 +99,9 @@ def size_disaggregated(
     from ..queueing import ggc_mean_wait, ggc_wait_quantile
 
     workload = Workload(_rate(arrival_rate), input_tokens, output_tokens, input_cv, 0.0, arrival_cv)
-    _check_options(workload, max_utilization, ttft_percentile, 0.0, 0.0, None)
     ttft_target = _seconds("ttft_slo", ttft_slo)
     tpot_target = _seconds("tpot_slo", tpot_slo)
+    Targets(Q_(ttft_target, "s"), Q_(tpot_target, "s"), None, ttft_percentile, max_utilization)  # checks them
     reg = _registry_for(registry, model, accelerator)
     profile = engine_profile(engine, reg)
     model = reg.model(model)
@@ -108,16 +109,8 @@ def size_disaggregated(
     link = reg.interconnect(interconnect)
     latency = link.startup_latency.m_as("s") if link.startup_latency is not None else 0.0
     lam = workload.arrival_rate.m_as("request/s")
-    families = _families(
-        model,
-        _as_list(accelerator, "accelerator"),
-        _as_list(precision, "precision"),
-        price,
-        None,
-        kv_precision,
-        reg,
-        profile,
-    )
+    space = SearchSpace(accelerator, precision, tuple(tensor_parallel), tuple(batches), kv_precision)
+    families = _families(model, space, Costs(price), None, reg, profile)
     tp_grid, batch_grid = np.meshgrid(tps, grid_batches, indexing="ij")
     decode_slots = max(workload.output_tokens - 1, 1.0)
     context = workload.input_tokens + workload.output_tokens / 2
@@ -224,7 +217,7 @@ class ServingModeComparison(Result):
     colocated: FleetPlan
     disaggregated: DisaggregatedPlan
     cheaper: str
-    saving: Any
+    saving: MoneyRate
 
 
 def compare_serving_modes(
@@ -259,7 +252,7 @@ def compare_serving_modes(
         "arrival_cv",
         "kv_precision",
     }
-    colocated = size_fleet(*args, **options, registry=registry)
+    colocated = size_fleet(**flat_parts(*args, **options, registry=registry))
     disaggregated = size_disaggregated(
         *args, interconnect=interconnect, **{k: v for k, v in options.items() if k in shared}, registry=registry
     )

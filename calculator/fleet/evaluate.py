@@ -24,7 +24,7 @@ degree and cap ``B`` on running sequences at once with numpy, using the calibrat
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,11 +43,11 @@ from ..performance import (
 from ..precision import check_precision
 from ..queueing import replica_demand
 from ..results import ceil_count
-from ..units import Q_, ureg
+from ..units import Q_
 from ._common import MAX_FLEET_GPUS
-from .inputs import Speculation, Workload, default_price
+from .inputs import Costs, SearchSpace, ServingOptions, Speculation, Workload, default_price
 
-__all__: list[str] = []
+__all__: list[str] = []  # the sizer's own parts (Evaluation, planned_ttft, planned_tpot), not re-exported
 
 
 # --------------------------------------------------------------------------------------------
@@ -66,26 +66,97 @@ class _Family:
     draft: StepArrays | None
 
 
+@dataclass(frozen=True)
+class Evaluation:
+    """Every quantity of a plan over one family's candidate grid (TP degree x batch cap): SI arrays.
+
+    ``fits``, ``oversized``: whether the cap's KV cache fits beside the weights, and whether the
+    load needs more than :data:`~calculator.fleet._common.MAX_FLEET_GPUS`; ``capacity``: sequences
+    the KV cache holds; ``usable_per_device`` and ``weights_per_device`` (bytes); ``prefill`` and
+    ``decode_step`` (s): a prompt's prefill alone and a decode step at the cap; ``tpot``, ``ttft``
+    and ``tbt_max`` (s) at the planned load; ``tpot_at_batch`` (s): the iteration time with the cap
+    full; ``rate`` (request/s): what a replica sustains at the cap; ``replicas``; ``running``: the
+    mean running batch at the planned load.
+    """
+
+    fits: np.ndarray
+    capacity: np.ndarray
+    usable_per_device: float
+    prefill: np.ndarray
+    decode_step: np.ndarray
+    tpot: np.ndarray
+    tpot_at_batch: np.ndarray
+    ttft: np.ndarray
+    tbt_max: np.ndarray
+    rate: np.ndarray
+    replicas: np.ndarray
+    running: np.ndarray
+    weights_per_device: np.ndarray
+    oversized: np.ndarray
+
+
+def planned_tpot(running: Any, load: Any, own_time: Any, decode_slots: float, floor: Any) -> Any:
+    """The TPOT rule: a request's time running less its own prefill iterations, per later token.
+
+    By Little's law a request spends ``running / load`` seconds in the running batch (``running``
+    sequences on average at ``load`` requests per second); less the ``own_time`` of the iterations
+    that carry its prompt, the rest is spread over its ``decode_slots`` (output tokens after the
+    first). Never below ``floor``, the iteration time at the running batch.
+
+    Examples
+    --------
+    >>> float(planned_tpot(10.0, 2.0, 1.0, 100.0, 0.01))  # 5 s running, 1 s of it prefill: 40 ms a token
+    0.04
+    """
+    return np.maximum((running / np.maximum(load, 1e-300) - own_time) / decode_slots, floor)
+
+
+def planned_ttft(overhead: float, first: Any, wait: Any, first_tail: Any = None, wait_tail: Any = None) -> Any:
+    """The TTFT rule: the request path, the iterations to the first token, and the waits.
+
+    The mean is ``overhead + first + wait`` (the engine's request overhead, the iterations that carry
+    the prompt from its arrival, and the waits for prefill budget and for a running slot). At a
+    percentile (``first_tail`` and ``wait_tail`` given: each delay at that percentile) the sum of
+    independent delays is taken as the mean plus the root-sum-square of each delay's excess over its
+    mean, between the largest excess and their sum; an unbounded wait gives an infinite TTFT.
+
+    Examples
+    --------
+    >>> float(planned_ttft(0.05, 0.1, 0.2))
+    0.35000000000000003
+    >>> float(planned_ttft(0.05, 0.1, 0.2, first_tail=0.13, wait_tail=0.24))  # excesses 30 and 40 ms
+    0.4
+    """
+    ttft = overhead + first + wait
+    if first_tail is None:
+        return ttft
+    excess = np.hypot(np.maximum(first_tail - first, 0.0), np.maximum(wait_tail - wait, 0.0))
+    return np.where(np.isfinite(wait_tail), ttft + excess, np.inf)
+
+
 def _evaluate(
     family: _Family,
     profile: EngineProfile,
     workload: Workload,
     tp: np.ndarray,
     batch: np.ndarray,
-    options: dict[str, Any],
+    serving: ServingOptions,
+    *,
+    percentile: float | None = None,
+    max_utilization: float = 1.0,
     scale: tuple[float, float] = (1.0, 1.0),
-) -> dict[str, np.ndarray]:
+) -> Evaluation:
     """Every quantity of the plan for the candidate grid ``tp`` x ``batch`` (plain arrays, SI).
 
     ``batch`` is the replica's cap on running sequences; replicas are set by the throughput at that
-    cap, and the latencies are evaluated at the running batch the planned load produces (Little's
-    law on the grid). ``scale`` multiplies prefill and decode step times (the ends of the model's
-    error interval).
+    cap loaded to ``max_utilization``, and the latencies are evaluated at the running batch the
+    planned load produces (Little's law on the grid); TTFT at ``percentile`` (None: the mean).
+    ``scale`` multiplies prefill and decode step times (the ends of the model's error interval).
     """
     a = family.arrays
     eff = profile.efficiency_for(family.accelerator)
     inputs, outputs = workload.input_tokens, workload.output_tokens
-    hit, shared = options["prefix_hit_rate"], options["shared_prefix_tokens"]
+    hit, shared = serving.prefix_hit_rate, serving.shared_prefix_tokens
     computed = max(inputs - hit * shared, 1.0)  # prompt tokens actually prefilled
     # Tokens a running sequence holds on average: its prompt plus half its output, the output
     # length-biased (long outputs stay longer in the batch): E[O^2] / (2 E[O]) = O (1 + cv^2) / 2.
@@ -93,7 +164,7 @@ def _evaluate(
     private = context - hit * shared  # KV tokens each sequence holds privately
 
     capacity_tokens = kv_capacity_tokens(a, profile, tp)
-    spec = options["speculation"]
+    spec = serving.speculation
     if spec is not None and family.draft is not None:
         d = family.draft
         capacity_tokens = capacity_tokens - d.weight_bytes / tp * np.minimum(tp, a.kv_shards_max) / a.kv_bytes_per_token
@@ -114,9 +185,8 @@ def _evaluate(
         per_token = t_dec
 
     decode_slots = max(outputs - 1, 1.0)
-    budget = float(options["chunk_size"] or profile.limits(a.memory, a.accelerator)[0])
-    chunked = profile.chunked_prefill or bool(options["chunk_size"])
-    percentile = options["ttft_percentile"]
+    budget = float(serving.chunk_size or profile.limits(a.memory, a.accelerator)[0])
+    chunked = profile.chunked_prefill or bool(serving.chunk_size)
     # Prompt lengths: quadrature nodes of the log-normal length distribution (prefill cost is
     # convex in the length), and the length at the TTFT percentile.
     nodes, weights = _length_nodes(inputs, workload.input_cv)
@@ -163,14 +233,12 @@ def _evaluate(
         service = t_pf
         tbt = per_token + np.maximum(t_pf, tail_pf)
         own_time = t_pf
-    lam = options["arrival_rate"]
-    demand = replica_demand.numeric(
-        arrival_rate=lam, replica_throughput=rate, max_utilization=options["max_utilization"]
-    )
+    lam = workload.arrival_rate.m_as("request/s")
+    demand = replica_demand.numeric(arrival_rate=lam, replica_throughput=rate, max_utilization=max_utilization)
     oversized = demand * tp > MAX_FLEET_GPUS  # counted without overflow: such a candidate is infeasible
     replicas = ceil_count(np.minimum(demand, MAX_FLEET_GPUS))
     load = lam / replicas  # each replica's arrival rate
-    arrival_cv = _replica_arrival_cv(workload.arrival_cv, replicas, options["router"])
+    arrival_cv = _replica_arrival_cv(workload.arrival_cv, replicas, serving.router)
     # The running batch fluctuates: every running sequence gets a token per iteration, a symmetric
     # (processor-sharing) queue whose completion rate with n running is the rate curve at n. Its
     # birth-death distribution gives the mean running batch, the chance the cap is full and the
@@ -183,42 +251,38 @@ def _evaluate(
     first_mean, first_tail, service, tbt_max, own = (
         _on_row(fluid, batch, v) for v in (first_mean, first_tail, service, tbt, own_time)
     )
-    # TPOT: a request's time running (Little's law) less its prefill iterations, per output token.
     fixed_point = _on_row(fluid, batch, step if profile.mixed_batching else per_token)
     if not profile.mixed_batching:
         fixed_point = fixed_point / (1 - np.minimum(load * t_pf, 0.999))
-    tpot = np.maximum((running / np.maximum(load, 1e-300) - own) / decode_slots, fixed_point)
-
+    tpot = planned_tpot(running, load, own, decode_slots, fixed_point)
     # Two queues a request can wait in: for prefill budget (one server at full-budget iterations),
     # and for a running slot when the batch is at its cap (the birth-death tail).
     wait_mean = _wait(load, service, 1, arrival_cv, workload.input_cv, None) + smooth * slot_wait
-    ttft = profile.request_overhead.m_as("s") + first_mean + wait_mean
-    if percentile is not None:
-        # The percentile of a sum of independent delays: means plus the root-sum-square of the
-        # excesses of each at the percentile (between the largest excess and their sum).
+    overhead = profile.request_overhead.m_as("s")
+    if percentile is None:
+        ttft = planned_ttft(overhead, first_mean, wait_mean)
+    else:
         wait_tail = _wait(load, service, 1, arrival_cv, workload.input_cv, percentile)
         # A full cap drains at the cap's completion rate: P(wait > x) = P(full) exp(-headroom x).
         slot_tail = np.log(np.maximum(full, 1e-300) / (1 - percentile)) / np.maximum(headroom, 1e-300)
         wait_tail = wait_tail + smooth * np.where(headroom > 0, np.maximum(slot_tail, 0.0), np.inf)
-        excess = np.hypot(np.maximum(first_tail - first_mean, 0.0), np.maximum(wait_tail - wait_mean, 0.0))
-        ttft = np.where(np.isfinite(wait_tail), ttft + excess, np.inf)
-    usable = profile.memory_utilization * a.memory - profile.memory_reserve.m_as("B")
-    return {
-        "fits": fits,
-        "capacity": capacity,
-        "usable_per_device": usable,
-        "prefill": t_pf,
-        "decode_step": t_dec,
-        "tpot": tpot,
-        "tpot_at_batch": step,
-        "ttft": ttft,
-        "tbt_max": tbt_max,
-        "rate": rate,
-        "replicas": replicas,
-        "running": running,
-        "weights_per_device": a.weight_bytes / tp,
-        "oversized": oversized,
-    }
+        ttft = planned_ttft(overhead, first_mean, wait_mean, first_tail, wait_tail)
+    return Evaluation(
+        fits=fits,
+        capacity=capacity,
+        usable_per_device=profile.memory_utilization * a.memory - profile.memory_reserve.m_as("B"),
+        prefill=t_pf,
+        decode_step=t_dec,
+        tpot=tpot,
+        tpot_at_batch=step,
+        ttft=ttft,
+        tbt_max=tbt_max,
+        rate=rate,
+        replicas=replicas,
+        running=running,
+        weights_per_device=a.weight_bytes / tp,
+        oversized=oversized,
+    )
 
 
 def _length_nodes(mean: float, cv: float, points: int = 5) -> tuple[list[float], list[float]]:
@@ -321,24 +385,18 @@ def _wait(load: Any, service: Any, servers: Any, arrival_cv: Any, service_cv: fl
     return ggc_wait_quantile(arrival, service_q, servers, arrival_cv, service_cv, percentile).m_as("s")
 
 
-def _families(
-    model: Any,
-    accelerators: Sequence[Any],
-    precisions: Sequence[str],
-    price: Any,
-    speculation: Speculation | None,
-    kv_precision: str | None,
-    reg: Any,
-    engine: EngineProfile,
-) -> list[_Family]:
+def _families(model: Any, space: SearchSpace, costs: Costs, speculation: Speculation | None, reg: Any,
+              engine: EngineProfile) -> list[_Family]:  # fmt: skip
+    """The (accelerator, precision) families of ``space``, each with its step arrays and GPU-hour price."""
     out = []
-    for accelerator in accelerators:
+    for accelerator in space.accelerators:
         device = reg.accelerator(accelerator)
-        hourly = _price_for(device.id, accelerator, price, reg)
-        for precision in precisions:
-            arrays = step_arrays(model, device, precision, kv_precision, engine=engine, registry=reg)
+        hourly = _price_for(device.id, accelerator, costs.gpu_hour, reg)
+        for precision in space.precisions:
+            kv = space.kv_precision
+            arrays = step_arrays(model, device, precision, kv, engine=engine, registry=reg)
             draft = (
-                step_arrays(speculation.draft_model, device, precision, kv_precision, engine=engine, registry=reg)
+                step_arrays(speculation.draft_model, device, precision, kv, engine=engine, registry=reg)
                 if speculation
                 else None
             )
@@ -347,19 +405,12 @@ def _families(
 
 
 def _price_for(accelerator_id: str, given_name: Any, price: Any, reg: Any) -> float:
+    """USD per GPU-hour of one accelerator: the one price, its entry in a per-accelerator dict, or the registry's."""
     if price is None:
-        hourly = default_price(accelerator_id, reg)
-    elif isinstance(price, dict):
+        return default_price(accelerator_id, reg).m_as("USD/hour")
+    if isinstance(price, Mapping):
         hourly = price.get(accelerator_id, price.get(given_name) if isinstance(given_name, str) else None)
         if hourly is None:
-            raise InputError(f"size_fleet(): argument 'price' has no entry for accelerator '{accelerator_id}'")
-    else:
-        hourly = price
-    if not isinstance(hourly, ureg.Quantity) or hourly.dimensionality != _PRICE_DIMENSION:
-        raise InputError(f"size_fleet(): argument 'price' must be a quantity in USD/hour per GPU, got {hourly!r}")
-    if not hourly.magnitude > 0:
-        raise InputError(f"size_fleet(): argument 'price' must be > 0, got {hourly!r}")
-    return hourly.m_as("USD/hour")
-
-
-_PRICE_DIMENSION = ureg.parse_units("USD/hour").dimensionality
+            raise InputError(f"size_fleet(): the GPU-hour prices (Costs.gpu_hour) have no entry for '{accelerator_id}'")
+        return hourly.m_as("USD/hour")
+    return price.m_as("USD/hour")

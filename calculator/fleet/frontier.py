@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -14,9 +15,10 @@ from ..performance import EngineProfile, engine_profile
 from ..results import Result
 from ..types import ModelRef, Rate, Time
 from ..units import Q_, shown
-from ._common import _as_list, _grid, _registry_for, _seconds
+from ._common import _grid, _registry_for
 from .evaluate import _evaluate, _families
-from .inputs import DEFAULT_BATCHES, DEFAULT_TENSOR_PARALLEL, Workload
+from .flat import flat_parts
+from .inputs import DEFAULT_BATCHES, DEFAULT_TENSOR_PARALLEL, Costs, SearchSpace, ServingOptions, Workload
 from .plan import FleetPlan
 from .sizing import size_fleet
 
@@ -48,8 +50,8 @@ class RelaxedPlan(Result):
 
     found: bool
     factor: float
-    ttft_slo: Any
-    tpot_slo: Any
+    ttft_slo: Time
+    tpot_slo: Time
     plan: FleetPlan
     loosened: str = "both"
 
@@ -80,7 +82,8 @@ def relax_targets(
     tolerance : float
         Relative precision of the factor.
     **options
-        Passed to :func:`size_fleet` (engine, price, max_utilization, ...).
+        The flat form's options of :func:`size_fleet` (engine, price, max_utilization, ...;
+        :func:`~calculator.fleet.flat.flat_parts`).
 
     Returns
     -------
@@ -108,14 +111,18 @@ def relax_targets(
         raise InputError(f"relax_targets(): argument 'max_factor' must be in (1, 1e6], got {shown(max_factor)}")
     if not 1e-6 <= tolerance < 1:
         raise InputError(f"relax_targets(): argument 'tolerance' must be in [1e-6, 1), got {shown(tolerance)}")
-    args = (model, accelerator, precision, arrival_rate, input_tokens, output_tokens)
-    ttft, tpot = Q_(_seconds("ttft_slo", ttft_slo), "s"), Q_(_seconds("tpot_slo", tpot_slo), "s")
+    parts = flat_parts(
+        model, accelerator, precision, arrival_rate, input_tokens, output_tokens, ttft_slo, tpot_slo, **options,
+        registry=registry,
+    )  # fmt: skip
+    ttft, tpot = parts["targets"].ttft, parts["targets"].tpot
 
     scales = {"ttft": (1.0, 0.0), "tpot": (0.0, 1.0), "both": (1.0, 1.0)}  # exponents of the factor
 
     def attempt(which: str, factor: float) -> FleetPlan:
         on_ttft, on_tpot = scales[which]
-        return size_fleet(*args, ttft * factor**on_ttft, tpot * factor**on_tpot, **options, registry=registry)
+        targets = dataclasses.replace(parts["targets"], ttft=ttft * factor**on_ttft, tpot=tpot * factor**on_tpot)
+        return size_fleet(**{**parts, "targets": targets})
 
     def search(which: str) -> RelaxedPlan:
         on_ttft, on_tpot = scales[which]
@@ -173,29 +180,11 @@ def frontier(
     model = reg.model(model)
     tps, grid_batches = _grid(model, tensor_parallel, batches)
     tp_grid, batch_grid = np.meshgrid(tps, grid_batches, indexing="ij")
-    options = {
-        "prefix_hit_rate": 0.0,
-        "shared_prefix_tokens": 0.0,
-        "speculation": None,
-        "chunk_size": None,
-        "ttft_percentile": None,
-        "max_utilization": 1.0,
-        "arrival_rate": 1.0,
-        "router": "round_robin",
-    }
     rows = []
-    for family in _families(
-        model,
-        _as_list(accelerator, "accelerator"),
-        _as_list(precision, "precision"),
-        Q_(1, "USD/hour"),
-        None,
-        kv_precision,
-        reg,
-        profile,
-    ):
-        out = _evaluate(family, profile, workload, tp_grid, batch_grid, options)
-        keep = out["fits"]
+    space = SearchSpace(accelerator, precision, tuple(tensor_parallel), tuple(batches), kv_precision)
+    for family in _families(model, space, Costs(Q_(1, "USD/hour")), None, reg, profile):
+        out = _evaluate(family, profile, workload, tp_grid, batch_grid, ServingOptions())
+        keep = out.fits
         rows.append(
             pd.DataFrame(
                 {
@@ -203,10 +192,10 @@ def frontier(
                     "precision": family.precision,
                     "tensor_parallel": tp_grid[keep].astype(int),
                     "batch": batch_grid[keep].astype(int),
-                    "tokens_per_s_per_gpu": (out["rate"] * workload.output_tokens / tp_grid)[keep],
-                    "tokens_per_s_per_user": (1 / out["tpot_at_batch"])[keep],
-                    "tpot_ms": out["tpot_at_batch"][keep] * 1e3,
-                    "ttft_ms": out["ttft"][keep] * 1e3,
+                    "tokens_per_s_per_gpu": (out.rate * workload.output_tokens / tp_grid)[keep],
+                    "tokens_per_s_per_user": (1 / out.tpot_at_batch)[keep],
+                    "tpot_ms": out.tpot_at_batch[keep] * 1e3,
+                    "ttft_ms": out.ttft[keep] * 1e3,
                 }
             )
         )

@@ -1,26 +1,40 @@
-"""What the fleet sizer plans for: the traffic, speculative decoding, GPU-hour prices and the default grid."""
+"""What the fleet sizer plans for: the traffic, the targets, the search space, serving features and costs.
+
+:func:`~calculator.fleet.size_fleet` takes its inputs as named parts: the traffic
+(:class:`Workload`), what every plan must meet (:class:`Targets`), the configurations searched
+(:class:`SearchSpace`), the serving features assumed (:class:`ServingOptions`: prefix caching,
+speculative decoding with :class:`Speculation`, chunked prefill, the router) and the prices
+(:class:`Costs`). Each validates its own fields when built, naming the field.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._support import count, scalar
+from .._support import count, probability, scalar
 from ..errors import InputError
+from ..precision import check_precision
 from ..results import Result
-from ..types import AcceleratorRef
-from ..units import Q_, ureg
-from ._common import _read_trace
+from ..simulation.inputs import DEFAULT_ROUTER, router_name
+from ..types import AcceleratorRef, EnergyPrice, Fraction, MoneyRate, Precision, Probability, Rate, Time, Tokens
+from ..units import Q_, shown, ureg
+from ._common import _as_list, _read_trace
 
 if TYPE_CHECKING:
-    from ..registry import Registry
+    from ..registry import Price, Registry
 
 __all__ = [
     "DEFAULT_BATCHES",
     "DEFAULT_TENSOR_PARALLEL",
+    "Costs",
+    "SearchSpace",
+    "ServingOptions",
     "Speculation",
+    "Targets",
     "Workload",
     "default_price",
     "default_price_entry",
@@ -55,7 +69,7 @@ class Workload(Result):
         Coefficient of variation of inter-arrival times (1 for Poisson, > 1 for bursty traffic).
     """
 
-    arrival_rate: Any
+    arrival_rate: Rate
     input_tokens: float
     output_tokens: float
     input_cv: float = 0.0
@@ -132,7 +146,185 @@ class Speculation(Result):
         object.__setattr__(self, "acceptance", scalar("Speculation", "acceptance", self.acceptance, "", "probability"))
 
 
-def default_price(accelerator: AcceleratorRef, registry: Registry | None = None) -> Any:
+def _time(owner: str, name: str, value: object) -> Time:
+    """A target time, checked (a positive pint time) and held in seconds."""
+    if not isinstance(value, ureg.Quantity) or value.dimensionality != ureg.s.dimensionality:
+        raise InputError(f"{owner}: '{name}' must be a time such as Q_(200, 'ms'), got {shown(value)}")
+    if not value.magnitude > 0:
+        raise InputError(f"{owner}: '{name}' must be > 0, got {shown(value)}")
+    return value.to("s")
+
+
+@dataclass(frozen=True, repr=False)
+class Targets(Result):
+    """What every plan must meet: the latency targets and the load headroom.
+
+    Attributes
+    ----------
+    ttft : Quantity [time]
+        TTFT target: the mean, or the ``ttft_percentile`` when one is given.
+    tpot : Quantity [time]
+        Mean time per output token after the first.
+    tbt : Quantity [time], optional
+        A bound on the longest gap between streamed tokens (a prefill landing in a decode step).
+    ttft_percentile : float, optional
+        Plan TTFT at this percentile (e.g. 0.99) instead of the mean; in (0, 1).
+    max_utilization : float
+        Load each replica to at most this fraction of its throughput at the batch cap; in (0, 1].
+
+    Examples
+    --------
+    >>> Targets(Q_(500, "ms"), Q_(40, "ms"), ttft_percentile=0.99).ttft
+    <Quantity(0.5, 'second')>
+    """
+
+    ttft: Time
+    tpot: Time
+    tbt: Time | None = None
+    ttft_percentile: Probability | None = None
+    max_utilization: Fraction = 0.8
+
+    def __post_init__(self) -> None:
+        for name in ("ttft", "tpot", "tbt"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, _time("Targets", name, getattr(self, name)))
+        if self.ttft_percentile is not None:
+            percentile = probability("Targets", "ttft_percentile", self.ttft_percentile)
+            if not 0 < percentile < 1:
+                raise InputError(f"Targets: 'ttft_percentile' must be in (0, 1), got {shown(self.ttft_percentile)}")
+            object.__setattr__(self, "ttft_percentile", float(percentile))
+        headroom = probability("Targets", "max_utilization", self.max_utilization)
+        if not headroom > 0:
+            raise InputError(f"Targets: 'max_utilization' must be in (0, 1], got {shown(self.max_utilization)}")
+        object.__setattr__(self, "max_utilization", float(headroom))
+
+
+@dataclass(frozen=True, repr=False)
+class SearchSpace(Result):
+    """The configurations the sizer searches: accelerators x precisions x TP degrees x batch caps.
+
+    Attributes
+    ----------
+    accelerators : tuple of str or Accelerator
+        Candidate accelerators (registry ids, aliases or entries); one is accepted as is.
+    precisions : tuple of str
+        Candidate weight precisions; one is accepted as is.
+    tensor_parallel : tuple of int
+        Tensor-parallel degrees (those that do not divide the model's heads are skipped).
+    batches : tuple of int
+        Caps on running sequences per replica (the engine's ``max_num_seqs``).
+    kv_precision : str, optional
+        The KV cache's precision; default: the engine's for the weights
+        (:func:`~calculator.performance.kv_cache_precision`).
+
+    Examples
+    --------
+    >>> SearchSpace("h100-sxm", ["fp8", "bf16"]).precisions
+    ('fp8', 'bf16')
+    """
+
+    accelerators: tuple[AcceleratorRef, ...]
+    precisions: tuple[Precision, ...]
+    tensor_parallel: tuple[int, ...] = DEFAULT_TENSOR_PARALLEL
+    batches: tuple[int, ...] = DEFAULT_BATCHES
+    kv_precision: Precision | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "accelerators", tuple(_as_list(self.accelerators, "accelerators")))
+        precisions = tuple(_as_list(self.precisions, "precisions"))
+        for precision in precisions:
+            check_precision(precision, "precisions")
+        object.__setattr__(self, "precisions", precisions)
+        for name in ("tensor_parallel", "batches"):
+            values = getattr(self, name)
+            if isinstance(values, str) or not hasattr(values, "__len__") or not len(values):
+                raise InputError(
+                    f"SearchSpace: '{name}' must be a non-empty list of integers >= 1, got {shown(values)}"
+                )
+            object.__setattr__(self, name, tuple(int(v) for v in count("SearchSpace", name, list(values))))
+        if self.kv_precision is not None:
+            check_precision(self.kv_precision, "kv_precision")
+
+
+@dataclass(frozen=True, repr=False)
+class ServingOptions(Result):
+    """Serving features the plan assumes: prefix caching, speculative decoding, chunked prefill, the router.
+
+    Attributes
+    ----------
+    prefix_hit_rate : float
+        The fraction of requests that reuse a shared prefix.
+    shared_prefix_tokens : float
+        Tokens of that prefix (at most the workload's mean prompt; checked by the sizer).
+    speculation : Speculation, optional
+        Speculative decoding with a draft model.
+    chunk_size : int, optional
+        Chunked prefill: prompt tokens per iteration (bounds the token gap, lengthens TTFT); default
+        the engine's token budget.
+    router : str
+        How requests are spread over the replicas (``"round_robin"``, ``"random"``,
+        ``"join_shortest_queue"``, ``"least_outstanding_tokens"``, ``"power_of_two"``); it sets the
+        arrival variability each replica sees.
+    """
+
+    prefix_hit_rate: Probability = 0.0
+    shared_prefix_tokens: Tokens = 0.0
+    speculation: Speculation | None = None
+    chunk_size: int | None = None
+    router: str = DEFAULT_ROUTER
+
+    def __post_init__(self) -> None:
+        hit = probability("ServingOptions", "prefix_hit_rate", self.prefix_hit_rate)
+        object.__setattr__(self, "prefix_hit_rate", float(hit))
+        shared = scalar("ServingOptions", "shared_prefix_tokens", self.shared_prefix_tokens, "token", "nonnegative")
+        object.__setattr__(self, "shared_prefix_tokens", shared)
+        if self.speculation is not None and not isinstance(self.speculation, Speculation):
+            raise InputError(f"ServingOptions: 'speculation' must be a Speculation, got {shown(self.speculation)}")
+        if self.chunk_size is not None:
+            object.__setattr__(self, "chunk_size", int(count("ServingOptions", "chunk_size", self.chunk_size)))
+        object.__setattr__(self, "router", router_name(self.router))
+
+
+@dataclass(frozen=True, repr=False)
+class Costs(Result):
+    """What the fleet costs to run: GPU-hour prices and the electricity behind the energy estimate.
+
+    Attributes
+    ----------
+    gpu_hour : Quantity [currency / time] or dict, optional
+        Price per GPU-hour: one for every accelerator, or per accelerator id; default the registry's
+        cheapest published on-demand price (:func:`default_price`).
+    electricity : Quantity [currency / energy], optional
+        For the electricity cost per million tokens; default 0.10 USD/kWh (a scenario value).
+    idle_power_fraction : float
+        Power an idle GPU draws as a fraction of its TDP (energy estimate).
+    """
+
+    gpu_hour: MoneyRate | Mapping[str, MoneyRate] | None = None
+    electricity: EnergyPrice | None = None
+    idle_power_fraction: Fraction = 0.3
+
+    def __post_init__(self) -> None:
+        prices = self.gpu_hour.values() if isinstance(self.gpu_hour, Mapping) else [self.gpu_hour]
+        for price in prices:
+            if price is None and not isinstance(self.gpu_hour, Mapping):
+                continue
+            if not isinstance(price, ureg.Quantity) or price.dimensionality != _PRICE_DIMENSION:
+                raise InputError(
+                    f"Costs: 'gpu_hour' (the GPU-hour price) must be a quantity in USD/hour per GPU, got {shown(price)}"
+                )
+            if not price.magnitude > 0 or not np.isfinite(price.magnitude):
+                raise InputError(f"Costs: 'gpu_hour' (the GPU-hour price) must be finite and > 0, got {shown(price)}")
+        fraction = probability("Costs", "idle_power_fraction", self.idle_power_fraction)
+        object.__setattr__(self, "idle_power_fraction", float(fraction))
+        if self.electricity is not None:
+            scalar("Costs", "electricity", self.electricity, "USD/(kW*hour)", "nonnegative")
+
+
+_PRICE_DIMENSION = ureg.parse_units("USD/hour").dimensionality
+
+
+def default_price(accelerator: AcceleratorRef, registry: Registry | None = None) -> MoneyRate:
     """A GPU-hour price for ``accelerator`` from the registry: the cheapest published on-demand price.
 
     Falls back to the chapter's scenario prices; raises :class:`InputError` when the registry has
@@ -142,7 +334,7 @@ def default_price(accelerator: AcceleratorRef, registry: Registry | None = None)
     return default_price_entry(accelerator, registry).price
 
 
-def default_price_entry(accelerator: AcceleratorRef, registry: Registry | None = None) -> Any:
+def default_price_entry(accelerator: AcceleratorRef, registry: Registry | None = None) -> Price:
     """The registry price entry :func:`default_price` reads (to cite it as a source)."""
     from ..registry import load_registry
 

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
 from ..results import Result
-from ..simulation.inputs import DEFAULT_ROUTER
-from ..units import shown
+from ..types import Bytes, Count, Energy, Money, MoneyRate, Power, Rate, Time
+from ..units import Q_, shown
+from .inputs import ServingOptions, Speculation, Targets, Workload
+
+if TYPE_CHECKING:
+    from ..simulation.plans import PlanVerification
 
 __all__ = ["FleetPlan", "Rejection", "plan_summary"]
 
@@ -43,7 +49,7 @@ class Rejection(Result):
     precision: str
     tensor_parallel: int
     code: str
-    values: dict[str, Any] = field(default_factory=dict)
+    values: dict[str, Time | Bytes | MoneyRate | Count] = field(default_factory=dict)
 
     @property
     def text(self) -> str:
@@ -92,11 +98,10 @@ class FleetPlan(Result):
         Sequences running on a replica on average at the planned load (Little's law); TPOT and
         TTFT are evaluated there.
     utilization : float
-        Load of each replica as a fraction of its throughput at the batch cap.
-    max_utilization : float
-        The planning ceiling on that load (headroom).
+        Load of each replica as a fraction of its throughput at the batch cap (at most
+        ``targets.max_utilization``).
     ttft, tpot, tbt_max : Quantity [time]
-        Predicted TTFT (mean, or the requested percentile), TPOT, and the longest gap between
+        Predicted TTFT (mean, or the targets' percentile), TPOT, and the longest gap between
         streamed tokens (a prefill or chunk landing in a decode step).
     ttft_interval, tpot_interval : tuple of Quantity
         ``(low, high)``: the performance model's 80 % interval around TTFT and TPOT
@@ -111,29 +116,31 @@ class FleetPlan(Result):
     binding_constraint : str
         ``"memory"``, ``"tpot"``, ``"ttft"`` or ``"throughput"``.
     cost_per_hour, cost_per_million_tokens : Quantity [currency / time], [currency]
-        Fleet cost and cost per million output tokens.
+        Fleet cost and cost per million output tokens (:func:`~calculator.economics.cost_per_million_tokens`).
     power, energy_per_million_tokens, electricity_cost_per_million_tokens : Quantity
         Fleet power draw, energy and electricity cost per million output tokens.
     rejected : dict
         Per family ``accelerator/precision/tpN``: why it cannot serve the workload (or its best cost),
         in a sentence; ``rejections`` has the same as records.
     closest : dict
-        When infeasible: the lowest TTFT and TPOT any candidate reaches.
+        When infeasible: the lowest TTFT and TPOT any candidate reaches (``"ttft"``, ``"tpot"``).
     candidates : int
         Configurations evaluated.
-    router : str
-        The dispatch policy assumed (``size_fleet``'s ``router``, round robin unless told).
     workload : Workload
         The traffic planned for.
-    targets : dict
-        ``ttft``, ``tpot``, ``tbt`` (Quantity or None), ``ttft_percentile`` (None for the mean),
-        ``kv_precision`` and ``chunk_size``: what a simulation needs to check the plan.
+    targets : Targets
+        The targets planned for (TTFT and its percentile, TPOT, token gap, headroom).
+    serving : ServingOptions
+        The serving features assumed (prefix caching, speculative decoding, chunked prefill, router).
+    registry_files : tuple of str
+        The user registry files the plan's ids resolve in, beside the packaged registry
+        (``load_registry(extra=plan.registry_files)``); empty for the packaged registry alone.
     rejections : tuple of Rejection
         The families not chosen, each with a reason code and the values behind it.
     simulated_replicas : int or None
-        With ``verify=True``: the fewest replicas that meet the targets in simulation.
+        With a verification: the fewest replicas that meet the targets in simulation.
     verification : PlanVerification or None
-        With ``verify=True``: the simulations behind ``simulated_replicas``.
+        The simulations behind ``simulated_replicas``.
     """
 
     feasible: bool
@@ -148,30 +155,79 @@ class FleetPlan(Result):
     replicas: int = 0
     gpus: int = 0
     utilization: float = 0.0
-    max_utilization: float = 0.0
-    ttft: Any = None
-    tpot: Any = None
-    tbt_max: Any = None
-    ttft_interval: Any = None
-    tpot_interval: Any = None
-    gpus_interval: Any = None
-    replica_throughput: Any = None
+    ttft: Time | None = None
+    tpot: Time | None = None
+    tbt_max: Time | None = None
+    ttft_interval: tuple[Time, Time] | None = None
+    tpot_interval: tuple[Time, Time] | None = None
+    gpus_interval: tuple[int, int | None] | None = None
+    replica_throughput: Rate | None = None
     binding_constraint: str = ""
-    cost_per_hour: Any = None
-    cost_per_million_tokens: Any = None
-    power: Any = None
-    energy_per_million_tokens: Any = None
-    electricity_cost_per_million_tokens: Any = None
+    cost_per_hour: MoneyRate | None = None
+    cost_per_million_tokens: Money | None = None
+    power: Power | None = None
+    energy_per_million_tokens: Energy | None = None
+    electricity_cost_per_million_tokens: Money | None = None
     rejected: dict[str, str] = field(default_factory=dict)
-    closest: dict[str, Any] = field(default_factory=dict)
+    closest: dict[str, Time] = field(default_factory=dict)
     candidates: int = 0
     running_batch: float = 0.0
-    router: str = DEFAULT_ROUTER
-    workload: Any = None
-    targets: dict[str, Any] = field(default_factory=dict)
+    workload: Workload | None = None
+    targets: Targets | None = None
+    serving: ServingOptions = field(default_factory=ServingOptions)
+    registry_files: tuple[str, ...] = ()
     rejections: tuple[Rejection, ...] = ()
     simulated_replicas: int | None = None
-    verification: Any = None
+    verification: PlanVerification | None = None
+
+    @property
+    def router(self) -> str:
+        """The dispatch policy assumed (``serving.router``)."""
+        return self.serving.router
+
+    @property
+    def max_utilization(self) -> float:
+        """The planning ceiling on each replica's load (``targets.max_utilization``; 0 without targets)."""
+        return self.targets.max_utilization if self.targets is not None else 0.0
+
+    @classmethod
+    def from_json_dict(cls, data: Mapping[str, Any]) -> FleetPlan:
+        """A plan from :meth:`~calculator.results.Result.to_json_dict` (``servecalc size --json``).
+
+        Raises :class:`InputError` naming what is missing or malformed (a file of an older version
+        records no ``serving`` part: size it again).
+        """
+        if not isinstance(data, Mapping) or not {"feasible", "model", "replicas"} <= set(data):
+            raise InputError("not a plan written by 'servecalc size --json'")
+        if data.get("workload") is None or not data.get("targets") or not isinstance(data.get("serving"), Mapping):
+            raise InputError(
+                "the file does not record the plan's workload, targets and serving options (written by an older "
+                "version?): size it again with 'servecalc size --json'"
+            )
+        names = {f.name for f in dataclasses.fields(cls)} - {"verification"}
+        values = {key: _restore(value) for key, value in data.items() if key in names}
+        values["workload"] = Workload(**values["workload"])
+        values["targets"] = Targets(**values["targets"])
+        serving = dict(values["serving"])
+        if serving.get("speculation") is not None:
+            serving["speculation"] = Speculation(**serving["speculation"])
+        values["serving"] = ServingOptions(**serving)
+        values["rejections"] = tuple(Rejection(**record) for record in values.get("rejections", ()))
+        for name in ("ttft_interval", "tpot_interval", "gpus_interval", "registry_files"):
+            if values.get(name) is not None:
+                values[name] = tuple(values[name])
+        return cls(**values)
+
+
+def _restore(value: Any) -> Any:
+    """A JSON value back as the library holds it: ``{"value", "unit"}`` as a quantity, lists as tuples."""
+    if isinstance(value, dict) and set(value) == {"value", "unit"}:
+        return Q_(value["value"], value["unit"])
+    if isinstance(value, dict):
+        return {key: _restore(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return tuple(_restore(item) for item in value)
+    return value
 
 
 def plan_summary(plan: FleetPlan) -> str:

@@ -10,7 +10,7 @@ import numpy as np
 from .._support import bits_of, count
 from ..formula import formula, var
 from ..results import Result
-from ..types import Bytes, BytesPerToken, Capacity, Count, ModelRef, Tokens
+from ..types import Bytes, BytesPerToken, Capacity, Count, ModelRef, Number, Tokens
 from ..units import Q_, check_units
 from ._common import _kv_precision_bytes, _memory_args
 from .fit import MemoryFit, max_context, memory_footprint, model_memory_fit
@@ -40,11 +40,11 @@ class KvWall(Result):
     ``boundary[i]`` is the longest context at which ``batches[i]`` sequences fit.
     """
 
-    contexts: Any
-    batches: Any
-    footprint: Any
-    capacity: Any
-    boundary: Any
+    contexts: Tokens
+    batches: Count
+    footprint: Bytes
+    capacity: Bytes
+    boundary: Tokens
 
 
 @check_units(capacity="B", weights="B", kv_per_token="B/token", reserve="B")
@@ -153,8 +153,8 @@ class PrecisionDividend(Result):
 
     before: MemoryFit
     after: MemoryFit
-    dividend: Any
-    batch_ratio: Any
+    dividend: Number
+    batch_ratio: float
     capacity_basis: str = "as given"
 
 

@@ -269,31 +269,31 @@ class MemoryFit(Result):
         KV bytes per token on one device.
     kv_per_request : Quantity [information]
         KV bytes of one sequence of ``context`` tokens on one device (whole blocks).
-    batch, context, tensor_parallel : int
-    max_batch : int
+    batch, context, tensor_parallel : int or array of int
+    max_batch : int or array of int
         Sequences of ``context`` tokens that fit (0 if none).
-    max_context : int
+    max_context : int or array of int
         Longest context at which ``batch`` sequences (at least one) fit.
     capacity_basis : str
         Which memory figure ``capacity`` is: ``"physical"`` or ``"nameplate"`` when it was read from an
         accelerator, ``"as given"`` when it was passed as a quantity.
     """
 
-    fits: Any
-    capacity: Any
-    weights: Any
-    reserve: Any
-    kv: Any
-    available: Any
-    free: Any
-    missing: Any
-    kv_per_token: Any
-    kv_per_request: Any
-    batch: Any
-    context: Any
-    tensor_parallel: Any
-    max_batch: Any
-    max_context: Any
+    fits: bool | np.ndarray
+    capacity: Bytes
+    weights: Bytes
+    reserve: Bytes
+    kv: Bytes
+    available: Bytes
+    free: Bytes
+    missing: Bytes
+    kv_per_token: BytesPerToken
+    kv_per_request: Bytes
+    batch: Count
+    context: Tokens
+    tensor_parallel: Count
+    max_batch: Count
+    max_context: Tokens
     capacity_basis: str = "as given"
 
 
@@ -389,9 +389,9 @@ def memory_fit(
 class DeviceShare(Result):
     """What one device of a tensor-parallel group holds of a model (see :func:`device_share`)."""
 
-    tensor_parallel: Any
-    weights: Any
-    kv_per_token: Any
+    tensor_parallel: Count
+    weights: Bytes
+    kv_per_token: BytesPerToken
 
 
 @renamed(kv_dtype="kv_precision")

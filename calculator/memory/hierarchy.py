@@ -11,7 +11,7 @@ import numpy as np
 from .._support import count, magnitude
 from ..formula import formula, var
 from ..results import Result, floor_whole
-from ..types import Bytes, BytesPerToken, Tokens
+from ..types import Bytes, BytesPerToken, Count, Time, Tokens
 from ..units import Q_, check_units
 from .fit import max_batch_numeric
 from .weights import NO_BYTES
@@ -75,11 +75,11 @@ def kv_pool_size(total, weights, activations, overhead, headroom=0.1):
 class KvBudget(Result):
     """Section 10.7.8's capacity accounting (see :func:`kv_budget`)."""
 
-    available: Any
-    pool: Any
-    max_concurrent: Any
-    fits: Any
-    missing: Any
+    available: Bytes
+    pool: Bytes
+    max_concurrent: Count
+    fits: bool | np.ndarray
+    missing: Bytes
 
 
 @check_units(total="B", weights="B", kv_per_token="B/token", activations="B", overhead="B")
@@ -169,7 +169,7 @@ class TierRetention(Result):
     active: int
     per_tier: Mapping[str, int]
     retained: int
-    restore_time: Mapping[str, Any]
+    restore_time: Mapping[str, Time]
 
 
 @check_units(sequence_bytes="B")

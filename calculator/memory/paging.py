@@ -11,7 +11,7 @@ import numpy as np
 from .._support import count
 from ..errors import InputError
 from ..results import Result
-from ..types import Count, Tokens
+from ..types import Count, Fraction, Number, Tokens
 from ._common import _float
 
 __all__ = [
@@ -33,12 +33,12 @@ __all__ = [
 class ReservationComparison(Result):
     """Contiguous worst-case reservation against on-demand (paged) allocation of one pool."""
 
-    reserved_sequences: Any
-    paged_sequences: Any
-    idle_reserved_tokens: Any
-    reservation_waste: Any
-    paged_waste: Any
-    capacity_gain: Any
+    reserved_sequences: Count
+    paged_sequences: Count
+    idle_reserved_tokens: Tokens
+    reservation_waste: Fraction
+    paged_waste: Fraction
+    capacity_gain: Number
 
 
 def reservation_vs_paging(
@@ -218,10 +218,10 @@ def slot_map(slots: str | Sequence[str]) -> SlotMap:
 class PagedAllocation(Result):
     """Pages of a sequence under paged KV allocation (see :func:`paged_allocation`)."""
 
-    blocks: Any
-    allocated_tokens: Any
-    waste_tokens: Any
-    waste_fraction: Any
+    blocks: Count
+    allocated_tokens: Tokens
+    waste_tokens: Tokens
+    waste_fraction: Fraction
 
 
 def paged_allocation(context: Tokens, block_size: Count = 16) -> PagedAllocation:

@@ -12,7 +12,7 @@ from .._support import count, magnitude, probability
 from ..errors import InputError
 from ..formula import ceil, floor, formula, minimum, var
 from ..results import Result
-from ..types import BytesPerToken, Count
+from ..types import Bytes, BytesPerToken, Count, Fraction, Number, Tokens
 from ..units import Q_, check_units
 from ._common import _float
 
@@ -89,12 +89,12 @@ def prefix_cache_tokens(users, prefix_tokens, unique_tokens, hit_rate=1, block_s
 class PrefixCacheMemory(Result):
     """KV memory with and without prefix sharing (see :func:`prefix_cache_memory`)."""
 
-    tokens_without: Any
-    tokens_with: Any
-    bytes_without: Any
-    bytes_with: Any
-    reduction: Any
-    capacity_ratio: Any
+    tokens_without: Tokens
+    tokens_with: Tokens
+    bytes_without: Bytes
+    bytes_with: Bytes
+    reduction: Fraction
+    capacity_ratio: Number
 
 
 @check_units(kv_per_token="B/token")

@@ -20,7 +20,7 @@ from .._support import model_of
 from ..errors import InputError
 from ..formula import magnitude
 from ..results import Result
-from ..types import AcceleratorRef, Count, ModelRef, Time, Tokens
+from ..types import AcceleratorRef, Count, ModelRef, Rate, Time, TokenRate, Tokens
 from ..units import Q_
 from ._common import _counts, _efficiency, _tp
 from .arrays import StepArrays, step_arrays
@@ -73,17 +73,17 @@ class BenchmarkPrediction(Result):
         False when they are the generic efficiency curve at the registry peaks.
     """
 
-    ttft: Any
-    tpot: Any
-    ttft_interval: Any
-    tpot_interval: Any
-    throughput: Any
-    output_throughput: Any
-    active_batch: Any
-    max_concurrency: Any
-    memory_limited: Any
-    prefill_time: Any
-    decode_step_time: Any
+    ttft: Time
+    tpot: Time
+    ttft_interval: tuple[Time, Time]
+    tpot_interval: tuple[Time, Time]
+    throughput: Rate
+    output_throughput: TokenRate
+    active_batch: Count
+    max_concurrency: Count
+    memory_limited: bool | np.ndarray
+    prefill_time: Time
+    decode_step_time: Time
     engine: str
     kv_precision: str
     measured_kernels: bool

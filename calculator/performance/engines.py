@@ -20,9 +20,11 @@ import numpy as np
 from ..errors import InputError
 from ..memory.kv import kv_shards
 from ..results import Result
+from ..types import Bytes, Time
 from ..units import Q_, ureg
 
 if TYPE_CHECKING:
+    from ..registry import EngineInterval
     from .arrays import StepArrays
 
 __all__ = [
@@ -63,9 +65,9 @@ class Efficiency(Result):
     hbm_bandwidth: float
     compute: float
     link_bandwidth: float
-    collective_latency: Any
-    step_overhead: Any
-    sequence_overhead: Any = field(default_factory=lambda: Q_(0.0, "s"))
+    collective_latency: Time
+    step_overhead: Time
+    sequence_overhead: Time = field(default_factory=lambda: Q_(0.0, "s"))
     kernels: bool = True
 
     def __post_init__(self) -> None:
@@ -159,7 +161,7 @@ class EngineProfile(Result):
     efficiency: Efficiency
     memory_utilization: float
     memory_policy: str
-    memory_reserve: Any
+    memory_reserve: Bytes
     max_num_tokens: int
     max_num_seqs: int
     tiers: tuple[tuple[float, int, int], ...]
@@ -167,12 +169,12 @@ class EngineProfile(Result):
     chunked_prefill: bool
     mixed_batching: bool
     output_reservation: float
-    request_overhead: Any
+    request_overhead: Time
     source: str
     citations: Mapping[str, str] = field(default_factory=dict)
     per_accelerator: Mapping[str, Efficiency] = field(default_factory=dict)
     quantized_kv_precision: str = "fp8"
-    interval: Any = None
+    interval: EngineInterval | None = None
 
     def __post_init__(self) -> None:
         if self.quantized_kv_precision not in ("fp8", "bf16", "fp16"):

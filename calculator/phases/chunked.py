@@ -15,7 +15,7 @@ from .._support import count
 from ..errors import InputError
 from ..formula import formula, per, var
 from ..results import Result
-from ..types import AcceleratorRef, Count, ModelRef, Precision, Tokens
+from ..types import AcceleratorRef, Count, ModelRef, Precision, Time, Tokens
 from ..units import Q_
 from ._common import _device_setup
 from .flops import roofline_time
@@ -285,11 +285,11 @@ class ChunkedPrefillTradeoff(Result):
     """
 
     iterations: int
-    monolithic_tbt: Any
-    monolithic_ttft: Any
-    chunked_tbt: Any
-    chunked_ttft: Any
-    decode_step: Any
+    monolithic_tbt: Time
+    monolithic_ttft: Time
+    chunked_tbt: Time
+    chunked_ttft: Time
+    decode_step: Time
 
 
 def chunked_prefill_tradeoff(

@@ -15,7 +15,19 @@ from .._support import count, magnitude, renamed
 from ..errors import InputError
 from ..memory import kv_cache_bytes, kv_handoff_time, model_kv_bytes_per_token
 from ..results import Result, ceil_count
-from ..types import AcceleratorRef, Count, InterconnectRef, ModelRef, Precision, Rate, Time, TokenRate, Tokens
+from ..types import (
+    AcceleratorRef,
+    Bytes,
+    Count,
+    Fraction,
+    InterconnectRef,
+    ModelRef,
+    Precision,
+    Rate,
+    Time,
+    TokenRate,
+    Tokens,
+)
 from ..units import Q_, check_units
 from ._common import _device_setup
 from .roofline import roofline_prefill_time
@@ -105,9 +117,9 @@ def model_kv_handoff_time(
 class PreemptionCosts(Result):
     """The three ways to free a running sequence's KV cache (section 10.7.7)."""
 
-    retain_bytes: Any
-    swap_time: Any
-    recompute_time: Any
+    retain_bytes: Bytes
+    swap_time: Time
+    recompute_time: Time
 
 
 @renamed(kv_dtype="kv_precision")
@@ -171,10 +183,10 @@ def preemption_costs(
 class PoolSizes(Result):
     """Instances of each pool of a disaggregated deployment (see :func:`disaggregated_pool_sizes`)."""
 
-    prefill_instances: Any
-    decode_instances: Any
-    prefill_utilization: Any
-    decode_utilization: Any
+    prefill_instances: Count
+    decode_instances: Count
+    prefill_utilization: Fraction
+    decode_utilization: Fraction
 
 
 @check_units(arrival_rate="request/s", prefill_throughput="token/s", decode_throughput="token/s")

@@ -17,7 +17,7 @@ import numpy as np
 from .._support import count, renamed
 from ..memory import kv_cache_bytes
 from ..results import Result
-from ..types import AcceleratorRef, Count, ModelRef, Precision, Tokens
+from ..types import AcceleratorRef, Bytes, Compute, Count, ModelRef, Precision, Time, Tokens
 from ..units import Q_
 from ._common import _device_setup
 from .flops import decode_flops, prefill_flops, roofline_time
@@ -49,18 +49,18 @@ class RooflineEstimate(Result):
         FLOPs per device.
     bytes_moved : Quantity [information]
         Bytes per device (weights + KV).
-    tokens : array
+    tokens : float or array
         Tokens the step produces (prefill: prompt tokens x batch; decode: batch).
     compute_bound : bool or array of bool
     """
 
-    time: Any
-    compute_time: Any
-    memory_time: Any
-    flops: Any
-    bytes_moved: Any
-    tokens: Any
-    compute_bound: Any
+    time: Time
+    compute_time: Time
+    memory_time: Time
+    flops: Compute
+    bytes_moved: Bytes
+    tokens: Tokens
+    compute_bound: bool | np.ndarray
 
     @property
     def tokens_per_second(self) -> Any:

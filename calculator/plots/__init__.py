@@ -841,7 +841,7 @@ def verification_chart(verification: Any, plan: Any = None) -> go.Figure:
     if hasattr(verification, "verification") and hasattr(verification, "targets"):
         plan, verification = verification, verification.verification
     if verification is None:
-        raise InputError("verification_chart(): the plan has no verification (size it with verify=True)")
+        raise InputError("verification_chart(): the plan has no verification (check it with verify_plan)")
     table = verification.table.sort_values("replicas")
     ttft_column = next(c for c in table.columns if c.startswith("ttft_") and c.endswith("_ms"))
     statistic = ttft_column.removeprefix("ttft_").removesuffix("_ms")
@@ -857,7 +857,7 @@ def verification_chart(verification: Any, plan: Any = None) -> go.Figure:
         for r, a, v in zip(replicas, table.attainment.to_numpy(dtype=float), table.verdict, strict=True)
     ]
     span = [replicas.min() - 0.5, replicas.max() + 0.5]
-    targets = (plan.targets or {}) if plan is not None else {}
+    targets = plan.targets if plan is not None else None
     for col, (column, label, key) in enumerate(panels, start=1):
         figure.add_trace(
             go.Scatter(
@@ -873,8 +873,8 @@ def verification_chart(verification: Any, plan: Any = None) -> go.Figure:
             row=1,
             col=col,
         )
-        if targets.get(key) is not None:
-            level = float(targets[key].m_as("ms"))
+        if targets is not None and getattr(targets, key) is not None:
+            level = float(getattr(targets, key).m_as("ms"))
             figure.add_trace(
                 go.Scatter(
                     x=span,

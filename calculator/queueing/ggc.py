@@ -313,8 +313,8 @@ class QueueMetrics(Result):
     """
 
     utilization: Fraction
-    stable: Any
-    exact: Any
+    stable: bool | np.ndarray
+    exact: bool | np.ndarray
     wait_probability: Probability
     mean_wait: Time
     mean_time_in_system: Time
@@ -323,8 +323,8 @@ class QueueMetrics(Result):
     arrival_rate: Rate
     service_time: Time
     servers: Count
-    arrival_cv: Any
-    service_cv: Any
+    arrival_cv: Number
+    service_cv: Number
 
     def wait_exceedance(self, threshold: Time) -> Probability:
         """P(wait > threshold) (see :func:`ggc_wait_exceedance`)."""

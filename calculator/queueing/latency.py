@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -185,7 +184,7 @@ class ServingTaxBudget(Result):
     non_compute_slack: Time
     serving_tax: Time
     queueing_slack: Time
-    feasible: Any
+    feasible: bool | np.ndarray
 
 
 @check_units(slo="s", inference="s", network="s", serialization="s", coordination="s")

@@ -9,14 +9,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import InputError
 from ..results import Result
+from ..types import Rate, Time
 from ..units import ureg
 from ._common import _time_seconds
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["ROUTERS", "DEFAULT_ROUTER", "SimulationSetup", "Traffic", "router_name"]
 
@@ -88,7 +92,7 @@ class SimulationSetup(Result):
     max_num_seqs: int | None = None
     max_num_tokens: int | None = None
     step_scale: float = 1.0
-    step_time: Any = None
+    step_time: Time | None = None
     registry_files: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -135,7 +139,7 @@ class Traffic(Result):
         Replicas taken out drain. Times are measured from the first arrival.
     """
 
-    arrival_rate: Any = None
+    arrival_rate: Rate = None
     input_tokens: float = 1.0
     output_tokens: float = 1.0
     input_cv: float = 0.0
@@ -144,9 +148,9 @@ class Traffic(Result):
     length_distribution: str = "lognormal"
     requests: int = 10_000
     clients: int | None = None
-    trace: Any = None
-    demand: Any = None
-    replica_schedule: Any = None
+    trace: pd.DataFrame | None = None
+    demand: tuple[np.ndarray, np.ndarray] | None = None
+    replica_schedule: tuple[np.ndarray, np.ndarray] | None = None
 
     def __post_init__(self) -> None:
         name = "Traffic"
@@ -186,7 +190,7 @@ class Traffic(Result):
                 raise InputError(f"{name}: 'demand' rates must be >= 0 request/s and not all zero")
             object.__setattr__(self, "demand", (times, rates))
         if self.replica_schedule is not None:
-            schedule = self.replica_schedule
+            schedule: Any = self.replica_schedule  # a pair, or a ScalingPlan until replaced below
             if hasattr(schedule, "ready") and hasattr(schedule, "times"):  # an autoscaling ScalingPlan
                 schedule = (schedule.times, schedule.ready)
             times, ready = _series(name, "replica_schedule", schedule, "")

@@ -23,6 +23,8 @@ from .results import SimulationResult
 from .run import simulate
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from ..fleet.plan import FleetPlan
 
 __all__ = ["PlanVerification", "default_requests", "plan_setup", "simulate_plan", "verify_plan"]
@@ -35,18 +37,17 @@ __all__ = ["PlanVerification", "default_requests", "plan_setup", "simulate_plan"
 def plan_setup(plan: FleetPlan, step_scale: float = 1.0) -> SimulationSetup:
     """The replica a :class:`~calculator.fleet.FleetPlan` describes (its cap on running sequences included)."""
     _check_plan(plan, "plan_setup")
-    targets = plan.targets or {}
     return SimulationSetup(
         model=plan.model,
         accelerator=plan.accelerator,
         precision=plan.precision,
         tensor_parallel=int(plan.tensor_parallel),
         engine=None if plan.engine == "generic" else plan.engine,
-        kv_precision=targets.get("kv_precision"),
+        kv_precision=plan.kv_precision or None,
         max_num_seqs=int(plan.batch),
-        max_num_tokens=targets.get("chunk_size"),
+        max_num_tokens=plan.serving.chunk_size,
         step_scale=step_scale,
-        registry_files=tuple(targets.get("registry_files", ())),
+        registry_files=plan.registry_files,
     )
 
 
@@ -57,9 +58,9 @@ def _check_plan(plan: Any, function: str) -> None:
         raise InputError(f"{function}(): argument 'plan' must be a FleetPlan, got {type(plan).__name__}")
     if not plan.feasible:
         raise InputError(f"{function}(): the plan is infeasible ({plan.reason}); there is nothing to simulate")
-    if plan.workload is None or not plan.targets:
+    if plan.workload is None or plan.targets is None:
         raise InputError(f"{function}(): the plan does not record its workload and targets (make it with size_fleet)")
-    if plan.targets.get("speculation") or plan.targets.get("prefix_caching"):
+    if plan.serving.speculation is not None or plan.serving.prefix_hit_rate > 0:
         raise InputError(
             f"{function}(): speculative decoding and prefix caching are not simulated; size the plan without them"
         )
@@ -100,16 +101,17 @@ def simulate_plan(
     _check_requests("simulate_plan", requests)
     traffic = Traffic.from_workload(plan.workload, default_requests(count) if requests is None else int(requests))
     targets = plan.targets
+    assert targets is not None  # _check_plan
     return simulate(
         plan_setup(plan),
         traffic,
         replicas=count,
         router=router or plan.router,
         seeds=seeds,
-        ttft_slo=targets["ttft"],
-        tpot_slo=targets["tpot"],
-        tbt_slo=targets.get("tbt"),
-        ttft_percentile=targets.get("ttft_percentile"),
+        ttft_slo=targets.ttft,
+        tpot_slo=targets.tpot,
+        tbt_slo=targets.tbt,
+        ttft_percentile=targets.ttft_percentile,
         executor=executor,
         progress=progress,
         time_limit=time_limit,
@@ -141,7 +143,7 @@ class PlanVerification(Result):
     simulated_replicas: int | None
     meets_targets: bool
     tight: bool
-    table: Any = field(repr=False)
+    table: pd.DataFrame = field(repr=False)
     results: dict[int, SimulationResult] = field(repr=False)
     verdict: str
 
@@ -231,8 +233,7 @@ def verify_plan(
     if progress is not None:
         progress(1.0)
     rows = []
-    targets = plan.targets
-    ttft_stat = _statistic_name(targets.get("ttft_percentile"))
+    ttft_stat = _statistic_name(plan.targets.ttft_percentile if plan.targets is not None else None)
     for count, result in sorted(results.items()):
         rows.append(
             {

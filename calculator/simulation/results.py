@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import InputError
 from ..results import Result, format_number
+from ..types import Rate
 from ..units import Q_
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["SimulationResult"]
 
@@ -176,13 +180,13 @@ class SimulationResult(Result):
     router : str
     """
 
-    requests: Any = field(repr=False)
-    summary: Any = field(repr=False)
+    requests: pd.DataFrame = field(repr=False)
+    summary: pd.DataFrame = field(repr=False)
     attainment: dict[str, float]
-    goodput: Any
-    throughput: Any
-    utilization: Any
-    occupancy: Any = field(repr=False)
+    goodput: Rate
+    throughput: Rate
+    utilization: np.ndarray
+    occupancy: pd.DataFrame = field(repr=False)
     in_flight: float
     littles_law: float
     meets_targets: bool | None

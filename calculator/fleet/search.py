@@ -1,0 +1,387 @@
+"""The fleet sizer's search: the cheapest feasible candidate, its binding constraint and its error band.
+
+:func:`_size` (behind :func:`~calculator.fleet.size_fleet`) evaluates every candidate of the
+:class:`~calculator.fleet.inputs.SearchSpace` at once (:mod:`calculator.fleet.evaluate`). The
+cheapest feasible candidate wins (the largest cap among equals). The plan reports its binding
+constraint (what keeps it from one replica fewer), why each rejected family failed, the closest
+achievable values when nothing is feasible, and the GPUs its configuration needs at the ends of the
+model's error interval.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..economics import cost_per_million_tokens
+from ..errors import InputError
+from ..performance import EngineProfile, engine_profile
+from ..types import ModelRef
+from ..uncertainty import prediction_interval
+from ..units import Q_, shown
+from ._common import HOURS, MAX_FLEET_GPUS, _grid, _registry_for
+from .evaluate import Evaluation, _evaluate, _families, _Family
+from .inputs import Costs, SearchSpace, ServingOptions, Targets, Workload
+from .plan import FleetPlan, Rejection
+
+if TYPE_CHECKING:
+    from ..registry import Registry
+
+__all__: list[str] = []
+
+#: The electricity price of the energy estimate when none is given (a scenario value).
+DEFAULT_ELECTRICITY_PRICE = Q_(0.10, "USD/(kW*hour)")
+
+
+# --------------------------------------------------------------------------------------------
+# The search
+
+
+@dataclass(frozen=True)
+class _Masks:
+    """Which candidates of one family's grid fit in memory and meet each target."""
+
+    fits: np.ndarray
+    tpot: np.ndarray
+    ttft: np.ndarray
+    tbt: np.ndarray
+
+    @classmethod
+    def of(cls, e: Evaluation, targets: Targets) -> _Masks:
+        tbt = targets.tbt.m_as("s") if targets.tbt is not None else np.inf
+        return cls(e.fits, e.tpot <= targets.tpot.m_as("s"), e.ttft <= targets.ttft.m_as("s"), e.tbt_max <= tbt)
+
+    @property
+    def feasible(self) -> np.ndarray:
+        return self.fits & self.tpot & self.ttft & self.tbt
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    """The cheapest feasible batch cap of one family at one TP degree: row ``i``, column ``j`` of its grid."""
+
+    rank: tuple[float, float, float]  # cost per hour, GPUs, TP degree
+    family: _Family
+    key: str
+    i: int
+    j: int
+    evaluation: Evaluation
+    masks: _Masks
+
+    @property
+    def replicas(self) -> int:
+        return int(self.evaluation.replicas[self.i, self.j])
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """What a search found: the best candidate (None if nothing is feasible) and why the others are not it."""
+
+    best: _Candidate | None
+    rejected: dict[str, Rejection]
+    closest_ttft: float
+    closest_tpot: float
+
+
+@dataclass(frozen=True)
+class _Search:
+    """The cheapest feasible candidate over every family, with step times optionally scaled."""
+
+    families: list[_Family]
+    profile: EngineProfile
+    workload: Workload
+    targets: Targets
+    serving: ServingOptions
+    tps: np.ndarray
+    tp_grid: np.ndarray
+    batch_grid: np.ndarray
+
+    def evaluate(self, family: _Family, scale: tuple[float, float] = (1.0, 1.0)) -> Evaluation:
+        return _evaluate(
+            family, self.profile, self.workload, self.tp_grid, self.batch_grid, self.serving,
+            percentile=self.targets.ttft_percentile, max_utilization=self.targets.max_utilization, scale=scale,
+        )  # fmt: skip
+
+    def run(self, scales: dict[tuple[str, str], tuple[float, float]] | None = None, progress: Any = None) -> _Outcome:
+        """Search every family; ``scales`` multiply the step times per (accelerator, precision)."""
+        best: _Candidate | None = None
+        rejected: dict[str, Rejection] = {}
+        closest_ttft, closest_tpot = np.inf, np.inf
+        for done, family in enumerate(self.families, start=1):
+            e = self.evaluate(family, scales[family.accelerator, family.precision] if scales else (1.0, 1.0))
+            if progress is not None:
+                progress(done, len(self.families))
+            ok = _Masks.of(e, self.targets)
+            feasible = ok.feasible & ~e.oversized
+            cost = e.replicas * self.tp_grid * family.price
+            if e.fits.any():
+                closest_ttft = min(closest_ttft, float(np.min(e.ttft[e.fits])))
+                closest_tpot = min(closest_tpot, float(np.min(e.tpot[e.fits])))
+            for i, tp in enumerate(self.tps):
+                key = f"{family.accelerator}/{family.precision}/tp{int(tp)}"
+                if not feasible[i].any():
+                    rejected[key] = _why(family, int(tp), e, i, ok, self.targets)
+                    continue
+                # The largest cap at the lowest cost: the same replicas, and room for bursts.
+                masked = np.where(feasible[i], cost[i], np.inf)
+                j = int(np.flatnonzero(masked == masked.min())[-1])
+                values = {
+                    "gpus": int(e.replicas[i, j] * tp),
+                    "batch": int(self.batch_grid[i, j]),
+                    "cost_per_hour": Q_(float(cost[i, j]), "USD/hour"),
+                }
+                rejected[key] = Rejection(
+                    key, family.accelerator, family.precision, int(tp), code="costlier", values=values
+                )
+                rank = (float(cost[i, j]), float(e.replicas[i, j] * tp), float(tp))
+                if best is None or rank < best.rank:
+                    best = _Candidate(rank, family, key, i, j, e, ok)
+        return _Outcome(best, rejected, closest_ttft, closest_tpot)
+
+    def gpus_at(self, end: int, best: _Candidate) -> int | None:
+        """GPUs the plan's own configuration needs with step times at one end (0 low, 1 high) of the interval.
+
+        The interval of the plan itself (its family at its TP, the batch cap re-chosen), not of
+        whichever configuration would win there.
+        """
+        family, i = best.family, best.i
+        profile = self.profile
+        bands = prediction_interval(profile.name, family.accelerator, family.arrays.measured, profile.interval)
+        # Step times (prefill and decode) scale by the TPOT band: it measures the step model. The
+        # TTFT band is wider because it carries a benchmark's queueing, which the sizer models itself.
+        scales = {(family.accelerator, family.precision): (bands["tpot"][end], bands["tpot"][end])}
+        rows = slice(i, i + 1)
+        own = dataclasses.replace(
+            self, families=[family], tps=self.tps[rows], tp_grid=self.tp_grid[rows], batch_grid=self.batch_grid[rows]
+        )
+        found = own.run(scales).best
+        return None if found is None else found.replicas * int(own.tps[0])
+
+
+# --------------------------------------------------------------------------------------------
+# Why a family is not the plan
+
+
+def _why(family: _Family, tp: int, e: Evaluation, i: int, ok: _Masks, targets: Targets) -> Rejection:
+    """The reason code (and its values) no batch cap of one family (row ``i`` of ``e``) meets the targets."""
+    ok_tpot, ok_ttft, ok_tbt = ok.tpot[i], ok.ttft[i], ok.tbt[i]
+    fits = e.fits[i]
+    record: dict[str, Any] = {
+        "accelerator": family.accelerator,
+        "precision": family.precision,
+        "tensor_parallel": int(tp),
+    }
+    key = f"{family.accelerator}/{family.precision}/tp{int(tp)}"
+    if fits.any() and e.oversized[i][fits].all():
+        return Rejection(key, **record, code="fleet_size", values={"limit": MAX_FLEET_GPUS})
+    if not fits.any():
+        values = {
+            "weights_per_device": Q_(float(e.weights_per_device[i, 0]), "B"),
+            "usable_per_device": Q_(float(e.usable_per_device), "B"),
+        }
+        return Rejection(key, **record, code="memory", values=values)
+    if not (fits & ok_tpot).any():
+        best = Q_(float(np.min(e.tpot[i][fits])), "s")
+        return Rejection(key, **record, code="tpot", values={"best": best, "target": targets.tpot})
+    if not (fits & ok_ttft).any():
+        best = Q_(float(np.min(e.ttft[i][fits])), "s")
+        return Rejection(key, **record, code="ttft", values={"best": best, "target": targets.ttft})
+    if not (fits & ok_tbt).any():
+        return Rejection(key, **record, code="tbt")
+    return Rejection(key, **record, code="joint")
+
+
+def _binding(best: _Candidate) -> str:
+    """What keeps the plan from one replica fewer: the constraint every such candidate misses."""
+    e, ok, i, j = best.evaluation, best.masks, best.i, best.j
+    fewer = e.replicas[i] < e.replicas[i, j]
+    if not fewer.any():
+        return "throughput"  # no cap on the grid sustains the load on fewer replicas within the headroom
+    for name, mask in (("memory", ok.fits[i]), ("tpot", ok.tpot[i]), ("ttft", ok.ttft[i]), ("tbt", ok.tbt[i])):
+        if not mask[fewer].any():
+            return name
+        fewer &= mask
+    return "throughput"
+
+
+def _infeasible_reason(
+    rejected: dict[str, Rejection], closest_ttft: float, closest_tpot: float, heads: int | None = None
+) -> str:
+    """Why no candidate is feasible, in the terms of what blocks every one of them."""
+    codes = {r.code for r in rejected.values()}
+    if codes == {"fleet_size"}:
+        return f"the load needs more than {MAX_FLEET_GPUS:,} GPUs on every candidate; no plan is made for it"
+    if codes == {"memory"}:
+        widest = max(rejected.values(), key=lambda r: r.tensor_parallel)
+        return (
+            f"the weights leave no room for the KV cache at any candidate tensor-parallel degree (up to TP "
+            f"{widest.tensor_parallel}: {widest.text.removeprefix('memory: ')}); {_wider(rejected, heads)}"
+        )
+    if not np.isfinite(closest_ttft) or not np.isfinite(closest_tpot):
+        return "no configuration meets every target: " + "; ".join(sorted({r.text for r in rejected.values()}))[:400]
+    return (
+        "no configuration meets every target; closest achievable: TTFT "
+        f"{closest_ttft * 1e3:.0f} ms, TPOT {closest_tpot * 1e3:.1f} ms"
+    )
+
+
+def _wider(rejected: dict[str, Rejection], heads: int | None) -> str:
+    """Which larger tensor-parallel degree would hold the weights of each family, or what else to try."""
+    hints = []
+    for family in {(r.accelerator, r.precision) for r in rejected.values()}:
+        widest = max((r for r in rejected.values() if (r.accelerator, r.precision) == family),
+                     key=lambda r: r.tensor_parallel)  # fmt: skip
+        weights = widest.values["weights_per_device"].m_as("B") * widest.tensor_parallel
+        usable = widest.values["usable_per_device"].m_as("B")
+        for degree in (2**k for k in range(1, 8)):  # up to 128 devices
+            if (
+                degree > widest.tensor_parallel
+                and (heads is None or heads % degree == 0)
+                and weights / degree < 0.8 * usable
+            ):
+                per_device = weights / degree / 1e9
+                hints.append(
+                    f"TP {degree} on {family[0]} at {family[1]} would leave room ({per_device:,.1f} GB per device)"
+                )
+                break
+    if hints:
+        return "; ".join(sorted(hints)) + " (pass tensor_parallel=[...], CLI --tp)"
+    return "try a smaller precision or an accelerator with more memory"
+
+
+# --------------------------------------------------------------------------------------------
+# The plan
+
+
+def _feasible_plan(
+    search: _Search, best: _Candidate, outcome: _Outcome, costs: Costs, record: dict[str, Any]
+) -> FleetPlan:
+    """The plan of the best candidate: its numbers, interval, cost, energy and why not one replica fewer."""
+    family, e, i, j = best.family, best.evaluation, best.i, best.j
+    rejected = {key: r for key, r in outcome.rejected.items() if key != best.key}
+    binding = _binding(best)
+    profile = search.profile
+    bands = prediction_interval(profile.name, family.accelerator, family.arrays.measured, profile.interval)
+    tp, replicas = int(search.tps[i]), best.replicas
+    gpus = replicas * tp
+    low, high = (search.gpus_at(end, best) for end in (0, 1))
+    # the interval holds the plan: faster steps never need more GPUs of the same configuration
+    gpus_interval = (min(low, gpus) if low is not None else gpus, max(high, gpus) if high is not None else None)
+    lam = search.workload.arrival_rate.m_as("request/s")
+    tokens_per_hour = lam * search.workload.output_tokens * HOURS
+    rate = float(e.rate[i, j])
+    utilization = lam / (replicas * rate)
+    power = gpus * family.tdp * (costs.idle_power_fraction + (1 - costs.idle_power_fraction) * utilization)
+    energy = Q_(power * HOURS / tokens_per_hour * 1e6, "J")  # per million output tokens
+    kwh = costs.electricity if costs.electricity is not None else DEFAULT_ELECTRICITY_PRICE
+    ttft, tpot = float(e.ttft[i, j]), float(e.tpot[i, j])
+    return FleetPlan(
+        feasible=True,
+        reason=f"cheapest of {record['candidates']} configurations; {_BINDING_REASONS[binding]}",
+        accelerator=family.accelerator,
+        precision=family.precision,
+        kv_precision=family.arrays.kv_precision,
+        tensor_parallel=tp,
+        batch=int(search.batch_grid[i, j]),
+        replicas=replicas,
+        gpus=gpus,
+        utilization=float(utilization),
+        ttft=Q_(ttft, "s"),
+        tpot=Q_(tpot, "s"),
+        tbt_max=Q_(float(e.tbt_max[i, j]), "s"),
+        ttft_interval=(Q_(ttft * bands["ttft"][0], "s"), Q_(ttft * bands["ttft"][1], "s")),
+        tpot_interval=(Q_(tpot * bands["tpot"][0], "s"), Q_(tpot * bands["tpot"][1], "s")),
+        gpus_interval=gpus_interval,
+        replica_throughput=Q_(rate, "request/s"),
+        binding_constraint="tpot" if binding == "tbt" else binding,
+        cost_per_hour=Q_(gpus * family.price, "USD/hour"),
+        cost_per_million_tokens=Q_(
+            float(
+                cost_per_million_tokens.numeric(
+                    gpus=gpus, price_per_gpu_hour=family.price, throughput=tokens_per_hour / 1e6
+                )
+            ),
+            "USD",
+        ),
+        power=Q_(power, "W").to("kW"),
+        energy_per_million_tokens=energy.to("kWh"),
+        electricity_cost_per_million_tokens=(energy * kwh).to("USD"),
+        rejected={key: r.text for key, r in rejected.items()},
+        rejections=tuple(rejected.values()),
+        running_batch=float(e.running[i, j]),
+        **record,
+    )
+
+
+_BINDING_REASONS = {
+    "memory": "one replica fewer would need a larger batch cap than the KV cache holds",
+    "tpot": "with one replica fewer the running batch would exceed the TPOT target",
+    "ttft": "with one replica fewer TTFT would exceed its target",
+    "tbt": "with one replica fewer the token gap would exceed its target",
+    "throughput": "one replica fewer would run above the max_utilization headroom",
+}
+
+
+def _part(name: str, value: Any, kind: type, example: str) -> Any:
+    if not isinstance(value, kind):
+        raise InputError(f"size_fleet(): argument '{name}' must be a {kind.__name__} ({example}), got {shown(value)}")
+    return value
+
+
+def _size(
+    model: ModelRef,
+    workload: Workload,
+    targets: Targets,
+    space: SearchSpace,
+    engine: str | EngineProfile | None = None,
+    serving: ServingOptions | None = None,
+    costs: Costs | None = None,
+    registry: Registry | None = None,
+    progress: Callable[[int, int], Any] | None = None,
+) -> FleetPlan:
+    """:func:`size_fleet`, with a ``progress(done, total)`` callback per (accelerator, precision) family."""
+    _part("workload", workload, Workload, "Workload(Q_(10, 'request/s'), 1024, 256)")
+    _part("targets", targets, Targets, "Targets(Q_(1, 's'), Q_(50, 'ms'))")
+    _part("space", space, SearchSpace, "SearchSpace('h100-sxm', 'fp8')")
+    serving = _part("serving", serving if serving is not None else ServingOptions(), ServingOptions, "ServingOptions()")
+    costs = _part("costs", costs if costs is not None else Costs(), Costs, "Costs(Q_(3, 'USD/hour'))")
+    if serving.shared_prefix_tokens > workload.input_tokens:
+        raise InputError(
+            f"size_fleet(): the shared prefix ({serving.shared_prefix_tokens:g} tokens, ServingOptions) must be at "
+            f"most the workload's mean prompt ({workload.input_tokens:g} tokens)"
+        )
+    reg = _registry_for(registry, model, list(space.accelerators))
+    profile = engine_profile(engine, reg)
+    model = reg.model(model)
+    tps, batches = _grid(model, space.tensor_parallel, space.batches)
+    record: dict[str, Any] = {
+        "model": model.id, "engine": profile.name, "workload": workload, "targets": targets, "serving": serving,
+        "registry_files": reg.user_files,
+    }  # fmt: skip
+    longest = workload.input_tokens + workload.output_tokens
+    if model.max_context is not None and longest > model.max_context:
+        reason = (
+            f"a request of {longest:,.0f} tokens (input + output) exceeds {model.id}'s context limit of "
+            f"{model.max_context:,} tokens; no engine serves it"
+        )
+        return FleetPlan(feasible=False, reason=reason, **record)
+    families = _families(model, space, costs, serving.speculation, reg, profile)
+    tp_grid, batch_grid = np.meshgrid(tps, batches, indexing="ij")
+    search = _Search(families, profile, workload, targets, serving, tps, tp_grid, batch_grid)
+    outcome = search.run(progress=progress)
+    record["candidates"] = len(families) * tp_grid.size
+    if outcome.best is not None:
+        return _feasible_plan(search, outcome.best, outcome, costs, record)
+    rejected = outcome.rejected
+    return FleetPlan(
+        feasible=False,
+        reason=_infeasible_reason(rejected, outcome.closest_ttft, outcome.closest_tpot, model.attention_heads),
+        rejected={key: r.text for key, r in rejected.items()},
+        rejections=tuple(rejected.values()),
+        closest={"ttft": Q_(outcome.closest_ttft, "s"), "tpot": Q_(outcome.closest_tpot, "s")},
+        **record,
+    )

@@ -1,0 +1,165 @@
+"""The fleet sizer of named parts: Workload, Targets, SearchSpace, ServingOptions, Costs, and its rules."""
+
+import dataclasses
+import inspect
+import json
+import warnings
+
+import numpy as np
+import pytest
+
+from calculator import Q_, InputError
+from calculator.fleet import (
+    Costs,
+    FleetPlan,
+    SearchSpace,
+    ServingOptions,
+    Speculation,
+    Targets,
+    Workload,
+    size_fleet,
+)
+from calculator.fleet.evaluate import Evaluation, planned_tpot, planned_ttft
+from calculator.fleet.flat import flat_parts
+
+TRAFFIC = Workload(Q_(20, "request/s"), 1024, 256, input_cv=0.5, output_cv=0.5)
+TARGETS = Targets(Q_(1, "s"), Q_(50, "ms"))
+SPACE = SearchSpace(["h100-sxm", "h200-sxm"], "fp8")
+COSTS = Costs({"h100-sxm": Q_(4, "USD/hour"), "h200-sxm": Q_(5, "USD/hour")})
+
+
+def test_size_fleet_takes_at_most_eight_parameters():
+    parameters = inspect.signature(size_fleet).parameters
+    assert list(parameters) == ["model", "workload", "targets", "space", "engine", "serving", "costs", "registry"]
+
+
+def test_the_flat_form_warns_and_gives_the_same_plan():
+    new = size_fleet("llama-3.1-70b", TRAFFIC, TARGETS, SPACE, costs=COSTS, engine="vllm")
+    with pytest.warns(DeprecationWarning, match="is deprecated and goes in the next release"):
+        old = size_fleet(
+            "llama-3.1-70b", ["h100-sxm", "h200-sxm"], "fp8", Q_(20, "request/s"), 1024, 256, Q_(1, "s"),
+            Q_(50, "ms"), input_cv=0.5, output_cv=0.5, engine="vllm",
+            price={"h100-sxm": Q_(4, "USD/hour"), "h200-sxm": Q_(5, "USD/hour")},
+        )  # fmt: skip
+    assert new.feasible and new == old
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the new form does not warn
+        size_fleet("llama-3.1-8b", workload=TRAFFIC, targets=TARGETS, space=SearchSpace("h100-sxm", "fp8"))
+
+
+def test_every_option_reaches_the_plan_through_its_part():
+    targets = Targets(Q_(2, "s"), Q_(60, "ms"), tbt=Q_(250, "ms"), ttft_percentile=0.9, max_utilization=0.7)
+    serving = ServingOptions(prefix_hit_rate=0.5, shared_prefix_tokens=512, chunk_size=2048, router="random")
+    space = SearchSpace("h100-sxm", "fp8", tensor_parallel=(2, 4), batches=(8, 16, 32, 64), kv_precision="bf16")
+    costs = Costs(Q_(3, "USD/hour"), electricity=Q_(0.2, "USD/(kW*hour)"), idle_power_fraction=0.5)
+    plan = size_fleet("llama-3.1-70b", TRAFFIC, targets, space, serving=serving, costs=costs, engine="vllm")
+    assert plan.feasible, plan.reason
+    assert plan.targets == targets and plan.serving == serving and plan.workload == TRAFFIC
+    assert plan.tensor_parallel in (2, 4) and plan.batch in (8, 16, 32, 64) and plan.kv_precision == "bf16"
+    assert plan.utilization <= 0.7 == plan.max_utilization and plan.router == "random"
+    assert plan.tbt_max <= Q_(250, "ms")
+    assert plan.cost_per_hour == Q_(3 * plan.gpus, "USD/hour")
+    # the electricity price and the idle power are the ones given
+    energy_cost = (plan.energy_per_million_tokens * Q_(0.2, "USD/(kW*hour)")).m_as("USD")
+    assert plan.electricity_cost_per_million_tokens.m_as("USD") == pytest.approx(energy_cost)
+    busy = plan.gpus * 700 * (0.5 + 0.5 * plan.utilization)  # H100 TDP 700 W
+    assert plan.power.m_as("W") == pytest.approx(busy)
+    # and each one matters: the same plan in the flat form, and a different one without the option
+    flat = size_fleet(**flat_parts(
+        "llama-3.1-70b", "h100-sxm", "fp8", TRAFFIC, ttft_slo=Q_(2, "s"), tpot_slo=Q_(60, "ms"), tbt_slo=Q_(250, "ms"),
+        ttft_percentile=0.9, max_utilization=0.7, prefix_hit_rate=0.5, shared_prefix_tokens=512, chunk_size=2048,
+        router="random", tensor_parallel=(2, 4), batches=(8, 16, 32, 64), kv_precision="bf16", price=Q_(3, "USD/hour"),
+        electricity_price=Q_(0.2, "USD/(kW*hour)"), idle_power_fraction=0.5, engine="vllm",
+    ))  # fmt: skip
+    assert flat == plan
+    plain = size_fleet("llama-3.1-70b", TRAFFIC, targets, space, costs=costs, engine="vllm")
+    assert plain.ttft != plan.ttft
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda: Targets(Q_(1, "s"), 50), "Targets: 'tpot' must be a time"),
+        (lambda: Targets(Q_(0, "s"), Q_(50, "ms")), "Targets: 'ttft' must be > 0"),
+        (lambda: Targets(Q_(1, "s"), Q_(50, "ms"), ttft_percentile=1.0), "'ttft_percentile' must be in"),
+        (lambda: Targets(Q_(1, "s"), Q_(50, "ms"), max_utilization=0), "'max_utilization' must be in"),
+        (lambda: SearchSpace([], "fp8"), "'accelerators' is an empty list"),
+        (lambda: SearchSpace("h100-sxm", "fp7"), "precisions"),
+        (lambda: SearchSpace("h100-sxm", "fp8", tensor_parallel=()), "'tensor_parallel' must be a non-empty list"),
+        (lambda: SearchSpace("h100-sxm", "fp8", batches=(0, 4)), "batches"),
+        (lambda: ServingOptions(prefix_hit_rate=1.5), "prefix_hit_rate"),
+        (lambda: ServingOptions(chunk_size=0), "chunk_size"),
+        (lambda: ServingOptions(router="fastest"), "'router' must be one of"),
+        (lambda: ServingOptions(speculation="llama-3.1-8b"), "'speculation' must be a Speculation"),
+        (lambda: Costs(4), "'gpu_hour' \\(the GPU-hour price\\) must be a quantity in USD/hour"),
+        (lambda: Costs({"h100-sxm": Q_(-1, "USD/hour")}), "must be finite and > 0"),
+        (lambda: Costs(idle_power_fraction=2), "idle_power_fraction"),
+    ],
+)
+def test_each_part_names_its_bad_field(build, message):
+    with pytest.raises(InputError, match=message):
+        build()
+
+
+def test_the_new_form_names_a_wrong_part_and_a_flat_keyword():
+    with pytest.raises(InputError, match="argument 'targets' must be a Targets"):
+        size_fleet("llama-3.1-8b", TRAFFIC, (Q_(1, "s"), Q_(50, "ms")), SPACE)
+    with pytest.raises(InputError, match="argument 'space' must be a SearchSpace"):
+        size_fleet("llama-3.1-8b", TRAFFIC, TARGETS, "h100-sxm")
+    with pytest.raises(InputError, match=r"'price' belongs in costs=Costs\(gpu_hour=...\)"):
+        size_fleet("llama-3.1-8b", TRAFFIC, TARGETS, SPACE, price=Q_(3, "USD/hour"))
+    with pytest.raises(InputError, match=r"shared prefix .* must be at most the workload's mean prompt"):
+        size_fleet("llama-3.1-8b", TRAFFIC, TARGETS, SPACE, serving=ServingOptions(0.5, 2048))
+
+
+def test_the_tpot_rule_is_littles_law_above_the_iteration_time():
+    # 40 sequences running at 2 request/s: 20 s in the batch, 0.5 s of it prefill, over 255 later tokens
+    assert planned_tpot(40.0, 2.0, 0.5, 255.0, 0.01) == pytest.approx(19.5 / 255)
+    # a light load runs at the iteration time itself
+    assert planned_tpot(1.0, 2.0, 0.4, 255.0, 0.03) == pytest.approx(0.03)
+    grid = planned_tpot(np.array([40.0, 1.0]), 2.0, np.array([0.5, 0.4]), 255.0, np.array([0.01, 0.03]))
+    assert grid == pytest.approx([19.5 / 255, 0.03])
+
+
+def test_the_ttft_rule_adds_the_delays_and_combines_their_tails():
+    assert planned_ttft(0.05, 0.1, 0.2) == pytest.approx(0.35)
+    # at a percentile the excesses add in quadrature: between the largest excess and their sum
+    tail = planned_ttft(0.05, 0.1, 0.2, first_tail=0.13, wait_tail=0.24)
+    assert tail == pytest.approx(0.35 + 0.05)
+    assert 0.35 + 0.04 < tail < 0.35 + 0.07
+    # a delay below its mean at the percentile adds nothing; an unbounded wait is an infinite TTFT
+    assert planned_ttft(0.05, 0.1, 0.2, first_tail=0.1, wait_tail=0.1) == pytest.approx(0.35)
+    assert planned_ttft(0.05, 0.1, 0.2, first_tail=0.13, wait_tail=np.inf) == np.inf
+
+
+def test_the_sizers_evaluation_is_a_typed_record_and_its_plan_is_its_best_cell():
+    from calculator.fleet.evaluate import _evaluate, _families
+    from calculator.performance import engine_profile
+    from calculator.registry import load_registry
+
+    reg = load_registry()
+    profile = engine_profile("vllm", reg)
+    model = reg.model("llama-3.1-8b")
+    space = SearchSpace("h100-sxm", "fp8", tensor_parallel=(1,), batches=(16, 32, 64))
+    (family,) = _families(model, space, Costs(Q_(3, "USD/hour")), None, reg, profile)
+    tp, batch = np.meshgrid([1.0], [16.0, 32.0, 64.0], indexing="ij")
+    e = _evaluate(family, profile, TRAFFIC, tp, batch, ServingOptions(), max_utilization=0.8)
+    assert isinstance(e, Evaluation) and dataclasses.is_dataclass(e)
+    assert e.tpot.shape == e.ttft.shape == e.replicas.shape == (1, 3)
+    plan = size_fleet("llama-3.1-8b", TRAFFIC, TARGETS, space, costs=Costs(Q_(3, "USD/hour")), engine="vllm")
+    j = [16, 32, 64].index(plan.batch)
+    assert plan.tpot.m_as("s") == pytest.approx(e.tpot[0, j]) and plan.replicas == e.replicas[0, j]
+
+
+def test_a_plan_round_trips_through_its_json():
+    serving = ServingOptions(speculation=Speculation("llama-3.2-1b", 3, 0.6), router="power_of_two")
+    targets = Targets(Q_(1, "s"), Q_(50, "ms"), ttft_percentile=0.99)
+    plan = size_fleet("llama-3.1-8b", TRAFFIC, targets, SearchSpace("h100-sxm", "fp8"), serving=serving)
+    assert plan.feasible, plan.reason
+    text = json.dumps(plan.to_json_dict())
+    again = FleetPlan.from_json_dict(json.loads(text))
+    assert again == plan
+    assert again.serving.speculation == Speculation("llama-3.2-1b", 3, 0.6) and again.targets.ttft_percentile == 0.99
+    older = {k: v for k, v in json.loads(text).items() if k != "serving"}
+    with pytest.raises(InputError, match="written by an older version"):
+        FleetPlan.from_json_dict(older)

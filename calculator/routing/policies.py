@@ -308,8 +308,45 @@ def least_connections(active: Count, probes: int | None = None, rng: np.random.G
     return int(sample[np.argmin(counts[sample])])
 
 
-#: The policies :func:`compare_routing_policies` simulates.
+#: The policies :func:`compare_routing_policies` and the serving simulator (:mod:`calculator.simulation`) run.
 SIMULATED_POLICIES = ("round_robin", "random", "two_choices", "least_connections", "least_work")
+
+
+def _pick_replica(
+    policy: str,
+    turn: int,
+    replicas: int,
+    rng: np.random.Generator,
+    active: Callable[[int], float],
+    work: Callable[[int], float],
+) -> int:
+    """The replica a simulated router sends the ``turn``-th request to (one of :data:`SIMULATED_POLICIES`).
+
+    ``active(k)`` and ``work(k)`` read replica ``k``'s requests in flight and their remaining tokens
+    (read only where the policy needs them: an event loop calls this once per request, so the
+    arguments are its own and unchecked). Round robin
+    takes the replicas in turn, random one uniformly, least connections and least work the replica
+    with the fewest requests or tokens (ties: the lowest index), and two choices the less loaded of
+    two drawn at random (with replacement; ties: the first drawn).
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> flight, tokens = [3, 1, 2], [10, 500, 40]
+    >>> [_pick_replica(p, 4, 3, rng, flight.__getitem__, tokens.__getitem__)
+    ...  for p in ("round_robin", "least_connections", "least_work")]
+    [1, 1, 0]
+    """
+    if policy == "round_robin":
+        return turn % replicas
+    if policy == "random":
+        return int(rng.integers(replicas))
+    if policy == "least_connections":
+        return min(range(replicas), key=active)
+    if policy == "least_work":
+        return min(range(replicas), key=work)
+    first, second = int(rng.integers(replicas)), int(rng.integers(replicas))
+    return first if active(first) <= active(second) else second
 
 
 @dataclass(frozen=True, repr=False)
@@ -441,17 +478,7 @@ def _route_and_decode(
     for index, (time, size) in enumerate(zip(arrivals, sizes, strict=True)):
         for replica in range(replicas):
             advance(replica, time)
-        active = np.array([len(r) for r in remaining], dtype=float)
-        if policy == "round_robin":
-            target = index % replicas
-        elif policy == "random":
-            target = int(rng.integers(replicas))
-        elif policy == "two_choices":
-            target = least_connections(active, probes=2, rng=rng)
-        elif policy == "least_connections":
-            target = least_connections(active)
-        else:  # least_work: fewest remaining tokens
-            target = int(np.argmin([sum(r) for r in remaining]))
+        target = _pick_replica(policy, index, replicas, rng, lambda k: len(remaining[k]), lambda k: sum(remaining[k]))
         remaining[target].append(float(size))
         owner[target].append(index)
         peak = max(peak, len(remaining[target]))

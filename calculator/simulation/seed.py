@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import InputError
+from ..routing.policies import _pick_replica
 from .inputs import SimulationSetup, Traffic
 from .steps import _FixedStep, _StepTable
 
@@ -215,18 +216,10 @@ def _simulate_seed(run: _Run, progress: Callable[[float], None] | None = None) -
         live = ready_replicas(now)
         if live <= 0:
             live = 1  # no replica ready: the request waits on the first one
-        if router == "round_robin":
-            target = rr % live
-            rr += 1
-        elif router == "random":
-            target = int(rng.integers(live))
-        elif router == "least_connections":
-            target = min(range(live), key=lambda k: reps[k].outstanding)
-        elif router == "least_work":
-            target = min(range(live), key=lambda k: reps[k].outstanding_tokens)
-        else:  # two_choices
-            x, y = int(rng.integers(live)), int(rng.integers(live))
-            target = x if reps[x].outstanding <= reps[y].outstanding else y
+        target = _pick_replica(
+            router, rr, live, rng, lambda k: reps[k].outstanding, lambda k: reps[k].outstanding_tokens
+        )
+        rr += router == "round_robin"
         return target
 
     def start_iteration(rep: _Replica, now: float) -> None:

@@ -161,78 +161,29 @@ def _evaluate(
     # Tokens a running sequence holds on average: its prompt plus half its output, the output
     # length-biased (long outputs stay longer in the batch): E[O^2] / (2 E[O]) = O (1 + cv^2) / 2.
     context = inputs + outputs * (1 + workload.output_cv**2) / 2
-    private = context - hit * shared  # KV tokens each sequence holds privately
-
-    capacity_tokens = kv_capacity_tokens(a, profile, tp)
     spec = serving.speculation
-    if spec is not None and family.draft is not None:
-        d = family.draft
-        capacity_tokens = capacity_tokens - d.weight_bytes / tp * np.minimum(tp, a.kv_shards_max) / a.kv_bytes_per_token
-        private = private * (1 + d.kv_bytes_per_token / a.kv_bytes_per_token)
-    capacity = np.floor(np.maximum(capacity_tokens - (shared if hit > 0 else 0.0), 0.0) / private)
+    draft = family.draft if spec is not None else None
+    capacity = _capacity(a, draft, profile, tp, context, serving)
     fits = batch <= capacity
 
     t_pf = scale[0] * prefill_seconds(a, eff, tp, computed)
     t_dec = scale[1] * decode_step_seconds(a, eff, tp, batch, context)
-    if spec is not None and family.draft is not None:
-        from ..speculative import expected_tokens_per_round
-
-        k = spec.draft_length
-        verify = scale[1] * decode_step_seconds(a, eff, tp, batch, context, tokens=k + 1)
-        drafting = scale[1] * k * decode_step_seconds(family.draft, eff, tp, batch, context)
-        per_token = (verify + drafting) / expected_tokens_per_round.numeric(acceptance=spec.acceptance, draft_length=k)
-    else:
-        per_token = t_dec
-
+    per_token = (
+        t_dec if spec is None or draft is None else _per_token(a, draft, eff, tp, batch, context, spec, scale[1])
+    )
     decode_slots = max(outputs - 1, 1.0)
-    budget = float(serving.chunk_size or profile.limits(a.memory, a.accelerator)[0])
-    chunked = profile.chunked_prefill or bool(serving.chunk_size)
     # Prompt lengths: quadrature nodes of the log-normal length distribution (prefill cost is
     # convex in the length), and the length at the TTFT percentile.
     nodes, weights = _length_nodes(inputs, workload.input_cv)
-    tail_prompt = _length_quantile(inputs, workload.input_cv, percentile)
-    hit_tokens = hit * shared
+    prompts = _Prompts(nodes, weights, _length_quantile(inputs, workload.input_cv, percentile), computed, hit * shared)
+    grid = _Step(a, eff, tp, batch, context, scale)
     if profile.mixed_batching:
-        # Prompts arrive whole and ride in decode iterations, in ``k`` chunks where the budget left
-        # by the decodes is smaller than the prompt. At running batch n, n / (O - 1) prompts land per
-        # iteration on average, each adding its chunks' cost over a plain decode step.
-        room = np.maximum(budget - batch, 1.0)
-        plain = t_dec / scale[1]
-
-        def prompt_cost(length: float) -> tuple[np.ndarray, np.ndarray]:
-            """(chunks, added seconds per chunk iteration) of a prompt of ``length`` tokens."""
-            tokens = max(length - hit_tokens, 1.0)
-            k = np.ceil(tokens / room) if chunked else np.ones_like(room)
-            chunk = tokens / k
-            added = iteration_seconds(a, eff, tp, batch, context, chunk, 1, (k - 1) / 2 * chunk) - plain
-            return k, scale[0] * np.maximum(added, 0.0)
-
-        costs = [prompt_cost(length) for length in nodes]
-        per_prompt = sum(w * k * d for w, (k, d) in zip(weights, costs, strict=True))
-        step = per_token + batch / decode_slots * per_prompt
-        rate = np.minimum(batch / (decode_slots * step), room / (computed * step))
-        first_mean = step / 2 + sum(w * k * (step + d) for w, (k, d) in zip(weights, costs, strict=True))
-        k_tail, d_tail = prompt_cost(tail_prompt) if tail_prompt != nodes[0] or len(nodes) > 1 else costs[0]
-        first_tail = step / 2 + k_tail * (step + d_tail)
-        # a full-budget iteration packs room / prompt prompts (one long prompt's chunk after its earlier ones)
-        packed = np.maximum(room / computed, 1.0)
-        full = scale[0] * np.maximum(
-            iteration_seconds(a, eff, tp, batch, context, room, packed, np.maximum(computed - room, 0.0) / 2) - plain,
-            0.0,
-        )
-        service = computed / room * (per_token + full)  # a prompt's share of full-budget iterations
-        tbt = step + np.maximum(d_tail, costs[-1][1])
-        own_time = sum(w * k * (step + d) for w, (k, d) in zip(weights, costs, strict=True))
+        budget = float(serving.chunk_size or profile.limits(a.memory, a.accelerator)[0])
+        chunked = profile.chunked_prefill or bool(serving.chunk_size)
+        it = _mixed_iteration(grid, t_dec, per_token, prompts, budget, chunked, decode_slots)
     else:
-        # Prefill-first: prefill batches run alone and pause decoding (work conservation).
-        rate = batch / (batch * t_pf + decode_slots * per_token)
-        step = per_token
-        tail_pf = scale[0] * prefill_seconds(a, eff, tp, max(tail_prompt - hit_tokens, 1.0))
-        first_mean = per_token / 2 + t_pf
-        first_tail = per_token / 2 + tail_pf
-        service = t_pf
-        tbt = per_token + np.maximum(t_pf, tail_pf)
-        own_time = t_pf
+        it = _prefill_first_iteration(grid, t_pf, per_token, prompts, decode_slots)
+    step, rate = it.step, it.rate
     lam = workload.arrival_rate.m_as("request/s")
     demand = replica_demand.numeric(arrival_rate=lam, replica_throughput=rate, max_utilization=max_utilization)
     oversized = demand * tp > MAX_FLEET_GPUS  # counted without overflow: such a candidate is infeasible
@@ -249,7 +200,7 @@ def _evaluate(
     smooth = (1 + arrival_cv**2) / 2
     running = fluid + smooth * np.maximum(mean_running - fluid, 0.0)
     first_mean, first_tail, service, tbt_max, own = (
-        _on_row(fluid, batch, v) for v in (first_mean, first_tail, service, tbt, own_time)
+        _on_row(fluid, batch, v) for v in (it.first_mean, it.first_tail, it.service, it.tbt, it.own_time)
     )
     fixed_point = _on_row(fluid, batch, step if profile.mixed_batching else per_token)
     if not profile.mixed_batching:
@@ -282,6 +233,135 @@ def _evaluate(
         running=running,
         weights_per_device=a.weight_bytes / tp,
         oversized=oversized,
+    )
+
+
+@dataclass(frozen=True)
+class _Step:
+    """One family's step model on the candidate grid (TP x batch cap), step times scaled by ``scale``."""
+
+    arrays: StepArrays
+    eff: Any
+    tp: np.ndarray
+    batch: np.ndarray
+    context: float
+    scale: tuple[float, float]
+
+    def added(self, chunk: Any, requests: Any, prior: Any, plain: np.ndarray) -> np.ndarray:
+        """Seconds a ``chunk`` of prefill (``requests`` prompts after ``prior`` cached tokens) adds to ``plain``."""
+        it = iteration_seconds(self.arrays, self.eff, self.tp, self.batch, self.context, chunk, requests, prior)
+        return self.scale[0] * np.maximum(it - plain, 0.0)
+
+
+@dataclass(frozen=True)
+class _Prompts:
+    """The prompt lengths priced: quadrature ``nodes`` and ``weights``, the ``tail`` length, tokens computed."""
+
+    nodes: list[float]
+    weights: list[float]
+    tail: float
+    computed: float  # mean prompt tokens prefilled (a prefix-cache hit is not)
+    cached: float  # mean prompt tokens a prefix-cache hit saves
+
+
+@dataclass(frozen=True)
+class _Iteration:
+    """A family's iterations on the grid before queueing: what the throughput and the TTFT/TPOT rules read.
+
+    ``step``: an iteration with the cap's decodes and their share of prompts; ``rate``: requests per
+    second a replica sustains at the cap; ``first_mean`` and ``first_tail``: arrival to first token
+    without waits, for the mean prompt and the one at the TTFT percentile; ``service``: a prompt's
+    time in the prefill-budget queue; ``tbt``: the longest token gap; ``own_time``: the iterations
+    that carry a request's own prompt.
+    """
+
+    step: np.ndarray
+    rate: np.ndarray
+    first_mean: np.ndarray
+    first_tail: np.ndarray
+    service: np.ndarray
+    tbt: np.ndarray
+    own_time: np.ndarray
+
+
+def _capacity(a: StepArrays, draft: StepArrays | None, profile: EngineProfile, tp: np.ndarray, context: float,
+              serving: ServingOptions) -> np.ndarray:  # fmt: skip
+    """Sequences of ``context`` tokens the KV cache holds per replica beside the weights (and a draft model's)."""
+    hit, shared = serving.prefix_hit_rate, serving.shared_prefix_tokens
+    private = context - hit * shared  # KV tokens each sequence holds privately
+    tokens = kv_capacity_tokens(a, profile, tp)
+    if draft is not None:
+        tokens = tokens - draft.weight_bytes / tp * np.minimum(tp, a.kv_shards_max) / a.kv_bytes_per_token
+        private = private * (1 + draft.kv_bytes_per_token / a.kv_bytes_per_token)
+    return np.floor(np.maximum(tokens - (shared if hit > 0 else 0.0), 0.0) / private)
+
+
+def _per_token(a: StepArrays, draft: StepArrays, eff: Any, tp: np.ndarray, batch: np.ndarray, context: float,
+               spec: Speculation, scale: float) -> np.ndarray:  # fmt: skip
+    """Seconds per output token with speculative decoding: a round (verify, drafts) over its expected tokens (Eq. 6)."""
+    from ..speculative import expected_tokens_per_round
+
+    k = spec.draft_length
+    verify = scale * decode_step_seconds(a, eff, tp, batch, context, tokens=k + 1)
+    drafting = scale * k * decode_step_seconds(draft, eff, tp, batch, context)
+    return (verify + drafting) / expected_tokens_per_round.numeric(acceptance=spec.acceptance, draft_length=k)
+
+
+def _mixed_iteration(
+    grid: _Step, t_dec: np.ndarray, per_token: np.ndarray, prompts: _Prompts, budget: float, chunked: bool,
+    decode_slots: float,
+) -> _Iteration:  # fmt: skip
+    """Engines that mix prefill into decoding: prompts ride in decode iterations, chunked to the budget left.
+
+    At running batch n, n / (O - 1) prompts land per iteration on average, each adding its chunks'
+    cost over a plain decode step; a prompt is ``k`` chunks where the budget the decodes leave is
+    smaller than it.
+    """
+    batch, computed = grid.batch, prompts.computed
+    room = np.maximum(budget - batch, 1.0)
+    plain = t_dec / grid.scale[1]
+
+    def prompt_cost(length: float) -> tuple[np.ndarray, np.ndarray]:
+        """(chunks, added seconds per chunk iteration) of a prompt of ``length`` tokens."""
+        tokens = max(length - prompts.cached, 1.0)
+        k = np.ceil(tokens / room) if chunked else np.ones_like(room)
+        chunk = tokens / k
+        return k, grid.added(chunk, 1, (k - 1) / 2 * chunk, plain)
+
+    costs = [prompt_cost(length) for length in prompts.nodes]
+    weighted = list(zip(prompts.weights, costs, strict=True))
+    per_prompt = sum(w * k * d for w, (k, d) in weighted)
+    step = per_token + batch / decode_slots * per_prompt
+    own_time = sum(w * k * (step + d) for w, (k, d) in weighted)
+    single = prompts.tail == prompts.nodes[0] and len(prompts.nodes) == 1
+    k_tail, d_tail = costs[0] if single else prompt_cost(prompts.tail)
+    # a full-budget iteration packs room / prompt prompts (one long prompt's chunk after its earlier ones)
+    full = grid.added(room, np.maximum(room / computed, 1.0), np.maximum(computed - room, 0.0) / 2, plain)
+    return _Iteration(
+        step=step,
+        rate=np.minimum(batch / (decode_slots * step), room / (computed * step)),
+        first_mean=step / 2 + own_time,
+        first_tail=step / 2 + k_tail * (step + d_tail),
+        service=computed / room * (per_token + full),  # a prompt's share of full-budget iterations
+        tbt=step + np.maximum(d_tail, costs[-1][1]),
+        own_time=own_time,
+    )
+
+
+def _prefill_first_iteration(
+    grid: _Step, t_pf: np.ndarray, per_token: np.ndarray, prompts: _Prompts, decode_slots: float
+) -> _Iteration:
+    """Prefill-first engines: prefill batches run alone and pause decoding (work conservation)."""
+    a, eff, tp = grid.arrays, grid.eff, grid.tp
+    tail_pf = grid.scale[0] * prefill_seconds(a, eff, tp, max(prompts.tail - prompts.cached, 1.0))
+    return _Iteration(
+        step=per_token,
+        rate=grid.batch / (grid.batch * t_pf + decode_slots * per_token),
+        first_mean=per_token / 2 + t_pf,
+        first_tail=per_token / 2 + tail_pf,
+        service=t_pf,
+        tbt=per_token + np.maximum(t_pf, tail_pf),
+        own_time=t_pf,
     )
 
 

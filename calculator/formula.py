@@ -195,6 +195,7 @@ def check_domain(function: str, argument: str, magnitude: Any, domain: str, *, i
         "probability": (lambda v: (v >= 0) & (v <= 1), "must be a probability in [0, 1]"),
         "fraction_open": (lambda v: (v >= 0) & (v < 1), "must be a fraction in [0, 1)"),
         "positive_integer": (lambda v: (v >= 1) & (v == np.round(v)), "must be an integer >= 1"),
+        "nonnegative_integer": (lambda v: (v >= 0) & (v == np.round(v)), "must be a whole number >= 0"),
         "any": (lambda v: np.isfinite(v) | np.isinf(v), ""),
     }
     test, expected = rules[domain]
@@ -633,7 +634,7 @@ def catalog() -> dict[str, Formula]:
 
 
 #: Domains of counts: where a plain count is asked, a quantity of tokens gives its number.
-_COUNT_DOMAINS = frozenset({"positive_integer", "nonnegative", "positive"})
+_COUNT_DOMAINS = frozenset({"positive_integer", "nonnegative_integer", "nonnegative", "positive"})
 
 
 def magnitude(

@@ -11,18 +11,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
-from .._support import count, magnitude
+from .._support import checked
 from ..errors import InputError
 from ..formula import formula, var
 from ..results import Result, as_count, plain
 from ..types import Count, Fraction, Number, Probability, Rate, Time
-from ..units import Q_, check_units
+from ..units import Q_
 from .capacity import in_flight
-from .mmc import _erlang_c, _mean_wait, _queue_inputs, _wait_exceedance, _wait_quantile
+from .mmc import _erlang_c, _mean_wait, _wait_exceedance, _wait_quantile
 
 __all__ = [
     "variability_factor",
@@ -121,7 +120,7 @@ def kingman_wait(utilization, service_time, arrival_cv, service_cv):
     return utilization / (1 - utilization) * variability_factor.func(arrival_cv, service_cv) * service_time
 
 
-@check_units(arrival_rate="request/s", service_time="s", service_cv="")
+@checked(arrival_rate="positive", service_time="positive")
 def mg1_mean_wait(arrival_rate: Rate, service_time: Time, service_cv: Number) -> Time:
     r"""Mean queueing delay of an M/G/1 queue (Pollaczek-Khinchine).
 
@@ -151,18 +150,16 @@ def mg1_mean_wait(arrival_rate: Rate, service_time: Time, service_cv: Number) ->
     >>> mg1_mean_wait(Q_(50, "request/s"), Q_(10, "ms"), 0).to("ms")
     <Quantity(5.0, 'millisecond')>
     """
-    rate, service, _ = _queue_inputs("mg1_mean_wait", arrival_rate, service_time, 1)
-    cv = magnitude("mg1_mean_wait", "service_cv", service_cv, "", "nonnegative")
-    rho = rate * service
+    rho = arrival_rate * service_time
     stable = rho < 1
     with np.errstate(all="ignore"):
         wait = kingman_wait.numeric(
-            utilization=np.where(stable, rho, 0.0), service_time=service, arrival_cv=1.0, service_cv=cv
+            utilization=np.where(stable, rho, 0.0), service_time=service_time, arrival_cv=1.0, service_cv=service_cv
         )
     return Q_(plain(np.where(stable, wait, np.inf)), "s")
 
 
-@check_units(arrival_rate="request/s", service_time="s", servers="", arrival_cv="", service_cv="")
+@checked(arrival_rate="positive", service_time="positive")
 def ggc_mean_wait(
     arrival_rate: Rate, service_time: Time, servers: Count, arrival_cv: Number, service_cv: Number
 ) -> Time:
@@ -203,12 +200,11 @@ def ggc_mean_wait(
     >>> ggc_mean_wait(Q_(0.9, "request/s"), Q_(1, "s"), 1, 1, 0)
     <Quantity(4.5, 'second')>
     """
-    rate, service, count = _queue_inputs("ggc_mean_wait", arrival_rate, service_time, servers)
-    factor = _factor("ggc_mean_wait", arrival_cv, service_cv)
-    return Q_(plain(_mean_wait(rate * service, count, service, factor)), "s")
+    factor = variability_factor.numeric(arrival_cv=arrival_cv, service_cv=service_cv)
+    return Q_(plain(_mean_wait(arrival_rate * service_time, servers, service_time, factor)), "s")
 
 
-@check_units(arrival_rate="request/s", service_time="s", servers="", arrival_cv="", service_cv="", threshold="s")
+@checked(arrival_rate="positive", service_time="positive")
 def ggc_wait_exceedance(
     arrival_rate: Rate, service_time: Time, servers: Count, arrival_cv: Number, service_cv: Number, threshold: Time
 ) -> Probability:
@@ -241,13 +237,11 @@ def ggc_wait_exceedance(
     >>> round(ggc_wait_exceedance(Q_(0.5, "request/s"), Q_(1, "s"), 1, 1, 1, Q_(2, "s")), 4)
     0.1839
     """
-    rate, service, count = _queue_inputs("ggc_wait_exceedance", arrival_rate, service_time, servers)
-    factor = _factor("ggc_wait_exceedance", arrival_cv, service_cv)
-    t = magnitude("ggc_wait_exceedance", "threshold", threshold, "s", "nonnegative")
-    return plain(_wait_exceedance(rate * service, count, service, factor, t))
+    factor = variability_factor.numeric(arrival_cv=arrival_cv, service_cv=service_cv)
+    return plain(_wait_exceedance(arrival_rate * service_time, servers, service_time, factor, threshold))
 
 
-@check_units(arrival_rate="request/s", service_time="s", servers="", arrival_cv="", service_cv="", quantile="")
+@checked(arrival_rate="positive", service_time="positive")
 def ggc_wait_quantile(
     arrival_rate: Rate,
     service_time: Time,
@@ -281,10 +275,8 @@ def ggc_wait_quantile(
     >>> ggc_wait_quantile(Q_(0.5, "request/s"), Q_(1, "s"), 1, 1, 0, 0.99).to("s")
     <Quantity(3.91202301, 'second')>
     """
-    rate, service, count = _queue_inputs("ggc_wait_quantile", arrival_rate, service_time, servers)
-    factor = _factor("ggc_wait_quantile", arrival_cv, service_cv)
-    q = magnitude("ggc_wait_quantile", "quantile", quantile, "", "probability")
-    return Q_(plain(_wait_quantile(rate * service, count, service, factor, q)), "s")
+    factor = variability_factor.numeric(arrival_cv=arrival_cv, service_cv=service_cv)
+    return Q_(plain(_wait_quantile(arrival_rate * service_time, servers, service_time, factor, quantile)), "s")
 
 
 @dataclass(frozen=True, repr=False)
@@ -339,7 +331,7 @@ class QueueMetrics(Result):
         )
 
 
-@check_units(arrival_rate="request/s", service_time="s", servers="", arrival_cv="", service_cv="")
+@checked(arrival_rate="positive", service_time="positive")
 def queue_metrics(
     arrival_rate: Rate, service_time: Time, servers: Count, arrival_cv: Number = 1.0, service_cv: Number = 1.0
 ) -> QueueMetrics:
@@ -375,10 +367,8 @@ def queue_metrics(
     >>> m.stable, round(m.wait_probability, 3), round(m.mean_wait.m_as("ms"), 2)
     (True, 0.449, 2.25)
     """
-    rate, service, count = _queue_inputs("queue_metrics", arrival_rate, service_time, servers)
-    factor = _factor("queue_metrics", arrival_cv, service_cv)
-    arrival_cv = magnitude("queue_metrics", "arrival_cv", arrival_cv, "", "nonnegative")
-    service_cv = magnitude("queue_metrics", "service_cv", service_cv, "", "nonnegative")
+    rate, service, count = arrival_rate, service_time, servers
+    factor = variability_factor.numeric(arrival_cv=arrival_cv, service_cv=service_cv)
     load = rate * service
     wait = Q_(plain(_mean_wait(load, count, service, factor)), "s")
     exact = (np.asarray(arrival_cv) == 1) & ((np.asarray(service_cv) == 1) | (np.asarray(count) == 1))
@@ -400,19 +390,8 @@ def queue_metrics(
     )
 
 
-# --------------------------------------------------------------------------------------------
-# helpers
-
-
-def _factor(function: str, arrival_cv: Any, service_cv: Any) -> Any:
-    return variability_factor.numeric(
-        arrival_cv=magnitude(function, "arrival_cv", arrival_cv, "", "nonnegative"),
-        service_cv=magnitude(function, "service_cv", service_cv, "", "nonnegative"),
-    )
-
-
-@check_units(arrival_rate="request/s")
-def arrival_times(arrival_rate: Rate, requests: int, arrival_cv: float = 1.0, seed: int = 0) -> Time:
+@checked(arrival_rate="positive")
+def arrival_times(arrival_rate: Rate, requests: Count, arrival_cv: Number = 1.0, seed: int = 0) -> Time:
     r"""Arrival times of a renewal process with a given rate and inter-arrival variability (a trace to simulate).
 
     Parameters
@@ -444,12 +423,10 @@ def arrival_times(arrival_rate: Rate, requests: int, arrival_cv: float = 1.0, se
     >>> arrival_times(Q_(2, "request/s"), 3, arrival_cv=0).m_as("s").tolist()
     [0.5, 1.0, 1.5]
     """
-    name = "arrival_times"
-    rate = magnitude(name, "arrival_rate", arrival_rate, "request/s", "positive")
-    draws = count(name, "requests", requests)
-    cv = magnitude(name, "arrival_cv", arrival_cv, "", "nonnegative")
-    if np.ndim(rate) or np.ndim(cv):
-        raise InputError(f"{name}(): 'arrival_rate' and 'arrival_cv' must be scalars")
+    rate, cv = arrival_rate, arrival_cv
+    if np.ndim(rate) or np.ndim(cv) or np.ndim(requests):
+        raise InputError("arrival_times(): 'arrival_rate', 'requests' and 'arrival_cv' must be scalars")
+    draws = int(requests)
     mean_gap = 1 / rate
     if cv < 1e-6:  # gamma gaps of shape 1/cv^2 are fixed gaps to float precision (and NaN beyond)
         gaps = np.full(draws, mean_gap)

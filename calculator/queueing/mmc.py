@@ -11,10 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from .._support import magnitude
+from .._support import checked
 from ..results import plain
 from ..types import Count, Probability, Rate, Time
-from ..units import Q_, check_units
+from ..units import Q_
 
 __all__ = [
     "queue_stable",
@@ -27,13 +27,6 @@ __all__ = [
 
 # --------------------------------------------------------------------------------------------
 # Queues: M/M/c
-
-
-def _queue_inputs(function: str, arrival_rate: Any, service_time: Any, servers: Any) -> tuple[Any, Any, Any]:
-    rate = magnitude(function, "arrival_rate", arrival_rate, "request/s", "positive")
-    service = magnitude(function, "service_time", service_time, "s", "positive")
-    count = magnitude(function, "servers", servers, "", "positive_integer")
-    return rate, service, count
 
 
 def _erlang_c(load: Any, servers: Any) -> np.ndarray:
@@ -84,7 +77,7 @@ def _wait_quantile(load: Any, servers: Any, service_time: Any, factor: Any, quan
     return np.where(np.asarray(load) < np.asarray(servers), np.maximum(wait, 0.0), np.inf)
 
 
-@check_units(arrival_rate="request/s", service_time="s", servers="")
+@checked(arrival_rate="positive", service_time="positive")
 def queue_stable(arrival_rate: Rate, service_time: Time, servers: Count) -> Any:
     r"""Whether a queue is stable: offered load below the server count (utilization < 1).
 
@@ -107,11 +100,10 @@ def queue_stable(arrival_rate: Rate, service_time: Time, servers: Count) -> Any:
     >>> queue_stable(Q_(1000, "request/s"), Q_(10, "ms"), [9, 10, 11])
     array([False, False,  True])
     """
-    rate, service, count = _queue_inputs("queue_stable", arrival_rate, service_time, servers)
-    return plain(rate * service < count)
+    return plain(arrival_rate * service_time < servers)
 
 
-@check_units(arrival_rate="request/s", service_time="s", servers="")
+@checked(arrival_rate="positive", service_time="positive")
 def erlang_c(arrival_rate: Rate, service_time: Time, servers: Count) -> Probability:
     r"""Erlang C: the probability that an arriving request waits in an M/M/c queue.
 
@@ -143,11 +135,10 @@ def erlang_c(arrival_rate: Rate, service_time: Time, servers: Count) -> Probabil
     >>> round(erlang_c(Q_(2, "request/s"), Q_(1, "s"), 3), 4)
     0.4444
     """
-    rate, service, count = _queue_inputs("erlang_c", arrival_rate, service_time, servers)
-    return plain(_erlang_c(rate * service, count))
+    return plain(_erlang_c(arrival_rate * service_time, servers))
 
 
-@check_units(arrival_rate="request/s", service_time="s", servers="")
+@checked(arrival_rate="positive", service_time="positive")
 def mmc_mean_wait(arrival_rate: Rate, service_time: Time, servers: Count) -> Time:
     r"""Mean queueing delay (excluding service) of an M/M/c queue.
 
@@ -176,11 +167,10 @@ def mmc_mean_wait(arrival_rate: Rate, service_time: Time, servers: Count) -> Tim
     >>> mmc_mean_wait(Q_(0.9, "request/s"), Q_(1, "s"), 1)
     <Quantity(9.0, 'second')>
     """
-    rate, service, count = _queue_inputs("mmc_mean_wait", arrival_rate, service_time, servers)
-    return Q_(plain(_mean_wait(rate * service, count, service, 1.0)), "s")
+    return Q_(plain(_mean_wait(arrival_rate * service_time, servers, service_time, 1.0)), "s")
 
 
-@check_units(arrival_rate="request/s", service_time="s", servers="", threshold="s")
+@checked(arrival_rate="positive", service_time="positive")
 def mmc_wait_exceedance(arrival_rate: Rate, service_time: Time, servers: Count, threshold: Time) -> Probability:
     r"""P(wait > t) for an M/M/c queue (FCFS).
 
@@ -211,12 +201,11 @@ def mmc_wait_exceedance(arrival_rate: Rate, service_time: Time, servers: Count, 
     >>> round(mmc_wait_exceedance(Q_(0.5, "request/s"), Q_(1, "s"), 1, Q_(2, "s")), 4)
     0.1839
     """
-    rate, service, count = _queue_inputs("mmc_wait_exceedance", arrival_rate, service_time, servers)
-    t = magnitude("mmc_wait_exceedance", "threshold", threshold, "s", "nonnegative")
-    return plain(_wait_exceedance(rate * service, count, service, 1.0, t))
+    load = arrival_rate * service_time
+    return plain(_wait_exceedance(load, servers, service_time, 1.0, threshold))
 
 
-@check_units(arrival_rate="request/s", service_time="s", servers="", quantile="")
+@checked(arrival_rate="positive", service_time="positive")
 def mmc_wait_quantile(arrival_rate: Rate, service_time: Time, servers: Count, quantile: Probability) -> Time:
     r"""Quantile of the queueing delay of an M/M/c queue (FCFS).
 
@@ -248,6 +237,5 @@ def mmc_wait_quantile(arrival_rate: Rate, service_time: Time, servers: Count, qu
     >>> mmc_wait_quantile(Q_(0.5, "request/s"), Q_(1, "s"), 1, 0.99).to("s")
     <Quantity(7.82404601, 'second')>
     """
-    rate, service, count = _queue_inputs("mmc_wait_quantile", arrival_rate, service_time, servers)
-    q = magnitude("mmc_wait_quantile", "quantile", quantile, "", "probability")
-    return Q_(plain(_wait_quantile(rate * service, count, service, 1.0, q)), "s")
+    load = arrival_rate * service_time
+    return Q_(plain(_wait_quantile(load, servers, service_time, 1.0, quantile)), "s")

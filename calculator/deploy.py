@@ -517,35 +517,76 @@ def kubernetes_manifest(
     batch at the planned load, where the plan's TTFT and TPOT were evaluated; or, with
     ``target_utilization``, that fraction of the batch cap.
     """
-    from ._support import probability
-
     config = launch_command(plan, engine, registry=registry)
     if image is not None and (not isinstance(image, str) or not image.strip()):
         raise InputError(f"kubernetes_manifest(): argument 'image' must be a container image name, got {image!r}")
+    target, why = _scaling_target(plan, target_utilization)
+    import yaml
+
+    name = _dns_name(f"{plan.model}-{config.engine}")
+    config_map, deployment = _deployment(plan, config, name, image)
+    weights = config.weights
+    assert weights is not None  # launch_command always says where the weights come from
+    head = [
+        f"# servecalc fleet plan: {plan.gpus} x {plan.accelerator} at {plan.precision}, {plan.replicas} replicas "
+        f"of TP {plan.tensor_parallel}, batch cap {plan.batch}, engine {config.engine}",
+        f"# weights: {weights.repo} ({_weights_text(weights)}); KV cache {config.kv_precision}",
+        "# pin the image to a tested version and schedule the pods on nodes with this accelerator",
+        *(f"# {note}" for note in config.notes),
+    ]
+    scaling = [
+        f"# Autoscaler sketch. Signal: '{SCALING_METRIC}', the requests running on a pod (the engine's gauge of",
+        "# running requests, exposed per pod by a custom-metrics adapter such as the Prometheus adapter).",
+        f"# The plan loads each replica to at most {plan.max_utilization:g} of its throughput with its batch cap of",
+        f"# {plan.batch} full; at the planned load about {plan.running_batch:.1f} sequences run on each replica.",
+        *why,
+    ]
+    documents = [yaml.safe_dump(config_map, sort_keys=False).rstrip("\n"), "---"] if config_map else []
+    return (
+        "\n".join(
+            [
+                *head,
+                *documents,
+                yaml.safe_dump(deployment, sort_keys=False).rstrip("\n"),
+                "---",
+                *scaling,
+                yaml.safe_dump(_autoscaler(plan, name, target), sort_keys=False).rstrip("\n"),
+            ]
+        )
+        + "\n"
+    )
+
+
+def _scaling_target(plan: FleetPlan, target_utilization: Fraction | None) -> tuple[float, list[str]]:
+    """The running requests per pod the autoscaler holds, and the comment lines that say why."""
+    from ._support import probability
+
     if target_utilization is None:
         target = max(float(plan.running_batch), 1.0)
-        why = [
+        return target, [
             f"# The target, {target:.4g} running requests per pod, is the running batch at the planned load",
             "# (Little's law), where the plan's TTFT and TPOT were evaluated: above it a pod runs past the",
             "# point the targets were checked at, so pods are added (never fewer than planned).",
         ]
-    else:
-        utilization = float(probability("kubernetes_manifest", "target_utilization", target_utilization))
-        if not utilization > 0:
-            raise InputError("kubernetes_manifest(): argument 'target_utilization' must be above 0")
-        target = utilization * int(plan.batch)
-        why = [
-            f"# The target, {utilization:g} x the batch cap of {plan.batch} = {target:.4g} running requests per",
-            "# pod, was asked for (target_utilization); the plan's targets were checked at the running batch above.",
-        ]
-    import yaml
+    utilization = float(probability("kubernetes_manifest", "target_utilization", target_utilization))
+    if not utilization > 0:
+        raise InputError("kubernetes_manifest(): argument 'target_utilization' must be above 0")
+    target = utilization * int(plan.batch)
+    return target, [
+        f"# The target, {utilization:g} x the batch cap of {plan.batch} = {target:.4g} running requests per",
+        "# pod, was asked for (target_utilization); the plan's targets were checked at the running batch above.",
+    ]
 
-    name = _dns_name(f"{plan.model}-{config.engine}")
+
+def _deployment(
+    plan: FleetPlan, config: LaunchConfig, name: str, image: str | None
+) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """The ConfigMap of the engine's files (None without files) and the Deployment of the plan's pods."""
     executable = len(_EXECUTABLE[config.engine])
     arguments = [_mounted(part, config.files) for part in config.arguments[executable:]]
     mounts: list[dict[str, Any]] = [{"name": "shm", "mountPath": "/dev/shm"}]
     volumes: list[dict[str, Any]] = [{"name": "shm", "emptyDir": {"medium": "Memory"}}]
-    documents = []
+    config_map = None
     if config.files:
         mounts.append({"name": "engine-config", "mountPath": _CONFIG_DIR, "readOnly": True})
         volumes.append({"name": "engine-config", "configMap": {"name": f"{name}-config"}})
@@ -555,8 +596,6 @@ def kubernetes_manifest(
             "metadata": {"name": f"{name}-config", "labels": {"app": name}},
             "data": dict(config.files),
         }
-        documents.append(yaml.safe_dump(config_map, sort_keys=False).rstrip("\n"))
-        documents.append("---")
     container = {
         "name": config.engine,
         "image": image or _IMAGE[config.engine],
@@ -579,7 +618,12 @@ def kubernetes_manifest(
             },
         },
     }
-    autoscaler = {
+    return config_map, deployment
+
+
+def _autoscaler(plan: FleetPlan, name: str, target: float) -> dict[str, Any]:
+    """A HorizontalPodAutoscaler on the running requests per pod: the planned replicas up to HEADROOM times."""
+    return {
         "apiVersion": "autoscaling/v2",
         "kind": "HorizontalPodAutoscaler",
         "metadata": {"name": name},
@@ -598,32 +642,3 @@ def kubernetes_manifest(
             ],
         },
     }
-    weights = config.weights
-    assert weights is not None  # launch_command always says where the weights come from
-    head = [
-        f"# servecalc fleet plan: {plan.gpus} x {plan.accelerator} at {plan.precision}, {plan.replicas} replicas "
-        f"of TP {plan.tensor_parallel}, batch cap {plan.batch}, engine {config.engine}",
-        f"# weights: {weights.repo} ({_weights_text(weights)}); KV cache {config.kv_precision}",
-        "# pin the image to a tested version and schedule the pods on nodes with this accelerator",
-        *(f"# {note}" for note in config.notes),
-    ]
-    scaling = [
-        f"# Autoscaler sketch. Signal: '{SCALING_METRIC}', the requests running on a pod (the engine's gauge of",
-        "# running requests, exposed per pod by a custom-metrics adapter such as the Prometheus adapter).",
-        f"# The plan loads each replica to at most {plan.max_utilization:g} of its throughput with its batch cap of",
-        f"# {plan.batch} full; at the planned load about {plan.running_batch:.1f} sequences run on each replica.",
-        *why,
-    ]
-    return (
-        "\n".join(
-            [
-                *head,
-                *documents,
-                yaml.safe_dump(deployment, sort_keys=False).rstrip("\n"),
-                "---",
-                *scaling,
-                yaml.safe_dump(autoscaler, sort_keys=False).rstrip("\n"),
-            ]
-        )
-        + "\n"
-    )

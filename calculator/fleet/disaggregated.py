@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..economics import cost_per_million_tokens
 from ..performance import EngineProfile, decode_step_seconds, engine_profile, kv_capacity_tokens, prefill_seconds
 from ..queueing import replica_demand
 from ..results import Result, ceil_count
@@ -96,7 +97,6 @@ def size_disaggregated(
     per request (one path).
     """
     from ..phases import kv_handoff_time
-    from ..queueing import ggc_mean_wait, ggc_wait_quantile
 
     workload = Workload(_rate(arrival_rate), input_tokens, output_tokens, input_cv, 0.0, arrival_cv)
     ttft_target = _seconds("ttft_slo", ttft_slo)
@@ -112,10 +112,81 @@ def size_disaggregated(
     space = SearchSpace(accelerator, precision, tuple(tensor_parallel), tuple(batches), kv_precision)
     families = _families(model, space, Costs(price), None, reg, profile)
     tp_grid, batch_grid = np.meshgrid(tps, grid_batches, indexing="ij")
+    decode = _decode_pool(families, profile, workload, tp_grid, batch_grid, tpot_target, max_utilization)
+    if decode is None:
+        return DisaggregatedPlan(False, "decode pool: no configuration meets the TPOT target within memory")
+    kv_bytes = workload.input_tokens * decode.family.arrays.kv_bytes_per_token
+    handoff = float(
+        kv_handoff_time.numeric(
+            kv_bytes=kv_bytes, link_bandwidth=link.bandwidth.m_as("B/s"), startup_latency=latency, parallel_links=1
+        )
+    )
+    budget = ttft_target - handoff - decode.time / 2
+    prefill, too_many = _prefill_pool(
+        families, profile, workload, tps, budget, max_utilization, ttft_percentile, arrival_cv, input_cv,
+        max_prefill_replicas,
+    )  # fmt: skip
+    if prefill is None:
+        why = (
+            f"prefill pool: the TTFT target needs more than {max_prefill_replicas:,} prefill replicas "
+            "(max_prefill_replicas)"
+            if too_many
+            else f"prefill pool: no configuration meets the TTFT target after a {handoff * 1e3:.1f} ms KV handoff"
+        )
+        return DisaggregatedPlan(False, why, handoff=Q_(handoff, "s"))
+    ttft = prefill.time + handoff + decode.time / 2
+    cost_hour = prefill.cost + decode.cost
+    gpus = prefill.replicas * prefill.tensor_parallel + decode.replicas * decode.tensor_parallel
+    tokens_per_hour = lam * workload.output_tokens * HOURS
+    per_million = cost_per_million_tokens.numeric(
+        gpus=gpus, price_per_gpu_hour=cost_hour / gpus, throughput=tokens_per_hour / 1e6
+    )
+    return DisaggregatedPlan(
+        feasible=True,
+        reason="each pool is its cheapest configuration meeting its own target",
+        prefill=prefill.record(),
+        decode=decode.record(batch=True),
+        handoff=Q_(handoff, "s"),
+        ttft=Q_(float(ttft), "s"),
+        tpot=Q_(float(decode.time), "s"),
+        gpus=gpus,
+        cost_per_hour=Q_(cost_hour, "USD/hour"),
+        cost_per_million_tokens=Q_(float(per_million), "USD"),
+    )
+
+
+@dataclass(frozen=True)
+class _Pool:
+    """The cheapest configuration of one pool: its family, layout, replicas, cost per hour and time."""
+
+    family: Any
+    tensor_parallel: int
+    replicas: int
+    cost: float
+    time: float  # the decode step (decode pool) or the prefill and its queueing wait (prefill pool)
+    batch: int = 1
+
+    def record(self, *, batch: bool = False) -> dict[str, Any]:
+        layout = {"accelerator": self.family.accelerator, "precision": self.family.precision}
+        layout["tensor_parallel"] = self.tensor_parallel
+        return {**layout, **({"batch": self.batch} if batch else {}), "replicas": self.replicas,
+                "gpus": self.replicas * self.tensor_parallel}  # fmt: skip
+
+
+def _decode_pool(
+    families: list[Any],
+    profile: EngineProfile,
+    workload: Workload,
+    tp_grid: np.ndarray,
+    batch_grid: np.ndarray,
+    tpot_target: float,
+    max_utilization: float,
+) -> _Pool | None:
+    """The cheapest decode pool whose step meets the TPOT target with the batch in the KV cache."""
+    lam = workload.arrival_rate.m_as("request/s")
     decode_slots = max(workload.output_tokens - 1, 1.0)
     context = workload.input_tokens + workload.output_tokens / 2
-
-    decode_best: tuple[Any, ...] | None = None
+    best: _Pool | None = None
     for family in families:
         a = family.arrays
         capacity = np.floor(kv_capacity_tokens(a, profile, tp_grid) / context)
@@ -126,22 +197,33 @@ def size_disaggregated(
             replica_demand.numeric(arrival_rate=lam, replica_throughput=rate, max_utilization=max_utilization)
         )
         cost = np.where(ok, replicas * tp_grid * family.price, np.inf)
-        index = np.unravel_index(np.argmin(cost), cost.shape)
-        if np.isfinite(cost[index]) and (decode_best is None or cost[index] < decode_best[0]):
-            decode_best = (cost[index], family, index, replicas[index], t_dec[index])
-    if decode_best is None:
-        return DisaggregatedPlan(False, "decode pool: no configuration meets the TPOT target within memory")
-    _, d_family, d_index, d_replicas, t_dec_best = decode_best
-    kv_bytes = workload.input_tokens * d_family.arrays.kv_bytes_per_token
-    handoff = float(
-        kv_handoff_time.numeric(
-            kv_bytes=kv_bytes, link_bandwidth=link.bandwidth.m_as("B/s"), startup_latency=latency, parallel_links=1
-        )
-    )
-    budget = ttft_target - handoff - t_dec_best / 2
+        i = np.unravel_index(np.argmin(cost), cost.shape)
+        if np.isfinite(cost[i]) and (best is None or cost[i] < best.cost):
+            best = _Pool(family, int(tp_grid[i]), int(replicas[i]), float(cost[i]), float(t_dec[i]), int(batch_grid[i]))
+    return best
 
-    prefill_best: tuple[Any, ...] | None = None
-    too_many = False  # a pool meets the TTFT target only with more than max_prefill_replicas replicas
+
+def _prefill_pool(
+    families: list[Any],
+    profile: EngineProfile,
+    workload: Workload,
+    tps: np.ndarray,
+    budget: float,
+    max_utilization: float,
+    ttft_percentile: float | None,
+    arrival_cv: float,
+    input_cv: float,
+    max_prefill_replicas: int,
+) -> tuple[_Pool | None, bool]:
+    """The cheapest prefill pool (a G/G/c queue of prefills) within the TTFT budget.
+
+    Also whether a pool meets the budget only with more than ``max_prefill_replicas`` replicas.
+    """
+    from ..queueing import ggc_mean_wait, ggc_wait_quantile
+
+    lam = workload.arrival_rate.m_as("request/s")
+    best: _Pool | None = None
+    too_many = False
     for family in families:
         t_pf = prefill_seconds(family.arrays, profile.efficiency_for(family.accelerator), tps, workload.input_tokens)
         least = np.ceil(lam * t_pf / max_utilization)
@@ -157,47 +239,10 @@ def size_disaggregated(
         too_many = too_many or bool((in_time & (counts > max_prefill_replicas)).any())
         ok = in_time & (counts <= max_prefill_replicas)
         cost = np.where(ok, counts * tps[:, None] * family.price, np.inf)
-        index = np.unravel_index(np.argmin(cost), cost.shape)
-        if np.isfinite(cost[index]) and (prefill_best is None or cost[index] < prefill_best[0]):
-            ttft = t_pf[index[0]] + wait[index] + handoff + t_dec_best / 2
-            prefill_best = (cost[index], family, int(tps[index[0]]), int(counts[index]), ttft)
-    if prefill_best is None:
-        why = (
-            f"prefill pool: the TTFT target needs more than {max_prefill_replicas:,} prefill replicas "
-            "(max_prefill_replicas)"
-            if too_many
-            else f"prefill pool: no configuration meets the TTFT target after a {handoff * 1e3:.1f} ms KV handoff"
-        )
-        return DisaggregatedPlan(False, why, handoff=Q_(handoff, "s"))
-    p_cost, p_family, p_tp, p_replicas, ttft = prefill_best
-    d_tp = int(tp_grid[d_index])
-    cost_hour = p_cost + decode_best[0]
-    tokens_per_hour = lam * workload.output_tokens * HOURS
-    return DisaggregatedPlan(
-        feasible=True,
-        reason="each pool is its cheapest configuration meeting its own target",
-        prefill={
-            "accelerator": p_family.accelerator,
-            "precision": p_family.precision,
-            "tensor_parallel": p_tp,
-            "replicas": p_replicas,
-            "gpus": p_replicas * p_tp,
-        },
-        decode={
-            "accelerator": d_family.accelerator,
-            "precision": d_family.precision,
-            "tensor_parallel": d_tp,
-            "batch": int(batch_grid[d_index]),
-            "replicas": int(d_replicas),
-            "gpus": int(d_replicas) * d_tp,
-        },
-        handoff=Q_(handoff, "s"),
-        ttft=Q_(float(ttft), "s"),
-        tpot=Q_(float(t_dec_best), "s"),
-        gpus=p_replicas * p_tp + int(d_replicas) * d_tp,
-        cost_per_hour=Q_(cost_hour, "USD/hour"),
-        cost_per_million_tokens=Q_(cost_hour / tokens_per_hour * 1e6, "USD"),
-    )
+        i = np.unravel_index(np.argmin(cost), cost.shape)
+        if np.isfinite(cost[i]) and (best is None or cost[i] < best.cost):
+            best = _Pool(family, int(tps[i[0]]), int(counts[i]), float(cost[i]), float(t_pf[i[0]] + wait[i]))
+    return best, too_many
 
 
 @dataclass(frozen=True, repr=False)

@@ -251,6 +251,40 @@ def _summarize(
 
     requests = pd.concat(frames, ignore_index=True)
     measured = requests[requests.measured]
+    attainment, ok_all = _attainment(measured, targets)
+    flow = _Flow.of(frames, raws)
+    goodput_count = int(ok_all.sum()) if targets else flow.completed
+    throughput = flow.completed / flow.window if flow.window > 0 else math.nan
+    goodput = goodput_count / flow.window if flow.window > 0 else math.nan
+    occupancy = pd.concat(series, ignore_index=True) if series else pd.DataFrame()
+    truncated = "; ".join(sorted({r["truncated"] for r in raws if r["truncated"]}))
+    dropped = int(requests.dropped.sum())
+    meets, verdict = _verdict(measured, targets, truncated, flow.stable, dropped)
+    return SimulationResult(
+        requests=requests,
+        summary=_summary_table(frames, measured, targets),
+        attainment=attainment,
+        goodput=Q_(goodput, "request/s"),
+        throughput=Q_(throughput, "request/s"),
+        utilization=np.mean(np.array(utilization), axis=0),
+        occupancy=occupancy,
+        in_flight=flow.in_flight,
+        littles_law=flow.little,
+        meets_targets=meets,
+        verdict=verdict,
+        stable=flow.stable,
+        truncated=truncated,
+        dropped=dropped,
+        seeds=seeds,
+        replicas=replicas,
+        router=router,
+    )
+
+
+def _summary_table(frames: list[Any], measured: Any, targets: dict[str, tuple[float, str]]) -> Any:
+    """Each metric's statistics over the measured requests, with the interval of independent estimates."""
+    import pandas as pd
+
     rows = []
     extra = sorted({s for _, s in targets.values()} - set(STATISTICS) - {"mean"})
     for metric in METRICS:
@@ -268,8 +302,11 @@ def _summarize(
             low, high = value - (center - low), value + (high - center)
             low, high = max(min(low, value), 0.0), max(high, value)  # latencies are >= 0
             rows.append({"metric": metric, "statistic": statistic, "value": value, "low": low, "high": high})
-    summary = pd.DataFrame(rows)
+    return pd.DataFrame(rows)
 
+
+def _attainment(measured: Any, targets: dict[str, tuple[float, str]]) -> tuple[dict[str, float], np.ndarray]:
+    """The share of measured requests within each target, and which requests met them all."""
     attainment: dict[str, float] = {}
     ok_all = np.ones(len(measured), dtype=bool)
     for metric, (target, _) in targets.items():
@@ -279,35 +316,45 @@ def _summarize(
         ok_all &= ok
     if targets:
         attainment["all"] = float(ok_all.mean()) if ok_all.size else math.nan
+    return attainment, ok_all
 
-    window = 0.0
-    completed = 0
-    in_flight = 0.0
-    little = 0.0
-    stable = True
-    for frame, raw in zip(frames, raws, strict=True):
-        m = frame[frame.measured]
-        if len(m) >= 2:
-            window += float(m.finish.max() - m.arrival.min())
-            completed += len(m)
-        # Little's law over the whole run: the replicas' time-average population vs rate x time.
-        engine_arrival = raw["arrival"]
-        ok = np.isfinite(raw["finish"])
-        span = float(np.nanmax(raw["finish"]) - engine_arrival.min()) if ok.any() else 0.0
-        if span > 0:
-            area = 0.0
-            for ends, starts, population in zip(raw["ends"], raw["starts"], raw["in_system"], strict=True):
-                area += float(np.sum(population * (ends[: starts.size] - starts)))
-            in_flight += area / span / len(frames)
-            little += float(np.sum(raw["finish"][ok] - engine_arrival[ok])) / span / len(frames)
-        stable &= _stable(raw)
-    goodput_count = int(ok_all.sum()) if targets else completed
-    throughput = completed / window if window > 0 else math.nan
-    goodput = goodput_count / window if window > 0 else math.nan
-    occupancy = pd.concat(series, ignore_index=True) if series else pd.DataFrame()
-    truncated = "; ".join(sorted({r["truncated"] for r in raws if r["truncated"]}))
-    dropped = int(requests.dropped.sum())
 
+@dataclass(frozen=True)
+class _Flow:
+    """What the seeds' runs carried: the measured window and completions, Little's law, stability."""
+
+    window: float
+    completed: int
+    in_flight: float
+    little: float
+    stable: bool
+
+    @classmethod
+    def of(cls, frames: list[Any], raws: list[dict[str, Any]]) -> _Flow:
+        window, completed, in_flight, little, stable = 0.0, 0, 0.0, 0.0, True
+        for frame, raw in zip(frames, raws, strict=True):
+            m = frame[frame.measured]
+            if len(m) >= 2:
+                window += float(m.finish.max() - m.arrival.min())
+                completed += len(m)
+            # Little's law over the whole run: the replicas' time-average population vs rate x time.
+            engine_arrival = raw["arrival"]
+            ok = np.isfinite(raw["finish"])
+            span = float(np.nanmax(raw["finish"]) - engine_arrival.min()) if ok.any() else 0.0
+            if span > 0:
+                area = 0.0
+                for ends, starts, population in zip(raw["ends"], raw["starts"], raw["in_system"], strict=True):
+                    area += float(np.sum(population * (ends[: starts.size] - starts)))
+                in_flight += area / span / len(frames)
+                little += float(np.sum(raw["finish"][ok] - engine_arrival[ok])) / span / len(frames)
+            stable &= _stable(raw)
+        return cls(window, completed, in_flight, little, stable)
+
+
+def _verdict(
+    measured: Any, targets: dict[str, tuple[float, str]], truncated: str, stable: bool, dropped: int
+) -> tuple[bool | None, str]:
+    """Whether the run meets its targets (None without targets), and the sentence that says why."""
     meets = None
     parts = []
     if targets:
@@ -338,25 +385,7 @@ def _summarize(
     if problems:
         meets = False if meets is not None else None
         verdict = "; ".join([*problems, verdict])
-    return SimulationResult(
-        requests=requests,
-        summary=summary,
-        attainment=attainment,
-        goodput=Q_(goodput, "request/s"),
-        throughput=Q_(throughput, "request/s"),
-        utilization=np.mean(np.array(utilization), axis=0),
-        occupancy=occupancy,
-        in_flight=in_flight,
-        littles_law=little,
-        meets_targets=meets,
-        verdict=verdict,
-        stable=stable,
-        truncated=truncated,
-        dropped=dropped,
-        seeds=seeds,
-        replicas=replicas,
-        router=router,
-    )
+    return meets, verdict
 
 
 def _stable(raw: dict[str, Any]) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
@@ -22,8 +23,11 @@ from .types import alias_dimension
 from .units import describe_value, shown, ureg
 
 __all__ = [
+    "Arg",
+    "arg",
     "checked",
     "checked_arguments",
+    "one",
     "renamed",
     "accelerator_of",
     "bits_of",
@@ -63,7 +67,7 @@ INFINITE = "+inf"
 UNCHECKED = "unchecked"
 
 
-def checked(**domains: str) -> Callable[[_F], _F]:
+def checked(**domains: str | Arg) -> Callable[[_F], _F]:
     """The one boundary check of a plain function: its signature's aliases say each argument's unit.
 
     Every parameter annotated with a quantity or number alias of :mod:`calculator.types` (``Time``,
@@ -75,8 +79,10 @@ def checked(**domains: str) -> Callable[[_F], _F]:
     most :data:`MAX_COUNT`, probabilities and fractions in [0, 1]) does not fit: ``"positive"``,
     ``"nonnegative_integer"`` (a count that may be zero), ``"fraction_open"``, ``"any"``, ...,
     with :data:`INFINITE` appended where infinity is a valid value, or :data:`UNCHECKED` for an
-    argument the body checks itself. ``None`` passes for a parameter whose
-    default is ``None``; anywhere else it is an error naming the argument. A unit error raised
+    argument the body checks itself; :func:`one` declares an argument that takes one number, not an
+    array. An empty array is refused unless :func:`arg` declares it valid (``arg(empty=True)``).
+    ``None`` passes for a parameter whose default is ``None``; anywhere else it is an error naming
+    the argument. A unit error raised
     inside the body (an argument without an alias) becomes a :class:`UnitsError` naming the function.
 
     The annotations are read on the first call, so decorating costs nothing at import time.
@@ -101,7 +107,7 @@ def checked(**domains: str) -> Callable[[_F], _F]:
         unknown = set(domains) - set(signature.parameters)
         if unknown:
             raise TypeError(f"checked on {func.__name__}: no arguments named {sorted(unknown)}")
-        plan: list[tuple[str, str, str, bool]] = []
+        plan: list[_Checked] = []
 
         @functools.wraps(func)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -109,20 +115,16 @@ def checked(**domains: str) -> Callable[[_F], _F]:
                 plan.extend(_plan(func, signature, domains))
             bound = signature.bind(*args, **kwargs)
             bound.apply_defaults()
-            for name, unit, domain, infinite in plan:
-                value = bound.arguments[name]
+            for spec in plan:
+                value = bound.arguments[spec.name]
                 if value is None:
-                    if signature.parameters[name].default is None:
+                    if signature.parameters[spec.name].default is None:
                         continue
+                    example = spec.unit or "unit"
                     raise UnitsError(
-                        f"{func.__name__}(): argument '{name}' is required (like 1 {unit or 'unit'}), got None"
+                        f"{func.__name__}(): argument '{spec.name}' is required (like 1 {example}), got None"
                     )
-                value = magnitude(func.__name__, name, value, unit, domain, infinite=infinite)
-                if domain.endswith("_integer") and np.any(np.asarray(value) > MAX_COUNT):
-                    raise InputError(
-                        f"{func.__name__}(): argument '{name}' must be at most {MAX_COUNT:,}, got {shown(value)}"
-                    )
-                bound.arguments[name] = value
+                bound.arguments[spec.name] = spec.convert(func.__name__, value)
             try:
                 return func(*bound.args, **bound.kwargs)
             except (
@@ -139,6 +141,48 @@ def checked(**domains: str) -> Callable[[_F], _F]:
     return decorate
 
 
+@dataclass(frozen=True)
+class Arg:
+    """The declaration of one argument in :func:`checked` beyond its domain (see :func:`one`, :func:`arg`)."""
+
+    domain: str | None = None
+    scalar: bool = False  # one number: arrays are refused
+    empty: bool = False  # an empty array is a valid value (an empty queue)
+
+
+def one(domain: str | None = None) -> Arg:
+    """Declare, in :func:`checked`, an argument that is one number (a count of rounds, a step): arrays are refused.
+
+    ``domain`` as for any argument of :func:`checked` (default: its kind's).
+    """
+    return Arg(domain, scalar=True)
+
+
+def arg(domain: str | None = None, *, empty: bool = False) -> Arg:
+    """Declare, in :func:`checked`, an argument whose empty array is a valid value (``empty=True``)."""
+    return Arg(domain, empty=empty)
+
+
+@dataclass(frozen=True)
+class _Checked:
+    """How :func:`checked` converts one argument: its unit, domain, whether infinity and arrays pass."""
+
+    name: str
+    unit: str
+    domain: str
+    infinite: bool
+    declared: Arg
+
+    def convert(self, function: str, value: Any) -> Any:
+        value = magnitude(function, self.name, value, self.unit, self.domain, infinite=self.infinite)
+        if np.ndim(value) and (self.declared.scalar or not (np.size(value) or self.declared.empty)):
+            wanted = "one number" if self.declared.scalar else "a number or a non-empty array"
+            raise InputError(f"{function}(): argument '{self.name}' must be {wanted}, got {shown(value)}")
+        if self.domain.endswith("_integer") and np.any(np.asarray(value) > MAX_COUNT):
+            raise InputError(f"{function}(): argument '{self.name}' must be at most {MAX_COUNT:,}, got {shown(value)}")
+        return value
+
+
 def checked_arguments(function: Any) -> dict[str, tuple[str, str]]:
     """Argument -> (unit, domain) that :func:`checked` converts for ``function`` (empty if it is not checked)."""
     found = getattr(function, "__checked__", None)
@@ -146,19 +190,19 @@ def checked_arguments(function: Any) -> dict[str, tuple[str, str]]:
         return {}
     func, signature, domains = found
     return {
-        name: (unit, domain + (INFINITE if infinite else ""))
-        for name, unit, domain, infinite in _plan(func, signature, domains)
+        spec.name: (spec.unit, spec.domain + (INFINITE if spec.infinite else ""))
+        for spec in _plan(func, signature, domains)
     }
 
 
-def _plan(
-    func: Callable[..., Any], signature: inspect.Signature, domains: dict[str, str]
-) -> list[tuple[str, str, str, bool]]:
-    """(argument, unit, domain, takes infinity) for each argument ``checked`` converts, from the annotations."""
+def _plan(func: Callable[..., Any], signature: inspect.Signature, domains: dict[str, str | Arg]) -> list[_Checked]:
+    """How ``checked`` converts each argument it converts, from the annotations and the declared domains."""
     plan = []
     for name, parameter in signature.parameters.items():
         dimension = _alias_of(parameter.annotation, func.__globals__)
-        declared = domains.get(name)
+        given = domains.get(name)
+        spec = given if isinstance(given, Arg) else Arg(given)
+        declared = spec.domain
         if dimension is None or dimension.kind not in DEFAULT_DOMAINS:
             if declared is not None and declared != UNCHECKED:
                 raise TypeError(f"checked on {func.__name__}: '{name}' has no quantity or number alias to check")
@@ -167,12 +211,13 @@ def _plan(
         if domain == UNCHECKED:
             continue
         infinite = domain.endswith(INFINITE)
-        plan.append((name, dimension.unit, domain.removesuffix(INFINITE), infinite))
+        plan.append(_Checked(name, dimension.unit, domain.removesuffix(INFINITE), infinite, spec))
     return plan
 
 
 def _alias_of(annotation: Any, namespace: dict[str, Any]) -> Any:
     """The :class:`~calculator.types.Dimension` of an annotation (a string under postponed evaluation), or None."""
+    import types
     import typing
 
     if isinstance(annotation, str):
@@ -181,8 +226,9 @@ def _alias_of(annotation: Any, namespace: dict[str, Any]) -> Any:
         except (NameError, TypeError):  # a class named only for the type checker: not an alias
             return None
     found = alias_dimension(annotation)
-    for member in typing.get_args(annotation) if found is None else ():
-        found = found or alias_dimension(member)  # an optional alias: Time | None
+    union = typing.get_origin(annotation) in (typing.Union, types.UnionType)
+    for member in typing.get_args(annotation) if found is None and union else ():
+        found = found or alias_dimension(member)  # an optional alias: Time | None (not a Sequence[Time])
     return found
 
 

@@ -20,13 +20,13 @@ from typing import Any
 
 import numpy as np
 
-from ._support import mapping, scalar
+from ._support import Arg, checked, mapping, one
 from .errors import InputError
 from .formula import check_domain, formula, var
 from .queueing import replica_demand
-from .results import ROUNDING_TOLERANCE, Result, as_count, ceil_count, ceil_whole
-from .types import Bandwidth, Bytes, Count, Money, MoneyRate, Rate, Time
-from .units import Q_, check_units
+from .results import ROUNDING_TOLERANCE, Result, as_count, ceil_count, ceil_whole, plain
+from .types import Bandwidth, Bytes, Count, Fraction, Money, MoneyRate, Number, Rate, Time
+from .units import Q_, shown
 
 __all__ = [
     "DEFAULT_SCALING_STEP",
@@ -189,13 +189,13 @@ def cold_start_time(provisioning_time, artifact_bytes, storage_bandwidth, warmup
 # Replicas for a demand
 
 
-@check_units(demand="request/s", replica_capacity="request/s")
+@checked(replica_capacity="positive", min_replicas="nonnegative_integer", spare_replicas="nonnegative_integer")
 def required_replicas(
     demand: Rate,
     replica_capacity: Rate,
-    target_utilization: float = 1.0,
-    min_replicas: int = 0,
-    spare_replicas: int = 0,
+    target_utilization: Fraction = 1.0,
+    min_replicas: Count = 0,
+    spare_replicas: Count = 0,
 ) -> Count:
     r"""Replicas an autoscaler should hold for a demand (scalar or a whole curve).
 
@@ -231,17 +231,14 @@ def required_replicas(
     [5, 30]
     """
     function = "required_replicas"
-    rate = np.asarray(demand.m_as("request/s"), dtype=float)
-    check_domain(function, "demand", rate, "nonnegative")
-    mu = float(replica_capacity.m_as("request/s"))
-    check_domain(function, "replica_capacity", mu, "positive")
-    check_domain(function, "target_utilization", target_utilization, "probability")
-    if target_utilization <= 0:
-        raise InputError(f"{function}(): argument 'target_utilization' must be > 0, got {target_utilization}")
-    for name, value in (("min_replicas", min_replicas), ("spare_replicas", spare_replicas)):
-        check_domain(function, name, value, "nonnegative")
+    if np.ndim(replica_capacity):
+        raise InputError(f"{function}(): argument 'replica_capacity' must be one number, got {shown(replica_capacity)}")
+    if np.any(np.asarray(target_utilization) <= 0):
+        raise InputError(f"{function}(): argument 'target_utilization' must be > 0, got {shown(target_utilization)}")
     needed = ceil_count(
-        replica_demand.numeric(arrival_rate=rate, replica_throughput=mu, max_utilization=target_utilization)
+        replica_demand.numeric(
+            arrival_rate=np.asarray(demand), replica_throughput=replica_capacity, max_utilization=target_utilization
+        )
     )
     return as_count(np.maximum(needed, min_replicas) + spare_replicas)
 
@@ -325,20 +322,17 @@ MAX_STEPS = 2_000_000
 
 
 def _grid(function: str, times: Any, demand: Any, end: Any, step: Any) -> tuple[np.ndarray, np.ndarray, float]:
-    starts = np.atleast_1d(times.m_as("s")).astype(float)
-    rates = np.atleast_1d(demand.m_as("request/s")).astype(float)
+    """The evaluation grid and the demand on it, from magnitudes (seconds, request/s) already checked."""
+    starts = np.atleast_1d(times).astype(float)
+    rates = np.atleast_1d(demand).astype(float)
     if starts.ndim != 1 or starts.size == 0 or starts.shape != rates.shape:
         raise InputError(f"{function}(): 'times' and 'demand' must be non-empty 1-D arrays of one length")
-    check_domain(function, "demand", rates, "nonnegative")
     if np.any(np.diff(starts) <= 0):
         raise InputError(f"{function}(): argument 'times' must be strictly increasing")
-    check_domain(function, "times", starts, "any")
     if not np.all(np.isfinite(starts)):
         raise InputError(f"{function}(): argument 'times' must be finite")
-    dt = float(step.m_as("s"))
-    check_domain(function, "step", dt, "positive")
-    stop = float(end.m_as("s")) if end is not None else starts[-1] + dt
-    check_domain(function, "end", stop, "any")
+    dt = float(step)
+    stop = float(end) if end is not None else starts[-1] + dt
     if stop <= starts[-1]:
         raise InputError(f"{function}(): argument 'end' must be after the last time")
     steps = (stop - starts[0]) / dt
@@ -383,17 +377,29 @@ def _plan(
     )
 
 
-@check_units(times="s", demand="request/s", replica_capacity="request/s", startup_time="s", lead_time="s")
+#: The declarations the two scaling policies share: a demand trace on a time grid and a replica model.
+_SCALING: dict[str, str | Arg] = {
+    "times": "any",
+    "replica_capacity": one("positive"),
+    "end": one("any"),
+    "step": one("positive"),
+    "min_replicas": one("nonnegative_integer"),
+    "startup_time": one(),
+    "target_utilization": one(),
+}
+
+
+@checked(**_SCALING, lead_time=one())
 def predictive_schedule(
     times: Time,
     demand: Rate,
     replica_capacity: Rate,
     startup_time: Time,
     lead_time: Time,
-    end: Time = None,
+    end: Time | None = None,
     step: Time = DEFAULT_SCALING_STEP,
-    target_utilization: float = 1.0,
-    min_replicas: int = 1,
+    target_utilization: Fraction = 1.0,
+    min_replicas: Count = 1,
 ) -> ScalingPlan:
     """Forecast-driven schedule: start replicas ``lead_time`` before each forecast rise, stop them at each fall.
 
@@ -445,17 +451,11 @@ def predictive_schedule(
     """
     function = "predictive_schedule"
     grid, rate, dt = _grid(function, times, demand, end, step)
-    mu = float(replica_capacity.m_as("request/s"))
-    startup = float(startup_time.m_as("s"))
-    lead = float(lead_time.m_as("s"))
-    check_domain(function, "startup_time", startup, "nonnegative")
-    check_domain(function, "lead_time", lead, "nonnegative")
-    starts = np.atleast_1d(times.m_as("s")).astype(float)
-    steps = required_replicas(demand, replica_capacity, target_utilization, min_replicas)
-    steps = np.atleast_1d(steps)
-    required = np.atleast_1d(
-        required_replicas(Q_(rate, "request/s"), replica_capacity, target_utilization, min_replicas)
-    )
+    mu, startup, lead = float(replica_capacity), float(startup_time), float(lead_time)
+    starts = np.atleast_1d(times).astype(float)
+    capacity, floor = Q_(mu, "request/s"), int(min_replicas)
+    steps = np.atleast_1d(required_replicas(Q_(demand, "request/s"), capacity, target_utilization, floor))
+    required = np.atleast_1d(required_replicas(Q_(rate, "request/s"), capacity, target_utilization, floor))
     ready = np.full(grid.size, steps[0], dtype=np.int64)
     billed = ready.copy()
     actions = []
@@ -474,15 +474,12 @@ def predictive_schedule(
     return _plan("predictive", grid, rate, dt, mu, required, ready, billed, 0.0, actions)
 
 
-@check_units(
-    times="s",
-    demand="request/s",
-    replica_capacity="request/s",
-    startup_time="s",
-    detection_time="s",
-    decision_time="s",
-    backlog_drain_time="s",
-    scale_down_delay="s",
+@checked(
+    **_SCALING,
+    backlog_drain_time=one("positive"),
+    detection_time=one(),
+    decision_time=one(),
+    scale_down_delay=one(),
 )
 def simulate_reactive_scaling(
     times: Time,
@@ -491,11 +488,11 @@ def simulate_reactive_scaling(
     startup_time: Time,
     detection_time: Time = _MINUTE,
     decision_time: Time = _ZERO_SECONDS,
-    end: Time = None,
+    end: Time | None = None,
     step: Time = DEFAULT_SCALING_STEP,
-    target_utilization: float = 1.0,
-    min_replicas: int = 1,
-    backlog_drain_time: Time = None,
+    target_utilization: Fraction = 1.0,
+    min_replicas: Count = 1,
+    backlog_drain_time: Time | None = None,
     scale_down_delay: Time = _DEFAULT_SCALE_DOWN_DELAY,
 ) -> ScalingPlan:
     """Simulate a reactive autoscaler on a demand curve: it sees demand late and waits for cold starts.
@@ -536,24 +533,12 @@ def simulate_reactive_scaling(
     """
     function = "simulate_reactive_scaling"
     grid, rate, dt = _grid(function, times, demand, end, step)
-    mu = float(replica_capacity.m_as("request/s"))
-    check_domain(function, "replica_capacity", mu, "positive")
-    delays = {}
-    for name, value in (
-        ("startup_time", startup_time),
-        ("detection_time", detection_time),
-        ("decision_time", decision_time),
-        ("scale_down_delay", scale_down_delay),
-    ):
-        delays[name] = float(value.m_as("s"))
-        check_domain(function, name, delays[name], "nonnegative")
-    drain = None if backlog_drain_time is None else float(backlog_drain_time.m_as("s"))
-    if drain is not None:
-        check_domain(function, "backlog_drain_time", drain, "positive")
-    lag = int(np.round(delays["detection_time"] / dt))
-    provision = delays["decision_time"] + delays["startup_time"]
+    mu, min_replicas = float(replica_capacity), int(min_replicas)
+    drain = None if backlog_drain_time is None else float(backlog_drain_time)
+    lag = int(np.round(float(detection_time) / dt))
+    provision = float(decision_time) + float(startup_time)
     required = np.atleast_1d(
-        required_replicas(Q_(rate, "request/s"), replica_capacity, target_utilization, min_replicas)
+        required_replicas(Q_(rate, "request/s"), Q_(mu, "request/s"), target_utilization, min_replicas)
     )
     per_replica = mu * target_utilization
 
@@ -571,7 +556,7 @@ def simulate_reactive_scaling(
     actions: list[ScalingAction] = []
     excess_since: float | None = None
     queued = 0.0
-    down_delay = delays["scale_down_delay"] - 1e-9 * dt
+    down_delay = float(scale_down_delay) - 1e-9 * dt
     drain_seconds = drain if drain is not None else math.inf
     rates, grid_values = rate.tolist(), grid.tolist()
     for k, now in enumerate(grid_values):  # a controller loop: each decision depends on the previous state
@@ -667,11 +652,11 @@ class WarmPool(Result):
     pool_replicas: int
 
 
-@check_units(baseline_capacity="request/s", ready_capacity="request/s", replica_capacity="request/s")
+@checked(peak_multiplier=one("positive"), headroom_factor=one("positive"), replica_capacity="positive")
 def warm_pool(
     baseline_capacity: Rate,
-    peak_multiplier: float,
-    headroom_factor: float,
+    peak_multiplier: Number,
+    headroom_factor: Number,
     ready_capacity: Rate,
     replica_capacity: Rate,
 ) -> WarmPool:
@@ -709,18 +694,12 @@ def warm_pool(
     >>> pool.target_capacity, pool.pool_replicas
     (<Quantity(3000.0, 'request / second')>, 20)
     """
-    function = "warm_pool"
-    peak_multiplier = scalar(function, "peak_multiplier", peak_multiplier, "", "positive")
-    headroom_factor = scalar(function, "headroom_factor", headroom_factor, "", "positive")
-    check_domain(function, "baseline_capacity", baseline_capacity.m_as("request/s"), "nonnegative")
-    check_domain(function, "ready_capacity", ready_capacity.m_as("request/s"), "nonnegative")
-    check_domain(function, "replica_capacity", replica_capacity.m_as("request/s"), "positive")
-    target = (baseline_capacity * peak_multiplier * headroom_factor).to("request/s")
-    missing = np.maximum(target - ready_capacity, 0 * target)
+    target = baseline_capacity * peak_multiplier * headroom_factor
+    missing = np.maximum(target - ready_capacity, 0.0)
     return WarmPool(
-        target_capacity=target,
-        missing_capacity=missing,
-        pool_replicas=int(required_replicas(missing, replica_capacity)),
+        target_capacity=Q_(plain(target), "request/s"),
+        missing_capacity=Q_(plain(missing), "request/s"),
+        pool_replicas=int(required_replicas(Q_(missing, "request/s"), Q_(replica_capacity, "request/s"))),
     )
 
 
@@ -763,7 +742,7 @@ def idle_cost_rate(pool_replicas, price, idle_fraction):
     return pool_replicas * price * idle_fraction
 
 
-@check_units(deadline="s")
+@checked(activation_delay="unchecked", deadline=one())
 def capacity_ready_within(pool: Mapping[str, int], activation_delay: Mapping[str, Time], deadline: Time) -> int:
     """Replicas of a tiered pool that can serve within ``deadline``: only tiers that activate in time count.
 
@@ -791,7 +770,7 @@ def capacity_ready_within(pool: Mapping[str, int], activation_delay: Mapping[str
         if tier not in mapping("capacity_ready_within", "activation_delay", activation_delay):
             raise InputError(f"capacity_ready_within(): no activation delay for tier {tier!r}")
         check_domain("capacity_ready_within", f"pool['{tier}']", replicas, "nonnegative")
-        if Q_(activation_delay[tier]) <= deadline:
+        if Q_(activation_delay[tier]).m_as("s") <= deadline:
             total += int(replicas)
     return total
 
@@ -811,13 +790,13 @@ class SpotTermination(Result):
     reason: str
 
 
-@check_units(
-    state_bytes="B",
-    storage_bandwidth="B/s",
-    warning="s",
-    drain_timeout="s",
-    deregistration_time="s",
-    shutdown_time="s",
+@checked(
+    storage_bandwidth=one("positive"),
+    state_bytes=one(),
+    warning=one(),
+    drain_timeout=one(),
+    deregistration_time=one(),
+    shutdown_time=one(),
 )
 def spot_termination_plan(
     state_bytes: Bytes,
@@ -862,21 +841,12 @@ def spot_termination_plan(
     >>> plan.save_window, plan.feasible
     (<Quantity(30.0, 'second')>, True)
     """
-    function = "spot_termination_plan"
-    for name, value in (
-        ("warning", warning),
-        ("drain_timeout", drain_timeout),
-        ("deregistration_time", deregistration_time),
-        ("shutdown_time", shutdown_time),
-    ):
-        check_domain(function, name, value.m_as("s"), "nonnegative")
-    check_domain(function, "state_bytes", state_bytes.m_as("B"), "nonnegative")
-    check_domain(function, "storage_bandwidth", storage_bandwidth.m_as("B/s"), "positive")
-    window = (warning - deregistration_time - drain_timeout - shutdown_time).to("s") * 1.0
-    save = (state_bytes / storage_bandwidth).to("s")
-    slack = (window - save).to("s")
+    window = Q_(float(warning - deregistration_time - drain_timeout - shutdown_time), "s")
+    save = Q_(float(state_bytes / storage_bandwidth), "s")
+    slack = window - save
     if window.m_as("s") < 0:
-        feasible, reason = False, f"drain and shutdown alone ({(warning - window).to('s'):~P}) exceed the warning"
+        spent = Q_(float(warning), "s") - window
+        feasible, reason = False, f"drain and shutdown alone ({spent:~P}) exceed the warning"
     elif slack.m_as("s") < 0:
         feasible, reason = False, f"saving state takes {save:.3g~P}, {-slack:.3g~P} more than the {window:~P} left"
     else:
@@ -897,13 +867,14 @@ class SpotSavings(Result):
     effective_price: MoneyRate
 
 
-@check_units(
-    on_demand_price="USD/hour",
-    spot_price="USD/hour",
-    spot_gpu_hours="hour",
-    interruption_rate="1/hour",
-    lost_time_per_interruption="hour",
-    reserve_gpu_hours="hour",
+@checked(
+    on_demand_price=one("positive"),
+    spot_gpu_hours=one("positive"),
+    spot_price=one(),
+    interruption_rate=one(),
+    lost_time_per_interruption=one(),
+    retry_fraction=one(),
+    reserve_gpu_hours=one(),
 )
 def spot_savings(
     on_demand_price: MoneyRate,
@@ -911,7 +882,7 @@ def spot_savings(
     spot_gpu_hours: Time,
     interruption_rate: Rate,
     lost_time_per_interruption: Time,
-    retry_fraction: float = 0.0,
+    retry_fraction: Number = 0.0,
     reserve_gpu_hours: Time = _ZERO_HOURS,
 ) -> SpotSavings:
     r"""Savings of running work on spot capacity after interruptions, retries and reserve are paid.
@@ -958,25 +929,19 @@ def spot_savings(
     >>> round(s.productive_fraction, 3), round(s.savings_fraction, 3)
     (0.975, 0.346)
     """
-    function = "spot_savings"
-    check_domain(function, "on_demand_price", on_demand_price.m_as("USD/hour"), "positive")
-    check_domain(function, "spot_price", spot_price.m_as("USD/hour"), "nonnegative")
-    check_domain(function, "spot_gpu_hours", spot_gpu_hours.m_as("hour"), "positive")
-    check_domain(function, "interruption_rate", interruption_rate.m_as("1/hour"), "nonnegative")
-    check_domain(function, "lost_time_per_interruption", lost_time_per_interruption.m_as("hour"), "nonnegative")
-    check_domain(function, "retry_fraction", retry_fraction, "nonnegative")
-    check_domain(function, "reserve_gpu_hours", reserve_gpu_hours.m_as("hour"), "nonnegative")
-    productive = max(0.0, 1 - float((interruption_rate * lost_time_per_interruption).m_as("")))
-    useful = (spot_gpu_hours * productive / (1 + retry_fraction)).to("hour")
-    cost = (spot_gpu_hours * spot_price + reserve_gpu_hours * on_demand_price).to("USD")
-    equivalent = (useful * on_demand_price).to("USD")
-    savings = (equivalent - cost).to("USD")
+    # Prices are per hour (MoneyRate), times in seconds: work in hours.
+    spot_hours, reserve_hours = float(spot_gpu_hours) / 3600, float(reserve_gpu_hours) / 3600
+    productive = max(0.0, 1 - float(interruption_rate * lost_time_per_interruption))
+    useful = spot_hours * productive / (1 + float(retry_fraction))
+    cost = spot_hours * float(spot_price) + reserve_hours * float(on_demand_price)
+    equivalent = useful * float(on_demand_price)
+    savings = equivalent - cost
     return SpotSavings(
         productive_fraction=productive,
-        useful_gpu_hours=useful,
-        spot_cost=cost,
-        on_demand_equivalent_cost=equivalent,
-        savings=savings,
-        savings_fraction=float((savings / equivalent).m_as("")) if equivalent.m_as("USD") > 0 else -np.inf,
-        effective_price=(cost / useful).to("USD/hour") if useful.m_as("hour") > 0 else Q_(np.inf, "USD/hour"),
+        useful_gpu_hours=Q_(useful, "hour"),
+        spot_cost=Q_(cost, "USD"),
+        on_demand_equivalent_cost=Q_(equivalent, "USD"),
+        savings=Q_(savings, "USD"),
+        savings_fraction=savings / equivalent if equivalent > 0 else -np.inf,
+        effective_price=Q_(cost / useful if useful > 0 else np.inf, "USD/hour"),
     )

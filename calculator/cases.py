@@ -16,12 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from ._support import instances, mapping, scalar
+from ._support import checked, instances, mapping, one
 from .errors import InputError
 from .formula import check_domain, formula, var
-from .results import Result
-from .types import Fraction, Time
-from .units import Q_, check_units
+from .results import Result, plain
+from .types import Count, Fraction, Probability, Time, Tokens
+from .units import Q_
 
 __all__ = [
     "DecodeBudget",
@@ -269,9 +269,9 @@ class AllReduceBreakdown(Result):
     excess: Time
 
 
-@check_units(allreduce_time="s", per_collective_floor="s")
+@checked(layers=one(), collectives_per_layer=one())
 def allreduce_breakdown(
-    allreduce_time: Time, layers: int, per_collective_floor: Time, collectives_per_layer: int = 2
+    allreduce_time: Time, layers: Count, per_collective_floor: Time, collectives_per_layer: Count = 2
 ) -> AllReduceBreakdown:
     r"""Spread a step's all-reduce time over its collectives and compare with a per-collective floor.
 
@@ -302,17 +302,13 @@ def allreduce_breakdown(
     >>> b.collectives, round(b.per_collective.m_as("us")), b.floor_total
     (160, 64, <Quantity(0.8, 'millisecond')>)
     """
-    check_domain("allreduce_breakdown", "allreduce_time", allreduce_time.m_as("s"), "nonnegative")
-    layers = int(scalar("allreduce_breakdown", "layers", layers, "", "positive_integer"))
-    check_domain("allreduce_breakdown", "collectives_per_layer", collectives_per_layer, "positive_integer")
-    check_domain("allreduce_breakdown", "per_collective_floor", per_collective_floor.m_as("s"), "nonnegative")
     count = int(layers) * int(collectives_per_layer)
-    floor = (count * per_collective_floor).to("ms")
+    step, floor = Q_(plain(allreduce_time), "s"), (count * Q_(plain(per_collective_floor), "s")).to("ms")
     return AllReduceBreakdown(
         collectives=count,
-        per_collective=(allreduce_time / count).to("us"),
+        per_collective=(step / count).to("us"),
         floor_total=floor,
-        excess=(allreduce_time - floor).to("ms"),
+        excess=(step - floor).to("ms"),
     )
 
 
@@ -329,16 +325,24 @@ class SpeculationContract(Result):
     tbt_ok: bool | None
 
 
-@check_units(draft_time="s", verify_time="s", tpot_target="s", tbt_target="s")
+@checked(
+    draft_length=one("positive_integer"),
+    verify_time=one("positive"),
+    draft_cost_ratio=one("nonnegative"),
+    acceptance=one(),
+    draft_time=one(),
+    tpot_target=one(),
+    tbt_target=one(),
+)
 def speculation_contract(
-    acceptance: float,
-    draft_length: int,
-    draft_time: Time = None,
-    verify_time: Time = None,
-    tpot_target: Time = None,
-    tbt_target: Time = None,
+    acceptance: Probability,
+    draft_length: Tokens,
+    draft_time: Time | None = None,
+    verify_time: Time | None = None,
+    tpot_target: Time | None = None,
+    tbt_target: Time | None = None,
     *,
-    draft_cost_ratio: Fraction = None,
+    draft_cost_ratio: Fraction | None = None,
 ) -> SpeculationContract:
     r"""Speculation on one replica: rounds of ``draft_length`` drafts plus one verification step.
 
@@ -402,31 +406,27 @@ def speculation_contract(
             f"{name}(): give exactly one of 'draft_cost_ratio' (one drafted token's cost as a fraction of a "
             "target step) and the deprecated 'draft_time'"
         )
-    check_domain(name, "draft_length", draft_length, "positive_integer")
-    check_domain(name, "verify_time", verify_time.m_as("s"), "positive")
-    if draft_time is not None:
+    if draft_cost_ratio is None:  # the deprecated draft_time is given instead (exactly one of the two)
         warnings.warn(
             f"{name}(): argument 'draft_time' (the whole round's drafting time) is replaced by 'draft_cost_ratio', "
             "one drafted token's cost as a fraction of a target step (the convention of speculative_timing); "
             "draft_time goes in the next release",
             DeprecationWarning,
-            stacklevel=3,  # the caller, past check_units' wrapper
+            stacklevel=3,  # the caller, past checked's wrapper
         )
-        check_domain(name, "draft_time", draft_time.m_as("s"), "nonnegative")
-        draft_cost_ratio = float((draft_time / (draft_length * verify_time)).m_as(""))
-    ratio = scalar(name, "draft_cost_ratio", draft_cost_ratio, "", "nonnegative")
-    acceptance = scalar(name, "acceptance", acceptance, "", "probability")
-    timing = speculative_timing(acceptance, draft_length, verify_time, ratio)
+        draft_cost_ratio = draft_time / (draft_length * verify_time)
+    step = Q_(plain(verify_time), "s")
+    timing = speculative_timing(float(acceptance), draft_length, step, float(draft_cost_ratio))
     tpot = Q_(timing.tpot).to("ms")
     gap = Q_(timing.tbt_gap).to("ms")
     return SpeculationContract(
         tokens_per_round=float(timing.tokens_per_round),
         round_time=Q_(timing.round_time).to("ms"),
         tpot=tpot,
-        tpot_improvement=float((verify_time / tpot).m_as("")),
+        tpot_improvement=float((step / tpot).m_as("")),
         max_gap=gap,
-        tpot_ok=None if tpot_target is None else bool(tpot <= tpot_target),
-        tbt_ok=None if tbt_target is None else bool(gap <= tbt_target),
+        tpot_ok=None if tpot_target is None else bool(tpot <= Q_(tpot_target, "s")),
+        tbt_ok=None if tbt_target is None else bool(gap <= Q_(tbt_target, "s")),
     )
 
 
@@ -445,7 +445,7 @@ class LatencyBudget(Result):
     within: bool
 
 
-@check_units(budget="s")
+@checked(components="unchecked")  # a mapping of times, checked entry by entry below
 def latency_budget(components: Mapping[str, Time], budget: Time) -> LatencyBudget:
     """Add component latencies on one request path and compare with the budget.
 
@@ -471,7 +471,7 @@ def latency_budget(components: Mapping[str, Time], budget: Time) -> LatencyBudge
     The serving tax of section 10.16: 70 ms of model execution in a 100 ms target.
 
     >>> latency_budget({"model_execution": Q_(70, "ms")}, Q_(100, "ms")).slack
-    <Quantity(30, 'millisecond')>
+    <Quantity(30.0, 'millisecond')>
     """
     if not mapping("latency_budget", "components", components):
         raise InputError("latency_budget(): argument 'components' must list at least one stage")
@@ -483,12 +483,13 @@ def latency_budget(components: Mapping[str, Time], budget: Time) -> LatencyBudge
         check_domain("latency_budget", f"components['{name}']", quantity.m_as("s"), "nonnegative")
         values[name] = quantity.to("ms")
     total = sum(values.values(), Q_(0, "ms"))
+    limit = Q_(plain(budget), "s").to("ms")
     return LatencyBudget(
         total=total,
-        budget=budget.to("ms"),
-        slack=(budget - total).to("ms"),
+        budget=limit,
+        slack=(limit - total).to("ms"),
         largest=max(values, key=lambda k: values[k].m_as("ms")),
-        within=bool(total <= budget),
+        within=bool(total <= limit),
     )
 
 
@@ -530,7 +531,8 @@ class RankingCascade(Result):
     deadline_slack: Time
 
 
-def ranking_cascade(stages: Sequence[CascadeStage], deadline: Time = None) -> RankingCascade:
+@checked()
+def ranking_cascade(stages: Sequence[CascadeStage], deadline: Time | None = None) -> RankingCascade:
     r"""Candidate reduction, per-candidate cost and the compute saved by a ranking cascade.
 
     Parameters
@@ -583,7 +585,7 @@ def ranking_cascade(stages: Sequence[CascadeStage], deadline: Time = None) -> Ra
         brute_force_work=brute,
         compute_reduction=float((brute / budget).m_as("")),
         total_recall=float(np.prod([s.recall for s in stages])),
-        deadline_slack=None if deadline is None else (Q_(deadline) - budget).to("ms"),
+        deadline_slack=None if deadline is None else (Q_(plain(deadline), "s") - budget).to("ms"),
     )
 
 
@@ -639,7 +641,7 @@ def deadline_schedule(items: Mapping[str, tuple[Time, Time]]) -> tuple[Scheduled
     return tuple(out)
 
 
-@check_units(model_times="s", deadline="s")
+@checked(deadline=one())
 def speculative_ensemble_latency(model_times: Time, deadline: Time) -> dict[str, Any]:
     """Sequential vs speculative-parallel latency of a dependent model ensemble (§10.15.4).
 
@@ -660,15 +662,14 @@ def speculative_ensemble_latency(model_times: Time, deadline: Time) -> dict[str,
     --------
     >>> out = speculative_ensemble_latency(Q_([20, 30, 40], "ms"), Q_(60, "ms"))
     >>> out["sequential"], out["parallel"], out["sequential_meets_deadline"]
-    (<Quantity(90, 'millisecond')>, <Quantity(40, 'millisecond')>, False)
+    (<Quantity(90.0, 'millisecond')>, <Quantity(40.0, 'millisecond')>, False)
     """
-    times = np.atleast_1d(model_times.m_as("ms"))
-    check_domain("speculative_ensemble_latency", "model_times", times, "nonnegative")
+    times = np.atleast_1d(model_times) * 1e3  # ms
     sequential = Q_(times.sum().item(), "ms")
     return {
         "sequential": sequential,
         "parallel": Q_(times.max().item(), "ms"),
-        "sequential_meets_deadline": bool(sequential <= deadline),
+        "sequential_meets_deadline": bool(sequential.m_as("s") <= deadline),
     }
 
 
@@ -685,9 +686,9 @@ class TwoTowerFreshness(Result):
     meets_target: bool | None
 
 
-@check_units(refresh_period="s", batch_processing_time="s", ingestion_target="s")
+@checked(refresh_period="positive")
 def two_tower_freshness(
-    refresh_period: Time, batch_processing_time: Time = _ZERO_SECONDS, ingestion_target: Time = None
+    refresh_period: Time, batch_processing_time: Time = _ZERO_SECONDS, ingestion_target: Time | None = None
 ) -> TwoTowerFreshness:
     r"""Worst-case and mean age of a cached item embedding refreshed in periodic batches.
 
@@ -717,17 +718,15 @@ def two_tower_freshness(
     >>> two_tower_freshness(Q_(1, "hour"), Q_(5, "min"), Q_(10, "min")).meets_target
     False
     """
-    check_domain("two_tower_freshness", "refresh_period", refresh_period.m_as("s"), "positive")
-    check_domain("two_tower_freshness", "batch_processing_time", batch_processing_time.m_as("s"), "nonnegative")
-    worst = (refresh_period + batch_processing_time).to("min")
-    mean = (refresh_period / 2 + batch_processing_time).to("min")
-    meets = None if ingestion_target is None else bool(worst <= ingestion_target)
+    worst = Q_(plain(refresh_period + batch_processing_time), "s").to("min")
+    mean = Q_(plain(refresh_period / 2 + batch_processing_time), "s").to("min")
+    meets = None if ingestion_target is None else bool(worst <= Q_(ingestion_target, "s"))
     return TwoTowerFreshness(max_staleness=worst, mean_staleness=mean, meets_target=meets)
 
 
-@check_units(online_latency="s", on_demand_latency="s", budget="s")
+@checked()
 def uncached_item_latency(
-    online_latency: Time, uncached_fraction: float, on_demand_latency: Time, budget: Time
+    online_latency: Time, uncached_fraction: Fraction, on_demand_latency: Time, budget: Time
 ) -> dict[str, Any]:
     """Latency when some candidates lack a cached embedding and run vision inference on demand.
 
@@ -753,9 +752,8 @@ def uncached_item_latency(
     >>> round(out["expected"].m_as("ms"), 2), out["on_demand_fits"]
     (19.8, False)
     """
-    check_domain("uncached_item_latency", "uncached_fraction", uncached_fraction, "probability")
     return {
-        "expected": (online_latency + uncached_fraction * on_demand_latency).to("ms"),
+        "expected": Q_(plain(online_latency + uncached_fraction * on_demand_latency), "s").to("ms"),
         "on_demand_fits": bool(online_latency + on_demand_latency <= budget),
     }
 

@@ -10,16 +10,16 @@ hierarchy of Table 5. The unit cost with billed idle, startup and reserved capac
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 
-from ._support import magnitude
+from ._support import checked, magnitude
 from .errors import InputError
 from .formula import formula, var
-from .results import Result
-from .types import Money, MoneyPerRequest, Rate, Time
-from .units import Q_, check_units
+from .results import Result, plain
+from .types import Count, Dimension, Money, MoneyPerRequest, Number, Rate, Time
+from .units import Q_, shown
 
 __all__ = [
     "user_request_rate",
@@ -242,7 +242,7 @@ def lifetime_cost(training_cost, cost_per_query, duration, arrival_rate):
     return training_cost + serving_cost.func(cost_per_query, duration, arrival_rate)
 
 
-@check_units(training_cost="USD", cost_per_query="USD/request", duration="s", arrival_rate="request/s")
+@checked()
 def piecewise_lifetime_cost(
     training_cost: Money, cost_per_query: MoneyPerRequest, duration: Time, arrival_rate: Rate
 ) -> Money:
@@ -252,8 +252,12 @@ def piecewise_lifetime_cost(
     ----------
     training_cost : Quantity [currency]
         One-time training cost.
-    cost_per_query, duration, arrival_rate : Quantity arrays (intervals,)
-        Unit cost, length and served rate of each interval (broadcast against each other).
+    cost_per_query : Quantity [currency / request], array (intervals,)
+        Unit cost of each interval.
+    duration : Quantity [time], array (intervals,)
+        Length of each interval.
+    arrival_rate : Quantity [request / time], array (intervals,)
+        Served rate of each interval (the three arrays broadcast against each other).
 
     Returns
     -------
@@ -274,9 +278,9 @@ def piecewise_lifetime_cost(
     ...                         Q_(50e6, "request/day")).to("USD")
     <Quantity(24812500.0, 'USD')>
     """
-    spent = serving_cost(cost_per_query, duration, arrival_rate)
+    spent = serving_cost(Q_(cost_per_query, "USD/request"), Q_(duration, "s"), Q_(arrival_rate, "request/s"))
     total = spent.sum() if np.ndim(spent.magnitude) else spent  # one phase or several
-    return (training_cost + total).to("USD")
+    return (Q_(plain(training_cost), "USD") + total).to("USD")
 
 
 @formula(
@@ -508,9 +512,9 @@ class CostCurve(Result):
     crosses_within_horizon: bool
 
 
-@check_units(training_cost="USD", cost_per_query="USD/request", arrival_rate="request/s", horizon="s")
+@checked(horizon="unchecked")
 def cumulative_cost_curve(
-    training_cost: Money, cost_per_query: MoneyPerRequest, arrival_rate: Rate, horizon: Time, points: int = 361
+    training_cost: Money, cost_per_query: MoneyPerRequest, arrival_rate: Rate, horizon: Time, points: Count = 361
 ) -> CostCurve:
     """Cumulative training-plus-serving cost over a horizon, and the crossover (Figure 3).
 
@@ -538,19 +542,28 @@ def cumulative_cost_curve(
     >>> c.crossover.to("day"), c.crosses_within_horizon
     (<Quantity(40.0, 'day')>, True)
     """
-    count = int(magnitude("cumulative_cost_curve", "points", points, "", "positive_integer"))
+    scalars = {"training_cost": training_cost, "cost_per_query": cost_per_query, "arrival_rate": arrival_rate}
+    for name, value in {**scalars, "points": points}.items():
+        if np.ndim(value):
+            raise InputError(f"cumulative_cost_curve(): argument '{name}' must be one number, got {shown(value)}")
+    count = int(points)
     if count < 2:
         raise InputError("cumulative_cost_curve(): argument 'points' must be at least 2")
+    # The horizon keeps its unit: the curve's elapsed times and crossover are shown in it.
     end = magnitude("cumulative_cost_curve", "horizon", horizon, "s", "positive")
+    if np.ndim(end):
+        raise InputError(f"cumulative_cost_curve(): argument 'horizon' must be one number, got {shown(horizon)}")
+    training = Q_(plain(training_cost), "USD")
+    cost, rate_served = Q_(plain(cost_per_query), "USD/request"), Q_(plain(arrival_rate), "request/s")
     elapsed = Q_(np.linspace(0.0, end, count), "s").to(horizon.units)
-    total = lifetime_cost(training_cost, cost_per_query, elapsed, arrival_rate)
-    rate = serving_cost_rate(cost_per_query, arrival_rate)
-    crossover = crossover_time(training_cost, rate) if rate.magnitude > 0 else Q_(np.inf, "s")
+    total = lifetime_cost(training, cost, elapsed, rate_served)
+    rate = serving_cost_rate(cost, rate_served)
+    crossover = crossover_time(training, rate) if rate.magnitude > 0 else Q_(np.inf, "s")
     return CostCurve(
         elapsed=elapsed,
         cumulative_cost=total,
-        serving_cost=total - training_cost,
-        training_cost=training_cost.to("USD"),
+        serving_cost=total - training,
+        training_cost=training,
         crossover=crossover.to(horizon.units),
         crosses_within_horizon=bool(crossover.m_as("s") <= end),
     )
@@ -607,8 +620,14 @@ def unit_cost_at_volume(daily_volume, reference_cost, reference_volume, exponent
     return reference_cost * (reference_volume / daily_volume) ** exponent
 
 
-@check_units(price="USD/token", reference_cost="USD/token", reference_volume="request/day")
-def break_even_volume(price: Any, reference_cost: Any, reference_volume: Rate, exponent: Any) -> Rate:
+#: A unit cost per token (the unit-cost curves of Figure 2).
+MoneyPerToken = Annotated[Any, Dimension("USD/token")]
+
+
+@checked(price="positive", reference_cost="positive", reference_volume="positive", exponent="positive")
+def break_even_volume(
+    price: MoneyPerToken, reference_cost: MoneyPerToken, reference_volume: Rate, exponent: Number
+) -> Rate:
     r"""Daily volume at which a :func:`unit_cost_at_volume` curve falls to a price.
 
     Parameters
@@ -616,7 +635,7 @@ def break_even_volume(price: Any, reference_cost: Any, reference_volume: Rate, e
     price : Quantity [currency / token]
         Price charged.
     reference_cost, reference_volume, exponent
-        The curve (see :func:`unit_cost_at_volume`).
+        As for :func:`unit_cost_at_volume` (the curve).
 
     Returns
     -------
@@ -637,10 +656,10 @@ def break_even_volume(price: Any, reference_cost: Any, reference_volume: Rate, e
     """
     return unit_cost_at_volume.solve_for(
         "daily_volume",
-        unit_cost_at_volume=price,
-        reference_cost=reference_cost,
-        reference_volume=reference_volume,
-        exponent=exponent,
+        unit_cost_at_volume=Q_(plain(price), "USD/token"),
+        reference_cost=Q_(plain(reference_cost), "USD/token"),
+        reference_volume=Q_(plain(reference_volume), "request/s"),
+        exponent=plain(exponent),
     )
 
 

@@ -14,12 +14,12 @@ from typing import Any
 
 import numpy as np
 
-from ._support import instances, mapping
+from ._support import checked, instances, mapping
 from .errors import InputError
 from .formula import check_domain, formula, var
 from .results import Result
-from .types import MoneyPerRequest, Rate, Time
-from .units import Q_, check_units, shown
+from .types import Count, Fraction, MoneyPerRequest, Rate, Time
+from .units import Q_, shown
 
 __all__ = [
     "CHAPTER_RTT",
@@ -289,8 +289,13 @@ def edge_cache_gpu_rate(arrival_rate, hit_rate, eligible_fraction=1.0):
 CACHE_MATCH_FIELDS = ("model_version", "context", "generation_policy")
 
 
+@checked()
 def cache_hit_allowed(
-    authorized: bool, cached: Mapping[str, Any], request: Mapping[str, Any], age: Time = None, max_age: Time = None
+    authorized: bool,
+    cached: Mapping[str, Any],
+    request: Mapping[str, Any],
+    age: Time | None = None,
+    max_age: Time | None = None,
 ) -> tuple[bool, str]:
     """Whether an edge may return a cached response: a text match alone is not enough.
 
@@ -329,7 +334,10 @@ def cache_hit_allowed(
     if max_age is not None:
         if age is None:
             return False, "freshness required but the entry's age is unknown"
-        if Q_(age) > Q_(max_age):
+        for name, value in (("age", age), ("max_age", max_age)):
+            if np.ndim(value):
+                raise InputError(f"cache_hit_allowed(): argument '{name}' must be one number, got {shown(value)}")
+        if age > max_age:
             return False, "entry is stale"
     return True, "valid hit"
 
@@ -347,8 +355,10 @@ class CrossRegionSharding(Result):
     slowdown: float
 
 
-@check_units(stage_times="s", transfer_time="s")
-def cross_region_sharding(stage_times: Time, transfer_time: Time, crossings: int | None = None) -> CrossRegionSharding:
+@checked(stage_times="positive", crossings="nonnegative_integer")
+def cross_region_sharding(
+    stage_times: Time, transfer_time: Time, crossings: Count | None = None
+) -> CrossRegionSharding:
     r"""Penalty of placing pipeline stages of one replica in different regions.
 
     Parameters
@@ -376,15 +386,16 @@ def cross_region_sharding(stage_times: Time, transfer_time: Time, crossings: int
     >>> round(cross_region_sharding(Q_([5, 5], "ms"), Q_(75, "ms")).slowdown, 6)
     8.5
     """
-    stages = np.atleast_1d(stage_times.m_as("s")).astype(float)
+    stages = np.atleast_1d(stage_times).astype(float)
     if stages.ndim != 1 or stages.size == 0:
         raise InputError("cross_region_sharding(): argument 'stage_times' must be a non-empty 1-D array")
-    check_domain("cross_region_sharding", "stage_times", stages, "positive")
-    check_domain("cross_region_sharding", "transfer_time", transfer_time.m_as("s"), "nonnegative")
+    if np.ndim(transfer_time):
+        raise InputError(
+            f"cross_region_sharding(): argument 'transfer_time' must be one number, got {shown(transfer_time)}"
+        )
     count = stages.size - 1 if crossings is None else crossings
-    check_domain("cross_region_sharding", "crossings", count, "nonnegative")
     local = float(stages.sum())
-    total = local + count * float(transfer_time.m_as("s"))
+    total = local + count * float(transfer_time)
     return CrossRegionSharding(
         step_time=Q_(total, "s").to("ms"), colocated_time=Q_(local, "s").to("ms"), slowdown=total / local
     )
@@ -442,11 +453,12 @@ class FailoverHeadroom(Result):
     reason: str
 
 
+@checked()
 def failover_headroom(
     capacities: Mapping[str, Any],
     loads: Mapping[str, Any],
     failed: str,
-    reroutable_fraction: float = 1.0,
+    reroutable_fraction: Fraction = 1.0,
     rebuild_load: Any = None,
     eligible: Sequence[str] | None = None,
 ) -> FailoverHeadroom:
@@ -493,7 +505,11 @@ def failover_headroom(
         raise InputError("failover_headroom(): 'capacities' and 'loads' must name the same regions")
     if failed not in capacities:
         raise InputError(f"failover_headroom(): argument 'failed' ({failed!r}) is not one of {sorted(capacities)}")
-    check_domain("failover_headroom", "reroutable_fraction", reroutable_fraction, "probability")
+    if np.ndim(reroutable_fraction):
+        raise InputError(
+            f"failover_headroom(): argument 'reroutable_fraction' must be one number, got {shown(reroutable_fraction)}"
+        )
+    reroutable_fraction = float(reroutable_fraction)
     unit = Q_(capacities[failed]).units
     survivors = [r for r in capacities if r != failed and (eligible is None or r in eligible)]
     cap = {r: Q_(capacities[r]).m_as(unit) for r in capacities}
@@ -546,7 +562,7 @@ class FailoverOutcome(Result):
     time_used: Time
 
 
-@check_units(deadline="s")
+@checked(deadline="any", budgets="unchecked")
 def failover_attempts(
     deadline: Time,
     regions_by_distance: Sequence[str],
@@ -582,7 +598,9 @@ def failover_attempts(
     >>> out.region, [(a.region, a.timeout.m_as("s"), a.outcome) for a in out.attempts]
     ('us-west', [('us-east', 2.0, 'timeout'), ('us-west', 4.0, 'ok')])
     """
-    remaining = deadline.to("s")
+    if np.ndim(deadline):
+        raise InputError(f"failover_attempts(): argument 'deadline' must be one number, got {shown(deadline)}")
+    remaining = Q_(float(deadline), "s")
     elapsed = Q_(0.0, "s")
     attempts = []
     tried: set[str] = set()
@@ -711,11 +729,12 @@ class RouteChoice(Result):
     eligible: tuple[str, ...]
 
 
+@checked()
 def route_request(
     regions: Sequence[RegionOption],
     priority: str = "interactive",
     allowed_jurisdictions: Sequence[str] | None = None,
-    deadline: Time = None,
+    deadline: Time | None = None,
 ) -> RouteChoice:
     """Listing 4: filter eligible regions, then take the cheapest for low priority or the nearest otherwise.
 
@@ -743,6 +762,8 @@ def route_request(
     ('us-east', 'us-west')
     """
     instances("route_request", "regions", regions, RegionOption, "RegionOption")
+    if deadline is not None and np.ndim(deadline):
+        raise InputError(f"route_request(): argument 'deadline' must be one number, got {shown(deadline)}")
     eligible: list[Any] = []
     rejected: list[Any] = []
     for option in regions:
@@ -756,7 +777,7 @@ def route_request(
                     "placement",
                     allowed_jurisdictions is not None and option.jurisdiction not in allowed_jurisdictions,
                 ),
-                ("deadline", deadline is not None and option.completion_time() > Q_(deadline)),
+                ("deadline", deadline is not None and option.completion_time().m_as("s") > deadline),
             )
             if bad
         ]

@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._support import count, magnitude, numbers, probability, renamed, scalar
+from ._support import checked, one, renamed
 from .errors import InputError
 from .formula import formula, var
 from .memory import NO_BYTES, MemoryFit, device_share, memory_fit
-from .results import Result
-from .types import Bytes, Count, Fraction, Number, Precision, Probability, Time, Tokens
-from .units import Q_, check_units
+from .results import Result, as_count
+from .types import Bytes, Capacity, Count, Fraction, ModelRef, Number, Precision, Probability, Time, Tokens
+from .units import Q_
 
 if TYPE_CHECKING:
     from .registry import Registry
@@ -148,7 +148,12 @@ class SpeculativeTiming(Result):
     speedup: Number
 
 
-@check_units(target_step_time="s")
+@checked(
+    draft_length="positive_integer",
+    target_step_time="positive",
+    draft_cost_ratio="nonnegative",
+    verification_cost_ratio="positive",
+)
 def speculative_timing(
     acceptance: Probability,
     draft_length: Tokens,
@@ -178,20 +183,14 @@ def speculative_timing(
     >>> t.round_time.to("ms"), round(t.tpot.m_as("ms"), 2)
     (<Quantity(25.0, 'millisecond')>, 5.34)
     """
-    name = "speculative_timing"
-    alpha = probability(name, "acceptance", acceptance)
-    length = count(name, "draft_length", draft_length)
-    step = magnitude(name, "target_step_time", target_step_time, "s", "positive")
-    draft = magnitude(name, "draft_cost_ratio", draft_cost_ratio, "", "nonnegative")
-    verify = magnitude(name, "verification_cost_ratio", verification_cost_ratio, "", "positive")
-    tokens = expected_tokens_per_round.numeric(acceptance=alpha, draft_length=length)
-    round_time = (length * draft + verify) * step
+    tokens = expected_tokens_per_round.numeric(acceptance=acceptance, draft_length=draft_length)
+    round_time = (draft_length * draft_cost_ratio + verification_cost_ratio) * target_step_time
     return SpeculativeTiming(
         tokens_per_round=_out(tokens),
         round_time=Q_(_out(round_time), "s"),
         tpot=Q_(_out(round_time / tokens), "s"),
         tbt_gap=Q_(_out(round_time), "s"),
-        speedup=_out(step / (round_time / tokens)),
+        speedup=_out(target_step_time / (round_time / tokens)),
     )
 
 
@@ -205,6 +204,12 @@ def _out(x: Any) -> Any:
     return float(x) if x.ndim == 0 else x
 
 
+@checked(
+    target_speedup="positive",
+    draft_length="positive_integer",
+    draft_cost_ratio="nonnegative",
+    verification_cost_ratio="positive",
+)
 def acceptance_for_speedup(
     target_speedup: Number, draft_length: Tokens, draft_cost_ratio: Fraction, verification_cost_ratio: Number = 1.0
 ) -> Probability:
@@ -240,12 +245,11 @@ def acceptance_for_speedup(
     0.2
     """
     name = "acceptance_for_speedup"
-    wanted = magnitude(name, "target_speedup", target_speedup, "", "positive")
-    length = count(name, "draft_length", draft_length)
-    draft = magnitude(name, "draft_cost_ratio", draft_cost_ratio, "", "nonnegative")
-    verify = magnitude(name, "verification_cost_ratio", verification_cost_ratio, "", "positive")
     wanted, length, draft, verify = np.broadcast_arrays(
-        np.asarray(wanted, dtype=float), np.asarray(length), np.asarray(draft, dtype=float), np.asarray(verify)
+        np.asarray(target_speedup, dtype=float),
+        np.asarray(draft_length, dtype=np.int64),
+        np.asarray(draft_cost_ratio, dtype=float),
+        np.asarray(verification_cost_ratio),
     )
     ceiling = (length + 1) / (length * draft + verify)
     if np.any(wanted > ceiling * (1 + 1e-12)):
@@ -270,10 +274,11 @@ def acceptance_for_speedup(
     return _out(np.where(floor_speedup >= wanted, 0.0, high))
 
 
+@checked(draft_cost_ratio="nonnegative", max_draft_length=one("positive_integer"), verification_cost_ratio="positive")
 def best_draft_length(
     acceptance: Probability,
     draft_cost_ratio: Fraction,
-    max_draft_length: int = 16,
+    max_draft_length: Tokens = 16,
     verification_cost_ratio: Number = 1.0,
 ) -> tuple[Tokens, Any]:
     """Draft length that maximises :func:`speedup`, searched over 1..``max_draft_length``.
@@ -295,11 +300,8 @@ def best_draft_length(
     >>> best_draft_length(0.5, 1 / 20)
     (3, 1.63...)
     """
-    name = "best_draft_length"
-    alpha = probability(name, "acceptance", acceptance)
-    draft = magnitude(name, "draft_cost_ratio", draft_cost_ratio, "", "nonnegative")
-    verify = magnitude(name, "verification_cost_ratio", verification_cost_ratio, "", "positive")
-    lengths = np.arange(1, count(name, "max_draft_length", max_draft_length) + 1)
+    alpha, draft, verify = acceptance, draft_cost_ratio, verification_cost_ratio
+    lengths = np.arange(1, int(max_draft_length) + 1)
     shape = np.broadcast_shapes(np.shape(alpha), np.shape(draft), np.shape(verify))
     grid = speedup.numeric(
         acceptance=np.asarray(alpha)[..., None],
@@ -346,7 +348,10 @@ def emitted_tokens(accepted: Count) -> Tokens:
     return int(tokens) if np.ndim(tokens) == 0 else tokens
 
 
-def simulate_tokens_per_round(acceptance: float, draft_length: int, rounds: int, seed: int | None = None) -> np.ndarray:
+@checked(draft_length=one("positive_integer"), seed="nonnegative_integer", acceptance=one(), rounds=one())
+def simulate_tokens_per_round(
+    acceptance: Probability, draft_length: Tokens, rounds: Count, seed: Count | None = None
+) -> np.ndarray:
     """Monte Carlo of the simplified model behind Eq. 6: independent acceptance per position.
 
     Parameters
@@ -366,23 +371,21 @@ def simulate_tokens_per_round(acceptance: float, draft_length: int, rounds: int,
     >>> round(float(simulate_tokens_per_round(0.9, 5, 200_000, seed=1).mean()), 1)
     4.7
     """
-    name = "simulate_tokens_per_round"
-    alpha = scalar(name, "acceptance", acceptance, "", "probability")
-    length = count(name, "draft_length", draft_length)
-    total = count(name, "rounds", rounds)
-    rng = np.random.default_rng(seed)
-    return emitted_tokens(rng.random((total, length)) < alpha)
+    rng = np.random.default_rng(None if seed is None else as_count(seed))
+    return emitted_tokens(rng.random((int(rounds), int(draft_length))) < acceptance)
 
 
 def _distribution(function: str, argument: str, values: Any) -> np.ndarray:
-    probs = numbers(function, argument, values, "any")
-    if probs.ndim != 1 or probs.size == 0 or np.any(~np.isfinite(probs)) or np.any(probs < 0):
-        raise InputError(f"{function}(): argument '{argument}' must be a 1-D array of non-negative probabilities")
+    """A next-token distribution: ``checked`` saw its values in [0, 1]; it must be 1-D, non-empty and sum to 1."""
+    probs = np.atleast_1d(values)
+    if probs.ndim != 1 or probs.size == 0:
+        raise InputError(f"{function}(): argument '{argument}' must be a non-empty 1-D array of probabilities")
     if not np.isclose(probs.sum(), 1.0, atol=1e-9):
         raise InputError(f"{function}(): argument '{argument}' must sum to 1, got {probs.sum():.6g}")
     return probs / probs.sum()
 
 
+@checked()
 def acceptance_rate(target_probs: Probability, draft_probs: Probability) -> float:
     """Per-position acceptance probability of Algorithm 2: ``sum_x min(p(x), q(x))``.
 
@@ -416,8 +419,13 @@ class SpeculativeSample(Result):
     tokens_per_round: np.ndarray
 
 
+@checked(draft_length=one("positive_integer"), seed="nonnegative_integer", rounds=one())
 def speculative_sample(
-    target_probs: Probability, draft_probs: Probability, draft_length: int, rounds: int, seed: int | None = None
+    target_probs: Probability,
+    draft_probs: Probability,
+    draft_length: Tokens,
+    rounds: Count,
+    seed: Count | None = None,
 ) -> SpeculativeSample:
     """Algorithm 2 with context-free target and draft distributions, vectorized over rounds.
 
@@ -447,9 +455,8 @@ def speculative_sample(
     q = _distribution(name, "draft_probs", draft_probs)
     if p.shape != q.shape:
         raise InputError(f"{name}(): target_probs and draft_probs need the same vocabulary size")
-    length = count(name, "draft_length", draft_length)
-    total = count(name, "rounds", rounds)
-    rng = np.random.default_rng(None if seed is None else count(name, "seed", seed, minimum=0))
+    length, total = int(draft_length), int(rounds)
+    rng = np.random.default_rng(None if seed is None else as_count(seed))
     drafts = rng.choice(p.size, size=(total, length), p=q)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(q[drafts] > 0, p[drafts] / q[drafts], 0.0)
@@ -481,16 +488,17 @@ class DraftMemory(Result):
 
 
 @renamed(kv_dtype="kv_precision")
+@checked(context="positive_integer", batch="nonnegative_integer")
 def draft_memory_fit(
-    target: Any,
-    draft: Any,
-    capacity: Any,
+    target: ModelRef,
+    draft: ModelRef,
+    capacity: Capacity,
     context: Tokens,
     batch: Count = 1,
     weight_bits: Precision = "fp16",
     kv_precision: Precision = "fp16",
     tensor_parallel: Count = 1,
-    draft_tensor_parallel: Count = None,
+    draft_tensor_parallel: Count | None = None,
     draft_weight_bits: Precision = None,
     reserve: Bytes = NO_BYTES,
     capacity_basis: str = "physical",
@@ -515,6 +523,9 @@ def draft_memory_fit(
         (a full copy on every device).
     draft_weight_bits : str or float, optional
         Draft weight precision (defaults to ``weight_bits``).
+    registry : Registry, optional
+        Where the model ids and an accelerator id given as ``capacity`` resolve (default: the packaged
+        registry).
 
     Returns
     -------
@@ -540,26 +551,25 @@ def draft_memory_fit(
     (372, 258)
     """
     name = "draft_memory_fit"
-    degree = count(name, "tensor_parallel", tensor_parallel)
-    draft_degree = (
-        degree if draft_tensor_parallel is None else count(name, "draft_tensor_parallel", draft_tensor_parallel)
-    )
+    degree = as_count(tensor_parallel)
+    draft_degree = degree if draft_tensor_parallel is None else as_count(draft_tensor_parallel)
     if np.any((np.asarray(draft_degree) != 1) & (np.asarray(draft_degree) != degree)):
         raise InputError(f"{name}(): draft_tensor_parallel must be 1 or tensor_parallel ({degree}), got {draft_degree}")
     from ._support import device_capacity
 
-    main = device_share(target, degree, weight_bits, kv_precision)
+    main = device_share(target, degree, weight_bits, kv_precision, registry=registry)
     draft_bits = weight_bits if draft_weight_bits is None else draft_weight_bits
-    extra = device_share(draft, draft_degree, draft_bits, kv_precision)
+    extra = device_share(draft, draft_degree, draft_bits, kv_precision, registry=registry)
     cap = Q_(device_capacity(name, capacity, capacity_basis, registry=registry), "B")
-    without = memory_fit(cap, main.weights, main.kv_per_token, context, batch, reserve)
+    spare = Q_(reserve, "B")
+    without = memory_fit(cap, main.weights, main.kv_per_token, context, batch, spare)
     with_draft = memory_fit(
-        cap, main.weights + extra.weights, main.kv_per_token + extra.kv_per_token, context, batch, reserve
+        cap, main.weights + extra.weights, main.kv_per_token + extra.kv_per_token, context, batch, spare
     )
     return DraftMemory(
         without_draft=without,
         with_draft=with_draft,
         draft_weights=extra.weights,
-        draft_kv_per_request=extra.kv_per_token * Q_(count(name, "context", context), "token"),
+        draft_kv_per_request=extra.kv_per_token * Q_(as_count(context), "token"),
         batch_loss=_count_out(np.asarray(without.max_batch) - np.asarray(with_draft.max_batch)),
     )

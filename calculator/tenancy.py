@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._support import count, instance, mapping, numbers, scalar
+from ._support import checked, instance, mapping, numbers, scalar
 from .errors import InputError
 from .formula import check_domain
 from .results import Result, floor_count
-from .types import Bytes, Count, Rate, Time
-from .units import Q_, check_units, shown, ureg
+from .types import Bytes, Count, Number, Rate, Time, Tokens
+from .units import Q_, shown, ureg
 
 if TYPE_CHECKING:
     from pint import Quantity
@@ -70,9 +70,9 @@ class KvPoolContention(Result):
     reduction: float
 
 
-@check_units(pool="B", kv_bytes_per_sequence="B", hog_allocation="B")
+@checked(pool="positive", kv_bytes_per_sequence="positive")
 def kv_pool_contention(
-    pool: Bytes, tenants: int, kv_bytes_per_sequence: Bytes, hog_allocation: Bytes
+    pool: Bytes, tenants: Count, kv_bytes_per_sequence: Bytes, hog_allocation: Bytes
 ) -> KvPoolContention:
     r"""Concurrency left to the other tenants when one tenant takes ``hog_allocation`` of a shared KV pool.
 
@@ -108,20 +108,21 @@ def kv_pool_contention(
     (200, 75, 0.625)
     """
     function = "kv_pool_contention"
-    shares = count(function, "tenants", tenants, minimum=2)
-    check_domain(function, "pool", pool.m_as("B"), "positive")
-    check_domain(function, "kv_bytes_per_sequence", kv_bytes_per_sequence.m_as("B"), "positive")
-    check_domain(function, "hog_allocation", hog_allocation.m_as("B"), "nonnegative")
+    if np.any(np.asarray(tenants) < 2):
+        raise InputError(f"{function}(): argument 'tenants' must be >= 2, got {shown(tenants)}")
     if hog_allocation > pool:
-        raise InputError(f"{function}(): argument 'hog_allocation' ({hog_allocation}) exceeds the pool ({pool})")
-    fair = pool / shares
-    remaining = (pool - hog_allocation) / (shares - 1)
-    before = floor_count((fair / kv_bytes_per_sequence).m_as(""))
-    after = floor_count((remaining / kv_bytes_per_sequence).m_as(""))
+        raise InputError(
+            f"{function}(): argument 'hog_allocation' ({Q_(hog_allocation, 'B').to('GB'):g~P}) exceeds the pool "
+            f"({Q_(pool, 'B').to('GB'):g~P})"
+        )
+    fair = pool / tenants
+    remaining = (pool - hog_allocation) / (tenants - 1)
+    before = floor_count(fair / kv_bytes_per_sequence)
+    after = floor_count(remaining / kv_bytes_per_sequence)
     return KvPoolContention(
-        fair_share=fair.to("GB"),
+        fair_share=Q_(fair, "B").to("GB"),
         sequences_fair=before,
-        remaining_per_tenant=remaining.to("GB"),
+        remaining_per_tenant=Q_(remaining, "B").to("GB"),
         sequences_after=after,
         reduction=1 - after / before if before else 0.0,
     )
@@ -137,9 +138,13 @@ class TenantBurst(Result):
     throttled_rate: Rate
 
 
-@check_units(rates="request/s", pool_capacity="request/s", quota="request/s")
+@checked(bursting_tenant="nonnegative_integer", pool_capacity="positive")
 def tenant_burst(
-    rates: Rate, bursting_tenant: int, multiplier: float, pool_capacity: Rate = None, quota: Rate = None
+    rates: Rate,
+    bursting_tenant: Count,
+    multiplier: Number,
+    pool_capacity: Rate | None = None,
+    quota: Rate | None = None,
 ) -> TenantBurst:
     r"""Offered pool load when one tenant multiplies its traffic, optionally capped by a quota.
 
@@ -177,23 +182,21 @@ def tenant_burst(
     (<Quantity(1400.0, 'request / second')>, <Quantity(1020.0, 'request / second')>)
     """
     function = "tenant_burst"
-    base = np.atleast_1d(rates.m_as("request/s")).astype(float)
-    check_domain(function, "rates", base, "nonnegative")
-    bursting_tenant = count(function, "bursting_tenant", bursting_tenant, minimum=0)
-    if not bursting_tenant < base.size or np.ndim(bursting_tenant):
+    base = np.atleast_1d(rates).astype(float)
+    if np.ndim(bursting_tenant) or not bursting_tenant < base.size:
         raise InputError(f"{function}(): argument 'bursting_tenant' must index one of {base.size} tenants")
-    multiplier = scalar(function, "multiplier", multiplier, "", "nonnegative")
+    for name, value in (("multiplier", multiplier), ("pool_capacity", pool_capacity)):
+        if value is not None and np.ndim(value):
+            raise InputError(f"{function}(): argument '{name}' must be one number, got {shown(value)}")
     offered = base.copy()
-    offered[bursting_tenant] *= multiplier
+    offered[int(bursting_tenant)] *= multiplier
     admitted = offered.copy()
     if quota is not None:
-        check_domain(function, "quota", quota.m_as("request/s"), "nonnegative")
-        admitted = np.minimum(offered, quota.m_as("request/s"))
+        admitted = np.minimum(offered, quota)
     total = float(admitted.sum())
     utilization = None
     if pool_capacity is not None:
-        check_domain(function, "pool_capacity", pool_capacity.m_as("request/s"), "positive")
-        utilization = total / float(pool_capacity.m_as("request/s"))
+        utilization = total / float(pool_capacity)
     return TenantBurst(
         pool_rate=Q_(total, "request/s"),
         pool_utilization=utilization,
@@ -215,7 +218,8 @@ class FairAllocation(Result):
     satisfied: np.ndarray
 
 
-def max_min_fair(demands: Any, capacity: Any, weights: Any = None) -> FairAllocation:
+@checked(weights="positive")
+def max_min_fair(demands: Any, capacity: Any, weights: Number | None = None) -> FairAllocation:
     r"""Weighted max-min fair allocation of one divisible resource by water filling.
 
     Parameters
@@ -270,7 +274,6 @@ def max_min_fair(demands: Any, capacity: Any, weights: Any = None) -> FairAlloca
     w = np.ones_like(d) if weights is None else np.asarray(weights, dtype=float)
     if w.shape != d.shape:
         raise InputError(f"{function}(): argument 'weights' must have one entry per demand")
-    check_domain(function, "weights", w, "positive")
     ratio = d / w
     order = np.argsort(ratio, kind="stable")
     sorted_demand, sorted_weight, sorted_ratio = d[order], w[order], ratio[order]
@@ -295,8 +298,9 @@ class DrfAllocation(Result):
     saturated: tuple[str, ...]
 
 
+@checked(max_tasks="nonnegative+inf")
 def dominant_resource_fairness(
-    capacities: Mapping[str, Any], demands: Sequence[Mapping[str, Any]], max_tasks: Count = None
+    capacities: Mapping[str, Any], demands: Sequence[Mapping[str, Any]], max_tasks: Number | None = None
 ) -> DrfAllocation:
     r"""Dominant resource fairness by progressive filling over divisible tasks.
 
@@ -308,7 +312,7 @@ def dominant_resource_fairness(
         Per user, what one unit of its work (a "task": a request, a token/s of decode) needs of each
         resource; resources a user does not name it does not use.
     max_tasks : array of float, optional
-        Work each user wants (its demand cap); unlimited if omitted.
+        Work each user wants (its demand cap); unlimited if omitted or infinite.
 
     Returns
     -------
@@ -367,7 +371,6 @@ def dominant_resource_fairness(
     cap = np.full(len(demands), np.inf) if max_tasks is None else np.asarray(max_tasks, dtype=float)
     if cap.shape != (len(demands),):
         raise InputError(f"{function}(): argument 'max_tasks' must have one entry per user")
-    check_domain(function, "max_tasks", cap, "nonnegative", infinite=True)  # inf: no cap
     tasks = np.zeros(len(demands))
     active = cap > 0
     saturated: list[str] = []
@@ -670,8 +673,9 @@ def can_preempt(preempting: str, victim: str) -> bool:
     return victim in classes[preempting].preempts
 
 
+@checked(standard_weights="positive")
 def priority_allocation(
-    capacity: Any, critical: Any, standard: Any, best_effort: Any, standard_weights: Any = None
+    capacity: Any, critical: Any, standard: Any, best_effort: Any, standard_weights: Number | None = None
 ) -> dict[str, Any]:
     """Split capacity by Table 19: critical fully reserved, standard weighted max-min, best effort the rest.
 
@@ -777,8 +781,9 @@ class RequestCaps:
     max_execution_time: Time = _REQUEST_TIME_CAP
 
 
+@checked()
 def check_request_caps(
-    input_tokens: int, max_output_tokens: int, execution_time: Time = None, caps: RequestCaps | None = None
+    input_tokens: Tokens, max_output_tokens: Tokens, execution_time: Time | None = None, caps: RequestCaps | None = None
 ) -> str | None:
     """The first request-level cap a request violates, or ``None``.
 
@@ -809,16 +814,19 @@ def check_request_caps(
     (None, 'input tokens 8001 > 8000')
     """
     limits = caps or RequestCaps()
-    tokens_in = scalar("check_request_caps", "input_tokens", input_tokens, "", "nonnegative")
-    tokens_out = scalar("check_request_caps", "max_output_tokens", max_output_tokens, "", "nonnegative")
-    if tokens_in > limits.max_input_tokens:
-        return f"input tokens {tokens_in:g} > {limits.max_input_tokens}"
-    if tokens_out > limits.max_output_tokens:
-        return f"output tokens {tokens_out:g} > {limits.max_output_tokens}"
-    if execution_time is not None:
-        scalar("check_request_caps", "execution_time", execution_time, "s", "nonnegative")  # NaN used to admit
-    if execution_time is not None and Q_(execution_time) > Q_(limits.max_execution_time):
-        return f"execution time {Q_(execution_time):~P} > {Q_(limits.max_execution_time):~P}"
+    for name, value in (
+        ("input_tokens", input_tokens),
+        ("max_output_tokens", max_output_tokens),
+        ("execution_time", execution_time),
+    ):
+        if value is not None and np.ndim(value):
+            raise InputError(f"check_request_caps(): argument '{name}' must be one number, got {shown(value)}")
+    if input_tokens > limits.max_input_tokens:
+        return f"input tokens {input_tokens:g} > {limits.max_input_tokens}"
+    if max_output_tokens > limits.max_output_tokens:
+        return f"output tokens {max_output_tokens:g} > {limits.max_output_tokens}"
+    if execution_time is not None and Q_(execution_time, "s") > Q_(limits.max_execution_time):
+        return f"execution time {Q_(execution_time, 's'):g~P} > {Q_(limits.max_execution_time):~P}"
     return None
 
 

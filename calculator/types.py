@@ -8,7 +8,8 @@ aliases against the units its boundary check enforces.
 The aliases are ``Any`` to a type checker on purpose: pint's quantity type does not carry its
 dimension, a vectorized function takes arrays as well as scalars, and a count takes a plain number
 as well as a quantity of tokens or requests (docs/ARCHITECTURE.md, "Conventions"). The dimension is
-checked when the function is called (``check_units``, ``formula.magnitude``), not statically.
+checked when the function is called (``_support.checked``, which reads these aliases, and
+``formula.magnitude``), not statically.
 
 >>> from calculator.types import Time, alias_unit
 >>> alias_unit(Time)

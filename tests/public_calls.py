@@ -126,6 +126,7 @@ OVERRIDES: dict[str, dict[str, Any]] = {
         "rounds": 200,
         "seed": 1,
     },
+    "simulate_tokens_per_round": {"acceptance": 0.5, "draft_length": 4, "rounds": 200, "seed": 1},
     "emitted_tokens": {"accepted": [True, True, False, True]},
     "coordination_latency": {"branch_latencies": Q_([10, 20, 15], "ms"), "join_overhead": Q_(1, "ms")},
     "padding_waste": {"output_lengths": [100, 200, 50, 400]},

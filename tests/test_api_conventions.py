@@ -34,24 +34,6 @@ def test_most_public_functions_can_be_called_from_their_signatures():
     assert len(CALLABLE) >= 0.75 * len(FUNCTIONS), f"only {len(CALLABLE)} of {len(FUNCTIONS)} callable"
 
 
-@pytest.mark.parametrize("name", sorted(n for n, f in FUNCTIONS.items() if hasattr(f, "__units__")))
-def test_every_checked_argument_carries_the_alias_of_its_unit(name):
-    function = FUNCTIONS[name]
-    declared = kinds(function)
-    for argument, unit in function.__units__.items():
-        if argument not in declared:
-            continue
-        alias = declared[argument]
-        needed = ureg.parse_units(unit).dimensionality if unit else {}
-        if alias.kind == "tokens":
-            assert needed in ({}, ureg.token.dimensionality), f"{name}({argument}) is a token count, checked as {unit}"
-        elif alias.kind in PLAIN_KINDS:
-            assert not needed, f"{name}({argument}) is a {alias.kind} but is checked as {unit}"
-        elif alias.kind == "quantity":
-            have = ureg.parse_units(alias.unit).dimensionality
-            assert have == needed, f"{name}({argument}): alias unit {alias.unit}, checked as {unit}"
-
-
 def _arguments_of(kind_names, dimension_of_unit=None):
     for name in CALLABLE:
         for argument, dimension in kinds(FUNCTIONS[name]).items():

@@ -156,12 +156,14 @@ def _alias_units(function):
 
 
 def _enforced_units(function):
-    """Argument -> units its boundary enforces: ``check_units`` and ``magnitude(fn, "arg", arg, "unit", ...)`` calls."""
+    """Argument -> units its boundary enforces in ``magnitude(fn, "arg", arg, "unit", ...)`` calls.
+
+    (A ``checked`` function's units are its aliases: one declaration, nothing to compare.)
+    """
     import re
 
-    found = [(argument, unit) for argument, unit in getattr(function, "__units__", {}).items()]
     source = inspect.getsource(inspect.unwrap(function))
-    found += re.findall(r'magnitude\(\s*[^,()]+,\s*"(\w+)",\s*(?:\w+),\s*"([^"]*)"', source)
+    found = re.findall(r'magnitude\(\s*[^,()]+,\s*"(\w+)",\s*(?:\w+),\s*"([^"]*)"', source)
     parameters = inspect.signature(function).parameters
     return [(argument, unit) for argument, unit in found if argument in parameters]
 

@@ -78,3 +78,46 @@ def test_check_units_rejects_plain_numbers_for_dimensional_arguments():
 
 def test_units_error_is_a_type_error():
     assert issubclass(UnitsError, TypeError)
+
+
+def test_checked_converts_by_the_signatures_aliases_and_checks_domains():
+    from collections.abc import Sequence
+
+    import numpy as np
+
+    from calculator._support import arg, checked, checked_arguments, one
+    from calculator.errors import InputError
+    from calculator.types import Count, Rate, Time
+
+    @checked(service_time="positive", rounds=one(), queue=arg(empty=True), deadline="positive+inf")
+    def f(
+        arrival_rate: Rate,
+        service_time: Time,
+        rounds: Count,
+        queue: Count = (),
+        deadline: Time | None = None,
+        times: Sequence[Time] = (),
+    ):
+        return arrival_rate, service_time, rounds, queue, deadline, times
+
+    rate, service, rounds, queue, deadline, times = f(Q_(2, "1/s"), Q_(40, "ms"), 3)
+    assert (rate, service, rounds) == (2.0, 0.04, 3.0) and np.size(queue) == 0 and deadline is None
+    assert times == ()  # a sequence of times is not one time: left to the body
+    assert f(Q_(2, "1/s"), Q_(40, "ms"), 3, deadline=Q_(np.inf, "s"))[4] == np.inf
+    assert set(checked_arguments(f)) == {"arrival_rate", "service_time", "rounds", "queue", "deadline"}
+    with pytest.raises(UnitsError, match="'service_time' needs dimension"):
+        f(Q_(2, "1/s"), Q_(40, "GB"), 3)
+    with pytest.raises(InputError, match="'service_time' must be > 0"):
+        f(Q_(2, "1/s"), Q_(0, "ms"), 3)
+    with pytest.raises(InputError, match="'rounds' must be one number"):
+        f(Q_(2, "1/s"), Q_(40, "ms"), [3, 4])
+    with pytest.raises(InputError, match="'rounds' must be an integer >= 1"):
+        f(Q_(2, "1/s"), Q_(40, "ms"), 2.5)
+    with pytest.raises(InputError, match="'arrival_rate' must be a number or a non-empty array"):
+        f(Q_([], "1/s"), Q_(40, "ms"), 3)
+    with pytest.raises(UnitsError, match="'arrival_rate' is required"):
+        f(None, Q_(40, "ms"), 3)
+    with pytest.raises(InputError, match="'arrival_rate' contains NaN"):
+        f(Q_(np.nan, "1/s"), Q_(40, "ms"), 3)
+    with pytest.raises(TypeError, match="no arguments named"):
+        checked(nothing="positive")(f.__wrapped__)

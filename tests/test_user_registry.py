@@ -276,7 +276,7 @@ def test_every_public_function_resolves_ids_that_only_a_user_file_defines(user_f
             pass
     assert not unknown, unknown
     assert {"decode_step_time", "prefill_time", "predict_benchmark", "size_fleet", "frontier", "model_memory_fit",
-            "step_arrays", "kv_cache_precision", "weights_source"} <= set(called), sorted(called)  # fmt: skip
+            "step_arrays", "kv_cache_precision", "weights_source", "draft_memory_fit"} <= set(called), sorted(called)  # fmt: skip
     assert set(ENTRIES) >= {"model", "accelerator"}
     # a plan of the user's ids: its simulation and its launch config resolve them too (the plan records the files)
     from calculator.deploy import launch_command

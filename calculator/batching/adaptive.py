@@ -11,12 +11,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._support import magnitude, scalar
+from .._support import checked, magnitude
 from ..errors import InputError
 from ..formula import formula, minimum, per, var
 from ..results import Result, plain
-from ..types import Count, Time
-from ..units import Q_, check_units
+from ..types import Count, Fraction, Number, Time
+from ..units import Q_, shown
 
 __all__ = [
     "adaptive_window",
@@ -73,16 +73,16 @@ def adaptive_window(arrival_rate, target_batch_size, max_window):
     return minimum(max_window, per(target_batch_size / arrival_rate, "request"))
 
 
-@check_units(p99_latency="s", slo="s", window="s")
+@checked(slo="positive", max_batch="positive", window="unchecked", decrease="fraction_open")
 def slo_adaptive_step(
     p99_latency: Time,
     slo: Time,
     max_batch: Count,
     window: Time,
-    high: float = 0.9,
-    low: float = 0.5,
-    decrease: float = 0.2,
-    increase: float = 0.1,
+    high: Number = 0.9,
+    low: Number = 0.5,
+    decrease: Fraction = 0.2,
+    increase: Number = 0.1,
 ) -> tuple[Count, Time]:
     r"""One step of the chapter's SLO-adaptive batching controller.
 
@@ -121,18 +121,13 @@ def slo_adaptive_step(
     >>> slo_adaptive_step(Q_(95, "ms"), Q_(100, "ms"), 32, Q_(50, "ms"))
     (25.6, <Quantity(40.0, 'millisecond')>)
     """
-    name = "slo_adaptive_step"
-    observed = magnitude(name, "p99_latency", p99_latency, "s", "nonnegative")
-    target = magnitude(name, "slo", slo, "s", "positive")
-    size = magnitude(name, "max_batch", max_batch, "", "positive")
-    span = magnitude(name, "window", window, "s", "nonnegative")
-    for argument, value in (("high", high), ("low", low), ("decrease", decrease), ("increase", increase)):
-        magnitude(name, argument, value, "", "fraction_open" if argument == "decrease" else "nonnegative")
-    if low > high:
-        raise InputError(f"{name}(): argument 'low' ({low}) must not exceed 'high' ({high})")
-    scale = np.where(observed > high * target, 1 - decrease, np.where(observed < low * target, 1 + increase, 1.0))
+    # The window is checked here, not by ``checked``: the new window is given back in the caller's unit.
+    span = magnitude("slo_adaptive_step", "window", window, "s", "nonnegative")
+    if np.any(np.asarray(low) > high):
+        raise InputError(f"slo_adaptive_step(): argument 'low' ({shown(low)}) must not exceed 'high' ({shown(high)})")
+    scale = np.where(p99_latency > high * slo, 1 - decrease, np.where(p99_latency < low * slo, 1 + increase, 1.0))
     # B_max never drops below one request; the window may shrink towards zero.
-    return plain(np.maximum(size * scale, 1.0)), Q_(plain(span * scale), "s").to(window.units)
+    return plain(np.maximum(max_batch * scale, 1.0)), Q_(plain(span * scale), "s").to(window.units)
 
 
 @dataclass(frozen=True, repr=False)
@@ -175,14 +170,14 @@ class BatchingTrace(Result):
         return Q_(float(np.quantile(self.latency.m_as("s"), quantile)), "s")
 
 
-@check_units(arrival_times="s", window="s", fixed_time="s", marginal_time="s", slo="s", control_interval="s")
+@checked(arrival_times="any", max_batch="positive", slo="positive", control_interval="positive")
 def simulate_dynamic_batching(
     arrival_times: Time,
     window: Time,
     max_batch: Count,
     fixed_time: Time,
     marginal_time: Time,
-    replicas: int = 1,
+    replicas: Count = 1,
     slo: Time | None = None,
     control_interval: Time | None = None,
 ) -> BatchingTrace:
@@ -226,20 +221,19 @@ def simulate_dynamic_batching(
     15
     """
     name = "simulate_dynamic_batching"
-    arrivals = np.asarray(magnitude(name, "arrival_times", arrival_times, "s", "any"), dtype=float).ravel()
+    arrivals = np.asarray(arrival_times, dtype=float).ravel()
     if arrivals.size == 0 or np.any(np.diff(arrivals) < 0) or not np.all(np.isfinite(arrivals)):
         raise InputError(f"{name}(): argument 'arrival_times' must be a non-empty, finite, non-decreasing array")
-    span = float(magnitude(name, "window", window, "s", "nonnegative"))
-    cap = scalar(name, "max_batch", max_batch, "", "positive")
-    fixed = float(magnitude(name, "fixed_time", fixed_time, "s", "nonnegative"))
-    marginal = float(magnitude(name, "marginal_time", marginal_time, "s", "nonnegative"))
-    count = int(magnitude(name, "replicas", replicas, "", "positive_integer"))
+    if np.ndim(max_batch):
+        raise InputError(f"{name}(): argument 'max_batch' must be one number, got {shown(max_batch)}")
+    span, cap, fixed, marginal = float(window), float(max_batch), float(fixed_time), float(marginal_time)
+    count = int(replicas)
     controlled = slo is not None
-    if controlled:
+    if slo is not None:
         if control_interval is None:
             raise InputError(f"{name}(): argument 'control_interval' is required with 'slo'")
-        interval = float(magnitude(name, "control_interval", control_interval, "s", "positive"))
-        target = Q_(magnitude(name, "slo", slo, "s", "positive"), "s")
+        interval = float(control_interval)
+        target = Q_(slo, "s")
         ticks = (arrivals[-1] - arrivals[0]) / interval
         if not ticks <= MAX_CONTROL_TICKS:
             raise InputError(

@@ -8,12 +8,12 @@ from typing import Any
 
 import numpy as np
 
-from .._support import magnitude
+from .._support import arg, checked
 from ..errors import InputError
 from ..formula import formula, var
 from ..results import Result, plain
 from ..types import Count, Fraction, Number, Time
-from ..units import Q_, check_units
+from ..units import Q_
 
 __all__ = [
     "padding_waste_fraction",
@@ -71,6 +71,7 @@ def padding_waste_fraction(mean_length, max_length):
     return 1 - mean_length / max_length
 
 
+@checked()
 def padding_waste(output_lengths: Count) -> Fraction:
     """Padding waste (Eq. 4) of static batches given each request's output length.
 
@@ -91,7 +92,7 @@ def padding_waste(output_lengths: Count) -> Fraction:
     >>> round(padding_waste([10] + [100] * 7), 6)
     0.1125
     """
-    lengths = _lengths("padding_waste", output_lengths)
+    lengths = _lengths("padding_waste", "output_lengths", output_lengths)
     return plain(padding_waste_fraction.numeric(mean_length=lengths.mean(axis=-1), max_length=lengths.max(axis=-1)))
 
 
@@ -150,7 +151,7 @@ class StaticBatchAccounting(Result):
     requests_advanced: Count
 
 
-@check_units(iteration_time="s")
+@checked(iteration_time="positive")
 def static_batch_accounting(output_lengths: Count, iteration_time: Time) -> StaticBatchAccounting:
     """Account a static batch's slot-iterations and its requests' latencies with and without a barrier.
 
@@ -179,10 +180,10 @@ def static_batch_accounting(output_lengths: Count, iteration_time: Time) -> Stat
     >>> a.waste, a.mean_release_latency.to("ms"), a.requests_advanced
     (0.375, <Quantity(2500.0, 'millisecond')>, 7)
     """
-    lengths = _lengths("static_batch_accounting", output_lengths)
+    lengths = _lengths("static_batch_accounting", "output_lengths", output_lengths)
     if lengths.ndim != 1:
         raise InputError("static_batch_accounting(): argument 'output_lengths' must be one batch (a 1-d sequence)")
-    step = Q_(magnitude("static_batch_accounting", "iteration_time", iteration_time, "s", "positive"), "s")
+    step = Q_(iteration_time, "s")
     longest = int(lengths.max())
     size = lengths.size
     barrier = Q_(np.full(size, longest * step.magnitude), "s")
@@ -245,13 +246,14 @@ class SlotTimeline(Result):
     start_iteration: np.ndarray
 
 
+@checked(queued_lengths=arg(empty=True), prefill_iterations="nonnegative_integer")
 def slot_timeline(
     output_lengths: Count,
-    slots: int | None = None,
-    iterations: int | None = None,
+    slots: Count | None = None,
+    iterations: Count | None = None,
     refill: bool = False,
     queued_lengths: Count = (),
-    prefill_iterations: int = 0,
+    prefill_iterations: Count = 0,
 ) -> SlotTimeline:
     """Lay out a batch on a slot x iteration grid, with fixed membership or continuous admission.
 
@@ -290,15 +292,13 @@ def slot_timeline(
     1.0
     """
     name = "slot_timeline"
-    first = _lengths(name, output_lengths)
-    waiting = _lengths(name, queued_lengths) if len(queued_lengths) else np.zeros(0, dtype=int)
+    first = _lengths(name, "output_lengths", output_lengths)
+    waiting = _lengths(name, "queued_lengths", queued_lengths) if np.size(queued_lengths) else np.zeros(0, dtype=int)
     if first.ndim != 1 or waiting.ndim != 1:
         raise InputError(f"{name}(): lengths must be 1-d sequences")
-    width = int(magnitude(name, "slots", first.size if slots is None else slots, "", "positive_integer"))
-    horizon = int(
-        magnitude(name, "iterations", int(first.max()) if iterations is None else iterations, "", "positive_integer")
-    )
-    prefill_cells = int(magnitude(name, "prefill_iterations", prefill_iterations, "", "nonnegative"))
+    width = first.size if slots is None else int(slots)
+    horizon = int(first.max()) if iterations is None else int(iterations)
+    prefill_cells = int(prefill_iterations)
     if not isinstance(refill, bool | np.bool_):
         raise InputError(f"{name}(): argument 'refill' must be True or False, got {refill!r}")
     lengths = np.concatenate([first, waiting]).astype(int)
@@ -479,9 +479,9 @@ TABLE_7 = (
 # helpers
 
 
-def _lengths(function: str, output_lengths: Any) -> np.ndarray:
-    lengths = np.asarray(output_lengths)
+def _lengths(function: str, argument: str, values: Any) -> np.ndarray:
+    """Checked output lengths (whole numbers >= 1) as an int array, non-empty along the batch axis."""
+    lengths = np.asarray(values)
     if lengths.ndim == 0 or lengths.shape[-1] == 0:
-        raise InputError(f"{function}(): output lengths must be a non-empty sequence")
-    magnitude(function, "output_lengths", lengths, "", "positive_integer")
+        raise InputError(f"{function}(): argument '{argument}' must be a non-empty sequence of output lengths")
     return lengths.astype(int)

@@ -13,13 +13,13 @@ from typing import Any
 
 import numpy as np
 
-from .._support import magnitude
+from .._support import checked
 from ..errors import InputError
 from ..formula import formula, minimum, per, var
 from ..queueing import ggc_mean_wait, utilization
 from ..results import Result, plain
 from ..types import Count, Fraction, Number, Rate, Time
-from ..units import Q_, check_units
+from ..units import Q_
 from .service import batch_throughput
 
 __all__ = [
@@ -205,7 +205,7 @@ def _formation_sums(mean_arrivals: Any, extra: Any) -> tuple[np.ndarray, ...]:
     return first, delay, square, interval
 
 
-@check_units(arrival_rate="request/s", window="s")
+@checked(arrival_rate="positive")
 def batch_formation(arrival_rate: Rate, window: Time, max_batch: Count) -> BatchFormation:
     r"""Exact batch-size and formation-delay statistics of a window-or-max-batch policy.
 
@@ -249,21 +249,17 @@ def batch_formation(arrival_rate: Rate, window: Time, max_batch: Count) -> Batch
     >>> round(f.mean_batch_size, 3), round(f.formation_delay.m_as("ms"), 3)
     (6.0, 5.833)
     """
-    name = "batch_formation"
-    rate = magnitude(name, "arrival_rate", arrival_rate, "request/s", "positive")
-    span = magnitude(name, "window", window, "s", "nonnegative")
-    cap = magnitude(name, "max_batch", max_batch, "", "positive_integer")
-    if np.size(cap) == 0:
-        raise InputError(f"{name}(): argument 'max_batch' is empty; give a number or a non-empty array")
-    first, delay, square, interval = _formation_sums(rate * span, np.asarray(cap) - 1)
+    if np.size(max_batch) == 0:
+        raise InputError("batch_formation(): argument 'max_batch' is empty; give a number or a non-empty array")
+    first, delay, square, interval = _formation_sums(arrival_rate * window, np.asarray(max_batch) - 1)
     mean = 1 + first
     variance = np.maximum(square - first**2, 0.0)
     return BatchFormation(
         mean_batch_size=plain(mean),
         batch_size_cv=plain(np.sqrt(variance) / mean),
         mean_square_batch_size=plain(variance + mean**2),
-        formation_delay=Q_(plain(delay / (rate * mean)), "s"),
-        batch_rate=Q_(plain(rate / mean), "1/s"),
+        formation_delay=Q_(plain(delay / (arrival_rate * mean)), "s"),
+        batch_rate=Q_(plain(arrival_rate / mean), "1/s"),
         batch_interval_cv=plain(np.sqrt(np.maximum(2 * interval - first**2 + 1, 0.0)) / mean),
     )
 
@@ -296,7 +292,7 @@ class DynamicBatchingLatency(Result):
     stable: bool | np.ndarray
 
 
-@check_units(arrival_rate="request/s", window="s", fixed_time="s", marginal_time="s")
+@checked(arrival_rate="positive")
 def dynamic_batching_latency(
     arrival_rate: Rate, window: Time, max_batch: Count, fixed_time: Time, marginal_time: Time, replicas: Count = 1
 ) -> DynamicBatchingLatency:
@@ -340,11 +336,8 @@ def dynamic_batching_latency(
     >>> d.stable, round(d.utilization, 2), round(d.time_in_system.m_as("ms"), 1)
     (True, 0.73, 16.1)
     """
-    name = "dynamic_batching_latency"
-    formed = batch_formation(arrival_rate, window, max_batch)
-    fixed = magnitude(name, "fixed_time", fixed_time, "s", "nonnegative")
-    marginal = magnitude(name, "marginal_time", marginal_time, "s", "nonnegative")
-    count = magnitude(name, "replicas", replicas, "", "positive_integer")
+    formed = batch_formation(Q_(arrival_rate, "request/s"), Q_(window, "s"), max_batch)
+    fixed, marginal, count = fixed_time, marginal_time, replicas
     mean = formed.mean_batch_size
     batch_service = fixed + marginal * mean
     service_cv = marginal * formed.batch_size_cv * mean / batch_service

@@ -11,13 +11,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._support import magnitude
+from .._support import checked
 from ..errors import InputError
 from ..formula import formula, per, var
 from ..queueing import in_flight, replicas_for_load, utilization
-from ..results import Result, as_count
+from ..results import Result, as_count, plain
 from ..types import Count, Fraction, Rate, Time, TokenRate
-from ..units import Q_, check_units
+from ..units import Q_
 
 __all__ = [
     "batch_service_time",
@@ -188,7 +188,7 @@ def knee_batch_size(fixed_time, marginal_time):
     return fixed_time / marginal_time
 
 
-@check_units(fixed_time="s", marginal_time="s", execution_budget="s")
+@checked(marginal_time="positive")
 def max_batch_for_budget(fixed_time: Time, marginal_time: Time, execution_budget: Time) -> Count:
     r"""Largest batch whose execution fits a budget: :math:`T(B) \le` the budget left for execution.
 
@@ -219,12 +219,8 @@ def max_batch_for_budget(fixed_time: Time, marginal_time: Time, execution_budget
     >>> max_batch_for_budget(Q_(40, "ms"), Q_(0.5, "ms"), Q_(50, "ms"))
     20
     """
-    name = "max_batch_for_budget"
-    fixed = magnitude(name, "fixed_time", fixed_time, "s", "nonnegative")
-    marginal = magnitude(name, "marginal_time", marginal_time, "s", "positive")
-    budget = magnitude(name, "execution_budget", execution_budget, "s", "nonnegative")
     # T(B) <= budget solved for B; the small offset keeps 20.000000000000004 from flooring to 20 - 1.
-    largest = np.floor((np.asarray(budget) - fixed) / marginal + 1e-9)
+    largest = np.floor((np.asarray(execution_budget) - fixed_time) / marginal_time + 1e-9)
     return as_count(np.maximum(largest, 0))
 
 
@@ -250,9 +246,9 @@ class OperatingPoints(Result):
     throughput_per_device: TokenRate
 
 
-@check_units(fixed_time="s", marginal_time="s")
+@checked()
 def batch_operating_points(
-    batch_sizes: Count, fixed_time: Time, marginal_time: Time, devices: int = 1
+    batch_sizes: Count, fixed_time: Time, marginal_time: Time, devices: Count = 1
 ) -> OperatingPoints:
     r"""Throughput versus interactivity of a decode replica from its linear step-time model.
 
@@ -286,15 +282,16 @@ def batch_operating_points(
     >>> p.interactivity, p.throughput_per_device
     (<Quantity(100.0, 'token / second')>, <Quantity(1000.0, 'token / second')>)
     """
-    count = magnitude("batch_operating_points", "devices", devices, "", "positive_integer")
-    step = batch_service_time(batch_sizes, fixed_time, marginal_time).to("s")
-    sizes = magnitude("batch_operating_points", "batch_sizes", batch_sizes, "", "positive_integer")
+    step = Q_(
+        plain(batch_service_time.numeric(batch_size=batch_sizes, fixed_time=fixed_time, marginal_time=marginal_time)),
+        "s",
+    )
     per_user = (Q_(1, "token") / step).to("token/s")
     return OperatingPoints(
-        batch_size=as_count(sizes),
+        batch_size=as_count(batch_sizes),
         step_time=step,
         interactivity=per_user,
-        throughput_per_device=(per_user * sizes / count).to("token/s"),
+        throughput_per_device=(per_user * batch_sizes / devices).to("token/s"),
     )
 
 
@@ -336,7 +333,7 @@ class ConcurrencyPlan(Result):
     waiting: Count
 
 
-@check_units(arrival_rate="request/s", time_in_system="s", batch_time="s", max_utilization="")
+@checked(arrival_rate="positive", time_in_system="nonnegative+inf", batch_time="positive")
 def concurrency_plan(
     arrival_rate: Rate, time_in_system: Time, batch_size: Count, batch_time: Time, max_utilization: Fraction = 1.0
 ) -> ConcurrencyPlan:
@@ -373,22 +370,23 @@ def concurrency_plan(
     >>> p.replicas, p.executing_positions, p.waiting
     (13, 104, <Quantity(20.0, 'request')>)
     """
-    name = "concurrency_plan"
-    size = magnitude(name, "batch_size", batch_size, "", "positive_integer")
-    if np.any(time_in_system < batch_time):
-        raise InputError(f"{name}(): argument 'time_in_system' must be at least 'batch_time' (execution alone)")
-    throughput = batch_throughput(size, batch_time)
-    minimum_count = replicas_for_load(arrival_rate, throughput)
-    count = replicas_for_load(arrival_rate, throughput, max_utilization)
-    total = in_flight(arrival_rate, time_in_system).to("request")
-    executing = in_flight(arrival_rate, batch_time).to("request")
+    if np.any(np.asarray(time_in_system) < batch_time):
+        raise InputError(
+            "concurrency_plan(): argument 'time_in_system' must be at least 'batch_time' (execution alone)"
+        )
+    rate = Q_(arrival_rate, "request/s")
+    throughput = batch_throughput(batch_size, Q_(batch_time, "s"))
+    minimum_count = replicas_for_load(rate, throughput)
+    count = replicas_for_load(rate, throughput, max_utilization)
+    total = in_flight(rate, Q_(time_in_system, "s")).to("request")
+    executing = in_flight(rate, Q_(batch_time, "s")).to("request")
     return ConcurrencyPlan(
         in_flight=total,
         replica_throughput=throughput,
         min_replicas=minimum_count,
         replicas=count,
-        utilization=utilization(arrival_rate, throughput, count),
-        executing_positions=as_count(np.asarray(count) * np.asarray(size)),
+        utilization=utilization(rate, throughput, count),
+        executing_positions=as_count(np.asarray(count) * np.asarray(batch_size)),
         executing=executing,
         waiting=total - executing,
     )

@@ -10,12 +10,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._support import magnitude, scalar
+from .._support import checked
 from ..errors import InputError
 from ..formula import formula, per, var
 from ..results import Result, as_count
 from ..types import Count, Time
-from ..units import Q_, check_units
+from ..units import Q_, shown
 
 __all__ = [
     "shard_lookup_rate",
@@ -150,7 +150,7 @@ def streaming_latency(capture, transfer, inference, action):
     return capture + transfer + inference + action
 
 
-@check_units(budget="s", frame_interval="s")
+@checked(frame_interval="positive")
 def frames_of_delay(budget: Time, frame_interval: Time) -> Count:
     r"""How many frame intervals of delay a latency budget can hold.
 
@@ -177,12 +177,10 @@ def frames_of_delay(budget: Time, frame_interval: Time) -> Count:
     >>> frames_of_delay(Q_(100, "ms"), Q_(20, "ms"))
     5
     """
-    span = magnitude("frames_of_delay", "budget", budget, "s", "nonnegative")
-    frame = magnitude("frames_of_delay", "frame_interval", frame_interval, "s", "positive")
-    return as_count(np.floor(np.asarray(span) / frame + 1e-9))
+    return as_count(np.floor(np.asarray(budget) / frame_interval + 1e-9))
 
 
-@check_units(stage_times="s", frame_interval="s")
+@checked(frame_interval="positive")
 def pipeline_sustains(stage_times: Time, frame_interval: Time) -> bool:
     """Whether a pipeline keeps up with its input: its slowest stage is no slower than the frame interval.
 
@@ -206,11 +204,10 @@ def pipeline_sustains(stage_times: Time, frame_interval: Time) -> bool:
     >>> pipeline_sustains(Q_([5, 18, 9], "ms"), Q_(20, "ms"))
     True
     """
-    stages = np.asarray(magnitude("pipeline_sustains", "stage_times", stage_times, "s", "nonnegative"))
-    frame = magnitude("pipeline_sustains", "frame_interval", frame_interval, "s", "positive")
+    stages = np.asarray(stage_times)
     if stages.size == 0:
         raise InputError("pipeline_sustains(): argument 'stage_times' needs at least one stage")
-    return bool(stages.max() <= frame)
+    return bool(stages.max() <= frame_interval)
 
 
 # --------------------------------------------------------------------------------------------
@@ -283,7 +280,9 @@ class ReasoningBudget(Result):
     within_capacity: bool | np.ndarray | None
 
 
-@check_units(time_per_token="s", latency_budget="s")
+@checked(
+    time_per_token="positive", reasoning_tokens="nonnegative", answer_tokens="positive", token_budget="nonnegative"
+)
 def reasoning_budget(
     time_per_token: Time,
     latency_budget: Time,
@@ -325,22 +324,21 @@ def reasoning_budget(
     >>> b.reasoning_latency.to("s"), b.latency_multiplier, b.max_serial_tokens, b.within_latency
     (<Quantity(12.8, 'second')>, 128.0, 100, False)
     """
-    name = "reasoning_budget"
-    step = Q_(magnitude(name, "time_per_token", time_per_token, "s", "positive"), "s")
-    budget = Q_(magnitude(name, "latency_budget", latency_budget, "s", "nonnegative"), "s")
-    serial = scalar(name, "reasoning_tokens", reasoning_tokens, "", "nonnegative")
-    answer = magnitude(name, "answer_tokens", answer_tokens, "", "positive")
-    width = magnitude(name, "candidates", candidates, "", "positive_integer")
+    if np.ndim(reasoning_tokens):
+        raise InputError(
+            f"reasoning_budget(): argument 'reasoning_tokens' must be one number, got {shown(reasoning_tokens)}"
+        )
+    step, budget, serial = Q_(time_per_token, "s"), Q_(latency_budget, "s"), float(reasoning_tokens)
     latency = reasoning_latency(serial, step)
-    generated = float(width * serial)
+    generated = float(candidates * serial)
     within_capacity = None
     if token_budget is not None:
-        within_capacity = generated <= magnitude(name, "token_budget", token_budget, "", "nonnegative")
+        within_capacity = generated <= token_budget
         within_capacity = bool(within_capacity) if np.ndim(within_capacity) == 0 else within_capacity
     return ReasoningBudget(
-        direct_latency=reasoning_latency(answer, step),
+        direct_latency=reasoning_latency(answer_tokens, step),
         reasoning_latency=latency,
-        latency_multiplier=float(serial / answer),
+        latency_multiplier=float(serial / answer_tokens),
         max_serial_tokens=as_count(np.floor((budget / step).m_as("") + 1e-9)),
         within_latency=bool(latency <= budget),
         generated_tokens=generated,

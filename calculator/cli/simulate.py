@@ -153,27 +153,7 @@ def simulate_command(
     if router is not None:
         with _library_errors():
             router = router_name(router)
-    if plan_file is not None:
-        given = ["MODEL"] * (model is not None) + [f for f in sizing.given() if f not in ("--extra", "--router")]
-        if given:
-            raise _fail(f"--plan holds the plan; leave out the sizing options ({', '.join(given)})")
-        plan = _plan_from_json(plan_file)
-        if sizing.extra:  # the plan's own registry files, replaced by the ones given here
-            _load(None, sizing.extra)
-            files = tuple(str(Path(e).resolve()) for e in sizing.extra)
-            plan = dataclasses.replace(plan, registry_files=files)
-        inputs: dict[str, Any] = {"plan": str(plan_file)}
-    else:
-        missing = _missing(model, sizing)
-        if missing:
-            raise _fail(
-                f"give --plan FILE (from 'servecalc size --json') or the sizing options; missing {', '.join(missing)}"
-            )
-        registry = _load(None, sizing.extra)
-        inputs = _sizing_inputs(model, sizing, registry)
-        with _library_errors(), _stderr_progress() as bar:
-            _fill_prices(inputs, registry)
-            plan = _size_plan(inputs, bar, registry)
+    plan, inputs = _plan_to_simulate(model, sizing, plan_file)
     if not plan.feasible:
         raise _fail(f"the plan is infeasible, there is nothing to simulate: {plan.reason}", code=1)
     with _library_errors(), _stderr_progress() as bar:
@@ -251,3 +231,29 @@ def simulate_command(
             "router": first.router,
         },
     )
+
+
+def _plan_to_simulate(model: str | None, sizing: SizingFlags, plan_file: Path | None) -> tuple[Any, dict[str, Any]]:
+    """The plan to simulate, read from ``--plan`` or sized from the options, and the inputs it came from."""
+    if plan_file is not None:
+        given = ["MODEL"] * (model is not None) + [f for f in sizing.given() if f not in ("--extra", "--router")]
+        if given:
+            raise _fail(f"--plan holds the plan; leave out the sizing options ({', '.join(given)})")
+        plan = _plan_from_json(plan_file)
+        if sizing.extra:  # the plan's own registry files, replaced by the ones given here
+            _load(None, sizing.extra)
+            files = tuple(str(Path(e).resolve()) for e in sizing.extra)
+            plan = dataclasses.replace(plan, registry_files=files)
+        inputs: dict[str, Any] = {"plan": str(plan_file)}
+    else:
+        missing = _missing(model, sizing)
+        if missing:
+            raise _fail(
+                f"give --plan FILE (from 'servecalc size --json') or the sizing options; missing {', '.join(missing)}"
+            )
+        registry = _load(None, sizing.extra)
+        inputs = _sizing_inputs(model, sizing, registry)
+        with _library_errors(), _stderr_progress() as bar:
+            _fill_prices(inputs, registry)
+            plan = _size_plan(inputs, bar, registry)
+    return plan, inputs

@@ -1,4 +1,4 @@
-"""Helpers the memory submodules share: the KV precision in bytes, the checked memory arguments, plain floats."""
+"""Helpers the memory submodules share: the KV precision in bytes, lists that must not be empty, plain floats."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from .._support import count, magnitude
+from .._support import magnitude
 from ..precision import bits_per_element
 from ..units import Q_
 
@@ -18,16 +18,6 @@ def _kv_precision_bytes(kv_precision: Any) -> float:
     if isinstance(kv_precision, Q_):
         return magnitude("model_kv_bytes_per_token", "kv_precision", kv_precision, "B", "positive")
     return bits_per_element(kv_precision) / 8
-
-
-def _memory_args(function: str, capacity: Any, weights: Any, kv_per_token: Any, reserve: Any, block_size: Any):
-    return (
-        magnitude(function, "capacity", capacity, "B", "positive"),
-        magnitude(function, "weights", weights, "B"),
-        magnitude(function, "kv_per_token", kv_per_token, "B/token", "positive"),
-        magnitude(function, "reserve", reserve, "B"),
-        count(function, "block_size", block_size),
-    )
 
 
 def _float(x: Any) -> Any:

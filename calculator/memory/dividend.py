@@ -7,12 +7,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._support import bits_of, count
+from .._support import bits_of, checked
+from ..errors import InputError
 from ..formula import formula, var
 from ..results import Result
 from ..types import Bytes, BytesPerToken, Capacity, Count, ModelRef, Number, Tokens
-from ..units import Q_, check_units
-from ._common import _kv_precision_bytes, _memory_args
+from ..units import Q_, shown
+from ._common import _kv_precision_bytes
 from .fit import MemoryFit, max_context, memory_footprint, model_memory_fit
 from .weights import NO_BYTES
 
@@ -47,9 +48,9 @@ class KvWall(Result):
     boundary: Tokens
 
 
-@check_units(capacity="B", weights="B", kv_per_token="B/token", reserve="B")
+@checked(capacity="positive", kv_per_token="positive", contexts="positive_integer")
 def kv_wall(
-    capacity: Capacity,
+    capacity: Bytes,
     weights: Bytes,
     kv_per_token: BytesPerToken,
     contexts: Tokens,
@@ -60,7 +61,7 @@ def kv_wall(
 
     Parameters
     ----------
-    capacity, weights, kv_per_token, reserve : Quantity
+    capacity, weights, kv_per_token, reserve
         As for :func:`max_batch` (one device).
     contexts : array of int
         Context lengths (x axis).
@@ -77,16 +78,14 @@ def kv_wall(
     >>> wall.boundary
     array([137329,  68664,  17166])
     """
-    name = "kv_wall"
-    cap, wts, per_token, res, _ = _memory_args(name, capacity, weights, kv_per_token, reserve, 1)
-    context = np.atleast_1d(count(name, "contexts", np.asarray(contexts)))
-    batch = np.atleast_1d(count(name, "batches", np.asarray(batches)))
+    context = np.atleast_1d(contexts).astype(np.int64)
+    batch = np.atleast_1d(batches).astype(np.int64)
     footprint = memory_footprint.numeric(
-        weights=wts, batch=batch[:, None], context=context[None, :], kv_per_token=per_token, reserve=res
+        weights=weights, batch=batch[:, None], context=context[None, :], kv_per_token=kv_per_token, reserve=reserve
     )
-    boundary = max_context(Q_(cap, "B"), Q_(wts, "B"), Q_(per_token, "B/token"), batch, Q_(res, "B"))
+    boundary = max_context(Q_(capacity, "B"), Q_(weights, "B"), Q_(kv_per_token, "B/token"), batch, Q_(reserve, "B"))
     return KvWall(
-        contexts=context, batches=batch, footprint=Q_(footprint, "B"), capacity=Q_(cap, "B"), boundary=boundary
+        contexts=context, batches=batch, footprint=Q_(footprint, "B"), capacity=Q_(capacity, "B"), boundary=boundary
     )
 
 
@@ -158,6 +157,7 @@ class PrecisionDividend(Result):
     capacity_basis: str = "as given"
 
 
+@checked(context="positive_integer")
 def compare_precisions(
     model: ModelRef,
     capacity: Capacity,
@@ -177,10 +177,15 @@ def compare_precisions(
     model : str or Model
     capacity : Quantity or accelerator
     context : int
+        Tokens per sequence (one number).
     before, after : (weight precision or bits, KV precision)
     tensor_parallel : int
+        Tensor-parallel degree (one number).
     reserve : Quantity [information]
+        Reserve per device (one number).
     capacity_basis : {"physical", "nameplate"}
+    registry : Registry, optional
+        Where the model and accelerator ids resolve (default: the packaged registry).
 
     Returns
     -------
@@ -197,6 +202,9 @@ def compare_precisions(
     >>> d.before.max_batch, d.after.max_batch, round(d.dividend, 2)
     (372, 901, 2.42)
     """
+    for argument, value in (("context", context), ("tensor_parallel", tensor_parallel), ("reserve", reserve)):
+        if np.ndim(value):
+            raise InputError(f"compare_precisions(): argument '{argument}' must be one number, got {shown(value)}")
     fits = [
         model_memory_fit(
             model,
@@ -206,7 +214,7 @@ def compare_precisions(
             weight_bits=weights,
             kv_precision=kv,
             tensor_parallel=tensor_parallel,
-            reserve=reserve,
+            reserve=Q_(reserve, "B"),
             capacity_basis=capacity_basis,
             registry=registry,
         )

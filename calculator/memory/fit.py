@@ -8,20 +8,18 @@ or the conservative decimal budget of its nameplate (``Accelerator.memory_namepl
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._support import count, device_capacity, magnitude, renamed, transformer_of
+from .._support import checked, device_capacity, renamed, transformer_of
 from ..errors import InputError
 from ..formula import formula, per, var
-from ..results import Result, floor_whole
+from ..results import Result, as_count, floor_whole
 from ..types import Bytes, BytesPerToken, Capacity, Count, ModelRef, Precision, Tokens
-from ..units import Q_, check_units, ureg
-from ._common import _memory_args
-from .kv import check_tensor_parallel, kv_bytes_per_token_per_device, tensor_parallel_valid
+from ..units import Q_, shown, ureg
+from .kv import _check_splits, kv_bytes_per_token_per_device, tensor_parallel_valid
 from .weights import NO_BYTES, model_weight_bytes
 
 if TYPE_CHECKING:
@@ -152,9 +150,9 @@ def max_batch_numeric(
     return int(batch) if batch.ndim == 0 else batch
 
 
-@check_units(capacity="B", weights="B", kv_per_token="B/token", reserve="B")
+@checked(capacity="positive", kv_per_token="positive", context="positive_integer")
 def max_batch(
-    capacity: Capacity,
+    capacity: Bytes,
     weights: Bytes,
     kv_per_token: BytesPerToken,
     context: Tokens,
@@ -197,16 +195,12 @@ def max_batch(
     >>> max_batch(8 * Q_(80, "GiB"), Q_(141.2, "GB"), Q_(327_680, "B/token"), 131_072, Q_(20, "GB"))
     12
     """
-    name = "max_batch"
-    values = _memory_args(name, capacity, weights, kv_per_token, reserve, block_size)
-    tokens = count(name, "context", context)
-    cap, wts, per_token, res, blocks = values
-    return max_batch_numeric(cap, wts, per_token, tokens, res, blocks)
+    return max_batch_numeric(capacity, weights, kv_per_token, context, reserve, block_size)
 
 
-@check_units(capacity="B", weights="B", kv_per_token="B/token", reserve="B")
+@checked(capacity="positive", kv_per_token="positive")
 def max_context(
-    capacity: Capacity,
+    capacity: Bytes,
     weights: Bytes,
     kv_per_token: BytesPerToken,
     batch: Count = 1,
@@ -240,11 +234,8 @@ def max_context(
     >>> max_context(Q_(80, "GB"), Q_(35, "GB"), Q_(327_680, "B/token"), 8)
     17166
     """
-    name = "max_context"
-    cap, wts, per_token, res, blocks = _memory_args(name, capacity, weights, kv_per_token, reserve, block_size)
-    sequences = count(name, "batch", batch)
-    free = np.asarray(cap - wts - res, dtype=float)
-    tokens = floor_whole(free / (sequences * per_token * blocks)) * blocks
+    free = np.asarray(capacity - weights - reserve, dtype=float)
+    tokens = floor_whole(free / (batch * kv_per_token * block_size)) * block_size
     tokens = np.maximum(tokens, 0).astype(np.int64)
     return int(tokens) if tokens.ndim == 0 else tokens
 
@@ -340,9 +331,9 @@ def _fit(capacity, weights, kv_per_token, context, batch, reserve, block_size, t
     )
 
 
-@check_units(capacity="B", weights="B", kv_per_token="B/token", reserve="B")
+@checked(capacity="positive", kv_per_token="positive", context="positive_integer", batch="nonnegative_integer")
 def memory_fit(
-    capacity: Capacity,
+    capacity: Bytes,
     weights: Bytes,
     kv_per_token: BytesPerToken,
     context: Tokens,
@@ -354,8 +345,12 @@ def memory_fit(
 
     Parameters
     ----------
-    capacity, weights, kv_per_token : Quantity
-        Per-device memory, resident weights and KV bytes per token (see :func:`max_batch`).
+    capacity : Quantity [information]
+        Memory of one device.
+    weights : Quantity [information]
+        Resident weight bytes on that device.
+    kv_per_token : Quantity [information / token]
+        KV bytes per token on that device (see :func:`max_batch`).
     context : int
         Tokens per sequence.
     batch : int, optional
@@ -378,11 +373,7 @@ def memory_fit(
     >>> fit.fits, fit.missing.to("GB"), fit.max_batch
     (False, <Quantity(60.0, 'gigabyte')>, 0)
     """
-    name = "memory_fit"
-    cap, wts, per_token, res, blocks = _memory_args(name, capacity, weights, kv_per_token, reserve, block_size)
-    tokens = count(name, "context", context)
-    sequences = count(name, "batch", batch, minimum=0)
-    return _fit(cap, wts, per_token, tokens, sequences, res, blocks, 1)
+    return _fit(capacity, weights, kv_per_token, context, batch, reserve, block_size, 1)
 
 
 @dataclass(frozen=True, repr=False)
@@ -395,6 +386,7 @@ class DeviceShare(Result):
 
 
 @renamed(kv_dtype="kv_precision")
+@checked()
 def device_share(
     model: ModelRef,
     tensor_parallel: Count = 1,
@@ -412,6 +404,9 @@ def device_share(
     weight_bits : str or float
         Weight precision name or stored bits per weight.
     kv_precision : str or Quantity
+        KV-cache precision name or bytes per element.
+    registry : Registry, optional
+        Where a model id resolves (default: the packaged registry).
 
     Returns
     -------
@@ -428,7 +423,9 @@ def device_share(
     >>> share.weights.to("GB"), share.kv_per_token
     (<Quantity(17.5, 'gigabyte')>, <Quantity(40960.0, 'byte / token')>)
     """
-    degree = check_tensor_parallel(model, tensor_parallel, "device_share", registry=registry)
+    resolved = transformer_of(model, "device_share", registry=registry)
+    _check_splits(resolved, tensor_parallel, "device_share")
+    degree = as_count(tensor_parallel)
     return DeviceShare(
         tensor_parallel=degree,
         weights=model_weight_bytes(model, weight_bits, degree, registry=registry),
@@ -449,24 +446,28 @@ def _model_budget(
     *,
     registry=None,
 ):
-    """Checked per-device magnitudes for a model: (model, capacity, weights, kv/token, context, t, reserve)."""
+    """Per-device magnitudes for a model from checked ones: (model, capacity, weights, kv/token, context, t, reserve).
+
+    ``context``, ``tensor_parallel`` and ``reserve`` are the caller's checked magnitudes; the degree is
+    checked against the model's heads, the context against its limit, and ``capacity`` read (bytes or an
+    accelerator's memory on ``capacity_basis``).
+    """
     resolved = transformer_of(model, function, registry=registry)
-    degree = check_tensor_parallel(resolved, tensor_parallel, function)
-    share = device_share(resolved, degree, weight_bits, kv_precision)
+    _check_splits(resolved, tensor_parallel, function)
+    share = device_share(resolved, tensor_parallel, weight_bits, kv_precision)
     cap = device_capacity(function, capacity, capacity_basis, registry=registry)
-    tokens = count(function, "context", context)
     limit = getattr(resolved, "max_context", None)
-    if limit is not None and np.any(np.asarray(tokens) > limit):
+    if limit is not None and np.any(np.asarray(context) > limit):
         raise InputError(
-            f"{function}(): context {int(np.max(tokens))} exceeds the context limit of model '{resolved.id}' "
+            f"{function}(): context {int(np.max(context))} exceeds the context limit of model '{resolved.id}' "
             f"({limit} tokens)"
         )
-    res = magnitude(function, "reserve", reserve, "B")
     weights, per_token = share.weights.m_as("B"), share.kv_per_token.m_as("B/token")
-    return resolved, cap, weights, per_token, tokens, share.tensor_parallel, res
+    return resolved, cap, weights, per_token, context, share.tensor_parallel, reserve
 
 
 @renamed(kv_dtype="kv_precision")
+@checked(context="positive_integer", batch="nonnegative_integer")
 def model_memory_fit(
     model: ModelRef,
     capacity: Capacity,
@@ -504,6 +505,8 @@ def model_memory_fit(
         For an accelerator: registered bytes (80 GiB) or the nameplate's decimal budget (80 GB).
     block_size : int, optional
         KV page size in tokens.
+    registry : Registry, optional
+        Where the model and accelerator ids resolve (default: the packaged registry).
 
     Returns
     -------
@@ -533,14 +536,13 @@ def model_memory_fit(
         capacity_basis,
         registry=registry,
     )
-    sequences = count(name, "batch", batch, minimum=0)
-    blocks = count(name, "block_size", block_size)
-    fit = _fit(cap, weights, per_token, tokens, sequences, res, blocks, degree, resolved.max_context)
+    fit = _fit(cap, weights, per_token, tokens, batch, res, block_size, degree, resolved.max_context)
     basis = "as given" if isinstance(capacity, ureg.Quantity) else capacity_basis
     return dataclasses.replace(fit, capacity_basis=basis)
 
 
 @renamed(kv_dtype="kv_precision")
+@checked(context="positive_integer")
 def model_max_batch(
     model: ModelRef,
     capacity: Capacity,
@@ -559,6 +561,11 @@ def model_max_batch(
     Same arguments as :func:`model_memory_fit` (without ``batch``). ``capacity``, ``context``,
     ``tensor_parallel`` and ``reserve`` broadcast, so a sizer can evaluate many candidates at once;
     filter the degrees first with :func:`tensor_parallel_valid` (an invalid one is an error).
+
+    Parameters
+    ----------
+    model, capacity, context, weight_bits, kv_precision, tensor_parallel, reserve, capacity_basis, block_size, registry
+        As for :func:`model_memory_fit`.
 
     Returns
     -------
@@ -588,7 +595,7 @@ def model_max_batch(
         capacity_basis,
         registry=registry,
     )
-    batch = max_batch_numeric(cap, weights, per_token, tokens, res, count(name, "block_size", block_size))
+    batch = max_batch_numeric(cap, weights, per_token, tokens, res, block_size)
     basis = "as given" if isinstance(capacity, ureg.Quantity) else capacity_basis
     if np.ndim(batch):
         out = np.asarray(batch).view(MaxBatches)
@@ -619,6 +626,7 @@ class MaxBatches(np.ndarray):
 
 
 @renamed(kv_dtype="kv_precision")
+@checked(context="positive_integer")
 def min_tensor_parallel(
     model: ModelRef,
     capacity: Capacity,
@@ -629,7 +637,7 @@ def min_tensor_parallel(
     reserve: Bytes = NO_BYTES,
     capacity_basis: str = "physical",
     block_size: Count = 1,
-    degrees: Sequence[int] = (1, 2, 4, 8, 16, 32, 64),
+    degrees: Count = (1, 2, 4, 8, 16, 32, 64),
     *,
     registry: Registry | None = None,
 ) -> int:
@@ -638,12 +646,14 @@ def min_tensor_parallel(
     Parameters
     ----------
     model, capacity, context, weight_bits, kv_precision, reserve, capacity_basis, block_size
-        As for :func:`model_memory_fit`.
+        As for :func:`model_memory_fit`; ``context``, ``reserve`` and ``block_size`` one number each.
     batch : int
-        Sequences to hold.
+        Sequences to hold (one number).
     degrees : sequence of int
         Candidate degrees; those that do not split the model (:func:`tensor_parallel_valid`) are
         skipped.
+    registry : Registry, optional
+        Where the model and accelerator ids resolve (default: the packaged registry).
 
     Returns
     -------
@@ -667,8 +677,10 @@ def min_tensor_parallel(
     0
     """
     name = "min_tensor_parallel"
-    wanted = count(name, "batch", batch)
-    candidates = np.array(sorted({int(count(name, "degrees", d)) for d in degrees}))
+    for argument, value in (("context", context), ("batch", batch), ("reserve", reserve), ("block_size", block_size)):
+        if np.ndim(value):
+            raise InputError(f"{name}(): argument '{argument}' must be one number, got {shown(value)}")
+    candidates = np.unique(np.atleast_1d(degrees)).astype(np.int64)
     valid = candidates[np.atleast_1d(tensor_parallel_valid(model, candidates, registry=registry))]
     if valid.size == 0:
         return 0
@@ -680,11 +692,11 @@ def min_tensor_parallel(
             weight_bits,
             kv_precision,
             valid,
-            reserve,
+            Q_(reserve, "B"),
             capacity_basis,
             block_size,
             registry=registry,
         )
     )
-    fitting = valid[batches >= wanted]
+    fitting = valid[batches >= batch]
     return int(fitting[0]) if fitting.size else 0

@@ -8,11 +8,11 @@ from typing import Any
 
 import numpy as np
 
-from .._support import count, magnitude
+from .._support import checked, magnitude
 from ..formula import formula, var
-from ..results import Result, floor_whole
-from ..types import Bytes, BytesPerToken, Count, Time, Tokens
-from ..units import Q_, check_units
+from ..results import Result, as_count, floor_whole
+from ..types import Bytes, BytesPerToken, Count, Fraction, Time, Tokens
+from ..units import Q_
 from .fit import max_batch_numeric
 from .weights import NO_BYTES
 
@@ -82,7 +82,7 @@ class KvBudget(Result):
     missing: Bytes
 
 
-@check_units(total="B", weights="B", kv_per_token="B/token", activations="B", overhead="B")
+@checked(total="positive", kv_per_token="positive", sequence_length="positive_integer", headroom="fraction_open")
 def kv_budget(
     total: Bytes,
     weights: Bytes,
@@ -90,7 +90,7 @@ def kv_budget(
     sequence_length: Tokens,
     activations: Bytes = NO_BYTES,
     overhead: Bytes = NO_BYTES,
-    headroom: float = 0.1,
+    headroom: Fraction = 0.1,
 ) -> KvBudget:
     """KV pool with headroom and the number of concurrent sequences it holds (section 10.7.8).
 
@@ -102,6 +102,7 @@ def kv_budget(
         Tokens budgeted per sequence: the average length gives the chapter's estimate; the maximum
         admitted length gives a bound that reserves room for growth.
     headroom : float, optional
+        Fraction of the remainder kept free, in [0, 1) (0.1 in section 10.7.8).
 
     Returns
     -------
@@ -115,22 +116,14 @@ def kv_budget(
     >>> b.pool.to("GB"), b.max_concurrent
     (<Quantity(40.5, 'gigabyte')>, 30)
     """
-    name = "kv_budget"
-    values = {
-        "total": magnitude(name, "total", total, "B", "positive"),
-        "weights": magnitude(name, "weights", weights, "B"),
-        "activations": magnitude(name, "activations", activations, "B"),
-        "overhead": magnitude(name, "overhead", overhead, "B"),
-    }
-    per_token = magnitude(name, "kv_per_token", kv_per_token, "B/token", "positive")
-    tokens = count(name, "sequence_length", sequence_length)
-    share = magnitude(name, "headroom", headroom, "", "fraction_open")
-    pool = kv_pool_size.numeric(**values, headroom=share)
-    available = pool / (1 - share)
+    pool = kv_pool_size.numeric(
+        total=total, weights=weights, activations=activations, overhead=overhead, headroom=headroom
+    )
+    available = pool / (1 - headroom)
     return KvBudget(
         available=Q_(available, "B"),
         pool=Q_(pool, "B"),
-        max_concurrent=max_batch_numeric(pool, 0.0, per_token, tokens),
+        max_concurrent=max_batch_numeric(pool, 0.0, kv_per_token, sequence_length),
         fits=_scalar_bool(available >= 0),
         missing=Q_(np.maximum(-available, 0.0), "B"),
     )
@@ -172,8 +165,8 @@ class TierRetention(Result):
     restore_time: Mapping[str, Time]
 
 
-@check_units(sequence_bytes="B")
-def tiered_retention(active_sequences: int, sequence_bytes: Bytes, tiers: Iterable[MemoryTier]) -> TierRetention:
+@checked(active_sequences="nonnegative_integer", sequence_bytes="positive")
+def tiered_retention(active_sequences: Count, sequence_bytes: Bytes, tiers: Iterable[MemoryTier]) -> TierRetention:
     """Retained sequence capacity of a multi-tier KV hierarchy (Example 10.4).
 
     Parameters
@@ -198,13 +191,12 @@ def tiered_retention(active_sequences: int, sequence_bytes: Bytes, tiers: Iterab
     >>> t.retained, t.restore_time["dram"].to("ms")
     (500, <Quantity(64.0, 'millisecond')>)
     """
-    name = "tiered_retention"
-    active = count(name, "active_sequences", active_sequences, minimum=0)
-    size = magnitude(name, "sequence_bytes", sequence_bytes, "B", "positive")
+    active = as_count(active_sequences)
+    size = sequence_bytes
     per_tier: dict[str, int] = {}
     restore: dict[str, Any] = {}
     for tier in tiers:
-        held = magnitude(name, f"tiers['{tier.name}'].capacity", tier.capacity, "B")
+        held = magnitude("tiered_retention", f"tiers['{tier.name}'].capacity", tier.capacity, "B")
         per_tier[tier.name] = int(floor_whole(held / size))
         if tier.bandwidth is not None:
             restore[tier.name] = kv_handoff_time(Q_(size, "B"), tier.bandwidth, tier.latency)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._support import count, renamed, transformer_of
+from .._support import checked, count, renamed, transformer_of
 from ..errors import InputError
 from ..formula import formula, per, var
 from ..types import Count, ModelRef, Precision
@@ -171,12 +171,26 @@ def model_kv_bytes_per_token(
     return kv_bytes_per_token(resolved.layers, resolved.kv_heads, resolved.head_dim, size)
 
 
+@checked()
 def tensor_parallel_valid(model: ModelRef, tensor_parallel: Count, *, registry: Registry | None = None) -> Any:
     """Whether a model can be split over ``tensor_parallel`` devices (bool or bool array).
 
     Query heads must divide by the degree ``t``; KV heads must divide by ``t`` when ``t <= kv_heads``,
     and ``t`` must be a multiple of ``kv_heads`` when ``t > kv_heads`` (each KV head replicated on
     ``t / kv_heads`` devices). MLA has no KV-head constraint: the latent is replicated.
+
+    Parameters
+    ----------
+    model : str or Model
+        Registry id or :class:`~calculator.registry.Model`.
+    tensor_parallel : int or array of int
+        Tensor-parallel degrees ``t`` to test.
+    registry : Registry, optional
+        Where a model id resolves (default: the packaged registry).
+
+    Returns
+    -------
+    bool or array of bool
 
     Examples
     --------
@@ -187,10 +201,15 @@ def tensor_parallel_valid(model: ModelRef, tensor_parallel: Count, *, registry: 
     array([ True,  True, False,  True,  True, False])
     """
     resolved = transformer_of(model, "tensor_parallel_valid", registry=registry)
-    degree = np.asarray(count("tensor_parallel_valid", "tensor_parallel", tensor_parallel))
-    valid = resolved.attention_heads % degree == 0
-    if resolved.attention != "mla":
-        kv = resolved.kv_heads
+    return _splits(resolved, tensor_parallel)
+
+
+def _splits(model: Any, degree: Any) -> Any:
+    """Whether the degrees (checked counts) split the model's heads: :func:`tensor_parallel_valid`'s rule."""
+    degree = np.asarray(degree)
+    valid = model.attention_heads % degree == 0
+    if model.attention != "mla":
+        kv = model.kv_heads
         valid &= np.where(degree <= kv, kv % degree == 0, degree % kv == 0)
     return bool(valid) if valid.ndim == 0 else valid
 
@@ -204,20 +223,26 @@ def check_tensor_parallel(
 ) -> Any:
     """Return the degree (int or int array) if it splits the model, else raise :class:`InputError`.
 
-    See :func:`tensor_parallel_valid` for the rule; ``function`` names the caller in the message.
+    See :func:`tensor_parallel_valid` for the rule; ``function`` names the caller in the message (the
+    count check included, so another function's boundary can call this one).
     """
     resolved = transformer_of(model, function, registry=registry)
     degree = count(function, "tensor_parallel", tensor_parallel)
-    valid = np.asarray(tensor_parallel_valid(resolved, degree))
+    _check_splits(resolved, degree, function)
+    return degree
+
+
+def _check_splits(model: Any, degree: Any, function: str) -> None:
+    """:class:`InputError` naming ``function`` unless the degrees (checked counts) split the model."""
+    valid = np.asarray(_splits(model, degree))
     if not np.all(valid):
         bad = np.asarray(degree)[~valid] if valid.ndim else np.asarray(degree)
-        kv = "" if resolved.attention == "mla" else f" and {resolved.kv_heads} KV heads"
+        kv = "" if model.attention == "mla" else f" and {model.kv_heads} KV heads"
         raise InputError(
-            f"{function}(): tensor_parallel {int(bad.flat[0])} does not split model '{resolved.id}' "
-            f"({resolved.attention_heads} attention heads{kv}): the degree must divide the attention heads and "
+            f"{function}(): tensor_parallel {int(bad.flat[0])} does not split model '{model.id}' "
+            f"({model.attention_heads} attention heads{kv}): the degree must divide the attention heads and "
             f"either divide the KV heads or be a multiple of them"
         )
-    return degree
 
 
 def kv_shards(tensor_parallel: Any, kv_heads: Any) -> Any:
@@ -246,6 +271,7 @@ def _kv_share_per_device(model: Any, degree: Any) -> Any:
 
 
 @renamed(kv_dtype="kv_precision")
+@checked()
 def kv_bytes_per_token_per_device(
     model: ModelRef, kv_precision: Precision = "fp16", tensor_parallel: Count = 1, *, registry: Registry | None = None
 ) -> Any:
@@ -257,6 +283,8 @@ def kv_bytes_per_token_per_device(
     kv_precision : str or Quantity [information]
     tensor_parallel : int or array of int
         Tensor-parallel degree ``t``.
+    registry : Registry, optional
+        Where a model id resolves (default: the packaged registry).
 
     Returns
     -------
@@ -277,6 +305,7 @@ def kv_bytes_per_token_per_device(
     >>> kv_bytes_per_token_per_device(llama, "fp16", np.array([1, 8, 16]))
     <Quantity([327680.  40960.  40960.], 'byte / token')>
     """
-    resolved = transformer_of(model, "kv_bytes_per_token_per_device", registry=registry)
-    degree = check_tensor_parallel(resolved, tensor_parallel, "kv_bytes_per_token_per_device")
-    return model_kv_bytes_per_token(resolved, kv_precision) * _kv_share_per_device(resolved, degree)
+    name = "kv_bytes_per_token_per_device"
+    resolved = transformer_of(model, name, registry=registry)
+    _check_splits(resolved, tensor_parallel, name)
+    return model_kv_bytes_per_token(resolved, kv_precision) * _kv_share_per_device(resolved, tensor_parallel)

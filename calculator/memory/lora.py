@@ -7,10 +7,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._support import bits_of, count, transformer_of
+from .._support import bits_of, checked, transformer_of
 from ..errors import InputError
 from ..formula import formula, var
-from ..types import Count, ModelRef
+from ..types import Count, ModelRef, Precision
+from ..units import shown
 from .weights import weight_bytes
 
 if TYPE_CHECKING:
@@ -78,8 +79,9 @@ def _projection_shapes(model: Any) -> dict[str, tuple[int, int]]:
     return shapes
 
 
+@checked()
 def lora_adapter_parameters(
-    model: ModelRef, rank: int, projections: Iterable[str] = ("q", "k", "v", "o"), *, registry: Registry | None = None
+    model: ModelRef, rank: Count, projections: Iterable[str] = ("q", "k", "v", "o"), *, registry: Registry | None = None
 ) -> int:
     """Parameters of one LoRA adapter applied to the given projections of every layer.
 
@@ -88,8 +90,11 @@ def lora_adapter_parameters(
     model : str or Model
         Needs ``hidden_size`` (and ``intermediate_size`` for the MLP projections).
     rank : int
+        Adapter rank ``r`` (one number).
     projections : iterable of str
         Any of ``q, k, v, o`` (attention; MHA/GQA/MQA) and ``gate, up, down`` (dense MLP).
+    registry : Registry, optional
+        Where a model id resolves (default: the packaged registry).
 
     Returns
     -------
@@ -112,7 +117,8 @@ def lora_adapter_parameters(
     """
     name = "lora_adapter_parameters"
     resolved = transformer_of(model, name, registry=registry)
-    size = count(name, "rank", rank)
+    if np.ndim(rank):
+        raise InputError(f"{name}(): argument 'rank' must be one number, got {shown(rank)}")
     shapes = _projection_shapes(resolved)
     total = 0.0
     for projection in projections:
@@ -124,15 +130,16 @@ def lora_adapter_parameters(
                 f"(needs hidden_size/intermediate_size; MLA attention and MoE MLPs are not covered)"
             )
         input_width, output_width = shapes[projection]
-        total += lora_parameters.numeric(input_width=input_width, output_width=output_width, rank=size)
+        total += lora_parameters.numeric(input_width=input_width, output_width=output_width, rank=rank)
     return int(total * resolved.layers)
 
 
+@checked(adapters="nonnegative_integer")
 def lora_adapter_bytes(
     model: ModelRef,
-    rank: int,
+    rank: Count,
     projections: Iterable[str] = ("q", "k", "v", "o"),
-    precision: Any = "fp16",
+    precision: Precision = "fp16",
     adapters: Count = 1,
     *,
     registry: Registry | None = None,
@@ -147,6 +154,8 @@ def lora_adapter_bytes(
         Adapter weight precision or bits.
     adapters : int or array of int
         Simultaneously loaded adapters.
+    registry : Registry, optional
+        Where a model id resolves (default: the packaged registry).
 
     Returns
     -------
@@ -162,7 +171,6 @@ def lora_adapter_bytes(
     <Quantity(2.7262976, 'gigabyte')>
     """
     parameters = lora_adapter_parameters(model, rank, projections, registry=registry)
-    loaded = count("lora_adapter_bytes", "adapters", adapters, minimum=0)
     return weight_bytes(
-        parameters * np.asarray(loaded, dtype=float), bits_of("lora_adapter_bytes", "precision", precision)
+        parameters * np.asarray(adapters, dtype=float), bits_of("lora_adapter_bytes", "precision", precision)
     )

@@ -8,10 +8,11 @@ from typing import Any
 
 import numpy as np
 
-from .._support import count
+from .._support import checked, count
 from ..errors import InputError
 from ..results import Result
 from ..types import Count, Fraction, Number, Tokens
+from ..units import shown
 from ._common import _float
 
 __all__ = [
@@ -41,8 +42,9 @@ class ReservationComparison(Result):
     capacity_gain: Number
 
 
+@checked(pool_tokens="positive_integer", reserved_tokens="positive_integer", used_tokens="positive_integer")
 def reservation_vs_paging(
-    pool_tokens: Any, reserved_tokens: Any, used_tokens: Any, block_size: Count = 1
+    pool_tokens: Tokens, reserved_tokens: Tokens, used_tokens: Tokens, block_size: Count = 1
 ) -> ReservationComparison:
     """How many sequences a pool holds under max-length reservation vs on-demand pages.
 
@@ -74,13 +76,11 @@ def reservation_vs_paging(
     >>> r.reserved_sequences, r.paged_sequences, r.idle_reserved_tokens
     (10, 100, 90)
     """
-    name = "reservation_vs_paging"
-    pool = count(name, "pool_tokens", pool_tokens)
-    reserved = count(name, "reserved_tokens", reserved_tokens)
-    used = count(name, "used_tokens", used_tokens)
-    blocks = count(name, "block_size", block_size)
+    pool, reserved, used, blocks = pool_tokens, reserved_tokens, used_tokens, block_size
     if np.any(np.asarray(used) > reserved):
-        raise InputError(f"{name}(): used_tokens ({used}) exceeds reserved_tokens ({reserved})")
+        raise InputError(
+            f"reservation_vs_paging(): used_tokens ({_int(used)}) exceeds reserved_tokens ({_int(reserved)})"
+        )
     pages = np.ceil(np.asarray(used) / blocks) * blocks
     held = np.floor_divide(pool, reserved)
     paged = np.floor_divide(pool, pages).astype(np.int64)
@@ -90,7 +90,9 @@ def reservation_vs_paging(
         idle_reserved_tokens=_int(held * (np.asarray(reserved) - used)),
         reservation_waste=_float(1 - np.asarray(used) / reserved),
         paged_waste=_float(1 - np.asarray(used) / pages),
-        capacity_gain=_float(np.divide(paged, held, out=np.full(np.shape(paged), np.inf), where=held > 0)),
+        capacity_gain=_float(
+            np.divide(paged, held, out=np.full(np.broadcast(paged, held).shape, np.inf), where=held > 0)
+        ),
     )
 
 
@@ -99,7 +101,8 @@ def _int(x: Any) -> Any:
     return int(x) if x.ndim == 0 else x
 
 
-def pool_admission(pool_tokens: Any, sequence_tokens: Any, block_size: Count = 1) -> int:
+@checked(pool_tokens="nonnegative_integer", sequence_tokens="positive_integer")
+def pool_admission(pool_tokens: Tokens, sequence_tokens: Tokens, block_size: Count = 1) -> int:
     """How many sequences of a queue, taken in order, a KV pool admits before the next one does not fit.
 
     Parameters
@@ -125,12 +128,12 @@ def pool_admission(pool_tokens: Any, sequence_tokens: Any, block_size: Count = 1
     >>> pool_admission(1000, [512] * len(lengths)), pool_admission(1000, lengths, block_size=16)
     (1, 4)
     """
-    name = "pool_admission"
-    pool = count(name, "pool_tokens", pool_tokens, minimum=0)
-    tokens = np.atleast_1d(count(name, "sequence_tokens", np.asarray(sequence_tokens)))
-    size = count(name, "block_size", block_size)
-    held = np.cumsum(-(-tokens // size) * size)
-    return int(np.searchsorted(held, pool, side="right"))
+    for argument, value in (("pool_tokens", pool_tokens), ("block_size", block_size)):
+        if np.ndim(value):
+            raise InputError(f"pool_admission(): argument '{argument}' must be one number, got {shown(value)}")
+    tokens = np.atleast_1d(sequence_tokens)
+    held = np.cumsum(-(-tokens // block_size) * block_size)
+    return int(np.searchsorted(held, pool_tokens, side="right"))
 
 
 @dataclass(frozen=True, repr=False)
@@ -224,6 +227,7 @@ class PagedAllocation(Result):
     waste_fraction: Fraction
 
 
+@checked(context="positive_integer")
 def paged_allocation(context: Tokens, block_size: Count = 16) -> PagedAllocation:
     """Blocks a sequence occupies under PagedAttention and the unused tail of its last block.
 
@@ -246,11 +250,9 @@ def paged_allocation(context: Tokens, block_size: Count = 16) -> PagedAllocation
     >>> p.blocks, p.waste_tokens
     (7, 12)
     """
-    name = "paged_allocation"
-    tokens = np.asarray(count(name, "context", context))
-    size = count(name, "block_size", block_size)
-    blocks = -(-tokens // size)
-    allocated = blocks * size
+    tokens = np.asarray(context)
+    blocks = -(-tokens // block_size)
+    allocated = blocks * block_size
     return PagedAllocation(
         blocks=_int(blocks),
         allocated_tokens=_int(allocated),

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
-from .._support import count, magnitude, probability
+from .._support import checked, count
 from ..errors import InputError
 from ..formula import ceil, floor, formula, minimum, var
 from ..results import Result
-from ..types import Bytes, BytesPerToken, Count, Fraction, Number, Tokens
-from ..units import Q_, check_units
+from ..types import Bytes, BytesPerToken, Count, Fraction, Number, Probability, Tokens
+from ..units import Q_
 from ._common import _float
 
 __all__ = [
@@ -97,13 +96,13 @@ class PrefixCacheMemory(Result):
     capacity_ratio: Number
 
 
-@check_units(kv_per_token="B/token")
+@checked(prefix_tokens="nonnegative_integer", unique_tokens="nonnegative_integer", kv_per_token="positive")
 def prefix_cache_memory(
-    users: Any,
-    prefix_tokens: Any,
-    unique_tokens: Any,
+    users: Count,
+    prefix_tokens: Tokens,
+    unique_tokens: Tokens,
     kv_per_token: BytesPerToken,
-    hit_rate: Any = 1.0,
+    hit_rate: Probability = 1.0,
     block_size: Count = 1,
 ) -> PrefixCacheMemory:
     """Prefix caching: KV memory of a request population with and without a shared prefix.
@@ -131,24 +130,16 @@ def prefix_cache_memory(
     >>> p.bytes_without.to("TB"), round(p.reduction, 4)
     (<Quantity(6.5536, 'terabyte')>, 0.7992)
     """
-    name = "prefix_cache_memory"
-    args = {
-        "users": count(name, "users", users),
-        "prefix_tokens": count(name, "prefix_tokens", prefix_tokens, minimum=0),
-        "unique_tokens": count(name, "unique_tokens", unique_tokens, minimum=0),
-        "block_size": count(name, "block_size", block_size),
-    }
-    rate = probability(name, "hit_rate", hit_rate)
-    per_token = magnitude(name, "kv_per_token", kv_per_token, "B/token", "positive")
+    args = {"users": users, "prefix_tokens": prefix_tokens, "unique_tokens": unique_tokens, "block_size": block_size}
     without = prefix_cache_tokens.numeric(**args, hit_rate=0.0)
-    with_sharing = prefix_cache_tokens.numeric(**args, hit_rate=rate)
+    with_sharing = prefix_cache_tokens.numeric(**args, hit_rate=hit_rate)
     if np.any(np.asarray(without) == 0):
-        raise InputError(f"{name}(): the requests hold no tokens (prefix_tokens + unique_tokens = 0)")
+        raise InputError("prefix_cache_memory(): the requests hold no tokens (prefix_tokens + unique_tokens = 0)")
     return PrefixCacheMemory(
         tokens_without=_float(without),
         tokens_with=_float(with_sharing),
-        bytes_without=Q_(_float(without * per_token), "B"),
-        bytes_with=Q_(_float(with_sharing * per_token), "B"),
+        bytes_without=Q_(_float(without * kv_per_token), "B"),
+        bytes_with=Q_(_float(with_sharing * kv_per_token), "B"),
         reduction=_float(np.maximum(1 - with_sharing / without, 0.0)),  # >= 0 up to rounding
         capacity_ratio=_float(without / with_sharing),
     )

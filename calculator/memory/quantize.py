@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
-from .._support import count, numbers
+from .._support import checked
 from ..errors import InputError
 from ..results import Result
+from ..types import Count, Number
+from ..units import shown
 
 __all__ = [
     "QuantizedTensor",
@@ -53,7 +54,10 @@ class QuantizedTensor(Result):
         return int(np.sum((self.values != 0) & (self.dequantized == 0)))
 
 
-def quantize(values: Any, bits: int = 8, block_size: int | None = None, symmetric: bool = True) -> QuantizedTensor:
+@checked(values="any")
+def quantize(
+    values: Number, bits: Count = 8, block_size: Count | None = None, symmetric: bool = True
+) -> QuantizedTensor:
     """Quantize a weight vector with one scale per tensor or per block of ``block_size`` weights.
 
     Parameters
@@ -87,13 +91,19 @@ def quantize(values: Any, bits: int = 8, block_size: int | None = None, symmetri
     (0.462, 6)
     """
     name = "quantize"
-    data = numbers(name, "values", np.ravel(values) if np.ndim(values) > 1 else values)
+    data = np.ravel(values)
     if data.size == 0 or not np.all(np.isfinite(data)):
         raise InputError(f"{name}(): argument 'values' must be a non-empty array of finite numbers")
-    width = count(name, "bits", bits, maximum=32)  # integer grids of 2 to 32 bits
+    if np.ndim(bits):
+        raise InputError(f"{name}(): argument 'bits' must be one number, got {shown(bits)}")
+    if block_size is not None and np.ndim(block_size):
+        raise InputError(f"{name}(): argument 'block_size' must be one number, got {shown(block_size)}")
+    width = int(bits)
+    if width > 32:  # integer grids of 2 to 32 bits
+        raise InputError(f"{name}(): argument 'bits' must be at most 32, got {width}")
     if width < 2:
-        raise InputError(f"{name}(): argument 'bits' must be >= 2, got {bits}")
-    size = data.size if block_size is None else count(name, "block_size", block_size)
+        raise InputError(f"{name}(): argument 'bits' must be >= 2, got {width}")
+    size = data.size if block_size is None else int(block_size)
     blocks = -(-data.size // size)
     padded = np.full(blocks * size, np.nan)
     padded[: data.size] = data

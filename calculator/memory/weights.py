@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._support import bits_of, count, magnitude, model_of, scalar
+from .._support import bits_of, checked, model_of, scalar
 from ..errors import InputError
 from ..formula import formula, per, var
-from ..results import Result, ceil_count
-from ..types import Bytes, Capacity, Count, ModelRef, Precision
-from ..units import Q_, check_units
+from ..results import Result, as_count, ceil_count, plain
+from ..types import Bytes, Count, ModelRef, Precision
+from ..units import Q_, shown
 
 if TYPE_CHECKING:
     from ..registry import Registry
@@ -127,8 +127,13 @@ class QuantizationOverhead(Result):
     compression: float
 
 
+@checked()
 def quantization_overhead(
-    bits: Any, block_size: int, scale_format: Any = "fp16", zero_point: Any = None, baseline: Any = "fp16"
+    bits: Precision,
+    block_size: Count,
+    scale_format: Precision = "fp16",
+    zero_point: Precision | None = None,
+    baseline: Precision = "fp16",
 ) -> QuantizationOverhead:
     """Metadata cost of block-wise quantization: bits per weight, overhead and compression.
 
@@ -137,7 +142,7 @@ def quantization_overhead(
     bits : str or float
         Payload precision (``"int4"``) or bits per weight.
     block_size : int
-        Weights per scale.
+        Weights per scale (one number).
     scale_format : str or float
         Precision name or bits of each scale (``"fp16"``, ``"fp32"``, ``"fp8"``).
     zero_point : str or float, optional
@@ -163,8 +168,10 @@ def quantization_overhead(
     (0.25, 4.25, 0.0625, 0.015625)
     """
     name = "quantization_overhead"
+    if np.ndim(block_size):
+        raise InputError(f"{name}(): argument 'block_size' must be one number, got {shown(block_size)}")
     payload = bits_of(name, "bits", bits) if isinstance(bits, str) else scalar(name, "bits", bits, "", "positive")
-    size = count(name, "block_size", block_size)
+    size = as_count(block_size)
     scale = bits_of(name, "scale_format", scale_format)
     zero = 0.0 if zero_point is None else bits_of(name, "zero_point", zero_point)
     reference = bits_of(name, "baseline", baseline)
@@ -182,6 +189,7 @@ def quantization_overhead(
     )
 
 
+@checked()
 def model_weight_bytes(
     model: ModelRef, weight_bits: Precision = "fp16", tensor_parallel: Count = 1, *, registry: Registry | None = None
 ) -> Any:
@@ -195,6 +203,8 @@ def model_weight_bytes(
         a block-scaled format).
     tensor_parallel : int or array of int
         Devices the weights are split over (weights divide evenly).
+    registry : Registry, optional
+        Where a model id resolves (default: the packaged registry).
 
     Returns
     -------
@@ -215,12 +225,11 @@ def model_weight_bytes(
     """
     resolved = model_of(model, registry=registry)
     bits = bits_of("model_weight_bytes", "weight_bits", weight_bits)
-    degree = count("model_weight_bytes", "tensor_parallel", tensor_parallel)
-    return weight_bytes(resolved.parameters, bits) / degree
+    return weight_bytes(resolved.parameters, bits) / plain(tensor_parallel)
 
 
-@check_units(weights="B", capacity="B", reserve="B")
-def min_devices_for_weights(weights: Bytes, capacity: Capacity, reserve: Bytes = NO_BYTES) -> Any:
+@checked(weights="positive", capacity="positive")
+def min_devices_for_weights(weights: Bytes, capacity: Bytes, reserve: Bytes = NO_BYTES) -> Any:
     """Fewest devices whose memory (less a per-device reserve) holds the weights.
 
     Parameters
@@ -244,12 +253,10 @@ def min_devices_for_weights(weights: Bytes, capacity: Capacity, reserve: Bytes =
     >>> min_devices_for_weights(Q_(140, "GB"), Q_(80, "GB")), min_devices_for_weights(Q_(35, "GB"), Q_(80, "GB"))
     (2, 1)
     """
-    name = "min_devices_for_weights"
-    total = magnitude(name, "weights", weights, "B", "positive")
-    usable = magnitude(name, "capacity", capacity, "B", "positive") - magnitude(name, "reserve", reserve, "B")
+    usable = capacity - reserve
     if np.any(np.asarray(usable) <= 0):
-        raise InputError(f"{name}(): the reserve leaves no memory on a device (capacity <= reserve)")
-    return ceil_count(np.asarray(total) / usable)
+        raise InputError("min_devices_for_weights(): the reserve leaves no memory on a device (capacity <= reserve)")
+    return ceil_count(np.asarray(weights) / usable)
 
 
 #: Stored bits per weight of each serving precision, scales included: FP8 keeps one scale per

@@ -21,14 +21,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._support import checked
 from ..errors import InputError
 from ..formula import formula, maximum, minimum, var
 from ..phases import kv_handoff_time
 from ..types import Bandwidth, Bytes, Count, InterconnectRef, Time
-from ..units import (
-    Q_,  # noqa: F401 (the doctests use it)
-    check_units,
-)
+from ..units import Q_
 from ._common import _ZERO_SECONDS
 
 if TYPE_CHECKING:
@@ -395,7 +393,7 @@ def alltoall_time(message, devices, bandwidth, latency, bisection_bandwidth, flo
     return floor * minimum(devices - 1, 1) + maximum(maximum(startup, injection), bisection)
 
 
-@check_units(message="B", floor="s", latency="s", bisection_bandwidth="B/s")
+@checked(bisection_bandwidth="positive")
 def collective_time(
     collective: str,
     message: Bytes,
@@ -417,7 +415,7 @@ def collective_time(
     message : Quantity [information]
         Bytes, as each collective's formula defines them.
     devices : int
-        Ranks (ignored for point to point).
+        Ranks (a whole number >= 1; ignored for point to point).
     link : str or Interconnect
         Registry id or entry; supplies the bandwidth and, unless ``latency`` is given, alpha.
     floor : Quantity [time], optional
@@ -428,6 +426,8 @@ def collective_time(
         Which registry bandwidth to use; per direction is the physically right one.
     bisection_bandwidth : Quantity [information / time], optional
         For all-to-all; defaults to a non-blocking switch, ``devices / 2`` links.
+    registry : Registry, optional
+        Where ids resolve (default: the packaged registry).
 
     Returns
     -------
@@ -443,15 +443,18 @@ def collective_time(
     if collective not in COLLECTIVES:
         raise InputError(f"argument 'collective' must be one of {COLLECTIVES}, got {collective!r}")
     bandwidth = link_bandwidth(link, bandwidth_basis, registry=registry)
-    alpha = link_latency(link, registry=registry) if latency is None else latency
+    alpha = link_latency(link, registry=registry) if latency is None else Q_(latency, "s")
+    size, start = Q_(message, "B"), Q_(floor, "s")
     if collective == "point_to_point":
-        return point_to_point_time(message, bandwidth, alpha + floor)
+        return point_to_point_time(size, bandwidth, alpha + start)
     if collective == "alltoall":
-        bisection = bandwidth * np.asarray(devices) / 2 if bisection_bandwidth is None else bisection_bandwidth
-        return alltoall_time(message, devices, bandwidth, alpha, bisection, floor)
+        bisection = (
+            bandwidth * np.asarray(devices) / 2 if bisection_bandwidth is None else Q_(bisection_bandwidth, "B/s")
+        )
+        return alltoall_time(size, devices, bandwidth, alpha, bisection, start)
     function = {
         "allreduce": ring_allreduce_time,
         "allgather": ring_allgather_time,
         "reduce_scatter": ring_reduce_scatter_time,
     }[collective]
-    return function(message, devices, bandwidth, alpha, floor)
+    return function(size, devices, bandwidth, alpha, start)

@@ -6,13 +6,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._support import scalar
+from .._support import checked, one
 from ..errors import InputError
-from ..formula import check_domain, formula, magnitude, var
-from ..results import Result
-from ..types import Bandwidth, Bytes, Time
-from ..units import Q_, check_units
-from ._common import _ZERO_BYTES, _check_count
+from ..formula import formula, var
+from ..results import Result, plain
+from ..types import Bandwidth, Bytes, Count, Fraction, Number, Time
+from ..units import Q_
+from ._common import _ZERO_BYTES
 
 __all__ = [
     "embedding_table_bytes",
@@ -117,14 +117,14 @@ class EmbeddingTiers(Result):
     max_admitted_entities: float | None
 
 
-@check_units(vector_bytes="B", resident_budget="B")
+@checked(admitted_entities=one("positive"), vector_bytes="positive", hot_fraction=one(), warm_fraction=one())
 def tiered_embedding_placement(
-    admitted_entities: float,
+    admitted_entities: Number,
     vector_bytes: Bytes,
-    hot_replicas: int,
-    hot_fraction: float = 0.01,
-    warm_fraction: float = 0.10,
-    warm_shards: int = 8,
+    hot_replicas: Count,
+    hot_fraction: Fraction = 0.01,
+    warm_fraction: Fraction = 0.10,
+    warm_shards: Count = 8,
     resident_budget: Bytes | None = None,
 ) -> EmbeddingTiers:
     r"""Memory of a hot/warm/cold embedding placement, counting hot replicas against the budget.
@@ -162,31 +162,27 @@ def tiered_embedding_placement(
     (<Quantity(68.48, 'terabyte')>, True)
     """
     function = "tiered_embedding_placement"
-    admitted_entities = scalar(function, "admitted_entities", admitted_entities, "", "positive")
-    check_domain(function, "vector_bytes", vector_bytes.m_as("B"), "positive")
-    replicas = _check_count(function, "hot_replicas", hot_replicas)
-    shards = _check_count(function, "warm_shards", warm_shards)
-    check_domain(function, "hot_fraction", hot_fraction, "probability")
-    check_domain(function, "warm_fraction", warm_fraction, "probability")
+    admitted, hot_fraction, warm_fraction = float(admitted_entities), float(hot_fraction), float(warm_fraction)
+    vector_bytes, hot_replicas, warm_shards = plain(vector_bytes), plain(hot_replicas), plain(warm_shards)
     if hot_fraction + warm_fraction > 1:
         raise InputError(f"{function}(): hot_fraction + warm_fraction must be <= 1, got {hot_fraction + warm_fraction}")
     cold_fraction = 1 - hot_fraction - warm_fraction
-    hot, warm, cold = (admitted_entities * f for f in (hot_fraction, warm_fraction, cold_fraction))
-    factor = hot_fraction * replicas + warm_fraction + cold_fraction
-    total = (admitted_entities * factor * vector_bytes).to("TB")
+    hot, warm, cold = (admitted * f for f in (hot_fraction, warm_fraction, cold_fraction))
+    factor = hot_fraction * hot_replicas + warm_fraction + cold_fraction
+    total = Q_(admitted * factor * vector_bytes, "B").to("TB")
     fits = max_admitted = None
     if resident_budget is not None:
-        fits = bool(total <= resident_budget)
-        max_admitted = float((resident_budget / (factor * vector_bytes)).m_as(""))
+        fits = bool(total.m_as("B") <= resident_budget)
+        max_admitted = float(resident_budget / (factor * vector_bytes))
     return EmbeddingTiers(
         hot_entities=hot,
         warm_entities=warm,
         cold_entities=cold,
-        hot_bytes=(hot * replicas * vector_bytes).to("TB"),
-        warm_bytes=(warm * vector_bytes).to("TB"),
-        cold_bytes=(cold * vector_bytes).to("TB"),
+        hot_bytes=Q_(hot * hot_replicas * vector_bytes, "B").to("TB"),
+        warm_bytes=Q_(warm * vector_bytes, "B").to("TB"),
+        cold_bytes=Q_(cold * vector_bytes, "B").to("TB"),
         total_bytes=total,
-        warm_slice_bytes=(vector_bytes / shards).to("B"),
+        warm_slice_bytes=Q_(vector_bytes / warm_shards, "B"),
         fits=fits,
         max_admitted_entities=max_admitted,
     )
@@ -208,13 +204,13 @@ class EmbeddingLookup(Result):
     speedup: float
 
 
-@check_units(rpc_time="s", batching_window="s", vector_bytes="B", shard_bandwidth="B/s")
+@checked(rpc_time="positive", shard_bandwidth="positive", lookups=one(), shards=one(), unique_fraction=one())
 def embedding_lookup_time(
-    lookups: int,
+    lookups: Count,
     rpc_time: Time,
-    shards: int,
+    shards: Count,
     batching_window: Time = DEFAULT_BATCHING_WINDOW,
-    unique_fraction: float = 1.0,
+    unique_fraction: Fraction = 1.0,
     vector_bytes: Bytes = _ZERO_BYTES,
     shard_bandwidth: Bandwidth | None = None,
 ) -> EmbeddingLookup:
@@ -257,20 +253,16 @@ def embedding_lookup_time(
     (<Quantity(50.0, 'millisecond')>, <Quantity(1.01, 'millisecond')>)
     """
     function = "embedding_lookup_time"
-    count = _check_count(function, "lookups", lookups)
-    shard_count = _check_count(function, "shards", shards)
-    check_domain(function, "rpc_time", rpc_time.m_as("s"), "positive")
-    check_domain(function, "batching_window", batching_window.m_as("s"), "nonnegative")
-    check_domain(function, "unique_fraction", unique_fraction, "probability")
+    count, shard_count = int(lookups), int(shards)
+    rpc_time, batching_window, vector_bytes = plain(rpc_time), plain(batching_window), plain(vector_bytes)
+    shard_bandwidth = None if shard_bandwidth is None else plain(shard_bandwidth)
     if unique_fraction <= 0:
         raise InputError(f"{function}(): argument 'unique_fraction' must be > 0, got {unique_fraction}")
     unique = max(1, int(np.ceil(count * unique_fraction - 1e-9)))
     per_shard = -(-unique // shard_count)
-    if shard_bandwidth is not None:
-        magnitude(function, "shard_bandwidth", shard_bandwidth, "B/s", "positive")  # 0 or < 0 is not a link
-    transfer = Q_(0, "s") if shard_bandwidth is None else (per_shard * vector_bytes / shard_bandwidth).to("s")
-    sequential = (count * rpc_time).to("ms")
-    batched = (batching_window + rpc_time + transfer).to("ms")
+    transfer = 0.0 if shard_bandwidth is None else per_shard * vector_bytes / shard_bandwidth
+    sequential = Q_(count * rpc_time, "s").to("ms")
+    batched = Q_(batching_window + rpc_time + transfer, "s").to("ms")
     return EmbeddingLookup(
         sequential_time=sequential,
         sequential_waves=count,

@@ -7,14 +7,14 @@ from typing import Any
 
 import numpy as np
 
-from .._support import scalar
+from .._support import checked, one
 from ..errors import InputError
 from ..formula import check_domain
 from ..memory import weight_bytes
 from ..results import Result, as_count, plain
-from ..types import Bandwidth, Bytes, Count, Precision, Time, TokenRate
-from ..units import Q_, check_units
-from ._common import _ZERO_SECONDS, _check_count
+from ..types import Bandwidth, Bytes, Count, Number, Precision, Time, TokenRate
+from ..units import Q_
+from ._common import _ZERO_SECONDS
 from .tensor import min_shards
 
 __all__ = [
@@ -43,13 +43,13 @@ class MoeWeights(Result):
 
 
 def _check_parameters(function: str, total: Any, active: Any) -> None:
-    scalar(function, "total_parameters", total, "", "positive")
-    scalar(function, "active_parameters", active, "", "positive")
-    if np.any(np.asarray(active) > np.asarray(total)):
+    """The active parameters are not more than the total."""
+    if active > total:
         raise InputError(f"{function}(): argument 'active_parameters' ({active}) exceeds total_parameters ({total})")
 
 
-def moe_weights(total_parameters: Count, active_parameters: Count, bits_per_weight: Precision) -> MoeWeights:
+@checked(total_parameters=one("positive"), active_parameters=one("positive"))
+def moe_weights(total_parameters: Number, active_parameters: Number, bits_per_weight: Precision) -> MoeWeights:
     r"""Resident and active weight bytes of a mixture-of-experts model.
 
     Parameters
@@ -100,13 +100,14 @@ class ExpertPlacement(Result):
     replicated_weight_bytes: Bytes
 
 
+@checked(total_parameters=one("positive"), active_parameters=one("positive"), experts=one(), experts_per_token=one())
 def expert_placement(
-    total_parameters: float,
-    active_parameters: float,
-    experts: int,
-    experts_per_token: int,
-    expert_parallel: int,
-    bits_per_weight: float,
+    total_parameters: Number,
+    active_parameters: Number,
+    experts: Count,
+    experts_per_token: Count,
+    expert_parallel: Count,
+    bits_per_weight: Precision,
 ) -> ExpertPlacement:
     r"""Weights each device holds when ``expert_parallel`` devices split the experts (shared layers replicated).
 
@@ -147,9 +148,8 @@ def expert_placement(
     """
     function = "expert_placement"
     _check_parameters(function, total_parameters, active_parameters)
-    routed = _check_count(function, "experts", experts)
-    top_k = _check_count(function, "experts_per_token", experts_per_token)
-    devices = _check_count(function, "expert_parallel", expert_parallel)
+    total_parameters, active_parameters = float(total_parameters), float(active_parameters)
+    routed, top_k, devices = int(experts), int(experts_per_token), as_count(expert_parallel)
     if top_k >= routed:
         raise InputError(f"{function}(): argument 'experts_per_token' ({top_k}) must be below experts ({routed})")
     per_expert = (total_parameters - active_parameters) / (routed - top_k)
@@ -165,7 +165,7 @@ def expert_placement(
         expert_parameters=per_expert,
         shared_parameters=shared,
         experts_per_device=local,
-        even=routed % devices == 0,
+        even=plain(routed % devices == 0),
         device_weight_bytes=weight_bytes(shared + local * per_expert, bits_per_weight).to("GB"),
         replicated_weight_bytes=weight_bytes(total_parameters, bits_per_weight).to("GB"),
     )
@@ -185,16 +185,22 @@ class MoeDecodeFloor(Result):
     tokens_per_second: TokenRate
 
 
-@check_units(device_capacity="B", memory_bandwidth="B/s", routing_time="s")
+@checked(
+    total_parameters=one("positive"),
+    active_parameters=one("positive"),
+    device_capacity="positive",
+    memory_bandwidth="positive",
+    devices=one(),
+)
 def moe_decode_floor(
-    total_parameters: float,
-    active_parameters: float,
-    bits_per_weight: float,
-    devices_per_node: int,
+    total_parameters: Number,
+    active_parameters: Number,
+    bits_per_weight: Precision,
+    devices_per_node: Count,
     device_capacity: Bytes,
     memory_bandwidth: Bandwidth,
     routing_time: Time = _ZERO_SECONDS,
-    devices: int | None = None,
+    devices: Count | None = None,
 ) -> MoeDecodeFloor:
     r"""Nodes needed to hold an MoE model's weights and its optimistic batch-one decode floor.
 
@@ -238,22 +244,19 @@ def moe_decode_floor(
     """
     function = "moe_decode_floor"
     _check_parameters(function, total_parameters, active_parameters)
-    per_node = _check_count(function, "devices_per_node", devices_per_node)
-    check_domain(function, "device_capacity", device_capacity.m_as("B"), "positive")
-    check_domain(function, "memory_bandwidth", memory_bandwidth.m_as("B/s"), "positive")
-    check_domain(function, "routing_time", routing_time.m_as("s"), "nonnegative")
+    per_node = as_count(devices_per_node)
     resident = weight_bytes(total_parameters, bits_per_weight)
-    node_capacity = per_node * device_capacity
+    node_capacity = per_node * Q_(plain(device_capacity), "B")
     nodes = min_shards(resident, node_capacity)
-    count = nodes * per_node if devices is None else _check_count(function, "devices", devices)
+    count = nodes * per_node if devices is None else as_count(devices)
     per_device = weight_bytes(active_parameters, bits_per_weight) / count
-    read = (per_device / memory_bandwidth).to("ms")
-    token = (read + routing_time).to("ms")
+    read = (per_device / Q_(plain(memory_bandwidth), "B/s")).to("ms")
+    token = (read + Q_(plain(routing_time), "s")).to("ms")
     return MoeDecodeFloor(
         resident_bytes=resident.to("GB"),
         nodes=nodes,
         node_capacity=node_capacity.to("GB"),
-        devices=int(count),
+        devices=as_count(count),
         read_bytes_per_device=per_device.to("GB"),
         read_time=read,
         token_time=token,
@@ -261,7 +264,8 @@ def moe_decode_floor(
     )
 
 
-def expert_capacity(tokens: Count, experts_per_token: int, experts: int, capacity_factor: float = 1.25) -> Count:
+@checked(capacity_factor="positive")
+def expert_capacity(tokens: Count, experts_per_token: Count, experts: Count, capacity_factor: Number = 1.25) -> Count:
     r"""Token slots per expert under a capacity factor.
 
     Parameters
@@ -291,20 +295,18 @@ def expert_capacity(tokens: Count, experts_per_token: int, experts: int, capacit
     >>> expert_capacity(4096, 2, 8)
     1280
     """
-    count = _check_count("expert_capacity", "tokens", tokens)
-    check_domain("expert_capacity", "capacity_factor", capacity_factor, "positive")
-    share = np.asarray(count) * _check_count("expert_capacity", "experts_per_token", experts_per_token)
-    share = share / _check_count("expert_capacity", "experts", experts)
+    share = np.asarray(tokens) * experts_per_token / experts
     return as_count(np.ceil(capacity_factor * share * (1 - 1e-12)))
 
 
+@checked(capacity_factor=one("positive"), tokens=one(), experts=one(), experts_per_token=one(), trials=one())
 def simulate_expert_overflow(
-    tokens: int,
-    experts: int,
-    experts_per_token: int,
-    capacity_factor: float = 1.25,
+    tokens: Count,
+    experts: Count,
+    experts_per_token: Count,
+    capacity_factor: Number = 1.25,
     popularity: Any = None,
-    trials: int = 200,
+    trials: Count = 200,
     seed: int = 0,
 ) -> float:
     """Mean fraction of token-to-expert assignments that exceed expert capacity (seeded simulation).
@@ -336,6 +338,7 @@ def simulate_expert_overflow(
     >>> simulate_expert_overflow(512, 8, 2, 1.25, trials=50) < 0.01
     True
     """
+    tokens, experts, experts_per_token, trials = int(tokens), int(experts), int(experts_per_token), int(trials)
     capacity = expert_capacity(tokens, experts_per_token, experts, capacity_factor)
     weights = np.ones(experts) if popularity is None else np.asarray(popularity, dtype=float)
     if weights.shape != (experts,):
@@ -347,7 +350,7 @@ def simulate_expert_overflow(
     with np.errstate(divide="ignore"):
         log_weights = np.log(weights / weights.sum())
     dropped = 0
-    for _ in range(_check_count("simulate_expert_overflow", "trials", trials)):
+    for _ in range(trials):
         keys = log_weights + rng.gumbel(size=(tokens, experts))
         chosen = np.argpartition(-keys, experts_per_token - 1, axis=1)[:, :experts_per_token]
         load = np.bincount(chosen.ravel(), minlength=experts)

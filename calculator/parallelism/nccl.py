@@ -11,12 +11,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._support import numbers
+from .._support import checked
 from ..errors import InputError
-from ..formula import check_domain, magnitude
 from ..results import Result
 from ..types import Bandwidth, Bytes, Count, Time
-from ..units import Q_, check_units
+from ..units import Q_, shown
 from ._common import _ZERO_SECONDS
 from .collectives import ring_allreduce_time  # noqa: F401 (the doctests use it)
 
@@ -100,7 +99,7 @@ class AllReduceFit(Result):
 DECODE_MESSAGES = (Q_(16, "KiB"), Q_(1, "MiB"))
 
 
-@check_units(message="B", measured_time="s", latency="s", min_message="B")
+@checked(measured_time="positive")
 def fit_ring_allreduce(
     message: Bytes,
     devices: Count,
@@ -119,7 +118,7 @@ def fit_ring_allreduce(
     measured_time : Quantity [time], array
         Measured all-reduce times (medians).
     latency : Quantity [time], optional
-        Alpha held fixed in the fit (zero: the floor absorbs every per-call latency).
+        Alpha held fixed in the fit (zero: the floor absorbs every per-call latency); one number.
     min_message : Quantity [information], optional
         Smaller messages are left out of the fit (their times are bimodal and below the decode range).
 
@@ -148,15 +147,14 @@ def fit_ring_allreduce(
     >>> round(float(fit.floor.m_as("us")), 3), round(float(fit.bandwidth.m_as("GB/s")), 3)
     (30.0, 300.0)
     """
-    size = np.asarray(message.m_as("B"), dtype=float)
-    ranks = numbers("fit_ring_allreduce", "devices", devices)
-    times = np.asarray(measured_time.m_as("s"), dtype=float)
-    alpha = float(magnitude("fit_ring_allreduce", "latency", latency, "s", "nonnegative"))
+    for name, value in (("latency", latency), ("min_message", min_message)):
+        if np.ndim(value):
+            raise InputError(f"fit_ring_allreduce(): argument '{name}' must be one number, got {shown(value)}")
+    size, ranks, times = (np.asarray(values, dtype=float) for values in (message, devices, measured_time))
+    alpha = float(latency)
     if not (size.shape == ranks.shape == times.shape) or size.ndim != 1:
         raise InputError("fit_ring_allreduce(): message, devices and measured_time must be 1-D arrays of one length")
-    check_domain("fit_ring_allreduce", "devices", ranks, "positive_integer")
-    check_domain("fit_ring_allreduce", "measured_time", times, "positive")
-    keep = (size >= min_message.m_as("B")) & (ranks > 1)
+    keep = (size >= min_message) & (ranks > 1)
     if keep.sum() < 3:
         raise InputError("fit_ring_allreduce(): need at least 3 measurements with devices > 1 above min_message")
     x, n, y = size[keep], ranks[keep], times[keep]
@@ -182,7 +180,7 @@ def fit_ring_allreduce(
     predicted = floor + 2 * (ranks - 1) * alpha + 2 * (ranks - 1) / ranks * size * inverse_bandwidth
     relative = predicted / times - 1
     low, high = (q.m_as("B") for q in DECODE_MESSAGES)
-    regimes = {"decode": (size >= low) & (size <= high), "large": size > high, "all": size >= min_message.m_as("B")}
+    regimes = {"decode": (size >= low) & (size <= high), "large": size > high, "all": size >= min_message}
     rows = []
     for count in sorted(set(ranks[ranks > 1].astype(int))):
         for regime, in_regime in regimes.items():
@@ -203,6 +201,6 @@ def fit_ring_allreduce(
     return AllReduceFit(
         floor=Q_(float(floor), "s").to("us"),
         bandwidth=Q_(float(1 / inverse_bandwidth), "B/s").to("GB/s"),
-        latency=latency,
+        latency=Q_(alpha, "s"),
         errors=tuple(rows),
     )

@@ -6,12 +6,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._support import checked, one
 from ..errors import InputError
-from ..formula import check_domain, formula, var
+from ..formula import formula, var
 from ..results import Result
-from ..types import Rate, Time
-from ..units import Q_, check_units
-from ._common import _ZERO_SECONDS, _check_count
+from ..types import Count, Rate, Time
+from ..units import Q_
+from ._common import _ZERO_SECONDS
 
 __all__ = [
     "PipelineStage",
@@ -52,8 +53,9 @@ class HybridLayout(Result):
     stages: tuple[PipelineStage, ...]
 
 
+@checked(layers=one(), pipeline_parallel=one(), tensor_parallel=one(), attention_heads=one())
 def hybrid_layout(
-    layers: int, pipeline_parallel: int, tensor_parallel: int, attention_heads: int | None = None
+    layers: Count, pipeline_parallel: Count, tensor_parallel: Count, attention_heads: Count | None = None
 ) -> HybridLayout:
     """Lay out a model as pipeline stages of contiguous layers, each a tensor-parallel group.
 
@@ -91,17 +93,16 @@ def hybrid_layout(
     >>> [(s.first_layer, s.last_layer) for s in hybrid_layout(61, 4, 8).stages]
     [(1, 16), (17, 31), (32, 46), (47, 61)]
     """
-    count = _check_count("hybrid_layout", "layers", layers)
-    stages = _check_count("hybrid_layout", "pipeline_parallel", pipeline_parallel)
-    degree = _check_count("hybrid_layout", "tensor_parallel", tensor_parallel)
+    count, stages, degree = int(layers), int(pipeline_parallel), int(tensor_parallel)
     if stages > count:
         raise InputError(
             f"hybrid_layout(): argument 'pipeline_parallel' ({stages}) must not exceed layers ({count}): "
             "every stage holds at least one layer"
         )
-    if attention_heads is not None and _check_count("hybrid_layout", "attention_heads", attention_heads) % degree:
+    heads = None if attention_heads is None else int(attention_heads)
+    if heads is not None and heads % degree:
         raise InputError(
-            f"hybrid_layout(): argument 'tensor_parallel' ({degree}) must divide attention_heads ({attention_heads})"
+            f"hybrid_layout(): argument 'tensor_parallel' ({degree}) must divide attention_heads ({heads})"
         )
     per, extra = divmod(count, stages)
     bounds = [0]
@@ -140,9 +141,9 @@ class PipelinePerformance(Result):
     bubble_fraction: float
 
 
-@check_units(stage_times="s", transfer_time="s")
+@checked(stage_times="positive", requests=one())
 def pipeline_performance(
-    stage_times: Time, requests: int = 1, transfer_time: Time = _ZERO_SECONDS
+    stage_times: Time, requests: Count = 1, transfer_time: Time = _ZERO_SECONDS
 ) -> PipelinePerformance:
     r"""Latency, throughput and bubble of a pipeline of stages serving ``requests`` identical requests.
 
@@ -183,13 +184,11 @@ def pipeline_performance(
     >>> round(pipeline_performance(Q_([5, 5, 5, 5], "ms"), requests=12).bubble_fraction, 4)
     0.2
     """
-    times = np.atleast_1d(stage_times.m_as("s")).astype(float)
-    if times.ndim != 1 or times.size == 0:
+    times = np.atleast_1d(stage_times)
+    if times.ndim != 1:
         raise InputError("pipeline_performance(): argument 'stage_times' must be a non-empty 1-D array")
-    check_domain("pipeline_performance", "stage_times", times, "positive")
-    count = _check_count("pipeline_performance", "requests", requests)
-    transfers = np.broadcast_to(np.asarray(transfer_time.m_as("s"), dtype=float), (times.size - 1,))
-    check_domain("pipeline_performance", "transfer_time", transfers, "nonnegative")
+    count = int(requests)
+    transfers = np.broadcast_to(np.asarray(transfer_time), (times.size - 1,))
     bottleneck = max(times.max(), transfers.max(initial=0.0))
     latency = times.sum() + transfers.sum()
     makespan = latency + (count - 1) * bottleneck

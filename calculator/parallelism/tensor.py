@@ -4,19 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np  # noqa: F401 (the doctests use it)
-
+from .._support import checked, one
 from ..errors import InputError
 from ..formula import formula, maximum, var
 from ..memory import min_devices_for_weights
 from ..memory.kv import kv_shards
 from ..results import Result
 from ..types import Bytes, Count
-from ..units import (
-    Q_,  # noqa: F401 (the doctests use it)
-    check_units,
-)
-from ._common import _ZERO_BYTES, _check_count
+from ..units import Q_
+from ._common import _ZERO_BYTES
 from .collectives import ring_allreduce_time
 from .nccl import NCCL_ALLREDUCE_H100  # noqa: F401 (the doctests use it)
 
@@ -38,7 +34,7 @@ __all__ = [
 # Sharding triggers and step time (eq. 11-13)
 
 
-@check_units(weight_bytes="B", device_capacity="B", reserve="B")
+@checked(weight_bytes="positive", device_capacity="positive")
 def min_shards(weight_bytes: Bytes, device_capacity: Bytes, reserve: Bytes = _ZERO_BYTES) -> Count:
     r"""Weight-only lower bound on the number of devices that can hold a model's weights.
 
@@ -69,7 +65,7 @@ def min_shards(weight_bytes: Bytes, device_capacity: Bytes, reserve: Bytes = _ZE
     >>> min_shards(weight_bytes(70e9, 16), Q_(80, "GB"))
     2
     """
-    return min_devices_for_weights(weight_bytes, device_capacity, reserve)
+    return min_devices_for_weights(Q_(weight_bytes, "B"), Q_(device_capacity, "B"), Q_(reserve, "B"))
 
 
 @formula(
@@ -287,6 +283,7 @@ def tensor_parallel_layer_time_ring(layer_compute_time, tensor_parallel, message
     --------
     A 1 MiB decode all-reduce at TP 1, 2, 4, 8 with the fitted H100 NCCL floor:
 
+    >>> import numpy as np
     >>> cal = NCCL_ALLREDUCE_H100
     >>> tensor_parallel_layer_time_ring(Q_(0.4, "ms"), np.array([1, 2, 4, 8]), Q_(1, "MiB"), cal.bandwidth,
     ...                                 cal.latency, cal.floor).to("us")
@@ -386,7 +383,8 @@ class KvHeadPlacement(Result):
     kv_fraction_per_device: float
 
 
-def kv_head_placement(attention_heads: int, kv_heads: int, tensor_parallel: int) -> KvHeadPlacement:
+@checked(attention_heads=one(), kv_heads=one(), tensor_parallel=one())
+def kv_head_placement(attention_heads: Count, kv_heads: Count, tensor_parallel: Count) -> KvHeadPlacement:
     """Place attention heads and KV-cache heads across tensor-parallel ranks (section 10.10.2).
 
     Parameters
@@ -424,9 +422,7 @@ def kv_head_placement(attention_heads: int, kv_heads: int, tensor_parallel: int)
     >>> kv_head_placement(64, 8, 8).kv_heads_per_device
     1
     """
-    heads = _check_count("kv_head_placement", "attention_heads", attention_heads)
-    kv = _check_count("kv_head_placement", "kv_heads", kv_heads)
-    degree = _check_count("kv_head_placement", "tensor_parallel", tensor_parallel)
+    heads, kv, degree = int(attention_heads), int(kv_heads), int(tensor_parallel)
     if kv > heads or heads % kv:
         raise InputError(
             f"kv_head_placement(): argument 'kv_heads' ({kv}) must divide attention_heads ({heads}) (MHA/GQA/MQA)"

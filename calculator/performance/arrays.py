@@ -211,29 +211,12 @@ def step_arrays(
     per_expert = (spec.parameters - spec.active) / (experts - k) if experts > k else 0.0
     shared = active - k * per_expert
     kv = model_kv_bytes_per_token(spec, kv_name).m_as("B/token")
-    link = device.nvlink_bandwidth
-    if link is None:
-        from ..registry import registry_of
-
-        host = registry_of(device, registry).interconnect(device.host_link) if device.host_link else None
-        link = host.bandwidth if host is not None else Q_(16, "GB/s")
+    link = _link_bandwidth(device, registry)
     layers = float(spec.layers)
     heads, head_dim = float(spec.attention_heads), float(spec.head_dim)
     kv_heads = float(spec.kv_heads or spec.attention_heads)
     mla = spec.attention == "mla" and spec.kv_lora_rank is not None
-    if mla:
-        nope, rope = float(spec.qk_nope_head_dim or head_dim), float(spec.qk_rope_head_dim or 0)
-        value = float(spec.v_head_dim or head_dim)
-        q_lora = float(spec.q_lora_rank or 0)
-        attention_params = (
-            (hidden * q_lora + q_lora * heads * (nope + rope) if q_lora else hidden * heads * (nope + rope))
-            + hidden * (spec.kv_lora_rank + rope)
-            + spec.kv_lora_rank * heads * (nope + value)
-            + heads * value * hidden
-        )
-    else:
-        nope = rope = value = q_lora = 0.0
-        attention_params = hidden * (heads + 2 * kv_heads) * head_dim + heads * head_dim * hidden
+    attention_params, (nope, rope, value, q_lora) = _attention_params(spec, float(hidden), mla)
     lm_head = embedding
     if experts > 1:
         expert_width = per_expert / (3 * hidden * layers)
@@ -281,3 +264,31 @@ def step_arrays(
         kv_precision=kv_name,
         measured=bool(tables.measured and GEMM_TABLE_OF_WEIGHTS.get(name, "bf16") in tables.measured_dtypes),
     )
+
+
+def _link_bandwidth(device: Any, registry: Registry | None) -> Any:
+    """The device's GPU-to-GPU bandwidth: NVLink, else its host link (in its own registry), else 16 GB/s PCIe."""
+    if device.nvlink_bandwidth is not None:
+        return device.nvlink_bandwidth
+    from ..registry import registry_of
+
+    host = registry_of(device, registry).interconnect(device.host_link) if device.host_link else None
+    return host.bandwidth if host is not None else Q_(16, "GB/s")
+
+
+def _attention_params(spec: Any, hidden: float, mla: bool) -> tuple[float, tuple[float, float, float, float]]:
+    """Attention weights per layer, and the MLA sizes (no-position, rotary, value head dims, query rank; GQA: 0)."""
+    heads, head_dim = float(spec.attention_heads), float(spec.head_dim)
+    if not mla:
+        kv_heads = float(spec.kv_heads or spec.attention_heads)
+        return hidden * (heads + 2 * kv_heads) * head_dim + heads * head_dim * hidden, (0.0, 0.0, 0.0, 0.0)
+    nope, rope = float(spec.qk_nope_head_dim or head_dim), float(spec.qk_rope_head_dim or 0)
+    value = float(spec.v_head_dim or head_dim)
+    q_lora = float(spec.q_lora_rank or 0)
+    params = (
+        (hidden * q_lora + q_lora * heads * (nope + rope) if q_lora else hidden * heads * (nope + rope))
+        + hidden * (spec.kv_lora_rank + rope)
+        + spec.kv_lora_rank * heads * (nope + value)
+        + heads * value * hidden
+    )
+    return params, (nope, rope, value, q_lora)

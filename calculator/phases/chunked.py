@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._support import count
+from .._support import checked, count, one
 from ..errors import InputError
 from ..formula import formula, per, var
 from ..results import Result
 from ..types import AcceleratorRef, Count, ModelRef, Precision, Time, Tokens
-from ..units import Q_
+from ..units import Q_, shown
 from ._common import _device_setup
 from .flops import roofline_time
 
@@ -97,8 +97,14 @@ def hybrid_iteration_time(weights, memory_bandwidth, decode_tokens, prefill_toke
     return roofline_time.func(flops, weights, peak_throughput, memory_bandwidth)
 
 
+@checked(
+    prompt_tokens="positive_integer",
+    chunk_size="positive_integer",
+    token_budget="positive_integer",
+    decode_batch="nonnegative_integer",
+)
 def prefill_iterations(
-    prompt_tokens: Tokens, chunk_size: Tokens, token_budget: Tokens = None, decode_batch: Count = 0
+    prompt_tokens: Tokens, chunk_size: Tokens, token_budget: Tokens | None = None, decode_batch: Count = 0
 ) -> Any:
     """Iterations a prompt needs under chunked prefill (the lone prefill of its iterations).
 
@@ -132,12 +138,9 @@ def prefill_iterations(
     20
     """
     name = "prefill_iterations"
-    prompt = np.asarray(count(name, "prompt_tokens", prompt_tokens))
-    step = np.asarray(count(name, "chunk_size", chunk_size))
+    prompt, step = np.asarray(prompt_tokens), np.asarray(chunk_size)
     if token_budget is not None:
-        residual = np.asarray(count(name, "token_budget", token_budget)) - count(
-            name, "decode_batch", decode_batch, minimum=0
-        )
+        residual = np.asarray(token_budget) - decode_batch
         if np.any(residual < 1):
             raise InputError(f"{name}(): decode_batch uses the whole token_budget; no prefill tokens fit (Eq. 8)")
         step = np.minimum(step, residual)
@@ -145,8 +148,11 @@ def prefill_iterations(
     return int(iterations) if iterations.ndim == 0 else iterations.astype(np.int64)
 
 
+@checked(
+    decode_batch=one("nonnegative_integer"), token_budget=one("positive_integer"), chunk_size=one("positive_integer")
+)
 def schedule_iteration(
-    decode_batch: int, prefill_queue: Sequence[tuple[int, int]], token_budget: int, chunk_size: int
+    decode_batch: Count, prefill_queue: Sequence[tuple[int, int]], token_budget: Tokens, chunk_size: Tokens
 ) -> list[tuple[int, int, int]]:
     """One pass of Algorithm 3: the prefill chunks of the next hybrid iteration.
 
@@ -178,9 +184,7 @@ def schedule_iteration(
     [(0, 0, 256), (1, 200, 100), (2, 0, 50)]
     """
     name = "schedule_iteration"
-    decode = count(name, "decode_batch", decode_batch, minimum=0)
-    budget = count(name, "token_budget", token_budget)
-    step = count(name, "chunk_size", chunk_size)
+    decode, budget, step = int(decode_batch), int(token_budget), int(chunk_size)
     if decode > budget:
         raise InputError(f"{name}(): decode_batch ({decode}) exceeds token_budget ({budget}) (Eq. 8)")
     remaining = budget - decode
@@ -216,8 +220,14 @@ class ChunkedSchedule(Result):
     first_token_iteration: np.ndarray
 
 
+@checked(
+    prompt_lengths="positive_integer",
+    decode_batch=one("nonnegative_integer"),
+    token_budget=one("positive_integer"),
+    chunk_size=one("positive_integer"),
+)
 def simulate_chunked_prefill(
-    prompt_lengths: Sequence[int], decode_batch: int, token_budget: int, chunk_size: int
+    prompt_lengths: Tokens, decode_batch: Count, token_budget: Tokens, chunk_size: Tokens
 ) -> ChunkedSchedule:
     """Run Algorithm 3 on a queue of prompts with a fixed set of decode streams.
 
@@ -227,7 +237,7 @@ def simulate_chunked_prefill(
     Parameters
     ----------
     prompt_lengths : sequence of int
-        Prompts waiting, in queue order.
+        Prompts waiting, in queue order (a list or 1-D array of token counts).
     decode_batch : int
         Streams already decoding.
     token_budget, chunk_size : int
@@ -243,16 +253,18 @@ def simulate_chunked_prefill(
     (20, array([20]))
     """
     name = "simulate_chunked_prefill"
-    if isinstance(prompt_lengths, str) or not isinstance(prompt_lengths, Sequence | np.ndarray):
-        raise InputError(f"{name}(): argument 'prompt_lengths' must be a list of prompt lengths")
-    queue = [[count(name, f"prompt_lengths[{i}]", p), 0] for i, p in enumerate(prompt_lengths)]
-    decode = count(name, "decode_batch", decode_batch, minimum=0)
-    least = min(count(name, "token_budget", token_budget) - decode, count(name, "chunk_size", chunk_size))
+    if np.ndim(prompt_lengths) != 1:
+        raise InputError(
+            f"{name}(): argument 'prompt_lengths' must be a list of prompt lengths, got {shown(prompt_lengths)}"
+        )
+    queue = [[int(length), 0] for length in prompt_lengths]
+    decode, budget, step = int(decode_batch), int(token_budget), int(chunk_size)
+    least = min(budget - decode, step)
     if least >= 1 and sum(length for length, _ in queue) / least > MAX_ITERATIONS:
         raise InputError(f"{name}(): the prompts need more than {MAX_ITERATIONS:,} iterations at this budget")
-    if decode + len(queue) > count(name, "token_budget", token_budget):
+    if decode + len(queue) > budget:
         raise InputError(
-            f"{name}(): decode_batch + prompts ({decode + len(queue)}) exceed token_budget ({token_budget}); "
+            f"{name}(): decode_batch + prompts ({decode + len(queue)}) exceed token_budget ({budget}); "
             f"admission must keep promoted prompts within the budget (section 10.8.2)"
         )
     first = np.zeros(len(queue), dtype=np.int64)
@@ -260,7 +272,7 @@ def simulate_chunked_prefill(
     decode_log: list[int] = []
     prefill_log: list[int] = []
     while waiting:
-        plan = schedule_iteration(decode, [tuple(queue[i]) for i in waiting], token_budget, chunk_size)
+        plan = schedule_iteration(decode, [(queue[i][0], queue[i][1]) for i in waiting], budget, step)
         decode_log.append(decode)
         prefill_log.append(sum(chunk for _, _, chunk in plan))
         for position, offset, chunk in plan:
@@ -292,14 +304,17 @@ class ChunkedPrefillTradeoff(Result):
     decode_step: Time
 
 
+@checked(
+    prompt_tokens=one("positive_integer"), chunk_size=one("positive_integer"), decode_batch=one("nonnegative_integer")
+)
 def chunked_prefill_tradeoff(
     model: ModelRef,
     accelerator: AcceleratorRef,
-    prompt_tokens: int,
-    chunk_size: int,
-    decode_batch: int,
+    prompt_tokens: Tokens,
+    chunk_size: Tokens,
+    decode_batch: Count,
     precision: str = "fp16",
-    tensor_parallel: int = 1,
+    tensor_parallel: Count = 1,
     weight_bits: Precision = None,
     *,
     registry: Registry | None = None,
@@ -309,13 +324,15 @@ def chunked_prefill_tradeoff(
     Parameters
     ----------
     model, accelerator, precision, tensor_parallel, weight_bits
-        As for :func:`prefill_time`.
+        As for :func:`roofline_prefill_time`.
     prompt_tokens : int
         The arriving prompt ``P``.
     chunk_size : int
         ``C_chunk``; the iteration budget is ``B_dec + C_chunk``.
     decode_batch : int
         Streams decoding on the worker.
+    registry : Registry, optional
+        Where ids resolve (default: the packaged registry).
 
     Returns
     -------
@@ -339,9 +356,7 @@ def chunked_prefill_tradeoff(
     """
     name = "chunked_prefill_tradeoff"
     setup = _device_setup(name, model, accelerator, precision, tensor_parallel, weight_bits, "fp16", registry=registry)
-    prompt = count(name, "prompt_tokens", prompt_tokens)
-    step = count(name, "chunk_size", chunk_size)
-    decode = count(name, "decode_batch", decode_batch, minimum=0)
+    prompt, step, decode = int(prompt_tokens), int(chunk_size), int(decode_batch)
     limit = setup["model"].max_context
     if limit is not None and prompt > limit:
         raise InputError(f"{name}(): prompt_tokens ({prompt:,}) exceed the model's context limit of {limit:,} tokens")

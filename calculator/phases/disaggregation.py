@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._support import count, magnitude, renamed
+from .._support import checked, magnitude, one, renamed
 from ..errors import InputError
 from ..memory import kv_cache_bytes, kv_handoff_time, model_kv_bytes_per_token
 from ..results import Result, ceil_count
@@ -28,7 +28,7 @@ from ..types import (
     TokenRate,
     Tokens,
 )
-from ..units import Q_, check_units
+from ..units import Q_
 from ._common import _device_setup
 from .roofline import roofline_prefill_time
 
@@ -63,13 +63,14 @@ def _link(function: str, link: Any, registry: Any) -> tuple[float, float]:
 
 
 @renamed(kv_dtype="kv_precision")
+@checked(prompt_tokens="positive_integer")
 def model_kv_handoff_time(
     model: ModelRef,
     prompt_tokens: Tokens,
     link: InterconnectRef,
     kv_precision: Precision = "fp16",
     parallel_links: Count = 1,
-    startup_latency: Time = None,
+    startup_latency: Time | None = None,
     *,
     registry: Registry | None = None,
 ) -> Any:
@@ -86,6 +87,8 @@ def model_kv_handoff_time(
     parallel_links : int
     startup_latency : Quantity [time], optional
         Overrides the interconnect's startup latency (set it to the loaded operating point).
+    registry : Registry, optional
+        Where ids resolve (default: the packaged registry).
 
     Returns
     -------
@@ -102,15 +105,13 @@ def model_kv_handoff_time(
     name = "model_kv_handoff_time"
     bandwidth, latency = _link(name, link, registry)
     if startup_latency is not None:
-        latency = magnitude(name, "startup_latency", startup_latency, "s")
-    tokens = count(name, "prompt_tokens", prompt_tokens)
+        latency = startup_latency
     kv = kv_cache_bytes.numeric(
         batch=1,
-        context=np.asarray(tokens, dtype=float),
+        context=np.asarray(prompt_tokens),
         kv_per_token=model_kv_bytes_per_token(model, kv_precision, registry=registry).m_as("B/token"),
     )
-    links = count(name, "parallel_links", parallel_links)
-    return kv_handoff_time(Q_(kv, "B"), Q_(bandwidth, "B/s"), Q_(latency, "s"), links)
+    return kv_handoff_time(Q_(kv, "B"), Q_(bandwidth, "B/s"), Q_(latency, "s"), parallel_links)
 
 
 @dataclass(frozen=True, repr=False)
@@ -123,13 +124,14 @@ class PreemptionCosts(Result):
 
 
 @renamed(kv_dtype="kv_precision")
+@checked(context=one("positive_integer"), tensor_parallel=one())
 def preemption_costs(
     model: ModelRef,
     accelerator: AcceleratorRef,
-    context: int,
+    context: Tokens,
     host_link: InterconnectRef,
     precision: str = "fp16",
-    tensor_parallel: int = 1,
+    tensor_parallel: Count = 1,
     kv_precision: Precision = "fp16",
     *,
     registry: Registry | None = None,
@@ -139,11 +141,13 @@ def preemption_costs(
     Parameters
     ----------
     model, accelerator, precision, tensor_parallel, kv_precision
-        As for :func:`prefill_time`.
+        As for :func:`roofline_prefill_time`.
     context : int
         Tokens the sequence holds.
     host_link : Quantity [information / time] or str or Interconnect
         Device-host path (PCIe), per direction; each device of the group has its own.
+    registry : Registry, optional
+        Where ids resolve (default: the packaged registry).
 
     Returns
     -------
@@ -167,7 +171,7 @@ def preemption_costs(
     """
     name = "preemption_costs"
     setup = _device_setup(name, model, accelerator, precision, tensor_parallel, None, kv_precision, registry=registry)
-    tokens = count(name, "context", context)
+    tokens = int(context)
     bandwidth, latency = _link(name, host_link, registry)
     held = kv_cache_bytes.numeric(batch=1, context=tokens, kv_per_token=setup["kv_per_token"])
     one_way = kv_handoff_time.numeric(kv_bytes=held, link_bandwidth=bandwidth, startup_latency=latency)
@@ -189,14 +193,14 @@ class PoolSizes(Result):
     decode_utilization: Fraction
 
 
-@check_units(arrival_rate="request/s", prefill_throughput="token/s", decode_throughput="token/s")
+@checked(prefill_throughput="positive", decode_throughput="positive")
 def disaggregated_pool_sizes(
     arrival_rate: Rate,
     prompt_tokens: Tokens,
     output_tokens: Tokens,
     prefill_throughput: TokenRate,
     decode_throughput: TokenRate,
-    max_utilization: float = 0.8,
+    max_utilization: Fraction = 0.8,
 ) -> PoolSizes:
     """Size the prefill and decode pools of a disaggregated deployment by their token rates.
 
@@ -228,18 +232,12 @@ def disaggregated_pool_sizes(
     >>> s.prefill_instances, s.decode_instances
     (2, 4)
     """
-    name = "disaggregated_pool_sizes"
-    rate = magnitude(name, "arrival_rate", arrival_rate, "request/s")
-    prompt = magnitude(name, "prompt_tokens", prompt_tokens, "", "nonnegative")
-    output = magnitude(name, "output_tokens", output_tokens, "", "nonnegative")
-    prefill = magnitude(name, "prefill_throughput", prefill_throughput, "token/s", "positive")
-    decode = magnitude(name, "decode_throughput", decode_throughput, "token/s", "positive")
-    ceiling = magnitude(name, "max_utilization", max_utilization, "", "probability")
-    if np.any(np.asarray(ceiling) == 0):
-        raise InputError(f"{name}(): argument 'max_utilization' must be > 0")
-    demand_prefill, demand_decode = rate * prompt / prefill, rate * output / decode
-    n_prefill = np.maximum(ceil_count(demand_prefill / ceiling), 1)
-    n_decode = np.maximum(ceil_count(demand_decode / ceiling), 1)
+    if np.any(np.asarray(max_utilization) == 0):
+        raise InputError("disaggregated_pool_sizes(): argument 'max_utilization' must be > 0")
+    demand_prefill = arrival_rate * prompt_tokens / prefill_throughput
+    demand_decode = arrival_rate * output_tokens / decode_throughput
+    n_prefill = np.maximum(ceil_count(demand_prefill / max_utilization), 1)
+    n_decode = np.maximum(ceil_count(demand_decode / max_utilization), 1)
 
     def out(x):
         return x.item() if np.ndim(x) == 0 else x

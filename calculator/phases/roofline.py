@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._support import count, renamed
+from .._support import checked, renamed
 from ..memory import kv_cache_bytes
 from ..results import Result
 from ..types import AcceleratorRef, Bytes, Compute, Count, ModelRef, Precision, Time, Tokens
@@ -94,6 +94,7 @@ def _estimate(flops, bytes_moved, tokens, peak, bandwidth) -> RooflineEstimate:
 
 
 @renamed(kv_dtype="kv_precision")
+@checked(prompt_tokens="positive_integer", cached_tokens="nonnegative_integer")
 def roofline_prefill_time(
     model: ModelRef,
     accelerator: AcceleratorRef,
@@ -127,6 +128,8 @@ def roofline_prefill_time(
     weight_bits : str or float, optional
         Weight storage when it differs from ``precision`` (``"int4"`` for W4A16).
     kv_precision : str
+    registry : Registry, optional
+        Where ids resolve (default: the packaged registry).
 
     Returns
     -------
@@ -146,13 +149,11 @@ def roofline_prefill_time(
     >>> round(est.time.m_as("ms"), 1), est.compute_bound
     (75.3, True)
     """
-    name = "prefill_time"
+    name = "roofline_prefill_time"
     setup = _device_setup(
         name, model, accelerator, precision, tensor_parallel, weight_bits, kv_precision, registry=registry
     )
-    prompt = np.asarray(count(name, "prompt_tokens", prompt_tokens), dtype=float)
-    sequences = np.asarray(count(name, "batch", batch), dtype=float)
-    cached = np.asarray(count(name, "cached_tokens", cached_tokens, minimum=0), dtype=float)
+    prompt, sequences, cached = np.asarray(prompt_tokens), np.asarray(batch), np.asarray(cached_tokens)
     flops = (
         sequences
         * prefill_flops.numeric(
@@ -170,6 +171,7 @@ def roofline_prefill_time(
 
 
 @renamed(kv_dtype="kv_precision")
+@checked(context="positive_integer")
 def roofline_decode_step_time(
     model: ModelRef,
     accelerator: AcceleratorRef,
@@ -192,7 +194,9 @@ def roofline_decode_step_time(
     context : int or array
         Tokens each sequence holds (its new token attends to all of them).
     precision, tensor_parallel, weight_bits, kv_precision
-        As for :func:`prefill_time`.
+        As for :func:`roofline_prefill_time`.
+    registry : Registry, optional
+        Where ids resolve (default: the packaged registry).
 
     Returns
     -------
@@ -213,12 +217,11 @@ def roofline_decode_step_time(
     >>> step.time.to("ms")
     <Quantity([5.27396184 8.42908007], 'millisecond')>
     """
-    name = "decode_step_time"
+    name = "roofline_decode_step_time"
     setup = _device_setup(
         name, model, accelerator, precision, tensor_parallel, weight_bits, kv_precision, registry=registry
     )
-    sequences = np.asarray(count(name, "batch", batch), dtype=float)
-    tokens = np.asarray(count(name, "context", context), dtype=float)
+    sequences, tokens = np.asarray(batch), np.asarray(context)
     flops = (
         decode_flops.numeric(
             active_parameters=setup["model"].active, batch=sequences, context=tokens, attention_flops=setup["attention"]

@@ -10,15 +10,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._support import magnitude
-from ..errors import InputError
+from .._support import checked
+from ..errors import InputError, UnitsError
 from ..formula import formula, var
 from ..results import Result, ceil_count
 from ..types import Bytes, Count, Fraction, Rate, Time
-from ..units import (
-    Q_,  # noqa: F401 (the doctests use it)
-    check_units,
-)
+from ..units import Q_
 
 __all__ = [
     "DistributionTriggers",
@@ -68,14 +65,7 @@ _TABLE_1 = {
 }
 
 
-@check_units(
-    memory_required="B",
-    device_memory="B",
-    demand="request/s",
-    peak_throughput="request/s",
-    execution_latency="s",
-    latency_target="s",
-)
+@checked(device_memory="positive", demand="positive", peak_throughput="positive", latency_target="positive")
 def distribution_triggers(
     memory_required: Bytes | None = None,
     device_memory: Bytes | None = None,
@@ -118,20 +108,26 @@ def distribution_triggers(
     >>> t.throughput, t.min_replicas, t.strategies
     (True, 10, ('horizontal replication',))
     """
-    name = "distribution_triggers"
     memory = throughput = latency = None
     replicas = None
-    if memory_required is not None or device_memory is not None:
-        need = magnitude(name, "memory_required", memory_required, "B", "nonnegative")
-        have = magnitude(name, "device_memory", device_memory, "B", "positive")
-        memory = bool(need > have)
-    if demand is not None or peak_throughput is not None:
-        replicas = replicas_for_load(demand, peak_throughput)
+    pairs = (
+        ("memory_required", memory_required, "device_memory", device_memory),
+        ("demand", demand, "peak_throughput", peak_throughput),
+        ("execution_latency", execution_latency, "latency_target", latency_target),
+    )
+    for first, one, second, other in pairs:
+        if (one is None) != (other is None):
+            raise UnitsError(
+                f"distribution_triggers(): give '{first}' and '{second}' together, "
+                f"got '{second if other is None else first}' = None"
+            )
+    if memory_required is not None:
+        memory = bool(memory_required > device_memory)
+    if demand is not None:
+        replicas = replicas_for_load(Q_(demand, "request/s"), Q_(peak_throughput, "request/s"))
         throughput = replicas > 1
-    if execution_latency is not None or latency_target is not None:
-        run = magnitude(name, "execution_latency", execution_latency, "s", "nonnegative")
-        target = magnitude(name, "latency_target", latency_target, "s", "positive")
-        latency = bool(run > target)
+    if execution_latency is not None:
+        latency = bool(execution_latency > latency_target)
     fired = {"memory": memory, "throughput": throughput, "latency": latency}
     strategies = tuple(_TABLE_1[key] for key, value in fired.items() if value)
     return DistributionTriggers(memory, throughput, latency, replicas, strategies)
@@ -220,7 +216,7 @@ def replica_demand(arrival_rate, replica_throughput, max_utilization):
     return arrival_rate / (max_utilization * replica_throughput)
 
 
-@check_units(arrival_rate="request/s", replica_throughput="request/s", max_utilization="")
+@checked(arrival_rate="positive", replica_throughput="positive")
 def replicas_for_load(arrival_rate: Rate, replica_throughput: Rate, max_utilization: Fraction = 1.0) -> Count:
     r"""Replicas needed to carry a load at or under a utilization cap.
 
@@ -251,10 +247,12 @@ def replicas_for_load(arrival_rate: Rate, replica_throughput: Rate, max_utilizat
     >>> replicas_for_load(Q_(1000, "request/s"), Q_(100, "request/s"), 0.8)
     13
     """
-    cap = magnitude("replicas_for_load", "max_utilization", max_utilization, "", "probability")
-    if np.any(np.asarray(cap) == 0):
+    if np.any(np.asarray(max_utilization) == 0):
         raise InputError("replicas_for_load(): argument 'max_utilization' must be > 0, got 0")
-    demand = replica_demand(arrival_rate, replica_throughput, cap)
+    with np.errstate(divide="ignore", over="ignore"):
+        demand = replica_demand.numeric(
+            arrival_rate=arrival_rate, replica_throughput=replica_throughput, max_utilization=max_utilization
+        )
     return ceil_count(demand)
 
 

@@ -7,15 +7,16 @@ of a request, and goodput: the completed rate that meets its latency targets.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from .._support import instance, magnitude
+from .._support import checked, instance
 from ..errors import InputError
 from ..formula import formula, per, var
 from ..results import Result, plain
 from ..types import Fraction, Rate, Time, TokenRate
-from ..units import Q_, check_units
+from ..units import Q_
 
 __all__ = [
     "shed_fraction",
@@ -34,7 +35,7 @@ __all__ = [
 # Section 10.1: offered and admitted load; capacity compared at a fixed mix and SLO
 
 
-@check_units(offered_rate="request/s", admitted_rate="request/s")
+@checked(offered_rate="positive")
 def shed_fraction(offered_rate: Rate, admitted_rate: Rate) -> Fraction:
     r"""Fraction of offered load that the service rejects or sheds.
 
@@ -61,11 +62,9 @@ def shed_fraction(offered_rate: Rate, admitted_rate: Rate) -> Fraction:
     >>> shed_fraction(Q_(1000, "request/s"), Q_(750, "request/s"))
     0.25
     """
-    offered = magnitude("shed_fraction", "offered_rate", offered_rate, "request/s", "positive")
-    admitted = magnitude("shed_fraction", "admitted_rate", admitted_rate, "request/s", "nonnegative")
-    if np.any(np.asarray(admitted) > np.asarray(offered)):
+    if np.any(np.asarray(admitted_rate) > np.asarray(offered_rate)):
         raise InputError("shed_fraction(): argument 'admitted_rate' must not exceed 'offered_rate'")
-    return plain(1 - np.asarray(admitted) / np.asarray(offered))
+    return plain(1 - np.asarray(admitted_rate) / np.asarray(offered_rate))
 
 
 @dataclass(frozen=True, repr=False)
@@ -187,7 +186,7 @@ class StreamMetrics(Result):
     interactivity: TokenRate
 
 
-@check_units(token_times="s", request_start="s")
+@checked(token_times="any", request_start="any")
 def stream_metrics(token_times: Time, request_start: Time) -> StreamMetrics:
     """TTFT, TPOT and the time-between-tokens tail of streamed responses from their token timestamps.
 
@@ -218,14 +217,13 @@ def stream_metrics(token_times: Time, request_start: Time) -> StreamMetrics:
     >>> round(m.tpot.m_as("ms"), 1), m.tbt_max.to("ms")
     (58.3, <Quantity(300.0, 'millisecond')>)
     """
-    times = np.asarray(magnitude("stream_metrics", "token_times", token_times, "s", "any"), dtype=float)
-    start = magnitude("stream_metrics", "request_start", request_start, "s", "any")
+    times = np.asarray(token_times, dtype=float)
     if times.ndim == 0 or times.shape[-1] < 2:
         raise InputError("stream_metrics(): argument 'token_times' needs at least two tokens along its last axis")
     gaps = np.diff(times, axis=-1)
     if np.any(gaps < 0):
         raise InputError("stream_metrics(): argument 'token_times' must be non-decreasing along its last axis")
-    ttft = times[..., 0] - start
+    ttft = times[..., 0] - request_start
     if np.any(ttft < 0):
         raise InputError("stream_metrics(): the first token precedes 'request_start'")
     tpot = Q_(plain(gaps.mean(axis=-1)), "s")
@@ -277,7 +275,7 @@ def slo_goodput(completed_rate, slo_attainment):
     return completed_rate * slo_attainment
 
 
-@check_units(ttft="s", tpot="s", ttft_target="s", tpot_target="s")
+@checked(ttft_target="positive", tpot_target="positive")
 def slo_attainment(ttft: Time, tpot: Time, ttft_target: Time, tpot_target: Time) -> float:
     """Fraction of completed requests that met both the TTFT and the TPOT target.
 
@@ -297,18 +295,18 @@ def slo_attainment(ttft: Time, tpot: Time, ttft_target: Time, tpot_target: Time)
     >>> slo_attainment(Q_([100, 400, 200], "ms"), Q_([30, 30, 80], "ms"), Q_(300, "ms"), Q_(50, "ms"))
     0.3333333333333333
     """
-    name = "slo_attainment"
-    first = np.asarray(magnitude(name, "ttft", ttft, "s", "nonnegative"))
-    gap = np.asarray(magnitude(name, "tpot", tpot, "s", "nonnegative"))
+    return _attainment("slo_attainment", ttft, tpot, ttft_target, tpot_target)
+
+
+def _attainment(function: str, ttft: Any, tpot: Any, ttft_target: Any, tpot_target: Any) -> float:
+    """The share of requests at or under both targets, from magnitudes in seconds."""
+    first, gap = np.asarray(ttft), np.asarray(tpot)
     if first.shape != gap.shape or first.size == 0:
-        raise InputError(f"{name}(): 'ttft' and 'tpot' must be non-empty arrays of the same shape")
-    met = (first <= magnitude(name, "ttft_target", ttft_target, "s", "positive")) & (
-        gap <= magnitude(name, "tpot_target", tpot_target, "s", "positive")
-    )
-    return float(met.mean())
+        raise InputError(f"{function}(): 'ttft' and 'tpot' must be non-empty arrays of the same shape")
+    return float(((first <= ttft_target) & (gap <= tpot_target)).mean())
 
 
-@check_units(ttft="s", tpot="s", ttft_target="s", tpot_target="s", window="s")
+@checked(ttft_target="positive", tpot_target="positive", window="positive")
 def goodput_from_requests(ttft: Time, tpot: Time, ttft_target: Time, tpot_target: Time, window: Time) -> Rate:
     """SLO goodput from per-request measurements collected over a window.
 
@@ -332,7 +330,6 @@ def goodput_from_requests(ttft: Time, tpot: Time, ttft_target: Time, tpot_target
     ...                       Q_(300, "ms"), Q_(50, "ms"), Q_(2, "s"))
     <Quantity(1.5, 'request / second')>
     """
-    attainment = slo_attainment(ttft, tpot, ttft_target, tpot_target)
-    seconds = magnitude("goodput_from_requests", "window", window, "s", "positive")
-    completed = Q_(np.size(ttft.magnitude) / seconds, "request/s")
+    attainment = _attainment("goodput_from_requests", ttft, tpot, ttft_target, tpot_target)
+    completed = Q_(np.size(ttft) / window, "request/s")
     return slo_goodput(completed, attainment)

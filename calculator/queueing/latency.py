@@ -6,13 +6,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._support import magnitude
+from .._support import checked
 from ..errors import InputError
 from ..formula import formula, var
 from ..parallelism import point_to_point_time
 from ..results import Result, plain
 from ..types import Time
-from ..units import Q_, check_units
+from ..units import Q_
 
 __all__ = [
     "end_to_end_latency",
@@ -124,7 +124,7 @@ def network_latency(exchanges, startup_latency, payload, bandwidth):
     return exchanges * point_to_point_time.func(payload, bandwidth, startup_latency)
 
 
-@check_units(branch_latencies="s", join_overhead="s")
+@checked()
 def coordination_latency(branch_latencies: Time, join_overhead: Time) -> Time:
     """Critical path of a fan-out: the join's own overhead plus the slowest required branch.
 
@@ -149,11 +149,10 @@ def coordination_latency(branch_latencies: Time, join_overhead: Time) -> Time:
     >>> coordination_latency(Q_([4, 9, 6], "ms"), Q_(1, "ms")).to("ms")
     <Quantity(10.0, 'millisecond')>
     """
-    branches = np.asarray(magnitude("coordination_latency", "branch_latencies", branch_latencies, "s", "nonnegative"))
-    overhead = magnitude("coordination_latency", "join_overhead", join_overhead, "s", "nonnegative")
+    branches = np.asarray(branch_latencies)
     if branches.ndim == 0 or branches.shape[-1] == 0:
         raise InputError("coordination_latency(): argument 'branch_latencies' needs at least one branch")
-    return Q_(plain(overhead + branches.max(axis=-1)), "s")
+    return Q_(plain(join_overhead + branches.max(axis=-1)), "s")
 
 
 @dataclass(frozen=True, repr=False)
@@ -187,7 +186,7 @@ class ServingTaxBudget(Result):
     feasible: bool | np.ndarray
 
 
-@check_units(slo="s", inference="s", network="s", serialization="s", coordination="s")
+@checked(slo="positive")
 def serving_tax_budget(
     slo: Time,
     inference: Time,
@@ -223,21 +222,19 @@ def serving_tax_budget(
     >>> b.non_compute_slack.to("ms"), b.queueing_slack.to("ms")
     (<Quantity(30.0, 'millisecond')>, <Quantity(28.0, 'millisecond')>)
     """
-    zero = Q_(0.0, "s")
     parts = {
         "inference": inference,
-        "network": zero if network is None else network,
-        "serialization": zero if serialization is None else serialization,
-        "coordination": zero if coordination is None else coordination,
+        "network": 0.0 if network is None else network,
+        "serialization": 0.0 if serialization is None else serialization,
+        "coordination": 0.0 if coordination is None else coordination,
     }
-    target = Q_(magnitude("serving_tax_budget", "slo", slo, "s", "positive"), "s")
-    before_queueing = end_to_end_latency(queueing=zero, **parts)
-    slack = (target - before_queueing).to("s")
+    before_queueing = end_to_end_latency.numeric(queueing=0.0, **parts)
+    slack = slo - before_queueing
     return ServingTaxBudget(
-        slo=target,
-        **{k: v.to("s") for k, v in parts.items()},
-        non_compute_slack=(target - parts["inference"]).to("s"),
-        serving_tax=(before_queueing - parts["inference"]).to("s"),
-        queueing_slack=slack,
-        feasible=plain(slack.magnitude >= 0),
+        slo=Q_(plain(slo), "s"),
+        **{k: Q_(plain(v), "s") for k, v in parts.items()},
+        non_compute_slack=Q_(plain(slo - inference), "s"),
+        serving_tax=Q_(plain(before_queueing - inference), "s"),
+        queueing_slack=Q_(plain(slack), "s"),
+        feasible=plain(slack >= 0),
     )

@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._support import instance, scalar
+from .._support import checked, instance
 from ..errors import InputError, UnitsError
 from ..formula import check_domain, formula, var
 from ..phases import kv_handoff_time
 from ..results import Result
-from ..types import Bytes, BytesPerToken, Compute, ComputeRate, InterconnectRef, Time, Tokens
-from ..units import Q_, check_units, ureg
+from ..types import Bytes, BytesPerToken, Compute, ComputeRate, Count, Fraction, InterconnectRef, Number, Time, Tokens
+from ..units import Q_, shown, ureg
 from .tails import _check_int
 
 if TYPE_CHECKING:
@@ -244,22 +244,17 @@ class KvMigration(Result):
     reason: str
 
 
-@check_units(
-    kv_bytes_per_token="B/token",
-    context_tokens="token",
-    peak_throughput="FLOP/s",
-    latency="s",
-)
+@checked(kv_bytes_per_token="positive", context_tokens="positive", parameters="positive", peak_throughput="positive")
 def kv_migration(
     kv_bytes_per_token: BytesPerToken,
     context_tokens: Tokens,
-    parameters: float,
-    tensor_parallel: int,
+    parameters: Number,
+    tensor_parallel: Count,
     link: InterconnectRef,
     peak_throughput: ComputeRate,
-    utilization: float,
+    utilization: Fraction,
     latency: Time | None = None,
-    concurrent_links: int = 1,
+    concurrent_links: Count = 1,
     bandwidth_basis: str = "per_direction",
     source_available: bool = True,
     *,
@@ -292,6 +287,8 @@ def kv_migration(
         Basis for a registry link's bandwidth.
     source_available : bool
         ``False`` after an unrecoverable failure: only rebuild from history is possible (§10.11.8).
+    registry : Registry, optional
+        Where a link id resolves (default: the packaged registry).
 
     Returns
     -------
@@ -320,34 +317,39 @@ def kv_migration(
     (107, 184, 'transfer')
     """
     function = "kv_migration"
-    check_domain(function, "kv_bytes_per_token", kv_bytes_per_token.m_as("B/token"), "positive")
-    scalar(function, "context_tokens", context_tokens, "token", "positive")
-    parameters = scalar(function, "parameters", parameters, "", "positive")
-    degree = int(_check_int(function, "tensor_parallel", tensor_parallel))
-    links = int(_check_int(function, "concurrent_links", concurrent_links))
-    check_domain(function, "peak_throughput", peak_throughput.m_as("FLOP/s"), "positive")
-    utilization = scalar(function, "utilization", utilization, "", "probability")
+    for name, value in (
+        ("kv_bytes_per_token", kv_bytes_per_token),
+        ("context_tokens", context_tokens),
+        ("parameters", parameters),
+        ("tensor_parallel", tensor_parallel),
+        ("peak_throughput", peak_throughput),
+        ("utilization", utilization),
+        ("latency", latency),
+        ("concurrent_links", concurrent_links),
+    ):
+        if value is not None and np.ndim(value):
+            raise InputError(f"{function}(): argument '{name}' must be one number, got {shown(value)}")
     if utilization <= 0:
         raise InputError(f"{function}(): argument 'utilization' must be > 0, got {utilization}")
+    degree, links = int(tensor_parallel), int(concurrent_links)
     if isinstance(link, ureg.Quantity):
         if link.dimensionality != Q_(1, "B/s").dimensionality:
             raise UnitsError(f"{function}(): argument 'link' needs a bandwidth (for example GB/s), got {link:~P}")
         bandwidth = link
-        alpha = _ZERO_SECONDS if latency is None else latency
+        alpha = _ZERO_SECONDS if latency is None else Q_(latency, "s")
     else:
         from ..parallelism import link_bandwidth, resolve_interconnect
 
         entry = resolve_interconnect(link, registry=registry)
         bandwidth = link_bandwidth(entry, bandwidth_basis, registry=registry)
-        alpha = latency if latency is not None else (entry.startup_latency or _ZERO_SECONDS)
+        alpha = Q_(latency, "s") if latency is not None else (entry.startup_latency or _ZERO_SECONDS)
     check_domain(function, "link", bandwidth.m_as("B/s"), "positive")
-    check_domain(function, "latency", alpha.m_as("s"), "nonnegative")
-    cache = (kv_bytes_per_token * context_tokens).to("GB")
+    cache = Q_(kv_bytes_per_token * context_tokens, "B").to("GB")
     per_device = (cache / degree).to("MB")
     shard = kv_handoff_time(per_device, bandwidth, alpha).to("ms")
     transfer = kv_handoff_time(cache, bandwidth, alpha, min(links, degree)).to("ms")
-    flops = Q_(2 * parameters * context_tokens.m_as("token"), "FLOP")
-    rebuild = (flops / (degree * peak_throughput * utilization)).to("ms")
+    flops = Q_(2 * parameters * context_tokens, "FLOP")
+    rebuild = Q_(flops.m_as("FLOP") / (degree * peak_throughput * utilization), "s").to("ms")
     if not source_available:
         decision, reason = "rebuild", "no reachable source or saved copy: rebuild from authoritative history"
     elif transfer < rebuild:

@@ -12,13 +12,11 @@ from typing import Any
 
 import numpy as np
 
-from .._support import count, magnitude, numbers
+from .._support import checked, magnitude
 from ..errors import InputError
-from ..formula import check_domain
 from ..results import Result
-from ..types import Count, Rate, Time
-from ..units import Q_, check_units
-from .tails import _check_int
+from ..types import Count, Fraction, Number, Rate, Time
+from ..units import Q_, shown
 
 __all__ = [
     "RoutingShares",
@@ -53,9 +51,13 @@ class RoutingShares(Result):
 ROUTING_POLICIES = ("weighted", "round_robin")
 
 
-@check_units(capacities="request/s", arrival_rate="request/s")
+@checked(capacities="positive")
 def routing_shares(
-    capacities: Rate, arrival_rate: Rate, counts: Count | None = None, policy: str = "weighted", weights: Any = None
+    capacities: Rate,
+    arrival_rate: Rate,
+    counts: Count | None = None,
+    policy: str = "weighted",
+    weights: Number | None = None,
 ) -> RoutingShares:
     r"""Long-run share, rate and utilization of each server under weighted or round-robin routing.
 
@@ -99,23 +101,21 @@ def routing_shares(
     >>> rr.utilization.round(3).tolist()
     [0.5, 0.833]
     """
-    capacity = np.atleast_1d(np.asarray(capacities.m_as("request/s"), dtype=float))
+    capacity = np.atleast_1d(np.asarray(capacities, dtype=float))
     if capacity.ndim != 1 or capacity.size == 0:
         raise InputError("routing_shares(): argument 'capacities' must be a non-empty 1-D array")
-    check_domain("routing_shares", "capacities", capacity, "positive")
-    rate = float(arrival_rate.m_as("request/s"))
-    check_domain("routing_shares", "arrival_rate", rate, "nonnegative")
+    if np.ndim(arrival_rate):
+        raise InputError(f"routing_shares(): argument 'arrival_rate' must be one number, got {shown(arrival_rate)}")
+    rate = float(arrival_rate)
     number = np.ones_like(capacity) if counts is None else np.asarray(counts, dtype=float)
     if number.shape != capacity.shape:
         raise InputError("routing_shares(): argument 'counts' must have one entry per capacity")
-    check_domain("routing_shares", "counts", number, "positive_integer")
     if policy not in ROUTING_POLICIES:
         raise InputError(f"routing_shares(): argument 'policy' must be one of {ROUTING_POLICIES}, got {policy!r}")
     if weights is not None:
         weight = np.asarray(weights, dtype=float)
         if weight.shape != capacity.shape:
             raise InputError("routing_shares(): argument 'weights' must have one entry per capacity")
-        check_domain("routing_shares", "weights", weight, "nonnegative")
         if not np.any(weight > 0):
             raise InputError("routing_shares(): argument 'weights' needs at least one positive weight")
     else:
@@ -135,9 +135,9 @@ def routing_shares(
     )
 
 
-@check_units(latencies="s", previous="s")
+@checked(latencies="positive")
 def inverse_latency_weights(
-    latencies: Time, smoothing: float = 1.0, previous: Time | None = None
+    latencies: Time, smoothing: Fraction = 1.0, previous: Time | None = None
 ) -> tuple[Time, np.ndarray]:
     r"""Adaptive routing weights from an exponential moving average of observed latency.
 
@@ -168,15 +168,13 @@ def inverse_latency_weights(
     >>> weights.round(3).tolist()
     [0.667, 0.333]
     """
-    observed = np.atleast_1d(latencies.m_as("s")).astype(float)
-    check_domain("inverse_latency_weights", "latencies", observed, "positive")
-    check_domain("inverse_latency_weights", "smoothing", smoothing, "probability")
-    if smoothing <= 0:
+    observed = np.atleast_1d(latencies).astype(float)
+    if np.any(np.asarray(smoothing) <= 0):
         raise InputError("inverse_latency_weights(): argument 'smoothing' must be in (0, 1]")
     if previous is None:
         average = observed
     else:
-        prior = np.atleast_1d(previous.m_as("s")).astype(float)
+        prior = np.atleast_1d(previous).astype(float)
         if prior.shape != observed.shape:
             raise InputError("inverse_latency_weights(): argument 'previous' must match 'latencies'")
         average = smoothing * observed + (1 - smoothing) * prior
@@ -193,13 +191,14 @@ class RoutingDecision(Result):
     reason: str
 
 
+@checked(work="unchecked", capacity_weights="unchecked")
 def route_two_choices(
-    work: Any,
-    capacity_weights: Any,
-    incremental_work: float,
+    work: Number,
+    capacity_weights: Number,
+    incremental_work: Number,
     rng: np.random.Generator,
     admit: Callable[[int], bool] | None = None,
-    attempts: int = 2,
+    attempts: Count = 2,
     affinity: Any = None,
 ) -> RoutingDecision:
     r"""Algorithm 4: route a request to the less loaded of two capacity-weighted probes.
@@ -240,17 +239,16 @@ def route_two_choices(
     >>> route_two_choices([5, 0, 9], [1, 1, 1], 1, rng).reason
     'admitted'
     """
-    # An empty replica set is allowed: Algorithm 4 rejects the request.
+    # An empty replica set is allowed (Algorithm 4 rejects the request), which `checked` refuses: checked here.
     load = np.atleast_1d(magnitude("route_two_choices", "work", work, "", "nonnegative"))
     weight = np.atleast_1d(magnitude("route_two_choices", "capacity_weights", capacity_weights, "", "positive"))
-    budget = int(_check_int("route_two_choices", "attempts", attempts))
+    if np.ndim(attempts):
+        raise InputError(f"route_two_choices(): argument 'attempts' must be one number, got {shown(attempts)}")
+    budget = int(attempts)
     if load.size == 0:
         return RoutingDecision(replica=None, attempts=0, reason="no eligible replica: overload rejection")
     if weight.shape != load.shape:
         raise InputError("route_two_choices(): 'capacity_weights' must have one entry per replica")
-    check_domain("route_two_choices", "work", load, "nonnegative")
-    check_domain("route_two_choices", "capacity_weights", weight, "positive")
-    check_domain("route_two_choices", "incremental_work", incremental_work, "nonnegative")
     preferred = np.zeros(load.shape, bool) if affinity is None else np.asarray(affinity, dtype=bool)
     for attempt in range(1, budget + 1):
         pair = rng.choice(load.size, size=2, replace=True, p=weight / weight.sum())
@@ -266,7 +264,8 @@ def route_two_choices(
 # Least connections and the simulated policies (section 10.11.5)
 
 
-def least_connections(active: Count, probes: int | None = None, rng: np.random.Generator | None = None) -> int:
+@checked(active="nonnegative_integer")
+def least_connections(active: Count, probes: Count | None = None, rng: np.random.Generator | None = None) -> int:
     """Least-connections routing (section 10.11.5): the replica with the fewest active requests.
 
     Parameters
@@ -295,15 +294,17 @@ def least_connections(active: Count, probes: int | None = None, rng: np.random.G
     >>> least_connections([3, 1, 2])
     1
     """
-    counts = numbers("least_connections", "active", active)
+    counts = np.atleast_1d(active)
     if counts.ndim != 1 or counts.size == 0:
-        raise InputError(f"least_connections(): argument 'active' must be a non-empty list of counts, got {active!r}")
-    check_domain("least_connections", "active", counts, "nonnegative")
+        raise InputError(
+            f"least_connections(): argument 'active' must be a non-empty list of counts, got {shown(active)}"
+        )
     if probes is None:
         return int(np.argmin(counts))
     if rng is None:
         raise InputError("least_connections(): sampled routing (probes=...) needs rng=np.random.default_rng(seed)")
-    check_domain("least_connections", "probes", probes, "positive_integer")
+    if np.ndim(probes):
+        raise InputError(f"least_connections(): argument 'probes' must be one number, got {shown(probes)}")
     sample = rng.integers(0, counts.size, int(probes))
     return int(sample[np.argmin(counts[sample])])
 
@@ -370,15 +371,15 @@ class PolicyComparison(Result):
     requests: int
 
 
-@check_units(arrival_rate="request/s", step_time="s", step_time_per_request="s")
+@checked(arrival_rate="positive", step_time="positive")
 def compare_routing_policies(
     arrival_rate: Rate,
     output_tokens: Count,
-    replicas: int,
+    replicas: Count,
     step_time: Time,
     step_time_per_request: Time,
     *,
-    requests: int = 2000,
+    requests: Count = 2000,
     seed: int = 0,
     policies: Iterable[str] = SIMULATED_POLICIES,
 ) -> PolicyComparison:
@@ -421,16 +422,26 @@ def compare_routing_policies(
     ('round_robin', True)
     """
     name = "compare_routing_policies"
-    rate = float(arrival_rate.m_as("request/s"))
-    check_domain(name, "arrival_rate", rate, "positive")
-    lengths = numbers(name, "output_tokens", output_tokens, "positive_integer")
+    for argument, value in (
+        ("arrival_rate", arrival_rate),
+        ("replicas", replicas),
+        ("step_time", step_time),
+        ("step_time_per_request", step_time_per_request),
+        ("requests", requests),
+    ):
+        if np.ndim(value):
+            raise InputError(f"{name}(): argument '{argument}' must be one number, got {shown(value)}")
+    lengths = np.atleast_1d(output_tokens)
+    if lengths.ndim != 1 or lengths.size == 0:
+        raise InputError(
+            f"{name}(): argument 'output_tokens' must be a non-empty list of numbers, got {shown(output_tokens)}"
+        )
     if np.any(lengths > 10**7):
         raise InputError(f"{name}(): argument 'output_tokens' must be at most 10,000,000 tokens")
-    replicas = count(name, "replicas", replicas, maximum=10_000)
-    requests = count(name, "requests", requests, maximum=1_000_000)
-    base, per_request = float(step_time.m_as("s")), float(step_time_per_request.m_as("s"))
-    check_domain(name, "step_time", base, "positive")
-    check_domain(name, "step_time_per_request", per_request, "nonnegative")
+    for argument, value, most in (("replicas", replicas, 10_000), ("requests", requests, 1_000_000)):
+        if value > most:
+            raise InputError(f"{name}(): argument '{argument}' must be at most {most:,}, got {value:,.0f}")
+    rate, base, per_request = float(arrival_rate), float(step_time), float(step_time_per_request)
     chosen = tuple(policies)
     unknown = sorted(set(chosen) - set(SIMULATED_POLICIES))
     if unknown or not chosen:

@@ -7,12 +7,12 @@ from typing import Any
 
 import numpy as np
 
-from .._support import scalar
+from .._support import checked
 from ..errors import InputError
 from ..formula import check_domain, formula, var
 from ..results import Result
 from ..types import Count, Probability, Rate, Time
-from ..units import Q_, check_units
+from ..units import Q_, shown
 
 __all__ = [
     "CircuitBreakerConfig",
@@ -150,7 +150,7 @@ class BreakerTrace(Result):
     rejected_fraction: float
 
 
-@check_units(times="s", latencies="s")
+@checked(times="any", latencies="nonnegative+inf")
 def simulate_circuit_breaker(
     times: Time, failures: Any, latencies: Time | None = None, config: CircuitBreakerConfig | None = None
 ) -> BreakerTrace:
@@ -183,13 +183,13 @@ def simulate_circuit_breaker(
     >>> [to for _, _, to in trace.transitions][:2], trace.states[-1]
     (['open', 'half_open'], 'closed')
     """
-    arrival = np.atleast_1d(times.m_as("s")).astype(float)
+    arrival = np.atleast_1d(times).astype(float)
     failed = np.atleast_1d(np.asarray(failures, dtype=bool))
     if failed.shape != arrival.shape:
         raise InputError("simulate_circuit_breaker(): 'failures' must have one entry per time")
     if np.any(np.diff(arrival) < 0):
         raise InputError("simulate_circuit_breaker(): argument 'times' must be nondecreasing")
-    served = None if latencies is None else np.atleast_1d(latencies.m_as("s")).astype(float)
+    served = None if latencies is None else np.atleast_1d(latencies).astype(float)
     if served is not None and served.shape != arrival.shape:
         raise InputError("simulate_circuit_breaker(): 'latencies' must have one entry per time")
     breaker = CircuitBreaker(config)
@@ -205,7 +205,7 @@ def simulate_circuit_breaker(
         states=states,
         admitted=admitted,
         transitions=tuple(breaker.transitions),
-        rejected_fraction=float(1 - admitted.mean()) if arrival.size else 0.0,
+        rejected_fraction=float(1 - admitted.mean()),
     )
 
 
@@ -213,7 +213,8 @@ def simulate_circuit_breaker(
 # Retries under overload
 
 
-def retry_amplification(failure_probability: Probability, max_retries: int) -> Count:
+@checked(max_retries="nonnegative_integer")
+def retry_amplification(failure_probability: Probability, max_retries: Count) -> Count:
     r"""Expected attempts per request when each attempt fails independently and is retried.
 
     Parameters
@@ -236,10 +237,8 @@ def retry_amplification(failure_probability: Probability, max_retries: int) -> C
     >>> retry_amplification(0.5, 3), retry_amplification(1.0, 3)
     (1.875, 4.0)
     """
-    check_domain("retry_amplification", "failure_probability", failure_probability, "probability")
-    scalar("retry_amplification", "max_retries", max_retries, "", "nonnegative")
-    if np.any(np.asarray(max_retries) != np.round(max_retries)):
-        raise InputError(f"retry_amplification(): argument 'max_retries' must be an integer, got {max_retries}")
+    if np.ndim(max_retries):
+        raise InputError(f"retry_amplification(): argument 'max_retries' must be one number, got {shown(max_retries)}")
     p = np.asarray(failure_probability, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
         attempts = np.where(p < 1, (1 - p ** (max_retries + 1)) / np.where(p < 1, 1 - p, 1), max_retries + 1.0)
@@ -258,8 +257,8 @@ class RetryEquilibrium(Result):
     overloaded: bool
 
 
-@check_units(arrival_rate="request/s", capacity="request/s")
-def retry_equilibrium(arrival_rate: Rate, capacity: Rate, max_retries: int) -> RetryEquilibrium:
+@checked(capacity="positive", max_retries="nonnegative_integer")
+def retry_equilibrium(arrival_rate: Rate, capacity: Rate, max_retries: Count) -> RetryEquilibrium:
     r"""Offered attempts, failure probability and goodput when clients retry failed requests.
 
     Parameters
@@ -289,12 +288,10 @@ def retry_equilibrium(arrival_rate: Rate, capacity: Rate, max_retries: int) -> R
     >>> round(eq.amplification, 2), round(eq.goodput.m_as("request/s"))
     (2.31, 1000)
     """
-    rate = float(arrival_rate.m_as("request/s"))
-    mu = float(capacity.m_as("request/s"))
-    check_domain("retry_equilibrium", "arrival_rate", rate, "nonnegative")
-    check_domain("retry_equilibrium", "capacity", mu, "positive")
-    scalar("retry_equilibrium", "max_retries", max_retries, "", "nonnegative")
-    retries = int(max_retries)
+    for name, value in (("arrival_rate", arrival_rate), ("capacity", capacity), ("max_retries", max_retries)):
+        if np.ndim(value):
+            raise InputError(f"retry_equilibrium(): argument '{name}' must be one number, got {shown(value)}")
+    rate, mu, retries = float(arrival_rate), float(capacity), int(max_retries)
     if rate <= mu or retries == 0:
         p = max(0.0, 1 - mu / rate) if rate > 0 else 0.0
         amplification = 1.0

@@ -181,8 +181,6 @@ def verify_plan(
     -------
     PlanVerification
     """
-    import pandas as pd
-
     _check_plan(plan, "verify_plan")
     start = int(plan.replicas)
     _check_requests("verify_plan", requests)
@@ -214,39 +212,13 @@ def verify_plan(
         return bool(results[count].meets_targets)
 
     try:
-        if run(start):
-            count = start
-            while count > 1 and run(count - 1):
-                count -= 1
-            simulated: int | None = count
-        else:
-            count = start
-            simulated = None
-            while count < limit:
-                count += 1
-                if run(count):
-                    simulated = count
-                    break
+        simulated = _fewest_meeting(run, start, limit)
     finally:
         if own and pool is not None:
             pool.shutdown(cancel_futures=True)
     if progress is not None:
         progress(1.0)
-    rows = []
-    ttft_stat = _statistic_name(plan.targets.ttft_percentile if plan.targets is not None else None)
-    for count, result in sorted(results.items()):
-        rows.append(
-            {
-                "replicas": count,
-                f"ttft_{ttft_stat}_ms": result.value("ttft", ttft_stat).m_as("ms"),
-                "tpot_mean_ms": result.value("tpot", "mean").m_as("ms"),
-                **({} if ttft_stat == "p99" else {"ttft_p99_ms": result.value("ttft", "p99").m_as("ms")}),
-                "attainment": result.attainment.get("all", math.nan),
-                "meets_targets": bool(result.meets_targets),
-                "verdict": result.verdict,
-            }
-        )
-    table = pd.DataFrame(rows)
+    table = _verification_table(plan, results)
     meets = bool(results[start].meets_targets)
     tight = meets and ((start - 1 in results and not results[start - 1].meets_targets) or start == 1)
     if simulated is None:
@@ -268,3 +240,38 @@ def verify_plan(
         results=results,
         verdict=verdict,
     )
+
+
+def _fewest_meeting(run: Callable[[int], bool], start: int, limit: int) -> int | None:
+    """The fewest replicas meeting the targets, walking one at a time from ``start`` (None up to ``limit``)."""
+    replicas = start
+    if run(start):
+        while replicas > 1 and run(replicas - 1):
+            replicas -= 1
+        return replicas
+    while replicas < limit:
+        replicas += 1
+        if run(replicas):
+            return replicas
+    return None
+
+
+def _verification_table(plan: FleetPlan, results: dict[int, SimulationResult]) -> Any:
+    """One row per simulated replica count: the plan's TTFT statistic, the mean TPOT, attainment, verdict."""
+    import pandas as pd
+
+    rows = []
+    ttft_stat = _statistic_name(plan.targets.ttft_percentile if plan.targets is not None else None)
+    for replicas, result in sorted(results.items()):
+        rows.append(
+            {
+                "replicas": replicas,
+                f"ttft_{ttft_stat}_ms": result.value("ttft", ttft_stat).m_as("ms"),
+                "tpot_mean_ms": result.value("tpot", "mean").m_as("ms"),
+                **({} if ttft_stat == "p99" else {"ttft_p99_ms": result.value("ttft", "p99").m_as("ms")}),
+                "attainment": result.attainment.get("all", math.nan),
+                "meets_targets": bool(result.meets_targets),
+                "verdict": result.verdict,
+            }
+        )
+    return pd.DataFrame(rows)

@@ -13,6 +13,7 @@ from calculator.economics import cost_per_million_tokens
 from calculator.errors import InputError
 from calculator.fleet import default_price_entry, frontier, relax_targets, size_fleet
 from calculator.fleet.flat import flat_parts
+from calculator.fleet.inputs import EXPERT_LAYOUTS
 from calculator.plots import frontier_figure, kv_occupancy_over_time, latency_distribution, verification_chart
 from calculator.precision import PRECISIONS
 from calculator.queueing import replica_demand, utilization
@@ -156,6 +157,15 @@ def main():
             help="The engine's default: FP8 for FP8/FP4 weights under vLLM, TensorRT-LLM and the generic profile "
             "(on GPUs with FP8), 16-bit otherwise (calculator.performance.KV_PRECISION_RULE).",
         )
+        layouts = sc.multiselect(
+            "Expert layouts (mixture of experts)",
+            "experts",
+            list(EXPERT_LAYOUTS),
+            list(EXPERT_LAYOUTS),
+            help="How a replica holds a mixture of experts' routed experts: 'tensor' splits each expert over the "
+            "TP group, 'expert' spreads whole experts over it (expert parallelism, EP = TP). Both are searched "
+            "by default; dense models ignore this.",
+        )
     with traffic:
         st.subheader("Traffic")
         rate = sc.number("Arrival rate [request/s]", "rate", 10.0, min_value=0.01, max_value=1e6, step=1.0)
@@ -193,8 +203,8 @@ def main():
                 help=f"defaults to the registry's cheapest published on-demand price ({entry or 'none listed'})",
             )
 
-    if not accelerators or not precisions:
-        st.warning("Choose at least one accelerator and one precision.")
+    if not accelerators or not precisions or not layouts:
+        st.warning("Choose at least one accelerator, one precision and one expert layout.")
         return
     missing = [name for name, price in prices.items() if price is None]
     if missing:
@@ -211,6 +221,7 @@ def main():
         ("input_cv", prompt_cv),
         ("kv_precision", kv_precision),
         ("router", router),
+        ("expert_layouts", tuple(layouts)),
     )
     request = (ui.extra_files(), model, tuple(accelerators), tuple(precisions), rate, prompt, output, ttft_ms, tpot_ms)
     plan = plan_for(*request, options)
@@ -269,7 +280,12 @@ def _show_plan(plan, rate, output, prices, tpot_ms, check):
     )
     first = st.columns(4)
     first[0].metric("GPUs", ui.fmt(plan.gpus), help=f"{band} at the ends of the model's 80% error interval")
-    first[1].metric("Replicas × TP", f"{plan.replicas} × {plan.tensor_parallel}")
+    first[1].metric(
+        "Replicas × TP",
+        f"{plan.replicas} × {plan.tensor_parallel}"
+        + (f" (EP {plan.expert_parallel})" if plan.expert_parallel > 1 else ""),
+        help="GPUs per replica; EP: a mixture of experts' routed experts spread over them (expert parallelism)",
+    )
     first[2].metric(
         "Batch cap per replica",
         ui.fmt(plan.batch),
@@ -303,6 +319,7 @@ def _show_plan(plan, rate, output, prices, tpot_ms, check):
         "electricity per 1M output tokens": plan.electricity_cost_per_million_tokens,
         "engine profile": plan.engine,
         "KV-cache precision": plan.kv_precision,
+        "expert parallelism (GPUs the experts spread over)": plan.expert_parallel,
         "configurations evaluated": plan.candidates,
     }
     ui.download_json(plan, "fleet-plan", label="Download the plan as JSON")

@@ -80,7 +80,9 @@ def load_benchmarks(path: str | Path | None = None) -> Any:
     -------
     pandas.DataFrame
         Columns ``model``, ``accelerator`` (registry ids), ``precision``, ``engine``,
-        ``input_tokens``, ``output_tokens``, ``concurrency``, ``tensor_parallel``, ``ttft`` and
+        ``input_tokens``, ``output_tokens``, ``concurrency``, ``tensor_parallel``,
+        ``expert_tensor_parallel`` (the recorded ``moe_tp_size``: GPUs each expert is split over, the
+        rest of the group spreading the experts; 0 where not recorded: the whole group), ``ttft`` and
         ``tpot`` (seconds), ``arrivals`` (the campaign's harness, :data:`HARNESS_FILE`; ``"dispersed"``
         unless listed there), plus the original columns.
     """
@@ -113,6 +115,7 @@ def load_benchmarks(path: str | Path | None = None) -> Any:
         output_tokens=frame.osl.astype(float),
         concurrency=frame.batch_size.astype(float),
         tensor_parallel=frame.tp_size.astype(float),
+        expert_tensor_parallel=frame.get("moe_tp_size", pd.Series([0.0] * len(frame))).fillna(0.0).astype(float),
         ttft=frame.silicon_ttft_ms / 1e3,
         tpot=frame.silicon_tpot_ms / 1e3,
     )
@@ -124,13 +127,16 @@ def _predict(
     """Predicted TTFT and TPOT of every row; ``arrays`` keeps the step arrays between calls of one fit."""
     ttft = np.empty(len(frame))
     tpot = np.empty(len(frame))
-    keys = ["model", "accelerator", "precision", "engine"]
+    keys = ["model", "accelerator", "precision", "engine", "expert_tensor_parallel"]
     built = {} if arrays is None else arrays
-    for (model, accelerator, precision, engine), group in frame.groupby(keys, sort=False):
+    if "expert_tensor_parallel" not in frame:
+        frame = frame.assign(expert_tensor_parallel=0.0)
+    for (model, accelerator, precision, engine, moe_tp), group in frame.groupby(keys, sort=False):
         profile = profiles[engine]
-        key = (model, accelerator, precision, profile.quantized_kv_precision)
+        key = (model, accelerator, precision, profile.quantized_kv_precision, profile.name, moe_tp)
         if key not in built:  # the step arrays (and their kernel curves) depend on the KV rule, not on the costs
-            built[key] = step_arrays(model, accelerator, precision, engine=profile)
+            base = step_arrays(model, accelerator, precision, engine=profile)
+            built[key] = base.with_expert_tensor_parallel(moe_tp or None)
         arrays_ = built[key]
         arrivals = (group.arrivals == "waves").to_numpy() if "arrivals" in group else "dispersed"
         extra = group.client_overhead.to_numpy() if "client_overhead" in group else 0.0

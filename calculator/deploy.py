@@ -59,6 +59,20 @@ _TRTLLM_OPTIONS_DOCS = (
     "them (nvidia.github.io/TensorRT-LLM/1.1.0rc2.post1/torch/auto_deploy/advanced/serving_with_trtllm_serve.html; "
     "tensorrt_llm/commands/serve.py)"
 )
+_VLLM_EP_DOCS = (
+    "vLLM --enable-expert-parallel, a switch (EngineArgs.enable_expert_parallel in vllm/engine/arg_utils.py, "
+    "ParallelConfig in vllm/config/parallel.py): the MoE layers spread the experts over tensor_parallel_size x "
+    "data_parallel_size GPUs instead of splitting each expert by tensor parallelism (docs.vllm.ai, Expert Parallel "
+    "Deployment)"
+)
+_SGLANG_EP_DOCS = (
+    _SGLANG_DOCS + "; --ep-size, alias --expert-parallel-size, 'The expert parallelism size' (server_args.py); it "
+    "divides the --tp-size ranks of each MoE layer into expert-parallel groups"
+)
+_TRTLLM_EP_DOCS = (
+    "trtllm-serve --ep_size, 'expert parallelism size' (tensorrt_llm/commands/serve.py), the LLM API's "
+    "moe_expert_parallel_size (nvidia.github.io/TensorRT-LLM, Expert Parallelism in TensorRT-LLM)"
+)
 _VLLM_QUANT_DOCS = (
     _VLLM_DOCS + "; a quantized checkpoint's method is read from its config, and fp8 on a 16-bit checkpoint quantizes "
     "the weights at load time (docs.vllm.ai, Quantization: FP8 W8A8, online dynamic quantization)"
@@ -88,6 +102,7 @@ DOCUMENTED_FLAGS: dict[str, dict[str, str]] = {
         "vllm/config/cache.py)",
         "--quantization": _VLLM_QUANT_DOCS,
         "--speculative-config": _VLLM_DRAFT_DOCS,
+        "--enable-expert-parallel": _VLLM_EP_DOCS,
     },
     "sglang": {
         "--model-path": _SGLANG_DOCS,
@@ -104,11 +119,13 @@ DOCUMENTED_FLAGS: dict[str, dict[str, str]] = {
         "--speculative-num-steps": _SGLANG_DRAFT_DOCS,
         "--speculative-eagle-topk": _SGLANG_DRAFT_DOCS,
         "--speculative-num-draft-tokens": _SGLANG_DRAFT_DOCS,
+        "--ep-size": _SGLANG_EP_DOCS,
     },
     "trtllm": {
         "--host": _TRTLLM_DOCS,
         "--port": _TRTLLM_DOCS,
         "--tp_size": _TRTLLM_DOCS,
+        "--ep_size": _TRTLLM_EP_DOCS,
         "--max_batch_size": _TRTLLM_DOCS,
         "--max_num_tokens": _TRTLLM_DOCS,
         "--kv_cache_free_gpu_memory_fraction": _TRTLLM_DOCS,
@@ -155,7 +172,7 @@ class LaunchConfig(Result):
     command : str
         The command as a shell line, after one ``#`` comment line per note.
     flags : dict
-        Each flag set and its value (text).
+        Each flag set and its value (text; ``None`` for a switch such as vLLM's ``--enable-expert-parallel``).
     citations : dict
         Each flag and the documentation it was confirmed in (``DOCUMENTED_FLAGS``).
     notes : tuple of str
@@ -172,7 +189,7 @@ class LaunchConfig(Result):
     engine: str
     arguments: tuple[str, ...]
     command: str
-    flags: dict[str, str] = field(default_factory=dict)
+    flags: dict[str, str | None] = field(default_factory=dict)
     citations: dict[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     weights: WeightsSource | None = None
@@ -346,6 +363,7 @@ def launch_command(plan: FleetPlan, engine: str, *, registry: Registry | None = 
     options: dict[str, Any] = {}
     if weights.method == "online":
         notes.append(_online_note(model, plan, device))
+    flags: dict[str, str | None]
     if name == "vllm":
         flags = {
             "--tensor-parallel-size": str(tp),
@@ -384,6 +402,8 @@ def launch_command(plan: FleetPlan, engine: str, *, registry: Registry | None = 
         value = _kv_flag(name, kv, weights)
         if value is not None:
             flags["--kv-cache-dtype"] = value
+    if plan.expert_parallel > 1:  # the routed experts spread over the replica's GPUs (expert parallelism)
+        flags.update(_expert_parallel_flags(name, int(plan.expert_parallel), tp))
     draft = plan.serving.speculation
     if draft is not None:
         _speculative_flags(name, flags, options, _hf_name(reg.model(draft.draft_model)), draft.draft_length)
@@ -394,11 +414,24 @@ def launch_command(plan: FleetPlan, engine: str, *, registry: Registry | None = 
         flags["--extra_llm_api_options"] = TRTLLM_OPTIONS_FILE
     if plan.engine != name:
         notes.append(f"the plan was sized with the {plan.engine} engine profile, not {name}'s")
-    arguments = (*_EXECUTABLE[name], *positional, *(part for pair in flags.items() for part in pair))
+    pairs = ((flag,) if value is None else (flag, value) for flag, value in flags.items())  # None: a switch
+    arguments = (*_EXECUTABLE[name], *positional, *(part for pair in pairs for part in pair))
     writes = [_heredoc(file, text) for file, text in files.items()]
     command = "\n".join([*(f"# {note}" for note in notes), *writes, shlex.join(arguments)])
     citations = {flag: DOCUMENTED_FLAGS[name][flag] for flag in flags}
     return LaunchConfig(name, arguments, command, flags, citations, tuple(notes), weights, kv, files)
+
+
+def _expert_parallel_flags(engine: str, expert_parallel: int, tp: int) -> dict[str, str | None]:
+    """The flags that spread a mixture of experts' routed experts over ``expert_parallel`` of a replica's GPUs."""
+    if engine == "vllm":
+        if expert_parallel != tp:  # vLLM's switch spreads them over the whole group (tensor x data parallel)
+            raise InputError(
+                f"vLLM spreads the experts over all {tp} GPUs of the replica (--enable-expert-parallel); "
+                f"the plan's expert_parallel {expert_parallel} has no vLLM flag"
+            )
+        return {"--enable-expert-parallel": None}
+    return {"--ep-size" if engine == "sglang" else "--ep_size": str(expert_parallel)}
 
 
 def _heredoc(file: str, text: str) -> str:
@@ -450,7 +483,9 @@ def _trtllm_kv(kv: str, weights: WeightsSource, options: dict[str, Any], notes: 
         )
 
 
-def _speculative_flags(engine: str, flags: dict[str, str], options: dict[str, Any], draft: str, length: int) -> None:
+def _speculative_flags(
+    engine: str, flags: dict[str, str | None], options: dict[str, Any], draft: str, length: int
+) -> None:
     """The plan's draft model proposing ``length`` tokens a round, as the engine's settings.
 
     vLLM takes one JSON flag; SGLang runs a separate draft model as its STANDALONE algorithm, a chain of
@@ -523,13 +558,15 @@ def kubernetes_manifest(
     target, why = _scaling_target(plan, target_utilization)
     import yaml
 
+    from .fleet.plan import layout_text
+
     name = _dns_name(f"{plan.model}-{config.engine}")
     config_map, deployment = _deployment(plan, config, name, image)
     weights = config.weights
     assert weights is not None  # launch_command always says where the weights come from
     head = [
         f"# servecalc fleet plan: {plan.gpus} x {plan.accelerator} at {plan.precision}, {plan.replicas} replicas "
-        f"of TP {plan.tensor_parallel}, batch cap {plan.batch}, engine {config.engine}",
+        f"of {layout_text(plan)}, batch cap {plan.batch}, engine {config.engine}",
         f"# weights: {weights.repo} ({_weights_text(weights)}); KV cache {config.kv_precision}",
         "# pin the image to a tested version and schedule the pods on nodes with this accelerator",
         *(f"# {note}" for note in config.notes),

@@ -49,6 +49,7 @@ __all__ = [
     "gemm_seconds",
     "generic_efficiency",
     "grouped_gemm_seconds",
+    "moe_seconds",
     "prefill_attention_seconds",
     "tables_for",
 ]
@@ -165,13 +166,13 @@ class KernelTables:
 
 
 def _read(name: str) -> dict[str, np.ndarray]:
-    """A kernel table as columns: ``system`` (and ``dtype``) as strings, the rest as floats."""
+    """A kernel table as columns: ``system``, ``framework`` and ``dtype`` as strings, the rest as floats."""
     with (KERNEL_DIR / name).open() as fh:
         rows = list(csv.reader(line for line in fh if not line.startswith("#")))
     header, body = rows[0], rows[1:]
     columns = list(zip(*body, strict=True))
     return {
-        h: np.array(c) if h in ("system", "dtype") else np.array(c, dtype=float)
+        h: np.array(c) if h in ("system", "framework", "dtype") else np.array(c, dtype=float)
         for h, c in zip(header, columns, strict=True)
     }
 
@@ -442,6 +443,62 @@ def grouped_gemm_seconds(tables: KernelTables, dtype: str, m: Tokens, n: float, 
             for dk, fk in ((0, 1 - wk), (1, wk)):
                 log_tflops = log_tflops + fi * fj * fk * v[i + di, j + dj, kk + dk]
     return 2.0 * m * stacked * k / (2.0**log_tflops * 1e12)
+
+
+#: Relative distance within which a measured expert width is a model's (``tools/extract_kernel_tables.py``).
+MOE_WIDTH_TOLERANCE = 0.08
+
+
+@functools.lru_cache(maxsize=1)
+def _measured_moe() -> dict[tuple[Any, ...], dict[str, tuple[np.ndarray, np.ndarray]]]:
+    """The measured MoE layers, loaded on first use.
+
+    Keyed by (system, dtype, hidden, width, topk, experts, moe_tp, moe_ep), then framework: (log2
+    tokens, log2 seconds, non-decreasing).
+    """
+    table = _read("moe.csv")
+    keys = ("hidden", "width", "topk", "experts", "moe_tp", "moe_ep")
+    columns = (table["system"], table["framework"], table["dtype"], *(table[k] for k in keys))
+    grouped: dict[tuple[Any, ...], list[tuple[float, float]]] = {}
+    rows = zip(*columns, table["tokens"], table["latency_us"], strict=True)
+    for system, framework, dtype, *shape, tokens, latency in rows:
+        layer = (str(system), str(framework), str(dtype), *(int(v) for v in shape))
+        grouped.setdefault(layer, []).append((tokens, latency))
+    out: dict[tuple[Any, ...], dict[str, tuple[np.ndarray, np.ndarray]]] = {}
+    for (system, framework, *shape), points in grouped.items():
+        tokens, latency = np.array(sorted(points)).T
+        curve = np.maximum.accumulate(_log2(latency * 1e-6))
+        out.setdefault((system, *shape), {})[framework] = (_log2(tokens), curve)
+    return out
+
+
+def moe_seconds(
+    tables: KernelTables,
+    dtype: str,
+    tokens: Tokens,
+    shape: tuple[float, float, float, float],
+    layout: tuple[int, int],
+    engine: str | None = None,
+) -> np.ndarray | None:
+    """Measured time of one MoE layer's expert computation, or None where the tables lack it.
+
+    ``shape`` is (hidden, expert width, experts per token, experts), ``layout`` (expert tensor
+    parallelism, expert parallelism); ``tokens`` (array) enter the layer. The measurements
+    (``moe.csv``) carry the wheel's routing imbalance; beyond the measured tokens the time grows in
+    proportion. ``engine``'s own kernel where it was measured (the engines' MoE kernels differ by up
+    to 3x), else the median over the frameworks measured.
+    """
+    if not tables.measured:
+        return None
+    hidden, width, topk, experts = shape
+    lt = _log2(np.maximum(np.asarray(tokens, dtype=float), 1.0))
+    for (system, dt, h, w, k, e, mtp, mep), curves in _measured_moe().items():
+        same = (system, dt, h, k, e, mtp, mep) == (tables.system, dtype, int(hidden), int(topk), int(experts), *layout)
+        if same and abs(w - width) <= MOE_WIDTH_TOLERANCE * width:
+            chosen = [curves[engine]] if engine in curves else list(curves.values())
+            times = [2.0 ** (np.interp(lt, grid, curve) + np.maximum(lt - grid[-1], 0.0)) for grid, curve in chosen]
+            return np.asarray(np.median(times, axis=0))
+    return None
 
 
 def prefill_attention_seconds(tables: KernelTables, flops: Any, tokens: Tokens, batch_heads: Count) -> np.ndarray:

@@ -128,3 +128,42 @@ def test_accelerators_without_tables_use_the_generic_curve_at_their_peaks():
     # A user's accelerator (an overridden entry) is not the measured part: it gets the generic curve.
     changed = load_registry().accelerators["h100-sxm"].model_copy(update={"name": "tuned H100"})
     assert not tables_for(changed).measured
+
+
+def test_measured_moe_layers_are_per_engine_shape_and_layout():
+    from calculator.kernels import moe_seconds
+
+    h100 = tables_for("h100-sxm")
+    qwen = (4096, 1537, 8, 128)  # Qwen3-235B-A22B: hidden, expert width (from the parameter counts), top-k, experts
+    tokens = np.array([4.0, 64.0, 1024.0])
+    tp_only = moe_seconds(h100, "fp8", tokens, qwen, (4, 1), "trtllm")
+    ep = moe_seconds(h100, "fp8", tokens, qwen, (1, 4), "trtllm")
+    assert tp_only is not None and ep is not None and np.all(np.diff(ep) > 0)
+    assert not np.allclose(tp_only, ep)  # the layouts were measured apart
+    # the engines run their own kernels: SGLang's Triton MXFP4 MoE is slower than vLLM's on an H100
+    gpt_oss = (2880, 2901, 4, 128)
+    vllm = moe_seconds(h100, "fp4", tokens, gpt_oss, (2, 1), "vllm")
+    sglang = moe_seconds(h100, "fp4", tokens, gpt_oss, (2, 1), "sglang")
+    assert vllm is not None and sglang is not None and np.all(sglang > 1.5 * vllm)
+    assert moe_seconds(h100, "fp8", tokens, qwen, (3, 1), "trtllm") is None  # an unmeasured layout
+    assert moe_seconds(tables_for("mi300x"), "fp8", tokens, qwen, (4, 1)) is None  # no measurements
+
+
+def test_expert_parallelism_prices_the_recorded_layouts_of_the_moe_benchmarks():
+    # Issue 23: the H100 MoE rows predicted with their recorded expert-parallel layouts (not fitted on them).
+    from calculator.calibration import CALIBRATION_DIR, load_benchmarks, prediction_errors
+
+    rows = load_benchmarks(CALIBRATION_DIR / "serving_benchmarks_h100_moe.csv")
+    qwen = prediction_errors(rows[rows.model_path.str.contains("Qwen3-235B")])
+    assert set(qwen.tensor_parallel / qwen.expert_tensor_parallel) == {2.0, 4.0, 8.0}  # expert-parallel degrees
+    assert np.median(np.abs(qwen.tpot_error)) <= 0.10
+    assert np.median(np.abs(qwen.ttft_error)) <= 0.20
+
+
+def test_an_expert_layout_must_divide_the_group_and_the_experts():
+    from calculator.errors import InputError
+    from calculator.performance import ENGINES, iteration_seconds, step_arrays
+
+    a = step_arrays("qwen3-235b-a22b", "h100-sxm", "fp8").with_expert_tensor_parallel(3)
+    with pytest.raises(InputError, match="expert tensor-parallel degree of 3 must divide"):
+        iteration_seconds(a, ENGINES[None].efficiency_for("h100-sxm"), 4, 8, 1024)

@@ -13,6 +13,11 @@ them and writes the small tables the performance model interpolates (``calculato
 * ``allreduce.csv``: latency of one in-node all-reduce of 16-bit activations by GPU count and
   message size in bytes (the faster of NCCL and the framework's custom all-reduce; the wheel's
   ``message_size`` counts elements);
+* ``moe.csv``: latency of one mixture-of-experts layer's expert computation (the grouped GEMMs of
+  the routed experts, with the wheel's routing imbalance ``power_law_1.2``, else ``balanced``) by
+  tokens entering the layer, for the expert shapes of the registry's mixture-of-experts models
+  (hidden size, expert width, experts per token, experts) and each measured layout (expert
+  tensor parallelism ``moe_tp`` x expert parallelism ``moe_ep``);
 * ``manifest.json``: the wheel version, license, and which collection (framework, version) each
   system's numbers come from.
 
@@ -51,6 +56,19 @@ FRAMEWORKS = ("trtllm", "vllm", "sglang")
 #: "fp8" entry (each framework's faster kernel for the shape): the library's precision names do not
 #: distinguish the scaling granularity.
 GEMM_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4"}
+#: MoE weight dtypes of the wheel -> the table's dtype names: MXFP4 weights with 16-bit activations
+#: (gpt-oss on Hopper) and NVFP4 are the registry's "fp4"; INT4 weight-only is "int4".
+MOE_DTYPES = {**GEMM_DTYPES, "w4a16_mxfp4": "fp4", "int4_wo": "int4"}
+#: The routing imbalance of the MoE table: AIConfigurator prices generic MoE models at a power law of
+#: exponent 1.2 (``aiconfigurator_core/sdk/models/moe.py``, ``_power_law_alpha = 1.2``).
+MOE_DISTRIBUTIONS = ("power_law_1.2", "balanced")
+#: Relative distance within which a measured expert width is the registry model's (the registry
+#: derives it from parameter counts, which include biases and norms).
+MOE_WIDTH_TOLERANCE = 0.08
+#: MoE layouts kept: expert tensor parallelism up to 8 and up to 16 GPUs per layer (a node, or two).
+MOE_MAX_TP, MOE_MAX_GPUS = 8, 16
+MOE_COLUMNS = ("system", "framework", "dtype", "hidden", "width", "topk", "experts", "moe_tp", "moe_ep", "tokens",
+               "latency_us")  # fmt: skip
 POW2 = [2**i for i in range(0, 16)]  # m: 1 .. 32768
 NK = [2**i for i in range(8, 17)]  # n, k: 256 .. 65536
 
@@ -183,6 +201,63 @@ def allreduce_table(system: str, system_dir: Path, sources: dict) -> pd.DataFram
     return out
 
 
+def registry_moe_shapes() -> list[tuple[int, int, int, int]]:
+    """(hidden, expert width, experts per token, experts) of every mixture-of-experts model of the registry."""
+    sys.path.insert(0, str(OUT.parents[3]))
+    from calculator import load_registry
+    from calculator.performance import step_arrays
+
+    reg = load_registry()
+    shapes = []
+    for model_id in reg.models:
+        model = reg.model(model_id)
+        if model.kind == "transformer" and (model.experts or 1) > 1:
+            a = step_arrays(model_id, "h100-sxm", "bf16", registry=reg)
+            shapes.append((int(a.hidden), round(a.expert_width), int(a.experts_per_token), int(a.experts)))
+    return shapes
+
+
+def moe_table(system: str, system_dir: Path, sources: dict, shapes: list[tuple[int, int, int, int]]) -> pd.DataFrame:
+    """Expert-computation latency per MoE layer by tokens, for the registry's expert shapes and each layout.
+
+    Unlike the other tables these keep each framework's own numbers (its fastest kernel per shape):
+    the engines' MoE kernels differ by up to 3x on one GPU (SGLang's Triton MXFP4 kernel against
+    vLLM's and TensorRT-LLM's on an H100), and each engine runs its own.
+    """
+    per_fw = []
+    for fw, path in _tables(system_dir, "moe", "moe_perf.parquet").items():
+        d = pd.read_parquet(path)
+        d = d[d.moe_dtype.isin(MOE_DTYPES) & d.num_tokens.isin(POW2) & (d.moe_tp_size <= MOE_MAX_TP)]
+        d = d[d.moe_tp_size * d.moe_ep_size <= MOE_MAX_GPUS]
+        keep = []
+        for hidden, width, topk, experts in shapes:
+            same = (d.hidden_size == hidden) & (d.topk == topk) & (d.num_experts == experts)
+            close = same & ((d.inter_size - width).abs() <= MOE_WIDTH_TOLERANCE * width)
+            keep.append(d[close])
+        d = pd.concat(keep) if keep else d.iloc[:0]
+        for distribution in MOE_DISTRIBUTIONS:  # the imbalanced rows where measured, else the balanced ones
+            found = d[d.distribution == distribution]
+            if not found.empty:
+                d = found
+                break
+        if d.empty:
+            continue
+        d = d.assign(dtype=d.moe_dtype.map(MOE_DTYPES))
+        keys = ["dtype", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size", "num_tokens"]
+        per_fw.append(d.groupby(keys).latency.min().reset_index(name="latency_ms").assign(framework=fw))
+        sources.setdefault(system, {})[f"moe/{fw}"] = path.parent.name
+    if not per_fw:
+        return pd.DataFrame()
+    out = pd.concat(per_fw)
+    out = out.rename(
+        columns={"hidden_size": "hidden", "inter_size": "width", "num_experts": "experts", "moe_tp_size": "moe_tp",
+                 "moe_ep_size": "moe_ep", "num_tokens": "tokens"}
+    )  # fmt: skip
+    out["latency_us"] = out.pop("latency_ms") * 1e3
+    out.insert(0, "system", system)
+    return out
+
+
 def _unpacked(source: Path) -> tuple[Path, str]:
     if source.is_dir():
         root = source
@@ -217,7 +292,8 @@ def main(argv: list[str] | None = None) -> int:
     data, version = _unpacked(args.wheel)
     OUT.mkdir(parents=True, exist_ok=True)
     sources: dict = {}
-    tables = {"gemm": [], "prefill": [], "decode": [], "allreduce": []}
+    tables = {"gemm": [], "prefill": [], "decode": [], "allreduce": [], "moe": []}
+    shapes = registry_moe_shapes()
     for system in SYSTEMS:
         system_dir = data / system
         if not system_dir.is_dir():
@@ -227,6 +303,7 @@ def main(argv: list[str] | None = None) -> int:
         tables["prefill"].append(attention_prefill_table(system, system_dir, sources))
         tables["decode"].append(attention_decode_table(system, system_dir, sources))
         tables["allreduce"].append(allreduce_table(system, system_dir, sources))
+        tables["moe"].append(moe_table(system, system_dir, sources, shapes))
     origin = f"aiconfigurator-core {version} (PyPI wheel, Apache-2.0, NVIDIA); tools/extract_kernel_tables.py"
     _write(
         pd.concat(tables["gemm"]).sort_values(["system", "dtype", "m", "n", "k"]),
@@ -251,6 +328,15 @@ def main(argv: list[str] | None = None) -> int:
         pd.concat(tables["allreduce"]).sort_values(["system", "gpus", "bytes"]),
         "allreduce.csv",
         f"In-node all-reduce latency, the faster of NCCL and the framework's custom all-reduce.\n{origin}",
+        4,
+    )
+    _write(
+        pd.concat(tables["moe"]).sort_values(
+            [*MOE_COLUMNS[:2], "dtype", "hidden", "width", "moe_tp", "moe_ep", "tokens"]
+        )[list(MOE_COLUMNS)],
+        "moe.csv",
+        "Expert computation of one mixture-of-experts layer (routed experts' grouped GEMMs), latency by tokens "
+        f"entering the layer, routing imbalance {MOE_DISTRIBUTIONS[0]} (else balanced).\n{origin}",
         4,
     )
     manifest = {

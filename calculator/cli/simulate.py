@@ -179,8 +179,10 @@ def simulate_command(
     }
 
     def text() -> str:
+        from ..fleet.plan import layout_text
+
         lines = [
-            f"plan: {plan.replicas} x {plan.accelerator} at {plan.precision} (TP {plan.tensor_parallel}), "
+            f"plan: {plan.replicas} x {plan.accelerator} at {plan.precision} ({layout_text(plan)}), "
             f"batch cap {plan.batch}, engine {plan.engine}, router {first.router}",
             f"simulated: {len(first.seeds)} seed(s) x "
             + ", ".join(f"{n:,} requests at {count} replicas" for count, n in head["requests_per_seed"].items()),

@@ -97,9 +97,9 @@ def _pools(plan: Any) -> str:
 
 def _configuration(plan: Any) -> str:
     """A colocated plan's configuration in a line: ``3 x h100-sxm at fp8 (TP 2, batch cap 208)``."""
-    return (
-        f"{plan.replicas} x {plan.accelerator} at {plan.precision} (TP {plan.tensor_parallel}, batch cap {plan.batch})"
-    )
+    from ..fleet.plan import layout_text
+
+    return f"{plan.replicas} x {plan.accelerator} at {plan.precision} ({layout_text(plan)}, batch cap {plan.batch})"
 
 
 @app.command("size")

@@ -149,6 +149,16 @@ class SizingFlags:
             "docs/performance-model.md); the output's kv_precision says which.",
         ),
     ] = None
+    experts: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--experts",
+            metavar="LAYOUT",
+            help="For a mixture of experts, how a replica holds the routed experts: 'tensor' (each expert split "
+            "over the TP group) or 'expert' (whole experts spread over it, EP = TP). Repeatable; default both.",
+            show_default=False,
+        ),
+    ] = None
     price: Annotated[
         list[str] | None,
         typer.Option(
@@ -406,6 +416,8 @@ def _sizing_inputs(model: str | None, sizing: SizingFlags, registry: Any, rate: 
     }
     if sizing.tensor_parallel:
         inputs["tensor_parallel"] = tuple(sizing.tensor_parallel)
+    if sizing.experts:
+        inputs["expert_layouts"] = tuple(sizing.experts)
     if sizing.router is not None:
         inputs["router"] = sizing.router
     return inputs

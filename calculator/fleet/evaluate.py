@@ -56,7 +56,7 @@ __all__: list[str] = []  # the sizer's own parts (Evaluation, planned_ttft, plan
 
 @dataclass
 class _Family:
-    """One (accelerator, precision) with its step-model arrays and price."""
+    """One (accelerator, precision, expert layout) with its step-model arrays and price."""
 
     accelerator: str
     precision: str
@@ -64,6 +64,17 @@ class _Family:
     price: float  # USD per GPU-hour
     tdp: float  # W
     draft: StepArrays | None
+    expert_layout: str = "tensor"  # a mixture of experts' routed experts: split by TP, or spread (EP = TP)
+
+    def key_at(self, tp: int) -> str:
+        """The name of the family at one TP degree in rejections: ``accelerator/precision/tpN`` (``/epN``)."""
+        return f"{self.accelerator}/{self.precision}/tp{tp}" + (f"/ep{tp}" if self.expert_layout == "expert" else "")
+
+    def layout_ok(self, tps: np.ndarray) -> np.ndarray:
+        """Which TP degrees the layout can run: spread experts need a degree that divides the experts."""
+        if self.expert_layout != "expert":
+            return np.ones(np.shape(tps), dtype=bool)
+        return np.asarray(self.arrays.experts % np.asarray(tps, dtype=float) == 0)
 
 
 @dataclass(frozen=True)
@@ -467,7 +478,11 @@ def _wait(load: Any, service: Any, servers: Any, arrival_cv: Any, service_cv: fl
 
 def _families(model: Any, space: SearchSpace, costs: Costs, speculation: Speculation | None, reg: Any,
               engine: EngineProfile) -> list[_Family]:  # fmt: skip
-    """The (accelerator, precision) families of ``space``, each with its step arrays and GPU-hour price."""
+    """The (accelerator, precision) families of ``space``, each with its step arrays and GPU-hour price.
+
+    A mixture of experts gets one family per expert layout of ``space`` (the experts split by tensor
+    parallelism, or spread whole over the group).
+    """
     out = []
     for accelerator in space.accelerators:
         device = reg.accelerator(accelerator)
@@ -480,7 +495,10 @@ def _families(model: Any, space: SearchSpace, costs: Costs, speculation: Specula
                 if speculation
                 else None
             )
-            out.append(_Family(device.id, check_precision(precision), arrays, hourly, device.tdp.m_as("W"), draft))
+            name, tdp = check_precision(precision), device.tdp.m_as("W")
+            for layout in space.expert_layouts if arrays.experts > 1 else ("tensor",):
+                spread = arrays.with_expert_tensor_parallel(1.0) if layout == "expert" else arrays
+                out.append(_Family(device.id, name, spread, hourly, tdp, draft, layout))
     return out
 
 

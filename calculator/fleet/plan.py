@@ -30,14 +30,15 @@ class Rejection(Result):
     Attributes
     ----------
     family : str
-        ``accelerator/precision/tpN``.
+        ``accelerator/precision/tpN``, with ``/epN`` where a mixture of experts spreads its experts.
     accelerator, precision : str
     tensor_parallel : int
     code : str
         ``"memory"`` (the weights leave no room for one sequence's KV cache), ``"tpot"``, ``"ttft"``
         or ``"tbt"`` (no batch cap meets that target), ``"joint"`` (each target is met by some cap,
-        none meets all), ``"fleet_size"`` (the load needs more GPUs than the sizer plans, ``MAX_FLEET_GPUS``)
-        or ``"costlier"`` (feasible, but not the cheapest).
+        none meets all), ``"fleet_size"`` (the load needs more GPUs than the sizer plans, ``MAX_FLEET_GPUS``),
+        ``"layout"`` (experts spread over a TP degree that does not divide them) or ``"costlier"``
+        (feasible, but not the cheapest).
     values : dict
         The numbers behind the code: ``weights_per_device`` and ``usable_per_device`` (memory), the
         ``best`` value reached and the ``target`` (tpot, ttft), or ``gpus``, ``batch`` and
@@ -60,6 +61,8 @@ class Rejection(Result):
                 f"memory: {v['weights_per_device'].m_as('GB'):.1f} GB of weights per device leave no room for one "
                 f"sequence's KV cache in {v['usable_per_device'].m_as('GB'):.1f} GB usable"
             )
+        if self.code == "layout":
+            return f"layout: {v['experts']} experts do not spread evenly over {self.tensor_parallel} GPUs"
         if self.code == "tpot":
             return f"TPOT: at best {v['best'].m_as('ms'):.1f} ms, above the {v['target'].m_as('ms'):g} ms target"
         if self.code == "ttft":
@@ -94,6 +97,10 @@ class FleetPlan(Result):
     tensor_parallel, batch, replicas, gpus : int
         Devices per replica, the cap on sequences running on a replica (the engine's
         ``max_num_seqs`` to configure), replicas, and total GPUs.
+    expert_parallel : int
+        For a mixture of experts, the GPUs of a replica its routed experts are spread over (expert
+        parallelism; 1: each expert split by tensor parallelism). The sizer searches both layouts
+        (``SearchSpace.expert_layouts``); the spread one has ``expert_parallel == tensor_parallel``.
     running_batch : float
         Sequences running on a replica on average at the planned load (Little's law); TPOT and
         TTFT are evaluated there.
@@ -151,6 +158,7 @@ class FleetPlan(Result):
     engine: str = ""
     kv_precision: str = ""
     tensor_parallel: int = 0
+    expert_parallel: int = 1
     batch: int = 0
     replicas: int = 0
     gpus: int = 0
@@ -230,6 +238,12 @@ def _restore(value: Any) -> Any:
     return value
 
 
+def layout_text(plan: FleetPlan) -> str:
+    """A replica's layout in words: ``TP 8``, or ``TP 8, EP 8`` where the experts are spread."""
+    spread = f", EP {plan.expert_parallel}" if plan.expert_parallel > 1 else ""
+    return f"TP {plan.tensor_parallel}{spread}"
+
+
 def plan_summary(plan: FleetPlan) -> str:
     """The answer in a line, with the model's error band: ``8 x h100-sxm (TP 2): 4-16 GPUs at ...``.
 
@@ -249,7 +263,7 @@ def plan_summary(plan: FleetPlan) -> str:
     """
     if not isinstance(plan, FleetPlan):
         raise InputError(f"plan_summary(): argument 'plan' must be a FleetPlan (from size_fleet), got {shown(plan)}")
-    head = f"{plan.gpus} x {plan.accelerator} at {plan.precision} (TP {plan.tensor_parallel})"
+    head = f"{plan.gpus} x {plan.accelerator} at {plan.precision} ({layout_text(plan)})"
     if not plan.feasible or plan.gpus_interval is None:
         return head
     low, high = plan.gpus_interval

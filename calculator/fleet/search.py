@@ -121,8 +121,15 @@ class _Search:
             if e.fits.any():
                 closest_ttft = min(closest_ttft, float(np.min(e.ttft[e.fits])))
                 closest_tpot = min(closest_tpot, float(np.min(e.tpot[e.fits])))
+            layout_ok = family.layout_ok(self.tps)
             for i, tp in enumerate(self.tps):
-                key = f"{family.accelerator}/{family.precision}/tp{int(tp)}"
+                key = family.key_at(int(tp))
+                if not layout_ok[i]:
+                    rejected[key] = Rejection(
+                        key, family.accelerator, family.precision, int(tp), code="layout",
+                        values={"experts": int(family.arrays.experts)},
+                    )  # fmt: skip
+                    continue
                 if not feasible[i].any():
                     rejected[key] = _why(family, int(tp), e, i, ok, self.targets)
                     continue
@@ -175,7 +182,7 @@ def _why(family: _Family, tp: int, e: Evaluation, i: int, ok: _Masks, targets: T
         "precision": family.precision,
         "tensor_parallel": int(tp),
     }
-    key = f"{family.accelerator}/{family.precision}/tp{int(tp)}"
+    key = family.key_at(int(tp))
     if fits.any() and e.oversized[i][fits].all():
         return Rejection(key, **record, code="fleet_size", values={"limit": MAX_FLEET_GPUS})
     if not fits.any():
@@ -286,6 +293,7 @@ def _feasible_plan(
         precision=family.precision,
         kv_precision=family.arrays.kv_precision,
         tensor_parallel=tp,
+        expert_parallel=tp if family.expert_layout == "expert" else 1,
         batch=int(search.batch_grid[i, j]),
         replicas=replicas,
         gpus=gpus,

@@ -44,6 +44,7 @@ _FLAT_HOMES = {
     "tensor_parallel": "SearchSpace(tensor_parallel=...)",
     "batches": "SearchSpace(batches=...)",
     "kv_precision": "SearchSpace(kv_precision=...)",
+    "expert_layouts": "SearchSpace(expert_layouts=...)",
     "input_cv": "Workload(input_cv=...)",
     "output_cv": "Workload(output_cv=...)",
     "arrival_cv": "Workload(arrival_cv=...)",

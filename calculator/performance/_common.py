@@ -7,7 +7,9 @@ from typing import Any
 import numpy as np
 
 from .._support import count, model_of
+from ..errors import InputError
 from ..memory import check_tensor_parallel
+from .arrays import StepArrays
 from .engines import Efficiency, engine_profile
 
 __all__: list[str] = []
@@ -29,3 +31,29 @@ def _counts(function: str, argument: str, value: Any, minimum: int = 1) -> np.nd
 def _tp(model: Any, tensor_parallel: Any, function: str, registry: Any = None) -> np.ndarray:
     """The tensor-parallel degrees, checked against ``model`` (resolved in ``registry``)."""
     return np.asarray(check_tensor_parallel(model_of(model, registry), tensor_parallel, function), dtype=float)
+
+
+def _expert_layout(a: StepArrays, tp: np.ndarray, expert_parallel: Any, function: str) -> StepArrays:
+    """``a`` with the routed experts spread over ``expert_parallel`` GPUs of each replica (1: tensor parallel).
+
+    The replica's ``tensor_parallel`` GPUs then split each expert over ``tensor_parallel /
+    expert_parallel`` of them (expert tensor parallelism), as TensorRT-LLM's ``moe_expert_parallel_size``
+    and ``moe_tensor_parallel_size`` do.
+    """
+    if np.ndim(expert_parallel):
+        raise InputError(f"{function}(): argument 'expert_parallel' must be one whole number, got {expert_parallel!r}")
+    ep = count(function, "expert_parallel", expert_parallel)
+    if ep == 1:
+        return a
+    if a.experts <= 1:
+        raise InputError(f"{function}(): expert_parallel applies to mixture-of-experts models; this one is dense")
+    degrees = np.unique(tp)
+    if degrees.size != 1:
+        raise InputError(f"{function}(): give one tensor_parallel degree with expert_parallel {ep}")
+    group = float(degrees[0])
+    if group % ep or a.experts % ep:
+        raise InputError(
+            f"{function}(): expert_parallel {ep} must divide tensor_parallel ({group:g}) and the experts "
+            f"({a.experts:g})"
+        )
+    return a.with_expert_tensor_parallel(group / ep)

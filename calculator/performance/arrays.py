@@ -148,7 +148,24 @@ class StepArrays:
     dtype: str  #: the GEMM table of the weights
     kv_precision: str  #: the KV cache's precision (``kv_cache_precision`` unless given)
     measured: bool  #: whether measured kernel tables cover the accelerator and dtype
+    precision: str = ""  #: the weights' precision name (the measured MoE layers are per weight precision)
+    engine: str | None = None  #: whose measured MoE kernels price the experts (None: the median of the engines)
+    #: GPUs each routed expert is split over (expert tensor parallelism); the TP group's other factor spreads the
+    #: experts (expert parallelism, ``tp / expert_tensor_parallel``). None: every expert split over the whole group.
+    expert_tensor_parallel: float | None = None
     curves: dict[float, dict[str, np.ndarray]] = field(default_factory=dict, repr=False)  #: cache per TP degree
+
+    def with_expert_tensor_parallel(self, degree: float | None) -> StepArrays:
+        """The same arrays with each routed expert split over ``degree`` GPUs, with its own kernel cache.
+
+        1: whole experts spread over the group (expert parallelism); None: tensor parallelism.
+        """
+        import dataclasses
+
+        degree = None if degree is None else float(degree)
+        if degree == self.expert_tensor_parallel:
+            return self
+        return dataclasses.replace(self, expert_tensor_parallel=degree, curves={})
 
     def __getitem__(self, key: str) -> Any:
         """The old dict access (``arrays["kv_bytes_per_token"]``), kept for one release."""
@@ -263,7 +280,19 @@ def step_arrays(
         dtype=GEMM_TABLE_OF_WEIGHTS.get(name, "bf16"),
         kv_precision=kv_name,
         measured=bool(tables.measured and GEMM_TABLE_OF_WEIGHTS.get(name, "bf16") in tables.measured_dtypes),
+        precision=name,
+        engine=_engine_name(engine, registry),
     )
+
+
+def _engine_name(engine: Any, registry: Registry | None) -> str | None:
+    """The engine's name (``"vllm"``), or None for the engine-agnostic profile."""
+    if engine is None:
+        return None
+    from .engines import engine_profile
+
+    name = engine_profile(engine, registry).name
+    return None if name == "generic" else name
 
 
 def _link_bandwidth(device: Any, registry: Registry | None) -> Any:

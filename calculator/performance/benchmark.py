@@ -22,7 +22,7 @@ from ..formula import magnitude
 from ..results import Result
 from ..types import AcceleratorRef, Count, ModelRef, Rate, Time, TokenRate, Tokens
 from ..units import Q_
-from ._common import _counts, _efficiency, _tp
+from ._common import _counts, _efficiency, _expert_layout, _tp
 from .arrays import StepArrays, step_arrays
 from .engines import Efficiency, EngineProfile, engine_profile, kv_capacity_tokens
 from .pricing import iteration_seconds, prefill_seconds
@@ -287,6 +287,7 @@ def predict_benchmark(
     requests_per_client: float = REQUESTS_PER_CLIENT,
     arrivals: str = "dispersed",
     client_overhead: Time = None,
+    expert_parallel: Count = 1,
     registry: Registry | None = None,
 ) -> BenchmarkPrediction:
     """Mean TTFT and TPOT a closed-loop serving benchmark reports at client concurrency ``C``.
@@ -318,6 +319,9 @@ def predict_benchmark(
     client_overhead : Quantity [time], optional
         The harness's own latency per request beyond the engine's request path (its HTTP client,
         pacing); none by default. A benchmark setting, not engine behaviour.
+    expert_parallel : int, default 1
+        For a mixture of experts: GPUs the routed experts are spread over (expert parallelism), each
+        expert split over the other ``tensor_parallel / expert_parallel`` (one ``tensor_parallel``).
     registry : Registry, optional
         Where ids resolve (default: the packaged registry).
 
@@ -356,6 +360,7 @@ def predict_benchmark(
     profile = engine_profile(engine, registry)
     a = step_arrays(model, accelerator, precision, kv_precision, engine=profile, registry=registry)
     tp = _tp(model_of(model, registry), tensor_parallel, "predict_benchmark")
+    a = _expert_layout(a, tp, expert_parallel, "predict_benchmark")
     inputs = _counts("predict_benchmark", "input_tokens", input_tokens)
     outputs = _counts("predict_benchmark", "output_tokens", output_tokens)
     limit = model_of(model, registry).max_context

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from .._support import renamed
+from ..errors import InputError
 from ..memory.kv import kv_shards
 from ..parallelism import ring_allreduce_time
 from ..phases import decode_flops, prefill_flops, roofline_time
@@ -70,7 +71,7 @@ def _curves(a: StepArrays, tp: float) -> dict[str, np.ndarray]:
     cache = a.curves
     if tp in cache:
         return cache[tp]
-    from ..kernels import gemm_seconds, grouped_gemm_seconds
+    from ..kernels import gemm_seconds
 
     tables, dtype = a.tables, a.dtype
     m = 2.0**_M_GRID
@@ -78,20 +79,45 @@ def _curves(a: StepArrays, tp: float) -> dict[str, np.ndarray]:
     for n, k in _layer_gemms(a, tp):
         linear += gemm_seconds(tables, dtype, m, max(n, 1.0), max(k, 1.0))
     if a.experts > 1:
-        # The experts run as one grouped GEMM per projection (one launch over every touched expert):
-        # priced as a GEMM of the touched experts' stacked weights at the tokens each expert gets.
-        e, top = a.experts, a.experts_per_token
-        touched = e * (1 - (1 - top / e) ** m)
-        per_expert_tokens = m * top / touched
-        width = a.expert_width / tp
-        h = a.hidden
-        for n, k in ((2 * width, h), (h, width)):
-            linear += grouped_gemm_seconds(tables, dtype, per_expert_tokens, n, k, touched)
-        linear += gemm_seconds(tables, "bf16", m, e, h)  # the router
+        linear += _expert_seconds(a, tp, m)
+        linear += gemm_seconds(tables, "bf16", m, a.experts, a.hidden)  # the router
     elementwise = m * ELEMENTWISE_PASSES * a.hidden * ACTIVATION_BYTES / a.hbm_bandwidth
     lm_head = gemm_seconds(tables, dtype, m, max(a.vocab / tp, 1.0), a.hidden) if a.vocab else np.zeros_like(m)
     out = {"layer": np.log2(linear + elementwise), "lm_head": np.log2(np.maximum(lm_head, 1e-12))}
     cache[tp] = out
+    return out
+
+
+def _expert_seconds(a: StepArrays, tp: float, m: np.ndarray) -> np.ndarray:
+    """Per-layer time of the routed experts on one GPU at ``m`` tokens entering the layer.
+
+    Each expert is split over ``a.expert_tensor_parallel`` of the replica's ``tp`` GPUs (default all
+    of them) and the experts are spread over the other factor, ``ep = tp / expert_tensor_parallel``
+    (expert parallelism). Where the engine's MoE layer was measured at this shape and layout
+    (``kernels.moe_seconds``, with the routing imbalance of the measurements) that time; otherwise
+    one grouped GEMM per projection over the experts this GPU holds that the tokens touch, at the
+    tokens each of them gets (balanced routing).
+    """
+    from ..kernels import grouped_gemm_seconds, moe_seconds
+
+    moe_tp = tp if a.expert_tensor_parallel is None else a.expert_tensor_parallel
+    ep = tp / moe_tp
+    if tp % moe_tp:
+        raise InputError(
+            f"an expert tensor-parallel degree of {moe_tp:g} must divide the tensor-parallel degree ({tp:g})"
+        )
+    shape = (a.hidden, a.expert_width, a.experts_per_token, a.experts)
+    measured = moe_seconds(a.tables, a.precision, m, shape, (int(moe_tp), int(ep)), a.engine)
+    if measured is not None:
+        return measured
+    e, top, h = a.experts, a.experts_per_token, a.hidden
+    hit = 1 - (1 - top / e) ** m  # the chance that the tokens touch a given expert
+    per_expert_tokens = m * top / (e * hit)
+    width = a.expert_width / moe_tp
+    out = np.zeros_like(m)
+    for n, k in ((2 * width, h), (h, width)):
+        # an expert-parallel degree that does not divide the experts leaves the busiest GPU ceil(E / ep)
+        out = out + grouped_gemm_seconds(a.tables, a.dtype, per_expert_tokens, n, k, np.ceil(e / ep) * hit)
     return out
 
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..types import AcceleratorRef, Count, ModelRef, Tokens
 from ..units import Q_
-from ._common import _counts, _efficiency, _tp
+from ._common import _counts, _efficiency, _expert_layout, _tp
 from .arrays import step_arrays
 from .engines import Efficiency, EngineProfile
 from .pricing import decode_step_seconds, prefill_seconds
@@ -42,6 +42,7 @@ def decode_step_time(
     engine: str | EngineProfile | None = None,
     efficiency: Efficiency | None = None,
     kv_precision: str | None = None,
+    expert_parallel: Count = 1,
     registry: Registry | None = None,
 ) -> Any:
     r"""Time of one decode step of a tensor-parallel replica.
@@ -63,6 +64,12 @@ def decode_step_time(
     kv_precision : str, optional
         KV-cache precision; defaults to the one ``engine`` runs for these weights
         (:func:`~calculator.performance.kv_cache_precision`).
+    expert_parallel : int, default 1
+        For a mixture of experts: GPUs of the replica the routed experts are spread over (expert
+        parallelism); the other ``tensor_parallel / expert_parallel`` split each expert. Needs one
+        ``tensor_parallel`` degree that it divides.
+    registry : Registry, optional
+        Where the ids resolve (default: the packaged registry).
 
     Returns
     -------
@@ -91,6 +98,7 @@ def decode_step_time(
     """
     a = step_arrays(model, accelerator, precision, kv_precision, engine=engine, registry=registry)
     tp = _tp(model, tensor_parallel, "decode_step_time", registry)
+    a = _expert_layout(a, tp, expert_parallel, "decode_step_time")
     seconds = decode_step_seconds(
         a,
         _efficiency(engine, efficiency, a.accelerator, registry),
@@ -110,9 +118,12 @@ def prefill_time(
     *,
     engine: str | EngineProfile | None = None,
     efficiency: Efficiency | None = None,
+    expert_parallel: Count = 1,
     registry: Registry | None = None,
 ) -> Any:
     """Time to prefill one prompt alone on a tensor-parallel replica.
+
+    Arguments as for :func:`decode_step_time` (``expert_parallel`` included).
 
     Examples
     --------
@@ -121,6 +132,7 @@ def prefill_time(
     """
     a = step_arrays(model, accelerator, precision, engine=engine, registry=registry)
     tp = _tp(model, tensor_parallel, "prefill_time", registry)
+    a = _expert_layout(a, tp, expert_parallel, "prefill_time")
     prompt = _counts("prefill_time", "prompt_tokens", prompt_tokens)
     seconds = prefill_seconds(a, _efficiency(engine, efficiency, a.accelerator, registry), tp, prompt)
     return _seconds(seconds)

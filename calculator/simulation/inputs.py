@@ -67,6 +67,9 @@ class SimulationSetup(Result):
         Registry ids (or aliases) and the weight precision.
     tensor_parallel : int
         Devices per replica.
+    expert_parallel : int
+        For a mixture of experts: the replica's GPUs its routed experts are spread over (1: each
+        expert split by tensor parallelism); it divides ``tensor_parallel``.
     engine : str or None
         Engine profile name (``None``: the engine-agnostic default).
     kv_precision : str or None
@@ -89,6 +92,7 @@ class SimulationSetup(Result):
     tensor_parallel: int = 1
     engine: str | None = None
     kv_precision: str | None = None
+    expert_parallel: int = 1
     max_num_seqs: int | None = None
     max_num_tokens: int | None = None
     step_scale: float = 1.0
@@ -98,6 +102,10 @@ class SimulationSetup(Result):
     def __post_init__(self) -> None:
         if not int(self.tensor_parallel) >= 1:
             raise InputError(f"SimulationSetup: 'tensor_parallel' must be >= 1, got {self.tensor_parallel!r}")
+        if not (isinstance(self.expert_parallel, int | np.integer) and self.expert_parallel >= 1):
+            raise InputError(
+                f"SimulationSetup: 'expert_parallel' must be a whole number >= 1, got {self.expert_parallel!r}"
+            )
         for name in ("max_num_seqs", "max_num_tokens"):
             value = getattr(self, name)
             if value is not None and not (isinstance(value, int | np.integer) and value >= 1):

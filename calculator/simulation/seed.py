@@ -108,15 +108,16 @@ class _Run:
 
 def _limits(setup: SimulationSetup) -> tuple[StepArrays, Any, int, int, float]:
     from ..performance import engine_profile, kv_capacity_tokens, step_arrays
-    from ..performance._common import _tp
+    from ..performance._common import _expert_layout, _tp
     from ..registry import load_registry
 
     registry = load_registry(extra=setup.registry_files)
-    _tp(registry.model(setup.model), setup.tensor_parallel, "simulate")
+    tp = _tp(registry.model(setup.model), setup.tensor_parallel, "simulate")
     profile = engine_profile(setup.engine, registry)
     a = step_arrays(
         setup.model, setup.accelerator, setup.precision, setup.kv_precision, engine=profile, registry=registry
     )
+    a = _expert_layout(a, tp, setup.expert_parallel, "simulate")
     budget, seqs = profile.limits(a.memory, a.accelerator)
     budget = int(setup.max_num_tokens or budget)
     seqs = int(setup.max_num_seqs or seqs)

@@ -1,0 +1,97 @@
+"""Mixture-of-experts layouts (issue 23): experts split by tensor parallelism, or spread by expert parallelism.
+
+The step model prices a layout from the engines' measured MoE layers where the kernel tables have them
+(``kernels.moe_seconds``); the sizer searches both layouts for a mixture of experts; a plan records its
+layout, the simulator runs it, and the launch configs carry it in each engine's own flags.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import pytest
+
+from calculator import DOCUMENTED_FLAGS, Q_, FleetPlan, launch_command
+from calculator.errors import InputError
+from calculator.fleet import SearchSpace, Targets, Workload, size_fleet
+from calculator.performance import decode_step_time, predict_benchmark
+
+WORKLOAD = Workload(Q_(20, "request/s"), 2048, 512)
+TARGETS = Targets(Q_(2, "s"), Q_(50, "ms"))
+
+
+def _plan(model: str, layouts: tuple[str, ...], accelerator: str = "h100-sxm", engine: str = "trtllm") -> FleetPlan:
+    return size_fleet(model, WORKLOAD, TARGETS, SearchSpace(accelerator, "fp8", expert_layouts=layouts), engine=engine)
+
+
+def test_the_sizer_searches_both_expert_layouts_of_a_mixture_of_experts():
+    both = _plan("qwen3-235b-a22b", ("tensor", "expert"))
+    assert any(key.endswith("/ep8") for key in both.rejected) or both.expert_parallel > 1
+    spread = _plan("qwen3-235b-a22b", ("expert",))
+    assert spread.feasible and spread.expert_parallel == spread.tensor_parallel > 1
+    split = _plan("qwen3-235b-a22b", ("tensor",))
+    assert split.feasible and split.expert_parallel == 1
+    assert both.cost_per_hour <= min(spread.cost_per_hour, split.cost_per_hour)  # the cheaper of the two
+
+
+def test_a_dense_model_has_no_expert_layouts():
+    plan = _plan("llama-3.1-70b", ("tensor", "expert"))
+    assert plan.feasible and plan.expert_parallel == 1
+    assert not any("/ep" in key for key in plan.rejected)
+
+
+def test_the_layout_changes_the_priced_step():
+    # TensorRT-LLM's measured MoE layer of Qwen3-235B is slower with each expert split eight ways than with
+    # the experts spread over eight GPUs (the expert width, 1536, leaves 192 columns per GPU).
+    split = decode_step_time("qwen3-235b-a22b", "h100-sxm", "fp8", 8, 32, 2048, engine="trtllm")
+    spread = decode_step_time("qwen3-235b-a22b", "h100-sxm", "fp8", 8, 32, 2048, engine="trtllm", expert_parallel=8)
+    assert spread < 0.5 * split
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        p = predict_benchmark("qwen3-235b-a22b", "h100-sxm", "fp8", 4, 1024, 1024, 16, "trtllm", expert_parallel=4)
+    assert p.tpot.m_as("ms") > 0
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"model": "llama-3.1-8b", "expert_parallel": 2}, "this one is dense"),
+        ({"tensor_parallel": 4, "expert_parallel": 3}, "must divide tensor_parallel"),
+        ({"tensor_parallel": [4, 8], "expert_parallel": 4}, "give one tensor_parallel degree"),
+        ({"expert_parallel": [2, 4]}, "must be one whole number"),
+    ],
+)
+def test_an_invalid_expert_layout_is_refused_with_the_reason(arguments, message):
+    call = {"model": "qwen3-235b-a22b", "tensor_parallel": 8, **arguments}
+    model, tp = call.pop("model"), call.pop("tensor_parallel")
+    with pytest.raises(InputError, match=message):
+        decode_step_time(model, "h100-sxm", "fp8", tp, 8, 1024, **call)
+
+
+@pytest.fixture(scope="module")
+def spread_plan():
+    return _plan("qwen3-235b-a22b", ("expert",))
+
+
+def test_the_launch_configs_carry_the_layout_in_each_engines_documented_flags(spread_plan):
+    ep = str(spread_plan.expert_parallel)
+    vllm = launch_command(spread_plan, "vllm")
+    assert "--enable-expert-parallel" in vllm.arguments and vllm.flags["--enable-expert-parallel"] is None
+    at = vllm.arguments.index("--enable-expert-parallel")
+    assert at == len(vllm.arguments) - 1 or vllm.arguments[at + 1].startswith("--")  # a switch, no value
+    assert launch_command(spread_plan, "sglang").flags["--ep-size"] == ep
+    assert launch_command(spread_plan, "trtllm").flags["--ep_size"] == ep
+    for engine in ("vllm", "sglang", "trtllm"):
+        config = launch_command(spread_plan, engine)
+        assert set(config.flags) <= set(DOCUMENTED_FLAGS[engine])
+
+
+def test_a_plan_keeps_its_layout_through_json_and_simulation(spread_plan):
+    from calculator.simulation import plan_setup, simulate_plan
+
+    again = FleetPlan.from_json_dict(json.loads(json.dumps(spread_plan.to_json_dict())))
+    assert again.expert_parallel == spread_plan.expert_parallel
+    assert plan_setup(spread_plan).expert_parallel == spread_plan.expert_parallel
+    result = simulate_plan(spread_plan, requests=300, seeds=1)
+    assert result.throughput.m_as("request/s") > 0

@@ -95,3 +95,44 @@ def test_a_plan_keeps_its_layout_through_json_and_simulation(spread_plan):
     assert plan_setup(spread_plan).expert_parallel == spread_plan.expert_parallel
     result = simulate_plan(spread_plan, requests=300, seeds=1)
     assert result.throughput.m_as("request/s") > 0
+
+
+def test_attention_data_parallelism_holds_each_ranks_own_sequences():
+    # DeepSeek-V3's MLA latent is whole on every rank of a tensor-parallel group; eight attention ranks
+    # each hold their own sequences, so the replica's KV cache holds several times more, while every GPU
+    # keeps a copy of the attention and dense weights.
+    from calculator.performance import ENGINES, kv_capacity_tokens, step_arrays
+
+    split = step_arrays("deepseek-v3", "h200-sxm", "fp8")
+    ranks = split.with_attention_data_parallel(1.0)
+    assert ranks.weights_per_device(8) > split.weights_per_device(8)
+    assert kv_capacity_tokens(ranks, ENGINES["trtllm"], 8) > 5 * kv_capacity_tokens(split, ENGINES["trtllm"], 8)
+
+
+def test_attention_ranks_price_a_large_batch_lower_and_a_lone_prompt_higher():
+    from calculator.performance import prefill_time
+
+    def step(dp, tp, batch):
+        return decode_step_time(
+            "deepseek-v3", "h200-sxm", "fp8", tp, batch, 4096, engine="trtllm", data_parallel=dp, expert_parallel=8
+        )
+
+    assert step(8, 1, 1024) < 0.8 * step(1, 8, 1024)  # each rank's attention reads an eighth of the caches
+    alone = {dp: prefill_time("deepseek-v3", "h200-sxm", "fp8", 8 // dp, 4096, engine="trtllm", data_parallel=dp,
+                              expert_parallel=8) for dp in (1, 8)}  # fmt: skip
+    assert alone[8] > alone[1]  # one rank carries the whole prompt through attention and the dense layers
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"model": "llama-3.1-70b", "data_parallel": 2}, "a dense model's data-parallel ranks are replicas"),
+        ({"tensor_parallel": [1, 2], "data_parallel": 4}, "give one tensor_parallel degree"),
+        ({"data_parallel": [2, 4]}, "must be one whole number"),
+    ],
+)
+def test_an_invalid_attention_layout_is_refused_with_the_reason(arguments, message):
+    call = {"model": "deepseek-v3", "tensor_parallel": 1, **arguments}
+    model, tp = call.pop("model"), call.pop("tensor_parallel")
+    with pytest.raises(InputError, match=message):
+        decode_step_time(model, "h200-sxm", "fp8", tp, 8, 1024, **call)

@@ -242,7 +242,7 @@ def _evaluate(
         rate=rate,
         replicas=replicas,
         running=running,
-        weights_per_device=a.weight_bytes / tp,
+        weights_per_device=a.weights_per_device(tp),
         oversized=oversized,
     )
 
@@ -302,7 +302,7 @@ def _capacity(a: StepArrays, draft: StepArrays | None, profile: EngineProfile, t
     private = context - hit * shared  # KV tokens each sequence holds privately
     tokens = kv_capacity_tokens(a, profile, tp)
     if draft is not None:
-        tokens = tokens - draft.weight_bytes / tp * np.minimum(tp, a.kv_shards_max) / a.kv_bytes_per_token
+        tokens = tokens - draft.weights_per_device(tp) * a.kv_spread(tp) / a.kv_bytes_per_token
         private = private * (1 + draft.kv_bytes_per_token / a.kv_bytes_per_token)
     return np.floor(np.maximum(tokens - (shared if hit > 0 else 0.0), 0.0) / private)
 

@@ -57,3 +57,30 @@ def _expert_layout(a: StepArrays, tp: np.ndarray, expert_parallel: Any, function
             f"({a.experts:g})"
         )
     return a.with_expert_tensor_parallel(group / ep)
+
+
+def _layout(
+    a: StepArrays, tp: np.ndarray, data_parallel: Any, expert_parallel: Any, function: str
+) -> tuple[StepArrays, np.ndarray]:
+    """``a`` in a replica's layout, and the replica's GPUs: ``tensor_parallel x data_parallel``.
+
+    ``data_parallel`` attention ranks of ``tensor_parallel`` GPUs each (attention data parallelism, for
+    a mixture of experts), the routed experts over all the replica's GPUs with ``expert_parallel`` of them
+    spreading the experts (:func:`_expert_layout`).
+    """
+    if np.ndim(data_parallel):
+        raise InputError(f"{function}(): argument 'data_parallel' must be one whole number, got {data_parallel!r}")
+    dp = count(function, "data_parallel", data_parallel)
+    if dp == 1:
+        return _expert_layout(a, tp, expert_parallel, function), tp
+    if a.experts <= 1:
+        raise InputError(
+            f"{function}(): data_parallel applies to the attention of a mixture of experts (its ranks share the "
+            "experts); a dense model's data-parallel ranks are replicas"
+        )
+    degrees = np.unique(tp)
+    if degrees.size != 1:
+        raise InputError(f"{function}(): give one tensor_parallel degree with data_parallel {dp}")
+    group = tp * dp
+    spread = a.with_attention_data_parallel(float(degrees[0]))
+    return _expert_layout(spread, group, expert_parallel, function), group

@@ -153,7 +153,41 @@ class StepArrays:
     #: GPUs each routed expert is split over (expert tensor parallelism); the TP group's other factor spreads the
     #: experts (expert parallelism, ``tp / expert_tensor_parallel``). None: every expert split over the whole group.
     expert_tensor_parallel: float | None = None
+    #: GPUs each attention (and dense layer) group spans; a replica of ``t`` GPUs then runs ``t /
+    #: attention_tensor_parallel`` data-parallel attention ranks, each with its own sequences and KV cache
+    #: (attention data parallelism). None: attention split over the whole group.
+    attention_tensor_parallel: float | None = None
     curves: dict[float, dict[str, np.ndarray]] = field(default_factory=dict, repr=False)  #: cache per TP degree
+
+    def attention_group(self, tp: Any) -> Any:
+        """GPUs one attention rank spans in a replica of ``tp`` GPUs."""
+        return tp if self.attention_tensor_parallel is None else np.minimum(self.attention_tensor_parallel, tp)
+
+    def weights_per_device(self, tp: Any) -> Any:
+        """Resident weight bytes per GPU: the routed experts over the replica, the rest over an attention rank."""
+        tp = np.asarray(tp, dtype=float)
+        routed = self.experts * self.expert_params * self.bytes_per_param if self.experts > 1 else 0.0
+        return (self.weight_bytes - routed) / self.attention_group(tp) + routed / tp
+
+    def kv_spread(self, tp: Any) -> Any:
+        """Devices' worth of KV memory a token's cache uses less of: ranks x the KV shards within a rank."""
+        from ..memory.kv import kv_shards
+
+        tp = np.asarray(tp, dtype=float)
+        group = self.attention_group(tp)
+        return tp / group * kv_shards(group, self.kv_shards_max)
+
+    def with_attention_data_parallel(self, attention_tensor_parallel: float) -> StepArrays:
+        """The same arrays with attention ranks of ``attention_tensor_parallel`` GPUs, data parallel over a replica.
+
+        Each rank holds its own sequences and their KV cache and a copy of the attention and dense weights;
+        the routed experts stay spread over the whole replica (their layout: :meth:`with_expert_tensor_parallel`).
+        Engines call it attention data parallelism (vLLM ``--data-parallel-size``, SGLang
+        ``--enable-dp-attention``, TensorRT-LLM ``enable_attention_dp``). With its own kernel cache.
+        """
+        import dataclasses
+
+        return dataclasses.replace(self, attention_tensor_parallel=float(attention_tensor_parallel), curves={})
 
     def with_expert_tensor_parallel(self, degree: float | None) -> StepArrays:
         """The same arrays with each routed expert split over ``degree`` GPUs, with its own kernel cache.

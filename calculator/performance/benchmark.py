@@ -389,7 +389,7 @@ def predict_benchmark(
         else magnitude("predict_benchmark", "client_overhead", client_overhead, "s", "nonnegative"),
     )
     if np.any(np.asarray(result["max_concurrency"]) < 1):
-        weights = float(np.max(a.weight_bytes / np.asarray(tp, dtype=float)))
+        weights = float(np.max(a.weights_per_device(tp)))
         raise InputError(
             f"predict_benchmark(): the weights ({weights / 1e9:,.1f} GB per device at tensor_parallel "
             f"{tensor_parallel}) leave no room for one request's KV cache on {a.accelerator} under {profile.name}'s "

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import InputError
-from ..memory.kv import kv_shards
 from ..results import Result
 from ..types import Bytes, Time
 from ..units import Q_, ureg
@@ -345,13 +344,13 @@ def engine_profile(engine: str | EngineProfile | None, registry: Any = None) -> 
 def kv_capacity_tokens(a: StepArrays, profile: EngineProfile, tensor_parallel: Any) -> Any:
     """KV-cache tokens a replica of ``tensor_parallel`` devices holds under ``profile``'s memory policy."""
     per_device = usable_kv_bytes(a, profile, tensor_parallel)
-    return np.maximum(per_device, 0.0) * kv_shards(tensor_parallel, a.kv_shards_max) / a.kv_bytes_per_token
+    return np.maximum(per_device, 0.0) * a.kv_spread(tensor_parallel) / a.kv_bytes_per_token
 
 
 def usable_kv_bytes(a: StepArrays, profile: EngineProfile, tensor_parallel: Any) -> Any:
     """KV-cache bytes per device under the engine's memory policy (negative: the weights do not fit)."""
     tp = np.asarray(tensor_parallel, dtype=float)
-    weights = a.weight_bytes / tp
+    weights = a.weights_per_device(tp)
     reserve = profile.memory_reserve.m_as("B")
     if profile.memory_policy == "free":
         free = a.memory - weights - reserve

@@ -67,23 +67,34 @@ def _layer_gemms(a: StepArrays, tp: float) -> list[tuple[float, float]]:
 
 
 def _curves(a: StepArrays, tp: float) -> dict[str, np.ndarray]:
-    """Per-layer time of the token-proportional work at the token counts of ``_M_GRID`` (cached)."""
+    """Per-layer time of the token-proportional work at the token counts of ``_M_GRID`` (cached).
+
+    ``dense``: one attention rank's matrix products (``a.attention_group(tp)`` GPUs), the router and the
+    activation traffic; ``experts``: the routed experts over the replica's ``tp`` GPUs (zero for a dense
+    model); ``lm_head``: the LM head of one attention rank.
+    """
     cache = a.curves
     if tp in cache:
         return cache[tp]
     from ..kernels import gemm_seconds
 
     tables, dtype = a.tables, a.dtype
+    group = float(a.attention_group(tp))
     m = 2.0**_M_GRID
-    linear = np.zeros_like(m)
-    for n, k in _layer_gemms(a, tp):
-        linear += gemm_seconds(tables, dtype, m, max(n, 1.0), max(k, 1.0))
+    dense = np.zeros_like(m)
+    for n, k in _layer_gemms(a, group):
+        dense += gemm_seconds(tables, dtype, m, max(n, 1.0), max(k, 1.0))
+    experts = np.zeros_like(m)
     if a.experts > 1:
-        linear += _expert_seconds(a, tp, m)
-        linear += gemm_seconds(tables, "bf16", m, a.experts, a.hidden)  # the router
-    elementwise = m * ELEMENTWISE_PASSES * a.hidden * ACTIVATION_BYTES / a.hbm_bandwidth
-    lm_head = gemm_seconds(tables, dtype, m, max(a.vocab / tp, 1.0), a.hidden) if a.vocab else np.zeros_like(m)
-    out = {"layer": np.log2(linear + elementwise), "lm_head": np.log2(np.maximum(lm_head, 1e-12))}
+        experts = _expert_seconds(a, tp, m)
+        dense += gemm_seconds(tables, "bf16", m, a.experts, a.hidden)  # the router
+    dense += m * ELEMENTWISE_PASSES * a.hidden * ACTIVATION_BYTES / a.hbm_bandwidth
+    lm_head = gemm_seconds(tables, dtype, m, max(a.vocab / group, 1.0), a.hidden) if a.vocab else np.zeros_like(m)
+    out = {
+        "dense": np.log2(dense),
+        "experts": np.log2(np.maximum(experts, 1e-12)),
+        "lm_head": np.log2(np.maximum(lm_head, 1e-12)),
+    }
     cache[tp] = out
     return out
 
@@ -149,29 +160,47 @@ def _kernel_iteration(
     tables = a.tables
     layers = a.layers
     curves = _curves(a, tp)
+    group = float(a.attention_group(tp))
+    ranks = tp / group  # data-parallel attention ranks, each with 1/ranks of the decoding sequences
     m = decode * tokens + prefill
-    logits = decode * tokens + requests
-    t = layers * _interp_curve(curves["layer"], m)
+    rank_decode = decode / ranks
+    # A prompt runs on one rank and the ranks wait for each other at the experts: the busiest rank carries
+    # ceil(requests / ranks) of the scheduled prompts (all of them alone; one per rank at most when few).
+    rank_requests = np.where(requests > 0, np.ceil(requests / ranks - 1e-9), 0.0) if ranks > 1 else requests
+    rank_prefill = prefill / np.maximum(requests, 1e-9) * rank_requests if ranks > 1 else prefill
+    rank_m = rank_decode * tokens + rank_prefill
+    logits = rank_decode * tokens + rank_requests
+    t = layers * _interp_curve(curves["dense"], rank_m)
+    if a.experts > 1:
+        t = t + layers * _interp_curve(curves["experts"], m)  # the experts see every rank's tokens
     t = t + np.where(logits > 0, _interp_curve(curves["lm_head"], np.maximum(logits, 1.0)), 0.0)
-    shards = kv_shards(tp, a.kv_shards_max)
+    shards = kv_shards(group, a.kv_shards_max)
     per_token_layer = a.kv_bytes_per_token / layers / shards
-    pair_flops = a.attention_flops_per_pair / layers / tp
+    pair_flops = a.attention_flops_per_pair / layers / group
     # Decode attention: bandwidth bound on the KV bytes read (measured), compute bound for MLA.
     reads = decode_attention_seconds(
-        tables, np.maximum(decode, 1.0), context * per_token_layer / DECODE_REFERENCE_BYTES
+        tables, np.maximum(rank_decode, 1.0), context * per_token_layer / DECODE_REFERENCE_BYTES
     )
     if a.mla:
-        compute = decode * tokens * context * pair_flops / (MLA_DECODE_COMPUTE_FRACTION * a.bf16_flops)
+        compute = rank_decode * tokens * context * pair_flops / (MLA_DECODE_COMPUTE_FRACTION * a.bf16_flops)
         reads = np.maximum(reads, compute)
     t = t + layers * np.where(decode > 0, reads, 0.0)
     # Prefill attention: the causal pairs of the scheduled chunk after ``prior`` cached tokens.
     per_request = prefill / np.maximum(requests, 1e-9)
-    pairs = prefill * prior + prefill * (per_request + 1) / 2
+    pairs = rank_prefill * prior + rank_prefill * (per_request + 1) / 2
     flops = pairs * pair_flops
-    att = prefill_attention_seconds(tables, flops, per_request + prior, np.maximum(requests, 1.0) * a.heads / tp)
+    batch_heads = np.maximum(rank_requests, 1.0) * a.heads / group
+    att = prefill_attention_seconds(tables, flops, per_request + prior, batch_heads)
     t = t + layers * np.where(prefill > 0, att, 0.0)
-    if tp > 1:
+    if ranks == 1 and tp > 1:
         t = t + 2 * layers * allreduce_seconds(tables, tp, m * a.hidden * ACTIVATION_BYTES, a.link_bandwidth)
+    elif ranks > 1:
+        # Attention ranks: an all-reduce inside a rank of several GPUs, and the experts' dispatch and
+        # combine of every rank's tokens over the replica (an all-gather and a reduce-scatter: the bytes of
+        # one all-reduce of the gathered tokens).
+        if group > 1:
+            t = t + layers * allreduce_seconds(tables, group, rank_m * a.hidden * ACTIVATION_BYTES, a.link_bandwidth)
+        t = t + layers * allreduce_seconds(tables, tp, m * a.hidden * ACTIVATION_BYTES, a.link_bandwidth)
     return t
 
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..types import AcceleratorRef, Count, ModelRef, Tokens
 from ..units import Q_
-from ._common import _counts, _efficiency, _expert_layout, _tp
+from ._common import _counts, _efficiency, _layout, _tp
 from .arrays import step_arrays
 from .engines import Efficiency, EngineProfile
 from .pricing import decode_step_seconds, prefill_seconds
@@ -42,6 +42,7 @@ def decode_step_time(
     engine: str | EngineProfile | None = None,
     efficiency: Efficiency | None = None,
     kv_precision: str | None = None,
+    data_parallel: Count = 1,
     expert_parallel: Count = 1,
     registry: Registry | None = None,
 ) -> Any:
@@ -64,10 +65,15 @@ def decode_step_time(
     kv_precision : str, optional
         KV-cache precision; defaults to the one ``engine`` runs for these weights
         (:func:`~calculator.performance.kv_cache_precision`).
+    data_parallel : int, default 1
+        For a mixture of experts: attention ranks of ``tensor_parallel`` GPUs each (attention data
+        parallelism), each with its own share of the ``batch`` and its KV cache; the replica is
+        ``tensor_parallel x data_parallel`` GPUs and the routed experts span all of them. A scheduled
+        prompt runs on one rank, and the ranks wait for the busiest at the experts.
     expert_parallel : int, default 1
         For a mixture of experts: GPUs of the replica the routed experts are spread over (expert
-        parallelism); the other ``tensor_parallel / expert_parallel`` split each expert. Needs one
-        ``tensor_parallel`` degree that it divides.
+        parallelism); the replica's other factor splits each expert. Needs one ``tensor_parallel``
+        degree, and divides the replica's GPUs.
     registry : Registry, optional
         Where the ids resolve (default: the packaged registry).
 
@@ -98,7 +104,7 @@ def decode_step_time(
     """
     a = step_arrays(model, accelerator, precision, kv_precision, engine=engine, registry=registry)
     tp = _tp(model, tensor_parallel, "decode_step_time", registry)
-    a = _expert_layout(a, tp, expert_parallel, "decode_step_time")
+    a, tp = _layout(a, tp, data_parallel, expert_parallel, "decode_step_time")
     seconds = decode_step_seconds(
         a,
         _efficiency(engine, efficiency, a.accelerator, registry),
@@ -118,12 +124,14 @@ def prefill_time(
     *,
     engine: str | EngineProfile | None = None,
     efficiency: Efficiency | None = None,
+    data_parallel: Count = 1,
     expert_parallel: Count = 1,
     registry: Registry | None = None,
 ) -> Any:
     """Time to prefill one prompt alone on a tensor-parallel replica.
 
-    Arguments as for :func:`decode_step_time` (``expert_parallel`` included).
+    Arguments as for :func:`decode_step_time` (``data_parallel`` and ``expert_parallel`` included; with
+    attention ranks the prompt runs on one of them).
 
     Examples
     --------
@@ -132,7 +140,7 @@ def prefill_time(
     """
     a = step_arrays(model, accelerator, precision, engine=engine, registry=registry)
     tp = _tp(model, tensor_parallel, "prefill_time", registry)
-    a = _expert_layout(a, tp, expert_parallel, "prefill_time")
+    a, tp = _layout(a, tp, data_parallel, expert_parallel, "prefill_time")
     prompt = _counts("prefill_time", "prompt_tokens", prompt_tokens)
     seconds = prefill_seconds(a, _efficiency(engine, efficiency, a.accelerator, registry), tp, prompt)
     return _seconds(seconds)

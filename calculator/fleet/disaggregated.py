@@ -109,7 +109,8 @@ def size_disaggregated(
     link = reg.interconnect(interconnect)
     latency = link.startup_latency.m_as("s") if link.startup_latency is not None else 0.0
     lam = workload.arrival_rate.m_as("request/s")
-    space = SearchSpace(accelerator, precision, tuple(tensor_parallel), tuple(batches), kv_precision)
+    # each pool's experts split by tensor parallelism: the pools' records carry no expert layout yet
+    space = SearchSpace(accelerator, precision, tuple(tensor_parallel), tuple(batches), kv_precision, ("tensor",))
     families = _families(model, space, Costs(price), None, reg, profile)
     tp_grid, batch_grid = np.meshgrid(tps, grid_batches, indexing="ij")
     decode = _decode_pool(families, profile, workload, tp_grid, batch_grid, tpot_target, max_utilization)

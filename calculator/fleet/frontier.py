@@ -166,7 +166,9 @@ def frontier(
 
     For every (accelerator, precision, TP, batch) that fits in memory: output tokens per second per
     GPU at full load against tokens per second per user (``1 / TPOT``), with ``pareto`` marking the
-    points no other point of the same accelerator beats on both axes.
+    points no other point of the same accelerator beats on both axes. A mixture of experts has a row per
+    expert layout (``expert_parallel``: 1 with each expert split over the TP group, the TP degree with the
+    experts spread over it).
 
     Returns
     -------
@@ -191,6 +193,9 @@ def frontier(
                     "accelerator": family.accelerator,
                     "precision": family.precision,
                     "tensor_parallel": tp_grid[keep].astype(int),
+                    "expert_parallel": (tp_grid if family.expert_layout == "expert" else np.ones_like(tp_grid))[
+                        keep
+                    ].astype(int),
                     "batch": batch_grid[keep].astype(int),
                     "tokens_per_s_per_gpu": (out.rate * workload.output_tokens / tp_grid)[keep],
                     "tokens_per_s_per_user": (1 / out.tpot_at_batch)[keep],

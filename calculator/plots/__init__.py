@@ -231,6 +231,7 @@ def frontier_figure(table: Any, plan: Any = None, *, registry: Any = None) -> go
             (table.accelerator == plan.accelerator)
             & (table.precision == plan.precision)
             & (table.tensor_parallel == plan.tensor_parallel)
+            & (table.get("expert_parallel", 1) == plan.expert_parallel)
             & (table.batch == plan.batch)
         ]
         if len(row):

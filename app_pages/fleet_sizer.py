@@ -13,7 +13,7 @@ from calculator.economics import cost_per_million_tokens
 from calculator.errors import InputError
 from calculator.fleet import default_price_entry, frontier, relax_targets, size_fleet
 from calculator.fleet.flat import flat_parts
-from calculator.fleet.inputs import EXPERT_LAYOUTS
+from calculator.fleet.inputs import MOE_LAYOUTS
 from calculator.plots import frontier_figure, kv_occupancy_over_time, latency_distribution, verification_chart
 from calculator.precision import PRECISIONS
 from calculator.queueing import replica_demand, utilization
@@ -159,11 +159,12 @@ def main():
         )
         layouts = sc.multiselect(
             "Expert layouts (mixture of experts)",
-            "experts",
-            list(EXPERT_LAYOUTS),
-            list(EXPERT_LAYOUTS),
-            help="How a replica holds a mixture of experts' routed experts: 'tensor' splits each expert over the "
-            "TP group, 'expert' spreads whole experts over it (expert parallelism, EP = TP). Both are searched "
+            "moe_layouts",
+            list(MOE_LAYOUTS),
+            list(MOE_LAYOUTS),
+            help="How a replica's GPUs hold a mixture of experts: 'tensor' splits each expert over them, 'expert' "
+            "spreads whole experts over them (expert parallelism, EP = TP), 'attention-dp' gives each GPU its own "
+            "attention rank and sequences with the experts spread (attention data parallelism). All are searched "
             "by default; dense models ignore this.",
         )
     with traffic:
@@ -221,7 +222,7 @@ def main():
         ("input_cv", prompt_cv),
         ("kv_precision", kv_precision),
         ("router", router),
-        ("expert_layouts", tuple(layouts)),
+        ("moe_layouts", tuple(layouts)),
     )
     request = (ui.extra_files(), model, tuple(accelerators), tuple(precisions), rate, prompt, output, ttft_ms, tpot_ms)
     plan = plan_for(*request, options)
@@ -283,6 +284,7 @@ def _show_plan(plan, rate, output, prices, tpot_ms, check):
     first[1].metric(
         "Replicas × TP",
         f"{plan.replicas} × {plan.tensor_parallel}"
+        + (f" (attention DP {plan.data_parallel})" if plan.data_parallel > 1 else "")
         + (f" (EP {plan.expert_parallel})" if plan.expert_parallel > 1 else ""),
         help="GPUs per replica; EP: a mixture of experts' routed experts spread over them (expert parallelism)",
     )
@@ -320,6 +322,7 @@ def _show_plan(plan, rate, output, prices, tpot_ms, check):
         "engine profile": plan.engine,
         "KV-cache precision": plan.kv_precision,
         "expert parallelism (GPUs the experts spread over)": plan.expert_parallel,
+        "attention ranks (attention data parallelism)": plan.data_parallel,
         "configurations evaluated": plan.candidates,
     }
     ui.download_json(plan, "fleet-plan", label="Download the plan as JSON")

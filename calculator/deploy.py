@@ -73,6 +73,16 @@ _TRTLLM_EP_DOCS = (
     "trtllm-serve --ep_size, 'expert parallelism size' (tensorrt_llm/commands/serve.py), the LLM API's "
     "moe_expert_parallel_size (nvidia.github.io/TensorRT-LLM, Expert Parallelism in TensorRT-LLM)"
 )
+_VLLM_DP_DOCS = (
+    "vLLM --data-parallel-size (EngineArgs.data_parallel_size, vllm/engine/arg_utils.py): engine cores, each with its "
+    "own scheduler (max_num_seqs and max_num_batched_tokens per core) and attention, that run the MoE layers together "
+    "with --enable-expert-parallel (docs.vllm.ai, Data Parallel Deployment)"
+)
+#: TensorRT-LLM's attention data parallelism, an LLM API option of the options file.
+TRTLLM_ATTENTION_DP = (
+    "enable_attention_dp: true in the options file (LlmArgs.enable_attention_dp, tensorrt_llm/llmapi/llm_args.py): one "
+    "attention rank per GPU of --tp_size, each with its own batch (max_batch_size per rank)"
+)
 _VLLM_QUANT_DOCS = (
     _VLLM_DOCS + "; a quantized checkpoint's method is read from its config, and fp8 on a 16-bit checkpoint quantizes "
     "the weights at load time (docs.vllm.ai, Quantization: FP8 W8A8, online dynamic quantization)"
@@ -103,6 +113,7 @@ DOCUMENTED_FLAGS: dict[str, dict[str, str]] = {
         "--quantization": _VLLM_QUANT_DOCS,
         "--speculative-config": _VLLM_DRAFT_DOCS,
         "--enable-expert-parallel": _VLLM_EP_DOCS,
+        "--data-parallel-size": _VLLM_DP_DOCS,
     },
     "sglang": {
         "--model-path": _SGLANG_DOCS,
@@ -404,6 +415,8 @@ def launch_command(plan: FleetPlan, engine: str, *, registry: Registry | None = 
             flags["--kv-cache-dtype"] = value
     if plan.expert_parallel > 1:  # the routed experts spread over the replica's GPUs (expert parallelism)
         flags.update(_expert_parallel_flags(name, int(plan.expert_parallel), tp))
+    if plan.data_parallel > 1:  # attention ranks, each with its own share of the batch cap
+        _data_parallel_flags(name, int(plan.data_parallel), tp, batch, flags, options, notes)
     draft = plan.serving.speculation
     if draft is not None:
         _speculative_flags(name, flags, options, _hf_name(reg.model(draft.draft_model)), draft.draft_length)
@@ -432,6 +445,36 @@ def _expert_parallel_flags(engine: str, expert_parallel: int, tp: int) -> dict[s
             )
         return {"--enable-expert-parallel": None}
     return {"--ep-size" if engine == "sglang" else "--ep_size": str(expert_parallel)}
+
+
+def _data_parallel_flags(
+    engine: str,
+    ranks: int,
+    tp: int,
+    batch: int,
+    flags: dict[str, str | None],
+    options: dict[str, Any],
+    notes: list[str],
+) -> None:
+    """Attention data parallelism: ``ranks`` attention ranks of ``tp / ranks`` GPUs, each capped at its share."""
+    import math
+
+    per_rank = str(math.ceil(batch / ranks))
+    if engine == "vllm":
+        flags["--tensor-parallel-size"] = str(tp // ranks)
+        flags["--data-parallel-size"] = str(ranks)
+        flags["--max-num-seqs"] = per_rank
+    elif engine == "trtllm" and ranks == tp:
+        options["enable_attention_dp"] = True
+        flags["--max_batch_size"] = per_rank
+        notes.append(f"attention data parallel: {TRTLLM_ATTENTION_DP}")
+    else:
+        raise InputError(
+            f"the plan runs {ranks} attention ranks over {tp} GPUs (attention data parallelism); the launch "
+            f"config for {engine} is not written yet (its DP-attention cap per rank is not confirmed): emit it "
+            "for vllm or trtllm, or size with moe_layouts without 'attention-dp'"
+        )
+    notes.append(f"each of the {ranks} attention ranks caps its running sequences at {per_rank} ({batch} in all)")
 
 
 def _heredoc(file: str, text: str) -> str:

@@ -142,8 +142,8 @@ def test_fleet_sizer_follows_an_input_change_and_a_shared_link():
 def test_fleet_sizer_shows_and_pins_a_mixture_of_experts_layout():
     # Issue 23: the expert layout is searched (both by default) or pinned; the plan shows its layout.
     app = open_page("fleet_sizer", model="qwen3-235b-a22b", gpus="h100-sxm", precisions="fp8", engine="trtllm")
-    assert app.multiselect(key="fleet.experts").value == ["tensor", "expert"]
-    app.multiselect(key="fleet.experts").set_value(["expert"]).run()
+    assert app.multiselect(key="fleet.moe_layouts").value == ["tensor", "expert", "attention-dp"]
+    app.multiselect(key="fleet.moe_layouts").set_value(["expert"]).run()
     assert_clean(app)
     shown = metric(app, "Replicas × TP")
     tp = int(shown.split("×")[1].split("(")[0])

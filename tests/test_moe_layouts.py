@@ -22,10 +22,10 @@ TARGETS = Targets(Q_(2, "s"), Q_(50, "ms"))
 
 
 def _plan(model: str, layouts: tuple[str, ...], accelerator: str = "h100-sxm", engine: str = "trtllm") -> FleetPlan:
-    return size_fleet(model, WORKLOAD, TARGETS, SearchSpace(accelerator, "fp8", expert_layouts=layouts), engine=engine)
+    return size_fleet(model, WORKLOAD, TARGETS, SearchSpace(accelerator, "fp8", moe_layouts=layouts), engine=engine)
 
 
-def test_the_sizer_searches_both_expert_layouts_of_a_mixture_of_experts():
+def test_the_sizer_searches_both_moe_layouts_of_a_mixture_of_experts():
     both = _plan("qwen3-235b-a22b", ("tensor", "expert"))
     assert any(key.endswith("/ep8") for key in both.rejected) or both.expert_parallel > 1
     spread = _plan("qwen3-235b-a22b", ("expert",))
@@ -35,7 +35,7 @@ def test_the_sizer_searches_both_expert_layouts_of_a_mixture_of_experts():
     assert both.cost_per_hour <= min(spread.cost_per_hour, split.cost_per_hour)  # the cheaper of the two
 
 
-def test_a_dense_model_has_no_expert_layouts():
+def test_a_dense_model_has_no_moe_layouts():
     plan = _plan("llama-3.1-70b", ("tensor", "expert"))
     assert plan.feasible and plan.expert_parallel == 1
     assert not any("/ep" in key for key in plan.rejected)
@@ -136,3 +136,52 @@ def test_an_invalid_attention_layout_is_refused_with_the_reason(arguments, messa
     model, tp = call.pop("model"), call.pop("tensor_parallel")
     with pytest.raises(InputError, match=message):
         decode_step_time(model, "h200-sxm", "fp8", tp, 8, 1024, **call)
+
+
+@pytest.fixture(scope="module")
+def ranks_plan():
+    # A high-throughput DeepSeek-V3 load with a relaxed TPOT, where attention ranks pay off (their KV cache
+    # holds eight times the sequences of TP 8's replicated latent).
+    return size_fleet(
+        "deepseek-v3", Workload(Q_(100, "request/s"), 1024, 1024), Targets(Q_(5, "s"), Q_(100, "ms")),
+        SearchSpace("h200-sxm", "fp8"), engine="trtllm",
+    )  # fmt: skip
+
+
+def test_the_sizer_chooses_attention_ranks_where_they_are_cheaper(ranks_plan):
+    assert ranks_plan.feasible and ranks_plan.data_parallel == ranks_plan.tensor_parallel == 8
+    assert ranks_plan.expert_parallel == 8
+    assert ranks_plan.batch % ranks_plan.data_parallel == 0  # each rank's cap times the ranks
+    tensor_only = size_fleet(
+        "deepseek-v3", Workload(Q_(100, "request/s"), 1024, 1024), Targets(Q_(5, "s"), Q_(100, "ms")),
+        SearchSpace("h200-sxm", "fp8", moe_layouts=("tensor",)), engine="trtllm",
+    )  # fmt: skip
+    assert tensor_only.gpus > ranks_plan.gpus
+    from calculator.fleet import plan_summary
+
+    assert "(TP 8, attention DP 8, EP 8)" in plan_summary(ranks_plan)
+
+
+def test_attention_ranks_launch_with_each_ranks_cap(ranks_plan):
+    import math
+
+    per_rank = str(math.ceil(ranks_plan.batch / 8))
+    vllm = launch_command(ranks_plan, "vllm")
+    assert vllm.flags["--tensor-parallel-size"] == "1" and vllm.flags["--data-parallel-size"] == "8"
+    assert vllm.flags["--max-num-seqs"] == per_rank and "--enable-expert-parallel" in vllm.flags
+    trtllm = launch_command(ranks_plan, "trtllm")
+    assert trtllm.flags["--max_batch_size"] == per_rank and trtllm.flags["--ep_size"] == "8"
+    assert "enable_attention_dp: true" in trtllm.files["extra-llm-api-config.yml"]
+    for config in (vllm, trtllm):
+        assert set(config.flags) <= set(DOCUMENTED_FLAGS[config.engine])
+    with pytest.raises(InputError, match="attention ranks"):
+        launch_command(ranks_plan, "sglang")
+
+
+def test_the_simulator_runs_the_attention_ranks(ranks_plan):
+    from calculator.simulation import plan_setup, simulate_plan
+
+    setup = plan_setup(ranks_plan)
+    assert (setup.data_parallel, setup.expert_parallel, setup.max_num_seqs) == (8, 8, ranks_plan.batch)
+    result = simulate_plan(ranks_plan, requests=400, seeds=1)
+    assert result.throughput.m_as("request/s") > 0

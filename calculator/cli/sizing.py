@@ -149,13 +149,14 @@ class SizingFlags:
             "docs/performance-model.md); the output's kv_precision says which.",
         ),
     ] = None
-    experts: Annotated[
+    moe_layout: Annotated[
         list[str] | None,
         typer.Option(
-            "--experts",
+            "--moe-layout",
             metavar="LAYOUT",
-            help="For a mixture of experts, how a replica holds the routed experts: 'tensor' (each expert split "
-            "over the TP group) or 'expert' (whole experts spread over it, EP = TP). Repeatable; default both.",
+            help="For a mixture of experts, how a replica's GPUs hold it: 'tensor' (each expert split over them), "
+            "'expert' (whole experts spread over them, EP = TP) or 'attention-dp' (one attention rank per GPU, "
+            "experts spread). Repeatable; default all three.",
             show_default=False,
         ),
     ] = None
@@ -416,8 +417,8 @@ def _sizing_inputs(model: str | None, sizing: SizingFlags, registry: Any, rate: 
     }
     if sizing.tensor_parallel:
         inputs["tensor_parallel"] = tuple(sizing.tensor_parallel)
-    if sizing.experts:
-        inputs["expert_layouts"] = tuple(sizing.experts)
+    if sizing.moe_layout:
+        inputs["moe_layouts"] = tuple(sizing.moe_layout)
     if sizing.router is not None:
         inputs["router"] = sizing.router
     return inputs

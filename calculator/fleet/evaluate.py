@@ -64,17 +64,27 @@ class _Family:
     price: float  # USD per GPU-hour
     tdp: float  # W
     draft: StepArrays | None
-    expert_layout: str = "tensor"  # a mixture of experts' routed experts: split by TP, or spread (EP = TP)
+    moe_layout: str = "tensor"  # a mixture of experts: experts split by TP, spread (EP = TP), or attention ranks
 
     def key_at(self, tp: int) -> str:
-        """The name of the family at one TP degree in rejections: ``accelerator/precision/tpN`` (``/epN``)."""
-        return f"{self.accelerator}/{self.precision}/tp{tp}" + (f"/ep{tp}" if self.expert_layout == "expert" else "")
+        """The name of the family at one TP degree in rejections: ``accelerator/precision/tpN`` (``/dpN/epN``)."""
+        suffix = {"expert": f"/ep{tp}", "attention-dp": f"/dp{tp}/ep{tp}"}.get(self.moe_layout, "")
+        return f"{self.accelerator}/{self.precision}/tp{tp}{suffix}"
 
     def layout_ok(self, tps: np.ndarray) -> np.ndarray:
         """Which TP degrees the layout can run: spread experts need a degree that divides the experts."""
-        if self.expert_layout != "expert":
+        if self.moe_layout == "tensor":
             return np.ones(np.shape(tps), dtype=bool)
         return np.asarray(self.arrays.experts % np.asarray(tps, dtype=float) == 0)
+
+    def ranks(self, tp: np.ndarray) -> np.ndarray:
+        """Schedulers per replica: one per attention rank (one per GPU with attention data parallelism)."""
+        tp = np.asarray(tp, dtype=float)
+        return tp / self.arrays.attention_group(tp)
+
+    def caps(self, tp: np.ndarray, batch: np.ndarray) -> np.ndarray:
+        """A replica's cap on running sequences: each rank's cap (the grid's batch) times its ranks."""
+        return batch * self.ranks(tp)
 
 
 @dataclass(frozen=True)
@@ -189,9 +199,10 @@ def _evaluate(
     prompts = _Prompts(nodes, weights, _length_quantile(inputs, workload.input_cv, percentile), computed, hit * shared)
     grid = _Step(a, eff, tp, batch, context, scale)
     if profile.mixed_batching:
-        budget = float(serving.chunk_size or profile.limits(a.memory, a.accelerator)[0])
+        ranks = family.ranks(tp)  # each attention rank schedules its own token budget
+        budget = float(serving.chunk_size or profile.limits(a.memory, a.accelerator)[0]) * ranks
         chunked = profile.chunked_prefill or bool(serving.chunk_size)
-        it = _mixed_iteration(grid, t_dec, per_token, prompts, budget, chunked, decode_slots)
+        it = _mixed_iteration(grid, t_dec, per_token, prompts, budget, chunked, decode_slots, ranks)
     else:
         it = _prefill_first_iteration(grid, t_pf, per_token, prompts, decode_slots)
     step, rate = it.step, it.rate
@@ -319,14 +330,15 @@ def _per_token(a: StepArrays, draft: StepArrays, eff: Any, tp: np.ndarray, batch
 
 
 def _mixed_iteration(
-    grid: _Step, t_dec: np.ndarray, per_token: np.ndarray, prompts: _Prompts, budget: float, chunked: bool,
-    decode_slots: float,
+    grid: _Step, t_dec: np.ndarray, per_token: np.ndarray, prompts: _Prompts, budget: Any, chunked: bool,
+    decode_slots: float, ranks: Any = 1.0,
 ) -> _Iteration:  # fmt: skip
     """Engines that mix prefill into decoding: prompts ride in decode iterations, chunked to the budget left.
 
     At running batch n, n / (O - 1) prompts land per iteration on average, each adding its chunks'
     cost over a plain decode step; a prompt is ``k`` chunks where the budget the decodes leave is
-    smaller than it.
+    smaller than it. ``budget`` is the replica's (every attention rank's, ``ranks`` of them); a prompt
+    is chunked to one rank's share of what is left.
     """
     batch, computed = grid.batch, prompts.computed
     room = np.maximum(budget - batch, 1.0)
@@ -335,7 +347,7 @@ def _mixed_iteration(
     def prompt_cost(length: float) -> tuple[np.ndarray, np.ndarray]:
         """(chunks, added seconds per chunk iteration) of a prompt of ``length`` tokens."""
         tokens = max(length - prompts.cached, 1.0)
-        k = np.ceil(tokens / room) if chunked else np.ones_like(room)
+        k = np.ceil(tokens / np.maximum(room / ranks, 1.0)) if chunked else np.ones_like(room)
         chunk = tokens / k
         return k, grid.added(chunk, 1, (k - 1) / 2 * chunk, plain)
 
@@ -496,9 +508,10 @@ def _families(model: Any, space: SearchSpace, costs: Costs, speculation: Specula
                 else None
             )
             name, tdp = check_precision(precision), device.tdp.m_as("W")
-            for layout in space.expert_layouts if arrays.experts > 1 else ("tensor",):
-                spread = arrays.with_expert_tensor_parallel(1.0) if layout == "expert" else arrays
-                out.append(_Family(device.id, name, spread, hourly, tdp, draft, layout))
+            for layout in space.moe_layouts if arrays.experts > 1 else ("tensor",):
+                laid = arrays if layout == "tensor" else arrays.with_expert_tensor_parallel(1.0)
+                laid = laid.with_attention_data_parallel(1.0) if layout == "attention-dp" else laid
+                out.append(_Family(device.id, name, laid, hourly, tdp, draft, layout))
     return out
 
 

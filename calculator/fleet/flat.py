@@ -33,7 +33,7 @@ from ._common import _rate, _seconds
 from .inputs import (
     DEFAULT_BATCHES,
     DEFAULT_TENSOR_PARALLEL,
-    EXPERT_LAYOUTS,
+    MOE_LAYOUTS,
     Costs,
     SearchSpace,
     ServingOptions,
@@ -88,7 +88,7 @@ def flat_parts(
     output_cv: float = 0.0,
     arrival_cv: float = 1.0,
     kv_precision: str | None = None,
-    expert_layouts: Sequence[str] = EXPERT_LAYOUTS,
+    moe_layouts: Sequence[str] = MOE_LAYOUTS,
     prefix_hit_rate: float = 0.0,
     shared_prefix_tokens: float = 0.0,
     speculation: Speculation | None = None,
@@ -119,7 +119,7 @@ def flat_parts(
         "workload": workload,
         "targets": targets,
         "space": SearchSpace(
-            accelerator, precision, tuple(tensor_parallel), tuple(batches), kv_precision, tuple(expert_layouts)
+            accelerator, precision, tuple(tensor_parallel), tuple(batches), kv_precision, tuple(moe_layouts)
         ),
         "engine": engine,
         "serving": ServingOptions(prefix_hit_rate, shared_prefix_tokens, speculation, chunk_size, router),

@@ -185,7 +185,8 @@ def frontier(
     rows = []
     space = SearchSpace(accelerator, precision, tuple(tensor_parallel), tuple(batches), kv_precision)
     for family in _families(model, space, Costs(Q_(1, "USD/hour")), None, reg, profile):
-        out = _evaluate(family, profile, workload, tp_grid, batch_grid, ServingOptions())
+        caps = family.caps(tp_grid, batch_grid)
+        out = _evaluate(family, profile, workload, tp_grid, caps, ServingOptions())
         keep = out.fits
         rows.append(
             pd.DataFrame(
@@ -193,10 +194,11 @@ def frontier(
                     "accelerator": family.accelerator,
                     "precision": family.precision,
                     "tensor_parallel": tp_grid[keep].astype(int),
-                    "expert_parallel": (tp_grid if family.expert_layout == "expert" else np.ones_like(tp_grid))[
+                    "expert_parallel": (np.ones_like(tp_grid) if family.moe_layout == "tensor" else tp_grid)[
                         keep
                     ].astype(int),
-                    "batch": batch_grid[keep].astype(int),
+                    "data_parallel": family.ranks(tp_grid)[keep].astype(int),
+                    "batch": caps[keep].astype(int),
                     "tokens_per_s_per_gpu": (out.rate * workload.output_tokens / tp_grid)[keep],
                     "tokens_per_s_per_user": (1 / out.tpot_at_batch)[keep],
                     "tpot_ms": out.tpot_at_batch[keep] * 1e3,

@@ -199,8 +199,9 @@ class Targets(Result):
         object.__setattr__(self, "max_utilization", float(headroom))
 
 
-#: How a mixture of experts' routed experts sit on a replica's GPUs (``SearchSpace.expert_layouts``).
-EXPERT_LAYOUTS = ("tensor", "expert")
+#: How a mixture of experts sits on a replica's GPUs (``SearchSpace.moe_layouts``): experts split by tensor
+#: parallelism; experts spread (expert parallelism); one attention rank per GPU with the experts spread.
+MOE_LAYOUTS = ("tensor", "expert", "attention-dp")
 
 
 @dataclass(frozen=True, repr=False)
@@ -220,11 +221,12 @@ class SearchSpace(Result):
     kv_precision : str, optional
         The KV cache's precision; default: the engine's for the weights
         (:func:`~calculator.performance.kv_cache_precision`).
-    expert_layouts : tuple of str
-        For a mixture of experts, how the replica's GPUs hold the routed experts: ``"tensor"`` (each
-        expert split over the tensor-parallel group) and ``"expert"`` (whole experts spread over the
-        group: expert parallelism of the group's size, vLLM's ``--enable-expert-parallel``). Both are
-        searched by default; dense models ignore it.
+    moe_layouts : tuple of str
+        For a mixture of experts, how a replica's GPUs (the TP degree) hold the model: ``"tensor"``
+        (each routed expert split over them), ``"expert"`` (whole experts spread over them: expert
+        parallelism of the replica's size, vLLM's ``--enable-expert-parallel``) and ``"attention-dp"``
+        (one attention rank per GPU with its own sequences and KV cache, the experts spread: attention
+        data parallelism). All are searched by default; dense models ignore it.
 
     Examples
     --------
@@ -237,15 +239,15 @@ class SearchSpace(Result):
     tensor_parallel: tuple[int, ...] = DEFAULT_TENSOR_PARALLEL
     batches: tuple[int, ...] = DEFAULT_BATCHES
     kv_precision: Precision | None = None
-    expert_layouts: tuple[str, ...] = EXPERT_LAYOUTS
+    moe_layouts: tuple[str, ...] = MOE_LAYOUTS
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "accelerators", tuple(_as_list(self.accelerators, "accelerators")))
-        layouts = tuple(_as_list(self.expert_layouts, "expert_layouts"))
-        if not layouts or any(layout not in EXPERT_LAYOUTS for layout in layouts):
-            wanted = " and/or ".join(repr(layout) for layout in EXPERT_LAYOUTS)
-            raise InputError(f"SearchSpace: 'expert_layouts' must list {wanted}, got {shown(self.expert_layouts)}")
-        object.__setattr__(self, "expert_layouts", layouts)
+        layouts = tuple(_as_list(self.moe_layouts, "moe_layouts"))
+        if not layouts or any(layout not in MOE_LAYOUTS for layout in layouts):
+            wanted = " and/or ".join(repr(layout) for layout in MOE_LAYOUTS)
+            raise InputError(f"SearchSpace: 'moe_layouts' must list {wanted}, got {shown(self.moe_layouts)}")
+        object.__setattr__(self, "moe_layouts", layouts)
         precisions = tuple(_as_list(self.precisions, "precisions"))
         for precision in precisions:
             check_precision(precision, "precisions")

@@ -99,8 +99,12 @@ class FleetPlan(Result):
         ``max_num_seqs`` to configure), replicas, and total GPUs.
     expert_parallel : int
         For a mixture of experts, the GPUs of a replica its routed experts are spread over (expert
-        parallelism; 1: each expert split by tensor parallelism). The sizer searches both layouts
-        (``SearchSpace.expert_layouts``); the spread one has ``expert_parallel == tensor_parallel``.
+        parallelism; 1: each expert split by tensor parallelism). The sizer searches the layouts of
+        ``SearchSpace.moe_layouts``; the spread ones have ``expert_parallel == tensor_parallel``.
+    data_parallel : int
+        Attention ranks per replica (attention data parallelism): each runs attention on its own
+        sequences over ``tensor_parallel / data_parallel`` GPUs and schedules its own share of ``batch``
+        and of the token budget. 1: the replica's attention is tensor parallel.
     running_batch : float
         Sequences running on a replica on average at the planned load (Little's law); TPOT and
         TTFT are evaluated there.
@@ -159,6 +163,7 @@ class FleetPlan(Result):
     kv_precision: str = ""
     tensor_parallel: int = 0
     expert_parallel: int = 1
+    data_parallel: int = 1
     batch: int = 0
     replicas: int = 0
     gpus: int = 0
@@ -241,7 +246,8 @@ def _restore(value: Any) -> Any:
 def layout_text(plan: FleetPlan) -> str:
     """A replica's layout in words: ``TP 8``, or ``TP 8, EP 8`` where the experts are spread."""
     spread = f", EP {plan.expert_parallel}" if plan.expert_parallel > 1 else ""
-    return f"TP {plan.tensor_parallel}{spread}"
+    ranks = f", attention DP {plan.data_parallel}" if plan.data_parallel > 1 else ""
+    return f"TP {plan.tensor_parallel}{ranks}{spread}"
 
 
 def plan_summary(plan: FleetPlan) -> str:

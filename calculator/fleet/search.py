@@ -102,7 +102,7 @@ class _Search:
 
     def evaluate(self, family: _Family, scale: tuple[float, float] = (1.0, 1.0)) -> Evaluation:
         return _evaluate(
-            family, self.profile, self.workload, self.tp_grid, self.batch_grid, self.serving,
+            family, self.profile, self.workload, self.tp_grid, family.caps(self.tp_grid, self.batch_grid), self.serving,
             percentile=self.targets.ttft_percentile, max_utilization=self.targets.max_utilization, scale=scale,
         )  # fmt: skip
 
@@ -138,7 +138,7 @@ class _Search:
                 j = int(np.flatnonzero(masked == masked.min())[-1])
                 values = {
                     "gpus": int(e.replicas[i, j] * tp),
-                    "batch": int(self.batch_grid[i, j]),
+                    "batch": int(family.caps(self.tp_grid, self.batch_grid)[i, j]),
                     "cost_per_hour": Q_(float(cost[i, j]), "USD/hour"),
                 }
                 rejected[key] = Rejection(
@@ -293,8 +293,9 @@ def _feasible_plan(
         precision=family.precision,
         kv_precision=family.arrays.kv_precision,
         tensor_parallel=tp,
-        expert_parallel=tp if family.expert_layout == "expert" else 1,
-        batch=int(search.batch_grid[i, j]),
+        expert_parallel=1 if family.moe_layout == "tensor" else tp,
+        data_parallel=int(family.ranks(np.asarray(float(tp)))),
+        batch=int(family.caps(search.tp_grid, search.batch_grid)[i, j]),
         replicas=replicas,
         gpus=gpus,
         utilization=float(utilization),

@@ -33,7 +33,7 @@ def _tp(model: Any, tensor_parallel: Any, function: str, registry: Any = None) -
     return np.asarray(check_tensor_parallel(model_of(model, registry), tensor_parallel, function), dtype=float)
 
 
-def _expert_layout(a: StepArrays, tp: np.ndarray, expert_parallel: Any, function: str) -> StepArrays:
+def _moe_layout(a: StepArrays, tp: np.ndarray, expert_parallel: Any, function: str) -> StepArrays:
     """``a`` with the routed experts spread over ``expert_parallel`` GPUs of each replica (1: tensor parallel).
 
     The replica's ``tensor_parallel`` GPUs then split each expert over ``tensor_parallel /
@@ -66,13 +66,13 @@ def _layout(
 
     ``data_parallel`` attention ranks of ``tensor_parallel`` GPUs each (attention data parallelism, for
     a mixture of experts), the routed experts over all the replica's GPUs with ``expert_parallel`` of them
-    spreading the experts (:func:`_expert_layout`).
+    spreading the experts (:func:`_moe_layout`).
     """
     if np.ndim(data_parallel):
         raise InputError(f"{function}(): argument 'data_parallel' must be one whole number, got {data_parallel!r}")
     dp = count(function, "data_parallel", data_parallel)
     if dp == 1:
-        return _expert_layout(a, tp, expert_parallel, function), tp
+        return _moe_layout(a, tp, expert_parallel, function), tp
     if a.experts <= 1:
         raise InputError(
             f"{function}(): data_parallel applies to the attention of a mixture of experts (its ranks share the "
@@ -83,4 +83,4 @@ def _layout(
         raise InputError(f"{function}(): give one tensor_parallel degree with data_parallel {dp}")
     group = tp * dp
     spread = a.with_attention_data_parallel(float(degrees[0]))
-    return _expert_layout(spread, group, expert_parallel, function), group
+    return _moe_layout(spread, group, expert_parallel, function), group

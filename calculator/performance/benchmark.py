@@ -22,7 +22,7 @@ from ..formula import magnitude
 from ..results import Result
 from ..types import AcceleratorRef, Count, ModelRef, Rate, Time, TokenRate, Tokens
 from ..units import Q_
-from ._common import _counts, _efficiency, _expert_layout, _tp
+from ._common import _counts, _efficiency, _moe_layout, _tp
 from .arrays import StepArrays, step_arrays
 from .engines import Efficiency, EngineProfile, engine_profile, kv_capacity_tokens
 from .pricing import iteration_seconds, prefill_seconds
@@ -360,7 +360,7 @@ def predict_benchmark(
     profile = engine_profile(engine, registry)
     a = step_arrays(model, accelerator, precision, kv_precision, engine=profile, registry=registry)
     tp = _tp(model_of(model, registry), tensor_parallel, "predict_benchmark")
-    a = _expert_layout(a, tp, expert_parallel, "predict_benchmark")
+    a = _moe_layout(a, tp, expert_parallel, "predict_benchmark")
     inputs = _counts("predict_benchmark", "input_tokens", input_tokens)
     outputs = _counts("predict_benchmark", "output_tokens", output_tokens)
     limit = model_of(model, registry).max_context

@@ -232,6 +232,7 @@ def frontier_figure(table: Any, plan: Any = None, *, registry: Any = None) -> go
             & (table.precision == plan.precision)
             & (table.tensor_parallel == plan.tensor_parallel)
             & (table.get("expert_parallel", 1) == plan.expert_parallel)
+            & (table.get("data_parallel", 1) == plan.data_parallel)
             & (table.batch == plan.batch)
         ]
         if len(row):

@@ -70,6 +70,11 @@ class SimulationSetup(Result):
     expert_parallel : int
         For a mixture of experts: the replica's GPUs its routed experts are spread over (1: each
         expert split by tensor parallelism); it divides ``tensor_parallel``.
+    data_parallel : int
+        For a mixture of experts: attention ranks of the replica (attention data parallelism), each of
+        ``tensor_parallel / data_parallel`` GPUs. The simulator runs the ranks as one scheduler with
+        their summed sequence cap and token budget (a router that keeps the ranks level), iterations
+        priced by the step model's ranks (the busiest rank's prompts).
     engine : str or None
         Engine profile name (``None``: the engine-agnostic default).
     kv_precision : str or None
@@ -93,6 +98,7 @@ class SimulationSetup(Result):
     engine: str | None = None
     kv_precision: str | None = None
     expert_parallel: int = 1
+    data_parallel: int = 1
     max_num_seqs: int | None = None
     max_num_tokens: int | None = None
     step_scale: float = 1.0

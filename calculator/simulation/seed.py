@@ -108,19 +108,20 @@ class _Run:
 
 def _limits(setup: SimulationSetup) -> tuple[StepArrays, Any, int, int, float]:
     from ..performance import engine_profile, kv_capacity_tokens, step_arrays
-    from ..performance._common import _expert_layout, _tp
+    from ..performance._common import _layout, _tp
     from ..registry import load_registry
 
     registry = load_registry(extra=setup.registry_files)
-    tp = _tp(registry.model(setup.model), setup.tensor_parallel, "simulate")
+    ranks = int(setup.data_parallel)
+    tp = _tp(registry.model(setup.model), int(setup.tensor_parallel) // ranks, "simulate")
     profile = engine_profile(setup.engine, registry)
     a = step_arrays(
         setup.model, setup.accelerator, setup.precision, setup.kv_precision, engine=profile, registry=registry
     )
-    a = _expert_layout(a, tp, setup.expert_parallel, "simulate")
+    a, _ = _layout(a, tp, ranks, setup.expert_parallel, "simulate")
     budget, seqs = profile.limits(a.memory, a.accelerator)
-    budget = int(setup.max_num_tokens or budget)
-    seqs = int(setup.max_num_seqs or seqs)
+    budget = int(setup.max_num_tokens or budget) * ranks  # every attention rank schedules its own budget
+    seqs = int(setup.max_num_seqs or seqs * ranks)
     capacity = float(kv_capacity_tokens(a, profile, setup.tensor_parallel))
     return a, profile, budget, seqs, capacity
 

@@ -185,3 +185,16 @@ def test_the_simulator_runs_the_attention_ranks(ranks_plan):
     assert (setup.data_parallel, setup.expert_parallel, setup.max_num_seqs) == (8, 8, ranks_plan.batch)
     result = simulate_plan(ranks_plan, requests=400, seeds=1)
     assert result.throughput.m_as("request/s") > 0
+
+
+def test_the_benchmark_model_runs_attention_ranks_with_their_own_caches_and_budgets():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        split, ranks = (
+            predict_benchmark("deepseek-v3", "h200-sxm", "fp8", tp, 1024, 1024, 512, "trtllm", data_parallel=dp,
+                              expert_parallel=8)
+            for tp, dp in ((8, 1), (1, 8))
+        )  # fmt: skip
+    assert ranks.max_concurrency > 5 * split.max_concurrency  # eight ranks' caches against a replicated latent
+    assert ranks.output_throughput > split.output_throughput
+    assert ranks.ttft < split.ttft  # 512 clients fit at once instead of queueing for the cache

@@ -22,7 +22,7 @@ from ..formula import magnitude
 from ..results import Result
 from ..types import AcceleratorRef, Count, ModelRef, Rate, Time, TokenRate, Tokens
 from ..units import Q_
-from ._common import _counts, _efficiency, _moe_layout, _tp
+from ._common import _counts, _efficiency, _layout, _tp
 from .arrays import StepArrays, step_arrays
 from .engines import Efficiency, EngineProfile, engine_profile, kv_capacity_tokens
 from .pricing import iteration_seconds, prefill_seconds
@@ -132,11 +132,12 @@ def closed_loop_seconds(
     # Admission: KV for the prompt plus the reserved share of the output; a sequence cap.
     kv_limit = np.floor(kv_capacity_tokens(a, profile, tp) / (inputs + profile.output_reservation * outputs))
     tokens_cap, seqs_cap = profile.limits(a.memory, a.accelerator)
-    budget = float(tokens_cap)
-    max_seqs = float(min(seqs_cap, tokens_cap) if profile.mixed_batching else seqs_cap)
+    ranks = float(np.max(tp / a.attention_group(tp)))  # attention ranks: each schedules its own budget and cap
+    budget = float(tokens_cap) * ranks
+    max_seqs = float(min(seqs_cap, tokens_cap) if profile.mixed_batching else seqs_cap) * ranks
     held = np.maximum(np.minimum(np.minimum(clients, kv_limit), max_seqs), 1.0)
     overhead = profile.request_overhead.m_as("s") + extra  # the engine's request path and the harness's
-    scheduler = _Scheduler(a, eff, profile, budget, tp, inputs, slots, clients, context, held, overhead)
+    scheduler = _Scheduler(a, eff, profile, budget, tp, inputs, slots, clients, context, held, overhead, ranks)
 
     # The operating point: the decoding population n where the clients' cycle closes.
     low, high = np.zeros_like(held), held.copy()
@@ -220,6 +221,7 @@ class _Scheduler:
     context: np.ndarray
     held: np.ndarray
     overhead: np.ndarray
+    ranks: float = 1.0  # attention ranks; a prompt is chunked to one rank's share of the budget left
 
     def terms(self, n: np.ndarray) -> _Terms:
         a, eff, tp, inputs, slots, context = self.a, self.eff, self.tp, self.inputs, self.slots, self.context
@@ -229,7 +231,7 @@ class _Scheduler:
         t_seen = iteration_seconds(a, eff, tp, 1.0 + share * n, context)
         if self.profile.mixed_batching:
             room = np.maximum(self.budget - n, self.budget / 4)
-            k = np.ceil(inputs / room) if self.profile.chunked_prefill else np.ones_like(inputs)
+            k = np.ceil(inputs / (room / self.ranks)) if self.profile.chunked_prefill else np.ones_like(inputs)
             chunk = inputs / k
             added = np.maximum(iteration_seconds(a, eff, tp, n, context, chunk, 1, (k - 1) / 2 * chunk) - t_idle, 0.0)
             per_prompt = k * added
@@ -246,7 +248,7 @@ class _Scheduler:
             )
             service = inputs / room * np.maximum(full, t_dec)  # a prompt's share of full-budget iterations
         else:
-            k = np.ceil(inputs / self.budget)
+            k = np.ceil(inputs / (self.budget / self.ranks))
             chunk = inputs / k
             per_batch = np.maximum(self.budget / chunk, 1.0)
             prior = (k - 1) / 2 * chunk
@@ -287,6 +289,7 @@ def predict_benchmark(
     requests_per_client: float = REQUESTS_PER_CLIENT,
     arrivals: str = "dispersed",
     client_overhead: Time = None,
+    data_parallel: Count = 1,
     expert_parallel: Count = 1,
     registry: Registry | None = None,
 ) -> BenchmarkPrediction:
@@ -319,9 +322,13 @@ def predict_benchmark(
     client_overhead : Quantity [time], optional
         The harness's own latency per request beyond the engine's request path (its HTTP client,
         pacing); none by default. A benchmark setting, not engine behaviour.
+    data_parallel : int, default 1
+        For a mixture of experts: attention ranks of ``tensor_parallel`` GPUs each (attention data
+        parallelism, :func:`~calculator.performance.decode_step_time`); each schedules its own token
+        budget and sequence cap. The replica is ``tensor_parallel x data_parallel`` GPUs.
     expert_parallel : int, default 1
-        For a mixture of experts: GPUs the routed experts are spread over (expert parallelism), each
-        expert split over the other ``tensor_parallel / expert_parallel`` (one ``tensor_parallel``).
+        For a mixture of experts: GPUs of the replica the routed experts are spread over (expert
+        parallelism), each expert split over the others (one ``tensor_parallel``).
     registry : Registry, optional
         Where ids resolve (default: the packaged registry).
 
@@ -360,7 +367,7 @@ def predict_benchmark(
     profile = engine_profile(engine, registry)
     a = step_arrays(model, accelerator, precision, kv_precision, engine=profile, registry=registry)
     tp = _tp(model_of(model, registry), tensor_parallel, "predict_benchmark")
-    a = _moe_layout(a, tp, expert_parallel, "predict_benchmark")
+    a, tp = _layout(a, tp, data_parallel, expert_parallel, "predict_benchmark")
     inputs = _counts("predict_benchmark", "input_tokens", input_tokens)
     outputs = _counts("predict_benchmark", "output_tokens", output_tokens)
     limit = model_of(model, registry).max_context

@@ -432,9 +432,8 @@ def _occupancy(batch: np.ndarray, rate: np.ndarray, load: np.ndarray) -> tuple[n
     """
     mean = np.empty_like(load, dtype=float)
     wait, full = np.empty_like(mean), np.empty_like(mean)
-    top = int(batch.max())
-    n = np.arange(top + 1, dtype=float)
     for i in range(batch.shape[0]):
+        n = np.arange(int(batch[i].max()) + 1, dtype=float)  # this row's caps (attention ranks multiply them)
         curve = np.interp(n[1:], batch[i], rate[i])
         cumulative = np.concatenate(([0.0], np.cumsum(np.log(np.maximum(curve, 1e-300)))))
         lam = load[i][:, None]

@@ -78,6 +78,12 @@ _VLLM_DP_DOCS = (
     "own scheduler (max_num_seqs and max_num_batched_tokens per core) and attention, that run the MoE layers together "
     "with --enable-expert-parallel (docs.vllm.ai, Data Parallel Deployment)"
 )
+_SGLANG_DP_DOCS = (
+    _SGLANG_DOCS + "; --dp-size (alias --data-parallel-size) with --enable-dp-attention: --tp-size GPUs run "
+    "attention in --dp-size ranks of tp_size // dp_size GPUs each (compute_dp_attention_world_info in "
+    "python/sglang/srt/layers/dp_attention.py), and --max-running-requests is the total, each rank taking "
+    "max_running_requests // dp_size (python/sglang/srt/managers/scheduler.py)"
+)
 #: TensorRT-LLM's attention data parallelism, an LLM API option of the options file.
 TRTLLM_ATTENTION_DP = (
     "enable_attention_dp: true in the options file (LlmArgs.enable_attention_dp, tensorrt_llm/llmapi/llm_args.py): one "
@@ -131,6 +137,8 @@ DOCUMENTED_FLAGS: dict[str, dict[str, str]] = {
         "--speculative-eagle-topk": _SGLANG_DRAFT_DOCS,
         "--speculative-num-draft-tokens": _SGLANG_DRAFT_DOCS,
         "--ep-size": _SGLANG_EP_DOCS,
+        "--dp-size": _SGLANG_DP_DOCS,
+        "--enable-dp-attention": _SGLANG_DP_DOCS,
     },
     "trtllm": {
         "--host": _TRTLLM_DOCS,
@@ -464,15 +472,19 @@ def _data_parallel_flags(
         flags["--tensor-parallel-size"] = str(tp // ranks)
         flags["--data-parallel-size"] = str(ranks)
         flags["--max-num-seqs"] = per_rank
+    elif engine == "sglang":
+        flags["--dp-size"] = str(ranks)
+        flags["--enable-dp-attention"] = None
+        flags["--max-running-requests"] = str(int(per_rank) * ranks)  # SGLang's total, split evenly over the ranks
     elif engine == "trtllm" and ranks == tp:
         options["enable_attention_dp"] = True
         flags["--max_batch_size"] = per_rank
         notes.append(f"attention data parallel: {TRTLLM_ATTENTION_DP}")
     else:
         raise InputError(
-            f"the plan runs {ranks} attention ranks over {tp} GPUs (attention data parallelism); the launch "
-            f"config for {engine} is not written yet (its DP-attention cap per rank is not confirmed): emit it "
-            "for vllm or trtllm, or size with moe_layouts without 'attention-dp'"
+            f"the plan runs {ranks} attention ranks of {tp // ranks} GPUs; TensorRT-LLM's attention data "
+            "parallelism has one rank per GPU: size with moe_layouts 'attention-dp' (one rank per GPU) or emit "
+            "for vllm or sglang"
         )
     notes.append(f"each of the {ranks} attention ranks caps its running sequences at {per_rank} ({batch} in all)")
 

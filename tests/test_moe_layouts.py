@@ -172,10 +172,16 @@ def test_attention_ranks_launch_with_each_ranks_cap(ranks_plan):
     trtllm = launch_command(ranks_plan, "trtllm")
     assert trtllm.flags["--max_batch_size"] == per_rank and trtllm.flags["--ep_size"] == "8"
     assert "enable_attention_dp: true" in trtllm.files["extra-llm-api-config.yml"]
-    for config in (vllm, trtllm):
+    sglang = launch_command(ranks_plan, "sglang")
+    assert (sglang.flags["--tp-size"], sglang.flags["--dp-size"], sglang.flags["--ep-size"]) == ("8", "8", "8")
+    assert sglang.flags["--enable-dp-attention"] is None  # a switch
+    assert int(sglang.flags["--max-running-requests"]) == 8 * int(per_rank)  # SGLang's total over the ranks
+    for config in (vllm, trtllm, sglang):
         assert set(config.flags) <= set(DOCUMENTED_FLAGS[config.engine])
-    with pytest.raises(InputError, match="attention ranks"):
-        launch_command(ranks_plan, "sglang")
+    from calculator import kubernetes_manifest
+
+    manifest = kubernetes_manifest(ranks_plan, "trtllm")
+    assert "enable_attention_dp: true" in manifest and "nvidia.com/gpu: 8" in manifest
 
 
 def test_the_simulator_runs_the_attention_ranks(ranks_plan):

@@ -217,6 +217,40 @@ def _moe(sc):
         f"Napkin Math 10.8: {PRECISIONS[precision]:g}-bit weights on {floor.devices} × {accelerator.name}; reads "
         "spread evenly over the devices, so the token time is optimistic, not a bound."
     )
+    _moe_collectives(sc, model)
+
+
+def _moe_collectives(sc, model):
+    """Per MoE layer: tensor parallelism's all-reduce against expert parallelism's dispatch and combine."""
+    reg = ui.registry()
+    st.markdown("**The MoE layer's collectives: all-reduce (experts split) or all-to-all (experts spread)**")
+    a, b, c = st.columns(3)
+    link = reg.interconnect(sc.select("Interconnect", "moe_link", list(reg.interconnects), "nvlink4", where=a))
+    gpus = sc.number("GPUs of the layer", "moe_gpus", 8, min_value=2, max_value=4096, integer=True, where=b)
+    tokens = sc.number("Tokens in the step", "moe_tokens", 256, min_value=1, max_value=1_000_000, integer=True, where=c)
+    latency = link.startup_latency if link.startup_latency is not None else Q_(1, "us")  # alpha where none is listed
+    hidden = model.hidden_size or model.attention_heads * model.head_dim
+    activations = Q_(tokens * hidden * 2, "B")  # 16-bit hidden states
+    # Experts split: every GPU holds all tokens; one all-reduce combines the experts' partial outputs.
+    allreduce = collective_time("allreduce", activations, gpus, link, latency=latency)
+    # Experts spread: each token's hidden state goes to its top-k experts' GPUs and comes back (dispatch and
+    # combine), a GPU sending its share of the tokens' copies.
+    routed = activations * model.experts_per_token / gpus
+    alltoall = 2 * collective_time("alltoall", routed, gpus, link, latency=latency)
+    rows = [
+        {"layout": "experts split (tensor parallel)", "collective": "all-reduce of the step's activations",
+         "message [MB]": activations.m_as("MB"), "time [µs]": allreduce.m_as("us")},
+        {"layout": "experts spread (expert parallel)", "collective": "all-to-all dispatch + combine",
+         "message [MB]": routed.m_as("MB"), "time [µs]": alltoall.m_as("us")},
+    ]  # fmt: skip
+    ui.table(pd.DataFrame(rows), "moe-collectives")
+    st.caption(
+        f"Per MoE layer of {model.id} ({hidden} hidden, top-{model.experts_per_token}) at 16-bit activations: "
+        "the alpha-beta model of the Collectives tab on the link's per-direction bandwidth (alpha 1 µs where the "
+        "registry lists none), a non-blocking "
+        "fabric and uniform routing (skew raises the busiest GPU's share, section 10.10.4). The step model "
+        "prices the expert computation of both layouts from measured kernels (docs/performance-model.md)."
+    )
 
 
 ui.run(main)

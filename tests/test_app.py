@@ -436,6 +436,21 @@ def test_sharding_page_tensor_parallel_layer_time_per_interconnect():
     assert app.dataframe[0].value.set_index("Interconnect").loc["chapter-nvlink-h100", "All-reduce [µs]"] > 27.9
 
 
+def test_sharding_page_shows_the_all_to_all_beside_the_all_reduce():
+    # Issue 23: the MoE tab prices a layer's collectives for both expert layouts with the library's models.
+    from calculator.parallelism import collective_time
+
+    app = open_page("sharding")
+    model, link = load_registry().model("qwen3-235b-a22b"), load_registry().interconnect("nvlink4")
+    activations = Q_(256 * model.hidden_size * 2, "B")
+    latency = link.startup_latency if link.startup_latency is not None else Q_(1, "us")  # the page's default alpha
+    expected = 2 * collective_time("alltoall", activations * model.experts_per_token / 8, 8, link, latency=latency)
+    app.selectbox(key="sharding.moe_model").set_value("qwen3-235b-a22b").run()
+    assert_clean(app)
+    table = next(d.value for d in app.dataframe if "Layout" in d.value.columns).set_index("Layout")
+    assert table.loc["experts spread (expert parallel)", "Time [µs]"] == pytest.approx(expected.m_as("us"))
+
+
 # ---------------------------------------------------------------------------------------------- Routing
 
 

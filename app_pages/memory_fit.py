@@ -53,6 +53,14 @@ def main():
         weights = sc.select("Weight precision", "weights", WEIGHT_PRECISIONS, "fp16")
         kv = sc.select("KV-cache precision", "kv", KV_PRECISIONS, "fp16")
         tp = sc.select("Tensor-parallel degree", "tp", degrees, 2, help="degrees that split the model's heads")
+        ranks = 1
+        if (model.experts or 1) > 1:
+            ranks = sc.select(
+                "Attention ranks (mixture of experts)", "ranks", [1, 2, 4, 8], 1,
+                help="attention data parallelism: ranks of TP GPUs each, with their own sequences and KV cache "
+                "and a copy of the attention and dense weights, the routed experts spread over all the GPUs; "
+                "batch and max batch are then the replica's",
+            )  # fmt: skip
         block = sc.number("KV page size [token]", "block", 16, min_value=1, max_value=4096, integer=True)
     with right:
         context = sc.number(
@@ -67,8 +75,12 @@ def main():
     reserve = Q_(reserve_gb, "GB")
     accelerator = reg.accelerator(accelerator_id)
     fit = model_memory_fit(
-        model, accelerator, context, batch, weights, kv, tp, reserve, capacity_basis=basis, block_size=block
-    )
+        model, accelerator, context, batch, weights, kv, tp, reserve, capacity_basis=basis, block_size=block,
+        data_parallel=ranks,
+    )  # fmt: skip
+    if ranks > 1:
+        st.caption(f"{ranks} attention ranks of TP {tp}: {tp * ranks} GPUs; each holds {-(-batch // ranks)} of the "
+                   f"{batch} sequences, and the per-device figures below are one GPU's.")  # fmt: skip
 
     st.divider()
     _fit_summary(fit, unit, model, accelerator, context, batch, weights, kv, reserve, basis, block)
@@ -99,7 +111,7 @@ def main():
         ui.show_math(
             memory_footprint,
             fit.weights.to(unit),
-            batch,
+            -(-batch // ranks),
             context,
             fit.kv_per_token.to("kB/token"),
             fit.reserve.to(unit),

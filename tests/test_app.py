@@ -300,6 +300,23 @@ def test_memory_fit_another_model_without_the_chosen_tp_degree_falls_back_withou
     assert not app.warning, [w.value for w in app.warning]  # the address held the page's own value, not a link
 
 
+def test_memory_fit_page_takes_attention_ranks_for_a_mixture_of_experts():
+    # Issue 23: the memory page shows a layout: attention ranks hold their own sequences (DeepSeek-V3's MLA
+    # latent is whole on every TP rank, so eight ranks of one GPU hold several times TP 8's batch).
+    from calculator.memory import model_max_batch
+
+    app = open_page("memory_fit", model="deepseek-v3", gpu="h200-sxm", weights="fp8", tp="1", context="8192")
+    assert app.selectbox(key="memory.ranks").value == 1
+    app.selectbox(key="memory.ranks").set_value(8).run()
+    assert_clean(app)
+    table = app.dataframe[0].value.set_index(app.dataframe[0].value.columns[0])
+    expected = model_max_batch("deepseek-v3", "h200-sxm", 8192, "fp8", "fp16", 1, Q_(2, "GB"), block_size=16,
+                               data_parallel=8)  # fmt: skip
+    assert table.loc["Max batch at this context [sequences]"].iloc[0].replace(",", "") == str(int(expected))
+    assert int(expected) > 5 * int(model_max_batch("deepseek-v3", "h200-sxm", 8192, "fp8", "fp16", 8, Q_(2, "GB"),
+                                                   block_size=16))  # fmt: skip
+
+
 def test_memory_fit_nameplate_basis_uses_the_decimal_label():
     app = open_page("memory_fit", basis="nameplate")
     assert metric(app, "Capacity / device") == "80 GB"

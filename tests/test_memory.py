@@ -775,3 +775,22 @@ def test_kv_dtype_is_renamed_kv_precision_and_the_old_name_still_works():
     assert old == new
     with pytest.raises(InputError, match="give 'kv_precision' only"):
         model_kv_bytes_per_token("llama-3.1-70b", kv_dtype="fp8", kv_precision="fp8")
+
+
+def test_attention_ranks_keep_a_copy_of_the_dense_weights_and_spread_the_experts():
+    # Issue 23: with eight attention ranks of one GPU, a GPU holds all attention/dense weights and an eighth of
+    # the routed experts; the replica holds eight ranks' sequences.
+    from calculator import load_registry
+    from calculator.memory import device_share, model_max_batch, model_weight_bytes, routed_expert_parameters
+
+    reg = load_registry()
+    model = reg.model("deepseek-v3")
+    routed = routed_expert_parameters(model)
+    assert 0.9 * model.parameters < routed < model.parameters  # the experts are most of the weights
+    share = device_share(model, 1, "fp8", "fp8", data_parallel=8)
+    total = model_weight_bytes(model, "fp8")
+    assert share.weights.m_as("B") == pytest.approx(total.m_as("B") * (1 - routed / model.parameters * 7 / 8))
+    ranks = model_max_batch(model, "h200-sxm", 8192, "fp8", "fp16", 1, data_parallel=8)
+    assert ranks % 8 == 0 and ranks > 5 * model_max_batch(model, "h200-sxm", 8192, "fp8", "fp16", 8)
+    with pytest.raises(InputError, match="a dense model's data-parallel ranks are replicas"):
+        device_share("llama-3.1-70b", 2, "fp8", "fp8", data_parallel=2)

@@ -87,6 +87,7 @@ from .weights import (
     min_devices_for_weights,
     model_weight_bytes,
     quantization_overhead,
+    routed_expert_parameters,
     weight_bytes,
 )
 
@@ -120,6 +121,7 @@ __all__ = [
     "effective_bits_per_weight",
     "quantization_overhead",
     "min_devices_for_weights",
+    "routed_expert_parameters",
     "kv_cache_bytes",
     "memory_footprint",
     "max_batch",

@@ -20,7 +20,7 @@ from ..results import Result, as_count, floor_whole
 from ..types import Bytes, BytesPerToken, Capacity, Count, ModelRef, Precision, Tokens
 from ..units import Q_, shown, ureg
 from .kv import _check_splits, kv_bytes_per_token_per_device, tensor_parallel_valid
-from .weights import NO_BYTES, model_weight_bytes
+from .weights import NO_BYTES, model_weight_bytes, routed_expert_parameters
 
 if TYPE_CHECKING:
     from ..registry import Registry
@@ -393,6 +393,7 @@ def device_share(
     weight_bits: Precision = "fp16",
     kv_precision: Precision = "fp16",
     *,
+    data_parallel: Count = 1,
     registry: Registry | None = None,
 ) -> DeviceShare:
     """Weights and KV bytes per token on one device of a tensor-parallel group (vectorized over ``t``).
@@ -405,14 +406,20 @@ def device_share(
         Weight precision name or stored bits per weight.
     kv_precision : str or Quantity
         KV-cache precision name or bytes per element.
+    data_parallel : int, optional
+        For a mixture of experts: attention ranks of ``tensor_parallel`` GPUs each (attention data
+        parallelism). Each rank keeps a copy of the attention and dense weights, and the routed experts
+        (:func:`~calculator.memory.routed_expert_parameters`) spread over all ``tensor_parallel x
+        data_parallel`` GPUs.
     registry : Registry, optional
         Where a model id resolves (default: the packaged registry).
 
     Returns
     -------
     DeviceShare
-        ``weights`` = :func:`model_weight_bytes` / t and ``kv_per_token`` =
-        :func:`kv_bytes_per_token_per_device`; the degree is checked (:func:`check_tensor_parallel`).
+        ``weights`` = :func:`model_weight_bytes` / t (with ranks: the rank's share plus the experts'
+        over the replica) and ``kv_per_token`` = :func:`kv_bytes_per_token_per_device`; the degree is
+        checked (:func:`check_tensor_parallel`).
 
     Examples
     --------
@@ -426,9 +433,18 @@ def device_share(
     resolved = transformer_of(model, "device_share", registry=registry)
     _check_splits(resolved, tensor_parallel, "device_share")
     degree = as_count(tensor_parallel)
+    weights = model_weight_bytes(resolved, weight_bits, degree)
+    if data_parallel > 1:
+        if (resolved.experts or 1) <= 1:
+            raise InputError(
+                "device_share(): data_parallel applies to the attention of a mixture of experts (its ranks share "
+                "the experts); a dense model's data-parallel ranks are replicas"
+            )
+        routed = weights * routed_expert_parameters(resolved) / resolved.parameters  # per device of one rank
+        weights = weights - routed + routed / data_parallel
     return DeviceShare(
         tensor_parallel=degree,
-        weights=model_weight_bytes(model, weight_bits, degree, registry=registry),
+        weights=weights,
         kv_per_token=kv_bytes_per_token_per_device(model, kv_precision, degree, registry=registry),
     )
 
@@ -444,6 +460,7 @@ def _model_budget(
     reserve,
     capacity_basis,
     *,
+    data_parallel=1,
     registry=None,
 ):
     """Per-device magnitudes for a model from checked ones: (model, capacity, weights, kv/token, context, t, reserve).
@@ -454,7 +471,7 @@ def _model_budget(
     """
     resolved = transformer_of(model, function, registry=registry)
     _check_splits(resolved, tensor_parallel, function)
-    share = device_share(resolved, tensor_parallel, weight_bits, kv_precision)
+    share = device_share(resolved, tensor_parallel, weight_bits, kv_precision, data_parallel=data_parallel)
     cap = device_capacity(function, capacity, capacity_basis, registry=registry)
     limit = getattr(resolved, "max_context", None)
     if limit is not None and np.any(np.asarray(context) > limit):
@@ -480,6 +497,7 @@ def model_memory_fit(
     capacity_basis: str = "physical",
     block_size: Count = 1,
     *,
+    data_parallel: Count = 1,
     registry: Registry | None = None,
 ) -> MemoryFit:
     """Memory fit of a registry model on one device of a tensor-parallel group.
@@ -505,6 +523,10 @@ def model_memory_fit(
         For an accelerator: registered bytes (80 GiB) or the nameplate's decimal budget (80 GB).
     block_size : int, optional
         KV page size in tokens.
+    data_parallel : int, optional
+        For a mixture of experts: attention ranks of ``tensor_parallel`` GPUs (:func:`device_share`),
+        each holding its own share of the sequences. ``batch`` and the result's ``batch`` and
+        ``max_batch`` are then the replica's (every rank's); the other fields are one device's.
     registry : Registry, optional
         Where the model and accelerator ids resolve (default: the packaged registry).
 
@@ -534,11 +556,16 @@ def model_memory_fit(
         tensor_parallel,
         reserve,
         capacity_basis,
+        data_parallel=data_parallel,
         registry=registry,
     )
-    fit = _fit(cap, weights, per_token, tokens, batch, res, block_size, degree, resolved.max_context)
+    ranks = float(data_parallel)
+    per_rank = np.ceil(np.asarray(batch, dtype=float) / ranks)
+    fit = _fit(cap, weights, per_token, tokens, per_rank, res, block_size, degree, resolved.max_context)
     basis = "as given" if isinstance(capacity, ureg.Quantity) else capacity_basis
-    return dataclasses.replace(fit, capacity_basis=basis)
+    if ranks == 1:
+        return dataclasses.replace(fit, capacity_basis=basis)
+    return dataclasses.replace(fit, capacity_basis=basis, batch=as_count(batch), max_batch=fit.max_batch * int(ranks))
 
 
 @renamed(kv_dtype="kv_precision")
@@ -554,6 +581,7 @@ def model_max_batch(
     capacity_basis: str = "physical",
     block_size: Count = 1,
     *,
+    data_parallel: Count = 1,
     registry: Registry | None = None,
 ) -> Any:
     """Max batch of a registry model per tensor-parallel group, vectorized over the numeric arguments.
@@ -564,8 +592,10 @@ def model_max_batch(
 
     Parameters
     ----------
-    model, capacity, context, weight_bits, kv_precision, tensor_parallel, reserve, capacity_basis, block_size, registry
+    model, capacity, context, weight_bits, kv_precision, tensor_parallel, reserve
         As for :func:`model_memory_fit`.
+    capacity_basis, block_size, data_parallel, registry
+        As for :func:`model_memory_fit` (with ``data_parallel``, the replica's max batch: every rank's).
 
     Returns
     -------
@@ -593,9 +623,10 @@ def model_max_batch(
         tensor_parallel,
         reserve,
         capacity_basis,
+        data_parallel=data_parallel,
         registry=registry,
     )
-    batch = max_batch_numeric(cap, weights, per_token, tokens, res, block_size)
+    batch = max_batch_numeric(cap, weights, per_token, tokens, res, block_size) * int(data_parallel)
     basis = "as given" if isinstance(capacity, ureg.Quantity) else capacity_basis
     if np.ndim(batch):
         out = np.asarray(batch).view(MaxBatches)

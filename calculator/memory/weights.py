@@ -26,6 +26,7 @@ __all__ = [
     "QuantizationOverhead",
     "quantization_overhead",
     "min_devices_for_weights",
+    "routed_expert_parameters",
 ]
 
 #: Default for reserves and other optional byte amounts (a module-level constant, not a call per default).
@@ -226,6 +227,28 @@ def model_weight_bytes(
     resolved = model_of(model, registry=registry)
     bits = bits_of("model_weight_bytes", "weight_bits", weight_bits)
     return weight_bytes(resolved.parameters, bits) / plain(tensor_parallel)
+
+
+def routed_expert_parameters(model: ModelRef, *, registry: Registry | None = None) -> float:
+    """Parameters of a mixture of experts' routed experts, all resident (0 for a dense model).
+
+    ``experts x (parameters - active) / (experts - experts_per_token)``: the parameters a token does not
+    read are those of the experts it is not routed to, ``experts - k`` of them.
+
+    Parameters
+    ----------
+    model : str or Model
+    registry : Registry, optional
+        Where a model id resolves (default: the packaged registry).
+
+    Examples
+    --------
+    >>> round(routed_expert_parameters("qwen3-235b-a22b") / 1e9, 1)
+    227.2
+    """
+    resolved = model_of(model, registry=registry)
+    experts, top = float(resolved.experts or 1), float(resolved.experts_per_token or 1)
+    return experts * (resolved.parameters - resolved.active) / (experts - top) if experts > top else 0.0
 
 
 @checked(weights="positive", capacity="positive")

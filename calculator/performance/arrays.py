@@ -15,7 +15,7 @@ import numpy as np
 
 from .._support import accelerator_of, model_of
 from ..errors import InputError
-from ..memory import WEIGHT_BITS, model_kv_bytes_per_token, weight_bytes
+from ..memory import WEIGHT_BITS, model_kv_bytes_per_token, routed_expert_parameters, weight_bytes
 from ..memory.kv import kv_shard_limit
 from ..phases import attention_flops_per_pair
 from ..precision import GEMM_TABLE_OF_WEIGHTS, PRECISIONS, check_precision, tensor_precision
@@ -259,7 +259,7 @@ def step_arrays(
     )
     active = spec.active - embedding
     k, experts = spec.experts_per_token, spec.experts
-    per_expert = (spec.parameters - spec.active) / (experts - k) if experts > k else 0.0
+    per_expert = routed_expert_parameters(spec) / experts if experts > k else 0.0
     shared = active - k * per_expert
     kv = model_kv_bytes_per_token(spec, kv_name).m_as("B/token")
     link = _link_bandwidth(device, registry)

@@ -15,12 +15,11 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
-import pint
 
 from .errors import InputError, UnitsError
 from .formula import magnitude
 from .types import alias_dimension
-from .units import describe_value, shown, ureg
+from .units import PINT_UNIT_ERRORS, describe_value, shown, ureg, wrong_unit
 
 __all__ = [
     "Arg",
@@ -127,13 +126,8 @@ def checked(**domains: str | Arg) -> Callable[[_F], _F]:
                 bound.arguments[spec.name] = spec.convert(func.__name__, value)
             try:
                 return func(*bound.args, **bound.kwargs)
-            except (
-                pint.errors.DimensionalityError,
-                pint.errors.UndefinedUnitError,
-                pint.errors.OffsetUnitCalculusError,
-            ) as exc:
-                # An argument without an alias had the wrong unit: the project's error, named.
-                raise UnitsError(f"{func.__name__}(): an argument has the wrong unit ({shown(str(exc))})") from None
+            except PINT_UNIT_ERRORS as exc:  # an argument without an alias had the wrong unit
+                raise wrong_unit(func.__name__, exc) from None
 
         wrapper.__checked__ = (func, signature, dict(domains))  # type: ignore[attr-defined]
         return wrapper  # type: ignore[return-value]

@@ -103,6 +103,19 @@ def _check_one(function: str, argument: str, value: Any, unit: str) -> None:
     )
 
 
+#: pint's errors for a quantity of the wrong unit met inside a function's body.
+PINT_UNIT_ERRORS = (
+    pint.errors.DimensionalityError,
+    pint.errors.UndefinedUnitError,
+    pint.errors.OffsetUnitCalculusError,
+)
+
+
+def wrong_unit(function: str, error: Exception) -> UnitsError:
+    """The project's error for an argument no boundary check covered that had the wrong unit, named."""
+    return UnitsError(f"{function}(): an argument has the wrong unit ({shown(str(error))})")
+
+
 def check_units(**units: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Check the dimension of named arguments when the decorated function is called.
 
@@ -155,13 +168,8 @@ def check_units(**units: str) -> Callable[[Callable[..., Any]], Callable[..., An
                 _check_one(func.__name__, name, value, unit)
             try:
                 return func(*bound.args, **bound.kwargs)
-            except (
-                pint.errors.DimensionalityError,
-                pint.errors.UndefinedUnitError,
-                pint.errors.OffsetUnitCalculusError,
-            ) as exc:
-                # An argument the decorator does not check had the wrong unit: the project's error, named.
-                raise UnitsError(f"{func.__name__}(): an argument has the wrong unit ({shown(str(exc))})") from None
+            except PINT_UNIT_ERRORS as exc:
+                raise wrong_unit(func.__name__, exc) from None
 
         wrapper.__units__ = dict(units)  # type: ignore[attr-defined]
         return wrapper

@@ -14,6 +14,7 @@ from calculator.parallelism import (
     collective_time,
     expert_placement,
     moe_decode_floor,
+    moe_dispatch_bytes,
     moe_weights,
     pipeline_bubble_fraction,
     pipeline_performance,
@@ -230,12 +231,11 @@ def _moe_collectives(sc, model):
     tokens = sc.number("Tokens in the step", "moe_tokens", 256, min_value=1, max_value=1_000_000, integer=True, where=c)
     latency = link.startup_latency if link.startup_latency is not None else Q_(1, "us")  # alpha where none is listed
     hidden = model.hidden_size or model.attention_heads * model.head_dim
-    activations = Q_(tokens * hidden * 2, "B")  # 16-bit hidden states
+    activations = activation_message_bytes(tokens, hidden, Q_(2, "B"))  # 16-bit hidden states
     # Experts split: every GPU holds all tokens; one all-reduce combines the experts' partial outputs.
     allreduce = collective_time("allreduce", activations, gpus, link, latency=latency)
-    # Experts spread: each token's hidden state goes to its top-k experts' GPUs and comes back (dispatch and
-    # combine), a GPU sending its share of the tokens' copies.
-    routed = activations * model.experts_per_token / gpus
+    # Experts spread: the dispatch all-to-all and the combine that returns the outputs.
+    routed = moe_dispatch_bytes(tokens, hidden, model.experts_per_token, gpus, Q_(2, "B"))
     alltoall = 2 * collective_time("alltoall", routed, gpus, link, latency=latency)
     rows = [
         {"layout": "experts split (tensor parallel)", "collective": "all-reduce of the step's activations",

@@ -455,13 +455,13 @@ def test_sharding_page_tensor_parallel_layer_time_per_interconnect():
 
 def test_sharding_page_shows_the_all_to_all_beside_the_all_reduce():
     # Issue 23: the MoE tab prices a layer's collectives for both expert layouts with the library's models.
-    from calculator.parallelism import collective_time
+    from calculator.parallelism import collective_time, moe_dispatch_bytes
 
     app = open_page("sharding")
     model, link = load_registry().model("qwen3-235b-a22b"), load_registry().interconnect("nvlink4")
-    activations = Q_(256 * model.hidden_size * 2, "B")
     latency = link.startup_latency if link.startup_latency is not None else Q_(1, "us")  # the page's default alpha
-    expected = 2 * collective_time("alltoall", activations * model.experts_per_token / 8, 8, link, latency=latency)
+    routed = moe_dispatch_bytes(256, model.hidden_size, model.experts_per_token, 8, Q_(2, "B"))
+    expected = 2 * collective_time("alltoall", routed, 8, link, latency=latency)
     app.selectbox(key="sharding.moe_model").set_value("qwen3-235b-a22b").run()
     assert_clean(app)
     table = next(d.value for d in app.dataframe if "Layout" in d.value.columns).set_index("Layout")

@@ -46,6 +46,7 @@ from .moe import (
     expert_capacity,
     expert_placement,
     moe_decode_floor,
+    moe_dispatch_bytes,
     moe_weights,
     simulate_expert_overflow,
 )
@@ -120,6 +121,7 @@ __all__ = [
     "expert_placement",
     "MoeDecodeFloor",
     "moe_decode_floor",
+    "moe_dispatch_bytes",
     "expert_capacity",
     "simulate_expert_overflow",
     "embedding_table_bytes",

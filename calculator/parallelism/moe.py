@@ -9,7 +9,7 @@ import numpy as np
 
 from .._support import checked, one
 from ..errors import InputError
-from ..formula import check_domain
+from ..formula import check_domain, formula, var
 from ..memory import weight_bytes
 from ..results import Result, as_count, plain
 from ..types import Bandwidth, Bytes, Count, Number, Precision, Time, TokenRate
@@ -25,12 +25,59 @@ __all__ = [
     "MoeDecodeFloor",
     "moe_decode_floor",
     "expert_capacity",
+    "moe_dispatch_bytes",
     "simulate_expert_overflow",
 ]
 
 
 # --------------------------------------------------------------------------------------------
 # Mixture of experts
+
+
+@formula(
+    result=var("B", "M_{\\mathrm{A2A}}", description="bytes one device sends in a MoE layer's dispatch all-to-all"),
+    reference="section 10.10.4 (MoE AllToAll routing)",
+    tokens=var("", "N_{t}", "positive_integer", "tokens in the step"),
+    hidden_size=var("", "d", "positive_integer", "hidden width"),
+    experts_per_token=var("", "k", "positive_integer", "experts each token is routed to"),
+    devices=var("", "n", "positive_integer", "expert-parallel devices"),
+    bytes_per_element=var("B", "s", description="bytes per activation element"),
+    example={"tokens": 256, "hidden_size": 4096, "experts_per_token": 8, "devices": 8, "bytes_per_element": "2 B"},
+)
+def moe_dispatch_bytes(tokens, hidden_size, experts_per_token, devices, bytes_per_element):
+    r"""Bytes one device sends in the dispatch all-to-all of a MoE layer (the combine returns as many).
+
+    Parameters
+    ----------
+    tokens : int
+        Tokens in the step over all the expert-parallel devices.
+    hidden_size : int
+        Hidden width of the model.
+    experts_per_token : int
+        Experts each token's gate selects (each gets a copy of its representation).
+    devices : int
+        Expert-parallel devices; each holds ``1/n`` of the tokens before the dispatch.
+    bytes_per_element : Quantity [information]
+        Bytes per activation element (2 B for FP16/BF16).
+
+    Returns
+    -------
+    Quantity [information]
+
+    Notes
+    -----
+    .. math:: M_{\mathrm{A2A}} = \frac{N_t}{n}\, k\, d\, s
+
+    "One AllToAll dispatches its representation to the ranks hosting its experts, and a second returns
+    their outputs" (§10.10.4). Uniform routing; a popular expert's host receives more (the incast point),
+    which :func:`~calculator.parallelism.alltoall_time` takes as its busiest buffer.
+
+    Examples
+    --------
+    >>> moe_dispatch_bytes(256, 4096, 8, 8, Q_(2, "B")).to("MB")
+    <Quantity(2.097152, 'megabyte')>
+    """
+    return tokens / devices * experts_per_token * hidden_size * bytes_per_element
 
 
 @dataclass(frozen=True, repr=False)

@@ -319,3 +319,22 @@ def test_a_fleet_sweep_over_a_user_accelerator_cites_the_users_price(user_file):
     assert len(frame) == 4
     cited = frame.attrs["provenance"].registry_ids
     assert {"my-gpu", "my-gpu-on-demand", "llama-3.1-8b"} <= set(cited), cited
+
+
+def test_the_example_user_file_is_valid_and_sizes_a_fleet(tmp_path):
+    # Issue 24, item 7: a minimal user file to start from (examples/my_registry.yaml, named in the README).
+    from pathlib import Path
+
+    from calculator.errors import RegistryError
+
+    example = Path(__file__).resolve().parent.parent / "examples" / "my_registry.yaml"
+    reg = load_registry(extra=[example])
+    assert reg.accelerator("example-gpu").memory == Q_(96, "GiB")
+    plan = size_fleet("llama-3.1-8b", "example-gpu", "fp8", Q_(20, "request/s"), 1024, 256, Q_(1, "s"),
+                      Q_(50, "ms"), registry=reg)  # fmt: skip
+    assert plan.feasible and plan.accelerator == "example-gpu"
+    assert plan.cost_per_hour.m_as("USD/hour") == pytest.approx(plan.gpus * 2.75)  # the file's price
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(example.read_text(encoding="utf-8").replace("    kind: user\n", ""), encoding="utf-8")
+    with pytest.raises(RegistryError, match="kind"):
+        load_registry(extra=[broken])

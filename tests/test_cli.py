@@ -712,3 +712,83 @@ def test_a_bad_demand_curve_is_named(tmp_path, rows, message):
     args = ["size", "llama-3.1-8b", "--input", "100", "--output", "10", "--ttft", "1 s", "--tpot", "50 ms"]
     result = runner.invoke(app, [*args, "--price", "4", "--demand", str(curve)])
     assert result.exit_code == 2 and f"--demand {curve}: " in result.stderr and message in result.stderr
+
+
+# ------------------------------------------------------------------------------------------------ fit
+
+
+def test_fit_answers_the_405b_long_context_question_from_the_registry_fields():
+    """Llama 3.1 405B FP8 at 128K tokens on 8 x H200: the KV cache recomputed from the model's shape."""
+    from calculator import load_registry
+
+    reg = load_registry()
+    llama, h200 = reg.model("llama-3.1-405b"), reg.accelerator("h200-sxm")
+    args = ["fit", "llama-3.1-405b", "-a", "h200-sxm", "-p", "fp8", "--tp", "8", "--context", "131072"]
+    result = runner.invoke(app, [*args, "--kv-precision", "bf16", "--json"])
+    assert result.exit_code == 0, result.output
+    fit = json.loads(result.output)
+    # K and V, every layer, the KV heads split over the 8 GPUs (8 KV heads), 2 bytes each.
+    per_token = 2 * llama.layers * (llama.kv_heads // 8) * llama.head_dim * 2
+    assert fit["kv_per_token"] == {"value": per_token, "unit": "B/token"}
+    assert fit["kv_per_request"]["value"] == per_token * 131072  # whole 16-token pages
+    assert fit["capacity"]["value"] == h200.memory.m_as("B") and fit["capacity_basis"] == "physical"
+    available = fit["capacity"]["value"] - fit["weights"]["value"] - 2e9  # the default 2 GB reserve
+    assert fit["max_batch"] == int(available // (per_token * 131072)) > 1
+    assert fit["fits"] is True and fit["gpus"] == 8 and fit["kv_precision_basis"] == "given"
+    assert fit["max_context"] == llama.max_context  # one sequence: capped at the model's limit
+
+    table = runner.invoke(app, [*args, "--kv-precision", "bf16"]).output
+    assert table.startswith("answer: 1 sequence of 131,072 tokens fit on 8 x h200-sxm (TP 8)")
+    assert "(the model's limit)" in table
+    # One vocabulary: the table's lines carry the JSON's field names.
+    assert [line.split(":")[0] for line in table.splitlines()[1:]] == list(fit)
+
+
+def test_fit_that_does_not_fit_exits_1_with_what_is_missing_and_the_largest_batch():
+    args = ["fit", "llama-3.1-405b", "-a", "h200-sxm", "-p", "fp8", "--tp", "8", "--context", "131072"]
+    result = runner.invoke(app, [*args, "--batch", "64", "--format", "csv"])
+    assert result.exit_code == 1, result.output
+    header, row = result.output.strip().splitlines()
+    values = dict(zip(header.split(","), row.split(","), strict=True))
+    assert values["fits"] == "False" and int(values["max_batch"]) < 64
+    assert float(values["missing [GB]"]) > 0 and int(values["max_context"]) < 131072
+    table = runner.invoke(app, [*args, "--batch", "64"]).output
+    assert "do not fit on 8 x h200-sxm" in table and "short per device" in table
+
+
+def test_fit_kv_precision_default_follows_the_engine_rule():
+    from calculator.performance import kv_cache_precision
+
+    for engine in ("trtllm", "sglang"):
+        args = ["fit", "llama-3.1-70b", "-a", "h100-sxm", "-p", "fp8", "--context", "8192", "--engine", engine]
+        fit = json.loads(runner.invoke(app, [*args, "--json"]).output)
+        assert fit["kv_precision"] == kv_cache_precision("llama-3.1-70b", "h100-sxm", "fp8", engine)
+        assert fit["kv_precision_basis"] == f"{engine} engine default"
+    # TensorRT-LLM reads the FP8 checkpoint's FP8 KV cache; SGLang before 0.5.4 runs BF16 (KV_PRECISION_RULE).
+    assert kv_cache_precision("llama-3.1-70b", "h100-sxm", "fp8", "trtllm") == "fp8"
+
+
+def test_fit_attention_ranks_of_a_mixture_of_experts_hold_every_ranks_sequences():
+    base = ["fit", "deepseek-v3", "-a", "h200-sxm", "-p", "fp8", "--tp", "8", "--context", "8192", "--json"]
+    one = json.loads(runner.invoke(app, base).output)
+    ranks = json.loads(runner.invoke(app, [*base, "--data-parallel", "8"]).output)
+    assert ranks["gpus"] == 64 and ranks["data_parallel"] == 8
+    assert ranks["weights"]["value"] < one["weights"]["value"]  # the routed experts spread over 64 GPUs
+    assert ranks["max_batch"] > 8 * one["max_batch"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--context", "999999"], "exceeds the context limit of model 'llama-3.1-70b'"),
+        (["--context", "1000", "--tp", "3"], "tensor_parallel 3 does not split model 'llama-3.1-70b'"),
+        (["--context", "1000", "--reserve", "2"], "option --reserve: '2' has no unit"),
+        (["--context", "1000", "-p", "fp9"], "argument 'precision' must be one of"),
+        (["--context", "1000", "--data-parallel", "2"], "data_parallel applies to the attention of a mixture"),
+        (["--context", "0"], "--context"),
+    ],
+)
+def test_fit_bad_input_exits_2_with_one_line(extra, message):
+    result = runner.invoke(app, ["fit", "llama-3.1-70b", "-a", "h100-sxm", *extra])
+    assert result.exit_code == 2
+    assert message in result.output and "Traceback" not in result.output

@@ -1,0 +1,153 @@
+"""``servecalc fit``: whether a model fits on a tensor-parallel group, and how many sequences at once.
+
+The command prints one :class:`~calculator.memory.MemoryFit` (:func:`~calculator.memory.model_memory_fit`):
+the table's ``name: value`` lines and the JSON/CSV columns carry the same field names, each with the
+meaning the result's docstring gives (per-device figures are one device's).
+"""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from typing import Annotated, Any
+
+import typer
+
+from ._app import ExtraOption, Format, FormatOption, JsonOption, OutOption, _emit, _format, _library_errors, _load, app
+from .sizing import EngineOption, _quantity
+
+
+class Basis(StrEnum):
+    """The capacity bases of an accelerator's memory (:func:`~calculator.memory.model_memory_fit`)."""
+
+    physical = "physical"
+    nameplate = "nameplate"
+
+
+#: How each field of the fit is shown in the table (the JSON keeps the library's base units).
+FIT_UNITS = {
+    "capacity": "GB",
+    "weights": "GB",
+    "reserve": "GB",
+    "kv": "GB",
+    "available": "GB",
+    "free": "GB",
+    "missing": "GB",
+    "kv_per_token": "kB/token",
+    "kv_per_request": "GB",
+}
+
+
+@app.command("fit")
+def fit_command(
+    model: Annotated[str, typer.Argument(metavar="MODEL", help="Registry model id or alias.")],
+    accelerator: Annotated[str, typer.Option("--accelerator", "-a", metavar="GPU", help="Accelerator id.")],
+    context: Annotated[int, typer.Option(metavar="TOKENS", min=1, help="Tokens per sequence (prompt + output).")],
+    precision: Annotated[str, typer.Option("--precision", "-p", metavar="PRECISION", help="Weight precision.")] = (
+        "bf16"
+    ),
+    tensor_parallel: Annotated[int, typer.Option("--tp", metavar="INT", min=1, help="GPUs the model splits over.")] = 1,
+    batch: Annotated[int, typer.Option(metavar="INT", min=0, help="Sequences held at once (0: weights only).")] = 1,
+    kv_precision: Annotated[
+        str | None,
+        typer.Option(
+            metavar="PRECISION",
+            help="KV-cache precision (default: what the engine runs for these weights, "
+            "calculator.performance.KV_PRECISION_RULE).",
+            show_default=False,
+        ),
+    ] = None,
+    engine: EngineOption = None,
+    reserve: Annotated[
+        str, typer.Option(metavar="BYTES", help="Memory kept back per device (activations, CUDA graphs), e.g. '2 GB'.")
+    ] = "2 GB",
+    basis: Annotated[
+        Basis, typer.Option(help="Capacity: physical (registered bytes, 80 GiB) or nameplate (80 GB).")
+    ] = Basis.physical,
+    block_size: Annotated[int, typer.Option("--block", metavar="TOKENS", min=1, help="KV page size.")] = 16,
+    data_parallel: Annotated[
+        int,
+        typer.Option(
+            metavar="INT",
+            min=1,
+            help="Mixture of experts: attention ranks of --tp GPUs each; batch and max_batch are then every rank's.",
+        ),
+    ] = 1,
+    extra: ExtraOption = None,
+    as_json: JsonOption = False,
+    output_format: FormatOption = None,
+    out: OutOption = None,
+) -> None:
+    """Whether MODEL fits on --tp GPUs at a context, and how many sequences at once (section 10.7.1).
+
+    Prints whether the batch fits, the weights, reserve and KV cache per device, the KV bytes of one
+    sequence, the largest batch at this context and the longest context at this batch. Exits with
+    status 1 when it does not fit.
+    """
+    from ..memory import model_memory_fit
+    from ..performance import kv_cache_precision
+
+    fmt = _format(output_format, as_json)
+    registry = _load(None, extra)
+    kept = _quantity("reserve", reserve, "GB")
+    with _library_errors():
+        spec, device = registry.model(model), registry.accelerator(accelerator)
+        kv = kv_precision or kv_cache_precision(spec, device, precision, engine, registry=registry)
+        fit = model_memory_fit(
+            spec, device, context, batch, precision, kv, tensor_parallel, kept, basis.value, block_size,
+            data_parallel=data_parallel, registry=registry,
+        )  # fmt: skip
+    header = {
+        "model": spec.id,
+        "accelerator": device.id,
+        "precision": precision,
+        "kv_precision": kv,
+        "kv_precision_basis": "given" if kv_precision else f"{engine or 'generic'} engine default",
+        "data_parallel": data_parallel,
+        "gpus": tensor_parallel * data_parallel,
+    }
+    fields = {**header, **fit.to_dict()}
+
+    def table() -> str:
+        first = _answer(fit, spec, device, context, batch, data_parallel)
+        return "\n".join([first, *(f"{key}: {_value(key, v)}" for key, v in fields.items())])
+
+    _emit(
+        fmt,
+        out,
+        (lambda: json.dumps({**header, **fit.to_json_dict()}, indent=2)) if fmt is Format.json else table,
+        lambda: _frame(header, fit),
+        models=["memory.model_memory_fit"],
+        registry_ids=[spec.id, device.id],
+        inputs={**header, "context": context, "batch": batch, "tensor_parallel": tensor_parallel, "reserve": kept},
+        registry=registry,
+    )
+    raise typer.Exit(0 if fit.fits else 1)
+
+
+def _answer(fit: Any, spec: Any, device: Any, context: int, batch: int, ranks: int) -> str:
+    """The first line: the verdict in words, on which GPUs, with the largest batch and the longest context."""
+    held = f"{batch:,} sequence{'s' if batch != 1 else ''} of {context:,} tokens"
+    layout = f"TP {fit.tensor_parallel}" + (f", {ranks} attention ranks" if ranks > 1 else "")
+    gpus = f"{fit.tensor_parallel * ranks} x {device.id} ({layout})"
+    limit = " (the model's limit)" if fit.max_context == spec.max_context else ""
+    also = f"up to {fit.max_batch:,} sequences at this context, or {fit.max_context:,} tokens{limit} at this batch"
+    if fit.fits:
+        return f"answer: {held} fit on {gpus} with {_value('free', fit.free)} free per device; {also}"
+    return f"answer: {held} do not fit on {gpus}: {_value('missing', fit.missing)} short per device; {also}"
+
+
+def _value(key: str, value: Any) -> str:
+    from .sizing import _shown
+
+    if key in FIT_UNITS:
+        value = value.to(FIT_UNITS[key])
+    return _shown(key, value)
+
+
+def _frame(header: dict[str, Any], fit: Any) -> Any:
+    """One row: the header columns, then the fit's columns in :data:`FIT_UNITS`."""
+    frame = fit.to_frame(FIT_UNITS)
+    for position, (key, value) in enumerate(header.items()):
+        frame.insert(position, key, value)
+    return frame

@@ -295,11 +295,18 @@ def _show_plan(plan, rate, output, prices, tpot_ms, check):
         "average, where TTFT and TPOT are evaluated",
     )
     first[3].metric("Binding constraint", plan.binding_constraint)
+    percentile = plan.targets.ttft_percentile
+    at = f"p{100 * percentile:.4g}" if percentile else "mean"
     second = st.columns(4)
-    second[0].metric("Cost", ui.fmt(plan.cost_per_hour, "USD/hour", 5))
-    second[1].metric("Per 1M output tokens", ui.fmt(plan.cost_per_million_tokens, "USD", 4))
-    second[2].metric("TTFT", ui.fmt(plan.ttft, "ms", 4), help=_interval(plan.ttft_interval, "ms"))
-    second[3].metric("TPOT", ui.fmt(plan.tpot, "ms", 4), help=_interval(plan.tpot_interval, "ms"))
+    second[0].metric("Cost per hour", ui.fmt(plan.cost_per_hour, "USD/hour", 5))
+    second[1].metric("Cost per month", ui.fmt(plan.cost_per_month, "USD/month", 5), help="a month of 730.5 hours")
+    second[2].metric(f"TTFT ({at})", ui.fmt(plan.ttft, "ms", 4), help=_interval(plan.ttft_interval, "ms"))
+    second[3].metric("TPOT (mean)", ui.fmt(plan.tpot, "ms", 4), help=_interval(plan.tpot_interval, "ms"))
+    third = st.columns(4)
+    third[0].metric("Per 1M output tokens", ui.fmt(plan.cost_per_million_output_tokens, "USD", 4))
+    third[1].metric(
+        "Per 1M total tokens", ui.fmt(plan.cost_per_million_total_tokens, "USD", 4), help="prompt and output tokens"
+    )
     st.caption(f"TTFT {_interval(plan.ttft_interval, 'ms')}; TPOT {_interval(plan.tpot_interval, 'ms')}.")
     verification = _check(plan, *check)
     gap, target = plan.tbt_max, Q_(tpot_ms, "ms")
@@ -317,8 +324,8 @@ def _show_plan(plan, rate, output, prices, tpot_ms, check):
         "replica throughput": plan.replica_throughput,
         "longest token gap (TBT)": plan.tbt_max.to("ms"),
         "fleet power": plan.power,
-        "energy per 1M output tokens": plan.energy_per_million_tokens,
-        "electricity per 1M output tokens": plan.electricity_cost_per_million_tokens,
+        "energy per 1M output tokens": plan.energy_per_million_output_tokens,
+        "electricity per 1M output tokens": plan.electricity_cost_per_million_output_tokens,
         "engine profile": plan.engine,
         "KV-cache precision": plan.kv_precision,
         "expert parallelism (GPUs the experts spread over)": plan.expert_parallel,

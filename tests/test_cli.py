@@ -1,6 +1,8 @@
 """The CLI skeleton: registry list, show and validate."""
 
+import dataclasses
 import json
+import re
 
 import pytest
 from typer.testing import CliRunner
@@ -222,11 +224,15 @@ def test_simulate_verifies_a_plan_sized_from_the_size_options():
     assert f"analytical replicas: {plan.replicas}" in lines
     assert f"simulated replicas: {expected.simulated_replicas}" in lines
     for count in expected.table.replicas:  # the table of replica counts and each count's verdict
-        assert f"  {count} replicas: {expected.results[count].verdict}" in lines
+        assert f"  {count} replica{'s' * (count != 1)}: {expected.results[count].verdict}" in lines
     # The summary at the plan's replicas: mean, p50, p90 and p99 of TTFT, TPOT and the token gap, with intervals.
     summary = expected.results[plan.replicas].summary.set_index(["metric", "statistic"])
-    assert f"summary at {plan.replicas} replicas" in result.stdout
-    for metric in ("ttft", "tpot", "token_gap"):
+    assert f"summary at {plan.replicas} replica{'s' * (plan.replicas != 1)}" in result.stdout
+    # GPUs are written "N x accelerator" everywhere; replicas are counted in words.
+    assert lines[0].startswith(
+        f"plan: {plan.gpus} x h100-sxm at fp8 ({plan.replicas} replicas of TP {plan.tensor_parallel})"
+    )
+    for metric in ("ttft", "tpot", "tbt_max"):
         for statistic in ("mean", "p50", "p90", "p99"):
             row = summary.loc[(metric, statistic)]
             line = next(x for x in lines if x.split()[:2] == [metric, statistic])
@@ -526,7 +532,8 @@ def test_disaggregated_prints_a_prefill_and_a_decode_pool():
     lines = runner.invoke(app, [*SMALL_SIZE, "--disaggregated"]).stdout.splitlines()
     assert lines[3] == "KV handoff over: infiniband-ndr"  # after the workload, the targets and the prices
     decode = plan["decode"]
-    assert f"decode {decode['replicas']} x h100-sxm at fp8 (TP {decode['tensor_parallel']}, batch cap " in lines[4]
+    pool = f"{decode['replicas']} replica{'s' * (decode['replicas'] != 1)} of TP {decode['tensor_parallel']}"
+    assert f"decode {decode['gpus']} x h100-sxm at fp8 ({pool}, batch cap " in lines[4]
     assert any(line.startswith("prefill: accelerator h100-sxm") for line in lines)
     assert any(line.startswith("kv_handoff: ") and line.endswith(" ms") for line in lines)
     refused = runner.invoke(app, [*SMALL_SIZE, "--disaggregated", "--chunk", "512"])
@@ -792,3 +799,77 @@ def test_fit_bad_input_exits_2_with_one_line(extra, message):
     result = runner.invoke(app, ["fit", "llama-3.1-70b", "-a", "h100-sxm", *extra])
     assert result.exit_code == 2
     assert message in result.output and "Traceback" not in result.output
+
+
+# ------------------------------------------------------------------------------------- one vocabulary
+
+
+def _named(text):
+    """The field names of a table's ``name: value`` lines (not the indented family notes or sentences)."""
+    return {m.group(1) for m in map(re.compile(r"^([a-z_]+): ").match, text.splitlines()) if m}
+
+
+@pytest.mark.parametrize("mode", [[], ["--disaggregated"]], ids=["colocated", "disaggregated"])
+def test_size_table_json_csv_and_the_api_share_one_name_per_field(mode):
+    from calculator.fleet import DisaggregatedPlan, FleetPlan
+    from calculator.results import parse_label
+
+    args = [*SMALL_SIZE, *mode]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    data = json.loads(runner.invoke(app, [*args, "--json"]).stdout)
+    header = runner.invoke(app, [*args, "--format", "csv"]).stdout.splitlines()[0]
+    columns = {parse_label(label)[0].split(".")[0] for label in header.split(",")}
+    api = {f.name for f in dataclasses.fields(DisaggregatedPlan if mode else FleetPlan)}
+    named = _named(result.stdout) - {"workload", "targets", "prices", "answer", "note"}  # the echoed inputs
+    assert set(data) == api
+    assert named <= api and named <= columns, named - columns
+    # The token costs say which tokens they count, in every output alike.
+    costs = {"cost_per_hour", "cost_per_month", "cost_per_million_output_tokens", "cost_per_million_total_tokens"}
+    assert costs <= named and costs <= set(data) and costs <= columns
+    if not mode:
+        assert {"energy_per_million_output_tokens", "electricity_cost_per_million_output_tokens"} <= named
+    assert not any("per_million_tokens" in name for name in (*named, *data, *columns))
+    month = data["cost_per_month"]
+    assert month["unit"] == "USD/month"
+    assert month["value"] == pytest.approx(data["cost_per_hour"]["value"] * 730.5)
+
+
+def test_a_plan_file_of_an_older_version_reads_its_cost_fields(plan_file, tmp_path):
+    """Files written before the token costs said 'output' still load: the old names map to the new."""
+    from calculator.cli import _plan_from_json
+
+    data = json.loads(plan_file.read_text())
+    data["cost_per_million_tokens"] = data.pop("cost_per_million_output_tokens")
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(data))
+    plan = _plan_from_json(old)
+    assert plan.cost_per_million_output_tokens.m_as("USD") == data["cost_per_million_tokens"]["value"]
+
+
+def test_size_verify_prints_each_simulated_statistic_beside_the_analytical_one():
+    from calculator import Q_
+    from calculator.fleet import size_fleet
+    from calculator.results import format_number
+    from calculator.simulation import verify_plan
+
+    args = [*SMALL_SIZE, "--percentile", "99", "--tbt", "300 ms", "--verify", "--requests", "600", "--seeds", "1"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    plan = size_fleet(
+        "llama-3.1-70b", "h100-sxm", "fp8", Q_(5, "request/s"), 1024, 256, Q_(1, "s"), Q_(50, "ms"),
+        ttft_percentile=0.99, tbt_slo=Q_(300, "ms"), price=Q_(4, "USD/hour"),
+    )  # fmt: skip
+    run = verify_plan(plan, requests=600, seeds=1).results[plan.replicas]  # seeded: the same simulation
+    lines = result.stdout.splitlines()
+    at = f"at {plan.replicas} replica{'s' * (plan.replicas != 1)}"
+    for metric, statistic, analytical, target in (
+        ("ttft", "p99", plan.ttft, "1,000 ms"),
+        ("tpot", "mean", plan.tpot, "50 ms"),
+        ("tbt_max", "p99", plan.tbt_max, "300 ms"),
+    ):
+        line = next(x for x in lines if x.startswith(f"simulated {statistic} {metric} {at}: "))
+        simulated = run.value(metric, statistic).m_as("ms")
+        assert line.endswith(
+            f": {format_number(simulated)} ms (analytical {format_number(analytical.m_as('ms'))} ms, target {target})"
+        )

@@ -38,7 +38,13 @@ def test_plan_is_consistent():
     assert p.gpus == p.replicas * p.tensor_parallel
     assert p.cost_per_hour.m_as("USD/hour") == pytest.approx(p.gpus * 4.0)
     tokens_per_hour = 20 * 256 * 3600
-    assert p.cost_per_million_tokens.m_as("USD") == pytest.approx(p.gpus * 4.0 / tokens_per_hour * 1e6)
+    assert p.cost_per_million_output_tokens.m_as("USD") == pytest.approx(p.gpus * 4.0 / tokens_per_hour * 1e6)
+    assert p.cost_per_million_tokens == p.cost_per_million_output_tokens  # the chapter's name (Table 14)
+    # Prompt and output tokens together: 1,024 + 256 tokens a request.
+    total_per_hour = 20 * (1024 + 256) * 3600
+    assert p.cost_per_million_total_tokens.m_as("USD") == pytest.approx(p.gpus * 4.0 / total_per_hour * 1e6)
+    # A month of 730.5 hours (a 365.25-day year over 12).
+    assert p.cost_per_month.m_as("USD/month") == pytest.approx(p.gpus * 4.0 * 730.5)
     assert p.ttft <= Q_(1, "s") and p.tpot <= Q_(50, "ms")
     assert 0 < p.utilization <= p.max_utilization == 0.8
     # Little's law: requests in flight fit in the planned decode slots.
@@ -174,10 +180,15 @@ def test_disaggregated_pools():
     )
     assert d.feasible, d.reason
     assert d.gpus == d.prefill["gpus"] + d.decode["gpus"]
-    assert d.ttft > d.handoff > Q_(0, "s")
+    assert d.cost_per_hour.m_as("USD/hour") == pytest.approx(d.gpus * 4.0)
+    assert d.cost_per_month.m_as("USD/hour") == pytest.approx(d.gpus * 4.0)  # the same cost, per month
+    output_cost = d.cost_per_million_output_tokens.m_as("USD")
+    assert output_cost == pytest.approx(d.gpus * 4.0 / (20 * 256 * 3600) * 1e6)
+    assert d.cost_per_million_total_tokens.m_as("USD") == pytest.approx(output_cost * 256 / (4096 + 256))
+    assert d.ttft > d.kv_handoff > Q_(0, "s")
     # FP8 weights run an FP8 KV cache under the engine-agnostic profile (performance.KV_PRECISION_RULE):
     # 4096 tokens x 163,840 B of KV over one 50 GB/s NDR direction: about 13 ms.
-    assert d.handoff.m_as("ms") == pytest.approx(4096 * 163840 / 50e9 * 1e3, rel=0.05)
+    assert d.kv_handoff.m_as("ms") == pytest.approx(4096 * 163840 / 50e9 * 1e3, rel=0.05)
     assert d.tpot <= Q_(40, "ms") and d.ttft <= Q_(1.5, "s")
 
 
@@ -185,9 +196,9 @@ def test_energy_is_between_idle_and_full_power():
     p = plan()
     tdp = 0.7 * p.gpus  # kW
     assert 0.3 * tdp <= p.power.m_as("kW") <= tdp
-    assert p.energy_per_million_tokens.m_as("kWh") > 0
-    assert p.electricity_cost_per_million_tokens.m_as("USD") == pytest.approx(
-        p.energy_per_million_tokens.m_as("kWh") * 0.10
+    assert p.energy_per_million_output_tokens.m_as("kWh") > 0
+    assert p.electricity_cost_per_million_output_tokens.m_as("USD") == pytest.approx(
+        p.energy_per_million_output_tokens.m_as("kWh") * 0.10
     )
 
 

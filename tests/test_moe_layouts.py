@@ -147,7 +147,7 @@ def test_the_sizer_chooses_attention_ranks_where_they_are_cheaper(ranks_plan):
     assert tensor_only.gpus > ranks_plan.gpus
     from calculator.fleet import plan_summary
 
-    assert "(TP 8, attention DP 8, EP 8)" in plan_summary(ranks_plan)
+    assert f"({ranks_plan.replicas} replicas of TP 8, attention DP 8, EP 8)" in plan_summary(ranks_plan)
 
 
 def test_attention_ranks_launch_with_each_ranks_cap(ranks_plan):

@@ -60,8 +60,8 @@ def test_every_option_reaches_the_plan_through_its_part():
     assert plan.tbt_max <= Q_(250, "ms")
     assert plan.cost_per_hour == Q_(3 * plan.gpus, "USD/hour")
     # the electricity price and the idle power are the ones given
-    energy_cost = (plan.energy_per_million_tokens * Q_(0.2, "USD/(kW*hour)")).m_as("USD")
-    assert plan.electricity_cost_per_million_tokens.m_as("USD") == pytest.approx(energy_cost)
+    energy_cost = (plan.energy_per_million_output_tokens * Q_(0.2, "USD/(kW*hour)")).m_as("USD")
+    assert plan.electricity_cost_per_million_output_tokens.m_as("USD") == pytest.approx(energy_cost)
     busy = plan.gpus * 700 * (0.5 + 0.5 * plan.utilization)  # H100 TDP 700 W
     assert plan.power.m_as("W") == pytest.approx(busy)
     # and each one matters: the same plan in the flat form, and a different one without the option

@@ -29,13 +29,14 @@ from .sizing import (
     SizingFlags,
     _fill_prices,
     _missing,
+    _replicas,
     _size_plan,
     _sizing_inputs,
     _sizing_options,
 )
 
 #: The summary rows ``simulate`` prints: the latencies a serving target is written against.
-SIMULATION_METRICS = ("ttft", "tpot", "token_gap")
+SIMULATION_METRICS = ("ttft", "tpot", "tbt_max")
 SIMULATION_STATISTICS = ("mean", "p50", "p90", "p99")
 
 
@@ -80,7 +81,7 @@ def _summary_text(result: Any) -> list[str]:
         if seeds > 1
         else "one seed, interval over ten batches of requests"
     )
-    lines = [f"summary at {result.replicas} replicas ({basis}; 95% interval):"]
+    lines = [f"summary at {_replicas(result.replicas)} ({basis}; 95% interval):"]
     for row in frame.itertuples(index=False):
         value, low, high = row[2], row[3], row[4]
         lines.append(f"  {row.metric:<10} {row.statistic:<5} {value:10.2f} ms  ({low:.2f} to {high:.2f})")
@@ -171,7 +172,7 @@ def simulate_command(
     head: dict[str, Any] = {
         "plan": {
             key: getattr(plan, key)
-            for key in ("model", "accelerator", "precision", "engine", "tensor_parallel", "batch", "replicas")
+            for key in ("model", "accelerator", "precision", "engine", "tensor_parallel", "batch", "replicas", "gpus")
         },
         "router": first.router,
         "seeds": list(first.seeds),
@@ -182,10 +183,10 @@ def simulate_command(
         from ..fleet.plan import layout_text
 
         lines = [
-            f"plan: {plan.replicas} x {plan.accelerator} at {plan.precision} ({layout_text(plan)}), "
-            f"batch cap {plan.batch}, engine {plan.engine}, router {first.router}",
+            f"plan: {plan.gpus} x {plan.accelerator} at {plan.precision} ({_replicas(plan.replicas)} of "
+            f"{layout_text(plan)}), batch cap {plan.batch}, engine {plan.engine}, router {first.router}",
             f"simulated: {len(first.seeds)} seed(s) x "
-            + ", ".join(f"{n:,} requests at {count} replicas" for count, n in head["requests_per_seed"].items()),
+            + ", ".join(f"{n:,} requests at {_replicas(count)}" for count, n in head["requests_per_seed"].items()),
         ]
         if verification is not None:
             found = verification.simulated_replicas
@@ -196,7 +197,7 @@ def simulate_command(
                 "",
                 verification.table.drop(columns="verdict").round(3).to_string(index=False),
                 "",
-                *(f"  {row.replicas} replicas: {row.verdict}" for row in verification.table.itertuples()),
+                *(f"  {_replicas(row.replicas)}: {row.verdict}" for row in verification.table.itertuples()),
             ]
             shown: list[int] = [verification.analytical_replicas]
             if found is not None and found != verification.analytical_replicas:

@@ -27,7 +27,6 @@ from ._app import (
     app,
 )
 from .sizing import (
-    PLAN_LABELS,
     ModelArgument,
     RequestsOption,
     SizingFlags,
@@ -36,6 +35,7 @@ from .sizing import (
     _flag,
     _missing,
     _quantity,
+    _replicas,
     _shown,
     _size_plan,
     _sizing_inputs,
@@ -86,20 +86,23 @@ _COLOCATED_FLAGS = ("output_cv", "prefix_hit", "shared_prefix", "speculate", "ch
 
 
 def _pools(plan: Any) -> str:
-    """A disaggregated plan's pools in a line: ``prefill 2 x h100-sxm at fp8 (TP 1); decode ...``."""
+    """A disaggregated plan's pools in a line: ``prefill 2 x h100-sxm at fp8 (2 replicas of TP 1); decode ...``."""
     p, d = plan.prefill, plan.decode
     return (
-        f"prefill {p['replicas']} x {p['accelerator']} at {p['precision']} (TP {p['tensor_parallel']}); "
-        f"decode {d['replicas']} x {d['accelerator']} at {d['precision']} (TP {d['tensor_parallel']}, "
-        f"batch cap {d['batch']})"
+        f"prefill {p['gpus']} x {p['accelerator']} at {p['precision']} ({_replicas(p['replicas'])} of "
+        f"TP {p['tensor_parallel']}); decode {d['gpus']} x {d['accelerator']} at {d['precision']} "
+        f"({_replicas(d['replicas'])} of TP {d['tensor_parallel']}, batch cap {d['batch']})"
     )
 
 
 def _configuration(plan: Any) -> str:
-    """A colocated plan's configuration in a line: ``3 x h100-sxm at fp8 (TP 2, batch cap 208)``."""
+    """A colocated plan's configuration in a line: ``6 x h100-sxm at fp8 (3 replicas of TP 2, batch cap 208)``."""
     from ..fleet.plan import layout_text
 
-    return f"{plan.replicas} x {plan.accelerator} at {plan.precision} ({layout_text(plan)}, batch cap {plan.batch})"
+    return (
+        f"{plan.gpus} x {plan.accelerator} at {plan.precision} ({_replicas(plan.replicas)} of {layout_text(plan)}, "
+        f"batch cap {plan.batch})"
+    )
 
 
 @app.command("size")
@@ -210,7 +213,7 @@ def size(
             lines[0] += "; the rate is the --demand curve's peak"
         lines += [f"answer: {plan_summary(plan)}"] if plan.feasible else []
         if plan.verification is not None:
-            lines.append(f"simulation check: {plan.verification.verdict}")
+            lines += _verification_lines(plan)
         lines += _field_lines(plan, skip=("rejected", "closest", "workload", "targets", "rejections", "verification"))
         lines += [  # an infinite latency means no configuration fits: the reason says so already
             f"closest {key}: {_shown(key, value)}"
@@ -243,6 +246,28 @@ def size(
         registry=registry,
     )
     raise typer.Exit(0 if plan.feasible else 1)
+
+
+def _verification_lines(plan: Any) -> list[str]:
+    """``--verify``'s verdict, then each target's simulated statistic at the plan's replicas and the analytical one."""
+    from ..simulation._common import _statistic_name
+
+    verification, targets = plan.verification, plan.targets
+    lines = [f"simulation check: {verification.verdict}"]
+    run = verification.results.get(plan.replicas)
+    if run is None:  # the plan's count was not simulated (a search that started elsewhere)
+        return lines
+    checks = [("ttft", _statistic_name(targets.ttft_percentile), plan.ttft, targets.ttft)]
+    checks.append(("tpot", "mean", plan.tpot, targets.tpot))
+    if targets.tbt is not None:
+        checks.append(("tbt_max", "p99", plan.tbt_max, targets.tbt))
+    for metric, statistic, analytical, target in checks:
+        simulated = run.value(metric, statistic)
+        lines.append(
+            f"simulated {statistic} {metric} at {_replicas(plan.replicas)}: {_shown(metric, simulated)} "
+            f"(analytical {_shown(metric, analytical)}, target {_shown(metric, target)})"
+        )
+    return lines
 
 
 def _size_disaggregated(
@@ -281,7 +306,7 @@ def _size_disaggregated(
         fmt,
         out,
         (lambda: json.dumps(plan.to_json_dict(), indent=2)) if fmt is Format.json else table,
-        lambda: plan.to_frame({"handoff": "ms", "ttft": "ms", "tpot": "ms", "cost_per_hour": "USD/hour"}),
+        lambda: plan.to_frame({"kv_handoff": "ms", "ttft": "ms", "tpot": "ms", "cost_per_hour": "USD/hour"}),
         models=["fleet.size_disaggregated"],
         registry_ids=[inputs["model"], *sizing.accelerator, *prices],
         inputs={k: v for k, v in inputs.items() if v is not None and k in _DISAGGREGATED_ARGUMENTS},
@@ -461,9 +486,9 @@ def compare_command(
             row: dict[str, Any] = {"mode": mode, "feasible": plan.feasible}
             row["configuration"] = configuration(plan) if plan.feasible else plan.reason
             row["gpus"] = plan.gpus if plan.feasible else None
-            for key in ("ttft", "tpot", "cost_per_hour", "cost_per_million_tokens"):
+            for key in ("ttft", "tpot", "cost_per_hour", "cost_per_month", "cost_per_million_output_tokens"):
                 unit = PLAN_UNITS[key]
-                label = f"{PLAN_LABELS.get(key, key)} [{ureg.Unit(unit):~P}]"
+                label = f"{key} [{ureg.Unit(unit):~P}]"
                 row[label] = getattr(plan, key).m_as(unit) if plan.feasible else None
             rows.append(row)
         return pd.DataFrame(rows)

@@ -464,13 +464,10 @@ def _size_plan(inputs: dict[str, Any], bar: Any, registry: Any, **options: Any) 
 
 # ------------------------------------------------------------------------------------------- showing a plan
 
-#: Labels of the plan's fields where the field name alone would mislead (the token costs count output tokens).
-PLAN_LABELS = {
-    "cost_per_million_tokens": "cost_per_million_output_tokens",
-    "energy_per_million_tokens": "energy_per_million_output_tokens",
-    "electricity_cost_per_million_tokens": "electricity_cost_per_million_output_tokens",
-    "handoff": "kv_handoff",
-}
+
+def _replicas(count: int) -> str:
+    """``1 replica``, ``3 replicas``: a count of replicas. Every output writes GPUs as ``N x accelerator``."""
+    return f"{count:,} replica{'' if count == 1 else 's'}"
 
 
 def _shown(key: str, value: Any) -> str:
@@ -479,7 +476,7 @@ def _shown(key: str, value: Any) -> str:
     from ..units import ureg
 
     if isinstance(value, ureg.Quantity):
-        unit = {**PLAN_UNITS, "handoff": "ms", "saving": "USD/hour"}.get(key) or PLAN_UNITS.get(f"{key}.low")
+        unit = {**PLAN_UNITS, "kv_handoff": "ms", "saving": "USD/hour"}.get(key) or PLAN_UNITS.get(f"{key}.low")
         value = value.to(unit) if unit else value
         return f"{_number(float(value.magnitude))} {value.units:~P}"
     if isinstance(value, bool | str):
@@ -498,7 +495,7 @@ def _shown(key: str, value: Any) -> str:
 def _field_lines(result: Any, skip: tuple[str, ...] = ()) -> list[str]:
     """``name: value`` lines of a plan's fields; an infeasible plan shows no zero configuration."""
     return [
-        f"{PLAN_LABELS.get(key, key)}: {_shown(key, value)}"
+        f"{key}: {_shown(key, value)}"
         for key, value in result.to_dict().items()
         if key not in skip
         and value is not None

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 __all__: list[str] = []
 
 HOURS = 3600.0
+#: The month a monthly cost is quoted in: pint's ``month``, a twelfth of a 365.25-day year (730.5 hours).
+MONTH = "month"
 #: The largest fleet the sizer plans (GPUs); a load that needs more is infeasible with that reason.
 MAX_FLEET_GPUS = 10_000_000
 
@@ -107,3 +109,30 @@ def _grid(model: Any, tensor_parallel: Sequence[int], batches: Sequence[int]) ->
     if usable.size == 0:
         raise InputError(f"size_fleet(): no tensor-parallel degree in {list(tensor_parallel)} divides {heads} heads")
     return usable, grid_batches
+
+
+def _fleet_costs(gpus: int, cost_per_hour: float, arrival_rate: float, input_tokens: float, output_tokens: float):
+    """A plan's cost fields from its fleet cost (USD/hour) and its workload (request/s, tokens per request).
+
+    The cost per million output tokens is the chapter's unit cost (Table 14,
+    :func:`~calculator.economics.cost_per_million_tokens`); the cost per million total tokens counts the
+    prompt tokens too, as a per-token price list does; the monthly cost is the hourly one over a
+    month of :data:`MONTH` (730.5 hours).
+    """
+    from ..economics import cost_per_million_tokens
+    from ..units import Q_
+
+    def per_million(tokens: float) -> Any:
+        throughput = arrival_rate * tokens * HOURS / 1e6  # million tokens per hour
+        price = cost_per_hour / gpus
+        return Q_(
+            float(cost_per_million_tokens.numeric(gpus=gpus, price_per_gpu_hour=price, throughput=throughput)), "USD"
+        )
+
+    hourly = Q_(cost_per_hour, "USD/hour")
+    return {
+        "cost_per_hour": hourly,
+        "cost_per_month": hourly.to(f"USD/{MONTH}"),
+        "cost_per_million_output_tokens": per_million(output_tokens),
+        "cost_per_million_total_tokens": per_million(input_tokens + output_tokens),
+    }

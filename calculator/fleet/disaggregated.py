@@ -12,13 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..economics import cost_per_million_tokens
 from ..performance import EngineProfile, decode_step_seconds, engine_profile, kv_capacity_tokens, prefill_seconds
 from ..queueing import replica_demand
 from ..results import Result, ceil_count
 from ..types import InterconnectRef, ModelRef, Money, MoneyRate, Rate, Time
 from ..units import Q_
-from ._common import HOURS, _grid, _rate, _registry_for, _seconds
+from ._common import _fleet_costs, _grid, _rate, _registry_for, _seconds
 from .evaluate import _families
 from .flat import flat_parts
 from .inputs import DEFAULT_BATCHES, DEFAULT_TENSOR_PARALLEL, Costs, SearchSpace, Targets, Workload
@@ -45,23 +44,26 @@ class DisaggregatedPlan(Result):
     reason : str
     prefill, decode : dict
         Each pool's accelerator, precision, tensor-parallel degree, replicas and GPUs (decode: batch).
-    handoff : Quantity [time]
+    kv_handoff : Quantity [time]
         KV-cache transfer from the prefill to the decode pool (Eq. 10), part of TTFT.
     ttft, tpot : Quantity [time]
     gpus : int
-    cost_per_hour, cost_per_million_tokens : Quantity
+    cost_per_hour, cost_per_month, cost_per_million_output_tokens, cost_per_million_total_tokens : Quantity
+        As for :class:`~calculator.fleet.FleetPlan`.
     """
 
     feasible: bool
     reason: str
     prefill: dict[str, str | int] = field(default_factory=dict)
     decode: dict[str, str | int] = field(default_factory=dict)
-    handoff: Time | None = None
+    kv_handoff: Time | None = None
     ttft: Time | None = None
     tpot: Time | None = None
     gpus: int = 0
     cost_per_hour: MoneyRate | None = None
-    cost_per_million_tokens: Money | None = None
+    cost_per_month: MoneyRate | None = None
+    cost_per_million_output_tokens: Money | None = None
+    cost_per_million_total_tokens: Money | None = None
 
 
 def size_disaggregated(
@@ -134,25 +136,20 @@ def size_disaggregated(
             if too_many
             else f"prefill pool: no configuration meets the TTFT target after a {handoff * 1e3:.1f} ms KV handoff"
         )
-        return DisaggregatedPlan(False, why, handoff=Q_(handoff, "s"))
+        return DisaggregatedPlan(False, why, kv_handoff=Q_(handoff, "s"))
     ttft = prefill.time + handoff + decode.time / 2
     cost_hour = prefill.cost + decode.cost
     gpus = prefill.replicas * prefill.tensor_parallel + decode.replicas * decode.tensor_parallel
-    tokens_per_hour = lam * workload.output_tokens * HOURS
-    per_million = cost_per_million_tokens.numeric(
-        gpus=gpus, price_per_gpu_hour=cost_hour / gpus, throughput=tokens_per_hour / 1e6
-    )
     return DisaggregatedPlan(
         feasible=True,
         reason="each pool is its cheapest configuration meeting its own target",
         prefill=prefill.record(),
         decode=decode.record(batch=True),
-        handoff=Q_(handoff, "s"),
+        kv_handoff=Q_(handoff, "s"),
         ttft=Q_(float(ttft), "s"),
         tpot=Q_(float(decode.time), "s"),
         gpus=gpus,
-        cost_per_hour=Q_(cost_hour, "USD/hour"),
-        cost_per_million_tokens=Q_(float(per_million), "USD"),
+        **_fleet_costs(gpus, cost_hour, lam, workload.input_tokens, workload.output_tokens),
     )
 
 

@@ -126,9 +126,14 @@ class FleetPlan(Result):
         What one replica sustains with its batch cap full.
     binding_constraint : str
         ``"memory"``, ``"tpot"``, ``"ttft"`` or ``"throughput"``.
-    cost_per_hour, cost_per_million_tokens : Quantity [currency / time], [currency]
-        Fleet cost and cost per million output tokens (:func:`~calculator.economics.cost_per_million_tokens`).
-    power, energy_per_million_tokens, electricity_cost_per_million_tokens : Quantity
+    cost_per_hour, cost_per_month : Quantity [currency / time]
+        Fleet cost per hour and per month (a month of 730.5 hours: a twelfth of a 365.25-day year).
+    cost_per_million_output_tokens : Quantity [currency]
+        Fleet cost per million output tokens (the chapter's unit cost, Table 14,
+        :func:`~calculator.economics.cost_per_million_tokens`); also read as ``cost_per_million_tokens``.
+    cost_per_million_total_tokens : Quantity [currency]
+        Fleet cost per million prompt and output tokens together (what a per-token price list counts).
+    power, energy_per_million_output_tokens, electricity_cost_per_million_output_tokens : Quantity
         Fleet power draw, energy and electricity cost per million output tokens.
     rejected : dict
         Per family ``accelerator/precision/tpN``: why it cannot serve the workload (or its best cost),
@@ -177,10 +182,12 @@ class FleetPlan(Result):
     replica_throughput: Rate | None = None
     binding_constraint: str = ""
     cost_per_hour: MoneyRate | None = None
-    cost_per_million_tokens: Money | None = None
+    cost_per_month: MoneyRate | None = None
+    cost_per_million_output_tokens: Money | None = None
+    cost_per_million_total_tokens: Money | None = None
     power: Power | None = None
-    energy_per_million_tokens: Energy | None = None
-    electricity_cost_per_million_tokens: Money | None = None
+    energy_per_million_output_tokens: Energy | None = None
+    electricity_cost_per_million_output_tokens: Money | None = None
     rejected: dict[str, str] = field(default_factory=dict)
     closest: dict[str, Time] = field(default_factory=dict)
     candidates: int = 0
@@ -192,6 +199,11 @@ class FleetPlan(Result):
     rejections: tuple[Rejection, ...] = ()
     simulated_replicas: int | None = None
     verification: PlanVerification | None = None
+
+    @property
+    def cost_per_million_tokens(self) -> Money | None:
+        """The chapter's name for :attr:`cost_per_million_output_tokens` (Table 14 counts output tokens)."""
+        return self.cost_per_million_output_tokens
 
     @property
     def router(self) -> str:
@@ -218,6 +230,7 @@ class FleetPlan(Result):
                 "version?): size it again with 'servecalc size --json'"
             )
         names = {f.name for f in dataclasses.fields(cls)} - {"verification"}
+        data = {OLD_PLAN_NAMES.get(key, key): value for key, value in data.items()}
         values = {key: _restore(value) for key, value in data.items() if key in names}
         values["workload"] = Workload(**values["workload"])
         values["targets"] = Targets(**values["targets"])
@@ -230,6 +243,14 @@ class FleetPlan(Result):
             if values.get(name) is not None:
                 values[name] = tuple(values[name])
         return cls(**values)
+
+
+#: Field names of plan files written before the cost fields said which tokens they count.
+OLD_PLAN_NAMES = {
+    "cost_per_million_tokens": "cost_per_million_output_tokens",
+    "energy_per_million_tokens": "energy_per_million_output_tokens",
+    "electricity_cost_per_million_tokens": "electricity_cost_per_million_output_tokens",
+}
 
 
 def _restore(value: Any) -> Any:
@@ -251,25 +272,28 @@ def layout_text(plan: FleetPlan) -> str:
 
 
 def plan_summary(plan: FleetPlan) -> str:
-    """The answer in a line, with the model's error band: ``8 x h100-sxm (TP 2): 4-16 GPUs at ...``.
+    """The answer in a line, with the model's error band: ``8 x h100-sxm (4 replicas of TP 2): 6-12 GPUs ...``.
+
+    ``N x accelerator`` counts GPUs, here and in every output; replicas are counted in words.
 
     Examples
     --------
-    >>> plan = FleetPlan(True, "", accelerator="h100-sxm", precision="fp8", tensor_parallel=2, gpus=8)
+    >>> plan = FleetPlan(True, "", accelerator="h100-sxm", precision="fp8", tensor_parallel=2, replicas=4, gpus=8)
     >>> import dataclasses
     >>> print(plan_summary(dataclasses.replace(plan, gpus_interval=(6, 12))))
-    8 x h100-sxm at fp8 (TP 2); 6-12 GPUs at the ends of the model's 80% error interval
+    8 x h100-sxm at fp8 (4 replicas of TP 2); 6-12 GPUs at the ends of the model's 80% error interval
     >>> print(plan_summary(dataclasses.replace(plan, gpus_interval=(6, None))))  # doctest: +NORMALIZE_WHITESPACE
-    8 x h100-sxm at fp8 (TP 2); 6 GPUs at the low end of the model's 80% error interval,
+    8 x h100-sxm at fp8 (4 replicas of TP 2); 6 GPUs at the low end of the model's 80% error interval,
     and no candidate meets the targets at the high end
     >>> checked = dataclasses.replace(plan, gpus_interval=(6, 12), simulated_replicas=3, verification=object())
     >>> print(plan_summary(checked))  # doctest: +NORMALIZE_WHITESPACE
-    8 x h100-sxm at fp8 (TP 2); 6-12 GPUs at the ends of the model's 80% error interval;
+    8 x h100-sxm at fp8 (4 replicas of TP 2); 6-12 GPUs at the ends of the model's 80% error interval;
     in simulation 6 GPUs (3 replicas) meet the targets
     """
     if not isinstance(plan, FleetPlan):
         raise InputError(f"plan_summary(): argument 'plan' must be a FleetPlan (from size_fleet), got {shown(plan)}")
-    head = f"{plan.gpus} x {plan.accelerator} at {plan.precision} ({layout_text(plan)})"
+    replicas = f"{plan.replicas} replica{'' if plan.replicas == 1 else 's'} of " if plan.replicas else ""
+    head = f"{plan.gpus} x {plan.accelerator} at {plan.precision} ({replicas}{layout_text(plan)})"
     if not plan.feasible or plan.gpus_interval is None:
         return head
     low, high = plan.gpus_interval
@@ -283,7 +307,8 @@ def plan_summary(plan: FleetPlan) -> str:
     if plan.verification is not None:
         simulated = plan.simulated_replicas
         line += (
-            f"; in simulation {simulated * plan.tensor_parallel} GPUs ({simulated} replicas) meet the targets"
+            f"; in simulation {simulated * plan.tensor_parallel} GPUs "
+            f"({simulated} replica{'' if simulated == 1 else 's'}) meet the targets"
             if simulated is not None
             else "; in simulation no replica count tried meets the targets"
         )

@@ -17,13 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..economics import cost_per_million_tokens
 from ..errors import InputError
 from ..performance import EngineProfile, engine_profile
 from ..types import ModelRef
 from ..uncertainty import prediction_interval
 from ..units import Q_, shown
-from ._common import HOURS, MAX_FLEET_GPUS, _grid, _registry_for
+from ._common import HOURS, MAX_FLEET_GPUS, _fleet_costs, _grid, _registry_for
 from .evaluate import Evaluation, _evaluate, _families, _Family
 from .inputs import Costs, SearchSpace, ServingOptions, Targets, Workload
 from .plan import FleetPlan, Rejection
@@ -307,18 +306,10 @@ def _feasible_plan(
         gpus_interval=gpus_interval,
         replica_throughput=Q_(rate, "request/s"),
         binding_constraint="tpot" if binding == "tbt" else binding,
-        cost_per_hour=Q_(gpus * family.price, "USD/hour"),
-        cost_per_million_tokens=Q_(
-            float(
-                cost_per_million_tokens.numeric(
-                    gpus=gpus, price_per_gpu_hour=family.price, throughput=tokens_per_hour / 1e6
-                )
-            ),
-            "USD",
-        ),
+        **_fleet_costs(gpus, gpus * family.price, lam, search.workload.input_tokens, search.workload.output_tokens),
         power=Q_(power, "W").to("kW"),
-        energy_per_million_tokens=energy.to("kWh"),
-        electricity_cost_per_million_tokens=(energy * kwh).to("USD"),
+        energy_per_million_output_tokens=energy.to("kWh"),
+        electricity_cost_per_million_output_tokens=(energy * kwh).to("USD"),
         rejected={key: r.text for key, r in rejected.items()},
         rejections=tuple(rejected.values()),
         running_batch=float(e.running[i, j]),

@@ -636,7 +636,7 @@ def max_load_figure(bins: Any, expected: Mapping[str, Any], simulated: Mapping[s
 _SIMULATED_METRICS = {
     "ttft": "TTFT",
     "tpot": "TPOT",
-    "token_gap": "Longest token gap",
+    "tbt_max": "Longest token gap",
     "e2e": "End-to-end latency",
     "queue_wait": "Queue wait",
 }
@@ -670,7 +670,7 @@ def latency_distribution(
         Only the measured requests (inside the warm-up/cool-down window) are drawn; requests
         without a value (TPOT of a one-token answer) are left out.
     metric : str
-        A column of ``result.requests``: ``"ttft"``, ``"tpot"``, ``"token_gap"``, ``"e2e"`` or
+        A column of ``result.requests``: ``"ttft"``, ``"tpot"``, ``"tbt_max"``, ``"e2e"`` or
         ``"queue_wait"``.
     target : Quantity [time], optional
         The target, drawn as a vertical dashed line.

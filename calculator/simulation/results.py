@@ -81,7 +81,7 @@ def _frame(raw: dict[str, Any], seed: int, warmup: float, cooldown: float) -> An
             "finish": finish,
             "ttft": ttft,
             "tpot": tpot,
-            "token_gap": gap,
+            "tbt_max": gap,
             "e2e": finish - raw["sent"],
             "queue_wait": raw["started"] - raw["arrival"],
             "preemptions": raw["preemptions"],
@@ -120,7 +120,7 @@ def _replica_series(raw: dict[str, Any], seed: int, points: int = 2000) -> tuple
 
 #: The statistics of the summary, by metric.
 STATISTICS = ("mean", "p50", "p90", "p95", "p99")
-METRICS = ("ttft", "tpot", "token_gap", "e2e", "queue_wait")
+METRICS = ("ttft", "tpot", "tbt_max", "e2e", "queue_wait")
 
 
 def _interval(samples: np.ndarray) -> tuple[float, float, float]:
@@ -145,14 +145,14 @@ class SimulationResult(Result):
     ----------
     requests : DataFrame
         One row per request and seed: ``arrival``, ``first_token``, ``finish`` (s from the start),
-        ``ttft``, ``tpot`` (NaN for one-token outputs), ``token_gap`` (longest gap between streamed
+        ``ttft``, ``tpot`` (NaN for one-token outputs), ``tbt_max`` (longest gap between streamed
         tokens), ``e2e``, ``queue_wait`` (arrival at the engine to first scheduled), ``replica``,
         ``preemptions``, ``dropped`` and ``measured`` (inside the warm-up/cool-down window).
     summary : DataFrame
         Rows ``metric`` x ``statistic`` (mean, p50-p99) with ``value`` (s) and a 95 % interval:
         over seeds when there are several, over ten consecutive batches of requests otherwise.
     attainment : dict
-        Share of measured requests meeting each target given (``ttft``, ``tpot``, ``token_gap``)
+        Share of measured requests meeting each target given (``ttft``, ``tpot``, ``tbt_max``)
         and all of them (``all``).
     goodput : Quantity [request / time]
         Measured requests meeting every target, per second of the measured window.

@@ -38,7 +38,7 @@ def _targets(
     if tpot_slo is not None:
         targets["tpot"] = (_time_seconds("simulate()", "tpot_slo", tpot_slo), _statistic_name(tpot_percentile))
     if tbt_slo is not None:
-        targets["token_gap"] = (_time_seconds("simulate()", "tbt_slo", tbt_slo), "p99")
+        targets["tbt_max"] = (_time_seconds("simulate()", "tbt_slo", tbt_slo), "p99")
     return targets
 
 

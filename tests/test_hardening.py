@@ -276,3 +276,80 @@ def test_workload_variability_and_draft_length_are_bounded():
     with pytest.raises(InputError, match="'draft_length' must be at most 256"):  # sized a 10-million-GPU fleet before
         c.Speculation("llama-3.2-1b", draft_length=10**11)
     assert c.Speculation("llama-3.2-1b", draft_length=4.0).draft_length == 4  # a whole float is a count
+
+
+# ------------------------------------------------------------------------------- Hardening II: plan files
+
+
+@pytest.fixture(scope="module")
+def plan_json():
+    args = ["size", "llama-3.1-70b", "--rate", "5", "--input", "1024", "--output", "256", "--ttft", "1 s"]
+    result = runner.invoke(app, [*args, "--tpot", "50 ms", "--price", "4", "--json"])
+    assert result.exit_code == 0, result.output
+    import json
+
+    return json.loads(result.stdout)
+
+
+def _tampered(tmp_path, plan_json, change):
+    import copy
+    import json
+
+    data = copy.deepcopy(plan_json)
+    change(data)
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        # Issue 25 item 1: a unit pint would evaluate (9**9**9) hung `simulate --plan` for over 30 s.
+        (lambda d: d["ttft"].update(unit="9**9**9*second"), "field 'ttft': '9**9**9*second' is not a unit"),
+        (lambda d: d["targets"]["ttft"].update(unit="9**9**9*second"), "field 'targets.ttft': '9**9**9*second'"),
+        (lambda d: d["ttft"].update(unit="GB"), "field 'ttft': the unit 'GB' has the wrong dimension"),
+        (lambda d: d["ttft"].update(value="1"), "field 'ttft': the value must be a number"),
+        # Item 4: a traceback for "abc" or NaN; 2.5 replicas simulated; 10**12 replicas and batch 10**9 accepted.
+        (lambda d: d.update(replicas="abc"), "field 'replicas' must be a whole number in [0, 10,000,000], got 'abc'"),
+        (lambda d: d.update(replicas=float("nan")), "field 'replicas' must be a whole number"),
+        (lambda d: d.update(replicas=2.5), "field 'replicas' must be a whole number in [0, 10,000,000], got 2.5"),
+        (lambda d: d.update(replicas=10**12), "got 1000000000000"),
+        (lambda d: d.update(batch=10**9), "field 'batch' must be a whole number in [0, 1,000,000]"),
+        (lambda d: d.update(replicas=-1), "field 'replicas' must be a whole number"),
+        (lambda d: d.update(replicas=0), "field 'replicas' of a feasible plan must be at least 1, got 0"),
+        (lambda d: d.update(gpus=d["gpus"] + 1), "field 'gpus'"),
+        (lambda d: d.update(feasible="yes"), "field 'feasible' must be true or false"),
+        (lambda d: d["workload"].update(input_tokens="x"), "workload, targets, serving options or rejections"),
+        (lambda d: d["workload"].update(bogus=1), "unexpected keyword argument 'bogus'"),
+    ],
+)
+def test_a_tampered_plan_file_is_refused_naming_plan_and_the_field(tmp_path, plan_json, change, message):
+    path = _tampered(tmp_path, plan_json, change)
+    started = time.perf_counter()
+    result = runner.invoke(app, ["simulate", "--plan", str(path), "--replicas", "1", "--requests", "200"])
+    assert time.perf_counter() - started < 10
+    assert result.exit_code == 2, result.output
+    assert f"error: --plan {path}: " in result.output and message in result.output
+    assert "Traceback" not in result.output and len(result.output.splitlines()) <= 3
+
+
+def test_a_plan_file_with_integral_float_counts_and_another_time_unit_still_loads(tmp_path, plan_json):
+    from calculator.cli import _plan_from_json
+
+    def change(d):
+        d["replicas"] = float(d["replicas"])
+        d["ttft"] = {"value": d["ttft"]["value"] * 1e3, "unit": "ms"}
+
+    plan = _plan_from_json(_tampered(tmp_path, plan_json, change))
+    assert isinstance(plan.replicas, int) and plan.replicas == plan_json["replicas"]
+    assert plan.ttft.m_as("s") == pytest.approx(plan_json["ttft"]["value"])
+
+
+@pytest.mark.parametrize("text", ["[" * 100_000, "{", ""])
+def test_a_plan_file_that_is_not_json_is_refused_in_one_line(tmp_path, text):
+    path = tmp_path / "plan.json"
+    path.write_text(text)
+    result = runner.invoke(app, ["simulate", "--plan", str(path), "--replicas", "1"])
+    assert result.exit_code == 2 and "does not hold a plan written by 'servecalc size --json'" in result.output
+    assert "Traceback" not in result.output

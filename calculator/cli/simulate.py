@@ -9,7 +9,6 @@ from typing import Annotated, Any
 
 import typer
 
-from ..errors import InputError
 from ._app import (
     Format,
     FormatOption,
@@ -40,6 +39,10 @@ SIMULATION_METRICS = ("ttft", "tpot", "tbt_max")
 SIMULATION_STATISTICS = ("mean", "p50", "p90", "p99")
 
 
+#: The largest plan file ``--plan`` reads (a plan written by ``size --json`` is a few kilobytes).
+MAX_PLAN_FILE_BYTES = 10_000_000
+
+
 def _plan_from_json(path: Path) -> Any:
     """The :class:`~calculator.fleet.FleetPlan` that ``servecalc size --json`` wrote to ``path``.
 
@@ -48,19 +51,20 @@ def _plan_from_json(path: Path) -> Any:
     so its workload, targets, configuration and router are the ones recorded. A plan with a
     verification loses its simulations (only the table was written).
     """
+    from ..errors import CalculatorError
     from ..fleet import FleetPlan
 
-    not_a_plan = f"{path} does not hold a plan written by 'servecalc size --json'"
+    not_a_plan = f"--plan {path} does not hold a plan written by 'servecalc size --json'"
     try:
+        if path.stat().st_size > MAX_PLAN_FILE_BYTES:
+            raise _fail(f"{not_a_plan} (larger than {MAX_PLAN_FILE_BYTES:,} bytes)")
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise _fail(f"{not_a_plan} ({exc})") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise _fail(f"{not_a_plan} ({type(exc).__name__}: {str(exc)[:200]})") from None
     try:
         return FleetPlan.from_json_dict(data)
-    except InputError as exc:
-        raise _fail(f"{path}: {exc}") from None
-    except Exception as exc:  # a hand-edited file: a unit pint cannot read, a field of the wrong kind
-        raise _fail(f"{not_a_plan} ({type(exc).__name__}: {exc})") from None
+    except CalculatorError as exc:  # a hand-edited or tampered file: the field and what it must be
+        raise _fail(f"--plan {path}: {exc}") from None
 
 
 def _summary_frame(result: Any) -> Any:

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InputError
+from ..errors import InputError, UnitsError
 from ..results import Result
 from ..types import Bytes, Count, Energy, Money, MoneyRate, Power, Rate, Time
 from ..units import Q_, shown
@@ -231,14 +231,20 @@ class FleetPlan(Result):
             )
         names = {f.name for f in dataclasses.fields(cls)} - {"verification"}
         data = {OLD_PLAN_NAMES.get(key, key): value for key, value in data.items()}
-        values = {key: _restore(value) for key, value in data.items() if key in names}
-        values["workload"] = Workload(**values["workload"])
-        values["targets"] = Targets(**values["targets"])
-        serving = dict(values["serving"])
-        if serving.get("speculation") is not None:
-            serving["speculation"] = Speculation(**serving["speculation"])
-        values["serving"] = ServingOptions(**serving)
-        values["rejections"] = tuple(Rejection(**record) for record in values.get("rejections", ()))
+        values = {key: _restore(value, key) for key, value in data.items() if key in names}
+        _check_plan_values(values)
+        try:
+            values["workload"] = Workload(**values["workload"])
+            values["targets"] = Targets(**values["targets"])
+            serving = dict(values["serving"])
+            if serving.get("speculation") is not None:
+                serving["speculation"] = Speculation(**serving["speculation"])
+            values["serving"] = ServingOptions(**serving)
+            values["rejections"] = tuple(Rejection(**record) for record in values.get("rejections", ()))
+        except TypeError as exc:  # a part with a field it does not have, or without one it needs
+            raise InputError(
+                f"the plan's workload, targets, serving options or rejections are malformed ({exc})"
+            ) from None
         for name in ("ttft_interval", "tpot_interval", "gpus_interval", "registry_files"):
             if values.get(name) is not None:
                 values[name] = tuple(values[name])
@@ -253,15 +259,103 @@ OLD_PLAN_NAMES = {
 }
 
 
-def _restore(value: Any) -> Any:
-    """A JSON value back as the library holds it: ``{"value", "unit"}`` as a quantity, lists as tuples."""
+#: What a plan file's numbers must be: whole numbers in a range, by field (a tampered file is refused).
+PLAN_COUNTS = {
+    "tensor_parallel": (0, 4096),
+    "expert_parallel": (1, 4096),
+    "data_parallel": (1, 4096),
+    "batch": (0, 1_000_000),
+    "replicas": (0, 10_000_000),
+    "gpus": (0, 10_000_000),
+    "candidates": (0, 2**53),
+    "simulated_replicas": (1, 10_000_000),
+}
+#: The dimension of each quantity field of a plan file, as an example unit (others: any dimension).
+PLAN_DIMENSIONS = {
+    **dict.fromkeys(("ttft", "tpot", "tbt_max", "ttft_interval", "tpot_interval", "closest"), "s"),
+    "replica_throughput": "request/s",
+    **dict.fromkeys(("cost_per_hour", "cost_per_month"), "USD/hour"),
+    **dict.fromkeys(
+        (
+            "cost_per_million_output_tokens",
+            "cost_per_million_total_tokens",
+            "electricity_cost_per_million_output_tokens",
+        ),
+        "USD",
+    ),
+    "power": "W",
+    "energy_per_million_output_tokens": "J",
+}
+
+
+def _restore(value: Any, name: str) -> Any:
+    """A JSON value back as the library holds it: ``{"value", "unit"}`` as a quantity, lists as tuples.
+
+    Units are read by the one safe parser (:func:`~calculator.units.parse_quantity`), so a unit text
+    such as ``9**9**9*second`` is an error naming the field rather than arithmetic for pint.
+    """
     if isinstance(value, dict) and set(value) == {"value", "unit"}:
-        return Q_(value["value"], value["unit"])
+        return _quantity(value, name)
     if isinstance(value, dict):
-        return {key: _restore(item) for key, item in value.items()}
+        return {key: _restore(item, name if name == "closest" else f"{name}.{key}") for key, item in value.items()}
     if isinstance(value, list):
-        return tuple(_restore(item) for item in value)
+        return tuple(_restore(item, name) for item in value)
     return value
+
+
+def _quantity(value: Mapping[str, Any], name: str) -> Any:
+    from ..units import parse_quantity
+
+    magnitude, unit = value["value"], value["unit"]
+    if isinstance(magnitude, bool) or not isinstance(magnitude, int | float) or magnitude != magnitude:
+        raise InputError(f"field '{name}': the value must be a number, got {shown(magnitude)}")
+    if not isinstance(unit, str):
+        raise InputError(f"field '{name}': the unit must be text like 's', got {shown(unit)}")
+    expected = PLAN_DIMENSIONS.get(name)
+    try:
+        one = parse_quantity(f"1 {unit}", what=f"field '{name}'")
+    except UnitsError:
+        raise UnitsError(f"field '{name}': {shown(unit)} is not a unit (write one like '{expected or 's'}')") from None
+    if expected is not None and one.dimensionality != Q_(1, expected).dimensionality:
+        raise UnitsError(
+            f"field '{name}': the unit {shown(unit)} has the wrong dimension (write one like '{expected}')"
+        )
+    return Q_(magnitude, one.units)
+
+
+def _check_plan_values(values: dict[str, Any]) -> None:
+    """A plan file's fields as the sizer writes them: kinds, whole counts in range, GPUs = replicas x TP."""
+    if not isinstance(values.get("feasible"), bool):
+        raise InputError(f"field 'feasible' must be true or false, got {shown(values.get('feasible'))}")
+    for name in ("reason", "model", "accelerator", "precision", "engine", "kv_precision", "binding_constraint"):
+        if name in values and not isinstance(values[name], str):
+            raise InputError(f"field '{name}' must be text, got {shown(values[name])}")
+    for name, (low, high) in PLAN_COUNTS.items():
+        value = values.get(name)
+        if value is None and name == "simulated_replicas":
+            continue
+        if value is None:
+            raise InputError(f"field '{name}' is missing; size the plan again with 'servecalc size --json'")
+        whole = isinstance(value, int | float) and not isinstance(value, bool) and float(value).is_integer()
+        if not whole or not low <= value <= high:
+            raise InputError(f"field '{name}' must be a whole number in [{low:,}, {high:,}], got {shown(value)}")
+        values[name] = int(value)
+    for name in ("utilization", "running_batch"):
+        value = values.get(name, 0.0)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
+            raise InputError(f"field '{name}' must be a finite number >= 0, got {shown(value)}")
+    if values["feasible"]:
+        for name in ("tensor_parallel", "batch", "replicas"):
+            if values[name] < 1:
+                raise InputError(f"field '{name}' of a feasible plan must be at least 1, got {values[name]}")
+        if values["gpus"] != values["replicas"] * values["tensor_parallel"]:
+            raise InputError(
+                f"field 'gpus' ({values['gpus']:,}) must be replicas x tensor_parallel "
+                f"({values['replicas']:,} x {values['tensor_parallel']:,})"
+            )
+    for name in ("workload", "targets", "serving"):
+        if not isinstance(values.get(name), Mapping):
+            raise InputError(f"field '{name}' must be an object, got {shown(values.get(name))}")
 
 
 def layout_text(plan: FleetPlan) -> str:

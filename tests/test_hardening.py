@@ -353,3 +353,33 @@ def test_a_plan_file_that_is_not_json_is_refused_in_one_line(tmp_path, text):
     result = runner.invoke(app, ["simulate", "--plan", str(path), "--replicas", "1"])
     assert result.exit_code == 2 and "does not hold a plan written by 'servecalc size --json'" in result.output
     assert "Traceback" not in result.output
+
+
+# ------------------------------------------------------------------------ Hardening II: the candidate grid
+
+
+@pytest.mark.parametrize(
+    ("batches", "message"),
+    [
+        ([10**9], "argument 'batches' must be at most 65,536"),  # was killed for memory (a MemoryError)
+        (range(1, 200_001), "argument 'batches' must be at most 65,536"),  # asked for 298 GiB
+        (range(1, 5_001), "'batches' lists 5,000 caps; at most 4,096"),
+        (range(1, 4_097), "need 16,777,216 occupancy entries per TP degree; at most 16,000,000"),
+    ],
+)
+def test_a_batch_grid_too_large_for_memory_is_refused_before_the_search(batches, message):
+    from calculator.fleet import SearchSpace
+
+    with pytest.raises(InputError, match=re.escape(message)):
+        fast(SearchSpace, "h100-sxm", "fp8", batches=batches)
+
+
+def test_a_repeated_candidate_is_searched_once():
+    from calculator.fleet import SearchSpace, Targets, Workload, size_fleet
+
+    workload, targets = Workload(Q_(10, "request/s"), 1000, 200), Targets(Q_(1, "s"), Q_(50, "ms"))
+    once = size_fleet("llama-3.1-8b", workload, targets, SearchSpace(["h100-sxm", "h200-sxm"], "fp8"))
+    twice = size_fleet(
+        "llama-3.1-8b", workload, targets, SearchSpace(["h100-sxm", "h200-sxm", "h100-sxm"], ["fp8"] * 2)
+    )
+    assert twice.candidates == once.candidates and twice.gpus == once.gpus

@@ -47,6 +47,13 @@ MAX_CV = 100.0
 MAX_DRAFT_LENGTH = 256
 #: Operating batches searched: every size to 16, then steps that keep the grid about 90 points.
 DEFAULT_BATCHES = tuple(sorted({*range(1, 17), *range(18, 65, 2), *range(68, 257, 4), *range(264, 1025, 8)}))
+#: The largest batch cap searched: sequences one replica (or one attention rank) runs at once. Engines
+#: default to 256-2,048 (vLLM ``max_num_seqs``, TensorRT-LLM ``max_batch_size``); this leaves room.
+MAX_BATCH = 65_536
+#: The most batch caps one search takes, and the most (caps x largest cap) entries of the running-batch
+#: occupancy table of one TP degree (its memory: 8 bytes each, 128 MB at the limit).
+MAX_BATCH_VALUES = 4_096
+MAX_OCCUPANCY_ENTRIES = 16_000_000
 
 
 # --------------------------------------------------------------------------------------------
@@ -217,7 +224,9 @@ class SearchSpace(Result):
     tensor_parallel : tuple of int
         Tensor-parallel degrees (those that do not divide the model's heads are skipped).
     batches : tuple of int
-        Caps on running sequences per replica (the engine's ``max_num_seqs``).
+        Caps on running sequences per replica (the engine's ``max_num_seqs``): each at most
+        :data:`MAX_BATCH`, at most :data:`MAX_BATCH_VALUES` of them, and (caps x the largest cap) at
+        most :data:`MAX_OCCUPANCY_ENTRIES`, so the search fits in memory.
     kv_precision : str, optional
         The KV cache's precision; default: the engine's for the weights
         (:func:`~calculator.performance.kv_cache_precision`).
@@ -242,7 +251,7 @@ class SearchSpace(Result):
     moe_layouts: tuple[str, ...] = MOE_LAYOUTS
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "accelerators", tuple(_as_list(self.accelerators, "accelerators")))
+        object.__setattr__(self, "accelerators", _distinct(_as_list(self.accelerators, "accelerators")))
         layouts = tuple(_as_list(self.moe_layouts, "moe_layouts"))
         if not layouts or any(layout not in MOE_LAYOUTS for layout in layouts):
             wanted = " and/or ".join(repr(layout) for layout in MOE_LAYOUTS)
@@ -251,16 +260,41 @@ class SearchSpace(Result):
         precisions = tuple(_as_list(self.precisions, "precisions"))
         for precision in precisions:
             check_precision(precision, "precisions")
-        object.__setattr__(self, "precisions", precisions)
+        object.__setattr__(self, "precisions", _distinct(precisions))
         for name in ("tensor_parallel", "batches"):
             values = getattr(self, name)
             if isinstance(values, str) or not hasattr(values, "__len__") or not len(values):
                 raise InputError(
                     f"SearchSpace: '{name}' must be a non-empty list of integers >= 1, got {shown(values)}"
                 )
-            object.__setattr__(self, name, tuple(int(v) for v in count("SearchSpace", name, list(values))))
+            limit = MAX_BATCH if name == "batches" else 4096
+            object.__setattr__(self, name, tuple(int(v) for v in count("SearchSpace", name, list(values), 1, limit)))
+        _check_grid_size(self.batches)
         if self.kv_precision is not None:
             check_precision(self.kv_precision, "kv_precision")
+
+
+def _distinct(items: Any) -> tuple[Any, ...]:
+    """Candidates in order, each once (an id or a registry entry named twice is searched once)."""
+    seen: dict[Any, Any] = {}
+    for item in items:
+        seen.setdefault(getattr(item, "id", item), item)
+    return tuple(seen.values())
+
+
+def _check_grid_size(batches: tuple[int, ...]) -> None:
+    """A batch grid the sizer can hold in memory (:data:`MAX_BATCH_VALUES`, :data:`MAX_OCCUPANCY_ENTRIES`)."""
+    if len(batches) > MAX_BATCH_VALUES:
+        raise InputError(
+            f"SearchSpace: 'batches' lists {len(batches):,} caps; at most {MAX_BATCH_VALUES:,} are searched at once "
+            "(the default grid has about 90)"
+        )
+    entries = len(set(batches)) * max(batches)
+    if entries > MAX_OCCUPANCY_ENTRIES:
+        raise InputError(
+            f"SearchSpace: 'batches' of {len(set(batches)):,} caps up to {max(batches):,} need {entries:,} occupancy "
+            f"entries per TP degree; at most {MAX_OCCUPANCY_ENTRIES:,} (fewer caps, or a smaller largest cap)"
+        )
 
 
 @dataclass(frozen=True, repr=False)

@@ -299,7 +299,7 @@ def _show_plan(plan, rate, output, prices, tpot_ms, check):
     at = f"p{100 * percentile:.4g}" if percentile else "mean"
     second = st.columns(4)
     second[0].metric("Cost per hour", ui.fmt(plan.cost_per_hour, "USD/hour", 5))
-    second[1].metric("Cost per month", ui.fmt(plan.cost_per_month, "USD/month", 5), help="a month of 730.5 hours")
+    second[1].metric("Cost per month", ui.fmt(plan.cost_per_month, "USD/month", 4), help="a month of 730.5 hours")
     second[2].metric(f"TTFT ({at})", ui.fmt(plan.ttft, "ms", 4), help=_interval(plan.ttft_interval, "ms"))
     second[3].metric("TPOT (mean)", ui.fmt(plan.tpot, "ms", 4), help=_interval(plan.tpot_interval, "ms"))
     third = st.columns(4)

@@ -21,7 +21,7 @@ from .errors import InputError
 from .formula import check_domain, formula, var
 from .results import Result, plain
 from .types import Count, Fraction, Probability, Time, Tokens
-from .units import Q_
+from .units import Q_, ureg
 
 __all__ = [
     "DecodeBudget",
@@ -626,7 +626,8 @@ def deadline_schedule(items: Mapping[str, tuple[Time, Time]]) -> tuple[Scheduled
     if not mapping("deadline_schedule", "items", items):
         return ()
     for key, entry in items.items():
-        if not (isinstance(entry, tuple | list) and len(entry) == 2 and all(isinstance(v, Q_) for v in entry)):
+        pair = isinstance(entry, tuple | list) and len(entry) == 2
+        if not (pair and all(isinstance(v, ureg.Quantity) for v in entry)):
             raise InputError(f"deadline_schedule(): items[{key!r}] must be a (work, deadline) pair of times")
     clock = Q_(0.0, "ms")
     out = []

@@ -70,13 +70,16 @@ def _build_registry() -> pint.UnitRegistry:
 
 ureg: pint.UnitRegistry = _build_registry()
 pint.set_application_registry(ureg)
-Q_ = ureg.Quantity
 Quantity = ureg.Quantity
 
 
 def dimension_of(unit: str) -> Any:
-    """Return the dimensionality of a unit expression, e.g. ``dimension_of("GB/s")``."""
-    return ureg.parse_units(unit).dimensionality if unit else ureg.dimensionless.dimensionality
+    """Return the dimensionality of a unit expression, e.g. ``dimension_of("GB/s")``.
+
+    The text is read by :func:`parse_unit` (no arithmetic), so an unknown or hostile unit is a
+    :class:`~calculator.errors.UnitsError`.
+    """
+    return parse_unit(unit).dimensionality if unit else ureg.dimensionless.dimensionality
 
 
 def describe_value(value: Any) -> str:
@@ -252,8 +255,8 @@ def parse_quantity(text: Any, unit: str | None = None, *, what: str = "value", b
             raise UnitsError(f"{what}: {shown(text)} has no unit; write it with one, like {example!r}")
         written = bare or ""
     try:
-        units = ureg.parse_units(written.strip()) if written.strip() else ureg.dimensionless
-    except Exception:  # pint raises several error types for unknown names
+        units = parse_unit(written.strip())
+    except UnitsError:
         raise UnitsError(
             f"{what}: unknown unit in {shown(text)} (try e.g. ms, GB, GB/s, request/s, USD/hour)"
         ) from None
@@ -263,3 +266,75 @@ def parse_quantity(text: Any, unit: str | None = None, *, what: str = "value", b
             f"{what}: needs dimension {dimension_of(unit) or 'dimensionless'} (like {example!r}), got {shown(text)}"
         )
     return quantity
+
+
+_UNIT_FACTOR = rf"(?:{_UNIT_NAME}|\(\s*{_UNIT}\s*\))"  # a name, or one level of parentheses: USD/(kW*hour)
+_UNIT_TEXT = re.compile(rf"\s*(?:(?:1\s*/\s*)?{_UNIT_FACTOR}(?:\s*[*/]\s*{_UNIT_FACTOR}|\s+{_UNIT_NAME})*)?\s*")
+#: Unit texts already read (bounded: a flood of distinct texts is read again, not stored).
+_UNITS_READ: dict[str, Any] = {}
+
+
+def parse_unit(text: Any, what: str = "unit") -> Any:
+    """A pint unit from text (``"GB/s"``, ``"USD/hour"``), by the grammar of :func:`parse_quantity`.
+
+    Unit names joined by ``*``, ``/`` or spaces, each with at most a one-digit exponent, and one level
+    of parentheses (``USD/(kW*hour)``); no numbers, at most :data:`MAX_QUANTITY_TEXT` characters. An
+    empty text is dimensionless.
+
+    Raises
+    ------
+    UnitsError
+        Naming ``what`` and quoting the text, for a malformed or unknown unit.
+
+    Examples
+    --------
+    >>> parse_unit("GB/s")
+    <Unit('gigabyte / second')>
+    >>> parse_unit("9**9**9*second")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    calculator.errors.UnitsError: unit: expected a unit like 'GB' or 'request/s', got '9**9**9*second'
+    """
+    if isinstance(text, str):
+        known = _UNITS_READ.get(text)
+        if known is not None:
+            return known
+    if not isinstance(text, str) or len(text) > MAX_QUANTITY_TEXT or not _UNIT_TEXT.fullmatch(text):
+        raise UnitsError(f"{what}: expected a unit like 'GB' or 'request/s', got {shown(text)}")
+    try:
+        unit = ureg.parse_units(text.strip()) if text.strip() else ureg.dimensionless
+    except Exception:  # pint raises several error types for unknown names
+        raise UnitsError(f"{what}: unknown unit {shown(text)} (try e.g. ms, GB, GB/s, request/s, USD/hour)") from None
+    if len(_UNITS_READ) < 4096:
+        _UNITS_READ[text] = unit
+    return unit
+
+
+def Q_(value: Any, units: Any = None) -> Any:  # noqa: N802 - pint's customary name for the constructor
+    """A quantity: ``Q_(80, "GB")``, ``Q_("80 GB")``, ``Q_(array, "ms")`` (pint's ``Quantity``, read safely).
+
+    A text value is read by :func:`parse_quantity` and a unit text by :func:`parse_unit`, so neither
+    can make pint evaluate arithmetic (``Q_("9**9**9 GiB")`` is a :class:`~calculator.errors.UnitsError`
+    at once). Other values and unit objects go to pint as they are. ``isinstance(x, Quantity)`` (or
+    ``ureg.Quantity``) tests for a quantity.
+
+    Parameters
+    ----------
+    value : number, array, str or Quantity
+    units : str or pint Unit, optional
+
+    Examples
+    --------
+    >>> Q_(80, "GB"), Q_("3.35 TB/s")
+    (<Quantity(80, 'gigabyte')>, <Quantity(3.35, 'terabyte / second')>)
+    """
+    if isinstance(value, str):
+        quantity = parse_quantity(value, what="Q_()")
+        target = parse_unit(units, "Q_()") if isinstance(units, str) else units
+        return quantity if units is None else quantity.to(target)
+    if isinstance(units, str):
+        units = parse_unit(units, "Q_()")
+    try:
+        return ureg.Quantity(value) if units is None else ureg.Quantity(value, units)
+    except (TypeError, ValueError, *PINT_UNIT_ERRORS) as exc:
+        raise UnitsError(f"Q_(): cannot make a quantity of {shown(value)} in {shown(units)} ({exc})") from None

@@ -383,3 +383,43 @@ def test_a_repeated_candidate_is_searched_once():
         "llama-3.1-8b", workload, targets, SearchSpace(["h100-sxm", "h200-sxm", "h100-sxm"], ["fp8"] * 2)
     )
     assert twice.candidates == once.candidates and twice.gpus == once.gpus
+
+
+def test_a_simulation_whose_requests_are_all_refused_serves_zero_not_nan():
+    # Issue 25 item 5: 2,000,000-token prompts on one H100 reported goodput and throughput NaN.
+    from calculator.simulation import SimulationSetup, Traffic, simulate
+
+    setup = SimulationSetup("llama-3.1-8b", "h100-sxm", "fp8", engine="vllm")
+    run = simulate(setup, Traffic(Q_(1, "request/s"), 2_000_000, 10, requests=50), ttft_slo=Q_(1, "s"))
+    assert run.dropped == 50 and run.meets_targets is False
+    assert run.goodput.m_as("request/s") == 0 and run.throughput.m_as("request/s") == 0
+    assert run.attainment == {"ttft": 0.0, "all": 0.0}
+    assert "can never fit the KV cache and were refused" in run.verdict
+
+
+@pytest.mark.parametrize("text", ["9**9**9 GiB", "1e999 GB"])
+def test_the_exported_quantity_constructor_reads_text_safely(text):
+    # Issue 25 item 9: Q_("9**9**9 GiB"), exported at the top level, hung in pint's parser.
+    with pytest.raises(UnitsError):
+        fast(c.Q_, text)
+    with pytest.raises(UnitsError, match="expected a unit like"):
+        fast(c.Q_, 1, "9**9**9*second")
+    assert c.Q_("80 GB") == c.Q_(80, "GB") and c.Q_(1, "USD/(kW*hour)").m_as("USD/(kW*hour)") == 1
+
+
+@pytest.mark.parametrize("unit", ["9**9**9*s", "furlongz"])
+def test_dimension_of_a_hostile_or_unknown_unit_is_the_projects_error(unit):
+    from calculator.units import dimension_of
+
+    with pytest.raises(UnitsError):
+        fast(dimension_of, unit)
+
+
+@pytest.mark.parametrize("degree", [0, -1, 1.5, float("nan")])
+def test_iteration_seconds_refuses_a_degree_that_is_not_a_whole_number_of_gpus(degree):
+    # Issue 25 item 9: tensor_parallel=0 raised ZeroDivisionError.
+    from calculator.performance import engine_profile, iteration_seconds, step_arrays
+
+    arrays = step_arrays("llama-3.1-8b", "h100-sxm", "fp8")
+    with pytest.raises(InputError, match="argument 'tensor_parallel' must be whole numbers >= 1"):
+        iteration_seconds(arrays, engine_profile(None).efficiency, degree, 8, 1000)

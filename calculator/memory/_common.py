@@ -8,14 +8,14 @@ import numpy as np
 
 from .._support import magnitude
 from ..precision import bits_per_element
-from ..units import Q_
+from ..units import ureg
 
 __all__: list[str] = []
 
 
 def _kv_precision_bytes(kv_precision: Any) -> float:
     """Bytes per cached element for a precision name (or a byte quantity)."""
-    if isinstance(kv_precision, Q_):
+    if isinstance(kv_precision, ureg.Quantity):
         return magnitude("model_kv_bytes_per_token", "kv_precision", kv_precision, "B", "positive")
     return bits_per_element(kv_precision) / 8
 

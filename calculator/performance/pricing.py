@@ -298,12 +298,17 @@ def iteration_seconds(
     tp, decode, context, prefill, requests, prior, tokens = np.broadcast_arrays(
         *(np.asarray(v, dtype=float) for v in (tensor_parallel, decode, context, prefill, requests, prior, tokens))
     )
+    degrees = np.unique(tp)
+    if degrees.size and not (degrees[0] >= 1 and np.isfinite(degrees[-1]) and np.all(degrees == np.round(degrees))):
+        raise InputError(
+            f"iteration_seconds(): argument 'tensor_parallel' must be whole numbers >= 1, got {degrees[:8]}"
+        )
     step_cost, sequence_cost = eff.fixed_seconds
     fixed = step_cost + sequence_cost * (decode + requests)
     if not eff.kernels:
         return fixed + _roofline_iteration(a, eff, tp, decode, context, tokens, prefill, requests, prior)
     out = np.empty(tp.shape)
-    for degree in np.unique(tp):
+    for degree in degrees:
         mask = tp == degree
         out[mask] = _kernel_iteration(
             a, float(degree), decode[mask], context[mask], tokens[mask], prefill[mask], requests[mask], prior[mask]

@@ -28,7 +28,7 @@ from ..types import (
     TokenRate,
     Tokens,
 )
-from ..units import Q_
+from ..units import Q_, ureg
 from ._common import _device_setup
 from .roofline import roofline_prefill_time
 
@@ -50,7 +50,7 @@ __all__ = [
 
 def _link(function: str, link: Any, registry: Any) -> tuple[float, float]:
     """(bandwidth B/s, startup latency s) from a bandwidth quantity or an interconnect (id in ``registry``)."""
-    if isinstance(link, Q_):
+    if isinstance(link, ureg.Quantity):
         return magnitude(function, "link", link, "B/s", "positive"), 0.0
     if isinstance(link, str):
         from ..registry import load_registry

@@ -153,11 +153,12 @@ class SimulationResult(Result):
         over seeds when there are several, over ten consecutive batches of requests otherwise.
     attainment : dict
         Share of measured requests meeting each target given (``ttft``, ``tpot``, ``tbt_max``)
-        and all of them (``all``).
+        and all of them (``all``); 0 when no request was measured.
     goodput : Quantity [request / time]
-        Measured requests meeting every target, per second of the measured window.
+        Measured requests meeting every target, per second of the measured window (0 when no
+        request was measured: all refused, or the run stopped before two completed).
     throughput : Quantity [request / time]
-        Measured requests completed per second of the measured window.
+        Measured requests completed per second of the measured window (0 likewise).
     utilization : ndarray
         Busy fraction of each replica (mean over seeds).
     occupancy : DataFrame
@@ -254,8 +255,9 @@ def _summarize(
     attainment, ok_all = _attainment(measured, targets)
     flow = _Flow.of(frames, raws)
     goodput_count = int(ok_all.sum()) if targets else flow.completed
-    throughput = flow.completed / flow.window if flow.window > 0 else math.nan
-    goodput = goodput_count / flow.window if flow.window > 0 else math.nan
+    # No measured window (every request refused, or a run cut short before two completed): none served.
+    throughput = flow.completed / flow.window if flow.window > 0 else 0.0
+    goodput = goodput_count / flow.window if flow.window > 0 else 0.0
     occupancy = pd.concat(series, ignore_index=True) if series else pd.DataFrame()
     truncated = "; ".join(sorted({r["truncated"] for r in raws if r["truncated"]}))
     dropped = int(requests.dropped.sum())
@@ -312,10 +314,10 @@ def _attainment(measured: Any, targets: dict[str, tuple[float, str]]) -> tuple[d
     for metric, (target, _) in targets.items():
         values = measured[metric].to_numpy(dtype=float)
         ok = ~(values > target)  # NaN (one-token outputs have no TPOT) counts as met
-        attainment[metric] = float(ok.mean()) if ok.size else math.nan
+        attainment[metric] = float(ok.mean()) if ok.size else 0.0  # none measured: none met it
         ok_all &= ok
     if targets:
-        attainment["all"] = float(ok_all.mean()) if ok_all.size else math.nan
+        attainment["all"] = float(ok_all.mean()) if ok_all.size else 0.0
     return attainment, ok_all
 
 

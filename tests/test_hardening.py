@@ -423,3 +423,23 @@ def test_iteration_seconds_refuses_a_degree_that_is_not_a_whole_number_of_gpus(d
     arrays = step_arrays("llama-3.1-8b", "h100-sxm", "fp8")
     with pytest.raises(InputError, match="argument 'tensor_parallel' must be whole numbers >= 1"):
         iteration_seconds(arrays, engine_profile(None).efficiency, degree, 8, 1000)
+
+
+def test_the_wider_tensor_parallel_hint_counts_one_sequences_kv_cache():
+    # Issue 25 item 7: with 10^6 layers one sequence's KV cache fits nowhere, yet the reason said
+    # "TP 32 ... would leave room" (it looked at the weights alone).
+    from calculator.fleet import SearchSpace, Targets, Workload, size_fleet
+    from calculator.registry import Model
+
+    deep = Model(
+        id="deep", name="deep", provenance="user", sources=[{"source": "u", "fields": ["layers"]}],
+        parameters=70e9, layers=10**6, attention_heads=64, kv_heads=8, head_dim=128, attention="gqa",
+    )  # fmt: skip
+    workload, targets = Workload(Q_(1, "request/s"), 1000, 200), Targets(Q_(1, "s"), Q_(50, "ms"))
+    for degrees in ((1, 2, 4, 8), (1, 2, 4, 8, 16)):
+        plan = size_fleet(deep, workload, targets, SearchSpace("h100-sxm", "fp8", tensor_parallel=degrees))
+        assert not plan.feasible and "would leave room" not in plan.reason
+        assert "one sequence's KV cache" in plan.reason and "a shorter context" in plan.reason
+    # Where the weights alone are the problem, the hint still names the degree that holds them and the KV.
+    wide = size_fleet("llama-3.1-405b", workload, targets, SearchSpace("h100-sxm", "bf16", tensor_parallel=(1, 2, 4)))
+    assert "TP 16 on h100-sxm at bf16 would leave room" in wide.reason

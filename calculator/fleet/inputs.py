@@ -101,6 +101,21 @@ class Workload(Result):
                 raise InputError(f"Workload(): argument '{name}' must be at most {MAX_CV:g}, got {cv:g}")
             object.__setattr__(self, name, cv)
 
+    @property
+    def held_context(self) -> float:
+        """Tokens a running sequence holds on average: its prompt and half its output, length-biased.
+
+        A long output stays longer in the batch, so the time-average is ``E[O^2] / (2 E[O]) = O (1 + cv^2) / 2``
+        of the output beside the prompt.
+
+        Examples
+        --------
+        >>> from calculator import Q_
+        >>> Workload(Q_(1, "request/s"), 1000, 200, output_cv=1.0).held_context
+        1200.0
+        """
+        return self.input_tokens + self.output_tokens * (1 + self.output_cv**2) / 2
+
     @classmethod
     def from_trace(
         cls, trace: Any, *, time: str = "arrival_time", inputs: str = "input_tokens", outputs: str = "output_tokens"

@@ -34,13 +34,14 @@ class Rejection(Result):
     accelerator, precision : str
     tensor_parallel : int
     code : str
-        ``"memory"`` (the weights leave no room for one sequence's KV cache), ``"tpot"``, ``"ttft"``
+        ``"memory"`` (the weights and one sequence's KV cache do not fit), ``"tpot"``, ``"ttft"``
         or ``"tbt"`` (no batch cap meets that target), ``"joint"`` (each target is met by some cap,
         none meets all), ``"fleet_size"`` (the load needs more GPUs than the sizer plans, ``MAX_FLEET_GPUS``),
         ``"layout"`` (experts spread over a TP degree that does not divide them) or ``"costlier"``
         (feasible, but not the cheapest).
     values : dict
-        The numbers behind the code: ``weights_per_device`` and ``usable_per_device`` (memory), the
+        The numbers behind the code: ``weights_per_device``, ``usable_per_device``, ``kv_per_sequence``
+        (one sequence's whole KV cache at the workload's held context) and ``kv_shards_max`` (memory), the
         ``best`` value reached and the ``target`` (tpot, ttft), or ``gpus``, ``batch`` and
         ``cost_per_hour`` (costlier).
     """
@@ -57,9 +58,13 @@ class Rejection(Result):
         """The reason in a sentence, as the front ends show it."""
         v = self.values
         if self.code == "memory":
+            from ..memory.kv import kv_shards
+
+            weights, usable = v["weights_per_device"].m_as("GB"), v["usable_per_device"].m_as("GB")
+            kv = v["kv_per_sequence"].m_as("GB") / float(kv_shards(self.tensor_parallel, v["kv_shards_max"]))
             return (
-                f"memory: {v['weights_per_device'].m_as('GB'):.1f} GB of weights per device leave no room for one "
-                f"sequence's KV cache in {v['usable_per_device'].m_as('GB'):.1f} GB usable"
+                f"memory: {weights:,.1f} GB of weights and {kv:,.3g} GB of one sequence's KV cache per device "
+                f"exceed the {usable:,.1f} GB usable"
             )
         if self.code == "layout":
             return f"layout: {v['experts']} experts do not spread evenly over {self.tensor_parallel} GPUs"

@@ -130,7 +130,7 @@ class _Search:
                     )  # fmt: skip
                     continue
                 if not feasible[i].any():
-                    rejected[key] = _why(family, int(tp), e, i, ok, self.targets)
+                    rejected[key] = _why(family, int(tp), e, i, ok, self.targets, self.workload)
                     continue
                 # The largest cap at the lowest cost: the same replicas, and room for bursts.
                 masked = np.where(feasible[i], cost[i], np.inf)
@@ -172,7 +172,9 @@ class _Search:
 # Why a family is not the plan
 
 
-def _why(family: _Family, tp: int, e: Evaluation, i: int, ok: _Masks, targets: Targets) -> Rejection:
+def _why(
+    family: _Family, tp: int, e: Evaluation, i: int, ok: _Masks, targets: Targets, workload: Workload
+) -> Rejection:
     """The reason code (and its values) no batch cap of one family (row ``i`` of ``e``) meets the targets."""
     ok_tpot, ok_ttft, ok_tbt = ok.tpot[i], ok.ttft[i], ok.tbt[i]
     fits = e.fits[i]
@@ -185,9 +187,13 @@ def _why(family: _Family, tp: int, e: Evaluation, i: int, ok: _Masks, targets: T
     if fits.any() and e.oversized[i][fits].all():
         return Rejection(key, **record, code="fleet_size", values={"limit": MAX_FLEET_GPUS})
     if not fits.any():
+        a = family.arrays
         values = {
             "weights_per_device": Q_(float(e.weights_per_device[i, 0]), "B"),
             "usable_per_device": Q_(float(e.usable_per_device), "B"),
+            # One sequence's KV cache at the workload's context, whole (before the shards of a wider group).
+            "kv_per_sequence": Q_(float(a.kv_bytes_per_token * workload.held_context), "B"),
+            "kv_shards_max": int(a.kv_shards_max),
         }
         return Rejection(key, **record, code="memory", values=values)
     if not (fits & ok_tpot).any():
@@ -224,7 +230,7 @@ def _infeasible_reason(
     if codes == {"memory"}:
         widest = max(rejected.values(), key=lambda r: r.tensor_parallel)
         return (
-            f"the weights leave no room for the KV cache at any candidate tensor-parallel degree (up to TP "
+            f"no candidate tensor-parallel degree holds the weights and one sequence's KV cache (up to TP "
             f"{widest.tensor_parallel}: {widest.text.removeprefix('memory: ')}); {_wider(rejected, heads)}"
         )
     if not np.isfinite(closest_ttft) or not np.isfinite(closest_tpot):
@@ -236,18 +242,26 @@ def _infeasible_reason(
 
 
 def _wider(rejected: dict[str, Rejection], heads: int | None) -> str:
-    """Which larger tensor-parallel degree would hold the weights of each family, or what else to try."""
+    """Which larger tensor-parallel degree would hold each family's weights and one sequence's KV cache.
+
+    A degree ``t`` holds ``weights / t`` and ``kv / min(t, kv_shards_max)`` of one sequence per device
+    (the KV heads split until each rank holds one); it is named only if both fit in 80% of the usable
+    memory, else the hint says what else to try.
+    """
+    from ..memory.kv import kv_shards
+
     hints = []
     for family in {(r.accelerator, r.precision) for r in rejected.values()}:
         widest = max((r for r in rejected.values() if (r.accelerator, r.precision) == family),
                      key=lambda r: r.tensor_parallel)  # fmt: skip
         weights = widest.values["weights_per_device"].m_as("B") * widest.tensor_parallel
         usable = widest.values["usable_per_device"].m_as("B")
+        kv, shards = widest.values["kv_per_sequence"].m_as("B"), widest.values["kv_shards_max"]
         for degree in (2**k for k in range(1, 8)):  # up to 128 devices
             if (
                 degree > widest.tensor_parallel
                 and (heads is None or heads % degree == 0)
-                and weights / degree < 0.8 * usable
+                and weights / degree + kv / kv_shards(degree, shards) < 0.8 * usable
             ):
                 per_device = weights / degree / 1e9
                 hints.append(
@@ -256,7 +270,7 @@ def _wider(rejected: dict[str, Rejection], heads: int | None) -> str:
                 break
     if hints:
         return "; ".join(sorted(hints)) + " (pass tensor_parallel=[...], CLI --tp)"
-    return "try a smaller precision or an accelerator with more memory"
+    return "try a smaller weight or KV-cache precision, a shorter context, or an accelerator with more memory"
 
 
 # --------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from calculator.plots import frontier_figure, kv_occupancy_over_time, latency_di
 from calculator.precision import PRECISIONS
 from calculator.queueing import replica_demand, utilization
 from calculator.registry import load_registry
+from calculator.results import percentile_label
 from calculator.simulation import DEFAULT_ROUTER, verify_plan
 
 ENGINES = {"generic": None, "vLLM": "vllm", "SGLang": "sglang", "TensorRT-LLM": "trtllm"}
@@ -295,8 +296,7 @@ def _show_plan(plan, rate, output, prices, tpot_ms, check):
         "average, where TTFT and TPOT are evaluated",
     )
     first[3].metric("Binding constraint", plan.binding_constraint)
-    percentile = plan.targets.ttft_percentile
-    at = f"p{100 * percentile:.4g}" if percentile else "mean"
+    at = percentile_label(plan.targets.ttft_percentile)
     second = st.columns(4)
     second[0].metric("Cost per hour", ui.fmt(plan.cost_per_hour, "USD/hour", 5))
     second[1].metric("Cost per month", ui.fmt(plan.cost_per_month, "USD/month", 4), help="a month of 730.5 hours")

@@ -768,8 +768,11 @@ def _read_yaml(file: Path) -> dict[str, Any]:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise RegistryError(f"{file.name}: malformed YAML{where}: {shown(problem)}") from None
-    if document is None:
-        return {}
+    if document is None:  # an empty file (or /dev/null): nothing to add, most likely the wrong file
+        raise RegistryError(
+            f"{file.name}: the file is empty; a registry file lists accelerators, interconnects, models, prices "
+            "or sources (examples/my_registry.yaml is a minimal one)"
+        )
     _check_expansion(file, document)
     if not isinstance(document, dict):
         raise RegistryError(f"{file.name}: expected a mapping of sections at the top, found {type(document).__name__}")

@@ -37,6 +37,7 @@ __all__ = [
     "flatten",
     "format_display",
     "format_number",
+    "percentile_label",
     "frame_columns",
     "human_label",
     "is_axis",
@@ -232,6 +233,21 @@ _UNIT_SUFFIXES = {"ms": "ms", "s": "s", "us": "µs", "pct": "%", "gb": "GB", "gi
 
 _TIME_UNITS = tuple(ureg.Unit(name) for name in ("s", "ms", "us", "ns"))
 _BYTE_UNITS = tuple(ureg.Unit(name) for name in ("B", "kB", "MB", "GB", "TB", "PB"))
+
+
+def percentile_label(fraction: float | None) -> str:
+    """A percentile as the outputs name it: ``p99``, ``p99.9``, ``p99.9999999`` (never ``p100``); None is ``mean``.
+
+    Examples
+    --------
+    >>> percentile_label(0.99), percentile_label(0.999), percentile_label(0.999999999), percentile_label(None)
+    ('p99', 'p99.9', 'p99.9999999', 'mean')
+    """
+    if fraction is None:
+        return "mean"
+    if isinstance(fraction, bool) or not isinstance(fraction, int | float | np.floating) or not 0 < fraction < 1:
+        raise InputError(f"percentile_label: 'fraction' must be a number in (0, 1) or None, got {shown(fraction)}")
+    return f"p{float(fraction) * 100:.12g}"
 
 
 def format_number(value: Any, digits: int = 4) -> str:

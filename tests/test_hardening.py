@@ -443,3 +443,38 @@ def test_the_wider_tensor_parallel_hint_counts_one_sequences_kv_cache():
     # Where the weights alone are the problem, the hint still names the degree that holds them and the KV.
     wide = size_fleet("llama-3.1-405b", workload, targets, SearchSpace("h100-sxm", "bf16", tensor_parallel=(1, 2, 4)))
     assert "TP 16 on h100-sxm at bf16 would leave room" in wide.reason
+
+
+# ---------------------------------------------------------------------- Hardening II: the smaller ones
+
+
+@pytest.mark.parametrize("value", [-1, 0, 2.5, True])
+def test_size_disaggregated_refuses_a_prefill_replica_limit_below_one(value):
+    from calculator.fleet import size_disaggregated
+
+    with pytest.raises(InputError, match="argument 'max_prefill_replicas'"):
+        size_disaggregated(
+            "llama-3.1-8b", "h100-sxm", "fp8", Q_(5, "request/s"), 1000, 100, Q_(1, "s"), Q_(50, "ms"),
+            max_prefill_replicas=value,
+        )  # fmt: skip
+
+
+def test_a_percentile_close_to_100_is_shown_with_its_digits_not_as_p100():
+    args = ["size", "llama-3.1-8b", "--rate", "5", "--input", "1000", "--output", "100", "--ttft", "1 s"]
+    result = runner.invoke(app, [*args, "--tpot", "50 ms", "--price", "4", "--percentile", "99.9999999"])
+    assert "TTFT 1,000 ms (p99.9999999)" in result.stdout and "p100" not in result.stdout
+
+
+def test_cli_errors_name_the_option_and_refuse_empty_or_one_bin_inputs(tmp_path):
+    args = ["size", "llama-3.1-8b", "--rate", "5", "--input", "1000", "--output", "100", "--ttft", "1 s"]
+    args += ["--tpot", "50 ms", "--price", "4"]
+    many = runner.invoke(app, [*args, "--verify", "--requests", "99999999"])
+    assert many.exit_code == 2 and "--requests" in many.output and "verify_plan()" not in many.output
+    trace = tmp_path / "one.csv"
+    trace.write_text("arrival_time\n1.0\n")  # one arrival: one bin, as a one-row curve is refused
+    one = runner.invoke(app, [*args, "--demand", str(trace)])
+    assert one.exit_code == 2 and "a demand curve needs at least two bins" in one.output
+    empty = runner.invoke(app, ["registry", "validate", "/dev/null"])
+    assert empty.exit_code == 2 and "the file is empty" in empty.output
+    folder = runner.invoke(app, [*args, "--extra", str(tmp_path)])
+    assert folder.exit_code == 2 and "cli:" not in folder.output and "Traceback" not in folder.output

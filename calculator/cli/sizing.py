@@ -14,6 +14,7 @@ import typer
 
 from ..errors import InputError
 from ..results import format_number as _number
+from ..results import percentile_label
 from ._app import ExtraOption, _fail, _library_errors
 
 
@@ -61,7 +62,8 @@ RequestsOption = Annotated[
     typer.Option(
         metavar="INT",
         min=1,
-        help="Requests per seed and replica count (default 2,000 per replica, 6,000 to 60,000).",
+        max=2_000_000,
+        help="Requests per seed and replica count (default 2,000 per replica, 6,000 to 60,000; at most 2,000,000).",
         show_default=False,
     ),
 ]
@@ -526,7 +528,7 @@ def _understood(inputs: dict[str, Any], defaults: list[str], trace: Path | None 
             else ""
         )
     ]
-    at = f"p{_number(100 * inputs['ttft_percentile'])}" if inputs.get("ttft_percentile") else "mean"
+    at = percentile_label(inputs.get("ttft_percentile") or None)
     gap = f", token gap {_number(inputs['tbt_slo'].m_as('ms'))} ms" if inputs.get("tbt_slo") is not None else ""
     lines.append(
         f"targets: TTFT {_number(inputs['ttft_slo'].m_as('ms'))} ms ({at}), "

@@ -29,7 +29,8 @@ def demand_from_trace(trace: Any, bin_width: Time = None, *, time: str = "arriva
     """The demand curve of a request trace: arrivals counted per ``bin_width`` (default one hour).
 
     Returns ``(times, rates)``: the start of each bin (from the first arrival) and its mean request
-    rate, ready for :func:`plan_over_time`.
+    rate, ready for :func:`plan_over_time`. The arrivals must span at least two bins (a curve of one
+    step has no shape to plan over), as a demand curve needs two rows.
     """
     width = _seconds("bin_width", bin_width) if bin_width is not None else HOURS
     frame = _read_trace(trace, (time,))
@@ -37,6 +38,11 @@ def demand_from_trace(trace: Any, bin_width: Time = None, *, time: str = "arriva
     start = arrivals[0]
     bins = np.floor((arrivals - start) / width).astype(int)
     counts = np.bincount(bins)
+    if counts.size < 2:
+        raise InputError(
+            f"demand_from_trace(): the trace's {arrivals.size:,} arrival(s) fall in one bin of {width:g} s; a demand "
+            "curve needs at least two bins (a longer trace, or a smaller bin_width)"
+        )
     return Q_(start + width * np.arange(counts.size), "s"), Q_(counts / width, "request/s")
 
 

@@ -12,12 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._support import count
 from ..performance import EngineProfile, decode_step_seconds, engine_profile, kv_capacity_tokens, prefill_seconds
 from ..queueing import replica_demand
 from ..results import Result, ceil_count
 from ..types import InterconnectRef, ModelRef, Money, MoneyRate, Rate, Time
 from ..units import Q_
-from ._common import _fleet_costs, _grid, _rate, _registry_for, _seconds
+from ._common import MAX_FLEET_GPUS, _fleet_costs, _grid, _rate, _registry_for, _seconds
 from .evaluate import _families
 from .flat import flat_parts
 from .inputs import DEFAULT_BATCHES, DEFAULT_TENSOR_PARALLEL, Costs, SearchSpace, Targets, Workload
@@ -104,6 +105,7 @@ def size_disaggregated(
     ttft_target = _seconds("ttft_slo", ttft_slo)
     tpot_target = _seconds("tpot_slo", tpot_slo)
     Targets(Q_(ttft_target, "s"), Q_(tpot_target, "s"), None, ttft_percentile, max_utilization)  # checks them
+    max_prefill_replicas = count("size_disaggregated", "max_prefill_replicas", max_prefill_replicas, 1, MAX_FLEET_GPUS)
     reg = _registry_for(registry, model, accelerator)
     profile = engine_profile(engine, reg)
     model = reg.model(model)

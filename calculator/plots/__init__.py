@@ -24,6 +24,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from ..errors import InputError
+from ..results import percentile_label
 from ..units import ureg
 from ._style import _LAYOUT, _figure, _finish
 
@@ -737,7 +738,7 @@ def latency_distribution(
             y=percentile,
             line_dash="dot",
             line_color="gray",
-            annotation_text=f"p{percentile * 100:g}",
+            annotation_text=percentile_label(percentile),
             annotation_position="bottom left",
         )
     elif target is not None:

@@ -27,9 +27,9 @@ def _time_seconds(function: str, name: str, value: Any) -> float:
 
 
 def _statistic_name(percentile: float | None) -> str:
-    if percentile is None:
-        return "mean"
-    return f"p{percentile * 100:g}"
+    from ..results import percentile_label
+
+    return percentile_label(percentile)
 
 
 def _seeds(seeds: int | Sequence[int]) -> tuple[int, ...]:

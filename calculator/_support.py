@@ -32,6 +32,7 @@ __all__ = [
     "bits_of",
     "count",
     "device_capacity",
+    "executor_or_none",
     "magnitude",
     "model_of",
     "instance",
@@ -281,6 +282,20 @@ def instance(function: str, argument: str, value: Any, kind: type | tuple[type, 
     if not isinstance(value, kind):
         raise InputError(f"{function}(): argument '{argument}' must be {what}, got {shown(value)}")
     return value
+
+
+def executor_or_none(function: str, value: Any) -> Any:
+    """``value`` if it is None or a :class:`concurrent.futures.Executor`, else an :class:`InputError` naming it.
+
+    Any executor runs the tasks: a process or thread pool, or a ``dask.distributed`` client's
+    ``get_executor()``.
+    """
+    from concurrent.futures import Executor
+
+    if value is None:
+        return None
+    what = "a concurrent.futures.Executor (a process pool, a dask client's get_executor()) or None"
+    return instance(function, "executor", value, Executor, what)
 
 
 def instances(function: str, argument: str, value: Any, kind: type, what: str) -> Any:

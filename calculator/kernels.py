@@ -29,6 +29,7 @@ from __future__ import annotations
 import csv
 import functools
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -165,16 +166,28 @@ class KernelTables:
         return self.gemm[dtype].m, curve
 
 
+#: The columns of a kernel table that hold names; the others hold numbers.
+_TEXT_COLUMNS = ("system", "framework", "dtype")
+
+
 def _read(name: str) -> dict[str, np.ndarray]:
-    """A kernel table as columns: ``system``, ``framework`` and ``dtype`` as strings, the rest as floats."""
+    """A kernel table as columns: ``system``, ``framework`` and ``dtype`` as strings, the rest as floats.
+
+    The tables are plain comma-separated values (``tools/extract_kernel_tables.py`` writes no quoted
+    field), parsed by numpy's C reader: a few times faster than ``csv`` for the large GEMM and MoE tables.
+    """
     with (KERNEL_DIR / name).open() as fh:
-        rows = list(csv.reader(line for line in fh if not line.startswith("#")))
-    header, body = rows[0], rows[1:]
-    columns = list(zip(*body, strict=True))
-    return {
-        h: np.array(c) if h in ("system", "framework", "dtype") else np.array(c, dtype=float)
-        for h, c in zip(header, columns, strict=True)
-    }
+        lines = [line for line in fh if not line.startswith("#")]
+    header = next(csv.reader(lines[:1]))
+    text = [i for i, h in enumerate(header) if h in _TEXT_COLUMNS]
+    numeric = [i for i in range(len(header)) if i not in text]
+    numbers = np.loadtxt(lines[1:], delimiter=",", usecols=numeric, dtype=float, ndmin=2)
+    columns = {header[i]: numbers[:, j] for j, i in enumerate(numeric)}
+    if text:
+        names = np.loadtxt(lines[1:], delimiter=",", usecols=text, dtype=str, ndmin=2)
+        for j, i in enumerate(text):
+            columns[header[i]] = np.array(names[:, j].tolist())  # each as wide as its longest name
+    return {h: columns[h] for h in header}
 
 
 def _select(table: dict[str, np.ndarray], mask: np.ndarray) -> dict[str, np.ndarray]:
@@ -286,6 +299,24 @@ def _gemm_roofline(
     return np.maximum(flops / peak, moved / bandwidth)
 
 
+def _measured_devices() -> Iterator[tuple[Any, dict[str, Any], dict[str, float], list[str]]]:
+    """Each measured GPU: its registry entry, its tables, its roofline peaks and the GEMM dtypes it has both for."""
+    from .registry import load_registry
+
+    reg = load_registry()
+    measured = _measured()
+    for accelerator_id, system in _system_ids().items():
+        device = reg.accelerators[accelerator_id]
+        tables, peaks = measured[system], _roofline_peaks(device)
+        yield device, tables, peaks, [dtype for dtype in tables["gemm"] if dtype in peaks]
+
+
+@functools.lru_cache(maxsize=1)
+def _generic_dtypes() -> tuple[str, ...]:
+    """The dtypes of :func:`generic_efficiency`'s GEMM curves, in its order, without computing the curves."""
+    return tuple(dict.fromkeys(dtype for *_, dtypes in _measured_devices() for dtype in dtypes))
+
+
 @functools.lru_cache(maxsize=1)
 def generic_efficiency() -> dict[str, Any]:
     """The generic efficiency curves: median fraction of the roofline over every measured GPU.
@@ -300,22 +331,14 @@ def generic_efficiency() -> dict[str, Any]:
     decode-attention time in units of the reference bytes over HBM bandwidth, and its floor), and
     ``allreduce`` (achieved fraction of the per-direction link bandwidth and the latency floor).
     """
-    from .registry import load_registry
-
-    reg = load_registry()
-    measured = _measured()
     gemm: dict[str, list[np.ndarray]] = {}
     gemm_floors: dict[str, list[float]] = {}
     prefill, decode, floors = [], [], []
     grids: dict[str, _Gemm] = {}
-    for accelerator_id, system in _system_ids().items():
-        device = reg.accelerators[accelerator_id]
-        tables = measured[system]
-        peaks = _roofline_peaks(device)
+    for device, tables, peaks, dtypes in _measured_devices():
         bandwidth = device.memory_bandwidth.m_as("B/s")
-        for dtype, table in tables["gemm"].items():
-            if dtype not in peaks:
-                continue
+        for dtype in dtypes:
+            table = tables["gemm"][dtype]
             m, n, k = np.meshgrid(2.0**table.m, 2.0**table.n, 2.0**table.k, indexing="ij")
             seconds = 2.0 * m * n * k / 2.0**table.log_tflops / 1e12
             floor = 0.9 * float(seconds.min())
@@ -352,24 +375,30 @@ def _synthesized_gemm(curve: _Gemm, floor: float, dtype: str, peak: float, bandw
 
 
 def _build(device: Any, system: str | None) -> KernelTables:
-    """Measured tables of ``system`` where it has them; the generic curve at the device's peaks elsewhere."""
-    generic = generic_efficiency()
+    """Measured tables of ``system`` where it has them; the generic curve at the device's peaks elsewhere.
+
+    The generic curves (a median over every measured GPU) are computed only when some table is not
+    measured: a measured GPU with a table for every dtype it has a peak for does without them.
+    """
     peaks = _roofline_peaks(device)
     bandwidth = device.memory_bandwidth.m_as("B/s")
     source = _measured()[system] if system else None
     gemm: dict[str, _Gemm] = {}
     measured: set[str] = set()
-    for dtype, curve in generic["gemm"].items():
+    for dtype in _generic_dtypes():
         if dtype not in peaks:
             continue
         if source is not None and dtype in source["gemm"]:
             gemm[dtype] = source["gemm"][dtype]
             measured.add(dtype)
         else:
-            gemm[dtype] = _synthesized_gemm(curve, generic["gemm_floor"][dtype], dtype, peaks[dtype], bandwidth)
+            generic = generic_efficiency()
+            curve, floor = generic["gemm"][dtype], generic["gemm_floor"][dtype]
+            gemm[dtype] = _synthesized_gemm(curve, floor, dtype, peaks[dtype], bandwidth)
     if source is not None:
         tables = (source["prefill"], source["decode"], source["allreduce"])
         return KernelTables(device.id, str(system), True, gemm, *tables, frozenset(measured))
+    generic = generic_efficiency()
     isl, bh, fraction = generic["prefill"]
     prefill = (isl, bh, fraction + _log2(peaks.get("bf16", max(peaks.values(), default=1.0)) / 1e12))
     batch, ctx, units = generic["decode"]

@@ -26,10 +26,13 @@ import inspect
 import itertools
 import sys
 from collections.abc import Callable, Mapping
+from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ._reuse import reusing
+from ._support import executor_or_none
 from .errors import InputError
 from .formula import Formula, catalog, catalog_module
 from .results import Result, column_label, flatten, frame_columns, is_axis
@@ -334,8 +337,10 @@ PLAN_UNITS = {
     "closest.ttft": "ms",
     "closest.tpot": "ms",
 }
+#: Plan fields that repeat an input of the sweep, left out of its rows.
+_REPEATED = frozenset({"model", "accelerator", "precision", "max_utilization"})
 #: size_fleet options whose value is a list by nature, never an axis of the sweep.
-_NOT_AXES = frozenset({"tensor_parallel", "batches", "progress", "verify_options"})
+_NOT_AXES = frozenset({"tensor_parallel", "batches", "moe_layouts", "progress", "verify_options"})
 #: Plan fields a sweep leaves out: the notes on other families, the inputs a sweep already has as
 #: columns (the workload and targets a plan records for its simulation check), and the simulation
 #: check itself (a sweep does not simulate; ``verify_plan`` checks a chosen point).
@@ -357,6 +362,7 @@ def sweep_fleet(
     *,
     units: Mapping[str, str] | None = None,
     registry: Registry | None = None,
+    executor: Executor | None = None,
     **options: Any,
 ) -> Any:
     """Size a fleet at every point of a grid of workloads, targets and hardware; one row per plan.
@@ -369,9 +375,16 @@ def sweep_fleet(
         compare them); pick the cheapest per workload with pandas afterwards.
     units : mapping of str to str, optional
         Units to show columns in, over :data:`PLAN_UNITS` (TTFT and TPOT in ms, cost in USD/h).
+    registry : Registry, optional
+        Where ids resolve (default: the registry the given objects came from, or the packaged one).
+    executor : concurrent.futures.Executor, optional
+        Sizes the points as tasks, one each, and gathers the rows in order (a process pool, or a
+        ``dask.distributed`` client's ``get_executor()``); ``None`` sizes them in this process.
+        Workers resolve ids in the packaged registry plus ``registry``'s user files, which must be
+        readable at the same paths there.
     **options
         Other :func:`~calculator.fleet.size_fleet` options; any of them but ``tensor_parallel``,
-        ``batches`` and ``progress`` may also be a list to sweep.
+        ``batches``, ``moe_layouts`` and ``progress`` may also be a list to sweep.
 
     Returns
     -------
@@ -387,7 +400,11 @@ def sweep_fleet(
     :func:`size_fleet` evaluates every (accelerator, precision, TP, batch) candidate of one point at
     once with numpy; this function loops over the outer grid of points in Python (a few milliseconds per
     point with the default candidate grid), which suits the tens to thousands of points a planning
-    study sweeps.
+    study sweeps. In this process the points share what does not depend on the traffic: the step
+    arrays of each (model, accelerator, precision, engine) and the candidate grid priced for each
+    set of request lengths (:mod:`calculator._reuse`), so points that differ only in their rate or
+    targets cost mainly their queueing (``docs/benchmarks.md``). The plans are the same as
+    :func:`size_fleet`'s, point by point, with or without ``executor``.
 
     Examples
     --------
@@ -404,7 +421,6 @@ def sweep_fleet(
     import pandas as pd
 
     from .fleet import default_price_entry
-    from .fleet.flat import _size_fleet_flat
 
     grids = {
         "model": model,
@@ -417,19 +433,16 @@ def sweep_fleet(
         "tpot_slo": tpot_slo,
         **options,
     }
+    if executor_or_none("sweep_fleet", executor) is not None and options.get("progress") is not None:
+        raise InputError("sweep_fleet(): 'progress' reports from this process; leave it out with an 'executor'")
     axes = {n: _axis_values(n, v) for n, v in grids.items() if n not in _NOT_AXES and is_axis(v)}
     shown = {**PLAN_UNITS, **(units or {})}
-    repeated = {"model", "accelerator", "precision", "max_utilization"}
-    rows = []
-    for combination in itertools.product(*axes.values()):
-        point = {**grids, **dict(zip(axes, combination, strict=True))}
-        plan = _size_fleet_flat(**point, registry=registry)
-        given = {n: _input_value(v) for n, v in point.items() if n not in _NOT_AXES and not isinstance(v, dict)}
-        results = {
-            k: v for k, v in flatten(plan.to_dict()).items() if k not in repeated and not k.startswith(_PLAN_INPUTS)
-        }
-        columns = frame_columns(given, units) | frame_columns(results, shown)
-        rows.append({label: values[0] for label, values in columns.items()})
+    points = [{**grids, **dict(zip(axes, values, strict=True))} for values in itertools.product(*axes.values())]
+    if executor is None:
+        with reusing():  # the points share their step arrays and priced candidate grids
+            rows = [_plan_row(point, registry, units, shown) for point in points]
+    else:
+        rows = _gathered(executor, points, _worker_registry(registry, model, accelerator), units, shown)
     frame = pd.DataFrame.from_records(rows)
     from .export import Provenance
     from .registry import load_registry
@@ -442,6 +455,53 @@ def sweep_fleet(
         ids.append(reg.model(options["speculation"].draft_model).id)
     frame.attrs["provenance"] = Provenance(models=("fleet.size_fleet",), inputs=grids, registry_ids=tuple(ids))
     return frame
+
+
+def _plan_row(
+    point: Mapping[str, Any], registry: Any, units: Mapping[str, str] | None, shown: Mapping[str, str]
+) -> dict[str, Any]:
+    """One row of :func:`sweep_fleet`: the point's inputs, then its plan's fields.
+
+    ``registry`` is a :class:`~calculator.registry.Registry`, or on a worker the user files to load it
+    from (a tuple of paths; the registry object does not pickle). Module level, so that an executor's
+    workers can run it.
+    """
+    from .fleet.flat import _size_fleet_flat
+
+    if isinstance(registry, tuple):
+        from .registry import load_registry
+
+        registry = load_registry(extra=registry)
+    plan = _size_fleet_flat(**point, registry=registry)
+    given = {n: _input_value(v) for n, v in point.items() if n not in _NOT_AXES and not isinstance(v, dict)}
+    results = {
+        k: v for k, v in flatten(plan.to_dict()).items() if k not in _REPEATED and not k.startswith(_PLAN_INPUTS)
+    }
+    columns = frame_columns(given, units) | frame_columns(results, shown)
+    return {label: values[0] for label, values in columns.items()}
+
+
+def _worker_registry(registry: Registry | None, model: Any, accelerator: Any) -> tuple[str, ...] | None:
+    """What a worker resolves ids in: None for the packaged registry, else the user files of the one in use."""
+    from .fleet._common import _registry_for
+
+    entries = [*_axis_values("model", model), *_axis_values("accelerator", accelerator)]
+    files = _registry_for(registry, *entries).user_files
+    return files or None
+
+
+def _gathered(
+    executor: Executor, points: list[dict[str, Any]], registry: Any, units: Mapping[str, str] | None,
+    shown: Mapping[str, str],
+) -> list[dict[str, Any]]:  # fmt: skip
+    """The rows of ``points``, one task each on ``executor``, in the points' order."""
+    futures = [executor.submit(_plan_row, point, registry, units, shown) for point in points]
+    try:
+        return [future.result() for future in futures]
+    except BaseException:
+        for future in futures:
+            future.cancel()
+        raise
 
 
 def _axis_values(name: str, value: Any) -> list[Any]:

@@ -122,10 +122,23 @@ def test_star_import_works_without_the_front_end_libraries():
     code = (
         "import sys; from calculator import *; "
         "assert callable(size_fleet) and callable(kv_bytes_per_token) and callable(verify_plan); "
-        "print(','.join(m for m in ('streamlit', 'plotly', 'sympy', 'typer') if m in sys.modules))"
+        "print(','.join(m for m in ('streamlit', 'plotly', 'sympy', 'typer', 'distributed') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == ""
+
+
+def test_the_library_needs_no_dask():
+    # dask is the optional 'cluster' extra (an executor for seeds and sweep points). pint imports
+    # dask.base by itself wherever dask is installed; with dask absent the library imports and runs.
+    code = (
+        "import sys; sys.modules['dask'] = None; sys.modules['distributed'] = None; "
+        "from calculator import Q_; from calculator.sweeps import sweep_fleet; "
+        "frame = sweep_fleet('llama-3.1-8b', 'h100-sxm', 'fp8', Q_([5, 10], 'request/s'), 512, 128, Q_(1, 's'), "
+        "Q_(50, 'ms')); print(len(frame), bool(frame.feasible.all()))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.split() == ["2", "True"]
 
 
 def readme_commands():

@@ -357,3 +357,121 @@ def test_sweep_fleet_rejects_empty_axes():
         sweep_fleet("llama-3.1-8b", "h100-sxm", "fp8", Q_([], "request/s"), 512, 128, Q_(1, "s"), Q_(50, "ms"))
     with pytest.raises(InputError, match="'accelerator' must be a value or a non-empty 1-D list"):
         sweep_fleet("llama-3.1-8b", [], "fp8", Q_(5, "request/s"), 512, 128, Q_(1, "s"), Q_(50, "ms"))
+
+
+def _plan_cells(plan):
+    """A plan's fields as the cells of a sweep row (the sweep's labels and units), by label.
+
+    Not the ones the row shows as its inputs (an infeasible plan names no accelerator; its row does).
+    """
+    from calculator.results import flatten, frame_columns
+    from calculator.sweeps import PLAN_UNITS
+
+    fields = {k: v for k, v in flatten(plan.to_dict()).items() if k not in {"model", "accelerator", "precision"}}
+    return {label: values[0] for label, values in frame_columns(fields, PLAN_UNITS).items()}
+
+
+def _same_cell(a, b):
+    """Equal cells; a missing value (None, or NaN where the frame's column holds numbers) equals another."""
+
+    def missing(value):
+        return value is None or (isinstance(value, float) and np.isnan(value))
+
+    return (missing(a) and missing(b)) or (not missing(a) and not missing(b) and a == b)
+
+
+def test_sweep_fleet_rows_are_exactly_the_plans_of_separate_size_fleet_calls():
+    # Issue 24, item 9: the points of a sweep share their step arrays and priced candidate grids
+    # (calculator._reuse); every field of every row stays the plan size_fleet makes alone.
+    from calculator.fleet import SearchSpace, Targets, Workload, size_fleet
+
+    accelerators, rates, prompts, tpots = ["h100-sxm", "a100-sxm-80gb"], [3.0, 60.0], [512, 4096], [50.0, 8.0]
+    frame = sweep_fleet("llama-3.1-70b", accelerators, "fp8", Q_(rates, "request/s"), prompts, 256, Q_(2, "s"),
+                        Q_(tpots, "ms"), engine="vllm", ttft_percentile=0.9)  # fmt: skip
+    points = list(itertools.product(accelerators, rates, prompts, tpots))
+    assert len(frame) == len(points)
+    compared = 0
+    for row, (accelerator, rate, prompt, tpot) in zip(frame.to_dict("records"), points, strict=True):
+        plan = size_fleet(
+            "llama-3.1-70b", Workload(Q_(rate, "request/s"), prompt, 256),
+            Targets(Q_(2, "s"), Q_(tpot, "ms"), ttft_percentile=0.9), SearchSpace(accelerator, "fp8"), engine="vllm",
+        )  # fmt: skip
+        cells = {label: value for label, value in _plan_cells(plan).items() if label in row}
+        assert all(_same_cell(row[label], value) for label, value in cells.items()), (accelerator, rate, prompt, tpot)
+        compared += len(cells)
+    assert frame["feasible"].any() and not frame["feasible"].all()  # both kinds of row compared
+    assert compared > 20 * len(points)
+
+
+def test_sweep_fleet_of_a_mixture_of_experts_equals_size_fleet_per_layout():
+    # The expert layouts are separate families of arrays; the sweep reuses each one's own.
+    from calculator.fleet import SearchSpace, Targets, Workload, size_fleet
+
+    layouts = ("tensor", "expert", "attention-dp")
+    frame = sweep_fleet("qwen3-235b-a22b", "h200-sxm", "fp8", Q_([4.0, 30.0], "request/s"), 2048, 256, Q_(2, "s"),
+                        Q_(60, "ms"), moe_layouts=layouts, tensor_parallel=[4, 8], engine="sglang")  # fmt: skip
+    for row, rate in zip(frame.to_dict("records"), [4.0, 30.0], strict=True):
+        plan = size_fleet(
+            "qwen3-235b-a22b", Workload(Q_(rate, "request/s"), 2048, 256), Targets(Q_(2, "s"), Q_(60, "ms")),
+            SearchSpace("h200-sxm", "fp8", tensor_parallel=(4, 8), moe_layouts=layouts), engine="sglang",
+        )  # fmt: skip
+        assert plan.feasible
+        assert all(_same_cell(row[k], v) for k, v in _plan_cells(plan).items() if k in row)
+
+
+def test_sweep_fleet_keeps_model_objects_with_the_same_id_apart():
+    # Reuse is keyed by the object given, not its id: a user's variant of a packaged model (or a
+    # user registry's entry) never takes the packaged one's step arrays.
+    from calculator.fleet import size_fleet
+    from calculator.registry import load_registry
+
+    packaged = load_registry().model("llama-3.1-70b")
+    heavier = packaged.model_copy(update={"parameters": int(packaged.parameters * 1.3)})
+    arguments = ("h100-sxm", "fp8", Q_(20, "request/s"), 1024, 256, Q_(1, "s"), Q_(50, "ms"))
+    frame = sweep_fleet([packaged, heavier, packaged], *arguments)
+    assert list(frame["model"]) == ["llama-3.1-70b"] * 3
+    for row, model in zip(frame.to_dict("records"), [packaged, heavier, packaged], strict=True):
+        plan = size_fleet(model, *arguments)
+        assert (row["batch"], row["gpus"]) == (plan.batch, plan.gpus)
+    assert frame["batch"][0] == frame["batch"][2] != frame["batch"][1]  # the heavier weights leave less KV room
+
+
+def test_a_reuse_scope_is_bounded_and_ends_with_its_call():
+    from calculator._reuse import reusing, shared
+
+    made = []
+    with reusing(size=2):
+        for key in ("a", "b", "a", "c", "a", "b"):
+            shared(key, lambda key=key: made.append(key))
+    # "a" is used again, so "c" pushes out "b" (the least recently used), which is made again
+    assert made == ["a", "b", "c", "b"]
+    shared("a", lambda: made.append("outside"))
+    assert made[-1] == "outside"
+
+
+def test_the_occupancy_tables_chunked_by_cap_equal_one_table_of_every_candidate(monkeypatch):
+    # Issue 24, item 9: _occupancy builds its birth-death tables a chunk of candidates at a time, each
+    # only up to its largest cap; the values are those of one table of the whole row, bit for bit.
+    from calculator.fleet import evaluate
+
+    rng = np.random.default_rng(7)
+    caps = np.array([1, 2, 3, 8, 16, 40, 64, 100, 256, 300, 512, 1000, 1024] * 12, dtype=float)
+    batch = np.stack([rng.permutation(caps), rng.permutation(caps) * 2])  # unsorted; a row of attention ranks
+    rate = np.sort(rng.uniform(0.1, 50.0, batch.shape), axis=1) * np.where(rng.random(batch.shape) < 0.1, 0.0, 1.0)
+    load = rng.uniform(0.01, 60.0, batch.shape)
+    chunked = evaluate._occupancy(batch, rate, load)
+    monkeypatch.setattr(evaluate, "_OCCUPANCY_CHUNK", batch.shape[1])  # one chunk: the whole table
+    whole = evaluate._occupancy(batch, rate, load)
+    for a, b in zip(chunked, whole, strict=True):
+        assert np.array_equal(a, b, equal_nan=True)
+    assert np.isinf(chunked[0]).any() and np.isfinite(chunked[0]).any()  # unstable and stable candidates
+
+
+def test_the_occupancy_exponential_skips_only_exact_zeros():
+    from calculator.fleet.evaluate import _exp_nonpositive
+
+    x = np.concatenate([-np.logspace(-3, 4, 4001), [-np.inf, np.nan, 0.0, -707.9, -708.0, -745.13, -746.0]])
+    out = np.zeros_like(x)
+    _exp_nonpositive(x, out)
+    assert np.array_equal(out, np.exp(x), equal_nan=True)
+    assert (out[(x > -746) & (x < -708)] > 0).all()  # the subnormal band is computed, not zeroed

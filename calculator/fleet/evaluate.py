@@ -23,6 +23,7 @@ degree and cap ``B`` on running sequences at once with numpy, using the calibrat
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import _reuse
 from ..errors import InputError
 from ..performance import (
     EngineProfile,
@@ -175,36 +177,12 @@ def _evaluate(
     ``scale`` multiplies prefill and decode step times (the ends of the model's error interval).
     """
     a = family.arrays
-    eff = profile.efficiency_for(family.accelerator)
-    inputs, outputs = workload.input_tokens, workload.output_tokens
-    hit, shared = serving.prefix_hit_rate, serving.shared_prefix_tokens
-    computed = max(inputs - hit * shared, 1.0)  # prompt tokens actually prefilled
-    # Tokens a running sequence holds on average: its prompt plus half its output, the output
-    # length-biased (long outputs stay longer in the batch): E[O^2] / (2 E[O]) = O (1 + cv^2) / 2.
-    context = inputs + outputs * (1 + workload.output_cv**2) / 2
-    spec = serving.speculation
-    draft = family.draft if spec is not None else None
-    capacity = _capacity(a, draft, profile, tp, context, serving)
-    fits = batch <= capacity
-
-    t_pf = scale[0] * prefill_seconds(a, eff, tp, computed)
-    t_dec = scale[1] * decode_step_seconds(a, eff, tp, batch, context)
-    per_token = (
-        t_dec if spec is None or draft is None else _per_token(a, draft, eff, tp, batch, context, spec, scale[1])
-    )
-    decode_slots = max(outputs - 1, 1.0)
-    # Prompt lengths: quadrature nodes of the log-normal length distribution (prefill cost is
-    # convex in the length), and the length at the TTFT percentile.
-    nodes, weights = _length_nodes(inputs, workload.input_cv)
-    prompts = _Prompts(nodes, weights, _length_quantile(inputs, workload.input_cv, percentile), computed, hit * shared)
-    grid = _Step(a, eff, tp, batch, context, scale)
-    if profile.mixed_batching:
-        ranks = family.ranks(tp)  # each attention rank schedules its own token budget
-        budget = float(serving.chunk_size or profile.limits(a.memory, a.accelerator)[0]) * ranks
-        chunked = profile.chunked_prefill or bool(serving.chunk_size)
-        it = _mixed_iteration(grid, t_dec, per_token, prompts, budget, chunked, decode_slots, ranks)
-    else:
-        it = _prefill_first_iteration(grid, t_pf, per_token, prompts, decode_slots)
+    pricing = _Pricing(family, profile, workload, tp, batch, serving, percentile, scale)
+    priced = _reuse.shared(pricing.key(), pricing.price)
+    capacity, fits, t_pf, t_dec, per_token, it = (
+        priced.capacity, priced.fits, priced.prefill, priced.decode_step, priced.per_token, priced.iteration
+    )  # fmt: skip
+    decode_slots = priced.decode_slots
     step, rate = it.step, it.rate
     lam = workload.arrival_rate.m_as("request/s")
     demand = replica_demand.numeric(arrival_rate=lam, replica_throughput=rate, max_utilization=max_utilization)
@@ -256,6 +234,95 @@ def _evaluate(
         weights_per_device=a.weights_per_device(tp),
         oversized=oversized,
     )
+
+
+@dataclass(frozen=True)
+class _Priced:
+    """One family's candidate grid priced before any queueing: what :func:`_evaluate` reads that the rate does not set.
+
+    ``capacity`` and ``fits``: sequences the KV cache holds and which caps fit; ``prefill`` and
+    ``decode_step`` (s): a prompt's prefill alone and a decode step at the cap; ``per_token`` (s): a
+    decode step or a speculative round per token; ``iteration``: the iterations with their prompts;
+    ``decode_slots``: the output tokens after the first.
+    """
+
+    capacity: np.ndarray
+    fits: np.ndarray
+    prefill: np.ndarray
+    decode_step: np.ndarray
+    per_token: np.ndarray
+    iteration: _Iteration
+    decode_slots: float  # output tokens after the first (at least one)
+
+
+@dataclass(frozen=True, eq=False)
+class _Pricing:
+    """What pricing one family's candidate grid reads (:meth:`price`), and the key that stands for it (:meth:`key`)."""
+
+    family: _Family
+    profile: EngineProfile
+    workload: Workload
+    tp: np.ndarray
+    batch: np.ndarray
+    serving: ServingOptions
+    percentile: float | None
+    scale: tuple[float, float]
+
+    def key(self) -> tuple[Any, ...]:
+        """Everything :meth:`price` reads: the family's arrays and the profile by identity, the rest by value.
+
+        Not the arrival rate, its variability, the router or the headroom: points that differ only
+        in those share the priced grid.
+        """
+        family, workload, serving, tp, batch = self.family, self.workload, self.serving, self.tp, self.batch
+        spec = serving.speculation
+        return (
+            "priced", _reuse.Same(family.arrays), _reuse.Same(family.draft) if spec is not None else None,
+            family.accelerator, _reuse.Same(self.profile),
+            workload.input_tokens, workload.output_tokens, workload.input_cv, workload.output_cv, self.percentile,
+            serving.prefix_hit_rate, serving.shared_prefix_tokens, serving.chunk_size,
+            None if spec is None else (spec.draft_length, spec.acceptance), self.scale,
+            tp.shape, tp.dtype.str, tp.tobytes(), batch.shape, batch.dtype.str, batch.tobytes(),
+        )  # fmt: skip
+
+    def price(self) -> _Priced:
+        """The step model on the grid: memory, prefill, decode and the iterations carrying prompts (no arrival rate)."""
+        family, profile, workload, serving = self.family, self.profile, self.workload, self.serving
+        tp, batch, scale = self.tp, self.batch, self.scale
+        a = family.arrays
+        eff = profile.efficiency_for(family.accelerator)
+        inputs, outputs = workload.input_tokens, workload.output_tokens
+        hit, prefix = serving.prefix_hit_rate, serving.shared_prefix_tokens
+        computed = max(inputs - hit * prefix, 1.0)  # prompt tokens actually prefilled
+        # Tokens a running sequence holds on average: its prompt plus half its output, the output
+        # length-biased (long outputs stay longer in the batch): E[O^2] / (2 E[O]) = O (1 + cv^2) / 2.
+        context = inputs + outputs * (1 + workload.output_cv**2) / 2
+        spec = serving.speculation
+        draft = family.draft if spec is not None else None
+        capacity = _capacity(a, draft, profile, tp, context, serving)
+        t_pf = scale[0] * prefill_seconds(a, eff, tp, computed)
+        t_dec = scale[1] * decode_step_seconds(a, eff, tp, batch, context)
+        per_token = (
+            t_dec if spec is None or draft is None else _per_token(a, draft, eff, tp, batch, context, spec, scale[1])
+        )
+        decode_slots = max(outputs - 1, 1.0)
+        # Prompt lengths: quadrature nodes of the log-normal length distribution (prefill cost is
+        # convex in the length), and the length at the TTFT percentile.
+        nodes, weights = _length_nodes(inputs, workload.input_cv)
+        tail = _length_quantile(inputs, workload.input_cv, self.percentile)
+        prompts = _Prompts(nodes, weights, tail, computed, hit * prefix)
+        grid = _Step(a, eff, tp, batch, context, scale)
+        if profile.mixed_batching:
+            ranks = family.ranks(tp)  # each attention rank schedules its own token budget
+            budget = float(serving.chunk_size or profile.limits(a.memory, a.accelerator)[0]) * ranks
+            chunked = profile.chunked_prefill or bool(serving.chunk_size)
+            it = _mixed_iteration(grid, t_dec, per_token, prompts, budget, chunked, decode_slots, ranks)
+        else:
+            it = _prefill_first_iteration(grid, t_pf, per_token, prompts, decode_slots)
+        for value in (capacity, t_pf, t_dec, per_token, *(getattr(it, f.name) for f in dataclasses.fields(it))):
+            if isinstance(value, np.ndarray):
+                value.flags.writeable = False  # points of a sweep share these arrays (calculator._reuse)
+        return _Priced(capacity, batch <= capacity, t_pf, t_dec, per_token, it, decode_slots)
 
 
 @dataclass(frozen=True)
@@ -422,6 +489,10 @@ def _running_batch(batch: np.ndarray, rate: np.ndarray, load: np.ndarray) -> np.
     return np.minimum(out, batch)
 
 
+#: Candidates whose occupancy tables :func:`_occupancy` builds at once.
+_OCCUPANCY_CHUNK = 64
+
+
 def _occupancy(batch: np.ndarray, rate: np.ndarray, load: np.ndarray) -> tuple[np.ndarray, ...]:
     """The running batch as a birth-death process: arrivals ``load``, completions ``rate(n)``.
 
@@ -429,26 +500,44 @@ def _occupancy(batch: np.ndarray, rate: np.ndarray, load: np.ndarray) -> tuple[n
     rate curve, interpolated at every whole ``n``); beyond the cap ``B`` requests wait and complete at
     ``rate(B)``. Returns, per candidate, the mean running batch, the mean wait for a slot, the
     probability the cap is full, and ``rate(B) - load`` (the drain rate of that queue; <= 0 unstable).
+
+    The probabilities of ``n = 0 .. B`` running form one table row per candidate, as long as the TP
+    row's largest cap. The candidates are taken a chunk at a time in order of their cap, and a
+    chunk's table is computed only up to its largest cap (beyond a cap every probability is zero);
+    the sums still run over whole rows, so the values are those of one table of every candidate.
     """
     mean = np.empty_like(load, dtype=float)
     wait, full = np.empty_like(mean), np.empty_like(mean)
     for i in range(batch.shape[0]):
+        caps = batch[i].astype(int)
         n = np.arange(int(batch[i].max()) + 1, dtype=float)  # this row's caps (attention ranks multiply them)
         curve = np.interp(n[1:], batch[i], rate[i])
         cumulative = np.concatenate(([0.0], np.cumsum(np.log(np.maximum(curve, 1e-300)))))
-        lam = load[i][:, None]
-        cap = batch[i][:, None]
-        log_p = n[None, :] * np.log(lam) - cumulative[None, :]
-        log_p = np.where(n[None, :] <= cap, log_p, -np.inf)
-        log_p -= log_p.max(axis=1, keepdims=True)
-        p = np.exp(log_p)
-        at_cap = np.take_along_axis(p, batch[i][:, None].astype(int), axis=1)[:, 0]
         rho = np.minimum(load[i] / np.interp(batch[i], n[1:], curve), 1 - 1e-12)
-        tail = at_cap * rho / (1 - rho)
-        total = p.sum(axis=1) + tail
-        mean[i] = ((p * n[None, :]).sum(axis=1) + batch[i] * tail) / total
-        full[i] = (at_cap + tail) / total
-        wait[i] = at_cap * rho / (1 - rho) ** 2 / total / load[i]
+        log_load = np.log(load[i])
+        order = np.argsort(caps, kind="stable")
+        log_rows = np.empty((min(_OCCUPANCY_CHUNK, caps.size), n.size))
+        rows = np.empty_like(log_rows)
+        for start in range(0, caps.size, _OCCUPANCY_CHUNK):
+            chunk = order[start : start + _OCCUPANCY_CHUNK]
+            cap, width = caps[chunk], int(caps[chunk].max()) + 1
+            # log P(n) up to a constant: n log(load) - sum of log rate(k) for k <= n; none beyond the cap
+            log_p = log_rows[: chunk.size, :width]
+            np.multiply(n[:width], log_load[chunk, None], out=log_p)
+            log_p -= cumulative[:width]
+            np.copyto(log_p, -np.inf, where=n[:width] > cap[:, None])
+            log_p -= log_p.max(axis=1, keepdims=True)
+            p = rows[: chunk.size]
+            p.fill(0.0)
+            _exp_nonpositive(log_p, p[:, :width])
+            at_cap = p[np.arange(chunk.size), cap]
+            r = rho[chunk]
+            tail = at_cap * r / (1 - r)
+            total = p.sum(axis=1) + tail
+            p[:, :width] *= n[:width]
+            mean[i, chunk] = (p.sum(axis=1) + batch[i, chunk] * tail) / total
+            full[i, chunk] = (at_cap + tail) / total
+            wait[i, chunk] = at_cap * r / (1 - r) ** 2 / total / load[i, chunk]
     drain = np.stack([np.interp(batch[i], batch[i], rate[i]) for i in range(batch.shape[0])]) - load
     unstable = drain <= 0
     return (
@@ -457,6 +546,20 @@ def _occupancy(batch: np.ndarray, rate: np.ndarray, load: np.ndarray) -> tuple[n
         np.where(unstable, 1.0, full),
         drain,
     )
+
+
+def _exp_nonpositive(x: np.ndarray, out: np.ndarray) -> None:
+    """``out[...] = np.exp(x)`` for ``x <= 0`` into a zeroed ``out``: the same values, the zeros not computed.
+
+    numpy's vectorized exp runs an order of magnitude slower on inputs whose result underflows, and
+    most of an occupancy table is ``-inf`` (beyond a cap) or deep in the tail: only the inputs with a
+    normal result (above -708), the subnormal band and any NaN go through exp; below -746 the
+    exponential is 0, as ``out`` holds already.
+    """
+    np.exp(x, out=out, where=~(x <= -708.0))
+    band = (x <= -708.0) & (x >= -746.0)
+    if band.any():
+        out[band] = np.exp(x[band])
 
 
 def _on_row(running: np.ndarray, batch: np.ndarray, values: Any) -> np.ndarray:
@@ -500,18 +603,36 @@ def _families(model: Any, space: SearchSpace, costs: Costs, speculation: Specula
         hourly = _price_for(device.id, accelerator, costs.gpu_hour, reg)
         for precision in space.precisions:
             kv = space.kv_precision
-            arrays = step_arrays(model, device, precision, kv, engine=engine, registry=reg)
-            draft = (
-                step_arrays(speculation.draft_model, device, precision, kv, engine=engine, registry=reg)
-                if speculation
-                else None
-            )
+            arrays = _shared_arrays(model, device, precision, kv, engine, reg)
+            draft = _shared_arrays(speculation.draft_model, device, precision, kv, engine, reg) if speculation else None
             name, tdp = check_precision(precision), device.tdp.m_as("W")
             for layout in space.moe_layouts if arrays.experts > 1 else ("tensor",):
-                laid = arrays if layout == "tensor" else arrays.with_expert_tensor_parallel(1.0)
-                laid = laid.with_attention_data_parallel(1.0) if layout == "attention-dp" else laid
-                out.append(_Family(device.id, name, laid, hourly, tdp, draft, layout))
+                out.append(_Family(device.id, name, _laid_out(arrays, layout), hourly, tdp, draft, layout))
     return out
+
+
+def _shared_arrays(model: Any, device: Any, precision: str, kv: str | None, engine: EngineProfile,
+                   reg: Any) -> StepArrays:  # fmt: skip
+    """:func:`~calculator.performance.step_arrays`, once per sweep for the same inputs.
+
+    The entry objects, the engine profile and the registry are keyed by identity (a user's model or
+    registry never stands for the packaged one), ids and precisions by name.
+    """
+    entry = model if isinstance(model, str) else _reuse.Same(model)
+    key = ("step_arrays", entry, _reuse.Same(device), precision, kv, _reuse.Same(engine), _reuse.Same(reg))
+    return _reuse.shared(key, lambda: step_arrays(model, device, precision, kv, engine=engine, registry=reg))
+
+
+def _laid_out(arrays: StepArrays, layout: str) -> StepArrays:
+    """A mixture of experts' arrays in an expert ``layout``: split by TP, spread (EP = TP), or attention ranks."""
+    if layout == "tensor":
+        return arrays
+
+    def build() -> StepArrays:
+        laid = arrays.with_expert_tensor_parallel(1.0)
+        return laid.with_attention_data_parallel(1.0) if layout == "attention-dp" else laid
+
+    return _reuse.shared(("laid_out", _reuse.Same(arrays), layout), build)
 
 
 def _price_for(accelerator_id: str, given_name: Any, price: Any, reg: Any) -> float:

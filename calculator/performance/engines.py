@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .. import _reuse
 from ..errors import InputError
 from ..results import Result
 from ..types import Bytes, Time
@@ -331,8 +332,11 @@ def engine_profile(engine: str | EngineProfile | None, registry: Any = None) -> 
     else:
         section = registry.engines
         entry_id = section.resolve(key)
-        if entry_id is not None:
-            return profile_from_entry(section[entry_id], registry.sources)
+        if entry_id is not None:  # one profile object per registry and entry in a sweep (its points share it)
+            return _reuse.shared(
+                ("engine_profile", _reuse.Same(registry), entry_id),
+                lambda: profile_from_entry(section[entry_id], registry.sources),
+            )
         names = [k for k in section if k != GENERIC]
     raise InputError(f"argument 'engine' must be one of {', '.join(sorted(names))} or None, got {engine!r}")
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._support import count
+from .._support import count, executor_or_none
 from ..errors import InputError
 from ..results import Result
 from ._common import _process_pool, _seeds, _statistic_name
@@ -179,11 +179,34 @@ def verify_plan(
     plus two). Each count runs ``seeds`` seeds of ``requests`` requests (default
     :func:`default_requests`), in parallel through ``executor``.
 
+    Parameters
+    ----------
+    plan : FleetPlan
+        A feasible plan of :func:`~calculator.fleet.size_fleet` (without speculative decoding or
+        prefix caching, which the simulator does not model).
+    requests : int, optional
+        Requests per simulation (default :func:`default_requests` of the plan's replicas).
+    seeds : int or sequence of int
+        Seeds per replica count (a count, or the seeds themselves).
+    router : str, optional
+        The router to simulate (default: the plan's).
+    max_replicas : int, optional
+        The largest replica count tried (default twice the plan's plus two).
+    executor : concurrent.futures.Executor, optional
+        Runs the seeds of each count (default: a process pool over this machine's cores when
+        there are several seeds, shut down at the end; any Executor works, a ``dask.distributed``
+        client's ``get_executor()`` included: ``docs/simulation.md``).
+    progress : callable, optional
+        Called with the fraction done, in [0, 1].
+    time_limit : float
+        Wall-clock seconds a seed may run before it stops and says so.
+
     Returns
     -------
     PlanVerification
     """
     _check_plan(plan, "verify_plan")
+    executor_or_none("verify_plan", executor)
     start = int(plan.replicas)
     _check_requests("verify_plan", requests)
     if max_replicas is not None and not isinstance(max_replicas, int | np.integer):

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from .._support import executor_or_none
 from ..errors import InputError
 from ..types import Time
 from ._common import _process_pool, _seeds, _statistic_name, _time_seconds
@@ -84,7 +85,8 @@ def simulate(
         of an open-loop run (the fleet starts empty and drains at the end); closed loop keeps all.
     executor : concurrent.futures.Executor, optional
         Runs the seeds (default: a process pool over this machine's cores when there are several
-        seeds; any Executor works, a ``dask.distributed`` client's included).
+        seeds; any Executor works, a ``dask.distributed`` client's ``get_executor()`` included:
+        ``docs/simulation.md``). Each seed is one task, its result gathered in order.
     progress : callable, optional
         Called with the fraction done, in [0, 1].
     time_limit : float
@@ -115,6 +117,7 @@ def simulate(
             raise InputError(f"simulate(): argument '{name}' must be in [0, 0.5), got {value!r}")
     if not (isinstance(time_limit, int | float) and time_limit > 0):
         raise InputError(f"simulate(): argument 'time_limit' must be > 0 seconds, got {time_limit!r}")
+    executor_or_none("simulate", executor)
     policy = router_name(router)
     seed_list = _seeds(seeds)
     targets = _targets(ttft_slo, tpot_slo, tbt_slo, ttft_percentile, tpot_percentile)

@@ -462,7 +462,7 @@ def test_help_of_every_command_shows_plain_flags_capital_arguments_and_typed_met
         (["--input-cv", "1e9"], "argument 'input_cv' must be at most 100"),
         (["--speculate", "no-such-draft"], "option --speculate: unknown model id 'no-such-draft'"),
         (["--prefix-hit", "0.5"], "--prefix-hit and --shared-prefix go together"),
-        (["--requests", "100"], "--requests and --seeds set up --verify; add --verify"),
+        (["--requests", "100"], "--requests, --seeds and --time-limit set up --verify; add --verify"),
         (["--cold-start", "5 min"], "--demand-bin and --cold-start apply to a --demand curve"),
         (["--interconnect", "nvlink"], "--interconnect is the KV handoff link of --disaggregated"),
     ],

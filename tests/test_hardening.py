@@ -478,3 +478,42 @@ def test_cli_errors_name_the_option_and_refuse_empty_or_one_bin_inputs(tmp_path)
     assert empty.exit_code == 2 and "the file is empty" in empty.output
     folder = runner.invoke(app, [*args, "--extra", str(tmp_path)])
     assert folder.exit_code == 2 and "cli:" not in folder.output and "Traceback" not in folder.output
+
+
+# --------------------------------------------------------------------- Hardening II: one deadline per call
+
+
+@pytest.mark.parametrize(("start", "fewest"), [(100, 37), (5, 40), (1000, 1), (7, 7), (1, 1), (3, 200)])
+def test_the_replica_search_brackets_and_bisects(start, fewest):
+    # Issue 25 item 2: the search moved one replica at a time (1,000 replicas: hundreds of simulations).
+    from calculator.simulation.plans import _Search
+
+    tried = []
+
+    def meets(count):
+        tried.append(count)
+        return count >= fewest
+
+    found = _Search(meets).fewest_meeting(start, limit=max(2 * start + 2, 400))
+    assert found == fewest
+    assert len(tried) <= 2 * math.log2(max(start, fewest)) + 4, tried
+    if fewest < start:
+        assert start - 1 in tried  # "N - 1 miss them" is a simulated fact, not inferred
+
+
+def test_verify_plan_keeps_one_deadline_for_the_whole_call():
+    # verify_plan(replicas=1000, requests=20000, time_limit=10) ran for more than 75 s: time_limit bounded one seed.
+    import dataclasses
+
+    from calculator.fleet import size_fleet
+    from calculator.simulation import verify_plan
+
+    plan = size_fleet(*SIZING, Q_(20, "request/s"), 1000, 200, Q_(1, "s"), Q_(50, "ms"))
+    wide = dataclasses.replace(plan, replicas=400, gpus=400 * plan.tensor_parallel)
+    started = time.perf_counter()
+    checked = verify_plan(wide, requests=8000, seeds=1, time_limit=3)
+    assert time.perf_counter() - started < 3 + 2.5
+    assert checked.truncated.startswith("the search stopped at the 3 s time_limit")
+    assert "the search stopped at the 3 s time_limit" in checked.verdict and "fewer may meet them" in checked.verdict
+    with pytest.raises(InputError, match="argument 'time_limit' must be a finite number of seconds > 0"):
+        verify_plan(plan, time_limit=float("inf"))

@@ -26,6 +26,7 @@ from .sizing import (
     ModelArgument,
     RequestsOption,
     SizingFlags,
+    TimeLimitOption,
     _fill_prices,
     _missing,
     _replicas,
@@ -138,6 +139,7 @@ def simulate_command(
             show_default=False,
         ),
     ] = None,
+    time_limit: TimeLimitOption = None,
     as_json: JsonOption = False,
     output_format: FormatOption = None,
     out: OutOption = None,
@@ -146,7 +148,8 @@ def simulate_command(
 
     The plan comes from --plan (the JSON of 'servecalc size --json') or is sized from the same options
     as 'servecalc size'. With --verify (the default) the plan's replica count is simulated, then one
-    fewer or one more until the fewest that meet the targets is found; with --replicas N only N are
+    fewer or one more, then in doubling strides and by bisection, until the fewest that meet the
+    targets is found, within --time-limit for the whole search; with --replicas N only N are
     simulated. Progress goes to standard error, results to standard output.
     """
     from ..simulation import router_name, simulate_plan, verify_plan
@@ -165,6 +168,8 @@ def simulate_command(
         task = bar.add_task("simulating", total=1.0)
         options: dict[str, Any] = {"requests": requests, "seeds": seeds, "router": router,
                    "progress": lambda done: bar.update(task, completed=done)}  # fmt: skip
+        if time_limit is not None:
+            options["time_limit"] = time_limit
         if replicas is None:
             verification = verify_plan(plan, max_replicas=max_replicas, **options)
             results = verification.results

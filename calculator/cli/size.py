@@ -30,6 +30,7 @@ from .sizing import (
     ModelArgument,
     RequestsOption,
     SizingFlags,
+    TimeLimitOption,
     _field_lines,
     _fill_prices,
     _flag,
@@ -153,6 +154,7 @@ def size(
         int | None,
         typer.Option(metavar="INT", min=1, max=1000, help="Seeds of --verify (default 2).", show_default=False),
     ] = None,
+    time_limit: TimeLimitOption = None,
     as_json: JsonOption = False,
     output_format: FormatOption = None,
     out: OutOption = None,
@@ -170,8 +172,8 @@ def size(
         raise _fail(f"--emit {emit.value} conflicts with --format {fmt.value}")
     if out is not None:
         _check_out(out)
-    if not verify and (requests is not None or seeds is not None):
-        raise _fail("--requests and --seeds set up --verify; add --verify")
+    if not verify and (requests is not None or seeds is not None or time_limit is not None):
+        raise _fail("--requests, --seeds and --time-limit set up --verify; add --verify")
     registry = _load(None, sizing.extra)
     curve = _demand_curve(demand, demand_bin) if demand is not None else None
     if curve is None and (demand_bin is not None or cold_start is not None):
@@ -191,7 +193,8 @@ def size(
         _size_disaggregated(inputs, sizing, registry, interconnect, fmt, out, given)
     if interconnect is not None:
         raise _fail("--interconnect is the KV handoff link of --disaggregated or of 'servecalc compare'")
-    checks = {name: value for name, value in (("requests", requests), ("seeds", seeds)) if value is not None}
+    asked = {"requests": requests, "seeds": seeds, "time_limit": time_limit}
+    checks = {name: value for name, value in asked.items() if value is not None}
     verification = {"verify": True, "verify_options": checks} if verify else {}
     with _library_errors():
         prices = _fill_prices(inputs, registry)

@@ -69,6 +69,20 @@ RequestsOption = Annotated[
 ]
 
 
+#: The wall clock of a simulation check (``size --verify`` and ``simulate``), for the whole call.
+TimeLimitOption = Annotated[
+    float | None,
+    typer.Option(
+        "--time-limit",
+        metavar="SECONDS",
+        min=0.1,
+        max=86_400,
+        help="Wall-clock seconds for the whole simulation check (default 120); a search cut short says so.",
+        show_default=False,
+    ),
+]
+
+
 @dataclasses.dataclass(frozen=True)
 class SizingFlags:
     """The sizing options of ``size``, ``simulate`` and ``compare``, one field per flag, as typed.

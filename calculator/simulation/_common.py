@@ -32,6 +32,13 @@ def _statistic_name(percentile: float | None) -> str:
     return percentile_label(percentile)
 
 
+def _positive_seconds(function: str, argument: str, value: Any) -> float:
+    """A wall-clock budget in seconds: a finite number above 0 (an InputError naming it otherwise)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
+        raise InputError(f"{function}(): argument '{argument}' must be a finite number of seconds > 0, got {value!r}")
+    return float(value)
+
+
 def _seeds(seeds: int | Sequence[int]) -> tuple[int, ...]:
     if isinstance(seeds, int | np.integer):
         if not 1 <= seeds <= 1000:

@@ -7,6 +7,7 @@ replica count that meets its targets in simulation.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ import numpy as np
 from .._support import count, executor_or_none
 from ..errors import InputError
 from ..results import Result
-from ._common import _process_pool, _seeds, _statistic_name
+from ._common import _positive_seconds, _process_pool, _seeds, _statistic_name
 from .inputs import MAX_REQUESTS, TIME_LIMIT, SimulationSetup, Traffic
 from .results import SimulationResult
 from .run import simulate
@@ -139,6 +140,8 @@ class PlanVerification(Result):
     results : dict of int to SimulationResult
         The simulations, by replica count.
     verdict : str
+    truncated : str
+        Why the search stopped before it settled ("" when it did): the call's ``time_limit``.
     """
 
     analytical_replicas: int
@@ -148,6 +151,7 @@ class PlanVerification(Result):
     table: pd.DataFrame = field(repr=False)
     results: dict[int, SimulationResult] = field(repr=False)
     verdict: str
+    truncated: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """The replica counts, the table as records and the verdict (the runs stay in ``results``)."""
@@ -158,6 +162,7 @@ class PlanVerification(Result):
             "tight": self.tight,
             "table": self.table.to_dict(orient="records"),
             "verdict": self.verdict,
+            "truncated": self.truncated,
         }
 
 
@@ -174,10 +179,14 @@ def verify_plan(
 ) -> PlanVerification:
     """Simulate a plan and search the smallest replica count that meets its targets in simulation.
 
-    Starts at the plan's replicas; if they meet the targets, tries one fewer until a count misses,
-    otherwise one more until a count meets them (up to ``max_replicas``, default twice the plan's
-    plus two). Each count runs ``seeds`` seeds of ``requests`` requests (default
-    :func:`default_requests`), in parallel through ``executor``.
+    Starts at the plan's replicas. If they meet the targets it tries one fewer, then steps down by
+    doubling strides (2, 4, 8, ...) until a count misses; otherwise one more, then up by doubling
+    strides until a count meets them (up to ``max_replicas``, default twice the plan's plus two).
+    Between the last miss and the first meet it bisects, so a plan of 1,000 replicas takes a few
+    dozen simulations, not hundreds. Each count runs ``seeds`` seeds of ``requests`` requests
+    (default :func:`default_requests`), in parallel through ``executor``. The whole call has one
+    deadline, ``time_limit``; when it passes, the search stops with what it found and ``truncated``
+    says so.
 
     Parameters
     ----------
@@ -199,12 +208,14 @@ def verify_plan(
     progress : callable, optional
         Called with the fraction done, in [0, 1].
     time_limit : float
-        Wall-clock seconds a seed may run before it stops and says so.
+        Wall-clock seconds for the whole call: each simulation gets what is left, and the search
+        stops (``truncated`` says where) when none is.
 
     Returns
     -------
     PlanVerification
     """
+    deadline = time.perf_counter() + _positive_seconds("verify_plan", "time_limit", time_limit)
     _check_plan(plan, "verify_plan")
     executor_or_none("verify_plan", executor)
     start = int(plan.replicas)
@@ -222,6 +233,9 @@ def verify_plan(
     steps = [0]
 
     def run(count: int) -> bool:
+        left = deadline - time.perf_counter()
+        if left <= 0:
+            raise _OutOfTimeError
         results[count] = simulate_plan(
             plan,
             replicas=count,
@@ -229,33 +243,66 @@ def verify_plan(
             seeds=seed_list,
             router=router,
             executor=pool,
-            time_limit=time_limit,
+            time_limit=left,
         )
         steps[0] += 1
         if progress is not None:
-            progress(min(steps[0] / 4, 0.95))
+            progress(min(steps[0] / 8, 0.95))
+        if results[count].truncated and "time_limit" in results[count].truncated:
+            if count != start:
+                del results[count]  # cut short: neither a meet nor a miss
+            raise _OutOfTimeError
         return bool(results[count].meets_targets)
 
+    search = _Search(run)
     try:
-        simulated = _fewest_meeting(run, start, limit)
+        simulated = search.fewest_meeting(start, limit)
+    except _OutOfTimeError:
+        simulated = search.best
     finally:
         if own and pool is not None:
             pool.shutdown(cancel_futures=True)
     if progress is not None:
         progress(1.0)
+    truncated = ""
+    if search.stopped:
+        truncated = f"the search stopped at the {time_limit:g} s time_limit after {len(results)} replica count(s)"
+    if start not in results:  # not even one simulation began: the deadline had passed
+        raise InputError(f"verify_plan(): argument 'time_limit' ({time_limit:g} s) left no time to simulate the plan")
     table = _verification_table(plan, results)
+    if results[start].truncated:  # the plan's own count ran out of time: no verdict on it
+        return PlanVerification(
+            analytical_replicas=start,
+            simulated_replicas=None,
+            meets_targets=False,
+            tight=False,
+            table=table,
+            results=results,
+            verdict=f"the plan's {_replicas(start)} could not be simulated to the end: {results[start].truncated} "
+            "(give more time, fewer requests, or fewer replicas)",
+            truncated=truncated,
+        )
     meets = bool(results[start].meets_targets)
     tight = meets and ((start - 1 in results and not results[start - 1].meets_targets) or start == 1)
     if simulated is None:
-        verdict = f"no replica count up to {limit} meets the targets in simulation"
+        verdict = (
+            "no replica count simulated meets the targets"
+            if truncated
+            else f"no replica count up to {limit} meets the targets in simulation"
+        )
     elif simulated == start:
-        verdict = f"the plan's {start} replicas meet the targets in simulation; {start - 1} miss them"
+        verdict = f"the plan's {_replicas(start)} meet the targets in simulation"
         if start == 1:
             verdict = "the plan's single replica meets the targets in simulation"
+        elif tight:
+            verdict += f"; {start - 1} miss them"
     elif simulated < start:
-        verdict = f"{simulated} replicas meet the targets in simulation; the plan's {start} over-provision"
+        verb = "meets" if simulated == 1 else "meet"
+        verdict = f"{_replicas(simulated)} {verb} the targets in simulation; the plan's {start:,} over-provision"
     else:
-        verdict = f"the plan's {start} replicas miss the targets in simulation; {simulated} meet them"
+        verdict = f"the plan's {_replicas(start)} miss the targets in simulation; {simulated:,} meet them"
+    if truncated:
+        verdict += f" ({truncated}; fewer may meet them)" if simulated is not None else f" ({truncated})"
     return PlanVerification(
         analytical_replicas=start,
         simulated_replicas=simulated,
@@ -264,21 +311,64 @@ def verify_plan(
         table=table,
         results=results,
         verdict=verdict,
+        truncated=truncated,
     )
 
 
-def _fewest_meeting(run: Callable[[int], bool], start: int, limit: int) -> int | None:
-    """The fewest replicas meeting the targets, walking one at a time from ``start`` (None up to ``limit``)."""
-    replicas = start
-    if run(start):
-        while replicas > 1 and run(replicas - 1):
-            replicas -= 1
-        return replicas
-    while replicas < limit:
-        replicas += 1
-        if run(replicas):
-            return replicas
-    return None
+def _replicas(count: int) -> str:
+    return f"{count:,} replica{'' if count == 1 else 's'}"
+
+
+class _OutOfTimeError(Exception):
+    """The call's deadline passed (internal: the search stops with what it found)."""
+
+
+class _Search:
+    """The fewest replicas meeting the targets: bracket by doubling strides from the plan's count, then bisect.
+
+    ``run(count)`` simulates a count and says whether it meets the targets (assumed monotone in the
+    count). ``best`` is the fewest count found to meet them so far; ``stopped`` says the deadline
+    cut the search short.
+    """
+
+    def __init__(self, run: Callable[[int], bool]) -> None:
+        self._run = run
+        self.best: int | None = None
+        self.stopped = False
+
+    def meets(self, count: int) -> bool:
+        try:
+            ok = self._run(count)
+        except _OutOfTimeError:
+            self.stopped = True
+            raise
+        if ok and (self.best is None or count < self.best):
+            self.best = count
+        return ok
+
+    def fewest_meeting(self, start: int, limit: int) -> int | None:
+        if self.meets(start):
+            miss, meet, stride = 0, start, 1  # 0 replicas never meet
+            while meet - stride >= 1 and self.meets(meet - stride):
+                meet, stride = meet - stride, stride * 2
+            miss = max(meet - stride, 0)
+        else:
+            miss, stride = start, 1
+            while True:
+                if miss >= limit:
+                    return None
+                trial = min(miss + stride, limit)
+                if self.meets(trial):
+                    meet = trial
+                    break
+                miss, stride = trial, stride * 2
+        while meet - miss > 1:  # miss < fewest <= meet
+            middle = (miss + meet) // 2
+            if self.meets(middle):
+                meet = middle
+            else:
+                miss = middle
+        return meet
 
 
 def _verification_table(plan: FleetPlan, results: dict[int, SimulationResult]) -> Any:

@@ -15,7 +15,7 @@ import numpy as np
 from .._support import executor_or_none
 from ..errors import InputError
 from ..types import Time
-from ._common import _process_pool, _seeds, _statistic_name, _time_seconds
+from ._common import _positive_seconds, _process_pool, _seeds, _statistic_name, _time_seconds
 from .inputs import DEFAULT_ROUTER, TIME_LIMIT, SimulationSetup, Traffic, router_name
 from .results import SimulationResult, _frame, _replica_series, _summarize
 from .seed import _limits, _Run, _simulate_seed
@@ -115,8 +115,7 @@ def simulate(
     for name, value in (("warmup", warmup), ("cooldown", cooldown)):
         if not (isinstance(value, int | float) and 0 <= value < 0.5):
             raise InputError(f"simulate(): argument '{name}' must be in [0, 0.5), got {value!r}")
-    if not (isinstance(time_limit, int | float) and time_limit > 0):
-        raise InputError(f"simulate(): argument 'time_limit' must be > 0 seconds, got {time_limit!r}")
+    time_limit = _positive_seconds("simulate", "time_limit", time_limit)
     executor_or_none("simulate", executor)
     policy = router_name(router)
     seed_list = _seeds(seeds)

@@ -128,6 +128,7 @@ def _limits(setup: SimulationSetup) -> tuple[StepArrays, Any, int, int, float]:
 
 def _simulate_seed(run: _Run, progress: Callable[[float], None] | None = None) -> dict[str, Any]:
     """Simulate one seed; returns per-request arrays and per-replica series."""
+    started_wall = _time.perf_counter()  # the seed's setup counts against its time_limit
     setup, traffic = run.setup, run.traffic
     a, profile, budget, max_seqs, capacity = _limits(setup)
     if capacity < 1:
@@ -203,8 +204,11 @@ def _simulate_seed(run: _Run, progress: Callable[[float], None] | None = None) -
         own_next = [0] * count
     too_big = [p + o > capacity for p, o in zip(prompt_l, output_l, strict=True)]
     done = 0
-    started_wall = _time.perf_counter()
     truncated = ""
+    # The loop stops early enough to leave time for turning the requests and the replicas' series
+    # into arrays and a summary (about 1.5 us per request, 0.3 ms per replica): the call returns
+    # within about its time_limit.
+    budget_wall = max(run.time_limit - min(0.5 * run.time_limit, 1.5e-6 * total + 3e-4 * count), 0.0)
     steps = 0
 
     def ready_replicas(now: float) -> int:
@@ -475,8 +479,8 @@ def _simulate_seed(run: _Run, progress: Callable[[float], None] | None = None) -
             steps += 1
             if steps & 4095 == 0 or steps - checked > 4096:
                 checked = steps
-                if _time.perf_counter() - started_wall > run.time_limit:
-                    truncated = f"stopped after {run.time_limit:g} s of wall clock (time_limit)"
+                if _time.perf_counter() - started_wall > budget_wall:
+                    truncated = f"stopped after {run.time_limit:.3g} s of wall clock (time_limit)"
                     break
                 if progress is not None:
                     progress(done / total)

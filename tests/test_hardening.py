@@ -517,3 +517,16 @@ def test_verify_plan_keeps_one_deadline_for_the_whole_call():
     assert "the search stopped at the 3 s time_limit" in checked.verdict and "fewer may meet them" in checked.verdict
     with pytest.raises(InputError, match="argument 'time_limit' must be a finite number of seconds > 0"):
         verify_plan(plan, time_limit=float("inf"))
+
+
+@pytest.mark.parametrize("replicas", [float("inf"), True, 2.5, float("nan"), 10**9])
+def test_a_replica_count_that_is_not_a_whole_number_of_replicas_is_refused(replicas):
+    # Issue 25 items 9 and 10: simulate_plan(replicas=inf) raised OverflowError; simulate(replicas=True) ran.
+    from calculator.fleet import size_fleet
+    from calculator.simulation import SimulationSetup, Traffic, simulate, simulate_plan
+
+    plan = size_fleet(*SIZING, Q_(5, "request/s"), 1000, 200, Q_(1, "s"), Q_(50, "ms"))
+    with pytest.raises(InputError, match="argument 'replicas'"):
+        simulate_plan(plan, replicas=replicas, requests=100)
+    with pytest.raises(InputError, match="argument 'replicas'"):
+        simulate(SimulationSetup(*SIZING), Traffic(Q_(1, "request/s"), 100, 10, requests=50), replicas=replicas)

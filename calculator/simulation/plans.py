@@ -100,7 +100,7 @@ def simulate_plan(
     and the token-gap bound at p99 when one was given.
     """
     _check_plan(plan, "simulate_plan")
-    count = int(replicas if replicas is not None else plan.replicas)
+    count = _replica_count("simulate_plan", replicas if replicas is not None else plan.replicas)
     _check_requests("simulate_plan", requests)
     traffic = Traffic.from_workload(plan.workload, default_requests(count) if requests is None else int(requests))
     targets = plan.targets
@@ -313,6 +313,15 @@ def verify_plan(
         verdict=verdict,
         truncated=truncated,
     )
+
+
+#: The most replicas one simulation runs (each is a scheduler in the event loop).
+MAX_SIMULATED_REPLICAS = 10_000
+
+
+def _replica_count(function: str, value: Any) -> int:
+    """A replica count to simulate: a whole number in [1, :data:`MAX_SIMULATED_REPLICAS`] (not a bool, NaN or inf)."""
+    return int(count(function, "replicas", value, 1, MAX_SIMULATED_REPLICAS))
 
 
 def _replicas(count: int) -> str:

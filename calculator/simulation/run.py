@@ -110,7 +110,7 @@ def simulate(
         raise InputError(f"simulate(): argument 'setup' must be a SimulationSetup, got {type(setup).__name__}")
     if not isinstance(traffic, Traffic):
         raise InputError(f"simulate(): argument 'traffic' must be a Traffic, got {type(traffic).__name__}")
-    if not (isinstance(replicas, int | np.integer) and 1 <= replicas <= 10_000):
+    if isinstance(replicas, bool) or not (isinstance(replicas, int | np.integer) and 1 <= replicas <= 10_000):
         raise InputError(f"simulate(): argument 'replicas' must be a whole number in [1, 10000], got {replicas!r}")
     for name, value in (("warmup", warmup), ("cooldown", cooldown)):
         if not (isinstance(value, int | float) and 0 <= value < 0.5):

@@ -28,3 +28,7 @@ class UnknownEntryError(RegistryError, KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0]) if self.args else ""
+
+
+class ExtrapolationWarning(UserWarning):
+    """A result computed for a model or an accelerator outside the range the performance model was validated on."""

@@ -209,6 +209,24 @@ class Entry(_Strict):
         {"id", "name", "provenance", "sources", "kind", "vendor", "architecture", "aliases"}
     )
 
+    #: Plausible values per field, ``(low, high, unit)``: generous for hardware and models to come,
+    #: but a typo's 10^29 layers or 1e-30 TB/s is an error (docs/hardening.md).
+    PLAUSIBLE: ClassVar[Mapping[str, tuple[float, float, str]]] = {}
+
+    @model_validator(mode="after")
+    def _plausible(self) -> Entry:
+        for name, (low, high, unit) in self.PLAUSIBLE.items():
+            value = getattr(self, name, None)
+            for item in (value.values() if isinstance(value, Mapping) else [value]) if value is not None else ():
+                number = item.m_as(unit) if unit else float(item)
+                if not low <= number <= high:
+                    written = f"{number:.4g} {unit}".strip()
+                    raise ValueError(
+                        f"field '{name}': {written} is outside the plausible range {low:g} to {high:g} {unit}".rstrip()
+                        + " (a typo? docs/hardening.md lists the ranges)"
+                    )
+        return self
+
     def __eq__(self, other: object) -> bool:
         """Entries are equal when their fields are, whichever registry they were loaded into."""
         return type(self) is type(other) and self.__dict__ == other.__dict__
@@ -273,6 +291,16 @@ class Accelerator(Entry):
     host_link: Identifier | None = Field(None, description="id of the host interconnect")
     tdp: Power
 
+    PLAUSIBLE: ClassVar[Mapping[str, tuple[float, float, str]]] = {
+        "memory": (0.5, 100_000, "GB"),
+        "memory_nameplate": (0.5, 100_000, "GB"),
+        "memory_bandwidth": (0.01, 1_000, "TB/s"),
+        "dense_throughput": (0.1, 1_000_000, "TFLOP/s"),
+        "nvlink_bandwidth": (1, 100_000, "GB/s"),
+        "nvlink_bandwidth_total": (1, 100_000, "GB/s"),
+        "tdp": (5, 100_000, "W"),
+    }
+
     def peak_throughput(self, precision: str) -> Any:
         """Dense peak throughput at ``precision``; :class:`RegistryError` if the part lacks it."""
         name = check_precision(precision)
@@ -291,6 +319,12 @@ class Interconnect(Entry):
     bandwidth: ByteRate = Field(description="bandwidth per direction")
     bandwidth_total: ByteRate | None = Field(None, description="bandwidth summed over both directions")
     startup_latency: Duration | None = Field(None, description="per-message startup latency (alpha)")
+
+    PLAUSIBLE: ClassVar[Mapping[str, tuple[float, float, str]]] = {
+        "bandwidth": (0.001, 100_000, "GB/s"),
+        "bandwidth_total": (0.001, 100_000, "GB/s"),
+        "startup_latency": (1e-3, 1e6, "us"),
+    }
 
     UNSOURCED: ClassVar[frozenset[str]] = Entry.UNSOURCED | {"scope"}
 
@@ -353,6 +387,23 @@ class Model(Entry):
         """The registry's checkpoint of these weights at ``precision`` (the first listed), if any."""
         name = check_precision(precision)
         return next((c for c in self.checkpoints if c.precision == name), None)
+
+    PLAUSIBLE: ClassVar[Mapping[str, tuple[float, float, str]]] = {
+        "parameters": (1e5, 1e14, ""),
+        "active_parameters": (1e5, 1e14, ""),
+        "layers": (1, 10_000, ""),
+        "hidden_size": (8, 1_000_000, ""),
+        "intermediate_size": (8, 10_000_000, ""),
+        "attention_heads": (1, 100_000, ""),
+        "kv_heads": (1, 100_000, ""),
+        "head_dim": (1, 65_536, ""),
+        "vocab_size": (2, 100_000_000, ""),
+        "max_context": (16, 1_000_000_000, ""),
+        "experts": (1, 1_000_000, ""),
+        "experts_per_token": (1, 100_000, ""),
+        "kv_lora_rank": (1, 1_000_000, ""),
+        "qk_rope_head_dim": (1, 65_536, ""),
+    }
 
     @model_validator(mode="after")
     def _consistent(self) -> Model:
@@ -441,6 +492,13 @@ class Engine(Entry):
     step_overhead: Duration = Field(description="fixed cost of one iteration")
     sequence_overhead: Duration = Field(description="cost per running sequence per iteration")
     request_overhead: Duration = Field(description="time every request spends outside the GPU before its first token")
+
+    PLAUSIBLE: ClassVar[Mapping[str, tuple[float, float, str]]] = {
+        "memory_reserve": (0, 10_000, "GB"),
+        "step_overhead": (0, 10, "s"),
+        "sequence_overhead": (0, 1, "s"),
+        "request_overhead": (0, 60, "s"),
+    }
     prediction_interval: EngineInterval | None = Field(
         None, description="the engine's own 80 % interval, from its calibration's held-out errors"
     )
@@ -464,6 +522,8 @@ class Price(Entry):
 
     accelerator: Identifier | None = None
     price: HourlyPrice = Field(description="price per accelerator-hour")
+
+    PLAUSIBLE: ClassVar[Mapping[str, tuple[float, float, str]]] = {"price": (1e-4, 10_000, "USD/hour")}
     market: Literal["on_demand", "spot", "reserved"]
     region: str = ""
     provider: str = ""
@@ -877,7 +937,8 @@ def _registry_error(file: Path, section: str, entry_id: str, exc: ValidationErro
             message = f"field '{field}': required field is missing"
         else:
             text = error["msg"].removeprefix("Value error, ")
-            message = f"field '{field}': {text}"
+            # An entry-wide check that names its field itself ("field 'layers': ...") keeps that name.
+            message = text if not error["loc"] and text.startswith("field '") else f"field '{field}': {text}"
             if "found" not in text and not isinstance(found, dict):
                 message += f", found {shown(found)}"
         lines.append(f"{file.name}: {section}['{entry_id}']: {message}")

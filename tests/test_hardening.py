@@ -426,18 +426,23 @@ def test_iteration_seconds_refuses_a_degree_that_is_not_a_whole_number_of_gpus(d
 
 
 def test_the_wider_tensor_parallel_hint_counts_one_sequences_kv_cache():
-    # Issue 25 item 7: with 10^6 layers one sequence's KV cache fits nowhere, yet the reason said
-    # "TP 32 ... would leave room" (it looked at the weights alone).
+    # Issue 25 item 7: where one sequence's KV cache fits nowhere (the issue's 10^6 layers, now refused
+    # by the registry's plausibility bounds), the reason said "TP 32 ... would leave room": it looked at
+    # the weights alone. Here 10,000 MHA layers at a 40,000-token prompt: 6.6 TB of FP8 KV a sequence,
+    # over 100 GB a device even split 64 ways.
     from calculator.fleet import SearchSpace, Targets, Workload, size_fleet
     from calculator.registry import Model
 
     deep = Model(
         id="deep", name="deep", provenance="user", sources=[{"source": "u", "fields": ["layers"]}],
-        parameters=70e9, layers=10**6, attention_heads=64, kv_heads=8, head_dim=128, attention="gqa",
+        parameters=70e9, layers=10_000, attention_heads=64, kv_heads=64, head_dim=128, attention="mha",
     )  # fmt: skip
-    workload, targets = Workload(Q_(1, "request/s"), 1000, 200), Targets(Q_(1, "s"), Q_(50, "ms"))
+    workload, targets = Workload(Q_(1, "request/s"), 40_000, 200), Targets(Q_(10, "s"), Q_(50, "ms"))
+    from calculator.errors import ExtrapolationWarning
+
     for degrees in ((1, 2, 4, 8), (1, 2, 4, 8, 16)):
-        plan = size_fleet(deep, workload, targets, SearchSpace("h100-sxm", "fp8", tensor_parallel=degrees))
+        with pytest.warns(ExtrapolationWarning, match="deep.layers"):  # 10,000 layers: outside the validated range
+            plan = size_fleet(deep, workload, targets, SearchSpace("h100-sxm", "fp8", tensor_parallel=degrees))
         assert not plan.feasible and "would leave room" not in plan.reason
         assert "one sequence's KV cache" in plan.reason and "a shorter context" in plan.reason
     # Where the weights alone are the problem, the hint still names the degree that holds them and the KV.
@@ -530,3 +535,56 @@ def test_a_replica_count_that_is_not_a_whole_number_of_replicas_is_refused(repli
         simulate_plan(plan, replicas=replicas, requests=100)
     with pytest.raises(InputError, match="argument 'replicas'"):
         simulate(SimulationSetup(*SIZING), Traffic(Q_(1, "request/s"), 100, 10, requests=50), replicas=replicas)
+
+
+# --------------------------------------------------------------- Hardening II: plausible registry entries
+
+_SOURCE = "sources:\n  - {id: mine, title: Mine, url: 'file:x', kind: user}\n"
+_MODEL = (
+    "models:\n  - {id: m, name: m, provenance: user, parameters: %s, layers: %s, attention_heads: 64, kv_heads: 8,"
+    " head_dim: 128, attention: gqa, sources: [{source: mine, fields: [parameters, layers, attention_heads, kv_heads,"
+    " head_dim, attention]}]}\n"
+)
+_ACCELERATOR = (
+    "accelerators:\n  - {id: a, name: a, vendor: x, provenance: user, memory: 80 GB, memory_nameplate: 80 GB,"
+    " memory_bandwidth: %s, dense_throughput: {bf16: 989 TFLOP/s}, tdp: 700 W, sources: [{source: mine, fields:"
+    " [memory, memory_nameplate, memory_bandwidth, dense_throughput, tdp]}]}\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        # Issue 25 item 6: all four passed `registry validate`; size then planned 1 GPU for the tiny model.
+        (_MODEL % ("70e9", "100000000000000000000000000000"), "field 'layers': 1e+29 is outside the plausible range"),
+        (_MODEL % ("70e9", "1000000"), "field 'layers': 1e+06 is outside the plausible range 1 to 10000"),
+        (_MODEL % ("1e-300", "80"), "field 'parameters': 1e-300 is outside the plausible range 100000 to 1e+14"),
+        (_ACCELERATOR % "1e-30 TB/s", "field 'memory_bandwidth': 1e-30 TB/s is outside the plausible range"),
+    ],
+)
+def test_a_physically_absurd_registry_entry_is_refused(tmp_path, entry, message):
+    path = tmp_path / "absurd.yaml"
+    path.write_text(_SOURCE + entry)
+    result = runner.invoke(app, ["registry", "validate", str(path)])
+    assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output
+    plausible = tmp_path / "plausible.yaml"
+    plausible.write_text(_SOURCE + (_MODEL % ("70e9", "80") if "models" in entry else _ACCELERATOR % "3.35 TB/s"))
+    assert runner.invoke(app, ["registry", "validate", str(plausible)]).exit_code == 0
+
+
+def test_a_result_outside_the_validated_range_carries_a_warning():
+    import warnings
+
+    from calculator.errors import ExtrapolationWarning
+    from calculator.performance import predict_benchmark
+    from calculator.registry import Model
+
+    huge = Model(
+        id="huge", name="huge", provenance="user", sources=[{"source": "u", "fields": ["layers"]}],
+        parameters=2e12, layers=300, attention_heads=128, kv_heads=8, head_dim=128, attention="gqa",
+    )  # fmt: skip
+    with pytest.warns(ExtrapolationWarning, match=r"huge.parameters = 2e\+12 .*huge.layers = 300"):
+        predict_benchmark(huge, "b300-sxm", "fp4", 8, 1000, 100, 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ExtrapolationWarning)  # a packaged model and GPU: no warning
+        predict_benchmark("llama-3.1-70b", "h100-sxm", "fp8", 2, 1000, 100, 1)

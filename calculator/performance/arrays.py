@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .._support import accelerator_of, model_of
-from ..errors import InputError
+from ..errors import ExtrapolationWarning, InputError
 from ..memory import WEIGHT_BITS, model_kv_bytes_per_token, routed_expert_parameters, weight_bytes
 from ..memory.kv import kv_shard_limit
 from ..phases import attention_flops_per_pair
@@ -66,6 +66,37 @@ KV_PRECISION_RULE = (
     "before 0.5.4, and SGLang's online and compressed-tensors FP8). FP8 KV only on accelerators with FP8 tensor "
     "throughput."
 )
+
+
+#: The ranges the step model was validated on: the measured campaigns of ``calibration/`` (8B-405B
+#: dense, MoE to 671B, on A100-B200 class GPUs) and the packaged registry around them. A model or an
+#: accelerator outside them still gets numbers, with an :class:`~calculator.errors.ExtrapolationWarning`.
+VALIDATED_RANGE = {
+    "parameters": (5e8, 1e12, ""),
+    "layers": (12, 200, ""),
+    "memory_bandwidth": (0.25, 10.0, "TB/s"),
+    "memory": (16, 400, "GB"),
+}
+
+
+def _warn_outside_validated(spec: Any, device: Any) -> None:
+    """An :class:`~calculator.errors.ExtrapolationWarning` naming each value outside :data:`VALIDATED_RANGE`."""
+    import warnings
+
+    outside = []
+    for name, (low, high, unit) in VALIDATED_RANGE.items():
+        owner = device if name.startswith("memory") else spec
+        value = getattr(owner, name)
+        number = value.m_as(unit) if unit else float(value)
+        if not low <= number <= high:
+            outside.append(f"{owner.id}.{name} = {number:.4g} {unit}".rstrip() + f" (validated {low:g}-{high:g})")
+    if outside:
+        warnings.warn(
+            f"{', '.join(outside)}: outside the range the performance model was validated on; the result is an "
+            "extrapolation (docs/hardening.md)",
+            ExtrapolationWarning,
+            stacklevel=3,
+        )
 
 
 def kv_cache_precision(
@@ -245,6 +276,7 @@ def step_arrays(
     name = check_precision(precision)
     if spec.kind != "transformer":
         raise InputError(f"the performance model covers transformer LLMs; model '{spec.id}' is a {spec.kind} model")
+    _warn_outside_validated(spec, device)
     kv_name = (
         check_precision(kv_precision, "kv_precision")
         if kv_precision

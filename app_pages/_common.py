@@ -358,6 +358,16 @@ class Scenario:
         value = (where or st).text_input(label, key=key, max_chars=max_chars, **kwargs)
         return self._keep(name, value, value)
 
+    def tabs(self, labels: Sequence[str]) -> Sequence[Any]:
+        """Tabs of which a page runs only the open one (``if tab.open:``); switching tabs reruns the page.
+
+        A page that drew every tab made the browser draw the hidden tabs' charts and tables before it showed
+        the first answer (docs/dashboard.md, "Speed"). A hidden tab's inputs keep this session's values, and a
+        link's parameters for them apply when the tab is opened. The open tab is in the session (key
+        ``<page>.tab``), not in the link.
+        """
+        return st.tabs(list(labels), key=self.key("tab"), on_change="rerun")
+
     def toggle(self, label: str, name: str, default: bool, *, where: Any = None, **kwargs: Any) -> bool:
         """An on/off toggle (``true``/``false`` in the URL)."""
 

@@ -79,19 +79,24 @@ def main():
     )
     devices = sc.number("Devices per replica", "devices", 1, min_value=1, max_value=4096, integer=True, where=c)
     t0, tm = Q_(fixed, "ms"), Q_(marginal, "ms")
-    curve, little, dynamic, continuous, queue = st.tabs(
+    curve, little, dynamic, continuous, queue = sc.tabs(
         ["Batching curve", "Little's law", "Dynamic batching", "Continuous batching", "Wait vs utilization"]
     )
-    with curve:
-        _curve(sc, t0, tm, devices)
-    with little:
-        _little(sc, t0, tm)
-    with dynamic:
-        _dynamic(sc)
-    with continuous:
-        _continuous(sc)
-    with queue:
-        _hockey(sc)
+    if curve.open:
+        with curve:
+            _curve(sc, t0, tm, devices)
+    if little.open:
+        with little:
+            _little(sc, t0, tm)
+    if dynamic.open:
+        with dynamic:
+            _dynamic(sc)
+    if continuous.open:
+        with continuous:
+            _continuous(sc)
+    if queue.open:
+        with queue:
+            _hockey(sc)
 
 
 def _curve(sc, t0, tm, devices):

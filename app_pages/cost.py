@@ -49,7 +49,7 @@ def main():
         months = sc.number("Deployment [month]", "months", 12, min_value=1, max_value=240, integer=True)
     scenario = (Q_(training, "USD"), Q_(per_query, "USD/request"), Q_(rate, "request/day"), Q_(months, "month"))
     spend = _lifetime_answer(*scenario)
-    life, unit, per_token, savings = st.tabs(
+    life, unit, per_token, savings = sc.tabs(
         [
             "Lifetime and crossover (Figure 3)",
             "Unit cost vs volume (Figure 2)",
@@ -57,14 +57,18 @@ def main():
             "Savings",
         ]
     )
-    with life:
-        _lifetime(*scenario, spend)
-    with unit:
-        _unit_cost(sc)
-    with per_token:
-        _per_request(sc)
-    with savings:
-        _savings(sc, *scenario[1:])
+    if life.open:
+        with life:
+            _lifetime(*scenario, spend)
+    if unit.open:
+        with unit:
+            _unit_cost(sc)
+    if per_token.open:
+        with per_token:
+            _per_request(sc)
+    if savings.open:
+        with savings:
+            _savings(sc, *scenario[1:])
 
 
 def _lifetime_answer(training, per_query, rate, duration):
@@ -73,11 +77,12 @@ def _lifetime_answer(training, per_query, rate, duration):
     ratio = serving_training_ratio(training, per_query, duration, rate)
     spend = serving_cost_rate(per_query, rate)
     crossover = crossover_time(training, spend)
-    cols = st.columns(4)
-    cols[0].metric("Lifetime cost", ui.fmt(total, "USD", 4))
-    cols[1].metric("Serving / training", f"{ui.number(ratio, 3)}×")
-    cols[2].metric("Crossover after", ui.fmt(crossover, "day", 4))
-    cols[3].metric("Serving spend", ui.fmt(spend, "USD/day", 4))
+    # Two rows of two: in a row of four at 1440x900 the lifetime cost ("20.26 million USD") was cut off.
+    first, second = st.columns(2), st.columns(2)
+    first[0].metric("Lifetime cost", ui.fmt(total, "USD", 4))
+    first[1].metric("Serving / training", f"{ui.number(ratio, 3)}×")
+    second[0].metric("Crossover after", ui.fmt(crossover, "day", 4))
+    second[1].metric("Serving spend", ui.fmt(spend, "USD/day", 4))
     return spend
 
 

@@ -63,17 +63,21 @@ def main():
         "they cost (sections 10.7.6, 10.8 and 10.9; `calculator.speculative`, `calculator.phases`)."
     )
     sc = ui.Scenario("decode")
-    speculative, chunked, handoff, quant = st.tabs(
+    speculative, chunked, handoff, quant = sc.tabs(
         ["Speculative decoding", "Chunked prefill", "Disaggregation handoff", "Quantization ceilings"]
     )
-    with speculative:
-        _speculative(sc)
-    with chunked:
-        _chunked(sc)
-    with handoff:
-        _handoff(sc)
-    with quant:
-        _quantization(sc)
+    if speculative.open:
+        with speculative:
+            _speculative(sc)
+    if chunked.open:
+        with chunked:
+            _chunked(sc)
+    if handoff.open:
+        with handoff:
+            _handoff(sc)
+    if quant.open:
+        with quant:
+            _quantization(sc)
 
 
 def _speculative(sc):

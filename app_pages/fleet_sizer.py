@@ -297,14 +297,14 @@ def _show_plan(plan, rate, output, prices, tpot_ms, check):
     )
     first[3].metric("Binding constraint", plan.binding_constraint)
     at = percentile_label(plan.targets.ttft_percentile)
-    second = st.columns(4)
-    second[0].metric("Cost per hour", ui.fmt(plan.cost_per_hour, "USD/hour", 5))
-    second[1].metric("Cost per month", ui.fmt(plan.cost_per_month, "USD/month", 4), help="a month of 730.5 hours")
-    second[2].metric(f"TTFT ({at})", ui.fmt(plan.ttft, "ms", 4), help=_interval(plan.ttft_interval, "ms"))
-    second[3].metric("TPOT (mean)", ui.fmt(plan.tpot, "ms", 4), help=_interval(plan.tpot_interval, "ms"))
-    third = st.columns(4)
-    third[0].metric("Per 1M output tokens", ui.fmt(plan.cost_per_million_output_tokens, "USD", 4))
-    third[1].metric(
+    second = st.columns(3)  # three to a row: "9,949 USD/month" does not fit a quarter of 1440 px
+    second[0].metric(f"TTFT ({at})", ui.fmt(plan.ttft, "ms", 4), help=_interval(plan.ttft_interval, "ms"))
+    second[1].metric("TPOT (mean)", ui.fmt(plan.tpot, "ms", 4), help=_interval(plan.tpot_interval, "ms"))
+    second[2].metric("Cost per hour", ui.fmt(plan.cost_per_hour, "USD/hour", 5))
+    third = st.columns(3)
+    third[0].metric("Cost per month", ui.fmt(plan.cost_per_month, "USD/month", 4), help="a month of 730.5 hours")
+    third[1].metric("Per 1M output tokens", ui.fmt(plan.cost_per_million_output_tokens, "USD", 4))
+    third[2].metric(
         "Per 1M total tokens", ui.fmt(plan.cost_per_million_total_tokens, "USD", 4), help="prompt and output tokens"
     )
     st.caption(f"TTFT {_interval(plan.ttft_interval, 'ms')}; TPOT {_interval(plan.tpot_interval, 'ms')}.")

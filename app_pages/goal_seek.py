@@ -52,53 +52,54 @@ def _start(formula, example, name):
 def main():
     st.title("Goal seek")
     st.caption(
-        "Every closed form of the library, solved for any of its inputs: fix the others and the result you want. "
-        "The inputs start from the chapter's worked example of the formula (a real model's values); the target "
-        "follows the inputs until you type one. Symbolic roots where sympy finds them, otherwise a bracketing root "
-        "finder on the model's domain (`calculator.formula.Formula.solve_for`)."
+        "Every closed form of the library, solved for any of its inputs: fix the others and the result you want "
+        "(in the sidebar). The inputs start from the chapter's worked example of the formula (a real model's "
+        "values); the target follows the inputs until you type one. Symbolic roots where sympy finds them, "
+        "otherwise a bracketing root finder on the model's domain (`calculator.formula.Formula.solve_for`)."
     )
     sc = ui.Scenario("goal")
     table = formulas()
-    modules = sorted({key.split(".")[0] for key in table})
-    a, b = st.columns([1, 2])
-    module = sc.select("Chapter module", "module", modules, "memory", where=a)
-    names = [key for key in table if key.startswith(f"{module}.")]
-    key = sc.select(
-        "Model", "formula", names, "memory.kv_bytes_per_token", where=b,
-        format_func=lambda k: f"{table[k].result.description or table[k].name} ({table[k].name})",
-    )  # fmt: skip
-    formula = table[key]
-    for name in list(st.query_params):  # the previous formula's inputs are not this scenario's
-        if name not in ("module", "formula") and not name.startswith(f"{formula.name}."):
-            del st.query_params[name]
-    st.latex(formula.latex())
-    st.caption(f"{formula.reference} · `{formula.__module__}.{formula.name}`")
-
-    unknown = sc.select(
-        "Solve for", f"{formula.name}.unknown", [*formula.inputs, RESULT], formula.inputs[0],
-        format_func=lambda n: n if n == RESULT else _describe(formula, n),
-    )  # fmt: skip
-    example = formula.example
-    st.markdown("**Fix the others**")
-    known = {}
-    for name in formula.inputs:
-        if name == unknown:
-            continue
-        known[name] = _input(sc, formula, name, _start(formula, example, name))
+    # The answer comes first: the formula, its unknown and every input sit in the sidebar (collapsed on a phone),
+    # the solved value at the top of the page; a problem with the inputs is shown in its place.
+    alert = st.empty()
+    with st.sidebar:
+        modules = sorted({key.split(".")[0] for key in table})
+        module = sc.select("Chapter module", "module", modules, "memory")
+        names = [key for key in table if key.startswith(f"{module}.")]
+        # "Formula", not "Model": every other page's "Model" is the LLM. The link parameter stays "formula".
+        key = sc.select(
+            "Formula", "formula", names, "memory.kv_bytes_per_token",
+            format_func=lambda k: f"{table[k].result.description or table[k].name} ({table[k].name})",
+        )  # fmt: skip
+        formula = table[key]
+        for name in list(st.query_params):  # the previous formula's inputs are not this scenario's
+            if name not in ("module", "formula") and not name.startswith(f"{formula.name}."):
+                del st.query_params[name]
+        unknown = sc.select(
+            "Solve for", f"{formula.name}.unknown", [*formula.inputs, RESULT], formula.inputs[0],
+            format_func=lambda n: n if n == RESULT else _describe(formula, n),
+        )  # fmt: skip
+        example = formula.example
+        st.markdown("**Fix the others**")
+        known = {}
+        for name in formula.inputs:
+            if name == unknown:
+                continue
+            known[name] = _input(sc, formula, name, _start(formula, example, name))
+        target = None if unknown == RESULT else _target(sc, formula, unknown, known, example, alert)
     if unknown == RESULT:
         value = formula(**known)
         st.metric(_describe(formula, formula.name), ui.fmt(value, digits=6))
-        with st.expander("Show the math", expanded=True):
-            st.latex(formula.latex(**known))
+        _formula(formula, known)
         return
-
-    target = _target(sc, formula, unknown, known, example)
     if target is None:
+        _formula(formula)
         return
     try:
         solution = formula.solve_for(unknown, **known, **{formula.name: target})
     except InputError:
-        st.error(_no_solution(formula, unknown, target))
+        alert.error(_no_solution(formula, unknown, target))
+        _formula(formula)
         return
     spec = formula.variables[unknown]
     solved = solution.to(spec.unit) if hasattr(solution, "to") else solution
@@ -119,15 +120,23 @@ def main():
         f"Check: {_words(formula, formula.name)}", ui.fmt(shown, digits=6),
         help="the formula evaluated at the solution",
     )  # fmt: skip
-    with st.expander("Show the math", expanded=True):
-        st.latex(formula.latex(**known, **{unknown: solution}))
-        st.caption(f"{formula.reference}")
+    _formula(formula, {**known, unknown: solution})
 
 
-def _target(sc, formula, unknown, known, example):
+def _formula(formula, values=None):
+    """The formula, its reference and, given its values, the equation with them substituted."""
+    st.latex(formula.latex())
+    st.caption(f"{formula.reference} · `{formula.__module__}.{formula.name}`")
+    if values is not None:
+        with st.expander("Show the math", expanded=True):
+            st.latex(formula.latex(**values))
+
+
+def _target(sc, formula, unknown, known, example, alert):
     """The target: the result of the current inputs (the unknown at its example) until the user types one.
 
-    Returns ``None`` (with an error box) when the inputs give no value of the result.
+    Returns ``None`` (with an error box in ``alert``, the page's answer place) when the inputs give no value of
+    the result.
     """
     prefix = f"{formula.name}.{formula.name}"
     key, computed = sc.key(prefix), f"goal.computed.{formula.name}"
@@ -142,7 +151,7 @@ def _target(sc, formula, unknown, known, example):
         try:
             value = formula(**known, **{unknown: start})
         except InputError as exc:
-            st.error(
+            alert.error(
                 f"These inputs give no {_words(formula, formula.name)} with {_words(formula, unknown)} at "
                 f"{ui.fmt(start)}: {ui.plain(_reason(exc))}. Change one of the inputs."
             )
@@ -215,7 +224,7 @@ def _input(sc, formula, name, default, result=False):
         if spec.domain in ("probability", "fraction_open") and not result:
             bounds = {"min_value": 0.0, "max_value": 1.0}
         return sc.number(label, prefix, int(default) if integer else default, integer=integer, help=tip, **bounds)
-    value_column, unit_column = st.columns([3, 1])
+    value_column, unit_column = st.columns([2, 1])  # in the sidebar: room for a unit such as byte/token
     value = sc.number(label, prefix, default, min_value=-1e300, max_value=1e300, where=value_column, help=tip)
     unit = sc.text("unit", f"{prefix}.unit", spec.unit, max_chars=40, where=unit_column)
     return ui.parse_quantity(value, unit, _words(formula, name))

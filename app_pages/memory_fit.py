@@ -84,56 +84,66 @@ def main():
 
     st.divider()
     _fit_summary(fit, unit, model, accelerator, context, batch, weights, kv, reserve, basis, block)
-    fit_tab, wall_tab, dividend_tab, prefix_tab, paging_tab = st.tabs(
+    fit_tab, wall_tab, dividend_tab, prefix_tab, paging_tab = sc.tabs(
         ["Budget", "KV wall (Figure 9)", "Precision dividend", "Prefix caching", "Paging waste"]
     )
-    with fit_tab:
-        st.plotly_chart(memory_breakdown_figure({f"{accelerator_id}, TP {tp}": fit}, unit=unit), key="breakdown")
-        values = {
-            "capacity per device": fit.capacity,
-            "weights per device": fit.weights,
-            "reserve": fit.reserve,
-            "KV cache of the batch": fit.kv,
-            "KV per token per device": fit.kv_per_token,
-            "KV per sequence per device": fit.kv_per_request,
-            "free": fit.free,
-            "missing": fit.missing,
-            "max batch at this context": fit.max_batch,
-            "max context at this batch": fit.max_context,
-        }
-        units = dict.fromkeys(values, unit)
-        units.update(
-            {"KV per token per device": "kB/token", "max batch at this context": "sequences",
-             "max context at this batch": "tokens"}
-        )  # fmt: skip
-        ui.table(ui.rows(values, units), "memory-fit")
-        ui.download_json(fit, "memory-fit")
+    if fit_tab.open:
+        with fit_tab:
+            _budget(fit, unit, model, accelerator_id, tp, batch, ranks, context, kv)
+    if wall_tab.open:
+        with wall_tab:
+            _kv_wall(fit, model, batch, unit)
+    if dividend_tab.open:
+        with dividend_tab:
+            _dividend(sc, model, accelerator, context, weights, kv, tp, reserve, basis)
+    if prefix_tab.open:
+        with prefix_tab:
+            _prefix(sc, fit, unit, block)
+    if paging_tab.open:
+        with paging_tab:
+            _paging(sc, fit, context, block)
+
+
+def _budget(fit, unit, model, accelerator_id, tp, batch, ranks, context, kv):
+    """The budget tab: the breakdown chart, the table of the fit, its JSON and the math."""
+    st.plotly_chart(memory_breakdown_figure({f"{accelerator_id}, TP {tp}": fit}, unit=unit), key="breakdown")
+    values = {
+        "capacity per device": fit.capacity,
+        "weights per device": fit.weights,
+        "reserve": fit.reserve,
+        "KV cache of the batch": fit.kv,
+        "KV per token per device": fit.kv_per_token,
+        "KV per sequence per device": fit.kv_per_request,
+        "free": fit.free,
+        "missing": fit.missing,
+        "max batch at this context": fit.max_batch,
+        "max context at this batch": fit.max_context,
+    }
+    units = dict.fromkeys(values, unit)
+    units.update(
+        {"KV per token per device": "kB/token", "max batch at this context": "sequences",
+         "max context at this batch": "tokens"}
+    )  # fmt: skip
+    ui.table(ui.rows(values, units), "memory-fit")
+    ui.download_json(fit, "memory-fit")
+    ui.show_math(
+        memory_footprint,
+        fit.weights.to(unit),
+        -(-batch // ranks),
+        context,
+        fit.kv_per_token.to("kB/token"),
+        fit.reserve.to(unit),
+        title="memory in use per device (Napkin Math 10.5)",
+    )
+    if model.attention != "mla":
         ui.show_math(
-            memory_footprint,
-            fit.weights.to(unit),
-            -(-batch // ranks),
-            context,
-            fit.kv_per_token.to("kB/token"),
-            fit.reserve.to(unit),
-            title="memory in use per device (Napkin Math 10.5)",
+            kv_bytes_per_token,
+            model.layers,
+            model.kv_heads,
+            model.head_dim,
+            bytes_per_element(kv),
+            title="KV bytes per token of the whole model (Eq. 5; a device holds its TP share)",
         )
-        if model.attention != "mla":
-            ui.show_math(
-                kv_bytes_per_token,
-                model.layers,
-                model.kv_heads,
-                model.head_dim,
-                bytes_per_element(kv),
-                title="KV bytes per token of the whole model (Eq. 5; a device holds its TP share)",
-            )
-    with wall_tab:
-        _kv_wall(fit, model, batch, unit)
-    with dividend_tab:
-        _dividend(sc, model, accelerator, context, weights, kv, tp, reserve, basis)
-    with prefix_tab:
-        _prefix(sc, fit, unit, block)
-    with paging_tab:
-        _paging(sc, fit, context, block)
 
 
 def _fit_summary(fit, unit, model, accelerator, context, batch, weights, kv, reserve, basis, block):

@@ -48,17 +48,21 @@ def main():
         "mixed fleet, and how many keys move when a server joins (section 10.11; `calculator.routing`)."
     )
     sc = ui.Scenario("routing")
-    fanout, balance, weighted, hashing = st.tabs(
+    fanout, balance, weighted, hashing = sc.tabs(
         ["Fan-out tail", "Random vs two choices", "Weighted routing", "Consistent hashing"]
     )
-    with fanout:
-        _fanout(sc)
-    with balance:
-        _balance(sc)
-    with weighted:
-        _weighted(sc)
-    with hashing:
-        _hashing(sc)
+    if fanout.open:
+        with fanout:
+            _fanout(sc)
+    if balance.open:
+        with balance:
+            _balance(sc)
+    if weighted.open:
+        with weighted:
+            _weighted(sc)
+    if hashing.open:
+        with hashing:
+            _hashing(sc)
 
 
 def _fanout(sc):

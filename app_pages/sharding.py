@@ -42,17 +42,21 @@ def main():
         "(section 10.10; `calculator.parallelism`)."
     )
     sc = ui.Scenario("sharding")
-    tp_tab, collective_tab, pipeline_tab, moe_tab = st.tabs(
+    tp_tab, collective_tab, pipeline_tab, moe_tab = sc.tabs(
         ["Tensor-parallel layer time", "Collectives", "Pipeline bubbles", "Mixture of experts"]
     )
-    with tp_tab:
-        _tensor_parallel(sc)
-    with collective_tab:
-        _collectives(sc)
-    with pipeline_tab:
-        _pipeline(sc)
-    with moe_tab:
-        _moe(sc)
+    if tp_tab.open:
+        with tp_tab:
+            _tensor_parallel(sc)
+    if collective_tab.open:
+        with collective_tab:
+            _collectives(sc)
+    if pipeline_tab.open:
+        with pipeline_tab:
+            _pipeline(sc)
+    if moe_tab.open:
+        with moe_tab:
+            _moe(sc)
 
 
 def _links(sc, where):

@@ -33,7 +33,7 @@ CHANGES = {
     "decode_speedups": ("slider", "decode.alpha", lambda i: round(0.5 + 0.02 * i, 2)),
     "sharding": ("number_input", "sharding.tokens", lambda i: 32 + i),
     "routing_tails": ("number_input", "routing.fanout", lambda i: 100 + i),
-    "autoscaling_regions": ("number_input", "autoscaling.per_replica", lambda i: 100.0 + i),
+    "autoscaling_regions": ("number_input", "autoscaling.provision", lambda i: 60.0 + i),  # the open first tab
     "registry": ("selectbox", "registry.entry", lambda i: ["h100-sxm", "h200-sxm", "a100-sxm-80gb", "l4"][i % 4]),
     "goal_seek": ("number_input", "goal.kv_bytes_per_token.kv_bytes_per_token", lambda i: 4096.0 * (70 + i)),
 }

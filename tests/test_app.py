@@ -53,6 +53,30 @@ def assert_clean(app: AppTest) -> None:
     assert not app.error, [e.value for e in app.error]
 
 
+def tab_key(app: AppTest) -> str | None:
+    """The session key of the page's open tab (``memory.tab``, ``Scenario.tabs``); ``None`` without such tabs."""
+    return next((key for key in app.session_state if key.endswith(".tab")), None)
+
+
+def open_tab(app: AppTest, label: str, *, clean: bool = True) -> AppTest:
+    """Open the page's tab ``label`` and rerun: a page draws only its open tab."""
+    assert label in [tab.label for tab in app.tabs], [tab.label for tab in app.tabs]
+    app.session_state[tab_key(app)] = label
+    app.run()
+    if clean:
+        assert_clean(app)
+    return app
+
+
+def each_tab(app: AppTest, *, clean: bool = True):
+    """The page at each of its tabs in turn, or once as it is when it has no such tabs."""
+    if tab_key(app) is None:
+        yield app
+        return
+    for label in [tab.label for tab in app.tabs]:
+        yield open_tab(app, label, clean=clean)
+
+
 def metric(app: AppTest, label: str) -> str:
     return next(m.value for m in app.metric if m.label == label)
 
@@ -96,7 +120,9 @@ def test_fleet_sizer_is_the_landing_page_and_shows_the_library_plan():
     assert metric(app, "Cost per hour").startswith(f"{plan.cost_per_hour.m_as('USD/hour'):.2f}")
     # Budgets' units: per month (730.5 hours) and per million total tokens, beside per million output tokens.
     monthly, unit = metric(app, "Cost per month").replace(",", "").split()
-    assert unit == "USD/month" and float(monthly) == pytest.approx(plan.cost_per_hour.m_as("USD/hour") * 730.5, rel=5e-4)
+    assert unit == "USD/month" and float(monthly) == pytest.approx(
+        plan.cost_per_hour.m_as("USD/hour") * 730.5, rel=5e-4
+    )
     assert metric(app, "Per 1M total tokens") == f"{plan.cost_per_million_total_tokens.m_as('USD'):.4g} USD"
     assert metric(app, "TTFT (mean)") and metric(app, "TPOT (mean)")  # a percentile target would say p99
     # The answer comes with the GPU count at the ends of the model's error interval.
@@ -281,10 +307,11 @@ def test_memory_fit_page_matches_model_memory_fit_and_suggests_the_closest_fit()
     specs = charts(app)
     bars = {t["name"]: values(t["y"])[0] for t in specs[0]["data"] if t["type"] == "bar"}
     assert bars["KV cache"] == pytest.approx(fit.kv.m_as("GB"))
-    assert len([t for t in specs[1]["data"] if t["mode"] == "lines" and t["name"].startswith("batch")]) == 7
     # Show the math: the footprint equation with the page's numbers substituted, one line each (Napkin Math).
     footprint = next(x.value for x in app.get("latex") if "M_{\\mathrm{total}}" in x.value)
     assert "\\begin{aligned}" in footprint and "\\left(4096\\right)" in footprint and "\\left(8\\right)" in footprint
+    wall = charts(open_tab(app, "KV wall (Figure 9)"))[0]
+    assert len([t for t in wall["data"] if t["mode"] == "lines" and t["name"].startswith("batch")]) == 7
     # A batch that does not fit: the warning names the missing bytes and the smallest TP degree that fits.
     app.number_input(key="memory.batch").set_value(64).run()
     assert_clean(app)
@@ -341,7 +368,7 @@ def test_cost_page_crossover_and_curve_come_from_the_library():
     assert app.main.get("metric")[0].label == "Lifetime cost"
     curve = cumulative_cost_curve(Q_(2e6, "USD"), Q_(0.001, "USD/request"), Q_(50e6, "request/day"), Q_(36, "month"))
     assert np.allclose(values(charts(app)[0]["data"][0]["y"]), curve.cumulative_cost.m_as("USD"))
-    assert metric(app, "Cost per 1M useful tokens") == "2.4 USD/Mtoken"  # Table 14
+    assert metric(open_tab(app, "Per request and per 1M tokens"), "Cost per 1M useful tokens") == "2.4 USD/Mtoken"
     app.number_input(key="cost.training").set_value(4e6).run()
     assert_clean(app)
     expected = crossover_time(Q_(4e6, "USD"), serving_cost_rate(Q_(0.001, "USD/request"), Q_(50e6, "request/day")))
@@ -356,7 +383,7 @@ def test_batching_page_knee_hockey_stick_and_unstable_queue():
     assert metric(app, "Knee batch") == "80"
     app.number_input(key="batching.t0").set_value(20.0).run()
     assert metric(app, "Knee batch") == f"{knee_batch_size(Q_(20, 'ms'), Q_(0.5, 'ms')):g}"
-    hockey = charts(app)[2]
+    hockey = charts(open_tab(app, "Wait vs utilization"))[0]
     rho = values(hockey["data"][0]["x"])
     rates = Q_(rho * 4 / 0.1, "request/s")
     assert np.allclose(values(hockey["data"][0]["y"]), mmc_mean_wait(rates, Q_(100, "ms"), 4).m_as("ms"), rtol=1e-6)
@@ -369,14 +396,14 @@ def test_batching_page_knee_hockey_stick_and_unstable_queue():
 
 
 def test_dynamic_batching_simulation_shows_progress_and_adds_the_simulated_points():
-    app = open_page("batching_queueing", dyn_sim="true")
-    figure = charts(app)[1]
+    app = open_tab(open_page("batching_queueing", dyn_sim="true"), "Dynamic batching")
+    figure = charts(app)[0]
     assert [t["name"] for t in figure["data"]] == ["model (Eq. 3)", "simulation (20,000 requests)"]
     assert metric(app, "Time in system") == "16.14 ms"  # the library's example for Example 10.1's replica
 
 
 def test_continuous_batching_bad_lengths_are_an_error_box_not_a_traceback():
-    app = open_page("batching_queueing")
+    app = open_tab(open_page("batching_queueing"), "Continuous batching")
     assert metric(app, "Idle slot share (waste)") == "37.5 %"  # Napkin Math 10.3
     app.text_input(key="batching.lengths").set_value("50, two hundred").run()
     assert not app.exception
@@ -467,6 +494,7 @@ def test_sharding_page_shows_the_all_to_all_beside_the_all_reduce():
     latency = link.startup_latency if link.startup_latency is not None else Q_(1, "us")  # the page's default alpha
     routed = moe_dispatch_bytes(256, model.hidden_size, model.experts_per_token, 8, Q_(2, "B"))
     expected = 2 * collective_time("alltoall", routed, 8, link, latency=latency)
+    open_tab(app, "Mixture of experts")
     app.selectbox(key="sharding.moe_model").set_value("qwen3-235b-a22b").run()
     assert_clean(app)
     table = next(d.value for d in app.dataframe if "Layout" in d.value.columns).set_index("Layout")
@@ -481,7 +509,7 @@ def test_routing_page_fanout_and_simulated_max_load():
     assert metric(app, "Requests slowed by at least one leaf") == "63.4 %"  # §10.11.1: "about 63 percent"
     app.number_input(key="routing.fanout").set_value(10).run()
     assert metric(app, "Requests slowed by at least one leaf") == f"{100 * fanout_slow_probability(0.01, 10):.3g} %"
-    chart = charts(app)[1]
+    chart = charts(open_tab(app, "Random vs two choices"))[0]
     expected = trace(chart, "random (d = 1): expected")
     bins = values(expected["x"]).astype(int)
     assert np.allclose(values(expected["y"]), [expected_max_load(int(n), choices=1) for n in bins])
@@ -500,10 +528,10 @@ def test_autoscaling_page_cold_start_schedule_and_failover():
         Q_([0, 6, 9, 17, 20], "hour"), Q_([500, 1500, 3000, 2000, 1000], "request/s"), Q_(100, "request/s"),
         Q_(7, "min"), Q_(30, "min"), end=Q_(24.5, "hour"),
     )  # fmt: skip
-    ready = trace(charts(app)[0], "predictive: ready")
+    ready = trace(charts(open_tab(app, "Predictive vs reactive (Figure 21)"))[0], "predictive: ready")
     assert np.array_equal(values(ready["y"]), plan.ready)
     assert app.dataframe[0].value.set_index("Policy").loc["predictive", "Peak replicas"] == 30  # Table 21
-    app.text_input(key="autoscaling.loads").set_value("800, 800, 800").run()
+    open_tab(app, "Regions and failover").text_input(key="autoscaling.loads").set_value("800, 800, 800").run()
     assert_clean(app)
     assert any("lack 400 request/s" in w.value for w in app.warning)
 
@@ -680,8 +708,9 @@ PAGES = sorted(p.stem for p in (ROOT / "app_pages").glob("*.py") if not p.stem.s
 
 @pytest.mark.parametrize("page", PAGES)
 def test_every_page_survives_hostile_values_in_every_link_parameter(page):
-    # The page's own parameters, each set to Markdown, an unparsable number and a huge value in turn.
-    names = list(open_page(page).query_params)
+    # The page's own parameters (those of every tab), each set to Markdown, an unparsable number and a huge
+    # value in turn; a hidden tab's parameters are read when the tab is opened.
+    names = sorted({name for app in each_tab(open_page(page)) for name in app.query_params})
     assert names, page
     for hostile in (HOSTILE_LINK, "1e999", "-" + "9" * 400, "nan"):
         app = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
@@ -689,6 +718,24 @@ def test_every_page_survives_hostile_values_in_every_link_parameter(page):
         for name in names:
             app.query_params[name] = hostile
         app.run()
-        assert not app.exception, (page, hostile, app.exception)
-        for element in [*app.warning, *app.error]:
-            assert "](" not in element.value and len(element.value) < 1000, (page, element.value)
+        for shown in each_tab(app, clean=False):
+            assert not shown.exception, (page, hostile, shown.exception)
+            for element in [*shown.warning, *shown.error]:
+                assert "](" not in element.value and len(element.value) < 1000, (page, element.value)
+
+
+#: Pages whose tabs are drawn only when open (``Scenario.tabs``), and the tabs they draw even when hidden.
+LAZY_TABS = {
+    "memory_fit": (), "cost": (), "batching_queueing": (), "decode_speedups": (), "sharding": (),
+    "routing_tails": (), "autoscaling_regions": ("Cold start",),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("page", sorted(LAZY_TABS))
+def test_a_page_draws_only_its_open_tab(page):
+    # Issue 24: drawing every tab made the browser draw the hidden tabs' charts and tables before it showed the
+    # page's first answer (docs/dashboard.md, "Speed"). Each tab, once open, is the one drawn.
+    for app in each_tab(open_page(page)):
+        shown = app.session_state[tab_key(app)]
+        drawn = [tab.label for tab in app.tabs if tab.children]
+        assert drawn == [tab.label for tab in app.tabs if tab.label in {shown, *LAZY_TABS[page]}], (page, drawn)

@@ -1,7 +1,8 @@
 """Every table and metric the dashboard shows is readable: human labels, formatted numbers, no raw values.
 
-Each page runs headless (AppTest) at its defaults and, where cheap, in a second scenario that shows other
-tables (an infeasible fleet, a batch that does not fit, each registry section, a verified plan). Every
+Each page runs headless (AppTest) at its defaults, once per tab (a page draws only its open tab), and, where
+cheap, in a second scenario that shows other tables (an infeasible fleet, a batch that does not fit, each
+registry section, a verified plan). Every
 dataframe is walked cell by cell in the text the reader sees: the display value the page sent (a pandas
 Styler's, ``_common.table``), or else the raw value as text. The rules (:func:`problems`):
 
@@ -26,6 +27,7 @@ from pathlib import Path
 import pytest
 from streamlit import dataframe_util
 from streamlit.testing.v1 import AppTest
+from test_app import each_tab
 
 ROOT = Path(__file__).resolve().parent.parent
 SIGNIFICANT = 4
@@ -179,10 +181,13 @@ SCENARIOS = [(page, {}) for page in PAGES] + [
     ids=[f"{p}-{'-'.join(f'{k}={v}' for k, v in q.items()) or 'default'}" for p, q in SCENARIOS],
 )
 def test_every_table_and_metric_of_every_page_is_readable(page, params):
-    app = open_page(page, **params)
+    tables, found = 0, []
+    for app in each_tab(open_page(page, **params)):
+        tables += len(app.dataframe)
+        found += problems(app, None if page in AS_WRITTEN else SIGNIFICANT)
     if page != "goal_seek":
-        assert app.dataframe, f"{page} shows no table"
-    assert problems(app, None if page in AS_WRITTEN else SIGNIFICANT) == []
+        assert tables, f"{page} shows no table"
+    assert found == []
 
 
 def test_the_tables_of_a_verified_fleet_plan_are_readable():

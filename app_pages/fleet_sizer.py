@@ -238,14 +238,22 @@ def main():
     else:
         _show_infeasible(plan, request, options)
 
-    st.subheader("Why the other configurations lost")
-    rejected = pd.DataFrame(
-        [{"configuration": key, "outcome": why} for key, why in plan.rejected.items()],
-        columns=["configuration", "outcome"],
-    )
-    ui.table(rejected, "rejected-configurations")
+    # The alternatives in tabs drawn on demand: the frontier's 1,700-point chart (and Plotly's script) no
+    # longer stands between a new visitor and the plan's metrics (docs/dashboard.md, "Speed").
+    lost, curve = sc.tabs(["Why the other configurations lost", "Throughput vs interactivity (Figure 6)"])
+    if lost.open:
+        with lost:
+            rejected = pd.DataFrame(
+                [{"configuration": key, "outcome": why} for key, why in plan.rejected.items()],
+                columns=["configuration", "outcome"],
+            )
+            ui.table(rejected, "rejected-configurations")
+    if curve.open:
+        with curve:
+            _frontier(plan, model, accelerators, precisions, prompt, output, engine, kv_precision)
 
-    st.subheader("Throughput vs interactivity (Figure 6)")
+
+def _frontier(plan, model, accelerators, precisions, prompt, output, engine, kv_precision):
     table = frontier_for(
         ui.extra_files(),
         model,

@@ -110,6 +110,12 @@ def _tensor_parallel(sc):
         if not times:
             st.info("Choose at least one interconnect.")
             return
+        first = next(iter(times))  # the answer first: the chosen degree on the first interconnect chosen
+        cols = st.columns(3)
+        cols[0].metric(f"Layer time at TP {degree}", ui.fmt(times[first][at], "us", 4), help=f"over {first}")
+        cols[1].metric("All-reduce per collective", ui.fmt(allreduce[first][at], "us", 4), help="two per layer")
+        speedup = tensor_parallel_speedup(compute, degree, allreduce[first][at])
+        cols[2].metric("Speedup over one device", f"{ui.number(speedup, 3)}×", help=f"of {degree}× ideal")
         st.plotly_chart(tp_layer_time_figure(DEGREES, times, unit="us"), key="tp-layer-time")
         rows = [
             {

@@ -272,8 +272,8 @@ def test_the_answer_comes_first(chromium, server):
 
 
 #: Pages that draw every tab (the registry's forms and upload keep their input when hidden), and pages whose
-#: first answer is not a metric (Sharding's first tab answers with a chart, the registry with a table).
-EAGER_TABS, NO_FIRST_METRIC = {"registry"}, {"sharding", "registry"}
+#: first answer is not a metric (the registry's is a table).
+EAGER_TABS, NO_FIRST_METRIC = {"registry"}, {"registry"}
 #: The page's metrics and charts in document order, and the elements each hidden tab panel holds.
 FIRST_ANSWER_ORDER = """() => ({
     order: [...document.querySelectorAll('[data-testid="stMetric"], [data-testid="stPlotlyChart"]')]

@@ -130,7 +130,7 @@ def test_fleet_sizer_is_the_landing_page_and_shows_the_library_plan():
     assert low <= plan.gpus and (high is None or plan.gpus <= high)
     assert any(f"{low}-{high} GPUs" in info.value for info in app.info)
     # The alternatives open on their table; no chart is drawn before a visitor asks for one.
-    assert [tab.label for tab in app.tabs][0] == "Why the other configurations lost" and not charts(app)
+    assert app.tabs[0].label == "Why the other configurations lost" and not charts(app)
     # The frontier chart carries every configuration of the library's table and stars the plan's.
     table = frontier(*FLEET_ARGS, 1024, 256)
     spec = charts(open_tab(app, "Throughput vs interactivity (Figure 6)"))[0]

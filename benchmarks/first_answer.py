@@ -4,8 +4,8 @@ Starts ``streamlit run app.py`` once, headless on a free localhost port (``strea
 tests, ``tests/test_browser.py``). For each page it opens a fresh Chromium context (empty cache and storage,
 1440x900), navigates to the page and times from the navigation to the page's first answer being visible:
 the first visible ``[data-testid="stMetric"]`` (the Registry page answers with its first table). Each page
-is opened ``--repeats`` times, each in a new context; the first visit of a page is also the first run of its script on the server (its caches empty), the others find
-the server's caches warm. The first page opened is also the server's first session (it pays the imports).
+is opened ``--repeats`` times, each in a new context; the first visit of a page is also the first run of
+its script on the server (its caches empty), the others find the server's caches warm. The first page opened is also the server's first session (it pays the imports).
 
 Prints a Markdown table for ``docs/dashboard.md``: per page the first visit, the median and the maximum.
 

@@ -5,7 +5,8 @@ tests, ``tests/test_browser.py``). For each page it opens a fresh Chromium conte
 1440x900), navigates to the page and times from the navigation to the page's first answer being visible:
 the first visible ``[data-testid="stMetric"]`` (the Registry page answers with its first table). Each page
 is opened ``--repeats`` times, each in a new context; the first visit of a page is also the first run of
-its script on the server (its caches empty), the others find the server's caches warm. The first page opened is also the server's first session (it pays the imports).
+its script on the server (its caches empty), the others find the server's caches warm. The first page
+opened is also the server's first session (it pays the imports).
 
 Prints a Markdown table for ``docs/dashboard.md``: per page the first visit, the median and the maximum.
 

@@ -49,6 +49,28 @@ _SESSION_FOLDER = "_custom_registry_folder"
 _MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:=])")
 
 
+def link_number(raw: str, low: float, high: float, integer: bool) -> Any:
+    """A number from a link, in ``[low, high]``; a count may be written as an integral float (``1.0``).
+
+    The reason a value is refused is in the calculator's words (not Python's ``invalid literal``).
+    """
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError("not a number") from None
+    if integer:
+        if not value.is_integer():
+            raise ValueError("not a whole number")
+        value = int(value)
+    if not low <= value <= high:  # NaN fails too
+        raise ValueError(f"outside {format_number(low)} to {format_number(high)}")
+    return value
+
+
+#: The starts of what Markdown would turn into a link by itself: ``scheme://`` and ``www.``.
+_ADDRESS = re.compile(r"(?i)(?<=[a-z])://|www\.")
+
+
 def plain(text: Any, limit: int = 500) -> str:
     """``text`` with every Markdown character escaped and cut to ``limit`` characters.
 
@@ -59,7 +81,10 @@ def plain(text: Any, limit: int = 500) -> str:
     value = str(text)
     if len(value) > limit:
         value = f"{value[: limit - 20]}... ({len(value):,} characters)"
-    return _MARKDOWN.sub(r"\\\1", value.replace("\n", " "))
+    # Escaped Markdown still autolinks a bare address (GitHub-flavoured Markdown finds "https://" and
+    # "www."); a zero-width space inside them keeps the text as shown but no longer an address.
+    value = _ADDRESS.sub(lambda m: m.group(0)[:-1] + "\u200b" + m.group(0)[-1], value.replace("\n", " "))
+    return _MARKDOWN.sub(r"\\\1", value)
 
 
 # --------------------------------------------------------------------------------------------
@@ -212,7 +237,7 @@ class Scenario:
             if raw is not None:
                 try:
                     value = parse(raw)
-                except (ValueError, TypeError) as exc:
+                except (ValueError, TypeError) as exc:  # every parse raises with the reason in our words
                     st.warning(f"Ignored the link's parameter {plain(name, 80)}={plain(raw, 120)}: {plain(exc)}")
             st.session_state[key] = value
         return key
@@ -244,10 +269,7 @@ class Scenario:
         def parse(raw: str) -> Any:
             if raw == "" and default is None:
                 return None
-            value = int(raw) if integer else float(raw)
-            if not min_value <= value <= max_value:
-                raise ValueError(f"outside [{min_value}, {max_value}]")
-            return value
+            return link_number(raw, min_value, max_value, integer)
 
         def valid(value: Any) -> bool:
             return (value is None and default is None) or (value is not None and min_value <= value <= max_value)
@@ -278,10 +300,7 @@ class Scenario:
         cast = int if integer else float
 
         def parse(raw: str) -> Any:
-            value = int(raw) if integer else float(raw)
-            if not min_value <= value <= max_value:
-                raise ValueError(f"outside [{min_value}, {max_value}]")
-            return value
+            return link_number(raw, min_value, max_value, integer)
 
         key = self._start(name, cast(default), parse, lambda value: min_value <= value <= max_value)
         value = (where or st).slider(

@@ -314,3 +314,30 @@ def test_the_first_answer_is_not_held_back_by_charts_or_hidden_tabs(chromium, se
         if path not in EAGER_TABS:
             assert not any(found["hidden"]), (path, found["hidden"])
     assert any(seen[path]["hidden"] for path in EAGER_TABS)  # the check sees what a hidden tab holds
+
+
+def test_a_link_parameter_with_addresses_shows_no_clickable_link(chromium, server):
+    # Issue 25 item 8: the Markdown was escaped, but both bare URLs became clickable links in the "Ignored the
+    # link's parameter" warning (fleet sizer, memory fit, goal seek).
+    from urllib.parse import quote
+
+    from playwright.sync_api import sync_playwright
+
+    hostile = "![p](http://127.0.0.1:9/qp.png) [click me](http://evil.example/phish) www.evil.example"
+    found = {}
+    with tempfile.TemporaryDirectory() as profile, sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            profile, executable_path=chromium, args=CHROMIUM_ARGS, headless=True
+        )
+        try:
+            page = context.new_page()
+            for path, name in (("", "rate"), ("memory_fit", "model"), ("goal_seek", "module")):
+                page.goto(f"{server}/{path}?{name}={quote(hostile)}", wait_until="domcontentloaded")
+                warning = page.locator('[data-testid="stAlertContentWarning"]', has_text="Ignored the link").first
+                warning.wait_for(timeout=60_000)
+                found[path] = (warning.inner_text(), warning.locator("a, img").count())
+        finally:
+            context.close()
+    for path, (text, links) in found.items():
+        assert links == 0, (path, text)
+        assert "evil" in text and "click me" in text, (path, text)  # shown as typed, inert

@@ -94,7 +94,7 @@ BUILDING_BLOCKS = frozenset(
         "gemm_seconds", "grouped_gemm_seconds", "moe_seconds", "prefill_attention_seconds", "decode_attention_seconds",
         "allreduce_seconds", "iteration_seconds", "max_batch_numeric",
         "flatten", "frame_columns", "parse_label", "column_label", "plain", "describe_value", "shown",
-        "alias_for", "alias_unit", "alias_dimension", "dimension_of", "fit_profiles", "prediction_errors", "calibrate",
+        "alias_for", "alias_unit", "alias_dimension", "fit_profiles", "prediction_errors", "calibrate",
         "fit_client_overheads",
     }
 )  # fmt: skip
@@ -123,3 +123,119 @@ def test_functions_without_a_generated_call_refuse_hostile_arguments(name):
             pytest.fail(f"{name}: {hostile!r} ran over 10 s")
         except Exception as error:
             pytest.fail(f"{name}({hostile!r}): {type(error).__name__}: {str(error)[:160]}")
+
+
+# ------------------------------------------------------------------ the classes the second hardening found
+
+#: Values a hand-edited or tampered file may hold in place of any field.
+HOSTILE_VALUES = st.one_of(
+    st.sampled_from(["9**9**9*second", "abc", "", "1e999", "NaN", "-1", "2.5"]),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.integers(min_value=-(10**15), max_value=10**15),
+    st.booleans(),
+    st.none(),
+    st.lists(st.integers(), max_size=3),
+    st.fixed_dictionaries({"value": st.floats(allow_nan=True), "unit": st.sampled_from(["s", "GB", "9**9**9*s", ""])}),
+)
+
+
+@pytest.fixture(scope="module")
+def plan_json():
+    return c.fleet.size_fleet(
+        "llama-3.1-8b", "h100-sxm", "fp8", c.Q_(5, "request/s"), 1000, 200, c.Q_(1, "s"), c.Q_(50, "ms")
+    ).to_json_dict()
+
+
+def _leaves(data, path=()):
+    """Every leaf's path in a JSON document (a quantity's value and unit are leaves of their own)."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            yield from _leaves(value, (*path, key))
+    elif isinstance(data, list) and data:
+        for index, value in enumerate(data):
+            yield from _leaves(value, (*path, index))
+    else:
+        yield path
+
+
+@settings(max_examples=200, deadline=2000)
+@given(data=st.data())
+def test_a_tampered_plan_file_loads_as_a_valid_plan_or_is_refused_quickly(plan_json, data):
+    # Issue 25 items 1 and 4: a unit pint would evaluate hung the loader; "abc", NaN, 2.5 or 10**12 replicas
+    # gave a traceback or were simulated.
+    import copy
+
+    document = copy.deepcopy(plan_json)
+    paths = list(_leaves(document))
+    path = data.draw(st.sampled_from(paths))
+    parent = document
+    for key in path[:-1]:
+        parent = parent[key]
+    parent[path[-1]] = data.draw(HOSTILE_VALUES)
+    try:
+        with time_limit(2):
+            plan = c.fleet.FleetPlan.from_json_dict(document)
+    except CalculatorError as error:
+        assert len(str(error)) < 1000
+    else:
+        for name in ("replicas", "gpus", "batch", "tensor_parallel"):
+            value = getattr(plan, name)
+            assert isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 10_000_000, (name, value)
+        assert plan.gpus == plan.replicas * plan.tensor_parallel
+
+
+_MODEL_FIELDS = ("parameters", "layers", "attention_heads", "head_dim", "hidden_size", "max_context")
+
+
+@settings(max_examples=200, deadline=2000)
+@given(
+    field=st.sampled_from(_MODEL_FIELDS),
+    value=st.one_of(st.floats(min_value=1e-300, max_value=1e300), st.integers(1, 10**30)),
+)
+def test_a_registry_model_is_within_its_plausible_ranges_or_refused(field, value):
+    # Issue 25 item 6: 10^29 layers, 1e-300 parameters and 1e-30 TB/s passed validation.
+    from pydantic import ValidationError
+
+    from calculator.registry import Model
+
+    fields = {"parameters": 70e9, "layers": 80, "attention_heads": 64, "kv_heads": 8, "head_dim": 128}
+    fields["hidden_size"], fields["max_context"] = 8192, 131072
+    if field != "parameters":
+        value = int(value) if value >= 1 else 1
+    fields[field] = value
+    try:
+        model = Model(id="m", name="m", provenance="user", sources=[{"source": "u", "fields": ["layers"]}],
+                      attention="gqa", **fields)  # fmt: skip
+    except (ValidationError, CalculatorError):
+        return
+    low, high, _ = Model.PLAUSIBLE[field]
+    assert low <= float(getattr(model, field)) <= high
+
+
+@settings(max_examples=100, deadline=2000)
+@given(st.lists(st.integers(min_value=-5, max_value=10**12), min_size=0, max_size=6000))
+def test_a_batch_grid_is_bounded_before_any_search(batches):
+    # Issue 25 item 3: batches=[10**9] was killed for memory; range(1, 200001) asked for 298 GiB.
+    from calculator.fleet.inputs import MAX_BATCH, MAX_OCCUPANCY_ENTRIES
+
+    try:
+        with time_limit(2):
+            space = c.fleet.SearchSpace("h100-sxm", "fp8", batches=batches)
+    except CalculatorError:
+        return
+    assert max(space.batches) <= MAX_BATCH and len(set(space.batches)) * max(space.batches) <= MAX_OCCUPANCY_ENTRIES
+
+
+@settings(max_examples=3, deadline=None)
+@given(replicas=st.integers(min_value=50, max_value=5000), seconds=st.floats(min_value=0.5, max_value=1.5))
+def test_verify_plan_returns_within_its_time_limit(plan_json, replicas, seconds):
+    # Issue 25 item 2: time_limit bounded one seed, not the call (1,000 replicas: over 75 s at time_limit=10).
+    import dataclasses
+    import time
+
+    plan = c.fleet.FleetPlan.from_json_dict(plan_json)
+    wide = dataclasses.replace(plan, replicas=replicas, gpus=replicas * plan.tensor_parallel)
+    started = time.perf_counter()
+    result = c.simulation.verify_plan(wide, requests=4000, seeds=1, time_limit=seconds)
+    assert time.perf_counter() - started < seconds + 2.5
+    assert result.truncated or result.simulated_replicas is not None

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._support import count, probability, scalar
+from .._support import count, scalar
 from ..errors import InputError
 from ..precision import check_precision
 from ..results import Result
@@ -211,11 +211,11 @@ class Targets(Result):
             if getattr(self, name) is not None:
                 object.__setattr__(self, name, _time("Targets", name, getattr(self, name)))
         if self.ttft_percentile is not None:
-            percentile = probability("Targets", "ttft_percentile", self.ttft_percentile)
+            percentile = scalar("Targets", "ttft_percentile", self.ttft_percentile, "", "probability")
             if not 0 < percentile < 1:
                 raise InputError(f"Targets: 'ttft_percentile' must be in (0, 1), got {shown(self.ttft_percentile)}")
             object.__setattr__(self, "ttft_percentile", float(percentile))
-        headroom = probability("Targets", "max_utilization", self.max_utilization)
+        headroom = scalar("Targets", "max_utilization", self.max_utilization, "", "probability")
         if not headroom > 0:
             raise InputError(f"Targets: 'max_utilization' must be in (0, 1], got {shown(self.max_utilization)}")
         object.__setattr__(self, "max_utilization", float(headroom))
@@ -340,7 +340,7 @@ class ServingOptions(Result):
     router: str = DEFAULT_ROUTER
 
     def __post_init__(self) -> None:
-        hit = probability("ServingOptions", "prefix_hit_rate", self.prefix_hit_rate)
+        hit = scalar("ServingOptions", "prefix_hit_rate", self.prefix_hit_rate, "", "probability")
         object.__setattr__(self, "prefix_hit_rate", float(hit))
         shared = scalar("ServingOptions", "shared_prefix_tokens", self.shared_prefix_tokens, "token", "nonnegative")
         object.__setattr__(self, "shared_prefix_tokens", shared)
@@ -381,7 +381,7 @@ class Costs(Result):
                 )
             if not price.magnitude > 0 or not np.isfinite(price.magnitude):
                 raise InputError(f"Costs: 'gpu_hour' (the GPU-hour price) must be finite and > 0, got {shown(price)}")
-        fraction = probability("Costs", "idle_power_fraction", self.idle_power_fraction)
+        fraction = scalar("Costs", "idle_power_fraction", self.idle_power_fraction, "", "probability")
         object.__setattr__(self, "idle_power_fraction", float(fraction))
         if self.electricity is not None:
             scalar("Costs", "electricity", self.electricity, "USD/(kW*hour)", "nonnegative")

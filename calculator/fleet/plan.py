@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import InputError, UnitsError
 from ..results import Result
 from ..types import Bytes, Count, Energy, Money, MoneyRate, Power, Rate, Time
-from ..units import Q_, shown
+from ..units import Q_, shown, ureg
 from .inputs import ServingOptions, Speculation, Targets, Workload
 
 if TYPE_CHECKING:
@@ -361,6 +361,31 @@ def _check_plan_values(values: dict[str, Any]) -> None:
     for name in ("workload", "targets", "serving"):
         if not isinstance(values.get(name), Mapping):
             raise InputError(f"field '{name}' must be an object, got {shown(values.get(name))}")
+    for name in ("ttft_interval", "tpot_interval"):
+        pair = values.get(name)
+        if pair is not None and not (isinstance(pair, tuple) and len(pair) == 2 and all(_is_time(v) for v in pair)):
+            raise InputError(f"field '{name}' must be a pair of times (low, high), got {shown(pair)}")
+    band = values.get("gpus_interval")
+    if band is not None and not (
+        isinstance(band, tuple) and len(band) == 2 and all(v is None or _whole(v) for v in band)
+    ):
+        raise InputError(f"field 'gpus_interval' must be a pair of GPU counts (low, high or null), got {shown(band)}")
+    files = values.get("registry_files", ())
+    if not (isinstance(files, tuple) and all(isinstance(f, str) for f in files)):
+        raise InputError(f"field 'registry_files' must be a list of file names, got {shown(files)}")
+    for name in ("rejected", "closest"):
+        if not isinstance(values.get(name, {}), Mapping):
+            raise InputError(f"field '{name}' must be an object, got {shown(values.get(name))}")
+    if not isinstance(values.get("rejections", ()), tuple):
+        raise InputError(f"field 'rejections' must be a list of records, got {shown(values.get('rejections'))}")
+
+
+def _is_time(value: Any) -> bool:
+    return isinstance(value, ureg.Quantity) and value.dimensionality == ureg.second.dimensionality
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and float(value).is_integer()
 
 
 def layout_text(plan: FleetPlan) -> str:

@@ -23,6 +23,7 @@ from ._app import (
     app,
 )
 from .sizing import (
+    CLI_TIME_LIMIT,
     ModelArgument,
     RequestsOption,
     SizingFlags,
@@ -139,7 +140,7 @@ def simulate_command(
             show_default=False,
         ),
     ] = None,
-    time_limit: TimeLimitOption = None,
+    time_limit: TimeLimitOption = CLI_TIME_LIMIT,
     as_json: JsonOption = False,
     output_format: FormatOption = None,
     out: OutOption = None,
@@ -168,8 +169,7 @@ def simulate_command(
         task = bar.add_task("simulating", total=1.0)
         options: dict[str, Any] = {"requests": requests, "seeds": seeds, "router": router,
                    "progress": lambda done: bar.update(task, completed=done)}  # fmt: skip
-        if time_limit is not None:
-            options["time_limit"] = time_limit
+        options["time_limit"] = time_limit
         if replicas is None:
             verification = verify_plan(plan, max_replicas=max_replicas, **options)
             results = verification.results

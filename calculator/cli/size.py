@@ -27,6 +27,7 @@ from ._app import (
     app,
 )
 from .sizing import (
+    CLI_TIME_LIMIT,
     ModelArgument,
     RequestsOption,
     SizingFlags,
@@ -154,7 +155,7 @@ def size(
         int | None,
         typer.Option(metavar="INT", min=1, max=1000, help="Seeds of --verify (default 2).", show_default=False),
     ] = None,
-    time_limit: TimeLimitOption = None,
+    time_limit: TimeLimitOption = CLI_TIME_LIMIT,
     as_json: JsonOption = False,
     output_format: FormatOption = None,
     out: OutOption = None,
@@ -172,7 +173,7 @@ def size(
         raise _fail(f"--emit {emit.value} conflicts with --format {fmt.value}")
     if out is not None:
         _check_out(out)
-    if not verify and (requests is not None or seeds is not None or time_limit is not None):
+    if not verify and (requests is not None or seeds is not None or time_limit != CLI_TIME_LIMIT):
         raise _fail("--requests, --seeds and --time-limit set up --verify; add --verify")
     registry = _load(None, sizing.extra)
     curve = _demand_curve(demand, demand_bin) if demand is not None else None
@@ -193,7 +194,7 @@ def size(
         _size_disaggregated(inputs, sizing, registry, interconnect, fmt, out, given)
     if interconnect is not None:
         raise _fail("--interconnect is the KV handoff link of --disaggregated or of 'servecalc compare'")
-    asked = {"requests": requests, "seeds": seeds, "time_limit": time_limit}
+    asked = {"requests": requests, "seeds": seeds, "time_limit": time_limit if verify else None}
     checks = {name: value for name, value in asked.items() if value is not None}
     verification = {"verify": True, "verify_options": checks} if verify else {}
     with _library_errors():

@@ -297,9 +297,7 @@ class _Pricing:
         inputs, outputs = workload.input_tokens, workload.output_tokens
         hit, prefix = serving.prefix_hit_rate, serving.shared_prefix_tokens
         computed = max(inputs - hit * prefix, 1.0)  # prompt tokens actually prefilled
-        # Tokens a running sequence holds on average: its prompt plus half its output, the output
-        # length-biased (long outputs stay longer in the batch): E[O^2] / (2 E[O]) = O (1 + cv^2) / 2.
-        context = inputs + outputs * (1 + workload.output_cv**2) / 2
+        context = workload.held_context  # prompt plus half the length-biased output
         spec = serving.speculation
         draft = family.draft if spec is not None else None
         capacity = _capacity(a, draft, profile, tp, context, serving)

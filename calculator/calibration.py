@@ -14,6 +14,7 @@ pandas and scipy load only when these functions run.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,6 +69,21 @@ _REQUIRED = (
 )
 
 
+#: The first release of each engine that schedules asynchronously by default (the CPU prepares the next
+#: iteration while the GPU runs this one: the registry's ``async_scheduling``). vLLM: 0.14.0
+#: (``config/vllm.py``); the rows of an older release are priced with the fixed costs added.
+ASYNC_SCHEDULING_SINCE = {"vllm": (0, 14)}
+
+
+def _async_scheduling(engine: str, version: Any) -> bool | None:
+    """Whether ``engine`` at ``version`` schedules asynchronously by default (None: the profile's own)."""
+    since = ASYNC_SCHEDULING_SINCE.get(engine)
+    found = re.match(r"(\d+)\.(\d+)", str(version))
+    if since is None or found is None:
+        return None
+    return (int(found[1]), int(found[2])) >= since
+
+
 def load_benchmarks(path: str | Path | None = None) -> Any:
     """Read benchmark measurements into a DataFrame with the columns the fit uses.
 
@@ -99,14 +115,18 @@ def load_benchmarks(path: str | Path | None = None) -> Any:
     quant = frame.get("gemm_quant_mode", pd.Series([""] * len(frame))).fillna("").astype(str)
     precision = [check_precision(q or "bf16", "gemm_quant_mode") for q in quant]
     table = pd.read_csv(HARNESS_FILE, dtype=str).fillna("")
-    harness = frame.backend.str.lower() + " " + frame.get("backend_version", pd.Series([""] * len(frame))).astype(str)
+    versions = frame.get("backend_version", pd.Series([""] * len(frame))).fillna("unrecorded").astype(str)
+    harness = frame.backend.str.lower() + " " + versions
     settings = {f"{r.backend} {r.backend_version}": r for r in table.itertuples()}
     known = [settings.get(h) for h in harness]
-    return frame.assign(
+    frame = frame.assign(
         harness=harness,
         arrivals=[s.arrivals if s is not None else "dispersed" for s in known],
         client_overhead=[float(s.client_overhead_ms or 0) / 1e3 if s is not None else 0.0 for s in known],
         fit_client_overhead=[s is not None and s.fit_client_overhead == "yes" for s in known],
+        async_scheduling=[
+            {"yes": True, "no": False}.get(getattr(s, "async_scheduling", "")) if s is not None else None for s in known
+        ],
         model=[reg.models[m].id for m in frame.model_path],
         accelerator=[reg.accelerators[s].id for s in frame.system],
         precision=precision,
@@ -119,6 +139,10 @@ def load_benchmarks(path: str | Path | None = None) -> Any:
         ttft=frame.silicon_ttft_ms / 1e3,
         tpot=frame.silicon_tpot_ms / 1e3,
     )
+    by_version = [_async_scheduling(e, v) for e, v in zip(frame.engine, versions, strict=True)]
+    return frame.assign(
+        async_scheduling=[v if v is not None else d for v, d in zip(frame.async_scheduling, by_version, strict=True)]
+    )
 
 
 def _predict(
@@ -127,12 +151,18 @@ def _predict(
     """Predicted TTFT and TPOT of every row; ``arrays`` keeps the step arrays between calls of one fit."""
     ttft = np.empty(len(frame))
     tpot = np.empty(len(frame))
-    keys = ["model", "accelerator", "precision", "engine", "expert_tensor_parallel"]
+    keys = ["model", "accelerator", "precision", "engine", "expert_tensor_parallel", "overlap"]
     built = {} if arrays is None else arrays
     if "expert_tensor_parallel" not in frame:
         frame = frame.assign(expert_tensor_parallel=0.0)
-    for (model, accelerator, precision, engine, moe_tp), group in frame.groupby(keys, sort=False):
+    # The engine version's scheduling where the row records it (-1: the profile's own).
+    overlap = frame.async_scheduling if "async_scheduling" in frame else None
+    frame = frame.assign(overlap=-1 if overlap is None else overlap.map({True: 1, False: 0}).fillna(-1))
+    for (model, accelerator, precision, engine, moe_tp, flag), group in frame.groupby(keys, sort=False):
         profile = profiles[engine]
+        efficiency = profile.efficiency_for(accelerator)
+        if flag >= 0:
+            efficiency = efficiency.replace(overlap=bool(flag))
         key = (model, accelerator, precision, profile.quantized_kv_precision, profile.name, moe_tp)
         if key not in built:  # the step arrays (and their kernel curves) depend on the KV rule, not on the costs
             base = step_arrays(model, accelerator, precision, engine=profile)
@@ -147,7 +177,7 @@ def _predict(
             group.input_tokens.to_numpy(),
             group.output_tokens.to_numpy(),
             group.concurrency.to_numpy(),
-            profile.efficiency_for(accelerator),
+            efficiency,
             arrivals=arrivals,
             client_overhead=extra,
         )

@@ -120,6 +120,9 @@ DOCUMENTED_FLAGS: dict[str, dict[str, str]] = {
         "--speculative-config": _VLLM_DRAFT_DOCS,
         "--enable-expert-parallel": _VLLM_EP_DOCS,
         "--data-parallel-size": _VLLM_DP_DOCS,
+        "--async-scheduling": "vLLM engine arguments (docs.vllm.ai/en/latest/configuration/engine_args/): a switch, "
+        "SchedulerConfig.async_scheduling in vllm/config/scheduler.py, on by default from 0.14.0 unless pipeline "
+        "parallelism or a speculative method other than EAGLE/MTP rules it out (vllm/config/vllm.py)",
     },
     "sglang": {
         "--model-path": _SGLANG_DOCS,
@@ -390,6 +393,9 @@ def launch_command(plan: FleetPlan, engine: str, *, registry: Registry | None = 
             "--gpu-memory-utilization": f"{profile.memory_utilization:g}",
             "--max-num-batched-tokens": str(budget),
         }
+        if profile.efficiency.overlap and plan.serving.speculation is None:
+            # the plan's step times assume asynchronous scheduling: the 0.14.0 default, explicit for 0.11-0.13
+            flags["--async-scheduling"] = None
         positional: tuple[str, ...] = (weights.repo,)
     elif name == "sglang":
         fraction = float(sglang_memory_fraction(memory, default_budget, tp))

@@ -489,6 +489,11 @@ class Engine(Entry):
     quantized_kv_precision: Literal["fp8", "bf16", "fp16"] = Field(
         description="KV-cache precision for FP8/FP4 weights whose checkpoint declares none in the registry"
     )
+    async_scheduling: bool | None = Field(
+        None,
+        description="the CPU schedules the next iteration while the GPU runs this one, hiding the fixed costs "
+        "(None: not documented, the costs add to the GPU's work)",
+    )
     step_overhead: Duration = Field(description="fixed cost of one iteration")
     sequence_overhead: Duration = Field(description="cost per running sequence per iteration")
     request_overhead: Duration = Field(description="time every request spends outside the GPU before its first token")

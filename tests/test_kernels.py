@@ -160,6 +160,23 @@ def test_expert_parallelism_prices_the_recorded_layouts_of_the_moe_benchmarks():
     assert np.median(np.abs(qwen.ttft_error)) <= 0.20
 
 
+def test_the_moe_benchmarks_hold_within_the_issue_bounds_with_each_release_scheduling():
+    # Issue 23 acceptance: all 201 H100 MoE rows at their recorded layouts, not fitted on: TPOT <= 10 %,
+    # TTFT <= 20 %. gpt-oss-120b ran vLLM 0.18, which schedules asynchronously (the fixed costs fitted on
+    # the synchronous vLLM 0.12 rows hide behind the GPU work); priced synchronously its TPOT is 42 % high.
+    from calculator.calibration import CALIBRATION_DIR, load_benchmarks, prediction_errors
+
+    rows = load_benchmarks(CALIBRATION_DIR / "serving_benchmarks_h100_moe.csv")
+    errors = prediction_errors(rows)
+    assert np.median(np.abs(errors.tpot_error)) <= 0.10
+    assert np.median(np.abs(errors.ttft_error)) <= 0.20
+    gpt_oss = rows[(rows.engine == "vllm") & (rows.backend_version == "0.18.0")]
+    assert gpt_oss.async_scheduling.all() and len(gpt_oss) > 50
+    assert np.median(np.abs(prediction_errors(gpt_oss).tpot_error)) <= 0.10
+    synchronous = prediction_errors(gpt_oss.assign(async_scheduling=False))
+    assert np.median(synchronous.tpot_error) > 0.30
+
+
 def test_an_expert_layout_must_divide_the_group_and_the_experts():
     from calculator.errors import InputError
     from calculator.performance import ENGINES, iteration_seconds, step_arrays

@@ -385,3 +385,36 @@ def test_the_closed_form_agrees_with_the_closed_loop_simulation():
     # The worst: prefill-heavy points (4,096-token prompts, 128-token outputs, 16 clients: TTFT 25 % high,
     # where the simulated clients keep dispersing over the run's ten rounds).
     assert np.all(errors < 0.30), errors
+
+
+def test_asynchronous_scheduling_hides_the_fixed_costs_behind_the_gpu_work():
+    # vLLM >= 0.14 prepares the next iteration on the CPU while the GPU runs this one: an iteration takes
+    # the longer of the two (config/vllm.py: async_scheduling None becomes True).
+    from calculator.performance import iteration_seconds
+
+    a = step_arrays("llama-3.1-70b", "h100-sxm", "fp8")
+    sync = ENGINES["vllm"].efficiency_for("h100-sxm").replace(overlap=False)
+    overlapped = sync.replace(overlap=True)
+    assert ENGINES["vllm"].efficiency.overlap and not ENGINES["sglang"].efficiency.overlap
+    step, per_sequence = sync.fixed_seconds
+    batch = np.array([1.0, 64.0, 4096.0])
+    gpu = iteration_seconds(a, sync.replace(step_overhead=Q_(0, "s"), sequence_overhead=Q_(0, "s")), 4, batch, 2048)
+    fixed = step + per_sequence * batch
+    assert iteration_seconds(a, sync, 4, batch, 2048) == pytest.approx(gpu + fixed)
+    assert iteration_seconds(a, overlapped, 4, batch, 2048) == pytest.approx(np.maximum(gpu, fixed))
+    # a small batch on a fast GPU step is CPU bound even when overlapped
+    tiny = step_arrays("llama-3.1-8b", "h100-sxm", "fp8")
+    assert iteration_seconds(tiny, overlapped, 8, 1, 128) == pytest.approx(step + per_sequence)
+
+
+def test_each_benchmark_row_is_priced_with_its_release_scheduling():
+    from calculator.calibration import _async_scheduling
+
+    assert _async_scheduling("vllm", "0.13.0") is False  # config/scheduler.py 0.13.0: async_scheduling = False
+    assert _async_scheduling("vllm", "0.14.0") is True and _async_scheduling("vllm", "0.18.0") is True
+    assert _async_scheduling("sglang", "0.5.8") is None and _async_scheduling("vllm", "unrecorded") is None
+    rows = load_benchmarks()
+    vllm = rows[rows.engine == "vllm"]
+    assert not vllm.async_scheduling.any()  # 0.12.0 and the unrecorded campaign (benchmark_harness.csv)
+    citation = ENGINES["vllm"].citations["async_scheduling"]
+    assert "0.14.0" in citation and "config/vllm.py" in citation

@@ -585,7 +585,7 @@ def _burst_gain(load: np.ndarray, prompt_time: np.ndarray) -> np.ndarray:
     ``b``. Bursts of arrivals (random dispatch, cv near 1) then raise the mean running batch, and
     TPOT with it, the more so where prompts are long. Smooth arrivals (round robin over many
     replicas, cv^2 near 0) are hardly affected. Against the simulator on the same step physics, with
-    prompts of 2,000-8,000 tokens under random dispatch, the plans' TPOT is now low by 0-4% (was
+    prompts of 2,000-8,000 tokens under random dispatch, the plans' TPOT is now low by 0-5% (was
     5-19% low); the rest is prompts that collide in one iteration (``docs/fleet-sizer.md``).
 
     Examples

@@ -354,9 +354,11 @@ def predict_benchmark(
     Examples
     --------
     Qwen3-32B BF16 on 4 H100s under vLLM 0.12, 32 clients, 1024/512 tokens (measured: TTFT 199.9 ms,
-    TPOT 14.2 ms); the measured values lie inside the 80 % intervals:
+    TPOT 14.2 ms). vLLM 0.12 schedules synchronously (the profile is 0.14's, asynchronous); the measured
+    values lie inside the 80 % intervals:
 
-    >>> p = predict_benchmark("Qwen/Qwen3-32B", "h100_sxm", "bf16", 4, 1024, 512, 32, engine="vllm")
+    >>> vllm_0_12 = engine_profile("vllm").with_async_scheduling(False)
+    >>> p = predict_benchmark("Qwen/Qwen3-32B", "h100_sxm", "bf16", 4, 1024, 512, 32, engine=vllm_0_12)
     >>> bool(p.ttft_interval[0].m_as("ms") < 199.9 < p.ttft_interval[1].m_as("ms")), p.memory_limited
     (True, False)
     >>> bool(p.tpot_interval[0].m_as("ms") < 14.2 < p.tpot_interval[1].m_as("ms"))

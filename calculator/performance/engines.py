@@ -60,6 +60,10 @@ class Efficiency(Result):
     kernels : bool
         True: price kernels from the accelerator's measured tables (or the generic efficiency curve
         at its peaks). False: at the fractions above of the registry peaks.
+    overlap : bool
+        True: the engine schedules the next iteration on the CPU while the GPU runs this one
+        (asynchronous scheduling), so an iteration takes the longer of the two, the GPU work or the
+        fixed costs above, instead of their sum.
     """
 
     hbm_bandwidth: float
@@ -69,6 +73,7 @@ class Efficiency(Result):
     step_overhead: Time
     sequence_overhead: Time = field(default_factory=lambda: Q_(0.0, "s"))
     kernels: bool = True
+    overlap: bool = False
 
     def __post_init__(self) -> None:
         for name in ("hbm_bandwidth", "compute", "link_bandwidth"):
@@ -213,6 +218,19 @@ class EngineProfile(Result):
         """A copy with some parameters changed (``efficiency=...`` included)."""
         return dataclasses.replace(self, **changes)
 
+    def with_async_scheduling(self, enabled: bool) -> EngineProfile:
+        """A copy that schedules asynchronously or not (:attr:`Efficiency.overlap`) on every accelerator.
+
+        For an engine release on the other side of the change: vLLM schedules asynchronously by default
+        from 0.14.0, so ``engine_profile("vllm").with_async_scheduling(False)`` is vLLM 0.11-0.13.
+        """
+        if not isinstance(enabled, bool):
+            raise InputError(f"with_async_scheduling(): argument 'enabled' must be True or False, got {enabled!r}")
+        return self.replace(
+            efficiency=self.efficiency.replace(overlap=enabled),
+            per_accelerator={k: v.replace(overlap=enabled) for k, v in self.per_accelerator.items()},
+        )
+
 
 def profile_from_entry(entry: Any, sources: Mapping[str, Any]) -> EngineProfile:
     """The :class:`EngineProfile` of a registry engine entry (``registry.Engine``).
@@ -247,7 +265,15 @@ def profile_from_entry(entry: Any, sources: Mapping[str, Any]) -> EngineProfile:
     )
     return EngineProfile(
         name=entry.id,
-        efficiency=Efficiency(hbm, comp, link, Q_(floor, "s"), entry.step_overhead, entry.sequence_overhead),
+        efficiency=Efficiency(
+            hbm,
+            comp,
+            link,
+            Q_(floor, "s"),
+            entry.step_overhead,
+            entry.sequence_overhead,
+            overlap=bool(entry.async_scheduling),
+        ),
         memory_utilization=entry.memory_utilization,
         memory_policy=entry.memory_policy,
         memory_reserve=entry.memory_reserve,

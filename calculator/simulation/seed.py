@@ -296,7 +296,7 @@ def _simulate_seed(run: _Run, progress: Callable[[float], None] | None = None) -
         if tokens:
             prior = max((pairs - tokens * (tokens / r + 1) / 2) / tokens, 0.0)
             t += table.prefill(decodes, tokens, r, prior)
-        t *= scale
+        t = table.total(t, decodes + r) * scale
         end = now + t
         rep.busy += t
         rep.in_iteration = True
@@ -409,11 +409,14 @@ def _simulate_seed(run: _Run, progress: Callable[[float], None] | None = None) -
             return now, 0
         running = len(rep.running)
         decode = table.decode
+        step, per_sequence, overlap = table.fixed
+        fixed = step + per_sequence * n
         ends, starts, kv = rep.ends, rep.starts, rep.kv
         dec_kv, pf_kv, busy = rep.dec_kv, rep.pf_kv, rep.busy
         done_here = 0
         while done_here < limit:
-            t = decode(n, (dec_kv + n) / n) * scale
+            gpu = decode(n, (dec_kv + n) / n)
+            t = (max(fixed, gpu) if overlap else fixed + gpu) * scale
             end = now + t
             if end >= horizon:
                 break

@@ -29,6 +29,8 @@ _N_RATIO = 1.12  # decode-count bins of the mixed-iteration table (the prefill i
 class _FixedStep:
     """Every iteration takes the same time (``SimulationSetup.step_time``)."""
 
+    fixed = (0.0, 0.0, False)  # no engine costs beyond the fixed time
+
     def __init__(self, seconds: float):
         self.seconds = seconds
 
@@ -38,11 +40,16 @@ class _FixedStep:
     def prefill(self, n: int, tokens: float, requests: int, prior: float) -> float:
         return 0.0
 
+    def total(self, gpu: float, sequences: int) -> float:
+        return gpu
+
 
 class _StepTable:
     """Iteration times of one replica, read from tables of :func:`performance.iteration_seconds`.
 
-    A decode iteration of ``n`` sequences holding ``c`` tokens on average is a row per ``n`` over
+    The tables hold the GPU work; :meth:`total` adds the engine's fixed costs (or, where the engine
+    schedules asynchronously, takes the longer of the two), as :func:`iteration_seconds` does. A
+    decode iteration of ``n`` sequences holding ``c`` tokens on average is a row per ``n`` over
     context bins 1 % apart. Prompt tokens add ``iteration_seconds(n, c, P, r, q) -
     iteration_seconds(n, c, 0)``, which under kernel pricing does not depend on ``c`` (decode
     attention is the same on both sides): a table per ``(r, q)`` bin over ``n`` bins and a grid of
@@ -51,9 +58,14 @@ class _StepTable:
 
     def __init__(self, arrays: StepArrays, efficiency: Any, tp: int, max_context: float, max_prefill: float):
         from ..performance import iteration_seconds
+        from ..units import Q_
 
         self._price = iteration_seconds
-        self.a, self.eff, self.tp = arrays, efficiency, tp
+        step, per_sequence = efficiency.fixed_seconds
+        #: (per-iteration cost, per-sequence cost, whether they overlap the GPU work)
+        self.fixed = (step, per_sequence, bool(efficiency.overlap))
+        gpu_only = efficiency.replace(step_overhead=Q_(0.0, "s"), sequence_overhead=Q_(0.0, "s"), overlap=False)
+        self.a, self.eff, self.tp = arrays, gpu_only, tp
         self._kc = 1 / math.log(_CTX_RATIO)
         self._ctx = np.exp(np.arange(int(math.log(max(max_context, 2.0)) * self._kc) + 3) / self._kc)
         self._rows: dict[int, list[float]] = {}
@@ -71,6 +83,12 @@ class _StepTable:
             self._rows[n] = row
         k = int(math.log(context) * self._kc + 0.5) if context >= 1 else 0
         return row[k] if k < len(row) else row[-1] * context / self._ctx[-1]
+
+    def total(self, gpu: float, sequences: int) -> float:
+        """The iteration's time: its GPU work and the engine's fixed costs for ``sequences`` sequences."""
+        step, per_sequence, overlap = self.fixed
+        fixed = step + per_sequence * sequences
+        return max(fixed, gpu) if overlap else fixed + gpu
 
     def _n_bin(self, n: int) -> int:
         return 0 if n <= 0 else (n if n <= 8 else 8 + int(math.log(n / 8) * self._kn + 0.5))

@@ -25,6 +25,7 @@ settings (vLLM's ``--speculative-config``, SGLang's STANDALONE algorithm, Tensor
 
 from __future__ import annotations
 
+import copy
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -84,6 +85,32 @@ _SGLANG_DP_DOCS = (
     "python/sglang/srt/layers/dp_attention.py), and --max-running-requests is the total, each rank taking "
     "max_running_requests // dp_size (python/sglang/srt/managers/scheduler.py)"
 )
+_VLLM_NODES_DOCS = (
+    "vLLM multi-node serving with multiprocessing: --nnodes, --node-rank and --master-addr on every node, --headless "
+    "on the nodes after the first (docs.vllm.ai, Parallelism and Scaling: Running vLLM with MultiProcessing; the LWS "
+    "example passes --nnodes $(LWS_GROUP_SIZE) --node-rank $(LWS_WORKER_INDEX) --master-addr $(LWS_LEADER_ADDRESS))"
+)
+_VLLM_DP_NODES_DOCS = (
+    "vLLM data parallel deployment over several nodes: --data-parallel-size-local ranks per node, "
+    "--data-parallel-address and --data-parallel-rpc-port of the first node, and --headless with "
+    "--data-parallel-start-rank on the others (docs/serving/data_parallel_deployment.md, Internal Load Balancing)"
+)
+_SGLANG_NODES_DOCS = (
+    _SGLANG_DOCS + "; multi-node: the same command on each node with --nnodes, --node-rank and --dist-init-addr "
+    "(the first node's address and port) (docs.sglang.io/references/multi_node_deployment/multi_node.html)"
+)
+#: TensorRT-LLM over several nodes: one MPI world started once (its DeepSeek-V3 example, and Dynamo's multinode guide).
+TRTLLM_MULTI_NODE = (
+    "a replica over several nodes runs in one MPI world: mpirun over the nodes of a hostfile starts "
+    "trtllm-llmapi-launch trtllm-serve on every GPU (TensorRT-LLM examples/models/core/deepseek_v3/README.md, "
+    "multi-node; docs.nvidia.com/dynamo, Multinode Examples: 'launched together in the same MPI world, such as "
+    "via mpirun or srun')"
+)
+#: The environment variables a multi-node command reads on each node: the first node's address and this node's rank.
+NODE_VARIABLES = ("LEADER_ADDRESS", "NODE_RANK")
+_SGLANG_DIST_PORT = 20000  # the port of SGLang's multi-node example
+_VLLM_DP_RPC_PORT = 13345  # the port of vLLM's data parallel example
+
 #: TensorRT-LLM's attention data parallelism, an LLM API option of the options file.
 TRTLLM_ATTENTION_DP = (
     "enable_attention_dp: true in the options file (LlmArgs.enable_attention_dp, tensorrt_llm/llmapi/llm_args.py): one "
@@ -120,6 +147,14 @@ DOCUMENTED_FLAGS: dict[str, dict[str, str]] = {
         "--speculative-config": _VLLM_DRAFT_DOCS,
         "--enable-expert-parallel": _VLLM_EP_DOCS,
         "--data-parallel-size": _VLLM_DP_DOCS,
+        "--nnodes": _VLLM_NODES_DOCS,
+        "--node-rank": _VLLM_NODES_DOCS,
+        "--master-addr": _VLLM_NODES_DOCS,
+        "--headless": _VLLM_NODES_DOCS + "; " + _VLLM_DP_NODES_DOCS,
+        "--data-parallel-size-local": _VLLM_DP_NODES_DOCS,
+        "--data-parallel-address": _VLLM_DP_NODES_DOCS,
+        "--data-parallel-rpc-port": _VLLM_DP_NODES_DOCS,
+        "--data-parallel-start-rank": _VLLM_DP_NODES_DOCS,
         "--async-scheduling": "vLLM engine arguments (docs.vllm.ai/en/latest/configuration/engine_args/): a switch, "
         "SchedulerConfig.async_scheduling in vllm/config/scheduler.py, on by default from 0.14.0 unless pipeline "
         "parallelism or a speculative method other than EAGLE/MTP rules it out (vllm/config/vllm.py)",
@@ -142,6 +177,9 @@ DOCUMENTED_FLAGS: dict[str, dict[str, str]] = {
         "--ep-size": _SGLANG_EP_DOCS,
         "--dp-size": _SGLANG_DP_DOCS,
         "--enable-dp-attention": _SGLANG_DP_DOCS,
+        "--nnodes": _SGLANG_NODES_DOCS,
+        "--node-rank": _SGLANG_NODES_DOCS,
+        "--dist-init-addr": _SGLANG_NODES_DOCS,
     },
     "trtllm": {
         "--host": _TRTLLM_DOCS,
@@ -206,6 +244,14 @@ class LaunchConfig(Result):
     files : dict
         Files the command needs beside it, by name (TensorRT-LLM's options YAML); ``command`` writes
         them first.
+    nodes : int
+        Nodes one replica spans (``plan.nodes_per_replica``). Above one, vLLM and SGLang run the command
+        on every node with the environment variables :data:`NODE_VARIABLES` set (the first node's address,
+        this node's rank from 0), the nodes after the first adding ``worker_flags``; TensorRT-LLM's
+        command starts all of them at once from the first node (``mpirun`` over a hostfile).
+    worker_flags : dict
+        What the nodes after the first add or change (vLLM: ``--headless``, and the first data-parallel
+        rank they hold).
     """
 
     engine: str
@@ -217,6 +263,8 @@ class LaunchConfig(Result):
     weights: WeightsSource | None = None
     kv_precision: str = ""
     files: dict[str, str] = field(default_factory=dict)
+    nodes: int = 1
+    worker_flags: dict[str, str | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, repr=False)
@@ -441,12 +489,59 @@ def launch_command(plan: FleetPlan, engine: str, *, registry: Registry | None = 
         flags["--extra_llm_api_options"] = TRTLLM_OPTIONS_FILE
     if plan.engine != name:
         notes.append(f"the plan was sized with the {plan.engine} engine profile, not {name}'s")
-    pairs = ((flag,) if value is None else (flag, value) for flag, value in flags.items())  # None: a switch
-    arguments = (*_EXECUTABLE[name], *positional, *(part for pair in pairs for part in pair))
+    nodes = int(getattr(plan, "nodes_per_replica", 1) or 1)
+    executable = _EXECUTABLE[name]
+    worker: dict[str, str | None] = {}
+    if nodes > 1:
+        executable, worker = _multi_node(name, nodes, tp, int(plan.data_parallel), flags, notes)
+    arguments = (*executable, *positional, *_flag_parts(flags))
     writes = [_heredoc(file, text) for file, text in files.items()]
-    command = "\n".join([*(f"# {note}" for note in notes), *writes, shlex.join(arguments)])
-    citations = {flag: DOCUMENTED_FLAGS[name][flag] for flag in flags}
-    return LaunchConfig(name, arguments, command, flags, citations, tuple(notes), weights, kv, files)
+    command = "\n".join([*(f"# {note}" for note in notes), *writes, _shell_line(arguments)])
+    citations = {flag: DOCUMENTED_FLAGS[name][flag] for flag in (*flags, *worker)}
+    return LaunchConfig(name, arguments, command, flags, citations, tuple(notes), weights, kv, files, nodes, worker)
+
+
+def _flag_parts(flags: dict[str, str | None]) -> list[str]:
+    """Flags as arguments (a ``None`` value is a switch)."""
+    return [part for flag, value in flags.items() for part in ((flag,) if value is None else (flag, value))]
+
+
+def _shell_line(arguments: Any) -> str:
+    """The arguments as one shell line; ``$VARIABLE`` values stay expandable (double quotes), the rest is quoted."""
+    return " ".join(f'"{a}"' if a.startswith("$") else shlex.quote(a) for a in arguments)
+
+
+def _multi_node(
+    engine: str, nodes: int, tp: int, ranks: int, flags: dict[str, str | None], notes: list[str]
+) -> tuple[tuple[str, ...], dict[str, str | None]]:
+    """A replica over ``nodes`` nodes: each engine's flags (in ``flags``), its executable, the other nodes' flags."""
+    leader, rank = (f"${name}" for name in NODE_VARIABLES)
+    per_node = tp // nodes
+    worker: dict[str, str | None] = {}
+    if engine == "trtllm":
+        notes.append(f"the replica spans {nodes} nodes of {per_node} GPUs: {TRTLLM_MULTI_NODE}")
+        notes.append(f"run once, on the first node; list the {nodes} nodes with {per_node} slots each in 'hostfile'")
+        launcher = ("mpirun", "--hostfile", "hostfile", "-np", str(tp), "trtllm-llmapi-launch")
+        return (*launcher, *_EXECUTABLE[engine]), worker
+    if engine == "vllm" and ranks > 1:
+        local = ranks // nodes
+        flags.update({
+            "--data-parallel-size-local": str(local),
+            "--data-parallel-address": leader,
+            "--data-parallel-rpc-port": str(_VLLM_DP_RPC_PORT),
+        })  # fmt: skip
+        worker = {"--headless": None, "--data-parallel-start-rank": f"$(({rank[1:]} * {local}))"}
+    elif engine == "vllm":
+        flags.update({"--nnodes": str(nodes), "--node-rank": rank, "--master-addr": leader})
+        worker = {"--headless": None}
+    else:
+        flags.update({"--nnodes": str(nodes), "--node-rank": rank, "--dist-init-addr": f"{leader}:{_SGLANG_DIST_PORT}"})
+    added = f"; the other nodes add {' '.join(_flag_parts(worker))}" if worker else ""
+    notes.append(
+        f"the replica spans {nodes} nodes of {per_node} GPUs: run this on each with {NODE_VARIABLES[0]} set to the "
+        f"first node's address and {NODE_VARIABLES[1]} to 0-{nodes - 1}{added}; only the first node serves HTTP"
+    )
+    return _EXECUTABLE[engine], worker
 
 
 def _expert_parallel_flags(engine: str, expert_parallel: int, tp: int) -> dict[str, str | None]:
@@ -625,11 +720,14 @@ def kubernetes_manifest(
     config_map, deployment = _deployment(plan, config, name, image)
     weights = config.weights
     assert weights is not None  # launch_command always says where the weights come from
+    group = f"# each replica is a LeaderWorkerSet group of {config.nodes} pods, one per node (install LWS: "
+    group += "kubernetes-sigs/lws; vLLM's LWS deployment page)"
     head = [
         f"# servecalc fleet plan: {plan.gpus} x {plan.accelerator} at {plan.precision}, {plan.replicas} replicas "
         f"of {layout_text(plan)}, batch cap {plan.batch}, engine {config.engine}",
         f"# weights: {weights.repo} ({_weights_text(weights)}); KV cache {config.kv_precision}",
         "# pin the image to a tested version and schedule the pods on nodes with this accelerator",
+        *([group] if config.nodes > 1 else []),
         *(f"# {note}" for note in config.notes),
     ]
     scaling = [
@@ -694,6 +792,8 @@ def _deployment(
             "metadata": {"name": f"{name}-config", "labels": {"app": name}},
             "data": dict(config.files),
         }
+    if config.nodes > 1:
+        return config_map, _leader_worker_set(plan, config, name, image, mounts, volumes)
     container = {
         "name": config.engine,
         "image": image or _IMAGE[config.engine],
@@ -719,14 +819,79 @@ def _deployment(
     return config_map, deployment
 
 
+#: The LeaderWorkerSet API a replica over several nodes runs as (kubernetes-sigs/lws; vLLM's LWS deployment page).
+LWS_API = "leaderworkerset.x-k8s.io/v1"
+#: What LWS sets in each pod of a group: the leader pod's address and the pod's index in its group (0: the leader).
+_LWS_VARIABLES = {"LEADER_ADDRESS": "LWS_LEADER_ADDRESS", "NODE_RANK": "LWS_WORKER_INDEX"}
+
+
+def _leader_worker_set(
+    plan: FleetPlan, config: LaunchConfig, name: str, image: str | None, mounts: list[Any], volumes: list[Any]
+) -> dict[str, Any]:
+    """A LeaderWorkerSet of ``plan.replicas`` groups of ``config.nodes`` pods: one replica over several nodes.
+
+    Each pod runs the engine's command through ``sh -c`` with LWS's own variables in place of
+    :data:`NODE_VARIABLES` (the leader's address, the pod's index in its group), the worker pods with
+    ``config.worker_flags``; only the leader exposes the HTTP port.
+    """
+    if config.engine == "trtllm":
+        raise InputError(
+            f"the plan's replica spans {config.nodes} nodes; TensorRT-LLM starts them as one MPI world (mpirun or "
+            "srun), which the Kubernetes sketch does not cover: emit for vllm or sglang, or use the trtllm command"
+        )
+    arguments = [_mounted(part, config.files) for part in config.arguments]
+
+    def line(extra: dict[str, str | None]) -> str:
+        text = _shell_line([*arguments, *_flag_parts(extra)])
+        for ours, lws in _LWS_VARIABLES.items():
+            text = text.replace(f"${ours}", f"${lws}").replace(f"$(({ours}", f"$(({lws}")
+        return text
+
+    def pod(role: str, extra: dict[str, str | None]) -> dict[str, Any]:
+        container: dict[str, Any] = {
+            "name": f"{config.engine}-{role}",
+            "image": image or _IMAGE[config.engine],
+            "command": ["sh", "-c", line(extra)],
+            "resources": {"limits": {"nvidia.com/gpu": int(plan.tensor_parallel) // config.nodes}},
+            "volumeMounts": copy.deepcopy(mounts),
+        }
+        if role == "leader":
+            container["ports"] = [{"name": "http", "containerPort": _PORT[config.engine]}]
+        return {
+            "metadata": {"labels": {"app": name, "role": role}},
+            "spec": {"containers": [container], "volumes": copy.deepcopy(volumes)},
+        }
+
+    return {
+        "apiVersion": LWS_API,
+        "kind": "LeaderWorkerSet",
+        "metadata": {"name": name, "labels": {"app": name}},
+        "spec": {
+            "replicas": int(plan.replicas),
+            "leaderWorkerTemplate": {
+                "size": config.nodes,
+                "restartPolicy": "RecreateGroupOnPodRestart",
+                "leaderTemplate": pod("leader", {}),
+                "workerTemplate": pod("worker", config.worker_flags),
+            },
+        },
+    }
+
+
 def _autoscaler(plan: FleetPlan, name: str, target: float) -> dict[str, Any]:
     """A HorizontalPodAutoscaler on the running requests per pod: the planned replicas up to HEADROOM times."""
+    several = int(getattr(plan, "nodes_per_replica", 1) or 1) > 1
+    reference = (
+        {"apiVersion": LWS_API, "kind": "LeaderWorkerSet"}
+        if several
+        else {"apiVersion": "apps/v1", "kind": "Deployment"}
+    )
     return {
         "apiVersion": "autoscaling/v2",
         "kind": "HorizontalPodAutoscaler",
         "metadata": {"name": name},
         "spec": {
-            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
+            "scaleTargetRef": {**reference, "name": name},
             "minReplicas": int(plan.replicas),
             "maxReplicas": HEADROOM * int(plan.replicas),
             "metrics": [

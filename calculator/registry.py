@@ -289,6 +289,12 @@ class Accelerator(Entry):
     nvlink_bandwidth: ByteRate | None = Field(None, description="NVLink bandwidth per direction")
     nvlink_bandwidth_total: ByteRate | None = Field(None, description="NVLink bandwidth, both directions")
     host_link: Identifier | None = Field(None, description="id of the host interconnect")
+    node_gpus: Annotated[int, Field(ge=1, le=100_000)] | None = Field(
+        None, description="GPUs in one scale-up domain (NVLink and NVSwitch): collectives inside it run on NVLink"
+    )
+    scale_out: Identifier | None = Field(
+        None, description="id of the inter-node interconnect between scale-up domains, one link per GPU"
+    )
     tdp: Power
 
     PLAUSIBLE: ClassVar[Mapping[str, tuple[float, float, str]]] = {
@@ -978,6 +984,12 @@ def _check_references(sections: dict[str, dict[str, Any]], origin: dict[tuple[st
             raise RegistryError(
                 f"{origin['accelerators', accelerator.id]}: accelerators['{accelerator.id}']: field 'host_link': "
                 f"expected an interconnect id, found {accelerator.host_link!r}"
+            )
+        scale_out = accelerator.scale_out
+        if scale_out is not None and (scale_out not in links or links[scale_out].scope != "inter_node"):
+            raise RegistryError(
+                f"{origin['accelerators', accelerator.id]}: accelerators['{accelerator.id}']: field 'scale_out': "
+                f"expected the id of an inter_node interconnect, found {scale_out!r}"
             )
     for price in sections["prices"].values():
         if price.accelerator is not None and price.accelerator not in sections["accelerators"]:

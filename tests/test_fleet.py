@@ -388,9 +388,12 @@ def test_the_closest_feasible_alternative_loosens_only_the_binding_target():
 
 
 def test_when_nothing_fits_the_reason_names_the_tensor_parallel_degree_that_would():
-    # DeepSeek-V3 in BF16 (about 1.3 TB of weights) on H100s: no default degree up to TP 8 holds it.
+    # DeepSeek-V3 in BF16 (about 1.3 TB of weights) on H100s: no degree of one node (up to TP 8) holds it.
     args = ("deepseek-v3", "h100-sxm", "bf16", Q_(1, "request/s"), 1024, 256, Q_(2, "s"), Q_(100, "ms"))
-    plan = size_fleet(*args, price=PRICE)
+    plan = size_fleet(*args, price=PRICE, tensor_parallel=[4, 8])  # degrees given: searched as given
     assert not plan.feasible and "TP 32 on h100-sxm at bf16 would leave room" in plan.reason
     assert "inf" not in plan.reason
     assert size_fleet(*args, price=PRICE, tensor_parallel=[32]).feasible
+    # With the default degrees the sizer adds replicas of two and four nodes itself (the H100's scale-out link).
+    wide = size_fleet(*args, price=PRICE)
+    assert wide.feasible and wide.tensor_parallel == 32 and wide.nodes_per_replica == 4

@@ -7,15 +7,16 @@ layout, the simulator runs it, and the launch configs carry it in each engine's 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import warnings
 
 import pytest
 
-from calculator import DOCUMENTED_FLAGS, Q_, FleetPlan, launch_command
+from calculator import DOCUMENTED_FLAGS, Q_, FleetPlan, kubernetes_manifest, launch_command
 from calculator.errors import InputError
-from calculator.fleet import SearchSpace, Targets, Workload, size_fleet
-from calculator.performance import decode_step_time, predict_benchmark
+from calculator.fleet import SearchSpace, Targets, Workload, plan_summary, size_fleet
+from calculator.performance import decode_step_time, predict_benchmark, step_arrays
 
 WORKLOAD = Workload(Q_(20, "request/s"), 2048, 512)
 TARGETS = Targets(Q_(2, "s"), Q_(50, "ms"))
@@ -192,3 +193,70 @@ def test_the_benchmark_model_runs_attention_ranks_with_their_own_caches_and_budg
     assert ranks.max_concurrency > 5 * split.max_concurrency  # eight ranks' caches against a replicated latent
     assert ranks.output_throughput > split.output_throughput
     assert ranks.ttft < split.ttft  # 512 clients fit at once instead of queueing for the cache
+
+
+def test_a_model_larger_than_one_node_is_sized_over_several_with_the_scale_out_link():
+    # Issue 23: DeepSeek-V3 at FP8 (672 GB) does not fit in one node of eight H100s. The sizer adds replicas of
+    # two and four nodes (the H100's registered scale-out link: 400 Gb/s InfiniBand per GPU, HGX reference
+    # architecture), whose collectives cross that link: slower than one NVLink domain would be.
+    from calculator.performance.pricing import _collective_seconds
+
+    plan = size_fleet(
+        "deepseek-v3", Workload(Q_(50, "request/s"), 1024, 256), Targets(Q_(2, "s"), Q_(60, "ms")),
+        SearchSpace("h100-sxm", "fp8"), engine="sglang",
+    )  # fmt: skip
+    assert plan.feasible and plan.tensor_parallel == 16 and plan.nodes_per_replica == 2
+    assert "over 2 nodes" in plan_summary(plan)
+    assert {"h100-sxm/fp8/tp16/ep16", "h100-sxm/fp8/tp16/dp16/ep16"} <= set(plan.rejected)  # every layout searched
+    a = step_arrays("deepseek-v3", "h100-sxm", "fp8")
+    assert a.node_gpus == 8 and a.scale_out_bandwidth == pytest.approx(50e9)
+    message = 256 * a.hidden * 2
+    one_domain = dataclasses.replace(a, scale_out_bandwidth=0.0)  # the NVLink curve extrapolated
+    assert _collective_seconds(a, 16.0, message) > 1.5 * _collective_seconds(one_domain, 16.0, message)
+    assert _collective_seconds(a, 8.0, message) == _collective_seconds(one_domain, 8.0, message)
+    # B300 registers its eight-GPU node but no scale-out link: wider replicas are refused, with the reason.
+    b300 = size_fleet(
+        "deepseek-v3", Workload(Q_(50, "request/s"), 1024, 256), Targets(Q_(2, "s"), Q_(60, "ms")),
+        SearchSpace("b300-sxm", "fp8", tensor_parallel=(8, 16)), engine="sglang",
+    )  # fmt: skip
+    assert "no scale-out link" in b300.rejected["b300-sxm/fp8/tp16"] and b300.tensor_parallel == 8
+
+
+@pytest.fixture(scope="module")
+def two_node_plans():
+    # DeepSeek-V3 at FP8 on H100s: replicas of 16 GPUs over two nodes, tensor parallel and attention ranks.
+    workload, targets = Workload(Q_(50, "request/s"), 1024, 256), Targets(Q_(2, "s"), Q_(60, "ms"))
+    space = {layout: SearchSpace("h100-sxm", "fp8", moe_layouts=(layout,)) for layout in ("tensor", "attention-dp")}
+    return {layout: size_fleet("deepseek-v3", workload, targets, s, engine="vllm") for layout, s in space.items()}
+
+
+def test_a_replica_over_two_nodes_launches_on_each_with_each_engines_documented_flags(two_node_plans):
+    import yaml
+
+    tensor, ranks = two_node_plans["tensor"], two_node_plans["attention-dp"]
+    assert (tensor.nodes_per_replica, ranks.nodes_per_replica, ranks.data_parallel) == (2, 2, 16)
+    vllm = launch_command(tensor, "vllm")
+    assert vllm.nodes == 2 and vllm.flags["--nnodes"] == "2" and vllm.flags["--node-rank"] == "$NODE_RANK"
+    assert vllm.worker_flags == {"--headless": None} and '--master-addr "$LEADER_ADDRESS"' in vllm.command
+    dp = launch_command(ranks, "vllm")
+    assert dp.flags["--data-parallel-size"] == "16" and dp.flags["--data-parallel-size-local"] == "8"
+    assert dp.worker_flags["--data-parallel-start-rank"] == "$((NODE_RANK * 8))"
+    sglang = launch_command(ranks, "sglang")
+    assert sglang.flags["--dist-init-addr"] == "$LEADER_ADDRESS:20000" and sglang.flags["--nnodes"] == "2"
+    for config in (vllm, dp, sglang):  # every flag, the other nodes' too, is one the engine documents
+        assert set(config.flags) | set(config.worker_flags) <= set(DOCUMENTED_FLAGS[config.engine])
+    trtllm = launch_command(tensor, "trtllm")
+    assert trtllm.arguments[:6] == ("mpirun", "--hostfile", "hostfile", "-np", "16", "trtllm-llmapi-launch")
+    # Kubernetes: a LeaderWorkerSet group of two pods of eight GPUs per replica, LWS's variables in the command.
+    documents = [d for d in yaml.safe_load_all(kubernetes_manifest(ranks, "vllm")) if d]
+    group = next(d for d in documents if d["kind"] == "LeaderWorkerSet")
+    template = group["spec"]["leaderWorkerTemplate"]
+    assert group["spec"]["replicas"] == ranks.replicas and template["size"] == 2
+    worker = template["workerTemplate"]["spec"]["containers"][0]
+    assert worker["resources"]["limits"]["nvidia.com/gpu"] == 8 and worker["command"][:2] == ["sh", "-c"]
+    assert '"$((LWS_WORKER_INDEX * 8))"' in worker["command"][2] and "--headless" in worker["command"][2]
+    assert "ports" in template["leaderTemplate"]["spec"]["containers"][0] and "ports" not in worker
+    scaler = next(d for d in documents if d["kind"] == "HorizontalPodAutoscaler")
+    assert scaler["spec"]["scaleTargetRef"]["kind"] == "LeaderWorkerSet"
+    with pytest.raises(InputError, match="one MPI world"):
+        kubernetes_manifest(tensor, "trtllm")

@@ -79,6 +79,11 @@ class _Family:
             return np.ones(np.shape(tps), dtype=bool)
         return np.asarray(self.arrays.experts % np.asarray(tps, dtype=float) == 0)
 
+    def nodes_ok(self, tps: np.ndarray) -> np.ndarray:
+        """Which degrees the accelerator can span: one scale-up domain, or several over a registered scale-out link."""
+        tps = np.asarray(tps, dtype=float)
+        return (tps <= self.arrays.node_gpus) | (self.arrays.scale_out_bandwidth > 0)
+
     def ranks(self, tp: np.ndarray) -> np.ndarray:
         """Schedulers per replica: one per attention rank (one per GPU with attention data parallelism)."""
         tp = np.asarray(tp, dtype=float)
@@ -638,6 +643,24 @@ def _families(model: Any, space: SearchSpace, costs: Costs, speculation: Specula
             for layout in space.moe_layouts if arrays.experts > 1 else ("tensor",):
                 out.append(_Family(device.id, name, _laid_out(arrays, layout), hourly, tdp, draft, layout))
     return out
+
+
+def _multi_node_degrees(families: list[_Family], profile: EngineProfile, workload: Workload) -> list[int]:
+    """Replica sizes of two and four scale-up domains, for families whose model does not fit in one.
+
+    Searched only where the accelerator has a scale-out link in the registry and one domain's KV cache
+    cannot hold one request (the weights fill it): DeepSeek-V3 at FP8 on eight H100s, for instance.
+    """
+    longest = workload.input_tokens + workload.output_tokens
+    extra: set[int] = set()
+    for family in families:
+        a = family.arrays
+        if a.scale_out_bandwidth <= 0 or not np.isfinite(a.node_gpus):
+            continue
+        node = float(a.node_gpus)
+        if float(kv_capacity_tokens(a, profile, node)) < longest:
+            extra |= {int(2 * node), int(4 * node)}
+    return sorted(extra)
 
 
 def _shared_arrays(model: Any, device: Any, precision: str, kv: str | None, engine: EngineProfile,

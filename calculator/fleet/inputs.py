@@ -237,7 +237,9 @@ class SearchSpace(Result):
     precisions : tuple of str
         Candidate weight precisions; one is accepted as is.
     tensor_parallel : tuple of int
-        Tensor-parallel degrees (those that do not divide the model's heads are skipped).
+        Tensor-parallel degrees (those that do not divide the model's heads are skipped). With the
+        default degrees, replicas of two and four scale-up domains (``Accelerator.node_gpus``) are added
+        for an accelerator with a scale-out link where one domain cannot hold the model and one request.
     batches : tuple of int
         Caps on running sequences per replica (the engine's ``max_num_seqs``): each at most
         :data:`MAX_BATCH`, at most :data:`MAX_BATCH_VALUES` of them, and (caps x the largest cap) at

@@ -37,7 +37,8 @@ class Rejection(Result):
         ``"memory"`` (the weights and one sequence's KV cache do not fit), ``"tpot"``, ``"ttft"``
         or ``"tbt"`` (no batch cap meets that target), ``"joint"`` (each target is met by some cap,
         none meets all), ``"fleet_size"`` (the load needs more GPUs than the sizer plans, ``MAX_FLEET_GPUS``),
-        ``"layout"`` (experts spread over a TP degree that does not divide them) or ``"costlier"``
+        ``"layout"`` (experts spread over a TP degree that does not divide them), ``"nodes"`` (a replica
+        wider than the accelerator's scale-up domain without a scale-out link) or ``"costlier"``
         (feasible, but not the cheapest).
     values : dict
         The numbers behind the code: ``weights_per_device``, ``usable_per_device``, ``kv_per_sequence``
@@ -68,6 +69,11 @@ class Rejection(Result):
             )
         if self.code == "layout":
             return f"layout: {v['experts']} experts do not spread evenly over {self.tensor_parallel} GPUs"
+        if self.code == "nodes":
+            return (
+                f"nodes: {self.tensor_parallel} GPUs span more than one scale-up domain of {v['node_gpus']}, and "
+                f"{self.accelerator} has no scale-out link in the registry"
+            )
         if self.code == "tpot":
             return f"TPOT: at best {v['best'].m_as('ms'):.1f} ms, above the {v['target'].m_as('ms'):g} ms target"
         if self.code == "ttft":
@@ -106,6 +112,9 @@ class FleetPlan(Result):
         For a mixture of experts, the GPUs of a replica its routed experts are spread over (expert
         parallelism; 1: each expert split by tensor parallelism). The sizer searches the layouts of
         ``SearchSpace.moe_layouts``; the spread ones have ``expert_parallel == tensor_parallel``.
+    nodes_per_replica : int
+        Scale-up domains (NVLink nodes) a replica spans: more than one where the model does not fit
+        in one node, its collectives then crossing the accelerator's scale-out link (``Accelerator.scale_out``).
     data_parallel : int
         Attention ranks per replica (attention data parallelism): each runs attention on its own
         sequences over ``tensor_parallel / data_parallel`` GPUs and schedules its own share of ``batch``
@@ -174,6 +183,7 @@ class FleetPlan(Result):
     tensor_parallel: int = 0
     expert_parallel: int = 1
     data_parallel: int = 1
+    nodes_per_replica: int = 1
     batch: int = 0
     replicas: int = 0
     gpus: int = 0
@@ -269,6 +279,7 @@ PLAN_COUNTS = {
     "tensor_parallel": (0, 4096),
     "expert_parallel": (1, 4096),
     "data_parallel": (1, 4096),
+    "nodes_per_replica": (1, 4096),
     "batch": (0, 1_000_000),
     "replicas": (0, 10_000_000),
     "gpus": (0, 10_000_000),
@@ -337,8 +348,8 @@ def _check_plan_values(values: dict[str, Any]) -> None:
             raise InputError(f"field '{name}' must be text, got {shown(values[name])}")
     for name, (low, high) in PLAN_COUNTS.items():
         value = values.get(name)
-        if value is None and name == "simulated_replicas":
-            continue
+        if value is None and name in ("simulated_replicas", "nodes_per_replica"):
+            continue  # not in every plan (older files lack the nodes)
         if value is None:
             raise InputError(f"field '{name}' is missing; size the plan again with 'servecalc size --json'")
         whole = isinstance(value, int | float) and not isinstance(value, bool) and float(value).is_integer()
@@ -392,7 +403,8 @@ def layout_text(plan: FleetPlan) -> str:
     """A replica's layout in words: ``TP 8``, or ``TP 8, EP 8`` where the experts are spread."""
     spread = f", EP {plan.expert_parallel}" if plan.expert_parallel > 1 else ""
     ranks = f", attention DP {plan.data_parallel}" if plan.data_parallel > 1 else ""
-    return f"TP {plan.tensor_parallel}{ranks}{spread}"
+    nodes = f" over {plan.nodes_per_replica} nodes" if plan.nodes_per_replica > 1 else ""
+    return f"TP {plan.tensor_parallel}{ranks}{spread}{nodes}"
 
 
 def plan_summary(plan: FleetPlan) -> str:

@@ -23,8 +23,8 @@ from ..types import ModelRef
 from ..uncertainty import prediction_interval
 from ..units import Q_, shown
 from ._common import HOURS, MAX_FLEET_GPUS, _fleet_costs, _grid, _registry_for
-from .evaluate import Evaluation, _evaluate, _families, _Family
-from .inputs import Costs, SearchSpace, ServingOptions, Targets, Workload
+from .evaluate import Evaluation, _evaluate, _families, _Family, _multi_node_degrees
+from .inputs import DEFAULT_TENSOR_PARALLEL, Costs, SearchSpace, ServingOptions, Targets, Workload
 from .plan import FleetPlan, Rejection
 
 if TYPE_CHECKING:
@@ -121,12 +121,19 @@ class _Search:
                 closest_ttft = min(closest_ttft, float(np.min(e.ttft[e.fits])))
                 closest_tpot = min(closest_tpot, float(np.min(e.tpot[e.fits])))
             layout_ok = family.layout_ok(self.tps)
+            nodes_ok = family.nodes_ok(self.tps)
             for i, tp in enumerate(self.tps):
                 key = family.key_at(int(tp))
                 if not layout_ok[i]:
                     rejected[key] = Rejection(
                         key, family.accelerator, family.precision, int(tp), code="layout",
                         values={"experts": int(family.arrays.experts)},
+                    )  # fmt: skip
+                    continue
+                if not nodes_ok[i]:
+                    rejected[key] = Rejection(
+                        key, family.accelerator, family.precision, int(tp), code="nodes",
+                        values={"node_gpus": int(family.arrays.node_gpus)},
                     )  # fmt: skip
                     continue
                 if not feasible[i].any():
@@ -308,6 +315,7 @@ def _feasible_plan(
         tensor_parallel=tp,
         expert_parallel=1 if family.moe_layout == "tensor" else tp,
         data_parallel=int(family.ranks(np.asarray(float(tp)))),
+        nodes_per_replica=int(np.ceil(tp / family.arrays.node_gpus)) if np.isfinite(family.arrays.node_gpus) else 1,
         batch=int(family.caps(search.tp_grid, search.batch_grid)[i, j]),
         replicas=replicas,
         gpus=gpus,
@@ -384,6 +392,10 @@ def _size(
         )
         return FleetPlan(feasible=False, reason=reason, **record)
     families = _families(model, space, costs, serving.speculation, reg, profile)
+    if space.tensor_parallel == DEFAULT_TENSOR_PARALLEL:  # replicas over several nodes where one is not enough
+        wider = [d for d in _multi_node_degrees(families, profile, workload) if d not in tps]
+        if wider:
+            tps, _ = _grid(model, [*tps.astype(int).tolist(), *wider], space.batches)
     tp_grid, batch_grid = np.meshgrid(tps, batches, indexing="ij")
     search = _Search(families, profile, workload, targets, serving, tps, tp_grid, batch_grid)
     outcome = search.run(progress=progress)

@@ -188,6 +188,9 @@ class StepArrays:
     #: attention_tensor_parallel`` data-parallel attention ranks, each with its own sequences and KV cache
     #: (attention data parallelism). None: attention split over the whole group.
     attention_tensor_parallel: float | None = None
+    #: GPUs of one scale-up (NVLink) domain: a collective over more crosses ``scale_out_bandwidth`` (inf: unknown)
+    node_gpus: float = float("inf")
+    scale_out_bandwidth: float = 0.0  #: B/s per direction and GPU between scale-up domains (0: none registered)
     curves: dict[float, dict[str, np.ndarray]] = field(default_factory=dict, repr=False)  #: cache per TP degree
 
     def attention_group(self, tp: Any) -> Any:
@@ -348,6 +351,8 @@ def step_arrays(
         measured=bool(tables.measured and GEMM_TABLE_OF_WEIGHTS.get(name, "bf16") in tables.measured_dtypes),
         precision=name,
         engine=_engine_name(engine, registry),
+        node_gpus=float(device.node_gpus or float("inf")),
+        scale_out_bandwidth=_scale_out_bandwidth(device, registry),
     )
 
 
@@ -369,6 +374,15 @@ def _link_bandwidth(device: Any, registry: Registry | None) -> Any:
 
     host = registry_of(device, registry).interconnect(device.host_link) if device.host_link else None
     return host.bandwidth if host is not None else Q_(16, "GB/s")
+
+
+def _scale_out_bandwidth(device: Any, registry: Registry | None) -> float:
+    """B/s per direction of the device's link between scale-up domains (0 where none is registered)."""
+    if device.scale_out is None:
+        return 0.0
+    from ..registry import registry_of
+
+    return float(registry_of(device, registry).interconnect(device.scale_out).bandwidth.m_as("B/s"))
 
 
 def _attention_params(spec: Any, hidden: float, mla: bool) -> tuple[float, tuple[float, float, float, float]]:

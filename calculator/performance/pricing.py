@@ -150,12 +150,7 @@ def _kernel_iteration(
     prior: Any,
 ) -> np.ndarray:
     """Seconds of the GPU work of one iteration on one tensor-parallel degree (measured kernels)."""
-    from ..kernels import (
-        DECODE_REFERENCE_BYTES,
-        allreduce_seconds,
-        decode_attention_seconds,
-        prefill_attention_seconds,
-    )
+    from ..kernels import DECODE_REFERENCE_BYTES, decode_attention_seconds, prefill_attention_seconds
 
     tables = a.tables
     layers = a.layers
@@ -193,15 +188,38 @@ def _kernel_iteration(
     att = prefill_attention_seconds(tables, flops, per_request + prior, batch_heads)
     t = t + layers * np.where(prefill > 0, att, 0.0)
     if ranks == 1 and tp > 1:
-        t = t + 2 * layers * allreduce_seconds(tables, tp, m * a.hidden * ACTIVATION_BYTES, a.link_bandwidth)
+        t = t + 2 * layers * _collective_seconds(a, tp, m * a.hidden * ACTIVATION_BYTES)
     elif ranks > 1:
         # Attention ranks: an all-reduce inside a rank of several GPUs, and the experts' dispatch and
         # combine of every rank's tokens over the replica (an all-gather and a reduce-scatter: the bytes of
         # one all-reduce of the gathered tokens).
         if group > 1:
-            t = t + layers * allreduce_seconds(tables, group, rank_m * a.hidden * ACTIVATION_BYTES, a.link_bandwidth)
-        t = t + layers * allreduce_seconds(tables, tp, m * a.hidden * ACTIVATION_BYTES, a.link_bandwidth)
+            t = t + layers * _collective_seconds(a, group, rank_m * a.hidden * ACTIVATION_BYTES)
+        t = t + layers * _collective_seconds(a, tp, m * a.hidden * ACTIVATION_BYTES)
     return t
+
+
+def _collective_seconds(a: StepArrays, tp: Any, message_bytes: Any) -> Any:
+    """One all-reduce of ``message_bytes`` over ``tp`` GPUs (measured inside a scale-up domain).
+
+    Over more GPUs than one domain holds (``a.node_gpus``), hierarchical: an all-reduce inside each
+    domain (its reduce-scatter and all-gather, measured), and between the domains a ring all-reduce of
+    each GPU's ``1 / node_gpus`` share over its own scale-out link (rail-optimized NICs, one per GPU), at
+    the generic achieved fraction of that link and its latency floor (the alpha-beta model). Without a
+    registered scale-out link the in-domain curve is extrapolated (as for any count the tables lack).
+    """
+    from ..kernels import allreduce_seconds, generic_efficiency
+
+    tp = np.asarray(tp, dtype=float)
+    node = a.node_gpus
+    if a.scale_out_bandwidth <= 0 or not np.any(tp > node):
+        return allreduce_seconds(a.tables, tp, message_bytes, a.link_bandwidth)
+    inner = allreduce_seconds(a.tables, np.minimum(tp, node), message_bytes, a.link_bandwidth)
+    domains = np.maximum(tp / node, 1.0)
+    generic = generic_efficiency()
+    ring = 2 * (domains - 1) / domains * np.asarray(message_bytes, dtype=float) / node
+    outer = generic["allreduce_floor"] + ring / (generic["allreduce_fraction"] * a.scale_out_bandwidth)
+    return inner + np.where(tp > node, outer, 0.0)
 
 
 def _streamed_bytes(a: StepArrays, batch: Any) -> Any:
@@ -214,14 +232,27 @@ def _streamed_bytes(a: StepArrays, batch: Any) -> Any:
 
 
 def _allreduce_seconds(a: StepArrays, eff: Efficiency, tp: Any, message_bytes: Any) -> Any:
-    """One ring all-reduce of ``message_bytes`` over ``tp`` ranks at the achieved link bandwidth."""
-    return ring_allreduce_time.numeric(
+    """One ring all-reduce of ``message_bytes`` over ``tp`` ranks at the achieved link bandwidth.
+
+    Over more GPUs than a scale-up domain, a ring inside each domain plus one between the domains of
+    each GPU's ``1 / node_gpus`` share on the scale-out link (as :func:`_collective_seconds`).
+    """
+    tp = np.asarray(tp, dtype=float)
+    across = a.scale_out_bandwidth > 0
+    inside = np.minimum(tp, a.node_gpus) if across else tp
+    floor = eff.collective_latency.m_as("s")
+    t = ring_allreduce_time.numeric(
         message=message_bytes,
-        devices=tp,
+        devices=inside,
         bandwidth=eff.link_bandwidth * a.link_bandwidth,
         latency=0.0,
-        floor=eff.collective_latency.m_as("s"),
+        floor=floor,
     )
+    if not across or not np.any(tp > a.node_gpus):
+        return t
+    domains = np.maximum(tp / a.node_gpus, 1.0)
+    ring = 2 * (domains - 1) / domains * np.asarray(message_bytes, dtype=float) / a.node_gpus
+    return t + np.where(tp > a.node_gpus, floor + ring / (eff.link_bandwidth * a.scale_out_bandwidth), 0.0)
 
 
 def _roofline_iteration(

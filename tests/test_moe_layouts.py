@@ -11,6 +11,7 @@ import dataclasses
 import json
 import warnings
 
+import numpy as np
 import pytest
 
 from calculator import DOCUMENTED_FLAGS, Q_, FleetPlan, kubernetes_manifest, launch_command
@@ -260,3 +261,31 @@ def test_a_replica_over_two_nodes_launches_on_each_with_each_engines_documented_
     assert scaler["spec"]["scaleTargetRef"]["kind"] == "LeaderWorkerSet"
     with pytest.raises(InputError, match="one MPI world"):
         kubernetes_manifest(tensor, "trtllm")
+
+
+def test_attention_ranks_schedule_their_own_requests_and_wait_for_the_slowest():
+    # Issue 23 item 6: each attention rank has its own scheduler and KV pool behind the replica's router, and
+    # a replica's iteration lasts as long as its busiest rank's attention plus the experts over every rank's
+    # tokens (the MoE layers run the ranks together).
+    from calculator.performance import engine_profile, iteration_seconds
+    from calculator.performance.pricing import _curves, _interp_curve
+    from calculator.simulation import SimulationSetup, Traffic, simulate
+
+    setup = SimulationSetup(
+        "deepseek-v3", "h200-sxm", "fp8", tensor_parallel=8, engine="trtllm", expert_parallel=8, data_parallel=8
+    )
+    traffic = {n: Traffic(clients=n, input_tokens=64, output_tokens=257, requests=2 * n) for n in (1, 8)}
+    runs = {n: simulate(setup, t, seeds=1) for n, t in traffic.items()}
+    assert sorted(set(runs[8].requests["rank"])) == list(range(8))  # one client per rank, the least loaded
+    a = step_arrays("deepseek-v3", "h200-sxm", "fp8", engine="trtllm")
+    a = a.with_expert_tensor_parallel(1).with_attention_data_parallel(1)
+    eff = engine_profile("trtllm").efficiency_for("h200-sxm")
+    step, per_sequence = eff.fixed_seconds
+    gpu = iteration_seconds(a, eff.replace(step_overhead=Q_(0, "s"), sequence_overhead=Q_(0, "s")), 8, 8, 64 + 128)
+    experts = {m: a.layers * float(_interp_curve(_curves(a, 8.0)["experts"], np.array([m]))[0]) for m in (1, 8)}
+    fixed = step + per_sequence  # each rank's scheduler runs its own one sequence, side by side
+    every_rank = gpu + fixed  # eight ranks of one sequence each: the balanced step
+    one_rank = gpu - experts[8] + experts[1] + fixed  # one busy rank: its attention, the experts at one token
+    assert runs[8].value("tpot").m_as("s") == pytest.approx(every_rank, rel=0.03)
+    assert runs[1].value("tpot").m_as("s") == pytest.approx(one_rank, rel=0.03)
+    assert one_rank < every_rank

@@ -72,9 +72,10 @@ class SimulationSetup(Result):
         expert split by tensor parallelism); it divides ``tensor_parallel``.
     data_parallel : int
         For a mixture of experts: attention ranks of the replica (attention data parallelism), each of
-        ``tensor_parallel / data_parallel`` GPUs. The simulator runs the ranks as one scheduler with
-        their summed sequence cap and token budget (a router that keeps the ranks level), iterations
-        priced by the step model's ranks (the busiest rank's prompts).
+        ``tensor_parallel / data_parallel`` GPUs. Each rank has its own scheduler, its share of the
+        sequence cap, token budget and KV cache, and gets a replica's request when it has the fewest
+        outstanding; the ranks iterate together, each iteration lasting the busiest rank's attention
+        and dense work plus the experts over every rank's tokens (the imbalance shows in the tail).
     engine : str or None
         Engine profile name (``None``: the engine-agnostic default).
     kv_precision : str or None

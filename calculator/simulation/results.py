@@ -66,6 +66,7 @@ def _frame(raw: dict[str, Any], seed: int, warmup: float, cooldown: float) -> An
     rank = np.empty(n, dtype=np.int64)
     rank[order] = np.arange(n)
     measured = (rank >= math.floor(warmup * n)) & (rank < n - math.floor(cooldown * n))
+    ranks = int(raw.get("ranks", 1))  # the series are per attention rank; a request's replica is its rank's
     outputs = raw["output"]
     ttft = first - raw["sent"]
     tpot = np.where(outputs > 1, (finish - first) / np.maximum(outputs - 1, 1), np.nan)
@@ -73,7 +74,8 @@ def _frame(raw: dict[str, Any], seed: int, warmup: float, cooldown: float) -> An
         {
             "seed": seed,
             "request": np.arange(n),
-            "replica": replica,
+            "replica": replica // ranks,
+            "rank": replica % ranks,
             "arrival": raw["sent"],
             "input_tokens": raw["prompt"],
             "output_tokens": outputs,
@@ -99,6 +101,7 @@ def _replica_series(raw: dict[str, Any], seed: int, points: int = 2000) -> tuple
     start = float(np.nanmin(raw["sent"])) if raw["sent"].size else 0.0
     end = float(np.nanmax(raw["finish"])) if np.isfinite(raw["finish"]).any() else start
     span = max(end - start, 1e-12)
+    ranks = int(raw.get("ranks", 1))
     for r, (ends, kv, batch) in enumerate(zip(raw["ends"], raw["kv"], raw["batch"], strict=True)):
         if ends.size == 0:
             continue
@@ -107,7 +110,8 @@ def _replica_series(raw: dict[str, Any], seed: int, points: int = 2000) -> tuple
             pd.DataFrame(
                 {
                     "seed": seed,
-                    "replica": r,
+                    "replica": r // ranks,
+                    "rank": r % ranks,
                     "time": ends[pick],
                     "kv_occupancy": kv[pick] / raw["capacity"],
                     "running": batch[pick],

@@ -63,6 +63,7 @@ class _Replica:
         "reserved",
         "running",
         "scheduled",
+        "scheduled_decodes",
         "starts",
         "waiting",
     )
@@ -87,6 +88,7 @@ class _Replica:
         self.outstanding_tokens = 0
         self.in_iteration = False
         self.scheduled: list[tuple[int, int]] = []  # (request, chunk) of the iteration under way
+        self.scheduled_decodes = 0  # decoding sequences in the iteration under way
         self.starts: list[float] = []  # iteration start times
         self.population: list[int] = []  # requests in the replica when the iteration starts
         self.arrived = 0  # requests routed here so far
@@ -137,6 +139,9 @@ def _simulate_seed(run: _Run, progress: Callable[[float], None] | None = None) -
             f"{setup.tensor_parallel} x {setup.accelerator} under the {profile.name} engine's memory policy"
         )
     eff = profile.efficiency_for(a.accelerator)
+    # Attention ranks: each rank of a replica schedules its own share of the budget, the cap and the KV cache.
+    ranks = max(int(setup.data_parallel), 1)
+    budget, max_seqs, capacity = budget // ranks, max(max_seqs // ranks, 1), capacity / ranks
     arrival, prompt, output = traffic.draw(run.seed)
     total = arrival.size
     overhead = profile.request_overhead.m_as("s")
@@ -189,14 +194,15 @@ def _simulate_seed(run: _Run, progress: Callable[[float], None] | None = None) -
         s_times, s_ready = schedule[0].tolist(), schedule[1].tolist()
     else:
         count = run.replicas
-    reps = [_Replica(i) for i in range(count)]
+    reps = [_Replica(i) for i in range(count * ranks)]  # replica g's ranks: reps[g * ranks:(g + 1) * ranks]
+    group_busy = [False] * count
     rng = np.random.default_rng(run.seed + 7_919)
     router = run.router
     rr = 0
     iterations: list[tuple[float, int]] = []  # heap of (end time, replica)
     # Round robin and random dispatch of an open-loop stream do not depend on the replicas' state:
     # route every request up front, so each replica knows when its own next request lands.
-    preroute = not closed and schedule is None and router in ("round_robin", "random")
+    preroute = not closed and schedule is None and router in ("round_robin", "random") and ranks == 1
     if preroute:
         targets = np.arange(total) % count if router == "round_robin" else rng.integers(count, size=total)
         routed = targets.tolist()
@@ -222,14 +228,70 @@ def _simulate_seed(run: _Run, progress: Callable[[float], None] | None = None) -
         live = ready_replicas(now)
         if live <= 0:
             live = 1  # no replica ready: the request waits on the first one
-        target = _pick_replica(
-            router, rr, live, rng, lambda k: reps[k].outstanding, lambda k: reps[k].outstanding_tokens
-        )
+        if ranks == 1:
+            target = _pick_replica(
+                router, rr, live, rng, lambda k: reps[k].outstanding, lambda k: reps[k].outstanding_tokens
+            )
+            rr += router == "round_robin"
+            return target
+        members = range(ranks)
+        group = _pick_replica(
+            router, rr, live, rng,
+            lambda k: sum(reps[k * ranks + i].outstanding for i in members),
+            lambda k: sum(reps[k * ranks + i].outstanding_tokens for i in members),
+        )  # fmt: skip
         rr += router == "round_robin"
-        return target
+        # Inside the replica the engine sends a request to its least loaded rank.
+        return min((reps[group * ranks + i].outstanding, group * ranks + i) for i in members)[1]
 
-    def start_iteration(rep: _Replica, now: float) -> None:
-        """Schedule the next iteration of ``rep`` at ``now`` (if it has work) and push its end."""
+    def start_group(group: int, now: float) -> None:
+        """One iteration of a replica's attention ranks together, each on its own work; all wait for the slowest.
+
+        The MoE layers run every rank's tokens at once, so a rank cannot start its next iteration alone.
+        """
+        members = reps[group * ranks : (group + 1) * ranks]
+        loads = [start_iteration(rep, now, grouped=True) for rep in members]
+        working = [load for load in loads if load is not None]
+        group_busy[group] = bool(working)
+        if not working:
+            return
+        # Per layer each rank runs its own attention and dense work (the busiest sets the pace), then the
+        # experts run every rank's tokens together: the busiest rank's time without its experts' share,
+        # plus the experts at the replica's tokens; the ranks' schedulers run side by side.
+        own = max(gpu - table.experts(tokens * ranks) for gpu, tokens, _ in working)
+        together = own + table.experts(sum(tokens for _, tokens, _ in working))
+        longest = table.total(together, max(sequences for *_, sequences in working)) * scale
+        end = now + longest
+        for rep, load in zip(members, loads, strict=True):
+            if load is not None:
+                _commit(rep, now, end, longest)
+        heapq.heappush(iterations, (end, group))
+
+    def end_group(group: int, now: float) -> None:
+        for rep in reps[group * ranks : (group + 1) * ranks]:
+            if rep.in_iteration:
+                end_iteration(rep, now)
+                rep.in_iteration = False
+        start_group(group, now)
+
+    def _commit(rep: _Replica, now: float, end: float, t: float) -> None:
+        rep.busy += t
+        rep.in_iteration = True
+        rep.ends.append(end)
+        rep.starts.append(now)
+        rep.population.append(len(rep.running) + len(rep.waiting))
+        rep.arrived_at_start = rep.arrived
+        rep.decoded.append(rep.scheduled_decodes > 0)
+        rep.kv.append(rep.dec_kv + rep.pf_kv)
+        rep.batch.append(len(rep.running))
+
+    def start_iteration(rep: _Replica, now: float, grouped: bool = False) -> tuple[float, float, int] | None:
+        """Schedule the next iteration of ``rep`` at ``now`` (if it has work) and push its end.
+
+        ``grouped``: ``rep`` is one attention rank of a replica. Its work is priced as if every rank carried
+        it (the step model's busiest rank) and returned, ``(GPU seconds, tokens, sequences)``, for
+        :func:`start_group` to combine and commit.
+        """
         waiting, running = rep.waiting, rep.running
         # Prefill-first (no mixing): a prefill batch runs alone when a prompt can be scheduled.
         prefill_only = not mixed and bool(
@@ -285,29 +347,26 @@ def _simulate_seed(run: _Run, progress: Callable[[float], None] | None = None) -
         decodes = 0 if prefill_only else n
         if decodes == 0 and tokens == 0:
             rep.in_iteration = False
-            return
+            return None
         for req, chunk in scheduled:
             filled[req] += chunk
             rep.pf_kv += chunk
         if decodes:
             rep.dec_kv += decodes
         r = len(scheduled)
-        t = table.decode(decodes, rep.dec_kv / decodes if decodes else 0.0)
+        k = ranks if grouped else 1  # a rank's load on every rank: the step model prices its busiest rank
+        gpu = table.decode(decodes * k, rep.dec_kv / decodes if decodes else 0.0)
         if tokens:
             prior = max((pairs - tokens * (tokens / r + 1) / 2) / tokens, 0.0)
-            t += table.prefill(decodes, tokens, r, prior)
-        t = table.total(t, decodes + r) * scale
+            gpu += table.prefill(decodes * k, tokens * k, r * k, prior)
+        rep.scheduled_decodes = decodes
+        if grouped:
+            return gpu, float(decodes + tokens), decodes + r
+        t = table.total(gpu, decodes + r) * scale
         end = now + t
-        rep.busy += t
-        rep.in_iteration = True
-        rep.ends.append(end)
-        rep.starts.append(now)
-        rep.population.append(len(running) + len(waiting))
-        rep.arrived_at_start = rep.arrived
-        rep.decoded.append(decodes > 0)
-        rep.kv.append(rep.dec_kv + rep.pf_kv)
-        rep.batch.append(len(running))
+        _commit(rep, now, end, t)
         heapq.heappush(iterations, (end, rep.index))
+        return None
 
     def _admissible(rep: _Replica, req: int) -> bool:
         want = todo[req] + reservation * remaining[req]
@@ -463,22 +522,28 @@ def _simulate_seed(run: _Run, progress: Callable[[float], None] | None = None) -
             rep.outstanding_tokens += prompt_l[req] + output_l[req]
             rep.arrived += 1
             rep.waiting.append(req)
-            if not rep.in_iteration:
+            if ranks > 1:
+                if not group_busy[target // ranks]:
+                    start_group(target // ranks, now)
+            elif not rep.in_iteration:
                 start_iteration(rep, now)
         else:
             now, index = heapq.heappop(iterations)
-            rep = reps[index]
-            end_iteration(rep, now)
-            if rep.n and not rep.waiting and not rep.prefilling:
-                if preroute:
-                    horizon = own_arrivals[index][own_next[index]]
-                elif closed:
-                    horizon = events[0][0] if events else inf
-                else:
-                    horizon = arrival[next_arrival] + overhead if next_arrival < total else inf
-                now, inline = fast_forward(rep, now, horizon)
-                steps += inline
-            start_iteration(rep, now)
+            if ranks > 1:
+                end_group(index, now)
+            else:
+                rep = reps[index]
+                end_iteration(rep, now)
+                if rep.n and not rep.waiting and not rep.prefilling:
+                    if preroute:
+                        horizon = own_arrivals[index][own_next[index]]
+                    elif closed:
+                        horizon = events[0][0] if events else inf
+                    else:
+                        horizon = arrival[next_arrival] + overhead if next_arrival < total else inf
+                    now, inline = fast_forward(rep, now, horizon)
+                    steps += inline
+                start_iteration(rep, now)
             steps += 1
             if steps & 4095 == 0 or steps - checked > 4096:
                 checked = steps
@@ -508,7 +573,8 @@ def _simulate_seed(run: _Run, progress: Callable[[float], None] | None = None) -
         "decoded": [np.array(r.decoded, dtype=bool) for r in reps],
         "kv": [np.array(r.kv) for r in reps],
         "batch": [np.array(r.batch) for r in reps],
-        "busy": np.array([r.busy for r in reps]),
+        "busy": np.array([max(r.busy for r in reps[g * ranks : (g + 1) * ranks]) for g in range(count)]),
+        "ranks": ranks,
         "in_system": [np.array(r.population[: len(r.arrivals)]) + np.array(r.arrivals) / 2 for r in reps],
         "starts": [np.array(r.starts[: len(r.arrivals)]) for r in reps],
         "capacity": capacity,

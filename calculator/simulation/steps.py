@@ -43,6 +43,9 @@ class _FixedStep:
     def total(self, gpu: float, sequences: int) -> float:
         return gpu
 
+    def experts(self, tokens: float) -> float:
+        return 0.0
+
 
 class _StepTable:
     """Iteration times of one replica, read from tables of :func:`performance.iteration_seconds`.
@@ -75,6 +78,7 @@ class _StepTable:
         self._kn = 1 / math.log(_N_RATIO)
         self._n_of_bin: list[float] = []
         self._mixed: dict[tuple[int, int], list[list[float]]] = {}
+        self._experts: dict[float, float] = {}  # the routed experts' seconds by token count
 
     def decode(self, n: int, context: float) -> float:
         row = self._rows.get(n)
@@ -83,6 +87,19 @@ class _StepTable:
             self._rows[n] = row
         k = int(math.log(context) * self._kc + 0.5) if context >= 1 else 0
         return row[k] if k < len(row) else row[-1] * context / self._ctx[-1]
+
+    def experts(self, tokens: float) -> float:
+        """Seconds of the routed experts' layers at ``tokens`` tokens over the replica (0 for a dense model)."""
+        if self.a.experts <= 1 or tokens <= 0:
+            return 0.0
+        found = self._experts.get(tokens)
+        if found is None:
+            from ..performance.pricing import _curves, _interp_curve
+
+            curve = _curves(self.a, float(self.tp))["experts"]
+            found = float(self.a.layers * _interp_curve(curve, np.array([tokens]))[0])
+            self._experts[tokens] = found
+        return found
 
     def total(self, gpu: float, sequences: int) -> float:
         """The iteration's time: its GPU work and the engine's fixed costs for ``sequences`` sequences."""

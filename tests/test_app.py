@@ -183,6 +183,13 @@ def test_fleet_sizer_shows_and_pins_a_mixture_of_experts_layout():
     assert f"(EP {tp})" in shown
 
 
+def test_fleet_sizer_shows_a_replica_over_several_nodes():
+    # DeepSeek-V3 at FP8 does not fit in one node of eight H100s: the plan's replicas span two nodes.
+    app = open_page("fleet_sizer", model="deepseek-v3", gpus="h100-sxm", precisions="fp8", rate="50.0")
+    assert metric(app, "Replicas × TP").endswith("over 2 nodes")
+    assert "Kubernetes manifest" in [button.proto.label for button in app.get("download_button")]
+
+
 def test_fleet_sizer_infeasible_targets_show_the_reason_and_the_closest_feasible_plan():
     app = open_page("fleet_sizer", tpot="5.0")
     plan = fleet_plan(10, tpot_ms=5.0)

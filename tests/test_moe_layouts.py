@@ -289,3 +289,25 @@ def test_attention_ranks_schedule_their_own_requests_and_wait_for_the_slowest():
     assert runs[8].value("tpot").m_as("s") == pytest.approx(every_rank, rel=0.03)
     assert runs[1].value("tpot").m_as("s") == pytest.approx(one_rank, rel=0.03)
     assert one_rank < every_rank
+
+
+def test_each_attention_rank_pays_the_per_sequence_cost_of_its_own_sequences():
+    # Each rank's scheduler runs side by side with the others': the per-sequence cost counts one rank's
+    # share of the decodes (and its prompts), not the replica's.
+    from calculator.performance import engine_profile, iteration_seconds
+
+    a = step_arrays("deepseek-v3", "h200-sxm", "fp8").with_expert_tensor_parallel(1)
+    eff = engine_profile("trtllm").efficiency_for("h200-sxm")
+    free = eff.replace(sequence_overhead=Q_(0, "s"))
+    per_sequence = eff.fixed_seconds[1]
+    ranks = a.with_attention_data_parallel(1)
+    assert iteration_seconds(ranks, eff, 8, 1024, 2048) - iteration_seconds(ranks, free, 8, 1024, 2048) == (
+        pytest.approx(per_sequence * 1024 / 8)
+    )
+    with_prompts = iteration_seconds(ranks, eff, 8, 1024, 2048, 3 * 512, 3) - iteration_seconds(
+        ranks, free, 8, 1024, 2048, 3 * 512, 3
+    )
+    assert with_prompts == pytest.approx(per_sequence * (1024 / 8 + 1))  # three prompts, one on the busiest rank
+    assert iteration_seconds(a, eff, 8, 1024, 2048) - iteration_seconds(a, free, 8, 1024, 2048) == (
+        pytest.approx(per_sequence * 1024)  # one scheduler for the whole replica
+    )

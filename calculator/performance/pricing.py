@@ -335,7 +335,10 @@ def iteration_seconds(
             f"iteration_seconds(): argument 'tensor_parallel' must be whole numbers >= 1, got {degrees[:8]}"
         )
     step_cost, sequence_cost = eff.fixed_seconds
-    fixed = step_cost + sequence_cost * (decode + requests)
+    # Attention ranks each run their own scheduler, side by side: the per-sequence cost of the busiest one.
+    ranks = tp / np.asarray(a.attention_group(tp), dtype=float)
+    rank_requests = np.where(requests > 0, np.ceil(requests / ranks - 1e-9), 0.0)
+    fixed = step_cost + sequence_cost * np.where(ranks > 1, decode / ranks + rank_requests, decode + requests)
     if not eff.kernels:
         out = _roofline_iteration(a, eff, tp, decode, context, tokens, prefill, requests, prior)
     else:

@@ -418,3 +418,38 @@ def test_each_benchmark_row_is_priced_with_its_release_scheduling():
     assert not vllm.async_scheduling.any()  # 0.12.0 and the unrecorded campaign (benchmark_harness.csv)
     citation = ENGINES["vllm"].citations["async_scheduling"]
     assert "0.14.0" in citation and "config/vllm.py" in citation
+
+
+def test_pipeline_stages_hold_their_share_of_the_layers_and_run_micro_batches():
+    # Issue 23: pipeline_parallel on the step model, the memory fit, the benchmark model and the simulator.
+    from calculator.memory import model_max_batch
+    from calculator.performance.pricing import _handoff_seconds
+    from calculator.simulation import SimulationSetup, Traffic, simulate
+
+    args = ("llama-3.1-405b", "h100-sxm", "fp8", 8)
+    # memory: each stage's GPUs hold half the weights and half of every sequence's KV cache
+    one, two = (model_max_batch(*args[:2], 8192, "fp8", "fp8", 8, pipeline_parallel=pp) for pp in (1, 2))
+    assert two > 2 * one
+    # a lone prompt passes through both stages: no faster than on one stage's GPUs alone
+    alone = {pp: prefill_time(*args, 4096, engine="vllm", pipeline_parallel=pp).m_as("s") for pp in (1, 2)}
+    assert alone[1] <= alone[2] <= 1.05 * alone[1]
+    # a large decode batch runs as two micro-batches, each stage on half the layers: faster than one stage alone
+    step = {pp: decode_step_time(*args, 256, 2048, engine="vllm", pipeline_parallel=pp).m_as("s") for pp in (1, 2)}
+    assert step[2] < step[1]
+    # the hand-off between stages crosses the scale-out link once the replica spans two nodes
+    a = step_arrays("llama-3.1-405b", "h100-sxm", "fp8")
+    assert _handoff_seconds(a.with_pipeline_parallel(2), 8.0, 256.0) > _handoff_seconds(
+        a.with_pipeline_parallel(2), 4.0, 512.0
+    )
+    bench = predict_benchmark(*args, 1024, 1024, 256, "vllm", pipeline_parallel=2)
+    assert bench.max_concurrency > predict_benchmark(*args, 1024, 1024, 256, "vllm").max_concurrency
+    run = simulate(
+        SimulationSetup(*args[:3], tensor_parallel=8, engine="vllm", pipeline_parallel=2),
+        Traffic(clients=16, input_tokens=256, output_tokens=64, requests=32),
+        seeds=1,
+    )
+    assert run.requests.finish.notna().all()
+    with pytest.raises(InputError, match="'pipeline_parallel' \\(200\\) must not exceed the model's 126 layers"):
+        decode_step_time(*args, 8, 128, pipeline_parallel=200)
+    with pytest.raises(InputError, match="kernel tables"):
+        decode_step_time(*args, 8, 128, pipeline_parallel=2, efficiency=ROOFLINE)

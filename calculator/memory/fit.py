@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._support import checked, device_capacity, renamed, transformer_of
+from .._support import checked, count, device_capacity, renamed, transformer_of
 from ..errors import InputError
 from ..formula import formula, per, var
 from ..results import Result, as_count, floor_whole
@@ -394,6 +394,7 @@ def device_share(
     kv_precision: Precision = "fp16",
     *,
     data_parallel: Count = 1,
+    pipeline_parallel: Count = 1,
     registry: Registry | None = None,
 ) -> DeviceShare:
     """Weights and KV bytes per token on one device of a tensor-parallel group (vectorized over ``t``).
@@ -411,6 +412,9 @@ def device_share(
         parallelism). Each rank keeps a copy of the attention and dense weights, and the routed experts
         (:func:`~calculator.memory.routed_expert_parameters`) spread over all ``tensor_parallel x
         data_parallel`` GPUs.
+    pipeline_parallel : int, optional
+        Pipeline stages of the group's GPUs: each device holds its stage's ``1 / pipeline_parallel`` of
+        the layers, their weights and their KV cache (at most the model's layers).
     registry : Registry, optional
         Where a model id resolves (default: the packaged registry).
 
@@ -442,10 +446,16 @@ def device_share(
             )
         routed = weights * routed_expert_parameters(resolved) / resolved.parameters  # per device of one rank
         weights = weights - routed + routed / data_parallel
+    stages = count("device_share", "pipeline_parallel", pipeline_parallel)
+    if stages > resolved.layers:
+        raise InputError(
+            f"device_share(): argument 'pipeline_parallel' ({stages}) must not exceed the model's "
+            f"{resolved.layers} layers"
+        )
     return DeviceShare(
         tensor_parallel=degree,
-        weights=weights,
-        kv_per_token=kv_bytes_per_token_per_device(model, kv_precision, degree, registry=registry),
+        weights=weights / stages,
+        kv_per_token=kv_bytes_per_token_per_device(model, kv_precision, degree, registry=registry) / stages,
     )
 
 
@@ -461,6 +471,7 @@ def _model_budget(
     capacity_basis,
     *,
     data_parallel=1,
+    pipeline_parallel=1,
     registry=None,
 ):
     """Per-device magnitudes for a model from checked ones: (model, capacity, weights, kv/token, context, t, reserve).
@@ -471,7 +482,10 @@ def _model_budget(
     """
     resolved = transformer_of(model, function, registry=registry)
     _check_splits(resolved, tensor_parallel, function)
-    share = device_share(resolved, tensor_parallel, weight_bits, kv_precision, data_parallel=data_parallel)
+    share = device_share(
+        resolved, tensor_parallel, weight_bits, kv_precision, data_parallel=data_parallel,
+        pipeline_parallel=pipeline_parallel,
+    )  # fmt: skip
     cap = device_capacity(function, capacity, capacity_basis, registry=registry)
     limit = getattr(resolved, "max_context", None)
     if limit is not None and np.any(np.asarray(context) > limit):
@@ -498,6 +512,7 @@ def model_memory_fit(
     block_size: Count = 1,
     *,
     data_parallel: Count = 1,
+    pipeline_parallel: Count = 1,
     registry: Registry | None = None,
 ) -> MemoryFit:
     """Memory fit of a registry model on one device of a tensor-parallel group.
@@ -527,6 +542,8 @@ def model_memory_fit(
         For a mixture of experts: attention ranks of ``tensor_parallel`` GPUs (:func:`device_share`),
         each holding its own share of the sequences. ``batch`` and the result's ``batch`` and
         ``max_batch`` are then the replica's (every rank's); the other fields are one device's.
+    pipeline_parallel : int, optional
+        Pipeline stages (:func:`device_share`): each device holds its stage's layers and their KV cache.
     registry : Registry, optional
         Where the model and accelerator ids resolve (default: the packaged registry).
 
@@ -557,6 +574,7 @@ def model_memory_fit(
         reserve,
         capacity_basis,
         data_parallel=data_parallel,
+        pipeline_parallel=pipeline_parallel,
         registry=registry,
     )
     ranks = float(data_parallel)
@@ -582,6 +600,7 @@ def model_max_batch(
     block_size: Count = 1,
     *,
     data_parallel: Count = 1,
+    pipeline_parallel: Count = 1,
     registry: Registry | None = None,
 ) -> Any:
     """Max batch of a registry model per tensor-parallel group, vectorized over the numeric arguments.
@@ -594,7 +613,7 @@ def model_max_batch(
     ----------
     model, capacity, context, weight_bits, kv_precision, tensor_parallel, reserve
         As for :func:`model_memory_fit`.
-    capacity_basis, block_size, data_parallel, registry
+    capacity_basis, block_size, data_parallel, pipeline_parallel, registry
         As for :func:`model_memory_fit` (with ``data_parallel``, the replica's max batch: every rank's).
 
     Returns
@@ -624,6 +643,7 @@ def model_max_batch(
         reserve,
         capacity_basis,
         data_parallel=data_parallel,
+        pipeline_parallel=pipeline_parallel,
         registry=registry,
     )
     batch = max_batch_numeric(cap, weights, per_token, tokens, res, block_size) * int(data_parallel)

@@ -59,15 +59,38 @@ def _moe_layout(a: StepArrays, tp: np.ndarray, expert_parallel: Any, function: s
     return a.with_expert_tensor_parallel(group / ep)
 
 
+def _pipeline(a: StepArrays, pipeline_parallel: Any, function: str) -> StepArrays:
+    """``a`` over ``pipeline_parallel`` stages; at most one stage per layer."""
+    if np.ndim(pipeline_parallel):
+        raise InputError(
+            f"{function}(): argument 'pipeline_parallel' must be one whole number, got {pipeline_parallel!r}"
+        )
+    stages = count(function, "pipeline_parallel", pipeline_parallel)
+    if stages == 1:
+        return a
+    if stages > a.layers:
+        raise InputError(
+            f"{function}(): argument 'pipeline_parallel' ({stages}) must not exceed the model's {a.layers:g} layers"
+        )
+    return a.with_pipeline_parallel(stages)
+
+
 def _layout(
-    a: StepArrays, tp: np.ndarray, data_parallel: Any, expert_parallel: Any, function: str
+    a: StepArrays,
+    tp: np.ndarray,
+    data_parallel: Any,
+    expert_parallel: Any,
+    function: str,
+    pipeline_parallel: Any = 1,
 ) -> tuple[StepArrays, np.ndarray]:
-    """``a`` in a replica's layout, and the replica's GPUs: ``tensor_parallel x data_parallel``.
+    """``a`` in a replica's layout, and the GPUs of one pipeline stage: ``tensor_parallel x data_parallel``.
 
     ``data_parallel`` attention ranks of ``tensor_parallel`` GPUs each (attention data parallelism, for
-    a mixture of experts), the routed experts over all the replica's GPUs with ``expert_parallel`` of them
-    spreading the experts (:func:`_moe_layout`).
+    a mixture of experts), the routed experts over all the stage's GPUs with ``expert_parallel`` of them
+    spreading the experts (:func:`_moe_layout`); ``pipeline_parallel`` stages of those GPUs, each with its
+    share of the layers (a replica of ``tensor_parallel x data_parallel x pipeline_parallel`` GPUs).
     """
+    a = _pipeline(a, pipeline_parallel, function)
     if np.ndim(data_parallel):
         raise InputError(f"{function}(): argument 'data_parallel' must be one whole number, got {data_parallel!r}")
     dp = count(function, "data_parallel", data_parallel)

@@ -188,6 +188,9 @@ class StepArrays:
     #: attention_tensor_parallel`` data-parallel attention ranks, each with its own sequences and KV cache
     #: (attention data parallelism). None: attention split over the whole group.
     attention_tensor_parallel: float | None = None
+    #: Pipeline stages: each of ``pipeline_parallel`` groups of the tensor-parallel GPUs holds ``1 / pipeline_parallel``
+    #: of the layers (their weights and KV cache), and an iteration's batch runs as that many micro-batches.
+    pipeline_parallel: float = 1.0
     #: GPUs of one scale-up (NVLink) domain: a collective over more crosses ``scale_out_bandwidth`` (inf: unknown)
     node_gpus: float = float("inf")
     scale_out_bandwidth: float = 0.0  #: B/s per direction and GPU between scale-up domains (0: none registered)
@@ -201,7 +204,7 @@ class StepArrays:
         """Resident weight bytes per GPU: the routed experts over the replica, the rest over an attention rank."""
         tp = np.asarray(tp, dtype=float)
         routed = self.experts * self.expert_params * self.bytes_per_param if self.experts > 1 else 0.0
-        return (self.weight_bytes - routed) / self.attention_group(tp) + routed / tp
+        return ((self.weight_bytes - routed) / self.attention_group(tp) + routed / tp) / self.pipeline_parallel
 
     def kv_spread(self, tp: Any) -> Any:
         """Devices' worth of KV memory a token's cache uses less of: ranks x the KV shards within a rank."""
@@ -209,7 +212,7 @@ class StepArrays:
 
         tp = np.asarray(tp, dtype=float)
         group = self.attention_group(tp)
-        return tp / group * kv_shards(group, self.kv_shards_max)
+        return tp / group * kv_shards(group, self.kv_shards_max) * self.pipeline_parallel
 
     def with_attention_data_parallel(self, attention_tensor_parallel: float) -> StepArrays:
         """The same arrays with attention ranks of ``attention_tensor_parallel`` GPUs, data parallel over a replica.
@@ -222,6 +225,17 @@ class StepArrays:
         import dataclasses
 
         return dataclasses.replace(self, attention_tensor_parallel=float(attention_tensor_parallel), curves={})
+
+    def with_pipeline_parallel(self, stages: float) -> StepArrays:
+        """The same arrays over ``stages`` pipeline stages (each of the tensor-parallel group's size), own kernel cache.
+
+        Each stage holds its share of the layers, their weights and KV cache; an iteration runs its batch
+        as ``stages`` micro-batches through the stages (vLLM's virtual engines, TensorRT-LLM's and
+        SGLang's micro-batches), so a token of every sequence takes ``stages`` stage times.
+        """
+        import dataclasses
+
+        return dataclasses.replace(self, pipeline_parallel=float(stages), curves={})
 
     def with_expert_tensor_parallel(self, degree: float | None) -> StepArrays:
         """The same arrays with each routed expert split over ``degree`` GPUs, with its own kernel cache.

@@ -291,6 +291,7 @@ def predict_benchmark(
     client_overhead: Time = None,
     data_parallel: Count = 1,
     expert_parallel: Count = 1,
+    pipeline_parallel: Count = 1,
     registry: Registry | None = None,
 ) -> BenchmarkPrediction:
     """Mean TTFT and TPOT a closed-loop serving benchmark reports at client concurrency ``C``.
@@ -329,6 +330,9 @@ def predict_benchmark(
     expert_parallel : int, default 1
         For a mixture of experts: GPUs of the replica the routed experts are spread over (expert
         parallelism), each expert split over the others (one ``tensor_parallel``).
+    pipeline_parallel : int, default 1
+        Pipeline stages, each of ``tensor_parallel x data_parallel`` GPUs with its share of the layers
+        (:func:`~calculator.performance.decode_step_time`); at most the model's layers.
     registry : Registry, optional
         Where ids resolve (default: the packaged registry).
 
@@ -369,7 +373,7 @@ def predict_benchmark(
     profile = engine_profile(engine, registry)
     a = step_arrays(model, accelerator, precision, kv_precision, engine=profile, registry=registry)
     tp = _tp(model_of(model, registry), tensor_parallel, "predict_benchmark")
-    a, tp = _layout(a, tp, data_parallel, expert_parallel, "predict_benchmark")
+    a, tp = _layout(a, tp, data_parallel, expert_parallel, "predict_benchmark", pipeline_parallel)
     inputs = _counts("predict_benchmark", "input_tokens", input_tokens)
     outputs = _counts("predict_benchmark", "output_tokens", output_tokens)
     limit = model_of(model, registry).max_context

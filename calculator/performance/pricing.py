@@ -149,11 +149,61 @@ def _kernel_iteration(
     requests: Any,
     prior: Any,
 ) -> np.ndarray:
-    """Seconds of the GPU work of one iteration on one tensor-parallel degree (measured kernels)."""
+    """Seconds of the GPU work of one iteration on one tensor-parallel degree (measured kernels).
+
+    Over pipeline stages (``a.pipeline_parallel``): the batch runs as that many micro-batches, the
+    decodes spread evenly and the prompts over as many of them as there are prompts. Each stage
+    computes its share of the layers for every micro-batch in turn, so the iteration lasts the longer
+    of the micro-batches' stage times summed (the pipeline's throughput) and the slowest micro-batch's
+    pass through all stages (a lone prompt's latency), plus that pass's hand-offs between stages.
+    """
+    stages = a.pipeline_parallel
+    if stages <= 1:
+        return _stage_seconds(a, tp, a.layers, decode, context, tokens, prefill, requests, prior)
+    layers = a.layers / stages
+    carrying = np.minimum(requests, stages)  # micro-batches with prompts
+    share = np.maximum(carrying, 1.0)
+    loaded = _stage_seconds(
+        a, tp, layers, decode / stages, context, tokens, prefill / share, requests / share, prior
+    )  # fmt: skip
+    plain = _stage_seconds(a, tp, layers, decode / stages, context, tokens, 0.0 * prefill, 0.0 * requests, prior)
+    total = carrying * loaded + (stages - carrying) * plain
+    slowest = stages * np.maximum(loaded, plain)
+    handoffs = (stages - 1) * _handoff_seconds(a, tp, decode * tokens / stages + prefill / share)
+    return np.maximum(total, slowest) + handoffs
+
+
+def _handoff_seconds(a: StepArrays, tp: float, tokens: Any) -> Any:
+    """One micro-batch's activations (``tokens`` x hidden, 16-bit) sent to the next pipeline stage.
+
+    Each GPU sends its ``1 / tp`` share over its own link: NVLink while the stages share a scale-up
+    domain, the scale-out link once the replica spans several; at the generic achieved fraction and
+    the collective latency floor.
+    """
+    from ..kernels import generic_efficiency
+
+    generic = generic_efficiency()
+    across = tp * a.pipeline_parallel > a.node_gpus and a.scale_out_bandwidth > 0
+    link = a.scale_out_bandwidth if across else a.link_bandwidth
+    payload = np.asarray(tokens, dtype=float) * a.hidden * ACTIVATION_BYTES / tp
+    return generic["allreduce_floor"] + payload / (generic["allreduce_fraction"] * link)
+
+
+def _stage_seconds(
+    a: StepArrays,
+    tp: float,
+    layers: float,
+    decode: Any,
+    context: Any,
+    tokens: Any,
+    prefill: Any,
+    requests: Any,
+    prior: Any,
+) -> np.ndarray:
+    """Seconds of ``layers`` of the model's layers on one iteration's work (the whole model: ``a.layers``)."""
     from ..kernels import DECODE_REFERENCE_BYTES, decode_attention_seconds, prefill_attention_seconds
 
     tables = a.tables
-    layers = a.layers
     curves = _curves(a, tp)
     group = float(a.attention_group(tp))
     ranks = tp / group  # data-parallel attention ranks, each with 1/ranks of the decoding sequences
@@ -170,8 +220,8 @@ def _kernel_iteration(
         t = t + layers * _interp_curve(curves["experts"], m)  # the experts see every rank's tokens
     t = t + np.where(logits > 0, _interp_curve(curves["lm_head"], np.maximum(logits, 1.0)), 0.0)
     shards = kv_shards(group, a.kv_shards_max)
-    per_token_layer = a.kv_bytes_per_token / layers / shards
-    pair_flops = a.attention_flops_per_pair / layers / group
+    per_token_layer = a.kv_bytes_per_token / a.layers / shards
+    pair_flops = a.attention_flops_per_pair / a.layers / group
     # Decode attention: bandwidth bound on the KV bytes read (measured), compute bound for MLA.
     reads = decode_attention_seconds(
         tables, np.maximum(rank_decode, 1.0), context * per_token_layer / DECODE_REFERENCE_BYTES
@@ -340,6 +390,10 @@ def iteration_seconds(
     rank_requests = np.where(requests > 0, np.ceil(requests / ranks - 1e-9), 0.0)
     fixed = step_cost + sequence_cost * np.where(ranks > 1, decode / ranks + rank_requests, decode + requests)
     if not eff.kernels:
+        if a.pipeline_parallel > 1:
+            raise InputError(
+                "iteration_seconds(): pipeline stages are priced from the kernel tables (Efficiency(kernels=True))"
+            )
         out = _roofline_iteration(a, eff, tp, decode, context, tokens, prefill, requests, prior)
     else:
         out = np.empty(tp.shape)

@@ -44,6 +44,7 @@ def decode_step_time(
     kv_precision: str | None = None,
     data_parallel: Count = 1,
     expert_parallel: Count = 1,
+    pipeline_parallel: Count = 1,
     registry: Registry | None = None,
 ) -> Any:
     r"""Time of one decode step of a tensor-parallel replica.
@@ -74,6 +75,12 @@ def decode_step_time(
         For a mixture of experts: GPUs of the replica the routed experts are spread over (expert
         parallelism); the replica's other factor splits each expert. Needs one ``tensor_parallel``
         degree, and divides the replica's GPUs.
+    pipeline_parallel : int, default 1
+        Pipeline stages, each of ``tensor_parallel x data_parallel`` GPUs holding its share of the layers
+        (their weights and KV cache); the batch runs as that many micro-batches, and a step lasts the
+        longer of their stage times summed and the slowest one's pass through every stage, with the
+        hand-offs between stages (NVLink inside a node, the scale-out link across). At most the
+        model's layers; priced from the kernel tables.
     registry : Registry, optional
         Where the ids resolve (default: the packaged registry).
 
@@ -104,7 +111,7 @@ def decode_step_time(
     """
     a = step_arrays(model, accelerator, precision, kv_precision, engine=engine, registry=registry)
     tp = _tp(model, tensor_parallel, "decode_step_time", registry)
-    a, tp = _layout(a, tp, data_parallel, expert_parallel, "decode_step_time")
+    a, tp = _layout(a, tp, data_parallel, expert_parallel, "decode_step_time", pipeline_parallel)
     seconds = decode_step_seconds(
         a,
         _efficiency(engine, efficiency, a.accelerator, registry),
@@ -126,6 +133,7 @@ def prefill_time(
     efficiency: Efficiency | None = None,
     data_parallel: Count = 1,
     expert_parallel: Count = 1,
+    pipeline_parallel: Count = 1,
     registry: Registry | None = None,
 ) -> Any:
     """Time to prefill one prompt alone on a tensor-parallel replica.
@@ -140,7 +148,7 @@ def prefill_time(
     """
     a = step_arrays(model, accelerator, precision, engine=engine, registry=registry)
     tp = _tp(model, tensor_parallel, "prefill_time", registry)
-    a, tp = _layout(a, tp, data_parallel, expert_parallel, "prefill_time")
+    a, tp = _layout(a, tp, data_parallel, expert_parallel, "prefill_time", pipeline_parallel)
     prompt = _counts("prefill_time", "prompt_tokens", prompt_tokens)
     seconds = prefill_seconds(a, _efficiency(engine, efficiency, a.accelerator, registry), tp, prompt)
     return _seconds(seconds)

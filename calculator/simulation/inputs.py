@@ -76,6 +76,10 @@ class SimulationSetup(Result):
         sequence cap, token budget and KV cache, and gets a replica's request when it has the fewest
         outstanding; the ranks iterate together, each iteration lasting the busiest rank's attention
         and dense work plus the experts over every rank's tokens (the imbalance shows in the tail).
+    pipeline_parallel : int
+        Pipeline stages of ``tensor_parallel`` GPUs each (a replica of ``tensor_parallel x
+        pipeline_parallel`` GPUs), iterations priced by the step model's micro-batches
+        (:func:`~calculator.performance.decode_step_time`).
     engine : str or None
         Engine profile name (``None``: the engine-agnostic default).
     kv_precision : str or None
@@ -100,6 +104,7 @@ class SimulationSetup(Result):
     kv_precision: str | None = None
     expert_parallel: int = 1
     data_parallel: int = 1
+    pipeline_parallel: int = 1
     max_num_seqs: int | None = None
     max_num_tokens: int | None = None
     step_scale: float = 1.0
@@ -109,10 +114,10 @@ class SimulationSetup(Result):
     def __post_init__(self) -> None:
         if not int(self.tensor_parallel) >= 1:
             raise InputError(f"SimulationSetup: 'tensor_parallel' must be >= 1, got {self.tensor_parallel!r}")
-        if not (isinstance(self.expert_parallel, int | np.integer) and self.expert_parallel >= 1):
-            raise InputError(
-                f"SimulationSetup: 'expert_parallel' must be a whole number >= 1, got {self.expert_parallel!r}"
-            )
+        for name in ("expert_parallel", "pipeline_parallel"):
+            value = getattr(self, name)
+            if not (isinstance(value, int | np.integer) and value >= 1):
+                raise InputError(f"SimulationSetup: '{name}' must be a whole number >= 1, got {value!r}")
         for name in ("max_num_seqs", "max_num_tokens"):
             value = getattr(self, name)
             if value is not None and not (isinstance(value, int | np.integer) and value >= 1):

@@ -120,7 +120,7 @@ def _limits(setup: SimulationSetup) -> tuple[StepArrays, Any, int, int, float]:
     a = step_arrays(
         setup.model, setup.accelerator, setup.precision, setup.kv_precision, engine=profile, registry=registry
     )
-    a, _ = _layout(a, tp, ranks, setup.expert_parallel, "simulate")
+    a, _ = _layout(a, tp, ranks, setup.expert_parallel, "simulate", setup.pipeline_parallel)
     budget, seqs = profile.limits(a.memory, a.accelerator)
     budget = int(setup.max_num_tokens or budget) * ranks  # every attention rank schedules its own budget
     seqs = int(setup.max_num_seqs or seqs * ranks)

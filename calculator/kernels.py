@@ -71,8 +71,8 @@ def _log2(values: Any) -> np.ndarray:
 
 def _locate(grid: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Lower cell index and weight of ``x`` on ``grid`` (clamped to the grid)."""
-    x = np.clip(x, grid[0], grid[-1])
-    i = np.clip(np.searchsorted(grid, x, side="right") - 1, 0, len(grid) - 2)
+    x = np.minimum(np.maximum(x, grid[0]), grid[-1])  # np.clip's dispatch costs more on small arrays
+    i = np.minimum(np.maximum(np.searchsorted(grid, x, side="right") - 1, 0), len(grid) - 2)
     w = (x - grid[i]) / (grid[i + 1] - grid[i])
     return i, w
 

@@ -260,10 +260,10 @@ def _collective_seconds(a: StepArrays, tp: Any, message_bytes: Any) -> Any:
     """
     from ..kernels import allreduce_seconds, generic_efficiency
 
-    tp = np.asarray(tp, dtype=float)
     node = a.node_gpus
-    if a.scale_out_bandwidth <= 0 or not np.any(tp > node):
+    if a.scale_out_bandwidth <= 0 or np.max(tp) <= node:
         return allreduce_seconds(a.tables, tp, message_bytes, a.link_bandwidth)
+    tp = np.asarray(tp, dtype=float)
     inner = allreduce_seconds(a.tables, np.minimum(tp, node), message_bytes, a.link_bandwidth)
     domains = np.maximum(tp / node, 1.0)
     generic = generic_efficiency()
@@ -385,10 +385,12 @@ def iteration_seconds(
             f"iteration_seconds(): argument 'tensor_parallel' must be whole numbers >= 1, got {degrees[:8]}"
         )
     step_cost, sequence_cost = eff.fixed_seconds
-    # Attention ranks each run their own scheduler, side by side: the per-sequence cost of the busiest one.
-    ranks = tp / np.asarray(a.attention_group(tp), dtype=float)
-    rank_requests = np.where(requests > 0, np.ceil(requests / ranks - 1e-9), 0.0)
-    fixed = step_cost + sequence_cost * np.where(ranks > 1, decode / ranks + rank_requests, decode + requests)
+    if a.attention_tensor_parallel is None:
+        fixed = step_cost + sequence_cost * (decode + requests)
+    else:  # attention ranks each run their own scheduler, side by side: the busiest one's sequences
+        ranks = tp / np.asarray(a.attention_group(tp), dtype=float)
+        rank_requests = np.where(requests > 0, np.ceil(requests / ranks - 1e-9), 0.0)
+        fixed = step_cost + sequence_cost * np.where(ranks > 1, decode / ranks + rank_requests, decode + requests)
     if not eff.kernels:
         if a.pipeline_parallel > 1:
             raise InputError(

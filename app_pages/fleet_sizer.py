@@ -295,6 +295,7 @@ def _show_plan(plan, rate, output, prices, tpot_ms, check):
         f"{plan.replicas} × {plan.tensor_parallel}"
         + (f" (attention DP {plan.data_parallel})" if plan.data_parallel > 1 else "")
         + (f" (EP {plan.expert_parallel})" if plan.expert_parallel > 1 else "")
+        + (f" (PP {plan.pipeline_parallel})" if plan.pipeline_parallel > 1 else "")
         + (f" over {plan.nodes_per_replica} nodes" if plan.nodes_per_replica > 1 else ""),
         help="GPUs per replica; EP: a mixture of experts' routed experts spread over them (expert parallelism); "
         "nodes: a replica wider than one NVLink domain, over the accelerator's scale-out link",

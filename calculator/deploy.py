@@ -106,6 +106,17 @@ TRTLLM_MULTI_NODE = (
     "multi-node; docs.nvidia.com/dynamo, Multinode Examples: 'launched together in the same MPI world, such as "
     "via mpirun or srun')"
 )
+_VLLM_PP_DOCS = (
+    "vLLM --pipeline-parallel-size: the layers split over that many stages of --tensor-parallel-size GPUs, one "
+    "stage per node across nodes (docs.vllm.ai, Parallelism and Scaling)"
+)
+_SGLANG_PP_DOCS = (
+    _SGLANG_DOCS + "; --pp-size, alias of --pipeline-parallel-size: the layers split over that many stages "
+    "(docs.sglang.io/advanced_features/pipeline_parallelism.html)"
+)
+_TRTLLM_PP_DOCS = _TRTLLM_DOCS + "; --pp_size, the pipeline-parallel size"
+#: Each engine's flag for pipeline stages.
+_PIPELINE_FLAG = {"vllm": "--pipeline-parallel-size", "sglang": "--pp-size", "trtllm": "--pp_size"}
 #: The environment variables a multi-node command reads on each node: the first node's address and this node's rank.
 NODE_VARIABLES = ("LEADER_ADDRESS", "NODE_RANK")
 _SGLANG_DIST_PORT = 20000  # the port of SGLang's multi-node example
@@ -147,6 +158,7 @@ DOCUMENTED_FLAGS: dict[str, dict[str, str]] = {
         "--speculative-config": _VLLM_DRAFT_DOCS,
         "--enable-expert-parallel": _VLLM_EP_DOCS,
         "--data-parallel-size": _VLLM_DP_DOCS,
+        "--pipeline-parallel-size": _VLLM_PP_DOCS,
         "--nnodes": _VLLM_NODES_DOCS,
         "--node-rank": _VLLM_NODES_DOCS,
         "--master-addr": _VLLM_NODES_DOCS,
@@ -177,6 +189,7 @@ DOCUMENTED_FLAGS: dict[str, dict[str, str]] = {
         "--ep-size": _SGLANG_EP_DOCS,
         "--dp-size": _SGLANG_DP_DOCS,
         "--enable-dp-attention": _SGLANG_DP_DOCS,
+        "--pp-size": _SGLANG_PP_DOCS,
         "--nnodes": _SGLANG_NODES_DOCS,
         "--node-rank": _SGLANG_NODES_DOCS,
         "--dist-init-addr": _SGLANG_NODES_DOCS,
@@ -190,6 +203,7 @@ DOCUMENTED_FLAGS: dict[str, dict[str, str]] = {
         "--max_num_tokens": _TRTLLM_DOCS,
         "--kv_cache_free_gpu_memory_fraction": _TRTLLM_DOCS,
         "--extra_llm_api_options": _TRTLLM_OPTIONS_DOCS,
+        "--pp_size": _TRTLLM_PP_DOCS,
     },
 }
 
@@ -489,11 +503,14 @@ def launch_command(plan: FleetPlan, engine: str, *, registry: Registry | None = 
         flags["--extra_llm_api_options"] = TRTLLM_OPTIONS_FILE
     if plan.engine != name:
         notes.append(f"the plan was sized with the {plan.engine} engine profile, not {name}'s")
+    stages = int(getattr(plan, "pipeline_parallel", 1) or 1)
+    if stages > 1:  # pipeline stages of the tensor-parallel GPUs, each with its share of the layers
+        flags[_PIPELINE_FLAG[name]] = str(stages)
     nodes = int(getattr(plan, "nodes_per_replica", 1) or 1)
     executable = _EXECUTABLE[name]
     worker: dict[str, str | None] = {}
     if nodes > 1:
-        executable, worker = _multi_node(name, nodes, tp, int(plan.data_parallel), flags, notes)
+        executable, worker = _multi_node(name, nodes, tp * stages, int(plan.data_parallel), flags, notes)
     arguments = (*executable, *positional, *_flag_parts(flags))
     writes = [_heredoc(file, text) for file, text in files.items()]
     command = "\n".join([*(f"# {note}" for note in notes), *writes, _shell_line(arguments)])
@@ -800,7 +817,7 @@ def _deployment(
         "command": list(config.arguments[:executable]),
         "args": arguments,
         "ports": [{"name": "http", "containerPort": _PORT[config.engine]}],
-        "resources": {"limits": {"nvidia.com/gpu": int(plan.tensor_parallel)}},
+        "resources": {"limits": {"nvidia.com/gpu": plan.replica_gpus}},
         "volumeMounts": mounts,
     }
     deployment = {
@@ -852,7 +869,7 @@ def _leader_worker_set(
             "name": f"{config.engine}-{role}",
             "image": image or _IMAGE[config.engine],
             "command": ["sh", "-c", line(extra)],
-            "resources": {"limits": {"nvidia.com/gpu": int(plan.tensor_parallel) // config.nodes}},
+            "resources": {"limits": {"nvidia.com/gpu": plan.replica_gpus // config.nodes}},
             "volumeMounts": copy.deepcopy(mounts),
         }
         if role == "leader":

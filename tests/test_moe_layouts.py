@@ -311,3 +311,39 @@ def test_each_attention_rank_pays_the_per_sequence_cost_of_its_own_sequences():
     assert iteration_seconds(a, eff, 8, 1024, 2048) - iteration_seconds(a, free, 8, 1024, 2048) == (
         pytest.approx(per_sequence * 1024)  # one scheduler for the whole replica
     )
+
+
+def test_a_model_larger_than_one_node_is_also_sized_as_pipeline_stages():
+    # Issue 23: dense models that do not fit in one node search pipeline stages (one node each) beside
+    # tensor parallelism over the scale-out link; the launch configs carry the stages.
+    import yaml
+
+    plan = size_fleet(
+        "llama-3.1-405b", Workload(Q_(5, "request/s"), 1024, 256), Targets(Q_(2, "s"), Q_(60, "ms")),
+        SearchSpace("h100-sxm", "bf16"), engine="vllm",
+    )  # fmt: skip
+    assert plan.feasible and plan.nodes_per_replica == 2
+    assert plan.rejected["h100-sxm/bf16/tp8/pp2"].startswith("feasible but not the cheapest")
+    assert not any(key.startswith("h100-sxm/bf16/tp0") for key in plan.rejected)  # no stage smaller than a GPU
+    staged = dataclasses.replace(plan, tensor_parallel=8, pipeline_parallel=2, gpus=plan.replicas * 16)
+    assert staged.replica_gpus == 16 and "TP 8, PP 2 over 2 nodes" in plan_summary(staged)
+    vllm, sglang, trtllm = (launch_command(staged, engine) for engine in ("vllm", "sglang", "trtllm"))
+    assert vllm.flags["--pipeline-parallel-size"] == "2" and vllm.flags["--tensor-parallel-size"] == "8"
+    assert sglang.flags["--pp-size"] == "2" and trtllm.flags["--pp_size"] == "2"
+    assert trtllm.arguments[:5] == ("mpirun", "--hostfile", "hostfile", "-np", "16")
+    for config in (vllm, sglang, trtllm):
+        assert set(config.flags) | set(config.worker_flags) <= set(DOCUMENTED_FLAGS[config.engine])
+    group = next(
+        d for d in yaml.safe_load_all(kubernetes_manifest(staged, "vllm")) if d and d["kind"] == "LeaderWorkerSet"
+    )
+    assert group["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0]["resources"] == {
+        "limits": {"nvidia.com/gpu": 8}
+    }
+    from calculator.simulation import plan_setup
+
+    assert plan_setup(staged).pipeline_parallel == 2
+    # a plan file with stages checks its GPUs against them
+    restored = FleetPlan.from_json_dict(json.loads(json.dumps(staged.to_json_dict())))
+    assert restored.pipeline_parallel == 2 and restored.replica_gpus == 16
+    with pytest.raises(InputError, match="replicas x tensor_parallel x pipeline_parallel"):
+        FleetPlan.from_json_dict({**json.loads(json.dumps(staged.to_json_dict())), "pipeline_parallel": 1})

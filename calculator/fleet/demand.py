@@ -110,7 +110,7 @@ def plan_over_time(
     reactive = simulate_reactive_scaling(
         times, demand, capacity, startup, target_utilization=plan.max_utilization, **grid
     )
-    tp = plan.tensor_parallel
+    tp = plan.replica_gpus  # GPUs per replica
     price = plan.cost_per_hour / plan.gpus  # per GPU-hour
     gpus = predictive.billed * tp
     window = predictive.times.size * (step if step is not None else DEFAULT_SCALING_STEP)

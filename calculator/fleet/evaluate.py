@@ -67,17 +67,35 @@ class _Family:
     tdp: float  # W
     draft: StepArrays | None
     moe_layout: str = "tensor"  # a mixture of experts: experts split by TP, spread (EP = TP), or attention ranks
+    stages: int = 1  # pipeline stages: a replica of the grid's GPUs runs them over this many stages
 
     def key_at(self, tp: int) -> str:
-        """The name of the family at one TP degree in rejections: ``accelerator/precision/tpN`` (``/dpN/epN``)."""
+        """The family at one replica size in rejections: ``accelerator/precision/tpN`` (``/dpN/epN``, ``/ppN``)."""
         suffix = {"expert": f"/ep{tp}", "attention-dp": f"/dp{tp}/ep{tp}"}.get(self.moe_layout, "")
+        if self.stages > 1:
+            return f"{self.accelerator}/{self.precision}/tp{tp // self.stages}/pp{self.stages}"
         return f"{self.accelerator}/{self.precision}/tp{tp}{suffix}"
 
+    def stage_tp(self, tps: np.ndarray) -> np.ndarray:
+        """The tensor-parallel GPUs of one pipeline stage of a replica of ``tps`` GPUs.
+
+        At least 1 where the stages do not divide the replica (:meth:`layout_ok` rejects those sizes).
+        """
+        return np.maximum(np.floor(np.asarray(tps, dtype=float) / self.stages), 1.0)
+
     def layout_ok(self, tps: np.ndarray) -> np.ndarray:
-        """Which TP degrees the layout can run: spread experts need a degree that divides the experts."""
+        """Which replica sizes the layout can run.
+
+        Spread experts need a degree that divides the experts; pipeline stages are one scale-up domain
+        at most each, and only replicas over several domains are run as stages.
+        """
+        tps = np.asarray(tps, dtype=float)
+        if self.stages > 1:
+            per_stage = tps / self.stages
+            return (tps % self.stages == 0) & (per_stage <= self.arrays.node_gpus) & (tps > self.arrays.node_gpus)
         if self.moe_layout == "tensor":
             return np.ones(np.shape(tps), dtype=bool)
-        return np.asarray(self.arrays.experts % np.asarray(tps, dtype=float) == 0)
+        return np.asarray(self.arrays.experts % tps == 0)
 
     def nodes_ok(self, tps: np.ndarray) -> np.ndarray:
         """Which degrees the accelerator can span: one scale-up domain, or several over a registered scale-out link."""
@@ -191,7 +209,7 @@ def _evaluate(
     step, rate = it.step, it.rate
     lam = workload.arrival_rate.m_as("request/s")
     demand = replica_demand.numeric(arrival_rate=lam, replica_throughput=rate, max_utilization=max_utilization)
-    oversized = demand * tp > MAX_FLEET_GPUS  # counted without overflow: such a candidate is infeasible
+    oversized = demand * tp * a.pipeline_parallel > MAX_FLEET_GPUS  # counted without overflow: infeasible
     replicas = ceil_count(np.minimum(demand, MAX_FLEET_GPUS))
     load = lam / replicas  # each replica's arrival rate
     arrival_cv = _replica_arrival_cv(workload.arrival_cv, replicas, serving.router)
@@ -642,6 +660,23 @@ def _families(model: Any, space: SearchSpace, costs: Costs, speculation: Specula
             name, tdp = check_precision(precision), device.tdp.m_as("W")
             for layout in space.moe_layouts if arrays.experts > 1 else ("tensor",):
                 out.append(_Family(device.id, name, _laid_out(arrays, layout), hourly, tdp, draft, layout))
+    return out
+
+
+def _pipeline_families(families: list[_Family], degrees: list[int]) -> list[_Family]:
+    """Pipeline families for replicas over several scale-up domains: one stage per domain.
+
+    For each tensor-layout family whose accelerator has a scale-out link, one family per stage count
+    the replica sizes ``degrees`` give (two and four nodes): each stage a node's tensor-parallel GPUs
+    with its share of the layers, only the stages' hand-offs crossing the scale-out link.
+    """
+    out = []
+    for family in families:
+        a = family.arrays
+        if family.moe_layout != "tensor" or a.scale_out_bandwidth <= 0 or not np.isfinite(a.node_gpus):
+            continue
+        for stages in sorted({int(d // a.node_gpus) for d in degrees if d % a.node_gpus == 0 and d > a.node_gpus}):
+            out.append(dataclasses.replace(family, arrays=a.with_pipeline_parallel(stages), stages=stages))
     return out
 
 

@@ -112,6 +112,9 @@ class FleetPlan(Result):
         For a mixture of experts, the GPUs of a replica its routed experts are spread over (expert
         parallelism; 1: each expert split by tensor parallelism). The sizer searches the layouts of
         ``SearchSpace.moe_layouts``; the spread ones have ``expert_parallel == tensor_parallel``.
+    pipeline_parallel : int
+        Pipeline stages of ``tensor_parallel`` GPUs each: a replica is ``tensor_parallel x
+        pipeline_parallel`` GPUs (searched for replicas over several nodes, one stage per node).
     nodes_per_replica : int
         Scale-up domains (NVLink nodes) a replica spans: more than one where the model does not fit
         in one node, its collectives then crossing the accelerator's scale-out link (``Accelerator.scale_out``).
@@ -184,6 +187,7 @@ class FleetPlan(Result):
     expert_parallel: int = 1
     data_parallel: int = 1
     nodes_per_replica: int = 1
+    pipeline_parallel: int = 1
     batch: int = 0
     replicas: int = 0
     gpus: int = 0
@@ -214,6 +218,11 @@ class FleetPlan(Result):
     rejections: tuple[Rejection, ...] = ()
     simulated_replicas: int | None = None
     verification: PlanVerification | None = None
+
+    @property
+    def replica_gpus(self) -> int:
+        """GPUs of one replica: ``tensor_parallel x pipeline_parallel``."""
+        return int(self.tensor_parallel) * int(self.pipeline_parallel)
 
     @property
     def cost_per_million_tokens(self) -> Money | None:
@@ -280,6 +289,7 @@ PLAN_COUNTS = {
     "expert_parallel": (1, 4096),
     "data_parallel": (1, 4096),
     "nodes_per_replica": (1, 4096),
+    "pipeline_parallel": (1, 4096),
     "batch": (0, 1_000_000),
     "replicas": (0, 10_000_000),
     "gpus": (0, 10_000_000),
@@ -348,8 +358,11 @@ def _check_plan_values(values: dict[str, Any]) -> None:
             raise InputError(f"field '{name}' must be text, got {shown(values[name])}")
     for name, (low, high) in PLAN_COUNTS.items():
         value = values.get(name)
-        if value is None and name in ("simulated_replicas", "nodes_per_replica"):
-            continue  # not in every plan (older files lack the nodes)
+        if value is None and name in ("nodes_per_replica", "pipeline_parallel"):
+            values.pop(name, None)  # older files lack them: one node, one stage
+            continue
+        if value is None and name == "simulated_replicas":
+            continue  # not in every plan
         if value is None:
             raise InputError(f"field '{name}' is missing; size the plan again with 'servecalc size --json'")
         whole = isinstance(value, int | float) and not isinstance(value, bool) and float(value).is_integer()
@@ -364,10 +377,11 @@ def _check_plan_values(values: dict[str, Any]) -> None:
         for name in ("tensor_parallel", "batch", "replicas"):
             if values[name] < 1:
                 raise InputError(f"field '{name}' of a feasible plan must be at least 1, got {values[name]}")
-        if values["gpus"] != values["replicas"] * values["tensor_parallel"]:
+        stages = values.get("pipeline_parallel", 1)
+        if values["gpus"] != values["replicas"] * values["tensor_parallel"] * stages:
             raise InputError(
-                f"field 'gpus' ({values['gpus']:,}) must be replicas x tensor_parallel "
-                f"({values['replicas']:,} x {values['tensor_parallel']:,})"
+                f"field 'gpus' ({values['gpus']:,}) must be replicas x tensor_parallel x pipeline_parallel "
+                f"({values['replicas']:,} x {values['tensor_parallel']:,} x {stages:,})"
             )
     for name in ("workload", "targets", "serving"):
         if not isinstance(values.get(name), Mapping):
@@ -403,8 +417,9 @@ def layout_text(plan: FleetPlan) -> str:
     """A replica's layout in words: ``TP 8``, or ``TP 8, EP 8`` where the experts are spread."""
     spread = f", EP {plan.expert_parallel}" if plan.expert_parallel > 1 else ""
     ranks = f", attention DP {plan.data_parallel}" if plan.data_parallel > 1 else ""
+    stages = f", PP {plan.pipeline_parallel}" if plan.pipeline_parallel > 1 else ""
     nodes = f" over {plan.nodes_per_replica} nodes" if plan.nodes_per_replica > 1 else ""
-    return f"TP {plan.tensor_parallel}{ranks}{spread}{nodes}"
+    return f"TP {plan.tensor_parallel}{stages}{ranks}{spread}{nodes}"
 
 
 def plan_summary(plan: FleetPlan) -> str:
@@ -443,7 +458,7 @@ def plan_summary(plan: FleetPlan) -> str:
     if plan.verification is not None:
         simulated = plan.simulated_replicas
         line += (
-            f"; in simulation {simulated * plan.tensor_parallel} GPUs "
+            f"; in simulation {simulated * plan.replica_gpus} GPUs "
             f"({simulated} replica{'' if simulated == 1 else 's'}) meet the targets"
             if simulated is not None
             else "; in simulation no replica count tried meets the targets"

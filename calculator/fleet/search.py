@@ -23,7 +23,7 @@ from ..types import ModelRef
 from ..uncertainty import prediction_interval
 from ..units import Q_, shown
 from ._common import HOURS, MAX_FLEET_GPUS, _fleet_costs, _grid, _registry_for
-from .evaluate import Evaluation, _evaluate, _families, _Family, _multi_node_degrees
+from .evaluate import Evaluation, _evaluate, _families, _Family, _multi_node_degrees, _pipeline_families
 from .inputs import DEFAULT_TENSOR_PARALLEL, Costs, SearchSpace, ServingOptions, Targets, Workload
 from .plan import FleetPlan, Rejection
 
@@ -101,7 +101,8 @@ class _Search:
 
     def evaluate(self, family: _Family, scale: tuple[float, float] = (1.0, 1.0)) -> Evaluation:
         return _evaluate(
-            family, self.profile, self.workload, self.tp_grid, family.caps(self.tp_grid, self.batch_grid), self.serving,
+            family, self.profile, self.workload, family.stage_tp(self.tp_grid),
+            family.caps(family.stage_tp(self.tp_grid), self.batch_grid), self.serving,
             percentile=self.targets.ttft_percentile, max_utilization=self.targets.max_utilization, scale=scale,
         )  # fmt: skip
 
@@ -124,6 +125,8 @@ class _Search:
             nodes_ok = family.nodes_ok(self.tps)
             for i, tp in enumerate(self.tps):
                 key = family.key_at(int(tp))
+                if not layout_ok[i] and family.stages > 1:
+                    continue  # pipeline families exist for replicas of several whole nodes only
                 if not layout_ok[i]:
                     rejected[key] = Rejection(
                         key, family.accelerator, family.precision, int(tp), code="layout",
@@ -144,7 +147,7 @@ class _Search:
                 j = int(np.flatnonzero(masked == masked.min())[-1])
                 values = {
                     "gpus": int(e.replicas[i, j] * tp),
-                    "batch": int(family.caps(self.tp_grid, self.batch_grid)[i, j]),
+                    "batch": int(family.caps(family.stage_tp(self.tp_grid), self.batch_grid)[i, j]),
                     "cost_per_hour": Q_(float(cost[i, j]), "USD/hour"),
                 }
                 rejected[key] = Rejection(
@@ -312,11 +315,12 @@ def _feasible_plan(
         accelerator=family.accelerator,
         precision=family.precision,
         kv_precision=family.arrays.kv_precision,
-        tensor_parallel=tp,
+        tensor_parallel=tp // family.stages,
         expert_parallel=1 if family.moe_layout == "tensor" else tp,
         data_parallel=int(family.ranks(np.asarray(float(tp)))),
+        pipeline_parallel=family.stages,
         nodes_per_replica=int(np.ceil(tp / family.arrays.node_gpus)) if np.isfinite(family.arrays.node_gpus) else 1,
-        batch=int(family.caps(search.tp_grid, search.batch_grid)[i, j]),
+        batch=int(family.caps(family.stage_tp(search.tp_grid), search.batch_grid)[i, j]),
         replicas=replicas,
         gpus=gpus,
         utilization=float(utilization),
@@ -396,6 +400,7 @@ def _size(
         wider = [d for d in _multi_node_degrees(families, profile, workload) if d not in tps]
         if wider:
             tps, _ = _grid(model, [*tps.astype(int).tolist(), *wider], space.batches)
+            families = [*families, *_pipeline_families(families, wider)]
     tp_grid, batch_grid = np.meshgrid(tps, batches, indexing="ij")
     search = _Search(families, profile, workload, targets, serving, tps, tp_grid, batch_grid)
     outcome = search.run(progress=progress)

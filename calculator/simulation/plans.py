@@ -45,6 +45,7 @@ def plan_setup(plan: FleetPlan, step_scale: float = 1.0) -> SimulationSetup:
         tensor_parallel=int(plan.tensor_parallel),
         expert_parallel=int(plan.expert_parallel),
         data_parallel=int(plan.data_parallel),
+        pipeline_parallel=int(plan.pipeline_parallel),
         engine=None if plan.engine == "generic" else plan.engine,
         kv_precision=plan.kv_precision or None,
         max_num_seqs=int(plan.batch),

@@ -23,7 +23,7 @@ from calculator.performance import ENGINES, engine_profile
 from calculator.registry import load_registry
 
 
-def _runs(engine, version, precision, tp, count=5):
+def _runs(engine, version, precision, tp, count=4):
     rows = load_benchmarks()
     chosen = rows[
         (rows.engine == engine)

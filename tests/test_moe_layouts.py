@@ -347,3 +347,17 @@ def test_a_model_larger_than_one_node_is_also_sized_as_pipeline_stages():
     assert restored.pipeline_parallel == 2 and restored.replica_gpus == 16
     with pytest.raises(InputError, match="replicas x tensor_parallel x pipeline_parallel"):
         FleetPlan.from_json_dict({**json.loads(json.dumps(staged.to_json_dict())), "pipeline_parallel": 1})
+
+
+def test_every_plan_carries_its_layout_as_one_value(ranks_plan, two_node_plans):
+    # Issue 23 item 1: a Layout on every plan, read back by the step model's keywords.
+    from calculator.fleet import Layout
+
+    for plan in (ranks_plan, *two_node_plans.values()):
+        layout = plan.layout
+        assert isinstance(layout, Layout) and layout.gpus == plan.replica_gpus == plan.gpus // plan.replicas
+        assert layout.nodes == plan.nodes_per_replica
+        prediction = predict_benchmark(plan.model, plan.accelerator, plan.precision, input_tokens=1024,
+                                       output_tokens=1024, concurrency=64, engine=plan.engine, **layout.keywords())  # fmt: skip
+        assert prediction.tpot.m_as("s") > 0
+    assert ranks_plan.layout == Layout(tensor_parallel=1, data_parallel=8, expert_parallel=8)

@@ -47,7 +47,7 @@ from .inputs import (
     default_price,
     default_price_entry,
 )
-from .plan import FleetPlan, Rejection, plan_summary
+from .plan import FleetPlan, Layout, Rejection, plan_summary
 from .sizing import size_fleet
 
 __all__ = [
@@ -57,6 +57,7 @@ __all__ = [
     "DemandPlan",
     "DisaggregatedPlan",
     "FleetPlan",
+    "Layout",
     "RelaxedPlan",
     "Rejection",
     "SearchSpace",

@@ -16,7 +16,52 @@ from .inputs import ServingOptions, Speculation, Targets, Workload
 if TYPE_CHECKING:
     from ..simulation.plans import PlanVerification
 
-__all__ = ["FleetPlan", "Rejection", "plan_summary"]
+__all__ = ["FleetPlan", "Layout", "Rejection", "plan_summary"]
+
+
+@dataclass(frozen=True, repr=False)
+class Layout(Result):
+    """How one replica's GPUs run the model: the value the step model, the simulator and the launch configs read.
+
+    Attributes
+    ----------
+    tensor_parallel : int
+        GPUs of one attention rank (the attention and dense layers split by tensor parallelism).
+    data_parallel : int
+        Attention ranks of a pipeline stage, each with its own sequences and KV cache (a mixture of experts).
+    expert_parallel : int
+        GPUs of a stage the routed experts are spread over (1: each expert split over the stage's GPUs).
+    pipeline_parallel : int
+        Pipeline stages, each ``tensor_parallel x data_parallel`` GPUs with its share of the layers.
+    nodes : int
+        Scale-up domains (NVLink nodes) the replica spans.
+
+    Examples
+    --------
+    >>> layout = Layout(tensor_parallel=1, data_parallel=8, expert_parallel=8)
+    >>> layout.gpus, layout.keywords()
+    (8, {'tensor_parallel': 1, 'data_parallel': 8, 'expert_parallel': 8, 'pipeline_parallel': 1})
+    """
+
+    tensor_parallel: int
+    data_parallel: int = 1
+    expert_parallel: int = 1
+    pipeline_parallel: int = 1
+    nodes: int = 1
+
+    @property
+    def gpus(self) -> int:
+        """GPUs of the replica: ``tensor_parallel x data_parallel x pipeline_parallel``."""
+        return self.tensor_parallel * self.data_parallel * self.pipeline_parallel
+
+    def keywords(self) -> dict[str, int]:
+        """The layout as the keywords of ``predict_benchmark``, ``decode_step_time`` and ``prefill_time``."""
+        return {
+            "tensor_parallel": self.tensor_parallel,
+            "data_parallel": self.data_parallel,
+            "expert_parallel": self.expert_parallel,
+            "pipeline_parallel": self.pipeline_parallel,
+        }
 
 
 # --------------------------------------------------------------------------------------------
@@ -223,6 +268,22 @@ class FleetPlan(Result):
     def replica_gpus(self) -> int:
         """GPUs of one replica: ``tensor_parallel x pipeline_parallel``."""
         return int(self.tensor_parallel) * int(self.pipeline_parallel)
+
+    @property
+    def layout(self) -> Layout:
+        """The replica's :class:`Layout`.
+
+        ``plan.tensor_parallel`` GPUs per stage hold its ``data_parallel`` attention ranks, each of
+        ``tensor_parallel / data_parallel`` GPUs.
+        """
+        ranks = max(int(self.data_parallel), 1)
+        return Layout(
+            tensor_parallel=max(int(self.tensor_parallel) // ranks, 1),
+            data_parallel=ranks,
+            expert_parallel=int(self.expert_parallel),
+            pipeline_parallel=int(self.pipeline_parallel),
+            nodes=int(self.nodes_per_replica),
+        )
 
     @property
     def cost_per_million_tokens(self) -> Money | None:

@@ -588,3 +588,21 @@ def test_a_result_outside_the_validated_range_carries_a_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error", ExtrapolationWarning)  # a packaged model and GPU: no warning
         predict_benchmark("llama-3.1-70b", "h100-sxm", "fp8", 2, 1000, 100, 1)
+
+
+@pytest.mark.parametrize("bad", [True, 0, 1.5, "2", float("nan"), float("inf"), -1, [2], np.array([2, 4])])
+def test_pipeline_stages_refuse_what_is_not_one_whole_number(bad):
+    # The pipeline_parallel keyword of the step model, the memory fit and the simulator's setup.
+    from calculator.memory import model_max_batch
+    from calculator.performance import decode_step_time, predict_benchmark
+    from calculator.simulation import SimulationSetup
+
+    calls = (
+        lambda: decode_step_time("llama-3.1-8b", "h100-sxm", "fp8", 1, 8, 128, pipeline_parallel=bad),
+        lambda: predict_benchmark("llama-3.1-8b", "h100-sxm", "fp8", 1, 128, 128, 8, pipeline_parallel=bad),
+        lambda: model_max_batch("llama-3.1-8b", "h100-sxm", 1024, "fp8", "fp8", 1, pipeline_parallel=bad),
+        lambda: SimulationSetup("llama-3.1-8b", "h100-sxm", "fp8", pipeline_parallel=bad),
+    )
+    for call in calls:
+        with pytest.raises(InputError, match="pipeline_parallel"):
+            call()

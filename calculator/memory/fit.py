@@ -446,6 +446,10 @@ def device_share(
             )
         routed = weights * routed_expert_parameters(resolved) / resolved.parameters  # per device of one rank
         weights = weights - routed + routed / data_parallel
+    if np.ndim(pipeline_parallel):
+        raise InputError(
+            f"device_share(): argument 'pipeline_parallel' must be one whole number, got {shown(pipeline_parallel)}"
+        )
     stages = count("device_share", "pipeline_parallel", pipeline_parallel)
     if stages > resolved.layers:
         raise InputError(

@@ -116,7 +116,7 @@ class SimulationSetup(Result):
             raise InputError(f"SimulationSetup: 'tensor_parallel' must be >= 1, got {self.tensor_parallel!r}")
         for name in ("expert_parallel", "pipeline_parallel"):
             value = getattr(self, name)
-            if not (isinstance(value, int | np.integer) and value >= 1):
+            if isinstance(value, bool) or not (isinstance(value, int | np.integer) and value >= 1):
                 raise InputError(f"SimulationSetup: '{name}' must be a whole number >= 1, got {value!r}")
         for name in ("max_num_seqs", "max_num_tokens"):
             value = getattr(self, name)

@@ -14,6 +14,7 @@ from calculator.errors import InputError
 from calculator.fleet import default_price_entry, frontier, relax_targets, size_fleet
 from calculator.fleet.flat import flat_parts
 from calculator.fleet.inputs import MOE_LAYOUTS
+from calculator.performance import outside_validated_range
 from calculator.plots import frontier_figure, kv_occupancy_over_time, latency_distribution, verification_chart
 from calculator.precision import PRECISIONS
 from calculator.queueing import replica_demand, utilization
@@ -320,6 +321,12 @@ def _show_plan(plan, rate, output, prices, tpot_ms, check):
     )
     st.caption(f"TTFT {_interval(plan.ttft_interval, 'ms')}; TPOT {_interval(plan.tpot_interval, 'ms')}.")
     verification = _check(plan, *check)
+    outside = outside_validated_range(plan.model, plan.accelerator, registry=ui.registry())
+    if outside:  # what the library's ExtrapolationWarning says (a cached plan would not repeat the warning)
+        st.warning(
+            f"{ui.plain('; '.join(outside))}: outside the range the performance model was validated on, so these "
+            "numbers are an extrapolation (docs/hardening.md)."
+        )
     gap, target = plan.tbt_max, Q_(tpot_ms, "ms")
     if gap > target:
         st.warning(

@@ -594,6 +594,20 @@ def test_a_custom_model_added_on_the_registry_page_is_sized_on_the_other_pages()
     assert metric(app, "Weights / device") == "30 GB"  # 30B parameters at FP16 over TP 2
 
 
+def test_the_fleet_sizer_says_when_a_model_is_outside_the_validated_range():
+    # Issue 25's ExtrapolationWarning on the dashboard: a custom model of 300 layers (validated: 12-200).
+    app = open_page("registry")
+    app.text_input[3].set_value("deep-model")
+    next(n for n in app.number_input if n.label == "Layers").set_value(300)
+    next(b for b in app.button if b.proto.form_id == "add-model").click()
+    app.run()
+    assert_clean(app)
+    app.switch_page("app_pages/fleet_sizer.py").run()
+    app.selectbox(key="fleet.model").set_value("deep-model").run()
+    assert not app.exception
+    assert any("deep-model.layers = 300" in rendered(w.value) and "extrapolation" in w.value for w in app.warning)
+
+
 # ---------------------------------------------------------------------------------------------- Goal seek
 
 

@@ -45,7 +45,14 @@ KV capacity under an engine's memory policy (``kv_capacity_tokens``, ``usable_kv
 from __future__ import annotations
 
 from ..memory import WEIGHT_BITS as WEIGHT_BITS  # stored bits per weight (defined with the weights)
-from .arrays import KV_PRECISION_RULE, StepArrays, compute_precision, kv_cache_precision, step_arrays
+from .arrays import (
+    KV_PRECISION_RULE,
+    StepArrays,
+    compute_precision,
+    kv_cache_precision,
+    outside_validated_range,
+    step_arrays,
+)
 from .benchmark import REQUESTS_PER_CLIENT as REQUESTS_PER_CLIENT
 from .benchmark import BenchmarkPrediction, predict_benchmark
 from .benchmark import closed_loop_seconds as closed_loop_seconds
@@ -76,6 +83,7 @@ __all__ = [
     "engine_profile",
     "iteration_seconds",
     "kv_cache_precision",
+    "outside_validated_range",
     "predict_benchmark",
     "prefill_time",
     "StepArrays",

@@ -30,6 +30,7 @@ __all__ = [
     "KV_PRECISION_RULE",
     "compute_precision",
     "kv_cache_precision",
+    "outside_validated_range",
     "StepArrays",
     "step_arrays",
 ]
@@ -79,10 +80,21 @@ VALIDATED_RANGE = {
 }
 
 
-def _warn_outside_validated(spec: Any, device: Any) -> None:
-    """An :class:`~calculator.errors.ExtrapolationWarning` naming each value outside :data:`VALIDATED_RANGE`."""
-    import warnings
+def outside_validated_range(
+    model: ModelRef, accelerator: AcceleratorRef, *, registry: Registry | None = None
+) -> tuple[str, ...]:
+    """Each value of ``model`` and ``accelerator`` outside :data:`VALIDATED_RANGE`, in words (empty: inside).
 
+    What the :class:`~calculator.errors.ExtrapolationWarning` of the step model names, for a front end
+    to show beside its numbers.
+
+    Examples
+    --------
+    >>> outside_validated_range("llama-3.1-70b", "h100-sxm")
+    ()
+    """
+    spec = model_of(model, registry)
+    device = accelerator_of(accelerator, registry)
     outside = []
     for name, (low, high, unit) in VALIDATED_RANGE.items():
         owner = device if name.startswith("memory") else spec
@@ -90,6 +102,14 @@ def _warn_outside_validated(spec: Any, device: Any) -> None:
         number = value.m_as(unit) if unit else float(value)
         if not low <= number <= high:
             outside.append(f"{owner.id}.{name} = {number:.4g} {unit}".rstrip() + f" (validated {low:g}-{high:g})")
+    return tuple(outside)
+
+
+def _warn_outside_validated(spec: Any, device: Any) -> None:
+    """An :class:`~calculator.errors.ExtrapolationWarning` naming each value outside :data:`VALIDATED_RANGE`."""
+    import warnings
+
+    outside = outside_validated_range(spec, device)
     if outside:
         warnings.warn(
             f"{', '.join(outside)}: outside the range the performance model was validated on; the result is an "

@@ -594,6 +594,7 @@ def test_a_custom_model_added_on_the_registry_page_is_sized_on_the_other_pages()
     assert metric(app, "Weights / device") == "30 GB"  # 30B parameters at FP16 over TP 2
 
 
+@pytest.mark.filterwarnings("ignore::calculator.errors.ExtrapolationWarning")  # the page shows it instead
 def test_the_fleet_sizer_says_when_a_model_is_outside_the_validated_range():
     # Issue 25's ExtrapolationWarning on the dashboard: a custom model of 300 layers (validated: 12-200).
     app = open_page("registry")

@@ -361,3 +361,12 @@ def test_every_plan_carries_its_layout_as_one_value(ranks_plan, two_node_plans):
                                        output_tokens=1024, concurrency=64, engine=plan.engine, **layout.keywords())  # fmt: skip
         assert prediction.tpot.m_as("s") > 0
     assert ranks_plan.layout == Layout(tensor_parallel=1, data_parallel=8, expert_parallel=8)
+
+
+def test_attention_ranks_beyond_the_batch_are_refused_with_the_reason():
+    # Issue 23 item 1: an invalid layout gets a clear error (here: more attention ranks than sequences).
+    with pytest.raises(InputError, match="'batch' \\(4\\) must be at least data_parallel \\(8\\)"):
+        decode_step_time("deepseek-v3", "h200-sxm", "fp8", 1, 4, 1024, data_parallel=8, expert_parallel=8)
+    assert decode_step_time("deepseek-v3", "h200-sxm", "fp8", 1, 8, 1024, data_parallel=8, expert_parallel=8) > Q_(
+        0, "s"
+    )

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..errors import InputError
 from ..types import AcceleratorRef, Count, ModelRef, Tokens
 from ..units import Q_
 from ._common import _counts, _efficiency, _layout, _tp
@@ -70,7 +71,7 @@ def decode_step_time(
         For a mixture of experts: attention ranks of ``tensor_parallel`` GPUs each (attention data
         parallelism), each with its own share of the ``batch`` and its KV cache; the replica is
         ``tensor_parallel x data_parallel`` GPUs and the routed experts span all of them. A scheduled
-        prompt runs on one rank, and the ranks wait for the busiest at the experts.
+        prompt runs on one rank, and the ranks wait for the busiest at the experts. At most ``batch``.
     expert_parallel : int, default 1
         For a mixture of experts: GPUs of the replica the routed experts are spread over (expert
         parallelism); the replica's other factor splits each expert. Needs one ``tensor_parallel``
@@ -112,11 +113,18 @@ def decode_step_time(
     a = step_arrays(model, accelerator, precision, kv_precision, engine=engine, registry=registry)
     tp = _tp(model, tensor_parallel, "decode_step_time", registry)
     a, tp = _layout(a, tp, data_parallel, expert_parallel, "decode_step_time", pipeline_parallel)
+    sequences = _counts("decode_step_time", "batch", batch)
+    ranks = int(data_parallel)
+    if ranks > 1 and np.any(sequences < ranks):
+        raise InputError(
+            f"decode_step_time(): argument 'batch' ({int(np.min(sequences))}) must be at least data_parallel "
+            f"({ranks}): every attention rank decodes its own sequences"
+        )
     seconds = decode_step_seconds(
         a,
         _efficiency(engine, efficiency, a.accelerator, registry),
         tp,
-        _counts("decode_step_time", "batch", batch),
+        sequences,
         _counts("decode_step_time", "context", context, 0),
     )
     return _seconds(seconds)

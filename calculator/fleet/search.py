@@ -127,17 +127,13 @@ class _Search:
                 key = family.key_at(int(tp))
                 if not layout_ok[i] and family.stages > 1:
                     continue  # pipeline families exist for replicas of several whole nodes only
-                if not layout_ok[i]:
-                    rejected[key] = Rejection(
-                        key, family.accelerator, family.precision, int(tp), code="layout",
-                        values={"experts": int(family.arrays.experts)},
-                    )  # fmt: skip
-                    continue
-                if not nodes_ok[i]:
-                    rejected[key] = Rejection(
-                        key, family.accelerator, family.precision, int(tp), code="nodes",
-                        values={"node_gpus": int(family.arrays.node_gpus)},
-                    )  # fmt: skip
+                if not (layout_ok[i] and nodes_ok[i]):
+                    code, values = (
+                        ("layout", {"experts": int(family.arrays.experts)})
+                        if not layout_ok[i]
+                        else ("nodes", {"node_gpus": int(family.arrays.node_gpus)})
+                    )
+                    rejected[key] = Rejection(key, family.accelerator, family.precision, int(tp), code, values)
                     continue
                 if not feasible[i].any():
                     rejected[key] = _why(family, int(tp), e, i, ok, self.targets, self.workload)

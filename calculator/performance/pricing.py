@@ -163,10 +163,10 @@ def _kernel_iteration(
     layers = a.layers / stages
     carrying = np.minimum(requests, stages)  # micro-batches with prompts
     share = np.maximum(carrying, 1.0)
-    loaded = _stage_seconds(
-        a, tp, layers, decode / stages, context, tokens, prefill / share, requests / share, prior
-    )  # fmt: skip
-    plain = _stage_seconds(a, tp, layers, decode / stages, context, tokens, 0.0 * prefill, 0.0 * requests, prior)
+    decodes = decode / stages
+    loaded = _stage_seconds(a, tp, layers, decodes, context, tokens, prefill / share, requests / share, prior)
+    idle = np.zeros_like(prefill)  # a micro-batch of decodes only
+    plain = _stage_seconds(a, tp, layers, decodes, context, tokens, idle, idle, prior)
     total = carrying * loaded + (stages - carrying) * plain
     slowest = stages * np.maximum(loaded, plain)
     handoffs = (stages - 1) * _handoff_seconds(a, tp, decode * tokens / stages + prefill / share)

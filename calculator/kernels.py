@@ -46,6 +46,7 @@ __all__ = [
     "KERNEL_DIR",
     "KernelTables",
     "allreduce_seconds",
+    "collective_seconds",
     "decode_attention_seconds",
     "gemm_seconds",
     "generic_efficiency",
@@ -149,7 +150,8 @@ class KernelTables:
     gemm: dict[str, _Gemm]
     prefill: tuple[np.ndarray, np.ndarray, np.ndarray]  # log2 isl, log2 batch*heads, log2 TFLOP/s
     decode: tuple[np.ndarray, np.ndarray, np.ndarray]  # log2 batch, log2 context, log2 seconds
-    allreduce: dict[int, tuple[np.ndarray, np.ndarray]]  # gpus -> (log2 bytes, log2 seconds)
+    #: ``"all_reduce"``, ``"all_gather"``, ``"reduce_scatter"`` -> gpus -> (log2 bytes, log2 seconds)
+    collectives: dict[str, dict[int, tuple[np.ndarray, np.ndarray]]]
     measured_dtypes: frozenset[str] = frozenset()
     _curves: dict[Any, np.ndarray] = field(default_factory=dict, repr=False)
 
@@ -167,7 +169,7 @@ class KernelTables:
 
 
 #: The columns of a kernel table that hold names; the others hold numbers.
-_TEXT_COLUMNS = ("system", "framework", "dtype")
+_TEXT_COLUMNS = ("system", "framework", "dtype", "op")
 
 
 def _read(name: str) -> dict[str, np.ndarray]:
@@ -212,9 +214,10 @@ def _measured() -> dict[str, dict[str, Any]]:
     """Every measured system's tables, keyed by system name (loaded once)."""
     gemm, prefill = _read("gemm.csv"), _read("attention_prefill.csv")
     decode, allreduce = _read("attention_decode.csv"), _read("allreduce.csv")
+    gathers = _read("collectives.csv")
     systems: dict[str, dict[str, Any]] = {}
     for system in np.unique(gemm["system"]):
-        entry: dict[str, Any] = {"gemm": {}, "allreduce": {}}
+        entry: dict[str, Any] = {"gemm": {}, "collectives": {op: {} for op in COLLECTIVE_PASSES}}
         mine = _select(gemm, gemm["system"] == system)
         for dtype in np.unique(mine["dtype"]):
             (m, n, k), values = _grid(_select(mine, mine["dtype"] == dtype), ("m", "n", "k"), "tflops")
@@ -230,10 +233,12 @@ def _measured() -> dict[str, dict[str, Any]]:
         values = _extend_bandwidth_bound(batch, ctx, values)
         values = np.maximum.accumulate(np.maximum.accumulate(values, axis=0), axis=1)
         entry["decode"] = (batch, ctx, values - _log2(1e6))
-        mine = _select(allreduce, allreduce["system"] == system)
-        for gpus in np.unique(mine["gpus"]):
-            (size,), values = _grid(_select(mine, mine["gpus"] == gpus), ("bytes",), "latency_us")
-            entry["allreduce"][int(gpus)] = (size, np.maximum.accumulate(values) - _log2(1e6))
+        for op in COLLECTIVE_PASSES:
+            table = allreduce if op == "all_reduce" else _select(gathers, gathers["op"] == op)
+            mine = _select(table, table["system"] == system)
+            for gpus in np.unique(mine["gpus"]):
+                (size,), values = _grid(_select(mine, mine["gpus"] == gpus), ("bytes",), "latency_us")
+                entry["collectives"][op][int(gpus)] = (size, np.maximum.accumulate(values) - _log2(1e6))
         systems[str(system)] = entry
     return systems
 
@@ -396,7 +401,7 @@ def _build(device: Any, system: str | None) -> KernelTables:
             curve, floor = generic["gemm"][dtype], generic["gemm_floor"][dtype]
             gemm[dtype] = _synthesized_gemm(curve, floor, dtype, peaks[dtype], bandwidth)
     if source is not None:
-        tables = (source["prefill"], source["decode"], source["allreduce"])
+        tables = (source["prefill"], source["decode"], source["collectives"])
         return KernelTables(device.id, str(system), True, gemm, *tables, frozenset(measured))
     generic = generic_efficiency()
     isl, bh, fraction = generic["prefill"]
@@ -549,13 +554,32 @@ def decode_attention_seconds(tables: KernelTables, batch: Count, context_equival
     return 2.0 ** (_interp2(grid_b, grid_c, values, lb, lc) + extra)
 
 
+#: The in-node collectives of the tables and the bytes each GPU moves per byte of the buffer, over ``(t-1)/t``
+#: (a ring all-reduce is a reduce-scatter and an all-gather).
+COLLECTIVE_PASSES = {"all_reduce": 2.0, "all_gather": 1.0, "reduce_scatter": 1.0}
+
+
 def allreduce_seconds(tables: KernelTables, gpus: Count, message_bytes: Any, link_bandwidth: float) -> np.ndarray:
     """Time of one in-node all-reduce of ``message_bytes`` over ``gpus`` devices (0 for one device).
 
-    Measured where the table has the GPU count; another count scales the measured curve of the
-    nearest count by the ring factor ``(t-1)/t``; without tables it is the generic floor plus the
-    ring transfer at the generic fraction of ``link_bandwidth`` (bytes/s per direction).
+    :func:`collective_seconds` of ``"all_reduce"``.
     """
+    return collective_seconds(tables, "all_reduce", gpus, message_bytes, link_bandwidth)
+
+
+def collective_seconds(
+    tables: KernelTables, op: str, gpus: Count, message_bytes: Any, link_bandwidth: float
+) -> np.ndarray:
+    """Time of one in-node ``op`` over ``gpus`` devices (0 for one device).
+
+    ``op`` is ``"all_reduce"``, ``"all_gather"`` or ``"reduce_scatter"``; ``message_bytes`` is the whole
+    buffer (for a gather, the gathered one). Measured where the table has the GPU count (all-reduce: the
+    faster of NCCL and the engines' custom kernel; the others NCCL); another count scales the measured
+    curve of the nearest count by the ring factor ``(t-1)/t``; without tables it is the generic floor plus
+    the ring transfer at the generic fraction of ``link_bandwidth`` (bytes/s per direction).
+    """
+    if op not in COLLECTIVE_PASSES:
+        raise InputError(f"collective_seconds(): argument 'op' must be one of {sorted(COLLECTIVE_PASSES)}, got {op!r}")
     gpus = np.asarray(gpus, dtype=float)
     size = np.maximum(np.asarray(message_bytes, dtype=float), 1.0)
     gpus, size = np.broadcast_arrays(gpus, size)
@@ -564,18 +588,19 @@ def allreduce_seconds(tables: KernelTables, gpus: Count, message_bytes: Any, lin
         if t <= 1:
             continue
         mask = gpus == t
-        out[mask] = _allreduce_one(tables, int(t), size[mask], link_bandwidth)
+        out[mask] = _collective_one(tables, op, int(t), size[mask], link_bandwidth)
     return out
 
 
-def _allreduce_one(tables: KernelTables, t: int, size: np.ndarray, link_bandwidth: float) -> np.ndarray:
-    if not tables.allreduce:
+def _collective_one(tables: KernelTables, op: str, t: int, size: np.ndarray, link_bandwidth: float) -> np.ndarray:
+    measured = tables.collectives.get(op)
+    if not measured:
         generic = generic_efficiency()
-        ring = 2.0 * (t - 1) / t * size / (generic["allreduce_fraction"] * link_bandwidth)
+        ring = COLLECTIVE_PASSES[op] * (t - 1) / t * size / (generic["allreduce_fraction"] * link_bandwidth)
         return generic["allreduce_floor"] + ring
-    counts = np.array(sorted(tables.allreduce))
+    counts = np.array(sorted(measured))
     nearest = int(counts[np.argmin(np.abs(np.log2(counts) - math.log2(t)))])
-    grid, values = tables.allreduce[nearest]
+    grid, values = measured[nearest]
     ls = _log2(size)
     seconds = 2.0 ** (np.interp(ls, grid, values) + np.maximum(ls - grid[-1], 0.0))
     if nearest != t:

@@ -500,6 +500,13 @@ class Engine(Entry):
         description="the CPU schedules the next iteration while the GPU runs this one, hiding the fixed costs "
         "(None: not documented, the costs add to the GPU's work)",
     )
+    expert_exchange: Literal["gather_scatter", "padded_or_summed"] = Field(
+        "gather_scatter",
+        description="how attention data-parallel ranks exchange tokens around the experts: 'gather_scatter', an "
+        "all-gather of every rank's tokens and a reduce-scatter of the outputs; 'padded_or_summed', the same over "
+        "buffers padded to the busiest rank in decode-only iterations, and in iterations with a prompt an all-reduce "
+        "of the summed buffer to gather and another to combine",
+    )
     step_overhead: Duration = Field(description="fixed cost of one iteration")
     sequence_overhead: Duration = Field(description="cost per running sequence per iteration")
     request_overhead: Duration = Field(description="time every request spends outside the GPU before its first token")

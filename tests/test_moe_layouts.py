@@ -370,3 +370,34 @@ def test_attention_ranks_beyond_the_batch_are_refused_with_the_reason():
     assert decode_step_time("deepseek-v3", "h200-sxm", "fp8", 1, 8, 1024, data_parallel=8, expert_parallel=8) > Q_(
         0, "s"
     )
+
+
+def test_attention_ranks_exchange_tokens_with_the_experts_as_each_engine_does():
+    # Issue 23 item 3: the dispatch and combine around the experts are the engines' own collectives, from the
+    # measured NCCL tables: an all-gather and a reduce-scatter (vLLM's default all2all backend, TensorRT-LLM's
+    # fused MoE), or SGLang's two padding modes (gather and scatter over padded buffers when only decodes run,
+    # two all-reduces of the summed buffer when a prompt is in the iteration).
+    from calculator.kernels import collective_seconds
+    from calculator.performance import engine_profile, iteration_seconds
+
+    assert engine_profile("vllm").expert_exchange == engine_profile("trtllm").expert_exchange == "gather_scatter"
+    assert engine_profile("sglang").expert_exchange == "padded_or_summed"
+    assert "all2all_backend" in engine_profile("vllm").citations["expert_exchange"]
+    a = step_arrays("deepseek-v3", "h200-sxm", "fp8").with_expert_tensor_parallel(1).with_attention_data_parallel(1)
+    sglang = dataclasses.replace(a, expert_exchange="padded_or_summed")
+    eff = engine_profile("trtllm").efficiency_for("h200-sxm")
+    decode = iteration_seconds(a, eff, 8, 512, 2048)
+    assert iteration_seconds(sglang, eff, 8, 512, 2048) == pytest.approx(decode)  # balanced ranks: no padding
+    prompt = 4096
+    tokens = 512 + prompt
+    gathered = tokens * a.hidden * 2  # BF16 activations of every rank's tokens
+    per_layer = {
+        op: float(collective_seconds(a.tables, op, 8, gathered, a.link_bandwidth))
+        for op in ("all_reduce", "all_gather", "reduce_scatter")
+    }
+    gather_scatter = iteration_seconds(a, eff, 8, 512, 2048, prompt, 1)
+    summed = iteration_seconds(sglang, eff, 8, 512, 2048, prompt, 1)
+    expected = a.layers * (2 * per_layer["all_reduce"] - per_layer["all_gather"] - per_layer["reduce_scatter"])
+    assert summed - gather_scatter == pytest.approx(expected, rel=1e-6)
+    with pytest.raises(InputError, match="expert_exchange"):
+        dataclasses.replace(engine_profile("vllm"), expert_exchange="alltoall")

@@ -13,6 +13,10 @@ them and writes the small tables the performance model interpolates (``calculato
 * ``allreduce.csv``: latency of one in-node all-reduce of 16-bit activations by GPU count and
   message size in bytes (the faster of NCCL and the framework's custom all-reduce; the wheel's
   ``message_size`` counts elements);
+* ``collectives.csv``: latency of one in-node NCCL all-gather and reduce-scatter of 16-bit
+  activations by GPU count and bytes of the whole (gathered) buffer: the engines' default exchange of
+  tokens around the experts under attention data parallelism. The wheel's NCCL all-to-all and DeepEP
+  tables are not extracted: no engine uses them by default (they are opt-in wide-EP backends);
 * ``moe.csv``: latency of one mixture-of-experts layer's expert computation (the grouped GEMMs of
   the routed experts, with the wheel's routing imbalance ``power_law_1.2``, else ``balanced``) by
   tokens entering the layer, for the expert shapes of the registry's mixture-of-experts models
@@ -201,6 +205,27 @@ def allreduce_table(system: str, system_dir: Path, sources: dict) -> pd.DataFram
     return out
 
 
+#: The NCCL collectives of ``collectives.csv`` (the wheel's ``op_name``).
+GATHER_OPS = ("all_gather", "reduce_scatter")
+
+
+def collectives_table(system: str, system_dir: Path, sources: dict) -> pd.DataFrame:
+    """NCCL all-gather and reduce-scatter latency by GPU count and bytes of the gathered buffer."""
+    nccl = _latest(sorted((system_dir / "comm" / "nccl").glob("*/nccl_perf.parquet")))
+    if nccl is None:
+        return pd.DataFrame()
+    n = pd.read_parquet(nccl)
+    n = n[n.op_name.isin(GATHER_OPS) & (n.nccl_dtype == "half") & n.message_size.isin([2**i for i in range(6, 30)])]
+    out = n.groupby(["op_name", "num_gpus", "message_size"]).latency.min().reset_index()
+    sources.setdefault(system, {})["collectives/nccl"] = nccl.parent.name
+    # As for the all-reduce, message_size counts 16-bit elements of the whole buffer (nccl-tests' size).
+    out = out.rename(columns={"op_name": "op", "num_gpus": "gpus", "message_size": "bytes"})
+    out["bytes"] = out["bytes"] * 2
+    out["latency_us"] = out.pop("latency") * 1e3
+    out.insert(0, "system", system)
+    return out
+
+
 def registry_moe_shapes() -> list[tuple[int, int, int, int]]:
     """(hidden, expert width, experts per token, experts) of every mixture-of-experts model of the registry."""
     sys.path.insert(0, str(OUT.parents[3]))
@@ -292,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     data, version = _unpacked(args.wheel)
     OUT.mkdir(parents=True, exist_ok=True)
     sources: dict = {}
-    tables = {"gemm": [], "prefill": [], "decode": [], "allreduce": [], "moe": []}
+    tables = {"gemm": [], "prefill": [], "decode": [], "allreduce": [], "collectives": [], "moe": []}
     shapes = registry_moe_shapes()
     for system in SYSTEMS:
         system_dir = data / system
@@ -303,6 +328,7 @@ def main(argv: list[str] | None = None) -> int:
         tables["prefill"].append(attention_prefill_table(system, system_dir, sources))
         tables["decode"].append(attention_decode_table(system, system_dir, sources))
         tables["allreduce"].append(allreduce_table(system, system_dir, sources))
+        tables["collectives"].append(collectives_table(system, system_dir, sources))
         tables["moe"].append(moe_table(system, system_dir, sources, shapes))
     origin = f"aiconfigurator-core {version} (PyPI wheel, Apache-2.0, NVIDIA); tools/extract_kernel_tables.py"
     _write(
@@ -328,6 +354,12 @@ def main(argv: list[str] | None = None) -> int:
         pd.concat(tables["allreduce"]).sort_values(["system", "gpus", "bytes"]),
         "allreduce.csv",
         f"In-node all-reduce latency, the faster of NCCL and the framework's custom all-reduce.\n{origin}",
+        4,
+    )
+    _write(
+        pd.concat(tables["collectives"]).sort_values(["system", "op", "gpus", "bytes"]),
+        "collectives.csv",
+        f"In-node NCCL all-gather and reduce-scatter latency, bytes of the whole (gathered) buffer.\n{origin}",
         4,
     )
     _write(

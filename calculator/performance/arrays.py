@@ -214,6 +214,8 @@ class StepArrays:
     #: GPUs of one scale-up (NVLink) domain: a collective over more crosses ``scale_out_bandwidth`` (inf: unknown)
     node_gpus: float = float("inf")
     scale_out_bandwidth: float = 0.0  #: B/s per direction and GPU between scale-up domains (0: none registered)
+    #: How attention data-parallel ranks exchange tokens around the experts (``EngineProfile.expert_exchange``).
+    expert_exchange: str = "gather_scatter"
     curves: dict[float, dict[str, np.ndarray]] = field(default_factory=dict, repr=False)  #: cache per TP degree
 
     def attention_group(self, tp: Any) -> Any:
@@ -347,6 +349,11 @@ def step_arrays(
         derived = max(active - lm_head - layers * attention_params, 0.0) / (3 * hidden * layers)
         mlp_width = float(spec.intermediate_size or derived)
     tables = tables_for(device)
+    profile = None
+    if engine is not None:
+        from .engines import engine_profile
+
+        profile = engine_profile(engine, registry)
     return StepArrays(
         weight_bytes=float(resident),
         streamed_params=float(active),
@@ -384,20 +391,11 @@ def step_arrays(
         kv_precision=kv_name,
         measured=bool(tables.measured and GEMM_TABLE_OF_WEIGHTS.get(name, "bf16") in tables.measured_dtypes),
         precision=name,
-        engine=_engine_name(engine, registry),
+        engine=None if profile is None or profile.name == "generic" else str(profile.name),
+        expert_exchange=profile.expert_exchange if profile is not None else "gather_scatter",
         node_gpus=float(device.node_gpus or float("inf")),
         scale_out_bandwidth=_scale_out_bandwidth(device, registry),
     )
-
-
-def _engine_name(engine: Any, registry: Registry | None) -> str | None:
-    """The engine's name (``"vllm"``), or None for the engine-agnostic profile."""
-    if engine is None:
-        return None
-    from .engines import engine_profile
-
-    name = engine_profile(engine, registry).name
-    return None if name == "generic" else name
 
 
 def _link_bandwidth(device: Any, registry: Registry | None) -> Any:

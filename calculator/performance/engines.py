@@ -105,6 +105,8 @@ ROOFLINE = Efficiency(1.0, 1.0, 1.0, Q_(0.0, "s"), Q_(0.0, "s"), kernels=False)
 #: 0.8 of HBM bandwidth; large GEMMs reach 0.45-0.85 of the dense peak by generation and dtype) and the
 #: NCCL fit of calculator/data/calibration (0.77 of the link, 28 us floor).
 GENERIC_FRACTIONS = (0.80, 0.65, 0.77, 28e-6)
+#: How attention data-parallel ranks can exchange tokens around the experts (``EngineProfile.expert_exchange``).
+EXPERT_EXCHANGES = ("gather_scatter", "padded_or_summed")
 
 
 @dataclass(frozen=True, repr=False)
@@ -151,6 +153,11 @@ class EngineProfile(Result):
     quantized_kv_precision : str
         The KV-cache precision the engine runs, with no KV flag, for FP8/FP4 weights whose checkpoint's own
         KV declaration is not in the registry (``performance.KV_PRECISION_RULE``).
+    expert_exchange : str
+        How attention data-parallel ranks exchange tokens around the experts: ``"gather_scatter"`` (an
+        all-gather of every rank's tokens, a reduce-scatter of the outputs: vLLM, TensorRT-LLM) or
+        ``"padded_or_summed"`` (SGLang: the same over buffers padded to the busiest rank when only decodes
+        run, two all-reduces of the summed buffer when a prompt is in the iteration).
     interval : registry.EngineInterval or None
         The engine's own prediction interval (``servecalc calibrate``); ``None``: the packaged intervals.
     source : str
@@ -180,12 +187,17 @@ class EngineProfile(Result):
     per_accelerator: Mapping[str, Efficiency] = field(default_factory=dict)
     quantized_kv_precision: str = "fp8"
     interval: EngineInterval | None = None
+    expert_exchange: str = "gather_scatter"
 
     def __post_init__(self) -> None:
         if self.quantized_kv_precision not in ("fp8", "bf16", "fp16"):
             raise InputError(
                 "EngineProfile: 'quantized_kv_precision' must be 'fp8', 'bf16' or 'fp16', "
                 f"got {self.quantized_kv_precision!r}"
+            )
+        if self.expert_exchange not in EXPERT_EXCHANGES:
+            raise InputError(
+                f"EngineProfile: 'expert_exchange' must be one of {EXPERT_EXCHANGES}, got {self.expert_exchange!r}"
             )
         if self.memory_policy not in ("device", "free", "sglang"):
             raise InputError(
@@ -289,6 +301,7 @@ def profile_from_entry(entry: Any, sources: Mapping[str, Any]) -> EngineProfile:
         citations=citations,
         quantized_kv_precision=entry.quantized_kv_precision,
         interval=entry.prediction_interval,
+        expert_exchange=entry.expert_exchange,
     )
 
 

@@ -240,34 +240,50 @@ def _stage_seconds(
     if ranks == 1 and tp > 1:
         t = t + 2 * layers * _collective_seconds(a, tp, m * a.hidden * ACTIVATION_BYTES)
     elif ranks > 1:
-        # Attention ranks: an all-reduce inside a rank of several GPUs, and the experts' dispatch and
-        # combine of every rank's tokens over the replica (an all-gather and a reduce-scatter: the bytes of
-        # one all-reduce of the gathered tokens).
+        # Attention ranks: an all-reduce inside a rank of several GPUs, then the experts' exchange of every
+        # rank's tokens over the replica.
         if group > 1:
             t = t + layers * _collective_seconds(a, group, rank_m * a.hidden * ACTIVATION_BYTES)
-        t = t + layers * _collective_seconds(a, tp, m * a.hidden * ACTIVATION_BYTES)
+        t = t + layers * _expert_exchange_seconds(a, tp, m, ranks * rank_m, prefill)
     return t
 
 
-def _collective_seconds(a: StepArrays, tp: Any, message_bytes: Any) -> Any:
-    """One all-reduce of ``message_bytes`` over ``tp`` GPUs (measured inside a scale-up domain).
+def _expert_exchange_seconds(a: StepArrays, tp: float, tokens: Any, padded: Any, prefill: Any) -> Any:
+    """One layer's exchange of the attention ranks' ``tokens`` with the experts, by ``a.expert_exchange``.
 
-    Over more GPUs than one domain holds (``a.node_gpus``), hierarchical: an all-reduce inside each
-    domain (its reduce-scatter and all-gather, measured), and between the domains a ring all-reduce of
-    each GPU's ``1 / node_gpus`` share over its own scale-out link (rail-optimized NICs, one per GPU), at
-    the generic achieved fraction of that link and its latency floor (the alpha-beta model). Without a
+    ``"gather_scatter"`` (vLLM, TensorRT-LLM): an all-gather of every rank's tokens before the experts and a
+    reduce-scatter of their outputs. ``"padded_or_summed"`` (SGLang): the same over buffers padded to the
+    busiest rank (``padded`` tokens in all) where only decodes run; where a prompt is in the iteration, an
+    all-reduce of a buffer of the summed tokens gathers them and another all-reduce combines the outputs.
+    """
+    width = a.hidden * ACTIVATION_BYTES
+    if a.expert_exchange == "gather_scatter":
+        size = tokens * width
+        return _collective_seconds(a, tp, size, "all_gather") + _collective_seconds(a, tp, size, "reduce_scatter")
+    size = padded * width
+    decode_only = _collective_seconds(a, tp, size, "all_gather") + _collective_seconds(a, tp, size, "reduce_scatter")
+    return np.where(prefill > 0, 2 * _collective_seconds(a, tp, tokens * width), decode_only)
+
+
+def _collective_seconds(a: StepArrays, tp: Any, message_bytes: Any, op: str = "all_reduce") -> Any:
+    """One ``op`` (all-reduce, all-gather, reduce-scatter) of ``message_bytes`` over ``tp`` GPUs.
+
+    Measured inside a scale-up domain. Over more GPUs than one domain holds (``a.node_gpus``),
+    hierarchical: the collective inside each domain (measured), and between the domains a ring over each
+    GPU's ``1 / node_gpus`` share on its own scale-out link (rail-optimized NICs, one per GPU), at the
+    generic achieved fraction of that link and its latency floor (the alpha-beta model). Without a
     registered scale-out link the in-domain curve is extrapolated (as for any count the tables lack).
     """
-    from ..kernels import allreduce_seconds, generic_efficiency
+    from ..kernels import COLLECTIVE_PASSES, collective_seconds, generic_efficiency
 
     node = a.node_gpus
     if a.scale_out_bandwidth <= 0 or np.max(tp) <= node:
-        return allreduce_seconds(a.tables, tp, message_bytes, a.link_bandwidth)
+        return collective_seconds(a.tables, op, tp, message_bytes, a.link_bandwidth)
     tp = np.asarray(tp, dtype=float)
-    inner = allreduce_seconds(a.tables, np.minimum(tp, node), message_bytes, a.link_bandwidth)
+    inner = collective_seconds(a.tables, op, np.minimum(tp, node), message_bytes, a.link_bandwidth)
     domains = np.maximum(tp / node, 1.0)
     generic = generic_efficiency()
-    ring = 2 * (domains - 1) / domains * np.asarray(message_bytes, dtype=float) / node
+    ring = COLLECTIVE_PASSES[op] * (domains - 1) / domains * np.asarray(message_bytes, dtype=float) / node
     outer = generic["allreduce_floor"] + ring / (generic["allreduce_fraction"] * a.scale_out_bandwidth)
     return inner + np.where(tp > node, outer, 0.0)
 

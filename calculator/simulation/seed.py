@@ -256,11 +256,14 @@ def _simulate_seed(run: _Run, progress: Callable[[float], None] | None = None) -
         if not working:
             return
         # Per layer each rank runs its own attention and dense work (the busiest sets the pace), then the
-        # experts run every rank's tokens together: the busiest rank's time without its experts' share,
-        # plus the experts at the replica's tokens; the ranks' schedulers run side by side.
-        own = max(gpu - table.experts(tokens * ranks) for gpu, tokens, _ in working)
-        together = own + table.experts(sum(tokens for _, tokens, _ in working))
-        longest = table.total(together, max(sequences for *_, sequences in working)) * scale
+        # experts and their exchange run every rank's tokens together: the busiest rank's time without its
+        # share of that (priced as if every rank carried its load), plus that work at the replica's tokens;
+        # the ranks' schedulers run side by side.
+        own = max(gpu - table.together(tokens * ranks, tokens * ranks, prefill) for gpu, tokens, _, prefill in working)
+        busiest = max(tokens for _, tokens, *_ in working)
+        prompts = any(prefill for *_, prefill in working)
+        together = own + table.together(sum(tokens for _, tokens, *_ in working), busiest * ranks, prompts)
+        longest = table.total(together, max(sequences for _, _, sequences, _ in working)) * scale
         end = now + longest
         for rep, load in zip(members, loads, strict=True):
             if load is not None:
@@ -285,11 +288,11 @@ def _simulate_seed(run: _Run, progress: Callable[[float], None] | None = None) -
         rep.kv.append(rep.dec_kv + rep.pf_kv)
         rep.batch.append(len(rep.running))
 
-    def start_iteration(rep: _Replica, now: float, grouped: bool = False) -> tuple[float, float, int] | None:
+    def start_iteration(rep: _Replica, now: float, grouped: bool = False) -> tuple[float, float, int, bool] | None:
         """Schedule the next iteration of ``rep`` at ``now`` (if it has work) and push its end.
 
         ``grouped``: ``rep`` is one attention rank of a replica. Its work is priced as if every rank carried
-        it (the step model's busiest rank) and returned, ``(GPU seconds, tokens, sequences)``, for
+        it (the step model's busiest rank) and returned, ``(GPU seconds, tokens, sequences, prefilling)``, for
         :func:`start_group` to combine and commit.
         """
         waiting, running = rep.waiting, rep.running
@@ -361,7 +364,7 @@ def _simulate_seed(run: _Run, progress: Callable[[float], None] | None = None) -
             gpu += table.prefill(decodes * k, tokens * k, r * k, prior)
         rep.scheduled_decodes = decodes
         if grouped:
-            return gpu, float(decodes + tokens), decodes + r
+            return gpu, float(decodes + tokens), decodes + r, tokens > 0
         t = table.total(gpu, decodes + r) * scale
         end = now + t
         _commit(rep, now, end, t)

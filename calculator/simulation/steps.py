@@ -43,7 +43,7 @@ class _FixedStep:
     def total(self, gpu: float, sequences: int) -> float:
         return gpu
 
-    def experts(self, tokens: float) -> float:
+    def together(self, tokens: float, padded: float, prefill: bool) -> float:
         return 0.0
 
 
@@ -78,7 +78,7 @@ class _StepTable:
         self._kn = 1 / math.log(_N_RATIO)
         self._n_of_bin: list[float] = []
         self._mixed: dict[tuple[int, int], list[list[float]]] = {}
-        self._experts: dict[float, float] = {}  # the routed experts' seconds by token count
+        self._together: dict[tuple[float, float, bool], float] = {}  # seconds of the ranks' shared work
 
     def decode(self, n: int, context: float) -> float:
         row = self._rows.get(n)
@@ -88,17 +88,25 @@ class _StepTable:
         k = int(math.log(context) * self._kc + 0.5) if context >= 1 else 0
         return row[k] if k < len(row) else row[-1] * context / self._ctx[-1]
 
-    def experts(self, tokens: float) -> float:
-        """Seconds of the routed experts' layers at ``tokens`` tokens over the replica (0 for a dense model)."""
+    def together(self, tokens: float, padded: float, prefill: bool) -> float:
+        """Seconds of the work that runs every attention rank's ``tokens`` at once (0 for a dense model).
+
+        The routed experts' layers, and with attention ranks their exchange of the tokens
+        (``pricing._expert_exchange_seconds``; ``padded``: the ranks' tokens padded to the busiest rank's,
+        ``prefill``: whether a prompt is in the iteration).
+        """
         if self.a.experts <= 1 or tokens <= 0:
             return 0.0
-        found = self._experts.get(tokens)
+        key = (tokens, padded, prefill)
+        found = self._together.get(key)
         if found is None:
-            from ..performance.pricing import _curves, _interp_curve
+            from ..performance.pricing import _curves, _expert_exchange_seconds, _interp_curve
 
-            curve = _curves(self.a, float(self.tp))["experts"]
-            found = float(self.a.layers * _interp_curve(curve, np.array([tokens]))[0])
-            self._experts[tokens] = found
+            tp = float(self.tp)
+            found = float(self.a.layers * _interp_curve(_curves(self.a, tp)["experts"], np.array([tokens]))[0])
+            if self.a.attention_group(tp) < tp:
+                found += float(self.a.layers * _expert_exchange_seconds(self.a, tp, tokens, padded, float(prefill)))
+            self._together[key] = found
         return found
 
     def total(self, gpu: float, sequences: int) -> float:

@@ -229,7 +229,7 @@ def test_a_model_larger_than_one_node_is_sized_over_several_with_the_scale_out_l
 
 @pytest.fixture(scope="module")
 def two_node_plans():
-    # DeepSeek-V3 at FP8 on H100s: replicas of 16 GPUs over two nodes, tensor parallel and attention ranks.
+    # DeepSeek-V3 at FP8 on H100s: replicas over several nodes, tensor parallel and attention ranks.
     workload, targets = Workload(Q_(50, "request/s"), 1024, 256), Targets(Q_(2, "s"), Q_(60, "ms"))
     space = {layout: SearchSpace("h100-sxm", "fp8", moe_layouts=(layout,)) for layout in ("tensor", "attention-dp")}
     return {layout: size_fleet("deepseek-v3", workload, targets, s, engine="vllm") for layout, s in space.items()}
@@ -239,15 +239,16 @@ def test_a_replica_over_two_nodes_launches_on_each_with_each_engines_documented_
     import yaml
 
     tensor, ranks = two_node_plans["tensor"], two_node_plans["attention-dp"]
-    assert (tensor.nodes_per_replica, ranks.nodes_per_replica, ranks.data_parallel) == (2, 2, 16)
+    nodes = ranks.nodes_per_replica  # two or four nodes of eight ranks, whichever is cheaper
+    assert tensor.nodes_per_replica == 2 and nodes in (2, 4) and ranks.data_parallel == 8 * nodes
     vllm = launch_command(tensor, "vllm")
     assert vllm.nodes == 2 and vllm.flags["--nnodes"] == "2" and vllm.flags["--node-rank"] == "$NODE_RANK"
     assert vllm.worker_flags == {"--headless": None} and '--master-addr "$LEADER_ADDRESS"' in vllm.command
     dp = launch_command(ranks, "vllm")
-    assert dp.flags["--data-parallel-size"] == "16" and dp.flags["--data-parallel-size-local"] == "8"
+    assert dp.flags["--data-parallel-size"] == str(8 * nodes) and dp.flags["--data-parallel-size-local"] == "8"
     assert dp.worker_flags["--data-parallel-start-rank"] == "$((NODE_RANK * 8))"
     sglang = launch_command(ranks, "sglang")
-    assert sglang.flags["--dist-init-addr"] == "$LEADER_ADDRESS:20000" and sglang.flags["--nnodes"] == "2"
+    assert sglang.flags["--dist-init-addr"] == "$LEADER_ADDRESS:20000" and sglang.flags["--nnodes"] == str(nodes)
     for config in (vllm, dp, sglang):  # every flag, the other nodes' too, is one the engine documents
         assert set(config.flags) | set(config.worker_flags) <= set(DOCUMENTED_FLAGS[config.engine])
     trtllm = launch_command(tensor, "trtllm")
@@ -256,7 +257,7 @@ def test_a_replica_over_two_nodes_launches_on_each_with_each_engines_documented_
     documents = [d for d in yaml.safe_load_all(kubernetes_manifest(ranks, "vllm")) if d]
     group = next(d for d in documents if d["kind"] == "LeaderWorkerSet")
     template = group["spec"]["leaderWorkerTemplate"]
-    assert group["spec"]["replicas"] == ranks.replicas and template["size"] == 2
+    assert group["spec"]["replicas"] == ranks.replicas and template["size"] == nodes
     worker = template["workerTemplate"]["spec"]["containers"][0]
     assert worker["resources"]["limits"]["nvidia.com/gpu"] == 8 and worker["command"][:2] == ["sh", "-c"]
     assert '"$((LWS_WORKER_INDEX * 8))"' in worker["command"][2] and "--headless" in worker["command"][2]
@@ -405,3 +406,37 @@ def test_attention_ranks_exchange_tokens_with_the_experts_as_each_engine_does():
     assert summed - gather_scatter == pytest.approx(expected, rel=1e-6)
     with pytest.raises(InputError, match="expert_exchange"):
         dataclasses.replace(engine_profile("vllm"), expert_exchange="alltoall")
+
+
+def test_prompts_landing_together_prefill_side_by_side_on_the_attention_ranks():
+    # A request goes to the rank with the fewest outstanding, so J prompt chunks landing in one iteration put
+    # ceil(J / ranks) on the busiest rank: the rank part of their cost is paid that often, the experts' part J
+    # times. With Poisson arrivals of mean mu: E[ceil(J / R)] = sum_j P(J = j) ceil(j / R).
+    import math
+
+    from calculator.performance.pricing import spread_over_ranks
+
+    for mu in (0.2, 1.0, 6.0, 30.0):
+        busiest = sum(math.exp(j * math.log(mu) - mu - math.lgamma(j + 1)) * math.ceil(j / 8) for j in range(200))
+        assert spread_over_ranks(mu, 8, 1.0, 1.0) == pytest.approx(
+            busiest / mu, rel=1e-4
+        )  # all on the rank (tabulated)
+        assert spread_over_ranks(mu, 8, 1.0, 8.0) == pytest.approx(1.0)  # all shared: nothing runs side by side
+        assert spread_over_ranks(mu, 1, 1.0, 1.0) == 1.0  # one scheduler: the prompts' costs add
+    # The sizer's open-loop operating point against the simulator's ranks, one replica of DeepSeek-V3 on eight
+    # H200s at 5 request/s of 1,024/1,024 tokens (about 0.4 prompts per iteration): TPOT and TTFT agree.
+    from calculator.simulation import SimulationSetup, Traffic, simulate
+
+    rate = 5.0
+    targets = Targets(Q_(5, "s"), Q_(300, "ms"), max_utilization=1.0)
+    space = SearchSpace("h200-sxm", "fp8", tensor_parallel=(8,), moe_layouts=("attention-dp",))
+    plan = size_fleet("deepseek-v3", Workload(Q_(rate, "request/s"), 1024, 1024), targets, space, engine="trtllm")
+    assert plan.replicas == 1 and plan.data_parallel == 8
+    setup = SimulationSetup(
+        "deepseek-v3", "h200-sxm", "fp8", tensor_parallel=8, engine="trtllm", expert_parallel=8, data_parallel=8,
+        max_num_seqs=int(plan.batch),
+    )  # fmt: skip
+    run = simulate(setup, Traffic(Q_(rate, "request/s"), 1024, 1024, requests=3500), seeds=1)
+    steady = run.requests[(run.requests.arrival > 150) & (run.requests.arrival < run.requests.arrival.max() - 100)]
+    assert steady.tpot.mean() == pytest.approx(plan.tpot.m_as("s"), rel=0.03)
+    assert steady.ttft.mean() == pytest.approx(plan.ttft.m_as("s"), rel=0.05)

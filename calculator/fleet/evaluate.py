@@ -40,6 +40,7 @@ from ..performance import (
     iteration_seconds,
     kv_capacity_tokens,
     prefill_seconds,
+    spread_over_ranks,
     step_arrays,
 )
 from ..precision import check_precision
@@ -447,6 +448,14 @@ def _mixed_iteration(
     costs = [prompt_cost(length) for length in prompts.nodes]
     weighted = list(zip(prompts.weights, costs, strict=True))
     per_prompt = sum(w * k * d for w, (k, d) in weighted)
+    if np.any(np.asarray(ranks) > 1):
+        # Chunks landing in one iteration go to different ranks and prefill side by side (the mean chunk).
+        chunks = sum(w * k for w, (k, _) in weighted)
+        tokens = max(prompts.computed - prompts.cached, 1.0)
+        r = np.asarray(ranks, dtype=float)
+        together = grid.added(r * tokens / chunks, r, 0.0, plain)
+        spread = spread_over_ranks(batch / decode_slots * chunks, r, per_prompt / chunks, together)
+        per_prompt = per_prompt * spread
     step = per_token + batch / decode_slots * per_prompt
     own_time = sum(w * k * (step + d) for w, (k, d) in weighted)
     single = prompts.tail == prompts.nodes[0] and len(prompts.nodes) == 1

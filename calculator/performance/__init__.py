@@ -68,6 +68,7 @@ from .pricing import MLA_DECODE_COMPUTE_FRACTION as MLA_DECODE_COMPUTE_FRACTION
 from .pricing import decode_step_seconds as decode_step_seconds
 from .pricing import iteration_seconds
 from .pricing import prefill_seconds as prefill_seconds
+from .pricing import spread_over_ranks as spread_over_ranks
 from .steps import decode_step_time, prefill_time
 
 __all__ = [

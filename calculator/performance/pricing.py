@@ -12,6 +12,7 @@ running sequence are added on top.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -423,6 +424,48 @@ def iteration_seconds(
     # Asynchronous scheduling hides the fixed costs behind the GPU's work; else they add to it.
     total = np.maximum(fixed, out) if eff.overlap else fixed + out
     return total if total.ndim else float(total)
+
+
+def spread_over_ranks(arrivals: Any, ranks: Any, alone: Any, together: Any) -> Any:
+    """The factor on ``arrivals x alone`` when prompt chunks landing in one iteration spread over attention ranks.
+
+    ``alone``: seconds one chunk adds to an iteration; ``together``: seconds ``ranks`` chunks add when each
+    goes to a rank of its own (they prefill side by side; the experts and their exchange run them all).
+    The part paid on the chunk's own rank is ``r = alone - (together - alone) / (ranks - 1)``. With
+    ``J ~ Poisson(arrivals)`` chunks per iteration, a request going to the rank with the fewest
+    outstanding puts ``ceil(J / ranks)`` of them on the busiest rank, so an iteration adds
+    ``arrivals (alone - r) + E[ceil(J / ranks)] r`` on average instead of ``arrivals x alone``.
+    Exactly 1 for one rank.
+    """
+    ranks = np.asarray(ranks, dtype=float)
+    arrivals, alone, together = (np.asarray(v, dtype=float) for v in (arrivals, alone, together))
+    shape = np.broadcast_shapes(arrivals.shape, ranks.shape, alone.shape, together.shape)
+    if np.all(ranks <= 1):
+        return np.ones(shape)
+    ranks, arrivals, alone, together = np.broadcast_arrays(ranks, arrivals, alone, together)
+    factor = np.ones(shape)
+    for r in np.unique(ranks[ranks > 1]):
+        mask = ranks == r
+        own = np.clip(alone[mask] - (together[mask] - alone[mask]) / (r - 1), 0.0, alone[mask])
+        mu = np.clip(arrivals[mask], _SPREAD_MU[0], _SPREAD_MU[-1])
+        busiest_share = np.interp(np.log(mu), np.log(_SPREAD_MU), _busiest_share(float(r)))
+        factor[mask] = 1 - own / np.maximum(alone[mask], 1e-300) * (1 - busiest_share)
+    return factor
+
+
+#: Mean chunks per iteration on which ``E[ceil(J / R)] / mu`` is tabulated (interpolated in log mu).
+_SPREAD_MU = np.geomspace(1e-4, 1e3, 701)
+
+
+@functools.lru_cache(maxsize=32)
+def _busiest_share(ranks: float) -> np.ndarray:
+    """``E[ceil(J / ranks)] / mu`` for ``J ~ Poisson(mu)`` on ``_SPREAD_MU``: sum over m of P(J > m ranks)."""
+    from scipy.special import gammainc
+
+    mu = _SPREAD_MU
+    terms = int(np.ceil((mu[-1] + 10 * np.sqrt(mu[-1]) + 10) / ranks))
+    m = np.arange(terms + 1, dtype=float)[:, None]
+    return np.sum(gammainc(m * ranks + 1, mu[None, :]), axis=0) / mu  # P(J >= j) = gammainc(j, mu)
 
 
 def decode_step_seconds(

@@ -46,7 +46,6 @@ __all__ = [
     "KERNEL_DIR",
     "KernelTables",
     "allreduce_seconds",
-    "collective_seconds",
     "decode_attention_seconds",
     "gemm_seconds",
     "generic_efficiency",
@@ -153,6 +152,8 @@ class KernelTables:
     #: ``"all_reduce"``, ``"all_gather"``, ``"reduce_scatter"`` -> gpus -> (log2 bytes, log2 seconds)
     collectives: dict[str, dict[int, tuple[np.ndarray, np.ndarray]]]
     measured_dtypes: frozenset[str] = frozenset()
+    #: KV precision (``"bf16"``, ``"fp8"``) -> (log2 heads, log2 batch, log2 context, log2 seconds) of MLA decode
+    mla_decode: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)
     _curves: dict[Any, np.ndarray] = field(default_factory=dict, repr=False)
 
     def gemm_curve(self, dtype: str, n: float, k: float) -> tuple[np.ndarray, np.ndarray]:
@@ -169,7 +170,7 @@ class KernelTables:
 
 
 #: The columns of a kernel table that hold names; the others hold numbers.
-_TEXT_COLUMNS = ("system", "framework", "dtype", "op")
+_TEXT_COLUMNS = ("system", "framework", "dtype", "op", "kv")
 
 
 def _read(name: str) -> dict[str, np.ndarray]:
@@ -214,7 +215,7 @@ def _measured() -> dict[str, dict[str, Any]]:
     """Every measured system's tables, keyed by system name (loaded once)."""
     gemm, prefill = _read("gemm.csv"), _read("attention_prefill.csv")
     decode, allreduce = _read("attention_decode.csv"), _read("allreduce.csv")
-    gathers = _read("collectives.csv")
+    gathers, mla = _read("collectives.csv"), _read("mla_decode.csv")
     systems: dict[str, dict[str, Any]] = {}
     for system in np.unique(gemm["system"]):
         entry: dict[str, Any] = {"gemm": {}, "collectives": {op: {} for op in COLLECTIVE_PASSES}}
@@ -239,8 +240,34 @@ def _measured() -> dict[str, dict[str, Any]]:
             for gpus in np.unique(mine["gpus"]):
                 (size,), values = _grid(_select(mine, mine["gpus"] == gpus), ("bytes",), "latency_us")
                 entry["collectives"][op][int(gpus)] = (size, np.maximum.accumulate(values) - _log2(1e6))
+        entry["mla_decode"] = {}
+        mine = _select(mla, mla["system"] == system)
+        for kv in np.unique(mine["kv"]):
+            (heads, batch, ctx), values = _grid(
+                _select(mine, mine["kv"] == kv), ("heads", "batch", "context"), "latency_us"
+            )
+            entry["mla_decode"][str(kv)] = (heads, batch, ctx, _monotone_mla(ctx, values) - _log2(1e6))
         systems[str(system)] = entry
     return systems
+
+
+def _monotone_mla(log_context: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """MLA decode latencies (log2, ``[heads, batch, context]``) made complete and non-decreasing in batch and context.
+
+    Contexts beyond the longest measured one of a (heads, batch) row grow in proportion (bandwidth
+    bound). A time is then the least of the times measured at as much work or more (the reverse running
+    minimum), so a spike of one measurement (a few cells of the wheel's tables are 50x their neighbours)
+    does not propagate to every larger shape, as a running maximum would.
+    """
+    out = values.copy()
+    finite = np.isfinite(out)
+    last = np.where(finite.any(axis=2), finite.shape[2] - 1 - np.argmax(finite[..., ::-1], axis=2), 0)
+    top = np.take_along_axis(out, last[..., None], axis=2)
+    beyond = np.arange(out.shape[2]) > last[..., None]
+    out = np.where(beyond, top + log_context[None, None, :] - log_context[last][..., None], out)
+    out = _fill_nan(_fill_nan(out, 1), 0)
+    out = np.minimum.accumulate(out[:, ::-1, :], axis=1)[:, ::-1, :]
+    return np.minimum.accumulate(out[:, :, ::-1], axis=2)[:, :, ::-1]
 
 
 def _monotone_gemm(m: np.ndarray, n: np.ndarray, k: np.ndarray, log_tflops: np.ndarray) -> np.ndarray:
@@ -402,7 +429,9 @@ def _build(device: Any, system: str | None) -> KernelTables:
             gemm[dtype] = _synthesized_gemm(curve, floor, dtype, peaks[dtype], bandwidth)
     if source is not None:
         tables = (source["prefill"], source["decode"], source["collectives"])
-        return KernelTables(device.id, str(system), True, gemm, *tables, frozenset(measured))
+        return KernelTables(
+            device.id, str(system), True, gemm, *tables, frozenset(measured), mla_decode=source["mla_decode"]
+        )
     generic = generic_efficiency()
     isl, bh, fraction = generic["prefill"]
     prefill = (isl, bh, fraction + _log2(peaks.get("bf16", max(peaks.values(), default=1.0)) / 1e12))
@@ -552,6 +581,30 @@ def decode_attention_seconds(tables: KernelTables, batch: Count, context_equival
     lc = _log2(np.maximum(context_equivalent, 2.0))
     extra = np.maximum(lb - grid_b[-1], 0.0) + np.maximum(lc - grid_c[-1], 0.0)
     return 2.0 ** (_interp2(grid_b, grid_c, values, lb, lc) + extra)
+
+
+def mla_decode_seconds(
+    tables: KernelTables, kv_precision: str, heads: float, batch: Count, context: Tokens
+) -> np.ndarray | None:
+    """Measured time of one MLA decode-attention kernel (``heads`` query heads per GPU), or None if unmeasured.
+
+    ``kv_precision`` picks the FP8 or the 16-bit table (another precision: None). Between measured head
+    counts, batches and contexts the time interpolates in log space; beyond the measured batch and
+    context it grows in proportion (bandwidth bound), and the head count is clamped to the grid.
+    """
+    table = tables.mla_decode.get(
+        "fp8" if kv_precision == "fp8" else "bf16" if kv_precision in ("bf16", "fp16") else ""
+    )
+    if table is None:
+        return None
+    grid_h, grid_b, grid_c, values = table
+    index, weight = _locate(grid_h, np.asarray(math.log2(max(heads, 1.0))))
+    i, w = int(index), float(weight)
+    lb = _log2(np.maximum(batch, 1.0))
+    lc = _log2(np.maximum(context, 2.0))
+    extra = np.maximum(lb - grid_b[-1], 0.0) + np.maximum(lc - grid_c[-1], 0.0)
+    low, high = (_interp2(grid_b, grid_c, values[k], lb, lc) for k in (i, i + 1))
+    return 2.0 ** (low * (1 - w) + high * w + extra)
 
 
 #: The in-node collectives of the tables and the bytes each GPU moves per byte of the buffer, over ``(t-1)/t``

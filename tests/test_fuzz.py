@@ -92,7 +92,7 @@ BUILDING_BLOCKS = frozenset(
     {
         "ceil", "exp", "floor", "log", "sqrt", "minimum", "maximum", "per", "var", "check_domain",
         "gemm_seconds", "grouped_gemm_seconds", "moe_seconds", "prefill_attention_seconds", "decode_attention_seconds",
-        "allreduce_seconds", "collective_seconds", "iteration_seconds", "max_batch_numeric",
+        "allreduce_seconds", "iteration_seconds", "max_batch_numeric",
         "flatten", "frame_columns", "parse_label", "column_label", "plain", "describe_value", "shown",
         "alias_for", "alias_unit", "alias_dimension", "fit_profiles", "prediction_errors", "calibrate",
         "fit_client_overheads",

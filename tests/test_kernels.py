@@ -15,6 +15,7 @@ from calculator.kernels import (
     decode_attention_seconds,
     gemm_seconds,
     generic_efficiency,
+    mla_decode_seconds,
     prefill_attention_seconds,
     tables_for,
 )
@@ -206,3 +207,28 @@ def test_all_gather_and_reduce_scatter_are_the_measured_nccl_times():
     assert collective_seconds(tables_for("mi300x"), "all_gather", 8, buffer, 450e9) == pytest.approx(expected)
     with pytest.raises(InputError, match="'op'"):
         collective_seconds(h100, "alltoall", 8, buffer, 450e9)
+
+
+def test_mla_decode_attention_is_the_measured_latent_kernel():
+    # mla_decode.csv: the absorbed MLA decode kernel of TensorRT-LLM and SGLang per layer. On an H200 with a
+    # 16-bit cache, 128 query heads per GPU (attention data parallelism of DeepSeek-V3), 64 sequences of 4,096
+    # tokens take 134 us, 256 of them 512 us; a spike of one measurement (742 us at 2 sequences of 32 tokens,
+    # 128 heads, against 13-14 us around it) does not carry into the table.
+    h200 = tables_for("h200-sxm")
+    assert mla_decode_seconds(h200, "bf16", 128, 64, 4096) == pytest.approx(134.3e-6, rel=0.01)
+    assert mla_decode_seconds(h200, "bf16", 128, 256, 4096) == pytest.approx(512e-6, rel=0.01)
+    assert mla_decode_seconds(h200, "bf16", 128, 2, 32) < 20e-6
+    contexts = np.geomspace(2, 1e6, 40)
+    for heads in (8, 16, 128):
+        assert non_decreasing(mla_decode_seconds(h200, "fp8", heads, 64, contexts))
+        assert non_decreasing(mla_decode_seconds(h200, "bf16", heads, np.arange(1, 3000, 7), 8192))
+    assert mla_decode_seconds(tables_for("mi300x"), "bf16", 16, 64, 4096) is None  # no tables: the roofline model
+    # The step model reads it: DeepSeek-V3's decode attention at eight ranks of one GPU is the kernel's time.
+    from calculator.performance import ENGINES, iteration_seconds, step_arrays
+
+    a = step_arrays("deepseek-v3", "h200-sxm", "fp8", "bf16").with_expert_tensor_parallel(1)
+    ranks = a.with_attention_data_parallel(1)
+    eff = ENGINES["trtllm"].efficiency_for("h200-sxm")
+    longer = iteration_seconds(ranks, eff, 8, 512, 8192) - iteration_seconds(ranks, eff, 8, 512, 4096)
+    kernel = mla_decode_seconds(h200, "bf16", 128, 64, 8192) - mla_decode_seconds(h200, "bf16", 128, 64, 4096)
+    assert longer == pytest.approx(a.layers * kernel, rel=0.05)

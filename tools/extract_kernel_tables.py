@@ -13,6 +13,9 @@ them and writes the small tables the performance model interpolates (``calculato
 * ``allreduce.csv``: latency of one in-node all-reduce of 16-bit activations by GPU count and
   message size in bytes (the faster of NCCL and the framework's custom all-reduce; the wheel's
   ``message_size`` counts elements);
+* ``mla_decode.csv``: latency of one decode-attention kernel of multi-head latent attention (DeepSeek's
+  MLA: a 512-wide latent plus 64 RoPE dimensions per token, the absorbed kernel) by query heads per GPU,
+  batch, context and KV-cache precision (16-bit or FP8), median over TensorRT-LLM's and SGLang's kernels;
 * ``collectives.csv``: latency of one in-node NCCL all-gather and reduce-scatter of 16-bit
   activations by GPU count and bytes of the whole (gathered) buffer: the engines' default exchange of
   tokens around the experts under attention data parallelism. The wheel's NCCL all-to-all and DeepEP
@@ -205,6 +208,32 @@ def allreduce_table(system: str, system_dir: Path, sources: dict) -> pd.DataFram
     return out
 
 
+#: The KV-cache precisions of the MLA decode table (the wheel's ``kv_cache_dtype`` -> the table's).
+MLA_KV = {"bfloat16": "bf16", "fp8": "fp8"}
+#: The MLA decode table keeps 4 query heads per GPU and up (128 heads over 32 GPUs) and contexts of 16 tokens
+#: and up (below, the kernel's time is its floor; the step model clamps to the grid).
+MLA_MIN_HEADS, MLA_MIN_CONTEXT = 4, 16
+
+
+def mla_decode_table(system: str, system_dir: Path, sources: dict) -> pd.DataFrame:
+    """MLA decode-attention latency by heads per GPU, batch, context and KV precision (per layer)."""
+    per_fw = []
+    for fw, path in _tables(system_dir, "mla", "generation_mla_perf.parquet").items():
+        d = pd.read_parquet(path)
+        d = d[d.kv_cache_dtype.isin(MLA_KV) & (d.mla_dtype == "bfloat16") & (d.isl == 1)]
+        d = d.assign(kv=d.kv_cache_dtype.map(MLA_KV), context=d.step + 1)
+        d = d[(d.num_heads >= MLA_MIN_HEADS) & (d.context >= MLA_MIN_CONTEXT)]
+        per_fw.append(d.groupby(["kv", "num_heads", "batch_size", "context"]).latency.min().rename(fw))
+        sources.setdefault(system, {})[f"mla/{fw}"] = path.parent.name
+    if not per_fw:
+        return pd.DataFrame()
+    out = _median_over_frameworks(per_fw).reset_index(name="latency_ms")
+    out = out.rename(columns={"num_heads": "heads", "batch_size": "batch"})
+    out["latency_us"] = out.pop("latency_ms") * 1e3
+    out.insert(0, "system", system)
+    return out
+
+
 #: The NCCL collectives of ``collectives.csv`` (the wheel's ``op_name``).
 GATHER_OPS = ("all_gather", "reduce_scatter")
 
@@ -317,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
     data, version = _unpacked(args.wheel)
     OUT.mkdir(parents=True, exist_ok=True)
     sources: dict = {}
-    tables = {"gemm": [], "prefill": [], "decode": [], "allreduce": [], "collectives": [], "moe": []}
+    tables = {"gemm": [], "prefill": [], "decode": [], "allreduce": [], "collectives": [], "mla": [], "moe": []}
     shapes = registry_moe_shapes()
     for system in SYSTEMS:
         system_dir = data / system
@@ -329,6 +358,7 @@ def main(argv: list[str] | None = None) -> int:
         tables["decode"].append(attention_decode_table(system, system_dir, sources))
         tables["allreduce"].append(allreduce_table(system, system_dir, sources))
         tables["collectives"].append(collectives_table(system, system_dir, sources))
+        tables["mla"].append(mla_decode_table(system, system_dir, sources))
         tables["moe"].append(moe_table(system, system_dir, sources, shapes))
     origin = f"aiconfigurator-core {version} (PyPI wheel, Apache-2.0, NVIDIA); tools/extract_kernel_tables.py"
     _write(
@@ -360,6 +390,13 @@ def main(argv: list[str] | None = None) -> int:
         pd.concat(tables["collectives"]).sort_values(["system", "op", "gpus", "bytes"]),
         "collectives.csv",
         f"In-node NCCL all-gather and reduce-scatter latency, bytes of the whole (gathered) buffer.\n{origin}",
+        4,
+    )
+    _write(
+        pd.concat(tables["mla"]).sort_values(["system", "kv", "heads", "batch", "context"]),
+        "mla_decode.csv",
+        "Decode attention of multi-head latent attention (absorbed kernel) per layer, by query heads per GPU, "
+        f"batch, context and KV-cache precision.\n{origin}",
         4,
     )
     _write(

@@ -202,7 +202,12 @@ def _stage_seconds(
     prior: Any,
 ) -> np.ndarray:
     """Seconds of ``layers`` of the model's layers on one iteration's work (the whole model: ``a.layers``)."""
-    from ..kernels import DECODE_REFERENCE_BYTES, decode_attention_seconds, prefill_attention_seconds
+    from ..kernels import (
+        DECODE_REFERENCE_BYTES,
+        decode_attention_seconds,
+        mla_decode_seconds,
+        prefill_attention_seconds,
+    )
 
     tables = a.tables
     curves = _curves(a, tp)
@@ -223,10 +228,15 @@ def _stage_seconds(
     shards = kv_shards(group, a.kv_shards_max)
     per_token_layer = a.kv_bytes_per_token / a.layers / shards
     pair_flops = a.attention_flops_per_pair / a.layers / group
-    # Decode attention: bandwidth bound on the KV bytes read (measured), compute bound for MLA.
-    reads = decode_attention_seconds(
-        tables, np.maximum(rank_decode, 1.0), context * per_token_layer / DECODE_REFERENCE_BYTES
-    )
+    # Decode attention: the measured MLA kernel at this rank's query heads where the tables have it, else
+    # bandwidth bound on the KV bytes read (measured), and compute bound for MLA.
+    measured = mla_decode_seconds(tables, a.kv_precision, a.heads / group, rank_decode, context) if a.mla else None
+    if measured is None:
+        reads = decode_attention_seconds(
+            tables, np.maximum(rank_decode, 1.0), context * per_token_layer / DECODE_REFERENCE_BYTES
+        )
+    else:
+        reads = measured
     if a.mla:
         compute = rank_decode * tokens * context * pair_flops / (MLA_DECODE_COMPUTE_FRACTION * a.bf16_flops)
         reads = np.maximum(reads, compute)

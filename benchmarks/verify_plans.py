@@ -39,6 +39,9 @@ SCENARIOS = [
     ("llama-3.1-70b", "h200-sxm", "fp8", 50, 2048, 256, 2000, 60, 0.9, "trtllm", "join_shortest_queue", 0.5, 0.5),
     ("qwen3-8b", "l40s", "fp8", 20, 512, 256, 800, 50, None, "vllm", "random", 0.5, 0.5),
     ("llama-3.1-8b", "h100-sxm", "fp8", 80, 1024, 256, 600, 30, 0.99, None, "random", 0.5, 0.5),
+    # Mixtures of experts at scale: attention ranks on one node, and a model larger than one node.
+    ("deepseek-v3", "h200-sxm", "fp8", 100, 1024, 1024, 5000, 100, None, "trtllm", "round_robin", 0.5, 0.5),
+    ("deepseek-v3", "h100-sxm", "fp8", 50, 1024, 256, 2000, 60, None, "sglang", "least_outstanding_tokens", 0.5, 0.5),
 ]
 
 
@@ -92,7 +95,16 @@ def main(markdown: bool = False, max_utilization: float = 0.8) -> None:
         if check is None:
             print(f"| {name} | {target} | {router} | infeasible: {reason} | | | | | |")
             continue
-        plan_text = f"{plan.replicas} x TP{plan.tensor_parallel} (cap {plan.batch})"
+        layout = "".join(
+            f", {label} {value}"
+            for label, value in (
+                ("DP", plan.data_parallel),
+                ("EP", plan.expert_parallel),
+                ("PP", plan.pipeline_parallel),
+            )
+            if value > 1
+        ) + (f" over {plan.nodes_per_replica} nodes" if plan.nodes_per_replica > 1 else "")
+        plan_text = f"{plan.replicas} x TP{plan.tensor_parallel}{layout} (cap {plan.batch})"
         print(
             f"| {name} | {target} | {router} | {plan_text} | {check.simulated_replicas} | "
             f"{'yes' if check.meets_targets else 'no'} | {'yes' if check.tight else 'no'} | "

@@ -397,16 +397,23 @@ def _verdict(
 def _stable(raw: dict[str, Any]) -> bool:
     """False when the requests in the system keep growing while arrivals last.
 
-    A stable fleet holds about as many requests at the last arrival as when a fifth of them had
-    arrived; an overloaded one holds more and more (starting empty, about five times as many). The
-    run is unstable when the count at the end exceeds twice the earlier count plus ten and the
-    growth is over 5 % of the arrivals in between.
+    A stable fleet holds about as many requests at the last arrival as once it has filled (when a
+    fifth of them had arrived, or a median request's time in the system after the first arrival,
+    whichever is later: long requests take that long to reach their steady population); an
+    overloaded one holds more and more (starting empty, about five times as many). The run is
+    unstable when the count at the end exceeds twice the earlier count plus ten and the growth is
+    over 5 % of the arrivals in between.
     """
-    arrival = np.sort(raw["arrival"][~raw["dropped"]])
+    kept = ~raw["dropped"]
+    arrival = np.sort(raw["arrival"][kept])
     if arrival.size < 50:
         return True
-    finish = raw["finish"][~raw["dropped"]]
-    start, end = arrival[arrival.size // 5], arrival[-1]
+    finish = raw["finish"][kept]
+    end = arrival[-1]
+    filled = arrival[0] + float(np.median(finish - raw["arrival"][kept]))
+    start = arrival[arrival.size // 5]
+    if start < filled < arrival[arrival.size // 2]:
+        start = filled  # a run too short to fill by half way keeps the fifth
 
     def in_system(t: float) -> int:
         return int(np.count_nonzero(arrival <= t) - np.count_nonzero(finish <= t))

@@ -22,6 +22,7 @@ from calculator.parallelism import (
     tensor_parallel_layer_time,
     tensor_parallel_speedup,
 )
+from calculator.performance import expert_exchange_time
 from calculator.plots import curves_figure, tp_layer_time_figure
 from calculator.precision import PRECISIONS, bits_per_element, bytes_per_element
 
@@ -228,10 +229,10 @@ def _moe(sc):
         f"Napkin Math 10.8: {PRECISIONS[precision]:g}-bit weights on {floor.devices} × {accelerator.name}; reads "
         "spread evenly over the devices, so the token time is optimistic, not a bound."
     )
-    _moe_collectives(sc, model)
+    _moe_collectives(sc, model, accelerator)
 
 
-def _moe_collectives(sc, model):
+def _moe_collectives(sc, model, accelerator):
     """Per MoE layer: tensor parallelism's all-reduce against expert parallelism's dispatch and combine."""
     reg = ui.registry()
     st.markdown("**The MoE layer's collectives: all-reduce (experts split) or all-to-all (experts spread)**")
@@ -253,13 +254,23 @@ def _moe_collectives(sc, model):
         {"layout": "experts spread (expert parallel)", "collective": "all-to-all dispatch + combine",
          "message [MB]": routed.m_as("MB"), "time [µs]": alltoall.m_as("us")},
     ]  # fmt: skip
+    if model.experts > 1:
+        # What the engines run by default for attention ranks: the measured NCCL collectives on the accelerator.
+        exchange = expert_exchange_time(model, accelerator, gpus, tokens)
+        rows.append(
+            {"layout": f"attention ranks on {accelerator.name} (engines' default)",
+             "collective": "all-gather + reduce-scatter of every rank's tokens (measured NCCL)",
+             "message [MB]": activations.m_as("MB"), "time [µs]": exchange.m_as("us")}
+        )  # fmt: skip
     ui.table(pd.DataFrame(rows), "moe-collectives")
     st.caption(
         f"Per MoE layer of {model.id} ({hidden} hidden, top-{model.experts_per_token}) at 16-bit activations: "
         "the alpha-beta model of the Collectives tab on the link's per-direction bandwidth (alpha 1 µs where the "
         "registry lists none), a non-blocking "
         "fabric and uniform routing (skew raises the busiest GPU's share, section 10.10.4). The step model "
-        "prices the expert computation of both layouts from measured kernels (docs/performance-model.md)."
+        "prices the expert computation of both layouts from measured kernels, and the attention ranks' exchange "
+        "as the last row: the accelerator's measured NCCL all-gather and reduce-scatter (hierarchical beyond its "
+        "node), as vLLM and TensorRT-LLM run it by default (docs/performance-model.md)."
     )
 
 

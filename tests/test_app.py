@@ -508,6 +508,12 @@ def test_sharding_page_shows_the_all_to_all_beside_the_all_reduce():
     assert_clean(app)
     table = next(d.value for d in app.dataframe if "Layout" in d.value.columns).set_index("Layout")
     assert table.loc["experts spread (expert parallel)", "Time [µs]"] == pytest.approx(expected.m_as("us"))
+    # Beside them, the attention ranks' exchange as the engines run it: measured NCCL on the tab's accelerator.
+    from calculator.performance import expert_exchange_time
+
+    ranks = table.loc[next(label for label in table.index if label.startswith("attention ranks on"))]
+    measured = expert_exchange_time("qwen3-235b-a22b", "h100-sxm", 8, 256)
+    assert ranks["Time [µs]"] == pytest.approx(measured.m_as("us"))
 
 
 # ---------------------------------------------------------------------------------------------- Routing

@@ -441,3 +441,31 @@ def test_prompts_landing_together_prefill_side_by_side_on_the_attention_ranks():
     steady = run.requests[(run.requests.arrival > 150) & (run.requests.arrival < run.requests.arrival.max() - 100)]
     assert steady.tpot.mean() == pytest.approx(plan.tpot.m_as("s"), rel=0.03)
     assert steady.ttft.mean() == pytest.approx(plan.ttft.m_as("s"), rel=0.05)
+
+
+def test_the_expert_exchange_time_is_the_engines_collectives_per_layer():
+    # The public form of the attention ranks' exchange: per MoE layer, an all-gather and a reduce-scatter of
+    # every rank's 16-bit tokens from the measured NCCL tables (DeepSeek-V3: 7,168 hidden), SGLang's two
+    # all-reduces when a prompt is in the iteration; hostile arguments are refused by name.
+    from calculator.kernels import collective_seconds, tables_for
+    from calculator.performance import expert_exchange_time
+
+    h200 = tables_for("h200-sxm")
+    size = 1024 * 7168 * 2
+    link = step_arrays("deepseek-v3", "h200-sxm", "fp8").link_bandwidth
+    expected = sum(collective_seconds(h200, op, 8, size, link) for op in ("all_gather", "reduce_scatter"))
+    assert expert_exchange_time("deepseek-v3", "h200-sxm", 8, 1024).m_as("s") == pytest.approx(float(expected))
+    summed = 2 * collective_seconds(h200, "all_reduce", 8, size, link)
+    sglang = expert_exchange_time("deepseek-v3", "h200-sxm", 8, 1024, engine="sglang", with_prompt=True)
+    assert sglang.m_as("s") == pytest.approx(float(summed))
+    over_nodes = expert_exchange_time("deepseek-v3", "h200-sxm", [8, 16], 1024).m_as("s")
+    assert over_nodes[1] > over_nodes[0]  # the second node's share crosses the scale-out link
+    for arguments, message in (
+        (("llama-3.1-8b", "h200-sxm", 8, 1024), "not a mixture of experts"),
+        (("deepseek-v3", "h200-sxm", 1, 1024), "'gpus'"),
+        (("deepseek-v3", "h200-sxm", 8, -5), "'tokens'"),
+    ):
+        with pytest.raises(InputError, match=message):
+            expert_exchange_time(*arguments)
+    with pytest.raises(InputError, match="'with_prompt'"):
+        expert_exchange_time("deepseek-v3", "h200-sxm", 8, 1024, with_prompt="yes")

@@ -69,7 +69,7 @@ from .pricing import decode_step_seconds as decode_step_seconds
 from .pricing import iteration_seconds
 from .pricing import prefill_seconds as prefill_seconds
 from .pricing import spread_over_ranks as spread_over_ranks
-from .steps import decode_step_time, prefill_time
+from .steps import decode_step_time, expert_exchange_time, prefill_time
 
 __all__ = [
     "ENGINES",
@@ -82,6 +82,7 @@ __all__ = [
     "compute_precision",
     "decode_step_time",
     "engine_profile",
+    "expert_exchange_time",
     "iteration_seconds",
     "kv_cache_precision",
     "outside_validated_range",

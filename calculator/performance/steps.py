@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "decode_step_time",
+    "expert_exchange_time",
     "prefill_time",
 ]
 
@@ -160,3 +161,58 @@ def prefill_time(
     prompt = _counts("prefill_time", "prompt_tokens", prompt_tokens)
     seconds = prefill_seconds(a, _efficiency(engine, efficiency, a.accelerator, registry), tp, prompt)
     return _seconds(seconds)
+
+
+def expert_exchange_time(
+    model: ModelRef,
+    accelerator: AcceleratorRef,
+    gpus: Count,
+    tokens: Tokens,
+    *,
+    engine: str | EngineProfile | None = None,
+    with_prompt: bool = False,
+    registry: Registry | None = None,
+) -> Any:
+    """Time per MoE layer of attention ranks exchanging their tokens with the experts, as the engine does by default.
+
+    A replica of ``gpus`` attention ranks (one GPU each) sends every rank's tokens to the experts and
+    their outputs back: an all-gather and a reduce-scatter of ``tokens x hidden`` 16-bit activations
+    (vLLM, TensorRT-LLM), or SGLang's padded gather and scatter, two all-reduces of the summed buffer
+    when a prompt is in the iteration (``with_prompt``); see ``EngineProfile.expert_exchange``. Each
+    collective is the measured in-node NCCL time (``kernels.collective_seconds``) and, beyond the
+    accelerator's scale-up domain, hierarchical over its scale-out link.
+
+    Parameters
+    ----------
+    model, accelerator : str or registry object
+        A mixture-of-experts model and the accelerator.
+    gpus : int or array
+        Attention ranks of the replica (GPUs the experts span), at least 2.
+    tokens : int or array
+        Tokens of every rank together in the iteration.
+    engine : str or EngineProfile, optional
+        Whose exchange (default: the engine-agnostic profile's, an all-gather and a reduce-scatter).
+    with_prompt : bool
+        Whether a prompt is in the iteration (SGLang's exchange changes with it).
+
+    Examples
+    --------
+    >>> expert_exchange_time("deepseek-v3", "h200-sxm", 8, 1024).to("us")  # doctest: +ELLIPSIS
+    <Quantity(..., 'microsecond')>
+    """
+    from .pricing import _expert_exchange_seconds
+
+    if not isinstance(with_prompt, bool | np.bool_):
+        raise InputError(f"expert_exchange_time(): argument 'with_prompt' must be True or False, got {with_prompt!r}")
+    a = step_arrays(model, accelerator, "bf16", engine=engine, registry=registry)
+    if a.experts <= 1:
+        raise InputError(f"expert_exchange_time(): model '{model}' is not a mixture of experts")
+    ranks = _counts("expert_exchange_time", "gpus", gpus, minimum=2)
+    count = _counts("expert_exchange_time", "tokens", tokens)
+    ranks, count = np.broadcast_arrays(ranks, count)
+    a = a.with_expert_tensor_parallel(1).with_attention_data_parallel(1)
+    out = np.zeros(ranks.shape)
+    for r in np.unique(ranks):
+        mask = ranks == r
+        out[mask] = _expert_exchange_seconds(a, float(r), count[mask], count[mask], float(with_prompt))
+    return _seconds(out)

@@ -43,6 +43,7 @@ from ..performance import (
     spread_over_ranks,
     step_arrays,
 )
+from ..performance.pricing import _overlap_expectation
 from ..precision import check_precision
 from ..queueing import replica_demand
 from ..results import ceil_count
@@ -448,14 +449,21 @@ def _mixed_iteration(
     costs = [prompt_cost(length) for length in prompts.nodes]
     weighted = list(zip(prompts.weights, costs, strict=True))
     per_prompt = sum(w * k * d for w, (k, d) in weighted)
-    if np.any(np.asarray(ranks) > 1):
+    chunks = sum(w * k for w, (k, _) in weighted)  # per prompt, and the mean chunk's tokens
+    chunk = max(prompts.computed - prompts.cached, 1.0) / chunks
+    arrivals = batch / decode_slots * chunks  # chunks landing per iteration
+    if grid.eff.overlap:
+        # Asynchronous scheduling: the first chunks hide under the fixed costs, the next add their GPU time.
+        # The prompts' cost over their lengths keeps its convexity; the mean chunk's carries the overlap.
+        a, eff = grid.arrays, grid.eff
+        expected, alone = _overlap_expectation(a, eff, grid.tp, batch, grid.context, chunk, 0.0, arrivals, plain)
+        excess = grid.scale[0] * (expected / np.maximum(arrivals, 1e-300) - alone)
+        per_prompt = per_prompt + chunks * np.where(arrivals > 1e-9, excess, 0.0)
+    elif np.any(np.asarray(ranks) > 1):
         # Chunks landing in one iteration go to different ranks and prefill side by side (the mean chunk).
-        chunks = sum(w * k for w, (k, _) in weighted)
-        tokens = max(prompts.computed - prompts.cached, 1.0)
         r = np.asarray(ranks, dtype=float)
-        together = grid.added(r * tokens / chunks, r, 0.0, plain)
-        spread = spread_over_ranks(batch / decode_slots * chunks, r, per_prompt / chunks, together)
-        per_prompt = per_prompt * spread
+        together = grid.added(r * chunk, r, 0.0, plain)
+        per_prompt = per_prompt * spread_over_ranks(arrivals, r, per_prompt / chunks, together)
     step = per_token + batch / decode_slots * per_prompt
     own_time = sum(w * k * (step + d) for w, (k, d) in weighted)
     single = prompts.tail == prompts.nodes[0] and len(prompts.nodes) == 1

@@ -67,6 +67,7 @@ from .pricing import ELEMENTWISE_PASSES as ELEMENTWISE_PASSES
 from .pricing import MLA_DECODE_COMPUTE_FRACTION as MLA_DECODE_COMPUTE_FRACTION
 from .pricing import decode_step_seconds as decode_step_seconds
 from .pricing import iteration_seconds
+from .pricing import overlapped_prompt_seconds as overlapped_prompt_seconds
 from .pricing import prefill_seconds as prefill_seconds
 from .pricing import spread_over_ranks as spread_over_ranks
 from .steps import decode_step_time, expert_exchange_time, prefill_time

@@ -25,7 +25,7 @@ from ..units import Q_
 from ._common import _counts, _efficiency, _layout, _tp
 from .arrays import StepArrays, step_arrays
 from .engines import Efficiency, EngineProfile, engine_profile, kv_capacity_tokens
-from .pricing import iteration_seconds, prefill_seconds, spread_over_ranks
+from .pricing import iteration_seconds, overlapped_prompt_seconds, prefill_seconds, spread_over_ranks
 
 if TYPE_CHECKING:
     from ..registry import Registry
@@ -236,10 +236,14 @@ class _Scheduler:
             prior = (k - 1) / 2 * chunk
             added = np.maximum(iteration_seconds(a, eff, tp, n, context, chunk, 1, prior) - t_idle, 0.0)
             per_prompt = k * added
-            if self.ranks > 1:  # chunks landing together prefill side by side, one per rank
+            arrivals = share * n * k / slots  # chunks landing per iteration
+            if eff.overlap:  # the first chunks hide under the fixed costs, the next add their GPU time
+                expected = overlapped_prompt_seconds(a, eff, tp, n, context, chunk, prior, arrivals, t_idle)
+                per_prompt = np.where(arrivals > 1e-9, k * expected / np.maximum(arrivals, 1e-300), per_prompt)
+            elif self.ranks > 1:  # chunks landing together prefill side by side, one per rank
                 r = self.ranks
                 together = np.maximum(iteration_seconds(a, eff, tp, n, context, r * chunk, r, prior) - t_idle, 0.0)
-                per_prompt = per_prompt * spread_over_ranks(share * n * k / slots, r, added, together)
+                per_prompt = per_prompt * spread_over_ranks(arrivals, r, added, together)
             rate = n / np.maximum(slots * t_seen + share * n * per_prompt, 1e-300)
             step = t_seen + share * n * per_prompt / slots
             others = share * rate

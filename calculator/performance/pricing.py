@@ -436,6 +436,62 @@ def iteration_seconds(
     return total if total.ndim else float(total)
 
 
+def overlapped_prompt_seconds(
+    a: StepArrays,
+    eff: Efficiency,
+    tensor_parallel: Any,
+    decode: Any,
+    context: Any,
+    chunk: Any,
+    prior: Any,
+    arrivals: Any,
+    idle: Any,
+) -> Any:
+    """Seconds prompt chunks add to an iteration on average, ``J ~ Poisson(arrivals)`` chunks of ``chunk`` tokens.
+
+    ``E[iteration_seconds(decode, J chunks) - idle]``, ``idle`` the iteration without them. Where the
+    engine schedules asynchronously an iteration lasts ``max(fixed costs, GPU work)``: the first chunks
+    hide under the fixed costs and the next add their GPU time in full, so their cost is not the first
+    chunk's times their number. With attention ranks the ``J`` chunks also spread over the ranks
+    (``iteration_seconds`` puts ``ceil(J / ranks)`` on the busiest).
+    """
+    return _overlap_expectation(a, eff, tensor_parallel, decode, context, chunk, prior, arrivals, idle)[0]
+
+
+def _overlap_expectation(
+    a: StepArrays, eff: Efficiency, tp: Any, decode: Any, context: Any, chunk: Any, prior: Any, arrivals: Any, idle: Any
+) -> tuple[Any, Any]:
+    """:func:`overlapped_prompt_seconds` and what one chunk alone adds (priced on the way)."""
+    from scipy.special import gammaln
+
+    mu = np.asarray(arrivals, dtype=float)
+    decode, context, chunk, prior, idle = (np.asarray(v, dtype=float) for v in (decode, context, chunk, prior, idle))
+    top = int(max(min(np.ceil(np.max(mu) + 5 * np.sqrt(np.max(mu)) + 4), _OVERLAP_SAMPLES[-1]), 1))
+    shape = (-1,) + (1,) * max(np.ndim(mu), np.ndim(chunk), np.ndim(decode), np.ndim(tp))
+    j = np.arange(top + 1, dtype=float).reshape(shape)
+    safe = np.maximum(mu, 1e-300)
+    weights = np.exp(j * np.log(safe) - safe - gammaln(j + 1))
+    weights[-1] = weights[-1] + np.maximum(1 - weights.sum(axis=0), 0.0)  # the tail beyond the last term
+    # The iteration priced at a few chunk counts, linear in between (the kink where the GPU work passes the
+    # fixed costs falls between two of them at most); none costs nothing.
+    sampled = np.array([c for c in _OVERLAP_SAMPLES if 0 < c < top] + [top], dtype=float)
+    priced = iteration_seconds(
+        a, eff, tp, decode, context, sampled.reshape(shape) * chunk, sampled.reshape(shape), prior
+    )
+    cost = np.concatenate([np.zeros_like(priced[:1]), np.maximum(priced - idle, 0.0)])
+    sampled = np.concatenate([[0.0], sampled])
+    upper = np.minimum(np.searchsorted(sampled, j.ravel(), side="left"), len(sampled) - 1)
+    lower = np.maximum(upper - 1, 0)
+    span = np.where(upper > lower, sampled[upper] - sampled[lower], 1.0)
+    w = ((j.ravel() - sampled[lower]) / span).reshape(shape)
+    between = cost[lower] * (1 - w) + cost[upper] * w
+    return np.sum(weights * between, axis=0), cost[1]
+
+
+#: Chunk counts at which :func:`overlapped_prompt_seconds` prices the iteration (at most the last).
+_OVERLAP_SAMPLES = (0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+
+
 def spread_over_ranks(arrivals: Any, ranks: Any, alone: Any, together: Any) -> Any:
     """The factor on ``arrivals x alone`` when prompt chunks landing in one iteration spread over attention ranks.
 

@@ -471,7 +471,11 @@ def _overlap_expectation(
     j = np.arange(top + 1, dtype=float).reshape(shape)
     safe = np.maximum(mu, 1e-300)
     weights = np.exp(j * np.log(safe) - safe - gammaln(j + 1))
-    weights[-1] = weights[-1] + np.maximum(1 - weights.sum(axis=0), 0.0)  # the tail beyond the last term
+    # The last term stands for J >= top: its mass, at its conditional mean (priced on the last slope).
+    weights[-1] = np.maximum(1 - weights[:-1].sum(axis=0), 0.0)
+    tail_mean = np.where(
+        weights[-1] > 1e-12, (mu - (j[:-1] * weights[:-1]).sum(axis=0)) / np.maximum(weights[-1], 1e-300), top
+    )
     # The iteration priced at a few chunk counts, linear in between (the kink where the GPU work passes the
     # fixed costs falls between two of them at most); none costs nothing.
     sampled = np.array([c for c in _OVERLAP_SAMPLES if 0 < c < top] + [top], dtype=float)
@@ -485,6 +489,8 @@ def _overlap_expectation(
     span = np.where(upper > lower, sampled[upper] - sampled[lower], 1.0)
     w = ((j.ravel() - sampled[lower]) / span).reshape(shape)
     between = cost[lower] * (1 - w) + cost[upper] * w
+    slope = (cost[-1] - cost[-2]) / (sampled[-1] - sampled[-2])
+    between[-1] = cost[-1] + slope * np.maximum(tail_mean - top, 0.0)
     return np.sum(weights * between, axis=0), cost[1]
 
 

@@ -471,6 +471,10 @@ def test_prompts_riding_in_overlapped_iterations_cost_what_passes_the_fixed_cost
     assert one < 0.1 * (two - one)  # the first prompt hides under the fixed costs
     expected = overlapped_prompt_seconds(a, eff, 1, 248, 190, 128, 0, 2.0, idle)
     assert expected > 2 * one
+    # Hundreds of short chunks per iteration (beyond the priced counts): the GPU work dominates, the cost is
+    # about that of the mean count.
+    many = overlapped_prompt_seconds(a, eff, 1, 248, 190, 16, 0, 300.0, idle)
+    assert many == pytest.approx(iteration_seconds(a, eff, 1, 248, 190, 16 * 300, 300) - idle, rel=0.1)
     run = simulate(
         SimulationSetup("llama-3.1-8b", "h100-sxm", "bf16", engine="vllm"),
         Traffic(clients=256, input_tokens=128, output_tokens=128, requests=2560, input_cv=0.1, output_cv=0.1),

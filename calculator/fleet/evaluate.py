@@ -433,7 +433,9 @@ def _mixed_iteration(
     At running batch n, n / (O - 1) prompts land per iteration on average, each adding its chunks'
     cost over a plain decode step; a prompt is ``k`` chunks where the budget the decodes leave is
     smaller than it. ``budget`` is the replica's (every attention rank's, ``ranks`` of them); a prompt
-    is chunked to one rank's share of what is left.
+    is chunked to one rank's share of what is left. Chunks landing together are not simply additive:
+    with asynchronous scheduling the first hide under the fixed costs (``overlapped_prompt_seconds``),
+    and attention ranks prefill theirs side by side (``spread_over_ranks``).
     """
     batch, computed = grid.batch, prompts.computed
     room = np.maximum(budget - batch, 1.0)

@@ -6,6 +6,7 @@ import streamlit as st
 
 from app_pages import _common as ui
 from calculator import Q_
+from calculator.kernels import collective_seconds, tables_for
 from calculator.parallelism import (
     COLLECTIVES,
     NCCL_ALLREDUCE_A100,
@@ -22,7 +23,7 @@ from calculator.parallelism import (
     tensor_parallel_layer_time,
     tensor_parallel_speedup,
 )
-from calculator.performance import expert_exchange_time
+from calculator.performance import expert_exchange_time, step_arrays
 from calculator.plots import curves_figure, tp_layer_time_figure
 from calculator.precision import PRECISIONS, bits_per_element, bytes_per_element
 
@@ -255,7 +256,20 @@ def _moe_collectives(sc, model, accelerator):
          "message [MB]": routed.m_as("MB"), "time [µs]": alltoall.m_as("us")},
     ]  # fmt: skip
     if model.experts > 1:
-        # What the engines run by default for attention ranks: the measured NCCL collectives on the accelerator.
+        # Measured on the accelerator: NCCL's all-to-all of the routed tokens (dispatch and combine), and what
+        # the engines run by default for attention ranks.
+        measured = 2 * collective_seconds(
+            tables_for(accelerator),
+            "alltoall",
+            gpus,
+            routed.m_as("B"),
+            step_arrays(model, accelerator, "bf16").link_bandwidth,
+        )
+        rows.append(
+            {"layout": f"experts spread on {accelerator.name} (measured)",
+             "collective": "NCCL all-to-all dispatch + combine", "message [MB]": routed.m_as("MB"),
+             "time [µs]": float(measured) * 1e6}
+        )  # fmt: skip
         exchange = expert_exchange_time(model, accelerator, gpus, tokens)
         rows.append(
             {"layout": f"attention ranks on {accelerator.name} (engines' default)",
@@ -268,9 +282,10 @@ def _moe_collectives(sc, model, accelerator):
         "the alpha-beta model of the Collectives tab on the link's per-direction bandwidth (alpha 1 µs where the "
         "registry lists none), a non-blocking "
         "fabric and uniform routing (skew raises the busiest GPU's share, section 10.10.4). The step model "
-        "prices the expert computation of both layouts from measured kernels, and the attention ranks' exchange "
-        "as the last row: the accelerator's measured NCCL all-gather and reduce-scatter (hierarchical beyond its "
-        "node), as vLLM and TensorRT-LLM run it by default (docs/performance-model.md)."
+        "prices the expert computation of both layouts from measured kernels. The last rows are measured on the "
+        "accelerator (NCCL in one node; another GPU count scales the nearest measured one): the all-to-all of "
+        "the chapter's expert-parallel dispatch, and the attention ranks' exchange as vLLM and TensorRT-LLM run "
+        "it by default, an all-gather and a reduce-scatter (hierarchical beyond the node; docs/performance-model.md)."
     )
 
 

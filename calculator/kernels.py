@@ -149,7 +149,7 @@ class KernelTables:
     gemm: dict[str, _Gemm]
     prefill: tuple[np.ndarray, np.ndarray, np.ndarray]  # log2 isl, log2 batch*heads, log2 TFLOP/s
     decode: tuple[np.ndarray, np.ndarray, np.ndarray]  # log2 batch, log2 context, log2 seconds
-    #: ``"all_reduce"``, ``"all_gather"``, ``"reduce_scatter"`` -> gpus -> (log2 bytes, log2 seconds)
+    #: ``"all_reduce"``, ``"all_gather"``, ``"reduce_scatter"``, ``"alltoall"`` -> gpus -> (log2 bytes, log2 seconds)
     collectives: dict[str, dict[int, tuple[np.ndarray, np.ndarray]]]
     measured_dtypes: frozenset[str] = frozenset()
     #: KV precision (``"bf16"``, ``"fp8"``) -> (log2 heads, log2 batch, log2 context, log2 seconds) of MLA decode
@@ -609,7 +609,7 @@ def mla_decode_seconds(
 
 #: The in-node collectives of the tables and the bytes each GPU moves per byte of the buffer, over ``(t-1)/t``
 #: (a ring all-reduce is a reduce-scatter and an all-gather).
-COLLECTIVE_PASSES = {"all_reduce": 2.0, "all_gather": 1.0, "reduce_scatter": 1.0}
+COLLECTIVE_PASSES = {"all_reduce": 2.0, "all_gather": 1.0, "reduce_scatter": 1.0, "alltoall": 1.0}
 
 
 def allreduce_seconds(tables: KernelTables, gpus: Count, message_bytes: Any, link_bandwidth: float) -> np.ndarray:
@@ -625,11 +625,12 @@ def collective_seconds(
 ) -> np.ndarray:
     """Time of one in-node ``op`` over ``gpus`` devices (0 for one device).
 
-    ``op`` is ``"all_reduce"``, ``"all_gather"`` or ``"reduce_scatter"``; ``message_bytes`` is the whole
-    buffer (for a gather, the gathered one). Measured where the table has the GPU count (all-reduce: the
-    faster of NCCL and the engines' custom kernel; the others NCCL); another count scales the measured
-    curve of the nearest count by the ring factor ``(t-1)/t``; without tables it is the generic floor plus
-    the ring transfer at the generic fraction of ``link_bandwidth`` (bytes/s per direction).
+    ``op`` is ``"all_reduce"``, ``"all_gather"``, ``"reduce_scatter"`` or ``"alltoall"``; ``message_bytes``
+    is the whole buffer (for a gather, the gathered one; for an all-to-all, each GPU's). Measured where
+    the table has the GPU count (all-reduce: the faster of NCCL and the engines' custom kernel; the
+    others NCCL); another count scales the measured curve of the nearest count by the ring factor
+    ``(t-1)/t``; without tables it is the generic floor plus the ring transfer at the generic fraction
+    of ``link_bandwidth`` (bytes/s per direction).
     """
     if op not in COLLECTIVE_PASSES:
         raise InputError(f"collective_seconds(): argument 'op' must be one of {sorted(COLLECTIVE_PASSES)}, got {op!r}")

@@ -514,6 +514,13 @@ def test_sharding_page_shows_the_all_to_all_beside_the_all_reduce():
     ranks = table.loc[next(label for label in table.index if label.startswith("attention ranks on"))]
     measured = expert_exchange_time("qwen3-235b-a22b", "h100-sxm", 8, 256)
     assert ranks["Time [µs]"] == pytest.approx(measured.m_as("us"))
+    from calculator.kernels import collective_seconds, tables_for
+    from calculator.performance import step_arrays
+
+    link = step_arrays("qwen3-235b-a22b", "h100-sxm", "bf16").link_bandwidth
+    nccl = 2 * collective_seconds(tables_for("h100-sxm"), "alltoall", 8, routed.m_as("B"), link)
+    spread = table.loc[next(label for label in table.index if label.endswith("(measured)"))]
+    assert spread["Time [µs]"] == pytest.approx(float(nccl) * 1e6)
 
 
 # ---------------------------------------------------------------------------------------------- Routing

@@ -190,14 +190,16 @@ def test_an_expert_layout_must_divide_the_group_and_the_experts():
 
 def test_all_gather_and_reduce_scatter_are_the_measured_nccl_times():
     # collectives.csv (NCCL 2.29.2 in the wheel): an all-gather of 64 Mi 16-bit elements (128 MiB gathered)
-    # over eight H100s takes 392.8 us, a reduce-scatter 382.2 us, both below the 578.7 us all-reduce of the
-    # same buffer: a ring moves (t-1)/t of the buffer per GPU for a gather, twice that for an all-reduce.
+    # over eight H100s takes 392.8 us, a reduce-scatter 382.2 us, an all-to-all of that buffer 402.4 us, all
+    # below the 578.7 us all-reduce of it: a ring moves (t-1)/t of the buffer per GPU for a gather, twice that
+    # for an all-reduce.
     h100 = tables_for("h100-sxm")
     buffer = 2 * 2**26
     assert collective_seconds(h100, "all_gather", 8, buffer, 450e9) == pytest.approx(392.8e-6, rel=2e-3)
     assert collective_seconds(h100, "reduce_scatter", 8, buffer, 450e9) == pytest.approx(382.2e-6, rel=2e-3)
+    assert collective_seconds(h100, "alltoall", 8, buffer, 450e9) == pytest.approx(402.4e-6, rel=2e-3)
     size = np.geomspace(128, 2**32, 60)
-    for op in ("all_gather", "reduce_scatter"):
+    for op in ("all_gather", "reduce_scatter", "alltoall"):
         for gpus in (2, 4, 8, 16):
             assert non_decreasing(collective_seconds(h100, op, gpus, size, 450e9))
         assert np.all(collective_seconds(h100, op, 1, size, 450e9) == 0)
@@ -206,7 +208,7 @@ def test_all_gather_and_reduce_scatter_are_the_measured_nccl_times():
     expected = generic["allreduce_floor"] + 7 / 8 * buffer / (generic["allreduce_fraction"] * 450e9)
     assert collective_seconds(tables_for("mi300x"), "all_gather", 8, buffer, 450e9) == pytest.approx(expected)
     with pytest.raises(InputError, match="'op'"):
-        collective_seconds(h100, "alltoall", 8, buffer, 450e9)
+        collective_seconds(h100, "broadcast", 8, buffer, 450e9)
 
 
 def test_mla_decode_attention_is_the_measured_latent_kernel():

@@ -16,10 +16,11 @@ them and writes the small tables the performance model interpolates (``calculato
 * ``mla_decode.csv``: latency of one decode-attention kernel of multi-head latent attention (DeepSeek's
   MLA: a 512-wide latent plus 64 RoPE dimensions per token, the absorbed kernel) by query heads per GPU,
   batch, context and KV-cache precision (16-bit or FP8), median over TensorRT-LLM's and SGLang's kernels;
-* ``collectives.csv``: latency of one in-node NCCL all-gather and reduce-scatter of 16-bit
-  activations by GPU count and bytes of the whole (gathered) buffer: the engines' default exchange of
-  tokens around the experts under attention data parallelism. The wheel's NCCL all-to-all and DeepEP
-  tables are not extracted: no engine uses them by default (they are opt-in wide-EP backends);
+* ``collectives.csv``: latency of one in-node NCCL all-gather, reduce-scatter and all-to-all of
+  16-bit activations by GPU count and bytes of the whole buffer (gathered, or each GPU's for the
+  all-to-all): the all-gather and reduce-scatter are the engines' default exchange of tokens around the
+  experts under attention data parallelism, the all-to-all the chapter's expert-parallel dispatch. The
+  wheel's DeepEP tables are not extracted: no engine uses them by default (opt-in wide-EP backends);
 * ``moe.csv``: latency of one mixture-of-experts layer's expert computation (the grouped GEMMs of
   the routed experts, with the wheel's routing imbalance ``power_law_1.2``, else ``balanced``) by
   tokens entering the layer, for the expert shapes of the registry's mixture-of-experts models
@@ -235,11 +236,11 @@ def mla_decode_table(system: str, system_dir: Path, sources: dict) -> pd.DataFra
 
 
 #: The NCCL collectives of ``collectives.csv`` (the wheel's ``op_name``).
-GATHER_OPS = ("all_gather", "reduce_scatter")
+GATHER_OPS = ("all_gather", "reduce_scatter", "alltoall")
 
 
 def collectives_table(system: str, system_dir: Path, sources: dict) -> pd.DataFrame:
-    """NCCL all-gather and reduce-scatter latency by GPU count and bytes of the gathered buffer."""
+    """NCCL all-gather, reduce-scatter and all-to-all latency by GPU count and bytes of the whole buffer."""
     nccl = _latest(sorted((system_dir / "comm" / "nccl").glob("*/nccl_perf.parquet")))
     if nccl is None:
         return pd.DataFrame()
@@ -389,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
     _write(
         pd.concat(tables["collectives"]).sort_values(["system", "op", "gpus", "bytes"]),
         "collectives.csv",
-        f"In-node NCCL all-gather and reduce-scatter latency, bytes of the whole (gathered) buffer.\n{origin}",
+        f"In-node NCCL all-gather, reduce-scatter and all-to-all latency, bytes of the whole buffer.\n{origin}",
         4,
     )
     _write(

@@ -206,7 +206,7 @@ def expert_exchange_time(
         raise InputError(f"expert_exchange_time(): argument 'with_prompt' must be True or False, got {with_prompt!r}")
     a = step_arrays(model, accelerator, "bf16", engine=engine, registry=registry)
     if a.experts <= 1:
-        raise InputError(f"expert_exchange_time(): model '{model}' is not a mixture of experts")
+        raise InputError(f"expert_exchange_time(): model '{getattr(model, 'id', model)}' is not a mixture of experts")
     ranks = _counts("expert_exchange_time", "gpus", gpus, minimum=2)
     count = _counts("expert_exchange_time", "tokens", tokens)
     ranks, count = np.broadcast_arrays(ranks, count)

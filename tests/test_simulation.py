@@ -413,3 +413,14 @@ def test_long_requests_filling_the_fleet_are_not_a_growing_backlog():
     assert _stable(steady)
     growing = {**steady, "finish": arrival + stay + 0.8 * arrival}  # each arrival waits longer than the last
     assert not _stable(growing)
+
+
+def test_an_iteration_that_preempts_admits_no_waiting_request():
+    # vLLM's scheduler admits waiting requests only when the step preempted nobody
+    # (vllm/v1/core/sched/scheduler.py, "Next, schedule the WAITING requests": `if not preempted_reqs`).
+    # Without that rule this closed loop, which outgrows the KV cache, preempted each request 4.6 times
+    # on average (recomputing its context each time); with it, 2.7 times.
+    setup = SimulationSetup("llama-3.1-8b", "h100-sxm", "bf16", engine="vllm")
+    traffic = Traffic(clients=1024, input_tokens=128, output_tokens=1024, requests=10240, input_cv=0.1, output_cv=0.1)
+    run = simulate(setup, traffic, time_limit=300)
+    assert 0 < run.requests.preemptions.mean() < 4.0

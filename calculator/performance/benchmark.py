@@ -251,7 +251,10 @@ class _Scheduler:
             mean = t_idle + carrying * added
             square = (1 - carrying) * t_idle**2 + carrying * (t_idle + added) ** 2
             biased = square / np.maximum(mean, 1e-300)  # the iteration in flight, length-biased
-            own = k * (t_dec + added) + others * biased * added
+            # Prompts that arrived during the iteration in flight join this one's iterations only as far as
+            # the budget has room beside it (a prompt that fills the budget is prefilled without company).
+            fits = np.maximum(k * room / inputs - 1.0, 0.0)
+            own = k * (t_dec + added) + np.minimum(others * biased, fits) * added
             full = iteration_seconds(
                 a, eff, tp, n, context, room, np.maximum(room / inputs, 1.0), np.maximum(inputs - room, 0.0) / 2
             )

@@ -300,10 +300,12 @@ def _simulate_seed(run: _Run, progress: Callable[[float], None] | None = None) -
         prefill_only = not mixed and bool(
             rep.prefilling or (waiting and len(running) < max_seqs and _admissible(rep, waiting[0]))
         )
+        preempting = False
         if not prefill_only:
             # Decodes first: each needs one more KV slot; preempt the latest admitted until they fit.
             while rep.n and rep.dec_kv + rep.pf_kv + rep.n > capacity:
                 _preempt(rep, now)
+                preempting = True
         n = rep.n
         scheduled = rep.scheduled
         scheduled.clear()
@@ -321,7 +323,7 @@ def _simulate_seed(run: _Run, progress: Callable[[float], None] | None = None) -
             pairs += chunk * filled[req] + chunk * (chunk + 1) / 2
             tokens += chunk
             room -= chunk
-        while waiting and room > 0 and len(running) < max_seqs:
+        while waiting and room > 0 and len(running) < max_seqs and not preempting:
             req = waiting[0]
             if too_big[req]:
                 waiting.popleft()

@@ -31,6 +31,7 @@ import pandas as pd
 
 sys.path.insert(0, ".")
 
+from calculator import uncertainty
 from calculator._paths import REGISTRY_FILE
 from calculator.calibration import (
     CALIBRATION_DIR,
@@ -43,14 +44,6 @@ from calculator.calibration import (
 )
 from calculator.performance import ENGINES, iteration_seconds, step_arrays
 from calculator.uncertainty import INTERVALS_FILE
-
-COVERAGE = 0.80
-TAIL = (1 - COVERAGE) / 2
-#: Both of a prediction's intervals (TTFT and TPOT) should hold together on this share of the held-out
-#: rows; two independent 80 % intervals would hold together on 64 %. Each band is widened from its 80 %
-#: quantiles toward ``WIDEST`` alone until they do.
-JOINT = 0.72
-WIDEST = 0.85
 
 
 def summary(errors, label):
@@ -99,27 +92,12 @@ def ratios(errors, metric):
     return -np.log1p(errors[f"{metric}_error"].to_numpy())
 
 
-def band(log_ratio, tail=TAIL):
-    """The central ``1 - 2 tail`` range of log(measured / predicted): its bias and its spread."""
-    return float(np.quantile(log_ratio, tail)), float(np.quantile(log_ratio, 1 - tail))
-
-
 def joint_bands(rows):
-    """TTFT and TPOT bands of ``rows`` and the coverage each holds alone.
-
-    The bands start at the ``COVERAGE`` ranges and widen together (a smaller tail for both) until both
-    hold on ``JOINT`` of the rows, each holding at most ``WIDEST`` alone.
-    """
-    logs = {metric: ratios(rows, metric) for metric in ("ttft", "tpot")}
-    for tail in np.arange(TAIL, (1 - WIDEST) / 2 - 1e-9, -0.0025):
-        bands = {metric: band(r, tail) for metric, r in logs.items()}
-        hits = [(r >= bands[m][0]) & (r <= bands[m][1]) for m, r in logs.items()]
-        if np.mean(hits[0] & hits[1]) >= JOINT:
-            break
-    return bands, float(1 - 2 * tail)
+    """TTFT and TPOT bands of ``rows`` (``uncertainty.joint_bands``) and the coverage each holds alone."""
+    return uncertainty.joint_bands({metric: ratios(rows, metric) for metric in ("ttft", "tpot")})
 
 
-def widening(log_ratio, low, high, coverage=COVERAGE):
+def widening(log_ratio, low, high, coverage):
     """The smallest symmetric widening (log) of ``[low, high]`` that holds ``coverage`` of ``log_ratio``."""
     for extra in np.arange(0.0, 3.0, 0.005):
         if np.mean((log_ratio >= low - extra) & (log_ratio <= high + extra)) >= coverage:
@@ -313,8 +291,8 @@ def main():
     )
     if args.write:
         payload = {
-            "coverage": COVERAGE,
-            "joint_coverage": JOINT,
+            "coverage": uncertainty.COVERAGE,
+            "joint_coverage": uncertainty.JOINT_COVERAGE,
             "method": "10th-90th percentile of measured/predicted over leave-one-campaign-out predictions of the "
             "H100 benchmarks (a campaign: model, engine version, precision, TP), both metrics' percentiles moved "
             "out together (to at most 7.5th-92.5th) until TTFT and TPOT hold together on 72 % of those rows; an "

@@ -14,6 +14,7 @@ pandas and scipy load only when these functions run.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from ._support import count
 from .errors import InputError
 from .performance import ENGINES, EngineProfile, closed_loop_seconds, step_arrays
 from .precision import check_precision
+from .uncertainty import joint_bands
 from .units import Q_
 
 if TYPE_CHECKING:
@@ -586,8 +588,9 @@ def calibrate_engine(frame: Any, engine: str, *, registry: Any = None) -> UserCa
     """Refit ``engine``'s costs on a user's benchmark runs (:func:`read_benchmark_files`), and check them.
 
     The fit is :func:`fit_profiles`'s, started from the engine's registry profile; each run is also
-    predicted by a fit without it (leave one run out), and the 10th-90th percentiles of those
-    held-out ratios (measured / predicted) are the engine's own 80 % interval.
+    predicted by a fit without it (leave one run out), and those held-out ratios (measured / predicted)
+    give the engine's own intervals (:func:`~calculator.uncertainty.joint_bands`: their 10th-90th
+    percentiles, widened together until TTFT and TPOT hold together on 72 % of the runs).
     """
     import pandas as pd
 
@@ -608,10 +611,8 @@ def calibrate_engine(frame: Any, engine: str, *, registry: Any = None) -> UserCa
         refit = fit_profiles(rest, start=start)[frame.engine.iloc[0]]
         held.append(prediction_errors(frame.iloc[[index]], {frame.engine.iloc[0]: refit}))
     cv = pd.concat(held, ignore_index=True)
-    interval = {}
-    for metric in ("ttft", "tpot"):
-        ratio = 1 / (1 + cv[f"{metric}_error"].to_numpy())
-        interval[metric] = (float(np.quantile(ratio, 0.1)), float(np.quantile(ratio, 0.9)))
+    bands, _ = joint_bands({metric: -np.log1p(cv[f"{metric}_error"].to_numpy()) for metric in ("ttft", "tpot")})
+    interval = {metric: (math.exp(low), math.exp(high)) for metric, (low, high) in bands.items()}
 
     def medians(errors: Any) -> tuple[float, float]:
         return float(np.median(np.abs(errors.ttft_error))), float(np.median(np.abs(errors.tpot_error)))

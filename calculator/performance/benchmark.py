@@ -50,8 +50,9 @@ class BenchmarkPrediction(Result):
     ttft, tpot : Quantity [time]
         Mean time to first token and mean time per output token after the first.
     ttft_interval, tpot_interval : tuple of Quantity
-        ``(low, high)``: the range that held the measured value in 80 % of cross-validated
-        predictions (``calculator.uncertainty``), wider where the accelerator has no kernel tables.
+        ``(low, high)``: the range that held the measured value in 80-85 % of cross-validated
+        predictions, and both values together in at least 72 % (``calculator.uncertainty``); wider
+        away from the H100 and where the accelerator has no kernel tables.
     throughput : Quantity [request / time]
         Completed requests per second.
     output_throughput : Quantity [token / time]

@@ -59,7 +59,8 @@ def joint_bands(log_ratios: dict[str, Any]) -> tuple[dict[str, tuple[float, floa
     """
     import numpy as np
 
-    logs = {metric: np.asarray(r, dtype=float) for metric, r in log_ratios.items()}
+    # An infinite prediction (an unstable queue) counts as a factor of e^-20: the quantiles stay finite.
+    logs = {metric: np.clip(np.asarray(r, dtype=float), -20.0, 20.0) for metric, r in log_ratios.items()}
     tails = np.arange((1 - COVERAGE) / 2, (1 - WIDEST_COVERAGE) / 2 - 1e-9, -0.0025)
     for tail in tails:
         bands = {m: (float(np.quantile(r, tail)), float(np.quantile(r, 1 - tail))) for m, r in logs.items()}

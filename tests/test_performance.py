@@ -346,6 +346,9 @@ def test_interval_bands_hold_both_values_together():
     assert bands["tpot"][0] > 0  # the bias stays in the band
     # Errors that move together need no widening.
     assert joint_bands({"ttft": logs["ttft"], "tpot": logs["ttft"] / 2})[1] == pytest.approx(0.8)
+    # A prediction that came out infinite (measured / predicted = 0) leaves the bands finite.
+    bands, _ = joint_bands({"ttft": [-np.inf, 0.1, 0.2, 0.3], "tpot": [0.0, 0.1, 0.1, 0.2]})
+    assert np.isfinite(np.array(list(bands.values()))).all()
 
 
 def test_calibration_fit_is_reproducible():

@@ -415,12 +415,15 @@ def test_long_requests_filling_the_fleet_are_not_a_growing_backlog():
     assert not _stable(growing)
 
 
-def test_an_iteration_that_preempts_admits_no_waiting_request():
+def test_admission_counts_what_the_iteration_allocated_and_admits_nothing_after_a_preemption():
     # vLLM's scheduler admits waiting requests only when the step preempted nobody
-    # (vllm/v1/core/sched/scheduler.py, "Next, schedule the WAITING requests": `if not preempted_reqs`).
-    # Without that rule this closed loop, which outgrows the KV cache, preempted each request 4.6 times
-    # on average (recomputing its context each time); with it, 2.7 times.
+    # (vllm/v1/core/sched/scheduler.py, "Next, schedule the WAITING requests": `if not preempted_reqs`),
+    # and allocates each admitted request's blocks as it schedules it, after the running decodes' slots,
+    # so the next admission sees them. This closed loop outgrows the KV cache: with neither rule each
+    # request was preempted 4.6 times on average (recomputing its context each time), with the first
+    # alone 2.7 times (several prompts admitted in one iteration against the same free memory, then
+    # preempted together), with both 0.37 times.
     setup = SimulationSetup("llama-3.1-8b", "h100-sxm", "bf16", engine="vllm")
     traffic = Traffic(clients=1024, input_tokens=128, output_tokens=1024, requests=10240, input_cv=0.1, output_cv=0.1)
     run = simulate(setup, traffic, time_limit=300)
-    assert 0 < run.requests.preemptions.mean() < 4.0
+    assert 0 < run.requests.preemptions.mean() < 1.0

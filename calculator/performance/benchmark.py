@@ -141,12 +141,15 @@ def closed_loop_seconds(
     scheduler = _Scheduler(a, eff, profile, budget, tp, inputs, slots, clients, context, held, overhead, ranks)
 
     # The operating point: the decoding population n where the clients' cycle closes.
-    low, high = np.zeros_like(held), held.copy()
+    low, high = np.zeros_like(held), np.minimum(held, scheduler.decoding_cap())
     for _ in range(_BISECTION_STEPS):
         middle = (low + high) / 2
         below = scheduler.terms(middle).gap < 0
         low, high = np.where(below, middle, low), np.where(below, high, middle)
     steady = scheduler.terms(low)
+    # Where the budget caps the decoding population, the clients the cycle leaves over wait for the
+    # full iterations in the engine's queue (Little's law at the engine's rate).
+    steady.wait = steady.wait + np.maximum(-steady.gap, 0.0) / np.maximum(steady.rate, 1e-300)
     # The first burst: every client's prompt at once, prefilled budget by budget; weighs one round.
     burst_iterations = np.ceil(held * inputs / budget)
     burst_tokens = held * inputs / burst_iterations
@@ -223,6 +226,21 @@ class _Scheduler:
     held: np.ndarray
     overhead: np.ndarray
     ranks: float = 1.0  # attention ranks; a prompt is chunked to one rank's share of the budget left
+
+    def decoding_cap(self) -> np.ndarray:
+        """The most requests that can decode at once when the prompts replacing them share the budget.
+
+        A mixing engine's iteration holds the decodes and the other clients' prompt chunks in one token
+        budget: ``n`` decoding requests draw ``(1 - 1/C) n I / (O - 1)`` prompt tokens per iteration, which
+        must fit in the room ``max(T - n, T/4)`` the decodes leave. Prefill-first engines run their
+        prefill batches apart (no cap).
+        """
+        if not self.profile.mixed_batching:
+            return np.full_like(self.held, np.inf)
+        drawn = (1.0 - 1.0 / self.clients) * self.inputs / self.slots  # prompt tokens per decoding request
+        shared = self.budget / (1.0 + drawn)  # room = T - n
+        floor = self.budget / 4 / np.maximum(drawn, 1e-300)  # room = T / 4
+        return np.where(shared <= 0.75 * self.budget, shared, np.maximum(floor, 0.75 * self.budget))
 
     def terms(self, n: np.ndarray) -> _Terms:
         a, eff, tp, inputs, slots, context = self.a, self.eff, self.tp, self.inputs, self.slots, self.context

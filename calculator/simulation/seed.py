@@ -332,7 +332,7 @@ def _simulate_seed(run: _Run, progress: Callable[[float], None] | None = None) -
                 rep.outstanding_tokens -= prompt_l[req] + output_l[req]
                 release(req, now)
                 continue
-            if not _admissible(rep, req):
+            if not _admissible(rep, req, tokens + (0 if prefill_only else n)):
                 break
             chunk = todo[req] if not chunked else min(todo[req], room)
             if not chunked and chunk > room and tokens > 0:
@@ -373,9 +373,14 @@ def _simulate_seed(run: _Run, progress: Callable[[float], None] | None = None) -
         heapq.heappush(iterations, (end, rep.index))
         return None
 
-    def _admissible(rep: _Replica, req: int) -> bool:
+    def _admissible(rep: _Replica, req: int, allocated: float = 0.0) -> bool:
+        """Whether ``req`` fits beside what the cache holds and what this iteration already allocated.
+
+        ``allocated``: the running decodes' next slots and the chunks scheduled before it (vLLM allocates
+        each request's blocks when it schedules it).
+        """
         want = todo[req] + reservation * remaining[req]
-        used = rep.dec_kv + rep.pf_kv
+        used = rep.dec_kv + rep.pf_kv + allocated
         return max(rep.reserved, used) + want <= capacity or not rep.running
 
     def _preempt(rep: _Replica, now: float) -> None:

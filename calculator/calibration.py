@@ -350,12 +350,12 @@ def _fit(
     source: str = "",
     start: Mapping[Any, EngineProfile] | None = None,
     pooled_only: bool = False,
-    shared: np.ndarray | None = None,
+    first_stage: np.ndarray | None = None,
 ) -> CalibrationFit:
     """The two stages of :func:`fit_profiles`.
 
-    ``shared`` (the shared behaviour in :data:`FITTED` units, then the fitted harness overheads in ms)
-    skips the first stage, ``pooled_only`` the second.
+    ``first_stage`` (the shared behaviour in :data:`FITTED` units, then the fitted harness overheads in
+    ms) skips the first stage, ``pooled_only`` the second.
     """
     from scipy.optimize import least_squares
 
@@ -406,7 +406,7 @@ def _fit(
             fit = again
         return fit.x
 
-    first = solve(frame, {e: engines[e] for e in names}, None, None) if shared is None else np.asarray(shared)
+    first = solve(frame, {e: engines[e] for e in names}, None, None) if first_stage is None else np.asarray(first_stage)
     shared, overheads = first[:count], first[count:]
     frame = with_harness(frame, overheads)
 

@@ -12,7 +12,7 @@ def test_each_engines_stage_of_the_fit_is_reproducible():
     rows = load_benchmarks()
     harness = rows[rows.fit_client_overhead].groupby("harness").client_overhead.first().sort_index()
     shared = np.concatenate([_vector(ENGINES[None]), 1e3 * harness.to_numpy()])
-    fit = _fit(rows, shared=shared)
+    fit = _fit(rows, first_stage=shared)
     assert sorted(fit.profiles) == ["sglang", "trtllm", "vllm"]
     # Started from the published shared values (four significant digits, the harness overhead to 0.1 ms)
     # rather than the first stage's own, TensorRT-LLM's request overhead comes out 1.5 % lower: it sits in

@@ -16,9 +16,10 @@ def test_each_engines_stage_of_the_fit_is_reproducible():
     assert sorted(fit.profiles) == ["sglang", "trtllm", "vllm"]
     # Started from the published shared values (four significant digits, the harness overhead to 0.1 ms)
     # rather than the first stage's own, TensorRT-LLM's request overhead comes out 1.5 % lower: it sits in
-    # the flat valley it shares with the harness overhead (docs/performance-model.md). So 2 % here; the
-    # other costs reproduce within 0.6 %.
+    # the flat valley it shares with the harness overhead (docs/performance-model.md). So 2 % for that one
+    # cost; every other reproduces within 1 % (measured: 0.6 %).
     for engine, profile in fit.profiles.items():
         for name, _, _, unit, _ in FITTED:
             published = _get(ENGINES[engine], name, unit)
-            assert _get(profile, name, unit) == pytest.approx(published, rel=0.02, abs=0.002), (engine, name)
+            rel = 0.02 if (engine, name) == ("trtllm", "request_overhead") else 0.01
+            assert _get(profile, name, unit) == pytest.approx(published, rel=rel, abs=0.002), (engine, name)

@@ -84,13 +84,23 @@ CASES = [
 
 
 @pytest.mark.parametrize(("kind", "engine", "version", "precision", "tp", "arrivals"), CASES)
-def test_calibrate_round_trips_each_benchmark_format(tmp_path, kind, engine, version, precision, tp, arrivals):
+def test_each_benchmark_format_reads_back_its_runs(tmp_path, kind, engine, version, precision, tp, arrivals):
     runs = _runs(engine, version, precision, tp)
-    paths = _files(tmp_path, kind, runs)
-    read = read_benchmark_files(paths, "qwen3-32b", "h100-sxm", engine, precision, tp, arrivals=arrivals)
-    # the files give back the runs: lengths, clients, TTFT and TPOT
+    read = read_benchmark_files(
+        _files(tmp_path, kind, runs), "qwen3-32b", "h100-sxm", engine, precision, tp, arrivals=arrivals
+    )
+    # the files give back the runs: lengths, clients, TTFT and TPOT, and the harness's arrivals
     for column in ("input_tokens", "output_tokens", "concurrency", "ttft", "tpot"):
         assert read[column].to_numpy() == pytest.approx(runs[column].to_numpy(), rel=1e-6), column
+    assert (read.arrivals == arrivals).all()
+
+
+def test_calibrate_writes_the_fit_and_the_sizer_uses_it(tmp_path):
+    # One format through the whole command (the fit and its leave-one-run-out check take about 25 s; the
+    # formats differ only in how they are read, checked above): SGLang's, with the harness's waves.
+    kind, engine, version, precision, tp, arrivals = CASES[1]
+    paths = _files(tmp_path, kind, _runs(engine, version, precision, tp))
+    read = read_benchmark_files(paths, "qwen3-32b", "h100-sxm", engine, precision, tp, arrivals=arrivals)
     written = tmp_path / "mine.yaml"
     result = CliRunner().invoke(
         app,

@@ -134,11 +134,18 @@ def wait_until_healthy(url, process, log) -> str:
         time.sleep(0.25)
 
 
-def test_every_page_renders_in_headless_chromium_without_errors(chromium, server):
+@pytest.fixture(scope="module")
+def rendered(chromium, server):
+    """Every page loaded once, fully drawn: its errors, the requests that failed, and what the first screen holds.
+
+    Returns ``failures`` (error elements by page), ``offline`` (requests to other hosts that failed), ``refused``
+    (responses with an error status) and ``seen`` (by page, :data:`FIRST_ANSWER_ORDER`); saves a screenshot of
+    each page.
+    """
     from playwright.sync_api import sync_playwright
 
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    failures = []
+    failures, offline, refused, seen = [], [], [], {}
     with tempfile.TemporaryDirectory() as profile, sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
             profile,
@@ -151,7 +158,6 @@ def test_every_page_renders_in_headless_chromium_without_errors(chromium, server
             page = context.new_page()
             # The dashboard must not need the internet (fonts, icons, scripts). Requests to the app's own
             # server may fail when a rerun replaces a download button's file while the page fetches it.
-            offline, refused = [], []
             page.on(
                 "requestfailed",
                 lambda request: None if request.url.startswith(server) else offline.append(request.url),
@@ -164,7 +170,7 @@ def test_every_page_renders_in_headless_chromium_without_errors(chromium, server
                     else None
                 ),
             )
-            for path, title in PAGES.items():
+            for path, title in PAGES.items():  # each a fresh load: a new session of the app
                 page.goto(f"{server}/{path}", wait_until="domcontentloaded")
                 page.get_by_role("heading", name=title, exact=True).first.wait_for(timeout=30_000)
                 # Done when the script has finished, no lazy element is still a skeleton, and Plotly has drawn
@@ -175,13 +181,27 @@ def test_every_page_renders_in_headless_chromium_without_errors(chromium, server
                         && [...document.querySelectorAll('[data-testid="stPlotlyChart"]')]
                             .filter((chart) => chart.offsetParent !== null)
                             .every((chart) => chart.querySelector('.main-svg'))""",
-                    timeout=30_000,
+                    timeout=60_000,
                 )
                 page.wait_for_timeout(200)
                 errors = page.locator(ERRORS)
                 if errors.count():
                     failures.append(f"/{path}: {errors.first.inner_text()[:300]}")
+                seen[path] = page.evaluate(FIRST_ANSWER_ORDER)
                 page.screenshot(path=str(SCREENSHOTS / f"{path or 'fleet_sizer'}.png"), full_page=True)
+        finally:
+            context.close()
+    return {"failures": failures, "offline": offline, "refused": refused, "seen": seen}
+
+
+def test_every_page_renders_in_headless_chromium_without_errors(chromium, server, rendered):
+    from playwright.sync_api import sync_playwright
+
+    failures = list(rendered["failures"])
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS, headless=True)
+        try:
+            page = browser.new_context(viewport={"width": 1400, "height": 2600}).new_page()
             # A shared link reproduces the what-if: the inputs start from the address's parameters.
             page.goto(f"{server}/memory_fit?context=8192&batch=3", wait_until="domcontentloaded")
             field = page.get_by_role("spinbutton", name="Context per sequence [token]")
@@ -202,11 +222,11 @@ def test_every_page_renders_in_headless_chromium_without_errors(chromium, server
                 failures.append(f"verify by simulation: {page.locator(ERRORS).first.inner_text()[:300]}")
             page.screenshot(path=str(SCREENSHOTS / "fleet_sizer_verified.png"), full_page=True)
         finally:
-            context.close()
+            browser.close()
     assert not failures, failures
     assert linked == ("8192", "3")
-    assert not offline, f"requests that failed (external resources?): {offline[:5]}"
-    assert not refused, f"responses with an error status: {refused[:5]}"
+    assert not rendered["offline"], f"requests that failed (external resources?): {rendered['offline'][:5]}"
+    assert not rendered["refused"], f"responses with an error status: {rendered['refused'][:5]}"
     assert len(list(SCREENSHOTS.glob("*.png"))) >= len(PAGES)
 
 
@@ -284,30 +304,12 @@ FIRST_ANSWER_ORDER = """() => ({
 })"""
 
 
-def test_the_first_answer_is_not_held_back_by_charts_or_hidden_tabs(chromium, server):
+def test_the_first_answer_is_not_held_back_by_charts_or_hidden_tabs(rendered):
     # Issue 24, item 8: the browser reveals a page's first metric only after drawing what arrived with it, and
     # pages that drew every tab made it draw the hidden tabs' charts and tables first (docs/dashboard.md,
     # "Speed"). On a fresh load of each page the first metric precedes every chart, and the hidden tabs are empty.
-    from playwright.sync_api import sync_playwright
-
-    seen = {}
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS, headless=True)
-        try:
-            for path, title in PAGES.items():
-                context = browser.new_context(viewport={"width": 1440, "height": 900})
-                page = context.new_page()
-                page.goto(f"{server}/{path}", wait_until="domcontentloaded")
-                page.get_by_role("heading", name=title, exact=True).first.wait_for(timeout=30_000)
-                page.wait_for_function(
-                    """() => document.querySelector('[data-test-script-state="notRunning"]')
-                        && !document.querySelector('[data-testid="stSkeleton"]')""",
-                    timeout=60_000,
-                )
-                seen[path] = page.evaluate(FIRST_ANSWER_ORDER)
-                context.close()
-        finally:
-            browser.close()
+    seen = rendered["seen"]
+    assert set(seen) == set(PAGES)
     for path, found in seen.items():
         if path not in NO_FIRST_METRIC:
             assert found["order"] and found["order"][0] == "stMetric", (path, found["order"])

@@ -27,8 +27,8 @@ def plan():
 #: first lets both workers finish together (longest-first scheduling) instead of one waiting on a long
 #: file picked up last.
 LONGEST_FILES = (
-    "test_browser.py",  # ~60 s
     "test_calibration_fit.py",  # ~90 s
+    "test_browser.py",  # ~60 s
     "test_app.py",  # ~50 s
     "test_simulation.py",  # ~35 s
     "test_calibration_fit_engines.py",  # ~35 s

@@ -101,7 +101,9 @@ REQUESTS_PER_CLIENT = 10
 #: engines keep such waves whole).
 ARRIVALS = ("dispersed", "waves")
 
-#: Bisection steps of the closed-loop operating point (the decoding population, to 2**-32 of its range).
+#: Bisection steps of the closed-loop operating point (the decoding population, to 2**-32 of its range). The
+#: calibration's finite-difference Jacobian needs that resolution: with 24 steps the fit's shared stage stops at
+#: a 0.7 % higher cost.
 _BISECTION_STEPS = 32
 
 

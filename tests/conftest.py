@@ -27,13 +27,13 @@ def plan():
 #: first lets both workers finish together (longest-first scheduling) instead of one waiting on a long
 #: file picked up last.
 LONGEST_FILES = (
-    "test_calibration_fit.py",  # ~90 s
-    "test_browser.py",  # ~60 s
+    "test_browser.py",  # ~85 s
     "test_app.py",  # ~50 s
     "test_simulation.py",  # ~35 s
-    "test_calibration_fit_engines.py",  # ~35 s
-    "test_notebooks.py",  # ~25 s
-    "test_calibrate.py",  # ~20 s
+    "test_calibrate.py",  # ~30 s
+    "test_notebooks.py",  # ~30 s
+    "test_calibration_fit.py",  # ~15 s
+    "test_calibration_fit_engines.py",  # ~10 s
 )
 
 

@@ -1,14 +1,15 @@
 """The published engine costs are what a refit of the H100 benchmarks gives.
 
-The fit's two stages are checked in two files (each takes about a minute, and the suite distributes
+The fit's two stages are checked in two files (10-15 s each; the suite distributes
 whole files over its workers): here the behaviour shared by all engines and the harness overheads.
 
 The engines' request overhead and the TensorRT-LLM 1.0.0rc3 harness's client overhead trade along a flat
 valley of the fit's cost (docs/performance-model.md): where in the valley the trust region stops depends
-on the floating-point details of the installed numpy and scipy (measured: 52.4 ms and 88.4 ms with the
-versions the constants were fitted with, 55.3 ms and 85.2 ms with numpy 2.4.6 and scipy 1.17, at a cost
-0.04 % lower). So the test asks what the data determine: the sum of the two overheads, the other costs,
-and the predictions on every row.
+on the floating-point details of the installed numpy and scipy and of the root search (measured: 52.4 ms
+and 88.4 ms when the constants were fitted, 55.3 ms and 85.2 ms with numpy 2.4.6 and scipy 1.17, 56.6 ms
+and 83.7 ms with those and the false-position root search; the valley's floor, scanned, near 57 ms and
+83 ms, at a cost 0.05 % below the published point). So the test asks what the data determine: the sum
+of the two overheads, the other costs, and the predictions on every row.
 """
 
 import numpy as np

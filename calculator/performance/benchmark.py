@@ -101,10 +101,12 @@ REQUESTS_PER_CLIENT = 10
 #: engines keep such waves whole).
 ARRIVALS = ("dispersed", "waves")
 
-#: Bisection steps of the closed-loop operating point (the decoding population, to 2**-32 of its range). The
-#: calibration's finite-difference Jacobian needs that resolution: with 24 steps the fit's shared stage stops at
-#: a 0.7 % higher cost.
-_BISECTION_STEPS = 32
+#: Resolution of the closed-loop operating point (the decoding population), as a fraction of its range. The
+#: calibration's finite-difference Jacobian needs it fine: at 2**-24 (24 bisection steps) the fit's shared stage
+#: stopped at a 0.7 % higher cost.
+_RESOLUTION = 2.0**-32
+#: Steps of the root search: false position first (superlinear where the gap is smooth), bisection after.
+_SECANT_STEPS, _BISECTION_STEPS = 16, 32
 
 
 def closed_loop_seconds(
@@ -143,12 +145,8 @@ def closed_loop_seconds(
     scheduler = _Scheduler(a, eff, profile, budget, tp, inputs, slots, clients, context, held, overhead, ranks)
 
     # The operating point: the decoding population n where the clients' cycle closes.
-    low, high = np.zeros_like(held), np.minimum(held, scheduler.decoding_cap())
-    for _ in range(_BISECTION_STEPS):
-        middle = (low + high) / 2
-        below = scheduler.terms(middle).gap < 0
-        low, high = np.where(below, middle, low), np.where(below, high, middle)
-    steady = scheduler.terms(low)
+    running = _closing_population(scheduler, np.minimum(held, scheduler.decoding_cap()))
+    steady = scheduler.terms(running)
     # Where the budget caps the decoding population, the clients the cycle leaves over wait for the
     # full iterations in the engine's queue (Little's law at the engine's rate).
     steady.wait = steady.wait + np.maximum(-steady.gap, 0.0) / np.maximum(steady.rate, 1e-300)
@@ -178,13 +176,47 @@ def closed_loop_seconds(
         "tpot": tpot,
         "throughput": clients / (ttft + slots * tpot),  # every client has one request in flight
         "active_batch": held,
-        "running": np.where(waves, held, low),
+        "running": np.where(waves, held, running),
         "max_concurrency": kv_limit,
         "memory_limited": clients > kv_limit,
         "prefill": prefill_seconds(a, eff, tp, inputs),
         "decode_step": iteration_seconds(a, eff, tp, held, context),
     }
     return {key: value.reshape(shape) for key, value in out.items()}
+
+
+def _closing_population(scheduler: _Scheduler, cap: np.ndarray) -> np.ndarray:
+    """The largest decoding population in ``[0, cap]`` where the cycle's gap is negative (to :data:`_RESOLUTION`).
+
+    The gap rises with the population. A bracketing search: false position with the Illinois rule (an end
+    kept a second time in a row has its gap halved, so both ends close in superlinearly), then bisection
+    for any row :data:`_SECANT_STEPS` steps leave open. Where the gap is negative over the whole range the
+    population is ``cap``; where it is not negative at 0, it is 0 (a NaN gap counts as not negative).
+    Where the gap comes out exactly 0 (the root, to rounding) the search stops there.
+    """
+    low, high = np.zeros_like(cap), cap.astype(float).copy()
+    g_low, g_high = scheduler.terms(low).gap, scheduler.terms(high).gap
+    at_cap = g_high < 0
+    open_ = (g_low < 0) & ~at_cap  # a root in between
+    tolerance = _RESOLUTION * cap
+    kept = np.zeros(cap.shape, dtype=int)  # +1: the high end was kept last step, -1: the low end
+    for step in range(_SECANT_STEPS + _BISECTION_STEPS):
+        active = open_ & (high - low > tolerance)  # a row stops where it converges: its answer is its own
+        if not np.any(active):
+            break
+        secant = low - g_low * (high - low) / np.where(open_, g_high - g_low, 1.0)
+        inside = (secant > low) & (secant < high) & (step < _SECANT_STEPS)
+        middle = np.where(inside, secant, (low + high) / 2)
+        gap = scheduler.terms(np.where(active, middle, low)).gap
+        below = (gap < 0) & active
+        above = ~(gap < 0) & active
+        g_high = np.where(below & (kept == 1), g_high / 2, g_high)
+        g_low = np.where(above & (kept == -1), g_low / 2, g_low)
+        low = np.where(below | ((gap == 0) & active), middle, low)  # a gap of exactly 0: the root, to rounding
+        g_low = np.where(below, gap, g_low)
+        high, g_high = np.where(above, middle, high), np.where(above, gap, g_high)
+        kept = np.where(below, 1, np.where(above, -1, kept))
+    return np.where(at_cap, cap, low)
 
 
 def _waves(arrivals: Any, shape: tuple[int, ...]) -> np.ndarray:

@@ -16,13 +16,25 @@ import functools
 import inspect
 import math
 import re
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pint
-
 from .errors import UnitsError
+
+# pint imports ``dask.base`` at its own import wherever dask is installed (for quantities of dask
+# arrays, which the calculator never makes): 0.1 s of ``import calculator`` in an environment with the
+# ``cluster`` extra. An installed dask that nothing has imported yet is hidden while pint loads
+# (``find_spec("dask")`` is then None) and visible again afterwards; a dask imported before is left alone.
+_HIDE_DASK = "dask" not in sys.modules and "pint" not in sys.modules
+if _HIDE_DASK:
+    sys.modules["dask"] = None  # type: ignore[assignment]
+try:
+    import pint
+finally:
+    if _HIDE_DASK:
+        del sys.modules["dask"]
 
 __all__ = [
     "MAX_QUANTITY_TEXT",

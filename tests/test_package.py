@@ -122,15 +122,15 @@ def test_star_import_works_without_the_front_end_libraries():
     code = (
         "import sys; from calculator import *; "
         "assert callable(size_fleet) and callable(kv_bytes_per_token) and callable(verify_plan); "
-        "print(','.join(m for m in ('streamlit', 'plotly', 'sympy', 'typer', 'distributed') if m in sys.modules))"
+        "print(','.join(m for m in ('streamlit', 'plotly', 'sympy', 'typer', 'distributed', 'dask') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == ""
 
 
 def test_the_library_needs_no_dask():
-    # dask is the optional 'cluster' extra (an executor for seeds and sweep points). pint imports
-    # dask.base by itself wherever dask is installed; with dask absent the library imports and runs.
+    # dask is the optional 'cluster' extra (an executor for seeds and sweep points); with dask absent
+    # the library imports and runs.
     code = (
         "import sys; sys.modules['dask'] = None; sys.modules['distributed'] = None; "
         "from calculator import Q_; from calculator.sweeps import sweep_fleet; "
@@ -139,6 +139,13 @@ def test_the_library_needs_no_dask():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.split() == ["2", "True"]
+
+
+def test_dask_stays_importable_after_the_library_hid_it_from_pint():
+    # calculator.units hides an installed dask while pint loads (pint would import dask.base, 0.1 s).
+    code = "import calculator, sys; assert 'dask' not in sys.modules; import dask.base; print(dask.base.__name__)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "dask.base"
 
 
 def readme_commands():

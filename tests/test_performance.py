@@ -548,3 +548,56 @@ def test_prompts_riding_in_overlapped_iterations_cost_what_passes_the_fixed_cost
     closed = closed_loop_seconds(a, ENGINES["vllm"], 1, 128, 128, 256)
     simulated = run.summary.set_index(["metric", "statistic"]).value["tpot", "mean"]
     assert float(closed["tpot"]) == pytest.approx(simulated, rel=0.05)
+
+
+class _GapOf:
+    """A stand-in scheduler whose cycle gap is ``function(population)``, counting its evaluations."""
+
+    def __init__(self, function):
+        self.function, self.calls = function, 0
+
+    def terms(self, population):
+        self.calls += 1
+        with np.errstate(all="ignore"):
+            return type("Terms", (), {"gap": self.function(np.asarray(population, dtype=float))})
+
+
+def _largest_negative_by_bisection(function, cap, steps=80):
+    low, high = np.zeros_like(cap), cap.copy()
+    for _ in range(steps):
+        middle = (low + high) / 2
+        below = function(middle) < 0
+        low, high = np.where(below, middle, low), np.where(below, high, middle)
+    return low
+
+
+@pytest.mark.parametrize(
+    "function",
+    [
+        lambda n: n - 37.25,  # linear: false position lands on the root at once
+        lambda n: np.expm1(n / 40.0) - 3.0,  # convex
+        lambda n: np.sqrt(n) - 4.5,  # concave, infinite slope at 0
+        lambda n: np.where(n < 100.5, -1.0, 1.0),  # a step: only the bisection fallback closes it
+        lambda n: (n - 9.0) ** 3,  # flat at its root
+    ],
+    ids=["linear", "convex", "concave", "step", "flat-root"],
+)
+def test_the_operating_point_search_finds_the_largest_population_with_a_negative_gap(function):
+    from calculator.performance.benchmark import _RESOLUTION, _closing_population
+
+    cap = np.array([5.0, 20.0, 150.0, 1000.0, 4096.0])
+    scheduler = _GapOf(function)
+    found = _closing_population(scheduler, cap)
+    reference = np.where(function(cap) < 0, cap, _largest_negative_by_bisection(function, cap))
+    assert np.all(np.abs(found - reference) <= 2 * _RESOLUTION * cap + 1e-12)
+    assert np.all(found <= cap) and np.all(found >= 0)
+    assert scheduler.calls <= 2 + 48  # both ends, then at most the secant and bisection steps
+
+
+def test_the_operating_point_search_at_the_ends_of_its_range():
+    from calculator.performance.benchmark import _closing_population
+
+    cap = np.array([8.0, 8.0, 8.0, 0.0])
+    offsets = np.array([-1.0, 20.0, np.nan, 1.0])  # gap negative everywhere / nowhere / NaN / empty range
+    found = _closing_population(_GapOf(lambda n: n - 10.0 + offsets), cap)
+    assert found.tolist() == [8.0, 0.0, 0.0, 0.0]

@@ -583,7 +583,7 @@ def _largest_negative_by_bisection(function, cap, steps=80):
     ids=["linear", "convex", "concave", "step", "flat-root"],
 )
 def test_the_operating_point_search_finds_the_largest_population_with_a_negative_gap(function):
-    from calculator.performance.benchmark import _RESOLUTION, _closing_population
+    from calculator.performance.benchmark import _BISECTION_STEPS, _RESOLUTION, _SECANT_STEPS, _closing_population
 
     cap = np.array([5.0, 20.0, 150.0, 1000.0, 4096.0])
     scheduler = _GapOf(function)
@@ -591,7 +591,7 @@ def test_the_operating_point_search_finds_the_largest_population_with_a_negative
     reference = np.where(function(cap) < 0, cap, _largest_negative_by_bisection(function, cap))
     assert np.all(np.abs(found - reference) <= 2 * _RESOLUTION * cap + 1e-12)
     assert np.all(found <= cap) and np.all(found >= 0)
-    assert scheduler.calls <= 2 + 48  # both ends, then at most the secant and bisection steps
+    assert scheduler.calls <= 2 + _SECANT_STEPS + _BISECTION_STEPS  # both ends, then the search's steps at most
 
 
 def test_the_operating_point_search_at_the_ends_of_its_range():

@@ -38,6 +38,7 @@ from calculator.calibration import (
     FITTED,
     HARNESS_FILE,
     _get,
+    _harness_parts,
     calibrate,
     load_benchmarks,
     prediction_errors,
@@ -72,12 +73,8 @@ def cross_validate(rows, key, title):
     for value in sorted(rows[key].unique()):
         held = rows[rows[key] == value]
         fit = calibrate(rows[rows[key] != value])
-        # the held-out rows' harness overhead as fitted on the rest (none if the harness is not there)
-        held = held.assign(
-            client_overhead=held.harness.map(fit.client_overheads)
-            .fillna(0.0)
-            .where(held.fit_client_overhead, held.client_overhead)
-        )
+        # the held-out rows' harness overhead as fitted on the rest (none for a part the rest does not have)
+        held = fit.apply(held, unknown="zero")
         errors = prediction_errors(held, {e: fit.profiles.get(e, fit.pooled) for e in held.engine.unique()})
         out.append(errors.assign(row=held.index.to_numpy()))
     cv = pd.concat(out, ignore_index=True).assign(cv=key)
@@ -245,7 +242,7 @@ def main():
         .median()
     )
     print(table.map(lambda v: f"{v:.1%}").to_string())
-    moe = load_benchmarks(CALIBRATION_DIR / "serving_benchmarks_h100_moe.csv")
+    moe = fit.apply(load_benchmarks(CALIBRATION_DIR / "serving_benchmarks_h100_moe.csv"))
     moe_errors = prediction_errors(moe, per_engine)
     print("\n# check, not fitted: H100 mixture-of-experts benchmarks (serving_benchmarks_h100_moe.csv)")
     summary(moe_errors, "mixture-of-experts rows")
@@ -307,9 +304,10 @@ def main():
         INTERVALS_FILE.write_text(json.dumps(payload, indent=1) + "\n")
         harness = pd.read_csv(HARNESS_FILE, dtype=str).fillna("")
         for index, row in harness.iterrows():
-            key = f"{row.backend} {row.backend_version}"
-            if row.fit_client_overhead == "yes" and key in fit.client_overheads:
-                harness.loc[index, "client_overhead_ms"] = f"{fit.client_overheads[key] * 1e3:.1f}"
+            parts = _harness_parts(row.harness)
+            if row.fit_client_overhead == "yes" and parts and all(p in fit.client_overheads for p in parts):
+                values = (f"{fit.client_overheads[p] * 1e3:.1f}" for p in parts)
+                harness.loc[index, "client_overhead_ms"] = " + ".join(values)
         harness.to_csv(HARNESS_FILE, index=False)
         write_costs({**per_engine, "generic": fit.pooled})
         print(f"wrote {INTERVALS_FILE.name}, {HARNESS_FILE.name} and the engines' costs in {REGISTRY_FILE.name}")

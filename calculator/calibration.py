@@ -51,11 +51,65 @@ __all__ = [
     "read_benchmark_files",
 ]
 
-#: The harness settings of benchmark campaigns (by engine and version) where the data show one, with the
-#: evidence: ``arrivals`` (clients kept in waves), and ``client_overhead_ms``, the harness's own latency
-#: per request (``fit_client_overhead: yes``: fitted with the engines' costs, one value per harness).
+#: The harness settings of benchmark campaigns (by engine, version and, where given, precision) where the data
+#: show one, with the evidence: ``arrivals`` (clients kept in waves), and the harness's own latency per
+#: request: ``harness`` names its parts (``"a + b"``: a collection shared by several campaigns, plus one
+#: campaign's own part) and ``client_overhead_ms`` their latencies in the same order (``fit_client_overhead:
+#: yes``: fitted with the engines' costs, one value per part, shared by every campaign that names it).
 #: Every other campaign is predicted with the defaults: dispersed arrivals, no client overhead.
 HARNESS_FILE = CALIBRATION_DIR / "benchmark_harness.csv"
+
+
+def _harness_parts(harness: str) -> list[str]:
+    """The parts of a campaign's harness (``"a + b"``: ``["a", "b"]``), each with a latency of its own."""
+    return [part.strip() for part in str(harness).split("+") if part.strip()]
+
+
+def _harness_settings(table: Any) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """The rows of :data:`HARNESS_FILE` by (engine, version, precision), each with its parts' latencies (s)."""
+    out: dict[tuple[str, str, str], dict[str, Any]] = {}
+    latency: dict[str, float] = {}
+    for row in table.to_dict("records"):
+        where = f"{HARNESS_FILE.name}, {row['backend']} {row['backend_version']}"
+        names = _harness_parts(row.get("harness", "")) or [f"{row['backend']} {row['backend_version']}"]
+        values = [v.strip() for v in str(row.get("client_overhead_ms", "")).split("+") if v.strip()] or ["0"]
+        if len(values) != len(names):
+            raise InputError(f"{where}: {len(names)} harness part(s) but {len(values)} client_overhead_ms value(s)")
+        try:
+            seconds = [float(v) / 1e3 for v in values]
+        except ValueError:
+            raise InputError(f"{where}: client_overhead_ms must be numbers joined by '+', got {values!r}") from None
+        for name, value in zip(names, seconds, strict=True):
+            if not math.isclose(latency.setdefault(name, value), value, abs_tol=1e-6):
+                raise InputError(f"{where}: harness part {name!r} has two latencies ({latency[name]:g} s, {value:g} s)")
+        key = (row["backend"], row["backend_version"], str(row.get("precision", "")))
+        out[key] = {**row, "parts": dict(zip(names, seconds, strict=True))}
+    return out
+
+
+def _recorded_harness(path: str | Path | None = None) -> dict[str, float]:
+    """The recorded latency (seconds) of every harness part in :data:`HARNESS_FILE` (or ``path``)."""
+    import pandas as pd
+
+    table = pd.read_csv(path or HARNESS_FILE, dtype=str).fillna("")
+    return {name: v for row in _harness_settings(table).values() for name, v in row["parts"].items()}
+
+
+def _harness_latency(frame: Any, latencies: Mapping[str, float], *, unknown: str = "recorded") -> np.ndarray:
+    """Each row's client overhead (seconds) with its harness parts' ``latencies``.
+
+    Rows whose harness is fitted (``fit_client_overhead``) take the sum of their parts' latencies; a part
+    missing from ``latencies`` counts 0, and a row none of whose parts is there keeps its recorded value
+    (``unknown="recorded"``) or gets 0 (``unknown="zero"``: a harness the fit never saw). Other rows keep
+    their recorded value.
+    """
+    parts = [_harness_parts(h) for h in frame.harness]
+    total = np.array([sum(latencies.get(p, 0.0) for p in names) for names in parts])
+    seen = np.array([any(p in latencies for p in names) for names in parts], dtype=bool)
+    recorded = frame.client_overhead.to_numpy(dtype=float)
+    fitted = frame.fit_client_overhead.to_numpy(dtype=bool)
+    fallback = recorded if unknown == "recorded" else np.zeros_like(recorded)
+    return np.where(fitted, np.where(seen, total, fallback), recorded)
 
 
 _REQUIRED = (
@@ -116,18 +170,22 @@ def load_benchmarks(path: str | Path | None = None) -> Any:
     # An empty GEMM quantization mode means the BF16 checkpoint.
     quant = frame.get("gemm_quant_mode", pd.Series([""] * len(frame))).fillna("").astype(str)
     precision = [check_precision(q or "bf16", "gemm_quant_mode") for q in quant]
-    table = pd.read_csv(HARNESS_FILE, dtype=str).fillna("")
+    settings = _harness_settings(pd.read_csv(HARNESS_FILE, dtype=str).fillna(""))
     versions = frame.get("backend_version", pd.Series([""] * len(frame))).fillna("unrecorded").astype(str)
-    harness = frame.backend.str.lower() + " " + versions
-    settings = {f"{r.backend} {r.backend_version}": r for r in table.itertuples()}
-    known = [settings.get(h) for h in harness]
+    engines = frame.backend.str.lower()
+    known = [
+        settings.get((e, v, p), settings.get((e, v, ""))) for e, v, p in zip(engines, versions, precision, strict=True)
+    ]
     frame = frame.assign(
-        harness=harness,
-        arrivals=[s.arrivals if s is not None else "dispersed" for s in known],
-        client_overhead=[float(s.client_overhead_ms or 0) / 1e3 if s is not None else 0.0 for s in known],
-        fit_client_overhead=[s is not None and s.fit_client_overhead == "yes" for s in known],
+        harness=[
+            " + ".join(s["parts"]) if s is not None else f"{e} {v}"
+            for s, e, v in zip(known, engines, versions, strict=True)
+        ],
+        arrivals=[s["arrivals"] if s is not None else "dispersed" for s in known],
+        client_overhead=[sum(s["parts"].values()) if s is not None else 0.0 for s in known],
+        fit_client_overhead=[s is not None and s["fit_client_overhead"] == "yes" for s in known],
         async_scheduling=[
-            {"yes": True, "no": False}.get(getattr(s, "async_scheduling", "")) if s is not None else None for s in known
+            {"yes": True, "no": False}.get(s.get("async_scheduling", "")) if s is not None else None for s in known
         ],
         model=[reg.models[m].id for m in frame.model_path],
         accelerator=[reg.accelerators[s].id for s in frame.system],
@@ -162,9 +220,9 @@ def _predict(
     frame = frame.assign(overlap=-1 if overlap is None else overlap.map({True: 1, False: 0}).fillna(-1))
     for (model, accelerator, precision, engine, moe_tp, flag), group in frame.groupby(keys, sort=False):
         profile = profiles[engine]
+        if flag >= 0:  # the release's own scheduling: the fixed costs' overlap and the scheduler's lag
+            profile = profile.with_async_scheduling(bool(flag))
         efficiency = profile.efficiency_for(accelerator)
-        if flag >= 0:
-            efficiency = efficiency.replace(overlap=bool(flag))
         key = (model, accelerator, precision, profile.quantized_kv_precision, profile.name, moe_tp)
         if key not in built:  # the step arrays (and their kernel curves) depend on the KV rule, not on the costs
             base = step_arrays(model, accelerator, precision, engine=profile)
@@ -264,19 +322,16 @@ class CalibrationFit:
     pooled : EngineProfile
         The engine-agnostic profile (the behaviour shared by all engines, on vLLM's scheduler).
     client_overheads : dict
-        Seconds per request of each harness fitted (``fit_client_overhead`` in :data:`HARNESS_FILE`).
+        Seconds per request of each harness part fitted (``fit_client_overhead`` in :data:`HARNESS_FILE`).
     """
 
     profiles: dict[str, EngineProfile]
     pooled: EngineProfile
     client_overheads: dict[str, float]
 
-    def apply(self, frame: Any) -> Any:
-        """``frame`` with the fitted client overheads of its harnesses (others keep theirs)."""
-        mapped = frame.harness.map(self.client_overheads)
-        return frame.assign(
-            client_overhead=mapped.where(mapped.notna() & frame.fit_client_overhead, frame.client_overhead)
-        )
+    def apply(self, frame: Any, unknown: str = "recorded") -> Any:
+        """``frame`` with the fitted client overheads of its harnesses (:func:`_harness_latency`)."""
+        return frame.assign(client_overhead=_harness_latency(frame, self.client_overheads, unknown=unknown))
 
 
 def calibrate(frame: Any, **options: Any) -> CalibrationFit:
@@ -288,7 +343,7 @@ def calibrate(frame: Any, **options: Any) -> CalibrationFit:
 
 
 def fit_client_overheads(frame: Any, **options: Any) -> dict[str, float]:
-    """The client overhead (seconds) of each harness marked ``fit_client_overhead`` in :data:`HARNESS_FILE`.
+    """The client overhead (seconds) of each harness part marked ``fit_client_overhead`` in :data:`HARNESS_FILE`.
 
     Fitted in the first stage of :func:`fit_profiles`, jointly with the behaviour shared by all
     engines; ``options`` are :func:`fit_profiles`'s.
@@ -362,7 +417,11 @@ def _fit(
     frame = frame.reset_index(drop=True)
     engines: Mapping[Any, EngineProfile] = start or ENGINES
     names = sorted(frame.engine.unique())
-    fitted_harness = sorted(frame.harness[frame.fit_client_overhead].unique()) if "harness" in frame else []
+    fitted_harness = (
+        sorted({p for h in frame.harness[frame.fit_client_overhead] for p in _harness_parts(h)})
+        if "harness" in frame
+        else []
+    )
     lower = np.array([f[1] for f in FITTED] + [CLIENT_OVERHEAD_BOUNDS[0]] * len(fitted_harness))
     upper = np.array([f[2] for f in FITTED] + [CLIENT_OVERHEAD_BOUNDS[1]] * len(fitted_harness))
     widths = np.array([f[4] for f in FITTED])
@@ -372,9 +431,7 @@ def _fit(
     def with_harness(rows: Any, values: np.ndarray) -> Any:
         if not fitted_harness:
             return rows
-        overhead = dict(zip(fitted_harness, values / 1e3, strict=True))
-        mapped = rows.harness.map(overhead)
-        return rows.assign(client_overhead=mapped.where(rows.fit_client_overhead, rows.client_overhead))
+        return rows.assign(client_overhead=_harness_latency(rows, dict(zip(fitted_harness, values / 1e3, strict=True))))
 
     cache: dict[tuple[str, ...], Any] = {}  # step arrays shared by every evaluation of this fit
 

@@ -500,6 +500,12 @@ class Engine(Entry):
         description="the CPU schedules the next iteration while the GPU runs this one, hiding the fixed costs "
         "(None: not documented, the costs add to the GPU's work)",
     )
+    overlap_scheduler: bool | None = Field(
+        None,
+        description="the scheduler builds the next iteration while the GPU runs this one (an overlap or asynchronous "
+        "scheduler), so a request that arrives while an iteration runs waits for one more iteration before its own "
+        "(None: not documented, a synchronous scheduler)",
+    )
     expert_exchange: Literal["gather_scatter", "padded_or_summed"] = Field(
         "gather_scatter",
         description="how attention data-parallel ranks exchange tokens around the experts: 'gather_scatter', an "

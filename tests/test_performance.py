@@ -485,6 +485,43 @@ def test_each_benchmark_row_is_priced_with_its_release_scheduling():
     assert "0.14.0" in citation and "config/vllm.py" in citation
 
 
+def test_a_benchmark_collection_is_a_harness_shared_by_its_campaigns(tmp_path, monkeypatch):
+    # benchmark_harness.csv: the campaigns of one collection share its latency per request ("aic gap
+    # analysis"); a campaign can add a part of its own ("+"); a precision narrows a row to that campaign.
+    from calculator import calibration
+    from calculator.calibration import _harness_latency, _recorded_harness
+
+    rows = load_benchmarks()
+    by = rows.groupby(["engine", "precision", "backend_version"], dropna=False).harness.first()
+    assert by["vllm", "bf16", "0.12.0"] == by["sglang", "bf16", "0.5.1.post1"] == "aic gap analysis"
+    assert by["trtllm", "fp8", "1.0.0rc3"] == "aic gap analysis + trtllm 1.0.0rc3"
+    assert by["vllm", "fp8", "0.12.0"] == "vllm 0.12.0"  # the FP8 rows of 0.12.0: another collection
+    recorded = _recorded_harness()
+    trt = rows[rows.harness == "aic gap analysis + trtllm 1.0.0rc3"]
+    assert trt.client_overhead.iloc[0] == pytest.approx(recorded["aic gap analysis"] + recorded["trtllm 1.0.0rc3"])
+    assert rows[~rows.fit_client_overhead].client_overhead.eq(0).all()
+    # a fit that knows only the collection's part: the campaign's own part counts 0; a fit that knows
+    # neither keeps the recorded value, or 0 for a held-out harness
+    assert _harness_latency(trt.head(1), {"aic gap analysis": 0.05})[0] == pytest.approx(0.05)
+    assert _harness_latency(trt.head(1), {})[0] == pytest.approx(trt.client_overhead.iloc[0])
+    assert _harness_latency(trt.head(1), {}, unknown="zero")[0] == 0.0
+    # a part with two latencies, or as many latencies as parts not given, is refused with the row named
+    bad = tmp_path / "harness.csv"
+    bad.write_text(
+        "backend,backend_version,precision,harness,arrivals,client_overhead_ms,fit_client_overhead\n"
+        "vllm,0.12.0,,a + b,dispersed,10,yes\n"
+    )
+    monkeypatch.setattr(calibration, "HARNESS_FILE", bad)
+    with pytest.raises(InputError, match=r"vllm 0.12.0: 2 harness part\(s\) but 1 client_overhead_ms"):
+        load_benchmarks()
+    bad.write_text(
+        "backend,backend_version,precision,harness,arrivals,client_overhead_ms,fit_client_overhead\n"
+        "vllm,0.12.0,,a,dispersed,10,yes\nsglang,0.5.1.post1,,a,waves,20,yes\n"
+    )
+    with pytest.raises(InputError, match="harness part 'a' has two latencies"):
+        load_benchmarks()
+
+
 def test_pipeline_stages_hold_their_share_of_the_layers_and_run_micro_batches():
     # Issue 23: pipeline_parallel on the step model, the memory fit, the benchmark model and the simulator.
     from calculator.memory import model_max_batch

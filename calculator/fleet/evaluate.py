@@ -345,6 +345,10 @@ class _Pricing:
             it = _mixed_iteration(grid, t_dec, per_token, prompts, budget, chunked, decode_slots, ranks)
         else:
             it = _prefill_first_iteration(grid, t_pf, per_token, prompts, decode_slots)
+        if profile.overlap_scheduler:
+            # The scheduler built the next iteration before the prompt arrived: one more before its own.
+            lag = it.step
+            it = dataclasses.replace(it, first_mean=it.first_mean + lag, first_tail=it.first_tail + lag)
         for value in (capacity, t_pf, t_dec, per_token, *(getattr(it, f.name) for f in dataclasses.fields(it))):
             if isinstance(value, np.ndarray):
                 value.flags.writeable = False  # points of a sweep share these arrays (calculator._reuse)

@@ -308,6 +308,7 @@ class _Scheduler:
             # the budget has room beside it (a prompt that fills the budget is prefilled without company).
             fits = np.maximum(k * room / inputs - 1.0, 0.0)
             own = k * (t_dec + added) + np.minimum(others * biased, fits) * added
+            following = mean
             full = iteration_seconds(
                 a, eff, tp, n, context, room, np.maximum(room / inputs, 1.0), np.maximum(inputs - room, 0.0) / 2
             )
@@ -327,14 +328,18 @@ class _Scheduler:
                 packed = np.minimum(1.0 + share * rate * biased, per_batch)
             step = t_seen + share * n * per_prompt / slots
             own = k * t_batch
+            # the next iteration, by count (``biased`` weighs the iterations by their length)
+            following = 1.0 / (prefilling / np.maximum(t_batch, 1e-300) + (1 - prefilling) / np.maximum(t_idle, 1e-300))
             full = iteration_seconds(a, eff, tp, 0, 0, per_batch * chunk, per_batch, prior)
             service = k * full / per_batch
         # Another client's request is in the engine when this one arrives (none with one client).
         cycle = self.clients / np.maximum(rate, 1e-300)
         busy = 1.0 - np.minimum(self.overhead / np.maximum(cycle, 1e-300), 1.0) ** (self.clients - 1)
         load = share * rate * service
-        queue = np.where(load < 1, share * rate * service**2 / 2 / np.maximum(1 - load, 1e-12), np.inf)
-        wait = busy * biased / 2 + own + queue
+        queue = np.where(load < 1, load * share * rate * service**2 / 2 / np.maximum(1 - load, 1e-12), np.inf)
+        # An overlap scheduler built the next iteration before this prompt arrived: it waits for that one too.
+        lag = following if self.profile.overlap_scheduler else 0.0
+        wait = busy * (biased / 2 + lag) + own + queue
         gap = n + rate * wait - np.minimum(self.clients - rate * self.overhead, self.held)
         return _Terms(gap, rate, step, wait)
 

@@ -150,6 +150,12 @@ class EngineProfile(Result):
     request_overhead : Quantity [time]
         Time every request spends outside the GPU before its first token (HTTP, tokenization,
         the client's round trip). Fitted.
+    overlap_scheduler : bool
+        The scheduler builds iteration ``k + 1`` while the GPU runs ``k`` (SGLang's and TensorRT-LLM's
+        overlap schedulers, vLLM's asynchronous scheduling), so a request that arrives while an iteration
+        runs is first scheduled in the iteration after the next one: one iteration more to its first
+        token than a synchronous scheduler gives it. Whether the fixed costs also hide behind the GPU's
+        work is :attr:`Efficiency.overlap`.
     quantized_kv_precision : str
         The KV-cache precision the engine runs, with no KV flag, for FP8/FP4 weights whose checkpoint's own
         KV declaration is not in the registry (``performance.KV_PRECISION_RULE``).
@@ -188,6 +194,7 @@ class EngineProfile(Result):
     quantized_kv_precision: str = "fp8"
     interval: EngineInterval | None = None
     expert_exchange: str = "gather_scatter"
+    overlap_scheduler: bool = False
 
     def __post_init__(self) -> None:
         if self.quantized_kv_precision not in ("fp8", "bf16", "fp16"):
@@ -231,14 +238,17 @@ class EngineProfile(Result):
         return dataclasses.replace(self, **changes)
 
     def with_async_scheduling(self, enabled: bool) -> EngineProfile:
-        """A copy that schedules asynchronously or not (:attr:`Efficiency.overlap`) on every accelerator.
+        """A copy that schedules asynchronously or not on every accelerator.
 
-        For an engine release on the other side of the change: vLLM schedules asynchronously by default
-        from 0.14.0, so ``engine_profile("vllm").with_async_scheduling(False)`` is vLLM 0.11-0.13.
+        Asynchronous: the fixed costs hide behind the GPU's work (:attr:`Efficiency.overlap`) and the
+        scheduler runs an iteration ahead (:attr:`overlap_scheduler`). For an engine release on the other
+        side of the change: vLLM schedules asynchronously by default from 0.14.0, so
+        ``engine_profile("vllm").with_async_scheduling(False)`` is vLLM 0.11-0.13.
         """
         if not isinstance(enabled, bool):
             raise InputError(f"with_async_scheduling(): argument 'enabled' must be True or False, got {enabled!r}")
         return self.replace(
+            overlap_scheduler=enabled,
             efficiency=self.efficiency.replace(overlap=enabled),
             per_accelerator={k: v.replace(overlap=enabled) for k, v in self.per_accelerator.items()},
         )
@@ -302,6 +312,7 @@ def profile_from_entry(entry: Any, sources: Mapping[str, Any]) -> EngineProfile:
         quantized_kv_precision=entry.quantized_kv_precision,
         interval=entry.prediction_interval,
         expert_exchange=entry.expert_exchange,
+        overlap_scheduler=bool(entry.overlap_scheduler),
     )
 
 

@@ -147,6 +147,9 @@ def _simulate_seed(run: _Run, progress: Callable[[float], None] | None = None) -
     overhead = profile.request_overhead.m_as("s")
     scale = setup.step_scale
     chunked, mixed, reservation = profile.chunked_prefill, profile.mixed_batching, profile.output_reservation
+    # An overlap scheduler builds iteration k while k - 1 runs: it sees the requests that had arrived when
+    # k - 1 started (a request arriving during an iteration waits for one more before its own).
+    lagged = profile.overlap_scheduler
     if setup.step_time is not None:
         table: Any = _FixedStep(setup.step_time.m_as("s"))
     else:
@@ -167,6 +170,7 @@ def _simulate_seed(run: _Run, progress: Callable[[float], None] | None = None) -
     first = [math.nan] * total
     finish = [math.nan] * total
     started = [math.nan] * total  # first scheduled
+    queued = [math.inf] * total  # when it reached its replica's waiting queue
     replica_of = [-1] * total
     stall = [0.0] * total
     last_token = [0.0] * total
@@ -296,9 +300,14 @@ def _simulate_seed(run: _Run, progress: Callable[[float], None] | None = None) -
         :func:`start_group` to combine and commit.
         """
         waiting, running = rep.waiting, rep.running
+        # What the scheduler sees: with an overlap scheduler running back to back (an iteration ended now and
+        # work remains), the requests that had arrived when the iteration that just ended started.
+        busy = lagged and rep.ends and rep.ends[-1] == now and bool(rep.n or rep.prefilling)
+        cutoff = rep.starts[-1] if busy else now
         # Prefill-first (no mixing): a prefill batch runs alone when a prompt can be scheduled.
         prefill_only = not mixed and bool(
-            rep.prefilling or (waiting and len(running) < max_seqs and _admissible(rep, waiting[0]))
+            rep.prefilling
+            or (waiting and queued[waiting[0]] <= cutoff and len(running) < max_seqs and _admissible(rep, waiting[0]))
         )
         preempting = False
         if not prefill_only:
@@ -325,6 +334,8 @@ def _simulate_seed(run: _Run, progress: Callable[[float], None] | None = None) -
             room -= chunk
         while waiting and room > 0 and len(running) < max_seqs and not preempting:
             req = waiting[0]
+            if queued[req] > cutoff:
+                break
             if too_big[req]:
                 waiting.popleft()
                 state[req] = _DROPPED
@@ -532,6 +543,7 @@ def _simulate_seed(run: _Run, progress: Callable[[float], None] | None = None) -
             rep.outstanding_tokens += prompt_l[req] + output_l[req]
             rep.arrived += 1
             rep.waiting.append(req)
+            queued[req] = now
             if ranks > 1:
                 if not group_busy[target // ranks]:
                     start_group(target // ranks, now)

@@ -485,6 +485,57 @@ def test_each_benchmark_row_is_priced_with_its_release_scheduling():
     assert "0.14.0" in citation and "config/vllm.py" in citation
 
 
+def test_an_overlap_scheduler_makes_a_busy_arrival_wait_one_iteration_more(tmp_path):
+    # SGLang's event_loop_overlap (and TensorRT-LLM's, vLLM's asynchronous scheduling) launch iteration k + 1
+    # before a request that arrived during k is seen: it waits one iteration more than under a
+    # synchronous loop. The closed form, the simulator and the sizer carry the same rule.
+    import textwrap
+
+    from calculator.fleet import SearchSpace, Targets, Workload, size_fleet
+    from calculator.performance import closed_loop_seconds
+    from calculator.simulation import SimulationSetup, Traffic, simulate
+
+    path = tmp_path / "sync.yaml"
+    path.write_text(
+        textwrap.dedent(
+            """\
+            sources:
+              - {id: our-sglang, title: "SGLang with --disable-overlap-schedule", url: "https://example.com/s", kind: user}
+            engines:
+              - id: sglang
+                overlap_scheduler: false
+                sources: [{source: our-sglang, fields: [overlap_scheduler]}]
+            """
+        ),
+        encoding="utf-8",
+    )
+    reg = load_registry(extra=[path])
+    overlap, sync = ENGINES["sglang"], engine_profile("sglang", reg)
+    assert overlap.overlap_scheduler and not sync.overlap_scheduler
+    assert "event_loop_overlap" in overlap.citations["overlap_scheduler"]
+    args = ("llama-3.1-8b", "h100-sxm", "bf16")
+    a = step_arrays(*args, engine=overlap)
+    with_lag, without = (closed_loop_seconds(a, p, 1, 1024, 256, 16) for p in (overlap, sync))
+    closed_lag = float(with_lag["ttft"] - without["ttft"])
+    step = float(with_lag["decode_step"])
+    assert 0.5 * step < closed_lag < 2 * step
+    ttft = []
+    for registry_files in ((), (str(path),)):
+        setup = SimulationSetup(*args, engine="sglang", registry_files=registry_files)
+        traffic = Traffic(clients=16, input_tokens=1024, output_tokens=256, requests=320, input_cv=0.1, output_cv=0.1)
+        ttft.append(simulate(setup, traffic, seeds=1).summary.set_index(["metric", "statistic"]).value["ttft", "mean"])
+    simulated_lag = ttft[0] - ttft[1]
+    assert 0.5 * step < simulated_lag < 2 * step and closed_lag == pytest.approx(simulated_lag, rel=0.5)
+    # the sizer: the same plan, its TTFT one decode step longer (its TPOT also carries the prefills)
+    plans = [
+        size_fleet("llama-3.1-8b", Workload(Q_(5, "request/s"), 1024, 256), Targets(Q_(2, "s"), Q_(100, "ms")),
+                   SearchSpace("h100-sxm", "bf16", tensor_parallel=[1]), engine="sglang", registry=r)
+        for r in (None, reg)
+    ]  # fmt: skip
+    assert (plans[0].gpus, plans[0].batch) == (plans[1].gpus, plans[1].batch)
+    assert Q_(0, "s") < plans[0].ttft - plans[1].ttft <= plans[0].tpot
+
+
 def test_a_benchmark_collection_is_a_harness_shared_by_its_campaigns(tmp_path, monkeypatch):
     # benchmark_harness.csv: the campaigns of one collection share its latency per request ("aic gap
     # analysis"); a campaign can add a part of its own ("+"); a precision narrows a row to that campaign.

@@ -150,11 +150,21 @@ def closed_loop_seconds(
     # Where the budget caps the decoding population, the clients the cycle leaves over wait for the
     # full iterations in the engine's queue (Little's law at the engine's rate).
     steady.wait = steady.wait + np.maximum(-steady.gap, 0.0) / np.maximum(steady.rate, 1e-300)
-    # The first burst: every client's prompt at once, prefilled budget by budget; weighs one round.
-    burst_iterations = np.ceil(held * inputs / budget)
+    # The first burst: every client's prompt at once, prefilled budget by budget; weighs one round. A
+    # chunking engine fills every iteration, and a prompt of `pieces` chunks has its first token after its
+    # last one (the round's mean: (G + pieces) / 2 iterations); an engine that does not chunk takes whole
+    # prompts, as many as fit (at least one), and a prompt's first token comes with its iteration.
+    share = budget / ranks
+    if profile.chunked_prefill:
+        pieces = np.ceil(inputs / share)
+        burst_iterations = np.ceil(held * inputs / budget)
+    else:
+        pieces = np.ones_like(inputs)
+        burst_iterations = np.ceil(held / (np.maximum(np.floor(share / inputs), 1.0) * ranks))
     burst_tokens = held * inputs / burst_iterations
-    t_burst = iteration_seconds(a, eff, tp, 0, 0, burst_tokens, burst_tokens / inputs, 0)
-    first = overhead + (burst_iterations + 1) / 2 * t_burst
+    prior = (pieces - 1) / 2 * inputs / pieces  # a later chunk attends to the prompt's earlier ones
+    t_burst = iteration_seconds(a, eff, tp, 0, 0, burst_tokens, np.maximum(burst_tokens / inputs, 1.0), prior)
+    first = overhead + (burst_iterations + pieces) / 2 * t_burst
     ttft = overhead + steady.wait
     ttft = ttft + np.maximum(first - ttft, 0.0) / requests_per_client
     tpot = steady.step
@@ -243,9 +253,12 @@ class _Scheduler:
     Decoding requests see ``1 + (1 - 1/C) n`` sequences in a decode step and the other clients'
     prompts landing in their iterations: in chunks of the budget left by the decodes (mixing engines)
     or as prefill batches that pause decoding (prefill-first), packed with the prompts that arrived
-    in the same iteration. An arriving prompt waits for the iteration in flight (length-biased), its
-    own iterations, and a queue for the prefill budget (one server, finite population: Schweitzer's
-    mean-value approximation with a deterministic service's residual).
+    in the same iteration. An arriving prompt waits for the iteration in flight (length-biased), under an
+    overlap scheduler for the iteration already built after it, its own iterations, and the prompts queued
+    ahead of it for the prefill budget (one server with a deterministic service, finite population:
+    Schweitzer's mean-value approximation, less the residual of the prompt in service, which the
+    iteration in flight already counts, scaled by the arrival variability of the other clients' nearly
+    periodic streams, Whitt's QNA superposition).
     """
 
     a: StepArrays
@@ -337,6 +350,11 @@ class _Scheduler:
         busy = 1.0 - np.minimum(self.overhead / np.maximum(cycle, 1e-300), 1.0) ** (self.clients - 1)
         load = share * rate * service
         queue = np.where(load < 1, load * share * rate * service**2 / 2 / np.maximum(1 - load, 1e-12), np.inf)
+        # The other clients' prompts are a superposition of C - 1 nearly periodic streams (a client sends its
+        # next request when its last one ends): Whitt's QNA gives them c_a^2 = 1 - w, Poisson-like at light
+        # load and among many clients, regular near saturation among few (Kingman: the queue scales by c_a^2).
+        w = 1.0 / (1.0 + 4.0 * (1.0 - np.minimum(load, 1.0)) ** 2 * np.maximum(self.clients - 2.0, 0.0))
+        queue = queue * (1.0 - w)
         # An overlap scheduler built the next iteration before this prompt arrived: it waits for that one too.
         lag = following if self.profile.overlap_scheduler else 0.0
         wait = busy * (biased / 2 + lag) + own + queue

@@ -313,9 +313,12 @@ class _Scheduler:
             rate = n / np.maximum(slots * t_seen + share * n * per_prompt, 1e-300)
             step = t_seen + share * n * per_prompt / slots
             others = share * rate
-            carrying = np.minimum(others * k * t_idle / np.maximum(1 - others * per_prompt, 1e-9), 1.0)
-            mean = t_idle + carrying * added
-            square = (1 - carrying) * t_idle**2 + carrying * (t_idle + added) ** 2
+            # An iteration carries a Poisson count of chunks, `arrivals` on average (more than one where
+            # prompts come faster than iterations), each adding its cost: the mean and second moment.
+            carrying = np.minimum(arrivals, room / chunk)
+            per_chunk = per_prompt / k
+            mean = t_idle + carrying * per_chunk
+            square = mean**2 + carrying * per_chunk**2
             biased = square / np.maximum(mean, 1e-300)  # the iteration in flight, length-biased
             # Prompts that arrived during the iteration in flight join this one's iterations only as far as
             # the budget has room beside it (a prompt that fills the budget is prefilled without company).

@@ -154,13 +154,13 @@ def closed_loop_seconds(
     # chunking engine fills every iteration, and a prompt of `pieces` chunks has its first token after its
     # last one (the round's mean: (G + pieces) / 2 iterations); an engine that does not chunk takes whole
     # prompts, as many as fit (at least one), and a prompt's first token comes with its iteration.
-    share = budget / ranks
+    per_rank = budget / ranks
     if profile.chunked_prefill:
-        pieces = np.ceil(inputs / share)
+        pieces = np.ceil(inputs / per_rank)
         burst_iterations = np.ceil(held * inputs / budget)
     else:
         pieces = np.ones_like(inputs)
-        burst_iterations = np.ceil(held / (np.maximum(np.floor(share / inputs), 1.0) * ranks))
+        burst_iterations = np.ceil(held / (np.maximum(np.floor(per_rank / inputs), 1.0) * ranks))
     burst_tokens = held * inputs / burst_iterations
     prior = (pieces - 1) / 2 * inputs / pieces  # a later chunk attends to the prompt's earlier ones
     t_burst = iteration_seconds(a, eff, tp, 0, 0, burst_tokens, np.maximum(burst_tokens / inputs, 1.0), prior)

@@ -17,7 +17,7 @@ Run from the repository root: ``python benchmarks/fit_performance.py [--write] [
    stores them in ``calculator/data/calibration/prediction_intervals.json``.
 
 Only H100 end-to-end measurements are fitted; hardware efficiency comes from the kernel tables.
-``--quick`` skips the cross-validation refits (about twelve of the fourteen minutes on one core); ``--held-out FILE``
+``--quick`` skips the cross-validation refits (about five of the six minutes on one core); ``--held-out FILE``
 writes the held-out-campaign predictions for ``benchmarks/compare_aiconfigurator.py --held-out FILE``.
 """
 

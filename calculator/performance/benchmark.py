@@ -439,10 +439,11 @@ def predict_benchmark(
     output share its admission reserves). All ``C`` prompts arrive at once, and a budget of ``T``
     tokens per iteration prefills them in ``ceil(B I / T)`` iterations; that burst weighs one request
     in ``requests_per_client``. Afterwards (dispersed arrivals) each prompt meets the others by chance:
-    it waits for the iteration in flight and its own iterations, packed with the prompts that arrived
+    it waits for the iteration in flight, the one an overlap scheduler already built
+    (``EngineProfile.overlap_scheduler``) and its own iterations, packed with the prompts that arrived
     alongside it, and queues for the budget only as the prefill load approaches it; the other clients'
     prompts land in a decoding request's iterations (mixing engines) or pause them (SGLang's prefill
-    batches). The decoding population closes the clients' cycle (found by bisection). Clients beyond
+    batches). The decoding population closes the clients' cycle (found by false position). Clients beyond
     ``B`` wait for a slot. ``docs/performance-model.md`` derives each term and compares the model with
     the simulator (``calculator.simulation``, closed loop).
 

@@ -131,13 +131,25 @@ _REQUIRED = (
 ASYNC_SCHEDULING_SINCE = {"vllm": (0, 14)}
 
 
-def _async_scheduling(engine: str, version: Any) -> bool | None:
-    """Whether ``engine`` at ``version`` schedules asynchronously by default (None: the profile's own)."""
-    since = ASYNC_SCHEDULING_SINCE.get(engine)
+#: The first release of each engine whose ``--kv-cache-dtype auto`` takes the KV cache a quantized checkpoint
+#: declares (the profile's ``quantized_kv_precision``); older releases run the model dtype (BF16). vLLM: 0.14.0
+#: (``resolve_kv_cache_dtype_string`` in ``utils/torch_utils.py``, vllm-project/vllm#30785), the release that
+#: also made asynchronous scheduling the default.
+KV_DECLARATION_SINCE = {"vllm": (0, 14)}
+
+
+def _release_since(table: Mapping[str, tuple[int, int]], engine: str, version: Any) -> bool | None:
+    """Whether ``engine`` at ``version`` is at or after its release in ``table`` (None: not listed or no version)."""
+    since = table.get(engine)
     found = re.match(r"(\d+)\.(\d+)", str(version))
     if since is None or found is None:
         return None
     return (int(found[1]), int(found[2])) >= since
+
+
+def _async_scheduling(engine: str, version: Any) -> bool | None:
+    """Whether ``engine`` at ``version`` schedules asynchronously by default (None: the profile's own)."""
+    return _release_since(ASYNC_SCHEDULING_SINCE, engine, version)
 
 
 def load_benchmarks(path: str | Path | None = None) -> Any:
@@ -200,8 +212,17 @@ def load_benchmarks(path: str | Path | None = None) -> Any:
         tpot=frame.silicon_tpot_ms / 1e3,
     )
     by_version = [_async_scheduling(e, v) for e, v in zip(frame.engine, versions, strict=True)]
+    scheduling = [v if v is not None else d for v, d in zip(frame.async_scheduling, by_version, strict=True)]
+    # A release before the engine honoured KV declarations runs a BF16 cache for quantized weights. Where the
+    # version is unrecorded, the harness file's scheduling dates the release when both changes came together.
+    declared = []
+    for engine, version, flag in zip(frame.engine, versions, scheduling, strict=True):
+        honoured = _release_since(KV_DECLARATION_SINCE, engine, version)
+        together = engine in KV_DECLARATION_SINCE and KV_DECLARATION_SINCE[engine] == ASYNC_SCHEDULING_SINCE.get(engine)
+        declared.append(honoured if honoured is not None else (flag if together else None))
     return frame.assign(
-        async_scheduling=[v if v is not None else d for v, d in zip(frame.async_scheduling, by_version, strict=True)]
+        async_scheduling=scheduling,
+        kv_declaration=[d is not False for d in declared],
     )
 
 
@@ -211,21 +232,24 @@ def _predict(
     """Predicted TTFT and TPOT of every row; ``arrays`` keeps the step arrays between calls of one fit."""
     ttft = np.empty(len(frame))
     tpot = np.empty(len(frame))
-    keys = ["model", "accelerator", "precision", "engine", "expert_tensor_parallel", "overlap"]
+    keys = ["model", "accelerator", "precision", "engine", "expert_tensor_parallel", "overlap", "kv_declaration"]
     built = {} if arrays is None else arrays
     if "expert_tensor_parallel" not in frame:
         frame = frame.assign(expert_tensor_parallel=0.0)
+    if "kv_declaration" not in frame:
+        frame = frame.assign(kv_declaration=True)
     # The engine version's scheduling where the row records it (-1: the profile's own).
     overlap = frame.async_scheduling if "async_scheduling" in frame else None
     frame = frame.assign(overlap=-1 if overlap is None else overlap.map({True: 1, False: 0}).fillna(-1))
-    for (model, accelerator, precision, engine, moe_tp, flag), group in frame.groupby(keys, sort=False):
+    for (model, accelerator, precision, engine, moe_tp, flag, declared), group in frame.groupby(keys, sort=False):
         profile = profiles[engine]
         if flag >= 0:  # the release's own scheduling: the fixed costs' overlap and the scheduler's lag
             profile = profile.with_async_scheduling(bool(flag))
         efficiency = profile.efficiency_for(accelerator)
-        key = (model, accelerator, precision, profile.quantized_kv_precision, profile.name, moe_tp)
+        kv = None if declared else "bf16"  # a release before the engine took the checkpoint's KV declaration
+        key = (model, accelerator, precision, kv or profile.quantized_kv_precision, profile.name, moe_tp)
         if key not in built:  # the step arrays (and their kernel curves) depend on the KV rule, not on the costs
-            base = step_arrays(model, accelerator, precision, engine=profile)
+            base = step_arrays(model, accelerator, precision, kv, engine=profile)
             built[key] = base.with_expert_tensor_parallel(moe_tp or None)
         arrays_ = built[key]
         arrivals = (group.arrivals == "waves").to_numpy() if "arrivals" in group else "dispersed"

@@ -438,7 +438,8 @@ def test_the_decodes_and_the_prompts_replacing_them_fit_in_the_token_budget():
 def test_a_prompt_that_fills_the_budget_is_prefilled_without_company():
     # TensorRT-LLM does not chunk: a 16,384-token prompt runs alone in an iteration over its 8,192-token
     # budget, and the prompts that arrive meanwhile cannot share it. Counted as packed beside it, the
-    # closed form's TTFT at 4 clients was 48 % above the simulation's; now 36 %.
+    # closed form's TTFT at 4 clients was 48 % above the simulation's; without company 36 %; with the
+    # arrivals coming per iteration (completions), not per second, within 10 %.
     from calculator.performance import closed_loop_seconds
     from calculator.simulation import SimulationSetup, Traffic, simulate
 
@@ -449,7 +450,27 @@ def test_a_prompt_that_fills_the_budget_is_prefilled_without_company():
     closed = closed_loop_seconds(
         step_arrays("llama-3.1-8b", "h100-sxm", "bf16", engine=profile), profile, 1, 16384, 128, 4
     )
-    assert 1.0 < float(closed["ttft"]) / simulated < 1.42
+    assert abs(float(closed["ttft"]) / simulated - 1) < 0.10
+
+
+@pytest.mark.parametrize("engine", ["trtllm", "vllm", "sglang"])
+def test_closed_loop_prompts_arrive_per_iteration_not_per_second(engine):
+    # A client sends its next prompt when its last request completes, at the end of an iteration, so the
+    # prompts come per iteration: at 4,096/128 tokens and 16 clients (Llama-3.1-70B FP8 on four H100s)
+    # prompt iterations take most of the time but few of the iterations, and a prompt rarely lands beside
+    # one or queues behind another. Counted as arrivals per second (the length-biased iteration in flight,
+    # the M/D/1 queue at the share of time), the closed form's TTFT was 22-31 % above the simulation's.
+    from calculator.performance import closed_loop_seconds
+    from calculator.simulation import SimulationSetup, Traffic, simulate
+
+    setup = SimulationSetup("llama-3.1-70b", "h100-sxm", "fp8", tensor_parallel=4, engine=engine)
+    traffic = Traffic(clients=16, input_tokens=4096, output_tokens=128, requests=160, input_cv=0.1, output_cv=0.1)
+    simulated = simulate(setup, traffic, seeds=1).summary.set_index(["metric", "statistic"]).value["ttft", "mean"]
+    profile = ENGINES[engine]
+    closed = closed_loop_seconds(
+        step_arrays("llama-3.1-70b", "h100-sxm", "fp8", engine=profile), profile, 4, 4096, 128, 16
+    )
+    assert abs(float(closed["ttft"]) / simulated - 1) < 0.10
 
 
 def test_asynchronous_scheduling_hides_the_fixed_costs_behind_the_gpu_work():
@@ -483,6 +504,29 @@ def test_each_benchmark_row_is_priced_with_its_release_scheduling():
     assert not vllm.async_scheduling.any()  # 0.12.0 and the unrecorded campaign (benchmark_harness.csv)
     citation = ENGINES["vllm"].citations["async_scheduling"]
     assert "0.14.0" in citation and "config/vllm.py" in citation
+
+
+def test_each_benchmark_row_is_priced_with_its_release_kv_cache():
+    # vLLM's --kv-cache-dtype auto takes a quantized checkpoint's KV declaration from 0.14.0 on; older
+    # releases run the model dtype. The Llama-3.1-70B FP8 campaign (no version recorded, scheduling of a
+    # release before 0.14.0) queues for KV at 64 clients of 1,024/8,192 tokens on two H100s (measured TTFT
+    # 30.8 s): a BF16 cache holds 47 such requests, an FP8 one 94, which predicted no queue (0.37 s).
+    from calculator.calibration import KV_DECLARATION_SINCE, _release_since, prediction_errors
+
+    assert KV_DECLARATION_SINCE["vllm"] == (0, 14) and "#30785" in ENGINES["vllm"].citations["quantized_kv_precision"]
+    assert _release_since(KV_DECLARATION_SINCE, "vllm", "0.13.2") is False
+    assert _release_since(KV_DECLARATION_SINCE, "vllm", "0.14.0") is True
+    rows = load_benchmarks()
+    assert set(rows[rows.engine == "vllm"].kv_declaration) == {False}  # 0.12.0 and the unrecorded campaign
+    assert rows[rows.engine != "vllm"].kv_declaration.all()
+    queued = rows[
+        (rows.harness == "vllm unrecorded") & (rows.tensor_parallel == 2) & (rows.input_tokens == 1024)
+        & (rows.output_tokens == 8192) & (rows.concurrency == 64)
+    ]  # fmt: skip
+    assert len(queued) == 1 and float(queued.ttft.iloc[0]) > 30
+    release = prediction_errors(queued).ttft_pred.iloc[0] / queued.ttft.iloc[0]
+    declared = prediction_errors(queued.assign(kv_declaration=True)).ttft_pred.iloc[0] / queued.ttft.iloc[0]
+    assert declared < 0.05 and 0.25 < release < 4
 
 
 def test_an_overlap_scheduler_makes_a_busy_arrival_wait_one_iteration_more(tmp_path):
@@ -610,8 +654,8 @@ def test_pipeline_stages_hold_their_share_of_the_layers_and_run_micro_batches():
 
 def test_prompts_riding_in_overlapped_iterations_cost_what_passes_the_fixed_costs():
     # Scheduled asynchronously (vLLM >= 0.14) an iteration lasts max(fixed costs, GPU work): at 256 clients of
-    # 128/128 tokens on Llama-3.1-8B the decodes' GPU work (9.7 ms) sits under the fixed costs (11.8 ms), so a
-    # lone prompt adds almost nothing but two or three add their GPU time in full. Priced as the first prompt's
+    # 128/128 tokens on Llama-3.1-8B the decodes' GPU work (9.7 ms) sits under the fixed costs (10.9 ms), so a
+    # lone prompt adds part of its GPU time but two or three add theirs in full. Priced as the first prompt's
     # cost times their number, TPOT came out 16 % below the simulator's; with the Poisson count of prompts
     # per iteration (performance.overlapped_prompt_seconds) it agrees within 5 %.
     from calculator.performance import closed_loop_seconds, iteration_seconds, overlapped_prompt_seconds
@@ -621,7 +665,7 @@ def test_prompts_riding_in_overlapped_iterations_cost_what_passes_the_fixed_cost
     eff = ENGINES["vllm"].efficiency_for("h100-sxm")
     idle = iteration_seconds(a, eff, 1, 248, 190)
     one, two = (iteration_seconds(a, eff, 1, 248, 190, 128 * j, j) - idle for j in (1, 2))
-    assert one < 0.1 * (two - one)  # the first prompt hides under the fixed costs
+    assert one < 0.75 * (two - one)  # the first prompt hides partly under the fixed costs
     expected = overlapped_prompt_seconds(a, eff, 1, 248, 190, 128, 0, 2.0, idle)
     assert expected > 2 * one
     # Hundreds of short chunks per iteration (beyond the priced counts): the GPU work dominates, the cost is

@@ -438,7 +438,10 @@ def predict_benchmark(
         Requests each client sends in the run (the first wave's burst is averaged over them).
     arrivals : {"dispersed", "waves"}
         How the harness's clients meet (:data:`ARRIVALS`): dispersed by small variations of length or
-        timing (default), or kept in waves of identical requests started together.
+        timing (default), or kept in waves of identical requests started together. Waves follow the
+        simulator for prefill-first engines (SGLang); for mixing engines only where the burst takes one
+        or two iterations, beyond which the groups of the burst come back staggered and the model's
+        whole-burst rounds overstate TTFT (``docs/performance-model.md``, "Decisions and limits").
     client_overhead : Quantity [time], optional
         The harness's own latency per request beyond the engine's request path (its HTTP client,
         pacing); none by default. A benchmark setting, not engine behaviour.

@@ -72,8 +72,7 @@ def report(label, rows, ttft, tpot):
 
 
 def main():
-    from calculator.calibration import load_benchmarks, prediction_errors
-    from calculator.precision import PRECISIONS
+    from calculator.calibration import _release_kv_precision, load_benchmarks, prediction_errors
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=2)
@@ -89,7 +88,7 @@ def main():
             cases = [
                 (
                     r.model, r.accelerator, r.precision, int(r.tensor_parallel), r.engine,
-                    None if r.kv_declaration or PRECISIONS[r.precision] >= 16 else "bf16",
+                    _release_kv_precision(r.kv_declaration),
                     (str(sync),) if r.engine == "vllm" and r.async_scheduling is False else (),
                     int(r.input_tokens), int(r.output_tokens), int(r.concurrency), jitter,
                 )

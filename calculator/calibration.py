@@ -147,6 +147,15 @@ def _release_since(table: Mapping[str, tuple[int, int]], engine: str, version: A
     return (int(found[1]), int(found[2])) >= since
 
 
+def _release_kv_precision(declared: bool) -> str | None:
+    """The KV precision to price a benchmark row with (``kv_declaration``: its release's rule).
+
+    None (the engine's rule) where the release takes the checkpoint's KV declaration, else BF16, the model
+    dtype of the releases before it.
+    """
+    return None if declared else "bf16"
+
+
 def _async_scheduling(engine: str, version: Any) -> bool | None:
     """Whether ``engine`` at ``version`` schedules asynchronously by default (None: the profile's own)."""
     return _release_since(ASYNC_SCHEDULING_SINCE, engine, version)
@@ -246,7 +255,7 @@ def _predict(
         if flag >= 0:  # the release's own scheduling: the fixed costs' overlap and the scheduler's lag
             profile = profile.with_async_scheduling(bool(flag))
         efficiency = profile.efficiency_for(accelerator)
-        kv = None if declared else "bf16"  # a release before the engine took the checkpoint's KV declaration
+        kv = _release_kv_precision(declared)
         key = (model, accelerator, precision, kv or profile.quantized_kv_precision, profile.name, moe_tp)
         if key not in built:  # the step arrays (and their kernel curves) depend on the KV rule, not on the costs
             base = step_arrays(model, accelerator, precision, kv, engine=profile)

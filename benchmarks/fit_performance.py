@@ -95,9 +95,18 @@ def joint_bands(rows):
 
 
 def widening(log_ratio, low, high, coverage):
-    """The smallest symmetric widening (log) of ``[low, high]`` that holds ``coverage`` of ``log_ratio``."""
-    for extra in np.arange(0.0, 3.0, 0.005):
-        if np.mean((log_ratio >= low - extra) & (log_ratio <= high + extra)) >= coverage:
+    """The smallest symmetric widening (log) of ``[low, high]`` that holds ``coverage`` of ``log_ratio``.
+
+    Where one step of the widening takes several rows in at once and the coverage past
+    ``uncertainty.WIDEST_COVERAGE``, the step before it (the band may not be wider than the widest
+    coverage allowed, as the campaign band may not).
+    """
+    extras = np.arange(0.0, 3.0, 0.005)
+    held = [np.mean((log_ratio >= low - extra) & (log_ratio <= high + extra)) for extra in extras]
+    for index, (extra, share) in enumerate(zip(extras, held, strict=True)):
+        if share >= coverage:
+            if share > uncertainty.WIDEST_COVERAGE and index > 0:
+                return float(extras[index - 1])
             return float(extra)
     return 3.0
 

@@ -6,7 +6,7 @@ For each engine (vLLM, SGLang, TensorRT-LLM), two models (Llama-3.1-8B BF16 on o
 FP8 on four), prompt and output lengths 128-16,384 and 128-8,192 tokens and 1-2,048 clients, it runs
 
 * ``performance.closed_loop_seconds`` (the closed form :func:`~calculator.performance.predict_benchmark`
-  uses, default dispersed arrivals), and
+  uses, dispersed arrivals, ``length_cv`` the simulation's length spread), and
 * ``simulation.simulate`` in closed loop: the same engine profile and step times, every client sending
   ten requests, lengths varying by a coefficient of variation of 0.1 (the small jitter that disperses
   the clients; with identical lengths, the ``arrivals="waves"`` case),
@@ -62,6 +62,7 @@ def closed_form(frame, arrivals):
         result = closed_loop_seconds(
             arrays, profile, group.tp.to_numpy(), group.input.to_numpy(), group.output.to_numpy(),
             group.clients.to_numpy(), requests_per_client=REQUESTS_PER_CLIENT, arrivals=arrivals,
+            length_cv=JITTER if arrivals == "dispersed" else None,
         )  # fmt: skip
         out.loc[group.index] = np.column_stack([result["ttft"], result["tpot"], result["throughput"]])
     return out

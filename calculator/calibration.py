@@ -27,6 +27,7 @@ from ._paths import CALIBRATION_DIR
 from ._support import count
 from .errors import InputError
 from .performance import ENGINES, EngineProfile, closed_loop_seconds, step_arrays
+from .performance.benchmark import check_length_cv
 from .precision import check_precision
 from .uncertainty import joint_bands
 from .units import Q_
@@ -82,8 +83,15 @@ def _harness_settings(table: Any) -> dict[tuple[str, str, str], dict[str, Any]]:
         for name, value in zip(names, seconds, strict=True):
             if not math.isclose(latency.setdefault(name, value), value, abs_tol=1e-6):
                 raise InputError(f"{where}: harness part {name!r} has two latencies ({latency[name]:g} s, {value:g} s)")
+        spread = str(row.get("length_cv", "")).strip()
+        try:
+            cv = float(spread) if spread else math.inf  # none given: the clients mix from the second round on
+        except ValueError:
+            cv = -1.0
+        if not cv >= 0:
+            raise InputError(f"{where}: length_cv must be a number >= 0 or empty, got {spread!r}")
         key = (row["backend"], row["backend_version"], str(row.get("precision", "")))
-        out[key] = {**row, "parts": dict(zip(names, seconds, strict=True))}
+        out[key] = {**row, "parts": dict(zip(names, seconds, strict=True)), "length_cv": cv}
     return out
 
 
@@ -177,7 +185,9 @@ def load_benchmarks(path: str | Path | None = None) -> Any:
         ``expert_tensor_parallel`` (the recorded ``moe_tp_size``: GPUs each expert is split over, the
         rest of the group spreading the experts; 0 where not recorded: the whole group), ``ttft`` and
         ``tpot`` (seconds), ``arrivals`` (the campaign's harness, :data:`HARNESS_FILE`; ``"dispersed"``
-        unless listed there), plus the original columns.
+        unless listed there), ``length_cv`` (the spread that mixes its clients after the first burst,
+        :func:`~calculator.performance.predict_benchmark`; ``inf`` unless listed: mixed at once), plus the
+        original columns.
     """
     import pandas as pd
 
@@ -203,6 +213,7 @@ def load_benchmarks(path: str | Path | None = None) -> Any:
             for s, e, v in zip(known, engines, versions, strict=True)
         ],
         arrivals=[s["arrivals"] if s is not None else "dispersed" for s in known],
+        length_cv=[s["length_cv"] if s is not None else math.inf for s in known],
         client_overhead=[sum(s["parts"].values()) if s is not None else 0.0 for s in known],
         fit_client_overhead=[s is not None and s["fit_client_overhead"] == "yes" for s in known],
         async_scheduling=[
@@ -273,6 +284,7 @@ def _predict(
             efficiency,
             arrivals=arrivals,
             client_overhead=extra,
+            length_cv=group.length_cv.to_numpy(dtype=float) if "length_cv" in group else None,
         )
         index = frame.index.get_indexer(group.index)
         ttft[index], tpot[index] = out["ttft"], out["tpot"]
@@ -596,6 +608,7 @@ def read_benchmark_files(
     *,
     concurrency: float | None = None,
     arrivals: str = "dispersed",
+    length_cv: float | None = None,
     registry: Any = None,
 ) -> Any:
     """Serving benchmark results as :func:`load_benchmarks` rows, to fit and check an engine on.
@@ -603,7 +616,8 @@ def read_benchmark_files(
     Reads vLLM's ``vllm bench serve`` JSON, SGLang's ``bench_serving`` JSONL (a line per run) and
     genai-perf's CSV export (:data:`BENCHMARK_FORMATS`). The files do not record the deployment, so the
     model, accelerator, engine, weight precision and tensor-parallel degree are given; ``concurrency``
-    stands in where a file records none.
+    stands in where a file records none; ``arrivals`` and ``length_cv`` describe the harness
+    (:func:`~calculator.performance.predict_benchmark`).
     """
     import json
 
@@ -618,6 +632,7 @@ def read_benchmark_files(
         raise InputError("read_benchmark_files(): argument 'paths' must be a non-empty list of file names")
     if arrivals not in ("dispersed", "waves"):
         raise InputError(f"read_benchmark_files(): argument 'arrivals' must be dispersed or waves, got {arrivals!r}")
+    spread = check_length_cv("read_benchmark_files", length_cv)
     reg = registry if registry is not None else load_registry()
     profile_name = engine_name(engine, reg)
     tp = count("read_benchmark_files", "tensor_parallel", tensor_parallel)
@@ -655,6 +670,7 @@ def read_benchmark_files(
         tensor_parallel=float(tp),
         harness=f"{profile_name} user",
         arrivals=arrivals,
+        length_cv=math.inf if spread is None else spread,
         client_overhead=0.0,
         fit_client_overhead=False,
     )

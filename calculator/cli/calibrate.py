@@ -40,6 +40,15 @@ def calibrate_command(
             help="How the harness's clients met: 'waves' if it sent identical requests that stayed together.",
         ),
     ] = "dispersed",
+    length_cv: Annotated[
+        float | None,
+        typer.Option(
+            "--length-cv",
+            metavar="FLOAT",
+            help="Spread of the runs' output lengths (coefficient of variation, e.g. 0.1); default: clients mixed "
+            "from the second round on.",
+        ),
+    ] = None,
     write: Annotated[
         Path | None,
         typer.Option(
@@ -63,7 +72,7 @@ def calibrate_command(
     with _library_errors():
         frame = read_benchmark_files(
             files, model, accelerator, engine, precision, tp, concurrency=concurrency, arrivals=arrivals,
-            registry=registry,
+            length_cv=length_cv, registry=registry,
         )  # fmt: skip
         result = calibrate_engine(frame, engine, registry=registry)
         device = registry.accelerator(accelerator).id

@@ -11,6 +11,7 @@ benchmark starts all clients at once and sends about ten requests per client; th
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -120,18 +121,22 @@ def closed_loop_seconds(
     requests_per_client: float = REQUESTS_PER_CLIENT,
     arrivals: Any = "dispersed",
     client_overhead: Any = 0.0,
+    length_cv: Any = None,
 ) -> dict[str, Any]:
     """The closed-loop benchmark model on plain arrays (seconds); see :func:`predict_benchmark`.
 
     ``arrivals`` is ``"dispersed"``, ``"waves"`` or a boolean array (True: waves) over the rows;
-    ``client_overhead`` (seconds, scalar or per row) is the harness's own latency per request.
+    ``client_overhead`` (seconds, scalar or per row) is the harness's own latency per request;
+    ``length_cv`` (scalar or per row; ``None``: mixed from the second round on) the spread of the
+    requests' lengths that mixes the clients after the first burst.
     """
     eff = efficiency or profile.efficiency
-    tp, inputs, outputs, clients, extra = np.broadcast_arrays(
-        *(np.asarray(v, dtype=float) for v in (tp, input_tokens, output_tokens, concurrency, client_overhead))
+    spread = np.inf if length_cv is None else length_cv
+    tp, inputs, outputs, clients, extra, spread = np.broadcast_arrays(
+        *(np.asarray(v, dtype=float) for v in (tp, input_tokens, output_tokens, concurrency, client_overhead, spread))
     )
     shape = tp.shape
-    tp, inputs, outputs, clients, extra = (v.ravel() for v in (tp, inputs, outputs, clients, extra))
+    tp, inputs, outputs, clients, extra, spread = (v.ravel() for v in (tp, inputs, outputs, clients, extra, spread))
     slots = np.maximum(outputs - 1, 1.0)
     context = inputs + outputs / 2
     # Admission: KV for the prompt plus the reserved share of the output; a sequence cap.
@@ -166,7 +171,8 @@ def closed_loop_seconds(
     t_burst = iteration_seconds(a, eff, tp, 0, 0, burst_tokens, np.maximum(burst_tokens / inputs, 1.0), prior)
     first = overhead + (burst_iterations + pieces) / 2 * t_burst
     ttft = overhead + steady.wait
-    ttft = ttft + np.maximum(first - ttft, 0.0) / requests_per_client
+    after = _aftermath(scheduler, running, ttft, first, spread * outputs, burst_iterations, requests_per_client)
+    ttft = ttft + (np.maximum(first - ttft, 0.0) + after) / requests_per_client
     tpot = steady.step
     rate = steady.rate
     waves = _waves(arrivals, clients.shape)
@@ -193,6 +199,51 @@ def closed_loop_seconds(
         "decode_step": iteration_seconds(a, eff, tp, held, context),
     }
     return {key: value.reshape(shape) for key, value in out.items()}
+
+
+#: Rounds after the burst the aftermath follows (:func:`_aftermath`); later rounds count as mixed. A length
+#: spread of 0.1 mixes the clients by about the ninth round, 0.05 by about the thirtieth.
+_AFTERMATH_ROUNDS = 64
+
+
+def _aftermath(
+    scheduler: _Scheduler,
+    running: np.ndarray,
+    steady: np.ndarray,
+    first: np.ndarray,
+    spread: np.ndarray,
+    burst_iterations: np.ndarray,
+    requests_per_client: float,
+) -> np.ndarray:
+    """The TTFT the rounds after the first burst add above the mixed state, summed over the rounds (seconds).
+
+    The clients start together, so their next requests do not arrive spread over a whole cycle: round
+    ``r`` arrives around the burst's iterations, spread by the burst itself (``G`` iterations: variance
+    ``(G^2 - 1) / 12``) and by the lengths of the ``r - 1`` requests each client has completed since
+    (``spread`` iterations each: the output length's standard deviation), the variances adding up. A
+    round spread normally by ``s`` iterations meets its own arrivals at the density ``C / (2 sqrt(pi) s)``
+    per iteration, where the mixed state has ``n / (O - 1)``: the ratio crowds the other clients' prompts
+    (:class:`_Scheduler`, ``crowd``) until it falls to 1. A crowded round's waits spread the next one
+    further (``_Terms.jitter``, their spread in decode iterations). A round never waits longer than the
+    burst. ``spread`` of ``inf`` (no length given): mixed from the second round on.
+    """
+    total = np.zeros_like(steady)
+    width = np.maximum(running, 1e-9) * 2 * np.sqrt(np.pi) / scheduler.slots  # per unit of density
+    variance = (burst_iterations**2 - 1) / 12
+    jitter = np.zeros_like(steady)
+    rounds = int(min(np.floor(requests_per_client), _AFTERMATH_ROUNDS + 1))
+    for _ in range(2, rounds + 1):
+        with np.errstate(invalid="ignore"):
+            variance = variance + spread**2 + jitter**2
+            crowd = scheduler.clients / (width * np.sqrt(variance))
+        crowd = np.where(np.isfinite(crowd), crowd, 1.0)  # an infinite spread: mixed
+        if not np.any(crowd > 1.0):
+            break
+        crowded = dataclasses.replace(scheduler, crowd=np.maximum(crowd, 1.0)).terms(running)
+        # a saturated queue (no finite wait): the round waits as the burst did and leaves the clients mixed
+        total = total + np.maximum(np.fmin(scheduler.overhead + crowded.wait, first) - steady, 0.0)
+        jitter = np.where(np.isfinite(crowded.jitter), crowded.jitter, np.inf)
+    return total
 
 
 def _closing_population(scheduler: _Scheduler, cap: np.ndarray) -> np.ndarray:
@@ -238,12 +289,25 @@ def _waves(arrivals: Any, shape: tuple[int, ...]) -> np.ndarray:
     return np.broadcast_to(np.asarray(arrivals, dtype=bool).ravel(), shape)
 
 
+def check_length_cv(function: str, value: Any) -> float | None:
+    """``length_cv`` of ``function`` checked: ``None`` or a finite number >= 0."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
+        raise InputError(
+            f"{function}(): argument 'length_cv' must be a number >= 0 (the coefficient of variation of "
+            f"the output lengths) or None, got {value!r}"
+        )
+    return float(value)
+
+
 @dataclass
 class _Terms:
     gap: np.ndarray  # clients the cycle holds minus the clients there are, at a decoding population
     rate: np.ndarray  # requests per second
     step: np.ndarray  # TPOT: the iteration a decoding request sees
     wait: np.ndarray  # a prompt's time in the engine until its first token
+    jitter: np.ndarray  # the part of the wait that varies from prompt to prompt, in decode iterations
 
 
 @dataclass
@@ -275,6 +339,7 @@ class _Scheduler:
     held: np.ndarray
     overhead: np.ndarray
     ranks: float = 1.0  # attention ranks; a prompt is chunked to one rank's share of the budget left
+    crowd: Any = 1.0  # the other clients' arrivals per iteration, as a multiple of the mixed state's
 
     def decoding_cap(self) -> np.ndarray:
         """The most requests that can decode at once when the prompts replacing them share the budget.
@@ -294,6 +359,7 @@ class _Scheduler:
     def terms(self, n: np.ndarray) -> _Terms:
         a, eff, tp, inputs, slots, context = self.a, self.eff, self.tp, self.inputs, self.slots, self.context
         share = 1.0 - 1.0 / self.clients  # the other clients' part of the load
+        arrive = share * self.crowd  # their part of the arrivals (crowded in the rounds after the burst)
         t_dec = iteration_seconds(a, eff, tp, n, context)
         t_idle = np.where(n > 0, t_dec, 0.0)
         t_seen = iteration_seconds(a, eff, tp, 1.0 + share * n, context)
@@ -304,7 +370,7 @@ class _Scheduler:
             prior = (k - 1) / 2 * chunk
             added = np.maximum(iteration_seconds(a, eff, tp, n, context, chunk, 1, prior) - t_idle, 0.0)
             per_prompt = k * added
-            arrivals = share * n * k / slots  # chunks landing per iteration
+            arrivals = arrive * n * k / slots  # chunks landing per iteration
             if eff.overlap:  # the first chunks hide under the fixed costs, the next add their GPU time
                 expected = overlapped_prompt_seconds(a, eff, tp, n, context, chunk, prior, arrivals, t_idle)
                 per_prompt = np.where(arrivals > 1e-9, k * expected / np.maximum(arrivals, 1e-300), per_prompt)
@@ -314,7 +380,8 @@ class _Scheduler:
                 per_prompt = per_prompt * spread_over_ranks(arrivals, r, added, together)
             rate = n / np.maximum(slots * t_seen + share * n * per_prompt, 1e-300)
             step = t_seen + share * n * per_prompt / slots
-            others = share * rate
+            local = n / np.maximum(slots * t_seen + arrive * n * per_prompt, 1e-300)  # crowded: the round's pace
+            others = arrive * local
             # An iteration carries a Poisson count of chunks, `arrivals` on average (more than one where
             # prompts come faster than iterations), each adding its cost: the mean and second moment.
             carrying = np.minimum(arrivals, room / chunk)
@@ -332,12 +399,13 @@ class _Scheduler:
             # iterations of the budget a prompt fills.
             carries = 1.0 - np.exp(-carrying)
             t_prompt = t_idle + per_chunk * carrying / np.maximum(carries, 1e-300)
-            per_iteration = share * n / slots
-            filled = inputs / room
-            full = iteration_seconds(
-                a, eff, tp, n, context, room, np.maximum(room / inputs, 1.0), np.maximum(inputs - room, 0.0) / 2
-            )
-            service = inputs / room * np.maximum(full, t_dec)  # a prompt's share of full-budget iterations
+            per_iteration = arrive * n / slots
+            # a full iteration: the room in chunks, or (an engine that does not chunk) whole prompts, at least one
+            fill = room if self.profile.chunked_prefill else np.maximum(room, inputs)
+            filled = inputs / fill
+            prior_full = np.maximum(inputs - fill, 0.0) / 2
+            full = iteration_seconds(a, eff, tp, n, context, fill, np.maximum(fill / inputs, 1.0), prior_full)
+            service = filled * np.maximum(full, t_dec)  # a prompt's share of full iterations
         else:
             k = np.ceil(inputs / (self.budget / self.ranks))
             chunk = inputs / k
@@ -348,9 +416,10 @@ class _Scheduler:
                 t_batch = iteration_seconds(a, eff, tp, 0, 0, packed * chunk, packed, prior)
                 per_prompt = k * t_batch / packed
                 rate = n / np.maximum(slots * t_seen + share * n * per_prompt, 1e-300)
-                prefilling = np.minimum(share * rate * per_prompt, 1.0)
+                local = n / np.maximum(slots * t_seen + arrive * n * per_prompt, 1e-300)
+                prefilling = np.minimum(arrive * local * per_prompt, 1.0)
                 biased = (1 - prefilling) * t_idle + prefilling * t_batch
-                packed = np.minimum(1.0 + share * rate * biased, per_batch)
+                packed = np.minimum(1.0 + arrive * local * biased, per_batch)
             step = t_seen + share * n * per_prompt / slots
             own = k * t_batch
             # the next iteration, by count (``biased`` weighs the iterations by their length)
@@ -361,7 +430,7 @@ class _Scheduler:
             # prefill batch pauses decoding); a prompt fills 1/per_batch of its k batches.
             carries = following * prefilling / np.maximum(t_batch, 1e-300)
             t_prompt = t_batch
-            per_iteration = share * n / slots * (1.0 - carries)
+            per_iteration = arrive * n / slots * (1.0 - carries)
             filled = k / per_batch
         # Another client's request is in the engine when this one arrives (none with one client).
         cycle = self.clients / np.maximum(rate, 1e-300)
@@ -370,13 +439,18 @@ class _Scheduler:
         # load is the share of iterations it fills (an iteration carrying prompts is at least as long as the
         # mean one: never above the share of time). Queued prompts ahead wait through full-budget iterations:
         # M/D/1 in iterations, less the residual of the prompt in service (the iteration in flight counts it).
-        load = np.minimum(per_iteration * filled, np.maximum(share * rate * service, 0.0))
-        queue = np.where(load < 1, load**2 * service / 2 / np.maximum(1 - load, 1e-12), np.inf)
+        load = np.minimum(per_iteration * filled, np.maximum(arrive * local * service, 0.0))
+        stable = load < 1
+        queue = np.where(stable, load**2 * service / 2 / np.maximum(1 - load, 1e-12), 0.0)
         # The other clients' prompts are a superposition of C - 1 nearly periodic streams (a client sends its
         # next request when its last one ends): Whitt's QNA gives them c_a^2 = 1 - w, Poisson-like at light
         # load and among many clients, regular near saturation among few (Kingman: the queue scales by c_a^2).
         w = 1.0 / (1.0 + 4.0 * (1.0 - np.minimum(load, 1.0)) ** 2 * np.maximum(self.clients - 2.0, 0.0))
-        queue = queue * (1.0 - w)
+        queue = np.where(stable, queue * (1.0 - w), np.inf)
+        # A crowded round (after the burst) arrives within a window of `clients (O - 1) / (n crowd)` iterations:
+        # its queue never holds more than the window's prompts ahead, half of them on average.
+        window = self.clients * slots / np.maximum(n * self.crowd, 1e-300)
+        queue = np.where(self.crowd > 1, np.fmin(queue, load * window / 2 * service / filled), queue)
         # An overlap scheduler built the next iteration before this prompt arrived: it waits for that one too.
         lag = following if self.profile.overlap_scheduler else 0.0
         # The iteration in flight: the arrival reaches the engine an overhead o after a completion at an
@@ -387,10 +461,16 @@ class _Scheduler:
         o = self.overhead
         j = np.minimum(np.maximum(o / np.maximum(t_idle, 1e-300), 1.0), 1e6)
         landing = 1.0 - (1.0 - np.minimum(carries, 1.0)) ** j
-        residual = landing * np.maximum(t_prompt - o * (j + 1) / (2 * j), t_idle / 2) + (1 - landing) * t_idle / 2
+        remaining = np.maximum(t_prompt - o * (j + 1) / (2 * j), t_idle / 2)
+        residual = landing * remaining + (1 - landing) * t_idle / 2
         wait = busy * (residual + lag) + own + queue
         gap = n + rate * wait - np.minimum(self.clients - rate * self.overhead, self.held)
-        return _Terms(gap, rate, step, wait)
+        # How much the wait varies between prompts (decode iterations): a wait uniform over twice the mean
+        # remaining iteration where the prompt lands behind another's (else none), and the queue.
+        hit = busy * landing
+        spread = np.sqrt(np.maximum(hit * 4 / 3 * remaining**2 - (hit * remaining) ** 2, 0.0) + queue**2)
+        jitter = spread / np.maximum(t_idle, 1e-300)
+        return _Terms(gap, rate, step, wait, jitter)
 
 
 def predict_benchmark(
@@ -408,6 +488,7 @@ def predict_benchmark(
     requests_per_client: float = REQUESTS_PER_CLIENT,
     arrivals: str = "dispersed",
     client_overhead: Time = None,
+    length_cv: float | None = None,
     data_parallel: Count = 1,
     expert_parallel: Count = 1,
     pipeline_parallel: Count = 1,
@@ -445,6 +526,12 @@ def predict_benchmark(
     client_overhead : Quantity [time], optional
         The harness's own latency per request beyond the engine's request path (its HTTP client,
         pacing); none by default. A benchmark setting, not engine behaviour.
+    length_cv : float, optional
+        Coefficient of variation of the requests' output lengths over the run (a benchmark setting:
+        ``0.1`` for lengths drawn 10 % apart). The clients start together, and this spread is what mixes
+        them again: the rounds after the first burst arrive crowded until it has (about eight rounds at
+        0.1), and their TTFT counts in the mean. ``None`` (default): mixed from the second round on, the
+        dispersed steady state at once. Only with ``arrivals="dispersed"``.
     data_parallel : int, default 1
         For a mixture of experts: attention ranks of ``tensor_parallel`` GPUs each (attention data
         parallelism, :func:`~calculator.performance.decode_step_time`); each schedules its own token
@@ -483,12 +570,13 @@ def predict_benchmark(
     --------
     Qwen3-32B BF16 on 4 H100s under vLLM 0.12, 32 clients, 1024/512 tokens (measured: TTFT 199.9 ms,
     TPOT 14.2 ms). vLLM 0.12 schedules synchronously (the profile is 0.14's, asynchronous), and the
-    harness that measured it adds its own 76.3 ms per request (``benchmark_harness.csv``, the "aic gap
-    analysis" collection); the measured values lie inside the 80 % intervals:
+    harness that measured it adds its own 66.2 ms per request and mixes its fixed-length clients as a
+    length spread of 0.05 would (``benchmark_harness.csv``, the "aic gap analysis" collection); the
+    measured values lie inside the 80 % intervals:
 
     >>> vllm_0_12 = engine_profile("vllm").with_async_scheduling(False)
     >>> p = predict_benchmark("Qwen/Qwen3-32B", "h100_sxm", "bf16", 4, 1024, 512, 32, engine=vllm_0_12,
-    ...                       client_overhead=Q_(76.3, "ms"))
+    ...                       client_overhead=Q_(66.2, "ms"), length_cv=0.05)
     >>> bool(p.ttft_interval[0].m_as("ms") < 199.9 < p.ttft_interval[1].m_as("ms")), p.memory_limited
     (True, False)
     >>> bool(p.tpot_interval[0].m_as("ms") < 14.2 < p.tpot_interval[1].m_as("ms"))
@@ -526,6 +614,7 @@ def predict_benchmark(
         0.0
         if client_overhead is None
         else magnitude("predict_benchmark", "client_overhead", client_overhead, "s", "nonnegative"),
+        check_length_cv("predict_benchmark", length_cv),
     )
     if np.any(np.asarray(result["max_concurrency"]) < 1):
         weights = float(np.max(a.weights_per_device(tp)))

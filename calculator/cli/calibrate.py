@@ -45,6 +45,7 @@ def calibrate_command(
         typer.Option(
             "--length-cv",
             metavar="FLOAT",
+            min=0.0,
             help="Spread of the runs' output lengths (coefficient of variation, e.g. 0.1); default: clients mixed "
             "from the second round on.",
         ),

@@ -147,7 +147,7 @@ def closed_loop_seconds(
     max_seqs = float(min(seqs_cap, tokens_cap) if profile.mixed_batching else seqs_cap) * ranks
     held = np.maximum(np.minimum(np.minimum(clients, kv_limit), max_seqs), 1.0)
     overhead = profile.request_overhead.m_as("s") + extra  # the engine's request path and the harness's
-    scheduler = _Scheduler(a, eff, profile, budget, tp, inputs, slots, clients, context, held, overhead, ranks)
+    scheduler = _Scheduler(a, eff, profile, budget, tp, inputs, slots, clients, context, held, overhead, ranks, spread)
 
     # The operating point: the decoding population n where the clients' cycle closes.
     running = _closing_population(scheduler, np.minimum(held, scheduler.decoding_cap()))
@@ -246,6 +246,28 @@ def _aftermath(
     return total
 
 
+#: Beyond this many whole prompts in the room, an engine that does not chunk packs them as a share of the room.
+_WHOLE_PROMPTS = 32
+
+
+def _whole_prompts(room: np.ndarray, inputs: np.ndarray, length_cv: Any) -> np.ndarray:
+    """The whole prompts an iteration of ``room`` tokens takes, in order while they fit (at least one).
+
+    Prompts of ``inputs`` tokens spread normally by ``length_cv``: ``sum_k P(S_k <= room)``, ``S_k`` the
+    first ``k`` prompts' tokens. Fixed lengths (0) give ``floor(room / inputs)``; no spread given
+    (``inf``), or more than :data:`_WHOLE_PROMPTS` prompts, the room's share ``room / inputs``.
+    """
+    from scipy.special import ndtr
+
+    room, inputs, cv = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (room, inputs, length_cv)))
+    share = room / inputs
+    k = np.arange(1, _WHOLE_PROMPTS + 2, dtype=float)[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = (room - k * inputs) / (np.sqrt(k) * cv * inputs)
+    counted = ndtr(np.where(np.isnan(z), np.inf, z)).sum(axis=0)  # nan: fixed lengths that fit exactly
+    return np.maximum(np.where(np.isfinite(cv) & (share <= _WHOLE_PROMPTS), counted, share), 1.0)
+
+
 def _closing_population(scheduler: _Scheduler, cap: np.ndarray) -> np.ndarray:
     """The largest decoding population in ``[0, cap]`` where the cycle's gap is negative (to :data:`_RESOLUTION`).
 
@@ -339,6 +361,7 @@ class _Scheduler:
     held: np.ndarray
     overhead: np.ndarray
     ranks: float = 1.0  # attention ranks; a prompt is chunked to one rank's share of the budget left
+    length_cv: Any = np.inf  # the spread of the prompts' lengths (inf: none given; whole prompts pack as a share)
     crowd: Any = 1.0  # the other clients' arrivals per iteration, as a multiple of the mixed state's
 
     def decoding_cap(self) -> np.ndarray:
@@ -384,14 +407,17 @@ class _Scheduler:
             others = arrive * local
             # An iteration carries a Poisson count of chunks, `arrivals` on average (more than one where
             # prompts come faster than iterations), each adding its cost: the mean and second moment.
-            carrying = np.minimum(arrivals, room / chunk)
+            # an iteration takes `capacity` chunks: the room's share, or (an engine that does not chunk) the
+            # whole prompts that fit in it, at least one
+            capacity = room / chunk if self.profile.chunked_prefill else _whole_prompts(room, inputs, self.length_cv)
+            carrying = np.minimum(arrivals, capacity)
             per_chunk = per_prompt / k
             mean = t_idle + carrying * per_chunk
             square = mean**2 + carrying * per_chunk**2
             biased = square / np.maximum(mean, 1e-300)  # the iteration in flight, length-biased
             # Prompts that arrived during the iteration in flight join this one's iterations only as far as
             # the budget has room beside it (a prompt that fills the budget is prefilled without company).
-            fits = np.maximum(k * room / inputs - 1.0, 0.0)
+            fits = np.maximum(capacity - 1.0, 0.0)
             own = k * (t_dec + added) + np.minimum(others * biased, fits) * added
             following = mean
             # By count: iterations that carry prompt work (at least one chunk) and their mean length; prompts
@@ -400,8 +426,7 @@ class _Scheduler:
             carries = 1.0 - np.exp(-carrying)
             t_prompt = t_idle + per_chunk * carrying / np.maximum(carries, 1e-300)
             per_iteration = arrive * n / slots
-            # a full iteration: the room in chunks, or (an engine that does not chunk) whole prompts, at least one
-            fill = room if self.profile.chunked_prefill else np.maximum(room, inputs)
+            fill = room if self.profile.chunked_prefill else capacity * inputs  # the tokens of a full iteration
             filled = inputs / fill
             prior_full = np.maximum(inputs - fill, 0.0) / 2
             full = iteration_seconds(a, eff, tp, n, context, fill, np.maximum(fill / inputs, 1.0), prior_full)

@@ -6,8 +6,9 @@ Every row of ``calculator/data/calibration/serving_benchmarks_h100.csv`` is simu
 (``simulation.simulate``: its clients, ten requests each, one seed) with the engine profile and the
 release's scheduling and KV cache the fit uses (``calibration.load_benchmarks``), twice: with request
 lengths varying by a coefficient of variation of 0.1 (the jitter that disperses the clients, the
-reference of ``benchmarks/validate_closed_loop.py``) and with identical requests (the clients stay in
-waves). The campaign's recorded harness latency (``benchmark_harness.csv``) is added to the simulated
+reference of ``benchmarks/validate_closed_loop.py``), with identical requests (the clients stay in
+waves), and with each campaign's recorded length spread (``length_cv``, 0.1 where none is recorded).
+The campaign's recorded harness latency (``benchmark_harness.csv``) is added to the simulated
 TTFT. It prints the median |error| of TTFT and TPOT and the signed median TTFT error by campaign for
 both, beside the closed form's (``calibration.prediction_errors``), and the time taken: the simulator
 as ``predict_benchmark``'s engine would have to price the whole calibration set in under a minute.
@@ -84,29 +85,36 @@ def main():
     with tempfile.TemporaryDirectory() as folder:
         sync = Path(folder) / "vllm_before_0_14.yaml"
         sync.write_text(SYNCHRONOUS_VLLM, encoding="utf-8")
-        for jitter, label in ((0.1, "simulator, lengths CV 0.1 (dispersed)"), (0.0, "simulator, identical requests")):
+        recorded = np.where(np.isfinite(rows.length_cv), rows.length_cv, 0.1)
+        passes = (
+            ("dispersed", np.full(len(rows), 0.1), "simulator, lengths CV 0.1 (dispersed)"),
+            ("identical", np.zeros(len(rows)), "simulator, identical requests"),
+            ("spread", recorded, "simulator, each campaign's length spread (0.1 where none is recorded)"),
+        )
+        for key, jitters, label in passes:
             cases = [
                 (
                     r.model, r.accelerator, r.precision, int(r.tensor_parallel), r.engine,
                     _release_kv_precision(r.kv_declaration),
                     (str(sync),) if r.engine == "vllm" and r.async_scheduling is False else (),
-                    int(r.input_tokens), int(r.output_tokens), int(r.concurrency), jitter,
+                    int(r.input_tokens), int(r.output_tokens), int(r.concurrency), float(jitter),
                 )
-                for r in rows.itertuples()
+                for r, jitter in zip(rows.itertuples(), jitters, strict=True)
             ]  # fmt: skip
             start = time.perf_counter()
             with ProcessPoolExecutor(args.jobs) as pool:
                 out = np.array(list(pool.map(simulated, cases, chunksize=8)))
             took = time.perf_counter() - start
-            runs[jitter] = out[:, 0] + rows.client_overhead, out[:, 1]
+            runs[key] = out[:, 0] + rows.client_overhead, out[:, 1]
             print()
-            report(f"{label} ({took:.0f} s, {args.jobs} jobs)", rows, *runs[jitter])
-    # Each campaign as its harness runs it (benchmark_harness.csv): identical requests where it keeps waves.
+            report(f"{label} ({took:.0f} s, {args.jobs} jobs)", rows, *runs[key])
+    # Each campaign as its harness runs it (benchmark_harness.csv): identical requests where it keeps waves,
+    # else its length spread.
     waves = (rows.arrivals == "waves").to_numpy()
     print()
     report(
-        "simulator, each campaign's recorded arrivals", rows,
-        *(np.where(waves, identical, dispersed) for dispersed, identical in zip(runs[0.1], runs[0.0], strict=True)),
+        "simulator, each campaign's recorded arrivals and spread", rows,
+        *(np.where(waves, same, spread) for spread, same in zip(runs["spread"], runs["identical"], strict=True)),
     )  # fmt: skip
 
 

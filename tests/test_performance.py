@@ -507,6 +507,19 @@ def test_a_wider_length_spread_mixes_the_clients_sooner():
     assert ttft[-2] == pytest.approx(ttft[-1], rel=1e-9)  # 0.3: mixed within a round (no crowded round)
 
 
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+def test_identical_lengths_and_a_one_iteration_burst_come_back_as_the_burst(engine):
+    # 8 prompts of 1,024 tokens fill one 8,192-token iteration: with no spread at all every client is
+    # back in the same iteration each round, so every round is the burst again, as the waves model says.
+    from calculator.performance import closed_loop_seconds
+
+    profile = ENGINES[engine]
+    a = step_arrays("llama-3.1-8b", "h100-sxm", "bf16", engine=profile)
+    rounds = closed_loop_seconds(a, profile, 1, 1024, 128, 8, length_cv=0.0)
+    waves = closed_loop_seconds(a, profile, 1, 1024, 128, 8, arrivals="waves")
+    assert float(rounds["ttft"]) == pytest.approx(float(waves["ttft"]), rel=1e-9)
+
+
 @pytest.mark.parametrize("bad", [-0.1, float("nan"), float("inf"), "0.1", True])
 def test_predict_benchmark_rejects_a_bad_length_cv(bad):
     from calculator.performance import predict_benchmark

@@ -351,13 +351,26 @@ def test_interval_bands_hold_both_values_together():
     assert np.isfinite(np.array(list(bands.values()))).all()
 
 
+def _closed_and_simulated(engine, model, precision, tp, prompt, output, clients, *, cv=0.1, seeds=1, length_cv=None):
+    """The closed form and a closed-loop simulation (ten requests per client, lengths spread by ``cv``) of one case:
+    ``(closed_loop_seconds's dict, the simulation's summary by (metric, statistic), the simulation)``."""
+    from calculator.performance import closed_loop_seconds
+    from calculator.simulation import SimulationSetup, Traffic, simulate
+
+    setup = SimulationSetup(model, "h100-sxm", precision, tensor_parallel=tp, engine=engine)
+    traffic = Traffic(clients=clients, input_tokens=prompt, output_tokens=output, requests=10 * clients,
+                      input_cv=cv, output_cv=cv)  # fmt: skip
+    run = simulate(setup, traffic, seeds=seeds)
+    profile = ENGINES[engine]
+    a = step_arrays(model, "h100-sxm", precision, engine=profile)
+    closed = closed_loop_seconds(a, profile, tp, prompt, output, clients, length_cv=length_cv)
+    return closed, run.summary.set_index(["metric", "statistic"]).value, run
+
+
 def test_the_closed_form_agrees_with_the_closed_loop_simulation():
     # The closed form follows the simulator's mechanism (docs/performance-model.md records the whole
     # grid, benchmarks/validate_closed_loop.py): eight points of that grid, from one client to a
     # thousand, short and long prompts, every engine, lengths jittered by a CV of 0.1 (dispersed).
-    from calculator.performance import closed_loop_seconds
-    from calculator.simulation import SimulationSetup, Traffic, simulate
-
     cases = [
         ("vllm", "llama-3.1-8b", "bf16", 1, 1024, 128, 16),
         ("sglang", "llama-3.1-8b", "bf16", 1, 1024, 1024, 64),
@@ -369,16 +382,8 @@ def test_the_closed_form_agrees_with_the_closed_loop_simulation():
         ("vllm", "llama-3.1-70b", "fp8", 4, 1024, 1024, 1),
     ]
     errors = []
-    for engine, model, precision, tp, prompt, output, clients in cases:
-        setup = SimulationSetup(model, "h100-sxm", precision, tensor_parallel=tp, engine=engine)
-        traffic = Traffic(clients=clients, input_tokens=prompt, output_tokens=output, requests=10 * clients,
-                          input_cv=0.1, output_cv=0.1)  # fmt: skip
-        run = simulate(setup, traffic, seeds=1)
-        stats = run.summary.set_index(["metric", "statistic"]).value
-        profile = ENGINES[engine]
-        closed = closed_loop_seconds(
-            step_arrays(model, "h100-sxm", precision, engine=profile), profile, tp, prompt, output, clients
-        )
+    for case in cases:
+        closed, stats, run = _closed_and_simulated(*case)
         errors.append([
             float(closed["ttft"]) / stats["ttft", "mean"] - 1,
             float(closed["tpot"]) / stats["tpot", "mean"] - 1,
@@ -440,17 +445,8 @@ def test_a_prompt_that_fills_the_budget_is_prefilled_without_company():
     # budget, and the prompts that arrive meanwhile cannot share it. Counted as packed beside it, the
     # closed form's TTFT at 4 clients was 48 % above the simulation's; without company 36 %; with the
     # arrivals coming per iteration (completions), not per second, within 10 %.
-    from calculator.performance import closed_loop_seconds
-    from calculator.simulation import SimulationSetup, Traffic, simulate
-
-    setup = SimulationSetup("llama-3.1-8b", "h100-sxm", "bf16", engine="trtllm")
-    traffic = Traffic(clients=4, input_tokens=16384, output_tokens=128, requests=40, input_cv=0.1, output_cv=0.1)
-    simulated = simulate(setup, traffic, seeds=1).summary.set_index(["metric", "statistic"]).value["ttft", "mean"]
-    profile = ENGINES["trtllm"]
-    closed = closed_loop_seconds(
-        step_arrays("llama-3.1-8b", "h100-sxm", "bf16", engine=profile), profile, 1, 16384, 128, 4
-    )
-    assert abs(float(closed["ttft"]) / simulated - 1) < 0.10
+    closed, simulated, _ = _closed_and_simulated("trtllm", "llama-3.1-8b", "bf16", 1, 16384, 128, 4)
+    assert abs(float(closed["ttft"]) / simulated["ttft", "mean"] - 1) < 0.10
 
 
 @pytest.mark.parametrize("engine", ["trtllm", "vllm", "sglang"])
@@ -460,17 +456,8 @@ def test_closed_loop_prompts_arrive_per_iteration_not_per_second(engine):
     # prompt iterations take most of the time but few of the iterations, and a prompt rarely lands beside
     # one or queues behind another. Counted as arrivals per second (the length-biased iteration in flight,
     # the M/D/1 queue at the share of time), the closed form's TTFT was 22-31 % above the simulation's.
-    from calculator.performance import closed_loop_seconds
-    from calculator.simulation import SimulationSetup, Traffic, simulate
-
-    setup = SimulationSetup("llama-3.1-70b", "h100-sxm", "fp8", tensor_parallel=4, engine=engine)
-    traffic = Traffic(clients=16, input_tokens=4096, output_tokens=128, requests=160, input_cv=0.1, output_cv=0.1)
-    simulated = simulate(setup, traffic, seeds=1).summary.set_index(["metric", "statistic"]).value["ttft", "mean"]
-    profile = ENGINES[engine]
-    closed = closed_loop_seconds(
-        step_arrays("llama-3.1-70b", "h100-sxm", "fp8", engine=profile), profile, 4, 4096, 128, 16
-    )
-    assert abs(float(closed["ttft"]) / simulated - 1) < 0.10
+    closed, simulated, _ = _closed_and_simulated(engine, "llama-3.1-70b", "fp8", 4, 4096, 128, 16)
+    assert abs(float(closed["ttft"]) / simulated["ttft", "mean"] - 1) < 0.10
 
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
@@ -480,15 +467,13 @@ def test_the_rounds_after_the_burst_arrive_crowded_until_the_length_spread_mixes
     # rounds to spread over a whole cycle. Counting every round after the burst as mixed put TTFT 20-23 %
     # below the simulation's; the crowded rounds (length_cv) bring it within 8 %.
     from calculator.performance import closed_loop_seconds
-    from calculator.simulation import SimulationSetup, Traffic, simulate
 
-    setup = SimulationSetup("llama-3.1-70b", "h100-sxm", "fp8", tensor_parallel=4, engine=engine)
-    traffic = Traffic(clients=16, input_tokens=1024, output_tokens=128, requests=160, input_cv=0.05, output_cv=0.05)
-    simulated = simulate(setup, traffic, seeds=3).summary.set_index(["metric", "statistic"]).value
+    case = (engine, "llama-3.1-70b", "fp8", 4, 1024, 128, 16)
+    crowded, simulated, _ = _closed_and_simulated(*case, cv=0.05, seeds=3, length_cv=0.05)
     profile = ENGINES[engine]
-    a = step_arrays("llama-3.1-70b", "h100-sxm", "fp8", engine=profile)
-    crowded = closed_loop_seconds(a, profile, 4, 1024, 128, 16, length_cv=0.05)
-    mixed = closed_loop_seconds(a, profile, 4, 1024, 128, 16)
+    mixed = closed_loop_seconds(
+        step_arrays("llama-3.1-70b", "h100-sxm", "fp8", engine=profile), profile, 4, 1024, 128, 16
+    )
     assert float(crowded["ttft"]) == pytest.approx(simulated["ttft", "mean"], rel=0.08)
     assert float(mixed["ttft"]) < 0.85 * simulated["ttft", "mean"]
     # the crowding moves prompts in time, not their work (TensorRT-LLM: 8 whole prompts fit the room either way)
@@ -532,16 +517,10 @@ def test_an_engine_that_does_not_chunk_queues_whole_prompts_that_exceed_the_room
     # TensorRT-LLM without chunked prefill takes a 16,384-token prompt whole, one per iteration, though
     # the budget is 8,192 tokens: the queue for prompts counts iterations of one prompt each. Counted as
     # two budgets' worth of chunks, the prompts' load doubled and TTFT came out 30 % above the simulation.
-    from calculator.performance import closed_loop_seconds
-    from calculator.simulation import SimulationSetup, Traffic, simulate
-
-    setup = SimulationSetup("llama-3.1-70b", "h100-sxm", "fp8", tensor_parallel=4, engine="trtllm")
-    traffic = Traffic(clients=64, input_tokens=16384, output_tokens=128, requests=640, input_cv=0.1, output_cv=0.1)
-    simulated = simulate(setup, traffic, seeds=2).summary.set_index(["metric", "statistic"]).value["ttft", "mean"]
-    profile = ENGINES["trtllm"]
-    a = step_arrays("llama-3.1-70b", "h100-sxm", "fp8", engine=profile)
-    closed = closed_loop_seconds(a, profile, 4, 16384, 128, 64, length_cv=0.1)
-    assert float(closed["ttft"]) == pytest.approx(simulated, rel=0.15)
+    closed, simulated, _ = _closed_and_simulated(
+        "trtllm", "llama-3.1-70b", "fp8", 4, 16384, 128, 64, seeds=2, length_cv=0.1
+    )
+    assert float(closed["ttft"]) == pytest.approx(simulated["ttft", "mean"], rel=0.15)
 
 
 def test_an_engine_that_does_not_chunk_takes_the_whole_prompts_that_fit():
@@ -562,16 +541,7 @@ def test_whole_prompts_set_tensorrt_llms_decode_steps_under_a_full_queue():
     # 256 clients of 4,096/128 tokens (Llama-3.1-70B FP8 on four H100s) keep TensorRT-LLM's queue full:
     # every iteration takes the whole prompts that fit beside the decodes, one or two at lengths 10 %
     # apart (1.4 on average). Counted as a share of the room (two), TPOT came out 48 % above the simulation.
-    from calculator.performance import closed_loop_seconds
-    from calculator.simulation import SimulationSetup, Traffic, simulate
-
-    setup = SimulationSetup("llama-3.1-70b", "h100-sxm", "fp8", tensor_parallel=4, engine="trtllm")
-    traffic = Traffic(clients=256, input_tokens=4096, output_tokens=128, requests=2560, input_cv=0.1, output_cv=0.1)
-    run = simulate(setup, traffic, seeds=1)
-    simulated = run.summary.set_index(["metric", "statistic"]).value
-    profile = ENGINES["trtllm"]
-    a = step_arrays("llama-3.1-70b", "h100-sxm", "fp8", engine=profile)
-    closed = closed_loop_seconds(a, profile, 4, 4096, 128, 256, length_cv=0.1)
+    closed, simulated, run = _closed_and_simulated("trtllm", "llama-3.1-70b", "fp8", 4, 4096, 128, 256, length_cv=0.1)
     assert float(closed["tpot"]) == pytest.approx(simulated["tpot", "mean"], rel=0.20)
     assert float(closed["throughput"]) == pytest.approx(run.throughput.m_as("request/s"), rel=0.10)
 

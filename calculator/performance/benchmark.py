@@ -376,12 +376,27 @@ class _Scheduler:
 
         A mixing engine's iteration holds the decodes and the other clients' prompt chunks in one token
         budget: ``n`` decoding requests draw ``(1 - 1/C) n I / (O - 1)`` prompt tokens per iteration, which
-        must fit in the room ``max(T - n, T/4)`` the decodes leave. Prefill-first engines run their
-        prefill batches apart (no cap).
+        must fit in the room ``max(T - n, T/4)`` the decodes leave. An engine that does not chunk draws
+        ``(1 - 1/C) n / (O - 1)`` prompts per iteration, which must not exceed the whole prompts the room
+        takes (:func:`_whole_prompts`, at least one however long the prompt). Prefill-first engines run
+        their prefill batches apart (no cap).
         """
         if not self.profile.mixed_batching:
             return np.full_like(self.held, np.inf)
-        drawn = (1.0 - 1.0 / self.clients) * self.inputs / self.slots  # prompt tokens per decoding request
+        share = 1.0 - 1.0 / self.clients
+        if not self.profile.chunked_prefill:
+            def excess(n: np.ndarray) -> np.ndarray:  # prompts drawn beyond those taken; rises with n
+                room = np.maximum(self.budget - n, self.budget / 4)
+                return share * n / self.slots - _whole_prompts(room, self.inputs, self.length_cv)
+
+            low = np.zeros_like(self.held)
+            high = self.slots * np.maximum(self.budget / self.inputs, 1.0) / np.maximum(share, 1e-300)
+            for _ in range(_BISECTION_STEPS):
+                middle = (low + high) / 2
+                below = excess(middle) <= 0
+                low, high = np.where(below, middle, low), np.where(below, high, middle)
+            return np.where(share > 0, low, np.inf)
+        drawn = share * self.inputs / self.slots  # prompt tokens per decoding request
         shared = self.budget / (1.0 + drawn)  # room = T - n
         floor = self.budget / 4 / np.maximum(drawn, 1e-300)  # room = T / 4
         return np.where(shared <= 0.75 * self.budget, shared, np.maximum(floor, 0.75 * self.budget))

@@ -385,6 +385,7 @@ class _Scheduler:
             return np.full_like(self.held, np.inf)
         share = 1.0 - 1.0 / self.clients
         if not self.profile.chunked_prefill:
+
             def excess(n: np.ndarray) -> np.ndarray:  # prompts drawn beyond those taken; rises with n
                 room = np.maximum(self.budget - n, self.budget / 4)
                 return share * n / self.slots - _whole_prompts(room, self.inputs, self.length_cv)

@@ -102,10 +102,10 @@ BENCHMARKS = [
 @pytest.mark.parametrize(("model", "gpu", "precision", "tp", "inputs", "outputs", "clients", "engine"), BENCHMARKS)
 def test_closed_loop_agrees_with_the_benchmark_model(model, gpu, precision, tp, inputs, outputs, clients, engine):
     # The benchmark model is the simulator's mechanism in closed form (docs/performance-model.md): with
-    # lengths that vary a little (CV 0.1) the clients disperse, as predict_benchmark assumes by default;
+    # lengths that vary a little (CV 0.1, the model's length_cv) the clients disperse after the first rounds;
     # identical requests started together stay in waves, its arrivals="waves" (prefill-first engines).
     setup = SimulationSetup(model, gpu, precision, tp, engine=engine)
-    predicted = predict_benchmark(model, gpu, precision, tp, inputs, outputs, clients, engine=engine)
+    predicted = predict_benchmark(model, gpu, precision, tp, inputs, outputs, clients, engine=engine, length_cv=0.1)
     jitter = Traffic(clients=clients, input_tokens=inputs, output_tokens=outputs, requests=10 * clients,
                      input_cv=0.1, output_cv=0.1)  # fmt: skip
     dispersed = simulate(setup, jitter)

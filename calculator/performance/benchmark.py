@@ -252,6 +252,16 @@ def _aftermath(
     return total
 
 
+def _landing(carries: np.ndarray, overhead: np.ndarray, t_idle: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """How often a prompt sent at an iteration's end lands in an iteration that carries prompts, and ``j``.
+
+    It reaches the engine the request path ``o`` later, when about ``j = o / t_idle`` iterations have started
+    (at least one); it lands in a prompt iteration if one of them carries prompts: ``1 - (1 - carries)^j``.
+    """
+    j = np.minimum(np.maximum(overhead / np.maximum(t_idle, 1e-300), 1.0), 1e6)
+    return 1.0 - (1.0 - np.minimum(carries, 1.0)) ** j, j
+
+
 #: Beyond this many whole prompts in the room, an engine that does not chunk packs them as a share of the room.
 _WHOLE_PROMPTS = 32
 
@@ -459,19 +469,19 @@ class _Scheduler:
             chunk = inputs / k
             per_batch = np.maximum(self.budget / chunk, 1.0)
             prior = (k - 1) / 2 * chunk
-            packed = np.ones_like(n)
-            for _ in range(3):  # prompts that arrived in the same iteration share a prefill batch
-                t_batch = iteration_seconds(a, eff, tp, 0, 0, packed * chunk, packed, prior)
-                per_prompt = k * t_batch / packed
-                rate = n / np.maximum(slots * t_seen + share * n * per_prompt, 1e-300)
-                local = n / np.maximum(slots * t_seen + arrive * n * per_prompt, 1e-300)
-                prefilling = np.minimum(arrive * local * per_prompt, 1.0)
-                biased = (1 - prefilling) * t_idle + prefilling * t_batch
-                packed = np.minimum(1.0 + arrive * local * biased, per_batch)
+            # The prompts a decode iteration's completions send arrive together, the request path later, and
+            # share the next prefill batch: a prompt's batch holds its own group, the other clients' completions
+            # of one decode iteration (a Poisson count seen from one of its members: one plus the mean).
+            packed = np.minimum(1.0 + arrive * n / slots, per_batch)
+            t_batch = iteration_seconds(a, eff, tp, 0, 0, packed * chunk, packed, prior)
+            per_prompt = k * t_batch / packed
+            rate = n / np.maximum(slots * t_seen + share * n * per_prompt, 1e-300)
+            local = n / np.maximum(slots * t_seen + arrive * n * per_prompt, 1e-300)
+            prefilling = np.minimum(arrive * local * per_prompt, 1.0)
+            # the next iteration, by count
+            following = 1.0 / (prefilling / np.maximum(t_batch, 1e-300) + (1 - prefilling) / np.maximum(t_idle, 1e-300))
             step = t_seen + share * n * per_prompt / slots
             own = k * t_batch
-            # the next iteration, by count (``biased`` weighs the iterations by their length)
-            following = 1.0 / (prefilling / np.maximum(t_batch, 1e-300) + (1 - prefilling) / np.maximum(t_idle, 1e-300))
             full = iteration_seconds(a, eff, tp, 0, 0, per_batch * chunk, per_batch, prior)
             service = k * full / per_batch
             # By count: prefill batches among the iterations; prompts arrive only from decode iterations (a
@@ -507,8 +517,7 @@ class _Scheduler:
         # else in a decode iteration, halfway. (Poisson arrivals would see the length-biased iteration, which
         # overweights the long prompt iterations that closed-loop completions rarely fall next to.)
         o = self.overhead
-        j = np.minimum(np.maximum(o / np.maximum(t_idle, 1e-300), 1.0), 1e6)
-        landing = 1.0 - (1.0 - np.minimum(carries, 1.0)) ** j
+        landing, j = _landing(carries, o, t_idle)
         remaining = np.maximum(t_prompt - o * (j + 1) / (2 * j), t_idle / 2)
         residual = landing * remaining + (1 - landing) * t_idle / 2
         wait = busy * (residual + lag) + own + queue

@@ -449,6 +449,17 @@ def test_a_prompt_that_fills_the_budget_is_prefilled_without_company():
     assert abs(float(closed["ttft"]) / simulated["ttft", "mean"] - 1) < 0.10
 
 
+def test_a_prefill_batch_holds_one_decode_iterations_completions():
+    # SGLang pauses decoding for a prefill batch. The requests one decode iteration completes send their next
+    # prompts together, and they arrive the request path later as one group: with 1,024 clients of 128/128
+    # tokens (Llama-3.1-70B FP8 on four H100s) about ten prompts share a batch. Counted as the prompts a
+    # Poisson arrival meets in the length-biased iteration (about six), TTFT came out 18 % below the
+    # simulation's and TPOT 8 % above.
+    closed, simulated, _ = _closed_and_simulated("sglang", "llama-3.1-70b", "fp8", 4, 128, 128, 1024, length_cv=0.1)
+    assert float(closed["ttft"]) == pytest.approx(simulated["ttft", "mean"], rel=0.10)
+    assert float(closed["tpot"]) == pytest.approx(simulated["tpot", "mean"], rel=0.05)
+
+
 @pytest.mark.parametrize("engine", ["trtllm", "vllm", "sglang"])
 def test_closed_loop_prompts_arrive_per_iteration_not_per_second(engine):
     # A client sends its next prompt when its last request completes, at the end of an iteration, so the

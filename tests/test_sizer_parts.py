@@ -163,3 +163,25 @@ def test_a_plan_round_trips_through_its_json():
     older = {k: v for k, v in json.loads(text).items() if k != "serving"}
     with pytest.raises(InputError, match="written by an older version"):
         FleetPlan.from_json_dict(older)
+
+
+@pytest.mark.parametrize(("prompt", "taken"), [(16384, 1.0), (2048, 3.0)])
+def test_an_engine_that_does_not_chunk_serves_the_whole_prompts_that_fit(prompt, taken):
+    # TensorRT-LLM without chunked context takes the waiting prompts whole while they fit beside the decodes, and
+    # at least one however long (the benchmark model's rule, its micro-batch scheduler's): at a cap of 512
+    # sequences its 8,192-token budget leaves 7,680 tokens, three prompts of 2,048 tokens or one of 16,384 (twice
+    # the budget). Counted as the room's share a replica served 3.75 and 0.47 prompts an iteration.
+    from calculator.fleet.evaluate import _evaluate, _families
+    from calculator.performance import engine_profile
+    from calculator.registry import load_registry
+
+    reg = load_registry()
+    profile = engine_profile("trtllm", reg)
+    assert not profile.chunked_prefill and profile.limits(80e9, "h100-sxm")[0] == 8192
+    space = SearchSpace("h100-sxm", "bf16", tensor_parallel=(1,), batches=(512,))
+    (family,) = _families(reg.model("llama-3.1-8b"), space, Costs(Q_(3, "USD/hour")), None, reg, profile)
+    traffic = Workload(Q_(1, "request/s"), prompt, 128)
+    e = _evaluate(
+        family, profile, traffic, np.array([[1.0]]), np.array([[512.0]]), ServingOptions(), max_utilization=0.8
+    )
+    assert e.rate[0, 0] * e.tpot_at_batch[0, 0] == pytest.approx(taken)

@@ -43,6 +43,7 @@ from ..performance import (
     spread_over_ranks,
     step_arrays,
 )
+from ..performance.benchmark import _whole_prompts as whole_prompts
 from ..performance.pricing import _overlap_expectation
 from ..precision import check_precision
 from ..queueing import replica_demand
@@ -342,7 +343,9 @@ class _Pricing:
             ranks = family.ranks(tp)  # each attention rank schedules its own token budget
             budget = float(serving.chunk_size or profile.limits(a.memory, a.accelerator)[0]) * ranks
             chunked = profile.chunked_prefill or bool(serving.chunk_size)
-            it = _mixed_iteration(grid, t_dec, per_token, prompts, budget, chunked, decode_slots, ranks)
+            it = _mixed_iteration(
+                grid, t_dec, per_token, prompts, budget, chunked, decode_slots, ranks, workload.input_cv
+            )
         else:
             it = _prefill_first_iteration(grid, t_pf, per_token, prompts, decode_slots)
         if profile.overlap_scheduler:
@@ -430,7 +433,7 @@ def _per_token(a: StepArrays, draft: StepArrays, eff: Any, tp: np.ndarray, batch
 
 def _mixed_iteration(
     grid: _Step, t_dec: np.ndarray, per_token: np.ndarray, prompts: _Prompts, budget: Any, chunked: bool,
-    decode_slots: float, ranks: Any = 1.0,
+    decode_slots: float, ranks: Any = 1.0, length_cv: float = 0.0,
 ) -> _Iteration:  # fmt: skip
     """Engines that mix prefill into decoding: prompts ride in decode iterations, chunked to the budget left.
 
@@ -439,7 +442,9 @@ def _mixed_iteration(
     smaller than it. ``budget`` is the replica's (every attention rank's, ``ranks`` of them); a prompt
     is chunked to one rank's share of what is left. Chunks landing together are not simply additive:
     with asynchronous scheduling the first hide under the fixed costs (``overlapped_prompt_seconds``),
-    and attention ranks prefill theirs side by side (``spread_over_ranks``).
+    and attention ranks prefill theirs side by side (``spread_over_ranks``). An engine that does not
+    chunk fills an iteration with the whole prompts that fit beside the decodes, at least one however
+    long (``whole_prompts``, prompt lengths spread by ``length_cv``), as the benchmark model does.
     """
     batch, computed = grid.batch, prompts.computed
     room = np.maximum(budget - batch, 1.0)
@@ -474,14 +479,19 @@ def _mixed_iteration(
     own_time = sum(w * k * (step + d) for w, (k, d) in weighted)
     single = prompts.tail == prompts.nodes[0] and len(prompts.nodes) == 1
     k_tail, d_tail = costs[0] if single else prompt_cost(prompts.tail)
-    # a full-budget iteration packs room / prompt prompts (one long prompt's chunk after its earlier ones)
-    full = grid.added(room, np.maximum(room / computed, 1.0), np.maximum(computed - room, 0.0) / 2, plain)
+    if chunked:
+        # a full-budget iteration packs room / prompt prompts (one long prompt's chunk after its earlier ones)
+        taken = room / computed
+        full = grid.added(room, np.maximum(taken, 1.0), np.maximum(computed - room, 0.0) / 2, plain)
+    else:  # the whole prompts that fit, at least one
+        taken = whole_prompts(room, computed, length_cv)
+        full = grid.added(taken * computed, taken, 0.0, plain)
     return _Iteration(
         step=step,
-        rate=np.minimum(batch / (decode_slots * step), room / (computed * step)),
+        rate=np.minimum(batch / (decode_slots * step), taken / step),
         first_mean=step / 2 + own_time,
         first_tail=step / 2 + k_tail * (step + d_tail),
-        service=computed / room * (per_token + full),  # a prompt's share of full-budget iterations
+        service=(per_token + full) / taken,  # a prompt's share of full-budget iterations
         tbt=step + np.maximum(d_tail, costs[-1][1]),
         own_time=own_time,
         prompt_time=per_prompt,

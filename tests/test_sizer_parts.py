@@ -178,10 +178,9 @@ def test_an_engine_that_does_not_chunk_serves_the_whole_prompts_that_fit(prompt,
     reg = load_registry()
     profile = engine_profile("trtllm", reg)
     assert not profile.chunked_prefill and profile.limits(80e9, "h100-sxm")[0] == 8192
-    space = SearchSpace("h100-sxm", "bf16", tensor_parallel=(1,), batches=(512,))
+    space = SearchSpace("h100-sxm", "bf16", tensor_parallel=(1, 2), batches=(512,))
     (family,) = _families(reg.model("llama-3.1-8b"), space, Costs(Q_(3, "USD/hour")), None, reg, profile)
     traffic = Workload(Q_(1, "request/s"), prompt, 128)
-    e = _evaluate(
-        family, profile, traffic, np.array([[1.0]]), np.array([[512.0]]), ServingOptions(), max_utilization=0.8
-    )
-    assert e.rate[0, 0] * e.tpot_at_batch[0, 0] == pytest.approx(taken)
+    tp, batch = np.meshgrid([1.0, 2.0], [512.0], indexing="ij")  # the sizer's grid: TP degrees x batch caps
+    e = _evaluate(family, profile, traffic, tp, batch, ServingOptions(), max_utilization=0.8)
+    assert e.rate * e.tpot_at_batch == pytest.approx(np.full((2, 1), taken))

@@ -64,6 +64,12 @@ class BenchmarkPrediction(Result):
         Sequences the KV cache admits at the benchmark's lengths under the engine's policy.
     memory_limited : bool or array
         True where clients wait for a KV slot (concurrency above ``max_concurrency``).
+    cache_pressure : bool or array
+        True where the requests the engine holds, finishing together as a benchmark's clients do, would
+        need more KV cache than there is (``B (I + O)`` above it) under an engine that admits on part of
+        the output and preempts (vLLM, SGLang): the prediction counts the mixed state's occupancy, and
+        the measured TTFT can be several times higher (``docs/performance-model.md``, "Decisions and
+        limits").
     prefill_time, decode_step_time : Quantity [time]
         One prompt's prefill alone and the decode step at the active batch.
     engine : str
@@ -84,6 +90,7 @@ class BenchmarkPrediction(Result):
     active_batch: Count
     max_concurrency: Count
     memory_limited: bool | np.ndarray
+    cache_pressure: bool | np.ndarray
     prefill_time: Time
     decode_step_time: Time
     engine: str
@@ -140,7 +147,8 @@ def closed_loop_seconds(
     slots = np.maximum(outputs - 1, 1.0)
     context = inputs + outputs / 2
     # Admission: KV for the prompt plus the reserved share of the output; a sequence cap.
-    kv_limit = np.floor(kv_capacity_tokens(a, profile, tp) / (inputs + profile.output_reservation * outputs))
+    kv_tokens = kv_capacity_tokens(a, profile, tp)
+    kv_limit = np.floor(kv_tokens / (inputs + profile.output_reservation * outputs))
     tokens_cap, seqs_cap = profile.limits(a.memory, a.accelerator)
     ranks = float(np.max(tp / a.attention_group(tp)))  # attention ranks: each schedules its own budget and cap
     budget = float(tokens_cap) * ranks
@@ -195,6 +203,9 @@ def closed_loop_seconds(
         "running": np.where(waves, held, running),
         "max_concurrency": kv_limit,
         "memory_limited": clients > kv_limit,
+        # requests that finish together hold up to I + O each: beyond the cache an engine that admits on part of
+        # the output preempts, which the mixed state's occupancy does not count (docs/performance-model.md)
+        "cache_pressure": (profile.output_reservation < 1) & (held * (inputs + outputs) > kv_tokens),
         "prefill": prefill_seconds(a, eff, tp, inputs),
         "decode_step": iteration_seconds(a, eff, tp, held, context),
     }
@@ -266,7 +277,7 @@ def _landing(carries: np.ndarray, overhead: np.ndarray, t_idle: np.ndarray) -> t
 _WHOLE_PROMPTS = 32
 
 
-def _whole_prompts(room: np.ndarray, inputs: np.ndarray, length_cv: Any) -> np.ndarray:
+def _whole_prompts(room: Any, inputs: Any, length_cv: Any) -> np.ndarray:
     """The whole prompts an iteration of ``room`` tokens takes, in order while they fit (at least one).
 
     Prompts of ``inputs`` tokens spread normally by ``length_cv``: ``sum_k P(S_k <= room)``, ``S_k`` the
@@ -278,7 +289,7 @@ def _whole_prompts(room: np.ndarray, inputs: np.ndarray, length_cv: Any) -> np.n
 
     room, inputs, cv = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (room, inputs, length_cv)))
     share = room / inputs
-    k = np.arange(1, _WHOLE_PROMPTS + 2, dtype=float)[:, None]
+    k = np.arange(1, _WHOLE_PROMPTS + 2, dtype=float).reshape((-1,) + (1,) * room.ndim)
     with np.errstate(divide="ignore", invalid="ignore"):
         z = (room - k * inputs) / (np.sqrt(k) * cv * inputs)
     counted = ndtr(np.where(np.isnan(z), np.inf, z)).sum(axis=0)  # nan: fixed lengths that fit exactly
@@ -701,6 +712,7 @@ def predict_benchmark(
         active_batch=out(result["active_batch"]),
         max_concurrency=out(result["max_concurrency"]),
         memory_limited=out(result["memory_limited"]),
+        cache_pressure=out(result["cache_pressure"]),
         prefill_time=Q_(out(result["prefill"]), "s"),
         decode_step_time=Q_(out(result["decode_step"]), "s"),
         engine=profile.name,

@@ -66,10 +66,11 @@ class BenchmarkPrediction(Result):
         True where clients wait for a KV slot (concurrency above ``max_concurrency``).
     cache_pressure : bool or array
         True where the requests the engine holds, finishing together as a benchmark's clients do, would
-        need more KV cache than there is (``B (I + O)`` above it) under an engine that admits on part of
-        the output and preempts (vLLM, SGLang): the prediction counts the mixed state's occupancy, and
-        the measured TTFT can be several times higher (``docs/performance-model.md``, "Decisions and
-        limits").
+        need more KV cache than there is under an engine that admits on part of the output and preempts
+        (vLLM, SGLang): ``B`` times the group's peak, ``I + O`` at fixed lengths and lower with a
+        ``length_cv`` (the requests with short outputs finish before the others peak). The prediction
+        counts the mixed state's occupancy, and the measured TTFT can be several times higher
+        (``docs/performance-model.md``, "Decisions and limits").
     prefill_time, decode_step_time : Quantity [time]
         One prompt's prefill alone and the decode step at the active batch.
     engine : str
@@ -203,9 +204,9 @@ def closed_loop_seconds(
         "running": np.where(waves, held, running),
         "max_concurrency": kv_limit,
         "memory_limited": clients > kv_limit,
-        # requests that finish together hold up to I + O each: beyond the cache an engine that admits on part of
-        # the output preempts, which the mixed state's occupancy does not count (docs/performance-model.md)
-        "cache_pressure": (profile.output_reservation < 1) & (held * (inputs + outputs) > kv_tokens),
+        # requests that finish together hold up to their group's peak each: beyond the cache an engine that admits
+        # on part of the output preempts, which the mixed state's occupancy does not count (docs/performance-model.md)
+        "cache_pressure": (profile.output_reservation < 1) & (held * _group_peak(inputs, outputs, spread) > kv_tokens),
         "prefill": prefill_seconds(a, eff, tp, inputs),
         "decode_step": iteration_seconds(a, eff, tp, held, context),
     }
@@ -271,6 +272,23 @@ def _landing(carries: np.ndarray, overhead: np.ndarray, t_idle: np.ndarray) -> t
     """
     j = np.minimum(np.maximum(overhead / np.maximum(t_idle, 1e-300), 1.0), 1e6)
     return 1.0 - (1.0 - np.minimum(carries, 1.0)) ** j, j
+
+
+def _group_peak(inputs: np.ndarray, outputs: np.ndarray, length_cv: np.ndarray) -> np.ndarray:
+    """The most KV tokens a request holds on average while a group started together decodes in step.
+
+    At ``p`` tokens into their outputs the requests still running hold ``I + p`` each, and those whose output
+    (spread normally by ``length_cv``) is longer than ``p`` still run: the peak of ``(I + p) P(L > p)`` over
+    ``p``. Fixed lengths (0), or none given (``inf``: a harness's fixed lengths are the worst case): ``I + O``.
+    """
+    from scipy.special import ndtr
+
+    inputs, outputs, cv = (np.asarray(v, dtype=float)[None] for v in (inputs, outputs, length_cv))
+    x = np.linspace(0.0, 1.0, 201).reshape((-1,) + (1,) * (inputs.ndim - 1))  # the share of the output decoded
+    fixed = ~(np.isfinite(cv) & (cv > 0))
+    with np.errstate(over="ignore"):  # a spread of 1e-300: every request runs to the end (ndtr(inf) = 1)
+        running = np.where(fixed, 1.0, ndtr((1.0 - x) / np.where(fixed, 1.0, cv)))
+    return np.max((inputs + x * outputs) * running, axis=0)
 
 
 #: Beyond this many whole prompts in the room, an engine that does not chunk packs them as a share of the room.

@@ -69,8 +69,9 @@ class BenchmarkPrediction(Result):
         need more KV cache than there is under an engine that admits on part of the output and preempts
         (vLLM, SGLang): ``B`` times the group's peak, ``I + O`` at fixed lengths and lower with a
         ``length_cv`` (the requests with short outputs finish before the others peak). The prediction
-        counts the mixed state's occupancy, and the measured TTFT can be several times higher
-        (``docs/performance-model.md``, "Decisions and limits").
+        counts the mixed state's occupancy: near the cache's limit the TTFT can be several times higher,
+        and memory-limited the throughput up to about 13 % lower (``docs/performance-model.md``,
+        "Decisions and limits").
     prefill_time, decode_step_time : Quantity [time]
         One prompt's prefill alone and the decode step at the active batch.
     engine : str

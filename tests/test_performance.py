@@ -505,8 +505,8 @@ def test_the_rounds_after_the_burst_arrive_crowded_until_the_length_spread_mixes
     # 1,024/128 tokens (Llama-3.1-70B FP8 on four H100s) with output lengths 5 % apart take about thirty
     # rounds to spread over a whole cycle. Counting every round after the burst as mixed put TTFT 20-23 %
     # below the simulation's; the crowded rounds (length_cv) bring it within 10 %, the grid's criterion
-    # (vLLM and TensorRT-LLM within 5 %; SGLang 9-10 % low: the simulator's fixed request path lands every
-    # prompt at the same point of a decode iteration, where the model takes it halfway, docs/performance-model.md).
+    # (vLLM and TensorRT-LLM within 5 %; SGLang 9-10 % low since its prefill batches hold one completion group,
+    # the packing the grid's short-prompt points support; 5 % low with the packing that rule replaced).
     from calculator.performance import closed_loop_seconds
 
     case = (engine, "llama-3.1-70b", "fp8", 4, 1024, 128, 16)

@@ -265,16 +265,6 @@ def _aftermath(
     return total
 
 
-def _landing(carries: np.ndarray, overhead: np.ndarray, t_idle: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """How often a prompt sent at an iteration's end lands in an iteration that carries prompts, and ``j``.
-
-    It reaches the engine the request path ``o`` later, when about ``j = o / t_idle`` iterations have started
-    (at least one); it lands in a prompt iteration if one of them carries prompts: ``1 - (1 - carries)^j``.
-    """
-    j = np.minimum(np.maximum(overhead / np.maximum(t_idle, 1e-300), 1.0), 1e6)
-    return 1.0 - (1.0 - np.minimum(carries, 1.0)) ** j, j
-
-
 def _group_peak(inputs: np.ndarray, outputs: np.ndarray, length_cv: np.ndarray) -> np.ndarray:
     """The most KV tokens a request holds on average while a group started together decodes in step.
 
@@ -547,7 +537,8 @@ class _Scheduler:
         # else in a decode iteration, halfway. (Poisson arrivals would see the length-biased iteration, which
         # overweights the long prompt iterations that closed-loop completions rarely fall next to.)
         o = self.overhead
-        landing, j = _landing(carries, o, t_idle)
+        j = np.minimum(np.maximum(o / np.maximum(t_idle, 1e-300), 1.0), 1e6)
+        landing = 1.0 - (1.0 - np.minimum(carries, 1.0)) ** j
         remaining = np.maximum(t_prompt - o * (j + 1) / (2 * j), t_idle / 2)
         residual = landing * remaining + (1 - landing) * t_idle / 2
         wait = busy * (residual + lag) + own + queue

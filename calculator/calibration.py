@@ -247,9 +247,16 @@ def load_benchmarks(path: str | Path | None = None) -> Any:
 
 
 def _predict(
-    frame: Any, profiles: dict[str, EngineProfile], arrays: dict[tuple[str, ...], Any] | None = None
+    frame: Any,
+    profiles: dict[str, EngineProfile],
+    arrays: dict[tuple[str, ...], Any] | None = None,
+    cache_run: bool = True,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Predicted TTFT and TPOT of every row; ``arrays`` keeps the step arrays between calls of one fit."""
+    """Predicted TTFT and TPOT of every row; ``arrays`` keeps the step arrays between calls of one fit.
+
+    ``cache_run=False`` (the fit's residuals) keeps the mixed state's slot wait where the cache binds instead
+    of following the group's cache through the run (``closed_loop_seconds``): seconds per evaluation.
+    """
     ttft = np.empty(len(frame))
     tpot = np.empty(len(frame))
     keys = ["model", "accelerator", "precision", "engine", "expert_tensor_parallel", "overlap", "kv_declaration"]
@@ -285,6 +292,7 @@ def _predict(
             arrivals=arrivals,
             client_overhead=extra,
             length_cv=group.length_cv.to_numpy(dtype=float) if "length_cv" in group else None,
+            cache_run=cache_run,
         )
         index = frame.index.get_indexer(group.index)
         ttft[index], tpot[index] = out["ttft"], out["tpot"]
@@ -488,7 +496,7 @@ def _fit(
         def residuals(vector: np.ndarray) -> np.ndarray:
             behaviour = vector[:count]
             chosen = with_harness(rows, vector[count:]) if harness is None else harness
-            ttft, tpot = _predict(chosen, {e: _with(p, behaviour) for e, p in profiles.items()}, cache)
+            ttft, tpot = _predict(chosen, {e: _with(p, behaviour) for e, p in profiles.items()}, cache, cache_run=False)
             parts = [np.log(ttft / measured_ttft), tpot_weight * np.log(tpot / measured_tpot)]
             if prior is not None:
                 parts.append(0.1 * pull * (behaviour - prior))  # in units of the soft-L1 scale (0.1)

@@ -25,6 +25,7 @@ from ..types import AcceleratorRef, Count, ModelRef, Rate, Time, TokenRate, Toke
 from ..units import Q_
 from ._common import _counts, _efficiency, _layout, _tp
 from .arrays import StepArrays, step_arrays
+from .cache import group_cache_run
 from .engines import Efficiency, EngineProfile, engine_profile, kv_capacity_tokens
 from .pricing import iteration_seconds, overlapped_prompt_seconds, prefill_seconds, spread_over_ranks
 
@@ -131,13 +132,17 @@ def closed_loop_seconds(
     arrivals: Any = "dispersed",
     client_overhead: Any = 0.0,
     length_cv: Any = None,
+    cache_run: bool = True,
 ) -> dict[str, Any]:
     """The closed-loop benchmark model on plain arrays (seconds); see :func:`predict_benchmark`.
 
     ``arrivals`` is ``"dispersed"``, ``"waves"`` or a boolean array (True: waves) over the rows;
     ``client_overhead`` (seconds, scalar or per row) is the harness's own latency per request;
     ``length_cv`` (scalar or per row; ``None``: mixed from the second round on) the spread of the
-    requests' lengths that mixes the clients after the first burst.
+    requests' lengths that mixes the clients after the first burst. Where such a spread is given and the
+    cache binds (clients beyond what it admits, or a group that would outgrow it finishing together), the
+    cache admission follows the group through the run (:func:`~calculator.performance.cache.group_cache_run`;
+    ``cache_run=False`` keeps the mixed state's slot wait there, as the calibration's fit does for speed).
     """
     eff = efficiency or profile.efficiency
     spread = np.inf if length_cv is None else length_cv
@@ -196,18 +201,34 @@ def closed_loop_seconds(
         wave_rate = held / (overhead + burst_iterations * t_burst + slots * t_batch)
         ttft, tpot, rate = (np.where(waves, w, d) for w, d in ((first, ttft), (wave_tpot, tpot), (wave_rate, rate)))
     # Clients beyond what the engine holds wait for a slot (Little's law at the engine's rate).
-    ttft = ttft + np.maximum(clients - held - rate * overhead, 0.0) / np.maximum(rate, 1e-300)
+    throughput = None
+    pressure = (profile.output_reservation < 1) & (held * _group_peak(inputs, outputs, spread) > kv_tokens)
+    group = np.isfinite(spread) & (spread > 0) & ~waves & (kv_limit >= 1) & ((clients > kv_limit) | pressure)
+    if cache_run and np.any(group):
+        # A group whose lengths spread a little: the cache followed through the run (performance.cache).
+        wait, run_rate = group_cache_run(
+            a, eff, profile, tp[group], inputs[group], outputs[group], clients[group], spread[group],
+            kv_tokens[group], budget, per_rank, max_seqs, requests_per_client,
+        )  # fmt: skip
+        group[group] = np.isfinite(wait)
+        slot_wait = np.maximum(clients - held - rate * overhead, 0.0) / np.maximum(rate, 1e-300)
+        slot_wait[group] = wait[np.isfinite(wait)]
+        ttft = ttft + slot_wait
+        throughput = clients / (ttft + slots * tpot)  # every client has one request in flight
+        throughput[group] = run_rate[np.isfinite(run_rate)]
+    else:
+        ttft = ttft + np.maximum(clients - held - rate * overhead, 0.0) / np.maximum(rate, 1e-300)
     out = {
         "ttft": ttft,
         "tpot": tpot,
-        "throughput": clients / (ttft + slots * tpot),  # every client has one request in flight
+        "throughput": clients / (ttft + slots * tpot) if throughput is None else throughput,
         "active_batch": held,
         "running": np.where(waves, held, running),
         "max_concurrency": kv_limit,
         "memory_limited": clients > kv_limit,
         # requests that finish together hold up to their group's peak each: beyond the cache an engine that admits
         # on part of the output preempts, which the mixed state's occupancy does not count (docs/performance-model.md)
-        "cache_pressure": (profile.output_reservation < 1) & (held * _group_peak(inputs, outputs, spread) > kv_tokens),
+        "cache_pressure": pressure,
         "prefill": prefill_seconds(a, eff, tp, inputs),
         "decode_step": iteration_seconds(a, eff, tp, held, context),
     }

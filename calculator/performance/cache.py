@@ -1,0 +1,190 @@
+"""The KV cache of a closed-loop group, followed through the run (the benchmark's cache admission).
+
+A benchmark's clients start together, and with a small length spread their requests finish nearly
+together, round after round. The mixed state's occupancy (``I + O/2`` a request) then understates the
+cache the group holds near a round's end, up to ``I + O`` a request at fixed lengths: an engine that
+admits on part of the output (vLLM, SGLang) preempts the latest admitted requests and readmits them
+(their prompt and output recomputed) ahead of the clients' next prompts, which wait. An engine that
+reserves the whole output (TensorRT-LLM) never preempts, and the clients beyond its reservations wait for
+the requests finishing over the spread.
+
+:func:`group_cache_run` follows that mechanism as a fluid: the running requests by age (tokens decoded
+since admission), a length spread that finishes them, preemption of the youngest until the cache holds,
+readmission of the preempted (the last preempted first), then the waiting prompts in arrival order, under
+the engine's admission rule (its reservation, the cache, the sequence cap). Steps are a fraction of the
+mean output; each is priced by :func:`iteration_seconds`. Checked against the simulator in
+``docs/performance-model.md`` ("Against the simulator").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .arrays import StepArrays
+from .engines import Efficiency, EngineProfile
+from .pricing import iteration_seconds
+
+#: Steps of the fluid per mean output (the step's decode iterations: ``O / STEPS_PER_OUTPUT``). The waits
+#: converge from below as the steps shrink: at 64 steps 7 % under 128 on the grid's slowest-converging point
+#: (Llama-3.1-70B, 128/8,192 tokens, 256 clients), at 256 within 3 % of 128.
+STEPS_PER_OUTPUT = 128
+#: Most steps one run takes: a long memory-limited run (many rounds of the engine) gets coarser steps.
+_MOST_STEPS = 4096
+#: Runs the fluid follows: up to this many rounds of the engine's mixed-state population (a longer run is
+#: its steady state, the mixed state's slot wait), and a length spread below this (a wider one mixes the
+#: clients within a round or two, and a normal spread would give negative lengths).
+_MOST_ROUNDS, _MOST_SPREAD = 256, 0.5
+#: Steps a run may take, in rounds of the engine's mixed-state population: beyond, it counts as stalled.
+_STALL = 8.0
+#: The ages a step's population spans, in standard deviations of the output length beyond its mean.
+_TAIL = 6.0
+
+
+def group_cache_run(
+    a: StepArrays,
+    eff: Efficiency,
+    profile: EngineProfile,
+    tp: np.ndarray,
+    inputs: np.ndarray,
+    outputs: np.ndarray,
+    clients: np.ndarray,
+    length_cv: np.ndarray,
+    kv_tokens: np.ndarray,
+    budget: float,
+    chunk: float,
+    max_seqs: float,
+    requests_per_client: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Mean admission wait of the clients' prompts (s) and the run's throughput (requests/s), per row.
+
+    All arrays are 1-D over the rows; ``budget`` is the prompt tokens an iteration takes over all attention
+    ranks, ``chunk`` a rank's share (the longest piece of a prompt). The wait is the time a prompt spends
+    between its arrival and its admission; the throughput, the requests over the run's span, first burst to
+    last completion (as a benchmark reports it). NaN on a row the fluid does not follow (see
+    :data:`_MOST_ROUNDS`) or whose run stalls: the caller keeps the mixed state there.
+    """
+    from scipy.special import ndtr
+
+    total = clients * requests_per_client
+    rounds = np.ceil(total / np.maximum(np.minimum(kv_tokens / (inputs + outputs / 2), clients), 1.0))
+    follow = (rounds <= _MOST_ROUNDS) & (length_cv < _MOST_SPREAD)
+    if not np.all(follow):
+        wait, rate = np.full(len(inputs), np.nan), np.full(len(inputs), np.nan)
+        if np.any(follow):
+            picked = (v[follow] for v in (tp, inputs, outputs, clients, length_cv, kv_tokens))
+            wait[follow], rate[follow] = group_cache_run(
+                a, eff, profile, *picked, budget, chunk, max_seqs, requests_per_client
+            )
+        return wait, rate
+    res = profile.output_reservation
+    steps_per_output = np.clip(np.floor(_MOST_STEPS / rounds), 16, STEPS_PER_OUTPUT)
+    dt = outputs / steps_per_output  # decode iterations a step
+    spread = np.maximum(length_cv, 1e-9) * outputs
+    bins = int(np.ceil(np.max(steps_per_output * (1 + _TAIL * length_cv)))) + 2
+    age = dt[:, None] * np.arange(bins)[None, :]
+    with np.errstate(over="ignore"):
+        z = (age - outputs[:, None]) / spread[:, None]
+        z_next = (age + dt[:, None] - outputs[:, None]) / spread[:, None]
+    alive, alive_next = ndtr(-z), ndtr(-z_next)
+    stay = np.where(alive > 1e-300, alive_next / np.maximum(alive, 1e-300), 0.0)  # share still running a step later
+    stay[:, -1] = 0.0
+    # the output a request of this age still has to produce (the normal's mean residual life)
+    density = np.exp(-0.5 * np.minimum(z * z, 1400.0)) / np.sqrt(2 * np.pi)
+    left = np.maximum(outputs[:, None] + spread[:, None] * density / np.maximum(alive, 1e-300) - age, 0.0)
+    held = inputs[:, None] + age  # KV a request holds at this age, and what readmitting it recomputes
+    want = held + res * left  # what the admission reserves for it
+    grow = stay * (held + dt[:, None]) - held  # a request's change of KV over a step (finishing ones leave)
+    fresh = inputs + res * outputs
+
+    rows = len(inputs)
+    mass, reserved, preempted = np.zeros((rows, bins)), np.zeros((rows, bins)), np.zeros((rows, bins))
+    queue, issued, done = clients.copy(), clients.copy(), np.zeros(rows)
+    span, waited, admitted = np.zeros(rows), np.zeros(rows), np.zeros(rows)
+    active = np.ones(rows, dtype=bool)
+    ahead = dt[:, None]
+    for _ in range(int(_STALL * np.max(rounds * steps_per_output))):
+        if not np.any(active):
+            break
+        # Preempt the youngest until the cache holds the running requests; such a step admits no one.
+        load = mass * held
+        excess = load.sum(axis=1) - kv_tokens
+        preempting = excess > 1e-9
+        if np.any(preempting):
+            before = np.cumsum(load, axis=1) - load
+            with np.errstate(divide="ignore", invalid="ignore"):
+                share = np.clip((excess[:, None] - before) / load, 0.0, 1.0)
+            share = np.where(preempting[:, None] & (load > 0), share, 0.0)
+            preempted += mass * share
+            reserved *= 1 - share
+            mass *= 1 - share
+        running = mass.sum(axis=1)
+        # Room through the step: the reservations, the cache at the step's end, the sequence cap.
+        room_reserved = np.where(preempting, 0.0, kv_tokens - reserved.sum(axis=1))
+        room_cache = np.where(preempting, 0.0, kv_tokens - (mass * (held + grow)).sum(axis=1))
+        room_seqs = np.where(preempting, 0.0, max_seqs - running)
+        # Readmit the preempted, the oldest (the last preempted) first, while each fits whole.
+        parts = [(preempted * want)[:, ::-1], (preempted * (held + ahead))[:, ::-1], preempted[:, ::-1]]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            fits = np.minimum.reduce(
+                [
+                    (room[:, None] - (np.cumsum(p, axis=1) - p)) / p
+                    for room, p in zip((room_reserved, room_cache, room_seqs), parts, strict=True)
+                ]
+            )
+        fits = np.where(parts[2] > 0, np.clip(fits, 0.0, 1.0), 1.0)
+        short = fits < 1 - 1e-12
+        first_short = np.argmax(short, axis=1)
+        fits = np.where((np.cumsum(short, axis=1) > 0) & (np.arange(bins) != first_short[:, None]), 0.0, fits)
+        back = preempted * fits[:, ::-1]
+        preempted -= back
+        mass += back
+        reserved += back * want
+        prompt_tokens = (back * held).sum(axis=1)
+        prompts = back.sum(axis=1)
+        room_reserved -= (back * want).sum(axis=1)
+        room_cache -= (back * (held + ahead)).sum(axis=1)
+        room_seqs -= prompts
+        # Then the waiting prompts, once no preempted request is left ahead of them.
+        clear = preempted.sum(axis=1) <= 1e-9
+        new = np.minimum.reduce([queue, room_reserved / fresh, room_cache / (inputs + dt), room_seqs])
+        new = np.where(clear & active, np.maximum(new, 0.0), 0.0)
+        mass[:, 0] += new
+        reserved[:, 0] += new * fresh
+        queue -= new
+        admitted += new
+        prompt_tokens += new * inputs
+        prompts += new
+        # The step's time: its decode iterations, and the prompts it (re)admitted.
+        running = mass.sum(axis=1)
+        context = np.where(running > 0, (mass * held).sum(axis=1) / np.maximum(running, 1e-300), inputs)
+        step = np.where(running > 0, iteration_seconds(a, eff, tp, running, context), 0.0)
+        # The prompts run budget by budget (whole where the engine does not chunk, at least one an
+        # iteration), a longer one attending to its earlier chunks (the closed form's mean prior).
+        length = prompt_tokens / np.maximum(prompts, 1e-300)
+        if profile.chunked_prefill:
+            batches = np.maximum(np.ceil(prompt_tokens / budget), 1.0)
+            pieces = np.maximum(np.ceil(length / chunk), 1.0)
+        else:
+            batches = np.maximum(np.ceil(prompts / np.maximum(np.floor(budget / np.maximum(length, 1.0)), 1.0)), 1.0)
+            pieces = 1.0
+        prior = (pieces - 1) / 2 * length / pieces
+        batch = (prompt_tokens / batches, np.maximum(prompts / batches, 1.0), prior)
+        if profile.mixed_batching:  # the prompts ride in decode iterations
+            lift = batches * (iteration_seconds(a, eff, tp, running, context, *batch) - step)
+        else:  # prefill batches run alone
+            lift = batches * iteration_seconds(a, eff, tp, 0, 0, *batch)
+        seconds = np.where(active, dt * step + np.where(prompt_tokens > 0, lift, 0.0), 0.0)
+        waited += queue * seconds
+        span += seconds
+        # Decode the step: the finishing leave, their clients send the next prompts.
+        finished = (mass * (1 - stay)).sum(axis=1)
+        mass = np.concatenate([np.zeros((rows, 1)), (mass * stay)[:, :-1]], axis=1)
+        reserved = np.concatenate([np.zeros((rows, 1)), (reserved * stay)[:, :-1]], axis=1)
+        done += finished
+        sent = np.minimum(finished, total - issued)
+        queue += sent
+        issued += sent
+        active = done < total * (1 - 1e-6)
+    # a run that does not finish (a request the cache cannot hold whole): no answer from the fluid
+    wait = np.where(active, np.nan, waited / np.maximum(admitted, 1e-300))
+    return wait, np.where(active, np.nan, total / np.maximum(span, 1e-300))

@@ -89,9 +89,16 @@ def ratios(errors, metric):
     return -np.log1p(errors[f"{metric}_error"].to_numpy())
 
 
-def joint_bands(rows):
-    """TTFT and TPOT bands of ``rows`` (``uncertainty.joint_bands``) and the coverage each holds alone."""
-    return uncertainty.joint_bands({metric: ratios(rows, metric) for metric in ("ttft", "tpot")})
+def joint_bands(rows, versions=None):
+    """TTFT and TPOT bands of ``rows`` (``uncertainty.joint_bands``) and the coverage each holds alone.
+
+    ``versions``: the held-out engine versions' rows, which neither band may hold more than 85 % of either.
+    """
+
+    def logs(frame):
+        return {metric: ratios(frame, metric) for metric in ("ttft", "tpot")}
+
+    return uncertainty.joint_bands(logs(rows), () if versions is None else (logs(versions),))
 
 
 def widening(log_ratio, low, high, coverage):
@@ -121,12 +128,12 @@ def intervals(campaign_cv, version_cv):
     for engine in [*sorted(campaign_cv.engine.unique()), "generic"]:
         chosen = campaign_cv if engine == "generic" else campaign_cv[campaign_cv.engine == engine]
         versions = version_cv if engine == "generic" else version_cv[version_cv.engine == engine]
-        bands, alone = joint_bands(chosen)
+        bands, alone = joint_bands(chosen, versions)
         entry = {}
         for metric in ("ttft", "tpot"):
             low, high = bands[metric]
             entry[metric] = [round(float(np.exp(low)), 3), round(float(np.exp(high)), 3)]
-            entry[f"{metric}_version_widening"] = round(widening(ratios(versions, metric), low, high, alone), 3)
+            entry[f"{metric}_version_widening"] = round(widening(ratios(versions, metric), low, high, alone[metric]), 3)
         out[engine] = entry
     return out
 

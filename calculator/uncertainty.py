@@ -31,6 +31,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from ._paths import CALIBRATION_DIR
@@ -50,24 +51,49 @@ JOINT_COVERAGE = 0.72
 WIDEST_COVERAGE = 0.85
 
 
-def joint_bands(log_ratios: dict[str, Any]) -> tuple[dict[str, tuple[float, float]], float]:
+def joint_bands(
+    log_ratios: dict[str, Any], others: Sequence[dict[str, Any]] = ()
+) -> tuple[dict[str, tuple[float, float]], dict[str, float]]:
     """The bands of log(measured / predicted), per metric, and the coverage each holds alone.
 
     Each band starts as the central ``COVERAGE`` range of its held-out ratios (their bias as well as their
-    spread); all widen together, by a smaller tail for every metric, until every metric's band holds at
-    once on ``JOINT_COVERAGE`` of the rows, each holding at most ``WIDEST_COVERAGE`` alone.
+    spread) and may widen, by its own tail, until every metric's band holds at once on ``JOINT_COVERAGE`` of
+    the rows, none holding more than ``WIDEST_COVERAGE`` alone, of these rows or of any of ``others`` (other
+    held-out rows the bands are stated for, such as unseen engine versions'). Of the tails that do, the
+    narrowest (the least coverage added; then the most held together); where none does, the widest allowed.
     """
+    import itertools
+
     import numpy as np
 
     # An infinite prediction (an unstable queue) counts as a factor of e^-20: the quantiles stay finite.
-    logs = {metric: np.clip(np.asarray(r, dtype=float), -20.0, 20.0) for metric, r in log_ratios.items()}
+    def clipped(ratios: dict[str, Any]) -> dict[str, np.ndarray]:
+        return {metric: np.clip(np.asarray(r, dtype=float), -20.0, 20.0) for metric, r in ratios.items()}
+
+    logs, extra = clipped(log_ratios), [clipped(o) for o in others]
+    metrics = list(logs)
     tails = np.arange((1 - COVERAGE) / 2, (1 - WIDEST_COVERAGE) / 2 - 1e-9, -0.0025)
-    for tail in tails:
-        bands = {m: (float(np.quantile(r, tail)), float(np.quantile(r, 1 - tail))) for m, r in logs.items()}
-        held = np.logical_and.reduce([(r >= bands[m][0]) & (r <= bands[m][1]) for m, r in logs.items()])
-        if np.mean(held) >= JOINT_COVERAGE:
-            break
-    return bands, float(1 - 2 * tail)
+    best: tuple[Any, ...] | None = None
+    for chosen in itertools.product(tails, repeat=len(metrics)):
+        bands = {
+            m: (float(np.quantile(logs[m], t)), float(np.quantile(logs[m], 1 - t)))
+            for m, t in zip(metrics, chosen, strict=True)
+        }
+        inside = {m: (r >= bands[m][0]) & (r <= bands[m][1]) for m, r in logs.items()}
+        held = float(np.mean(np.logical_and.reduce(list(inside.values()))))
+        alone = {m: float(np.mean(h)) for m, h in inside.items()}
+        widest = max(
+            [*alone.values()]
+            + [float(np.mean((o[m] >= bands[m][0]) & (o[m] <= bands[m][1]))) for o in extra for m in metrics]
+        )
+        key = (held >= JOINT_COVERAGE and widest <= WIDEST_COVERAGE, round(float(sum(chosen)), 6), held)
+        if best is None or key > best[:3]:
+            best = (*key, bands, {m: float(1 - 2 * t) for m, t in zip(metrics, chosen, strict=True)})
+    assert best is not None
+    if not best[0]:  # no tails reach the joint coverage: the widest allowed
+        bands = {m: (float(np.quantile(r, tails[-1])), float(np.quantile(r, 1 - tails[-1]))) for m, r in logs.items()}
+        return bands, {m: float(1 - 2 * tails[-1]) for m in metrics}
+    return best[3], best[4]
 
 
 @functools.lru_cache(maxsize=1)

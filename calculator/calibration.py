@@ -720,7 +720,7 @@ def calibrate_engine(frame: Any, engine: str, *, registry: Any = None) -> UserCa
     The fit is :func:`fit_profiles`'s, started from the engine's registry profile; each run is also
     predicted by a fit without it (leave one run out), and those held-out ratios (measured / predicted)
     give the engine's own intervals (:func:`~calculator.uncertainty.joint_bands`: their 10th-90th
-    percentiles, widened together until TTFT and TPOT hold together on 72 % of the runs).
+    percentiles, widened until TTFT and TPOT hold together on 72 % of the runs).
     """
     import pandas as pd
 

@@ -3,8 +3,8 @@
 ``benchmarks/fit_performance.py`` refits the model with one benchmark campaign (model, engine version,
 precision, TP) left out at a time and records, for each held-out row, the ratio of measured to
 predicted TTFT and TPOT. The 10th and 90th percentiles of those ratios (their bias as well as their
-spread), moved out together for TTFT and TPOT until both hold on 72 % of the held-out rows (each then
-holds 80-85 % alone), give the intervals as factors on the prediction
+spread), moved out (each by its own tail) until TTFT and TPOT hold together on 72 % of the held-out rows
+(each then holds 80-85 % alone), give the intervals as factors on the prediction
 (``calculator/data/calibration/prediction_intervals.json``). The interval widens where the model knows less:
 
 * every prediction is for an engine version the fit may not have seen: each end moves out (log space)

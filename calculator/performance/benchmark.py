@@ -69,10 +69,10 @@ class BenchmarkPrediction(Result):
         True where the requests the engine holds, finishing together as a benchmark's clients do, would
         need more KV cache than there is under an engine that admits on part of the output and preempts
         (vLLM, SGLang): ``B`` times the group's peak, ``I + O`` at fixed lengths and lower with a
-        ``length_cv`` (the requests with short outputs finish before the others peak). The prediction
-        counts the mixed state's occupancy: near the cache's limit the TTFT can be several times higher,
-        and memory-limited the throughput up to about 13 % lower (``docs/performance-model.md``,
-        "Decisions and limits").
+        ``length_cv`` (the requests with short outputs finish before the others peak). With a
+        ``length_cv`` the prediction follows the group's cache through the run (preemptions included);
+        without one it counts the mixed state's occupancy, and near the cache's limit the TTFT can be
+        several times higher (``docs/performance-model.md``, "Decisions and limits").
     prefill_time, decode_step_time : Quantity [time]
         One prompt's prefill alone and the decode step at the active batch.
     engine : str
@@ -633,7 +633,8 @@ def predict_benchmark(
         dispersed steady state at once. Only with ``arrivals="dispersed"``. The model follows the
         simulator from a spread of about 0.05; below it the clients' groups stay in step longer than it
         counts (TTFT up to 28 % low at 0.02), and identical requests are ``arrivals="waves"``. For an
-        engine that does not chunk the spread also sets how many whole prompts share an iteration.
+        engine that does not chunk the spread also sets how many whole prompts share an iteration. Where
+        the KV cache binds, the group's cache is followed through the run (about a second a point).
     data_parallel : int, default 1
         For a mixture of experts: attention ranks of ``tensor_parallel`` GPUs each (attention data
         parallelism, :func:`~calculator.performance.decode_step_time`); each schedules its own token

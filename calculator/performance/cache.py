@@ -111,7 +111,7 @@ def group_cache_run(
         preempting = excess > 1e-9
         if np.any(preempting):
             before = np.cumsum(load, axis=1) - load
-            with np.errstate(divide="ignore", invalid="ignore"):
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
                 share = np.clip((excess[:, None] - before) / load, 0.0, 1.0)
             share = np.where(preempting[:, None] & (load > 0), share, 0.0)
             preempted += mass * share
@@ -124,7 +124,7 @@ def group_cache_run(
         room_seqs = np.where(preempting, 0.0, max_seqs - running)
         # Readmit the preempted, the oldest (the last preempted) first, while each fits whole.
         parts = [(preempted * want)[:, ::-1], (preempted * (held + ahead))[:, ::-1], preempted[:, ::-1]]
-        with np.errstate(divide="ignore", invalid="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             fits = np.minimum.reduce(
                 [
                     (room[:, None] - (np.cumsum(p, axis=1) - p)) / p

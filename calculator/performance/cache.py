@@ -71,10 +71,10 @@ def group_cache_run(
     if not np.all(follow):
         wait, rate = np.full(len(inputs), np.nan), np.full(len(inputs), np.nan)
         if np.any(follow):
-            picked = (v[follow] for v in (tp, inputs, outputs, clients, length_cv, kv_tokens))
             wait[follow], rate[follow] = group_cache_run(
-                a, eff, profile, *picked, budget, chunk, max_seqs, requests_per_client
-            )
+                a, eff, profile, tp[follow], inputs[follow], outputs[follow], clients[follow], length_cv[follow],
+                kv_tokens[follow], budget, chunk, max_seqs, requests_per_client,
+            )  # fmt: skip
         return wait, rate
     res = profile.output_reservation
     steps_per_output = np.clip(np.floor(_MOST_STEPS / rounds), 16, STEPS_PER_OUTPUT)

@@ -168,7 +168,9 @@ def group_cache_run(
             batches = np.maximum(np.ceil(prompts / np.maximum(np.floor(budget / np.maximum(length, 1.0)), 1.0)), 1.0)
             pieces = 1.0
         prior = (pieces - 1) / 2 * length / pieces
-        batch = (prompt_tokens / batches, np.maximum(prompts / batches, 1.0), prior)
+        # a step's share of a prompt is priced as part of its whole chunk (the attention within a chunk)
+        piece = np.maximum(length / pieces, 1.0)
+        batch = (prompt_tokens / batches, prompt_tokens / batches / piece, prior)
         if profile.mixed_batching:  # the prompts ride in decode iterations
             lift = batches * (iteration_seconds(a, eff, tp, running, context, *batch) - step)
         else:  # prefill batches run alone

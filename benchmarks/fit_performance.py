@@ -307,8 +307,11 @@ def main():
             "coverage": uncertainty.COVERAGE,
             "joint_coverage": uncertainty.JOINT_COVERAGE,
             "method": "10th-90th percentile of measured/predicted over leave-one-campaign-out predictions of the "
-            "H100 benchmarks (a campaign: model, engine version, precision, TP), both metrics' percentiles moved "
-            "out together (to at most 7.5th-92.5th) until TTFT and TPOT hold together on 72 % of those rows; an "
+            "H100 benchmarks (a campaign: model, engine version, precision, TP), each metric's percentiles moved "
+            "out by its own tail (to at most 7.5th-92.5th) until TTFT and TPOT hold together on "
+            f"{uncertainty.JOINT_COVERAGE:.0%} of those rows, neither holding more than "
+            f"{uncertainty.WIDEST_COVERAGE:.0%} alone of those or of the held-out engine versions' rows (where no "
+            "pair does, the pair that holds the most together within that); an "
             "unseen engine version widens each end (log) by the smallest term that holds as much of the "
             "leave-one-engine-version-out predictions; "
             "other GPUs widen by the cross-generation spread of the splitwise transfer check "

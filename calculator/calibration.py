@@ -720,7 +720,8 @@ def calibrate_engine(frame: Any, engine: str, *, registry: Any = None) -> UserCa
     The fit is :func:`fit_profiles`'s, started from the engine's registry profile; each run is also
     predicted by a fit without it (leave one run out), and those held-out ratios (measured / predicted)
     give the engine's own intervals (:func:`~calculator.uncertainty.joint_bands`: their 10th-90th
-    percentiles, widened until TTFT and TPOT hold together on 72 % of the runs).
+    percentiles, widened until TTFT and TPOT hold together on 75 % of the runs where they can, each at most
+    85 % alone).
     """
     import pandas as pd
 

@@ -53,7 +53,7 @@ class BenchmarkPrediction(Result):
         Mean time to first token and mean time per output token after the first.
     ttft_interval, tpot_interval : tuple of Quantity
         ``(low, high)``: the range that held the measured value in 80-85 % of cross-validated
-        predictions, and both values together in at least 72 % (``calculator.uncertainty``); wider
+        predictions, and both values together in about 75 % (``calculator.uncertainty``); wider
         away from the H100 and where the accelerator has no kernel tables.
     throughput : Quantity [request / time]
         Completed requests per second.
@@ -532,7 +532,8 @@ class _Scheduler:
             per_iteration = arrive * n / slots * (1.0 - carries)
             filled = k / per_batch
         # Another client's request is in the engine when this one arrives (none with one client).
-        cycle = self.clients / np.maximum(rate, 1e-300)
+        with np.errstate(over="ignore"):  # a rate near zero (the closing search's low end): an endless cycle
+            cycle = self.clients / np.maximum(rate, 1e-300)
         busy = 1.0 - np.minimum(self.overhead / np.maximum(cycle, 1e-300), 1.0) ** (self.clients - 1)
         # Closed-loop arrivals are completions: they come per iteration, not per second, so the prompt budget's
         # load is the share of iterations it fills (an iteration carrying prompts is at least as long as the
@@ -548,8 +549,10 @@ class _Scheduler:
         queue = np.where(stable, queue * (1.0 - w), np.inf)
         # A crowded round (after the burst) arrives within a window of `clients (O - 1) / (n crowd)` iterations:
         # its queue never holds more than the window's prompts ahead, half of them on average.
-        window = self.clients * slots / np.maximum(n * self.crowd, 1e-300)
-        queue = np.where(self.crowd > 1, np.fmin(queue, load * window / 2 * service / filled), queue)
+        # (a population near zero, the low end of the closing search, makes the window infinite: no bound)
+        with np.errstate(over="ignore", invalid="ignore"):
+            window = self.clients * slots / np.maximum(n * self.crowd, 1e-300)
+            queue = np.where(self.crowd > 1, np.fmin(queue, load * window / 2 * service / filled), queue)
         # An overlap scheduler built the next iteration before this prompt arrived: it waits for that one too.
         lag = following if self.profile.overlap_scheduler else 0.0
         # The iteration in flight: the arrival reaches the engine an overhead o after a completion at an

@@ -201,27 +201,26 @@ def closed_loop_seconds(
         wave_rate = held / (overhead + burst_iterations * t_burst + slots * t_batch)
         ttft, tpot, rate = (np.where(waves, w, d) for w, d in ((first, ttft), (wave_tpot, tpot), (wave_rate, rate)))
     # Clients beyond what the engine holds wait for a slot (Little's law at the engine's rate).
-    throughput = None
+    slot_wait = np.maximum(clients - held - rate * overhead, 0.0) / np.maximum(rate, 1e-300)
     pressure = (profile.output_reservation < 1) & (held * _group_peak(inputs, outputs, spread) > kv_tokens)
     group = np.isfinite(spread) & (spread > 0) & ~waves & (kv_limit >= 1) & ((clients > kv_limit) | pressure)
+    followed = np.zeros_like(group)
     if cache_run and np.any(group):
         # A group whose lengths spread a little: the cache followed through the run (performance.cache).
         wait, run_rate = group_cache_run(
             a, eff, profile, tp[group], inputs[group], outputs[group], clients[group], spread[group],
             kv_tokens[group], budget, per_rank, max_seqs, requests_per_client,
         )  # fmt: skip
-        group[group] = np.isfinite(wait)
-        slot_wait = np.maximum(clients - held - rate * overhead, 0.0) / np.maximum(rate, 1e-300)
-        slot_wait[group] = wait[np.isfinite(wait)]
-        ttft = ttft + slot_wait
-        throughput = clients / (ttft + slots * tpot)  # every client has one request in flight
-        throughput[group] = run_rate[np.isfinite(run_rate)]
-    else:
-        ttft = ttft + np.maximum(clients - held - rate * overhead, 0.0) / np.maximum(rate, 1e-300)
+        followed[group] = np.isfinite(wait)
+        slot_wait[followed] = wait[np.isfinite(wait)]
+    ttft = ttft + slot_wait
+    throughput = clients / (ttft + slots * tpot)  # every client has one request in flight
+    if np.any(followed):  # the run's requests over its span, the drain at the end included
+        throughput[followed] = run_rate[np.isfinite(wait)]
     out = {
         "ttft": ttft,
         "tpot": tpot,
-        "throughput": clients / (ttft + slots * tpot) if throughput is None else throughput,
+        "throughput": throughput,
         "active_batch": held,
         "running": np.where(waves, held, running),
         "max_concurrency": kv_limit,

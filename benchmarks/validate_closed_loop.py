@@ -73,7 +73,34 @@ def closed_form(frame, arrivals):
     return out
 
 
-def report(frame):
+#: Relative client counts over which :func:`clients_shift` looks for the closed form's simulated TTFT.
+SHIFTS = np.exp(np.linspace(np.log(0.75), np.log(4 / 3), 97))
+
+
+def clients_shift(points, arrivals):
+    """Where TTFT is steep in the clients: the closed form's error read along the clients rather than the TTFT.
+
+    Per point, the elasticity of the closed form's TTFT in the clients (``d ln TTFT / d ln C`` over +-2 %)
+    and the relative change of the clients at which it gives the simulated TTFT (the crossing nearest the
+    point's own clients within -25 %/+33 %; NaN where there is none).
+    """
+    factors = np.concatenate([[0.98, 1.02], SHIFTS])
+    rows = points.loc[points.index.repeat(len(factors))].reset_index(drop=True)
+    rows["clients"] = rows.clients * np.tile(factors, len(points))
+    ttft = closed_form(rows, arrivals).cf_ttft.to_numpy(dtype=float).reshape(len(points), -1)
+    elasticity = np.log(ttft[:, 1] / ttft[:, 0]) / np.log(1.02 / 0.98)
+    log_error = np.log(ttft[:, 2:] / points.sim_ttft.to_numpy()[:, None])
+    shift = np.full(len(points), np.nan)
+    x = np.log(SHIFTS)
+    for i, e in enumerate(log_error):
+        crossing = np.flatnonzero(np.sign(e[:-1]) != np.sign(e[1:]))
+        if crossing.size:
+            k = crossing[np.argmin(np.abs(x[crossing]))]
+            shift[i] = np.exp(x[k] - e[k] * (x[k + 1] - x[k]) / (e[k + 1] - e[k])) - 1
+    return elasticity, shift
+
+
+def report(frame, arrivals):
     for metric in ("ttft", "tpot", "throughput"):
         error = (frame[f"cf_{metric}"] / frame[f"sim_{metric}"] - 1).abs()
         print(
@@ -89,6 +116,13 @@ def report(frame):
     columns = ["engine", "model", "input", "output", "clients", "ttft_error", "tpot_error", "throughput_error"]
     print(f"\n{len(outside)} of {len(frame)} points outside 10 % on some metric:")
     print(outside[columns].to_string(index=False, float_format=lambda v: f"{v:+.0%}"))
+    if len(outside):
+        elasticity, shift = clients_shift(outside, arrivals)
+        print("\nTTFT along the clients (elasticity d ln TTFT / d ln C; the clients at which the closed form gives")
+        print("the simulated TTFT, relative to the point's):")
+        for (_, row), e, c in zip(outside.iterrows(), elasticity, shift, strict=True):
+            print(f"  {row.engine} {row.model} {row.input}/{row.output} tokens, {row.clients} clients: "
+                  f"elasticity {e:.1f}, clients {c:+.1%}")  # fmt: skip
 
 
 def main():
@@ -117,7 +151,7 @@ def main():
     truncated = frame.truncated != ""
     print(f"# closed form vs simulation ({'identical requests, waves' if args.waves else f'length CV {jitter}'}), "
           f"{len(frame)} points, {truncated.sum()} simulations cut short")  # fmt: skip
-    report(frame[~truncated])
+    report(frame[~truncated], "waves" if args.waves else "dispersed")
     if args.out:
         frame.to_csv(args.out, index=False)
     print(f"\n(took {time.perf_counter() - start:.0f} s)")

@@ -380,6 +380,28 @@ def check_length_cv(function: str, value: Any) -> float | None:
     return float(value)
 
 
+def _qna_weight(load: Any, clients: Any) -> Any:
+    """Whitt's QNA weight ``w`` of the other clients' superposed streams: their ``c_a^2 = 1 - w``."""
+    return 1.0 / (1.0 + 4.0 * (1.0 - np.minimum(load, 1.0)) ** 2 * np.maximum(clients - 2.0, 0.0))
+
+
+def _peak_load(clients: np.ndarray) -> np.ndarray:
+    """The load at which the closed loop's queue ``rho^2 / (1 - rho) * (1 - w)`` peaks, per row (1: no peak).
+
+    With ``u = 1 - rho`` and ``K = C - 2`` the queue goes as ``(1 - u)^2 u / (1 + 4 K u^2)``, whose
+    logarithm's derivative ``1/u - 2/(1 - u) - 8 K u / (1 + 4 K u^2)`` falls through zero once in
+    ``(0, 1/3)`` (near ``1 / (2 sqrt(K))`` among many clients): bisection. Two clients or fewer have no
+    queue (``w = 1``).
+    """
+    k = np.maximum(np.asarray(clients, dtype=float) - 2.0, 0.0)
+    low, high = np.full(k.shape, 1e-12), np.full(k.shape, 1.0 / 3.0)
+    for _ in range(_BISECTION_STEPS):
+        u = (low + high) / 2
+        rising = 1 / u - 2 / (1 - u) - 8 * k * u / (1 + 4 * k * u * u) > 0
+        low, high = np.where(rising, u, low), np.where(rising, high, u)
+    return np.where(k > 0, 1.0 - (low + high) / 2, 1.0)
+
+
 @dataclass
 class _Terms:
     gap: np.ndarray  # clients the cycle holds minus the clients there are, at a decoding population
@@ -420,6 +442,11 @@ class _Scheduler:
     ranks: float = 1.0  # attention ranks; a prompt is chunked to one rank's share of the budget left
     length_cv: Any = np.inf  # the spread of the prompts' lengths (inf: none given; whole prompts pack as a share)
     crowd: Any = 1.0  # the other clients' arrivals per iteration, as a multiple of the mixed state's
+    peak_load: Any = None  # the prompt load where the queue peaks (:func:`_peak_load`; None: from the clients)
+
+    def __post_init__(self) -> None:
+        if self.peak_load is None:
+            self.peak_load = _peak_load(self.clients)
 
     def decoding_cap(self) -> np.ndarray:
         """The most requests that can decode at once when the prompts replacing them share the budget.
@@ -540,12 +567,15 @@ class _Scheduler:
         # M/D/1 in iterations, less the residual of the prompt in service (the iteration in flight counts it).
         load = np.minimum(per_iteration * filled, np.maximum(arrive * local * service, 0.0))
         stable = load < 1
-        queue = np.where(stable, load**2 * service / 2 / np.maximum(1 - load, 1e-12), 0.0)
         # The other clients' prompts are a superposition of C - 1 nearly periodic streams (a client sends its
         # next request when its last one ends): Whitt's QNA gives them c_a^2 = 1 - w, Poisson-like at light
         # load and among many clients, regular near saturation among few (Kingman: the queue scales by c_a^2).
-        w = 1.0 / (1.0 + 4.0 * (1.0 - np.minimum(load, 1.0)) ** 2 * np.maximum(self.clients - 2.0, 0.0))
-        queue = np.where(stable, queue * (1.0 - w), np.inf)
+        # That regularity empties the queue as the load nears 1, so past its peak the queue would shrink as
+        # more requests decode, and the cycle close on either side of the dip (TTFT falling as clients are
+        # added); a closed loop's wait does not fall with its population: past the peak the queue holds.
+        queued = np.minimum(load, self.peak_load)
+        queue = queued**2 * service / 2 / np.maximum(1 - queued, 1e-12) * (1.0 - _qna_weight(queued, self.clients))
+        queue = np.where(stable, queue, np.inf)
         # A crowded round (after the burst) arrives within a window of `clients (O - 1) / (n crowd)` iterations:
         # its queue never holds more than the window's prompts ahead, half of them on average.
         # (a population near zero, the low end of the closing search, makes the window infinite: no bound)

@@ -170,21 +170,26 @@ def closed_loop_seconds(
     # Where the budget caps the decoding population, the clients the cycle leaves over wait for the
     # full iterations in the engine's queue (Little's law at the engine's rate).
     steady.wait = steady.wait + np.maximum(-steady.gap, 0.0) / np.maximum(steady.rate, 1e-300)
-    # The first burst: every client's prompt at once, prefilled budget by budget; weighs one round. A
-    # chunking engine fills every iteration, and a prompt of `pieces` chunks has its first token after its
-    # last one (the round's mean: (G + pieces) / 2 iterations); an engine that does not chunk takes whole
-    # prompts, as many as fit (at least one), and a prompt's first token comes with its iteration.
+    # The first burst: every client's prompt at once, prefilled budget by budget; weighs one round (see
+    # :func:`_burst_first_token`). A chunking engine fills every iteration; an engine that does not chunk
+    # takes whole prompts, as many as fit (at least one).
     per_rank = budget / ranks
     if profile.chunked_prefill:
         pieces = np.ceil(inputs / per_rank)
-        burst_iterations = np.ceil(held * inputs / budget)
+        per_iteration = budget / inputs  # prompts' worth of tokens an iteration takes
     else:
         pieces = np.ones_like(inputs)
-        burst_iterations = np.ceil(held / (np.maximum(np.floor(per_rank / inputs), 1.0) * ranks))
-    burst_tokens = held * inputs / burst_iterations
+        per_iteration = np.maximum(np.floor(per_rank / inputs), 1.0) * ranks
+    burst_iterations, mean_iteration, last_share = _burst_first_token(held, per_iteration, inputs, budget)
     prior = (pieces - 1) / 2 * inputs / pieces  # a later chunk attends to the prompt's earlier ones
-    t_burst = iteration_seconds(a, eff, tp, 0, 0, burst_tokens, np.maximum(burst_tokens / inputs, 1.0), prior)
-    first = overhead + (burst_iterations + pieces) / 2 * t_burst
+    full_tokens = np.minimum(per_iteration, held) * inputs
+    last_tokens = held * inputs - (burst_iterations - 1) * full_tokens
+    t_full, t_last = (
+        iteration_seconds(a, eff, tp, 0, 0, tokens, np.maximum(tokens / inputs, 1.0), prior)
+        for tokens in (full_tokens, last_tokens)
+    )
+    first = overhead + mean_iteration * t_full - last_share * (t_full - t_last)
+    t_burst = ((burst_iterations - 1) * t_full + t_last) / burst_iterations  # the burst's mean iteration
     ttft = overhead + steady.wait
     after = _aftermath(scheduler, running, ttft, first, spread * outputs, burst_iterations, requests_per_client)
     ttft = ttft + (np.maximum(first - ttft, 0.0) + after) / requests_per_client
@@ -232,6 +237,41 @@ def closed_loop_seconds(
         "decode_step": iteration_seconds(a, eff, tp, held, context),
     }
     return {key: value.reshape(shape) for key, value in out.items()}
+
+
+#: Bursts of up to this many iterations have their first tokens summed iteration by iteration.
+_EXACT_BURST = 64
+
+
+def _burst_first_token(
+    prompts: np.ndarray, per_iteration: np.ndarray, inputs: np.ndarray, budget: float
+) -> tuple[np.ndarray, ...]:
+    """The first burst's iterations, and where its prompts' first tokens fall in them.
+
+    ``prompts`` arrive at once and the iterations take ``m = per_iteration`` prompts' worth each, full ones
+    first: prompt ``j`` has its first token at the end of iteration ``ceil(j / m)`` (a chunking engine: the
+    one holding its last token; a prompt of several chunks waits for all of them). Over the ``N`` prompts
+    and ``G = ceil(N / m)`` iterations the mean of that is ``G - S / N`` with ``S = sum_{g < G} floor(g m)``
+    ``= m G (G - 1) / 2`` less the fractional parts, which for ``m = a / b`` in lowest terms average
+    ``(b - 1) / (2 b)`` (a whole number of prompts an iteration: none; prompts of two full budgets: 1/4).
+    ``m`` is ``budget / inputs`` for a chunking engine (``b`` from the prompt's and budget's tokens) and a
+    whole number otherwise. Returns ``(G, the mean iteration count, the share of the prompts whose first
+    token comes with the last iteration)``: those have it at the end of the full ones plus the last one's
+    own (shorter) time.
+    """
+    n, m = prompts, per_iteration
+    iterations = np.maximum(np.ceil(n / m * (1 - 1e-12)), 1.0)
+    whole = np.isclose(m, np.round(m))
+    tokens, room = np.maximum(np.round(inputs), 1).astype(np.int64), np.int64(max(round(budget), 1))
+    denominator = np.where(whole, 1, tokens // np.gcd(tokens, room))
+    fraction = (denominator - 1) / (2 * denominator)
+    below = m * iterations * (iterations - 1) / 2 - (iterations - 1) * fraction
+    # a short burst (a few iterations, part of a cycle of the fractional parts): the sum itself
+    g = np.arange(_EXACT_BURST, dtype=float).reshape((-1,) + (1,) * np.ndim(m))
+    exact = np.where(g < iterations, np.floor(g * m * (1 + 1e-12)), 0.0).sum(axis=0)
+    mean = iterations - np.where(iterations <= _EXACT_BURST, exact, below) / n
+    last = (n - np.floor((iterations - 1) * m * (1 + 1e-12))) / n
+    return iterations, mean, last
 
 
 #: Rounds after the burst the aftermath follows (:func:`_aftermath`); later rounds count as mixed. A length

@@ -606,3 +606,58 @@ def test_pipeline_stages_refuse_what_is_not_one_whole_number(bad):
     for call in calls:
         with pytest.raises(InputError, match="pipeline_parallel"):
             call()
+
+
+# ------------------------------------------------------------- Found by fuzzing the public calls (2026-12-03)
+
+
+def test_a_replica_schedule_beyond_the_simulators_replicas_is_refused():
+    # A schedule asking for 1e12 replicas built a scheduler per replica before the first event: the call
+    # ignored its time_limit and its memory grew without bound. `simulate(replicas=...)` had the cap already.
+    from calculator.simulation import Traffic
+
+    with pytest.raises(InputError, match="'replica_schedule'.*10000"):
+        fast(Traffic, Q_(4, "request/s"), 64, 16, requests=50, replica_schedule=(np.array([0.0]), np.array([1e12])))
+
+
+@pytest.mark.parametrize(
+    "trace, message",
+    [
+        ({"arrival_time": [0.0, math.nan], "input_tokens": [64, 64], "output_tokens": [16, 16]}, "missing values"),
+        ({"arrival_time": [0.0, 1.0], "input_tokens": [64, 0], "output_tokens": [16, 16]}, "below one token"),
+        ({"input_tokens": [64], "output_tokens": [16]}, "lacks column"),
+        ({"arrival_time": [], "input_tokens": [], "output_tokens": []}, "no requests"),
+    ],
+)
+def test_a_trace_given_to_traffic_directly_is_checked_as_from_trace_checks_it(trace, message):
+    # Traffic(trace=...) took any frame: a NaN arrival ended in an IndexError deep in the event loop, lengths
+    # of 0 in NaN summaries, a missing column in a KeyError.
+    import pandas as pd
+
+    from calculator.simulation import Traffic
+
+    with pytest.raises(InputError, match=message):
+        Traffic(trace=pd.DataFrame(trace), requests=2)
+
+
+@pytest.mark.parametrize("missing", ["ttft", "tpot"])
+def test_targets_need_both_latency_bounds(missing):
+    # Targets(Q_(1, "s"), None) was accepted and size_fleet then failed on `None.m_as` (only the stall bound,
+    # tbt, is optional).
+    bounds = {"ttft": Q_(1, "s"), "tpot": Q_(50, "ms"), missing: None}
+    with pytest.raises(InputError, match=f"'{missing}'"):
+        c.Targets(**bounds)
+
+
+def test_predict_benchmark_names_arrays_that_do_not_broadcast():
+    # Prompt and output arrays of two and three lengths ended in numpy's "operands could not be broadcast".
+    with pytest.raises(InputError, match="'input_tokens' \\(2,\\), 'output_tokens' \\(3,\\)"):
+        c.predict_benchmark(*SIZING[:1], "h100-sxm", "bf16", 1, np.array([1024, 2048]), np.array([1, 2, 3]), 8)
+
+
+def test_predict_benchmark_takes_numpy_numbers_for_its_settings():
+    # requests_per_client=np.int64(10) and length_cv=np.float32(0.1) were refused as not numbers.
+    p = c.predict_benchmark(*SIZING[:1], "h100-sxm", "bf16", 1, 1024, 128, 8, "vllm",
+                            requests_per_client=np.int64(10), length_cv=np.float32(0.1))  # fmt: skip
+    q = c.predict_benchmark(*SIZING[:1], "h100-sxm", "bf16", 1, 1024, 128, 8, "vllm", length_cv=0.1)
+    assert p.ttft.m_as("s") == pytest.approx(q.ttft.m_as("s"), rel=1e-6)

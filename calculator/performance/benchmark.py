@@ -12,6 +12,7 @@ benchmark starts all clients at once and sends about ten requests per client; th
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -412,7 +413,7 @@ def check_length_cv(function: str, value: Any) -> float | None:
     """``length_cv`` of ``function`` checked: ``None`` or a finite number >= 0."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value < float("inf"):
         raise InputError(
             f"{function}(): argument 'length_cv' must be a number >= 0 (the coefficient of variation of "
             f"the output lengths) or None, got {value!r}"
@@ -765,6 +766,16 @@ def predict_benchmark(
     a, tp = _layout(a, tp, data_parallel, expert_parallel, "predict_benchmark", pipeline_parallel)
     inputs = _counts("predict_benchmark", "input_tokens", input_tokens)
     outputs = _counts("predict_benchmark", "output_tokens", output_tokens)
+    clients = _counts("predict_benchmark", "concurrency", concurrency)
+    shapes = {"tensor_parallel": np.shape(tp), "input_tokens": np.shape(inputs), "output_tokens": np.shape(outputs),
+              "concurrency": np.shape(clients)}  # fmt: skip
+    try:
+        np.broadcast_shapes(*shapes.values())
+    except ValueError:
+        given = ", ".join(f"'{name}' {shape}" for name, shape in shapes.items())
+        raise InputError(
+            f"predict_benchmark(): the array arguments must broadcast together (scalars or arrays of one shape), got {given}"
+        ) from None
     limit = model_of(model, registry).max_context
     if limit is not None and np.any(inputs + outputs > limit):
         longest = float(np.max(inputs + outputs))
@@ -772,7 +783,9 @@ def predict_benchmark(
             f"predict_benchmark(): a request of {longest:,.0f} tokens (input_tokens + output_tokens) exceeds the "
             f"model's context limit of {limit:,} tokens"
         )
-    if not (isinstance(requests_per_client, int | float) and 1 <= requests_per_client < 1e9):
+    if isinstance(requests_per_client, bool) or not (
+        isinstance(requests_per_client, numbers.Real) and 1 <= requests_per_client < 1e9
+    ):
         raise InputError(
             f"predict_benchmark(): argument 'requests_per_client' must be a number >= 1, got {requests_per_client!r}"
         )
@@ -782,7 +795,7 @@ def predict_benchmark(
         tp,
         inputs,
         outputs,
-        _counts("predict_benchmark", "concurrency", concurrency),
+        clients,
         _efficiency(profile, efficiency, a.accelerator),
         float(requests_per_client),
         arrivals if isinstance(arrivals, str) else repr(arrivals),  # a string, checked there

@@ -42,6 +42,11 @@ DEFAULT_ROUTER = "round_robin"
 
 #: Requests one simulation may hold, and wall-clock seconds one seed may run, unless told.
 MAX_REQUESTS = 2_000_000
+#: Most replicas one simulation runs (each is a scheduler in the event loop): ``simulate(replicas=...)``, a
+#: ``replica_schedule``'s counts.
+MAX_REPLICAS = 10_000
+#: The columns of a trace to replay.
+_TRACE_COLUMNS = ("arrival_time", "input_tokens", "output_tokens")
 TIME_LIMIT = 120.0
 
 
@@ -184,6 +189,13 @@ class Traffic(Result):
                 raise InputError(f"{name}: 'arrival_rate' must be a rate in request/s, got {rate!r}")
             if not (math.isfinite(rate.m_as("request/s")) and rate.m_as("request/s") > 0):
                 raise InputError(f"{name}: 'arrival_rate' must be a finite rate > 0, got {rate!r}")
+        if self.trace is not None:  # checked as Traffic.from_trace reads it
+            from ..fleet._common import _read_trace
+
+            frame = _read_trace(self.trace, _TRACE_COLUMNS)
+            if len(frame) > MAX_REQUESTS:
+                raise InputError(f"{name}: the trace has {len(frame)} requests, more than {MAX_REQUESTS}")
+            object.__setattr__(self, "trace", frame[list(_TRACE_COLUMNS)].reset_index(drop=True))
         for key in ("input_tokens", "output_tokens"):
             value = getattr(self, key)
             if not (isinstance(value, int | float | np.number) and math.isfinite(value) and value >= 1):
@@ -214,9 +226,10 @@ class Traffic(Result):
             if hasattr(schedule, "ready") and hasattr(schedule, "times"):  # an autoscaling ScalingPlan
                 schedule = (schedule.times, schedule.ready)
             times, ready = _series(name, "replica_schedule", schedule, "")
-            if times.size == 0 or np.any(np.diff(times) < 0) or not np.all(ready >= 0):
+            if times.size == 0 or np.any(np.diff(times) < 0) or not np.all((ready >= 0) & (ready <= MAX_REPLICAS)):
                 raise InputError(
-                    f"{name}: 'replica_schedule' needs sorted times and replica counts >= 0, got {len(times)} points"
+                    f"{name}: 'replica_schedule' needs sorted times and replica counts in [0, {MAX_REPLICAS}], "
+                    f"got {len(times)} points"
                 )
             object.__setattr__(self, "replica_schedule", (times, np.floor(ready).astype(np.int64)))
 
@@ -238,19 +251,13 @@ class Traffic(Result):
         """Replay a trace (CSV path or DataFrame with ``arrival_time``, ``input_tokens``, ``output_tokens``)."""
         from ..fleet._common import _read_trace
 
-        frame = _read_trace(trace, ("arrival_time", "input_tokens", "output_tokens"))
+        frame = _read_trace(trace, _TRACE_COLUMNS)
         if len(frame) > MAX_REQUESTS:
             raise InputError(f"Traffic.from_trace(): the trace has {len(frame)} requests, more than {MAX_REQUESTS}")
-        values = frame[["arrival_time", "input_tokens", "output_tokens"]].to_numpy(dtype=float)
-        if not np.all(np.isfinite(values)) or np.any(values[:, 0] < 0) or np.any(values[:, 1:] < 1):
-            raise InputError(
-                "Traffic.from_trace(): arrival times must be finite and >= 0 s, and lengths finite and >= 1 token"
-            )
-        table = frame[["arrival_time", "input_tokens", "output_tokens"]].reset_index(drop=True)
         return cls(
-            trace=table,
-            input_tokens=float(values[:, 1].mean()),
-            output_tokens=float(values[:, 2].mean()),
+            trace=frame,
+            input_tokens=float(frame["input_tokens"].mean()),
+            output_tokens=float(frame["output_tokens"].mean()),
             requests=len(frame),
         ).replace(**changes)
 

@@ -19,7 +19,7 @@ from .._support import count, executor_or_none
 from ..errors import InputError
 from ..results import Result
 from ._common import _positive_seconds, _process_pool, _seeds, _statistic_name
-from .inputs import MAX_REQUESTS, TIME_LIMIT, SimulationSetup, Traffic
+from .inputs import MAX_REPLICAS, MAX_REQUESTS, TIME_LIMIT, SimulationSetup, Traffic
 from .results import SimulationResult
 from .run import simulate
 
@@ -316,13 +316,9 @@ def verify_plan(
     )
 
 
-#: The most replicas one simulation runs (each is a scheduler in the event loop).
-MAX_SIMULATED_REPLICAS = 10_000
-
-
 def _replica_count(function: str, value: Any) -> int:
-    """A replica count to simulate: a whole number in [1, :data:`MAX_SIMULATED_REPLICAS`] (not a bool, NaN or inf)."""
-    return int(count(function, "replicas", value, 1, MAX_SIMULATED_REPLICAS))
+    """A replica count to simulate: a whole number in [1, :data:`MAX_REPLICAS`] (not a bool, NaN or inf)."""
+    return int(count(function, "replicas", value, 1, MAX_REPLICAS))
 
 
 def _replicas(count: int) -> str:

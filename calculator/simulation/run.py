@@ -16,7 +16,7 @@ from .._support import executor_or_none
 from ..errors import InputError
 from ..types import Time
 from ._common import _positive_seconds, _process_pool, _seeds, _statistic_name, _time_seconds
-from .inputs import DEFAULT_ROUTER, TIME_LIMIT, SimulationSetup, Traffic, router_name
+from .inputs import DEFAULT_ROUTER, MAX_REPLICAS, TIME_LIMIT, SimulationSetup, Traffic, router_name
 from .results import SimulationResult, _frame, _replica_series, _summarize
 from .seed import _limits, _Run, _simulate_seed
 
@@ -110,8 +110,10 @@ def simulate(
         raise InputError(f"simulate(): argument 'setup' must be a SimulationSetup, got {type(setup).__name__}")
     if not isinstance(traffic, Traffic):
         raise InputError(f"simulate(): argument 'traffic' must be a Traffic, got {type(traffic).__name__}")
-    if isinstance(replicas, bool) or not (isinstance(replicas, int | np.integer) and 1 <= replicas <= 10_000):
-        raise InputError(f"simulate(): argument 'replicas' must be a whole number in [1, 10000], got {replicas!r}")
+    if isinstance(replicas, bool) or not (isinstance(replicas, int | np.integer) and 1 <= replicas <= MAX_REPLICAS):
+        raise InputError(
+            f"simulate(): argument 'replicas' must be a whole number in [1, {MAX_REPLICAS}], got {replicas!r}"
+        )
     for name, value in (("warmup", warmup), ("cooldown", cooldown)):
         if not (isinstance(value, int | float) and 0 <= value < 0.5):
             raise InputError(f"simulate(): argument '{name}' must be in [0, 0.5), got {value!r}")

@@ -661,3 +661,34 @@ def test_predict_benchmark_takes_numpy_numbers_for_its_settings():
                             requests_per_client=np.int64(10), length_cv=np.float32(0.1))  # fmt: skip
     q = c.predict_benchmark(*SIZING[:1], "h100-sxm", "bf16", 1, 1024, 128, 8, "vllm", length_cv=0.1)
     assert p.ttft.m_as("s") == pytest.approx(q.ttft.m_as("s"), rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    "field, bad",
+    [("tensor_parallel", "abc"), ("tensor_parallel", math.nan), ("tensor_parallel", 1.5), ("tensor_parallel", True),
+     ("data_parallel", 0), ("pipeline_parallel", math.inf)],
+)  # fmt: skip
+def test_a_simulation_setup_names_a_parallel_degree_that_is_not_a_whole_number(field, bad):
+    # tensor_parallel='abc' or NaN ended in int()'s ValueError, 1.5 silently ran as 1, and data_parallel=0 in a
+    # ZeroDivisionError once simulate sized the ranks.
+    from calculator.simulation import SimulationSetup
+
+    with pytest.raises(InputError, match=f"'{field}'"):
+        SimulationSetup(*SIZING, **{field: bad})
+    assert SimulationSetup(*SIZING, tensor_parallel=2.0).tensor_parallel == 2  # a whole float is a whole number
+
+
+@pytest.mark.parametrize("seeds", [[-1], 1.5, "a", [True], [0.5]])
+def test_simulate_names_seeds_that_are_not_whole_numbers(seeds):
+    # seeds=[-1] ended in numpy's "expected non-negative integer", 1.5 in "'float' object is not iterable".
+    from calculator.simulation import SimulationSetup, Traffic, simulate
+
+    with pytest.raises(InputError, match="'seeds'"):
+        simulate(SimulationSetup(*SIZING), Traffic(Q_(4, "request/s"), 64, 16, requests=10), seeds=seeds)
+
+
+@pytest.mark.parametrize("bad", [1.0, "vllm", np.array([1, 2])])
+def test_predict_benchmark_names_an_efficiency_that_is_not_one(bad):
+    # efficiency=1.0 ended in AttributeError ('float' has no 'fixed_seconds'), an array in numpy's ambiguous truth.
+    with pytest.raises(InputError, match="'efficiency'"):
+        c.predict_benchmark("llama-3.1-8b", "h100-sxm", "bf16", 1, 1024, 128, 8, efficiency=bad)

@@ -20,6 +20,11 @@ def _efficiency(
 ) -> Efficiency:
     """The costs to price with: those given, or the engine's on this accelerator (a resolved id)."""
     if efficiency is not None:
+        if not isinstance(efficiency, Efficiency):
+            raise InputError(
+                "argument 'efficiency' must be an Efficiency (an engine's costs, engine_profile(...).efficiency) "
+                f"or None, got {type(efficiency).__name__}"
+            )
         return efficiency
     return engine_profile(engine, registry).efficiency_for(accelerator_id)
 

@@ -318,7 +318,7 @@ def step_arrays(
     _warn_outside_validated(spec, device)
     kv_name = (
         check_precision(kv_precision, "kv_precision")
-        if kv_precision
+        if kv_precision is not None
         else kv_cache_precision(spec, device, name, engine, registry=registry)
     )
     hidden = spec.hidden_size or spec.attention_heads * spec.head_dim

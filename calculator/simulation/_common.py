@@ -40,14 +40,21 @@ def _positive_seconds(function: str, argument: str, value: Any) -> float:
 
 
 def _seeds(seeds: int | Sequence[int]) -> tuple[int, ...]:
-    if isinstance(seeds, int | np.integer):
+    def whole(value: Any) -> bool:
+        return not isinstance(value, bool) and isinstance(value, int | np.integer)
+
+    if whole(seeds):
         if not 1 <= seeds <= 1000:
             raise InputError(f"simulate(): argument 'seeds' must be a count in [1, 1000] or a list, got {seeds!r}")
         return tuple(range(int(seeds)))
-    out = tuple(int(s) for s in seeds)
+    if isinstance(seeds, str) or not isinstance(seeds, Sequence | np.ndarray):
+        raise InputError(f"simulate(): argument 'seeds' must be a count in [1, 1000] or a list of seeds, got {seeds!r}")
+    out = tuple(seeds)
     if not out:
         raise InputError("simulate(): argument 'seeds' must name at least one seed")
-    return out
+    if not all(whole(s) and 0 <= s < 2**63 for s in out):
+        raise InputError(f"simulate(): the seeds in argument 'seeds' must be whole numbers >= 0, got {seeds!r}")
+    return tuple(int(s) for s in out)
 
 
 def _process_pool(jobs: int) -> Executor:

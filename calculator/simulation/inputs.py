@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._support import count
 from ..errors import InputError
 from ..results import Result
 from ..types import Rate, Time
@@ -117,17 +118,18 @@ class SimulationSetup(Result):
     registry_files: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if not int(self.tensor_parallel) >= 1:
-            raise InputError(f"SimulationSetup: 'tensor_parallel' must be >= 1, got {self.tensor_parallel!r}")
-        for name in ("expert_parallel", "pipeline_parallel"):
+        for name in ("tensor_parallel", "expert_parallel", "data_parallel", "pipeline_parallel"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not (isinstance(value, int | np.integer) and value >= 1):
-                raise InputError(f"SimulationSetup: '{name}' must be a whole number >= 1, got {value!r}")
+            if np.ndim(value) != 0:
+                raise InputError(f"SimulationSetup: '{name}' must be one whole number >= 1, got {value!r}")
+            object.__setattr__(self, name, int(count("SimulationSetup", name, value)))
         for name in ("max_num_seqs", "max_num_tokens"):
             value = getattr(self, name)
             if value is not None and not (isinstance(value, int | np.integer) and value >= 1):
                 raise InputError(f"SimulationSetup: '{name}' must be a whole number >= 1, got {value!r}")
-        if not (math.isfinite(self.step_scale) and self.step_scale > 0):
+        if isinstance(self.step_scale, bool) or not (
+            isinstance(self.step_scale, int | float | np.number) and math.isfinite(self.step_scale) and self.step_scale > 0
+        ):
             raise InputError(f"SimulationSetup: 'step_scale' must be > 0, got {self.step_scale!r}")
         if self.step_time is not None:
             _time_seconds("SimulationSetup", "step_time", self.step_time)

@@ -692,3 +692,16 @@ def test_predict_benchmark_names_an_efficiency_that_is_not_one(bad):
     # efficiency=1.0 ended in AttributeError ('float' has no 'fixed_seconds'), an array in numpy's ambiguous truth.
     with pytest.raises(InputError, match="'efficiency'"):
         c.predict_benchmark("llama-3.1-8b", "h100-sxm", "bf16", 1, 1024, 128, 8, efficiency=bad)
+
+
+def test_batch_caps_above_the_kv_cache_are_not_reported_as_weights_that_do_not_fit():
+    # Caps of 16,000 sequences for Llama-3.1-8B FP8 on H100s: the reason said the weights and one sequence's
+    # KV cache exceed the memory (1.1 GB of weights against 75 GB usable), where one sequence fits and the
+    # caps searched are above what the cache holds.
+    plan = c.size_fleet(
+        "llama-3.1-8b", c.Workload(Q_(10, "request/s"), 1024, 256), c.Targets(Q_(1, "s"), Q_(50, "ms")),
+        c.SearchSpace("h100-sxm", "fp8", batches=(16000,)),
+    )  # fmt: skip
+    assert not plan.feasible
+    assert "search smaller caps" in plan.reason and "weights" not in plan.reason
+    assert {r.code for r in plan.rejections} == {"batch"}

@@ -79,7 +79,8 @@ class Rejection(Result):
     accelerator, precision : str
     tensor_parallel : int
     code : str
-        ``"memory"`` (the weights and one sequence's KV cache do not fit), ``"tpot"``, ``"ttft"``
+        ``"memory"`` (the weights and one sequence's KV cache do not fit), ``"batch"`` (one sequence fits,
+        but the KV cache holds fewer than every batch cap searched), ``"tpot"``, ``"ttft"``
         or ``"tbt"`` (no batch cap meets that target), ``"joint"`` (each target is met by some cap,
         none meets all), ``"fleet_size"`` (the load needs more GPUs than the sizer plans, ``MAX_FLEET_GPUS``),
         ``"layout"`` (experts spread over a TP degree that does not divide them), ``"nodes"`` (a replica
@@ -88,6 +89,7 @@ class Rejection(Result):
     values : dict
         The numbers behind the code: ``weights_per_device``, ``usable_per_device``, ``kv_per_sequence``
         (one sequence's whole KV cache at the workload's held context) and ``kv_shards_max`` (memory), the
+        ``capacity`` in sequences (batch), the
         ``best`` value reached and the ``target`` (tpot, ttft), or ``gpus``, ``batch`` and
         ``cost_per_hour`` (costlier).
     """
@@ -111,6 +113,11 @@ class Rejection(Result):
             return (
                 f"memory: {weights:,.1f} GB of weights and {kv:,.3g} GB of one sequence's KV cache per device "
                 f"exceed the {usable:,.1f} GB usable"
+            )
+        if self.code == "batch":
+            return (
+                f"batch: the KV cache holds {v['capacity']:,} sequences, fewer than every batch cap searched; "
+                "search smaller caps"
             )
         if self.code == "layout":
             return f"layout: {v['experts']} experts do not spread evenly over {self.tensor_parallel} GPUs"

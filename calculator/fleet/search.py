@@ -192,6 +192,8 @@ def _why(
     key = family.key_at(int(tp))
     if fits.any() and e.oversized[i][fits].all():
         return Rejection(key, **record, code="fleet_size", values={"limit": MAX_FLEET_GPUS})
+    if not fits.any() and np.max(e.capacity[i]) >= 1:  # one sequence fits: every cap searched is above the cache
+        return Rejection(key, **record, code="batch", values={"capacity": int(np.max(e.capacity[i]))})
     if not fits.any():
         a = family.arrays
         values = {
@@ -238,6 +240,12 @@ def _infeasible_reason(
         return (
             f"no candidate tensor-parallel degree holds the weights and one sequence's KV cache (up to TP "
             f"{widest.tensor_parallel}: {widest.text.removeprefix('memory: ')}); {_wider(rejected, heads)}"
+        )
+    if codes <= {"batch", "memory"} and "batch" in codes:
+        most = max((r for r in rejected.values() if r.code == "batch"), key=lambda r: r.values["capacity"])
+        return (
+            f"every batch cap searched is above what the KV cache holds (at most {most.values['capacity']:,} "
+            f"sequences, {most.family}); search smaller caps"
         )
     if not np.isfinite(closest_ttft) or not np.isfinite(closest_tpot):
         return "no configuration meets every target: " + "; ".join(sorted({r.text for r in rejected.values()}))[:400]

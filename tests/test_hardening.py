@@ -705,3 +705,9 @@ def test_batch_caps_above_the_kv_cache_are_not_reported_as_weights_that_do_not_f
     assert not plan.feasible
     assert "search smaller caps" in plan.reason and "weights" not in plan.reason
     assert {r.code for r in plan.rejections} == {"batch"}
+
+
+def test_a_workload_takes_one_arrival_rate():
+    # An array of rates ended in numpy's "truth value of an array is ambiguous".
+    with pytest.raises(InputError, match="'arrival_rate' must be one rate"):
+        c.Workload(np.array([1.0, 2.0]) * c.ureg("request/s"), 1024, 256)

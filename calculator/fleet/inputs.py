@@ -87,6 +87,8 @@ class Workload(Result):
         rate = self.arrival_rate
         if not isinstance(rate, ureg.Quantity) or rate.dimensionality != ureg.parse_units("request/s").dimensionality:
             raise InputError(f"Workload: 'arrival_rate' must be a rate in request/s, got {rate!r}")
+        if np.ndim(rate.magnitude) != 0:
+            raise InputError(f"Workload: 'arrival_rate' must be one rate (a scalar quantity), got {rate!r}")
         if not rate.magnitude > 0 or not np.isfinite(rate.magnitude):
             raise InputError(f"Workload: 'arrival_rate' must be a finite rate > 0, got {rate!r}")
         for name in ("input_tokens", "output_tokens"):

@@ -616,7 +616,7 @@ def test_a_replica_schedule_beyond_the_simulators_replicas_is_refused():
     # ignored its time_limit and its memory grew without bound. `simulate(replicas=...)` had the cap already.
     from calculator.simulation import Traffic
 
-    with pytest.raises(InputError, match="'replica_schedule'.*10000"):
+    with pytest.raises(InputError, match=r"'replica_schedule'.*10000"):
         fast(Traffic, Q_(4, "request/s"), 64, 16, requests=50, replica_schedule=(np.array([0.0]), np.array([1e12])))
 
 

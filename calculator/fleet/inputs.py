@@ -211,7 +211,9 @@ class Targets(Result):
     def __post_init__(self) -> None:
         for name in ("ttft", "tpot", "tbt"):
             if getattr(self, name) is None and name != "tbt":  # only the stall bound is optional
-                raise InputError(f"Targets: argument '{name}' must be a time (a quantity such as Q_(500, 'ms')), got None")
+                raise InputError(
+                    f"Targets: argument '{name}' must be a time (a quantity such as Q_(500, 'ms')), got None"
+                )
             if getattr(self, name) is not None:
                 object.__setattr__(self, name, _time("Targets", name, getattr(self, name)))
         if self.ttft_percentile is not None:

@@ -413,7 +413,7 @@ def check_length_cv(function: str, value: Any) -> float | None:
     """``length_cv`` of ``function`` checked: ``None`` or a finite number >= 0."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value < float("inf"):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= float(value) < float("inf"):
         raise InputError(
             f"{function}(): argument 'length_cv' must be a number >= 0 (the coefficient of variation of "
             f"the output lengths) or None, got {value!r}"
@@ -774,7 +774,8 @@ def predict_benchmark(
     except ValueError:
         given = ", ".join(f"'{name}' {shape}" for name, shape in shapes.items())
         raise InputError(
-            f"predict_benchmark(): the array arguments must broadcast together (scalars or arrays of one shape), got {given}"
+            "predict_benchmark(): the array arguments must broadcast together (scalars or arrays of one shape), "
+            f"got {given}"
         ) from None
     limit = model_of(model, registry).max_context
     if limit is not None and np.any(inputs + outputs > limit):
@@ -784,7 +785,7 @@ def predict_benchmark(
             f"model's context limit of {limit:,} tokens"
         )
     if isinstance(requests_per_client, bool) or not (
-        isinstance(requests_per_client, numbers.Real) and 1 <= requests_per_client < 1e9
+        isinstance(requests_per_client, numbers.Real) and 1 <= float(requests_per_client) < 1e9
     ):
         raise InputError(
             f"predict_benchmark(): argument 'requests_per_client' must be a number >= 1, got {requests_per_client!r}"

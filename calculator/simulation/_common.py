@@ -43,7 +43,7 @@ def _seeds(seeds: int | Sequence[int]) -> tuple[int, ...]:
     def whole(value: Any) -> bool:
         return not isinstance(value, bool) and isinstance(value, int | np.integer)
 
-    if whole(seeds):
+    if not isinstance(seeds, bool) and isinstance(seeds, int | np.integer):
         if not 1 <= seeds <= 1000:
             raise InputError(f"simulate(): argument 'seeds' must be a count in [1, 1000] or a list, got {seeds!r}")
         return tuple(range(int(seeds)))

@@ -127,8 +127,9 @@ class SimulationSetup(Result):
             value = getattr(self, name)
             if value is not None and not (isinstance(value, int | np.integer) and value >= 1):
                 raise InputError(f"SimulationSetup: '{name}' must be a whole number >= 1, got {value!r}")
-        if isinstance(self.step_scale, bool) or not (
-            isinstance(self.step_scale, int | float | np.number) and math.isfinite(self.step_scale) and self.step_scale > 0
+        scale = self.step_scale
+        if isinstance(scale, bool) or not (
+            isinstance(scale, int | float | np.number) and math.isfinite(scale) and scale > 0
         ):
             raise InputError(f"SimulationSetup: 'step_scale' must be > 0, got {self.step_scale!r}")
         if self.step_time is not None:

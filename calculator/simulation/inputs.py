@@ -255,8 +255,6 @@ class Traffic(Result):
         from ..fleet._common import _read_trace
 
         frame = _read_trace(trace, _TRACE_COLUMNS)
-        if len(frame) > MAX_REQUESTS:
-            raise InputError(f"Traffic.from_trace(): the trace has {len(frame)} requests, more than {MAX_REQUESTS}")
         return cls(
             trace=frame,
             input_tokens=float(frame["input_tokens"].mean()),

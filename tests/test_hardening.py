@@ -711,3 +711,15 @@ def test_a_workload_takes_one_arrival_rate():
     # An array of rates ended in numpy's "truth value of an array is ambiguous".
     with pytest.raises(InputError, match="'arrival_rate' must be one rate"):
         c.Workload(np.array([1.0, 2.0]) * c.ureg("request/s"), 1024, 256)
+
+
+@pytest.mark.parametrize("argument, value", [("decode", math.nan), ("decode", -1), ("context", math.inf), ("prefill", -5)])
+def test_iteration_seconds_names_a_count_that_is_not_finite_and_non_negative(argument, value):
+    # decode=NaN returned NaN, decode=-1 a plausible-looking 5.5 ms, None NaN.
+    from calculator.performance import engine_profile, iteration_seconds, step_arrays
+
+    a = step_arrays("llama-3.1-8b", "h100-sxm", "bf16")
+    eff = engine_profile("vllm").efficiency_for("h100-sxm")
+    counts = {"decode": 8, "context": 1024, "prefill": 0} | {argument: value}
+    with pytest.raises(InputError, match=f"'{argument}'"):
+        iteration_seconds(a, eff, 1, **counts)

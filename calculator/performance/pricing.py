@@ -403,9 +403,20 @@ def iteration_seconds(
     tokens : array
         Tokens each decoding sequence adds (``k + 1`` when a speculative round verifies ``k``).
     """
-    tp, decode, context, prefill, requests, prior, tokens = np.broadcast_arrays(
-        *(np.asarray(v, dtype=float) for v in (tensor_parallel, decode, context, prefill, requests, prior, tokens))
-    )
+    names = ("tensor_parallel", "decode", "context", "prefill", "requests", "prior", "tokens")
+    given = (tensor_parallel, decode, context, prefill, requests, prior, tokens)
+    try:
+        tp, decode, context, prefill, requests, prior, tokens = np.broadcast_arrays(
+            *(np.asarray(v, dtype=float) for v in given)
+        )
+    except (TypeError, ValueError):
+        shapes = ", ".join(f"'{n}' {np.shape(v)}" for n, v in zip(names, given, strict=True))
+        raise InputError(
+            f"iteration_seconds(): the arguments must be numbers or arrays that broadcast together, got {shapes}"
+        ) from None
+    for name, value in zip(names[1:], (decode, context, prefill, requests, prior, tokens), strict=True):
+        if not np.all(value >= 0) or not np.all(np.isfinite(value)):  # NaN fails both
+            raise InputError(f"iteration_seconds(): argument '{name}' must be finite and >= 0")
     degrees = np.unique(tp)
     if degrees.size and not (degrees[0] >= 1 and np.isfinite(degrees[-1]) and np.all(degrees == np.round(degrees))):
         raise InputError(

@@ -713,7 +713,9 @@ def test_a_workload_takes_one_arrival_rate():
         c.Workload(np.array([1.0, 2.0]) * c.ureg("request/s"), 1024, 256)
 
 
-@pytest.mark.parametrize("argument, value", [("decode", math.nan), ("decode", -1), ("context", math.inf), ("prefill", -5)])
+@pytest.mark.parametrize(
+    "argument, value", [("decode", math.nan), ("decode", -1), ("context", math.inf), ("prefill", -5)]
+)
 def test_iteration_seconds_names_a_count_that_is_not_finite_and_non_negative(argument, value):
     # decode=NaN returned NaN, decode=-1 a plausible-looking 5.5 ms, None NaN.
     from calculator.performance import engine_profile, iteration_seconds, step_arrays

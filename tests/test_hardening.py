@@ -725,3 +725,13 @@ def test_iteration_seconds_names_a_count_that_is_not_finite_and_non_negative(arg
     counts = {"decode": 8, "context": 1024, "prefill": 0} | {argument: value}
     with pytest.raises(InputError, match=f"'{argument}'"):
         iteration_seconds(a, eff, 1, **counts)
+
+
+def test_simulate_checks_progress_and_the_clients_before_it_runs():
+    # progress=1 failed only after the whole simulation had run; Traffic(clients=True) ran one client.
+    from calculator.simulation import SimulationSetup, Traffic, simulate
+
+    with pytest.raises(InputError, match="'progress'"):
+        fast(simulate, SimulationSetup(*SIZING), Traffic(Q_(4, "request/s"), 64, 16, requests=10), progress=1)
+    with pytest.raises(InputError, match="'clients'"):
+        Traffic(clients=True, input_tokens=64, output_tokens=16, requests=10)

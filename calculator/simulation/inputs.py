@@ -215,7 +215,9 @@ class Traffic(Result):
             isinstance(self.requests, int | np.integer) and 1 <= self.requests <= MAX_REQUESTS
         ):
             raise InputError(f"{name}: 'requests' must be a whole number in [1, {MAX_REQUESTS}], got {self.requests!r}")
-        if self.clients is not None and not (isinstance(self.clients, int | np.integer) and self.clients >= 1):
+        if self.clients is not None and (
+            isinstance(self.clients, bool) or not (isinstance(self.clients, int | np.integer) and self.clients >= 1)
+        ):
             raise InputError(f"{name}: 'clients' must be a whole number >= 1, got {self.clients!r}")
         if self.demand is not None:
             times, rates = _series(name, "demand", self.demand, "request/s")

@@ -118,6 +118,10 @@ def simulate(
         if not (isinstance(value, int | float) and 0 <= value < 0.5):
             raise InputError(f"simulate(): argument '{name}' must be in [0, 0.5), got {value!r}")
     time_limit = _positive_seconds("simulate", "time_limit", time_limit)
+    if progress is not None and not callable(progress):
+        raise InputError(
+            f"simulate(): argument 'progress' must be a callable taking the share done, or None, got {progress!r}"
+        )
     executor_or_none("simulate", executor)
     policy = router_name(router)
     seed_list = _seeds(seeds)

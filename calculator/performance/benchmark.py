@@ -28,7 +28,7 @@ from ._common import _counts, _efficiency, _layout, _tp
 from .arrays import StepArrays, step_arrays
 from .cache import group_cache_run
 from .engines import Efficiency, EngineProfile, engine_profile, kv_capacity_tokens
-from .pricing import iteration_seconds, overlapped_prompt_seconds, prefill_seconds, spread_over_ranks
+from .pricing import _iteration_seconds, overlapped_prompt_seconds, prefill_seconds, spread_over_ranks
 
 if TYPE_CHECKING:
     from ..registry import Registry
@@ -186,7 +186,7 @@ def closed_loop_seconds(
     full_tokens = np.minimum(per_iteration, held) * inputs
     last_tokens = held * inputs - (burst_iterations - 1) * full_tokens
     t_full, t_last = (
-        iteration_seconds(a, eff, tp, 0, 0, tokens, np.maximum(tokens / inputs, 1.0), prior)
+        _iteration_seconds(a, eff, tp, 0, 0, tokens, np.maximum(tokens / inputs, 1.0), prior)
         for tokens in (full_tokens, last_tokens)
     )
     first = overhead + mean_iteration * t_full - last_share * (t_full - t_last)
@@ -201,7 +201,7 @@ def closed_loop_seconds(
         # Every round is a burst: groups of the budget one after another; a request's first token
         # waits for the groups ahead, its decode steps for the ones behind (prefill-first engines pause
         # decoding for them, mixing engines add them to the decode iterations).
-        t_batch = iteration_seconds(a, eff, tp, held, context)
+        t_batch = _iteration_seconds(a, eff, tp, held, context)
         lift = np.maximum(t_burst - t_batch, 0.0) if profile.mixed_batching else t_burst
         wave_tpot = t_batch + (burst_iterations - 1) / 2 * lift / slots
         wave_rate = held / (overhead + burst_iterations * t_burst + slots * t_batch)
@@ -235,7 +235,7 @@ def closed_loop_seconds(
         # on part of the output preempts, which the mixed state's occupancy does not count (docs/performance-model.md)
         "cache_pressure": pressure,
         "prefill": prefill_seconds(a, eff, tp, inputs),
-        "decode_step": iteration_seconds(a, eff, tp, held, context),
+        "decode_step": _iteration_seconds(a, eff, tp, held, context),
     }
     return {key: value.reshape(shape) for key, value in out.items()}
 
@@ -524,15 +524,15 @@ class _Scheduler:
         a, eff, tp, inputs, slots, context = self.a, self.eff, self.tp, self.inputs, self.slots, self.context
         share = 1.0 - 1.0 / self.clients  # the other clients' part of the load
         arrive = share * self.crowd  # their part of the arrivals (crowded in the rounds after the burst)
-        t_dec = iteration_seconds(a, eff, tp, n, context)
+        t_dec = _iteration_seconds(a, eff, tp, n, context)
         t_idle = np.where(n > 0, t_dec, 0.0)
-        t_seen = iteration_seconds(a, eff, tp, 1.0 + share * n, context)
+        t_seen = _iteration_seconds(a, eff, tp, 1.0 + share * n, context)
         if self.profile.mixed_batching:
             room = np.maximum(self.budget - n, self.budget / 4)
             k = np.ceil(inputs / (room / self.ranks)) if self.profile.chunked_prefill else np.ones_like(inputs)
             chunk = inputs / k
             prior = (k - 1) / 2 * chunk
-            added = np.maximum(iteration_seconds(a, eff, tp, n, context, chunk, 1, prior) - t_idle, 0.0)
+            added = np.maximum(_iteration_seconds(a, eff, tp, n, context, chunk, 1, prior) - t_idle, 0.0)
             per_prompt = k * added
             arrivals = arrive * n * k / slots  # chunks landing per iteration
             if eff.overlap:  # the first chunks hide under the fixed costs, the next add their GPU time
@@ -540,7 +540,7 @@ class _Scheduler:
                 per_prompt = np.where(arrivals > 1e-9, k * expected / np.maximum(arrivals, 1e-300), per_prompt)
             elif self.ranks > 1:  # chunks landing together prefill side by side, one per rank
                 r = self.ranks
-                together = np.maximum(iteration_seconds(a, eff, tp, n, context, r * chunk, r, prior) - t_idle, 0.0)
+                together = np.maximum(_iteration_seconds(a, eff, tp, n, context, r * chunk, r, prior) - t_idle, 0.0)
                 per_prompt = per_prompt * spread_over_ranks(arrivals, r, added, together)
             rate = n / np.maximum(slots * t_seen + share * n * per_prompt, 1e-300)
             step = t_seen + share * n * per_prompt / slots
@@ -570,7 +570,7 @@ class _Scheduler:
             fill = room if self.profile.chunked_prefill else capacity * inputs  # the tokens of a full iteration
             filled = inputs / fill
             prior_full = np.maximum(inputs - fill, 0.0) / 2
-            full = iteration_seconds(a, eff, tp, n, context, fill, np.maximum(fill / inputs, 1.0), prior_full)
+            full = _iteration_seconds(a, eff, tp, n, context, fill, np.maximum(fill / inputs, 1.0), prior_full)
             service = filled * np.maximum(full, t_dec)  # a prompt's share of full iterations
         else:
             k = np.ceil(inputs / (self.budget / self.ranks))
@@ -581,7 +581,7 @@ class _Scheduler:
             # share the next prefill batch: a prompt's batch holds its own group, the other clients' completions
             # of one decode iteration (a Poisson count seen from one of its members: one plus the mean).
             packed = np.minimum(1.0 + arrive * n / slots, per_batch)
-            t_batch = iteration_seconds(a, eff, tp, 0, 0, packed * chunk, packed, prior)
+            t_batch = _iteration_seconds(a, eff, tp, 0, 0, packed * chunk, packed, prior)
             per_prompt = k * t_batch / packed
             rate = n / np.maximum(slots * t_seen + share * n * per_prompt, 1e-300)
             local = n / np.maximum(slots * t_seen + arrive * n * per_prompt, 1e-300)
@@ -590,7 +590,7 @@ class _Scheduler:
             following = 1.0 / (prefilling / np.maximum(t_batch, 1e-300) + (1 - prefilling) / np.maximum(t_idle, 1e-300))
             step = t_seen + share * n * per_prompt / slots
             own = k * t_batch
-            full = iteration_seconds(a, eff, tp, 0, 0, per_batch * chunk, per_batch, prior)
+            full = _iteration_seconds(a, eff, tp, 0, 0, per_batch * chunk, per_batch, prior)
             service = k * full / per_batch
             # By count: prefill batches among the iterations; prompts arrive only from decode iterations (a
             # prefill batch pauses decoding); a prompt fills 1/per_batch of its k batches.

@@ -22,7 +22,7 @@ import numpy as np
 
 from .arrays import StepArrays
 from .engines import Efficiency, EngineProfile
-from .pricing import iteration_seconds
+from .pricing import _iteration_seconds
 
 #: Steps of the fluid per mean output (the step's decode iterations: ``O / STEPS_PER_OUTPUT``). The waits
 #: converge from below as the steps shrink: at 64 steps 7 % under 128 on the grid's slowest-converging point
@@ -157,7 +157,7 @@ def group_cache_run(
         # The step's time: its decode iterations, and the prompts it (re)admitted.
         running = mass.sum(axis=1)
         context = np.where(running > 0, (mass * held).sum(axis=1) / np.maximum(running, 1e-300), inputs)
-        step = np.where(running > 0, iteration_seconds(a, eff, tp, running, context), 0.0)
+        step = np.where(running > 0, _iteration_seconds(a, eff, tp, running, context), 0.0)
         # The prompts run budget by budget (whole where the engine does not chunk, at least one an
         # iteration), a longer one attending to its earlier chunks (the closed form's mean prior).
         length = prompt_tokens / np.maximum(prompts, 1e-300)
@@ -172,9 +172,9 @@ def group_cache_run(
         piece = np.maximum(length / pieces, 1.0)
         batch = (prompt_tokens / batches, prompt_tokens / batches / piece, prior)
         if profile.mixed_batching:  # the prompts ride in decode iterations
-            lift = batches * (iteration_seconds(a, eff, tp, running, context, *batch) - step)
+            lift = batches * (_iteration_seconds(a, eff, tp, running, context, *batch) - step)
         else:  # prefill batches run alone
-            lift = batches * iteration_seconds(a, eff, tp, 0, 0, *batch)
+            lift = batches * _iteration_seconds(a, eff, tp, 0, 0, *batch)
         seconds = np.where(active, dt * step + np.where(prompt_tokens > 0, lift, 0.0), 0.0)
         waited += queue * seconds
         span += seconds

@@ -417,6 +417,28 @@ def iteration_seconds(
     for name, value in zip(names[1:], (decode, context, prefill, requests, prior, tokens), strict=True):
         if not np.all(value >= 0) or not np.all(np.isfinite(value)):  # NaN fails both
             raise InputError(f"iteration_seconds(): argument '{name}' must be finite and >= 0")
+    return _iteration_seconds(a, eff, tp, decode, context, prefill, requests, prior, tokens)
+
+
+def _iteration_seconds(
+    a: StepArrays,
+    eff: Efficiency,
+    tensor_parallel: Count,
+    decode: Count,
+    context: Tokens = 0,
+    prefill: Tokens = 0,
+    requests: Count = 0,
+    prior: Tokens = 0,
+    tokens: Tokens = 1,
+) -> Any:
+    """:func:`iteration_seconds` without its checks of the counts (the closed loop's hot path).
+
+    The closed loop's and the fluid's counts are finite and >= 0 by construction; the checks cost a fifth
+    of ``closed_loop_seconds``.
+    """
+    tp, decode, context, prefill, requests, prior, tokens = np.broadcast_arrays(
+        *(np.asarray(v, dtype=float) for v in (tensor_parallel, decode, context, prefill, requests, prior, tokens))
+    )
     degrees = np.unique(tp)
     if degrees.size and not (degrees[0] >= 1 and np.isfinite(degrees[-1]) and np.all(degrees == np.round(degrees))):
         raise InputError(

@@ -40,9 +40,6 @@ def _positive_seconds(function: str, argument: str, value: Any) -> float:
 
 
 def _seeds(seeds: int | Sequence[int]) -> tuple[int, ...]:
-    def whole(value: Any) -> bool:
-        return not isinstance(value, bool) and isinstance(value, int | np.integer)
-
     if not isinstance(seeds, bool) and isinstance(seeds, int | np.integer):
         if not 1 <= seeds <= 1000:
             raise InputError(f"simulate(): argument 'seeds' must be a count in [1, 1000] or a list, got {seeds!r}")
@@ -52,7 +49,7 @@ def _seeds(seeds: int | Sequence[int]) -> tuple[int, ...]:
     out = tuple(seeds)
     if not out:
         raise InputError("simulate(): argument 'seeds' must name at least one seed")
-    if not all(whole(s) and 0 <= s < 2**63 for s in out):
+    if not all(not isinstance(s, bool) and isinstance(s, int | np.integer) and 0 <= s < 2**63 for s in out):
         raise InputError(f"simulate(): the seeds in argument 'seeds' must be whole numbers >= 0, got {seeds!r}")
     return tuple(int(s) for s in out)
 

@@ -459,11 +459,13 @@ def _fit(
     start: Mapping[Any, EngineProfile] | None = None,
     pooled_only: bool = False,
     first_stage: np.ndarray | None = None,
+    begin: np.ndarray | None = None,
 ) -> CalibrationFit:
     """The two stages of :func:`fit_profiles`.
 
     ``first_stage`` (the shared behaviour in :data:`FITTED` units, then the fitted harness overheads in
-    ms) skips the first stage, ``pooled_only`` the second.
+    ms) skips the first stage, ``pooled_only`` the second. ``begin`` (the same layout) is where the first
+    stage's search starts instead of :data:`FIT_START` and 50 ms of each harness overhead.
     """
     from scipy.optimize import least_squares
 
@@ -478,7 +480,8 @@ def _fit(
     lower = np.array([f[1] for f in FITTED] + [CLIENT_OVERHEAD_BOUNDS[0]] * len(fitted_harness))
     upper = np.array([f[2] for f in FITTED] + [CLIENT_OVERHEAD_BOUNDS[1]] * len(fitted_harness))
     widths = np.array([f[4] for f in FITTED])
-    x0 = np.clip(np.concatenate([_vector(FIT_START), np.full(len(fitted_harness), 50.0)]), lower, upper)
+    nominal = np.concatenate([_vector(FIT_START), np.full(len(fitted_harness), 50.0)])
+    x0 = np.clip(nominal if begin is None else np.asarray(begin, dtype=float), lower, upper)
     count = len(FITTED)
 
     def with_harness(rows: Any, values: np.ndarray) -> Any:

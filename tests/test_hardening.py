@@ -735,3 +735,15 @@ def test_simulate_checks_progress_and_the_clients_before_it_runs():
         fast(simulate, SimulationSetup(*SIZING), Traffic(Q_(4, "request/s"), 64, 16, requests=10), progress=1)
     with pytest.raises(InputError, match="'clients'"):
         Traffic(clients=True, input_tokens=64, output_tokens=16, requests=10)
+
+
+def test_a_plan_that_nothing_holds_names_no_closest_values():
+    # Llama-3.1-405B in BF16 on one TP-1 H100: no candidate holds the weights, and `closest` held TTFT and
+    # TPOT of inf seconds (JSON has no infinity).
+    plan = c.size_fleet(
+        "llama-3.1-405b", c.Workload(Q_(1, "request/s"), 1024, 256), c.Targets(Q_(1, "s"), Q_(50, "ms")),
+        c.SearchSpace("h100-sxm", "bf16", tensor_parallel=(1,)),
+    )  # fmt: skip
+    assert not plan.feasible and plan.closest == {}
+    assert "holds the weights" in plan.reason
+    assert plan.to_json_dict()["closest"] == {}

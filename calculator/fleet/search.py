@@ -417,6 +417,11 @@ def _size(
         reason=_infeasible_reason(rejected, outcome.closest_ttft, outcome.closest_tpot, model.attention_heads),
         rejected={key: r.text for key, r in rejected.items()},
         rejections=tuple(rejected.values()),
-        closest={"ttft": Q_(outcome.closest_ttft, "s"), "tpot": Q_(outcome.closest_tpot, "s")},
+        # nothing achievable to name where no candidate holds the weights and a sequence
+        closest=(
+            {"ttft": Q_(outcome.closest_ttft, "s"), "tpot": Q_(outcome.closest_tpot, "s")}
+            if np.isfinite(outcome.closest_ttft) and np.isfinite(outcome.closest_tpot)
+            else {}
+        ),
         **record,
     )

@@ -747,3 +747,19 @@ def test_a_plan_that_nothing_holds_names_no_closest_values():
     assert not plan.feasible and plan.closest == {}
     assert "holds the weights" in plan.reason
     assert plan.to_json_dict()["closest"] == {}
+
+
+@pytest.mark.parametrize(
+    "argument, value",
+    [("input_tokens", math.nan), ("output_tokens", 0), ("concurrency", -4), ("client_overhead", math.inf),
+     ("length_cv", -0.1), ("tp", math.nan)],
+)  # fmt: skip
+def test_closed_loop_seconds_names_an_array_that_is_not_a_count(argument, value):
+    # The plain-array closed loop (exported for notebooks and the calibration) took NaN prompts and returned
+    # NaN TTFTs, and a negative concurrency a plausible-looking prediction.
+    from calculator.performance import closed_loop_seconds, engine_profile, step_arrays
+
+    a = step_arrays("llama-3.1-8b", "h100-sxm", "bf16")
+    arguments = {"tp": 1, "input_tokens": 1024, "output_tokens": 128, "concurrency": 8} | {argument: value}
+    with pytest.raises(InputError, match=f"closed_loop_seconds\\(\\): argument '{argument}'"):
+        closed_loop_seconds(a, engine_profile("vllm"), **arguments)

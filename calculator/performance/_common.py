@@ -33,6 +33,24 @@ def _counts(function: str, argument: str, value: Any, minimum: int = 1) -> np.nd
     return np.asarray(count(function, argument, value, minimum), dtype=float)
 
 
+def _plain_arrays(function: str, given: dict[str, tuple[Any, float | None]]) -> list[np.ndarray]:
+    """The plain-array arguments of ``function`` broadcast as floats, each finite and at least its least value.
+
+    ``given`` maps each argument's name to its value and least value (``None``: checked by the caller).
+    """
+    try:
+        arrays = np.broadcast_arrays(*(np.asarray(value, dtype=float) for value, _ in given.values()))
+    except (TypeError, ValueError):
+        shapes = ", ".join(f"'{name}' {np.shape(value)}" for name, (value, _) in given.items())
+        raise InputError(
+            f"{function}(): the arguments must be numbers or arrays that broadcast together, got {shapes}"
+        ) from None
+    for (name, (_, least)), value in zip(given.items(), arrays, strict=True):
+        if least is not None and (not np.all(value >= least) or not np.all(np.isfinite(value))):  # NaN fails both
+            raise InputError(f"{function}(): argument '{name}' must be finite and >= {least:g}")
+    return arrays
+
+
 def _tp(model: Any, tensor_parallel: Any, function: str, registry: Any = None) -> np.ndarray:
     """The tensor-parallel degrees, checked against ``model`` (resolved in ``registry``)."""
     return np.asarray(check_tensor_parallel(model_of(model, registry), tensor_parallel, function), dtype=float)

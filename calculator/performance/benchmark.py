@@ -24,7 +24,7 @@ from ..formula import magnitude
 from ..results import Result
 from ..types import AcceleratorRef, Count, ModelRef, Rate, Time, TokenRate, Tokens
 from ..units import Q_
-from ._common import _counts, _efficiency, _layout, _tp
+from ._common import _counts, _efficiency, _layout, _plain_arrays, _tp
 from .arrays import StepArrays, step_arrays
 from .cache import group_cache_run
 from .engines import Efficiency, EngineProfile, engine_profile, kv_capacity_tokens
@@ -139,17 +139,22 @@ def closed_loop_seconds(
 
     ``arrivals`` is ``"dispersed"``, ``"waves"`` or a boolean array (True: waves) over the rows;
     ``client_overhead`` (seconds, scalar or per row) is the harness's own latency per request;
-    ``length_cv`` (scalar or per row; ``None``: mixed from the second round on) the spread of the
-    requests' lengths that mixes the clients after the first burst. Where such a spread is given and the
+    ``length_cv`` (scalar or per row; ``None``, or ``inf`` for a row: mixed from the second round on) the
+    spread of the requests' lengths that mixes the clients after the first burst. The arrays are checked
+    (finite, at least 1; the overhead at least 0) and must broadcast together. Where such a spread is given and the
     cache binds (clients beyond what it admits, or a group that would outgrow it finishing together), the
     cache admission follows the group through the run (:func:`~calculator.performance.cache.group_cache_run`;
     ``cache_run=False`` keeps the mixed state's slot wait there, as the calibration's fit does for speed).
     """
     eff = efficiency or profile.efficiency
-    spread = np.inf if length_cv is None else length_cv
-    tp, inputs, outputs, clients, extra, spread = np.broadcast_arrays(
-        *(np.asarray(v, dtype=float) for v in (tp, input_tokens, output_tokens, concurrency, client_overhead, spread))
+    _check_requests_per_client("closed_loop_seconds", requests_per_client)
+    given = {"tp": (tp, 1.0), "input_tokens": (input_tokens, 1.0), "output_tokens": (output_tokens, 1.0)}
+    given |= {"concurrency": (concurrency, 1.0), "client_overhead": (client_overhead, 0.0)}
+    tp, inputs, outputs, clients, extra, spread = _plain_arrays(
+        "closed_loop_seconds", given | {"length_cv": (np.inf if length_cv is None else length_cv, None)}
     )
+    if not np.all(spread >= 0):  # NaN fails too
+        raise InputError("closed_loop_seconds(): argument 'length_cv' must be >= 0 (inf for a row: no spread given)")
     shape = tp.shape
     tp, inputs, outputs, clients, extra, spread = (v.ravel() for v in (tp, inputs, outputs, clients, extra, spread))
     slots = np.maximum(outputs - 1, 1.0)
@@ -419,6 +424,11 @@ def check_length_cv(function: str, value: Any) -> float | None:
             f"the output lengths) or None, got {value!r}"
         )
     return float(value)
+
+
+def _check_requests_per_client(function: str, value: Any) -> None:
+    if isinstance(value, bool) or not (isinstance(value, numbers.Real) and 1 <= float(value) < 1e9):
+        raise InputError(f"{function}(): argument 'requests_per_client' must be a number >= 1, got {value!r}")
 
 
 def _qna_weight(load: Any, clients: Any) -> Any:
@@ -784,12 +794,7 @@ def predict_benchmark(
             f"predict_benchmark(): a request of {longest:,.0f} tokens (input_tokens + output_tokens) exceeds the "
             f"model's context limit of {limit:,} tokens"
         )
-    if isinstance(requests_per_client, bool) or not (
-        isinstance(requests_per_client, numbers.Real) and 1 <= float(requests_per_client) < 1e9
-    ):
-        raise InputError(
-            f"predict_benchmark(): argument 'requests_per_client' must be a number >= 1, got {requests_per_client!r}"
-        )
+    _check_requests_per_client("predict_benchmark", requests_per_client)
     result = closed_loop_seconds(
         a,
         profile,

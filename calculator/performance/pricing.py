@@ -23,6 +23,7 @@ from ..memory.kv import kv_shards
 from ..parallelism import ring_allreduce_time
 from ..phases import decode_flops, prefill_flops, roofline_time
 from ..types import Count, Tokens
+from ._common import _plain_arrays
 from .arrays import StepArrays
 from .engines import Efficiency
 
@@ -403,20 +404,11 @@ def iteration_seconds(
     tokens : array
         Tokens each decoding sequence adds (``k + 1`` when a speculative round verifies ``k``).
     """
-    names = ("tensor_parallel", "decode", "context", "prefill", "requests", "prior", "tokens")
-    given = (tensor_parallel, decode, context, prefill, requests, prior, tokens)
-    try:
-        tp, decode, context, prefill, requests, prior, tokens = np.broadcast_arrays(
-            *(np.asarray(v, dtype=float) for v in given)
-        )
-    except (TypeError, ValueError):
-        shapes = ", ".join(f"'{n}' {np.shape(v)}" for n, v in zip(names, given, strict=True))
-        raise InputError(
-            f"iteration_seconds(): the arguments must be numbers or arrays that broadcast together, got {shapes}"
-        ) from None
-    for name, value in zip(names[1:], (decode, context, prefill, requests, prior, tokens), strict=True):
-        if not np.all(value >= 0) or not np.all(np.isfinite(value)):  # NaN fails both
-            raise InputError(f"iteration_seconds(): argument '{name}' must be finite and >= 0")
+    counts = {"decode": decode, "context": context, "prefill": prefill, "requests": requests, "prior": prior}
+    given = {"tensor_parallel": (tensor_parallel, None)} | {n: (v, 0.0) for n, v in counts.items()}
+    tp, decode, context, prefill, requests, prior, tokens = _plain_arrays(
+        "iteration_seconds", given | {"tokens": (tokens, 0.0)}
+    )
     return _iteration_seconds(a, eff, tp, decode, context, prefill, requests, prior, tokens)
 
 

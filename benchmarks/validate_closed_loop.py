@@ -9,8 +9,10 @@ FP8 on four), prompt and output lengths 128-16,384 and 128-8,192 tokens and 1-2,
   uses, dispersed arrivals, ``length_cv`` the simulation's length spread), and
 * ``simulation.simulate`` in closed loop: the same engine profile and step times, every client sending
   ten requests, lengths varying by a coefficient of variation of 0.1 (the small jitter that disperses
-  the clients; with identical lengths, the ``arrivals="waves"`` case), over as many seeds (up to eight)
-  as give at least 2,560 requests (one seed from 256 clients; identical requests need one),
+  the clients; with identical lengths, the ``arrivals="waves"`` case), over as many seeds as give at
+  least 2,560 requests (two from 256 clients, so that their spread is seen; identical requests need
+  one), doubled while the mean TTFT's standard error over the seeds is above 2.5 % (up to 64 seeds:
+  where the preemptions start, one seed's mean TTFT of 64 clients moves by a quarter),
 
 and prints the median |closed form / simulation - 1| of TTFT, TPOT and throughput, the share of grid
 points within 10 %, and the points outside. The same with identical lengths checks ``arrivals="waves"``
@@ -35,13 +37,18 @@ OUTPUTS = (128, 1024, 8192)
 CLIENTS = (1, 4, 16, 64, 256, 1024, 2048)
 JITTER = 0.1
 REQUESTS_PER_CLIENT = 10
-#: Requests simulated per grid point at least (over several seeds, up to ``MAX_SEEDS``): the mean TTFT of a few
-#: clients' ten requests each is dominated by the first burst and varies from seed to seed by several per cent.
-SAMPLE_REQUESTS, MAX_SEEDS = 2560, 8
+#: Requests simulated per grid point at least (over several seeds): the mean TTFT of a few clients' ten requests
+#: each is dominated by the first burst and varies from seed to seed by several per cent.
+SAMPLE_REQUESTS = 2560
+#: The seeds are doubled (up to ``MAX_SEEDS``) while the standard error of the mean TTFT over them, relative to
+#: it, is above ``STANDARD_ERROR``: a 10 % criterion needs a reference known to a few per cent. On a cliff (the
+#: preemptions starting) one seed's mean TTFT moves by 23-26 % (Llama-3.1-8B, 64 clients of 1,024/8,192 tokens:
+#: 0.20-0.63 s over 32 seeds under vLLM), so four seeds leave it 11-13 % uncertain.
+STANDARD_ERROR, MAX_SEEDS = 0.025, 64
 
 
 def simulated(case):
-    """Mean TTFT, TPOT and throughput of one closed-loop simulation."""
+    """Mean TTFT, TPOT and throughput of one closed-loop simulation, the seeds run and the TTFT's standard error."""
     from calculator.simulation import SimulationSetup, Traffic, simulate
 
     engine, model, precision, tp, prompt, output, clients, jitter = case
@@ -50,10 +57,16 @@ def simulated(case):
         clients=clients, input_tokens=prompt, output_tokens=output, requests=REQUESTS_PER_CLIENT * clients,
         input_cv=jitter, output_cv=jitter,
     )  # fmt: skip
-    seeds = min(MAX_SEEDS, -(-SAMPLE_REQUESTS // (REQUESTS_PER_CLIENT * clients))) if jitter else 1
-    run = simulate(setup, traffic, seeds=seeds, time_limit=300)
+    seeds = min(MAX_SEEDS, max(2, -(-SAMPLE_REQUESTS // (REQUESTS_PER_CLIENT * clients)))) if jitter else 1
+    while True:
+        run = simulate(setup, traffic, seeds=seeds, time_limit=300)
+        means = run.requests[run.requests.measured].groupby("seed").ttft.mean()
+        error = means.std(ddof=1) / np.sqrt(seeds) / means.mean() if seeds > 1 else 0.0
+        if not jitter or seeds >= MAX_SEEDS or error <= STANDARD_ERROR or run.truncated:
+            break
+        seeds = min(2 * seeds, MAX_SEEDS)
     stats = run.summary.set_index(["metric", "statistic"]).value
-    return stats["ttft", "mean"], stats["tpot", "mean"], run.throughput.m_as("request/s"), run.truncated
+    return stats["ttft", "mean"], stats["tpot", "mean"], run.throughput.m_as("request/s"), run.truncated, seeds, error
 
 
 def closed_form(frame, arrivals):
@@ -115,7 +128,8 @@ def report(frame, arrivals):
     outside = worst[(worst[["ttft_error", "tpot_error", "throughput_error"]].abs() > 0.10).any(axis=1)]
     columns = ["engine", "model", "input", "output", "clients", "ttft_error", "tpot_error", "throughput_error"]
     print(f"\n{len(outside)} of {len(frame)} points outside 10 % on some metric:")
-    print(outside[columns].to_string(index=False, float_format=lambda v: f"{v:+.0%}"))
+    shown = outside[columns].assign(seeds=outside.seeds, ttft_se=outside.sim_ttft_se.map(lambda v: f"{v:.1%}"))
+    print(shown.to_string(index=False, float_format=lambda v: f"{v:+.0%}"))
     if len(outside):
         elasticity, shift = clients_shift(outside, arrivals)
         print("\nTTFT along the clients (elasticity d ln TTFT / d ln C; the clients at which the closed form gives")
@@ -145,12 +159,15 @@ def main():
     frame = pd.DataFrame(
         [(*case[:7], *result) for case, result in zip(cases, results, strict=True)],
         columns=["engine", "model", "precision", "tp", "input", "output", "clients", "sim_ttft", "sim_tpot",
-                 "sim_throughput", "truncated"],
+                 "sim_throughput", "truncated", "seeds", "sim_ttft_se"],
     )  # fmt: skip
     frame = frame.join(closed_form(frame, "waves" if args.waves else "dispersed"))
     truncated = frame.truncated != ""
     print(f"# closed form vs simulation ({'identical requests, waves' if args.waves else f'length CV {jitter}'}), "
           f"{len(frame)} points, {truncated.sum()} simulations cut short")  # fmt: skip
+    counts = frame.seeds.value_counts().sort_index()
+    print("# seeds per point: " + ", ".join(f"{n} seeds {k}" for n, k in counts.items())
+          + f"; the simulated TTFT's standard error at most {frame.sim_ttft_se.max():.1%}")  # fmt: skip
     report(frame[~truncated], "waves" if args.waves else "dispersed")
     if args.out:
         frame.to_csv(args.out, index=False)

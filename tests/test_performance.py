@@ -554,6 +554,17 @@ def test_a_group_that_outgrows_the_cache_is_followed_through_the_run():
     assert not predict_benchmark("llama-3.1-8b", "h100-sxm", "bf16", 1, 1024, 8192, 72, engine="trtllm").cache_pressure
 
 
+def test_sglang_admits_into_a_full_cache_in_prefill_batches_as_the_room_opens():
+    # A prefill-first engine runs a prefill batch alone whenever the head of the queue fits. Memory-limited,
+    # the room opens as requests finish, one or two an iteration: in the simulation of 1,024 clients of
+    # 128/1,024 tokens (Llama-3.1-70B FP8 on four H100s, SGLang) a prefill batch follows every second decode
+    # iteration and the batches take 18 % of the time. The group's cache followed in steps of eight decode
+    # iterations took a step's admissions in one batch (12 % of the time): throughput 8.4 % high, TTFT 14 %
+    # low; as many batches as the step's iterations that see a completion: 6 % and 12 %.
+    closed, _, run = _closed_and_simulated("sglang", "llama-3.1-70b", "fp8", 4, 128, 1024, 1024, length_cv=0.1)
+    assert float(closed["throughput"]) == pytest.approx(run.throughput.m_as("request/s"), rel=0.07)
+
+
 @pytest.mark.parametrize("engine", ["trtllm", "vllm", "sglang"])
 def test_closed_loop_prompts_arrive_per_iteration_not_per_second(engine):
     # A client sends its next prompt when its last request completes, at the end of an iteration, so the

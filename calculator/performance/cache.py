@@ -102,6 +102,7 @@ def group_cache_run(
     span, waited, admitted = np.zeros(rows), np.zeros(rows), np.zeros(rows)
     active = np.ones(rows, dtype=bool)
     ahead = dt[:, None]
+    last_finished = np.zeros(rows)
     for _ in range(int(_STALL * np.max(rounds * steps_per_output))):
         if not np.any(active):
             break
@@ -167,6 +168,11 @@ def group_cache_run(
         else:
             batches = np.maximum(np.ceil(prompts / np.maximum(np.floor(budget / np.maximum(length, 1.0)), 1.0)), 1.0)
             pieces = 1.0
+        if not profile.mixed_batching:
+            # A prefill batch runs alone whenever the head of the queue fits: the room opens as requests finish,
+            # so the step's admissions come in as many batches as its iterations that see a completion
+            # (Poisson over the step's decode iterations; at most one batch a prompt).
+            batches = np.maximum(batches, dt * -np.expm1(-np.minimum(prompts, last_finished) / dt))
         prior = (pieces - 1) / 2 * length / pieces
         # a step's share of a prompt is priced as part of its whole chunk (the attention within a chunk)
         piece = np.maximum(length / pieces, 1.0)
@@ -183,6 +189,7 @@ def group_cache_run(
         mass = np.concatenate([np.zeros((rows, 1)), (mass * stay)[:, :-1]], axis=1)
         reserved = np.concatenate([np.zeros((rows, 1)), (reserved * stay)[:, :-1]], axis=1)
         done += finished
+        last_finished = finished
         sent = np.minimum(finished, total - issued)
         queue += sent
         issued += sent

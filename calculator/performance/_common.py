@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -33,7 +34,7 @@ def _counts(function: str, argument: str, value: Any, minimum: int = 1) -> np.nd
     return np.asarray(count(function, argument, value, minimum), dtype=float)
 
 
-def _plain_arrays(function: str, given: dict[str, tuple[Any, float | None]]) -> list[np.ndarray]:
+def _plain_arrays(function: str, given: Mapping[str, tuple[Any, float | None]]) -> tuple[np.ndarray, ...]:
     """The plain-array arguments of ``function`` broadcast as floats, each finite and at least its least value.
 
     ``given`` maps each argument's name to its value and least value (``None``: checked by the caller).

@@ -763,3 +763,33 @@ def test_closed_loop_seconds_names_an_array_that_is_not_a_count(argument, value)
     arguments = {"tp": 1, "input_tokens": 1024, "output_tokens": 128, "concurrency": 8} | {argument: value}
     with pytest.raises(InputError, match=f"closed_loop_seconds\\(\\): argument '{argument}'"):
         closed_loop_seconds(a, engine_profile("vllm"), **arguments)
+
+
+def test_iteration_seconds_wants_the_prompts_its_prefill_tokens_belong_to():
+    # prefill=1024 with the default requests=0 priced one prompt of 10^12 tokens: 447,757 s for a 21 ms step.
+    from calculator.performance import engine_profile, iteration_seconds, step_arrays
+
+    a = step_arrays("llama-3.1-8b", "h100-sxm", "bf16")
+    eff = engine_profile("vllm").efficiency_for("h100-sxm")
+    for requests in (0, 1e-6):
+        with pytest.raises(InputError, match="'requests' must be at least 1 where 'prefill' > 0"):
+            iteration_seconds(a, eff, 1, 0, prefill=1024, requests=requests)
+    assert float(iteration_seconds(a, eff, 1, 0, prefill=1024, requests=1)) < 0.1
+    with pytest.raises(InputError, match="argument 'eff' must be of type Efficiency"):
+        iteration_seconds(a, None, 1, 8, 1024)
+    with pytest.raises(InputError, match="argument 'a' must be a StepArrays"):
+        iteration_seconds(None, eff, 1, 8, 1024)
+
+
+def test_closed_loop_seconds_names_an_empty_array_a_misshapen_arrivals_and_a_missing_profile():
+    # An empty prompt array ended in numpy's zero-size reduction, arrivals over three rows of two in a broadcast
+    # error, and profile=None in AttributeError.
+    from calculator.performance import closed_loop_seconds, engine_profile, step_arrays
+
+    a, profile = step_arrays("llama-3.1-8b", "h100-sxm", "bf16"), engine_profile("vllm")
+    with pytest.raises(InputError, match="must not be empty"):
+        closed_loop_seconds(a, profile, 1, np.array([]), 128, 8)
+    with pytest.raises(InputError, match="'arrivals'"):
+        closed_loop_seconds(a, profile, 1, np.array([512, 1024]), 128, 8, arrivals=np.array([True, False, True]))
+    with pytest.raises(InputError, match="argument 'profile' must be of type EngineProfile"):
+        closed_loop_seconds(a, None, 1, 1024, 128, 8)

@@ -46,10 +46,22 @@ def _plain_arrays(function: str, given: Mapping[str, tuple[Any, float | None]]) 
         raise InputError(
             f"{function}(): the arguments must be numbers or arrays that broadcast together, got {shapes}"
         ) from None
+    if arrays and arrays[0].size == 0:
+        raise InputError(f"{function}(): the array arguments must not be empty")
     for (name, (_, least)), value in zip(given.items(), arrays, strict=True):
         if least is not None and (not np.all(value >= least) or not np.all(np.isfinite(value))):  # NaN fails both
             raise InputError(f"{function}(): argument '{name}' must be finite and >= {least:g}")
     return arrays
+
+
+def _step_inputs(function: str, a: Any, costs: Any, costs_name: str, costs_type: type) -> None:
+    """``a`` a :class:`StepArrays` and ``costs`` of ``costs_type`` (the plain-array functions take no ids)."""
+    if not isinstance(a, StepArrays):
+        raise InputError(f"{function}(): argument 'a' must be a StepArrays (step_arrays(...)), got {type(a).__name__}")
+    if not isinstance(costs, costs_type):
+        raise InputError(
+            f"{function}(): argument '{costs_name}' must be of type {costs_type.__name__}, got {type(costs).__name__}"
+        )
 
 
 def _tp(model: Any, tensor_parallel: Any, function: str, registry: Any = None) -> np.ndarray:

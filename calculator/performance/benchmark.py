@@ -24,7 +24,7 @@ from ..formula import magnitude
 from ..results import Result
 from ..types import AcceleratorRef, Count, ModelRef, Rate, Time, TokenRate, Tokens
 from ..units import Q_
-from ._common import _counts, _efficiency, _layout, _plain_arrays, _tp
+from ._common import _counts, _efficiency, _layout, _plain_arrays, _step_inputs, _tp
 from .arrays import StepArrays, step_arrays
 from .cache import group_cache_run
 from .engines import Efficiency, EngineProfile, engine_profile, kv_capacity_tokens
@@ -146,7 +146,8 @@ def closed_loop_seconds(
     cache admission follows the group through the run (:func:`~calculator.performance.cache.group_cache_run`;
     ``cache_run=False`` keeps the mixed state's slot wait there, as the calibration's fit does for speed).
     """
-    eff = efficiency or profile.efficiency
+    _step_inputs("closed_loop_seconds", a, profile, "profile", EngineProfile)
+    eff = profile.efficiency if efficiency is None else _efficiency(profile, efficiency)
     _check_requests_per_client("closed_loop_seconds", requests_per_client)
     given = {"tp": (tp, 1.0), "input_tokens": (input_tokens, 1.0), "output_tokens": (output_tokens, 1.0)}
     given |= {"concurrency": (concurrency, 1.0), "client_overhead": (client_overhead, 0.0)}
@@ -411,7 +412,13 @@ def _waves(arrivals: Any, shape: tuple[int, ...]) -> np.ndarray:
         if arrivals not in ARRIVALS:
             raise InputError(f"argument 'arrivals' must be one of {', '.join(ARRIVALS)}, got {arrivals!r}")
         return np.full(shape, arrivals == "waves")
-    return np.broadcast_to(np.asarray(arrivals, dtype=bool).ravel(), shape)
+    try:
+        return np.broadcast_to(np.asarray(arrivals, dtype=bool).ravel(), shape)
+    except (TypeError, ValueError):
+        raise InputError(
+            f"argument 'arrivals' must be one of {', '.join(ARRIVALS)} or a boolean array over the rows {shape}, "
+            f"got shape {np.shape(arrivals)}"
+        ) from None
 
 
 def check_length_cv(function: str, value: Any) -> float | None:

@@ -23,7 +23,7 @@ from ..memory.kv import kv_shards
 from ..parallelism import ring_allreduce_time
 from ..phases import decode_flops, prefill_flops, roofline_time
 from ..types import Count, Tokens
-from ._common import _plain_arrays
+from ._common import _plain_arrays, _step_inputs
 from .arrays import StepArrays
 from .engines import Efficiency
 
@@ -404,11 +404,17 @@ def iteration_seconds(
     tokens : array
         Tokens each decoding sequence adds (``k + 1`` when a speculative round verifies ``k``).
     """
+    _step_inputs("iteration_seconds", a, eff, "eff", Efficiency)
     counts = {"decode": decode, "context": context, "prefill": prefill, "requests": requests, "prior": prior}
     given = {"tensor_parallel": (tensor_parallel, None)} | {n: (v, 0.0) for n, v in counts.items()}
     tp, decode, context, prefill, requests, prior, tokens = _plain_arrays(
         "iteration_seconds", given | {"tokens": (tokens, 0.0)}
     )
+    if np.any((prefill > 0) & (requests < 1)):
+        raise InputError(
+            "iteration_seconds(): argument 'requests' must be at least 1 where 'prefill' > 0 (the prompts the "
+            "prefill tokens belong to)"
+        )
     return _iteration_seconds(a, eff, tp, decode, context, prefill, requests, prior, tokens)
 
 

@@ -793,3 +793,15 @@ def test_closed_loop_seconds_names_an_empty_array_a_misshapen_arrivals_and_a_mis
         closed_loop_seconds(a, profile, 1, np.array([512, 1024]), 128, 8, arrivals=np.array([True, False, True]))
     with pytest.raises(InputError, match="argument 'profile' must be of type EngineProfile"):
         closed_loop_seconds(a, None, 1, 1024, 128, 8)
+
+
+def test_an_infeasible_plans_closest_values_are_one_configurations():
+    # Bursty traffic (arrival CV 50) on H100s: the reason said "closest achievable: TTFT 246 ms, TPOT 2.8 ms",
+    # each within its target (1 s, 50 ms) but reached by different batch caps, none meeting both.
+    plan = c.size_fleet(
+        "llama-3.1-8b", c.Workload(Q_(5, "request/s"), 1024, 256, arrival_cv=50), c.Targets(Q_(1, "s"), Q_(50, "ms")),
+        c.SearchSpace("h100-sxm", "fp8"),
+    )  # fmt: skip
+    assert not plan.feasible and "closest achievable" in plan.reason
+    ratios = plan.closest["ttft"] / Q_(1, "s"), plan.closest["tpot"] / Q_(50, "ms")
+    assert max(float(r.m_as("")) for r in ratios) > 1  # one configuration's pair misses at least one target

@@ -208,8 +208,9 @@ class FleetPlan(Result):
         Per family ``accelerator/precision/tpN``: why it cannot serve the workload (or its best cost),
         in a sentence; ``rejections`` has the same as records.
     closest : dict
-        When infeasible: the lowest TTFT and TPOT any candidate reaches (``"ttft"``, ``"tpot"``); empty
-        where no candidate fits in memory at all (``reason`` says why).
+        When infeasible: the TTFT and TPOT (``"ttft"``, ``"tpot"``) of the candidate nearest to meeting both
+        targets (the smallest of its two ratios to the targets, the larger one); empty where no candidate
+        fits in memory at all (``reason`` says why).
     candidates : int
         Configurations evaluated.
     workload : Workload

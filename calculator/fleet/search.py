@@ -110,7 +110,8 @@ class _Search:
         """Search every family; ``scales`` multiply the step times per (accelerator, precision)."""
         best: _Candidate | None = None
         rejected: dict[str, Rejection] = {}
-        closest_ttft, closest_tpot = np.inf, np.inf
+        closest_ttft, closest_tpot, nearest = np.inf, np.inf, np.inf
+        ttft_target, tpot_target = self.targets.ttft.m_as("s"), self.targets.tpot.m_as("s")
         for done, family in enumerate(self.families, start=1):
             e = self.evaluate(family, scales[family.accelerator, family.precision] if scales else (1.0, 1.0))
             if progress is not None:
@@ -118,9 +119,13 @@ class _Search:
             ok = _Masks.of(e, self.targets)
             feasible = ok.feasible & ~e.oversized
             cost = e.replicas * self.tp_grid * family.price
-            if e.fits.any():
-                closest_ttft = min(closest_ttft, float(np.min(e.ttft[e.fits])))
-                closest_tpot = min(closest_tpot, float(np.min(e.tpot[e.fits])))
+            # The candidate nearest to meeting both targets: the smallest of the larger ratio to its target.
+            with np.errstate(invalid="ignore"):
+                score = np.maximum(e.ttft / ttft_target, e.tpot / tpot_target)
+            score = np.where(e.fits & np.isfinite(score), score, np.inf)
+            k = np.unravel_index(int(np.argmin(score)), score.shape)
+            if score[k] < nearest:
+                nearest, closest_ttft, closest_tpot = float(score[k]), float(e.ttft[k]), float(e.tpot[k])
             layout_ok = family.layout_ok(self.tps)
             nodes_ok = family.nodes_ok(self.tps)
             for i, tp in enumerate(self.tps):
@@ -229,7 +234,7 @@ def _binding(best: _Candidate) -> str:
 
 
 def _infeasible_reason(
-    rejected: dict[str, Rejection], closest_ttft: float, closest_tpot: float, heads: int | None = None
+    rejected: dict[str, Rejection], closest_ttft: float, closest_tpot: float, targets: Targets, heads: int | None = None
 ) -> str:
     """Why no candidate is feasible, in the terms of what blocks every one of them."""
     codes = {r.code for r in rejected.values()}
@@ -247,7 +252,9 @@ def _infeasible_reason(
             f"every batch cap searched is above what the KV cache holds (at most {most.values['capacity']:,} "
             f"sequences, {most.family}); search smaller caps"
         )
-    if not np.isfinite(closest_ttft) or not np.isfinite(closest_tpot):
+    meets_both = closest_ttft <= targets.ttft.m_as("s") and closest_tpot <= targets.tpot.m_as("s")
+    if not np.isfinite(closest_ttft) or not np.isfinite(closest_tpot) or meets_both:
+        # nothing fits, or the nearest candidate meets TTFT and TPOT and fails on something else (the token gap, size)
         return "no configuration meets every target: " + "; ".join(sorted({r.text for r in rejected.values()}))[:400]
     return (
         "no configuration meets every target; closest achievable: TTFT "
@@ -414,7 +421,7 @@ def _size(
     rejected = outcome.rejected
     return FleetPlan(
         feasible=False,
-        reason=_infeasible_reason(rejected, outcome.closest_ttft, outcome.closest_tpot, model.attention_heads),
+        reason=_infeasible_reason(rejected, outcome.closest_ttft, outcome.closest_tpot, targets, model.attention_heads),
         rejected={key: r.text for key, r in rejected.items()},
         rejections=tuple(rejected.values()),
         # nothing achievable to name where no candidate holds the weights and a sequence

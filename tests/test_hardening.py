@@ -805,3 +805,100 @@ def test_an_infeasible_plans_closest_values_are_one_configurations():
     assert not plan.feasible and "closest achievable" in plan.reason
     ratios = plan.closest["ttft"] / Q_(1, "s"), plan.closest["tpot"] / Q_(50, "ms")
     assert max(float(r.m_as("")) for r in ratios) > 1  # one configuration's pair misses at least one target
+
+
+# ------------------------------------------------------------------ Found by fuzzing the sweeps (2026-12-04)
+
+FLEET_POINT = (Q_(5, "request/s"), 1024, 256, Q_(1, "s"), Q_(50, "ms"))
+KV_GRID = {"layers": 80, "kv_heads": [8, 64], "head_dim": 128, "bytes_per_element": Q_([1, 2], "B")}
+
+
+def test_sweep_units_are_read_by_the_safe_unit_parser():
+    # units={"ttft": "9**9**9*s"} hung in pint's parser at the first conversion, in sweep and in sweep_fleet.
+    from calculator.sweeps import sweep, sweep_fleet
+
+    with pytest.raises(UnitsError, match=r"sweep_fleet\(\): units\['ttft'\]: expected a unit"):
+        fast(sweep_fleet, *SIZING, *FLEET_POINT, units={"ttft": "9**9**9*s"})
+    with pytest.raises(UnitsError, match=r"sweep\(\): units\['kv_bytes_per_token'\]: expected a unit"):
+        fast(sweep, "memory.kv_bytes_per_token", units={"kv_bytes_per_token": "9**9**9*B/token"}, **KV_GRID)
+
+
+def test_sweep_units_of_the_wrong_kind_name_the_column():
+    # A unit of another dimension ended in pint's DimensionalityError, 5 or None in an AttributeError inside pint,
+    # and units="ms" on sweep was read as a mapping (a substring test).
+    from calculator.sweeps import sweep, sweep_fleet
+
+    for units, error, message in [
+        ({"ttft": "GB"}, UnitsError, r"units\['ttft'\] needs dimension \[time\].*got 'GB'"),
+        ({"arrival_rate": "s"}, UnitsError, r"units\['arrival_rate'\] needs dimension 1 / \[time\]"),
+        ({"ttft": 5}, UnitsError, r"units\['ttft'\]: expected a unit like 'GB'.*got 5"),
+        ({"ttft": None}, UnitsError, r"units\['ttft'\]: expected a unit like 'GB'.*got None"),
+        (["ttft"], InputError, "argument 'units' must be a mapping"),
+    ]:
+        with pytest.raises(error, match=message):
+            sweep_fleet(*SIZING, *FLEET_POINT, units=units)
+    with pytest.raises(UnitsError, match=r"sweep\(kv_bytes_per_token\): units\['kv_bytes_per_token'\] needs dimension"):
+        sweep("memory.kv_bytes_per_token", units={"kv_bytes_per_token": "s"}, **KV_GRID)
+    with pytest.raises(InputError, match="argument 'units' must be a mapping"):
+        sweep("memory.kv_bytes_per_token", units="ms", **KV_GRID)
+
+
+def test_sweep_axes_are_checked_value_by_value():
+    # A list axis mixing dimensions ended in pint's DimensionalityError (in sweep, even a list of one dimension
+    # did), a set in a TypeError inside formula.py, an unknown option in "flat_parts() got an unexpected keyword
+    # argument", registry="x" in an AttributeError.
+    from calculator.sweeps import sweep, sweep_fleet
+
+    rate, tokens, times = FLEET_POINT[0], FLEET_POINT[1:3], FLEET_POINT[3:]
+    with pytest.raises(UnitsError, match=r"'arrival_rate' needs every value in one dimension, 1 / \[time\].*60 GB"):
+        sweep_fleet(*SIZING, [Q_(1, "request/s"), Q_(60, "GB")], *tokens, *times)
+    with pytest.raises(UnitsError, match=r"'ttft_slo' needs every value in one dimension, \[time\]"):
+        sweep_fleet(*SIZING, rate, *tokens, [Q_(1, "s"), Q_(60, "GB")], Q_(50, "ms"))
+    with pytest.raises(UnitsError, match=r"sweep\(erlang_c\): argument 'arrival_rate' needs every value"):
+        sweep(c.erlang_c, arrival_rate=[Q_(1, "request/s"), Q_(1, "GB")], service_time=Q_(1, "s"), servers=4)
+    with pytest.raises(InputError, match="'input_tokens': an axis must be a list, tuple or array, got a set"):
+        sweep_fleet(*SIZING, rate, {512, 1024}, 256, *times)
+    with pytest.raises(InputError, match=r"unknown option\(s\) \['bogus'\], not size_fleet options.*'price'"):
+        sweep_fleet(*SIZING, *FLEET_POINT, bogus=1)
+    with pytest.raises(InputError, match="argument 'registry' must be a Registry or None"):
+        sweep_fleet(*SIZING, *FLEET_POINT, registry="x")
+    with pytest.raises(InputError, match="'kv_heads' must be a value or a non-empty 1-D list"):
+        sweep("memory.kv_bytes_per_token", **KV_GRID | {"kv_heads": [[8, 64], [1]]})  # ragged: numpy's ValueError
+    # A list of quantities of one dimension is an axis, in its first value's unit.
+    frame = sweep(
+        c.erlang_c, arrival_rate=[Q_(1, "request/s"), Q_(120, "request/min")], service_time=Q_(1, "s"), servers=4
+    )
+    assert list(frame["arrival_rate [request/s]"]) == [1, 2]
+
+
+def test_a_token_count_that_is_not_a_number_is_an_input_error():
+    # Workload(rate, {512, 1024}, 256) (and size_fleet with a set of input_tokens) raised float()'s TypeError.
+    with pytest.raises(InputError, match="'input_tokens' must be numeric"):
+        c.Workload(Q_(5, "request/s"), {512, 1024}, 256)
+
+
+def test_a_sweep_grid_is_bounded_before_it_is_built():
+    # 1,000 values on each of three axes tried to allocate 7.45 GiB for the mesh (a MemoryError, or the machine's
+    # memory); sweep_fleet built the list of every point first.
+    from calculator.sweeps import sweep, sweep_fleet
+
+    axis = list(range(1, 1001))
+    with pytest.raises(
+        InputError, match=r"1,000 x 1,000 x 1,000 = 1,000,000,000 points; a sweep takes at most 10,000,000"
+    ):
+        fast(
+            sweep, "memory.kv_bytes_per_token", layers=axis, kv_heads=axis, head_dim=axis, bytes_per_element=Q_(1, "B")
+        )
+    with pytest.raises(InputError, match="points; a sweep takes at most"):
+        fast(sweep_fleet, *SIZING, Q_(axis, "request/s"), axis, axis, *FLEET_POINT[3:])
+
+
+def test_the_frontier_refuses_requests_beyond_the_models_context():
+    # 200,000-token prompts on Llama-3.1-8B (131,072 tokens of context): the frontier printed rows (TTFTs up to
+    # 1,088 s) where size refuses the workload.
+    from calculator.fleet import frontier
+
+    with pytest.raises(InputError, match="exceeds llama-3.1-8b's context limit of 131,072 tokens"):
+        frontier("llama-3.1-8b", "h100-sxm", "fp8", 200_000, 256)
+    result = CliRunner().invoke(app, ["frontier", "llama-3.1-8b", "--input", "200000", "--output", "256"])
+    assert result.exit_code == 2 and "context limit" in result.output and "Traceback" not in result.output

@@ -20,6 +20,7 @@ from .evaluate import _evaluate, _families
 from .flat import flat_parts
 from .inputs import DEFAULT_BATCHES, DEFAULT_TENSOR_PARALLEL, Costs, SearchSpace, ServingOptions, Workload
 from .plan import FleetPlan
+from .search import _beyond_context
 from .sizing import size_fleet
 
 if TYPE_CHECKING:
@@ -168,7 +169,10 @@ def frontier(
     GPU at full load against tokens per second per user (``1 / TPOT``), with ``pareto`` marking the
     points no other point of the same accelerator beats on both axes. A mixture of experts has a row per
     expert layout (``expert_parallel``: 1 with each expert split over the TP group, the TP degree with the
-    experts spread over it).
+    experts spread over it). ``tpot_ms`` is the TPOT at a full batch; ``ttft_ms`` the mean TTFT of a fleet
+    of that configuration sized for 1 request/s of the workload (replicas for the throughput at the
+    sizer's utilization cap, the queue for a slot included), so it falls as the batch cap grows until
+    the prompt's own prefill remains. Requests longer than the model's context are refused.
 
     Returns
     -------
@@ -180,6 +184,9 @@ def frontier(
     reg = _registry_for(registry, model, accelerator)
     profile = engine_profile(engine, reg)
     model = reg.model(model)
+    beyond = _beyond_context(model, workload)
+    if beyond:
+        raise InputError(f"frontier(): {beyond}")
     tps, grid_batches = _grid(model, tensor_parallel, batches)
     tp_grid, batch_grid = np.meshgrid(tps, grid_batches, indexing="ij")
     rows = []

@@ -233,6 +233,17 @@ def _binding(best: _Candidate) -> str:
     return "throughput"
 
 
+def _beyond_context(model: Any, workload: Workload) -> str:
+    """Why no engine serves the workload's requests on ``model`` (resolved), or "" where they fit its context."""
+    longest = workload.input_tokens + workload.output_tokens
+    if model.max_context is None or longest <= model.max_context:
+        return ""
+    return (
+        f"a request of {longest:,.0f} tokens (input + output) exceeds {model.id}'s context limit of "
+        f"{model.max_context:,} tokens; no engine serves it"
+    )
+
+
 def _infeasible_reason(
     rejected: dict[str, Rejection], closest_ttft: float, closest_tpot: float, targets: Targets, heads: int | None = None
 ) -> str:
@@ -399,12 +410,8 @@ def _size(
         "model": model.id, "engine": profile.name, "workload": workload, "targets": targets, "serving": serving,
         "registry_files": reg.user_files,
     }  # fmt: skip
-    longest = workload.input_tokens + workload.output_tokens
-    if model.max_context is not None and longest > model.max_context:
-        reason = (
-            f"a request of {longest:,.0f} tokens (input + output) exceeds {model.id}'s context limit of "
-            f"{model.max_context:,} tokens; no engine serves it"
-        )
+    reason = _beyond_context(model, workload)
+    if reason:
         return FleetPlan(feasible=False, reason=reason, **record)
     families = _families(model, space, costs, serving.speculation, reg, profile)
     if space.tensor_parallel == DEFAULT_TENSOR_PARALLEL:  # replicas over several nodes where one is not enough

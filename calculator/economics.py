@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import numpy as np
 
-from ._support import checked, magnitude
+from ._support import checked, count, magnitude
 from .errors import InputError
 from .formula import formula, var
 from .results import Result, plain
@@ -40,6 +40,9 @@ __all__ = [
     "SERVING_HIERARCHY",
     "serving_hierarchy_level",
 ]
+
+#: The most samples :func:`cumulative_cost_curve` draws (a million points is far past any plot's resolution).
+MAX_CURVE_POINTS = 1_000_000
 
 
 @formula(
@@ -278,9 +281,28 @@ def piecewise_lifetime_cost(
     ...                         Q_(50e6, "request/day")).to("USD")
     <Quantity(24812500.0, 'USD')>
     """
+    pieces = {"cost_per_query": cost_per_query, "duration": duration, "arrival_rate": arrival_rate}
+    shapes = {name: np.shape(getattr(value, "magnitude", value)) for name, value in pieces.items()}
+    try:
+        np.broadcast_shapes(*shapes.values())
+    except ValueError:
+        given = ", ".join(f"'{name}' {_length(shape)}" for name, shape in shapes.items())
+        raise InputError(
+            "piecewise_lifetime_cost(): the interval arguments 'cost_per_query', 'duration' and 'arrival_rate' "
+            f"must have one length (or be one number for every interval), got {given}"
+        ) from None
     spent = serving_cost(Q_(cost_per_query, "USD/request"), Q_(duration, "s"), Q_(arrival_rate, "request/s"))
     total = spent.sum() if np.ndim(spent.magnitude) else spent  # one phase or several
     return (Q_(plain(training_cost), "USD") + total).to("USD")
+
+
+def _length(shape: tuple[int, ...]) -> str:
+    """An argument's shape in words for an error message: one number, N values or a shape."""
+    if not shape:
+        return "one number"
+    if len(shape) > 1:
+        return f"shape {shape}"
+    return "1 value" if shape[0] == 1 else f"{shape[0]} values"
 
 
 @formula(
@@ -529,7 +551,7 @@ def cumulative_cost_curve(
     horizon : Quantity [time]
         Plotted period (the chapter's Figure 3 spans 36 months).
     points : int, default 361
-        Samples of the curve.
+        Samples of the curve (2 to :data:`MAX_CURVE_POINTS`).
 
     Returns
     -------
@@ -546,16 +568,14 @@ def cumulative_cost_curve(
     for name, value in {**scalars, "points": points}.items():
         if np.ndim(value):
             raise InputError(f"cumulative_cost_curve(): argument '{name}' must be one number, got {shown(value)}")
-    count = int(points)
-    if count < 2:
-        raise InputError("cumulative_cost_curve(): argument 'points' must be at least 2")
+    samples = count("cumulative_cost_curve", "points", points, minimum=2, maximum=MAX_CURVE_POINTS)
     # The horizon keeps its unit: the curve's elapsed times and crossover are shown in it.
     end = magnitude("cumulative_cost_curve", "horizon", horizon, "s", "positive")
     if np.ndim(end):
         raise InputError(f"cumulative_cost_curve(): argument 'horizon' must be one number, got {shown(horizon)}")
     training = Q_(plain(training_cost), "USD")
     cost, rate_served = Q_(plain(cost_per_query), "USD/request"), Q_(plain(arrival_rate), "request/s")
-    elapsed = Q_(np.linspace(0.0, end, count), "s").to(horizon.units)
+    elapsed = Q_(np.linspace(0.0, end, samples), "s").to(horizon.units)
     total = lifetime_cost(training, cost, elapsed, rate_served)
     rate = serving_cost_rate(cost, rate_served)
     crossover = crossover_time(training, rate) if rate.magnitude > 0 else Q_(np.inf, "s")

@@ -321,11 +321,27 @@ class Formula:
         values = self.magnitudes(*args, **kwargs)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             try:
-                return self._wrap(self.func(**values))
+                result = self.func(**values)
             except ZeroDivisionError:
                 raise InputError(
                     f"{self.name}(): the result is undefined (division by zero) for these arguments"
                 ) from None
+        self._check_overflow(result, values)
+        return self._wrap(result)
+
+    def _check_overflow(self, result: Any, values: Mapping[str, Any]) -> None:
+        """An :class:`InputError` where finite arguments overflow a result not declared ``infinite`` to infinity.
+
+        An infinite argument may give an infinite result (an unstable queue's wait carried on); finite ones
+        that give one are beyond the range the result can be shown in (JSON has no infinity).
+        """
+        if self.result.infinite or self.result.domain == "any" or not np.any(np.isinf(result)):
+            return
+        if all(np.all(np.isfinite(v)) for v in values.values() if np.asarray(v).dtype.kind in "biuf"):
+            what = self.result.description or self.name
+            raise InputError(
+                f"{self.name}(): the arguments overflow the {what} to infinity; give arguments of a finite result"
+            )
 
     def numeric(self, **magnitudes: Any) -> Any:
         """Evaluate the body on plain magnitudes in the declared units (no checks; fastest path)."""
@@ -666,7 +682,10 @@ def magnitude(
         else:
             out = value.m_as(unit or "")
     elif needed == tokens and not isinstance(value, bool | str) and value is not None:
-        out = ureg.Quantity(np.asarray(value, dtype=float), "token").m_as(unit)
+        try:
+            out = ureg.Quantity(np.asarray(value, dtype=float), "token").m_as(unit)
+        except (TypeError, ValueError):  # a set, a list of names, a ragged list: float() refuses them
+            raise InputError(f"{function}(): argument '{argument}' must be numeric, got {_quoted(value)}") from None
     elif needed:
         raise UnitsError(
             f"{function}(): argument '{argument}' needs dimension {needed} (for example {unit}),"

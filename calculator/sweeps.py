@@ -24,25 +24,31 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import math
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ._reuse import reusing
-from ._support import executor_or_none
-from .errors import InputError
+from ._support import executor_or_none, instance, mapping
+from .errors import InputError, UnitsError
 from .formula import Formula, catalog, catalog_module
 from .results import Result, column_label, flatten, frame_columns, is_axis
 from .types import ModelRef, Precision, Rate, Time, Tokens
-from .units import Q_, ureg
+from .units import Q_, describe_value, parse_unit, ureg
+from .units import shown as _quoted
 
 if TYPE_CHECKING:
     from .registry import Registry
 
 __all__ = ["resolve_model", "sweep", "sweep_fleet"]
+
+#: The most points a sweep's grid may have (the product of its axes' lengths), checked before anything is built.
+MAX_POINTS = 10_000_000
 
 
 def resolve_model(model: Any) -> Formula | Callable[..., Any]:
@@ -110,11 +116,12 @@ def sweep(model: Any, /, *, units: Mapping[str, str] | None = None, **grids: Any
     3        64                      2                          2560.0
     """
     target = resolve_model(model)
+    shown = _units_of("sweep", units)
     if isinstance(target, Formula):
-        frame = _sweep_formula(target, grids, units or {})
+        frame = _sweep_formula(target, grids, shown)
         name = _formula_key(target)
     else:
-        frame = _sweep_function(target, grids, units or {})
+        frame = _sweep_function(target, grids, shown)
         name = _function_key(target)
     from .export import Provenance
 
@@ -151,8 +158,9 @@ def _sweep_formula(target: Formula, grids: dict[str, Any], units: Mapping[str, s
         raise InputError(
             f"sweep({target.name}): give every argument {list(target.inputs)}; missing {missing}, unknown {unknown}"
         )
-    for name, value in grids.items():
-        _check_axis(target.name, name, value)
+    grids = _grid(target.name, grids)
+    result_quantity = Q_(1, target.result.unit)
+    _check_column_units(f"sweep({target.name})", {**grids, target.name: result_quantity}, units)
     magnitudes = target.magnitudes(**grids)  # unit and domain checks, once per axis
     axes = [n for n in target.inputs if is_axis(grids[n])]
     mesh = _open_mesh({n: magnitudes[n] for n in axes})
@@ -193,10 +201,9 @@ def _sweep_function(target: Callable[..., Any], grids: dict[str, Any], units: Ma
 
     name = getattr(target, "__name__", "result")
     _check_arguments(target, name, grids)
+    grids = _grid(name, grids)
     numeric = [n for n, v in grids.items() if is_axis(v) and _is_numeric(v)]
     named = [n for n, v in grids.items() if is_axis(v) and n not in numeric]
-    for arg in numeric + named:
-        _check_axis(name, arg, grids[arg])
     mesh = {n: _reshaped(grids[n], _axis_shape(i, len(numeric))) for i, n in enumerate(numeric)}
     shape = tuple(np.size(_magnitude(grids[n])) for n in numeric)
     inputs = {n: _input_value(v) for n, v in grids.items() if n not in named} | mesh
@@ -217,6 +224,7 @@ def _sweep_function(target: Callable[..., Any], grids: dict[str, Any], units: Ma
             for k, v in results.items()
             if k not in row_inputs or not _same(row_inputs[k], v, shape)
         }
+        _check_column_units(f"sweep({name})", row_inputs | results, units)
         try:
             columns = frame_columns(row_inputs, units, shape) | frame_columns(results, units, shape)
         except ValueError:
@@ -257,8 +265,96 @@ def _same(given: Any, result: Any, shape: tuple[int, ...]) -> bool:
 
 
 def _check_axis(function: str, argument: str, value: Any) -> None:
-    if is_axis(value) and (np.ndim(_magnitude(value)) != 1 or np.size(_magnitude(value)) == 0):
+    if not is_axis(value):
+        return
+    try:
+        flat = np.ndim(_magnitude(value)) == 1 and np.size(_magnitude(value)) > 0
+    except (TypeError, ValueError):  # a ragged list of lists, or quantities nested in one
+        flat = False
+    if not flat:
         raise InputError(f"sweep({function}): argument '{argument}' must be a value or a non-empty 1-D list of values")
+
+
+def _not_a_set(function: str, argument: str, value: Any) -> None:
+    """A set has no order, so it is no axis (nor a value): an :class:`InputError` naming the argument."""
+    if isinstance(value, AbstractSet):
+        raise InputError(
+            f"sweep({function}): argument '{argument}': an axis must be a list, tuple or array,"
+            f" got a {type(value).__name__} ({_quoted(value)})"
+        )
+
+
+def _first_quantity(function: str, argument: str, values: Sequence[Any]) -> Any:
+    """The first quantity of a list axis, once every value is checked to be a quantity of its dimension."""
+    first = next(v for v in values if isinstance(v, ureg.Quantity))
+    for value in values:
+        if not isinstance(value, ureg.Quantity) or value.dimensionality != first.dimensionality:
+            raise UnitsError(
+                f"sweep({function}): argument '{argument}' needs every value in one dimension,"
+                f" {first.dimensionality or 'dimensionless'} (like {first:~P}), got {describe_value(value)}"
+            )
+    return first
+
+
+def _grid(function: str, grids: Mapping[str, Any]) -> dict[str, Any]:
+    """The arguments of :func:`sweep` checked as axes, before anything is built.
+
+    No sets; a list of quantities becomes one quantity array in its first value's unit (each value
+    checked for that dimension); every axis is 1-D and non-empty; the grid has at most
+    :data:`MAX_POINTS` points.
+    """
+    checked: dict[str, Any] = {}
+    for argument, value in grids.items():
+        _not_a_set(function, argument, value)
+        if isinstance(value, list | tuple) and any(isinstance(v, ureg.Quantity) for v in value):
+            first = _first_quantity(function, argument, value)
+            magnitudes = [v.m_as(first.units) for v in value]
+            _check_axis(function, argument, magnitudes)
+            value = Q_(np.asarray(magnitudes), first.units)
+        _check_axis(function, argument, value)
+        checked[argument] = value
+    _check_size(function, [len(_magnitude(v)) for v in checked.values() if is_axis(v)])
+    return checked
+
+
+def _check_size(function: str, lengths: Sequence[int]) -> None:
+    """An :class:`InputError` for a grid of more than :data:`MAX_POINTS` points, from its axes' lengths."""
+    points = math.prod(lengths)
+    if points > MAX_POINTS:
+        raise InputError(
+            f"sweep({function}): the grid has {' x '.join(f'{n:,}' for n in lengths)} = {points:,} points;"
+            f" a sweep takes at most {MAX_POINTS:,}: sweep fewer values, or the grid in parts"
+        )
+
+
+def _units_of(function: str, units: Any) -> dict[str, str]:
+    """The ``units=`` of a sweep: a mapping of column names to unit texts, each read by :func:`parse_unit`.
+
+    The safe reader, before any conversion: a text such as ``"9**9**9*s"`` is a :class:`UnitsError`,
+    not an evaluation.
+    """
+    if units is None:
+        return {}
+    checked: dict[str, str] = {}
+    for name, text in mapping(function, "units", units).items():
+        if not isinstance(name, str):
+            raise InputError(f"{function}(): argument 'units' maps column names to units, got the key {_quoted(name)}")
+        parse_unit(text, f"{function}(): units[{name!r}]")
+        checked[name] = text
+    return checked
+
+
+def _check_column_units(caller: str, values: Mapping[str, Any], units: Mapping[str, str]) -> None:
+    """Each unit of ``units`` that a quantity column is to be shown in has the column's dimension."""
+    for name, value in values.items():
+        if name in units and isinstance(value, ureg.Quantity):
+            wanted = parse_unit(units[name]).dimensionality
+            if wanted != value.dimensionality:
+                needed, example = value.dimensionality or "dimensionless", f"{value.units:~P}"
+                raise UnitsError(
+                    f"{caller}: units[{name!r}] needs dimension {needed} (for example {example!r}),"
+                    f" got {units[name]!r} (dimension {wanted or 'dimensionless'})"
+                )
 
 
 def _is_numeric(value: Any) -> bool:
@@ -433,10 +529,23 @@ def sweep_fleet(
         "tpot_slo": tpot_slo,
         **options,
     }
+    accepted = _size_fleet_options()
+    unknown = [n for n in options if n not in accepted]
+    if unknown:
+        raise InputError(f"sweep_fleet(): unknown option(s) {unknown}, not size_fleet options; it takes {accepted}")
+    if registry is not None:
+        from .registry import Registry
+
+        instance("sweep_fleet", "registry", registry, Registry, "a Registry or None")
+    units = _units_of("sweep_fleet", units)
     if executor_or_none("sweep_fleet", executor) is not None and options.get("progress") is not None:
         raise InputError("sweep_fleet(): 'progress' reports from this process; leave it out with an 'executor'")
+    for n, v in grids.items():
+        if n not in _NOT_AXES:
+            _not_a_set("size_fleet", n, v)
     axes = {n: _axis_values(n, v) for n, v in grids.items() if n not in _NOT_AXES and is_axis(v)}
-    shown = {**PLAN_UNITS, **(units or {})}
+    _check_size("size_fleet", [len(v) for v in axes.values()])
+    shown = {**PLAN_UNITS, **units}
     points = [{**grids, **dict(zip(axes, values, strict=True))} for values in itertools.product(*axes.values())]
     if executor is None:
         with reusing():  # the points share their step arrays and priced candidate grids
@@ -477,8 +586,24 @@ def _plan_row(
     results = {
         k: v for k, v in flatten(plan.to_dict()).items() if k not in _REPEATED and not k.startswith(_PLAN_INPUTS)
     }
+    _check_column_units("sweep_fleet()", given, units or {})
+    _check_column_units("sweep_fleet()", results, shown)
     columns = frame_columns(given, units) | frame_columns(results, shown)
     return {label: values[0] for label, values in columns.items()}
+
+
+def _size_fleet_options() -> list[str]:
+    """The options :func:`sweep_fleet` passes on to the flat form of :func:`~calculator.fleet.size_fleet`."""
+    from .fleet.flat import _size_fleet_flat, flat_parts
+
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    names = {
+        n
+        for f in (flat_parts, _size_fleet_flat)
+        for n, p in inspect.signature(f).parameters.items()
+        if p.kind is keyword
+    }
+    return sorted(names - {"registry"})
 
 
 def _worker_registry(registry: Registry | None, model: Any, accelerator: Any) -> tuple[str, ...] | None:
@@ -515,5 +640,6 @@ def _axis_values(name: str, value: Any) -> list[Any]:
     if not values:
         raise InputError(f"sweep(size_fleet): argument '{name}' must be a value or a non-empty 1-D list of values")
     if isinstance(values[0], ureg.Quantity):
-        return [Q_(v).to(values[0].units) for v in values]
+        first = _first_quantity("size_fleet", name, values)
+        return [v.to(first.units) for v in values]
     return values

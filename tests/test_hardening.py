@@ -898,7 +898,7 @@ def test_the_frontier_refuses_requests_beyond_the_models_context():
     # 1,088 s) where size refuses the workload.
     from calculator.fleet import frontier
 
-    with pytest.raises(InputError, match="exceeds llama-3.1-8b's context limit of 131,072 tokens"):
+    with pytest.raises(InputError, match=r"exceeds llama-3\.1-8b's context limit of 131,072 tokens"):
         frontier("llama-3.1-8b", "h100-sxm", "fp8", 200_000, 256)
     result = CliRunner().invoke(app, ["frontier", "llama-3.1-8b", "--input", "200000", "--output", "256"])
     assert result.exit_code == 2 and "context limit" in result.output and "Traceback" not in result.output

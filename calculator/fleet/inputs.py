@@ -379,6 +379,9 @@ class Costs(Result):
     idle_power_fraction: Fraction = 0.3
 
     def __post_init__(self) -> None:
+        from ..registry import Price
+
+        highest = Price.PLAUSIBLE["price"][1]  # the registry's plausible range for a price entry
         prices = self.gpu_hour.values() if isinstance(self.gpu_hour, Mapping) else [self.gpu_hour]
         for price in prices:
             if price is None and not isinstance(self.gpu_hour, Mapping):
@@ -389,6 +392,11 @@ class Costs(Result):
                 )
             if not price.magnitude > 0 or not np.isfinite(price.magnitude):
                 raise InputError(f"Costs: 'gpu_hour' (the GPU-hour price) must be finite and > 0, got {shown(price)}")
+            if not price.m_as("USD/hour") <= highest:  # 1e308 USD/hour made every cost infinite
+                raise InputError(
+                    f"Costs: 'gpu_hour' (the GPU-hour price) must be at most {highest:,g} USD/hour (the "
+                    f"registry's plausible range for one GPU), got {shown(price)}"
+                )
         fraction = scalar("Costs", "idle_power_fraction", self.idle_power_fraction, "", "probability")
         object.__setattr__(self, "idle_power_fraction", float(fraction))
         if self.electricity is not None:

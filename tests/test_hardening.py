@@ -902,3 +902,17 @@ def test_the_frontier_refuses_requests_beyond_the_models_context():
         frontier("llama-3.1-8b", "h100-sxm", "fp8", 200_000, 256)
     result = CliRunner().invoke(app, ["frontier", "llama-3.1-8b", "--input", "200000", "--output", "256"])
     assert result.exit_code == 2 and "context limit" in result.output and "Traceback" not in result.output
+
+
+def test_a_workload_of_almost_no_traffic_is_refused_before_its_costs_overflow():
+    # --rate 1e-307 exited 0 with energy and electricity per million output tokens of Infinity (invalid JSON).
+    with pytest.raises(InputError, match="'arrival_rate' must be at least 1e-06 request/s"):
+        c.Workload(Q_(1e-307, "request/s"), 1024, 256)
+    args = ["size", "llama-3.1-8b", "--rate", "1e-307", "--input", "1024", "--output", "256", "--ttft", "1 s"]
+    result = CliRunner().invoke(app, [*args, "--tpot", "50 ms", "--json"])
+    assert result.exit_code == 2 and "arrival_rate" in result.output and "Infinity" not in result.output
+    plan = c.size_fleet(
+        "llama-3.1-8b", c.Workload(Q_(1e-6, "request/s"), 1024, 256), c.Targets(Q_(1, "s"), Q_(50, "ms")),
+        c.SearchSpace("h100-sxm", "fp8"),
+    )  # fmt: skip
+    assert plan.feasible and np.isfinite(plan.energy_per_million_output_tokens.magnitude)

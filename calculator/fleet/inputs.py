@@ -43,6 +43,9 @@ __all__ = [
 DEFAULT_TENSOR_PARALLEL = (1, 2, 4, 8)
 #: The largest coefficient of variation of a length or of inter-arrival times (traces measure 0.5 to about 5).
 MAX_CV = 100.0
+#: The lowest arrival rate a fleet is sized for, request/s (one request in about twelve days): below it the costs
+#: per million tokens of even one replica pass what a float holds.
+MIN_RATE = 1e-6
 #: The longest draft a speculation round proposes (engines use 1 to about 10; the gain peaks well below this).
 MAX_DRAFT_LENGTH = 256
 #: Operating batches searched: every size to 16, then steps that keep the grid about 90 points.
@@ -67,7 +70,7 @@ class Workload(Result):
     Attributes
     ----------
     arrival_rate : Quantity [request / time]
-        Mean request rate to serve.
+        Mean request rate to serve (at least :data:`MIN_RATE` request/s).
     input_tokens, output_tokens : float
         Mean prompt and output lengths.
     input_cv, output_cv : float
@@ -91,6 +94,11 @@ class Workload(Result):
             raise InputError(f"Workload: 'arrival_rate' must be one rate (a scalar quantity), got {rate!r}")
         if not rate.magnitude > 0 or not np.isfinite(rate.magnitude):
             raise InputError(f"Workload: 'arrival_rate' must be a finite rate > 0, got {rate!r}")
+        if not rate.m_as("request/s") >= MIN_RATE:
+            raise InputError(
+                f"Workload: 'arrival_rate' must be at least {MIN_RATE:g} request/s (one request in about twelve "
+                f"days), got {rate!r}"
+            )
         for name in ("input_tokens", "output_tokens"):
             # A length is a token count: a plain number or a quantity of tokens.
             tokens = scalar("Workload", name, getattr(self, name), "token", "positive")

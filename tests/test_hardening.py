@@ -916,3 +916,17 @@ def test_a_workload_of_almost_no_traffic_is_refused_before_its_costs_overflow():
         c.SearchSpace("h100-sxm", "fp8"),
     )  # fmt: skip
     assert plan.feasible and np.isfinite(plan.energy_per_million_output_tokens.magnitude)
+
+
+def test_a_memory_rejection_counts_the_draft_models_weights():
+    # A 405B draft for an 8B target on one H100: the reason said "8.6 GB of weights ... exceed the 75.3 GB usable",
+    # false as written: the draft's weights, which the capacity did subtract, were not in it.
+    from calculator.fleet import ServingOptions, Speculation
+
+    plan = c.size_fleet(
+        "llama-3.1-8b", c.Workload(Q_(5, "request/s"), 1024, 256), c.Targets(Q_(1, "s"), Q_(50, "ms")),
+        c.SearchSpace("h100-sxm", "fp8", tensor_parallel=(1,)),
+        serving=ServingOptions(speculation=Speculation("llama-3.1-405b")),
+    )  # fmt: skip
+    (rejection,) = plan.rejections
+    assert rejection.code == "memory" and rejection.values["weights_per_device"] > Q_(400, "GB")

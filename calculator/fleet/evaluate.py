@@ -260,7 +260,9 @@ def _evaluate(
         rate=rate,
         replicas=replicas,
         running=running,
-        weights_per_device=a.weights_per_device(tp),
+        # with speculation the draft model's weights share the devices (its KV cache is in the capacity)
+        weights_per_device=a.weights_per_device(tp)
+        + (family.draft.weights_per_device(tp) if serving.speculation is not None and family.draft else 0.0),
         oversized=oversized,
     )
 

@@ -154,7 +154,8 @@ def flatten(values: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     """Nested dicts and results as one level, with dotted keys (``closest.ttft``).
 
     An ``(low, high)`` pair named ``*_interval`` becomes two entries, ``ttft_interval.low`` and
-    ``ttft_interval.high``.
+    ``ttft_interval.high``; an interval of ``None`` (an infeasible plan's) none, so that rows of feasible and
+    infeasible plans share the ``.low``/``.high`` columns (missing where there is none).
     """
     out: dict[str, Any] = {}
     for key, value in values.items():
@@ -165,6 +166,8 @@ def flatten(values: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
             out.update(flatten(value, f"{name}."))
         elif name.endswith("_interval") and isinstance(value, tuple) and len(value) == 2:
             out[f"{name}.low"], out[f"{name}.high"] = value
+        elif name.endswith("_interval") and value is None:
+            continue
         else:
             out[name] = value
     return out

@@ -930,3 +930,16 @@ def test_a_memory_rejection_counts_the_draft_models_weights():
     )  # fmt: skip
     (rejection,) = plan.rejections
     assert rejection.code == "memory" and rejection.values["weights_per_device"] > Q_(400, "GB")
+
+
+def test_a_sweep_with_an_infeasible_point_has_no_empty_interval_columns():
+    # An infeasible point's intervals (None) added ttft_interval, tpot_interval and gpus_interval columns, NaN in
+    # every row, beside the feasible points' .low/.high columns.
+    from calculator.sweeps import sweep_fleet
+
+    frame = sweep_fleet(
+        "llama-3.1-8b", "h100-sxm", "fp8", Q_([1, 1e9], "request/s"), 1024, 256, Q_(1, "s"), Q_(50, "ms")
+    )
+    intervals = [name for name in frame.columns if "interval" in name]
+    assert all(".low" in name or ".high" in name for name in intervals) and len(intervals) == 6
+    assert frame["feasible"].tolist() == [True, False] and frame[intervals].iloc[1].isna().all()

@@ -261,7 +261,11 @@ def count(function: str, argument: str, value: Any, minimum: int = 1, maximum: f
 
 def scalar(function: str, argument: str, value: Any, unit: str = "", domain: str = "nonnegative") -> float:
     """One number (not an array) in ``unit`` and ``domain``, as a float: for arguments that are not vectorized."""
-    if np.ndim(value if not isinstance(value, ureg.Quantity) else value.magnitude):
+    try:
+        several = np.ndim(value if not isinstance(value, ureg.Quantity) else value.magnitude) != 0
+    except ValueError:  # a ragged list: numpy cannot even give its shape
+        several = True
+    if several:
         raise InputError(f"{function}(): argument '{argument}' must be one number, got {shown(value)}")
     return float(magnitude(function, argument, value, unit, domain))
 

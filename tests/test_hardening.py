@@ -943,3 +943,9 @@ def test_a_sweep_with_an_infeasible_point_has_no_empty_interval_columns():
     intervals = [name for name in frame.columns if "interval" in name]
     assert all(".low" in name or ".high" in name for name in intervals) and len(intervals) == 6
     assert frame["feasible"].tolist() == [True, False] and frame[intervals].iloc[1].isna().all()
+
+
+def test_a_ragged_list_for_one_number_is_named():
+    # Workload(rate, [[1, 2], [3]], 256) ended in numpy's "inhomogeneous shape" ValueError.
+    with pytest.raises(InputError, match="'input_tokens' must be one number"):
+        c.Workload(Q_(1, "request/s"), [[1, 2], [3]], 256)

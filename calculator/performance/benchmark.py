@@ -323,12 +323,19 @@ def _aftermath(
             break
         # every client back at once (no spread at all): the round is the burst again
         whole = crowd > _WHOLE_BURST
+        # A round no more crowded than the mixed state waits no longer than it (its next round is no more
+        # crowded either: the spread only grows), and the whole burst back waits as the first: only the rows
+        # in between are priced.
+        priced = (crowd > 1.0) & ~whole
+        crowded = dataclasses.replace(scheduler, crowd=np.clip(crowd, 1.0, _WHOLE_BURST)).rows(priced)
         with np.errstate(all="ignore"):  # a saturated queue has no finite wait (handled below)
-            crowded = dataclasses.replace(scheduler, crowd=np.clip(crowd, 1.0, _WHOLE_BURST)).terms(running)
+            terms = crowded.terms(running[priced])
+        in_between, spread_by = np.full_like(steady, np.inf), np.full_like(steady, np.nan)
+        in_between[priced], spread_by[priced] = crowded.overhead + terms.wait, terms.jitter
         # a saturated queue (no finite wait) or the whole burst back: the round waits and spreads as the burst did
-        wait = np.where(whole, first, np.fmin(scheduler.overhead + crowded.wait, first))
+        wait = np.where(whole, first, np.where(priced, np.fmin(in_between, first), steady))
         total = total + np.maximum(wait - steady, 0.0)
-        jitter = np.where(whole | ~np.isfinite(crowded.jitter), np.sqrt(start), crowded.jitter)
+        jitter = np.where(whole | (priced & ~np.isfinite(spread_by)), np.sqrt(start), np.nan_to_num(spread_by))
     return total
 
 
@@ -505,6 +512,18 @@ class _Scheduler:
     def __post_init__(self) -> None:
         if self.peak_load is None:
             self.peak_load = _peak_load(self.clients)
+
+    def rows(self, which: np.ndarray) -> _Scheduler:
+        """The scheduler of the rows ``which`` (a boolean mask over the rows) alone."""
+        shape = np.shape(self.held)
+        return dataclasses.replace(
+            self,
+            **{
+                f.name: getattr(self, f.name)[which]
+                for f in dataclasses.fields(self)
+                if isinstance(getattr(self, f.name), np.ndarray) and np.shape(getattr(self, f.name)) == shape
+            },
+        )
 
     def decoding_cap(self) -> np.ndarray:
         """The most requests that can decode at once when the prompts replacing them share the budget.

@@ -517,7 +517,8 @@ def test_verify_plan_keeps_one_deadline_for_the_whole_call():
     wide = dataclasses.replace(plan, replicas=400, gpus=400 * plan.tensor_parallel)
     started = time.perf_counter()
     checked = verify_plan(wide, requests=8000, seeds=1, time_limit=3)
-    assert time.perf_counter() - started < 3 + 2.5
+    # the deadline and the summaries' few seconds under a loaded machine (the defect ran past 75 s)
+    assert time.perf_counter() - started < 3 + 6
     assert checked.truncated.startswith("the search stopped at the 3 s time_limit")
     assert "the search stopped at the 3 s time_limit" in checked.verdict and "fewer may meet them" in checked.verdict
     with pytest.raises(InputError, match="argument 'time_limit' must be a finite number of seconds > 0"):

@@ -327,11 +327,12 @@ def _aftermath(
         # crowded either: the spread only grows), and the whole burst back waits as the first: only the rows
         # in between are priced.
         priced = (crowd > 1.0) & ~whole
-        crowded = dataclasses.replace(scheduler, crowd=np.clip(crowd, 1.0, _WHOLE_BURST)).rows(priced)
-        with np.errstate(all="ignore"):  # a saturated queue has no finite wait (handled below)
-            terms = crowded.terms(running[priced])
         in_between, spread_by = np.full_like(steady, np.inf), np.full_like(steady, np.nan)
-        in_between[priced], spread_by[priced] = crowded.overhead + terms.wait, terms.jitter
+        if np.any(priced):
+            crowded = dataclasses.replace(scheduler, crowd=np.clip(crowd, 1.0, _WHOLE_BURST)).rows(priced)
+            with np.errstate(all="ignore"):  # a saturated queue has no finite wait (handled below)
+                terms = crowded.terms(running[priced])
+            in_between[priced], spread_by[priced] = crowded.overhead + terms.wait, terms.jitter
         # a saturated queue (no finite wait) or the whole burst back: the round waits and spreads as the burst did
         wait = np.where(whole, first, np.where(priced, np.fmin(in_between, first), steady))
         total = total + np.maximum(wait - steady, 0.0)

@@ -270,6 +270,27 @@ def scalar(function: str, argument: str, value: Any, unit: str = "", domain: str
     return float(magnitude(function, argument, value, unit, domain))
 
 
+def check_broadcast(function: str, shapes: dict[str, tuple[int, ...]], expected: str) -> None:
+    """An :class:`InputError` naming the arguments (by their shapes) that do not broadcast together.
+
+    ``expected`` completes "``function``(): ..." with what the arguments must be.
+    """
+    try:
+        np.broadcast_shapes(*shapes.values())
+    except ValueError:
+        given = ", ".join(f"'{name}' {_shape_words(shape)}" for name, shape in shapes.items())
+        raise InputError(f"{function}(): {expected}, got {given}") from None
+
+
+def _shape_words(shape: tuple[int, ...]) -> str:
+    """An argument's shape for an error message: one number, N values or a shape."""
+    if not shape:
+        return "one number"
+    if len(shape) > 1:
+        return f"shape {shape}"
+    return "1 value" if shape[0] == 1 else f"{shape[0]} values"
+
+
 def mapping(function: str, argument: str, value: Any) -> Any:
     """A mapping (``{"prefill": ..., "decode": ...}``), or :class:`InputError` naming the argument."""
     from collections.abc import Mapping

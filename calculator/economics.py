@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import numpy as np
 
-from ._support import checked, count, magnitude
+from ._support import check_broadcast, checked, count, magnitude
 from .errors import InputError
 from .formula import formula, var
 from .results import Result, plain
@@ -283,26 +283,14 @@ def piecewise_lifetime_cost(
     """
     pieces = {"cost_per_query": cost_per_query, "duration": duration, "arrival_rate": arrival_rate}
     shapes = {name: np.shape(getattr(value, "magnitude", value)) for name, value in pieces.items()}
-    try:
-        np.broadcast_shapes(*shapes.values())
-    except ValueError:
-        given = ", ".join(f"'{name}' {_length(shape)}" for name, shape in shapes.items())
-        raise InputError(
-            "piecewise_lifetime_cost(): the interval arguments 'cost_per_query', 'duration' and 'arrival_rate' "
-            f"must have one length (or be one number for every interval), got {given}"
-        ) from None
+    check_broadcast(
+        "piecewise_lifetime_cost",
+        shapes,
+        "the interval arguments must have one length (or be one number for every interval)",
+    )
     spent = serving_cost(Q_(cost_per_query, "USD/request"), Q_(duration, "s"), Q_(arrival_rate, "request/s"))
     total = spent.sum() if np.ndim(spent.magnitude) else spent  # one phase or several
     return (Q_(plain(training_cost), "USD") + total).to("USD")
-
-
-def _length(shape: tuple[int, ...]) -> str:
-    """An argument's shape in words for an error message: one number, N values or a shape."""
-    if not shape:
-        return "one number"
-    if len(shape) > 1:
-        return f"shape {shape}"
-    return "1 value" if shape[0] == 1 else f"{shape[0]} values"
 
 
 @formula(

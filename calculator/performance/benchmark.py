@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._support import model_of
+from .._support import check_broadcast, model_of
 from ..errors import InputError
 from ..formula import magnitude
 from ..results import Result
@@ -806,14 +806,9 @@ def predict_benchmark(
     clients = _counts("predict_benchmark", "concurrency", concurrency)
     shapes = {"tensor_parallel": np.shape(tp), "input_tokens": np.shape(inputs), "output_tokens": np.shape(outputs),
               "concurrency": np.shape(clients)}  # fmt: skip
-    try:
-        np.broadcast_shapes(*shapes.values())
-    except ValueError:
-        given = ", ".join(f"'{name}' {shape}" for name, shape in shapes.items())
-        raise InputError(
-            "predict_benchmark(): the array arguments must broadcast together (scalars or arrays of one shape), "
-            f"got {given}"
-        ) from None
+    check_broadcast(
+        "predict_benchmark", shapes, "the array arguments must broadcast together (scalars or arrays of one shape)"
+    )
     limit = model_of(model, registry).max_context
     if limit is not None and np.any(inputs + outputs > limit):
         longest = float(np.max(inputs + outputs))

@@ -326,10 +326,10 @@ class Formula:
                 raise InputError(
                     f"{self.name}(): the result is undefined (division by zero) for these arguments"
                 ) from None
-        self._check_overflow(result, values)
+        self.check_overflow(result, values)
         return self._wrap(result)
 
-    def _check_overflow(self, result: Any, values: Mapping[str, Any]) -> None:
+    def check_overflow(self, result: Any, values: Mapping[str, Any]) -> None:
         """An :class:`InputError` where finite arguments overflow a result not declared ``infinite`` to infinity.
 
         An infinite argument may give an infinite result (an unstable queue's wait carried on); finite ones

@@ -167,6 +167,7 @@ def _sweep_formula(target: Formula, grids: dict[str, Any], units: Mapping[str, s
     shape = tuple(np.size(magnitudes[n]) for n in axes)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         result = np.broadcast_to(np.asarray(target.numeric(**{**magnitudes, **mesh}), dtype=float), shape)
+    target.check_overflow(result, magnitudes)  # finite arguments overflowing the result, as a call refuses them
     invalid, reason = target.invalid_results(result)
     if reason:
         index = np.unravel_index(int(np.argmax(invalid)), shape)

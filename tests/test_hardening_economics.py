@@ -47,3 +47,12 @@ def test_cost_per_million_tokens_refuses_an_infinite_result():
         match=r"cost_per_million_tokens\(\): the arguments overflow the cost per million useful tokens to infinity",
     ):
         c.cost_per_million_tokens(1e300, Q_(1e300, "USD/hour"), Q_(1e-300, "token/s"))
+
+
+def test_a_sweep_refuses_what_a_call_refuses_an_overflowing_cost():
+    # The same arguments swept returned a column holding inf where the call now refuses them.
+    from calculator.sweeps import sweep
+
+    with pytest.raises(InputError, match="overflow the cost per million useful tokens to infinity"):
+        sweep("cost_per_million_tokens", gpus=[1, 1e300], price_per_gpu_hour=Q_(1e300, "USD/hour"),
+              throughput=Q_(1e-300, "token/s"))  # fmt: skip

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from .._support import count, model_of
+from .._support import check_broadcast, count, model_of
 from ..errors import InputError
 from ..memory import check_tensor_parallel
 from .arrays import StepArrays
@@ -39,13 +39,14 @@ def _plain_arrays(function: str, given: Mapping[str, tuple[Any, float | None]]) 
 
     ``given`` maps each argument's name to its value and least value (``None``: checked by the caller).
     """
-    try:
-        arrays = np.broadcast_arrays(*(np.asarray(value, dtype=float) for value, _ in given.values()))
-    except (TypeError, ValueError):
-        shapes = ", ".join(f"'{name}' {np.shape(value)}" for name, (value, _) in given.items())
-        raise InputError(
-            f"{function}(): the arguments must be numbers or arrays that broadcast together, got {shapes}"
-        ) from None
+    floats = {}
+    for name, (value, _) in given.items():
+        try:
+            floats[name] = np.asarray(value, dtype=float)
+        except (TypeError, ValueError):  # a name, a set, a ragged list
+            raise InputError(f"{function}(): argument '{name}' must be a number or an array of numbers") from None
+    check_broadcast(function, {name: v.shape for name, v in floats.items()}, "the arrays must broadcast together")
+    arrays = np.broadcast_arrays(*floats.values())
     if arrays and arrays[0].size == 0:
         raise InputError(f"{function}(): the array arguments must not be empty")
     for (name, (_, least)), value in zip(given.items(), arrays, strict=True):

@@ -460,12 +460,14 @@ def _fit(
     pooled_only: bool = False,
     first_stage: np.ndarray | None = None,
     begin: np.ndarray | None = None,
+    engines_begin: Mapping[str, np.ndarray] | None = None,
 ) -> CalibrationFit:
     """The two stages of :func:`fit_profiles`.
 
     ``first_stage`` (the shared behaviour in :data:`FITTED` units, then the fitted harness overheads in
     ms) skips the first stage, ``pooled_only`` the second. ``begin`` (the same layout) is where the first
-    stage's search starts instead of :data:`FIT_START` and 50 ms of each harness overhead.
+    stage's search starts instead of :data:`FIT_START` and 50 ms of each harness overhead; ``engines_begin``
+    (by engine, in :data:`FITTED` units) where an engine's stage starts instead of the shared behaviour.
     """
     from scipy.optimize import least_squares
 
@@ -491,7 +493,13 @@ def _fit(
 
     cache: dict[tuple[str, ...], Any] = {}  # step arrays shared by every evaluation of this fit
 
-    def solve(rows: Any, profiles: dict[str, EngineProfile], prior: np.ndarray | None, harness: Any) -> np.ndarray:
+    def solve(
+        rows: Any,
+        profiles: dict[str, EngineProfile],
+        prior: np.ndarray | None,
+        harness: Any,
+        at: np.ndarray | None = None,
+    ) -> np.ndarray:
         rows = rows.reset_index(drop=True)
         measured_ttft, measured_tpot = rows.ttft.to_numpy(), rows.tpot.to_numpy()
         pull = np.sqrt(prior_rows * (1 + tpot_weight**2)) / widths
@@ -508,7 +516,8 @@ def _fit(
         if harness is None or prior is None:
             start_at, low, high = x0, lower, upper
         else:
-            start_at, low, high = np.clip(prior, lower[:count], upper[:count]), lower[:count], upper[:count]
+            first_guess = prior if at is None else np.asarray(at, dtype=float)
+            start_at, low, high = np.clip(first_guess, lower[:count], upper[:count]), lower[:count], upper[:count]
         fit = least_squares(residuals, start_at, bounds=(low, high), loss="soft_l1", f_scale=0.1, x_scale="jac")
         # The engines' and the harness's request overheads trade along a flat valley, where the trust
         # region can stop early: restart from the result while that lowers the cost.
@@ -529,7 +538,8 @@ def _fit(
     out = {}
     for e in [] if pooled_only else names:
         rows = frame[frame.engine == e].reset_index(drop=True)
-        out[e] = finish(_with(engines[e], solve(rows, {e: engines[e]}, shared, rows)))
+        at = None if engines_begin is None else engines_begin[e]
+        out[e] = finish(_with(engines[e], solve(rows, {e: engines[e]}, shared, rows, at)))
     client = dict(zip(fitted_harness, (float(v) / 1e3 for v in overheads), strict=True))
     return CalibrationFit(out, finish(_with(engines[None], shared)), client)
 

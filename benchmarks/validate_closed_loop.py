@@ -144,6 +144,10 @@ def main():
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--waves", action="store_true", help="identical requests, arrivals='waves' (SGLang)")
     parser.add_argument("--out", help="write the grid with both predictions to this CSV")
+    parser.add_argument(
+        "--simulated",
+        help="take the simulations from this CSV (written by --out on the same grid) and recompute the closed form",
+    )
     args = parser.parse_args()
     start = time.perf_counter()
     engines = ("sglang",) if args.waves else ENGINES
@@ -154,13 +158,18 @@ def main():
             engines, MODELS, INPUTS, OUTPUTS, CLIENTS
         )
     ]
-    with ProcessPoolExecutor(args.jobs) as pool:
-        results = list(pool.map(simulated, cases, chunksize=4))
-    frame = pd.DataFrame(
-        [(*case[:7], *result) for case, result in zip(cases, results, strict=True)],
-        columns=["engine", "model", "precision", "tp", "input", "output", "clients", "sim_ttft", "sim_tpot",
-                 "sim_throughput", "truncated", "seeds", "sim_ttft_se"],
-    )  # fmt: skip
+    columns = ["engine", "model", "precision", "tp", "input", "output", "clients", "sim_ttft", "sim_tpot",
+               "sim_throughput", "truncated", "seeds", "sim_ttft_se"]  # fmt: skip
+    if args.simulated:
+        frame = pd.read_csv(args.simulated, keep_default_na=False, na_values={"sim_ttft_se": ["", "nan"]})[columns]
+        if sorted(map(tuple, frame[columns[:7]].to_numpy().tolist())) != sorted(case[:7] for case in cases):
+            raise SystemExit(f"--simulated {args.simulated}: its points are not this grid's")
+    else:
+        with ProcessPoolExecutor(args.jobs) as pool:
+            results = list(pool.map(simulated, cases, chunksize=4))
+        frame = pd.DataFrame(
+            [(*case[:7], *result) for case, result in zip(cases, results, strict=True)], columns=columns
+        )
     frame = frame.join(closed_form(frame, "waves" if args.waves else "dispersed"))
     truncated = frame.truncated != ""
     print(f"# closed form vs simulation ({'identical requests, waves' if args.waves else f'length CV {jitter}'}), "

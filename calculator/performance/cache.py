@@ -11,8 +11,9 @@ the requests finishing over the spread.
 :func:`group_cache_run` follows that mechanism as a fluid: the running requests by age (tokens decoded
 since admission), a length spread that finishes them, preemption of the youngest until the cache holds,
 readmission of the preempted (the last preempted first), then the waiting prompts in arrival order, under
-the engine's admission rule (its reservation, the cache, the sequence cap). Steps are a fraction of the
-mean output; each is priced by :func:`iteration_seconds`. Checked against the simulator in
+the engine's admission rule (its reservation, the cache, the sequence cap), and the admissions into a full
+cache that the running decodes outgrow before the next completion frees room (:func:`_churn`). Steps are a
+fraction of the mean output; each is priced by :func:`iteration_seconds`. Checked against the simulator in
 ``docs/performance-model.md`` ("Against the simulator").
 """
 
@@ -155,6 +156,10 @@ def group_cache_run(
         admitted += new
         prompt_tokens += new * inputs
         prompts += new
+        if res < 1:
+            mass, reserved, preempted = _churn(
+                mass, reserved, preempted, back, new, stay, held, grow, want, res * left, dt
+            )  # fmt: skip
         # The step's time: its decode iterations, and the prompts it (re)admitted.
         running = mass.sum(axis=1)
         context = np.where(running > 0, (mass * held).sum(axis=1) / np.maximum(running, 1e-300), inputs)
@@ -197,3 +202,41 @@ def group_cache_run(
     # a run that does not finish (a request the cache cannot hold whole): no answer from the fluid
     wait = np.where(active, np.nan, waited / np.maximum(admitted, 1e-300))
     return wait, np.where(active, np.nan, total / np.maximum(span, 1e-300))
+
+
+def _churn(
+    mass: np.ndarray,
+    reserved: np.ndarray,
+    preempted: np.ndarray,
+    back: np.ndarray,
+    new: np.ndarray,
+    stay: np.ndarray,
+    held: np.ndarray,
+    grow: np.ndarray,
+    want: np.ndarray,
+    cushion: np.ndarray,
+    dt: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The step's admissions that a full cache preempts again before the next completion frees room.
+
+    Where the running requests use more of the cache than their reservations (those past the reserved share
+    of their output), the engine admits while the free cache holds a request's reservation ``want`` and
+    allocates only its prompt: the room left after the last admission is its reserved output (``cushion``)
+    plus less than its prompt (spread evenly). The running decodes eat that room at one token each an
+    iteration; if no request finishes before it is gone, the engine preempts the latest admitted. With the
+    step's completions as a Poisson stream (rate ``r`` an iteration over ``n`` running), the chance is
+    ``exp(-r c / n)`` for a room of ``c``, averaged over the even spread. The fluid's smooth completions
+    miss this: in the simulation of Llama-3.1-70B FP8 on four H100s under vLLM, 256 clients of 1,024/8,192
+    tokens, 60 % of the preemptions take requests fewer than 820 tokens after their admission.
+    """
+    leaving = (mass * (1 - stay)).sum(axis=1)
+    running = mass.sum(axis=1)
+    bound = (mass * (held + grow)).sum(axis=1) > reserved.sum(axis=1)  # the cache's use gates admission
+    admitted = back.copy()
+    admitted[:, 0] += new
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        per_token = (leaving / dt / np.maximum(running, 1e-300))[:, None]  # completions per token of growth
+        spread = per_token * held
+        chance = np.exp(-per_token * cushion) * np.where(spread > 1e-9, -np.expm1(-spread) / spread, 1.0)
+    again = np.where(bound[:, None] & (admitted > 0), admitted * chance, 0.0)
+    return mass - again, reserved - again * want, preempted + again

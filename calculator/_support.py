@@ -60,6 +60,9 @@ DEFAULT_DOMAINS = {
 #: The largest whole number a float holds exactly: the bound of every count.
 MAX_COUNT = 2**53
 
+#: The largest coefficient of variation of a length or of inter-arrival times (traces measure 0.5 to about 5).
+MAX_CV = 100.0
+
 #: A domain written with this suffix also takes infinity (``deadline="positive+inf"``).
 INFINITE = "+inf"
 

@@ -82,10 +82,11 @@ def sweep(model: Any, /, *, units: Mapping[str, str] | None = None, **grids: Any
         A formula (or its catalog name), or a function of the library that broadcasts over numpy
         arrays and returns a quantity, an array or a :class:`~calculator.results.Result`.
     units : mapping of str to str, optional
-        Units to show columns in, by name (``{"kv_bytes_per_token": "KiB/token"}``).
+        Units to show columns in, by name (``{"kv_bytes_per_token": "KiB/token"}``); a name that is
+        no column of the result is an :class:`~calculator.errors.InputError`.
     **grids
-        Every argument of the model: a fixed value, or a list / 1-D array / 1-D quantity array of
-        values to sweep. For a formula, every argument must be given.
+        Every argument of the model: a fixed value, or a list / range / 1-D array / 1-D quantity array
+        of values to sweep. For a formula, every argument must be given.
 
     Returns
     -------
@@ -117,12 +118,14 @@ def sweep(model: Any, /, *, units: Mapping[str, str] | None = None, **grids: Any
     """
     target = resolve_model(model)
     shown = _units_of("sweep", units)
+    grids = _ranges_as_lists(grids)
     if isinstance(target, Formula):
         frame = _sweep_formula(target, grids, shown)
         name = _formula_key(target)
     else:
         frame = _sweep_function(target, grids, shown)
         name = _function_key(target)
+    _check_unit_keys(f"sweep({name.rpartition('.')[2]})", frame, shown)
     from .export import Provenance
 
     frame.attrs["provenance"] = Provenance(models=(name,), inputs=dict(grids), registry_ids=_registry_ids(grids))
@@ -276,6 +279,11 @@ def _check_axis(function: str, argument: str, value: Any) -> None:
         raise InputError(f"sweep({function}): argument '{argument}' must be a value or a non-empty 1-D list of values")
 
 
+def _ranges_as_lists(grids: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``range`` axis as the list of its values (it was taken as one value)."""
+    return {n: list(v) if isinstance(v, range) else v for n, v in grids.items()}
+
+
 def _not_a_set(function: str, argument: str, value: Any) -> None:
     """A set has no order, so it is no axis (nor a value): an :class:`InputError` naming the argument."""
     if isinstance(value, AbstractSet):
@@ -343,6 +351,14 @@ def _units_of(function: str, units: Any) -> dict[str, str]:
         parse_unit(text, f"{function}(): units[{name!r}]")
         checked[name] = text
     return checked
+
+
+def _check_unit_keys(caller: str, frame: Any, units: Mapping[str, str]) -> None:
+    """Each key of ``units`` names a column of the sweep's ``frame`` (a typo was silently ignored)."""
+    names = [str(label).split(" [", 1)[0] for label in frame.columns]
+    unknown = [key for key in units if key not in names]
+    if unknown:
+        raise InputError(f"{caller}: units= names no column: {unknown}; the columns are {names}")
 
 
 def _check_column_units(caller: str, values: Mapping[str, Any], units: Mapping[str, str]) -> None:
@@ -467,8 +483,8 @@ def sweep_fleet(
     Parameters
     ----------
     model, accelerator, precision, arrival_rate, input_tokens, output_tokens, ttft_slo, tpot_slo
-        As for :func:`~calculator.fleet.size_fleet`; each may be a list (or a 1-D quantity array)
-        of values to sweep. A list of accelerators or precisions sizes each one separately (to
+        As for :func:`~calculator.fleet.size_fleet`; each may be a list (or a range, or a 1-D quantity
+        array) of values to sweep. A list of accelerators or precisions sizes each one separately (to
         compare them); pick the cheapest per workload with pandas afterwards.
     units : mapping of str to str, optional
         Units to show columns in, over :data:`PLAN_UNITS` (TTFT and TPOT in ms, cost in USD/h).
@@ -539,6 +555,7 @@ def sweep_fleet(
 
         instance("sweep_fleet", "registry", registry, Registry, "a Registry or None")
     units = _units_of("sweep_fleet", units)
+    grids = _ranges_as_lists(grids)
     if executor_or_none("sweep_fleet", executor) is not None and options.get("progress") is not None:
         raise InputError("sweep_fleet(): 'progress' reports from this process; leave it out with an 'executor'")
     for n, v in grids.items():
@@ -554,6 +571,7 @@ def sweep_fleet(
     else:
         rows = _gathered(executor, points, _worker_registry(registry, model, accelerator), units, shown)
     frame = pd.DataFrame.from_records(rows)
+    _check_unit_keys("sweep_fleet()", frame, units)
     from .export import Provenance
     from .registry import load_registry
 

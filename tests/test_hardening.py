@@ -753,7 +753,7 @@ def test_a_plan_that_nothing_holds_names_no_closest_values():
 @pytest.mark.parametrize(
     "argument, value",
     [("input_tokens", math.nan), ("output_tokens", 0), ("concurrency", -4), ("client_overhead", math.inf),
-     ("length_cv", -0.1), ("tp", math.nan)],
+     ("length_cv", -0.1), ("length_cv", 1e6), ("tp", math.nan)],
 )  # fmt: skip
 def test_closed_loop_seconds_names_an_array_that_is_not_a_count(argument, value):
     # The plain-array closed loop (exported for notebooks and the calibration) took NaN prompts and returned
@@ -764,6 +764,16 @@ def test_closed_loop_seconds_names_an_array_that_is_not_a_count(argument, value)
     arguments = {"tp": 1, "input_tokens": 1024, "output_tokens": 128, "concurrency": 8} | {argument: value}
     with pytest.raises(InputError, match=f"closed_loop_seconds\\(\\): argument '{argument}'"):
         closed_loop_seconds(a, engine_profile("vllm"), **arguments)
+
+
+def test_a_benchmark_takes_the_length_spread_a_workload_takes():
+    # predict_benchmark took length_cv=1e6 where Workload and the sizer stop at 100 (traces measure 0.5-5).
+    arguments = ("llama-3.1-8b", "h100-sxm", "bf16", 1, 1024, 128, 8)
+    with pytest.raises(InputError, match=r"'length_cv' must be a number in \[0, 100\]"):
+        c.predict_benchmark(*arguments, engine="vllm", length_cv=1e6)
+    with pytest.raises(InputError, match="at most 100"):
+        c.Workload(Q_(1, "request/s"), 1024, 128, output_cv=1e6)
+    assert c.predict_benchmark(*arguments, engine="vllm", length_cv=100).ttft.m > 0
 
 
 def test_iteration_seconds_wants_the_prompts_its_prefill_tokens_belong_to():
@@ -842,6 +852,22 @@ def test_sweep_units_of_the_wrong_kind_name_the_column():
         sweep("memory.kv_bytes_per_token", units={"kv_bytes_per_token": "s"}, **KV_GRID)
     with pytest.raises(InputError, match="argument 'units' must be a mapping"):
         sweep("memory.kv_bytes_per_token", units="ms", **KV_GRID)
+
+
+def test_sweep_units_name_a_column_and_a_range_is_an_axis():
+    # A units= key that named no column (a typo) was silently ignored, and a range was taken as one value.
+    from calculator.sweeps import sweep, sweep_fleet
+
+    with pytest.raises(InputError, match=r"units= names no column: \['kv_bytes_per_tokn'\]"):
+        sweep("memory.kv_bytes_per_token", units={"kv_bytes_per_tokn": "KiB/token"}, **KV_GRID)
+    with pytest.raises(InputError, match=r"sweep_fleet\(\): units= names no column: \['ttf'\]"):
+        sweep_fleet(*SIZING, *FLEET_POINT, units={"ttf": "s"})
+    frame = sweep("memory.kv_bytes_per_token", **(KV_GRID | {"layers": range(78, 81)}))
+    assert sorted(set(frame.layers)) == [78, 79, 80] and len(frame) == 12
+    fleet = sweep_fleet(*SIZING, *FLEET_POINT, max_utilization=[0.7], units={"ttft": "s"})
+    assert fleet["ttft [s]"].iloc[0] < 1
+    with pytest.raises(InputError, match="non-empty 1-D list"):
+        sweep("memory.kv_bytes_per_token", **(KV_GRID | {"layers": range(0)}))
 
 
 def test_sweep_axes_are_checked_value_by_value():

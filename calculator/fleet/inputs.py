@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._support import count, scalar
+from .._support import MAX_CV, count, scalar
 from ..errors import InputError
 from ..precision import check_precision
 from ..results import Result
@@ -41,8 +41,6 @@ __all__ = [
 ]
 
 DEFAULT_TENSOR_PARALLEL = (1, 2, 4, 8)
-#: The largest coefficient of variation of a length or of inter-arrival times (traces measure 0.5 to about 5).
-MAX_CV = 100.0
 #: The lowest arrival rate a fleet is sized for, request/s (one request in about twelve days): below it the costs
 #: per million tokens of even one replica pass what a float holds.
 MIN_RATE = 1e-6

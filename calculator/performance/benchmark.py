@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._support import check_broadcast, model_of
+from .._support import MAX_CV, check_broadcast, model_of
 from ..errors import InputError
 from ..formula import magnitude
 from ..results import Result
@@ -154,8 +154,10 @@ def closed_loop_seconds(
     tp, inputs, outputs, clients, extra, spread = _plain_arrays(
         "closed_loop_seconds", given | {"length_cv": (np.inf if length_cv is None else length_cv, None)}
     )
-    if not np.all(spread >= 0):  # NaN fails too
-        raise InputError("closed_loop_seconds(): argument 'length_cv' must be >= 0 (inf for a row: no spread given)")
+    if not np.all((spread >= 0) & ((spread <= MAX_CV) | (spread == np.inf))):  # NaN fails too
+        raise InputError(
+            f"closed_loop_seconds(): argument 'length_cv' must be in [0, {MAX_CV:g}] (inf for a row: no spread given)"
+        )
     shape = tp.shape
     tp, inputs, outputs, clients, extra, spread = (v.ravel() for v in (tp, inputs, outputs, clients, extra, spread))
     slots = np.maximum(outputs - 1, 1.0)
@@ -433,10 +435,10 @@ def check_length_cv(function: str, value: Any) -> float | None:
     """``length_cv`` of ``function`` checked: ``None`` or a finite number >= 0."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= float(value) < float("inf"):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= float(value) <= MAX_CV:
         raise InputError(
-            f"{function}(): argument 'length_cv' must be a number >= 0 (the coefficient of variation of "
-            f"the output lengths) or None, got {value!r}"
+            f"{function}(): argument 'length_cv' must be a number in [0, {MAX_CV:g}] (the coefficient of "
+            f"variation of the output lengths) or None, got {value!r}"
         )
     return float(value)
 

@@ -99,7 +99,7 @@ def clients_shift(points, arrivals):
     """
     factors = np.concatenate([[0.98, 1.02], SHIFTS])
     rows = points.loc[points.index.repeat(len(factors))].reset_index(drop=True)
-    rows["clients"] = rows.clients * np.tile(factors, len(points))
+    rows["clients"] = np.maximum(rows.clients * np.tile(factors, len(points)), 1.0)  # one client at least
     ttft = closed_form(rows, arrivals).cf_ttft.to_numpy(dtype=float).reshape(len(points), -1)
     elasticity = np.log(ttft[:, 1] / ttft[:, 0]) / np.log(1.02 / 0.98)
     log_error = np.log(ttft[:, 2:] / points.sim_ttft.to_numpy()[:, None])

@@ -214,8 +214,12 @@ def closed_loop_seconds(
         wave_tpot = t_batch + (burst_iterations - 1) / 2 * lift / slots
         wave_rate = held / (overhead + burst_iterations * t_burst + slots * t_batch)
         ttft, tpot, rate = (np.where(waves, w, d) for w, d in ((first, ttft), (wave_tpot, tpot), (wave_rate, rate)))
-    # Clients beyond what the engine holds wait for a slot (Little's law at the engine's rate).
-    slot_wait = np.maximum(clients - held - rate * overhead, 0.0) / np.maximum(rate, 1e-300)
+    # Clients beyond what the engine holds wait for a slot (Little's law at the engine's rate). The first
+    # round's prompts all arrive at once and leave the queue one by one as slots free, so they wait half as
+    # long on average (the first get a slot at once); every later round meets the full queue.
+    queue = np.maximum(clients - held - rate * overhead, 0.0)
+    full_queue = queue / np.maximum(rate, 1e-300)
+    slot_wait = full_queue * (requests_per_client - 1 + queue / (2 * np.maximum(clients, 1.0))) / requests_per_client
     pressure = (profile.output_reservation < 1) & (held * _group_peak(inputs, outputs, spread) > kv_tokens)
     group = np.isfinite(spread) & (spread > 0) & ~waves & (kv_limit >= 1) & ((clients > kv_limit) | pressure)
     followed = np.zeros_like(group)
@@ -227,8 +231,8 @@ def closed_loop_seconds(
         )  # fmt: skip
         followed[group] = np.isfinite(wait)
         slot_wait[followed] = wait[np.isfinite(wait)]
+    throughput = clients / (ttft + full_queue + slots * tpot)  # every client has one request in flight
     ttft = ttft + slot_wait
-    throughput = clients / (ttft + slots * tpot)  # every client has one request in flight
     if np.any(followed):  # the run's requests over its span, the drain at the end included
         throughput[followed] = run_rate[np.isfinite(wait)]
     out = {

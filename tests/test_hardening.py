@@ -520,7 +520,11 @@ def test_verify_plan_keeps_one_deadline_for_the_whole_call():
     # the deadline and the summaries' few seconds under a loaded machine (the defect ran past 75 s)
     assert time.perf_counter() - started < 3 + 6
     assert checked.truncated.startswith("the search stopped at the 3 s time_limit")
-    assert "the search stopped at the 3 s time_limit" in checked.verdict and "fewer may meet them" in checked.verdict
+    # the verdict names the limit: the search stopped after the plan's count (which fewer may meet), or, on a
+    # loaded machine, the plan's own count could not finish in time
+    assert (
+        "the search stopped at the 3 s time_limit" in checked.verdict and "fewer may meet them" in checked.verdict
+    ) or ("could not be simulated to the end: stopped after 3 s of wall clock (time_limit)" in checked.verdict)
     with pytest.raises(InputError, match="argument 'time_limit' must be a finite number of seconds > 0"):
         verify_plan(plan, time_limit=float("inf"))
 

@@ -141,10 +141,11 @@ def closed_loop_seconds(
     ``client_overhead`` (seconds, scalar or per row) is the harness's own latency per request;
     ``length_cv`` (scalar or per row; ``None``, or ``inf`` for a row: mixed from the second round on) the
     spread of the requests' lengths that mixes the clients after the first burst. The arrays are checked
-    (finite, at least 1; the overhead at least 0) and must broadcast together. Where such a spread is given and the
-    cache binds (clients beyond what it admits, or a group that would outgrow it finishing together), the
-    cache admission follows the group through the run (:func:`~calculator.performance.cache.group_cache_run`;
-    ``cache_run=False`` keeps the mixed state's slot wait there, as the calibration's fit does for speed).
+    (finite, at least 1; the overhead at least 0) and must broadcast together. Where such a spread is given, or
+    the requests are identical in waves, and the cache binds (clients beyond what it admits, or a group that would
+    outgrow it finishing together), the cache admission follows the group through the run
+    (:func:`~calculator.performance.cache.group_cache_run`; ``cache_run=False`` keeps the mixed state's slot
+    wait there, as the calibration's fit does for speed).
     """
     _step_inputs("closed_loop_seconds", a, profile, "profile", EngineProfile)
     eff = profile.efficiency if efficiency is None else _efficiency(profile, efficiency)
@@ -220,13 +221,16 @@ def closed_loop_seconds(
     queue = np.maximum(clients - held - rate * overhead, 0.0)
     full_queue = queue / np.maximum(rate, 1e-300)
     slot_wait = full_queue * (requests_per_client - 1 + queue / (2 * np.maximum(clients, 1.0))) / requests_per_client
-    pressure = (profile.output_reservation < 1) & (held * _group_peak(inputs, outputs, spread) > kv_tokens)
-    group = np.isfinite(spread) & (spread > 0) & ~waves & (kv_limit >= 1) & ((clients > kv_limit) | pressure)
+    # The group followed through the run: lengths spread a little, or identical requests in waves (no spread).
+    run_spread = np.where(waves, 0.0, spread)
+    pressure = (profile.output_reservation < 1) & (held * _group_peak(inputs, outputs, run_spread) > kv_tokens)
+    spread_given = np.isfinite(spread) & (spread > 0)
+    group = (waves | spread_given) & (kv_limit >= 1) & ((clients > kv_limit) | pressure)
     followed = np.zeros_like(group)
     if cache_run and np.any(group):
-        # A group whose lengths spread a little: the cache followed through the run (performance.cache).
+        # A group that finishes together: the cache followed through the run (performance.cache).
         wait, run_rate = group_cache_run(
-            a, eff, profile, tp[group], inputs[group], outputs[group], clients[group], spread[group],
+            a, eff, profile, tp[group], inputs[group], outputs[group], clients[group], run_spread[group],
             kv_tokens[group], budget, per_rank, max_seqs, requests_per_client,
         )  # fmt: skip
         followed[group] = np.isfinite(wait)

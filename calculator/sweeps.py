@@ -49,6 +49,9 @@ __all__ = ["resolve_model", "sweep", "sweep_fleet"]
 
 #: The most points a sweep's grid may have (the product of its axes' lengths), checked before anything is built.
 MAX_POINTS = 10_000_000
+#: The most points of a fleet sweep: each is a sizing and a row held in memory (about 14 ms and 7 kB a point
+#: measured on one core, so 10^5 points take about 25 minutes and 0.7 GB).
+MAX_FLEET_POINTS = 100_000
 
 
 def resolve_model(model: Any) -> Formula | Callable[..., Any]:
@@ -326,13 +329,13 @@ def _grid(function: str, grids: Mapping[str, Any]) -> dict[str, Any]:
     return checked
 
 
-def _check_size(function: str, lengths: Sequence[int]) -> None:
-    """An :class:`InputError` for a grid of more than :data:`MAX_POINTS` points, from its axes' lengths."""
+def _check_size(function: str, lengths: Sequence[int], most: int = MAX_POINTS) -> None:
+    """An :class:`InputError` for a grid of more than ``most`` points, from its axes' lengths."""
     points = math.prod(lengths)
-    if points > MAX_POINTS:
+    if points > most:
         raise InputError(
             f"sweep({function}): the grid has {' x '.join(f'{n:,}' for n in lengths)} = {points:,} points;"
-            f" a sweep takes at most {MAX_POINTS:,}: sweep fewer values, or the grid in parts"
+            f" a sweep takes at most {most:,}: sweep fewer values, or the grid in parts"
         )
 
 
@@ -513,7 +516,7 @@ def sweep_fleet(
     :func:`size_fleet` evaluates every (accelerator, precision, TP, batch) candidate of one point at
     once with numpy; this function loops over the outer grid of points in Python (a few milliseconds per
     point with the default candidate grid), which suits the tens to thousands of points a planning
-    study sweeps. In this process the points share what does not depend on the traffic: the step
+    study sweeps; a grid of more than :data:`MAX_FLEET_POINTS` points is refused before any sizing. In this process the points share what does not depend on the traffic: the step
     arrays of each (model, accelerator, precision, engine) and the candidate grid priced for each
     set of request lengths (:mod:`calculator._reuse`), so points that differ only in their rate or
     targets cost mainly their queueing (``docs/benchmarks.md``). The plans are the same as
@@ -562,7 +565,7 @@ def sweep_fleet(
         if n not in _NOT_AXES:
             _not_a_set("size_fleet", n, v)
     axes = {n: _axis_values(n, v) for n, v in grids.items() if n not in _NOT_AXES and is_axis(v)}
-    _check_size("size_fleet", [len(v) for v in axes.values()])
+    _check_size("size_fleet", [len(v) for v in axes.values()], MAX_FLEET_POINTS)
     shown = {**PLAN_UNITS, **units}
     points = [{**grids, **dict(zip(axes, values, strict=True))} for values in itertools.product(*axes.values())]
     if executor is None:

@@ -922,6 +922,9 @@ def test_a_sweep_grid_is_bounded_before_it_is_built():
         )
     with pytest.raises(InputError, match="points; a sweep takes at most"):
         fast(sweep_fleet, *SIZING, Q_(axis, "request/s"), axis, axis, *FLEET_POINT[3:])
+    # a fleet sweep sizes each point (about 14 ms and 7 kB a row): 10^7 points were accepted (days, 70 GB)
+    with pytest.raises(InputError, match=r"1,000 x 200 = 200,000 points; a sweep takes at most 100,000"):
+        fast(sweep_fleet, *SIZING, Q_(axis, "request/s"), list(range(1, 201)), *FLEET_POINT[2:])
 
 
 def test_the_frontier_refuses_requests_beyond_the_models_context():

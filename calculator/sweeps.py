@@ -518,8 +518,9 @@ def sweep_fleet(
     point with the default candidate grid), which suits the tens to thousands of points a planning
     study sweeps; a grid of more than :data:`MAX_FLEET_POINTS` points is refused before any sizing. In
     this process the points share what does not depend on the traffic: the step arrays of each
-    (model, accelerator, precision, engine) and the candidate grid priced for each set of request lengths (:mod:`calculator._reuse`), so points that differ only in their rate or
-    targets cost mainly their queueing (``docs/benchmarks.md``). The plans are the same as
+    (model, accelerator, precision, engine) and the candidate grid priced for each set of request
+    lengths (:mod:`calculator._reuse`), so points that differ only in their rate or targets cost
+    mainly their queueing (``docs/benchmarks.md``). The plans are the same as
     :func:`size_fleet`'s, point by point, with or without ``executor``.
 
     Examples

@@ -37,7 +37,7 @@ from ._reuse import reusing
 from ._support import executor_or_none, instance, mapping
 from .errors import InputError, UnitsError
 from .formula import Formula, catalog, catalog_module
-from .results import Result, column_label, flatten, frame_columns, is_axis
+from .results import Result, column_label, flatten, frame_columns, is_axis, parse_label
 from .types import ModelRef, Precision, Rate, Time, Tokens
 from .units import Q_, describe_value, parse_unit, ureg
 from .units import shown as _quoted
@@ -358,7 +358,7 @@ def _units_of(function: str, units: Any) -> dict[str, str]:
 
 def _check_unit_keys(caller: str, frame: Any, units: Mapping[str, str]) -> None:
     """Each key of ``units`` names a column of the sweep's ``frame`` (a typo was silently ignored)."""
-    names = [str(label).split(" [", 1)[0] for label in frame.columns]
+    names = [parse_label(str(label))[0] for label in frame.columns]
     unknown = [key for key in units if key not in names]
     if unknown:
         raise InputError(f"{caller}: units= names no column: {unknown}; the columns are {names}")

@@ -220,12 +220,11 @@ def closed_loop_seconds(
     # long on average (the first get a slot at once); every later round meets the full queue.
     queue = np.maximum(clients - held - rate * overhead, 0.0)
     full_queue = queue / np.maximum(rate, 1e-300)
-    slot_wait = full_queue * (requests_per_client - 1 + queue / (2 * np.maximum(clients, 1.0))) / requests_per_client
+    slot_wait = full_queue * (requests_per_client - 1 + queue / (2 * clients)) / requests_per_client
     # The group followed through the run: lengths spread a little, or identical requests in waves (no spread).
     run_spread = np.where(waves, 0.0, spread)
     pressure = (profile.output_reservation < 1) & (held * _group_peak(inputs, outputs, run_spread) > kv_tokens)
-    spread_given = np.isfinite(spread) & (spread > 0)
-    group = (waves | spread_given) & (kv_limit >= 1) & ((clients > kv_limit) | pressure)
+    group = (waves | (np.isfinite(spread) & (spread > 0))) & (kv_limit >= 1) & ((clients > kv_limit) | pressure)
     followed = np.zeros_like(group)
     if cache_run and np.any(group):
         # A group that finishes together: the cache followed through the run (performance.cache).
@@ -440,7 +439,7 @@ def _waves(arrivals: Any, shape: tuple[int, ...]) -> np.ndarray:
 
 
 def check_length_cv(function: str, value: Any) -> float | None:
-    """``length_cv`` of ``function`` checked: ``None`` or a finite number >= 0."""
+    """``length_cv`` of ``function`` checked: ``None`` or a number in ``[0, MAX_CV]``."""
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= float(value) <= MAX_CV:

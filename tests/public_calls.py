@@ -9,8 +9,10 @@ stable queue, a feasible plan). ``valid_call(name)`` returns the arguments of a 
 
 from __future__ import annotations
 
+import atexit
 import inspect
 import json
+import shutil
 import tempfile
 import typing
 from functools import cache
@@ -87,6 +89,7 @@ _PLAN = calculator.FleetPlan(
 #: Arguments a function needs beyond its signature's kinds (a stable queue, a feasible plan).
 #: A benchmark result file of vLLM's layout, for the readers of the user's own benchmarks.
 _RESULTS = Path(tempfile.mkdtemp(prefix="servecalc-fuzz-")) / "run.json"
+atexit.register(shutil.rmtree, _RESULTS.parent, True)  # the folder leaves with the process
 _RESULTS.write_text(
     json.dumps(
         {"completed": 80, "total_input_tokens": 81920, "total_output_tokens": 20480, "mean_ttft_ms": 150.0,

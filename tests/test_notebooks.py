@@ -29,7 +29,7 @@ def test_notebook_is_stored_executed(path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_notebook_executes(path, tmp_path):
+def test_notebook_executes(path, tmp_path, tmp_path_factory):
     copy = shutil.copy(path, tmp_path / path.name)  # files the notebook writes land in the temporary folder
     notebook = nbformat.read(copy, as_version=4)
     client = NotebookClient(
@@ -37,11 +37,14 @@ def test_notebook_executes(path, tmp_path):
     )
     # the kernel imports this checkout's calculator, installed or not
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    scratch = tmp_path_factory.mktemp("notebook-tmp")
+    env["TMPDIR"] = str(scratch)  # its temporary folders go where pytest prunes them, not into the system's
     client.execute(env=env)  # raises CellExecutionError on the first failing cell
     outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
     # The exports go to the notebook's temporary folder, never into the working folder.
     assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+    assert [p.name for p in scratch.iterdir() if p.name.startswith("servecalc-example-")]
     assert any(PLOTLY in o.get("data", {}) for o in outputs), "the notebook should draw its figures"
     assert any("from calculator.plots import" in cell.source for cell in notebook.cells)  # the library's builders
     assert any("text/html" in o.get("data", {}) for o in outputs)  # tables and results render as HTML

@@ -181,6 +181,25 @@ def test_preemption_when_the_cache_runs_out_and_no_eviction_under_full_reservati
     assert trt.requests.preemptions.sum() == 0 and trt.requests.finish.notna().all()
 
 
+@pytest.mark.parametrize(
+    "setup, clients",
+    [
+        (SimulationSetup("llama-3.1-8b", "h100-sxm", "bf16", engine="vllm"), 4),
+        # attention ranks: one client on each of the eight ranks, which iterate together
+        (SimulationSetup("deepseek-v3", "h200-sxm", "fp8", tensor_parallel=8, engine="trtllm", expert_parallel=8,
+                         data_parallel=8), 8),
+    ],
+    ids=["replica", "attention-ranks"],
+)  # fmt: skip
+def test_requests_arriving_together_share_the_idle_replicas_first_iteration(setup, clients):
+    # A closed loop's clients all send at the start: every prompt of that instant is queued before the idle
+    # replica starts, so the small prompts share one iteration and have their first token together. (Until
+    # 2026-12-03 the first arrival started an iteration alone and the others waited for the next one.)
+    run = simulate(setup, Traffic(clients=clients, input_tokens=64, output_tokens=16, requests=clients), seeds=1)
+    assert (run.requests.arrival == 0).all()
+    assert run.requests.first_token.nunique() == 1
+
+
 def test_prefill_first_engine_pauses_decoding():
     # SGLang runs a prefill batch alone: a long prompt arriving mid-stream stalls every decode.
     traffic = Traffic(Q_(4, "request/s"), 8000, 300, requests=300)

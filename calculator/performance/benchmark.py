@@ -209,10 +209,12 @@ def closed_loop_seconds(
     if np.any(waves):
         # Every round is a burst: groups of the budget one after another; a request's first token
         # waits for the groups ahead, its decode steps for the ones behind (prefill-first engines pause
-        # decoding for them, mixing engines add them to the decode iterations).
+        # decoding for them, mixing engines add them to the decode iterations): the burst's iterations
+        # after its own first token, G - mean_iteration ((G - 1) / 2 for whole groups; none for one
+        # prompt in several chunks).
         t_batch = _iteration_seconds(a, eff, tp, held, context)
         lift = np.maximum(t_burst - t_batch, 0.0) if profile.mixed_batching else t_burst
-        wave_tpot = t_batch + (burst_iterations - 1) / 2 * lift / slots
+        wave_tpot = t_batch + (burst_iterations - mean_iteration) * lift / slots
         wave_rate = held / (overhead + burst_iterations * t_burst + slots * t_batch)
         ttft, tpot, rate = (np.where(waves, w, d) for w, d in ((first, ttft), (wave_tpot, tpot), (wave_rate, rate)))
     # Clients beyond what the engine holds wait for a slot (Little's law at the engine's rate). The first

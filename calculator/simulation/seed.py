@@ -518,6 +518,7 @@ def _simulate_seed(run: _Run, progress: Callable[[float], None] | None = None) -
 
     inf = math.inf
     checked = 0
+    idle_arrived: list[int] = []  # replicas (attention groups) that an arrival of this instant found idle
     while True:
         if closed:
             t_arrival = events[0][0] if events else inf
@@ -544,11 +545,23 @@ def _simulate_seed(run: _Run, progress: Callable[[float], None] | None = None) -
             rep.arrived += 1
             rep.waiting.append(req)
             queued[req] = now
-            if ranks > 1:
-                if not group_busy[target // ranks]:
-                    start_group(target // ranks, now)
-            elif not rep.in_iteration:
-                start_iteration(rep, now)
+            unit = target // ranks if ranks > 1 else target
+            idle = not group_busy[unit] if ranks > 1 else not rep.in_iteration
+            if idle and unit not in idle_arrived:
+                idle_arrived.append(unit)
+            # An idle replica starts once every arrival of this instant is in its queue (a burst of
+            # simultaneous requests is one batch, not a first prompt alone and the rest in the next).
+            if closed:
+                t_next = events[0][0] if events else inf
+            else:
+                t_next = arrival[next_arrival] + overhead if next_arrival < total else inf
+            if t_next > now:
+                for unit in idle_arrived:
+                    if ranks > 1:
+                        start_group(unit, now)
+                    else:
+                        start_iteration(reps[unit], now)
+                idle_arrived.clear()
         else:
             now, index = heapq.heappop(iterations)
             if ranks > 1:

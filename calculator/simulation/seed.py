@@ -519,11 +519,14 @@ def _simulate_seed(run: _Run, progress: Callable[[float], None] | None = None) -
     inf = math.inf
     checked = 0
     idle_arrived: list[int] = []  # replicas (attention groups) that an arrival of this instant found idle
-    while True:
+
+    def next_arrival_at() -> float:
         if closed:
-            t_arrival = events[0][0] if events else inf
-        else:
-            t_arrival = arrival[next_arrival] + overhead if next_arrival < total else inf
+            return events[0][0] if events else inf
+        return arrival[next_arrival] + overhead if next_arrival < total else inf
+
+    while True:
+        t_arrival = next_arrival_at()
         t_iter = iterations[0][0] if iterations else inf
         if t_arrival == inf and t_iter == inf:
             break
@@ -551,11 +554,7 @@ def _simulate_seed(run: _Run, progress: Callable[[float], None] | None = None) -
                 idle_arrived.append(unit)
             # An idle replica starts once every arrival of this instant is in its queue (a burst of
             # simultaneous requests is one batch, not a first prompt alone and the rest in the next).
-            if closed:
-                t_next = events[0][0] if events else inf
-            else:
-                t_next = arrival[next_arrival] + overhead if next_arrival < total else inf
-            if t_next > now:
+            if next_arrival_at() > now:
                 for unit in idle_arrived:
                     if ranks > 1:
                         start_group(unit, now)
@@ -570,12 +569,7 @@ def _simulate_seed(run: _Run, progress: Callable[[float], None] | None = None) -
                 rep = reps[index]
                 end_iteration(rep, now)
                 if rep.n and not rep.waiting and not rep.prefilling:
-                    if preroute:
-                        horizon = own_arrivals[index][own_next[index]]
-                    elif closed:
-                        horizon = events[0][0] if events else inf
-                    else:
-                        horizon = arrival[next_arrival] + overhead if next_arrival < total else inf
+                    horizon = own_arrivals[index][own_next[index]] if preroute else next_arrival_at()
                     now, inline = fast_forward(rep, now, horizon)
                     steps += inline
                 start_iteration(rep, now)

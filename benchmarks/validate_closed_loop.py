@@ -15,7 +15,9 @@ FP8 on four), prompt and output lengths 128-16,384 and 128-8,192 tokens and 1-2,
   where the preemptions start, one seed's mean TTFT of 64 clients moves by a quarter),
 
 and prints the median |closed form / simulation - 1| of TTFT, TPOT and throughput, the share of grid
-points within 10 %, and the points outside. The same with identical lengths checks ``arrivals="waves"``
+points within 10 %, and the points outside. ``--path-spread 0.5`` varies each simulated request's path to
+the engine by up to half (``Traffic.request_path_spread``), which a fixed path would lock to the
+iterations' phase. The same with identical lengths checks ``arrivals="waves"``
 for SGLang (``--waves``). ``docs/performance-model.md`` records the output.
 """
 
@@ -51,18 +53,19 @@ def simulated(case):
     """Mean TTFT, TPOT and throughput of one closed-loop simulation, the seeds run and the TTFT's standard error."""
     from calculator.simulation import SimulationSetup, Traffic, simulate
 
-    engine, model, precision, tp, prompt, output, clients, jitter = case
+    engine, model, precision, tp, prompt, output, clients, jitter, path_spread = case
     setup = SimulationSetup(model, "h100-sxm", precision, tensor_parallel=tp, engine=engine)
     traffic = Traffic(
         clients=clients, input_tokens=prompt, output_tokens=output, requests=REQUESTS_PER_CLIENT * clients,
-        input_cv=jitter, output_cv=jitter,
+        input_cv=jitter, output_cv=jitter, request_path_spread=path_spread,
     )  # fmt: skip
-    seeds = min(MAX_SEEDS, max(2, -(-SAMPLE_REQUESTS // (REQUESTS_PER_CLIENT * clients)))) if jitter else 1
+    varied = jitter or path_spread  # identical requests on a fixed path: one seed is the whole story
+    seeds = min(MAX_SEEDS, max(2, -(-SAMPLE_REQUESTS // (REQUESTS_PER_CLIENT * clients)))) if varied else 1
     while True:
         run = simulate(setup, traffic, seeds=seeds, time_limit=300)
         means = run.requests[run.requests.measured].groupby("seed").ttft.mean()
         error = means.std(ddof=1) / np.sqrt(seeds) / means.mean() if seeds > 1 else 0.0
-        if not jitter or seeds >= MAX_SEEDS or error <= STANDARD_ERROR or run.truncated:
+        if not varied or seeds >= MAX_SEEDS or error <= STANDARD_ERROR or run.truncated:
             break
         seeds = min(2 * seeds, MAX_SEEDS)
     stats = run.summary.set_index(["metric", "statistic"]).value
@@ -148,12 +151,17 @@ def main():
         "--simulated",
         help="take the simulations from this CSV (written by --out on the same grid) and recompute the closed form",
     )
+    parser.add_argument(
+        "--path-spread", type=float, default=0.0,
+        help="each simulated request's path to the engine varies uniformly within +- this share (Traffic."
+        "request_path_spread; default 0: the fixed path)",
+    )  # fmt: skip
     args = parser.parse_args()
     start = time.perf_counter()
     engines = ("sglang",) if args.waves else ENGINES
     jitter = 0.0 if args.waves else JITTER
     cases = [
-        (engine, model, precision, tp, prompt, output, clients, jitter)
+        (engine, model, precision, tp, prompt, output, clients, jitter, args.path_spread)
         for engine, (model, precision, tp), prompt, output, clients in itertools.product(
             engines, MODELS, INPUTS, OUTPUTS, CLIENTS
         )
@@ -172,8 +180,9 @@ def main():
         )
     frame = frame.join(closed_form(frame, "waves" if args.waves else "dispersed"))
     truncated = frame.truncated != ""
-    print(f"# closed form vs simulation ({'identical requests, waves' if args.waves else f'length CV {jitter}'}), "
-          f"{len(frame)} points, {truncated.sum()} simulations cut short")  # fmt: skip
+    kind = "identical requests, waves" if args.waves else f"length CV {jitter}"
+    path = f", request path +-{args.path_spread:.0%}" if args.path_spread else ""
+    print(f"# closed form vs simulation ({kind}{path}), {len(frame)} points, {truncated.sum()} simulations cut short")
     counts = frame.seeds.value_counts().sort_index()
     print("# seeds per point: " + ", ".join(f"{n} seeds {k}" for n, k in counts.items())
           + f"; the simulated TTFT's standard error at most {frame.sim_ttft_se.max():.1%}")  # fmt: skip

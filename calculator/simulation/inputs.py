@@ -165,6 +165,12 @@ class Traffic(Result):
         ``(times in s, ready replicas)``: a step function of the replicas that take traffic, or an
         :class:`~calculator.autoscaling.ScalingPlan` (its ``ready`` series, cold starts included).
         Replicas taken out drain. Times are measured from the first arrival.
+    request_path_spread : float
+        Closed loop: each request's path to the engine (the profile's ``request_overhead``: HTTP,
+        tokenization) drawn uniformly within plus or minus this share of it, in [0, 1] (0: every path
+        the same). A fixed path returns each client's next prompt a fixed time after an iteration's end,
+        which can lock the arrivals to the iterations' phase (``docs/performance-model.md``, "Against the
+        simulator").
     """
 
     arrival_rate: Rate = None
@@ -179,6 +185,7 @@ class Traffic(Result):
     trace: pd.DataFrame | None = None
     demand: tuple[np.ndarray, np.ndarray] | None = None
     replica_schedule: tuple[np.ndarray, np.ndarray] | None = None
+    request_path_spread: float = 0.0
 
     def __post_init__(self) -> None:
         name = "Traffic"
@@ -219,6 +226,11 @@ class Traffic(Result):
             isinstance(self.clients, bool) or not (isinstance(self.clients, int | np.integer) and self.clients >= 1)
         ):
             raise InputError(f"{name}: 'clients' must be a whole number >= 1, got {self.clients!r}")
+        spread = self.request_path_spread
+        if isinstance(spread, bool) or not (isinstance(spread, int | float | np.number) and 0 <= spread <= 1):
+            raise InputError(f"{name}: 'request_path_spread' must be a share in [0, 1], got {spread!r}")
+        if spread and self.clients is None:
+            raise InputError(f"{name}: 'request_path_spread' applies to closed-loop traffic (give 'clients')")
         if self.demand is not None:
             times, rates = _series(name, "demand", self.demand, "request/s")
             if times.size < 2 or np.any(np.diff(times) <= 0):

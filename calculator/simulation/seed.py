@@ -178,13 +178,17 @@ def _simulate_seed(run: _Run, progress: Callable[[float], None] | None = None) -
 
     # Arrivals at the engine (after the request overhead); closed loop releases them as clients free up.
     closed = traffic.clients is not None
+    path = [overhead] * total  # each request's path to the engine
+    if closed and traffic.request_path_spread:
+        share = np.random.default_rng(run.seed + 104_729).uniform(-1.0, 1.0, total) * traffic.request_path_spread
+        path = (overhead * (1.0 + share)).tolist()
     if closed:
         clients = min(int(traffic.clients or 0), total)
         pending = deque(range(clients, total))
         sent = [math.nan] * total
         for i in range(clients):
             sent[i] = 0.0
-        events: list[tuple[float, int]] = [(overhead, i) for i in range(clients)]
+        events: list[tuple[float, int]] = [(path[i], i) for i in range(clients)]
         heapq.heapify(events)
     else:
         sent = arrival.tolist()
@@ -420,7 +424,7 @@ def _simulate_seed(run: _Run, progress: Callable[[float], None] | None = None) -
         if closed and pending:
             nxt = pending.popleft()
             sent[nxt] = now
-            heapq.heappush(events, (now + overhead, nxt))
+            heapq.heappush(events, (now + path[nxt], nxt))
 
     def end_iteration(rep: _Replica, now: float) -> None:
         k = len(rep.ends) - 1
@@ -588,7 +592,7 @@ def _simulate_seed(run: _Run, progress: Callable[[float], None] | None = None) -
         truncated = f"{unfinished} requests never finished (the scheduler could not admit them)"
     return {
         "sent": np.array(sent),
-        "arrival": np.array(sent) + overhead,
+        "arrival": np.array(sent) + np.array(path),
         "prompt": prompt,
         "output": output,
         "first": np.array(first),

@@ -26,6 +26,7 @@ from ..types import AcceleratorRef, Count, ModelRef, Rate, Time, TokenRate, Toke
 from ..units import Q_
 from ._common import _counts, _efficiency, _layout, _plain_arrays, _step_inputs, _tp
 from .arrays import StepArrays, step_arrays
+from .burst import burst_seconds
 from .cache import group_cache_run
 from .engines import Efficiency, EngineProfile, engine_profile, kv_capacity_tokens
 from .pricing import _iteration_seconds, overlapped_prompt_seconds, prefill_seconds, spread_over_ranks
@@ -181,25 +182,11 @@ def closed_loop_seconds(
     # full iterations in the engine's queue (Little's law at the engine's rate).
     steady.wait = steady.wait + np.maximum(-steady.gap, 0.0) / np.maximum(steady.rate, 1e-300)
     # The first burst: every client's prompt at once, prefilled budget by budget; weighs one round (see
-    # :func:`_burst_first_token`). A chunking engine fills every iteration; an engine that does not chunk
-    # takes whole prompts, as many as fit (at least one).
-    per_rank = budget / ranks
-    if profile.chunked_prefill:
-        pieces = np.ceil(inputs / per_rank)
-        per_iteration = budget / inputs  # prompts' worth of tokens an iteration takes
-    else:
-        pieces = np.ones_like(inputs)
-        per_iteration = np.maximum(np.floor(per_rank / inputs), 1.0) * ranks
-    burst_iterations, mean_iteration, last_share = _burst_first_token(held, per_iteration, inputs, budget)
-    prior = (pieces - 1) / 2 * inputs / pieces  # a later chunk attends to the prompt's earlier ones
-    full_tokens = np.minimum(per_iteration, held) * inputs
-    last_tokens = held * inputs - (burst_iterations - 1) * full_tokens
-    t_full, t_last = (
-        _iteration_seconds(a, eff, tp, 0, 0, tokens, np.maximum(tokens / inputs, 1.0), prior)
-        for tokens in (full_tokens, last_tokens)
+    # :func:`_aftermath`).
+    burst_iterations, mean_iteration, burst_first, t_burst = burst_seconds(
+        a, eff, profile, tp, held, inputs, budget, ranks
     )
-    first = overhead + mean_iteration * t_full - last_share * (t_full - t_last)
-    t_burst = ((burst_iterations - 1) * t_full + t_last) / burst_iterations  # the burst's mean iteration
+    first = overhead + burst_first
     ttft = overhead + steady.wait
     after = _aftermath(scheduler, running, ttft, first, spread * outputs, burst_iterations, requests_per_client)
     ttft = ttft + (np.maximum(first - ttft, 0.0) + after) / requests_per_client
@@ -230,16 +217,20 @@ def closed_loop_seconds(
     followed = np.zeros_like(group)
     if cache_run and np.any(group):
         # A group that finishes together: the cache followed through the run (performance.cache).
-        wait, run_rate = group_cache_run(
+        wait, run_rate, behind, own = group_cache_run(
             a, eff, profile, tp[group], inputs[group], outputs[group], clients[group], run_spread[group],
-            kv_tokens[group], budget, per_rank, max_seqs, requests_per_client,
+            kv_tokens[group], budget, budget / ranks, max_seqs, requests_per_client, waves[group],
         )  # fmt: skip
-        followed[group] = np.isfinite(wait)
-        slot_wait[followed] = wait[np.isfinite(wait)]
+        kept = np.isfinite(wait)
+        followed[group] = kept
+        slot_wait[followed] = (wait + behind)[kept]
+        # in waves every admission is a burst of its own: the prompts the cache admits together
+        in_waves = followed & waves
+        ttft[in_waves] = overhead[in_waves] + own[kept & waves[group]]
     throughput = clients / (ttft + full_queue + slots * tpot)  # every client has one request in flight
     ttft = ttft + slot_wait
     if np.any(followed):  # the run's requests over its span, the drain at the end included
-        throughput[followed] = run_rate[np.isfinite(wait)]
+        throughput[followed] = run_rate[kept]
     out = {
         "ttft": ttft,
         "tpot": tpot,
@@ -255,41 +246,6 @@ def closed_loop_seconds(
         "decode_step": _iteration_seconds(a, eff, tp, held, context),
     }
     return {key: value.reshape(shape) for key, value in out.items()}
-
-
-#: Bursts of up to this many iterations have their first tokens summed iteration by iteration.
-_EXACT_BURST = 64
-
-
-def _burst_first_token(
-    prompts: np.ndarray, per_iteration: np.ndarray, inputs: np.ndarray, budget: float
-) -> tuple[np.ndarray, ...]:
-    """The first burst's iterations, and where its prompts' first tokens fall in them.
-
-    ``prompts`` arrive at once and the iterations take ``m = per_iteration`` prompts' worth each, full ones
-    first: prompt ``j`` has its first token at the end of iteration ``ceil(j / m)`` (a chunking engine: the
-    one holding its last token; a prompt of several chunks waits for all of them). Over the ``N`` prompts
-    and ``G = ceil(N / m)`` iterations the mean of that is ``G - S / N`` with ``S = sum_{g < G} floor(g m)``
-    ``= m G (G - 1) / 2`` less the fractional parts, which for ``m = a / b`` in lowest terms average
-    ``(b - 1) / (2 b)`` (a whole number of prompts an iteration: none; prompts of two full budgets: 1/4).
-    ``m`` is ``budget / inputs`` for a chunking engine (``b`` from the prompt's and budget's tokens) and a
-    whole number otherwise. Returns ``(G, the mean iteration count, the share of the prompts whose first
-    token comes with the last iteration)``: those have it at the end of the full ones plus the last one's
-    own (shorter) time.
-    """
-    n, m = prompts, per_iteration
-    iterations = np.maximum(np.ceil(n / m * (1 - 1e-12)), 1.0)
-    whole = np.isclose(m, np.round(m))
-    tokens, room = np.maximum(np.round(inputs), 1).astype(np.int64), np.int64(max(round(budget), 1))
-    denominator = np.where(whole, 1, tokens // np.gcd(tokens, room))
-    fraction = (denominator - 1) / (2 * denominator)
-    below = m * iterations * (iterations - 1) / 2 - (iterations - 1) * fraction
-    # a short burst (a few iterations, part of a cycle of the fractional parts): the sum itself
-    g = np.arange(_EXACT_BURST, dtype=float).reshape((-1,) + (1,) * np.ndim(m))
-    exact = np.where(g < iterations, np.floor(g * m * (1 + 1e-12)), 0.0).sum(axis=0)
-    mean = iterations - np.where(iterations <= _EXACT_BURST, exact, below) / n
-    last = (n - np.floor((iterations - 1) * m * (1 + 1e-12))) / n
-    return iterations, mean, last
 
 
 #: Rounds after the burst the aftermath follows (:func:`_aftermath`); later rounds count as mixed. A length

@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from .arrays import StepArrays
+from .burst import burst_seconds
 from .engines import Efficiency, EngineProfile
 from .pricing import _iteration_seconds
 
@@ -55,14 +56,19 @@ def group_cache_run(
     chunk: float,
     max_seqs: float,
     requests_per_client: float,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Mean admission wait of the clients' prompts (s) and the run's throughput (requests/s), per row.
+    waves: np.ndarray,
+) -> tuple[np.ndarray, ...]:
+    """Mean admission wait of the prompts (s), the run's throughput (requests/s) and two waits after admission (s).
 
     All arrays are 1-D over the rows; ``budget`` is the prompt tokens an iteration takes over all attention
     ranks, ``chunk`` a rank's share (the longest piece of a prompt). The wait is the time a prompt spends
     between its arrival and its admission; the throughput, the requests over the run's span, first burst to
-    last completion (as a benchmark reports it). NaN on a row the fluid does not follow (see
-    :data:`_MOST_ROUNDS`) or whose run stalls: the caller keeps the mixed state there.
+    last completion (as a benchmark reports it). After its admission a prompt waits for the readmitted
+    requests' prompts and output, recomputed ahead of it in the step that admits both (the third array); on
+    the ``waves`` rows (identical requests), the fourth is the mean time from a step's start to the first
+    tokens of the prompts it admits, a burst of its own (:func:`~calculator.performance.burst.burst_seconds`;
+    zero on the other rows). NaN on a row the fluid does not follow (see :data:`_MOST_ROUNDS`) or whose run
+    stalls: the caller keeps the mixed state there.
     """
     from scipy.special import ndtr
 
@@ -70,13 +76,14 @@ def group_cache_run(
     rounds = np.ceil(total / np.maximum(np.minimum(kv_tokens / (inputs + outputs / 2), clients), 1.0))
     follow = (rounds <= _MOST_ROUNDS) & (length_cv < _MOST_SPREAD)
     if not np.all(follow):
-        wait, rate = np.full(len(inputs), np.nan), np.full(len(inputs), np.nan)
+        out = tuple(np.full(len(inputs), np.nan) for _ in range(4))
         if np.any(follow):
-            wait[follow], rate[follow] = group_cache_run(
+            for whole, part in zip(out, group_cache_run(
                 a, eff, profile, tp[follow], inputs[follow], outputs[follow], clients[follow], length_cv[follow],
-                kv_tokens[follow], budget, chunk, max_seqs, requests_per_client,
-            )  # fmt: skip
-        return wait, rate
+                kv_tokens[follow], budget, chunk, max_seqs, requests_per_client, waves[follow],
+            ), strict=True):  # fmt: skip
+                whole[follow] = part
+        return out
     res = profile.output_reservation
     steps_per_output = np.clip(np.floor(_MOST_STEPS / rounds), 16, STEPS_PER_OUTPUT)
     dt = outputs / steps_per_output  # decode iterations a step
@@ -84,8 +91,10 @@ def group_cache_run(
     bins = int(np.ceil(np.max(steps_per_output * (1 + _TAIL * length_cv)))) + 2
     age = dt[:, None] * np.arange(bins)[None, :]
     with np.errstate(over="ignore"):
-        z = (age - outputs[:, None]) / spread[:, None]
-        z_next = (age + dt[:, None] - outputs[:, None]) / spread[:, None]
+        # a request that reaches its length has finished (identical lengths: all in the same step, not half)
+        finish = outputs[:, None] - 1e-6 * dt[:, None]
+        z = (age - finish) / spread[:, None]
+        z_next = (age + dt[:, None] - finish) / spread[:, None]
     alive, alive_next = ndtr(-z), ndtr(-z_next)
     stay = np.where(alive > 1e-300, alive_next / np.maximum(alive, 1e-300), 0.0)  # share still running a step later
     stay[:, -1] = 0.0
@@ -101,6 +110,9 @@ def group_cache_run(
     mass, reserved, preempted = np.zeros((rows, bins)), np.zeros((rows, bins)), np.zeros((rows, bins))
     queue, issued, done = clients.copy(), clients.copy(), np.zeros(rows)
     span, waited, admitted = np.zeros(rows), np.zeros(rows), np.zeros(rows)
+    behind, own = np.zeros(rows), np.zeros(rows)
+    bursts, ranks = bool(np.any(waves)), budget / chunk
+    lone = burst_seconds(a, eff, profile, tp, np.ones(rows), inputs, budget, ranks)[2] if bursts else np.zeros(rows)
     active = np.ones(rows, dtype=bool)
     ahead = dt[:, None]
     last_finished = np.zeros(rows)
@@ -141,7 +153,8 @@ def group_cache_run(
         preempted -= back
         mass += back
         reserved += back * want
-        prompt_tokens = (back * held).sum(axis=1)
+        recomputed = (back * held).sum(axis=1)
+        prompt_tokens = recomputed.copy()
         prompts = back.sum(axis=1)
         room_reserved -= (back * want).sum(axis=1)
         room_cache -= (back * (held + ahead)).sum(axis=1)
@@ -187,6 +200,17 @@ def group_cache_run(
         else:  # prefill batches run alone
             lift = batches * _iteration_seconds(a, eff, tp, 0, 0, *batch)
         seconds = np.where(active, dt * step + np.where(prompt_tokens > 0, lift, 0.0), 0.0)
+        # The step's new prompts are packed behind the readmitted ones and wait for their share of the prefill
+        # time (a mixing engine's prompt rides in the last of their iterations: its decode counted once).
+        prefill = lift + ((batches - 1) * step if profile.mixed_batching else 0.0)
+        ahead_share = recomputed / np.maximum(prompt_tokens, 1e-300)
+        behind += np.where(active & (prompt_tokens > 0), new * ahead_share * prefill, 0.0)
+        if bursts:  # then their own burst (at least one prompt: a trickle comes a prompt at a time)
+            own += np.where(active & waves, new * lone, 0.0)
+            k = active & waves & (new > 1)
+            if np.any(k):
+                burst = burst_seconds(a, eff, profile, tp[k], new[k], inputs[k], budget, ranks)[2]
+                own[k] += new[k] * (burst - lone[k])
         waited += queue * seconds
         span += seconds
         # Decode the step: the finishing leave, their clients send the next prompts.
@@ -200,8 +224,9 @@ def group_cache_run(
         issued += sent
         active = done < total * (1 - 1e-6)
     # a run that does not finish (a request the cache cannot hold whole): no answer from the fluid
-    wait = np.where(active, np.nan, waited / np.maximum(admitted, 1e-300))
-    return wait, np.where(active, np.nan, total / np.maximum(span, 1e-300))
+    per_prompt = np.maximum(admitted, 1e-300)
+    wait = np.where(active, np.nan, waited / per_prompt)
+    return wait, np.where(active, np.nan, total / np.maximum(span, 1e-300)), behind / per_prompt, own / per_prompt
 
 
 def _churn(

@@ -1,0 +1,84 @@
+"""Prompts that arrive at once: the iterations that prefill them and where their first tokens fall.
+
+A closed-loop benchmark's first burst (every client's prompt at once), each round of identical requests kept in
+waves, and the prompts a cache admits together in :func:`~calculator.performance.cache.group_cache_run` are
+prefilled budget by budget: a chunking engine fills every iteration, an engine that does not chunk takes whole
+prompts, as many as fit (at least one).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .arrays import StepArrays
+from .engines import Efficiency, EngineProfile
+from .pricing import _iteration_seconds
+
+#: Bursts of up to this many iterations have their first tokens summed iteration by iteration.
+_EXACT_BURST = 64
+
+
+def burst_seconds(
+    a: StepArrays,
+    eff: Efficiency,
+    profile: EngineProfile,
+    tp: np.ndarray,
+    prompts: np.ndarray,
+    inputs: np.ndarray,
+    budget: float,
+    ranks: float,
+) -> tuple[np.ndarray, ...]:
+    """A burst of ``prompts`` prompts of ``inputs`` tokens, prefilled alone (no decodes in its iterations).
+
+    ``budget`` is the prompt tokens an iteration takes over the ``ranks`` attention ranks. Returns ``(G, the
+    mean iteration of a first token, the mean time from the burst's start to a first token (s), the burst's
+    mean iteration (s))`` (see :func:`burst_first_token`); a later chunk of a prompt attends to its earlier ones.
+    """
+    per_rank = budget / ranks
+    if profile.chunked_prefill:
+        pieces = np.ceil(inputs / per_rank)
+        per_iteration = budget / inputs  # prompts' worth of tokens an iteration takes
+    else:
+        pieces = np.ones_like(inputs)
+        per_iteration = np.maximum(np.floor(per_rank / inputs), 1.0) * ranks
+    iterations, mean_iteration, last_share = burst_first_token(prompts, per_iteration, inputs, budget)
+    prior = (pieces - 1) / 2 * inputs / pieces
+    full_tokens = np.minimum(per_iteration, prompts) * inputs
+    last_tokens = prompts * inputs - (iterations - 1) * full_tokens
+    t_full, t_last = (
+        _iteration_seconds(a, eff, tp, 0, 0, tokens, np.maximum(tokens / inputs, 1.0), prior)
+        for tokens in (full_tokens, last_tokens)
+    )
+    first = mean_iteration * t_full - last_share * (t_full - t_last)
+    return iterations, mean_iteration, first, ((iterations - 1) * t_full + t_last) / iterations
+
+
+def burst_first_token(
+    prompts: np.ndarray, per_iteration: np.ndarray, inputs: np.ndarray, budget: float
+) -> tuple[np.ndarray, ...]:
+    """The burst's iterations, and where its prompts' first tokens fall in them.
+
+    ``prompts`` arrive at once and the iterations take ``m = per_iteration`` prompts' worth each, full ones
+    first: prompt ``j`` has its first token at the end of iteration ``ceil(j / m)`` (a chunking engine: the
+    one holding its last token; a prompt of several chunks waits for all of them). Over the ``N`` prompts
+    and ``G = ceil(N / m)`` iterations the mean of that is ``G - S / N`` with ``S = sum_{g < G} floor(g m)``
+    ``= m G (G - 1) / 2`` less the fractional parts, which for ``m = a / b`` in lowest terms average
+    ``(b - 1) / (2 b)`` (a whole number of prompts an iteration: none; prompts of two full budgets: 1/4).
+    ``m`` is ``budget / inputs`` for a chunking engine (``b`` from the prompt's and budget's tokens) and a
+    whole number otherwise. Returns ``(G, the mean iteration count, the share of the prompts whose first
+    token comes with the last iteration)``: those have it at the end of the full ones plus the last one's
+    own (shorter) time.
+    """
+    n, m = prompts, per_iteration
+    iterations = np.maximum(np.ceil(n / m * (1 - 1e-12)), 1.0)
+    whole = np.isclose(m, np.round(m))
+    tokens, room = np.maximum(np.round(inputs), 1).astype(np.int64), np.int64(max(round(budget), 1))
+    denominator = np.where(whole, 1, tokens // np.gcd(tokens, room))
+    fraction = (denominator - 1) / (2 * denominator)
+    below = m * iterations * (iterations - 1) / 2 - (iterations - 1) * fraction
+    # a short burst (a few iterations, part of a cycle of the fractional parts): the sum itself
+    g = np.arange(_EXACT_BURST, dtype=float).reshape((-1,) + (1,) * np.ndim(m))
+    exact = np.where(g < iterations, np.floor(g * m * (1 + 1e-12)), 0.0).sum(axis=0)
+    mean = iterations - np.where(iterations <= _EXACT_BURST, exact, below) / n
+    last = (n - np.floor((iterations - 1) * m * (1 + 1e-12))) / n
+    return iterations, mean, last

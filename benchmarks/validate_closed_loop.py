@@ -18,7 +18,8 @@ and prints the median |closed form / simulation - 1| of TTFT, TPOT and throughpu
 points within 10 %, and the points outside. ``--path-spread 0.5`` varies each simulated request's path to
 the engine by up to half (``Traffic.request_path_spread``), which a fixed path would lock to the
 iterations' phase. The same with identical lengths checks ``arrivals="waves"``
-for SGLang (``--waves``). ``docs/performance-model.md`` records the output.
+for SGLang (``--waves``; ``--waves --engines vllm trtllm`` for the mixing engines' staggered rounds).
+``docs/performance-model.md`` records the output.
 """
 
 import argparse
@@ -146,6 +147,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--waves", action="store_true", help="identical requests, arrivals='waves' (SGLang)")
+    parser.add_argument(
+        "--engines", nargs="+", choices=ENGINES, help="the engines to run (default: all three; with --waves, SGLang)"
+    )
     parser.add_argument("--out", help="write the grid with both predictions to this CSV")
     parser.add_argument(
         "--simulated",
@@ -158,7 +162,7 @@ def main():
     )  # fmt: skip
     args = parser.parse_args()
     start = time.perf_counter()
-    engines = ("sglang",) if args.waves else ENGINES
+    engines = tuple(args.engines or (("sglang",) if args.waves else ENGINES))
     jitter = 0.0 if args.waves else JITTER
     cases = [
         (engine, model, precision, tp, prompt, output, clients, jitter, args.path_spread)

@@ -26,7 +26,7 @@ from ..types import AcceleratorRef, Count, ModelRef, Rate, Time, TokenRate, Toke
 from ..units import Q_
 from ._common import _counts, _efficiency, _layout, _plain_arrays, _step_inputs, _tp
 from .arrays import StepArrays, step_arrays
-from .burst import burst_seconds
+from .burst import burst_seconds, staggered_round
 from .cache import group_cache_run
 from .engines import Efficiency, EngineProfile, engine_profile, kv_capacity_tokens
 from .pricing import _iteration_seconds, overlapped_prompt_seconds, prefill_seconds, spread_over_ranks
@@ -203,7 +203,18 @@ def closed_loop_seconds(
         lift = np.maximum(t_burst - t_batch, 0.0) if profile.mixed_batching else t_burst
         wave_tpot = t_batch + (burst_iterations - mean_iteration) * lift / slots
         wave_rate = held / (overhead + burst_iterations * t_burst + slots * t_batch)
-        ttft, tpot, rate = (np.where(waves, w, d) for w, d in ((first, ttft), (wave_tpot, tpot), (wave_rate, rate)))
+        if profile.mixed_batching:
+            # Only the first round is a burst: its groups start decoding one iteration apart and stay staggered.
+            later, later_tpot = staggered_round(
+                a, eff, profile, tp, held, inputs, context, slots, budget, ranks, overhead, t_batch
+            )
+            rounds = requests_per_client
+            wave_ttft = (first + (rounds - 1) * later) / rounds
+            wave_tpot = (wave_tpot + (rounds - 1) * later_tpot) / rounds
+            wave_rate = held / (wave_ttft + slots * wave_tpot)
+        else:
+            wave_ttft = first
+        ttft, tpot, rate = (np.where(waves, w, d) for w, d in ((wave_ttft, ttft), (wave_tpot, tpot), (wave_rate, rate)))
     # Clients beyond what the engine holds wait for a slot (Little's law at the engine's rate). The first
     # round's prompts all arrive at once and leave the queue one by one as slots free, so they wait half as
     # long on average (the first get a slot at once); every later round meets the full queue.
@@ -224,9 +235,11 @@ def closed_loop_seconds(
         kept = np.isfinite(wait)
         followed[group] = kept
         slot_wait[followed] = (wait + behind)[kept]
-        # in waves every admission is a burst of its own: the prompts the cache admits together
-        in_waves = followed & waves
-        ttft[in_waves] = overhead[in_waves] + own[kept & waves[group]]
+        if not profile.mixed_batching:
+            # in waves every admission is a burst of its own: the prompts the cache admits together (a mixing
+            # engine's groups stay staggered, their admission wait on top)
+            in_waves = followed & waves
+            ttft[in_waves] = overhead[in_waves] + own[kept & waves[group]]
     throughput = clients / (ttft + full_queue + slots * tpot)  # every client has one request in flight
     ttft = ttft + slot_wait
     if np.any(followed):  # the run's requests over its span, the drain at the end included

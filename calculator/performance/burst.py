@@ -8,6 +8,8 @@ prompts, as many as fit (at least one).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .arrays import StepArrays
@@ -25,14 +27,15 @@ def burst_seconds(
     tp: np.ndarray,
     prompts: np.ndarray,
     inputs: np.ndarray,
-    budget: float,
+    budget: Any,
     ranks: float,
 ) -> tuple[np.ndarray, ...]:
     """A burst of ``prompts`` prompts of ``inputs`` tokens, prefilled alone (no decodes in its iterations).
 
-    ``budget`` is the prompt tokens an iteration takes over the ``ranks`` attention ranks. Returns ``(G, the
-    mean iteration of a first token, the mean time from the burst's start to a first token (s), the burst's
-    mean iteration (s))`` (see :func:`burst_first_token`); a later chunk of a prompt attends to its earlier ones.
+    ``budget`` (scalar or per row) is the prompt tokens an iteration takes over the ``ranks`` attention ranks.
+    Returns ``(G, the mean iteration of a first token, the mean time from the burst's start to a first token (s),
+    the burst's mean iteration (s))`` (see :func:`burst_first_token`); a later chunk of a prompt attends to its
+    earlier ones.
     """
     per_rank = budget / ranks
     if profile.chunked_prefill:
@@ -54,7 +57,7 @@ def burst_seconds(
 
 
 def burst_first_token(
-    prompts: np.ndarray, per_iteration: np.ndarray, inputs: np.ndarray, budget: float
+    prompts: np.ndarray, per_iteration: np.ndarray, inputs: np.ndarray, budget: Any
 ) -> tuple[np.ndarray, ...]:
     """The burst's iterations, and where its prompts' first tokens fall in them.
 
@@ -72,7 +75,7 @@ def burst_first_token(
     n, m = prompts, per_iteration
     iterations = np.maximum(np.ceil(n / m * (1 - 1e-12)), 1.0)
     whole = np.isclose(m, np.round(m))
-    tokens, room = np.maximum(np.round(inputs), 1).astype(np.int64), np.int64(max(round(budget), 1))
+    tokens, room = (np.maximum(np.round(v), 1).astype(np.int64) for v in (inputs, budget))
     denominator = np.where(whole, 1, tokens // np.gcd(tokens, room))
     fraction = (denominator - 1) / (2 * denominator)
     below = m * iterations * (iterations - 1) / 2 - (iterations - 1) * fraction
@@ -82,3 +85,69 @@ def burst_first_token(
     mean = iterations - np.where(iterations <= _EXACT_BURST, exact, below) / n
     last = (n - np.floor((iterations - 1) * m * (1 + 1e-12))) / n
     return iterations, mean, last
+
+
+def staggered_round(
+    a: StepArrays,
+    eff: Efficiency,
+    profile: EngineProfile,
+    tp: np.ndarray,
+    held: np.ndarray,
+    inputs: np.ndarray,
+    context: np.ndarray,
+    slots: np.ndarray,
+    budget: float,
+    ranks: float,
+    path: np.ndarray,
+    t_decode: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """A round after the first of identical requests under an engine that mixes prompts into decode iterations.
+
+    The first burst's groups (the prompts one iteration takes) start decoding one iteration apart, so they
+    finish one iteration apart, round after round. The first group's prompts come back ``path`` after their
+    completion and wait for the iteration in flight (half a decode iteration ``t_decode`` on average) and,
+    under an overlap scheduler, one more: meanwhile the decode iterations stay short and more groups finish,
+    ``b`` of them before the first long iteration (a group's prompts beside the others' decodes) starts. From
+    then on every long iteration prefills one group and completes another, so the ``b`` groups queued stay
+    queued: a later group's first token comes ``b`` long iterations after its completion (more where a round's
+    groups outnumber its decode iterations). A request's decode iterations include the other groups' long
+    ones. Returns the round's mean TTFT from the clients' sending (the ``path`` included) and its TPOT (s).
+    """
+    # the others' decodes take a token of the budget each (a group of about a budget's prompts, one at least)
+    budget_left = np.maximum(budget - np.maximum(held - np.maximum(budget / inputs, 1.0), 0.0), 1.0)
+    per_rank = budget_left / ranks
+    if profile.chunked_prefill:
+        pieces = np.ceil(inputs / per_rank)
+        per_iteration = budget_left / inputs
+    else:
+        pieces = np.ones_like(inputs)
+        per_iteration = np.maximum(np.floor(per_rank / inputs), 1.0) * ranks
+    # A group: the prompts one iteration takes, or one prompt over several iterations (its first token with the last).
+    group = np.minimum(np.maximum(per_iteration, 1.0), held)
+    groups = np.maximum(np.ceil(held / group * (1 - 1e-12)), 1.0)
+    prior = (pieces - 1) / 2 * inputs / pieces
+    taken = np.minimum(per_iteration, held)
+    t_long = np.maximum(1.0 / per_iteration, 1.0) * _iteration_seconds(
+        a, eff, tp, np.maximum(held - group, 0.0), context, taken * inputs, np.maximum(taken, 1.0), prior
+    )
+    # The decode iterations between the first group's completion and its long iteration (the one in flight
+    # when its prompts arrive, half done on average, and the overlap scheduler's), each completing a group;
+    # once the other groups have finished the engine idles and starts the prompts as they arrive.
+    lag = 1.0 if profile.overlap_scheduler else 0.0
+    decoding = (groups - 1) * t_decode  # until the last group finishes
+    start = np.where(decoding <= path, path, np.minimum(path + (0.5 + lag) * t_decode, decoding))
+    back = np.minimum(1.0 + start / np.maximum(t_decode, 1e-300), groups)  # the groups back by then
+    queued = np.maximum(back, groups - slots)  # a later group's long iterations to wait
+    # per group in the order they come back: the first ones wait for the short iterations left and the long
+    # ones of the groups ahead and their own (j of them), the later ones for the `queued` long iterations
+    units = back * (back + 1) / 2 + (groups - back) * queued
+    total = back * start - t_decode * back * (back - 1) / 2 + t_long * units
+    last_units = np.where(groups > back, queued, groups)
+    last = np.where(groups > back, 0.0, start - (groups - 1) * t_decode) + last_units * t_long
+    extra = groups * group - held  # the last group's missing prompts
+    ttft = (group * total - extra * last) / held
+    # a round holds every group's long iteration(s) once (`held / group` of them, the last group's a part): those
+    # not in a request's wait are in its decode steps
+    waited = (group * units - extra * last_units) / held
+    tpot = t_decode + np.maximum(held / group - waited, 0.0) * np.maximum(t_long - t_decode, 0.0) / slots
+    return ttft, tpot

@@ -110,8 +110,8 @@ REQUESTS_PER_CLIENT = 10
 #: How a benchmark's clients meet each other (a property of the harness, not of the engine):
 #: ``"dispersed"`` (default): requests vary a little in length or timing, so after the first burst each
 #: request arrives as at a random moment and meets the others only by chance; ``"waves"``: identical
-#: requests started together stay together, every round is a burst of all clients (prefill-first
-#: engines keep such waves whole).
+#: requests started together stay together: every round is a burst of all clients under a prefill-first
+#: engine, the first round only under a mixing engine (its groups come back staggered, one iteration apart).
 ARRIVALS = ("dispersed", "waves")
 
 #: Resolution of the closed-loop operating point (the decoding population), as a fraction of its range. The
@@ -708,10 +708,10 @@ def predict_benchmark(
         Requests each client sends in the run (the first wave's burst is averaged over them).
     arrivals : {"dispersed", "waves"}
         How the harness's clients meet (:data:`ARRIVALS`): dispersed by small variations of length or
-        timing (default), or kept in waves of identical requests started together. Waves follow the
-        simulator for prefill-first engines (SGLang); for mixing engines only where the burst takes one
-        or two iterations, beyond which the groups of the burst come back staggered and the model's
-        whole-burst rounds overstate TTFT (``docs/performance-model.md``, "Decisions and limits").
+        timing (default), or kept in waves of identical requests started together. A prefill-first
+        engine (SGLang) keeps each round a whole burst; a mixing engine's groups (the prompts one
+        iteration takes) finish one iteration apart and come back staggered after the first round
+        (``docs/performance-model.md``, "The closed-loop model", step 5).
     client_overhead : Quantity [time], optional
         The harness's own latency per request beyond the engine's request path (its HTTP client,
         pacing); none by default. A benchmark setting, not engine behaviour.

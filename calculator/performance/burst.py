@@ -103,15 +103,16 @@ def staggered_round(
 ) -> tuple[np.ndarray, np.ndarray]:
     """A round after the first of identical requests under an engine that mixes prompts into decode iterations.
 
-    The first burst's groups (the prompts one iteration takes) start decoding one iteration apart, so they
-    finish one iteration apart, round after round. The first group's prompts come back ``path`` after their
-    completion and wait for the iteration in flight (half a decode iteration ``t_decode`` on average) and,
-    under an overlap scheduler, one more: meanwhile the decode iterations stay short and more groups finish,
-    ``b`` of them before the first long iteration (a group's prompts beside the others' decodes) starts. From
-    then on every long iteration prefills one group and completes another, so the ``b`` groups queued stay
-    queued: a later group's first token comes ``b`` long iterations after its completion (more where a round's
-    groups outnumber its decode iterations). A request's decode iterations include the other groups' long
-    ones. Returns the round's mean TTFT from the clients' sending (the ``path`` included) and its TPOT (s).
+    The first burst's groups (the prompts one iteration takes, or one prompt over several iterations) start
+    decoding one group's iterations apart, so they finish as far apart, round after round. The first group's
+    prompts come back ``path`` after their completion and wait for the iteration in flight (half a decode
+    iteration ``t_decode`` on average) and, under an overlap scheduler, one more: meanwhile the decode
+    iterations stay short and more groups finish, ``b`` of them before the first long iteration (a group's
+    prompts beside the others' decodes) starts. From then on every long iteration prefills one group and
+    completes another, so the ``b`` groups queued stay queued: a later group's first token comes ``b`` long
+    iterations after its completion (more where a round's groups outnumber its decode iterations). A
+    request's decode iterations include the other groups' long ones. Returns the round's mean TTFT from the
+    clients' sending (the ``path`` included) and its TPOT (s).
     """
     # the others' decodes take a token of the budget each (a group of about a budget's prompts, one at least)
     budget_left = np.maximum(budget - np.maximum(held - np.maximum(budget / inputs, 1.0), 0.0), 1.0)
@@ -127,27 +128,34 @@ def staggered_round(
     groups = np.maximum(np.ceil(held / group * (1 - 1e-12)), 1.0)
     prior = (pieces - 1) / 2 * inputs / pieces
     taken = np.minimum(per_iteration, held)
-    t_long = np.maximum(1.0 / per_iteration, 1.0) * _iteration_seconds(
+    t_iteration = _iteration_seconds(
         a, eff, tp, np.maximum(held - group, 0.0), context, taken * inputs, np.maximum(taken, 1.0), prior
     )
+    t_long = np.maximum(1.0 / per_iteration, 1.0) * t_iteration
+    # a prompt over several iterations has its first token with the iteration that holds its last token: the
+    # prompts' iterations are whole (ceil(j k) for the j-th at k iterations a prompt), on average this many more
+    several = per_iteration < 1
+    _, mean_iteration, _ = burst_first_token(held, per_iteration, inputs, budget_left)
+    spill = np.where(several, np.maximum(mean_iteration - (held + 1) / 2 / per_iteration, 0.0), 0.0) * t_iteration
     # The decode iterations between the first group's completion and its long iteration (the one in flight
     # when its prompts arrive, half done on average, and the overlap scheduler's), each completing a group;
     # once the other groups have finished the engine idles and starts the prompts as they arrive.
     lag = 1.0 if profile.overlap_scheduler else 0.0
-    decoding = (groups - 1) * t_decode  # until the last group finishes
+    apart = np.maximum(1.0 / per_iteration, 1.0) * t_decode  # between two groups' completions (a group's iterations)
+    decoding = (groups - 1) * apart  # until the last group finishes
     start = np.where(decoding <= path, path, np.minimum(path + (0.5 + lag) * t_decode, decoding))
-    back = np.minimum(1.0 + start / np.maximum(t_decode, 1e-300), groups)  # the groups back by then
+    back = np.minimum(1.0 + start / np.maximum(apart, 1e-300), groups)  # the groups back by then
     queued = np.maximum(back, groups - slots)  # a later group's long iterations to wait
     # per group in the order they come back: the first ones wait for the short iterations left and the long
     # ones of the groups ahead and their own (j of them), the later ones for the `queued` long iterations
     units = back * (back + 1) / 2 + (groups - back) * queued
-    total = back * start - t_decode * back * (back - 1) / 2 + t_long * units
+    total = back * start - apart * back * (back - 1) / 2 + t_long * units
     last_units = np.where(groups > back, queued, groups)
-    last = np.where(groups > back, 0.0, start - (groups - 1) * t_decode) + last_units * t_long
+    last = np.where(groups > back, 0.0, start - (groups - 1) * apart) + last_units * t_long
     extra = groups * group - held  # the last group's missing prompts
-    ttft = (group * total - extra * last) / held
+    ttft = (group * total - extra * last) / held + spill
     # a round holds every group's long iteration(s) once (`held / group` of them, the last group's a part): those
     # not in a request's wait are in its decode steps
-    waited = (group * units - extra * last_units) / held
+    waited = (group * units - extra * last_units) / held + spill / np.maximum(t_long, 1e-300)
     tpot = t_decode + np.maximum(held / group - waited, 0.0) * np.maximum(t_long - t_decode, 0.0) / slots
     return ttft, tpot

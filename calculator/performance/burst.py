@@ -37,15 +37,8 @@ def burst_seconds(
     the burst's mean iteration (s))`` (see :func:`burst_first_token`); a later chunk of a prompt attends to its
     earlier ones.
     """
-    per_rank = budget / ranks
-    if profile.chunked_prefill:
-        pieces = np.ceil(inputs / per_rank)
-        per_iteration = budget / inputs  # prompts' worth of tokens an iteration takes
-    else:
-        pieces = np.ones_like(inputs)
-        per_iteration = np.maximum(np.floor(per_rank / inputs), 1.0) * ranks
+    per_iteration, prior = _packing(profile, inputs, budget, ranks)
     iterations, mean_iteration, last_share = burst_first_token(prompts, per_iteration, inputs, budget)
-    prior = (pieces - 1) / 2 * inputs / pieces
     full_tokens = np.minimum(per_iteration, prompts) * inputs
     last_tokens = prompts * inputs - (iterations - 1) * full_tokens
     t_full, t_last = (
@@ -54,6 +47,22 @@ def burst_seconds(
     )
     first = mean_iteration * t_full - last_share * (t_full - t_last)
     return iterations, mean_iteration, first, ((iterations - 1) * t_full + t_last) / iterations
+
+
+def _packing(profile: EngineProfile, inputs: np.ndarray, budget: Any, ranks: float) -> tuple[np.ndarray, np.ndarray]:
+    """Prompts' worth of tokens an iteration takes, and a chunk's mean earlier tokens of its prompt.
+
+    A chunking engine fills the ``budget``; one that does not chunk takes whole prompts, as many as fit a rank's
+    share, one at least. A later chunk attends to its prompt's earlier ones.
+    """
+    per_rank = budget / ranks
+    if profile.chunked_prefill:
+        pieces = np.ceil(inputs / per_rank)
+        per_iteration = budget / inputs
+    else:
+        pieces = np.ones_like(inputs)
+        per_iteration = np.maximum(np.floor(per_rank / inputs), 1.0) * ranks
+    return per_iteration, (pieces - 1) / 2 * inputs / pieces
 
 
 def burst_first_token(
@@ -116,17 +125,10 @@ def staggered_round(
     """
     # the others' decodes take a token of the budget each (a group of about a budget's prompts, one at least)
     budget_left = np.maximum(budget - np.maximum(held - np.maximum(budget / inputs, 1.0), 0.0), 1.0)
-    per_rank = budget_left / ranks
-    if profile.chunked_prefill:
-        pieces = np.ceil(inputs / per_rank)
-        per_iteration = budget_left / inputs
-    else:
-        pieces = np.ones_like(inputs)
-        per_iteration = np.maximum(np.floor(per_rank / inputs), 1.0) * ranks
+    per_iteration, prior = _packing(profile, inputs, budget_left, ranks)
     # A group: the prompts one iteration takes, or one prompt over several iterations (its first token with the last).
     group = np.minimum(np.maximum(per_iteration, 1.0), held)
     groups = np.maximum(np.ceil(held / group * (1 - 1e-12)), 1.0)
-    prior = (pieces - 1) / 2 * inputs / pieces
     taken = np.minimum(per_iteration, held)
     t_iteration = _iteration_seconds(
         a, eff, tp, np.maximum(held - group, 0.0), context, taken * inputs, np.maximum(taken, 1.0), prior

@@ -114,8 +114,9 @@ def staggered_round(
 
     The first burst's groups (the prompts one iteration takes, or one prompt over several iterations) start
     decoding one group's iterations apart, so they finish as far apart, round after round. The first group's
-    prompts come back ``path`` after their completion and wait for the iteration in flight (half a decode
-    iteration ``t_decode`` on average) and, under an overlap scheduler, one more: meanwhile the decode
+    prompts come back ``path`` after their completion and wait for the rest of the iteration in flight (the
+    decode iteration ``t_decode`` less the path where the path is shorter, else half of one on average) and,
+    under an overlap scheduler, one more: meanwhile the decode
     iterations stay short and more groups finish, ``b`` of them before the first long iteration (a group's
     prompts beside the others' decodes) starts. From then on every long iteration prefills one group and
     completes another, so the ``b`` groups queued stay queued: a later group's first token comes ``b`` long
@@ -140,12 +141,13 @@ def staggered_round(
     _, mean_iteration, _ = burst_first_token(held, per_iteration, inputs, budget_left)
     spill = np.where(several, np.maximum(mean_iteration - (held + 1) / 2 / per_iteration, 0.0), 0.0) * t_iteration
     # The decode iterations between the first group's completion and its long iteration (the one in flight
-    # when its prompts arrive, half done on average, and the overlap scheduler's), each completing a group;
-    # once the other groups have finished the engine idles and starts the prompts as they arrive.
+    # when its prompts arrive, which started at the completion, and the overlap scheduler's), each completing
+    # a group; once the other groups have finished the engine idles and starts the prompts as they arrive.
     lag = 1.0 if profile.overlap_scheduler else 0.0
     apart = np.maximum(1.0 / per_iteration, 1.0) * t_decode  # between two groups' completions (a group's iterations)
     decoding = (groups - 1) * apart  # until the last group finishes
-    start = np.where(decoding <= path, path, np.minimum(path + (0.5 + lag) * t_decode, decoding))
+    in_flight = t_decode * np.maximum(path / np.maximum(t_decode, 1e-300) + 0.5, 1.0)  # (a shorter path: the rest)
+    start = np.where(decoding <= path, path, np.minimum(in_flight + lag * t_decode, decoding))
     back = np.minimum(1.0 + start / np.maximum(apart, 1e-300), groups)  # the groups back by then
     queued = np.maximum(back, groups - slots)  # a later group's long iterations to wait
     # per group in the order they come back: the first ones wait for the short iterations left and the long

@@ -228,18 +228,17 @@ def closed_loop_seconds(
     followed = np.zeros_like(group)
     if cache_run and np.any(group):
         # A group that finishes together: the cache followed through the run (performance.cache).
+        # In waves a prefill-first engine's admissions are bursts of their own, the prompts the cache admits
+        # together (a mixing engine's groups stay staggered, their admission wait on top).
+        bursts = waves & (not profile.mixed_batching)
         wait, run_rate, behind, own = group_cache_run(
             a, eff, profile, tp[group], inputs[group], outputs[group], clients[group], run_spread[group],
-            kv_tokens[group], budget, budget / ranks, max_seqs, requests_per_client, waves[group],
+            kv_tokens[group], budget, budget / ranks, max_seqs, requests_per_client, bursts[group],
         )  # fmt: skip
         kept = np.isfinite(wait)
         followed[group] = kept
         slot_wait[followed] = (wait + behind)[kept]
-        if not profile.mixed_batching:
-            # in waves every admission is a burst of its own: the prompts the cache admits together (a mixing
-            # engine's groups stay staggered, their admission wait on top)
-            in_waves = followed & waves
-            ttft[in_waves] = overhead[in_waves] + own[kept & waves[group]]
+        ttft[followed & bursts] = overhead[followed & bursts] + own[kept & bursts[group]]
     throughput = clients / (ttft + full_queue + slots * tpot)  # every client has one request in flight
     ttft = ttft + slot_wait
     if np.any(followed):  # the run's requests over its span, the drain at the end included

@@ -65,10 +65,10 @@ def group_cache_run(
     between its arrival and its admission; the throughput, the requests over the run's span, first burst to
     last completion (as a benchmark reports it). After its admission a prompt waits for the readmitted
     requests' prompts and output, recomputed ahead of it in the step that admits both (the third array); on
-    the ``waves`` rows (identical requests), the fourth is the mean time from a step's start to the first
-    tokens of the prompts it admits, a burst of its own (:func:`~calculator.performance.burst.burst_seconds`;
-    zero on the other rows). NaN on a row the fluid does not follow (see :data:`_MOST_ROUNDS`) or whose run
-    stalls: the caller keeps the mixed state there.
+    the ``waves`` rows (identical requests under a prefill-first engine), the fourth is the mean time from a
+    step's start to the first tokens of the prompts it admits, a burst of its own
+    (:func:`~calculator.performance.burst.burst_seconds`; zero on the other rows). NaN on a row the fluid does
+    not follow (see :data:`_MOST_ROUNDS`) or whose run stalls: the caller keeps the mixed state there.
     """
     from scipy.special import ndtr
 

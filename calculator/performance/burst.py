@@ -116,13 +116,12 @@ def staggered_round(
     decoding one group's iterations apart, so they finish as far apart, round after round. The first group's
     prompts come back ``path`` after their completion and wait for the rest of the iteration in flight (the
     decode iteration ``t_decode`` less the path where the path is shorter, else half of one on average) and,
-    under an overlap scheduler, one more: meanwhile the decode
-    iterations stay short and more groups finish, ``b`` of them before the first long iteration (a group's
-    prompts beside the others' decodes) starts. From then on every long iteration prefills one group and
-    completes another, so the ``b`` groups queued stay queued: a later group's first token comes ``b`` long
-    iterations after its completion (more where a round's groups outnumber its decode iterations). A
-    request's decode iterations include the other groups' long ones. Returns the round's mean TTFT from the
-    clients' sending (the ``path`` included) and its TPOT (s).
+    under an overlap scheduler, one more: meanwhile the decode iterations stay short and more groups finish,
+    ``b`` of them before the first long iteration (a group's prompts beside the others' decodes) starts. From
+    then on every long iteration prefills one group and completes another, so the ``b`` groups queued stay
+    queued: a later group's first token comes ``b`` long iterations after its completion (more where a round's
+    groups outnumber its decode iterations). A request's decode iterations include the other groups' long
+    ones. Returns the round's mean TTFT from the clients' sending (the ``path`` included) and its TPOT (s).
     """
     # the others' decodes take a token of the budget each (a group of about a budget's prompts, one at least)
     budget_left = np.maximum(budget - np.maximum(held - np.maximum(budget / inputs, 1.0), 0.0), 1.0)

@@ -801,6 +801,34 @@ def test_a_mixing_engines_waves_come_back_staggered_after_the_first_burst(
     assert float(closed["tpot"]) == pytest.approx(tpot, rel=0.03)
 
 
+#: Simulated waves where the prompts' budget binds (same grid and settings as above): a mixing engine takes a
+#: group of prompts beside the decodes of each iteration, so no more requests decode than the groups prefilled
+#: over a request's decode steps, however many the cache holds.
+WAVES_BUDGET_BOUND = [
+    ("trtllm", "llama-3.1-70b", "fp8", 4, 1024, 128, 2048, 65.07, 0.3921),
+    ("vllm", "llama-3.1-70b", "fp8", 4, 16384, 128, 1024, 811.2, 0.4380),
+]
+
+
+@pytest.mark.parametrize(
+    ("engine", "model", "precision", "tp", "prompt", "output", "clients", "ttft", "tpot"), WAVES_BUDGET_BOUND
+)
+def test_a_mixing_engines_prompt_budget_caps_the_requests_decoding_in_waves(
+    engine, model, precision, tp, prompt, output, clients, ttft, tpot
+):
+    # TensorRT-LLM: 8,192 tokens an iteration less one a decode leave room for 7 whole 1,024-token prompts
+    # beside 889 decodes, and 7 prompts an iteration decoding for 127 iterations are 889 decodes: the simulator
+    # runs 896 requests (7 prefilling), not the 1,258 the cache holds; the others queue. vLLM: half of a
+    # 16,384-token prompt an iteration, every decode iteration a long one. Taken as the cache's population (the
+    # groups' long iterations counted once each, however many a request's decode steps hold): TTFT +14 % and
+    # TPOT +31 %.
+    profile = ENGINES[engine]
+    arrays = step_arrays(model, "h100-sxm", precision, engine=profile)
+    closed = closed_loop_seconds(arrays, profile, tp, prompt, output, clients, arrivals="waves")
+    assert float(closed["ttft"]) == pytest.approx(ttft, rel=0.05)
+    assert float(closed["tpot"]) == pytest.approx(tpot, rel=0.03)
+
+
 def test_a_lone_prompt_in_several_chunks_holds_no_decode_back_in_waves():
     # One client of 16,384-token prompts under SGLang (Llama-3.1-70B FP8 on four H100s): the prompt takes two
     # 8,192-token prefill batches, and no other prompt comes after its first token, so its decode steps wait

@@ -18,6 +18,8 @@ from .pricing import _iteration_seconds
 
 #: Bursts of up to this many iterations have their first tokens summed iteration by iteration.
 _EXACT_BURST = 64
+#: Bisection steps for the decoding population beside a staggered round's group.
+_BISECTION_STEPS = 32
 
 
 def burst_seconds(
@@ -121,19 +123,40 @@ def staggered_round(
     then on every long iteration prefills one group and completes another, so the ``b`` groups queued stay
     queued: a later group's first token comes ``b`` long iterations after its completion (more where a round's
     groups outnumber its decode iterations). A request's decode iterations include the other groups' long
-    ones. Returns the round's mean TTFT from the clients' sending (the ``path`` included) and its TPOT (s).
+    ones. Where the prompt budget binds, no more requests decode at once than the groups prefilled over a
+    request's decode steps; the rest wait in the engine's queue. Returns the round's mean TTFT from the clients'
+    sending (the ``path`` included) and its TPOT (s).
     """
-    # the others' decodes take a token of the budget each (a group of about a budget's prompts, one at least)
-    budget_left = np.maximum(budget - np.maximum(held - np.maximum(budget / inputs, 1.0), 0.0), 1.0)
-    per_iteration, prior = _packing(profile, inputs, budget_left, ranks)
-    # A group: the prompts one iteration takes, or one prompt over several iterations (its first token with the last).
-    group = np.minimum(np.maximum(per_iteration, 1.0), held)
+
+    # The requests decoding beside a group's iteration take a token of the budget each: the held ones but the
+    # group (a group of about a budget's prompts, one at least), or, where the prompt budget binds, those its groups
+    # prefill over a request's decode steps, the rest waiting in the engine's queue: `slots` times the prompts an
+    # iteration takes beside them, which fall as they rise (the fixed point, by bisection).
+    def packing(decoding: np.ndarray) -> tuple[np.ndarray, ...]:
+        per, prior = _packing(profile, inputs, np.maximum(budget - decoding, 1.0), ranks)
+        return per, prior, np.minimum(np.maximum(per, 1.0), held)
+
+    low, high = np.zeros_like(held), np.maximum(held - 1.0, 0.0)
+    for _ in range(_BISECTION_STEPS):
+        middle = (low + high) / 2
+        below = middle <= slots * np.minimum(packing(middle)[0], held)
+        low, high = np.where(below, middle, low), np.where(below, high, middle)
+    per_iteration, prior, group = packing(np.maximum(held - np.maximum(budget / inputs, 1.0), 0.0))
+    bound = low < held - group
+    decoding = np.where(bound, low, held - group)
+    per_iteration, prior, group = (
+        np.where(bound, b, f) for b, f in zip(packing(low), (per_iteration, prior, group), strict=True)
+    )
+    budget_left = np.maximum(budget - decoding, 1.0)
+    # A group: the prompts one iteration takes, or one prompt over several iterations (its first token with the
+    # last), and its iterations.
     groups = np.maximum(np.ceil(held / group * (1 - 1e-12)), 1.0)
     taken = np.minimum(per_iteration, held)
+    iterations = np.maximum(1.0 / per_iteration, 1.0)
     t_iteration = _iteration_seconds(
-        a, eff, tp, np.maximum(held - group, 0.0), context, taken * inputs, np.maximum(taken, 1.0), prior
+        a, eff, tp, np.maximum(decoding, 0.0), context, taken * inputs, np.maximum(taken, 1.0), prior
     )
-    t_long = np.maximum(1.0 / per_iteration, 1.0) * t_iteration
+    t_long = iterations * t_iteration
     # a prompt over several iterations has its first token with the iteration that holds its last token: the
     # prompts' iterations are whole (ceil(j k) for the j-th at k iterations a prompt), on average this many more
     several = per_iteration < 1
@@ -143,7 +166,7 @@ def staggered_round(
     # when its prompts arrive, which started at the completion, and the overlap scheduler's), each completing
     # a group; once the other groups have finished the engine idles and starts the prompts as they arrive.
     lag = 1.0 if profile.overlap_scheduler else 0.0
-    apart = np.maximum(1.0 / per_iteration, 1.0) * t_decode  # between two groups' completions (a group's iterations)
+    apart = iterations * t_decode  # between two groups' completions (a group's iterations)
     decoding = (groups - 1) * apart  # until the last group finishes
     in_flight = t_decode * np.maximum(path / np.maximum(t_decode, 1e-300) + 0.5, 1.0)  # (a shorter path: the rest)
     start = np.where(decoding <= path, path, np.minimum(in_flight + lag * t_decode, decoding))
@@ -158,7 +181,10 @@ def staggered_round(
     extra = groups * group - held  # the last group's missing prompts
     ttft = (group * total - extra * last) / held + spill
     # a round holds every group's long iteration(s) once (`held / group` of them, the last group's a part): those
-    # not in a request's wait are in its decode steps
+    # not in a request's wait are in its decode steps, each of a group's iterations one of them (the others
+    # decode beside its chunks); where the groups' iterations outnumber a request's decode steps (the cache
+    # holds fewer requests than the clients, whose prompts queue), every decode step is a long one
     waited = (group * units - extra * last_units) / held + spill / np.maximum(t_long, 1e-300)
-    tpot = t_decode + np.maximum(held / group - waited, 0.0) * np.maximum(t_long - t_decode, 0.0) / slots
+    steps = np.minimum(iterations * np.maximum(held / group - waited, 0.0), slots)
+    tpot = t_decode + steps * np.maximum(t_iteration - t_decode, 0.0) / slots
     return ttft, tpot

@@ -32,23 +32,44 @@ def burst_seconds(
     budget: Any,
     ranks: float,
 ) -> tuple[np.ndarray, ...]:
-    """A burst of ``prompts`` prompts of ``inputs`` tokens, prefilled alone (no decodes in its iterations).
+    """A burst of ``prompts`` prompts of ``inputs`` tokens prefilled from an idle engine.
 
     ``budget`` (scalar or per row) is the prompt tokens an iteration takes over the ``ranks`` attention ranks.
-    Returns ``(G, the mean iteration of a first token, the mean time from the burst's start to a first token (s),
-    the burst's mean iteration (s))`` (see :func:`burst_first_token`); a later chunk of a prompt attends to its
-    earlier ones.
+    The first iteration is prompts alone. Under a mixing engine the burst's prompts decode from the iteration
+    after their prefill, beside the later ones, and take a token of the budget each (about half the burst on
+    average: an engine that does not chunk fits one whole prompt fewer where they filled the budget exactly);
+    a prefill-first engine runs the whole burst first. Returns ``(G, the mean iteration of a first token, the
+    mean time from the burst's start to a first token (s), the burst's mean iteration (s))`` (see
+    :func:`burst_first_token`); a later chunk of a prompt attends to its earlier ones.
     """
-    per_iteration, prior = _packing(profile, inputs, budget, ranks)
-    iterations, mean_iteration, last_share = burst_first_token(prompts, per_iteration, inputs, budget)
-    full_tokens = np.minimum(per_iteration, prompts) * inputs
-    last_tokens = prompts * inputs - (iterations - 1) * full_tokens
+    per_first, prior_first = _packing(profile, inputs, budget, ranks)
+    # the first stage: the iterations up to the first prompt's first token, prompts alone at the full budget
+    stage = np.maximum(np.ceil(1.0 / per_first * (1 - 1e-12)), 1.0)
+    staged = stage * per_first
+    decodes = np.zeros_like(staged)
+    if profile.mixed_batching:  # the prompts through by then and later, decoding beside the rest: their mean
+        decodes = np.where(prompts > staged, np.clip((staged + prompts - per_first) / 2, staged, prompts), 0.0)
+    room = np.maximum(budget - decodes, 1.0)
+    per_iteration, prior = _packing(profile, inputs, room, ranks)
+    iterations, mean_iteration, last_share = burst_first_token(prompts, per_iteration, inputs, room, per_first)
+    later = iterations > stage
+    first_prompts = np.minimum(per_first, prompts)
+    done = np.where(later, staged + (iterations - stage - 1) * per_iteration, (iterations - 1) * per_first)
+    full_tokens = np.where(later, per_iteration, first_prompts) * inputs
+    last_tokens = (prompts - done) * inputs
+    t_first = _iteration_seconds(a, eff, tp, 0, 0, first_prompts * inputs, np.maximum(first_prompts, 1.0), prior_first)
     t_full, t_last = (
-        _iteration_seconds(a, eff, tp, 0, 0, tokens, np.maximum(tokens / inputs, 1.0), prior)
+        _iteration_seconds(
+            a, eff, tp, np.where(later, decodes, 0.0), inputs, tokens, np.maximum(tokens / inputs, 1.0),
+            np.where(later, prior, prior_first),
+        )
         for tokens in (full_tokens, last_tokens)
-    )
-    first = mean_iteration * t_full - last_share * (t_full - t_last)
-    return iterations, mean_iteration, first, ((iterations - 1) * t_full + t_last) / iterations
+    )  # fmt: skip
+    start = np.where(later, stage * t_first, 0.0)  # the later iterations' start
+    base = np.where(later, stage, 0.0)
+    first = start + (mean_iteration - base) * t_full - last_share * (t_full - t_last)
+    mean = (start + (iterations - base - 1) * t_full + t_last) / iterations
+    return iterations, mean_iteration, first, mean
 
 
 def _packing(profile: EngineProfile, inputs: np.ndarray, budget: Any, ranks: float) -> tuple[np.ndarray, np.ndarray]:
@@ -58,44 +79,56 @@ def _packing(profile: EngineProfile, inputs: np.ndarray, budget: Any, ranks: flo
     share, one at least. A later chunk attends to its prompt's earlier ones.
     """
     per_rank = budget / ranks
-    if profile.chunked_prefill:
-        pieces = np.ceil(inputs / per_rank)
-        per_iteration = budget / inputs
-    else:
-        pieces = np.ones_like(inputs)
-        per_iteration = np.maximum(np.floor(per_rank / inputs), 1.0) * ranks
-    return per_iteration, (pieces - 1) / 2 * inputs / pieces
+    if not profile.chunked_prefill:
+        return np.maximum(np.floor(per_rank / inputs), 1.0) * ranks, np.zeros_like(inputs)
+    # k full chunks of p tokens and a rest of r: the tokens' mean earlier tokens of their prompt (a rest of a few
+    # tokens adds next to nothing, where a count of equal pieces would jump with it)
+    full = np.floor(inputs / per_rank)
+    rest = inputs - full * per_rank
+    return budget / inputs, (per_rank * per_rank * full * (full - 1) / 2 + rest * full * per_rank) / inputs
 
 
 def burst_first_token(
-    prompts: np.ndarray, per_iteration: np.ndarray, inputs: np.ndarray, budget: Any
+    prompts: np.ndarray, per_iteration: np.ndarray, inputs: np.ndarray, budget: Any, first: Any = None
 ) -> tuple[np.ndarray, ...]:
     """The burst's iterations, and where its prompts' first tokens fall in them.
 
-    ``prompts`` arrive at once and the iterations take ``m = per_iteration`` prompts' worth each, full ones
-    first: prompt ``j`` has its first token at the end of iteration ``ceil(j / m)`` (a chunking engine: the
-    one holding its last token; a prompt of several chunks waits for all of them). Over the ``N`` prompts
-    and ``G = ceil(N / m)`` iterations the mean of that is ``G - S / N`` with ``S = sum_{g < G} floor(g m)``
-    ``= m G (G - 1) / 2`` less the fractional parts, which for ``m = a / b`` in lowest terms average
-    ``(b - 1) / (2 b)`` (a whole number of prompts an iteration: none; prompts of two full budgets: 1/4).
-    ``m`` is ``budget / inputs`` for a chunking engine (``b`` from the prompt's and budget's tokens) and a
-    whole number otherwise. Returns ``(G, the mean iteration count, the share of the prompts whose first
-    token comes with the last iteration)``: those have it at the end of the full ones plus the last one's
-    own (shorter) time.
+    ``prompts`` arrive at once; the first iteration takes ``m1 = first`` prompts' worth (default: ``m``), the
+    later ones ``m = per_iteration`` each, full ones first: by the end of iteration ``g`` the first tokens of
+    ``floor(m1 + (g - 1) m)`` prompts have come (a chunking engine's with the iteration holding a prompt's last
+    token; a prompt of several chunks waits for all of them). Over the ``N`` prompts and
+    ``G = 1 + ceil((N - m1) / m)`` iterations (one where ``N <= m1``) the mean iteration of a first token is
+    ``G - S / N`` with ``S = sum_{1 <= g < G} floor(m1 + (g - 1) m)`` ``= (G - 1) m1 + m (G - 1) (G - 2) / 2``
+    less the fractional parts, which for ``m = a / b`` in lowest terms average ``(b - 1) / (2 b)`` (a whole
+    number of prompts an iteration: none; prompts of two full budgets: 1/4). ``m`` is ``budget / inputs`` for a
+    chunking engine (``b`` from the prompt's and budget's tokens) and a whole number otherwise. Returns ``(G,
+    the mean iteration count, the share of the prompts whose first token comes with the last iteration)``: those
+    have it at the end of the full ones plus the last one's own (shorter) time.
     """
     n, m = prompts, per_iteration
-    iterations = np.maximum(np.ceil(n / m * (1 - 1e-12)), 1.0)
+    m1 = m if first is None else first
+    stage = np.maximum(np.ceil(1.0 / m1 * (1 - 1e-12)), 1.0)  # the iterations at m1: up to the first first token
+    staged = stage * m1
+    later = n > staged * (1 + 1e-12)
+    iterations = np.where(
+        later, stage + np.ceil((n - staged) / m * (1 - 1e-12)), np.maximum(np.ceil(n / m1 * (1 - 1e-12)), 1.0)
+    )
     whole = np.isclose(m, np.round(m))
     tokens, room = (np.maximum(np.round(v), 1).astype(np.int64) for v in (inputs, budget))
     denominator = np.where(whole, 1, tokens // np.gcd(tokens, room))
     fraction = (denominator - 1) / (2 * denominator)
-    below = m * iterations * (iterations - 1) / 2 - (iterations - 1) * fraction
+    k = np.minimum(stage, iterations - 1)
+    j = np.maximum(iterations - 1 - stage, 0.0)
+    below = m1 * k * (k + 1) / 2 + j * staged + m * j * (j + 1) / 2 - (iterations - 1) * fraction
+
+    def done(g: Any) -> Any:  # prompts whose first token has come by the end of iteration g
+        return np.floor(np.where(g <= stage, g * m1, staged + (g - stage) * m) * (1 + 1e-12))
+
     # a short burst (a few iterations, part of a cycle of the fractional parts): the sum itself
-    g = np.arange(_EXACT_BURST, dtype=float).reshape((-1,) + (1,) * np.ndim(m))
-    exact = np.where(g < iterations, np.floor(g * m * (1 + 1e-12)), 0.0).sum(axis=0)
+    g = np.arange(1, _EXACT_BURST, dtype=float).reshape((-1,) + (1,) * np.ndim(iterations))
+    exact = np.where(g < iterations, done(g), 0.0).sum(axis=0)
     mean = iterations - np.where(iterations <= _EXACT_BURST, exact, below) / n
-    last = (n - np.floor((iterations - 1) * m * (1 + 1e-12))) / n
-    return iterations, mean, last
+    return iterations, mean, (n - done(iterations - 1)) / n
 
 
 def staggered_round(

@@ -419,15 +419,18 @@ def test_interval_bands_hold_both_values_together():
     assert np.isfinite(np.array(list(bands.values()))).all()
 
 
-def _closed_and_simulated(engine, model, precision, tp, prompt, output, clients, *, cv=0.1, seeds=1, length_cv=None):
-    """The closed form and a closed-loop simulation (ten requests per client, lengths spread by ``cv``) of one case:
-    ``(closed_loop_seconds's dict, the simulation's summary by (metric, statistic), the simulation)``."""
+def _closed_and_simulated(
+    engine, model, precision, tp, prompt, output, clients, *, cv=0.1, seeds=1, length_cv=None, path_spread=0.0
+):
+    """The closed form and a closed-loop simulation (ten requests per client, lengths spread by ``cv``, each request's
+    path to the engine varying by ``path_spread``) of one case: ``(closed_loop_seconds's dict, the simulation's
+    summary by (metric, statistic), the simulation)``."""
     from calculator.performance import closed_loop_seconds
     from calculator.simulation import SimulationSetup, Traffic, simulate
 
     setup = SimulationSetup(model, "h100-sxm", precision, tensor_parallel=tp, engine=engine)
     traffic = Traffic(clients=clients, input_tokens=prompt, output_tokens=output, requests=10 * clients,
-                      input_cv=cv, output_cv=cv)  # fmt: skip
+                      input_cv=cv, output_cv=cv, request_path_spread=path_spread)  # fmt: skip
     run = simulate(setup, traffic, seeds=seeds)
     profile = ENGINES[engine]
     a = step_arrays(model, "h100-sxm", precision, engine=profile)
@@ -673,10 +676,15 @@ def test_the_rounds_after_the_burst_arrive_crowded_until_the_length_spread_mixes
     # below the simulation's; the crowded rounds (length_cv) bring it within 10 %, the grid's criterion
     # (eight seeds: vLLM and TensorRT-LLM 4 % low; SGLang 8-9 % low since its prefill batches hold one completion
     # group, the packing the grid's short-prompt points support; 5 % low with the packing that rule replaced).
+    # Under TensorRT-LLM each request's path varies by up to half: its fixed 12.55 ms behind 12.5 ms decode
+    # iterations puts every prompt at the start of one, a phase the closed form (a random one) does not follow
+    # (10 % low against the fixed path since the prompts joining a prompt are counted over the iteration it
+    # lands in; 6 % low with the path varying).
     from calculator.performance import closed_loop_seconds
 
     case = (engine, "llama-3.1-70b", "fp8", 4, 1024, 128, 16)
-    crowded, simulated, _ = _closed_and_simulated(*case, cv=0.05, seeds=8, length_cv=0.05)
+    spread = 0.5 if engine == "trtllm" else 0.0
+    crowded, simulated, _ = _closed_and_simulated(*case, cv=0.05, seeds=8, length_cv=0.05, path_spread=spread)
     profile = ENGINES[engine]
     mixed = closed_loop_seconds(
         step_arrays("llama-3.1-70b", "h100-sxm", "fp8", engine=profile), profile, 4, 1024, 128, 16
@@ -847,6 +855,26 @@ def test_a_mixing_engines_first_burst_decodes_beside_its_later_prompts(engine, m
     traffic = Traffic(clients=clients, input_tokens=prompt, output_tokens=2048, requests=clients)
     run = simulate(SimulationSetup(model, "h100-sxm", precision, tp, engine=engine), traffic, seeds=1)
     assert float(closed["ttft"]) == pytest.approx(run.value("ttft", "mean").m_as("s"), rel=0.02)
+
+
+@pytest.mark.parametrize(
+    ("engine", "prompt", "clients"), [("vllm", 4096, 16), ("trtllm", 4096, 16), ("vllm", 1024, 64)]
+)
+def test_prompts_join_a_prompt_over_the_iteration_it_lands_in(engine, prompt, clients):
+    # A mixing engine's next iteration takes the prompts that arrived during the one in flight: those joining a
+    # prompt arrive over the iteration it lands in, mostly a short decode iteration (a prompt comes a request path
+    # after a completion). Counted over the length-biased iteration (mostly a long prompt iteration), the
+    # joiners were three times as many: TTFT +18 %, +15 % and +11 % over forty rounds (Llama-3.1-70B FP8 on four
+    # H100s, 128-token outputs, lengths spread by 0.3).
+    from calculator.simulation import SimulationSetup, Traffic, simulate
+
+    profile = ENGINES[engine]
+    arrays = step_arrays("llama-3.1-70b", "h100-sxm", "fp8", engine=profile)
+    closed = closed_loop_seconds(arrays, profile, 4, prompt, 128, clients, requests_per_client=40, length_cv=0.3)
+    traffic = Traffic(clients=clients, input_tokens=prompt, output_tokens=128, requests=40 * clients, input_cv=0.3,
+                      output_cv=0.3)  # fmt: skip
+    run = simulate(SimulationSetup("llama-3.1-70b", "h100-sxm", "fp8", 4, engine=engine), traffic, seeds=4)
+    assert float(closed["ttft"]) == pytest.approx(run.value("ttft", "mean").m_as("s"), rel=0.07)
 
 
 def test_a_lone_prompt_in_several_chunks_holds_no_decode_back_in_waves():

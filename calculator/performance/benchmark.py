@@ -570,12 +570,11 @@ class _Scheduler:
             carrying = np.minimum(arrivals, capacity)
             per_chunk = per_prompt / k
             mean = t_idle + carrying * per_chunk
-            square = mean**2 + carrying * per_chunk**2
-            biased = square / np.maximum(mean, 1e-300)  # the iteration in flight, length-biased
-            # Prompts that arrived during the iteration in flight join this one's iterations only as far as
-            # the budget has room beside it (a prompt that fills the budget is prefilled without company).
+            # Prompts that arrive during the iteration this one lands in join its iterations (the next one the
+            # scheduler builds takes them all), each adding its chunk, only as far as the budget has room beside
+            # it (a prompt that fills the budget is prefilled without company): at `others` a second, up to `fits`.
             fits = np.maximum(capacity - 1.0, 0.0)
-            own = k * (t_dec + added) + np.minimum(others * biased, fits) * added
+            own = k * (t_dec + added)
             following = mean
             # By count: iterations that carry prompt work (at least one chunk) and their mean length; prompts
             # arriving per iteration (each decoding request completes once in `slots` iterations); the
@@ -651,6 +650,8 @@ class _Scheduler:
         landing = 1.0 - (1.0 - np.minimum(carries, 1.0)) ** j
         remaining = np.maximum(t_prompt - o * (j + 1) / (2 * j), t_idle / 2)
         residual = landing * remaining + (1 - landing) * t_idle / 2
+        if self.profile.mixed_batching:  # the others joining over the whole iteration it lands in
+            own = own + np.minimum(others * (landing * t_prompt + (1 - landing) * t_idle), fits) * added
         wait = busy * (residual + lag) + own + queue
         gap = n + rate * wait - np.minimum(self.clients - rate * self.overhead, self.held)
         # How much the wait varies between prompts (decode iterations): a wait uniform over twice the mean

@@ -15,9 +15,10 @@ FP8 on four), prompt and output lengths 128-16,384 and 128-8,192 tokens and 1-2,
   where the preemptions start, one seed's mean TTFT of 64 clients moves by a quarter),
 
 and prints the median |closed form / simulation - 1| of TTFT, TPOT and throughput, the share of grid
-points within 10 %, and the points outside. ``--path-spread 0.5`` varies each simulated request's path to
-the engine by up to half (``Traffic.request_path_spread``), which a fixed path would lock to the
-iterations' phase. The same with identical lengths checks ``arrivals="waves"``
+points within 10 %, and the points outside. Each simulated request's path to the engine varies by up to
+half (``--path-spread``, default 0.5; ``Traffic.request_path_spread``): the closed form takes the arrivals'
+phase against the iterations as random, which a fixed path (``--path-spread 0``, the stress check of that
+phase) locks. The same with identical lengths checks ``arrivals="waves"``
 for SGLang (``--waves``; ``--waves --engines vllm trtllm`` for the mixing engines' staggered rounds).
 ``docs/performance-model.md`` records the output.
 """
@@ -39,6 +40,9 @@ INPUTS = (128, 1024, 4096, 16384)
 OUTPUTS = (128, 1024, 8192)
 CLIENTS = (1, 4, 16, 64, 256, 1024, 2048)
 JITTER = 0.1
+#: Each simulated request's path to the engine varies uniformly within +- this share of the profile's (the
+#: reference grid; docs/performance-model.md, "Against the simulator").
+PATH_SPREAD = 0.5
 REQUESTS_PER_CLIENT = 10
 #: Requests simulated per grid point at least (over several seeds): the mean TTFT of a few clients' ten requests
 #: each is dominated by the first burst and varies from seed to seed by several per cent.
@@ -156,14 +160,16 @@ def main():
         help="take the simulations from this CSV (written by --out on the same grid) and recompute the closed form",
     )
     parser.add_argument(
-        "--path-spread", type=float, default=0.0,
+        "--path-spread", type=float, default=None,
         help="each simulated request's path to the engine varies uniformly within +- this share (Traffic."
-        "request_path_spread; default 0: the fixed path)",
+        "request_path_spread; default 0.5, with --waves 0: identical requests on a fixed path)",
     )  # fmt: skip
     args = parser.parse_args()
     start = time.perf_counter()
     engines = tuple(args.engines or (("sglang",) if args.waves else ENGINES))
     jitter = 0.0 if args.waves else JITTER
+    if args.path_spread is None:
+        args.path_spread = 0.0 if args.waves else PATH_SPREAD
     cases = [
         (engine, model, precision, tp, prompt, output, clients, jitter, args.path_spread)
         for engine, (model, precision, tp), prompt, output, clients in itertools.product(

@@ -201,10 +201,11 @@ def test_requests_arriving_together_share_the_idle_replicas_first_iteration(setu
 
 
 def test_a_varying_request_path_frees_the_clients_from_the_iterations_phase():
-    # Four clients of 128/1,024 tokens, Llama-3.1-8B on one H100 under vLLM: on the fixed 12 ms request path
-    # each next prompt lands 1.87 decode iterations after a completion, near the end of the iteration in
-    # flight, and the simulated TTFT sits 10 % under the closed form (which averages over the phase). A path
-    # varying by up to half (uniformly) spreads the phases, and the two agree within 3 %.
+    # Four clients of 128/1,024 tokens, Llama-3.1-8B on one H100 under vLLM: on the fixed 11.3 ms request path
+    # each next prompt lands 1.74 decode iterations after a completion, late in the iteration in flight, and
+    # the simulated TTFT sits 7.5 % under the closed form (which averages over the phase; 10 % at the 12.16 ms
+    # path fitted before 2026-12-04, 1.87 iterations). A path varying by up to half (uniformly) spreads the
+    # phases, and the two agree within 3 %.
     from calculator.performance import ENGINES, closed_loop_seconds, step_arrays
 
     profile = ENGINES["vllm"]
@@ -217,7 +218,7 @@ def test_a_varying_request_path_frees_the_clients_from_the_iterations_phase():
                           request_path_spread=spread)  # fmt: skip
         run = simulate(setup, traffic, seeds=8)
         ttft[spread] = run.value("ttft", "mean").m_as("s")
-    assert float(closed["ttft"]) / ttft[0.0] - 1 > 0.08
+    assert float(closed["ttft"]) / ttft[0.0] - 1 > 0.05
     assert float(closed["ttft"]) == pytest.approx(ttft[0.5], rel=0.03)
 
 

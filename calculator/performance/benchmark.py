@@ -763,13 +763,13 @@ def predict_benchmark(
     --------
     Qwen3-32B BF16 on 4 H100s under vLLM 0.12, 32 clients, 1024/512 tokens (measured: TTFT 199.9 ms,
     TPOT 14.2 ms). vLLM 0.12 schedules synchronously (the profile is 0.14's, asynchronous), and the
-    harness that measured it adds its own 66.2 ms per request and mixes its fixed-length clients as a
+    harness that measured it adds its own 66.5 ms per request and mixes its fixed-length clients as a
     length spread of 0.05 would (``benchmark_harness.csv``, the "aic gap analysis" collection); the
     measured values lie inside the 80 % intervals:
 
     >>> vllm_0_12 = engine_profile("vllm").with_async_scheduling(False)
     >>> p = predict_benchmark("Qwen/Qwen3-32B", "h100_sxm", "bf16", 4, 1024, 512, 32, engine=vllm_0_12,
-    ...                       client_overhead=Q_(66.2, "ms"), length_cv=0.05)
+    ...                       client_overhead=Q_(66.5, "ms"), length_cv=0.05)
     >>> bool(p.ttft_interval[0].m_as("ms") < 199.9 < p.ttft_interval[1].m_as("ms")), p.memory_limited
     (True, False)
     >>> bool(p.tpot_interval[0].m_as("ms") < 14.2 < p.tpot_interval[1].m_as("ms"))

@@ -15,6 +15,22 @@ from .engines import Efficiency, engine_profile
 
 __all__: list[str] = []
 
+#: Steps of the vectorized bisections (each halves the bracket: 2**-32 of it at the end).
+_BISECTION_STEPS = 32
+
+
+def _bisection(low: np.ndarray, high: np.ndarray, below: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The bracket ``(low, high)`` narrowed, per row, onto where ``below(x)`` turns False.
+
+    ``below`` (array -> bool array) holds at ``low`` and not at ``high`` (it holds up to a point); each of the
+    :data:`_BISECTION_STEPS` steps keeps the half where the change lies.
+    """
+    for _ in range(_BISECTION_STEPS):
+        middle = (low + high) / 2
+        holds = below(middle)
+        low, high = np.where(holds, middle, low), np.where(holds, high, middle)
+    return low, high
+
 
 def _efficiency(
     engine: Any, efficiency: Efficiency | None, accelerator_id: str | None = None, registry: Any = None

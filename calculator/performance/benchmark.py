@@ -24,7 +24,7 @@ from ..formula import magnitude
 from ..results import Result
 from ..types import AcceleratorRef, Count, ModelRef, Rate, Time, TokenRate, Tokens
 from ..units import Q_
-from ._common import _counts, _efficiency, _layout, _plain_arrays, _step_inputs, _tp
+from ._common import _BISECTION_STEPS, _bisection, _counts, _efficiency, _layout, _plain_arrays, _step_inputs, _tp
 from .arrays import StepArrays, step_arrays
 from .burst import burst_seconds, staggered_round
 from .cache import group_cache_run
@@ -119,7 +119,7 @@ ARRIVALS = ("dispersed", "waves")
 #: stopped at a 0.7 % higher cost.
 _RESOLUTION = 2.0**-32
 #: Steps of the root search: false position first (superlinear where the gap is smooth), bisection after.
-_SECANT_STEPS, _BISECTION_STEPS = 16, 32
+_SECANT_STEPS = 16
 
 
 def closed_loop_seconds(
@@ -439,11 +439,11 @@ def _peak_load(clients: np.ndarray) -> np.ndarray:
     queue (``w = 1``).
     """
     k = np.maximum(np.asarray(clients, dtype=float) - 2.0, 0.0)
-    low, high = np.full(k.shape, 1e-12), np.full(k.shape, 1.0 / 3.0)
-    for _ in range(_BISECTION_STEPS):
-        u = (low + high) / 2
-        rising = 1 / u - 2 / (1 - u) - 8 * k * u / (1 + 4 * k * u * u) > 0
-        low, high = np.where(rising, u, low), np.where(rising, high, u)
+    low, high = _bisection(
+        np.full(k.shape, 1e-12),
+        np.full(k.shape, 1.0 / 3.0),
+        lambda u: 1 / u - 2 / (1 - u) - 8 * k * u / (1 + 4 * k * u * u) > 0,  # the queue still rising
+    )
     return np.where(k > 0, 1.0 - (low + high) / 2, 1.0)
 
 
@@ -524,12 +524,8 @@ class _Scheduler:
                 room = np.maximum(self.budget - n, self.budget / 4)
                 return share * n / self.slots - _whole_prompts(room, self.inputs, self.length_cv)
 
-            low = np.zeros_like(self.held)
             high = self.slots * np.maximum(self.budget / self.inputs, 1.0) / np.maximum(share, 1e-300)
-            for _ in range(_BISECTION_STEPS):
-                middle = (low + high) / 2
-                below = excess(middle) <= 0
-                low, high = np.where(below, middle, low), np.where(below, high, middle)
+            low, _ = _bisection(np.zeros_like(self.held), high, lambda n: excess(n) <= 0)
             return np.where(share > 0, low, np.inf)
         drawn = share * self.inputs / self.slots  # prompt tokens per decoding request
         shared = self.budget / (1.0 + drawn)  # room = T - n

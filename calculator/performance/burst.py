@@ -12,14 +12,13 @@ from typing import Any
 
 import numpy as np
 
+from ._common import _bisection
 from .arrays import StepArrays
 from .engines import Efficiency, EngineProfile
 from .pricing import _iteration_seconds
 
 #: Bursts of up to this many iterations have their first tokens summed iteration by iteration.
 _EXACT_BURST = 64
-#: Bisection steps for the decoding population beside a staggered round's group.
-_BISECTION_STEPS = 32
 
 
 def burst_seconds(
@@ -93,17 +92,18 @@ def burst_first_token(
 ) -> tuple[np.ndarray, ...]:
     """The burst's iterations, and where its prompts' first tokens fall in them.
 
-    ``prompts`` arrive at once; the first iteration takes ``m1 = first`` prompts' worth (default: ``m``), the
-    later ones ``m = per_iteration`` each, full ones first: by the end of iteration ``g`` the first tokens of
-    ``floor(m1 + (g - 1) m)`` prompts have come (a chunking engine's with the iteration holding a prompt's last
-    token; a prompt of several chunks waits for all of them). Over the ``N`` prompts and
-    ``G = 1 + ceil((N - m1) / m)`` iterations (one where ``N <= m1``) the mean iteration of a first token is
-    ``G - S / N`` with ``S = sum_{1 <= g < G} floor(m1 + (g - 1) m)`` ``= (G - 1) m1 + m (G - 1) (G - 2) / 2``
-    less the fractional parts, which for ``m = a / b`` in lowest terms average ``(b - 1) / (2 b)`` (a whole
-    number of prompts an iteration: none; prompts of two full budgets: 1/4). ``m`` is ``budget / inputs`` for a
-    chunking engine (``b`` from the prompt's and budget's tokens) and a whole number otherwise. Returns ``(G,
-    the mean iteration count, the share of the prompts whose first token comes with the last iteration)``: those
-    have it at the end of the full ones plus the last one's own (shorter) time.
+    ``prompts`` arrive at once; the ``s = ceil(1 / m1)`` iterations up to the first prompt's first token (one
+    where a prompt fits an iteration) take ``m1 = first`` prompts' worth each (default: ``m``), the later ones
+    ``m = per_iteration`` each, full ones first: by the end of iteration ``g > s`` the first tokens of
+    ``floor(s m1 + (g - s) m)`` prompts have come (``floor(g m1)`` before; a chunking engine's with the iteration
+    holding a prompt's last token, a prompt of several chunks waiting for all of them). Over the ``N`` prompts
+    and ``G = s + ceil((N - s m1) / m)`` iterations (``ceil(N / m1)`` where ``N <= s m1``) the mean iteration of
+    a first token is ``G - S / N``, ``S`` the sum of those counts over ``g < G`` (for ``s = 1``:
+    ``(G - 1) m1 + m (G - 1) (G - 2) / 2``) less the fractional parts, which for ``m = a / b`` in lowest terms
+    average ``(b - 1) / (2 b)`` (a whole number of prompts an iteration: none; prompts of two full budgets: 1/4).
+    ``m`` is ``budget / inputs`` for a chunking engine (``b`` from the prompt's and budget's tokens) and a whole
+    number otherwise. Returns ``(G, the mean iteration count, the share of the prompts whose first token comes
+    with the last iteration)``: those have it at the end of the full ones plus the last one's own (shorter) time.
     """
     n, m = prompts, per_iteration
     m1 = m if first is None else first
@@ -169,11 +169,9 @@ def staggered_round(
         per, prior = _packing(profile, inputs, np.maximum(budget - decoding, 1.0), ranks)
         return per, prior, np.minimum(np.maximum(per, 1.0), held)
 
-    low, high = np.zeros_like(held), np.maximum(held - 1.0, 0.0)
-    for _ in range(_BISECTION_STEPS):
-        middle = (low + high) / 2
-        below = middle <= slots * np.minimum(packing(middle)[0], held)
-        low, high = np.where(below, middle, low), np.where(below, high, middle)
+    low, _ = _bisection(
+        np.zeros_like(held), np.maximum(held - 1.0, 0.0), lambda d: d <= slots * np.minimum(packing(d)[0], held)
+    )
     per_iteration, prior, group = packing(np.maximum(held - np.maximum(budget / inputs, 1.0), 0.0))
     bound = low < held - group
     decoding = np.where(bound, low, held - group)
@@ -200,9 +198,9 @@ def staggered_round(
     # a group; once the other groups have finished the engine idles and starts the prompts as they arrive.
     lag = 1.0 if profile.overlap_scheduler else 0.0
     apart = iterations * t_decode  # between two groups' completions (a group's iterations)
-    decoding = (groups - 1) * apart  # until the last group finishes
+    draining = (groups - 1) * apart  # until the last group finishes
     in_flight = t_decode * np.maximum(path / np.maximum(t_decode, 1e-300) + 0.5, 1.0)  # (a shorter path: the rest)
-    start = np.where(decoding <= path, path, np.minimum(in_flight + lag * t_decode, decoding))
+    start = np.where(draining <= path, path, np.minimum(in_flight + lag * t_decode, draining))
     back = np.minimum(1.0 + start / np.maximum(apart, 1e-300), groups)  # the groups back by then
     queued = np.maximum(back, groups - slots)  # a later group's long iterations to wait
     # per group in the order they come back: the first ones wait for the short iterations left and the long
@@ -215,8 +213,8 @@ def staggered_round(
     ttft = (group * total - extra * last) / held + spill
     # a round holds every group's long iteration(s) once (`held / group` of them, the last group's a part): those
     # not in a request's wait are in its decode steps, each of a group's iterations one of them (the others
-    # decode beside its chunks); where the groups' iterations outnumber a request's decode steps (the cache
-    # holds fewer requests than the clients, whose prompts queue), every decode step is a long one
+    # decode beside its chunks); where the groups' iterations outnumber a request's decode steps (the prompt
+    # budget binds and the other prompts queue), every decode step is a long one
     waited = (group * units - extra * last_units) / held + spill / np.maximum(t_long, 1e-300)
     steps = np.minimum(iterations * np.maximum(held / group - waited, 0.0), slots)
     tpot = t_decode + steps * np.maximum(t_iteration - t_decode, 0.0) / slots

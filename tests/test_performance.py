@@ -857,6 +857,23 @@ def test_prompts_join_a_prompt_over_the_iteration_it_lands_in(engine, prompt, cl
     assert float(closed["ttft"]) == pytest.approx(run.value("ttft", "mean").m_as("s"), rel=0.07)
 
 
+@pytest.mark.parametrize(("engine", "prompt", "clients"), [("vllm", 16384, 16), ("sglang", 32768, 8), ("sglang", 32768, 16)])
+def test_a_prompt_landing_behind_a_chunked_prompt_waits_for_its_later_chunks(engine, prompt, clients):
+    # A prompt that lands in an iteration carrying another prompt's chunk waits for that prompt's later chunks
+    # too: of a prompt in k chunks, (k - 1) / 2 more prompt iterations on average. Counting only the iteration it
+    # lands in, the mixed state's TTFT was 9.2 %, 5.3 % and 7.4 % below the simulator's over forty rounds
+    # (Llama-3.1-70B FP8 on four H100s, 128-token outputs, lengths spread by 0.3; 8,192-token budgets).
+    from calculator.simulation import SimulationSetup, Traffic, simulate
+
+    profile = ENGINES[engine]
+    arrays = step_arrays("llama-3.1-70b", "h100-sxm", "fp8", engine=profile)
+    closed = closed_loop_seconds(arrays, profile, 4, prompt, 128, clients, requests_per_client=40, length_cv=0.3)
+    traffic = Traffic(clients=clients, input_tokens=prompt, output_tokens=128, requests=40 * clients, input_cv=0.3,
+                      output_cv=0.3)  # fmt: skip
+    run = simulate(SimulationSetup("llama-3.1-70b", "h100-sxm", "fp8", 4, engine=engine), traffic, seeds=4)
+    assert float(closed["ttft"]) == pytest.approx(run.value("ttft", "mean").m_as("s"), rel=0.05)
+
+
 def test_a_lone_prompt_in_several_chunks_holds_no_decode_back_in_waves():
     # One client of 16,384-token prompts under SGLang (Llama-3.1-70B FP8 on four H100s): the prompt takes two
     # 8,192-token prefill batches, and no other prompt comes after its first token, so its decode steps wait

@@ -466,10 +466,11 @@ class _Scheduler:
     in the same iteration. A prompt arrives per iteration, not per second: its client sends it when its
     last request completes, at an iteration's end, and it reaches the engine the request path later. It
     waits for the iteration it lands in (a long prompt iteration only as often as one starts in that
-    time), under an overlap scheduler for the iteration already built after it, its own iterations, and
+    time) and the later chunks of the prompt it lands behind, under an overlap scheduler for the
+    iteration already built after it (unless that is such a chunk), its own iterations, and
     the prompts queued ahead of it for the prefill budget (one server loaded by the share of iterations
     the prompts fill, a deterministic service, less the residual of the prompt in service, which the
-    iteration it lands in already counts, scaled by the arrival variability of the other clients'
+    wait for the prompt it lands behind already counts, scaled by the arrival variability of the other clients'
     nearly periodic streams, Whitt's QNA superposition).
     """
 
@@ -634,17 +635,20 @@ class _Scheduler:
         with np.errstate(over="ignore", invalid="ignore"):
             window = self.clients * slots / np.maximum(n * self.crowd, 1e-300)
             queue = np.where(self.crowd > 1, np.fmin(queue, load * window / 2 * service / filled), queue)
-        # An overlap scheduler built the next iteration before this prompt arrived: it waits for that one too.
-        lag = following if self.profile.overlap_scheduler else 0.0
         # The iteration in flight: the arrival reaches the engine an overhead o after a completion at an
         # iteration's end. About j = o / t_idle iterations start in that time; if one of them carries prompts
         # (probability 1 - (1 - carries)^j) the arrival lands in it, on average o (j + 1) / 2j after its start,
         # else in a decode iteration, halfway. (Poisson arrivals would see the length-biased iteration, which
-        # overweights the long prompt iterations that closed-loop completions rarely fall next to.)
+        # overweights the long prompt iterations that closed-loop completions rarely fall next to.) Landing in
+        # a chunk of a prompt in k chunks, it also waits for that prompt's later chunks: (k - 1) / 2 prompt
+        # iterations on average, completions falling alike after each of the k.
         o = self.overhead
         j = np.minimum(np.maximum(o / np.maximum(t_idle, 1e-300), 1.0), 1e6)
         landing = 1.0 - (1.0 - np.minimum(carries, 1.0)) ** j
-        remaining = np.maximum(t_prompt - o * (j + 1) / (2 * j), t_idle / 2)
+        remaining = np.maximum(t_prompt - o * (j + 1) / (2 * j), t_idle / 2) + (k - 1) / 2 * t_prompt
+        # An overlap scheduler built the next iteration before this prompt arrived: it waits for that one too,
+        # unless that iteration is the next chunk of the prompt it landed behind (already counted).
+        lag = following * (1.0 - landing * (k - 1) / k) if self.profile.overlap_scheduler else 0.0
         residual = landing * remaining + (1 - landing) * t_idle / 2
         if self.profile.mixed_batching:  # the others joining over the whole iteration it lands in
             own = own + np.minimum(others * (landing * t_prompt + (1 - landing) * t_idle), fits) * added

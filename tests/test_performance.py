@@ -625,7 +625,10 @@ def test_the_first_rounds_prompts_meet_a_queue_that_empties():
     profile = ENGINES["vllm"]
     arrays = step_arrays("llama-3.1-8b", "h100-sxm", "bf16", engine=profile)
     below, above = closed_loop_seconds(arrays, profile, 1, 16384, 128, np.array([696, 704]), length_cv=0.1)["ttft"]
-    assert 0 < above / below - 1 < 0.02  # about 4 s per 8 clients, as elsewhere on this slope
+    # About 4 s per 8 clients elsewhere on this slope; the mixed state's rate counts the other clients' prompts a
+    # decoding request meets over the cycle's iterations (TPOT 0.3 % above the simulator's steady state, 1.3 %
+    # below before), which the cache run below 704 clients does not: a step of 1.5 % more at the handover.
+    assert 0 < above / below - 1 < 0.03
 
 
 #: Simulated means of benchmarks/validate_closed_loop.py's grid (the simulator on the same step times; ten
@@ -673,13 +676,15 @@ def test_the_rounds_after_the_burst_arrive_crowded_until_the_length_spread_mixes
     # The clients start together, so their next requests come back close together: 16 clients of
     # 1,024/128 tokens (Llama-3.1-70B FP8 on four H100s) with output lengths 5 % apart take about thirty
     # rounds to spread over a whole cycle. Counting every round after the burst as mixed put TTFT 20-23 %
-    # below the simulation's; the crowded rounds (length_cv) bring it within 10 %, the grid's criterion
+    # below the simulation's (15-20 % since the mixed state counts the cycle in iterations, 2026-12-04, third
+    # session); the crowded rounds (length_cv) bring it within 10 %, the grid's criterion
     # (eight seeds: vLLM and TensorRT-LLM 4 % low; SGLang 8-9 % low since its prefill batches hold one completion
     # group, the packing the grid's short-prompt points support; 5 % low with the packing that rule replaced).
     # Each request's path varies by up to half (the reference grid's): a fixed path of about 12 ms beside decode
     # iterations of about 12 ms locks the prompts to one phase of them, which the closed form (a random phase)
     # does not follow: against the fixed path 11 %, 9 % and 11 % low (2026-12-04, the prompts joining a prompt
-    # counted over the iteration it lands in), with the path varying 6 %, 3 % and 6 %.
+    # counted over the iteration it lands in), with the path varying 6 %, 3 % and 6 % (5.5 %, 2.4 % and 5.6 % on
+    # the constants refitted in the third session).
     from calculator.performance import closed_loop_seconds
 
     case = (engine, "llama-3.1-70b", "fp8", 4, 1024, 128, 16)
@@ -689,7 +694,7 @@ def test_the_rounds_after_the_burst_arrive_crowded_until_the_length_spread_mixes
         step_arrays("llama-3.1-70b", "h100-sxm", "fp8", engine=profile), profile, 4, 1024, 128, 16
     )
     assert float(crowded["ttft"]) == pytest.approx(simulated["ttft", "mean"], rel=0.10)
-    assert float(mixed["ttft"]) < 0.85 * simulated["ttft", "mean"]
+    assert float(mixed["ttft"]) < 0.88 * simulated["ttft", "mean"]
     # the crowding moves prompts in time, not their work (TensorRT-LLM: 8 whole prompts fit the room either way)
     assert float(crowded["tpot"]) == pytest.approx(float(mixed["tpot"]), rel=1e-6)
 
@@ -857,7 +862,9 @@ def test_prompts_join_a_prompt_over_the_iteration_it_lands_in(engine, prompt, cl
     assert float(closed["ttft"]) == pytest.approx(run.value("ttft", "mean").m_as("s"), rel=0.07)
 
 
-@pytest.mark.parametrize(("engine", "prompt", "clients"), [("vllm", 16384, 16), ("sglang", 32768, 8), ("sglang", 32768, 16)])
+@pytest.mark.parametrize(
+    ("engine", "prompt", "clients"), [("vllm", 16384, 16), ("sglang", 32768, 8), ("sglang", 32768, 16)]
+)
 def test_a_prompt_landing_behind_a_chunked_prompt_waits_for_its_later_chunks(engine, prompt, clients):
     # A prompt that lands in an iteration carrying another prompt's chunk waits for that prompt's later chunks
     # too: of a prompt in k chunks, (k - 1) / 2 more prompt iterations on average. Counting only the iteration it
@@ -872,6 +879,24 @@ def test_a_prompt_landing_behind_a_chunked_prompt_waits_for_its_later_chunks(eng
                       output_cv=0.3)  # fmt: skip
     run = simulate(SimulationSetup("llama-3.1-70b", "h100-sxm", "fp8", 4, engine=engine), traffic, seeds=4)
     assert float(closed["ttft"]) == pytest.approx(run.value("ttft", "mean").m_as("s"), rel=0.05)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+def test_a_decoding_request_meets_every_other_clients_prompt_once_per_cycle(engine):
+    # Four clients of 32,768/128 tokens (Llama-3.1-70B FP8 on four H100s, lengths spread by 0.3, forty rounds):
+    # each prompt takes about four full 8,192-token iterations, a request's 127 decode steps are short ones, and
+    # every other client's prompt is prefilled once per cycle, so nearly all of them during its decode. Counted
+    # as n / (O - 1) per decode iteration (the cycle in seconds at the decode step), two of the three others'
+    # prompts fell in a request's decode: TPOT 20 % below the simulator's on every engine.
+    from calculator.simulation import SimulationSetup, Traffic, simulate
+
+    profile = ENGINES[engine]
+    arrays = step_arrays("llama-3.1-70b", "h100-sxm", "fp8", engine=profile)
+    closed = closed_loop_seconds(arrays, profile, 4, 32768, 128, 4, requests_per_client=40, length_cv=0.3)
+    traffic = Traffic(clients=4, input_tokens=32768, output_tokens=128, requests=160, input_cv=0.3, output_cv=0.3)
+    run = simulate(SimulationSetup("llama-3.1-70b", "h100-sxm", "fp8", 4, engine=engine), traffic, seeds=4)
+    assert float(closed["tpot"]) == pytest.approx(run.value("tpot", "mean").m_as("s"), rel=0.06)
+    assert float(closed["ttft"]) == pytest.approx(run.value("ttft", "mean").m_as("s"), rel=0.06)
 
 
 def test_a_lone_prompt_in_several_chunks_holds_no_decode_back_in_waves():

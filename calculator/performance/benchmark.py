@@ -175,7 +175,18 @@ def closed_loop_seconds(
     overhead = profile.request_overhead.m_as("s") + extra  # the engine's request path and the harness's
     scheduler = _Scheduler(a, eff, profile, budget, tp, inputs, slots, clients, context, held, overhead, ranks, spread)
 
-    # The operating point: the decoding population n where the clients' cycle closes.
+    # The operating point: the decoding population n where the clients' cycle closes, with the others' prompts a
+    # decoding request meets counted over the cycle's iterations (:meth:`_Scheduler.counted`, which depends on
+    # the operating point: a fixed point, taken where the secant through its first two evaluations meets it).
+    running = _closing_population(scheduler, np.minimum(held, scheduler.decoding_cap()))
+    first = scheduler.counted(scheduler.terms(running))  # the count at 1
+    scheduler.count = first
+    running = _closing_population(scheduler, np.minimum(held, scheduler.decoding_cap()))
+    moved = first != 1.0
+    slope = (scheduler.counted(scheduler.terms(running)) - first) / np.where(moved, first - 1.0, 1.0)
+    crossing = (first - slope) / np.where(slope < 1.0, 1.0 - slope, 1.0)
+    crossing = np.clip(crossing, np.minimum(first, 1.0), np.maximum(first, 1.0))
+    scheduler.count = np.where(moved & (slope < 1.0), crossing, first)
     running = _closing_population(scheduler, np.minimum(held, scheduler.decoding_cap()))
     steady = scheduler.terms(running)
     # Where the budget caps the decoding population, the clients the cycle leaves over wait for the
@@ -454,6 +465,7 @@ class _Terms:
     step: np.ndarray  # TPOT: the iteration a decoding request sees
     wait: np.ndarray  # a prompt's time in the engine until its first token
     jitter: np.ndarray  # the part of the wait that varies from prompt to prompt, in decode iterations
+    phase: np.ndarray  # iterations from a request's completion to its client's next first token
 
 
 @dataclass
@@ -471,7 +483,9 @@ class _Scheduler:
     the prompts queued ahead of it for the prefill budget (one server loaded by the share of iterations
     the prompts fill, a deterministic service, less the residual of the prompt in service, which the
     wait for the prompt it lands behind already counts, scaled by the arrival variability of the other clients'
-    nearly periodic streams, Whitt's QNA superposition).
+    nearly periodic streams, Whitt's QNA superposition). The prompts a decoding request meets per iteration are
+    ``count`` times ``(1 - 1/C) n / (O - 1)``: each other client's once per cycle, the cycle counted in
+    iterations (:meth:`counted`).
     """
 
     a: StepArrays
@@ -489,6 +503,7 @@ class _Scheduler:
     length_cv: Any = np.inf  # the spread of the prompts' lengths (inf: none given; whole prompts pack as a share)
     crowd: Any = 1.0  # the other clients' arrivals per iteration, as a multiple of the mixed state's
     peak_load: Any = None  # the prompt load where the queue peaks (:func:`_peak_load`; None: from the clients)
+    count: Any = 1.0  # the prompts a decoding request meets per iteration, over (1 - 1/C) n / (O - 1) (:meth:`counted`)
 
     def __post_init__(self) -> None:
         if self.peak_load is None:
@@ -518,7 +533,7 @@ class _Scheduler:
         """
         if not self.profile.mixed_batching:
             return np.full_like(self.held, np.inf)
-        share = 1.0 - 1.0 / self.clients
+        share = (1.0 - 1.0 / self.clients) * self.count
         if not self.profile.chunked_prefill:
 
             def excess(n: np.ndarray) -> np.ndarray:  # prompts drawn beyond those taken; rises with n
@@ -536,7 +551,8 @@ class _Scheduler:
     def terms(self, n: np.ndarray) -> _Terms:
         a, eff, tp, inputs, slots, context = self.a, self.eff, self.tp, self.inputs, self.slots, self.context
         share = 1.0 - 1.0 / self.clients  # the other clients' part of the load
-        arrive = share * self.crowd  # their part of the arrivals (crowded in the rounds after the burst)
+        drawn = share * self.count  # their prompts per decode iteration, per decoding request and O - 1
+        arrive = drawn * self.crowd  # their part of the arrivals (crowded in the rounds after the burst)
         t_dec = _iteration_seconds(a, eff, tp, n, context)
         t_idle = np.where(n > 0, t_dec, 0.0)
         t_seen = _iteration_seconds(a, eff, tp, 1.0 + share * n, context)
@@ -555,8 +571,8 @@ class _Scheduler:
                 r = self.ranks
                 together = np.maximum(_iteration_seconds(a, eff, tp, n, context, r * chunk, r, prior) - t_idle, 0.0)
                 per_prompt = per_prompt * spread_over_ranks(arrivals, r, added, together)
-            rate = n / np.maximum(slots * t_seen + share * n * per_prompt, 1e-300)
-            step = t_seen + share * n * per_prompt / slots
+            rate = n / np.maximum(slots * t_seen + drawn * n * per_prompt, 1e-300)
+            step = t_seen + drawn * n * per_prompt / slots
             local = n / np.maximum(slots * t_seen + arrive * n * per_prompt, 1e-300)  # crowded: the round's pace
             others = arrive * local
             # An iteration carries a Poisson count of chunks, `arrivals` on average (more than one where
@@ -595,12 +611,12 @@ class _Scheduler:
             packed = np.minimum(1.0 + arrive * n / slots, per_batch)
             t_batch = _iteration_seconds(a, eff, tp, 0, 0, packed * chunk, packed, prior)
             per_prompt = k * t_batch / packed
-            rate = n / np.maximum(slots * t_seen + share * n * per_prompt, 1e-300)
+            rate = n / np.maximum(slots * t_seen + drawn * n * per_prompt, 1e-300)
             local = n / np.maximum(slots * t_seen + arrive * n * per_prompt, 1e-300)
             prefilling = np.minimum(arrive * local * per_prompt, 1.0)
             # the next iteration, by count
             following = 1.0 / (prefilling / np.maximum(t_batch, 1e-300) + (1 - prefilling) / np.maximum(t_idle, 1e-300))
-            step = t_seen + share * n * per_prompt / slots
+            step = t_seen + drawn * n * per_prompt / slots
             own = k * t_batch
             full = _iteration_seconds(a, eff, tp, 0, 0, per_batch * chunk, per_batch, prior)
             service = k * full / per_batch
@@ -648,7 +664,8 @@ class _Scheduler:
         remaining = np.maximum(t_prompt - o * (j + 1) / (2 * j), t_idle / 2) + (k - 1) / 2 * t_prompt
         # An overlap scheduler built the next iteration before this prompt arrived: it waits for that one too,
         # unless that iteration is the next chunk of the prompt it landed behind (already counted).
-        lag = following * (1.0 - landing * (k - 1) / k) if self.profile.overlap_scheduler else 0.0
+        lagged = 1.0 - landing * (k - 1) / k if self.profile.overlap_scheduler else 0.0  # in iterations
+        lag = following * lagged
         residual = landing * remaining + (1 - landing) * t_idle / 2
         if self.profile.mixed_batching:  # the others joining over the whole iteration it lands in
             own = own + np.minimum(others * (landing * t_prompt + (1 - landing) * t_idle), fits) * added
@@ -659,7 +676,28 @@ class _Scheduler:
         hit = busy * landing
         spread = np.sqrt(np.maximum(hit * 4 / 3 * remaining**2 - (hit * remaining) ** 2, 0.0) + queue**2)
         jitter = spread / np.maximum(t_idle, 1e-300)
-        return _Terms(gap, rate, step, wait, jitter)
+        # The same wait in iterations: the path's, half the one it lands in and the later chunks of the prompt
+        # it lands behind, the overlap scheduler's, the queued prompts' full ones and its own k.
+        with np.errstate(invalid="ignore"):  # an endless queue: endless iterations
+            queued_iterations = queue / np.maximum(full, t_dec)
+        phase = o / np.maximum(following, 1e-300) + 0.5 + landing * (k - 1) / 2 + lagged + queued_iterations + k
+        return _Terms(gap, rate, step, wait, jitter, phase)
+
+    def counted(self, steady: _Terms) -> np.ndarray:
+        """The others' prompts a decoding request meets per decode iteration, relative to ``(1 - 1/C) n / (O - 1)``.
+
+        Every other client's prompt is prefilled once per cycle, and completions, which send the prompts, come per
+        iteration: a request meets the share ``(O - 1) / (O - 1 + P)`` of them while it decodes, ``P`` the
+        iterations from its completion to its next first token (``_Terms.phase``). ``n / (O - 1)`` counts the
+        cycle in seconds at the decode step instead, ``O - 1 + (o + wait) / TPOT`` iterations: where the prompt's
+        iterations are longer than the decode steps (long prompts, short outputs, few clients) it misses the
+        prompts that arrive while a request waits and queue behind it. The ratio:
+        ``(decode + o + wait) / (decode + P TPOT)`` (1 where the steady state has no finite wait).
+        """
+        decode = self.slots * steady.step
+        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+            ratio = (decode + self.overhead + steady.wait) / (decode + steady.phase * steady.step)
+        return np.where(np.isfinite(ratio) & (ratio > 0), ratio, 1.0)
 
 
 def predict_benchmark(

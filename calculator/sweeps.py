@@ -533,7 +533,7 @@ def sweep_fleet(
     0    h100-sxm                        10     4                     16
     1    h100-sxm                        40    12                     48
     2    h200-sxm                        10     3                     12
-    3    h200-sxm                        40     9                     36
+    3    h200-sxm                        40    10                     40
     """
     import pandas as pd
 

@@ -443,8 +443,9 @@ def _mixed_iteration(
     cost over a plain decode step; a prompt is ``k`` chunks where the budget the decodes leave is
     smaller than it. ``budget`` is the replica's (every attention rank's, ``ranks`` of them); a prompt
     is chunked to one rank's share of what is left. Chunks landing together are not simply additive:
-    with asynchronous scheduling the first hide under the fixed costs (``overlapped_prompt_seconds``),
-    and attention ranks prefill theirs side by side (``spread_over_ranks``). An engine that does not
+    priced together (``overlapped_prompt_seconds``), several cost less than their sum alone, and with
+    asynchronous scheduling the first hide under the fixed costs; a synchronous engine's attention
+    ranks prefill theirs side by side (``spread_over_ranks``). An engine that does not
     chunk fills an iteration with the whole prompts that fit beside the decodes, at least one however
     long (``whole_prompts``, prompt lengths spread by ``length_cv``), as the benchmark model does.
     """
@@ -465,18 +466,22 @@ def _mixed_iteration(
     chunks = sum(w * k for w, (k, _) in weighted)  # per prompt, and the mean chunk's tokens
     chunk = max(prompts.computed - prompts.cached, 1.0) / chunks
     arrivals = batch / decode_slots * chunks  # chunks landing per iteration
-    if grid.eff.overlap:
-        # Asynchronous scheduling: the first chunks hide under the fixed costs, the next add their GPU time.
-        # The prompts' cost over their lengths keeps its convexity; the mean chunk's carries the overlap.
+    r = np.asarray(ranks, dtype=float)
+    spread = (r > 1) & (not grid.eff.overlap)  # a synchronous engine's attention ranks: chunks side by side
+    priced = per_prompt
+    if not np.all(spread):
+        # Chunks landing together, priced together: under asynchronous scheduling the first hide under the fixed
+        # costs and the next add their GPU time, and the GPU work of several is less than their sum alone. The
+        # prompts' cost over their lengths keeps its convexity; the mean chunk's carries the difference.
         a, eff = grid.arrays, grid.eff
         expected, alone = _overlap_expectation(a, eff, grid.tp, batch, grid.context, chunk, 0.0, arrivals, plain)
         excess = grid.scale[0] * (expected / np.maximum(arrivals, 1e-300) - alone)
-        per_prompt = per_prompt + chunks * np.where(arrivals > 1e-9, excess, 0.0)
-    elif np.any(np.asarray(ranks) > 1):
+        priced = per_prompt + chunks * np.where(arrivals > 1e-9, excess, 0.0)
+    if np.any(spread):
         # Chunks landing in one iteration go to different ranks and prefill side by side (the mean chunk).
-        r = np.asarray(ranks, dtype=float)
         together = grid.added(r * chunk, r, 0.0, plain)
-        per_prompt = per_prompt * spread_over_ranks(arrivals, r, per_prompt / chunks, together)
+        priced = np.where(spread, per_prompt * spread_over_ranks(arrivals, r, per_prompt / chunks, together), priced)
+    per_prompt = priced
     step = per_token + batch / decode_slots * per_prompt
     own_time = sum(w * k * (step + d) for w, (k, d) in weighted)
     single = prompts.tail == prompts.nodes[0] and len(prompts.nodes) == 1

@@ -564,7 +564,10 @@ class _Scheduler:
             added = np.maximum(_iteration_seconds(a, eff, tp, n, context, chunk, 1, prior) - t_idle, 0.0)
             per_prompt = k * added
             arrivals = arrive * n * k / slots  # chunks landing per iteration
-            if eff.overlap:  # the first chunks hide under the fixed costs, the next add their GPU time
+            # Chunks landing together are priced together (a Poisson count of them): under an asynchronous engine
+            # the first hide under the fixed costs and the next add their GPU time, and the GPU work of several is
+            # less than their sum alone (eight 128-token prompts beside 1,000 decodes add 17 % less each).
+            if eff.overlap or self.ranks <= 1:
                 expected = overlapped_prompt_seconds(a, eff, tp, n, context, chunk, prior, arrivals, t_idle)
                 per_prompt = np.where(arrivals > 1e-9, k * expected / np.maximum(arrivals, 1e-300), per_prompt)
             elif self.ranks > 1:  # chunks landing together prefill side by side, one per rank

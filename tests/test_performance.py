@@ -899,6 +899,17 @@ def test_a_decoding_request_meets_every_other_clients_prompt_once_per_cycle(engi
     assert float(closed["ttft"]) == pytest.approx(run.value("ttft", "mean").m_as("s"), rel=0.06)
 
 
+def test_the_prompts_an_iteration_carries_are_priced_together():
+    # 1,024 clients of 128/128 tokens under TensorRT-LLM (Llama-3.1-70B FP8 on four H100s): about eight prompts ride
+    # in each decode iteration of about 1,000 requests, and the kernel tables price the eight together at 5.7 ms
+    # each, one alone at 6.8 ms. Priced as the sum of the prompts alone (as for a synchronous engine before), the
+    # closed form's TPOT was 10 % above the simulator's, which prices each iteration's batch.
+    closed, simulated, _ = _closed_and_simulated(
+        "trtllm", "llama-3.1-70b", "fp8", 4, 128, 128, 1024, seeds=2, length_cv=0.1, path_spread=0.5
+    )
+    assert float(closed["tpot"]) == pytest.approx(simulated["tpot", "mean"], rel=0.06)
+
+
 def test_a_lone_prompt_in_several_chunks_holds_no_decode_back_in_waves():
     # One client of 16,384-token prompts under SGLang (Llama-3.1-70B FP8 on four H100s): the prompt takes two
     # 8,192-token prefill batches, and no other prompt comes after its first token, so its decode steps wait

@@ -842,6 +842,20 @@ def test_a_mixing_engines_first_burst_decodes_beside_its_later_prompts(engine, m
     assert float(closed["ttft"]) == pytest.approx(run.value("ttft", "mean").m_as("s"), rel=0.02)
 
 
+def _forty_mixed_rounds(engine, prompt, clients):
+    """The closed form and the simulator over forty rounds of Llama-3.1-70B FP8 on four H100s, 128-token outputs,
+    lengths spread by 0.3 (which mixes the clients within a few rounds), four seeds: ``(closed form, run)``."""
+    from calculator.simulation import SimulationSetup, Traffic, simulate
+
+    profile = ENGINES[engine]
+    arrays = step_arrays("llama-3.1-70b", "h100-sxm", "fp8", engine=profile)
+    closed = closed_loop_seconds(arrays, profile, 4, prompt, 128, clients, requests_per_client=40, length_cv=0.3)
+    traffic = Traffic(clients=clients, input_tokens=prompt, output_tokens=128, requests=40 * clients, input_cv=0.3,
+                      output_cv=0.3)  # fmt: skip
+    run = simulate(SimulationSetup("llama-3.1-70b", "h100-sxm", "fp8", 4, engine=engine), traffic, seeds=4)
+    return closed, run
+
+
 @pytest.mark.parametrize(
     ("engine", "prompt", "clients"), [("vllm", 4096, 16), ("trtllm", 4096, 16), ("vllm", 1024, 64)]
 )
@@ -851,14 +865,7 @@ def test_prompts_join_a_prompt_over_the_iteration_it_lands_in(engine, prompt, cl
     # after a completion). Counted over the length-biased iteration (mostly a long prompt iteration), the
     # joiners were three times as many: TTFT +18 %, +15 % and +11 % over forty rounds (Llama-3.1-70B FP8 on four
     # H100s, 128-token outputs, lengths spread by 0.3).
-    from calculator.simulation import SimulationSetup, Traffic, simulate
-
-    profile = ENGINES[engine]
-    arrays = step_arrays("llama-3.1-70b", "h100-sxm", "fp8", engine=profile)
-    closed = closed_loop_seconds(arrays, profile, 4, prompt, 128, clients, requests_per_client=40, length_cv=0.3)
-    traffic = Traffic(clients=clients, input_tokens=prompt, output_tokens=128, requests=40 * clients, input_cv=0.3,
-                      output_cv=0.3)  # fmt: skip
-    run = simulate(SimulationSetup("llama-3.1-70b", "h100-sxm", "fp8", 4, engine=engine), traffic, seeds=4)
+    closed, run = _forty_mixed_rounds(engine, prompt, clients)
     assert float(closed["ttft"]) == pytest.approx(run.value("ttft", "mean").m_as("s"), rel=0.07)
 
 
@@ -870,14 +877,7 @@ def test_a_prompt_landing_behind_a_chunked_prompt_waits_for_its_later_chunks(eng
     # too: of a prompt in k chunks, (k - 1) / 2 more prompt iterations on average. Counting only the iteration it
     # lands in, the mixed state's TTFT was 9.2 %, 5.3 % and 7.4 % below the simulator's over forty rounds
     # (Llama-3.1-70B FP8 on four H100s, 128-token outputs, lengths spread by 0.3; 8,192-token budgets).
-    from calculator.simulation import SimulationSetup, Traffic, simulate
-
-    profile = ENGINES[engine]
-    arrays = step_arrays("llama-3.1-70b", "h100-sxm", "fp8", engine=profile)
-    closed = closed_loop_seconds(arrays, profile, 4, prompt, 128, clients, requests_per_client=40, length_cv=0.3)
-    traffic = Traffic(clients=clients, input_tokens=prompt, output_tokens=128, requests=40 * clients, input_cv=0.3,
-                      output_cv=0.3)  # fmt: skip
-    run = simulate(SimulationSetup("llama-3.1-70b", "h100-sxm", "fp8", 4, engine=engine), traffic, seeds=4)
+    closed, run = _forty_mixed_rounds(engine, prompt, clients)
     assert float(closed["ttft"]) == pytest.approx(run.value("ttft", "mean").m_as("s"), rel=0.05)
 
 
@@ -888,13 +888,7 @@ def test_a_decoding_request_meets_every_other_clients_prompt_once_per_cycle(engi
     # every other client's prompt is prefilled once per cycle, so nearly all of them during its decode. Counted
     # as n / (O - 1) per decode iteration (the cycle in seconds at the decode step), two of the three others'
     # prompts fell in a request's decode: TPOT 20 % below the simulator's on every engine.
-    from calculator.simulation import SimulationSetup, Traffic, simulate
-
-    profile = ENGINES[engine]
-    arrays = step_arrays("llama-3.1-70b", "h100-sxm", "fp8", engine=profile)
-    closed = closed_loop_seconds(arrays, profile, 4, 32768, 128, 4, requests_per_client=40, length_cv=0.3)
-    traffic = Traffic(clients=4, input_tokens=32768, output_tokens=128, requests=160, input_cv=0.3, output_cv=0.3)
-    run = simulate(SimulationSetup("llama-3.1-70b", "h100-sxm", "fp8", 4, engine=engine), traffic, seeds=4)
+    closed, run = _forty_mixed_rounds(engine, 32768, 4)
     assert float(closed["tpot"]) == pytest.approx(run.value("tpot", "mean").m_as("s"), rel=0.06)
     assert float(closed["ttft"]) == pytest.approx(run.value("ttft", "mean").m_as("s"), rel=0.06)
 

@@ -443,7 +443,7 @@ def _mixed_iteration(
     cost over a plain decode step; a prompt is ``k`` chunks where the budget the decodes leave is
     smaller than it. ``budget`` is the replica's (every attention rank's, ``ranks`` of them); a prompt
     is chunked to one rank's share of what is left. Chunks landing together are not simply additive:
-    priced together (``overlapped_prompt_seconds``), several cost less than their sum alone, and with
+    priced together (``overlapped_prompt_seconds``), several cost other than their sum alone, and with
     asynchronous scheduling the first hide under the fixed costs; a synchronous engine's attention
     ranks prefill theirs side by side (``spread_over_ranks``). An engine that does not
     chunk fills an iteration with the whole prompts that fit beside the decodes, at least one however
@@ -471,7 +471,7 @@ def _mixed_iteration(
     priced = per_prompt
     if not np.all(spread):
         # Chunks landing together, priced together: under asynchronous scheduling the first hide under the fixed
-        # costs and the next add their GPU time, and the GPU work of several is less than their sum alone. The
+        # costs and the next add their GPU time, and the GPU work of several is not their sum alone. The
         # prompts' cost over their lengths keeps its convexity; the mean chunk's carries the difference.
         a, eff = grid.arrays, grid.eff
         expected, alone = _overlap_expectation(a, eff, grid.tp, batch, grid.context, chunk, 0.0, arrivals, plain)

@@ -175,19 +175,8 @@ def closed_loop_seconds(
     overhead = profile.request_overhead.m_as("s") + extra  # the engine's request path and the harness's
     scheduler = _Scheduler(a, eff, profile, budget, tp, inputs, slots, clients, context, held, overhead, ranks, spread)
 
-    # The operating point: the decoding population n where the clients' cycle closes, with the others' prompts a
-    # decoding request meets counted over the cycle's iterations (:meth:`_Scheduler.counted`, which depends on
-    # the operating point: a fixed point, taken where the secant through its first two evaluations meets it).
-    running = _closing_population(scheduler, np.minimum(held, scheduler.decoding_cap()))
-    first = scheduler.counted(scheduler.terms(running))  # the count at 1
-    scheduler.count = first
-    running = _closing_population(scheduler, np.minimum(held, scheduler.decoding_cap()))
-    moved = first != 1.0
-    slope = (scheduler.counted(scheduler.terms(running)) - first) / np.where(moved, first - 1.0, 1.0)
-    crossing = (first - slope) / np.where(slope < 1.0, 1.0 - slope, 1.0)
-    crossing = np.clip(crossing, np.minimum(first, 1.0), np.maximum(first, 1.0))
-    scheduler.count = np.where(moved & (slope < 1.0), crossing, first)
-    running = _closing_population(scheduler, np.minimum(held, scheduler.decoding_cap()))
+    # The operating point: the decoding population n where the clients' cycle closes.
+    running = _operating_point(scheduler)
     steady = scheduler.terms(running)
     # Where the budget caps the decoding population, the clients the cycle leaves over wait for the
     # full iterations in the engine's queue (Little's law at the engine's rate).
@@ -368,6 +357,27 @@ def _whole_prompts(room: Any, inputs: Any, length_cv: Any) -> np.ndarray:
         z = (room - k * inputs) / (np.sqrt(k) * cv * inputs)
     counted = ndtr(np.where(np.isnan(z), np.inf, z)).sum(axis=0)  # nan: fixed lengths that fit exactly
     return np.maximum(np.where((cv < 1) & (share <= _WHOLE_PROMPTS), counted, share), 1.0)
+
+
+def _operating_point(scheduler: _Scheduler) -> np.ndarray:
+    """The decoding population where the cycle closes, with ``scheduler.count`` set to its fixed point.
+
+    The others' prompts a decoding request meets are counted over the cycle's iterations
+    (:meth:`_Scheduler.counted`), which depend on the operating point: the count is taken where the secant
+    through its first two evaluations (at 1 and at the first count) meets it, three closing searches in all.
+    """
+
+    def close() -> np.ndarray:
+        return _closing_population(scheduler, np.minimum(scheduler.held, scheduler.decoding_cap()))
+
+    first = scheduler.counted(scheduler.terms(close()))  # the count at 1
+    scheduler.count = first
+    moved = first != 1.0
+    slope = (scheduler.counted(scheduler.terms(close())) - first) / np.where(moved, first - 1.0, 1.0)
+    crossing = (first - slope) / np.where(slope < 1.0, 1.0 - slope, 1.0)
+    crossing = np.clip(crossing, np.minimum(first, 1.0), np.maximum(first, 1.0))
+    scheduler.count = np.where(moved & (slope < 1.0), crossing, first)
+    return close()
 
 
 def _closing_population(scheduler: _Scheduler, cap: np.ndarray) -> np.ndarray:

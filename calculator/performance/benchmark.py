@@ -180,15 +180,22 @@ def closed_loop_seconds(
     steady = scheduler.terms(running)
     # Where the budget caps the decoding population, the clients the cycle leaves over wait for the
     # full iterations in the engine's queue (Little's law at the engine's rate).
-    steady.wait = steady.wait + np.maximum(-steady.gap, 0.0) / np.maximum(steady.rate, 1e-300)
+    leftover = np.maximum(-steady.gap, 0.0) / np.maximum(steady.rate, 1e-300)
+    steady.wait = steady.wait + leftover
     # The first burst: every client's prompt at once, prefilled budget by budget; weighs one round (see
     # :func:`_aftermath`).
     burst_iterations, mean_iteration, burst_first, t_burst = burst_seconds(
         a, eff, profile, tp, held, inputs, budget, ranks
     )
     first = overhead + burst_first
-    ttft = overhead + steady.wait
+    # Where clients wait for a slot after the first round (more than the engine holds and the path carries), a
+    # prompt is at the engine when a completion frees one, at an iteration's end, and the next iteration takes
+    # it: no landing phase, no overlap lag, no prompts queued ahead but the budget's (the slot queue is in
+    # `slot_wait` below), and the rounds crowded after the burst only lengthen that queue.
+    slotted = np.clip(clients - held - steady.rate * overhead, 0.0, 1.0)
+    ttft = overhead + slotted * (steady.admitted + leftover) + (1.0 - slotted) * steady.wait
     after = _aftermath(scheduler, running, ttft, first, spread * outputs, burst_iterations, requests_per_client)
+    after = (1.0 - slotted) * after
     ttft = ttft + (np.maximum(first - ttft, 0.0) + after) / requests_per_client
     tpot = steady.step
     rate = steady.rate
@@ -476,6 +483,7 @@ class _Terms:
     wait: np.ndarray  # a prompt's time in the engine until its first token
     jitter: np.ndarray  # the part of the wait that varies from prompt to prompt, in decode iterations
     phase: np.ndarray  # iterations from a request's completion to its client's next first token
+    admitted: np.ndarray  # a prompt's wait from a freed slot to its first token, already at the engine
 
 
 @dataclass
@@ -684,6 +692,10 @@ class _Scheduler:
         if self.profile.mixed_batching:  # the others joining over the whole iteration it lands in
             own = own + np.minimum(others * (landing * t_prompt + (1 - landing) * t_idle), fits) * added
         wait = busy * (residual + lag) + own + queue
+        # Admitted from the engine's queue as a completion frees a slot (at an iteration's end): its own k iterations,
+        # each carrying the prompts admitted with it (the completions of an iteration free theirs together), the
+        # queued prompts' and the later chunks of the prompt in service; no landing phase, no overlap lag.
+        admitted = np.maximum(own, k * t_prompt) + queue + busy * landing * (k - 1) / 2 * t_prompt
         gap = n + rate * wait - np.minimum(self.clients - rate * self.overhead, self.held)
         # How much the wait varies between prompts (decode iterations): a wait uniform over twice the mean
         # remaining iteration where the prompt lands behind another's (else none), and the queue.
@@ -695,7 +707,7 @@ class _Scheduler:
         with np.errstate(invalid="ignore"):  # an endless queue: endless iterations
             queued_iterations = queue / np.maximum(full, t_dec)
         phase = o / np.maximum(following, 1e-300) + 0.5 + landing * (k - 1) / 2 + lagged + queued_iterations + k
-        return _Terms(gap, rate, step, wait, jitter, phase)
+        return _Terms(gap, rate, step, wait, jitter, phase, admitted)
 
     def counted(self, steady: _Terms) -> np.ndarray:
         """The others' prompts a decoding request meets per decode iteration, relative to ``(1 - 1/C) n / (O - 1)``.

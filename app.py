@@ -15,6 +15,7 @@ pages = {
     "Plan": [
         page("fleet_sizer", "Fleet sizer", "🖥️", default=True),
         page("memory_fit", "Memory fit", "🧠"),
+        page("benchmark", "Benchmark prediction", "⏱️"),
         page("cost", "Cost", "💵"),
     ],
     "Chapter models": [

@@ -32,6 +32,7 @@ METRIC = '[data-testid="stMetric"]'
 PAGES = {
     "": ("fleet_sizer", METRIC),
     "memory_fit": ("memory_fit", METRIC),
+    "benchmark": ("benchmark", METRIC),
     "cost": ("cost", METRIC),
     "batching_queueing": ("batching_queueing", METRIC),
     "decode_speedups": ("decode_speedups", METRIC),

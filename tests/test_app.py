@@ -334,6 +334,42 @@ def test_memory_fit_page_matches_model_memory_fit_and_suggests_the_closest_fit()
     assert metric(app, "Capacity / device") == "80 GiB"
 
 
+def test_benchmark_page_shows_the_library_prediction_per_concurrency_and_the_kv_it_used():
+    from calculator.performance import predict_benchmark
+
+    app = open_page("benchmark", clients="1, 64, 4096")
+    clients = np.array([1.0, 64.0, 4096.0])
+    expected = predict_benchmark("llama-3.1-70b", "h100-sxm", "fp8", 4, 1024, 128, clients, "vllm")
+    # The headline is the largest concurrency's; the charts draw every concurrency with its interval.
+    assert "At 4,096 clients" in [header.value for header in app.subheader]
+    assert metric(app, "TPOT") == f"{expected.tpot.m_as('ms')[-1]:.4g} ms"
+    ttft, tpot = charts(app)
+    assert values(trace(ttft, "predicted")["y"]) == pytest.approx(expected.ttft.m_as("ms"))
+    assert values(trace(tpot, "80 % interval")["y"]) == pytest.approx(expected.tpot_interval[0].m_as("ms"))
+    assert values(trace(ttft, "KV cache limits the batch")["x"]) == pytest.approx([4096])
+    assert any("From 4,096 clients the KV cache holds fewer requests" in w.value for w in app.warning)
+    assert "KV cache fp8 (the engine's default for these weights)" in rendered(app.caption[-1].value)
+    assert app.dataframe[0].value.shape[0] == 3
+    # Waves take no length spread: said once, and the prediction is the waves' one.
+    waves = open_page("benchmark", clients="16", arrivals="waves", length_cv="0.1")
+    assert any("dispersed arrivals only" in i.value for i in waves.info)
+    in_waves = predict_benchmark("llama-3.1-70b", "h100-sxm", "fp8", 4, 1024, 128, 16, "vllm", arrivals="waves")
+    assert metric(waves, "TPOT") == f"{in_waves.tpot.m_as('ms'):.4g} ms"
+
+
+def test_benchmark_page_says_why_when_the_model_does_not_fit_or_a_count_is_bad():
+    for params, reason in (
+        ({"model": "llama-3.1-405b", "tp": "1"}, "leave no room for one request's KV cache"),
+        ({"clients": "8, x"}, "Clients: expected whole numbers separated by commas, found 'x'"),
+    ):
+        app = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+        app.switch_page("app_pages/benchmark.py")
+        for name, value in params.items():
+            app.query_params[name] = value
+        app.run()
+        assert not app.exception and [reason in rendered(e.value) for e in app.error] == [True], params
+
+
 def test_memory_fit_another_model_without_the_chosen_tp_degree_falls_back_without_a_link_warning():
     app = open_page("memory_fit", tp="64")  # Llama-3.1-70B's 64 heads split 64 ways
     assert app.selectbox(key="memory.tp").value == 64

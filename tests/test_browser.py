@@ -37,6 +37,7 @@ CHROMIUM_ARGS = [
 PAGES = {
     "": "Fleet sizer",
     "memory_fit": "Memory fit",
+    "benchmark": "Benchmark prediction",
     "cost": "Cost",
     "batching_queueing": "Batching and queueing",
     "decode_speedups": "Decode speedups",
@@ -234,6 +235,7 @@ def test_every_page_renders_in_headless_chromium_without_errors(chromium, server
 ANSWER_FIRST = {
     "": ("Fleet sizer", "GPUs"),
     "memory_fit": ("Memory fit", "Fits"),
+    "benchmark": ("Benchmark prediction", "TTFT"),
     "cost": ("Cost", "Lifetime cost"),
     "goal_seek": ("Goal seek", "Transformer layers"),  # the default formula solved for its first input
 }

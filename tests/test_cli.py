@@ -801,6 +801,64 @@ def test_fit_bad_input_exits_2_with_one_line(extra, message):
     assert message in result.output and "Traceback" not in result.output
 
 
+# -------------------------------------------------------------------------------------------- predict
+
+
+def test_predict_prints_the_benchmark_model_per_concurrency_with_its_basis():
+    """Llama-3.1-70B FP8 on four H100s under vLLM: one row per --concurrency, the library's prediction."""
+    from calculator.performance import predict_benchmark
+
+    args = ["predict", "llama-3.1-70b", "-a", "h100-sxm", "-p", "fp8", "--tp", "4", "--engine", "vllm",
+            "--input", "1024", "--output", "128", "-c", "1", "-c", "64", "-c", "4096"]  # fmt: skip
+    result = runner.invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)
+    assert [row["concurrency"] for row in rows] == [1, 64, 4096]
+    expected = predict_benchmark("llama-3.1-70b", "h100-sxm", "fp8", 4, 1024, 128, 64, "vllm")
+    row = rows[1]
+    assert row["ttft [ms]"] == pytest.approx(expected.ttft.m_as("ms"))
+    assert row["tpot_interval.high [ms]"] == pytest.approx(expected.tpot_interval[1].m_as("ms"))
+    assert row["kv_precision"] == expected.kv_precision == "fp8" and row["kv_precision_basis"] == "vllm engine default"
+    assert row["engine"] == "vllm" and row["gpus"] == 4 and row["measured_kernels"] is True
+    # Beyond what the KV cache holds the clients queue: the last row is memory-limited, the others not.
+    assert [row["memory_limited"] for row in rows] == [False, False, True]
+    assert rows[2]["ttft [ms]"] > 100 * rows[0]["ttft [ms]"]
+
+    table = runner.invoke(app, args).output
+    assert table.startswith("answer: llama-3.1-70b fp8 on 4 x h100-sxm (TP 4) under vllm, 1,024/128 tokens")
+    assert "KV cache fp8 (vllm engine default)" in table and "measured kernel tables" in table
+    assert "TTFT ms (80 % range)" in table and len(table.strip().splitlines()) == 6  # answer, header, 3 rows, note
+
+    csv = runner.invoke(app, [*args, "--format", "csv"]).output.strip().splitlines()
+    assert len(csv) == 4 and "ttft [ms]" in csv[0].split(",")
+
+
+def test_predict_offers_the_librarys_arrivals_and_its_run_length():
+    from calculator.cli.predict import Arrivals
+    from calculator.performance import ARRIVALS, REQUESTS_PER_CLIENT
+
+    assert tuple(Arrivals) == ARRIVALS  # the CLI does not import the library to build its help
+    args = ["predict", "llama-3.1-8b", "--input", "1024", "--output", "128", "-c", "8", "--json"]
+    assert json.loads(runner.invoke(app, args).output)[0]["requests_per_client"] == REQUESTS_PER_CLIENT
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--arrivals", "waves", "--length-cv", "0.1"], "--length-cv applies to dispersed arrivals"),
+        (["--tp", "3"], "tensor_parallel 3 does not split model 'llama-3.1-8b'"),
+        (["--input", "200000"], "exceeds the model's context limit"),
+        (["-a", "h300"], "unknown accelerator id 'h300'"),
+        (["--engine", "tgi"], "argument 'engine' must be one of"),
+    ],
+)
+def test_predict_bad_input_exits_2_with_one_line(extra, message):
+    args = ["predict", "llama-3.1-8b", "--input", "1024", "--output", "128", "-c", "8"]
+    result = runner.invoke(app, [*args, *extra])
+    assert result.exit_code == 2
+    assert message in result.output and "Traceback" not in result.output
+
+
 # ------------------------------------------------------------------------------------- one vocabulary
 
 

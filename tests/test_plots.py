@@ -13,6 +13,7 @@ from calculator.errors import InputError
 from calculator.fleet import frontier, size_fleet
 from calculator.memory import kv_wall, model_memory_fit
 from calculator.parallelism import tensor_parallel_layer_time
+from calculator.performance import predict_benchmark
 from calculator.queueing import ggc_mean_wait, mmc_mean_wait
 from calculator.routing import expected_max_load, simulate_max_load
 from calculator.speculative import speedup
@@ -295,9 +296,13 @@ def every_figure(checked_plan):
     schedule = predictive_schedule(times, demand, Q_(100, "request/s"), Q_(7, "min"), Q_(30, "min"), end=Q_(25, "hour"))
     curve = cumulative_cost_curve(Q_(2e6, "USD"), Q_(0.001, "USD/request"), Q_(50e6, "request/day"), Q_(360, "day"))
     sizes = Q_(np.geomspace(1e3, 1e9, 13), "B")
+    clients = np.array([1, 4, 16, 64, 256, 1024, 4096])
     return {
         "batching_curve_figure": plots.batching_curve_figure(
             batch_operating_points(np.arange(1, 161), Q_(5, "ms"), Q_(0.0625, "ms"), devices=8), 80
+        ),
+        "benchmark_prediction_figure": plots.benchmark_prediction_figure(
+            predict_benchmark("llama-3.1-70b", "h100-sxm", "fp8", 4, 1024, 128, clients, "vllm"), clients, "tpot"
         ),
         "cost_curves_figure": plots.cost_curves_figure({"chatbot": curve}, time_unit="day"),
         "curves_figure": plots.curves_figure(

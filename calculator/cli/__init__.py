@@ -1,13 +1,13 @@
 """Command-line interface: ``servecalc`` (or ``python -m calculator``).
 
 Commands print tables for people. The commands that return tables (``registry list``, ``size``, ``fit``,
-``compare``, ``simulate``, ``frontier``) also take ``--format csv|json|xlsx`` (``--json`` is ``--format json``); CSV
-and JSON go to standard output or to ``--out FILE``, XLSX needs ``--out FILE`` and writes the workbook
-of :func:`calculator.export.to_xlsx` (inputs, results, and the formulas and registry sources used).
-``simulate`` checks a plan (``size --json``'s file, or the sizing options) by simulating every request
-(:mod:`calculator.simulation`); its progress bar goes to standard error. A bad registry file exits
-with status 2 and the :class:`~calculator.errors.RegistryError` message; other bad input also exits
-with status 2 and an ``error:`` line.
+``predict``, ``compare``, ``simulate``, ``frontier``) also take ``--format csv|json|xlsx`` (``--json`` is
+``--format json``); CSV and JSON go to standard output or to ``--out FILE``, XLSX needs ``--out FILE`` and
+writes the workbook of :func:`calculator.export.to_xlsx` (inputs, results, and the formulas and registry
+sources used). ``simulate`` checks a plan (``size --json``'s file, or the sizing options) by simulating every
+request (:mod:`calculator.simulation`); its progress bar goes to standard error. A bad registry file exits
+with status 2 and the :class:`~calculator.errors.RegistryError` message; other bad input also exits with
+status 2 and an ``error:`` line.
 
 ``size``, ``compare`` and ``simulate`` share the sizing options (:class:`~calculator.cli.sizing.SizingFlags`,
 declared once); ``compare`` sizes colocated and disaggregated serving side by side
@@ -23,6 +23,7 @@ The modules, each registering its commands on :data:`app` when imported here:
 * :mod:`~calculator.cli.size`: ``size`` (with ``--emit``, ``--disaggregated``, ``--demand``, ``--verify``)
   and ``compare``.
 * :mod:`~calculator.cli.fit`: ``fit`` (does a model fit on a tensor-parallel group; how many sequences at once).
+* :mod:`~calculator.cli.predict`: ``predict`` (what a closed-loop serving benchmark would report, per concurrency).
 * :mod:`~calculator.cli.simulate`: ``simulate`` and reading a plan written by ``size --json``.
 * :mod:`~calculator.cli.frontier`: ``frontier``.
 * :mod:`~calculator.cli.calibrate`: ``calibrate`` (an engine's costs fitted to the user's own benchmark files).
@@ -31,7 +32,7 @@ The modules, each registering its commands on :data:`app` when imported here:
 from __future__ import annotations
 
 # Importing a module registers its commands on app; the help lists them in the order of this import.
-from . import registry, size, fit, simulate, frontier, calibrate  # noqa: F401  # isort: skip
+from . import registry, size, fit, predict, simulate, frontier, calibrate  # noqa: F401  # isort: skip
 from ._app import app, main
 from .simulate import _plan_from_json as _plan_from_json
 

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from ._app import ExtraOption, Format, FormatOption, JsonOption, OutOption, _emit, _format, _library_errors, _load, app
-from .sizing import EngineOption, _quantity
+from .sizing import EngineOption, KvPrecisionOption, _quantity
 
 
 class Basis(StrEnum):
@@ -48,15 +48,7 @@ def fit_command(
     ),
     tensor_parallel: Annotated[int, typer.Option("--tp", metavar="INT", min=1, help="GPUs the model splits over.")] = 1,
     batch: Annotated[int, typer.Option(metavar="INT", min=0, help="Sequences held at once (0: weights only).")] = 1,
-    kv_precision: Annotated[
-        str | None,
-        typer.Option(
-            metavar="PRECISION",
-            help="KV-cache precision (default: what the engine runs for these weights, "
-            "calculator.performance.KV_PRECISION_RULE).",
-            show_default=False,
-        ),
-    ] = None,
+    kv_precision: KvPrecisionOption = None,
     engine: EngineOption = None,
     reserve: Annotated[
         str, typer.Option(metavar="BYTES", help="Memory kept back per device (activations, CUDA graphs), e.g. '2 GB'.")

@@ -55,6 +55,16 @@ EngineOption = Annotated[
     str | None,
     typer.Option(metavar="ENGINE", help="Serving engine profile: vllm, sglang or trtllm (default: generic)."),
 ]
+#: The KV-cache precision of one configuration (``fit``, ``predict``); the sizing flags' own searches more.
+KvPrecisionOption = Annotated[
+    str | None,
+    typer.Option(
+        metavar="PRECISION",
+        help="KV-cache precision (default: what the engine runs for these weights, "
+        "calculator.performance.KV_PRECISION_RULE).",
+        show_default=False,
+    ),
+]
 TimeHelp = "with its unit, e.g. '{}' (a bare number is an error)"
 #: The requests of a simulation (``size --verify`` and ``simulate``).
 RequestsOption = Annotated[

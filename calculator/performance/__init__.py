@@ -53,8 +53,8 @@ from .arrays import (
     outside_validated_range,
     step_arrays,
 )
+from .benchmark import ARRIVALS, BenchmarkPrediction, predict_benchmark
 from .benchmark import REQUESTS_PER_CLIENT as REQUESTS_PER_CLIENT
-from .benchmark import BenchmarkPrediction, predict_benchmark
 from .benchmark import closed_loop_seconds as closed_loop_seconds
 from .engines import ENGINES, GENERIC, Efficiency, EngineProfile, engine_profile, profile_from_entry
 from .engines import GENERIC_FRACTIONS as GENERIC_FRACTIONS
@@ -73,6 +73,7 @@ from .pricing import spread_over_ranks as spread_over_ranks
 from .steps import decode_step_time, expert_exchange_time, prefill_time
 
 __all__ = [
+    "ARRIVALS",
     "ENGINES",
     "GENERIC",
     "profile_from_entry",

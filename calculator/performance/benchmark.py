@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
 
 __all__ = [
+    "ARRIVALS",
     "BenchmarkPrediction",
     "predict_benchmark",
 ]

@@ -32,6 +32,7 @@ __all__ = [
     "ACCELERATOR_COLORS",
     "accelerator_color",
     "batching_curve_figure",
+    "benchmark_prediction_figure",
     "cost_curves_figure",
     "curves_figure",
     "demand_schedule_figure",
@@ -475,6 +476,54 @@ def batching_curve_figure(points: Any, knee: float | None = None) -> go.Figure:
     if knee is not None:
         figure.add_vline(x=float(knee), line_dash="dash", line_color="gray", annotation_text=f"knee {float(knee):.3g}")
     return _finish(figure)
+
+
+def benchmark_prediction_figure(prediction: Any, concurrency: Any, metric: str = "ttft", unit: str = "ms") -> go.Figure:
+    """A closed-loop benchmark's mean TTFT or TPOT against its client concurrency, with the 80 % interval.
+
+    Parameters
+    ----------
+    prediction : BenchmarkPrediction
+        From :func:`calculator.performance.predict_benchmark` over an array of concurrencies.
+    concurrency : array of int
+        The concurrencies it was called with (the x axis, log scale).
+    metric : {"ttft", "tpot"}
+        Which of the two to draw.
+    unit : str
+        Display unit of the time.
+
+    Returns
+    -------
+    plotly.graph_objects.Figure
+        The interval as a band, the prediction as a line, and the points where the KV cache limits the
+        batch marked.
+    """
+    labels = {"ttft": "Mean TTFT", "tpot": "Mean TPOT"}
+    if metric not in labels:
+        raise InputError(f"benchmark_prediction_figure(): argument 'metric' must be 'ttft' or 'tpot', got {metric!r}")
+    clients = _values(concurrency, "")
+    value = _values(getattr(prediction, metric), unit)
+    low, high = (_values(end, unit) for end in getattr(prediction, f"{metric}_interval"))
+    figure = _figure(f"{labels[metric]} against the clients", "Clients [count]", _title(labels[metric], unit))
+    figure.add_trace(go.Scatter(x=clients, y=high, mode="lines", line={"width": 0}, showlegend=False, name="80 % high"))
+    figure.add_trace(
+        go.Scatter(
+            x=clients, y=low, mode="lines", line={"width": 0}, fill="tonexty", fillcolor="rgba(31, 119, 180, 0.2)",
+            name="80 % interval",
+        )
+    )  # fmt: skip
+    figure.add_trace(go.Scatter(x=clients, y=value, mode="lines+markers", name="predicted", line={"color": "#1f77b4"}))
+    limited = np.broadcast_to(np.asarray(prediction.memory_limited, dtype=bool), clients.shape)
+    if limited.any():
+        figure.add_trace(
+            go.Scatter(
+                x=clients[limited], y=value[limited], mode="markers", name="KV cache limits the batch",
+                marker={"color": "#d62728", "size": 10, "symbol": "x"},
+            )
+        )  # fmt: skip
+    figure.update_xaxes(type="log")
+    figure.update_yaxes(type="log")
+    return _finish(figure, powers_of_two=("xaxis",))
 
 
 def hockey_stick_figure(utilization: Any, waits: Mapping[str, Any], unit: str = "ms") -> go.Figure:

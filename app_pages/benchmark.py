@@ -1,0 +1,131 @@
+"""Benchmark prediction: what a closed-loop serving benchmark would report, per client concurrency."""
+
+import numpy as np
+import streamlit as st
+
+from app_pages import _common as ui
+from calculator import Q_
+from calculator.memory import tensor_parallel_valid
+from calculator.performance import ARRIVALS, engine_profile, kv_cache_precision, predict_benchmark
+from calculator.plots import benchmark_prediction_figure
+from calculator.precision import PRECISIONS
+
+ENGINES = {"generic": None, "vLLM": "vllm", "SGLang": "sglang", "TensorRT-LLM": "trtllm"}
+SERVING_PRECISIONS = [p for p in ("fp16", "bf16", "fp8", "int8", "int4", "fp4") if p in PRECISIONS]
+#: The KV-cache choice that follows the engine's default for the weights.
+ENGINE_DEFAULT_KV = "engine default"
+DEGREES = (1, 2, 4, 8, 16)
+#: The length spread that mixes the clients after the first burst; "none" is mixed at once.
+MIXED_AT_ONCE = 0.0
+
+
+def main():
+    st.title("Benchmark prediction")
+    st.caption(
+        "What a closed-loop serving benchmark would report: every client sends its next request when its last one "
+        "completes, all start together, every request has the same prompt and output lengths. The engine's "
+        "scheduler priced iteration by iteration on measured kernel tables, its costs fitted on H100 benchmarks, "
+        "with 80 % intervals from cross-validation (`calculator.performance.predict_benchmark`; "
+        "docs/performance-model.md)."
+    )
+    sc = ui.Scenario("benchmark")
+    reg = ui.registry()
+    with st.sidebar:
+        st.subheader("Model and hardware")
+        model_id = sc.select("Model", "model", ui.transformer_models(), "llama-3.1-70b")
+        accelerator_id = sc.select("Accelerator", "gpu", list(reg.accelerators), "h100-sxm")
+        precision = sc.select("Weight precision", "precision", SERVING_PRECISIONS, "fp8")
+        model = reg.model(model_id)
+        degrees = [int(d) for d in np.array(DEGREES)[np.atleast_1d(tensor_parallel_valid(model, np.array(DEGREES)))]]
+        tp = sc.select("Tensor-parallel degree", "tp", degrees, 4, help="degrees that split the model's heads")
+        engine = ENGINES[sc.select("Serving engine", "engine", list(ENGINES), "vLLM")]
+        kv_choice = sc.select(
+            "KV-cache precision", "kv", [ENGINE_DEFAULT_KV, "fp16", "bf16", "fp8"], ENGINE_DEFAULT_KV,
+            help="The engine's default for the checkpoint: FP8 for FP8/FP4 weights under vLLM, TensorRT-LLM and "
+            "the generic profile (on GPUs with FP8), 16-bit otherwise (calculator.performance.KV_PRECISION_RULE).",
+        )  # fmt: skip
+        st.subheader("Benchmark")
+        prompt = sc.number("Prompt [token]", "prompt", 1024, min_value=1, max_value=1_000_000, integer=True)
+        output = sc.number("Output [token]", "output", 128, min_value=1, max_value=1_000_000, integer=True)
+        text = sc.text(
+            "Clients (comma-separated)", "clients", "1, 4, 16, 64, 256, 1024",
+            help="each a separate benchmark run of that many concurrent clients",
+        )  # fmt: skip
+        arrivals = sc.select(
+            "Arrivals", "arrivals", list(ARRIVALS), "dispersed",
+            help="dispersed: requests vary a little in length or timing, so after the first burst the clients meet "
+            "by chance; waves: identical requests started together stay together",
+        )  # fmt: skip
+        spread = sc.number(
+            "Output length spread (CV)", "length_cv", MIXED_AT_ONCE, min_value=0.0, max_value=0.5, step=0.05,
+            help="the coefficient of variation of the output lengths that mixes the clients again after the first "
+            "burst (0: mixed at once); dispersed arrivals only",
+        )  # fmt: skip
+        rounds = sc.number(
+            "Requests per client", "rounds", 10, min_value=1, max_value=1_000_000, integer=True,
+            help="the first burst weighs one request in this many",
+        )  # fmt: skip
+    clients = np.array(sorted(set(ui.parse_numbers(text, "Clients", integer=True, minimum=1))), dtype=float)
+    accelerator = reg.accelerator(accelerator_id)
+    profile = engine_profile(engine, reg)
+    kv = (
+        kv_cache_precision(model, accelerator, precision, profile, registry=reg)
+        if kv_choice == ENGINE_DEFAULT_KV
+        else kv_choice
+    )
+    length_cv = spread if (arrivals == "dispersed" and spread > MIXED_AT_ONCE) else None
+    prediction = predict_benchmark(
+        model, accelerator, precision, tp, prompt, output, clients, profile, kv_precision=kv,
+        requests_per_client=rounds, arrivals=arrivals, length_cv=length_cv, registry=reg,
+    )  # fmt: skip
+    _headline(prediction, clients)
+    basis = "the engine's default for these weights" if kv_choice == ENGINE_DEFAULT_KV else "chosen"
+    kernels = "measured kernel tables" if prediction.measured_kernels else "the generic efficiency curve (no tables)"
+    st.caption(
+        f"{model_id} {precision} on {tp} × {ui.plain(accelerator_id)} under the {prediction.engine} profile; KV "
+        f"cache {prediction.kv_precision} ({basis}); step times from {kernels}. The intervals held the measured "
+        "value in 80-85 % of cross-validated predictions, and are wider away from the H100."
+    )
+    if arrivals == "waves" and spread > MIXED_AT_ONCE:
+        st.info("The length spread applies to dispersed arrivals only; identical requests in waves have none.")
+    limited = np.atleast_1d(prediction.memory_limited)
+    if limited.any():
+        first = int(clients[limited][0])
+        st.warning(
+            f"From {first:,} clients the KV cache holds fewer requests than there are clients "
+            f"({int(np.atleast_1d(prediction.max_concurrency)[0]):,} at these lengths): the others wait for a slot."
+        )
+    if np.atleast_1d(prediction.cache_pressure).any():
+        st.info(
+            "Requests that finish together would outgrow the cache at some of these points; without a length spread "
+            "the prediction counts the mixed state's occupancy, and near the cache's limit TTFT can be several "
+            "times higher (docs/performance-model.md, 'Decisions and limits')."
+        )
+    left, right = st.columns(2)
+    left.plotly_chart(benchmark_prediction_figure(prediction, clients, "ttft"), key="ttft-chart")
+    right.plotly_chart(benchmark_prediction_figure(prediction, clients, "tpot"), key="tpot-chart")
+    frame = prediction.to_frame(
+        {"ttft": "ms", "ttft_interval.low": "ms", "ttft_interval.high": "ms", "tpot": "ms",
+         "tpot_interval.low": "ms", "tpot_interval.high": "ms", "prefill_time": "ms", "decode_step_time": "ms"}
+    ).drop(columns=["engine", "kv_precision", "measured_kernels"])  # fmt: skip
+    frame.insert(0, "clients", clients.astype(int))
+    ui.table(frame, "benchmark-prediction")
+    ui.download_json(prediction, "benchmark-prediction")
+
+
+def _headline(prediction, clients):
+    """The metrics of the largest concurrency: TTFT and TPOT (their intervals in the help), the throughputs."""
+
+    def at(value):  # the largest concurrency's value of a (possibly array) quantity
+        return Q_(np.atleast_1d(value.magnitude)[-1], value.units)
+
+    st.subheader(f"At {int(clients[-1]):,} clients")
+    cols = st.columns(4)
+    for col, label, name in ((cols[0], "TTFT", "ttft"), (cols[1], "TPOT", "tpot")):
+        low, high = (ui.fmt(at(end)) for end in getattr(prediction, f"{name}_interval"))
+        col.metric(label, ui.fmt(at(getattr(prediction, name))), help=f"80 % interval: {low} to {high}")
+    cols[2].metric("Requests/s", ui.number(at(prediction.throughput).m_as("1/s")))
+    cols[3].metric("Output tokens/s", ui.number(at(prediction.output_throughput).m_as("token/s")))
+
+
+ui.run(main)

@@ -189,15 +189,19 @@ def closed_loop_seconds(
         a, eff, profile, tp, held, inputs, budget, ranks
     )
     first = overhead + burst_first
-    # Where clients wait for a slot after the first round (more than the engine holds and the path carries), a
-    # prompt is at the engine when a completion frees one, at an iteration's end, and the next iteration takes
-    # it: no landing phase, no overlap lag, no prompts queued ahead but the budget's (the slot queue is in
-    # `slot_wait` below), and the rounds crowded after the burst only lengthen that queue.
-    slotted = np.clip(clients - held - steady.rate * overhead, 0.0, 1.0)
-    ttft = overhead + slotted * (steady.admitted + leftover) + (1.0 - slotted) * steady.wait
+    ttft = overhead + steady.wait
     after = _aftermath(scheduler, running, ttft, first, spread * outputs, burst_iterations, requests_per_client)
-    after = (1.0 - slotted) * after
     ttft = ttft + (np.maximum(first - ttft, 0.0) + after) / requests_per_client
+    # A prompt that waits for a slot (below) is at the engine when a completion frees one, at an iteration's end,
+    # and the next iteration takes it: after the slot wait, no landing phase, no overlap lag, no prompts queued
+    # ahead but the budget's, and the rounds crowded after the burst only lengthen the slot queue. A slot frees
+    # at the end of an iteration after the one the prompt lands in, so the slot wait covers what an arriving
+    # prompt waits, and the TTFT is the longer of the two ways (where the queue is short, the arriving one).
+    # Where fewer than one client waits beyond what the engine holds (or it waits for the cache a group outgrows,
+    # followed below), the slot wait adds to the arriving prompt's, as much as the clients beyond fall short of one.
+    admitted = overhead + steady.admitted + leftover
+    admitted = admitted + np.maximum(first - admitted, 0.0) / requests_per_client
+    slotted = np.minimum(np.maximum(clients - held - steady.rate * overhead, 0.0), 1.0)
     tpot = steady.step
     rate = steady.rate
     waves = _waves(arrivals, clients.shape)
@@ -247,8 +251,13 @@ def closed_loop_seconds(
         followed[group] = kept
         slot_wait[followed] = (wait + behind)[kept]
         ttft[followed & bursts] = overhead[followed & bursts] + own[kept & bursts[group]]
-    throughput = clients / (ttft + full_queue + slots * tpot)  # every client has one request in flight
-    ttft = ttft + slot_wait
+    admitted = np.where(waves, ttft, admitted)  # a wave's slot wait adds to its own first token
+
+    def with_slot_wait(wait: np.ndarray) -> np.ndarray:
+        return (1.0 - slotted) * (ttft + wait) + slotted * np.maximum(ttft, admitted + wait)
+
+    throughput = clients / (with_slot_wait(full_queue) + slots * tpot)  # every client has one request in flight
+    ttft = with_slot_wait(slot_wait)
     if np.any(followed):  # the run's requests over its span, the drain at the end included
         throughput[followed] = run_rate[kept]
     out = {

@@ -5,6 +5,7 @@ import streamlit as st
 
 from app_pages import _common as ui
 from calculator import Q_
+from calculator.fleet.inputs import MOE_LAYOUTS
 from calculator.memory import tensor_parallel_valid
 from calculator.performance import ARRIVALS, engine_profile, kv_cache_precision, predict_benchmark
 from calculator.plots import benchmark_prediction_figure
@@ -15,6 +16,12 @@ SERVING_PRECISIONS = [p for p in ("fp16", "bf16", "fp8", "int8", "int4", "fp4") 
 #: The KV-cache choice that follows the engine's default for the weights.
 ENGINE_DEFAULT_KV = "engine default"
 DEGREES = (1, 2, 4, 8, 16)
+#: How the caption names a mixture of experts' layout (nothing for a dense model's tensor parallelism).
+LAYOUT_NOTES = {
+    "tensor": "",
+    "expert": " (experts spread over the GPUs)",
+    "attention-dp": " (an attention rank per GPU)",
+}
 #: The length spread that mixes the clients after the first burst; "none" is mixed at once.
 MIXED_AT_ONCE = 0.0
 
@@ -38,6 +45,14 @@ def main():
         model = reg.model(model_id)
         degrees = [int(d) for d in np.array(DEGREES)[np.atleast_1d(tensor_parallel_valid(model, np.array(DEGREES)))]]
         tp = sc.select("Tensor-parallel degree", "tp", degrees, 4, help="degrees that split the model's heads")
+        layout = "tensor"
+        if (model.experts or 1) > 1:
+            layout = sc.select(
+                "Expert layout (mixture of experts)", "moe_layout", list(MOE_LAYOUTS), "tensor",
+                help="How the replica's GPUs hold the experts: 'tensor' splits each expert over them, 'expert' "
+                "spreads whole experts over them (expert parallelism over the TP degree), 'attention-dp' gives each "
+                "GPU its own attention rank and sequences with the experts spread (attention data parallelism)",
+            )  # fmt: skip
         engine = ENGINES[sc.select("Serving engine", "engine", list(ENGINES), "vLLM")]
         kv_choice = sc.select(
             "KV-cache precision", "kv", [ENGINE_DEFAULT_KV, "fp16", "bf16", "fp8"], ENGINE_DEFAULT_KV,
@@ -74,15 +89,19 @@ def main():
         else kv_choice
     )
     length_cv = spread if (arrivals == "dispersed" and spread > MIXED_AT_ONCE) else None
+    # the layout's (tensor-parallel degree, attention ranks, expert parallelism) on the replica's `tp` GPUs
+    degree, ranks, spread_over = {"tensor": (tp, 1, 1), "expert": (tp, 1, tp), "attention-dp": (1, tp, tp)}[layout]
     prediction = predict_benchmark(
-        model, accelerator, precision, tp, prompt, output, clients, profile, kv_precision=kv,
-        requests_per_client=rounds, arrivals=arrivals, length_cv=length_cv, registry=reg,
+        model, accelerator, precision, degree, prompt, output, clients, profile, kv_precision=kv,
+        requests_per_client=rounds, arrivals=arrivals, length_cv=length_cv, data_parallel=ranks,
+        expert_parallel=spread_over, registry=reg,
     )  # fmt: skip
     _headline(prediction, clients)
     basis = "the engine's default for these weights" if kv_choice == ENGINE_DEFAULT_KV else "chosen"
     kernels = "measured kernel tables" if prediction.measured_kernels else "the generic efficiency curve (no tables)"
     st.caption(
-        f"{model_id} {precision} on {tp} × {ui.plain(accelerator_id)} under the {prediction.engine} profile; KV "
+        f"{model_id} {precision} on {tp} × {ui.plain(accelerator_id)}{LAYOUT_NOTES[layout]} under the "
+        f"{prediction.engine} profile; KV "
         f"cache {prediction.kv_precision} ({basis}); step times from {kernels}. The intervals held the measured "
         "value in 80-85 % of cross-validated predictions, and are wider away from the H100."
     )

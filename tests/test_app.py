@@ -357,6 +357,19 @@ def test_benchmark_page_shows_the_library_prediction_per_concurrency_and_the_kv_
     assert metric(waves, "TPOT") == f"{in_waves.tpot.m_as('ms'):.4g} ms"
 
 
+def test_benchmark_page_lays_a_mixture_of_experts_out_as_chosen():
+    from calculator.performance import predict_benchmark
+
+    app = open_page("benchmark", model="deepseek-v3", gpu="h200-sxm", tp="8", moe_layout="attention-dp", clients="64")
+    # An attention rank per GPU, the experts spread over the eight: TP 1 attention, eight ranks, EP 8.
+    expected = predict_benchmark("deepseek-v3", "h200-sxm", "fp8", 1, 1024, 128, 64, "vllm", data_parallel=8,
+                                 expert_parallel=8)  # fmt: skip
+    assert metric(app, "TPOT") == f"{expected.tpot.m_as('ms'):.4g} ms"
+    assert "8 × h200-sxm (an attention rank per GPU)" in rendered(app.caption[-1].value)
+    dense = open_page("benchmark")
+    assert not [box for box in dense.selectbox if box.key == "benchmark.moe_layout"]  # a dense model has no layout
+
+
 def test_benchmark_page_says_why_when_the_model_does_not_fit_or_a_count_is_bad():
     for params, reason in (
         ({"model": "llama-3.1-405b", "tp": "1"}, "leave no room for one request's KV cache"),

@@ -376,6 +376,27 @@ def _whole_prompts(room: Any, inputs: Any, length_cv: Any) -> np.ndarray:
     return np.maximum(np.where((cv < 1) & (share <= _WHOLE_PROMPTS), counted, share), 1.0)
 
 
+def _chunks(inputs: Any, size: Any, length_cv: Any) -> np.ndarray:
+    """The mean number of chunks of ``size`` tokens a prompt takes: ``E[ceil(I / size)]``.
+
+    Prompts spread normally by ``length_cv`` around ``inputs`` take ``1 + sum_j P(I > j size)`` chunks on average
+    (a mean of exactly two budgets is two chunks for half of them and three for the other half); fixed lengths
+    (0) or no spread given (``inf``) take ``ceil(inputs / size)``.
+    """
+    from scipy.special import ndtr
+
+    inputs, size, cv = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (inputs, size, length_cv)))
+    fixed = np.ceil(inputs / size)
+    spread = np.isfinite(cv) & (cv > 0) & (cv < 1)
+    if not np.any(spread):
+        return fixed
+    most = int(np.max(np.where(spread, np.ceil(inputs * (1 + 8 * np.where(spread, cv, 0.0)) / size), 1.0)))
+    j = np.arange(1, most + 1, dtype=float).reshape((-1,) + (1,) * inputs.ndim)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = (inputs - j * size) / (np.where(spread, cv, 1.0) * inputs)
+    return np.where(spread, 1.0 + ndtr(z).sum(axis=0), fixed)
+
+
 def _operating_point(scheduler: _Scheduler) -> np.ndarray:
     """The decoding population where the cycle closes, with ``scheduler.count`` set to its fixed point.
 
@@ -586,7 +607,8 @@ class _Scheduler:
         t_seen = _iteration_seconds(a, eff, tp, 1.0 + share * n, context)
         if self.profile.mixed_batching:
             room = np.maximum(self.budget - n, self.budget / 4)
-            k = np.ceil(inputs / (room / self.ranks)) if self.profile.chunked_prefill else np.ones_like(inputs)
+            chunked = self.profile.chunked_prefill
+            k = _chunks(inputs, room / self.ranks, self.length_cv) if chunked else np.ones_like(inputs)
             chunk = inputs / k
             prior = (k - 1) / 2 * chunk
             added = np.maximum(_iteration_seconds(a, eff, tp, n, context, chunk, 1, prior) - t_idle, 0.0)
@@ -633,7 +655,7 @@ class _Scheduler:
             full = _iteration_seconds(a, eff, tp, n, context, fill, np.maximum(fill / inputs, 1.0), prior_full)
             service = filled * np.maximum(full, t_dec)  # a prompt's share of full iterations
         else:
-            k = np.ceil(inputs / (self.budget / self.ranks))
+            k = _chunks(inputs, self.budget / self.ranks, self.length_cv)
             chunk = inputs / k
             per_batch = np.maximum(self.budget / chunk, 1.0)
             prior = (k - 1) / 2 * chunk
@@ -796,9 +818,11 @@ def predict_benchmark(
         0.1), and their TTFT counts in the mean. ``None`` (default): mixed from the second round on, the
         dispersed steady state at once. Only with ``arrivals="dispersed"``. The model follows the
         simulator from a spread of about 0.05; below it the clients' groups stay in step longer than it
-        counts (TTFT up to 28 % low at 0.02), and identical requests are ``arrivals="waves"``. For an
-        engine that does not chunk the spread also sets how many whole prompts share an iteration. Where
-        the KV cache binds, the group's cache is followed through the run (about a second a point).
+        counts (TTFT up to 28 % low at 0.02), and identical requests are ``arrivals="waves"``. The spread
+        applies to the prompts alike: it sets how many chunks a prompt takes on average (half of the prompts
+        around a whole number of budgets take one more) and, for an engine that does not chunk, how many
+        whole prompts share an iteration. Where the KV cache binds, the group's cache is followed through the
+        run (about a second a point).
     data_parallel : int, default 1
         For a mixture of experts: attention ranks of ``tensor_parallel`` GPUs each (attention data
         parallelism, :func:`~calculator.performance.decode_step_time`); each schedules its own token

@@ -7,14 +7,9 @@ from app_pages import _common as ui
 from calculator import Q_
 from calculator.fleet.inputs import MOE_LAYOUTS
 from calculator.memory import tensor_parallel_valid
-from calculator.performance import ARRIVALS, engine_profile, kv_cache_precision, predict_benchmark
+from calculator.performance import ARRIVALS, BENCHMARK_UNITS, predict_benchmark
 from calculator.plots import benchmark_prediction_figure
-from calculator.precision import PRECISIONS
 
-ENGINES = {"generic": None, "vLLM": "vllm", "SGLang": "sglang", "TensorRT-LLM": "trtllm"}
-SERVING_PRECISIONS = [p for p in ("fp16", "bf16", "fp8", "int8", "int4", "fp4") if p in PRECISIONS]
-#: The KV-cache choice that follows the engine's default for the weights.
-ENGINE_DEFAULT_KV = "engine default"
 DEGREES = (1, 2, 4, 8, 16)
 #: How the caption names a mixture of experts' layout (nothing for a dense model's tensor parallelism).
 LAYOUT_NOTES = {
@@ -41,7 +36,7 @@ def main():
         st.subheader("Model and hardware")
         model_id = sc.select("Model", "model", ui.transformer_models(), "llama-3.1-70b")
         accelerator_id = sc.select("Accelerator", "gpu", list(reg.accelerators), "h100-sxm")
-        precision = sc.select("Weight precision", "precision", SERVING_PRECISIONS, "fp8")
+        precision = sc.select("Weight precision", "precision", ui.SERVING_PRECISIONS, "fp8")
         model = reg.model(model_id)
         degrees = [int(d) for d in np.array(DEGREES)[np.atleast_1d(tensor_parallel_valid(model, np.array(DEGREES)))]]
         tp = sc.select("Tensor-parallel degree", "tp", degrees, 4, help="degrees that split the model's heads")
@@ -53,9 +48,9 @@ def main():
                 "spreads whole experts over them (expert parallelism over the TP degree), 'attention-dp' gives each "
                 "GPU its own attention rank and sequences with the experts spread (attention data parallelism)",
             )  # fmt: skip
-        engine = ENGINES[sc.select("Serving engine", "engine", list(ENGINES), "vLLM")]
+        engine = ui.ENGINES[sc.select("Serving engine", "engine", list(ui.ENGINES), "vLLM")]
         kv_choice = sc.select(
-            "KV-cache precision", "kv", [ENGINE_DEFAULT_KV, "fp16", "bf16", "fp8"], ENGINE_DEFAULT_KV,
+            "KV-cache precision", "kv", [ui.ENGINE_DEFAULT_KV, "fp16", "bf16", "fp8"], ui.ENGINE_DEFAULT_KV,
             help="The engine's default for the checkpoint: FP8 for FP8/FP4 weights under vLLM, TensorRT-LLM and "
             "the generic profile (on GPUs with FP8), 16-bit otherwise (calculator.performance.KV_PRECISION_RULE).",
         )  # fmt: skip
@@ -82,22 +77,17 @@ def main():
         )  # fmt: skip
     clients = np.array(sorted(set(ui.parse_numbers(text, "Clients", integer=True, minimum=1))), dtype=float)
     accelerator = reg.accelerator(accelerator_id)
-    profile = engine_profile(engine, reg)
-    kv = (
-        kv_cache_precision(model, accelerator, precision, profile, registry=reg)
-        if kv_choice == ENGINE_DEFAULT_KV
-        else kv_choice
-    )
+    kv = None if kv_choice == ui.ENGINE_DEFAULT_KV else kv_choice  # None: the engine's default, stated in the result
     length_cv = spread if (arrivals == "dispersed" and spread > MIXED_AT_ONCE) else None
     # the layout's (tensor-parallel degree, attention ranks, expert parallelism) on the replica's `tp` GPUs
     degree, ranks, spread_over = {"tensor": (tp, 1, 1), "expert": (tp, 1, tp), "attention-dp": (1, tp, tp)}[layout]
     prediction = predict_benchmark(
-        model, accelerator, precision, degree, prompt, output, clients, profile, kv_precision=kv,
+        model, accelerator, precision, degree, prompt, output, clients, engine, kv_precision=kv,
         requests_per_client=rounds, arrivals=arrivals, length_cv=length_cv, data_parallel=ranks,
         expert_parallel=spread_over, registry=reg,
     )  # fmt: skip
     _headline(prediction, clients)
-    basis = "the engine's default for these weights" if kv_choice == ENGINE_DEFAULT_KV else "chosen"
+    basis = "the engine's default for these weights" if kv_choice == ui.ENGINE_DEFAULT_KV else "chosen"
     kernels = "measured kernel tables" if prediction.measured_kernels else "the generic efficiency curve (no tables)"
     st.caption(
         f"{model_id} {precision} on {tp} × {ui.plain(accelerator_id)}{LAYOUT_NOTES[layout]} under the "
@@ -123,10 +113,7 @@ def main():
     left, right = st.columns(2)
     left.plotly_chart(benchmark_prediction_figure(prediction, clients, "ttft"), key="ttft-chart")
     right.plotly_chart(benchmark_prediction_figure(prediction, clients, "tpot"), key="tpot-chart")
-    frame = prediction.to_frame(
-        {"ttft": "ms", "ttft_interval.low": "ms", "ttft_interval.high": "ms", "tpot": "ms",
-         "tpot_interval.low": "ms", "tpot_interval.high": "ms", "prefill_time": "ms", "decode_step_time": "ms"}
-    ).drop(columns=["engine", "kv_precision", "measured_kernels"])  # fmt: skip
+    frame = prediction.to_frame(BENCHMARK_UNITS).drop(columns=["engine", "kv_precision", "measured_kernels"])
     frame.insert(0, "clients", clients.astype(int))
     ui.table(frame, "benchmark-prediction")
     ui.download_json(prediction, "benchmark-prediction")

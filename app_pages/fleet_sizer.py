@@ -16,17 +16,12 @@ from calculator.fleet.flat import flat_parts
 from calculator.fleet.inputs import MOE_LAYOUTS
 from calculator.performance import outside_validated_range
 from calculator.plots import frontier_figure, kv_occupancy_over_time, latency_distribution, verification_chart
-from calculator.precision import PRECISIONS
 from calculator.queueing import replica_demand, utilization
 from calculator.registry import load_registry
 from calculator.results import percentile_label
 from calculator.simulation import DEFAULT_ROUTER, verify_plan
 
-ENGINES = {"generic": None, "vLLM": "vllm", "SGLang": "sglang", "TensorRT-LLM": "trtllm"}
 PERCENTILES = {"mean": None, "p90": 0.9, "p95": 0.95, "p99": 0.99}
-SERVING_PRECISIONS = [p for p in ("fp16", "bf16", "fp8", "int8", "int4", "fp4") if p in PRECISIONS]
-#: The KV-cache choice that follows the engine's default for the weights (kv_precision=None).
-ENGINE_DEFAULT_KV = "engine default"
 #: Labels of the dispatch policies of `calculator.simulation.ROUTERS`, by canonical name.
 ROUTER_LABELS = {
     "round_robin": "round robin",
@@ -149,13 +144,13 @@ def main():
         st.subheader("Model and hardware")
         model = sc.select("Model", "model", models, "llama-3.1-70b")
         accelerators = sc.multiselect("Accelerators", "gpus", list(reg.accelerators), ["h100-sxm", "h200-sxm"])
-        precisions = sc.multiselect("Weight precisions", "precisions", SERVING_PRECISIONS, ["fp16", "fp8"])
-        engine = sc.select("Serving engine", "engine", list(ENGINES), "generic")
+        precisions = sc.multiselect("Weight precisions", "precisions", ui.SERVING_PRECISIONS, ["fp16", "fp8"])
+        engine = sc.select("Serving engine", "engine", list(ui.ENGINES), "generic")
         kv = sc.select(
             "KV-cache precision",
             "kv",
-            [ENGINE_DEFAULT_KV, "fp16", "fp8"],
-            ENGINE_DEFAULT_KV,
+            [ui.ENGINE_DEFAULT_KV, "fp16", "fp8"],
+            ui.ENGINE_DEFAULT_KV,
             help="The engine's default: FP8 for FP8/FP4 weights under vLLM, TensorRT-LLM and the generic profile "
             "(on GPUs with FP8), 16-bit otherwise (calculator.performance.KV_PRECISION_RULE).",
         )
@@ -214,9 +209,9 @@ def main():
         st.warning(f"Enter a GPU-hour price for {ui.plain(', '.join(missing))}: the registry has none.")
         return
 
-    kv_precision = None if kv == ENGINE_DEFAULT_KV else kv
+    kv_precision = None if kv == ui.ENGINE_DEFAULT_KV else kv
     options = (
-        ("engine", ENGINES[engine]),
+        ("engine", ui.ENGINES[engine]),
         ("max_utilization", max_util),
         ("ttft_percentile", PERCENTILES[percentile]),
         ("price", tuple(sorted(prices.items()))),
@@ -262,7 +257,7 @@ def _frontier(plan, model, accelerators, precisions, prompt, output, engine, kv_
         tuple(precisions),
         prompt,
         output,
-        ENGINES[engine],
+        ui.ENGINES[engine],
         kv_precision,
     )
     st.plotly_chart(frontier_figure(table, plan, registry=ui.registry()), key="frontier")

@@ -29,20 +29,6 @@ from ._app import (
 )
 from .sizing import EngineOption, KvPrecisionOption
 
-#: Units of the rows (table, CSV and JSON).
-PREDICTION_UNITS = {
-    "ttft": "ms",
-    "ttft_interval.low": "ms",
-    "ttft_interval.high": "ms",
-    "tpot": "ms",
-    "tpot_interval.low": "ms",
-    "tpot_interval.high": "ms",
-    "throughput": "request/s",
-    "output_throughput": "token/s",
-    "prefill_time": "ms",
-    "decode_step_time": "ms",
-}
-
 
 class Arrivals(StrEnum):
     """How the benchmark's clients meet: :data:`calculator.performance.ARRIVALS` (not imported with the CLI)."""
@@ -106,7 +92,7 @@ def predict_command(
     80 % intervals, requests and output tokens per second, the batch the engine holds and whether the
     KV cache limits it (docs/performance-model.md).
     """
-    from ..performance import REQUESTS_PER_CLIENT, engine_profile, kv_cache_precision, predict_benchmark
+    from ..performance import BENCHMARK_UNITS, REQUESTS_PER_CLIENT, predict_benchmark
 
     fmt = _format(output_format, as_json)
     if length_cv is not None and arrivals is Arrivals.waves:
@@ -116,11 +102,9 @@ def predict_command(
     rounds = REQUESTS_PER_CLIENT if requests_per_client is None else requests_per_client
     with _library_errors():
         spec, device = registry.model(model), registry.accelerator(accelerator)
-        profile = engine_profile(engine, registry)
-        kv = kv_precision or kv_cache_precision(spec, device, precision, profile, registry=registry)
         result = predict_benchmark(
-            spec, device, precision, tensor_parallel, input_tokens, output_tokens, clients, profile,
-            kv_precision=kv, requests_per_client=rounds, arrivals=arrivals.value, length_cv=length_cv,
+            spec, device, precision, tensor_parallel, input_tokens, output_tokens, clients, engine,
+            kv_precision=kv_precision, requests_per_client=rounds, arrivals=arrivals.value, length_cv=length_cv,
             data_parallel=data_parallel, expert_parallel=expert_parallel, registry=registry,
         )  # fmt: skip
     header = {
@@ -138,7 +122,7 @@ def predict_command(
         "length_cv": length_cv,
         "requests_per_client": rounds,
     }
-    frame = _frame(header, result, clients)
+    frame = _frame(header, result.to_frame(BENCHMARK_UNITS), clients)
 
     def table() -> str:
         kernels = "measured kernel tables" if result.measured_kernels else "the generic efficiency curve (no tables)"
@@ -185,9 +169,9 @@ def _columns(frame: Any, name: str) -> Any:
     )
 
 
-def _frame(header: dict[str, Any], result: Any, clients: np.ndarray) -> Any:
+def _frame(header: dict[str, Any], rows: Any, clients: np.ndarray) -> Any:
     """One row per concurrency: the header columns, the concurrency, then the prediction's columns."""
-    frame = result.to_frame(PREDICTION_UNITS).drop(columns=["engine", "kv_precision"])
+    frame = rows.drop(columns=["engine", "kv_precision"])
     frame.insert(0, "concurrency", clients.astype(int))
     for position, (key, value) in enumerate(header.items()):
         frame.insert(position, key, value)

@@ -53,7 +53,7 @@ from .arrays import (
     outside_validated_range,
     step_arrays,
 )
-from .benchmark import ARRIVALS, BenchmarkPrediction, predict_benchmark
+from .benchmark import ARRIVALS, BENCHMARK_UNITS, BenchmarkPrediction, predict_benchmark
 from .benchmark import REQUESTS_PER_CLIENT as REQUESTS_PER_CLIENT
 from .benchmark import closed_loop_seconds as closed_loop_seconds
 from .engines import ENGINES, GENERIC, Efficiency, EngineProfile, engine_profile, profile_from_entry
@@ -74,6 +74,7 @@ from .steps import decode_step_time, expert_exchange_time, prefill_time
 
 __all__ = [
     "ARRIVALS",
+    "BENCHMARK_UNITS",
     "ENGINES",
     "GENERIC",
     "profile_from_entry",

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ARRIVALS",
+    "BENCHMARK_UNITS",
     "BenchmarkPrediction",
     "predict_benchmark",
 ]
@@ -103,6 +104,21 @@ class BenchmarkPrediction(Result):
     kv_precision: str
     measured_kernels: bool
 
+
+#: The units a benchmark prediction is shown in (``BenchmarkPrediction.to_frame(BENCHMARK_UNITS)``: the CLI's
+#: ``predict`` rows and the dashboard's table).
+BENCHMARK_UNITS = {
+    "ttft": "ms",
+    "ttft_interval.low": "ms",
+    "ttft_interval.high": "ms",
+    "tpot": "ms",
+    "tpot_interval.low": "ms",
+    "tpot_interval.high": "ms",
+    "throughput": "request/s",
+    "output_throughput": "token/s",
+    "prefill_time": "ms",
+    "decode_step_time": "ms",
+}
 
 #: Requests each client sends in a benchmark run (the usual harness sends about ten times the
 #: concurrency): the burst of the first wave is averaged over this many requests per client.
@@ -201,7 +217,6 @@ def closed_loop_seconds(
     # followed below), the slot wait adds to the arriving prompt's, as much as the clients beyond fall short of one.
     admitted = overhead + steady.admitted + leftover
     admitted = admitted + np.maximum(first - admitted, 0.0) / requests_per_client
-    slotted = np.minimum(np.maximum(clients - held - steady.rate * overhead, 0.0), 1.0)
     tpot = steady.step
     rate = steady.rate
     waves = _waves(arrivals, clients.shape)
@@ -252,6 +267,7 @@ def closed_loop_seconds(
         slot_wait[followed] = (wait + behind)[kept]
         ttft[followed & bursts] = overhead[followed & bursts] + own[kept & bursts[group]]
     admitted = np.where(waves, ttft, admitted)  # a wave's slot wait adds to its own first token
+    slotted = np.minimum(queue, 1.0)
 
     def with_slot_wait(wait: np.ndarray) -> np.ndarray:
         return (1.0 - slotted) * (ttft + wait) + slotted * np.maximum(ttft, admitted + wait)

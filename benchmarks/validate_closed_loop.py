@@ -11,7 +11,7 @@ FP8 on four), prompt and output lengths 128-16,384 and 128-8,192 tokens and 1-2,
   ten requests, lengths varying by a coefficient of variation of 0.1 (the small jitter that disperses
   the clients; with identical lengths, the ``arrivals="waves"`` case), over as many seeds as give at
   least 2,560 requests (two from 256 clients, so that their spread is seen; identical requests need
-  one), doubled while the mean TTFT's standard error over the seeds is above 2.5 % (up to 64 seeds:
+  one), doubled while the mean TTFT's standard error over the seeds is above 1.5 % (up to 64 seeds:
   where the preemptions start, one seed's mean TTFT of 64 clients moves by a quarter),
 
 and prints the median |closed form / simulation - 1| of TTFT, TPOT and throughput, the share of grid
@@ -50,8 +50,11 @@ SAMPLE_REQUESTS = 2560
 #: The seeds are doubled (up to ``MAX_SEEDS``) while the standard error of the mean TTFT over them, relative to
 #: it, is above ``STANDARD_ERROR``: a 10 % criterion needs a reference known to a few per cent. On a cliff (the
 #: preemptions starting) one seed's mean TTFT moves by 23-26 % (Llama-3.1-8B, 64 clients of 1,024/8,192 tokens:
-#: 0.20-0.63 s over 32 seeds under vLLM), so four seeds leave it 11-13 % uncertain.
-STANDARD_ERROR, MAX_SEEDS = 0.025, 64
+#: 0.20-0.63 s over 32 seeds under vLLM), so four seeds leave it 11-13 % uncertain. At 2.5 % a reference can sit
+#: two standard errors (5 %) off its mean: Llama-3.1-70B FP8 under vLLM, 256 clients of 128/8,192 tokens, gave
+#: 1.91 s over 32 seeds (standard error 1.9 %) and 1.99 s over 64 (1.5 %), where TTFT rises 15 times as fast as
+#: the clients. 1.5 % keeps two standard errors within 3 %.
+STANDARD_ERROR, MAX_SEEDS = 0.015, 64
 
 
 def simulated(case):
@@ -135,9 +138,14 @@ def report(frame, arrivals):
     )
     outside = worst[(worst[["ttft_error", "tpot_error", "throughput_error"]].abs() > 0.10).any(axis=1)]
     columns = ["engine", "model", "input", "output", "clients", "ttft_error", "tpot_error", "throughput_error"]
-    print(f"\n{len(outside)} of {len(frame)} points outside 10 % on some metric:")
-    shown = outside[columns].assign(seeds=outside.seeds, ttft_se=outside.sim_ttft_se.map(lambda v: f"{v:.1%}"))
-    print(shown.to_string(index=False, float_format=lambda v: f"{v:+.0%}"))
+    print(
+        f"\n{len(outside)} of {len(frame)} points outside 10 % on some metric"
+        + (":" if len(outside) else "; the largest:")
+    )
+    largest = worst[["ttft_error", "tpot_error", "throughput_error"]].abs().max(axis=1).nlargest(5).index
+    listed = outside if len(outside) else worst.loc[largest]
+    shown = listed[columns].assign(seeds=listed.seeds, ttft_se=listed.sim_ttft_se.map(lambda v: f"{v:.1%}"))
+    print(shown.to_string(index=False, float_format=lambda v: f"{v:+.1%}"))
     if len(outside):
         elasticity, shift = clients_shift(outside, arrivals)
         print("\nTTFT along the clients (elasticity d ln TTFT / d ln C; the clients at which the closed form gives")

@@ -104,12 +104,8 @@ def main():
             f"From {first:,} clients the KV cache holds fewer requests than there are clients "
             f"({int(np.atleast_1d(prediction.max_concurrency)[0]):,} at these lengths): the others wait for a slot."
         )
-    if np.atleast_1d(prediction.cache_pressure).any():
-        st.info(
-            "Requests that finish together would outgrow the cache at some of these points; without a length spread "
-            "the prediction counts the mixed state's occupancy, and near the cache's limit TTFT can be several "
-            "times higher (docs/performance-model.md, 'Decisions and limits')."
-        )
+    for caveat in prediction.caveats():
+        st.info(f"{caveat} (docs/performance-model.md, 'Decisions and limits')")
     left, right = st.columns(2)
     left.plotly_chart(benchmark_prediction_figure(prediction, clients, "ttft"), key="ttft-chart")
     right.plotly_chart(benchmark_prediction_figure(prediction, clients, "tpot"), key="tpot-chart")

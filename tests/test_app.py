@@ -348,6 +348,17 @@ def test_benchmark_page_shows_the_library_prediction_per_concurrency_and_the_kv_
     assert values(trace(tpot, "80 % interval")["y"]) == pytest.approx(expected.tpot_interval[0].m_as("ms"))
     assert values(trace(ttft, "KV cache limits the batch")["x"]) == pytest.approx([4096])
     assert any("From 4,096 clients the KV cache holds fewer requests" in w.value for w in app.warning)
+    # The library's caveats, where it has any (here the sequence cap holds the batch: none).
+    assert [i.value for i in app.info] == [
+        f"{c} (docs/performance-model.md, 'Decisions and limits')" for c in expected.caveats()
+    ]
+    limited = open_page("benchmark", tp="2", output="8192", clients="64", kv="bf16")
+    caveats = predict_benchmark(
+        "llama-3.1-70b", "h100-sxm", "fp8", 2, 1024, 8192, 64, "vllm", kv_precision="bf16"
+    ).caveats()
+    assert caveats and [i.value for i in limited.info] == [
+        f"{c} (docs/performance-model.md, 'Decisions and limits')" for c in caveats
+    ]
     assert "KV cache fp8 (the engine's default for these weights)" in rendered(app.caption[-1].value)
     assert app.dataframe[0].value.shape[0] == 3
     # Waves take no length spread: said once, and the prediction is the waves' one.

@@ -831,6 +831,12 @@ def test_predict_prints_the_benchmark_model_per_concurrency_with_its_basis():
 
     csv = runner.invoke(app, [*args, "--format", "csv"]).output.strip().splitlines()
     assert len(csv) == 4 and "ttft [ms]" in csv[0].split(",")
+    # Where the cache limits the batch the table ends with the library's caveats.
+    limited = ["predict", "llama-3.1-70b", "-a", "h100-sxm", "-p", "fp8", "--tp", "2", "--engine", "vllm",
+               "--kv-precision", "bf16", "--input", "1024", "--output", "8192", "-c", "64"]  # fmt: skip
+    expected = predict_benchmark("llama-3.1-70b", "h100-sxm", "fp8", 2, 1024, 8192, 64, "vllm", kv_precision="bf16")
+    lines = runner.invoke(app, limited).output.strip().splitlines()
+    assert expected.caveats() and lines[-len(expected.caveats()) :] == list(expected.caveats())
 
 
 def test_predict_offers_the_librarys_arrivals_and_its_run_length():

@@ -143,7 +143,7 @@ def predict_command(
             f"closed loop, {rounds:g} requests per client, {arrivals.value} arrivals; the ranges held "
             "the measured value in 80-85 % of cross-validated predictions (wider away from the H100)"
         )
-        return "\n".join([first, shown.round(2).to_string(index=False), note])
+        return "\n".join([first, shown.round(2).to_string(index=False), note, *result.caveats()])
 
     _emit(
         fmt,

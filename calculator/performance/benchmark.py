@@ -104,6 +104,36 @@ class BenchmarkPrediction(Result):
     kv_precision: str
     measured_kernels: bool
 
+    def caveats(self) -> tuple[str, ...]:
+        """Where this prediction is less certain than its intervals say, in sentences (none: as stated).
+
+        The intervals come from every cross-validated prediction; the memory-limited ones were off by far more
+        (``docs/performance-model.md``, "Decisions and limits"), and a group that outgrows the cache without a
+        length spread is priced at the mixed state's occupancy.
+        """
+        notes = []
+        # the cache, not the sequence cap, holds fewer than the clients
+        if np.any(
+            np.asarray(self.memory_limited) & (np.asarray(self.active_batch) >= np.asarray(self.max_concurrency))
+        ):
+            note = (
+                "Where the KV cache limits the batch, the measured H100 benchmarks' TTFT was from a third to eight "
+                "times the model's, beyond these intervals."
+            )
+            if self.engine == "vllm":
+                note += (
+                    " vLLM admits a request on its prompt alone and preempts the newest when the cache runs out, "
+                    "so part of the wait falls after the first token: expect a lower TTFT and a higher TPOT."
+                )
+            notes.append(note)
+        if np.any(self.cache_pressure):
+            notes.append(
+                "Requests that finish together would outgrow the cache at some of these points; without a length "
+                "spread the prediction counts the mixed state's occupancy, and near the cache's limit TTFT can be "
+                "several times higher."
+            )
+        return tuple(notes)
+
 
 #: The units a benchmark prediction is shown in (``BenchmarkPrediction.to_frame(BENCHMARK_UNITS)``: the CLI's
 #: ``predict`` rows and the dashboard's table).

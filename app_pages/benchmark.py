@@ -104,6 +104,15 @@ def main():
             f"From {first:,} clients the KV cache holds fewer requests than there are clients "
             f"({int(np.atleast_1d(prediction.max_concurrency)[0]):,} at these lengths): the others wait for a slot."
         )
+    capped = np.atleast_1d(prediction.sequence_limited)
+    if capped.any():
+        first = int(clients[capped][0])
+        held = int(np.broadcast_to(prediction.active_batch, clients.shape)[capped][0])
+        st.warning(
+            f"From {first:,} clients the engine's sequence cap holds {held:,} requests at once, fewer than the KV "
+            f"cache would ({int(np.atleast_1d(prediction.max_concurrency)[0]):,}): the others wait for a slot, and "
+            "more memory would not hold more."
+        )
     for caveat in prediction.caveats():
         st.info(f"{caveat} (docs/performance-model.md, 'Decisions and limits')")
     left, right = st.columns(2)

@@ -346,8 +346,12 @@ def test_benchmark_page_shows_the_library_prediction_per_concurrency_and_the_kv_
     ttft, tpot = charts(app)
     assert values(trace(ttft, "predicted")["y"]) == pytest.approx(expected.ttft.m_as("ms"))
     assert values(trace(tpot, "80 % interval")["y"]) == pytest.approx(expected.tpot_interval[0].m_as("ms"))
-    assert values(trace(ttft, "KV cache limits the batch")["x"]) == pytest.approx([4096])
-    assert any("From 4,096 clients the KV cache holds fewer requests" in w.value for w in app.warning)
+    # At 4,096 clients the sequence cap holds 1,024 requests, fewer than the KV cache would (1,288).
+    assert values(trace(ttft, "sequence cap limits the batch")["x"]) == pytest.approx([4096])
+    assert [w.value for w in app.warning if "From 4,096 clients" in w.value] == [
+        "From 4,096 clients the engine's sequence cap holds 1,024 requests at once, fewer than the KV cache would "
+        "(1,288): the others wait for a slot, and more memory would not hold more."
+    ]
     # The library's caveats, where it has any (here the sequence cap holds the batch: none).
     assert [i.value for i in app.info] == [
         f"{c} (docs/performance-model.md, 'Decisions and limits')" for c in expected.caveats()
@@ -356,6 +360,7 @@ def test_benchmark_page_shows_the_library_prediction_per_concurrency_and_the_kv_
     caveats = predict_benchmark(
         "llama-3.1-70b", "h100-sxm", "fp8", 2, 1024, 8192, 64, "vllm", kv_precision="bf16"
     ).caveats()
+    assert any("From 64 clients the KV cache holds fewer requests" in w.value for w in limited.warning)
     assert caveats and [i.value for i in limited.info] == [
         f"{c} (docs/performance-model.md, 'Decisions and limits')" for c in caveats
     ]

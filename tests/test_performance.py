@@ -228,7 +228,7 @@ def test_a_prediction_says_where_it_is_less_certain_than_its_intervals():
     # cache limits the batch, where the memory-limited H100 rows were missed by far more than the intervals allow.
     args = ("llama-3.1-70b", "h100-sxm", "fp8", 2, 1024, 8192, 64)
     vllm = predict_benchmark(*args, engine="vllm", kv_precision="bf16")
-    assert vllm.memory_limited and vllm.active_batch == vllm.max_concurrency
+    assert vllm.memory_limited and not vllm.sequence_limited and vllm.active_batch == vllm.max_concurrency
     first = vllm.caveats()[0]
     assert "a third to eight times the model's" in first and "prompt alone" in first
     # TensorRT-LLM reserves the whole output at admission: the same caveat without vLLM's preemptions.
@@ -238,7 +238,7 @@ def test_a_prediction_says_where_it_is_less_certain_than_its_intervals():
     )
     # The sequence cap, not the cache, holds 1,024 of 4,096 clients (the cache would hold 1,288): no such caveat.
     capped = predict_benchmark("llama-3.1-70b", "h100-sxm", "fp8", 4, 1024, 128, 4096, "vllm")
-    assert capped.memory_limited and capped.active_batch < capped.max_concurrency
+    assert capped.sequence_limited and not capped.memory_limited and capped.active_batch < capped.max_concurrency
     assert not any("third to eight" in note for note in capped.caveats())
     assert predict_benchmark("llama-3.1-70b", "h100-sxm", "fp8", 4, 1024, 128, 16, "vllm").caveats() == ()
 

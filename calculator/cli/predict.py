@@ -135,10 +135,12 @@ def predict_command(
             ttft=[f"{_ms(v)} ({_ms(lo)}-{_ms(hi)})" for v, lo, hi in _columns(frame, "ttft")],
             tpot=[f"{_ms(v)} ({_ms(lo)}-{_ms(hi)})" for v, lo, hi in _columns(frame, "tpot")],
             held=frame["active_batch"].astype(int),
-            limited=np.where(frame["memory_limited"], "yes", "no"),
+            limited=np.where(
+                frame["memory_limited"], "KV cache", np.where(frame["sequence_limited"], "sequence cap", "-")
+            ),
         )[["concurrency", "ttft", "tpot", "throughput [request/s]", "output_throughput [token/s]", "held", "limited"]]
         shown.columns = ["clients", "TTFT ms (80 % range)", "TPOT ms (80 % range)", "requests/s", "output tokens/s",
-                         "batch held", "memory-limited"]  # fmt: skip
+                         "batch held", "limited by"]  # fmt: skip
         note = (
             f"closed loop, {rounds:g} requests per client, {arrivals.value} arrivals; the ranges held "
             "the measured value in 80-85 % of cross-validated predictions (wider away from the H100)"

@@ -68,7 +68,11 @@ class BenchmarkPrediction(Result):
     max_concurrency : float or array
         Sequences the KV cache admits at the benchmark's lengths under the engine's policy.
     memory_limited : bool or array
-        True where clients wait for a KV slot (concurrency above ``max_concurrency``).
+        True where clients wait for a KV slot: the KV cache holds fewer requests than the concurrency
+        (``max_concurrency``) and binds before the engine's sequence cap.
+    sequence_limited : bool or array
+        True where clients wait for a slot of the engine's sequence cap (``max_num_seqs``), which binds before
+        the KV cache: more memory would not hold more requests.
     cache_pressure : bool or array
         True where the requests the engine holds, finishing together as a benchmark's clients do, would
         need more KV cache than there is under an engine that admits on part of the output and preempts
@@ -97,6 +101,7 @@ class BenchmarkPrediction(Result):
     active_batch: Count
     max_concurrency: Count
     memory_limited: bool | np.ndarray
+    sequence_limited: bool | np.ndarray
     cache_pressure: bool | np.ndarray
     prefill_time: Time
     decode_step_time: Time
@@ -112,10 +117,7 @@ class BenchmarkPrediction(Result):
         length spread is priced at the mixed state's occupancy.
         """
         notes = []
-        # the cache, not the sequence cap, holds fewer than the clients
-        if np.any(
-            np.asarray(self.memory_limited) & (np.asarray(self.active_batch) >= np.asarray(self.max_concurrency))
-        ):
+        if np.any(self.memory_limited):
             note = (
                 "Where the KV cache limits the batch, the measured H100 benchmarks' TTFT was from a third to eight "
                 "times the model's, beyond these intervals."
@@ -313,7 +315,9 @@ def closed_loop_seconds(
         "active_batch": held,
         "running": np.where(waves, held, running),
         "max_concurrency": kv_limit,
-        "memory_limited": clients > kv_limit,
+        # clients beyond what the engine holds, the KV cache or the sequence cap binding first
+        "memory_limited": (clients > held) & (kv_limit <= max_seqs),
+        "sequence_limited": (clients > held) & (kv_limit > max_seqs),
         # requests that finish together hold up to their group's peak each: beyond the cache an engine that admits
         # on part of the output preempts, which the mixed state's occupancy does not count (docs/performance-model.md)
         "cache_pressure": pressure,
@@ -981,6 +985,7 @@ def predict_benchmark(
         active_batch=out(result["active_batch"]),
         max_concurrency=out(result["max_concurrency"]),
         memory_limited=out(result["memory_limited"]),
+        sequence_limited=out(result["sequence_limited"]),
         cache_pressure=out(result["cache_pressure"]),
         prefill_time=Q_(out(result["prefill"]), "s"),
         decode_step_time=Q_(out(result["decode_step"]), "s"),

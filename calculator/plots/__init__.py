@@ -495,8 +495,8 @@ def benchmark_prediction_figure(prediction: Any, concurrency: Any, metric: str =
     Returns
     -------
     plotly.graph_objects.Figure
-        The interval as a band, the prediction as a line, and the points where the KV cache limits the
-        batch marked.
+        The interval as a band, the prediction as a line, and the points where the KV cache or the engine's
+        sequence cap limits the batch marked.
     """
     labels = {"ttft": "Mean TTFT", "tpot": "Mean TPOT"}
     if metric not in labels:
@@ -513,14 +513,16 @@ def benchmark_prediction_figure(prediction: Any, concurrency: Any, metric: str =
         )
     )  # fmt: skip
     figure.add_trace(go.Scatter(x=clients, y=value, mode="lines+markers", name="predicted", line={"color": "#1f77b4"}))
-    limited = np.broadcast_to(np.asarray(prediction.memory_limited, dtype=bool), clients.shape)
-    if limited.any():
-        figure.add_trace(
-            go.Scatter(
-                x=clients[limited], y=value[limited], mode="markers", name="KV cache limits the batch",
-                marker={"color": "#d62728", "size": 10, "symbol": "x"},
-            )
-        )  # fmt: skip
+    limits = (("memory_limited", "KV cache", "x"), ("sequence_limited", "sequence cap", "cross"))
+    for flag, what, symbol in limits:
+        limited = np.broadcast_to(np.asarray(getattr(prediction, flag), dtype=bool), clients.shape)
+        if limited.any():
+            figure.add_trace(
+                go.Scatter(
+                    x=clients[limited], y=value[limited], mode="markers", name=f"{what} limits the batch",
+                    marker={"color": "#d62728", "size": 10, "symbol": symbol},
+                )
+            )  # fmt: skip
     figure.update_xaxes(type="log")
     figure.update_yaxes(type="log")
     return _finish(figure, powers_of_two=("xaxis",))

@@ -361,6 +361,8 @@ def test_benchmark_page_shows_the_library_prediction_per_concurrency_and_the_kv_
         "llama-3.1-70b", "h100-sxm", "fp8", 2, 1024, 8192, 64, "vllm", kv_precision="bf16"
     ).caveats()
     assert any("From 64 clients the KV cache holds fewer requests" in w.value for w in limited.warning)
+    assert values(trace(charts(limited)[0], "KV cache limits the batch")["x"]) == pytest.approx([64])
+    assert "prompt alone" in limited.info[0].value
     assert caveats and [i.value for i in limited.info] == [
         f"{c} (docs/performance-model.md, 'Decisions and limits')" for c in caveats
     ]

@@ -830,6 +830,8 @@ def test_predict_prints_the_benchmark_model_per_concurrency_with_its_basis():
     assert table.startswith("answer: llama-3.1-70b fp8 on 4 x h100-sxm (TP 4) under vllm, 1,024/128 tokens")
     assert "KV cache fp8 (vllm engine default)" in table and "measured kernel tables" in table
     assert "TTFT ms (80 % range)" in table and len(table.strip().splitlines()) == 6  # answer, header, 3 rows, note
+    header, *body = table.strip().splitlines()[1:5]
+    assert header.endswith("limited by") and [line.split()[-1] for line in body] == ["-", "-", "cap"]
 
     csv = runner.invoke(app, [*args, "--format", "csv"]).output.strip().splitlines()
     assert len(csv) == 4 and "ttft [ms]" in csv[0].split(",")
@@ -838,7 +840,10 @@ def test_predict_prints_the_benchmark_model_per_concurrency_with_its_basis():
                "--kv-precision", "bf16", "--input", "1024", "--output", "8192", "-c", "64"]  # fmt: skip
     expected = predict_benchmark("llama-3.1-70b", "h100-sxm", "fp8", 2, 1024, 8192, 64, "vllm", kv_precision="bf16")
     lines = runner.invoke(app, limited).output.strip().splitlines()
-    assert expected.caveats() and lines[-len(expected.caveats()) :] == list(expected.caveats())
+    assert lines[2].endswith("KV cache") and any(
+        line.startswith("Where the KV cache limits the batch") for line in lines
+    )
+    assert lines[-len(expected.caveats()) :] == list(expected.caveats())
 
 
 def test_predict_offers_the_librarys_arrivals_and_its_run_length():

@@ -230,17 +230,24 @@ def test_a_prediction_says_where_it_is_less_certain_than_its_intervals():
     vllm = predict_benchmark(*args, engine="vllm", kv_precision="bf16")
     assert vllm.memory_limited and not vllm.sequence_limited and vllm.active_batch == vllm.max_concurrency
     first = vllm.caveats()[0]
-    assert "a third to eight times the model's" in first and "prompt alone" in first
+    assert first.startswith("Where the KV cache limits the batch the model is least certain")
+    assert "from a third of the prediction" in first and "eight times it" in first and "prompt alone" in first
     # TensorRT-LLM reserves the whole output at admission: the same caveat without vLLM's preemptions.
     trtllm = predict_benchmark(*args, engine="trtllm", kv_precision="bf16")
-    assert (
-        trtllm.memory_limited and "third to eight" in trtllm.caveats()[0] and "prompt alone" not in trtllm.caveats()[0]
-    )
+    assert trtllm.memory_limited and "least certain" in trtllm.caveats()[0]
+    assert "prompt alone" not in trtllm.caveats()[0]
     # The sequence cap, not the cache, holds 1,024 of 4,096 clients (the cache would hold 1,288): no such caveat.
     capped = predict_benchmark("llama-3.1-70b", "h100-sxm", "fp8", 4, 1024, 128, 4096, "vllm")
     assert capped.sequence_limited and not capped.memory_limited and capped.active_batch < capped.max_concurrency
-    assert not any("third to eight" in note for note in capped.caveats())
+    assert not any("least certain" in note for note in capped.caveats())
     assert predict_benchmark("llama-3.1-70b", "h100-sxm", "fp8", 4, 1024, 128, 16, "vllm").caveats() == ()
+    # A group that would outgrow the cache finishing together (Llama-3.1-8B, 80 clients of 1,024/8,192 tokens, the
+    # cache holding more than 80 at the mixed state's occupancy): said, though not memory-limited.
+    pressed = predict_benchmark("llama-3.1-8b", "h100-sxm", "bf16", 1, 1024, 8192, 80, "vllm")
+    assert pressed.cache_pressure and not pressed.memory_limited
+    assert [note.split(".")[0] for note in pressed.caveats()] == [
+        "Requests that finish together would outgrow the cache at some of these points"
+    ]
 
 
 def test_faster_memory_gives_faster_decode_across_generations():

@@ -69,7 +69,7 @@ class BenchmarkPrediction(Result):
         Sequences the KV cache admits at the benchmark's lengths under the engine's policy.
     memory_limited : bool or array
         True where clients wait for a KV slot: the KV cache holds fewer requests than the concurrency
-        (``max_concurrency``) and binds before the engine's sequence cap.
+        (``max_concurrency``) and binds before the engine's sequence cap (or together with it).
     sequence_limited : bool or array
         True where clients wait for a slot of the engine's sequence cap (``max_num_seqs``), which binds before
         the KV cache: more memory would not hold more requests.
@@ -119,20 +119,22 @@ class BenchmarkPrediction(Result):
         notes = []
         if np.any(self.memory_limited):
             note = (
-                "Where the KV cache limits the batch, the measured H100 benchmarks' TTFT was from a third to eight "
-                "times the model's, beyond these intervals."
+                "Where the KV cache limits the batch the model is least certain: on the memory-limited H100 "
+                "benchmarks the measured TTFT ranged from a third of the prediction (vLLM, 1,024/8,192 tokens) to "
+                "eight times it (SGLang, Qwen3-32B on one GPU), often outside these intervals."
             )
             if self.engine == "vllm":
                 note += (
-                    " vLLM admits a request on its prompt alone and preempts the newest when the cache runs out, "
-                    "so part of the wait falls after the first token: expect a lower TTFT and a higher TPOT."
+                    " vLLM admits a request on its prompt alone and preempts the newest when the cache runs out: with "
+                    "outputs several times the prompts, part of the wait falls after the first token (a lower TTFT "
+                    "and a higher TPOT than shown)."
                 )
             notes.append(note)
         if np.any(self.cache_pressure):
             notes.append(
-                "Requests that finish together would outgrow the cache at some of these points; without a length "
-                "spread the prediction counts the mixed state's occupancy, and near the cache's limit TTFT can be "
-                "several times higher."
+                "Requests that finish together would outgrow the cache at some of these points. Where no length "
+                "spread is given (length_cv), the prediction counts the mixed state's occupancy there, and near the "
+                "cache's limit TTFT can be several times higher."
             )
         return tuple(notes)
 

@@ -39,13 +39,13 @@ from calculator.precision import PRECISIONS
 from calculator.registry import load_registry
 from calculator.results import MISSING, format_display, format_number, human_label
 
-#: Largest registry file accepted from an upload or a form (bytes).
 #: The serving engines offered by the pages that price a step (label -> engine profile name; generic: None).
 ENGINES = {"generic": None, "vLLM": "vllm", "SGLang": "sglang", "TensorRT-LLM": "trtllm"}
 #: The weight precisions offered for serving.
 SERVING_PRECISIONS = [p for p in ("fp16", "bf16", "fp8", "int8", "int4", "fp4") if p in PRECISIONS]
 #: The KV-cache choice that follows the engine's default for the weights (kv_precision=None).
 ENGINE_DEFAULT_KV = "engine default"
+#: Largest registry file accepted from an upload or a form (bytes).
 MAX_REGISTRY_BYTES = 256 * 1024
 _CUSTOM_FILES = "_custom_registry_files"
 _SESSION_FOLDER = "_custom_registry_folder"

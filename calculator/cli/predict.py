@@ -1,9 +1,10 @@
 """``servecalc predict``: what a closed-loop serving benchmark would report, one row per client concurrency.
 
 The command prints :func:`~calculator.performance.predict_benchmark` over the ``--concurrency`` values: mean
-TTFT and TPOT with their 80 % intervals, the throughputs, the batch the engine holds and whether the KV cache
-limits it. The header says which engine profile, KV-cache precision and step times the numbers rest on; the
-CSV and JSON rows carry the same columns, in the units their names give.
+TTFT and TPOT with their 80 % intervals, the throughputs, the batch the engine holds and what limits it (the KV
+cache or the engine's sequence cap), and the prediction's caveats. The header says which engine profile,
+KV-cache precision and step times the numbers rest on; the CSV and JSON rows carry the same columns (not the
+caveats), in the units their names give.
 """
 
 from __future__ import annotations
@@ -89,8 +90,9 @@ def predict_command(
 
     Each client sends its next request when its last one completes, all start together, and every
     request has --input prompt and --output output tokens. Prints the mean TTFT and TPOT with their
-    80 % intervals, requests and output tokens per second, the batch the engine holds and whether the
-    KV cache limits it (docs/performance-model.md).
+    80 % intervals, requests and output tokens per second, the batch the engine holds and what limits
+    it (the KV cache or the engine's sequence cap), and where the prediction is less certain than its
+    intervals (docs/performance-model.md).
     """
     from ..performance import BENCHMARK_UNITS, REQUESTS_PER_CLIENT, predict_benchmark
 

@@ -35,6 +35,7 @@ import streamlit as st
 
 from calculator import ureg
 from calculator.errors import CalculatorError, InputError, RegistryError, UnitsError
+from calculator.export import to_csv
 from calculator.precision import PRECISIONS
 from calculator.registry import load_registry
 from calculator.results import MISSING, format_display, format_number, human_label
@@ -506,7 +507,8 @@ def table(
     """Show a table for reading (:func:`display_frame`) and a button that downloads it as CSV.
 
     ``download`` is the frame the CSV holds when it is more than the table shows (every configuration
-    behind a table of the best ones); its columns get the same human labels.
+    behind a table of the best ones); its columns get the same human labels. The CSV is the library's
+    (``calculator.export.to_csv``): text a spreadsheet would run as a formula is written as text.
     """
     place = where or st
     labelled, styled = display_frame(frame, digits)
@@ -515,7 +517,7 @@ def table(
         labelled = download.rename(columns=lambda column: human_label(str(column)))
     place.download_button(
         "Download CSV",
-        labelled.to_csv(index=False).encode("utf-8"),
+        (to_csv(labelled) or "").encode("utf-8"),
         file_name=f"{name}.csv",
         mime="text/csv",
         key=f"csv.{name}",

@@ -34,6 +34,9 @@ from calculator.queueing import (
 )
 
 SIMULATED_REQUESTS = 20_000
+#: Rows the batching curve's table shows, evenly spaced over the batches plotted (the CSV has them all):
+#: a table is for reading, and a styled one is limited to pandas' ``styler.render.max_elements`` cells.
+SHOWN_BATCHES = 1_000
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
@@ -106,27 +109,40 @@ def _curve(sc, t0, tm, devices):
         "Execution budget per step [ms]", "budget", 100.0, min_value=0.001, max_value=1e6, step=5.0, where=b
     )
     knee = knee_batch_size(t0, tm)
+    at_knee = max(1, round(knee))  # a batch is a whole number of requests
     points = batch_operating_points(np.arange(1, largest + 1), t0, tm, devices)
     fitting = max_batch_for_budget(t0, tm, Q_(budget_ms, "ms"))
     cols = st.columns(3)
     cols[0].metric("Knee batch", ui.fmt(knee, digits=4))
-    cols[1].metric("Service rate at the knee", ui.fmt(effective_service_rate(knee, t0, tm), "request/s"))
+    cols[1].metric(
+        "Service rate at the knee", ui.fmt(effective_service_rate(at_knee, t0, tm), "request/s"),
+        help=f"at a batch of {at_knee:,}, the whole batch nearest the knee",
+    )  # fmt: skip
     cols[2].metric("Largest batch within the budget", f"{fitting:,}")
+    if knee < 1:
+        st.info(
+            "The fixed step time T0 is shorter than the time per request t_m: the knee is below one request, so "
+            "even a batch of 1 is past it and batching adds little throughput. The rate is shown at a batch of 1."
+        )
     st.plotly_chart(batching_curve_figure(points, knee), key="batching-curve")
-    ui.table(
-        pd.DataFrame(
-            {
-                "batch": points.batch_size,
-                "step time [ms]": points.step_time.m_as("ms"),
-                "interactivity per user [token/s]": points.interactivity.m_as("token/s"),
-                "throughput per device [token/s]": points.throughput_per_device.m_as("token/s"),
-            }
-        ),
-        "batching-curve",
+    table = pd.DataFrame(
+        {
+            "batch": points.batch_size,
+            "step time [ms]": points.step_time.m_as("ms"),
+            "interactivity per user [token/s]": points.interactivity.m_as("token/s"),
+            "throughput per device [token/s]": points.throughput_per_device.m_as("token/s"),
+        }
     )
+    shown = table.iloc[np.unique(np.linspace(0, len(table) - 1, SHOWN_BATCHES).round().astype(int))]
+    if len(shown) < len(table):
+        st.caption(
+            f"The table shows {len(shown):,} of the {len(table):,} batches, evenly spaced from 1 to {largest:,}; "
+            "the CSV download has every batch."
+        )
+    ui.table(shown, "batching-curve", download=table)
     ui.show_math(knee_batch_size, t0, tm, title="the knee (Napkin Math 10.2)")
-    ui.show_math(batch_service_time, knee, t0, tm, title="step time at the knee")
-    ui.show_math(effective_service_rate, knee, t0, tm, title="service rate at the knee")
+    ui.show_math(batch_service_time, at_knee, t0, tm, title="step time at the knee")
+    ui.show_math(effective_service_rate, at_knee, t0, tm, title="service rate at the knee")
 
 
 def _little(sc, t0, tm):

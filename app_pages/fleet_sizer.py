@@ -34,6 +34,10 @@ AS_SIZED = "as sized"
 #: Simulation defaults: small enough to answer in a few seconds on two cores.
 SIMULATED_REQUESTS, SIMULATED_SEEDS = 3000, 2
 SHARED_VERIFICATIONS, SESSION_VERIFICATIONS = 16, 4
+#: What one click may cost: requests x seeds per replica count simulated, and the wall clock of the whole check.
+CLICK_REQUESTS, CLICK_SECONDS = 400_000, 30.0
+#: Bytes of per-request rows and occupancy series the server's store of verifications holds (the oldest go first).
+SHARED_BYTES = 256 * 2**20
 
 
 def _sizing_args(extra, model, accelerators, precisions, rate, prompt, output, ttft_ms, tpot_ms):
@@ -88,14 +92,21 @@ def _verify(plan, key, requests, seeds, router):
             seeds=seeds,
             router=None if router == AS_SIZED else router,
             progress=lambda done: bar.progress(done, text=f"Simulating the plan request by request... {done:.0%}"),
+            time_limit=CLICK_SECONDS,
         )
     finally:
         bar.empty()
     with lock:
         store[key] = verification
-        while len(store) > SHARED_VERIFICATIONS:
+        while len(store) > SHARED_VERIFICATIONS or (len(store) > 1 and sum(map(_bytes, store.values())) > SHARED_BYTES):
             store.popitem(last=False)
     return verification
+
+
+def _bytes(verification):
+    """The memory a verification's runs hold: their per-request rows and occupancy series."""
+    runs = verification.results.values()
+    return sum(int(r.requests.memory_usage().sum()) + int(r.occupancy.memory_usage().sum()) for r in runs)
 
 
 @st.cache_data(show_spinner="Tracing the frontier...", max_entries=32)
@@ -435,7 +446,13 @@ def _check(plan, key, requests, seeds, router):
         "one fewer, or one more, until the fewest that meet the targets are found. Runs are seeded: the same "
         "inputs give the same answer. Requests, seeds and router: in the sidebar.",
     )  # fmt: skip
-    if clicked:
+    if clicked and requests * seeds > CLICK_REQUESTS:
+        left.error(
+            f"{requests:,} requests × {seeds} seeds is {requests * seeds:,} requests per replica count, more than the "
+            f"{CLICK_REQUESTS:,} one check may simulate here: lower the requests or the seeds in the sidebar "
+            "(`servecalc simulate` takes more)."
+        )
+    elif clicked:
         verified[key] = _verify(plan, key, requests, seeds, router)
         while len(verified) > SESSION_VERIFICATIONS:
             verified.popitem(last=False)
@@ -444,7 +461,8 @@ def _check(plan, key, requests, seeds, router):
         if verification is None:
             st.caption(
                 f"Not checked yet: about {requests * seeds:,} requests per replica count simulated, a few seconds at "
-                f"the defaults ({SIMULATED_REQUESTS:,} requests, {SIMULATED_SEEDS} seeds)."
+                f"the defaults ({SIMULATED_REQUESTS:,} requests, {SIMULATED_SEEDS} seeds); at most {CLICK_REQUESTS:,} "
+                f"requests × seeds and {CLICK_SECONDS:g} s per check."
             )
         else:
             _verdict(verification)

@@ -39,7 +39,11 @@ __all__ = [
     "instances",
     "mapping",
     "numbers",
+    "plain_number",
     "probability",
+    "random_seed",
+    "registry_or_default",
+    "registry_or_none",
     "scalar",
     "transformer_of",
 ]
@@ -273,6 +277,37 @@ def scalar(function: str, argument: str, value: Any, unit: str = "", domain: str
     return float(magnitude(function, argument, value, unit, domain))
 
 
+#: The domains :func:`plain_number` tests on its fast path (the others go to :func:`magnitude` at once).
+_PLAIN_TESTS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "any": lambda a: a == a,
+    "positive": lambda a: a > 0,
+    "nonnegative": lambda a: a >= 0,
+    "positive_integer": lambda a: (a >= 1) & (a <= MAX_COUNT) & (a == np.floor(a)),
+}
+
+
+def plain_number(function: str, argument: str, value: Any, domain: str = "nonnegative", *, one: bool = False) -> Any:
+    """A finite plain number (or array, unless ``one``) in ``domain``, as a float or float array; cheaply.
+
+    The check of the plain-number functions the step model calls in its inner loops (kernel times,
+    :func:`~calculator.memory.max_batch_numeric`): a valid int or float (array) costs a few numpy
+    comparisons, no unit parsing. Anything else (NaN, infinity, a value outside ``domain``, a string, a
+    quantity, an array where ``one`` number is meant, a count above :data:`MAX_COUNT`) gets the error of
+    :func:`magnitude` and :func:`scalar`, naming ``function`` and ``argument``.
+    """
+    raw = None if isinstance(value, ureg.Quantity | str | bool) or value is None else np.asarray(value)
+    if raw is not None and raw.dtype.kind in "iuf" and not (one and raw.ndim) and domain in _PLAIN_TESTS:
+        array = raw.astype(float)
+        if np.all(np.isfinite(array) & _PLAIN_TESTS[domain](array)):
+            return array if array.ndim else float(array)
+    out = scalar(function, argument, value, "", domain) if one else magnitude(function, argument, value, "", domain)
+    if not np.all(np.isfinite(out)):
+        raise InputError(f"{function}(): argument '{argument}' must be finite, got {shown(value)}")
+    if domain.endswith("_integer") and np.any(np.asarray(out) > MAX_COUNT):
+        raise InputError(f"{function}(): argument '{argument}' must be at most {MAX_COUNT:,}, got {shown(value)}")
+    return out
+
+
 def check_broadcast(function: str, shapes: dict[str, tuple[int, ...]], expected: str) -> None:
     """An :class:`InputError` naming the arguments (by their shapes) that do not broadcast together.
 
@@ -350,15 +385,60 @@ def probability(function: str, argument: str, value: Any) -> Any:
     return magnitude(function, argument, value, "", "probability")
 
 
+#: Seeds are whole numbers below this bound: numpy's generators take any size, but seeds travel through int64
+#: arrays, plan files and the simulator's offsets (``seed + 7_919``).
+MAX_SEED = 2**63
+
+
+def random_seed(function: str, argument: str, value: Any) -> int:
+    """A seed of a random generator: a whole number in ``[0, 2**63)`` (an int, or a float holding one), as an int.
+
+    NaN, a negative or fractional number, a boolean, a string or an array is an :class:`InputError` naming
+    the argument (numpy would otherwise fail with its own error, or take a float's truncation).
+    """
+    whole = isinstance(value, int | np.integer) or (
+        isinstance(value, float | np.floating) and float(value).is_integer()
+    )
+    if isinstance(value, bool | np.bool_) or not whole or not 0 <= value < MAX_SEED:
+        raise InputError(
+            f"{function}(): argument '{argument}' must be a whole number in [0, 2**63), got {shown(value)}"
+        )
+    return int(value)
+
+
+def registry_or_none(value: Any, function: str | None = None) -> Any:
+    """``value`` if it is a :class:`~calculator.registry.Registry` or None, else an :class:`InputError`.
+
+    The one check of every ``registry=`` argument: the places ids resolve (:func:`model_of`,
+    :func:`accelerator_of`, :func:`registry_or_default`, ``registry.registry_of``) call it. ``function``
+    prefixes the message when the caller knows its name.
+    """
+    if value is None:
+        return None
+    from .registry import Registry
+
+    if not isinstance(value, Registry):
+        where = f"{function}(): " if function else ""
+        raise InputError(f"{where}argument 'registry' must be a Registry (load_registry()) or None, got {shown(value)}")
+    return value
+
+
+def registry_or_default(value: Any, function: str | None = None) -> Any:
+    """The registry ids resolve in: ``value`` (checked by :func:`registry_or_none`), or the packaged one if None."""
+    from .registry import load_registry
+
+    found = registry_or_none(value, function)
+    return found if found is not None else load_registry()
+
+
 def model_of(value: Any, registry: Any = None) -> Any:
     """A registry :class:`~calculator.registry.Model` from an id or a model object (passed through).
 
     Ids resolve in ``registry`` (default: the packaged registry).
     """
+    registry_or_none(registry)
     if isinstance(value, str):
-        from .registry import load_registry
-
-        return (registry if registry is not None else load_registry()).model(value)
+        return registry_or_default(registry).model(value)
     if not hasattr(value, "attention") or not hasattr(value, "parameters"):
         raise InputError(f"expected a registry model id or Model object, got {shown(value)}")
     return value
@@ -386,10 +466,9 @@ def accelerator_of(value: Any, registry: Any = None) -> Any:
 
     Ids resolve in ``registry`` (default: the packaged registry).
     """
+    registry_or_none(registry)
     if isinstance(value, str):
-        from .registry import load_registry
-
-        return (registry if registry is not None else load_registry()).accelerator(value)
+        return registry_or_default(registry).accelerator(value)
     if not hasattr(value, "memory_bandwidth") or not hasattr(value, "peak_throughput"):
         raise InputError(f"expected a registry accelerator id or Accelerator object, got {shown(value)}")
     return value

@@ -14,6 +14,7 @@ pandas and scipy load only when these functions run.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections.abc import Iterable, Mapping
@@ -23,14 +24,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ._files import load_json, read_text
 from ._paths import CALIBRATION_DIR
-from ._support import count
+from ._support import count, registry_or_default
 from .errors import InputError
 from .performance import ENGINES, EngineProfile, closed_loop_seconds, step_arrays
 from .performance.benchmark import check_length_cv
 from .precision import check_precision
 from .uncertainty import joint_bands
-from .units import Q_
+from .units import Q_, shown
 
 if TYPE_CHECKING:
     from .registry import Registry
@@ -44,6 +46,7 @@ __all__ = [
     "UserCalibration",
     "calibrate",
     "calibrate_engine",
+    "check_calibration",
     "engine_entry_yaml",
     "fit_client_overheads",
     "fit_profiles",
@@ -558,65 +561,226 @@ FIT_START = ENGINES["vllm"].replace(
 BENCHMARK_FORMATS = {
     ".json": "vLLM `vllm bench serve --save-result` (one run per file)",
     ".jsonl": "SGLang `python -m sglang.bench_serving --output-file` (one run per line)",
-    ".csv": "genai-perf `profile_export_genai_perf.csv` (one run per file; concurrency from the path or --concurrency)",
+    ".csv": "genai-perf `profile_export_genai_perf.csv` (a run per file; concurrency from its folder or --concurrency)",
 }
+
+#: The most bytes read from one benchmark file. A result without per-request details is a few KB; 32 MiB
+#: holds the per-request details (``--save-detailed``: each request's token latencies) of about a million
+#: tokens. A larger file, or one that is not a regular file (``/dev/zero``), is refused before it is parsed.
+MAX_BENCHMARK_FILE_BYTES = 32 * 2**20
+
+#: The most characters read from all the files of one call together.
+MAX_BENCHMARK_TOTAL_CHARS = 256 * 2**20
+
+#: The most runs (files, JSONL lines) one calibration reads: a sweep of 10 concurrencies x 10 length pairs x
+#: 10 repeats. A JSONL file with more non-blank lines is refused before its lines are parsed.
+MAX_CALIBRATION_RUNS = 1_000
+_RUNS_CAP = f"one calibration reads at most {MAX_CALIBRATION_RUNS:,} runs (files and JSONL lines together)"
+
+#: The most lines read from one genai-perf CSV export (its tables have about 20 rows).
+MAX_GENAI_PERF_LINES = 1_000
+
+#: The most folds of :func:`calibrate_engine`'s cross-validation: up to this many runs each run is left out
+#: alone (leave-one-out); beyond, run ``i`` goes to fold ``i mod MAX_CV_FOLDS`` and each fold is predicted by a
+#: fit without it. A calibration is then at most ``MAX_CV_FOLDS + 1`` fits (a few seconds each), whatever
+#: the number of runs (leave-one-out on 100 runs took 241 s).
+MAX_CV_FOLDS = 10
+
+#: Plausible values of one measured run, ``(low, high)`` in seconds, clients and tokens; a run outside is
+#: refused with its file, the field and the range (docs/hardening.md). Generous physical bounds:
+#: mean TTFT 0.1 ms-10 min (a forward pass and an HTTP response take more than 0.1 ms; a mean wait of
+#: minutes is a stalled or overloaded server, not a serving cost to fit); mean TPOT 0.05 ms-10 s (20,000
+#: tokens/s per stream is ten times the fastest single-stream decode published, 1,800 tokens/s for
+#: Llama 3.1 8B on Cerebras in 2024; 0.1 token/s serves no one); concurrency 1-100,000 clients (one
+#: client host opens about 28,000 connections to one server port with Linux's default ephemeral ports);
+#: mean prompt and output lengths 1-10^7 tokens (the longest context window, Llama 4 Scout's, is 10M).
+PLAUSIBLE_RUN: Mapping[str, tuple[float, float]] = {
+    "ttft": (1e-4, 600.0),
+    "tpot": (5e-5, 10.0),
+    "concurrency": (1.0, 1e5),
+    "input_tokens": (1.0, 1e7),
+    "output_tokens": (1.0, 1e7),
+}
+
+
+def _number(where: str, field: str, value: Any) -> float:
+    """The finite number in field ``field`` of a benchmark file; an :class:`InputError` naming both otherwise."""
+    if isinstance(value, str):
+        value = value.strip().replace(",", "")  # genai-perf may group thousands
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise InputError(f"{where}: field '{field}' must be a number, got {type(value).__name__}")
+    try:
+        number = float(value)
+    except (ValueError, OverflowError):
+        raise InputError(f"{where}: field '{field}' must be a number, got {shown(value, 60)}") from None
+    if not math.isfinite(number):
+        raise InputError(f"{where}: field '{field}' must be a finite number, got {shown(value, 60)}")
+    return number
+
+
+def _measured(where: str, field: str, value: Any, key: str, unit: str = "", scale: float = 1.0) -> float:
+    """Field ``field`` (in ``unit``; times ``scale`` in :data:`PLAUSIBLE_RUN`'s) inside ``key``'s plausible range."""
+    number = _number(where, field, value)
+    low, high = PLAUSIBLE_RUN[key]
+    if not low <= number * scale <= high:
+        space = f" {unit}" if unit else ""
+        raise InputError(
+            f"{where}: field '{field}' = {number:.4g}{space} is outside the plausible range "
+            f"{low / scale:g}{space} to {high / scale:g}{space} (docs/hardening.md)"
+        )
+    if key == "concurrency" and number != round(number):
+        raise InputError(f"{where}: field '{field}' must be a whole number of clients, got {number:g}")
+    return number * scale
+
+
+#: The fields of a vLLM or SGLang result that :func:`_run_from_summary` reads.
+_SUMMARY_FIELDS = ("completed", "total_input_tokens", "total_output_tokens", "mean_ttft_ms", "mean_tpot_ms")
 
 
 def _run_from_summary(summary: Mapping[str, Any], where: str, concurrency: float | None) -> dict[str, float]:
     """One run of a vLLM or SGLang result: prompt and output tokens per request, clients, TTFT and TPOT."""
-    try:
-        completed = float(summary["completed"])
-        row = {
-            "input_tokens": float(summary["total_input_tokens"]) / completed,
-            "output_tokens": float(summary["total_output_tokens"]) / completed,
-            "ttft": float(summary["mean_ttft_ms"]) / 1e3,
-            "tpot": float(summary["mean_tpot_ms"]) / 1e3,
-        }
-    except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
+    missing = [name for name in _SUMMARY_FIELDS if name not in summary]
+    if missing:
         raise InputError(
-            f"{where}: not a serving benchmark result (needs completed, total_input_tokens, total_output_tokens, "
-            f"mean_ttft_ms and mean_tpot_ms): {exc!s:.120}"
-        ) from None
-    clients = summary.get("max_concurrency") or concurrency
-    if not clients:
+            f"{where}: not a serving benchmark result (needs {', '.join(_SUMMARY_FIELDS)}); lacks {', '.join(missing)}"
+        )
+    completed = _number(where, "completed", summary["completed"])
+    if completed < 1:
+        raise InputError(f"{where}: field 'completed' must be at least 1 request, got {completed:g}")
+    row: dict[str, float] = {}
+    for kind in ("input", "output"):
+        total = _number(where, f"total_{kind}_tokens", summary[f"total_{kind}_tokens"])
+        row[f"{kind}_tokens"] = _measured(
+            where, f"total_{kind}_tokens / completed", total / completed, f"{kind}_tokens", "tokens"
+        )
+    row["ttft"] = _measured(where, "mean_ttft_ms", summary["mean_ttft_ms"], "ttft", "ms", 1e-3)
+    row["tpot"] = _measured(where, "mean_tpot_ms", summary["mean_tpot_ms"], "tpot", "ms", 1e-3)
+    clients = summary.get("max_concurrency")
+    if clients is not None:
+        row["concurrency"] = _measured(where, "max_concurrency", clients, "concurrency")
+    elif concurrency is not None:
+        row["concurrency"] = concurrency
+    else:
         raise InputError(f"{where}: the result records no max_concurrency; give --concurrency")
-    row["concurrency"] = float(clients)
     return row
 
 
-def _run_from_genai_perf(text: str, where: str, concurrency: float | None) -> dict[str, float]:
+def genai_perf_concurrency(path: str | Path) -> float | None:
+    """The clients of a genai-perf run, read from the name of the folder that holds its export (None: none named).
+
+    genai-perf writes each run's exports (``profile_export_genai_perf.csv`` and ``.json``) into a folder of
+    the run's own under ``artifacts/``, named ``<model>-<service kind>-<endpoint type or backend>-concurrency<N>``
+    for ``--concurrency N`` (``request_rate<R>`` for a rate; ``_set_artifact_paths`` in genai-perf's
+    ``parser.py``). The rule: the concurrency is the last ``concurrency<N>`` in the name of the export's own
+    folder (its parent directory), starting the name or after ``-``, ``_`` or ``.``. Folders further up are
+    not this run's: ``study-concurrency1/model-concurrency64/profile_export_genai_perf.csv`` ran 64 clients.
+
+    Examples
+    --------
+    >>> genai_perf_concurrency("study-concurrency1/llama-openai-chat-concurrency64/profile_export_genai_perf.csv")
+    64.0
+    >>> genai_perf_concurrency("concurrency8/run/profile_export_genai_perf.csv") is None
+    True
+    """
+    found = re.findall(r"(?:^|[-_.])concurrency(\d+)", Path(path).parent.name)
+    return float(found[-1]) if found else None
+
+
+#: The rows of genai-perf's CSV export that a run is read from (lower case, how the metric's name begins),
+#: and their units.
+_GENAI_PERF_ROWS = {
+    "input_tokens": ("input sequence length", "tokens", 1.0),
+    "output_tokens": ("output sequence length", "tokens", 1.0),
+    "ttft": ("time to first token", "ms", 1e-3),
+    "tpot": ("inter token latency", "ms", 1e-3),
+}
+
+
+def _run_from_genai_perf(text: str, path: Path, where: str, concurrency: float | None) -> dict[str, float]:
     """One run of genai-perf's CSV export (the average column of its metric rows)."""
     import csv
     import io
-    import re
 
-    values: dict[str, float] = {}
-    for row in csv.reader(io.StringIO(text)):
-        if len(row) >= 2 and row[0].strip():
-            try:
-                values[row[0].strip().lower()] = float(row[1].replace(",", ""))
-            except ValueError:
-                continue
-
-    def find(*names: str) -> float:
-        for key, value in values.items():
-            if any(key.startswith(name) for name in names):
-                return value
-        raise InputError(f"{where}: genai-perf export without a row '{names[0]}'")
-
-    found = re.search(r"concurrency(\d+)", where)
-    clients = float(found.group(1)) if found else concurrency
-    if not clients:
+    values: dict[str, str] = {}
+    reader = csv.reader(io.StringIO(text))
+    try:
+        for row in reader:
+            if reader.line_num > MAX_GENAI_PERF_LINES:
+                raise InputError(
+                    f"{where}: more than {MAX_GENAI_PERF_LINES:,} lines; a genai-perf CSV export has about 20"
+                )
+            if len(row) >= 2 and row[0].strip():
+                values.setdefault(row[0].strip().lower()[:80], row[1])
+    except csv.Error as exc:  # a field over csv's 131,072 characters, a NUL byte
+        raise InputError(f"{where}: not a genai-perf CSV export (line {reader.line_num}: {str(exc)[:120]})") from None
+    run = {}
+    for key, (name, unit, scale) in _GENAI_PERF_ROWS.items():
+        label = next((label for label in values if label.startswith(name)), None)
+        if label is None:
+            raise InputError(f"{where}: genai-perf export without a row '{name}'")
+        run[key] = _measured(where, label, values[label], key, unit, scale)
+    clients = genai_perf_concurrency(path)
+    if clients is not None:
+        run["concurrency"] = _measured(where, "concurrency<N> of its folder's name", clients, "concurrency")
+    elif concurrency is not None:
+        run["concurrency"] = concurrency
+    else:
         raise InputError(
-            f"{where}: no concurrency in the path (genai-perf's ...-concurrency16/ folder); give --concurrency"
+            f"{where}: no concurrency in the name of its folder (genai-perf's ...-concurrency16/); give --concurrency"
         )
-    return {
-        "input_tokens": find("input sequence length"),
-        "output_tokens": find("output sequence length"),
-        "ttft": find("time to first token") / 1e3,
-        "tpot": find("inter token latency") / 1e3,
-        "concurrency": clients,
-    }
+    return run
+
+
+def _json_object(text: str, where: str) -> Mapping[str, Any]:
+    """One JSON object (:func:`~calculator._files.load_json`: no duplicate keys, depth and digits bounded)."""
+    value = load_json(text, where)
+    if not isinstance(value, Mapping):
+        raise InputError(f"{where}: a benchmark result is a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _runs_of_file(path: Path, text: str, concurrency: float | None, room: int) -> list[dict[str, float]]:
+    """The runs in one benchmark file's ``text``, at most ``room`` of them (more: an :class:`InputError`)."""
+    import io
+
+    where = path.name if len(str(path)) > 200 else str(path)
+    suffix = path.suffix.lower()
+    if suffix == ".json":
+        return [_run_from_summary(_json_object(text, where), where, concurrency)]
+    if suffix == ".csv":
+        return [_run_from_genai_perf(text, path, where, concurrency)]
+    # JSONL: the non-blank lines, counted (at most room + 1 kept) before any is parsed
+    lines = list(itertools.islice(((n, s) for n, s in enumerate(io.StringIO(text), 1) if s.strip()), room + 1))
+    if len(lines) > room:
+        raise InputError(f"{where}: too many runs; {_RUNS_CAP}")
+    return [
+        _run_from_summary(_json_object(s, f"{where}, line {n}"), f"{where}, line {n}", concurrency) for n, s in lines
+    ]
+
+
+def _read_runs(paths: list[Path], concurrency: float | None) -> list[dict[str, float]]:
+    """The runs of every file in ``paths``, within :data:`MAX_CALIBRATION_RUNS` and the byte caps."""
+    if len(paths) > MAX_CALIBRATION_RUNS:
+        raise InputError(f"read_benchmark_files(): more than {MAX_CALIBRATION_RUNS:,} files; {_RUNS_CAP}")
+    runs: list[dict[str, float]] = []
+    read = 0
+    for path in paths:
+        where = path.name if len(str(path)) > 200 else str(path)
+        if path.suffix.lower() not in BENCHMARK_FORMATS:
+            raise InputError(f"{where}: unknown benchmark format; expected {', '.join(BENCHMARK_FORMATS)}")
+        text = read_text(path, MAX_BENCHMARK_FILE_BYTES, "benchmark file")
+        read += len(text)
+        if read > MAX_BENCHMARK_TOTAL_CHARS:
+            raise InputError(
+                f"{where}: the files hold more than {MAX_BENCHMARK_TOTAL_CHARS:,} characters together, "
+                "the most one calibration reads"
+            )
+        runs += _runs_of_file(path, text, concurrency, MAX_CALIBRATION_RUNS - len(runs))
+        if len(runs) > MAX_CALIBRATION_RUNS:
+            raise InputError(f"{where}: too many runs; {_RUNS_CAP}")
+    if not runs:
+        raise InputError("read_benchmark_files(): no benchmark runs in the files given")
+    return runs
 
 
 def read_benchmark_files(
@@ -635,50 +799,34 @@ def read_benchmark_files(
     """Serving benchmark results as :func:`load_benchmarks` rows, to fit and check an engine on.
 
     Reads vLLM's ``vllm bench serve`` JSON, SGLang's ``bench_serving`` JSONL (a line per run) and
-    genai-perf's CSV export (:data:`BENCHMARK_FORMATS`). The files do not record the deployment, so the
-    model, accelerator, engine, weight precision and tensor-parallel degree are given; ``concurrency``
-    stands in where a file records none; ``arrivals`` and ``length_cv`` describe the harness
+    genai-perf's CSV export (:data:`BENCHMARK_FORMATS`; its concurrency from its folder's name,
+    :func:`genai_perf_concurrency`). The files do not record the deployment, so the model, accelerator,
+    engine, weight precision and tensor-parallel degree are given; ``concurrency`` stands in where a file
+    records none; ``arrivals`` and ``length_cv`` describe the harness
     (:func:`~calculator.performance.predict_benchmark`).
+
+    Each file is read through :func:`~calculator._files.read_text` (a regular file of at most
+    :data:`MAX_BENCHMARK_FILE_BYTES`, UTF-8), at most :data:`MAX_CALIBRATION_RUNS` runs in all, and every
+    measured value must be a finite number inside :data:`PLAUSIBLE_RUN`; anything else is an
+    :class:`InputError` naming the file and the field.
     """
-    import json
-
     import pandas as pd
-
-    from .registry import load_registry
 
     if isinstance(paths, str | Path) or not isinstance(paths, Iterable):
         raise InputError(f"read_benchmark_files(): argument 'paths' must be a list of files, got {paths!r:.80}")
-    chosen = list(paths)
+    chosen = list(itertools.islice(paths, MAX_CALIBRATION_RUNS + 1))
     if not chosen or not all(isinstance(p, str | Path) for p in chosen):
         raise InputError("read_benchmark_files(): argument 'paths' must be a non-empty list of file names")
     if arrivals not in ("dispersed", "waves"):
         raise InputError(f"read_benchmark_files(): argument 'arrivals' must be dispersed or waves, got {arrivals!r}")
     spread = check_length_cv("read_benchmark_files", length_cv)
-    reg = registry if registry is not None else load_registry()
+    reg = registry_or_default(registry, "read_benchmark_files")
     profile_name = engine_name(engine, reg)
     tp = count("read_benchmark_files", "tensor_parallel", tensor_parallel)
     if concurrency is not None:
-        concurrency = float(count("read_benchmark_files", "concurrency", concurrency))
-    runs = []
-    for path in map(Path, chosen):
-        where = path.name if len(str(path)) > 200 else str(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise InputError(f"{where}: cannot read the file ({exc.strerror})") from None
-        suffix = path.suffix.lower()
-        if suffix == ".json":
-            runs.append(_run_from_summary(_json(json, text, where), where, concurrency))
-        elif suffix == ".jsonl":
-            lines = [line for line in text.splitlines() if line.strip()]
-            runs += [_run_from_summary(_json(json, line, where), where, concurrency) for line in lines]
-        elif suffix == ".csv":
-            runs.append(_run_from_genai_perf(text, str(path), concurrency))
-        else:
-            raise InputError(f"{where}: unknown benchmark format; expected {', '.join(BENCHMARK_FORMATS)}")
-    if not runs:
-        raise InputError("read_benchmark_files(): no benchmark runs in the files given")
-    frame = pd.DataFrame(runs)
+        given = float(count("read_benchmark_files", "concurrency", concurrency))
+        concurrency = _measured("read_benchmark_files()", "concurrency", given, "concurrency")
+    frame = pd.DataFrame(_read_runs([Path(p) for p in chosen], concurrency))
     return frame.assign(
         model_path=reg.model(model).id,
         system=reg.accelerator(accelerator).id,
@@ -706,16 +854,6 @@ def engine_name(engine: Any, registry: Any) -> str:
     return found
 
 
-def _json(json: Any, text: str, where: str) -> Any:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{where}: not JSON ({exc.msg} at line {exc.lineno})") from None
-    if not isinstance(value, Mapping):
-        raise InputError(f"{where}: a benchmark result is a JSON object, got {type(value).__name__}")
-    return value
-
-
 @dataclass(frozen=True)
 class UserCalibration:
     """What ``servecalc calibrate`` found: the refit engine, its errors, and its interval."""
@@ -727,14 +865,21 @@ class UserCalibration:
     runs: int
 
 
+def cross_validation_folds(runs: int) -> int:
+    """The folds :func:`calibrate_engine` checks ``runs`` runs with: one per run, at most :data:`MAX_CV_FOLDS`."""
+    return max(1, min(int(runs), MAX_CV_FOLDS))
+
+
 def calibrate_engine(frame: Any, engine: str, *, registry: Any = None) -> UserCalibration:
     """Refit ``engine``'s costs on a user's benchmark runs (:func:`read_benchmark_files`), and check them.
 
     The fit is :func:`fit_profiles`'s, started from the engine's registry profile; each run is also
-    predicted by a fit without it (leave one run out), and those held-out ratios (measured / predicted)
-    give the engine's own intervals (:func:`~calculator.uncertainty.joint_bands`: their 10th-90th
-    percentiles, widened until TTFT and TPOT hold together on 75 % of the runs where they can, each at most
-    85 % alone).
+    predicted by a fit without it (cross-validation, :func:`cross_validation_folds`: each run left out
+    alone up to :data:`MAX_CV_FOLDS` runs, else run ``i`` in fold ``i mod MAX_CV_FOLDS``), and those
+    held-out ratios (measured / predicted) give the engine's own intervals
+    (:func:`~calculator.uncertainty.joint_bands`: their 10th-90th percentiles, widened until TTFT and TPOT
+    hold together on 75 % of the runs where they can, each at most 85 % alone). Whether the result may be
+    used is :func:`check_calibration`'s to say.
     """
     import pandas as pd
 
@@ -746,14 +891,18 @@ def calibrate_engine(frame: Any, engine: str, *, registry: Any = None) -> UserCa
     base = engine_profile(engine, registry)
     if len(frame) < 3:
         raise InputError(f"calibrate: {len(frame)} run(s); fitting three costs takes at least three benchmark runs")
-    start = {frame.engine.iloc[0]: base, None: base}
-    profile = fit_profiles(frame, start=start)[frame.engine.iloc[0]]
-    fitted = prediction_errors(frame, {frame.engine.iloc[0]: profile})
+    if len(frame) > MAX_CALIBRATION_RUNS:
+        raise InputError(f"calibrate_engine(): {len(frame):,} runs; {_RUNS_CAP}")
+    name = frame.engine.iloc[0]
+    start = {name: base, None: base}
+    profile = fit_profiles(frame, start=start)[name]
+    fitted = prediction_errors(frame, {name: profile})
+    folds = cross_validation_folds(len(frame))
     held = []
-    for index in range(len(frame)):
-        rest = frame.drop(index=frame.index[index])
-        refit = fit_profiles(rest, start=start)[frame.engine.iloc[0]]
-        held.append(prediction_errors(frame.iloc[[index]], {frame.engine.iloc[0]: refit}))
+    fold_of = np.arange(len(frame)) % folds
+    for fold in range(folds):
+        refit = fit_profiles(frame[fold_of != fold], start=start)[name]
+        held.append(prediction_errors(frame[fold_of == fold], {name: refit}))
     cv = pd.concat(held, ignore_index=True)
     bands, _ = joint_bands({metric: -np.log1p(cv[f"{metric}_error"].to_numpy()) for metric in ("ttft", "tpot")})
     interval = {metric: (math.exp(low), math.exp(high)) for metric, (low, high) in bands.items()}
@@ -762,6 +911,45 @@ def calibrate_engine(frame: Any, engine: str, *, registry: Any = None) -> UserCa
         return float(np.median(np.abs(errors.ttft_error))), float(np.median(np.abs(errors.tpot_error)))
 
     return UserCalibration(profile, medians(fitted), medians(cv), interval, len(frame))
+
+
+#: The least certain calibration that may be used (:func:`check_calibration`): a median held-out error above
+#: 50 %, or an 80 % interval reaching beyond a factor of 4 either way (0.25x-4x; the packaged engines' widest
+#: is 0.725x-2.09x, ``prediction_intervals.json``), says the runs disagree with the model or with each other,
+#: and an engine written with it would size fleets with a confidence it does not have.
+MAX_HELD_OUT_ERROR = 0.5
+MAX_INTERVAL_FACTOR = 4.0
+
+
+def check_calibration(calibration: UserCalibration, what: str = "calibrate") -> None:
+    """Refuse a calibration too uncertain to use: an :class:`InputError` naming the measure and its bound.
+
+    Bounds: :data:`MAX_HELD_OUT_ERROR` on the median held-out |error| of TTFT and TPOT, and
+    :data:`MAX_INTERVAL_FACTOR` on each end of their 80 % intervals (NaN fails both).
+    """
+    if not isinstance(calibration, UserCalibration):
+        raise InputError(f"{what}: argument 'calibration' must be calibrate_engine()'s result")
+    try:
+        errors = [float(v) for v in calibration.held_out]
+        intervals = [[float(v) for v in calibration.interval[m]] for m in ("ttft", "tpot")]
+    except (TypeError, ValueError, KeyError):
+        errors, intervals = [], []
+    if len(errors) != 2 or [len(pair) for pair in intervals] != [2, 2]:
+        raise InputError(f"{what}: argument 'calibration' has malformed errors or intervals")
+    problems = []
+    for metric, error, (low, high) in zip(("ttft", "tpot"), errors, intervals, strict=True):
+        if not error <= MAX_HELD_OUT_ERROR:
+            problems.append(f"held-out {metric.upper()} error {error:.0%} is above {MAX_HELD_OUT_ERROR:.0%}")
+        if not 1 / MAX_INTERVAL_FACTOR <= low <= high <= MAX_INTERVAL_FACTOR:
+            problems.append(
+                f"{metric.upper()} interval {low:.3g}x-{high:.3g}x reaches beyond "
+                f"{1 / MAX_INTERVAL_FACTOR:g}x-{MAX_INTERVAL_FACTOR:g}x"
+            )
+    if problems:
+        raise InputError(
+            f"{what}: the fit is too uncertain to use ({'; '.join(problems)}): the runs disagree with the model or "
+            "with each other (check their units, concurrency and lengths)"
+        )
 
 
 def engine_entry_yaml(
@@ -775,15 +963,12 @@ def engine_entry_yaml(
     """
     import yaml
 
-    from .registry import load_registry
-
-    if not isinstance(calibration, UserCalibration):
-        raise InputError("engine_entry_yaml(): argument 'calibration' must be calibrate_engine()'s result")
+    check_calibration(calibration, "engine_entry_yaml()")
     if not isinstance(accelerator, str) or not accelerator:
         raise InputError(
             f"engine_entry_yaml(): argument 'accelerator' must be an accelerator id, got {accelerator!r:.80}"
         )
-    engine = engine_name(engine, registry if registry is not None else load_registry())
+    engine = engine_name(engine, registry_or_default(registry, "engine_entry_yaml"))
     files = [str(f) for f in files] if isinstance(files, Iterable) and not isinstance(files, str) else []
     p = calibration.profile
     listed = [Path(f).name for f in files]

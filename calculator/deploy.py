@@ -328,9 +328,12 @@ def _feasible(plan: Any) -> Any:
 
 
 def _registry(plan: Any, registry: Any) -> Any:
+    """The registry given (checked), else the plan's: the packaged one with the plan's user documents."""
+    from ._support import registry_or_none
     from .registry import load_registry
 
-    return registry if registry is not None else load_registry(extra=plan.registry_files)
+    given = registry_or_none(registry, "launch_command")
+    return given if given is not None else load_registry(extra=plan.registry_documents)
 
 
 def _hf_name(model: Any) -> str:
@@ -513,7 +516,7 @@ def launch_command(plan: FleetPlan, engine: str, *, registry: Registry | None = 
         executable, worker = _multi_node(name, nodes, tp * stages, int(plan.data_parallel), flags, notes)
     arguments = (*executable, *positional, *_flag_parts(flags))
     writes = [_heredoc(file, text) for file, text in files.items()]
-    command = "\n".join([*(f"# {note}" for note in notes), *writes, _shell_line(arguments)])
+    command = "\n".join([*(_comment(note) for note in notes), *writes, _shell_line(arguments)])
     citations = {flag: DOCUMENTED_FLAGS[name][flag] for flag in (*flags, *worker)}
     return LaunchConfig(name, arguments, command, flags, citations, tuple(notes), weights, kv, files, nodes, worker)
 
@@ -523,16 +526,51 @@ def _flag_parts(flags: dict[str, str | None]) -> list[str]:
     return [part for flag, value in flags.items() for part in ((flag,) if value is None else (flag, value))]
 
 
+#: The forms of the node variables the calculator writes into a command (``$LEADER_ADDRESS``,
+#: ``$LEADER_ADDRESS:20000``, ``$((NODE_RANK * 4))``): the only arguments the shell may expand.
+_EXPANDABLE = re.compile(r"\$(?:[A-Z][A-Z_]*(?::[0-9]{1,5})?|\(\([A-Z][A-Z_]* \* [0-9]{1,6}\)\))")
+
+
+class _Variable(str):
+    """An argument the calculator wrote with a node variable in it, left for the shell to expand."""
+
+    __slots__ = ()
+
+    def __new__(cls, text: str) -> _Variable:
+        if not _EXPANDABLE.fullmatch(text):
+            raise ValueError(f"not a node variable form: {text!r}")
+        return super().__new__(cls, text)
+
+
 def _shell_line(arguments: Any) -> str:
-    """The arguments as one shell line; ``$VARIABLE`` values stay expandable (double quotes), the rest is quoted."""
-    return " ".join(f'"{a}"' if a.startswith("$") else shlex.quote(a) for a in arguments)
+    """The arguments as one POSIX shell line, each a single word that runs nothing.
+
+    Only the node variables the calculator writes (:class:`_Variable`) stay expandable, in double
+    quotes; any other argument, whatever it holds (``$(...)``, backquotes, ``;``, line breaks, a
+    ``$NAME`` of its own), is quoted with :func:`shlex.quote`, so the shell hands it to the engine as it is.
+
+    Examples
+    --------
+    >>> print(_shell_line(["vllm", "serve", "$(touch /tmp/x)/x", "--master-addr", _Variable("$LEADER_ADDRESS")]))
+    vllm serve '$(touch /tmp/x)/x' --master-addr "$LEADER_ADDRESS"
+    """
+    return " ".join(f'"{a}"' if isinstance(a, _Variable) else shlex.quote(a) for a in arguments)
+
+
+def _comment(text: str) -> str:
+    """``text`` as one comment line of a shell script or a YAML file: every line break becomes a space.
+
+    YAML and POSIX shells end a comment at a line break (YAML also at NEL, LS and PS), so a value
+    carrying one would start a line of its own: a command, or a document of a manifest.
+    """
+    return "# " + re.sub(r"[\r\n\x0b\x0c\x1c-\x1e\x85\u2028\u2029]+", " ", text)
 
 
 def _multi_node(
     engine: str, nodes: int, tp: int, ranks: int, flags: dict[str, str | None], notes: list[str]
 ) -> tuple[tuple[str, ...], dict[str, str | None]]:
     """A replica over ``nodes`` nodes: each engine's flags (in ``flags``), its executable, the other nodes' flags."""
-    leader, rank = (f"${name}" for name in NODE_VARIABLES)
+    leader, rank = (_Variable(f"${name}") for name in NODE_VARIABLES)
     per_node = tp // nodes
     worker: dict[str, str | None] = {}
     if engine == "trtllm":
@@ -547,12 +585,18 @@ def _multi_node(
             "--data-parallel-address": leader,
             "--data-parallel-rpc-port": str(_VLLM_DP_RPC_PORT),
         })  # fmt: skip
-        worker = {"--headless": None, "--data-parallel-start-rank": f"$(({rank[1:]} * {local}))"}
+        worker = {"--headless": None, "--data-parallel-start-rank": _Variable(f"$(({rank[1:]} * {local}))")}
     elif engine == "vllm":
         flags.update({"--nnodes": str(nodes), "--node-rank": rank, "--master-addr": leader})
         worker = {"--headless": None}
     else:
-        flags.update({"--nnodes": str(nodes), "--node-rank": rank, "--dist-init-addr": f"{leader}:{_SGLANG_DIST_PORT}"})
+        flags.update(
+            {
+                "--nnodes": str(nodes),
+                "--node-rank": rank,
+                "--dist-init-addr": _Variable(f"{leader}:{_SGLANG_DIST_PORT}"),
+            }
+        )
     added = f"; the other nodes add {' '.join(_flag_parts(worker))}" if worker else ""
     notes.append(
         f"the replica spans {nodes} nodes of {per_node} GPUs: run this on each with {NODE_VARIABLES[0]} set to the "
@@ -740,12 +784,14 @@ def kubernetes_manifest(
     group = f"# each replica is a LeaderWorkerSet group of {config.nodes} pods, one per node (install LWS: "
     group += "kubernetes-sigs/lws; vLLM's LWS deployment page)"
     head = [
-        f"# servecalc fleet plan: {plan.gpus} x {plan.accelerator} at {plan.precision}, {plan.replicas} replicas "
-        f"of {layout_text(plan)}, batch cap {plan.batch}, engine {config.engine}",
-        f"# weights: {weights.repo} ({_weights_text(weights)}); KV cache {config.kv_precision}",
+        _comment(
+            f"servecalc fleet plan: {plan.gpus} x {plan.accelerator} at {plan.precision}, {plan.replicas} replicas "
+            f"of {layout_text(plan)}, batch cap {plan.batch}, engine {config.engine}"
+        ),
+        _comment(f"weights: {weights.repo} ({_weights_text(weights)}); KV cache {config.kv_precision}"),
         "# pin the image to a tested version and schedule the pods on nodes with this accelerator",
         *([group] if config.nodes > 1 else []),
-        *(f"# {note}" for note in config.notes),
+        *(_comment(note) for note in config.notes),
     ]
     scaling = [
         f"# Autoscaler sketch. Signal: '{SCALING_METRIC}', the requests running on a pod (the engine's gauge of",
@@ -858,11 +904,15 @@ def _leader_worker_set(
         )
     arguments = [_mounted(part, config.files) for part in config.arguments]
 
+    def lws(argument: str) -> str:  # the node variables, renamed to LWS's own; nothing else is touched
+        if not isinstance(argument, _Variable):
+            return argument
+        for ours, theirs in _LWS_VARIABLES.items():
+            argument = argument.replace(f"${ours}", f"${theirs}").replace(f"$(({ours}", f"$(({theirs}")
+        return _Variable(argument)
+
     def line(extra: dict[str, str | None]) -> str:
-        text = _shell_line([*arguments, *_flag_parts(extra)])
-        for ours, lws in _LWS_VARIABLES.items():
-            text = text.replace(f"${ours}", f"${lws}").replace(f"$(({ours}", f"$(({lws}")
-        return text
+        return _shell_line([lws(a) for a in (*arguments, *_flag_parts(extra))])
 
     def pod(role: str, extra: dict[str, str | None]) -> dict[str, Any]:
         container: dict[str, Any] = {

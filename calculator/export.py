@@ -23,11 +23,17 @@ and the inputs. Sweeps attach one to their frame (``frame.attrs["provenance"]``)
 pass ``models=``, ``registry_ids=`` and ``inputs=`` to :func:`to_xlsx`. Registry ids are also
 picked up from the table's text cells (a ``model`` or ``accelerator`` column), so a fleet plan
 cites its model, accelerator and price without being told.
+
+Text is written inert: a text cell or column label that begins with ``=``, ``+``, ``-``, ``@``, a tab
+or a line break would be read by a spreadsheet as a formula (OWASP, "CSV Injection"), so it gets a
+leading ``'`` in CSV and XLSX alike, and a carriage return inside text is written as a line feed
+(:func:`escape_formulas`). Numbers stay numbers.
 """
 
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,7 +49,17 @@ if TYPE_CHECKING:
     from .registry import Registry
 
 
-__all__ = ["SHEETS", "Provenance", "as_frame", "read_xlsx", "to_csv", "to_xlsx"]
+__all__ = [
+    "FORMULA_TRIGGERS",
+    "SHEETS",
+    "Provenance",
+    "as_frame",
+    "escape_cell",
+    "escape_formulas",
+    "read_xlsx",
+    "to_csv",
+    "to_xlsx",
+]
 
 #: The sheets of an exported workbook, in order.
 SHEETS = ("inputs", "results", "sources")
@@ -53,6 +69,9 @@ SOURCE_COLUMNS = ("kind", "id", "name", "reference", "latex", "source", "url", "
 MAX_SHEET_ROWS = 1_048_575
 #: Swept values listed in full on the inputs sheet; longer axes show their range.
 MAX_LISTED_VALUES = 100
+#: First characters that make a spreadsheet read a cell as a formula (OWASP, "CSV Injection"), and
+#: the line feed a carriage return is written as (:func:`escape_cell`).
+FORMULA_TRIGGERS = ("=", "+", "-", "@", "\t", "\r", "\n")
 
 
 @dataclass(frozen=True)
@@ -93,9 +112,9 @@ class Provenance:
         """The ``sources`` sheet: the models, then each registry entry's source documents."""
         import pandas as pd
 
-        from .registry import load_registry
+        from ._support import registry_or_default
 
-        reg = registry if registry is not None else load_registry()
+        reg = registry_or_default(registry, "Provenance.sources_frame")
         rows = [_model_row(key) for key in self.models]
         entries: dict[str, Any] = {}  # an alias and its id cite the entry once
         for name in self.registry_ids:
@@ -117,11 +136,77 @@ def as_frame(data: Any, units: Mapping[str, str] | None = None) -> Any:
     raise InputError(f"export: expected a pandas DataFrame or a result object, got {type(data).__name__}")
 
 
+def escape_cell(value: Any) -> Any:
+    r"""A cell as a spreadsheet must show it: text beginning with a formula trigger gets a leading ``'``.
+
+    Text beginning with one of :data:`FORMULA_TRIGGERS` (``=``, ``+``, ``-``, ``@``, tab, carriage
+    return, line feed) would be evaluated as a formula by Excel, LibreOffice or Google Sheets; the
+    quote makes it text. A carriage return inside text becomes a line feed, a cell's line break:
+    Python's CSV writer quotes a field for a line feed but not for a bare carriage return, which a
+    spreadsheet reads as the start of a new row, so ``"x\r=1+1"`` would open a row beginning with
+    a formula (XLSX stores a carriage return as a line feed anyway). Anything that is not text
+    (numbers, negative ones included; missing values) is returned as it is. Text that reads as a
+    number (``"-1.5"``) is escaped like any other text: the rule has no exceptions to get wrong, and
+    the calculator's numbers are numbers, not text. Other control characters (``\x00``, ``\x07``),
+    which a worksheet cannot hold, become U+FFFD.
+
+    Examples
+    --------
+    >>> escape_cell("=cmd|' /C calc'!A0")
+    "'=cmd|' /C calc'!A0"
+    >>> escape_cell(-1.5), escape_cell("-1.5"), escape_cell("llama-3.1-8b"), escape_cell("x\r=1+1")
+    (-1.5, "'-1.5", 'llama-3.1-8b', 'x\n=1+1')
+    >>> escape_cell("a\x00b")
+    'a\ufffdb'
+    """
+    if not isinstance(value, str):
+        return value
+    if value.startswith(FORMULA_TRIGGERS):
+        value = "'" + value
+    if "\r" in value:
+        value = value.replace("\r\n", "\n").replace("\r", "\n")
+    return _CONTROL.sub("\ufffd", value)
+
+
+#: Control characters a worksheet cannot hold (all but tab and line feed; carriage returns are line feeds by then).
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
+
+
+def escape_formulas(frame: Any) -> Any:
+    """A copy of a table (DataFrame or result object) with every text cell and column label made inert.
+
+    Each cell and label goes through :func:`escape_cell`. Only text changes: numeric, boolean and
+    date columns are kept as they are, so a negative number stays a number. :func:`to_csv` and
+    :func:`to_xlsx` apply it to every sheet they write; call it yourself before writing a table for
+    a spreadsheet by other means.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> escape_formulas(pd.DataFrame({"@name": ["+1 GPU", "h100-sxm"], "delta [ms]": [-1.5, 2.0]}))
+         '@name  delta [ms]
+    0  '+1 GPU        -1.5
+    1  h100-sxm         2.0
+    """
+    from pandas.api.types import is_object_dtype, is_string_dtype
+
+    frame = as_frame(frame)
+    escaped = frame.copy()
+    escaped.columns = range(frame.shape[1])  # positions: labels may repeat
+    for position in escaped.columns:
+        values = escaped[position]
+        if is_object_dtype(values) or is_string_dtype(values) or values.dtype.name == "category":
+            escaped[position] = values.astype(object).map(escape_cell)
+    escaped.columns = frame.columns.map(_escape_label)
+    return escaped
+
+
 def to_csv(data: Any, path: str | Path | None = None, *, units: Mapping[str, str] | None = None) -> str | None:
     """Write a table (DataFrame or result object) as CSV; return the text when no ``path`` is given.
 
     Columns keep their ``name [unit]`` labels; no index column is written. Read it back with
-    ``pandas.read_csv(path)`` (``inf`` reads back as infinity, missing values as NaN).
+    ``pandas.read_csv(path)`` (``inf`` reads back as infinity, missing values as NaN). Text that a
+    spreadsheet would run as a formula is written with a leading ``'`` (:func:`escape_formulas`).
 
     Examples
     --------
@@ -134,7 +219,7 @@ def to_csv(data: Any, path: str | Path | None = None, *, units: Mapping[str, str
     <BLANKLINE>
     """
     frame = as_frame(data, units)
-    return frame.to_csv(path, index=False)
+    return escape_formulas(frame).to_csv(path, index=False)
 
 
 def to_xlsx(
@@ -168,7 +253,8 @@ def to_xlsx(
     Returns
     -------
     Path
-        The file written.
+        The file written. Text cells and labels that a spreadsheet would run as a formula are
+        written as text with a leading ``'`` (:func:`escape_formulas`); no cell holds a formula.
     """
     import pandas as pd
 
@@ -177,9 +263,9 @@ def to_xlsx(
         raise InputError(
             f"to_xlsx(): {len(frame)} rows do not fit a worksheet ({MAX_SHEET_ROWS} at most); write CSV instead"
         )
-    from .registry import load_registry
+    from ._support import registry_or_default
 
-    reg = registry if registry is not None else load_registry()
+    reg = registry_or_default(registry, "to_xlsx")
     given = Provenance(tuple(models), tuple(registry_ids), dict(inputs or {}))
     recorded = frame.attrs.get("provenance", Provenance())
     named = Provenance(registry_ids=_ids_in(frame, reg))
@@ -192,6 +278,7 @@ def to_xlsx(
     path = Path(path)
     with pd.ExcelWriter(path, engine="openpyxl") as writer:
         for name, sheet in sheets.items():
+            sheet = escape_formulas(sheet)
             sheet.to_excel(writer, sheet_name=name, index=False)
             _tidy_sheet(writer.sheets[name], sheet)
     return path
@@ -201,6 +288,7 @@ def read_xlsx(path: str | Path) -> dict[str, Any]:
     """The sheets of a workbook written by :func:`to_xlsx`, as DataFrames keyed by sheet name.
 
     Infinite values (written as the text ``inf``, as Excel has no infinity) are read back as floats.
+    Text written with a leading ``'`` (:func:`escape_formulas`) is read back as written, quote included.
     """
     import pandas as pd
 
@@ -215,6 +303,11 @@ def read_xlsx(path: str | Path) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------------------------
 # helpers
+
+
+def _escape_label(label: Any) -> Any:
+    """A column label made inert; a multi-level label level by level."""
+    return tuple(map(escape_cell, label)) if isinstance(label, tuple) else escape_cell(label)
 
 
 def _input_row(name: str, value: Any) -> dict[str, Any]:

@@ -36,8 +36,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ._paths import KERNEL_DIR
+from ._support import check_broadcast, instance, plain_number
 from .errors import InputError
 from .types import AcceleratorRef, Count, Tokens
+from .units import shown
 
 if TYPE_CHECKING:
     from .registry import Registry
@@ -478,9 +480,30 @@ _GENERIC_CACHE: dict[Any, KernelTables] = {}
 # Kernel times (seconds; arrays broadcast)
 
 
+def _gemm_arguments(function: str, tables: Any, dtype: Any, m: Any, n: Any, k: Any) -> tuple[np.ndarray, float, float]:
+    """The checked arguments of a GEMM time: the tables and their ``dtype``, tokens ``m`` >= 0, one ``n``, ``k`` > 0.
+
+    Plain numbers (no units), as the step model passes them; anything else is an :class:`InputError` naming
+    the argument (a negative width made the time NaN).
+    """
+    instance(function, "tables", tables, KernelTables, "the KernelTables of tables_for()")
+    if not isinstance(dtype, str) or dtype not in tables.gemm:
+        raise InputError(
+            f"{function}(): argument 'dtype' must be one of {sorted(tables.gemm)} on '{tables.accelerator}', "
+            f"got {shown(dtype)}"
+        )
+    tokens = np.maximum(plain_number(function, "m", m), 1.0)
+    width, depth = (plain_number(function, name, v, "positive", one=True) for name, v in (("n", n), ("k", k)))
+    return tokens, width, depth
+
+
 def gemm_seconds(tables: KernelTables, dtype: str, m: Tokens, n: float, k: float) -> np.ndarray:
-    """Time of ``m x k @ k x n`` GEMMs (``m`` an array of token counts; ``n``, ``k`` one shape)."""
-    m = np.maximum(np.asarray(m, dtype=float), 1.0)
+    """Time of ``m x k @ k x n`` GEMMs (``m`` an array of token counts; ``n``, ``k`` one shape).
+
+    Plain numbers: ``m`` >= 0 (below one token priced as one), ``n`` and ``k`` > 0; ``dtype`` one of the
+    tables' GEMM precisions. Anything else is an :class:`InputError` naming the argument.
+    """
+    m, n, k = _gemm_arguments("gemm_seconds", tables, dtype, m, n, k)
     grid, curve = tables.gemm_curve(dtype, n, k)
     log_tflops = np.interp(np.log2(m), grid, curve)
     return 2.0 * m * n * k / (2.0**log_tflops * 1e12)
@@ -491,9 +514,10 @@ def grouped_gemm_seconds(tables: KernelTables, dtype: str, m: Tokens, n: float, 
 
     One launch covers every group, so it is priced as a GEMM whose weights are the groups' stacked
     weights (``groups x n`` columns) at ``m`` tokens: weight streaming and the kernel floor are paid once.
+    Arguments as for :func:`gemm_seconds`; ``groups`` >= 0 (below one priced as one).
     """
-    m = np.maximum(np.asarray(m, dtype=float), 1.0)
-    stacked = np.maximum(np.asarray(groups, dtype=float), 1.0) * n
+    m, n, k = _gemm_arguments("grouped_gemm_seconds", tables, dtype, m, n, k)
+    stacked = np.maximum(plain_number("grouped_gemm_seconds", "groups", groups), 1.0) * n
     table = tables.gemm[dtype]
     lm, ln = np.broadcast_arrays(np.log2(m), np.log2(stacked))
     i, wm = _locate(table.m, lm)
@@ -615,9 +639,10 @@ COLLECTIVE_PASSES = {"all_reduce": 2.0, "all_gather": 1.0, "reduce_scatter": 1.0
 def allreduce_seconds(tables: KernelTables, gpus: Count, message_bytes: Any, link_bandwidth: float) -> np.ndarray:
     """Time of one in-node all-reduce of ``message_bytes`` over ``gpus`` devices (0 for one device).
 
-    :func:`collective_seconds` of ``"all_reduce"``.
+    :func:`collective_seconds` of ``"all_reduce"``: plain numbers, ``gpus`` whole and >= 1,
+    ``message_bytes`` >= 0, ``link_bandwidth`` > 0 (bytes/s); anything else is an :class:`InputError`.
     """
-    return collective_seconds(tables, "all_reduce", gpus, message_bytes, link_bandwidth)
+    return _collective("allreduce_seconds", tables, "all_reduce", gpus, message_bytes, link_bandwidth)
 
 
 def collective_seconds(
@@ -630,12 +655,22 @@ def collective_seconds(
     the table has the GPU count (all-reduce: the faster of NCCL and the engines' custom kernel; the
     others NCCL); another count scales the measured curve of the nearest count by the ring factor
     ``(t-1)/t``; without tables it is the generic floor plus the ring transfer at the generic fraction
-    of ``link_bandwidth`` (bytes/s per direction).
+    of ``link_bandwidth`` (bytes/s per direction). Plain numbers: ``gpus`` whole and >= 1, ``message_bytes``
+    >= 0, ``link_bandwidth`` > 0; anything else is an :class:`InputError` naming the argument.
     """
-    if op not in COLLECTIVE_PASSES:
-        raise InputError(f"collective_seconds(): argument 'op' must be one of {sorted(COLLECTIVE_PASSES)}, got {op!r}")
-    gpus = np.asarray(gpus, dtype=float)
-    size = np.maximum(np.asarray(message_bytes, dtype=float), 1.0)
+    return _collective("collective_seconds", tables, op, gpus, message_bytes, link_bandwidth)
+
+
+def _collective(function: str, tables: Any, op: Any, gpus: Any, message_bytes: Any, link_bandwidth: Any) -> np.ndarray:
+    """:func:`collective_seconds` with its arguments checked under the name of the public ``function`` called."""
+    instance(function, "tables", tables, KernelTables, "the KernelTables of tables_for()")
+    if not isinstance(op, str) or op not in COLLECTIVE_PASSES:
+        raise InputError(f"{function}(): argument 'op' must be one of {sorted(COLLECTIVE_PASSES)}, got {shown(op)}")
+    gpus = np.asarray(plain_number(function, "gpus", gpus, "positive_integer"))
+    size = np.maximum(plain_number(function, "message_bytes", message_bytes), 1.0)
+    link_bandwidth = plain_number(function, "link_bandwidth", link_bandwidth, "positive", one=True)
+    shapes = {"gpus": np.shape(gpus), "message_bytes": np.shape(size)}
+    check_broadcast(function, shapes, "'gpus' and 'message_bytes' must broadcast together")
     gpus, size = np.broadcast_arrays(gpus, size)
     out = np.zeros(gpus.shape)
     for t in np.unique(gpus):

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ._support import checked, instances, mapping
+from ._support import checked, instances, mapping, scalar
 from .errors import InputError
 from .formula import check_domain, formula, var
 from .results import Result
@@ -598,8 +598,19 @@ def failover_attempts(
     >>> out.region, [(a.region, a.timeout.m_as("s"), a.outcome) for a in out.attempts]
     ('us-west', [('us-east', 2.0, 'timeout'), ('us-west', 4.0, 'ok')])
     """
+    name = "failover_attempts"
     if np.ndim(deadline):
-        raise InputError(f"failover_attempts(): argument 'deadline' must be one number, got {shown(deadline)}")
+        raise InputError(f"{name}(): argument 'deadline' must be one number, got {shown(deadline)}")
+    names = regions_by_distance
+    if isinstance(names, str) or not isinstance(names, Sequence) or not all(isinstance(r, str) for r in names):
+        raise InputError(f"{name}(): argument 'regions_by_distance' must be a list of region names, got {shown(names)}")
+    answers = {
+        region: None if value is None else Q_(scalar(name, f"response_times[{region!r}]", value, "s"), "s")
+        for region, value in mapping(name, "response_times", response_times).items()
+    }  # a negative or NaN response time would count as an answer within any timeout
+    if isinstance(budgets, str) or not isinstance(budgets, Sequence) or not budgets:
+        raise InputError(f"{name}(): argument 'budgets' must list at least one time, got {shown(budgets)}")
+    budgets = [Q_(scalar(name, f"budgets[{i}]", value, "s", "positive"), "s") for i, value in enumerate(budgets)]
     remaining = Q_(float(deadline), "s")
     elapsed = Q_(0.0, "s")
     attempts = []
@@ -611,14 +622,14 @@ def failover_attempts(
             break
         region = candidates[0]
         tried.add(region)
-        timeout = min(Q_(budget).to("s"), left)
-        response = response_times.get(region)
+        timeout = min(budget, left)
+        response = answers.get(region)
         if response is None:
             attempts.append(FailoverAttempt(region, elapsed, timeout, "unavailable_or_rejected"))
             continue
-        if Q_(response) <= timeout:
+        if response <= timeout:
             attempts.append(FailoverAttempt(region, elapsed, timeout, "ok"))
-            return FailoverOutcome(region, "ok", tuple(attempts), (elapsed + Q_(response)).to("s"))
+            return FailoverOutcome(region, "ok", tuple(attempts), (elapsed + response).to("s"))
         attempts.append(FailoverAttempt(region, elapsed, timeout, "timeout"))
         elapsed = elapsed + timeout
     return FailoverOutcome(None, "unavailable_or_deadline_exceeded", tuple(attempts), elapsed)

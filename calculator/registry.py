@@ -21,9 +21,12 @@ must cover the fields it changes).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import hashlib
 import json
 import math
+import re
 import weakref
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -31,8 +34,8 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, TypeAlias
 
 import numpy as np
-import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -44,9 +47,11 @@ from pydantic import (
     model_validator,
 )
 
+from ._files import load_yaml, read_text
 from ._paths import REGISTRY_FILE
 from .errors import RegistryError, UnitsError, UnknownEntryError
 from .precision import PRECISIONS, check_precision
+from .results import Result
 from .units import parse_quantity, shown, ureg
 
 __all__ = [
@@ -59,6 +64,7 @@ __all__ = [
     "Model",
     "Price",
     "Registry",
+    "RegistryDocument",
     "Source",
     "load_registry",
     "registry_json_schema",
@@ -157,6 +163,26 @@ Count = Annotated[
 ]
 PositiveInt = Annotated[int, Field(strict=True, gt=0)]
 Identifier = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._-]*$", max_length=80)]
+#: A model repository as Hugging Face names it, ``owner/name``: letters, digits, ``.``, ``_`` and ``-``,
+#: starting with a letter or digit, at most 96 characters a part (the Hub's own rule). Launch commands
+#: and manifests carry it, so nothing else (``$``, quotes, ``;``, spaces, line breaks) may be in it.
+REPOSITORY_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}"
+#: Another name of an entry: a model repository (:data:`REPOSITORY_PATTERN`) or a plain name (letters,
+#: digits, spaces, ``.``, ``_``, ``+``, ``-`` and parentheses, as a benchmark prints a GPU:
+#: ``H100 SXM5 80GB``).
+ALIAS_PATTERN = rf"^(?:{REPOSITORY_PATTERN}|[A-Za-z0-9][A-Za-z0-9 ._+()-]{{0,99}})$"
+
+
+def _alias(value: str) -> str:
+    if not re.fullmatch(ALIAS_PATTERN, value):
+        raise ValueError(
+            "expected a model repository 'owner/name' or a plain name (letters, digits, spaces, '.', '_', '+', '-' "
+            f"and parentheses, at most 100 characters), found {shown(value)}"
+        )
+    return value
+
+
+Alias = Annotated[str, AfterValidator(_alias), WithJsonSchema({"type": "string", "pattern": ALIAS_PATTERN})]
 if TYPE_CHECKING:
     Precision = str
 else:
@@ -198,8 +224,9 @@ class Entry(_Strict):
         "uses as an illustration; user: supplied by the user"
     )
     sources: tuple[SourceLink, ...] = Field(min_length=1)
-    aliases: tuple[str, ...] = Field(
-        (), description="other names users know it by (a Hugging Face id, a benchmark's system name)"
+    aliases: tuple[Alias, ...] = Field(
+        (),
+        description="other names users know it by (a Hugging Face id 'owner/name', a benchmark's system name)",
     )
     #: The registry the entry was loaded into (a weak reference), where the ids inside it resolve.
     _registry: Any = PrivateAttr(default=None)
@@ -344,7 +371,7 @@ class Checkpoint(_Strict):
     """
 
     precision: Precision
-    repo: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=200)
+    repo: str = Field(pattern=rf"^{REPOSITORY_PATTERN}$")
     format: Literal["modelopt", "compressed-tensors", "awq", "gptq", "fp8-block", "mxfp4"] = Field(
         description="the quantization format: ModelOpt (hf_quant_config.json), compressed-tensors (llm-compressor), "
         "AWQ or GPTQ INT4, block-scaled FP8 (DeepSeek/Qwen native), MXFP4 (gpt-oss native)"
@@ -636,14 +663,68 @@ class Section(Mapping[str, Any]):
         return f"<{self._kind}s: {', '.join(self._entries)}>"
 
 
+@dataclasses.dataclass(frozen=True, repr=False)
+class RegistryDocument(Result):
+    """The text of a user registry file, named and fingerprinted: how a plan carries its registry.
+
+    A plan records the registry it was sized with by content, never by path, so loading a plan opens no
+    file the plan names (a tampered plan cannot make the calculator read ``/etc/shadow``).
+    :func:`load_registry` takes documents in ``extra=`` as it takes files; the simulator's worker
+    processes receive them with the plan.
+
+    Parameters
+    ----------
+    name : str
+        The file name it was read from, a label only (no folder: ``mine.yaml``).
+    text : str
+        The file's text, as read.
+    sha256 : str
+        Its SHA-256 in hex; computed when not given, and checked when given (a plan file edited by
+        hand after it was written is refused).
+    """
+
+    name: str
+    text: str
+    sha256: str = ""
+
+    def __post_init__(self) -> None:
+        name, text = self.name, self.text
+        if not isinstance(name, str) or not re.fullmatch(r"[^/\\\x00-\x1f]{1,255}", name):
+            raise RegistryError(f"a registry document's 'name' must be a file name without folders, got {shown(name)}")
+        if not isinstance(text, str):
+            raise RegistryError(f"registry document {name}: 'text' must be the file's text, got {shown(text)}")
+        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+        if self.sha256 and self.sha256 != digest:
+            raise RegistryError(
+                f"registry document {name}: its text does not match its recorded SHA-256 (changed after it was written)"
+            )
+        object.__setattr__(self, "sha256", digest)
+
+    def __repr__(self) -> str:
+        return f"RegistryDocument({self.name!r}, sha256={self.sha256[:12]!r}, {len(self.text):,} characters)"
+
+    @classmethod
+    def read(cls, path: str | Path) -> RegistryDocument:
+        """The document of the user registry file ``path`` (bounded read: :func:`calculator._files.read_text`)."""
+        return cls(Path(path).name, _read_user_text(Path(path)))
+
+
 class Registry:
     """Validated registry content.
 
     ``accelerators``, ``interconnects``, ``models``, ``prices`` and ``sources`` are each a mapping by
-    id; ``files`` are the files it was read from.
+    id; ``files`` are the files it was read from (a document's name for one given as a
+    :class:`RegistryDocument`); ``user_documents`` the texts of all but the packaged file, in order, as a
+    plan records them.
     """
 
-    def __init__(self, sections: dict[str, dict[str, Any]], sources: dict[str, Source], files: tuple[Path, ...]):
+    def __init__(
+        self,
+        sections: dict[str, dict[str, Any]],
+        sources: dict[str, Source],
+        files: tuple[Path, ...],
+        documents: tuple[RegistryDocument, ...] = (),
+    ):
         self.accelerators = Section("accelerator", sections["accelerators"])
         self.interconnects = Section("interconnect", sections["interconnects"])
         self.models = Section("model", sections["models"])
@@ -651,6 +732,7 @@ class Registry:
         self.engines = Section("engine", sections["engines"])
         self.sources = Section("source", sources)
         self.files = files
+        self.user_documents = documents
         home = weakref.ref(self)
         for name in SECTIONS:
             for entry in getattr(self, name).values():
@@ -673,11 +755,6 @@ class Registry:
             if entry_id in section:
                 return name, section[entry_id]
         raise UnknownEntryError(f"no registry entry has id {shown(entry_id)}")
-
-    @property
-    def user_files(self) -> tuple[str, ...]:
-        """The files beyond the packaged one, as strings (empty for the default registry)."""
-        return tuple(str(Path(f).resolve()) for f in self.files if Path(f).resolve() != DEFAULT_REGISTRY_PATH.resolve())
 
     def accelerator(self, value: Any) -> Accelerator:
         """An accelerator from an id or an :class:`Accelerator` (passed through)."""
@@ -713,15 +790,16 @@ def registry_of(entry: Any, registry: Registry | None = None) -> Registry:
 # Loading
 
 
-def load_registry(path: str | Path | None = None, extra: Iterable[str | Path] = ()) -> Registry:
-    """Load and validate the registry (cached per file set and modification time).
+def load_registry(path: str | Path | None = None, extra: Iterable[str | Path | RegistryDocument] = ()) -> Registry:
+    """Load and validate the registry (cached per file set and modification time, and per document text).
 
     Parameters
     ----------
     path : str or Path, optional
         The base registry file; defaults to the packaged ``hardware_registry.yaml``.
-    extra : iterable of str or Path
-        User files applied after the base, in order; they add entries or override fields.
+    extra : iterable of str, Path or RegistryDocument
+        User files (or their documents, as a plan carries them: :class:`RegistryDocument`) applied after
+        the base, in order; they add entries or override fields.
 
     Returns
     -------
@@ -739,9 +817,16 @@ def load_registry(path: str | Path | None = None, extra: Iterable[str | Path] = 
     >>> reg.accelerators["h100-sxm"].memory_bandwidth
     <Quantity(3.35, 'terabyte / second')>
     """
-    files = tuple(Path(p) for p in (path or DEFAULT_REGISTRY_PATH, *extra))
-    stamps = []
-    for file in files:
+    if isinstance(extra, str | Path | RegistryDocument):
+        raise RegistryError(f"argument 'extra' must be a list of files or documents, got one: {shown(str(extra))}")
+    stamps: list[tuple[str, int] | RegistryDocument] = []
+    for item in (path or DEFAULT_REGISTRY_PATH, *extra):
+        if isinstance(item, RegistryDocument):
+            stamps.append(item)
+            continue
+        if not isinstance(item, str | Path):
+            raise RegistryError(f"argument 'extra' must list files or registry documents, got {shown(item)}")
+        file = Path(item)
         try:
             stamps.append((str(file.resolve()), file.stat().st_mtime_ns))
         except OSError as exc:
@@ -750,12 +835,22 @@ def load_registry(path: str | Path | None = None, extra: Iterable[str | Path] = 
 
 
 @functools.lru_cache(maxsize=32)
-def _load_cached(stamps: tuple[tuple[str, int], ...]) -> Registry:
-    files = tuple(Path(p) for p, _ in stamps)
+def _load_cached(stamps: tuple[tuple[str, int] | RegistryDocument, ...]) -> Registry:
+    files: list[Path] = []
+    documents: list[RegistryDocument] = []
     raw_sections: dict[str, dict[str, tuple[dict[str, Any], Path]]] = {s: {} for s in SECTIONS}
     sources: dict[str, Source] = {}
-    for index, file in enumerate(files):
-        document = _read_yaml(file)
+    for index, stamp in enumerate(stamps):
+        text: str | None
+        if isinstance(stamp, RegistryDocument):
+            file, text = Path(stamp.name), stamp.text
+        else:
+            file = Path(stamp[0])
+            text = None if index == 0 and _is_packaged(file) else _read_user_text(file)
+        files.append(file)
+        if text is not None:
+            documents.append(RegistryDocument(file.name, text))
+        document = _read_yaml(file, text)
         sources.update(_read_sources(file, document.get("sources") or []))
         for section in SECTIONS:
             seen: set[str] = set()
@@ -784,7 +879,12 @@ def _load_cached(stamps: tuple[tuple[str, int], ...]) -> Registry:
     }
     _check_references(sections, origin)
     _check_unique_ids(sections, origin)
-    return Registry(sections, sources, files)
+    return Registry(sections, sources, tuple(files), tuple(documents))
+
+
+def _is_packaged(file: Path) -> bool:
+    """Whether ``file`` is the packaged registry (read without the user files' size limit, kept as no document)."""
+    return file.resolve() == DEFAULT_REGISTRY_PATH.resolve()
 
 
 def _check_override(file: Path, section: str, entry_id: str, raw: dict[str, Any]) -> None:
@@ -806,6 +906,9 @@ MAX_REGISTRY_BYTES = 4 * 1024 * 1024
 #: The most values a registry file may expand to: YAML aliases can make a small file expand to
 #: billions of values (an "alias bomb"); such a file is refused.
 MAX_REGISTRY_VALUES = 200_000
+#: The deepest nesting of lists and mappings in a registry file (the packaged one has six levels);
+#: a deeper one is refused before it is validated or quoted in a message.
+MAX_REGISTRY_DEPTH = 20
 
 
 def _max_registry_bytes() -> int:
@@ -816,48 +919,39 @@ def _max_registry_bytes() -> int:
 
 
 def _check_expansion(file: Path, document: Any) -> None:
-    """Refuse a document that expands (through YAML aliases) to more than MAX_REGISTRY_VALUES values."""
-    stack, seen = [document], 0
+    """Refuse a document too big or too deep to validate and quote in a message.
+
+    It may expand (through YAML aliases) to at most MAX_REGISTRY_VALUES values, and nest lists and
+    mappings at most MAX_REGISTRY_DEPTH levels deep (a deeper value cannot be shown: ``repr`` recurses).
+    """
+    stack, seen = [(document, 0)], 0
     while stack:
-        item = stack.pop()
+        item, depth = stack.pop()
         seen += 1
         if seen > MAX_REGISTRY_VALUES:
             raise RegistryError(
                 f"{file.name}: the file expands to more than {MAX_REGISTRY_VALUES:,} values (YAML aliases "
                 "repeating other values); write the entries out instead"
             )
-        if isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-
-
-#: PyYAML's safe loader, in C (libyaml) where PyYAML was built with it: the same constructors as
-#: ``yaml.safe_load``, ten times faster on the packaged registry (about 14 ms against 140 ms).
-_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-def _read_yaml(file: Path) -> dict[str, Any]:
-    limit = _max_registry_bytes()
-    try:
-        size = file.stat().st_size
-        if size > limit and file.resolve() != DEFAULT_REGISTRY_PATH.resolve():  # the packaged file is trusted
+        if isinstance(item, dict | list) and depth >= MAX_REGISTRY_DEPTH:
             raise RegistryError(
-                f"{file.name}: the file has {size:,} bytes, more than the limit of {limit:,} "
-                "(set SERVECALC_REGISTRY_MAX_BYTES to raise it)"
+                f"{file.name}: lists and mappings nested more than {MAX_REGISTRY_DEPTH} levels deep; a registry "
+                "entry needs at most six (sections, entries, fields, their sources)"
             )
-        text = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RegistryError(f"{file.name}: cannot read the registry file ({shown(str(exc))})") from None
-    try:
-        document = yaml.load(text, Loader=_SAFE_LOADER)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise RegistryError(f"{file.name}: malformed YAML{where}: {shown(problem)}") from None
-    if document is None:  # an empty file (or /dev/null): nothing to add, most likely the wrong file
+        if isinstance(item, dict):
+            stack.extend((child, depth + 1) for child in (*item.keys(), *item.values()))
+        elif isinstance(item, list):
+            stack.extend((child, depth + 1) for child in item)
+
+
+def _read_yaml(file: Path, text: str | None = None) -> dict[str, Any]:
+    """The registry document of ``file`` (or of ``text``, a :class:`RegistryDocument`'s, labelled ``file``).
+
+    Read by :func:`_read_user_text` and parsed by :func:`calculator._files.load_yaml` (safe tags, no key
+    given twice, every parser failure a RegistryError).
+    """
+    document = load_yaml(_read_user_text(file) if text is None else text, file.name, RegistryError)
+    if document is None:  # an empty file (or only comments): nothing to add, most likely the wrong file
         raise RegistryError(
             f"{file.name}: the file is empty; a registry file lists accelerators, interconnects, models, prices "
             "or sources (examples/my_registry.yaml is a minimal one)"
@@ -867,6 +961,10 @@ def _read_yaml(file: Path) -> dict[str, Any]:
         raise RegistryError(f"{file.name}: expected a mapping of sections at the top, found {type(document).__name__}")
     allowed = {"schema_version", "sources", *SECTIONS}
     unknown = sorted(set(map(str, document)) - allowed)
+    if unknown and len(unknown) == len(document):  # another kind of file: say so, without quoting it
+        raise RegistryError(
+            f"{file.name}: not a registry file (none of its top-level keys is one of {sorted(allowed)})"
+        )
     if unknown:
         raise RegistryError(
             f"{file.name}: unknown top-level key(s) {shown(unknown)}; expected some of {sorted(allowed)}"
@@ -875,6 +973,27 @@ def _read_yaml(file: Path) -> dict[str, Any]:
     if version != SCHEMA_VERSION:
         raise RegistryError(f"{file.name}: schema_version: expected {SCHEMA_VERSION}, found {shown(version)}")
     return document
+
+
+def _read_user_text(file: Path) -> str:
+    """The text of registry file ``file``, through :func:`calculator._files.read_text`.
+
+    A regular file of at most :data:`MAX_REGISTRY_BYTES` (``SERVECALC_REGISTRY_MAX_BYTES``): a device, a
+    pipe or a folder is refused before anything is read. The packaged registry is trusted with its size.
+    """
+    limit = _max_registry_bytes()
+    if file.resolve() == DEFAULT_REGISTRY_PATH.resolve():
+        limit = max(limit, DEFAULT_REGISTRY_PATH.stat().st_size)  # a regular file; its size is known
+    try:
+        text = read_text(file, limit, "cannot read the registry file", RegistryError)
+    except RegistryError:
+        if file.is_file() and file.stat().st_size > limit:
+            raise RegistryError(
+                f"{file.name}: the file has {file.stat().st_size:,} bytes, more than the limit of {limit:,} "
+                "(set SERVECALC_REGISTRY_MAX_BYTES to raise it)"
+            ) from None
+        raise
+    return text
 
 
 def _as_list(file: Path, section: str, value: Any) -> list[Any]:
@@ -951,7 +1070,8 @@ def _validate(file: Path, section: str, entry_id: str, raw: dict[str, Any], sour
 
 
 def _registry_error(file: Path, section: str, entry_id: str, exc: ValidationError) -> RegistryError:
-    lines = []
+    """One line naming the file and the entry, then up to five of the entry's problems (field, expected, found)."""
+    problems = []
     for error in exc.errors(include_url=False):
         field = ".".join(str(part) for part in error["loc"]) or "(whole entry)"
         found = error.get("input")
@@ -965,9 +1085,9 @@ def _registry_error(file: Path, section: str, entry_id: str, exc: ValidationErro
             message = text if not error["loc"] and text.startswith("field '") else f"field '{field}': {text}"
             if "found" not in text and not isinstance(found, dict):
                 message += f", found {shown(found)}"
-        lines.append(f"{file.name}: {section}['{entry_id}']: {message}")
-    text = "\n".join(lines[:5]) + (f"\n(and {len(lines) - 5} more problems in this entry)" if len(lines) > 5 else "")
-    return RegistryError(text)
+        problems.append(" ".join(message.split("\n")))
+    more = f" (and {len(problems) - 5} more problems in this entry)" if len(problems) > 5 else ""
+    return RegistryError(f"{file.name}: {section}['{entry_id}']: {'; '.join(problems[:5])}{more}")
 
 
 def _check_unique_ids(sections: dict[str, dict[str, Any]], origin: dict[tuple[str, str], str]) -> None:

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ._reuse import reusing
-from ._support import executor_or_none, instance, mapping
+from ._support import executor_or_none, mapping, registry_or_none
 from .errors import InputError, UnitsError
 from .formula import Formula, catalog, catalog_module
 from .results import Result, column_label, flatten, frame_columns, is_axis, parse_label
@@ -43,7 +43,7 @@ from .units import Q_, describe_value, parse_unit, ureg
 from .units import shown as _quoted
 
 if TYPE_CHECKING:
-    from .registry import Registry
+    from .registry import Registry, RegistryDocument
 
 __all__ = ["resolve_model", "sweep", "sweep_fleet"]
 
@@ -461,7 +461,7 @@ _NOT_AXES = frozenset({"tensor_parallel", "batches", "moe_layouts", "progress", 
 #: columns (the workload and targets a plan records for its simulation check), and the simulation
 #: check itself (a sweep does not simulate; ``verify_plan`` checks a chosen point).
 _PLAN_INPUTS = (
-    "rejected.", "rejections", "workload.", "targets.", "serving.", "registry_files", "verification",
+    "rejected.", "rejections", "workload.", "targets.", "serving.", "registry_documents", "verification",
     "simulated_replicas",
 )  # fmt: skip
 
@@ -554,10 +554,7 @@ def sweep_fleet(
     unknown = [n for n in options if n not in accepted]
     if unknown:
         raise InputError(f"sweep_fleet(): unknown option(s) {unknown}, not size_fleet options; it takes {accepted}")
-    if registry is not None:
-        from .registry import Registry
-
-        instance("sweep_fleet", "registry", registry, Registry, "a Registry or None")
+    registry_or_none(registry, "sweep_fleet")
     units = _units_of("sweep_fleet", units)
     grids = _ranges_as_lists(grids)
     if executor_or_none("sweep_fleet", executor) is not None and options.get("progress") is not None:
@@ -594,8 +591,9 @@ def _plan_row(
 ) -> dict[str, Any]:
     """One row of :func:`sweep_fleet`: the point's inputs, then its plan's fields.
 
-    ``registry`` is a :class:`~calculator.registry.Registry`, or on a worker the user files to load it
-    from (a tuple of paths; the registry object does not pickle). Module level, so that an executor's
+    ``registry`` is a :class:`~calculator.registry.Registry`, or on a worker the user documents to load
+    it from (a tuple of :class:`~calculator.registry.RegistryDocument`; the registry object does not pickle,
+    and the workers need not see the user's files). Module level, so that an executor's
     workers can run it.
     """
     from .fleet.flat import _size_fleet_flat
@@ -629,13 +627,13 @@ def _size_fleet_options() -> list[str]:
     return sorted(names - {"registry"})
 
 
-def _worker_registry(registry: Registry | None, model: Any, accelerator: Any) -> tuple[str, ...] | None:
-    """What a worker resolves ids in: None for the packaged registry, else the user files of the one in use."""
+def _worker_registry(registry: Registry | None, model: Any, accelerator: Any) -> tuple[RegistryDocument, ...] | None:
+    """What a worker resolves ids in: None for the packaged registry, else the user documents of the one in use."""
     from .fleet._common import _registry_for
 
     entries = [*_axis_values("model", model), *_axis_values("accelerator", accelerator)]
-    files = _registry_for(registry, *entries).user_files
-    return files or None
+    documents = _registry_for(registry, *entries).user_documents
+    return documents or None
 
 
 def _gathered(

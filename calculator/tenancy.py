@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._support import checked, instance, mapping, numbers, scalar
+from ._support import checked, instance, mapping, numbers, one, scalar
 from .errors import InputError
 from .formula import check_domain
 from .results import Result, floor_count
@@ -70,7 +70,7 @@ class KvPoolContention(Result):
     reduction: float
 
 
-@checked(pool="positive", kv_bytes_per_sequence="positive")
+@checked(pool=one("positive"), tenants=one(), kv_bytes_per_sequence=one("positive"), hog_allocation=one())
 def kv_pool_contention(
     pool: Bytes, tenants: Count, kv_bytes_per_sequence: Bytes, hog_allocation: Bytes
 ) -> KvPoolContention:
@@ -757,18 +757,23 @@ def bulkhead_partition(
     >>> {tier: round(value.m_as("request/s"), 6) for tier, value in parts.items()}
     {'enterprise': 400, 'professional': 420.0, 'free': 180.0}
     """
-    instance("bulkhead_partition", "capacity", capacity, ureg.Quantity, "a quantity (a rate or a memory size)")
-    mapping("bulkhead_partition", "dedicated", dedicated)
-    mapping("bulkhead_partition", "shared_shares", shared_shares)
-    reserved = sum((Q_(v) for v in dedicated.values()), 0 * Q_(capacity))
-    if reserved > capacity:
-        raise InputError(f"bulkhead_partition(): dedicated pools ({reserved}) exceed the capacity ({capacity})")
-    shares = dict(shared_shares)
-    for tier, share in shares.items():
-        check_domain("bulkhead_partition", f"shared_shares['{tier}']", share, "probability")
+    name = "bulkhead_partition"
+    instance(name, "capacity", capacity, ureg.Quantity, "a quantity (a rate or a memory size)")
+    unit = str(capacity.units)  # the capacity and every pool: one number >= 0 in the capacity's dimension
+    total = scalar(name, "capacity", capacity, unit)
+    pools = mapping(name, "dedicated", dedicated).items()
+    reserved = sum(scalar(name, f"dedicated['{tier}']", value, unit) for tier, value in pools)
+    if reserved > total:
+        raise InputError(
+            f"bulkhead_partition(): dedicated pools ({Q_(reserved, unit)}) exceed the capacity ({capacity})"
+        )
+    shares = {
+        tier: scalar(name, f"shared_shares['{tier}']", share, "", "probability")
+        for tier, share in mapping(name, "shared_shares", shared_shares).items()
+    }
     if sum(shares.values()) > 1 + 1e-12:
         raise InputError(f"bulkhead_partition(): shared_shares sum to {sum(shares.values())}, more than 1")
-    remaining = capacity - reserved
+    remaining = Q_(total - reserved, unit)
     return {**dict(dedicated), **{tier: share * remaining for tier, share in shares.items()}}
 
 

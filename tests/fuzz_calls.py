@@ -2,7 +2,9 @@
 
 Each case takes a call that succeeds (``public_calls.valid_call``) and replaces one argument with a
 hostile value: missing (``None``), NaN, infinity, zero, a negative, a huge or tiny number, a string,
-an empty list, a quantity of the wrong dimension, a NaN quantity. A call may raise one of the
+an empty list, a quantity of the wrong dimension, a NaN quantity. The arguments many functions share
+by name get theirs whether the valid call gives them or not (:data:`BY_NAME`: a ``registry`` that is
+not a Registry, a ``seed`` that is NaN, negative or past 2**63). A call may raise one of the
 project's errors (``CalculatorError``) or return a result; it may not raise anything else, hang, or
 return NaN where every input was a finite number of the right type.
 """
@@ -32,6 +34,14 @@ GENERIC: list[tuple[str, Any]] = [
 ]
 
 
+#: Hostile values of optional arguments, by name, for every function that takes one (issue 57: a registry
+#: 'abc' was an AttributeError in about 40 functions; a NaN or negative seed reached numpy).
+BY_NAME: dict[str, list[tuple[str, Any]]] = {
+    "registry": [("registry-string", "abc"), ("registry-int", 42)],
+    "seed": [("seed-nan", math.nan), ("seed-negative", -1), ("seed-2**70", 2**70), ("seed-half", 0.5)],
+}
+
+
 def numeric_values(value: Any) -> Iterator[tuple[str, Any, bool]]:
     """Hostile numbers of the kind of ``value`` (a plain number or a quantity): (label, value, finite)."""
     unit = value.units if isinstance(value, ureg.Quantity) else None
@@ -58,20 +68,21 @@ def numeric_values(value: Any) -> Iterator[tuple[str, Any, bool]]:
 
 def cases(limit_per_function: int | None = None) -> Iterator[tuple[str, str, str, Any, bool]]:
     """(function, argument, label, value, finite) for every callable public function."""
+    import inspect
+
     for name in sorted(public_functions()):
         call = valid_call(name)
         if call is None:
             continue
-        count = 0
+        parameters = inspect.signature(public_functions()[name]).parameters
+        found = [(a, label, v, False) for a, values in BY_NAME.items() if a in parameters for label, v in values]
         for argument, value in call.items():
             numeric = isinstance(value, int | float | ureg.Quantity) and not isinstance(value, bool)
             hostile = list(numeric_values(value)) if numeric else []
             hostile += [(label, v, False) for label, v in GENERIC]
-            for label, bad, finite in hostile:
-                if limit_per_function is not None and count >= limit_per_function:
-                    break
-                count += 1
-                yield name, argument, label, bad, finite
+            found += [(argument, label, bad, finite) for label, bad, finite in hostile]
+        for argument, label, bad, finite in found[:limit_per_function]:
+            yield name, argument, label, bad, finite
 
 
 class CallTimeoutError(Exception):

@@ -22,6 +22,7 @@ from typing import Any
 import calculator
 from calculator import Q_
 from calculator.formula import Formula
+from calculator.kernels import tables_for
 from calculator.types import Dimension, alias_dimension
 
 #: Typical magnitudes per unit (a value inside most functions' domains).
@@ -100,6 +101,10 @@ _RESULTS.write_text(
 _CALIBRATION = calculator.UserCalibration(
     calculator.ENGINES["vllm"], (0.1, 0.05), (0.12, 0.06), {"ttft": (0.8, 1.3), "tpot": (0.9, 1.1)}, 5
 )
+
+#: The kernel tables of a measured GPU, and an interconnect with a startup latency (the chapter's NVLink).
+_KERNELS = tables_for("h100-sxm")
+_LINK = "chapter-nvlink-h100"
 
 OVERRIDES: dict[str, dict[str, Any]] = {
     "read_benchmark_files": {"paths": [_RESULTS], "model": "qwen3-32b", "accelerator": "h100-sxm", "engine": "vllm"},
@@ -256,6 +261,23 @@ OVERRIDES: dict[str, dict[str, Any]] = {
         "output_tokens": 256,
         "concurrency": 16,
     },
+    # the plain-number kernel and memory functions the step model and the searches call (checked since issue 57)
+    "max_batch_numeric": {
+        "capacity": 80e9,
+        "weights": 16e9,
+        "kv_per_token": 131072.0,
+        "context": 4096,
+        "reserve": 2e9,
+        "block_size": 16,
+    },
+    **{
+        name: {"tables": _KERNELS, "dtype": "bf16", "m": 512.0, "n": 4096.0, "k": 4096.0, "groups": 8}
+        for name in ("gemm_seconds", "grouped_gemm_seconds")
+    },
+    "allreduce_seconds": {"tables": _KERNELS, "gpus": 8, "message_bytes": 1e6, "link_bandwidth": 450e9},
+    "collective_time": {"collective": "allreduce", "message": Q_(1e9, "B"), "devices": 4, "link": _LINK},
+    "link_latency": {"link": _LINK},
+    "expert_exchange_time": {"model": "deepseek-v3", "accelerator": "h100-sxm", "gpus": 4, "tokens": 512},
     "decode_step_time": {
         "model": "llama-3.1-8b",
         "accelerator": "h100-sxm",
@@ -274,7 +296,9 @@ OVERRIDES: dict[str, dict[str, Any]] = {
 }
 
 #: Public functions whose arguments are plain SI magnitudes by design (vectorized inner loops).
-PLAIN_ARRAY_FUNCTIONS = frozenset({"iteration_seconds", "max_batch_numeric"})
+PLAIN_ARRAY_FUNCTIONS = frozenset(
+    {"iteration_seconds", "max_batch_numeric", "gemm_seconds", "grouped_gemm_seconds", "allreduce_seconds"}
+)
 
 
 def public_functions() -> dict[str, Any]:

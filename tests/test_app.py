@@ -862,3 +862,58 @@ def test_a_count_in_a_link_may_be_an_integral_float_and_a_refusal_is_in_our_word
         assert [rendered(w.value) for w in refused.warning] == [
             f"Ignored the link's parameter fanout={value}: {reason}"
         ]
+
+
+# ---------------------------------------------------------------------------------------------- Issue 57: exports and errors
+
+
+def test_batching_curve_at_its_largest_batch_shows_a_sample_and_downloads_every_batch():
+    # Issue 57 item 11: the widget's own maximum ended in "could not finish ... Pandas Styler ... 262144".
+    from app_pages.batching_queueing import SHOWN_BATCHES
+
+    app = open_page("batching_queueing", largest="100000")  # no error box
+    shown = app.dataframe[0].value
+    assert len(shown) == SHOWN_BATCHES and shown.iloc[0, 0] == 1 and shown.iloc[-1, 0] == 100_000
+    assert any(f"{SHOWN_BATCHES:,} of the 100,000 batches" in c.value for c in app.caption)
+    assert not any("of the 256 batches" in c.value for c in open_page("batching_queueing").caption)
+
+
+def test_batching_knee_below_one_request_or_between_batches_is_answered_not_refused():
+    # Issue 57 item 11: `?t0=0.001` (and any knee that is not a whole batch, 40.25 ms / 0.5 ms) failed on
+    # `batch_size`, an argument the page passes, not a widget the user set.
+    from calculator.batching import effective_service_rate
+
+    tiny = open_page("batching_queueing", t0="0.001")
+    assert metric(tiny, "Knee batch") == "0.002"
+    rate = effective_service_rate(1, Q_(0.001, "ms"), Q_(0.5, "ms"))
+    assert metric(tiny, "Service rate at the knee") == f"{rate.m_as('request/s'):,.0f} request/s"
+    assert any("knee is below one request" in i.value for i in tiny.info)
+    between = open_page("batching_queueing", t0="40.25")
+    assert metric(between, "Knee batch") == "80.5" and not between.info
+    rate = effective_service_rate(80, Q_(40.25, "ms"), Q_(0.5, "ms"))
+    assert metric(between, "Service rate at the knee") == f"{rate.m_as('request/s'):.4g} request/s"
+
+
+def test_a_table_download_writes_text_a_spreadsheet_would_run_as_text():
+    # Issue 57 item 4: the dashboard's CSV downloads carried `=cmd|...` unescaped; they are the library's CSV.
+    import csv
+    import io
+
+    import pandas as pd
+
+    from app_pages import _common as ui
+    from calculator.export import FORMULA_TRIGGERS
+
+    class Place:  # where the table is drawn: records the download
+        def dataframe(self, *args, **kwargs):
+            pass
+
+        def download_button(self, label, data, **kwargs):
+            self.data = data.decode("utf-8")
+
+    hostile = pd.DataFrame({"name": ["=cmd|' /C calc'!A0", "@SUM(1+1)", "\r=2+2"], "delta_ms": [-1.5, 0.0, 2.0]})
+    place = Place()
+    ui.table(pd.DataFrame({"other": [1]}), "hostile", where=place, download=hostile)
+    rows = list(csv.reader(io.StringIO(place.data)))
+    assert rows[1:] == [["'=cmd|' /C calc'!A0", "-1.5"], ["'@SUM(1+1)", "0.0"], ["'\n=2+2", "2.0"]]
+    assert not [cell for row in rows for cell in row if cell.startswith(FORMULA_TRIGGERS) and cell != "-1.5"]

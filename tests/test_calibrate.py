@@ -125,6 +125,7 @@ def test_calibrate_writes_the_fit_and_the_sizer_uses_it(tmp_path):
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "each run left out: TTFT" in result.stdout and "80% interval" in result.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.yaml", "sglang.jsonl"]  # no temporary file left
     # the written engine entry is a valid registry file, and it is what the fit found
     reg = load_registry(extra=[written])
     calibrated = engine_profile(engine, reg)

@@ -944,3 +944,33 @@ def test_size_verify_prints_each_simulated_statistic_beside_the_analytical_one()
         assert line.endswith(
             f": {format_number(simulated)} ms (analytical {format_number(analytical.m_as('ms'))} ms, target {target})"
         )
+
+
+def test_csv_and_xlsx_write_a_hostile_registry_as_text_not_formulas(tmp_path):
+    # Issue 57 item 4: a source title or entry name beginning with `=` landed as a live formula in the
+    # workbook and unescaped in the CSV.
+    import csv
+    import io
+
+    import openpyxl
+    from test_export import HOSTILE_REGISTRY
+
+    from calculator.export import FORMULA_TRIGGERS
+
+    extra = tmp_path / "hostile.yaml"
+    extra.write_text(HOSTILE_REGISTRY)
+    result = runner.invoke(app, ["registry", "list", "sources", "--extra", str(extra), "--format", "csv"])
+    assert result.exit_code == 0, result.output
+    cells = [cell for row in csv.reader(io.StringIO(result.stdout)) for cell in row]
+    assert "'=cmd|' /C calc'!A0" in cells and "'\t=1+1" in cells
+    assert not [cell for cell in cells if cell.startswith(FORMULA_TRIGGERS)]
+    path = tmp_path / "accelerators.xlsx"
+    args = ["registry", "list", "accelerators", "--extra", str(extra), "-f", "xlsx", "-o", str(path)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    workbook = openpyxl.load_workbook(path)
+    cells = [cell for sheet in workbook for row in sheet.iter_rows() for cell in row if cell.value is not None]
+    assert not [(cell.parent.title, cell.coordinate) for cell in cells if cell.data_type == "f"]
+    texts = {cell.value for cell in cells if cell.data_type == "s"}
+    assert {"'@SUM(1+1)*cmd|' /C calc'!A0", "'=cmd|' /C calc'!A0", "'-2+3"} <= texts
+    assert not [text for text in texts if text.startswith(FORMULA_TRIGGERS)]

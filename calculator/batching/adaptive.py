@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._support import checked, magnitude
+from .._support import checked, magnitude, one
 from ..errors import InputError
 from ..formula import formula, minimum, per, var
 from ..results import Result, plain
@@ -170,7 +170,16 @@ class BatchingTrace(Result):
         return Q_(float(np.quantile(self.latency.m_as("s"), quantile)), "s")
 
 
-@checked(arrival_times="any", max_batch="positive", slo="positive", control_interval="positive")
+@checked(
+    arrival_times="any",
+    window=one(),
+    max_batch=one("positive"),
+    fixed_time=one(),
+    marginal_time=one(),
+    replicas=one(),
+    slo=one("positive"),
+    control_interval=one("positive"),
+)
 def simulate_dynamic_batching(
     arrival_times: Time,
     window: Time,
@@ -224,8 +233,6 @@ def simulate_dynamic_batching(
     arrivals = np.asarray(arrival_times, dtype=float).ravel()
     if arrivals.size == 0 or np.any(np.diff(arrivals) < 0) or not np.all(np.isfinite(arrivals)):
         raise InputError(f"{name}(): argument 'arrival_times' must be a non-empty, finite, non-decreasing array")
-    if np.ndim(max_batch):
-        raise InputError(f"{name}(): argument 'max_batch' must be one number, got {shown(max_batch)}")
     span, cap, fixed, marginal = float(window), float(max_batch), float(fixed_time), float(marginal_time)
     count = int(replicas)
     controlled = slo is not None

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from .._support import arg, checked
+from .._support import arg, checked, one
 from ..errors import InputError
 from ..formula import formula, var
 from ..results import Result, plain
@@ -151,7 +151,7 @@ class StaticBatchAccounting(Result):
     requests_advanced: Count
 
 
-@checked(iteration_time="positive")
+@checked(iteration_time=one("positive"))
 def static_batch_accounting(output_lengths: Count, iteration_time: Time) -> StaticBatchAccounting:
     """Account a static batch's slot-iterations and its requests' latencies with and without a barrier.
 

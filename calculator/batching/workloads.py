@@ -10,12 +10,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._support import checked
+from .._support import checked, one
 from ..errors import InputError
 from ..formula import formula, per, var
 from ..results import Result, as_count
 from ..types import Count, Time
-from ..units import Q_, shown
+from ..units import Q_
 
 __all__ = [
     "shard_lookup_rate",
@@ -180,7 +180,7 @@ def frames_of_delay(budget: Time, frame_interval: Time) -> Count:
     return as_count(np.floor(np.asarray(budget) / frame_interval + 1e-9))
 
 
-@checked(frame_interval="positive")
+@checked(frame_interval=one("positive"))
 def pipeline_sustains(stage_times: Time, frame_interval: Time) -> bool:
     """Whether a pipeline keeps up with its input: its slowest stage is no slower than the frame interval.
 
@@ -281,7 +281,11 @@ class ReasoningBudget(Result):
 
 
 @checked(
-    time_per_token="positive", reasoning_tokens="nonnegative", answer_tokens="positive", token_budget="nonnegative"
+    time_per_token=one("positive"),
+    latency_budget=one(),
+    reasoning_tokens=one("nonnegative"),
+    answer_tokens="positive",
+    token_budget="nonnegative",
 )
 def reasoning_budget(
     time_per_token: Time,
@@ -324,10 +328,6 @@ def reasoning_budget(
     >>> b.reasoning_latency.to("s"), b.latency_multiplier, b.max_serial_tokens, b.within_latency
     (<Quantity(12.8, 'second')>, 128.0, 100, False)
     """
-    if np.ndim(reasoning_tokens):
-        raise InputError(
-            f"reasoning_budget(): argument 'reasoning_tokens' must be one number, got {shown(reasoning_tokens)}"
-        )
     step, budget, serial = Q_(time_per_token, "s"), Q_(latency_budget, "s"), float(reasoning_tokens)
     latency = reasoning_latency(serial, step)
     generated = float(candidates * serial)

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from ..errors import CalculatorError
 from ._app import ExtraOption, _fail, _library_errors, _load, app
 
 
@@ -62,12 +63,19 @@ def calibrate_command(
 ) -> None:
     """Fit ENGINE's per-iteration, per-sequence and per-request costs to your own benchmark runs.
 
-    Prints the fit, its error in the fit and with each run left out, and the 80% interval those
-    held-out errors give; --write stores the engine as a registry file that the sizer, the simulator
-    and --emit use when passed with --extra.
+    Prints the fit, its error in the fit and with each run left out (in at most 10 folds), and the 80%
+    interval those held-out errors give; --write stores the engine as a registry file that the sizer, the
+    simulator and --emit use when passed with --extra. At most 1,000 runs of plausible values are read;
+    a fit whose held-out error is above 50% or whose interval reaches beyond 0.25x-4x is reported and
+    refused (exit status 2), and nothing is written.
     """
-    from ..calibration import calibrate_engine, engine_entry_yaml, read_benchmark_files
-    from ..registry import load_registry
+    from ..calibration import (
+        calibrate_engine,
+        check_calibration,
+        cross_validation_folds,
+        engine_entry_yaml,
+        read_benchmark_files,
+    )
 
     registry = _load(None, extra)
     with _library_errors():
@@ -77,25 +85,60 @@ def calibrate_command(
         )  # fmt: skip
         result = calibrate_engine(frame, engine, registry=registry)
         device = registry.accelerator(accelerator).id
-        text = engine_entry_yaml(result, engine, device, [str(f) for f in files], registry)
     p = result.profile
+    folds = cross_validation_folds(result.runs)
+    left_out = "each run left out" if folds == result.runs else f"each run left out ({folds} folds)"
     lines = [
         f"calibrated {p.name} on {result.runs} runs of {model} on {tp} x {accelerator} at {precision}",
         f"step_overhead: {p.efficiency.step_overhead.m_as('ms'):.4g} ms",
         f"sequence_overhead: {p.efficiency.sequence_overhead.m_as('us'):.4g} us",
         f"request_overhead: {p.request_overhead.m_as('ms'):.4g} ms",
         f"median |error| in the fit: TTFT {result.in_sample[0]:.1%}, TPOT {result.in_sample[1]:.1%}",
-        f"each run left out: TTFT {result.held_out[0]:.1%}, TPOT {result.held_out[1]:.1%}",
+        f"{left_out}: TTFT {result.held_out[0]:.1%}, TPOT {result.held_out[1]:.1%}",
         "80% interval (factors on a prediction): "
         f"TTFT {result.interval['ttft'][0]:.3g}-{result.interval['ttft'][1]:.3g}, "
         f"TPOT {result.interval['tpot'][0]:.3g}-{result.interval['tpot'][1]:.3g}",
     ]
     typer.echo("\n".join(lines))
+    try:  # the fit is reported above; one too uncertain to use is refused, and nothing is written
+        check_calibration(result)
+        text = engine_entry_yaml(result, engine, device, [str(f) for f in files], registry)
+    except CalculatorError as exc:
+        raise _fail(f"{exc}; nothing written" if write is not None else exc) from None
     if write is not None:
-        try:
-            write.write_text(text, encoding="utf-8")
-        except OSError as exc:
-            raise _fail(f"--write: cannot write {write.name} ({exc.strerror})") from None
-        with _library_errors():
-            load_registry(extra=[*(extra or []), write])  # the file it wrote is a valid registry file
+        _write_registry_file(write, text, extra)
         typer.echo(f"wrote {write}; use it with --extra {write}")
+
+
+def _write_registry_file(path: Path, text: str, extra: list[Path] | None) -> None:
+    """Write ``text`` to ``path`` only once it loads as a registry file: nothing is left behind on failure.
+
+    The text goes to a temporary file in the same folder, is loaded with the user's other ``--extra`` files,
+    and only then renamed over ``path`` (a rename within a folder is atomic); any failure removes it.
+    """
+    import os
+    import tempfile
+
+    from ..registry import load_registry
+
+    try:
+        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".yaml")
+    except OSError as exc:
+        raise _fail(f"--write: cannot write {path.name} ({exc.strerror})") from None
+    try:
+        mask = os.umask(0)
+        os.umask(mask)
+        os.fchmod(handle, 0o666 & ~mask)  # the permissions a plain write would give, not mkstemp's 0600
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        load_registry(extra=[*(extra or []), Path(temporary)])  # the file it writes is a valid registry file
+        os.replace(temporary, path)
+    except OSError as exc:
+        raise _fail(f"--write: cannot write {path.name} ({exc.strerror})") from None
+    except CalculatorError as exc:
+        message = str(exc).replace(temporary, path.name).replace(Path(temporary).name, path.name)
+        raise _fail(
+            f"--write: the calibrated engine is not a valid registry file ({message}); nothing written"
+        ) from None
+    finally:
+        Path(temporary).unlink(missing_ok=True)

@@ -53,16 +53,14 @@ def _plan_from_json(path: Path) -> Any:
     so its workload, targets, configuration and router are the ones recorded. A plan with a
     verification loses its simulations (only the table was written).
     """
+    from .._files import load_json, read_text
     from ..errors import CalculatorError
     from ..fleet import FleetPlan
 
-    not_a_plan = f"--plan {path} does not hold a plan written by 'servecalc size --json'"
     try:
-        if path.stat().st_size > MAX_PLAN_FILE_BYTES:
-            raise _fail(f"{not_a_plan} (larger than {MAX_PLAN_FILE_BYTES:,} bytes)")
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise _fail(f"{not_a_plan} ({type(exc).__name__}: {str(exc)[:200]})") from None
+        data = load_json(read_text(path, MAX_PLAN_FILE_BYTES, "the file"), "the file")
+    except CalculatorError as exc:  # not a regular file, too large, not UTF-8 or not JSON: never its content
+        raise _fail(f"--plan {path} does not hold a plan written by 'servecalc size --json' ({exc})") from None
     try:
         return FleetPlan.from_json_dict(data)
     except CalculatorError as exc:  # a hand-edited or tampered file: the field and what it must be
@@ -185,8 +183,9 @@ def simulate_command(
         },
         "router": first.router,
         "seeds": list(first.seeds),
-        "requests_per_seed": {count: len(run.requests) // len(run.seeds) for count, run in runs.items()},
+        "requests_per_seed": {count: run.simulated_requests // len(run.seeds) for count, run in runs.items()},
     }
+    stopped = verification.truncated if verification is not None else first.truncated
 
     def text() -> str:
         from ..fleet.plan import layout_text
@@ -197,6 +196,8 @@ def simulate_command(
             f"simulated: {len(first.seeds)} seed(s) x "
             + ", ".join(f"{n:,} requests at {_replicas(count)}" for count, n in head["requests_per_seed"].items()),
         ]
+        if stopped:
+            lines.append(f"note: cut short by --time-limit {time_limit:g} s: {stopped}")
         if verification is not None:
             found = verification.simulated_replicas
             lines += [
@@ -252,10 +253,8 @@ def _plan_to_simulate(model: str | None, sizing: SizingFlags, plan_file: Path | 
         if given:
             raise _fail(f"--plan holds the plan; leave out the sizing options ({', '.join(given)})")
         plan = _plan_from_json(plan_file)
-        if sizing.extra:  # the plan's own registry files, replaced by the ones given here
-            _load(None, sizing.extra)
-            files = tuple(str(Path(e).resolve()) for e in sizing.extra)
-            plan = dataclasses.replace(plan, registry_files=files)
+        if sizing.extra:  # the plan's own registry documents, replaced by the files given here
+            plan = dataclasses.replace(plan, registry_documents=_load(None, sizing.extra).user_documents)
         inputs: dict[str, Any] = {"plan": str(plan_file)}
     else:
         missing = _missing(model, sizing)

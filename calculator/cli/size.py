@@ -336,38 +336,40 @@ def _demand_curve(path: Path, bin_text: str | None) -> tuple[Any, Any, Any]:
     import numpy as np
     import pandas as pd
 
+    from ..errors import InputError
     from ..fleet import demand_from_trace
+    from ..fleet._common import _read_csv
     from ..units import Q_
 
-    try:
-        columns = set(pd.read_csv(path, nrows=0).columns)
-    except (OSError, ValueError, UnicodeDecodeError) as exc:
-        raise _fail(f"--demand {path}: cannot read the CSV ({exc})") from None
     with _library_errors():
-        if "arrival_time" in columns:
-            width = _quantity("demand-bin", bin_text, "s", positive=True) if bin_text else Q_(1, "hour")
-            times, rates = demand_from_trace(path, width)
-            return times, rates, width
-        if not {"time", "rate"} <= columns:
-            raise _fail(
-                f"--demand {path}: expected a request trace (column arrival_time, in s) or a demand curve "
-                f"(columns time in s and rate in request/s); it has {sorted(columns)}"
-            )
-        if bin_text is not None:
-            raise _fail("--demand-bin bins a request trace; this --demand file is a demand curve already")
-        frame = pd.read_csv(path)
-        times = Q_(pd.to_numeric(frame["time"], errors="coerce").to_numpy(dtype=float), "s")
-        rates = Q_(pd.to_numeric(frame["rate"], errors="coerce").to_numpy(dtype=float), "request/s")
-        if len(frame) < 2:
-            raise _fail(f"--demand {path}: a demand curve needs at least two rows (time, rate)")
-        seconds, values = times.magnitude, rates.magnitude
-        if not (np.isfinite(seconds).all() and np.isfinite(values).all()):
-            raise _fail(f"--demand {path}: every time and rate must be a number (a cell is empty or not a number)")
-        if (np.diff(seconds) <= 0).any():
-            raise _fail(f"--demand {path}: the times (s) must increase from row to row")
-        if (values < 0).any() or not (values > 0).any():
-            raise _fail(f"--demand {path}: the rates (request/s) must be at least 0, and one of them above 0")
-        return times, rates, times[-1] - times[-2]
+        frame = _read_csv(path, f"--demand {path}")  # one bounded read (fleet._common.MAX_TRACE_BYTES)
+    columns = set(map(str, frame.columns))
+    if "arrival_time" in columns:
+        width = _quantity("demand-bin", bin_text, "s", positive=True) if bin_text else Q_(1, "hour")
+        try:
+            times, rates = demand_from_trace(frame, width)
+        except InputError as exc:
+            raise _fail(f"--demand {path}{f' --demand-bin {bin_text}' if bin_text else ''}: {exc}") from None
+        return times, rates, width
+    if not {"time", "rate"} <= columns:
+        raise _fail(
+            f"--demand {path}: expected a request trace (column arrival_time, in s) or a demand curve "
+            f"(columns time in s and rate in request/s); it has {sorted(columns)}"
+        )
+    if bin_text is not None:
+        raise _fail("--demand-bin bins a request trace; this --demand file is a demand curve already")
+    times = Q_(pd.to_numeric(frame["time"], errors="coerce").to_numpy(dtype=float), "s")
+    rates = Q_(pd.to_numeric(frame["rate"], errors="coerce").to_numpy(dtype=float), "request/s")
+    if len(frame) < 2:
+        raise _fail(f"--demand {path}: a demand curve needs at least two rows (time, rate)")
+    seconds, values = times.magnitude, rates.magnitude
+    if not (np.isfinite(seconds).all() and np.isfinite(values).all()):
+        raise _fail(f"--demand {path}: every time and rate must be a number (a cell is empty or not a number)")
+    if (np.diff(seconds) <= 0).any():
+        raise _fail(f"--demand {path}: the times (s) must increase from row to row")
+    if (values < 0).any() or not (values > 0).any():
+        raise _fail(f"--demand {path}: the rates (request/s) must be at least 0, and one of them above 0")
+    return times, rates, times[-1] - times[-2]
 
 
 def _scale_over(plan: Any, curve: tuple[Any, Any, Any], cold_start: Any) -> Any:

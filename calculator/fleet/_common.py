@@ -51,6 +51,10 @@ def _rate(value: Any) -> Any:
 def _seconds(name: str, value: Any) -> float:
     if not isinstance(value, ureg.Quantity) or value.dimensionality != ureg.s.dimensionality:
         raise InputError(f"size_fleet(): argument '{name}' must be a time such as Q_(200, 'ms'), got {value!r}")
+    if np.ndim(value.magnitude):
+        raise InputError(
+            f"size_fleet(): argument '{name}' must be one time (size each target separately), got {value!r}"
+        )
     if not value.magnitude > 0:
         raise InputError(f"size_fleet(): argument '{name}' must be > 0, got {value!r}")
     return value.m_as("s")
@@ -62,9 +66,10 @@ def _model_id(model: Any) -> str:
 
 def _registry_for(registry: Any, *entries: Any) -> Any:
     """The registry to resolve ids in: the one given, else the one an entry object came from, else the default."""
+    from .._support import registry_or_none
     from ..registry import load_registry, registry_of
 
-    if registry is not None:
+    if registry_or_none(registry) is not None:
         return registry
     for entry in entries:
         for item in entry if isinstance(entry, list | tuple) else (entry,):
@@ -73,27 +78,85 @@ def _registry_for(registry: Any, *entries: Any) -> Any:
     return load_registry()
 
 
+#: The largest request trace or demand curve read from a file (bytes); a larger file is refused before it
+#: is parsed. 100 MB holds the simulator's 2,000,000 requests (``simulation.MAX_REQUESTS``) at 50 bytes a row
+#: (a time, two lengths and a few more columns); a 99 MB trace of 1.8 million rows (four columns) is read
+#: and checked in about 3 s and 250 MB.
+MAX_TRACE_BYTES = 100_000_000
+
+
+def _read_csv(path: str | Path, what: str) -> Any:
+    """The CSV file ``path`` as a DataFrame: a regular file of at most :data:`MAX_TRACE_BYTES`, UTF-8 text.
+
+    Read with :func:`calculator._files.read_bytes` (``/dev/zero``, a pipe or a folder is refused at once)
+    and parsed from the bytes in memory (a ``BytesIO`` shares them; a ``StringIO`` would copy the text at
+    four bytes a character). Every failure is an InputError naming ``what``.
+    """
+    import io
+
+    import pandas as pd
+
+    from .._files import read_bytes
+
+    data = read_bytes(path, MAX_TRACE_BYTES, what)
+    try:
+        return pd.read_csv(io.BytesIO(data), encoding="utf-8")
+    except UnicodeDecodeError:
+        raise InputError(f"{what}: {path} is not UTF-8 text") from None
+    except (ValueError, OverflowError, MemoryError) as exc:  # pandas' ParserError and EmptyDataError are ValueErrors
+        raise InputError(f"{what}: {path} is not a CSV table ({shown(str(exc).strip(), 160)})") from None
+
+
 def _read_trace(trace: Any, columns: tuple[str, ...]) -> Any:
+    """A request trace (a DataFrame, or the path of a CSV file) with ``columns`` checked and made floats.
+
+    The first column is a time (s, at least 0), the others token counts (at least 1); a cell that is
+    not such a number is an InputError naming its column and row.
+    """
     import pandas as pd
 
     if isinstance(trace, pd.DataFrame):
-        frame = trace
+        frame, what = trace, "the trace"
     elif isinstance(trace, str | Path):
-        try:
-            frame = pd.read_csv(trace)
-        except (OSError, ValueError, UnicodeDecodeError) as exc:
-            raise InputError(f"cannot read the trace {shown(str(trace))}: {shown(str(exc))}") from None
+        what = f"the trace {trace}"
+        frame = _read_csv(trace, what)
     else:
         raise InputError(f"a trace is a DataFrame or a CSV file path, got {shown(trace)}")
     missing = [c for c in columns if c not in frame.columns]
     if missing:
-        raise InputError(f"the trace lacks column(s) {missing}; it has {list(frame.columns)}")
-    values = frame[list(columns)].to_numpy(dtype=float)
-    if len(values) < 1:
+        raise InputError(f"the trace lacks column(s) {missing}; it has {shown(list(frame.columns))}")
+    twice = [c for c in columns if list(frame.columns).count(c) > 1]
+    if twice:
+        raise InputError(f"{what} has column(s) {twice} more than once")
+    if len(frame) < 1:
         raise InputError("the trace has no requests")
-    if not np.all(np.isfinite(values)) or np.any(values[:, 1:] < 1) or np.any(values[:, 0] < 0):
-        raise InputError("the trace has negative times, lengths below one token, or missing values")
-    return frame
+    checked = {column: _trace_column(frame, column, index == 0, what) for index, column in enumerate(columns)}
+    return frame.assign(**checked)
+
+
+def _trace_column(frame: Any, column: str, is_time: bool, what: str) -> np.ndarray:
+    """A trace column as floats: times at least 0 s, lengths at least one token; else the first bad cell named."""
+    import pandas as pd
+
+    cells = frame[column]
+    try:
+        values = pd.to_numeric(cells, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    except (TypeError, ValueError):  # complex numbers, objects pandas cannot coerce
+        raise InputError(f"{what}: column {column!r} holds {cells.dtype} values; expected numbers") from None
+    bad = np.flatnonzero(~(np.isfinite(values) & (values >= (0.0 if is_time else 1.0))))
+    if not bad.size:
+        return values
+    row = int(bad[0])
+    cell, found = cells.iloc[row], shown(cells.iloc[row], 80)
+    if pd.api.types.is_scalar(cell) and pd.isna(cell):
+        problem = "an empty cell (missing values cannot be replayed)"
+    elif np.isnan(values[row]):
+        problem = f"expected a number, found {found}"
+    elif is_time:
+        problem = f"expected a time of at least 0 s, found {found}"
+    else:
+        problem = f"found {found}, a length below one token"
+    raise InputError(f"{what}: column {column!r}, row {row + 1:,} (counting from 1 below the header): {problem}")
 
 
 def _grid(model: Any, tensor_parallel: Sequence[int], batches: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,11 @@ if TYPE_CHECKING:
 
 __all__ = ["DemandPlan", "demand_from_trace", "plan_over_time"]
 
+#: The most bins :func:`demand_from_trace` counts arrivals in (800 kB of counts): a day in one-second
+#: bins (86,400), a week in ten-second bins; a smaller bin over the trace's span is refused with the
+#: smallest bin that span allows (a 1 ns bin over an hour's trace asked for 3.6e12 counts, 26 TiB).
+MAX_DEMAND_BINS = 100_000
+
 
 # --------------------------------------------------------------------------------------------
 # Demand over time
@@ -30,12 +36,20 @@ def demand_from_trace(trace: Any, bin_width: Time = None, *, time: str = "arriva
 
     Returns ``(times, rates)``: the start of each bin (from the first arrival) and its mean request
     rate, ready for :func:`plan_over_time`. The arrivals must span at least two bins (a curve of one
-    step has no shape to plan over), as a demand curve needs two rows.
+    step has no shape to plan over), as a demand curve needs two rows, and at most
+    :data:`MAX_DEMAND_BINS` (a smaller ``bin_width`` is refused with the smallest one the span allows).
     """
     width = _seconds("bin_width", bin_width) if bin_width is not None else HOURS
     frame = _read_trace(trace, (time,))
     arrivals = np.sort(frame[time].to_numpy(dtype=float))
-    start = arrivals[0]
+    start, span = arrivals[0], arrivals[-1] - arrivals[0]
+    if span / width >= MAX_DEMAND_BINS:  # floor(span / width) + 1 bins
+        bins = span / width + 1
+        raise InputError(
+            f"demand_from_trace(): a bin of {width:g} s cuts the trace's {span:,.6g} s of arrivals into "
+            f"{f'{math.floor(bins):,}' if bins < 1e15 else f'{bins:.3g}'} bins, more than {MAX_DEMAND_BINS:,} "
+            f"(MAX_DEMAND_BINS); give 'bin_width' at least {_ceil_significant(span / (MAX_DEMAND_BINS - 1)):g} s"
+        )
     bins = np.floor((arrivals - start) / width).astype(int)
     counts = np.bincount(bins)
     if counts.size < 2:
@@ -44,6 +58,12 @@ def demand_from_trace(trace: Any, bin_width: Time = None, *, time: str = "arriva
             "curve needs at least two bins (a longer trace, or a smaller bin_width)"
         )
     return Q_(start + width * np.arange(counts.size), "s"), Q_(counts / width, "request/s")
+
+
+def _ceil_significant(value: float, digits: int = 3) -> float:
+    """``value`` rounded up to ``digits`` significant digits (a bound that still holds once printed)."""
+    scale = 10.0 ** (math.floor(math.log10(value)) - digits + 1)
+    return math.ceil(value / scale) * scale
 
 
 @dataclass(frozen=True, repr=False)

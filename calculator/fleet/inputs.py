@@ -180,6 +180,8 @@ def _time(owner: str, name: str, value: object) -> Time:
     """A target time, checked (a positive pint time) and held in seconds."""
     if not isinstance(value, ureg.Quantity) or value.dimensionality != ureg.s.dimensionality:
         raise InputError(f"{owner}: '{name}' must be a time such as Q_(200, 'ms'), got {shown(value)}")
+    if np.ndim(value.magnitude):  # one target per plan: an array made the comparison below ambiguous
+        raise InputError(f"{owner}: '{name}' must be one time (size each target separately), got {shown(value)}")
     if not value.magnitude > 0:
         raise InputError(f"{owner}: '{name}' must be > 0, got {shown(value)}")
     return value.to("s")
@@ -424,9 +426,9 @@ def default_price(accelerator: AcceleratorRef, registry: Registry | None = None)
 
 def default_price_entry(accelerator: AcceleratorRef, registry: Registry | None = None) -> Price:
     """The registry price entry :func:`default_price` reads (to cite it as a source)."""
-    from ..registry import load_registry
+    from .._support import registry_or_default
 
-    reg = registry if registry is not None else load_registry()
+    reg = registry_or_default(registry, "default_price")
     device = reg.accelerator(accelerator)
     prices = [p for p in reg.prices.values() if p.accelerator == device.id and p.market == "on_demand"]
     published = [p for p in prices if p.provenance == "published"] or prices

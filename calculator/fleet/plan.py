@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError, UnitsError
+from ..registry import RegistryDocument
 from ..results import Result
 from ..types import Bytes, Count, Energy, Money, MoneyRate, Power, Rate, Time
 from ..units import Q_, shown, ureg
@@ -219,9 +220,10 @@ class FleetPlan(Result):
         The targets planned for (TTFT and its percentile, TPOT, token gap, headroom).
     serving : ServingOptions
         The serving features assumed (prefix caching, speculative decoding, chunked prefill, router).
-    registry_files : tuple of str
-        The user registry files the plan's ids resolve in, beside the packaged registry
-        (``load_registry(extra=plan.registry_files)``); empty for the packaged registry alone.
+    registry_documents : tuple of RegistryDocument
+        The user registry files the plan's ids resolve in, beside the packaged registry, by content
+        (``load_registry(extra=plan.registry_documents)``); empty for the packaged registry alone. A plan
+        names no path, so loading one opens no file (docs/hardening.md, Plan files).
     rejections : tuple of Rejection
         The families not chosen, each with a reason code and the values behind it.
     simulated_replicas : int or None
@@ -268,7 +270,7 @@ class FleetPlan(Result):
     workload: Workload | None = None
     targets: Targets | None = None
     serving: ServingOptions = field(default_factory=ServingOptions)
-    registry_files: tuple[str, ...] = ()
+    registry_documents: tuple[RegistryDocument, ...] = ()
     rejections: tuple[Rejection, ...] = ()
     simulated_replicas: int | None = None
     verification: PlanVerification | None = None
@@ -324,6 +326,11 @@ class FleetPlan(Result):
                 "version?): size it again with 'servecalc size --json'"
             )
         names = {f.name for f in dataclasses.fields(cls)} - {"verification"}
+        if data.get("registry_files"):  # an older file: it named its registry files by path
+            raise InputError(
+                "the plan names its registry files by path (written by an older version); a plan's paths are not "
+                "opened: give the files with --extra (load_registry(extra=...)), or size the plan again"
+            )
         data = {OLD_PLAN_NAMES.get(key, key): value for key, value in data.items()}
         values = {key: _restore(value, key) for key, value in data.items() if key in names}
         _check_plan_values(values)
@@ -335,11 +342,14 @@ class FleetPlan(Result):
                 serving["speculation"] = Speculation(**serving["speculation"])
             values["serving"] = ServingOptions(**serving)
             values["rejections"] = tuple(Rejection(**record) for record in values.get("rejections", ()))
+            values["registry_documents"] = tuple(
+                RegistryDocument(**record) for record in values.get("registry_documents", ())
+            )
         except TypeError as exc:  # a part with a field it does not have, or without one it needs
             raise InputError(
                 f"the plan's workload, targets, serving options or rejections are malformed ({exc})"
             ) from None
-        for name in ("ttft_interval", "tpot_interval", "gpus_interval", "registry_files"):
+        for name in ("ttft_interval", "tpot_interval", "gpus_interval"):
             if values.get(name) is not None:
                 values[name] = tuple(values[name])
         return cls(**values)
@@ -465,9 +475,12 @@ def _check_plan_values(values: dict[str, Any]) -> None:
         isinstance(band, tuple) and len(band) == 2 and all(v is None or _whole(v) for v in band)
     ):
         raise InputError(f"field 'gpus_interval' must be a pair of GPU counts (low, high or null), got {shown(band)}")
-    files = values.get("registry_files", ())
-    if not (isinstance(files, tuple) and all(isinstance(f, str) for f in files)):
-        raise InputError(f"field 'registry_files' must be a list of file names, got {shown(files)}")
+    documents = values.get("registry_documents", ())
+    if not (isinstance(documents, tuple) and all(isinstance(d, Mapping) for d in documents)):
+        raise InputError(
+            "field 'registry_documents' must be a list of registry documents (name, text, sha256), got "
+            f"{shown(documents)}"
+        )
     for name in ("rejected", "closest"):
         if not isinstance(values.get(name, {}), Mapping):
             raise InputError(f"field '{name}' must be an object, got {shown(values.get(name))}")

@@ -408,7 +408,7 @@ def _size(
     tps, batches = _grid(model, space.tensor_parallel, space.batches)
     record: dict[str, Any] = {
         "model": model.id, "engine": profile.name, "workload": workload, "targets": targets, "serving": serving,
-        "registry_files": reg.user_files,
+        "registry_documents": reg.user_documents,
     }  # fmt: skip
     reason = _beyond_context(model, workload)
     if reason:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._support import checked, count, device_capacity, renamed, transformer_of
+from .._support import MAX_COUNT, checked, count, device_capacity, plain_number, renamed, transformer_of
 from ..errors import InputError
 from ..formula import formula, per, var
 from ..results import Result, as_count, floor_whole
@@ -139,14 +139,22 @@ def max_batch_numeric(
 ) -> Any:
     """:func:`max_batch` on plain magnitudes (bytes, bytes/token, tokens), for vectorized searches.
 
-    No unit or domain checks; arguments broadcast. Returns an int64 array (or int), never negative.
+    Arguments broadcast and are plain numbers (no units): ``capacity`` finite (below the weights and
+    reserve it gives 0), ``weights`` and ``reserve`` >= 0, ``kv_per_token`` and ``context`` > 0,
+    ``block_size`` a whole number >= 1; anything else (NaN included) is an :class:`InputError` naming
+    the argument. Returns an int64 array (or int) in ``[0, MAX_COUNT]``: a batch beyond 2**53 (no float
+    counts it exactly) is reported as 2**53.
     """
-    blocks = np.asarray(block_size, dtype=float)
-    held = np.ceil(np.asarray(context, dtype=float) / blocks) * blocks  # tokens rounded up to whole blocks
-    free = np.asarray(capacity, dtype=float) - weights - reserve
-    with np.errstate(divide="ignore", invalid="ignore"):
-        batch = floor_whole(free / (held * kv_per_token))
-    batch = np.maximum(batch, 0).astype(np.int64)
+    name = "max_batch_numeric"
+    capacity = plain_number(name, "capacity", capacity, "any")
+    weights, reserve = (plain_number(name, a, v) for a, v in (("weights", weights), ("reserve", reserve)))
+    per_token = plain_number(name, "kv_per_token", kv_per_token, "positive")
+    tokens = plain_number(name, "context", context, "positive")
+    blocks = plain_number(name, "block_size", block_size, "positive_integer")
+    held = np.ceil(tokens / blocks) * blocks  # tokens rounded up to whole blocks
+    with np.errstate(over="ignore"):  # 1e300 bytes over 1e-300 bytes per token: at most MAX_COUNT
+        batch = np.clip(floor_whole((capacity - weights - reserve) / (held * per_token)), 0, MAX_COUNT)
+    batch = batch.astype(np.int64)
     return int(batch) if batch.ndim == 0 else batch
 
 
@@ -181,7 +189,8 @@ def max_batch(
     -------
     int or array of int
         ``floor((capacity - weights - reserve) / (ceil(S / b) b m_tok))``, and 0 (never negative)
-        when the weights and reserve leave no room. Arguments broadcast.
+        when the weights and reserve leave no room; at most 2**53 (``MAX_COUNT``), the largest count a
+        float holds exactly. Arguments broadcast.
 
     Notes
     -----
@@ -219,7 +228,8 @@ def max_context(
     Returns
     -------
     int or array of int
-        ``floor(free / (B m_tok))`` tokens rounded down to whole blocks; 0 when nothing fits.
+        ``floor(free / (B m_tok))`` tokens rounded down to whole blocks; 0 when nothing fits, at most
+        2**53 (``MAX_COUNT``) as for :func:`max_batch`.
 
     Notes
     -----
@@ -236,7 +246,7 @@ def max_context(
     """
     free = np.asarray(capacity - weights - reserve, dtype=float)
     tokens = floor_whole(free / (batch * kv_per_token * block_size)) * block_size
-    tokens = np.maximum(tokens, 0).astype(np.int64)
+    tokens = np.clip(tokens, 0, MAX_COUNT).astype(np.int64)
     return int(tokens) if tokens.ndim == 0 else tokens
 
 
@@ -327,7 +337,7 @@ def _fit(capacity, weights, kv_per_token, context, batch, reserve, block_size, t
         context=out(context, kind=np.int64),
         tensor_parallel=out(tensor_parallel, kind=np.int64),
         max_batch=out(max_batch_numeric(capacity, weights, kv_per_token, context, reserve, block_size), kind=np.int64),
-        max_context=out(np.maximum(longest, 0), kind=np.int64),
+        max_context=out(np.clip(longest, 0, MAX_COUNT), kind=np.int64),
     )
 
 

@@ -72,12 +72,14 @@ def resolve_interconnect(link: InterconnectRef, *, registry: Registry | None = N
     >>> resolve_interconnect("chapter-nvlink-h100").startup_latency
     <Quantity(500, 'nanosecond')>
     """
-    from ..registry import Interconnect, load_registry
+    from .._support import registry_or_default, registry_or_none
+    from ..registry import Interconnect
 
+    registry_or_none(registry)
     if isinstance(link, Interconnect):
         return link
     if isinstance(link, str):
-        return (registry if registry is not None else load_registry()).interconnect(link)
+        return registry_or_default(registry).interconnect(link)
     raise InputError(f"argument 'link' must be a registry interconnect id or an Interconnect, got {link!r}")
 
 

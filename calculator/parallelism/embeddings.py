@@ -204,7 +204,15 @@ class EmbeddingLookup(Result):
     speedup: float
 
 
-@checked(rpc_time="positive", shard_bandwidth="positive", lookups=one(), shards=one(), unique_fraction=one())
+@checked(
+    lookups=one(),
+    rpc_time=one("positive"),
+    shards=one(),
+    batching_window=one(),
+    unique_fraction=one(),
+    vector_bytes=one(),
+    shard_bandwidth=one("positive"),
+)
 def embedding_lookup_time(
     lookups: Count,
     rpc_time: Time,

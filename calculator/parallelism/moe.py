@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from .._support import checked, one
+from .._support import checked, one, random_seed
 from ..errors import InputError
 from ..formula import check_domain, formula, var
 from ..memory import weight_bytes
@@ -393,7 +393,7 @@ def simulate_expert_overflow(
     check_domain("simulate_expert_overflow", "popularity", weights, "nonnegative")
     if np.count_nonzero(weights) < experts_per_token:
         raise InputError("simulate_expert_overflow(): fewer experts with positive popularity than experts_per_token")
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(random_seed("simulate_expert_overflow", "seed", seed))
     with np.errstate(divide="ignore"):
         log_weights = np.log(weights / weights.sum())
     dropped = 0

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import _reuse
+from .._support import registry_or_none
 from ..errors import InputError
 from ..results import Result
 from ..types import Bytes, Time
@@ -373,7 +374,7 @@ def engine_profile(engine: str | EngineProfile | None, registry: Any = None) -> 
         raise InputError(f"argument 'engine' must be an engine name or None, got {engine!r}")
     key = GENERIC if engine is None else engine.lower().replace("_", "-")
     key = {"tensorrt-llm": "trtllm", "tensorrtllm": "trtllm", "trt": "trtllm"}.get(key, key)
-    if registry is None:
+    if registry_or_none(registry) is None:
         profiles = ENGINES
         found = profiles.get(None if key == GENERIC else key)
         if found is not None:

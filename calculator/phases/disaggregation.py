@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._support import checked, magnitude, one, renamed
+from .._support import checked, magnitude, one, registry_or_default, renamed
 from ..errors import InputError
 from ..memory import kv_cache_bytes, kv_handoff_time, model_kv_bytes_per_token
 from ..results import Result, ceil_count
@@ -53,9 +53,7 @@ def _link(function: str, link: Any, registry: Any) -> tuple[float, float]:
     if isinstance(link, ureg.Quantity):
         return magnitude(function, "link", link, "B/s", "positive"), 0.0
     if isinstance(link, str):
-        from ..registry import load_registry
-
-        link = (registry if registry is not None else load_registry()).interconnect(link)
+        link = registry_or_default(registry, function).interconnect(link)
     if not hasattr(link, "bandwidth"):
         raise InputError(f"{function}(): argument 'link' must be a bandwidth or an interconnect, got {link!r}")
     latency = link.startup_latency.m_as("s") if getattr(link, "startup_latency", None) is not None else 0.0

@@ -99,9 +99,9 @@ def accelerator_color(accelerator: str, registry: Any = None) -> str:
     """
     import zlib
 
-    from ..registry import load_registry
+    from .._support import registry_or_default
 
-    ids = list((registry if registry is not None else load_registry()).accelerators)
+    ids = list(registry_or_default(registry, "accelerator_color").accelerators)
     position = ids.index(accelerator) if accelerator in ids else zlib.crc32(str(accelerator).encode())
     return ACCELERATOR_COLORS[position % len(ACCELERATOR_COLORS)]
 

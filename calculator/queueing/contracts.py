@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .._support import checked, instance
+from .._support import checked, instance, one
 from ..errors import InputError
 from ..formula import formula, per, var
 from ..results import Result, plain
@@ -275,7 +275,7 @@ def slo_goodput(completed_rate, slo_attainment):
     return completed_rate * slo_attainment
 
 
-@checked(ttft_target="positive", tpot_target="positive")
+@checked(ttft_target=one("positive"), tpot_target=one("positive"))
 def slo_attainment(ttft: Time, tpot: Time, ttft_target: Time, tpot_target: Time) -> float:
     """Fraction of completed requests that met both the TTFT and the TPOT target.
 
@@ -306,7 +306,7 @@ def _attainment(function: str, ttft: Any, tpot: Any, ttft_target: Any, tpot_targ
     return float(((first <= ttft_target) & (gap <= tpot_target)).mean())
 
 
-@checked(ttft_target="positive", tpot_target="positive", window="positive")
+@checked(ttft_target=one("positive"), tpot_target=one("positive"), window=one("positive"))
 def goodput_from_requests(ttft: Time, tpot: Time, ttft_target: Time, tpot_target: Time, window: Time) -> Rate:
     """SLO goodput from per-request measurements collected over a window.
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._support import checked
+from .._support import checked, random_seed
 from ..errors import InputError
 from ..formula import formula, var
 from ..results import Result, as_count, plain
@@ -427,6 +427,7 @@ def arrival_times(arrival_rate: Rate, requests: Count, arrival_cv: Number = 1.0,
     if np.ndim(rate) or np.ndim(cv) or np.ndim(requests):
         raise InputError("arrival_times(): 'arrival_rate', 'requests' and 'arrival_cv' must be scalars")
     draws = int(requests)
+    seed = random_seed("arrival_times", "seed", seed)
     mean_gap = 1 / rate
     if cv < 1e-6:  # gamma gaps of shape 1/cv^2 are fixed gaps to float precision (and NaN beyond)
         gaps = np.full(draws, mean_gap)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._support import checked, instance
+from .._support import checked, instance, random_seed
 from ..errors import InputError, UnitsError
 from ..formula import check_domain, formula, var
 from ..phases import kv_handoff_time
@@ -152,7 +152,7 @@ class ConsistentHashRing:
             raise InputError("ConsistentHashRing(): argument 'servers' has duplicate names")
         self.servers = names
         self.virtual_nodes = int(_check_int("ConsistentHashRing", "virtual_nodes", virtual_nodes))
-        self.seed = int(seed)
+        self.seed = random_seed("ConsistentHashRing", "seed", seed)
         points = np.array(
             [_hash64(f"{self.seed}:{name}#{i}") for name in names for i in range(self.virtual_nodes)],
             dtype=np.uint64,
@@ -209,7 +209,7 @@ def remapped_fraction(before: ConsistentHashRing, after: ConsistentHashRing, key
     before, after : ConsistentHashRing
         The ring before and after a membership change.
     keys : array of int or sequence of str
-        Routing keys (session or user ids) to compare.
+        Routing keys (session or user ids) to compare: at least one (the fraction of no keys is undefined).
 
     Returns
     -------
@@ -223,6 +223,8 @@ def remapped_fraction(before: ConsistentHashRing, after: ConsistentHashRing, key
     """
     instance("remapped_fraction", "before", before, ConsistentHashRing, "a ConsistentHashRing")
     instance("remapped_fraction", "after", after, ConsistentHashRing, "a ConsistentHashRing")
+    if keys is None or np.size(keys) == 0:
+        raise InputError(f"remapped_fraction(): argument 'keys' must list at least one key, got {shown(keys)}")
     return float(np.mean(before.lookup(keys) != after.lookup(keys)))
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .._support import checked, magnitude
+from .._support import checked, magnitude, random_seed
 from ..errors import InputError
 from ..results import Result
 from ..types import Count, Fraction, Number, Rate, Time
@@ -448,6 +448,7 @@ def compare_routing_policies(
         raise InputError(
             f"{name}(): argument 'policies' must name some of {SIMULATED_POLICIES}, got {unknown or chosen}"
         )
+    seed = random_seed(name, "seed", seed)
     rng = np.random.default_rng(seed)
     arrivals = np.cumsum(rng.exponential(1 / rate, int(requests)))
     sizes = rng.choice(np.atleast_1d(lengths), int(requests))  # one length, or a sample of lengths

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._support import count as _check_int
+from .._support import random_seed
 from ..errors import InputError
 from ..formula import check_domain, formula, var
 from ..results import Result
@@ -324,7 +325,7 @@ def simulate_max_load(
     total = count if balls is None else int(_check_int("simulate_max_load", "balls", balls))
     d = int(_check_int("simulate_max_load", "choices", choices))
     runs = int(_check_int("simulate_max_load", "trials", trials))
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(random_seed("simulate_max_load", "seed", seed))
     if d == 1:
         picks = rng.integers(0, count, size=(runs, total)) + count * np.arange(runs)[:, None]
         loads = np.bincount(picks.ravel(), minlength=runs * count).reshape(runs, count)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from collections.abc import Sequence
 from concurrent.futures import Executor
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -37,6 +39,36 @@ def _positive_seconds(function: str, argument: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
         raise InputError(f"{function}(): argument '{argument}' must be a finite number of seconds > 0, got {value!r}")
     return float(value)
+
+
+@dataclass(frozen=True)
+class _Deadline:
+    """One wall clock for a whole call (setup, every seed, every replica count), created once at its start.
+
+    ``end`` is a Unix time, so a worker process (or a machine of a cluster, its clock synchronized)
+    reads the same deadline: each seed gets what is left of it, not a budget of its own.
+    ``seconds`` is the call's ``time_limit``, for the messages.
+    """
+
+    end: float
+    seconds: float
+
+    @classmethod
+    def start(cls, function: str, seconds: Any) -> _Deadline:
+        seconds = _positive_seconds(function, "time_limit", seconds)
+        return cls(time.time() + seconds, seconds)
+
+    def left(self) -> float:
+        """Seconds left (negative once it has passed)."""
+        return self.end - time.time()
+
+    def stopped(self) -> str:
+        """What a run cut short by this deadline says (``truncated``)."""
+        return f"stopped after {self.seconds:.3g} s of wall clock (time_limit)"
+
+
+class _NoTimeLeftError(InputError):
+    """The call's deadline passed before any seed could start (verify_plan stops its search on it)."""
 
 
 def _seeds(seeds: int | Sequence[int]) -> tuple[int, ...]:

@@ -23,6 +23,8 @@ from ._common import _time_seconds
 if TYPE_CHECKING:
     import pandas as pd
 
+    from ..registry import RegistryDocument
+
 __all__ = ["ROUTERS", "DEFAULT_ROUTER", "SimulationSetup", "Traffic", "router_name"]
 
 #: Router policies, by the names of :data:`calculator.routing.SIMULATED_POLICIES`, and their aliases.
@@ -41,13 +43,28 @@ ROUTERS = {
 #: HTTP load balancers (NGINX upstreams, Envoy clusters, Kubernetes IPVS).
 DEFAULT_ROUTER = "round_robin"
 
-#: Requests one simulation may hold, and wall-clock seconds one seed may run, unless told.
+#: Requests one seed may simulate.
 MAX_REQUESTS = 2_000_000
+#: Seeds x requests one simulation (one replica count) may ask for: at the simulator's 10,000-150,000 requests
+#: per second and core, 20,000,000 are minutes of work, beyond what any ``time_limit`` a caller waits for covers.
+MAX_SIMULATED_REQUESTS = 20_000_000
+#: A seed draws at most this many requests per second of its call's ``time_limit`` left when it starts: a little
+#: above the fastest the simulator runs, setup and summary included (160,000 requests/s on one core with
+#: one-token outputs; 10,000-50,000 for chat lengths). More could not be simulated in time, and drawing them
+#: and their per-request state (about 2 us and 0.8 kB each) would spend the time and the memory for nothing.
+REQUESTS_PER_SECOND = 200_000
+#: Per-request rows a call keeps in ``SimulationResult.requests`` (over its seeds and, for ``verify_plan``, its
+#: replica counts), about 120 bytes each: every seed keeps an even share, by a regular stride over its
+#: requests. The summary, attainment, goodput and stability come from every request of every seed.
+MAX_KEPT_REQUESTS = 200_000
+#: Rows of the replicas' KV-occupancy series a call keeps (``SimulationResult.occupancy``), shared likewise.
+MAX_KEPT_POINTS = 200_000
 #: Most replicas one simulation runs (each is a scheduler in the event loop): ``simulate(replicas=...)``, a
 #: ``replica_schedule``'s counts.
 MAX_REPLICAS = 10_000
 #: The columns of a trace to replay.
 _TRACE_COLUMNS = ("arrival_time", "input_tokens", "output_tokens")
+#: Wall-clock seconds a whole ``simulate`` / ``simulate_plan`` / ``verify_plan`` call may run, unless told.
 TIME_LIMIT = 120.0
 
 
@@ -97,9 +114,10 @@ class SimulationSetup(Result):
     step_time : Quantity [time] or None
         A fixed time for every iteration in place of the performance model: for what-ifs and for
         checking the scheduler against queueing theory (``None``: priced by the step model).
-    registry_files : tuple of str
-        Registry files of your own (``load_registry(extra=...)``) the ids resolve in, besides the
-        packaged one (files, not a registry object, so worker processes can load them too).
+    registry_files : tuple of str or RegistryDocument
+        Registry files of your own, or their documents (``load_registry(extra=...)``; a plan's
+        ``registry_documents``), the ids resolve in besides the packaged one (not a registry object, so
+        worker processes can load them too).
     """
 
     model: str
@@ -115,7 +133,7 @@ class SimulationSetup(Result):
     max_num_tokens: int | None = None
     step_scale: float = 1.0
     step_time: Time | None = None
-    registry_files: tuple[str, ...] = ()
+    registry_files: tuple[str | RegistryDocument, ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("tensor_parallel", "expert_parallel", "data_parallel", "pipeline_parallel"):
@@ -282,17 +300,23 @@ class Traffic(Result):
 
         return dataclasses.replace(self, **changes)
 
-    def draw(self, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(arrival times in s, prompt lengths, output lengths)`` for one seed (closed loop: times 0)."""
+    def draw(self, seed: int, limit: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(arrival times in s, prompt lengths, output lengths)`` for one seed (closed loop: times 0).
+
+        ``limit``: at most this many requests, the first to arrive (the simulator's bound on what a seed can
+        simulate in the time left; the lengths then come from another stretch of the random stream).
+        """
         rng = np.random.default_rng(seed)
         if self.trace is not None:
             frame = self.trace.sort_values("arrival_time", kind="stable")
+            start = float(frame["arrival_time"].min())
+            frame = frame.iloc[:limit] if limit is not None else frame
             return (
-                frame["arrival_time"].to_numpy(dtype=float) - float(frame["arrival_time"].min()),
+                frame["arrival_time"].to_numpy(dtype=float) - start,
                 np.round(frame["input_tokens"].to_numpy(dtype=float)).astype(np.int64),
                 np.round(frame["output_tokens"].to_numpy(dtype=float)).astype(np.int64),
             )
-        n = int(self.requests)
+        n = int(self.requests) if limit is None else max(min(int(self.requests), int(limit)), 1)
         inputs = _lengths(rng, self.input_tokens, self.input_cv, n, self.length_distribution)
         outputs = _lengths(rng, self.output_tokens, self.output_cv, n, self.length_distribution)
         if self.clients is not None:
@@ -351,13 +375,36 @@ def _renewal(rng: np.random.Generator, rate: float, cv: float, n: int) -> np.nda
 def _demand_arrivals(rng: np.random.Generator, demand: Any, n: int) -> np.ndarray:
     """Non-homogeneous Poisson arrivals over a piecewise-linear demand curve (thinning), at most ``n``."""
     times, rates = demand
-    peak = float(rates.max())
-    span = float(times[-1] - times[0])
-    expected = float(np.sum((rates[1:] + rates[:-1]) / 2 * np.diff(times)))  # requests the curve asks
-    count = rng.poisson(min(peak * span, 50.0 * MAX_REQUESTS))
-    candidates = np.sort(rng.uniform(times[0], times[-1], count))
+    area = np.concatenate([[0.0], np.cumsum((rates[1:] + rates[:-1]) / 2 * np.diff(times))])
+    expected = float(area[-1])  # requests the curve asks
+    end = _demand_horizon(times, rates, area, n + 6 * math.sqrt(n) + 10)
+    inside = times <= end
+    peak = float(max(rates[inside].max(), np.interp(end, times, rates)))
+    count = rng.poisson(min(peak * (end - times[0]), 50.0 * MAX_REQUESTS))
+    candidates = np.sort(rng.uniform(times[0], end, count))
     keep = rng.uniform(0, peak, count) < np.interp(candidates, times, rates)
     arrivals = candidates[keep][:n] - times[0]
     if arrivals.size == 0:
         raise InputError(f"Traffic: the demand curve yields no arrivals (expected {expected:.3g} requests)")
     return arrivals
+
+
+def _demand_horizon(times: np.ndarray, rates: np.ndarray, area: np.ndarray, wanted: float) -> float:
+    """The time by which the curve has asked for ``wanted`` requests (its end when it asks for fewer).
+
+    Only the first ``n`` arrivals are kept: drawing candidates up to where the curve has asked for ``n`` plus six
+    standard deviations bounds the work by the requests kept, not by the curve's length.
+    """
+    if area[-1] <= wanted:
+        return float(times[-1])
+    k = int(np.searchsorted(area, wanted))  # area[k - 1] < wanted <= area[k]
+    lo, hi = float(times[k - 1]), float(times[k])
+    r0, r1 = float(rates[k - 1]), float(rates[k])
+    for _ in range(60):  # bisection: the area grows monotonically inside the segment
+        mid = (lo + hi) / 2
+        rate = r0 + (r1 - r0) * (mid - times[k - 1]) / (times[k] - times[k - 1])
+        if area[k - 1] + (r0 + rate) / 2 * (mid - times[k - 1]) < wanted:
+            lo = mid
+        else:
+            hi = mid
+    return hi

@@ -7,7 +7,6 @@ replica count that meets its targets in simulation.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
@@ -18,10 +17,10 @@ import numpy as np
 from .._support import count, executor_or_none
 from ..errors import InputError
 from ..results import Result
-from ._common import _positive_seconds, _process_pool, _seeds, _statistic_name
-from .inputs import MAX_REPLICAS, MAX_REQUESTS, TIME_LIMIT, SimulationSetup, Traffic
-from .results import SimulationResult
-from .run import simulate
+from ._common import _Deadline, _NoTimeLeftError, _process_pool, _seeds, _statistic_name
+from .inputs import MAX_KEPT_POINTS, MAX_KEPT_REQUESTS, MAX_REPLICAS, MAX_REQUESTS, TIME_LIMIT, SimulationSetup, Traffic
+from .results import SimulationResult, _every
+from .run import _simulate, _targets
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -51,7 +50,7 @@ def plan_setup(plan: FleetPlan, step_scale: float = 1.0) -> SimulationSetup:
         max_num_seqs=int(plan.batch),
         max_num_tokens=plan.serving.chunk_size,
         step_scale=step_scale,
-        registry_files=plan.registry_files,
+        registry_files=plan.registry_documents,
     )
 
 
@@ -98,27 +97,41 @@ def simulate_plan(
     The plan's workload drives open-loop arrivals (Poisson, or gamma renewal with its arrival CV;
     log-normal lengths with its CVs); its router unless ``router`` is given; each replica capped at
     the plan's batch. The targets are the plan's: TTFT at its percentile (or mean), mean TPOT,
-    and the token-gap bound at p99 when one was given.
+    and the token-gap bound at p99 when one was given. ``time_limit`` bounds the whole call, as
+    :func:`~calculator.simulation.simulate`'s does.
     """
+    deadline = _Deadline.start("simulate_plan", time_limit)
     _check_plan(plan, "simulate_plan")
-    count = _replica_count("simulate_plan", replicas if replicas is not None else plan.replicas)
-    _check_requests("simulate_plan", requests)
+    return _simulate_plan(plan, deadline, replicas, requests, seeds, router, executor, progress, "simulate_plan")
+
+
+def _simulate_plan(
+    plan: FleetPlan,
+    deadline: _Deadline,
+    replicas: int | None,
+    requests: int | None,
+    seeds: int | Sequence[int],
+    router: str | None,
+    executor: Executor | None,
+    progress: Callable[[float], None] | None,
+    function: str,
+) -> SimulationResult:
+    count = _replica_count(function, replicas if replicas is not None else plan.replicas)
+    _check_requests(function, requests)
     traffic = Traffic.from_workload(plan.workload, default_requests(count) if requests is None else int(requests))
     targets = plan.targets
     assert targets is not None  # _check_plan
-    return simulate(
+    return _simulate(
         plan_setup(plan),
         traffic,
+        deadline,
         replicas=count,
         router=router or plan.router,
         seeds=seeds,
-        ttft_slo=targets.ttft,
-        tpot_slo=targets.tpot,
-        tbt_slo=targets.tbt,
-        ttft_percentile=targets.ttft_percentile,
+        targets=_targets(targets.ttft, targets.tpot, targets.tbt, targets.ttft_percentile, None),
         executor=executor,
         progress=progress,
-        time_limit=time_limit,
+        function=function,
     )
 
 
@@ -216,7 +229,7 @@ def verify_plan(
     -------
     PlanVerification
     """
-    deadline = time.perf_counter() + _positive_seconds("verify_plan", "time_limit", time_limit)
+    deadline = _Deadline.start("verify_plan", time_limit)
     _check_plan(plan, "verify_plan")
     executor_or_none("verify_plan", executor)
     start = int(plan.replicas)
@@ -234,18 +247,15 @@ def verify_plan(
     steps = [0]
 
     def run(count: int) -> bool:
-        left = deadline - time.perf_counter()
-        if left <= 0:
+        if deadline.left() <= 0:
             raise _OutOfTimeError
-        results[count] = simulate_plan(
-            plan,
-            replicas=count,
-            requests=requests,
-            seeds=seed_list,
-            router=router,
-            executor=pool,
-            time_limit=left,
-        )
+        try:
+            results[count] = _simulate_plan(
+                plan, deadline, count, requests, seed_list, router, pool, None, "verify_plan"
+            )
+        except _NoTimeLeftError:
+            raise _OutOfTimeError from None
+        _trim(results)
         steps[0] += 1
         if progress is not None:
             progress(min(steps[0] / 8, 0.95))
@@ -314,6 +324,21 @@ def verify_plan(
         verdict=verdict,
         truncated=truncated,
     )
+
+
+def _trim(results: dict[int, SimulationResult]) -> None:
+    """Keep the call's per-request rows and occupancy series within ``MAX_KEPT_REQUESTS`` / ``MAX_KEPT_POINTS``.
+
+    Every replica count simulated keeps an even share (a regular sample of its rows); the summaries,
+    computed from every request, are untouched.
+    """
+    import dataclasses
+
+    for column, cap in (("requests", MAX_KEPT_REQUESTS), ("occupancy", MAX_KEPT_POINTS)):
+        if sum(len(getattr(r, column)) for r in results.values()) > cap:
+            share = cap // len(results)
+            for count, result in results.items():
+                results[count] = dataclasses.replace(result, **{column: _every(getattr(result, column), share)})
 
 
 def _replica_count(function: str, value: Any) -> int:

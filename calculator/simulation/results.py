@@ -12,8 +12,11 @@ from ..errors import InputError
 from ..results import Result, format_number
 from ..types import Rate
 from ..units import Q_
+from .seed import _Run, _simulate_seed
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import pandas as pd
 
 __all__ = ["SimulationResult"]
@@ -52,8 +55,12 @@ def _frame(raw: dict[str, Any], seed: int, warmup: float, cooldown: float) -> An
     n = raw["sent"].size
     first, finish, replica = raw["first"], raw["finish"], raw["replica"]
     gap = np.full(n, np.nan)
+    # Each replica's finished multi-token requests, in request order: grouped once (not a scan per replica).
+    eligible = np.flatnonzero(np.isfinite(finish) & (raw["output"] > 1))
+    eligible = eligible[np.argsort(replica[eligible], kind="stable")]
+    bounds = np.searchsorted(replica[eligible], np.arange(len(raw["ends"]) + 1))
     for r, (ends, decoded) in enumerate(zip(raw["ends"], raw["decoded"], strict=True)):
-        mine = np.flatnonzero((replica == r) & np.isfinite(finish) & (raw["output"] > 1))
+        mine = eligible[bounds[r] : bounds[r + 1]]
         if mine.size == 0:
             continue
         emits = ends[decoded]
@@ -93,33 +100,44 @@ def _frame(raw: dict[str, Any], seed: int, warmup: float, cooldown: float) -> An
     )
 
 
-def _replica_series(raw: dict[str, Any], seed: int, points: int = 2000) -> tuple[Any, np.ndarray]:
-    """KV occupancy and running batch over time (at most ``points`` per replica) and utilization."""
+def _replica_series(raw: dict[str, Any], seed: int, rows: int = 2000) -> tuple[Any, np.ndarray]:
+    """KV occupancy and running batch over time and utilization.
+
+    At most ``rows`` rows in all: up to 2,000 points per replica (at least 2), the first replicas when
+    ``rows`` cannot give every replica two.
+    """
     import pandas as pd
 
-    frames = []
     start = float(np.nanmin(raw["sent"])) if raw["sent"].size else 0.0
     end = float(np.nanmax(raw["finish"])) if np.isfinite(raw["finish"]).any() else start
     span = max(end - start, 1e-12)
     ranks = int(raw.get("ranks", 1))
-    for r, (ends, kv, batch) in enumerate(zip(raw["ends"], raw["kv"], raw["batch"], strict=True)):
+    series = raw["ends"]
+    points = int(min(max(rows // max(len(series), 1), 2), 2000))
+    columns: dict[str, list[np.ndarray]] = {"replica": [], "time": [], "kv": [], "running": []}
+    shown = max(rows // points, 1)
+    for r, (ends, kv, batch) in enumerate(zip(series[:shown], raw["kv"][:shown], raw["batch"][:shown], strict=True)):
         if ends.size == 0:
             continue
         pick = np.unique(np.linspace(0, ends.size - 1, min(points, ends.size)).astype(int))
-        frames.append(
-            pd.DataFrame(
-                {
-                    "seed": seed,
-                    "replica": r // ranks,
-                    "rank": r % ranks,
-                    "time": ends[pick],
-                    "kv_occupancy": kv[pick] / raw["capacity"],
-                    "running": batch[pick],
-                }
-            )
-        )
-    series = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    return series, raw["busy"] / span
+        columns["replica"].append(np.full(pick.size, r))
+        columns["time"].append(ends[pick])
+        columns["kv"].append(kv[pick] / raw["capacity"])
+        columns["running"].append(batch[pick])
+    if not columns["time"]:
+        return pd.DataFrame(), raw["busy"] / span
+    replica = np.concatenate(columns["replica"])
+    frame = pd.DataFrame(
+        {
+            "seed": np.full(replica.size, seed, dtype=np.int64),
+            "replica": replica // ranks,
+            "rank": replica % ranks,
+            "time": np.concatenate(columns["time"]),
+            "kv_occupancy": np.concatenate(columns["kv"]),
+            "running": np.concatenate(columns["running"]),
+        }
+    )
+    return frame, raw["busy"] / span
 
 
 #: The statistics of the summary, by metric.
@@ -148,13 +166,17 @@ class SimulationResult(Result):
     Attributes
     ----------
     requests : DataFrame
-        One row per request and seed: ``arrival``, ``first_token``, ``finish`` (s from the start),
+        One row per request and seed (at most :data:`~calculator.simulation.inputs.MAX_KEPT_REQUESTS` per
+        call: beyond that an even sample of each seed's requests, ``simulated_requests`` says how many
+        ran): ``arrival``, ``first_token``, ``finish`` (s from the start),
         ``ttft``, ``tpot`` (NaN for one-token outputs), ``tbt_max`` (longest gap between streamed
         tokens), ``e2e``, ``queue_wait`` (arrival at the engine to first scheduled), ``replica``,
         ``preemptions``, ``dropped`` and ``measured`` (inside the warm-up/cool-down window).
     summary : DataFrame
         Rows ``metric`` x ``statistic`` (mean, p50-p99) with ``value`` (s) and a 95 % interval:
-        over seeds when there are several, over ten consecutive batches of requests otherwise.
+        over seeds when there are several, over ten consecutive batches of requests otherwise. The
+        value pools the measured requests of ``requests`` (all of them up to ``MAX_KEPT_REQUESTS``,
+        an even sample beyond); each seed's estimate behind the interval uses all of its requests.
     attainment : dict
         Share of measured requests meeting each target given (``ttft``, ``tpot``, ``tbt_max``)
         and all of them (``all``); 0 when no request was measured.
@@ -181,8 +203,11 @@ class SimulationResult(Result):
     dropped : int
         Requests refused because they can never fit the KV cache.
     seeds : tuple of int
+        The seeds that ran (``truncated`` says when the call's deadline left some out).
     replicas : int
     router : str
+    simulated_requests : int
+        Requests simulated over every seed (``requests`` may keep a sample of them).
     """
 
     requests: pd.DataFrame = field(repr=False)
@@ -202,6 +227,7 @@ class SimulationResult(Result):
     seeds: tuple[int, ...]
     replicas: int
     router: str
+    simulated_requests: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """The summary as plain records and the verdict (the per-request frame stays in ``requests``)."""
@@ -221,6 +247,7 @@ class SimulationResult(Result):
             "seeds": list(self.seeds),
             "replicas": self.replicas,
             "router": self.router,
+            "simulated_requests": self.simulated_requests,
         }
 
     def value(self, metric: str, statistic: str = "mean") -> Any:
@@ -233,101 +260,147 @@ class SimulationResult(Result):
         return Q_(float(row.value.iloc[0]), "s")
 
 
-def _percentile_value(values: np.ndarray, statistic: str) -> float:
+def _statistic_values(values: np.ndarray, statistics: tuple[str, ...]) -> dict[str, float]:
+    """Each statistic (``mean``, ``p50``, ...) of the finite values (NaN when there are none), in one pass."""
     values = values[np.isfinite(values)]
     if values.size == 0:
-        return math.nan
-    if statistic == "mean":
-        return float(values.mean())
-    return float(np.quantile(values, float(statistic[1:]) / 100))
+        return dict.fromkeys(statistics, math.nan)
+    qs = [float(s[1:]) / 100 for s in statistics if s != "mean"]
+    quantiles = iter(np.quantile(values, qs).tolist() if qs else [])
+    return {s: float(values.mean()) if s == "mean" else float(next(quantiles)) for s in statistics}
+
+
+def _every(frame: Any, rows: int) -> Any:
+    """At most ``rows`` rows of a frame: all, or every k-th (an even sample over the run)."""
+    if len(frame) <= rows:
+        return frame
+    return frame.iloc[:: -(-len(frame) // max(rows, 1))].reset_index(drop=True)
+
+
+def _seed_result(run: _Run, progress: Callable[[float], None] | None = None) -> dict[str, Any] | None:
+    """One seed simulated and summarized where it ran (None: the call's deadline had passed before it started).
+
+    What leaves the worker is bounded: the seed's statistics, counts and flow, its share (``run.keep``) of
+    the per-request rows and (``run.points``) of the occupancy series, and the replicas' busy fractions.
+    """
+    raw = _simulate_seed(run, progress)
+    if raw is None:
+        return None
+    frame = _frame(raw, run.seed, run.warmup, run.cooldown)
+    occupancy, busy = _replica_series(raw, run.seed, run.points)
+    measured = frame[frame.measured]
+    statistics = run.statistics or STATISTICS
+    values = {metric: measured[metric].to_numpy(dtype=float) for metric in METRICS}
+    batches = []
+    if run.batches:  # the only seed: its interval comes from ten consecutive batches of its requests
+        parts = {m: np.array_split(v, 10) if v.size >= 20 else [v] for m, v in values.items()}
+        batches = [{m: _statistic_values(p, statistics) for m, p in zip(values, cut, strict=True)}
+                   for cut in zip(*parts.values(), strict=True)]  # fmt: skip
+    met, ok_all = {}, np.ones(len(measured), dtype=bool)
+    for metric, (target, _) in run.targets.items():
+        ok = ~(values[metric] > target)  # NaN (one-token outputs have no TPOT) counts as met
+        met[metric] = int(ok.sum())
+        ok_all &= ok
+    met["all"] = int(ok_all.sum())
+    return {
+        "seed": run.seed,
+        "requests": len(frame),
+        "kept": _every(frame, run.keep),
+        "statistics": {metric: _statistic_values(v, statistics) for metric, v in values.items()},
+        "batches": batches,
+        "measured": len(measured),
+        "met": met,
+        "flow": _Flow.of(measured, raw),
+        "dropped": int(frame.dropped.sum()),
+        "truncated": raw["truncated"],
+        "occupancy": occupancy,
+        "busy": busy,
+    }
 
 
 def _summarize(
-    frames: list[Any],
-    series: list[Any],
-    utilization: list[np.ndarray],
-    raws: list[dict[str, Any]],
+    parts: list[dict[str, Any]],
     targets: dict[str, tuple[float, str]],
     replicas: int,
     router: str,
-    seeds: tuple[int, ...],
+    seeds_note: str = "",
 ) -> SimulationResult:
+    """The seeds' summaries (:func:`_seed_result`, those that ran) as one result; ``seeds_note``: seeds not run."""
     import pandas as pd
 
-    requests = pd.concat(frames, ignore_index=True)
-    measured = requests[requests.measured]
-    attainment, ok_all = _attainment(measured, targets)
-    flow = _Flow.of(frames, raws)
-    goodput_count = int(ok_all.sum()) if targets else flow.completed
+    requests = pd.concat([p["kept"] for p in parts], ignore_index=True)
+    summary = _summary_table(parts, requests[requests.measured], targets)
+    measured = sum(p["measured"] for p in parts)
+    attainment = {k: sum(p["met"][k] for p in parts) / measured if measured else 0.0 for k in targets}
+    if targets:
+        attainment["all"] = sum(p["met"]["all"] for p in parts) / measured if measured else 0.0
+    flows = [p["flow"] for p in parts]
+    window, completed = sum(f.window for f in flows), sum(f.completed for f in flows)
+    stable = all(f.stable for f in flows)
+    goodput_count = sum(p["met"]["all"] for p in parts) if targets else completed
     # No measured window (every request refused, or a run cut short before two completed): none served.
-    throughput = flow.completed / flow.window if flow.window > 0 else 0.0
-    goodput = goodput_count / flow.window if flow.window > 0 else 0.0
-    occupancy = pd.concat(series, ignore_index=True) if series else pd.DataFrame()
-    truncated = "; ".join(sorted({r["truncated"] for r in raws if r["truncated"]}))
-    dropped = int(requests.dropped.sum())
-    meets, verdict = _verdict(measured, targets, truncated, flow.stable, dropped)
+    throughput = completed / window if window > 0 else 0.0
+    goodput = goodput_count / window if window > 0 else 0.0
+    series = [p["occupancy"] for p in parts if len(p["occupancy"])]
+    notes = sorted({p["truncated"] for p in parts if p["truncated"]})
+    truncated = "; ".join([*notes, seeds_note] if seeds_note else notes)
+    dropped = sum(p["dropped"] for p in parts)
+    meets, verdict = _verdict(summary, measured, targets, truncated, stable, dropped)
     return SimulationResult(
         requests=requests,
-        summary=_summary_table(frames, measured, targets),
+        summary=summary,
         attainment=attainment,
         goodput=Q_(goodput, "request/s"),
         throughput=Q_(throughput, "request/s"),
-        utilization=np.mean(np.array(utilization), axis=0),
-        occupancy=occupancy,
-        in_flight=flow.in_flight,
-        littles_law=flow.little,
+        utilization=np.mean(np.array([p["busy"] for p in parts]), axis=0),
+        occupancy=pd.concat(series, ignore_index=True) if series else pd.DataFrame(),
+        in_flight=sum(f.in_flight for f in flows) / len(flows),
+        littles_law=sum(f.little for f in flows) / len(flows),
         meets_targets=meets,
         verdict=verdict,
-        stable=flow.stable,
+        stable=stable,
         truncated=truncated,
         dropped=dropped,
-        seeds=seeds,
+        seeds=tuple(p["seed"] for p in parts),
         replicas=replicas,
         router=router,
+        simulated_requests=sum(p["requests"] for p in parts),
     )
 
 
-def _summary_table(frames: list[Any], measured: Any, targets: dict[str, tuple[float, str]]) -> Any:
+def _summary_table(parts: list[dict[str, Any]], measured: Any, targets: dict[str, tuple[float, str]]) -> Any:
     """Each metric's statistics over the measured requests, with the interval of independent estimates."""
     import pandas as pd
 
     rows = []
-    extra = sorted({s for _, s in targets.values()} - set(STATISTICS) - {"mean"})
+    statistics = _statistics_of(targets)
     for metric in METRICS:
-        for statistic in (*STATISTICS, *extra):
-            # The value pools every seed's measured requests (the verdict reads the same); the
-            # interval's half-width comes from the spread of independent estimates: the seeds, or
-            # ten consecutive batches of requests when there is one seed.
-            values = measured[metric].to_numpy(dtype=float)
-            value = _percentile_value(values, statistic)
-            if len(frames) >= 2:
-                parts = [f.loc[f.measured, metric].to_numpy(dtype=float) for f in frames]
+        # The value pools every seed's measured requests kept (all of them up to MAX_KEPT_REQUESTS; the
+        # verdict reads the same); the interval's half-width comes from the spread of independent
+        # estimates, each from all of its requests: the seeds, or ten consecutive batches of requests
+        # when there is one seed.
+        pooled = _statistic_values(measured[metric].to_numpy(dtype=float), statistics)
+        for statistic in statistics:
+            value = pooled[statistic]
+            if len(parts) >= 2:
+                estimates = [p["statistics"][metric][statistic] for p in parts]
             else:
-                parts = np.array_split(values, 10) if values.size >= 20 else [values]
-            center, low, high = _interval(np.array([_percentile_value(part, statistic) for part in parts]))
+                estimates = [batch[metric][statistic] for batch in parts[0]["batches"]]
+            center, low, high = _interval(np.array(estimates))
             low, high = value - (center - low), value + (high - center)
             low, high = max(min(low, value), 0.0), max(high, value)  # latencies are >= 0
             rows.append({"metric": metric, "statistic": statistic, "value": value, "low": low, "high": high})
     return pd.DataFrame(rows)
 
 
-def _attainment(measured: Any, targets: dict[str, tuple[float, str]]) -> tuple[dict[str, float], np.ndarray]:
-    """The share of measured requests within each target, and which requests met them all."""
-    attainment: dict[str, float] = {}
-    ok_all = np.ones(len(measured), dtype=bool)
-    for metric, (target, _) in targets.items():
-        values = measured[metric].to_numpy(dtype=float)
-        ok = ~(values > target)  # NaN (one-token outputs have no TPOT) counts as met
-        attainment[metric] = float(ok.mean()) if ok.size else 0.0  # none measured: none met it
-        ok_all &= ok
-    if targets:
-        attainment["all"] = float(ok_all.mean()) if ok_all.size else 0.0
-    return attainment, ok_all
+def _statistics_of(targets: dict[str, tuple[float, str]]) -> tuple[str, ...]:
+    """The summary's statistics: :data:`STATISTICS` and any other percentile a target is set at."""
+    return (*STATISTICS, *sorted({s for _, s in targets.values()} - set(STATISTICS) - {"mean"}))
 
 
 @dataclass(frozen=True)
 class _Flow:
-    """What the seeds' runs carried: the measured window and completions, Little's law, stability."""
+    """What one seed's run carried: the measured window and completions, Little's law, stability."""
 
     window: float
     completed: int
@@ -336,29 +409,26 @@ class _Flow:
     stable: bool
 
     @classmethod
-    def of(cls, frames: list[Any], raws: list[dict[str, Any]]) -> _Flow:
-        window, completed, in_flight, little, stable = 0.0, 0, 0.0, 0.0, True
-        for frame, raw in zip(frames, raws, strict=True):
-            m = frame[frame.measured]
-            if len(m) >= 2:
-                window += float(m.finish.max() - m.arrival.min())
-                completed += len(m)
-            # Little's law over the whole run: the replicas' time-average population vs rate x time.
-            engine_arrival = raw["arrival"]
-            ok = np.isfinite(raw["finish"])
-            span = float(np.nanmax(raw["finish"]) - engine_arrival.min()) if ok.any() else 0.0
-            if span > 0:
-                area = 0.0
-                for ends, starts, population in zip(raw["ends"], raw["starts"], raw["in_system"], strict=True):
-                    area += float(np.sum(population * (ends[: starts.size] - starts)))
-                in_flight += area / span / len(frames)
-                little += float(np.sum(raw["finish"][ok] - engine_arrival[ok])) / span / len(frames)
-            stable &= _stable(raw)
-        return cls(window, completed, in_flight, little, stable)
+    def of(cls, measured: Any, raw: dict[str, Any]) -> _Flow:
+        window, completed, in_flight, little = 0.0, 0, 0.0, 0.0
+        if len(measured) >= 2:
+            window = float(measured.finish.max() - measured.arrival.min())
+            completed = len(measured)
+        # Little's law over the whole run: the replicas' time-average population vs rate x time.
+        engine_arrival = raw["arrival"]
+        ok = np.isfinite(raw["finish"])
+        span = float(np.nanmax(raw["finish"]) - engine_arrival.min()) if ok.any() else 0.0
+        if span > 0:
+            area = 0.0
+            for ends, starts, population in zip(raw["ends"], raw["starts"], raw["in_system"], strict=True):
+                area += float(np.sum(population * (ends[: starts.size] - starts)))
+            in_flight = area / span
+            little = float(np.sum(raw["finish"][ok] - engine_arrival[ok])) / span
+        return cls(window, completed, in_flight, little, _stable(raw))
 
 
 def _verdict(
-    measured: Any, targets: dict[str, tuple[float, str]], truncated: str, stable: bool, dropped: int
+    summary: Any, measured: int, targets: dict[str, tuple[float, str]], truncated: str, stable: bool, dropped: int
 ) -> tuple[bool | None, str]:
     """Whether the run meets its targets (None without targets), and the sentence that says why."""
     meets = None
@@ -366,10 +436,11 @@ def _verdict(
     if targets:
         meets = True
         for metric, (target, statistic) in targets.items():
-            value = _percentile_value(measured[metric].to_numpy(dtype=float), statistic)
+            row = summary[(summary.metric == metric) & (summary.statistic == statistic)]
+            value = float(row.value.iloc[0])
             if math.isnan(value):
                 # No value: no request was measured, or none emitted a second token (no TPOT or gap).
-                good = len(measured) > 0 and metric != "ttft"
+                good = measured > 0 and metric != "ttft"
                 parts.append(
                     f"{statistic} {metric}: no request emitted a second token"
                     if good

@@ -6,8 +6,9 @@ this machine's cores); one seed without an executor runs in this process.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
 from typing import Any
 
 import numpy as np
@@ -15,10 +16,20 @@ import numpy as np
 from .._support import executor_or_none
 from ..errors import InputError
 from ..types import Time
-from ._common import _positive_seconds, _process_pool, _seeds, _statistic_name, _time_seconds
-from .inputs import DEFAULT_ROUTER, MAX_REPLICAS, TIME_LIMIT, SimulationSetup, Traffic, router_name
-from .results import SimulationResult, _frame, _replica_series, _summarize
-from .seed import _limits, _Run, _simulate_seed
+from ._common import _Deadline, _NoTimeLeftError, _process_pool, _seeds, _statistic_name, _time_seconds
+from .inputs import (
+    DEFAULT_ROUTER,
+    MAX_KEPT_POINTS,
+    MAX_KEPT_REQUESTS,
+    MAX_REPLICAS,
+    MAX_SIMULATED_REQUESTS,
+    TIME_LIMIT,
+    SimulationSetup,
+    Traffic,
+    router_name,
+)
+from .results import SimulationResult, _seed_result, _statistics_of, _summarize
+from .seed import _limits, _Run
 
 __all__ = ["simulate"]
 
@@ -90,7 +101,9 @@ def simulate(
     progress : callable, optional
         Called with the fraction done, in [0, 1].
     time_limit : float
-        Wall-clock seconds a seed may run before it stops and says so (``truncated``).
+        Wall-clock seconds for the whole call, setup included: one deadline for every seed. Each seed
+        gets what is left of it (and draws no more requests than that can simulate); seeds not started
+        when it passes are not run; ``truncated`` says so, and ``seeds`` holds the seeds that ran.
 
     Returns
     -------
@@ -106,55 +119,120 @@ def simulate(
     >>> run.meets_targets, run.stable, run.dropped
     (True, True, 0)
     """
+    deadline = _Deadline.start("simulate", time_limit)
+    return _simulate(
+        setup, traffic, deadline, replicas=replicas, router=router, seeds=seeds, executor=executor, progress=progress,
+        targets=_targets(ttft_slo, tpot_slo, tbt_slo, ttft_percentile, tpot_percentile), warmup=warmup,
+        cooldown=cooldown,
+    )  # fmt: skip
+
+
+def _simulate(
+    setup: SimulationSetup,
+    traffic: Traffic,
+    deadline: _Deadline,
+    *,
+    replicas: int,
+    router: str,
+    seeds: int | Sequence[int],
+    targets: dict[str, tuple[float, str]],
+    warmup: float = 0.1,
+    cooldown: float = 0.05,
+    executor: Executor | None = None,
+    progress: Callable[[float], None] | None = None,
+    function: str = "simulate",
+) -> SimulationResult:
+    """:func:`simulate` within ``deadline`` (one for the whole call: :func:`verify_plan` shares it over counts)."""
     if not isinstance(setup, SimulationSetup):
-        raise InputError(f"simulate(): argument 'setup' must be a SimulationSetup, got {type(setup).__name__}")
+        raise InputError(f"{function}(): argument 'setup' must be a SimulationSetup, got {type(setup).__name__}")
     if not isinstance(traffic, Traffic):
-        raise InputError(f"simulate(): argument 'traffic' must be a Traffic, got {type(traffic).__name__}")
+        raise InputError(f"{function}(): argument 'traffic' must be a Traffic, got {type(traffic).__name__}")
     if isinstance(replicas, bool) or not (isinstance(replicas, int | np.integer) and 1 <= replicas <= MAX_REPLICAS):
         raise InputError(
-            f"simulate(): argument 'replicas' must be a whole number in [1, {MAX_REPLICAS}], got {replicas!r}"
+            f"{function}(): argument 'replicas' must be a whole number in [1, {MAX_REPLICAS}], got {replicas!r}"
         )
     for name, value in (("warmup", warmup), ("cooldown", cooldown)):
         if not (isinstance(value, int | float) and 0 <= value < 0.5):
-            raise InputError(f"simulate(): argument '{name}' must be in [0, 0.5), got {value!r}")
-    time_limit = _positive_seconds("simulate", "time_limit", time_limit)
+            raise InputError(f"{function}(): argument '{name}' must be in [0, 0.5), got {value!r}")
     if progress is not None and not callable(progress):
         raise InputError(
-            f"simulate(): argument 'progress' must be a callable taking the share done, or None, got {progress!r}"
+            f"{function}(): argument 'progress' must be a callable taking the share done, or None, got {progress!r}"
         )
-    executor_or_none("simulate", executor)
+    executor_or_none(function, executor)
     policy = router_name(router)
     seed_list = _seeds(seeds)
-    targets = _targets(ttft_slo, tpot_slo, tbt_slo, ttft_percentile, tpot_percentile)
+    _check_work(function, len(seed_list), traffic)
     if traffic.clients is not None:
         warmup = cooldown = 0.0
     _limits(setup)  # resolve the registry ids here, so bad input fails before any process starts
-    runs = [_Run(setup, traffic, int(replicas), policy, seed, float(time_limit)) for seed in seed_list]
-    raws = _run_all(runs, executor, progress)
-    frames, series, utilization = [], [], []
-    for run, raw in zip(runs, raws, strict=True):
-        frames.append(_frame(raw, run.seed, warmup, cooldown))
-        occupancy, busy = _replica_series(raw, run.seed)
-        series.append(occupancy)
-        utilization.append(busy)
+    share = max(MAX_KEPT_REQUESTS // len(seed_list), 1)
+    runs = [
+        _Run(setup, traffic, int(replicas), policy, seed, deadline, warmup, cooldown, targets, _statistics_of(targets),
+             share, max(MAX_KEPT_POINTS // len(seed_list), 1), len(seed_list) == 1)
+        for seed in seed_list
+    ]  # fmt: skip
+    parts = _run_all(runs, executor, progress, deadline)
+    ran = [part for part in parts if part is not None]
+    if not ran:
+        raise _NoTimeLeftError(
+            f"{function}(): argument 'time_limit' ({deadline.seconds:g} s) ran out before a seed could start "
+            "(setting up takes longer: give more time)"
+        )
+    note = "" if len(ran) == len(runs) else f"{len(ran)} of {len(runs)} seeds ran within the call's time_limit"
     count = int(max(np.asarray(traffic.replica_schedule[1]).max(), 1)) if traffic.replica_schedule else replicas
-    return _summarize(frames, series, utilization, raws, targets, count, policy, seed_list)
+    return _summarize(ran, targets, count, policy, note)
 
 
-def _run_all(runs: list[_Run], executor: Executor | None, progress: Callable[[float], None] | None) -> list[dict]:
+def _check_work(function: str, seeds: int, traffic: Traffic) -> None:
+    """Seeds x requests within :data:`MAX_SIMULATED_REQUESTS` (refused before anything runs)."""
+    requests = len(traffic.trace) if traffic.trace is not None else int(traffic.requests)
+    if seeds * requests > MAX_SIMULATED_REQUESTS:
+        raise InputError(
+            f"{function}(): {seeds:,} seeds x {requests:,} requests is {seeds * requests:,} requests, more than "
+            f"the {MAX_SIMULATED_REQUESTS:,} one simulation runs (MAX_SIMULATED_REQUESTS): give fewer seeds or requests"
+        )
+
+
+def _run_all(
+    runs: list[_Run], executor: Executor | None, progress: Callable[[float], None] | None, deadline: _Deadline
+) -> list[dict[str, Any] | None]:
+    """Each seed's summary, in order (None: not started before the deadline).
+
+    A few seeds at a time are in flight (twice the executor's workers, or this machine's cores), so a
+    thousand seeds are not a thousand pickled tasks at once; none is sent once the deadline has passed,
+    and the call waits for the seeds under way at most :data:`_GRACE` past it.
+    """
     if len(runs) == 1 and executor is None:
-        return [_simulate_seed(runs[0], progress)]
-    from concurrent.futures import as_completed
+        return [_seed_result(runs[0], progress)]
+    import pandas  # noqa: F401  (imported once here, not by each forked worker on the clock)
 
     pool = executor or _process_pool(len(runs))
+    window = 2 * (getattr(pool, "_max_workers", None) or os.cpu_count() or 1)
+    out: list[dict[str, Any] | None] = [None] * len(runs)
+    waiting = iter(enumerate(runs))
+    pending: dict[Future, int] = {}
+    done = 0
     try:
-        futures = {pool.submit(_simulate_seed, run): k for k, run in enumerate(runs)}
-        out: list[dict | None] = [None] * len(runs)
-        for done, future in enumerate(as_completed(futures), start=1):
-            out[futures[future]] = future.result()
-            if progress is not None:
-                progress(done / len(runs))
+        while True:
+            while len(pending) < window and deadline.left() > 0 and (item := next(waiting, None)) is not None:
+                pending[pool.submit(_seed_result, item[1])] = item[0]
+            if not pending:
+                break
+            finished, _ = wait(pending, timeout=max(deadline.left(), 0.0) + _GRACE, return_when=FIRST_COMPLETED)
+            if not finished:
+                break  # the seeds under way overran the deadline by the grace: their results are not awaited
+            for future in finished:
+                out[pending.pop(future)] = future.result()
+                done += 1
+                if progress is not None:
+                    progress(done / len(runs))
     finally:
-        if executor is None:
+        for future in pending:
+            future.cancel()
+        if executor is None:  # the seeds under way check the deadline: they end within about the grace
             pool.shutdown(cancel_futures=True)
-    return out  # type: ignore[return-value]
+    return out
+
+
+#: Seconds past the deadline the call waits for the seeds under way (each checks the deadline itself).
+_GRACE = 0.5

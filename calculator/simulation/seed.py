@@ -16,14 +16,15 @@ import math
 import time as _time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import InputError
 from ..routing.policies import _pick_replica
-from .inputs import SimulationSetup, Traffic
+from ._common import _Deadline
+from .inputs import REQUESTS_PER_SECOND, SimulationSetup, Traffic
 from .steps import _FixedStep, _StepTable
 
 if TYPE_CHECKING:
@@ -98,14 +99,27 @@ class _Replica:
 
 @dataclass
 class _Run:
-    """Everything one seed needs (plain values, picklable for a process pool)."""
+    """Everything one seed needs (plain values, picklable for a process pool).
+
+    ``deadline`` is the whole call's: a seed that starts after it has passed does not run. ``warmup``,
+    ``cooldown``, ``targets`` and ``statistics`` say what the seed's summary holds; ``keep`` and ``points``
+    its share of the per-request rows and of the occupancy series the call keeps; ``batches`` that it is
+    the only seed (its interval comes from ten batches of its requests).
+    """
 
     setup: SimulationSetup
     traffic: Traffic
     replicas: int
     router: str
     seed: int
-    time_limit: float
+    deadline: _Deadline
+    warmup: float = 0.1
+    cooldown: float = 0.05
+    targets: dict[str, tuple[float, str]] = field(default_factory=dict)
+    statistics: tuple[str, ...] = ()
+    keep: int = 200_000
+    points: int = 200_000
+    batches: bool = False
 
 
 def _limits(setup: SimulationSetup) -> tuple[StepArrays, Any, int, int, float]:
@@ -128,9 +142,29 @@ def _limits(setup: SimulationSetup) -> tuple[StepArrays, Any, int, int, float]:
     return a, profile, budget, seqs, capacity
 
 
-def _simulate_seed(run: _Run, progress: Callable[[float], None] | None = None) -> dict[str, Any]:
-    """Simulate one seed; returns per-request arrays and per-replica series."""
-    started_wall = _time.perf_counter()  # the seed's setup counts against its time_limit
+def _draw(run: _Run) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
+    """The seed's requests, at most what the time left can simulate (:data:`REQUESTS_PER_SECOND`), and why fewer."""
+    traffic = run.traffic
+    asked = len(traffic.trace) if traffic.trace is not None else int(traffic.requests)
+    limit = int(REQUESTS_PER_SECOND * max(run.deadline.left(), 0.0)) + 1
+    arrival, prompt, output = traffic.draw(run.seed, limit if limit < asked else None)
+    short = ""
+    if limit < asked:
+        short = (  # the same words for every seed cut so (the result says how many were simulated)
+            f"drew fewer than the {asked:,} requests asked, what was left of the {run.deadline.seconds:.3g} s "
+            "time_limit could simulate"
+        )
+    return arrival, prompt, output, short
+
+
+def _simulate_seed(run: _Run, progress: Callable[[float], None] | None = None) -> dict[str, Any] | None:
+    """Simulate one seed; returns per-request arrays and per-replica series (None: the call's deadline had passed).
+
+    The seed's setup (the registry, the step arrays, drawing the requests, the replicas) counts against the
+    call's deadline, which it checks between those stages.
+    """
+    if run.deadline.left() <= 0:
+        return None
     setup, traffic = run.setup, run.traffic
     a, profile, budget, max_seqs, capacity = _limits(setup)
     if capacity < 1:
@@ -142,7 +176,11 @@ def _simulate_seed(run: _Run, progress: Callable[[float], None] | None = None) -
     # Attention ranks: each rank of a replica schedules its own share of the budget, the cap and the KV cache.
     ranks = max(int(setup.data_parallel), 1)
     budget, max_seqs, capacity = budget // ranks, max(max_seqs // ranks, 1), capacity / ranks
-    arrival, prompt, output = traffic.draw(run.seed)
+    if run.deadline.left() <= 0:
+        return None
+    arrival, prompt, output, short = _draw(run)
+    if run.deadline.left() <= 0:
+        return None
     total = arrival.size
     overhead = profile.request_overhead.m_as("s")
     scale = setup.step_scale
@@ -214,15 +252,19 @@ def _simulate_seed(run: _Run, progress: Callable[[float], None] | None = None) -
     if preroute:
         targets = np.arange(total) % count if router == "round_robin" else rng.integers(count, size=total)
         routed = targets.tolist()
-        own_arrivals = [[*(arrival[targets == r] + overhead).tolist(), math.inf] for r in range(count)]
+        order = np.argsort(targets, kind="stable")  # each replica's requests in arrival order, grouped
+        bounds = np.searchsorted(targets[order], np.arange(count + 1)).tolist()
+        landing = (arrival[order] + overhead).tolist()
+        own_arrivals = [[*landing[bounds[r] : bounds[r + 1]], math.inf] for r in range(count)]
         own_next = [0] * count
     too_big = [p + o > capacity for p, o in zip(prompt_l, output_l, strict=True)]
     done = 0
     truncated = ""
     # The loop stops early enough to leave time for turning the requests and the replicas' series
-    # into arrays and a summary (about 1.5 us per request, 0.3 ms per replica): the call returns
-    # within about its time_limit.
-    budget_wall = max(run.time_limit - min(0.5 * run.time_limit, 1.5e-6 * total + 3e-4 * count), 0.0)
+    # into arrays and a summary (about 1 us per request and 0.1 ms per replica on an idle core, twice
+    # that for seeds side by side on a busy machine): the call returns within about its time_limit.
+    left = max(run.deadline.left(), 0.0)
+    stop_at = run.deadline.end - min(0.8 * left, 2e-6 * total + 2e-4 * count * ranks)
     steps = 0
 
     def ready_replicas(now: float) -> int:
@@ -577,19 +619,20 @@ def _simulate_seed(run: _Run, progress: Callable[[float], None] | None = None) -
                     now, inline = fast_forward(rep, now, horizon)
                     steps += inline
                 start_iteration(rep, now)
-            steps += 1
-            if steps & 4095 == 0 or steps - checked > 4096:
-                checked = steps
-                if _time.perf_counter() - started_wall > budget_wall:
-                    truncated = f"stopped after {run.time_limit:.3g} s of wall clock (time_limit)"
-                    break
-                if progress is not None:
-                    progress(done / total)
+        steps += 1  # arrivals count too: a burst of a million simultaneous ones is checked as it is routed
+        if steps & 4095 == 0 or steps - checked > 4096:
+            checked = steps
+            if _time.time() > stop_at:
+                truncated = run.deadline.stopped()
+                break
+            if progress is not None:
+                progress(done / total)
     if progress is not None:
         progress(1.0)
     unfinished = sum(1 for s in state if s not in (_DONE, _DROPPED))
     if unfinished and not truncated:
         truncated = f"{unfinished} requests never finished (the scheduler could not admit them)"
+    truncated = "; ".join(part for part in (short, truncated) if part)
     return {
         "sent": np.array(sent),
         "arrival": np.array(sent) + np.array(path),

@@ -164,3 +164,20 @@ def test_a_registry_document_reads_a_user_file_with_the_registry_limits(tmp_path
     with pytest.raises(RegistryError, match="not a registry file") as error:
         load_registry(extra=[RegistryDocument.read(foreign)])
     assert SECRET not in str(error.value) and "daemon" not in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b'{"feasible": true, "model": 1' + b"0" * 5000 + b', "replicas": 1}', "more than 4,300 digits"),
+        (b'{"feasible": true, "model": ' + b"[" * 990 + b"]" * 990 + b', "replicas": 1}', "nested too deeply"),
+        (b'{"feasible": true, "feasible": false, "model": "x", "replicas": 1}', "'feasible' is given twice"),
+        (b'{"feasible": true, "model": "\xff", "replicas": 1}', "is not UTF-8 text"),
+    ],
+    ids=["5000 digits", "990 deep", "key twice", "not UTF-8"],
+)
+def test_a_plan_file_the_json_reader_cannot_take_is_one_line(tmp_path, content, message):
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_bytes(content)
+    result = CliRunner().invoke(app, ["simulate", "--plan", str(plan_file)])
+    assert result.exit_code == 2 and message in result.output and len(result.output.splitlines()) == 1

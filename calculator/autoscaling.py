@@ -652,7 +652,13 @@ class WarmPool(Result):
     pool_replicas: int
 
 
-@checked(peak_multiplier=one("positive"), headroom_factor=one("positive"), replica_capacity="positive")
+@checked(
+    baseline_capacity=one(),
+    peak_multiplier=one("positive"),
+    headroom_factor=one("positive"),
+    ready_capacity=one(),
+    replica_capacity=one("positive"),
+)
 def warm_pool(
     baseline_capacity: Rate,
     peak_multiplier: Number,

@@ -445,7 +445,7 @@ class LatencyBudget(Result):
     within: bool
 
 
-@checked(components="unchecked")  # a mapping of times, checked entry by entry below
+@checked(components="unchecked", budget=one())  # a mapping of times, checked entry by entry below
 def latency_budget(components: Mapping[str, Time], budget: Time) -> LatencyBudget:
     """Add component latencies on one request path and compare with the budget.
 
@@ -687,7 +687,7 @@ class TwoTowerFreshness(Result):
     meets_target: bool | None
 
 
-@checked(refresh_period="positive")
+@checked(refresh_period=one("positive"), batch_processing_time=one(), ingestion_target=one())
 def two_tower_freshness(
     refresh_period: Time, batch_processing_time: Time = _ZERO_SECONDS, ingestion_target: Time | None = None
 ) -> TwoTowerFreshness:
@@ -725,7 +725,7 @@ def two_tower_freshness(
     return TwoTowerFreshness(max_staleness=worst, mean_staleness=mean, meets_target=meets)
 
 
-@checked()
+@checked(online_latency=one(), uncached_fraction=one(), on_demand_latency=one(), budget=one())
 def uncached_item_latency(
     online_latency: Time, uncached_fraction: Fraction, on_demand_latency: Time, budget: Time
 ) -> dict[str, Any]:

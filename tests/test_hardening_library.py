@@ -206,6 +206,36 @@ def test_the_seed_checker_takes_whole_numbers_of_any_integer_type():
             lambda: c.pipeline_sustains(Q_([5, 18], "ms"), Q_([20, 30], "ms")),
             "pipeline_sustains\\(\\): argument 'frame_interval' must be one number",
         ),
+        (
+            lambda: c.size_fleet(
+                "llama-3.1-8b", "h100-sxm", "fp8", Q_([5, 6], "request/s"), 1000, 200, Q_(1, "s"), Q_(50, "ms")
+            ),
+            "size_fleet\\(\\): argument 'arrival_rate' must be one rate",
+        ),
+        (
+            lambda: c.latency_budget({"network": Q_(1, "ms")}, Q_([1, 2], "ms")),
+            "latency_budget\\(\\): argument 'budget' must be one number",
+        ),
+        (
+            lambda: c.uncached_item_latency(Q_(1, "ms"), 0.1, Q_(5, "ms"), Q_([1, 2], "ms")),
+            "uncached_item_latency\\(\\): argument 'budget' must be one number",
+        ),
+        (
+            lambda: c.two_tower_freshness(Q_(1, "h"), Q_(1, "min"), Q_([1, 2], "h")),
+            "two_tower_freshness\\(\\): argument 'ingestion_target' must be one number",
+        ),
+        (
+            lambda: c.compare_precisions("llama-3.1-8b", Q_([80, 40], "GB"), 4096),
+            "compare_precisions\\(\\): argument 'capacity' must be one number",
+        ),
+        (
+            lambda: c.min_tensor_parallel("llama-3.1-8b", Q_([80, 40], "GB"), 4096),
+            "min_tensor_parallel\\(\\): argument 'capacity' must be one number",
+        ),
+        (
+            lambda: c.warm_pool(Q_([10, 20], "request/s"), 2, 1.2, Q_(5, "request/s"), Q_(1, "request/s")),
+            "warm_pool\\(\\): argument 'baseline_capacity' must be one number",
+        ),
     ],
 )
 def test_an_array_where_one_target_is_meant_is_refused_by_name(call, named):

@@ -213,3 +213,12 @@ def test_demand_bins_are_capped_with_the_smallest_bin_the_trace_allows(tmp_path)
         demand_from_trace(trace, Q_(0.036, "s"))  # 3,600 / 0.036 + 1 bins: one too many
     times, _ = demand_from_trace(trace, Q_(0.0361, "s"))  # the smallest bin offered fits
     assert times.size <= MAX_DEMAND_BINS
+
+
+def test_a_demand_curve_longer_than_the_schedules_follow_names_demand(tmp_path):
+    curve = tmp_path / "curve.csv"
+    curve.write_text("time,rate\n0,5\n1e15,5\n")
+    sizing = ["size", "llama-3.1-8b", "--rate", "5", "--input", "512", "--output", "128", "--ttft", "1 s"]
+    result = CliRunner().invoke(app, [*sizing, "--tpot", "50 ms", "--demand", str(curve)])
+    assert result.exit_code == 2
+    assert "--demand: the curve spans" in result.output and "predictive_schedule" not in result.output

@@ -374,12 +374,19 @@ def _demand_curve(path: Path, bin_text: str | None) -> tuple[Any, Any, Any]:
 
 def _scale_over(plan: Any, curve: tuple[Any, Any, Any], cold_start: Any) -> Any:
     """:func:`~calculator.fleet.plan_over_time` of a plan over the ``--demand`` curve, to its last step's end."""
+    from ..autoscaling import MAX_STEPS
     from ..fleet import plan_over_time
     from ..units import Q_
 
     times, rates, width = curve
     step = min(width, Q_(1, "minute"))  # plan_over_time's grid, at least one point per step of the curve
-    return plan_over_time(plan, times, rates, startup_time=cold_start, end=times[-1] + width, step=step)
+    end = times[-1] + width
+    if ((end - times[0]) / step).m_as("") > MAX_STEPS:
+        raise _fail(
+            f"--demand: the curve spans {(end - times[0]).m_as('day'):,.4g} days in steps of {step.m_as('s'):g} s, "
+            f"more than the {MAX_STEPS:,} steps the scaling schedules follow; give a shorter curve or coarser steps"
+        )
+    return plan_over_time(plan, times, rates, startup_time=cold_start, end=end, step=step)
 
 
 def _demand_rows(scaled: Any, curve: tuple[Any, Any, Any]) -> Any:

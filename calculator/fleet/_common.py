@@ -39,6 +39,10 @@ def _rate(value: Any) -> Any:
         raise InputError(
             f"size_fleet(): argument 'arrival_rate' must be a rate such as Q_(10, 'request/s'), got {value!r}"
         )
+    if np.ndim(value.magnitude):  # a sweep over rates is sweeps.sweep_fleet
+        raise InputError(
+            f"size_fleet(): argument 'arrival_rate' must be one rate (sweep_fleet sweeps several), got {value!r}"
+        )
     if not value.magnitude > 0:
         raise InputError(
             f"size_fleet(): argument 'arrival_rate' must be > 0 (zero traffic needs no fleet), got {value!r}"

@@ -202,7 +202,10 @@ def compare_precisions(
     >>> d.before.max_batch, d.after.max_batch, round(d.dividend, 2)
     (372, 901, 2.42)
     """
-    for argument, value in (("context", context), ("tensor_parallel", tensor_parallel), ("reserve", reserve)):
+    capacity_value = getattr(capacity, "magnitude", None)  # bytes, or an accelerator (one by nature)
+    for argument, value in (
+        ("capacity", capacity_value), ("context", context), ("tensor_parallel", tensor_parallel), ("reserve", reserve)
+    ):  # fmt: skip
         if np.ndim(value):
             raise InputError(f"compare_precisions(): argument '{argument}' must be one number, got {shown(value)}")
     fits = [

@@ -742,7 +742,8 @@ def min_tensor_parallel(
     0
     """
     name = "min_tensor_parallel"
-    for argument, value in (("context", context), ("batch", batch), ("reserve", reserve), ("block_size", block_size)):
+    ones = {"capacity": getattr(capacity, "magnitude", None), "context": context, "batch": batch, "reserve": reserve}
+    for argument, value in (*ones.items(), ("block_size", block_size)):
         if np.ndim(value):
             raise InputError(f"{name}(): argument '{argument}' must be one number, got {shown(value)}")
     candidates = np.unique(np.atleast_1d(degrees)).astype(np.int64)

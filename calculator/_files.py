@@ -30,8 +30,12 @@ _SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _PIECE = 1 << 20
 
 
-def read_bytes(path: str | Path, limit: int, what: str, error: type[Exception] = InputError) -> bytes:
+def read_bytes(
+    path: str | Path, limit: int, what: str, error: type[Exception] = InputError, *, raise_limit: str = ""
+) -> bytes:
     """At most ``limit`` bytes of the regular file ``path``; anything else raises ``error`` naming ``what``.
+
+    ``raise_limit`` says, in the message for a file over the limit, how a user raises it.
 
     The size is read from what arrives, not from ``stat`` (which says 0 for a device), and the file is
     checked through the descriptor that is read (no window between the check and the read).
@@ -64,13 +68,16 @@ def read_bytes(path: str | Path, limit: int, what: str, error: type[Exception] =
     except OSError as exc:
         raise error(f"{what}: cannot read {name} ({exc.strerror or type(exc).__name__})") from None
     if len(data) > limit:
-        raise error(f"{what}: {name} has more than {limit:,} bytes, the most that is read")
+        more = f" ({raise_limit})" if raise_limit else ""
+        raise error(f"{what}: {name} has more than {limit:,} bytes, the most that is read{more}")
     return data
 
 
-def read_text(path: str | Path, limit: int, what: str, error: type[Exception] = InputError) -> str:
+def read_text(
+    path: str | Path, limit: int, what: str, error: type[Exception] = InputError, *, raise_limit: str = ""
+) -> str:
     """:func:`read_bytes` decoded as UTF-8 (a byte-order mark is dropped); other bytes raise ``error``."""
-    data = read_bytes(path, limit, what, error)
+    data = read_bytes(path, limit, what, error, raise_limit=raise_limit)
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -150,3 +157,22 @@ def _reason(exc: Exception) -> str:
     if "integer string conversion" in text:
         return f"an integer written with more than {sys.get_int_max_str_digits():,} digits"
     return text[:200]
+
+
+def read_csv(path: str | Path, limit: int, what: str, error: type[Exception] = InputError) -> Any:
+    """The CSV file ``path`` as a pandas DataFrame: :func:`read_bytes` with ``limit``, then parsed in memory.
+
+    Parsed from the bytes read (a ``BytesIO`` shares them; a ``StringIO`` would copy the text at four
+    bytes a character). Every failure (not UTF-8, not a table, an empty file) raises ``error`` naming ``what``.
+    """
+    import io
+
+    import pandas as pd
+
+    data = read_bytes(path, limit, what, error)
+    try:
+        return pd.read_csv(io.BytesIO(data), encoding="utf-8")
+    except UnicodeDecodeError:
+        raise error(f"{what}: {path} is not UTF-8 text") from None
+    except (ValueError, OverflowError, MemoryError) as exc:  # pandas' ParserError and EmptyDataError are ValueErrors
+        raise error(f"{what}: {path} is not a CSV table ({' '.join(str(exc).split())[:160]})") from None

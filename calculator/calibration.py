@@ -194,9 +194,12 @@ def load_benchmarks(path: str | Path | None = None) -> Any:
     """
     import pandas as pd
 
+    from ._files import read_csv
     from .registry import load_registry
 
-    frame = pd.read_csv(path or CALIBRATION_DIR / "serving_benchmarks_h100.csv")
+    frame = read_csv(
+        path or CALIBRATION_DIR / "serving_benchmarks_h100.csv", MAX_BENCHMARK_FILE_BYTES, "load_benchmarks()"
+    )
     missing = [c for c in _REQUIRED if c not in frame.columns]
     if missing:
         raise InputError(f"load_benchmarks(): the file lacks column(s) {missing}")

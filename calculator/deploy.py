@@ -558,12 +558,13 @@ def _shell_line(arguments: Any) -> str:
 
 
 def _comment(text: str) -> str:
-    """``text`` as one comment line of a shell script or a YAML file: every line break becomes a space.
+    """``text`` as one comment line of a shell script or a YAML file: every control character becomes a space.
 
     YAML and POSIX shells end a comment at a line break (YAML also at NEL, LS and PS), so a value
-    carrying one would start a line of its own: a command, or a document of a manifest.
+    carrying one would start a line of its own: a command, or a document of a manifest; the other C0 and
+    C1 controls are not allowed in YAML at all, and would reach a terminal as escape sequences.
     """
-    return "# " + re.sub(r"[\r\n\x0b\x0c\x1c-\x1e\x85\u2028\u2029]+", " ", text)
+    return "# " + re.sub(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+", " ", text)
 
 
 def _multi_node(

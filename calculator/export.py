@@ -33,7 +33,9 @@ leading ``'`` in CSV and XLSX alike, and a carriage return inside text is writte
 from __future__ import annotations
 
 import importlib
+import io
 import re
+import zipfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,6 +69,8 @@ SHEETS = ("inputs", "results", "sources")
 SOURCE_COLUMNS = ("kind", "id", "name", "reference", "latex", "source", "url", "fields", "note")
 #: Rows a worksheet holds below its header (Excel's limit).
 MAX_SHEET_ROWS = 1_048_575
+#: The largest workbook :func:`read_xlsx` reads (bytes): a full sheet of a sweep is a few tens of MB.
+MAX_WORKBOOK_BYTES = 256 * 1024 * 1024
 #: Swept values listed in full on the inputs sheet; longer axes show their range.
 MAX_LISTED_VALUES = 100
 #: First characters that make a spreadsheet read a cell as a formula (OWASP, "CSV Injection"), and
@@ -292,11 +296,14 @@ def read_xlsx(path: str | Path) -> dict[str, Any]:
     """
     import pandas as pd
 
+    from ._files import read_bytes
+
     if not isinstance(path, str | Path):
         raise InputError(f"read_xlsx(): argument 'path' must be a file path, got {shown(path)}")
+    data = read_bytes(path, MAX_WORKBOOK_BYTES, "read_xlsx()")
     try:
-        sheets = pd.read_excel(path, sheet_name=None, engine="openpyxl")
-    except (OSError, ValueError, KeyError) as exc:  # missing file, not a workbook
+        sheets = pd.read_excel(io.BytesIO(data), sheet_name=None, engine="openpyxl")
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:  # not a workbook
         raise InputError(f"read_xlsx(): cannot read {shown(str(path))}: {shown(str(exc))}") from None
     return {name: _restore_infinities(sheet) for name, sheet in sheets.items()}
 

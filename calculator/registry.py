@@ -162,7 +162,9 @@ Count = Annotated[
     WithJsonSchema({"anyOf": [{"type": "number", "exclusiveMinimum": 0}, {"type": "string"}]}),
 ]
 PositiveInt = Annotated[int, Field(strict=True, gt=0)]
-Identifier = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._-]*$", max_length=80)]
+#: A registry id: lowercase letters, digits, ``.``, ``_`` and ``-``, starting with a letter or digit.
+ID_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
+Identifier = Annotated[str, Field(pattern=ID_PATTERN, max_length=80)]
 #: A model repository as Hugging Face names it, ``owner/name``: letters, digits, ``.``, ``_`` and ``-``,
 #: starting with a letter or digit, at most 96 characters a part (the Hub's own rule). Launch commands
 #: and manifests carry it, so nothing else (``$``, quotes, ``;``, spaces, line breaks) may be in it.
@@ -844,6 +846,7 @@ def _load_cached(stamps: tuple[tuple[str, int] | RegistryDocument, ...]) -> Regi
         text: str | None
         if isinstance(stamp, RegistryDocument):
             file, text = Path(stamp.name), stamp.text
+            _check_size(stamp.name, text, _max_registry_bytes())
         else:
             file = Path(stamp[0])
             text = None if index == 0 and _is_packaged(file) else _read_user_text(file)
@@ -982,18 +985,23 @@ def _read_user_text(file: Path) -> str:
     pipe or a folder is refused before anything is read. The packaged registry is trusted with its size.
     """
     limit = _max_registry_bytes()
-    if file.resolve() == DEFAULT_REGISTRY_PATH.resolve():
+    if _is_packaged(file):
         limit = max(limit, DEFAULT_REGISTRY_PATH.stat().st_size)  # a regular file; its size is known
-    try:
-        text = read_text(file, limit, "cannot read the registry file", RegistryError)
-    except RegistryError:
-        if file.is_file() and file.stat().st_size > limit:
-            raise RegistryError(
-                f"{file.name}: the file has {file.stat().st_size:,} bytes, more than the limit of {limit:,} "
-                "(set SERVECALC_REGISTRY_MAX_BYTES to raise it)"
-            ) from None
-        raise
-    return text
+    return read_text(file, limit, "cannot read the registry file", RegistryError, raise_limit=_RAISE_LIMIT)
+
+
+#: How a user reads a larger registry file.
+_RAISE_LIMIT = "set SERVECALC_REGISTRY_MAX_BYTES to raise it"
+
+
+def _check_size(name: str, text: str, limit: int) -> None:
+    """Refuse a plan's registry document of more than ``limit`` bytes, as :func:`_read_user_text` refuses a file."""
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > limit:
+        raise RegistryError(
+            f"cannot read the registry file: {name} has more than {limit:,} bytes, the most that is read "
+            f"({_RAISE_LIMIT})"
+        )
 
 
 def _as_list(file: Path, section: str, value: Any) -> list[Any]:

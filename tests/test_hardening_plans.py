@@ -181,3 +181,17 @@ def test_a_plan_file_the_json_reader_cannot_take_is_one_line(tmp_path, content, 
     plan_file.write_bytes(content)
     result = CliRunner().invoke(app, ["simulate", "--plan", str(plan_file)])
     assert result.exit_code == 2 and message in result.output and len(result.output.splitlines()) == 1
+
+
+@pytest.mark.parametrize("field", ["model", "accelerator", "precision", "engine", "kv_precision"])
+@pytest.mark.parametrize("value", ["vllm\x00", "x\x1b]0;pwned\x07", "a\nb", "$(id)", "H100"])
+def test_a_plans_ids_are_registry_ids(user_plan, field, value):
+    with pytest.raises(InputError, match=f"field '{field}' must be a registry id"):
+        FleetPlan.from_json_dict(_tampered(user_plan, **{field: value}))
+
+
+def test_a_plans_registry_document_has_a_registry_files_size_limit(monkeypatch):
+    monkeypatch.setenv("SERVECALC_REGISTRY_MAX_BYTES", "4096")
+    document = RegistryDocument("mine.yaml", "# " + "x" * 5000 + "\n")
+    with pytest.raises(RegistryError, match=r"mine\.yaml has more than 4,096 bytes"):
+        load_registry(extra=[document])

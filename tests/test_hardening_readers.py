@@ -168,6 +168,7 @@ def test_a_trace_folder_or_a_trace_over_the_size_limit_is_refused(tmp_path, monk
     trace = tmp_path / "trace.csv"
     trace.write_text(TRACE, encoding="utf-8")
     monkeypatch.setattr("calculator.fleet._common.MAX_TRACE_BYTES", 40)
+    monkeypatch.setattr("calculator.fleet.MAX_TRACE_BYTES", 40)  # as the command line reads it
     with pytest.raises(InputError, match=r"has more than 40 bytes"):
         Workload.from_trace(trace)
     assert "has more than 40 bytes" in refused([*DEMAND, "--demand", str(trace)])
@@ -222,3 +223,13 @@ def test_a_demand_curve_longer_than_the_schedules_follow_names_demand(tmp_path):
     result = CliRunner().invoke(app, [*sizing, "--tpot", "50 ms", "--demand", str(curve)])
     assert result.exit_code == 2
     assert "--demand: the curve spans" in result.output and "predictive_schedule" not in result.output
+
+
+@pytest.mark.parametrize("device", ["/dev/zero", "/dev/null"])
+def test_benchmark_tables_and_workbooks_are_read_as_regular_files_only(device):
+    from calculator.calibration import load_benchmarks
+    from calculator.export import read_xlsx
+
+    for read in (load_benchmarks, read_xlsx):
+        with pytest.raises(InputError, match="is not a regular file"):
+            read(device)

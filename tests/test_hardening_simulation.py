@@ -149,3 +149,45 @@ def test_the_fleet_sizer_bounds_what_one_click_costs():
     assert time.perf_counter() - started < 5  # refused, not simulated
     assert any("3,200,000 requests per replica count, more than the 400,000" in e.value for e in app.error)
     assert not [m for m in app.metric if m.label == "Analytical replicas"]
+
+
+def test_statistics_beyond_the_kept_rows_are_exact_or_said_to_be_a_sample(monkeypatch):
+    import calculator.simulation.run as run_module
+
+    traffic = Traffic(Q_(20, "request/s"), 512, 128, requests=600)
+    full = simulate(SETUP, traffic, seeds=[1, 2], ttft_slo=Q_(1, "s"), tpot_slo=Q_(50, "ms"), executor=None)
+    monkeypatch.setattr(run_module, "MAX_KEPT_REQUESTS", 100)  # 50 rows a seed of about 480 measured
+    cut = simulate(SETUP, traffic, seeds=[1, 2], ttft_slo=Q_(1, "s"), tpot_slo=Q_(50, "ms"), executor=None)
+    assert len(cut.requests) <= 100 < len(full.requests)
+
+    def value(result, metric, statistic):
+        rows = result.summary
+        return float(rows[(rows.metric == metric) & (rows.statistic == statistic)].value.iloc[0])
+
+    for metric in ("ttft", "tpot"):  # the means weigh each seed's exact mean: the same whatever is kept
+        assert value(cut, metric, "mean") == pytest.approx(value(full, metric, "mean"), rel=1e-12)
+    assert "even sample of" in cut.verdict and "even sample" not in full.verdict
+    one = simulate(SETUP, traffic, seeds=[1], ttft_slo=Q_(1, "s"), tpot_slo=Q_(50, "ms"), executor=None)
+    monkeypatch.setattr(run_module, "MAX_KEPT_REQUESTS", 50)
+    one_cut = simulate(SETUP, traffic, seeds=[1], ttft_slo=Q_(1, "s"), tpot_slo=Q_(50, "ms"), executor=None)
+    assert value(one_cut, "ttft", "p99") == value(one, "ttft", "p99")  # one seed: its own exact statistics
+    assert "even sample" not in one_cut.verdict
+
+
+def test_a_plan_beyond_the_simulators_replicas_is_refused_naming_the_plan_not_an_argument():
+    import dataclasses
+
+    from calculator.simulation import simulate_plan
+
+    plan = _plan()
+    large = dataclasses.replace(plan, replicas=20_000, gpus=20_000 * plan.replica_gpus)
+    for check in (verify_plan, simulate_plan):
+        with pytest.raises(InputError, match="the plan's 20,000 replicas are more than the simulator runs") as error:
+            check(large, time_limit=5)
+        assert "argument 'replicas'" not in str(error.value)
+
+
+@pytest.mark.parametrize("seeds", [[-1], [1.5], ["a"], [True], [2**70]])
+def test_listed_seeds_are_checked_naming_the_function_called(seeds):
+    with pytest.raises(InputError, match=r"verify_plan\(\): argument 'seeds' must be a whole number in \[0, 2\*\*63\)"):
+        verify_plan(_plan(), seeds=seeds, time_limit=5)

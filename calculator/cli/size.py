@@ -336,13 +336,13 @@ def _demand_curve(path: Path, bin_text: str | None) -> tuple[Any, Any, Any]:
     import numpy as np
     import pandas as pd
 
+    from .._files import read_csv
     from ..errors import InputError
-    from ..fleet import demand_from_trace
-    from ..fleet._common import _read_csv
-    from ..units import Q_
+    from ..fleet import MAX_TRACE_BYTES, demand_from_trace
+    from ..units import Q_, shown
 
     with _library_errors():
-        frame = _read_csv(path, f"--demand {path}")  # one bounded read (fleet._common.MAX_TRACE_BYTES)
+        frame = read_csv(path, MAX_TRACE_BYTES, f"--demand {path}")  # one bounded read
     columns = set(map(str, frame.columns))
     if "arrival_time" in columns:
         width = _quantity("demand-bin", bin_text, "s", positive=True) if bin_text else Q_(1, "hour")
@@ -354,7 +354,7 @@ def _demand_curve(path: Path, bin_text: str | None) -> tuple[Any, Any, Any]:
     if not {"time", "rate"} <= columns:
         raise _fail(
             f"--demand {path}: expected a request trace (column arrival_time, in s) or a demand curve "
-            f"(columns time in s and rate in request/s); it has {sorted(columns)}"
+            f"(columns time in s and rate in request/s); it has {shown(sorted(columns))}"
         )
     if bin_text is not None:
         raise _fail("--demand-bin bins a request trace; this --demand file is a demand curve already")

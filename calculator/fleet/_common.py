@@ -90,25 +90,10 @@ MAX_TRACE_BYTES = 100_000_000
 
 
 def _read_csv(path: str | Path, what: str) -> Any:
-    """The CSV file ``path`` as a DataFrame: a regular file of at most :data:`MAX_TRACE_BYTES`, UTF-8 text.
+    """The CSV file ``path`` (a trace or a demand curve) as a DataFrame, at most :data:`MAX_TRACE_BYTES`."""
+    from .._files import read_csv
 
-    Read with :func:`calculator._files.read_bytes` (``/dev/zero``, a pipe or a folder is refused at once)
-    and parsed from the bytes in memory (a ``BytesIO`` shares them; a ``StringIO`` would copy the text at
-    four bytes a character). Every failure is an InputError naming ``what``.
-    """
-    import io
-
-    import pandas as pd
-
-    from .._files import read_bytes
-
-    data = read_bytes(path, MAX_TRACE_BYTES, what)
-    try:
-        return pd.read_csv(io.BytesIO(data), encoding="utf-8")
-    except UnicodeDecodeError:
-        raise InputError(f"{what}: {path} is not UTF-8 text") from None
-    except (ValueError, OverflowError, MemoryError) as exc:  # pandas' ParserError and EmptyDataError are ValueErrors
-        raise InputError(f"{what}: {path} is not a CSV table ({shown(str(exc).strip(), 160)})") from None
+    return read_csv(path, MAX_TRACE_BYTES, what)
 
 
 def _read_trace(trace: Any, columns: tuple[str, ...]) -> Any:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError, UnitsError
-from ..registry import RegistryDocument
+from ..registry import ID_PATTERN, RegistryDocument
 from ..results import Result
 from ..types import Bytes, Count, Energy, Money, MoneyRate, Power, Rate, Time
 from ..units import Q_, shown, ureg
@@ -436,6 +437,9 @@ def _check_plan_values(values: dict[str, Any]) -> None:
     for name in ("reason", "model", "accelerator", "precision", "engine", "kv_precision", "binding_constraint"):
         if name in values and not isinstance(values[name], str):
             raise InputError(f"field '{name}' must be text, got {shown(values[name])}")
+    for name in ("model", "accelerator", "precision", "engine", "kv_precision"):  # ids: they reach emitted text
+        if values.get(name) and not (len(values[name]) <= 80 and re.fullmatch(ID_PATTERN, values[name])):
+            raise InputError(f"field '{name}' must be a registry id (a-z, 0-9, . _ -), got {shown(values[name])}")
     for name, (low, high) in PLAN_COUNTS.items():
         value = values.get(name)
         if value is None and name in ("nodes_per_replica", "pipeline_parallel"):

@@ -12,8 +12,9 @@ from typing import Any
 
 import numpy as np
 
+from .._support import random_seed
 from ..errors import InputError
-from ..units import ureg
+from ..units import shown, ureg
 
 __all__: list[str] = []
 
@@ -71,19 +72,20 @@ class _NoTimeLeftError(InputError):
     """The call's deadline passed before any seed could start (verify_plan stops its search on it)."""
 
 
-def _seeds(seeds: int | Sequence[int]) -> tuple[int, ...]:
+def _seeds(seeds: int | Sequence[int], function: str = "simulate") -> tuple[int, ...]:
+    """The seeds to run: ``range(seeds)`` for a count in [1, 1000], else the seeds listed (each a random seed)."""
     if not isinstance(seeds, bool) and isinstance(seeds, int | np.integer):
         if not 1 <= seeds <= 1000:
-            raise InputError(f"simulate(): argument 'seeds' must be a count in [1, 1000] or a list, got {seeds!r}")
+            raise InputError(f"{function}(): argument 'seeds' must be a count in [1, 1000] or a list, got {seeds!r}")
         return tuple(range(int(seeds)))
     if isinstance(seeds, str) or not isinstance(seeds, Sequence | np.ndarray):
-        raise InputError(f"simulate(): argument 'seeds' must be a count in [1, 1000] or a list of seeds, got {seeds!r}")
+        raise InputError(
+            f"{function}(): argument 'seeds' must be a count in [1, 1000] or a list of seeds, got {shown(seeds)}"
+        )
     out = tuple(seeds)
     if not out:
-        raise InputError("simulate(): argument 'seeds' must name at least one seed")
-    if not all(not isinstance(s, bool) and isinstance(s, int | np.integer) and 0 <= s < 2**63 for s in out):
-        raise InputError(f"simulate(): the seeds in argument 'seeds' must be whole numbers >= 0, got {seeds!r}")
-    return tuple(int(s) for s in out)
+        raise InputError(f"{function}(): argument 'seeds' must name at least one seed")
+    return tuple(random_seed(function, "seeds", s) for s in out)
 
 
 def _process_pool(jobs: int) -> Executor:

@@ -55,7 +55,8 @@ MAX_SIMULATED_REQUESTS = 20_000_000
 REQUESTS_PER_SECOND = 200_000
 #: Per-request rows a call keeps in ``SimulationResult.requests`` (over its seeds and, for ``verify_plan``, its
 #: replica counts), about 120 bytes each: every seed keeps an even share, by a regular stride over its
-#: requests. The summary, attainment, goodput and stability come from every request of every seed.
+#: requests. Attainment, goodput, stability, one seed's statistics and the means come from every request of
+#: every seed; percentiles over several seeds from the rows kept (the verdict says when they are a sample).
 MAX_KEPT_REQUESTS = 200_000
 #: Rows of the replicas' KV-occupancy series a call keeps (``SimulationResult.occupancy``), shared likewise.
 MAX_KEPT_POINTS = 200_000

@@ -116,6 +116,8 @@ def _simulate_plan(
     progress: Callable[[float], None] | None,
     function: str,
 ) -> SimulationResult:
+    if replicas is None:
+        _check_replicas(plan, function)
     count = _replica_count(function, replicas if replicas is not None else plan.replicas)
     _check_requests(function, requests)
     traffic = Traffic.from_workload(plan.workload, default_requests(count) if requests is None else int(requests))
@@ -231,6 +233,7 @@ def verify_plan(
     """
     deadline = _Deadline.start("verify_plan", time_limit)
     _check_plan(plan, "verify_plan")
+    _check_replicas(plan, "verify_plan")
     executor_or_none("verify_plan", executor)
     start = int(plan.replicas)
     _check_requests("verify_plan", requests)
@@ -240,7 +243,7 @@ def verify_plan(
     if limit < 1:
         raise InputError(f"verify_plan(): argument 'max_replicas' must be >= 1, got {max_replicas!r}")
 
-    seed_list = _seeds(seeds)
+    seed_list = _seeds(seeds, "verify_plan")
     own = executor is None and len(seed_list) > 1
     pool = _process_pool(len(seed_list)) if own else executor
     results: dict[int, SimulationResult] = {}
@@ -339,6 +342,16 @@ def _trim(results: dict[int, SimulationResult]) -> None:
             share = cap // len(results)
             for count, result in results.items():
                 results[count] = dataclasses.replace(result, **{column: _every(getattr(result, column), share)})
+
+
+def _check_replicas(plan: Any, function: str) -> None:
+    """The plan's own replica count within what the simulator runs (no argument to name: the plan's field)."""
+    if plan.replicas > MAX_REPLICAS:
+        raise InputError(
+            f"{function}(): the plan's {plan.replicas:,} replicas are more than the simulator runs at once "
+            f"({MAX_REPLICAS:,}); size a share of the traffic (a tenth of the rate needs about a tenth of the "
+            "replicas) and verify that plan"
+        )
 
 
 def _replica_count(function: str, value: Any) -> int:

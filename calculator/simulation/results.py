@@ -175,8 +175,10 @@ class SimulationResult(Result):
     summary : DataFrame
         Rows ``metric`` x ``statistic`` (mean, p50-p99) with ``value`` (s) and a 95 % interval:
         over seeds when there are several, over ten consecutive batches of requests otherwise. The
-        value pools the measured requests of ``requests`` (all of them up to ``MAX_KEPT_REQUESTS``,
-        an even sample beyond); each seed's estimate behind the interval uses all of its requests.
+        value is exact where it can be: one seed's statistics are of all its requests, and the mean over
+        several seeds weighs each seed's mean by its requests; percentiles over several seeds pool the
+        measured requests of ``requests`` (all of them up to ``MAX_KEPT_REQUESTS``; beyond, an even
+        sample, and ``verdict`` says so). Each seed's estimate behind the interval uses all of its requests.
     attainment : dict
         Share of measured requests meeting each target given (``ttft``, ``tpot``, ``tbt_max``)
         and all of them (``all``); 0 when no request was measured.
@@ -307,6 +309,7 @@ def _seed_result(run: _Run, progress: Callable[[float], None] | None = None) -> 
         "requests": len(frame),
         "kept": _every(frame, run.keep),
         "statistics": {metric: _statistic_values(v, statistics) for metric, v in values.items()},
+        "finite": {metric: int(np.count_nonzero(np.isfinite(v))) for metric, v in values.items()},
         "batches": batches,
         "measured": len(measured),
         "met": met,
@@ -329,7 +332,8 @@ def _summarize(
     import pandas as pd
 
     requests = pd.concat([p["kept"] for p in parts], ignore_index=True)
-    summary = _summary_table(parts, requests[requests.measured], targets)
+    kept = requests[requests.measured]
+    summary = _summary_table(parts, kept, targets)
     measured = sum(p["measured"] for p in parts)
     attainment = {k: sum(p["met"][k] for p in parts) / measured if measured else 0.0 for k in targets}
     if targets:
@@ -346,6 +350,8 @@ def _summarize(
     truncated = "; ".join([*notes, seeds_note] if seeds_note else notes)
     dropped = sum(p["dropped"] for p in parts)
     meets, verdict = _verdict(summary, measured, targets, truncated, stable, dropped)
+    sampled = _sample_note(parts, len(kept), measured)
+    verdict = f"{verdict} ({sampled})" if sampled else verdict
     return SimulationResult(
         requests=requests,
         summary=summary,
@@ -375,11 +381,12 @@ def _summary_table(parts: list[dict[str, Any]], measured: Any, targets: dict[str
     rows = []
     statistics = _statistics_of(targets)
     for metric in METRICS:
-        # The value pools every seed's measured requests kept (all of them up to MAX_KEPT_REQUESTS; the
-        # verdict reads the same); the interval's half-width comes from the spread of independent
-        # estimates, each from all of its requests: the seeds, or ten consecutive batches of requests
-        # when there is one seed.
-        pooled = _statistic_values(measured[metric].to_numpy(dtype=float), statistics)
+        # The value is exact where it can be: one seed's statistics are of all its requests, and the mean
+        # of several seeds weighs each seed's mean by its requests. Percentiles over several seeds pool the
+        # measured requests kept (all of them up to MAX_KEPT_REQUESTS; beyond, an even sample, which the
+        # verdict says). The interval's half-width comes from the spread of independent estimates, each
+        # from all of its requests: the seeds, or ten consecutive batches of requests for one seed.
+        pooled = _pooled(parts, metric, measured[metric].to_numpy(dtype=float), statistics)
         for statistic in statistics:
             value = pooled[statistic]
             if len(parts) >= 2:
@@ -391,6 +398,27 @@ def _summary_table(parts: list[dict[str, Any]], measured: Any, targets: dict[str
             low, high = max(min(low, value), 0.0), max(high, value)  # latencies are >= 0
             rows.append({"metric": metric, "statistic": statistic, "value": value, "low": low, "high": high})
     return pd.DataFrame(rows)
+
+
+def _pooled(
+    parts: list[dict[str, Any]], metric: str, kept: np.ndarray, statistics: tuple[str, ...]
+) -> dict[str, float]:
+    """The statistics of ``metric`` over every seed's measured requests: exact where they can be (see above)."""
+    if len(parts) == 1:
+        return dict(parts[0]["statistics"][metric])
+    pooled = _statistic_values(kept, statistics)
+    counts = np.array([p["finite"][metric] for p in parts], dtype=float)
+    if "mean" in pooled and counts.sum() > 0:
+        means = np.array([p["statistics"][metric]["mean"] for p in parts])
+        pooled["mean"] = float(np.sum(np.where(counts > 0, means, 0.0) * counts) / counts.sum())
+    return pooled
+
+
+def _sample_note(parts: list[dict[str, Any]], kept: int, measured: int) -> str:
+    """What the pooled percentiles rest on when a call kept fewer requests than it measured over several seeds."""
+    if len(parts) < 2 or kept >= measured:
+        return ""
+    return f"percentiles over the seeds from an even sample of {kept:,} of the {measured:,} measured requests"
 
 
 def _statistics_of(targets: dict[str, tuple[float, str]]) -> tuple[str, ...]:

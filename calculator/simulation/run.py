@@ -160,7 +160,7 @@ def _simulate(
         )
     executor_or_none(function, executor)
     policy = router_name(router)
-    seed_list = _seeds(seeds)
+    seed_list = _seeds(seeds, function)
     _check_work(function, len(seed_list), traffic)
     if traffic.clients is not None:
         warmup = cooldown = 0.0

@@ -1016,9 +1016,10 @@ def _entry_id(file: Path, section: str, position: int, raw: Any) -> str:
     if not isinstance(raw, dict):
         raise RegistryError(f"{file.name}: {section}[{position}]: expected a mapping of fields, found {shown(raw)}")
     entry_id = raw.get("id")
-    if not isinstance(entry_id, str) or not entry_id:
+    if not isinstance(entry_id, str) or len(entry_id) > 80 or not re.fullmatch(ID_PATTERN, entry_id):
         raise RegistryError(
-            f"{file.name}: {section}[{position}]: field 'id': expected a lowercase id, found {shown(entry_id)}"
+            f"{file.name}: {section}[{position}]: field 'id': expected a lowercase id, found {shown(entry_id)} "
+            "(a-z, 0-9, '.', '_' and '-', at most 80 characters)"
         )
     return entry_id
 
@@ -1058,7 +1059,7 @@ def _validate(file: Path, section: str, entry_id: str, raw: dict[str, Any], sour
         if unknown:
             raise RegistryError(
                 f"{file.name}: {section}['{entry_id}']: field 'sources': source '{link.source}' covers "
-                f"unknown field(s) {unknown}"
+                f"unknown field(s) {shown(unknown)}"
             )
         covered.update(link.fields)
     for checkpoint in getattr(entry, "checkpoints", ()):
@@ -1082,6 +1083,7 @@ def _registry_error(file: Path, section: str, entry_id: str, exc: ValidationErro
     problems = []
     for error in exc.errors(include_url=False):
         field = ".".join(str(part) for part in error["loc"]) or "(whole entry)"
+        field = field if len(field) <= 80 else field[:77] + "..."  # a key of the file: quoted short
         found = error.get("input")
         if error["type"] == "extra_forbidden":
             message = f"field '{field}': unknown field (not part of the {section} schema), found {shown(found)}"
@@ -1093,7 +1095,7 @@ def _registry_error(file: Path, section: str, entry_id: str, exc: ValidationErro
             message = text if not error["loc"] and text.startswith("field '") else f"field '{field}': {text}"
             if "found" not in text and not isinstance(found, dict):
                 message += f", found {shown(found)}"
-        problems.append(" ".join(message.split("\n")))
+        problems.append(" ".join(message.split("\n"))[:400])
     more = f" (and {len(problems) - 5} more problems in this entry)" if len(problems) > 5 else ""
     return RegistryError(f"{file.name}: {section}['{entry_id}']: {'; '.join(problems[:5])}{more}")
 

@@ -25,7 +25,10 @@ from calculator.registry import RegistryDocument, load_registry
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = (ROOT / "examples" / "my_registry.yaml").read_text(encoding="utf-8")
-SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+#: The same examples on every run (a suite that passes once passes again); explore with --hypothesis-seed=N.
+SETTINGS = settings(
+    max_examples=80, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 
 #: Hostile fragments: shell, YAML and spreadsheet syntax, line breaks of every kind, huge numbers, deep nesting.
 FRAGMENTS = [

@@ -24,6 +24,8 @@ from calculator.errors import InputError, RegistryError
 from calculator.fleet import Workload, demand_from_trace
 from calculator.registry import load_registry
 
+ROOT = Path(__file__).resolve().parent.parent
+
 runner = CliRunner()
 
 #: A valid user registry file: one accelerator with its source.
@@ -233,3 +235,15 @@ def test_benchmark_tables_and_workbooks_are_read_as_regular_files_only(device):
     for read in (load_benchmarks, read_xlsx):
         with pytest.raises(InputError, match="is not a regular file"):
             read(device)
+
+
+@pytest.mark.parametrize("at", ["id: example-gpu", "bf16: 900 TFLOP/s", "fields: [price]"])
+def test_a_registry_error_quotes_a_files_long_keys_and_values_short(at):
+    from calculator.registry import RegistryDocument
+
+    text = (ROOT / "examples" / "my_registry.yaml").read_text(encoding="utf-8")
+    assert at in text
+    hostile = text.replace(at, at[:3] + "9" * 5000 + at[3:], 1)
+    with pytest.raises(RegistryError) as error:
+        load_registry(extra=[RegistryDocument("mine.yaml", hostile)])
+    assert len(str(error.value)) < 1000, str(error.value)[:300]

@@ -25,7 +25,7 @@ from calculator.registry import RegistryDocument, load_registry
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = (ROOT / "examples" / "my_registry.yaml").read_text(encoding="utf-8")
-#: The same examples on every run (a suite that passes once passes again); explore with --hypothesis-seed=N.
+#: The same examples on every run (a suite that passes once passes again); explore with derandomize=False.
 SETTINGS = settings(
     max_examples=80, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )

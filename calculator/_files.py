@@ -7,7 +7,8 @@ forever, block or fail later), and at most ``limit + 1`` bytes are read, so a fi
 refused without being loaded. YAML and JSON documents are parsed by :func:`load_yaml` and
 :func:`load_json`, which refuse a key given twice in one mapping (the last value would win silently),
 and turn every parser failure (deep nesting, an integer of thousands of digits, an invalid date) into
-the caller's error class with a one-line reason that never quotes the file's content.
+the caller's error class with a one-line reason: the line and column, and at most the key at fault
+(cut to 80 characters), never the file's lines.
 """
 
 from __future__ import annotations

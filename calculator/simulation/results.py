@@ -103,8 +103,8 @@ def _frame(raw: dict[str, Any], seed: int, warmup: float, cooldown: float) -> An
 def _replica_series(raw: dict[str, Any], seed: int, rows: int = 2000) -> tuple[Any, np.ndarray]:
     """KV occupancy and running batch over time and utilization.
 
-    At most ``rows`` rows in all: up to 2,000 points per replica (at least 2), the first replicas when
-    ``rows`` cannot give every replica two.
+    At most ``rows`` rows in all: up to 2,000 points per replica (at least 2), and replicas chosen evenly
+    over the fleet (first, last and between) when ``rows`` cannot give every replica two.
     """
     import pandas as pd
 
@@ -115,8 +115,9 @@ def _replica_series(raw: dict[str, Any], seed: int, rows: int = 2000) -> tuple[A
     series = raw["ends"]
     points = int(min(max(rows // max(len(series), 1), 2), 2000))
     columns: dict[str, list[np.ndarray]] = {"replica": [], "time": [], "kv": [], "running": []}
-    shown = max(rows // points, 1)
-    for r, (ends, kv, batch) in enumerate(zip(series[:shown], raw["kv"][:shown], raw["batch"][:shown], strict=True)):
+    chosen = np.unique(np.linspace(0, len(series) - 1, min(max(rows // points, 1), len(series))).astype(int))
+    for r in chosen.tolist():
+        ends, kv, batch = series[r], raw["kv"][r], raw["batch"][r]
         if ends.size == 0:
             continue
         pick = np.unique(np.linspace(0, ends.size - 1, min(points, ends.size)).astype(int))

@@ -207,6 +207,8 @@ def _run_all(
     import pandas  # noqa: F401  (imported once here, not by each forked worker on the clock)
 
     pool = executor or _process_pool(len(runs))
+    # The standard library's pools keep their worker count in _max_workers (no public accessor); any other
+    # executor (a dask client's) gets this machine's cores, and may run fewer seeds at once than it could.
     window = 2 * (getattr(pool, "_max_workers", None) or os.cpu_count() or 1)
     out: list[dict[str, Any] | None] = [None] * len(runs)
     waiting = iter(enumerate(runs))

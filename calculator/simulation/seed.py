@@ -24,7 +24,7 @@ import numpy as np
 from ..errors import InputError
 from ..routing.policies import _pick_replica
 from ._common import _Deadline
-from .inputs import REQUESTS_PER_SECOND, SimulationSetup, Traffic
+from .inputs import MAX_KEPT_POINTS, MAX_KEPT_REQUESTS, REQUESTS_PER_SECOND, SimulationSetup, Traffic
 from .steps import _FixedStep, _StepTable
 
 if TYPE_CHECKING:
@@ -117,8 +117,8 @@ class _Run:
     cooldown: float = 0.05
     targets: dict[str, tuple[float, str]] = field(default_factory=dict)
     statistics: tuple[str, ...] = ()
-    keep: int = 200_000
-    points: int = 200_000
+    keep: int = MAX_KEPT_REQUESTS
+    points: int = MAX_KEPT_POINTS
     batches: bool = False
 
 

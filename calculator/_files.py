@@ -27,6 +27,11 @@ from .errors import InputError
 #: PyYAML's safe loader, in C (libyaml) where PyYAML was built with it: the same constructors as
 #: ``yaml.safe_load``, ten times faster on the packaged registry (about 14 ms against 140 ms).
 _SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+#: The largest CSV table read from a user's file (bytes): a request trace or a demand curve; a larger
+#: file is refused before it is parsed. 100 MB holds the simulator's 2,000,000 requests
+#: (``simulation.MAX_REQUESTS``) at 50 bytes a row (a time, two lengths and a few more columns); a 99 MB
+#: trace of 1.8 million rows (four columns) is read and checked in about 3 s and 250 MB.
+MAX_TABLE_BYTES = 100_000_000
 #: How much :func:`read_bytes` reads at a time.
 _PIECE = 1 << 20
 

@@ -169,8 +169,7 @@ def test_a_trace_folder_or_a_trace_over_the_size_limit_is_refused(tmp_path, monk
         Workload.from_trace(tmp_path)
     trace = tmp_path / "trace.csv"
     trace.write_text(TRACE, encoding="utf-8")
-    monkeypatch.setattr("calculator.fleet._common.MAX_TRACE_BYTES", 40)
-    monkeypatch.setattr("calculator.fleet.MAX_TRACE_BYTES", 40)  # as the command line reads it
+    monkeypatch.setattr("calculator._files.MAX_TABLE_BYTES", 40)
     with pytest.raises(InputError, match=r"has more than 40 bytes"):
         Workload.from_trace(trace)
     assert "has more than 40 bytes" in refused([*DEMAND, "--demand", str(trace)])

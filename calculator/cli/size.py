@@ -336,13 +336,13 @@ def _demand_curve(path: Path, bin_text: str | None) -> tuple[Any, Any, Any]:
     import numpy as np
     import pandas as pd
 
-    from .._files import read_csv
+    from .._files import MAX_TABLE_BYTES, read_csv
     from ..errors import InputError
-    from ..fleet import MAX_TRACE_BYTES, demand_from_trace
+    from ..fleet import demand_from_trace
     from ..units import Q_, shown
 
     with _library_errors():
-        frame = read_csv(path, MAX_TRACE_BYTES, f"--demand {path}")  # one bounded read
+        frame = read_csv(path, MAX_TABLE_BYTES, f"--demand {path}")  # one bounded read
     columns = set(map(str, frame.columns))
     if "arrival_time" in columns:
         width = _quantity("demand-bin", bin_text, "s", positive=True) if bin_text else Q_(1, "hour")

@@ -31,7 +31,6 @@ The submodules, each re-exported here:
 
 from __future__ import annotations
 
-from ._common import MAX_TRACE_BYTES
 from .demand import DemandPlan, demand_from_trace, plan_over_time
 from .disaggregated import DisaggregatedPlan, ServingModeComparison, compare_serving_modes, size_disaggregated
 from .flat import flat_parts
@@ -52,7 +51,6 @@ from .plan import FleetPlan, Layout, Rejection, plan_summary
 from .sizing import size_fleet
 
 __all__ = [
-    "MAX_TRACE_BYTES",
     "DEFAULT_BATCHES",
     "DEFAULT_TENSOR_PARALLEL",
     "Costs",

@@ -82,20 +82,6 @@ def _registry_for(registry: Any, *entries: Any) -> Any:
     return load_registry()
 
 
-#: The largest request trace or demand curve read from a file (bytes); a larger file is refused before it
-#: is parsed. 100 MB holds the simulator's 2,000,000 requests (``simulation.MAX_REQUESTS``) at 50 bytes a row
-#: (a time, two lengths and a few more columns); a 99 MB trace of 1.8 million rows (four columns) is read
-#: and checked in about 3 s and 250 MB.
-MAX_TRACE_BYTES = 100_000_000
-
-
-def _read_csv(path: str | Path, what: str) -> Any:
-    """The CSV file ``path`` (a trace or a demand curve) as a DataFrame, at most :data:`MAX_TRACE_BYTES`."""
-    from .._files import read_csv
-
-    return read_csv(path, MAX_TRACE_BYTES, what)
-
-
 def _read_trace(trace: Any, columns: tuple[str, ...]) -> Any:
     """A request trace (a DataFrame, or the path of a CSV file) with ``columns`` checked and made floats.
 
@@ -104,11 +90,13 @@ def _read_trace(trace: Any, columns: tuple[str, ...]) -> Any:
     """
     import pandas as pd
 
+    from .._files import MAX_TABLE_BYTES, read_csv
+
     if isinstance(trace, pd.DataFrame):
         frame, what = trace, "the trace"
     elif isinstance(trace, str | Path):
         what = f"the trace {trace}"
-        frame = _read_csv(trace, what)
+        frame = read_csv(trace, MAX_TABLE_BYTES, what)
     else:
         raise InputError(f"a trace is a DataFrame or a CSV file path, got {shown(trace)}")
     missing = [c for c in columns if c not in frame.columns]

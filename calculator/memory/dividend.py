@@ -202,7 +202,7 @@ def compare_precisions(
     >>> d.before.max_batch, d.after.max_batch, round(d.dividend, 2)
     (372, 901, 2.42)
     """
-    capacity_value = getattr(capacity, "magnitude", None)  # bytes, or an accelerator (one by nature)
+    capacity_value = getattr(capacity, "magnitude", 0)  # bytes, or an accelerator (one by nature)
     for argument, value in (
         ("capacity", capacity_value), ("context", context), ("tensor_parallel", tensor_parallel), ("reserve", reserve)
     ):  # fmt: skip

@@ -742,7 +742,7 @@ def min_tensor_parallel(
     0
     """
     name = "min_tensor_parallel"
-    ones = {"capacity": getattr(capacity, "magnitude", None), "context": context, "batch": batch, "reserve": reserve}
+    ones = {"capacity": getattr(capacity, "magnitude", 0), "context": context, "batch": batch, "reserve": reserve}
     for argument, value in (*ones.items(), ("block_size", block_size)):
         if np.ndim(value):
             raise InputError(f"{name}(): argument '{argument}' must be one number, got {shown(value)}")

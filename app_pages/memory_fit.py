@@ -20,6 +20,7 @@ from calculator.memory import (
     reservation_vs_paging,
     tensor_parallel_valid,
 )
+from calculator.performance import engine_memory_fit
 from calculator.plots import kv_wall_figure, memory_breakdown_figure
 from calculator.precision import PRECISIONS, bits_per_element, bytes_per_element
 
@@ -72,6 +73,11 @@ def main():
             "Reserve per device [GB]", "reserve", 2.0, min_value=0.0, max_value=1e4, step=0.5,
             help="activations, CUDA graphs, allocator slack",
         )  # fmt: skip
+        engine = sc.select(
+            "Serving engine", "engine", list(ui.ENGINES), "generic",
+            help="whose memory policy the 'served by' line applies: what the engine claims of each device and keeps "
+            "back (the predictor, the fleet sizer and the simulator hold the same)",
+        )  # fmt: skip
     reserve = Q_(reserve_gb, "GB")
     accelerator = reg.accelerator(accelerator_id)
     fit = model_memory_fit(
@@ -84,6 +90,7 @@ def main():
 
     st.divider()
     _fit_summary(fit, unit, model, accelerator, context, batch, weights, kv, reserve, basis, block)
+    _served(model, accelerator, weights, kv, tp, ranks, context, batch, ui.ENGINES[engine])
     fit_tab, wall_tab, dividend_tab, prefix_tab, paging_tab = sc.tabs(
         ["Budget", "KV wall (Figure 9)", "Precision dividend", "Prefix caching", "Paging waste"]
     )
@@ -144,6 +151,25 @@ def _budget(fit, unit, model, accelerator_id, tp, batch, ranks, context, kv):
             bytes_per_element(kv),
             title="KV bytes per token of the whole model (Eq. 5; a device holds its TP share)",
         )
+
+
+def _served(model, accelerator, weights, kv, tp, ranks, context, batch, engine):
+    """What an engine serving this setup holds, under its own memory policy (not the reserve above)."""
+    held = engine_memory_fit(
+        model, accelerator, weights, context, tp, batch=batch, engine=engine, kv_precision=kv, data_parallel=ranks
+    )
+    if not held.weights_fit:
+        st.warning(ui.plain(f"Served by {held.engine}: {held.reason}."))
+        return
+    st.info(
+        ui.plain(
+            f"Served by {held.engine}: {held.sequences:,} sequences of {context:,} tokens at once, or "
+            f"{held.max_context:,} tokens at this batch, under its memory policy ({held.memory_policy}); the "
+            "benchmark prediction, the fleet sizer and the simulator hold the same. The figures above are the "
+            "chapter's formula with the reserve you set.",
+            limit=1000,
+        )
+    )
 
 
 def _fit_summary(fit, unit, model, accelerator, context, batch, weights, kv, reserve, basis, block):

@@ -917,3 +917,17 @@ def test_a_table_download_writes_text_a_spreadsheet_would_run_as_text():
     rows = list(csv.reader(io.StringIO(place.data)))
     assert rows[1:] == [["'=cmd|' /C calc'!A0", "-1.5"], ["'@SUM(1+1)", "0.0"], ["'\n=2+2", "2.0"]]
     assert not [cell for row in rows for cell in row if cell.startswith(FORMULA_TRIGGERS) and cell != "-1.5"]
+
+
+def test_memory_fit_page_says_what_an_engine_holds_under_its_own_memory_policy():
+    from calculator.performance import engine_memory_fit
+
+    app = open_page("memory_fit", weights="fp8", kv="fp8", tp="1", context="2300", engine="vLLM")
+    held = engine_memory_fit("llama-3.1-70b", "h100-sxm", "fp8", 2300, 1, batch=8, engine="vllm", kv_precision="fp8")
+    shown = " ".join(rendered(x.value) for x in app.info)
+    assert f"Served by vllm: {held.sequences:,} sequences of 2,300 tokens at once" in shown
+    assert int(metric(app, "Max batch at this context")) > held.sequences  # the chapter's formula, 2 GB reserve
+    app.selectbox(key="memory.engine").set_value("SGLang").run()  # BF16 weights of 70B leave SGLang nothing
+    app.selectbox(key="memory.weights").set_value("bf16").run()
+    assert_clean(app)
+    assert any("the weights alone do not fit" in rendered(w.value) for w in app.warning)

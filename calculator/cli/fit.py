@@ -77,7 +77,7 @@ def fit_command(
     status 1 when it does not fit.
     """
     from ..memory import model_memory_fit
-    from ..performance import kv_cache_precision
+    from ..performance import engine_memory_fit, kv_cache_precision
 
     fmt = _format(output_format, as_json)
     registry = _load(None, extra)
@@ -89,6 +89,10 @@ def fit_command(
             spec, device, context, batch, precision, kv, tensor_parallel, kept, basis.value, block_size,
             data_parallel=data_parallel, registry=registry,
         )  # fmt: skip
+        held = engine_memory_fit(
+            spec, device, precision, context, tensor_parallel, batch=max(batch, 1), engine=engine, kv_precision=kv,
+            data_parallel=data_parallel, registry=registry,
+        )  # fmt: skip
     header = {
         "model": spec.id,
         "accelerator": device.id,
@@ -98,17 +102,24 @@ def fit_command(
         "data_parallel": data_parallel,
         "gpus": tensor_parallel * data_parallel,
     }
-    fields = {**header, **fit.to_dict()}
+    served = {
+        "engine": held.engine,
+        "memory_policy": held.memory_policy,
+        "engine_weights_fit": held.weights_fit,
+        "engine_max_batch": held.sequences,
+        "engine_max_context": held.max_context,
+    }
+    fields = {**header, **fit.to_dict(), **served}
 
     def table() -> str:
         first = _answer(fit, spec, device, context, batch, data_parallel)
-        return "\n".join([first, *(f"{key}: {_value(key, v)}" for key, v in fields.items())])
+        return "\n".join([first, _served(held, context), *(f"{key}: {_value(key, v)}" for key, v in fields.items())])
 
     _emit(
         fmt,
         out,
-        (lambda: json.dumps({**header, **fit.to_json_dict()}, indent=2)) if fmt is Format.json else table,
-        lambda: _frame(header, fit),
+        (lambda: json.dumps({**header, **fit.to_json_dict(), **served}, indent=2)) if fmt is Format.json else table,
+        lambda: _frame({**header, **served}, fit),
         models=["memory.model_memory_fit"],
         registry_ids=[spec.id, device.id],
         inputs={**header, "context": context, "batch": batch, "tensor_parallel": tensor_parallel, "reserve": kept},
@@ -127,6 +138,17 @@ def _answer(fit: Any, spec: Any, device: Any, context: int, batch: int, ranks: i
     if fit.fits:
         return f"answer: {held} fit on {gpus} with {_value('free', fit.free)} free per device; {also}"
     return f"answer: {held} do not fit on {gpus}: {_value('missing', fit.missing)} short per device; {also}"
+
+
+def _served(held: Any, context: int) -> str:
+    """The second line: what an engine serving this setup holds, under its own memory policy."""
+    if not held.weights_fit:
+        return f"served by {held.engine}: {held.reason}"
+    return (
+        f"served by {held.engine}: {held.sequences:,} sequences of {context:,} tokens at once, or {held.max_context:,} "
+        f"tokens at this batch, under its memory policy ({held.memory_policy}); the predictor, the sizer and the "
+        "simulator hold the same"
+    )
 
 
 def _value(key: str, value: Any) -> str:

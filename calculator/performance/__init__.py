@@ -35,6 +35,8 @@ The submodules, each re-exported here:
 * :mod:`~calculator.performance.steps`: the public, unit-carrying step times (:func:`decode_step_time`,
   :func:`prefill_time`).
 * :mod:`~calculator.performance.benchmark`: the closed-loop benchmark (:func:`predict_benchmark`).
+* :mod:`~calculator.performance.capacity`: the sequences of a length a replica holds under an engine's
+  memory policy (:func:`engine_memory_fit`), the one count the predictor, the sizer and the simulator use.
 
 The package also serves the public names its submodules use from one another, outside ``__all__``: the
 plain-array step functions (``decode_step_seconds``, ``prefill_seconds``, ``closed_loop_seconds``), the
@@ -56,6 +58,7 @@ from .arrays import (
 from .benchmark import ARRIVALS, BENCHMARK_UNITS, BenchmarkPrediction, predict_benchmark
 from .benchmark import REQUESTS_PER_CLIENT as REQUESTS_PER_CLIENT
 from .benchmark import closed_loop_seconds as closed_loop_seconds
+from .capacity import EngineMemoryFit, engine_memory_fit
 from .engines import ENGINES, GENERIC, Efficiency, EngineProfile, engine_profile, profile_from_entry
 from .engines import GENERIC_FRACTIONS as GENERIC_FRACTIONS
 from .engines import ROOFLINE as ROOFLINE
@@ -80,10 +83,12 @@ __all__ = [
     "profile_from_entry",
     "KV_PRECISION_RULE",
     "BenchmarkPrediction",
+    "EngineMemoryFit",
     "EngineProfile",
     "Efficiency",
     "compute_precision",
     "decode_step_time",
+    "engine_memory_fit",
     "engine_profile",
     "expert_exchange_time",
     "iteration_seconds",

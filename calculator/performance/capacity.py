@@ -1,0 +1,121 @@
+"""How many sequences of a length fit on a replica under an engine's memory policy: memory counted once.
+
+The chapter's memory fit (:func:`~calculator.memory.model_memory_fit`, section 10.7.1) takes a device's
+memory less the weights and a reserve the user names. A serving engine keeps more back: vLLM claims a
+fraction of the device (``gpu_memory_utilization``) and reserves activations and CUDA graphs inside it,
+SGLang sizes ``mem_fraction_static`` from the device and its chunk. :func:`engine_memory_fit` answers with
+the engine's policy (:func:`~calculator.performance.engines.kv_capacity_tokens`), the same numbers the
+benchmark predictor, the fleet sizer and the simulator hold (``tests/test_memory_counted_once.py``), and
+``servecalc fit`` and the Memory fit page show it beside the chapter's formula.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .._support import count, model_of
+from ..results import Result
+
+__all__ = ["EngineMemoryFit", "engine_memory_fit"]
+
+
+@dataclass(frozen=True, repr=False)
+class EngineMemoryFit(Result):
+    """Sequences that fit on one replica under an engine's memory policy (:func:`engine_memory_fit`).
+
+    Attributes
+    ----------
+    engine : str
+        The engine profile whose memory policy was applied (``generic`` without one).
+    memory_policy : str
+        The policy in words: what the engine claims of each device and keeps back.
+    kv_precision : str
+        The KV cache's precision.
+    weights_fit : bool
+        Whether the weights fit beside the engine's reserve at all (else ``sequences`` is 0 and ``reason`` says so).
+    kv_tokens : int
+        KV-cache tokens the replica holds.
+    sequences : int
+        Sequences of ``context`` tokens held at once (the KV cache alone; the engine's sequence cap aside).
+    max_context : int
+        The longest context ``batch`` sequences can each hold (capped at the model's context limit).
+    reason : str
+        Empty where the weights fit; else why nothing fits.
+    """
+
+    engine: str
+    memory_policy: str
+    kv_precision: str
+    weights_fit: bool
+    kv_tokens: int
+    sequences: int
+    max_context: int
+    reason: str = ""
+
+
+def engine_memory_fit(
+    model: Any,
+    accelerator: Any,
+    precision: str,
+    context: int,
+    tensor_parallel: int = 1,
+    *,
+    batch: int = 1,
+    engine: Any = None,
+    kv_precision: str | None = None,
+    data_parallel: int = 1,
+    expert_parallel: int = 1,
+    registry: Any = None,
+) -> EngineMemoryFit:
+    """Sequences of ``context`` tokens one replica holds in its KV cache under ``engine``'s memory policy.
+
+    The replica is ``tensor_parallel`` GPUs (``x data_parallel`` attention ranks of a mixture of experts);
+    the KV cache at ``kv_precision`` (default: what the engine runs for these weights). The count is the
+    one the benchmark predictor, the fleet sizer and the simulator hold for the same setup.
+
+    Examples
+    --------
+    >>> fit = engine_memory_fit("llama-3.1-70b", "h100-sxm", "fp8", 2300, 1, engine="vllm")
+    >>> fit.engine, fit.sequences
+    ('vllm', 10)
+    """
+    from ._common import _layout
+    from .arrays import kv_cache_precision, step_arrays
+    from .engines import engine_profile, kv_capacity_tokens, usable_kv_bytes
+
+    name = "engine_memory_fit"
+    tokens = count(name, "context", context, 1)
+    held = count(name, "batch", batch, 1)
+    tp = count(name, "tensor_parallel", tensor_parallel, 1)
+    profile = engine_profile(engine, registry)
+    kv = kv_precision or kv_cache_precision(model, accelerator, precision, profile.name, registry=registry)
+    a = step_arrays(model, accelerator, precision, kv, engine=profile, registry=registry)
+    a, group = _layout(a, np.asarray([float(tp)]), data_parallel, expert_parallel, name)
+    policy = _policy_text(profile)
+    usable = float(usable_kv_bytes(a, profile, group)[0])
+    if usable <= 0:
+        short = -usable / 1e9
+        reason = (
+            f"the weights alone do not fit: each GPU is {short:,.2f} GB short under the {profile.name} engine's "
+            f"memory policy ({policy}); use more GPUs (tensor_parallel), a smaller precision or a larger accelerator"
+        )
+        return EngineMemoryFit(profile.name, policy, kv, False, 0, 0, 0, reason)
+    kv_tokens = int(np.floor(float(kv_capacity_tokens(a, profile, group)[0])))
+    limit = model_of(model, registry).max_context or kv_tokens
+    longest = int(min(kv_tokens // held, limit))
+    return EngineMemoryFit(profile.name, policy, kv, True, kv_tokens, int(kv_tokens // tokens), longest)
+
+
+def _policy_text(profile: Any) -> str:
+    """What the engine claims of each device and keeps back, in words."""
+    reserve = f"{profile.memory_reserve.m_as('GB'):g} GB kept back for activations and CUDA graphs"
+    if profile.memory_policy == "free":
+        return f"{profile.memory_utilization:g} of the memory the weights leave, after {reserve}"
+    if profile.memory_policy == "sglang":
+        return (
+            f"SGLang's mem_fraction_static of the device for its chunk and CUDA graphs, less the weights and {reserve}"
+        )
+    return f"{profile.memory_utilization:g} of each device, less the weights and {reserve}"

@@ -79,8 +79,8 @@ def engine_memory_fit(
     Examples
     --------
     >>> fit = engine_memory_fit("llama-3.1-70b", "h100-sxm", "fp8", 2300, 1, engine="vllm")
-    >>> fit.engine, fit.sequences
-    ('vllm', 10)
+    >>> fit.engine, fit.kv_precision, fit.sequences == fit.kv_tokens // 2300, fit.sequences < 35
+    ('vllm', 'fp8', True, True)
     """
     from ._common import _layout
     from .arrays import kv_cache_precision, step_arrays

@@ -749,8 +749,8 @@ def test_fit_answers_the_405b_long_context_question_from_the_registry_fields():
     table = runner.invoke(app, [*args, "--kv-precision", "bf16"]).output
     assert table.startswith("answer: 1 sequence of 131,072 tokens fit on 8 x h200-sxm (TP 8)")
     assert "(the model's limit)" in table
-    # One vocabulary: the table's lines (after the answer and what an engine holds) carry the JSON's field names.
-    assert table.splitlines()[1].startswith("served by generic: ")
+    # One vocabulary: the table's lines (after the answer and the chapter's formula) carry the JSON's field names.
+    assert table.splitlines()[1].startswith("the chapter's formula")
     assert [line.split(":")[0] for line in table.splitlines()[2:]] == list(fit)
 
 

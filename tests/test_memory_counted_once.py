@@ -74,7 +74,9 @@ def test_fit_answers_the_issues_question_with_the_engines_policy_and_names_it():
     assert fields["engine"] == "vllm" and fields["engine_max_batch"] == fit.sequences < fields["max_batch"]
     assert "0.9 of each device" in fields["memory_policy"]
     table = CliRunner().invoke(app, args).output.splitlines()
-    assert table[1].startswith(f"served by vllm: {fit.sequences:,} sequences of 2,300 tokens at once")
+    assert table[0].startswith("answer: 1 sequence of 2,300 tokens fit on 1 x h100-sxm (TP 1) served by vllm: up to ")
+    assert f"up to {fit.sequences:,} sequences at this context" in table[0]
+    assert table[1].startswith("the chapter's formula (device memory less the weights and a 2 GB reserve)")
 
 
 def test_fit_says_when_the_weights_alone_do_not_fit_under_the_engine():
@@ -92,6 +94,8 @@ def test_fit_says_when_the_weights_alone_do_not_fit_under_the_engine():
         "--engine",
         "vllm",
     ]
-    table = CliRunner().invoke(app, args).output.splitlines()
-    assert table[1].startswith("served by vllm: the weights alone do not fit: each GPU is")
-    assert "0 sequences" not in table[1]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 1
+    first = result.output.splitlines()[0]
+    assert "do not fit on 1 x h100-sxm (TP 1) served by vllm: the weights alone do not fit: each GPU is" in first
+    assert "0 sequences" not in first

@@ -72,9 +72,10 @@ def fit_command(
 ) -> None:
     """Whether MODEL fits on --tp GPUs at a context, and how many sequences at once (section 10.7.1).
 
-    Prints whether the batch fits, the weights, reserve and KV cache per device, the KV bytes of one
-    sequence, the largest batch at this context and the longest context at this batch. Exits with
-    status 1 when it does not fit.
+    Prints whether the batch fits served by --engine (generic without one) under its memory policy, the
+    largest batch at this context and the longest context at this batch there (what the predictor, the
+    sizer and the simulator hold); then the chapter's formula with --reserve: the weights, reserve and KV
+    cache per device and the KV bytes of one sequence. Exits with status 1 when it does not fit.
     """
     from ..memory import model_memory_fit
     from ..performance import engine_memory_fit, kv_cache_precision
@@ -112,8 +113,8 @@ def fit_command(
     fields = {**header, **fit.to_dict(), **served}
 
     def table() -> str:
-        first = _answer(fit, spec, device, context, batch, data_parallel)
-        return "\n".join([first, _served(held, context), *(f"{key}: {_value(key, v)}" for key, v in fields.items())])
+        first = _answer(held, spec, device, context, batch, data_parallel, tensor_parallel)
+        return "\n".join([first, _formula(fit, kept), *(f"{key}: {_value(key, v)}" for key, v in fields.items())])
 
     _emit(
         fmt,
@@ -125,30 +126,32 @@ def fit_command(
         inputs={**header, "context": context, "batch": batch, "tensor_parallel": tensor_parallel, "reserve": kept},
         registry=registry,
     )
-    raise typer.Exit(0 if fit.fits else 1)
+    raise typer.Exit(0 if held.weights_fit and batch <= held.sequences else 1)
 
 
-def _answer(fit: Any, spec: Any, device: Any, context: int, batch: int, ranks: int) -> str:
-    """The first line: the verdict in words, on which GPUs, with the largest batch and the longest context."""
-    held = f"{batch:,} sequence{'s' if batch != 1 else ''} of {context:,} tokens"
-    layout = f"TP {fit.tensor_parallel}" + (f", {ranks} attention ranks" if ranks > 1 else "")
-    gpus = f"{fit.tensor_parallel * ranks} x {device.id} ({layout})"
-    limit = " (the model's limit)" if fit.max_context == spec.max_context else ""
-    also = f"up to {fit.max_batch:,} sequences at this context, or {fit.max_context:,} tokens{limit} at this batch"
-    if fit.fits:
-        return f"answer: {held} fit on {gpus} with {_value('free', fit.free)} free per device; {also}"
-    return f"answer: {held} do not fit on {gpus}: {_value('missing', fit.missing)} short per device; {also}"
-
-
-def _served(held: Any, context: int) -> str:
-    """The second line: what an engine serving this setup holds, under its own memory policy."""
+def _answer(held: Any, spec: Any, device: Any, context: int, batch: int, ranks: int, tp: int) -> str:
+    """The first line: the verdict under the engine's memory policy, on which GPUs, the largest batch and context."""
+    asked = f"{batch:,} sequence{'s' if batch != 1 else ''} of {context:,} tokens"
+    layout = f"TP {tp}" + (f", {ranks} attention ranks" if ranks > 1 else "")
+    gpus = f"{tp * ranks} x {device.id} ({layout})"
     if not held.weights_fit:
-        return f"served by {held.engine}: {held.reason}"
+        return f"answer: {asked} do not fit on {gpus} served by {held.engine}: {held.reason}"
+    limit = " (the model's limit)" if held.max_context == spec.max_context else ""
+    verdict = "fit" if batch <= held.sequences else "do not fit"
     return (
-        f"served by {held.engine}: {held.sequences:,} sequences of {context:,} tokens at once, or {held.max_context:,} "
-        f"tokens at this batch, under its memory policy ({held.memory_policy}); the predictor, the sizer and the "
-        "simulator hold the same"
+        f"answer: {asked} {verdict} on {gpus} served by {held.engine}: up to {held.sequences:,} sequences at this "
+        f"context, or {held.max_context:,} tokens{limit} at this batch, under its memory policy "
+        f"({held.memory_policy}); the predictor, the sizer and the simulator hold the same"
     )
+
+
+def _formula(fit: Any, reserve: Any) -> str:
+    """The second line: the chapter's formula (section 10.7.1) with the reserve given."""
+    head = f"the chapter's formula (device memory less the weights and a {_value('reserve', reserve)} reserve)"
+    also = f"up to {fit.max_batch:,} sequences at this context, or {fit.max_context:,} tokens at this batch"
+    if fit.fits:
+        return f"{head}: the batch fits with {_value('free', fit.free)} free per device; {also}"
+    return f"{head}: the batch does not fit, {_value('missing', fit.missing)} short per device; {also}"
 
 
 def _value(key: str, value: Any) -> str:

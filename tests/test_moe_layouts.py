@@ -204,7 +204,7 @@ def test_a_model_larger_than_one_node_is_sized_over_several_with_the_scale_out_l
     # Issue 23: DeepSeek-V3 at FP8 (672 GB) does not fit in one node of eight H100s. The sizer adds replicas of
     # two and four nodes (the H100's registered scale-out link: 400 Gb/s InfiniBand per GPU, HGX reference
     # architecture), whose collectives cross that link: slower than one NVLink domain would be.
-    from calculator.performance.pricing import _collective_seconds
+    from calculator.performance.iteration import _collective_seconds
 
     plan = size_fleet(
         "deepseek-v3", Workload(Q_(50, "request/s"), 1024, 256), Targets(Q_(2, "s"), Q_(60, "ms")),
@@ -274,7 +274,7 @@ def test_attention_ranks_schedule_their_own_requests_and_wait_for_the_slowest():
     # a replica's iteration lasts as long as its busiest rank's attention plus the experts over every rank's
     # tokens (the MoE layers run the ranks together).
     from calculator.performance import engine_profile, iteration_seconds
-    from calculator.performance.pricing import _curves, _interp_curve
+    from calculator.performance.iteration import _curves, _interp_curve
     from calculator.simulation import SimulationSetup, Traffic, simulate
 
     setup = SimulationSetup(
@@ -415,7 +415,7 @@ def test_prompts_landing_together_prefill_side_by_side_on_the_attention_ranks():
     # times. With Poisson arrivals of mean mu: E[ceil(J / R)] = sum_j P(J = j) ceil(j / R).
     import math
 
-    from calculator.performance.pricing import spread_over_ranks
+    from calculator.performance.iteration import spread_over_ranks
 
     for mu in (0.2, 1.0, 6.0, 30.0):
         busiest = sum(math.exp(j * math.log(mu) - mu - math.lgamma(j + 1)) * math.ceil(j / 8) for j in range(200))

@@ -102,20 +102,17 @@ def test_a_package_exports_exactly_the_public_names_of_its_submodules():
 
 def test_a_split_module_keeps_serving_its_public_names_outside_all():
     # Callers (fleet, simulation, calibration, the benchmarks) import these from the package, as from the module.
-    from calculator import performance, phases
-    from calculator.performance import benchmark, engines, pricing
-    from calculator.phases import roofline
+    from calculator import performance
+    from calculator.performance import benchmark, engines, iteration
 
     for module, names in [
         (engines, ("ROOFLINE", "GENERIC_FRACTIONS", "kv_capacity_tokens", "usable_kv_bytes", "sglang_memory_fraction")),
-        (pricing, ("ACTIVATION_BYTES", "ELEMENTWISE_PASSES", "MLA_DECODE_COMPUTE_FRACTION", "decode_step_seconds")),
-        (pricing, ("prefill_seconds",)),
+        (iteration, ("ACTIVATION_BYTES", "ELEMENTWISE_PASSES", "MLA_DECODE_COMPUTE_FRACTION", "decode_step_seconds")),
+        (iteration, ("prefill_seconds",)),
         (benchmark, ("REQUESTS_PER_CLIENT", "closed_loop_seconds")),
     ]:
         for name in names:
             assert getattr(performance, name) is getattr(module, name) and name not in performance.__all__, name
-    for name in ("prefill_time", "decode_step_time"):  # the deprecated names of the roofline estimates
-        assert getattr(phases, name) is getattr(roofline, name) and name not in phases.__all__
 
 
 def test_star_import_works_without_the_front_end_libraries():

@@ -1150,7 +1150,7 @@ def test_a_benchmark_collection_is_a_harness_shared_by_its_campaigns(tmp_path, m
 def test_pipeline_stages_hold_their_share_of_the_layers_and_run_micro_batches():
     # Issue 23: pipeline_parallel on the step model, the memory fit, the benchmark model and the simulator.
     from calculator.memory import model_max_batch
-    from calculator.performance.pricing import _handoff_seconds
+    from calculator.performance.iteration import _handoff_seconds
     from calculator.simulation import SimulationSetup, Traffic, simulate
 
     args = ("llama-3.1-405b", "h100-sxm", "fp8", 8)

@@ -292,11 +292,7 @@ def test_bad_input_is_a_clear_error():
         roofline_prefill_time(GQA_70B, H100, -5)
 
 
-def test_the_old_roofline_names_still_work_and_warn():
+def test_the_roofline_estimates_have_one_name_each():
     import calculator.phases as phases
 
-    with pytest.warns(DeprecationWarning, match="roofline_decode_step_time"):
-        old = phases.decode_step_time(GQA_70B, H100, 1, 1)
-    assert old.time == roofline_decode_step_time(GQA_70B, H100, 1, 1).time
-    with pytest.warns(DeprecationWarning, match="roofline_prefill_time"):
-        assert phases.prefill_time(GQA_70B, H100, 128).time == roofline_prefill_time(GQA_70B, H100, 128).time
+    assert not hasattr(phases, "decode_step_time") and not hasattr(phases, "prefill_time")  # performance's names

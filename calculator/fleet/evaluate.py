@@ -44,7 +44,7 @@ from ..performance import (
     step_arrays,
 )
 from ..performance.benchmark import _whole_prompts as whole_prompts
-from ..performance.pricing import _overlap_expectation
+from ..performance.iteration import _overlap_expectation
 from ..precision import check_precision
 from ..queueing import replica_demand
 from ..results import ceil_count
@@ -203,12 +203,12 @@ def _evaluate(
     ``scale`` multiplies prefill and decode step times (the ends of the model's error interval).
     """
     a = family.arrays
-    pricing = _Pricing(family, profile, workload, tp, batch, serving, percentile, scale)
-    priced = _reuse.shared(pricing.key(), pricing.price)
+    grid = _StepGrid(family, profile, workload, tp, batch, serving, percentile, scale)
+    timed = _reuse.shared(grid.key(), grid.times)
     capacity, fits, t_pf, t_dec, per_token, it = (
-        priced.capacity, priced.fits, priced.prefill, priced.decode_step, priced.per_token, priced.iteration
+        timed.capacity, timed.fits, timed.prefill, timed.decode_step, timed.per_token, timed.iteration
     )  # fmt: skip
-    decode_slots = priced.decode_slots
+    decode_slots = timed.decode_slots
     step, rate = it.step, it.rate
     lam = workload.arrival_rate.m_as("request/s")
     demand = replica_demand.numeric(arrival_rate=lam, replica_throughput=rate, max_utilization=max_utilization)
@@ -268,8 +268,8 @@ def _evaluate(
 
 
 @dataclass(frozen=True)
-class _Priced:
-    """One family's candidate grid priced before any queueing: what :func:`_evaluate` reads that the rate does not set.
+class _StepTimes:
+    """One family's candidate grid timed before any queueing: what :func:`_evaluate` reads that the rate does not set.
 
     ``capacity`` and ``fits``: sequences the KV cache holds and which caps fit; ``prefill`` and
     ``decode_step`` (s): a prompt's prefill alone and a decode step at the cap; ``per_token`` (s): a
@@ -287,8 +287,8 @@ class _Priced:
 
 
 @dataclass(frozen=True, eq=False)
-class _Pricing:
-    """What pricing one family's candidate grid reads (:meth:`price`), and the key that stands for it (:meth:`key`)."""
+class _StepGrid:
+    """What timing one family's candidate grid reads (:meth:`times`), and the key that stands for it (:meth:`key`)."""
 
     family: _Family
     profile: EngineProfile
@@ -300,7 +300,7 @@ class _Pricing:
     scale: tuple[float, float]
 
     def key(self) -> tuple[Any, ...]:
-        """Everything :meth:`price` reads: the family's arrays and the profile by identity, the rest by value.
+        """Everything :meth:`times` reads: the family's arrays and the profile by identity, the rest by value.
 
         Not the arrival rate, its variability, the router or the headroom: points that differ only
         in those share the priced grid.
@@ -308,7 +308,7 @@ class _Pricing:
         family, workload, serving, tp, batch = self.family, self.workload, self.serving, self.tp, self.batch
         spec = serving.speculation
         return (
-            "priced", _reuse.Same(family.arrays), _reuse.Same(family.draft) if spec is not None else None,
+            "step times", _reuse.Same(family.arrays), _reuse.Same(family.draft) if spec is not None else None,
             family.accelerator, _reuse.Same(self.profile),
             workload.input_tokens, workload.output_tokens, workload.input_cv, workload.output_cv, self.percentile,
             serving.prefix_hit_rate, serving.shared_prefix_tokens, serving.chunk_size,
@@ -316,7 +316,7 @@ class _Pricing:
             tp.shape, tp.dtype.str, tp.tobytes(), batch.shape, batch.dtype.str, batch.tobytes(),
         )  # fmt: skip
 
-    def price(self) -> _Priced:
+    def times(self) -> _StepTimes:
         """The step model on the grid: memory, prefill, decode and the iterations carrying prompts (no arrival rate)."""
         family, profile, workload, serving = self.family, self.profile, self.workload, self.serving
         tp, batch, scale = self.tp, self.batch, self.scale
@@ -357,7 +357,7 @@ class _Pricing:
         for value in (capacity, t_pf, t_dec, per_token, *(getattr(it, f.name) for f in dataclasses.fields(it))):
             if isinstance(value, np.ndarray):
                 value.flags.writeable = False  # points of a sweep share these arrays (calculator._reuse)
-        return _Priced(capacity, batch <= capacity, t_pf, t_dec, per_token, it, decode_slots)
+        return _StepTimes(capacity, batch <= capacity, t_pf, t_dec, per_token, it, decode_slots)
 
 
 @dataclass(frozen=True)

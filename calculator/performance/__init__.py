@@ -30,7 +30,7 @@ The submodules, each re-exported here:
   (:class:`EngineProfile`, ``ENGINES``), and the KV cache a replica holds under an engine's memory policy.
 * :mod:`~calculator.performance.arrays`: resolving registry objects into the arrays the step model needs
   (:class:`StepArrays`, ``WEIGHT_BITS``, :func:`compute_precision`).
-* :mod:`~calculator.performance.pricing`: kernel pricing and the time of one iteration
+* :mod:`~calculator.performance.iteration`: the time of one scheduler iteration, kernel by kernel
   (:func:`iteration_seconds`, and its decode-step and prefill cases on plain arrays).
 * :mod:`~calculator.performance.steps`: the public, unit-carrying step times (:func:`decode_step_time`,
   :func:`prefill_time`).
@@ -65,14 +65,14 @@ from .engines import ROOFLINE as ROOFLINE
 from .engines import kv_capacity_tokens as kv_capacity_tokens
 from .engines import sglang_memory_fraction as sglang_memory_fraction
 from .engines import usable_kv_bytes as usable_kv_bytes
-from .pricing import ACTIVATION_BYTES as ACTIVATION_BYTES
-from .pricing import ELEMENTWISE_PASSES as ELEMENTWISE_PASSES
-from .pricing import MLA_DECODE_COMPUTE_FRACTION as MLA_DECODE_COMPUTE_FRACTION
-from .pricing import decode_step_seconds as decode_step_seconds
-from .pricing import iteration_seconds
-from .pricing import overlapped_prompt_seconds as overlapped_prompt_seconds
-from .pricing import prefill_seconds as prefill_seconds
-from .pricing import spread_over_ranks as spread_over_ranks
+from .iteration import ACTIVATION_BYTES as ACTIVATION_BYTES
+from .iteration import ELEMENTWISE_PASSES as ELEMENTWISE_PASSES
+from .iteration import MLA_DECODE_COMPUTE_FRACTION as MLA_DECODE_COMPUTE_FRACTION
+from .iteration import decode_step_seconds as decode_step_seconds
+from .iteration import iteration_seconds
+from .iteration import overlapped_prompt_seconds as overlapped_prompt_seconds
+from .iteration import prefill_seconds as prefill_seconds
+from .iteration import spread_over_ranks as spread_over_ranks
 from .steps import decode_step_time, expert_exchange_time, prefill_time
 
 __all__ = [

@@ -29,7 +29,7 @@ from .arrays import StepArrays, step_arrays
 from .burst import burst_seconds, staggered_round
 from .cache import group_cache_run
 from .engines import Efficiency, EngineProfile, engine_profile, kv_capacity_tokens
-from .pricing import _iteration_seconds, overlapped_prompt_seconds, prefill_seconds, spread_over_ranks
+from .iteration import _iteration_seconds, overlapped_prompt_seconds, prefill_seconds, spread_over_ranks
 
 if TYPE_CHECKING:
     from ..registry import Registry

@@ -15,7 +15,7 @@ import numpy as np
 from ._common import _bisection
 from .arrays import StepArrays
 from .engines import Efficiency, EngineProfile
-from .pricing import _iteration_seconds
+from .iteration import _iteration_seconds
 
 #: Bursts of up to this many iterations have their first tokens summed iteration by iteration.
 _EXACT_BURST = 64

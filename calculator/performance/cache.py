@@ -24,7 +24,7 @@ import numpy as np
 from .arrays import StepArrays
 from .burst import burst_seconds
 from .engines import Efficiency, EngineProfile
-from .pricing import _iteration_seconds
+from .iteration import _iteration_seconds
 
 #: Steps of the fluid per mean output (the step's decode iterations: ``O / STEPS_PER_OUTPUT``). The waits
 #: converge from below as the steps shrink: at 64 steps 7 % under 128 on the grid's slowest-converging point

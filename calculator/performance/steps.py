@@ -12,7 +12,7 @@ from ..units import Q_
 from ._common import _counts, _efficiency, _layout, _tp
 from .arrays import step_arrays
 from .engines import Efficiency, EngineProfile
-from .pricing import decode_step_seconds, prefill_seconds
+from .iteration import decode_step_seconds, prefill_seconds
 
 if TYPE_CHECKING:
     from ..registry import Registry
@@ -200,7 +200,7 @@ def expert_exchange_time(
     >>> expert_exchange_time("deepseek-v3", "h200-sxm", 8, 1024).to("us")  # doctest: +ELLIPSIS
     <Quantity(..., 'microsecond')>
     """
-    from .pricing import _expert_exchange_seconds
+    from .iteration import _expert_exchange_seconds
 
     if not isinstance(with_prompt, bool | np.bool_):
         raise InputError(f"expert_exchange_time(): argument 'with_prompt' must be True or False, got {with_prompt!r}")

@@ -17,9 +17,6 @@ The submodules, each re-exported here:
 * :mod:`~calculator.phases.disaggregation`: the KV handoff (Eq. 10), the pool sizes of a disaggregated
   deployment (10.8.3) and the costs of preemption (10.7.7).
 * :mod:`~calculator.phases.quantization`: the serving ceilings of weight quantization (10.9.3, Table 12).
-
-The deprecated names ``prefill_time`` and ``decode_step_time`` (of :func:`roofline_prefill_time` and
-:func:`roofline_decode_step_time`) stay importable from here for one release; they are not in ``__all__``.
 """
 
 from __future__ import annotations
@@ -45,8 +42,6 @@ from .flops import attention_flops_per_pair, decode_flops, prefill_flops, roofli
 from .intensity import accelerator_ridge_point, projection_arithmetic_intensity, ridge_point
 from .quantization import QuantizationCeilings, quantization_ceilings
 from .roofline import RooflineEstimate, roofline_decode_step_time, roofline_prefill_time
-from .roofline import decode_step_time as decode_step_time
-from .roofline import prefill_time as prefill_time
 
 __all__ = [
     "ChunkedPrefillTradeoff",

@@ -3,8 +3,7 @@
 FLOPs per device and bytes per device (weights per device plus every sequence's KV cache per device)
 on one device of a tensor-parallel group; a step takes ``max(FLOPs / peak, bytes / bandwidth)``. They
 are lower bounds (no kernel inefficiency, communication or scheduling overhead); a calibrated
-step-time model builds on them. ``prefill_time`` and ``decode_step_time`` are the deprecated names
-of the two estimates.
+step-time model builds on them (``performance.prefill_time`` and ``performance.decode_step_time``).
 """
 
 from __future__ import annotations
@@ -232,25 +231,3 @@ def roofline_decode_step_time(
         batch=sequences, context=tokens, kv_per_token=setup["kv_per_token"]
     )
     return _estimate(flops, bytes_moved, sequences, setup["peak"], setup["bandwidth"])
-
-
-def prefill_time(*args: Any, **kwargs: Any) -> RooflineEstimate:
-    """Deprecated name of :func:`roofline_prefill_time` (the calibrated one is ``performance.prefill_time``)."""
-    _renamed("phases.prefill_time", "roofline_prefill_time")
-    return roofline_prefill_time(*args, **kwargs)
-
-
-def decode_step_time(*args: Any, **kwargs: Any) -> RooflineEstimate:
-    """Deprecated name of :func:`roofline_decode_step_time` (the calibrated one is ``performance.decode_step_time``)."""
-    _renamed("phases.decode_step_time", "roofline_decode_step_time")
-    return roofline_decode_step_time(*args, **kwargs)
-
-
-def _renamed(old: str, new: str) -> None:
-    import warnings
-
-    warnings.warn(
-        f"{old} is renamed {new} (the roofline estimate); the old name goes in the next release",
-        DeprecationWarning,
-        stacklevel=3,
-    )

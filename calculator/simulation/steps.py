@@ -100,7 +100,7 @@ class _StepTable:
         key = (tokens, padded, prefill)
         found = self._together.get(key)
         if found is None:
-            from ..performance.pricing import _curves, _expert_exchange_seconds, _interp_curve
+            from ..performance.iteration import _curves, _expert_exchange_seconds, _interp_curve
 
             tp = float(self.tp)
             found = float(self.a.layers * _interp_curve(_curves(self.a, tp)["experts"], np.array([tokens]))[0])

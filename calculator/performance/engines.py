@@ -13,7 +13,7 @@ import dataclasses
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -101,11 +101,31 @@ class Efficiency(Result):
 #: The roofline: every peak reached, no fixed costs. A lower bound on any real step time.
 ROOFLINE = Efficiency(1.0, 1.0, 1.0, Q_(0.0, "s"), Q_(0.0, "s"), kernels=False)
 
+
 #: Fractions of the peaks an engine profile uses when asked to price kernels without tables
 #: (``kernels=False``): round values read off the measured tables (a GEMV streams weights at about
 #: 0.8 of HBM bandwidth; large GEMMs reach 0.45-0.85 of the dense peak by generation and dtype) and the
 #: NCCL fit of calculator/data/calibration (0.77 of the link, 28 us floor).
-GENERIC_FRACTIONS = (0.80, 0.65, 0.77, 28e-6)
+class GenericFractions(NamedTuple):
+    """The peaks' fractions of :data:`GENERIC_FRACTIONS`, by name."""
+
+    hbm: float
+    compute: float
+    link: float
+    link_floor: float
+
+
+GENERIC_FRACTIONS = GenericFractions(hbm=0.80, compute=0.65, link=0.77, link_floor=28e-6)
+
+
+class BudgetTier(NamedTuple):
+    """One of an engine's token-budget tiers: from ``min_memory_gb`` of device memory, these defaults."""
+
+    min_memory_gb: float
+    max_num_tokens: int
+    max_num_seqs: int
+
+
 #: How attention data-parallel ranks can exchange tokens around the experts (``EngineProfile.expert_exchange``).
 EXPERT_EXCHANGES = ("gather_scatter", "padded_or_summed")
 
@@ -135,9 +155,9 @@ class EngineProfile(Result):
         the largest memory tier; see ``tiers``.
     max_num_seqs : int
         Most sequences running at once (largest memory tier).
-    tiers : tuple of (float, int, int)
-        ``(minimum device memory in GB, max_num_tokens, max_num_seqs)``: engines pick smaller
-        defaults on smaller GPUs. Empty: the two fields above everywhere.
+    tiers : tuple of BudgetTier
+        ``(min_memory_gb, max_num_tokens, max_num_seqs)``: engines pick smaller defaults on smaller
+        GPUs. Empty: the two fields above everywhere.
     small_tier_devices : tuple of str
         Accelerator ids (substrings) that always get the first tier (vLLM treats any A100 so).
     chunked_prefill : bool
@@ -183,7 +203,7 @@ class EngineProfile(Result):
     memory_reserve: Bytes
     max_num_tokens: int
     max_num_seqs: int
-    tiers: tuple[tuple[float, int, int], ...]
+    tiers: tuple[BudgetTier, ...]
     small_tier_devices: tuple[str, ...]
     chunked_prefill: bool
     mixed_batching: bool
@@ -226,9 +246,9 @@ class EngineProfile(Result):
         tier = self.tiers[0]
         if not any(name in accelerator for name in self.small_tier_devices):
             for candidate in self.tiers:
-                if memory_bytes >= candidate[0] * 1e9:
+                if memory_bytes >= candidate.min_memory_gb * 1e9:
                     tier = candidate
-        return int(tier[1]), int(tier[2])
+        return int(tier.max_num_tokens), int(tier.max_num_seqs)
 
     def efficiency_for(self, accelerator: str | None) -> Efficiency:
         """The costs on ``accelerator`` (its own if measured, else the profile's)."""
@@ -268,9 +288,10 @@ def profile_from_entry(entry: Any, sources: Mapping[str, Any]) -> EngineProfile:
             "profile_from_entry(): needs a registry Engine entry and the registry's sources, "
             f"got {type(entry).__name__}"
         )
-    hbm, comp, link, floor = GENERIC_FRACTIONS
     tiers = tuple(
-        (tier.min_device_memory.m_as("GB") if tier.min_device_memory else 0.0, tier.max_num_tokens, tier.max_num_seqs)
+        BudgetTier(
+            tier.min_device_memory.m_as("GB") if tier.min_device_memory else 0.0, tier.max_num_tokens, tier.max_num_seqs
+        )
         for tier in entry.token_budget
     )
     citations: dict[str, str] = {}
@@ -289,10 +310,10 @@ def profile_from_entry(entry: Any, sources: Mapping[str, Any]) -> EngineProfile:
     return EngineProfile(
         name=entry.id,
         efficiency=Efficiency(
-            hbm,
-            comp,
-            link,
-            Q_(floor, "s"),
+            GENERIC_FRACTIONS.hbm,
+            GENERIC_FRACTIONS.compute,
+            GENERIC_FRACTIONS.link,
+            Q_(GENERIC_FRACTIONS.link_floor, "s"),
             entry.step_overhead,
             entry.sequence_overhead,
             overlap=bool(entry.async_scheduling),

@@ -58,7 +58,8 @@ def test_the_predictor_is_memory_limited_one_client_past_what_fit_says(model, ac
     prompt, output = 4096, 2
     per_sequence = prompt + int(profile.output_reservation * output)
     fit = _fit(model, accelerator, precision, tp, engine, per_sequence)
-    if not fit.weights_fit or not 1 <= fit.sequences < profile.limits(1e12)[1] - 1:
+    memory = step_arrays(model, accelerator, precision, fit.kv_precision, engine=profile).memory
+    if not fit.weights_fit or not 1 <= fit.sequences < profile.limits(memory, accelerator)[1] - 1:
         pytest.skip("the sequence cap, not the KV cache, binds here")
     kwargs = dict(engine=engine, kv_precision=fit.kv_precision)
     inside = predict_benchmark(model, accelerator, precision, tp, prompt, output, fit.sequences, **kwargs)

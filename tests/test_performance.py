@@ -793,7 +793,7 @@ def test_an_engine_that_does_not_chunk_queues_whole_prompts_that_exceed_the_room
 
 
 def test_an_engine_that_does_not_chunk_takes_the_whole_prompts_that_fit():
-    from calculator.performance.benchmark import _whole_prompts
+    from calculator.performance.scheduler import whole_prompts as _whole_prompts
 
     # fixed lengths: floor(room / I), an exact fit included; at least one (a prompt longer than the room)
     assert _whole_prompts(8050.0, 4096.0, 0.0) == 1.0
@@ -942,7 +942,7 @@ def test_prompts_spread_around_a_whole_budget_take_one_chunk_or_two(clients):
     # state's TTFT was 8-10 % below the simulator's over forty rounds.
     closed, run = _forty_mixed_rounds("sglang", 8192, clients)
     assert float(closed["ttft"]) == pytest.approx(run.value("ttft", "mean").m_as("s"), rel=0.05)
-    from calculator.performance.benchmark import _chunks
+    from calculator.performance.scheduler import chunk_count as _chunks
 
     assert float(_chunks(8192.0, 8192.0, 0.3)) == pytest.approx(1.5, abs=1e-3)  # and P(I > 2 batches): 0.04 %
     assert float(_chunks(8192.0, 8192.0, np.inf)) == float(_chunks(8192.0, 8192.0, 0.0)) == 1.0

@@ -43,8 +43,8 @@ from ..performance import (
     spread_over_ranks,
     step_arrays,
 )
-from ..performance.benchmark import _whole_prompts as whole_prompts
 from ..performance.iteration import _overlap_expectation
+from ..performance.scheduler import SchedulerRules, scheduler_rules
 from ..precision import check_precision
 from ..queueing import replica_demand
 from ..results import ceil_count
@@ -341,18 +341,15 @@ class _StepGrid:
         tail = _length_quantile(inputs, workload.input_cv, self.percentile)
         prompts = _Prompts(nodes, weights, tail, computed, hit * prefix)
         grid = _Step(a, eff, tp, batch, context, scale)
-        if profile.mixed_batching:
-            ranks = family.ranks(tp)  # each attention rank schedules its own token budget
-            budget = float(serving.chunk_size or profile.limits(a.memory, a.accelerator)[0]) * ranks
-            chunked = profile.chunked_prefill or bool(serving.chunk_size)
-            it = _mixed_iteration(
-                grid, t_dec, per_token, prompts, budget, chunked, decode_slots, ranks, workload.input_cv
-            )
+        # each attention rank schedules its own token budget; a chunk size is the budget it sets
+        rules = scheduler_rules(profile, a.memory, a.accelerator, family.ranks(tp), max_num_tokens=serving.chunk_size)
+        if rules.mixed:
+            it = _mixed_iteration(grid, t_dec, per_token, prompts, rules, decode_slots, workload.input_cv)
         else:
             it = _prefill_first_iteration(grid, t_pf, per_token, prompts, decode_slots)
-        if profile.overlap_scheduler:
+        if rules.overlap:
             # The scheduler built the next iteration before the prompt arrived: one more before its own.
-            lag = it.step
+            lag = rules.lag_iterations * it.step
             it = dataclasses.replace(it, first_mean=it.first_mean + lag, first_tail=it.first_tail + lag)
         for value in (capacity, t_pf, t_dec, per_token, *(getattr(it, f.name) for f in dataclasses.fields(it))):
             if isinstance(value, np.ndarray):
@@ -434,15 +431,16 @@ def _per_token(a: StepArrays, draft: StepArrays, eff: Any, tp: np.ndarray, batch
 
 
 def _mixed_iteration(
-    grid: _Step, t_dec: np.ndarray, per_token: np.ndarray, prompts: _Prompts, budget: Any, chunked: bool,
-    decode_slots: float, ranks: Any = 1.0, length_cv: float = 0.0,
+    grid: _Step, t_dec: np.ndarray, per_token: np.ndarray, prompts: _Prompts, rules: SchedulerRules,
+    decode_slots: float, length_cv: float = 0.0,
 ) -> _Iteration:  # fmt: skip
     """Engines that mix prefill into decoding: prompts ride in decode iterations, chunked to the budget left.
 
     At running batch n, n / (O - 1) prompts land per iteration on average, each adding its chunks'
     cost over a plain decode step; a prompt is ``k`` chunks where the budget the decodes leave is
-    smaller than it. ``budget`` is the replica's (every attention rank's, ``ranks`` of them); a prompt
-    is chunked to one rank's share of what is left. Chunks landing together are not simply additive:
+    smaller than it. The budget is the replica's (every attention rank's, ``rules.ranks`` of them); a prompt
+    is chunked to one rank's share of what is left (:class:`~calculator.performance.scheduler.SchedulerRules`).
+    Chunks landing together are not simply additive:
     priced together (``overlapped_prompt_seconds``), several cost other than their sum alone, and with
     asynchronous scheduling the first hide under the fixed costs; a synchronous engine's attention
     ranks prefill theirs side by side (``spread_over_ranks``). An engine that does not
@@ -450,13 +448,13 @@ def _mixed_iteration(
     long (``whole_prompts``, prompt lengths spread by ``length_cv``), as the benchmark model does.
     """
     batch, computed = grid.batch, prompts.computed
-    room = np.maximum(budget - batch, 1.0)
+    room = rules.room(batch, closed_form=True)
     plain = t_dec / grid.scale[1]
 
     def prompt_cost(length: float) -> tuple[np.ndarray, np.ndarray]:
         """(chunks, added seconds per chunk iteration) of a prompt of ``length`` tokens."""
         tokens = max(length - prompts.cached, 1.0)
-        k = np.ceil(tokens / np.maximum(room / ranks, 1.0)) if chunked else np.ones_like(room)
+        k = rules.chunks(tokens, batch)
         chunk = tokens / k
         return k, grid.added(chunk, 1, (k - 1) / 2 * chunk, plain)
 
@@ -466,7 +464,7 @@ def _mixed_iteration(
     chunks = sum(w * k for w, (k, _) in weighted)  # per prompt, and the mean chunk's tokens
     chunk = max(prompts.computed - prompts.cached, 1.0) / chunks
     arrivals = batch / decode_slots * chunks  # chunks landing per iteration
-    r = np.asarray(ranks, dtype=float)
+    r = np.asarray(rules.ranks, dtype=float)
     spread = (r > 1) & (not grid.eff.overlap)  # a synchronous engine's attention ranks: chunks side by side
     priced = per_prompt
     if not np.all(spread):
@@ -486,12 +484,12 @@ def _mixed_iteration(
     own_time = sum(w * k * (step + d) for w, (k, d) in weighted)
     single = prompts.tail == prompts.nodes[0] and len(prompts.nodes) == 1
     k_tail, d_tail = costs[0] if single else prompt_cost(prompts.tail)
-    if chunked:
-        # a full-budget iteration packs room / prompt prompts (one long prompt's chunk after its earlier ones)
-        taken = room / computed
+    # a full-budget iteration packs the prompts the room takes: its share (one long prompt's chunk after its
+    # earlier ones) or the whole prompts that fit, at least one
+    taken = rules.prompts_taken(room, computed, computed, length_cv)
+    if rules.chunked:
         full = grid.added(room, np.maximum(taken, 1.0), np.maximum(computed - room, 0.0) / 2, plain)
-    else:  # the whole prompts that fit, at least one
-        taken = whole_prompts(room, computed, length_cv)
+    else:
         full = grid.added(taken * computed, taken, 0.0, plain)
     return _Iteration(
         step=step,

@@ -30,6 +30,7 @@ from .burst import burst_seconds, staggered_round
 from .cache import group_cache_run
 from .engines import Efficiency, EngineProfile, engine_profile, kv_capacity_tokens
 from .iteration import _iteration_seconds, overlapped_prompt_seconds, prefill_seconds, spread_over_ranks
+from .scheduler import SchedulerRules, scheduler_rules, whole_prompts
 
 if TYPE_CHECKING:
     from ..registry import Registry
@@ -217,14 +218,13 @@ def closed_loop_seconds(
     context = inputs + outputs / 2
     # Admission: KV for the prompt plus the reserved share of the output; a sequence cap.
     kv_tokens = kv_capacity_tokens(a, profile, tp)
-    kv_limit = np.floor(kv_tokens / (inputs + profile.output_reservation * outputs))
-    tokens_cap, seqs_cap = profile.limits(a.memory, a.accelerator)
     ranks = float(np.max(tp / a.attention_group(tp)))  # attention ranks: each schedules its own budget and cap
-    budget = float(tokens_cap) * ranks
-    max_seqs = float(min(seqs_cap, tokens_cap) if profile.mixed_batching else seqs_cap) * ranks
+    rules = scheduler_rules(profile, a.memory, a.accelerator, ranks)
+    kv_limit = np.floor(kv_tokens / rules.admission_tokens(inputs, outputs))
+    max_seqs = rules.max_sequences
     held = np.maximum(np.minimum(np.minimum(clients, kv_limit), max_seqs), 1.0)
     overhead = profile.request_overhead.m_as("s") + extra  # the engine's request path and the harness's
-    scheduler = _Scheduler(a, eff, profile, budget, tp, inputs, slots, clients, context, held, overhead, ranks, spread)
+    scheduler = _Scheduler(a, eff, rules, tp, inputs, slots, clients, context, held, overhead, spread)
 
     # The operating point: the decoding population n where the clients' cycle closes.
     running = _operating_point(scheduler)
@@ -235,9 +235,7 @@ def closed_loop_seconds(
     steady.wait = steady.wait + leftover
     # The first burst: every client's prompt at once, prefilled budget by budget; weighs one round (see
     # :func:`_aftermath`).
-    burst_iterations, mean_iteration, burst_first, t_burst = burst_seconds(
-        a, eff, profile, tp, held, inputs, budget, ranks
-    )
+    burst_iterations, mean_iteration, burst_first, t_burst = burst_seconds(a, eff, rules, tp, held, inputs)
     first = overhead + burst_first
     ttft = overhead + steady.wait
     after = _aftermath(scheduler, running, ttft, first, spread * outputs, burst_iterations, requests_per_client)
@@ -261,14 +259,12 @@ def closed_loop_seconds(
         # after its own first token, G - mean_iteration ((G - 1) / 2 for whole groups; none for one
         # prompt in several chunks).
         t_batch = _iteration_seconds(a, eff, tp, held, context)
-        lift = np.maximum(t_burst - t_batch, 0.0) if profile.mixed_batching else t_burst
+        lift = np.maximum(t_burst - t_batch, 0.0) if rules.mixed else t_burst
         wave_tpot = t_batch + (burst_iterations - mean_iteration) * lift / slots
         wave_rate = held / (overhead + burst_iterations * t_burst + slots * t_batch)
-        if profile.mixed_batching:
+        if rules.mixed:
             # Only the first round is a burst: its groups start decoding one iteration apart and stay staggered.
-            later, later_tpot = staggered_round(
-                a, eff, profile, tp, held, inputs, context, slots, budget, ranks, overhead, t_batch
-            )
+            later, later_tpot = staggered_round(a, eff, rules, tp, held, inputs, context, slots, overhead, t_batch)
             rounds = requests_per_client
             wave_ttft = (first + (rounds - 1) * later) / rounds
             wave_tpot = (wave_tpot + (rounds - 1) * later_tpot) / rounds
@@ -284,17 +280,17 @@ def closed_loop_seconds(
     slot_wait = full_queue * (requests_per_client - 1 + queue / (2 * clients)) / requests_per_client
     # The group followed through the run: lengths spread a little, or identical requests in waves (no spread).
     run_spread = np.where(waves, 0.0, spread)
-    pressure = (profile.output_reservation < 1) & (held * _group_peak(inputs, outputs, run_spread) > kv_tokens)
+    pressure = (rules.output_reservation < 1) & (held * _group_peak(inputs, outputs, run_spread) > kv_tokens)
     group = (waves | (np.isfinite(spread) & (spread > 0))) & (kv_limit >= 1) & ((clients > kv_limit) | pressure)
     followed = np.zeros_like(group)
     if cache_run and np.any(group):
         # A group that finishes together: the cache followed through the run (performance.cache).
         # In waves a prefill-first engine's admissions are bursts of their own, the prompts the cache admits
         # together (a mixing engine's groups stay staggered, their admission wait on top).
-        bursts = waves & (not profile.mixed_batching)
+        bursts = waves & (not rules.mixed)
         wait, run_rate, behind, own = group_cache_run(
-            a, eff, profile, tp[group], inputs[group], outputs[group], clients[group], run_spread[group],
-            kv_tokens[group], budget, budget / ranks, max_seqs, requests_per_client, bursts[group],
+            a, eff, rules, tp[group], inputs[group], outputs[group], clients[group], run_spread[group],
+            kv_tokens[group], requests_per_client, bursts[group],
         )  # fmt: skip
         kept = np.isfinite(wait)
         followed[group] = kept
@@ -403,50 +399,6 @@ def _group_peak(inputs: np.ndarray, outputs: np.ndarray, length_cv: np.ndarray) 
     with np.errstate(over="ignore"):  # a spread of 1e-300: every request runs to the end (ndtr(inf) = 1)
         running = np.where(fixed, 1.0, ndtr((1.0 - x) / np.where(fixed, 1.0, cv)))
     return np.max((inputs + x * outputs) * running, axis=0)
-
-
-#: Beyond this many whole prompts in the room, an engine that does not chunk packs them as a share of the room.
-_WHOLE_PROMPTS = 32
-
-
-def _whole_prompts(room: Any, inputs: Any, length_cv: Any) -> np.ndarray:
-    """The whole prompts an iteration of ``room`` tokens takes, in order while they fit (at least one).
-
-    Prompts of ``inputs`` tokens spread normally by ``length_cv``: ``sum_k P(S_k <= room)``, ``S_k`` the
-    first ``k`` prompts' tokens. Fixed lengths (0) give ``floor(room / inputs)``; no spread given
-    (``inf``), a spread of 1 or more (where a normal spread would give negative lengths), or more than
-    :data:`_WHOLE_PROMPTS` prompts, the room's share ``room / inputs``.
-    """
-    from scipy.special import ndtr
-
-    room, inputs, cv = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (room, inputs, length_cv)))
-    share = room / inputs
-    k = np.arange(1, _WHOLE_PROMPTS + 2, dtype=float).reshape((-1,) + (1,) * room.ndim)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z = (room - k * inputs) / (np.sqrt(k) * cv * inputs)
-    counted = ndtr(np.where(np.isnan(z), np.inf, z)).sum(axis=0)  # nan: fixed lengths that fit exactly
-    return np.maximum(np.where((cv < 1) & (share <= _WHOLE_PROMPTS), counted, share), 1.0)
-
-
-def _chunks(inputs: Any, size: Any, length_cv: Any) -> np.ndarray:
-    """The mean number of chunks of ``size`` tokens a prompt takes: ``E[ceil(I / size)]``.
-
-    Prompts spread normally by ``length_cv`` around ``inputs`` take ``1 + sum_j P(I > j size)`` chunks on average
-    (a mean of exactly two budgets is two chunks for half of them and three for the other half); fixed lengths
-    (0) or no spread given (``inf``) take ``ceil(inputs / size)``.
-    """
-    from scipy.special import ndtr
-
-    inputs, size, cv = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (inputs, size, length_cv)))
-    fixed = np.ceil(inputs / size)
-    spread = np.isfinite(cv) & (cv > 0) & (cv < 1)
-    if not np.any(spread):
-        return fixed
-    most = int(np.max(np.where(spread, np.ceil(inputs * (1 + 8 * np.where(spread, cv, 0.0)) / size), 1.0)))
-    j = np.arange(1, most + 1, dtype=float).reshape((-1,) + (1,) * inputs.ndim)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z = (inputs - j * size) / (np.where(spread, cv, 1.0) * inputs)
-    return np.where(spread, 1.0 + ndtr(z).sum(axis=0), fixed)
 
 
 def _operating_point(scheduler: _Scheduler) -> np.ndarray:
@@ -591,8 +543,7 @@ class _Scheduler:
 
     a: StepArrays
     eff: Efficiency
-    profile: EngineProfile
-    budget: float
+    rules: SchedulerRules
     tp: np.ndarray
     inputs: np.ndarray
     slots: np.ndarray
@@ -600,7 +551,6 @@ class _Scheduler:
     context: np.ndarray
     held: np.ndarray
     overhead: np.ndarray
-    ranks: float = 1.0  # attention ranks; a prompt is chunked to one rank's share of the budget left
     length_cv: Any = np.inf  # the spread of the prompts' lengths (inf: none given; whole prompts pack as a share)
     crowd: Any = 1.0  # the other clients' arrivals per iteration, as a multiple of the mixed state's
     peak_load: Any = None  # the prompt load where the queue peaks (:func:`_peak_load`; None: from the clients)
@@ -627,27 +577,30 @@ class _Scheduler:
 
         A mixing engine's iteration holds the decodes and the other clients' prompt chunks in one token
         budget: ``n`` decoding requests draw ``(1 - 1/C) n I / (O - 1)`` prompt tokens per iteration, which
-        must fit in the room ``max(T - n, T/4)`` the decodes leave. An engine that does not chunk draws
-        ``(1 - 1/C) n / (O - 1)`` prompts per iteration, which must not exceed the whole prompts the room
-        takes (:func:`_whole_prompts`, at least one however long the prompt). Prefill-first engines run
+        must fit in the room ``T - n`` the decodes leave (:meth:`SchedulerRules.room`). An engine that does
+        not chunk draws ``(1 - 1/C) n / (O - 1)`` prompts per iteration, which must not exceed the whole prompts
+        the room takes (:func:`~calculator.performance.scheduler.whole_prompts`, at least one however long the
+        prompt). Prefill-first engines run
         their prefill batches apart (no cap).
         """
-        if not self.profile.mixed_batching:
+        rules = self.rules
+        if not rules.mixed:
             return np.full_like(self.held, np.inf)
         share = (1.0 - 1.0 / self.clients) * self.count
-        if not self.profile.chunked_prefill:
+        budget = rules.token_budget
+        if not rules.chunked:
 
             def excess(n: np.ndarray) -> np.ndarray:  # prompts drawn beyond those taken; rises with n
-                room = np.maximum(self.budget - n, self.budget / 4)
-                return share * n / self.slots - _whole_prompts(room, self.inputs, self.length_cv)
+                return share * n / self.slots - whole_prompts(rules.room(n, True), self.inputs, self.length_cv)
 
-            high = self.slots * np.maximum(self.budget / self.inputs, 1.0) / np.maximum(share, 1e-300)
+            high = self.slots * np.maximum(budget / self.inputs, 1.0) / np.maximum(share, 1e-300)
             low, _ = _bisection(np.zeros_like(self.held), high, lambda n: excess(n) <= 0)
             return np.where(share > 0, low, np.inf)
         drawn = share * self.inputs / self.slots  # prompt tokens per decoding request
-        shared = self.budget / (1.0 + drawn)  # room = T - n
-        floor = self.budget / 4 / np.maximum(drawn, 1e-300)  # room = T / 4
-        return np.where(shared <= 0.75 * self.budget, shared, np.maximum(floor, 0.75 * self.budget))
+        shared = budget / (1.0 + drawn)  # room = T - n
+        with np.errstate(divide="ignore"):
+            full = 1.0 / drawn  # room = one token (the closed form's least): drawn n <= 1
+        return np.where(shared <= budget - 1.0, shared, np.maximum(full, budget - 1.0))
 
     def terms(self, n: np.ndarray) -> _Terms:
         a, eff, tp, inputs, slots, context = self.a, self.eff, self.tp, self.inputs, self.slots, self.context
@@ -657,10 +610,10 @@ class _Scheduler:
         t_dec = _iteration_seconds(a, eff, tp, n, context)
         t_idle = np.where(n > 0, t_dec, 0.0)
         t_seen = _iteration_seconds(a, eff, tp, 1.0 + share * n, context)
-        if self.profile.mixed_batching:
-            room = np.maximum(self.budget - n, self.budget / 4)
-            chunked = self.profile.chunked_prefill
-            k = _chunks(inputs, room / self.ranks, self.length_cv) if chunked else np.ones_like(inputs)
+        rules = self.rules
+        if rules.mixed:
+            room = rules.room(n, closed_form=True)
+            k = rules.chunks(inputs, n, self.length_cv)
             chunk = inputs / k
             prior = (k - 1) / 2 * chunk
             added = np.maximum(_iteration_seconds(a, eff, tp, n, context, chunk, 1, prior) - t_idle, 0.0)
@@ -670,11 +623,11 @@ class _Scheduler:
             # the first hide under the fixed costs and the next add their GPU time, and the GPU work of several is
             # not their sum (eight 128-token prompts beside 1,000 decodes of Llama-3.1-70B FP8 on four H100s add
             # 17 % less each than one alone).
-            if eff.overlap or self.ranks <= 1:
+            if eff.overlap or rules.ranks <= 1:
                 expected = overlapped_prompt_seconds(a, eff, tp, n, context, chunk, prior, arrivals, t_idle)
                 per_prompt = np.where(arrivals > 1e-9, k * expected / np.maximum(arrivals, 1e-300), per_prompt)
             else:  # a synchronous engine's attention ranks: chunks landing together prefill side by side
-                r = self.ranks
+                r = rules.ranks
                 together = np.maximum(_iteration_seconds(a, eff, tp, n, context, r * chunk, r, prior) - t_idle, 0.0)
                 per_prompt = per_prompt * spread_over_ranks(arrivals, r, added, together)
             rate = n / np.maximum(slots * t_seen + drawn * n * per_prompt, 1e-300)
@@ -685,7 +638,7 @@ class _Scheduler:
             # prompts come faster than iterations), each adding its cost: the mean and second moment.
             # an iteration takes `capacity` chunks: the room's share, or (an engine that does not chunk) the
             # whole prompts that fit in it, at least one
-            capacity = room / chunk if self.profile.chunked_prefill else _whole_prompts(room, inputs, self.length_cv)
+            capacity = rules.prompts_taken(room, chunk, inputs, self.length_cv)
             carrying = np.minimum(arrivals, capacity)
             per_chunk = per_prompt / k
             mean = t_idle + carrying * per_chunk
@@ -701,15 +654,15 @@ class _Scheduler:
             carries = 1.0 - np.exp(-carrying)
             t_prompt = t_idle + per_chunk * carrying / np.maximum(carries, 1e-300)
             per_iteration = arrive * n / slots
-            fill = room if self.profile.chunked_prefill else capacity * inputs  # the tokens of a full iteration
+            fill = room if rules.chunked else capacity * inputs  # the tokens of a full iteration
             filled = inputs / fill
             prior_full = np.maximum(inputs - fill, 0.0) / 2
             full = _iteration_seconds(a, eff, tp, n, context, fill, np.maximum(fill / inputs, 1.0), prior_full)
             service = filled * np.maximum(full, t_dec)  # a prompt's share of full iterations
         else:
-            k = _chunks(inputs, self.budget / self.ranks, self.length_cv)
+            k = rules.chunks(inputs, 0.0, self.length_cv)
             chunk = inputs / k
-            per_batch = np.maximum(self.budget / chunk, 1.0)
+            per_batch = np.maximum(rules.room(0.0) / chunk, 1.0)
             prior = (k - 1) / 2 * chunk
             # The prompts a decode iteration's completions send arrive together, the request path later, and
             # share the next prefill batch: a prompt's batch holds its own group, the other clients' completions
@@ -770,10 +723,10 @@ class _Scheduler:
         remaining = np.maximum(t_prompt - o * (j + 1) / (2 * j), t_idle / 2) + (k - 1) / 2 * t_prompt
         # An overlap scheduler built the next iteration before this prompt arrived: it waits for that one too,
         # unless that iteration is the next chunk of the prompt it landed behind (already counted).
-        lagged = 1.0 - landing * (k - 1) / k if self.profile.overlap_scheduler else 0.0  # in iterations
+        lagged = rules.lag_iterations * (1.0 - landing * (k - 1) / k)  # in iterations
         lag = following * lagged
         residual = landing * remaining + (1 - landing) * t_idle / 2
-        if self.profile.mixed_batching:  # the others joining over the whole iteration it lands in
+        if rules.mixed:  # the others joining over the whole iteration it lands in
             own = own + np.minimum(others * (landing * t_prompt + (1 - landing) * t_idle), fits) * added
         wait = busy * (residual + lag) + own + queue
         # Admitted from the engine's queue as a completion frees a slot (at an iteration's end): its own k iterations,

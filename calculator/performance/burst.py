@@ -14,8 +14,9 @@ import numpy as np
 
 from ._common import _bisection
 from .arrays import StepArrays
-from .engines import Efficiency, EngineProfile
+from .engines import Efficiency
 from .iteration import _iteration_seconds
+from .scheduler import SchedulerRules
 
 #: Bursts of up to this many iterations have their first tokens summed iteration by iteration.
 _EXACT_BURST = 64
@@ -24,16 +25,14 @@ _EXACT_BURST = 64
 def burst_seconds(
     a: StepArrays,
     eff: Efficiency,
-    profile: EngineProfile,
+    rules: SchedulerRules,
     tp: np.ndarray,
     prompts: np.ndarray,
     inputs: np.ndarray,
-    budget: Any,
-    ranks: float,
 ) -> tuple[np.ndarray, ...]:
     """A burst of ``prompts`` prompts of ``inputs`` tokens prefilled from an idle engine.
 
-    ``budget`` (scalar or per row) is the prompt tokens an iteration takes over the ``ranks`` attention ranks.
+    The engine's ``rules`` give the tokens an iteration takes over its attention ranks.
     The first iteration is prompts alone. Under a mixing engine the burst's prompts decode from the iteration
     after their prefill, beside the later ones, and take a token of the budget each (about half the burst on
     average: an engine that does not chunk fits one whole prompt fewer where they filled the budget exactly);
@@ -41,15 +40,15 @@ def burst_seconds(
     mean time from the burst's start to a first token (s), the burst's mean iteration (s))`` (see
     :func:`burst_first_token`); a later chunk of a prompt attends to its earlier ones.
     """
-    per_first, prior_first = _packing(profile, inputs, budget, ranks)
+    per_first, prior_first = _packing(rules, inputs, rules.room(0.0, closed_form=True))
     # the first stage: the iterations up to the first prompt's first token, prompts alone at the full budget
     stage = np.maximum(np.ceil(1.0 / per_first * (1 - 1e-12)), 1.0)
     staged = stage * per_first
     decodes = np.zeros_like(staged)
-    if profile.mixed_batching:  # the prompts through by then and later, decoding beside the rest: their mean
+    if rules.mixed:  # the prompts through by then and later, decoding beside the rest: their mean
         decodes = np.where(prompts > staged, np.clip((staged + prompts - per_first) / 2, staged, prompts), 0.0)
-    room = np.maximum(budget - decodes, 1.0)
-    per_iteration, prior = _packing(profile, inputs, room, ranks)
+    room = rules.room(decodes, closed_form=True)
+    per_iteration, prior = _packing(rules, inputs, room)
     iterations, mean_iteration, last_share = burst_first_token(prompts, per_iteration, inputs, room, per_first)
     later = iterations > stage
     first_prompts = np.minimum(per_first, prompts)
@@ -71,14 +70,15 @@ def burst_seconds(
     return iterations, mean_iteration, first, mean
 
 
-def _packing(profile: EngineProfile, inputs: np.ndarray, budget: Any, ranks: float) -> tuple[np.ndarray, np.ndarray]:
-    """Prompts' worth of tokens an iteration takes, and a chunk's mean earlier tokens of its prompt.
+def _packing(rules: SchedulerRules, inputs: np.ndarray, budget: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Prompts' worth of tokens an iteration of ``budget`` tokens for prompts takes, and a chunk's mean earlier tokens.
 
     A chunking engine fills the ``budget``; one that does not chunk takes whole prompts, as many as fit a rank's
     share, one at least. A later chunk attends to its prompt's earlier ones.
     """
+    ranks = rules.ranks
     per_rank = budget / ranks
-    if not profile.chunked_prefill:
+    if not rules.chunked:
         return np.maximum(np.floor(per_rank / inputs), 1.0) * ranks, np.zeros_like(inputs)
     # k full chunks of p tokens and a rest of r: the tokens' mean earlier tokens of their prompt (a rest of a few
     # tokens adds next to nothing, where a count of equal pieces would jump with it)
@@ -134,14 +134,12 @@ def burst_first_token(
 def staggered_round(
     a: StepArrays,
     eff: Efficiency,
-    profile: EngineProfile,
+    rules: SchedulerRules,
     tp: np.ndarray,
     held: np.ndarray,
     inputs: np.ndarray,
     context: np.ndarray,
     slots: np.ndarray,
-    budget: float,
-    ranks: float,
     path: np.ndarray,
     t_decode: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -166,19 +164,19 @@ def staggered_round(
     # prefill over a request's decode steps, the rest waiting in the engine's queue: `slots` times the prompts an
     # iteration takes beside them, which fall as they rise (the fixed point, by bisection).
     def packing(decoding: np.ndarray) -> tuple[np.ndarray, ...]:
-        per, prior = _packing(profile, inputs, np.maximum(budget - decoding, 1.0), ranks)
+        per, prior = _packing(rules, inputs, rules.room(decoding, closed_form=True))
         return per, prior, np.minimum(np.maximum(per, 1.0), held)
 
     low, _ = _bisection(
         np.zeros_like(held), np.maximum(held - 1.0, 0.0), lambda d: d <= slots * np.minimum(packing(d)[0], held)
     )
-    per_iteration, prior, group = packing(np.maximum(held - np.maximum(budget / inputs, 1.0), 0.0))
+    per_iteration, prior, group = packing(np.maximum(held - np.maximum(rules.token_budget / inputs, 1.0), 0.0))
     bound = low < held - group
     decoding = np.where(bound, low, held - group)
     per_iteration, prior, group = (
         np.where(bound, b, f) for b, f in zip(packing(low), (per_iteration, prior, group), strict=True)
     )
-    budget_left = np.maximum(budget - decoding, 1.0)
+    budget_left = rules.room(decoding, closed_form=True)
     # A group: the prompts one iteration takes, or one prompt over several iterations (its first token with the
     # last), and its iterations.
     groups = np.maximum(np.ceil(held / group * (1 - 1e-12)), 1.0)
@@ -196,7 +194,7 @@ def staggered_round(
     # The decode iterations between the first group's completion and its long iteration (the one in flight
     # when its prompts arrive, which started at the completion, and the overlap scheduler's), each completing
     # a group; once the other groups have finished the engine idles and starts the prompts as they arrive.
-    lag = 1.0 if profile.overlap_scheduler else 0.0
+    lag = rules.lag_iterations
     apart = iterations * t_decode  # between two groups' completions (a group's iterations)
     draining = (groups - 1) * apart  # until the last group finishes
     in_flight = t_decode * np.maximum(path / np.maximum(t_decode, 1e-300) + 0.5, 1.0)  # (a shorter path: the rest)

@@ -23,8 +23,9 @@ import numpy as np
 
 from .arrays import StepArrays
 from .burst import burst_seconds
-from .engines import Efficiency, EngineProfile
+from .engines import Efficiency
 from .iteration import _iteration_seconds
+from .scheduler import SchedulerRules
 
 #: Steps of the fluid per mean output (the step's decode iterations: ``O / STEPS_PER_OUTPUT``). The waits
 #: converge from below as the steps shrink: at 64 steps 7 % under 128 on the grid's slowest-converging point
@@ -45,25 +46,22 @@ _TAIL = 6.0
 def group_cache_run(
     a: StepArrays,
     eff: Efficiency,
-    profile: EngineProfile,
+    rules: SchedulerRules,
     tp: np.ndarray,
     inputs: np.ndarray,
     outputs: np.ndarray,
     clients: np.ndarray,
     length_cv: np.ndarray,
     kv_tokens: np.ndarray,
-    budget: float,
-    chunk: float,
-    max_seqs: float,
     requests_per_client: float,
     waves: np.ndarray,
 ) -> tuple[np.ndarray, ...]:
     """Mean admission wait of the prompts (s), the run's throughput (requests/s) and two waits after admission (s).
 
-    All arrays are 1-D over the rows; ``budget`` is the prompt tokens an iteration takes over all attention
-    ranks, ``chunk`` a rank's share (the longest piece of a prompt). The wait is the time a prompt spends
-    between its arrival and its admission; the throughput, the requests over the run's span, first burst to
-    last completion (as a benchmark reports it). After its admission a prompt waits for the readmitted
+    All arrays are 1-D over the rows; the engine's ``rules`` give the prompt tokens an iteration takes over all
+    attention ranks (a rank's share the longest piece of a prompt) and the sequence cap. The wait is the time a
+    prompt spends between its arrival and its admission; the throughput, the requests over the run's span, first
+    burst to last completion (as a benchmark reports it). After its admission a prompt waits for the readmitted
     requests' prompts and output, recomputed ahead of it in the step that admits both (the third array); on
     the ``waves`` rows (identical requests under a prefill-first engine), the fourth is the mean time from a
     step's start to the first tokens of the prompts it admits, a burst of its own
@@ -79,12 +77,13 @@ def group_cache_run(
         out = tuple(np.full(len(inputs), np.nan) for _ in range(4))
         if np.any(follow):
             for whole, part in zip(out, group_cache_run(
-                a, eff, profile, tp[follow], inputs[follow], outputs[follow], clients[follow], length_cv[follow],
-                kv_tokens[follow], budget, chunk, max_seqs, requests_per_client, waves[follow],
+                a, eff, rules, tp[follow], inputs[follow], outputs[follow], clients[follow], length_cv[follow],
+                kv_tokens[follow], requests_per_client, waves[follow],
             ), strict=True):  # fmt: skip
                 whole[follow] = part
         return out
-    res = profile.output_reservation
+    res = rules.output_reservation
+    budget, chunk, max_seqs = rules.token_budget, rules.token_budget / rules.ranks, rules.max_sequences
     steps_per_output = np.clip(np.floor(_MOST_STEPS / rounds), 16, STEPS_PER_OUTPUT)
     dt = outputs / steps_per_output  # decode iterations a step
     spread = np.maximum(length_cv, 1e-9) * outputs
@@ -111,8 +110,8 @@ def group_cache_run(
     queue, issued, done = clients.copy(), clients.copy(), np.zeros(rows)
     span, waited, admitted = np.zeros(rows), np.zeros(rows), np.zeros(rows)
     behind, own = np.zeros(rows), np.zeros(rows)
-    bursts, ranks = bool(np.any(waves)), budget / chunk
-    lone = burst_seconds(a, eff, profile, tp, np.ones(rows), inputs, budget, ranks)[2] if bursts else np.zeros(rows)
+    bursts = bool(np.any(waves))
+    lone = burst_seconds(a, eff, rules, tp, np.ones(rows), inputs)[2] if bursts else np.zeros(rows)
     active = np.ones(rows, dtype=bool)
     ahead = dt[:, None]
     last_finished = np.zeros(rows)
@@ -180,13 +179,13 @@ def group_cache_run(
         # The prompts run budget by budget (whole where the engine does not chunk, at least one an
         # iteration), a longer one attending to its earlier chunks (the closed form's mean prior).
         length = prompt_tokens / np.maximum(prompts, 1e-300)
-        if profile.chunked_prefill:
+        if rules.chunked:
             batches = np.maximum(np.ceil(prompt_tokens / budget), 1.0)
             pieces = np.maximum(np.ceil(length / chunk), 1.0)
         else:
             batches = np.maximum(np.ceil(prompts / np.maximum(np.floor(budget / np.maximum(length, 1.0)), 1.0)), 1.0)
             pieces = 1.0
-        if not profile.mixed_batching:
+        if not rules.mixed:
             # A prefill batch runs alone whenever the head of the queue fits: the room opens as requests finish,
             # so the step's admissions come in as many batches as its iterations that see a completion
             # (Poisson over the step's decode iterations; at most one batch a prompt).
@@ -195,21 +194,21 @@ def group_cache_run(
         # a step's share of a prompt is priced as part of its whole chunk (the attention within a chunk)
         piece = np.maximum(length / pieces, 1.0)
         batch = (prompt_tokens / batches, prompt_tokens / batches / piece, prior)
-        if profile.mixed_batching:  # the prompts ride in decode iterations
+        if rules.mixed:  # the prompts ride in decode iterations
             lift = batches * (_iteration_seconds(a, eff, tp, running, context, *batch) - step)
         else:  # prefill batches run alone
             lift = batches * _iteration_seconds(a, eff, tp, 0, 0, *batch)
         seconds = np.where(active, dt * step + np.where(prompt_tokens > 0, lift, 0.0), 0.0)
         # The step's new prompts are packed behind the readmitted ones and wait for their share of the prefill
         # time (a mixing engine's prompt rides in the last of their iterations: its decode counted once).
-        prefill = lift + ((batches - 1) * step if profile.mixed_batching else 0.0)
+        prefill = lift + ((batches - 1) * step if rules.mixed else 0.0)
         ahead_share = recomputed / np.maximum(prompt_tokens, 1e-300)
         behind += np.where(active & (prompt_tokens > 0), new * ahead_share * prefill, 0.0)
         if bursts:  # then their own burst (at least one prompt: a trickle comes a prompt at a time)
             own += np.where(active & waves, new * lone, 0.0)
             k = active & waves & (new > 1)
             if np.any(k):
-                burst = burst_seconds(a, eff, profile, tp[k], new[k], inputs[k], budget, ranks)[2]
+                burst = burst_seconds(a, eff, rules, tp[k], new[k], inputs[k])[2]
                 own[k] += new[k] * (burst - lone[k])
         waited += queue * seconds
         span += seconds

@@ -1,0 +1,198 @@
+"""An engine's scheduling rules, once: the one object the predictor, the sizer and the simulator ask.
+
+A serving engine's scheduler builds each iteration from a token budget: the running decodes take a
+token each, the room they leave goes to prompts, chunked where the engine chunks, and a waiting
+prompt is admitted while the sequence cap and the KV cache allow. :class:`SchedulerRules` holds
+those rules for one engine release on one replica layout, built from the registry's engine entry
+(:class:`~calculator.performance.EngineProfile`, its cited defaults) by :func:`scheduler_rules`.
+
+Three users read them:
+
+* the closed-loop predictor (:func:`~calculator.performance.closed_loop_seconds`), a mean-field closed
+  form over a continuous decoding population;
+* the fleet sizer's evaluation (``calculator.fleet.evaluate``), the same rules at each batch cap;
+* the simulator (``calculator.simulation``), iteration by iteration on whole tokens.
+
+The room the decodes leave is one rule, the engine's mechanism: ``T - n`` tokens of a budget of
+``T`` beside ``n`` decodes (vLLM's scheduler subtracts each running request's new tokens from
+``max_num_batched_tokens`` before it schedules a waiting one; TensorRT-LLM's capacity scheduler
+counts the generation tokens against ``max_num_tokens`` alike). Where the decodes fill the budget the
+engine admits no prompt until one finishes; the simulator does exactly that. The closed forms work on
+a continuous population and must chunk a prompt into a finite count, so they read at least one token
+of room (:meth:`SchedulerRules.room` with ``closed_form=True``): a prompt then takes as many
+iterations as it has tokens, which no latency target survives, and the decoding caps keep ``n`` below
+``T`` wherever the answer matters. (The predictor once took ``max(T - n, T/4)``: that floor binds only
+where more than three quarters of the budget decodes, which no packaged engine's defaults allow; the
+comparison is in ``docs/ARCHITECTURE.md``.)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import InputError
+from ..results import Result
+
+if TYPE_CHECKING:
+    from .engines import EngineProfile
+
+#: Beyond this many whole prompts in the room, an engine that does not chunk packs them as a share of the room.
+WHOLE_PROMPTS_COUNTED = 32
+
+
+@dataclass(frozen=True, repr=False)
+class SchedulerRules(Result):
+    """One engine's scheduling rules on one replica (every attention rank of it).
+
+    Attributes
+    ----------
+    engine : str
+        The engine profile's name.
+    token_budget : float or ndarray
+        Tokens one iteration of the replica takes (every attention rank's budget together).
+    max_sequences : float or ndarray
+        Most sequences the replica runs at once (every rank's cap together).
+    ranks : float or ndarray
+        Attention ranks of the replica; each schedules its own share of the budget and the cap.
+    mixed : bool
+        Prompt chunks share iterations with the running decodes (vLLM, TensorRT-LLM); else a
+        prefill batch runs alone and pauses decoding (SGLang).
+    chunked : bool
+        A prompt longer than the room is split over iterations.
+    overlap : bool
+        The scheduler builds iteration ``k + 1`` while the GPU runs ``k``: a prompt that arrives while an
+        iteration runs is first scheduled one iteration later than under a synchronous scheduler.
+    output_reservation : float
+        The share of a request's output the admission reserves KV for.
+    """
+
+    engine: str
+    token_budget: Any
+    max_sequences: Any
+    ranks: Any
+    mixed: bool
+    chunked: bool
+    overlap: bool
+    output_reservation: float
+
+    def room(self, decodes: Any, closed_form: bool = False) -> Any:
+        """The tokens the budget leaves for prompts beside ``decodes`` running decodes: ``T - n``.
+
+        A prefill-first engine's prompt batch runs alone with the whole budget. ``closed_form``: at
+        least one token (a continuous model's chunk count stays finite; see the module's note).
+        """
+        left = self.token_budget - (np.asarray(decodes) if self.mixed else 0 * np.asarray(decodes))
+        return np.maximum(left, 1.0) if closed_form else np.maximum(left, 0)
+
+    def chunk_size(self, decodes: Any) -> Any:
+        """The most tokens of one prompt an iteration takes beside ``decodes``: one rank's share of the room."""
+        return self.room(decodes, closed_form=True) / self.ranks
+
+    def chunks(self, tokens: Any, decodes: Any, length_cv: Any = 0.0) -> np.ndarray:
+        """The mean number of iterations a prompt of ``tokens`` takes beside ``decodes`` (1 if not chunked)."""
+        if not self.chunked:
+            return np.ones(np.broadcast(np.asarray(tokens), np.asarray(decodes)).shape)
+        return chunk_count(tokens, np.maximum(self.chunk_size(decodes), 1.0), length_cv)
+
+    def prompts_taken(self, room: Any, chunk: Any, inputs: Any, length_cv: Any) -> np.ndarray:
+        """The prompt chunks an iteration of ``room`` tokens takes: the room's share, or whole prompts.
+
+        A chunking engine fills the room with chunks of ``chunk`` tokens; one that does not chunk takes the
+        whole prompts of ``inputs`` tokens that fit, in order, at least one however long
+        (:func:`whole_prompts`).
+        """
+        if self.chunked:
+            return np.asarray(room / chunk, dtype=float)
+        return whole_prompts(room, inputs, length_cv)
+
+    def admission_tokens(self, prompt: Any, output: Any) -> Any:
+        """The KV tokens an admission reserves: the prompt and the reserved share of the output."""
+        return prompt + self.output_reservation * output
+
+    @property
+    def lag_iterations(self) -> float:
+        """The iterations an arriving prompt waits beyond a synchronous scheduler's: one under overlap."""
+        return 1.0 if self.overlap else 0.0
+
+
+def scheduler_rules(
+    profile: EngineProfile,
+    memory_bytes: float,
+    accelerator: str = "",
+    ranks: Any = 1.0,
+    *,
+    max_num_tokens: Any = None,
+    max_num_seqs: Any = None,
+) -> SchedulerRules:
+    """The :class:`SchedulerRules` of ``profile`` on a device of ``memory_bytes`` with ``ranks`` attention ranks.
+
+    The budget and the sequence cap are the engine's tier for the device (``EngineProfile.limits``) unless
+    given: ``max_num_tokens`` per rank (a chunk size or the engine flag), ``max_num_seqs`` per replica. A
+    given budget makes any engine chunk (a chunk size is what it sets). A mixing engine runs no more
+    sequences than its budget holds decodes (vLLM refuses ``max_num_seqs`` above ``max_num_batched_tokens``).
+    """
+    from .engines import EngineProfile
+
+    if not isinstance(profile, EngineProfile):
+        raise InputError(
+            f"scheduler_rules(): argument 'profile' must be an EngineProfile, got {type(profile).__name__}"
+        )
+    tokens, seqs = profile.limits(memory_bytes, accelerator)
+    per_rank = float(max_num_tokens) if max_num_tokens else float(tokens)
+    budget = per_rank * ranks
+    sequences = float(max_num_seqs) if max_num_seqs else float(seqs) * ranks
+    if profile.mixed_batching:
+        sequences = np.minimum(sequences, budget)
+    return SchedulerRules(
+        engine=profile.name,
+        token_budget=budget,
+        max_sequences=sequences,
+        ranks=ranks,
+        mixed=profile.mixed_batching,
+        chunked=profile.chunked_prefill or bool(max_num_tokens),
+        overlap=profile.overlap_scheduler,
+        output_reservation=profile.output_reservation,
+    )
+
+
+def whole_prompts(room: Any, inputs: Any, length_cv: Any) -> np.ndarray:
+    """The whole prompts an iteration of ``room`` tokens takes, in order while they fit (at least one).
+
+    Prompts of ``inputs`` tokens spread normally by ``length_cv``: ``sum_k P(S_k <= room)``, ``S_k`` the
+    first ``k`` prompts' tokens. Fixed lengths (0) give ``floor(room / inputs)``; no spread given
+    (``inf``), a spread of 1 or more (where a normal spread would give negative lengths), or more than
+    :data:`WHOLE_PROMPTS_COUNTED` prompts, the room's share ``room / inputs``.
+    """
+    from scipy.special import ndtr
+
+    room, inputs, cv = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (room, inputs, length_cv)))
+    share = room / inputs
+    k = np.arange(1, WHOLE_PROMPTS_COUNTED + 2, dtype=float).reshape((-1,) + (1,) * room.ndim)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = (room - k * inputs) / (np.sqrt(k) * cv * inputs)
+    counted = ndtr(np.where(np.isnan(z), np.inf, z)).sum(axis=0)  # nan: fixed lengths that fit exactly
+    return np.maximum(np.where((cv < 1) & (share <= WHOLE_PROMPTS_COUNTED), counted, share), 1.0)
+
+
+def chunk_count(inputs: Any, size: Any, length_cv: Any) -> np.ndarray:
+    """The mean number of chunks of ``size`` tokens a prompt takes: ``E[ceil(I / size)]``.
+
+    Prompts spread normally by ``length_cv`` around ``inputs`` take ``1 + sum_j P(I > j size)`` chunks on average
+    (a mean of exactly two budgets is two chunks for half of them and three for the other half); fixed lengths
+    (0) or no spread given (``inf``) take ``ceil(inputs / size)``.
+    """
+    from scipy.special import ndtr
+
+    inputs, size, cv = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (inputs, size, length_cv)))
+    fixed = np.ceil(inputs / size)
+    spread = np.isfinite(cv) & (cv > 0) & (cv < 1)
+    if not np.any(spread):
+        return fixed
+    most = int(np.max(np.where(spread, np.ceil(inputs * (1 + 8 * np.where(spread, cv, 0.0)) / size), 1.0)))
+    j = np.arange(1, most + 1, dtype=float).reshape((-1,) + (1,) * inputs.ndim)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = (inputs - j * size) / (np.where(spread, cv, 1.0) * inputs)
+    return np.where(spread, 1.0 + ndtr(z).sum(axis=0), fixed)

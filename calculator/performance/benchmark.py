@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import numbers
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -253,24 +253,10 @@ def closed_loop_seconds(
     rate = steady.rate
     waves = _waves(arrivals, clients.shape)
     if np.any(waves):
-        # Every round is a burst: groups of the budget one after another; a request's first token
-        # waits for the groups ahead, its decode steps for the ones behind (prefill-first engines pause
-        # decoding for them, mixing engines add them to the decode iterations): the burst's iterations
-        # after its own first token, G - mean_iteration ((G - 1) / 2 for whole groups; none for one
-        # prompt in several chunks).
-        t_batch = _iteration_seconds(a, eff, tp, held, context)
-        lift = np.maximum(t_burst - t_batch, 0.0) if rules.mixed else t_burst
-        wave_tpot = t_batch + (burst_iterations - mean_iteration) * lift / slots
-        wave_rate = held / (overhead + burst_iterations * t_burst + slots * t_batch)
-        if rules.mixed:
-            # Only the first round is a burst: its groups start decoding one iteration apart and stay staggered.
-            later, later_tpot = staggered_round(a, eff, rules, tp, held, inputs, context, slots, overhead, t_batch)
-            rounds = requests_per_client
-            wave_ttft = (first + (rounds - 1) * later) / rounds
-            wave_tpot = (wave_tpot + (rounds - 1) * later_tpot) / rounds
-            wave_rate = held / (wave_ttft + slots * wave_tpot)
-        else:
-            wave_ttft = first
+        wave_ttft, wave_tpot, wave_rate = _in_waves(
+            a, eff, rules, tp, held, inputs, context, slots, overhead, (burst_iterations, mean_iteration, t_burst),
+            first, requests_per_client,
+        )  # fmt: skip
         ttft, tpot, rate = (np.where(waves, w, d) for w, d in ((wave_ttft, ttft), (wave_tpot, tpot), (wave_rate, rate)))
     # Clients beyond what the engine holds wait for a slot (Little's law at the engine's rate). The first
     # round's prompts all arrive at once and leave the queue one by one as slots free, so they wait half as
@@ -282,20 +268,12 @@ def closed_loop_seconds(
     run_spread = np.where(waves, 0.0, spread)
     pressure = (rules.output_reservation < 1) & (held * _group_peak(inputs, outputs, run_spread) > kv_tokens)
     group = (waves | (np.isfinite(spread) & (spread > 0))) & (kv_limit >= 1) & ((clients > kv_limit) | pressure)
-    followed = np.zeros_like(group)
+    followed, run_rate = np.zeros_like(group), np.zeros(0)
     if cache_run and np.any(group):
-        # A group that finishes together: the cache followed through the run (performance.cache).
-        # In waves a prefill-first engine's admissions are bursts of their own, the prompts the cache admits
-        # together (a mixing engine's groups stay staggered, their admission wait on top).
-        bursts = waves & (not rules.mixed)
-        wait, run_rate, behind, own = group_cache_run(
-            a, eff, rules, tp[group], inputs[group], outputs[group], clients[group], run_spread[group],
-            kv_tokens[group], requests_per_client, bursts[group],
+        followed, run_rate = _followed_run(
+            a, eff, rules, tp, (inputs, outputs, clients, run_spread, kv_tokens), requests_per_client, waves, group,
+            (overhead, slot_wait, ttft),
         )  # fmt: skip
-        kept = np.isfinite(wait)
-        followed[group] = kept
-        slot_wait[followed] = (wait + behind)[kept]
-        ttft[followed & bursts] = overhead[followed & bursts] + own[kept & bursts[group]]
     admitted = np.where(waves, ttft, admitted)  # a wave's slot wait adds to its own first token
     slotted = np.minimum(queue, 1.0)
 
@@ -305,7 +283,7 @@ def closed_loop_seconds(
     throughput = clients / (with_slot_wait(full_queue) + slots * tpot)  # every client has one request in flight
     ttft = with_slot_wait(slot_wait)
     if np.any(followed):  # the run's requests over its span, the drain at the end included
-        throughput[followed] = run_rate[kept]
+        throughput[followed] = run_rate
     out = {
         "ttft": ttft,
         "tpot": tpot,
@@ -323,6 +301,65 @@ def closed_loop_seconds(
         "decode_step": _iteration_seconds(a, eff, tp, held, context),
     }
     return {key: value.reshape(shape) for key, value in out.items()}
+
+
+def _followed_run(
+    a: StepArrays, eff: Efficiency, rules: SchedulerRules, tp: np.ndarray, rows: tuple[np.ndarray, ...],
+    requests_per_client: float, waves: np.ndarray, group: np.ndarray, waits: tuple[np.ndarray, ...],
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """A group that finishes together: the cache followed through the run (:func:`group_cache_run`).
+
+    ``rows``: the inputs, outputs, clients, length spread and KV tokens of every row; ``group``: the rows to follow.
+    ``waits``: the request path, the slot wait and the TTFT, the last two set in place on the rows followed. In
+    waves a prefill-first engine's admissions are bursts of their own, the prompts the cache admits together (a
+    mixing engine's groups stay staggered, their admission wait on top). Returns the rows followed and their
+    throughput.
+    """
+    inputs, outputs, clients, run_spread, kv_tokens = rows
+    overhead, slot_wait, ttft = waits
+    bursts = waves & (not rules.mixed)
+    wait, run_rate, behind, own = group_cache_run(
+        a, eff, rules, tp[group], inputs[group], outputs[group], clients[group], run_spread[group],
+        kv_tokens[group], requests_per_client, bursts[group],
+    )  # fmt: skip
+    kept = np.isfinite(wait)
+    followed = np.zeros_like(group)
+    followed[group] = kept
+    slot_wait[followed] = (wait + behind)[kept]
+    ttft[followed & bursts] = overhead[followed & bursts] + own[kept & bursts[group]]
+    return followed, run_rate[kept]
+
+
+def _in_waves(
+    a: StepArrays, eff: Efficiency, rules: SchedulerRules, tp: np.ndarray, held: np.ndarray, inputs: np.ndarray,
+    context: np.ndarray, slots: np.ndarray, overhead: np.ndarray, burst: tuple[np.ndarray, ...], first: np.ndarray,
+    requests_per_client: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """TTFT, TPOT and throughput where the clients send in waves.
+
+    ``burst``: the first burst's iterations, the mean iteration of a first token and its mean iteration's seconds;
+    ``first``: its mean TTFT.
+    """
+    burst_iterations, mean_iteration, t_burst = burst
+    # Every round is a burst: groups of the budget one after another; a request's first token
+    # waits for the groups ahead, its decode steps for the ones behind (prefill-first engines pause
+    # decoding for them, mixing engines add them to the decode iterations): the burst's iterations
+    # after its own first token, G - mean_iteration ((G - 1) / 2 for whole groups; none for one
+    # prompt in several chunks).
+    t_batch = _iteration_seconds(a, eff, tp, held, context)
+    lift = np.maximum(t_burst - t_batch, 0.0) if rules.mixed else t_burst
+    wave_tpot = t_batch + (burst_iterations - mean_iteration) * lift / slots
+    wave_rate = held / (overhead + burst_iterations * t_burst + slots * t_batch)
+    if rules.mixed:
+        # Only the first round is a burst: its groups start decoding one iteration apart and stay staggered.
+        later, later_tpot = staggered_round(a, eff, rules, tp, held, inputs, context, slots, overhead, t_batch)
+        rounds = requests_per_client
+        wave_ttft = (first + (rounds - 1) * later) / rounds
+        wave_tpot = (wave_tpot + (rounds - 1) * later_tpot) / rounds
+        wave_rate = held / (wave_ttft + slots * wave_tpot)
+    else:
+        wave_ttft = first
+    return wave_ttft, wave_tpot, wave_rate
 
 
 #: Rounds after the burst the aftermath follows (:func:`_aftermath`); later rounds count as mixed. A length
@@ -521,6 +558,37 @@ class _Terms:
     admitted: np.ndarray  # a prompt's wait from a freed slot to its first token, already at the engine
 
 
+class _Base(NamedTuple):
+    """What both kinds of iteration read at a decoding population (seconds; prompts per iteration and request)."""
+
+    drawn: np.ndarray  # the other clients' prompts per decode iteration, per decoding request and O - 1
+    arrive: np.ndarray  # their part of the arrivals (crowded in the rounds after the burst)
+    t_dec: np.ndarray  # a decode iteration of the population
+    t_idle: np.ndarray  # the same, zero without decodes
+    t_seen: np.ndarray  # the decode iteration a decoding request sees
+
+
+@dataclass(frozen=True)
+class _Cycle:
+    """The engine's iterations at a decoding population, before a prompt's waits (:meth:`_Scheduler.terms`)."""
+
+    k: np.ndarray  # a prompt's chunks (iterations)
+    rate: np.ndarray  # requests per second
+    step: np.ndarray  # TPOT
+    local: np.ndarray  # requests per second at a crowded round's pace
+    own: np.ndarray  # a prompt's own iterations
+    following: np.ndarray  # the next iteration, by count
+    service: np.ndarray  # a prompt's share of full-budget iterations
+    carries: np.ndarray  # the share of iterations that carry prompt work
+    t_prompt: np.ndarray  # such an iteration's mean length
+    per_iteration: np.ndarray  # prompts arriving per iteration
+    filled: np.ndarray  # the iterations of the budget a prompt fills
+    full: np.ndarray  # a full-budget iteration
+    others: np.ndarray  # the others' prompts joining per second (mixing engines; else 0)
+    fits: np.ndarray  # the prompts the budget has room for beside one (mixing engines; else 0)
+    added: np.ndarray  # a chunk's seconds over a plain decode iteration (mixing engines; else 0)
+
+
 @dataclass
 class _Scheduler:
     """The engine's iterations at a decoding population ``n``, with dispersed arrivals (mean field).
@@ -603,88 +671,126 @@ class _Scheduler:
         return np.where(shared <= budget - 1.0, shared, np.maximum(full, budget - 1.0))
 
     def terms(self, n: np.ndarray) -> _Terms:
-        a, eff, tp, inputs, slots, context = self.a, self.eff, self.tp, self.inputs, self.slots, self.context
+        """The cycle's terms at a decoding population ``n``.
+
+        The iterations (:meth:`_mixed`, :meth:`_prefill_first`) and a prompt's waits in them (:meth:`_waits`).
+        """
+        base = self._base(n)
+        its = self._mixed(n, base) if self.rules.mixed else self._prefill_first(n, base)
+        return self._waits(n, base, its)
+
+    def _base(self, n: np.ndarray) -> _Base:
+        a, eff, tp, context = self.a, self.eff, self.tp, self.context
         share = 1.0 - 1.0 / self.clients  # the other clients' part of the load
         drawn = share * self.count  # their prompts per decode iteration, per decoding request and O - 1
         arrive = drawn * self.crowd  # their part of the arrivals (crowded in the rounds after the burst)
         t_dec = _iteration_seconds(a, eff, tp, n, context)
         t_idle = np.where(n > 0, t_dec, 0.0)
         t_seen = _iteration_seconds(a, eff, tp, 1.0 + share * n, context)
+        return _Base(drawn, arrive, t_dec, t_idle, t_seen)
+
+    def _mixed(self, n: np.ndarray, base: _Base) -> _Cycle:
+        """A mixing engine's iterations: the other clients' prompt chunks ride in the decode iterations."""
+        a, eff, tp, inputs, slots, context = self.a, self.eff, self.tp, self.inputs, self.slots, self.context
+        drawn, arrive, t_dec, t_idle, t_seen = base
         rules = self.rules
-        if rules.mixed:
-            room = rules.room(n, closed_form=True)
-            k = rules.chunks(inputs, n, self.length_cv)
-            chunk = inputs / k
-            prior = (k - 1) / 2 * chunk
-            added = np.maximum(_iteration_seconds(a, eff, tp, n, context, chunk, 1, prior) - t_idle, 0.0)
-            per_prompt = k * added
-            arrivals = arrive * n * k / slots  # chunks landing per iteration
-            # Chunks landing together are priced together (a Poisson count of them): under an asynchronous engine
-            # the first hide under the fixed costs and the next add their GPU time, and the GPU work of several is
-            # not their sum (eight 128-token prompts beside 1,000 decodes of Llama-3.1-70B FP8 on four H100s add
-            # 17 % less each than one alone).
-            if eff.overlap or rules.ranks <= 1:
-                expected = overlapped_prompt_seconds(a, eff, tp, n, context, chunk, prior, arrivals, t_idle)
-                per_prompt = np.where(arrivals > 1e-9, k * expected / np.maximum(arrivals, 1e-300), per_prompt)
-            else:  # a synchronous engine's attention ranks: chunks landing together prefill side by side
-                r = rules.ranks
-                together = np.maximum(_iteration_seconds(a, eff, tp, n, context, r * chunk, r, prior) - t_idle, 0.0)
-                per_prompt = per_prompt * spread_over_ranks(arrivals, r, added, together)
-            rate = n / np.maximum(slots * t_seen + drawn * n * per_prompt, 1e-300)
-            step = t_seen + drawn * n * per_prompt / slots
-            local = n / np.maximum(slots * t_seen + arrive * n * per_prompt, 1e-300)  # crowded: the round's pace
-            others = arrive * local
-            # An iteration carries a Poisson count of chunks, `arrivals` on average (more than one where
-            # prompts come faster than iterations), each adding its cost: the mean and second moment.
-            # an iteration takes `capacity` chunks: the room's share, or (an engine that does not chunk) the
-            # whole prompts that fit in it, at least one
-            capacity = rules.prompts_taken(room, chunk, inputs, self.length_cv)
-            carrying = np.minimum(arrivals, capacity)
-            per_chunk = per_prompt / k
-            mean = t_idle + carrying * per_chunk
-            # Prompts that arrive during the iteration this one lands in join its iterations (the next one the
-            # scheduler builds takes them all), each adding its chunk, only as far as the budget has room beside
-            # it (a prompt that fills the budget is prefilled without company): at `others` a second, up to `fits`.
-            fits = np.maximum(capacity - 1.0, 0.0)
-            own = k * (t_dec + added)
-            following = mean
-            # By count: iterations that carry prompt work (at least one chunk) and their mean length; prompts
-            # arriving per iteration (each decoding request completes once in `slots` iterations); the
-            # iterations of the budget a prompt fills.
-            carries = 1.0 - np.exp(-carrying)
-            t_prompt = t_idle + per_chunk * carrying / np.maximum(carries, 1e-300)
-            per_iteration = arrive * n / slots
-            fill = room if rules.chunked else capacity * inputs  # the tokens of a full iteration
-            filled = inputs / fill
-            prior_full = np.maximum(inputs - fill, 0.0) / 2
-            full = _iteration_seconds(a, eff, tp, n, context, fill, np.maximum(fill / inputs, 1.0), prior_full)
-            service = filled * np.maximum(full, t_dec)  # a prompt's share of full iterations
-        else:
-            k = rules.chunks(inputs, 0.0, self.length_cv)
-            chunk = inputs / k
-            per_batch = np.maximum(rules.room(0.0) / chunk, 1.0)
-            prior = (k - 1) / 2 * chunk
-            # The prompts a decode iteration's completions send arrive together, the request path later, and
-            # share the next prefill batch: a prompt's batch holds its own group, the other clients' completions
-            # of one decode iteration (a Poisson count seen from one of its members: one plus the mean).
-            packed = np.minimum(1.0 + arrive * n / slots, per_batch)
-            t_batch = _iteration_seconds(a, eff, tp, 0, 0, packed * chunk, packed, prior)
-            per_prompt = k * t_batch / packed
-            rate = n / np.maximum(slots * t_seen + drawn * n * per_prompt, 1e-300)
-            local = n / np.maximum(slots * t_seen + arrive * n * per_prompt, 1e-300)
-            prefilling = np.minimum(arrive * local * per_prompt, 1.0)
-            # the next iteration, by count
-            following = 1.0 / (prefilling / np.maximum(t_batch, 1e-300) + (1 - prefilling) / np.maximum(t_idle, 1e-300))
-            step = t_seen + drawn * n * per_prompt / slots
-            own = k * t_batch
-            full = _iteration_seconds(a, eff, tp, 0, 0, per_batch * chunk, per_batch, prior)
-            service = k * full / per_batch
-            # By count: prefill batches among the iterations; prompts arrive only from decode iterations (a
-            # prefill batch pauses decoding); a prompt fills 1/per_batch of its k batches.
-            carries = following * prefilling / np.maximum(t_batch, 1e-300)
-            t_prompt = t_batch
-            per_iteration = arrive * n / slots * (1.0 - carries)
-            filled = k / per_batch
+        room = rules.room(n, closed_form=True)
+        k = rules.chunks(inputs, n, self.length_cv)
+        chunk = inputs / k
+        prior = (k - 1) / 2 * chunk
+        added = np.maximum(_iteration_seconds(a, eff, tp, n, context, chunk, 1, prior) - t_idle, 0.0)
+        per_prompt = k * added
+        arrivals = arrive * n * k / slots  # chunks landing per iteration
+        # Chunks landing together are priced together (a Poisson count of them): under an asynchronous engine
+        # the first hide under the fixed costs and the next add their GPU time, and the GPU work of several is
+        # not their sum (eight 128-token prompts beside 1,000 decodes of Llama-3.1-70B FP8 on four H100s add
+        # 17 % less each than one alone).
+        if eff.overlap or rules.ranks <= 1:
+            expected = overlapped_prompt_seconds(a, eff, tp, n, context, chunk, prior, arrivals, t_idle)
+            per_prompt = np.where(arrivals > 1e-9, k * expected / np.maximum(arrivals, 1e-300), per_prompt)
+        else:  # a synchronous engine's attention ranks: chunks landing together prefill side by side
+            r = rules.ranks
+            together = np.maximum(_iteration_seconds(a, eff, tp, n, context, r * chunk, r, prior) - t_idle, 0.0)
+            per_prompt = per_prompt * spread_over_ranks(arrivals, r, added, together)
+        rate = n / np.maximum(slots * t_seen + drawn * n * per_prompt, 1e-300)
+        step = t_seen + drawn * n * per_prompt / slots
+        local = n / np.maximum(slots * t_seen + arrive * n * per_prompt, 1e-300)  # crowded: the round's pace
+        others = arrive * local
+        # An iteration carries a Poisson count of chunks, `arrivals` on average (more than one where
+        # prompts come faster than iterations), each adding its cost: the mean and second moment.
+        # an iteration takes `capacity` chunks: the room's share, or (an engine that does not chunk) the
+        # whole prompts that fit in it, at least one
+        capacity = rules.prompts_taken(room, chunk, inputs, self.length_cv)
+        carrying = np.minimum(arrivals, capacity)
+        per_chunk = per_prompt / k
+        mean = t_idle + carrying * per_chunk
+        # Prompts that arrive during the iteration this one lands in join its iterations (the next one the
+        # scheduler builds takes them all), each adding its chunk, only as far as the budget has room beside
+        # it (a prompt that fills the budget is prefilled without company): at `others` a second, up to `fits`.
+        fits = np.maximum(capacity - 1.0, 0.0)
+        own = k * (t_dec + added)
+        following = mean
+        # By count: iterations that carry prompt work (at least one chunk) and their mean length; prompts
+        # arriving per iteration (each decoding request completes once in `slots` iterations); the
+        # iterations of the budget a prompt fills.
+        carries = 1.0 - np.exp(-carrying)
+        t_prompt = t_idle + per_chunk * carrying / np.maximum(carries, 1e-300)
+        per_iteration = arrive * n / slots
+        fill = room if rules.chunked else capacity * inputs  # the tokens of a full iteration
+        filled = inputs / fill
+        prior_full = np.maximum(inputs - fill, 0.0) / 2
+        full = _iteration_seconds(a, eff, tp, n, context, fill, np.maximum(fill / inputs, 1.0), prior_full)
+        service = filled * np.maximum(full, t_dec)  # a prompt's share of full iterations
+        return _Cycle(
+            k, rate, step, local, own, following, service, carries, t_prompt, per_iteration, filled, full, others, fits,
+            added,
+        )  # fmt: skip
+
+    def _prefill_first(self, n: np.ndarray, base: _Base) -> _Cycle:
+        """A prefill-first engine's iterations: prefill batches that pause decoding."""
+        a, eff, tp, inputs, slots = self.a, self.eff, self.tp, self.inputs, self.slots
+        drawn, arrive, _, t_idle, t_seen = base
+        rules = self.rules
+        k = rules.chunks(inputs, 0.0, self.length_cv)
+        chunk = inputs / k
+        per_batch = np.maximum(rules.room(0.0) / chunk, 1.0)
+        prior = (k - 1) / 2 * chunk
+        # The prompts a decode iteration's completions send arrive together, the request path later, and
+        # share the next prefill batch: a prompt's batch holds its own group, the other clients' completions
+        # of one decode iteration (a Poisson count seen from one of its members: one plus the mean).
+        packed = np.minimum(1.0 + arrive * n / slots, per_batch)
+        t_batch = _iteration_seconds(a, eff, tp, 0, 0, packed * chunk, packed, prior)
+        per_prompt = k * t_batch / packed
+        rate = n / np.maximum(slots * t_seen + drawn * n * per_prompt, 1e-300)
+        local = n / np.maximum(slots * t_seen + arrive * n * per_prompt, 1e-300)
+        prefilling = np.minimum(arrive * local * per_prompt, 1.0)
+        # the next iteration, by count
+        following = 1.0 / (prefilling / np.maximum(t_batch, 1e-300) + (1 - prefilling) / np.maximum(t_idle, 1e-300))
+        step = t_seen + drawn * n * per_prompt / slots
+        own = k * t_batch
+        full = _iteration_seconds(a, eff, tp, 0, 0, per_batch * chunk, per_batch, prior)
+        service = k * full / per_batch
+        # By count: prefill batches among the iterations; prompts arrive only from decode iterations (a
+        # prefill batch pauses decoding); a prompt fills 1/per_batch of its k batches.
+        carries = following * prefilling / np.maximum(t_batch, 1e-300)
+        t_prompt = t_batch
+        per_iteration = arrive * n / slots * (1.0 - carries)
+        filled = k / per_batch
+        zero = np.zeros_like(k)
+        return _Cycle(
+            k, rate, step, local, own, following, service, carries, t_prompt, per_iteration, filled, full, zero, zero,
+            zero,
+        )  # fmt: skip
+
+    def _waits(self, n: np.ndarray, base: _Base, its: _Cycle) -> _Terms:
+        """A prompt's waits in the iterations ``its`` at a decoding population ``n``, and the cycle's gap."""
+        slots, rules = self.slots, self.rules
+        _, arrive, t_dec, t_idle, _ = base
+        k, rate, step, local, own, following, service, carries, t_prompt, per_iteration, filled, full = (
+            its.k, its.rate, its.step, its.local, its.own, its.following, its.service, its.carries, its.t_prompt,
+            its.per_iteration, its.filled, its.full,
+        )  # fmt: skip
+        others, fits, added = its.others, its.fits, its.added
         # Another client's request is in the engine when this one arrives (none with one client).
         with np.errstate(over="ignore"):  # a rate near zero (the closing search's low end): an endless cycle
             cycle = self.clients / np.maximum(rate, 1e-300)

@@ -83,7 +83,7 @@ def group_cache_run(
                 whole[follow] = part
         return out
     res = rules.output_reservation
-    budget, chunk, max_seqs = rules.token_budget, rules.token_budget / rules.ranks, rules.max_sequences
+    max_seqs = rules.max_sequences
     steps_per_output = np.clip(np.floor(_MOST_STEPS / rounds), 16, STEPS_PER_OUTPUT)
     dt = outputs / steps_per_output  # decode iterations a step
     spread = np.maximum(length_cv, 1e-9) * outputs
@@ -118,37 +118,13 @@ def group_cache_run(
     for _ in range(int(_STALL * np.max(rounds * steps_per_output))):
         if not np.any(active):
             break
-        # Preempt the youngest until the cache holds the running requests; such a step admits no one.
-        load = mass * held
-        excess = load.sum(axis=1) - kv_tokens
-        preempting = excess > 1e-9
-        if np.any(preempting):
-            before = np.cumsum(load, axis=1) - load
-            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-                share = np.clip((excess[:, None] - before) / load, 0.0, 1.0)
-            share = np.where(preempting[:, None] & (load > 0), share, 0.0)
-            preempted += mass * share
-            reserved *= 1 - share
-            mass *= 1 - share
+        preempting = _preempt_youngest(mass, reserved, preempted, held, kv_tokens)  # such a step admits no one
         running = mass.sum(axis=1)
         # Room through the step: the reservations, the cache at the step's end, the sequence cap.
         room_reserved = np.where(preempting, 0.0, kv_tokens - reserved.sum(axis=1))
         room_cache = np.where(preempting, 0.0, kv_tokens - (mass * (held + grow)).sum(axis=1))
         room_seqs = np.where(preempting, 0.0, max_seqs - running)
-        # Readmit the preempted, the oldest (the last preempted) first, while each fits whole.
-        parts = [(preempted * want)[:, ::-1], (preempted * (held + ahead))[:, ::-1], preempted[:, ::-1]]
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            fits = np.minimum.reduce(
-                [
-                    (room[:, None] - (np.cumsum(p, axis=1) - p)) / p
-                    for room, p in zip((room_reserved, room_cache, room_seqs), parts, strict=True)
-                ]
-            )
-        fits = np.where(parts[2] > 0, np.clip(fits, 0.0, 1.0), 1.0)
-        short = fits < 1 - 1e-12
-        first_short = np.argmax(short, axis=1)
-        fits = np.where((np.cumsum(short, axis=1) > 0) & (np.arange(bins) != first_short[:, None]), 0.0, fits)
-        back = preempted * fits[:, ::-1]
+        back = _readmitted(preempted, (want, held + ahead, np.ones_like(held)), (room_reserved, room_cache, room_seqs))
         preempted -= back
         mass += back
         reserved += back * want
@@ -176,28 +152,9 @@ def group_cache_run(
         running = mass.sum(axis=1)
         context = np.where(running > 0, (mass * held).sum(axis=1) / np.maximum(running, 1e-300), inputs)
         step = np.where(running > 0, _iteration_seconds(a, eff, tp, running, context), 0.0)
-        # The prompts run budget by budget (whole where the engine does not chunk, at least one an
-        # iteration), a longer one attending to its earlier chunks (the closed form's mean prior).
-        length = prompt_tokens / np.maximum(prompts, 1e-300)
-        if rules.chunked:
-            batches = np.maximum(np.ceil(prompt_tokens / budget), 1.0)
-            pieces = np.maximum(np.ceil(length / chunk), 1.0)
-        else:
-            batches = np.maximum(np.ceil(prompts / np.maximum(np.floor(budget / np.maximum(length, 1.0)), 1.0)), 1.0)
-            pieces = 1.0
-        if not rules.mixed:
-            # A prefill batch runs alone whenever the head of the queue fits: the room opens as requests finish,
-            # so the step's admissions come in as many batches as its iterations that see a completion
-            # (Poisson over the step's decode iterations; at most one batch a prompt).
-            batches = np.maximum(batches, dt * -np.expm1(-np.minimum(prompts, last_finished) / dt))
-        prior = (pieces - 1) / 2 * length / pieces
-        # a step's share of a prompt is priced as part of its whole chunk (the attention within a chunk)
-        piece = np.maximum(length / pieces, 1.0)
-        batch = (prompt_tokens / batches, prompt_tokens / batches / piece, prior)
-        if rules.mixed:  # the prompts ride in decode iterations
-            lift = batches * (_iteration_seconds(a, eff, tp, running, context, *batch) - step)
-        else:  # prefill batches run alone
-            lift = batches * _iteration_seconds(a, eff, tp, 0, 0, *batch)
+        batches, lift = _prompt_seconds(
+            a, eff, rules, tp, (running, context, step), prompt_tokens, prompts, last_finished, dt
+        )
         seconds = np.where(active, dt * step + np.where(prompt_tokens > 0, lift, 0.0), 0.0)
         # The step's new prompts are packed behind the readmitted ones and wait for their share of the prefill
         # time (a mixing engine's prompt rides in the last of their iterations: its decode counted once).
@@ -226,6 +183,76 @@ def group_cache_run(
     per_prompt = np.maximum(admitted, 1e-300)
     wait = np.where(active, np.nan, waited / per_prompt)
     return wait, np.where(active, np.nan, total / np.maximum(span, 1e-300)), behind / per_prompt, own / per_prompt
+
+
+def _preempt_youngest(
+    mass: np.ndarray, reserved: np.ndarray, preempted: np.ndarray, held: np.ndarray, kv_tokens: np.ndarray
+) -> np.ndarray:
+    """Preempt the youngest requests until the cache holds the running ones (in place); the rows preempting."""
+    load = mass * held
+    excess = load.sum(axis=1) - kv_tokens
+    preempting = excess > 1e-9
+    if np.any(preempting):
+        before = np.cumsum(load, axis=1) - load
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            share = np.clip((excess[:, None] - before) / load, 0.0, 1.0)
+        share = np.where(preempting[:, None] & (load > 0), share, 0.0)
+        preempted += mass * share
+        reserved *= 1 - share
+        mass *= 1 - share
+    return preempting
+
+
+def _readmitted(preempted: np.ndarray, needs: tuple[np.ndarray, ...], rooms: tuple[np.ndarray, ...]) -> np.ndarray:
+    """The preempted requests readmitted, the oldest (the last preempted) first, while each fits whole.
+
+    ``needs``: what a request of each age takes of each room (its reservation, its cache at the step's end, a
+    sequence); ``rooms``: what is left of them per row.
+    """
+    parts = [(preempted * need)[:, ::-1] for need in needs]
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        fits = np.minimum.reduce(
+            [(room[:, None] - (np.cumsum(p, axis=1) - p)) / p for room, p in zip(rooms, parts, strict=True)]
+        )
+    fits = np.where(parts[2] > 0, np.clip(fits, 0.0, 1.0), 1.0)
+    short = fits < 1 - 1e-12
+    first_short = np.argmax(short, axis=1)
+    fits = np.where((np.cumsum(short, axis=1) > 0) & (np.arange(fits.shape[1]) != first_short[:, None]), 0.0, fits)
+    return preempted * fits[:, ::-1]
+
+
+def _prompt_seconds(
+    a: StepArrays, eff: Efficiency, rules: SchedulerRules, tp: np.ndarray, decoding: tuple[np.ndarray, ...],
+    prompt_tokens: np.ndarray, prompts: np.ndarray, finished: np.ndarray, dt: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """The prefill batches of a step's (re)admitted prompts and the seconds they add to its decode iterations.
+
+    ``decoding``: the running requests, their mean context and a decode iteration's seconds; ``finished``: the
+    requests the last step completed (over its ``dt`` decode iterations). The prompts run budget by budget (whole
+    where the engine does not chunk, at least one an iteration), a longer one attending to its earlier chunks
+    (the closed form's mean prior).
+    """
+    running, context, step = decoding
+    budget, chunk = rules.token_budget, rules.token_budget / rules.ranks
+    length = prompt_tokens / np.maximum(prompts, 1e-300)
+    if rules.chunked:
+        batches = np.maximum(np.ceil(prompt_tokens / budget), 1.0)
+        pieces = np.maximum(np.ceil(length / chunk), 1.0)
+    else:
+        batches = np.maximum(np.ceil(prompts / np.maximum(np.floor(budget / np.maximum(length, 1.0)), 1.0)), 1.0)
+        pieces = 1.0
+    if not rules.mixed:
+        # A prefill batch runs alone whenever the head of the queue fits: the room opens as requests finish,
+        # so the step's admissions come in as many batches as its iterations that see a completion
+        # (Poisson over the step's decode iterations; at most one batch a prompt).
+        batches = np.maximum(batches, dt * -np.expm1(-np.minimum(prompts, finished) / dt))
+    prior = (pieces - 1) / 2 * length / pieces
+    # a step's share of a prompt is priced as part of its whole chunk (the attention within a chunk)
+    piece = np.maximum(length / pieces, 1.0)
+    batch = (prompt_tokens / batches, prompt_tokens / batches / piece, prior)
+    if rules.mixed:  # the prompts ride in decode iterations
+        return batches, batches * (_iteration_seconds(a, eff, tp, running, context, *batch) - step)
+    return batches, batches * _iteration_seconds(a, eff, tp, 0, 0, *batch)  # prefill batches run alone
 
 
 def _churn(

@@ -144,6 +144,24 @@ def test_the_library_has_no_import_cycle():
     assert not found, "import cycle(s), TYPE_CHECKING and function-level imports counted:\n" + "\n".join(found)
 
 
+def test_only_the_declared_lists_import_library_modules_by_name():
+    # ``calculator/__init__.py`` serves the flat namespace (every module, on first use); of the library, only the
+    # command line, above everything, imports it (for ``__version__``).
+    by_name = set()
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute | ast.Name)
+                and getattr(node.func, "attr", getattr(node.func, "id", "")) in ("import_module", "__import__")
+                and not (node.args and isinstance(node.args[0], ast.Constant))
+            ):
+                by_name.add(_module(path))
+    assert by_name == {"calculator", "calculator.formula", "calculator.export"}
+    importers = {module for module, imported in import_graph().items() if "calculator" in imported}
+    assert {module.split(".")[1] for module in importers} <= {"cli"}
+
+
 def test_the_formula_modules_are_the_modules_that_declare_formulas():
     declaring = set()
     for path in PACKAGE.rglob("*.py"):
@@ -175,4 +193,5 @@ def test_the_serving_vocabulary_sits_below_the_sizer_and_the_simulator():
     graph = import_graph()
     for above in ("calculator.fleet", "calculator.simulation"):
         assert "calculator.serving" in {b for a in graph if a.startswith(above) for b in graph[a]}
-        assert _crossing(graph, "calculator.serving", above) == []
+    base = {"_files", "_support", "errors", "registry", "results", "types", "units"}
+    assert graph["calculator.serving"] <= {f"calculator.{module}" for module in base}

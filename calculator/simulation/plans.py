@@ -17,9 +17,9 @@ import numpy as np
 
 from .._support import count, executor_or_none
 from ..errors import InputError
-from ..results import Result
+from ..results import Result, percentile_label
 from ..serving import ServingPlan
-from ._common import _Deadline, _NoTimeLeftError, _process_pool, _seeds, _statistic_name
+from ._common import _Deadline, _NoTimeLeftError, _process_pool, _seeds
 from .inputs import MAX_KEPT_POINTS, MAX_KEPT_REQUESTS, MAX_REPLICAS, MAX_REQUESTS, TIME_LIMIT, SimulationSetup, Traffic
 from .results import SimulationResult, _every
 from .run import _simulate, _targets
@@ -418,7 +418,7 @@ def _verification_table(plan: ServingPlan, results: dict[int, SimulationResult])
     import pandas as pd
 
     rows = []
-    ttft_stat = _statistic_name(plan.targets.ttft_percentile if plan.targets is not None else None)
+    ttft_stat = percentile_label(plan.targets.ttft_percentile if plan.targets is not None else None)
     for replicas, result in sorted(results.items()):
         rows.append(
             {

@@ -73,6 +73,32 @@ MAX_SHEET_ROWS = 1_048_575
 MAX_WORKBOOK_BYTES = 256 * 1024 * 1024
 #: Swept values listed in full on the inputs sheet; longer axes show their range.
 MAX_LISTED_VALUES = 100
+#: The library modules (directly under ``calculator``; a package counts as one) whose functions a table
+#: cites by ``module.name`` on its sources sheet: the formula modules and the other models' modules. The
+#: sources sheet imports them by name; ``tests/test_imports.py`` counts these edges in the import graph.
+CITED_MODULES = (
+    "autoscaling",
+    "batching",
+    "calibration",
+    "cases",
+    "deploy",
+    "economics",
+    "fleet",
+    "kernels",
+    "memory",
+    "parallelism",
+    "performance",
+    "phases",
+    "precision",
+    "queueing",
+    "regions",
+    "routing",
+    "serving",
+    "simulation",
+    "speculative",
+    "tenancy",
+    "uncertainty",
+)
 #: First characters that make a spreadsheet read a cell as a formula (OWASP, "CSV Injection"), and
 #: the line feed a carriage return is written as (:func:`escape_cell`).
 FORMULA_TRIGGERS = ("=", "+", "-", "@", "\t", "\r", "\n")
@@ -360,6 +386,8 @@ def _model_row(key: str) -> dict[str, Any]:
         return {"kind": "function", "id": key.removeprefix("user:"), "reference": "the caller's own code"}
     module, _, name = key.rpartition(".")
     try:
+        if module.split(".", 1)[0] not in CITED_MODULES:
+            raise ImportError(f"calculator.{module} is not a cited module")
         function = getattr(importlib.import_module(f"calculator.{module}"), name)
     except (ImportError, AttributeError, ValueError):
         raise InputError(f"export: no formula or library function {key!r} to cite") from None

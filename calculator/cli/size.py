@@ -254,14 +254,14 @@ def size(
 
 def _verification_lines(plan: Any) -> list[str]:
     """``--verify``'s verdict, then each target's simulated statistic at the plan's replicas and the analytical one."""
-    from ..simulation._common import _statistic_name
+    from ..results import percentile_label
 
     verification, targets = plan.verification, plan.targets
     lines = [f"simulation check: {verification.verdict}"]
     run = verification.results.get(plan.replicas)
     if run is None:  # the plan's count was not simulated (a search that started elsewhere)
         return lines
-    checks = [("ttft", _statistic_name(targets.ttft_percentile), plan.ttft, targets.ttft)]
+    checks = [("ttft", percentile_label(targets.ttft_percentile), plan.ttft, targets.ttft)]
     checks.append(("tpot", "mean", plan.tpot, targets.tpot))
     if targets.tbt is not None:
         checks.append(("tbt_max", "p99", plan.tbt_max, targets.tbt))

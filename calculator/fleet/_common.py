@@ -1,19 +1,15 @@
-"""Helpers the fleet submodules share: argument checks, the candidate grid, registry lookups and traces."""
+"""Helpers the fleet submodules share: argument checks, the candidate grid and registry lookups."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from .._support import count
 from ..errors import InputError
-from ..units import shown, ureg
-
-if TYPE_CHECKING:
-    pass
+from ..units import ureg
 
 __all__: list[str] = []
 
@@ -80,60 +76,6 @@ def _registry_for(registry: Any, *entries: Any) -> Any:
             if not isinstance(item, str) and hasattr(item, "id"):
                 return registry_of(item)
     return load_registry()
-
-
-def _read_trace(trace: Any, columns: tuple[str, ...]) -> Any:
-    """A request trace (a DataFrame, or the path of a CSV file) with ``columns`` checked and made floats.
-
-    The first column is a time (s, at least 0), the others token counts (at least 1); a cell that is
-    not such a number is an InputError naming its column and row.
-    """
-    import pandas as pd
-
-    from .._files import MAX_TABLE_BYTES, read_csv
-
-    if isinstance(trace, pd.DataFrame):
-        frame, what = trace, "the trace"
-    elif isinstance(trace, str | Path):
-        what = f"the trace {trace}"
-        frame = read_csv(trace, MAX_TABLE_BYTES, what)
-    else:
-        raise InputError(f"a trace is a DataFrame or a CSV file path, got {shown(trace)}")
-    missing = [c for c in columns if c not in frame.columns]
-    if missing:
-        raise InputError(f"the trace lacks column(s) {missing}; it has {shown(list(frame.columns))}")
-    twice = [c for c in columns if list(frame.columns).count(c) > 1]
-    if twice:
-        raise InputError(f"{what} has column(s) {twice} more than once")
-    if len(frame) < 1:
-        raise InputError("the trace has no requests")
-    checked = {column: _trace_column(frame, column, index == 0, what) for index, column in enumerate(columns)}
-    return frame.assign(**checked)
-
-
-def _trace_column(frame: Any, column: str, is_time: bool, what: str) -> np.ndarray:
-    """A trace column as floats: times at least 0 s, lengths at least one token; else the first bad cell named."""
-    import pandas as pd
-
-    cells = frame[column]
-    try:
-        values = pd.to_numeric(cells, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
-    except (TypeError, ValueError):  # complex numbers, objects pandas cannot coerce
-        raise InputError(f"{what}: column {column!r} holds {cells.dtype} values; expected numbers") from None
-    bad = np.flatnonzero(~(np.isfinite(values) & (values >= (0.0 if is_time else 1.0))))
-    if not bad.size:
-        return values
-    row = int(bad[0])
-    cell, found = cells.iloc[row], shown(cells.iloc[row], 80)
-    if pd.api.types.is_scalar(cell) and pd.isna(cell):
-        problem = "an empty cell (missing values cannot be replayed)"
-    elif np.isnan(values[row]):
-        problem = f"expected a number, found {found}"
-    elif is_time:
-        problem = f"expected a time of at least 0 s, found {found}"
-    else:
-        problem = f"found {found}, a length below one token"
-    raise InputError(f"{what}: column {column!r}, row {row + 1:,} (counting from 1 below the header): {problem}")
 
 
 def _grid(model: Any, tensor_parallel: Sequence[int], batches: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:

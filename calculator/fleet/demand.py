@@ -11,9 +11,10 @@ import numpy as np
 from .._support import instance
 from ..errors import InputError
 from ..results import Result
+from ..serving import read_trace
 from ..types import Money, Rate, Time
 from ..units import Q_
-from ._common import HOURS, _read_trace, _seconds
+from ._common import HOURS, _seconds
 from .plan import FleetPlan
 
 if TYPE_CHECKING:
@@ -40,7 +41,7 @@ def demand_from_trace(trace: Any, bin_width: Time = None, *, time: str = "arriva
     :data:`MAX_DEMAND_BINS` (a smaller ``bin_width`` is refused with the smallest one the span allows).
     """
     width = _seconds("bin_width", bin_width) if bin_width is not None else HOURS
-    frame = _read_trace(trace, (time,))
+    frame = read_trace(trace, (time,))
     arrivals = np.sort(frame[time].to_numpy(dtype=float))
     start, span = arrivals[0], arrivals[-1] - arrivals[0]
     if span / width >= MAX_DEMAND_BINS:  # floor(span / width) + 1 bins

@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any
 from ..errors import InputError, UnitsError
 from ..registry import ID_PATTERN, RegistryDocument
 from ..results import Result
+from ..serving import ServingOptions, Speculation, Targets, Workload
 from ..types import Bytes, Count, Energy, Money, MoneyRate, Power, Rate, Time
 from ..units import Q_, shown, ureg
-from .inputs import ServingOptions, Speculation, Targets, Workload
 
-if TYPE_CHECKING:
-    from ..simulation.plans import PlanVerification
+if TYPE_CHECKING:  # the check a plan records, as the serving vocabulary names it (a simulation.PlanVerification)
+    from ..serving import PlanCheck as PlanVerification
 
 __all__ = ["FleetPlan", "Layout", "Rejection", "plan_summary"]
 

@@ -13,7 +13,7 @@ import dataclasses
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import numpy as np
 
@@ -26,7 +26,6 @@ from ..units import Q_, ureg
 
 if TYPE_CHECKING:
     from ..registry import EngineInterval
-    from .arrays import StepArrays
 
 __all__ = [
     "ENGINES",
@@ -417,13 +416,27 @@ def engine_profile(engine: str | EngineProfile | None, registry: Any = None) -> 
 # The KV cache a replica holds under an engine's memory policy
 
 
-def kv_capacity_tokens(a: StepArrays, profile: EngineProfile, tensor_parallel: Any) -> Any:
+class _ReplicaMemory(Protocol):
+    """What a memory policy reads of a model on an accelerator (a :class:`~calculator.performance.StepArrays`).
+
+    A protocol, so that this module, which :mod:`~calculator.performance.arrays` reads engine profiles
+    from, does not import it back.
+    """
+
+    memory: float
+    kv_bytes_per_token: float
+
+    def weights_per_device(self, tp: Any) -> Any: ...  # StepArrays documents both
+    def kv_spread(self, tp: Any) -> Any: ...
+
+
+def kv_capacity_tokens(a: _ReplicaMemory, profile: EngineProfile, tensor_parallel: Any) -> Any:
     """KV-cache tokens a replica of ``tensor_parallel`` devices holds under ``profile``'s memory policy."""
     per_device = usable_kv_bytes(a, profile, tensor_parallel)
     return np.maximum(per_device, 0.0) * a.kv_spread(tensor_parallel) / a.kv_bytes_per_token
 
 
-def usable_kv_bytes(a: StepArrays, profile: EngineProfile, tensor_parallel: Any) -> Any:
+def usable_kv_bytes(a: _ReplicaMemory, profile: EngineProfile, tensor_parallel: Any) -> Any:
     """KV-cache bytes per device under the engine's memory policy (negative: the weights do not fit)."""
     tp = np.asarray(tensor_parallel, dtype=float)
     weights = a.weights_per_device(tp)

@@ -15,14 +15,16 @@ sending their next request when the last one completes, as a serving benchmark d
 per-request DataFrame and a summary with confidence intervals over seeds; seeds run in parallel
 through any :class:`concurrent.futures.Executor`.
 
-:func:`verify_plan` simulates a :class:`~calculator.fleet.FleetPlan` and searches the smallest
-replica count that meets its targets in simulation. ``docs/simulation.md`` states the design, the
+:func:`verify_plan` simulates a :class:`~calculator.fleet.FleetPlan` (any
+:class:`~calculator.serving.ServingPlan`) and searches the smallest replica count that meets its targets in
+simulation; the simulator imports nothing of the sizer. ``docs/simulation.md`` states the design, the
 scheduler assumptions and the validation against queueing theory and the benchmark model.
 
 The submodules, each re-exported here:
 
-* :mod:`~calculator.simulation.inputs`: the router policies (:data:`ROUTERS`, :func:`router_name`),
-  the replica (:class:`SimulationSetup`) and the traffic (:class:`Traffic`: arrivals and lengths).
+* :mod:`~calculator.simulation.inputs`: the replica (:class:`SimulationSetup`), the traffic
+  (:class:`Traffic`: arrivals and lengths) and the router policies (:data:`ROUTERS`, :func:`router_name`,
+  the serving vocabulary's: :mod:`calculator.serving`, which the fleet sizer shares).
 * :mod:`~calculator.simulation.steps`: iteration times, read from tables of the step model.
 * :mod:`~calculator.simulation.seed`: one seed, the event loop of the replicas and the router.
 * :mod:`~calculator.simulation.results`: the per-request frame, the summary with its intervals and

@@ -29,12 +29,6 @@ def _time_seconds(function: str, name: str, value: Any) -> float:
     return seconds
 
 
-def _statistic_name(percentile: float | None) -> str:
-    from ..results import percentile_label
-
-    return percentile_label(percentile)
-
-
 def _positive_seconds(function: str, argument: str, value: Any) -> float:
     """A wall-clock budget in seconds: a finite number above 0 (an InputError naming it otherwise)."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:

@@ -1,4 +1,7 @@
-"""What a simulation runs: the router policies, the replica setup and the traffic (arrivals and lengths).
+"""What a simulation runs: the replica setup and the traffic (arrivals and lengths).
+
+The router policies (:data:`ROUTERS`, :data:`DEFAULT_ROUTER`, :func:`router_name`) are the serving
+vocabulary's (:mod:`calculator.serving`), shared with the fleet sizer and re-exported here.
 
 Traffic is open loop (Poisson, gamma renewal with a coefficient of variation, a trace, or a demand
 curve with a replica schedule from :mod:`calculator.autoscaling`) or closed loop (``clients``
@@ -16,6 +19,7 @@ import numpy as np
 from .._support import count
 from ..errors import InputError
 from ..results import Result
+from ..serving import DEFAULT_ROUTER, ROUTERS, TRACE_COLUMNS, read_trace, router_name
 from ..types import Rate, Time
 from ..units import ureg
 from ._common import _time_seconds
@@ -26,22 +30,6 @@ if TYPE_CHECKING:
     from ..registry import RegistryDocument
 
 __all__ = ["ROUTERS", "DEFAULT_ROUTER", "SimulationSetup", "Traffic", "router_name"]
-
-#: Router policies, by the names of :data:`calculator.routing.SIMULATED_POLICIES`, and their aliases.
-ROUTERS = {
-    "round_robin": "round_robin",
-    "random": "random",
-    "least_connections": "least_connections",
-    "join_shortest_queue": "least_connections",
-    "jsq": "least_connections",
-    "least_work": "least_work",
-    "least_outstanding_tokens": "least_work",
-    "two_choices": "two_choices",
-    "power_of_two": "two_choices",
-}
-#: The router the sizer and the simulator assume unless told: round robin, the default of common
-#: HTTP load balancers (NGINX upstreams, Envoy clusters, Kubernetes IPVS).
-DEFAULT_ROUTER = "round_robin"
 
 #: Requests one seed may simulate.
 MAX_REQUESTS = 2_000_000
@@ -63,18 +51,8 @@ MAX_KEPT_POINTS = 200_000
 #: Most replicas one simulation runs (each is a scheduler in the event loop): ``simulate(replicas=...)``, a
 #: ``replica_schedule``'s counts.
 MAX_REPLICAS = 10_000
-#: The columns of a trace to replay.
-_TRACE_COLUMNS = ("arrival_time", "input_tokens", "output_tokens")
 #: Wall-clock seconds a whole ``simulate`` / ``simulate_plan`` / ``verify_plan`` call may run, unless told.
 TIME_LIMIT = 120.0
-
-
-def router_name(router: str) -> str:
-    """The canonical name of a router policy (``"join_shortest_queue"`` is ``"least_connections"``)."""
-    key = str(router).lower().replace("-", "_").replace(" ", "_")
-    if key not in ROUTERS:
-        raise InputError(f"argument 'router' must be one of {', '.join(sorted(ROUTERS))}, got {router!r}")
-    return ROUTERS[key]
 
 
 # --------------------------------------------------------------------------------------------
@@ -219,12 +197,10 @@ class Traffic(Result):
             if not (math.isfinite(rate.m_as("request/s")) and rate.m_as("request/s") > 0):
                 raise InputError(f"{name}: 'arrival_rate' must be a finite rate > 0, got {rate!r}")
         if self.trace is not None:  # checked as Traffic.from_trace reads it
-            from ..fleet._common import _read_trace
-
-            frame = _read_trace(self.trace, _TRACE_COLUMNS)
+            frame = read_trace(self.trace)
             if len(frame) > MAX_REQUESTS:
                 raise InputError(f"{name}: the trace has {len(frame)} requests, more than {MAX_REQUESTS}")
-            object.__setattr__(self, "trace", frame[list(_TRACE_COLUMNS)].reset_index(drop=True))
+            object.__setattr__(self, "trace", frame[list(TRACE_COLUMNS)].reset_index(drop=True))
         for key in ("input_tokens", "output_tokens"):
             value = getattr(self, key)
             if not (isinstance(value, int | float | np.number) and math.isfinite(value) and value >= 1):
@@ -285,9 +261,7 @@ class Traffic(Result):
     @classmethod
     def from_trace(cls, trace: Any, **changes: Any) -> Traffic:
         """Replay a trace (CSV path or DataFrame with ``arrival_time``, ``input_tokens``, ``output_tokens``)."""
-        from ..fleet._common import _read_trace
-
-        frame = _read_trace(trace, _TRACE_COLUMNS)
+        frame = read_trace(trace)
         return cls(
             trace=frame,
             input_tokens=float(frame["input_tokens"].mean()),

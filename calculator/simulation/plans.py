@@ -1,7 +1,8 @@
 """Checking a fleet plan by simulation: its replica, its traffic and targets, and the fewest replicas that meet them.
 
 :func:`verify_plan` simulates a :class:`~calculator.fleet.FleetPlan` and searches the smallest
-replica count that meets its targets in simulation.
+replica count that meets its targets in simulation. A plan is read through the serving vocabulary's
+:class:`~calculator.serving.ServingPlan` (a FleetPlan is one), so the simulator never imports the sizer.
 """
 
 from __future__ import annotations
@@ -16,16 +17,15 @@ import numpy as np
 
 from .._support import count, executor_or_none
 from ..errors import InputError
-from ..results import Result
-from ._common import _Deadline, _NoTimeLeftError, _process_pool, _seeds, _statistic_name
+from ..results import Result, percentile_label
+from ..serving import ServingPlan
+from ._common import _Deadline, _NoTimeLeftError, _process_pool, _seeds
 from .inputs import MAX_KEPT_POINTS, MAX_KEPT_REQUESTS, MAX_REPLICAS, MAX_REQUESTS, TIME_LIMIT, SimulationSetup, Traffic
 from .results import SimulationResult, _every
 from .run import _simulate, _targets
 
 if TYPE_CHECKING:
     import pandas as pd
-
-    from ..fleet.plan import FleetPlan
 
 __all__ = ["PlanVerification", "default_requests", "plan_setup", "simulate_plan", "verify_plan"]
 
@@ -34,7 +34,7 @@ __all__ = ["PlanVerification", "default_requests", "plan_setup", "simulate_plan"
 # Checking a fleet plan
 
 
-def plan_setup(plan: FleetPlan, step_scale: float = 1.0) -> SimulationSetup:
+def plan_setup(plan: ServingPlan, step_scale: float = 1.0) -> SimulationSetup:
     """The replica a :class:`~calculator.fleet.FleetPlan` describes (its cap on running sequences included)."""
     _check_plan(plan, "plan_setup")
     return SimulationSetup(
@@ -55,9 +55,7 @@ def plan_setup(plan: FleetPlan, step_scale: float = 1.0) -> SimulationSetup:
 
 
 def _check_plan(plan: Any, function: str) -> None:
-    from ..fleet.plan import FleetPlan
-
-    if not isinstance(plan, FleetPlan):
+    if not isinstance(plan, ServingPlan):
         raise InputError(f"{function}(): argument 'plan' must be a FleetPlan, got {type(plan).__name__}")
     if not plan.feasible:
         raise InputError(f"{function}(): the plan is infeasible ({plan.reason}); there is nothing to simulate")
@@ -82,7 +80,7 @@ def default_requests(replicas: int) -> int:
 
 
 def simulate_plan(
-    plan: FleetPlan,
+    plan: ServingPlan,
     *,
     replicas: int | None = None,
     requests: int | None = None,
@@ -106,7 +104,7 @@ def simulate_plan(
 
 
 def _simulate_plan(
-    plan: FleetPlan,
+    plan: ServingPlan,
     deadline: _Deadline,
     replicas: int | None,
     requests: int | None,
@@ -183,7 +181,7 @@ class PlanVerification(Result):
 
 
 def verify_plan(
-    plan: FleetPlan,
+    plan: ServingPlan,
     *,
     requests: int | None = None,
     seeds: int | Sequence[int] = 2,
@@ -415,12 +413,12 @@ class _Search:
         return meet
 
 
-def _verification_table(plan: FleetPlan, results: dict[int, SimulationResult]) -> Any:
+def _verification_table(plan: ServingPlan, results: dict[int, SimulationResult]) -> Any:
     """One row per simulated replica count: the plan's TTFT statistic, the mean TPOT, attainment, verdict."""
     import pandas as pd
 
     rows = []
-    ttft_stat = _statistic_name(plan.targets.ttft_percentile if plan.targets is not None else None)
+    ttft_stat = percentile_label(plan.targets.ttft_percentile if plan.targets is not None else None)
     for replicas, result in sorted(results.items()):
         rows.append(
             {

@@ -15,8 +15,9 @@ import numpy as np
 
 from .._support import executor_or_none
 from ..errors import InputError
+from ..results import percentile_label
 from ..types import Time
-from ._common import _Deadline, _NoTimeLeftError, _process_pool, _seeds, _statistic_name, _time_seconds
+from ._common import _Deadline, _NoTimeLeftError, _process_pool, _seeds, _time_seconds
 from .inputs import (
     DEFAULT_ROUTER,
     MAX_KEPT_POINTS,
@@ -46,9 +47,9 @@ def _targets(
             raise InputError(f"simulate(): argument '{name}' must be in (0, 1), got {value!r}")
     targets = {}
     if ttft_slo is not None:
-        targets["ttft"] = (_time_seconds("simulate()", "ttft_slo", ttft_slo), _statistic_name(ttft_percentile))
+        targets["ttft"] = (_time_seconds("simulate()", "ttft_slo", ttft_slo), percentile_label(ttft_percentile))
     if tpot_slo is not None:
-        targets["tpot"] = (_time_seconds("simulate()", "tpot_slo", tpot_slo), _statistic_name(tpot_percentile))
+        targets["tpot"] = (_time_seconds("simulate()", "tpot_slo", tpot_slo), percentile_label(tpot_percentile))
     if tbt_slo is not None:
         targets["tbt_max"] = (_time_seconds("simulate()", "tbt_slo", tbt_slo), "p99")
     return targets

@@ -1,0 +1,474 @@
+"""The serving vocabulary the fleet sizer and the simulator share, below both.
+
+What is served and how well: the traffic (:class:`Workload`), the targets (:class:`Targets`), the serving
+features a replica runs with (:class:`ServingOptions`, speculative decoding with :class:`Speculation`), the
+router policies (:data:`ROUTERS`, :func:`router_name`) and the reader of request traces (:func:`read_trace`).
+:class:`ServingPlan` is what a check of a plan reads of it (a :class:`~calculator.fleet.FleetPlan` is one)
+and :class:`PlanCheck` what a plan records of its check by simulation (a
+:class:`~calculator.simulation.PlanVerification` is one), so that :mod:`calculator.fleet` and
+:mod:`calculator.simulation` import this module and never each other (``docs/ARCHITECTURE.md``, "Layers").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from ._support import MAX_CV, count, scalar
+from .errors import InputError
+from .results import Result
+from .types import Fraction, Probability, Rate, Time, Tokens
+from .units import Q_, shown, ureg
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from .registry import RegistryDocument
+
+__all__ = [
+    "DEFAULT_ROUTER",
+    "ROUTERS",
+    "PlanCheck",
+    "ServingOptions",
+    "ServingPlan",
+    "Speculation",
+    "Targets",
+    "TRACE_COLUMNS",
+    "Workload",
+    "read_trace",
+    "router_name",
+]
+
+#: Router policies, by the names of :data:`calculator.routing.SIMULATED_POLICIES`, and their aliases.
+ROUTERS = {
+    "round_robin": "round_robin",
+    "random": "random",
+    "least_connections": "least_connections",
+    "join_shortest_queue": "least_connections",
+    "jsq": "least_connections",
+    "least_work": "least_work",
+    "least_outstanding_tokens": "least_work",
+    "two_choices": "two_choices",
+    "power_of_two": "two_choices",
+}
+#: The router the sizer and the simulator assume unless told: round robin, the default of common
+#: HTTP load balancers (NGINX upstreams, Envoy clusters, Kubernetes IPVS).
+DEFAULT_ROUTER = "round_robin"
+
+
+#: The lowest arrival rate a fleet is sized for, request/s (one request in about twelve days): below it the costs
+#: per million tokens of even one replica pass what a float holds.
+MIN_RATE = 1e-6
+#: The longest draft a speculation round proposes (engines use 1 to about 10; the gain peaks well below this).
+MAX_DRAFT_LENGTH = 256
+#: The columns of a request trace: arrival time (s), prompt and output lengths (tokens).
+TRACE_COLUMNS = ("arrival_time", "input_tokens", "output_tokens")
+
+
+def router_name(router: str) -> str:
+    """The canonical name of a router policy (``"join_shortest_queue"`` is ``"least_connections"``)."""
+    key = str(router).lower().replace("-", "_").replace(" ", "_")
+    if key not in ROUTERS:
+        raise InputError(f"argument 'router' must be one of {', '.join(sorted(ROUTERS))}, got {router!r}")
+    return ROUTERS[key]
+
+
+def read_trace(trace: Any, columns: tuple[str, ...] = TRACE_COLUMNS) -> Any:
+    """A request trace (a DataFrame, or the path of a CSV file) with ``columns`` checked and made floats.
+
+    The first column is a time (s, at least 0), the others token counts (at least 1); a cell that is
+    not such a number is an InputError naming its column and row. The fleet's demand curves and
+    workloads and the simulator's replayed traffic read traces with it.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> read_trace(pd.DataFrame({"arrival_time": [0, 1.5], "input_tokens": [100, 200], "output_tokens": ["8", 9]}))
+       arrival_time  input_tokens  output_tokens
+    0           0.0         100.0            8.0
+    1           1.5         200.0            9.0
+    """
+    import pandas as pd
+
+    if not isinstance(columns, tuple) or not columns or not all(isinstance(c, str) for c in columns):
+        raise InputError(
+            f"read_trace(): argument 'columns' must be a non-empty tuple of column names, got {shown(columns)}"
+        )
+
+    from ._files import MAX_TABLE_BYTES, read_csv
+
+    if isinstance(trace, pd.DataFrame):
+        frame, what = trace, "the trace"
+    elif isinstance(trace, str | Path):
+        what = f"the trace {trace}"
+        frame = read_csv(trace, MAX_TABLE_BYTES, what)
+    else:
+        raise InputError(f"a trace is a DataFrame or a CSV file path, got {shown(trace)}")
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise InputError(f"the trace lacks column(s) {missing}; it has {shown(list(frame.columns))}")
+    twice = [c for c in columns if list(frame.columns).count(c) > 1]
+    if twice:
+        raise InputError(f"{what} has column(s) {twice} more than once")
+    if len(frame) < 1:
+        raise InputError("the trace has no requests")
+    checked = {column: _trace_column(frame, column, index == 0, what) for index, column in enumerate(columns)}
+    return frame.assign(**checked)
+
+
+def _trace_column(frame: Any, column: str, is_time: bool, what: str) -> np.ndarray:
+    """A trace column as floats: times at least 0 s, lengths at least one token; else the first bad cell named."""
+    import pandas as pd
+
+    cells = frame[column]
+    try:
+        values = pd.to_numeric(cells, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    except (TypeError, ValueError):  # complex numbers, objects pandas cannot coerce
+        raise InputError(f"{what}: column {column!r} holds {cells.dtype} values; expected numbers") from None
+    bad = np.flatnonzero(~(np.isfinite(values) & (values >= (0.0 if is_time else 1.0))))
+    if not bad.size:
+        return values
+    row = int(bad[0])
+    cell, found = cells.iloc[row], shown(cells.iloc[row], 80)
+    if pd.api.types.is_scalar(cell) and pd.isna(cell):
+        problem = "an empty cell (missing values cannot be replayed)"
+    elif np.isnan(values[row]):
+        problem = f"expected a number, found {found}"
+    elif is_time:
+        problem = f"expected a time of at least 0 s, found {found}"
+    else:
+        problem = f"found {found}, a length below one token"
+    raise InputError(f"{what}: column {column!r}, row {row + 1:,} (counting from 1 below the header): {problem}")
+
+
+# --------------------------------------------------------------------------------------------
+# Records
+
+
+@dataclass(frozen=True, repr=False)
+class Workload(Result):
+    """Traffic as a capacity planner has it: a rate and request lengths with their variability.
+
+    Attributes
+    ----------
+    arrival_rate : Quantity [request / time]
+        Mean request rate to serve (at least :data:`MIN_RATE` request/s).
+    input_tokens, output_tokens : float
+        Mean prompt and output lengths.
+    input_cv, output_cv : float
+        Coefficients of variation of the lengths (0 for fixed lengths).
+    arrival_cv : float
+        Coefficient of variation of inter-arrival times (1 for Poisson, > 1 for bursty traffic).
+    """
+
+    arrival_rate: Rate
+    input_tokens: float
+    output_tokens: float
+    input_cv: float = 0.0
+    output_cv: float = 0.0
+    arrival_cv: float = 1.0
+
+    def __post_init__(self) -> None:
+        rate = self.arrival_rate
+        if not isinstance(rate, ureg.Quantity) or rate.dimensionality != ureg.parse_units("request/s").dimensionality:
+            raise InputError(f"Workload: 'arrival_rate' must be a rate in request/s, got {rate!r}")
+        if np.ndim(rate.magnitude) != 0:
+            raise InputError(f"Workload: 'arrival_rate' must be one rate (a scalar quantity), got {rate!r}")
+        if not rate.magnitude > 0 or not np.isfinite(rate.magnitude):
+            raise InputError(f"Workload: 'arrival_rate' must be a finite rate > 0, got {rate!r}")
+        if not rate.m_as("request/s") >= MIN_RATE:
+            raise InputError(
+                f"Workload: 'arrival_rate' must be at least {MIN_RATE:g} request/s (one request in about twelve "
+                f"days), got {rate!r}"
+            )
+        for name in ("input_tokens", "output_tokens"):
+            # A length is a token count: a plain number or a quantity of tokens.
+            tokens = scalar("Workload", name, getattr(self, name), "token", "positive")
+            if not tokens >= 1:
+                raise InputError(f"Workload: '{name}' must be >= 1 token, got {getattr(self, name)!r}")
+            object.__setattr__(self, name, tokens)
+        for name in ("input_cv", "output_cv", "arrival_cv"):
+            cv = scalar("Workload", name, getattr(self, name))
+            if not cv <= MAX_CV:
+                raise InputError(f"Workload(): argument '{name}' must be at most {MAX_CV:g}, got {cv:g}")
+            object.__setattr__(self, name, cv)
+
+    @property
+    def held_context(self) -> float:
+        """Tokens a running sequence holds on average: its prompt and half its output, length-biased.
+
+        A long output stays longer in the batch, so the time-average is ``E[O^2] / (2 E[O]) = O (1 + cv^2) / 2``
+        of the output beside the prompt.
+
+        Examples
+        --------
+        >>> from calculator import Q_
+        >>> Workload(Q_(1, "request/s"), 1000, 200, output_cv=1.0).held_context
+        1200.0
+        """
+        return self.input_tokens + self.output_tokens * (1 + self.output_cv**2) / 2
+
+    @classmethod
+    def from_trace(
+        cls, trace: Any, *, time: str = "arrival_time", inputs: str = "input_tokens", outputs: str = "output_tokens"
+    ) -> Workload:
+        """A workload from a request trace (CSV path or DataFrame with arrival times in seconds).
+
+        The rate is the number of requests over the span of arrivals, the lengths' means and CVs
+        come from the columns, and the arrival CV from the inter-arrival times.
+        """
+        frame = read_trace(trace, (time, inputs, outputs))
+        times = np.sort(frame[time].to_numpy(dtype=float))
+        span = times[-1] - times[0]
+        if len(times) < 2 or span <= 0:
+            raise InputError("Workload.from_trace(): the trace needs at least two distinct arrival times")
+        gaps = np.diff(times)
+        lengths_in = frame[inputs].to_numpy(dtype=float)
+        lengths_out = frame[outputs].to_numpy(dtype=float)
+        return cls(
+            arrival_rate=Q_((len(times) - 1) / span, "request/s"),
+            input_tokens=float(lengths_in.mean()),
+            output_tokens=float(lengths_out.mean()),
+            input_cv=float(lengths_in.std() / lengths_in.mean()),
+            output_cv=float(lengths_out.std() / lengths_out.mean()),
+            arrival_cv=float(gaps.std() / gaps.mean()) if gaps.mean() > 0 else 0.0,
+        )
+
+
+@dataclass(frozen=True, repr=False)
+class Speculation(Result):
+    """Speculative decoding with a draft model (section 10.7.6).
+
+    Attributes
+    ----------
+    draft_model : str
+        Registry id of the draft model (it runs on the same devices as the target).
+    draft_length : int
+        Draft tokens proposed per round, ``K``.
+    acceptance : float
+        Per-token acceptance probability, ``alpha``.
+    """
+
+    draft_model: str
+    draft_length: int = 4
+    acceptance: float = 0.7
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "draft_length", count("Speculation", "draft_length", self.draft_length, 1, MAX_DRAFT_LENGTH)
+        )
+        object.__setattr__(self, "acceptance", scalar("Speculation", "acceptance", self.acceptance, "", "probability"))
+
+
+def _time(owner: str, name: str, value: object) -> Time:
+    """A target time, checked (a positive pint time) and held in seconds."""
+    if not isinstance(value, ureg.Quantity) or value.dimensionality != ureg.s.dimensionality:
+        raise InputError(f"{owner}: '{name}' must be a time such as Q_(200, 'ms'), got {shown(value)}")
+    if np.ndim(value.magnitude):  # one target per plan: an array made the comparison below ambiguous
+        raise InputError(f"{owner}: '{name}' must be one time (size each target separately), got {shown(value)}")
+    if not value.magnitude > 0:
+        raise InputError(f"{owner}: '{name}' must be > 0, got {shown(value)}")
+    return value.to("s")
+
+
+@dataclass(frozen=True, repr=False)
+class Targets(Result):
+    """What every plan must meet: the latency targets and the load headroom.
+
+    Attributes
+    ----------
+    ttft : Quantity [time]
+        TTFT target: the mean, or the ``ttft_percentile`` when one is given.
+    tpot : Quantity [time]
+        Mean time per output token after the first.
+    tbt : Quantity [time], optional
+        A bound on the longest gap between streamed tokens (a prefill landing in a decode step).
+    ttft_percentile : float, optional
+        Plan TTFT at this percentile (e.g. 0.99) instead of the mean; in (0, 1).
+    max_utilization : float
+        Load each replica to at most this fraction of its throughput at the batch cap; in (0, 1].
+
+    Examples
+    --------
+    >>> Targets(Q_(500, "ms"), Q_(40, "ms"), ttft_percentile=0.99).ttft
+    <Quantity(0.5, 'second')>
+    """
+
+    ttft: Time
+    tpot: Time
+    tbt: Time | None = None
+    ttft_percentile: Probability | None = None
+    max_utilization: Fraction = 0.8
+
+    def __post_init__(self) -> None:
+        for name in ("ttft", "tpot", "tbt"):
+            if getattr(self, name) is None and name != "tbt":  # only the stall bound is optional
+                raise InputError(
+                    f"Targets: argument '{name}' must be a time (a quantity such as Q_(500, 'ms')), got None"
+                )
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, _time("Targets", name, getattr(self, name)))
+        if self.ttft_percentile is not None:
+            percentile = scalar("Targets", "ttft_percentile", self.ttft_percentile, "", "probability")
+            if not 0 < percentile < 1:
+                raise InputError(f"Targets: 'ttft_percentile' must be in (0, 1), got {shown(self.ttft_percentile)}")
+            object.__setattr__(self, "ttft_percentile", float(percentile))
+        headroom = scalar("Targets", "max_utilization", self.max_utilization, "", "probability")
+        if not headroom > 0:
+            raise InputError(f"Targets: 'max_utilization' must be in (0, 1], got {shown(self.max_utilization)}")
+        object.__setattr__(self, "max_utilization", float(headroom))
+
+
+@dataclass(frozen=True, repr=False)
+class ServingOptions(Result):
+    """Serving features the plan assumes: prefix caching, speculative decoding, chunked prefill, the router.
+
+    Attributes
+    ----------
+    prefix_hit_rate : float
+        The fraction of requests that reuse a shared prefix.
+    shared_prefix_tokens : float
+        Tokens of that prefix (at most the workload's mean prompt; checked by the sizer).
+    speculation : Speculation, optional
+        Speculative decoding with a draft model.
+    chunk_size : int, optional
+        Chunked prefill: prompt tokens per iteration (bounds the token gap, lengthens TTFT); default
+        the engine's token budget.
+    router : str
+        How requests are spread over the replicas (``"round_robin"``, ``"random"``,
+        ``"join_shortest_queue"``, ``"least_outstanding_tokens"``, ``"power_of_two"``); it sets the
+        arrival variability each replica sees.
+    """
+
+    prefix_hit_rate: Probability = 0.0
+    shared_prefix_tokens: Tokens = 0.0
+    speculation: Speculation | None = None
+    chunk_size: int | None = None
+    router: str = DEFAULT_ROUTER
+
+    def __post_init__(self) -> None:
+        hit = scalar("ServingOptions", "prefix_hit_rate", self.prefix_hit_rate, "", "probability")
+        object.__setattr__(self, "prefix_hit_rate", float(hit))
+        shared = scalar("ServingOptions", "shared_prefix_tokens", self.shared_prefix_tokens, "token", "nonnegative")
+        object.__setattr__(self, "shared_prefix_tokens", shared)
+        if self.speculation is not None and not isinstance(self.speculation, Speculation):
+            raise InputError(f"ServingOptions: 'speculation' must be a Speculation, got {shown(self.speculation)}")
+        if self.chunk_size is not None:
+            object.__setattr__(self, "chunk_size", int(count("ServingOptions", "chunk_size", self.chunk_size)))
+        object.__setattr__(self, "router", router_name(self.router))
+
+
+# --------------------------------------------------------------------------------------------
+# What a check of a plan reads of it, and what a plan records of its check
+
+
+@runtime_checkable
+class ServingPlan(Protocol):
+    """What a simulation of a plan reads of it: the replica, its count, the traffic, the targets, the router.
+
+    A :class:`~calculator.fleet.FleetPlan` is one; :func:`calculator.simulation.verify_plan` takes any.
+    """
+
+    @property
+    def feasible(self) -> bool:
+        """Whether the plan meets its targets in closed form."""
+
+    @property
+    def reason(self) -> str:
+        """Why it does not (empty when it does)."""
+
+    @property
+    def model(self) -> str:
+        """The model's registry id."""
+
+    @property
+    def accelerator(self) -> str:
+        """The accelerator's registry id."""
+
+    @property
+    def precision(self) -> str:
+        """The weights' precision."""
+
+    @property
+    def engine(self) -> str:
+        """The engine profile's name (``generic``: none)."""
+
+    @property
+    def kv_precision(self) -> str:
+        """The KV cache's precision (empty: 16-bit)."""
+
+    @property
+    def tensor_parallel(self) -> int:
+        """GPUs of one attention rank."""
+
+    @property
+    def expert_parallel(self) -> int:
+        """GPUs a stage's routed experts are spread over."""
+
+    @property
+    def data_parallel(self) -> int:
+        """Attention ranks of a stage."""
+
+    @property
+    def pipeline_parallel(self) -> int:
+        """Pipeline stages of a replica."""
+
+    @property
+    def batch(self) -> int:
+        """The cap on running sequences per replica."""
+
+    @property
+    def replicas(self) -> int:
+        """Replicas of the plan."""
+
+    @property
+    def router(self) -> str:
+        """The router policy spreading requests over the replicas."""
+
+    @property
+    def workload(self) -> Workload | None:
+        """The traffic planned for (None: not recorded)."""
+
+    @property
+    def targets(self) -> Targets | None:
+        """The targets planned for (None: not recorded)."""
+
+    @property
+    def serving(self) -> ServingOptions:
+        """The serving features assumed (chunked prefill, speculation, prefix caching)."""
+
+    @property
+    def registry_documents(self) -> tuple[RegistryDocument, ...]:
+        """The user's registry documents its ids resolve in."""
+
+
+class PlanCheck(Protocol):
+    """What a plan records of its check by simulation (a :class:`~calculator.simulation.PlanVerification` is one)."""
+
+    @property
+    def analytical_replicas(self) -> int:
+        """The plan's replica count (closed forms)."""
+
+    @property
+    def simulated_replicas(self) -> int | None:
+        """The fewest replicas meeting the targets in simulation (None: none found)."""
+
+    @property
+    def meets_targets(self) -> bool:
+        """Whether the plan as sized meets its targets in simulation."""
+
+    @property
+    def verdict(self) -> str:
+        """The check in a sentence."""
+
+    @property
+    def table(self) -> pd.DataFrame:
+        """One row per replica count simulated."""
+
+    @property
+    def results(self) -> Mapping[int, Any]:
+        """The simulations, by replica count."""

@@ -284,6 +284,12 @@ class Entry(_Strict):
                 continue
             if isinstance(value, tuple) and value and all(isinstance(v, BaseModel) for v in value):
                 value = {str(i): _record_text(v) for i, v in enumerate(value)}  # tiers, checkpoints
+            elif isinstance(value, BaseModel):  # a nested rule (SGLang's memory fraction): its fields, its tiers
+                value = {
+                    name: "; ".join(map(_record_text, item)) if isinstance(item, tuple) else item
+                    for name in type(value).model_fields
+                    if (item := getattr(value, name)) is not None
+                }
             items = value.items() if isinstance(value, Mapping) else [(None, value)]
             for key, item in items:
                 out[field if key is None else f"{field}.{key}"] = (

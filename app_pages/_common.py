@@ -40,8 +40,18 @@ from calculator.precision import PRECISIONS
 from calculator.registry import load_registry
 from calculator.results import MISSING, format_display, format_number, human_label
 
-#: The serving engines offered by the pages that price a step (label -> engine profile name; generic: None).
-ENGINES = {"generic": None, "vLLM": "vllm", "SGLang": "sglang", "TensorRT-LLM": "trtllm"}
+
+def _engines() -> dict[str, str | None]:
+    """The packaged registry's engines by their short names, the engine-agnostic one first (its id: None)."""
+    from calculator.performance import GENERIC
+
+    entries = sorted(load_registry().engines.values(), key=lambda entry: entry.id != GENERIC)
+    return {entry.label: None if entry.id == GENERIC else entry.id for entry in entries}
+
+
+#: The serving engines offered by the pages that price a step (label -> engine profile name; generic: None),
+#: from the registry's engine entries (``display_name``).
+ENGINES = _engines()
 #: The weight precisions offered for serving.
 SERVING_PRECISIONS = [p for p in ("fp16", "bf16", "fp8", "int8", "int4", "fp4") if p in PRECISIONS]
 #: The KV-cache choice that follows the engine's default for the weights (kv_precision=None).

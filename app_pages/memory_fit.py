@@ -75,8 +75,9 @@ def main():
         )  # fmt: skip
         engine = sc.select(
             "Serving engine", "engine", list(ui.ENGINES), "generic",
-            help="whose memory policy the 'served by' line applies: what the engine claims of each device and keeps "
-            "back (the predictor, the fleet sizer and the simulator hold the same)",
+            help="an engine's memory policy answers first (what it claims of each device and keeps back: what the "
+            "predictor, the fleet sizer and the simulator hold), the chapter's formula with your reserve second; "
+            "generic: the chapter's formula first",
         )  # fmt: skip
     reserve = Q_(reserve_gb, "GB")
     accelerator = reg.accelerator(accelerator_id)
@@ -89,8 +90,20 @@ def main():
                    f"{batch} sequences, and the per-device figures below are one GPU's.")  # fmt: skip
 
     st.divider()
-    _fit_summary(fit, unit, model, accelerator, context, batch, weights, kv, reserve, basis, block)
-    _served(model, accelerator, weights, kv, tp, ranks, context, batch, ui.ENGINES[engine])
+    held = engine_memory_fit(
+        model, accelerator, weights, context, tp, batch=batch, engine=ui.ENGINES[engine], kv_precision=kv,
+        data_parallel=ranks,
+    )  # fmt: skip
+    if ui.ENGINES[engine] is None:
+        _fit_summary(fit, unit, model, accelerator, context, batch, weights, kv, reserve, basis, block)
+        _served(held, context)
+    else:  # the engine's own memory policy first; the chapter's formula second, labelled as the chapter's
+        _engine_summary(held, engine, context, batch)
+        st.markdown(
+            "**The chapter's formula** (section 10.7.1, Napkin Math 10.5): the device's memory less the weights "
+            "and the reserve you set, the KV cache in pages of the page size"
+        )
+        _fit_summary(fit, unit, model, accelerator, context, batch, weights, kv, reserve, basis, block)
     fit_tab, wall_tab, dividend_tab, prefix_tab, paging_tab = sc.tabs(
         ["Budget", "KV wall (Figure 9)", "Precision dividend", "Prefix caching", "Paging waste"]
     )
@@ -153,11 +166,8 @@ def _budget(fit, unit, model, accelerator_id, tp, batch, ranks, context, kv):
         )
 
 
-def _served(model, accelerator, weights, kv, tp, ranks, context, batch, engine):
-    """What an engine serving this setup holds, under its own memory policy (not the reserve above)."""
-    held = engine_memory_fit(
-        model, accelerator, weights, context, tp, batch=batch, engine=engine, kv_precision=kv, data_parallel=ranks
-    )
+def _served(held, context):
+    """What the engine-agnostic profile holds under its memory policy, below the chapter's figures."""
     if not held.weights_fit:
         st.warning(ui.plain(f"Served by {held.engine}: {held.reason}."))
         return
@@ -167,6 +177,42 @@ def _served(model, accelerator, weights, kv, tp, ranks, context, batch, engine):
             f"{held.max_context:,} tokens at this batch, under its memory policy ({held.memory_policy}); the "
             "benchmark prediction, the fleet sizer and the simulator hold the same. The figures above are the "
             "chapter's formula with the reserve you set.",
+            limit=1000,
+        )
+    )
+
+
+def _engine_summary(held, label, context, batch):
+    """The headline under the engine's memory policy (``engine_memory_fit``): fits, max batch, max context."""
+    cols = st.columns(4)
+    fits = held.weights_fit and batch <= held.sequences
+    cols[0].metric(f"Fits ({label})", "yes" if fits else "no")
+    if not held.weights_fit:  # no KV cache at all: say why, not "0 sequences"
+        cols[1].metric(f"Max batch at this context ({label})", "weights do not fit")
+        cols[2].metric(f"Max context at this batch ({label})", "weights do not fit")
+        cols[3].metric(f"KV cache ({label})", "weights do not fit")
+        st.warning(ui.plain(f"Does not fit served by {held.engine}: {held.reason}.", limit=1000))
+        return
+    cols[1].metric(f"Max batch at this context ({label})", ui.fmt(held.sequences))
+    cols[2].metric(f"Max context at this batch ({label})", f"{ui.fmt(held.max_context)} tokens")
+    cols[3].metric(f"KV cache ({label})", f"{ui.fmt(held.kv_tokens)} tokens")
+    policy = (
+        f"under {held.engine}'s memory policy ({held.memory_policy}, KV cache {held.kv_precision}), as the benchmark "
+        "prediction, the fleet sizer and the simulator hold it"
+    )
+    if fits:
+        st.success(
+            ui.plain(
+                f"{batch:,} sequences of {context:,} tokens fit {policy}: up to {held.sequences:,} sequences at this "
+                f"context, or {held.max_context:,} tokens at this batch.",
+                limit=1000,
+            )
+        )
+        return
+    st.warning(
+        ui.plain(
+            f"Does not fit {policy}: the KV cache holds {held.sequences:,} sequences of {context:,} tokens, fewer "
+            f"than {batch:,}; {batch:,} sequences fit at most {held.max_context:,} tokens each.",
             limit=1000,
         )
     )

@@ -136,26 +136,28 @@ _REQUIRED = (
 )
 
 
-#: The first release of each engine that schedules asynchronously by default (the CPU prepares the next
-#: iteration while the GPU runs this one: the registry's ``async_scheduling``). vLLM: 0.14.0
-#: (``config/vllm.py``); the rows of an older release are priced with the fixed costs added.
-ASYNC_SCHEDULING_SINCE = {"vllm": (0, 14)}
+def _release(version: Any) -> tuple[int, ...] | None:
+    """A release's numbers (``"0.14.0"`` -> ``(0, 14, 0)``, ``"0.5.1.post1"`` -> ``(0, 5, 1)``); None: no number."""
+    found = re.match(r"\d+(?:\.\d+)*", str(version))
+    return tuple(int(part) for part in found[0].split(".")) if found else None
 
 
-#: The first release of each engine whose ``--kv-cache-dtype auto`` takes the KV cache a quantized checkpoint
-#: declares (the profile's ``quantized_kv_precision``); older releases run the model dtype (BF16). vLLM: 0.14.0
-#: (``resolve_kv_cache_dtype_string`` in ``utils/torch_utils.py``, vllm-project/vllm#30785), the release that
-#: also made asynchronous scheduling the default.
-KV_DECLARATION_SINCE = {"vllm": (0, 14)}
+def _release_since(field: str, engine: str, version: Any) -> bool | None:
+    """Whether ``engine`` at ``version`` is at or after the release its registry entry names in ``field``.
 
+    ``field`` is ``async_scheduling_since`` (the first release that schedules asynchronously by default: vLLM
+    0.14) or ``kv_declaration_since`` (the first whose ``--kv-cache-dtype auto`` takes the KV cache a quantized
+    checkpoint declares: vLLM 0.14). None: the engine declares no such release, or the version is unrecorded.
+    """
+    from .registry import load_registry
 
-def _release_since(table: Mapping[str, tuple[int, int]], engine: str, version: Any) -> bool | None:
-    """Whether ``engine`` at ``version`` is at or after its release in ``table`` (None: not listed or no version)."""
-    since = table.get(engine)
-    found = re.match(r"(\d+)\.(\d+)", str(version))
+    entry = load_registry().engines.get(engine)
+    written = getattr(entry, field) if entry is not None else None
+    since = _release(written) if written else None
+    found = _release(version)
     if since is None or found is None:
         return None
-    return (int(found[1]), int(found[2])) >= since
+    return found >= since
 
 
 def _release_kv_precision(declared: bool) -> str | None:
@@ -169,7 +171,7 @@ def _release_kv_precision(declared: bool) -> str | None:
 
 def _async_scheduling(engine: str, version: Any) -> bool | None:
     """Whether ``engine`` at ``version`` schedules asynchronously by default (None: the profile's own)."""
-    return _release_since(ASYNC_SCHEDULING_SINCE, engine, version)
+    return _release_since("async_scheduling_since", engine, version)
 
 
 def load_benchmarks(path: str | Path | None = None) -> Any:
@@ -243,8 +245,10 @@ def load_benchmarks(path: str | Path | None = None) -> Any:
     # version is unrecorded, the harness file's scheduling dates the release when both changes came together.
     declared = []
     for engine, version, flag in zip(frame.engine, versions, scheduling, strict=True):
-        honoured = _release_since(KV_DECLARATION_SINCE, engine, version)
-        together = engine in KV_DECLARATION_SINCE and KV_DECLARATION_SINCE[engine] == ASYNC_SCHEDULING_SINCE.get(engine)
+        honoured = _release_since("kv_declaration_since", engine, version)
+        entry = reg.engines.get(engine)
+        since = (entry.kv_declaration_since, entry.async_scheduling_since) if entry is not None else (None, None)
+        together = since[0] is not None and _release(since[0]) == _release(since[1])
         declared.append(honoured if honoured is not None else (flag if together else None))
     return frame.assign(
         async_scheduling=scheduling,

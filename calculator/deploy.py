@@ -4,7 +4,8 @@
 starts one replica on vLLM, SGLang or TensorRT-LLM: the weights the plan fitted, the KV-cache precision
 it assumed, its tensor-parallel degree and batch cap, the engine profile's memory fraction and the
 token budget (the plan's chunk size, else the profile's default for the accelerator). Every flag is one
-the engine documents (``DOCUMENTED_FLAGS`` holds the page each was read from).
+the engine documents: the registry's engine entry names it (``launch_flags``, option -> flag) with the page
+it was read in (its sources; ``DOCUMENTED_FLAGS`` for the packaged engines).
 
 The weights (:func:`weights_source`): 16-bit plans load the model's own Hugging Face checkpoint; a
 quantized plan loads the registry's checkpoint at that precision (``Model.checkpoints``, each with its
@@ -28,6 +29,7 @@ from __future__ import annotations
 import copy
 import re
 import shlex
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -49,56 +51,6 @@ __all__ = [
     "weights_source",
 ]
 
-_VLLM_DOCS = "vLLM engine arguments, usage of vllm serve (docs.vllm.ai/en/v0.5.3/models/engine_args.html)"
-_SGLANG_DOCS = (
-    "SGLang server arguments (docs.sglang.io/advanced_features/server_arguments.html; "
-    "sgl-project/sglang docs/advanced_features/server_arguments.md)"
-)
-_TRTLLM_DOCS = "trtllm-serve command reference (nvidia.github.io/TensorRT-LLM/0.18.2/commands/trtllm-serve.html)"
-_TRTLLM_OPTIONS_DOCS = (
-    "trtllm-serve --extra_llm_api_options: a YAML file that overrides the LLM API options, kv_cache_config.dtype among "
-    "them (nvidia.github.io/TensorRT-LLM/1.1.0rc2.post1/torch/auto_deploy/advanced/serving_with_trtllm_serve.html; "
-    "tensorrt_llm/commands/serve.py)"
-)
-_VLLM_EP_DOCS = (
-    "vLLM --enable-expert-parallel, a switch (EngineArgs.enable_expert_parallel in vllm/engine/arg_utils.py, "
-    "ParallelConfig in vllm/config/parallel.py): the MoE layers spread the experts over tensor_parallel_size x "
-    "data_parallel_size GPUs instead of splitting each expert by tensor parallelism (docs.vllm.ai, Expert Parallel "
-    "Deployment)"
-)
-_SGLANG_EP_DOCS = (
-    _SGLANG_DOCS + "; --ep-size, alias --expert-parallel-size, 'The expert parallelism size' (server_args.py); it "
-    "divides the --tp-size ranks of each MoE layer into expert-parallel groups"
-)
-_TRTLLM_EP_DOCS = (
-    "trtllm-serve --ep_size, 'expert parallelism size' (tensorrt_llm/commands/serve.py), the LLM API's "
-    "moe_expert_parallel_size (nvidia.github.io/TensorRT-LLM, Expert Parallelism in TensorRT-LLM)"
-)
-_VLLM_DP_DOCS = (
-    "vLLM --data-parallel-size (EngineArgs.data_parallel_size, vllm/engine/arg_utils.py): engine cores, each with its "
-    "own scheduler (max_num_seqs and max_num_batched_tokens per core) and attention, that run the MoE layers together "
-    "with --enable-expert-parallel (docs.vllm.ai, Data Parallel Deployment)"
-)
-_SGLANG_DP_DOCS = (
-    _SGLANG_DOCS + "; --dp-size (alias --data-parallel-size) with --enable-dp-attention: --tp-size GPUs run "
-    "attention in --dp-size ranks of tp_size // dp_size GPUs each (compute_dp_attention_world_info in "
-    "python/sglang/srt/layers/dp_attention.py), and --max-running-requests is the total, each rank taking "
-    "max_running_requests // dp_size (python/sglang/srt/managers/scheduler.py)"
-)
-_VLLM_NODES_DOCS = (
-    "vLLM multi-node serving with multiprocessing: --nnodes, --node-rank and --master-addr on every node, --headless "
-    "on the nodes after the first (docs.vllm.ai, Parallelism and Scaling: Running vLLM with MultiProcessing; the LWS "
-    "example passes --nnodes $(LWS_GROUP_SIZE) --node-rank $(LWS_WORKER_INDEX) --master-addr $(LWS_LEADER_ADDRESS))"
-)
-_VLLM_DP_NODES_DOCS = (
-    "vLLM data parallel deployment over several nodes: --data-parallel-size-local ranks per node, "
-    "--data-parallel-address and --data-parallel-rpc-port of the first node, and --headless with "
-    "--data-parallel-start-rank on the others (docs/serving/data_parallel_deployment.md, Internal Load Balancing)"
-)
-_SGLANG_NODES_DOCS = (
-    _SGLANG_DOCS + "; multi-node: the same command on each node with --nnodes, --node-rank and --dist-init-addr "
-    "(the first node's address and port) (docs.sglang.io/references/multi_node_deployment/multi_node.html)"
-)
 #: TensorRT-LLM over several nodes: one MPI world started once (its DeepSeek-V3 example, and Dynamo's multinode guide).
 TRTLLM_MULTI_NODE = (
     "a replica over several nodes runs in one MPI world: mpirun over the nodes of a hostfile starts "
@@ -106,17 +58,6 @@ TRTLLM_MULTI_NODE = (
     "multi-node; docs.nvidia.com/dynamo, Multinode Examples: 'launched together in the same MPI world, such as "
     "via mpirun or srun')"
 )
-_VLLM_PP_DOCS = (
-    "vLLM --pipeline-parallel-size: the layers split over that many stages of --tensor-parallel-size GPUs, one "
-    "stage per node across nodes (docs.vllm.ai, Parallelism and Scaling)"
-)
-_SGLANG_PP_DOCS = (
-    _SGLANG_DOCS + "; --pp-size, alias of --pipeline-parallel-size: the layers split over that many stages "
-    "(docs.sglang.io/advanced_features/pipeline_parallelism.html)"
-)
-_TRTLLM_PP_DOCS = _TRTLLM_DOCS + "; --pp_size, the pipeline-parallel size"
-#: Each engine's flag for pipeline stages.
-_PIPELINE_FLAG = {"vllm": "--pipeline-parallel-size", "sglang": "--pp-size", "trtllm": "--pp_size"}
 #: The environment variables a multi-node command reads on each node: the first node's address and this node's rank.
 NODE_VARIABLES = ("LEADER_ADDRESS", "NODE_RANK")
 _SGLANG_DIST_PORT = 20000  # the port of SGLang's multi-node example
@@ -127,85 +68,73 @@ TRTLLM_ATTENTION_DP = (
     "enable_attention_dp: true in the options file (LlmArgs.enable_attention_dp, tensorrt_llm/llmapi/llm_args.py): one "
     "attention rank per GPU of --tp_size, each with its own batch (max_batch_size per rank)"
 )
-_VLLM_QUANT_DOCS = (
-    _VLLM_DOCS + "; a quantized checkpoint's method is read from its config, and fp8 on a 16-bit checkpoint quantizes "
-    "the weights at load time (docs.vllm.ai, Quantization: FP8 W8A8, online dynamic quantization)"
-)
-_SGLANG_QUANT_DOCS = (
-    _SGLANG_DOCS + "; the method is read from a quantized checkpoint's config, and fp8 on a 16-bit checkpoint "
-    "quantizes at load time (docs.sglang.io/advanced_features/quantization.html, online quantization)"
-)
-_VLLM_DRAFT_DOCS = (
-    "vLLM speculative decoding with a draft model, online serving with --speculative-config "
-    "(docs.vllm.ai/en/latest/features/speculative_decoding/draft_model/)"
-)
-_SGLANG_DRAFT_DOCS = (
-    _SGLANG_DOCS + "; speculative decoding with a separate draft model is --speculative-algorithm STANDALONE, and "
-    "with --speculative-eagle-topk 1 the server sets --speculative-num-draft-tokens to --speculative-num-steps + 1 "
-    "(sgl-project/sglang python/sglang/srt/server_args.py)"
-)
 
-#: The flags each engine documents that :func:`launch_command` may emit, with the page each was read from.
-DOCUMENTED_FLAGS: dict[str, dict[str, str]] = {
-    "vllm": {
-        "--tensor-parallel-size": _VLLM_DOCS,
-        "--max-num-seqs": _VLLM_DOCS,
-        "--gpu-memory-utilization": _VLLM_DOCS,
-        "--max-num-batched-tokens": _VLLM_DOCS,
-        "--kv-cache-dtype": _VLLM_DOCS + "; choices auto, bfloat16 (0.14 on), fp8, fp8_e5m2, fp8_e4m3 (CacheDType in "
-        "vllm/config/cache.py)",
-        "--quantization": _VLLM_QUANT_DOCS,
-        "--speculative-config": _VLLM_DRAFT_DOCS,
-        "--enable-expert-parallel": _VLLM_EP_DOCS,
-        "--data-parallel-size": _VLLM_DP_DOCS,
-        "--pipeline-parallel-size": _VLLM_PP_DOCS,
-        "--nnodes": _VLLM_NODES_DOCS,
-        "--node-rank": _VLLM_NODES_DOCS,
-        "--master-addr": _VLLM_NODES_DOCS,
-        "--headless": _VLLM_NODES_DOCS + "; " + _VLLM_DP_NODES_DOCS,
-        "--data-parallel-size-local": _VLLM_DP_NODES_DOCS,
-        "--data-parallel-address": _VLLM_DP_NODES_DOCS,
-        "--data-parallel-rpc-port": _VLLM_DP_NODES_DOCS,
-        "--data-parallel-start-rank": _VLLM_DP_NODES_DOCS,
-        "--async-scheduling": "vLLM engine arguments (docs.vllm.ai/en/latest/configuration/engine_args/): a switch, "
-        "SchedulerConfig.async_scheduling in vllm/config/scheduler.py, on by default from 0.14.0 unless pipeline "
-        "parallelism or a speculative method other than EAGLE/MTP rules it out (vllm/config/vllm.py)",
-    },
-    "sglang": {
-        "--model-path": _SGLANG_DOCS,
-        "--host": _SGLANG_DOCS,
-        "--port": _SGLANG_DOCS,
-        "--tp-size": _SGLANG_DOCS + "; alias of --tensor-parallel-size",
-        "--max-running-requests": _SGLANG_DOCS,
-        "--mem-fraction-static": _SGLANG_DOCS,
-        "--chunked-prefill-size": _SGLANG_DOCS,
-        "--kv-cache-dtype": _SGLANG_DOCS + "; choices auto, fp8_e5m2, fp8_e4m3, and bf16 from 0.5.4 (server_args.py)",
-        "--quantization": _SGLANG_QUANT_DOCS,
-        "--speculative-algorithm": _SGLANG_DRAFT_DOCS,
-        "--speculative-draft-model-path": _SGLANG_DRAFT_DOCS,
-        "--speculative-num-steps": _SGLANG_DRAFT_DOCS,
-        "--speculative-eagle-topk": _SGLANG_DRAFT_DOCS,
-        "--speculative-num-draft-tokens": _SGLANG_DRAFT_DOCS,
-        "--ep-size": _SGLANG_EP_DOCS,
-        "--dp-size": _SGLANG_DP_DOCS,
-        "--enable-dp-attention": _SGLANG_DP_DOCS,
-        "--pp-size": _SGLANG_PP_DOCS,
-        "--nnodes": _SGLANG_NODES_DOCS,
-        "--node-rank": _SGLANG_NODES_DOCS,
-        "--dist-init-addr": _SGLANG_NODES_DOCS,
-    },
-    "trtllm": {
-        "--host": _TRTLLM_DOCS,
-        "--port": _TRTLLM_DOCS,
-        "--tp_size": _TRTLLM_DOCS,
-        "--ep_size": _TRTLLM_EP_DOCS,
-        "--max_batch_size": _TRTLLM_DOCS,
-        "--max_num_tokens": _TRTLLM_DOCS,
-        "--kv_cache_free_gpu_memory_fraction": _TRTLLM_DOCS,
-        "--extra_llm_api_options": _TRTLLM_OPTIONS_DOCS,
-        "--pp_size": _TRTLLM_PP_DOCS,
-    },
-}
+
+def _launch_flags(entry: Any, sources: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
+    """An engine entry's launch flags: each option's flag and the documentation it was read in.
+
+    ``entry`` is a registry ``Engine`` (its ``launch_flags``, each cited by a source link on
+    ``launch_flags.<option>`` or on ``launch_flags``), ``sources`` the registry's sources by id.
+    """
+    out: dict[str, tuple[str, str]] = {}
+    for option, flag in entry.launch_flags.items():
+        cited = [
+            f"{link.note} ({sources[link.source].title})" if link.note else sources[link.source].title
+            for link in entry.source_of(f"launch_flags.{option}")
+        ]
+        out[option] = (flag, "; ".join(cited))
+    return out
+
+
+class _DocumentedFlags(Mapping[str, Mapping[str, str]]):
+    """``DOCUMENTED_FLAGS``: each packaged engine's launch flags and the page each was read in, by engine.
+
+    Read from the packaged registry (each engine's ``launch_flags``) on first use.
+    """
+
+    def __init__(self) -> None:
+        self._flags: dict[str, dict[str, str]] | None = None
+
+    def _load(self) -> dict[str, dict[str, str]]:
+        if self._flags is None:
+            from .registry import load_registry
+
+            reg = load_registry()
+            self._flags = {
+                entry.id: dict(_launch_flags(entry, reg.sources).values())
+                for entry in reg.engines.values()
+                if entry.launch_flags
+            }
+        return self._flags
+
+    def __getitem__(self, engine: str) -> Mapping[str, str]:
+        return self._load()[engine]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._load())
+
+    def __len__(self) -> int:
+        return len(self._load())
+
+
+#: The flags each engine documents that :func:`launch_command` may emit, with the page each was read from:
+#: the packaged registry's ``launch_flags`` of each engine and their sources (``_launch_flags``).
+DOCUMENTED_FLAGS: Mapping[str, Mapping[str, str]] = _DocumentedFlags()
+
+
+class _Flags(dict[str, str]):
+    """One engine's option -> flag (its registry entry's ``launch_flags``); a missing option is an InputError."""
+
+    def __init__(self, engine: str, flags: Mapping[str, str]) -> None:
+        super().__init__(flags)
+        self.engine = engine
+
+    def __missing__(self, option: str) -> str:
+        raise InputError(
+            f"the registry's engine '{self.engine}' names no launch flag for '{option}': add it under the engine's "
+            "'launch_flags' with the documentation it comes from (docs/fleet-sizer.md, Deployable output)"
+        )
+
 
 #: TensorRT-LLM's options file, written by the command before the server starts.
 TRTLLM_OPTIONS_FILE = "extra-llm-api-config.yml"
@@ -437,6 +366,8 @@ def launch_command(plan: FleetPlan, engine: str, *, registry: Registry | None = 
     name = _engine_name(engine)
     reg = _registry(plan, registry)
     profile = engine_profile(name, reg)
+    documented = _launch_flags(reg.engine(name), reg.sources)
+    f = _Flags(name, {option: flag for option, (flag, _) in documented.items()})
     model = reg.model(plan.model)
     device = reg.accelerator(plan.accelerator)
     memory = device.memory.m_as("B")
@@ -453,71 +384,72 @@ def launch_command(plan: FleetPlan, engine: str, *, registry: Registry | None = 
     flags: dict[str, str | None]
     if name == "vllm":
         flags = {
-            "--tensor-parallel-size": str(tp),
-            "--max-num-seqs": str(batch),
-            "--gpu-memory-utilization": f"{profile.memory_utilization:g}",
-            "--max-num-batched-tokens": str(budget),
+            f["tensor_parallel"]: str(tp),
+            f["max_sequences"]: str(batch),
+            f["memory_fraction"]: f"{profile.memory_utilization:g}",
+            f["token_budget"]: str(budget),
         }
         if profile.efficiency.overlap and plan.serving.speculation is None:
             # the plan's step times assume asynchronous scheduling: the 0.14.0 default, explicit for 0.11-0.13
-            flags["--async-scheduling"] = None
+            flags[f["async_scheduling"]] = None
         positional: tuple[str, ...] = (weights.repo,)
     elif name == "sglang":
-        fraction = float(sglang_memory_fraction(memory, default_budget, tp))
+        fraction = float(sglang_memory_fraction(memory, default_budget, tp, profile.memory_fraction_rule))
         flags = {
-            "--model-path": weights.repo,
-            "--host": "0.0.0.0",
-            "--port": str(_PORT[name]),
-            "--tp-size": str(tp),
-            "--max-running-requests": str(batch),
-            "--mem-fraction-static": f"{fraction:.3f}",
-            "--chunked-prefill-size": str(budget),
+            f["model"]: weights.repo,
+            f["host"]: "0.0.0.0",
+            f["port"]: str(_PORT[name]),
+            f["tensor_parallel"]: str(tp),
+            f["max_sequences"]: str(batch),
+            f["memory_fraction"]: f"{fraction:.3f}",
+            f["token_budget"]: str(budget),
         }
         positional = ()
     else:
         flags = {
-            "--host": "0.0.0.0",
-            "--port": str(_PORT[name]),
-            "--tp_size": str(tp),
-            "--max_batch_size": str(batch),
-            "--max_num_tokens": str(budget),
-            "--kv_cache_free_gpu_memory_fraction": f"{profile.memory_utilization:g}",
+            f["host"]: "0.0.0.0",
+            f["port"]: str(_PORT[name]),
+            f["tensor_parallel"]: str(tp),
+            f["max_sequences"]: str(batch),
+            f["token_budget"]: str(budget),
+            f["memory_fraction"]: f"{profile.memory_utilization:g}",
         }
         positional = (weights.repo,)
     if name == "trtllm":
         _trtllm_kv(kv, weights, options, notes)
     else:
         if weights.method == "online":
-            flags["--quantization"] = weights.precision
+            flags[f["quantization"]] = weights.precision
         value = _kv_flag(name, kv, weights)
         if value is not None:
-            flags["--kv-cache-dtype"] = value
+            flags[f["kv_cache_dtype"]] = value
     if plan.expert_parallel > 1:  # the routed experts spread over the replica's GPUs (expert parallelism)
-        flags.update(_expert_parallel_flags(name, int(plan.expert_parallel), tp))
+        flags.update(_expert_parallel_flags(name, f, int(plan.expert_parallel), tp))
     if plan.data_parallel > 1:  # attention ranks, each with its own share of the batch cap
-        _data_parallel_flags(name, int(plan.data_parallel), tp, batch, flags, options, notes)
+        _data_parallel_flags(name, f, int(plan.data_parallel), tp, batch, flags, options, notes)
     draft = plan.serving.speculation
     if draft is not None:
-        _speculative_flags(name, flags, options, _hf_name(reg.model(draft.draft_model)), draft.draft_length)
+        _speculative_flags(name, f, flags, options, _hf_name(reg.model(draft.draft_model)), draft.draft_length)
     if options:
         import yaml
 
         files[TRTLLM_OPTIONS_FILE] = yaml.safe_dump(options, sort_keys=False)
-        flags["--extra_llm_api_options"] = TRTLLM_OPTIONS_FILE
+        flags[f["options_file"]] = TRTLLM_OPTIONS_FILE
     if plan.engine != name:
         notes.append(f"the plan was sized with the {plan.engine} engine profile, not {name}'s")
     stages = int(getattr(plan, "pipeline_parallel", 1) or 1)
     if stages > 1:  # pipeline stages of the tensor-parallel GPUs, each with its share of the layers
-        flags[_PIPELINE_FLAG[name]] = str(stages)
+        flags[f["pipeline_parallel"]] = str(stages)
     nodes = int(getattr(plan, "nodes_per_replica", 1) or 1)
     executable = _EXECUTABLE[name]
     worker: dict[str, str | None] = {}
     if nodes > 1:
-        executable, worker = _multi_node(name, nodes, tp * stages, int(plan.data_parallel), flags, notes)
+        executable, worker = _multi_node(name, f, nodes, tp * stages, int(plan.data_parallel), flags, notes)
     arguments = (*executable, *positional, *_flag_parts(flags))
     writes = [_heredoc(file, text) for file, text in files.items()]
     command = "\n".join([*(_comment(note) for note in notes), *writes, _shell_line(arguments)])
-    citations = {flag: DOCUMENTED_FLAGS[name][flag] for flag in (*flags, *worker)}
+    cited = dict(documented.values())
+    citations = {flag: cited[flag] for flag in (*flags, *worker)}
     return LaunchConfig(name, arguments, command, flags, citations, tuple(notes), weights, kv, files, nodes, worker)
 
 
@@ -568,7 +500,7 @@ def _comment(text: str) -> str:
 
 
 def _multi_node(
-    engine: str, nodes: int, tp: int, ranks: int, flags: dict[str, str | None], notes: list[str]
+    engine: str, f: _Flags, nodes: int, tp: int, ranks: int, flags: dict[str, str | None], notes: list[str]
 ) -> tuple[tuple[str, ...], dict[str, str | None]]:
     """A replica over ``nodes`` nodes: each engine's flags (in ``flags``), its executable, the other nodes' flags."""
     leader, rank = (_Variable(f"${name}") for name in NODE_VARIABLES)
@@ -582,20 +514,20 @@ def _multi_node(
     if engine == "vllm" and ranks > 1:
         local = ranks // nodes
         flags.update({
-            "--data-parallel-size-local": str(local),
-            "--data-parallel-address": leader,
-            "--data-parallel-rpc-port": str(_VLLM_DP_RPC_PORT),
+            f["data_parallel_local"]: str(local),
+            f["data_parallel_address"]: leader,
+            f["data_parallel_rpc_port"]: str(_VLLM_DP_RPC_PORT),
         })  # fmt: skip
-        worker = {"--headless": None, "--data-parallel-start-rank": _Variable(f"$(({rank[1:]} * {local}))")}
+        worker = {f["headless"]: None, f["data_parallel_start_rank"]: _Variable(f"$(({rank[1:]} * {local}))")}
     elif engine == "vllm":
-        flags.update({"--nnodes": str(nodes), "--node-rank": rank, "--master-addr": leader})
-        worker = {"--headless": None}
+        flags.update({f["nodes"]: str(nodes), f["node_rank"]: rank, f["leader_address"]: leader})
+        worker = {f["headless"]: None}
     else:
         flags.update(
             {
-                "--nnodes": str(nodes),
-                "--node-rank": rank,
-                "--dist-init-addr": _Variable(f"{leader}:{_SGLANG_DIST_PORT}"),
+                f["nodes"]: str(nodes),
+                f["node_rank"]: rank,
+                f["leader_address"]: _Variable(f"{leader}:{_SGLANG_DIST_PORT}"),
             }
         )
     added = f"; the other nodes add {' '.join(_flag_parts(worker))}" if worker else ""
@@ -606,20 +538,21 @@ def _multi_node(
     return _EXECUTABLE[engine], worker
 
 
-def _expert_parallel_flags(engine: str, expert_parallel: int, tp: int) -> dict[str, str | None]:
+def _expert_parallel_flags(engine: str, f: _Flags, expert_parallel: int, tp: int) -> dict[str, str | None]:
     """The flags that spread a mixture of experts' routed experts over ``expert_parallel`` of a replica's GPUs."""
     if engine == "vllm":
         if expert_parallel != tp:  # vLLM's switch spreads them over the whole group (tensor x data parallel)
             raise InputError(
-                f"vLLM spreads the experts over all {tp} GPUs of the replica (--enable-expert-parallel); "
+                f"vLLM spreads the experts over all {tp} GPUs of the replica ({f['expert_parallel']}); "
                 f"the plan's expert_parallel {expert_parallel} has no vLLM flag"
             )
-        return {"--enable-expert-parallel": None}
-    return {"--ep-size" if engine == "sglang" else "--ep_size": str(expert_parallel)}
+        return {f["expert_parallel"]: None}
+    return {f["expert_parallel"]: str(expert_parallel)}
 
 
 def _data_parallel_flags(
     engine: str,
+    f: _Flags,
     ranks: int,
     tp: int,
     batch: int,
@@ -632,16 +565,16 @@ def _data_parallel_flags(
 
     per_rank = str(math.ceil(batch / ranks))
     if engine == "vllm":
-        flags["--tensor-parallel-size"] = str(tp // ranks)
-        flags["--data-parallel-size"] = str(ranks)
-        flags["--max-num-seqs"] = per_rank
+        flags[f["tensor_parallel"]] = str(tp // ranks)
+        flags[f["data_parallel"]] = str(ranks)
+        flags[f["max_sequences"]] = per_rank
     elif engine == "sglang":
-        flags["--dp-size"] = str(ranks)
-        flags["--enable-dp-attention"] = None
-        flags["--max-running-requests"] = str(int(per_rank) * ranks)  # SGLang's total, split evenly over the ranks
+        flags[f["data_parallel"]] = str(ranks)
+        flags[f["attention_data_parallel"]] = None
+        flags[f["max_sequences"]] = str(int(per_rank) * ranks)  # SGLang's total, split evenly over the ranks
     elif engine == "trtllm" and ranks == tp:
         options["enable_attention_dp"] = True
-        flags["--max_batch_size"] = per_rank
+        flags[f["max_sequences"]] = per_rank
         notes.append(f"attention data parallel: {TRTLLM_ATTENTION_DP}")
     else:
         raise InputError(
@@ -702,7 +635,7 @@ def _trtllm_kv(kv: str, weights: WeightsSource, options: dict[str, Any], notes: 
 
 
 def _speculative_flags(
-    engine: str, flags: dict[str, str | None], options: dict[str, Any], draft: str, length: int
+    engine: str, f: _Flags, flags: dict[str, str | None], options: dict[str, Any], draft: str, length: int
 ) -> None:
     """The plan's draft model proposing ``length`` tokens a round, as the engine's settings.
 
@@ -714,14 +647,14 @@ def _speculative_flags(
 
     if engine == "vllm":
         config = {"model": draft, "num_speculative_tokens": length, "method": "draft_model"}
-        flags["--speculative-config"] = json.dumps(config, separators=(",", ":"))
+        flags[f["speculative_config"]] = json.dumps(config, separators=(",", ":"))
     elif engine == "sglang":
         flags |= {
-            "--speculative-algorithm": "STANDALONE",
-            "--speculative-draft-model-path": draft,
-            "--speculative-num-steps": str(length),
-            "--speculative-eagle-topk": "1",
-            "--speculative-num-draft-tokens": str(length + 1),
+            f["speculative_algorithm"]: "STANDALONE",
+            f["speculative_draft_model"]: draft,
+            f["speculative_steps"]: str(length),
+            f["speculative_topk"]: "1",
+            f["speculative_draft_tokens"]: str(length + 1),
         }
     else:
         options["speculative_config"] = {

@@ -271,7 +271,9 @@ class Entry(_Strict):
 
     def sourced_fields(self) -> list[str]:
         """The fields that carry values and so must be covered by a source."""
-        return [f for f in type(self).model_fields if f not in self.UNSOURCED and getattr(self, f) not in (None, ())]
+        return [
+            f for f in type(self).model_fields if f not in self.UNSOURCED and getattr(self, f) not in (None, (), {})
+        ]
 
     def display_values(self) -> dict[str, Any]:
         """Every set field except the sources, flattened (``dense_throughput.bf16``), quantities as text."""
@@ -282,6 +284,12 @@ class Entry(_Strict):
                 continue
             if isinstance(value, tuple) and value and all(isinstance(v, BaseModel) for v in value):
                 value = {str(i): _record_text(v) for i, v in enumerate(value)}  # tiers, checkpoints
+            elif isinstance(value, BaseModel):  # a nested rule (SGLang's memory fraction): its fields, its tiers
+                value = {
+                    name: "; ".join(map(_record_text, item)) if isinstance(item, tuple) else item
+                    for name in type(value).model_fields
+                    if (item := getattr(value, name)) is not None
+                }
             items = value.items() if isinstance(value, Mapping) else [(None, value)]
             for key, item in items:
                 out[field if key is None else f"{field}.{key}"] = (
@@ -290,8 +298,17 @@ class Entry(_Strict):
         return out
 
     def source_of(self, field: str) -> list[SourceLink]:
-        """The source links that cover ``field``."""
-        return [link for link in self.sources if field in link.fields]
+        """The source links that cover ``field``.
+
+        A mapping's key ``field.key`` is covered by the links that cite it or the whole field; a mapping
+        ``field`` by the links that cite it or any of its keys.
+        """
+        whole = field.partition(".")[0]
+        return [
+            link
+            for link in self.sources
+            if any(name in (field, whole) or name.startswith(f"{field}.") for name in link.fields)
+        ]
 
 
 def _record_text(record: BaseModel) -> str:
@@ -497,6 +514,54 @@ class EngineInterval(_Strict):
     )
 
 
+class GraphBatchTier(_Strict):
+    """The CUDA-graph batch an engine captures on devices with at least ``min_device_memory``."""
+
+    min_device_memory: Bytes | None = Field(None, description="smallest device memory of the tier (none: any)")
+    batch: PositiveInt = Field(description="the graph batch below the rule's graph_tensor_parallel")
+    batch_from_tensor_parallel: PositiveInt = Field(
+        description="the graph batch from the rule's graph_tensor_parallel GPUs up"
+    )
+
+
+class MemoryFractionRule(_Strict):
+    """A memory fraction an engine computes from the device (``memory_policy: sglang``).
+
+    SGLang's default ``mem_fraction_static`` is ``(M - reserved) / M`` of the device memory ``M``, with
+    ``reserved = base + per_prefill_token x max(chunk, min_prefill_tokens) + per_graph_sequence x graph
+    batch + per_tensor_parallel_rank x TP``, at least ``floor`` on devices above ``floor_above``; the chunk
+    is the engine's token budget on the device, the graph batch its tier's (``graph_batch``).
+    """
+
+    base: Bytes = Field(description="memory kept for constant metadata (the attention backend's)")
+    per_prefill_token: Bytes = Field(description="activation memory per token of the prefill chunk")
+    min_prefill_tokens: PositiveInt = Field(description="the chunk counted is at least this many tokens")
+    per_graph_sequence: Bytes = Field(description="CUDA-graph memory per sequence of the graph batch")
+    graph_batch: tuple[GraphBatchTier, ...] = Field(
+        min_length=1, description="the CUDA-graph batch by device memory (smallest first)"
+    )
+    graph_tensor_parallel: PositiveInt = Field(description="from this tensor-parallel degree, the larger graph batch")
+    per_tensor_parallel_rank: Bytes = Field(description="memory per tensor-parallel rank (communication)")
+    floor: Bytes = Field(description="the least memory kept back on devices above floor_above")
+    floor_above: Bytes = Field(description="devices with more memory keep at least floor")
+
+    @model_validator(mode="after")
+    def _tiers_ascend(self) -> MemoryFractionRule:
+        memory = [t.min_device_memory.m_as("B") if t.min_device_memory else 0.0 for t in self.graph_batch]
+        if memory != sorted(memory):
+            raise ValueError("graph_batch tiers must be listed from the smallest min_device_memory up")
+        return self
+
+
+#: An engine release, ``major.minor`` (or ``major.minor.patch``).
+RELEASE_PATTERN = r"^[0-9]{1,4}(\.[0-9]{1,4}){1,2}$"
+Release = Annotated[str, Field(pattern=RELEASE_PATTERN)]
+#: An engine's command-line flag: ``--name`` (letters, digits, ``-`` and ``_``).
+FLAG_PATTERN = r"^--[A-Za-z0-9][A-Za-z0-9_-]{0,79}$"
+#: An option of :attr:`Engine.launch_flags`: a lowercase name.
+OPTION_PATTERN = r"^[a-z][a-z0-9_]{0,79}$"
+
+
 class Engine(Entry):
     """A serving engine's scheduler defaults (each cited) and its fitted costs.
 
@@ -542,6 +607,32 @@ class Engine(Entry):
         "buffers padded to the busiest rank in decode-only iterations, and in iterations with a prompt an all-reduce "
         "of the summed buffer to gather and another to combine",
     )
+    memory_fraction_rule: MemoryFractionRule | None = Field(
+        None,
+        description="how the engine computes its memory fraction from the device (required with memory_policy "
+        "'sglang': SGLang's default mem_fraction_static)",
+    )
+    async_scheduling_since: Release | None = Field(
+        None,
+        description="the first release that schedules asynchronously by default (a benchmark row of an older "
+        "release is priced with the fixed costs added to the GPU's work); none: no release changed it",
+    )
+    kv_declaration_since: Release | None = Field(
+        None,
+        description="the first release whose automatic KV-cache dtype takes the KV cache a quantized checkpoint "
+        "declares (a benchmark row of an older release runs the model dtype, BF16); none: no release changed it",
+    )
+    launch_flags: Mapping[
+        Annotated[str, Field(pattern=OPTION_PATTERN)], Annotated[str, Field(pattern=FLAG_PATTERN)]
+    ] = Field(
+        default_factory=dict,
+        description="the engine's command-line flag for each option a launch command sets "
+        "(calculator.deploy: tensor_parallel, max_sequences, token_budget, ...); cite each as "
+        "'launch_flags.<option>' or all as 'launch_flags'",
+    )
+    display_name: str = Field(
+        "", max_length=40, description="the short name front ends list the engine by (empty: its name)"
+    )
     step_overhead: Duration = Field(description="fixed cost of one iteration")
     sequence_overhead: Duration = Field(description="cost per running sequence per iteration")
     request_overhead: Duration = Field(description="time every request spends outside the GPU before its first token")
@@ -556,14 +647,24 @@ class Engine(Entry):
         None, description="the engine's own 80 % interval, from its calibration's held-out errors"
     )
 
-    UNSOURCED: ClassVar[frozenset[str]] = Entry.UNSOURCED | {"versions"}
+    UNSOURCED: ClassVar[frozenset[str]] = Entry.UNSOURCED | {"versions", "display_name"}
 
     @model_validator(mode="after")
     def _tiers_ascend(self) -> Engine:
         memory = [tier.min_device_memory.m_as("B") if tier.min_device_memory else 0.0 for tier in self.token_budget]
         if memory != sorted(memory):
             raise ValueError("token_budget tiers must be listed from the smallest min_device_memory up")
+        if self.memory_policy == "sglang" and self.memory_fraction_rule is None:
+            raise ValueError(
+                "field 'memory_fraction_rule': memory_policy 'sglang' computes the fraction from the device by this "
+                "rule; give it (the packaged sglang entry's is SGLang's default)"
+            )
         return self
+
+    @property
+    def label(self) -> str:
+        """The short name front ends list the engine by: ``display_name``, else ``name``."""
+        return self.display_name or self.name
 
     def fitted_fields(self, sources: Mapping[str, Source]) -> tuple[str, ...]:
         """The fields a source of kind ``fit`` covers."""
@@ -1055,7 +1156,7 @@ def _validate(file: Path, section: str, entry_id: str, raw: dict[str, Any], sour
                 f"{file.name}: {section}['{entry_id}']: field 'sources': source '{link.source}' is not "
                 f"listed under the file's top-level 'sources'"
             )
-        unknown = sorted(set(link.fields) - set(model.model_fields))
+        unknown = sorted(f for f in link.fields if f not in model.model_fields and not _is_key_of(entry, f))
         if unknown:
             raise RegistryError(
                 f"{file.name}: {section}['{entry_id}']: field 'sources': source '{link.source}' covers "
@@ -1070,12 +1171,26 @@ def _validate(file: Path, section: str, entry_id: str, raw: dict[str, Any], sour
                 "top-level 'sources'"
             )
     for field in entry.sourced_fields():
-        if field not in covered:
+        value = getattr(entry, field)
+        keys = [f"{field}.{key}" for key in value] if isinstance(value, Mapping) and field not in covered else []
+        cited_by_key = [key for key in keys if key in covered]
+        missing = [key for key in keys if key not in covered] if cited_by_key else [field]  # cited one by one: each
+        if field not in covered and missing:
             raise RegistryError(
-                f"{file.name}: {section}['{entry_id}']: field '{field}': missing source; expected a "
-                f"sources entry listing '{field}' in its fields, found none"
+                f"{file.name}: {section}['{entry_id}']: field '{missing[0]}': missing source; expected a "
+                f"sources entry listing '{missing[0]}' in its fields, found none"
             )
     return entry
+
+
+def _is_key_of(entry: Entry, name: str) -> bool:
+    """Whether ``name`` is ``field.key`` of a mapping field of ``entry`` (a source may cite one key of it).
+
+    The key need not be present: an override that drops a key leaves the base's citation of it behind.
+    """
+    field, dot, key = name.partition(".")
+    value = getattr(entry, field, None) if field in type(entry).model_fields else None
+    return bool(dot and key) and isinstance(value, Mapping)
 
 
 def _registry_error(file: Path, section: str, entry_id: str, exc: ValidationError) -> RegistryError:

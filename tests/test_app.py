@@ -919,15 +919,43 @@ def test_a_table_download_writes_text_a_spreadsheet_would_run_as_text():
     assert not [cell for row in rows for cell in row if cell.startswith(FORMULA_TRIGGERS) and cell != "-1.5"]
 
 
-def test_memory_fit_page_says_what_an_engine_holds_under_its_own_memory_policy():
+def test_memory_fit_page_headline_is_the_engines_memory_fit_and_the_chapters_formula_second():
+    # Issue 52, item 5: with an engine chosen, fits / max batch / max context are engine_memory_fit's (what the
+    # predictor, the sizer and the simulator hold); the chapter's formula with the page's reserve follows, labelled.
     from calculator.performance import engine_memory_fit
 
     app = open_page("memory_fit", weights="fp8", kv="fp8", tp="1", context="2300", engine="vLLM")
     held = engine_memory_fit("llama-3.1-70b", "h100-sxm", "fp8", 2300, 1, batch=8, engine="vllm", kv_precision="fp8")
-    shown = " ".join(rendered(x.value) for x in app.info)
-    assert f"Served by vllm: {held.sequences:,} sequences of 2,300 tokens at once" in shown
-    assert int(metric(app, "Max batch at this context")) > held.sequences  # the chapter's formula, 2 GB reserve
-    app.selectbox(key="memory.engine").set_value("SGLang").run()  # BF16 weights of 70B leave SGLang nothing
+    chapter = model_memory_fit("llama-3.1-70b", "h100-sxm", 2300, 8, "fp8", "fp8", 1, Q_(2, "GB"), block_size=16)
+    labels = [m.label for m in app.metric]
+    assert labels[:4] == [
+        "Fits (vLLM)", "Max batch at this context (vLLM)", "Max context at this batch (vLLM)", "KV cache (vLLM)"
+    ]  # fmt: skip
+    assert metric(app, "Fits (vLLM)") == "yes" and held.sequences >= 8
+    assert metric(app, "Max batch at this context (vLLM)") == f"{held.sequences:,}"
+    assert metric(app, "Max context at this batch (vLLM)") == f"{held.max_context:,} tokens"
+    assert metric(app, "KV cache (vLLM)") == f"{held.kv_tokens:,} tokens"
+    # vLLM claims 0.9 of the device: fewer sequences than the whole device less a 2 GB reserve (the issue's 35)
+    assert metric(app, "Max batch at this context") == str(chapter.max_batch) == "35" and held.sequences < 35
+    assert any("The chapter's formula" in m.value for m in app.markdown)
+    assert any(f"up to {held.sequences:,} sequences at this context" in rendered(s.value) for s in app.success)
+    # A batch above the engine's count does not fit under its policy, though the chapter's formula holds it.
+    app.number_input(key="memory.batch").set_value(held.sequences + 1).run()
+    assert_clean(app)
+    assert metric(app, "Fits (vLLM)") == "no" and metric(app, "Fits") == "yes"
+    # Weights that leave the engine nothing: said so, never "0 sequences".
+    app.selectbox(key="memory.engine").set_value("SGLang").run()
     app.selectbox(key="memory.weights").set_value("bf16").run()
     assert_clean(app)
+    assert metric(app, "Max batch at this context (SGLang)") == "weights do not fit"
     assert any("the weights alone do not fit" in rendered(w.value) for w in app.warning)
+    assert not [m for m in app.metric if m.label.endswith("(SGLang)") and m.value.startswith("0")]
+    # generic: the chapter's formula is the headline, the engine-agnostic policy a line below it
+    app.selectbox(key="memory.engine").set_value("generic").run()
+    assert app.metric[0].label == "Fits" and not any("(" in m.label for m in app.metric)
+
+
+def test_the_dashboards_engines_are_the_registrys():
+    from app_pages import _common as ui
+
+    assert ui.ENGINES == {"generic": None, "vLLM": "vllm", "SGLang": "sglang", "TensorRT-LLM": "trtllm"}

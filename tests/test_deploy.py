@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import shlex
 
@@ -184,6 +185,34 @@ def test_a_target_utilization_scales_the_batch_cap(fp8_plan):
     assert target == pytest.approx(0.5 * fp8_plan.batch, rel=1e-3)
     with pytest.raises(InputError):
         kubernetes_manifest(fp8_plan, "vllm", target_utilization=1.5)
+
+
+FLAGS_OVERRIDE = """\
+sources:
+  - {id: our-trtllm, title: "Our TensorRT-LLM build's command line", url: "https://example.com/trtllm", kind: user}
+engines:
+  - id: trtllm
+    launch_flags: {host: --host, port: --port, tensor_parallel: --tensor_parallel_size, max_sequences: --max_batch_size,
+                   token_budget: --max_num_tokens, memory_fraction: --kv_cache_free_gpu_memory_fraction,
+                   options_file: --extra_llm_api_options}
+    sources: [{source: our-trtllm, fields: [launch_flags], note: "our build renames --tp_size"}]
+"""
+
+
+def test_the_flags_are_the_registrys_engine_data(fp8_plan, tmp_path):
+    # The engine entry's launch_flags name each flag: a registry file that renames one changes the command, and
+    # the citation is the file's source; an option it leaves out is an error naming it, never a guessed flag.
+    path = tmp_path / "flags.yaml"
+    path.write_text(FLAGS_OVERRIDE, encoding="utf-8")
+    reg = load_registry(extra=[path])
+    config = launch_command(fp8_plan, "trtllm", registry=reg)
+    assert config.flags["--tensor_parallel_size"] == str(fp8_plan.tensor_parallel) and "--tp_size" not in config.flags
+    cited = config.citations["--tensor_parallel_size"]  # the file's source (after the packaged entry's, appended)
+    assert cited.endswith("; our build renames --tp_size (Our TensorRT-LLM build's command line)")
+    assert "--tp_size" in launch_command(fp8_plan, "trtllm").flags  # the packaged registry's
+    staged = dataclasses.replace(fp8_plan, pipeline_parallel=2, gpus=fp8_plan.gpus * 2)  # stages need --pp_size
+    with pytest.raises(InputError, match="engine 'trtllm' names no launch flag for 'pipeline_parallel'"):
+        launch_command(staged, "trtllm", registry=reg)
 
 
 def test_an_infeasible_plan_or_an_unknown_engine_is_an_input_error(fp8_plan):

@@ -363,6 +363,10 @@ def test_engine_defaults_match_their_documentation():
     assert round(float(sglang_memory_fraction(81559 * 2**20, 8192, 1)), 3) == 0.835
     assert round(float(sglang_memory_fraction(81559 * 2**20, 8192, 8)), 3) == 0.818
     assert round(float(sglang_memory_fraction(143771 * 2**20, 8192, 1)), 3) == 0.907
+    # Smaller GPUs capture smaller CUDA-graph batches: a 24 GiB card at TP 1 keeps 512 + 3072 + 48 + 128 MiB
+    # (graph batch 24, sglang 0.5.9), 0.847; at TP 4 the graph batch is 80 (512 + 3072 + 160 + 512 MiB).
+    assert round(float(sglang_memory_fraction(24 * 2**30, 2048, 1)), 3) == round(1 - 3760 / 24576, 3) == 0.847
+    assert float(sglang_memory_fraction(24 * 2**30, 2048, 4)) == pytest.approx(1 - 4256 / 24576)
     # TensorRT-LLM (trtllm-serve, llm_args.py): max_num_tokens 8192, max_batch_size 2048, 0.9 of the
     # free memory, no chunked prefill, GUARANTEED_NO_EVICT (the whole output reserved).
     assert trt.limits(h100.memory.m_as("B")) == (8192, 2048)
@@ -1041,11 +1045,13 @@ def test_each_benchmark_row_is_priced_with_its_release_kv_cache():
     # releases run the model dtype. The Llama-3.1-70B FP8 campaign (no version recorded, scheduling of a
     # release before 0.14.0) queues for KV at 64 clients of 1,024/8,192 tokens on two H100s (measured TTFT
     # 30.8 s): a BF16 cache holds 47 such requests, an FP8 one 94, which predicted no queue (0.37 s).
-    from calculator.calibration import KV_DECLARATION_SINCE, _release_since, prediction_errors
+    from calculator.calibration import _release_since, prediction_errors
 
-    assert KV_DECLARATION_SINCE["vllm"] == (0, 14) and "#30785" in ENGINES["vllm"].citations["quantized_kv_precision"]
-    assert _release_since(KV_DECLARATION_SINCE, "vllm", "0.13.2") is False
-    assert _release_since(KV_DECLARATION_SINCE, "vllm", "0.14.0") is True
+    assert load_registry().engines["vllm"].kv_declaration_since == "0.14"
+    assert "#30785" in ENGINES["vllm"].citations["kv_declaration_since"]
+    assert _release_since("kv_declaration_since", "vllm", "0.13.2") is False
+    assert _release_since("kv_declaration_since", "vllm", "0.14.0") is True
+    assert _release_since("kv_declaration_since", "sglang", "0.5.8") is None  # SGLang declares no such release
     rows = load_benchmarks()
     assert set(rows[rows.engine == "vllm"].kv_declaration) == {False}  # 0.12.0 and the unrecorded campaign
     assert rows[rows.engine != "vllm"].kv_declaration.all()

@@ -413,3 +413,81 @@ def test_a_registry_file_over_the_size_limit_is_refused_before_parsing(tmp_path,
 def test_packaged_file_is_plain_yaml_with_the_documented_sections():
     document = yaml.safe_load(DEFAULT_REGISTRY_PATH.read_text(encoding="utf-8"))
     assert set(document) == {"schema_version", "sources", *SECTIONS}
+
+
+# ------------------------------------------------------------------ engines
+
+ENGINE = MINIMAL + textwrap.dedent(
+    """\
+    engines:
+      - id: my-engine
+        name: My serving engine
+        provenance: user
+        token_budget:
+          - {max_num_tokens: 4096, max_num_seqs: 128}
+        chunked_prefill: true
+        mixed_batching: true
+        memory_policy: device
+        memory_utilization: 0.85
+        memory_reserve: 3 GB
+        output_reservation: 0.5
+        quantized_kv_precision: bf16
+        step_overhead: 1 ms
+        sequence_overhead: 30 us
+        request_overhead: 10 ms
+        sources:
+          - source: sheet
+            fields: [token_budget, chunked_prefill, mixed_batching, memory_policy, memory_utilization, memory_reserve,
+                     output_reservation, quantized_kv_precision, expert_exchange, step_overhead, sequence_overhead,
+                     request_overhead]
+    """
+)
+
+
+def test_a_user_engine_without_the_newer_engine_fields_loads_with_their_defaults(tmp_path):
+    engine = load_registry(write(tmp_path, ENGINE)).engines["my-engine"]
+    # no release changes a default, no launch flags (no launch command), listed by its name
+    assert (engine.async_scheduling_since, engine.kv_declaration_since, dict(engine.launch_flags)) == (None, None, {})
+    assert engine.memory_fraction_rule is None and engine.label == "My serving engine"
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        # SGLang's policy needs its rule
+        (("memory_policy: device", "memory_policy: sglang"), r"field 'memory_fraction_rule': memory_policy 'sglang'"),
+        # a release is major.minor
+        (("    memory_policy: device", "    memory_policy: device\n    async_scheduling_since: latest"),
+         r"field 'async_scheduling_since': String should match pattern"),
+        # a flag is --name: nothing a shell would read
+        (("    memory_policy: device", "    memory_policy: device\n    launch_flags: {tensor_parallel: '--tp; rm'}"),
+         r"field 'launch_flags.tensor_parallel': String should match pattern"),
+        # flags cited one by one: each must be
+        (("    memory_policy: device", "    memory_policy: device\n    launch_flags: {tensor_parallel: --tp, port: --port}\n"
+          "    display_name: Mine"),
+         r"field 'launch_flags.port': missing source"),
+    ],
+)  # fmt: skip
+def test_engine_fields_are_checked(tmp_path, change, expected):
+    old, new = change
+    text = ENGINE.replace(old, new).replace(
+        "output_reservation, quantized", "output_reservation, launch_flags.tensor_parallel, quantized"
+    )
+    message = error_for(tmp_path, text)
+    assert re.search(expected, message), message
+
+
+def test_engine_flags_and_releases_are_read_from_the_registry(reg):
+    # vLLM 0.14.0 made asynchronous scheduling the default and took the checkpoint's KV declaration
+    # (config/vllm.py, PR #27614; utils/torch_utils.py, PR #30785); SGLang's and TensorRT-LLM's are not dated.
+    assert (reg.engines["vllm"].async_scheduling_since, reg.engines["vllm"].kv_declaration_since) == ("0.14", "0.14")
+    assert reg.engines["sglang"].async_scheduling_since is None
+    # Each launch flag is cited, the tensor-parallel one by each engine's own documentation.
+    assert [reg.engines[e].launch_flags["tensor_parallel"] for e in ("vllm", "sglang", "trtllm")] == [
+        "--tensor-parallel-size", "--tp-size", "--tp_size"
+    ]  # fmt: skip
+    for engine in ("vllm", "sglang", "trtllm"):
+        for option in reg.engines[engine].launch_flags:
+            assert reg.engines[engine].source_of(f"launch_flags.{option}"), (engine, option)
+    # The dashboard lists engines by their short names.
+    assert [e.label for e in reg.engines.values()] == ["vLLM", "SGLang", "TensorRT-LLM", "generic"]

@@ -25,7 +25,7 @@ from ..types import Bytes, Time
 from ..units import Q_, ureg
 
 if TYPE_CHECKING:
-    from ..registry import EngineInterval
+    from ..registry import EngineInterval, MemoryFractionRule
 
 __all__ = [
     "ENGINES",
@@ -143,7 +143,8 @@ class EngineProfile(Result):
         Fraction of memory the engine claims: of the whole device (``memory_policy="device"``:
         vLLM ``gpu_memory_utilization``) or of what the weights leave free (``"free"``:
         TensorRT-LLM ``free_gpu_memory_fraction``). ``"sglang"`` computes SGLang's
-        ``mem_fraction_static`` from the device memory, token budget and TP degree instead.
+        ``mem_fraction_static`` from the device memory, token budget and TP degree instead
+        (``memory_fraction_rule``).
     memory_policy : str
         ``"device"``, ``"free"`` or ``"sglang"``, as above.
     memory_reserve : Quantity [information]
@@ -184,6 +185,9 @@ class EngineProfile(Result):
         all-gather of every rank's tokens, a reduce-scatter of the outputs: vLLM, TensorRT-LLM) or
         ``"padded_or_summed"`` (SGLang: the same over buffers padded to the busiest rank when only decodes
         run, two all-reduces of the summed buffer when a prompt is in the iteration).
+    memory_fraction_rule : registry.MemoryFractionRule or None
+        How ``memory_policy="sglang"`` computes the fraction (:func:`sglang_memory_fraction`); ``None``: the
+        packaged ``sglang`` entry's.
     interval : registry.EngineInterval or None
         The engine's own prediction interval (``servecalc calibrate``); ``None``: the packaged intervals.
     source : str
@@ -215,6 +219,7 @@ class EngineProfile(Result):
     interval: EngineInterval | None = None
     expert_exchange: str = "gather_scatter"
     overlap_scheduler: bool = False
+    memory_fraction_rule: MemoryFractionRule | None = None
 
     def __post_init__(self) -> None:
         if self.quantized_kv_precision not in ("fp8", "bf16", "fp16"):
@@ -334,6 +339,7 @@ def profile_from_entry(entry: Any, sources: Mapping[str, Any]) -> EngineProfile:
         interval=entry.prediction_interval,
         expert_exchange=entry.expert_exchange,
         overlap_scheduler=bool(entry.overlap_scheduler),
+        memory_fraction_rule=entry.memory_fraction_rule,
     )
 
 
@@ -445,28 +451,42 @@ def usable_kv_bytes(a: _ReplicaMemory, profile: EngineProfile, tensor_parallel: 
         free = a.memory - weights - reserve
         return np.where(free > 0, profile.memory_utilization * free, free)
     fraction = (
-        sglang_memory_fraction(a.memory, profile.limits(a.memory)[0], tp)
+        sglang_memory_fraction(a.memory, profile.limits(a.memory)[0], tp, profile.memory_fraction_rule)
         if (profile.memory_policy == "sglang")
         else profile.memory_utilization
     )
     return fraction * a.memory - weights - reserve
 
 
-def sglang_memory_fraction(memory: float, chunk: float, tp: Any) -> Any:
-    """SGLang's default ``mem_fraction_static`` (python/sglang/srt/server_args.py, 0.5.3-0.5.9).
+def sglang_memory_fraction(memory: float, chunk: float, tp: Any, rule: MemoryFractionRule | None = None) -> Any:
+    """SGLang's default ``mem_fraction_static`` on a device of ``memory`` bytes, by ``rule``.
 
-    ``(M - reserved) / M`` with ``reserved = 512 + 1.5 max(chunk, 2048) + 2 g + 1024 t / 8`` MiB, ``g``
-    the CUDA-graph batch (256 below TP 4 on GPUs under 160 GB, else 512), and at least 10 GiB on
-    GPUs over 60 GB.
+    ``(M - reserved) / M`` with ``reserved = base + per_prefill_token x max(chunk, min_prefill_tokens) +
+    per_graph_sequence x g + per_tensor_parallel_rank x t``, ``g`` the CUDA-graph batch of the device's
+    tier (the larger one from ``graph_tensor_parallel`` GPUs), and at least ``floor`` on devices above
+    ``floor_above``. ``rule`` is a registry ``MemoryFractionRule`` (default: the packaged ``sglang``
+    entry's, SGLang's ``server_args.py`` of 0.5.3-0.5.9: 512 MiB, 1.5 MiB per chunk token, 2 MiB per graph
+    sequence, 128 MiB per TP rank, at least 10 GiB above 60 GiB).
 
     Examples
     --------
     >>> round(float(sglang_memory_fraction(81559 * 2**20, 8192, 1)), 3)  # H100 80GB, TP 1
     0.835
     """
-    mib = memory / 2**20
+    if rule is None:
+        rule = ENGINES["sglang"].memory_fraction_rule
+        assert rule is not None  # the packaged sglang entry declares its rule (the registry checks it)
+    tier = rule.graph_batch[0]
+    for candidate in rule.graph_batch:
+        if candidate.min_device_memory is not None and memory >= candidate.min_device_memory.m_as("B"):
+            tier = candidate
     tp = np.asarray(tp, dtype=float)
-    graphs = np.where((tp >= 4) | (memory >= 160e9), 512.0, 256.0)
-    reserved = 512 + 1.5 * max(chunk, 2048) + 2 * graphs + tp * 1024 / 8
-    reserved = np.where(mib > 60 * 1024, np.maximum(reserved, 10240.0), reserved)
-    return (mib - reserved) / mib
+    graphs = np.where(tp >= rule.graph_tensor_parallel, float(tier.batch_from_tensor_parallel), float(tier.batch))
+    reserved = (
+        rule.base.m_as("B")
+        + rule.per_prefill_token.m_as("B") * max(chunk, rule.min_prefill_tokens)
+        + rule.per_graph_sequence.m_as("B") * graphs
+        + rule.per_tensor_parallel_rank.m_as("B") * tp
+    )
+    reserved = np.where(memory > rule.floor_above.m_as("B"), np.maximum(reserved, rule.floor.m_as("B")), reserved)
+    return (memory - reserved) / memory

@@ -359,7 +359,6 @@ def launch_command(plan: FleetPlan, engine: str, *, registry: Registry | None = 
     :class:`~calculator.errors.InputError`.
     """
     from .performance import engine_profile
-    from .performance.engines import sglang_memory_fraction
     from .precision import check_precision
 
     plan = _feasible(plan)
@@ -370,17 +369,43 @@ def launch_command(plan: FleetPlan, engine: str, *, registry: Registry | None = 
     f = _Flags(name, {option: flag for option, (flag, _) in documented.items()})
     model = reg.model(plan.model)
     device = reg.accelerator(plan.accelerator)
+    weights = weights_source(model, plan.precision, name, registry=reg)
+    kv = check_precision(plan.kv_precision or "bf16", "kv_precision")
+    notes = [_online_note(model, plan, device)] if weights.method == "online" else []
+    options: dict[str, Any] = {}
+    flags, positional = _replica_flags(name, f, plan, profile, device, weights.repo)
+    _precision_flags(name, f, kv, weights, flags, options, notes)
+    _layout_flags(name, f, plan, reg, flags, options, notes)
+    files = _options_file(f, options, flags)
+    if plan.engine != name:
+        notes.append(f"the plan was sized with the {plan.engine} engine profile, not {name}'s")
+    stages = int(getattr(plan, "pipeline_parallel", 1) or 1)
+    if stages > 1:  # pipeline stages of the tensor-parallel GPUs, each with its share of the layers
+        flags[f["pipeline_parallel"]] = str(stages)
+    nodes = int(getattr(plan, "nodes_per_replica", 1) or 1)
+    executable = _EXECUTABLE[name]
+    worker: dict[str, str | None] = {}
+    if nodes > 1:
+        gpus = int(plan.tensor_parallel) * stages
+        executable, worker = _multi_node(name, f, nodes, gpus, int(plan.data_parallel), flags, notes)
+    arguments = (*executable, *positional, *_flag_parts(flags))
+    writes = [_heredoc(file, text) for file, text in files.items()]
+    command = "\n".join([*(_comment(note) for note in notes), *writes, _shell_line(arguments)])
+    cited = dict(documented.values())
+    citations = {flag: cited[flag] for flag in (*flags, *worker)}
+    return LaunchConfig(name, arguments, command, flags, citations, tuple(notes), weights, kv, files, nodes, worker)
+
+
+def _replica_flags(
+    name: str, f: _Flags, plan: Any, profile: Any, device: Any, repo: str
+) -> tuple[dict[str, str | None], tuple[str, ...]]:
+    """One replica's flags (parallelism, sequence cap, memory fraction, token budget) and positional arguments."""
+    from .performance.engines import sglang_memory_fraction
+
     memory = device.memory.m_as("B")
     default_budget = profile.limits(memory, plan.accelerator)[0]
     budget = int(plan.serving.chunk_size or default_budget)
     tp, batch = int(plan.tensor_parallel), int(plan.batch)
-    weights = weights_source(model, plan.precision, name, registry=reg)
-    kv = check_precision(plan.kv_precision or "bf16", "kv_precision")
-    notes: list[str] = []
-    files: dict[str, str] = {}
-    options: dict[str, Any] = {}
-    if weights.method == "online":
-        notes.append(_online_note(model, plan, device))
     flags: dict[str, str | None]
     if name == "vllm":
         flags = {
@@ -392,11 +417,11 @@ def launch_command(plan: FleetPlan, engine: str, *, registry: Registry | None = 
         if profile.efficiency.overlap and plan.serving.speculation is None:
             # the plan's step times assume asynchronous scheduling: the 0.14.0 default, explicit for 0.11-0.13
             flags[f["async_scheduling"]] = None
-        positional: tuple[str, ...] = (weights.repo,)
-    elif name == "sglang":
+        return flags, (repo,)
+    if name == "sglang":
         fraction = float(sglang_memory_fraction(memory, default_budget, tp, profile.memory_fraction_rule))
         flags = {
-            f["model"]: weights.repo,
+            f["model"]: repo,
             f["host"]: "0.0.0.0",
             f["port"]: str(_PORT[name]),
             f["tensor_parallel"]: str(tp),
@@ -404,53 +429,66 @@ def launch_command(plan: FleetPlan, engine: str, *, registry: Registry | None = 
             f["memory_fraction"]: f"{fraction:.3f}",
             f["token_budget"]: str(budget),
         }
-        positional = ()
-    else:
-        flags = {
-            f["host"]: "0.0.0.0",
-            f["port"]: str(_PORT[name]),
-            f["tensor_parallel"]: str(tp),
-            f["max_sequences"]: str(batch),
-            f["token_budget"]: str(budget),
-            f["memory_fraction"]: f"{profile.memory_utilization:g}",
-        }
-        positional = (weights.repo,)
+        return flags, ()
+    flags = {
+        f["host"]: "0.0.0.0",
+        f["port"]: str(_PORT[name]),
+        f["tensor_parallel"]: str(tp),
+        f["max_sequences"]: str(batch),
+        f["token_budget"]: str(budget),
+        f["memory_fraction"]: f"{profile.memory_utilization:g}",
+    }
+    return flags, (repo,)
+
+
+def _precision_flags(
+    name: str,
+    f: _Flags,
+    kv: str,
+    weights: WeightsSource,
+    flags: dict[str, str | None],
+    options: dict[str, Any],
+    notes: list[str],
+) -> None:
+    """The weights' load-time quantization and the KV-cache dtype (TensorRT-LLM: in its options file)."""
     if name == "trtllm":
         _trtllm_kv(kv, weights, options, notes)
-    else:
-        if weights.method == "online":
-            flags[f["quantization"]] = weights.precision
-        value = _kv_flag(name, kv, weights)
-        if value is not None:
-            flags[f["kv_cache_dtype"]] = value
+        return
+    if weights.method == "online":
+        flags[f["quantization"]] = weights.precision
+    value = _kv_flag(name, kv, weights)
+    if value is not None:
+        flags[f["kv_cache_dtype"]] = value
+
+
+def _layout_flags(
+    name: str,
+    f: _Flags,
+    plan: Any,
+    registry: Any,
+    flags: dict[str, str | None],
+    options: dict[str, Any],
+    notes: list[str],
+) -> None:
+    """Expert parallelism, attention data-parallel ranks and the draft model of speculative decoding."""
+    tp = int(plan.tensor_parallel)
     if plan.expert_parallel > 1:  # the routed experts spread over the replica's GPUs (expert parallelism)
         flags.update(_expert_parallel_flags(name, f, int(plan.expert_parallel), tp))
     if plan.data_parallel > 1:  # attention ranks, each with its own share of the batch cap
-        _data_parallel_flags(name, f, int(plan.data_parallel), tp, batch, flags, options, notes)
+        _data_parallel_flags(name, f, int(plan.data_parallel), tp, int(plan.batch), flags, options, notes)
     draft = plan.serving.speculation
     if draft is not None:
-        _speculative_flags(name, f, flags, options, _hf_name(reg.model(draft.draft_model)), draft.draft_length)
-    if options:
-        import yaml
+        _speculative_flags(name, f, flags, options, _hf_name(registry.model(draft.draft_model)), draft.draft_length)
 
-        files[TRTLLM_OPTIONS_FILE] = yaml.safe_dump(options, sort_keys=False)
-        flags[f["options_file"]] = TRTLLM_OPTIONS_FILE
-    if plan.engine != name:
-        notes.append(f"the plan was sized with the {plan.engine} engine profile, not {name}'s")
-    stages = int(getattr(plan, "pipeline_parallel", 1) or 1)
-    if stages > 1:  # pipeline stages of the tensor-parallel GPUs, each with its share of the layers
-        flags[f["pipeline_parallel"]] = str(stages)
-    nodes = int(getattr(plan, "nodes_per_replica", 1) or 1)
-    executable = _EXECUTABLE[name]
-    worker: dict[str, str | None] = {}
-    if nodes > 1:
-        executable, worker = _multi_node(name, f, nodes, tp * stages, int(plan.data_parallel), flags, notes)
-    arguments = (*executable, *positional, *_flag_parts(flags))
-    writes = [_heredoc(file, text) for file, text in files.items()]
-    command = "\n".join([*(_comment(note) for note in notes), *writes, _shell_line(arguments)])
-    cited = dict(documented.values())
-    citations = {flag: cited[flag] for flag in (*flags, *worker)}
-    return LaunchConfig(name, arguments, command, flags, citations, tuple(notes), weights, kv, files, nodes, worker)
+
+def _options_file(f: _Flags, options: dict[str, Any], flags: dict[str, str | None]) -> dict[str, str]:
+    """TensorRT-LLM's extra options as the file the command writes (and its flag), if there are any."""
+    if not options:
+        return {}
+    import yaml
+
+    flags[f["options_file"]] = TRTLLM_OPTIONS_FILE
+    return {TRTLLM_OPTIONS_FILE: yaml.safe_dump(options, sort_keys=False)}
 
 
 def _flag_parts(flags: dict[str, str | None]) -> list[str]:

@@ -235,16 +235,75 @@ def verify_plan(
     executor_or_none("verify_plan", executor)
     start = int(plan.replicas)
     _check_requests("verify_plan", requests)
+    limit = _replica_limit(start, max_replicas)
+    seed_list = _seeds(seeds, "verify_plan")
+    results: dict[int, SimulationResult] = {}
+    simulated, stopped = _search_replicas(
+        plan, deadline, start, limit, results, requests, seed_list, router, executor, progress
+    )
+    if progress is not None:
+        progress(1.0)
+    truncated = ""
+    if stopped:
+        truncated = f"the search stopped at the {time_limit:g} s time_limit after {len(results)} replica count(s)"
+    if start not in results:  # not even one simulation began: the deadline had passed
+        raise InputError(f"verify_plan(): argument 'time_limit' ({time_limit:g} s) left no time to simulate the plan")
+    table = _verification_table(plan, results)
+    if results[start].truncated:  # the plan's own count ran out of time: no verdict on it
+        return PlanVerification(
+            analytical_replicas=start,
+            simulated_replicas=None,
+            meets_targets=False,
+            tight=False,
+            table=table,
+            results=results,
+            verdict=f"the plan's {_replicas(start)} could not be simulated to the end: {results[start].truncated} "
+            "(give more time, fewer requests, or fewer replicas)",
+            truncated=truncated,
+        )
+    meets = bool(results[start].meets_targets)
+    tight = meets and ((start - 1 in results and not results[start - 1].meets_targets) or start == 1)
+    return PlanVerification(
+        analytical_replicas=start,
+        simulated_replicas=simulated,
+        meets_targets=meets,
+        tight=bool(tight),
+        table=table,
+        results=results,
+        verdict=_search_verdict(start, simulated, limit, tight, truncated),
+        truncated=truncated,
+    )
+
+
+def _replica_limit(start: int, max_replicas: Any) -> int:
+    """The largest replica count :func:`verify_plan` tries: ``max_replicas`` (checked), else 2 x ``start`` + 2."""
     if max_replicas is not None and not isinstance(max_replicas, int | np.integer):
         raise InputError(f"verify_plan(): argument 'max_replicas' must be a whole number, got {max_replicas!r}")
     limit = int(max_replicas) if max_replicas is not None else 2 * start + 2
     if limit < 1:
         raise InputError(f"verify_plan(): argument 'max_replicas' must be >= 1, got {max_replicas!r}")
+    return limit
 
-    seed_list = _seeds(seeds, "verify_plan")
+
+def _search_replicas(
+    plan: ServingPlan,
+    deadline: _Deadline,
+    start: int,
+    limit: int,
+    results: dict[int, SimulationResult],
+    requests: int | None,
+    seed_list: tuple[int, ...],
+    router: str | None,
+    executor: Executor | None,
+    progress: Callable[[float], None] | None,
+) -> tuple[int | None, bool]:
+    """The fewest replicas found to meet the targets (None: none) and whether the deadline stopped the search.
+
+    Each count simulated is kept in ``results`` (a count cut short by the deadline, other than the plan's
+    own, is dropped). The seeds run through ``executor``, else a process pool of this call's, shut down here.
+    """
     own = executor is None and len(seed_list) > 1
     pool = _process_pool(len(seed_list)) if own else executor
-    results: dict[int, SimulationResult] = {}
     steps = [0]
 
     def run(count: int) -> bool:
@@ -274,28 +333,11 @@ def verify_plan(
     finally:
         if own and pool is not None:
             pool.shutdown(cancel_futures=True)
-    if progress is not None:
-        progress(1.0)
-    truncated = ""
-    if search.stopped:
-        truncated = f"the search stopped at the {time_limit:g} s time_limit after {len(results)} replica count(s)"
-    if start not in results:  # not even one simulation began: the deadline had passed
-        raise InputError(f"verify_plan(): argument 'time_limit' ({time_limit:g} s) left no time to simulate the plan")
-    table = _verification_table(plan, results)
-    if results[start].truncated:  # the plan's own count ran out of time: no verdict on it
-        return PlanVerification(
-            analytical_replicas=start,
-            simulated_replicas=None,
-            meets_targets=False,
-            tight=False,
-            table=table,
-            results=results,
-            verdict=f"the plan's {_replicas(start)} could not be simulated to the end: {results[start].truncated} "
-            "(give more time, fewer requests, or fewer replicas)",
-            truncated=truncated,
-        )
-    meets = bool(results[start].meets_targets)
-    tight = meets and ((start - 1 in results and not results[start - 1].meets_targets) or start == 1)
+    return simulated, search.stopped
+
+
+def _search_verdict(start: int, simulated: int | None, limit: int, tight: bool, truncated: str) -> str:
+    """What the search found, in words: the plan's count against the fewest that meet the targets."""
     if simulated is None:
         verdict = (
             "no replica count simulated meets the targets"
@@ -315,16 +357,7 @@ def verify_plan(
         verdict = f"the plan's {_replicas(start)} miss the targets in simulation; {simulated:,} meet them"
     if truncated:
         verdict += f" ({truncated}; fewer may meet them)" if simulated is not None else f" ({truncated})"
-    return PlanVerification(
-        analytical_replicas=start,
-        simulated_replicas=simulated,
-        meets_targets=meets,
-        tight=bool(tight),
-        table=table,
-        results=results,
-        verdict=verdict,
-        truncated=truncated,
-    )
+    return verdict
 
 
 def _trim(results: dict[int, SimulationResult]) -> None:

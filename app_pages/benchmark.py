@@ -33,50 +33,10 @@ def main():
     sc = ui.Scenario("benchmark")
     reg = ui.registry()
     with st.sidebar:
-        st.subheader("Model and hardware")
-        model_id = sc.select("Model", "model", ui.transformer_models(), "llama-3.1-70b")
-        accelerator_id = sc.select("Accelerator", "gpu", list(reg.accelerators), "h100-sxm")
-        precision = sc.select("Weight precision", "precision", ui.SERVING_PRECISIONS, "fp8")
-        model = reg.model(model_id)
-        degrees = [int(d) for d in np.array(DEGREES)[np.atleast_1d(tensor_parallel_valid(model, np.array(DEGREES)))]]
-        tp = sc.select("Tensor-parallel degree", "tp", degrees, 4, help="degrees that split the model's heads")
-        layout = "tensor"
-        if (model.experts or 1) > 1:
-            layout = sc.select(
-                "Expert layout (mixture of experts)", "moe_layout", list(MOE_LAYOUTS), "tensor",
-                help="How the replica's GPUs hold the experts: 'tensor' splits each expert over them, 'expert' "
-                "spreads whole experts over them (expert parallelism over the TP degree), 'attention-dp' gives each "
-                "GPU its own attention rank and sequences with the experts spread (attention data parallelism)",
-            )  # fmt: skip
-        engine = ui.ENGINES[sc.select("Serving engine", "engine", list(ui.ENGINES), "vLLM")]
-        kv_choice = sc.select(
-            "KV-cache precision", "kv", [ui.ENGINE_DEFAULT_KV, "fp16", "bf16", "fp8"], ui.ENGINE_DEFAULT_KV,
-            help="The engine's default for the checkpoint: FP8 for FP8/FP4 weights under vLLM, TensorRT-LLM and "
-            "the generic profile (on GPUs with FP8), 16-bit otherwise (calculator.performance.KV_PRECISION_RULE).",
-        )  # fmt: skip
-        st.subheader("Benchmark")
-        prompt = sc.number("Prompt [token]", "prompt", 1024, min_value=1, max_value=1_000_000, integer=True)
-        output = sc.number("Output [token]", "output", 128, min_value=1, max_value=1_000_000, integer=True)
-        text = sc.text(
-            "Clients (comma-separated)", "clients", "1, 4, 16, 64, 256, 1024",
-            help="each a separate benchmark run of that many concurrent clients",
-        )  # fmt: skip
-        arrivals = sc.select(
-            "Arrivals", "arrivals", list(ARRIVALS), "dispersed",
-            help="dispersed: requests vary a little in length or timing, so after the first burst the clients meet "
-            "by chance; waves: identical requests started together stay together",
-        )  # fmt: skip
-        spread = sc.number(
-            "Output length spread (CV)", "length_cv", MIXED_AT_ONCE, min_value=0.0, max_value=0.5, step=0.05,
-            help="the coefficient of variation of the output lengths that mixes the clients again after the first "
-            "burst (0: mixed at once); dispersed arrivals only",
-        )  # fmt: skip
-        rounds = sc.number(
-            "Requests per client", "rounds", 10, min_value=1, max_value=1_000_000, integer=True,
-            help="the first burst weighs one request in this many",
-        )  # fmt: skip
+        model_id, accelerator_id, precision, tp, layout, engine, kv_choice = _replica(sc, reg)
+        prompt, output, text, arrivals, spread, rounds = _benchmark(sc)
     clients = np.array(sorted(set(ui.parse_numbers(text, "Clients", integer=True, minimum=1))), dtype=float)
-    accelerator = reg.accelerator(accelerator_id)
+    model, accelerator = reg.model(model_id), reg.accelerator(accelerator_id)
     kv = None if kv_choice == ui.ENGINE_DEFAULT_KV else kv_choice  # None: the engine's default, stated in the result
     length_cv = spread if (arrivals == "dispersed" and spread > MIXED_AT_ONCE) else None
     # the layout's (tensor-parallel degree, attention ranks, expert parallelism) on the replica's `tp` GPUs
@@ -97,6 +57,70 @@ def main():
     )
     if arrivals == "waves" and spread > MIXED_AT_ONCE:
         st.info("The length spread applies to dispersed arrivals only; identical requests in waves have none.")
+    _limits(prediction, clients)
+    left, right = st.columns(2)
+    left.plotly_chart(benchmark_prediction_figure(prediction, clients, "ttft"), key="ttft-chart")
+    right.plotly_chart(benchmark_prediction_figure(prediction, clients, "tpot"), key="tpot-chart")
+    frame = prediction.to_frame(BENCHMARK_UNITS).drop(columns=["engine", "kv_precision", "measured_kernels"])
+    frame.insert(0, "clients", clients.astype(int))
+    ui.table(frame, "benchmark-prediction")
+    ui.download_json(prediction, "benchmark-prediction")
+
+
+def _replica(sc, reg):
+    """The sidebar's replica: model, accelerator, precision, tensor-parallel degree, MoE layout, engine, KV cache."""
+    st.subheader("Model and hardware")
+    model_id = sc.select("Model", "model", ui.transformer_models(), "llama-3.1-70b")
+    accelerator_id = sc.select("Accelerator", "gpu", list(reg.accelerators), "h100-sxm")
+    precision = sc.select("Weight precision", "precision", ui.SERVING_PRECISIONS, "fp8")
+    model = reg.model(model_id)
+    degrees = [int(d) for d in np.array(DEGREES)[np.atleast_1d(tensor_parallel_valid(model, np.array(DEGREES)))]]
+    tp = sc.select("Tensor-parallel degree", "tp", degrees, 4, help="degrees that split the model's heads")
+    layout = "tensor"
+    if (model.experts or 1) > 1:
+        layout = sc.select(
+            "Expert layout (mixture of experts)", "moe_layout", list(MOE_LAYOUTS), "tensor",
+            help="How the replica's GPUs hold the experts: 'tensor' splits each expert over them, 'expert' "
+            "spreads whole experts over them (expert parallelism over the TP degree), 'attention-dp' gives each "
+            "GPU its own attention rank and sequences with the experts spread (attention data parallelism)",
+        )  # fmt: skip
+    engine = ui.ENGINES[sc.select("Serving engine", "engine", list(ui.ENGINES), "vLLM")]
+    kv_choice = sc.select(
+        "KV-cache precision", "kv", [ui.ENGINE_DEFAULT_KV, "fp16", "bf16", "fp8"], ui.ENGINE_DEFAULT_KV,
+        help="The engine's default for the checkpoint: FP8 for FP8/FP4 weights under vLLM, TensorRT-LLM and "
+        "the generic profile (on GPUs with FP8), 16-bit otherwise (calculator.performance.KV_PRECISION_RULE).",
+    )  # fmt: skip
+    return model_id, accelerator_id, precision, tp, layout, engine, kv_choice
+
+
+def _benchmark(sc):
+    """The sidebar's benchmark: lengths, the clients of each run, arrivals, length spread, requests per client."""
+    st.subheader("Benchmark")
+    prompt = sc.number("Prompt [token]", "prompt", 1024, min_value=1, max_value=1_000_000, integer=True)
+    output = sc.number("Output [token]", "output", 128, min_value=1, max_value=1_000_000, integer=True)
+    text = sc.text(
+        "Clients (comma-separated)", "clients", "1, 4, 16, 64, 256, 1024",
+        help="each a separate benchmark run of that many concurrent clients",
+    )  # fmt: skip
+    arrivals = sc.select(
+        "Arrivals", "arrivals", list(ARRIVALS), "dispersed",
+        help="dispersed: requests vary a little in length or timing, so after the first burst the clients meet "
+        "by chance; waves: identical requests started together stay together",
+    )  # fmt: skip
+    spread = sc.number(
+        "Output length spread (CV)", "length_cv", MIXED_AT_ONCE, min_value=0.0, max_value=0.5, step=0.05,
+        help="the coefficient of variation of the output lengths that mixes the clients again after the first "
+        "burst (0: mixed at once); dispersed arrivals only",
+    )  # fmt: skip
+    rounds = sc.number(
+        "Requests per client", "rounds", 10, min_value=1, max_value=1_000_000, integer=True,
+        help="the first burst weighs one request in this many",
+    )  # fmt: skip
+    return prompt, output, text, arrivals, spread, rounds
+
+
+def _limits(prediction, clients):
+    """Where the KV cache or the sequence cap holds fewer requests than there are clients, and the caveats."""
     limited = np.atleast_1d(prediction.memory_limited)
     if limited.any():
         first = int(clients[limited][0])
@@ -115,13 +139,6 @@ def main():
         )
     for caveat in prediction.caveats():
         st.info(f"{caveat} (docs/performance-model.md, 'Decisions and limits')")
-    left, right = st.columns(2)
-    left.plotly_chart(benchmark_prediction_figure(prediction, clients, "ttft"), key="ttft-chart")
-    right.plotly_chart(benchmark_prediction_figure(prediction, clients, "tpot"), key="tpot-chart")
-    frame = prediction.to_frame(BENCHMARK_UNITS).drop(columns=["engine", "kv_precision", "measured_kernels"])
-    frame.insert(0, "clients", clients.astype(int))
-    ui.table(frame, "benchmark-prediction")
-    ui.download_json(prediction, "benchmark-prediction")
 
 
 def _headline(prediction, clients):

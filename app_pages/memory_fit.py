@@ -104,12 +104,17 @@ def main():
             "and the reserve you set, the KV cache in pages of the page size"
         )
         _fit_summary(fit, unit, model, accelerator, context, batch, weights, kv, reserve, basis, block)
+    _tabs(sc, fit, unit, model, accelerator, tp, batch, ranks, context, weights, kv, reserve, basis, block)
+
+
+def _tabs(sc, fit, unit, model, accelerator, tp, batch, ranks, context, weights, kv, reserve, basis, block):
+    """The tabs under the answer: budget, KV wall, precision dividend, prefix caching, paging waste."""
     fit_tab, wall_tab, dividend_tab, prefix_tab, paging_tab = sc.tabs(
         ["Budget", "KV wall (Figure 9)", "Precision dividend", "Prefix caching", "Paging waste"]
     )
     if fit_tab.open:
         with fit_tab:
-            _budget(fit, unit, model, accelerator_id, tp, batch, ranks, context, kv)
+            _budget(fit, unit, model, accelerator.id, tp, batch, ranks, context, kv)
     if wall_tab.open:
         with wall_tab:
             _kv_wall(fit, model, batch, unit)

@@ -77,7 +77,11 @@ class SizingRequest:
     moe_layouts: tuple[str, ...]
 
     def parts(self):
-        """The keyword arguments of size_fleet (and relax_targets): the model, the parts, the engine, the registry."""
+        """The keyword arguments of size_fleet and relax_targets: the model, the parts and the engine.
+
+        The model and the accelerators are entries of the session's registry (its custom files), where the
+        sizer resolves every id.
+        """
         reg = load_registry(extra=self.extra)
         return {
             "model": reg.model(self.model),

@@ -2,6 +2,7 @@
 
 import threading
 from collections import OrderedDict
+from dataclasses import astuple, dataclass, replace
 
 import pandas as pd
 import streamlit as st
@@ -11,8 +12,17 @@ from calculator import Q_
 from calculator.deploy import kubernetes_manifest, launch_command
 from calculator.economics import cost_per_million_tokens
 from calculator.errors import InputError
-from calculator.fleet import default_price_entry, frontier, relax_targets, size_fleet
-from calculator.fleet.flat import flat_parts
+from calculator.fleet import (
+    Costs,
+    SearchSpace,
+    ServingOptions,
+    Targets,
+    Workload,
+    default_price_entry,
+    frontier,
+    relax_targets,
+    size_fleet,
+)
 from calculator.fleet.inputs import MOE_LAYOUTS
 from calculator.performance import outside_validated_range
 from calculator.plots import frontier_figure, kv_occupancy_over_time, latency_distribution, verification_chart
@@ -40,30 +50,75 @@ CLICK_REQUESTS, CLICK_SECONDS = 400_000, 30.0
 SHARED_BYTES = 256 * 2**20
 
 
-def _sizing_args(extra, model, accelerators, precisions, rate, prompt, output, ttft_ms, tpot_ms):
-    reg = load_registry(extra=extra)
-    return (
-        reg.model(model),
-        [reg.accelerator(a) for a in accelerators],
-        list(precisions),
-        Q_(rate, "request/s"),
-        prompt,
-        output,
-        Q_(ttft_ms, "ms"),
-        Q_(tpot_ms, "ms"),
-    )
+@dataclass(frozen=True)
+class SizingRequest:
+    """What the page sizes, as the sidebar gives it: plain values, so that the caches below can hash it.
+
+    :meth:`parts` builds :func:`calculator.fleet.size_fleet`'s arguments from it.
+    """
+
+    extra: tuple[str, ...]
+    model: str
+    accelerators: tuple[str, ...]
+    precisions: tuple[str, ...]
+    rate: float  # request/s
+    prompt: int
+    output: int
+    arrival_cv: float
+    prompt_cv: float
+    ttft_ms: float
+    tpot_ms: float
+    percentile: float | None
+    max_utilization: float
+    prices: tuple[tuple[str, float], ...]  # USD/hour per GPU, by accelerator
+    engine: str | None
+    kv_precision: str | None
+    router: str
+    moe_layouts: tuple[str, ...]
+
+    def parts(self):
+        """The keyword arguments of size_fleet and relax_targets: the model, the parts and the engine.
+
+        The model and the accelerators are entries of the session's registry (its custom files), where the
+        sizer resolves every id.
+        """
+        reg = load_registry(extra=self.extra)
+        return {
+            "model": reg.model(self.model),
+            "workload": Workload(
+                Q_(self.rate, "request/s"),
+                self.prompt,
+                self.output,
+                input_cv=self.prompt_cv,
+                arrival_cv=self.arrival_cv,
+            ),
+            "targets": Targets(
+                Q_(self.ttft_ms, "ms"), Q_(self.tpot_ms, "ms"), None, self.percentile, self.max_utilization
+            ),
+            "space": SearchSpace(
+                tuple(reg.accelerator(a) for a in self.accelerators),
+                self.precisions,
+                kv_precision=self.kv_precision,
+                moe_layouts=self.moe_layouts,
+            ),
+            "engine": self.engine,
+            "serving": ServingOptions(router=self.router),
+            "costs": Costs({name: Q_(price, "USD/hour") for name, price in self.prices}),
+        }
+
+    def loosened(self, factor):
+        """The same request with both targets multiplied by ``factor``."""
+        return replace(self, ttft_ms=self.ttft_ms * factor, tpot_ms=self.tpot_ms * factor)
 
 
 @st.cache_data(show_spinner="Sizing every configuration...", max_entries=64)
-def plan_for(extra, model, accelerators, precisions, rate, prompt, output, ttft_ms, tpot_ms, options):
-    args = _sizing_args(extra, model, accelerators, precisions, rate, prompt, output, ttft_ms, tpot_ms)
-    return size_fleet(**flat_parts(*args, **_options(options)))
+def plan_for(request):
+    return size_fleet(**request.parts())
 
 
 @st.cache_data(show_spinner="Searching the closest feasible targets...", max_entries=32)
-def relaxed_for(extra, model, accelerators, precisions, rate, prompt, output, ttft_ms, tpot_ms, options):
-    args = _sizing_args(extra, model, accelerators, precisions, rate, prompt, output, ttft_ms, tpot_ms)
-    return relax_targets(*args, **_options(options))
+def relaxed_for(request):
+    return relax_targets(**request.parts())
 
 
 @st.cache_resource(show_spinner=False)
@@ -121,12 +176,6 @@ def frontier_for(extra, model, accelerators, precisions, prompt, output, engine,
         engine=engine,
         kv_precision=kv_precision,
     )
-
-
-def _options(options):
-    values = dict(options)
-    values["price"] = {name: Q_(price, "USD/hour") for name, price in values["price"]}
-    return values
 
 
 def _registry_price(accelerator):
@@ -221,29 +270,37 @@ def main():
         return
 
     kv_precision = None if kv == ui.ENGINE_DEFAULT_KV else kv
-    options = (
-        ("engine", ui.ENGINES[engine]),
-        ("max_utilization", max_util),
-        ("ttft_percentile", PERCENTILES[percentile]),
-        ("price", tuple(sorted(prices.items()))),
-        ("arrival_cv", arrival_cv),
-        ("input_cv", prompt_cv),
-        ("kv_precision", kv_precision),
-        ("router", router),
-        ("moe_layouts", tuple(layouts)),
+    request = SizingRequest(
+        extra=ui.extra_files(),
+        model=model,
+        accelerators=tuple(accelerators),
+        precisions=tuple(precisions),
+        rate=rate,
+        prompt=prompt,
+        output=output,
+        arrival_cv=arrival_cv,
+        prompt_cv=prompt_cv,
+        ttft_ms=ttft_ms,
+        tpot_ms=tpot_ms,
+        percentile=PERCENTILES[percentile],
+        max_utilization=max_util,
+        prices=tuple(sorted(prices.items())),
+        engine=ui.ENGINES[engine],
+        kv_precision=kv_precision,
+        router=router,
+        moe_layouts=tuple(layouts),
     )
-    request = (ui.extra_files(), model, tuple(accelerators), tuple(precisions), rate, prompt, output, ttft_ms, tpot_ms)
-    plan = plan_for(*request, options)
+    plan = plan_for(request)
 
     st.divider()
     if plan.feasible:
-        check = _check_settings(sc, plan, (request, options))
+        check = _check_settings(sc, plan, request)
         verification = _show_plan(plan, rate, output, prices, tpot_ms, check)
         if verification is not None:
             st.subheader("Simulation check")
             _show_verification(plan, verification)
     else:
-        _show_infeasible(plan, request, options)
+        _show_infeasible(plan, request)
 
     # The alternatives in tabs drawn on demand: the frontier's 1,700-point chart (and Plotly's script) no
     # longer stands between a new visitor and the plan's metrics (docs/dashboard.md, "Speed").
@@ -417,8 +474,12 @@ def _deploy(plan):
             )
 
 
-def _check_settings(sc, plan, sizing):
-    """The simulation check's settings (in the sidebar) and the key of its result."""
+def _check_settings(sc, plan, request):
+    """The simulation check's settings (in the sidebar) and the key of its result.
+
+    The key holds the request's values, not the request: each run of this script defines SizingRequest anew,
+    and requests of two runs' classes never compare equal.
+    """
     with st.sidebar:
         st.subheader("Simulation check")
         requests = sc.number(
@@ -431,7 +492,7 @@ def _check_settings(sc, plan, sizing):
         )  # fmt: skip
         labels = {AS_SIZED: f"as sized ({ROUTER_LABELS[plan.router]})", **ROUTER_LABELS}
         router = sc.select("Router to simulate", "sim_router", list(labels), AS_SIZED, format_func=labels.get)
-    return (sizing, requests, seeds, router), requests, seeds, router
+    return (astuple(request), requests, seeds, router), requests, seeds, router
 
 
 def _check(plan, key, requests, seeds, router):
@@ -539,10 +600,9 @@ def _show_verification(plan, verification):
 OVERSIZED, LOOSE = 10, 100.0
 
 
-def _flag_scale(alternative, request, options):
+def _flag_scale(alternative, request):
     """A warning when the closest feasible plan is out of proportion with the traffic it serves."""
-    *sizing, ttft_ms, tpot_ms = request
-    loose = plan_for(*sizing, ttft_ms * LOOSE, tpot_ms * LOOSE, options)
+    loose = plan_for(request.loosened(LOOSE))
     if not loose.feasible or alternative.gpus <= OVERSIZED * loose.gpus:
         return
     st.warning(
@@ -557,9 +617,9 @@ def _flag_scale(alternative, request, options):
 _LOOSENED = {"ttft": "the TTFT target", "tpot": "the TPOT target", "both": "both targets", "none": "nothing"}
 
 
-def _show_infeasible(plan, request, options):
+def _show_infeasible(plan, request):
     st.warning(f"No feasible plan: {ui.plain(plan.reason)}.")
-    relaxed = relaxed_for(*request, options)
+    relaxed = relaxed_for(request)
     if relaxed.found:
         alternative = relaxed.plan
         st.info(
@@ -569,7 +629,7 @@ def _show_infeasible(plan, request, options):
             f"(TP {alternative.tensor_parallel}, batch {alternative.batch}), "
             f"{ui.fmt(alternative.cost_per_hour, 'USD/hour', 5)}."
         )
-        _flag_scale(alternative, request, options)
+        _flag_scale(alternative, request)
         ui.download_json(alternative, "closest-feasible-plan", label="Download the alternative plan as JSON")
     else:
         st.info(

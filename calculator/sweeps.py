@@ -456,7 +456,7 @@ PLAN_UNITS = {
 #: Plan fields that repeat an input of the sweep, left out of its rows.
 _REPEATED = frozenset({"model", "accelerator", "precision", "max_utilization"})
 #: size_fleet options whose value is a list by nature, never an axis of the sweep.
-_NOT_AXES = frozenset({"tensor_parallel", "batches", "moe_layouts", "progress", "verify_options"})
+_NOT_AXES = frozenset({"tensor_parallel", "batches", "moe_layouts", "progress"})
 #: Plan fields a sweep leaves out: the notes on other families, the inputs a sweep already has as
 #: columns (the workload and targets a plan records for its simulation check), and the simulation
 #: check itself (a sweep does not simulate; ``verify_plan`` checks a chosen point).
@@ -486,9 +486,11 @@ def sweep_fleet(
     Parameters
     ----------
     model, accelerator, precision, arrival_rate, input_tokens, output_tokens, ttft_slo, tpot_slo
-        As for :func:`~calculator.fleet.size_fleet`; each may be a list (or a range, or a 1-D quantity
-        array) of values to sweep. A list of accelerators or precisions sizes each one separately (to
-        compare them); pick the cheapest per workload with pandas afterwards.
+        The model and fields of :func:`~calculator.fleet.size_fleet`'s parts (``arrival_rate`` is
+        ``Workload.arrival_rate``, ``ttft_slo`` is ``Targets.ttft``, ``accelerator`` one of
+        ``SearchSpace.accelerators``; :data:`calculator.fleet.sizing.FLAT_FIELDS`); each may be a list
+        (or a range, or a 1-D quantity array) of values to sweep. A list of accelerators or precisions
+        sizes each one separately (to compare them); pick the cheapest per workload with pandas afterwards.
     units : mapping of str to str, optional
         Units to show columns in, over :data:`PLAN_UNITS` (TTFT and TPOT in ms, cost in USD/h).
     registry : Registry, optional
@@ -499,8 +501,10 @@ def sweep_fleet(
         Workers resolve ids in the packaged registry plus ``registry``'s user files, which must be
         readable at the same paths there.
     **options
-        Other :func:`~calculator.fleet.size_fleet` options; any of them but ``tensor_parallel``,
-        ``batches``, ``moe_layouts`` and ``progress`` may also be a list to sweep.
+        The engine, a ``progress(done, total)`` callback and the other fields of the parts by the same
+        names (``max_utilization``, ``price`` for ``Costs.gpu_hour``, ``tbt_slo`` for ``Targets.tbt``,
+        ...); any of them but ``tensor_parallel``, ``batches``, ``moe_layouts`` and ``progress`` may
+        also be a list to sweep. Each point builds the parts and sizes them.
 
     Returns
     -------
@@ -596,13 +600,21 @@ def _plan_row(
     and the workers need not see the user's files). Module level, so that an executor's
     workers can run it.
     """
-    from .fleet.flat import _size_fleet_flat
+    from .fleet.search import _size
+    from .fleet.sizing import FLAT_FIELDS, PARTS, _Problem
 
     if isinstance(registry, tuple):
         from .registry import load_registry
 
         registry = load_registry(extra=registry)
-    plan = _size_fleet_flat(**point, registry=registry)
+    fields: dict[str, dict[str, Any]] = {part: {} for part in PARTS}
+    for name, value in point.items():
+        if name in FLAT_FIELDS:
+            part, field = FLAT_FIELDS[name]
+            fields[part][field] = value
+    parts = {part: kind(**fields[part]) for part, kind in PARTS.items()}
+    problem = _Problem.of(point["model"], **parts, engine=point.get("engine"), registry=registry)
+    plan = _size(problem, point.get("progress"))
     given = {n: _input_value(v) for n, v in point.items() if n not in _NOT_AXES and not isinstance(v, dict)}
     results = {
         k: v for k, v in flatten(plan.to_dict()).items() if k not in _REPEATED and not k.startswith(_PLAN_INPUTS)
@@ -614,17 +626,15 @@ def _plan_row(
 
 
 def _size_fleet_options() -> list[str]:
-    """The options :func:`sweep_fleet` passes on to the flat form of :func:`~calculator.fleet.size_fleet`."""
-    from .fleet.flat import _size_fleet_flat, flat_parts
+    """The options :func:`sweep_fleet` takes: the engine, a progress callback and the parts' fields.
 
-    keyword = inspect.Parameter.KEYWORD_ONLY
-    names = {
-        n
-        for f in (flat_parts, _size_fleet_flat)
-        for n, p in inspect.signature(f).parameters.items()
-        if p.kind is keyword
-    }
-    return sorted(names - {"registry"})
+    The fields of :func:`~calculator.fleet.size_fleet`'s parts go by the names of the sweep's columns
+    (:data:`calculator.fleet.sizing.FLAT_FIELDS`).
+    """
+    from .fleet.sizing import FLAT_FIELDS
+
+    positional = {"accelerator", "precision", "arrival_rate", "input_tokens", "output_tokens", "ttft_slo", "tpot_slo"}
+    return sorted({*FLAT_FIELDS, "engine", "progress"} - positional)
 
 
 def _worker_registry(registry: Registry | None, model: Any, accelerator: Any) -> tuple[RegistryDocument, ...] | None:

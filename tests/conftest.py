@@ -3,7 +3,7 @@
 import pytest
 
 from calculator import Q_
-from calculator.fleet import size_fleet
+from calculator.fleet import Costs, SearchSpace, Targets, Workload, size_fleet
 
 
 @pytest.fixture(scope="module")
@@ -11,14 +11,10 @@ def plan():
     """A feasible fleet plan: Llama-3.1-70B FP8 on H100s at 20 request/s, 1 s TTFT, 50 ms TPOT."""
     return size_fleet(
         "llama-3.1-70b",
-        "h100-sxm",
-        "fp8",
-        Q_(20, "request/s"),
-        1024,
-        256,
-        Q_(1, "s"),
-        Q_(50, "ms"),
-        price=Q_(4, "USD/hour"),
+        Workload(Q_(20, "request/s"), 1024, 256),
+        Targets(Q_(1, "s"), Q_(50, "ms")),
+        SearchSpace("h100-sxm", "fp8"),
+        costs=Costs(Q_(4, "USD/hour")),
     )
 
 

@@ -59,15 +59,12 @@ BY_NAME: dict[str, Any] = {
 }
 
 _STABLE_QUEUE = {"arrival_rate": Q_(2, "request/s"), "service_time": Q_(1, "s"), "servers": 4}
+#: size_fleet's arguments: the model and the parts (relax_targets and the disaggregated sizers take them too).
 _SIZING = {
     "model": "llama-3.1-8b",
-    "accelerator": "h100-sxm",
-    "precision": "fp8",
-    "arrival_rate": Q_(5, "request/s"),
-    "input_tokens": 1024,
-    "output_tokens": 256,
-    "ttft_slo": Q_(1, "s"),
-    "tpot_slo": Q_(50, "ms"),
+    "workload": calculator.Workload(Q_(5, "request/s"), 1024, 256),
+    "targets": calculator.Targets(Q_(1, "s"), Q_(50, "ms")),
+    "space": calculator.SearchSpace("h100-sxm", "fp8"),
 }
 
 #: A feasible plan as size_fleet returns one (built by hand: sizing costs a second).
@@ -237,14 +234,7 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "ggc_wait_exceedance": {**_STABLE_QUEUE, "arrival_cv": 1.0, "service_cv": 1.0, "threshold": Q_(0.1, "s")},
     "ggc_wait_quantile": {**_STABLE_QUEUE, "arrival_cv": 1.0, "service_cv": 1.0, "quantile": 0.9},
     "replicas_for_load": {"arrival_rate": Q_(20, "request/s"), "replica_throughput": Q_(3, "request/s")},
-    "size_fleet": {
-        "model": "llama-3.1-8b",
-        "workload": calculator.Workload(Q_(5, "request/s"), 1024, 256),
-        "targets": calculator.Targets(Q_(1, "s"), Q_(50, "ms")),
-        "space": calculator.SearchSpace("h100-sxm", "fp8"),
-    },
-    "relax_targets": _SIZING,
-    "flat_parts": _SIZING,
+    **{name: _SIZING for name in ("size_fleet", "relax_targets", "size_disaggregated", "compare_serving_modes")},
     "frontier": {
         "model": "llama-3.1-8b",
         "accelerator": "h100-sxm",

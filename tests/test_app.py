@@ -20,7 +20,17 @@ from calculator.autoscaling import cold_start_time, predictive_schedule
 from calculator.batching import knee_batch_size
 from calculator.economics import crossover_time, cumulative_cost_curve, serving_cost_rate
 from calculator.errors import RegistryError
-from calculator.fleet import default_price, frontier, relax_targets, size_fleet
+from calculator.fleet import (
+    Costs,
+    SearchSpace,
+    ServingOptions,
+    Targets,
+    Workload,
+    default_price,
+    frontier,
+    relax_targets,
+    size_fleet,
+)
 from calculator.memory import min_tensor_parallel, model_memory_fit
 from calculator.parallelism import activation_message_bytes, ring_allreduce_time, tensor_parallel_layer_time
 from calculator.precision import bytes_per_element
@@ -103,9 +113,21 @@ def trace(spec: dict, name: str) -> dict:
 FLEET_ARGS = ("llama-3.1-70b", ["h100-sxm", "h200-sxm"], ["fp16", "fp8"])
 
 
+def fleet_parts(rate: float, ttft_ms: float, tpot_ms: float) -> dict:
+    """The page's default sizing as size_fleet's parts (the prices rounded to the cent, as the page shows them)."""
+    model, accelerators, precisions = FLEET_ARGS
+    prices = {name: Q_(round(default_price(name).m_as("USD/hour"), 2), "USD/hour") for name in accelerators}
+    return {
+        "model": model,
+        "workload": Workload(Q_(rate, "request/s"), 1024, 256),
+        "targets": Targets(Q_(ttft_ms, "ms"), Q_(tpot_ms, "ms")),
+        "space": SearchSpace(accelerators, precisions),
+        "costs": Costs(prices),
+    }
+
+
 def fleet_plan(rate: float, tpot_ms: float = 50.0):
-    prices = {name: Q_(round(default_price(name).m_as("USD/hour"), 2), "USD/hour") for name in FLEET_ARGS[1]}
-    return size_fleet(*FLEET_ARGS, Q_(rate, "request/s"), 1024, 256, Q_(1000, "ms"), Q_(tpot_ms, "ms"), price=prices)
+    return size_fleet(**fleet_parts(rate, 1000, tpot_ms))
 
 
 def test_fleet_sizer_is_the_landing_page_and_shows_the_library_plan():
@@ -195,13 +217,12 @@ def test_fleet_sizer_infeasible_targets_show_the_reason_and_the_closest_feasible
     plan = fleet_plan(10, tpot_ms=5.0)
     assert not plan.feasible
     assert any("No feasible plan" in w.value and "closest achievable" in w.value for w in app.warning)
-    prices = {name: Q_(round(default_price(name).m_as("USD/hour"), 2), "USD/hour") for name in FLEET_ARGS[1]}
-    relaxed = relax_targets(*FLEET_ARGS, Q_(10, "request/s"), 1024, 256, Q_(1000, "ms"), Q_(5, "ms"), price=prices)
+    relaxed = relax_targets(**fleet_parts(10, 1000, 5))
     assert any(f"×{relaxed.factor:.3g}" in i.value and f"{relaxed.plan.gpus} ×" in i.value for i in app.info)
     rejected = app.dataframe[0].value
     assert set(rejected["Configuration"]) == set(plan.rejected)
     # Loosening the TPOT target by x1.5 needs far more GPUs than this traffic needs when latency hardly binds.
-    loose = size_fleet(*FLEET_ARGS, Q_(10, "request/s"), 1024, 256, Q_(100, "s"), Q_(500, "ms"), price=prices)
+    loose = size_fleet(**fleet_parts(10, 100_000, 500))
     assert relaxed.plan.gpus > 10 * loose.gpus
     [flag] = [rendered(w.value) for w in app.warning if "probably not what you want" in rendered(w.value)]
     assert f"needs {relaxed.plan.gpus:,} GPUs" in flag and f"the {loose.gpus:,} GPUs" in flag
@@ -235,11 +256,7 @@ def test_fleet_sizer_router_input_sizes_for_the_chosen_router():
     router.set_value("least_connections").run()
     assert_clean(app)
     assert app.query_params["router"] == "least_connections"
-    prices = {name: Q_(round(default_price(name).m_as("USD/hour"), 2), "USD/hour") for name in FLEET_ARGS[1]}
-    plan = size_fleet(
-        *FLEET_ARGS, Q_(10, "request/s"), 1024, 256, Q_(1000, "ms"), Q_(50, "ms"), price=prices,
-        router="join_shortest_queue",
-    )  # fmt: skip
+    plan = size_fleet(**fleet_parts(10, 1000, 50), serving=ServingOptions(router="join_shortest_queue"))
     assert metric(app, "GPUs") == str(plan.gpus) and plan.router == "least_connections"
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from calculator import Q_, size_fleet
+from calculator import Q_, Costs, SearchSpace, Targets, Workload, size_fleet
 from calculator.calibration import (
     FITTED,
     _get,
@@ -134,8 +134,11 @@ def test_calibrate_writes_the_fit_and_the_sizer_uses_it(tmp_path):
         assert _get(calibrated, name, unit) == pytest.approx(_get(same, name, unit), rel=1e-3), name
     assert calibrated.interval.accelerators == ("h100-sxm",)
     # the sizer uses it: its step times and its interval
-    args = ("qwen3-32b", "h100-sxm", precision, Q_(5, "request/s"), 1024, 256, Q_(2, "s"), Q_(60, "ms"))
-    plan = size_fleet(*args, engine=engine, price=Q_(3, "USD/hour"), registry=reg, tensor_parallel=[tp])
+    plan = size_fleet(
+        "qwen3-32b", Workload(Q_(5, "request/s"), 1024, 256), Targets(Q_(2, "s"), Q_(60, "ms")),
+        SearchSpace("h100-sxm", precision, tensor_parallel=[tp]), engine=engine, costs=Costs(Q_(3, "USD/hour")),
+        registry=reg,
+    )  # fmt: skip
     low, high = plan.tpot_interval
     assert (low / plan.tpot).m_as("") == pytest.approx(min(calibrated.interval.tpot[0], 1.0), rel=1e-6)
     assert (high / plan.tpot).m_as("") == pytest.approx(max(calibrated.interval.tpot[1], 1.0), rel=1e-6)

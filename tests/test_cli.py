@@ -168,7 +168,7 @@ def test_size_formats(tmp_path):
     sheets = read_xlsx(path)
     assert sheets["results"].loc[0, "gpus"] == row["gpus"]
     inputs = sheets["inputs"].set_index("name")
-    assert inputs.loc["arrival_rate", "unit"] == "request/s" and inputs.loc["tpot_slo", "values"] == "0.05"
+    assert inputs.loc["workload.arrival_rate", "unit"] == "request/s" and inputs.loc["targets.tpot", "values"] == "0.05"
     assert {"fleet.size_fleet", "llama-3.1-70b", "h100-sxm"} <= set(sheets["sources"].id)
 
 
@@ -211,14 +211,14 @@ def plan_file(tmp_path_factory):
 
 def test_simulate_verifies_a_plan_sized_from_the_size_options():
     from calculator import Q_
-    from calculator.fleet import size_fleet
+    from calculator.fleet import Costs, SearchSpace, Targets, Workload, size_fleet
     from calculator.simulation import verify_plan
 
     result = runner.invoke(app, ["simulate", *PLAN_ARGS, *FAST])
     assert result.exit_code == 0, result.output
     plan = size_fleet(
-        "llama-3.1-70b", "h100-sxm", "fp8", Q_(20, "request/s"), 1024, 256, Q_(1, "s"), Q_(50, "ms"),
-        ttft_percentile=0.99, price=Q_(4, "USD/hour"),
+        "llama-3.1-70b", Workload(Q_(20, "request/s"), 1024, 256), Targets(Q_(1, "s"), Q_(50, "ms"), ttft_percentile=0.99),
+        SearchSpace("h100-sxm", "fp8"), costs=Costs(Q_(4, "USD/hour")),
     )  # fmt: skip
     expected = verify_plan(plan, requests=600, seeds=1)  # the simulation is seeded: the same numbers
     lines = result.stdout.splitlines()
@@ -478,13 +478,14 @@ def test_bad_sizing_flags_are_named_before_any_sizing(extra, message):
 
 def test_speculate_sizes_with_the_draft_model_and_is_echoed():
     from calculator import Q_
-    from calculator.fleet import Speculation, size_fleet
+    from calculator.fleet import Costs, SearchSpace, ServingOptions, Speculation, Targets, Workload, size_fleet
 
     result = runner.invoke(app, [*SMALL_SIZE, "--speculate", "llama-3.2-1b:3:0.6", "--json"])
     assert result.exit_code == 0, result.output
     expected = size_fleet(
-        "llama-3.1-70b", "h100-sxm", "fp8", Q_(5, "request/s"), 1024, 256, Q_(1, "s"), Q_(50, "ms"),
-        price=Q_(4, "USD/hour"), speculation=Speculation("llama-3.2-1b", 3, 0.6),
+        "llama-3.1-70b", Workload(Q_(5, "request/s"), 1024, 256), Targets(Q_(1, "s"), Q_(50, "ms")),
+        SearchSpace("h100-sxm", "fp8"), serving=ServingOptions(speculation=Speculation("llama-3.2-1b", 3, 0.6)),
+        costs=Costs(Q_(4, "USD/hour")),
     )  # fmt: skip
     plan = json.loads(result.stdout)
     assert plan["serving"]["speculation"] == {"draft_model": "llama-3.2-1b", "draft_length": 3, "acceptance": 0.6}
@@ -614,14 +615,14 @@ def test_demand_from_a_trace_is_binned(tmp_path):
 
 def test_verify_prints_the_simulation_verdict_next_to_the_plan():
     from calculator import Q_
-    from calculator.fleet import size_fleet
+    from calculator.fleet import Costs, SearchSpace, Targets, Workload, size_fleet
     from calculator.simulation import verify_plan
 
     result = runner.invoke(app, [*SMALL_SIZE, "--verify", "--requests", "300", "--seeds", "1"])
     assert result.exit_code == 0, result.output
     plan = size_fleet(
-        "llama-3.1-70b", "h100-sxm", "fp8", Q_(5, "request/s"), 1024, 256, Q_(1, "s"), Q_(50, "ms"),
-        price=Q_(4, "USD/hour"),
+        "llama-3.1-70b", Workload(Q_(5, "request/s"), 1024, 256), Targets(Q_(1, "s"), Q_(50, "ms")),
+        SearchSpace("h100-sxm", "fp8"), costs=Costs(Q_(4, "USD/hour")),
     )  # fmt: skip
     expected = verify_plan(plan, requests=300, seeds=1)  # seeded: the same simulation
     lines = result.stdout.splitlines()
@@ -923,7 +924,7 @@ def test_a_plan_file_of_an_older_version_reads_its_cost_fields(plan_file, tmp_pa
 
 def test_size_verify_prints_each_simulated_statistic_beside_the_analytical_one():
     from calculator import Q_
-    from calculator.fleet import size_fleet
+    from calculator.fleet import Costs, SearchSpace, Targets, Workload, size_fleet
     from calculator.results import format_number
     from calculator.simulation import verify_plan
 
@@ -931,8 +932,9 @@ def test_size_verify_prints_each_simulated_statistic_beside_the_analytical_one()
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     plan = size_fleet(
-        "llama-3.1-70b", "h100-sxm", "fp8", Q_(5, "request/s"), 1024, 256, Q_(1, "s"), Q_(50, "ms"),
-        ttft_percentile=0.99, tbt_slo=Q_(300, "ms"), price=Q_(4, "USD/hour"),
+        "llama-3.1-70b", Workload(Q_(5, "request/s"), 1024, 256),
+        Targets(Q_(1, "s"), Q_(50, "ms"), tbt=Q_(300, "ms"), ttft_percentile=0.99), SearchSpace("h100-sxm", "fp8"),
+        costs=Costs(Q_(4, "USD/hour")),
     )  # fmt: skip
     run = verify_plan(plan, requests=600, seeds=1).results[plan.replicas]  # seeded: the same simulation
     lines = result.stdout.splitlines()

@@ -10,7 +10,18 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from calculator import DOCUMENTED_FLAGS, Q_, FleetPlan, kubernetes_manifest, launch_command, size_fleet
+from calculator import (
+    DOCUMENTED_FLAGS,
+    Q_,
+    FleetPlan,
+    SearchSpace,
+    ServingOptions,
+    Targets,
+    Workload,
+    kubernetes_manifest,
+    launch_command,
+    size_fleet,
+)
 from calculator.cli import app
 from calculator.errors import InputError
 from calculator.performance import engine_profile
@@ -47,8 +58,12 @@ SIZING = ["llama-3.1-70b", "--rate", "5", "--input", "1024", "--output", "256", 
 SIZING_8B = ["llama-3.1-8b", *SIZING[1:]]
 
 
-def _plan(model="llama-3.1-8b", **options):
-    return size_fleet(model, "h100-sxm", "fp8", Q_(5, "request/s"), 1024, 256, Q_(1, "s"), Q_(50, "ms"), **options)
+def _plan(model="llama-3.1-8b", *, engine, kv_precision=None, **serving):
+    """A plan on H100s at FP8 of 5 request/s (1,024 -> 256 tokens, 1 s, 50 ms); ``serving``: ServingOptions fields."""
+    return size_fleet(
+        model, Workload(Q_(5, "request/s"), 1024, 256), Targets(Q_(1, "s"), Q_(50, "ms")),
+        SearchSpace("h100-sxm", "fp8", kv_precision=kv_precision), engine=engine, serving=ServingOptions(**serving),
+    )  # fmt: skip
 
 
 @pytest.fixture(scope="module")

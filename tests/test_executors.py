@@ -15,10 +15,12 @@ import pytest
 
 from calculator import Q_
 from calculator.errors import InputError
-from calculator.fleet import size_fleet
+from calculator.fleet import SearchSpace, Targets, Workload, size_fleet
 from calculator.registry import load_registry
 from calculator.simulation import SimulationSetup, Traffic, simulate, verify_plan
 from calculator.sweeps import sweep_fleet
+
+TARGETS = Targets(Q_(1, "s"), Q_(50, "ms"))
 
 SETUP = SimulationSetup("llama-3.1-8b", "h100-sxm", "fp8", engine="vllm")
 TRAFFIC = Traffic(Q_(20, "request/s"), 512, 128, input_cv=0.5, requests=300)
@@ -65,7 +67,7 @@ def test_seeds_on_a_dask_cluster_equal_the_in_process_run(cluster):
 
 
 def test_a_plan_verified_on_a_dask_cluster_equals_the_in_process_check(cluster):
-    plan = size_fleet("llama-3.1-8b", "h100-sxm", "fp8", Q_(30, "request/s"), 512, 128, Q_(1, "s"), Q_(50, "ms"))
+    plan = size_fleet("llama-3.1-8b", Workload(Q_(30, "request/s"), 512, 128), TARGETS, SearchSpace("h100-sxm", "fp8"))
     on_cluster = verify_plan(plan, requests=600, seeds=2, executor=cluster)
     with ThreadPoolExecutor(2) as threads:
         in_process = verify_plan(plan, requests=600, seeds=2, executor=threads)
@@ -101,7 +103,7 @@ def test_workers_resolve_ids_in_the_users_registry_files(cluster):
 def test_an_executor_that_is_not_one_is_an_error_naming_it(executor):
     with pytest.raises(InputError, match=r"simulate\(\): argument 'executor' must be a concurrent.futures.Executor"):
         simulate(SETUP, TRAFFIC, executor=executor)
-    plan = size_fleet("llama-3.1-8b", "h100-sxm", "fp8", Q_(5, "request/s"), 512, 128, Q_(1, "s"), Q_(50, "ms"))
+    plan = size_fleet("llama-3.1-8b", Workload(Q_(5, "request/s"), 512, 128), TARGETS, SearchSpace("h100-sxm", "fp8"))
     with pytest.raises(InputError, match=r"verify_plan\(\): argument 'executor'"):
         verify_plan(plan, requests=100, seeds=1, executor=executor)
     with pytest.raises(InputError, match=r"sweep_fleet\(\): argument 'executor'"):

@@ -7,7 +7,11 @@ import pytest
 from calculator import Q_, InputError
 from calculator.errors import UnknownEntryError
 from calculator.fleet import (
+    Costs,
+    SearchSpace,
+    ServingOptions,
     Speculation,
+    Targets,
     Workload,
     compare_serving_modes,
     default_price,
@@ -18,18 +22,22 @@ from calculator.fleet import (
     size_disaggregated,
     size_fleet,
 )
-from calculator.fleet.flat import flat_parts
 
 PRICE = Q_(4.0, "USD/hour")
 
 
-def plan(rate=20, ttft="1 s", tpot="50 ms", **kw):
-    """A plan in the named parts (the flat keywords of the options turned into them by flat_parts)."""
-    args = {"price": PRICE, **kw}
-    model = args.pop("model", "llama-3.1-70b")
-    acc = args.pop("accelerator", "h100-sxm")
-    prec = args.pop("precision", "fp8")
-    return size_fleet(**flat_parts(model, acc, prec, Q_(rate, "request/s"), 1024, 256, Q_(ttft), Q_(tpot), **args))
+def plan(rate=20, ttft="1 s", tpot="50 ms", *, accelerator="h100-sxm", engine=None, targets=None, space=None,
+         serving=None, costs=None):  # fmt: skip
+    """Llama-3.1-70B at FP8 (1,024 -> 256 tokens) sized at ``rate`` request/s; the dicts add fields to each part."""
+    return size_fleet(
+        "llama-3.1-70b",
+        Workload(Q_(rate, "request/s"), 1024, 256),
+        Targets(Q_(ttft), Q_(tpot), **(targets or {})),
+        SearchSpace(accelerator, "fp8", **(space or {})),
+        engine=engine,
+        serving=ServingOptions(**(serving or {})),
+        costs=Costs(**{"gpu_hour": PRICE, **(costs or {})}),
+    )
 
 
 def test_plan_is_consistent():
@@ -71,7 +79,7 @@ def test_tighter_ttft_never_cheapens_the_plan(loose, tight):
 
 
 def test_percentile_ttft_is_harder_than_mean():
-    mean, p99 = plan(ttft="300 ms"), plan(ttft="300 ms", ttft_percentile=0.99)
+    mean, p99 = plan(ttft="300 ms"), plan(ttft="300 ms", targets={"ttft_percentile": 0.99})
     assert p99.cost_per_hour >= mean.cost_per_hour
 
 
@@ -86,15 +94,10 @@ def test_impossible_targets_are_infeasible_with_closest_values():
 def test_memory_rejection_explains_itself():
     p = size_fleet(
         "llama-3.1-405b",
-        "l4",
-        "bf16",
-        Q_(1, "request/s"),
-        512,
-        128,
-        Q_(10, "s"),
-        Q_(1, "s"),
-        price=Q_(1, "USD/hour"),
-        tensor_parallel=[1, 2, 4, 8],
+        Workload(Q_(1, "request/s"), 512, 128),
+        Targets(Q_(10, "s"), Q_(1, "s")),
+        SearchSpace("l4", "bf16", tensor_parallel=[1, 2, 4, 8]),
+        costs=Costs(Q_(1, "USD/hour")),
     )
     assert not p.feasible
     assert p.rejected["l4/bf16/tp8"].startswith("memory: ")
@@ -106,14 +109,10 @@ def test_several_accelerators_pick_the_cheapest():
     prices = {"h100-sxm": Q_(4, "USD/hour"), "h200-sxm": Q_(4.5, "USD/hour"), "a100-sxm-80gb": Q_(2, "USD/hour")}
     p = size_fleet(
         "llama-3.1-8b",
-        list(prices),
-        ["bf16", "fp8"],
-        Q_(30, "request/s"),
-        2048,
-        256,
-        Q_(1, "s"),
-        Q_(40, "ms"),
-        price=prices,
+        Workload(Q_(30, "request/s"), 2048, 256),
+        Targets(Q_(1, "s"), Q_(40, "ms")),
+        SearchSpace(list(prices), ["bf16", "fp8"]),
+        costs=Costs(prices),
     )
     assert p.feasible
     costlier = [r for r in p.rejections if r.code == "costlier"]
@@ -145,22 +144,23 @@ def _without_prices(folder):
 
 def test_fp8_kv_cache_and_prefix_caching_never_cost_more():
     base = plan(rate=40, tpot="60 ms")
-    assert plan(rate=40, tpot="60 ms", kv_precision="fp8").cost_per_hour <= base.cost_per_hour
-    cached = plan(rate=40, tpot="60 ms", prefix_hit_rate=0.8, shared_prefix_tokens=768)
+    assert plan(rate=40, tpot="60 ms", space={"kv_precision": "fp8"}).cost_per_hour <= base.cost_per_hour
+    cached = plan(rate=40, tpot="60 ms", serving={"prefix_hit_rate": 0.8, "shared_prefix_tokens": 768})
     assert cached.cost_per_hour <= base.cost_per_hour
 
 
 def test_chunked_prefill_bounds_the_token_gap():
     whole = plan(rate=10)
-    chunked = plan(rate=10, chunk_size=256)
+    chunked = plan(rate=10, serving={"chunk_size": 256})
     assert chunked.tbt_max < whole.tbt_max
-    assert plan(rate=10, chunk_size=256, tbt_slo=Q_(whole.tbt_max.m_as("ms") * 0.9, "ms")).feasible
+    bound = {"tbt": Q_(whole.tbt_max.m_as("ms") * 0.9, "ms")}
+    assert plan(rate=10, serving={"chunk_size": 256}, targets=bound).feasible
 
 
 def test_speculative_decoding_helps_a_tight_tpot():
     spec = Speculation("llama-3.1-8b", draft_length=4, acceptance=0.8)
-    without = plan(rate=5, tpot="12 ms", tensor_parallel=[4, 8])
-    with_spec = plan(rate=5, tpot="12 ms", tensor_parallel=[4, 8], speculation=spec)
+    without = plan(rate=5, tpot="12 ms", space={"tensor_parallel": [4, 8]})
+    with_spec = plan(rate=5, tpot="12 ms", space={"tensor_parallel": [4, 8]}, serving={"speculation": spec})
     assert with_spec.feasible
     assert (not without.feasible) or with_spec.cost_per_hour <= without.cost_per_hour
 
@@ -168,14 +168,10 @@ def test_speculative_decoding_helps_a_tight_tpot():
 def test_disaggregated_pools():
     d = size_disaggregated(
         "llama-3.1-70b",
-        "h100-sxm",
-        "fp8",
-        Q_(20, "request/s"),
-        4096,
-        256,
-        Q_(1.5, "s"),
-        Q_(40, "ms"),
-        price=PRICE,
+        Workload(Q_(20, "request/s"), 4096, 256),
+        Targets(Q_(1.5, "s"), Q_(40, "ms")),
+        SearchSpace("h100-sxm", "fp8"),
+        costs=Costs(PRICE),
         interconnect="infiniband-ndr",
     )
     assert d.feasible, d.reason
@@ -267,36 +263,52 @@ def test_frontier_trades_interactivity_for_throughput():
 
 
 def test_bad_inputs():
-    with pytest.raises(InputError, match="'arrival_rate' must be > 0"):
+    with pytest.raises(InputError, match="Workload: 'arrival_rate' must be a finite rate > 0"):
         plan(rate=0)
-    with pytest.raises(InputError, match="'tpot_slo' must be > 0"):
+    with pytest.raises(InputError, match="Targets: 'tpot' must be > 0"):
         plan(tpot="0 ms")
     with pytest.raises(InputError, match="'max_utilization' must be"):
-        plan(max_utilization=1.5)
+        plan(targets={"max_utilization": 1.5})
     with pytest.raises(UnknownEntryError, match="unknown accelerator id 'h999'"):
         plan(accelerator="h999")
     with pytest.raises(InputError, match=r"'gpu_hour' \(the GPU-hour price\) must be a quantity in USD/hour"):
-        plan(price=4)
+        plan(costs={"gpu_hour": 4})
     with pytest.raises(InputError, match="no tensor-parallel degree"):
-        plan(tensor_parallel=[3, 5])
+        plan(space={"tensor_parallel": [3, 5]})
     with pytest.raises(InputError, match="acceptance"):
         Speculation("llama-3.1-8b", acceptance=1.5)
 
 
 def test_disaggregated_pools_beyond_the_prefill_replica_limit_say_so():
-    args = ("llama-3.1-70b", "h100-sxm", "fp8", Q_(20, "request/s"), 4096, 256)
-    assert size_disaggregated(*args, Q_(1.5, "s"), Q_(40, "ms"), price=PRICE).feasible
+    traffic, space, costs = Workload(Q_(20, "request/s"), 4096, 256), SearchSpace("h100-sxm", "fp8"), Costs(PRICE)
+    targets = Targets(Q_(1.5, "s"), Q_(40, "ms"))
+    assert size_disaggregated("llama-3.1-70b", traffic, targets, space, costs=costs).feasible
     # 20 prompts of 4,096 tokens a second do not fit one prefill replica: the limit is the reason, not the target
-    capped = size_disaggregated(*args, Q_(1.5, "s"), Q_(40, "ms"), price=PRICE, max_prefill_replicas=1)
+    capped = size_disaggregated("llama-3.1-70b", traffic, targets, space, costs=costs, max_prefill_replicas=1)
     assert not capped.feasible and "needs more than 1 prefill replicas (max_prefill_replicas)" in capped.reason
-    unreachable = size_disaggregated(*args, Q_(20, "ms"), Q_(40, "ms"), price=PRICE)  # below one prefill's time
+    tight = Targets(Q_(20, "ms"), Q_(40, "ms"))  # below one prefill's time
+    unreachable = size_disaggregated("llama-3.1-70b", traffic, tight, space, costs=costs)
     assert not unreachable.feasible and "no configuration meets the TTFT target after" in unreachable.reason
+
+
+def test_disaggregated_pools_refuse_a_token_gap_bound_and_the_comparison_keeps_it_for_colocated_serving():
+    traffic, space, costs = Workload(Q_(20, "request/s"), 4096, 256), SearchSpace("h100-sxm", "fp8"), Costs(PRICE)
+    bounded = Targets(Q_(1.5, "s"), Q_(40, "ms"), tbt=Q_(10, "ms"))
+    with pytest.raises(InputError, match=r"size_disaggregated\(\): a decode pool runs no prefill .* Targets\.tbt"):
+        size_disaggregated("llama-3.1-70b", traffic, bounded, space, costs=costs)
+    with pytest.raises(InputError, match=r"size_disaggregated\(\): argument 'targets' must be a Targets"):
+        size_disaggregated("llama-3.1-70b", traffic, (Q_(1, "s"), Q_(40, "ms")), space)
+    c = compare_serving_modes("llama-3.1-70b", traffic, bounded, space, costs=costs)
+    assert c.colocated.targets.tbt == Q_(10, "ms") and (not c.colocated.feasible or c.colocated.tbt_max <= Q_(10, "ms"))
+    unbounded = size_disaggregated("llama-3.1-70b", traffic, Targets(Q_(1.5, "s"), Q_(40, "ms")), space, costs=costs)
+    assert c.disaggregated == unbounded
 
 
 def test_compare_colocated_and_disaggregated():
     c = compare_serving_modes(
-        "llama-3.1-70b", "h100-sxm", "fp8", Q_(20, "request/s"), 4096, 256, Q_(1.5, "s"), Q_(40, "ms"), price=PRICE
-    )
+        "llama-3.1-70b", Workload(Q_(20, "request/s"), 4096, 256), Targets(Q_(1.5, "s"), Q_(40, "ms")),
+        SearchSpace("h100-sxm", "fp8"), costs=Costs(PRICE),
+    )  # fmt: skip
     assert c.colocated.feasible and c.disaggregated.feasible
     cheaper = c.colocated.cost_per_hour if c.cheaper == "colocated" else c.disaggregated.cost_per_hour
     other = c.disaggregated.cost_per_hour if c.cheaper == "colocated" else c.colocated.cost_per_hour
@@ -304,21 +316,22 @@ def test_compare_colocated_and_disaggregated():
 
 
 def test_relax_targets_finds_the_smallest_common_loosening():
-    args = ("llama-3.1-70b", "h100-sxm", "fp8", Q_(10, "request/s"), 1024, 256)
-    relaxed = relax_targets(*args, Q_(50, "ms"), Q_(5, "ms"), price=PRICE)
+    traffic, space, costs = Workload(Q_(10, "request/s"), 1024, 256), SearchSpace("h100-sxm", "fp8"), Costs(PRICE)
+    relaxed = relax_targets("llama-3.1-70b", traffic, Targets(Q_(50, "ms"), Q_(5, "ms")), space, costs=costs)
     assert relaxed.found and relaxed.plan.feasible and relaxed.factor > 1
     assert relaxed.tpot_slo.m_as("ms") == pytest.approx(5 * relaxed.factor)
     assert relaxed.plan.tpot <= relaxed.tpot_slo and relaxed.plan.ttft <= relaxed.ttft_slo
     # One step tighter than the tolerance is infeasible: the factor is the smallest.
-    tighter = relaxed.factor / 1.011
-    assert not size_fleet(*args, Q_(50 * tighter, "ms"), Q_(5 * tighter, "ms"), price=PRICE).feasible
+    tighter = Targets(Q_(50 * relaxed.factor / 1.011, "ms"), Q_(5 * relaxed.factor / 1.011, "ms"))
+    assert not size_fleet("llama-3.1-70b", traffic, tighter, space, costs=costs).feasible
     # Feasible targets need no loosening; a model that fits nowhere cannot be rescued by loosening.
-    assert relax_targets(*args, Q_(1, "s"), Q_(50, "ms"), price=PRICE).factor == 1.0
-    stuck = relax_targets("llama-3.1-405b", "l4", "fp16", Q_(1, "request/s"), 1024, 256, Q_(1, "s"), Q_(50, "ms"),
-                          price=PRICE, tensor_parallel=(1, 2))  # fmt: skip
+    loose = Targets(Q_(1, "s"), Q_(50, "ms"))
+    assert relax_targets("llama-3.1-70b", traffic, loose, space, costs=costs).factor == 1.0
+    stuck = relax_targets("llama-3.1-405b", Workload(Q_(1, "request/s"), 1024, 256), loose,
+                          SearchSpace("l4", "fp16", tensor_parallel=(1, 2)), costs=costs)  # fmt: skip
     assert not stuck.found and "memory" in next(iter(stuck.plan.rejected.values()))
     with pytest.raises(InputError, match="max_factor"):
-        relax_targets(*args, Q_(1, "s"), Q_(50, "ms"), price=PRICE, max_factor=1)
+        relax_targets("llama-3.1-70b", traffic, loose, space, costs=costs, max_factor=1)
 
 
 def test_plan_reports_gpus_at_the_ends_of_the_model_error():
@@ -337,63 +350,44 @@ def test_plan_reports_gpus_at_the_ends_of_the_model_error():
     assert columns <= set(p.to_frame().columns)
 
 
-def test_size_fleet_takes_a_workload():
-    from calculator.fleet import Workload
-
-    traffic = Workload(Q_(20, "request/s"), 1024, 256, input_cv=0.5, output_cv=0.5, arrival_cv=1.2)
-    whole = size_fleet("llama-3.1-8b", "h100-sxm", "fp8", traffic, ttft_slo=Q_(1, "s"), tpot_slo=Q_(40, "ms"))
-    flat = size_fleet(
-        "llama-3.1-8b", "h100-sxm", "fp8", Q_(20, "request/s"), 1024, 256, Q_(1, "s"), Q_(40, "ms"),
-        input_cv=0.5, output_cv=0.5, arrival_cv=1.2,
-    )  # fmt: skip
-    assert whole.workload == traffic == flat.workload and whole.gpus == flat.gpus and whole.ttft == flat.ttft
-    with pytest.raises(InputError, match="leave out input_tokens"):
-        size_fleet("llama-3.1-8b", "h100-sxm", "fp8", traffic, 512, ttft_slo=Q_(1, "s"), tpot_slo=Q_(40, "ms"))
-    with pytest.raises(InputError, match="'output_tokens' is required"):
-        size_fleet(
-            "llama-3.1-8b", "h100-sxm", "fp8", Q_(20, "request/s"), 1024, ttft_slo=Q_(1, "s"), tpot_slo=Q_(1, "s")
-        )
-    with pytest.raises(InputError, match="'tpot_slo' is required"):
-        size_fleet("llama-3.1-8b", "h100-sxm", "fp8", traffic, ttft_slo=Q_(1, "s"))
-
-
 @pytest.mark.parametrize(
-    ("option", "value", "message"),
+    ("part", "field", "value", "message"),
     [
-        ("max_utilization", "0.8", "max_utilization' must be a number"),
-        ("max_utilization", float("nan"), "max_utilization' contains NaN"),
-        ("prefix_hit_rate", float("nan"), "prefix_hit_rate' contains NaN"),
-        ("chunk_size", float("inf"), "chunk_size' must be finite"),
-        ("tensor_parallel", [float("inf")], "tensor_parallel' must be finite"),
-        ("batches", ["8"], "batches' must be numeric"),
+        ("targets", "max_utilization", "0.8", "max_utilization' must be a number"),
+        ("targets", "max_utilization", float("nan"), "max_utilization' contains NaN"),
+        ("serving", "prefix_hit_rate", float("nan"), "prefix_hit_rate' contains NaN"),
+        ("serving", "chunk_size", float("inf"), "chunk_size' must be finite"),
+        ("space", "tensor_parallel", [float("inf")], "tensor_parallel' must be finite"),
+        ("space", "batches", ["8"], "batches' must be numeric"),
     ],
 )
-def test_sizing_options_go_through_the_one_validation_layer(option, value, message):
+def test_sizing_options_go_through_the_one_validation_layer(part, field, value, message):
     # Strings, NaN and infinity used to reach a comparison or int() and leak TypeError/OverflowError.
     with pytest.raises(InputError, match=message):
-        plan(**{option: value})
+        plan(**{part: {field: value}})
 
 
 def test_the_closest_feasible_alternative_loosens_only_the_binding_target():
     # A 5 ms TPOT binds and a 1 s TTFT does not: the TTFT target stays as given.
-    only_tpot = relax_targets(
-        "llama-3.1-70b", "h100-sxm", "fp8", Q_(10, "request/s"), 1024, 256, Q_(1, "s"), Q_(5, "ms"), price=PRICE
-    )
+    traffic, space, costs = Workload(Q_(10, "request/s"), 1024, 256), SearchSpace("h100-sxm", "fp8"), Costs(PRICE)
+    only_tpot = relax_targets("llama-3.1-70b", traffic, Targets(Q_(1, "s"), Q_(5, "ms")), space, costs=costs)
     assert only_tpot.loosened == "tpot" and only_tpot.ttft_slo == Q_(1, "s") and only_tpot.tpot_slo > Q_(5, "ms")
     # A 20 ms TTFT binds and a 100 ms TPOT does not.
-    only_ttft = relax_targets(
-        "llama-3.1-70b", "h100-sxm", "fp8", Q_(10, "request/s"), 1024, 256, Q_(20, "ms"), Q_(100, "ms"), price=PRICE
-    )
+    only_ttft = relax_targets("llama-3.1-70b", traffic, Targets(Q_(20, "ms"), Q_(100, "ms")), space, costs=costs)
     assert only_ttft.loosened == "ttft" and only_ttft.tpot_slo == Q_(100, "ms") and only_ttft.plan.feasible
 
 
 def test_when_nothing_fits_the_reason_names_the_tensor_parallel_degree_that_would():
     # DeepSeek-V3 in BF16 (about 1.3 TB of weights) on H100s: no degree of one node (up to TP 8) holds it.
-    args = ("deepseek-v3", "h100-sxm", "bf16", Q_(1, "request/s"), 1024, 256, Q_(2, "s"), Q_(100, "ms"))
-    plan = size_fleet(*args, price=PRICE, tensor_parallel=[4, 8])  # degrees given: searched as given
+    args = ("deepseek-v3", Workload(Q_(1, "request/s"), 1024, 256), Targets(Q_(2, "s"), Q_(100, "ms")))
+
+    def on_h100s(**space):
+        return size_fleet(*args, SearchSpace("h100-sxm", "bf16", **space), costs=Costs(PRICE))
+
+    plan = on_h100s(tensor_parallel=[4, 8])  # degrees given: searched as given
     assert not plan.feasible and "TP 32 on h100-sxm at bf16 would leave room" in plan.reason
     assert "inf" not in plan.reason
-    assert size_fleet(*args, price=PRICE, tensor_parallel=[32]).feasible
+    assert on_h100s(tensor_parallel=[32]).feasible
     # With the default degrees the sizer adds replicas of two and four nodes itself (the H100's scale-out link).
-    wide = size_fleet(*args, price=PRICE)
+    wide = on_h100s()
     assert wide.feasible and wide.tensor_parallel == 32 and wide.nodes_per_replica == 4

@@ -156,8 +156,9 @@ HOSTILE_VALUES = st.one_of(
 @pytest.fixture(scope="module")
 def plan_json():
     return c.fleet.size_fleet(
-        "llama-3.1-8b", "h100-sxm", "fp8", c.Q_(5, "request/s"), 1000, 200, c.Q_(1, "s"), c.Q_(50, "ms")
-    ).to_json_dict()
+        "llama-3.1-8b", c.Workload(c.Q_(5, "request/s"), 1000, 200), c.Targets(c.Q_(1, "s"), c.Q_(50, "ms")),
+        c.SearchSpace("h100-sxm", "fp8"),
+    ).to_json_dict()  # fmt: skip
 
 
 def _leaves(data, path=()):

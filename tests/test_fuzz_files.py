@@ -19,7 +19,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from calculator import Q_, FleetPlan, kubernetes_manifest, launch_command, size_fleet
+from calculator import Q_, FleetPlan, SearchSpace, Targets, Workload, kubernetes_manifest, launch_command, size_fleet
 from calculator.errors import CalculatorError
 from calculator.registry import RegistryDocument, load_registry
 
@@ -69,8 +69,9 @@ def test_a_hostile_registry_document_is_a_registry_error_or_a_registry(data):
 @pytest.fixture(scope="module")
 def plan_json():
     plan = size_fleet(
-        "llama-3.1-8b", "h100-sxm", "fp8", Q_(5, "request/s"), 1024, 256, Q_(1, "s"), Q_(50, "ms"), engine="vllm"
-    )
+        "llama-3.1-8b", Workload(Q_(5, "request/s"), 1024, 256), Targets(Q_(1, "s"), Q_(50, "ms")),
+        SearchSpace("h100-sxm", "fp8"), engine="vllm",
+    )  # fmt: skip
     assert plan.feasible
     return plan.to_json_dict()
 

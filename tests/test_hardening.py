@@ -23,6 +23,14 @@ runner = CliRunner()
 SIZING = ("llama-3.1-8b", "h100-sxm", "fp8")
 
 
+def parts(rate, inputs=1024, outputs=256, ttft=None, tpot=None, **fields):
+    """SIZING's model and size_fleet's parts for a workload and targets (1 s, 50 ms); ``fields`` go to Workload."""
+    model, accelerator, precision = SIZING
+    workload = c.Workload(rate, inputs, outputs, **fields)
+    targets = c.Targets(ttft or Q_(1, "s"), tpot or Q_(50, "ms"))
+    return model, workload, targets, c.SearchSpace(accelerator, precision)
+
+
 def fast(function, *args, seconds=2.0, **kwargs):
     """Call and return, asserting the call took under ``seconds`` (a hang was the defect)."""
     started = time.perf_counter()
@@ -49,14 +57,14 @@ def test_unit_arithmetic_cannot_freeze_the_parser():
 
 @pytest.mark.parametrize("rate", [Q_(5e19, "request/s"), Q_(1e300, "request/s")])
 def test_an_absurd_rate_is_infeasible_with_its_reason_not_a_negative_fleet(rate):
-    plan = fast(c.size_fleet, *SIZING, rate, 1024, 256, Q_(1, "s"), Q_(50, "ms"), seconds=5)
+    plan = fast(c.size_fleet, *parts(rate), seconds=5)
     assert not plan.feasible and "GPUs" in plan.reason
     assert plan.gpus >= 0 and (plan.cost_per_hour is None or plan.cost_per_hour.magnitude >= 0)
 
 
 def test_an_infinite_rate_is_an_input_error():
     with pytest.raises(InputError, match="arrival_rate"):
-        c.size_fleet(*SIZING, Q_(math.inf, "request/s"), 1024, 256, Q_(1, "s"), Q_(50, "ms"))
+        c.size_fleet(*parts(Q_(math.inf, "request/s")))
 
 
 def test_the_cli_does_not_print_a_negative_fleet():
@@ -105,9 +113,9 @@ def test_reactive_scaling_at_the_longest_horizon_answers_fast():
     [
         (lambda: c.quantize(np.linspace(-1, 1, 64), bits=1e300), "bits"),
         (lambda: c.chunked_prefill_tradeoff(*SIZING[:2], prompt_tokens=1e9, chunk_size=512, decode_batch=8), "prompt"),
-        (lambda: c.relax_targets(*SIZING, Q_(5, "request/s"), 1024, 256, Q_(1, "ms"), Q_(1, "ms"), max_factor=math.inf),
+        (lambda: c.relax_targets(*parts(Q_(5, "request/s"), ttft=Q_(1, "ms"), tpot=Q_(1, "ms")), max_factor=math.inf),
          "max_factor"),
-        (lambda: c.relax_targets(*SIZING, Q_(5, "request/s"), 1024, 256, Q_(1, "ms"), Q_(1, "ms"), tolerance=1e-300),
+        (lambda: c.relax_targets(*parts(Q_(5, "request/s"), ttft=Q_(1, "ms"), tpot=Q_(1, "ms")), tolerance=1e-300),
          "tolerance"),
     ],
 )  # fmt: skip
@@ -207,10 +215,10 @@ def test_every_command_answers_hostile_input_with_a_short_message(tmp_path, monk
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda: c.size_fleet(*SIZING, Q_(5, "request/s"), 1024, 256, Q_(1, "s"), Q_(50, "ms"),
-                              electricity_price=Q_(-0.1, "USD/(kW*hour)")), "'electricity' must be >= 0"),
-        (lambda: c.size_fleet(*SIZING, Q_(5, "request/s"), 1024, 256, Q_(1, "s"), Q_(50, "ms"),
-                              idle_power_fraction=-0.3), "idle_power_fraction"),
+        (lambda: c.size_fleet(*parts(Q_(5, "request/s")), costs=c.Costs(electricity=Q_(-0.1, "USD/(kW*hour)"))),
+         "'electricity' must be >= 0"),
+        (lambda: c.size_fleet(*parts(Q_(5, "request/s")), costs=c.Costs(idle_power_fraction=-0.3)),
+         "idle_power_fraction"),
         (lambda: c.check_request_caps(100, 100, execution_time=Q_(math.nan, "s")), "execution_time"),
         (lambda: c.embedding_lookup_time(1000, Q_(1, "ms"), 8, vector_bytes=Q_(512, "B"), shard_bandwidth=Q_(-1, "GB/s")),
          "shard_bandwidth"),
@@ -229,8 +237,8 @@ def test_nearly_fixed_arrivals_are_fixed_not_nan():
 
 
 def test_a_model_that_fits_nowhere_says_why_and_what_would_help():
-    plan = c.size_fleet("llama-3.1-405b", "l40s", "bf16", Q_(1, "request/s"), 1024, 256, Q_(5, "s"), Q_(100, "ms"),
-                        tensor_parallel=[1, 2])  # fmt: skip
+    plan = c.size_fleet("llama-3.1-405b", c.Workload(Q_(1, "request/s"), 1024, 256), c.Targets(Q_(5, "s"), Q_(100, "ms")),
+                        c.SearchSpace("l40s", "bf16", tensor_parallel=[1, 2]))  # fmt: skip
     assert not plan.feasible and "tensor-parallel" in plan.reason and "inf" not in plan.reason
     result = runner.invoke(app, ["frontier", "llama-3.1-405b", "--input", "1024", "--output", "256", "-a", "l40s",
                                  "-p", "bf16"])  # fmt: skip
@@ -239,7 +247,7 @@ def test_a_model_that_fits_nowhere_says_why_and_what_would_help():
 
 def test_the_sizer_refuses_a_request_beyond_the_context_limit():
     # Llama-3.1-70B holds 131,072 tokens; a 200,000-token prompt used to give a plan of thousands of GPUs.
-    plan = c.size_fleet("llama-3.1-70b", "h100-sxm", "fp8", Q_(5, "request/s"), 200_000, 256, Q_(1, "s"), Q_(50, "ms"))
+    plan = c.size_fleet("llama-3.1-70b", *parts(Q_(5, "request/s"), 200_000)[1:])
     assert not plan.feasible and "context limit of 131,072 tokens" in plan.reason
 
 
@@ -257,7 +265,7 @@ def test_more_systemic_cases_are_the_projects_errors():
     with pytest.raises(InputError, match="step"):  # an IndexError before
         c.simulate_reactive_scaling(times, demand, Q_(100, "request/s"), Q_(7, "min"), step=Q_(math.inf, "s"))
     with pytest.raises(InputError, match="kv_precision"):  # NaN used to be ignored
-        c.size_fleet(*SIZING, Q_(5, "request/s"), 1024, 256, Q_(1, "s"), Q_(50, "ms"), kv_precision=math.nan)
+        c.SearchSpace("h100-sxm", "fp8", kv_precision=math.nan)
     with pytest.raises(InputError, match=r"device_capacity|capacity"):  # a ZeroDivisionError before
         c.moe_decode_floor(671e9, 37e9, 8, 8, Q_(math.inf, "GB"), Q_(3.35, "TB/s"))
 
@@ -270,7 +278,7 @@ def test_a_bare_rate_in_scientific_notation_is_read_in_request_per_second():
 def test_workload_variability_and_draft_length_are_bounded():
     rate = Q_(5, "request/s")
     with pytest.raises(InputError, match="'arrival_cv' must be finite"):  # an array of infinities in the message before
-        c.size_fleet(*SIZING, rate, 1024, 256, Q_(1, "s"), Q_(50, "ms"), arrival_cv=math.inf)
+        c.size_fleet(*parts(rate, arrival_cv=math.inf))
     with pytest.raises(InputError, match="'output_cv' must be at most 100"):
         c.Workload(rate, 1024, 256, output_cv=1e9)
     with pytest.raises(InputError, match="'draft_length' must be at most 256"):  # sized a 10-million-GPU fleet before
@@ -458,10 +466,7 @@ def test_size_disaggregated_refuses_a_prefill_replica_limit_below_one(value):
     from calculator.fleet import size_disaggregated
 
     with pytest.raises(InputError, match="argument 'max_prefill_replicas'"):
-        size_disaggregated(
-            "llama-3.1-8b", "h100-sxm", "fp8", Q_(5, "request/s"), 1000, 100, Q_(1, "s"), Q_(50, "ms"),
-            max_prefill_replicas=value,
-        )  # fmt: skip
+        size_disaggregated(*parts(Q_(5, "request/s"), 1000, 100), max_prefill_replicas=value)
 
 
 def test_a_percentile_close_to_100_is_shown_with_its_digits_not_as_p100():
@@ -514,7 +519,7 @@ def test_verify_plan_keeps_one_deadline_for_the_whole_call():
     from calculator.fleet import size_fleet
     from calculator.simulation import verify_plan
 
-    plan = size_fleet(*SIZING, Q_(20, "request/s"), 1000, 200, Q_(1, "s"), Q_(50, "ms"))
+    plan = size_fleet(*parts(Q_(20, "request/s"), 1000, 200))
     wide = dataclasses.replace(plan, replicas=400, gpus=400 * plan.tensor_parallel)
     started = time.perf_counter()
     checked = verify_plan(wide, requests=8000, seeds=1, time_limit=3)
@@ -536,7 +541,7 @@ def test_a_replica_count_that_is_not_a_whole_number_of_replicas_is_refused(repli
     from calculator.fleet import size_fleet
     from calculator.simulation import SimulationSetup, Traffic, simulate, simulate_plan
 
-    plan = size_fleet(*SIZING, Q_(5, "request/s"), 1000, 200, Q_(1, "s"), Q_(50, "ms"))
+    plan = size_fleet(*parts(Q_(5, "request/s"), 1000, 200))
     with pytest.raises(InputError, match="argument 'replicas'"):
         simulate_plan(plan, replicas=replicas, requests=100)
     with pytest.raises(InputError, match="argument 'replicas'"):
@@ -877,8 +882,8 @@ def test_sweep_units_name_a_column_and_a_range_is_an_axis():
 
 def test_sweep_axes_are_checked_value_by_value():
     # A list axis mixing dimensions ended in pint's DimensionalityError (in sweep, even a list of one dimension
-    # did), a set in a TypeError inside formula.py, an unknown option in "flat_parts() got an unexpected keyword
-    # argument", registry="x" in an AttributeError.
+    # did), a set in a TypeError inside formula.py, an unknown option in "got an unexpected keyword argument",
+    # registry="x" in an AttributeError.
     from calculator.sweeps import sweep, sweep_fleet
 
     rate, tokens, times = FLEET_POINT[0], FLEET_POINT[1:3], FLEET_POINT[3:]

@@ -22,7 +22,7 @@ import yaml
 from calculator import Q_, kubernetes_manifest, launch_command, size_fleet
 from calculator.cli import app
 from calculator.errors import RegistryError
-from calculator.fleet import Speculation
+from calculator.fleet import SearchSpace, ServingOptions, Speculation, Targets, Workload
 from calculator.registry import load_registry
 
 ENGINES = ("vllm", "sglang", "trtllm")
@@ -46,10 +46,11 @@ def hostile_names(marker: Path) -> list[str]:
     ]
 
 
-def _plan(**options):
+def _plan(engine, speculation=None):
     plan = size_fleet(
-        "llama-3.1-8b", "h100-sxm", "fp8", Q_(5, "request/s"), 1024, 256, Q_(1, "s"), Q_(50, "ms"), **options
-    )
+        "llama-3.1-8b", Workload(Q_(5, "request/s"), 1024, 256), Targets(Q_(1, "s"), Q_(50, "ms")),
+        SearchSpace("h100-sxm", "fp8"), engine=engine, serving=ServingOptions(speculation=speculation),
+    )  # fmt: skip
     assert plan.feasible
     return plan
 

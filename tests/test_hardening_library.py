@@ -177,12 +177,6 @@ def test_the_seed_checker_takes_whole_numbers_of_any_integer_type():
         (lambda: c.Targets(Q_([1, 2], "s"), Q_(50, "ms")), "Targets: 'ttft' must be one time"),
         (lambda: c.Targets(Q_(1, "s"), Q_([50, 60], "ms")), "Targets: 'tpot' must be one time"),
         (
-            lambda: c.fleet.size_fleet(
-                "llama-3.1-8b", "h100-sxm", "fp8", Q_(5, "request/s"), 1000, 200, Q_([1, 2], "s"), Q_(50, "ms")
-            ),
-            "size_fleet\\(\\): argument 'ttft_slo' must be one time",
-        ),
-        (
             lambda: c.slo_attainment(Q_([0.1, 0.4], "s"), Q_([0.03, 0.03], "s"), Q_([0.3, 0.5], "s"), Q_(50, "ms")),
             "slo_attainment\\(\\): argument 'ttft_target' must be one number",
         ),
@@ -206,12 +200,7 @@ def test_the_seed_checker_takes_whole_numbers_of_any_integer_type():
             lambda: c.pipeline_sustains(Q_([5, 18], "ms"), Q_([20, 30], "ms")),
             "pipeline_sustains\\(\\): argument 'frame_interval' must be one number",
         ),
-        (
-            lambda: c.size_fleet(
-                "llama-3.1-8b", "h100-sxm", "fp8", Q_([5, 6], "request/s"), 1000, 200, Q_(1, "s"), Q_(50, "ms")
-            ),
-            "size_fleet\\(\\): argument 'arrival_rate' must be one rate",
-        ),
+        (lambda: c.Workload(Q_([5, 6], "request/s"), 1000, 200), "Workload: 'arrival_rate' must be one rate"),
         (
             lambda: c.latency_budget({"network": Q_(1, "ms")}, Q_([1, 2], "ms")),
             "latency_budget\\(\\): argument 'budget' must be one number",

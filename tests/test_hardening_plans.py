@@ -13,7 +13,7 @@ import shutil
 import pytest
 from typer.testing import CliRunner
 
-from calculator import Q_, FleetPlan, launch_command, size_fleet
+from calculator import Q_, FleetPlan, SearchSpace, Targets, Workload, launch_command, size_fleet
 from calculator.cli import app
 from calculator.errors import CalculatorError, InputError, RegistryError
 from calculator.registry import RegistryDocument, load_registry
@@ -36,8 +36,8 @@ def user_plan(user_registry):
     _, registry = user_registry
     gpu = next(a for a in registry.accelerators if a not in load_registry().accelerators)
     plan = size_fleet(
-        "llama-3.1-8b", gpu, "fp8", Q_(5, "request/s"), 1024, 256, Q_(1, "s"), Q_(50, "ms"), registry=registry,
-        engine="vllm",
+        "llama-3.1-8b", Workload(Q_(5, "request/s"), 1024, 256), Targets(Q_(1, "s"), Q_(50, "ms")),
+        SearchSpace(gpu, "fp8"), registry=registry, engine="vllm",
     )  # fmt: skip
     assert plan.feasible
     return plan

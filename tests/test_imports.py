@@ -12,8 +12,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
 from calculator.export import CITED_MODULES
 from calculator.formula import FORMULA_MODULES
 
@@ -175,12 +173,6 @@ def test_the_formula_modules_are_the_modules_that_declare_formulas():
     assert set(FORMULA_MODULES) <= set(CITED_MODULES)  # a formula is cited by its catalogue key or as a function
 
 
-# fleet/flat.py, the flat form of earlier releases, still calls the simulator's verify_plan; it goes with the
-# flat form (issue 52), and with it the last import from fleet into simulation.
-_FLAT_FORM = (PACKAGE / "fleet" / "flat.py").exists()
-
-
-@pytest.mark.xfail(_FLAT_FORM, reason="fleet/flat.py (the flat form) still imports the simulator", strict=True)
 def test_the_fleet_sizer_imports_nothing_of_the_simulator():
     assert _crossing(import_graph(), "calculator.fleet", "calculator.simulation") == []
 

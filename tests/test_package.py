@@ -199,11 +199,11 @@ def test_the_wheel_carries_its_data_and_needs_no_front_end_libraries(tmp_path):
     assert core and not any(lib in line for line in core for lib in ("streamlit", "plotly", "openpyxl"))
     # Installed away from the repository, the package finds its own registry and sizes a fleet.
     code = (
-        "import calculator; from calculator import Q_, load_registry, size_fleet; "
+        "import calculator; from calculator import Q_, SearchSpace, Targets, Workload, load_registry, size_fleet; "
         "assert calculator.__file__.startswith({!r}), calculator.__file__; "
         "assert 'h100-sxm' in load_registry().accelerators; "
-        "plan = size_fleet('llama-3.1-8b', 'h100-sxm', 'fp8', Q_(10, 'request/s'), 512, 128, Q_(1, 's'), "
-        "Q_(50, 'ms')); print(plan.feasible, plan.gpus > 0)"
+        "plan = size_fleet('llama-3.1-8b', Workload(Q_(10, 'request/s'), 512, 128), Targets(Q_(1, 's'), "
+        "Q_(50, 'ms')), SearchSpace('h100-sxm', 'fp8')); print(plan.feasible, plan.gpus > 0)"
     ).format(str(tmp_path / "site"))
     away = tmp_path / "elsewhere"
     away.mkdir()

@@ -1251,7 +1251,7 @@ def _largest_negative_by_bisection(function, cap, steps=80):
     ids=["linear", "convex", "concave", "step", "flat-root"],
 )
 def test_the_operating_point_search_finds_the_largest_population_with_a_negative_gap(function):
-    from calculator.performance.benchmark import _BISECTION_STEPS, _RESOLUTION, _SECANT_STEPS, _closing_population
+    from calculator.performance.cycle import _BISECTION_STEPS, _RESOLUTION, _SECANT_STEPS, _closing_population
 
     cap = np.array([5.0, 20.0, 150.0, 1000.0, 4096.0])
     scheduler = _GapOf(function)
@@ -1263,7 +1263,7 @@ def test_the_operating_point_search_finds_the_largest_population_with_a_negative
 
 
 def test_the_operating_point_search_at_the_ends_of_its_range():
-    from calculator.performance.benchmark import _closing_population
+    from calculator.performance.cycle import _closing_population
 
     cap = np.array([8.0, 8.0, 8.0, 0.0])
     offsets = np.array([-1.0, 20.0, np.nan, 1.0])  # gap negative everywhere / nowhere / NaN / empty range

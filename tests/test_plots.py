@@ -10,7 +10,7 @@ from calculator.autoscaling import predictive_schedule, simulate_reactive_scalin
 from calculator.batching import batch_operating_points, knee_batch_size
 from calculator.economics import cumulative_cost_curve, unit_cost_at_volume
 from calculator.errors import InputError
-from calculator.fleet import frontier, size_fleet
+from calculator.fleet import Costs, SearchSpace, Targets, Workload, frontier, size_fleet
 from calculator.memory import kv_wall, model_memory_fit
 from calculator.parallelism import tensor_parallel_layer_time
 from calculator.performance import predict_benchmark
@@ -23,14 +23,10 @@ def test_frontier_figure_draws_every_fitting_configuration_and_marks_the_plan():
     table = frontier("llama-3.1-8b", ["h100-sxm", "l4"], "fp16", 512, 128)
     plan = size_fleet(
         "llama-3.1-8b",
-        ["h100-sxm", "l4"],
-        "fp16",
-        Q_(2, "request/s"),
-        512,
-        128,
-        Q_(2, "s"),
-        Q_(100, "ms"),
-        price=Q_(2, "USD/hour"),
+        Workload(Q_(2, "request/s"), 512, 128),
+        Targets(Q_(2, "s"), Q_(100, "ms")),
+        SearchSpace(["h100-sxm", "l4"], "fp16"),
+        costs=Costs(Q_(2, "USD/hour")),
     )
     figure = plots.frontier_figure(table, plan)
     clouds = [t for t in figure.data if t.mode == "markers" and t.name != "plan"]
@@ -50,8 +46,9 @@ def test_frontier_figure_draws_every_fitting_configuration_and_marks_the_plan():
 def test_frontier_figure_skips_the_star_for_an_infeasible_plan():
     table = frontier("llama-3.1-8b", "l4", "fp16", 512, 128)
     plan = size_fleet(
-        "llama-3.1-8b", "l4", "fp16", Q_(2, "request/s"), 512, 128, Q_(1, "ms"), Q_(1, "ms"), price=Q_(1, "USD/hour")
-    )
+        "llama-3.1-8b", Workload(Q_(2, "request/s"), 512, 128), Targets(Q_(1, "ms"), Q_(1, "ms")),
+        SearchSpace("l4", "fp16"), costs=Costs(Q_(1, "USD/hour")),
+    )  # fmt: skip
     assert not plan.feasible
     assert all(t.name != "plan" for t in plots.frontier_figure(table, plan).data)
 
@@ -187,8 +184,8 @@ def checked_plan():
     from calculator.simulation import verify_plan
 
     plan = size_fleet(
-        "llama-3.1-70b", "h100-sxm", "fp8", Q_(20, "request/s"), 1024, 256, Q_(1, "s"), Q_(50, "ms"),
-        ttft_percentile=0.99, price=Q_(4, "USD/hour"),
+        "llama-3.1-70b", Workload(Q_(20, "request/s"), 1024, 256), Targets(Q_(1, "s"), Q_(50, "ms"), ttft_percentile=0.99),
+        SearchSpace("h100-sxm", "fp8"), costs=Costs(Q_(4, "USD/hour")),
     )  # fmt: skip
     with ThreadPoolExecutor(2) as pool:
         verification = verify_plan(plan, requests=1200, seeds=2, executor=pool)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from calculator import Q_
 from calculator.errors import InputError
-from calculator.fleet import size_fleet
+from calculator.fleet import Costs, SearchSpace, Targets, Workload, size_fleet
 from calculator.memory import memory_fit
 from calculator.performance import predict_benchmark
 from calculator.results import (
@@ -29,14 +29,10 @@ from calculator.results import (
 def infeasible():
     return size_fleet(
         "llama-3.1-70b",
-        "h100-sxm",
-        "fp8",
-        Q_(20, "request/s"),
-        1024,
-        256,
-        Q_(1, "s"),
-        Q_(0.1, "ms"),
-        price=Q_(4, "USD/hour"),
+        Workload(Q_(20, "request/s"), 1024, 256),
+        Targets(Q_(1, "s"), Q_(0.1, "ms")),
+        SearchSpace("h100-sxm", "fp8"),
+        costs=Costs(Q_(4, "USD/hour")),
     )
 
 

@@ -20,7 +20,7 @@ from ciw_reference import simulate_waits
 
 from calculator import Q_
 from calculator.errors import InputError
-from calculator.fleet import size_fleet
+from calculator.fleet import SearchSpace, ServingOptions, Targets, Workload, size_fleet
 from calculator.performance import predict_benchmark
 from calculator.queueing import erlang_c, mmc_mean_wait
 from calculator.simulation import (
@@ -285,23 +285,16 @@ def test_bad_input_gets_a_clear_error_or_an_explicit_result():
     assert capped.truncated and capped.meets_targets is None and "time_limit" in capped.verdict
 
 
-def _plan(**changes):
-    arguments = {
-        "model": "llama-3.1-8b",
-        "accelerator": "h100-sxm",
-        "precision": "fp8",
-        "arrival_rate": Q_(60, "request/s"),
-        "input_tokens": 1024,
-        "output_tokens": 256,
-        "ttft_slo": Q_(400, "ms"),
-        "tpot_slo": Q_(25, "ms"),
-        "engine": "vllm",
-        "ttft_percentile": 0.9,
-        "input_cv": 0.5,
-        "output_cv": 0.5,
-    }
-    arguments.update(changes)
-    return size_fleet(**arguments)
+def _plan(model="llama-3.1-8b", rate=60.0, ttft_ms=400.0, tpot_ms=25.0, *, percentile=0.9, **serving):
+    """A plan on H100s at FP8 under vLLM of 1,024 -> 256 tokens (CV 0.5); ``serving``: ServingOptions fields."""
+    return size_fleet(
+        model,
+        Workload(Q_(rate, "request/s"), 1024, 256, input_cv=0.5, output_cv=0.5),
+        Targets(Q_(ttft_ms, "ms"), Q_(tpot_ms, "ms"), ttft_percentile=percentile),
+        SearchSpace("h100-sxm", "fp8"),
+        engine="vllm",
+        serving=ServingOptions(**serving),
+    )
 
 
 def test_verify_plan_finds_the_simulated_minimum():
@@ -312,9 +305,6 @@ def test_verify_plan_finds_the_simulated_minimum():
     assert list(check.table.replicas) == [plan.replicas - 1, plan.replicas]
     assert check.table.meets_targets.tolist() == [False, True]
     assert str(plan.replicas) in check.verdict
-    # The sizer's verify option puts both counts side by side.
-    verified = _plan(verify=True, verify_options={"seeds": 2, "requests": 6000})
-    assert verified.simulated_replicas == verified.replicas and verified.verification.tight
 
 
 def test_verify_plan_searches_upward_when_the_plan_misses():
@@ -328,12 +318,10 @@ def test_verify_plan_searches_upward_when_the_plan_misses():
 
 
 def test_verify_plan_refuses_what_it_cannot_simulate():
-    infeasible = _plan(tpot_slo=Q_(1, "ms"))
+    infeasible = _plan(tpot_ms=1)
     assert not infeasible.feasible
     with pytest.raises(InputError, match="infeasible"):
         verify_plan(infeasible)
-    with pytest.raises(InputError, match="verify_options"):
-        _plan(verify=True, verify_options={"sed": 1})
     from calculator.fleet import Speculation
 
     speculative = _plan(speculation=Speculation("llama-3.2-1b", 4, 0.7))
@@ -342,15 +330,15 @@ def test_verify_plan_refuses_what_it_cannot_simulate():
 
 
 def test_the_sizer_uses_the_running_batch_and_the_router():
-    plan = _plan(ttft_percentile=None)
+    plan = _plan(percentile=None)
     # TPOT is evaluated where the load puts the batch, below the replica's cap.
     assert plan.running_batch < plan.batch
     check = simulate_plan(plan, seeds=1, requests=6000)
     assert check.value("tpot").m_as("s") == pytest.approx(plan.tpot.m_as("s"), rel=0.15)
     assert check.occupancy.running.mean() == pytest.approx(plan.running_batch, rel=0.15)
     # Random dispatch leaves each replica Poisson arrivals; round robin smooths them.
-    random = _plan(router="random", arrival_rate=Q_(120, "request/s"))
-    ordered = _plan(router="round_robin", arrival_rate=Q_(120, "request/s"))
+    random = _plan(rate=120, router="random")
+    ordered = _plan(rate=120, router="round_robin")
     assert random.router == "random" and ordered.router == "round_robin"
     assert random.replicas >= ordered.replicas and random.ttft >= ordered.ttft
 
@@ -394,7 +382,7 @@ def test_an_autoscaling_plan_drives_the_replica_schedule():
 
 
 def test_short_overloads_are_flagged_and_the_table_reads_like_the_verdict():
-    plan = _plan(model="llama-3.1-70b", arrival_rate=Q_(20, "request/s"), ttft_slo=Q_(2, "s"), tpot_slo=Q_(60, "ms"))
+    plan = _plan("llama-3.1-70b", rate=20, ttft_ms=2000, tpot_ms=60)
     run = simulate_plan(plan, replicas=1, requests=3000, seeds=2)
     assert plan.replicas > 1 and not run.stable and "backlog" in run.verdict
     # The summary pools the seeds, as the verdict does, and its intervals stay >= 0.
@@ -430,12 +418,11 @@ def test_random_dispatch_plans_count_the_bursts_prefill_adds_to_tpot(model, gpu,
     one. The sizer plans to the target with no margin, so a plan landing within 6% of its TPOT target may
     simulate up to 6% over it (the Llama case: 59.0 ms planned, 61.9 ms simulated with vLLM's asynchronous
     scheduling); the TTFT target holds."""
-    from calculator.fleet import size_fleet
     from calculator.simulation import simulate_plan
 
     plan = size_fleet(
-        model, gpu, "fp8", Q_(rate, "request/s"), prompt, output, Q_(ttft), Q_(tpot),
-        input_cv=0.5, output_cv=0.5, router="random", engine="vllm",
+        model, Workload(Q_(rate, "request/s"), prompt, output, input_cv=0.5, output_cv=0.5),
+        Targets(Q_(ttft), Q_(tpot)), SearchSpace(gpu, "fp8"), engine="vllm", serving=ServingOptions(router="random"),
     )  # fmt: skip
     run = simulate_plan(plan, replicas=plan.replicas, requests=20000, seeds=[0, 1], router="random")
     assert run.stable and run.value("ttft") <= Q_(ttft), run.verdict

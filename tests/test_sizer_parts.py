@@ -3,6 +3,7 @@
 import dataclasses
 import inspect
 import json
+import re
 import warnings
 
 import numpy as np
@@ -20,7 +21,6 @@ from calculator.fleet import (
     size_fleet,
 )
 from calculator.fleet.evaluate import Evaluation, planned_tpot, planned_ttft
-from calculator.fleet.flat import flat_parts
 
 TRAFFIC = Workload(Q_(20, "request/s"), 1024, 256, input_cv=0.5, output_cv=0.5)
 TARGETS = Targets(Q_(1, "s"), Q_(50, "ms"))
@@ -33,17 +33,34 @@ def test_size_fleet_takes_at_most_eight_parameters():
     assert list(parameters) == ["model", "workload", "targets", "space", "engine", "serving", "costs", "registry"]
 
 
-def test_the_flat_form_warns_and_gives_the_same_plan():
-    new = size_fleet("llama-3.1-70b", TRAFFIC, TARGETS, SPACE, costs=COSTS, engine="vllm")
-    with pytest.warns(DeprecationWarning, match="is deprecated and goes in the next release"):
-        old = size_fleet(
-            "llama-3.1-70b", ["h100-sxm", "h200-sxm"], "fp8", Q_(20, "request/s"), 1024, 256, Q_(1, "s"),
-            Q_(50, "ms"), input_cv=0.5, output_cv=0.5, engine="vllm",
-            price={"h100-sxm": Q_(4, "USD/hour"), "h200-sxm": Q_(5, "USD/hour")},
-        )  # fmt: skip
-    assert new.feasible and new == old
+@pytest.mark.parametrize(
+    ("args", "kwargs", "detail"),
+    [
+        # the flat form of the first releases, positional and with its keywords
+        (("llama-3.1-70b", "h100-sxm", "fp8", Q_(20, "request/s"), 1024, 256, Q_(1, "s"), Q_(50, "ms")), {},
+         "too many positional arguments"),
+        (("llama-3.1-70b", "h100-sxm", "fp8", Q_(20, "request/s")), {"ttft_slo": Q_(1, "s")},
+         r"'ttft_slo' goes in Targets\(ttft=...\)"),
+        (("llama-3.1-70b", TRAFFIC, TARGETS, SPACE), {"price": Q_(3, "USD/hour"), "verify": True},
+         r"'price' goes in costs=Costs\(gpu_hour=...\); 'verify' goes in calculator.simulation.verify_plan"),
+        (("llama-3.1-70b", "h100-sxm", "fp8", Q_(20, "request/s")), {}, "the second argument is the Workload"),
+    ],
+)  # fmt: skip
+def test_the_flat_form_is_an_input_error_saying_what_to_pass(args, kwargs, detail):
+    with pytest.raises(InputError, match=detail) as caught:
+        size_fleet(*args, **kwargs)
+    message = str(caught.value)
+    assert all(part in message for part in ("Workload(", "Targets(", "SearchSpace(", "ServingOptions(", "Costs("))
+    # the message's one-line example runs as written
+    example = re.search(r"e\.g\. (size_fleet\(.*\)\))", message).group(1)
+    namespace = {"Q_": Q_, "size_fleet": size_fleet, "Workload": Workload, "Targets": Targets,
+                 "SearchSpace": SearchSpace, "Costs": Costs}  # fmt: skip
+    assert eval(example, namespace).feasible  # the library's own message
+
+
+def test_the_parts_form_does_not_warn():
     with warnings.catch_warnings():
-        warnings.simplefilter("error")  # the new form does not warn
+        warnings.simplefilter("error")
         size_fleet("llama-3.1-8b", workload=TRAFFIC, targets=TARGETS, space=SearchSpace("h100-sxm", "fp8"))
 
 
@@ -64,14 +81,7 @@ def test_every_option_reaches_the_plan_through_its_part():
     assert plan.electricity_cost_per_million_output_tokens.m_as("USD") == pytest.approx(energy_cost)
     busy = plan.gpus * 700 * (0.5 + 0.5 * plan.utilization)  # H100 TDP 700 W
     assert plan.power.m_as("W") == pytest.approx(busy)
-    # and each one matters: the same plan in the flat form, and a different one without the option
-    flat = size_fleet(**flat_parts(
-        "llama-3.1-70b", "h100-sxm", "fp8", TRAFFIC, ttft_slo=Q_(2, "s"), tpot_slo=Q_(60, "ms"), tbt_slo=Q_(250, "ms"),
-        ttft_percentile=0.9, max_utilization=0.7, prefix_hit_rate=0.5, shared_prefix_tokens=512, chunk_size=2048,
-        router="random", tensor_parallel=(2, 4), batches=(8, 16, 32, 64), kv_precision="bf16", price=Q_(3, "USD/hour"),
-        electricity_price=Q_(0.2, "USD/(kW*hour)"), idle_power_fraction=0.5, engine="vllm",
-    ))  # fmt: skip
-    assert flat == plan
+    # and the serving options matter: without them the plan differs
     plain = size_fleet("llama-3.1-70b", TRAFFIC, targets, space, costs=costs, engine="vllm")
     assert plain.ttft != plan.ttft
 
@@ -106,7 +116,7 @@ def test_the_new_form_names_a_wrong_part_and_a_flat_keyword():
         size_fleet("llama-3.1-8b", TRAFFIC, (Q_(1, "s"), Q_(50, "ms")), SPACE)
     with pytest.raises(InputError, match="argument 'space' must be a SearchSpace"):
         size_fleet("llama-3.1-8b", TRAFFIC, TARGETS, "h100-sxm")
-    with pytest.raises(InputError, match=r"'price' belongs in costs=Costs\(gpu_hour=...\)"):
+    with pytest.raises(InputError, match=r"'price' goes in costs=Costs\(gpu_hour=...\)"):
         size_fleet("llama-3.1-8b", TRAFFIC, TARGETS, SPACE, price=Q_(3, "USD/hour"))
     with pytest.raises(InputError, match=r"shared prefix .* must be at most the workload's mean prompt"):
         size_fleet("llama-3.1-8b", TRAFFIC, TARGETS, SPACE, serving=ServingOptions(0.5, 2048))
@@ -184,3 +194,47 @@ def test_an_engine_that_does_not_chunk_serves_the_whole_prompts_that_fit(prompt,
     tp, batch = np.meshgrid([1.0, 2.0], [512.0], indexing="ij")  # the sizer's grid: TP degrees x batch caps
     e = _evaluate(family, profile, traffic, tp, batch, ServingOptions(), max_utilization=0.8)
     assert e.rate * e.tpot_at_batch == pytest.approx(np.full((2, 1), taken))
+
+
+def test_the_problem_is_resolved_once_with_the_grid_the_model_can_run():
+    from calculator.fleet.sizing import _Problem
+
+    problem = _Problem.of("llama-3.1-8b", TRAFFIC, TARGETS, SearchSpace("h100-sxm", "fp8", tensor_parallel=(4, 3, 1)))
+    # Llama-3.1-8B has 32 attention heads: TP 3 does not split them
+    assert problem.tps.tolist() == [1.0, 4.0] and problem.model.id == "llama-3.1-8b" and problem.profile.name
+    assert [(f.accelerator, f.precision) for f in problem.families] == [("h100-sxm", "fp8")]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        problem.tps = None
+    # DeepSeek-V3 in BF16 does not fit one 8-GPU H100 node: replicas of two and four nodes join the default grid
+    wide = _Problem.of("deepseek-v3", TRAFFIC, TARGETS, SearchSpace("h100-sxm", "bf16"))
+    assert {16.0, 32.0} <= set(wide.tps.tolist()) and {f.stages for f in wide.families} >= {1, 2, 4}
+    # a request beyond the model's context is recorded, with nothing to search
+    long = _Problem.of("llama-3.1-8b", Workload(Q_(1, "request/s"), 200_000, 256), TARGETS, SPACE)
+    assert "context limit" in long.beyond and long.families == ()
+
+
+def test_relax_targets_resolves_its_problem_once_and_searches_it_with_loosened_targets(monkeypatch):
+    import importlib
+
+    from calculator.fleet import relax_targets
+    from calculator.fleet.sizing import _Problem
+
+    frontier_module = importlib.import_module("calculator.fleet.frontier")  # the package's name is the function
+
+    resolved, searched = [], []
+    of, search = _Problem.of.__func__, frontier_module._size
+
+    def counting_of(cls, *args, **kwargs):
+        resolved.append(args)
+        return of(cls, *args, **kwargs)
+
+    def counting_search(problem, *args, **kwargs):
+        searched.append(problem.targets)
+        return search(problem, *args, **kwargs)
+
+    monkeypatch.setattr(_Problem, "of", classmethod(counting_of))
+    monkeypatch.setattr(frontier_module, "_size", counting_search)
+    relaxed = relax_targets("llama-3.1-70b", TRAFFIC, Targets(Q_(1, "s"), Q_(5, "ms")), SearchSpace("h100-sxm", "fp8"))
+    assert relaxed.found and len(resolved) == 1 and len(searched) > 5  # one resolution, a bisection of searches
+    assert searched[0] == Targets(Q_(1, "s"), Q_(5, "ms")) and all(t.tpot >= Q_(5, "ms") for t in searched)
+    assert relaxed.plan.targets == Targets(relaxed.ttft_slo, relaxed.tpot_slo)

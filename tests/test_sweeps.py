@@ -262,7 +262,7 @@ def test_a_formula_of_a_package_keeps_its_package_key():
 
 
 def test_sweep_fleet_rows_equal_size_fleet():
-    from calculator.fleet import size_fleet
+    from calculator.fleet import Costs, SearchSpace, Targets, Workload, size_fleet
 
     grids = dict(
         model="llama-3.1-70b",
@@ -281,14 +281,10 @@ def test_sweep_fleet_rows_equal_size_fleet():
     for _, row in frame.iterrows():
         plan = size_fleet(
             "llama-3.1-70b",
-            row["accelerator"],
-            "fp8",
-            Q_(row["arrival_rate [request/s]"], "request/s"),
-            1024,
-            256,
-            Q_(1, "s"),
-            Q_(row["tpot_slo [ms]"], "ms"),
-            price=Q_(4, "USD/hour"),
+            Workload(Q_(row["arrival_rate [request/s]"], "request/s"), 1024, 256),
+            Targets(Q_(1, "s"), Q_(row["tpot_slo [ms]"], "ms")),
+            SearchSpace(row["accelerator"], "fp8"),
+            costs=Costs(Q_(4, "USD/hour")),
         )
         assert row["feasible"] == plan.feasible and row["reason"] == plan.reason
         if plan.feasible:
@@ -423,7 +419,7 @@ def test_sweep_fleet_of_a_mixture_of_experts_equals_size_fleet_per_layout():
 def test_sweep_fleet_keeps_model_objects_with_the_same_id_apart():
     # Reuse is keyed by the object given, not its id: a user's variant of a packaged model (or a
     # user registry's entry) never takes the packaged one's step arrays.
-    from calculator.fleet import size_fleet
+    from calculator.fleet import SearchSpace, Targets, Workload, size_fleet
     from calculator.registry import load_registry
 
     packaged = load_registry().model("llama-3.1-70b")
@@ -431,8 +427,13 @@ def test_sweep_fleet_keeps_model_objects_with_the_same_id_apart():
     arguments = ("h100-sxm", "fp8", Q_(20, "request/s"), 1024, 256, Q_(1, "s"), Q_(50, "ms"))
     frame = sweep_fleet([packaged, heavier, packaged], *arguments)
     assert list(frame["model"]) == ["llama-3.1-70b"] * 3
+    parts = (
+        Workload(Q_(20, "request/s"), 1024, 256),
+        Targets(Q_(1, "s"), Q_(50, "ms")),
+        SearchSpace("h100-sxm", "fp8"),
+    )
     for row, model in zip(frame.to_dict("records"), [packaged, heavier, packaged], strict=True):
-        plan = size_fleet(model, *arguments)
+        plan = size_fleet(model, *parts)
         assert (row["batch"], row["gpus"]) == (plan.batch, plan.gpus)
     assert frame["batch"][0] == frame["batch"][2] != frame["batch"][1]  # the heavier weights leave less KV room
 

@@ -8,7 +8,7 @@ import textwrap
 import pytest
 from typer.testing import CliRunner
 
-from calculator import Q_, load_registry, predict_benchmark, size_fleet
+from calculator import Q_, Costs, SearchSpace, Targets, Workload, load_registry, predict_benchmark, size_fleet
 from calculator.cli import app
 from calculator.simulation import verify_plan
 
@@ -58,19 +58,12 @@ def user_file(tmp_path):
     return path
 
 
-def _size(**changes):
-    arguments = dict(
-        model="llama-3.1-8b",
-        accelerator="my-gpu",
-        precision="fp8",
-        arrival_rate=Q_(20, "request/s"),
-        input_tokens=1024,
-        output_tokens=256,
-        ttft_slo=Q_(1, "s"),
-        tpot_slo=Q_(50, "ms"),
-    )
-    arguments.update(changes)
-    return size_fleet(**arguments)
+def _size(accelerator="my-gpu", registry=None):
+    """Llama-3.1-8B at FP8 on ``accelerator``: 20 request/s of 1,024 -> 256 tokens within 1 s and 50 ms."""
+    return size_fleet(
+        "llama-3.1-8b", Workload(Q_(20, "request/s"), 1024, 256), Targets(Q_(1, "s"), Q_(50, "ms")),
+        SearchSpace(accelerator, "fp8"), registry=registry,
+    )  # fmt: skip
 
 
 def test_a_user_registry_sizes_a_fleet_through_the_api(user_file):
@@ -193,8 +186,9 @@ def test_the_gpu_interval_of_a_plan_contains_its_gpus(user_file, accelerators):
     reg = load_registry(extra=[user_file])
     for rate, model in ((20, "llama-3.1-70b"), (60, "llama-3.1-8b")):
         plan = size_fleet(
-            model, accelerators, ["fp8", "bf16"], Q_(rate, "request/s"), 2000, 300, Q_(3, "s"), Q_(50, "ms"),
-            price={a: Q_(3, "USD/hour") for a in accelerators}, registry=reg,
+            model, Workload(Q_(rate, "request/s"), 2000, 300), Targets(Q_(3, "s"), Q_(50, "ms")),
+            SearchSpace(accelerators, ["fp8", "bf16"]), costs=Costs({a: Q_(3, "USD/hour") for a in accelerators}),
+            registry=reg,
         )  # fmt: skip
         assert plan.feasible, plan.reason
         low, high = plan.gpus_interval
@@ -222,9 +216,10 @@ def test_an_engine_default_changed_in_a_user_file_reaches_the_sizer_and_the_laun
     path.write_text(ENGINE_OVERRIDE, encoding="utf-8")
     reg = load_registry(extra=[path])
     assert reg.engines["vllm"].token_budget[0].max_num_seqs == 96
-    args = ("llama-3.1-8b", "h100-sxm", "fp8", Q_(10, "request/s"), 4096, 256, Q_(2, "s"), Q_(50, "ms"))
-    packaged = size_fleet(*args, engine="vllm", price=Q_(3, "USD/hour"))
-    ours = size_fleet(*args, engine="vllm", price=Q_(3, "USD/hour"), registry=reg)
+    args = ("llama-3.1-8b", Workload(Q_(10, "request/s"), 4096, 256), Targets(Q_(2, "s"), Q_(50, "ms")),
+            SearchSpace("h100-sxm", "fp8"))  # fmt: skip
+    packaged = size_fleet(*args, engine="vllm", costs=Costs(Q_(3, "USD/hour")))
+    ours = size_fleet(*args, engine="vllm", costs=Costs(Q_(3, "USD/hour")), registry=reg)
     # the sizer prices the user's token budget: smaller prefill chunks, shorter gaps between tokens
     assert ours.tbt_max < packaged.tbt_max
     from calculator.deploy import launch_command
@@ -282,8 +277,9 @@ def test_every_public_function_resolves_ids_that_only_a_user_file_defines(user_f
     from calculator.deploy import launch_command
 
     plan = size_fleet(
-        "my-model", "my-gpu", "bf16", Q_(5, "request/s"), 1024, 256, Q_(2, "s"), Q_(60, "ms"), registry=reg
-    )
+        "my-model", Workload(Q_(5, "request/s"), 1024, 256), Targets(Q_(2, "s"), Q_(60, "ms")),
+        SearchSpace("my-gpu", "bf16"), registry=reg,
+    )  # fmt: skip
     assert plan.feasible, plan.reason
     assert launch_command(plan, "vllm").weights.repo == "my-model"  # no Hugging Face alias: the registry id
     assert verify_plan(plan, seeds=1, requests=1000).simulated_replicas is not None
@@ -330,8 +326,8 @@ def test_the_example_user_file_is_valid_and_sizes_a_fleet(tmp_path):
     example = Path(__file__).resolve().parent.parent / "examples" / "my_registry.yaml"
     reg = load_registry(extra=[example])
     assert reg.accelerator("example-gpu").memory == Q_(96, "GiB")
-    plan = size_fleet("llama-3.1-8b", "example-gpu", "fp8", Q_(20, "request/s"), 1024, 256, Q_(1, "s"),
-                      Q_(50, "ms"), registry=reg)  # fmt: skip
+    plan = size_fleet("llama-3.1-8b", Workload(Q_(20, "request/s"), 1024, 256), Targets(Q_(1, "s"), Q_(50, "ms")),
+                      SearchSpace("example-gpu", "fp8"), registry=reg)  # fmt: skip
     assert plan.feasible and plan.accelerator == "example-gpu"
     assert plan.cost_per_hour.m_as("USD/hour") == pytest.approx(plan.gpus * 2.75)  # the file's price
     broken = tmp_path / "broken.yaml"

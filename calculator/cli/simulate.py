@@ -263,8 +263,9 @@ def _plan_to_simulate(model: str | None, sizing: SizingFlags, plan_file: Path | 
                 f"give --plan FILE (from 'servecalc size --json') or the sizing options; missing {', '.join(missing)}"
             )
         registry = _load(None, sizing.extra)
-        inputs = _sizing_inputs(model, sizing, registry)
+        sized = _sizing_inputs(model, sizing, registry)
         with _library_errors(), _stderr_progress() as bar:
-            _fill_prices(inputs, registry)
-            plan = _size_plan(inputs, bar, registry)
+            sized = _fill_prices(sized, registry)
+            plan = _size_plan(sized, bar, registry)
+        inputs = sized.record()
     return plan, inputs

@@ -31,6 +31,7 @@ from .sizing import (
     ModelArgument,
     RequestsOption,
     SizingFlags,
+    SizingInputs,
     TimeLimitOption,
     _field_lines,
     _fill_prices,
@@ -77,12 +78,6 @@ EmitOption = Annotated[
 ]
 
 
-#: size_fleet's arguments size_disaggregated takes too (the rest are options of colocated serving).
-_DISAGGREGATED_ARGUMENTS = frozenset(
-    {"model", "accelerator", "precision", "arrival_rate", "input_tokens", "output_tokens", "ttft_slo", "tpot_slo",
-     "engine", "max_utilization", "ttft_percentile", "price", "tensor_parallel", "input_cv", "arrival_cv",
-     "kv_precision"}
-)  # fmt: skip
 #: The flags of colocated serving only: size --disaggregated refuses them, compare applies them to the colocated plan.
 _COLOCATED_FLAGS = ("output_cv", "prefix_hit", "shared_prefix", "speculate", "chunk", "tbt", "router")
 
@@ -196,11 +191,10 @@ def size(
         raise _fail("--interconnect is the KV handoff link of --disaggregated or of 'servecalc compare'")
     asked = {"requests": requests, "seeds": seeds, "time_limit": time_limit if verify else None}
     checks = {name: value for name, value in asked.items() if value is not None}
-    verification = {"verify": True, "verify_options": checks} if verify else {}
     with _library_errors():
-        prices = _fill_prices(inputs, registry)
+        inputs = _fill_prices(inputs, registry)
         with _stderr_progress() as bar:
-            plan = _size_plan(inputs, bar, registry, **verification)
+            plan = _size_plan(inputs, bar, registry, verify_options=checks if verify else None)
     if emit is not None:
         _emit_deployment(plan, emit, out, registry)
     scaled = None
@@ -212,7 +206,7 @@ def size(
         from ..fleet import plan_summary
         from ..units import ureg
 
-        lines = _understood(inputs, prices, sizing.trace)
+        lines = _understood(inputs, sizing.trace)
         if peak is not None:
             lines[0] += "; the rate is the --demand curve's peak"
         lines += [f"answer: {plan_summary(plan)}"] if plan.feasible else []
@@ -245,8 +239,8 @@ def size(
         as_json_text if fmt is Format.json else table,
         lambda: plan.to_frame(PLAN_UNITS),
         models=["fleet.size_fleet"],
-        registry_ids=[model, *sizing.accelerator, *prices],
-        inputs={k: v for k, v in inputs.items() if v is not None},
+        registry_ids=[model, *sizing.accelerator, *inputs.defaults],
+        inputs=inputs.record(),
         registry=registry,
     )
     raise typer.Exit(0 if plan.feasible else 1)
@@ -275,7 +269,7 @@ def _verification_lines(plan: Any) -> list[str]:
 
 
 def _size_disaggregated(
-    inputs: dict[str, Any],
+    inputs: SizingInputs,
     sizing: SizingFlags,
     registry: Any,
     interconnect: str | None,
@@ -292,15 +286,16 @@ def _size_disaggregated(
         raise _fail(f"--disaggregated sizes prefill and decode pools; leave out {', '.join(refused)} (colocated only)")
     link: dict[str, Any] = {"interconnect": interconnect} if interconnect is not None else {}
     with _library_errors():
-        prices = _fill_prices(inputs, registry)
+        inputs = _fill_prices(inputs, registry)
         plan = size_disaggregated(
-            **{k: v for k, v in inputs.items() if k in _DISAGGREGATED_ARGUMENTS}, **link, registry=registry
-        )
+            inputs.model, inputs.workload, inputs.targets, inputs.space, engine=inputs.engine, costs=inputs.costs,
+            registry=registry, **link,
+        )  # fmt: skip
 
     def table() -> str:
-        lines = _understood(inputs, prices, sizing.trace)
+        lines = _understood(inputs, sizing.trace)
         lines.append(f"KV handoff over: {interconnect or _default_interconnect()}")
-        if inputs["output_cv"]:  # a trace's: the decode pool is sized on the mean output length
+        if inputs.workload.output_cv:  # a trace's: the decode pool is sized on the mean output length
             lines.append("note: the disaggregated sizer plans on the mean output length (its CV is not used)")
         lines += [f"answer: {plan.gpus} GPUs: {_pools(plan)}"] if plan.feasible else []
         lines += _field_lines(plan)
@@ -312,8 +307,8 @@ def _size_disaggregated(
         (lambda: json.dumps(plan.to_json_dict(), indent=2)) if fmt is Format.json else table,
         lambda: plan.to_frame({"kv_handoff": "ms", "ttft": "ms", "tpot": "ms", "cost_per_hour": "USD/hour"}),
         models=["fleet.size_disaggregated"],
-        registry_ids=[inputs["model"], *sizing.accelerator, *prices],
-        inputs={k: v for k, v in inputs.items() if v is not None and k in _DISAGGREGATED_ARGUMENTS},
+        registry_ids=[inputs.model, *sizing.accelerator, *inputs.defaults],
+        inputs=inputs.record("workload", "targets", "space", "costs"),
         registry=registry,
     )
     raise typer.Exit(0 if plan.feasible else 1)
@@ -477,13 +472,10 @@ def compare_command(
     inputs = _sizing_inputs(model, sizing, registry)
     link: dict[str, Any] = {"interconnect": interconnect} if interconnect is not None else {}
     with _library_errors():
-        prices = _fill_prices(inputs, registry)
-        head = {k: inputs[k] for k in ("model", "accelerator", "precision", "arrival_rate", "input_tokens",
-                                      "output_tokens", "ttft_slo", "tpot_slo")}  # fmt: skip
-        options = {k: v for k, v in inputs.items() if k not in head}
+        inputs = _fill_prices(inputs, registry)
         with _stderr_progress() as bar:
             task = bar.add_task("sizing both modes", total=None)
-            comparison = compare_serving_modes(**head, **link, registry=registry, **options)
+            comparison = compare_serving_modes(**inputs.parts(), **link, registry=registry)
             bar.update(task, completed=1, total=1)
     colocated, split = comparison.colocated, comparison.disaggregated
 
@@ -507,7 +499,7 @@ def compare_command(
         return pd.DataFrame(rows)
 
     def table() -> str:
-        lines = _understood(inputs, prices, sizing.trace)
+        lines = _understood(inputs, sizing.trace)
         lines.append(f"KV handoff over: {interconnect or _default_interconnect()}")
         colocated_only = [flag for flag in sizing.given() if flag in {_flag(name) for name in _COLOCATED_FLAGS}]
         if colocated_only:
@@ -534,8 +526,8 @@ def compare_command(
         (lambda: json.dumps(comparison.to_json_dict(), indent=2)) if fmt is Format.json else table,
         frame,
         models=["fleet.compare_serving_modes"],
-        registry_ids=[model, *sizing.accelerator, *prices],
-        inputs={k: v for k, v in inputs.items() if v is not None},
+        registry_ids=[model, *sizing.accelerator, *inputs.defaults],
+        inputs=inputs.record(),
         registry=registry,
     )
     raise typer.Exit(1 if comparison.cheaper == "neither" else 0)

@@ -8,7 +8,7 @@ import inspect
 import typing
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -16,6 +16,9 @@ from ..errors import InputError
 from ..results import format_number as _number
 from ..results import percentile_label
 from ._app import ExtraOption, _fail, _library_errors
+
+if TYPE_CHECKING:
+    from ..fleet import Costs, SearchSpace, ServingOptions, Targets, Workload
 
 
 def _quantity(name: str, text: str | None, unit: str, bare: str | None = None, *, positive: bool = False) -> Any:
@@ -370,7 +373,7 @@ def _speculation(text: str | None, registry: Any) -> Any:
     return speculation
 
 
-#: The traffic flags --trace replaces (with the size_fleet argument each sets).
+#: The traffic flags --trace replaces (with the Workload field each sets).
 _TRAFFIC = {
     "rate": "arrival_rate",
     "input_tokens": "input_tokens",
@@ -391,29 +394,63 @@ def _missing(model: str | None, sizing: SizingFlags, rate_known: bool = False) -
     return [name for name in order if name in needed and needed[name] is None]
 
 
-def _sizing_inputs(model: str | None, sizing: SizingFlags, registry: Any, rate: Any = None) -> dict[str, Any]:
-    """The keyword arguments of :func:`~calculator.fleet.size_fleet` from the sizing options.
+@dataclasses.dataclass(frozen=True)
+class SizingInputs:
+    """What the sizing flags say: the model, the engine and :func:`~calculator.fleet.size_fleet`'s parts.
+
+    ``defaults`` lists the registry price entries :func:`_fill_prices` took for the accelerators
+    given no ``--price``.
+    """
+
+    model: str
+    engine: str | None
+    workload: Workload
+    targets: Targets
+    space: SearchSpace
+    serving: ServingOptions
+    costs: Costs
+    defaults: tuple[str, ...] = ()
+
+    def parts(self) -> dict[str, Any]:
+        """The keyword arguments of :func:`~calculator.fleet.size_fleet` (and of the sizers beside it)."""
+        return {"model": self.model, "workload": self.workload, "targets": self.targets, "space": self.space,
+                "engine": self.engine, "serving": self.serving, "costs": self.costs}  # fmt: skip
+
+    def record(self, *parts: str) -> dict[str, Any]:
+        """The inputs as the provenance of an export lists them: ``workload.arrival_rate``, ``targets.tpot``, ...
+
+        Only the named parts (default every one); unset values are left out.
+        """
+        from ..results import flatten
+
+        chosen = parts or ("workload", "targets", "space", "serving", "costs")
+        fields = flatten({name: getattr(self, name) for name in chosen})
+        head = {"model": self.model, "engine": self.engine}
+        return {k: v for k, v in {**head, **fields}.items() if v is not None}
+
+
+def _sizing_inputs(model: str | None, sizing: SizingFlags, registry: Any, rate: Any = None) -> SizingInputs:
+    """:func:`~calculator.fleet.size_fleet`'s parts from the sizing options.
 
     ``rate`` (a quantity) stands in for a missing ``--rate`` (``size --demand`` sizes at the curve's peak).
-    Every check that names a flag runs here, before any sizing.
+    Every check that names a flag runs here, before any sizing; each part checks its own fields.
     """
-    from ..fleet import Workload
+    from ..fleet import Costs, SearchSpace, ServingOptions, Targets, Workload
 
+    if model is None:
+        raise _fail("missing MODEL")
     if sizing.trace is not None:
         given = [_flag(name) for name in _TRAFFIC if getattr(sizing, name) is not None]
         if given:
             raise _fail(f"--trace gives the rate, the lengths and their CVs; leave out {', '.join(given)}")
         with _library_errors():
             workload = Workload.from_trace(sizing.trace)
-        traffic = {argument: getattr(workload, argument) for argument in _TRAFFIC.values()}
     else:
         arrival = _quantity("rate", sizing.rate, "request/s", bare="request/s", positive=True) if sizing.rate else rate
-        defaults = {"arrival_cv": 1.0, "input_cv": 0.0, "output_cv": 0.0}
-        traffic = {
-            argument: getattr(sizing, name) if getattr(sizing, name) is not None else defaults.get(argument)
-            for name, argument in _TRAFFIC.items()
-        }
-        traffic["arrival_rate"] = arrival
+        flags = {field: getattr(sizing, name) for name, field in _TRAFFIC.items()}
+        traffic = {field: value for field, value in flags.items() if value is not None}
+        with _library_errors():
+            workload = Workload(**{**traffic, "arrival_rate": arrival})
     if sizing.max_utilization == 0:
         raise _fail("option --max-utilization: must be greater than zero (at most 1), got 0")
     if (sizing.prefix_hit > 0) != (sizing.shared_prefix > 0):
@@ -421,43 +458,50 @@ def _sizing_inputs(model: str | None, sizing: SizingFlags, registry: Any, rate: 
             "--prefix-hit and --shared-prefix go together: the share of requests that hit the prefix cache, "
             "and the tokens of the prefix they share"
         )
-    if sizing.shared_prefix > traffic["input_tokens"]:
+    if sizing.shared_prefix > workload.input_tokens:
         raise _fail(
             f"--shared-prefix {sizing.shared_prefix:g} is longer than the mean prompt "
-            f"({traffic['input_tokens']:g} tokens)"
+            f"({workload.input_tokens:g} tokens)"
         )
-    inputs: dict[str, Any] = {
-        "model": model,
-        "accelerator": sizing.accelerator,
-        "precision": sizing.precision,
-        **traffic,
-        "ttft_slo": _quantity("ttft", sizing.ttft, "s", positive=True),
-        "tpot_slo": _quantity("tpot", sizing.tpot, "s", positive=True),
-        "tbt_slo": _quantity("tbt", sizing.tbt, "s", positive=True) if sizing.tbt is not None else None,
-        "engine": sizing.engine,
-        "price": _prices(sizing.price) if sizing.price else None,
-        "max_utilization": sizing.max_utilization,
+    targets = {
+        "ttft": _quantity("ttft", sizing.ttft, "s", positive=True),
+        "tpot": _quantity("tpot", sizing.tpot, "s", positive=True),
+        "tbt": _quantity("tbt", sizing.tbt, "s", positive=True) if sizing.tbt is not None else None,
         "ttft_percentile": _percentile(sizing.percentile),
-        "kv_precision": sizing.kv_precision,
+        "max_utilization": sizing.max_utilization,
+    }
+    space: dict[str, Any] = {"accelerators": sizing.accelerator, "precisions": sizing.precision,
+                             "kv_precision": sizing.kv_precision}  # fmt: skip
+    if sizing.tensor_parallel:
+        space["tensor_parallel"] = tuple(sizing.tensor_parallel)
+    if sizing.moe_layout:
+        space["moe_layouts"] = tuple(sizing.moe_layout)
+    serving: dict[str, Any] = {
         "prefix_hit_rate": sizing.prefix_hit,
         "shared_prefix_tokens": sizing.shared_prefix,
         "speculation": _speculation(sizing.speculate, registry),
         "chunk_size": sizing.chunk,
     }
-    if sizing.tensor_parallel:
-        inputs["tensor_parallel"] = tuple(sizing.tensor_parallel)
-    if sizing.moe_layout:
-        inputs["moe_layouts"] = tuple(sizing.moe_layout)
     if sizing.router is not None:
-        inputs["router"] = sizing.router
-    return inputs
+        serving["router"] = sizing.router
+    price = _prices(sizing.price) if sizing.price else None
+    with _library_errors():
+        return SizingInputs(
+            model,
+            sizing.engine,
+            workload,
+            Targets(**targets),
+            SearchSpace(**space),
+            ServingOptions(**serving),
+            Costs(price),
+        )
 
 
-def _fill_prices(inputs: dict[str, Any], registry: Any) -> list[str]:
-    """Every candidate's price in ``inputs``: the one given with --price, else the registry's (ids returned)."""
+def _fill_prices(inputs: SizingInputs, registry: Any) -> SizingInputs:
+    """``inputs`` with every candidate's price: the one given with --price, else the registry's (its entry noted)."""
     from ..fleet import default_price_entry
 
-    given, accelerators = inputs["price"], inputs["accelerator"]
+    given, accelerators = inputs.costs.gpu_hour, inputs.space.accelerators
     if isinstance(given, dict) and set(given) - set(accelerators):
         raise _fail(f"--price names {', '.join(sorted(set(given) - set(accelerators)))}, not a candidate (-a)")
     hourly, defaults = {}, []
@@ -474,21 +518,28 @@ def _fill_prices(inputs: dict[str, Any], registry: Any) -> list[str]:
             chosen = entry.price
             defaults.append(entry.id)
         hourly[name] = chosen
-    inputs["price"] = hourly
-    return defaults
+    costs = dataclasses.replace(inputs.costs, gpu_hour=hourly)
+    return dataclasses.replace(inputs, costs=costs, defaults=tuple(defaults))
 
 
-def _size_plan(inputs: dict[str, Any], bar: Any, registry: Any, **options: Any) -> Any:
-    """:func:`~calculator.fleet.size_fleet` on the (flat) sizing inputs, with a task on the rich progress ``bar``."""
-    from ..fleet.flat import _size_fleet_flat
+def _size_plan(inputs: SizingInputs, bar: Any, registry: Any, verify_options: dict[str, Any] | None = None) -> Any:
+    """:func:`~calculator.fleet.size_fleet` of the inputs, with a task on the rich progress ``bar``.
+
+    With ``verify_options`` the plan is also checked by simulation
+    (:func:`calculator.simulation.verify_plan` with those options) and records the simulated replica count.
+    """
+    from ..fleet.search import _size
+    from ..fleet.sizing import _Problem
 
     task = bar.add_task("searching configurations", total=None)
-    return _size_fleet_flat(
-        **inputs,
-        registry=registry,
-        progress=lambda done, total: bar.update(task, completed=done, total=total),
-        **options,
-    )
+    problem = _Problem.of(**inputs.parts(), registry=registry)
+    plan = _size(problem, progress=lambda done, total: bar.update(task, completed=done, total=total))
+    if verify_options is not None:
+        from ..simulation import verify_plan
+
+        checked = verify_plan(plan, **verify_options)
+        plan = dataclasses.replace(plan, simulated_replicas=checked.simulated_replicas, verification=checked)
+    return plan
 
 
 # ------------------------------------------------------------------------------------------- showing a plan
@@ -533,34 +584,36 @@ def _field_lines(result: Any, skip: tuple[str, ...] = ()) -> list[str]:
     ]
 
 
-def _understood(inputs: dict[str, Any], defaults: list[str], trace: Path | None = None) -> list[str]:
+def _understood(inputs: SizingInputs, trace: Path | None = None) -> list[str]:
     """The first lines of the output: the workload, the targets and the prices, as the command read them."""
+    w, t, serving = inputs.workload, inputs.targets, inputs.serving
     lines = [
-        f"workload: {_number(inputs['arrival_rate'].m_as('request/s'))} request/s; "
-        f"{_number(inputs['input_tokens'])} prompt tokens -> {_number(inputs['output_tokens'])} output tokens "
-        f"(arrival CV {inputs['arrival_cv']:.3g}, prompt-length CV {inputs['input_cv']:.3g}, "
-        f"output-length CV {inputs['output_cv']:.3g})"
+        f"workload: {_number(w.arrival_rate.m_as('request/s'))} request/s; "
+        f"{_number(w.input_tokens)} prompt tokens -> {_number(w.output_tokens)} output tokens "
+        f"(arrival CV {w.arrival_cv:.3g}, prompt-length CV {w.input_cv:.3g}, output-length CV {w.output_cv:.3g})"
         + (f"; read from the trace {trace.name}" if trace is not None else "")
         + (
-            f"; prefix-cache hit rate {inputs['prefix_hit_rate']:g} on a {_number(inputs['shared_prefix_tokens'])}"
+            f"; prefix-cache hit rate {serving.prefix_hit_rate:g} on a {_number(serving.shared_prefix_tokens)}"
             "-token shared prefix"
-            if inputs.get("prefix_hit_rate")
+            if serving.prefix_hit_rate
             else ""
         )
-        + (f"; chunked prefill at {inputs['chunk_size']:,} tokens" if inputs.get("chunk_size") else "")
+        + (f"; chunked prefill at {serving.chunk_size:,} tokens" if serving.chunk_size else "")
         + (
             f"; speculative decoding with draft {spec.draft_model} ({spec.draft_length} tokens per round, "
             f"acceptance {spec.acceptance:g})"
-            if (spec := inputs.get("speculation")) is not None
+            if (spec := serving.speculation) is not None
             else ""
         )
     ]
-    at = percentile_label(inputs.get("ttft_percentile") or None)
-    gap = f", token gap {_number(inputs['tbt_slo'].m_as('ms'))} ms" if inputs.get("tbt_slo") is not None else ""
+    at = percentile_label(t.ttft_percentile)
+    gap = f", token gap {_number(t.tbt.m_as('ms'))} ms" if t.tbt is not None else ""
     lines.append(
-        f"targets: TTFT {_number(inputs['ttft_slo'].m_as('ms'))} ms ({at}), "
-        f"TPOT {_number(inputs['tpot_slo'].m_as('ms'))} ms{gap}; utilization at most {inputs['max_utilization']:g}"
+        f"targets: TTFT {_number(t.ttft.m_as('ms'))} ms ({at}), "
+        f"TPOT {_number(t.tpot.m_as('ms'))} ms{gap}; utilization at most {t.max_utilization:g}"
     )
-    shown = ", ".join(f"{name} {_number(price.m_as('USD/hour'))} USD/hour" for name, price in inputs["price"].items())
+    prices = inputs.costs.gpu_hour if isinstance(inputs.costs.gpu_hour, dict) else {}
+    shown = ", ".join(f"{name} {_number(price.m_as('USD/hour'))} USD/hour" for name, price in prices.items())
+    defaults = inputs.defaults
     lines.append(f"prices: {shown}" + (f" (registry entries: {', '.join(defaults)})" if defaults else " (given)"))
     return lines

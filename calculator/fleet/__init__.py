@@ -5,7 +5,7 @@ cap ``B`` on running sequences) at once with numpy, using the calibrated step mo
 :mod:`calculator.performance` and the queueing models of :mod:`calculator.queueing`. The cheapest
 feasible candidate wins; the plan reports its binding constraint, why each rejected family failed,
 and the closest achievable values when nothing is feasible.
-:func:`calculator.simulation.verify_plan` checks a plan request by request (``verify=True``).
+:func:`calculator.simulation.verify_plan` checks a plan request by request.
 
 The submodules, each re-exported here:
 
@@ -18,9 +18,10 @@ The submodules, each re-exported here:
 * :mod:`~calculator.fleet.evaluate`: the vectorized evaluation of the candidate grid (memory,
   iteration time, throughput, running batch, TPOT, TTFT with its waits) into an
   :class:`~calculator.fleet.evaluate.Evaluation`, and the TTFT and TPOT rules.
-* :mod:`~calculator.fleet.sizing`: :func:`size_fleet`, the search for the cheapest feasible
-  candidate, its binding constraint and the GPUs at the ends of the model's error interval.
-* :mod:`~calculator.fleet.flat`: the flat keyword form of earlier releases, turned into the parts.
+* :mod:`~calculator.fleet.sizing`: :func:`size_fleet`, its parts resolved once into the problem the
+  search takes.
+* :mod:`~calculator.fleet.search`: the search for the cheapest feasible candidate, its binding
+  constraint and the GPUs at the ends of the model's error interval.
 * :mod:`~calculator.fleet.frontier`: the closest feasible alternative (:func:`relax_targets`) and
   the throughput-vs-interactivity frontier (Figure 6).
 * :mod:`~calculator.fleet.disaggregated`: prefill and decode pools (10.8.3, :func:`size_disaggregated`)
@@ -33,7 +34,6 @@ from __future__ import annotations
 
 from .demand import DemandPlan, demand_from_trace, plan_over_time
 from .disaggregated import DisaggregatedPlan, ServingModeComparison, compare_serving_modes, size_disaggregated
-from .flat import flat_parts
 from .frontier import RelaxedPlan, frontier, relax_targets
 from .inputs import (
     DEFAULT_BATCHES,
@@ -70,7 +70,6 @@ __all__ = [
     "default_price",
     "default_price_entry",
     "demand_from_trace",
-    "flat_parts",
     "frontier",
     "plan_over_time",
     "plan_summary",

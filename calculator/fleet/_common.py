@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
-from .._support import count
 from ..errors import InputError
 from ..units import ureg
 
@@ -28,24 +27,6 @@ def _as_list(value: Any, argument: str) -> list[Any]:
     if not items:
         raise InputError(f"argument '{argument}' is an empty list; give at least one candidate")
     return items
-
-
-def _rate(value: Any) -> Any:
-    if not isinstance(value, ureg.Quantity) or value.dimensionality != ureg.parse_units("request/s").dimensionality:
-        raise InputError(
-            f"size_fleet(): argument 'arrival_rate' must be a rate such as Q_(10, 'request/s'), got {value!r}"
-        )
-    if np.ndim(value.magnitude):  # a sweep over rates is sweeps.sweep_fleet
-        raise InputError(
-            f"size_fleet(): argument 'arrival_rate' must be one rate (sweep_fleet sweeps several), got {value!r}"
-        )
-    if not value.magnitude > 0:
-        raise InputError(
-            f"size_fleet(): argument 'arrival_rate' must be > 0 (zero traffic needs no fleet), got {value!r}"
-        )
-    if not np.isfinite(value.magnitude):
-        raise InputError(f"size_fleet(): argument 'arrival_rate' must be finite, got {value!r}")
-    return value.to("request/s")
 
 
 def _seconds(name: str, value: Any) -> float:
@@ -76,21 +57,6 @@ def _registry_for(registry: Any, *entries: Any) -> Any:
             if not isinstance(item, str) and hasattr(item, "id"):
                 return registry_of(item)
     return load_registry()
-
-
-def _grid(model: Any, tensor_parallel: Sequence[int], batches: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-    """The TP degrees that split ``model`` (a registry Model) and the batch caps, as arrays."""
-    if not len(tensor_parallel) or not len(batches):
-        raise InputError("size_fleet(): 'tensor_parallel' and 'batches' must be non-empty lists of integers >= 1")
-    tps = np.unique(np.asarray(count("size_fleet", "tensor_parallel", list(tensor_parallel)), dtype=float))
-    grid_batches = np.unique(np.asarray(count("size_fleet", "batches", list(batches)), dtype=float))
-    heads = model.attention_heads
-    if heads is None:
-        raise InputError(f"size_fleet(): model '{_model_id(model)}' is not a transformer LLM")
-    usable = tps[heads % tps == 0]
-    if usable.size == 0:
-        raise InputError(f"size_fleet(): no tensor-parallel degree in {list(tensor_parallel)} divides {heads} heads")
-    return usable, grid_batches
 
 
 def _fleet_costs(gpus: int, cost_per_hour: float, arrival_rate: float, input_tokens: float, output_tokens: float):

@@ -6,24 +6,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .._support import count
-from ..performance import EngineProfile, decode_step_seconds, engine_profile, kv_capacity_tokens, prefill_seconds
+from ..errors import InputError
+from ..performance import EngineProfile, decode_step_seconds, kv_capacity_tokens, prefill_seconds
 from ..queueing import replica_demand
 from ..results import Result, ceil_count
-from ..types import InterconnectRef, ModelRef, Money, MoneyRate, Rate, Time
+from ..types import InterconnectRef, ModelRef, Money, MoneyRate, Time
 from ..units import Q_
-from ._common import MAX_FLEET_GPUS, _fleet_costs, _grid, _rate, _registry_for, _seconds
+from ._common import MAX_FLEET_GPUS, _fleet_costs
 from .evaluate import _families
-from .flat import flat_parts
-from .inputs import DEFAULT_BATCHES, DEFAULT_TENSOR_PARALLEL, Costs, SearchSpace, Targets, Workload
+from .inputs import Costs, SearchSpace, ServingOptions, Targets, Workload
 from .plan import FleetPlan
-from .sizing import size_fleet
+from .sizing import _part, _resolve, size_fleet
 
 if TYPE_CHECKING:
     from ..registry import Registry
@@ -69,53 +69,50 @@ class DisaggregatedPlan(Result):
 
 def size_disaggregated(
     model: ModelRef,
-    accelerator: Any,
-    precision: Any,
-    arrival_rate: Rate,
-    input_tokens: float,
-    output_tokens: float,
-    ttft_slo: Time,
-    tpot_slo: Time,
+    workload: Workload,
+    targets: Targets,
+    space: SearchSpace,
     *,
     interconnect: InterconnectRef = "infiniband-ndr",
     engine: str | EngineProfile | None = None,
-    max_utilization: float = 0.8,
-    ttft_percentile: float | None = None,
-    price: Any = None,
-    tensor_parallel: Sequence[int] = DEFAULT_TENSOR_PARALLEL,
-    batches: Sequence[int] = DEFAULT_BATCHES,
-    input_cv: float = 0.0,
-    arrival_cv: float = 1.0,
-    kv_precision: str | None = None,
+    costs: Costs | None = None,
     registry: Registry | None = None,
     max_prefill_replicas: int = 4096,
 ) -> DisaggregatedPlan:
     """Size disaggregated prefill and decode pools for a workload (compare with :func:`size_fleet`).
 
-    The decode pool runs only decode steps, so ``TPOT = t_dec(B)`` with no prefill interference and a
-    replica sustains ``B / ((O - 1) t_dec)`` requests per second. The prefill pool is a G/G/c queue of
-    prefills (``c`` replicas, service ``t_pf``); TTFT adds its wait, the KV handoff of Eq. 10 over
-    ``interconnect`` (per-direction bandwidth and startup latency from the registry), and half a
-    decode step. Each pool takes its cheapest feasible configuration; the KV handoff bandwidth is
-    per request (one path).
+    The parts are :func:`size_fleet`'s. The decode pool runs only decode steps, so ``TPOT = t_dec(B)``
+    with no prefill interference and a replica sustains ``B / ((O - 1) t_dec)`` requests per second.
+    The prefill pool is a G/G/c queue of prefills (``c`` replicas, service ``t_pf``); TTFT adds its
+    wait, the KV handoff of Eq. 10 over ``interconnect`` (per-direction bandwidth and startup latency
+    from the registry), and half a decode step. Each pool takes its cheapest feasible configuration;
+    the KV handoff bandwidth is per request (one path). Each pool's experts are split by tensor
+    parallelism (``space.moe_layouts`` is not searched), the decode pool is sized on the mean output
+    length (``workload.output_cv`` is not used), and a token-gap bound (``targets.tbt``) is refused:
+    a decode pool runs no prefill between tokens.
     """
     from ..phases import kv_handoff_time
 
-    workload = Workload(_rate(arrival_rate), input_tokens, output_tokens, input_cv, 0.0, arrival_cv)
-    ttft_target = _seconds("ttft_slo", ttft_slo)
-    tpot_target = _seconds("tpot_slo", tpot_slo)
-    Targets(Q_(ttft_target, "s"), Q_(tpot_target, "s"), None, ttft_percentile, max_utilization)  # checks them
+    here = "size_disaggregated"
+    _part("workload", workload, Workload, "Workload(Q_(10, 'request/s'), 1024, 256)", here)
+    _part("targets", targets, Targets, "Targets(Q_(1, 's'), Q_(50, 'ms'))", here)
+    _part("space", space, SearchSpace, "SearchSpace('h100-sxm', 'fp8')", here)
+    costs = _part("costs", Costs() if costs is None else costs, Costs, "Costs(Q_(3, 'USD/hour'))", here)
+    if targets.tbt is not None:
+        raise InputError(
+            "size_disaggregated(): a decode pool runs no prefill between two tokens; leave Targets.tbt out "
+            "(it bounds colocated serving)"
+        )
     max_prefill_replicas = count("size_disaggregated", "max_prefill_replicas", max_prefill_replicas, 1, MAX_FLEET_GPUS)
-    reg = _registry_for(registry, model, accelerator)
-    profile = engine_profile(engine, reg)
-    model = reg.model(model)
-    tps, grid_batches = _grid(model, tensor_parallel, batches)
+    # each pool's experts split by tensor parallelism: the pools' records carry no expert layout yet
+    space = dataclasses.replace(space, moe_layouts=("tensor",))
+    reg, profile, entry, tps, grid_batches = _resolve(model, space, engine, registry)
+    ttft_target, tpot_target = targets.ttft.m_as("s"), targets.tpot.m_as("s")
+    max_utilization = targets.max_utilization
     link = reg.interconnect(interconnect)
     latency = link.startup_latency.m_as("s") if link.startup_latency is not None else 0.0
     lam = workload.arrival_rate.m_as("request/s")
-    # each pool's experts split by tensor parallelism: the pools' records carry no expert layout yet
-    space = SearchSpace(accelerator, precision, tuple(tensor_parallel), tuple(batches), kv_precision, ("tensor",))
-    families = _families(model, space, Costs(price), None, reg, profile)
+    families = _families(entry, space, costs, None, reg, profile)
     tp_grid, batch_grid = np.meshgrid(tps, grid_batches, indexing="ij")
     decode = _decode_pool(families, profile, workload, tp_grid, batch_grid, tpot_target, max_utilization)
     if decode is None:
@@ -128,8 +125,7 @@ def size_disaggregated(
     )
     budget = ttft_target - handoff - decode.time / 2
     prefill, too_many = _prefill_pool(
-        families, profile, workload, tps, budget, max_utilization, ttft_percentile, arrival_cv, input_cv,
-        max_prefill_replicas,
+        families, profile, workload, tps, budget, max_utilization, targets.ttft_percentile, max_prefill_replicas,
     )  # fmt: skip
     if prefill is None:
         why = (
@@ -211,8 +207,6 @@ def _prefill_pool(
     budget: float,
     max_utilization: float,
     ttft_percentile: float | None,
-    arrival_cv: float,
-    input_cv: float,
     max_prefill_replicas: int,
 ) -> tuple[_Pool | None, bool]:
     """The cheapest prefill pool (a G/G/c queue of prefills) within the TTFT budget.
@@ -232,9 +226,11 @@ def _prefill_pool(
         arrival = Q_(np.full(counts.shape, lam), "request/s")
         service = Q_(np.broadcast_to(t_pf[:, None], counts.shape), "s")
         if ttft_percentile is None:
-            wait = ggc_mean_wait(arrival, service, counts, arrival_cv, input_cv).m_as("s")
+            wait = ggc_mean_wait(arrival, service, counts, workload.arrival_cv, workload.input_cv).m_as("s")
         else:
-            wait = ggc_wait_quantile(arrival, service, counts, arrival_cv, input_cv, ttft_percentile).m_as("s")
+            wait = ggc_wait_quantile(
+                arrival, service, counts, workload.arrival_cv, workload.input_cv, ttft_percentile
+            ).m_as("s")
         in_time = t_pf[:, None] + wait <= budget
         too_many = too_many or bool((in_time & (counts > max_prefill_replicas)).any())
         ok = in_time & (counts <= max_prefill_replicas)
@@ -267,45 +263,33 @@ class ServingModeComparison(Result):
 
 def compare_serving_modes(
     model: ModelRef,
-    accelerator: Any,
-    precision: Any,
-    arrival_rate: Rate,
-    input_tokens: float,
-    output_tokens: float,
-    ttft_slo: Time,
-    tpot_slo: Time,
+    workload: Workload,
+    targets: Targets,
+    space: SearchSpace,
     *,
     interconnect: InterconnectRef = "infiniband-ndr",
+    engine: str | EngineProfile | None = None,
+    serving: ServingOptions | None = None,
+    costs: Costs | None = None,
     registry: Registry | None = None,
-    **options: Any,
 ) -> ServingModeComparison:
     """Size the workload both colocated (:func:`size_fleet`) and disaggregated (:func:`size_disaggregated`).
 
-    ``options`` go to both sizers where they apply (engine, max_utilization, ttft_percentile, price,
-    tensor_parallel, batches, input_cv, arrival_cv, kv_precision); the remaining ones (prefix caching,
-    speculation, chunked prefill) apply to the colocated plan only.
+    The parts are :func:`size_fleet`'s; what only colocated serving has (``serving``'s prefix caching,
+    speculation, chunked prefill and router, the token-gap bound ``targets.tbt``, the expert layouts
+    beyond ``"tensor"``) applies to the colocated plan only.
     """
-    args = (model, accelerator, precision, arrival_rate, input_tokens, output_tokens, ttft_slo, tpot_slo)
-    shared = {
-        "engine",
-        "max_utilization",
-        "ttft_percentile",
-        "price",
-        "tensor_parallel",
-        "batches",
-        "input_cv",
-        "arrival_cv",
-        "kv_precision",
-    }
-    colocated = size_fleet(**flat_parts(*args, **options, registry=registry))
+    colocated = size_fleet(model, workload, targets, space, engine=engine, serving=serving, costs=costs,
+                           registry=registry)  # fmt: skip
     disaggregated = size_disaggregated(
-        *args, interconnect=interconnect, **{k: v for k, v in options.items() if k in shared}, registry=registry
-    )
-    costs = {
+        model, workload, dataclasses.replace(targets, tbt=None), space, interconnect=interconnect, engine=engine,
+        costs=costs, registry=registry,
+    )  # fmt: skip
+    hourly = {
         "colocated": colocated.cost_per_hour if colocated.feasible else None,
         "disaggregated": disaggregated.cost_per_hour if disaggregated.feasible else None,
     }
-    feasible = {k: v for k, v in costs.items() if v is not None}
+    feasible = {k: v for k, v in hourly.items() if v is not None}
     if not feasible:
         return ServingModeComparison(colocated, disaggregated, "neither", Q_(0.0, "USD/hour"))
     cheaper = min(feasible, key=lambda k: feasible[k].m_as("USD/hour"))

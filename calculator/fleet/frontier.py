@@ -6,22 +6,20 @@ import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from ..errors import InputError
-from ..performance import EngineProfile, engine_profile
+from ..performance import EngineProfile
 from ..results import Result
-from ..types import ModelRef, Rate, Time
+from ..types import ModelRef, Time
 from ..units import Q_, shown
-from ._common import _grid, _registry_for
 from .evaluate import _evaluate, _families
-from .flat import flat_parts
-from .inputs import DEFAULT_BATCHES, DEFAULT_TENSOR_PARALLEL, Costs, SearchSpace, ServingOptions, Workload
+from .inputs import DEFAULT_BATCHES, DEFAULT_TENSOR_PARALLEL, Costs, SearchSpace, ServingOptions, Targets, Workload
 from .plan import FleetPlan
-from .search import _beyond_context
-from .sizing import size_fleet
+from .search import _beyond_context, _size
+from .sizing import _Problem, _resolve
 
 if TYPE_CHECKING:
     from ..registry import Registry
@@ -59,32 +57,27 @@ class RelaxedPlan(Result):
 
 def relax_targets(
     model: ModelRef,
-    accelerator: Any,
-    precision: Any,
-    arrival_rate: Rate,
-    input_tokens: float,
-    output_tokens: float,
-    ttft_slo: Time,
-    tpot_slo: Time,
+    workload: Workload,
+    targets: Targets,
+    space: SearchSpace,
     *,
+    engine: str | EngineProfile | None = None,
+    serving: ServingOptions | None = None,
+    costs: Costs | None = None,
+    registry: Registry | None = None,
     max_factor: float = 100.0,
     tolerance: float = 0.01,
-    registry: Registry | None = None,
-    **options: Any,
 ) -> RelaxedPlan:
     """The closest feasible alternative: loosen only what binds, by the smallest factor that gives a plan.
 
     Parameters
     ----------
-    model, accelerator, precision, arrival_rate, input_tokens, output_tokens, ttft_slo, tpot_slo
+    model, workload, targets, space, engine, serving, costs, registry
         As for :func:`size_fleet`.
     max_factor : float
         The largest loosening searched.
     tolerance : float
         Relative precision of the factor.
-    **options
-        The flat form's options of :func:`size_fleet` (engine, price, max_utilization, ...;
-        :func:`~calculator.fleet.flat.flat_parts`).
 
     Returns
     -------
@@ -96,14 +89,15 @@ def relax_targets(
     bisection on its logarithm finds the smallest one. The TTFT target alone, the TPOT target alone
     and both together are searched; the alternative loosens one target when that is enough (the
     smaller factor of the two), both otherwise. When nothing fits in memory no factor helps
-    (``found`` is False and the plan's ``rejected`` says why).
+    (``found`` is False and the plan's ``rejected`` says why). The problem is resolved once; each
+    attempt searches it with the targets loosened.
 
     Examples
     --------
     A 5 ms TPOT is out of reach and the 1 s TTFT is not: only the TPOT target is loosened.
 
-    >>> r = relax_targets("llama-3.1-70b", "h100-sxm", "fp8", Q_(10, "request/s"), 1024, 256,
-    ...                   Q_(1, "s"), Q_(5, "ms"), price=Q_(4, "USD/hour"))
+    >>> r = relax_targets("llama-3.1-70b", Workload(Q_(10, "request/s"), 1024, 256), Targets(Q_(1, "s"), Q_(5, "ms")),
+    ...                   SearchSpace("h100-sxm", "fp8"), costs=Costs(Q_(4, "USD/hour")))
     >>> r.found, r.factor > 1, r.plan.tpot <= r.tpot_slo, r.loosened, r.ttft_slo
     (True, True, True, 'tpot', <Quantity(1.0, 'second')>)
     """
@@ -112,18 +106,15 @@ def relax_targets(
         raise InputError(f"relax_targets(): argument 'max_factor' must be in (1, 1e6], got {shown(max_factor)}")
     if not 1e-6 <= tolerance < 1:
         raise InputError(f"relax_targets(): argument 'tolerance' must be in [1e-6, 1), got {shown(tolerance)}")
-    parts = flat_parts(
-        model, accelerator, precision, arrival_rate, input_tokens, output_tokens, ttft_slo, tpot_slo, **options,
-        registry=registry,
-    )  # fmt: skip
-    ttft, tpot = parts["targets"].ttft, parts["targets"].tpot
+    problem = _Problem.of(model, workload, targets, space, engine, serving, costs, registry)
+    ttft, tpot = targets.ttft, targets.tpot
 
     scales = {"ttft": (1.0, 0.0), "tpot": (0.0, 1.0), "both": (1.0, 1.0)}  # exponents of the factor
 
     def attempt(which: str, factor: float) -> FleetPlan:
         on_ttft, on_tpot = scales[which]
-        targets = dataclasses.replace(parts["targets"], ttft=ttft * factor**on_ttft, tpot=tpot * factor**on_tpot)
-        return size_fleet(**{**parts, "targets": targets})
+        loosened = dataclasses.replace(targets, ttft=ttft * factor**on_ttft, tpot=tpot * factor**on_tpot)
+        return _size(dataclasses.replace(problem, targets=loosened))
 
     def search(which: str) -> RelaxedPlan:
         on_ttft, on_tpot = scales[which]
@@ -181,17 +172,15 @@ def frontier(
     import pandas as pd
 
     workload = Workload(Q_(1.0, "request/s"), input_tokens, output_tokens)
-    reg = _registry_for(registry, model, accelerator)
-    profile = engine_profile(engine, reg)
-    model = reg.model(model)
-    beyond = _beyond_context(model, workload)
+    # SearchSpace checks and normalizes any sequence of degrees and caps
+    space = SearchSpace(accelerator, precision, cast(Any, tensor_parallel), cast(Any, batches), kv_precision)
+    reg, profile, entry, tps, grid_batches = _resolve(model, space, engine, registry)
+    beyond = _beyond_context(entry, workload)
     if beyond:
         raise InputError(f"frontier(): {beyond}")
-    tps, grid_batches = _grid(model, tensor_parallel, batches)
     tp_grid, batch_grid = np.meshgrid(tps, grid_batches, indexing="ij")
     rows = []
-    space = SearchSpace(accelerator, precision, tuple(tensor_parallel), tuple(batches), kv_precision)
-    for family in _families(model, space, Costs(Q_(1, "USD/hour")), None, reg, profile):
+    for family in _families(entry, space, Costs(Q_(1, "USD/hour")), None, reg, profile):
         caps = family.caps(tp_grid, batch_grid)
         out = _evaluate(family, profile, workload, tp_grid, caps, ServingOptions())
         keep = out.fits

@@ -17,18 +17,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import InputError
-from ..performance import EngineProfile, engine_profile
-from ..types import ModelRef
+from ..performance import EngineProfile
 from ..uncertainty import prediction_interval
-from ..units import Q_, shown
-from ._common import HOURS, MAX_FLEET_GPUS, _fleet_costs, _grid, _registry_for
-from .evaluate import Evaluation, _evaluate, _families, _Family, _multi_node_degrees, _pipeline_families
-from .inputs import DEFAULT_TENSOR_PARALLEL, Costs, SearchSpace, ServingOptions, Targets, Workload
+from ..units import Q_
+from ._common import HOURS, MAX_FLEET_GPUS, _fleet_costs
+from .evaluate import Evaluation, _evaluate, _Family
+from .inputs import Costs, ServingOptions, Targets, Workload
 from .plan import FleetPlan, Rejection
 
 if TYPE_CHECKING:
-    from ..registry import Registry
+    from .sizing import _Problem
 
 __all__: list[str] = []
 
@@ -374,61 +372,28 @@ _BINDING_REASONS = {
 }
 
 
-def _part(name: str, value: Any, kind: type, example: str) -> Any:
-    if not isinstance(value, kind):
-        raise InputError(f"size_fleet(): argument '{name}' must be a {kind.__name__} ({example}), got {shown(value)}")
-    return value
-
-
-def _size(
-    model: ModelRef,
-    workload: Workload,
-    targets: Targets,
-    space: SearchSpace,
-    engine: str | EngineProfile | None = None,
-    serving: ServingOptions | None = None,
-    costs: Costs | None = None,
-    registry: Registry | None = None,
-    progress: Callable[[int, int], Any] | None = None,
-) -> FleetPlan:
-    """:func:`size_fleet`, with a ``progress(done, total)`` callback per (accelerator, precision) family."""
-    _part("workload", workload, Workload, "Workload(Q_(10, 'request/s'), 1024, 256)")
-    _part("targets", targets, Targets, "Targets(Q_(1, 's'), Q_(50, 'ms'))")
-    _part("space", space, SearchSpace, "SearchSpace('h100-sxm', 'fp8')")
-    serving = _part("serving", serving if serving is not None else ServingOptions(), ServingOptions, "ServingOptions()")
-    costs = _part("costs", costs if costs is not None else Costs(), Costs, "Costs(Q_(3, 'USD/hour'))")
-    if serving.shared_prefix_tokens > workload.input_tokens:
-        raise InputError(
-            f"size_fleet(): the shared prefix ({serving.shared_prefix_tokens:g} tokens, ServingOptions) must be at "
-            f"most the workload's mean prompt ({workload.input_tokens:g} tokens)"
-        )
-    reg = _registry_for(registry, model, list(space.accelerators))
-    profile = engine_profile(engine, reg)
-    model = reg.model(model)
-    tps, batches = _grid(model, space.tensor_parallel, space.batches)
+def _size(problem: _Problem, progress: Callable[[int, int], Any] | None = None) -> FleetPlan:
+    """:func:`size_fleet` of a resolved problem, with a ``progress(done, total)`` callback per family."""
+    workload, targets = problem.workload, problem.targets
     record: dict[str, Any] = {
-        "model": model.id, "engine": profile.name, "workload": workload, "targets": targets, "serving": serving,
-        "registry_documents": reg.user_documents,
+        "model": problem.model.id, "engine": problem.profile.name, "workload": workload, "targets": targets,
+        "serving": problem.serving, "registry_documents": problem.registry.user_documents,
     }  # fmt: skip
-    reason = _beyond_context(model, workload)
-    if reason:
-        return FleetPlan(feasible=False, reason=reason, **record)
-    families = _families(model, space, costs, serving.speculation, reg, profile)
-    if space.tensor_parallel == DEFAULT_TENSOR_PARALLEL:  # replicas over several nodes where one is not enough
-        wider = [d for d in _multi_node_degrees(families, profile, workload) if d not in tps]
-        if wider:
-            tps, _ = _grid(model, [*tps.astype(int).tolist(), *wider], space.batches)
-            families = [*families, *_pipeline_families(families, wider)]
-    tp_grid, batch_grid = np.meshgrid(tps, batches, indexing="ij")
-    search = _Search(families, profile, workload, targets, serving, tps, tp_grid, batch_grid)
+    if problem.beyond:
+        return FleetPlan(feasible=False, reason=problem.beyond, **record)
+    families, tps = list(problem.families), problem.tps
+    tp_grid, batch_grid = np.meshgrid(tps, problem.batches, indexing="ij")
+    search = _Search(families, problem.profile, workload, targets, problem.serving, tps, tp_grid, batch_grid)
     outcome = search.run(progress=progress)
     record["candidates"] = len(families) * tp_grid.size
     if outcome.best is not None:
-        return _feasible_plan(search, outcome.best, outcome, costs, record)
+        return _feasible_plan(search, outcome.best, outcome, problem.costs, record)
     rejected = outcome.rejected
     return FleetPlan(
         feasible=False,
-        reason=_infeasible_reason(rejected, outcome.closest_ttft, outcome.closest_tpot, targets, model.attention_heads),
+        reason=_infeasible_reason(
+            rejected, outcome.closest_ttft, outcome.closest_tpot, targets, problem.model.attention_heads
+        ),
         rejected={key: r.text for key, r in rejected.items()},
         rejections=tuple(rejected.values()),
         # nothing achievable to name where no candidate holds the weights and a sequence

@@ -4,90 +4,115 @@
 (:class:`~calculator.fleet.inputs.Targets`) and the configurations to search
 (:class:`~calculator.fleet.inputs.SearchSpace`: accelerator x precision x TP degree x cap ``B`` on
 running sequences), with the serving features (:class:`~calculator.fleet.inputs.ServingOptions`)
-and prices (:class:`~calculator.fleet.inputs.Costs`); the search is :mod:`calculator.fleet.search`.
-:func:`calculator.simulation.verify_plan` checks a plan request by request.
+and prices (:class:`~calculator.fleet.inputs.Costs`). It resolves them once into a :class:`_Problem`
+(the registry, the engine profile, the model and the candidate grid), which the search of
+:mod:`calculator.fleet.search` takes as it is. :func:`calculator.simulation.verify_plan` checks a
+plan request by request.
 
-The flat form of earlier releases (``size_fleet(model, accelerator, precision, arrival_rate,
-input_tokens, output_tokens, ttft_slo, tpot_slo, price=..., ...)``) still works for this release and
-warns (:mod:`calculator.fleet.flat`).
+The parts are the only form: the flat form of the first releases (``size_fleet(model, accelerator,
+precision, arrival_rate, ...)``) raises an :class:`~calculator.errors.InputError` that says where
+each of its arguments goes.
 """
 
 from __future__ import annotations
 
 import functools
-import warnings
+import inspect
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ..errors import InputError
-from ..performance import EngineProfile
+from ..performance import EngineProfile, engine_profile
 from ..types import ModelRef
-from .flat import _size_fleet_flat
-from .inputs import Costs, SearchSpace, ServingOptions, Targets, Workload
+from ..units import shown
+from ._common import _model_id, _registry_for
+from .evaluate import _families, _Family, _multi_node_degrees, _pipeline_families
+from .inputs import DEFAULT_TENSOR_PARALLEL, Costs, SearchSpace, ServingOptions, Targets, Workload
 from .plan import FleetPlan
-from .search import _size
+from .search import _beyond_context, _size
 
 if TYPE_CHECKING:
-    from ..registry import Registry
+    from ..registry import Model, Registry
 
 __all__ = ["size_fleet"]
 
 
-#: The flat form's keyword arguments, by the part of the new form that holds each.
-_FLAT_HOMES = {
-    "price": "costs=Costs(gpu_hour=...)",
-    "electricity_price": "costs=Costs(electricity=...)",
-    "idle_power_fraction": "costs=Costs(idle_power_fraction=...)",
-    "max_utilization": "Targets(max_utilization=...)",
-    "ttft_percentile": "Targets(ttft_percentile=...)",
-    "tbt_slo": "Targets(tbt=...)",
-    "tensor_parallel": "SearchSpace(tensor_parallel=...)",
-    "batches": "SearchSpace(batches=...)",
-    "kv_precision": "SearchSpace(kv_precision=...)",
-    "moe_layouts": "SearchSpace(moe_layouts=...)",
-    "input_cv": "Workload(input_cv=...)",
-    "output_cv": "Workload(output_cv=...)",
-    "arrival_cv": "Workload(arrival_cv=...)",
-    "prefix_hit_rate": "serving=ServingOptions(prefix_hit_rate=...)",
-    "shared_prefix_tokens": "serving=ServingOptions(shared_prefix_tokens=...)",
-    "speculation": "serving=ServingOptions(speculation=...)",
-    "chunk_size": "serving=ServingOptions(chunk_size=...)",
-    "router": "serving=ServingOptions(router=...)",
-    "verify": "calculator.simulation.verify_plan(plan)",
-    "verify_options": "calculator.simulation.verify_plan(plan, ...)",
-    "progress": "nothing (the flat form's callback)",
+#: The arguments of the flat form of the first releases, by the part (an argument of :func:`size_fleet`) and the
+#: field that hold each now; :func:`~calculator.sweeps.sweep_fleet` names its axes by them.
+FLAT_FIELDS = {
+    "accelerator": ("space", "accelerators"),
+    "precision": ("space", "precisions"),
+    "tensor_parallel": ("space", "tensor_parallel"),
+    "batches": ("space", "batches"),
+    "kv_precision": ("space", "kv_precision"),
+    "moe_layouts": ("space", "moe_layouts"),
+    "arrival_rate": ("workload", "arrival_rate"),
+    "input_tokens": ("workload", "input_tokens"),
+    "output_tokens": ("workload", "output_tokens"),
+    "input_cv": ("workload", "input_cv"),
+    "output_cv": ("workload", "output_cv"),
+    "arrival_cv": ("workload", "arrival_cv"),
+    "ttft_slo": ("targets", "ttft"),
+    "tpot_slo": ("targets", "tpot"),
+    "tbt_slo": ("targets", "tbt"),
+    "ttft_percentile": ("targets", "ttft_percentile"),
+    "max_utilization": ("targets", "max_utilization"),
+    "prefix_hit_rate": ("serving", "prefix_hit_rate"),
+    "shared_prefix_tokens": ("serving", "shared_prefix_tokens"),
+    "speculation": ("serving", "speculation"),
+    "chunk_size": ("serving", "chunk_size"),
+    "router": ("serving", "router"),
+    "price": ("costs", "gpu_hour"),
+    "electricity_price": ("costs", "electricity"),
+    "idle_power_fraction": ("costs", "idle_power_fraction"),
 }
+#: The class of each part, by its argument name.
+PARTS = {"workload": Workload, "targets": Targets, "space": SearchSpace, "serving": ServingOptions, "costs": Costs}
 
-#: Arguments only the new form has: a call naming any of them is of the new form.
-_NEW_KEYWORDS = frozenset({"workload", "targets", "space", "serving", "costs"})
 
-#: The warning of the flat form (one release; then it goes).
-FLAT_FORM_WARNING = (
-    "size_fleet(model, accelerator, precision, arrival_rate, input_tokens, output_tokens, ttft_slo, tpot_slo, ...) "
-    "is deprecated and goes in the next release: pass size_fleet(model, Workload(...), Targets(...), "
-    "SearchSpace(...), engine=..., serving=ServingOptions(...), costs=Costs(...), registry=...)"
+def _home(name: str) -> str:
+    """Where a flat-form argument goes now: ``costs=Costs(gpu_hour=...)``, ``Workload(arrival_rate=...)``."""
+    if name in ("verify", "verify_options"):
+        return "calculator.simulation.verify_plan(plan, ...)"
+    part, field = FLAT_FIELDS[name]
+    keyword = "" if part in ("workload", "targets", "space") else f"{part}="
+    return f"{keyword}{PARTS[part].__name__}({field}=...)"
+
+
+#: What to pass instead of the flat form, with a one-line example.
+PARTS_FORM = (
+    "size_fleet() takes the named parts: size_fleet(model, Workload(...), Targets(...), SearchSpace(...), "
+    "engine=..., serving=ServingOptions(...), costs=Costs(...), registry=...); e.g. "
+    "size_fleet('llama-3.1-70b', Workload(Q_(10, 'request/s'), 1024, 256), Targets(Q_(1, 's'), Q_(50, 'ms')), "
+    "SearchSpace('h100-sxm', 'fp8'), costs=Costs(Q_(4, 'USD/hour')))"
 )
 
 
-def _with_flat_form(function: Callable[..., FleetPlan]) -> Callable[..., FleetPlan]:
-    """``function`` (the new form), also taking the flat form of earlier releases with a DeprecationWarning."""
+def _parts_only(function: Callable[..., FleetPlan]) -> Callable[..., FleetPlan]:
+    """``function``; a call in the flat form of the first releases is an InputError saying what to pass."""
+    signature = inspect.signature(function)
 
     @functools.wraps(function)
     def size_fleet(*args: Any, **kwargs: Any) -> FleetPlan:
-        if set(kwargs) & _NEW_KEYWORDS or (len(args) > 1 and isinstance(args[1], Workload)):
-            flat = sorted(set(kwargs) & set(_FLAT_HOMES))
-            if flat:
-                raise InputError(
-                    f"size_fleet(): with a Workload (the new form), '{flat[0]}' belongs in {_FLAT_HOMES[flat[0]]}"
-                )
-            return function(*args, **kwargs)
-        warnings.warn(FLAT_FORM_WARNING, DeprecationWarning, stacklevel=2)
-        return _size_fleet_flat(*args, **kwargs)
+        flat = [name for name in kwargs if name in FLAT_FIELDS or name in ("verify", "verify_options")]
+        if flat:
+            homes = "; ".join(f"'{name}' goes in {_home(name)}" for name in flat)
+            raise InputError(f"{PARTS_FORM}. {homes}")
+        try:
+            signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise InputError(f"{PARTS_FORM} ({exc})") from None
+        if len(args) > 1 and not isinstance(args[1], Workload):
+            raise InputError(f"{PARTS_FORM}; the second argument is the Workload, got {shown(args[1])}")
+        return function(*args, **kwargs)
 
     return size_fleet
 
 
-@_with_flat_form
+@_parts_only
 def size_fleet(
     model: ModelRef,
     workload: Workload,
@@ -130,10 +155,10 @@ def size_fleet(
 
     Notes
     -----
-    The flat form of earlier releases (``size_fleet(model, accelerator, precision, arrival_rate,
-    input_tokens, output_tokens, ttft_slo, tpot_slo, *, engine, price, max_utilization, ...)``) still
-    works in this release and raises a ``DeprecationWarning``; its ``verify=True`` is
-    :func:`calculator.simulation.verify_plan` on the plan.
+    The flat form of the first releases (``size_fleet(model, accelerator, precision, arrival_rate,
+    input_tokens, output_tokens, ttft_slo, tpot_slo, price=..., ...)``) is gone: such a call raises an
+    :class:`~calculator.errors.InputError` naming the part each argument belongs in. Its
+    ``verify=True`` is :func:`calculator.simulation.verify_plan` on the plan.
 
     Examples
     --------
@@ -144,4 +169,95 @@ def size_fleet(
     >>> plan.feasible, plan.gpus > 0, plan.binding_constraint in {"memory", "tpot", "ttft", "throughput"}
     (True, True, True)
     """
-    return _size(model, workload, targets, space, engine, serving, costs, registry)
+    return _size(_Problem.of(model, workload, targets, space, engine, serving, costs, registry))
+
+
+# --------------------------------------------------------------------------------------------
+# The problem, resolved once
+
+
+def _part(name: str, value: Any, kind: type, example: str, function: str = "size_fleet") -> Any:
+    """``value`` if it is a ``kind`` (one of the sizer's parts), else an InputError naming the argument."""
+    if not isinstance(value, kind):
+        raise InputError(f"{function}(): argument '{name}' must be a {kind.__name__} ({example}), got {shown(value)}")
+    return value
+
+
+def _resolve(
+    model: ModelRef, space: SearchSpace, engine: str | EngineProfile | None, registry: Registry | None
+) -> tuple[Registry, EngineProfile, Model, np.ndarray, np.ndarray]:
+    """The registry, the engine profile, the model, and the TP degrees (those that divide its heads) and batch caps.
+
+    ``space`` is a checked :class:`SearchSpace`; its degrees and caps are taken as they are.
+    """
+    reg = _registry_for(registry, model, list(space.accelerators))
+    profile = engine_profile(engine, reg)
+    entry = reg.model(model)
+    heads = entry.attention_heads
+    if heads is None:
+        raise InputError(f"size_fleet(): model '{_model_id(entry)}' is not a transformer LLM")
+    tps = np.unique(np.asarray(space.tensor_parallel, dtype=float))
+    tps = tps[heads % tps == 0]
+    if tps.size == 0:
+        degrees = list(space.tensor_parallel)
+        raise InputError(f"size_fleet(): no tensor-parallel degree in {degrees} divides {heads} heads")
+    return reg, profile, entry, tps, np.unique(np.asarray(space.batches, dtype=float))
+
+
+@dataclass(frozen=True, eq=False)
+class _Problem:
+    """One sizing, checked and resolved once: the parts, the registry entries and the candidate grid.
+
+    The search (:func:`~calculator.fleet.search._size`) takes it as it is. ``beyond`` is why no engine
+    serves the workload's requests on the model (longer than its context), or "" (then ``families``
+    holds every (accelerator, precision, layout) searched, pipeline families included, and ``tps``
+    every replica size: the degrees of the space that divide the model's heads, with replicas of
+    two and four scale-up domains where one cannot hold the model and a request).
+    """
+
+    model: Model
+    workload: Workload
+    targets: Targets
+    space: SearchSpace
+    serving: ServingOptions
+    costs: Costs
+    registry: Registry
+    profile: EngineProfile
+    tps: np.ndarray
+    batches: np.ndarray
+    families: tuple[_Family, ...]
+    beyond: str = ""
+
+    @classmethod
+    def of(
+        cls,
+        model: ModelRef,
+        workload: Workload,
+        targets: Targets,
+        space: SearchSpace,
+        engine: str | EngineProfile | None = None,
+        serving: ServingOptions | None = None,
+        costs: Costs | None = None,
+        registry: Registry | None = None,
+    ) -> _Problem:
+        """The problem of :func:`size_fleet`'s arguments (each part checks its own fields when built)."""
+        _part("workload", workload, Workload, "Workload(Q_(10, 'request/s'), 1024, 256)")
+        _part("targets", targets, Targets, "Targets(Q_(1, 's'), Q_(50, 'ms'))")
+        _part("space", space, SearchSpace, "SearchSpace('h100-sxm', 'fp8')")
+        serving = _part("serving", ServingOptions() if serving is None else serving, ServingOptions, "ServingOptions()")
+        costs = _part("costs", Costs() if costs is None else costs, Costs, "Costs(Q_(3, 'USD/hour'))")
+        if serving.shared_prefix_tokens > workload.input_tokens:
+            raise InputError(
+                f"size_fleet(): the shared prefix ({serving.shared_prefix_tokens:g} tokens, ServingOptions) must be "
+                f"at most the workload's mean prompt ({workload.input_tokens:g} tokens)"
+            )
+        reg, profile, entry, tps, batches = _resolve(model, space, engine, registry)
+        beyond = _beyond_context(entry, workload)
+        families = [] if beyond else _families(entry, space, costs, serving.speculation, reg, profile)
+        if families and space.tensor_parallel == DEFAULT_TENSOR_PARALLEL:
+            # replicas over several nodes where one is not enough
+            wider = [d for d in _multi_node_degrees(families, profile, workload) if d not in tps]
+            usable = [d for d in wider if entry.attention_heads % d == 0]  # type: ignore[operator]
+            tps = np.unique(np.concatenate([tps, np.asarray(usable, dtype=float)]))
+            families += _pipeline_families(families, wider)
+        return cls(entry, workload, targets, space, serving, costs, reg, profile, tps, batches, tuple(families), beyond)

@@ -70,9 +70,9 @@ class SchedulerRules(Result):
     """
 
     engine: str
-    token_budget: Any
-    max_sequences: Any
-    ranks: Any
+    token_budget: float | np.ndarray
+    max_sequences: float | np.ndarray
+    ranks: float | np.ndarray
     mixed: bool
     chunked: bool
     overlap: bool

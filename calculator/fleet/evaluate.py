@@ -342,7 +342,7 @@ class _StepGrid:
         prompts = _Prompts(nodes, weights, tail, computed, hit * prefix)
         grid = _Step(a, eff, tp, batch, context, scale)
         # each attention rank schedules its own token budget; a chunk size is the budget it sets
-        rules = scheduler_rules(profile, a.memory, a.accelerator, family.ranks(tp), max_num_tokens=serving.chunk_size)
+        rules = scheduler_rules(profile, a.memory, a.accelerator, family.ranks(tp), chunk_size=serving.chunk_size)
         if rules.mixed:
             it = _mixed_iteration(grid, t_dec, per_token, prompts, rules, decode_slots, workload.input_cv)
         else:

@@ -28,6 +28,7 @@ comparison is in ``docs/ARCHITECTURE.md``.)
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -70,9 +71,9 @@ class SchedulerRules(Result):
     """
 
     engine: str
-    token_budget: float | np.ndarray
-    max_sequences: float | np.ndarray
-    ranks: float | np.ndarray
+    token_budget: int | float | np.ndarray
+    max_sequences: int | float | np.ndarray
+    ranks: int | float | np.ndarray
     mixed: bool
     chunked: bool
     overlap: bool
@@ -84,8 +85,22 @@ class SchedulerRules(Result):
         A prefill-first engine's prompt batch runs alone with the whole budget. ``closed_form``: at
         least one token (a continuous model's chunk count stays finite; see the module's note).
         """
-        left = self.token_budget - (np.asarray(decodes) if self.mixed else 0 * np.asarray(decodes))
+        budget = self.token_budget
+        if isinstance(decodes, int) and isinstance(budget, int):  # the simulator's whole tokens, in its hot loop
+            return max(budget - decodes if self.mixed else budget, 1 if closed_form else 0)
+        left = budget - (np.asarray(decodes) if self.mixed else 0 * np.asarray(decodes))
         return np.maximum(left, 1.0) if closed_form else np.maximum(left, 0)
+
+    def per_rank(self) -> SchedulerRules:
+        """One attention rank's rules: its share of the budget and of the sequence cap (at least one)."""
+        ranks = self.ranks
+        if ranks == 1:
+            return self
+        if isinstance(self.token_budget, int) and isinstance(self.max_sequences, int) and isinstance(ranks, int):
+            whole = self.token_budget // ranks, max(self.max_sequences // ranks, 1)
+            return dataclasses.replace(self, token_budget=whole[0], max_sequences=whole[1], ranks=1)
+        share = np.maximum(self.max_sequences / ranks, 1.0)
+        return dataclasses.replace(self, token_budget=self.token_budget / ranks, max_sequences=share, ranks=1.0)
 
     def chunk_size(self, decodes: Any) -> Any:
         """The most tokens of one prompt an iteration takes beside ``decodes``: one rank's share of the room."""
@@ -124,15 +139,17 @@ def scheduler_rules(
     accelerator: str = "",
     ranks: Any = 1.0,
     *,
-    max_num_tokens: Any = None,
-    max_num_seqs: Any = None,
+    max_num_tokens: int | None = None,
+    max_num_seqs: int | None = None,
+    chunk_size: int | None = None,
 ) -> SchedulerRules:
     """The :class:`SchedulerRules` of ``profile`` on a device of ``memory_bytes`` with ``ranks`` attention ranks.
 
     The budget and the sequence cap are the engine's tier for the device (``EngineProfile.limits``) unless
-    given: ``max_num_tokens`` per rank (a chunk size or the engine flag), ``max_num_seqs`` per replica. A
-    given budget makes any engine chunk (a chunk size is what it sets). A mixing engine runs no more
-    sequences than its budget holds decodes (vLLM refuses ``max_num_seqs`` above ``max_num_batched_tokens``).
+    given: ``max_num_tokens`` per rank (the engine's flag), ``max_num_seqs`` per replica. A ``chunk_size``
+    (per rank) is the budget of an engine told to chunk its prompts: it chunks whatever its default. A mixing
+    engine runs no more sequences than its budget holds decodes (vLLM refuses ``max_num_seqs`` above
+    ``max_num_batched_tokens``). Whole numbers stay whole (the simulator schedules tokens).
     """
     from .engines import EngineProfile
 
@@ -141,18 +158,17 @@ def scheduler_rules(
             f"scheduler_rules(): argument 'profile' must be an EngineProfile, got {type(profile).__name__}"
         )
     tokens, seqs = profile.limits(memory_bytes, accelerator)
-    per_rank = float(max_num_tokens) if max_num_tokens else float(tokens)
-    budget = per_rank * ranks
-    sequences = float(max_num_seqs) if max_num_seqs else float(seqs) * ranks
+    budget = (chunk_size or max_num_tokens or tokens) * ranks
+    sequences = max_num_seqs or seqs * ranks
     if profile.mixed_batching:
-        sequences = np.minimum(sequences, budget)
+        sequences = min(sequences, budget) if np.ndim(budget) == 0 else np.minimum(sequences, budget)
     return SchedulerRules(
         engine=profile.name,
         token_budget=budget,
         max_sequences=sequences,
         ranks=ranks,
         mixed=profile.mixed_batching,
-        chunked=profile.chunked_prefill or bool(max_num_tokens),
+        chunked=profile.chunked_prefill or bool(chunk_size),
         overlap=profile.overlap_scheduler,
         output_reservation=profile.output_reservation,
     )

@@ -18,7 +18,7 @@ from calculator.fleet import (
     search,
     size_fleet,
 )
-from calculator.fleet.evaluate import _evaluate, _families, _occupancy, _rate_bound
+from calculator.fleet.evaluate import _evaluate, _families, _Grid, _Latencies, _occupancy, _rate_bound
 from calculator.performance import engine_profile
 from calculator.registry import load_registry
 
@@ -146,16 +146,16 @@ def test_the_decode_only_rate_bounds_every_caps_rate_for_random_families():
 
 
 def test_the_occupancy_by_running_sums_is_the_birth_death_table():
-    # The running batch's distribution computed as a table per candidate, as the sizer did before, against
-    # the running log-sum-exps per load (the candidates of one load share one pass)
+    # The running batch's distribution as a table per candidate (the sizer's former computation, written
+    # out here with products instead of logs) against the running log-sum-exps per load
     batch = np.array([1.0, 4.0, 16.0, 64.0, 200.0])
     rate = np.array([0.5, 1.8, 6.0, 15.0, 22.0])
-    caps = np.array([4.0, 16.0, 64.0, 200.0, 200.0, 16.0])
-    load = np.array([1.5, 1.5, 12.0, 12.0, 21.0, 5.0, 7.0])
-    caps = np.append(caps, 16.0)  # the last one beyond its cap's rate: unstable
+    caps = np.array([4.0, 16.0, 64.0, 200.0, 200.0, 16.0, 16.0])
+    load = np.array([1.5, 1.5, 12.0, 12.0, 21.0, 5.0, 7.0])  # the last beyond its cap's rate: unstable
     mean, wait, full, drain = _occupancy(batch, rate, caps, load)
     assert mean[-1] == wait[-1] == np.inf and full[-1] == 1 and drain[-1] == pytest.approx(6.0 - 7.0)
-    for k, (cap, lam) in enumerate(zip(caps[:-1].astype(int), load, strict=False)):
+    for k in range(len(caps) - 1):
+        cap, lam = int(caps[k]), load[k]
         n = np.arange(cap + 1)
         mu = np.interp(n[1:], batch, rate)
         p = np.concatenate(([1.0], np.cumprod(lam / mu)))  # P(n) / P(0)
@@ -166,3 +166,25 @@ def test_the_occupancy_by_running_sums_is_the_birth_death_table():
         assert full[k] == pytest.approx((p[-1] + tail) / total, rel=1e-10)
         assert wait[k] == pytest.approx(p[-1] * rho / (1 - rho) ** 2 / total / lam, rel=1e-10)
         assert drain[k] == pytest.approx(mu[-1] - lam)
+
+
+def test_a_candidates_latencies_do_not_depend_on_which_others_are_evaluated_with_it():
+    # The search evaluates a row's caps a few cost levels at a time; the exhaustive search all at once. The
+    # plans agree only if each candidate's values are the same bit for bit either way.
+    reg = load_registry()
+    profile = engine_profile("vllm", reg)
+    space = SearchSpace("h100-sxm", "fp8")
+    (family,) = _families(reg.model("llama-3.1-70b"), space, Costs(Q_(1, "USD/hour")), None, reg, profile)
+    tp, batch = np.meshgrid([2.0, 4.0], np.arange(1.0, 400.0, 3.0), indexing="ij")
+    grid = _Grid(family, profile, TRAFFIC, tp, batch, ServingOptions(), 0.9, 0.8, (1.0, 1.0))
+    whole = grid.latencies(np.ones(batch.shape, dtype=bool))
+    rng = np.random.default_rng(3)
+    pieces = _Latencies.empty(batch.shape)
+    order = rng.permutation(batch.size)
+    for part in np.array_split(order, 7):  # seven random subsets, one after another
+        where = np.zeros(batch.size, dtype=bool)
+        where[part] = True
+        grid.latencies(where.reshape(batch.shape), pieces)
+    for name in ("tpot", "ttft", "tbt_max", "running"):
+        assert np.array_equal(getattr(pieces, name), getattr(whole, name)), name
+    assert np.isfinite(whole.ttft).any() and len(np.unique(grid.sized.replicas)) > 5  # several loads per row

@@ -370,12 +370,14 @@ def _rate_bound(family: _Family, profile: EngineProfile, workload: Workload, tp:
     A replica at cap ``B`` completes ``rate(B) <= B / ((O - 1) t(B))`` requests per second, where
     ``t(B)`` is the iteration with the cap's decodes and their share of prompts (:func:`_mixed_iteration`)
     and ``O - 1`` the output tokens after the first; a prefill-first engine adds its prefills to the
-    denominator instead (:func:`_prefill_first_iteration`). Every prompt adds a non-negative time to
-    the iteration (chunk costs are clipped at zero before they are averaged or overlapped), so
-    ``t(B)`` is at least the decode step (or speculative round per token) alone, and ``B / ((O - 1)
-    per_token(B))`` bounds the rate from above. It is computed on the same grid, with the same
-    function, as :meth:`_StepGrid.times` prices it, so the two agree to the last bit where no prompt
-    is priced. One decode-step pricing instead of the prompts' and the queueing.
+    denominator instead (:func:`_prefill_first_iteration`). ``t(B)`` is the decode step (or the
+    speculative round per token) plus the prompts' share, and that share is non-negative: each chunk's
+    added time is clipped at zero, and the asynchronous engines' correction for chunks landing together
+    replaces the mean chunk's cost by the expectation of clipped costs over their Poisson count, which
+    stays above zero where a chunk's cost is convex in its length (``tests/test_search_bounds.py``
+    checks ``rate <= bound`` at every cap of random families, engines and lengths). So ``B / ((O - 1)
+    per_token(B))`` bounds the rate from above; its ``per_token`` is the one :meth:`_StepGrid.times`
+    computes on the same grid. One decode-step pricing instead of the prompts' and the queueing.
     """
     grid = _StepGrid(family, profile, workload, tp, batch, serving, None, scale)
     _, per_token = grid.decode_times(profile.efficiency_for(family.accelerator))

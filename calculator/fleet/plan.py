@@ -140,10 +140,7 @@ class Rejection(Result):
         if self.code == "fleet_size":
             return f"fleet size: the load needs more than {v['limit']:,} GPUs"
         if self.code == "bound":
-            return (
-                f"no cheaper than the plan: its throughput needs at least {v['gpus']} GPUs, "
-                f"{v['cost_per_hour'].m_as('USD/hour'):.2f} USD/hour, at any batch cap (not evaluated further)"
-            )
+            return f"no cheaper than the plan: its throughput needs at least {v['gpus']} GPUs (not evaluated further)"
         return (
             f"feasible but not the cheapest: {v['gpus']} GPUs at batch {v['batch']}, "
             f"{v['cost_per_hour'].m_as('USD/hour'):.2f} USD/hour"

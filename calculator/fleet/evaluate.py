@@ -202,8 +202,9 @@ def _evaluate(
     planned load produces (Little's law on the grid); TTFT at ``percentile`` (None: the mean).
     ``scale`` multiplies prefill and decode step times (the ends of the model's error interval).
     """
-    grid = _Grid(family, profile, workload, tp, batch, serving, percentile, max_utilization, scale)
-    return grid.evaluation(np.ones(batch.shape, dtype=bool))
+    grid = _Grid(family, profile, workload, tp, batch, serving, percentile, max_utilization, scale,
+                 workload.arrival_rate.m_as("request/s"))  # fmt: skip
+    return grid.evaluation(grid.latencies(np.ones(batch.shape, dtype=bool)))
 
 
 @dataclass(frozen=True, eq=False)
@@ -225,6 +226,7 @@ class _Grid:
     percentile: float | None
     max_utilization: float
     scale: tuple[float, float]
+    arrival_rate: float  # request/s, the workload's
 
     @functools.cached_property
     def timed(self) -> _StepTimes:
@@ -235,7 +237,7 @@ class _Grid:
     @functools.cached_property
     def sized(self) -> _Sized:
         rate = self.timed.iteration.rate
-        return _Sized.of(self.workload, rate, self.max_utilization, self.tp, self.family.arrays.pipeline_parallel)
+        return _Sized.of(self.arrival_rate, rate, self.max_utilization, self.tp, self.family.arrays.pipeline_parallel)
 
     def latencies(self, where: np.ndarray, out: _Latencies | None = None) -> _Latencies:
         """TPOT, TTFT, the longest token gap and the running batch of the candidates ``where`` selects.
@@ -246,7 +248,7 @@ class _Grid:
         out = out if out is not None else _Latencies.empty(shape)
         profile, workload, timed, sized = self.profile, self.workload, self.timed, self.sized
         it = timed.iteration
-        overhead = profile.request_overhead.m_as("s")
+        overhead = self.memory[2]
         fixed = np.broadcast_to(it.step if profile.mixed_batching else timed.per_token, shape)
         rows = [np.broadcast_to(v, shape) for v in (it.first_mean, it.first_tail, it.service, it.tbt, it.own_time,
                                                     it.prompt_time, fixed, timed.prefill)]  # fmt: skip
@@ -290,14 +292,20 @@ class _Grid:
             out.running[i, cols] = running
         return out
 
-    def evaluation(self, where: np.ndarray, latencies: _Latencies | None = None) -> Evaluation:
-        """The :class:`Evaluation` of the grid, its latencies at the candidates ``where`` selects (NaN elsewhere)."""
-        family, timed, sized = self.family, self.timed, self.sized
-        latencies = self.latencies(where, latencies)
+    @functools.cached_property
+    def memory(self) -> tuple[float, np.ndarray, float]:
+        """(usable bytes per device, weight bytes per device, the engine's request overhead in seconds)."""
+        family, profile = self.family, self.profile
+        usable, weights = _usable_per_device(family, profile), _weights_per_device(family, self.tp, self.serving)
+        return usable, weights, profile.request_overhead.m_as("s")
+
+    def evaluation(self, latencies: _Latencies) -> Evaluation:
+        """The :class:`Evaluation` of the grid with ``latencies`` (:meth:`latencies`; NaN where not evaluated)."""
+        timed, sized, (usable, weights, _) = self.timed, self.sized, self.memory
         return Evaluation(
             fits=timed.fits,
             capacity=timed.capacity,
-            usable_per_device=_usable_per_device(family, self.profile),
+            usable_per_device=usable,
             prefill=timed.prefill,
             decode_step=timed.decode_step,
             tpot=latencies.tpot,
@@ -307,7 +315,7 @@ class _Grid:
             rate=timed.iteration.rate,
             replicas=sized.replicas,
             running=latencies.running,
-            weights_per_device=_weights_per_device(family, self.tp, self.serving),
+            weights_per_device=weights,
             oversized=sized.oversized,
         )
 
@@ -321,9 +329,8 @@ class _Sized:
     load: np.ndarray
 
     @classmethod
-    def of(cls, workload: Workload, rate: np.ndarray, max_utilization: float, tp: np.ndarray, stages: float) -> _Sized:
-        """``rate`` (request/s) per replica of ``stages`` stages of ``tp`` GPUs, loaded to ``max_utilization``."""
-        lam = workload.arrival_rate.m_as("request/s")
+    def of(cls, lam: float, rate: np.ndarray, max_utilization: float, tp: np.ndarray, stages: float) -> _Sized:
+        """``lam`` over replicas of ``stages`` x ``tp`` GPUs at ``rate`` each, loaded to ``max_utilization``."""
         demand = replica_demand.numeric(arrival_rate=lam, replica_throughput=rate, max_utilization=max_utilization)
         oversized = demand * tp * stages > MAX_FLEET_GPUS  # counted without overflow: infeasible
         replicas = ceil_count(np.minimum(demand, MAX_FLEET_GPUS))
@@ -380,8 +387,14 @@ def _rate_bound(family: _Family, profile: EngineProfile, workload: Workload, tp:
     computes on the same grid. One decode-step pricing instead of the prompts' and the queueing.
     """
     grid = _StepGrid(family, profile, workload, tp, batch, serving, None, scale)
-    _, per_token = grid.decode_times(profile.efficiency_for(family.accelerator))
-    return batch / (max(workload.output_tokens - 1, 1.0) * per_token)
+
+    def bound() -> np.ndarray:
+        _, per_token = grid.decode_times(profile.efficiency_for(family.accelerator))
+        out = batch / (max(workload.output_tokens - 1, 1.0) * per_token)
+        out.flags.writeable = False  # points of a sweep share it (calculator._reuse)
+        return out
+
+    return _reuse.shared(("decode-only rate", *grid.key()), bound)
 
 
 @dataclass(frozen=True)

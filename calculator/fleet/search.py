@@ -12,6 +12,7 @@ model's error interval.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import heapq
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -65,9 +66,10 @@ class _Masks:
     tbt: np.ndarray
 
     @classmethod
-    def of(cls, e: Evaluation, targets: Targets) -> _Masks:
-        tbt = targets.tbt.m_as("s") if targets.tbt is not None else np.inf
-        return cls(e.fits, e.tpot <= targets.tpot.m_as("s"), e.ttft <= targets.ttft.m_as("s"), e.tbt_max <= tbt)
+    def of(cls, e: Evaluation, limits: tuple[float, float, float]) -> _Masks:
+        """The masks of ``e`` against the TTFT, TPOT and token-gap targets in seconds (:attr:`_Search.limits`)."""
+        ttft, tpot, tbt = limits
+        return cls(e.fits, e.tpot <= tpot, e.ttft <= ttft, e.tbt_max <= tbt)
 
     @property
     def feasible(self) -> np.ndarray:
@@ -160,12 +162,32 @@ class _Search:
     batch_grid: np.ndarray
     exhaustive: bool = False
 
+    @functools.cached_property
+    def limits(self) -> tuple[float, float, float]:
+        """The TTFT, TPOT and token-gap targets in seconds (no token-gap target: infinite)."""
+        targets = self.targets
+        return targets.ttft.m_as("s"), targets.tpot.m_as("s"), targets.tbt.m_as("s") if targets.tbt else np.inf
+
+    @functools.cached_property
+    def arrival_rate(self) -> float:
+        return float(self.workload.arrival_rate.m_as("request/s"))
+
+    @functools.cached_property
+    def memory(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per family: (capacity, fits) on its grid, the sequences its KV cache holds and which caps fit."""
+        out = []
+        for family in self.families:
+            tp = family.stage_tp(self.tp_grid)
+            out.append(_fits(family, self.profile, self.workload, tp, family.caps(tp, self.batch_grid), self.serving))
+        return out
+
     def grid(self, f: int, i: int, scale: tuple[float, float]) -> _Grid:
         """Row ``i`` (one TP degree) of family ``f``'s candidate grid."""
         family = self.families[f]
         tp = family.stage_tp(self.tp_grid[i : i + 1])
         return _Grid(family, self.profile, self.workload, tp, family.caps(tp, self.batch_grid[i : i + 1]),
-                     self.serving, self.targets.ttft_percentile, self.targets.max_utilization, scale)  # fmt: skip
+                     self.serving, self.targets.ttft_percentile, self.targets.max_utilization, scale,
+                     self.arrival_rate)  # fmt: skip
 
     def run(self, scales: dict[tuple[str, str], tuple[float, float]] | None = None, progress: Any = None) -> _Outcome:
         """Search every family; ``scales`` multiply the step times per (accelerator, precision)."""
@@ -218,8 +240,7 @@ class _Search:
         family, tps = self.families[f], self.tps
         layout_ok, nodes_ok = family.layout_ok(tps), family.nodes_ok(tps)
         stage_tp = family.stage_tp(self.tp_grid)
-        capacity, fits = _fits(family, self.profile, self.workload, stage_tp, family.caps(stage_tp, self.batch_grid),
-                               self.serving)  # fmt: skip
+        capacity, fits = self.memory[f]
         rows, out = [], {}
         for i, tp in enumerate(tps):
             key = family.key_at(int(tp))
@@ -243,9 +264,9 @@ class _Search:
     def _decode_bound(self, f: int, i: int, scale: tuple[float, float]) -> tuple[float, float, float]:
         """A rank no cap of family ``f``'s row ``i`` beats: its replicas at the best decode-only rate of a cap."""
         family, g = self.families[f], self.grid(f, i, scale)
-        _, fits = _fits(family, self.profile, self.workload, g.tp, g.batch, self.serving)
+        fits = self.memory[f][1][i : i + 1]
         rate = np.where(fits, _rate_bound(family, self.profile, self.workload, g.tp, g.batch, self.serving, scale), 0.0)
-        fewest = _Sized.of(self.workload, np.max(rate), self.targets.max_utilization, g.tp[0, 0],
+        fewest = _Sized.of(self.arrival_rate, np.max(rate), self.targets.max_utilization, g.tp[0, 0],
                            family.arrays.pipeline_parallel).replicas  # fmt: skip
         return _rank(fewest, self.tps[i], family.price)
 
@@ -258,8 +279,8 @@ class _Search:
         """Row ``i`` of family ``f``: its cheapest feasible cap (one that beats ``best``), or why there is none."""
         family, tp, g = self.families[f], float(self.tps[i]), self.grid(f, i, scale)
         if self.exhaustive:
-            e = g.evaluation(np.ones(g.batch.shape, dtype=bool))
-            return self._chosen(f, i, e, _Masks.of(e, self.targets))
+            e = g.evaluation(g.latencies(np.ones(g.batch.shape, dtype=bool)))
+            return self._chosen(f, i, e, _Masks.of(e, self.limits))
         fits = g.timed.fits
         cost = g.sized.replicas * tp * family.price
         latencies, evaluated = _Latencies.empty(g.batch.shape), np.zeros(g.batch.shape, dtype=bool)
@@ -273,8 +294,8 @@ class _Search:
             new = fits & (cost <= levels[min(start + width, levels.size) - 1]) & ~evaluated
             g.latencies(new, latencies)
             evaluated |= new
-            e = g.evaluation(np.zeros_like(new), latencies)
-            ok = _Masks.of(e, self.targets)
+            e = g.evaluation(latencies)
+            ok = _Masks.of(e, self.limits)
             if (ok.feasible & ~e.oversized).any() or start + width >= levels.size:
                 return self._chosen(f, i, e, ok)
             start, width = start + width, 2 * width
@@ -282,7 +303,7 @@ class _Search:
     def _chosen(self, f: int, i: int, e: Evaluation, ok: _Masks) -> _RowResult:
         """Row ``i`` of family ``f`` evaluated (``e``, every cap its choice reads): its choice or its rejection."""
         family, tp = self.families[f], int(self.tps[i])
-        ttft_target, tpot_target = self.targets.ttft.m_as("s"), self.targets.tpot.m_as("s")
+        ttft_target, tpot_target, _ = self.limits
         # The candidate nearest to meeting both targets: the smallest of the larger ratio to its target.
         with np.errstate(invalid="ignore"):
             score = np.maximum(e.ttft[0] / ttft_target, e.tpot[0] / tpot_target)

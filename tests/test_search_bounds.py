@@ -188,3 +188,12 @@ def test_a_candidates_latencies_do_not_depend_on_which_others_are_evaluated_with
     for name in ("tpot", "ttft", "tbt_max", "running"):
         assert np.array_equal(getattr(pieces, name), getattr(whole, name)), name
     assert np.isfinite(whole.ttft).any() and len(np.unique(grid.sized.replicas)) > 5  # several loads per row
+
+
+def test_progress_counts_every_family_once_whether_evaluated_bounded_or_rejected():
+    calls = []
+    space = SearchSpace(["h100-sxm", "h200-sxm", "l40s"], ["bf16", "fp8"], batches=SMALL)
+    plan = search._size("llama-3.1-70b", TRAFFIC, Targets(Q_(1, "s"), Q_(50, "ms")), space,
+                        progress=lambda done, total: calls.append((done, total)))  # fmt: skip
+    assert plan.feasible and any(r.code == "bound" for r in plan.rejections)
+    assert calls == [(done, 6) for done in range(1, 7)]

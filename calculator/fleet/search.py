@@ -118,7 +118,7 @@ def _rank(replicas: Any, tp: float, price: float) -> tuple[float, float, float]:
     return float(replicas * tp * price), float(replicas * tp), float(tp)
 
 
-@dataclass
+@dataclass(frozen=True)
 class _RowResult:
     """One TP row searched: its best candidate (or None), its rejection and its nearest-to-targets score."""
 
@@ -166,7 +166,8 @@ class _Search:
     def limits(self) -> tuple[float, float, float]:
         """The TTFT, TPOT and token-gap targets in seconds (no token-gap target: infinite)."""
         targets = self.targets
-        return targets.ttft.m_as("s"), targets.tpot.m_as("s"), targets.tbt.m_as("s") if targets.tbt else np.inf
+        tbt = targets.tbt.m_as("s") if targets.tbt is not None else np.inf
+        return targets.ttft.m_as("s"), targets.tpot.m_as("s"), tbt
 
     @functools.cached_property
     def arrival_rate(self) -> float:

@@ -248,7 +248,7 @@ class _Grid:
         out = out if out is not None else _Latencies.empty(shape)
         profile, workload, timed, sized = self.profile, self.workload, self.timed, self.sized
         it = timed.iteration
-        overhead = self.memory[2]
+        overhead = self.constants[2]
         fixed = np.broadcast_to(it.step if profile.mixed_batching else timed.per_token, shape)
         rows = [np.broadcast_to(v, shape) for v in (it.first_mean, it.first_tail, it.service, it.tbt, it.own_time,
                                                     it.prompt_time, fixed, timed.prefill)]  # fmt: skip
@@ -293,15 +293,15 @@ class _Grid:
         return out
 
     @functools.cached_property
-    def memory(self) -> tuple[float, np.ndarray, float]:
-        """(usable bytes per device, weight bytes per device, the engine's request overhead in seconds)."""
+    def constants(self) -> tuple[float, np.ndarray, float]:
+        """Read once per grid: (usable bytes per device, weight bytes per device, the request overhead in s)."""
         family, profile = self.family, self.profile
         usable, weights = _usable_per_device(family, profile), _weights_per_device(family, self.tp, self.serving)
         return usable, weights, profile.request_overhead.m_as("s")
 
     def evaluation(self, latencies: _Latencies) -> Evaluation:
         """The :class:`Evaluation` of the grid with ``latencies`` (:meth:`latencies`; NaN where not evaluated)."""
-        timed, sized, (usable, weights, _) = self.timed, self.sized, self.memory
+        timed, sized, (usable, weights, _) = self.timed, self.sized, self.constants
         return Evaluation(
             fits=timed.fits,
             capacity=timed.capacity,
@@ -357,7 +357,10 @@ def _usable_per_device(family: _Family, profile: EngineProfile) -> float:
 
 
 def _weights_per_device(family: _Family, tp: np.ndarray, serving: ServingOptions) -> np.ndarray:
-    """Weight bytes per device; with speculation the draft model's weights share the devices."""
+    """Weight bytes per device; with speculation the draft model's weights share the devices.
+
+    (The draft's KV cache is in the capacity, :func:`_capacity`.)
+    """
     draft = family.draft if serving.speculation is not None else None
     return family.arrays.weights_per_device(tp) + (draft.weights_per_device(tp) if draft else 0.0)
 

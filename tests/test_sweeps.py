@@ -449,31 +449,3 @@ def test_a_reuse_scope_is_bounded_and_ends_with_its_call():
     assert made == ["a", "b", "c", "b"]
     shared("a", lambda: made.append("outside"))
     assert made[-1] == "outside"
-
-
-def test_the_occupancy_tables_chunked_by_cap_equal_one_table_of_every_candidate(monkeypatch):
-    # Issue 24, item 9: _occupancy builds its birth-death tables a chunk of candidates at a time, each
-    # only up to its largest cap; the values are those of one table of the whole row, bit for bit.
-    from calculator.fleet import evaluate
-
-    rng = np.random.default_rng(7)
-    caps = np.array([1, 2, 3, 8, 16, 40, 64, 100, 256, 300, 512, 1000, 1024] * 12, dtype=float)
-    batch = np.stack([rng.permutation(caps), rng.permutation(caps) * 2])  # unsorted; a row of attention ranks
-    rate = np.sort(rng.uniform(0.1, 50.0, batch.shape), axis=1) * np.where(rng.random(batch.shape) < 0.1, 0.0, 1.0)
-    load = rng.uniform(0.01, 60.0, batch.shape)
-    chunked = evaluate._occupancy(batch, rate, load)
-    monkeypatch.setattr(evaluate, "_OCCUPANCY_CHUNK", batch.shape[1])  # one chunk: the whole table
-    whole = evaluate._occupancy(batch, rate, load)
-    for a, b in zip(chunked, whole, strict=True):
-        assert np.array_equal(a, b, equal_nan=True)
-    assert np.isinf(chunked[0]).any() and np.isfinite(chunked[0]).any()  # unstable and stable candidates
-
-
-def test_the_occupancy_exponential_skips_only_exact_zeros():
-    from calculator.fleet.evaluate import _exp_nonpositive
-
-    x = np.concatenate([-np.logspace(-3, 4, 4001), [-np.inf, np.nan, 0.0, -707.9, -708.0, -745.13, -746.0]])
-    out = np.zeros_like(x)
-    _exp_nonpositive(x, out)
-    assert np.array_equal(out, np.exp(x), equal_nan=True)
-    assert (out[(x > -746) & (x < -708)] > 0).all()  # the subnormal band is computed, not zeroed

@@ -24,6 +24,7 @@ degree and cap ``B`` on running sequences at once with numpy, using the calibrat
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -48,7 +49,6 @@ from ..performance.scheduler import SchedulerRules, scheduler_rules
 from ..precision import check_precision
 from ..queueing import replica_demand
 from ..results import ceil_count
-from ..units import Q_
 from ._common import MAX_FLEET_GPUS
 from .inputs import Costs, SearchSpace, ServingOptions, Speculation, Workload, default_price
 
@@ -202,69 +202,202 @@ def _evaluate(
     planned load produces (Little's law on the grid); TTFT at ``percentile`` (None: the mean).
     ``scale`` multiplies prefill and decode step times (the ends of the model's error interval).
     """
-    a = family.arrays
-    grid = _StepGrid(family, profile, workload, tp, batch, serving, percentile, scale)
-    timed = _reuse.shared(grid.key(), grid.times)
-    capacity, fits, t_pf, t_dec, per_token, it = (
-        timed.capacity, timed.fits, timed.prefill, timed.decode_step, timed.per_token, timed.iteration
-    )  # fmt: skip
-    decode_slots = timed.decode_slots
-    step, rate = it.step, it.rate
-    lam = workload.arrival_rate.m_as("request/s")
-    demand = replica_demand.numeric(arrival_rate=lam, replica_throughput=rate, max_utilization=max_utilization)
-    oversized = demand * tp * a.pipeline_parallel > MAX_FLEET_GPUS  # counted without overflow: infeasible
-    replicas = ceil_count(np.minimum(demand, MAX_FLEET_GPUS))
-    load = lam / replicas  # each replica's arrival rate
-    arrival_cv = _replica_arrival_cv(workload.arrival_cv, replicas, serving.router)
-    # The running batch fluctuates: every running sequence gets a token per iteration, a symmetric
-    # (processor-sharing) queue whose completion rate with n running is the rate curve at n. Its
-    # birth-death distribution gives the mean running batch, the chance the cap is full and the
-    # wait for a slot (exact for Poisson arrivals, whatever the output lengths, if the completion
-    # rate depended on n alone); the excess over the fluid fixed point scales with the variability
-    # of the batch's increments, (1 + cv^2 b) / 2 (``_burst_gain``: an arrival's prefill also holds
-    # back every running sequence's token, b = 1 / (1 - prefill share)).
-    fluid = _running_batch(batch, rate, load)
-    mean_running, slot_wait, full, headroom = _occupancy(batch, rate, load)
-    first_mean, first_tail, service, tbt_max, own, prompt = (
-        _on_row(fluid, batch, v)
-        for v in (it.first_mean, it.first_tail, it.service, it.tbt, it.own_time, it.prompt_time)
-    )
-    smooth = (1 + arrival_cv**2 * _burst_gain(load, prompt)) / 2
-    running = fluid + smooth * np.maximum(mean_running - fluid, 0.0)
-    fixed_point = _on_row(fluid, batch, step if profile.mixed_batching else per_token)
-    if not profile.mixed_batching:
-        fixed_point = fixed_point / (1 - np.minimum(load * t_pf, 0.999))
-    tpot = planned_tpot(running, load, own, decode_slots, fixed_point)
-    # Two queues a request can wait in: for prefill budget (one server at full-budget iterations),
-    # and for a running slot when the batch is at its cap (the birth-death tail).
-    wait_mean = _wait(load, service, 1, arrival_cv, workload.input_cv, None) + smooth * slot_wait
-    overhead = profile.request_overhead.m_as("s")
-    if percentile is None:
-        ttft = planned_ttft(overhead, first_mean, wait_mean)
-    else:
-        wait_tail = _wait(load, service, 1, arrival_cv, workload.input_cv, percentile)
-        # A full cap drains at the cap's completion rate: P(wait > x) = P(full) exp(-headroom x).
-        slot_tail = np.log(np.maximum(full, 1e-300) / (1 - percentile)) / np.maximum(headroom, 1e-300)
-        wait_tail = wait_tail + smooth * np.where(headroom > 0, np.maximum(slot_tail, 0.0), np.inf)
-        ttft = planned_ttft(overhead, first_mean, wait_mean, first_tail, wait_tail)
-    return Evaluation(
-        fits=fits,
-        capacity=capacity,
-        usable_per_device=profile.memory_utilization * a.memory - profile.memory_reserve.m_as("B"),
-        prefill=t_pf,
-        decode_step=t_dec,
-        tpot=tpot,
-        tpot_at_batch=step,
-        ttft=ttft,
-        tbt_max=tbt_max,
-        rate=rate,
-        replicas=replicas,
-        running=running,
-        # with speculation the draft model's weights share the devices (its KV cache is in the capacity)
-        weights_per_device=a.weights_per_device(tp)
-        + (family.draft.weights_per_device(tp) if serving.speculation is not None and family.draft else 0.0),
-        oversized=oversized,
-    )
+    grid = _Grid(family, profile, workload, tp, batch, serving, percentile, max_utilization, scale,
+                 workload.arrival_rate.m_as("request/s"))  # fmt: skip
+    return grid.evaluation(grid.latencies(np.ones(batch.shape, dtype=bool)))
+
+
+@dataclass(frozen=True, eq=False)
+class _Grid:
+    """One family's candidate grid in two stages: its throughput (replicas, cost) first, its latencies on demand.
+
+    The replicas of a candidate follow from its step times alone (:attr:`sized`); its TPOT, TTFT and
+    token gap need the queueing at the planned load (:meth:`latencies`), whose values at one
+    candidate do not depend on which other candidates are evaluated with it: the search evaluates the
+    caps of a TP row a few at a time, in order of their cost, and stops at the first feasible one.
+    """
+
+    family: _Family
+    profile: EngineProfile
+    workload: Workload
+    tp: np.ndarray
+    batch: np.ndarray
+    serving: ServingOptions
+    percentile: float | None
+    max_utilization: float
+    scale: tuple[float, float]
+    arrival_rate: float  # request/s, the workload's
+
+    @functools.cached_property
+    def timed(self) -> _StepTimes:
+        grid = _StepGrid(self.family, self.profile, self.workload, self.tp, self.batch, self.serving,
+                         self.percentile, self.scale)  # fmt: skip
+        return _reuse.shared(grid.key(), grid.times)
+
+    @functools.cached_property
+    def sized(self) -> _Sized:
+        rate = self.timed.iteration.rate
+        return _Sized.of(self.arrival_rate, rate, self.max_utilization, self.tp, self.family.arrays.pipeline_parallel)
+
+    def latencies(self, where: np.ndarray, out: _Latencies | None = None) -> _Latencies:
+        """TPOT, TTFT, the longest token gap and the running batch of the candidates ``where`` selects.
+
+        Written into ``out`` (the other candidates keep theirs; NaN where none was evaluated).
+        """
+        shape = self.batch.shape
+        out = out if out is not None else _Latencies.empty(shape)
+        profile, workload, timed, sized = self.profile, self.workload, self.timed, self.sized
+        it = timed.iteration
+        overhead = self.constants[2]
+        fixed = np.broadcast_to(it.step if profile.mixed_batching else timed.per_token, shape)
+        rows = [np.broadcast_to(v, shape) for v in (it.first_mean, it.first_tail, it.service, it.tbt, it.own_time,
+                                                    it.prompt_time, fixed, timed.prefill)]  # fmt: skip
+        for i in range(shape[0]):
+            cols = np.flatnonzero(where[i])
+            if cols.size == 0:
+                continue
+            batch, rate = self.batch[i], it.rate[i]
+            cap, load, replicas = batch[cols], sized.load[i, cols], sized.replicas[i, cols]
+            arrival_cv = _replica_arrival_cv(workload.arrival_cv, replicas, self.serving.router)
+            # The running batch fluctuates: every running sequence gets a token per iteration, a symmetric
+            # (processor-sharing) queue whose completion rate with n running is the rate curve at n. Its
+            # birth-death distribution gives the mean running batch, the chance the cap is full and the
+            # wait for a slot (exact for Poisson arrivals, whatever the output lengths, if the completion
+            # rate depended on n alone); the excess over the fluid fixed point scales with the variability
+            # of the batch's increments, (1 + cv^2 b) / 2 (``_burst_gain``: an arrival's prefill also holds
+            # back every running sequence's token, b = 1 / (1 - prefill share)).
+            fluid = _running_batch(batch, rate, cap, load)
+            mean_running, slot_wait, full, headroom = _occupancy(batch, rate, cap, load)
+            first_mean, first_tail, service, tbt_max, own, prompt, fixed_point = (
+                np.interp(fluid, batch, v[i]) for v in rows[:7]
+            )
+            smooth = (1 + arrival_cv**2 * _burst_gain(load, prompt)) / 2
+            running = fluid + smooth * np.maximum(mean_running - fluid, 0.0)
+            if not profile.mixed_batching:
+                fixed_point = fixed_point / (1 - np.minimum(load * rows[7][i, cols], 0.999))
+            # Two queues a request can wait in: for prefill budget (one server at full-budget iterations),
+            # and for a running slot when the batch is at its cap (the birth-death tail).
+            wait_mean = _wait(load, service, arrival_cv, workload.input_cv, None) + smooth * slot_wait
+            if self.percentile is None:
+                ttft = planned_ttft(overhead, first_mean, wait_mean)
+            else:
+                wait_tail = _wait(load, service, arrival_cv, workload.input_cv, self.percentile)
+                # A full cap drains at the cap's completion rate: P(wait > x) = P(full) exp(-headroom x).
+                slot_tail = np.log(np.maximum(full, 1e-300) / (1 - self.percentile)) / np.maximum(headroom, 1e-300)
+                wait_tail = wait_tail + smooth * np.where(headroom > 0, np.maximum(slot_tail, 0.0), np.inf)
+                ttft = planned_ttft(overhead, first_mean, wait_mean, first_tail, wait_tail)
+            out.tpot[i, cols] = planned_tpot(running, load, own, timed.decode_slots, fixed_point)
+            out.ttft[i, cols] = ttft
+            out.tbt_max[i, cols] = tbt_max
+            out.running[i, cols] = running
+        return out
+
+    @functools.cached_property
+    def constants(self) -> tuple[float, np.ndarray, float]:
+        """Read once per grid: (usable bytes per device, weight bytes per device, the request overhead in s)."""
+        family, profile = self.family, self.profile
+        usable, weights = _usable_per_device(family, profile), _weights_per_device(family, self.tp, self.serving)
+        return usable, weights, profile.request_overhead.m_as("s")
+
+    def evaluation(self, latencies: _Latencies) -> Evaluation:
+        """The :class:`Evaluation` of the grid with ``latencies`` (:meth:`latencies`; NaN where not evaluated)."""
+        timed, sized, (usable, weights, _) = self.timed, self.sized, self.constants
+        return Evaluation(
+            fits=timed.fits,
+            capacity=timed.capacity,
+            usable_per_device=usable,
+            prefill=timed.prefill,
+            decode_step=timed.decode_step,
+            tpot=latencies.tpot,
+            tpot_at_batch=timed.iteration.step,
+            ttft=latencies.ttft,
+            tbt_max=latencies.tbt_max,
+            rate=timed.iteration.rate,
+            replicas=sized.replicas,
+            running=latencies.running,
+            weights_per_device=weights,
+            oversized=sized.oversized,
+        )
+
+
+@dataclass(frozen=True)
+class _Sized:
+    """The replicas of each candidate: ``demand`` (fractional), ``replicas`` (whole), each one's ``load``."""
+
+    oversized: np.ndarray
+    replicas: np.ndarray
+    load: np.ndarray
+
+    @classmethod
+    def of(cls, lam: float, rate: np.ndarray, max_utilization: float, tp: np.ndarray, stages: float) -> _Sized:
+        """``lam`` over replicas of ``stages`` x ``tp`` GPUs at ``rate`` each, loaded to ``max_utilization``."""
+        demand = replica_demand.numeric(arrival_rate=lam, replica_throughput=rate, max_utilization=max_utilization)
+        oversized = demand * tp * stages > MAX_FLEET_GPUS  # counted without overflow: infeasible
+        replicas = ceil_count(np.minimum(demand, MAX_FLEET_GPUS))
+        return cls(oversized, replicas, lam / replicas)  # each replica's arrival rate
+
+
+@dataclass(frozen=True)
+class _Latencies:
+    """TPOT, TTFT, longest token gap (s) and mean running batch over a grid; NaN where not evaluated."""
+
+    tpot: np.ndarray
+    ttft: np.ndarray
+    tbt_max: np.ndarray
+    running: np.ndarray
+
+    @classmethod
+    def empty(cls, shape: tuple[int, ...]) -> _Latencies:
+        return cls(*(np.full(shape, np.nan) for _ in range(4)))
+
+
+def _usable_per_device(family: _Family, profile: EngineProfile) -> float:
+    """Bytes of a device's memory the engine uses (its utilization share less its reserve)."""
+    return profile.memory_utilization * family.arrays.memory - profile.memory_reserve.m_as("B")
+
+
+def _weights_per_device(family: _Family, tp: np.ndarray, serving: ServingOptions) -> np.ndarray:
+    """Weight bytes per device; with speculation the draft model's weights share the devices.
+
+    (The draft's KV cache is in the capacity, :func:`_capacity`.)
+    """
+    draft = family.draft if serving.speculation is not None else None
+    return family.arrays.weights_per_device(tp) + (draft.weights_per_device(tp) if draft else 0.0)
+
+
+def _fits(family: _Family, profile: EngineProfile, workload: Workload, tp: np.ndarray, batch: np.ndarray,
+          serving: ServingOptions) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """(capacity, fits): the sequences the KV cache holds on each candidate and which caps fit, before any step time."""
+    draft = family.draft if serving.speculation is not None else None
+    capacity = _capacity(family.arrays, draft, profile, tp, workload.held_context, serving)
+    return capacity, batch <= capacity
+
+
+def _rate_bound(family: _Family, profile: EngineProfile, workload: Workload, tp: np.ndarray, batch: np.ndarray,
+                serving: ServingOptions, scale: tuple[float, float] = (1.0, 1.0)) -> np.ndarray:  # fmt: skip
+    """An upper bound on the requests per second a replica sustains at each cap, from its decode steps alone.
+
+    A replica at cap ``B`` completes ``rate(B) <= B / ((O - 1) t(B))`` requests per second, where
+    ``t(B)`` is the iteration with the cap's decodes and their share of prompts (:func:`_mixed_iteration`)
+    and ``O - 1`` the output tokens after the first; a prefill-first engine adds its prefills to the
+    denominator instead (:func:`_prefill_first_iteration`). ``t(B)`` is the decode step (or the
+    speculative round per token) plus the prompts' share, and that share is non-negative: each chunk's
+    added time is clipped at zero, and the asynchronous engines' correction for chunks landing together
+    replaces the mean chunk's cost by the expectation of clipped costs over their Poisson count, which
+    stays above zero where a chunk's cost is convex in its length (``tests/test_search_bounds.py``
+    checks ``rate <= bound`` at every cap of random families, engines and lengths). So ``B / ((O - 1)
+    per_token(B))`` bounds the rate from above; its ``per_token`` is the one :meth:`_StepGrid.times`
+    computes on the same grid. One decode-step pricing instead of the prompts' and the queueing.
+    """
+    grid = _StepGrid(family, profile, workload, tp, batch, serving, None, scale)
+
+    def bound() -> np.ndarray:
+        _, per_token = grid.decode_times(profile.efficiency_for(family.accelerator))
+        out = batch / (max(workload.output_tokens - 1, 1.0) * per_token)
+        out.flags.writeable = False  # points of a sweep share it (calculator._reuse)
+        return out
+
+    return _reuse.shared(("decode-only rate", *grid.key()), bound)
 
 
 @dataclass(frozen=True)
@@ -326,14 +459,9 @@ class _StepGrid:
         hit, prefix = serving.prefix_hit_rate, serving.shared_prefix_tokens
         computed = max(inputs - hit * prefix, 1.0)  # prompt tokens actually prefilled
         context = workload.held_context  # prompt plus half the length-biased output
-        spec = serving.speculation
-        draft = family.draft if spec is not None else None
-        capacity = _capacity(a, draft, profile, tp, context, serving)
+        capacity, fits = _fits(family, profile, workload, tp, batch, serving)
         t_pf = scale[0] * prefill_seconds(a, eff, tp, computed)
-        t_dec = scale[1] * decode_step_seconds(a, eff, tp, batch, context)
-        per_token = (
-            t_dec if spec is None or draft is None else _per_token(a, draft, eff, tp, batch, context, spec, scale[1])
-        )
+        t_dec, per_token = self.decode_times(eff)
         decode_slots = max(outputs - 1, 1.0)
         # Prompt lengths: quadrature nodes of the log-normal length distribution (prefill cost is
         # convex in the length), and the length at the TTFT percentile.
@@ -354,7 +482,16 @@ class _StepGrid:
         for value in (capacity, t_pf, t_dec, per_token, *(getattr(it, f.name) for f in dataclasses.fields(it))):
             if isinstance(value, np.ndarray):
                 value.flags.writeable = False  # points of a sweep share these arrays (calculator._reuse)
-        return _StepTimes(capacity, batch <= capacity, t_pf, t_dec, per_token, it, decode_slots)
+        return _StepTimes(capacity, fits, t_pf, t_dec, per_token, it, decode_slots)
+
+    def decode_times(self, eff: Any) -> tuple[np.ndarray, np.ndarray]:
+        """(decode step, seconds per output token) on the grid: a decode step, or a speculative round per token."""
+        family, workload, spec, tp, batch = self.family, self.workload, self.serving.speculation, self.tp, self.batch
+        a, context, scale = family.arrays, workload.held_context, self.scale[1]
+        t_dec = scale * decode_step_seconds(a, eff, tp, batch, context)
+        if spec is None or family.draft is None:
+            return t_dec, t_dec
+        return t_dec, _per_token(a, family.draft, eff, tp, batch, context, spec, scale)
 
 
 @dataclass(frozen=True)
@@ -541,70 +678,53 @@ def _length_quantile(mean: float, cv: float, quantile: float | None) -> float:
     return float(mean * math.exp(sigma * norm.ppf(quantile) - sigma**2 / 2))
 
 
-def _running_batch(batch: np.ndarray, rate: np.ndarray, load: np.ndarray) -> np.ndarray:
-    """Sequences running at ``load`` per replica: where a row's rate-vs-batch curve reaches it.
+def _running_batch(batch: np.ndarray, rate: np.ndarray, cap: np.ndarray, load: np.ndarray) -> np.ndarray:
+    """Sequences running at ``load`` per replica: where a TP row's rate-vs-batch curve reaches it.
 
-    ``rate[i, j]`` is what a replica sustains with ``batch[i, j]`` sequences running, so the running
-    batch at a given load is the inverse of that curve (interpolated on the grid).
+    ``rate[j]`` is what a replica sustains with ``batch[j]`` sequences running (one TP row of the
+    grid), so the running batch at a given load is the inverse of that curve (interpolated on the
+    grid), at most the candidate's ``cap``.
     """
-    out = np.empty_like(load, dtype=float)
-    for i in range(batch.shape[0]):
-        curve = np.maximum.accumulate(rate[i])
-        below = batch[i, 0] * load[i] / max(curve[0], 1e-300)  # fewer than the smallest grid batch
-        out[i] = np.where(load[i] < curve[0], below, np.interp(load[i], curve, batch[i]))
-    return np.minimum(out, batch)
+    curve = np.maximum.accumulate(rate)
+    below = batch[0] * load / max(curve[0], 1e-300)  # fewer than the smallest grid batch
+    return np.minimum(np.where(load < curve[0], below, np.interp(load, curve, batch)), cap)
 
 
-#: Candidates whose occupancy tables :func:`_occupancy` builds at once.
-_OCCUPANCY_CHUNK = 64
-
-
-def _occupancy(batch: np.ndarray, rate: np.ndarray, load: np.ndarray) -> tuple[np.ndarray, ...]:
+def _occupancy(batch: np.ndarray, rate: np.ndarray, cap: np.ndarray, load: np.ndarray) -> tuple[np.ndarray, ...]:
     """The running batch as a birth-death process: arrivals ``load``, completions ``rate(n)``.
 
-    With ``n`` sequences running a replica completes ``rate(n)`` requests per second (the grid's
-    rate curve, interpolated at every whole ``n``); beyond the cap ``B`` requests wait and complete at
-    ``rate(B)``. Returns, per candidate, the mean running batch, the mean wait for a slot, the
-    probability the cap is full, and ``rate(B) - load`` (the drain rate of that queue; <= 0 unstable).
+    With ``n`` sequences running a replica completes ``rate(n)`` requests per second (the TP row's
+    rate curve ``rate`` over ``batch``, interpolated at every whole ``n``); beyond the cap ``B``
+    requests wait and complete at ``rate(B)``. Returns, per candidate (its ``cap`` and ``load``), the
+    mean running batch, the mean wait for a slot, the probability the cap is full, and ``rate(B) -
+    load`` (the drain rate of that queue; <= 0 unstable).
 
-    The probabilities of ``n = 0 .. B`` running form one table row per candidate, as long as the TP
-    row's largest cap. The candidates are taken a chunk at a time in order of their cap, and a
-    chunk's table is computed only up to its largest cap (beyond a cap every probability is zero);
-    the sums still run over whole rows, so the values are those of one table of every candidate.
+    ``log P(n) = n log(load) - sum_{k <= n} log rate(k)`` up to a constant. Candidates of one load
+    (one replica count) share it: running log-sum-exps of ``P(n)`` and ``n P(n)`` (sequential, so the
+    sums up to a cap do not depend on how far the table runs) give every cap's normalization and
+    mean at once, one pass per load instead of a table per candidate.
     """
-    mean = np.empty_like(load, dtype=float)
-    wait, full = np.empty_like(mean), np.empty_like(mean)
-    for i in range(batch.shape[0]):
-        caps = batch[i].astype(int)
-        n = np.arange(int(batch[i].max()) + 1, dtype=float)  # this row's caps (attention ranks multiply them)
-        curve = np.interp(n[1:], batch[i], rate[i])
-        cumulative = np.concatenate(([0.0], np.cumsum(np.log(np.maximum(curve, 1e-300)))))
-        rho = np.minimum(load[i] / np.interp(batch[i], n[1:], curve), 1 - 1e-12)
-        log_load = np.log(load[i])
-        order = np.argsort(caps, kind="stable")
-        log_rows = np.empty((min(_OCCUPANCY_CHUNK, caps.size), n.size))
-        rows = np.empty_like(log_rows)
-        for start in range(0, caps.size, _OCCUPANCY_CHUNK):
-            chunk = order[start : start + _OCCUPANCY_CHUNK]
-            cap, width = caps[chunk], int(caps[chunk].max()) + 1
-            # log P(n) up to a constant: n log(load) - sum of log rate(k) for k <= n; none beyond the cap
-            log_p = log_rows[: chunk.size, :width]
-            np.multiply(n[:width], log_load[chunk, None], out=log_p)
-            log_p -= cumulative[:width]
-            np.copyto(log_p, -np.inf, where=n[:width] > cap[:, None])
-            log_p -= log_p.max(axis=1, keepdims=True)
-            p = rows[: chunk.size]
-            p.fill(0.0)
-            _exp_nonpositive(log_p, p[:, :width])
-            at_cap = p[np.arange(chunk.size), cap]
-            r = rho[chunk]
-            tail = at_cap * r / (1 - r)
-            total = p.sum(axis=1) + tail
-            p[:, :width] *= n[:width]
-            mean[i, chunk] = (p.sum(axis=1) + batch[i, chunk] * tail) / total
-            full[i, chunk] = (at_cap + tail) / total
-            wait[i, chunk] = at_cap * r / (1 - r) ** 2 / total / load[i, chunk]
-    drain = np.stack([np.interp(batch[i], batch[i], rate[i]) for i in range(batch.shape[0])]) - load
+    n = np.arange(int(cap.max()) + 1, dtype=float)
+    curve = np.interp(n[1:], batch, rate)
+    cumulative = np.concatenate(([0.0], np.cumsum(np.log(np.maximum(curve, 1e-300)))))
+    rho = np.minimum(load / np.interp(cap, n[1:], curve), 1 - 1e-12)
+    with np.errstate(divide="ignore"):
+        log_n = np.log(n)  # -inf at n = 0: it adds nothing to the mean
+    mean, wait, full = np.empty_like(load), np.empty_like(load), np.empty_like(load)
+    for value in np.unique(load):
+        group = np.flatnonzero(load == value)
+        k = cap[group].astype(int)
+        log_p = n[: k.max() + 1] * np.log(value) - cumulative[: k.max() + 1]
+        total = np.logaddexp.accumulate(log_p)[k]  # log of the sum of P(n) up to each cap
+        first = np.logaddexp.accumulate(log_p + log_n[: k.max() + 1])[k]  # and of n P(n)
+        at_cap = np.exp(log_p[k] - total)  # P(cap) over the sum up to the cap
+        r = rho[group]
+        tail = at_cap * r / (1 - r)  # the states beyond the cap (requests waiting), geometric at rho
+        norm = 1 + tail
+        mean[group] = (np.exp(first - total) + cap[group] * tail) / norm
+        full[group] = (at_cap + tail) / norm
+        wait[group] = at_cap * r / (1 - r) ** 2 / norm / value
+    drain = np.interp(cap, batch, rate) - load
     unstable = drain <= 0
     return (
         np.where(unstable, np.inf, mean),
@@ -612,26 +732,6 @@ def _occupancy(batch: np.ndarray, rate: np.ndarray, load: np.ndarray) -> tuple[n
         np.where(unstable, 1.0, full),
         drain,
     )
-
-
-def _exp_nonpositive(x: np.ndarray, out: np.ndarray) -> None:
-    """``out[...] = np.exp(x)`` for ``x <= 0`` into a zeroed ``out``: the same values, the zeros not computed.
-
-    numpy's vectorized exp runs an order of magnitude slower on inputs whose result underflows, and
-    most of an occupancy table is ``-inf`` (beyond a cap) or deep in the tail: only the inputs with a
-    normal result (above -708), the subnormal band and any NaN go through exp; below -746 the
-    exponential is 0, as ``out`` holds already.
-    """
-    np.exp(x, out=out, where=~(x <= -708.0))
-    band = (x <= -708.0) & (x >= -746.0)
-    if band.any():
-        out[band] = np.exp(x[band])
-
-
-def _on_row(running: np.ndarray, batch: np.ndarray, values: Any) -> np.ndarray:
-    """``values`` (a grid over ``batch``) read at each candidate's running batch."""
-    values = np.broadcast_to(values, batch.shape)
-    return np.stack([np.interp(running[i], batch[i], values[i]) for i in range(batch.shape[0])])
 
 
 def _burst_gain(load: np.ndarray, prompt_time: np.ndarray) -> np.ndarray:
@@ -671,13 +771,20 @@ def _replica_arrival_cv(arrival_cv: float, replicas: np.ndarray, router: str) ->
     return np.sqrt(arrival_cv**2 * share)
 
 
-def _wait(load: Any, service: Any, servers: Any, arrival_cv: Any, service_cv: float, percentile: Any) -> np.ndarray:
-    from ..queueing import ggc_mean_wait, ggc_wait_quantile
+def _wait(load: Any, service: Any, arrival_cv: Any, service_cv: float, percentile: float | None) -> np.ndarray:
+    """The wait for prefill budget: a G/G/1 queue (Allen-Cunneen), its mean or its ``percentile``, plain arrays.
 
-    arrival, service_q = Q_(load, "request/s"), Q_(service, "s")
+    The numeric core of :func:`~calculator.queueing.ggc_mean_wait` and
+    :func:`~calculator.queueing.ggc_wait_quantile` on one server, without their checks: the loads
+    and service times here are the grid's own, positive by construction.
+    """
+    from ..queueing.ggc import variability_factor
+    from ..queueing.mmc import _mean_wait, _wait_quantile
+
+    factor = variability_factor.numeric(arrival_cv=arrival_cv, service_cv=service_cv)
     if percentile is None:
-        return ggc_mean_wait(arrival, service_q, servers, arrival_cv, service_cv).m_as("s")
-    return ggc_wait_quantile(arrival, service_q, servers, arrival_cv, service_cv, percentile).m_as("s")
+        return _mean_wait(load * service, 1.0, service, factor)
+    return _wait_quantile(load * service, 1.0, service, factor, percentile)
 
 
 def _families(model: Any, space: SearchSpace, costs: Costs, speculation: Speculation | None, reg: Any,

@@ -86,14 +86,15 @@ class Rejection(Result):
         or ``"tbt"`` (no batch cap meets that target), ``"joint"`` (each target is met by some cap,
         none meets all), ``"fleet_size"`` (the load needs more GPUs than the sizer plans, ``MAX_FLEET_GPUS``),
         ``"layout"`` (experts spread over a TP degree that does not divide them), ``"nodes"`` (a replica
-        wider than the accelerator's scale-up domain without a scale-out link) or ``"costlier"``
-        (feasible, but not the cheapest).
+        wider than the accelerator's scale-up domain without a scale-out link), ``"costlier"``
+        (feasible, but not the cheapest) or ``"bound"`` (a lower bound on its cost from its
+        throughput already reaches the plan's, so the search did not evaluate it further).
     values : dict
         The numbers behind the code: ``weights_per_device``, ``usable_per_device``, ``kv_per_sequence``
         (one sequence's whole KV cache at the workload's held context) and ``kv_shards_max`` (memory), the
         ``capacity`` in sequences (batch), the
-        ``best`` value reached and the ``target`` (tpot, ttft), or ``gpus``, ``batch`` and
-        ``cost_per_hour`` (costlier).
+        ``best`` value reached and the ``target`` (tpot, ttft), ``gpus``, ``batch`` and
+        ``cost_per_hour`` (costlier), or the bounds ``gpus`` and ``cost_per_hour`` (bound).
     """
 
     family: str
@@ -138,6 +139,8 @@ class Rejection(Result):
             return "no batch meets the TPOT and TTFT targets together"
         if self.code == "fleet_size":
             return f"fleet size: the load needs more than {v['limit']:,} GPUs"
+        if self.code == "bound":
+            return f"no cheaper than the plan: its throughput needs at least {v['gpus']} GPUs (not evaluated further)"
         return (
             f"feasible but not the cheapest: {v['gpus']} GPUs at batch {v['batch']}, "
             f"{v['cost_per_hour'].m_as('USD/hour'):.2f} USD/hour"

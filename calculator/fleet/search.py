@@ -1,8 +1,9 @@
 """The fleet sizer's search: the cheapest feasible candidate, its binding constraint and its error band.
 
-:func:`_size` (behind :func:`~calculator.fleet.size_fleet`) evaluates every candidate of the
-:class:`~calculator.fleet.inputs.SearchSpace` at once (:mod:`calculator.fleet.evaluate`). The
-cheapest feasible candidate wins (the largest cap among equals). The plan reports its binding
+:func:`_size` (behind :func:`~calculator.fleet.size_fleet`) searches the candidates of the
+:class:`~calculator.fleet.inputs.SearchSpace` (:mod:`calculator.fleet.evaluate` prices them) best
+first under lower bounds on their cost, evaluating only those that could still win (:class:`_Search`).
+The cheapest feasible candidate wins (the largest cap among equals). The plan reports its binding
 constraint (what keeps it from one replica fewer), why each rejected family failed, the closest
 achievable values when nothing is feasible, and the GPUs its configuration needs at the ends of the
 model's error interval.
@@ -11,6 +12,8 @@ model's error interval.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import heapq
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -21,7 +24,17 @@ from ..performance import EngineProfile
 from ..uncertainty import prediction_interval
 from ..units import Q_
 from ._common import HOURS, MAX_FLEET_GPUS, _fleet_costs
-from .evaluate import Evaluation, _evaluate, _Family
+from .evaluate import (
+    Evaluation,
+    _Family,
+    _fits,
+    _Grid,
+    _Latencies,
+    _rate_bound,
+    _Sized,
+    _usable_per_device,
+    _weights_per_device,
+)
 from .inputs import Costs, ServingOptions, Targets, Workload
 from .plan import FleetPlan, Rejection
 
@@ -48,9 +61,10 @@ class _Masks:
     tbt: np.ndarray
 
     @classmethod
-    def of(cls, e: Evaluation, targets: Targets) -> _Masks:
-        tbt = targets.tbt.m_as("s") if targets.tbt is not None else np.inf
-        return cls(e.fits, e.tpot <= targets.tpot.m_as("s"), e.ttft <= targets.ttft.m_as("s"), e.tbt_max <= tbt)
+    def of(cls, e: Evaluation, limits: tuple[float, float, float]) -> _Masks:
+        """The masks of ``e`` against the TTFT, TPOT and token-gap targets in seconds (:attr:`_Search.limits`)."""
+        ttft, tpot, tbt = limits
+        return cls(e.fits, e.tpot <= tpot, e.ttft <= ttft, e.tbt_max <= tbt)
 
     @property
     def feasible(self) -> np.ndarray:
@@ -59,19 +73,29 @@ class _Masks:
 
 @dataclass(frozen=True)
 class _Candidate:
-    """The cheapest feasible batch cap of one family at one TP degree: row ``i``, column ``j`` of its grid."""
+    """The cheapest feasible batch cap of one family at one TP degree: column ``j`` of row ``i`` of the grid.
+
+    ``evaluation`` and ``masks`` are the row's (shape ``(1, caps)``); :attr:`order` orders candidates as
+    the search prefers them: the rank (cost per hour, GPUs, TP degree), then the family's (``f``) and
+    the row's place in the grid (the first of equals wins).
+    """
 
     rank: tuple[float, float, float]  # cost per hour, GPUs, TP degree
     family: _Family
     key: str
+    f: int
     i: int
     j: int
     evaluation: Evaluation
     masks: _Masks
 
     @property
+    def order(self) -> tuple[tuple[float, float, float], int, int]:
+        return self.rank, self.f, self.i
+
+    @property
     def replicas(self) -> int:
-        return int(self.evaluation.replicas[self.i, self.j])
+        return int(self.evaluation.replicas[0, self.j])
 
 
 @dataclass(frozen=True)
@@ -84,9 +108,44 @@ class _Outcome:
     closest_tpot: float
 
 
+def _rank(replicas: Any, tp: float, price: float) -> tuple[float, float, float]:
+    """A candidate's rank: (cost per hour, GPUs, TP degree), for ``replicas`` of ``tp`` GPUs at ``price`` each."""
+    return float(replicas * tp * price), float(replicas * tp), float(tp)
+
+
+@dataclass(frozen=True)
+class _RowResult:
+    """One TP row searched: its best candidate (or None), its rejection and its nearest-to-targets score."""
+
+    found: _Candidate | None
+    rejection: Rejection
+    score: float = np.inf
+    ttft: float = np.inf
+    tpot: float = np.inf
+
+
 @dataclass(frozen=True)
 class _Search:
-    """The cheapest feasible candidate over every family, with step times optionally scaled."""
+    """The cheapest feasible candidate over every family, with step times optionally scaled.
+
+    The search is best first over the TP rows of every family: each row waits in a queue under a lower
+    bound on the rank of anything it holds, and a row is evaluated only when its bound comes first
+    and could still beat the best candidate found; once the queue's first bound cannot, neither can
+    any other, and the rest are rejected as ``bound`` with that bound. A row's bound is first its
+    degree alone (one replica of ``tp`` GPUs; rows whose KV cache holds no cap are rejected before),
+    then the replicas its decode steps alone allow (:func:`~calculator.fleet.evaluate._rate_bound`:
+    one decode-step pricing of the row, no prompt and no queueing). Both are true lower bounds: the
+    replicas of a cap only grow as its rate falls, and its rate is at most its decode-only rate.
+
+    Within an evaluated row the cost of each cap is known from its throughput (:class:`_Grid.sized`)
+    before any queueing. Feasibility is not monotone in the cap (a larger cap waits less for a slot
+    but runs on fewer, busier replicas), so the row's caps are not bisected: their latencies are
+    evaluated in order of their cost, the cheapest level first and then twice as many levels each
+    time, until one is feasible; the largest feasible cap of the cheapest feasible level is the
+    exhaustive search's choice, and every cheaper cap (the binding constraint reads them) has been
+    evaluated. ``exhaustive`` evaluates every candidate of every row, as the sizer did before the
+    bounds (kept for the test that the two agree).
+    """
 
     families: list[_Family]
     profile: EngineProfile
@@ -96,66 +155,173 @@ class _Search:
     tps: np.ndarray
     tp_grid: np.ndarray
     batch_grid: np.ndarray
+    exhaustive: bool = False
 
-    def evaluate(self, family: _Family, scale: tuple[float, float] = (1.0, 1.0)) -> Evaluation:
-        return _evaluate(
-            family, self.profile, self.workload, family.stage_tp(self.tp_grid),
-            family.caps(family.stage_tp(self.tp_grid), self.batch_grid), self.serving,
-            percentile=self.targets.ttft_percentile, max_utilization=self.targets.max_utilization, scale=scale,
-        )  # fmt: skip
+    @functools.cached_property
+    def limits(self) -> tuple[float, float, float]:
+        """The TTFT, TPOT and token-gap targets in seconds (no token-gap target: infinite)."""
+        targets = self.targets
+        tbt = targets.tbt.m_as("s") if targets.tbt is not None else np.inf
+        return targets.ttft.m_as("s"), targets.tpot.m_as("s"), tbt
+
+    @functools.cached_property
+    def arrival_rate(self) -> float:
+        return float(self.workload.arrival_rate.m_as("request/s"))
+
+    @functools.cached_property
+    def memory(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per family: (capacity, fits) on its grid, the sequences its KV cache holds and which caps fit."""
+        out = []
+        for family in self.families:
+            tp = family.stage_tp(self.tp_grid)
+            out.append(_fits(family, self.profile, self.workload, tp, family.caps(tp, self.batch_grid), self.serving))
+        return out
+
+    def grid(self, f: int, i: int, scale: tuple[float, float]) -> _Grid:
+        """Row ``i`` (one TP degree) of family ``f``'s candidate grid."""
+        family = self.families[f]
+        tp = family.stage_tp(self.tp_grid[i : i + 1])
+        return _Grid(family, self.profile, self.workload, tp, family.caps(tp, self.batch_grid[i : i + 1]),
+                     self.serving, self.targets.ttft_percentile, self.targets.max_utilization, scale,
+                     self.arrival_rate)  # fmt: skip
 
     def run(self, scales: dict[tuple[str, str], tuple[float, float]] | None = None, progress: Any = None) -> _Outcome:
         """Search every family; ``scales`` multiply the step times per (accelerator, precision)."""
-        best: _Candidate | None = None
-        rejected: dict[str, Rejection] = {}
-        closest_ttft, closest_tpot, nearest = np.inf, np.inf, np.inf
-        ttft_target, tpot_target = self.targets.ttft.m_as("s"), self.targets.tpot.m_as("s")
-        for done, family in enumerate(self.families, start=1):
-            e = self.evaluate(family, scales[family.accelerator, family.precision] if scales else (1.0, 1.0))
-            if progress is not None:
+        rejected: dict[tuple[int, int], Rejection] = {}
+        queue: list[tuple[tuple[float, float, float], int, int, bool]] = []  # (bound, family, row, decode-bounded)
+        for f, family in enumerate(self.families):
+            rows, unsearchable = self._rows(f)
+            rejected.update(unsearchable)
+            queue += [(_rank(1, self.tps[i], family.price), f, i, False) for i in rows]
+        left = [sum(1 for entry in queue if entry[1] == f) for f in range(len(self.families))]  # rows to settle
+        if progress is not None:
+            for done in range(1, left.count(0) + 1):  # families with no row to search
                 progress(done, len(self.families))
-            ok = _Masks.of(e, self.targets)
-            feasible = ok.feasible & ~e.oversized
-            cost = e.replicas * self.tp_grid * family.price
-            # The candidate nearest to meeting both targets: the smallest of the larger ratio to its target.
-            with np.errstate(invalid="ignore"):
-                score = np.maximum(e.ttft / ttft_target, e.tpot / tpot_target)
-            score = np.where(e.fits & np.isfinite(score), score, np.inf)
-            k = np.unravel_index(int(np.argmin(score)), score.shape)
-            if score[k] < nearest:
-                nearest, closest_ttft, closest_tpot = float(score[k]), float(e.ttft[k]), float(e.tpot[k])
-            layout_ok = family.layout_ok(self.tps)
-            nodes_ok = family.nodes_ok(self.tps)
-            for i, tp in enumerate(self.tps):
-                key = family.key_at(int(tp))
-                if not layout_ok[i] and family.stages > 1:
-                    continue  # pipeline families exist for replicas of several whole nodes only
-                if not (layout_ok[i] and nodes_ok[i]):
-                    code, values = (
-                        ("layout", {"experts": int(family.arrays.experts)})
-                        if not layout_ok[i]
-                        else ("nodes", {"node_gpus": int(family.arrays.node_gpus)})
-                    )
-                    rejected[key] = Rejection(key, family.accelerator, family.precision, int(tp), code, values)
-                    continue
-                if not feasible[i].any():
-                    rejected[key] = _why(family, int(tp), e, i, ok, self.targets, self.workload)
-                    continue
-                # The largest cap at the lowest cost: the same replicas, and room for bursts.
-                masked = np.where(feasible[i], cost[i], np.inf)
-                j = int(np.flatnonzero(masked == masked.min())[-1])
-                values = {
-                    "gpus": int(e.replicas[i, j] * tp),
-                    "batch": int(family.caps(family.stage_tp(self.tp_grid), self.batch_grid)[i, j]),
-                    "cost_per_hour": Q_(float(cost[i, j]), "USD/hour"),
-                }
-                rejected[key] = Rejection(
-                    key, family.accelerator, family.precision, int(tp), code="costlier", values=values
+
+        def settled(f: int) -> None:
+            left[f] -= 1
+            if left[f] == 0 and progress is not None:
+                progress(left.count(0), len(self.families))
+
+        heapq.heapify(queue)
+        best: _Candidate | None = None
+        # the candidate nearest to meeting both targets: (score, family, row, TTFT, TPOT), the first of equals
+        nearest: tuple[float, int, int, float, float] = (np.inf, 0, 0, np.inf, np.inf)
+        while queue:
+            bound, f, i, decode_bounded = heapq.heappop(queue)
+            family = self.families[f]
+            scale = scales[family.accelerator, family.precision] if scales else (1.0, 1.0)
+            if not self.exhaustive and best is not None and (bound, f, i) > best.order:
+                rejected[f, i] = self._bounded(f, i, bound)
+                settled(f)
+                continue
+            if not self.exhaustive and not decode_bounded:
+                heapq.heappush(queue, (self._decode_bound(f, i, scale), f, i, True))
+                continue
+            row = self._row(f, i, scale, best)
+            rejected[f, i] = row.rejection
+            nearest = min(nearest, (row.score, f, i, row.ttft, row.tpot))
+            if row.found is not None and (best is None or row.found.order < best.order):
+                best = row.found
+            settled(f)
+        ordered = {rejected[row].family: rejected[row] for row in sorted(rejected)}  # in the grid's order
+        return _Outcome(best, ordered, nearest[3], nearest[4])
+
+    def _rows(self, f: int) -> tuple[list[int], dict[tuple[int, int], Rejection]]:
+        """The rows of family ``f`` to search, and those rejected without a step time.
+
+        Rejected: a layout or a span it cannot run, or no cap that fits in memory. Pipeline families
+        exist for replicas of several whole nodes only: their other rows are neither.
+        """
+        family, tps = self.families[f], self.tps
+        layout_ok, nodes_ok = family.layout_ok(tps), family.nodes_ok(tps)
+        stage_tp = family.stage_tp(self.tp_grid)
+        capacity, fits = self.memory[f]
+        rows, out = [], {}
+        for i, tp in enumerate(tps):
+            key = family.key_at(int(tp))
+            if not layout_ok[i] and family.stages > 1:
+                continue
+            if not (layout_ok[i] and nodes_ok[i]):
+                code, values = (
+                    ("layout", {"experts": int(family.arrays.experts)})
+                    if not layout_ok[i]
+                    else ("nodes", {"node_gpus": int(family.arrays.node_gpus)})
                 )
-                rank = (float(cost[i, j]), float(e.replicas[i, j] * tp), float(tp))
-                if best is None or rank < best.rank:
-                    best = _Candidate(rank, family, key, i, j, e, ok)
-        return _Outcome(best, rejected, closest_ttft, closest_tpot)
+                out[f, i] = Rejection(key, family.accelerator, family.precision, int(tp), code, values)
+            elif not fits[i].any():
+                weights = _weights_per_device(family, stage_tp[i], self.serving)
+                usable = _usable_per_device(family, self.profile)
+                out[f, i] = _memory_rejection(family, int(tp), capacity[i], weights[0], usable, self.workload)
+            else:
+                rows.append(i)
+        return rows, out
+
+    def _decode_bound(self, f: int, i: int, scale: tuple[float, float]) -> tuple[float, float, float]:
+        """A rank no cap of family ``f``'s row ``i`` beats: its replicas at the best decode-only rate of a cap."""
+        family, g = self.families[f], self.grid(f, i, scale)
+        fits = self.memory[f][1][i : i + 1]
+        rate = np.where(fits, _rate_bound(family, self.profile, self.workload, g.tp, g.batch, self.serving, scale), 0.0)
+        fewest = _Sized.of(self.arrival_rate, np.max(rate), self.targets.max_utilization, g.tp[0, 0],
+                           family.arrays.pipeline_parallel).replicas  # fmt: skip
+        return _rank(fewest, self.tps[i], family.price)
+
+    def _bounded(self, f: int, i: int, bound: tuple[float, float, float]) -> Rejection:
+        family, tp = self.families[f], int(self.tps[i])
+        values = {"gpus": int(bound[1]), "cost_per_hour": Q_(bound[0], "USD/hour")}
+        return Rejection(family.key_at(tp), family.accelerator, family.precision, tp, code="bound", values=values)
+
+    def _row(self, f: int, i: int, scale: tuple[float, float], best: _Candidate | None) -> _RowResult:
+        """Row ``i`` of family ``f``: its cheapest feasible cap (one that beats ``best``), or why there is none."""
+        family, tp, g = self.families[f], float(self.tps[i]), self.grid(f, i, scale)
+        if self.exhaustive:
+            e = g.evaluation(g.latencies(np.ones(g.batch.shape, dtype=bool)))
+            return self._chosen(f, i, e, _Masks.of(e, self.limits))
+        fits = g.timed.fits
+        cost = g.sized.replicas * tp * family.price
+        latencies, evaluated = _Latencies.empty(g.batch.shape), np.zeros(g.batch.shape, dtype=bool)
+        levels = np.unique(cost[fits])  # ascending
+        start, width = 0, 1
+        while True:
+            if best is not None:  # the caps left cost at least this level: can they beat the best?
+                bound = _rank(g.sized.replicas[fits & (cost == levels[start])].min(), tp, family.price)
+                if (bound, f, i) > best.order:
+                    return _RowResult(None, self._bounded(f, i, bound))
+            new = fits & (cost <= levels[min(start + width, levels.size) - 1]) & ~evaluated
+            g.latencies(new, latencies)
+            evaluated |= new
+            e = g.evaluation(latencies)
+            ok = _Masks.of(e, self.limits)
+            if (ok.feasible & ~e.oversized).any() or start + width >= levels.size:
+                return self._chosen(f, i, e, ok)
+            start, width = start + width, 2 * width
+
+    def _chosen(self, f: int, i: int, e: Evaluation, ok: _Masks) -> _RowResult:
+        """Row ``i`` of family ``f`` evaluated (``e``, every cap its choice reads): its choice or its rejection."""
+        family, tp = self.families[f], int(self.tps[i])
+        ttft_target, tpot_target, _ = self.limits
+        # The candidate nearest to meeting both targets: the smallest of the larger ratio to its target.
+        with np.errstate(invalid="ignore"):
+            score = np.maximum(e.ttft[0] / ttft_target, e.tpot[0] / tpot_target)
+        score = np.where(e.fits[0] & np.isfinite(score), score, np.inf)
+        k = int(np.argmin(score))
+        near = (float(score[k]), float(e.ttft[0, k]), float(e.tpot[0, k]))
+        feasible = ok.feasible[0] & ~e.oversized[0]
+        if not feasible.any():
+            return _RowResult(None, _why(family, tp, e, ok, self.targets, self.workload), *near)
+        # The largest cap at the lowest cost: the same replicas, and room for bursts.
+        cost = e.replicas[0] * float(tp) * family.price
+        masked = np.where(feasible, cost, np.inf)
+        j = int(np.flatnonzero(masked == masked.min())[-1])
+        key = family.key_at(tp)
+        values = {
+            "gpus": int(e.replicas[0, j] * tp),
+            "batch": int(family.caps(family.stage_tp(self.tp_grid), self.batch_grid)[i, j]),
+            "cost_per_hour": Q_(float(cost[j]), "USD/hour"),
+        }
+        rejection = Rejection(key, family.accelerator, family.precision, tp, code="costlier", values=values)
+        rank = _rank(e.replicas[0, j], float(tp), family.price)
+        return _RowResult(_Candidate(rank, family, key, f, i, j, e, ok), rejection, *near)
 
     def gpus_at(self, end: int, best: _Candidate) -> int | None:
         """GPUs the plan's own configuration needs with step times at one end (0 low, 1 high) of the interval.
@@ -181,50 +347,57 @@ class _Search:
 # Why a family is not the plan
 
 
-def _why(
-    family: _Family, tp: int, e: Evaluation, i: int, ok: _Masks, targets: Targets, workload: Workload
-) -> Rejection:
-    """The reason code (and its values) no batch cap of one family (row ``i`` of ``e``) meets the targets."""
-    ok_tpot, ok_ttft, ok_tbt = ok.tpot[i], ok.ttft[i], ok.tbt[i]
-    fits = e.fits[i]
+def _why(family: _Family, tp: int, e: Evaluation, ok: _Masks, targets: Targets, workload: Workload) -> Rejection:
+    """The reason code (and its values) no batch cap of one family's TP row (``e``, one row) meets the targets."""
+    ok_tpot, ok_ttft, ok_tbt = ok.tpot[0], ok.ttft[0], ok.tbt[0]
+    fits = e.fits[0]
     record: dict[str, Any] = {
         "accelerator": family.accelerator,
         "precision": family.precision,
         "tensor_parallel": int(tp),
     }
     key = family.key_at(int(tp))
-    if fits.any() and e.oversized[i][fits].all():
+    if fits.any() and e.oversized[0][fits].all():
         return Rejection(key, **record, code="fleet_size", values={"limit": MAX_FLEET_GPUS})
-    if not fits.any() and np.max(e.capacity[i]) >= 1:  # one sequence fits: every cap searched is above the cache
-        return Rejection(key, **record, code="batch", values={"capacity": int(np.max(e.capacity[i]))})
     if not fits.any():
-        a = family.arrays
-        values = {
-            "weights_per_device": Q_(float(e.weights_per_device[i, 0]), "B"),
-            "usable_per_device": Q_(float(e.usable_per_device), "B"),
-            # One sequence's KV cache at the workload's context, whole (before the shards of a wider group).
-            "kv_per_sequence": Q_(float(a.kv_bytes_per_token * workload.held_context), "B"),
-            "kv_shards_max": int(a.kv_shards_max),
-        }
-        return Rejection(key, **record, code="memory", values=values)
+        return _memory_rejection(family, tp, e.capacity[0], e.weights_per_device[0, 0], e.usable_per_device, workload)
     if not (fits & ok_tpot).any():
-        best = Q_(float(np.min(e.tpot[i][fits])), "s")
+        best = Q_(float(np.min(e.tpot[0][fits])), "s")
         return Rejection(key, **record, code="tpot", values={"best": best, "target": targets.tpot})
     if not (fits & ok_ttft).any():
-        best = Q_(float(np.min(e.ttft[i][fits])), "s")
+        best = Q_(float(np.min(e.ttft[0][fits])), "s")
         return Rejection(key, **record, code="ttft", values={"best": best, "target": targets.ttft})
     if not (fits & ok_tbt).any():
         return Rejection(key, **record, code="tbt")
     return Rejection(key, **record, code="joint")
 
 
+def _memory_rejection(
+    family: _Family, tp: int, capacity: np.ndarray, weights_per_device: float, usable: float, workload: Workload
+) -> Rejection:
+    """Why no cap of a TP row fits: the KV cache holds fewer sequences than every cap, or not even one."""
+    key, record = family.key_at(int(tp)), (family.accelerator, family.precision, int(tp))
+    if np.max(capacity) >= 1:  # one sequence fits: every cap searched is above the cache
+        return Rejection(key, *record, code="batch", values={"capacity": int(np.max(capacity))})
+    a = family.arrays
+    values = {
+        "weights_per_device": Q_(float(weights_per_device), "B"),
+        "usable_per_device": Q_(float(usable), "B"),
+        # One sequence's KV cache at the workload's context, whole (before the shards of a wider group).
+        "kv_per_sequence": Q_(float(a.kv_bytes_per_token * workload.held_context), "B"),
+        "kv_shards_max": int(a.kv_shards_max),
+    }
+    return Rejection(key, *record, code="memory", values=values)
+
+
 def _binding(best: _Candidate) -> str:
     """What keeps the plan from one replica fewer: the constraint every such candidate misses."""
-    e, ok, i, j = best.evaluation, best.masks, best.i, best.j
-    fewer = e.replicas[i] < e.replicas[i, j]
+    e, ok, j = best.evaluation, best.masks, best.j
+    fewer = e.replicas[0] < e.replicas[0, j]
     if not fewer.any():
         return "throughput"  # no cap on the grid sustains the load on fewer replicas within the headroom
-    for name, mask in (("memory", ok.fits[i]), ("tpot", ok.tpot[i]), ("ttft", ok.ttft[i]), ("tbt", ok.tbt[i])):
+    # the search evaluated every cap that fits with fewer replicas (they cost less): the masks read them
+    for name, mask in (("memory", ok.fits[0]), ("tpot", ok.tpot[0]), ("ttft", ok.ttft[0]), ("tbt", ok.tbt[0])):
         if not mask[fewer].any():
             return name
         fewer &= mask
@@ -323,12 +496,12 @@ def _feasible_plan(
     gpus_interval = (min(low, gpus) if low is not None else gpus, max(high, gpus) if high is not None else None)
     lam = search.workload.arrival_rate.m_as("request/s")
     tokens_per_hour = lam * search.workload.output_tokens * HOURS
-    rate = float(e.rate[i, j])
+    rate = float(e.rate[0, j])
     utilization = lam / (replicas * rate)
     power = gpus * family.tdp * (costs.idle_power_fraction + (1 - costs.idle_power_fraction) * utilization)
     energy = Q_(power * HOURS / tokens_per_hour * 1e6, "J")  # per million output tokens
     kwh = costs.electricity if costs.electricity is not None else DEFAULT_ELECTRICITY_PRICE
-    ttft, tpot = float(e.ttft[i, j]), float(e.tpot[i, j])
+    ttft, tpot = float(e.ttft[0, j]), float(e.tpot[0, j])
     return FleetPlan(
         feasible=True,
         reason=f"cheapest of {record['candidates']} configurations; {_BINDING_REASONS[binding]}",
@@ -346,7 +519,7 @@ def _feasible_plan(
         utilization=float(utilization),
         ttft=Q_(ttft, "s"),
         tpot=Q_(tpot, "s"),
-        tbt_max=Q_(float(e.tbt_max[i, j]), "s"),
+        tbt_max=Q_(float(e.tbt_max[0, j]), "s"),
         ttft_interval=(Q_(ttft * bands["ttft"][0], "s"), Q_(ttft * bands["ttft"][1], "s")),
         tpot_interval=(Q_(tpot * bands["tpot"][0], "s"), Q_(tpot * bands["tpot"][1], "s")),
         gpus_interval=gpus_interval,
@@ -358,7 +531,7 @@ def _feasible_plan(
         electricity_cost_per_million_output_tokens=(energy * kwh).to("USD"),
         rejected={key: r.text for key, r in rejected.items()},
         rejections=tuple(rejected.values()),
-        running_batch=float(e.running[i, j]),
+        running_batch=float(e.running[0, j]),
         **record,
     )
 

@@ -600,8 +600,11 @@ def _plan_row(
     and the workers need not see the user's files). Module level, so that an executor's
     workers can run it.
     """
+    # the sizer's resolved problem and search, private to calculator.fleet: a sweep point reports its progress, which
+    # size_fleet (eight parameters, the parts) does not take
+    from .fleet.problem import _Problem
     from .fleet.search import _size
-    from .fleet.sizing import FLAT_FIELDS, PARTS, _Problem
+    from .fleet.sizing import FLAT_FIELDS, PARTS
 
     if isinstance(registry, tuple):
         from .registry import load_registry

@@ -19,6 +19,7 @@ from calculator.fleet import (
     size_fleet,
 )
 from calculator.fleet.evaluate import _evaluate, _families, _Grid, _Latencies, _occupancy, _rate_bound
+from calculator.fleet.problem import _Problem
 from calculator.performance import engine_profile
 from calculator.registry import load_registry
 
@@ -193,7 +194,7 @@ def test_a_candidates_latencies_do_not_depend_on_which_others_are_evaluated_with
 def test_progress_counts_every_family_once_whether_evaluated_bounded_or_rejected():
     calls = []
     space = SearchSpace(["h100-sxm", "h200-sxm", "l40s"], ["bf16", "fp8"], batches=SMALL)
-    plan = search._size("llama-3.1-70b", TRAFFIC, Targets(Q_(1, "s"), Q_(50, "ms")), space,
-                        progress=lambda done, total: calls.append((done, total)))  # fmt: skip
+    problem = _Problem.of("llama-3.1-70b", TRAFFIC, Targets(Q_(1, "s"), Q_(50, "ms")), space)
+    plan = search._size(problem, progress=lambda done, total: calls.append((done, total)))
     assert plan.feasible and any(r.code == "bound" for r in plan.rejections)
     assert calls == [(done, 6) for done in range(1, 7)]

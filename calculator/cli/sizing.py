@@ -528,8 +528,10 @@ def _size_plan(inputs: SizingInputs, bar: Any, registry: Any, verify_options: di
     With ``verify_options`` the plan is also checked by simulation
     (:func:`calculator.simulation.verify_plan` with those options) and records the simulated replica count.
     """
+    # the sizer's resolved problem and search, private to calculator.fleet: the progress bar follows the families,
+    # which size_fleet (eight parameters, the parts) does not report
+    from ..fleet.problem import _Problem
     from ..fleet.search import _size
-    from ..fleet.sizing import _Problem
 
     task = bar.add_task("searching configurations", total=None)
     problem = _Problem.of(**inputs.parts(), registry=registry)

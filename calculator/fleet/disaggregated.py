@@ -23,7 +23,8 @@ from ._common import MAX_FLEET_GPUS, _fleet_costs
 from .evaluate import _families
 from .inputs import Costs, SearchSpace, ServingOptions, Targets, Workload
 from .plan import FleetPlan
-from .sizing import _part, _resolve, size_fleet
+from .problem import _part, _resolve
+from .sizing import size_fleet
 
 if TYPE_CHECKING:
     from ..registry import Registry

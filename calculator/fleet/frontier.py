@@ -18,8 +18,8 @@ from ..units import Q_, shown
 from .evaluate import _evaluate, _families
 from .inputs import DEFAULT_BATCHES, DEFAULT_TENSOR_PARALLEL, Costs, SearchSpace, ServingOptions, Targets, Workload
 from .plan import FleetPlan
-from .search import _beyond_context, _size
-from .sizing import _Problem, _resolve
+from .problem import _beyond_context, _Problem, _resolve
+from .search import _size
 
 if TYPE_CHECKING:
     from ..registry import Registry

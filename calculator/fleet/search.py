@@ -39,7 +39,7 @@ from .inputs import Costs, ServingOptions, Targets, Workload
 from .plan import FleetPlan, Rejection
 
 if TYPE_CHECKING:
-    from .sizing import _Problem
+    from .problem import _Problem
 
 __all__: list[str] = []
 
@@ -402,17 +402,6 @@ def _binding(best: _Candidate) -> str:
             return name
         fewer &= mask
     return "throughput"
-
-
-def _beyond_context(model: Any, workload: Workload) -> str:
-    """Why no engine serves the workload's requests on ``model`` (resolved), or "" where they fit its context."""
-    longest = workload.input_tokens + workload.output_tokens
-    if model.max_context is None or longest <= model.max_context:
-        return ""
-    return (
-        f"a request of {longest:,.0f} tokens (input + output) exceeds {model.id}'s context limit of "
-        f"{model.max_context:,} tokens; no engine serves it"
-    )
 
 
 def _infeasible_reason(

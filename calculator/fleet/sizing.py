@@ -19,23 +19,19 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from ..errors import InputError
-from ..performance import EngineProfile, engine_profile
+from ..performance import EngineProfile
 from ..types import ModelRef
 from ..units import shown
-from ._common import _model_id, _registry_for
-from .evaluate import _families, _Family, _multi_node_degrees, _pipeline_families
-from .inputs import DEFAULT_TENSOR_PARALLEL, Costs, SearchSpace, ServingOptions, Targets, Workload
+from .inputs import Costs, SearchSpace, ServingOptions, Targets, Workload
 from .plan import FleetPlan
-from .search import _beyond_context, _size
+from .problem import _Problem
+from .search import _size
 
 if TYPE_CHECKING:
-    from ..registry import Model, Registry
+    from ..registry import Registry
 
 __all__ = ["size_fleet"]
 
@@ -170,94 +166,3 @@ def size_fleet(
     (True, True, True)
     """
     return _size(_Problem.of(model, workload, targets, space, engine, serving, costs, registry))
-
-
-# --------------------------------------------------------------------------------------------
-# The problem, resolved once
-
-
-def _part(name: str, value: Any, kind: type, example: str, function: str = "size_fleet") -> Any:
-    """``value`` if it is a ``kind`` (one of the sizer's parts), else an InputError naming the argument."""
-    if not isinstance(value, kind):
-        raise InputError(f"{function}(): argument '{name}' must be a {kind.__name__} ({example}), got {shown(value)}")
-    return value
-
-
-def _resolve(
-    model: ModelRef, space: SearchSpace, engine: str | EngineProfile | None, registry: Registry | None
-) -> tuple[Registry, EngineProfile, Model, np.ndarray, np.ndarray]:
-    """The registry, the engine profile, the model, and the TP degrees (those that divide its heads) and batch caps.
-
-    ``space`` is a checked :class:`SearchSpace`; its degrees and caps are taken as they are.
-    """
-    reg = _registry_for(registry, model, list(space.accelerators))
-    profile = engine_profile(engine, reg)
-    entry = reg.model(model)
-    heads = entry.attention_heads
-    if heads is None:
-        raise InputError(f"size_fleet(): model '{_model_id(entry)}' is not a transformer LLM")
-    tps = np.unique(np.asarray(space.tensor_parallel, dtype=float))
-    tps = tps[heads % tps == 0]
-    if tps.size == 0:
-        degrees = list(space.tensor_parallel)
-        raise InputError(f"size_fleet(): no tensor-parallel degree in {degrees} divides {heads} heads")
-    return reg, profile, entry, tps, np.unique(np.asarray(space.batches, dtype=float))
-
-
-@dataclass(frozen=True, eq=False)
-class _Problem:
-    """One sizing, checked and resolved once: the parts, the registry entries and the candidate grid.
-
-    The search (:func:`~calculator.fleet.search._size`) takes it as it is. ``beyond`` is why no engine
-    serves the workload's requests on the model (longer than its context), or "" (then ``families``
-    holds every (accelerator, precision, layout) searched, pipeline families included, and ``tps``
-    every replica size: the degrees of the space that divide the model's heads, with replicas of
-    two and four scale-up domains where one cannot hold the model and a request).
-    """
-
-    model: Model
-    workload: Workload
-    targets: Targets
-    space: SearchSpace
-    serving: ServingOptions
-    costs: Costs
-    registry: Registry
-    profile: EngineProfile
-    tps: np.ndarray
-    batches: np.ndarray
-    families: tuple[_Family, ...]
-    beyond: str = ""
-
-    @classmethod
-    def of(
-        cls,
-        model: ModelRef,
-        workload: Workload,
-        targets: Targets,
-        space: SearchSpace,
-        engine: str | EngineProfile | None = None,
-        serving: ServingOptions | None = None,
-        costs: Costs | None = None,
-        registry: Registry | None = None,
-    ) -> _Problem:
-        """The problem of :func:`size_fleet`'s arguments (each part checks its own fields when built)."""
-        _part("workload", workload, Workload, "Workload(Q_(10, 'request/s'), 1024, 256)")
-        _part("targets", targets, Targets, "Targets(Q_(1, 's'), Q_(50, 'ms'))")
-        _part("space", space, SearchSpace, "SearchSpace('h100-sxm', 'fp8')")
-        serving = _part("serving", ServingOptions() if serving is None else serving, ServingOptions, "ServingOptions()")
-        costs = _part("costs", Costs() if costs is None else costs, Costs, "Costs(Q_(3, 'USD/hour'))")
-        if serving.shared_prefix_tokens > workload.input_tokens:
-            raise InputError(
-                f"size_fleet(): the shared prefix ({serving.shared_prefix_tokens:g} tokens, ServingOptions) must be "
-                f"at most the workload's mean prompt ({workload.input_tokens:g} tokens)"
-            )
-        reg, profile, entry, tps, batches = _resolve(model, space, engine, registry)
-        beyond = _beyond_context(entry, workload)
-        families = [] if beyond else _families(entry, space, costs, serving.speculation, reg, profile)
-        if families and space.tensor_parallel == DEFAULT_TENSOR_PARALLEL:
-            # replicas over several nodes where one is not enough
-            wider = [d for d in _multi_node_degrees(families, profile, workload) if d not in tps]
-            usable = [d for d in wider if entry.attention_heads % d == 0]  # type: ignore[operator]
-            tps = np.unique(np.concatenate([tps, np.asarray(usable, dtype=float)]))
-            families += _pipeline_families(families, wider)
-        return cls(entry, workload, targets, space, serving, costs, reg, profile, tps, batches, tuple(families), beyond)

@@ -232,16 +232,7 @@ def verify_plan(
     PlanVerification
     """
     deadline = _Deadline.start("verify_plan", time_limit)
-    _check_plan(plan, "verify_plan")
-    _check_replicas(plan, "verify_plan")
-    executor_or_none("verify_plan", executor)
-    start = int(plan.replicas)
-    _check_requests("verify_plan", requests)
-    if max_replicas is not None and not isinstance(max_replicas, int | np.integer):
-        raise InputError(f"verify_plan(): argument 'max_replicas' must be a whole number, got {max_replicas!r}")
-    limit = int(max_replicas) if max_replicas is not None else 2 * start + 2
-    if limit < 1:
-        raise InputError(f"verify_plan(): argument 'max_replicas' must be >= 1, got {max_replicas!r}")
+    start, limit = _search_bounds(plan, requests, max_replicas, executor)
 
     seed_list = _seeds(seeds, "verify_plan")
     own = executor is None and len(seed_list) > 1
@@ -298,6 +289,37 @@ def verify_plan(
         )
     meets = bool(results[start].meets_targets)
     tight = meets and ((start - 1 in results and not results[start - 1].meets_targets) or start == 1)
+    return PlanVerification(
+        analytical_replicas=start,
+        simulated_replicas=simulated,
+        meets_targets=meets,
+        tight=bool(tight),
+        table=table,
+        results=results,
+        verdict=_search_verdict(start, simulated, tight, limit, truncated),
+        truncated=truncated,
+    )
+
+
+def _search_bounds(
+    plan: FleetPlan, requests: int | None, max_replicas: int | None, executor: Executor | None
+) -> tuple[int, int]:
+    """:func:`verify_plan`'s arguments checked, and the replica counts its search starts at and stops at."""
+    _check_plan(plan, "verify_plan")
+    _check_replicas(plan, "verify_plan")
+    executor_or_none("verify_plan", executor)
+    start = int(plan.replicas)
+    _check_requests("verify_plan", requests)
+    if max_replicas is not None and not isinstance(max_replicas, int | np.integer):
+        raise InputError(f"verify_plan(): argument 'max_replicas' must be a whole number, got {max_replicas!r}")
+    limit = int(max_replicas) if max_replicas is not None else 2 * start + 2
+    if limit < 1:
+        raise InputError(f"verify_plan(): argument 'max_replicas' must be >= 1, got {max_replicas!r}")
+    return start, limit
+
+
+def _search_verdict(start: int, simulated: int | None, tight: bool, limit: int, truncated: str) -> str:
+    """What :func:`verify_plan`'s search found: the plan's ``start`` replicas against the ``simulated`` fewest."""
     if simulated is None:
         verdict = (
             "no replica count simulated meets the targets"
@@ -317,16 +339,7 @@ def verify_plan(
         verdict = f"the plan's {_replicas(start)} miss the targets in simulation; {simulated:,} meet them"
     if truncated:
         verdict += f" ({truncated}; fewer may meet them)" if simulated is not None else f" ({truncated})"
-    return PlanVerification(
-        analytical_replicas=start,
-        simulated_replicas=simulated,
-        meets_targets=meets,
-        tight=bool(tight),
-        table=table,
-        results=results,
-        verdict=verdict,
-        truncated=truncated,
-    )
+    return verdict
 
 
 def _trim(results: dict[int, SimulationResult]) -> None:

@@ -270,7 +270,10 @@ class _ReplicaScheduler:
                 self.preempt(now)
                 preempting = True
         decodes = 0 if prefill_only else self.n
-        tokens, pairs = self._schedule_prompts(now, cutoff, decodes, prefill_only, preempting)
+        self.scheduled.clear()
+        tokens, pairs = 0, 0.0
+        if waiting or self.prefilling:
+            tokens, pairs = self._schedule_prompts(now, cutoff, decodes, prefill_only, preempting)
         if decodes == 0 and tokens == 0:
             self.in_iteration = False
             return None
@@ -279,7 +282,7 @@ class _ReplicaScheduler:
     def _schedule_prompts(
         self, now: float, cutoff: float, decodes: int, prefill_only: bool, preempting: bool
     ) -> tuple[int, float]:
-        """Fill :attr:`scheduled` with prompt chunks: partly prefilled prompts, then admitted waiting ones.
+        """Fill the empty :attr:`scheduled` with prompt chunks: partly prefilled prompts, then admitted waiting ones.
 
         Returns the prompt tokens and the sum over them of the tokens each attends to (``pairs``). A request
         queued after ``cutoff`` is not seen yet; one that can never fit the cache is dropped.
@@ -288,7 +291,6 @@ class _ReplicaScheduler:
         todo, filled, queued = requests.todo, requests.filled, requests.queued
         waiting, running, scheduled = self.waiting, self.running, self.scheduled
         chunked, max_seqs = self.chunked, self.max_seqs
-        scheduled.clear()
         tokens = 0
         pairs = 0.0
         room = self.room(decodes, prefill_only)
@@ -372,11 +374,39 @@ class _ReplicaScheduler:
         """The iteration under way ended at ``now``: decodes advance (some finish), prompt chunks land."""
         self.arrivals.append(self.arrived - self.arrived_at_start)
         if self.decoded[-1]:
-            self._finish_decodes(now)
+            self.decode_count += 1
+            heap = self.finish_heap
+            if heap and heap[0][0] <= self.decode_count:
+                self._finish_decodes(now)
+        if self.scheduled:
+            self._land_prompts(now)
+
+    def _finish_decodes(self, now: float) -> None:
+        """Decoding requests that emitted their last token in the iteration that ended at ``now`` leave."""
+        decode_count = self.decode_count
+        requests = self.requests
+        state, join, remaining = requests.state, requests.join, requests.remaining
+        heap = self.finish_heap
+        while heap and heap[0][0] <= decode_count:
+            _, req = heapq.heappop(heap)
+            if state[req] != _DECODE or join[req] + remaining[req] != decode_count:
+                continue  # preempted since (a stale entry)
+            held = requests.base[req] + remaining[req]
+            self.dec_kv -= held
+            self.n -= 1
+            self.reserved -= requests.need[req]
+            del self.running[req]
+            state[req] = _DONE
+            remaining[req] = 0
+            requests.finish[req] = now
+            self._leave(req, now)
+
+    def _land_prompts(self, now: float) -> None:
+        """The iteration's prompt chunks are in the cache: a prompt done emits its first token (or leaves)."""
         requests = self.requests
         todo, state, filled, remaining = requests.todo, requests.state, requests.filled, requests.remaining
-        for req, _chunk in self.scheduled:
-            todo[req] -= _chunk
+        for req, chunk in self.scheduled:
+            todo[req] -= chunk
             if todo[req] > 0 or state[req] != _PREFILL:
                 continue
             # Prompt done: the iteration's end emits a token.
@@ -401,27 +431,6 @@ class _ReplicaScheduler:
             self.n += 1
             heapq.heappush(self.finish_heap, (self.decode_count + remaining[req], req))
         self.scheduled.clear()
-
-    def _finish_decodes(self, now: float) -> None:
-        """A decode iteration ended: every decoding request advanced one token; those at their last leave."""
-        self.decode_count += 1
-        decode_count = self.decode_count
-        requests = self.requests
-        state, join, remaining = requests.state, requests.join, requests.remaining
-        heap = self.finish_heap
-        while heap and heap[0][0] <= decode_count:
-            _, req = heapq.heappop(heap)
-            if state[req] != _DECODE or join[req] + remaining[req] != decode_count:
-                continue  # preempted since (a stale entry)
-            held = requests.base[req] + remaining[req]
-            self.dec_kv -= held
-            self.n -= 1
-            self.reserved -= requests.need[req]
-            del self.running[req]
-            state[req] = _DONE
-            remaining[req] = 0
-            requests.finish[req] = now
-            self._leave(req, now)
 
     def fast_forward(self, now: float, horizon: float) -> tuple[float, int]:
         """Run plain decode iterations inline while nothing can change the replica's state.

@@ -115,7 +115,7 @@ class _Arrivals:
         if closed and traffic.request_path_spread:
             share = np.random.default_rng(run.seed + 104_729).uniform(-1.0, 1.0, total) * traffic.request_path_spread
             self.path = (overhead * (1.0 + share)).tolist()
-        self.landing = arrival, overhead
+        self.landing = (arrival + overhead).tolist()  # open loop: when each request reaches the engine
         self.next = 0
         self.done = 0  # requests gone (finished or dropped)
         self.events: list[tuple[float, int]] = []
@@ -135,8 +135,7 @@ class _Arrivals:
         """When the next request reaches the engine (infinity: none will)."""
         if self.closed:
             return self.events[0][0] if self.events else math.inf
-        arrival, overhead = self.landing
-        return arrival[self.next] + overhead if self.next < self.total else math.inf
+        return self.landing[self.next] if self.next < self.total else math.inf
 
     def release(self, req: int, now: float) -> None:
         """A request left the system: in closed loop its client sends the next one."""

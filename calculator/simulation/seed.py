@@ -1,12 +1,13 @@
 """One seed: the event loop of continuous-batching replicas behind a router, request by request.
 
-Each replica runs the continuous-batching scheduler of :mod:`calculator.performance` (an
-iteration-level loop: a token budget per iteration, chunked prefill where the engine chunks, prefill
-mixed into decoding or run alone, admission by free KV cache and a sequence cap, and preemption with
-recompute when the cache runs out); every iteration is priced by :mod:`calculator.simulation.steps`.
-A router spreads the requests over the replicas with one of the policies of :mod:`calculator.routing`.
-A seed's run is plain values (:class:`_Run`) and :func:`_simulate_seed` a module-level function, so
-both pickle for a process pool.
+Each replica runs the continuous-batching scheduler of :mod:`calculator.simulation.scheduler` (the
+scheduler of :mod:`calculator.performance`, iteration by iteration), every iteration priced by
+:mod:`calculator.simulation.steps`. A router (:class:`_Router`) spreads the requests over the replicas
+with one of the policies of :mod:`calculator.routing`; the arrivals (:class:`_Arrivals`) are an open
+loop's times or a closed loop's clients; a replica of several attention ranks (:class:`_RankGroup`) runs
+its ranks' iterations together. :func:`_simulate_seed` draws the requests, builds these parts and runs
+the heap of events (:func:`_run_events`). A seed's run is plain values (:class:`_Run`) and
+:func:`_simulate_seed` a module-level function, so both pickle for a process pool.
 """
 
 from __future__ import annotations

@@ -26,6 +26,8 @@ The submodules, each re-exported here:
   (:class:`Traffic`: arrivals and lengths) and the router policies (:data:`ROUTERS`, :func:`router_name`,
   the serving vocabulary's: :mod:`calculator.serving`, which the fleet sizer shares).
 * :mod:`~calculator.simulation.steps`: iteration times, read from tables of the step model.
+* :mod:`~calculator.simulation.scheduler`: one replica's continuous-batching scheduler and the
+  requests' state.
 * :mod:`~calculator.simulation.seed`: one seed, the event loop of the replicas and the router.
 * :mod:`~calculator.simulation.results`: the per-request frame, the summary with its intervals and
   the verdict (:class:`SimulationResult`).

@@ -1,0 +1,477 @@
+"""One replica's continuous-batching scheduler (or one attention rank's), iteration by iteration.
+
+:class:`_ReplicaScheduler` owns a replica's waiting queue, its running and partly prefilled requests
+and its KV tokens, and builds each iteration as the engine does: a token budget per iteration, chunked
+prefill where the engine chunks, prefill mixed into decoding or run alone, admission by free KV cache
+and a sequence cap, and preemption with recompute when the cache runs out. Every iteration is priced by
+:mod:`calculator.simulation.steps`. The requests' own state (:class:`_Requests`) is shared by every
+replica's scheduler of a seed: lists indexed by request, which the event loop of
+:mod:`calculator.simulation.seed` turns into the seed's result.
+
+The methods bind what their loops read to locals: attribute lookups on every access would cost the event
+loop its speed (``benchmarks/bench_simulation.py`` times it).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+__all__: list[str] = []
+
+_WAIT, _PREFILL, _DECODE, _DONE, _DROPPED = 0, 1, 2, 3, 4
+
+#: What an attention rank returns to its replica from :meth:`_ReplicaScheduler.start_iteration`:
+#: (GPU seconds, tokens, sequences, whether a prompt is in the iteration).
+_Load = tuple[float, float, int, bool]
+
+
+class _Requests:
+    """Every request's state in one seed: lists indexed by request, shared by the replicas' schedulers."""
+
+    __slots__ = (
+        "base",
+        "filled",
+        "finish",
+        "first",
+        "join",
+        "last_token",
+        "need",
+        "output",
+        "preempted",
+        "prompt",
+        "queued",
+        "remaining",
+        "replica",
+        "stall",
+        "started",
+        "state",
+        "todo",
+        "too_big",
+    )
+
+    def __init__(self, prompt: list[int], output: list[int], capacity: float):
+        total = len(prompt)
+        self.prompt, self.output = prompt, output
+        self.state = [_WAIT] * total
+        self.todo = prompt[:]  # prompt tokens still to prefill (prompt plus generated after a preemption)
+        self.filled = [0] * total  # prefilled tokens (KV held while prefilling)
+        self.need = [0.0] * total  # KV the admission reserved
+        self.join = [0] * total  # decode_count when the request started decoding
+        self.base = [0] * total  # KV held when it started decoding
+        self.remaining = output[:]  # tokens still to emit
+        self.first = [math.nan] * total
+        self.finish = [math.nan] * total
+        self.started = [math.nan] * total  # first scheduled
+        self.queued = [math.inf] * total  # when it reached its replica's waiting queue
+        self.replica = [-1] * total
+        self.stall = [0.0] * total
+        self.last_token = [0.0] * total
+        self.preempted = [0] * total
+        self.too_big = [p + o > capacity for p, o in zip(prompt, output, strict=True)]  # never fits the cache
+
+
+class _Engine(NamedTuple):
+    """What every scheduler of a seed obeys (per attention rank) and how it prices an iteration."""
+
+    budget: int  # tokens per iteration
+    max_seqs: int  # sequence cap
+    capacity: float  # KV tokens
+    chunked: bool  # chunked prefill
+    mixed: bool  # prompts mixed into decoding (else a prefill batch runs alone)
+    reservation: float  # share of a request's output the admission reserves
+    lagged: bool  # overlap scheduler: iteration k is built while k - 1 runs
+    table: Any  # iteration times (steps._StepTable or steps._FixedStep)
+    scale: float  # SimulationSetup.step_scale
+    ranks: int  # attention ranks of a replica
+
+
+class _ReplicaScheduler:
+    """One replica's (or attention rank's) scheduler: its queue, its running requests, its iterations.
+
+    ``release(req, now)`` is called when a request leaves the system (finished or dropped);
+    ``iterations`` is the event loop's heap of (end time, replica) where an iteration's end goes.
+    The series (``starts``, ``ends``, ``decoded``, ``kv``, ``batch``, ``population``, ``arrivals``)
+    hold one entry per iteration for the seed's result.
+    """
+
+    __slots__ = (
+        "arrivals",
+        "arrived",
+        "arrived_at_start",
+        "batch",
+        "budget",
+        "busy",
+        "capacity",
+        "chunked",
+        "dec_kv",
+        "decode_count",
+        "decoded",
+        "ends",
+        "finish_heap",
+        "in_iteration",
+        "index",
+        "iterations",
+        "kv",
+        "lagged",
+        "max_seqs",
+        "mixed",
+        "n",
+        "outstanding",
+        "outstanding_tokens",
+        "pf_kv",
+        "population",
+        "prefilling",
+        "ranks",
+        "release",
+        "requests",
+        "reservation",
+        "reserved",
+        "running",
+        "scale",
+        "scheduled",
+        "scheduled_decodes",
+        "starts",
+        "table",
+        "waiting",
+    )
+
+    def __init__(
+        self,
+        index: int,
+        engine: _Engine,
+        requests: _Requests,
+        release: Callable[[int, float], None],
+        iterations: list[tuple[float, int]],
+    ):
+        self.index = index
+        self.budget, self.max_seqs, self.capacity = engine.budget, engine.max_seqs, engine.capacity
+        self.chunked, self.mixed, self.reservation = engine.chunked, engine.mixed, engine.reservation
+        self.lagged, self.table, self.scale, self.ranks = engine.lagged, engine.table, engine.scale, engine.ranks
+        self.requests, self.release, self.iterations = requests, release, iterations
+        self.busy = 0.0
+        self.waiting: deque[int] = deque()
+        self.running: dict[int, None] = {}  # admission order (preemption takes the last)
+        self.prefilling: list[int] = []
+        self.n = 0  # decoding sequences
+        self.dec_kv = 0.0  # KV tokens of the decoding sequences
+        self.pf_kv = 0.0  # KV tokens of the partly prefilled ones
+        self.reserved = 0.0  # KV the admission policy has promised the running requests
+        self.decode_count = 0  # decode iterations run (a decoding request advances one token in each)
+        self.finish_heap: list[tuple[int, int]] = []
+        self.ends: list[float] = []  # iteration end times
+        self.decoded: list[bool] = []  # whether the iteration emitted decode tokens
+        self.kv: list[float] = []  # KV tokens in use during the iteration
+        self.batch: list[int] = []  # sequences running during the iteration
+        self.outstanding = 0  # requests routed here and not yet gone
+        self.outstanding_tokens = 0  # their prompt and output tokens
+        self.in_iteration = False
+        self.scheduled: list[tuple[int, int]] = []  # (request, chunk) of the iteration under way
+        self.scheduled_decodes = 0  # decoding sequences in the iteration under way
+        self.starts: list[float] = []  # iteration start times
+        self.population: list[int] = []  # requests in the replica when the iteration starts
+        self.arrived = 0  # requests routed here so far
+        self.arrived_at_start = 0
+        self.arrivals: list[int] = []  # requests routed here during the iteration
+
+    # ---- requests in and out
+
+    def arrive(self, req: int, now: float) -> None:
+        """The router sent ``req`` here at ``now``: it joins the waiting queue."""
+        requests = self.requests
+        requests.replica[req] = self.index
+        self.outstanding += 1
+        self.outstanding_tokens += requests.prompt[req] + requests.output[req]
+        self.arrived += 1
+        self.waiting.append(req)
+        requests.queued[req] = now
+
+    def _leave(self, req: int, now: float) -> None:
+        """``req`` finished or was dropped: it no longer loads this replica."""
+        self.outstanding -= 1
+        self.outstanding_tokens -= self.requests.prompt[req] + self.requests.output[req]
+        self.release(req, now)
+
+    # ---- the scheduler's rules
+
+    def room(self, decodes: int, prefill_only: bool) -> int:
+        """Prompt tokens an iteration can take beside ``decodes`` running decodes (``prefill_only``: a prefill batch).
+
+        The one place this rule lives in the simulator: it will become a call to the scheduler rules the
+        library shares (the same rule as :mod:`calculator.performance`'s iteration), not a copy of them.
+        """
+        budget = self.budget
+        return budget - decodes if self.mixed else (budget if prefill_only else 0)
+
+    def admissible(self, req: int, allocated: float = 0.0) -> bool:
+        """Whether ``req`` fits beside what the cache holds and what this iteration already allocated.
+
+        ``allocated``: the running decodes' next slots and the chunks scheduled before it (vLLM allocates
+        each request's blocks when it schedules it).
+        """
+        requests = self.requests
+        want = requests.todo[req] + self.reservation * requests.remaining[req]
+        used = self.dec_kv + self.pf_kv + allocated
+        return max(self.reserved, used) + want <= self.capacity or not self.running
+
+    def preempt(self, now: float) -> None:
+        """Preempt the latest admitted request: it frees its KV and waits at the head of the queue to recompute."""
+        requests = self.requests
+        req, _ = self.running.popitem()
+        self.reserved -= requests.need[req]
+        if requests.state[req] == _DECODE:
+            emitted = self.decode_count - requests.join[req]
+            self.dec_kv -= requests.base[req] + emitted
+            self.n -= 1
+            requests.remaining[req] -= emitted
+            requests.last_token[req] = now
+            # recompute prompt and output so far
+            requests.todo[req] = requests.prompt[req] + requests.output[req] - requests.remaining[req]
+        else:
+            self.prefilling.remove(req)
+            self.pf_kv -= requests.filled[req]
+            requests.todo[req] += requests.filled[req]
+        requests.filled[req] = 0
+        requests.state[req] = _WAIT
+        requests.preempted[req] += 1
+        self.waiting.appendleft(req)
+
+    # ---- one iteration
+
+    def start_iteration(self, now: float, grouped: bool = False) -> _Load | None:
+        """Schedule the next iteration at ``now`` (if there is work) and push its end.
+
+        ``grouped``: this is one attention rank of a replica. Its work is priced as if every rank carried
+        it (the step model's busiest rank) and returned, ``(GPU seconds, tokens, sequences, prefilling)``,
+        for the replica (``seed._RankGroup``) to combine and :meth:`commit`.
+        """
+        waiting = self.waiting
+        # What the scheduler sees: with an overlap scheduler running back to back (an iteration ended now and
+        # work remains), the requests that had arrived when the iteration that just ended started.
+        lagging = self.lagged and self.ends and self.ends[-1] == now and bool(self.n or self.prefilling)
+        cutoff = self.starts[-1] if lagging else now
+        # Prefill-first (no mixing): a prefill batch runs alone when a prompt can be scheduled.
+        prefill_only = not self.mixed and bool(
+            self.prefilling
+            or (
+                waiting
+                and self.requests.queued[waiting[0]] <= cutoff
+                and len(self.running) < self.max_seqs
+                and self.admissible(waiting[0])
+            )
+        )
+        preempting = False
+        if not prefill_only:
+            # Decodes first: each needs one more KV slot; preempt the latest admitted until they fit.
+            while self.n and self.dec_kv + self.pf_kv + self.n > self.capacity:
+                self.preempt(now)
+                preempting = True
+        decodes = 0 if prefill_only else self.n
+        self.scheduled.clear()
+        tokens, pairs = 0, 0.0
+        if waiting or self.prefilling:
+            tokens, pairs = self._schedule_prompts(now, cutoff, decodes, prefill_only, preempting)
+        if decodes == 0 and tokens == 0:
+            self.in_iteration = False
+            return None
+        return self._price(now, decodes, tokens, pairs, grouped)
+
+    def _schedule_prompts(
+        self, now: float, cutoff: float, decodes: int, prefill_only: bool, preempting: bool
+    ) -> tuple[int, float]:
+        """Fill the empty :attr:`scheduled` with prompt chunks: partly prefilled prompts, then admitted waiting ones.
+
+        Returns the prompt tokens and the sum over them of the tokens each attends to (``pairs``). A request
+        queued after ``cutoff`` is not seen yet; one that can never fit the cache is dropped.
+        """
+        requests = self.requests
+        todo, filled, queued = requests.todo, requests.filled, requests.queued
+        waiting, running, scheduled = self.waiting, self.running, self.scheduled
+        chunked, max_seqs = self.chunked, self.max_seqs
+        tokens = 0
+        pairs = 0.0
+        room = self.room(decodes, prefill_only)
+        # Continue partly prefilled prompts (admission order), then admit waiting ones.
+        for req in self.prefilling:
+            if room <= 0:
+                break
+            chunk = todo[req] if not chunked else min(todo[req], room)
+            if not chunked and chunk > room and tokens > 0:
+                break
+            scheduled.append((req, chunk))
+            pairs += chunk * filled[req] + chunk * (chunk + 1) / 2
+            tokens += chunk
+            room -= chunk
+        while waiting and room > 0 and len(running) < max_seqs and not preempting:
+            req = waiting[0]
+            if queued[req] > cutoff:
+                break
+            if requests.too_big[req]:
+                waiting.popleft()
+                requests.state[req] = _DROPPED
+                self._leave(req, now)
+                continue
+            if not self.admissible(req, tokens + decodes):
+                break
+            chunk = todo[req] if not chunked else min(todo[req], room)
+            if not chunked and chunk > room and tokens > 0:
+                break
+            waiting.popleft()
+            running[req] = None
+            self.prefilling.append(req)
+            requests.state[req] = _PREFILL
+            need = requests.need[req] = todo[req] + self.reservation * requests.remaining[req]
+            self.reserved += need
+            if requests.started[req] != requests.started[req]:
+                requests.started[req] = now
+            scheduled.append((req, chunk))
+            pairs += chunk * chunk / 2 + chunk / 2
+            tokens += chunk
+            room -= chunk
+        return tokens, pairs
+
+    def _price(self, now: float, decodes: int, tokens: int, pairs: float, grouped: bool) -> _Load | None:
+        """Allocate the scheduled chunks and the decodes' slots, price the iteration and (alone) commit it."""
+        filled = self.requests.filled
+        scheduled = self.scheduled
+        for req, chunk in scheduled:
+            filled[req] += chunk
+            self.pf_kv += chunk
+        if decodes:
+            self.dec_kv += decodes
+        r = len(scheduled)
+        k = self.ranks if grouped else 1  # a rank's load on every rank: the step model prices its busiest rank
+        table = self.table
+        gpu = table.decode(decodes * k, self.dec_kv / decodes if decodes else 0.0)
+        if tokens:
+            prior = max((pairs - tokens * (tokens / r + 1) / 2) / tokens, 0.0)
+            gpu += table.prefill(decodes * k, tokens * k, r * k, prior)
+        self.scheduled_decodes = decodes
+        if grouped:
+            return gpu, float(decodes + tokens), decodes + r, tokens > 0
+        t = table.total(gpu, decodes + r) * self.scale
+        end = now + t
+        self.commit(now, end, t)
+        heapq.heappush(self.iterations, (end, self.index))
+        return None
+
+    def commit(self, now: float, end: float, t: float) -> None:
+        """The iteration runs from ``now`` to ``end`` (``t`` seconds): record it in the series."""
+        self.busy += t
+        self.in_iteration = True
+        self.ends.append(end)
+        self.starts.append(now)
+        self.population.append(len(self.running) + len(self.waiting))
+        self.arrived_at_start = self.arrived
+        self.decoded.append(self.scheduled_decodes > 0)
+        self.kv.append(self.dec_kv + self.pf_kv)
+        self.batch.append(len(self.running))
+
+    def end_iteration(self, now: float) -> None:
+        """The iteration under way ended at ``now``: decodes advance (some finish), prompt chunks land."""
+        self.arrivals.append(self.arrived - self.arrived_at_start)
+        if self.decoded[-1]:
+            self.decode_count += 1
+            heap = self.finish_heap
+            if heap and heap[0][0] <= self.decode_count:
+                self._finish_decodes(now)
+        if self.scheduled:
+            self._land_prompts(now)
+
+    def _finish_decodes(self, now: float) -> None:
+        """Decoding requests that emitted their last token in the iteration that ended at ``now`` leave."""
+        decode_count = self.decode_count
+        requests = self.requests
+        state, join, remaining = requests.state, requests.join, requests.remaining
+        heap = self.finish_heap
+        while heap and heap[0][0] <= decode_count:
+            _, req = heapq.heappop(heap)
+            if state[req] != _DECODE or join[req] + remaining[req] != decode_count:
+                continue  # preempted since (a stale entry)
+            held = requests.base[req] + remaining[req]
+            self.dec_kv -= held
+            self.n -= 1
+            self.reserved -= requests.need[req]
+            del self.running[req]
+            state[req] = _DONE
+            remaining[req] = 0
+            requests.finish[req] = now
+            self._leave(req, now)
+
+    def _land_prompts(self, now: float) -> None:
+        """The iteration's prompt chunks are in the cache: a prompt done emits its first token (or leaves)."""
+        requests = self.requests
+        todo, state, filled, remaining = requests.todo, requests.state, requests.filled, requests.remaining
+        for req, chunk in self.scheduled:
+            todo[req] -= chunk
+            if todo[req] > 0 or state[req] != _PREFILL:
+                continue
+            # Prompt done: the iteration's end emits a token.
+            self.prefilling.remove(req)
+            self.pf_kv -= filled[req]
+            if requests.first[req] != requests.first[req]:
+                requests.first[req] = now
+            else:
+                requests.stall[req] = max(requests.stall[req], now - requests.last_token[req])
+            remaining[req] -= 1
+            if remaining[req] <= 0:
+                del self.running[req]
+                self.reserved -= requests.need[req]
+                state[req] = _DONE
+                requests.finish[req] = now
+                self._leave(req, now)
+                continue
+            state[req] = _DECODE
+            requests.base[req] = filled[req]
+            requests.join[req] = self.decode_count
+            self.dec_kv += filled[req]
+            self.n += 1
+            heapq.heappush(self.finish_heap, (self.decode_count + remaining[req], req))
+        self.scheduled.clear()
+
+    def fast_forward(self, now: float, horizon: float) -> tuple[float, int]:
+        """Run plain decode iterations inline while nothing can change the replica's state.
+
+        Only the running decodes, no prompt waiting: up to (not including) the iteration in which
+        a request finishes, the KV cache would need a preemption, or ``horizon`` (the next arrival)
+        could land (that iteration and everything after go through the event loop). Returns the new
+        time and the iterations run.
+        """
+        n = self.n
+        heap = self.finish_heap
+        limit = (heap[0][0] if heap else self.decode_count + 1) - self.decode_count - 1
+        limit = min(limit, int((self.capacity - self.dec_kv - self.pf_kv) // n) - 1)
+        if limit <= 0:
+            return now, 0
+        running = len(self.running)
+        table, scale = self.table, self.scale
+        decode = table.decode
+        step, per_sequence, overlap = table.fixed
+        fixed = step + per_sequence * n
+        ends, starts, kv = self.ends, self.starts, self.kv
+        dec_kv, pf_kv, busy = self.dec_kv, self.pf_kv, self.busy
+        done_here = 0
+        while done_here < limit:
+            gpu = decode(n, (dec_kv + n) / n)
+            t = (max(fixed, gpu) if overlap else fixed + gpu) * scale
+            end = now + t
+            if end >= horizon:
+                break
+            dec_kv += n
+            starts.append(now)
+            ends.append(end)
+            kv.append(dec_kv + pf_kv)
+            busy += t
+            now = end
+            done_here += 1
+        if done_here:
+            self.dec_kv, self.busy = dec_kv, busy
+            self.decode_count += done_here
+            self.decoded.extend([True] * done_here)
+            self.batch.extend([running] * done_here)
+            self.population.extend([running] * done_here)
+            self.arrivals.extend([0] * done_here)
+        return now, done_here

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from calculator.performance.scheduler import SchedulerRules
 from calculator.simulation.scheduler import _Engine, _ReplicaScheduler, _Requests
 from calculator.simulation.steps import _FixedStep
 
@@ -17,7 +18,8 @@ SIMULATION = Path(__file__).resolve().parent.parent / "calculator" / "simulation
 
 
 def _replica(prompts, outputs, *, budget=8, capacity=100.0, chunked=True, mixed=True, max_seqs=4):
-    engine = _Engine(budget, max_seqs, capacity, chunked, mixed, 0.0, False, _FixedStep(1.0), 1.0, 1)
+    rules = SchedulerRules("test", budget, max_seqs, 1, mixed, chunked, overlap=False, output_reservation=0.0)
+    engine = _Engine(rules, capacity, _FixedStep(1.0), 1.0, 1)
     requests = _Requests(list(prompts), list(outputs), capacity)
     released = []
     iterations = []
@@ -78,18 +80,26 @@ def test_the_room_beside_the_decodes():
     assert alone.room(3, False) == 0  # a decode iteration of a prefill-first engine takes no prompt
 
 
-def test_the_token_budget_is_read_in_one_method():
-    # The room the running decodes leave is one rule (_ReplicaScheduler.room), not repeated elsewhere: the
-    # budget is read there, and copied from the engine when the scheduler is built.
+def test_the_simulator_reads_the_room_from_the_shared_scheduler_rules():
+    # The room the running decodes leave is one rule of the library (performance.scheduler.SchedulerRules.room),
+    # which the predictor and the sizer read too: the simulator's replica scheduler asks it in one method and reads
+    # no budget of its own; seed.py reads the budget only to size the step table.
     readers = set()
     for path in SIMULATION.glob("*.py"):
         tree = ast.parse(path.read_text())
         for function in ast.walk(tree):
             if isinstance(function, ast.FunctionDef):
                 for node in ast.walk(function):
-                    if isinstance(node, ast.Attribute) and node.attr == "budget" and isinstance(node.ctx, ast.Load):
-                        readers.add((path.name, function.name))
-    assert readers == {("scheduler.py", "room"), ("scheduler.py", "__init__")}
+                    if isinstance(node, ast.Attribute) and node.attr in {"budget", "token_budget", "max_num_tokens"}:
+                        readers.add((path.name, function.name, node.attr))
+                    if isinstance(node, ast.Attribute) and node.attr == "room" and isinstance(node.ctx, ast.Load):
+                        readers.add((path.name, function.name, "room"))
+    assert readers == {
+        ("scheduler.py", "room", "room"),  # SchedulerRules.room, in _ReplicaScheduler.room
+        ("scheduler.py", "_schedule_prompts", "room"),  # the scheduler's own room() where it builds an iteration
+        ("seed.py", "_limits", "max_num_tokens"),  # the setup's flag, handed to scheduler_rules
+        ("seed.py", "_simulate_seed", "token_budget"),  # the step table's largest prefill
+    }, readers
 
 
 def _code_lines(function, lines):

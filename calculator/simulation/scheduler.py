@@ -18,7 +18,10 @@ import heapq
 import math
 from collections import deque
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from ..performance.scheduler import SchedulerRules
 
 __all__: list[str] = []
 
@@ -77,13 +80,8 @@ class _Requests:
 class _Engine(NamedTuple):
     """What every scheduler of a seed obeys (per attention rank) and how it prices an iteration."""
 
-    budget: int  # tokens per iteration
-    max_seqs: int  # sequence cap
+    rules: SchedulerRules  # one attention rank's scheduling rules (performance.scheduler, shared with the models)
     capacity: float  # KV tokens
-    chunked: bool  # chunked prefill
-    mixed: bool  # prompts mixed into decoding (else a prefill batch runs alone)
-    reservation: float  # share of a request's output the admission reserves
-    lagged: bool  # overlap scheduler: iteration k is built while k - 1 runs
     table: Any  # iteration times (steps._StepTable or steps._FixedStep)
     scale: float  # SimulationSetup.step_scale
     ranks: int  # attention ranks of a replica
@@ -103,7 +101,6 @@ class _ReplicaScheduler:
         "arrived",
         "arrived_at_start",
         "batch",
-        "budget",
         "busy",
         "capacity",
         "chunked",
@@ -130,6 +127,7 @@ class _ReplicaScheduler:
         "requests",
         "reservation",
         "reserved",
+        "rules",
         "running",
         "scale",
         "scheduled",
@@ -148,9 +146,10 @@ class _ReplicaScheduler:
         iterations: list[tuple[float, int]],
     ):
         self.index = index
-        self.budget, self.max_seqs, self.capacity = engine.budget, engine.max_seqs, engine.capacity
-        self.chunked, self.mixed, self.reservation = engine.chunked, engine.mixed, engine.reservation
-        self.lagged, self.table, self.scale, self.ranks = engine.lagged, engine.table, engine.scale, engine.ranks
+        rules = self.rules = engine.rules
+        self.max_seqs, self.capacity, self.reservation = rules.max_sequences, engine.capacity, rules.output_reservation
+        self.chunked, self.mixed, self.lagged = rules.chunked, rules.mixed, rules.overlap
+        self.table, self.scale, self.ranks = engine.table, engine.scale, engine.ranks
         self.requests, self.release, self.iterations = requests, release, iterations
         self.busy = 0.0
         self.waiting: deque[int] = deque()
@@ -200,11 +199,11 @@ class _ReplicaScheduler:
     def room(self, decodes: int, prefill_only: bool) -> int:
         """Prompt tokens an iteration can take beside ``decodes`` running decodes (``prefill_only``: a prefill batch).
 
-        The one place this rule lives in the simulator: it will become a call to the scheduler rules the
-        library shares (the same rule as :mod:`calculator.performance`'s iteration), not a copy of them.
+        The engine's rule, the one the predictor and the sizer read too
+        (:meth:`calculator.performance.scheduler.SchedulerRules.room`): ``T - n`` for a mixing engine, the whole
+        budget for a prefill-first engine's prefill batch; a prefill-first engine's decode iteration takes none.
         """
-        budget = self.budget
-        return budget - decodes if self.mixed else (budget if prefill_only else 0)
+        return self.rules.room(decodes) if self.mixed or prefill_only else 0
 
     def admissible(self, req: int, allocated: float = 0.0) -> bool:
         """Whether ``req`` fits beside what the cache holds and what this iteration already allocated.

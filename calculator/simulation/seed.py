@@ -31,6 +31,7 @@ from .steps import _FixedStep, _StepTable
 
 if TYPE_CHECKING:
     from ..performance import StepArrays
+    from ..performance.scheduler import SchedulerRules
 
 __all__: list[str] = []
 
@@ -60,9 +61,11 @@ class _Run:
     batches: bool = False
 
 
-def _limits(setup: SimulationSetup) -> tuple[StepArrays, Any, int, int, float]:
+def _limits(setup: SimulationSetup) -> tuple[StepArrays, Any, SchedulerRules, float]:
+    """The step arrays, the engine profile, a replica's scheduling rules and its KV tokens."""
     from ..performance import engine_profile, kv_capacity_tokens, step_arrays
     from ..performance._common import _layout, _tp
+    from ..performance.scheduler import scheduler_rules
     from ..registry import load_registry
 
     registry = load_registry(extra=setup.registry_files)
@@ -73,11 +76,12 @@ def _limits(setup: SimulationSetup) -> tuple[StepArrays, Any, int, int, float]:
         setup.model, setup.accelerator, setup.precision, setup.kv_precision, engine=profile, registry=registry
     )
     a, _ = _layout(a, tp, ranks, setup.expert_parallel, "simulate", setup.pipeline_parallel)
-    budget, seqs = profile.limits(a.memory, a.accelerator)
-    budget = int(setup.max_num_tokens or budget) * ranks  # every attention rank schedules its own budget
-    seqs = int(setup.max_num_seqs or seqs * ranks)
+    # every attention rank schedules its own budget (max_num_tokens, per rank) and share of the cap
+    rules = scheduler_rules(
+        profile, a.memory, a.accelerator, ranks, max_num_tokens=setup.max_num_tokens, max_num_seqs=setup.max_num_seqs
+    )
     capacity = float(kv_capacity_tokens(a, profile, setup.tensor_parallel))
-    return a, profile, budget, seqs, capacity
+    return a, profile, rules, capacity
 
 
 def _draw(run: _Run) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
@@ -270,7 +274,7 @@ def _simulate_seed(run: _Run, progress: Callable[[float], None] | None = None) -
     if run.deadline.left() <= 0:
         return None
     setup = run.setup
-    a, profile, budget, max_seqs, capacity = _limits(setup)
+    a, profile, rules, capacity = _limits(setup)
     if capacity < 1:
         raise InputError(
             f"simulate(): the weights of {setup.model} at {setup.precision} leave no KV cache on "
@@ -278,7 +282,7 @@ def _simulate_seed(run: _Run, progress: Callable[[float], None] | None = None) -
         )
     # Attention ranks: each rank of a replica schedules its own share of the budget, the cap and the KV cache.
     ranks = max(int(setup.data_parallel), 1)
-    budget, max_seqs, capacity = budget // ranks, max(max_seqs // ranks, 1), capacity / ranks
+    rules, capacity = rules.per_rank(), capacity / ranks
     if run.deadline.left() <= 0:
         return None
     arrival, prompt, output, short = _draw(run)
@@ -289,13 +293,10 @@ def _simulate_seed(run: _Run, progress: Callable[[float], None] | None = None) -
     else:
         eff = profile.efficiency_for(a.accelerator)
         longest = float((prompt + output).max()) + 1
-        table = _StepTable(a, eff, int(setup.tensor_parallel), longest, float(max(budget, prompt.max())))
+        table = _StepTable(a, eff, int(setup.tensor_parallel), longest, float(max(rules.token_budget, prompt.max())))
     # An overlap scheduler builds iteration k while k - 1 runs: it sees the requests that had arrived when
     # k - 1 started (a request arriving during an iteration waits for one more before its own).
-    engine = _Engine(
-        budget, max_seqs, capacity, profile.chunked_prefill, profile.mixed_batching, profile.output_reservation,
-        profile.overlap_scheduler, table, setup.step_scale, ranks,
-    )  # fmt: skip
+    engine = _Engine(rules, capacity, table, setup.step_scale, ranks)
     requests = _Requests(prompt.tolist(), output.tolist(), capacity)
     overhead = profile.request_overhead.m_as("s")
     arrivals = _Arrivals(run, arrival, overhead)

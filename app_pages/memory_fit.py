@@ -1,5 +1,7 @@
 """Memory fit: weights + KV cache + reserve per device, the KV wall, the precision dividend, prefix caching, paging."""
 
+from typing import Any, NamedTuple
+
 import numpy as np
 import streamlit as st
 
@@ -94,8 +96,9 @@ def main():
         model, accelerator, weights, context, tp, batch=batch, engine=ui.ENGINES[engine], kv_precision=kv,
         data_parallel=ranks,
     )  # fmt: skip
+    chosen = _Chosen(model, accelerator, tp, ranks, context, batch, weights, kv, reserve, basis, block)
     if ui.ENGINES[engine] is None:
-        _fit_summary(fit, unit, model, accelerator, context, batch, weights, kv, reserve, basis, block)
+        _fit_summary(fit, unit, chosen)
         _served(held, context)
     else:  # the engine's own memory policy first; the chapter's formula second, labelled as the chapter's
         _engine_summary(held, engine, context, batch)
@@ -103,12 +106,29 @@ def main():
             "**The chapter's formula** (section 10.7.1, Napkin Math 10.5): the device's memory less the weights "
             "and the reserve you set, the KV cache in pages of the page size"
         )
-        _fit_summary(fit, unit, model, accelerator, context, batch, weights, kv, reserve, basis, block)
-    _tabs(sc, fit, unit, model, accelerator, tp, batch, ranks, context, weights, kv, reserve, basis, block)
+        _fit_summary(fit, unit, chosen)
+    _tabs(sc, fit, unit, chosen)
 
 
-def _tabs(sc, fit, unit, model, accelerator, tp, batch, ranks, context, weights, kv, reserve, basis, block):
+class _Chosen(NamedTuple):
+    """What the page's inputs chose: the model and accelerator (registry entries), the layout and the memory."""
+
+    model: Any
+    accelerator: Any
+    tp: int
+    ranks: int
+    context: int
+    batch: int
+    weights: str
+    kv: str
+    reserve: Any
+    basis: str
+    block: int
+
+
+def _tabs(sc, fit, unit, chosen):
     """The tabs under the answer: budget, KV wall, precision dividend, prefix caching, paging waste."""
+    model, accelerator, tp, ranks, context, batch, weights, kv, reserve, basis, block = chosen
     fit_tab, wall_tab, dividend_tab, prefix_tab, paging_tab = sc.tabs(
         ["Budget", "KV wall (Figure 9)", "Precision dividend", "Prefix caching", "Paging waste"]
     )
@@ -223,7 +243,8 @@ def _engine_summary(held, label, context, batch):
     )
 
 
-def _fit_summary(fit, unit, model, accelerator, context, batch, weights, kv, reserve, basis, block):
+def _fit_summary(fit, unit, chosen):
+    model, accelerator, _, _, context, batch, weights, kv, reserve, basis, block = chosen
     cols = st.columns(5)
     cols[0].metric("Fits", "yes" if fit.fits else "no")
     cols[1].metric("Capacity / device", ui.fmt(fit.capacity, unit, 4))

@@ -9,7 +9,7 @@ and its measured kernel tables.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -321,33 +321,22 @@ def step_arrays(
         if kv_precision is not None
         else kv_cache_precision(spec, device, name, engine, registry=registry)
     )
-    hidden = spec.hidden_size or spec.attention_heads * spec.head_dim
-    embedding = float(spec.vocab_size * hidden) if spec.vocab_size else 0.0
-    bits = WEIGHT_BITS[name]
-    quantized = spec.parameters - embedding
-    resident = weight_bytes.numeric(parameters=quantized, bits_per_weight=bits) + weight_bytes.numeric(
-        parameters=embedding, bits_per_weight=max(bits, 16.0)
-    )
-    active = spec.active - embedding
-    k, experts = spec.experts_per_token, spec.experts
-    per_expert = routed_expert_parameters(spec) / experts if experts > k else 0.0
-    shared = active - k * per_expert
     kv = model_kv_bytes_per_token(spec, kv_name).m_as("B/token")
     link = _link_bandwidth(device, registry)
-    layers = float(spec.layers)
-    heads, head_dim = float(spec.attention_heads), float(spec.head_dim)
-    kv_heads = float(spec.kv_heads or spec.attention_heads)
-    mla = spec.attention == "mla" and spec.kv_lora_rank is not None
-    attention_params, (nope, rope, value, q_lora) = _attention_params(spec, float(hidden), mla)
-    lm_head = embedding
-    if experts > 1:
-        expert_width = per_expert / (3 * hidden * layers)
-        shared_width = spec.shared_experts * expert_width
-        mlp_width = 0.0
-    else:
-        expert_width = shared_width = 0.0
-        derived = max(active - lm_head - layers * attention_params, 0.0) / (3 * hidden * layers)
-        mlp_width = float(spec.intermediate_size or derived)
+    bits = WEIGHT_BITS[name]
+    m = _shapes(spec, bits)
+    hidden, resident, active, shared, per_expert, experts, k = (
+        m.hidden,
+        m.resident,
+        m.active,
+        m.shared,
+        m.per_expert,
+        m.experts,
+        m.k,
+    )
+    layers, heads, head_dim, kv_heads, mla = m.layers, m.heads, m.head_dim, m.kv_heads, m.mla
+    nope, rope, value, q_lora = m.attention
+    mlp_width, expert_width, shared_width = m.mlp_width, m.expert_width, m.shared_width
     tables = tables_for(device)
     profile = None
     if engine is not None:
@@ -396,6 +385,59 @@ def step_arrays(
         node_gpus=float(device.node_gpus or float("inf")),
         scale_out_bandwidth=_scale_out_bandwidth(device, registry),
     )
+
+
+class _Shapes(NamedTuple):
+    """A transformer's shapes as the step model reads them (:func:`step_arrays`)."""
+
+    hidden: float
+    resident: float
+    active: float
+    shared: float
+    per_expert: float
+    experts: int
+    k: int
+    layers: float
+    heads: float
+    head_dim: float
+    kv_heads: float
+    mla: bool
+    attention: tuple[float, float, float, float]
+    mlp_width: float
+    expert_width: float
+    shared_width: float
+
+
+def _shapes(spec: Any, bits: float) -> _Shapes:
+    """The weights resident and streamed, the experts, the attention and the MLP widths of ``spec`` at ``bits``."""
+    hidden = spec.hidden_size or spec.attention_heads * spec.head_dim
+    embedding = float(spec.vocab_size * hidden) if spec.vocab_size else 0.0
+    quantized = spec.parameters - embedding
+    resident = weight_bytes.numeric(parameters=quantized, bits_per_weight=bits) + weight_bytes.numeric(
+        parameters=embedding, bits_per_weight=max(bits, 16.0)
+    )
+    active = spec.active - embedding
+    k, experts = spec.experts_per_token, spec.experts
+    per_expert = routed_expert_parameters(spec) / experts if experts > k else 0.0
+    shared = active - k * per_expert
+    layers = float(spec.layers)
+    heads, head_dim = float(spec.attention_heads), float(spec.head_dim)
+    kv_heads = float(spec.kv_heads or spec.attention_heads)
+    mla = spec.attention == "mla" and spec.kv_lora_rank is not None
+    attention_params, (nope, rope, value, q_lora) = _attention_params(spec, float(hidden), mla)
+    lm_head = embedding
+    if experts > 1:
+        expert_width = per_expert / (3 * hidden * layers)
+        shared_width = spec.shared_experts * expert_width
+        mlp_width = 0.0
+    else:
+        expert_width = shared_width = 0.0
+        derived = max(active - lm_head - layers * attention_params, 0.0) / (3 * hidden * layers)
+        mlp_width = float(spec.intermediate_size or derived)
+    return _Shapes(
+        float(hidden), float(resident), float(active), float(shared), float(per_expert), experts, k, layers, heads,
+        head_dim, kv_heads, mla, (nope, rope, value, q_lora), mlp_width, float(expert_width), float(shared_width),
+    )  # fmt: skip
 
 
 def _link_bandwidth(device: Any, registry: Registry | None) -> Any:

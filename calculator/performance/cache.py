@@ -19,6 +19,8 @@ fraction of the mean output; each is priced by :func:`iteration_seconds`. Checke
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from .arrays import StepArrays
@@ -68,41 +70,45 @@ def group_cache_run(
     (:func:`~calculator.performance.burst.burst_seconds`; zero on the other rows). NaN on a row the fluid does
     not follow (see :data:`_MOST_ROUNDS`) or whose run stalls: the caller keeps the mixed state there.
     """
-    from scipy.special import ndtr
-
     total = clients * requests_per_client
     rounds = np.ceil(total / np.maximum(np.minimum(kv_tokens / (inputs + outputs / 2), clients), 1.0))
     follow = (rounds <= _MOST_ROUNDS) & (length_cv < _MOST_SPREAD)
-    if not np.all(follow):
-        out = tuple(np.full(len(inputs), np.nan) for _ in range(4))
-        if np.any(follow):
-            for whole, part in zip(out, group_cache_run(
-                a, eff, rules, tp[follow], inputs[follow], outputs[follow], clients[follow], length_cv[follow],
-                kv_tokens[follow], requests_per_client, waves[follow],
-            ), strict=True):  # fmt: skip
-                whole[follow] = part
-        return out
+    out = tuple(np.full(len(inputs), np.nan) for _ in range(4))
+    if np.any(follow):
+        rows = _Rows(tp, inputs, outputs, clients, length_cv, kv_tokens, waves, rounds)
+        followed = _Rows(*(v[follow] for v in rows))
+        for whole, part in zip(out, _fluid_run(a, eff, rules, followed, requests_per_client), strict=True):
+            whole[follow] = part
+    return out
+
+
+class _Rows(NamedTuple):
+    """The rows a closed-loop group's cache run follows (1-D arrays, one entry a row)."""
+
+    tp: np.ndarray
+    inputs: np.ndarray
+    outputs: np.ndarray
+    clients: np.ndarray
+    length_cv: np.ndarray
+    kv_tokens: np.ndarray
+    waves: np.ndarray
+    rounds: np.ndarray
+
+
+def _fluid_run(
+    a: StepArrays, eff: Efficiency, rules: SchedulerRules, followed: _Rows, requests_per_client: float
+) -> tuple[np.ndarray, ...]:
+    """:func:`group_cache_run` on the rows the fluid follows: the run step by step (a step, ``dt`` decode iterations).
+
+    Each step preempts the youngest until the cache holds the running requests, readmits the preempted and then
+    admits waiting prompts while the reservations, the cache and the sequence cap have room, prices the step's
+    decode iterations and prompts, and decodes: the finishing leave and their clients send the next prompts.
+    """
+    tp, inputs, outputs, clients, length_cv, kv_tokens, waves, rounds = followed
+    total = clients * requests_per_client
     res = rules.output_reservation
     max_seqs = rules.max_sequences
-    steps_per_output = np.clip(np.floor(_MOST_STEPS / rounds), 16, STEPS_PER_OUTPUT)
-    dt = outputs / steps_per_output  # decode iterations a step
-    spread = np.maximum(length_cv, 1e-9) * outputs
-    bins = int(np.ceil(np.max(steps_per_output * (1 + _TAIL * length_cv)))) + 2
-    age = dt[:, None] * np.arange(bins)[None, :]
-    with np.errstate(over="ignore"):
-        # a request that reaches its length has finished (identical lengths: all in the same step, not half)
-        finish = outputs[:, None] - 1e-6 * dt[:, None]
-        z = (age - finish) / spread[:, None]
-        z_next = (age + dt[:, None] - finish) / spread[:, None]
-    alive, alive_next = ndtr(-z), ndtr(-z_next)
-    stay = np.where(alive > 1e-300, alive_next / np.maximum(alive, 1e-300), 0.0)  # share still running a step later
-    stay[:, -1] = 0.0
-    # the output a request of this age still has to produce (the normal's mean residual life)
-    density = np.exp(-0.5 * np.minimum(z * z, 1400.0)) / np.sqrt(2 * np.pi)
-    left = np.maximum(outputs[:, None] + spread[:, None] * density / np.maximum(alive, 1e-300) - age, 0.0)
-    held = inputs[:, None] + age  # KV a request holds at this age, and what readmitting it recomputes
-    want = held + res * left  # what the admission reserves for it
-    grow = stay * (held + dt[:, None]) - held  # a request's change of KV over a step (finishing ones leave)
+    steps_per_output, dt, bins, stay, left, held, want, grow = _ages(inputs, outputs, length_cv, rounds, res)
     fresh = inputs + res * outputs
 
     rows = len(inputs)
@@ -162,11 +168,7 @@ def group_cache_run(
         ahead_share = recomputed / np.maximum(prompt_tokens, 1e-300)
         behind += np.where(active & (prompt_tokens > 0), new * ahead_share * prefill, 0.0)
         if bursts:  # then their own burst (at least one prompt: a trickle comes a prompt at a time)
-            own += np.where(active & waves, new * lone, 0.0)
-            k = active & waves & (new > 1)
-            if np.any(k):
-                burst = burst_seconds(a, eff, rules, tp[k], new[k], inputs[k])[2]
-                own[k] += new[k] * (burst - lone[k])
+            _own_bursts(a, eff, rules, tp, inputs, new, active & waves, lone, own)
         waited += queue * seconds
         span += seconds
         # Decode the step: the finishing leave, their clients send the next prompts.
@@ -183,6 +185,52 @@ def group_cache_run(
     per_prompt = np.maximum(admitted, 1e-300)
     wait = np.where(active, np.nan, waited / per_prompt)
     return wait, np.where(active, np.nan, total / np.maximum(span, 1e-300)), behind / per_prompt, own / per_prompt
+
+
+def _own_bursts(
+    a: StepArrays, eff: Efficiency, rules: SchedulerRules, tp: np.ndarray, inputs: np.ndarray, new: np.ndarray,
+    rows: np.ndarray, lone: np.ndarray, own: np.ndarray,
+) -> None:  # fmt: skip
+    """Add to ``own`` the seconds the ``new`` prompts a step admits on ``rows`` wait for their own burst.
+
+    ``lone``: one prompt's burst.
+    """
+    own += np.where(rows, new * lone, 0.0)
+    k = rows & (new > 1)
+    if np.any(k):
+        own[k] += new[k] * (burst_seconds(a, eff, rules, tp[k], new[k], inputs[k])[2] - lone[k])
+
+
+def _ages(
+    inputs: np.ndarray, outputs: np.ndarray, length_cv: np.ndarray, rounds: np.ndarray, res: float
+) -> tuple[np.ndarray, np.ndarray, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The fluid's ages of a request, a step apart.
+
+    Returns the steps per output, the decode iterations a step, the bins, and per (row, age) the share still
+    running a step later, the output left, the KV held, what an admission reserves and the KV's change a step.
+    """
+    from scipy.special import ndtr
+
+    steps_per_output = np.clip(np.floor(_MOST_STEPS / rounds), 16, STEPS_PER_OUTPUT)
+    dt = outputs / steps_per_output  # decode iterations a step
+    spread = np.maximum(length_cv, 1e-9) * outputs
+    bins = int(np.ceil(np.max(steps_per_output * (1 + _TAIL * length_cv)))) + 2
+    age = dt[:, None] * np.arange(bins)[None, :]
+    with np.errstate(over="ignore"):
+        # a request that reaches its length has finished (identical lengths: all in the same step, not half)
+        finish = outputs[:, None] - 1e-6 * dt[:, None]
+        z = (age - finish) / spread[:, None]
+        z_next = (age + dt[:, None] - finish) / spread[:, None]
+    alive, alive_next = ndtr(-z), ndtr(-z_next)
+    stay = np.where(alive > 1e-300, alive_next / np.maximum(alive, 1e-300), 0.0)  # share still running a step later
+    stay[:, -1] = 0.0
+    # the output a request of this age still has to produce (the normal's mean residual life)
+    density = np.exp(-0.5 * np.minimum(z * z, 1400.0)) / np.sqrt(2 * np.pi)
+    left = np.maximum(outputs[:, None] + spread[:, None] * density / np.maximum(alive, 1e-300) - age, 0.0)
+    held = inputs[:, None] + age  # KV a request holds at this age, and what readmitting it recomputes
+    want = held + res * left  # what the admission reserves for it
+    grow = stay * (held + dt[:, None]) - held  # a request's change of KV over a step (finishing ones leave)
+    return steps_per_output, dt, bins, stay, left, held, want, grow
 
 
 def _preempt_youngest(

@@ -27,13 +27,13 @@ import numpy as np
 from ._paths import CALIBRATION_DIR
 from ._support import registry_or_default
 from .calibration_files import (  # noqa: F401 (re-exported: the readers' public names are this module's)
-    _RUNS_CAP,
     BENCHMARK_FORMATS,
     MAX_BENCHMARK_FILE_BYTES,
     MAX_BENCHMARK_TOTAL_CHARS,
     MAX_CALIBRATION_RUNS,
     MAX_GENAI_PERF_LINES,
     PLAUSIBLE_RUN,
+    RUNS_CAP_NOTE,
     engine_name,
     genai_perf_concurrency,
     read_benchmark_files,
@@ -616,7 +616,7 @@ def calibrate_engine(frame: Any, engine: str, *, registry: Any = None) -> UserCa
     if len(frame) < 3:
         raise InputError(f"calibrate: {len(frame)} run(s); fitting three costs takes at least three benchmark runs")
     if len(frame) > MAX_CALIBRATION_RUNS:
-        raise InputError(f"calibrate_engine(): {len(frame):,} runs; {_RUNS_CAP}")
+        raise InputError(f"calibrate_engine(): {len(frame):,} runs; {RUNS_CAP_NOTE}")
     name = frame.engine.iloc[0]
     start = {name: base, None: base}
     profile = fit_profiles(frame, start=start)[name]

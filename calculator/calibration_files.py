@@ -44,7 +44,7 @@ MAX_BENCHMARK_TOTAL_CHARS = 256 * 2**20
 #: The most runs (files, JSONL lines) one calibration reads: a sweep of 10 concurrencies x 10 length pairs x
 #: 10 repeats. A JSONL file with more non-blank lines is refused before its lines are parsed.
 MAX_CALIBRATION_RUNS = 1_000
-_RUNS_CAP = f"one calibration reads at most {MAX_CALIBRATION_RUNS:,} runs (files and JSONL lines together)"
+RUNS_CAP_NOTE = f"one calibration reads at most {MAX_CALIBRATION_RUNS:,} runs (files and JSONL lines together)"
 
 #: The most lines read from one genai-perf CSV export (its tables have about 20 rows).
 MAX_GENAI_PERF_LINES = 1_000
@@ -215,7 +215,7 @@ def _runs_of_file(path: Path, text: str, concurrency: float | None, room: int) -
     # JSONL: the non-blank lines, counted (at most room + 1 kept) before any is parsed
     lines = list(itertools.islice(((n, s) for n, s in enumerate(io.StringIO(text), 1) if s.strip()), room + 1))
     if len(lines) > room:
-        raise InputError(f"{where}: too many runs; {_RUNS_CAP}")
+        raise InputError(f"{where}: too many runs; {RUNS_CAP_NOTE}")
     return [
         _run_from_summary(_json_object(s, f"{where}, line {n}"), f"{where}, line {n}", concurrency) for n, s in lines
     ]
@@ -224,7 +224,7 @@ def _runs_of_file(path: Path, text: str, concurrency: float | None, room: int) -
 def _read_runs(paths: list[Path], concurrency: float | None) -> list[dict[str, float]]:
     """The runs of every file in ``paths``, within :data:`MAX_CALIBRATION_RUNS` and the byte caps."""
     if len(paths) > MAX_CALIBRATION_RUNS:
-        raise InputError(f"read_benchmark_files(): more than {MAX_CALIBRATION_RUNS:,} files; {_RUNS_CAP}")
+        raise InputError(f"read_benchmark_files(): more than {MAX_CALIBRATION_RUNS:,} files; {RUNS_CAP_NOTE}")
     runs: list[dict[str, float]] = []
     read = 0
     for path in paths:
@@ -240,7 +240,7 @@ def _read_runs(paths: list[Path], concurrency: float | None) -> list[dict[str, f
             )
         runs += _runs_of_file(path, text, concurrency, MAX_CALIBRATION_RUNS - len(runs))
         if len(runs) > MAX_CALIBRATION_RUNS:
-            raise InputError(f"{where}: too many runs; {_RUNS_CAP}")
+            raise InputError(f"{where}: too many runs; {RUNS_CAP_NOTE}")
     if not runs:
         raise InputError("read_benchmark_files(): no benchmark runs in the files given")
     return runs

@@ -489,7 +489,7 @@ class DraftMemory(Result):
 
 @renamed(kv_dtype="kv_precision")
 @checked(context="positive_integer", batch="nonnegative_integer")
-def draft_memory_fit(
+def draft_memory_fit(  # noqa: PLR0913  # public entry point: its keyword options are the API
     target: ModelRef,
     draft: ModelRef,
     capacity: Capacity,

@@ -642,6 +642,7 @@ def _size_fleet_options() -> list[str]:
 
 def _worker_registry(registry: Registry | None, model: Any, accelerator: Any) -> tuple[RegistryDocument, ...] | None:
     """What a worker resolves ids in: None for the packaged registry, else the user documents of the one in use."""
+    # private: the fleet's one rule for the registry of given objects, so a sweep's workers resolve as size_fleet
     from .fleet._common import _registry_for
 
     entries = [*_axis_values("model", model), *_axis_values("accelerator", accelerator)]

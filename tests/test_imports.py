@@ -187,3 +187,45 @@ def test_the_serving_vocabulary_sits_below_the_sizer_and_the_simulator():
         assert "calculator.serving" in {b for a in graph if a.startswith(above) for b in graph[a]}
     base = {"_files", "_support", "errors", "registry", "results", "types", "units"}
     assert graph["calculator.serving"] <= {f"calculator.{module}" for module in base}
+
+
+#: Most private names (a leading underscore) one package of the library may import from another (issue 52).
+MOST_PRIVATE_CROSSINGS = 10
+
+
+def _package(module: str) -> str:
+    """The top package of a library module: ``calculator.fleet.search`` -> ``fleet``, ``calculator.units`` -> ``units``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def private_crossings() -> list[tuple[str, str, str, bool]]:
+    """Every private name imported from another package: (importer, module, name, whether a comment says why).
+
+    The comment is on the import's line or in the three lines above it (a comment over a group of such imports).
+    """
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        name = _module(path)
+        lines = path.read_text().splitlines()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            base = name.split(".")[: len(name.split(".")) - node.level + (path.name == "__init__.py")]
+            source = ".".join(base + ([node.module] if node.module else [])) if node.level else node.module or ""
+            if not source.startswith("calculator") or _package(source) == _package(name):
+                continue
+            nearby = "".join(lines[max(node.lineno - 4, 0) : node.lineno])
+            for alias in node.names:
+                if alias.name.startswith("_") and not alias.name.startswith("__"):
+                    found.append((name, source, alias.name, "#" in nearby))
+    return found
+
+
+def test_the_private_names_crossing_packages_are_few_and_each_says_why():
+    crossings = private_crossings()
+    assert any(name == "_pick_replica" for _, _, name, _ in crossings)  # the scan sees the ones there are
+    names = sorted({(source, name) for _, source, name, _ in crossings})
+    assert len(names) <= MOST_PRIVATE_CROSSINGS, names
+    silent = [(importer, f"{source}.{name}") for importer, source, name, why in crossings if not why]
+    assert not silent, f"private imports across packages without a comment saying why: {silent}"

@@ -104,7 +104,7 @@ def _configuration(plan: Any) -> str:
 
 @app.command("size")
 @_sizing_options
-def size(
+def size(  # noqa: PLR0915  # the size command: read the flags, size, verify, print each format
     model: ModelArgument,
     *,
     sizing: SizingFlags,

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _reuse
+from .. import _reuse  # private: the bounded scope sweep points share grids in (calculator._reuse)
 from ..errors import InputError
 from ..performance import (
     EngineProfile,
@@ -44,7 +44,7 @@ from ..performance import (
     spread_over_ranks,
     step_arrays,
 )
-from ..performance.iteration import _overlap_expectation
+from ..performance.iteration import _overlap_expectation  # private: chunks landing together, priced as the predictor
 from ..performance.scheduler import SchedulerRules, scheduler_rules
 from ..precision import check_precision
 from ..queueing import replica_demand
@@ -779,12 +779,12 @@ def _wait(load: Any, service: Any, arrival_cv: Any, service_cv: float, percentil
     and service times here are the grid's own, positive by construction.
     """
     from ..queueing.ggc import variability_factor
-    from ..queueing.mmc import _mean_wait, _wait_quantile
+    from ..queueing.mmc import mean_wait_seconds, wait_quantile_seconds
 
     factor = variability_factor.numeric(arrival_cv=arrival_cv, service_cv=service_cv)
     if percentile is None:
-        return _mean_wait(load * service, 1.0, service, factor)
-    return _wait_quantile(load * service, 1.0, service, factor, percentile)
+        return mean_wait_seconds(load * service, 1.0, service, factor)
+    return wait_quantile_seconds(load * service, 1.0, service, factor, percentile)
 
 
 def _families(model: Any, space: SearchSpace, costs: Costs, speculation: Speculation | None, reg: Any,

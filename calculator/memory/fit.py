@@ -513,7 +513,7 @@ def _model_budget(
 
 @renamed(kv_dtype="kv_precision")
 @checked(context="positive_integer", batch="nonnegative_integer")
-def model_memory_fit(
+def model_memory_fit(  # noqa: PLR0913  # public entry point: its keyword options are the API
     model: ModelRef,
     capacity: Capacity,
     context: Tokens,

@@ -81,7 +81,7 @@ def _step_inputs(function: str, a: Any, costs: Any, costs_name: str, costs_type:
         )
 
 
-def _tp(model: Any, tensor_parallel: Any, function: str, registry: Any = None) -> np.ndarray:
+def checked_tp(model: Any, tensor_parallel: Any, function: str, registry: Any = None) -> np.ndarray:
     """The tensor-parallel degrees, checked against ``model`` (resolved in ``registry``)."""
     return np.asarray(check_tensor_parallel(model_of(model, registry), tensor_parallel, function), dtype=float)
 
@@ -128,7 +128,7 @@ def _pipeline(a: StepArrays, pipeline_parallel: Any, function: str) -> StepArray
     return a.with_pipeline_parallel(stages)
 
 
-def _layout(
+def replica_layout(
     a: StepArrays,
     tp: np.ndarray,
     data_parallel: Any,

@@ -24,7 +24,7 @@ from ..formula import magnitude
 from ..results import Result
 from ..types import AcceleratorRef, Count, ModelRef, Rate, Time, TokenRate, Tokens
 from ..units import Q_
-from ._common import _counts, _efficiency, _layout, _plain_arrays, _step_inputs, _tp
+from ._common import _counts, _efficiency, _plain_arrays, _step_inputs, checked_tp, replica_layout
 from .arrays import StepArrays, step_arrays
 from .burst import burst_seconds, staggered_round
 from .cache import group_cache_run
@@ -464,7 +464,7 @@ def _check_requests_per_client(function: str, value: Any) -> None:
         raise InputError(f"{function}(): argument 'requests_per_client' must be a number >= 1, got {value!r}")
 
 
-def predict_benchmark(
+def predict_benchmark(  # noqa: PLR0913  # public entry point: its keyword options are the API
     model: ModelRef,
     accelerator: AcceleratorRef,
     precision: str,
@@ -583,8 +583,8 @@ def predict_benchmark(
 
     profile = engine_profile(engine, registry)
     a = step_arrays(model, accelerator, precision, kv_precision, engine=profile, registry=registry)
-    tp = _tp(model_of(model, registry), tensor_parallel, "predict_benchmark")
-    a, tp = _layout(a, tp, data_parallel, expert_parallel, "predict_benchmark", pipeline_parallel)
+    tp = checked_tp(model_of(model, registry), tensor_parallel, "predict_benchmark")
+    a, tp = replica_layout(a, tp, data_parallel, expert_parallel, "predict_benchmark", pipeline_parallel)
     inputs = _counts("predict_benchmark", "input_tokens", input_tokens)
     outputs = _counts("predict_benchmark", "output_tokens", output_tokens)
     clients = _counts("predict_benchmark", "concurrency", concurrency)

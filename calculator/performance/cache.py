@@ -95,7 +95,7 @@ class _Rows(NamedTuple):
     rounds: np.ndarray
 
 
-def _fluid_run(
+def _fluid_run(  # noqa: PLR0915  # one fluid step shares its arrays; its parts are the _ functions below
     a: StepArrays, eff: Efficiency, rules: SchedulerRules, followed: _Rows, requests_per_client: float
 ) -> tuple[np.ndarray, ...]:
     """:func:`group_cache_run` on the rows the fluid follows: the run step by step (a step, ``dt`` decode iterations).

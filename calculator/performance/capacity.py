@@ -82,7 +82,7 @@ def engine_memory_fit(
     >>> fit.engine, fit.kv_precision, fit.sequences == fit.kv_tokens // 2300, fit.sequences < 35
     ('vllm', 'fp8', True, True)
     """
-    from ._common import _layout
+    from ._common import replica_layout
     from .arrays import kv_cache_precision, step_arrays
     from .engines import engine_profile, kv_capacity_tokens, usable_kv_bytes
 
@@ -93,7 +93,7 @@ def engine_memory_fit(
     profile = engine_profile(engine, registry)
     kv = kv_precision or kv_cache_precision(model, accelerator, precision, profile.name, registry=registry)
     a = step_arrays(model, accelerator, precision, kv, engine=profile, registry=registry)
-    a, group = _layout(a, np.asarray([float(tp)]), data_parallel, expert_parallel, name)
+    a, group = replica_layout(a, np.asarray([float(tp)]), data_parallel, expert_parallel, name)
     policy = _policy_text(profile)
     usable = float(usable_kv_bytes(a, profile, group)[0])
     if usable <= 0:

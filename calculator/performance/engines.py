@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import numpy as np
 
-from .. import _reuse
+from .. import _reuse  # private: the bounded scope a sweep's points share engine profiles in
 from .._support import registry_or_none
 from ..errors import InputError
 from ..results import Result

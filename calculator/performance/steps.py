@@ -9,7 +9,7 @@ import numpy as np
 from ..errors import InputError
 from ..types import AcceleratorRef, Count, ModelRef, Tokens
 from ..units import Q_
-from ._common import _counts, _efficiency, _layout, _tp
+from ._common import _counts, _efficiency, checked_tp, replica_layout
 from .arrays import step_arrays
 from .engines import Efficiency, EngineProfile
 from .iteration import decode_step_seconds, prefill_seconds
@@ -33,7 +33,7 @@ def _seconds(values: Any) -> Any:
     return Q_(float(values) if np.ndim(values) == 0 else values, "s")
 
 
-def decode_step_time(
+def decode_step_time(  # noqa: PLR0913  # public entry point: its keyword options are the API
     model: ModelRef,
     accelerator: AcceleratorRef,
     precision: str,
@@ -112,8 +112,8 @@ def decode_step_time(
     5.2
     """
     a = step_arrays(model, accelerator, precision, kv_precision, engine=engine, registry=registry)
-    tp = _tp(model, tensor_parallel, "decode_step_time", registry)
-    a, tp = _layout(a, tp, data_parallel, expert_parallel, "decode_step_time", pipeline_parallel)
+    tp = checked_tp(model, tensor_parallel, "decode_step_time", registry)
+    a, tp = replica_layout(a, tp, data_parallel, expert_parallel, "decode_step_time", pipeline_parallel)
     sequences = _counts("decode_step_time", "batch", batch)
     ranks = int(data_parallel)
     if ranks > 1 and np.any(sequences < ranks):
@@ -156,8 +156,8 @@ def prefill_time(
     <Quantity(..., 'millisecond')>
     """
     a = step_arrays(model, accelerator, precision, engine=engine, registry=registry)
-    tp = _tp(model, tensor_parallel, "prefill_time", registry)
-    a, tp = _layout(a, tp, data_parallel, expert_parallel, "prefill_time", pipeline_parallel)
+    tp = checked_tp(model, tensor_parallel, "prefill_time", registry)
+    a, tp = replica_layout(a, tp, data_parallel, expert_parallel, "prefill_time", pipeline_parallel)
     prompt = _counts("prefill_time", "prompt_tokens", prompt_tokens)
     seconds = prefill_seconds(a, _efficiency(engine, efficiency, a.accelerator, registry), tp, prompt)
     return _seconds(seconds)

@@ -21,7 +21,7 @@ from ..results import Result, as_count, plain
 from ..types import Count, Fraction, Number, Probability, Rate, Time
 from ..units import Q_
 from .capacity import in_flight
-from .mmc import _erlang_c, _mean_wait, _wait_exceedance, _wait_quantile
+from .mmc import _erlang_c, _wait_exceedance, mean_wait_seconds, wait_quantile_seconds
 
 __all__ = [
     "variability_factor",
@@ -201,7 +201,7 @@ def ggc_mean_wait(
     <Quantity(4.5, 'second')>
     """
     factor = variability_factor.numeric(arrival_cv=arrival_cv, service_cv=service_cv)
-    return Q_(plain(_mean_wait(arrival_rate * service_time, servers, service_time, factor)), "s")
+    return Q_(plain(mean_wait_seconds(arrival_rate * service_time, servers, service_time, factor)), "s")
 
 
 @checked(arrival_rate="positive", service_time="positive")
@@ -276,7 +276,7 @@ def ggc_wait_quantile(
     <Quantity(3.91202301, 'second')>
     """
     factor = variability_factor.numeric(arrival_cv=arrival_cv, service_cv=service_cv)
-    return Q_(plain(_wait_quantile(arrival_rate * service_time, servers, service_time, factor, quantile)), "s")
+    return Q_(plain(wait_quantile_seconds(arrival_rate * service_time, servers, service_time, factor, quantile)), "s")
 
 
 @dataclass(frozen=True, repr=False)
@@ -370,7 +370,7 @@ def queue_metrics(
     rate, service, count = arrival_rate, service_time, servers
     factor = variability_factor.numeric(arrival_cv=arrival_cv, service_cv=service_cv)
     load = rate * service
-    wait = Q_(plain(_mean_wait(load, count, service, factor)), "s")
+    wait = Q_(plain(mean_wait_seconds(load, count, service, factor)), "s")
     exact = (np.asarray(arrival_cv) == 1) & ((np.asarray(service_cv) == 1) | (np.asarray(count) == 1))
     rate_q = Q_(rate, "request/s")
     return QueueMetrics(

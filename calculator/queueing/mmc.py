@@ -43,7 +43,7 @@ def _erlang_c(load: Any, servers: Any) -> np.ndarray:
     return np.where(stable, np.clip(waiting, 0.0, 1.0), 1.0)
 
 
-def _mean_wait(load: Any, servers: Any, service_time: Any, factor: Any) -> np.ndarray:
+def mean_wait_seconds(load: Any, servers: Any, service_time: Any, factor: Any) -> np.ndarray:
     """Allen-Cunneen mean wait: Erlang C x s / (c - a) x factor (factor 1: exact M/M/c)."""
     load, servers, service_time, factor = (np.asarray(v, dtype=float) for v in (load, servers, service_time, factor))
     probability = _erlang_c(load, servers)
@@ -64,7 +64,7 @@ def _wait_exceedance(load: Any, servers: Any, service_time: Any, factor: Any, th
     return np.where(np.asarray(load) < np.asarray(servers), tail, 1.0)
 
 
-def _wait_quantile(load: Any, servers: Any, service_time: Any, factor: Any, quantile: Any) -> np.ndarray:
+def wait_quantile_seconds(load: Any, servers: Any, service_time: Any, factor: Any, quantile: Any) -> np.ndarray:
     """Inverse of :func:`_wait_exceedance`: zero while the quantile lies in the no-wait mass."""
     load, servers, service_time, factor, quantile = (
         np.asarray(v, dtype=float) for v in (load, servers, service_time, factor, quantile)
@@ -167,7 +167,7 @@ def mmc_mean_wait(arrival_rate: Rate, service_time: Time, servers: Count) -> Tim
     >>> mmc_mean_wait(Q_(0.9, "request/s"), Q_(1, "s"), 1)
     <Quantity(9.0, 'second')>
     """
-    return Q_(plain(_mean_wait(arrival_rate * service_time, servers, service_time, 1.0)), "s")
+    return Q_(plain(mean_wait_seconds(arrival_rate * service_time, servers, service_time, 1.0)), "s")
 
 
 @checked(arrival_rate="positive", service_time="positive")
@@ -238,4 +238,4 @@ def mmc_wait_quantile(arrival_rate: Rate, service_time: Time, servers: Count, qu
     <Quantity(7.82404601, 'second')>
     """
     load = arrival_rate * service_time
-    return Q_(plain(_wait_quantile(load, servers, service_time, 1.0, quantile)), "s")
+    return Q_(plain(wait_quantile_seconds(load, servers, service_time, 1.0, quantile)), "s")

@@ -55,7 +55,7 @@ def _targets(
     return targets
 
 
-def simulate(
+def simulate(  # noqa: PLR0913  # public entry point: its keyword options are the API
     setup: SimulationSetup,
     traffic: Traffic,
     *,

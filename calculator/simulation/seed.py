@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import InputError
-from ..routing.policies import _pick_replica
+from ..routing.policies import _pick_replica  # private: the policies' one pick rule, run per request on plain lists
 from ._common import _Deadline
 from .inputs import MAX_KEPT_POINTS, MAX_KEPT_REQUESTS, REQUESTS_PER_SECOND, SimulationSetup, Traffic
 from .scheduler import _DONE, _DROPPED, _Engine, _ReplicaScheduler, _Requests
@@ -64,18 +64,18 @@ class _Run:
 def _limits(setup: SimulationSetup) -> tuple[StepArrays, Any, SchedulerRules, float]:
     """The step arrays, the engine profile, a replica's scheduling rules and its KV tokens."""
     from ..performance import engine_profile, kv_capacity_tokens, step_arrays
-    from ..performance._common import _layout, _tp
+    from ..performance._common import checked_tp, replica_layout
     from ..performance.scheduler import scheduler_rules
     from ..registry import load_registry
 
     registry = load_registry(extra=setup.registry_files)
     ranks = int(setup.data_parallel)
-    tp = _tp(registry.model(setup.model), int(setup.tensor_parallel) // ranks, "simulate")
+    tp = checked_tp(registry.model(setup.model), int(setup.tensor_parallel) // ranks, "simulate")
     profile = engine_profile(setup.engine, registry)
     a = step_arrays(
         setup.model, setup.accelerator, setup.precision, setup.kv_precision, engine=profile, registry=registry
     )
-    a, _ = _layout(a, tp, ranks, setup.expert_parallel, "simulate", setup.pipeline_parallel)
+    a, _ = replica_layout(a, tp, ranks, setup.expert_parallel, "simulate", setup.pipeline_parallel)
     # every attention rank schedules its own budget (max_num_tokens, per rank) and share of the cap
     rules = scheduler_rules(
         profile, a.memory, a.accelerator, ranks, max_num_tokens=setup.max_num_tokens, max_num_seqs=setup.max_num_seqs

@@ -100,6 +100,7 @@ class _StepTable:
         key = (tokens, padded, prefill)
         found = self._together.get(key)
         if found is None:
+            # private: the iteration model's kernel curves, tabulated once per seed (the step table is its cache)
             from ..performance.iteration import _curves, _expert_exchange_seconds, _interp_curve
 
             tp = float(self.tp)

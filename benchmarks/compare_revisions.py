@@ -135,7 +135,7 @@ def main() -> None:
             print("|---|---|---|---|")
     for key in moved:
         old, new = before.get(key, "absent"), after.get(key, "absent")
-        change = f"{new / old - 1:+.2%}" if isinstance(old, float) and isinstance(new, float) and old else ""
+        change = f"{new / old - 1:+.2e}" if isinstance(old, float) and isinstance(new, float) and old else ""
         cells = [key, f"{old:.6g}" if isinstance(old, float) else old, f"{new:.6g}" if isinstance(new, float) else new]
         print(("| " + " | ".join([*cells, change]) + " |") if args.markdown else " | ".join([*cells, change]))
 

@@ -195,71 +195,11 @@ def main():
         "calibrated step model and the queueing models (sections 10.3, 10.6, 10.8; `calculator.fleet.size_fleet`)."
     )
     sc = ui.Scenario("fleet")
-    reg = ui.registry()
-    models = ui.transformer_models()
     # The answer comes first: the inputs sit in the sidebar (collapsed on a phone), the plan at the top.
-    sidebar = st.sidebar
-    hardware = traffic = targets = sidebar
-    with hardware:
-        st.subheader("Model and hardware")
-        model = sc.select("Model", "model", models, "llama-3.1-70b")
-        accelerators = sc.multiselect("Accelerators", "gpus", list(reg.accelerators), ["h100-sxm", "h200-sxm"])
-        precisions = sc.multiselect("Weight precisions", "precisions", ui.SERVING_PRECISIONS, ["fp16", "fp8"])
-        engine = sc.select("Serving engine", "engine", list(ui.ENGINES), "generic")
-        kv = sc.select(
-            "KV-cache precision",
-            "kv",
-            [ui.ENGINE_DEFAULT_KV, "fp16", "fp8"],
-            ui.ENGINE_DEFAULT_KV,
-            help="The engine's default: FP8 for FP8/FP4 weights under vLLM, TensorRT-LLM and the generic profile "
-            "(on GPUs with FP8), 16-bit otherwise (calculator.performance.KV_PRECISION_RULE).",
-        )
-        layouts = sc.multiselect(
-            "Expert layouts (mixture of experts)",
-            "moe_layouts",
-            list(MOE_LAYOUTS),
-            list(MOE_LAYOUTS),
-            help="How a replica's GPUs hold a mixture of experts: 'tensor' splits each expert over them, 'expert' "
-            "spreads whole experts over them (expert parallelism, EP = TP), 'attention-dp' gives each GPU its own "
-            "attention rank and sequences with the experts spread (attention data parallelism). All are searched "
-            "by default; dense models ignore this.",
-        )
-    with traffic:
-        st.subheader("Traffic")
-        rate = sc.number("Arrival rate [request/s]", "rate", 10.0, min_value=0.01, max_value=1e6, step=1.0)
-        prompt = sc.number("Mean prompt [token]", "prompt", 1024, min_value=1, max_value=1_000_000, integer=True)
-        output = sc.number("Mean output [token]", "output", 256, min_value=1, max_value=100_000, integer=True)
-        arrival_cv = sc.number("Arrival CV (1 = Poisson)", "arrival_cv", 1.0, min_value=0.0, max_value=10.0, step=0.1)
-        prompt_cv = sc.number("Prompt-length CV", "prompt_cv", 0.0, min_value=0.0, max_value=10.0, step=0.1)
-    with targets:
-        st.subheader("Targets and cost")
-        ttft_ms = sc.number("TTFT target [ms]", "ttft", 1000.0, min_value=1.0, max_value=600_000.0, step=50.0)
-        percentile = sc.select("TTFT statistic", "ttft_stat", list(PERCENTILES), "mean")
-        tpot_ms = sc.number("TPOT target [ms]", "tpot", 50.0, min_value=0.1, max_value=10_000.0, step=5.0)
-        max_util = sc.slider(
-            "Utilization cap", "util", 0.8, min_value=0.05, max_value=1.0, step=0.05, help="headroom per replica"
-        )
-        router = sc.select(
-            "Router",
-            "router",
-            list(ROUTER_LABELS),
-            DEFAULT_ROUTER,
-            format_func=ROUTER_LABELS.get,
-            help="How the load balancer spreads requests over the replicas; it sets the burstiness each replica "
-            "sees. Default: round robin, the default of common HTTP load balancers.",
-        )
-        prices = {}
-        for name in accelerators:
-            default, entry = _registry_price(name)
-            prices[name] = sc.number(
-                f"{name} price [USD/h per GPU]",
-                f"price.{name}",
-                default,
-                min_value=0.01,
-                max_value=1000.0,
-                step=0.1,
-                help=f"defaults to the registry's cheapest published on-demand price ({entry or 'none listed'})",
-            )
+    with st.sidebar:
+        model, accelerators, precisions, engine, kv, layouts = _hardware_inputs(sc)
+        rate, prompt, output, arrival_cv, prompt_cv = _traffic_inputs(sc)
+        ttft_ms, percentile, tpot_ms, max_util, router, prices = _target_inputs(sc, accelerators)
 
     if not accelerators or not precisions or not layouts:
         st.warning("Choose at least one accelerator, one precision and one expert layout.")
@@ -301,7 +241,84 @@ def main():
             _show_verification(plan, verification)
     else:
         _show_infeasible(plan, request)
+    _show_alternatives(sc, plan, model, accelerators, precisions, prompt, output, engine, kv_precision)
 
+
+def _hardware_inputs(sc):
+    """The sidebar's model and hardware: model, accelerators, precisions, engine, KV precision, expert layouts."""
+    reg = ui.registry()
+    st.subheader("Model and hardware")
+    model = sc.select("Model", "model", ui.transformer_models(), "llama-3.1-70b")
+    accelerators = sc.multiselect("Accelerators", "gpus", list(reg.accelerators), ["h100-sxm", "h200-sxm"])
+    precisions = sc.multiselect("Weight precisions", "precisions", ui.SERVING_PRECISIONS, ["fp16", "fp8"])
+    engine = sc.select("Serving engine", "engine", list(ui.ENGINES), "generic")
+    kv = sc.select(
+        "KV-cache precision",
+        "kv",
+        [ui.ENGINE_DEFAULT_KV, "fp16", "fp8"],
+        ui.ENGINE_DEFAULT_KV,
+        help="The engine's default: FP8 for FP8/FP4 weights under vLLM, TensorRT-LLM and the generic profile "
+        "(on GPUs with FP8), 16-bit otherwise (calculator.performance.KV_PRECISION_RULE).",
+    )
+    layouts = sc.multiselect(
+        "Expert layouts (mixture of experts)",
+        "moe_layouts",
+        list(MOE_LAYOUTS),
+        list(MOE_LAYOUTS),
+        help="How a replica's GPUs hold a mixture of experts: 'tensor' splits each expert over them, 'expert' "
+        "spreads whole experts over them (expert parallelism, EP = TP), 'attention-dp' gives each GPU its own "
+        "attention rank and sequences with the experts spread (attention data parallelism). All are searched "
+        "by default; dense models ignore this.",
+    )
+    return model, accelerators, precisions, engine, kv, layouts
+
+
+def _traffic_inputs(sc):
+    """The sidebar's traffic: arrival rate, mean prompt and output, arrival and prompt-length CVs."""
+    st.subheader("Traffic")
+    rate = sc.number("Arrival rate [request/s]", "rate", 10.0, min_value=0.01, max_value=1e6, step=1.0)
+    prompt = sc.number("Mean prompt [token]", "prompt", 1024, min_value=1, max_value=1_000_000, integer=True)
+    output = sc.number("Mean output [token]", "output", 256, min_value=1, max_value=100_000, integer=True)
+    arrival_cv = sc.number("Arrival CV (1 = Poisson)", "arrival_cv", 1.0, min_value=0.0, max_value=10.0, step=0.1)
+    prompt_cv = sc.number("Prompt-length CV", "prompt_cv", 0.0, min_value=0.0, max_value=10.0, step=0.1)
+    return rate, prompt, output, arrival_cv, prompt_cv
+
+
+def _target_inputs(sc, accelerators):
+    """The sidebar's targets and cost: TTFT target and statistic, TPOT target, cap, router, GPU-hour prices."""
+    st.subheader("Targets and cost")
+    ttft_ms = sc.number("TTFT target [ms]", "ttft", 1000.0, min_value=1.0, max_value=600_000.0, step=50.0)
+    percentile = sc.select("TTFT statistic", "ttft_stat", list(PERCENTILES), "mean")
+    tpot_ms = sc.number("TPOT target [ms]", "tpot", 50.0, min_value=0.1, max_value=10_000.0, step=5.0)
+    max_util = sc.slider(
+        "Utilization cap", "util", 0.8, min_value=0.05, max_value=1.0, step=0.05, help="headroom per replica"
+    )
+    router = sc.select(
+        "Router",
+        "router",
+        list(ROUTER_LABELS),
+        DEFAULT_ROUTER,
+        format_func=ROUTER_LABELS.get,
+        help="How the load balancer spreads requests over the replicas; it sets the burstiness each replica "
+        "sees. Default: round robin, the default of common HTTP load balancers.",
+    )
+    prices = {}
+    for name in accelerators:
+        default, entry = _registry_price(name)
+        prices[name] = sc.number(
+            f"{name} price [USD/h per GPU]",
+            f"price.{name}",
+            default,
+            min_value=0.01,
+            max_value=1000.0,
+            step=0.1,
+            help=f"defaults to the registry's cheapest published on-demand price ({entry or 'none listed'})",
+        )
+    return ttft_ms, percentile, tpot_ms, max_util, router, prices
+
+
+def _show_alternatives(sc, plan, model, accelerators, precisions, prompt, output, engine, kv_precision):
+    """Why the other configurations lost, and the frontier, in tabs drawn on demand."""
     # The alternatives in tabs drawn on demand: the frontier's 1,700-point chart (and Plotly's script) no
     # longer stands between a new visitor and the plan's metrics (docs/dashboard.md, "Speed").
     lost, curve = sc.tabs(["Why the other configurations lost", "Throughput vs interactivity (Figure 6)"])
@@ -352,6 +369,19 @@ def _show_plan(plan, rate, output, prices, tpot_ms, check):
         f"At the model's error: {band} (the plan rerun with step times at the ends of the performance "
         "model's 80% interval; docs/performance-model.md)."
     )
+    _plan_metrics(plan, band)
+    verification = _check(plan, *check)
+    _plan_warnings(plan, tpot_ms)
+    ui.download_json(plan, "fleet-plan", label="Download the plan as JSON")
+    with st.expander("Plan details"):
+        ui.table(ui.rows(_plan_details(plan, low, high)), "plan-details")
+    _deploy(plan)
+    _plan_math(plan, rate, output, prices)
+    return verification
+
+
+def _plan_metrics(plan, band):
+    """The plan's headline metrics: GPUs, layout, batch, binding constraint, latencies and costs."""
     first = st.columns(4)
     first[0].metric("GPUs", ui.fmt(plan.gpus), help=f"{band} at the ends of the model's 80% error interval")
     first[1].metric(
@@ -383,7 +413,10 @@ def _show_plan(plan, rate, output, prices, tpot_ms, check):
         "Per 1M total tokens", ui.fmt(plan.cost_per_million_total_tokens, "USD", 4), help="prompt and output tokens"
     )
     st.caption(f"TTFT {_interval(plan.ttft_interval, 'ms')}; TPOT {_interval(plan.tpot_interval, 'ms')}.")
-    verification = _check(plan, *check)
+
+
+def _plan_warnings(plan, tpot_ms):
+    """Warnings on the plan: outside the validated range, a longest token gap beyond the TPOT target."""
     outside = outside_validated_range(plan.model, plan.accelerator, registry=ui.registry())
     if outside:  # what the library's ExtrapolationWarning says (a cached plan would not repeat the warning)
         st.warning(
@@ -398,7 +431,11 @@ def _show_plan(plan, rate, output, prices, tpot_ms, check):
             "and the streams decoding on a replica wait while a prompt's prefill runs there (section 10.8.2). If users "
             "notice such pauses, chunked or disaggregated prefill bounds them (Decode speedups page)."
         )
-    details = {
+
+
+def _plan_details(plan, low, high):
+    """The rows of the "Plan details" table."""
+    return {
         "GPUs at the low / high end of the model's error": f"{low} / {high if high is not None else 'infeasible'}",
         "utilization per replica": plan.utilization,
         "utilization cap": plan.max_utilization,
@@ -413,10 +450,10 @@ def _show_plan(plan, rate, output, prices, tpot_ms, check):
         "attention ranks (attention data parallelism)": plan.data_parallel,
         "configurations evaluated": plan.candidates,
     }
-    ui.download_json(plan, "fleet-plan", label="Download the plan as JSON")
-    with st.expander("Plan details"):
-        ui.table(ui.rows(details), "plan-details")
-    _deploy(plan)
+
+
+def _plan_math(plan, rate, output, prices):
+    """The formulas behind the replica count, the utilization and the cost per million output tokens."""
     arrival = Q_(rate, "request/s")
     ui.show_math(
         replica_demand,
@@ -433,7 +470,6 @@ def _show_plan(plan, rate, output, prices, tpot_ms, check):
         (arrival * Q_(output, "token/request")).to("token/s"),
         title="cost per million output tokens",
     )
-    return verification
 
 
 #: Deployment downloads: label, target, file name.

@@ -382,37 +382,38 @@ def _show_plan(plan, rate, output, prices, tpot_ms, check):
 
 def _plan_metrics(plan, band):
     """The plan's headline metrics: GPUs, layout, batch, binding constraint, latencies and costs."""
+    layout, service, cost = plan.layout, plan.service, plan.cost
     first = st.columns(4)
     first[0].metric("GPUs", ui.fmt(plan.gpus), help=f"{band} at the ends of the model's 80% error interval")
     first[1].metric(
         "Replicas × TP",
-        f"{plan.replicas} × {plan.tensor_parallel}"
-        + (f" (attention DP {plan.data_parallel})" if plan.data_parallel > 1 else "")
-        + (f" (EP {plan.expert_parallel})" if plan.expert_parallel > 1 else "")
-        + (f" (PP {plan.pipeline_parallel})" if plan.pipeline_parallel > 1 else "")
-        + (f" over {plan.nodes_per_replica} nodes" if plan.nodes_per_replica > 1 else ""),
+        f"{plan.replicas} × {layout.stage_gpus}"
+        + (f" (attention DP {layout.data_parallel})" if layout.data_parallel > 1 else "")
+        + (f" (EP {layout.expert_parallel})" if layout.expert_parallel > 1 else "")
+        + (f" (PP {layout.pipeline_parallel})" if layout.pipeline_parallel > 1 else "")
+        + (f" over {layout.nodes} nodes" if layout.nodes > 1 else ""),
         help="GPUs per replica; EP: a mixture of experts' routed experts spread over them (expert parallelism); "
         "nodes: a replica wider than one NVLink domain, over the accelerator's scale-out link",
     )
     first[2].metric(
         "Batch cap per replica",
         ui.fmt(plan.batch),
-        help=f"the engine's max_num_seqs; at the planned load about {plan.running_batch:,.0f} sequences run on "
+        help=f"the engine's max_num_seqs; at the planned load about {service.running_batch:,.0f} sequences run on "
         "average, where TTFT and TPOT are evaluated",
     )
     first[3].metric("Binding constraint", plan.binding_constraint)
     at = percentile_label(plan.targets.ttft_percentile)
     second = st.columns(3)  # three to a row: "9,949 USD/month" does not fit a quarter of 1440 px
-    second[0].metric(f"TTFT ({at})", ui.fmt(plan.ttft, "ms", 4), help=_interval(plan.ttft_interval, "ms"))
-    second[1].metric("TPOT (mean)", ui.fmt(plan.tpot, "ms", 4), help=_interval(plan.tpot_interval, "ms"))
-    second[2].metric("Cost per hour", ui.fmt(plan.cost_per_hour, "USD/hour", 5))
+    second[0].metric(f"TTFT ({at})", ui.fmt(service.ttft, "ms", 4), help=_interval(service.ttft_interval, "ms"))
+    second[1].metric("TPOT (mean)", ui.fmt(service.tpot, "ms", 4), help=_interval(service.tpot_interval, "ms"))
+    second[2].metric("Cost per hour", ui.fmt(cost.per_hour, "USD/hour", 5))
     third = st.columns(3)
-    third[0].metric("Cost per month", ui.fmt(plan.cost_per_month, "USD/month", 4), help="a month of 730.5 hours")
-    third[1].metric("Per 1M output tokens", ui.fmt(plan.cost_per_million_output_tokens, "USD", 4))
+    third[0].metric("Cost per month", ui.fmt(cost.per_month, "USD/month", 4), help="a month of 730.5 hours")
+    third[1].metric("Per 1M output tokens", ui.fmt(cost.per_million_output_tokens, "USD", 4))
     third[2].metric(
-        "Per 1M total tokens", ui.fmt(plan.cost_per_million_total_tokens, "USD", 4), help="prompt and output tokens"
+        "Per 1M total tokens", ui.fmt(cost.per_million_total_tokens, "USD", 4), help="prompt and output tokens"
     )
-    st.caption(f"TTFT {_interval(plan.ttft_interval, 'ms')}; TPOT {_interval(plan.tpot_interval, 'ms')}.")
+    st.caption(f"TTFT {_interval(service.ttft_interval, 'ms')}; TPOT {_interval(service.tpot_interval, 'ms')}.")
 
 
 def _plan_warnings(plan, tpot_ms):
@@ -423,7 +424,7 @@ def _plan_warnings(plan, tpot_ms):
             f"{ui.plain('; '.join(outside))}: outside the range the performance model was validated on, so these "
             "numbers are an extrapolation (docs/hardening.md)."
         )
-    gap, target = plan.tbt_max, Q_(tpot_ms, "ms")
+    gap, target = plan.service.tbt_max, Q_(tpot_ms, "ms")
     if gap > target:
         st.warning(
             f"The longest gap between two tokens of a stream is {ui.fmt(gap, 'ms', 3)}, "
@@ -435,19 +436,20 @@ def _plan_warnings(plan, tpot_ms):
 
 def _plan_details(plan, low, high):
     """The rows of the "Plan details" table."""
+    service, energy, layout = plan.service, plan.energy, plan.layout
     return {
         "GPUs at the low / high end of the model's error": f"{low} / {high if high is not None else 'infeasible'}",
-        "utilization per replica": plan.utilization,
+        "utilization per replica": service.utilization,
         "utilization cap": plan.max_utilization,
-        "replica throughput": plan.replica_throughput,
-        "longest token gap (TBT)": plan.tbt_max.to("ms"),
-        "fleet power": plan.power,
-        "energy per 1M output tokens": plan.energy_per_million_output_tokens,
-        "electricity per 1M output tokens": plan.electricity_cost_per_million_output_tokens,
+        "replica throughput": service.replica_throughput,
+        "longest token gap (TBT)": service.tbt_max.to("ms"),
+        "fleet power": energy.power,
+        "energy per 1M output tokens": energy.per_million_output_tokens,
+        "electricity per 1M output tokens": energy.electricity_cost_per_million_output_tokens,
         "engine profile": plan.engine,
         "KV-cache precision": plan.kv_precision,
-        "expert parallelism (GPUs the experts spread over)": plan.expert_parallel,
-        "attention ranks (attention data parallelism)": plan.data_parallel,
+        "expert parallelism (GPUs the experts spread over)": layout.expert_parallel,
+        "attention ranks (attention data parallelism)": layout.data_parallel,
         "configurations evaluated": plan.candidates,
     }
 
@@ -458,11 +460,11 @@ def _plan_math(plan, rate, output, prices):
     ui.show_math(
         replica_demand,
         arrival,
-        plan.replica_throughput,
+        plan.service.replica_throughput,
         plan.max_utilization,
         title=f"replicas: {plan.replicas} is the ceiling of the replica demand",
     )
-    ui.show_math(utilization, arrival, plan.replica_throughput, plan.replicas, title="utilization per replica")
+    ui.show_math(utilization, arrival, plan.service.replica_throughput, plan.replicas, title="utilization per replica")
     ui.show_math(
         cost_per_million_tokens,
         plan.gpus,
@@ -642,7 +644,7 @@ def _flag_scale(alternative, request):
     if not loose.feasible or alternative.gpus <= OVERSIZED * loose.gpus:
         return
     st.warning(
-        f"The alternative needs {alternative.gpus:,} GPUs ({ui.fmt(alternative.cost_per_hour, 'USD/hour', 4)}), "
+        f"The alternative needs {alternative.gpus:,} GPUs ({ui.fmt(alternative.cost.per_hour, 'USD/hour', 4)}), "
         f"{alternative.gpus / loose.gpus:.0f}× the {loose.gpus:,} GPUs that carry this traffic when latency hardly "
         f"matters (both targets ×{LOOSE:g}): loosening the target only this far is probably not what you want. "
         "Consider loosening it further, a faster accelerator or a lower precision, or speculative decoding "
@@ -662,8 +664,8 @@ def _show_infeasible(plan, request):
             f"Closest feasible alternative: loosen {_LOOSENED[relaxed.loosened]} by ×{ui.number(relaxed.factor, 3)} "
             f"to TTFT ≤ {ui.fmt(relaxed.ttft_slo, 'ms', 4)} and TPOT ≤ {ui.fmt(relaxed.tpot_slo, 'ms', 4)}: "
             f"{alternative.gpus} × {alternative.accelerator} at {alternative.precision} "
-            f"(TP {alternative.tensor_parallel}, batch {alternative.batch}), "
-            f"{ui.fmt(alternative.cost_per_hour, 'USD/hour', 5)}."
+            f"(TP {alternative.layout.stage_gpus}, batch {alternative.batch}), "
+            f"{ui.fmt(alternative.cost.per_hour, 'USD/hour', 5)}."
         )
         _flag_scale(alternative, request)
         ui.download_json(alternative, "closest-feasible-plan", label="Download the alternative plan as JSON")

@@ -167,8 +167,9 @@ def simulate_command(
     first = next(iter(runs.values()))
     head: dict[str, Any] = {
         "plan": {
-            key: getattr(plan, key)
-            for key in ("model", "accelerator", "precision", "engine", "tensor_parallel", "batch", "replicas", "gpus")
+            **{key: getattr(plan, key) for key in ("model", "accelerator", "precision", "engine")},
+            "layout": plan.layout.to_dict(),
+            **{key: getattr(plan, key) for key in ("batch", "replicas", "gpus")},
         },
         "router": first.router,
         "seeds": list(first.seeds),
@@ -246,7 +247,7 @@ def _simulation_text(
     stopped = verification.truncated if verification is not None else first.truncated
     lines = [
         f"plan: {plan.gpus} x {plan.accelerator} at {plan.precision} ({_replicas(plan.replicas)} of "
-        f"{layout_text(plan)}), batch cap {plan.batch}, engine {plan.engine}, router {first.router}",
+        f"{layout_text(plan.layout)}), batch cap {plan.batch}, engine {plan.engine}, router {first.router}",
         f"simulated: {len(first.seeds)} seed(s) x "
         + ", ".join(f"{n:,} requests at {_replicas(count)}" for count, n in head["requests_per_seed"].items()),
     ]

@@ -69,10 +69,11 @@ def probe() -> dict[str, float | str]:
             out[f"{name} feasible"] = "no"
             continue
         # a plan in parts (issue 52), or the flat plan of an older revision: the same numbers on both sides
-        layout, service = getattr(plan, "layout", None), getattr(plan, "service", plan)
+        parts = hasattr(plan, "service")
+        service = plan.service if parts else plan
         tp, dp, pp = (
-            (layout.stage_gpus, layout.data_parallel, layout.pipeline_parallel)
-            if layout is not None
+            (plan.layout.stage_gpus, plan.layout.data_parallel, plan.layout.pipeline_parallel)
+            if parts
             else (plan.tensor_parallel, plan.data_parallel, plan.pipeline_parallel)
         )
         out[f"{name} layout"] = f"{plan.replicas} x TP{tp} DP{dp} PP{pp} cap {plan.batch}"

@@ -195,71 +195,11 @@ def main():
         "calibrated step model and the queueing models (sections 10.3, 10.6, 10.8; `calculator.fleet.size_fleet`)."
     )
     sc = ui.Scenario("fleet")
-    reg = ui.registry()
-    models = ui.transformer_models()
     # The answer comes first: the inputs sit in the sidebar (collapsed on a phone), the plan at the top.
-    sidebar = st.sidebar
-    hardware = traffic = targets = sidebar
-    with hardware:
-        st.subheader("Model and hardware")
-        model = sc.select("Model", "model", models, "llama-3.1-70b")
-        accelerators = sc.multiselect("Accelerators", "gpus", list(reg.accelerators), ["h100-sxm", "h200-sxm"])
-        precisions = sc.multiselect("Weight precisions", "precisions", ui.SERVING_PRECISIONS, ["fp16", "fp8"])
-        engine = sc.select("Serving engine", "engine", list(ui.ENGINES), "generic")
-        kv = sc.select(
-            "KV-cache precision",
-            "kv",
-            [ui.ENGINE_DEFAULT_KV, "fp16", "fp8"],
-            ui.ENGINE_DEFAULT_KV,
-            help="The engine's default: FP8 for FP8/FP4 weights under vLLM, TensorRT-LLM and the generic profile "
-            "(on GPUs with FP8), 16-bit otherwise (calculator.performance.KV_PRECISION_RULE).",
-        )
-        layouts = sc.multiselect(
-            "Expert layouts (mixture of experts)",
-            "moe_layouts",
-            list(MOE_LAYOUTS),
-            list(MOE_LAYOUTS),
-            help="How a replica's GPUs hold a mixture of experts: 'tensor' splits each expert over them, 'expert' "
-            "spreads whole experts over them (expert parallelism, EP = TP), 'attention-dp' gives each GPU its own "
-            "attention rank and sequences with the experts spread (attention data parallelism). All are searched "
-            "by default; dense models ignore this.",
-        )
-    with traffic:
-        st.subheader("Traffic")
-        rate = sc.number("Arrival rate [request/s]", "rate", 10.0, min_value=0.01, max_value=1e6, step=1.0)
-        prompt = sc.number("Mean prompt [token]", "prompt", 1024, min_value=1, max_value=1_000_000, integer=True)
-        output = sc.number("Mean output [token]", "output", 256, min_value=1, max_value=100_000, integer=True)
-        arrival_cv = sc.number("Arrival CV (1 = Poisson)", "arrival_cv", 1.0, min_value=0.0, max_value=10.0, step=0.1)
-        prompt_cv = sc.number("Prompt-length CV", "prompt_cv", 0.0, min_value=0.0, max_value=10.0, step=0.1)
-    with targets:
-        st.subheader("Targets and cost")
-        ttft_ms = sc.number("TTFT target [ms]", "ttft", 1000.0, min_value=1.0, max_value=600_000.0, step=50.0)
-        percentile = sc.select("TTFT statistic", "ttft_stat", list(PERCENTILES), "mean")
-        tpot_ms = sc.number("TPOT target [ms]", "tpot", 50.0, min_value=0.1, max_value=10_000.0, step=5.0)
-        max_util = sc.slider(
-            "Utilization cap", "util", 0.8, min_value=0.05, max_value=1.0, step=0.05, help="headroom per replica"
-        )
-        router = sc.select(
-            "Router",
-            "router",
-            list(ROUTER_LABELS),
-            DEFAULT_ROUTER,
-            format_func=ROUTER_LABELS.get,
-            help="How the load balancer spreads requests over the replicas; it sets the burstiness each replica "
-            "sees. Default: round robin, the default of common HTTP load balancers.",
-        )
-        prices = {}
-        for name in accelerators:
-            default, entry = _registry_price(name)
-            prices[name] = sc.number(
-                f"{name} price [USD/h per GPU]",
-                f"price.{name}",
-                default,
-                min_value=0.01,
-                max_value=1000.0,
-                step=0.1,
-                help=f"defaults to the registry's cheapest published on-demand price ({entry or 'none listed'})",
-            )
+    with st.sidebar:
+        model, accelerators, precisions, engine, kv, layouts = _hardware_inputs(sc)
+        rate, prompt, output, arrival_cv, prompt_cv = _traffic_inputs(sc)
+        ttft_ms, percentile, tpot_ms, max_util, router, prices = _target_inputs(sc, accelerators)
 
     if not accelerators or not precisions or not layouts:
         st.warning("Choose at least one accelerator, one precision and one expert layout.")
@@ -301,7 +241,84 @@ def main():
             _show_verification(plan, verification)
     else:
         _show_infeasible(plan, request)
+    _show_alternatives(sc, plan, model, accelerators, precisions, prompt, output, engine, kv_precision)
 
+
+def _hardware_inputs(sc):
+    """The sidebar's model and hardware: model, accelerators, precisions, engine, KV precision, expert layouts."""
+    reg = ui.registry()
+    st.subheader("Model and hardware")
+    model = sc.select("Model", "model", ui.transformer_models(), "llama-3.1-70b")
+    accelerators = sc.multiselect("Accelerators", "gpus", list(reg.accelerators), ["h100-sxm", "h200-sxm"])
+    precisions = sc.multiselect("Weight precisions", "precisions", ui.SERVING_PRECISIONS, ["fp16", "fp8"])
+    engine = sc.select("Serving engine", "engine", list(ui.ENGINES), "generic")
+    kv = sc.select(
+        "KV-cache precision",
+        "kv",
+        [ui.ENGINE_DEFAULT_KV, "fp16", "fp8"],
+        ui.ENGINE_DEFAULT_KV,
+        help="The engine's default: FP8 for FP8/FP4 weights under vLLM, TensorRT-LLM and the generic profile "
+        "(on GPUs with FP8), 16-bit otherwise (calculator.performance.KV_PRECISION_RULE).",
+    )
+    layouts = sc.multiselect(
+        "Expert layouts (mixture of experts)",
+        "moe_layouts",
+        list(MOE_LAYOUTS),
+        list(MOE_LAYOUTS),
+        help="How a replica's GPUs hold a mixture of experts: 'tensor' splits each expert over them, 'expert' "
+        "spreads whole experts over them (expert parallelism, EP = TP), 'attention-dp' gives each GPU its own "
+        "attention rank and sequences with the experts spread (attention data parallelism). All are searched "
+        "by default; dense models ignore this.",
+    )
+    return model, accelerators, precisions, engine, kv, layouts
+
+
+def _traffic_inputs(sc):
+    """The sidebar's traffic: arrival rate, mean prompt and output, arrival and prompt-length CVs."""
+    st.subheader("Traffic")
+    rate = sc.number("Arrival rate [request/s]", "rate", 10.0, min_value=0.01, max_value=1e6, step=1.0)
+    prompt = sc.number("Mean prompt [token]", "prompt", 1024, min_value=1, max_value=1_000_000, integer=True)
+    output = sc.number("Mean output [token]", "output", 256, min_value=1, max_value=100_000, integer=True)
+    arrival_cv = sc.number("Arrival CV (1 = Poisson)", "arrival_cv", 1.0, min_value=0.0, max_value=10.0, step=0.1)
+    prompt_cv = sc.number("Prompt-length CV", "prompt_cv", 0.0, min_value=0.0, max_value=10.0, step=0.1)
+    return rate, prompt, output, arrival_cv, prompt_cv
+
+
+def _target_inputs(sc, accelerators):
+    """The sidebar's targets and cost: TTFT target and statistic, TPOT target, cap, router, GPU-hour prices."""
+    st.subheader("Targets and cost")
+    ttft_ms = sc.number("TTFT target [ms]", "ttft", 1000.0, min_value=1.0, max_value=600_000.0, step=50.0)
+    percentile = sc.select("TTFT statistic", "ttft_stat", list(PERCENTILES), "mean")
+    tpot_ms = sc.number("TPOT target [ms]", "tpot", 50.0, min_value=0.1, max_value=10_000.0, step=5.0)
+    max_util = sc.slider(
+        "Utilization cap", "util", 0.8, min_value=0.05, max_value=1.0, step=0.05, help="headroom per replica"
+    )
+    router = sc.select(
+        "Router",
+        "router",
+        list(ROUTER_LABELS),
+        DEFAULT_ROUTER,
+        format_func=ROUTER_LABELS.get,
+        help="How the load balancer spreads requests over the replicas; it sets the burstiness each replica "
+        "sees. Default: round robin, the default of common HTTP load balancers.",
+    )
+    prices = {}
+    for name in accelerators:
+        default, entry = _registry_price(name)
+        prices[name] = sc.number(
+            f"{name} price [USD/h per GPU]",
+            f"price.{name}",
+            default,
+            min_value=0.01,
+            max_value=1000.0,
+            step=0.1,
+            help=f"defaults to the registry's cheapest published on-demand price ({entry or 'none listed'})",
+        )
+    return ttft_ms, percentile, tpot_ms, max_util, router, prices
+
+
+def _show_alternatives(sc, plan, model, accelerators, precisions, prompt, output, engine, kv_precision):
+    """Why the other configurations lost, and the frontier, in tabs drawn on demand."""
     # The alternatives in tabs drawn on demand: the frontier's 1,700-point chart (and Plotly's script) no
     # longer stands between a new visitor and the plan's metrics (docs/dashboard.md, "Speed").
     lost, curve = sc.tabs(["Why the other configurations lost", "Throughput vs interactivity (Figure 6)"])
@@ -352,45 +369,62 @@ def _show_plan(plan, rate, output, prices, tpot_ms, check):
         f"At the model's error: {band} (the plan rerun with step times at the ends of the performance "
         "model's 80% interval; docs/performance-model.md)."
     )
+    _plan_metrics(plan, band)
+    verification = _check(plan, *check)
+    _plan_warnings(plan, tpot_ms)
+    ui.download_json(plan, "fleet-plan", label="Download the plan as JSON")
+    with st.expander("Plan details"):
+        ui.table(ui.rows(_plan_details(plan, low, high)), "plan-details")
+    _deploy(plan)
+    _plan_math(plan, rate, output, prices)
+    return verification
+
+
+def _plan_metrics(plan, band):
+    """The plan's headline metrics: GPUs, layout, batch, binding constraint, latencies and costs."""
+    layout, service, cost = plan.layout, plan.service, plan.cost
     first = st.columns(4)
     first[0].metric("GPUs", ui.fmt(plan.gpus), help=f"{band} at the ends of the model's 80% error interval")
     first[1].metric(
         "Replicas × TP",
-        f"{plan.replicas} × {plan.tensor_parallel}"
-        + (f" (attention DP {plan.data_parallel})" if plan.data_parallel > 1 else "")
-        + (f" (EP {plan.expert_parallel})" if plan.expert_parallel > 1 else "")
-        + (f" (PP {plan.pipeline_parallel})" if plan.pipeline_parallel > 1 else "")
-        + (f" over {plan.nodes_per_replica} nodes" if plan.nodes_per_replica > 1 else ""),
+        f"{plan.replicas} × {layout.stage_gpus}"
+        + (f" (attention DP {layout.data_parallel})" if layout.data_parallel > 1 else "")
+        + (f" (EP {layout.expert_parallel})" if layout.expert_parallel > 1 else "")
+        + (f" (PP {layout.pipeline_parallel})" if layout.pipeline_parallel > 1 else "")
+        + (f" over {layout.nodes} nodes" if layout.nodes > 1 else ""),
         help="GPUs per replica; EP: a mixture of experts' routed experts spread over them (expert parallelism); "
         "nodes: a replica wider than one NVLink domain, over the accelerator's scale-out link",
     )
     first[2].metric(
         "Batch cap per replica",
         ui.fmt(plan.batch),
-        help=f"the engine's max_num_seqs; at the planned load about {plan.running_batch:,.0f} sequences run on "
+        help=f"the engine's max_num_seqs; at the planned load about {service.running_batch:,.0f} sequences run on "
         "average, where TTFT and TPOT are evaluated",
     )
     first[3].metric("Binding constraint", plan.binding_constraint)
     at = percentile_label(plan.targets.ttft_percentile)
     second = st.columns(3)  # three to a row: "9,949 USD/month" does not fit a quarter of 1440 px
-    second[0].metric(f"TTFT ({at})", ui.fmt(plan.ttft, "ms", 4), help=_interval(plan.ttft_interval, "ms"))
-    second[1].metric("TPOT (mean)", ui.fmt(plan.tpot, "ms", 4), help=_interval(plan.tpot_interval, "ms"))
-    second[2].metric("Cost per hour", ui.fmt(plan.cost_per_hour, "USD/hour", 5))
+    second[0].metric(f"TTFT ({at})", ui.fmt(service.ttft, "ms", 4), help=_interval(service.ttft_interval, "ms"))
+    second[1].metric("TPOT (mean)", ui.fmt(service.tpot, "ms", 4), help=_interval(service.tpot_interval, "ms"))
+    second[2].metric("Cost per hour", ui.fmt(cost.per_hour, "USD/hour", 5))
     third = st.columns(3)
-    third[0].metric("Cost per month", ui.fmt(plan.cost_per_month, "USD/month", 4), help="a month of 730.5 hours")
-    third[1].metric("Per 1M output tokens", ui.fmt(plan.cost_per_million_output_tokens, "USD", 4))
+    third[0].metric("Cost per month", ui.fmt(cost.per_month, "USD/month", 4), help="a month of 730.5 hours")
+    third[1].metric("Per 1M output tokens", ui.fmt(cost.per_million_output_tokens, "USD", 4))
     third[2].metric(
-        "Per 1M total tokens", ui.fmt(plan.cost_per_million_total_tokens, "USD", 4), help="prompt and output tokens"
+        "Per 1M total tokens", ui.fmt(cost.per_million_total_tokens, "USD", 4), help="prompt and output tokens"
     )
-    st.caption(f"TTFT {_interval(plan.ttft_interval, 'ms')}; TPOT {_interval(plan.tpot_interval, 'ms')}.")
-    verification = _check(plan, *check)
+    st.caption(f"TTFT {_interval(service.ttft_interval, 'ms')}; TPOT {_interval(service.tpot_interval, 'ms')}.")
+
+
+def _plan_warnings(plan, tpot_ms):
+    """Warnings on the plan: outside the validated range, a longest token gap beyond the TPOT target."""
     outside = outside_validated_range(plan.model, plan.accelerator, registry=ui.registry())
     if outside:  # what the library's ExtrapolationWarning says (a cached plan would not repeat the warning)
         st.warning(
             f"{ui.plain('; '.join(outside))}: outside the range the performance model was validated on, so these "
             "numbers are an extrapolation (docs/hardening.md)."
         )
-    gap, target = plan.tbt_max, Q_(tpot_ms, "ms")
+    gap, target = plan.service.tbt_max, Q_(tpot_ms, "ms")
     if gap > target:
         st.warning(
             f"The longest gap between two tokens of a stream is {ui.fmt(gap, 'ms', 3)}, "
@@ -398,34 +432,39 @@ def _show_plan(plan, rate, output, prices, tpot_ms, check):
             "and the streams decoding on a replica wait while a prompt's prefill runs there (section 10.8.2). If users "
             "notice such pauses, chunked or disaggregated prefill bounds them (Decode speedups page)."
         )
-    details = {
+
+
+def _plan_details(plan, low, high):
+    """The rows of the "Plan details" table."""
+    service, energy, layout = plan.service, plan.energy, plan.layout
+    return {
         "GPUs at the low / high end of the model's error": f"{low} / {high if high is not None else 'infeasible'}",
-        "utilization per replica": plan.utilization,
+        "utilization per replica": service.utilization,
         "utilization cap": plan.max_utilization,
-        "replica throughput": plan.replica_throughput,
-        "longest token gap (TBT)": plan.tbt_max.to("ms"),
-        "fleet power": plan.power,
-        "energy per 1M output tokens": plan.energy_per_million_output_tokens,
-        "electricity per 1M output tokens": plan.electricity_cost_per_million_output_tokens,
+        "replica throughput": service.replica_throughput,
+        "longest token gap (TBT)": service.tbt_max.to("ms"),
+        "fleet power": energy.power,
+        "energy per 1M output tokens": energy.per_million_output_tokens,
+        "electricity per 1M output tokens": energy.electricity_cost_per_million_output_tokens,
         "engine profile": plan.engine,
         "KV-cache precision": plan.kv_precision,
-        "expert parallelism (GPUs the experts spread over)": plan.expert_parallel,
-        "attention ranks (attention data parallelism)": plan.data_parallel,
+        "expert parallelism (GPUs the experts spread over)": layout.expert_parallel,
+        "attention ranks (attention data parallelism)": layout.data_parallel,
         "configurations evaluated": plan.candidates,
     }
-    ui.download_json(plan, "fleet-plan", label="Download the plan as JSON")
-    with st.expander("Plan details"):
-        ui.table(ui.rows(details), "plan-details")
-    _deploy(plan)
+
+
+def _plan_math(plan, rate, output, prices):
+    """The formulas behind the replica count, the utilization and the cost per million output tokens."""
     arrival = Q_(rate, "request/s")
     ui.show_math(
         replica_demand,
         arrival,
-        plan.replica_throughput,
+        plan.service.replica_throughput,
         plan.max_utilization,
         title=f"replicas: {plan.replicas} is the ceiling of the replica demand",
     )
-    ui.show_math(utilization, arrival, plan.replica_throughput, plan.replicas, title="utilization per replica")
+    ui.show_math(utilization, arrival, plan.service.replica_throughput, plan.replicas, title="utilization per replica")
     ui.show_math(
         cost_per_million_tokens,
         plan.gpus,
@@ -433,7 +472,6 @@ def _show_plan(plan, rate, output, prices, tpot_ms, check):
         (arrival * Q_(output, "token/request")).to("token/s"),
         title="cost per million output tokens",
     )
-    return verification
 
 
 #: Deployment downloads: label, target, file name.
@@ -606,7 +644,7 @@ def _flag_scale(alternative, request):
     if not loose.feasible or alternative.gpus <= OVERSIZED * loose.gpus:
         return
     st.warning(
-        f"The alternative needs {alternative.gpus:,} GPUs ({ui.fmt(alternative.cost_per_hour, 'USD/hour', 4)}), "
+        f"The alternative needs {alternative.gpus:,} GPUs ({ui.fmt(alternative.cost.per_hour, 'USD/hour', 4)}), "
         f"{alternative.gpus / loose.gpus:.0f}× the {loose.gpus:,} GPUs that carry this traffic when latency hardly "
         f"matters (both targets ×{LOOSE:g}): loosening the target only this far is probably not what you want. "
         "Consider loosening it further, a faster accelerator or a lower precision, or speculative decoding "
@@ -626,8 +664,8 @@ def _show_infeasible(plan, request):
             f"Closest feasible alternative: loosen {_LOOSENED[relaxed.loosened]} by ×{ui.number(relaxed.factor, 3)} "
             f"to TTFT ≤ {ui.fmt(relaxed.ttft_slo, 'ms', 4)} and TPOT ≤ {ui.fmt(relaxed.tpot_slo, 'ms', 4)}: "
             f"{alternative.gpus} × {alternative.accelerator} at {alternative.precision} "
-            f"(TP {alternative.tensor_parallel}, batch {alternative.batch}), "
-            f"{ui.fmt(alternative.cost_per_hour, 'USD/hour', 5)}."
+            f"(TP {alternative.layout.stage_gpus}, batch {alternative.batch}), "
+            f"{ui.fmt(alternative.cost.per_hour, 'USD/hour', 5)}."
         )
         _flag_scale(alternative, request)
         ui.download_json(alternative, "closest-feasible-plan", label="Download the alternative plan as JSON")

@@ -71,8 +71,8 @@ def main():
             f"registry load included), then best {min(times) * 1e3:.0f} ms, median {sorted(times)[2] * 1e3:.0f} ms; "
             f"{bounded} of {len(plan.rejections) + 1} rows left unevaluated by the bounds"
         )
-        print(f"  plan: {plan.gpus} x {plan.accelerator} ({plan.precision}, TP {plan.tensor_parallel}, "
-              f"EP {plan.expert_parallel}, batch {plan.batch})")  # fmt: skip
+        print(f"  plan: {plan.gpus} x {plan.accelerator} ({plan.precision}, TP {plan.layout.stage_gpus}, "
+              f"EP {plan.layout.expert_parallel}, batch {plan.batch})")  # fmt: skip
 
 
 if __name__ == "__main__":

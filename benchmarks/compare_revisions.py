@@ -68,12 +68,17 @@ def probe() -> dict[str, float | str]:
         if not plan.feasible:
             out[f"{name} feasible"] = "no"
             continue
-        out[f"{name} layout"] = (
-            f"{plan.replicas} x TP{plan.tensor_parallel} DP{plan.data_parallel} PP{plan.pipeline_parallel} "
-            f"cap {plan.batch}"
+        # a plan in parts (issue 52), or the flat plan of an older revision: the same numbers on both sides
+        parts = hasattr(plan, "service")
+        service = plan.service if parts else plan
+        tp, dp, pp = (
+            (plan.layout.stage_gpus, plan.layout.data_parallel, plan.layout.pipeline_parallel)
+            if parts
+            else (plan.tensor_parallel, plan.data_parallel, plan.pipeline_parallel)
         )
-        out[f"{name} ttft"] = float(plan.ttft.m_as("s"))
-        out[f"{name} tpot"] = float(plan.tpot.m_as("s"))
+        out[f"{name} layout"] = f"{plan.replicas} x TP{tp} DP{dp} PP{pp} cap {plan.batch}"
+        out[f"{name} ttft"] = float(service.ttft.m_as("s"))
+        out[f"{name} tpot"] = float(service.tpot.m_as("s"))
     for engine, model, precision, inputs, outputs, clients, rate in SIMULATIONS:
         setup = SimulationSetup(model, "h100-sxm", precision, 1 if model.endswith("8b") else 4, engine=engine)
         arrival = None if rate is None else Q_(rate, "request/s")

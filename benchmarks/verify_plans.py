@@ -51,7 +51,7 @@ def _why(plan, check) -> str:
     if simulated == replicas:
         return ""
     if simulated is not None and simulated < replicas:
-        fewer = plan.utilization * replicas / (replicas - 1)
+        fewer = plan.service.utilization * replicas / (replicas - 1)
         if fewer > plan.max_utilization:
             return (
                 f"headroom: {replicas - 1} replicas would run at {fewer:.2f} of the cap's throughput, "
@@ -95,16 +95,17 @@ def main(markdown: bool = False, max_utilization: float = 0.8) -> None:
         if check is None:
             print(f"| {name} | {target} | {router} | infeasible: {reason} | | | | | |")
             continue
+        parts = plan.layout
         layout = "".join(
             f", {label} {value}"
             for label, value in (
-                ("DP", plan.data_parallel),
-                ("EP", plan.expert_parallel),
-                ("PP", plan.pipeline_parallel),
+                ("DP", parts.data_parallel),
+                ("EP", parts.expert_parallel),
+                ("PP", parts.pipeline_parallel),
             )
             if value > 1
-        ) + (f" over {plan.nodes_per_replica} nodes" if plan.nodes_per_replica > 1 else "")
-        plan_text = f"{plan.replicas} x TP{plan.tensor_parallel}{layout} (cap {plan.batch})"
+        ) + (f" over {parts.nodes} nodes" if parts.nodes > 1 else "")
+        plan_text = f"{plan.replicas} x TP{parts.stage_gpus}{layout} (cap {plan.batch})"
         print(
             f"| {name} | {target} | {router} | {plan_text} | {check.simulated_replicas} | "
             f"{'yes' if check.meets_targets else 'no'} | {'yes' if check.tight else 'no'} | "

@@ -18,7 +18,7 @@ wherever the engine's default could differ from the plan (``--kv-cache-dtype``; 
 ``kv_cache_config`` in the options YAML that the command writes first).
 
 :func:`kubernetes_manifest` wraps the command into a Deployment of ``plan.replicas`` pods with
-``plan.tensor_parallel`` GPUs each (a ConfigMap carries TensorRT-LLM's options file) and a
+``plan.layout.stage_gpus`` GPUs each (a ConfigMap carries TensorRT-LLM's options file) and a
 HorizontalPodAutoscaler sketch. A plan sized with speculative decoding gets the engine's draft-model
 settings (vLLM's ``--speculative-config``, SGLang's STANDALONE algorithm, TensorRT-LLM's
 ``speculative_config``) with the plan's draft model and draft length.
@@ -38,7 +38,7 @@ from .results import Result
 from .types import Fraction, ModelRef
 
 if TYPE_CHECKING:
-    from .fleet import FleetPlan
+    from .fleet import FleetPlan, Layout, PlanService
     from .registry import Registry
 
 __all__ = [
@@ -188,7 +188,7 @@ class LaunchConfig(Result):
         Files the command needs beside it, by name (TensorRT-LLM's options YAML); ``command`` writes
         them first.
     nodes : int
-        Nodes one replica spans (``plan.nodes_per_replica``). Above one, vLLM and SGLang run the command
+        Nodes one replica spans (``plan.layout.nodes``). Above one, vLLM and SGLang run the command
         on every node with the environment variables :data:`NODE_VARIABLES` set (the first node's address,
         this node's rank from 0), the nodes after the first adding ``worker_flags``; TensorRT-LLM's
         command starts all of them at once from the first node (``mpirun`` over a hostfile).
@@ -251,9 +251,15 @@ def _feasible(plan: Any) -> Any:
 
     if not isinstance(plan, FleetPlan):
         raise InputError(f"argument 'plan' must be a FleetPlan (size_fleet's result), got {type(plan).__name__}")
-    if not plan.feasible:
-        raise InputError(f"the plan is infeasible, nothing to deploy: {plan.reason}")
+    _parts(plan)
     return plan
+
+
+def _parts(plan: FleetPlan) -> tuple[Layout, PlanService]:
+    """A feasible plan's layout and predicted service; an infeasible plan has none, so nothing to deploy."""
+    if not plan.feasible or plan.layout is None or plan.service is None:
+        raise InputError(f"the plan is infeasible, nothing to deploy: {plan.reason}")
+    return plan.layout, plan.service
 
 
 def _registry(plan: Any, registry: Any) -> Any:
@@ -352,7 +358,7 @@ def launch_command(plan: FleetPlan, engine: str, *, registry: Registry | None = 
     """The command that starts one replica of ``plan`` on ``engine`` (``"vllm"``, ``"sglang"``, ``"trtllm"``).
 
     The weights are the plan's (:func:`weights_source`), the KV cache at the plan's precision, tensor
-    parallelism ``plan.tensor_parallel``, the sequence cap ``plan.batch``, the memory fraction the engine
+    parallelism ``plan.layout.stage_gpus``, the sequence cap ``plan.batch``, the memory fraction the engine
     profile's (SGLang: the ``mem_fraction_static`` its default formula gives on the accelerator), and the
     token budget ``plan.serving.chunk_size`` or the profile's default for the accelerator. An
     infeasible plan, an unknown engine, or weights the engine cannot load at the plan's precision are an
@@ -379,15 +385,15 @@ def launch_command(plan: FleetPlan, engine: str, *, registry: Registry | None = 
     files = _options_file(f, options, flags)
     if plan.engine != name:
         notes.append(f"the plan was sized with the {plan.engine} engine profile, not {name}'s")
-    stages = int(getattr(plan, "pipeline_parallel", 1) or 1)
+    layout, _ = _parts(plan)
+    stages = layout.pipeline_parallel
     if stages > 1:  # pipeline stages of the tensor-parallel GPUs, each with its share of the layers
         flags[f["pipeline_parallel"]] = str(stages)
-    nodes = int(getattr(plan, "nodes_per_replica", 1) or 1)
+    nodes = layout.nodes
     executable = _EXECUTABLE[name]
     worker: dict[str, str | None] = {}
     if nodes > 1:
-        gpus = int(plan.tensor_parallel) * stages
-        executable, worker = _multi_node(name, f, nodes, gpus, int(plan.data_parallel), flags, notes)
+        executable, worker = _multi_node(name, f, nodes, layout.gpus, layout.data_parallel, flags, notes)
     arguments = (*executable, *positional, *_flag_parts(flags))
     writes = [_heredoc(file, text) for file, text in files.items()]
     command = "\n".join([*(_comment(note) for note in notes), *writes, _shell_line(arguments)])
@@ -405,7 +411,7 @@ def _replica_flags(
     memory = device.memory.m_as("B")
     default_budget = profile.limits(memory, plan.accelerator)[0]
     budget = int(plan.serving.chunk_size or default_budget)
-    tp, batch = int(plan.tensor_parallel), int(plan.batch)
+    tp, batch = plan.layout.stage_gpus, int(plan.batch)
     flags: dict[str, str | None]
     if name == "vllm":
         flags = {
@@ -471,11 +477,11 @@ def _layout_flags(
     notes: list[str],
 ) -> None:
     """Expert parallelism, attention data-parallel ranks and the draft model of speculative decoding."""
-    tp = int(plan.tensor_parallel)
-    if plan.expert_parallel > 1:  # the routed experts spread over the replica's GPUs (expert parallelism)
-        flags.update(_expert_parallel_flags(name, f, int(plan.expert_parallel), tp))
-    if plan.data_parallel > 1:  # attention ranks, each with its own share of the batch cap
-        _data_parallel_flags(name, f, int(plan.data_parallel), tp, int(plan.batch), flags, options, notes)
+    tp = plan.layout.stage_gpus
+    if plan.layout.expert_parallel > 1:  # the routed experts spread over the replica's GPUs (expert parallelism)
+        flags.update(_expert_parallel_flags(name, f, plan.layout.expert_parallel, tp))
+    if plan.layout.data_parallel > 1:  # attention ranks, each with its own share of the batch cap
+        _data_parallel_flags(name, f, plan.layout.data_parallel, tp, int(plan.batch), flags, options, notes)
     draft = plan.serving.speculation
     if draft is not None:
         _speculative_flags(name, f, flags, options, _hf_name(registry.model(draft.draft_model)), draft.draft_length)
@@ -635,7 +641,7 @@ def _online_note(model: Any, plan: Any, device: Any) -> str:
     """What loading the 16-bit checkpoint and quantizing it at load time asks of each GPU."""
     from .precision import check_precision
 
-    sixteen = 2.0 * model.parameters / int(plan.tensor_parallel)
+    sixteen = 2.0 * model.parameters / plan.layout.stage_gpus
     note = (
         f"the engine quantizes the 16-bit checkpoint to {check_precision(plan.precision)} as it loads it (no "
         f"{plan.precision} checkpoint of {model.id} in the registry)"
@@ -734,10 +740,10 @@ def kubernetes_manifest(
 ) -> str:
     """A Deployment of ``plan`` on ``engine`` and a HorizontalPodAutoscaler sketch, as YAML documents.
 
-    The Deployment runs ``plan.replicas`` pods, each with ``plan.tensor_parallel`` GPUs
+    The Deployment runs ``plan.replicas`` pods, each with ``plan.layout.gpus`` GPUs
     (``nvidia.com/gpu``) and :func:`launch_command`'s arguments. The autoscaler keeps at least the
     planned replicas, allows ``HEADROOM`` times as many, and scales on the running requests per pod
-    (a custom metric, ``SCALING_METRIC``) with the target ``plan.running_batch`` (at least 1): the running
+    (a custom metric, ``SCALING_METRIC``) with the target ``plan.service.running_batch`` (at least 1): the running
     batch at the planned load, where the plan's TTFT and TPOT were evaluated; or, with
     ``target_utilization``, that fraction of the batch cap.
     """
@@ -745,6 +751,7 @@ def kubernetes_manifest(
     if image is not None and (not isinstance(image, str) or not image.strip()):
         raise InputError(f"kubernetes_manifest(): argument 'image' must be a container image name, got {image!r}")
     target, why = _scaling_target(plan, target_utilization)
+    running = _parts(plan)[1].running_batch
     import yaml
 
     from .fleet.plan import layout_text
@@ -758,7 +765,7 @@ def kubernetes_manifest(
     head = [
         _comment(
             f"servecalc fleet plan: {plan.gpus} x {plan.accelerator} at {plan.precision}, {plan.replicas} replicas "
-            f"of {layout_text(plan)}, batch cap {plan.batch}, engine {config.engine}"
+            f"of {layout_text(plan.layout)}, batch cap {plan.batch}, engine {config.engine}"
         ),
         _comment(f"weights: {weights.repo} ({_weights_text(weights)}); KV cache {config.kv_precision}"),
         "# pin the image to a tested version and schedule the pods on nodes with this accelerator",
@@ -769,7 +776,7 @@ def kubernetes_manifest(
         f"# Autoscaler sketch. Signal: '{SCALING_METRIC}', the requests running on a pod (the engine's gauge of",
         "# running requests, exposed per pod by a custom-metrics adapter such as the Prometheus adapter).",
         f"# The plan loads each replica to at most {plan.max_utilization:g} of its throughput with its batch cap of",
-        f"# {plan.batch} full; at the planned load about {plan.running_batch:.1f} sequences run on each replica.",
+        f"# {plan.batch} full; at the planned load about {running:.1f} sequences run on each replica.",
         *why,
     ]
     documents = [yaml.safe_dump(config_map, sort_keys=False).rstrip("\n"), "---"] if config_map else []
@@ -793,7 +800,7 @@ def _scaling_target(plan: FleetPlan, target_utilization: Fraction | None) -> tup
     from ._support import probability
 
     if target_utilization is None:
-        target = max(float(plan.running_batch), 1.0)
+        target = max(_parts(plan)[1].running_batch, 1.0)
         return target, [
             f"# The target, {target:.4g} running requests per pod, is the running batch at the planned load",
             "# (Little's law), where the plan's TTFT and TPOT were evaluated: above it a pod runs past the",
@@ -835,7 +842,7 @@ def _deployment(
         "command": list(config.arguments[:executable]),
         "args": arguments,
         "ports": [{"name": "http", "containerPort": _PORT[config.engine]}],
-        "resources": {"limits": {"nvidia.com/gpu": plan.replica_gpus}},
+        "resources": {"limits": {"nvidia.com/gpu": _parts(plan)[0].gpus}},
         "volumeMounts": mounts,
     }
     deployment = {
@@ -891,7 +898,7 @@ def _leader_worker_set(
             "name": f"{config.engine}-{role}",
             "image": image or _IMAGE[config.engine],
             "command": ["sh", "-c", line(extra)],
-            "resources": {"limits": {"nvidia.com/gpu": plan.replica_gpus // config.nodes}},
+            "resources": {"limits": {"nvidia.com/gpu": _parts(plan)[0].gpus // config.nodes}},
             "volumeMounts": copy.deepcopy(mounts),
         }
         if role == "leader":
@@ -919,7 +926,7 @@ def _leader_worker_set(
 
 def _autoscaler(plan: FleetPlan, name: str, target: float) -> dict[str, Any]:
     """A HorizontalPodAutoscaler on the running requests per pod: the planned replicas up to HEADROOM times."""
-    several = int(getattr(plan, "nodes_per_replica", 1) or 1) > 1
+    several = _parts(plan)[0].nodes > 1
     reference = (
         {"apiVersion": LWS_API, "kind": "LeaderWorkerSet"}
         if several

@@ -96,8 +96,14 @@ class Result:
         import pandas as pd
 
         # Lists of records (a plan's rejections) are not columns; they have their own field.
-        values = {k: v for k, v in self.to_dict().items() if not (isinstance(v, list) and v and isinstance(v[0], dict))}
+        values = {
+            k: v for k, v in self._frame_values().items() if not (isinstance(v, list) and v and isinstance(v[0], dict))
+        }
         return pd.DataFrame(frame_columns(flatten(values), units))
+
+    def _frame_values(self) -> dict[str, Any]:
+        """The values :meth:`to_frame` lays out as columns: :meth:`to_dict` (a result may add missing ones)."""
+        return self.to_dict()
 
     def _repr_html_(self) -> str:
         """A notebook view: the scalar fields as a two-column table, array fields as a table of rows."""

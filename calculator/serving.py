@@ -1,8 +1,9 @@
 """The serving vocabulary the fleet sizer and the simulator share, below both.
 
 What is served and how well: the traffic (:class:`Workload`), the targets (:class:`Targets`), the serving
-features a replica runs with (:class:`ServingOptions`, speculative decoding with :class:`Speculation`), the
-router policies (:data:`ROUTERS`, :func:`router_name`) and the reader of request traces (:func:`read_trace`).
+features a replica runs with (:class:`ServingOptions`, speculative decoding with :class:`Speculation`), how a
+replica's GPUs run the model (:class:`Layout`), the router policies (:data:`ROUTERS`, :func:`router_name`) and
+the reader of request traces (:func:`read_trace`).
 :class:`ServingPlan` is what a check of a plan reads of it (a :class:`~calculator.fleet.FleetPlan` is one)
 and :class:`PlanCheck` what a plan records of its check by simulation (a
 :class:`~calculator.simulation.PlanVerification` is one), so that :mod:`calculator.fleet` and
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_ROUTER",
+    "Layout",
     "ROUTERS",
     "PlanCheck",
     "ServingOptions",
@@ -366,6 +368,56 @@ class ServingOptions(Result):
 # What a check of a plan reads of it, and what a plan records of its check
 
 
+@dataclass(frozen=True, repr=False)
+class Layout(Result):
+    """How one replica's GPUs run the model: the value the step model, the simulator and the launch configs read.
+
+    Attributes
+    ----------
+    tensor_parallel : int
+        GPUs of one attention rank (the attention and dense layers split by tensor parallelism).
+    data_parallel : int
+        Attention ranks of a pipeline stage, each with its own sequences and KV cache (a mixture of experts).
+    expert_parallel : int
+        GPUs of a stage the routed experts are spread over (1: each expert split over the stage's GPUs).
+    pipeline_parallel : int
+        Pipeline stages, each ``tensor_parallel x data_parallel`` GPUs with its share of the layers.
+    nodes : int
+        Scale-up domains (NVLink nodes) the replica spans.
+
+    Examples
+    --------
+    >>> layout = Layout(tensor_parallel=1, data_parallel=8, expert_parallel=8)
+    >>> layout.gpus, layout.stage_gpus, layout.keywords()
+    (8, 8, {'tensor_parallel': 1, 'data_parallel': 8, 'expert_parallel': 8, 'pipeline_parallel': 1})
+    """
+
+    tensor_parallel: int
+    data_parallel: int = 1
+    expert_parallel: int = 1
+    pipeline_parallel: int = 1
+    nodes: int = 1
+
+    @property
+    def stage_gpus(self) -> int:
+        """GPUs of one pipeline stage, ``tensor_parallel x data_parallel``: the outputs' ``TP`` of a replica."""
+        return self.tensor_parallel * self.data_parallel
+
+    @property
+    def gpus(self) -> int:
+        """GPUs of the replica: ``tensor_parallel x data_parallel x pipeline_parallel``."""
+        return self.stage_gpus * self.pipeline_parallel
+
+    def keywords(self) -> dict[str, int]:
+        """The layout as the keywords of ``predict_benchmark``, ``decode_step_time`` and ``prefill_time``."""
+        return {
+            "tensor_parallel": self.tensor_parallel,
+            "data_parallel": self.data_parallel,
+            "expert_parallel": self.expert_parallel,
+            "pipeline_parallel": self.pipeline_parallel,
+        }
+
+
 @runtime_checkable
 class ServingPlan(Protocol):
     """What a simulation of a plan reads of it: the replica, its count, the traffic, the targets, the router.
@@ -402,20 +454,8 @@ class ServingPlan(Protocol):
         """The KV cache's precision (empty: 16-bit)."""
 
     @property
-    def tensor_parallel(self) -> int:
-        """GPUs of one attention rank."""
-
-    @property
-    def expert_parallel(self) -> int:
-        """GPUs a stage's routed experts are spread over."""
-
-    @property
-    def data_parallel(self) -> int:
-        """Attention ranks of a stage."""
-
-    @property
-    def pipeline_parallel(self) -> int:
-        """Pipeline stages of a replica."""
+    def layout(self) -> Layout | None:
+        """How a replica's GPUs run the model (None: an infeasible plan has none)."""
 
     @property
     def batch(self) -> int:

@@ -435,21 +435,21 @@ def _registry_ids(grids: Mapping[str, Any], registry: Registry | None = None) ->
 
 #: Units the fleet sweep shows plan quantities in (a planner's units; ``units=`` overrides).
 PLAN_UNITS = {
-    "ttft": "ms",
-    "tpot": "ms",
-    "ttft_interval.low": "ms",
-    "ttft_interval.high": "ms",
-    "tpot_interval.low": "ms",
-    "tpot_interval.high": "ms",
-    "tbt_max": "ms",
-    "replica_throughput": "request/s",
-    "cost_per_hour": "USD/hour",
-    "cost_per_month": "USD/month",
-    "cost_per_million_output_tokens": "USD",
-    "cost_per_million_total_tokens": "USD",
-    "power": "kW",
-    "energy_per_million_output_tokens": "kWh",
-    "electricity_cost_per_million_output_tokens": "USD",
+    "service.ttft": "ms",
+    "service.tpot": "ms",
+    "service.ttft_interval.low": "ms",
+    "service.ttft_interval.high": "ms",
+    "service.tpot_interval.low": "ms",
+    "service.tpot_interval.high": "ms",
+    "service.tbt_max": "ms",
+    "service.replica_throughput": "request/s",
+    "cost.per_hour": "USD/hour",
+    "cost.per_month": "USD/month",
+    "cost.per_million_output_tokens": "USD",
+    "cost.per_million_total_tokens": "USD",
+    "energy.power": "kW",
+    "energy.per_million_output_tokens": "kWh",
+    "energy.electricity_cost_per_million_output_tokens": "USD",
     "closest.ttft": "ms",
     "closest.tpot": "ms",
 }
@@ -511,8 +511,10 @@ def sweep_fleet(
     pandas.DataFrame
         The inputs of each point, then the plan's fields (:meth:`FleetPlan.to_frame`) but the ones
         that repeat an input (model, accelerator, precision, max_utilization) and the per-family
-        ``rejected`` notes. Infeasible points have ``feasible`` False, their ``reason``, missing
-        costs and the ``closest.*`` values any candidate reaches. ``attrs["provenance"]`` cites
+        ``rejected`` notes. The plan's parts are dotted columns: ``layout.*``, ``service.*``
+        (``service.ttft [ms]``), ``cost.*`` (``cost.per_hour [USD/h]``) and ``energy.*``. Infeasible
+        points have ``feasible`` False, their ``reason``, these columns missing and the ``closest.*``
+        values any candidate reaches. ``attrs["provenance"]`` cites
         :func:`size_fleet` and the registry entries used (model, accelerators, default prices).
 
     Notes
@@ -532,8 +534,8 @@ def sweep_fleet(
     >>> from calculator import Q_
     >>> frame = sweep_fleet("llama-3.1-70b", ["h100-sxm", "h200-sxm"], "fp8", Q_([10, 40], "request/s"),
     ...                     1024, 256, Q_(1, "s"), Q_(50, "ms"), price=Q_(4, "USD/hour"))
-    >>> frame[["accelerator", "arrival_rate [request/s]", "gpus", "cost_per_hour [USD/h]"]]
-      accelerator  arrival_rate [request/s]  gpus  cost_per_hour [USD/h]
+    >>> frame[["accelerator", "arrival_rate [request/s]", "gpus", "cost.per_hour [USD/h]"]]
+      accelerator  arrival_rate [request/s]  gpus  cost.per_hour [USD/h]
     0    h100-sxm                        10     4                     16
     1    h100-sxm                        40    12                     48
     2    h200-sxm                        10     3                     12
@@ -619,9 +621,8 @@ def _plan_row(
     problem = _Problem.of(point["model"], **parts, engine=point.get("engine"), registry=registry)
     plan = _size(problem, point.get("progress"))
     given = {n: _input_value(v) for n, v in point.items() if n not in _NOT_AXES and not isinstance(v, dict)}
-    results = {
-        k: v for k, v in flatten(plan.to_dict()).items() if k not in _REPEATED and not k.startswith(_PLAN_INPUTS)
-    }
+    values = plan._frame_values()  # an infeasible point's parts as missing values: the rows line up
+    results = {k: v for k, v in flatten(values).items() if k not in _REPEATED and not k.startswith(_PLAN_INPUTS)}
     _check_column_units("sweep_fleet()", given, units or {})
     _check_column_units("sweep_fleet()", results, shown)
     columns = frame_columns(given, units) | frame_columns(results, shown)

@@ -75,12 +75,21 @@ _PLAN = calculator.FleetPlan(
     accelerator="h100-sxm",
     precision="fp8",
     engine="vllm",
-    tensor_parallel=1,
     batch=64,
     replicas=2,
     gpus=2,
     kv_precision="fp8",
-    running_batch=20.0,
+    layout=calculator.fleet.Layout(tensor_parallel=1),
+    service=calculator.fleet.PlanService(
+        ttft=Q_(0.2, "s"),
+        tpot=Q_(20, "ms"),
+        tbt_max=Q_(60, "ms"),
+        ttft_interval=(Q_(0.15, "s"), Q_(0.3, "s")),
+        tpot_interval=(Q_(17, "ms"), Q_(24, "ms")),
+        replica_throughput=Q_(4, "request/s"),
+        running_batch=20.0,
+        utilization=0.6,
+    ),
     targets=calculator.Targets(Q_(1, "s"), Q_(50, "ms")),
 )
 

@@ -136,16 +136,16 @@ def test_fleet_sizer_is_the_landing_page_and_shows_the_library_plan():
     assert app.title[0].value == "Fleet sizer"
     plan = fleet_plan(10)
     assert metric(app, "GPUs") == str(plan.gpus)
-    assert metric(app, "Replicas × TP") == f"{plan.replicas} × {plan.tensor_parallel}"
+    assert metric(app, "Replicas × TP") == f"{plan.replicas} × {plan.layout.stage_gpus}"
     assert metric(app, "Batch cap per replica") == str(plan.batch)
     assert metric(app, "Binding constraint") == plan.binding_constraint
-    assert metric(app, "Cost per hour").startswith(f"{plan.cost_per_hour.m_as('USD/hour'):.2f}")
+    assert metric(app, "Cost per hour").startswith(f"{plan.cost.per_hour.m_as('USD/hour'):.2f}")
     # Budgets' units: per month (730.5 hours) and per million total tokens, beside per million output tokens.
     monthly, unit = metric(app, "Cost per month").replace(",", "").split()
     assert unit == "USD/month" and float(monthly) == pytest.approx(
-        plan.cost_per_hour.m_as("USD/hour") * 730.5, rel=5e-4
+        plan.cost.per_hour.m_as("USD/hour") * 730.5, rel=5e-4
     )
-    assert metric(app, "Per 1M total tokens") == f"{plan.cost_per_million_total_tokens.m_as('USD'):.4g} USD"
+    assert metric(app, "Per 1M total tokens") == f"{plan.cost.per_million_total_tokens.m_as('USD'):.4g} USD"
     assert metric(app, "TTFT (mean)") and metric(app, "TPOT (mean)")  # a percentile target would say p99
     # The answer comes with the GPU count at the ends of the model's error interval.
     low, high = plan.gpus_interval
@@ -162,7 +162,7 @@ def test_fleet_sizer_is_the_landing_page_and_shows_the_library_plan():
     row = table[
         (table.accelerator == plan.accelerator)
         & (table.precision == plan.precision)
-        & (table.tensor_parallel == plan.tensor_parallel)
+        & (table.tensor_parallel == plan.layout.stage_gpus)
         & (table.batch == plan.batch)
     ]
     assert values(star["y"])[0] == pytest.approx(row.tokens_per_s_per_gpu.iloc[0])
@@ -239,13 +239,13 @@ def test_fleet_sizer_a_closest_feasible_plan_in_proportion_is_not_flagged():
 def test_fleet_sizer_flags_a_token_gap_beyond_the_tpot_target_outside_the_details():
     app = open_page("fleet_sizer")
     plan = fleet_plan(10)
-    ratio = plan.tbt_max.m_as("ms") / 50
+    ratio = plan.service.tbt_max.m_as("ms") / 50
     assert ratio > 1  # the default scenario: a prefill pauses the streams for longer than the TPOT target
     [flag] = [w.value for w in app.warning if "longest gap between two tokens" in w.value]
     assert f"{ratio:.2g}× the 50 ms TPOT target" in flag
     relaxed = open_page("fleet_sizer", tpot="200.0")
     plan = fleet_plan(10, tpot_ms=200.0)
-    assert plan.tbt_max <= Q_(200, "ms")
+    assert plan.service.tbt_max <= Q_(200, "ms")
     assert not any("longest gap between two tokens" in w.value for w in relaxed.warning)
 
 

@@ -139,9 +139,9 @@ def test_calibrate_writes_the_fit_and_the_sizer_uses_it(tmp_path):
         SearchSpace("h100-sxm", precision, tensor_parallel=[tp]), engine=engine, costs=Costs(Q_(3, "USD/hour")),
         registry=reg,
     )  # fmt: skip
-    low, high = plan.tpot_interval
-    assert (low / plan.tpot).m_as("") == pytest.approx(min(calibrated.interval.tpot[0], 1.0), rel=1e-6)
-    assert (high / plan.tpot).m_as("") == pytest.approx(max(calibrated.interval.tpot[1], 1.0), rel=1e-6)
+    low, high = plan.service.tpot_interval
+    assert (low / plan.service.tpot).m_as("") == pytest.approx(min(calibrated.interval.tpot[0], 1.0), rel=1e-6)
+    assert (high / plan.service.tpot).m_as("") == pytest.approx(max(calibrated.interval.tpot[1], 1.0), rel=1e-6)
 
 
 def test_bad_benchmark_files_are_named(tmp_path):

@@ -5,6 +5,7 @@ import dataclasses
 import io
 import json
 import re
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -88,10 +89,10 @@ def test_size_command_table_and_json():
     answer = next(line for line in result.output.splitlines() if line.startswith("answer: "))
     assert "GPUs at the ends of the model's 80% error interval" in answer
     data = json.loads(runner.invoke(app, [*args, "--json"]).output)
-    assert data["feasible"] is True and data["tpot"]["unit"] == "s" and data["gpus"] >= 1
+    assert data["feasible"] is True and data["service"]["tpot"]["unit"] == "s" and data["gpus"] >= 1
     low, high = data["gpus_interval"]
     assert low <= data["gpus"] <= high and f"{low}-{high} GPUs" in answer
-    assert data["ttft_interval"][0]["unit"] == "s"
+    assert data["service"]["ttft_interval"][0]["unit"] == "s"
 
 
 def test_size_command_infeasible_exits_1_and_bad_input_exits_2():
@@ -158,7 +159,12 @@ def test_size_formats(tmp_path):
     result = runner.invoke(app, [*SIZE_ARGS, "--format", "csv"])
     assert result.exit_code == 0, result.output
     row = pd.read_csv(io.StringIO(result.output)).iloc[0]
-    assert bool(row["feasible"]) and row["gpus"] >= 1 and "ttft [ms]" in row.index and "tpot [ms]" in row.index
+    assert (
+        bool(row["feasible"])
+        and row["gpus"] >= 1
+        and "service.ttft [ms]" in row.index
+        and "service.tpot [ms]" in row.index
+    )
     as_json = json.loads(runner.invoke(app, [*SIZE_ARGS, "--format", "json"]).output)
     assert as_json == json.loads(runner.invoke(app, [*SIZE_ARGS, "--json"]).output)  # --json is an alias
     assert as_json["gpus"] == row["gpus"]
@@ -232,7 +238,7 @@ def test_simulate_verifies_a_plan_sized_from_the_size_options():
     assert f"summary at {plan.replicas} replica{'s' * (plan.replicas != 1)}" in result.stdout
     # GPUs are written "N x accelerator" everywhere; replicas are counted in words.
     assert lines[0].startswith(
-        f"plan: {plan.gpus} x h100-sxm at fp8 ({plan.replicas} replicas of TP {plan.tensor_parallel})"
+        f"plan: {plan.gpus} x h100-sxm at fp8 ({plan.replicas} replicas of TP {plan.layout.stage_gpus})"
     )
     for metric in ("ttft", "tpot", "tbt_max"):
         for statistic in ("mean", "p50", "p90", "p99"):
@@ -314,9 +320,13 @@ def test_simulate_plan_file_errors(plan_file, tmp_path):
     result = runner.invoke(app, ["simulate", "--plan", str(speculative)])
     assert result.exit_code == 2 and "speculative decoding and prefix caching are not simulated" in result.output
     infeasible = tmp_path / "infeasible.json"
-    infeasible.write_text(json.dumps({**saved, "feasible": False, "reason": "no configuration fits"}))
+    parts = dict.fromkeys(("layout", "service", "cost", "energy"))  # an infeasible plan has none
+    infeasible.write_text(json.dumps({**saved, **parts, "feasible": False, "reason": "no configuration fits"}))
     result = runner.invoke(app, ["simulate", "--plan", str(infeasible)])
     assert result.exit_code == 1 and "infeasible" in result.output
+    infeasible.write_text(json.dumps({**saved, "feasible": False, "reason": "no configuration fits"}))
+    result = runner.invoke(app, ["simulate", "--plan", str(infeasible)])  # yet with a layout, service, cost
+    assert result.exit_code == 2 and "an infeasible plan has no parts" in result.output
     assert all("Traceback" not in r.output for r in (missing, both, result))
 
 
@@ -346,7 +356,7 @@ def test_price_flags_are_checked(extra, message):
 
 def test_tensor_parallel_degrees_and_version():
     result = runner.invoke(app, [*SIZING, "-a", "h100-sxm", "--price", "4", "--tp", "4", "--json"])
-    assert result.exit_code == 0 and json.loads(result.stdout)["tensor_parallel"] == 4
+    assert result.exit_code == 0 and json.loads(result.stdout)["layout"]["tensor_parallel"] == 4
     version = runner.invoke(app, ["--version"])
     assert version.exit_code == 0 and version.stdout.startswith("servecalc ")
 
@@ -386,9 +396,10 @@ def test_size_takes_the_sizer_options_and_echoes_them():
 def test_an_infeasible_plan_prints_no_zero_configuration_and_token_costs_say_output():
     infeasible = runner.invoke(app, [*SIZING[:4], "--input", "200000", *SIZING[6:], "--price", "4"])
     assert infeasible.exit_code == 1 and "feasible: False" in infeasible.stdout
-    assert "tensor_parallel: 0" not in infeasible.stdout and "gpus: 0" not in infeasible.stdout
+    assert "tensor_parallel" not in infeasible.stdout and "gpus: 0" not in infeasible.stdout
+    assert "layout: " not in infeasible.stdout and "cost" not in _named(infeasible.stdout)  # no parts, no zeros
     feasible = runner.invoke(app, [*SIZING, "--price", "4"])
-    assert "cost_per_million_output_tokens: " in feasible.stdout and "cost_per_million_tokens" not in feasible.stdout
+    assert "cost.per_million_output_tokens: " in feasible.stdout and "cost_per_million_tokens" not in feasible.stdout
 
 
 # ---------------------------------------------------------------------------- issue 15: CLI parity and help
@@ -489,9 +500,11 @@ def test_speculate_sizes_with_the_draft_model_and_is_echoed():
     )  # fmt: skip
     plan = json.loads(result.stdout)
     assert plan["serving"]["speculation"] == {"draft_model": "llama-3.2-1b", "draft_length": 3, "acceptance": 0.6}
-    assert plan["gpus"] == expected.gpus and plan["tpot"]["value"] == pytest.approx(expected.tpot.m_as("s"))
+    assert plan["gpus"] == expected.gpus and plan["service"]["tpot"]["value"] == pytest.approx(
+        expected.service.tpot.m_as("s")
+    )
     plain = json.loads(runner.invoke(app, [*SMALL_SIZE, "--json"]).stdout)
-    assert plain["serving"]["speculation"] is None and plain["tpot"] != plan["tpot"]
+    assert plain["serving"]["speculation"] is None and plain["service"]["tpot"] != plan["service"]["tpot"]
     echoed = runner.invoke(app, [*SMALL_SIZE, "--speculate", "llama-3.2-1b"]).stdout.splitlines()[0]
     assert echoed.endswith("speculative decoding with draft llama-3.2-1b (4 tokens per round, acceptance 0.7)")
 
@@ -531,7 +544,7 @@ def test_disaggregated_prints_a_prefill_and_a_decode_pool():
     assert result.exit_code == 0, result.output
     plan = json.loads(result.stdout)
     assert plan["gpus"] == plan["prefill"]["gpus"] + plan["decode"]["gpus"]
-    assert plan["cost_per_hour"]["value"] == pytest.approx(4 * plan["gpus"])  # 4 USD per GPU-hour
+    assert plan["cost"]["per_hour"]["value"] == pytest.approx(4 * plan["gpus"])  # 4 USD per GPU-hour
     lines = runner.invoke(app, [*SMALL_SIZE, "--disaggregated"]).stdout.splitlines()
     assert lines[3] == "KV handoff over: infiniband-ndr"  # after the workload, the targets and the prices
     decode = plan["decode"]
@@ -549,7 +562,7 @@ def test_compare_prints_both_modes_side_by_side_and_the_cheaper():
     result = runner.invoke(app, ["compare", *SMALL, "--price", "4", "--json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    costs = {mode: data[mode]["cost_per_hour"]["value"] for mode in ("colocated", "disaggregated")}
+    costs = {mode: data[mode]["cost"]["per_hour"]["value"] for mode in ("colocated", "disaggregated")}
     assert data["cheaper"] == min(costs, key=costs.get)
     text = runner.invoke(app, ["compare", *SMALL, "--price", "4", "--chunk", "512"]).stdout
     assert ["colocated", "disaggregated"] in [line.split() for line in text.splitlines()]
@@ -584,7 +597,7 @@ def test_demand_curve_schedules_the_plan_over_it(tmp_path):
     steps = plan["demand"]["steps"]
     assert [row["demand [request/s]"] for row in steps] == rates
     assert [row["start [h]"] for row in steps] == [0, 1, 2, 3]
-    tp = plan["tensor_parallel"]
+    tp = plan["layout"]["tensor_parallel"] * plan["layout"]["data_parallel"] * plan["layout"]["pipeline_parallel"]
     assert all(row["predictive GPUs"] % tp == 0 and row["predictive GPUs"] <= plan["gpus"] for row in steps)
     assert steps[2]["predictive GPUs"] == plan["gpus"]  # the peak step needs the plan sized for the peak
     assert plan["demand"]["cost"]["value"] <= plan["demand"]["static_cost"]["value"]
@@ -650,7 +663,7 @@ def test_prefix_caching_needs_the_hit_rate_and_the_prefix_and_shortens_the_prefi
     with_cache = json.loads(cached.stdout)
     assert with_cache["serving"]["prefix_hit_rate"] == 1 and plain["serving"]["prefix_hit_rate"] == 0
     # Every request reuses 1,000 of its 1,024 prompt tokens: each prefill computes 24 tokens, not 1,024.
-    assert with_cache["ttft"]["value"] < plain["ttft"]["value"]
+    assert with_cache["service"]["ttft"]["value"] < plain["service"]["ttft"]["value"]
     alone = runner.invoke(app, [*SMALL_SIZE, "--shared-prefix", "512"])
     assert alone.exit_code == 2 and "--prefix-hit and --shared-prefix go together" in alone.output
 
@@ -663,17 +676,17 @@ def test_the_size_table_shows_fixed_units_digits_and_thousands_separators():
     small = runner.invoke(app, args)
     assert small.exit_code == 0, small.output
     fields = dict(line.split(": ", 1) for line in small.stdout.splitlines() if ": " in line)
-    assert fields["replica_throughput"].endswith(" request/s")  # not mrequest/s or krequest/s
+    assert fields["service.replica_throughput"].endswith(" request/s")  # not mrequest/s or krequest/s
     assert not set("⁰¹²³⁴⁵⁶⁷⁸⁹⁻×·") & set(small.stdout)
     big_args = [*args[:2], "--rate", "3000", *args[4:-1], "20", "-a", "h100-sxm"]  # 20 USD per GPU-hour
     big = runner.invoke(app, big_args)
     data = json.loads(runner.invoke(app, [*big_args, "--json"]).stdout)
     fields = dict(line.split(": ", 1) for line in big.stdout.splitlines() if ": " in line)
-    cost = data["cost_per_hour"]["value"]
-    assert cost >= 1000 and re.fullmatch(r"\d{1,3}(,\d{3})+(\.\d+)? USD/h", fields["cost_per_hour"])
-    assert float(fields["cost_per_hour"].split()[0].replace(",", "")) == pytest.approx(cost, rel=5e-4)
+    cost = data["cost"]["per_hour"]["value"]
+    assert cost >= 1000 and re.fullmatch(r"\d{1,3}(,\d{3})+(\.\d+)? USD/h", fields["cost.per_hour"])
+    assert float(fields["cost.per_hour"].split()[0].replace(",", "")) == pytest.approx(cost, rel=5e-4)
     tokens_per_hour = 3000 * 128 * 3600
-    shown = float(fields["cost_per_million_output_tokens"].split()[0])
+    shown = float(fields["cost.per_million_output_tokens"].split()[0])
     assert shown == pytest.approx(cost / tokens_per_hour * 1e6, rel=5e-4)
 
 
@@ -700,7 +713,7 @@ def test_the_remaining_sizing_flags_reach_the_plan():
     assert (
         plan["kv_precision"] == "fp8" and plan["engine"] == "vllm" and plan["serving"]["router"] == "two_choices"
     )  # power_of_two is its alias
-    assert plan["targets"]["max_utilization"] == 0.6 and plan["utilization"] <= 0.6
+    assert plan["targets"]["max_utilization"] == 0.6 and plan["service"]["utilization"] <= 0.6
     echoed = runner.invoke(app, [*SMALL_SIZE, *flags]).stdout.splitlines()
     assert "(arrival CV 1.5, prompt-length CV 0.4, output-length CV 0)" in echoed[0]
     assert echoed[1].endswith("utilization at most 0.6")
@@ -881,7 +894,7 @@ def test_predict_bad_input_exits_2_with_one_line(extra, message):
 
 def _named(text):
     """The field names of a table's ``name: value`` lines (not the indented family notes or sentences)."""
-    return {m.group(1) for m in map(re.compile(r"^([a-z_]+): ").match, text.splitlines()) if m}
+    return {m.group(1) for m in map(re.compile(r"^([a-z_.]+): ").match, text.splitlines()) if m}
 
 
 @pytest.mark.parametrize("mode", [[], ["--disaggregated"]], ids=["colocated", "disaggregated"])
@@ -894,32 +907,34 @@ def test_size_table_json_csv_and_the_api_share_one_name_per_field(mode):
     assert result.exit_code == 0, result.output
     data = json.loads(runner.invoke(app, [*args, "--json"]).stdout)
     header = runner.invoke(app, [*args, "--format", "csv"]).stdout.splitlines()[0]
-    columns = {parse_label(label)[0].split(".")[0] for label in header.split(",")}
+    dotted = {parse_label(label)[0] for label in header.split(",")}
+    columns = {name.split(".")[0] for name in dotted}
     api = {f.name for f in dataclasses.fields(DisaggregatedPlan if mode else FleetPlan)}
-    named = _named(result.stdout) - {"workload", "targets", "prices", "answer", "note"}  # the echoed inputs
+    lines = _named(result.stdout) - {"workload", "targets", "prices", "answer", "note"}  # the echoed inputs
+    named = {name.split(".")[0] for name in lines}  # a part's fields are 'part.name' lines
     assert set(data) == api
     assert named <= api and named <= columns, named - columns
-    # The token costs say which tokens they count, in every output alike.
-    costs = {"cost_per_hour", "cost_per_month", "cost_per_million_output_tokens", "cost_per_million_total_tokens"}
-    assert costs <= named and costs <= set(data) and costs <= columns
+    # The token costs say which tokens they count, in every output alike: the cost part's fields.
+    costs = {"cost.per_hour", "cost.per_month", "cost.per_million_output_tokens", "cost.per_million_total_tokens"}
+    assert costs <= lines and costs == {f"cost.{name}" for name in data["cost"]} and costs <= dotted
     if not mode:
-        assert {"energy_per_million_output_tokens", "electricity_cost_per_million_output_tokens"} <= named
-    assert not any("per_million_tokens" in name for name in (*named, *data, *columns))
-    month = data["cost_per_month"]
+        assert {"energy.per_million_output_tokens", "energy.electricity_cost_per_million_output_tokens"} <= lines
+    assert not any("per_million_tokens" in name for name in (*lines, *data, *dotted))
+    month = data["cost"]["per_month"]
     assert month["unit"] == "USD/month"
-    assert month["value"] == pytest.approx(data["cost_per_hour"]["value"] * 730.5)
+    assert month["value"] == pytest.approx(data["cost"]["per_hour"]["value"] * 730.5)
 
 
-def test_a_plan_file_of_an_older_version_reads_its_cost_fields(plan_file, tmp_path):
-    """Files written before the token costs said 'output' still load: the old names map to the new."""
+def test_a_plan_file_of_an_older_version_reads_its_cost_fields(tmp_path):
+    """Files written before the token costs said 'output' (and before the plan had parts) still load."""
     from calculator.cli import _plan_from_json
 
-    data = json.loads(plan_file.read_text())
+    data = json.loads((Path(__file__).parent / "plans" / "flat-deepseek-v3-attention-dp.json").read_text())
     data["cost_per_million_tokens"] = data.pop("cost_per_million_output_tokens")
     old = tmp_path / "old.json"
     old.write_text(json.dumps(data))
     plan = _plan_from_json(old)
-    assert plan.cost_per_million_output_tokens.m_as("USD") == data["cost_per_million_tokens"]["value"]
+    assert plan.cost.per_million_output_tokens.m_as("USD") == data["cost_per_million_tokens"]["value"]
 
 
 def test_size_verify_prints_each_simulated_statistic_beside_the_analytical_one():
@@ -940,9 +955,9 @@ def test_size_verify_prints_each_simulated_statistic_beside_the_analytical_one()
     lines = result.stdout.splitlines()
     at = f"at {plan.replicas} replica{'s' * (plan.replicas != 1)}"
     for metric, statistic, analytical, target in (
-        ("ttft", "p99", plan.ttft, "1,000 ms"),
-        ("tpot", "mean", plan.tpot, "50 ms"),
-        ("tbt_max", "p99", plan.tbt_max, "300 ms"),
+        ("ttft", "p99", plan.service.ttft, "1,000 ms"),
+        ("tpot", "mean", plan.service.tpot, "50 ms"),
+        ("tbt_max", "p99", plan.service.tbt_max, "300 ms"),
     ):
         line = next(x for x in lines if x.startswith(f"simulated {statistic} {metric} {at}: "))
         simulated = run.value(metric, statistic).m_as("ms")

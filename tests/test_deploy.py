@@ -88,14 +88,14 @@ def test_every_flag_is_documented_and_carries_the_plans_values(fp8_plan, engine)
     assert all(flag in config.arguments for flag in config.flags)
     assert shlex.split(config.command.splitlines()[-1]) == list(config.arguments)  # after notes and files
     flags, names = config.flags, FLAG[engine]
-    assert int(flags[names["tp"]]) == fp8_plan.tensor_parallel
+    assert int(flags[names["tp"]]) == fp8_plan.layout.stage_gpus
     assert int(flags[names["batch"]]) == fp8_plan.batch
     profile = engine_profile(engine)
     memory = load_registry().accelerator("h100-sxm").memory.m_as("B")
     budget = profile.limits(memory, "h100-sxm")[0]
     assert int(flags[names["budget"]]) == budget
     expected = (
-        float(sglang_memory_fraction(memory, budget, fp8_plan.tensor_parallel))
+        float(sglang_memory_fraction(memory, budget, fp8_plan.layout.stage_gpus))
         if engine == "sglang"
         else profile.memory_utilization
     )
@@ -176,7 +176,7 @@ def test_the_manifest_parses_with_the_plans_replicas_gpus_and_arguments(fp8_plan
     assert deployment["kind"] == "Deployment" and autoscaler["kind"] == "HorizontalPodAutoscaler"
     assert deployment["spec"]["replicas"] == fp8_plan.replicas
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
-    assert container["resources"]["limits"]["nvidia.com/gpu"] == fp8_plan.tensor_parallel
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == fp8_plan.layout.stage_gpus
     config = launch_command(fp8_plan, engine)
     mounted = [f"/etc/servecalc/{a}" if a in config.files else a for a in config.arguments]
     assert container["command"] + container["args"] == mounted
@@ -189,7 +189,7 @@ def test_the_manifest_parses_with_the_plans_replicas_gpus_and_arguments(fp8_plan
     assert spec["minReplicas"] == fp8_plan.replicas and spec["maxReplicas"] == 2 * fp8_plan.replicas
     assert spec["scaleTargetRef"]["name"] == deployment["metadata"]["name"]
     target = float(spec["metrics"][0]["pods"]["target"]["averageValue"])
-    assert target == pytest.approx(max(fp8_plan.running_batch, 1.0), rel=1e-3)
+    assert target == pytest.approx(max(fp8_plan.service.running_batch, 1.0), rel=1e-3)
 
 
 def test_a_target_utilization_scales_the_batch_cap(fp8_plan):
@@ -221,11 +221,13 @@ def test_the_flags_are_the_registrys_engine_data(fp8_plan, tmp_path):
     path.write_text(FLAGS_OVERRIDE, encoding="utf-8")
     reg = load_registry(extra=[path])
     config = launch_command(fp8_plan, "trtllm", registry=reg)
-    assert config.flags["--tensor_parallel_size"] == str(fp8_plan.tensor_parallel) and "--tp_size" not in config.flags
+    assert config.flags["--tensor_parallel_size"] == str(fp8_plan.layout.stage_gpus) and "--tp_size" not in config.flags
     cited = config.citations["--tensor_parallel_size"]  # the file's source (after the packaged entry's, appended)
     assert cited.endswith("; our build renames --tp_size (Our TensorRT-LLM build's command line)")
     assert "--tp_size" in launch_command(fp8_plan, "trtllm").flags  # the packaged registry's
-    staged = dataclasses.replace(fp8_plan, pipeline_parallel=2, gpus=fp8_plan.gpus * 2)  # stages need --pp_size
+    staged = dataclasses.replace(
+        fp8_plan, layout=dataclasses.replace(fp8_plan.layout, pipeline_parallel=2), gpus=fp8_plan.gpus * 2
+    )  # stages need --pp_size
     with pytest.raises(InputError, match="engine 'trtllm' names no launch flag for 'pipeline_parallel'"):
         launch_command(staged, "trtllm", registry=reg)
 

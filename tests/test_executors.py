@@ -95,7 +95,7 @@ def test_workers_resolve_ids_in_the_users_registry_files(cluster):
     grid = ("llama-3.1-8b", "example-gpu", "fp8", Q_([5, 20], "request/s"), 1024, 256, Q_(1, "s"), Q_(50, "ms"))
     on_cluster = sweep_fleet(*grid, registry=registry, executor=cluster)
     pd.testing.assert_frame_equal(on_cluster, sweep_fleet(*grid, registry=registry))
-    assert (on_cluster["cost_per_hour [USD/h]"] == on_cluster["gpus"] * 2.75).all()
+    assert (on_cluster["cost.per_hour [USD/h]"] == on_cluster["gpus"] * 2.75).all()
     assert cluster.submitted == 2
 
 

@@ -62,10 +62,10 @@ def test_csv_round_trip_keeps_infinity(waits, tmp_path):
 
 def test_csv_of_a_result_object(plan, tmp_path):
     path = tmp_path / "plan.csv"
-    to_csv(plan, path, units={"ttft": "ms"})
+    to_csv(plan, path, units={"service.ttft": "ms"})
     back = pd.read_csv(path)
     assert back.loc[0, "gpus"] == plan.gpus
-    assert back.loc[0, "ttft [ms]"] == pytest.approx(plan.ttft.m_as("ms"))
+    assert back.loc[0, "service.ttft [ms]"] == pytest.approx(plan.service.ttft.m_as("ms"))
 
 
 def test_xlsx_round_trip_and_sheets(kv_sweep, tmp_path):
@@ -115,10 +115,10 @@ def test_xlsx_of_a_result_object_cites_what_its_cells_name(plan, tmp_path):
         tmp_path / "plan.xlsx",
         models=["fleet.size_fleet"],
         inputs={"arrival_rate": Q_(20, "request/s"), "ttft_slo": Q_(1, "s")},
-        units={"ttft": "ms"},
+        units={"service.ttft": "ms"},
     )
     sheets = read_xlsx(path)
-    assert sheets["results"].loc[0, "ttft [ms]"] == pytest.approx(plan.ttft.m_as("ms"))
+    assert sheets["results"].loc[0, "service.ttft [ms]"] == pytest.approx(plan.service.ttft.m_as("ms"))
     assert set(sheets["inputs"].name) == {"arrival_rate", "ttft_slo"}
     cited = set(sheets["sources"].id)
     assert {"fleet.size_fleet", "llama-3.1-70b", "h100-sxm"} <= cited

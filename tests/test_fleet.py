@@ -43,20 +43,20 @@ def plan(rate=20, ttft="1 s", tpot="50 ms", *, accelerator="h100-sxm", engine=No
 def test_plan_is_consistent():
     p = plan()
     assert p.feasible, p.reason
-    assert p.gpus == p.replicas * p.tensor_parallel
-    assert p.cost_per_hour.m_as("USD/hour") == pytest.approx(p.gpus * 4.0)
+    assert p.gpus == p.replicas * p.layout.stage_gpus
+    assert p.cost.per_hour.m_as("USD/hour") == pytest.approx(p.gpus * 4.0)
     tokens_per_hour = 20 * 256 * 3600
-    assert p.cost_per_million_output_tokens.m_as("USD") == pytest.approx(p.gpus * 4.0 / tokens_per_hour * 1e6)
-    assert p.cost_per_million_tokens == p.cost_per_million_output_tokens  # the chapter's name (Table 14)
+    assert p.cost.per_million_output_tokens.m_as("USD") == pytest.approx(p.gpus * 4.0 / tokens_per_hour * 1e6)
+    assert p.cost_per_million_tokens == p.cost.per_million_output_tokens  # the chapter's name (Table 14)
     # Prompt and output tokens together: 1,024 + 256 tokens a request.
     total_per_hour = 20 * (1024 + 256) * 3600
-    assert p.cost_per_million_total_tokens.m_as("USD") == pytest.approx(p.gpus * 4.0 / total_per_hour * 1e6)
+    assert p.cost.per_million_total_tokens.m_as("USD") == pytest.approx(p.gpus * 4.0 / total_per_hour * 1e6)
     # A month of 730.5 hours (a 365.25-day year over 12).
-    assert p.cost_per_month.m_as("USD/month") == pytest.approx(p.gpus * 4.0 * 730.5)
-    assert p.ttft <= Q_(1, "s") and p.tpot <= Q_(50, "ms")
-    assert 0 < p.utilization <= p.max_utilization == 0.8
+    assert p.cost.per_month.m_as("USD/month") == pytest.approx(p.gpus * 4.0 * 730.5)
+    assert p.service.ttft <= Q_(1, "s") and p.service.tpot <= Q_(50, "ms")
+    assert 0 < p.service.utilization <= p.max_utilization == 0.8
     # Little's law: requests in flight fit in the planned decode slots.
-    in_flight = 20 * (p.ttft.m_as("s") + 255 * p.tpot.m_as("s"))
+    in_flight = 20 * (p.service.ttft.m_as("s") + 255 * p.service.tpot.m_as("s"))
     assert in_flight <= p.replicas * p.batch
     assert p.binding_constraint in {"memory", "tpot", "ttft", "throughput"}
     assert p.candidates >= 4 * 90
@@ -64,23 +64,23 @@ def test_plan_is_consistent():
 
 def test_doubling_traffic_about_doubles_gpus():
     small, large = plan(rate=50), plan(rate=100)
-    assert large.gpus / small.gpus == pytest.approx(2.0, abs=2 * small.tensor_parallel / small.gpus + 0.05)
+    assert large.gpus / small.gpus == pytest.approx(2.0, abs=2 * small.layout.stage_gpus / small.gpus + 0.05)
 
 
 @pytest.mark.parametrize("loose,tight", [("80 ms", "40 ms"), ("40 ms", "25 ms"), ("25 ms", "15 ms")])
 def test_tighter_tpot_never_cheapens_the_plan(loose, tight):
     a, b = plan(tpot=loose), plan(tpot=tight)
-    assert b.cost_per_hour >= a.cost_per_hour
+    assert b.cost.per_hour >= a.cost.per_hour
 
 
 @pytest.mark.parametrize("loose,tight", [("2 s", "500 ms"), ("500 ms", "200 ms")])
 def test_tighter_ttft_never_cheapens_the_plan(loose, tight):
-    assert plan(ttft=tight).cost_per_hour >= plan(ttft=loose).cost_per_hour
+    assert plan(ttft=tight).cost.per_hour >= plan(ttft=loose).cost.per_hour
 
 
 def test_percentile_ttft_is_harder_than_mean():
     mean, p99 = plan(ttft="300 ms"), plan(ttft="300 ms", targets={"ttft_percentile": 0.99})
-    assert p99.cost_per_hour >= mean.cost_per_hour
+    assert p99.cost.per_hour >= mean.cost.per_hour
 
 
 def test_impossible_targets_are_infeasible_with_closest_values():
@@ -116,7 +116,7 @@ def test_several_accelerators_pick_the_cheapest():
     )
     assert p.feasible
     costlier = [r for r in p.rejections if r.code in ("costlier", "bound")]  # bound: at least that cost
-    chosen = p.cost_per_hour.m_as("USD/hour")
+    chosen = p.cost.per_hour.m_as("USD/hour")
     assert costlier and {r.family for r in p.rejections} == set(p.rejected)
     for record in costlier:
         assert record.values["cost_per_hour"].m_as("USD/hour") >= chosen - 1e-9
@@ -144,16 +144,16 @@ def _without_prices(folder):
 
 def test_fp8_kv_cache_and_prefix_caching_never_cost_more():
     base = plan(rate=40, tpot="60 ms")
-    assert plan(rate=40, tpot="60 ms", space={"kv_precision": "fp8"}).cost_per_hour <= base.cost_per_hour
+    assert plan(rate=40, tpot="60 ms", space={"kv_precision": "fp8"}).cost.per_hour <= base.cost.per_hour
     cached = plan(rate=40, tpot="60 ms", serving={"prefix_hit_rate": 0.8, "shared_prefix_tokens": 768})
-    assert cached.cost_per_hour <= base.cost_per_hour
+    assert cached.cost.per_hour <= base.cost.per_hour
 
 
 def test_chunked_prefill_bounds_the_token_gap():
     whole = plan(rate=10)
     chunked = plan(rate=10, serving={"chunk_size": 256})
-    assert chunked.tbt_max < whole.tbt_max
-    bound = {"tbt": Q_(whole.tbt_max.m_as("ms") * 0.9, "ms")}
+    assert chunked.service.tbt_max < whole.service.tbt_max
+    bound = {"tbt": Q_(whole.service.tbt_max.m_as("ms") * 0.9, "ms")}
     assert plan(rate=10, serving={"chunk_size": 256}, targets=bound).feasible
 
 
@@ -162,7 +162,7 @@ def test_speculative_decoding_helps_a_tight_tpot():
     without = plan(rate=5, tpot="12 ms", space={"tensor_parallel": [4, 8]})
     with_spec = plan(rate=5, tpot="12 ms", space={"tensor_parallel": [4, 8]}, serving={"speculation": spec})
     assert with_spec.feasible
-    assert (not without.feasible) or with_spec.cost_per_hour <= without.cost_per_hour
+    assert (not without.feasible) or with_spec.cost.per_hour <= without.cost.per_hour
 
 
 def test_disaggregated_pools():
@@ -176,11 +176,11 @@ def test_disaggregated_pools():
     )
     assert d.feasible, d.reason
     assert d.gpus == d.prefill["gpus"] + d.decode["gpus"]
-    assert d.cost_per_hour.m_as("USD/hour") == pytest.approx(d.gpus * 4.0)
-    assert d.cost_per_month.m_as("USD/hour") == pytest.approx(d.gpus * 4.0)  # the same cost, per month
-    output_cost = d.cost_per_million_output_tokens.m_as("USD")
+    assert d.cost.per_hour.m_as("USD/hour") == pytest.approx(d.gpus * 4.0)
+    assert d.cost.per_month.m_as("USD/hour") == pytest.approx(d.gpus * 4.0)  # the same cost, per month
+    output_cost = d.cost.per_million_output_tokens.m_as("USD")
     assert output_cost == pytest.approx(d.gpus * 4.0 / (20 * 256 * 3600) * 1e6)
-    assert d.cost_per_million_total_tokens.m_as("USD") == pytest.approx(output_cost * 256 / (4096 + 256))
+    assert d.cost.per_million_total_tokens.m_as("USD") == pytest.approx(output_cost * 256 / (4096 + 256))
     assert d.ttft > d.kv_handoff > Q_(0, "s")
     # FP8 weights run an FP8 KV cache under the engine-agnostic profile (performance.KV_PRECISION_RULE):
     # 4096 tokens x 163,840 B of KV over one 50 GB/s NDR direction: about 13 ms.
@@ -191,10 +191,10 @@ def test_disaggregated_pools():
 def test_energy_is_between_idle_and_full_power():
     p = plan()
     tdp = 0.7 * p.gpus  # kW
-    assert 0.3 * tdp <= p.power.m_as("kW") <= tdp
-    assert p.energy_per_million_output_tokens.m_as("kWh") > 0
-    assert p.electricity_cost_per_million_output_tokens.m_as("USD") == pytest.approx(
-        p.energy_per_million_output_tokens.m_as("kWh") * 0.10
+    assert 0.3 * tdp <= p.energy.power.m_as("kW") <= tdp
+    assert p.energy.per_million_output_tokens.m_as("kWh") > 0
+    assert p.energy.electricity_cost_per_million_output_tokens.m_as("USD") == pytest.approx(
+        p.energy.per_million_output_tokens.m_as("kWh") * 0.10
     )
 
 
@@ -232,14 +232,14 @@ def test_plan_over_a_demand_curve():
     demand = Q_(25 + 25 * np.sin(hours / 24 * 2 * np.pi) ** 2, "request/s")
     startup = cold_start_time(Q_(2, "min"), Q_(70, "GB"), Q_(0.5, "GB/s"), Q_(1, "min"))
     day = plan_over_time(p, Q_(hours, "hour"), demand, startup_time=startup, end=Q_(24, "hour"))
-    assert day.peak_gpus <= p.gpus + p.tensor_parallel  # the 50 request/s plan covers the 50 request/s peak
+    assert day.peak_gpus <= p.gpus + p.layout.stage_gpus  # the 50 request/s plan covers the 50 request/s peak
     assert day.cost <= day.static_cost
     assert day.predictive.deficit.m_as("request") == 0  # replicas start one cold start ahead
     # A step from 5 to 50 request/s at 09:00: the reactive controller sees it late and waits a cold start.
     step = Q_(np.where(hours < 9, 5.0, 50.0), "request/s")
     jump = plan_over_time(p, Q_(hours, "hour"), step, startup_time=startup, end=Q_(24, "hour"))
     assert jump.predictive.deficit.m_as("request") == 0 < jump.reactive.deficit.m_as("request")
-    per_replica = p.replica_throughput.m_as("request/s") * p.max_utilization
+    per_replica = p.service.replica_throughput.m_as("request/s") * p.max_utilization
     assert day.predictive.ready.max() == int(np.ceil(demand.m_as("request/s").max() / per_replica - 1e-9))
     with pytest.raises(InputError):
         plan_over_time(p, Q_(hours, "hour"), Q_(-np.ones(24), "request/s"))
@@ -250,7 +250,7 @@ def test_plan_over_a_curve_shorter_than_one_step():
     p = plan(rate=5)
     short = plan_over_time(p, Q_([0, 10], "s"), Q_([2, 4], "request/s"))
     assert short.predictive.times.size == 1
-    price = p.cost_per_hour / p.gpus
+    price = p.cost.per_hour / p.gpus
     assert short.static_cost.m_as("USD") == pytest.approx((short.peak_gpus * Q_(1, "min") * price).m_as("USD"))
 
 
@@ -299,7 +299,9 @@ def test_disaggregated_pools_refuse_a_token_gap_bound_and_the_comparison_keeps_i
     with pytest.raises(InputError, match=r"size_disaggregated\(\): argument 'targets' must be a Targets"):
         size_disaggregated("llama-3.1-70b", traffic, (Q_(1, "s"), Q_(40, "ms")), space)
     c = compare_serving_modes("llama-3.1-70b", traffic, bounded, space, costs=costs)
-    assert c.colocated.targets.tbt == Q_(10, "ms") and (not c.colocated.feasible or c.colocated.tbt_max <= Q_(10, "ms"))
+    assert c.colocated.targets.tbt == Q_(10, "ms") and (
+        not c.colocated.feasible or c.colocated.service.tbt_max <= Q_(10, "ms")
+    )
     unbounded = size_disaggregated("llama-3.1-70b", traffic, Targets(Q_(1.5, "s"), Q_(40, "ms")), space, costs=costs)
     assert c.disaggregated == unbounded
 
@@ -310,8 +312,8 @@ def test_compare_colocated_and_disaggregated():
         SearchSpace("h100-sxm", "fp8"), costs=Costs(PRICE),
     )  # fmt: skip
     assert c.colocated.feasible and c.disaggregated.feasible
-    cheaper = c.colocated.cost_per_hour if c.cheaper == "colocated" else c.disaggregated.cost_per_hour
-    other = c.disaggregated.cost_per_hour if c.cheaper == "colocated" else c.colocated.cost_per_hour
+    cheaper = c.colocated.cost.per_hour if c.cheaper == "colocated" else c.disaggregated.cost.per_hour
+    other = c.disaggregated.cost.per_hour if c.cheaper == "colocated" else c.colocated.cost.per_hour
     assert cheaper <= other and c.saving == other - cheaper
 
 
@@ -320,7 +322,7 @@ def test_relax_targets_finds_the_smallest_common_loosening():
     relaxed = relax_targets("llama-3.1-70b", traffic, Targets(Q_(50, "ms"), Q_(5, "ms")), space, costs=costs)
     assert relaxed.found and relaxed.plan.feasible and relaxed.factor > 1
     assert relaxed.tpot_slo.m_as("ms") == pytest.approx(5 * relaxed.factor)
-    assert relaxed.plan.tpot <= relaxed.tpot_slo and relaxed.plan.ttft <= relaxed.ttft_slo
+    assert relaxed.plan.service.tpot <= relaxed.tpot_slo and relaxed.plan.service.ttft <= relaxed.ttft_slo
     # One step tighter than the tolerance is infeasible: the factor is the smallest.
     tighter = Targets(Q_(50 * relaxed.factor / 1.011, "ms"), Q_(5 * relaxed.factor / 1.011, "ms"))
     assert not size_fleet("llama-3.1-70b", traffic, tighter, space, costs=costs).feasible
@@ -340,13 +342,18 @@ def test_plan_reports_gpus_at_the_ends_of_the_model_error():
     p = plan(engine="vllm")
     low, high = p.gpus_interval
     assert low <= p.gpus <= high
-    assert p.ttft_interval[0] < p.ttft < p.ttft_interval[1]
-    assert p.tpot_interval[0] < p.tpot < p.tpot_interval[1]
+    assert p.service.ttft_interval[0] < p.service.ttft < p.service.ttft_interval[1]
+    assert p.service.tpot_interval[0] < p.service.tpot < p.service.tpot_interval[1]
     assert f"{low}-{high} GPUs" in plan_summary(p)
     # Loose targets: the interval still brackets the plan.
     loose = plan(ttft="5 s", tpot="500 ms", engine="vllm")
     assert loose.gpus_interval[0] <= loose.gpus <= loose.gpus_interval[1]
-    columns = {"gpus_interval.low", "gpus_interval.high", "ttft_interval.low [s]", "tpot_interval.high [s]"}
+    columns = {
+        "gpus_interval.low",
+        "gpus_interval.high",
+        "service.ttft_interval.low [s]",
+        "service.tpot_interval.high [s]",
+    }
     assert columns <= set(p.to_frame().columns)
 
 
@@ -390,4 +397,4 @@ def test_when_nothing_fits_the_reason_names_the_tensor_parallel_degree_that_woul
     assert on_h100s(tensor_parallel=[32]).feasible
     # With the default degrees the sizer adds replicas of two and four nodes itself (the H100's scale-out link).
     wide = on_h100s()
-    assert wide.feasible and wide.tensor_parallel == 32 and wide.nodes_per_replica == 4
+    assert wide.feasible and wide.layout.stage_gpus == 32 and wide.layout.nodes == 4

@@ -193,10 +193,15 @@ def test_a_tampered_plan_file_loads_as_a_valid_plan_or_is_refused_quickly(plan_j
     except CalculatorError as error:
         assert len(str(error)) < 1000
     else:
-        for name in ("replicas", "gpus", "batch", "tensor_parallel"):
+        for name in ("replicas", "gpus", "batch"):
             value = getattr(plan, name)
             assert isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 10_000_000, (name, value)
-        assert plan.gpus == plan.replicas * plan.tensor_parallel
+        if plan.feasible:  # a feasible plan has its layout, whole, and its GPUs are the layout's
+            for name, value in plan.layout.to_dict().items():
+                assert isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 4096, (name, value)
+            assert plan.gpus == plan.replicas * plan.layout.gpus
+        else:
+            assert plan.layout is plan.service is plan.cost is plan.energy is None
 
 
 _MODEL_FIELDS = ("parameters", "layers", "attention_heads", "head_dim", "hidden_size", "max_context")
@@ -249,7 +254,7 @@ def test_verify_plan_returns_within_its_time_limit(plan_json, replicas, seconds)
     import time
 
     plan = c.fleet.FleetPlan.from_json_dict(plan_json)
-    wide = dataclasses.replace(plan, replicas=replicas, gpus=replicas * plan.tensor_parallel)
+    wide = dataclasses.replace(plan, replicas=replicas, gpus=replicas * plan.layout.stage_gpus)
     started = time.perf_counter()
     result = c.simulation.verify_plan(wide, requests=4000, seeds=1, time_limit=seconds)
     assert time.perf_counter() - started < seconds + 2.5

@@ -59,7 +59,7 @@ def test_unit_arithmetic_cannot_freeze_the_parser():
 def test_an_absurd_rate_is_infeasible_with_its_reason_not_a_negative_fleet(rate):
     plan = fast(c.size_fleet, *parts(rate), seconds=5)
     assert not plan.feasible and "GPUs" in plan.reason
-    assert plan.gpus >= 0 and (plan.cost_per_hour is None or plan.cost_per_hour.magnitude >= 0)
+    assert plan.gpus >= 0 and (plan.cost.per_hour is None or plan.cost.per_hour.magnitude >= 0)
 
 
 def test_an_infinite_rate_is_an_input_error():
@@ -314,10 +314,17 @@ def _tampered(tmp_path, plan_json, change):
     ("change", "message"),
     [
         # Issue 25 item 1: a unit pint would evaluate (9**9**9) hung `simulate --plan` for over 30 s.
-        (lambda d: d["ttft"].update(unit="9**9**9*second"), "field 'ttft': '9**9**9*second' is not a unit"),
+        (lambda d: d["service"]["ttft"].update(unit="9**9**9*second"), "field 'service.ttft': '9**9**9*second' is not"),
         (lambda d: d["targets"]["ttft"].update(unit="9**9**9*second"), "field 'targets.ttft': '9**9**9*second'"),
-        (lambda d: d["ttft"].update(unit="GB"), "field 'ttft': the unit 'GB' has the wrong dimension"),
-        (lambda d: d["ttft"].update(value="1"), "field 'ttft': the value must be a number"),
+        (
+            lambda d: d["service"]["ttft"].update(unit="GB"),
+            "field 'service.ttft': the unit 'GB' has the wrong dimension",
+        ),
+        (lambda d: d["service"]["ttft"].update(value="1"), "field 'service.ttft': the value must be a number"),
+        (
+            lambda d: d["cost"]["per_hour"].update(unit="s"),
+            "field 'cost.per_hour': the unit 's' has the wrong dimension",
+        ),
         # Item 4: a traceback for "abc" or NaN; 2.5 replicas simulated; 10**12 replicas and batch 10**9 accepted.
         (lambda d: d.update(replicas="abc"), "field 'replicas' must be a whole number in [0, 10,000,000], got 'abc'"),
         (lambda d: d.update(replicas=float("nan")), "field 'replicas' must be a whole number"),
@@ -327,8 +334,17 @@ def _tampered(tmp_path, plan_json, change):
         (lambda d: d.update(replicas=-1), "field 'replicas' must be a whole number"),
         (lambda d: d.update(replicas=0), "field 'replicas' of a feasible plan must be at least 1, got 0"),
         (lambda d: d.update(gpus=d["gpus"] + 1), "field 'gpus'"),
+        (lambda d: d["layout"].update(tensor_parallel=2.5), "field 'layout.tensor_parallel' must be a whole number in"),
+        (
+            lambda d: d["layout"].update(data_parallel=0),
+            "field 'layout.data_parallel' must be a whole number in [1, 4,096]",
+        ),
+        (lambda d: d.update(service=None), "field 'service' of a feasible plan is missing"),
+        (lambda d: d["service"].update(utilization=-1), "field 'service.utilization' must be a finite number >= 0"),
+        (lambda d: d["energy"].update(watts=1), "unexpected keyword argument 'watts'"),
+        (lambda d: d.update(ttft=d["service"]["ttft"]), "and the flat fields of an older file (ttft): write one shape"),
         (lambda d: d.update(feasible="yes"), "field 'feasible' must be true or false"),
-        (lambda d: d["workload"].update(input_tokens="x"), "workload, targets, serving options or rejections"),
+        (lambda d: d["workload"].update(input_tokens="x"), "workload, targets, serving options, parts or rejections"),
         (lambda d: d["workload"].update(bogus=1), "unexpected keyword argument 'bogus'"),
     ],
 )
@@ -347,11 +363,11 @@ def test_a_plan_file_with_integral_float_counts_and_another_time_unit_still_load
 
     def change(d):
         d["replicas"] = float(d["replicas"])
-        d["ttft"] = {"value": d["ttft"]["value"] * 1e3, "unit": "ms"}
+        d["service"]["ttft"] = {"value": d["service"]["ttft"]["value"] * 1e3, "unit": "ms"}
 
     plan = _plan_from_json(_tampered(tmp_path, plan_json, change))
     assert isinstance(plan.replicas, int) and plan.replicas == plan_json["replicas"]
-    assert plan.ttft.m_as("s") == pytest.approx(plan_json["ttft"]["value"])
+    assert plan.service.ttft.m_as("s") == pytest.approx(plan_json["service"]["ttft"]["value"])
 
 
 @pytest.mark.parametrize("text", ["[" * 100_000, "{", ""])
@@ -520,7 +536,7 @@ def test_verify_plan_keeps_one_deadline_for_the_whole_call():
     from calculator.simulation import verify_plan
 
     plan = size_fleet(*parts(Q_(20, "request/s"), 1000, 200))
-    wide = dataclasses.replace(plan, replicas=400, gpus=400 * plan.tensor_parallel)
+    wide = dataclasses.replace(plan, replicas=400, gpus=400 * plan.layout.stage_gpus)
     started = time.perf_counter()
     checked = verify_plan(wide, requests=8000, seeds=1, time_limit=3)
     # the deadline and the summaries' few seconds under a loaded machine (the defect ran past 75 s)
@@ -671,7 +687,7 @@ def test_predict_benchmark_takes_numpy_numbers_for_its_settings():
     p = c.predict_benchmark(*SIZING[:1], "h100-sxm", "bf16", 1, 1024, 128, 8, "vllm",
                             requests_per_client=np.int64(10), length_cv=np.float32(0.1))  # fmt: skip
     q = c.predict_benchmark(*SIZING[:1], "h100-sxm", "bf16", 1, 1024, 128, 8, "vllm", length_cv=0.1)
-    assert p.ttft.m_as("s") == pytest.approx(q.ttft.m_as("s"), rel=1e-6)
+    assert p.service.ttft.m_as("s") == pytest.approx(q.service.ttft.m_as("s"), rel=1e-6)
 
 
 @pytest.mark.parametrize(
@@ -955,7 +971,7 @@ def test_a_workload_of_almost_no_traffic_is_refused_before_its_costs_overflow():
         "llama-3.1-8b", c.Workload(Q_(1e-6, "request/s"), 1024, 256), c.Targets(Q_(1, "s"), Q_(50, "ms")),
         c.SearchSpace("h100-sxm", "fp8"),
     )  # fmt: skip
-    assert plan.feasible and np.isfinite(plan.energy_per_million_output_tokens.magnitude)
+    assert plan.feasible and np.isfinite(plan.energy.per_million_output_tokens.magnitude)
 
 
 def test_a_memory_rejection_counts_the_draft_models_weights():

@@ -60,8 +60,10 @@ def plans():
     """Plans covering each emitter's branches: one node, a draft model, two nodes, two nodes of ranks."""
     one = _plan(engine="vllm")
     draft = _plan(engine="vllm", speculation=Speculation("llama-3.2-1b", 3, 0.7))
-    two_nodes = dataclasses.replace(one, tensor_parallel=2, nodes_per_replica=2, gpus=2 * one.replicas)
-    ranks = dataclasses.replace(two_nodes, data_parallel=2)
+    two_nodes = dataclasses.replace(
+        one, layout=dataclasses.replace(one.layout, tensor_parallel=2, nodes=2), gpus=2 * one.replicas
+    )
+    ranks = dataclasses.replace(two_nodes, layout=dataclasses.replace(one.layout, data_parallel=2, nodes=2))
     return {"one node": one, "draft": draft, "two nodes": two_nodes, "ranks over two nodes": ranks}
 
 
@@ -156,7 +158,7 @@ def test_the_manifest_holds_exactly_the_documents_meant_whatever_the_repository(
             text = kubernetes_manifest(plan, engine)
             documents = [d for d in yaml.safe_load_all(text) if d is not None]
             kinds = [d["kind"] for d in documents]
-            workload = "LeaderWorkerSet" if plan.nodes_per_replica > 1 else "Deployment"
+            workload = "LeaderWorkerSet" if plan.layout.nodes > 1 else "Deployment"
             assert kinds == [workload, "HorizontalPodAutoscaler"], (label, name, kinds)
             if workload == "Deployment":
                 args = documents[0]["spec"]["template"]["spec"]["containers"][0]["args"]

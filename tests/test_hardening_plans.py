@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -16,6 +17,7 @@ from typer.testing import CliRunner
 from calculator import Q_, FleetPlan, SearchSpace, Targets, Workload, launch_command, size_fleet
 from calculator.cli import app
 from calculator.errors import CalculatorError, InputError, RegistryError
+from calculator.fleet import Layout
 from calculator.registry import RegistryDocument, load_registry
 
 #: A user registry adding an accelerator and its price (examples/my_registry.yaml).
@@ -60,7 +62,7 @@ def test_a_plan_file_works_after_its_registry_file_is_gone(user_registry, user_p
     shutil.move(path, moved)
     try:
         plan = FleetPlan.from_json_dict(json.loads(plan_file.read_text()))
-        assert launch_command(plan, "vllm").flags["--tensor-parallel-size"] == str(plan.tensor_parallel)
+        assert launch_command(plan, "vllm").flags["--tensor-parallel-size"] == str(plan.layout.stage_gpus)
         result = CliRunner().invoke(app, ["simulate", "--plan", str(plan_file), "--requests", "300"])
         assert result.exit_code == 0, result.output
     finally:
@@ -195,3 +197,50 @@ def test_a_plans_registry_document_has_a_registry_files_size_limit(monkeypatch):
     document = RegistryDocument("mine.yaml", "# " + "x" * 5000 + "\n")
     with pytest.raises(RegistryError, match=r"mine\.yaml has more than 4,096 bytes"):
         load_registry(extra=[document])
+
+
+# ------------------------------------------------------------------ plan files of the flat shape (issue 52)
+
+#: Plan files written by the sizer before the plan had parts (``servecalc size --json``, every field at the top).
+FLAT_PLANS = Path(__file__).parent / "plans"
+
+
+def test_a_flat_plan_file_loads_into_the_parts_as_the_sizer_plans_it_today():
+    old = json.loads((FLAT_PLANS / "flat-deepseek-v3-attention-dp.json").read_text())
+    assert {"tensor_parallel", "ttft", "cost_per_hour", "power"} <= set(old) and "layout" not in old  # the old shape
+    plan = FleetPlan.from_json_dict(old)
+    # The flat file counted TP 8 over 8 attention ranks; the layout's TP is a rank's, one GPU.
+    assert plan.layout == Layout(tensor_parallel=1, data_parallel=8, expert_parallel=8)
+    assert plan.gpus == plan.replicas * plan.layout.gpus == old["gpus"]
+    assert plan.service.ttft.m_as("s") == old["ttft"]["value"] and plan.service.utilization == old["utilization"]
+    assert plan.service.tpot_interval[1].m_as("s") == old["tpot_interval"][1]["value"]
+    assert plan.cost.per_hour.m_as("USD/hour") == old["cost_per_hour"]["value"]
+    assert plan.energy.per_million_output_tokens.m_as("kWh") == old["energy_per_million_output_tokens"]["value"]
+    # the same inputs sized now give the same plan, in parts
+    now = size_fleet(plan.model, plan.workload, plan.targets, SearchSpace("h200-sxm", "fp8"), engine="trtllm")
+    assert plan.to_json_dict() == json.loads(json.dumps(now.to_json_dict()))
+    assert launch_command(plan, "vllm").flags == launch_command(now, "vllm").flags
+
+
+def test_a_flat_infeasible_plan_file_loads_without_parts():
+    old = json.loads((FLAT_PLANS / "flat-infeasible.json").read_text())
+    assert old["feasible"] is False and old["tensor_parallel"] == 0 and old["cost_per_hour"] is None
+    plan = FleetPlan.from_json_dict(old)
+    assert not plan.feasible and plan.reason == old["reason"]
+    assert plan.layout is plan.service is plan.cost is plan.energy is None  # no zeros that read as answers
+    assert plan.closest["tpot"].m_as("s") == old["closest"]["tpot"]["value"]
+
+
+def test_a_plan_in_parts_round_trips_and_refuses_parts_when_infeasible(user_plan):
+    plan = user_plan
+    again = FleetPlan.from_json_dict(json.loads(json.dumps(plan.to_json_dict())))
+    assert again.to_json_dict() == plan.to_json_dict()
+    assert (again.layout, again.service, again.cost, again.energy) == (
+        plan.layout,
+        plan.service,
+        plan.cost,
+        plan.energy,
+    )
+    tampered = {**json.loads(json.dumps(plan.to_json_dict())), "feasible": False}
+    with pytest.raises(InputError, match="an infeasible plan has no parts"):
+        FleetPlan.from_json_dict(tampered)

@@ -180,7 +180,7 @@ def test_a_plan_beyond_the_simulators_replicas_is_refused_naming_the_plan_not_an
     from calculator.simulation import simulate_plan
 
     plan = _plan()
-    large = dataclasses.replace(plan, replicas=20_000, gpus=20_000 * plan.replica_gpus)
+    large = dataclasses.replace(plan, replicas=20_000, gpus=20_000 * plan.layout.gpus)
     for check in (verify_plan, simulate_plan):
         with pytest.raises(InputError, match="the plan's 20,000 replicas are more than the simulator runs") as error:
             check(large, time_limit=5)

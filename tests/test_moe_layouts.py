@@ -29,17 +29,17 @@ def _plan(model: str, layouts: tuple[str, ...], accelerator: str = "h100-sxm", e
 
 def test_the_sizer_searches_both_moe_layouts_of_a_mixture_of_experts():
     both = _plan("qwen3-235b-a22b", ("tensor", "expert"))
-    assert any(key.endswith("/ep8") for key in both.rejected) or both.expert_parallel > 1
+    assert any(key.endswith("/ep8") for key in both.rejected) or both.layout.expert_parallel > 1
     spread = _plan("qwen3-235b-a22b", ("expert",))
-    assert spread.feasible and spread.expert_parallel == spread.tensor_parallel > 1
+    assert spread.feasible and spread.layout.expert_parallel == spread.layout.stage_gpus > 1
     split = _plan("qwen3-235b-a22b", ("tensor",))
-    assert split.feasible and split.expert_parallel == 1
-    assert both.cost_per_hour <= min(spread.cost_per_hour, split.cost_per_hour)  # the cheaper of the two
+    assert split.feasible and split.layout.expert_parallel == 1
+    assert both.cost.per_hour <= min(spread.cost.per_hour, split.cost.per_hour)  # the cheaper of the two
 
 
 def test_a_dense_model_has_no_moe_layouts():
     plan = _plan("llama-3.1-70b", ("tensor", "expert"))
-    assert plan.feasible and plan.expert_parallel == 1
+    assert plan.feasible and plan.layout.expert_parallel == 1
     assert not any("/ep" in key for key in plan.rejected)
 
 
@@ -80,7 +80,7 @@ def spread_plan():
 
 
 def test_the_launch_configs_carry_the_layout_in_each_engines_documented_flags(spread_plan):
-    ep = str(spread_plan.expert_parallel)
+    ep = str(spread_plan.layout.expert_parallel)
     vllm = launch_command(spread_plan, "vllm")
     assert "--enable-expert-parallel" in vllm.arguments and vllm.flags["--enable-expert-parallel"] is None
     at = vllm.arguments.index("--enable-expert-parallel")
@@ -96,8 +96,8 @@ def test_a_plan_keeps_its_layout_through_json_and_simulation(spread_plan):
     from calculator.simulation import plan_setup, simulate_plan
 
     again = FleetPlan.from_json_dict(json.loads(json.dumps(spread_plan.to_json_dict())))
-    assert again.expert_parallel == spread_plan.expert_parallel
-    assert plan_setup(spread_plan).expert_parallel == spread_plan.expert_parallel
+    assert again.layout.expert_parallel == spread_plan.layout.expert_parallel
+    assert plan_setup(spread_plan).expert_parallel == spread_plan.layout.expert_parallel
     result = simulate_plan(spread_plan, requests=300, seeds=1)
     assert result.throughput.m_as("request/s") > 0
 
@@ -139,9 +139,9 @@ def ranks_plan():
 
 
 def test_the_sizer_chooses_attention_ranks_where_they_are_cheaper(ranks_plan):
-    assert ranks_plan.feasible and ranks_plan.data_parallel == ranks_plan.tensor_parallel == 8
-    assert ranks_plan.expert_parallel == 8
-    assert ranks_plan.batch % ranks_plan.data_parallel == 0  # each rank's cap times the ranks
+    assert ranks_plan.feasible and ranks_plan.layout.data_parallel == ranks_plan.layout.stage_gpus == 8
+    assert ranks_plan.layout.expert_parallel == 8
+    assert ranks_plan.batch % ranks_plan.layout.data_parallel == 0  # each rank's cap times the ranks
     tensor_only = size_fleet(
         "deepseek-v3", Workload(Q_(100, "request/s"), 1024, 1024), Targets(Q_(5, "s"), Q_(100, "ms")),
         SearchSpace("h200-sxm", "fp8", moe_layouts=("tensor",)), engine="trtllm",
@@ -210,7 +210,7 @@ def test_a_model_larger_than_one_node_is_sized_over_several_with_the_scale_out_l
         "deepseek-v3", Workload(Q_(50, "request/s"), 1024, 256), Targets(Q_(2, "s"), Q_(60, "ms")),
         SearchSpace("h100-sxm", "fp8"), engine="sglang",
     )  # fmt: skip
-    assert plan.feasible and plan.replica_gpus == 16 and plan.nodes_per_replica == 2  # TP 16, or TP 8 x PP 2
+    assert plan.feasible and plan.layout.gpus == 16 and plan.layout.nodes == 2  # TP 16, or TP 8 x PP 2
     assert "over 2 nodes" in plan_summary(plan)
     families = {"h100-sxm/fp8/tp16", "h100-sxm/fp8/tp16/ep16", "h100-sxm/fp8/tp16/dp16/ep16", "h100-sxm/fp8/tp8/pp2"}
     assert len(families - set(plan.rejected)) == 1  # every layout searched, one of them the plan
@@ -225,7 +225,7 @@ def test_a_model_larger_than_one_node_is_sized_over_several_with_the_scale_out_l
         "deepseek-v3", Workload(Q_(50, "request/s"), 1024, 256), Targets(Q_(2, "s"), Q_(60, "ms")),
         SearchSpace("b300-sxm", "fp8", tensor_parallel=(8, 16)), engine="sglang",
     )  # fmt: skip
-    assert "no scale-out link" in b300.rejected["b300-sxm/fp8/tp16"] and b300.tensor_parallel == 8
+    assert "no scale-out link" in b300.rejected["b300-sxm/fp8/tp16"] and b300.layout.stage_gpus == 8
 
 
 @pytest.fixture(scope="module")
@@ -240,8 +240,8 @@ def test_a_replica_over_two_nodes_launches_on_each_with_each_engines_documented_
     import yaml
 
     tensor, ranks = two_node_plans["tensor"], two_node_plans["attention-dp"]
-    nodes = ranks.nodes_per_replica  # two or four nodes of eight ranks, whichever is cheaper
-    assert tensor.nodes_per_replica == 2 and nodes in (2, 4) and ranks.data_parallel == 8 * nodes
+    nodes = ranks.layout.nodes  # two or four nodes of eight ranks, whichever is cheaper
+    assert tensor.layout.nodes == 2 and nodes in (2, 4) and ranks.layout.data_parallel == 8 * nodes
     vllm = launch_command(tensor, "vllm")
     assert vllm.nodes == 2 and vllm.flags["--nnodes"] == "2" and vllm.flags["--node-rank"] == "$NODE_RANK"
     assert vllm.worker_flags == {"--headless": None} and '--master-addr "$LEADER_ADDRESS"' in vllm.command
@@ -328,12 +328,14 @@ def test_a_model_larger_than_one_node_is_also_sized_as_pipeline_stages():
         "llama-3.1-405b", Workload(Q_(5, "request/s"), 1024, 256), Targets(Q_(2, "s"), Q_(60, "ms")),
         SearchSpace("h100-sxm", "bf16"), engine="vllm",
     )  # fmt: skip
-    assert plan.feasible and plan.nodes_per_replica == 2
+    assert plan.feasible and plan.layout.nodes == 2
     searched = ("feasible but not the cheapest", "no cheaper than the plan")  # evaluated, or bounded by the plan
     assert plan.rejected["h100-sxm/bf16/tp8/pp2"].startswith(searched)
     assert not any(key.startswith("h100-sxm/bf16/tp0") for key in plan.rejected)  # no stage smaller than a GPU
-    staged = dataclasses.replace(plan, tensor_parallel=8, pipeline_parallel=2, gpus=plan.replicas * 16)
-    assert staged.replica_gpus == 16 and "TP 8, PP 2 over 2 nodes" in plan_summary(staged)
+    staged = dataclasses.replace(
+        plan, layout=dataclasses.replace(plan.layout, tensor_parallel=8, pipeline_parallel=2), gpus=plan.replicas * 16
+    )
+    assert staged.layout.gpus == 16 and "TP 8, PP 2 over 2 nodes" in plan_summary(staged)
     vllm, sglang, trtllm = (launch_command(staged, engine) for engine in ("vllm", "sglang", "trtllm"))
     assert vllm.flags["--pipeline-parallel-size"] == "2" and vllm.flags["--tensor-parallel-size"] == "8"
     assert sglang.flags["--pp-size"] == "2" and trtllm.flags["--pp_size"] == "2"
@@ -351,9 +353,11 @@ def test_a_model_larger_than_one_node_is_also_sized_as_pipeline_stages():
     assert plan_setup(staged).pipeline_parallel == 2
     # a plan file with stages checks its GPUs against them
     restored = FleetPlan.from_json_dict(json.loads(json.dumps(staged.to_json_dict())))
-    assert restored.pipeline_parallel == 2 and restored.replica_gpus == 16
-    with pytest.raises(InputError, match="replicas x tensor_parallel x pipeline_parallel"):
-        FleetPlan.from_json_dict({**json.loads(json.dumps(staged.to_json_dict())), "pipeline_parallel": 1})
+    assert restored.layout.pipeline_parallel == 2 and restored.layout.gpus == 16
+    one_stage = json.loads(json.dumps(staged.to_json_dict()))
+    one_stage["layout"]["pipeline_parallel"] = 1
+    with pytest.raises(InputError, match=r"must be replicas x the layout's GPUs \(\d+ x 8: tensor_parallel x"):
+        FleetPlan.from_json_dict(one_stage)
 
 
 def test_every_plan_carries_its_layout_as_one_value(ranks_plan, two_node_plans):
@@ -362,8 +366,8 @@ def test_every_plan_carries_its_layout_as_one_value(ranks_plan, two_node_plans):
 
     for plan in (ranks_plan, *two_node_plans.values()):
         layout = plan.layout
-        assert isinstance(layout, Layout) and layout.gpus == plan.replica_gpus == plan.gpus // plan.replicas
-        assert layout.nodes == plan.nodes_per_replica
+        assert isinstance(layout, Layout) and layout.gpus == plan.layout.gpus == plan.gpus // plan.replicas
+        assert layout.nodes == plan.layout.nodes
         prediction = predict_benchmark(plan.model, plan.accelerator, plan.precision, input_tokens=1024,
                                        output_tokens=1024, concurrency=64, engine=plan.engine, **layout.keywords())  # fmt: skip
         assert prediction.tpot.m_as("s") > 0
@@ -433,15 +437,15 @@ def test_prompts_landing_together_prefill_side_by_side_on_the_attention_ranks():
     targets = Targets(Q_(5, "s"), Q_(300, "ms"), max_utilization=1.0)
     space = SearchSpace("h200-sxm", "fp8", tensor_parallel=(8,), moe_layouts=("attention-dp",))
     plan = size_fleet("deepseek-v3", Workload(Q_(rate, "request/s"), 1024, 1024), targets, space, engine="trtllm")
-    assert plan.replicas == 1 and plan.data_parallel == 8
+    assert plan.replicas == 1 and plan.layout.data_parallel == 8
     setup = SimulationSetup(
         "deepseek-v3", "h200-sxm", "fp8", tensor_parallel=8, engine="trtllm", expert_parallel=8, data_parallel=8,
         max_num_seqs=int(plan.batch),
     )  # fmt: skip
     run = simulate(setup, Traffic(Q_(rate, "request/s"), 1024, 1024, requests=3500), seeds=1)
     steady = run.requests[(run.requests.arrival > 150) & (run.requests.arrival < run.requests.arrival.max() - 100)]
-    assert steady.tpot.mean() == pytest.approx(plan.tpot.m_as("s"), rel=0.03)
-    assert steady.ttft.mean() == pytest.approx(plan.ttft.m_as("s"), rel=0.05)
+    assert steady.tpot.mean() == pytest.approx(plan.service.tpot.m_as("s"), rel=0.03)
+    assert steady.ttft.mean() == pytest.approx(plan.service.ttft.m_as("s"), rel=0.05)
 
 
 def test_the_expert_exchange_time_is_the_engines_collectives_per_layer():

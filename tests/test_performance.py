@@ -1113,7 +1113,7 @@ def test_an_overlap_scheduler_makes_a_busy_arrival_wait_one_iteration_more(tmp_p
         for r in (None, reg)
     ]  # fmt: skip
     assert (plans[0].gpus, plans[0].batch) == (plans[1].gpus, plans[1].batch)
-    assert Q_(0, "s") < plans[0].ttft - plans[1].ttft <= plans[0].tpot
+    assert Q_(0, "s") < plans[0].service.ttft - plans[1].service.ttft <= plans[0].service.tpot
 
 
 def test_a_benchmark_collection_is_a_harness_shared_by_its_campaigns(tmp_path, monkeypatch):

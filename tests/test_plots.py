@@ -37,7 +37,7 @@ def test_frontier_figure_draws_every_fitting_configuration_and_marks_the_plan():
     star = next(t for t in figure.data if t.name == "plan")
     row = table[
         (table.accelerator == plan.accelerator)
-        & (table.tensor_parallel == plan.tensor_parallel)
+        & (table.tensor_parallel == plan.layout.stage_gpus)
         & (table.batch == plan.batch)
     ]
     assert star.y[0] == pytest.approx(row.tokens_per_s_per_gpu.iloc[0])

@@ -50,21 +50,26 @@ def test_fleet_plan_to_frame_is_one_row_with_unit_labels(plan):
     frame = plan.to_frame()
     assert len(frame) == 1
     assert frame.loc[0, "gpus"] == plan.gpus
-    assert frame.loc[0, "cost_per_hour [USD/h]"] == pytest.approx(plan.cost_per_hour.m_as("USD/hour"))
-    assert frame.loc[0, "ttft [s]"] == pytest.approx(plan.ttft.m_as("s"))
+    assert frame.loc[0, "cost.per_hour [USD/h]"] == pytest.approx(plan.cost.per_hour.m_as("USD/hour"))
+    assert frame.loc[0, "service.ttft [s]"] == pytest.approx(plan.service.ttft.m_as("s"))
+    assert frame.loc[0, "layout.tensor_parallel"] == plan.layout.tensor_parallel  # the parts flatten to dotted names
     # dicts flatten to dotted names
     assert any(c.startswith("rejected.h100-sxm/fp8/tp") for c in frame.columns)
-    shown = plan.to_frame(units={"ttft": "ms", "cost_per_hour": "USD/day"})
-    assert shown.loc[0, "ttft [ms]"] == pytest.approx(plan.ttft.m_as("ms"))
-    assert shown.loc[0, "cost_per_hour [USD/d]"] == pytest.approx(plan.cost_per_hour.m_as("USD/day"))
+    shown = plan.to_frame(units={"service.ttft": "ms", "cost.per_hour": "USD/day"})
+    assert shown.loc[0, "service.ttft [ms]"] == pytest.approx(plan.service.ttft.m_as("ms"))
+    assert shown.loc[0, "cost.per_hour [USD/d]"] == pytest.approx(plan.cost.per_hour.m_as("USD/day"))
     assert plan.to_dict()["gpus"] == plan.gpus  # to_dict unchanged
 
 
 def test_infeasible_plan_frame_lines_up_with_feasible_ones(plan, infeasible):
-    units = {"ttft": "ms", "tpot": "ms", "cost_per_hour": "USD/hour", "closest.tpot": "ms"}
-    both = pd.concat([plan.to_frame(units), infeasible.to_frame(units)], ignore_index=True)
-    assert both.loc[0, "tpot [ms]"] == pytest.approx(plan.tpot.m_as("ms"))
-    assert np.isnan(both.loc[1, "tpot [ms]"]) and np.isnan(both.loc[1, "cost_per_hour [USD/h]"])
+    units = {"service.ttft": "ms", "service.tpot": "ms", "cost.per_hour": "USD/hour", "closest.tpot": "ms"}
+    alone = infeasible.to_frame(units)
+    # an infeasible plan's parts are columns too, of missing values (never zeros)
+    assert "service" not in alone.columns and {"service.tpot [ms]", "layout.tensor_parallel"} <= set(alone.columns)
+    assert alone.loc[0, "layout.tensor_parallel"] is None and np.isnan(alone.loc[0, "service.tpot [ms]"])
+    both = pd.concat([plan.to_frame(units), alone], ignore_index=True)
+    assert both.loc[0, "service.tpot [ms]"] == pytest.approx(plan.service.tpot.m_as("ms"))
+    assert np.isnan(both.loc[1, "service.tpot [ms]"]) and np.isnan(both.loc[1, "cost.per_hour [USD/h]"])
     assert both.loc[1, "closest.tpot [ms]"] == pytest.approx(infeasible.closest["tpot"].m_as("ms"))
     assert not both.loc[1, "feasible"]
 

@@ -124,7 +124,7 @@ def test_one_token_budget_in_a_user_file_moves_the_predictor_the_sizer_and_the_s
         )  # fmt: skip
         assert plan.feasible, plan.reason
         assert budgets and max(budgets) == (8192.0 if registry is None else 1024.0)
-        return plan.tbt_max.m_as("s")
+        return plan.service.tbt_max.m_as("s")
 
     def simulated(files: tuple) -> float:
         budgets.clear()

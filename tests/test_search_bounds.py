@@ -59,7 +59,7 @@ def _assert_same_plan(pruned, full):
         assert pruned.feasible  # only a plan found can leave a family unevaluated
         if other.code == "costlier":  # feasible: it costs at least its bound, and no less than the plan
             assert other.values["gpus"] >= rejection.values["gpus"]
-            assert other.values["cost_per_hour"] >= rejection.values["cost_per_hour"] >= pruned.cost_per_hour
+            assert other.values["cost_per_hour"] >= rejection.values["cost_per_hour"] >= pruned.cost.per_hour
     return sum(r.code == "bound" for r in pruned.rejections)
 
 

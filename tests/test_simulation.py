@@ -332,10 +332,10 @@ def test_verify_plan_refuses_what_it_cannot_simulate():
 def test_the_sizer_uses_the_running_batch_and_the_router():
     plan = _plan(percentile=None)
     # TPOT is evaluated where the load puts the batch, below the replica's cap.
-    assert plan.running_batch < plan.batch
+    assert plan.service.running_batch < plan.batch
     check = simulate_plan(plan, seeds=1, requests=6000)
-    assert check.value("tpot").m_as("s") == pytest.approx(plan.tpot.m_as("s"), rel=0.15)
-    assert check.occupancy.running.mean() == pytest.approx(plan.running_batch, rel=0.15)
+    assert check.value("tpot").m_as("s") == pytest.approx(plan.service.tpot.m_as("s"), rel=0.15)
+    assert check.occupancy.running.mean() == pytest.approx(plan.service.running_batch, rel=0.15)
     # Random dispatch leaves each replica Poisson arrivals; round robin smooths them.
     random = _plan(rate=120, router="random")
     ordered = _plan(rate=120, router="round_robin")
@@ -427,7 +427,7 @@ def test_random_dispatch_plans_count_the_bursts_prefill_adds_to_tpot(model, gpu,
     run = simulate_plan(plan, replicas=plan.replicas, requests=20000, seeds=[0, 1], router="random")
     assert run.stable and run.value("ttft") <= Q_(ttft), run.verdict
     assert run.value("tpot") <= 1.06 * Q_(tpot), run.verdict
-    assert run.value("tpot").m_as("ms") == pytest.approx(plan.tpot.m_as("ms"), rel=0.06)
+    assert run.value("tpot").m_as("ms") == pytest.approx(plan.service.tpot.m_as("ms"), rel=0.06)
 
 
 def test_long_requests_filling_the_fleet_are_not_a_growing_backlog():

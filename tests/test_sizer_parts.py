@@ -72,18 +72,18 @@ def test_every_option_reaches_the_plan_through_its_part():
     plan = size_fleet("llama-3.1-70b", TRAFFIC, targets, space, serving=serving, costs=costs, engine="vllm")
     assert plan.feasible, plan.reason
     assert plan.targets == targets and plan.serving == serving and plan.workload == TRAFFIC
-    assert plan.tensor_parallel in (2, 4) and plan.batch in (8, 16, 32, 64) and plan.kv_precision == "bf16"
-    assert plan.utilization <= 0.7 == plan.max_utilization and plan.router == "random"
-    assert plan.tbt_max <= Q_(250, "ms")
-    assert plan.cost_per_hour == Q_(3 * plan.gpus, "USD/hour")
+    assert plan.layout.stage_gpus in (2, 4) and plan.batch in (8, 16, 32, 64) and plan.kv_precision == "bf16"
+    assert plan.service.utilization <= 0.7 == plan.max_utilization and plan.router == "random"
+    assert plan.service.tbt_max <= Q_(250, "ms")
+    assert plan.cost.per_hour == Q_(3 * plan.gpus, "USD/hour")
     # the electricity price and the idle power are the ones given
-    energy_cost = (plan.energy_per_million_output_tokens * Q_(0.2, "USD/(kW*hour)")).m_as("USD")
-    assert plan.electricity_cost_per_million_output_tokens.m_as("USD") == pytest.approx(energy_cost)
-    busy = plan.gpus * 700 * (0.5 + 0.5 * plan.utilization)  # H100 TDP 700 W
-    assert plan.power.m_as("W") == pytest.approx(busy)
+    energy_cost = (plan.energy.per_million_output_tokens * Q_(0.2, "USD/(kW*hour)")).m_as("USD")
+    assert plan.energy.electricity_cost_per_million_output_tokens.m_as("USD") == pytest.approx(energy_cost)
+    busy = plan.gpus * 700 * (0.5 + 0.5 * plan.service.utilization)  # H100 TDP 700 W
+    assert plan.energy.power.m_as("W") == pytest.approx(busy)
     # and the serving options matter: without them the plan differs
     plain = size_fleet("llama-3.1-70b", TRAFFIC, targets, space, costs=costs, engine="vllm")
-    assert plain.ttft != plan.ttft
+    assert plain.service.ttft != plan.service.ttft
 
 
 @pytest.mark.parametrize(
@@ -158,7 +158,7 @@ def test_the_sizers_evaluation_is_a_typed_record_and_its_plan_is_its_best_cell()
     assert e.tpot.shape == e.ttft.shape == e.replicas.shape == (1, 3)
     plan = size_fleet("llama-3.1-8b", TRAFFIC, TARGETS, space, costs=Costs(Q_(3, "USD/hour")), engine="vllm")
     j = [16, 32, 64].index(plan.batch)
-    assert plan.tpot.m_as("s") == pytest.approx(e.tpot[0, j]) and plan.replicas == e.replicas[0, j]
+    assert plan.service.tpot.m_as("s") == pytest.approx(e.tpot[0, j]) and plan.replicas == e.replicas[0, j]
 
 
 def test_a_plan_round_trips_through_its_json():

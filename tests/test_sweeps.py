@@ -4,6 +4,7 @@ import itertools
 import tracemalloc
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from calculator import Q_
@@ -288,11 +289,12 @@ def test_sweep_fleet_rows_equal_size_fleet():
         )
         assert row["feasible"] == plan.feasible and row["reason"] == plan.reason
         if plan.feasible:
-            assert row["gpus"] == plan.gpus and row["tensor_parallel"] == plan.tensor_parallel
-            assert row["cost_per_hour [USD/h]"] == pytest.approx(plan.cost_per_hour.m_as("USD/hour"))
-            assert row["ttft [ms]"] == pytest.approx(plan.ttft.m_as("ms"))
-        else:
-            assert np.isnan(row["cost_per_hour [USD/h]"])
+            assert row["gpus"] == plan.gpus and row["layout.tensor_parallel"] == plan.layout.tensor_parallel
+            assert row["cost.per_hour [USD/h]"] == pytest.approx(plan.cost.per_hour.m_as("USD/hour"))
+            assert row["service.ttft [ms]"] == pytest.approx(plan.service.ttft.m_as("ms"))
+        else:  # no parts: their columns are missing values, never zeros
+            assert np.isnan(row["cost.per_hour [USD/h]"]) and np.isnan(row["service.ttft [ms]"])
+            assert pd.isna(row["layout.tensor_parallel"]) and pd.isna(row["service.utilization"])
             assert row["closest.tpot [ms]"] == pytest.approx(plan.closest["tpot"].m_as("ms"))
     provenance = frame.attrs["provenance"]
     assert provenance.models == ("fleet.size_fleet",)

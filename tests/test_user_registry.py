@@ -71,10 +71,10 @@ def test_a_user_registry_sizes_a_fleet_through_the_api(user_file):
     plan = _size(registry=registry)
     assert plan.feasible and plan.accelerator == "my-gpu"
     # The price is the user's own, found in the registry the sizer was given.
-    assert plan.cost_per_hour.m_as("USD/hour") == pytest.approx(plan.gpus * 2.75)
+    assert plan.cost.per_hour.m_as("USD/hour") == pytest.approx(plan.gpus * 2.75)
     # An accelerator object carries its registry: its host link resolves there, no registry= needed.
     same = _size(accelerator=registry.accelerator("my-gpu"))
-    assert same.gpus == plan.gpus and same.cost_per_hour == plan.cost_per_hour
+    assert same.gpus == plan.gpus and same.cost.per_hour == plan.cost.per_hour
     # The default registry knows nothing of it.
     with pytest.raises(KeyError, match="my-gpu"):
         _size()
@@ -92,7 +92,7 @@ def test_a_user_registry_sizes_and_simulates_from_the_cli(user_file, tmp_path):
     sized = runner.invoke(app, ["size", *args, "--json"])
     assert sized.exit_code == 0, sized.output
     plan = json.loads(sized.stdout)
-    assert plan["accelerator"] == "my-gpu" and plan["cost_per_hour"]["value"] == pytest.approx(plan["gpus"] * 2.75)
+    assert plan["accelerator"] == "my-gpu" and plan["cost"]["per_hour"]["value"] == pytest.approx(plan["gpus"] * 2.75)
     (tmp_path / "plan.json").write_text(sized.stdout, encoding="utf-8")
     simulated = runner.invoke(
         app, ["simulate", "--plan", str(tmp_path / "plan.json"), "--requests", "2000", "--seeds", "1"]
@@ -174,7 +174,9 @@ def test_an_accelerator_without_a_price_asks_for_the_cli_flag(tmp_path):
     assert "price=" not in result.stderr.replace("--price my-gpu=", "")
     priced = CliRunner().invoke(app, [*args, "--price", "my-gpu=2 USD/hour", "--json"])
     assert priced.exit_code == 0, priced.output
-    assert json.loads(priced.stdout)["cost_per_hour"]["value"] == pytest.approx(2.0 * json.loads(priced.stdout)["gpus"])
+    assert json.loads(priced.stdout)["cost"]["per_hour"]["value"] == pytest.approx(
+        2.0 * json.loads(priced.stdout)["gpus"]
+    )
 
 
 @pytest.mark.parametrize(
@@ -221,7 +223,7 @@ def test_an_engine_default_changed_in_a_user_file_reaches_the_sizer_and_the_laun
     packaged = size_fleet(*args, engine="vllm", costs=Costs(Q_(3, "USD/hour")))
     ours = size_fleet(*args, engine="vllm", costs=Costs(Q_(3, "USD/hour")), registry=reg)
     # the sizer prices the user's token budget: smaller prefill chunks, shorter gaps between tokens
-    assert ours.tbt_max < packaged.tbt_max
+    assert ours.service.tbt_max < packaged.service.tbt_max
     from calculator.deploy import launch_command
 
     assert launch_command(packaged, "vllm").flags["--max-num-batched-tokens"] == "8192"
@@ -329,7 +331,7 @@ def test_the_example_user_file_is_valid_and_sizes_a_fleet(tmp_path):
     plan = size_fleet("llama-3.1-8b", Workload(Q_(20, "request/s"), 1024, 256), Targets(Q_(1, "s"), Q_(50, "ms")),
                       SearchSpace("example-gpu", "fp8"), registry=reg)  # fmt: skip
     assert plan.feasible and plan.accelerator == "example-gpu"
-    assert plan.cost_per_hour.m_as("USD/hour") == pytest.approx(plan.gpus * 2.75)  # the file's price
+    assert plan.cost.per_hour.m_as("USD/hour") == pytest.approx(plan.gpus * 2.75)  # the file's price
     broken = tmp_path / "broken.yaml"
     broken.write_text(example.read_text(encoding="utf-8").replace("    kind: user\n", ""), encoding="utf-8")
     with pytest.raises(RegistryError, match="kind"):

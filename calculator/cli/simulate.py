@@ -151,7 +151,7 @@ def simulate_command(
     targets is found, within --time-limit for the whole search; with --replicas N only N are
     simulated. Progress goes to standard error, results to standard output.
     """
-    from ..simulation import router_name, simulate_plan, verify_plan
+    from ..simulation import router_name
 
     fmt = _format(output_format, as_json)
     if replicas is not None and verify:
@@ -163,61 +163,21 @@ def simulate_command(
     plan, inputs = _plan_to_simulate(model, sizing, plan_file)
     if not plan.feasible:
         raise _fail(f"the plan is infeasible, there is nothing to simulate: {plan.reason}", code=1)
-    with _library_errors(), _stderr_progress() as bar:
-        task = bar.add_task("simulating", total=1.0)
-        options: dict[str, Any] = {"requests": requests, "seeds": seeds, "router": router,
-                   "progress": lambda done: bar.update(task, completed=done)}  # fmt: skip
-        options["time_limit"] = time_limit
-        if replicas is None:
-            verification = verify_plan(plan, max_replicas=max_replicas, **options)
-            results = verification.results
-        else:
-            verification = None
-            results = {replicas: simulate_plan(plan, replicas=replicas, **options)}
-    runs = dict(sorted(results.items()))
+    verification, runs = _simulation_runs(plan, replicas, max_replicas, requests, seeds, router, time_limit)
     first = next(iter(runs.values()))
     head: dict[str, Any] = {
         "plan": {
-            key: getattr(plan, key)
-            for key in ("model", "accelerator", "precision", "engine", "tensor_parallel", "batch", "replicas", "gpus")
+            **{key: getattr(plan, key) for key in ("model", "accelerator", "precision", "engine")},
+            "layout": plan.layout.to_dict(),
+            **{key: getattr(plan, key) for key in ("batch", "replicas", "gpus")},
         },
         "router": first.router,
         "seeds": list(first.seeds),
         "requests_per_seed": {count: run.simulated_requests // len(run.seeds) for count, run in runs.items()},
     }
-    stopped = verification.truncated if verification is not None else first.truncated
 
     def text() -> str:
-        from ..fleet.plan import layout_text
-
-        lines = [
-            f"plan: {plan.gpus} x {plan.accelerator} at {plan.precision} ({_replicas(plan.replicas)} of "
-            f"{layout_text(plan)}), batch cap {plan.batch}, engine {plan.engine}, router {first.router}",
-            f"simulated: {len(first.seeds)} seed(s) x "
-            + ", ".join(f"{n:,} requests at {_replicas(count)}" for count, n in head["requests_per_seed"].items()),
-        ]
-        if stopped:
-            lines.append(f"note: cut short by --time-limit {time_limit:g} s: {stopped}")
-        if verification is not None:
-            found = verification.simulated_replicas
-            lines += [
-                f"verdict: {verification.verdict}",
-                f"analytical replicas: {verification.analytical_replicas}",
-                f"simulated replicas: {found if found is not None else 'none found'}",
-                "",
-                verification.table.drop(columns="verdict").round(3).to_string(index=False),
-                "",
-                *(f"  {_replicas(row.replicas)}: {row.verdict}" for row in verification.table.itertuples()),
-            ]
-            shown: list[int] = [verification.analytical_replicas]
-            if found is not None and found != verification.analytical_replicas:
-                shown.append(found)
-        else:
-            lines.append(f"verdict: {first.verdict}")
-            shown = [replicas] if replicas is not None else []
-        for count in shown:
-            lines += ["", *_summary_text(runs[count])]
-        return "\n".join(lines)
+        return _simulation_text(plan, runs, head, verification, replicas, time_limit)
 
     def as_json_text() -> str:
         if verification is not None:
@@ -244,6 +204,75 @@ def simulate_command(
             "router": first.router,
         },
     )
+
+
+def _simulation_runs(
+    plan: Any,
+    replicas: int | None,
+    max_replicas: int | None,
+    requests: int | None,
+    seeds: int,
+    router: str | None,
+    time_limit: float,
+) -> tuple[Any, dict[int, Any]]:
+    """The verification (None with ``--replicas``) and the runs by replica count, in increasing count."""
+    from ..simulation import simulate_plan, verify_plan
+
+    with _library_errors(), _stderr_progress() as bar:
+        task = bar.add_task("simulating", total=1.0)
+        options: dict[str, Any] = {"requests": requests, "seeds": seeds, "router": router,
+                   "progress": lambda done: bar.update(task, completed=done)}  # fmt: skip
+        options["time_limit"] = time_limit
+        if replicas is None:
+            verification = verify_plan(plan, max_replicas=max_replicas, **options)
+            results = verification.results
+        else:
+            verification = None
+            results = {replicas: simulate_plan(plan, replicas=replicas, **options)}
+    return verification, dict(sorted(results.items()))
+
+
+def _simulation_text(
+    plan: Any,
+    runs: dict[int, Any],
+    head: dict[str, Any],
+    verification: Any,
+    replicas: int | None,
+    time_limit: float,
+) -> str:
+    """The text output of ``simulate``: the plan, what was simulated, the verdict and the latency summaries."""
+    from ..fleet.plan import layout_text
+
+    first = next(iter(runs.values()))
+    stopped = verification.truncated if verification is not None else first.truncated
+    lines = [
+        f"plan: {plan.gpus} x {plan.accelerator} at {plan.precision} ({_replicas(plan.replicas)} of "
+        f"{layout_text(plan.layout)}), batch cap {plan.batch}, engine {plan.engine}, router {first.router}",
+        f"simulated: {len(first.seeds)} seed(s) x "
+        + ", ".join(f"{n:,} requests at {_replicas(count)}" for count, n in head["requests_per_seed"].items()),
+    ]
+    if stopped:
+        lines.append(f"note: cut short by --time-limit {time_limit:g} s: {stopped}")
+    if verification is not None:
+        found = verification.simulated_replicas
+        lines += [
+            f"verdict: {verification.verdict}",
+            f"analytical replicas: {verification.analytical_replicas}",
+            f"simulated replicas: {found if found is not None else 'none found'}",
+            "",
+            verification.table.drop(columns="verdict").round(3).to_string(index=False),
+            "",
+            *(f"  {_replicas(row.replicas)}: {row.verdict}" for row in verification.table.itertuples()),
+        ]
+        shown: list[int] = [verification.analytical_replicas]
+        if found is not None and found != verification.analytical_replicas:
+            shown.append(found)
+    else:
+        lines.append(f"verdict: {first.verdict}")
+        shown = [replicas] if replicas is not None else []
+    for count in shown:
+        lines += ["", *_summary_text(runs[count])]
+    return "\n".join(lines)
 
 
 def _plan_to_simulate(model: str | None, sizing: SizingFlags, plan_file: Path | None) -> tuple[Any, dict[str, Any]]:

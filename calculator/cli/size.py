@@ -97,7 +97,8 @@ def _configuration(plan: Any) -> str:
     from ..fleet.plan import layout_text
 
     return (
-        f"{plan.gpus} x {plan.accelerator} at {plan.precision} ({_replicas(plan.replicas)} of {layout_text(plan)}, "
+        f"{plan.gpus} x {plan.accelerator} at {plan.precision} ({_replicas(plan.replicas)} of "
+        f"{layout_text(plan.layout)}, "
         f"batch cap {plan.batch})"
     )
 
@@ -255,10 +256,11 @@ def _verification_lines(plan: Any) -> list[str]:
     run = verification.results.get(plan.replicas)
     if run is None:  # the plan's count was not simulated (a search that started elsewhere)
         return lines
-    checks = [("ttft", percentile_label(targets.ttft_percentile), plan.ttft, targets.ttft)]
-    checks.append(("tpot", "mean", plan.tpot, targets.tpot))
+    service = plan.service
+    checks = [("ttft", percentile_label(targets.ttft_percentile), service.ttft, targets.ttft)]
+    checks.append(("tpot", "mean", service.tpot, targets.tpot))
     if targets.tbt is not None:
-        checks.append(("tbt_max", "p99", plan.tbt_max, targets.tbt))
+        checks.append(("tbt_max", "p99", service.tbt_max, targets.tbt))
     for metric, statistic, analytical, target in checks:
         simulated = run.value(metric, statistic)
         lines.append(
@@ -305,7 +307,7 @@ def _size_disaggregated(
         fmt,
         out,
         (lambda: json.dumps(plan.to_json_dict(), indent=2)) if fmt is Format.json else table,
-        lambda: plan.to_frame({"kv_handoff": "ms", "ttft": "ms", "tpot": "ms", "cost_per_hour": "USD/hour"}),
+        lambda: plan.to_frame({"kv_handoff": "ms", "ttft": "ms", "tpot": "ms", "cost.per_hour": "USD/hour"}),
         models=["fleet.size_disaggregated"],
         registry_ids=[inputs.model, *sizing.accelerator, *inputs.defaults],
         inputs=inputs.record("workload", "targets", "space", "costs"),
@@ -444,6 +446,16 @@ def _emit_deployment(plan: Any, emit: EmitTarget, out: Path | None, registry: An
 # --------------------------------------------------------------------------------------------- compare
 
 
+#: The columns of ``compare``: label, the part of a plan holding the value, its name there.
+_COMPARED = (
+    ("ttft", "service", "ttft"),
+    ("tpot", "service", "tpot"),
+    ("cost_per_hour", "cost", "per_hour"),
+    ("cost_per_month", "cost", "per_month"),
+    ("cost_per_million_output_tokens", "cost", "per_million_output_tokens"),
+)
+
+
 @app.command("compare")
 @_sizing_options
 def compare_command(
@@ -483,6 +495,7 @@ def compare_command(
         """One row per mode: its configuration (or why it is infeasible), GPUs, latencies and costs."""
         import pandas as pd
 
+        from ..fleet import FleetPlan
         from ..sweeps import PLAN_UNITS
         from ..units import ureg
 
@@ -491,10 +504,12 @@ def compare_command(
             row: dict[str, Any] = {"mode": mode, "feasible": plan.feasible}
             row["configuration"] = configuration(plan) if plan.feasible else plan.reason
             row["gpus"] = plan.gpus if plan.feasible else None
-            for key in ("ttft", "tpot", "cost_per_hour", "cost_per_month", "cost_per_million_output_tokens"):
-                unit = PLAN_UNITS[key]
+            timing = plan.service if isinstance(plan, FleetPlan) else plan  # a disaggregated plan's are its own
+            for key, part, name in _COMPARED:
+                unit = PLAN_UNITS[f"{part}.{name}"]
                 label = f"{key} [{ureg.Unit(unit):~P}]"
-                row[label] = getattr(plan, key).m_as(unit) if plan.feasible else None
+                value = getattr(timing if part == "service" else plan.cost, name) if plan.feasible else None
+                row[label] = value.m_as(unit) if value is not None else None
             rows.append(row)
         return pd.DataFrame(rows)
 

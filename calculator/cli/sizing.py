@@ -558,7 +558,9 @@ def _shown(key: str, value: Any) -> str:
     from ..units import ureg
 
     if isinstance(value, ureg.Quantity):
-        unit = {**PLAN_UNITS, "kv_handoff": "ms", "saving": "USD/hour"}.get(key) or PLAN_UNITS.get(f"{key}.low")
+        # a disaggregated plan's ttft and tpot in the service's units; an interval in its ends'
+        units = {**PLAN_UNITS, "kv_handoff": "ms", "saving": "USD/hour"}
+        unit = units.get(key) or units.get(f"service.{key}") or units.get(f"{key}.low")
         value = value.to(unit) if unit else value
         return f"{_number(float(value.magnitude))} {value.units:~P}"
     if isinstance(value, bool | str):
@@ -575,10 +577,18 @@ def _shown(key: str, value: Any) -> str:
 
 
 def _field_lines(result: Any, skip: tuple[str, ...] = ()) -> list[str]:
-    """``name: value`` lines of a plan's fields; an infeasible plan shows no zero configuration."""
+    """``name: value`` lines of a plan's fields, a part's as ``part.name``; an infeasible plan shows no zeros."""
+    from ..fleet.plan import PLAN_PARTS
+
+    values: dict[str, Any] = {}
+    for key, value in result.to_dict().items():
+        if key in PLAN_PARTS and isinstance(value, dict):
+            values.update({f"{key}.{name}": item for name, item in value.items()})
+        else:
+            values[key] = value
     return [
         f"{key}: {_shown(key, value)}"
-        for key, value in result.to_dict().items()
+        for key, value in values.items()
         if key not in skip
         and value is not None
         and not (isinstance(value, str | dict | tuple) and not value)

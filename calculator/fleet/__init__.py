@@ -13,7 +13,8 @@ The submodules, each re-exported here:
   targets (:class:`Targets`), the configurations searched (:class:`SearchSpace`), the serving
   features (:class:`ServingOptions`, speculative decoding with :class:`Speculation`) and the prices
   (:class:`Costs`, GPU-hour prices from the registry).
-* :mod:`~calculator.fleet.plan`: the answer (:class:`FleetPlan`), why each family is not it
+* :mod:`~calculator.fleet.plan`: the answer (:class:`FleetPlan`) in parts (its :class:`Layout`,
+  :class:`PlanService`, :class:`PlanCost` and :class:`PlanEnergy`), why each family is not it
   (:class:`Rejection`) and :func:`plan_summary`.
 * :mod:`~calculator.fleet.evaluate`: the vectorized evaluation of the candidate grid (memory,
   iteration time, throughput, running batch, TPOT, TTFT with its waits) into an
@@ -47,7 +48,7 @@ from .inputs import (
     default_price,
     default_price_entry,
 )
-from .plan import FleetPlan, Layout, Rejection, plan_summary
+from .plan import FleetPlan, Layout, PlanCost, PlanEnergy, PlanService, Rejection, plan_summary
 from .sizing import size_fleet
 
 __all__ = [
@@ -58,6 +59,9 @@ __all__ = [
     "DisaggregatedPlan",
     "FleetPlan",
     "Layout",
+    "PlanCost",
+    "PlanEnergy",
+    "PlanService",
     "RelaxedPlan",
     "Rejection",
     "SearchSpace",

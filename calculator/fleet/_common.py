@@ -9,6 +9,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..units import ureg
+from .plan import PlanCost
 
 __all__: list[str] = []
 
@@ -59,8 +60,10 @@ def _registry_for(registry: Any, *entries: Any) -> Any:
     return load_registry()
 
 
-def _fleet_costs(gpus: int, cost_per_hour: float, arrival_rate: float, input_tokens: float, output_tokens: float):
-    """A plan's cost fields from its fleet cost (USD/hour) and its workload (request/s, tokens per request).
+def _fleet_costs(
+    gpus: int, cost_per_hour: float, arrival_rate: float, input_tokens: float, output_tokens: float
+) -> PlanCost:
+    """A plan's cost from its fleet cost (USD/hour) and its workload (request/s, tokens per request).
 
     The cost per million output tokens is the chapter's unit cost (Table 14,
     :func:`~calculator.economics.cost_per_million_tokens`); the cost per million total tokens counts the
@@ -78,9 +81,9 @@ def _fleet_costs(gpus: int, cost_per_hour: float, arrival_rate: float, input_tok
         )
 
     hourly = Q_(cost_per_hour, "USD/hour")
-    return {
-        "cost_per_hour": hourly,
-        "cost_per_month": hourly.to(f"USD/{MONTH}"),
-        "cost_per_million_output_tokens": per_million(output_tokens),
-        "cost_per_million_total_tokens": per_million(input_tokens + output_tokens),
-    }
+    return PlanCost(
+        per_hour=hourly,
+        per_month=hourly.to(f"USD/{MONTH}"),
+        per_million_output_tokens=per_million(output_tokens),
+        per_million_total_tokens=per_million(input_tokens + output_tokens),
+    )

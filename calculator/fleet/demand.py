@@ -107,7 +107,7 @@ def plan_over_time(
 ) -> DemandPlan:
     """Replicas, GPUs and cost of a plan's configuration over a demand curve (requests/s over a day).
 
-    A replica sustains the plan's ``replica_throughput`` at its ``max_utilization`` ceiling. The
+    A replica sustains the plan's ``service.replica_throughput`` at its ``max_utilization`` ceiling. The
     predictive schedule starts replicas ``lead_time`` (default: ``startup_time``) ahead of each rise;
     the reactive one sees demand late and waits a cold start (``startup_time``, for example
     :func:`~calculator.autoscaling.cold_start_time`). Both come from :mod:`calculator.autoscaling`.
@@ -117,13 +117,13 @@ def plan_over_time(
     instance("plan_over_time", "plan", plan, FleetPlan, "a FleetPlan (from size_fleet)")
     if not plan.feasible:
         raise InputError(f"plan_over_time(): the plan is infeasible ({plan.reason})")
-    if plan.cost_per_hour is None or plan.replica_throughput is None:
+    if plan.cost is None or plan.service is None or plan.layout is None:
         raise InputError("plan_over_time(): the plan records no replica throughput or cost (make it with size_fleet)")
     startup = startup_time if startup_time is not None else Q_(0.0, "s")
     grid = {"end": end} if end is not None else {}
     if step is not None:
         grid["step"] = step
-    capacity = plan.replica_throughput
+    capacity = plan.service.replica_throughput
     lead = lead_time if lead_time is not None else startup
     predictive = predictive_schedule(
         times, demand, capacity, startup, lead, target_utilization=plan.max_utilization, **grid
@@ -131,8 +131,8 @@ def plan_over_time(
     reactive = simulate_reactive_scaling(
         times, demand, capacity, startup, target_utilization=plan.max_utilization, **grid
     )
-    tp = plan.replica_gpus  # GPUs per replica
-    price = plan.cost_per_hour / plan.gpus  # per GPU-hour
+    tp = plan.layout.gpus  # GPUs per replica
+    price = plan.cost.per_hour / plan.gpus  # per GPU-hour
     gpus = predictive.billed * tp
     window = predictive.times.size * (step if step is not None else DEFAULT_SCALING_STEP)
     return DemandPlan(

@@ -17,12 +17,12 @@ from ..errors import InputError
 from ..performance import EngineProfile, decode_step_seconds, kv_capacity_tokens, prefill_seconds
 from ..queueing import replica_demand
 from ..results import Result, ceil_count
-from ..types import InterconnectRef, ModelRef, Money, MoneyRate, Time
+from ..types import InterconnectRef, ModelRef, MoneyRate, Time
 from ..units import Q_
 from ._common import MAX_FLEET_GPUS, _fleet_costs
 from .evaluate import _families
 from .inputs import Costs, SearchSpace, ServingOptions, Targets, Workload
-from .plan import FleetPlan
+from .plan import FleetPlan, PlanCost
 from .problem import _part, _resolve
 from .sizing import size_fleet
 
@@ -50,8 +50,9 @@ class DisaggregatedPlan(Result):
         KV-cache transfer from the prefill to the decode pool (Eq. 10), part of TTFT.
     ttft, tpot : Quantity [time]
     gpus : int
-    cost_per_hour, cost_per_month, cost_per_million_output_tokens, cost_per_million_total_tokens : Quantity
-        As for :class:`~calculator.fleet.FleetPlan`.
+    cost : PlanCost or None
+        The fleet's cost per hour, per month and per million tokens, as for :class:`~calculator.fleet.FleetPlan`
+        (None when infeasible).
     """
 
     feasible: bool
@@ -62,10 +63,7 @@ class DisaggregatedPlan(Result):
     ttft: Time | None = None
     tpot: Time | None = None
     gpus: int = 0
-    cost_per_hour: MoneyRate | None = None
-    cost_per_month: MoneyRate | None = None
-    cost_per_million_output_tokens: Money | None = None
-    cost_per_million_total_tokens: Money | None = None
+    cost: PlanCost | None = None
 
 
 def size_disaggregated(
@@ -148,7 +146,7 @@ def size_disaggregated(
         ttft=Q_(float(ttft), "s"),
         tpot=Q_(float(decode.time), "s"),
         gpus=gpus,
-        **_fleet_costs(gpus, cost_hour, lam, workload.input_tokens, workload.output_tokens),
+        cost=_fleet_costs(gpus, cost_hour, lam, workload.input_tokens, workload.output_tokens),
     )
 
 
@@ -287,8 +285,8 @@ def compare_serving_modes(
         costs=costs, registry=registry,
     )  # fmt: skip
     hourly = {
-        "colocated": colocated.cost_per_hour if colocated.feasible else None,
-        "disaggregated": disaggregated.cost_per_hour if disaggregated.feasible else None,
+        "colocated": colocated.cost.per_hour if colocated.cost is not None else None,
+        "disaggregated": disaggregated.cost.per_hour if disaggregated.cost is not None else None,
     }
     feasible = {k: v for k, v in hourly.items() if v is not None}
     if not feasible:

@@ -98,7 +98,7 @@ def relax_targets(
 
     >>> r = relax_targets("llama-3.1-70b", Workload(Q_(10, "request/s"), 1024, 256), Targets(Q_(1, "s"), Q_(5, "ms")),
     ...                   SearchSpace("h100-sxm", "fp8"), costs=Costs(Q_(4, "USD/hour")))
-    >>> r.found, r.factor > 1, r.plan.tpot <= r.tpot_slo, r.loosened, r.ttft_slo
+    >>> r.found, r.factor > 1, r.plan.service.tpot <= r.tpot_slo, r.loosened, r.ttft_slo
     (True, True, True, 'tpot', <Quantity(1.0, 'second')>)
     """
     # Bounded work: at most about 30 sizings (a bisection in log space between 1 and max_factor).

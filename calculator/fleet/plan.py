@@ -11,59 +11,95 @@ from typing import TYPE_CHECKING, Any
 from ..errors import InputError, UnitsError
 from ..registry import ID_PATTERN, RegistryDocument
 from ..results import Result
-from ..serving import ServingOptions, Speculation, Targets, Workload
+from ..serving import Layout, ServingOptions, Speculation, Targets, Workload
 from ..types import Bytes, Count, Energy, Money, MoneyRate, Power, Rate, Time
 from ..units import Q_, shown, ureg
 
 if TYPE_CHECKING:  # the check a plan records, as the serving vocabulary names it (a simulation.PlanVerification)
     from ..serving import PlanCheck as PlanVerification
 
-__all__ = ["FleetPlan", "Layout", "Rejection", "plan_summary"]
+__all__ = ["FleetPlan", "Layout", "PlanCost", "PlanEnergy", "PlanService", "Rejection", "plan_summary"]
 
 
 @dataclass(frozen=True, repr=False)
-class Layout(Result):
-    """How one replica's GPUs run the model: the value the step model, the simulator and the launch configs read.
+class PlanService(Result):
+    """The service a plan predicts for each replica at the planned load.
 
     Attributes
     ----------
-    tensor_parallel : int
-        GPUs of one attention rank (the attention and dense layers split by tensor parallelism).
-    data_parallel : int
-        Attention ranks of a pipeline stage, each with its own sequences and KV cache (a mixture of experts).
-    expert_parallel : int
-        GPUs of a stage the routed experts are spread over (1: each expert split over the stage's GPUs).
-    pipeline_parallel : int
-        Pipeline stages, each ``tensor_parallel x data_parallel`` GPUs with its share of the layers.
-    nodes : int
-        Scale-up domains (NVLink nodes) the replica spans.
-
-    Examples
-    --------
-    >>> layout = Layout(tensor_parallel=1, data_parallel=8, expert_parallel=8)
-    >>> layout.gpus, layout.keywords()
-    (8, {'tensor_parallel': 1, 'data_parallel': 8, 'expert_parallel': 8, 'pipeline_parallel': 1})
+    ttft, tpot, tbt_max : Quantity [time]
+        Predicted TTFT (mean, or the targets' percentile), TPOT, and the longest gap between
+        streamed tokens (a prefill or chunk landing in a decode step).
+    ttft_interval, tpot_interval : tuple of Quantity [time]
+        ``(low, high)``: the performance model's 80 % interval around TTFT and TPOT
+        (:mod:`calculator.uncertainty`).
+    replica_throughput : Quantity [request / time]
+        What one replica sustains with its batch cap full.
+    running_batch : float
+        Sequences running on a replica on average at the planned load (Little's law); TPOT and
+        TTFT are evaluated there.
+    utilization : float
+        Load of each replica as a fraction of its throughput at the batch cap (at most
+        ``targets.max_utilization``).
     """
 
-    tensor_parallel: int
-    data_parallel: int = 1
-    expert_parallel: int = 1
-    pipeline_parallel: int = 1
-    nodes: int = 1
+    ttft: Time
+    tpot: Time
+    tbt_max: Time
+    ttft_interval: tuple[Time, Time]
+    tpot_interval: tuple[Time, Time]
+    replica_throughput: Rate
+    running_batch: float
+    utilization: float
 
-    @property
-    def gpus(self) -> int:
-        """GPUs of the replica: ``tensor_parallel x data_parallel x pipeline_parallel``."""
-        return self.tensor_parallel * self.data_parallel * self.pipeline_parallel
 
-    def keywords(self) -> dict[str, int]:
-        """The layout as the keywords of ``predict_benchmark``, ``decode_step_time`` and ``prefill_time``."""
-        return {
-            "tensor_parallel": self.tensor_parallel,
-            "data_parallel": self.data_parallel,
-            "expert_parallel": self.expert_parallel,
-            "pipeline_parallel": self.pipeline_parallel,
-        }
+@dataclass(frozen=True, repr=False)
+class PlanCost(Result):
+    """What a plan's fleet costs.
+
+    Attributes
+    ----------
+    per_hour, per_month : Quantity [currency / time]
+        Fleet cost per hour and per month (a month of 730.5 hours: a twelfth of a 365.25-day year).
+    per_million_output_tokens : Quantity [currency]
+        Fleet cost per million output tokens (the chapter's unit cost, Table 14,
+        :func:`~calculator.economics.cost_per_million_tokens`); also read as ``plan.cost_per_million_tokens``.
+    per_million_total_tokens : Quantity [currency]
+        Fleet cost per million prompt and output tokens together (what a per-token price list counts).
+    """
+
+    per_hour: MoneyRate
+    per_month: MoneyRate
+    per_million_output_tokens: Money
+    per_million_total_tokens: Money
+
+
+@dataclass(frozen=True, repr=False)
+class PlanEnergy(Result):
+    """What a plan's fleet draws and spends on electricity.
+
+    Attributes
+    ----------
+    power : Quantity [power]
+        Fleet power draw.
+    per_million_output_tokens : Quantity [energy]
+        Energy per million output tokens.
+    electricity_cost_per_million_output_tokens : Quantity [currency]
+        Electricity cost per million output tokens.
+    """
+
+    power: Power
+    per_million_output_tokens: Energy
+    electricity_cost_per_million_output_tokens: Money
+
+
+#: The parts of a plan, by field name: each None on an infeasible plan.
+PLAN_PARTS: dict[str, type[Result]] = {
+    "layout": Layout,
+    "service": PlanService,
+    "cost": PlanCost,
+    "energy": PlanEnergy,
+}
 
 
 # --------------------------------------------------------------------------------------------
@@ -151,6 +187,11 @@ class Rejection(Result):
 class FleetPlan(Result):
     """The cheapest feasible configuration for the workload, or why there is none.
 
+    The plan is in parts: the configuration and its counts at the top, then how a replica's GPUs run
+    the model (:attr:`layout`), the service predicted (:attr:`service`), the cost (:attr:`cost`) and
+    the energy (:attr:`energy`). An infeasible plan has no parts (each is ``None``, never zeros that
+    read as answers) and says why in :attr:`reason`.
+
     Attributes
     ----------
     feasible : bool
@@ -162,53 +203,30 @@ class FleetPlan(Result):
     kv_precision : str
         The KV cache's precision the plan assumed: the one asked for, or the engine's default for the
         weights (:func:`~calculator.performance.kv_cache_precision`).
-    tensor_parallel, batch, replicas, gpus : int
-        Devices per replica, the cap on sequences running on a replica (the engine's
-        ``max_num_seqs`` to configure), replicas, and total GPUs.
-    expert_parallel : int
-        For a mixture of experts, the GPUs of a replica its routed experts are spread over (expert
-        parallelism; 1: each expert split by tensor parallelism). The sizer searches the layouts of
-        ``SearchSpace.moe_layouts``; the spread ones have ``expert_parallel == tensor_parallel``.
-    pipeline_parallel : int
-        Pipeline stages of ``tensor_parallel`` GPUs each: a replica is ``tensor_parallel x
-        pipeline_parallel`` GPUs (searched for replicas over several nodes, one stage per node).
-    nodes_per_replica : int
-        Scale-up domains (NVLink nodes) a replica spans: more than one where the model does not fit
-        in one node, its collectives then crossing the accelerator's scale-out link (``Accelerator.scale_out``).
-    data_parallel : int
-        Attention ranks per replica (attention data parallelism): each runs attention on its own
-        sequences over ``tensor_parallel / data_parallel`` GPUs and schedules its own share of ``batch``
-        and of the token budget. 1: the replica's attention is tensor parallel.
-    running_batch : float
-        Sequences running on a replica on average at the planned load (Little's law); TPOT and
-        TTFT are evaluated there.
-    utilization : float
-        Load of each replica as a fraction of its throughput at the batch cap (at most
-        ``targets.max_utilization``).
-    ttft, tpot, tbt_max : Quantity [time]
-        Predicted TTFT (mean, or the targets' percentile), TPOT, and the longest gap between
-        streamed tokens (a prefill or chunk landing in a decode step).
-    ttft_interval, tpot_interval : tuple of Quantity
-        ``(low, high)``: the performance model's 80 % interval around TTFT and TPOT
-        (:mod:`calculator.uncertainty`).
+    batch, replicas, gpus : int
+        The cap on sequences running on a replica (the engine's ``max_num_seqs`` to configure),
+        replicas, and total GPUs (``replicas x layout.gpus``).
+    binding_constraint : str
+        ``"memory"``, ``"tpot"``, ``"ttft"`` or ``"throughput"``.
+    layout : Layout or None
+        How a replica's GPUs run the model: GPUs of an attention rank (``tensor_parallel``), attention
+        ranks (``data_parallel``; attention data parallelism), the GPUs its routed experts spread over
+        (``expert_parallel``; the sizer searches the layouts of ``SearchSpace.moe_layouts``), pipeline
+        stages (``pipeline_parallel``, searched for replicas over several nodes, one stage per node)
+        and scale-up domains (``nodes``, its collectives then crossing ``Accelerator.scale_out``).
+        ``layout.stage_gpus`` is what the outputs call the replica's TP.
+    service : PlanService or None
+        TTFT, TPOT, the longest token gap and their intervals, the replica throughput, the running batch
+        and the utilization predicted at the planned load.
+    cost : PlanCost or None
+        Fleet cost per hour, per month, per million output tokens and per million total tokens.
+    energy : PlanEnergy or None
+        Fleet power, energy and electricity cost per million output tokens.
     gpus_interval : tuple of int
         GPUs the plan's own configuration (accelerator, precision, TP; its batch cap re-chosen) needs
         if the step times sit at the low and at the high end of the model's step-time (TPOT) interval:
         its search rerun with prefill and decode times scaled. It always contains ``gpus``; the high
         end is ``None`` when the configuration meets the targets at no batch cap there.
-    replica_throughput : Quantity [request / time]
-        What one replica sustains with its batch cap full.
-    binding_constraint : str
-        ``"memory"``, ``"tpot"``, ``"ttft"`` or ``"throughput"``.
-    cost_per_hour, cost_per_month : Quantity [currency / time]
-        Fleet cost per hour and per month (a month of 730.5 hours: a twelfth of a 365.25-day year).
-    cost_per_million_output_tokens : Quantity [currency]
-        Fleet cost per million output tokens (the chapter's unit cost, Table 14,
-        :func:`~calculator.economics.cost_per_million_tokens`); also read as ``cost_per_million_tokens``.
-    cost_per_million_total_tokens : Quantity [currency]
-        Fleet cost per million prompt and output tokens together (what a per-token price list counts).
-    power, energy_per_million_output_tokens, electricity_cost_per_million_output_tokens : Quantity
-        Fleet power draw, energy and electricity cost per million output tokens.
     rejected : dict
         Per family ``accelerator/precision/tpN``: why it cannot serve the workload (or its best cost),
         in a sentence; ``rejections`` has the same as records.
@@ -243,34 +261,18 @@ class FleetPlan(Result):
     precision: str = ""
     engine: str = ""
     kv_precision: str = ""
-    tensor_parallel: int = 0
-    expert_parallel: int = 1
-    data_parallel: int = 1
-    nodes_per_replica: int = 1
-    pipeline_parallel: int = 1
     batch: int = 0
     replicas: int = 0
     gpus: int = 0
-    utilization: float = 0.0
-    ttft: Time | None = None
-    tpot: Time | None = None
-    tbt_max: Time | None = None
-    ttft_interval: tuple[Time, Time] | None = None
-    tpot_interval: tuple[Time, Time] | None = None
-    gpus_interval: tuple[int, int | None] | None = None
-    replica_throughput: Rate | None = None
     binding_constraint: str = ""
-    cost_per_hour: MoneyRate | None = None
-    cost_per_month: MoneyRate | None = None
-    cost_per_million_output_tokens: Money | None = None
-    cost_per_million_total_tokens: Money | None = None
-    power: Power | None = None
-    energy_per_million_output_tokens: Energy | None = None
-    electricity_cost_per_million_output_tokens: Money | None = None
+    layout: Layout | None = None
+    service: PlanService | None = None
+    cost: PlanCost | None = None
+    energy: PlanEnergy | None = None
+    gpus_interval: tuple[int, int | None] | None = None
     rejected: dict[str, str] = field(default_factory=dict)
     closest: dict[str, Time] = field(default_factory=dict)
     candidates: int = 0
-    running_batch: float = 0.0
     workload: Workload | None = None
     targets: Targets | None = None
     serving: ServingOptions = field(default_factory=ServingOptions)
@@ -279,31 +281,18 @@ class FleetPlan(Result):
     simulated_replicas: int | None = None
     verification: PlanVerification | None = None
 
-    @property
-    def replica_gpus(self) -> int:
-        """GPUs of one replica: ``tensor_parallel x pipeline_parallel``."""
-        return int(self.tensor_parallel) * int(self.pipeline_parallel)
-
-    @property
-    def layout(self) -> Layout:
-        """The replica's :class:`Layout`.
-
-        ``plan.tensor_parallel`` GPUs per stage hold its ``data_parallel`` attention ranks, each of
-        ``tensor_parallel / data_parallel`` GPUs.
-        """
-        ranks = max(int(self.data_parallel), 1)
-        return Layout(
-            tensor_parallel=max(int(self.tensor_parallel) // ranks, 1),
-            data_parallel=ranks,
-            expert_parallel=int(self.expert_parallel),
-            pipeline_parallel=int(self.pipeline_parallel),
-            nodes=int(self.nodes_per_replica),
-        )
+    def _frame_values(self) -> dict[str, Any]:
+        """The fields, an absent part (an infeasible plan's) as its fields missing: frames of plans line up."""
+        values = self.to_dict()
+        for name, part in PLAN_PARTS.items():
+            if values[name] is None:
+                values[name] = dict.fromkeys(f.name for f in dataclasses.fields(part))  # type: ignore[arg-type]
+        return values
 
     @property
     def cost_per_million_tokens(self) -> Money | None:
-        """The chapter's name for :attr:`cost_per_million_output_tokens` (Table 14 counts output tokens)."""
-        return self.cost_per_million_output_tokens
+        """The chapter's name for ``cost.per_million_output_tokens`` (Table 14 counts output tokens)."""
+        return self.cost.per_million_output_tokens if self.cost is not None else None
 
     @property
     def router(self) -> str:
@@ -319,8 +308,9 @@ class FleetPlan(Result):
     def from_json_dict(cls, data: Mapping[str, Any]) -> FleetPlan:
         """A plan from :meth:`~calculator.results.Result.to_json_dict` (``servecalc size --json``).
 
-        Raises :class:`InputError` naming what is missing or malformed (a file of an older version
-        records no ``serving`` part: size it again).
+        A file of the earlier flat shape (``tensor_parallel``, ``ttft``, ``cost_per_hour``, ... at the top)
+        is read into the parts (:data:`FLAT_PLAN_PARTS`). Raises :class:`InputError` naming what is missing
+        or malformed (a file of an older version records no ``serving`` part: size it again).
         """
         if not isinstance(data, Mapping) or not {"feasible", "model", "replicas"} <= set(data):
             raise InputError("not a plan written by 'servecalc size --json'")
@@ -335,7 +325,7 @@ class FleetPlan(Result):
                 "the plan names its registry files by path (written by an older version); a plan's paths are not "
                 "opened: give the files with --extra (load_registry(extra=...)), or size the plan again"
             )
-        data = {OLD_PLAN_NAMES.get(key, key): value for key, value in data.items()}
+        data = _parts_of_flat({OLD_PLAN_NAMES.get(key, key): value for key, value in data.items()})
         values = {key: _restore(value, key) for key, value in data.items() if key in names}
         _check_plan_values(values)
         try:
@@ -349,13 +339,15 @@ class FleetPlan(Result):
             values["registry_documents"] = tuple(
                 RegistryDocument(**record) for record in values.get("registry_documents", ())
             )
+            for name, part in PLAN_PARTS.items():
+                if values.get(name) is not None:
+                    values[name] = part(**values[name])
         except TypeError as exc:  # a part with a field it does not have, or without one it needs
             raise InputError(
-                f"the plan's workload, targets, serving options or rejections are malformed ({exc})"
+                f"the plan's workload, targets, serving options, parts or rejections are malformed ({exc})"
             ) from None
-        for name in ("ttft_interval", "tpot_interval", "gpus_interval"):
-            if values.get(name) is not None:
-                values[name] = tuple(values[name])
+        if values.get("gpus_interval") is not None:
+            values["gpus_interval"] = tuple(values["gpus_interval"])
         return cls(**values)
 
 
@@ -366,35 +358,89 @@ OLD_PLAN_NAMES = {
     "electricity_cost_per_million_tokens": "electricity_cost_per_million_output_tokens",
 }
 
+#: Where each field of a flat plan file (written before the plan had parts) goes: part, field in the part.
+FLAT_PLAN_PARTS = {
+    "tensor_parallel": ("layout", "tensor_parallel"),
+    "data_parallel": ("layout", "data_parallel"),
+    "expert_parallel": ("layout", "expert_parallel"),
+    "pipeline_parallel": ("layout", "pipeline_parallel"),
+    "nodes_per_replica": ("layout", "nodes"),
+    **{
+        name: ("service", name)
+        for name in (
+            "ttft",
+            "tpot",
+            "tbt_max",
+            "ttft_interval",
+            "tpot_interval",
+            "replica_throughput",
+            "running_batch",
+            "utilization",
+        )
+    },
+    "cost_per_hour": ("cost", "per_hour"),
+    "cost_per_month": ("cost", "per_month"),
+    "cost_per_million_output_tokens": ("cost", "per_million_output_tokens"),
+    "cost_per_million_total_tokens": ("cost", "per_million_total_tokens"),
+    "power": ("energy", "power"),
+    "energy_per_million_output_tokens": ("energy", "per_million_output_tokens"),
+    "electricity_cost_per_million_output_tokens": ("energy", "electricity_cost_per_million_output_tokens"),
+}
 
-#: What a plan file's numbers must be: whole numbers in a range, by field (a tampered file is refused).
+
+def _parts_of_flat(data: dict[str, Any]) -> dict[str, Any]:
+    """A plan file's fields in parts: a flat file's (the earlier shape) moved into them, a file in parts as it is.
+
+    A flat file's ``tensor_parallel`` counted the GPUs of a pipeline stage: the layout's is that over the
+    attention ranks. An infeasible flat plan's zeros and nulls become no parts.
+    """
+    flat = {key: data.pop(key) for key in list(data) if key in FLAT_PLAN_PARTS}
+    if flat and any(name in data for name in PLAN_PARTS):
+        raise InputError(
+            f"the plan has parts ({', '.join(PLAN_PARTS)}) and the flat fields of an older file "
+            f"({', '.join(sorted(flat))}): write one shape"
+        )
+    if data.get("feasible") is not True:
+        return data
+    parts: dict[str, dict[str, Any]] = {}
+    for key, value in flat.items():
+        part, name = FLAT_PLAN_PARTS[key]
+        parts.setdefault(part, {})[name] = value
+    layout = parts.get("layout", {})
+    stage, ranks = layout.get("tensor_parallel"), layout.get("data_parallel", 1)
+    if _whole(stage) and _whole(ranks) and ranks >= 1 and stage % ranks == 0:
+        layout["tensor_parallel"] = stage // ranks
+    return {**data, **parts}
+
+
+#: What a plan file's numbers must be: whole numbers in a range, by (dotted) field (a tampered file is refused).
 PLAN_COUNTS = {
-    "tensor_parallel": (0, 4096),
-    "expert_parallel": (1, 4096),
-    "data_parallel": (1, 4096),
-    "nodes_per_replica": (1, 4096),
-    "pipeline_parallel": (1, 4096),
     "batch": (0, 1_000_000),
     "replicas": (0, 10_000_000),
     "gpus": (0, 10_000_000),
     "candidates": (0, 2**53),
     "simulated_replicas": (1, 10_000_000),
 }
+#: The whole numbers of a plan's layout, by field: each at least 1 and at most 4,096.
+LAYOUT_COUNTS = ("tensor_parallel", "data_parallel", "expert_parallel", "pipeline_parallel", "nodes")
 #: The dimension of each quantity field of a plan file, as an example unit (others: any dimension).
 PLAN_DIMENSIONS = {
-    **dict.fromkeys(("ttft", "tpot", "tbt_max", "ttft_interval", "tpot_interval", "closest"), "s"),
-    "replica_throughput": "request/s",
-    **dict.fromkeys(("cost_per_hour", "cost_per_month"), "USD/hour"),
+    **dict.fromkeys(
+        ("service.ttft", "service.tpot", "service.tbt_max", "service.ttft_interval", "service.tpot_interval"), "s"
+    ),
+    "closest": "s",
+    "service.replica_throughput": "request/s",
+    **dict.fromkeys(("cost.per_hour", "cost.per_month"), "USD/hour"),
     **dict.fromkeys(
         (
-            "cost_per_million_output_tokens",
-            "cost_per_million_total_tokens",
-            "electricity_cost_per_million_output_tokens",
+            "cost.per_million_output_tokens",
+            "cost.per_million_total_tokens",
+            "energy.electricity_cost_per_million_output_tokens",
         ),
         "USD",
     ),
-    "power": "W",
-    "energy_per_million_output_tokens": "J",
+    "energy.power": "W",
+    "energy.per_million_output_tokens": "J",
 }
 
 
@@ -434,7 +480,7 @@ def _quantity(value: Mapping[str, Any], name: str) -> Any:
 
 
 def _check_plan_values(values: dict[str, Any]) -> None:
-    """A plan file's fields as the sizer writes them: kinds, whole counts in range, GPUs = replicas x TP."""
+    """A plan file's fields as the sizer writes them: kinds, whole counts in range, GPUs = replicas x layout."""
     if not isinstance(values.get("feasible"), bool):
         raise InputError(f"field 'feasible' must be true or false, got {shown(values.get('feasible'))}")
     for name in ("reason", "model", "accelerator", "precision", "engine", "kv_precision", "binding_constraint"):
@@ -444,39 +490,19 @@ def _check_plan_values(values: dict[str, Any]) -> None:
         if values.get(name) and not (len(values[name]) <= 80 and re.fullmatch(ID_PATTERN, values[name])):
             raise InputError(f"field '{name}' must be a registry id (a-z, 0-9, . _ -), got {shown(values[name])}")
     for name, (low, high) in PLAN_COUNTS.items():
-        value = values.get(name)
-        if value is None and name in ("nodes_per_replica", "pipeline_parallel"):
-            values.pop(name, None)  # older files lack them: one node, one stage
-            continue
-        if value is None and name == "simulated_replicas":
+        if values.get(name) is None and name == "simulated_replicas":
             continue  # not in every plan
-        if value is None:
-            raise InputError(f"field '{name}' is missing; size the plan again with 'servecalc size --json'")
-        whole = isinstance(value, int | float) and not isinstance(value, bool) and float(value).is_integer()
-        if not whole or not low <= value <= high:
-            raise InputError(f"field '{name}' must be a whole number in [{low:,}, {high:,}], got {shown(value)}")
-        values[name] = int(value)
-    for name in ("utilization", "running_batch"):
-        value = values.get(name, 0.0)
-        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
-            raise InputError(f"field '{name}' must be a finite number >= 0, got {shown(value)}")
+        values[name] = _count(values, name, low, high)
+    for name in PLAN_PARTS:
+        if values.get(name) is not None and not isinstance(values[name], Mapping):
+            raise InputError(f"field '{name}' must be an object or null, got {shown(values[name])}")
     if values["feasible"]:
-        for name in ("tensor_parallel", "batch", "replicas"):
-            if values[name] < 1:
-                raise InputError(f"field '{name}' of a feasible plan must be at least 1, got {values[name]}")
-        stages = values.get("pipeline_parallel", 1)
-        if values["gpus"] != values["replicas"] * values["tensor_parallel"] * stages:
-            raise InputError(
-                f"field 'gpus' ({values['gpus']:,}) must be replicas x tensor_parallel x pipeline_parallel "
-                f"({values['replicas']:,} x {values['tensor_parallel']:,} x {stages:,})"
-            )
+        _check_feasible_parts(values)
+    elif any(values.get(name) is not None for name in PLAN_PARTS):
+        raise InputError(f"an infeasible plan has no parts: fields {', '.join(PLAN_PARTS)} must be null")
     for name in ("workload", "targets", "serving"):
         if not isinstance(values.get(name), Mapping):
             raise InputError(f"field '{name}' must be an object, got {shown(values.get(name))}")
-    for name in ("ttft_interval", "tpot_interval"):
-        pair = values.get(name)
-        if pair is not None and not (isinstance(pair, tuple) and len(pair) == 2 and all(_is_time(v) for v in pair)):
-            raise InputError(f"field '{name}' must be a pair of times (low, high), got {shown(pair)}")
     band = values.get("gpus_interval")
     if band is not None and not (
         isinstance(band, tuple) and len(band) == 2 and all(v is None or _whole(v) for v in band)
@@ -495,6 +521,45 @@ def _check_plan_values(values: dict[str, Any]) -> None:
         raise InputError(f"field 'rejections' must be a list of records, got {shown(values.get('rejections'))}")
 
 
+def _count(values: Mapping[str, Any], name: str, low: int, high: int, prefix: str = "") -> int:
+    """A whole number of a plan file in ``[low, high]``, as an int; an error naming the (dotted) field."""
+    value = values.get(name)
+    if value is None:
+        raise InputError(f"field '{prefix}{name}' is missing; size the plan again with 'servecalc size --json'")
+    if not _whole(value) or not low <= value <= high:
+        raise InputError(f"field '{prefix}{name}' must be a whole number in [{low:,}, {high:,}], got {shown(value)}")
+    return int(value)
+
+
+def _check_feasible_parts(values: dict[str, Any]) -> None:
+    """A feasible plan file's parts: each present, its layout's counts whole, GPUs = replicas x layout.gpus."""
+    for name in ("batch", "replicas"):
+        if values[name] < 1:
+            raise InputError(f"field '{name}' of a feasible plan must be at least 1, got {values[name]}")
+    for name in PLAN_PARTS:
+        if values.get(name) is None:
+            raise InputError(f"field '{name}' of a feasible plan is missing; size the plan again")
+    layout = values["layout"] = dict(values["layout"])
+    for name in LAYOUT_COUNTS:
+        if name in layout or name == "tensor_parallel":  # the others default to 1 (older files lack some)
+            layout[name] = _count(layout, name, 1, 4096, "layout.")
+    width = Layout(**{k: v for k, v in layout.items() if k in LAYOUT_COUNTS}).gpus
+    if values["gpus"] != values["replicas"] * width:
+        raise InputError(
+            f"field 'gpus' ({values['gpus']:,}) must be replicas x the layout's GPUs ({values['replicas']:,} x "
+            f"{width:,}: tensor_parallel x data_parallel x pipeline_parallel)"
+        )
+    service = values["service"]
+    for name in ("utilization", "running_batch"):
+        value = service.get(name)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
+            raise InputError(f"field 'service.{name}' must be a finite number >= 0, got {shown(value)}")
+    for name in ("ttft_interval", "tpot_interval"):
+        pair = service.get(name)
+        if not (isinstance(pair, tuple) and len(pair) == 2 and all(_is_time(v) for v in pair)):
+            raise InputError(f"field 'service.{name}' must be a pair of times (low, high), got {shown(pair)}")
+
+
 def _is_time(value: Any) -> bool:
     return isinstance(value, ureg.Quantity) and value.dimensionality == ureg.second.dimensionality
 
@@ -503,13 +568,23 @@ def _whole(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and float(value).is_integer()
 
 
-def layout_text(plan: FleetPlan) -> str:
-    """A replica's layout in words: ``TP 8``, or ``TP 8, EP 8`` where the experts are spread."""
-    spread = f", EP {plan.expert_parallel}" if plan.expert_parallel > 1 else ""
-    ranks = f", attention DP {plan.data_parallel}" if plan.data_parallel > 1 else ""
-    stages = f", PP {plan.pipeline_parallel}" if plan.pipeline_parallel > 1 else ""
-    nodes = f" over {plan.nodes_per_replica} nodes" if plan.nodes_per_replica > 1 else ""
-    return f"TP {plan.tensor_parallel}{stages}{ranks}{spread}{nodes}"
+def layout_text(layout: Layout | None) -> str:
+    """A replica's layout in words: ``TP 8``, or ``TP 8, EP 8`` where the experts are spread.
+
+    TP counts the GPUs of a pipeline stage (``layout.stage_gpus``), its attention ranks shown beside it.
+
+    Examples
+    --------
+    >>> layout_text(Layout(tensor_parallel=1, data_parallel=8, expert_parallel=8)), layout_text(None)
+    ('TP 8, attention DP 8, EP 8', 'no layout')
+    """
+    if layout is None:
+        return "no layout"
+    spread = f", EP {layout.expert_parallel}" if layout.expert_parallel > 1 else ""
+    ranks = f", attention DP {layout.data_parallel}" if layout.data_parallel > 1 else ""
+    stages = f", PP {layout.pipeline_parallel}" if layout.pipeline_parallel > 1 else ""
+    nodes = f" over {layout.nodes} nodes" if layout.nodes > 1 else ""
+    return f"TP {layout.stage_gpus}{stages}{ranks}{spread}{nodes}"
 
 
 def plan_summary(plan: FleetPlan) -> str:
@@ -519,8 +594,9 @@ def plan_summary(plan: FleetPlan) -> str:
 
     Examples
     --------
-    >>> plan = FleetPlan(True, "", accelerator="h100-sxm", precision="fp8", tensor_parallel=2, replicas=4, gpus=8)
     >>> import dataclasses
+    >>> layout = Layout(tensor_parallel=2)
+    >>> plan = FleetPlan(True, "", accelerator="h100-sxm", precision="fp8", layout=layout, replicas=4, gpus=8)
     >>> print(plan_summary(dataclasses.replace(plan, gpus_interval=(6, 12))))
     8 x h100-sxm at fp8 (4 replicas of TP 2); 6-12 GPUs at the ends of the model's 80% error interval
     >>> print(plan_summary(dataclasses.replace(plan, gpus_interval=(6, None))))  # doctest: +NORMALIZE_WHITESPACE
@@ -534,8 +610,8 @@ def plan_summary(plan: FleetPlan) -> str:
     if not isinstance(plan, FleetPlan):
         raise InputError(f"plan_summary(): argument 'plan' must be a FleetPlan (from size_fleet), got {shown(plan)}")
     replicas = f"{plan.replicas} replica{'' if plan.replicas == 1 else 's'} of " if plan.replicas else ""
-    head = f"{plan.gpus} x {plan.accelerator} at {plan.precision} ({replicas}{layout_text(plan)})"
-    if not plan.feasible or plan.gpus_interval is None:
+    head = f"{plan.gpus} x {plan.accelerator} at {plan.precision} ({replicas}{layout_text(plan.layout)})"
+    if not plan.feasible or plan.layout is None or plan.gpus_interval is None:
         return head
     low, high = plan.gpus_interval
     if high is None:
@@ -548,7 +624,7 @@ def plan_summary(plan: FleetPlan) -> str:
     if plan.verification is not None:
         simulated = plan.simulated_replicas
         line += (
-            f"; in simulation {simulated * plan.replica_gpus} GPUs "
+            f"; in simulation {simulated * plan.layout.gpus} GPUs "
             f"({simulated} replica{'' if simulated == 1 else 's'}) meet the targets"
             if simulated is not None
             else "; in simulation no replica count tried meets the targets"

@@ -36,7 +36,7 @@ from .evaluate import (
     _weights_per_device,
 )
 from .inputs import Costs, ServingOptions, Targets, Workload
-from .plan import FleetPlan, Rejection
+from .plan import FleetPlan, Layout, PlanEnergy, PlanService, Rejection
 
 if TYPE_CHECKING:
     from .problem import _Problem
@@ -497,31 +497,44 @@ def _feasible_plan(
         accelerator=family.accelerator,
         precision=family.precision,
         kv_precision=family.arrays.kv_precision,
-        tensor_parallel=tp // family.stages,
-        expert_parallel=1 if family.moe_layout == "tensor" else tp,
-        data_parallel=int(family.ranks(np.asarray(float(tp)))),
-        pipeline_parallel=family.stages,
-        nodes_per_replica=int(np.ceil(tp / family.arrays.node_gpus)) if np.isfinite(family.arrays.node_gpus) else 1,
         batch=int(family.caps(family.stage_tp(search.tp_grid), search.batch_grid)[i, j]),
         replicas=replicas,
         gpus=gpus,
-        utilization=float(utilization),
-        ttft=Q_(ttft, "s"),
-        tpot=Q_(tpot, "s"),
-        tbt_max=Q_(float(e.tbt_max[0, j]), "s"),
-        ttft_interval=(Q_(ttft * bands["ttft"][0], "s"), Q_(ttft * bands["ttft"][1], "s")),
-        tpot_interval=(Q_(tpot * bands["tpot"][0], "s"), Q_(tpot * bands["tpot"][1], "s")),
-        gpus_interval=gpus_interval,
-        replica_throughput=Q_(rate, "request/s"),
         binding_constraint="tpot" if binding == "tbt" else binding,
-        **_fleet_costs(gpus, gpus * family.price, lam, search.workload.input_tokens, search.workload.output_tokens),
-        power=Q_(power, "W").to("kW"),
-        energy_per_million_output_tokens=energy.to("kWh"),
-        electricity_cost_per_million_output_tokens=(energy * kwh).to("USD"),
+        layout=_plan_layout(family, tp),
+        service=PlanService(
+            ttft=Q_(ttft, "s"),
+            tpot=Q_(tpot, "s"),
+            tbt_max=Q_(float(e.tbt_max[0, j]), "s"),
+            ttft_interval=(Q_(ttft * bands["ttft"][0], "s"), Q_(ttft * bands["ttft"][1], "s")),
+            tpot_interval=(Q_(tpot * bands["tpot"][0], "s"), Q_(tpot * bands["tpot"][1], "s")),
+            replica_throughput=Q_(rate, "request/s"),
+            running_batch=float(e.running[0, j]),
+            utilization=float(utilization),
+        ),
+        cost=_fleet_costs(gpus, gpus * family.price, lam, search.workload.input_tokens, search.workload.output_tokens),
+        energy=PlanEnergy(
+            power=Q_(power, "W").to("kW"),
+            per_million_output_tokens=energy.to("kWh"),
+            electricity_cost_per_million_output_tokens=(energy * kwh).to("USD"),
+        ),
+        gpus_interval=gpus_interval,
         rejected={key: r.text for key, r in rejected.items()},
         rejections=tuple(rejected.values()),
-        running_batch=float(e.running[0, j]),
         **record,
+    )
+
+
+def _plan_layout(family: Any, tp: int) -> Layout:
+    """The layout of a replica of ``tp`` GPUs of a family: its stages, attention ranks, experts and nodes."""
+    stage = tp // family.stages
+    ranks = int(family.ranks(np.asarray(float(tp))))
+    return Layout(
+        tensor_parallel=max(stage // ranks, 1),
+        data_parallel=ranks,
+        expert_parallel=1 if family.moe_layout == "tensor" else tp,
+        pipeline_parallel=family.stages,
+        nodes=int(np.ceil(tp / family.arrays.node_gpus)) if np.isfinite(family.arrays.node_gpus) else 1,
     )
 
 

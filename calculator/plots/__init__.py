@@ -228,13 +228,14 @@ def frontier_figure(table: Any, plan: Any = None, *, registry: Any = None) -> go
                 legendgroup=accelerator,
             )
         )
-    if plan is not None and getattr(plan, "feasible", False):
+    layout = getattr(plan, "layout", None) if getattr(plan, "feasible", False) else None
+    if layout is not None:
         row = table[
             (table.accelerator == plan.accelerator)
             & (table.precision == plan.precision)
-            & (table.tensor_parallel == plan.tensor_parallel)
-            & (table.get("expert_parallel", 1) == plan.expert_parallel)
-            & (table.get("data_parallel", 1) == plan.data_parallel)
+            & (table.tensor_parallel == layout.stage_gpus)
+            & (table.get("expert_parallel", 1) == layout.expert_parallel)
+            & (table.get("data_parallel", 1) == layout.data_parallel)
             & (table.batch == plan.batch)
         ]
         if len(row):
@@ -245,7 +246,7 @@ def frontier_figure(table: Any, plan: Any = None, *, registry: Any = None) -> go
                     mode="markers",
                     name="plan",
                     marker={"symbol": "star", "size": 16, "color": "black"},
-                    text=[f"{plan.accelerator} {plan.precision}, TP {plan.tensor_parallel}, batch {plan.batch}"],
+                    text=[f"{plan.accelerator} {plan.precision}, TP {layout.stage_gpus}, batch {plan.batch}"],
                 )
             )
     return _finish(figure)

@@ -18,7 +18,7 @@ import numpy as np
 from .._support import count, executor_or_none
 from ..errors import InputError
 from ..results import Result, percentile_label
-from ..serving import ServingPlan
+from ..serving import Layout, ServingPlan
 from ._common import _Deadline, _NoTimeLeftError, _process_pool, _seeds
 from .inputs import MAX_KEPT_POINTS, MAX_KEPT_REQUESTS, MAX_REPLICAS, MAX_REQUESTS, TIME_LIMIT, SimulationSetup, Traffic
 from .results import SimulationResult, _every
@@ -36,15 +36,15 @@ __all__ = ["PlanVerification", "default_requests", "plan_setup", "simulate_plan"
 
 def plan_setup(plan: ServingPlan, step_scale: float = 1.0) -> SimulationSetup:
     """The replica a :class:`~calculator.fleet.FleetPlan` describes (its cap on running sequences included)."""
-    _check_plan(plan, "plan_setup")
+    layout = _check_plan(plan, "plan_setup")
     return SimulationSetup(
         model=plan.model,
         accelerator=plan.accelerator,
         precision=plan.precision,
-        tensor_parallel=int(plan.tensor_parallel),
-        expert_parallel=int(plan.expert_parallel),
-        data_parallel=int(plan.data_parallel),
-        pipeline_parallel=int(plan.pipeline_parallel),
+        tensor_parallel=layout.stage_gpus,
+        expert_parallel=layout.expert_parallel,
+        data_parallel=layout.data_parallel,
+        pipeline_parallel=layout.pipeline_parallel,
         engine=None if plan.engine == "generic" else plan.engine,
         kv_precision=plan.kv_precision or None,
         max_num_seqs=int(plan.batch),
@@ -54,10 +54,11 @@ def plan_setup(plan: ServingPlan, step_scale: float = 1.0) -> SimulationSetup:
     )
 
 
-def _check_plan(plan: Any, function: str) -> None:
+def _check_plan(plan: Any, function: str) -> Layout:
+    """The plan's layout, once the plan is one the simulator checks (feasible, with its workload and targets)."""
     if not isinstance(plan, ServingPlan):
         raise InputError(f"{function}(): argument 'plan' must be a FleetPlan, got {type(plan).__name__}")
-    if not plan.feasible:
+    if not plan.feasible or plan.layout is None:
         raise InputError(f"{function}(): the plan is infeasible ({plan.reason}); there is nothing to simulate")
     if plan.workload is None or plan.targets is None:
         raise InputError(f"{function}(): the plan does not record its workload and targets (make it with size_fleet)")
@@ -65,6 +66,7 @@ def _check_plan(plan: Any, function: str) -> None:
         raise InputError(
             f"{function}(): speculative decoding and prefix caching are not simulated; size the plan without them"
         )
+    return plan.layout
 
 
 def _check_requests(function: str, requests: Any) -> None:

@@ -340,7 +340,7 @@ def test_the_sizer_uses_the_running_batch_and_the_router():
     random = _plan(rate=120, router="random")
     ordered = _plan(rate=120, router="round_robin")
     assert random.router == "random" and ordered.router == "round_robin"
-    assert random.replicas >= ordered.replicas and random.ttft >= ordered.ttft
+    assert random.replicas >= ordered.replicas and random.service.ttft >= ordered.service.ttft
 
 
 def test_step_tables_match_the_step_model():

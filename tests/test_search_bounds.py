@@ -18,7 +18,7 @@ from calculator.fleet import (
     search,
     size_fleet,
 )
-from calculator.fleet.evaluate import _evaluate, _families, _Grid, _Latencies, _occupancy, _rate_bound
+from calculator.fleet.evaluate import _evaluate, _families, _Grid, _Latencies, _occupancy, _rate_bound, _StepGrid
 from calculator.fleet.problem import _Problem
 from calculator.performance import engine_profile
 from calculator.registry import load_registry
@@ -177,7 +177,7 @@ def test_a_candidates_latencies_do_not_depend_on_which_others_are_evaluated_with
     space = SearchSpace("h100-sxm", "fp8")
     (family,) = _families(reg.model("llama-3.1-70b"), space, Costs(Q_(1, "USD/hour")), None, reg, profile)
     tp, batch = np.meshgrid([2.0, 4.0], np.arange(1.0, 400.0, 3.0), indexing="ij")
-    grid = _Grid(family, profile, TRAFFIC, tp, batch, ServingOptions(), 0.9, 0.8, (1.0, 1.0), 20.0)
+    grid = _Grid(_StepGrid(family, profile, TRAFFIC, tp, batch, ServingOptions(), 0.9, (1.0, 1.0)), 0.8, 20.0)
     whole = grid.latencies(np.ones(batch.shape, dtype=bool))
     rng = np.random.default_rng(3)
     pieces = _Latencies.empty(batch.shape)

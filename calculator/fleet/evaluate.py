@@ -202,8 +202,8 @@ def _evaluate(
     planned load produces (Little's law on the grid); TTFT at ``percentile`` (None: the mean).
     ``scale`` multiplies prefill and decode step times (the ends of the model's error interval).
     """
-    grid = _Grid(family, profile, workload, tp, batch, serving, percentile, max_utilization, scale,
-                 workload.arrival_rate.m_as("request/s"))  # fmt: skip
+    steps = _StepGrid(family, profile, workload, tp, batch, serving, percentile, scale)
+    grid = _Grid(steps, max_utilization, workload.arrival_rate.m_as("request/s"))
     return grid.evaluation(grid.latencies(np.ones(batch.shape, dtype=bool)))
 
 
@@ -217,36 +217,29 @@ class _Grid:
     caps of a TP row a few at a time, in order of their cost, and stops at the first feasible one.
     """
 
-    family: _Family
-    profile: EngineProfile
-    workload: Workload
-    tp: np.ndarray
-    batch: np.ndarray
-    serving: ServingOptions
-    percentile: float | None
+    steps: _StepGrid  # the family's grid and what its step times read
     max_utilization: float
-    scale: tuple[float, float]
     arrival_rate: float  # request/s, the workload's
 
     @functools.cached_property
     def timed(self) -> _StepTimes:
-        grid = _StepGrid(self.family, self.profile, self.workload, self.tp, self.batch, self.serving,
-                         self.percentile, self.scale)  # fmt: skip
-        return _reuse.shared(grid.key(), grid.times)
+        return _reuse.shared(self.steps.key(), self.steps.times)
 
     @functools.cached_property
     def sized(self) -> _Sized:
         rate = self.timed.iteration.rate
-        return _Sized.of(self.arrival_rate, rate, self.max_utilization, self.tp, self.family.arrays.pipeline_parallel)
+        return _Sized.of(
+            self.arrival_rate, rate, self.max_utilization, self.steps.tp, self.steps.family.arrays.pipeline_parallel
+        )
 
     def latencies(self, where: np.ndarray, out: _Latencies | None = None) -> _Latencies:
         """TPOT, TTFT, the longest token gap and the running batch of the candidates ``where`` selects.
 
         Written into ``out`` (the other candidates keep theirs; NaN where none was evaluated).
         """
-        shape = self.batch.shape
+        shape = self.steps.batch.shape
         out = out if out is not None else _Latencies.empty(shape)
-        profile, workload, timed, sized = self.profile, self.workload, self.timed, self.sized
+        profile, workload, timed, sized = self.steps.profile, self.steps.workload, self.timed, self.sized
         it = timed.iteration
         overhead = self.constants[2]
         fixed = np.broadcast_to(it.step if profile.mixed_batching else timed.per_token, shape)
@@ -256,9 +249,9 @@ class _Grid:
             cols = np.flatnonzero(where[i])
             if cols.size == 0:
                 continue
-            batch, rate = self.batch[i], it.rate[i]
+            batch, rate = self.steps.batch[i], it.rate[i]
             cap, load, replicas = batch[cols], sized.load[i, cols], sized.replicas[i, cols]
-            arrival_cv = _replica_arrival_cv(workload.arrival_cv, replicas, self.serving.router)
+            arrival_cv = _replica_arrival_cv(workload.arrival_cv, replicas, self.steps.serving.router)
             # The running batch fluctuates: every running sequence gets a token per iteration, a symmetric
             # (processor-sharing) queue whose completion rate with n running is the rate curve at n. Its
             # birth-death distribution gives the mean running batch, the chance the cap is full and the
@@ -278,12 +271,14 @@ class _Grid:
             # Two queues a request can wait in: for prefill budget (one server at full-budget iterations),
             # and for a running slot when the batch is at its cap (the birth-death tail).
             wait_mean = _wait(load, service, arrival_cv, workload.input_cv, None) + smooth * slot_wait
-            if self.percentile is None:
+            if self.steps.percentile is None:
                 ttft = planned_ttft(overhead, first_mean, wait_mean)
             else:
-                wait_tail = _wait(load, service, arrival_cv, workload.input_cv, self.percentile)
+                wait_tail = _wait(load, service, arrival_cv, workload.input_cv, self.steps.percentile)
                 # A full cap drains at the cap's completion rate: P(wait > x) = P(full) exp(-headroom x).
-                slot_tail = np.log(np.maximum(full, 1e-300) / (1 - self.percentile)) / np.maximum(headroom, 1e-300)
+                slot_tail = np.log(np.maximum(full, 1e-300) / (1 - self.steps.percentile)) / np.maximum(
+                    headroom, 1e-300
+                )
                 wait_tail = wait_tail + smooth * np.where(headroom > 0, np.maximum(slot_tail, 0.0), np.inf)
                 ttft = planned_ttft(overhead, first_mean, wait_mean, first_tail, wait_tail)
             out.tpot[i, cols] = planned_tpot(running, load, own, timed.decode_slots, fixed_point)
@@ -295,8 +290,11 @@ class _Grid:
     @functools.cached_property
     def constants(self) -> tuple[float, np.ndarray, float]:
         """Read once per grid: (usable bytes per device, weight bytes per device, the request overhead in s)."""
-        family, profile = self.family, self.profile
-        usable, weights = _usable_per_device(family, profile), _weights_per_device(family, self.tp, self.serving)
+        family, profile = self.steps.family, self.steps.profile
+        usable, weights = (
+            _usable_per_device(family, profile),
+            _weights_per_device(family, self.steps.tp, self.steps.serving),
+        )
         return usable, weights, profile.request_overhead.m_as("s")
 
     def evaluation(self, latencies: _Latencies) -> Evaluation:

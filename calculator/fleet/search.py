@@ -32,6 +32,7 @@ from .evaluate import (
     _Latencies,
     _rate_bound,
     _Sized,
+    _StepGrid,
     _usable_per_device,
     _weights_per_device,
 )
@@ -181,9 +182,11 @@ class _Search:
         """Row ``i`` (one TP degree) of family ``f``'s candidate grid."""
         family = self.families[f]
         tp = family.stage_tp(self.tp_grid[i : i + 1])
-        return _Grid(family, self.profile, self.workload, tp, family.caps(tp, self.batch_grid[i : i + 1]),
-                     self.serving, self.targets.ttft_percentile, self.targets.max_utilization, scale,
-                     self.arrival_rate)  # fmt: skip
+        batch = family.caps(tp, self.batch_grid[i : i + 1])
+        steps = _StepGrid(
+            family, self.profile, self.workload, tp, batch, self.serving, self.targets.ttft_percentile, scale
+        )
+        return _Grid(steps, self.targets.max_utilization, self.arrival_rate)
 
     def run(self, scales: dict[tuple[str, str], tuple[float, float]] | None = None, progress: Any = None) -> _Outcome:
         """Search every family; ``scales`` multiply the step times per (accelerator, precision)."""
@@ -261,8 +264,10 @@ class _Search:
         """A rank no cap of family ``f``'s row ``i`` beats: its replicas at the best decode-only rate of a cap."""
         family, g = self.families[f], self.grid(f, i, scale)
         fits = self.memory[f][1][i : i + 1]
-        rate = np.where(fits, _rate_bound(family, self.profile, self.workload, g.tp, g.batch, self.serving, scale), 0.0)
-        fewest = _Sized.of(self.arrival_rate, np.max(rate), self.targets.max_utilization, g.tp[0, 0],
+        rate = np.where(
+            fits, _rate_bound(family, self.profile, self.workload, g.steps.tp, g.steps.batch, self.serving, scale), 0.0
+        )
+        fewest = _Sized.of(self.arrival_rate, np.max(rate), self.targets.max_utilization, g.steps.tp[0, 0],
                            family.arrays.pipeline_parallel).replicas  # fmt: skip
         return _rank(fewest, self.tps[i], family.price)
 
@@ -275,11 +280,11 @@ class _Search:
         """Row ``i`` of family ``f``: its cheapest feasible cap (one that beats ``best``), or why there is none."""
         family, tp, g = self.families[f], float(self.tps[i]), self.grid(f, i, scale)
         if self.exhaustive:
-            e = g.evaluation(g.latencies(np.ones(g.batch.shape, dtype=bool)))
+            e = g.evaluation(g.latencies(np.ones(g.steps.batch.shape, dtype=bool)))
             return self._chosen(f, i, e, _Masks.of(e, self.limits))
         fits = g.timed.fits
         cost = g.sized.replicas * tp * family.price
-        latencies, evaluated = _Latencies.empty(g.batch.shape), np.zeros(g.batch.shape, dtype=bool)
+        latencies, evaluated = _Latencies.empty(g.steps.batch.shape), np.zeros(g.steps.batch.shape, dtype=bool)
         levels = np.unique(cost[fits])  # ascending
         start, width = 0, 1
         while True:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import csv
 import functools
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -127,6 +127,34 @@ class _Gemm:
         ) * wn
 
 
+class _GemmTables(Mapping[str, _Gemm]):
+    """A GEMM table per dtype, each made on first use.
+
+    A measured GPU's tables are at hand; a dtype it was not measured in (FP4 on an H100, which the
+    registry gives an FP4 peak) comes from the generic curves, a median over every measured GPU that
+    takes 0.1-0.2 s to compute: only a search that prices that dtype pays for it.
+    """
+
+    __slots__ = ("_made", "_make")
+
+    def __init__(self, made: dict[str, _Gemm], make: dict[str, Callable[[], _Gemm]]) -> None:
+        self._made = dict(made)
+        self._make = {**dict.fromkeys(made), **make}
+
+    def __getitem__(self, dtype: str) -> _Gemm:
+        table = self._made.get(dtype)
+        if table is None:
+            table = self._make[dtype]()  # type: ignore[misc]  # a KeyError for an unknown dtype
+            self._made[dtype] = table
+        return table
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._make)
+
+    def __len__(self) -> int:
+        return len(self._make)
+
+
 @dataclass(frozen=True, eq=False)
 class KernelTables:
     """Kernel performance of one accelerator: measured tables, or the generic curve at its peaks.
@@ -139,8 +167,9 @@ class KernelTables:
         The measured system the tables come from (``"h100_sxm"``), or ``"generic"``.
     measured : bool
         True when the GEMM, attention and all-reduce numbers are measurements of this accelerator.
-    gemm : dict
-        Per dtype (``"bf16"``, ``"fp8"``, ``"fp4"``): log2 grids and log2 TFLOP/s.
+    gemm : mapping
+        Per dtype (``"bf16"``, ``"fp8"``, ``"fp4"``): log2 grids and log2 TFLOP/s (a dtype synthesized
+        from the generic curve is made on first use).
     measured_dtypes : frozenset of str
         The GEMM dtypes measured on this accelerator (others use the generic curve).
     """
@@ -148,7 +177,7 @@ class KernelTables:
     accelerator: str
     system: str
     measured: bool
-    gemm: dict[str, _Gemm]
+    gemm: Mapping[str, _Gemm]
     prefill: tuple[np.ndarray, np.ndarray, np.ndarray]  # log2 isl, log2 batch*heads, log2 TFLOP/s
     decode: tuple[np.ndarray, np.ndarray, np.ndarray]  # log2 batch, log2 context, log2 seconds
     #: ``"all_reduce"``, ``"all_gather"``, ``"reduce_scatter"``, ``"alltoall"`` -> gpus -> (log2 bytes, log2 seconds)
@@ -175,14 +204,17 @@ class KernelTables:
 _TEXT_COLUMNS = ("system", "framework", "dtype", "op", "kv")
 
 
-def _read(name: str) -> dict[str, np.ndarray]:
+def _read(name: str, system: str | None = None) -> dict[str, np.ndarray]:
     """A kernel table as columns: ``system``, ``framework`` and ``dtype`` as strings, the rest as floats.
 
     The tables are plain comma-separated values (``tools/extract_kernel_tables.py`` writes no quoted
     field), parsed by numpy's C reader: a few times faster than ``csv`` for the large GEMM and MoE tables.
+    With ``system``, only that system's rows (every table's first column is the system) are parsed.
     """
     with (KERNEL_DIR / name).open() as fh:
         lines = [line for line in fh if not line.startswith("#")]
+    if system is not None:
+        lines = lines[:1] + [line for line in lines[1:] if line.startswith(f"{system},")]
     header = next(csv.reader(lines[:1]))
     text = [i for i, h in enumerate(header) if h in _TEXT_COLUMNS]
     numeric = [i for i in range(len(header)) if i not in text]
@@ -213,44 +245,49 @@ def _grid(table: dict[str, np.ndarray], keys: tuple[str, ...], value: str) -> tu
 
 
 @functools.lru_cache(maxsize=1)
-def _measured() -> dict[str, dict[str, Any]]:
-    """Every measured system's tables, keyed by system name (loaded once)."""
-    gemm, prefill = _read("gemm.csv"), _read("attention_prefill.csv")
-    decode, allreduce = _read("attention_decode.csv"), _read("allreduce.csv")
-    gathers, mla = _read("collectives.csv"), _read("mla_decode.csv")
-    systems: dict[str, dict[str, Any]] = {}
-    for system in np.unique(gemm["system"]):
-        entry: dict[str, Any] = {"gemm": {}, "collectives": {op: {} for op in COLLECTIVE_PASSES}}
-        mine = _select(gemm, gemm["system"] == system)
-        for dtype in np.unique(mine["dtype"]):
-            (m, n, k), values = _grid(_select(mine, mine["dtype"] == dtype), ("m", "n", "k"), "tflops")
-            values = _fill_nan(_fill_nan(_fill_nan(values, 0), 1), 2)
-            entry["gemm"][str(dtype)] = _Gemm(m, n, k, _monotone_gemm(m, n, k, values))
-        rows = _select(prefill, (prefill["system"] == system) & (prefill["isl"] >= 16))
-        (isl, bh), values = _grid(rows, ("isl", "batch_heads"), "tflops")
-        work = 2 * isl[:, None] + bh[None, :]  # log2 of the FLOPs up to a constant
-        latency = work - _fill_nan(_fill_nan(values, 1), 0)
-        latency = np.maximum.accumulate(np.maximum.accumulate(latency, axis=0), axis=1)
-        entry["prefill"] = (isl, bh, work - latency)
-        (batch, ctx), values = _grid(_select(decode, decode["system"] == system), ("batch", "context"), "latency_us")
-        values = _extend_bandwidth_bound(batch, ctx, values)
-        values = np.maximum.accumulate(np.maximum.accumulate(values, axis=0), axis=1)
-        entry["decode"] = (batch, ctx, values - _log2(1e6))
-        for op in COLLECTIVE_PASSES:
-            table = allreduce if op == "all_reduce" else _select(gathers, gathers["op"] == op)
-            mine = _select(table, table["system"] == system)
-            for gpus in np.unique(mine["gpus"]):
-                (size,), values = _grid(_select(mine, mine["gpus"] == gpus), ("bytes",), "latency_us")
-                entry["collectives"][op][int(gpus)] = (size, np.maximum.accumulate(values) - _log2(1e6))
-        entry["mla_decode"] = {}
-        mine = _select(mla, mla["system"] == system)
-        for kv in np.unique(mine["kv"]):
-            (heads, batch, ctx), values = _grid(
-                _select(mine, mine["kv"] == kv), ("heads", "batch", "context"), "latency_us"
-            )
-            entry["mla_decode"][str(kv)] = (heads, batch, ctx, _monotone_mla(ctx, values) - _log2(1e6))
-        systems[str(system)] = entry
-    return systems
+def _gemm_dtypes() -> dict[str, tuple[str, ...]]:
+    """Each measured system's GEMM dtypes, sorted, read from the GEMM table's first two columns only."""
+    out: dict[str, set[str]] = {}
+    with (KERNEL_DIR / "gemm.csv").open() as fh:
+        for line in fh:
+            if not line.startswith("#"):
+                system, dtype = line.split(",", 2)[:2]
+                out.setdefault(system, set()).add(dtype)
+    del out["system"]  # the header
+    return {system: tuple(sorted(dtypes)) for system, dtypes in sorted(out.items())}
+
+
+@functools.cache
+def _measured(system: str) -> dict[str, Any]:
+    """One measured system's tables (loaded once, the other systems' rows not parsed)."""
+    gemm, prefill = _read("gemm.csv", system), _read("attention_prefill.csv", system)
+    decode, allreduce = _read("attention_decode.csv", system), _read("allreduce.csv", system)
+    gathers, mla = _read("collectives.csv", system), _read("mla_decode.csv", system)
+    entry: dict[str, Any] = {"gemm": {}, "collectives": {op: {} for op in COLLECTIVE_PASSES}}
+    for dtype in np.unique(gemm["dtype"]):
+        (m, n, k), values = _grid(_select(gemm, gemm["dtype"] == dtype), ("m", "n", "k"), "tflops")
+        values = _fill_nan(_fill_nan(_fill_nan(values, 0), 1), 2)
+        entry["gemm"][str(dtype)] = _Gemm(m, n, k, _monotone_gemm(m, n, k, values))
+    rows = _select(prefill, prefill["isl"] >= 16)
+    (isl, bh), values = _grid(rows, ("isl", "batch_heads"), "tflops")
+    work = 2 * isl[:, None] + bh[None, :]  # log2 of the FLOPs up to a constant
+    latency = work - _fill_nan(_fill_nan(values, 1), 0)
+    latency = np.maximum.accumulate(np.maximum.accumulate(latency, axis=0), axis=1)
+    entry["prefill"] = (isl, bh, work - latency)
+    (batch, ctx), values = _grid(decode, ("batch", "context"), "latency_us")
+    values = _extend_bandwidth_bound(batch, ctx, values)
+    values = np.maximum.accumulate(np.maximum.accumulate(values, axis=0), axis=1)
+    entry["decode"] = (batch, ctx, values - _log2(1e6))
+    for op in COLLECTIVE_PASSES:
+        mine = allreduce if op == "all_reduce" else _select(gathers, gathers["op"] == op)
+        for gpus in np.unique(mine["gpus"]):
+            (size,), values = _grid(_select(mine, mine["gpus"] == gpus), ("bytes",), "latency_us")
+            entry["collectives"][op][int(gpus)] = (size, np.maximum.accumulate(values) - _log2(1e6))
+    entry["mla_decode"] = {}
+    for kv in np.unique(mla["kv"]):
+        (heads, batch, ctx), values = _grid(_select(mla, mla["kv"] == kv), ("heads", "batch", "context"), "latency_us")
+        entry["mla_decode"][str(kv)] = (heads, batch, ctx, _monotone_mla(ctx, values) - _log2(1e6))
+    return entry
 
 
 def _monotone_mla(log_context: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -304,7 +341,7 @@ def _system_ids() -> dict[str, str]:
 
     reg = load_registry()
     out = {}
-    for system in _measured():
+    for system in _gemm_dtypes():
         if system in reg.accelerators:
             out[reg.accelerators[system].id] = system
     return out
@@ -338,17 +375,23 @@ def _measured_devices() -> Iterator[tuple[Any, dict[str, Any], dict[str, float],
     from .registry import load_registry
 
     reg = load_registry()
-    measured = _measured()
     for accelerator_id, system in _system_ids().items():
         device = reg.accelerators[accelerator_id]
-        tables, peaks = measured[system], _roofline_peaks(device)
+        tables, peaks = _measured(system), _roofline_peaks(device)
         yield device, tables, peaks, [dtype for dtype in tables["gemm"] if dtype in peaks]
 
 
 @functools.lru_cache(maxsize=1)
 def _generic_dtypes() -> tuple[str, ...]:
-    """The dtypes of :func:`generic_efficiency`'s GEMM curves, in its order, without computing the curves."""
-    return tuple(dict.fromkeys(dtype for *_, dtypes in _measured_devices() for dtype in dtypes))
+    """The dtypes of :func:`generic_efficiency`'s GEMM curves, in its order, loading no system's tables.
+
+    The order is :func:`_measured_devices`'s, from the GEMM table's (system, dtype) pairs.
+    """
+    from .registry import load_registry
+
+    reg = load_registry()
+    listed = ((_roofline_peaks(reg.accelerators[a]), _gemm_dtypes()[system]) for a, system in _system_ids().items())
+    return tuple(dict.fromkeys(dtype for peaks, dtypes in listed for dtype in dtypes if dtype in peaks))
 
 
 @functools.lru_cache(maxsize=1)
@@ -400,6 +443,12 @@ def generic_efficiency() -> dict[str, Any]:
     return out
 
 
+def _generic_gemm(dtype: str, peak: float, bandwidth: float) -> _Gemm:
+    """The ``dtype`` GEMM table at ``peak`` and ``bandwidth`` from the generic curve."""
+    generic = generic_efficiency()
+    return _synthesized_gemm(generic["gemm"][dtype], generic["gemm_floor"][dtype], dtype, peak, bandwidth)
+
+
 def _synthesized_gemm(curve: _Gemm, floor: float, dtype: str, peak: float, bandwidth: float) -> _Gemm:
     """A GEMM table at ``peak`` and ``bandwidth`` from the generic curve: floor + roofline / efficiency."""
     m, n, k = np.meshgrid(2.0**curve.m, 2.0**curve.n, 2.0**curve.k, indexing="ij")
@@ -416,19 +465,17 @@ def _build(device: Any, system: str | None) -> KernelTables:
     """
     peaks = _roofline_peaks(device)
     bandwidth = device.memory_bandwidth.m_as("B/s")
-    source = _measured()[system] if system else None
-    gemm: dict[str, _Gemm] = {}
-    measured: set[str] = set()
+    source = _measured(system) if system else None
+    made: dict[str, _Gemm] = {}
+    make: dict[str, Callable[[], _Gemm]] = {}
     for dtype in _generic_dtypes():
         if dtype not in peaks:
             continue
         if source is not None and dtype in source["gemm"]:
-            gemm[dtype] = source["gemm"][dtype]
-            measured.add(dtype)
+            made[dtype] = source["gemm"][dtype]
         else:
-            generic = generic_efficiency()
-            curve, floor = generic["gemm"][dtype], generic["gemm_floor"][dtype]
-            gemm[dtype] = _synthesized_gemm(curve, floor, dtype, peaks[dtype], bandwidth)
+            make[dtype] = functools.partial(_generic_gemm, dtype, peaks[dtype], bandwidth)
+    gemm, measured = _GemmTables(made, make), set(made)
     if source is not None:
         tables = (source["prefill"], source["decode"], source["collectives"])
         return KernelTables(

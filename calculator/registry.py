@@ -36,7 +36,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ._files import load_yaml, read_text
+from ._files import cached_document, keep_document, load_yaml, read_text
 from ._paths import REGISTRY_FILE
 from ._registry_schema import (  # noqa: F401 (re-exported: the schema's public names are this module's)
     ALIAS_PATTERN,
@@ -436,15 +436,22 @@ def _read_yaml(file: Path, text: str | None = None) -> dict[str, Any]:
     """The registry document of ``file`` (or of ``text``, a :class:`RegistryDocument`'s, labelled ``file``).
 
     Read by :func:`_read_user_text` and parsed by :func:`calculator._files.load_yaml` (safe tags, no key
-    given twice, every parser failure a RegistryError).
+    given twice, every parser failure a RegistryError); a text parsed before is read back from the cache
+    (:func:`calculator._files.cached_document`) and checked again like a new one.
     """
-    document = load_yaml(_read_user_text(file) if text is None else text, file.name, RegistryError)
+    source = _read_user_text(file) if text is None else text
+    document = cached_document(source)
+    fresh = document is None
+    if fresh:
+        document = load_yaml(source, file.name, RegistryError)
     if document is None:  # an empty file (or only comments): nothing to add, most likely the wrong file
         raise RegistryError(
             f"{file.name}: the file is empty; a registry file lists accelerators, interconnects, models, prices "
             "or sources (examples/my_registry.yaml is a minimal one)"
         )
     _check_expansion(file, document)
+    if fresh:
+        keep_document(source, document)  # after the expansion check: JSON writes every alias out in full
     if not isinstance(document, dict):
         raise RegistryError(f"{file.name}: expected a mapping of sections at the top, found {type(document).__name__}")
     allowed = {"schema_version", "sources", *SECTIONS}

@@ -13,8 +13,10 @@ both work: ``GB`` is 10**9 bytes and ``GiB`` is 2**30 bytes.
 from __future__ import annotations
 
 import functools
+import hashlib
 import inspect
 import math
+import os
 import re
 import sys
 from collections.abc import Callable
@@ -37,10 +39,12 @@ finally:
         del sys.modules["dask"]
 
 __all__ = [
+    "CACHE_ENV",
     "MAX_QUANTITY_TEXT",
     "Q_",
     "Quantity",
     "UnitsError",
+    "cache_folder",
     "check_units",
     "describe_value",
     "dimension_of",
@@ -50,7 +54,12 @@ __all__ = [
 ]
 
 
-def _build_registry() -> pint.UnitRegistry:
+#: Where the parsed unit definitions are kept between processes: a folder, or "" for none.
+CACHE_ENV = "SERVECALC_CACHE_DIR"
+
+
+def _definitions() -> str:
+    """The default definitions of pint as the calculator changes them (one text, the constants inlined)."""
     folder = Path(pint.__file__).parent
     text = (folder / "default_en.txt").read_text(encoding="utf-8")
     constants = (folder / "constants_en.txt").read_text(encoding="utf-8")
@@ -69,8 +78,52 @@ def _build_registry() -> pint.UnitRegistry:
         if old not in text:  # pragma: no cover - only on an incompatible pint release
             raise RuntimeError(f"pint's default definitions changed: cannot find {old!r}")
         text = text.replace(old, new)
-    registry: pint.UnitRegistry = pint.UnitRegistry(None, autoconvert_offset_to_baseunit=True)
-    registry.load_definitions(text.splitlines())
+    return text
+
+
+def cache_folder() -> Path | None:
+    """The folder of the unit cache: ``$SERVECALC_CACHE_DIR`` or the user's cache folder; None when set empty."""
+    chosen = os.environ.get(CACHE_ENV)
+    if chosen is not None:
+        return Path(chosen) if chosen.strip() else None
+    import platformdirs
+
+    return platformdirs.user_cache_path("servecalc", appauthor=False)
+
+
+def _cached_registry(text: str, folder: Path) -> pint.UnitRegistry:
+    """A registry whose parsed definitions and root-unit tables come from pint's disk cache in ``folder``.
+
+    Parsing pint's definition text takes 0.1 s of every process (a third of ``import calculator``); pint
+    keeps the parse, and the table of each unit's root units, in ``folder`` keyed by the text's content,
+    so a process after the first reads them back in a few milliseconds. The definitions are written under
+    their own hash, so another pint release (or another edit above) is another file.
+    """
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path = folder / f"units-{hashlib.sha256(text.encode('utf-8')).hexdigest()[:16]}.txt"
+    if not path.exists():
+        partial = path.with_suffix(f".{os.getpid()}.part")
+        partial.write_text(text, encoding="utf-8")
+        os.replace(partial, path)
+    return pint.UnitRegistry(str(path), autoconvert_offset_to_baseunit=True, cache_folder=folder / "pint")
+
+
+def _build_registry(cache: Path | None = None) -> pint.UnitRegistry:
+    """The calculator's registry; with a ``cache`` folder, read from pint's disk cache where it can be.
+
+    Anything that goes wrong with the cache (a read-only folder, a file another process is still
+    writing) falls back to parsing the text, which gives the same registry (tests/test_units.py).
+    """
+    text = _definitions()
+    registry: pint.UnitRegistry | None = None
+    if cache is not None:
+        try:
+            registry = _cached_registry(text, cache)
+        except Exception:  # any failure of the cache means: parse the text instead
+            registry = None
+    if registry is None:
+        registry = pint.UnitRegistry(None, autoconvert_offset_to_baseunit=True)
+        registry.load_definitions(text.splitlines())
     registry.define("FLOP = [compute] = _ = flop")
     registry.define("token = [token] = _ = tokens")
     # A request is a count: a per-second rate of requests is a plain per-second rate (1/s reads as request/s).
@@ -80,7 +133,7 @@ def _build_registry() -> pint.UnitRegistry:
     return registry
 
 
-ureg: pint.UnitRegistry = _build_registry()
+ureg: pint.UnitRegistry = _build_registry(cache_folder())
 pint.set_application_registry(ureg)
 Quantity = ureg.Quantity
 

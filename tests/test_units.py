@@ -121,3 +121,53 @@ def test_checked_converts_by_the_signatures_aliases_and_checks_domains():
         f(Q_(np.nan, "1/s"), Q_(40, "ms"), 3)
     with pytest.raises(TypeError, match="no arguments named"):
         checked(nothing="positive")(f.__wrapped__)
+
+
+def _table(registry, names):
+    """The root units and factor of each of ``names``, and every dimension, as plain values to compare."""
+    from pint.util import UnitsContainer
+
+    out = {}
+    for name in names:
+        factor, root = registry._get_root_units(UnitsContainer({name: 1}))
+        out[name] = (factor, str(root))
+    return out, sorted(registry._dimensions)
+
+
+def test_the_cached_registry_is_the_parsed_one(tmp_path):
+    from calculator.units import _build_registry
+
+    parsed = _build_registry(None)
+    first = _build_registry(tmp_path)  # writes pint's cache
+    assert sorted(p.suffix for p in (tmp_path / "pint").iterdir()) == [".json", ".json", ".pickle", ".pickle"]
+    again = _build_registry(tmp_path)  # reads it
+    # Building pint's cache also records the prefixed units it met on the way (kilometer...): compare the
+    # units the text defines.
+    names = list(parsed._units)
+    expected = _table(parsed, names)
+    assert _table(first, names) == expected and _table(again, names) == expected
+    assert again.Quantity(100, "Gb/s").to("GB/s").magnitude == pytest.approx(12.5)
+    assert str(again.Quantity(1, "token/request").dimensionality) == "[token]"
+
+
+def test_a_damaged_cache_falls_back_to_parsing(tmp_path):
+    from calculator.units import _build_registry
+
+    _build_registry(tmp_path)
+    for pickle_file in (tmp_path / "pint").glob("*.pickle"):
+        pickle_file.write_bytes(pickle_file.read_bytes()[:100])  # as another process half-way through writing it
+    registry = _build_registry(tmp_path)
+    assert registry.Quantity(1, "GiB").to("byte").magnitude == 2**30
+    (tmp_path / "ro").write_text("a file where the folder should be")
+    assert _build_registry(tmp_path / "ro").Quantity(8, "bit").to("byte").magnitude == 1
+
+
+def test_the_cache_folder_is_chosen_by_the_environment(monkeypatch, tmp_path):
+    from calculator.units import CACHE_ENV, cache_folder
+
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
+    assert cache_folder() == tmp_path
+    monkeypatch.setenv(CACHE_ENV, "")
+    assert cache_folder() is None
+    monkeypatch.delenv(CACHE_ENV)
+    assert cache_folder().name == "servecalc"

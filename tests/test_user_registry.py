@@ -336,3 +336,39 @@ def test_the_example_user_file_is_valid_and_sizes_a_fleet(tmp_path):
     broken.write_text(example.read_text(encoding="utf-8").replace("    kind: user\n", ""), encoding="utf-8")
     with pytest.raises(RegistryError, match="kind"):
         load_registry(extra=[broken])
+
+
+def test_a_registry_text_read_twice_is_parsed_once_and_checked_each_time(tmp_path, monkeypatch):
+    """The parsed document of a registry text is kept as JSON in the cache folder (calculator._files)."""
+    import calculator._files as files
+    import calculator.registry as registry_module
+    from calculator.errors import RegistryError
+    from calculator.units import CACHE_ENV
+
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    parsed = []
+    monkeypatch.setattr(registry_module, "load_yaml", lambda text, *a: parsed.append(text) or files.load_yaml(text, *a))
+    path = tmp_path / "mine.yaml"
+    path.write_text(USER, encoding="utf-8")
+    first = registry_module._read_yaml(path)
+    assert len(parsed) == 1 and len(list((tmp_path / "cache" / "yaml").glob("*.json"))) == 1
+    assert registry_module._read_yaml(path) == first and len(parsed) == 1  # read back, not parsed
+    # A cached document is checked again: a schema version the code no longer reads is refused both times.
+    path.write_text("schema_version: 99\n" + USER, encoding="utf-8")
+    for _ in range(2):
+        with pytest.raises(RegistryError, match="schema_version: expected"):
+            registry_module._read_yaml(path)
+    assert len(parsed) == 2
+    # A file half-written by another process is parsed again; a document JSON would change is never kept.
+    for kept in (tmp_path / "cache" / "yaml").glob("*.json"):
+        kept.write_text('{"accel', encoding="utf-8")
+    path.write_text(USER, encoding="utf-8")
+    assert registry_module._read_yaml(path) == first and len(parsed) == 3
+    dated = USER.replace('as_of: "2026"', "as_of: 2026-01-05")  # a YAML date: JSON has none
+    path.write_text(dated, encoding="utf-8")
+    registry_module._read_yaml(path)
+    registry_module._read_yaml(path)
+    assert len(parsed) == 5
+    monkeypatch.setenv(CACHE_ENV, "")  # no cache folder: parsed every time
+    registry_module._read_yaml(path.with_name("mine.yaml"))
+    assert len(parsed) == 6

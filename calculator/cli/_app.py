@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import sys
 from collections.abc import Callable, Iterator
 from enum import StrEnum
 from pathlib import Path
@@ -204,12 +205,31 @@ def _library_errors() -> Iterator[None]:
         raise _fail(exc) from None
 
 
+class _NoBar:
+    """A progress bar where standard error is not a terminal: it draws nothing, and rich is not imported."""
+
+    def __enter__(self) -> _NoBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def add_task(self, *args: Any, **kwargs: Any) -> int:
+        return 0
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
 def _stderr_progress() -> Any:
     """A transient rich progress bar on standard error, shown only when it is a terminal.
 
     Standard output stays clean for ``--json`` and ``--format csv``; a redirected standard error (a
-    log file, a CI job) gets no bar at all rather than its control characters.
+    log file, a CI job) gets no bar at all rather than its control characters, and the process does
+    not load rich for it (40 ms of a ``servecalc size`` run).
     """
+    if not sys.stderr.isatty():
+        return _NoBar()
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 

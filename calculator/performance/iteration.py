@@ -13,6 +13,7 @@ running sequence are added on top.
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any
 
 import numpy as np
@@ -493,15 +494,14 @@ def _overlap_expectation(
     a: StepArrays, eff: Efficiency, tp: Any, decode: Any, context: Any, chunk: Any, prior: Any, arrivals: Any, idle: Any
 ) -> tuple[Any, Any]:
     """:func:`overlapped_prompt_seconds` and what one chunk alone adds (priced on the way)."""
-    from scipy.special import gammaln
-
     mu = np.asarray(arrivals, dtype=float)
     decode, context, chunk, prior, idle = (np.asarray(v, dtype=float) for v in (decode, context, chunk, prior, idle))
     top = int(max(min(np.ceil(np.max(mu) + 5 * np.sqrt(np.max(mu)) + 4), _OVERLAP_SAMPLES[-1]), 1))
     shape = (-1,) + (1,) * max(np.ndim(mu), np.ndim(chunk), np.ndim(decode), np.ndim(tp))
     j = np.arange(top + 1, dtype=float).reshape(shape)
     safe = np.maximum(mu, 1e-300)
-    weights = np.exp(j * np.log(safe) - safe - gammaln(j + 1))
+    log_factorial = np.array([math.lgamma(k + 1) for k in range(top + 1)]).reshape(shape)
+    weights = np.exp(j * np.log(safe) - safe - log_factorial)
     # The last term stands for J >= top: its mass, at its conditional mean (priced on the last slope).
     weights[-1] = np.maximum(1 - weights[:-1].sum(axis=0), 0.0)
     tail_mean = np.where(

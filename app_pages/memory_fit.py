@@ -222,7 +222,8 @@ def _engine_summary(held, label, context, batch):
     cols[2].metric(f"Max context at this batch ({label})", f"{ui.fmt(held.max_context)} tokens")
     cols[3].metric(f"KV cache ({label})", f"{ui.fmt(held.kv_tokens)} tokens")
     policy = (
-        f"under {held.engine}'s memory policy ({held.memory_policy}, KV cache {held.kv_precision}), as the benchmark "
+        f"under {held.engine}'s memory policy ({held.memory_policy}, KV cache {held.kv_precision} in blocks of "
+        f"{held.block} token{'s' if held.block != 1 else ''}), as the benchmark "
         "prediction, the fleet sizer and the simulator hold it"
     )
     if fits:

@@ -544,6 +544,13 @@ class Engine(Entry):
     output_reservation: Annotated[float, Field(ge=0, le=1)] = Field(
         description="share of the output the admission reserves KV for"
     )
+    kv_block_tokens: Annotated[int, Field(ge=1, le=4096)] = Field(
+        1, description="tokens per KV-cache block (page): a sequence holds whole blocks (1: no rounding)"
+    )
+    mla_kv_block_tokens: Annotated[int, Field(ge=1, le=4096)] | None = Field(
+        None,
+        description="tokens per KV-cache block for a model with multi-head latent attention (none: kv_block_tokens)",
+    )
     quantized_kv_precision: Literal["fp8", "bf16", "fp16"] = Field(
         description="KV-cache precision for FP8/FP4 weights whose checkpoint declares none in the registry"
     )

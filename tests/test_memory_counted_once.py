@@ -45,8 +45,9 @@ def test_the_sizer_and_the_simulator_hold_what_fit_says(model, accelerator, prec
     sized = _capacity(a, None, profile, np.array([float(tp)]), float(context), ServingOptions())
     assert int(sized[0]) == fit.sequences
     setup = SimulationSetup(model, accelerator, precision, tp, engine=engine, kv_precision=fit.kv_precision)
-    *_, capacity = _limits(setup)
-    assert int(math.floor(capacity) // context) == fit.sequences
+    _, _, rules, capacity = _limits(setup)
+    assert rules.kv_block == fit.block and capacity == fit.kv_tokens
+    assert int(math.floor(capacity) // rules.admission_tokens(context, 0)) == fit.sequences
 
 
 @pytest.mark.parametrize(
@@ -100,3 +101,25 @@ def test_fit_says_when_the_weights_alone_do_not_fit_under_the_engine():
     first = result.output.splitlines()[0]
     assert "do not fit on 1 x h100-sxm (TP 1) served by vllm: the weights alone do not fit: each GPU is" in first
     assert "0 sequences" not in first
+
+
+@pytest.mark.parametrize(
+    ("model", "engine", "block"),
+    [
+        ("llama-3.1-70b", "vllm", 16),  # vLLM's block_size on CUDA
+        ("llama-3.1-70b", "trtllm", 32),  # TensorRT-LLM's tokens_per_block
+        ("llama-3.1-70b", "sglang", 1),  # SGLang's page_size
+        ("deepseek-v3", "vllm", 64),  # FlashMLA's block, which vLLM forces for latent attention before Blackwell
+    ],
+)
+def test_a_sequence_takes_whole_kv_blocks_of_its_engine(model, engine, block):
+    precision, tp = ("fp8", 8) if model == "deepseek-v3" else ("fp8", 1)
+    accelerator = "h200-sxm"
+    fit = _fit(model, accelerator, precision, tp, engine, 4000)
+    assert fit.block == block and fit.kv_tokens % block == 0
+    whole = -(-4000 // block) * block  # 4000 tokens in whole blocks
+    assert fit.sequences == fit.kv_tokens // whole
+    # One token more than whole blocks takes another block; up to the block boundary, none.
+    assert _fit(model, accelerator, precision, tp, engine, whole).sequences == fit.sequences
+    after = _fit(model, accelerator, precision, tp, engine, whole + 1).sequences
+    assert after == fit.kv_tokens // (whole + block)

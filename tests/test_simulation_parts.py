@@ -17,10 +17,12 @@ from calculator.simulation.steps import _FixedStep
 SIMULATION = Path(__file__).resolve().parent.parent / "calculator" / "simulation"
 
 
-def _replica(prompts, outputs, *, budget=8, capacity=100.0, chunked=True, mixed=True, max_seqs=4):
-    rules = SchedulerRules("test", budget, max_seqs, 1, mixed, chunked, overlap=False, output_reservation=0.0)
+def _replica(prompts, outputs, *, budget=8, capacity=100.0, chunked=True, mixed=True, max_seqs=4, block=1):
+    rules = SchedulerRules(
+        "test", budget, max_seqs, 1, mixed, chunked, overlap=False, output_reservation=0.0, kv_block=block
+    )
     engine = _Engine(rules, capacity, _FixedStep(1.0), 1.0, 1)
-    requests = _Requests(list(prompts), list(outputs), capacity)
+    requests = _Requests(list(prompts), list(outputs), capacity, block)
     released = []
     iterations = []
     rep = _ReplicaScheduler(0, engine, requests, lambda req, now: released.append((req, now)), iterations)
@@ -70,6 +72,28 @@ def test_the_latest_admitted_request_is_preempted_when_the_decodes_outgrow_the_c
     assert requests.preempted == [0, 1]
     assert requests.first == [1.0, 1.0] and requests.finish == [10.0, 15.0] and requests.stall == [0.0, 6.0]
     assert max(rep.kv) == 16
+
+
+def test_a_sequence_holds_whole_kv_blocks():
+    # Blocks of 4 tokens: the 10-token prompt's chunks of 8 and 2 hold 8 and then 12 tokens (3 blocks, 2 unused).
+    # Decoding adds a token an iteration to the 12: 13 and 14 in the two decode iterations, the prompt's unused
+    # tokens kept (the fluid rule: a token at a time is on average the blocks it fills).
+    rep, requests, _, iterations = _replica([10], [3], block=4)
+    _run(rep, iterations, [0])
+    assert rep.kv == [8, 12, 13, 14] and requests.finish == [4.0] and rep.slack == 0 and requests.slack == [0]
+    # 98 tokens fit a 100-token cache, 7 blocks of 16 (112) do not: the request is dropped as too big.
+    assert _Requests([90], [8], 100.0, 16).too_big == [True] and _Requests([90], [8], 100.0, 1).too_big == [False]
+
+
+def test_a_full_cache_of_blocks_admits_fewer():
+    # Two prompts of 9 tokens and one output token each under a cache of 24 tokens: 18 tokens fit, but in blocks
+    # of 8 each takes 16 (reserved at admission), so the second waits for the first to leave.
+    rep, one_by_one, _, iterations = _replica([9, 9], [1, 1], budget=100, capacity=24.0, block=8)
+    _run(rep, iterations, [0, 1])
+    assert one_by_one.first == [1.0, 2.0]
+    rep, together, _, iterations = _replica([9, 9], [1, 1], budget=100, capacity=24.0)
+    _run(rep, iterations, [0, 1])
+    assert together.first == [1.0, 1.0]
 
 
 def test_the_room_beside_the_decodes():

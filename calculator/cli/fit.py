@@ -109,6 +109,7 @@ def fit_command(
         "engine_weights_fit": held.weights_fit,
         "engine_max_batch": held.sequences,
         "engine_max_context": held.max_context,
+        "engine_kv_block_tokens": held.block,
     }
     fields = {**header, **fit.to_dict(), **served}
 

@@ -15,6 +15,7 @@ import numpy as np
 from .._support import count
 from ..errors import InputError
 from ..performance import EngineProfile, decode_step_seconds, kv_capacity_tokens, prefill_seconds
+from ..performance.scheduler import block_slack
 from ..queueing import replica_demand
 from ..results import Result, ceil_count
 from ..types import InterconnectRef, ModelRef, MoneyRate, Time
@@ -184,7 +185,9 @@ def _decode_pool(
     best: _Pool | None = None
     for family in families:
         a = family.arrays
-        capacity = np.floor(kv_capacity_tokens(a, profile, tp_grid) / context)
+        # a sequence's mean KV: its mean tokens and its prompt's last block's slack (performance.scheduler)
+        slack = block_slack(workload.input_tokens, profile.kv_block(a.mla), workload.input_cv)
+        capacity = np.floor(kv_capacity_tokens(a, profile, tp_grid) / (context + slack))
         t_dec = decode_step_seconds(a, profile.efficiency_for(family.accelerator), tp_grid, batch_grid, context)
         rate = batch_grid / (decode_slots * t_dec)
         ok = (batch_grid <= capacity) & (t_dec <= tpot_target)

@@ -45,7 +45,7 @@ from ..performance import (
     step_arrays,
 )
 from ..performance.iteration import _overlap_expectation  # private: chunks landing together, priced as the predictor
-from ..performance.scheduler import SchedulerRules, scheduler_rules
+from ..performance.scheduler import SchedulerRules, block_slack, scheduler_rules
 from ..precision import check_precision
 from ..queueing import replica_demand
 from ..results import ceil_count
@@ -367,7 +367,8 @@ def _fits(family: _Family, profile: EngineProfile, workload: Workload, tp: np.nd
           serving: ServingOptions) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """(capacity, fits): the sequences the KV cache holds on each candidate and which caps fit, before any step time."""
     draft = family.draft if serving.speculation is not None else None
-    capacity = _capacity(family.arrays, draft, profile, tp, workload.held_context, serving)
+    prompt = (workload.input_tokens, workload.input_cv)
+    capacity = _capacity(family.arrays, draft, profile, tp, workload.held_context, serving, prompt)
     return capacity, batch <= capacity
 
 
@@ -468,7 +469,9 @@ class _StepGrid:
         prompts = _Prompts(nodes, weights, tail, computed, hit * prefix)
         grid = _Step(a, eff, tp, batch, context, scale)
         # each attention rank schedules its own token budget; a chunk size is the budget it sets
-        rules = scheduler_rules(profile, a.memory, a.accelerator, family.ranks(tp), chunk_size=serving.chunk_size)
+        rules = scheduler_rules(
+            profile, a.memory, a.accelerator, family.ranks(tp), chunk_size=serving.chunk_size, mla=a.mla
+        )
         if rules.mixed:
             it = _mixed_iteration(grid, t_dec, per_token, prompts, rules, decode_slots, workload.input_cv)
         else:
@@ -543,10 +546,20 @@ class _Iteration:
 
 
 def _capacity(a: StepArrays, draft: StepArrays | None, profile: EngineProfile, tp: np.ndarray, context: float,
-              serving: ServingOptions) -> np.ndarray:  # fmt: skip
-    """Sequences of ``context`` tokens the KV cache holds per replica beside the weights (and a draft model's)."""
-    hit, shared = serving.prefix_hit_rate, serving.shared_prefix_tokens
-    private = context - hit * shared  # KV tokens each sequence holds privately
+              serving: ServingOptions, prompt: tuple[float, float] | None = None) -> np.ndarray:  # fmt: skip
+    """Sequences of ``context`` tokens the KV cache holds per replica beside the weights (and a draft model's).
+
+    In whole blocks of the engine's (:meth:`EngineProfile.kv_block`). Without ``prompt``, a batch of sequences
+    of ``context`` tokens each, ``ceil(context / B)`` blocks apiece (``servecalc fit``'s count). With ``prompt``
+    (mean tokens, length CV), running sequences of mean ``context`` tokens that keep their prompt's last block's
+    slack while they decode, the simulator's rule (:func:`~calculator.performance.scheduler.block_slack`). A
+    shared prefix is shared in whole blocks (vLLM's prefix cache keeps full blocks only).
+    """
+    hit = serving.prefix_hit_rate
+    block = profile.kv_block(a.mla)
+    shared = np.floor(serving.shared_prefix_tokens / block) * block
+    slack = block_slack(prompt[0], block, prompt[1]) if prompt else block_slack(context, block)
+    private = context + slack - hit * shared  # KV tokens each sequence holds privately
     tokens = kv_capacity_tokens(a, profile, tp)
     if draft is not None:
         tokens = tokens - draft.weights_per_device(tp) * a.kv_spread(tp) / a.kv_bytes_per_token

@@ -213,8 +213,8 @@ def closed_loop_seconds(
     # Admission: KV for the prompt plus the reserved share of the output; a sequence cap.
     kv_tokens = kv_capacity_tokens(a, profile, tp)
     ranks = float(np.max(tp / a.attention_group(tp)))  # attention ranks: each schedules its own budget and cap
-    rules = scheduler_rules(profile, a.memory, a.accelerator, ranks)
-    kv_limit = np.floor(kv_tokens / rules.admission_tokens(inputs, outputs))
+    rules = scheduler_rules(profile, a.memory, a.accelerator, ranks, mla=a.mla)
+    kv_limit = np.floor(kv_tokens / rules.admission_tokens(inputs, outputs, spread))
     max_seqs = rules.max_sequences
     held = np.maximum(np.minimum(np.minimum(clients, kv_limit), max_seqs), 1.0)
     overhead = profile.request_overhead.m_as("s") + extra  # the engine's request path and the harness's
@@ -260,7 +260,8 @@ def closed_loop_seconds(
     slot_wait = full_queue * (requests_per_client - 1 + queue / (2 * clients)) / requests_per_client
     # The group followed through the run: lengths spread a little, or identical requests in waves (no spread).
     run_spread = np.where(waves, 0.0, spread)
-    pressure = (rules.output_reservation < 1) & (held * _group_peak(inputs, outputs, run_spread) > kv_tokens)
+    peak = _group_peak(inputs + rules.block_slack(inputs, run_spread), outputs, run_spread)  # KV in whole blocks
+    pressure = (rules.output_reservation < 1) & (held * peak > kv_tokens)
     group = (waves | (np.isfinite(spread) & (spread > 0))) & (kv_limit >= 1) & ((clients > kv_limit) | pressure)
     followed, run_rate = np.zeros_like(group), np.zeros(0)
     if cache_run and np.any(group):

@@ -71,7 +71,8 @@ def group_cache_run(
     not follow (see :data:`_MOST_ROUNDS`) or whose run stalls: the caller keeps the mixed state there.
     """
     total = clients * requests_per_client
-    rounds = np.ceil(total / np.maximum(np.minimum(kv_tokens / (inputs + outputs / 2), clients), 1.0))
+    mean_kv = inputs + rules.block_slack(inputs, length_cv) + outputs / 2  # a request's mean KV, in whole blocks
+    rounds = np.ceil(total / np.maximum(np.minimum(kv_tokens / mean_kv, clients), 1.0))
     follow = (rounds <= _MOST_ROUNDS) & (length_cv < _MOST_SPREAD)
     out = tuple(np.full(len(inputs), np.nan) for _ in range(4))
     if np.any(follow):
@@ -108,8 +109,12 @@ def _fluid_run(  # noqa: PLR0915  # one fluid step shares its arrays; its parts 
     total = clients * requests_per_client
     res = rules.output_reservation
     max_seqs = rules.max_sequences
-    steps_per_output, dt, bins, stay, left, held, want, grow = _ages(inputs, outputs, length_cv, rounds, res)
-    fresh = inputs + res * outputs
+    steps_per_output, dt, bins, stay, left, held, want, grow = _ages(inputs, outputs, length_cv, rounds, rules)
+    fresh = rules.admission_tokens(inputs, outputs, length_cv)
+    # The KV a request holds is its tokens in whole blocks: the prompt's last block's slack, kept while it
+    # decodes (its growth counted a token at a time: on average the same as the blocks it fills).
+    slack = rules.block_slack(inputs, length_cv)[:, None]
+    kv, kv_grow = held + slack, grow - (1 - stay) * slack
 
     rows = len(inputs)
     mass, reserved, preempted = np.zeros((rows, bins)), np.zeros((rows, bins)), np.zeros((rows, bins))
@@ -124,13 +129,13 @@ def _fluid_run(  # noqa: PLR0915  # one fluid step shares its arrays; its parts 
     for _ in range(int(_STALL * np.max(rounds * steps_per_output))):
         if not np.any(active):
             break
-        preempting = _preempt_youngest(mass, reserved, preempted, held, kv_tokens)  # such a step admits no one
+        preempting = _preempt_youngest(mass, reserved, preempted, kv, kv_tokens)  # such a step admits no one
         running = mass.sum(axis=1)
         # Room through the step: the reservations, the cache at the step's end, the sequence cap.
         room_reserved = np.where(preempting, 0.0, kv_tokens - reserved.sum(axis=1))
-        room_cache = np.where(preempting, 0.0, kv_tokens - (mass * (held + grow)).sum(axis=1))
+        room_cache = np.where(preempting, 0.0, kv_tokens - (mass * (kv + kv_grow)).sum(axis=1))
         room_seqs = np.where(preempting, 0.0, max_seqs - running)
-        back = _readmitted(preempted, (want, held + ahead, np.ones_like(held)), (room_reserved, room_cache, room_seqs))
+        back = _readmitted(preempted, (want, kv + ahead, np.ones_like(held)), (room_reserved, room_cache, room_seqs))
         preempted -= back
         mass += back
         reserved += back * want
@@ -138,11 +143,11 @@ def _fluid_run(  # noqa: PLR0915  # one fluid step shares its arrays; its parts 
         prompt_tokens = recomputed.copy()
         prompts = back.sum(axis=1)
         room_reserved -= (back * want).sum(axis=1)
-        room_cache -= (back * (held + ahead)).sum(axis=1)
+        room_cache -= (back * (kv + ahead)).sum(axis=1)
         room_seqs -= prompts
         # Then the waiting prompts, once no preempted request is left ahead of them.
         clear = preempted.sum(axis=1) <= 1e-9
-        new = np.minimum.reduce([queue, room_reserved / fresh, room_cache / (inputs + dt), room_seqs])
+        new = np.minimum.reduce([queue, room_reserved / fresh, room_cache / (kv[:, 0] + dt), room_seqs])
         new = np.where(clear & active, np.maximum(new, 0.0), 0.0)
         mass[:, 0] += new
         reserved[:, 0] += new * fresh
@@ -152,7 +157,7 @@ def _fluid_run(  # noqa: PLR0915  # one fluid step shares its arrays; its parts 
         prompts += new
         if res < 1:
             mass, reserved, preempted = _churn(
-                mass, reserved, preempted, back, new, stay, held, grow, want, res * left, dt
+                mass, reserved, preempted, back, new, stay, kv, kv_grow, want, res * left, dt
             )  # fmt: skip
         # The step's time: its decode iterations, and the prompts it (re)admitted.
         running = mass.sum(axis=1)
@@ -202,12 +207,13 @@ def _own_bursts(
 
 
 def _ages(
-    inputs: np.ndarray, outputs: np.ndarray, length_cv: np.ndarray, rounds: np.ndarray, res: float
+    inputs: np.ndarray, outputs: np.ndarray, length_cv: np.ndarray, rounds: np.ndarray, rules: SchedulerRules
 ) -> tuple[np.ndarray, np.ndarray, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The fluid's ages of a request, a step apart.
 
     Returns the steps per output, the decode iterations a step, the bins, and per (row, age) the share still
-    running a step later, the output left, the KV held, what an admission reserves and the KV's change a step.
+    running a step later, the output left, the tokens held, what an admission reserves (whole blocks) and the
+    tokens' change a step.
     """
     from scipy.special import ndtr
 
@@ -227,8 +233,8 @@ def _ages(
     # the output a request of this age still has to produce (the normal's mean residual life)
     density = np.exp(-0.5 * np.minimum(z * z, 1400.0)) / np.sqrt(2 * np.pi)
     left = np.maximum(outputs[:, None] + spread[:, None] * density / np.maximum(alive, 1e-300) - age, 0.0)
-    held = inputs[:, None] + age  # KV a request holds at this age, and what readmitting it recomputes
-    want = held + res * left  # what the admission reserves for it
+    held = inputs[:, None] + age  # tokens a request holds at this age, and what readmitting it recomputes
+    want = rules.admission_tokens(held, left, length_cv[:, None])  # what the admission reserves for it
     grow = stay * (held + dt[:, None]) - held  # a request's change of KV over a step (finishing ones leave)
     return steps_per_output, dt, bins, stay, left, held, want, grow
 

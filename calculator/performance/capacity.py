@@ -37,13 +37,16 @@ class EngineMemoryFit(Result):
     weights_fit : bool
         Whether the weights fit beside the engine's reserve at all (else ``sequences`` is 0 and ``reason`` says so).
     kv_tokens : int
-        KV-cache tokens the replica holds.
+        KV-cache tokens the replica holds (whole blocks).
     sequences : int
-        Sequences of ``context`` tokens held at once (the KV cache alone; the engine's sequence cap aside).
+        Sequences of ``context`` tokens held at once (the KV cache alone; the engine's sequence cap aside),
+        each in whole blocks of ``block`` tokens.
     max_context : int
-        The longest context ``batch`` sequences can each hold (capped at the model's context limit).
+        The longest context ``batch`` sequences can each hold (whole blocks, capped at the model's context limit).
     reason : str
         Empty where the weights fit; else why nothing fits.
+    block : int
+        Tokens per KV-cache block under the engine (a sequence holds whole blocks).
     """
 
     engine: str
@@ -54,6 +57,7 @@ class EngineMemoryFit(Result):
     sequences: int
     max_context: int
     reason: str = ""
+    block: int = 1
 
 
 def engine_memory_fit(
@@ -79,12 +83,13 @@ def engine_memory_fit(
     Examples
     --------
     >>> fit = engine_memory_fit("llama-3.1-70b", "h100-sxm", "fp8", 2300, 1, engine="vllm")
-    >>> fit.engine, fit.kv_precision, fit.sequences == fit.kv_tokens // 2300, fit.sequences < 35
-    ('vllm', 'fp8', True, True)
+    >>> fit.engine, fit.kv_precision, fit.block, fit.sequences == fit.kv_tokens // 2304, fit.sequences < 35
+    ('vllm', 'fp8', 16, True, True)
     """
     from ._common import replica_layout
     from .arrays import kv_cache_precision, step_arrays
     from .engines import engine_profile, kv_capacity_tokens, usable_kv_bytes
+    from .scheduler import block_slack
 
     name = "engine_memory_fit"
     tokens = count(name, "context", context, 1)
@@ -102,11 +107,13 @@ def engine_memory_fit(
             f"the weights alone do not fit: each GPU is {short:,.2f} GB short under the {profile.name} engine's "
             f"memory policy ({policy}); use more GPUs (tensor_parallel), a smaller precision or a larger accelerator"
         )
-        return EngineMemoryFit(profile.name, policy, kv, False, 0, 0, 0, reason)
+        return EngineMemoryFit(profile.name, policy, kv, False, 0, 0, 0, reason, profile.kv_block(a.mla))
     kv_tokens = int(np.floor(float(kv_capacity_tokens(a, profile, group)[0])))
+    block = profile.kv_block(a.mla)
     limit = model_of(model, registry).max_context or kv_tokens
-    longest = int(min(kv_tokens // held, limit))
-    return EngineMemoryFit(profile.name, policy, kv, True, kv_tokens, int(kv_tokens // tokens), longest)
+    longest = int(min(kv_tokens // held // block * block, limit))
+    sequences = int(kv_tokens // (tokens + block_slack(tokens, block)))
+    return EngineMemoryFit(profile.name, policy, kv, True, kv_tokens, sequences, longest, block=block)
 
 
 def _policy_text(profile: Any) -> str:

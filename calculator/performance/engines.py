@@ -168,6 +168,12 @@ class EngineProfile(Result):
     output_reservation : float
         Fraction of each request's output the admission policy reserves KV for (1: TensorRT-LLM's
         guaranteed-no-evict; 0.5: admit on the prompt and preempt when the cache fills).
+    kv_block_tokens : int
+        Tokens per KV-cache block (page): a sequence holds whole blocks (vLLM 16, TensorRT-LLM 32,
+        SGLang 1) and the cache whole blocks (:meth:`kv_block`).
+    mla_kv_block_tokens : int or None
+        The block of a model with multi-head latent attention where the engine's MLA kernels force
+        another (vLLM's FlashMLA: 64); ``None``: ``kv_block_tokens``.
     request_overhead : Quantity [time]
         Time every request spends outside the GPU before its first token (HTTP, tokenization,
         the client's round trip). Fitted.
@@ -220,6 +226,8 @@ class EngineProfile(Result):
     expert_exchange: str = "gather_scatter"
     overlap_scheduler: bool = False
     memory_fraction_rule: MemoryFractionRule | None = None
+    kv_block_tokens: int = 1
+    mla_kv_block_tokens: int | None = None
 
     def __post_init__(self) -> None:
         if self.quantized_kv_precision not in ("fp8", "bf16", "fp16"):
@@ -239,7 +247,7 @@ class EngineProfile(Result):
             value = getattr(self, name)
             if not 0 <= value <= 1:
                 raise InputError(f"EngineProfile: '{name}' must be in [0, 1], got {value!r}")
-        for name in ("max_num_tokens", "max_num_seqs"):
+        for name in ("max_num_tokens", "max_num_seqs", "kv_block_tokens"):
             if not int(getattr(self, name)) >= 1:
                 raise InputError(f"EngineProfile: '{name}' must be >= 1, got {getattr(self, name)!r}")
 
@@ -253,6 +261,10 @@ class EngineProfile(Result):
                 if memory_bytes >= candidate.min_memory_gb * 1e9:
                     tier = candidate
         return int(tier.max_num_tokens), int(tier.max_num_seqs)
+
+    def kv_block(self, mla: Any = False) -> int:
+        """Tokens per KV-cache block for a model with (``mla``) or without multi-head latent attention."""
+        return int(self.mla_kv_block_tokens if (mla and self.mla_kv_block_tokens) else self.kv_block_tokens)
 
     def efficiency_for(self, accelerator: str | None) -> Efficiency:
         """The costs on ``accelerator`` (its own if measured, else the profile's)."""
@@ -332,6 +344,8 @@ def profile_from_entry(entry: Any, sources: Mapping[str, Any]) -> EngineProfile:
         chunked_prefill=entry.chunked_prefill,
         mixed_batching=entry.mixed_batching,
         output_reservation=entry.output_reservation,
+        kv_block_tokens=entry.kv_block_tokens,
+        mla_kv_block_tokens=entry.mla_kv_block_tokens,
         request_overhead=entry.request_overhead,
         source=source,
         citations=citations,
@@ -431,15 +445,20 @@ class _ReplicaMemory(Protocol):
 
     memory: float
     kv_bytes_per_token: float
+    mla: float
 
     def weights_per_device(self, tp: Any) -> Any: ...  # StepArrays documents both
     def kv_spread(self, tp: Any) -> Any: ...
 
 
 def kv_capacity_tokens(a: _ReplicaMemory, profile: EngineProfile, tensor_parallel: Any) -> Any:
-    """KV-cache tokens a replica of ``tensor_parallel`` devices holds under ``profile``'s memory policy."""
+    """KV-cache tokens a replica of ``tensor_parallel`` devices holds under ``profile``'s memory policy.
+
+    Whole blocks (:meth:`EngineProfile.kv_block`): vLLM's cache is ``available memory // page size`` blocks.
+    """
     per_device = usable_kv_bytes(a, profile, tensor_parallel)
-    return np.maximum(per_device, 0.0) * a.kv_spread(tensor_parallel) / a.kv_bytes_per_token
+    block = profile.kv_block(a.mla)
+    return np.floor(np.maximum(per_device, 0.0) * a.kv_spread(tensor_parallel) / a.kv_bytes_per_token / block) * block
 
 
 def usable_kv_bytes(a: _ReplicaMemory, profile: EngineProfile, tensor_parallel: Any) -> Any:

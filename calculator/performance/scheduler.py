@@ -68,6 +68,8 @@ class SchedulerRules(Result):
         iteration runs is first scheduled one iteration later than under a synchronous scheduler.
     output_reservation : float
         The share of a request's output the admission reserves KV for.
+    kv_block : int
+        Tokens per KV-cache block: an admission reserves, and a sequence holds, whole blocks.
     """
 
     engine: str
@@ -78,6 +80,7 @@ class SchedulerRules(Result):
     chunked: bool
     overlap: bool
     output_reservation: float
+    kv_block: int = 1
 
     def room(self, decodes: Any, closed_form: bool = False) -> Any:
         """The tokens the budget leaves for prompts beside ``decodes`` running decodes: ``T - n``.
@@ -123,9 +126,18 @@ class SchedulerRules(Result):
             return np.asarray(room / chunk, dtype=float)
         return whole_prompts(room, inputs, length_cv)
 
-    def admission_tokens(self, prompt: Any, output: Any) -> Any:
-        """The KV tokens an admission reserves: the prompt and the reserved share of the output."""
-        return prompt + self.output_reservation * output
+    def admission_tokens(self, prompt: Any, output: Any, length_cv: Any = 0.0) -> Any:
+        """The KV tokens an admission reserves: the prompt and the reserved share of the output, in whole blocks.
+
+        ``length_cv``: the requests' lengths spread around ``prompt`` and ``output`` (the mean over them of
+        their whole blocks, :func:`block_slack`); 0, one request's exact count.
+        """
+        tokens = prompt + self.output_reservation * output
+        return tokens if self.kv_block == 1 else tokens + block_slack(tokens, self.kv_block, length_cv)
+
+    def block_slack(self, tokens: Any, length_cv: Any = 0.0) -> Any:
+        """The unused tokens of sequences' last KV blocks (spread by ``length_cv``): :func:`block_slack`."""
+        return block_slack(tokens, self.kv_block, length_cv)
 
     @property
     def lag_iterations(self) -> float:
@@ -142,6 +154,7 @@ def scheduler_rules(
     max_num_tokens: int | None = None,
     max_num_seqs: int | None = None,
     chunk_size: int | None = None,
+    mla: Any = False,
 ) -> SchedulerRules:
     """The :class:`SchedulerRules` of ``profile`` on a device of ``memory_bytes`` with ``ranks`` attention ranks.
 
@@ -171,7 +184,39 @@ def scheduler_rules(
         chunked=profile.chunked_prefill or bool(chunk_size),
         overlap=profile.overlap_scheduler,
         output_reservation=profile.output_reservation,
+        kv_block=profile.kv_block(mla),
     )
+
+
+def block_slack(tokens: Any, block: int, length_cv: Any = 0.0) -> Any:
+    """The mean unused tokens of the last KV block of a sequence of ``tokens`` tokens, blocks of ``block``.
+
+    Fixed lengths (``length_cv`` 0, or ``inf``: none given): ``ceil(tokens / block) block - tokens``. Lengths
+    spread normally by ``length_cv``: ``E[ceil(X / b) b] - tokens`` over whole token counts ``X``, which is
+    ``(b - 1) / 2`` once the spread is a block or more (the last block's fill is then uniform to 1e-8), and
+    otherwise summed over the few blocks around the mean. A block of 1 leaves none.
+    """
+    if block == 1:
+        return 0.0 * np.asarray(tokens) if isinstance(tokens, np.ndarray) else 0
+    if isinstance(tokens, int | float) and not length_cv:  # the simulator's one request, in its admission
+        return -(-tokens // block) * block - tokens
+    tokens, cv = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (tokens, length_cv)))
+    fixed = np.ceil(tokens / block) * block - tokens
+    sigma = np.where(np.isfinite(cv) & (cv > 0), cv * tokens, 0.0)
+    if not np.any(sigma > 0):
+        return fixed
+    narrow = (sigma > 0) & (sigma < block)
+    out = np.where(sigma >= block, (block - 1) / 2, fixed)
+    if np.any(narrow):
+        from scipy.special import ndtr
+
+        mu, sd = tokens[narrow], sigma[narrow]
+        first = np.maximum(np.floor((mu - 8 * sd) / block), 0.0)  # P(X <= first b) is nil
+        j = first + np.arange(18.0).reshape((-1,) + (1,) * mu.ndim)  # 8 sd each side of a block or less
+        # E[ceil(X / b)] = first + sum_{j >= first} P(X > j b), X whole tokens (continuity: > j b + 1/2)
+        blocks = first + ndtr((mu - (j * block + 0.5)) / sd).sum(axis=0)
+        out[narrow] = blocks * block - mu
+    return out
 
 
 def whole_prompts(room: Any, inputs: Any, length_cv: Any) -> np.ndarray:

@@ -49,6 +49,7 @@ class _Requests:
         "queued",
         "remaining",
         "replica",
+        "slack",
         "stall",
         "started",
         "state",
@@ -56,7 +57,7 @@ class _Requests:
         "too_big",
     )
 
-    def __init__(self, prompt: list[int], output: list[int], capacity: float):
+    def __init__(self, prompt: list[int], output: list[int], capacity: float, block: int = 1):
         total = len(prompt)
         self.prompt, self.output = prompt, output
         self.state = [_WAIT] * total
@@ -74,7 +75,9 @@ class _Requests:
         self.stall = [0.0] * total
         self.last_token = [0.0] * total
         self.preempted = [0] * total
-        self.too_big = [p + o > capacity for p, o in zip(prompt, output, strict=True)]  # never fits the cache
+        self.slack = [0] * total  # the unused tokens of its last KV block (blocks of ``block`` tokens)
+        # never fits the cache, in whole blocks
+        self.too_big = [-(-(p + o) // block) * block > capacity for p, o in zip(prompt, output, strict=True)]
 
 
 class _Engine(NamedTuple):
@@ -125,13 +128,13 @@ class _ReplicaScheduler:
         "ranks",
         "release",
         "requests",
-        "reservation",
         "reserved",
         "rules",
         "running",
         "scale",
         "scheduled",
         "scheduled_decodes",
+        "slack",
         "starts",
         "table",
         "waiting",
@@ -147,7 +150,7 @@ class _ReplicaScheduler:
     ):
         self.index = index
         rules = self.rules = engine.rules
-        self.max_seqs, self.capacity, self.reservation = rules.max_sequences, engine.capacity, rules.output_reservation
+        self.max_seqs, self.capacity = rules.max_sequences, engine.capacity
         self.chunked, self.mixed, self.lagged = rules.chunked, rules.mixed, rules.overlap
         self.table, self.scale, self.ranks = engine.table, engine.scale, engine.ranks
         self.requests, self.release, self.iterations = requests, release, iterations
@@ -158,6 +161,9 @@ class _ReplicaScheduler:
         self.n = 0  # decoding sequences
         self.dec_kv = 0.0  # KV tokens of the decoding sequences
         self.pf_kv = 0.0  # KV tokens of the partly prefilled ones
+        # Tokens of the held sequences' last KV blocks left unused (whole blocks, rules.kv_block): a prompt's,
+        # kept while it decodes (decoding grows the KV a token at a time: on average the blocks it fills)
+        self.slack = 0
         self.reserved = 0.0  # KV the admission policy has promised the running requests
         self.decode_count = 0  # decode iterations run (a decoding request advances one token in each)
         self.finish_heap: list[tuple[int, int]] = []
@@ -212,8 +218,8 @@ class _ReplicaScheduler:
         each request's blocks when it schedules it).
         """
         requests = self.requests
-        want = requests.todo[req] + self.reservation * requests.remaining[req]
-        used = self.dec_kv + self.pf_kv + allocated
+        want = self.rules.admission_tokens(requests.todo[req], requests.remaining[req])
+        used = self.dec_kv + self.pf_kv + self.slack + allocated
         return max(self.reserved, used) + want <= self.capacity or not self.running
 
     def preempt(self, now: float) -> None:
@@ -221,6 +227,8 @@ class _ReplicaScheduler:
         requests = self.requests
         req, _ = self.running.popitem()
         self.reserved -= requests.need[req]
+        self.slack -= requests.slack[req]
+        requests.slack[req] = 0
         if requests.state[req] == _DECODE:
             emitted = self.decode_count - requests.join[req]
             self.dec_kv -= requests.base[req] + emitted
@@ -265,7 +273,7 @@ class _ReplicaScheduler:
         preempting = False
         if not prefill_only:
             # Decodes first: each needs one more KV slot; preempt the latest admitted until they fit.
-            while self.n and self.dec_kv + self.pf_kv + self.n > self.capacity:
+            while self.n and self.dec_kv + self.pf_kv + self.slack + self.n > self.capacity:
                 self.preempt(now)
                 preempting = True
         decodes = 0 if prefill_only else self.n
@@ -322,7 +330,7 @@ class _ReplicaScheduler:
             running[req] = None
             self.prefilling.append(req)
             requests.state[req] = _PREFILL
-            need = requests.need[req] = todo[req] + self.reservation * requests.remaining[req]
+            need = requests.need[req] = self.rules.admission_tokens(todo[req], requests.remaining[req])
             self.reserved += need
             if requests.started[req] != requests.started[req]:
                 requests.started[req] = now
@@ -334,11 +342,16 @@ class _ReplicaScheduler:
 
     def _price(self, now: float, decodes: int, tokens: int, pairs: float, grouped: bool) -> _Load | None:
         """Allocate the scheduled chunks and the decodes' slots, price the iteration and (alone) commit it."""
-        filled = self.requests.filled
+        filled, slack = self.requests.filled, self.requests.slack
         scheduled = self.scheduled
+        block = self.rules.kv_block
         for req, chunk in scheduled:
             filled[req] += chunk
             self.pf_kv += chunk
+            if block > 1:  # the chunk's tokens in whole blocks
+                unused = -filled[req] % block
+                self.slack += unused - slack[req]
+                slack[req] = unused
         if decodes:
             self.dec_kv += decodes
         r = len(scheduled)
@@ -366,7 +379,7 @@ class _ReplicaScheduler:
         self.population.append(len(self.running) + len(self.waiting))
         self.arrived_at_start = self.arrived
         self.decoded.append(self.scheduled_decodes > 0)
-        self.kv.append(self.dec_kv + self.pf_kv)
+        self.kv.append(self.dec_kv + self.pf_kv + self.slack)
         self.batch.append(len(self.running))
 
     def end_iteration(self, now: float) -> None:
@@ -394,6 +407,8 @@ class _ReplicaScheduler:
             self.dec_kv -= held
             self.n -= 1
             self.reserved -= requests.need[req]
+            self.slack -= requests.slack[req]
+            requests.slack[req] = 0
             del self.running[req]
             state[req] = _DONE
             remaining[req] = 0
@@ -419,6 +434,8 @@ class _ReplicaScheduler:
             if remaining[req] <= 0:
                 del self.running[req]
                 self.reserved -= requests.need[req]
+                self.slack -= requests.slack[req]
+                requests.slack[req] = 0
                 state[req] = _DONE
                 requests.finish[req] = now
                 self._leave(req, now)
@@ -442,7 +459,7 @@ class _ReplicaScheduler:
         n = self.n
         heap = self.finish_heap
         limit = (heap[0][0] if heap else self.decode_count + 1) - self.decode_count - 1
-        limit = min(limit, int((self.capacity - self.dec_kv - self.pf_kv) // n) - 1)
+        limit = min(limit, int((self.capacity - self.dec_kv - self.pf_kv - self.slack) // n) - 1)
         if limit <= 0:
             return now, 0
         running = len(self.running)
@@ -451,7 +468,7 @@ class _ReplicaScheduler:
         step, per_sequence, overlap = table.fixed
         fixed = step + per_sequence * n
         ends, starts, kv = self.ends, self.starts, self.kv
-        dec_kv, pf_kv, busy = self.dec_kv, self.pf_kv, self.busy
+        dec_kv, pf_kv, busy = self.dec_kv, self.pf_kv + self.slack, self.busy
         done_here = 0
         while done_here < limit:
             gpu = decode(n, (dec_kv + n) / n)

@@ -78,7 +78,13 @@ def _limits(setup: SimulationSetup) -> tuple[StepArrays, Any, SchedulerRules, fl
     a, _ = replica_layout(a, tp, ranks, setup.expert_parallel, "simulate", setup.pipeline_parallel)
     # every attention rank schedules its own budget (max_num_tokens, per rank) and share of the cap
     rules = scheduler_rules(
-        profile, a.memory, a.accelerator, ranks, max_num_tokens=setup.max_num_tokens, max_num_seqs=setup.max_num_seqs
+        profile,
+        a.memory,
+        a.accelerator,
+        ranks,
+        max_num_tokens=setup.max_num_tokens,
+        max_num_seqs=setup.max_num_seqs,
+        mla=a.mla,
     )
     capacity = float(kv_capacity_tokens(a, profile, setup.tensor_parallel))
     return a, profile, rules, capacity
@@ -297,7 +303,7 @@ def _simulate_seed(run: _Run, progress: Callable[[float], None] | None = None) -
     # An overlap scheduler builds iteration k while k - 1 runs: it sees the requests that had arrived when
     # k - 1 started (a request arriving during an iteration waits for one more before its own).
     engine = _Engine(rules, capacity, table, setup.step_scale, ranks)
-    requests = _Requests(prompt.tolist(), output.tolist(), capacity)
+    requests = _Requests(prompt.tolist(), output.tolist(), capacity, rules.kv_block)
     overhead = profile.request_overhead.m_as("s")
     arrivals = _Arrivals(run, arrival, overhead)
     schedule = run.traffic.replica_schedule

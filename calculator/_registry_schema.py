@@ -544,8 +544,10 @@ class Engine(Entry):
     output_reservation: Annotated[float, Field(ge=0, le=1)] = Field(
         description="share of the output the admission reserves KV for"
     )
-    kv_block_tokens: Annotated[int, Field(ge=1, le=4096)] = Field(
-        1, description="tokens per KV-cache block (page): a sequence holds whole blocks (1: no rounding)"
+    kv_block_tokens: Annotated[int, Field(ge=1, le=4096)] | None = Field(
+        None,
+        description="tokens per KV-cache block (page): a sequence holds whole blocks (none: not documented, "
+        "counted in tokens as blocks of 1)",
     )
     mla_kv_block_tokens: Annotated[int, Field(ge=1, le=4096)] | None = Field(
         None,

@@ -344,7 +344,7 @@ def profile_from_entry(entry: Any, sources: Mapping[str, Any]) -> EngineProfile:
         chunked_prefill=entry.chunked_prefill,
         mixed_batching=entry.mixed_batching,
         output_reservation=entry.output_reservation,
-        kv_block_tokens=entry.kv_block_tokens,
+        kv_block_tokens=entry.kv_block_tokens or 1,
         mla_kv_block_tokens=entry.mla_kv_block_tokens,
         request_overhead=entry.request_overhead,
         source=source,

@@ -381,6 +381,12 @@ class Model(Entry):
     q_lora_rank: PositiveInt | None = None
     qk_nope_head_dim: PositiveInt | None = None
     v_head_dim: PositiveInt | None = None
+    sliding_window: PositiveInt | None = Field(
+        None, description="tokens a sliding-window attention layer attends to and keeps in its KV cache"
+    )
+    sliding_window_layers: PositiveInt | None = Field(
+        None, description="how many of the layers attend through the sliding window (the others attend to everything)"
+    )
     checkpoints: tuple[Checkpoint, ...] = Field(
         (), description="quantized checkpoints of the weights, each with its own source (the launch configs load them)"
     )
@@ -446,6 +452,16 @@ class Model(Entry):
         ok, message = rules[self.attention]  # type: ignore[index]
         if not ok:
             raise ValueError(message)
+        if (self.sliding_window is None) != (self.sliding_window_layers is None):
+            raise ValueError("sliding_window and sliding_window_layers go together: give both or neither")
+        if (
+            self.sliding_window_layers is not None
+            and self.layers is not None
+            and self.sliding_window_layers > self.layers
+        ):
+            raise ValueError(
+                f"sliding_window_layers ({self.sliding_window_layers}) cannot exceed layers ({self.layers})"
+            )
         return self
 
     @property

@@ -27,6 +27,7 @@ SETUPS = [  # model, accelerator, precision, tensor parallel
     ("llama-3.1-70b", "h200-sxm", "bf16", 2),
     ("llama-3.1-8b", "h100-sxm", "bf16", 1),
     ("qwen3-32b", "h200-sxm", "fp8", 1),
+    ("gpt-oss-120b", "h100-sxm", "fp4", 1),  # half its layers keep a 128-token window
 ]
 ENGINES = ["vllm", "sglang", "trtllm", None]
 CONTEXTS = [2300, 8192, 32768]

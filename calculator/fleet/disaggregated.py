@@ -117,7 +117,8 @@ def size_disaggregated(
     decode = _decode_pool(families, profile, workload, tp_grid, batch_grid, tpot_target, max_utilization)
     if decode is None:
         return DisaggregatedPlan(False, "decode pool: no configuration meets the TPOT target within memory")
-    kv_bytes = workload.input_tokens * decode.family.arrays.kv_bytes_per_token
+    arrays = decode.family.arrays
+    kv_bytes = arrays.kv_tokens(workload.input_tokens) * arrays.kv_bytes_per_token  # the prompt's KV, handed over
     handoff = float(
         kv_handoff_time.numeric(
             kv_bytes=kv_bytes, link_bandwidth=link.bandwidth.m_as("B/s"), startup_latency=latency, parallel_links=1
@@ -186,8 +187,8 @@ def _decode_pool(
     for family in families:
         a = family.arrays
         # a sequence's mean KV: its mean tokens and its prompt's last block's slack (performance.scheduler)
-        slack = block_slack(workload.input_tokens, profile.kv_block(a.mla), workload.input_cv)
-        capacity = np.floor(kv_capacity_tokens(a, profile, tp_grid) / (context + slack))
+        slack = block_slack(a.kv_tokens(workload.input_tokens), profile.kv_block(a.mla), workload.input_cv)
+        capacity = np.floor(kv_capacity_tokens(a, profile, tp_grid) / (a.kv_tokens(context) + slack))
         t_dec = decode_step_seconds(a, profile.efficiency_for(family.accelerator), tp_grid, batch_grid, context)
         rate = batch_grid / (decode_slots * t_dec)
         ok = (batch_grid <= capacity) & (t_dec <= tpot_target)

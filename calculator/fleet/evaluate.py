@@ -469,9 +469,7 @@ class _StepGrid:
         prompts = _Prompts(nodes, weights, tail, computed, hit * prefix)
         grid = _Step(a, eff, tp, batch, context, scale)
         # each attention rank schedules its own token budget; a chunk size is the budget it sets
-        rules = scheduler_rules(
-            profile, a.memory, a.accelerator, family.ranks(tp), chunk_size=serving.chunk_size, mla=a.mla
-        )
+        rules = scheduler_rules(profile, a.memory, a.accelerator, family.ranks(tp), chunk_size=serving.chunk_size, kv=a)
         if rules.mixed:
             it = _mixed_iteration(grid, t_dec, per_token, prompts, rules, decode_slots, workload.input_cv)
         else:
@@ -558,8 +556,9 @@ def _capacity(a: StepArrays, draft: StepArrays | None, profile: EngineProfile, t
     hit = serving.prefix_hit_rate
     block = profile.kv_block(a.mla)
     shared = np.floor(serving.shared_prefix_tokens / block) * block
-    slack = block_slack(prompt[0], block, prompt[1]) if prompt else block_slack(context, block)
-    private = context + slack - hit * shared  # KV tokens each sequence holds privately
+    held = a.kv_tokens(context)  # in tokens of every layer: a sliding-window layer keeps at most its window
+    slack = block_slack(a.kv_tokens(prompt[0]), block, prompt[1]) if prompt else block_slack(held, block)
+    private = held + slack - hit * shared  # KV tokens each sequence holds privately
     tokens = kv_capacity_tokens(a, profile, tp)
     if draft is not None:
         tokens = tokens - draft.weights_per_device(tp) * a.kv_spread(tp) / a.kv_bytes_per_token

@@ -388,8 +388,9 @@ def _memory_rejection(
     values = {
         "weights_per_device": Q_(float(weights_per_device), "B"),
         "usable_per_device": Q_(float(usable), "B"),
-        # One sequence's KV cache at the workload's context, whole (before the shards of a wider group).
-        "kv_per_sequence": Q_(float(a.kv_bytes_per_token * workload.held_context), "B"),
+        # One sequence's KV cache at the workload's context, whole (before the shards of a wider group; a
+        # sliding-window layer's part capped at its window).
+        "kv_per_sequence": Q_(float(a.kv_bytes_per_token * a.kv_tokens(workload.held_context)), "B"),
         "kv_shards_max": int(a.kv_shards_max),
     }
     return Rejection(key, *record, code="memory", values=values)

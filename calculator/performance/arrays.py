@@ -216,7 +216,21 @@ class StepArrays:
     scale_out_bandwidth: float = 0.0  #: B/s per direction and GPU between scale-up domains (0: none registered)
     #: How attention data-parallel ranks exchange tokens around the experts (``EngineProfile.expert_exchange``).
     expert_exchange: str = "gather_scatter"
+    #: Sliding-window attention: the tokens a windowed layer attends to and caches (inf: none), and the share
+    #: of the layers that are windowed (gpt-oss: 128 tokens, half of them).
+    window: float = float("inf")
+    window_share: float = 0.0
     curves: dict[float, dict[str, np.ndarray]] = field(default_factory=dict, repr=False)  #: cache per TP degree
+
+    def kv_tokens(self, tokens: Any) -> Any:
+        """The KV a sequence of ``tokens`` holds and a decode step reads, in tokens of every layer.
+
+        A windowed layer keeps (and attends to) at most :attr:`window` tokens: ``tokens - share x
+        max(tokens - window, 0)``. Without windows, ``tokens`` itself.
+        """
+        from .scheduler import windowed_tokens
+
+        return windowed_tokens(tokens, self.window, self.window_share)
 
     def attention_group(self, tp: Any) -> Any:
         """GPUs one attention rank spans in a replica of ``tp`` GPUs."""
@@ -360,6 +374,8 @@ def step_arrays(
         kv_heads=kv_heads,
         head_dim=head_dim,
         mla=float(mla),
+        window=float(spec.sliding_window or np.inf),
+        window_share=(spec.sliding_window_layers or 0) / float(spec.layers or 1),
         kv_lora_rank=float(spec.kv_lora_rank or 0),
         q_lora_rank=q_lora,
         qk_nope_head_dim=nope,

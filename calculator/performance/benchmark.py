@@ -213,7 +213,7 @@ def closed_loop_seconds(
     # Admission: KV for the prompt plus the reserved share of the output; a sequence cap.
     kv_tokens = kv_capacity_tokens(a, profile, tp)
     ranks = float(np.max(tp / a.attention_group(tp)))  # attention ranks: each schedules its own budget and cap
-    rules = scheduler_rules(profile, a.memory, a.accelerator, ranks, mla=a.mla)
+    rules = scheduler_rules(profile, a.memory, a.accelerator, ranks, kv=a)
     kv_limit = np.floor(kv_tokens / rules.admission_tokens(inputs, outputs, spread))
     max_seqs = rules.max_sequences
     held = np.maximum(np.minimum(np.minimum(clients, kv_limit), max_seqs), 1.0)
@@ -260,7 +260,7 @@ def closed_loop_seconds(
     slot_wait = full_queue * (requests_per_client - 1 + queue / (2 * clients)) / requests_per_client
     # The group followed through the run: lengths spread a little, or identical requests in waves (no spread).
     run_spread = np.where(waves, 0.0, spread)
-    peak = _group_peak(inputs + rules.block_slack(inputs, run_spread), outputs, run_spread)  # KV in whole blocks
+    peak = _group_peak(*_kv_lengths(rules, inputs, outputs, run_spread), run_spread)
     pressure = (rules.output_reservation < 1) & (held * peak > kv_tokens)
     group = (waves | (np.isfinite(spread) & (spread > 0))) & (kv_limit >= 1) & ((clients > kv_limit) | pressure)
     followed, run_rate = np.zeros_like(group), np.zeros(0)
@@ -414,6 +414,19 @@ def _aftermath(
         total = total + np.maximum(wait - steady, 0.0)
         jitter = np.where(whole | (priced & ~np.isfinite(spread_by)), np.sqrt(start), np.nan_to_num(spread_by))
     return total
+
+
+def _kv_lengths(
+    rules: SchedulerRules, inputs: np.ndarray, outputs: np.ndarray, spread: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """A request's prompt and output as the KV they hold: whole blocks, and sliding-window layers capped.
+
+    The prompt's KV with its last block's slack; the output's, what decoding adds to it (a windowed layer's
+    part stops growing once the window is full: exact for prompts at least a window long).
+    """
+    kept = rules.kv_tokens(inputs)
+    grown = outputs if not rules.window_share else rules.kv_tokens(inputs + outputs) - kept
+    return kept + rules.block_slack(kept, spread), grown
 
 
 def _group_peak(inputs: np.ndarray, outputs: np.ndarray, length_cv: np.ndarray) -> np.ndarray:

@@ -71,7 +71,10 @@ def group_cache_run(
     not follow (see :data:`_MOST_ROUNDS`) or whose run stalls: the caller keeps the mixed state there.
     """
     total = clients * requests_per_client
-    mean_kv = inputs + rules.block_slack(inputs, length_cv) + outputs / 2  # a request's mean KV, in whole blocks
+    # a request's mean KV: whole blocks, and a sliding window capping its layers' part (SchedulerRules.kv_tokens)
+    kept = rules.kv_tokens(inputs)
+    grown = outputs / 2 if not rules.window_share else rules.kv_tokens(inputs + outputs / 2) - kept
+    mean_kv = kept + rules.block_slack(kept, length_cv) + grown
     rounds = np.ceil(total / np.maximum(np.minimum(kv_tokens / mean_kv, clients), 1.0))
     follow = (rounds <= _MOST_ROUNDS) & (length_cv < _MOST_SPREAD)
     out = tuple(np.full(len(inputs), np.nan) for _ in range(4))
@@ -113,8 +116,13 @@ def _fluid_run(  # noqa: PLR0915  # one fluid step shares its arrays; its parts 
     fresh = rules.admission_tokens(inputs, outputs, length_cv)
     # The KV a request holds is its tokens in whole blocks: the prompt's last block's slack, kept while it
     # decodes (its growth counted a token at a time: on average the same as the blocks it fills).
-    slack = rules.block_slack(inputs, length_cv)[:, None]
-    kv, kv_grow = held + slack, grow - (1 - stay) * slack
+    # A sliding window caps its layers' part (SchedulerRules.kv_tokens).
+    slack = rules.block_slack(rules.kv_tokens(inputs), length_cv)[:, None]
+    if rules.window_share:
+        kv = rules.kv_tokens(held) + slack
+        kv_grow = stay * (rules.kv_tokens(held + dt[:, None]) + slack) - kv
+    else:
+        kv, kv_grow = held + slack, grow - (1 - stay) * slack
 
     rows = len(inputs)
     mass, reserved, preempted = np.zeros((rows, bins)), np.zeros((rows, bins)), np.zeros((rows, bins))

@@ -111,9 +111,17 @@ def engine_memory_fit(
     kv_tokens = int(np.floor(float(kv_capacity_tokens(a, profile, group)[0])))
     block = profile.kv_block(a.mla)
     limit = model_of(model, registry).max_context or kv_tokens
-    longest = int(min(kv_tokens // held // block * block, limit))
-    sequences = int(kv_tokens // (tokens + block_slack(tokens, block)))
+    longest = int(min(_longest(a, kv_tokens // held // block * block), limit))
+    kept = a.kv_tokens(tokens)  # in tokens of every layer: a sliding-window layer keeps at most its window
+    sequences = int(kv_tokens // (kept + block_slack(kept, block)))
     return EngineMemoryFit(profile.name, policy, kv, True, kv_tokens, sequences, longest, block=block)
+
+
+def _longest(a: Any, tokens: float) -> float:
+    """The longest sequence whose KV is ``tokens`` of every layer: :meth:`StepArrays.kv_tokens` inverted."""
+    if not a.window_share or tokens <= a.window:
+        return tokens
+    return a.window + (tokens - a.window) / (1 - a.window_share) if a.window_share < 1 else float("inf")
 
 
 def _policy_text(profile: Any) -> str:

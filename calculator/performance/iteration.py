@@ -192,6 +192,27 @@ def _handoff_seconds(a: StepArrays, tp: float, tokens: Any) -> Any:
     return generic["allreduce_floor"] + payload / (generic["allreduce_fraction"] * link)
 
 
+def causal_pairs(tokens: Any, prior: Any) -> Any:
+    """(query, key) pairs of a chunk of ``tokens`` after ``prior`` cached ones: each attends to all before it.
+
+    ``tokens x prior + tokens (tokens + 1) / 2`` (:func:`~calculator.phases.prefill_flops`' pairs).
+    """
+    return tokens * prior + tokens * (tokens + 1) / 2
+
+
+def window_pairs(tokens: Any, prior: Any, window: Any) -> Any:
+    """:func:`causal_pairs` in a sliding-window layer: the query at position ``i`` attends to ``min(i, window)``.
+
+    Positions up to the window add ``i`` each, the ones beyond it ``window`` each; an infinite window gives
+    :func:`causal_pairs`.
+    """
+    end = np.asarray(prior, dtype=float) + tokens
+    low, high = np.minimum(prior, window), np.minimum(end, window)
+    inside = (high * (high + 1) - low * (low + 1)) / 2
+    beyond = np.maximum(end - np.maximum(prior, window), 0.0)
+    return inside + np.where(beyond > 0, beyond * np.minimum(window, 1e300), 0.0)
+
+
 def _stage_seconds(
     a: StepArrays,
     tp: float,
@@ -233,22 +254,32 @@ def _stage_seconds(
     # Decode attention: the measured MLA kernel at this rank's query heads where the tables have it, else
     # bandwidth bound on the KV bytes read (measured), and compute bound for MLA.
     measured = mla_decode_seconds(tables, a.kv_precision, a.heads / group, rank_decode, context) if a.mla else None
+    windowed = layers * a.window_share  # the sliding-window layers among these (they read at most the window)
     if measured is None:
-        reads = decode_attention_seconds(
-            tables, np.maximum(rank_decode, 1.0), context * per_token_layer / DECODE_REFERENCE_BYTES
-        )
+        per_sequence = np.maximum(rank_decode, 1.0)
+        reads = decode_attention_seconds(tables, per_sequence, context * per_token_layer / DECODE_REFERENCE_BYTES)
+        if windowed:
+            within = np.minimum(context, a.window) * per_token_layer / DECODE_REFERENCE_BYTES
+            reads = reads + a.window_share * (decode_attention_seconds(tables, per_sequence, within) - reads)
     else:
         reads = measured
     if a.mla:
         compute = rank_decode * tokens * context * pair_flops / (MLA_DECODE_COMPUTE_FRACTION * a.bf16_flops)
         reads = np.maximum(reads, compute)
     t = t + layers * np.where(decode > 0, reads, 0.0)
-    # Prefill attention: the causal pairs of the scheduled chunk after ``prior`` cached tokens.
+    # Prefill attention: the causal pairs of the scheduled chunk after ``prior`` cached tokens (a windowed
+    # layer's query attends to at most the window's).
     per_request = prefill / np.maximum(requests, 1e-9)
-    pairs = rank_prefill * prior + rank_prefill * (per_request + 1) / 2
-    flops = pairs * pair_flops
+    pairs = rank_prefill * prior + rank_prefill * (per_request + 1) / 2  # the rank's prompts' causal_pairs
     batch_heads = np.maximum(rank_requests, 1.0) * a.heads / group
-    att = prefill_attention_seconds(tables, flops, per_request + prior, batch_heads)
+    seen = per_request + prior
+    att = prefill_attention_seconds(tables, pairs * pair_flops, seen, batch_heads)
+    if windowed:
+        chunks = rank_prefill / np.maximum(per_request, 1e-9)  # the rank's prompts
+        flops = chunks * window_pairs(per_request, prior, a.window) * pair_flops
+        att = att + a.window_share * (
+            prefill_attention_seconds(tables, flops, np.minimum(seen, a.window), batch_heads) - att
+        )
     t = t + layers * np.where(prefill > 0, att, 0.0)
     if ranks == 1 and tp > 1:
         t = t + 2 * layers * _collective_seconds(a, tp, m * a.hidden * ACTIVATION_BYTES)
@@ -348,13 +379,15 @@ def _roofline_iteration(
     """Seconds of one iteration priced at fixed fractions of the peaks (``kernels=False``)."""
     shards = kv_shards(tp, a.kv_shards_max)
     m = decode * tokens + prefill
-    memory_bytes = _streamed_bytes(a, np.maximum(m, 1.0)) / tp + decode * context * a.kv_bytes_per_token / shards
+    read = a.kv_tokens(context)  # the KV a sequence's decode reads (and the keys it attends to), all layers
+    memory_bytes = _streamed_bytes(a, np.maximum(m, 1.0)) / tp + decode * read * a.kv_bytes_per_token / shards
     per_request = prefill / np.maximum(requests, 1e-9)
+    unseen = causal_pairs(per_request, prior) - window_pairs(per_request, prior, a.window)  # per windowed layer
     flops = (
         decode_flops.numeric(
             active_parameters=a.streamed_params,
             batch=decode * tokens,
-            context=context,
+            context=read,
             attention_flops=a.attention_flops_per_pair,
         )
         + np.maximum(requests, 0.0)
@@ -365,6 +398,7 @@ def _roofline_iteration(
             cached_tokens=prior,
         )
         * (prefill > 0)
+        - np.maximum(requests, 0.0) * a.window_share * unseen * a.attention_flops_per_pair * (prefill > 0)
     ) / tp
     step = roofline_time.numeric(
         flops=flops,

@@ -70,6 +70,9 @@ class SchedulerRules(Result):
         The share of a request's output the admission reserves KV for.
     kv_block : int
         Tokens per KV-cache block: an admission reserves, and a sequence holds, whole blocks.
+    window, window_share : float
+        The model's sliding window (tokens; inf: none) and the share of its layers that use it: a sequence's
+        KV in tokens of every layer is :meth:`kv_tokens` of its length.
     """
 
     engine: str
@@ -81,6 +84,12 @@ class SchedulerRules(Result):
     overlap: bool
     output_reservation: float
     kv_block: int = 1
+    window: float = float("inf")
+    window_share: float = 0.0
+
+    def kv_tokens(self, tokens: Any) -> Any:
+        """The KV a sequence of ``tokens`` holds, in tokens of every layer (:func:`windowed_tokens`)."""
+        return windowed_tokens(tokens, self.window, self.window_share)
 
     def room(self, decodes: Any, closed_form: bool = False) -> Any:
         """The tokens the budget leaves for prompts beside ``decodes`` running decodes: ``T - n``.
@@ -132,7 +141,7 @@ class SchedulerRules(Result):
         ``length_cv``: the requests' lengths spread around ``prompt`` and ``output`` (the mean over them of
         their whole blocks, :func:`block_slack`); 0, one request's exact count.
         """
-        tokens = prompt + self.output_reservation * output
+        tokens = self.kv_tokens(prompt + self.output_reservation * output)
         return tokens if self.kv_block == 1 else tokens + block_slack(tokens, self.kv_block, length_cv)
 
     def block_slack(self, tokens: Any, length_cv: Any = 0.0) -> Any:
@@ -154,7 +163,7 @@ def scheduler_rules(
     max_num_tokens: int | None = None,
     max_num_seqs: int | None = None,
     chunk_size: int | None = None,
-    mla: Any = False,
+    kv: Any = None,
 ) -> SchedulerRules:
     """The :class:`SchedulerRules` of ``profile`` on a device of ``memory_bytes`` with ``ranks`` attention ranks.
 
@@ -162,7 +171,9 @@ def scheduler_rules(
     given: ``max_num_tokens`` per rank (the engine's flag), ``max_num_seqs`` per replica. A ``chunk_size``
     (per rank) is the budget of an engine told to chunk its prompts: it chunks whatever its default. A mixing
     engine runs no more sequences than its budget holds decodes (vLLM refuses ``max_num_seqs`` above
-    ``max_num_batched_tokens``). Whole numbers stay whole (the simulator schedules tokens).
+    ``max_num_batched_tokens``). Whole numbers stay whole (the simulator schedules tokens). ``kv``: the model's
+    :class:`~calculator.performance.StepArrays`, whose latent attention picks the engine's MLA block and whose
+    sliding windows shrink a sequence's KV (:meth:`SchedulerRules.kv_tokens`); None: neither.
     """
     from .engines import EngineProfile
 
@@ -184,8 +195,21 @@ def scheduler_rules(
         chunked=profile.chunked_prefill or bool(chunk_size),
         overlap=profile.overlap_scheduler,
         output_reservation=profile.output_reservation,
-        kv_block=profile.kv_block(mla),
+        kv_block=profile.kv_block(kv is not None and kv.mla),
+        window=kv.window if kv is not None else float("inf"),
+        window_share=kv.window_share if kv is not None else 0.0,
     )
+
+
+def windowed_tokens(tokens: Any, window: float, share: float) -> Any:
+    """The KV a sequence of ``tokens`` holds in tokens of every layer, ``share`` of them windowed.
+
+    A sliding-window layer keeps (and a decode step reads) at most ``window`` tokens: ``tokens - share x
+    max(tokens - window, 0)``. No window (``share`` 0): ``tokens`` itself.
+    """
+    if not share:
+        return tokens
+    return tokens - share * np.maximum(np.asarray(tokens, dtype=float) - window, 0.0)
 
 
 def block_slack(tokens: Any, block: int, length_cv: Any = 0.0) -> Any:

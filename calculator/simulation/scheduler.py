@@ -131,6 +131,7 @@ class _ReplicaScheduler:
         "reserved",
         "rules",
         "running",
+        "saved",
         "scale",
         "scheduled",
         "scheduled_decodes",
@@ -162,8 +163,12 @@ class _ReplicaScheduler:
         self.dec_kv = 0.0  # KV tokens of the decoding sequences
         self.pf_kv = 0.0  # KV tokens of the partly prefilled ones
         # Tokens of the held sequences' last KV blocks left unused (whole blocks, rules.kv_block): a prompt's,
-        # kept while it decodes (decoding grows the KV a token at a time: on average the blocks it fills)
-        self.slack = 0
+        # kept while it decodes (decoding grows the KV a token at a time: on average the blocks it fills), less
+        # what sliding-window layers do not keep of the prompt (rules.kv_tokens)
+        self.slack: float = 0
+        # what the sliding-window layers do not keep of the decoded tokens: share x tokens decoded (exact for
+        # prompts at least a window long)
+        self.saved: float = 0
         self.reserved = 0.0  # KV the admission policy has promised the running requests
         self.decode_count = 0  # decode iterations run (a decoding request advances one token in each)
         self.finish_heap: list[tuple[int, int]] = []
@@ -219,7 +224,7 @@ class _ReplicaScheduler:
         """
         requests = self.requests
         want = self.rules.admission_tokens(requests.todo[req], requests.remaining[req])
-        used = self.dec_kv + self.pf_kv + self.slack + allocated
+        used = self.dec_kv + self.pf_kv + self.slack - self.saved + allocated
         return max(self.reserved, used) + want <= self.capacity or not self.running
 
     def preempt(self, now: float) -> None:
@@ -232,6 +237,8 @@ class _ReplicaScheduler:
         if requests.state[req] == _DECODE:
             emitted = self.decode_count - requests.join[req]
             self.dec_kv -= requests.base[req] + emitted
+            if self.rules.window_share:
+                self.saved -= self.rules.window_share * emitted
             self.n -= 1
             requests.remaining[req] -= emitted
             requests.last_token[req] = now
@@ -273,7 +280,7 @@ class _ReplicaScheduler:
         preempting = False
         if not prefill_only:
             # Decodes first: each needs one more KV slot; preempt the latest admitted until they fit.
-            while self.n and self.dec_kv + self.pf_kv + self.slack + self.n > self.capacity:
+            while self.n and self.dec_kv + self.pf_kv + self.slack - self.saved + self.n > self.capacity:
                 self.preempt(now)
                 preempting = True
         decodes = 0 if prefill_only else self.n
@@ -344,16 +351,20 @@ class _ReplicaScheduler:
         """Allocate the scheduled chunks and the decodes' slots, price the iteration and (alone) commit it."""
         filled, slack = self.requests.filled, self.requests.slack
         scheduled = self.scheduled
-        block = self.rules.kv_block
+        rules = self.rules
+        block, share = rules.kv_block, rules.window_share
         for req, chunk in scheduled:
             filled[req] += chunk
             self.pf_kv += chunk
-            if block > 1:  # the chunk's tokens in whole blocks
-                unused = -filled[req] % block
+            if block > 1 or share:  # the prompt's KV in whole blocks, its windowed layers' part capped
+                kept = rules.kv_tokens(filled[req])
+                unused = -kept % block + kept - filled[req]
                 self.slack += unused - slack[req]
                 slack[req] = unused
         if decodes:
             self.dec_kv += decodes
+            if share:
+                self.saved += share * decodes
         r = len(scheduled)
         k = self.ranks if grouped else 1  # a rank's load on every rank: the step model prices its busiest rank
         table = self.table
@@ -379,7 +390,7 @@ class _ReplicaScheduler:
         self.population.append(len(self.running) + len(self.waiting))
         self.arrived_at_start = self.arrived
         self.decoded.append(self.scheduled_decodes > 0)
-        self.kv.append(self.dec_kv + self.pf_kv + self.slack)
+        self.kv.append(self.dec_kv + self.pf_kv + self.slack - self.saved)
         self.batch.append(len(self.running))
 
     def end_iteration(self, now: float) -> None:
@@ -405,6 +416,8 @@ class _ReplicaScheduler:
                 continue  # preempted since (a stale entry)
             held = requests.base[req] + remaining[req]
             self.dec_kv -= held
+            if self.rules.window_share:
+                self.saved -= self.rules.window_share * remaining[req]
             self.n -= 1
             self.reserved -= requests.need[req]
             self.slack -= requests.slack[req]
@@ -459,7 +472,9 @@ class _ReplicaScheduler:
         n = self.n
         heap = self.finish_heap
         limit = (heap[0][0] if heap else self.decode_count + 1) - self.decode_count - 1
-        limit = min(limit, int((self.capacity - self.dec_kv - self.pf_kv - self.slack) // n) - 1)
+        share = self.rules.window_share
+        room = self.capacity - self.dec_kv - self.pf_kv - self.slack + self.saved
+        limit = min(limit, int(room // (n * (1 - share))) - 1 if share < 1 else limit)
         if limit <= 0:
             return now, 0
         running = len(self.running)
@@ -468,7 +483,7 @@ class _ReplicaScheduler:
         step, per_sequence, overlap = table.fixed
         fixed = step + per_sequence * n
         ends, starts, kv = self.ends, self.starts, self.kv
-        dec_kv, pf_kv, busy = self.dec_kv, self.pf_kv + self.slack, self.busy
+        dec_kv, pf_kv, busy = self.dec_kv, self.pf_kv + self.slack - self.saved, self.busy
         done_here = 0
         while done_here < limit:
             gpu = decode(n, (dec_kv + n) / n)
@@ -477,6 +492,7 @@ class _ReplicaScheduler:
             if end >= horizon:
                 break
             dec_kv += n
+            pf_kv -= share * n  # the windowed layers' part of the tokens just decoded, not kept
             starts.append(now)
             ends.append(end)
             kv.append(dec_kv + pf_kv)
@@ -485,6 +501,7 @@ class _ReplicaScheduler:
             done_here += 1
         if done_here:
             self.dec_kv, self.busy = dec_kv, busy
+            self.saved += share * n * done_here
             self.decode_count += done_here
             self.decoded.extend([True] * done_here)
             self.batch.extend([running] * done_here)

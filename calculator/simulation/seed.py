@@ -84,7 +84,7 @@ def _limits(setup: SimulationSetup) -> tuple[StepArrays, Any, SchedulerRules, fl
         ranks,
         max_num_tokens=setup.max_num_tokens,
         max_num_seqs=setup.max_num_seqs,
-        mla=a.mla,
+        kv=a,
     )
     capacity = float(kv_capacity_tokens(a, profile, setup.tensor_parallel))
     return a, profile, rules, capacity

@@ -394,7 +394,6 @@ def _generic_dtypes() -> tuple[str, ...]:
     return tuple(dict.fromkeys(dtype for peaks, dtypes in listed for dtype in dtypes if dtype in peaks))
 
 
-@functools.lru_cache(maxsize=1)
 def generic_efficiency() -> dict[str, Any]:
     """The generic efficiency curves: median fraction of the roofline over every measured GPU.
 
@@ -408,11 +407,23 @@ def generic_efficiency() -> dict[str, Any]:
     decode-attention time in units of the reference bytes over HBM bandwidth, and its floor), and
     ``allreduce`` (achieved fraction of the per-direction link bandwidth and the latency floor).
     """
+    return generic_efficiency_without(None)
+
+
+@functools.lru_cache(maxsize=16)
+def generic_efficiency_without(left_out: str | None) -> dict[str, Any]:
+    """:func:`generic_efficiency` over every measured GPU but the system ``left_out`` (None: over all of them).
+
+    Leaving one GPU out and pricing it by the others' curves is how the curve is tested
+    (:mod:`calculator.kernel_holdout`).
+    """
     gemm: dict[str, list[np.ndarray]] = {}
     gemm_floors: dict[str, list[float]] = {}
     prefill, decode, floors = [], [], []
     grids: dict[str, _Gemm] = {}
     for device, tables, peaks, dtypes in _measured_devices():
+        if left_out is not None and _system_ids().get(device.id) == left_out:
+            continue
         bandwidth = device.memory_bandwidth.m_as("B/s")
         for dtype in dtypes:
             table = tables["gemm"][dtype]
@@ -443,9 +454,9 @@ def generic_efficiency() -> dict[str, Any]:
     return out
 
 
-def _generic_gemm(dtype: str, peak: float, bandwidth: float) -> _Gemm:
-    """The ``dtype`` GEMM table at ``peak`` and ``bandwidth`` from the generic curve."""
-    generic = generic_efficiency()
+def _generic_gemm(dtype: str, peak: float, bandwidth: float, left_out: str | None = None) -> _Gemm:
+    """The ``dtype`` GEMM table at ``peak`` and ``bandwidth`` from the generic curve (without GPU ``left_out``)."""
+    generic = generic_efficiency_without(left_out)
     return _synthesized_gemm(generic["gemm"][dtype], generic["gemm_floor"][dtype], dtype, peak, bandwidth)
 
 
@@ -457,11 +468,11 @@ def _synthesized_gemm(curve: _Gemm, floor: float, dtype: str, peak: float, bandw
     return _Gemm(curve.m, curve.n, curve.k, _monotone_gemm(curve.m, curve.n, curve.k, log_tflops))
 
 
-def _build(device: Any, system: str | None) -> KernelTables:
+def _build(device: Any, system: str | None, left_out: str | None = None) -> KernelTables:
     """Measured tables of ``system`` where it has them; the generic curve at the device's peaks elsewhere.
 
-    The generic curves (a median over every measured GPU) are computed only when some table is not
-    measured: a measured GPU with a table for every dtype it has a peak for does without them.
+    The generic curves (a median over every measured GPU, but ``left_out`` if given) are computed only when
+    some table is not measured: a measured GPU with a table for every dtype it has a peak for does without them.
     """
     peaks = _roofline_peaks(device)
     bandwidth = device.memory_bandwidth.m_as("B/s")
@@ -474,14 +485,14 @@ def _build(device: Any, system: str | None) -> KernelTables:
         if source is not None and dtype in source["gemm"]:
             made[dtype] = source["gemm"][dtype]
         else:
-            make[dtype] = functools.partial(_generic_gemm, dtype, peaks[dtype], bandwidth)
+            make[dtype] = functools.partial(_generic_gemm, dtype, peaks[dtype], bandwidth, left_out)
     gemm, measured = _GemmTables(made, make), set(made)
     if source is not None:
         tables = (source["prefill"], source["decode"], source["collectives"])
         return KernelTables(
             device.id, str(system), True, gemm, *tables, frozenset(measured), mla_decode=source["mla_decode"]
         )
-    generic = generic_efficiency()
+    generic = generic_efficiency_without(left_out)
     isl, bh, fraction = generic["prefill"]
     prefill = (isl, bh, fraction + _log2(peaks.get("bf16", max(peaks.values(), default=1.0)) / 1e12))
     batch, ctx, units = generic["decode"]

@@ -13,7 +13,10 @@ spread), moved out (each by its own tail) until TTFT and TPOT hold together on 7
 * an accelerator without end-to-end measurements in the fit (every GPU but the H100) widens each end
   by the cross-generation spread of the splitwise transfer check (log space);
 * an accelerator or precision without measured kernel tables (the generic efficiency curve at its
-  registry peaks) further multiplies the log-width by :data:`GENERIC_KERNEL_WIDENING`.
+  registry peaks) widens each end by what the curve missed on GPUs it had not seen: each measured GPU
+  left out in turn and priced by the others' curve, the 10th and 90th percentiles of ln(own tables /
+  the others' curve) over their decode steps and prefills (:mod:`calculator.kernel_holdout`,
+  ``generic_curve_holdout.json``), added in quadrature (independent errors).
 
 Examples
 --------
@@ -36,12 +39,11 @@ from typing import Any
 
 from ._paths import CALIBRATION_DIR
 
-__all__ = ["GENERIC_KERNEL_WIDENING", "INTERVALS_FILE", "prediction_interval"]
+__all__ = ["HOLDOUT_FILE", "INTERVALS_FILE", "generic_band", "kernel_basis", "prediction_interval", "vendor_tested"]
 
 INTERVALS_FILE = CALIBRATION_DIR / "prediction_intervals.json"
-
-#: Log-width multiplier where kernels are priced by the generic curve instead of measurements.
-GENERIC_KERNEL_WIDENING = 1.5
+#: The generic efficiency curve tested on each measured GPU left out (:mod:`calculator.kernel_holdout`).
+HOLDOUT_FILE = CALIBRATION_DIR / "generic_curve_holdout.json"
 
 #: The coverage each interval starts from, the share of held-out rows on which a prediction's TTFT and
 #: TPOT intervals should hold together (two independent 80 % intervals: 64 %), and the most either may
@@ -125,13 +127,13 @@ def prediction_interval(
         one, on its own accelerators as it is and elsewhere widened by the cross-generation spread.
     """
     table = _table()
+    curve = (0.0, 0.0) if measured_kernels else _generic_band(accelerator)
     if own is not None:
         spread = 0.0 if accelerator in own.accelerators else table["cross_gpu_spread"]
-        widen = 1.0 if measured_kernels else GENERIC_KERNEL_WIDENING
         return {
             metric: (
-                math.exp((min(math.log(getattr(own, metric)[0]), 0.0) - spread) * widen),
-                math.exp((max(math.log(getattr(own, metric)[1]), 0.0) + spread) * widen),
+                math.exp(-math.hypot(-min(math.log(getattr(own, metric)[0]), 0.0) + spread, curve[0])),
+                math.exp(math.hypot(max(math.log(getattr(own, metric)[1]), 0.0) + spread, curve[1])),
             )
             for metric in ("ttft", "tpot")
         }
@@ -143,7 +145,78 @@ def prediction_interval(
         low, high = (math.log(v) for v in row[metric])
         extra = math.hypot(spread, row.get(f"{metric}_version_widening", 0.0))  # independent terms
         low, high = min(low, 0.0) - extra, max(high, 0.0) + extra
-        if not measured_kernels:
-            low, high = low * GENERIC_KERNEL_WIDENING, high * GENERIC_KERNEL_WIDENING
+        low, high = -math.hypot(low, curve[0]), math.hypot(high, curve[1])
         out[metric] = (math.exp(low), math.exp(high))
     return out
+
+
+def _generic_band(accelerator: str) -> tuple[float, float]:
+    """How far below and above its own tables the generic curve priced a left-out GPU (log, both >= 0).
+
+    The pooled band for an accelerator of the vendor the tables cover; the widest single GPU's otherwise.
+    """
+    low, high = generic_band(vendor_tested(accelerator))
+    return -min(low, 0.0), max(high, 0.0)
+
+
+@functools.lru_cache(maxsize=1)
+def _recorded() -> dict[str, Any]:
+    return json.loads(HOLDOUT_FILE.read_text(encoding="utf-8"))
+
+
+#: The vendor whose GPUs the kernel tables (and so the test) cover.
+TESTED_VENDOR = "nvidia"
+
+
+def generic_band(tested_vendor: bool = True) -> tuple[float, float]:
+    """How far the others' curve missed a left-out GPU: ln(own tables / the others' curve), low and high.
+
+    ``tested_vendor``: the 10th and 90th percentiles pooled over the left-out GPUs' iterations. Otherwise (an
+    accelerator of a vendor no table covers, or one the packaged registry does not know) the widest band of
+    any single left-out GPU at each end: the test spans one vendor, so the GPU the curve priced worst stands
+    in for what it cannot measure.
+    """
+    recorded = _recorded()
+    if tested_vendor:
+        pooled = recorded["pooled_iterations"]
+        return float(pooled["p10"]), float(pooled["p90"])
+    bands = [stats for gpu in recorded["per_gpu"].values() for stats in gpu["iterations"].values()]
+    return min(float(b["p10"]) for b in bands), max(float(b["p90"]) for b in bands)
+
+
+def vendor_tested(accelerator_id: str) -> bool:
+    """Whether ``accelerator_id`` is a packaged accelerator of the vendor the kernel tables cover."""
+    from .registry import load_registry
+
+    device = load_registry().accelerators.get(accelerator_id)
+    return device is not None and device.vendor.lower() == TESTED_VENDOR
+
+
+def kernel_basis(accelerator: str, measured: bool) -> str:
+    """What an answer's step times rest on, in words: the accelerator's own tables, or the generic curve and its test.
+
+    ``accelerator``: a registry id; ``measured``: whether its tables cover the weights' precision.
+    """
+    if measured:
+        return "measured kernel tables of this accelerator"
+    recorded = _recorded()
+    pooled = recorded["pooled_iterations"]
+    low, high = (math.exp(x) for x in generic_band(True))
+    text = (
+        f"the generic efficiency curve at this accelerator's registry peaks (a median over {len(recorded['per_gpu'])} "
+        f"measured GPUs): left out one at a time, each GPU's decode and prefill iterations came out within "
+        f"{100 * (math.exp(pooled['median_abs']) - 1):.0f} % (median), 80 % of them between {low:.2f}x and {high:.2f}x "
+        "of its own tables, and the interval is widened by that"
+    )
+    from .registry import load_registry
+
+    device = load_registry().accelerators.get(accelerator)
+    vendor = device.vendor if device is not None else "this accelerator's vendor"
+    if not vendor_tested(accelerator):
+        worst = (math.exp(x) for x in generic_band(False))
+        text += (
+            f"; every measured GPU is NVIDIA's: how the curve carries to {vendor}'s kernels was not tested, so the "
+            "interval takes the widest band of any left-out GPU ({:.2f}x-{:.2f}x), and the answer may still be "
+            "optimistic".format(*worst)
+        )
+    return text

@@ -218,7 +218,11 @@ def test_a_flat_plan_file_loads_into_the_parts_as_the_sizer_plans_it_today():
     assert plan.energy.per_million_output_tokens.m_as("kWh") == old["energy_per_million_output_tokens"]["value"]
     # the same inputs sized now give the same plan, in parts
     now = size_fleet(plan.model, plan.workload, plan.targets, SearchSpace("h200-sxm", "fp8"), engine="trtllm")
-    assert plan.to_json_dict() == json.loads(json.dumps(now.to_json_dict()))
+    # what the step times rest on was not recorded in the flat files: the loaded plan does not claim it
+    assert plan.service.kernel_basis == "" and now.service.kernel_basis.startswith("measured kernel tables")
+    sized = json.loads(json.dumps(now.to_json_dict()))
+    sized["service"]["kernel_basis"] = ""
+    assert plan.to_json_dict() == sized
     assert launch_command(plan, "vllm").flags == launch_command(now, "vllm").flags
 
 

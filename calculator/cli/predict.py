@@ -95,6 +95,7 @@ def predict_command(
     intervals (docs/performance-model.md).
     """
     from ..performance import BENCHMARK_UNITS, REQUESTS_PER_CLIENT, predict_benchmark
+    from ..uncertainty import kernel_basis
 
     fmt = _format(output_format, as_json)
     if length_cv is not None and arrivals is Arrivals.waves:
@@ -127,11 +128,11 @@ def predict_command(
     frame = _frame(header, result.to_frame(BENCHMARK_UNITS), clients)
 
     def table() -> str:
-        kernels = "measured kernel tables" if result.measured_kernels else "the generic efficiency curve (no tables)"
         first = (
             f"answer: {spec.id} {precision} on {header['gpus']} x {device.id} (TP {tensor_parallel}) under "
             f"{result.engine}, {input_tokens:,}/{output_tokens:,} tokens per request; KV cache "
-            f"{result.kv_precision} ({header['kv_precision_basis']}); step times from {kernels}"
+            f"{result.kv_precision} ({header['kv_precision_basis']}); step times from "
+            f"{kernel_basis(device.id, result.measured_kernels)}"
         )
         shown = frame.assign(
             ttft=[f"{_ms(v)} ({_ms(lo)}-{_ms(hi)})" for v, lo, hi in _columns(frame, "ttft")],

@@ -41,6 +41,9 @@ class PlanService(Result):
     utilization : float
         Load of each replica as a fraction of its throughput at the batch cap (at most
         ``targets.max_utilization``).
+    kernel_basis : str
+        What the step times rest on, in words: the accelerator's measured kernel tables, or the generic
+        efficiency curve and how far it carried to GPUs it had not seen (:func:`calculator.uncertainty.kernel_basis`).
     """
 
     ttft: Time
@@ -51,6 +54,7 @@ class PlanService(Result):
     replica_throughput: Rate
     running_batch: float
     utilization: float
+    kernel_basis: str = ""
 
 
 @dataclass(frozen=True, repr=False)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..performance import EngineProfile
-from ..uncertainty import prediction_interval
+from ..uncertainty import kernel_basis, prediction_interval
 from ..units import Q_
 from ._common import HOURS, MAX_FLEET_GPUS, _fleet_costs
 from .evaluate import (
@@ -517,6 +517,7 @@ def _feasible_plan(
             replica_throughput=Q_(rate, "request/s"),
             running_batch=float(e.running[0, j]),
             utilization=float(utilization),
+            kernel_basis=kernel_basis(family.accelerator, family.arrays.measured),
         ),
         cost=_fleet_costs(gpus, gpus * family.price, lam, search.workload.input_tokens, search.workload.output_tokens),
         energy=PlanEnergy(

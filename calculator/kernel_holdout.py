@@ -1,0 +1,117 @@
+"""How well the generic efficiency curve prices a GPU it has not seen: each measured GPU left out in turn.
+
+An accelerator without kernel tables (an MI300X, a GPU newer than the tables) is priced by
+:func:`calculator.kernels.generic_efficiency`: the median fraction of the roofline over every measured GPU,
+at the accelerator's registry peaks. This module tests that curve the way it is used: for each GPU with
+measured tables, the curve is rebuilt from the other GPUs (:func:`calculator.kernels.generic_efficiency_without`)
+and prices the left-out GPU, kernel by kernel (GEMMs, decode and prefill attention, against its measured
+tables) and iteration by iteration (decode steps and prefills of Llama-3.1-8B on one GPU, against the same
+iterations priced from its own tables). The log ratios ``ln(measured / priced by the others)``, pooled over
+the GPUs, widen the prediction interval of every answer that rests on the curve
+(:func:`calculator.uncertainty.prediction_interval`); ``benchmarks/generic_curve_holdout.py`` writes them to
+``calculator/data/calibration/generic_curve_holdout.json``.
+
+Only NVIDIA GPUs have tables: the test says how far the curve carries across NVIDIA generations, nothing
+about another vendor's kernels (:func:`calculator.uncertainty.kernel_basis` says so where it applies).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+__all__ = ["held_out_errors", "holdout_summary"]
+
+#: The iterations each left-out GPU is priced on: decode steps (sequences, context) and prefills (tokens).
+DECODE_POINTS = ((1, 1024), (16, 2048), (64, 4096), (256, 2048), (32, 16384))
+PREFILL_POINTS = (512, 2048, 8192)
+#: The reference model of the iteration test, at BF16 (it fits one GPU of every measured kind).
+REFERENCE_MODEL = "llama-3.1-8b"
+
+
+def _stats(log_ratios: np.ndarray) -> dict[str, float]:
+    """Median bias, median size and the 10th and 90th percentiles of ``ln(measured / priced)``."""
+    x = np.asarray(log_ratios, dtype=float)
+    x = x[np.isfinite(x)]
+    return {
+        "points": int(x.size),
+        "median": float(np.median(x)),
+        "median_abs": float(np.median(np.abs(x))),
+        "p10": float(np.percentile(x, 10)),
+        "p90": float(np.percentile(x, 90)),
+    }
+
+
+def _kernel_ratios(own: Any, others: Any) -> dict[str, np.ndarray]:
+    """ln(measured time / time priced by the others' curve), per kernel family, on the tables' common grids."""
+    ln2 = np.log(2.0)
+    gemm = [
+        (others.gemm[d].log_tflops - own.gemm[d].log_tflops).ravel() * ln2
+        for d in sorted(own.measured_dtypes)
+        if d in others.gemm and others.gemm[d].log_tflops.shape == own.gemm[d].log_tflops.shape
+    ]
+    decode = (own.decode[2] - others.decode[2]).ravel() * ln2  # log2 seconds
+    prefill = (others.prefill[2] - own.prefill[2]).ravel() * ln2  # log2 TFLOP/s: time goes the other way
+    return {"gemm": np.concatenate(gemm) if gemm else np.zeros(0), "decode": decode, "prefill": prefill}
+
+
+def _iteration_ratios(device: Any, others: Any) -> dict[str, np.ndarray]:
+    """ln(iteration priced from the GPU's tables / priced by the others' curve), decode steps and prefills.
+
+    The GPU work only: the engine's fixed costs are the same on both sides and left out.
+    """
+    from .performance import ENGINES, iteration_seconds, step_arrays
+
+    eff = ENGINES[None].efficiency
+    eff = eff.replace(step_overhead=eff.step_overhead * 0, sequence_overhead=eff.sequence_overhead * 0)
+    a = step_arrays(REFERENCE_MODEL, device, "bf16")
+    held = dataclasses.replace(a, tables=others, measured=False, curves={})
+
+    def ratio(**work: float) -> float:
+        return float(
+            np.log(float(iteration_seconds(a, eff, 1.0, **work)) / float(iteration_seconds(held, eff, 1.0, **work)))
+        )
+
+    return {
+        "decode": np.array([ratio(decode=float(n), context=float(c)) for n, c in DECODE_POINTS]),
+        "prefill": np.array([ratio(decode=0.0, prefill=float(t), requests=1.0) for t in PREFILL_POINTS]),
+    }
+
+
+def held_out_errors(system: str) -> dict[str, Any]:
+    """The generic curve without ``system`` (a measured system name, ``"h100_sxm"``) pricing that GPU.
+
+    Returns ``{"accelerator", "kernels": {family: stats}, "iterations": {kind: stats}, "iteration_log_ratios":
+    {kind: list}}``, each stats a dict of the log ratios' points, median, median size and 10th/90th
+    percentiles (:func:`_stats`).
+    """
+    from . import kernels
+    from .registry import load_registry
+
+    ids = {system_name: accelerator for accelerator, system_name in kernels._system_ids().items()}
+    if system not in ids:
+        raise ValueError(f"held_out_errors(): argument 'system' must be one of {sorted(ids)}, got {system!r}")
+    device = load_registry().accelerators[ids[system]]
+    own = kernels._build(device, system)
+    others = kernels._build(device, None, left_out=system)
+    iterations = _iteration_ratios(device, others)
+    return {
+        "accelerator": device.id,
+        "kernels": {k: _stats(v) for k, v in _kernel_ratios(own, others).items()},
+        "iterations": {k: _stats(v) for k, v in iterations.items()},
+        "iteration_log_ratios": {k: [round(float(x), 6) for x in v] for k, v in iterations.items()},
+    }
+
+
+def holdout_summary() -> dict[str, Any]:
+    """Every measured GPU left out in turn, and the iteration log ratios pooled over them (the file's content)."""
+    from . import kernels
+
+    per_gpu: dict[str, Any] = {}
+    pooled: list[float] = []
+    for system in sorted(kernels._system_ids().values()):
+        per_gpu[system] = held_out_errors(system)
+        pooled.extend(x for ratios in per_gpu[system]["iteration_log_ratios"].values() for x in ratios)
+    return {"per_gpu": per_gpu, "pooled_iterations": _stats(np.array(pooled))}

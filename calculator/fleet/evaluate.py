@@ -220,6 +220,7 @@ class _Grid:
     steps: _StepGrid  # the family's grid and what its step times read
     max_utilization: float
     arrival_rate: float  # request/s, the workload's
+    fewest: float = 0.0  # replicas every candidate runs at least (:meth:`at`)
 
     @functools.cached_property
     def timed(self) -> _StepTimes:
@@ -228,9 +229,18 @@ class _Grid:
     @functools.cached_property
     def sized(self) -> _Sized:
         rate = self.timed.iteration.rate
-        return _Sized.of(
-            self.arrival_rate, rate, self.max_utilization, self.steps.tp, self.steps.family.arrays.pipeline_parallel
-        )
+        stages = self.steps.family.arrays.pipeline_parallel
+        return _Sized.of(self.arrival_rate, rate, self.max_utilization, self.steps.tp, stages, self.fewest)
+
+    def at(self, replicas: float) -> _Grid:
+        """The grid with every candidate on at least ``replicas`` replicas (more than its headroom needs).
+
+        The headroom sets the fewest replicas a cap may run (:attr:`sized`); more of them only lower
+        each one's load. The step times are this grid's, not priced again.
+        """
+        grid = dataclasses.replace(self, fewest=float(replicas))
+        grid.__dict__["timed"] = self.timed  # functools.cached_property's own slot
+        return grid
 
     def latencies(self, where: np.ndarray, out: _Latencies | None = None) -> _Latencies:
         """TPOT, TTFT, the longest token gap and the running batch of the candidates ``where`` selects.
@@ -327,9 +337,15 @@ class _Sized:
     load: np.ndarray
 
     @classmethod
-    def of(cls, lam: float, rate: np.ndarray, max_utilization: float, tp: np.ndarray, stages: float) -> _Sized:
-        """``lam`` over replicas of ``stages`` x ``tp`` GPUs at ``rate`` each, loaded to ``max_utilization``."""
+    def of(
+        cls, lam: float, rate: np.ndarray, max_utilization: float, tp: np.ndarray, stages: float, fewest: float = 0.0
+    ) -> _Sized:
+        """``lam`` over replicas of ``stages`` x ``tp`` GPUs at ``rate`` each, loaded to ``max_utilization``.
+
+        At least ``fewest`` replicas each (a search that adds replicas past the headroom's).
+        """
         demand = replica_demand.numeric(arrival_rate=lam, replica_throughput=rate, max_utilization=max_utilization)
+        demand = np.maximum(demand, fewest)
         oversized = demand * tp * stages > MAX_FLEET_GPUS  # counted without overflow: infeasible
         replicas = ceil_count(np.minimum(demand, MAX_FLEET_GPUS))
         return cls(oversized, replicas, lam / replicas)  # each replica's arrival rate

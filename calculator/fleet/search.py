@@ -29,7 +29,6 @@ from .evaluate import (
     _Family,
     _fits,
     _Grid,
-    _Latencies,
     _rate_bound,
     _Sized,
     _StepGrid,
@@ -73,12 +72,33 @@ class _Masks:
 
 
 @dataclass(frozen=True)
+class _Level:
+    """One TP row on ``replicas`` replicas: the caps whose headroom allows that many, evaluated there.
+
+    ``allowed``: the caps that may run on ``replicas`` (their throughput at ``max_utilization`` needs no
+    more); ``evaluation`` and ``masks`` hold the latencies of those that fit (NaN for the others), shape
+    ``(1, caps)``.
+    """
+
+    replicas: int
+    allowed: np.ndarray
+    evaluation: Evaluation
+    masks: _Masks
+
+    @property
+    def feasible(self) -> np.ndarray:
+        """The caps that may run on these replicas and meet every target there (one row)."""
+        return self.allowed[0] & self.masks.feasible[0] & ~self.evaluation.oversized[0]
+
+
+@dataclass(frozen=True)
 class _Candidate:
     """The cheapest feasible batch cap of one family at one TP degree: column ``j`` of row ``i`` of the grid.
 
-    ``evaluation`` and ``masks`` are the row's (shape ``(1, caps)``); :attr:`order` orders candidates as
-    the search prefers them: the rank (cost per hour, GPUs, TP degree), then the family's (``f``) and
-    the row's place in the grid (the first of equals wins).
+    ``evaluation`` and ``masks`` are the row's at the candidate's replicas (shape ``(1, caps)``);
+    ``fewer`` is the row on one replica fewer (None where no cap's headroom allows that many);
+    :attr:`order` orders candidates as the search prefers them: the rank (cost per hour, GPUs, TP
+    degree), then the family's (``f``) and the row's place in the grid (the first of equals wins).
     """
 
     rank: tuple[float, float, float]  # cost per hour, GPUs, TP degree
@@ -89,6 +109,7 @@ class _Candidate:
     j: int
     evaluation: Evaluation
     masks: _Masks
+    fewer: _Level | None
 
     @property
     def order(self) -> tuple[tuple[float, float, float], int, int]:
@@ -138,14 +159,15 @@ class _Search:
     one decode-step pricing of the row, no prompt and no queueing). Both are true lower bounds: the
     replicas of a cap only grow as its rate falls, and its rate is at most its decode-only rate.
 
-    Within an evaluated row the cost of each cap is known from its throughput (:class:`_Grid.sized`)
-    before any queueing. Feasibility is not monotone in the cap (a larger cap waits less for a slot
-    but runs on fewer, busier replicas), so the row's caps are not bisected: their latencies are
-    evaluated in order of their cost, the cheapest level first and then twice as many levels each
-    time, until one is feasible; the largest feasible cap of the cheapest feasible level is the
-    exhaustive search's choice, and every cheaper cap (the binding constraint reads them) has been
-    evaluated. ``exhaustive`` evaluates every candidate of every row, as the sizer did before the
-    bounds (kept for the test that the two agree).
+    Within an evaluated row a candidate is a cap and its replicas. The headroom gives each cap the
+    fewest replicas it may run (its throughput loaded to ``max_utilization``); it may run on more, each
+    replica less loaded, and the plan is the fewest replicas on which some cap meets every target
+    (:meth:`_row`: the levels of replicas tried upward, then bisected). A larger cap on utilization
+    only allows fewer replicas, so it never makes a plan infeasible or dearer. Feasibility is not
+    monotone in the batch cap (a larger cap waits less for a slot but runs on fewer, busier
+    replicas), so every cap a level allows is evaluated there. ``exhaustive`` evaluates every row
+    whatever its bound, and every level of a row up to its first feasible one whatever the best
+    found (kept for the test that the bounded search gives the same plan).
     """
 
     families: list[_Family]
@@ -221,7 +243,7 @@ class _Search:
             if not self.exhaustive and not decode_bounded:
                 heapq.heappush(queue, (self._decode_bound(f, i, scale), f, i, True))
                 continue
-            row = self._row(f, i, scale, best)
+            row = self._row(f, i, scale, None if self.exhaustive else best)
             rejected[f, i] = row.rejection
             nearest = min(nearest, (row.score, f, i, row.ttft, row.tpot))
             if row.found is not None and (best is None or row.found.order < best.order):
@@ -277,33 +299,50 @@ class _Search:
         return Rejection(family.key_at(tp), family.accelerator, family.precision, tp, code="bound", values=values)
 
     def _row(self, f: int, i: int, scale: tuple[float, float], best: _Candidate | None) -> _RowResult:
-        """Row ``i`` of family ``f``: its cheapest feasible cap (one that beats ``best``), or why there is none."""
-        family, tp, g = self.families[f], float(self.tps[i]), self.grid(f, i, scale)
-        if self.exhaustive:
-            e = g.evaluation(g.latencies(np.ones(g.steps.batch.shape, dtype=bool)))
-            return self._chosen(f, i, e, _Masks.of(e, self.limits))
-        fits = g.timed.fits
-        cost = g.sized.replicas * tp * family.price
-        latencies, evaluated = _Latencies.empty(g.steps.batch.shape), np.zeros(g.steps.batch.shape, dtype=bool)
-        levels = np.unique(cost[fits])  # ascending
-        start, width = 0, 1
-        while True:
-            if best is not None:  # the caps left cost at least this level: can they beat the best?
-                bound = _rank(g.sized.replicas[fits & (cost == levels[start])].min(), tp, family.price)
-                if (bound, f, i) > best.order:
-                    return _RowResult(None, self._bounded(f, i, bound))
-            new = fits & (cost <= levels[min(start + width, levels.size) - 1]) & ~evaluated
-            g.latencies(new, latencies)
-            evaluated |= new
-            e = g.evaluation(latencies)
-            ok = _Masks.of(e, self.limits)
-            if (ok.feasible & ~e.oversized).any() or start + width >= levels.size:
-                return self._chosen(f, i, e, ok)
-            start, width = start + width, 2 * width
+        """Row ``i`` of family ``f``: its fewest replicas that meet the targets (beating ``best``), or why none do.
 
-    def _chosen(self, f: int, i: int, e: Evaluation, ok: _Masks) -> _RowResult:
-        """Row ``i`` of family ``f`` evaluated (``e``, every cap its choice reads): its choice or its rejection."""
-        family, tp = self.families[f], int(self.tps[i])
+        The headroom sets the fewest replicas each cap may run (``sized.replicas``); a cap may always
+        run on more, each then less loaded. Level ``r`` of the row is every cap allowed ``r`` replicas,
+        evaluated on ``r``. The levels are tried from the fewest any cap is allowed, ``r0``, at
+        ``r0 + 2^k - 1`` until one meets the targets (or the fleet limit, or ``best``, stops the
+        row), then bisected down to the first that does: more replicas of one cap never raise its
+        latencies, and a level holds every cap the one below holds. So a larger ``max_utilization``
+        (each cap allowed fewer replicas, never forbidden more) never needs more replicas.
+        """
+        family, tp, g = self.families[f], float(self.tps[i]), self.grid(f, i, scale)
+        headroom = g.sized.replicas
+        fits = g.timed.fits
+
+        def level(r: int) -> _Level:
+            grid, allowed = g.at(r), headroom <= r
+            e = grid.evaluation(grid.latencies(fits & allowed))
+            return _Level(r, allowed, e, _Masks.of(e, self.limits))
+
+        def pruned(r: int) -> bool:  # the row on r replicas or more cannot beat the best found
+            return best is not None and (_rank(r, tp, family.price), f, i) > best.order
+
+        most = int(MAX_FLEET_GPUS // tp)  # replicas within the fleet limit
+        low = int(headroom[fits].min())
+        if pruned(low):
+            return _RowResult(None, self._bounded(f, i, _rank(low, tp, family.price)))
+        below, above = None, level(low)  # the last level that fails, the first that meets the targets
+        while not above.feasible.any():
+            if above.replicas >= most:  # the lightest load the fleet limit allows: nothing meets the targets
+                return self._chosen(f, i, above, None)
+            r = min(low + 2 * (above.replicas - low) + 1, most)
+            while pruned(r) and r > above.replicas + 1:  # the levels between may still beat the best
+                r = (above.replicas + r) // 2
+            if pruned(r):
+                return _RowResult(None, self._bounded(f, i, _rank(r, tp, family.price)))
+            below, above = above, level(r)
+        while below is not None and above.replicas - below.replicas > 1:
+            middle = level((below.replicas + above.replicas) // 2)
+            below, above = (below, middle) if middle.feasible.any() else (middle, above)
+        return self._chosen(f, i, above, below)
+
+    def _chosen(self, f: int, i: int, at: _Level, below: _Level | None) -> _RowResult:
+        """Row ``i`` of family ``f`` at level ``at`` (the last one below: ``below``): its choice or its rejection."""
+        family, tp, e, ok = self.families[f], int(self.tps[i]), at.evaluation, at.masks
         ttft_target, tpot_target, _ = self.limits
         # The candidate nearest to meeting both targets: the smallest of the larger ratio to its target.
         with np.errstate(invalid="ignore"):
@@ -311,22 +350,22 @@ class _Search:
         score = np.where(e.fits[0] & np.isfinite(score), score, np.inf)
         k = int(np.argmin(score))
         near = (float(score[k]), float(e.ttft[0, k]), float(e.tpot[0, k]))
-        feasible = ok.feasible[0] & ~e.oversized[0]
+        feasible = at.feasible
         if not feasible.any():
             return _RowResult(None, _why(family, tp, e, ok, self.targets, self.workload), *near)
-        # The largest cap at the lowest cost: the same replicas, and room for bursts.
-        cost = e.replicas[0] * float(tp) * family.price
-        masked = np.where(feasible, cost, np.inf)
-        j = int(np.flatnonzero(masked == masked.min())[-1])
+        # The largest cap on these replicas: room for bursts.
+        j = int(np.flatnonzero(feasible)[-1])
+        cost = float(at.replicas * tp * family.price)
         key = family.key_at(tp)
         values = {
-            "gpus": int(e.replicas[0, j] * tp),
+            "gpus": int(at.replicas * tp),
             "batch": int(family.caps(family.stage_tp(self.tp_grid), self.batch_grid)[i, j]),
-            "cost_per_hour": Q_(float(cost[j]), "USD/hour"),
+            "cost_per_hour": Q_(cost, "USD/hour"),
         }
         rejection = Rejection(key, family.accelerator, family.precision, tp, code="costlier", values=values)
-        rank = _rank(e.replicas[0, j], float(tp), family.price)
-        return _RowResult(_Candidate(rank, family, key, f, i, j, e, ok), rejection, *near)
+        fewer = below if below is not None and below.replicas == at.replicas - 1 else None
+        candidate = _Candidate(_rank(at.replicas, float(tp), family.price), family, key, f, i, j, e, ok, fewer)
+        return _RowResult(candidate, rejection, *near)
 
     def gpus_at(self, end: int, best: _Candidate) -> int | None:
         """GPUs the plan's own configuration needs with step times at one end (0 low, 1 high) of the interval.
@@ -366,11 +405,12 @@ def _why(family: _Family, tp: int, e: Evaluation, ok: _Masks, targets: Targets, 
         return Rejection(key, **record, code="fleet_size", values={"limit": MAX_FLEET_GPUS})
     if not fits.any():
         return _memory_rejection(family, tp, e.capacity[0], e.weights_per_device[0, 0], e.usable_per_device, workload)
+    # the least of the caps evaluated (those allowed the replicas of the row's last level)
     if not (fits & ok_tpot).any():
-        best = Q_(float(np.min(e.tpot[0][fits])), "s")
+        best = Q_(float(np.fmin.reduce(e.tpot[0][fits])), "s")
         return Rejection(key, **record, code="tpot", values={"best": best, "target": targets.tpot})
     if not (fits & ok_ttft).any():
-        best = Q_(float(np.min(e.ttft[0][fits])), "s")
+        best = Q_(float(np.fmin.reduce(e.ttft[0][fits])), "s")
         return Rejection(key, **record, code="ttft", values={"best": best, "target": targets.ttft})
     if not (fits & ok_tbt).any():
         return Rejection(key, **record, code="tbt")
@@ -397,16 +437,16 @@ def _memory_rejection(
 
 
 def _binding(best: _Candidate) -> str:
-    """What keeps the plan from one replica fewer: the constraint every such candidate misses."""
-    e, ok, j = best.evaluation, best.masks, best.j
-    fewer = e.replicas[0] < e.replicas[0, j]
-    if not fewer.any():
+    """What keeps the plan from one replica fewer: the constraint every cap allowed that many misses there."""
+    fewer = best.fewer
+    if fewer is None or not fewer.allowed[0].any():
         return "throughput"  # no cap on the grid sustains the load on fewer replicas within the headroom
-    # the search evaluated every cap that fits with fewer replicas (they cost less): the masks read them
+    left = fewer.allowed[0].copy()
+    ok = fewer.masks
     for name, mask in (("memory", ok.fits[0]), ("tpot", ok.tpot[0]), ("ttft", ok.ttft[0]), ("tbt", ok.tbt[0])):
-        if not mask[fewer].any():
+        if not mask[left].any():
             return name
-        fewer &= mask
+        left &= mask
     return "throughput"
 
 

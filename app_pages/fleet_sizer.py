@@ -633,25 +633,6 @@ def _show_verification(plan, verification):
     ui.download_json(verification, "plan-verification", label="Download the verification as JSON")
 
 
-#: The alternative is flagged when it needs more than this many times the GPUs of the same traffic with both
-#: targets loosened by :data:`LOOSE` (relax_targets' search limit): what the traffic costs when latency hardly binds.
-OVERSIZED, LOOSE = 10, 100.0
-
-
-def _flag_scale(alternative, request):
-    """A warning when the closest feasible plan is out of proportion with the traffic it serves."""
-    loose = plan_for(request.loosened(LOOSE))
-    if not loose.feasible or alternative.gpus <= OVERSIZED * loose.gpus:
-        return
-    st.warning(
-        f"The alternative needs {alternative.gpus:,} GPUs ({ui.fmt(alternative.cost.per_hour, 'USD/hour', 4)}), "
-        f"{alternative.gpus / loose.gpus:.0f}× the {loose.gpus:,} GPUs that carry this traffic when latency hardly "
-        f"matters (both targets ×{LOOSE:g}): loosening the target only this far is probably not what you want. "
-        "Consider loosening it further, a faster accelerator or a lower precision, or speculative decoding "
-        "(Decode speedups page)."
-    )
-
-
 _LOOSENED = {"ttft": "the TTFT target", "tpot": "the TPOT target", "both": "both targets", "none": "nothing"}
 
 
@@ -665,9 +646,10 @@ def _show_infeasible(plan, request):
             f"to TTFT ≤ {ui.fmt(relaxed.ttft_slo, 'ms', 4)} and TPOT ≤ {ui.fmt(relaxed.tpot_slo, 'ms', 4)}: "
             f"{alternative.gpus} × {alternative.accelerator} at {alternative.precision} "
             f"(TP {alternative.layout.stage_gpus}, batch {alternative.batch}), "
-            f"{ui.fmt(alternative.cost.per_hour, 'USD/hour', 5)}."
+            f"{ui.fmt(alternative.cost.per_hour, 'USD/hour', 5)}, {ui.number(relaxed.scale, 2)}× the GPUs this "
+            "traffic takes when latency hardly binds (the smallest loosening within 10× of that: just above a "
+            "target's floor, a plan would need replicas loaded next to nothing)."
         )
-        _flag_scale(alternative, request)
         ui.download_json(alternative, "closest-feasible-plan", label="Download the alternative plan as JSON")
     else:
         st.info(

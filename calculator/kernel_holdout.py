@@ -22,6 +22,9 @@ from typing import Any
 
 import numpy as np
 
+from .errors import InputError
+from .units import shown
+
 __all__ = ["held_out_errors", "holdout_summary"]
 
 #: The iterations each left-out GPU is priced on: decode steps (sequences, context) and prefills (tokens).
@@ -91,8 +94,8 @@ def held_out_errors(system: str) -> dict[str, Any]:
     from .registry import load_registry
 
     ids = {system_name: accelerator for accelerator, system_name in kernels._system_ids().items()}
-    if system not in ids:
-        raise ValueError(f"held_out_errors(): argument 'system' must be one of {sorted(ids)}, got {system!r}")
+    if not isinstance(system, str) or system not in ids:
+        raise InputError(f"held_out_errors(): argument 'system' must be one of {sorted(ids)}, got {shown(system)}")
     device = load_registry().accelerators[ids[system]]
     own = kernels._build(device, system)
     others = kernels._build(device, None, left_out=system)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from calculator import kernels
+from calculator.errors import InputError
 from calculator.kernel_holdout import DECODE_POINTS, PREFILL_POINTS, held_out_errors, holdout_summary
 from calculator.uncertainty import HOLDOUT_FILE, generic_band, kernel_basis, prediction_interval
 
@@ -34,7 +35,7 @@ def test_a_left_out_gpu_is_priced_by_the_others_only():
     assert result["accelerator"] == "h100-sxm"
     assert len(result["iteration_log_ratios"]["decode"]) == len(DECODE_POINTS)
     assert len(result["iteration_log_ratios"]["prefill"]) == len(PREFILL_POINTS)
-    with pytest.raises(ValueError, match="argument 'system' must be one of"):
+    with pytest.raises(InputError, match="argument 'system' must be one of"):
         held_out_errors("mi300x")
 
 

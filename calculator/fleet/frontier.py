@@ -45,6 +45,10 @@ class RelaxedPlan(Result):
     loosened : str
         ``"ttft"`` or ``"tpot"`` when loosening that target alone is enough, ``"both"`` when neither
         alone is, ``"none"`` when the original targets are feasible.
+    scale : float
+        The plan's GPUs over those of the same traffic with the target(s) loosened by the search's
+        ``max_factor`` (what it costs when latency hardly binds); at most ``max_scale``. 1 when the
+        original targets are feasible (nothing to compare).
     """
 
     found: bool
@@ -53,6 +57,7 @@ class RelaxedPlan(Result):
     tpot_slo: Time
     plan: FleetPlan
     loosened: str = "both"
+    scale: float = 1.0
 
 
 def relax_targets(
@@ -67,8 +72,9 @@ def relax_targets(
     registry: Registry | None = None,
     max_factor: float = 100.0,
     tolerance: float = 0.01,
+    max_scale: float = 10.0,
 ) -> RelaxedPlan:
-    """The closest feasible alternative: loosen only what binds, by the smallest factor that gives a plan.
+    """The closest feasible alternative: loosen only what binds, by the smallest factor that gives a plan in proportion.
 
     Parameters
     ----------
@@ -78,6 +84,12 @@ def relax_targets(
         The largest loosening searched.
     tolerance : float
         Relative precision of the factor.
+    max_scale : float
+        The most GPUs the alternative may take, as a multiple of the plan with the target(s) loosened by
+        ``max_factor`` (the traffic's cost when latency hardly binds). Just above a target's floor (a
+        replica's TTFT with no queue, its TPOT at batch one) a plan exists only on replicas loaded next to
+        nothing: the smallest loosening would then be a fleet many times what the traffic needs, which is
+        not an alternative anyone takes. ``inf``: the smallest loosening whatever its size.
 
     Returns
     -------
@@ -85,8 +97,9 @@ def relax_targets(
 
     Notes
     -----
-    Looser targets only add feasible candidates, so feasibility is monotone in the factor and a
-    bisection on its logarithm finds the smallest one. The TTFT target alone, the TPOT target alone
+    Looser targets only add feasible candidates and never need more GPUs (the sizer is monotone), so
+    "feasible within ``max_scale``" is monotone in the factor and a bisection on its logarithm finds the
+    smallest one. The TTFT target alone, the TPOT target alone
     and both together are searched; the alternative loosens one target when that is enough (the
     smaller factor of the two), both otherwise. When nothing fits in memory no factor helps
     (``found`` is False and the plan's ``rejected`` says why). The problem is resolved once; each
@@ -106,6 +119,8 @@ def relax_targets(
         raise InputError(f"relax_targets(): argument 'max_factor' must be in (1, 1e6], got {shown(max_factor)}")
     if not 1e-6 <= tolerance < 1:
         raise InputError(f"relax_targets(): argument 'tolerance' must be in [1e-6, 1), got {shown(tolerance)}")
+    if not max_scale >= 1:  # NaN fails too
+        raise InputError(f"relax_targets(): argument 'max_scale' must be at least 1 (inf: any), got {shown(max_scale)}")
     problem = _Problem.of(model, workload, targets, space, engine, serving, costs, registry)
     ttft, tpot = targets.ttft, targets.tpot
 
@@ -125,12 +140,13 @@ def relax_targets(
         while high - low > math.log1p(tolerance):
             middle = (low + high) / 2
             candidate = attempt(which, math.exp(middle))
-            if candidate.feasible:
+            if candidate.feasible and candidate.gpus <= max_scale * loose.gpus:
                 high, best = middle, candidate
             else:
                 low = middle
         factor = math.exp(high)
-        return RelaxedPlan(True, factor, ttft * factor**on_ttft, tpot * factor**on_tpot, best, which)
+        scale = best.gpus / loose.gpus
+        return RelaxedPlan(True, factor, ttft * factor**on_ttft, tpot * factor**on_tpot, best, which, scale)
 
     plan = attempt("both", 1.0)
     if plan.feasible:

@@ -619,12 +619,18 @@ class Engine(Entry):
     step_overhead: Duration = Field(description="fixed cost of one iteration")
     sequence_overhead: Duration = Field(description="cost per running sequence per iteration")
     request_overhead: Duration = Field(description="time every request spends outside the GPU before its first token")
+    gpu_time_scale: Mapping[Identifier, Annotated[float, Field(gt=0)]] = Field(
+        default_factory=dict,
+        description="factor on the GPU work of an iteration on an accelerator (by accelerator id), fitted by "
+        "'servecalc calibrate' on benchmarks run there (none: 1, the kernels as measured)",
+    )
 
     PLAUSIBLE: ClassVar[Mapping[str, tuple[float, float, str]]] = {
         "memory_reserve": (0, 10_000, "GB"),
         "step_overhead": (0, 10, "s"),
         "sequence_overhead": (0, 1, "s"),
         "request_overhead": (0, 60, "s"),
+        "gpu_time_scale": (0.1, 10, ""),
     }
     prediction_interval: EngineInterval | None = Field(
         None, description="the engine's own 80 % interval, from its calibration's held-out errors"

@@ -15,10 +15,11 @@ pandas and scipy load only when these functions run.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +54,7 @@ __all__ = [
     "CalibrationFit",
     "FITTED",
     "HARNESS_FILE",
+    "USER_FITTED",
     "UserCalibration",
     "calibrate",
     "calibrate_engine",
@@ -354,6 +356,22 @@ FITTED = (
     ("request_overhead", 0.0, 80.0, "ms", 20.0),
 )
 
+#: The GPU-side parameter a user calibration fits besides :data:`FITTED` (:func:`calibrate_engine`, as a
+#: :data:`FITTED` row): a factor on the GPU work of every iteration on the accelerator the runs were measured
+#: on (:attr:`~calculator.performance.Efficiency.gpu_time_scale`), between 0.25 and 4, starting from the
+#: engine's own (1: the kernel tables as measured). Not fitted on the packaged benchmarks, whose kernel tables
+#: were measured on the same H100s.
+GPU_TIME_SCALE = ("gpu_time_scale", 0.25, 4.0, "", 0.25)
+
+#: What a user calibration fits (:func:`calibrate_engine`): the engine's costs and the accelerator's GPU factor.
+USER_FITTED = (*FITTED, GPU_TIME_SCALE)
+
+#: The least a parameter must move the fit's residuals to count as determined by the runs
+#: (:func:`_determined`): moved by its prior width (the last entry of its :data:`FITTED` row), the part of the
+#: change no other fitted parameter can make up is at least this root sum of squares of log errors (0.01:
+#: one run's TTFT by 1 %).
+DETERMINED = 0.01
+
 #: Rows' worth of weight that pulls each engine's behaviour toward the shared behaviour.
 PRIOR_ROWS = 60
 
@@ -361,23 +379,68 @@ PRIOR_ROWS = 60
 _RESTARTS = 3
 
 
-def _get(profile: EngineProfile, name: str, unit: str) -> float:
-    holder = profile.efficiency if name in ("step_overhead", "sequence_overhead") else profile
+#: The fitted parameters held by the efficiency (the rest by the profile).
+_EFFICIENCY_FIELDS = ("step_overhead", "sequence_overhead", "gpu_time_scale")
+
+
+def _get(profile: EngineProfile, name: str, unit: str, accelerator: str | None = None) -> float:
+    """A fitted parameter of ``profile`` in ``unit`` (on ``accelerator``: its own efficiency, if it has one)."""
+    holder = profile.efficiency_for(accelerator) if name in _EFFICIENCY_FIELDS else profile
     value = getattr(holder, name)
     return float(value.m_as(unit)) if unit else float(value)
 
 
-def _vector(profile: EngineProfile) -> np.ndarray:
-    return np.array([_get(profile, name, unit) for name, _, _, unit, _ in FITTED])
+def _vector(profile: EngineProfile, parameters: tuple = FITTED, accelerator: str | None = None) -> np.ndarray:
+    return np.array([_get(profile, name, unit, accelerator) for name, _, _, unit, _ in parameters])
 
 
-def _with(profile: EngineProfile, values: np.ndarray) -> EngineProfile:
+def _with(
+    profile: EngineProfile, values: np.ndarray, parameters: tuple = FITTED, accelerator: str | None = None
+) -> EngineProfile:
+    """``profile`` with the fitted ``values`` of ``parameters``.
+
+    The engine's costs apply on every accelerator (its efficiency and each of ``per_accelerator``, as
+    the registry holds them); the GPU factor only on ``accelerator`` (:meth:`EngineProfile.with_gpu_time_scale`).
+    """
     changes: dict[str, Any] = {}
-    efficiency: dict[str, Any] = {}
-    for (name, _, _, unit, _), value in zip(FITTED, values, strict=True):
+    costs: dict[str, Any] = {}
+    scale = None
+    for (name, _, _, unit, _), value in zip(parameters, values, strict=True):
+        if name == "gpu_time_scale":
+            scale = float(value)
+            continue
         quantity = Q_(float(value), unit) if unit else float(value)
-        (efficiency if name in ("step_overhead", "sequence_overhead") else changes)[name] = quantity
-    return profile.replace(efficiency=profile.efficiency.replace(**efficiency), **changes)
+        (costs if name in _EFFICIENCY_FIELDS else changes)[name] = quantity
+    out = profile.replace(
+        efficiency=profile.efficiency.replace(**costs),
+        per_accelerator={device: e.replace(**costs) for device, e in profile.per_accelerator.items()},
+        **changes,
+    )
+    if scale is None:
+        return out
+    if accelerator is None:
+        raise InputError("_with(): fitting 'gpu_time_scale' needs the accelerator the runs were measured on")
+    return out.with_gpu_time_scale(accelerator, scale)
+
+
+def _determined(jacobian: np.ndarray, parameters: tuple) -> dict[str, bool]:
+    """Whether the runs determine each of ``parameters`` (:data:`DETERMINED`), from the fit's Jacobian.
+
+    ``jacobian``: the residuals' derivatives at the solution (weighted by the robust loss, as
+    ``least_squares`` returns them), a column per parameter, then any harness overheads fitted with them.
+    A column scaled by the parameter's prior width, less its projection on the other columns, is what
+    moving that parameter does that no other can undo: about zero where the parameter moves nothing (a
+    cost the GPU's work hides) or where another moves the same (collinear).
+    """
+    scaled = np.asarray(jacobian, dtype=float).copy()
+    scaled[:, : len(parameters)] *= np.array([row[4] for row in parameters])
+    out = {}
+    for j, (name, *_) in enumerate(parameters):
+        column, others = scaled[:, j], np.delete(scaled, j, axis=1)
+        if others.shape[1]:
+            column = column - others @ np.linalg.lstsq(others, column, rcond=None)[0]
+        out[name] = bool(np.linalg.norm(column) >= DETERMINED)
+    return out
 
 
 #: Bounds of a fitted harness latency per request (``client_overhead``), in milliseconds.
@@ -396,11 +459,15 @@ class CalibrationFit:
         The engine-agnostic profile (the behaviour shared by all engines, on vLLM's scheduler).
     client_overheads : dict
         Seconds per request of each harness part fitted (``fit_client_overhead`` in :data:`HARNESS_FILE`).
+    determined : dict
+        Whether the rows determine each parameter of the first stage (:func:`_determined`); empty where
+        that stage was given (``first_stage``).
     """
 
     profiles: dict[str, EngineProfile]
     pooled: EngineProfile
     client_overheads: dict[str, float]
+    determined: Mapping[str, bool] = field(default_factory=dict)
 
     def apply(self, frame: Any, unknown: str = "recorded") -> Any:
         """``frame`` with the fitted client overheads of its harnesses (:func:`_harness_latency`)."""
@@ -481,6 +548,8 @@ def _fit(
     first_stage: np.ndarray | None = None,
     begin: np.ndarray | None = None,
     engines_begin: Mapping[str, np.ndarray] | None = None,
+    parameters: tuple = FITTED,
+    accelerator: str | None = None,
 ) -> CalibrationFit:
     """The two stages of :func:`fit_profiles`.
 
@@ -488,6 +557,8 @@ def _fit(
     ms) skips the first stage, ``pooled_only`` the second. ``begin`` (the same layout) is where the first
     stage's search starts instead of :data:`FIT_START` and 50 ms of each harness overhead; ``engines_begin``
     (by engine, in :data:`FITTED` units) where an engine's stage starts instead of the shared behaviour.
+    ``parameters`` are the rows fitted (:data:`FITTED`, or :data:`USER_FITTED` with the ``accelerator`` of
+    the GPU factor: :func:`calibrate_engine`).
     """
     from scipy.optimize import least_squares
 
@@ -499,12 +570,13 @@ def _fit(
         if "harness" in frame
         else []
     )
-    lower = np.array([f[1] for f in FITTED] + [CLIENT_OVERHEAD_BOUNDS[0]] * len(fitted_harness))
-    upper = np.array([f[2] for f in FITTED] + [CLIENT_OVERHEAD_BOUNDS[1]] * len(fitted_harness))
-    widths = np.array([f[4] for f in FITTED])
-    nominal = np.concatenate([_vector(FIT_START), np.full(len(fitted_harness), 50.0)])
+    lower = np.array([f[1] for f in parameters] + [CLIENT_OVERHEAD_BOUNDS[0]] * len(fitted_harness))
+    upper = np.array([f[2] for f in parameters] + [CLIENT_OVERHEAD_BOUNDS[1]] * len(fitted_harness))
+    widths = np.array([f[4] for f in parameters])
+    nominal = np.concatenate([_vector(FIT_START, parameters, accelerator), np.full(len(fitted_harness), 50.0)])
     x0 = np.clip(nominal if begin is None else np.asarray(begin, dtype=float), lower, upper)
-    count = len(FITTED)
+    count = len(parameters)
+    behave = functools.partial(_with, parameters=parameters, accelerator=accelerator)  # a profile with values
 
     def with_harness(rows: Any, values: np.ndarray) -> Any:
         if not fitted_harness:
@@ -519,7 +591,7 @@ def _fit(
         prior: np.ndarray | None,
         harness: Any,
         at: np.ndarray | None = None,
-    ) -> np.ndarray:
+    ) -> Any:
         rows = rows.reset_index(drop=True)
         measured_ttft, measured_tpot = rows.ttft.to_numpy(), rows.tpot.to_numpy()
         pull = np.sqrt(prior_rows * (1 + tpot_weight**2)) / widths
@@ -527,7 +599,8 @@ def _fit(
         def residuals(vector: np.ndarray) -> np.ndarray:
             behaviour = vector[:count]
             chosen = with_harness(rows, vector[count:]) if harness is None else harness
-            ttft, tpot = _predict(chosen, {e: _with(p, behaviour) for e, p in profiles.items()}, cache, cache_run=False)
+            refit = {e: behave(p, behaviour) for e, p in profiles.items()}
+            ttft, tpot = _predict(chosen, refit, cache, cache_run=False)
             parts = [np.log(ttft / measured_ttft), tpot_weight * np.log(tpot / measured_tpot)]
             if prior is not None:
                 parts.append(0.1 * pull * (behaviour - prior))  # in units of the soft-L1 scale (0.1)
@@ -546,9 +619,11 @@ def _fit(
             if again.cost >= fit.cost * (1 - 1e-6):
                 break
             fit = again
-        return fit.x
+        return fit
 
-    first = solve(frame, {e: engines[e] for e in names}, None, None) if first_stage is None else np.asarray(first_stage)
+    found = solve(frame, {e: engines[e] for e in names}, None, None) if first_stage is None else None
+    first = np.asarray(first_stage) if found is None else found.x
+    determined = {} if found is None else _determined(found.jac, parameters)
     shared, overheads = first[:count], first[count:]
     frame = with_harness(frame, overheads)
 
@@ -559,9 +634,9 @@ def _fit(
     for e in [] if pooled_only else names:
         rows = frame[frame.engine == e].reset_index(drop=True)
         at = None if engines_begin is None else engines_begin[e]
-        out[e] = finish(_with(engines[e], solve(rows, {e: engines[e]}, shared, rows, at)))
+        out[e] = finish(behave(engines[e], solve(rows, {e: engines[e]}, shared, rows, at).x))
     client = dict(zip(fitted_harness, (float(v) / 1e3 for v in overheads), strict=True))
-    return CalibrationFit(out, finish(_with(engines[None], shared)), client)
+    return CalibrationFit(out, finish(behave(engines[None], shared)), client, determined)
 
 
 #: Where every fit starts (nominal values), so that a refit reproduces the published constants.
@@ -580,13 +655,16 @@ MAX_CV_FOLDS = 10
 
 @dataclass(frozen=True)
 class UserCalibration:
-    """What ``servecalc calibrate`` found: the refit engine, its errors, and its interval."""
+    """What ``servecalc calibrate`` found: the refit engine, its errors, its interval, and what the runs fixed."""
 
-    profile: EngineProfile
+    profile: EngineProfile  # its GPU factor on the runs' accelerator in ``per_accelerator``
     in_sample: tuple[float, float]  # median |error| of TTFT and TPOT in the fit
     held_out: tuple[float, float]  # the same, each run predicted by a fit without it
     interval: dict[str, tuple[float, float]]  # 80 % factors from the held-out ratios
     runs: int
+    #: Each of :data:`USER_FITTED`: True where the runs determined it, False where the fit left it at the
+    #: prior, the engine's own value (:func:`_determined`).
+    determined: Mapping[str, bool] = field(default_factory=dict)
 
 
 def cross_validation_folds(runs: int) -> int:
@@ -594,10 +672,26 @@ def cross_validation_folds(runs: int) -> int:
     return max(1, min(int(runs), MAX_CV_FOLDS))
 
 
-def calibrate_engine(frame: Any, engine: str, *, registry: Any = None) -> UserCalibration:
-    """Refit ``engine``'s costs on a user's benchmark runs (:func:`read_benchmark_files`), and check them.
+def _refit_engine(frame: Any, base: EngineProfile) -> CalibrationFit:
+    """The fit of :func:`calibrate_engine`: :data:`USER_FITTED` on ``frame``'s runs, from ``base``'s values.
 
-    The fit is :func:`fit_profiles`'s, started from the engine's registry profile; each run is also
+    One stage of :func:`_fit` (the runs are one engine's, with no harness to fit), started from the engine's
+    own costs and GPU factor, which are the prior: where the runs do not move a parameter it stays there
+    (``determined``). The refit engine is the result's ``pooled`` profile.
+    """
+    accelerator = frame.accelerator.iloc[0]
+    begin = _vector(base, USER_FITTED, accelerator)
+    start = {frame.engine.iloc[0]: base, None: base}
+    return _fit(frame, start=start, pooled_only=True, begin=begin, parameters=USER_FITTED, accelerator=accelerator)
+
+
+def calibrate_engine(frame: Any, engine: str | EngineProfile, *, registry: Any = None) -> UserCalibration:
+    """Refit ``engine``'s costs and the GPU's speed on a user's benchmark runs (:func:`read_benchmark_files`).
+
+    The fit (:func:`_refit_engine`) is :func:`fit_profiles`'s first stage on :data:`USER_FITTED`: the engine's
+    three costs and a factor on the GPU work of an iteration on the runs' accelerator, started from the
+    engine's registry profile (its costs, and its factor there: 1 unless a registry file gives one), where
+    the parameters the runs do not determine stay (``UserCalibration.determined``). Each run is also
     predicted by a fit without it (cross-validation, :func:`cross_validation_folds`: each run left out
     alone up to :data:`MAX_CV_FOLDS` runs, else run ``i`` in fold ``i mod MAX_CV_FOLDS``), and those
     held-out ratios (measured / predicted) give the engine's own intervals
@@ -609,23 +703,36 @@ def calibrate_engine(frame: Any, engine: str, *, registry: Any = None) -> UserCa
 
     from .performance import engine_profile
 
-    needed = {"ttft", "tpot", "engine", "input_tokens", "output_tokens", "concurrency", "tensor_parallel"}
-    if not isinstance(frame, pd.DataFrame) or not needed <= set(frame.columns):
-        raise InputError("calibrate_engine(): argument 'frame' must be read_benchmark_files()'s table of runs")
+    needed = {
+        "ttft",
+        "tpot",
+        "engine",
+        "accelerator",
+        "input_tokens",
+        "output_tokens",
+        "concurrency",
+        "tensor_parallel",
+    }
+    if not isinstance(frame, pd.DataFrame) or not needed <= set(frame.columns) or frame.accelerator.nunique() > 1:
+        raise InputError(
+            "calibrate_engine(): argument 'frame' must be read_benchmark_files()'s table of runs (on one accelerator)"
+        )
     base = engine_profile(engine, registry)
     if len(frame) < 3:
-        raise InputError(f"calibrate: {len(frame)} run(s); fitting three costs takes at least three benchmark runs")
+        raise InputError(
+            f"calibrate: {len(frame)} run(s); fitting the engine's costs and the GPU's factor takes at least three "
+            "benchmark runs"
+        )
     if len(frame) > MAX_CALIBRATION_RUNS:
         raise InputError(f"calibrate_engine(): {len(frame):,} runs; {RUNS_CAP_NOTE}")
     name = frame.engine.iloc[0]
-    start = {name: base, None: base}
-    profile = fit_profiles(frame, start=start)[name]
-    fitted = prediction_errors(frame, {name: profile})
+    fit = _refit_engine(frame, base)
+    fitted = prediction_errors(frame, {name: fit.pooled})
     folds = cross_validation_folds(len(frame))
     held = []
     fold_of = np.arange(len(frame)) % folds
     for fold in range(folds):
-        refit = fit_profiles(frame[fold_of != fold], start=start)[name]
+        refit = _refit_engine(frame[fold_of != fold], base).pooled
         held.append(prediction_errors(frame[fold_of == fold], {name: refit}))
     cv = pd.concat(held, ignore_index=True)
     bands, _ = joint_bands({metric: -np.log1p(cv[f"{metric}_error"].to_numpy()) for metric in ("ttft", "tpot")})
@@ -634,7 +741,7 @@ def calibrate_engine(frame: Any, engine: str, *, registry: Any = None) -> UserCa
     def medians(errors: Any) -> tuple[float, float]:
         return float(np.median(np.abs(errors.ttft_error))), float(np.median(np.abs(errors.tpot_error)))
 
-    return UserCalibration(profile, medians(fitted), medians(cv), interval, len(frame))
+    return UserCalibration(fit.pooled, medians(fitted), medians(cv), interval, len(frame), dict(fit.determined))
 
 
 #: The least certain calibration that may be used (:func:`check_calibration`): a median held-out error above
@@ -695,6 +802,8 @@ def engine_entry_yaml(
     engine = engine_name(engine, registry_or_default(registry, "engine_entry_yaml"))
     files = [str(f) for f in files] if isinstance(files, Iterable) and not isinstance(files, str) else []
     p = calibration.profile
+    scales = {device: float(f"{e.gpu_time_scale:.4g}") for device, e in p.per_accelerator.items()}
+    fields = ["step_overhead", "sequence_overhead", "request_overhead", *(["gpu_time_scale"] if scales else [])]
     listed = [Path(f).name for f in files]
     names = ", ".join(listed) if len(listed) <= 3 else f"{listed[0]} ... {listed[-1]}"
     source_id = f"servecalc-calibrate-{engine}"
@@ -718,6 +827,7 @@ def engine_entry_yaml(
                 "step_overhead": f"{p.efficiency.step_overhead.m_as('ms'):.4g} ms",
                 "sequence_overhead": f"{p.efficiency.sequence_overhead.m_as('us'):.4g} us",
                 "request_overhead": f"{p.request_overhead.m_as('ms'):.4g} ms",
+                **({"gpu_time_scale": scales} if scales else {}),
                 "prediction_interval": {
                     "ttft": [round(v, 3) for v in calibration.interval["ttft"]],
                     "tpot": [round(v, 3) for v in calibration.interval["tpot"]],
@@ -726,7 +836,7 @@ def engine_entry_yaml(
                 "sources": [
                     {
                         "source": source_id,
-                        "fields": ["step_overhead", "sequence_overhead", "request_overhead", "prediction_interval"],
+                        "fields": [*fields, "prediction_interval"],
                     }
                 ],
             }

@@ -640,6 +640,13 @@ def _check_references(sections: dict[str, dict[str, Any]], origin: dict[tuple[st
                 f"{origin['accelerators', accelerator.id]}: accelerators['{accelerator.id}']: field 'scale_out': "
                 f"expected the id of an inter_node interconnect, found {scale_out!r}"
             )
+    for engine in sections["engines"].values():
+        unknown = [device for device in engine.gpu_time_scale if device not in sections["accelerators"]]
+        if unknown:
+            raise RegistryError(
+                f"{origin['engines', engine.id]}: engines['{engine.id}']: field 'gpu_time_scale': "
+                f"expected accelerator ids, found {unknown[0]!r}"
+            )
     for price in sections["prices"].values():
         if price.accelerator is not None and price.accelerator not in sections["accelerators"]:
             raise RegistryError(

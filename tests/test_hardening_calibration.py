@@ -22,6 +22,7 @@ from calculator.calibration import (
     MAX_BENCHMARK_FILE_BYTES,
     MAX_CALIBRATION_RUNS,
     MAX_CV_FOLDS,
+    CalibrationFit,
     UserCalibration,
     calibrate_engine,
     check_calibration,
@@ -214,20 +215,20 @@ def test_cross_validation_fits_at_most_the_capped_folds_and_leaves_each_run_out_
     # the prediction are stubbed: the test counts the fits and the runs each one leaves out.
     runs = 3 * MAX_CV_FOLDS + 2
     frame = pd.DataFrame(
-        {"ttft": 0.2, "tpot": 0.02, "engine": "vllm", "input_tokens": 1000.0, "output_tokens": 100.0,
-         "concurrency": [float(i + 1) for i in range(runs)], "tensor_parallel": 1.0}
+        {"ttft": 0.2, "tpot": 0.02, "engine": "vllm", "accelerator": "h100-sxm", "input_tokens": 1000.0,
+         "output_tokens": 100.0, "concurrency": [float(i + 1) for i in range(runs)], "tensor_parallel": 1.0}
     )  # fmt: skip
     fitted, held = [], []
 
-    def fit(rows, **_):
+    def fit(rows, _base):
         fitted.append(set(rows.concurrency))
-        return {"vllm": engine_profile("vllm")}
+        return CalibrationFit({}, engine_profile("vllm"), {})
 
     def errors(rows, _profiles):
         held.append(set(rows.concurrency))
         return rows.assign(ttft_error=0.1, tpot_error=-0.05)
 
-    monkeypatch.setattr(calibration, "fit_profiles", fit)
+    monkeypatch.setattr(calibration, "_refit_engine", fit)
     monkeypatch.setattr(calibration, "prediction_errors", errors)
     result = calibrate_engine(frame, "vllm")
     assert len(fitted) == MAX_CV_FOLDS + 1 and result.runs == runs

@@ -11,6 +11,7 @@ import yaml
 
 from calculator import Q_, RegistryError
 from calculator.errors import UnknownEntryError
+from calculator.performance import engine_profile
 from calculator.registry import DEFAULT_REGISTRY_PATH, SECTIONS, load_registry, schema_text
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -475,6 +476,25 @@ def test_engine_fields_are_checked(tmp_path, change, expected):
     )
     message = error_for(tmp_path, text)
     assert re.search(expected, message), message
+
+
+def test_an_engines_gpu_factor_is_kept_per_accelerator_and_checked(tmp_path):
+    def scaled(factors):
+        return ENGINE.replace(
+            "    request_overhead: 10 ms\n", f"    request_overhead: 10 ms\n    gpu_time_scale: {factors}\n"
+        ).replace("request_overhead]", "request_overhead, gpu_time_scale]")
+
+    reg = load_registry(write(tmp_path, scaled("{gpu-x: 1.25}")))
+    profile = engine_profile("my-engine", reg)
+    assert profile.efficiency_for("gpu-x").gpu_time_scale == 1.25  # there, and nowhere else
+    assert profile.efficiency_for("gpu-y").gpu_time_scale == profile.efficiency.gpu_time_scale == 1.0
+    assert profile.efficiency_for("gpu-x").step_overhead == profile.efficiency.step_overhead  # the costs: everywhere
+    assert "field 'gpu_time_scale': expected accelerator ids, found 'h100-sxm'" in error_for(
+        tmp_path, scaled("{h100-sxm: 1.25}")
+    )
+    assert "field 'gpu_time_scale': 40 is outside the plausible range 0.1 to 10" in error_for(
+        tmp_path, scaled("{gpu-x: 40}")
+    )
 
 
 def test_engine_flags_and_releases_are_read_from_the_registry(reg):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated
 
@@ -61,10 +62,12 @@ def calibrate_command(
     ] = None,
     extra: ExtraOption = None,
 ) -> None:
-    """Fit ENGINE's per-iteration, per-sequence and per-request costs to your own benchmark runs.
+    """Fit ENGINE's per-iteration, per-sequence and per-request costs and the GPU's speed to your own benchmark runs.
 
-    Prints the fit, its error in the fit and with each run left out (in at most 10 folds), and the 80%
-    interval those held-out errors give; --write stores the engine as a registry file that the sizer, the
+    The GPU's speed is a factor (0.25-4) on the GPU work of every iteration on the runs' accelerator, written
+    for that accelerator only. Prints the fit, which of its parameters the runs determined and which they left
+    at the engine's own values, its error in the fit and with each run left out (in at most 10 folds), and
+    the 80% interval those held-out errors give; --write stores the engine as a registry file that the sizer, the
     simulator and --emit use when passed with --extra. At most 1,000 runs of plausible values are read;
     a fit whose held-out error is above 50% or whose interval reaches beyond 0.25x-4x is reported and
     refused (exit status 2), and nothing is written.
@@ -93,6 +96,8 @@ def calibrate_command(
         f"step_overhead: {p.efficiency.step_overhead.m_as('ms'):.4g} ms",
         f"sequence_overhead: {p.efficiency.sequence_overhead.m_as('us'):.4g} us",
         f"request_overhead: {p.request_overhead.m_as('ms'):.4g} ms",
+        f"gpu_time_scale on {device}: {p.efficiency_for(device).gpu_time_scale:.4g} (x the kernels' time)",
+        *_determined_lines(result.determined),
         f"median |error| in the fit: TTFT {result.in_sample[0]:.1%}, TPOT {result.in_sample[1]:.1%}",
         f"{left_out}: TTFT {result.held_out[0]:.1%}, TPOT {result.held_out[1]:.1%}",
         "80% interval (factors on a prediction): "
@@ -108,6 +113,19 @@ def calibrate_command(
     if write is not None:
         _write_registry_file(write, text, extra)
         typer.echo(f"wrote {write}; use it with --extra {write}")
+
+
+def _determined_lines(determined: Mapping[str, bool]) -> list[str]:
+    """What the runs determined and what they left at the engine's own values (``UserCalibration.determined``)."""
+    lines = []
+    for label, flag in (
+        ("determined by the runs", True),
+        ("left at the engine's values (the runs do not move them)", False),
+    ):
+        names = [name for name, value in determined.items() if value is flag]
+        if names:
+            lines.append(f"{label}: {', '.join(names)}")
+    return lines
 
 
 def _write_registry_file(path: Path, text: str, extra: list[Path] | None) -> None:

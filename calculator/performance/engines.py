@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
@@ -64,6 +65,10 @@ class Efficiency(Result):
         True: the engine schedules the next iteration on the CPU while the GPU runs this one
         (asynchronous scheduling), so an iteration takes the longer of the two, the GPU work or the
         fixed costs above, instead of their sum.
+    gpu_time_scale : float
+        Factor on the GPU work of every iteration (kernels, collectives, hand-offs), before the fixed
+        costs are added or overlapped: 1 prices the kernels as measured; a user calibration fits it on the
+        accelerator its benchmarks ran on (``EngineProfile.per_accelerator``, registry ``gpu_time_scale``).
     """
 
     hbm_bandwidth: float
@@ -74,8 +79,12 @@ class Efficiency(Result):
     sequence_overhead: Time = field(default_factory=lambda: Q_(0.0, "s"))
     kernels: bool = True
     overlap: bool = False
+    gpu_time_scale: float = 1.0
 
     def __post_init__(self) -> None:
+        scale = self.gpu_time_scale
+        if isinstance(scale, bool) or not isinstance(scale, int | float) or not (math.isfinite(scale) and scale > 0):
+            raise InputError(f"Efficiency: 'gpu_time_scale' must be a finite number > 0, got {scale!r}")
         for name in ("hbm_bandwidth", "compute", "link_bandwidth"):
             value = getattr(self, name)
             if not 0 < value <= 1:
@@ -202,7 +211,8 @@ class EngineProfile(Result):
         The documentation or source line of each default.
     per_accelerator : mapping of str to Efficiency
         Costs measured on particular accelerators (registry ids), used there instead of
-        ``efficiency`` (:meth:`efficiency_for`).
+        ``efficiency`` (:meth:`efficiency_for`): the registry's ``gpu_time_scale`` of an accelerator
+        (:meth:`with_gpu_time_scale`).
     """
 
     name: str
@@ -274,6 +284,18 @@ class EngineProfile(Result):
         """A copy with some parameters changed (``efficiency=...`` included)."""
         return dataclasses.replace(self, **changes)
 
+    def with_gpu_time_scale(self, accelerator: str, scale: float) -> EngineProfile:
+        """A copy whose GPU work on ``accelerator`` (a registry id) is ``scale`` times the kernels' time.
+
+        Only there: the costs on other accelerators stay as they were (:attr:`Efficiency.gpu_time_scale`).
+        """
+        if not isinstance(accelerator, str) or not accelerator:
+            raise InputError(
+                f"with_gpu_time_scale(): argument 'accelerator' must be an accelerator id, got {accelerator!r:.80}"
+            )
+        scaled = self.efficiency_for(accelerator).replace(gpu_time_scale=float(scale))
+        return self.replace(per_accelerator={**self.per_accelerator, accelerator: scaled})
+
     def with_async_scheduling(self, enabled: bool) -> EngineProfile:
         """A copy that schedules asynchronously or not on every accelerator.
 
@@ -323,17 +345,21 @@ def profile_from_entry(entry: Any, sources: Mapping[str, Any]) -> EngineProfile:
         f"registry engine '{entry.id}' ({entry.versions}): documented defaults cited per field; "
         f"{', '.join(fitted) or 'nothing'} fitted ({'; '.join(fit_titles) or 'no fit'})"
     )
+    efficiency = Efficiency(
+        GENERIC_FRACTIONS.hbm,
+        GENERIC_FRACTIONS.compute,
+        GENERIC_FRACTIONS.link,
+        Q_(GENERIC_FRACTIONS.link_floor, "s"),
+        entry.step_overhead,
+        entry.sequence_overhead,
+        overlap=bool(entry.async_scheduling),
+    )
     return EngineProfile(
         name=entry.id,
-        efficiency=Efficiency(
-            GENERIC_FRACTIONS.hbm,
-            GENERIC_FRACTIONS.compute,
-            GENERIC_FRACTIONS.link,
-            Q_(GENERIC_FRACTIONS.link_floor, "s"),
-            entry.step_overhead,
-            entry.sequence_overhead,
-            overlap=bool(entry.async_scheduling),
-        ),
+        efficiency=efficiency,
+        per_accelerator={
+            device: efficiency.replace(gpu_time_scale=float(scale)) for device, scale in entry.gpu_time_scale.items()
+        },
         memory_utilization=entry.memory_utilization,
         memory_policy=entry.memory_policy,
         memory_reserve=entry.memory_reserve,

@@ -6,7 +6,8 @@ MLP or the experts a batch touches, the LM head), prefill and decode attention, 
 layer under tensor parallelism, and the activation traffic of norms and residuals. Kernel times come
 from measured tables (:mod:`calculator.kernels`), or, for an accelerator without tables, from its
 registry peaks times a generic efficiency curve; ``Efficiency(..., kernels=False)`` prices every
-kernel at fixed fractions of the peaks instead. The engine's fixed costs per iteration and per
+kernel at fixed fractions of the peaks instead. The GPU work is multiplied by the efficiency's
+``gpu_time_scale`` (1 unless a calibration fitted it), and the engine's fixed costs per iteration and per
 running sequence are added on top.
 """
 
@@ -497,6 +498,8 @@ def _iteration_seconds(
             out[mask] = _kernel_iteration(
                 a, float(degree), decode[mask], context[mask], tokens[mask], prefill[mask], requests[mask], prior[mask]
             )
+    if eff.gpu_time_scale != 1.0:  # a calibration's factor on the GPU work of this accelerator
+        out = out * eff.gpu_time_scale
     # Asynchronous scheduling hides the fixed costs behind the GPU's work; else they add to it.
     total = np.maximum(fixed, out) if eff.overlap else fixed + out
     return total if total.ndim else float(total)

@@ -107,6 +107,7 @@ class _StepTable:
             found = float(self.a.layers * _interp_curve(_curves(self.a, tp)["experts"], np.array([tokens]))[0])
             if self.a.attention_group(tp) < tp:
                 found += float(self.a.layers * _expert_exchange_seconds(self.a, tp, tokens, padded, float(prefill)))
+            found *= self.eff.gpu_time_scale  # as iteration_seconds scales the GPU work
             self._together[key] = found
         return found
 

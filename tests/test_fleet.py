@@ -323,9 +323,19 @@ def test_relax_targets_finds_the_smallest_common_loosening():
     assert relaxed.found and relaxed.plan.feasible and relaxed.factor > 1
     assert relaxed.tpot_slo.m_as("ms") == pytest.approx(5 * relaxed.factor)
     assert relaxed.plan.service.tpot <= relaxed.tpot_slo and relaxed.plan.service.ttft <= relaxed.ttft_slo
-    # One step tighter than the tolerance is infeasible: the factor is the smallest.
-    tighter = Targets(Q_(50 * relaxed.factor / 1.011, "ms"), Q_(5 * relaxed.factor / 1.011, "ms"))
-    assert not size_fleet("llama-3.1-70b", traffic, tighter, space, costs=costs).feasible
+    # One step tighter than the tolerance is out of proportion: more than 10x the GPUs of the loosest targets
+    # (x100), or infeasible. Without that rule (max_scale=inf) the factor is the smallest feasible one.
+    loosest = size_fleet("llama-3.1-70b", traffic, Targets(Q_(50, "ms") * 100, Q_(5, "ms") * 100), space, costs=costs)
+    for factor, rule in ((relaxed.factor, 10.0), (None, float("inf"))):
+        if factor is None:
+            unbounded = relax_targets(
+                "llama-3.1-70b", traffic, Targets(Q_(50, "ms"), Q_(5, "ms")), space, costs=costs, max_scale=rule
+            )
+            assert unbounded.factor <= relaxed.factor
+            factor = unbounded.factor
+        tighter = Targets(Q_(50 * factor / 1.011, "ms"), Q_(5 * factor / 1.011, "ms"))
+        closer = size_fleet("llama-3.1-70b", traffic, tighter, space, costs=costs)
+        assert not closer.feasible or closer.gpus > rule * loosest.gpus
     # Feasible targets need no loosening; a model that fits nowhere cannot be rescued by loosening.
     loose = Targets(Q_(1, "s"), Q_(50, "ms"))
     assert relax_targets("llama-3.1-70b", traffic, loose, space, costs=costs).factor == 1.0

@@ -44,7 +44,10 @@ from ..performance import (
     spread_over_ranks,
     step_arrays,
 )
-from ..performance.iteration import _overlap_expectation  # private: chunks landing together, priced as the predictor
+from ..performance.iteration import (
+    _overlap_expectation,  # private: chunks landing together, priced as the predictor
+    pipeline_pass_seconds,
+)
 from ..performance.scheduler import SchedulerRules, block_slack, scheduler_rules
 from ..precision import check_precision
 from ..queueing import replica_demand
@@ -490,9 +493,14 @@ class _StepGrid:
             it = _mixed_iteration(grid, t_dec, per_token, prompts, rules, decode_slots, workload.input_cv)
         else:
             it = _prefill_first_iteration(grid, t_pf, per_token, prompts, decode_slots)
-        if rules.overlap:
-            # The scheduler built the next iteration before the prompt arrived: one more before its own.
-            lag = rules.lag_iterations * it.step
+        # The scheduler built the next iteration before the prompt arrived (an overlap scheduler): one more before
+        # its own; and over pipeline stages its micro-batch's pass through every stage outlasts the round (a
+        # prefill-first engine's prefill time, prefill_seconds, holds the pass already).
+        lag = rules.lag_iterations * it.step
+        if a.pipeline_parallel > 1 and rules.mixed:
+            last = np.minimum(computed, rules.chunk_size(batch)) if rules.chunked else computed
+            lag = lag + scale[0] * pipeline_pass_seconds(a, eff, tp, batch, context, last, 1.0, computed - last)
+        if rules.overlap or (a.pipeline_parallel > 1 and rules.mixed):
             it = dataclasses.replace(it, first_mean=it.first_mean + lag, first_tail=it.first_tail + lag)
         for value in (capacity, t_pf, t_dec, per_token, *(getattr(it, f.name) for f in dataclasses.fields(it))):
             if isinstance(value, np.ndarray):

@@ -30,7 +30,7 @@ from .burst import burst_seconds, staggered_round
 from .cache import group_cache_run
 from .cycle import _operating_point, _Scheduler
 from .engines import Efficiency, EngineProfile, engine_profile, kv_capacity_tokens
-from .iteration import _iteration_seconds, prefill_seconds
+from .iteration import _iteration_seconds, pipeline_pass_seconds, prefill_seconds
 from .scheduler import SchedulerRules, scheduler_rules
 
 if TYPE_CHECKING:
@@ -276,7 +276,7 @@ def closed_loop_seconds(
         return (1.0 - slotted) * (ttft + wait) + slotted * np.maximum(ttft, admitted + wait)
 
     throughput = clients / (with_slot_wait(full_queue) + slots * tpot)  # every client has one request in flight
-    ttft = with_slot_wait(slot_wait)
+    ttft = with_slot_wait(slot_wait) + _pass_beyond(a, eff, rules, tp, running, context, inputs)
     if np.any(followed):  # the run's requests over its span, the drain at the end included
         throughput[followed] = run_rate
     out = {
@@ -414,6 +414,25 @@ def _aftermath(
         total = total + np.maximum(wait - steady, 0.0)
         jitter = np.where(whole | (priced & ~np.isfinite(spread_by)), np.sqrt(start), np.nan_to_num(spread_by))
     return total
+
+
+def _pass_beyond(
+    a: StepArrays,
+    eff: Efficiency,
+    rules: SchedulerRules,
+    tp: np.ndarray,
+    running: np.ndarray,
+    context: np.ndarray,
+    inputs: np.ndarray,
+) -> np.ndarray:
+    """What a prompt's pass through pipeline stages adds to its TTFT (0 without stages): its last chunk's pass.
+
+    The iteration is the pipeline's round (:func:`~calculator.performance.iteration.pipeline_pass_seconds`).
+    """
+    if a.pipeline_parallel <= 1:
+        return np.zeros_like(inputs)
+    last = np.minimum(inputs, rules.chunk_size(running)) if rules.chunked else inputs
+    return pipeline_pass_seconds(a, eff, tp, running, context, last, 1.0, inputs - last)
 
 
 def _kv_lengths(

@@ -155,15 +155,29 @@ def _kernel_iteration(
 ) -> np.ndarray:
     """Seconds of the GPU work of one iteration on one tensor-parallel degree (measured kernels).
 
-    Over pipeline stages (``a.pipeline_parallel``): the batch runs as that many micro-batches, the
-    decodes spread evenly and the prompts over as many of them as there are prompts. Each stage
-    computes its share of the layers for every micro-batch in turn, so the iteration lasts the longer
-    of the micro-batches' stage times summed (the pipeline's throughput) and the slowest micro-batch's
-    pass through all stages (a lone prompt's latency), plus that pass's hand-offs between stages.
+    Over pipeline stages (``a.pipeline_parallel``): :func:`_pipeline`'s round.
+    """
+    if a.pipeline_parallel <= 1:
+        return _stage_seconds(a, tp, a.layers, decode, context, tokens, prefill, requests, prior)
+    return _pipeline(a, tp, decode, context, tokens, prefill, requests, prior)[0]
+
+
+def _pipeline(
+    a: StepArrays, tp: float, decode: Any, context: Any, tokens: Any, prefill: Any, requests: Any, prior: Any
+) -> tuple[np.ndarray, np.ndarray]:
+    """A pipeline's round and what a prompt's pass adds to its first token: ``(round, pass beyond it)``.
+
+    The batch runs as ``a.pipeline_parallel`` micro-batches, the decodes spread evenly and the prompts over
+    as many of them as there are prompts. Each stage computes its share of the layers for every micro-batch
+    in turn, and the engines keep every stage busy with other micro-batches (vLLM's virtual engines,
+    TensorRT-LLM's and SGLang's micro-batches), with no barrier between rounds: a round lasts the busiest
+    stage's work, the micro-batches' stage times summed, plus one pass's hand-offs between stages; every
+    sequence advances once a round. A micro-batch carrying a prompt is slower at each stage than the
+    others, and its pass through every stage (its first token) ends ``stages x its stage time`` after it
+    started: what that exceeds the round by is latency of that prompt, not work of the round (it was
+    counted in the round before, when a lone prompt's pass set the round and throughput fell as 1/PP).
     """
     stages = a.pipeline_parallel
-    if stages <= 1:
-        return _stage_seconds(a, tp, a.layers, decode, context, tokens, prefill, requests, prior)
     layers = a.layers / stages
     carrying = np.minimum(requests, stages)  # micro-batches with prompts
     share = np.maximum(carrying, 1.0)
@@ -172,9 +186,9 @@ def _kernel_iteration(
     idle = np.zeros_like(prefill)  # a micro-batch of decodes only
     plain = _stage_seconds(a, tp, layers, decodes, context, tokens, idle, idle, prior)
     total = carrying * loaded + (stages - carrying) * plain
-    slowest = stages * np.maximum(loaded, plain)
     handoffs = (stages - 1) * _handoff_seconds(a, tp, decode * tokens / stages + prefill / share)
-    return np.maximum(total, slowest) + handoffs
+    beyond = np.where(prefill > 0, np.maximum(stages * loaded - total, 0.0), 0.0)
+    return total + handoffs, beyond
 
 
 def _handoff_seconds(a: StepArrays, tp: float, tokens: Any) -> Any:
@@ -505,6 +519,37 @@ def _iteration_seconds(
     return total if total.ndim else float(total)
 
 
+def pipeline_pass_seconds(
+    a: StepArrays,
+    eff: Efficiency,
+    tensor_parallel: Any,
+    decode: Any,
+    context: Any = 0,
+    prefill: Any = 0,
+    requests: Any = 0,
+    prior: Any = 0,
+) -> Any:
+    """What a prompt's first token waits beyond its iteration's end when the replica has pipeline stages.
+
+    The micro-batch that carries the prompt crosses every stage, each slower than the round's other
+    micro-batches: ``stages x its stage time`` less the round (:func:`_pipeline`); 0 without stages or
+    without a prompt. The iteration (:func:`iteration_seconds`) is the round; TTFT adds this.
+    """
+    if a.pipeline_parallel <= 1 or not eff.kernels:
+        return 0.0 * np.asarray(prefill, dtype=float)
+    tp, decode, context, prefill, requests, prior = np.broadcast_arrays(
+        *(np.asarray(v, dtype=float) for v in (tensor_parallel, decode, context, prefill, requests, prior))
+    )
+    out = np.empty(tp.shape)
+    ones = np.ones(tp.shape)
+    for degree in np.unique(tp):
+        mask = tp == degree
+        out[mask] = _pipeline(
+            a, float(degree), decode[mask], context[mask], ones[mask], prefill[mask], requests[mask], prior[mask]
+        )[1]
+    return out * eff.gpu_time_scale
+
+
 def overlapped_prompt_seconds(
     a: StepArrays,
     eff: Efficiency,
@@ -621,5 +666,12 @@ def decode_step_seconds(
 
 
 def prefill_seconds(a: StepArrays, eff: Efficiency, tensor_parallel: Any, prompt: Any) -> Any:
-    """Prefill of one prompt of ``prompt`` tokens alone in an iteration (plain arrays)."""
-    return iteration_seconds(a, eff, tensor_parallel, 0, 0, prefill=prompt, requests=1)
+    """Prefill of one prompt of ``prompt`` tokens alone in an iteration, to its first token (plain arrays).
+
+    Over pipeline stages, the iteration (the round) and the prompt's pass through every stage beyond it
+    (:func:`pipeline_pass_seconds`): a lone prompt's latency.
+    """
+    seconds = iteration_seconds(a, eff, tensor_parallel, 0, 0, prefill=prompt, requests=1)
+    if a.pipeline_parallel <= 1:
+        return seconds
+    return seconds + pipeline_pass_seconds(a, eff, tensor_parallel, 0, 0, prompt, 1)

@@ -122,6 +122,7 @@ class _ReplicaScheduler:
         "n",
         "outstanding",
         "outstanding_tokens",
+        "passing",
         "pf_kv",
         "population",
         "prefilling",
@@ -181,6 +182,7 @@ class _ReplicaScheduler:
         self.in_iteration = False
         self.scheduled: list[tuple[int, int]] = []  # (request, chunk) of the iteration under way
         self.scheduled_decodes = 0  # decoding sequences in the iteration under way
+        self.passing = 0.0  # what the iteration's prompts' first tokens wait beyond its end (pipeline stages)
         self.starts: list[float] = []  # iteration start times
         self.population: list[int] = []  # requests in the replica when the iteration starts
         self.arrived = 0  # requests routed here so far
@@ -372,6 +374,7 @@ class _ReplicaScheduler:
         if tokens:
             prior = max((pairs - tokens * (tokens / r + 1) / 2) / tokens, 0.0)
             gpu += table.prefill(decodes * k, tokens * k, r * k, prior)
+            self.passing = table.pass_beyond(decodes * k, tokens * k, r * k, prior) * self.scale
         self.scheduled_decodes = decodes
         if grouped:
             return gpu, float(decodes + tokens), decodes + r, tokens > 0
@@ -440,7 +443,7 @@ class _ReplicaScheduler:
             self.prefilling.remove(req)
             self.pf_kv -= filled[req]
             if requests.first[req] != requests.first[req]:
-                requests.first[req] = now
+                requests.first[req] = now + self.passing
             else:
                 requests.stall[req] = max(requests.stall[req], now - requests.last_token[req])
             remaining[req] -= 1
@@ -450,8 +453,8 @@ class _ReplicaScheduler:
                 self.slack -= requests.slack[req]
                 requests.slack[req] = 0
                 state[req] = _DONE
-                requests.finish[req] = now
-                self._leave(req, now)
+                requests.finish[req] = now + self.passing
+                self._leave(req, now + self.passing)
                 continue
             state[req] = _DECODE
             requests.base[req] = filled[req]

@@ -40,6 +40,9 @@ class _FixedStep:
     def prefill(self, n: int, tokens: float, requests: int, prior: float) -> float:
         return 0.0
 
+    def pass_beyond(self, n: int, tokens: float, requests: int, prior: float) -> float:
+        return 0.0
+
     def total(self, gpu: float, sequences: int) -> float:
         return gpu
 
@@ -110,6 +113,14 @@ class _StepTable:
             found *= self.eff.gpu_time_scale  # as iteration_seconds scales the GPU work
             self._together[key] = found
         return found
+
+    def pass_beyond(self, n: int, tokens: float, requests: int, prior: float) -> float:
+        """What the prompts' first tokens wait beyond the iteration's end: their pass through pipeline stages."""
+        if self.a.pipeline_parallel <= 1:
+            return 0.0
+        from ..performance.iteration import pipeline_pass_seconds
+
+        return float(pipeline_pass_seconds(self.a, self.eff, self.tp, n, 1024.0, tokens, requests, prior))
 
     def total(self, gpu: float, sequences: int) -> float:
         """The iteration's time: its GPU work and the engine's fixed costs for ``sequences`` sequences."""

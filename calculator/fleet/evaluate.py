@@ -40,14 +40,12 @@ from ..performance import (
     decode_step_seconds,
     iteration_seconds,
     kv_capacity_tokens,
+    pipeline_pass_seconds,
     prefill_seconds,
     spread_over_ranks,
     step_arrays,
 )
-from ..performance.iteration import (
-    _overlap_expectation,  # private: chunks landing together, priced as the predictor
-    pipeline_pass_seconds,
-)
+from ..performance.iteration import _overlap_expectation  # private: chunks landing together, priced as the predictor
 from ..performance.scheduler import SchedulerRules, block_slack, scheduler_rules
 from ..precision import check_precision
 from ..queueing import replica_demand

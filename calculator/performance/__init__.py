@@ -71,6 +71,7 @@ from .iteration import MLA_DECODE_COMPUTE_FRACTION as MLA_DECODE_COMPUTE_FRACTIO
 from .iteration import decode_step_seconds as decode_step_seconds
 from .iteration import iteration_seconds
 from .iteration import overlapped_prompt_seconds as overlapped_prompt_seconds
+from .iteration import pipeline_pass_seconds as pipeline_pass_seconds
 from .iteration import prefill_seconds as prefill_seconds
 from .iteration import spread_over_ranks as spread_over_ranks
 from .steps import decode_step_time, expert_exchange_time, prefill_time

@@ -39,6 +39,13 @@ def main(write: bool) -> None:
         f"{100 * (math.exp(pooled['median_abs']) - 1):.1f} %, "
         f"10th-90th {math.exp(pooled['p10']):.3f}x-{math.exp(pooled['p90']):.3f}x"
     )
+    print("\n| generation left out | iterations | median | 10th-90th | inside the band |")
+    print("|---|---|---|---|---|")
+    for generation, stats in summary["per_generation"].items():
+        print(
+            f"| {generation} | {stats['points']} | {math.exp(stats['median']):.3f}x | "
+            f"{math.exp(stats['p10']):.2f}x-{math.exp(stats['p90']):.2f}x | {100 * stats['inside_band']:.0f} % |"
+        )
     if write:
         HOLDOUT_FILE.write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n", encoding="utf-8")
         print(f"wrote {HOLDOUT_FILE.name}")

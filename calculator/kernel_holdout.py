@@ -25,13 +25,21 @@ import numpy as np
 from .errors import InputError
 from .units import shown
 
-__all__ = ["held_out_errors", "holdout_summary"]
+__all__ = ["GENERATIONS", "generation_holdout", "held_out_errors", "holdout_summary"]
 
 #: The iterations each left-out GPU is priced on: decode steps (sequences, context) and prefills (tokens).
 DECODE_POINTS = ((1, 1024), (16, 2048), (64, 4096), (256, 2048), (32, 16384))
 PREFILL_POINTS = (512, 2048, 8192)
 #: The reference model of the iteration test, at BF16 (it fits one GPU of every measured kind).
 REFERENCE_MODEL = "llama-3.1-8b"
+#: The measured systems by NVIDIA architecture generation (Ampere A100; Ada Lovelace L40S; Hopper H100, H200;
+#: Blackwell B200, B300, GB200, GB300 and the RTX PRO 6000 Blackwell Server Edition).
+GENERATIONS = {
+    "ampere": ("a100_sxm",),
+    "ada": ("l40s",),
+    "hopper": ("h100_sxm", "h200_sxm"),
+    "blackwell": ("b200_sxm", "b300_sxm", "gb200", "gb300", "rtx_pro_6000_server"),
+}
 
 
 def _stats(log_ratios: np.ndarray) -> dict[str, float]:
@@ -83,8 +91,11 @@ def _iteration_ratios(device: Any, others: Any) -> dict[str, np.ndarray]:
     }
 
 
-def held_out_errors(system: str) -> dict[str, Any]:
+def held_out_errors(system: str, left_out: tuple[str, ...] | None = None) -> dict[str, Any]:
     """The generic curve without ``system`` (a measured system name, ``"h100_sxm"``) pricing that GPU.
+
+    ``left_out``: the systems the curve leaves out (default: ``system`` alone; its generation's, for
+    :func:`generation_holdout`).
 
     Returns ``{"accelerator", "kernels": {family: stats}, "iterations": {kind: stats}, "iteration_log_ratios":
     {kind: list}}``, each stats a dict of the log ratios' points, median, median size and 10th/90th
@@ -98,7 +109,7 @@ def held_out_errors(system: str) -> dict[str, Any]:
         raise InputError(f"held_out_errors(): argument 'system' must be one of {sorted(ids)}, got {shown(system)}")
     device = load_registry().accelerators[ids[system]]
     own = kernels._build(device, system)
-    others = kernels._build(device, None, left_out=system)
+    others = kernels._build(device, None, left_out=left_out or system)
     iterations = _iteration_ratios(device, others)
     return {
         "accelerator": device.id,
@@ -109,7 +120,10 @@ def held_out_errors(system: str) -> dict[str, Any]:
 
 
 def holdout_summary() -> dict[str, Any]:
-    """Every measured GPU left out in turn, and the iteration log ratios pooled over them (the file's content)."""
+    """Every measured GPU left out in turn, the iteration log ratios pooled over them, and the generations.
+
+    The file's content: ``per_gpu``, ``pooled_iterations`` and ``per_generation`` (:func:`generation_holdout`).
+    """
     from . import kernels
 
     per_gpu: dict[str, Any] = {}
@@ -117,4 +131,29 @@ def holdout_summary() -> dict[str, Any]:
     for system in sorted(kernels._system_ids().values()):
         per_gpu[system] = held_out_errors(system)
         pooled.extend(x for ratios in per_gpu[system]["iteration_log_ratios"].values() for x in ratios)
-    return {"per_gpu": per_gpu, "pooled_iterations": _stats(np.array(pooled))}
+    band = _stats(np.array(pooled))
+    return {
+        "per_gpu": per_gpu,
+        "pooled_iterations": band,
+        "per_generation": generation_holdout((band["p10"], band["p90"])),
+    }
+
+
+def generation_holdout(band: tuple[float, float]) -> dict[str, Any]:
+    """Each GPU generation left out whole, its GPUs priced by the other generations' curve.
+
+    Per generation: the iteration log ratios' stats pooled over its GPUs, and the share of them inside
+    ``band`` (the leave-one-GPU-out 10th-90th percentiles, the interval's widening): how far the band
+    carries to a generation the curve has not seen, which is what an accelerator newer than the tables is.
+    """
+    out: dict[str, Any] = {}
+    for generation, systems in GENERATIONS.items():
+        ratios = [
+            x
+            for system in systems
+            for values in held_out_errors(system, systems)["iteration_log_ratios"].values()
+            for x in values
+        ]
+        inside = float(np.mean([(band[0] <= x <= band[1]) for x in ratios]))
+        out[generation] = {**_stats(np.array(ratios)), "inside_band": round(inside, 6)}
+    return out

@@ -411,18 +411,19 @@ def generic_efficiency() -> dict[str, Any]:
 
 
 @functools.lru_cache(maxsize=16)
-def generic_efficiency_without(left_out: str | None) -> dict[str, Any]:
-    """:func:`generic_efficiency` over every measured GPU but the system ``left_out`` (None: over all of them).
+def generic_efficiency_without(left_out: str | tuple[str, ...] | None) -> dict[str, Any]:
+    """:func:`generic_efficiency` over every measured GPU but the system(s) ``left_out`` (None: over all of them).
 
-    Leaving one GPU out and pricing it by the others' curves is how the curve is tested
-    (:mod:`calculator.kernel_holdout`).
+    Leaving one GPU (or one generation's GPUs) out and pricing it by the others' curves is how the curve is
+    tested (:mod:`calculator.kernel_holdout`).
     """
+    excluded = (left_out,) if isinstance(left_out, str) else tuple(left_out or ())
     gemm: dict[str, list[np.ndarray]] = {}
     gemm_floors: dict[str, list[float]] = {}
     prefill, decode, floors = [], [], []
     grids: dict[str, _Gemm] = {}
     for device, tables, peaks, dtypes in _measured_devices():
-        if left_out is not None and _system_ids().get(device.id) == left_out:
+        if _system_ids().get(device.id) in excluded:
             continue
         bandwidth = device.memory_bandwidth.m_as("B/s")
         for dtype in dtypes:
@@ -454,7 +455,7 @@ def generic_efficiency_without(left_out: str | None) -> dict[str, Any]:
     return out
 
 
-def _generic_gemm(dtype: str, peak: float, bandwidth: float, left_out: str | None = None) -> _Gemm:
+def _generic_gemm(dtype: str, peak: float, bandwidth: float, left_out: str | tuple[str, ...] | None = None) -> _Gemm:
     """The ``dtype`` GEMM table at ``peak`` and ``bandwidth`` from the generic curve (without GPU ``left_out``)."""
     generic = generic_efficiency_without(left_out)
     return _synthesized_gemm(generic["gemm"][dtype], generic["gemm_floor"][dtype], dtype, peak, bandwidth)
@@ -468,7 +469,7 @@ def _synthesized_gemm(curve: _Gemm, floor: float, dtype: str, peak: float, bandw
     return _Gemm(curve.m, curve.n, curve.k, _monotone_gemm(curve.m, curve.n, curve.k, log_tflops))
 
 
-def _build(device: Any, system: str | None, left_out: str | None = None) -> KernelTables:
+def _build(device: Any, system: str | None, left_out: str | tuple[str, ...] | None = None) -> KernelTables:
     """Measured tables of ``system`` where it has them; the generic curve at the device's peaks elsewhere.
 
     The generic curves (a median over every measured GPU, but ``left_out`` if given) are computed only when

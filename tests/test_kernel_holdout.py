@@ -24,6 +24,29 @@ def test_the_recorded_holdout_is_what_the_tables_give_now():
         for kind, ratios in result["iteration_log_ratios"].items():
             assert ratios == pytest.approx(recorded["per_gpu"][system]["iteration_log_ratios"][kind], abs=2e-6)
     assert fresh["pooled_iterations"] == pytest.approx(recorded["pooled_iterations"], abs=2e-6)
+    for generation, stats in fresh["per_generation"].items():
+        assert stats == pytest.approx(recorded["per_generation"][generation], abs=2e-6)
+
+
+def test_a_generation_left_out_is_priced_by_the_other_generations():
+    # Hopper left out whole: the H100 is priced by a curve without the H200 too, so its iterations differ from the
+    # leave-one-GPU-out ones (where the H200 stood in), and the share inside the band is counted over both GPUs.
+    from calculator.kernel_holdout import GENERATIONS
+
+    alone = held_out_errors("h100_sxm")["iteration_log_ratios"]["decode"]
+    without_hopper = held_out_errors("h100_sxm", GENERATIONS["hopper"])["iteration_log_ratios"]["decode"]
+    assert alone != without_hopper
+    recorded = json.loads(HOLDOUT_FILE.read_text(encoding="utf-8"))
+    band = generic_band(True)
+    ratios = [
+        x
+        for system in GENERATIONS["hopper"]
+        for values in held_out_errors(system, GENERATIONS["hopper"])["iteration_log_ratios"].values()
+        for x in values
+    ]
+    inside = sum(band[0] <= x <= band[1] for x in ratios) / len(ratios)
+    assert recorded["per_generation"]["hopper"]["inside_band"] == pytest.approx(inside, abs=1e-6)
+    assert sorted(s for g in GENERATIONS.values() for s in g) == sorted(recorded["per_gpu"])
 
 
 def test_a_left_out_gpu_is_priced_by_the_others_only():

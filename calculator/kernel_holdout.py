@@ -25,7 +25,7 @@ import numpy as np
 from .errors import InputError
 from .units import shown
 
-__all__ = ["GENERATIONS", "generation_holdout", "held_out_errors", "holdout_summary"]
+__all__ = ["GENERATIONS", "held_out_errors", "holdout_summary"]
 
 #: The iterations each left-out GPU is priced on: decode steps (sequences, context) and prefills (tokens).
 DECODE_POINTS = ((1, 1024), (16, 2048), (64, 4096), (256, 2048), (32, 16384))
@@ -95,7 +95,7 @@ def held_out_errors(system: str, left_out: tuple[str, ...] | None = None) -> dic
     """The generic curve without ``system`` (a measured system name, ``"h100_sxm"``) pricing that GPU.
 
     ``left_out``: the systems the curve leaves out (default: ``system`` alone; its generation's, for
-    :func:`generation_holdout`).
+    :func:`_generation_holdout`).
 
     Returns ``{"accelerator", "kernels": {family: stats}, "iterations": {kind: stats}, "iteration_log_ratios":
     {kind: list}}``, each stats a dict of the log ratios' points, median, median size and 10th/90th
@@ -122,7 +122,7 @@ def held_out_errors(system: str, left_out: tuple[str, ...] | None = None) -> dic
 def holdout_summary() -> dict[str, Any]:
     """Every measured GPU left out in turn, the iteration log ratios pooled over them, and the generations.
 
-    The file's content: ``per_gpu``, ``pooled_iterations`` and ``per_generation`` (:func:`generation_holdout`).
+    The file's content: ``per_gpu``, ``pooled_iterations`` and ``per_generation`` (:func:`_generation_holdout`).
     """
     from . import kernels
 
@@ -135,11 +135,11 @@ def holdout_summary() -> dict[str, Any]:
     return {
         "per_gpu": per_gpu,
         "pooled_iterations": band,
-        "per_generation": generation_holdout((band["p10"], band["p90"])),
+        "per_generation": _generation_holdout((band["p10"], band["p90"])),
     }
 
 
-def generation_holdout(band: tuple[float, float]) -> dict[str, Any]:
+def _generation_holdout(band: tuple[float, float]) -> dict[str, Any]:
     """Each GPU generation left out whole, its GPUs priced by the other generations' curve.
 
     Per generation: the iteration log ratios' stats pooled over its GPUs, and the share of them inside

@@ -605,6 +605,11 @@ class Engine(Entry):
         description="the first release whose automatic KV-cache dtype takes the KV cache a quantized checkpoint "
         "declares (a benchmark row of an older release runs the model dtype, BF16); none: no release changed it",
     )
+    fitted_releases: list[Release] | None = Field(
+        None,
+        description="the releases whose benchmarks the fitted costs were fitted on (the campaigns' recorded "
+        "versions); a prediction for another release says so and keeps the interval's unseen-release term",
+    )
     launch_flags: Mapping[
         Annotated[str, Field(pattern=OPTION_PATTERN)], Annotated[str, Field(pattern=FLAG_PATTERN)]
     ] = Field(

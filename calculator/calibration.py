@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import functools
 import math
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +40,7 @@ from .calibration_files import (  # noqa: F401 (re-exported: the readers' public
 )
 from .errors import InputError
 from .performance import ENGINES, EngineProfile, closed_loop_seconds, step_arrays
+from .performance.engines import release_numbers
 from .precision import check_precision
 from .uncertainty import joint_bands
 from .units import Q_
@@ -149,9 +149,11 @@ _REQUIRED = (
 
 
 def _release(version: Any) -> tuple[int, ...] | None:
-    """A release's numbers (``"0.14.0"`` -> ``(0, 14, 0)``, ``"0.5.1.post1"`` -> ``(0, 5, 1)``); None: no number."""
-    found = re.match(r"\d+(?:\.\d+)*", str(version))
-    return tuple(int(part) for part in found[0].split(".")) if found else None
+    """A release's numbers (``performance.engines.release_numbers``); None where the version has no number."""
+    try:
+        return release_numbers(str(version))
+    except InputError:
+        return None
 
 
 def _release_since(field: str, engine: str, version: Any) -> bool | None:

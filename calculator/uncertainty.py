@@ -109,7 +109,7 @@ def _table() -> dict:
 
 
 def prediction_interval(
-    engine: str, accelerator: str, measured_kernels: bool, own: Any = None
+    engine: str, accelerator: str, measured_kernels: bool, own: Any = None, fitted_release: bool = False
 ) -> dict[str, tuple[float, float]]:
     """The 80 % interval of TTFT and TPOT as factors ``(low, high)`` on the prediction.
 
@@ -125,6 +125,10 @@ def prediction_interval(
     own : registry.EngineInterval, optional
         The engine's own interval (a calibration on the user's benchmarks): used instead of the packaged
         one, on its own accelerators as it is and elsewhere widened by the cross-generation spread.
+    fitted_release : bool
+        True where the prediction is for an engine release whose benchmarks were in the fit
+        (``EngineProfile.release_fitted``): the unseen-release term is left out. False (a release not fitted, or
+        unstated) keeps it.
     """
     table = _table()
     curve = (0.0, 0.0) if measured_kernels else _generic_band(accelerator)
@@ -143,7 +147,8 @@ def prediction_interval(
     out = {}
     for metric in ("ttft", "tpot"):
         low, high = (math.log(v) for v in row[metric])
-        extra = math.hypot(spread, row.get(f"{metric}_version_widening", 0.0))  # independent terms
+        unseen = 0.0 if fitted_release else row.get(f"{metric}_version_widening", 0.0)
+        extra = math.hypot(spread, unseen)  # independent terms
         low, high = min(low, 0.0) - extra, max(high, 0.0) + extra
         low, high = -math.hypot(low, curve[0]), math.hypot(high, curve[1])
         out[metric] = (math.exp(low), math.exp(high))

@@ -55,6 +55,15 @@ def predict_command(
     ),
     tensor_parallel: Annotated[int, typer.Option("--tp", metavar="INT", min=1, help="GPUs per replica.")] = 1,
     engine: EngineOption = None,
+    engine_version: Annotated[
+        str | None,
+        typer.Option(
+            metavar="RELEASE",
+            help="The --engine release to price (e.g. 0.12 or 1.2.0): its dated mechanisms (scheduling, KV "
+            "declaration), and whether the fit saw it (default: the current defaults, release unstated).",
+            show_default=False,
+        ),
+    ] = None,
     kv_precision: KvPrecisionOption = None,
     arrivals: Annotated[
         Arrivals,
@@ -94,19 +103,25 @@ def predict_command(
     it (the KV cache or the engine's sequence cap), and where the prediction is less certain than its
     intervals (docs/performance-model.md).
     """
-    from ..performance import BENCHMARK_UNITS, REQUESTS_PER_CLIENT, predict_benchmark
+    from ..performance import BENCHMARK_UNITS, REQUESTS_PER_CLIENT, engine_profile, predict_benchmark
     from ..uncertainty import kernel_basis
 
     fmt = _format(output_format, as_json)
     if length_cv is not None and arrivals is Arrivals.waves:
         raise _fail("--length-cv applies to dispersed arrivals; identical requests in --arrivals waves have none")
+    if engine_version is not None and engine is None:
+        raise _fail("--engine-version needs --engine: the release of which engine")
     registry = _load(None, extra)
+    profile: Any = engine
+    if engine_version is not None:
+        with _library_errors():
+            profile = engine_profile(engine, registry).for_release(engine_version)
     clients = np.asarray(concurrency, dtype=float)
     rounds = REQUESTS_PER_CLIENT if requests_per_client is None else requests_per_client
     with _library_errors():
         spec, device = registry.model(model), registry.accelerator(accelerator)
         result = predict_benchmark(
-            spec, device, precision, tensor_parallel, input_tokens, output_tokens, clients, engine,
+            spec, device, precision, tensor_parallel, input_tokens, output_tokens, clients, profile,
             kv_precision=kv_precision, requests_per_client=rounds, arrivals=arrivals.value, length_cv=length_cv,
             data_parallel=data_parallel, expert_parallel=expert_parallel, registry=registry,
         )  # fmt: skip
@@ -117,6 +132,7 @@ def predict_command(
         "tensor_parallel": tensor_parallel,
         "gpus": tensor_parallel * data_parallel,
         "engine": result.engine,
+        "engine_release": engine_version,
         "kv_precision": result.kv_precision,
         "kv_precision_basis": "given" if kv_precision else f"{result.engine} engine default",
         "input_tokens": input_tokens,
@@ -148,7 +164,8 @@ def predict_command(
             f"closed loop, {rounds:g} requests per client, {arrivals.value} arrivals; the ranges held "
             "the measured value in 80-85 % of cross-validated predictions (wider away from the H100)"
         )
-        return "\n".join([first, shown.round(2).to_string(index=False), note, *result.caveats()])
+        release = [f"release: {result.release_note}"] if result.release_note and result.release_fitted else []
+        return "\n".join([first, *release, shown.round(2).to_string(index=False), note, *result.caveats()])
 
     _emit(
         fmt,

@@ -375,7 +375,9 @@ class _Search:
         """
         family, i = best.family, best.i
         profile = self.profile
-        bands = prediction_interval(profile.name, family.accelerator, family.arrays.measured, profile.interval)
+        bands = prediction_interval(
+            profile.name, family.accelerator, family.arrays.measured, profile.interval, profile.release_fitted
+        )
         # Step times (prefill and decode) scale by the TPOT band: it measures the step model. The
         # TTFT band is wider because it carries a benchmark's queueing, which the sizer models itself.
         scales = {(family.accelerator, family.precision): (bands["tpot"][end], bands["tpot"][end])}
@@ -523,7 +525,9 @@ def _feasible_plan(
     rejected = {key: r for key, r in outcome.rejected.items() if key != best.key}
     binding = _binding(best)
     profile = search.profile
-    bands = prediction_interval(profile.name, family.accelerator, family.arrays.measured, profile.interval)
+    bands = prediction_interval(
+        profile.name, family.accelerator, family.arrays.measured, profile.interval, profile.release_fitted
+    )
     tp, replicas = int(search.tps[i]), best.replicas
     gpus = replicas * tp
     low, high = (search.gpus_at(end, best) for end in (0, 1))

@@ -92,6 +92,11 @@ class BenchmarkPrediction(Result):
     measured_kernels : bool
         True when the step times come from kernel measurements of this accelerator and precision;
         False when they are the generic efficiency curve at the registry peaks.
+    release_note : str
+        The engine release priced and what its costs rest on (``EngineProfile.release_note``; empty where the
+        profile states no release).
+    release_fitted : bool
+        Whether benchmarks of that release were in the fit (``EngineProfile.release_fitted``).
     """
 
     ttft: Time
@@ -110,6 +115,8 @@ class BenchmarkPrediction(Result):
     engine: str
     kv_precision: str
     measured_kernels: bool
+    release_note: str = ""
+    release_fitted: bool = False
 
     def caveats(self) -> tuple[str, ...]:
         """Where this prediction is less certain than its intervals say, in sentences (none: as stated).
@@ -138,6 +145,8 @@ class BenchmarkPrediction(Result):
                 "spread is given (length_cv), the prediction counts the mixed state's occupancy there, and near the "
                 "cache's limit TTFT can be several times higher."
             )
+        if self.release_note and not self.release_fitted:
+            notes.append(self.release_note[:1].upper() + self.release_note[1:] + ".")
         return tuple(notes)
 
 
@@ -663,7 +672,7 @@ def predict_benchmark(  # noqa: PLR0913  # public entry point: its keyword optio
         return value.item() if scalar else value
 
     ttft, tpot = result["ttft"], result["tpot"]
-    bands = prediction_interval(profile.name, a.accelerator, a.measured, profile.interval)
+    bands = prediction_interval(profile.name, a.accelerator, a.measured, profile.interval, profile.release_fitted)
     return BenchmarkPrediction(
         ttft=Q_(out(ttft), "s"),
         tpot=Q_(out(tpot), "s"),
@@ -681,4 +690,6 @@ def predict_benchmark(  # noqa: PLR0913  # public entry point: its keyword optio
         engine=profile.name,
         kv_precision=a.kv_precision,
         measured_kernels=a.measured,
+        release_note=profile.release_note(),
+        release_fitted=profile.release_fitted,
     )

@@ -35,6 +35,7 @@ __all__ = [
     "EngineProfile",
     "Efficiency",
     "engine_profile",
+    "release_numbers",
 ]
 
 
@@ -200,6 +201,13 @@ class EngineProfile(Result):
         all-gather of every rank's tokens, a reduce-scatter of the outputs: vLLM, TensorRT-LLM) or
         ``"padded_or_summed"`` (SGLang: the same over buffers padded to the busiest rank when only decodes
         run, two all-reduces of the summed buffer when a prompt is in the iteration).
+    fitted_releases : tuple of str
+        The releases whose benchmarks the fitted costs came from (registry ``fitted_releases``).
+    async_scheduling_since, kv_declaration_since : str or None
+        The first release that schedules asynchronously by default, and the first whose automatic KV dtype takes a
+        quantized checkpoint's declaration (registry fields of the same names); ``None``: no release changed it.
+    release : str or None
+        The release this profile prices (:meth:`for_release`); ``None``: the current defaults, release unstated.
     memory_fraction_rule : registry.MemoryFractionRule or None
         How ``memory_policy="sglang"`` computes the fraction (:func:`sglang_memory_fraction`); ``None``: the
         packaged ``sglang`` entry's.
@@ -238,6 +246,10 @@ class EngineProfile(Result):
     memory_fraction_rule: MemoryFractionRule | None = None
     kv_block_tokens: int = 1
     mla_kv_block_tokens: int | None = None
+    fitted_releases: tuple[str, ...] = ()
+    async_scheduling_since: str | None = None
+    kv_declaration_since: str | None = None
+    release: str | None = None
 
     def __post_init__(self) -> None:
         if self.quantized_kv_precision not in ("fp8", "bf16", "fp16"):
@@ -312,6 +324,74 @@ class EngineProfile(Result):
             per_accelerator={k: v.replace(overlap=enabled) for k, v in self.per_accelerator.items()},
         )
 
+    def for_release(self, version: str) -> EngineProfile:
+        """The engine as ``version`` runs it: the mechanisms its registry entry dates, applied by release.
+
+        A release before ``async_scheduling_since`` schedules synchronously (its fixed costs add to the GPU's work
+        and an arriving request waits one iteration less), one from it on asynchronously; a release before
+        ``kv_declaration_since`` runs a BF16 KV cache for FP8/FP4 weights. The costs stay the fitted ones, and
+        :attr:`release_fitted` says whether benchmarks of this release were among those they were fitted on.
+
+        Examples
+        --------
+        >>> old = engine_profile("vllm").for_release("0.12")
+        >>> old.overlap_scheduler, old.efficiency.overlap, old.quantized_kv_precision, old.release_fitted
+        (False, False, 'bf16', True)
+        >>> engine_profile("trtllm").for_release("1.3.0").release_fitted
+        False
+        """
+        numbers = release_numbers(version, "for_release")
+        profile = self.replace(release=".".join(map(str, numbers)))
+        if self.async_scheduling_since is not None:
+            profile = profile.with_async_scheduling(numbers >= release_numbers(self.async_scheduling_since))
+        if self.kv_declaration_since is not None and numbers < release_numbers(self.kv_declaration_since):
+            profile = profile.replace(quantized_kv_precision="bf16")
+        return profile
+
+    @property
+    def release_fitted(self) -> bool:
+        """Whether benchmarks of :attr:`release` were among the fitted ones (False where the release is unstated).
+
+        A release matches a fitted one on the parts both name: ``"1.2"`` matches ``"1.2.0"``, ``"1.2.1"`` does not.
+        """
+        if self.release is None:
+            return False
+        numbers = release_numbers(self.release)
+        for fitted in self.fitted_releases:
+            other = release_numbers(fitted)
+            common = min(len(numbers), len(other))
+            if numbers[:common] == other[:common]:
+                return True
+        return False
+
+    def release_note(self) -> str:
+        """What the costs of this profile rest on, in a sentence (empty where no release is stated)."""
+        if self.release is None:
+            return ""
+        fitted = ", ".join(self.fitted_releases) or "none"
+        if self.release_fitted:
+            return f"{self.name} release {self.release}: its mechanisms, and costs fitted on its benchmarks ({fitted})"
+        return (
+            f"{self.name} release {self.release}: no benchmark of this release is in the fit (fitted: {fitted}); its "
+            "own mechanisms (scheduling, KV declaration) with the costs fitted on the others, and the interval keeps "
+            "its unseen-release term"
+        )
+
+
+def release_numbers(version: Any, function: str = "release_numbers") -> tuple[int, ...]:
+    """A release's numbers: ``"0.14.0"`` -> ``(0, 14, 0)``, ``"1.2.0rc6.post1"`` -> ``(1, 2, 0)``.
+
+    Raises :class:`~calculator.errors.InputError` naming ``version`` where it starts with no number.
+    """
+    import re
+
+    found = re.match(r"\d+(?:\.\d+)*", str(version)) if isinstance(version, str) else None
+    if found is None:
+        raise InputError(
+            f"{function}(): argument 'version' must be a release such as '0.14' or '1.2.0', got {version!r:.80}"
+        )
+    return tuple(int(part) for part in found[0].split("."))
+
 
 def profile_from_entry(entry: Any, sources: Mapping[str, Any]) -> EngineProfile:
     """The :class:`EngineProfile` of a registry engine entry (``registry.Engine``).
@@ -380,6 +460,9 @@ def profile_from_entry(entry: Any, sources: Mapping[str, Any]) -> EngineProfile:
         expert_exchange=entry.expert_exchange,
         overlap_scheduler=bool(entry.overlap_scheduler),
         memory_fraction_rule=entry.memory_fraction_rule,
+        fitted_releases=tuple(entry.fitted_releases or ()),
+        async_scheduling_since=entry.async_scheduling_since,
+        kv_declaration_since=entry.kv_declaration_since,
     )
 
 

@@ -1,0 +1,107 @@
+"""Engine releases (issue 53, item 1): a profile priced as one release runs that release's dated mechanisms, and
+says whether the fit saw benchmarks of it; the interval keeps its unseen-release term only where it did not."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from calculator.calibration import CALIBRATION_DIR
+from calculator.cli import app
+from calculator.errors import InputError
+from calculator.performance import engine_profile, predict_benchmark
+from calculator.performance.engines import release_numbers
+from calculator.uncertainty import prediction_interval
+
+CASE = ("llama-3.1-70b", "h100-sxm", "fp8", 2, 1024, 1024, 32)
+
+
+def test_a_release_before_the_change_runs_the_old_mechanisms():
+    # vLLM's registry entry dates both changes at 0.14 (asynchronous scheduling, the checkpoint's KV declaration):
+    # release 0.12 is the synchronous scheduler with a BF16 cache for FP8 weights, 0.14 the current defaults.
+    old = predict_benchmark(*CASE, engine=engine_profile("vllm").for_release("0.12"))
+    by_hand = predict_benchmark(*CASE, engine=engine_profile("vllm").with_async_scheduling(False), kv_precision="bf16")
+    assert old.kv_precision == "bf16"
+    assert old.tpot.m_as("s") == pytest.approx(by_hand.tpot.m_as("s"), rel=1e-12)
+    assert old.ttft.m_as("s") == pytest.approx(by_hand.ttft.m_as("s"), rel=1e-12)
+    new = predict_benchmark(*CASE, engine=engine_profile("vllm").for_release("0.14.1"))
+    current = predict_benchmark(*CASE, engine="vllm")
+    assert new.kv_precision == "fp8"
+    assert new.tpot.m_as("s") == pytest.approx(current.tpot.m_as("s"), rel=1e-12)
+    assert old.tpot > new.tpot  # the synchronous loop adds its fixed costs and reads twice the KV bytes
+
+
+def test_an_engine_without_dated_changes_keeps_its_mechanisms():
+    profile = engine_profile("trtllm")
+    release = profile.for_release("1.3")
+    assert (release.overlap_scheduler, release.efficiency, release.quantized_kv_precision) == (
+        profile.overlap_scheduler,
+        profile.efficiency,
+        profile.quantized_kv_precision,
+    )
+
+
+@pytest.mark.parametrize(
+    ("engine", "version", "fitted"),
+    [("trtllm", "1.2", True), ("trtllm", "1.2.0", True), ("trtllm", "1.2.1", False), ("trtllm", "1.3", False),
+     ("sglang", "0.5.8", True), ("sglang", "0.5.9", False), ("vllm", "0.12", True), ("vllm", "0.14", False)],
+)  # fmt: skip
+def test_whether_the_fit_saw_a_release(engine, version, fitted):
+    assert engine_profile(engine).for_release(version).release_fitted is fitted
+
+
+def test_an_unstated_release_is_not_a_fitted_one():
+    assert engine_profile("vllm").release_fitted is False
+    assert engine_profile("vllm").release_note() == ""
+
+
+def test_the_registry_names_the_releases_of_the_fitted_campaigns():
+    import pandas as pd
+
+    rows = pd.read_csv(CALIBRATION_DIR / "serving_benchmarks_h100.csv")
+    for engine, versions in rows.groupby(rows.backend.str.lower()).backend_version:
+        recorded = {release_numbers(v) for v in versions.dropna().astype(str) if v[:1].isdigit()}
+        assert {release_numbers(v) for v in engine_profile(engine).fitted_releases} == recorded, engine
+
+
+def test_the_interval_drops_the_unseen_release_term_only_for_a_fitted_release():
+    unstated = prediction_interval("vllm", "h100-sxm", True)
+    fitted = prediction_interval("vllm", "h100-sxm", True, fitted_release=True)
+    for metric in ("ttft", "tpot"):
+        assert fitted[metric][0] > unstated[metric][0] and fitted[metric][1] < unstated[metric][1], metric
+    seen = predict_benchmark(*CASE, engine=engine_profile("vllm").for_release("0.12"))
+    ratio = seen.tpot_interval[1] / seen.tpot
+    assert float(ratio) == pytest.approx(fitted["tpot"][1], rel=1e-12)
+    unseen = predict_benchmark(*CASE, engine=engine_profile("trtllm").for_release("1.3"))
+    assert float(unseen.tpot_interval[1] / unseen.tpot) == pytest.approx(
+        prediction_interval("trtllm", "h100-sxm", True)["tpot"][1], rel=1e-12
+    )
+
+
+def test_a_release_outside_the_fit_says_so_in_the_caveats():
+    unseen = predict_benchmark(*CASE, engine=engine_profile("trtllm").for_release("1.3"))
+    (note,) = [c for c in unseen.caveats() if "release 1.3" in c]
+    assert "no benchmark of this release is in the fit" in note and "1.0.0, 1.2.0" in note
+    seen = predict_benchmark(*CASE, engine=engine_profile("trtllm").for_release("1.2"))
+    assert not [c for c in seen.caveats() if "release" in c]
+    assert seen.release_fitted and "fitted on its benchmarks" in seen.release_note
+
+
+@pytest.mark.parametrize("version", ["x1", "", None, 1.2, "rc1"])
+def test_a_release_that_is_not_one_is_refused(version):
+    with pytest.raises(InputError, match="argument 'version' must be a release"):
+        engine_profile("vllm").for_release(version)
+
+
+def test_the_command_line_prices_a_release():
+    runner = CliRunner()
+    args = ["predict", "llama-3.1-70b", "--input", "1024", "--output", "1024", "-c", "32", "-p", "fp8", "--tp", "2"]
+    out = runner.invoke(app, [*args, "--engine", "vllm", "--engine-version", "0.12"])
+    assert out.exit_code == 0, out.output
+    assert "KV cache bf16" in out.output and "release: vllm release 0.12" in out.output
+    unseen = runner.invoke(app, [*args, "--engine", "trtllm", "--engine-version", "1.3"])
+    assert unseen.exit_code == 0 and "no benchmark of this release is in the fit" in unseen.output
+    alone = runner.invoke(app, [*args, "--engine-version", "0.12"])
+    assert alone.exit_code != 0 and "--engine-version needs --engine" in alone.output
+    bad = runner.invoke(app, [*args, "--engine", "vllm", "--engine-version", "new"])
+    assert bad.exit_code != 0 and "argument 'version' must be a release" in bad.output

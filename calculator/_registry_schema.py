@@ -605,6 +605,11 @@ class Engine(Entry):
         description="the first release whose automatic KV-cache dtype takes the KV cache a quantized checkpoint "
         "declares (a benchmark row of an older release runs the model dtype, BF16); none: no release changed it",
     )
+    uneven_experts: bool | None = Field(
+        None,
+        description="an expert-parallel degree that does not divide the routed experts runs without redundant copies, "
+        "the first ranks holding one expert more (None: not documented, the placed experts must divide evenly)",
+    )
     fitted_releases: list[Release] | None = Field(
         None,
         description="the releases whose benchmarks the fitted costs were fitted on (the campaigns' recorded "

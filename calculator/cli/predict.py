@@ -90,6 +90,12 @@ def predict_command(
     expert_parallel: Annotated[
         int, typer.Option(metavar="INT", min=1, help="Mixture of experts: GPUs the routed experts spread over.")
     ] = 1,
+    redundant_experts: Annotated[
+        int,
+        typer.Option(
+            metavar="INT", min=0, help="Mixture of experts: expert copies a load balancer places beside the experts."
+        ),
+    ] = 0,
     extra: ExtraOption = None,
     as_json: JsonOption = False,
     output_format: FormatOption = None,
@@ -123,7 +129,8 @@ def predict_command(
         result = predict_benchmark(
             spec, device, precision, tensor_parallel, input_tokens, output_tokens, clients, profile,
             kv_precision=kv_precision, requests_per_client=rounds, arrivals=arrivals.value, length_cv=length_cv,
-            data_parallel=data_parallel, expert_parallel=expert_parallel, registry=registry,
+            data_parallel=data_parallel, expert_parallel=expert_parallel, redundant_experts=redundant_experts,
+            registry=registry,
         )  # fmt: skip
     header = {
         "model": spec.id,

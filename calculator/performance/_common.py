@@ -86,30 +86,47 @@ def checked_tp(model: Any, tensor_parallel: Any, function: str, registry: Any = 
     return np.asarray(check_tensor_parallel(model_of(model, registry), tensor_parallel, function), dtype=float)
 
 
-def _moe_layout(a: StepArrays, tp: np.ndarray, expert_parallel: Any, function: str) -> StepArrays:
+def _moe_layout(a: StepArrays, tp: np.ndarray, expert_parallel: Any, function: str, redundant: Any = 0) -> StepArrays:
     """``a`` with the routed experts spread over ``expert_parallel`` GPUs of each replica (1: tensor parallel).
 
     The replica's ``tensor_parallel`` GPUs then split each expert over ``tensor_parallel /
     expert_parallel`` of them (expert tensor parallelism), as TensorRT-LLM's ``moe_expert_parallel_size``
-    and ``moe_tensor_parallel_size`` do.
+    and ``moe_tensor_parallel_size`` do. ``redundant`` copies of experts (an expert-parallel load balancer's) are
+    placed beside the logical ones. The placed experts must divide evenly over ``expert_parallel`` unless the engine
+    places them unevenly (:attr:`StepArrays.uneven_experts`, vLLM without redundant copies).
     """
     if np.ndim(expert_parallel):
         raise InputError(f"{function}(): argument 'expert_parallel' must be one whole number, got {expert_parallel!r}")
     ep = count(function, "expert_parallel", expert_parallel)
-    if ep == 1:
+    if np.ndim(redundant) or isinstance(redundant, bool) or not float(redundant).is_integer() or redundant < 0:
+        raise InputError(f"{function}(): argument 'redundant_experts' must be a whole number >= 0, got {redundant!r}")
+    extra = int(redundant)
+    if ep == 1 and extra == 0:
         return a
     if a.experts <= 1:
-        raise InputError(f"{function}(): expert_parallel applies to mixture-of-experts models; this one is dense")
+        name = "expert_parallel" if ep > 1 else "redundant_experts"
+        raise InputError(f"{function}(): {name} applies to mixture-of-experts models; this one is dense")
+    if ep == 1:
+        raise InputError(
+            f"{function}(): redundant_experts {extra} needs expert parallelism (expert_parallel > 1): the copies "
+            "spread the busiest experts' tokens over more GPUs"
+        )
     degrees = np.unique(tp)
     if degrees.size != 1:
         raise InputError(f"{function}(): give one tensor_parallel degree with expert_parallel {ep}")
     group = float(degrees[0])
-    if group % ep or a.experts % ep:
+    if group % ep:
+        raise InputError(f"{function}(): expert_parallel {ep} must divide tensor_parallel ({group:g})")
+    placed = a.experts + extra
+    if placed % ep and not (a.uneven_experts and extra == 0):
+        fill = int(-a.experts % ep) or ep
+        engine = a.engine or "this engine"
         raise InputError(
-            f"{function}(): expert_parallel {ep} must divide tensor_parallel ({group:g}) and the experts "
-            f"({a.experts:g})"
+            f"{function}(): under {engine} expert_parallel {ep} must divide the experts placed ({a.experts:g} + "
+            f"redundant_experts {extra}); give redundant_experts {fill} (or another that makes the sum divisible), "
+            "or an expert_parallel that divides the experts"
         )
-    return a.with_expert_tensor_parallel(group / ep)
+    return a.with_expert_tensor_parallel(group / ep).with_redundant_experts(extra)
 
 
 def _pipeline(a: StepArrays, pipeline_parallel: Any, function: str) -> StepArrays:
@@ -135,20 +152,22 @@ def replica_layout(
     expert_parallel: Any,
     function: str,
     pipeline_parallel: Any = 1,
+    redundant_experts: Any = 0,
 ) -> tuple[StepArrays, np.ndarray]:
     """``a`` in a replica's layout, and the GPUs of one pipeline stage: ``tensor_parallel x data_parallel``.
 
     ``data_parallel`` attention ranks of ``tensor_parallel`` GPUs each (attention data parallelism, for
     a mixture of experts), the routed experts over all the stage's GPUs with ``expert_parallel`` of them
     spreading the experts (:func:`_moe_layout`); ``pipeline_parallel`` stages of those GPUs, each with its
-    share of the layers (a replica of ``tensor_parallel x data_parallel x pipeline_parallel`` GPUs).
+    share of the layers (a replica of ``tensor_parallel x data_parallel x pipeline_parallel`` GPUs), with
+    ``redundant_experts`` copies placed beside the routed experts.
     """
     a = _pipeline(a, pipeline_parallel, function)
     if np.ndim(data_parallel):
         raise InputError(f"{function}(): argument 'data_parallel' must be one whole number, got {data_parallel!r}")
     dp = count(function, "data_parallel", data_parallel)
     if dp == 1:
-        return _moe_layout(a, tp, expert_parallel, function), tp
+        return _moe_layout(a, tp, expert_parallel, function, redundant_experts), tp
     if a.experts <= 1:
         raise InputError(
             f"{function}(): data_parallel applies to the attention of a mixture of experts (its ranks share the "
@@ -159,4 +178,4 @@ def replica_layout(
         raise InputError(f"{function}(): give one tensor_parallel degree with data_parallel {dp}")
     group = tp * dp
     spread = a.with_attention_data_parallel(float(degrees[0]))
-    return _moe_layout(spread, group, expert_parallel, function), group
+    return _moe_layout(spread, group, expert_parallel, function, redundant_experts), group

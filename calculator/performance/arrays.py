@@ -204,6 +204,12 @@ class StepArrays:
     #: GPUs each routed expert is split over (expert tensor parallelism); the TP group's other factor spreads the
     #: experts (expert parallelism, ``tp / expert_tensor_parallel``). None: every expert split over the whole group.
     expert_tensor_parallel: float | None = None
+    #: Routed experts placed on the GPUs: the logical ones plus the engine's redundant copies (its expert-parallel load
+    #: balancer's, :meth:`with_redundant_experts`). None: the logical experts.
+    physical_experts: float | None = None
+    #: The engine accepts an expert-parallel degree that does not divide the experts (no redundant copies): the first
+    #: ranks hold one expert more (vLLM). False: the placed experts must divide evenly (SGLang, TensorRT-LLM).
+    uneven_experts: bool = False
     #: GPUs each attention (and dense layer) group spans; a replica of ``t`` GPUs then runs ``t /
     #: attention_tensor_parallel`` data-parallel attention ranks, each with its own sequences and KV cache
     #: (attention data parallelism). None: attention split over the whole group.
@@ -236,11 +242,30 @@ class StepArrays:
         """GPUs one attention rank spans in a replica of ``tp`` GPUs."""
         return tp if self.attention_tensor_parallel is None else np.minimum(self.attention_tensor_parallel, tp)
 
-    def weights_per_device(self, tp: Any) -> Any:
-        """Resident weight bytes per GPU: the routed experts over the replica, the rest over an attention rank."""
+    @property
+    def placed_experts(self) -> float:
+        """Routed experts placed on the GPUs: :attr:`physical_experts`, or the logical experts."""
+        return self.experts if self.physical_experts is None else self.physical_experts
+
+    def experts_per_gpu(self, tp: Any) -> Any:
+        """Routed experts (whole or split) the busiest GPU of a replica of ``tp`` GPUs holds.
+
+        The placed experts spread over the expert-parallel degree ``tp / expert_tensor_parallel``; where it does not
+        divide them, the first ranks hold one more (vLLM's placement), so the busiest ``ceil(placed / ep)``.
+        """
         tp = np.asarray(tp, dtype=float)
-        routed = self.experts * self.expert_params * self.bytes_per_param if self.experts > 1 else 0.0
-        return ((self.weight_bytes - routed) / self.attention_group(tp) + routed / tp) / self.pipeline_parallel
+        split = tp if self.expert_tensor_parallel is None else np.minimum(self.expert_tensor_parallel, tp)
+        return np.ceil(self.placed_experts / (tp / split))
+
+    def weights_per_device(self, tp: Any) -> Any:
+        """Resident weight bytes of the busiest GPU: its routed experts, and the rest over an attention rank."""
+        tp = np.asarray(tp, dtype=float)
+        if self.experts <= 1:
+            return self.weight_bytes / self.attention_group(tp) / self.pipeline_parallel
+        routed = self.experts * self.expert_params * self.bytes_per_param
+        split = tp if self.expert_tensor_parallel is None else np.minimum(self.expert_tensor_parallel, tp)
+        held = self.experts_per_gpu(tp) * self.expert_params * self.bytes_per_param / split
+        return ((self.weight_bytes - routed) / self.attention_group(tp) + held) / self.pipeline_parallel
 
     def kv_spread(self, tp: Any) -> Any:
         """Devices' worth of KV memory a token's cache uses less of: ranks x the KV shards within a rank."""
@@ -284,6 +309,20 @@ class StepArrays:
         if degree == self.expert_tensor_parallel:
             return self
         return dataclasses.replace(self, expert_tensor_parallel=degree, curves={})
+
+    def with_redundant_experts(self, redundant: float) -> StepArrays:
+        """The same arrays with ``redundant`` copies of routed experts beside the logical ones, own kernel cache.
+
+        An expert-parallel load balancer (vLLM's EPLB, SGLang's ``--ep-num-redundant-experts``, TensorRT-LLM's MoE
+        load balancer ``num_slots``) replicates the most used experts on more GPUs: every GPU then holds ``(experts +
+        redundant) / ep`` experts.
+        """
+        import dataclasses
+
+        placed = self.experts + float(redundant) if redundant else None
+        if placed == self.physical_experts:
+            return self
+        return dataclasses.replace(self, physical_experts=placed, curves={})
 
     def __getitem__(self, key: str) -> Any:
         """The old dict access (``arrays["kv_bytes_per_token"]``), kept for one release."""
@@ -398,6 +437,7 @@ def step_arrays(
         precision=name,
         engine=None if profile is None or profile.name == "generic" else str(profile.name),
         expert_exchange=profile.expert_exchange if profile is not None else "gather_scatter",
+        uneven_experts=bool(profile.uneven_experts) if profile is not None else True,
         node_gpus=float(device.node_gpus or float("inf")),
         scale_out_bandwidth=_scale_out_bandwidth(device, registry),
     )

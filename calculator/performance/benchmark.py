@@ -525,6 +525,7 @@ def predict_benchmark(  # noqa: PLR0913  # public entry point: its keyword optio
     data_parallel: Count = 1,
     expert_parallel: Count = 1,
     pipeline_parallel: Count = 1,
+    redundant_experts: Count = 0,
     registry: Registry | None = None,
 ) -> BenchmarkPrediction:
     """Mean TTFT and TPOT a closed-loop serving benchmark reports at client concurrency ``C``.
@@ -581,6 +582,12 @@ def predict_benchmark(  # noqa: PLR0913  # public entry point: its keyword optio
     pipeline_parallel : int, default 1
         Pipeline stages, each of ``tensor_parallel x data_parallel`` GPUs with its share of the layers
         (:func:`~calculator.performance.decode_step_time`); at most the model's layers.
+    redundant_experts : int, default 0
+        For a mixture of experts under expert parallelism: copies of routed experts an expert-parallel load
+        balancer places beside the logical ones (vLLM's EPLB ``num_redundant_experts``, SGLang's
+        ``--ep-num-redundant-experts``, TensorRT-LLM's ``num_slots`` minus the experts); each GPU then holds
+        ``(experts + redundant_experts) / expert_parallel`` of them, and SGLang and TensorRT-LLM need that sum to
+        divide evenly (vLLM places experts unevenly without copies).
     registry : Registry, optional
         Where ids resolve (default: the packaged registry).
 
@@ -626,7 +633,9 @@ def predict_benchmark(  # noqa: PLR0913  # public entry point: its keyword optio
     profile = engine_profile(engine, registry)
     a = step_arrays(model, accelerator, precision, kv_precision, engine=profile, registry=registry)
     tp = checked_tp(model_of(model, registry), tensor_parallel, "predict_benchmark")
-    a, tp = replica_layout(a, tp, data_parallel, expert_parallel, "predict_benchmark", pipeline_parallel)
+    a, tp = replica_layout(
+        a, tp, data_parallel, expert_parallel, "predict_benchmark", pipeline_parallel, redundant_experts
+    )
     inputs = _counts("predict_benchmark", "input_tokens", input_tokens)
     outputs = _counts("predict_benchmark", "output_tokens", output_tokens)
     clients = _counts("predict_benchmark", "concurrency", concurrency)

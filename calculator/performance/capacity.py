@@ -72,12 +72,14 @@ def engine_memory_fit(
     kv_precision: str | None = None,
     data_parallel: int = 1,
     expert_parallel: int = 1,
+    redundant_experts: int = 0,
     registry: Any = None,
 ) -> EngineMemoryFit:
     """Sequences of ``context`` tokens one replica holds in its KV cache under ``engine``'s memory policy.
 
     The replica is ``tensor_parallel`` GPUs (``x data_parallel`` attention ranks of a mixture of experts);
-    the KV cache at ``kv_precision`` (default: what the engine runs for these weights). The count is the
+    the KV cache at ``kv_precision`` (default: what the engine runs for these weights); ``redundant_experts``
+    as for :func:`~calculator.performance.predict_benchmark`. The count is the
     one the benchmark predictor, the fleet sizer and the simulator hold for the same setup.
 
     Examples
@@ -98,7 +100,7 @@ def engine_memory_fit(
     profile = engine_profile(engine, registry)
     kv = kv_precision or kv_cache_precision(model, accelerator, precision, profile.name, registry=registry)
     a = step_arrays(model, accelerator, precision, kv, engine=profile, registry=registry)
-    a, group = replica_layout(a, np.asarray([float(tp)]), data_parallel, expert_parallel, name)
+    a, group = replica_layout(a, np.asarray([float(tp)]), data_parallel, expert_parallel, name, 1, redundant_experts)
     policy = _policy_text(profile)
     usable = float(usable_kv_bytes(a, profile, group)[0])
     if usable <= 0:

@@ -201,6 +201,9 @@ class EngineProfile(Result):
         all-gather of every rank's tokens, a reduce-scatter of the outputs: vLLM, TensorRT-LLM) or
         ``"padded_or_summed"`` (SGLang: the same over buffers padded to the busiest rank when only decodes
         run, two all-reduces of the summed buffer when a prompt is in the iteration).
+    uneven_experts : bool
+        Whether an expert-parallel degree that does not divide the experts runs without redundant copies (the first
+        ranks holding one more: vLLM); False: the placed experts must divide evenly (SGLang, TensorRT-LLM).
     fitted_releases : tuple of str
         The releases whose benchmarks the fitted costs came from (registry ``fitted_releases``).
     async_scheduling_since, kv_declaration_since : str or None
@@ -247,6 +250,7 @@ class EngineProfile(Result):
     kv_block_tokens: int = 1
     mla_kv_block_tokens: int | None = None
     fitted_releases: tuple[str, ...] = ()
+    uneven_experts: bool = False
     async_scheduling_since: str | None = None
     kv_declaration_since: str | None = None
     release: str | None = None
@@ -461,6 +465,7 @@ def profile_from_entry(entry: Any, sources: Mapping[str, Any]) -> EngineProfile:
         overlap_scheduler=bool(entry.overlap_scheduler),
         memory_fraction_rule=entry.memory_fraction_rule,
         fitted_releases=tuple(entry.fitted_releases or ()),
+        uneven_experts=bool(entry.uneven_experts),
         async_scheduling_since=entry.async_scheduling_since,
         kv_declaration_since=entry.kv_declaration_since,
     )

@@ -122,17 +122,20 @@ def _expert_seconds(a: StepArrays, tp: float, m: np.ndarray) -> np.ndarray:
             f"an expert tensor-parallel degree of {moe_tp:g} must divide the tensor-parallel degree ({tp:g})"
         )
     shape = (a.hidden, a.expert_width, a.experts_per_token, a.experts)
-    measured = moe_seconds(a.tables, a.precision, m, shape, (int(moe_tp), int(ep)), a.engine)
-    if measured is not None:
-        return measured
-    e, top, h = a.experts, a.experts_per_token, a.hidden
+    if a.physical_experts is None:  # the measurements place the logical experts only
+        measured = moe_seconds(a.tables, a.precision, m, shape, (int(moe_tp), int(ep)), a.engine)
+        if measured is not None:
+            return measured
+    # Placed experts: with redundant copies a token routed to a replicated expert goes to one of its copies, so under
+    # balanced routing each placed expert takes a share top / placed of the tokens.
+    e, top, h = a.placed_experts, a.experts_per_token, a.hidden
     hit = 1 - (1 - top / e) ** m  # the chance that the tokens touch a given expert
     per_expert_tokens = m * top / (e * hit)
     width = a.expert_width / moe_tp
     out = np.zeros_like(m)
     for n, k in ((2 * width, h), (h, width)):
         # an expert-parallel degree that does not divide the experts leaves the busiest GPU ceil(E / ep)
-        out = out + grouped_gemm_seconds(a.tables, a.dtype, per_expert_tokens, n, k, np.ceil(e / ep) * hit)
+        out = out + grouped_gemm_seconds(a.tables, a.dtype, per_expert_tokens, n, k, a.experts_per_gpu(tp) * hit)
     return out
 
 

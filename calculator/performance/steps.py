@@ -47,6 +47,7 @@ def decode_step_time(  # noqa: PLR0913  # public entry point: its keyword option
     data_parallel: Count = 1,
     expert_parallel: Count = 1,
     pipeline_parallel: Count = 1,
+    redundant_experts: Count = 0,
     registry: Registry | None = None,
 ) -> Any:
     r"""Time of one decode step of a tensor-parallel replica.
@@ -83,6 +84,12 @@ def decode_step_time(  # noqa: PLR0913  # public entry point: its keyword option
         longer of their stage times summed and the slowest one's pass through every stage, with the
         hand-offs between stages (NVLink inside a node, the scale-out link across). At most the
         model's layers; priced from the kernel tables.
+    redundant_experts : int, default 0
+        For a mixture of experts under expert parallelism: copies of routed experts an expert-parallel load
+        balancer places beside the logical ones (vLLM's EPLB ``num_redundant_experts``, SGLang's
+        ``--ep-num-redundant-experts``, TensorRT-LLM's ``num_slots`` minus the experts); each GPU then holds
+        ``(experts + redundant_experts) / expert_parallel`` of them, and SGLang and TensorRT-LLM need that sum to
+        divide evenly (vLLM places experts unevenly without copies).
     registry : Registry, optional
         Where the ids resolve (default: the packaged registry).
 
@@ -113,7 +120,9 @@ def decode_step_time(  # noqa: PLR0913  # public entry point: its keyword option
     """
     a = step_arrays(model, accelerator, precision, kv_precision, engine=engine, registry=registry)
     tp = checked_tp(model, tensor_parallel, "decode_step_time", registry)
-    a, tp = replica_layout(a, tp, data_parallel, expert_parallel, "decode_step_time", pipeline_parallel)
+    a, tp = replica_layout(
+        a, tp, data_parallel, expert_parallel, "decode_step_time", pipeline_parallel, redundant_experts
+    )
     sequences = _counts("decode_step_time", "batch", batch)
     ranks = int(data_parallel)
     if ranks > 1 and np.any(sequences < ranks):
@@ -143,11 +152,13 @@ def prefill_time(
     data_parallel: Count = 1,
     expert_parallel: Count = 1,
     pipeline_parallel: Count = 1,
+    redundant_experts: Count = 0,
     registry: Registry | None = None,
 ) -> Any:
     """Time to prefill one prompt alone on a tensor-parallel replica.
 
-    Arguments as for :func:`decode_step_time` (``data_parallel`` and ``expert_parallel`` included; with
+    Arguments as for :func:`decode_step_time` (``data_parallel``, ``expert_parallel`` and ``redundant_experts``
+    included; with
     attention ranks the prompt runs on one of them).
 
     Examples
@@ -157,7 +168,7 @@ def prefill_time(
     """
     a = step_arrays(model, accelerator, precision, engine=engine, registry=registry)
     tp = checked_tp(model, tensor_parallel, "prefill_time", registry)
-    a, tp = replica_layout(a, tp, data_parallel, expert_parallel, "prefill_time", pipeline_parallel)
+    a, tp = replica_layout(a, tp, data_parallel, expert_parallel, "prefill_time", pipeline_parallel, redundant_experts)
     prompt = _counts("prefill_time", "prompt_tokens", prompt_tokens)
     seconds = prefill_seconds(a, _efficiency(engine, efficiency, a.accelerator, registry), tp, prompt)
     return _seconds(seconds)

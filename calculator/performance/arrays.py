@@ -131,9 +131,11 @@ def kv_cache_precision(
 
     Examples
     --------
-    >>> kv_cache_precision("llama-3.1-70b", "h100-sxm", "fp8", "trtllm"), kv_cache_precision(
-    ...     "llama-3.1-70b", "h100-sxm", "fp8", "sglang")
+    >>> kv_cache_precision("qwen3-32b", "h100-sxm", "fp8", "trtllm"), kv_cache_precision(
+    ...     "qwen3-32b", "h100-sxm", "fp8", "sglang")  # no FP8 checkpoint in the registry: each engine's rule
     ('fp8', 'bf16')
+    >>> kv_cache_precision("qwen3-235b-a22b", "b200-sxm", "fp4", "sglang")  # NVIDIA's NVFP4 checkpoint declares FP8
+    'fp8'
     >>> kv_cache_precision("deepseek-v3", "h100-sxm", "fp8", "vllm")  # its FP8 checkpoint declares no KV quantization
     'bf16'
     >>> kv_cache_precision("llama-3.1-70b", "a100-sxm-80gb", "fp8", "vllm"), kv_cache_precision(

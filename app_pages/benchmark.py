@@ -7,7 +7,7 @@ from app_pages import _common as ui
 from calculator import Q_
 from calculator.fleet.inputs import MOE_LAYOUTS
 from calculator.memory import tensor_parallel_valid
-from calculator.performance import ARRIVALS, BENCHMARK_UNITS, predict_benchmark
+from calculator.performance import ARRIVALS, BENCHMARK_UNITS, engine_profile, predict_benchmark
 from calculator.plots import benchmark_prediction_figure
 
 DEGREES = (1, 2, 4, 8, 16)
@@ -34,6 +34,7 @@ def main():
     reg = ui.registry()
     with st.sidebar:
         model_id, accelerator_id, precision, tp, layout, engine, kv_choice = _replica(sc, reg)
+        release, copies = _release_and_copies(sc, model_id, layout, reg)
         prompt, output, text, arrivals, spread, rounds = _benchmark(sc)
     clients = np.array(sorted(set(ui.parse_numbers(text, "Clients", integer=True, minimum=1))), dtype=float)
     model, accelerator = reg.model(model_id), reg.accelerator(accelerator_id)
@@ -41,10 +42,11 @@ def main():
     length_cv = spread if (arrivals == "dispersed" and spread > MIXED_AT_ONCE) else None
     # the layout's (tensor-parallel degree, attention ranks, expert parallelism) on the replica's `tp` GPUs
     degree, ranks, spread_over = {"tensor": (tp, 1, 1), "expert": (tp, 1, tp), "attention-dp": (1, tp, tp)}[layout]
+    profile = engine_profile(engine, reg).for_release(release) if release else engine
     prediction = predict_benchmark(
-        model, accelerator, precision, degree, prompt, output, clients, engine, kv_precision=kv,
+        model, accelerator, precision, degree, prompt, output, clients, profile, kv_precision=kv,
         requests_per_client=rounds, arrivals=arrivals, length_cv=length_cv, data_parallel=ranks,
-        expert_parallel=spread_over, registry=reg,
+        expert_parallel=spread_over, redundant_experts=copies, registry=reg,
     )  # fmt: skip
     _headline(prediction, clients)
     basis = "the engine's default for these weights" if kv_choice == ui.ENGINE_DEFAULT_KV else "chosen"
@@ -55,13 +57,16 @@ def main():
         f"cache {prediction.kv_precision} ({basis}); step times from {kernels}. The intervals held the measured "
         "value in 80-85 % of cross-validated predictions, and are wider away from the H100."
     )
+    if prediction.release_note and prediction.release_fitted:
+        st.caption(f"Release: {prediction.release_note}.")
     if arrivals == "waves" and spread > MIXED_AT_ONCE:
         st.info("The length spread applies to dispersed arrivals only; identical requests in waves have none.")
     _limits(prediction, clients)
     left, right = st.columns(2)
     left.plotly_chart(benchmark_prediction_figure(prediction, clients, "ttft"), key="ttft-chart")
     right.plotly_chart(benchmark_prediction_figure(prediction, clients, "tpot"), key="tpot-chart")
-    frame = prediction.to_frame(BENCHMARK_UNITS).drop(columns=["engine", "kv_precision", "measured_kernels"])
+    shown = ["engine", "kv_precision", "measured_kernels", "release_note", "release_fitted"]
+    frame = prediction.to_frame(BENCHMARK_UNITS).drop(columns=shown)
     frame.insert(0, "clients", clients.astype(int))
     ui.table(frame, "benchmark-prediction")
     ui.download_json(prediction, "benchmark-prediction")
@@ -91,6 +96,24 @@ def _replica(sc, reg):
         "the generic profile (on GPUs with FP8), 16-bit otherwise (calculator.performance.KV_PRECISION_RULE).",
     )  # fmt: skip
     return model_id, accelerator_id, precision, tp, layout, engine, kv_choice
+
+
+def _release_and_copies(sc, model_id, layout, reg):
+    """The engine release to price (blank: the current defaults) and, for experts spread over the GPUs, their copies."""
+    release = sc.text(
+        "Engine release (optional)", "release", "",
+        help="e.g. 0.12 or 1.2.0: the release's dated mechanisms (vLLM schedules synchronously and runs a BF16 cache "
+        "for FP8 weights before 0.14), and whether the costs were fitted on its benchmarks (EngineProfile.for_release)",
+    ).strip()  # fmt: skip
+    copies = 0
+    if (reg.model(model_id).experts or 1) > 1 and layout != "tensor":
+        copies = sc.number(
+            "Redundant experts", "redundant", 0, min_value=0, max_value=4096, integer=True,
+            help="copies of the busiest experts an expert-parallel load balancer places beside the experts (vLLM's "
+            "EPLB, SGLang's --ep-num-redundant-experts, TensorRT-LLM's num_slots); SGLang and TensorRT-LLM need the "
+            "experts plus copies to divide over the GPUs",
+        )  # fmt: skip
+    return release, int(copies)
 
 
 def _benchmark(sc):

@@ -410,6 +410,41 @@ def test_benchmark_page_lays_a_mixture_of_experts_out_as_chosen():
     assert not [box for box in dense.selectbox if box.key == "benchmark.moe_layout"]  # a dense model has no layout
 
 
+def test_benchmark_page_prices_an_engine_release_and_expert_copies():
+    from calculator.performance import engine_profile, predict_benchmark
+
+    # vLLM 0.12: the synchronous scheduler and a BF16 cache for FP8 weights, the costs fitted on its benchmarks.
+    app = open_page("benchmark", clients="16", release="0.12")
+    old = predict_benchmark(
+        "llama-3.1-70b", "h100-sxm", "fp8", 4, 1024, 128, 16, engine_profile("vllm").for_release("0.12")
+    )
+    assert metric(app, "TPOT") == f"{old.tpot.m_as('ms'):.4g} ms"
+    assert "KV cache bf16" in rendered(app.caption[-2].value)
+    assert any("vllm release 0.12" in rendered(c.value) for c in app.caption)
+    # A release the fit did not see is said in the caveats, not an error.
+    unseen = open_page("benchmark", clients="16", engine="TensorRT-LLM", release="1.3")
+    assert any("no benchmark of this release is in the fit" in i.value for i in unseen.info)
+    # 8 GPUs with 8 copies of DeepSeek-V3's 256 experts: 33 each under SGLang, priced as the library does.
+    copies = open_page("benchmark", model="deepseek-v3", gpu="h200-sxm", tp="8", moe_layout="attention-dp",
+                       engine="SGLang", clients="64", redundant="8")  # fmt: skip
+    expected = predict_benchmark("deepseek-v3", "h200-sxm", "fp8", 1, 1024, 128, 64, "sglang", data_parallel=8,
+                                 expert_parallel=8, redundant_experts=8)  # fmt: skip
+    assert metric(copies, "TPOT") == f"{expected.tpot.m_as('ms'):.4g} ms"
+    # 3 copies do not divide over 8 GPUs under SGLang: said in words, naming the copies that would.
+    app = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    app.switch_page("app_pages/benchmark.py")
+    for name, value in {"model": "deepseek-v3", "gpu": "h200-sxm", "tp": "8", "moe_layout": "expert",
+                        "engine": "SGLang", "clients": "64", "redundant": "3"}.items():  # fmt: skip
+        app.query_params[name] = value
+    app.run()
+    assert not app.exception and any("must divide the experts placed" in rendered(e.value) for e in app.error)
+    bad = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    bad.switch_page("app_pages/benchmark.py")
+    bad.query_params["release"] = "latest"
+    bad.run()
+    assert not bad.exception and any("must be a release such as" in rendered(e.value) for e in bad.error)
+
+
 def test_benchmark_page_says_why_when_the_model_does_not_fit_or_a_count_is_bad():
     for params, reason in (
         ({"model": "llama-3.1-405b", "tp": "1"}, "leave no room for one request's KV cache"),

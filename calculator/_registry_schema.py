@@ -390,6 +390,11 @@ class Model(Entry):
     checkpoints: tuple[Checkpoint, ...] = Field(
         (), description="quantized checkpoints of the weights, each with its own source (the launch configs load them)"
     )
+    mtp_layers: PositiveInt | None = Field(
+        None,
+        description="multi-token-prediction layers the checkpoint holds beside the model's own (config.json "
+        "num_nextn_predict_layers); speculative decoding can draft with them (Speculation method 'mtp')",
+    )
 
     #: ``checkpoints`` carry a source each (checked against the file's sources when the file is read).
     UNSOURCED: ClassVar[frozenset[str]] = Entry.UNSOURCED | {
@@ -419,6 +424,7 @@ class Model(Entry):
         "experts_per_token": (1, 100_000, ""),
         "kv_lora_rank": (1, 1_000_000, ""),
         "qk_rope_head_dim": (1, 65_536, ""),
+        "mtp_layers": (1, 64, ""),
     }
 
     @model_validator(mode="after")

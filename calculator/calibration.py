@@ -39,8 +39,7 @@ from .calibration_files import (  # noqa: F401 (re-exported: the readers' public
     read_benchmark_files,
 )
 from .errors import InputError
-from .performance import ENGINES, EngineProfile, closed_loop_seconds, step_arrays
-from .performance.engines import release_numbers
+from .performance import ENGINES, EngineProfile, closed_loop_seconds, release_numbers, step_arrays
 from .precision import check_precision
 from .uncertainty import joint_bands
 from .units import Q_

@@ -19,9 +19,10 @@ wherever the engine's default could differ from the plan (``--kv-cache-dtype``; 
 
 :func:`kubernetes_manifest` wraps the command into a Deployment of ``plan.replicas`` pods with
 ``plan.layout.stage_gpus`` GPUs each (a ConfigMap carries TensorRT-LLM's options file) and a
-HorizontalPodAutoscaler sketch. A plan sized with speculative decoding gets the engine's draft-model
-settings (vLLM's ``--speculative-config``, SGLang's STANDALONE algorithm, TensorRT-LLM's
-``speculative_config``) with the plan's draft model and draft length.
+HorizontalPodAutoscaler sketch. A plan sized with speculative decoding gets the engine's settings for its
+method and draft length (vLLM's ``--speculative-config``, SGLang's ``--speculative-algorithm``,
+TensorRT-LLM's ``speculative_config``): the plan's draft model, the model's own multi-token-prediction
+layers, or an EAGLE-3 head (whose repository the command leaves to fill in, :data:`EAGLE_HEAD`).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEPLOY_TARGETS",
     "DOCUMENTED_FLAGS",
+    "EAGLE_HEAD",
     "LaunchConfig",
     "WeightsSource",
     "kubernetes_manifest",
@@ -420,8 +422,10 @@ def _replica_flags(
             f["memory_fraction"]: f"{profile.memory_utilization:g}",
             f["token_budget"]: str(budget),
         }
-        if profile.efficiency.overlap and plan.serving.speculation is None:
-            # the plan's step times assume asynchronous scheduling: the 0.14.0 default, explicit for 0.11-0.13
+        spec = plan.serving.speculation
+        if profile.efficiency.overlap and (spec is None or spec.method != "draft"):
+            # the plan's step times assume asynchronous scheduling: the 0.14.0 default (with EAGLE and MTP drafting
+            # too, not with a draft model), explicit for 0.11-0.13
             flags[f["async_scheduling"]] = None
         return flags, (repo,)
     if name == "sglang":
@@ -476,15 +480,26 @@ def _layout_flags(
     options: dict[str, Any],
     notes: list[str],
 ) -> None:
-    """Expert parallelism, attention data-parallel ranks and the draft model of speculative decoding."""
+    """Expert parallelism, attention data-parallel ranks and the drafter of speculative decoding."""
     tp = plan.layout.stage_gpus
     if plan.layout.expert_parallel > 1:  # the routed experts spread over the replica's GPUs (expert parallelism)
         flags.update(_expert_parallel_flags(name, f, plan.layout.expert_parallel, tp))
     if plan.layout.data_parallel > 1:  # attention ranks, each with its own share of the batch cap
         _data_parallel_flags(name, f, plan.layout.data_parallel, tp, int(plan.batch), flags, options, notes)
-    draft = plan.serving.speculation
-    if draft is not None:
-        _speculative_flags(name, f, flags, options, _hf_name(registry.model(draft.draft_model)), draft.draft_length)
+    spec = plan.serving.speculation
+    if spec is None:
+        return
+    drafter = None  # MTP: the model's own layers, in its checkpoint
+    if spec.method == "draft":
+        drafter = _hf_name(registry.model(spec.draft_model))
+    elif spec.method == "eagle":
+        drafter = EAGLE_HEAD
+        notes.append(
+            f"speculative decoding with an EAGLE-3 head: put the Hugging Face repository of a head trained for "
+            f"{_hf_name(registry.model(plan.model))} in place of {EAGLE_HEAD} (the plan priced one decoder layer and "
+            "an LM head at 16 bits)"
+        )
+    _speculative_flags(name, f, flags, options, spec.method, drafter, spec.draft_length)
 
 
 def _options_file(f: _Flags, options: dict[str, Any], flags: dict[str, str | None]) -> dict[str, str]:
@@ -678,34 +693,56 @@ def _trtllm_kv(kv: str, weights: WeightsSource, options: dict[str, Any], notes: 
         )
 
 
-def _speculative_flags(
-    engine: str, f: _Flags, flags: dict[str, str | None], options: dict[str, Any], draft: str, length: int
-) -> None:
-    """The plan's draft model proposing ``length`` tokens a round, as the engine's settings.
+#: What a command names the EAGLE-3 head by: the plan priced a head's shape, not a checkpoint, so the repository of
+#: one trained for the model (the engines load it as the drafter) is the user's to fill in.
+EAGLE_HEAD = "<eagle3-head>"
+#: Each speculation method by the names the engines give it: vLLM's ``SpeculativeConfig.method`` (mtp, eagle3;
+#: config/speculative.py), SGLang's ``--speculative-algorithm`` (NEXTN, EAGLE3; server_args.py), TensorRT-LLM's
+#: ``speculative_config.decoding_type`` (MTP, Eagle3; llmapi/llm_args.py).
+_METHOD_NAMES = {
+    "vllm": {"draft": "draft_model", "mtp": "mtp", "eagle": "eagle3"},
+    "sglang": {"draft": "STANDALONE", "mtp": "NEXTN", "eagle": "EAGLE3"},
+    "trtllm": {"draft": "DraftTarget", "mtp": "MTP", "eagle": "Eagle3"},
+}
 
-    vLLM takes one JSON flag; SGLang runs a separate draft model as its STANDALONE algorithm, a chain of
-    ``length`` steps with one candidate each (top-k 1, so ``length + 1`` tokens are verified); trtllm-serve
-    reads speculation from its options YAML (``speculative_config``, TensorRT-LLM's speculative decoding docs).
+
+def _speculative_flags(
+    engine: str,
+    f: _Flags,
+    flags: dict[str, str | None],
+    options: dict[str, Any],
+    method: str,
+    draft: str | None,
+    length: int,
+) -> None:
+    """The plan's drafter proposing ``length`` tokens a round, as the engine's settings.
+
+    ``draft`` is the draft model's or the head's repository, None for the model's own MTP layers. vLLM
+    takes one JSON flag (``method``, ``model``, ``num_speculative_tokens``); SGLang runs a chain of
+    ``length`` steps with one candidate each (top-k 1, so ``length + 1`` tokens are verified), a draft model
+    as its STANDALONE algorithm, MTP layers as NEXTN (the target's own checkpoint), a head as EAGLE3;
+    trtllm-serve reads speculation from its options YAML (``speculative_config``: ``max_draft_len``, or for
+    MTP ``num_nextn_predict_layers``, and the drafter's checkpoint as ``speculative_model_dir``).
     """
     import json
 
+    name = _METHOD_NAMES[engine][method]
     if engine == "vllm":
-        config = {"model": draft, "num_speculative_tokens": length, "method": "draft_model"}
+        config = ({} if draft is None else {"model": draft}) | {"num_speculative_tokens": length, "method": name}
         flags[f["speculative_config"]] = json.dumps(config, separators=(",", ":"))
     elif engine == "sglang":
+        flags[f["speculative_algorithm"]] = name
+        if draft is not None:
+            flags[f["speculative_draft_model"]] = draft
         flags |= {
-            f["speculative_algorithm"]: "STANDALONE",
-            f["speculative_draft_model"]: draft,
             f["speculative_steps"]: str(length),
             f["speculative_topk"]: "1",
             f["speculative_draft_tokens"]: str(length + 1),
         }
+    elif method == "mtp":
+        options["speculative_config"] = {"decoding_type": name, "num_nextn_predict_layers": length}
     else:
-        options["speculative_config"] = {
-            "decoding_type": "DraftTarget",
-            "max_draft_len": length,
-            "speculative_model_dir": draft,
-        }
+        options["speculative_config"] = {"decoding_type": name, "max_draft_len": length, "speculative_model_dir": draft}
 
 
 #: Where the Kubernetes sketch mounts the engine's options file.

@@ -31,12 +31,14 @@ if TYPE_CHECKING:
     from .registry import RegistryDocument
 
 __all__ = [
+    "DEFAULT_ACCEPTANCE",
     "DEFAULT_ROUTER",
     "Layout",
     "ROUTERS",
     "PlanCheck",
     "ServingOptions",
     "ServingPlan",
+    "SPECULATION_METHODS",
     "Speculation",
     "Targets",
     "TRACE_COLUMNS",
@@ -241,29 +243,91 @@ class Workload(Result):
         )
 
 
+#: The acceptance probability a :class:`Speculation` assumes per drafted position unless
+#: given, by method. ``draft``: 0.7, the chapter's middle case (section 10.7.6 works alpha = 0.9, 0.7 and
+#: 0.5); a separate draft model's acceptance depends on the pair. ``mtp``: 0.85, the low end of the 85-90 %
+#: acceptance of the second-token prediction across generation topics in the DeepSeek-V3 technical report
+#: (arXiv:2412.19437, section 5.4.3), measured on the one position its MTP module was trained for; using it
+#: for every position is a judgment (a layer reused for later positions accepts less, as vLLM warns). ``eagle``:
+#: 0.68, the per-position value that gives, by Eq. 6, the acceptance length of 2.45 tokens per round that
+#: lmsys/sglang-EAGLE3-Llama-4-Maverick-17B-128E-Instruct-v1's model card reports for 3 steps, top-1, 4 draft
+#: tokens (SGLang counts the verified token in the length, as E[N] does); one EAGLE-3 head on one target, so a
+#: judgment for others (docs/fleet-sizer.md, "Speculative decoding").
+DEFAULT_ACCEPTANCE = {"draft": 0.7, "mtp": 0.85, "eagle": 0.68}
+
+
+#: How a speculation round drafts its tokens: a separate draft model from the registry, the model's own
+#: multi-token-prediction layers, or an EAGLE-3-style head (one decoder layer and an LM head).
+SPECULATION_METHODS = ("draft", "mtp", "eagle")
+
+
 @dataclass(frozen=True, repr=False)
 class Speculation(Result):
-    """Speculative decoding with a draft model (section 10.7.6).
+    """Speculative decoding (section 10.7.6): a draft model, the model's MTP layers, or an EAGLE head.
 
     Attributes
     ----------
-    draft_model : str
-        Registry id of the draft model (it runs on the same devices as the target).
+    draft_model : str, optional
+        Registry id of the draft model (it runs on the same devices as the target); required for
+        ``method="draft"`` and refused for the others (their drafter is part of the target or a head
+        trained for it).
     draft_length : int
         Draft tokens proposed per round, ``K``.
-    acceptance : float
-        Per-token acceptance probability, ``alpha``.
+    acceptance : float or sequence of float, optional
+        The per-position acceptance probability ``alpha`` (every drafted position alike, Eq. 6), or ``K``
+        conditional probabilities, the ``i``-th that position ``i`` is accepted once the positions before it
+        were. Default: the method's (:data:`DEFAULT_ACCEPTANCE`).
+    method : str
+        ``"draft"``, ``"mtp"`` (the target's own multi-token-prediction layers; the registry model must
+        declare them, ``Model.mtp_layers``) or ``"eagle"`` (an EAGLE-3-style head).
+
+    Examples
+    --------
+    >>> Speculation("llama-3.2-1b", 3, 0.6).acceptance
+    0.6
+    >>> Speculation(method="mtp", draft_length=2, acceptance=[0.9, 0.8]).acceptance
+    (0.9, 0.8)
     """
 
-    draft_model: str
+    draft_model: str | None = None
     draft_length: int = 4
-    acceptance: float = 0.7
+    acceptance: float | tuple[float, ...] | None = None
+    method: str = "draft"
 
     def __post_init__(self) -> None:
-        object.__setattr__(
-            self, "draft_length", count("Speculation", "draft_length", self.draft_length, 1, MAX_DRAFT_LENGTH)
+        if self.method not in SPECULATION_METHODS:
+            methods = ", ".join(SPECULATION_METHODS)
+            raise InputError(f"Speculation: argument 'method' must be one of {methods}, got {shown(self.method)}")
+        if self.method == "draft" and self.draft_model is None:
+            raise InputError("Speculation: argument 'draft_model' (a registry model id) is required for method 'draft'")
+        if self.method != "draft" and self.draft_model is not None:
+            drafter = {"mtp": "the model's own MTP layers", "eagle": "a head trained for the model"}[self.method]
+            raise InputError(
+                f"Speculation: argument 'draft_model' applies to method 'draft' only; method '{self.method}' drafts "
+                f"with {drafter}, got draft_model={shown(self.draft_model)}"
+            )
+        length = count("Speculation", "draft_length", self.draft_length, 1, MAX_DRAFT_LENGTH)
+        object.__setattr__(self, "draft_length", length)
+        given = DEFAULT_ACCEPTANCE[self.method] if self.acceptance is None else self.acceptance
+        object.__setattr__(self, "acceptance", _acceptance(given, int(length)))
+
+
+def _acceptance(value: Any, length: int) -> float | tuple[float, ...]:
+    """One acceptance probability (a float), or ``length`` per-position ones (a tuple of floats), checked."""
+    if isinstance(value, str) or np.ndim(value) == 0:
+        return scalar("Speculation", "acceptance", value, "", "probability")
+    try:
+        values = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        values = None
+    if values is None or values.ndim != 1 or values.size != length:
+        raise InputError(
+            f"Speculation: argument 'acceptance' must be one probability or {length} (one per drafted position, "
+            f"draft_length), got {shown(value)}"
         )
-        object.__setattr__(self, "acceptance", scalar("Speculation", "acceptance", self.acceptance, "", "probability"))
+    for number in values:
+        scalar("Speculation", "acceptance", float(number), "", "probability")
+    return tuple(float(v) for v in values)
 
 
 def _time(owner: str, name: str, value: object) -> Time:

@@ -3,7 +3,10 @@
 A draft model proposes ``K`` tokens; the target verifies them in one pass and accepts each with
 probability ``min(1, p/q)`` (Algorithm 2). Under the chapter's simplified model each drafted
 position is accepted independently with probability ``alpha``; a round then emits its accepted
-prefix plus one target-sampled token (Eq. 6). Costs are in units of one target decode step.
+prefix plus one target-sampled token (Eq. 6). Drafters built into the target (multi-token-prediction
+layers, EAGLE heads) accept later positions less often than earlier ones:
+:func:`expected_tokens_per_round_by_position` takes one conditional probability per position.
+Costs are in units of one target decode step.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._support import checked, one, renamed
+from ._support import arg, checked, one, renamed
 from .errors import InputError
 from .formula import formula, var
 from .memory import NO_BYTES, MemoryFit, device_share, memory_fit
@@ -29,6 +32,7 @@ __all__ = [
     "SpeculativeSample",
     "SpeculativeTiming",
     "expected_tokens_per_round",
+    "expected_tokens_per_round_by_position",
     "speedup",
     "speculative_timing",
     "acceptance_for_speedup",
@@ -87,6 +91,43 @@ def expected_tokens_per_round(acceptance, draft_length):
     6.0
     """
     return _geometric_series(acceptance, draft_length + 1)
+
+
+@checked(acceptance=arg("probability"))
+def expected_tokens_per_round_by_position(acceptance: Probability) -> Tokens:
+    r"""Expected tokens a round emits when each drafted position has its own acceptance probability.
+
+    Parameters
+    ----------
+    acceptance : sequence or array of float, shape (..., K)
+        ``alpha_i``: the probability that drafted position ``i`` is accepted once positions ``1 .. i-1``
+        were (a conditional probability, what an engine's per-position acceptance rates estimate).
+
+    Returns
+    -------
+    float or array
+        The accepted prefix's expected length plus the target's own token, over the last axis.
+
+    Notes
+    -----
+    .. math:: \mathbb{E}[N] = 1 + \sum_{i=1}^{K} \prod_{j=1}^{i} \alpha_j
+
+    Position ``i`` is in the accepted prefix when it and every position before it pass; equal
+    alphas give Eq. 6 (:func:`expected_tokens_per_round`). Not a ``@formula``: its argument is one
+    vector per round, where the formulas broadcast scalars element by element.
+
+    Examples
+    --------
+    >>> round(expected_tokens_per_round_by_position([0.9, 0.5]), 12)  # 1 + 0.9 + 0.9 x 0.5
+    2.35
+    """
+    alphas = np.asarray(acceptance, dtype=float)
+    if alphas.ndim == 0:
+        raise InputError(
+            "expected_tokens_per_round_by_position(): argument 'acceptance' needs one probability per drafted "
+            f"position (a sequence), got {acceptance!r}"
+        )
+    return _out(1.0 + np.cumprod(alphas, axis=-1).sum(axis=-1))
 
 
 @formula(

@@ -586,7 +586,7 @@ def sweep_fleet(
     ids = list(_registry_ids({"model": model, "accelerator": accelerator}, reg))
     if options.get("price") is None:
         ids += [default_price_entry(a, reg).id for a in dict.fromkeys(_axis_values("accelerator", accelerator))]
-    if options.get("speculation") is not None:
+    if options.get("speculation") is not None and options["speculation"].draft_model is not None:
         ids.append(reg.model(options["speculation"].draft_model).id)
     frame.attrs["provenance"] = Provenance(models=("fleet.size_fleet",), inputs=grids, registry_ids=tuple(ids))
     return frame

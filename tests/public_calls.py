@@ -142,6 +142,7 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     },
     "simulate_tokens_per_round": {"acceptance": 0.5, "draft_length": 4, "rounds": 200, "seed": 1},
     "emitted_tokens": {"accepted": [True, True, False, True]},
+    "expected_tokens_per_round_by_position": {"acceptance": [0.9, 0.7, 0.5]},
     "coordination_latency": {"branch_latencies": Q_([10, 20, 15], "ms"), "join_overhead": Q_(1, "ms")},
     "padding_waste": {"output_lengths": [100, 200, 50, 400]},
     "static_batch_accounting": {"output_lengths": [100, 200, 50, 400], "iteration_time": Q_(20, "ms")},

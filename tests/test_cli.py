@@ -499,7 +499,12 @@ def test_speculate_sizes_with_the_draft_model_and_is_echoed():
         costs=Costs(Q_(4, "USD/hour")),
     )  # fmt: skip
     plan = json.loads(result.stdout)
-    assert plan["serving"]["speculation"] == {"draft_model": "llama-3.2-1b", "draft_length": 3, "acceptance": 0.6}
+    assert plan["serving"]["speculation"] == {
+        "draft_model": "llama-3.2-1b",
+        "draft_length": 3,
+        "acceptance": 0.6,
+        "method": "draft",
+    }
     assert plan["gpus"] == expected.gpus and plan["service"]["tpot"]["value"] == pytest.approx(
         expected.service.tpot.m_as("s")
     )

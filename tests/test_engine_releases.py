@@ -9,8 +9,7 @@ from typer.testing import CliRunner
 from calculator.calibration import CALIBRATION_DIR
 from calculator.cli import app
 from calculator.errors import InputError
-from calculator.performance import engine_profile, predict_benchmark
-from calculator.performance.engines import release_numbers
+from calculator.performance import engine_profile, predict_benchmark, release_numbers
 from calculator.uncertainty import prediction_interval
 
 CASE = ("llama-3.1-70b", "h100-sxm", "fp8", 2, 1024, 1024, 32)

@@ -241,7 +241,9 @@ class SizingFlags:
         typer.Option(
             metavar="DRAFT:K:ALPHA",
             help="Speculative decoding: registry model DRAFT proposes K tokens per round (default 4), each accepted "
-            "with probability ALPHA (default 0.7); e.g. 'llama-3.2-1b:4:0.7' or 'llama-3.2-1b'.",
+            "with probability ALPHA (default 0.7); e.g. 'llama-3.2-1b:4:0.7' or 'llama-3.2-1b'. 'mtp:K[:ALPHA]' drafts "
+            "with the model's own multi-token-prediction layers (ALPHA default 0.85), 'eagle:K[:ALPHA]' with an "
+            "EAGLE-3 head (default 0.68); ALPHA may list K per-position probabilities, e.g. 'mtp:3:0.85,0.7,0.6'.",
             show_default=False,
         ),
     ] = None
@@ -347,30 +349,49 @@ def _percentile(text: str | None) -> float | None:
 
 
 def _speculation(text: str | None, registry: Any) -> Any:
-    """``--speculate DRAFT:K:ALPHA`` as a :class:`~calculator.fleet.Speculation` (K and ALPHA may be left out)."""
+    """``--speculate DRAFT:K:ALPHA``, ``mtp:K:ALPHA`` or ``eagle:K:ALPHA`` as a :class:`~calculator.fleet.Speculation`.
+
+    K and ALPHA may be left out; ALPHA is one probability or K of them separated by commas (one per position).
+    """
     from ..errors import CalculatorError
     from ..fleet import Speculation
 
     if text is None:
         return None
     parts = text.split(":")
-    example = "such as 'llama-3.2-1b:4:0.7' (draft model id, draft tokens per round, acceptance probability)"
+    example = (
+        "such as 'llama-3.2-1b:4:0.7' (draft model id, draft tokens per round, acceptance probability), 'mtp:1:0.85' "
+        "or 'eagle:3:0.8,0.7,0.6'"
+    )
     try:
         if not 1 <= len(parts) <= 3 or not parts[0].strip():
             raise ValueError
-        values: dict[str, Any] = {"draft_model": parts[0].strip()}
+        first = parts[0].strip()
+        values: dict[str, Any] = {"method": first} if first in ("mtp", "eagle") else {"draft_model": first}
         if len(parts) > 1:
             values["draft_length"] = int(parts[1])
         if len(parts) > 2:
-            values["acceptance"] = float(parts[2])
+            alphas = [float(a) for a in parts[2].split(",")]
+            values["acceptance"] = alphas[0] if len(alphas) == 1 else alphas
     except ValueError:
         raise _fail(f"option --speculate: expected DRAFT:K:ALPHA {example}, got {text!r}") from None
     try:
         speculation = Speculation(**values)
-        registry.model(speculation.draft_model)
+        if speculation.draft_model is not None:
+            registry.model(speculation.draft_model)
     except (CalculatorError, KeyError) as exc:
         raise _fail(f"option --speculate: {exc}") from None
     return speculation
+
+
+def _speculation_text(spec: Any) -> str:
+    """How the header line names the plan's speculative decoding (its drafter, draft length and acceptance)."""
+    drafter = {"draft": f"draft {spec.draft_model}", "mtp": "the model's MTP layers", "eagle": "an EAGLE-3 head"}
+    alphas = spec.acceptance if isinstance(spec.acceptance, tuple) else (spec.acceptance,)
+    alpha = ", ".join(f"{a:g}" for a in alphas)
+    return (
+        f"; speculative decoding with {drafter[spec.method]} ({spec.draft_length} tokens per round, acceptance {alpha})"
+    )
 
 
 #: The traffic flags --trace replaces (with the Workload field each sets).
@@ -611,12 +632,7 @@ def _understood(inputs: SizingInputs, trace: Path | None = None) -> list[str]:
             else ""
         )
         + (f"; chunked prefill at {serving.chunk_size:,} tokens" if serving.chunk_size else "")
-        + (
-            f"; speculative decoding with draft {spec.draft_model} ({spec.draft_length} tokens per round, "
-            f"acceptance {spec.acceptance:g})"
-            if (spec := serving.speculation) is not None
-            else ""
-        )
+        + (_speculation_text(serving.speculation) if serving.speculation is not None else "")
     ]
     at = percentile_label(t.ttft_percentile)
     gap = f", token gap {_number(t.tbt.m_as('ms'))} ms" if t.tbt is not None else ""

@@ -50,6 +50,7 @@ from ..performance.scheduler import SchedulerRules, block_slack, scheduler_rules
 from ..precision import check_precision
 from ..queueing import replica_demand
 from ..results import ceil_count
+from ..units import Q_
 from ._common import MAX_FLEET_GPUS
 from .inputs import Costs, SearchSpace, ServingOptions, Speculation, Workload, default_price
 
@@ -69,7 +70,7 @@ class _Family:
     arrays: StepArrays
     price: float  # USD per GPU-hour
     tdp: float  # W
-    draft: StepArrays | None
+    draft: StepArrays | None  # the drafter of speculative decoding: a draft model, or a head (StepArrays.draft_head)
     moe_layout: str = "tensor"  # a mixture of experts: experts split by TP, spread (EP = TP), or attention ranks
     stages: int = 1  # pipeline stages: a replica of the grid's GPUs runs them over this many stages
 
@@ -372,9 +373,9 @@ def _usable_per_device(family: _Family, profile: EngineProfile) -> float:
 
 
 def _weights_per_device(family: _Family, tp: np.ndarray, serving: ServingOptions) -> np.ndarray:
-    """Weight bytes per device; with speculation the draft model's weights share the devices.
+    """Weight bytes per device; with speculation the drafter's weights (a draft model's, a head's) share the devices.
 
-    (The draft's KV cache is in the capacity, :func:`_capacity`.)
+    (The drafter's KV cache is in the capacity, :func:`_capacity`.)
     """
     draft = family.draft if serving.speculation is not None else None
     return family.arrays.weights_per_device(tp) + (draft.weights_per_device(tp) if draft else 0.0)
@@ -461,7 +462,7 @@ class _StepGrid:
             family.accelerator, _reuse.Same(self.profile),
             workload.input_tokens, workload.output_tokens, workload.input_cv, workload.output_cv, self.percentile,
             serving.prefix_hit_rate, serving.shared_prefix_tokens, serving.chunk_size,
-            None if spec is None else (spec.draft_length, spec.acceptance), self.scale,
+            None if spec is None else (spec.method, spec.draft_length, spec.acceptance), self.scale,
             tp.shape, tp.dtype.str, tp.tobytes(), batch.shape, batch.dtype.str, batch.tobytes(),
         )  # fmt: skip
 
@@ -567,7 +568,7 @@ class _Iteration:
 
 def _capacity(a: StepArrays, draft: StepArrays | None, profile: EngineProfile, tp: np.ndarray, context: float,
               serving: ServingOptions, prompt: tuple[float, float] | None = None) -> np.ndarray:  # fmt: skip
-    """Sequences of ``context`` tokens the KV cache holds per replica beside the weights (and a draft model's).
+    """Sequences of ``context`` tokens the KV cache holds per replica beside the weights (and a drafter's).
 
     In whole blocks of the engine's (:meth:`EngineProfile.kv_block`). Without ``prompt``, a batch of sequences
     of ``context`` tokens each, ``ceil(context / B)`` blocks apiece (``servecalc fit``'s count). With ``prompt``
@@ -590,13 +591,27 @@ def _capacity(a: StepArrays, draft: StepArrays | None, profile: EngineProfile, t
 
 def _per_token(a: StepArrays, draft: StepArrays, eff: Any, tp: np.ndarray, batch: np.ndarray, context: float,
                spec: Speculation, scale: float) -> np.ndarray:  # fmt: skip
-    """Seconds per output token with speculative decoding: a round (verify, drafts) over its expected tokens (Eq. 6)."""
-    from ..speculative import expected_tokens_per_round
+    """Seconds per output token with speculative decoding: a round (verify, drafts) over its expected tokens.
+
+    The round verifies ``k + 1`` tokens and drafts ``k``: ``k`` decode steps of a draft model, each an
+    iteration of its own with the engine's fixed costs; or ``k`` passes of a head (one layer and an LM
+    head, :meth:`~calculator.performance.StepArrays.draft_head`), which run inside the target's
+    iteration: their GPU work alone, the round's fixed costs paid once by the verification. Expected
+    tokens: Eq. 6 for one acceptance, its per-position form for one per drafted position.
+    """
+    from ..speculative import expected_tokens_per_round, expected_tokens_per_round_by_position
 
     k = spec.draft_length
     verify = scale * decode_step_seconds(a, eff, tp, batch, context, tokens=k + 1)
-    drafting = scale * k * decode_step_seconds(draft, eff, tp, batch, context)
+    passes = eff if spec.method == "draft" else eff.replace(step_overhead=_NO_TIME, sequence_overhead=_NO_TIME)
+    drafting = scale * k * decode_step_seconds(draft, passes, tp, batch, context)
+    if isinstance(spec.acceptance, tuple):
+        return (verify + drafting) / expected_tokens_per_round_by_position(spec.acceptance)
     return (verify + drafting) / expected_tokens_per_round.numeric(acceptance=spec.acceptance, draft_length=k)
+
+
+#: No fixed cost: a head's passes run inside the target's iteration (:func:`_per_token`).
+_NO_TIME = Q_(0.0, "s")
 
 
 def _mixed_iteration(
@@ -824,20 +839,30 @@ def _families(model: Any, space: SearchSpace, costs: Costs, speculation: Specula
     """The (accelerator, precision) families of ``space``, each with its step arrays and GPU-hour price.
 
     A mixture of experts gets one family per expert layout of ``space`` (the experts split by tensor
-    parallelism, or spread whole over the group).
+    parallelism, or spread whole over the group). With speculation each family carries its drafter: the
+    draft model's arrays, or a head of the laid-out model's (:meth:`StepArrays.draft_head`).
     """
     out = []
+    method = None if speculation is None else speculation.method
+    draft_model = speculation.draft_model if speculation is not None else None  # method "draft" only
     for accelerator in space.accelerators:
         device = reg.accelerator(accelerator)
         hourly = _price_for(device.id, accelerator, costs.gpu_hour, reg)
         for precision in space.precisions:
             kv = space.kv_precision
             arrays = _shared_arrays(model, device, precision, kv, engine, reg)
-            draft = _shared_arrays(speculation.draft_model, device, precision, kv, engine, reg) if speculation else None
+            draft = _shared_arrays(draft_model, device, precision, kv, engine, reg) if draft_model else None
             name, tdp = check_precision(precision), device.tdp.m_as("W")
             for layout in space.moe_layouts if arrays.experts > 1 else ("tensor",):
-                out.append(_Family(device.id, name, _laid_out(arrays, layout), hourly, tdp, draft, layout))
+                laid = _laid_out(arrays, layout)
+                drafter = _head(laid, method) if method in ("mtp", "eagle") else draft
+                out.append(_Family(device.id, name, laid, hourly, tdp, drafter, layout))
     return out
+
+
+def _head(arrays: StepArrays, method: str) -> StepArrays:
+    """:meth:`StepArrays.draft_head` of ``arrays``, once per sweep (its kernel cache shared by the points)."""
+    return _reuse.shared(("draft_head", _reuse.Same(arrays), method), lambda: arrays.draft_head(method))
 
 
 def _pipeline_families(families: list[_Family], degrees: list[int]) -> list[_Family]:

@@ -102,6 +102,12 @@ class _Problem:
                 f"at most the workload's mean prompt ({workload.input_tokens:g} tokens)"
             )
         reg, profile, entry, tps, batches = _resolve(model, space, engine, registry)
+        spec = serving.speculation
+        if spec is not None and spec.method == "mtp" and not entry.mtp_layers:
+            raise InputError(
+                f"size_fleet(): speculation method 'mtp' drafts with the model's multi-token-prediction layers, and "
+                f"{entry.id} declares none (Model.mtp_layers); use method 'eagle' or a draft model"
+            )
         beyond = _beyond_context(entry, workload)
         families = [] if beyond else _families(entry, space, costs, serving.speculation, reg, profile)
         if families and space.tensor_parallel == DEFAULT_TENSOR_PARALLEL:

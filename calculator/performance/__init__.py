@@ -41,7 +41,7 @@ The submodules, each re-exported here:
 The package also serves the public names its submodules use from one another, outside ``__all__``: the
 plain-array step functions (``decode_step_seconds``, ``prefill_seconds``, ``closed_loop_seconds``), the
 KV capacity under an engine's memory policy (``kv_capacity_tokens``, ``usable_kv_bytes``,
-``sglang_memory_fraction``), ``ROOFLINE`` and the model's constants.
+``sglang_memory_fraction``), an engine release's numbers (``release_numbers``), ``ROOFLINE`` and the model's constants.
 """
 
 from __future__ import annotations
@@ -63,6 +63,7 @@ from .engines import ENGINES, GENERIC, Efficiency, EngineProfile, engine_profile
 from .engines import GENERIC_FRACTIONS as GENERIC_FRACTIONS
 from .engines import ROOFLINE as ROOFLINE
 from .engines import kv_capacity_tokens as kv_capacity_tokens
+from .engines import release_numbers as release_numbers
 from .engines import sglang_memory_fraction as sglang_memory_fraction
 from .engines import usable_kv_bytes as usable_kv_bytes
 from .iteration import ACTIVATION_BYTES as ACTIVATION_BYTES

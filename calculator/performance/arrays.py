@@ -326,6 +326,66 @@ class StepArrays:
             return self
         return dataclasses.replace(self, physical_experts=placed, curves={})
 
+    def draft_head(self, method: str) -> StepArrays:
+        """A speculative drafter built into this model, as the step model prices it: one decoder layer and an LM head.
+
+        ``"mtp"``: one more of the model's own layers (its attention, and its MLP or, for a mixture of
+        experts, its experts), at the model's precision, as DeepSeek-V3's multi-token-prediction module is;
+        it shares the model's embedding and LM head, so its resident weights are the layer's alone while a
+        pass reads the LM head again. ``"eagle"``: an EAGLE-3-style head, one dense decoder layer at the
+        model's hidden size (the model's attention; a mixture of experts' head gets an MLP as wide as the
+        experts one token runs) and an LM head of its own over the model's vocabulary, at 16 bits (the
+        published heads are BF16 checkpoints). Either caches one layer's KV per token. A layer's weights
+        are the model's mean layer (the model's own less its embedding and LM head, over its layers). Not
+        counted: the projection that feeds the target's hidden states into the head (2 or 3 hidden-size
+        rows, a few percent of a pass) and a reduced draft vocabulary (an upper bound on its LM head).
+        """
+        import dataclasses
+
+        if method not in ("mtp", "eagle"):
+            raise InputError(f"draft_head(): argument 'method' must be 'mtp' or 'eagle', got {method!r}")
+        lm_head = self.vocab * self.hidden
+        layer = (self.streamed_params - lm_head) / self.layers  # one token's parameters in a layer
+        one_layer: dict[str, Any] = {
+            "layers": 1.0,
+            "kv_bytes_per_token": self.kv_bytes_per_token / self.layers,
+            "attention_flops_per_pair": self.attention_flops_per_pair / self.layers,
+            "window": float("inf"),
+            "window_share": 0.0,
+            "curves": {},
+        }
+        if method == "mtp":
+            resident = self.weight_bytes - lm_head * (max(self.bytes_per_param, 2.0) + self.bytes_per_param)
+            return dataclasses.replace(
+                self,
+                weight_bytes=resident / self.layers,
+                streamed_params=layer + lm_head,
+                shared_params=(self.shared_params - lm_head) / self.layers + lm_head,
+                expert_params=self.expert_params / self.layers,
+                **one_layer,
+            )
+        wide = max(self.bytes_per_param, 2.0)
+        dtype = self.dtype if self.bytes_per_param >= 2 else "bf16"
+        width = self.mlp_width if self.experts <= 1 else self.experts_per_token * self.expert_width
+        return dataclasses.replace(
+            self,
+            weight_bytes=(layer + lm_head) * wide,
+            streamed_params=layer + lm_head,
+            shared_params=layer + lm_head,
+            expert_params=0.0,
+            experts=1.0,
+            experts_per_token=1.0,
+            bytes_per_param=wide,
+            mlp_width=width + self.shared_expert_width,
+            expert_width=0.0,
+            shared_expert_width=0.0,
+            dtype=dtype,
+            peak_flops=self.peak_flops if dtype == self.dtype else self.bf16_flops,
+            measured=bool(self.tables.measured and dtype in self.tables.measured_dtypes),
+            precision=self.precision if dtype == self.dtype else "bf16",
+            **one_layer,
+        )
+
     def __getitem__(self, key: str) -> Any:
         """The old dict access (``arrays["kv_bytes_per_token"]``), kept for one release."""
         import warnings

@@ -35,7 +35,6 @@ __all__ = [
     "EngineProfile",
     "Efficiency",
     "engine_profile",
-    "release_numbers",
 ]
 
 

@@ -611,6 +611,10 @@ class Engine(Entry):
         description="the first release whose automatic KV-cache dtype takes the KV cache a quantized checkpoint "
         "declares (a benchmark row of an older release runs the model dtype, BF16); none: no release changed it",
     )
+    draft_model_speculation: bool | None = Field(
+        None,
+        description="the engine runs speculative decoding with a separate draft model (None: not documented, it does)",
+    )
     uneven_experts: bool | None = Field(
         None,
         description="an expert-parallel degree that does not divide the routed experts runs without redundant copies, "

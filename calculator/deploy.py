@@ -387,6 +387,12 @@ def launch_command(plan: FleetPlan, engine: str, *, registry: Registry | None = 
     files = _options_file(f, options, flags)
     if plan.engine != name:
         notes.append(f"the plan was sized with the {plan.engine} engine profile, not {name}'s")
+    if name == "vllm" and profile.efficiency.overlap and plan.layout.pipeline_parallel > 1:
+        notes.append(
+            "vLLM schedules synchronously with pipeline parallelism (0.14.0 turns asynchronous scheduling off and "
+            "refuses --async-scheduling there, config/vllm.py): the plan's step times assumed asynchronous "
+            "scheduling and are short by the engine's fixed costs per iteration"
+        )
     layout, _ = _parts(plan)
     stages = layout.pipeline_parallel
     if stages > 1:  # pipeline stages of the tensor-parallel GPUs, each with its share of the layers
@@ -423,9 +429,10 @@ def _replica_flags(
             f["token_budget"]: str(budget),
         }
         spec = plan.serving.speculation
-        if profile.efficiency.overlap and (spec is None or spec.method != "draft"):
+        staged = plan.layout.pipeline_parallel > 1
+        if profile.efficiency.overlap and (spec is None or spec.method != "draft") and not staged:
             # the plan's step times assume asynchronous scheduling: the 0.14.0 default (with EAGLE and MTP drafting
-            # too, not with a draft model), explicit for 0.11-0.13
+            # too, not with a draft model), explicit for 0.11-0.13; vLLM refuses it with pipeline parallelism
             flags[f["async_scheduling"]] = None
         return flags, (repo,)
     if name == "sglang":
@@ -489,6 +496,14 @@ def _layout_flags(
     spec = plan.serving.speculation
     if spec is None:
         return
+    from .performance import engine_profile
+
+    if spec.method == "draft" and not engine_profile(name, registry).draft_model_speculation:
+        raise InputError(
+            f"the plan drafts with a separate model ({spec.draft_model}), which {name} does not run "
+            "(EngineProfile.draft_model_speculation, cited in the registry): emit it for sglang or trtllm, or size "
+            "the plan with speculation method 'mtp' or 'eagle'"
+        )
     drafter = None  # MTP: the model's own layers, in its checkpoint
     if spec.method == "draft":
         drafter = _hf_name(registry.model(spec.draft_model))

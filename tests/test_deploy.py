@@ -120,35 +120,37 @@ def test_the_plans_chunk_size_is_the_token_budget_and_no_fp8_kv_unless_planned(c
 def speculative_plan():
     from calculator.fleet import Speculation
 
-    plan = _plan(engine="vllm", speculation=Speculation("llama-3.2-1b", 3, 0.7))
+    # vLLM 0.14 runs no separate draft model (config/speculative.py): sized under SGLang, which does (STANDALONE)
+    plan = _plan(engine="sglang", speculation=Speculation("llama-3.2-1b", 3, 0.7))
     assert plan.feasible
     return plan
 
 
-def test_vllm_runs_with_the_asynchronous_scheduling_the_plan_priced(chunked_plan, speculative_plan):
+def test_vllm_runs_with_the_asynchronous_scheduling_the_plan_priced(chunked_plan):
     # The vLLM profile overlaps the engine's fixed costs with the GPU work (0.14.0's default); the command
-    # says so, so that 0.11-0.13 run the same way. A draft model rules it out in vLLM: not emitted there.
+    # says so, so that 0.11-0.13 run the same way.
     config = launch_command(chunked_plan, "vllm")
     assert "--async-scheduling" in config.arguments and config.flags["--async-scheduling"] is None
-    assert "--async-scheduling" not in launch_command(speculative_plan, "vllm").arguments
     assert "--async-scheduling" not in launch_command(chunked_plan, "sglang").arguments
 
 
-def test_a_speculative_plan_emits_each_engines_draft_model_settings(speculative_plan):
-    import json
+def test_vllm_refuses_a_draft_model_in_the_sizer_and_the_emitter(speculative_plan):
+    from calculator.fleet import Speculation
 
+    with pytest.raises(InputError, match="vllm does not run a separate draft model"):
+        _plan(engine="vllm", speculation=Speculation("llama-3.2-1b", 3, 0.7))
+    with pytest.raises(InputError, match="which vllm does not run"):
+        launch_command(speculative_plan, "vllm")
+
+
+def test_a_speculative_plan_emits_each_engines_draft_model_settings(speculative_plan):
     draft = "meta-llama/Llama-3.2-1B"  # the registry's Hugging Face name of llama-3.2-1b
-    vllm = launch_command(speculative_plan, "vllm")
-    assert json.loads(vllm.flags["--speculative-config"]) == {
-        "model": draft, "num_speculative_tokens": 3, "method": "draft_model"
-    }  # fmt: skip
-    assert shlex.split(vllm.command, comments=True) == list(vllm.arguments)  # the JSON survives the shell
     sglang = launch_command(speculative_plan, "sglang").flags
     assert sglang["--speculative-algorithm"] == "STANDALONE" and sglang["--speculative-draft-model-path"] == draft
     # a chain of 3 drafted tokens, one candidate each: the server verifies 3 + 1 tokens
     assert (sglang["--speculative-num-steps"], sglang["--speculative-eagle-topk"]) == ("3", "1")
     assert sglang["--speculative-num-draft-tokens"] == "4"
-    for engine in ("vllm", "sglang"):
+    for engine in ("sglang",):
         config = launch_command(speculative_plan, engine)
         assert set(config.flags) <= set(DOCUMENTED_FLAGS[engine])
         assert not any("speculative" in note for note in config.notes)

@@ -324,7 +324,7 @@ def test_verify_plan_refuses_what_it_cannot_simulate():
         verify_plan(infeasible)
     from calculator.fleet import Speculation
 
-    speculative = _plan(speculation=Speculation("llama-3.2-1b", 4, 0.7))
+    speculative = _plan(speculation=Speculation(method="eagle", draft_length=4, acceptance=0.7))
     with pytest.raises(InputError, match="speculative"):
         simulate_plan(speculative)
 

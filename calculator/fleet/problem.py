@@ -103,6 +103,12 @@ class _Problem:
             )
         reg, profile, entry, tps, batches = _resolve(model, space, engine, registry)
         spec = serving.speculation
+        if spec is not None and spec.method == "draft" and not profile.draft_model_speculation:
+            raise InputError(
+                f"size_fleet(): speculation with a draft model: {profile.name} does not run a separate draft model "
+                "(EngineProfile.draft_model_speculation, cited in the registry); use method 'mtp' or 'eagle', or an "
+                "engine that does (SGLang STANDALONE, TensorRT-LLM DraftTarget)"
+            )
         if spec is not None and spec.method == "mtp" and not entry.mtp_layers:
             raise InputError(
                 f"size_fleet(): speculation method 'mtp' drafts with the model's multi-token-prediction layers, and "

@@ -203,6 +203,8 @@ class EngineProfile(Result):
     uneven_experts : bool
         Whether an expert-parallel degree that does not divide the experts runs without redundant copies (the first
         ranks holding one more: vLLM); False: the placed experts must divide evenly (SGLang, TensorRT-LLM).
+    draft_model_speculation : bool
+        Whether the engine runs speculative decoding with a separate draft model (vLLM 0.14 does not).
     fitted_releases : tuple of str
         The releases whose benchmarks the fitted costs came from (registry ``fitted_releases``).
     async_scheduling_since, kv_declaration_since : str or None
@@ -250,6 +252,7 @@ class EngineProfile(Result):
     mla_kv_block_tokens: int | None = None
     fitted_releases: tuple[str, ...] = ()
     uneven_experts: bool = False
+    draft_model_speculation: bool = True
     async_scheduling_since: str | None = None
     kv_declaration_since: str | None = None
     release: str | None = None
@@ -465,6 +468,7 @@ def profile_from_entry(entry: Any, sources: Mapping[str, Any]) -> EngineProfile:
         memory_fraction_rule=entry.memory_fraction_rule,
         fitted_releases=tuple(entry.fitted_releases or ()),
         uneven_experts=bool(entry.uneven_experts),
+        draft_model_speculation=entry.draft_model_speculation is not False,
         async_scheduling_since=entry.async_scheduling_since,
         kv_declaration_since=entry.kv_declaration_since,
     )

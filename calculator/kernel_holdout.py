@@ -13,6 +13,9 @@ the GPUs, widen the prediction interval of every answer that rests on the curve
 
 Only NVIDIA GPUs have tables: the test says how far the curve carries across NVIDIA generations, nothing
 about another vendor's kernels (:func:`calculator.uncertainty.kernel_basis` says so where it applies).
+
+:func:`wide_degree_holdout` tests the wide expert-parallel MoE tables the same way: each measured degree priced
+from its neighbours, as a degree between two measured ones is.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import numpy as np
 from .errors import InputError
 from .units import shown
 
-__all__ = ["GENERATIONS", "held_out_errors", "holdout_summary"]
+__all__ = ["GENERATIONS", "held_out_errors", "holdout_summary", "wide_degree_holdout"]
 
 #: The iterations each left-out GPU is priced on: decode steps (sequences, context) and prefills (tokens).
 DECODE_POINTS = ((1, 1024), (16, 2048), (64, 4096), (256, 2048), (32, 16384))
@@ -157,3 +160,29 @@ def _generation_holdout(band: tuple[float, float]) -> dict[str, Any]:
         inside = float(np.mean([(band[0] <= x <= band[1]) for x in ratios]))
         out[generation] = {**_stats(np.array(ratios)), "inside_band": round(inside, 6)}
     return out
+
+
+def wide_degree_holdout() -> dict[str, dict[str, float]]:
+    """Each measured wide expert-parallel degree priced from its neighbours, as an unmeasured degree is.
+
+    For every system, framework, load-balancer variant and slot count of ``moe_wide.csv``, each expert-parallel
+    degree with a measured degree on both sides is left out and priced by
+    :func:`calculator.kernels.wide_layout_seconds` from the others at every token count it was measured at. The
+    neighbours are then twice as far apart (4x in degree) as for a degree between two measured ones.
+
+    Returns the stats (:func:`_stats`) of ``ln(measured / interpolated)`` pooled per framework and variant
+    (``"trtllm"``, ``"trtllm_eplb"``, ``"sglang"``) and over all (``"all"``).
+    """
+    from .kernels import _measured_wide_moe, wide_layout_seconds
+
+    ratios: dict[str, list[float]] = {}
+    for (*_, balancer), frameworks in _measured_wide_moe().items():
+        for framework, layouts in frameworks.items():
+            name = framework + ("_eplb" if balancer else "")
+            for (slots, ep), (grid, curve) in layouts.items():
+                others = {layout: c for layout, c in layouts.items() if layout != (slots, ep)}
+                priced = wide_layout_seconds(others, slots, ep, grid)
+                if priced is not None:
+                    ratios.setdefault(name, []).extend((curve - priced) * np.log(2.0))
+    ratios["all"] = [x for values in ratios.values() for x in values]
+    return {name: _stats(np.array(values)) for name, values in sorted(ratios.items())}

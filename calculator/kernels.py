@@ -55,6 +55,8 @@ __all__ = [
     "moe_seconds",
     "prefill_attention_seconds",
     "tables_for",
+    "wide_layout_seconds",
+    "wide_moe_seconds",
 ]
 
 
@@ -201,7 +203,7 @@ class KernelTables:
 
 
 #: The columns of a kernel table that hold names; the others hold numbers.
-_TEXT_COLUMNS = ("system", "framework", "dtype", "op", "kv")
+_TEXT_COLUMNS = ("system", "framework", "dtype", "op", "kv", "phase", "distribution")
 
 
 def _read(name: str, system: str | None = None) -> dict[str, np.ndarray]:
@@ -618,6 +620,26 @@ def _measured_moe() -> dict[tuple[Any, ...], dict[str, tuple[np.ndarray, np.ndar
     return out
 
 
+def _same_shape(measured: tuple[int, ...], shape: tuple[float, float, float, float]) -> bool:
+    """A measured (hidden, width, topk, experts) is the model's: the same but the width, within the tolerance."""
+    hidden, width, topk, experts = shape
+    h, w, k, e = measured
+    return (h, k, e) == (int(hidden), int(topk), int(experts)) and abs(w - width) <= MOE_WIDTH_TOLERANCE * width
+
+
+def _on_curve(grid: np.ndarray, curve: np.ndarray, log_tokens: np.ndarray) -> np.ndarray:
+    """Log2 seconds of a measured (log2 tokens, log2 seconds) curve; beyond its tokens the time grows in proportion."""
+    return np.interp(log_tokens, grid, curve) + np.maximum(log_tokens - grid[-1], 0.0)
+
+
+def _engine_median(times: Mapping[str, np.ndarray], engine: str | None) -> np.ndarray | None:
+    """``engine``'s own measured time where it has one, else the median over the frameworks measured (None: none)."""
+    if not times:
+        return None
+    chosen = [times[engine]] if engine is not None and engine in times else list(times.values())
+    return np.asarray(np.median(chosen, axis=0))
+
+
 def moe_seconds(
     tables: KernelTables,
     dtype: str,
@@ -636,14 +658,100 @@ def moe_seconds(
     """
     if not tables.measured:
         return None
-    hidden, width, topk, experts = shape
     lt = _log2(np.maximum(np.asarray(tokens, dtype=float), 1.0))
-    for (system, dt, h, w, k, e, mtp, mep), curves in _measured_moe().items():
-        same = (system, dt, h, k, e, mtp, mep) == (tables.system, dtype, int(hidden), int(topk), int(experts), *layout)
-        if same and abs(w - width) <= MOE_WIDTH_TOLERANCE * width:
-            chosen = [curves[engine]] if engine in curves else list(curves.values())
-            times = [2.0 ** (np.interp(lt, grid, curve) + np.maximum(lt - grid[-1], 0.0)) for grid, curve in chosen]
-            return np.asarray(np.median(times, axis=0))
+    for (system, dt, *measured, mtp, mep), curves in _measured_moe().items():
+        if (system, dt, mtp, mep) == (tables.system, dtype, *layout) and _same_shape(tuple(measured), shape):
+            times = {fw: 2.0 ** _on_curve(grid, curve, lt) for fw, (grid, curve) in curves.items()}
+            return _engine_median(times, engine)
+    return None
+
+
+#: A wide expert-parallel layout: (slots, expert-parallel degree) -> (log2 tokens, log2 seconds, non-decreasing).
+WideLayouts = dict[tuple[int, int], tuple[np.ndarray, np.ndarray]]
+
+
+@functools.lru_cache(maxsize=1)
+def _measured_wide_moe() -> dict[tuple[Any, ...], dict[str, WideLayouts]]:
+    """The wide expert-parallel MoE tables (``moe_wide.csv``), loaded on first use.
+
+    Keyed by (system, dtype, hidden, width, topk, experts, load balancer), then framework, then layout. SGLang's
+    two DeepEP kernels make one curve: the low-latency one (its decode kernel, measured up to 128 tokens per rank,
+    its default dispatch limit) up to the most tokens it was measured at, the normal-mode one (prefill) beyond.
+    """
+    table = _read("moe_wide.csv")
+    keys = ("hidden", "width", "topk", "experts", "slots", "moe_ep")
+    columns = (table["system"], table["framework"], table["dtype"], table["distribution"], table["phase"])
+    points: dict[tuple[Any, ...], dict[str, list[tuple[float, float]]]] = {}
+    rows = zip(*columns, *(table[k] for k in keys), table["tokens"], table["latency_us"], strict=True)
+    for system, framework, dtype, distribution, phase, *shape, tokens, latency in rows:
+        layer = (str(system), str(dtype), *(int(v) for v in shape[:4]), str(distribution).endswith("_eplb"))
+        layout = (str(framework), int(shape[4]), int(shape[5]))
+        points.setdefault((*layer, *layout), {}).setdefault(str(phase), []).append((tokens, latency))
+    out: dict[tuple[Any, ...], dict[str, WideLayouts]] = {}
+    for (*shape_key, framework, slots, ep), phases in points.items():
+        low = phases.get("generation", []) + phases.get("any", [])
+        top = max((t for t, _ in low), default=0.0)
+        tokens, latency = np.array(sorted(low + [p for p in phases.get("context", []) if p[0] > top])).T
+        curve = (_log2(tokens), np.maximum.accumulate(_log2(latency * 1e-6)))
+        out.setdefault(tuple(shape_key), {}).setdefault(framework, {})[(slots, ep)] = curve
+    return out
+
+
+def wide_layout_seconds(layouts: WideLayouts, slots: float, ep: float, log_tokens: np.ndarray) -> np.ndarray | None:
+    """Log2 seconds at ``slots`` placed experts over ``ep`` GPUs from one framework's measured ``layouts``, or None.
+
+    A measured layout is read as it is. A degree between two measured at the same slots interpolates the two
+    neighbours' log2 times at the same tokens entering the layer, linearly in log2 of the degree (a time that
+    halves with each doubling, as both the weights each GPU reads and the tokens it computes do, is followed
+    exactly). Outside the measured degrees: None. Each measured degree priced from its neighbours
+    (:func:`calculator.kernel_holdout.wide_degree_holdout`) is off by 7 % in the median; the choice against
+    matching the tokens each GPU receives instead is in ``docs/performance-model.md``.
+    """
+    if (slots, ep) in layouts:
+        return _on_curve(*layouts[(int(slots), int(ep))], log_tokens)
+    degrees = sorted(e for s, e in layouts if s == slots)
+    low, high = [e for e in degrees if e < ep], [e for e in degrees if e > ep]
+    if not low or not high:
+        return None
+    weight = (math.log2(ep) - math.log2(low[-1])) / (math.log2(high[0]) - math.log2(low[-1]))
+    below, above = (_on_curve(*layouts[(int(slots), degree)], log_tokens) for degree in (low[-1], high[0]))
+    return np.asarray(below * (1.0 - weight) + above * weight)
+
+
+def wide_moe_seconds(
+    tables: KernelTables,
+    dtype: str,
+    tokens: Tokens,
+    shape: tuple[float, float, float, float],
+    ep: float,
+    *,
+    slots: float | None = None,
+    load_balancer: bool = False,
+    engine: str | None = None,
+) -> np.ndarray | None:
+    """Measured time of one wide expert-parallel MoE layer's routed experts, or None where the tables lack it.
+
+    ``shape`` is (hidden, expert width, experts per token, experts), the experts spread over ``ep`` GPUs without
+    expert tensor parallelism, ``slots`` experts placed (the logical ones and any copies; default the logical
+    ones); ``tokens`` (array) are every attention rank's tokens together, the tokens that enter the layer
+    (``moe_wide.csv``: TensorRT-LLM's wide-EP kernel and SGLang's DeepEP ones, routing ``power_law_1.2`` as
+    ``moe.csv``). ``load_balancer``: the expert-parallel load balancer's placement (the ``_eplb`` tables), which
+    copies need. A degree between measured ones interpolates (:func:`wide_layout_seconds`); beyond the measured
+    tokens the time grows in proportion. ``engine``'s own kernel where measured, else the median over the
+    frameworks measured (SGLang's tables have no load balancer: its copies read TensorRT-LLM's).
+    """
+    if not tables.measured:
+        return None
+    placed = shape[3] if slots is None else slots
+    lt = _log2(np.maximum(np.asarray(tokens, dtype=float), 1.0))
+    for (system, dt, *measured, balanced), frameworks in _measured_wide_moe().items():
+        if (system, dt, balanced) == (tables.system, dtype, load_balancer) and _same_shape(tuple(measured), shape):
+            times = {}
+            for framework, layouts in frameworks.items():
+                found = wide_layout_seconds(layouts, placed, ep, lt)
+                if found is not None:
+                    times[framework] = 2.0**found
+            return _engine_median(times, engine)
     return None
 
 

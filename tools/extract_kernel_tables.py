@@ -20,12 +20,16 @@ them and writes the small tables the performance model interpolates (``calculato
   16-bit activations by GPU count and bytes of the whole buffer (gathered, or each GPU's for the
   all-to-all): the all-gather and reduce-scatter are the engines' default exchange of tokens around the
   experts under attention data parallelism, the all-to-all the chapter's expert-parallel dispatch. The
-  wheel's DeepEP tables are not extracted: no engine uses them by default (opt-in wide-EP backends);
+  wheel's DeepEP dispatch tables are not extracted: no engine uses them by default (opt-in wide-EP backends);
 * ``moe.csv``: latency of one mixture-of-experts layer's expert computation (the grouped GEMMs of
   the routed experts, with the wheel's routing imbalance ``power_law_1.2``, else ``balanced``) by
   tokens entering the layer, for the expert shapes of the registry's mixture-of-experts models
   (hidden size, expert width, experts per token, experts) and each measured layout (expert
   tensor parallelism ``moe_tp`` x expert parallelism ``moe_ep``);
+* ``moe_wide.csv``: the same under wide expert parallelism (expert parallelism alone, 2 to 256 GPUs), from the
+  wheel's wide-EP tables: TensorRT-LLM's kernel by ``num_slots`` (experts placed, copies included), with the routing
+  of ``moe.csv`` and with its MoE load balancer where that places copies, and SGLang's DeepEP kernels (low-latency
+  "generation", normal "context"); tokens are every attention rank's tokens together;
 * ``manifest.json``: the wheel version, license, and which collection (framework, version) each
   system's numbers come from.
 
@@ -313,6 +317,64 @@ def moe_table(system: str, system_dir: Path, sources: dict, shapes: list[tuple[i
     return out
 
 
+#: The wide expert-parallel MoE tables: TensorRT-LLM's (one kernel for both phases, with and without its MoE load
+#: balancer, by ``num_slots``) and SGLang's DeepEP ones (low-latency decode "generation", normal-mode "context").
+WIDE_TABLES = {"trtllm": {"any": "wideep_moe_perf.parquet"},
+               "sglang": {"generation": "wideep_generation_moe_perf.parquet",
+                          "context": "wideep_context_moe_perf.parquet"}}  # fmt: skip
+#: The routing of ``moe_wide.csv``: moe.csv's imbalance, and the same with the expert-parallel load balancer.
+WIDE_DISTRIBUTIONS = (MOE_DISTRIBUTIONS[0], f"{MOE_DISTRIBUTIONS[0]}_eplb")
+WIDE_COLUMNS = ("system", "framework", "phase", "dtype", "distribution", "hidden", "width", "topk", "experts", "slots",
+                "moe_ep", "tokens", "latency_us")  # fmt: skip
+
+
+def moe_wide_table(
+    system: str, system_dir: Path, sources: dict, shapes: list[tuple[int, int, int, int]]
+) -> pd.DataFrame:
+    """Wide expert-parallel MoE latency by tokens, slots and degree (no expert TP), for the registry's MoE shapes.
+
+    ``tokens`` are every attention rank's tokens together (the wheel's ``num_tokens``, which aiconfigurator queries
+    at a rank's tokens times the attention data-parallel ranks); ``slots`` the experts placed (``num_slots``: the
+    logical ones plus the load balancer's copies; SGLang's tables place the logical ones). Powers of two of tokens
+    only, each framework's fastest kernel per point.
+    """
+    per_table = []
+    for fw, phases in WIDE_TABLES.items():
+        for phase, name in phases.items():
+            path = _latest(sorted((system_dir / "moe" / fw).glob(f"*/{name}")))
+            if path is None:
+                continue
+            d = pd.read_parquet(path)
+            d = d.assign(num_slots=_column(d, "num_slots", 0)).query("moe_tp_size == 1")
+            d = d.assign(num_slots=d.num_slots.where(d.num_slots > 0, d.num_experts))
+            d = d[d.moe_dtype.isin(MOE_DTYPES) & d.num_tokens.isin(POW2 + [2**i for i in range(16, 20)])]
+            # The balancer's tables where it places copies: without them the step model prices the plain routing.
+            eplb = d.distribution == WIDE_DISTRIBUTIONS[1]
+            d = d[(d.distribution == WIDE_DISTRIBUTIONS[0]) | (eplb & (d.num_slots > d.num_experts))]
+            keep = [
+                (d.hidden_size == hidden) & (d.topk == topk) & (d.num_experts == experts)
+                & ((d.inter_size - width).abs() <= MOE_WIDTH_TOLERANCE * width)
+                for hidden, width, topk, experts in shapes
+            ]  # fmt: skip
+            d = d[pd.concat(keep, axis=1).any(axis=1)] if keep else d.iloc[:0]
+            if d.empty:
+                continue
+            d = d.assign(dtype=d.moe_dtype.map(MOE_DTYPES), phase=phase, framework=fw)
+            keys = ["framework", "phase", "dtype", "distribution", "hidden_size", "inter_size", "topk", "num_experts",
+                    "num_slots", "moe_ep_size", "num_tokens"]  # fmt: skip
+            per_table.append(d.groupby(keys).latency.min().reset_index(name="latency_ms"))
+            sources.setdefault(system, {})[f"moe_wide/{fw}/{phase}"] = path.parent.name
+    if not per_table:
+        return pd.DataFrame()
+    out = pd.concat(per_table).rename(
+        columns={"hidden_size": "hidden", "inter_size": "width", "num_experts": "experts", "num_slots": "slots",
+                 "moe_ep_size": "moe_ep", "num_tokens": "tokens"}
+    )  # fmt: skip
+    out["latency_us"] = out.pop("latency_ms") * 1e3
+    out.insert(0, "system", system)
+    return out
+
+
 def _unpacked(source: Path) -> tuple[Path, str]:
     if source.is_dir():
         root = source
@@ -347,7 +409,8 @@ def main(argv: list[str] | None = None) -> int:
     data, version = _unpacked(args.wheel)
     OUT.mkdir(parents=True, exist_ok=True)
     sources: dict = {}
-    tables = {"gemm": [], "prefill": [], "decode": [], "allreduce": [], "collectives": [], "mla": [], "moe": []}
+    names = ("gemm", "prefill", "decode", "allreduce", "collectives", "mla", "moe", "moe_wide")
+    tables: dict[str, list[pd.DataFrame]] = {name: [] for name in names}
     shapes = registry_moe_shapes()
     for system in SYSTEMS:
         system_dir = data / system
@@ -361,6 +424,7 @@ def main(argv: list[str] | None = None) -> int:
         tables["collectives"].append(collectives_table(system, system_dir, sources))
         tables["mla"].append(mla_decode_table(system, system_dir, sources))
         tables["moe"].append(moe_table(system, system_dir, sources, shapes))
+        tables["moe_wide"].append(moe_wide_table(system, system_dir, sources, shapes))
     origin = f"aiconfigurator-core {version} (PyPI wheel, Apache-2.0, NVIDIA); tools/extract_kernel_tables.py"
     _write(
         pd.concat(tables["gemm"]).sort_values(["system", "dtype", "m", "n", "k"]),
@@ -407,6 +471,14 @@ def main(argv: list[str] | None = None) -> int:
         "moe.csv",
         "Expert computation of one mixture-of-experts layer (routed experts' grouped GEMMs), latency by tokens "
         f"entering the layer, routing imbalance {MOE_DISTRIBUTIONS[0]} (else balanced).\n{origin}",
+        4,
+    )
+    _write(
+        pd.concat(tables["moe_wide"]).sort_values(list(WIDE_COLUMNS[:-1]))[list(WIDE_COLUMNS)],
+        "moe_wide.csv",
+        "Wide expert-parallel MoE layer (routed experts only, expert parallelism moe_ep, no expert tensor "
+        "parallelism), latency by tokens of every attention rank together; slots = experts placed (logical + "
+        f"copies); routing {WIDE_DISTRIBUTIONS[0]}, with _eplb the load balancer's placement.\n{origin}",
         4,
     )
     manifest = {

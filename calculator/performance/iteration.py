@@ -108,12 +108,15 @@ def _expert_seconds(a: StepArrays, tp: float, m: np.ndarray) -> np.ndarray:
 
     Each expert is split over ``a.expert_tensor_parallel`` of the replica's ``tp`` GPUs (default all
     of them) and the experts are spread over the other factor, ``ep = tp / expert_tensor_parallel``
-    (expert parallelism). Where the engine's MoE layer was measured at this shape and layout
-    (``kernels.moe_seconds``, with the routing imbalance of the measurements) that time; otherwise
-    one grouped GEMM per projection over the experts this GPU holds that the tokens touch, at the
-    tokens each of them gets (balanced routing).
+    (expert parallelism). ``m`` counts every attention rank's tokens: the experts see them all. Where the
+    engine's MoE layer was measured at this shape and layout, with the routing imbalance of the
+    measurements, that time: ``kernels.moe_seconds`` for the logical experts (up to 16 GPUs), else, with
+    expert parallelism alone, ``kernels.wide_moe_seconds`` (up to 256 GPUs; with copies, the load
+    balancer's tables at the slots placed; a degree that does not divide the experts reads the even degree
+    whose GPUs hold as many experts as its busiest one). Otherwise one grouped GEMM per projection over the
+    experts this GPU holds that the tokens touch, at the tokens each of them gets (balanced routing).
     """
-    from ..kernels import grouped_gemm_seconds, moe_seconds
+    from ..kernels import grouped_gemm_seconds, moe_seconds, wide_moe_seconds
 
     moe_tp = tp if a.expert_tensor_parallel is None else a.expert_tensor_parallel
     ep = tp / moe_tp
@@ -122,10 +125,19 @@ def _expert_seconds(a: StepArrays, tp: float, m: np.ndarray) -> np.ndarray:
             f"an expert tensor-parallel degree of {moe_tp:g} must divide the tensor-parallel degree ({tp:g})"
         )
     shape = (a.hidden, a.expert_width, a.experts_per_token, a.experts)
-    if a.physical_experts is None:  # the measurements place the logical experts only
+    copies = a.physical_experts is not None
+    if not copies:  # moe.csv places the logical experts only
         measured = moe_seconds(a.tables, a.precision, m, shape, (int(moe_tp), int(ep)), a.engine)
         if measured is not None:
             return measured
+    if moe_tp == 1 and ep > 1:
+        held = float(a.experts_per_gpu(tp))
+        wide = wide_moe_seconds(
+            a.tables, a.precision, m, shape, a.placed_experts / held, slots=a.placed_experts,
+            load_balancer=copies, engine=a.engine,
+        )  # fmt: skip
+        if wide is not None:
+            return wide
     # Placed experts: with redundant copies a token routed to a replicated expert goes to one of its copies, so under
     # balanced routing each placed expert takes a share top / placed of the tokens.
     e, top, h = a.placed_experts, a.experts_per_token, a.hidden

@@ -387,13 +387,13 @@ def launch_command(plan: FleetPlan, engine: str, *, registry: Registry | None = 
     files = _options_file(f, options, flags)
     if plan.engine != name:
         notes.append(f"the plan was sized with the {plan.engine} engine profile, not {name}'s")
-    if name == "vllm" and profile.efficiency.overlap and plan.layout.pipeline_parallel > 1:
+    layout, _ = _parts(plan)
+    if name == "vllm" and profile.efficiency.overlap and layout.pipeline_parallel > 1:
         notes.append(
             "vLLM schedules synchronously with pipeline parallelism (0.14.0 turns asynchronous scheduling off and "
             "refuses --async-scheduling there, config/vllm.py): the plan's step times assumed asynchronous "
             "scheduling and are short by the engine's fixed costs per iteration"
         )
-    layout, _ = _parts(plan)
     stages = layout.pipeline_parallel
     if stages > 1:  # pipeline stages of the tensor-parallel GPUs, each with its share of the layers
         flags[f["pipeline_parallel"]] = str(stages)

@@ -173,10 +173,10 @@ def wide_degree_holdout() -> dict[str, dict[str, float]]:
     Returns the stats (:func:`_stats`) of ``ln(measured / interpolated)`` pooled per framework and variant
     (``"trtllm"``, ``"trtllm_eplb"``, ``"sglang"``) and over all (``"all"``).
     """
-    from .kernels import _measured_wide_moe, wide_layout_seconds
+    from .kernels import measured_wide_moe, wide_layout_seconds
 
     ratios: dict[str, list[float]] = {}
-    for (*_, balancer), frameworks in _measured_wide_moe().items():
+    for (*_, balancer), frameworks in measured_wide_moe().items():
         for framework, layouts in frameworks.items():
             name = framework + ("_eplb" if balancer else "")
             for (slots, ep), (grid, curve) in layouts.items():

@@ -52,6 +52,7 @@ __all__ = [
     "gemm_seconds",
     "generic_efficiency",
     "grouped_gemm_seconds",
+    "measured_wide_moe",
     "moe_seconds",
     "prefill_attention_seconds",
     "tables_for",
@@ -671,7 +672,7 @@ WideLayouts = dict[tuple[int, int], tuple[np.ndarray, np.ndarray]]
 
 
 @functools.lru_cache(maxsize=1)
-def _measured_wide_moe() -> dict[tuple[Any, ...], dict[str, WideLayouts]]:
+def measured_wide_moe() -> dict[tuple[Any, ...], dict[str, WideLayouts]]:
     """The wide expert-parallel MoE tables (``moe_wide.csv``), loaded on first use.
 
     Keyed by (system, dtype, hidden, width, topk, experts, load balancer), then framework, then layout. SGLang's
@@ -744,7 +745,7 @@ def wide_moe_seconds(
         return None
     placed = shape[3] if slots is None else slots
     lt = _log2(np.maximum(np.asarray(tokens, dtype=float), 1.0))
-    for (system, dt, *measured, balanced), frameworks in _measured_wide_moe().items():
+    for (system, dt, *measured, balanced), frameworks in measured_wide_moe().items():
         if (system, dt, balanced) == (tables.system, dtype, load_balancer) and _same_shape(tuple(measured), shape):
             times = {}
             for framework, layouts in frameworks.items():

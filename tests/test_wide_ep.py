@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from calculator.kernel_holdout import wide_degree_holdout
-from calculator.kernels import KERNEL_DIR, _measured_wide_moe, tables_for, wide_layout_seconds, wide_moe_seconds
+from calculator.kernels import KERNEL_DIR, measured_wide_moe, tables_for, wide_layout_seconds, wide_moe_seconds
 from calculator.performance import step_arrays
 from calculator.performance._common import replica_layout
 from calculator.performance.iteration import _expert_seconds
@@ -86,7 +86,7 @@ def test_a_degree_between_measured_ones_interpolates_in_log_degree():
     expected = 2.0 ** ((1 - weight) * np.log2(t16) + weight * np.log2(t32))
     assert _experts("trtllm", 24, 32, tokens=tokens) == pytest.approx(expected, rel=1e-12)
     # the held-out check, by hand: 64 GPUs priced from 32 and 128 (halfway in log degree) at 4096 tokens
-    layouts = dict(_measured_wide_moe()[("h200_sxm", "fp8", *DEEPSEEK, False)]["trtllm"])
+    layouts = dict(measured_wide_moe()[("h200_sxm", "fp8", *DEEPSEEK, False)]["trtllm"])
     del layouts[(256, 64)]
     priced = 2.0 ** wide_layout_seconds(layouts, 256, 64, np.asarray([12.0]))
     assert priced == pytest.approx(math.sqrt(_wide([4096], ep=32)[0] * _wide([4096], ep=128)[0]), rel=1e-12)

@@ -17,7 +17,7 @@ The modules, each registering its commands on :data:`app` when imported here:
 
 * :mod:`~calculator.cli._app`: the typer app with plain help, ``--version``, the output options
   (``--format``, ``--json``, ``--out``) and their writer, the error exit and the progress bar.
-* :mod:`~calculator.cli.registry`: ``registry list|show|validate|schema``.
+* :mod:`~calculator.cli.registry`: ``registry list|show|validate|import|schema``.
 * :mod:`~calculator.cli.sizing`: the sizing options (:class:`~calculator.cli.sizing.SizingFlags`) read
   into the fleet sizer's inputs, and a plan shown as text (the "understood" header, values, labels).
 * :mod:`~calculator.cli.size`: ``size`` (with ``--emit``, ``--disaggregated``, ``--demand``, ``--verify``)

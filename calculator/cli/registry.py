@@ -1,4 +1,4 @@
-"""``servecalc registry``: list, show, validate registry entries and print the registry schema."""
+"""``servecalc registry``: list, show, validate registry entries, import a model's config.json, print the schema."""
 
 from __future__ import annotations
 
@@ -16,8 +16,10 @@ from ._app import (
     JsonOption,
     OutOption,
     RegistryOption,
+    _check_out,
     _emit,
     _format,
+    _library_errors,
     _load,
     _Typer,
     app,
@@ -131,6 +133,62 @@ def registry_validate(
     reg = _load(DEFAULT_REGISTRY_PATH, [file]) if over_base else _load(file, None)
     counts = ", ".join(f"{len(reg.section(s))} {s}" for s in ("accelerators", "interconnects", "models", "prices"))
     typer.echo(f"{file}: valid ({counts} after loading)")
+
+
+@registry_app.command("import")
+def registry_import(
+    config: Annotated[Path, typer.Argument(metavar="CONFIG", help="The model's Hugging Face config.json.")],
+    model_id: Annotated[
+        str | None,
+        typer.Option(
+            "--id", metavar="ID", help="The entry's id (default: from --repo, else the file name; not a registry id)."
+        ),
+    ] = None,
+    name: Annotated[
+        str | None, typer.Option(metavar="NAME", help="The entry's display name (default: --repo, else the id).")
+    ] = None,
+    repo: Annotated[
+        str | None,
+        typer.Option(
+            metavar="OWNER/NAME",
+            help="The Hugging Face repository of the config: the entry's alias and its quantized checkpoint's repo.",
+        ),
+    ] = None,
+    index: Annotated[
+        Path | None,
+        typer.Option(metavar="FILE", help="model.safetensors.index.json: its total_size must match the count (1 %)."),
+    ] = None,
+    quant: Annotated[
+        Path | None,
+        typer.Option(metavar="FILE", help="hf_quant_config.json: the checkpoint's weight and KV-cache precision."),
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", metavar="FILE", help="Write the YAML file here (default: print it).")
+    ] = None,
+    registry: RegistryOption = None,
+    extra: ExtraOption = None,
+) -> None:
+    """Import a model from its Hugging Face config.json as a user-registry entry (docs/registry.md).
+
+    Counts the parameters from the shapes and writes a validated YAML file (--out, else standard output) with
+    the model and the file as its source; use it with --extra. Refuses, naming the field, an architecture the
+    registry cannot express (linear attention, Mamba layers, chunked or sparse attention, a vision encoder).
+    """
+    from ..model_import import import_model_config
+
+    reg = _load(registry, extra)
+    if out is not None:
+        _check_out(out)
+    with _library_errors():
+        imported = import_model_config(
+            config, model_id=model_id, name=name, repo=repo, index=index, quant=quant, out=out, registry=reg
+        )
+    if out is None:
+        typer.echo(imported.text, nl=False)
+    for note in imported.notes:
+        typer.echo(f"note: {note}", err=True)
+    if out is not None:
+        typer.echo(f"wrote {out}: model '{imported.model.id}'; use it with --extra {out}", err=True)
 
 
 @registry_app.command("schema")

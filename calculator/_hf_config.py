@@ -1,0 +1,522 @@
+"""A Hugging Face ``config.json`` read into the shapes the registry's :class:`~calculator.registry.Model` holds.
+
+The architectures :mod:`calculator.model_import` takes (:data:`ARCHITECTURES`), the fields no architecture of
+the registry can express (:func:`refuse_inexpressible`), the shapes of one config (:func:`read_shape`), the
+parameters counted from them (:func:`count_parameters`), and the checkpoint's precision a quantization config
+declares (:func:`read_quantization`). docs/registry.md says how each field is derived and what is refused.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from .errors import InputError
+from .units import shown
+
+
+@dataclasses.dataclass(frozen=True)
+class Architecture:
+    """How one ``architectures`` value lays its weights out (the parts the count and the KV cache differ in)."""
+
+    label: str
+    #: ``tie_word_embeddings`` where the config leaves it out (the architecture's default).
+    tied: bool = False
+    #: q, k and v carry biases whatever ``attention_bias`` says (Qwen2); o does not.
+    qkv_bias: bool = False
+    #: ``attention_bias`` adds biases to q, k, v and o (None: the architecture has none).
+    bias_key: str | None = "attention_bias"
+    #: A per-head RMSNorm of the queries and the keys (Qwen3, Gemma 3).
+    qk_norm: bool = False
+    #: RMSNorms per decoder layer (Gemma 2 and 3 norm before and after attention and MLP).
+    norms: int = 2
+    #: ``mlp_bias`` adds biases to the MLP's three matrices (Llama).
+    mlp_bias_key: str | None = None
+    #: How the experts are declared: None (dense), "mixtral", "qwen3_moe", "deepseek" or "gpt_oss".
+    moe: str | None = None
+    #: Multi-head latent attention (DeepSeek-V2/V3, Kimi-K2).
+    mla: bool = False
+    #: Which layers attend through ``sliding_window`` when the config has no ``layer_types``: "none", "all",
+    #: "qwen" (``use_sliding_window``, from ``max_window_layers`` up), "alternate" (every even-indexed layer,
+    #: Gemma 2) or "pattern" (all but every ``sliding_window_pattern``-th layer, Gemma 3).
+    window: str = "none"
+    #: One learned attention sink per head and layer (gpt-oss).
+    sinks: bool = False
+
+
+_LLAMA = Architecture("Llama", mlp_bias_key="mlp_bias")
+_QWEN3 = Architecture("Qwen3", qk_norm=True, window="qwen")
+_DEEPSEEK = Architecture("DeepSeek (MLA)", moe="deepseek", mla=True)
+
+#: The architectures the import reads, by the config's ``architectures`` entry.
+ARCHITECTURES: dict[str, Architecture] = {
+    "LlamaForCausalLM": _LLAMA,
+    "MistralForCausalLM": Architecture("Mistral", bias_key=None, window="all"),
+    "MixtralForCausalLM": Architecture("Mixtral", bias_key=None, moe="mixtral", window="all"),
+    "Qwen2ForCausalLM": Architecture("Qwen2", qkv_bias=True, bias_key=None, window="qwen"),
+    "Qwen3ForCausalLM": _QWEN3,
+    "Qwen3MoeForCausalLM": dataclasses.replace(_QWEN3, label="Qwen3-MoE", moe="qwen3_moe"),
+    "DeepseekV2ForCausalLM": _DEEPSEEK,
+    "DeepseekV3ForCausalLM": _DEEPSEEK,
+    "GptOssForCausalLM": Architecture("gpt-oss", moe="gpt_oss", sinks=True),
+    "Gemma2ForCausalLM": Architecture("Gemma 2", tied=True, norms=4, window="alternate"),
+    "Gemma3ForCausalLM": Architecture("Gemma 3", tied=True, norms=4, qk_norm=True, window="pattern"),
+    "Phi3ForCausalLM": Architecture("Phi-3", bias_key=None, window="all"),
+}
+#: The same, by ``model_type`` (a config without ``architectures``).
+MODEL_TYPES: dict[str, str] = {
+    "llama": "LlamaForCausalLM",
+    "mistral": "MistralForCausalLM",
+    "mixtral": "MixtralForCausalLM",
+    "qwen2": "Qwen2ForCausalLM",
+    "qwen3": "Qwen3ForCausalLM",
+    "qwen3_moe": "Qwen3MoeForCausalLM",
+    "deepseek_v2": "DeepseekV2ForCausalLM",
+    "deepseek_v3": "DeepseekV3ForCausalLM",
+    "kimi_k2": "DeepseekV3ForCausalLM",
+    "gpt_oss": "GptOssForCausalLM",
+    "gemma2": "Gemma2ForCausalLM",
+    "gemma3_text": "Gemma3ForCausalLM",
+    "phi3": "Phi3ForCausalLM",
+}
+
+# --------------------------------------------------------------------------------------------
+# What no architecture of the registry expresses
+
+#: The attention of a layer the registry's Model holds: every layer attends to all tokens, or to a window.
+_LAYER_KINDS = frozenset({"full_attention", "sliding_attention"})
+#: Fields whose presence (not null, not empty, not false) declares what the Model cannot express, and why.
+_INEXPRESSIBLE: tuple[tuple[str, str], ...] = (
+    (
+        "attention_chunk_size",
+        "chunked attention: a token attends only within its chunk, interleaved with global layers",
+    ),
+    ("hybrid_override_pattern", "Mamba (state-space) layers between the attention layers"),
+    ("layers_block_type", "Mamba or other non-attention layer blocks between the attention layers"),
+    ("attn_layer_period", "attention on every few layers only, Mamba layers between them"),
+    ("full_attention_interval", "linear-attention layers between the full-attention layers"),
+    ("linear_num_value_heads", "linear-attention (Gated DeltaNet) layers that keep a fixed state per sequence"),
+    ("index_topk", "sparse attention: an indexer picks the tokens each query attends to"),
+    ("ssm_state_size", "state-space (Mamba) layers that keep a fixed state per sequence"),
+)
+#: Why a ``layer_types`` entry cannot be expressed, by entry (others: a layer kind the Model has no field for).
+_LAYER_REASONS = {
+    "linear_attention": "linear attention (Gated DeltaNet) keeps a fixed state per sequence instead of a KV cache",
+    "chunked_attention": "chunked attention attends only within a chunk of tokens",
+    "mamba": "a Mamba layer keeps a fixed state per sequence instead of a KV cache",
+}
+
+
+def _declared(value: Any) -> bool:
+    return value not in (None, False, [], {}, "", 0)
+
+
+def refuse_inexpressible(config: Mapping[str, Any], label: str) -> None:
+    """Raise :class:`InputError` naming the first field of ``config`` (or its ``text_config``) no Model expresses.
+
+    ``label`` starts the message (``config: x.json``). A hybrid model (linear attention, Mamba), chunked or
+    indexed sparse attention, or a vision encoder is refused rather than approximated as a transformer.
+    """
+    inner = config.get("text_config")
+    scopes = [("", config)] + ([("text_config.", inner)] if isinstance(inner, Mapping) else [])
+    for prefix, scope in scopes:
+        kinds = scope.get("layer_types")
+        if isinstance(kinds, list):
+            odd = next((kind for kind in kinds if kind not in _LAYER_KINDS), None)
+            if odd is not None:
+                reason = _LAYER_REASONS.get(str(odd), "a layer kind the registry's Model has no field for")
+                _refuse(label, f"{prefix}layer_types", f"lists {shown(odd)} layers ({reason})")
+        for field, reason in _INEXPRESSIBLE:
+            if _declared(scope.get(field)):
+                _refuse(label, f"{prefix}{field}", f"declares {reason}")
+        mamba = sorted(key for key in scope if str(key).startswith("mamba_"))
+        if mamba:
+            _refuse(label, f"{prefix}{mamba[0]}", "declares Mamba (state-space) layers")
+    if _declared(config.get("vision_config")):
+        _refuse(
+            label,
+            "vision_config",
+            "declares a vision encoder, whose weights and per-image work the registry does not count",
+        )
+
+
+def _refuse(label: str, field: str, why: str) -> None:
+    raise InputError(
+        f"{label}: field '{field}' {why}; the registry's Model cannot express it, and the import refuses the "
+        "model rather than approximate it as a plain transformer (docs/registry.md, What is refused)"
+    )
+
+
+def architecture_of(config: Mapping[str, Any], label: str) -> tuple[str, Architecture]:
+    """The ``architectures`` name of ``config`` and its :class:`Architecture`; an unknown one is refused."""
+    names = config.get("architectures")
+    if names is not None and not (isinstance(names, list) and names and all(isinstance(n, str) for n in names)):
+        raise InputError(f"{label}: field 'architectures': expected a list of class names, found {shown(names)}")
+    name = names[0] if names else MODEL_TYPES.get(str(config.get("model_type")), "")
+    if name not in ARCHITECTURES:
+        found = shown(names[0]) if names else f"model_type {shown(config.get('model_type'))}"
+        raise InputError(
+            f"{label}: field 'architectures': {found} is not an architecture the import reads; it reads "
+            f"{', '.join(sorted(ARCHITECTURES))} (docs/registry.md)"
+        )
+    return name, ARCHITECTURES[name]
+
+
+# --------------------------------------------------------------------------------------------
+# The shapes
+
+
+@dataclasses.dataclass(frozen=True)
+class Shape:
+    """The sizes of one model as its config declares them (MLA and expert sizes 0 where absent)."""
+
+    architecture: Architecture
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int  # the dense MLP's (0: no dense layer)
+    vocab: int
+    max_context: int | None
+    tied: bool
+    attention_bias: bool
+    mlp_bias: bool
+    q_lora: int = 0
+    kv_lora: int = 0
+    nope: int = 0
+    rope: int = 0
+    value: int = 0
+    experts: int = 1
+    experts_per_token: int = 1
+    shared_experts: int = 0
+    expert_intermediate: int = 0
+    moe_layers: int = 0
+    router_bias: int = 0  # biases per router (gpt-oss: one per expert; DeepSeek-V3: the score correction)
+    window: int | None = None
+    window_layers: int = 0
+    notes: tuple[str, ...] = ()
+
+
+class Fields:
+    """The numbers of one config, each checked and named in a message that starts with ``label``."""
+
+    def __init__(self, config: Mapping[str, Any], label: str) -> None:
+        self.config, self.label = config, label
+
+    def whole(self, key: str, default: int | None = None, *, minimum: int = 1) -> int:
+        """A whole number at least ``minimum``; ``default`` where the key is absent or null (else required)."""
+        value = self.config.get(key)
+        if value is None:
+            if default is None:
+                raise InputError(
+                    f"{self.label}: field '{key}' is missing; a config.json of this architecture gives it "
+                    "(is this the model's config.json?)"
+                )
+            return default
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise InputError(f"{self.label}: field '{key}': expected a whole number >= {minimum}, found {shown(value)}")
+        return value
+
+    def flag(self, key: str | None, default: bool = False) -> bool:
+        """A boolean (``default`` where the key is absent, null or ``key`` is None)."""
+        value = self.config.get(key) if key else None
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise InputError(f"{self.label}: field '{key}': expected true or false, found {shown(value)}")
+        return value
+
+
+def read_shape(config: Mapping[str, Any], architecture: Architecture, label: str) -> Shape:
+    """The :class:`Shape` of ``config`` (its ``architectures`` read as ``architecture``)."""
+    fields = Fields(config, label)
+    layers, hidden = fields.whole("num_hidden_layers"), fields.whole("hidden_size")
+    heads = fields.whole("num_attention_heads")
+    kv_heads = fields.whole("num_key_value_heads", heads)
+    if not architecture.mla and heads % kv_heads:
+        raise InputError(
+            f"{label}: field 'num_key_value_heads': {kv_heads} does not divide num_attention_heads {heads}"
+        )
+    tied = fields.flag("tie_word_embeddings", architecture.tied)
+    context = fields.whole("max_position_embeddings", 0) or None
+    common: dict[str, Any] = dict(
+        architecture=architecture,
+        layers=layers,
+        hidden=hidden,
+        heads=heads,
+        kv_heads=kv_heads,
+        vocab=fields.whole("vocab_size"),
+        max_context=context,
+        tied=tied,
+        attention_bias=fields.flag(architecture.bias_key),
+        mlp_bias=fields.flag(architecture.mlp_bias_key),
+    )
+    default = f"tie_word_embeddings absent: {architecture.label}'s default, {'tied' if tied else 'untied'}"
+    notes = [] if "tie_word_embeddings" in config else [default]
+    attention = _mla(fields) if architecture.mla else {"head_dim": _head_dim(fields, hidden, heads, notes)}
+    experts = _experts(fields, architecture, layers)
+    window = _window(fields, architecture, layers, context, notes)
+    parts: dict[str, Any] = {**common, **attention, **experts, **window}
+    return Shape(**parts, notes=tuple(notes))
+
+
+def _head_dim(fields: Fields, hidden: int, heads: int, notes: list[str]) -> int:
+    if fields.config.get("head_dim") is not None:
+        return fields.whole("head_dim")
+    if hidden % heads:
+        raise InputError(
+            f"{fields.label}: field 'head_dim' is missing and hidden_size {hidden} does not divide by "
+            f"num_attention_heads {heads}; the config must give head_dim"
+        )
+    notes.append(f"head_dim absent: hidden_size {hidden} / {heads} heads = {hidden // heads}")
+    return hidden // heads
+
+
+def _mla(fields: Fields) -> dict[str, int]:
+    """The sizes of multi-head latent attention; ``head_dim`` is the no-position width (the registry's rule)."""
+    nope, value = fields.whole("qk_nope_head_dim"), fields.whole("v_head_dim")
+    return {
+        "q_lora": fields.whole("q_lora_rank", 0, minimum=0),
+        "kv_lora": fields.whole("kv_lora_rank"),
+        "nope": nope,
+        "rope": fields.whole("qk_rope_head_dim"),
+        "value": value,
+        "head_dim": nope,
+    }
+
+
+def _experts(fields: Fields, architecture: Architecture, layers: int) -> dict[str, int]:
+    """The experts (none for a dense model), their width and how many layers route to them."""
+    kind = architecture.moe
+    if kind is None:
+        return {"intermediate": fields.whole("intermediate_size")}
+    if kind in ("mixtral", "gpt_oss"):
+        experts = fields.whole("num_local_experts")
+        top = fields.whole("num_experts_per_tok" if "num_experts_per_tok" in fields.config else "experts_per_token")
+        width = fields.whole("intermediate_size")
+        return {"intermediate": 0, "experts": experts, "experts_per_token": top, "expert_intermediate": width,
+                "moe_layers": layers, "router_bias": experts if kind == "gpt_oss" else 0}  # fmt: skip
+    if kind == "qwen3_moe":
+        experts, step = fields.whole("num_experts"), fields.whole("decoder_sparse_step", 1)
+        dense = _layer_list(fields, "mlp_only_layers", layers)
+        moe = [i for i in range(layers) if i not in dense and (i + 1) % step == 0]
+        shared = 0
+    else:  # deepseek
+        experts = fields.whole("n_routed_experts")
+        first, every = fields.whole("first_k_dense_replace", 0, minimum=0), fields.whole("moe_layer_freq", 1)
+        moe = [i for i in range(layers) if i >= first and i % every == 0]
+        shared = fields.whole("n_shared_experts", 0, minimum=0)
+    top = fields.whole("num_experts_per_tok")
+    return {
+        "intermediate": fields.whole("intermediate_size") if len(moe) < layers else 0,
+        "experts": experts,
+        "experts_per_token": top,
+        "shared_experts": shared,
+        "expert_intermediate": fields.whole("moe_intermediate_size"),
+        "moe_layers": len(moe),
+        "router_bias": experts if fields.config.get("topk_method") == "noaux_tc" else 0,
+    }
+
+
+def _layer_list(fields: Fields, key: str, layers: int) -> set[int]:
+    value = fields.config.get(key) or []
+    if not isinstance(value, list) or not all(isinstance(i, int) and 0 <= i < layers for i in value):
+        raise InputError(
+            f"{fields.label}: field '{key}': expected a list of layer indices below {layers}, found {shown(value)}"
+        )
+    return set(value)
+
+
+def _window(
+    fields: Fields, architecture: Architecture, layers: int, context: int | None, notes: list[str]
+) -> dict[str, Any]:
+    """The sliding window and how many layers attend through it (``layer_types`` first, else the family's rule)."""
+    kinds = fields.config.get("layer_types")
+    if isinstance(kinds, list):
+        if len(kinds) != layers:
+            raise InputError(
+                f"{fields.label}: field 'layer_types': expected one entry per layer ({layers}), found {len(kinds)}"
+            )
+        count = sum(kind == "sliding_attention" for kind in kinds)
+        rule = "layer_types"
+    else:
+        count, rule = _window_rule(fields, architecture, layers), architecture.window
+    if not count:
+        return {}
+    window = fields.whole("sliding_window")
+    if context is not None and window >= context:
+        notes.append(f"sliding_window {window} >= max_position_embeddings {context}: the window never binds")
+        return {}
+    notes.append(f"{count} of {layers} layers attend through a {window}-token window ({rule})")
+    return {"window": window, "window_layers": count}
+
+
+def _window_rule(fields: Fields, architecture: Architecture, layers: int) -> int:
+    """Layers attending through the window by the architecture's rule (0 where it has no window)."""
+    rule = architecture.window
+    if rule == "none" or fields.config.get("sliding_window") is None:
+        return 0
+    if rule == "all":
+        return layers
+    if rule == "qwen":
+        if not fields.flag("use_sliding_window"):
+            return 0
+        return max(layers - fields.whole("max_window_layers", layers, minimum=0), 0)
+    if rule == "alternate":
+        return (layers + 1) // 2
+    key = "_sliding_window_pattern" if "_sliding_window_pattern" in fields.config else "sliding_window_pattern"
+    return layers - layers // fields.whole(key, 6)  # Gemma 3: every sixth layer attends globally by default
+
+
+# --------------------------------------------------------------------------------------------
+# The parameters
+
+
+@dataclasses.dataclass(frozen=True)
+class Counts:
+    """Parameters by part, counted from a :class:`Shape` (whole numbers)."""
+
+    embedding: int
+    lm_head: int
+    attention: int
+    dense_mlp: int
+    routed_experts: int
+    shared_experts: int
+    routers: int
+    norms: int
+    unused_experts: int  # the routed experts' parameters a token does not read
+
+    @property
+    def total(self) -> int:
+        """Every parameter the checkpoint stores for these layers."""
+        return sum(getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "unused_experts")
+
+    @property
+    def active(self) -> int:
+        """Parameters a token reads: all but the routed experts it is not routed to (the input embedding counted)."""
+        return self.total - self.unused_experts
+
+
+def count_parameters(shape: Shape) -> Counts:
+    """The parameters of ``shape`` by part: embeddings, attention (MLA too), MLPs, experts, routers, norms."""
+    s, arch, h = shape, shape.architecture, shape.hidden
+    attention = _attention_parameters(s)
+    dense_layers = s.layers - s.moe_layers
+    dense_mlp = dense_layers * (3 * h * s.intermediate + (2 * s.intermediate + h if s.mlp_bias else 0))
+    expert = 3 * h * s.expert_intermediate + (2 * s.expert_intermediate + h if arch.moe == "gpt_oss" else 0)
+    return Counts(
+        embedding=s.vocab * h,
+        lm_head=0 if s.tied else s.vocab * h,
+        attention=s.layers * attention,
+        dense_mlp=dense_mlp,
+        routed_experts=s.moe_layers * s.experts * expert if s.moe_layers else 0,
+        shared_experts=s.moe_layers * s.shared_experts * 3 * h * s.expert_intermediate,
+        routers=s.moe_layers * (h * s.experts + s.router_bias) if s.moe_layers else 0,
+        norms=s.layers * arch.norms * h + h,
+        unused_experts=s.moe_layers * (s.experts - s.experts_per_token) * expert if s.moe_layers else 0,
+    )
+
+
+def _attention_parameters(s: Shape) -> int:
+    """One layer's attention weights, with its biases, per-head norms and sinks."""
+    h, heads, arch = s.hidden, s.heads, s.architecture
+    if arch.mla:
+        query = (
+            h * s.q_lora + s.q_lora + s.q_lora * heads * (s.nope + s.rope)
+            if s.q_lora
+            else h * heads * (s.nope + s.rope)
+        )
+        weights = (
+            query + h * (s.kv_lora + s.rope) + s.kv_lora + s.kv_lora * heads * (s.nope + s.value) + heads * s.value * h
+        )
+        biases = s.q_lora + s.kv_lora + s.rope + h if s.attention_bias else 0
+        return weights + biases
+    q, kv = heads * s.head_dim, s.kv_heads * s.head_dim
+    weights = h * (q + 2 * kv) + q * h
+    biases = (q + 2 * kv + h) if s.attention_bias else (q + 2 * kv) if arch.qkv_bias else 0
+    return weights + biases + (2 * s.head_dim if arch.qk_norm else 0) + (heads if arch.sinks else 0)
+
+
+# --------------------------------------------------------------------------------------------
+# The checkpoint's precision
+
+
+@dataclasses.dataclass(frozen=True)
+class Quantization:
+    """The precision of a quantized checkpoint's weights and KV cache, and its format (registry names)."""
+
+    precision: str
+    format: str
+    kv_cache: str | None
+    described: str
+
+
+#: ModelOpt's ``quant_algo`` values: the weights' precision.
+_MODELOPT = {"FP8": "fp8", "FP8_PB_WO": "fp8", "FP8_BLOCK": "fp8", "NVFP4": "fp4", "W4A16_AWQ": "int4",
+             "W4A8_AWQ": "int4", "INT8_SQ": "int8", "W8A16": "int8", "INT8": "int8"}  # fmt: skip
+#: ModelOpt's ``kv_cache_quant_algo`` values: the KV cache's precision.
+_MODELOPT_KV = {"FP8": "fp8", "NVFP4": "fp4", "INT8": "int8"}
+
+
+def read_quantization(declared: Mapping[str, Any], label: str) -> Quantization:
+    """The :class:`Quantization` an ``hf_quant_config.json`` or a config's ``quantization_config`` declares.
+
+    ModelOpt (``quantization.quant_algo`` and ``kv_cache_quant_algo``, or ``quant_method: modelopt``), block-scaled
+    FP8 (``quant_method: fp8`` with ``weight_block_size``), MXFP4, compressed-tensors (the weights' bits and type
+    of its config groups, ``kv_cache_scheme``), AWQ and GPTQ; any other is refused naming the field.
+    """
+    nested = declared.get("quantization")
+    method = str(declared.get("quant_method", "modelopt" if isinstance(nested, Mapping) else "")).lower()
+    if method == "modelopt":
+        return _modelopt(nested if isinstance(nested, Mapping) else declared, label)
+    if method == "fp8" and declared.get("weight_block_size"):
+        return Quantization("fp8", "fp8-block", None, f"block-scaled FP8 ({declared.get('weight_block_size')} blocks)")
+    if method == "mxfp4":
+        return Quantization("fp4", "mxfp4", None, "MXFP4")
+    if method == "compressed-tensors":
+        return _compressed_tensors(declared, label)
+    if method in ("awq", "gptq"):
+        bits = declared.get("bits", declared.get("w_bit"))
+        if bits in (4, 8):
+            return Quantization(f"int{bits}", method, None, f"{method.upper()} {bits}-bit")
+        raise InputError(f"{label}: field 'bits': expected 4 or 8 for {method.upper()}, found {shown(bits)}")
+    raise InputError(
+        f"{label}: field 'quant_method': {shown(declared.get('quant_method'))} is not a format the registry records; "
+        "it records modelopt, fp8 (with weight_block_size), mxfp4, compressed-tensors, awq and gptq"
+    )
+
+
+def _modelopt(declared: Mapping[str, Any], label: str) -> Quantization:
+    algo, kv = declared.get("quant_algo"), declared.get("kv_cache_quant_algo")
+    if algo not in _MODELOPT:
+        raise InputError(f"{label}: field 'quant_algo': expected one of {sorted(_MODELOPT)}, found {shown(algo)}")
+    if kv is not None and kv not in _MODELOPT_KV:
+        raise InputError(
+            f"{label}: field 'kv_cache_quant_algo': expected one of {sorted(_MODELOPT_KV)} or null, found {shown(kv)}"
+        )
+    described = f"ModelOpt quant_algo {algo}, kv_cache_quant_algo {kv}"
+    return Quantization(_MODELOPT[algo], "modelopt", _MODELOPT_KV.get(kv) if kv else None, described)
+
+
+def _compressed_tensors(declared: Mapping[str, Any], label: str) -> Quantization:
+    groups = declared.get("config_groups")
+    weights = [g.get("weights") for g in groups.values()] if isinstance(groups, Mapping) else []
+    names = {_bits_name(w) for w in weights if isinstance(w, Mapping)}
+    if len(names) != 1 or None in names:
+        raise InputError(
+            f"{label}: field 'config_groups': expected groups whose weights share one of fp8, fp4, int8, int4, "
+            f"found {shown(groups)}"
+        )
+    scheme = declared.get("kv_cache_scheme")
+    kv = _bits_name(scheme) if isinstance(scheme, Mapping) else None
+    precision = names.pop()
+    assert precision is not None
+    return Quantization(precision, "compressed-tensors", kv, f"compressed-tensors {precision} weights, KV {kv}")
+
+
+def _bits_name(spec: Mapping[str, Any]) -> str | None:
+    kind, bits = spec.get("type"), spec.get("num_bits")
+    name = f"{'fp' if kind == 'float' else 'int' if kind == 'int' else '?'}{bits}"
+    return name if name in ("fp8", "fp4", "int8", "int4") else None

@@ -324,6 +324,7 @@ _TYPE_CHECKING_NAMES = {
     "Price": calculator.registry.Price,
     "FleetPlan": calculator.FleetPlan,
     "StepArrays": calculator.StepArrays,
+    "Speculation": calculator.serving.Speculation,
 }
 
 

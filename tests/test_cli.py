@@ -314,11 +314,11 @@ def test_simulate_plan_file_errors(plan_file, tmp_path):
     old.write_text(json.dumps({k: v for k, v in saved.items() if k not in ("workload", "targets")}))
     result = runner.invoke(app, ["simulate", "--plan", str(old)])
     assert result.exit_code == 2 and "does not record the plan's workload, targets and serving" in result.output
-    speculative = tmp_path / "speculative.json"
-    draft = {"draft_model": "llama-3.2-1b", "draft_length": 4, "acceptance": 0.7}
-    speculative.write_text(json.dumps({**saved, "serving": {**saved["serving"], "speculation": draft}}))
-    result = runner.invoke(app, ["simulate", "--plan", str(speculative)])
-    assert result.exit_code == 2 and "speculative decoding and prefix caching are not simulated" in result.output
+    cached = tmp_path / "cached.json"
+    prefix = {"prefix_hit_rate": 0.3, "shared_prefix_tokens": 512}
+    cached.write_text(json.dumps({**saved, "serving": {**saved["serving"], **prefix}}))
+    result = runner.invoke(app, ["simulate", "--plan", str(cached)])
+    assert result.exit_code == 2 and "prefix caching is not simulated" in result.output
     infeasible = tmp_path / "infeasible.json"
     parts = dict.fromkeys(("layout", "service", "cost", "energy"))  # an infeasible plan has none
     infeasible.write_text(json.dumps({**saved, **parts, "feasible": False, "reason": "no configuration fits"}))
@@ -696,10 +696,8 @@ def test_the_size_table_shows_fixed_units_digits_and_thousands_separators():
 
 
 def test_simulate_takes_the_new_sizing_flags(plan_file, tmp_path):
-    speculative = runner.invoke(app, ["simulate", *PLAN_ARGS, *FAST, "--speculate", "llama-3.2-1b"])
-    assert speculative.exit_code == 2 and "speculative decoding and prefix caching are not simulated" in (
-        speculative.output
-    )
+    cached = runner.invoke(app, ["simulate", *PLAN_ARGS, *FAST, "--prefix-hit", "0.3", "--shared-prefix", "512"])
+    assert cached.exit_code == 2 and "prefix caching is not simulated" in cached.output
     both = runner.invoke(app, ["simulate", "--plan", str(plan_file), "--percentile", "99", "--chunk", "512"])
     assert both.exit_code == 2 and "leave out the sizing options (--percentile, --chunk)" in both.output
     p99 = runner.invoke(app, ["simulate", *PLAN_ARGS, "--percentile", "p99", "--replicas", "2", *FAST, "--json"])

@@ -46,7 +46,7 @@ def test_the_sizer_and_the_simulator_hold_what_fit_says(model, accelerator, prec
     sized = _capacity(a, None, profile, np.array([float(tp)]), float(context), ServingOptions())
     assert int(sized[0]) == fit.sequences
     setup = SimulationSetup(model, accelerator, precision, tp, engine=engine, kv_precision=fit.kv_precision)
-    _, _, rules, capacity = _limits(setup)
+    _, _, rules, capacity, _ = _limits(setup)
     assert rules.kv_block == fit.block and capacity == fit.kv_tokens
     assert int(math.floor(capacity) // rules.admission_tokens(context, 0)) == fit.sequences
 

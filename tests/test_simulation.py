@@ -322,11 +322,9 @@ def test_verify_plan_refuses_what_it_cannot_simulate():
     assert not infeasible.feasible
     with pytest.raises(InputError, match="infeasible"):
         verify_plan(infeasible)
-    from calculator.fleet import Speculation
-
-    speculative = _plan(speculation=Speculation(method="eagle", draft_length=4, acceptance=0.7))
-    with pytest.raises(InputError, match="speculative"):
-        simulate_plan(speculative)
+    cached = _plan(prefix_hit_rate=0.5, shared_prefix_tokens=512)
+    with pytest.raises(InputError, match="prefix caching is not simulated"):
+        simulate_plan(cached)
 
 
 def test_the_sizer_uses_the_running_batch_and_the_router():

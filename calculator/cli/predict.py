@@ -28,7 +28,7 @@ from ._app import (
     _load,
     app,
 )
-from .sizing import EngineOption, KvPrecisionOption
+from .sizing import EngineOption, KvPrecisionOption, SpeculateOption, _speculation, _speculation_text
 
 
 class Arrivals(StrEnum):
@@ -96,6 +96,7 @@ def predict_command(
             metavar="INT", min=0, help="Mixture of experts: expert copies a load balancer places beside the experts."
         ),
     ] = 0,
+    speculate: SpeculateOption = None,
     extra: ExtraOption = None,
     as_json: JsonOption = False,
     output_format: FormatOption = None,
@@ -107,7 +108,8 @@ def predict_command(
     request has --input prompt and --output output tokens. Prints the mean TTFT and TPOT with their
     80 % intervals, requests and output tokens per second, the batch the engine holds and what limits
     it (the KV cache or the engine's sequence cap), and where the prediction is less certain than its
-    intervals (docs/performance-model.md).
+    intervals (docs/performance-model.md). With --speculate each decode iteration is a speculative round and
+    the TPOT its share of each token.
     """
     from ..performance import BENCHMARK_UNITS, REQUESTS_PER_CLIENT, engine_profile, predict_benchmark
     from ..uncertainty import kernel_basis
@@ -122,6 +124,7 @@ def predict_command(
     if engine_version is not None:
         with _library_errors():
             profile = engine_profile(engine, registry).for_release(engine_version)
+    speculation = _speculation(speculate, registry)
     clients = np.asarray(concurrency, dtype=float)
     rounds = REQUESTS_PER_CLIENT if requests_per_client is None else requests_per_client
     with _library_errors():
@@ -130,7 +133,7 @@ def predict_command(
             spec, device, precision, tensor_parallel, input_tokens, output_tokens, clients, profile,
             kv_precision=kv_precision, requests_per_client=rounds, arrivals=arrivals.value, length_cv=length_cv,
             data_parallel=data_parallel, expert_parallel=expert_parallel, redundant_experts=redundant_experts,
-            registry=registry,
+            speculation=speculation, registry=registry,
         )  # fmt: skip
     header = {
         "model": spec.id,
@@ -147,6 +150,7 @@ def predict_command(
         "arrivals": arrivals.value,
         "length_cv": length_cv,
         "requests_per_client": rounds,
+        "speculate": speculate,
     }
     frame = _frame(header, result.to_frame(BENCHMARK_UNITS), clients)
 
@@ -156,6 +160,7 @@ def predict_command(
             f"{result.engine}, {input_tokens:,}/{output_tokens:,} tokens per request; KV cache "
             f"{result.kv_precision} ({header['kv_precision_basis']}); step times from "
             f"{kernel_basis(device.id, result.measured_kernels)}"
+            + (_speculation_text(speculation) if speculation is not None else "")
         )
         shown = frame.assign(
             ttft=[f"{_ms(v)} ({_ms(lo)}-{_ms(hi)})" for v, lo, hi in _columns(frame, "ttft")],

@@ -34,6 +34,7 @@ from .sizing import (
     _size_plan,
     _sizing_inputs,
     _sizing_options,
+    _speculation_text,
 )
 
 #: The summary rows ``simulate`` prints: the latencies a serving target is written against.
@@ -247,7 +248,8 @@ def _simulation_text(
     stopped = verification.truncated if verification is not None else first.truncated
     lines = [
         f"plan: {plan.gpus} x {plan.accelerator} at {plan.precision} ({_replicas(plan.replicas)} of "
-        f"{layout_text(plan.layout)}), batch cap {plan.batch}, engine {plan.engine}, router {first.router}",
+        f"{layout_text(plan.layout)}), batch cap {plan.batch}, engine {plan.engine}, router {first.router}"
+        + (_speculation_text(plan.serving.speculation) if plan.serving.speculation is not None else ""),
         f"simulated: {len(first.seeds)} seed(s) x "
         + ", ".join(f"{n:,} requests at {_replicas(count)}" for count, n in head["requests_per_seed"].items()),
     ]

@@ -86,6 +86,17 @@ RequestsOption = Annotated[
 #: A large plan needs more (``--time-limit``); a search the deadline cuts short says so in its verdict.
 CLI_TIME_LIMIT = 8.0
 #: The wall clock of a simulation check (``size --verify`` and ``simulate``), for the whole call.
+SpeculateOption = Annotated[
+    str | None,
+    typer.Option(
+        metavar="DRAFT:K:ALPHA",
+        help="Speculative decoding: registry model DRAFT proposes K tokens per round (default 4), each accepted "
+        "with probability ALPHA (default 0.7); e.g. 'llama-3.2-1b:4:0.7' or 'llama-3.2-1b'. 'mtp:K[:ALPHA]' drafts "
+        "with the model's own multi-token-prediction layers (ALPHA default 0.85), 'eagle:K[:ALPHA]' with an "
+        "EAGLE-3 head (default 0.68); ALPHA may list K per-position probabilities, e.g. 'mtp:3:0.85,0.7,0.6'.",
+        show_default=False,
+    ),
+]
 TimeLimitOption = Annotated[
     float,
     typer.Option(
@@ -236,17 +247,7 @@ class SizingFlags:
             help="Prefix caching: tokens of the prefix those requests share, e.g. a system prompt (with --prefix-hit).",
         ),
     ] = 0.0
-    speculate: Annotated[
-        str | None,
-        typer.Option(
-            metavar="DRAFT:K:ALPHA",
-            help="Speculative decoding: registry model DRAFT proposes K tokens per round (default 4), each accepted "
-            "with probability ALPHA (default 0.7); e.g. 'llama-3.2-1b:4:0.7' or 'llama-3.2-1b'. 'mtp:K[:ALPHA]' drafts "
-            "with the model's own multi-token-prediction layers (ALPHA default 0.85), 'eagle:K[:ALPHA]' with an "
-            "EAGLE-3 head (default 0.68); ALPHA may list K per-position probabilities, e.g. 'mtp:3:0.85,0.7,0.6'.",
-            show_default=False,
-        ),
-    ] = None
+    speculate: SpeculateOption = None
     chunk: Annotated[
         int | None,
         typer.Option(

@@ -47,10 +47,10 @@ from ..performance import (
 )
 from ..performance.iteration import _overlap_expectation  # private: chunks landing together, priced as the predictor
 from ..performance.scheduler import SchedulerRules, block_slack, scheduler_rules
+from ..performance.speculation import Rounds, drafter_kv_share
 from ..precision import check_precision
 from ..queueing import replica_demand
 from ..results import ceil_count
-from ..units import Q_
 from ._common import MAX_FLEET_GPUS
 from .inputs import Costs, SearchSpace, ServingOptions, Speculation, Workload, default_price
 
@@ -583,35 +583,21 @@ def _capacity(a: StepArrays, draft: StepArrays | None, profile: EngineProfile, t
     slack = block_slack(a.kv_tokens(prompt[0]), block, prompt[1]) if prompt else block_slack(held, block)
     private = held + slack - hit * shared  # KV tokens each sequence holds privately
     tokens = kv_capacity_tokens(a, profile, tp)
-    if draft is not None:
-        tokens = tokens - draft.weights_per_device(tp) * a.kv_spread(tp) / a.kv_bytes_per_token
-        private = private * (1 + draft.kv_bytes_per_token / a.kv_bytes_per_token)
+    if draft is not None:  # the drafter's weights and KV (the performance layer's rule)
+        taken, factor = drafter_kv_share(a, draft, tp)
+        tokens, private = tokens - taken, private * factor
     return np.floor(np.maximum(tokens - (shared if hit > 0 else 0.0), 0.0) / private)
 
 
 def _per_token(a: StepArrays, draft: StepArrays, eff: Any, tp: np.ndarray, batch: np.ndarray, context: float,
                spec: Speculation, scale: float) -> np.ndarray:  # fmt: skip
-    """Seconds per output token with speculative decoding: a round (verify, drafts) over its expected tokens.
+    """Seconds per output token with speculative decoding: a round over its expected tokens.
 
-    The round verifies ``k + 1`` tokens and drafts ``k``: ``k`` decode steps of a draft model, each an
-    iteration of its own with the engine's fixed costs; or ``k`` passes of a head (one layer and an LM
-    head, :meth:`~calculator.performance.StepArrays.draft_head`), which run inside the target's
-    iteration: their GPU work alone, the round's fixed costs paid once by the verification. Expected
-    tokens: Eq. 6 for one acceptance, its per-position form for one per drafted position.
+    The round (its verification and drafting) is the performance layer's
+    (:meth:`~calculator.performance.speculation.Rounds.iteration`), as the predictor and the simulator price it.
     """
-    from ..speculative import expected_tokens_per_round, expected_tokens_per_round_by_position
-
-    k = spec.draft_length
-    verify = scale * decode_step_seconds(a, eff, tp, batch, context, tokens=k + 1)
-    passes = eff if spec.method == "draft" else eff.replace(step_overhead=_NO_TIME, sequence_overhead=_NO_TIME)
-    drafting = scale * k * decode_step_seconds(draft, passes, tp, batch, context)
-    if isinstance(spec.acceptance, tuple):
-        return (verify + drafting) / expected_tokens_per_round_by_position(spec.acceptance)
-    return (verify + drafting) / expected_tokens_per_round.numeric(acceptance=spec.acceptance, draft_length=k)
-
-
-#: No fixed cost: a head's passes run inside the target's iteration (:func:`_per_token`).
-_NO_TIME = Q_(0.0, "s")
+    rounds = Rounds.of(spec, draft)
+    return scale * rounds.iteration(a, eff, tp, batch, context) / rounds.tokens
 
 
 def _mixed_iteration(

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..performance import EngineProfile, engine_profile
+from ..performance.speculation import check_speculation
 from ..types import ModelRef
 from ..units import shown
 from ._common import _model_id, _registry_for
@@ -102,18 +103,8 @@ class _Problem:
                 f"at most the workload's mean prompt ({workload.input_tokens:g} tokens)"
             )
         reg, profile, entry, tps, batches = _resolve(model, space, engine, registry)
-        spec = serving.speculation
-        if spec is not None and spec.method == "draft" and not profile.draft_model_speculation:
-            raise InputError(
-                f"size_fleet(): speculation with a draft model: {profile.name} does not run a separate draft model "
-                "(EngineProfile.draft_model_speculation, cited in the registry); use method 'mtp' or 'eagle', or an "
-                "engine that does (SGLang STANDALONE, TensorRT-LLM DraftTarget)"
-            )
-        if spec is not None and spec.method == "mtp" and not entry.mtp_layers:
-            raise InputError(
-                f"size_fleet(): speculation method 'mtp' drafts with the model's multi-token-prediction layers, and "
-                f"{entry.id} declares none (Model.mtp_layers); use method 'eagle' or a draft model"
-            )
+        if serving.speculation is not None:
+            check_speculation("size_fleet", serving.speculation, entry, profile)
         beyond = _beyond_context(entry, workload)
         families = [] if beyond else _families(entry, space, costs, serving.speculation, reg, profile)
         if families and space.tensor_parallel == DEFAULT_TENSOR_PARALLEL:

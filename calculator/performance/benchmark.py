@@ -30,11 +30,13 @@ from .burst import burst_seconds, staggered_round
 from .cache import group_cache_run
 from .cycle import _operating_point, _Scheduler
 from .engines import Efficiency, EngineProfile, engine_profile, kv_capacity_tokens
-from .iteration import _iteration_seconds, pipeline_pass_seconds, prefill_seconds
+from .iteration import pipeline_pass_seconds, prefill_seconds
 from .scheduler import SchedulerRules, scheduler_rules
+from .speculation import PLAIN, Rounds, speculative_rounds
 
 if TYPE_CHECKING:
     from ..registry import Registry
+    from ..serving import Speculation
 
 
 __all__ = [
@@ -177,7 +179,7 @@ REQUESTS_PER_CLIENT = 10
 ARRIVALS = ("dispersed", "waves")
 
 
-def closed_loop_seconds(
+def closed_loop_seconds(  # noqa: PLR0913  # the benchmark model's entry point: its keyword options are the API
     a: StepArrays,
     profile: EngineProfile,
     tp: Any,
@@ -190,6 +192,7 @@ def closed_loop_seconds(
     client_overhead: Any = 0.0,
     length_cv: Any = None,
     cache_run: bool = True,
+    speculative: Rounds = PLAIN,
 ) -> dict[str, Any]:
     """The closed-loop benchmark model on plain arrays (seconds); see :func:`predict_benchmark`.
 
@@ -201,7 +204,9 @@ def closed_loop_seconds(
     the requests are identical in waves, and the cache binds (clients beyond what it admits, or a group that would
     outgrow it finishing together), the cache admission follows the group through the run
     (:func:`~calculator.performance.cache.group_cache_run`; ``cache_run=False`` keeps the mixed state's slot
-    wait there, as the calibration's fit does for speed).
+    wait there, as the calibration's fit does for speed). ``speculative``: how a decode iteration runs
+    (:class:`~calculator.performance.speculation.Rounds`): under speculative decoding it is a round, a request's
+    decode ``(O - 1) / E`` of them, and the TPOT a round over ``E``.
     """
     _step_inputs("closed_loop_seconds", a, profile, "profile", EngineProfile)
     eff = profile.efficiency if efficiency is None else _efficiency(profile, efficiency)
@@ -217,17 +222,21 @@ def closed_loop_seconds(
         )
     shape = tp.shape
     tp, inputs, outputs, clients, extra, spread = (v.ravel() for v in (tp, inputs, outputs, clients, extra, spread))
-    slots = np.maximum(outputs - 1, 1.0)
+    # A request's decode iterations: its output after the first token, E tokens a round under speculation.
+    slots = np.maximum(outputs - 1, 1.0) / speculative.tokens
     context = inputs + outputs / 2
-    # Admission: KV for the prompt plus the reserved share of the output; a sequence cap.
-    kv_tokens = kv_capacity_tokens(a, profile, tp)
+    # Admission: KV for the prompt plus the reserved share of the output; a sequence cap. A drafter's weights
+    # and KV take their share of the cache.
+    kv_tokens = speculative.kv_tokens(a, tp, kv_capacity_tokens(a, profile, tp))
     ranks = float(np.max(tp / a.attention_group(tp)))  # attention ranks: each schedules its own budget and cap
     rules = scheduler_rules(profile, a.memory, a.accelerator, ranks, kv=a)
     kv_limit = np.floor(kv_tokens / rules.admission_tokens(inputs, outputs, spread))
     max_seqs = rules.max_sequences
     held = np.maximum(np.minimum(np.minimum(clients, kv_limit), max_seqs), 1.0)
     overhead = profile.request_overhead.m_as("s") + extra  # the engine's request path and the harness's
-    scheduler = _Scheduler(a, eff, rules, tp, inputs, slots, clients, context, held, overhead, spread)
+    scheduler = _Scheduler(
+        a, eff, rules, tp, inputs, slots, clients, context, held, overhead, spread, speculative=speculative
+    )
 
     # The operating point: the decoding population n where the clients' cycle closes.
     running = _operating_point(scheduler)
@@ -238,10 +247,13 @@ def closed_loop_seconds(
     steady.wait = steady.wait + leftover
     # The first burst: every client's prompt at once, prefilled budget by budget; weighs one round (see
     # :func:`_aftermath`).
-    burst_iterations, mean_iteration, burst_first, t_burst = burst_seconds(a, eff, rules, tp, held, inputs)
+    burst_iterations, mean_iteration, burst_first, t_burst = burst_seconds(a, eff, rules, tp, held, inputs, speculative)
     first = overhead + burst_first
     ttft = overhead + steady.wait
-    after = _aftermath(scheduler, running, ttft, first, spread * outputs, burst_iterations, requests_per_client)
+    after = _aftermath(
+        scheduler, running, ttft, first, _iterations_spread(speculative, spread, outputs), burst_iterations,
+        requests_per_client,
+    )  # fmt: skip
     ttft = ttft + (np.maximum(first - ttft, 0.0) + after) / requests_per_client
     # A prompt that waits for a slot (below) is at the engine when a completion frees one, at an iteration's end,
     # and the next iteration takes it: after the slot wait, no landing phase, no overlap lag, no prompts queued
@@ -252,14 +264,13 @@ def closed_loop_seconds(
     # followed below), the slot wait adds to the arriving prompt's, as much as the clients beyond fall short of one.
     admitted = overhead + steady.admitted + leftover
     admitted = admitted + np.maximum(first - admitted, 0.0) / requests_per_client
-    tpot = steady.step
+    tpot = steady.step  # a decode iteration (a round under speculation; the TPOT is its share of each token, below)
     rate = steady.rate
     waves = _waves(arrivals, clients.shape)
     if np.any(waves):
         wave_ttft, wave_tpot, wave_rate = _in_waves(
-            a, eff, rules, tp, held, inputs, context, slots, overhead, (burst_iterations, mean_iteration, t_burst),
-            first, requests_per_client,
-        )  # fmt: skip
+            scheduler, (burst_iterations, mean_iteration, t_burst), first, requests_per_client
+        )
         ttft, tpot, rate = (np.where(waves, w, d) for w, d in ((wave_ttft, ttft), (wave_tpot, tpot), (wave_rate, rate)))
     # Clients beyond what the engine holds wait for a slot (Little's law at the engine's rate). The first
     # round's prompts all arrive at once and leave the queue one by one as slots free, so they wait half as
@@ -276,7 +287,7 @@ def closed_loop_seconds(
     if cache_run and np.any(group):
         followed, run_rate = _followed_run(
             a, eff, rules, tp, (inputs, outputs, clients, run_spread, kv_tokens), requests_per_client, waves, group,
-            (overhead, slot_wait, ttft),
+            (overhead, slot_wait, ttft), speculative,
         )  # fmt: skip
     admitted = np.where(waves, ttft, admitted)  # a wave's slot wait adds to its own first token
     slotted = np.minimum(queue, 1.0)
@@ -290,7 +301,7 @@ def closed_loop_seconds(
         throughput[followed] = run_rate
     out = {
         "ttft": ttft,
-        "tpot": tpot,
+        "tpot": tpot / speculative.tokens,
         "throughput": throughput,
         "active_batch": held,
         "running": np.where(waves, held, running),
@@ -302,7 +313,7 @@ def closed_loop_seconds(
         # on part of the output preempts, which the mixed state's occupancy does not count (docs/performance-model.md)
         "cache_pressure": pressure,
         "prefill": prefill_seconds(a, eff, tp, inputs),
-        "decode_step": _iteration_seconds(a, eff, tp, held, context),
+        "decode_step": speculative.iteration(a, eff, tp, held, context),
     }
     return {key: value.reshape(shape) for key, value in out.items()}
 
@@ -310,6 +321,7 @@ def closed_loop_seconds(
 def _followed_run(
     a: StepArrays, eff: Efficiency, rules: SchedulerRules, tp: np.ndarray, rows: tuple[np.ndarray, ...],
     requests_per_client: float, waves: np.ndarray, group: np.ndarray, waits: tuple[np.ndarray, ...],
+    speculative: Rounds,
 ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """A group that finishes together: the cache followed through the run (:func:`group_cache_run`).
 
@@ -324,7 +336,7 @@ def _followed_run(
     bursts = waves & (not rules.mixed)
     wait, run_rate, behind, own = group_cache_run(
         a, eff, rules, tp[group], inputs[group], outputs[group], clients[group], run_spread[group],
-        kv_tokens[group], requests_per_client, bursts[group],
+        kv_tokens[group], requests_per_client, bursts[group], speculative,
     )  # fmt: skip
     kept = np.isfinite(wait)
     followed = np.zeros_like(group)
@@ -335,28 +347,31 @@ def _followed_run(
 
 
 def _in_waves(
-    a: StepArrays, eff: Efficiency, rules: SchedulerRules, tp: np.ndarray, held: np.ndarray, inputs: np.ndarray,
-    context: np.ndarray, slots: np.ndarray, overhead: np.ndarray, burst: tuple[np.ndarray, ...], first: np.ndarray,
-    requests_per_client: float,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
-    """TTFT, TPOT and throughput where the clients send in waves.
+    scheduler: _Scheduler, burst: tuple[np.ndarray, ...], first: np.ndarray, requests_per_client: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """TTFT, decode iteration and throughput where the clients send in waves.
 
-    ``burst``: the first burst's iterations, the mean iteration of a first token and its mean iteration's seconds;
-    ``first``: its mean TTFT.
+    ``scheduler``: the engine and the requests (its fields, not its mixed state); ``burst``: the first burst's
+    iterations, the mean iteration of a first token and its mean iteration's seconds; ``first``: its mean TTFT.
     """
+    s = scheduler
+    a, eff, rules, tp, held, inputs, context = s.a, s.eff, s.rules, s.tp, s.held, s.inputs, s.context
+    slots, overhead, speculative = s.slots, s.overhead, s.speculative
     burst_iterations, mean_iteration, t_burst = burst
     # Every round is a burst: groups of the budget one after another; a request's first token
     # waits for the groups ahead, its decode steps for the ones behind (prefill-first engines pause
     # decoding for them, mixing engines add them to the decode iterations): the burst's iterations
     # after its own first token, G - mean_iteration ((G - 1) / 2 for whole groups; none for one
     # prompt in several chunks).
-    t_batch = _iteration_seconds(a, eff, tp, held, context)
+    t_batch = speculative.iteration(a, eff, tp, held, context)
     lift = np.maximum(t_burst - t_batch, 0.0) if rules.mixed else t_burst
     wave_tpot = t_batch + (burst_iterations - mean_iteration) * lift / slots
     wave_rate = held / (overhead + burst_iterations * t_burst + slots * t_batch)
     if rules.mixed:
         # Only the first round is a burst: its groups start decoding one iteration apart and stay staggered.
-        later, later_tpot = staggered_round(a, eff, rules, tp, held, inputs, context, slots, overhead, t_batch)
+        later, later_tpot = staggered_round(
+            a, eff, rules, tp, held, inputs, context, slots, overhead, t_batch, speculative
+        )
         rounds = requests_per_client
         wave_ttft = (first + (rounds - 1) * later) / rounds
         wave_tpot = (wave_tpot + (rounds - 1) * later_tpot) / rounds
@@ -364,6 +379,19 @@ def _in_waves(
     else:
         wave_ttft = first
     return wave_ttft, wave_tpot, wave_rate
+
+
+def _iterations_spread(speculative: Rounds, spread: np.ndarray, outputs: np.ndarray) -> np.ndarray:
+    """The standard deviation of a request's decode iterations (``inf``: no length spread given).
+
+    The output's (``spread`` of ``outputs`` tokens). Under speculative decoding a request's rounds are the
+    output's over ``E``, and they vary besides with the acceptance: a round count of ``O - 1`` tokens at
+    ``E`` a round, of variance ``v``, has variance ``(O - 1) v / E^3`` (a renewal count's).
+    """
+    if speculative.drafter is None:
+        return spread * outputs
+    e = speculative.tokens
+    return np.sqrt((spread * outputs / e) ** 2 + np.maximum(outputs - 1, 1.0) * speculative.token_variance / e**3)
 
 
 #: Rounds after the burst the aftermath follows (:func:`_aftermath`); later rounds count as mixed. A length
@@ -526,6 +554,7 @@ def predict_benchmark(  # noqa: PLR0913  # public entry point: its keyword optio
     expert_parallel: Count = 1,
     pipeline_parallel: Count = 1,
     redundant_experts: Count = 0,
+    speculation: Speculation | None = None,
     registry: Registry | None = None,
 ) -> BenchmarkPrediction:
     """Mean TTFT and TPOT a closed-loop serving benchmark reports at client concurrency ``C``.
@@ -588,6 +617,14 @@ def predict_benchmark(  # noqa: PLR0913  # public entry point: its keyword optio
         ``--ep-num-redundant-experts``, TensorRT-LLM's ``num_slots`` minus the experts); each GPU then holds
         ``(experts + redundant_experts) / expert_parallel`` of them, and SGLang and TensorRT-LLM need that sum to
         divide evenly (vLLM places experts unevenly without copies).
+    speculation : Speculation, optional
+        Speculative decoding (:class:`~calculator.serving.Speculation`): a draft model, the model's MTP layers or
+        an EAGLE head drafts ``k`` tokens a round, which the target verifies in one iteration. A decode
+        iteration is then a round (the verification of ``k + 1`` tokens a sequence and the drafting,
+        :class:`~calculator.performance.speculation.Rounds`, as the sizer prices it), a request decodes in
+        ``(O - 1) / E`` of them (``E`` the expected tokens a round from the acceptance), and the TPOT is a
+        round over ``E``; the drafter's weights and KV take their share of the cache. ``decode_step_time`` is
+        the round.
     registry : Registry, optional
         Where ids resolve (default: the packaged registry).
 
@@ -652,6 +689,9 @@ def predict_benchmark(  # noqa: PLR0913  # public entry point: its keyword optio
             f"model's context limit of {limit:,} tokens"
         )
     _check_requests_per_client("predict_benchmark", requests_per_client)
+    speculative = speculative_rounds(
+        "predict_benchmark", speculation, model_of(model, registry), a, precision, kv_precision, profile, registry
+    )
     result = closed_loop_seconds(
         a,
         profile,
@@ -666,9 +706,11 @@ def predict_benchmark(  # noqa: PLR0913  # public entry point: its keyword optio
         if client_overhead is None
         else magnitude("predict_benchmark", "client_overhead", client_overhead, "s", "nonnegative"),
         check_length_cv("predict_benchmark", length_cv),
+        speculative=speculative,
     )
     if np.any(np.asarray(result["max_concurrency"]) < 1):
-        weights = float(np.max(a.weights_per_device(tp)))
+        drafter = speculative.drafter
+        weights = float(np.max(a.weights_per_device(tp) + (0.0 if drafter is None else drafter.weights_per_device(tp))))
         raise InputError(
             f"predict_benchmark(): the weights ({weights / 1e9:,.1f} GB per device at tensor_parallel "
             f"{tensor_parallel}) leave no room for one request's KV cache on {a.accelerator} under {profile.name}'s "

@@ -17,6 +17,7 @@ from .arrays import StepArrays
 from .engines import Efficiency
 from .iteration import _iteration_seconds
 from .scheduler import SchedulerRules
+from .speculation import PLAIN, Rounds
 
 #: Bursts of up to this many iterations have their first tokens summed iteration by iteration.
 _EXACT_BURST = 64
@@ -29,6 +30,7 @@ def burst_seconds(
     tp: np.ndarray,
     prompts: np.ndarray,
     inputs: np.ndarray,
+    speculative: Rounds = PLAIN,
 ) -> tuple[np.ndarray, ...]:
     """A burst of ``prompts`` prompts of ``inputs`` tokens prefilled from an idle engine.
 
@@ -38,7 +40,8 @@ def burst_seconds(
     average: an engine that does not chunk fits one whole prompt fewer where they filled the budget exactly);
     a prefill-first engine runs the whole burst first. Returns ``(G, the mean iteration of a first token, the
     mean time from the burst's start to a first token (s), the burst's mean iteration (s))`` (see
-    :func:`burst_first_token`); a later chunk of a prompt attends to its earlier ones.
+    :func:`burst_first_token`); a later chunk of a prompt attends to its earlier ones. The prompts decoding
+    beside the later ones run ``speculative`` (:class:`~calculator.performance.speculation.Rounds`).
     """
     per_first, prior_first = _packing(rules, inputs, rules.room(0.0, closed_form=True))
     # the first stage: the iterations up to the first prompt's first token, prompts alone at the full budget
@@ -57,7 +60,7 @@ def burst_seconds(
     last_tokens = (prompts - done) * inputs
     t_first = _iteration_seconds(a, eff, tp, 0, 0, first_prompts * inputs, np.maximum(first_prompts, 1.0), prior_first)
     t_full, t_last = (
-        _iteration_seconds(
+        speculative.iteration(
             a, eff, tp, np.where(later, decodes, 0.0), inputs, tokens, np.maximum(tokens / inputs, 1.0),
             np.where(later, prior, prior_first),
         )
@@ -142,6 +145,7 @@ def staggered_round(
     slots: np.ndarray,
     path: np.ndarray,
     t_decode: np.ndarray,
+    speculative: Rounds = PLAIN,
 ) -> tuple[np.ndarray, np.ndarray]:
     """A round after the first of identical requests under an engine that mixes prompts into decode iterations.
 
@@ -156,7 +160,8 @@ def staggered_round(
     groups outnumber its decode iterations). A request's decode iterations include the other groups' long
     ones. Where the prompt budget binds, no more requests decode at once than the groups prefilled over a
     request's decode steps; the rest wait in the engine's queue. Returns the round's mean TTFT from the clients'
-    sending (the ``path`` included) and its TPOT (s).
+    sending (the ``path`` included) and its decode iteration (s; a speculative round under ``speculative``, ``slots``
+    of them a request).
     """
 
     # The requests decoding beside a group's iteration take a token of the budget each: the held ones but the
@@ -182,7 +187,7 @@ def staggered_round(
     groups = np.maximum(np.ceil(held / group * (1 - 1e-12)), 1.0)
     taken = np.minimum(per_iteration, held)
     iterations = np.maximum(1.0 / per_iteration, 1.0)
-    t_iteration = _iteration_seconds(
+    t_iteration = speculative.iteration(
         a, eff, tp, np.maximum(decoding, 0.0), context, taken * inputs, np.maximum(taken, 1.0), prior
     )
     t_long = iterations * t_iteration

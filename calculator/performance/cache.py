@@ -28,6 +28,7 @@ from .burst import burst_seconds
 from .engines import Efficiency
 from .iteration import _iteration_seconds
 from .scheduler import SchedulerRules
+from .speculation import PLAIN, Rounds
 
 #: Steps of the fluid per mean output (the step's decode iterations: ``O / STEPS_PER_OUTPUT``). The waits
 #: converge from below as the steps shrink: at 64 steps 7 % under 128 on the grid's slowest-converging point
@@ -57,6 +58,7 @@ def group_cache_run(
     kv_tokens: np.ndarray,
     requests_per_client: float,
     waves: np.ndarray,
+    speculative: Rounds = PLAIN,
 ) -> tuple[np.ndarray, ...]:
     """Mean admission wait of the prompts (s), the run's throughput (requests/s) and two waits after admission (s).
 
@@ -68,7 +70,9 @@ def group_cache_run(
     the ``waves`` rows (identical requests under a prefill-first engine), the fourth is the mean time from a
     step's start to the first tokens of the prompts it admits, a burst of its own
     (:func:`~calculator.performance.burst.burst_seconds`; zero on the other rows). NaN on a row the fluid does
-    not follow (see :data:`_MOST_ROUNDS`) or whose run stalls: the caller keeps the mixed state there.
+    not follow (see :data:`_MOST_ROUNDS`) or whose run stalls: the caller keeps the mixed state there. Under
+    ``speculative`` a decode iteration is a round that advances a request by its expected tokens
+    (:class:`~calculator.performance.speculation.Rounds`): a step of ``dt`` tokens takes ``dt / E`` of them.
     """
     total = clients * requests_per_client
     # a request's mean KV: whole blocks, and a sliding window capping its layers' part (SchedulerRules.kv_tokens)
@@ -81,7 +85,8 @@ def group_cache_run(
     if np.any(follow):
         rows = _Rows(tp, inputs, outputs, clients, length_cv, kv_tokens, waves, rounds)
         followed = _Rows(*(v[follow] for v in rows))
-        for whole, part in zip(out, _fluid_run(a, eff, rules, followed, requests_per_client), strict=True):
+        parts = _fluid_run(a, eff, rules, followed, requests_per_client, speculative)
+        for whole, part in zip(out, parts, strict=True):
             whole[follow] = part
     return out
 
@@ -100,9 +105,10 @@ class _Rows(NamedTuple):
 
 
 def _fluid_run(  # noqa: PLR0915  # one fluid step shares its arrays; its parts are the _ functions below
-    a: StepArrays, eff: Efficiency, rules: SchedulerRules, followed: _Rows, requests_per_client: float
-) -> tuple[np.ndarray, ...]:
-    """:func:`group_cache_run` on the rows the fluid follows: the run step by step (a step, ``dt`` decode iterations).
+    a: StepArrays, eff: Efficiency, rules: SchedulerRules, followed: _Rows, requests_per_client: float,
+    speculative: Rounds,
+) -> tuple[np.ndarray, ...]:  # fmt: skip
+    """:func:`group_cache_run` on the rows the fluid follows: the run step by step (a step, ``dt`` tokens decoded).
 
     Each step preempts the youngest until the cache holds the running requests, readmits the preempted and then
     admits waiting prompts while the reservations, the cache and the sequence cap have room, prices the step's
@@ -113,6 +119,7 @@ def _fluid_run(  # noqa: PLR0915  # one fluid step shares its arrays; its parts 
     res = rules.output_reservation
     max_seqs = rules.max_sequences
     steps_per_output, dt, bins, stay, left, held, want, grow = _ages(inputs, outputs, length_cv, rounds, rules)
+    iterations = dt / speculative.tokens  # decode iterations a step
     fresh = rules.admission_tokens(inputs, outputs, length_cv)
     # The KV a request holds is its tokens in whole blocks: the prompt's last block's slack, kept while it
     # decodes (its growth counted a token at a time: on average the same as the blocks it fills).
@@ -130,7 +137,7 @@ def _fluid_run(  # noqa: PLR0915  # one fluid step shares its arrays; its parts 
     span, waited, admitted = np.zeros(rows), np.zeros(rows), np.zeros(rows)
     behind, own = np.zeros(rows), np.zeros(rows)
     bursts = bool(np.any(waves))
-    lone = burst_seconds(a, eff, rules, tp, np.ones(rows), inputs)[2] if bursts else np.zeros(rows)
+    lone = burst_seconds(a, eff, rules, tp, np.ones(rows), inputs, speculative)[2] if bursts else np.zeros(rows)
     active = np.ones(rows, dtype=bool)
     ahead = dt[:, None]
     last_finished = np.zeros(rows)
@@ -170,18 +177,19 @@ def _fluid_run(  # noqa: PLR0915  # one fluid step shares its arrays; its parts 
         # The step's time: its decode iterations, and the prompts it (re)admitted.
         running = mass.sum(axis=1)
         context = np.where(running > 0, (mass * held).sum(axis=1) / np.maximum(running, 1e-300), inputs)
-        step = np.where(running > 0, _iteration_seconds(a, eff, tp, running, context), 0.0)
+        step = np.where(running > 0, speculative.iteration(a, eff, tp, running, context), 0.0)
         batches, lift = _prompt_seconds(
-            a, eff, rules, tp, (running, context, step), prompt_tokens, prompts, last_finished, dt
-        )
-        seconds = np.where(active, dt * step + np.where(prompt_tokens > 0, lift, 0.0), 0.0)
+            a, eff, rules, tp, (running, context, step), prompt_tokens, prompts, last_finished, iterations,
+            speculative,
+        )  # fmt: skip
+        seconds = np.where(active, iterations * step + np.where(prompt_tokens > 0, lift, 0.0), 0.0)
         # The step's new prompts are packed behind the readmitted ones and wait for their share of the prefill
         # time (a mixing engine's prompt rides in the last of their iterations: its decode counted once).
         prefill = lift + ((batches - 1) * step if rules.mixed else 0.0)
         ahead_share = recomputed / np.maximum(prompt_tokens, 1e-300)
         behind += np.where(active & (prompt_tokens > 0), new * ahead_share * prefill, 0.0)
         if bursts:  # then their own burst (at least one prompt: a trickle comes a prompt at a time)
-            _own_bursts(a, eff, rules, tp, inputs, new, active & waves, lone, own)
+            _own_bursts(a, eff, rules, tp, inputs, new, active & waves, lone, own, speculative)
         waited += queue * seconds
         span += seconds
         # Decode the step: the finishing leave, their clients send the next prompts.
@@ -202,7 +210,7 @@ def _fluid_run(  # noqa: PLR0915  # one fluid step shares its arrays; its parts 
 
 def _own_bursts(
     a: StepArrays, eff: Efficiency, rules: SchedulerRules, tp: np.ndarray, inputs: np.ndarray, new: np.ndarray,
-    rows: np.ndarray, lone: np.ndarray, own: np.ndarray,
+    rows: np.ndarray, lone: np.ndarray, own: np.ndarray, speculative: Rounds,
 ) -> None:  # fmt: skip
     """Add to ``own`` the seconds the ``new`` prompts a step admits on ``rows`` wait for their own burst.
 
@@ -211,7 +219,7 @@ def _own_bursts(
     own += np.where(rows, new * lone, 0.0)
     k = rows & (new > 1)
     if np.any(k):
-        own[k] += new[k] * (burst_seconds(a, eff, rules, tp[k], new[k], inputs[k])[2] - lone[k])
+        own[k] += new[k] * (burst_seconds(a, eff, rules, tp[k], new[k], inputs[k], speculative)[2] - lone[k])
 
 
 def _ages(
@@ -285,7 +293,7 @@ def _readmitted(preempted: np.ndarray, needs: tuple[np.ndarray, ...], rooms: tup
 
 def _prompt_seconds(
     a: StepArrays, eff: Efficiency, rules: SchedulerRules, tp: np.ndarray, decoding: tuple[np.ndarray, ...],
-    prompt_tokens: np.ndarray, prompts: np.ndarray, finished: np.ndarray, dt: np.ndarray,
+    prompt_tokens: np.ndarray, prompts: np.ndarray, finished: np.ndarray, dt: np.ndarray, speculative: Rounds,
 ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """The prefill batches of a step's (re)admitted prompts and the seconds they add to its decode iterations.
 
@@ -313,7 +321,7 @@ def _prompt_seconds(
     piece = np.maximum(length / pieces, 1.0)
     batch = (prompt_tokens / batches, prompt_tokens / batches / piece, prior)
     if rules.mixed:  # the prompts ride in decode iterations
-        return batches, batches * (_iteration_seconds(a, eff, tp, running, context, *batch) - step)
+        return batches, batches * (speculative.iteration(a, eff, tp, running, context, *batch) - step)
     return batches, batches * _iteration_seconds(a, eff, tp, 0, 0, *batch)  # prefill batches run alone
 
 

@@ -19,6 +19,7 @@ from .arrays import StepArrays
 from .engines import Efficiency
 from .iteration import _iteration_seconds, overlapped_prompt_seconds, spread_over_ranks
 from .scheduler import SchedulerRules, whole_prompts
+from .speculation import PLAIN, Rounds
 
 __all__: list[str] = []  # the benchmark model's own parts
 
@@ -183,6 +184,7 @@ class _Scheduler:
     crowd: Any = 1.0  # the other clients' arrivals per iteration, as a multiple of the mixed state's
     peak_load: Any = None  # the prompt load where the queue peaks (:func:`_peak_load`; None: from the clients)
     count: Any = 1.0  # the prompts a decoding request meets per iteration, over (1 - 1/C) n / (O - 1) (:meth:`counted`)
+    speculative: Rounds = PLAIN  # how a decode iteration runs: a plain step or a speculative round (``slots`` of them)
 
     def __post_init__(self) -> None:
         if self.peak_load is None:
@@ -244,21 +246,21 @@ class _Scheduler:
         share = 1.0 - 1.0 / self.clients  # the other clients' part of the load
         drawn = share * self.count  # their prompts per decode iteration, per decoding request and O - 1
         arrive = drawn * self.crowd  # their part of the arrivals (crowded in the rounds after the burst)
-        t_dec = _iteration_seconds(a, eff, tp, n, context)
+        t_dec = self.speculative.iteration(a, eff, tp, n, context)
         t_idle = np.where(n > 0, t_dec, 0.0)
-        t_seen = _iteration_seconds(a, eff, tp, 1.0 + share * n, context)
+        t_seen = self.speculative.iteration(a, eff, tp, 1.0 + share * n, context)
         return _Base(drawn, arrive, t_dec, t_idle, t_seen)
 
     def _mixed(self, n: np.ndarray, base: _Base) -> _Cycle:
         """A mixing engine's iterations: the other clients' prompt chunks ride in the decode iterations."""
         a, eff, tp, inputs, slots, context = self.a, self.eff, self.tp, self.inputs, self.slots, self.context
         drawn, arrive, t_dec, t_idle, t_seen = base
-        rules = self.rules
+        rules, speculative = self.rules, self.speculative
         room = rules.room(n, closed_form=True)
         k = rules.chunks(inputs, n, self.length_cv)
         chunk = inputs / k
         prior = (k - 1) / 2 * chunk
-        added = np.maximum(_iteration_seconds(a, eff, tp, n, context, chunk, 1, prior) - t_idle, 0.0)
+        added = np.maximum(speculative.iteration(a, eff, tp, n, context, chunk, 1, prior) - t_idle, 0.0)
         per_prompt = k * added
         arrivals = arrive * n * k / slots  # chunks landing per iteration
         # Chunks landing together are priced together (a Poisson count of them): under an asynchronous engine
@@ -266,11 +268,15 @@ class _Scheduler:
         # not their sum (eight 128-token prompts beside 1,000 decodes of Llama-3.1-70B FP8 on four H100s add
         # 17 % less each than one alone).
         if eff.overlap or rules.ranks <= 1:
-            expected = overlapped_prompt_seconds(a, eff, tp, n, context, chunk, prior, arrivals, t_idle)
+            # (a speculative round's drafting does not change with the prompts: the verification alone)
+            verify = t_idle - speculative.drafting(eff, tp, n, context)
+            expected = overlapped_prompt_seconds(
+                a, eff, tp, n, context, chunk, prior, arrivals, verify, speculative.verified
+            )
             per_prompt = np.where(arrivals > 1e-9, k * expected / np.maximum(arrivals, 1e-300), per_prompt)
         else:  # a synchronous engine's attention ranks: chunks landing together prefill side by side
             r = rules.ranks
-            together = np.maximum(_iteration_seconds(a, eff, tp, n, context, r * chunk, r, prior) - t_idle, 0.0)
+            together = np.maximum(speculative.iteration(a, eff, tp, n, context, r * chunk, r, prior) - t_idle, 0.0)
             per_prompt = per_prompt * spread_over_ranks(arrivals, r, added, together)
         rate = n / np.maximum(slots * t_seen + drawn * n * per_prompt, 1e-300)
         step = t_seen + drawn * n * per_prompt / slots
@@ -299,7 +305,7 @@ class _Scheduler:
         fill = room if rules.chunked else capacity * inputs  # the tokens of a full iteration
         filled = inputs / fill
         prior_full = np.maximum(inputs - fill, 0.0) / 2
-        full = _iteration_seconds(a, eff, tp, n, context, fill, np.maximum(fill / inputs, 1.0), prior_full)
+        full = speculative.iteration(a, eff, tp, n, context, fill, np.maximum(fill / inputs, 1.0), prior_full)
         service = filled * np.maximum(full, t_dec)  # a prompt's share of full iterations
         return _Cycle(
             k, rate, step, local, own, following, service, carries, t_prompt, per_iteration, filled, full, others, fits,

@@ -575,21 +575,24 @@ def overlapped_prompt_seconds(
     prior: Any,
     arrivals: Any,
     idle: Any,
+    tokens: Any = 1,
 ) -> Any:
     """Seconds prompt chunks add to an iteration on average, ``J ~ Poisson(arrivals)`` chunks of ``chunk`` tokens.
 
-    ``E[iteration_seconds(decode, J chunks) - idle]``, ``idle`` the iteration without them. Where the
+    ``E[iteration_seconds(decode, J chunks) - idle]``, ``idle`` the iteration without them (its decoding
+    sequences carrying ``tokens`` each). Where the
     engine schedules asynchronously an iteration lasts ``max(fixed costs, GPU work)``: the first chunks
     hide under the fixed costs and the next add their GPU time in full, so their cost is not the first
     chunk's times their number. With attention ranks the ``J`` chunks also spread over the ranks
     (``iteration_seconds`` puts ``ceil(J / ranks)`` on the busiest).
     """
-    return _overlap_expectation(a, eff, tensor_parallel, decode, context, chunk, prior, arrivals, idle)[0]
+    return _overlap_expectation(a, eff, tensor_parallel, decode, context, chunk, prior, arrivals, idle, tokens)[0]
 
 
 def _overlap_expectation(
-    a: StepArrays, eff: Efficiency, tp: Any, decode: Any, context: Any, chunk: Any, prior: Any, arrivals: Any, idle: Any
-) -> tuple[Any, Any]:
+    a: StepArrays, eff: Efficiency, tp: Any, decode: Any, context: Any, chunk: Any, prior: Any, arrivals: Any,
+    idle: Any, tokens: Any = 1,
+) -> tuple[Any, Any]:  # fmt: skip
     """:func:`overlapped_prompt_seconds` and what one chunk alone adds (priced on the way)."""
     mu = np.asarray(arrivals, dtype=float)
     decode, context, chunk, prior, idle = (np.asarray(v, dtype=float) for v in (decode, context, chunk, prior, idle))
@@ -608,7 +611,7 @@ def _overlap_expectation(
     # fixed costs falls between two of them at most); none costs nothing.
     sampled = np.array([c for c in _OVERLAP_SAMPLES if 0 < c < top] + [top], dtype=float)
     priced = iteration_seconds(
-        a, eff, tp, decode, context, sampled.reshape(shape) * chunk, sampled.reshape(shape), prior
+        a, eff, tp, decode, context, sampled.reshape(shape) * chunk, sampled.reshape(shape), prior, tokens
     )
     cost = np.concatenate([np.zeros_like(priced[:1]), np.maximum(priced - idle, 0.0)])
     sampled = np.concatenate([[0.0], sampled])

@@ -19,7 +19,7 @@ import numpy as np
 from .._support import count
 from ..errors import InputError
 from ..results import Result
-from ..serving import DEFAULT_ROUTER, ROUTERS, TRACE_COLUMNS, read_trace, router_name
+from ..serving import DEFAULT_ROUTER, ROUTERS, TRACE_COLUMNS, Speculation, read_trace, router_name
 from ..types import Rate, Time
 from ..units import ureg
 from ._common import _time_seconds
@@ -97,6 +97,12 @@ class SimulationSetup(Result):
         Registry files of your own, or their documents (``load_registry(extra=...)``; a plan's
         ``registry_documents``), the ids resolve in besides the packaged one (not a registry object, so
         worker processes can load them too).
+    speculation : Speculation or None
+        Speculative decoding (:class:`~calculator.serving.Speculation`): every decode iteration is a round,
+        priced as the predictor and the sizer price it (:class:`~calculator.performance.speculation.Rounds`),
+        in which each decoding sequence emits its accepted drafts and one token of the target's, the drafted
+        positions passing with their acceptance probabilities (drawn from the seed). The drafter's weights and
+        KV take their share of the cache. ``None``: plain decoding.
     """
 
     model: str
@@ -113,6 +119,7 @@ class SimulationSetup(Result):
     step_scale: float = 1.0
     step_time: Time | None = None
     registry_files: tuple[str | RegistryDocument, ...] = ()
+    speculation: Speculation | None = None
 
     def __post_init__(self) -> None:
         for name in ("tensor_parallel", "expert_parallel", "data_parallel", "pipeline_parallel"):
@@ -131,6 +138,11 @@ class SimulationSetup(Result):
             raise InputError(f"SimulationSetup: 'step_scale' must be > 0, got {self.step_scale!r}")
         if self.step_time is not None:
             _time_seconds("SimulationSetup", "step_time", self.step_time)
+        if self.speculation is not None and not isinstance(self.speculation, Speculation):
+            raise InputError(
+                "SimulationSetup: 'speculation' must be a Speculation (calculator.serving) or None, got "
+                f"{type(self.speculation).__name__}"
+            )
 
 
 @dataclass(frozen=True, repr=False)

@@ -51,6 +51,7 @@ def plan_setup(plan: ServingPlan, step_scale: float = 1.0) -> SimulationSetup:
         max_num_tokens=plan.serving.chunk_size,
         step_scale=step_scale,
         registry_files=plan.registry_documents,
+        speculation=plan.serving.speculation,
     )
 
 
@@ -62,10 +63,8 @@ def _check_plan(plan: Any, function: str) -> Layout:
         raise InputError(f"{function}(): the plan is infeasible ({plan.reason}); there is nothing to simulate")
     if plan.workload is None or plan.targets is None:
         raise InputError(f"{function}(): the plan does not record its workload and targets (make it with size_fleet)")
-    if plan.serving.speculation is not None or plan.serving.prefix_hit_rate > 0:
-        raise InputError(
-            f"{function}(): speculative decoding and prefix caching are not simulated; size the plan without them"
-        )
+    if plan.serving.prefix_hit_rate > 0:
+        raise InputError(f"{function}(): prefix caching is not simulated; size the plan without it")
     return plan.layout
 
 
@@ -207,8 +206,8 @@ def verify_plan(
     Parameters
     ----------
     plan : FleetPlan
-        A feasible plan of :func:`~calculator.fleet.size_fleet` (without speculative decoding or
-        prefix caching, which the simulator does not model).
+        A feasible plan of :func:`~calculator.fleet.size_fleet` (without prefix caching, which the simulator
+        does not model; speculative decoding runs as the plan states it).
     requests : int, optional
         Requests per simulation (default :func:`default_requests` of the plan's replicas).
     seeds : int or sequence of int

@@ -94,6 +94,7 @@ def _frame(raw: dict[str, Any], seed: int, warmup: float, cooldown: float) -> An
             "e2e": finish - raw["sent"],
             "queue_wait": raw["started"] - raw["arrival"],
             "preemptions": raw["preemptions"],
+            "decode_rounds": raw["rounds"],
             "dropped": raw["dropped"],
             "measured": measured & np.isfinite(finish),
         }
@@ -172,7 +173,9 @@ class SimulationResult(Result):
         ran): ``arrival``, ``first_token``, ``finish`` (s from the start),
         ``ttft``, ``tpot`` (NaN for one-token outputs), ``tbt_max`` (longest gap between streamed
         tokens), ``e2e``, ``queue_wait`` (arrival at the engine to first scheduled), ``replica``,
-        ``preemptions``, ``dropped`` and ``measured`` (inside the warm-up/cool-down window).
+        ``preemptions``, ``decode_rounds`` (the decode iterations that emitted its tokens after a prompt's first:
+        one a token, fewer under speculative decoding), ``dropped`` and ``measured`` (inside the
+        warm-up/cool-down window).
     summary : DataFrame
         Rows ``metric`` x ``statistic`` (mean, p50-p99) with ``value`` (s) and a 95 % interval:
         over seeds when there are several, over ten consecutive batches of requests otherwise. The

@@ -20,16 +20,19 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from .speculation import _RoundTokens
+
 if TYPE_CHECKING:
     from ..performance.scheduler import SchedulerRules
+    from .speculation import _Acceptance
 
 __all__: list[str] = []
 
 _WAIT, _PREFILL, _DECODE, _DONE, _DROPPED = 0, 1, 2, 3, 4
 
 #: What an attention rank returns to its replica from :meth:`_ReplicaScheduler.start_iteration`:
-#: (GPU seconds, tokens, sequences, whether a prompt is in the iteration).
-_Load = tuple[float, float, int, bool]
+#: (GPU seconds, tokens, sequences, whether a prompt is in the iteration, the drafting's seconds).
+_Load = tuple[float, float, int, bool, float]
 
 
 class _Requests:
@@ -37,6 +40,7 @@ class _Requests:
 
     __slots__ = (
         "base",
+        "due",
         "filled",
         "finish",
         "first",
@@ -49,6 +53,7 @@ class _Requests:
         "queued",
         "remaining",
         "replica",
+        "rounds",
         "slack",
         "stall",
         "started",
@@ -65,6 +70,8 @@ class _Requests:
         self.filled = [0] * total  # prefilled tokens (KV held while prefilling)
         self.need = [0.0] * total  # KV the admission reserved
         self.join = [0] * total  # decode_count when the request started decoding
+        self.due = [0] * total  # decode_count when it emits its last token
+        self.rounds = [0] * total  # decode iterations that emitted its tokens (after a prompt's own)
         self.base = [0] * total  # KV held when it started decoding
         self.remaining = output[:]  # tokens still to emit
         self.first = [math.nan] * total
@@ -88,6 +95,7 @@ class _Engine(NamedTuple):
     table: Any  # iteration times (steps._StepTable or steps._FixedStep)
     scale: float  # SimulationSetup.step_scale
     ranks: int  # attention ranks of a replica
+    acceptance: _Acceptance | None = None  # speculative decoding: the seed's acceptance draws (None: plain decoding)
 
 
 class _ReplicaScheduler:
@@ -137,8 +145,10 @@ class _ReplicaScheduler:
         "scheduled",
         "scheduled_decodes",
         "slack",
+        "spec",
         "starts",
         "table",
+        "verified",
         "waiting",
     )
 
@@ -155,6 +165,9 @@ class _ReplicaScheduler:
         self.max_seqs, self.capacity = rules.max_sequences, engine.capacity
         self.chunked, self.mixed, self.lagged = rules.chunked, rules.mixed, rules.overlap
         self.table, self.scale, self.ranks = engine.table, engine.scale, engine.ranks
+        # speculative decoding: each decoding sequence's tokens a round, and the tokens it verifies (k + 1)
+        self.spec = None if engine.acceptance is None else _RoundTokens(engine.acceptance)
+        self.verified = 1 if engine.acceptance is None else engine.acceptance.alphas.size + 1
         self.requests, self.release, self.iterations = requests, release, iterations
         self.busy = 0.0
         self.waiting: deque[int] = deque()
@@ -171,7 +184,7 @@ class _ReplicaScheduler:
         # prompts at least a window long)
         self.saved: float = 0
         self.reserved = 0.0  # KV the admission policy has promised the running requests
-        self.decode_count = 0  # decode iterations run (a decoding request advances one token in each)
+        self.decode_count = 0  # decode iterations run (a decoding request advances a token, or a round's, in each)
         self.finish_heap: list[tuple[int, int]] = []
         self.ends: list[float] = []  # iteration end times
         self.decoded: list[bool] = []  # whether the iteration emitted decode tokens
@@ -237,7 +250,9 @@ class _ReplicaScheduler:
         self.slack -= requests.slack[req]
         requests.slack[req] = 0
         if requests.state[req] == _DECODE:
-            emitted = self.decode_count - requests.join[req]
+            ran = self.decode_count - requests.join[req]
+            requests.rounds[req] += ran
+            emitted = ran if self.spec is None else self.spec.leave(req, self.decode_count)
             self.dec_kv -= requests.base[req] + emitted
             if self.rules.window_share:
                 self.saved -= self.rules.window_share * emitted
@@ -281,28 +296,36 @@ class _ReplicaScheduler:
         )
         preempting = False
         if not prefill_only:
-            # Decodes first: each needs one more KV slot; preempt the latest admitted until they fit.
-            while self.n and self.dec_kv + self.pf_kv + self.slack - self.saved + self.n > self.capacity:
+            # Decodes first: each needs KV slots for its tokens (one, or its round's); preempt the latest admitted
+            # until they fit.
+            while self.n and self.dec_kv + self.pf_kv + self.slack - self.saved + self._next_tokens() > self.capacity:
                 self.preempt(now)
                 preempting = True
         decodes = 0 if prefill_only else self.n
+        grown = self._next_tokens() if decodes else 0
         self.scheduled.clear()
         tokens, pairs = 0, 0.0
         if waiting or self.prefilling:
-            tokens, pairs = self._schedule_prompts(now, cutoff, decodes, prefill_only, preempting)
+            tokens, pairs = self._schedule_prompts(now, cutoff, (decodes, grown), prefill_only, preempting)
         if decodes == 0 and tokens == 0:
             self.in_iteration = False
             return None
-        return self._price(now, decodes, tokens, pairs, grouped)
+        return self._price(now, (decodes, grown), tokens, pairs, grouped)
+
+    def _next_tokens(self) -> int:
+        """The tokens the decoding sequences add in the next decode iteration: one each, or their round's."""
+        return self.n if self.spec is None else self.spec.at(self.decode_count + 1)
 
     def _schedule_prompts(
-        self, now: float, cutoff: float, decodes: int, prefill_only: bool, preempting: bool
+        self, now: float, cutoff: float, decoding: tuple[int, int], prefill_only: bool, preempting: bool
     ) -> tuple[int, float]:
         """Fill the empty :attr:`scheduled` with prompt chunks: partly prefilled prompts, then admitted waiting ones.
 
-        Returns the prompt tokens and the sum over them of the tokens each attends to (``pairs``). A request
-        queued after ``cutoff`` is not seen yet; one that can never fit the cache is dropped.
+        ``decoding``: the decoding sequences and the KV tokens they add. Returns the prompt tokens and the sum over
+        them of the tokens each attends to (``pairs``). A request queued after ``cutoff`` is not seen yet; one that
+        can never fit the cache is dropped.
         """
+        decodes, grown = decoding
         requests = self.requests
         todo, filled, queued = requests.todo, requests.filled, requests.queued
         waiting, running, scheduled = self.waiting, self.running, self.scheduled
@@ -330,7 +353,7 @@ class _ReplicaScheduler:
                 requests.state[req] = _DROPPED
                 self._leave(req, now)
                 continue
-            if not self.admissible(req, tokens + decodes):
+            if not self.admissible(req, tokens + grown):
                 break
             chunk = todo[req] if not chunked else min(todo[req], room)
             if not chunked and chunk > room and tokens > 0:
@@ -349,8 +372,12 @@ class _ReplicaScheduler:
             room -= chunk
         return tokens, pairs
 
-    def _price(self, now: float, decodes: int, tokens: int, pairs: float, grouped: bool) -> _Load | None:
-        """Allocate the scheduled chunks and the decodes' slots, price the iteration and (alone) commit it."""
+    def _price(self, now: float, decoding: tuple[int, int], tokens: int, pairs: float, grouped: bool) -> _Load | None:
+        """Allocate the scheduled chunks and the decodes' slots, price the iteration and (alone) commit it.
+
+        ``decoding``: the decoding sequences and the KV tokens they add (one each, or their round's).
+        """
+        decodes, grown = decoding
         filled, slack = self.requests.filled, self.requests.slack
         scheduled = self.scheduled
         rules = self.rules
@@ -364,21 +391,23 @@ class _ReplicaScheduler:
                 self.slack += unused - slack[req]
                 slack[req] = unused
         if decodes:
-            self.dec_kv += decodes
+            self.dec_kv += grown
             if share:
-                self.saved += share * decodes
+                self.saved += share * grown
         r = len(scheduled)
         k = self.ranks if grouped else 1  # a rank's load on every rank: the step model prices its busiest rank
         table = self.table
-        gpu = table.decode(decodes * k, self.dec_kv / decodes if decodes else 0.0)
+        context = self.dec_kv / decodes if decodes else 0.0
+        gpu = table.decode(decodes * k, context)
+        drafting = table.drafting(decodes * k, context) if decodes and self.spec is not None else 0.0
         if tokens:
             prior = max((pairs - tokens * (tokens / r + 1) / 2) / tokens, 0.0)
             gpu += table.prefill(decodes * k, tokens * k, r * k, prior)
             self.passing = table.pass_beyond(decodes * k, tokens * k, r * k, prior) * self.scale
         self.scheduled_decodes = decodes
         if grouped:
-            return gpu, float(decodes + tokens), decodes + r, tokens > 0
-        t = table.total(gpu, decodes + r) * self.scale
+            return gpu, float(decodes * self.verified + tokens), decodes + r, tokens > 0, drafting
+        t = (table.total(gpu, decodes + r) + drafting) * self.scale
         end = now + t
         self.commit(now, end, t)
         heapq.heappush(self.iterations, (end, self.index))
@@ -411,12 +440,15 @@ class _ReplicaScheduler:
         """Decoding requests that emitted their last token in the iteration that ended at ``now`` leave."""
         decode_count = self.decode_count
         requests = self.requests
-        state, join, remaining = requests.state, requests.join, requests.remaining
+        state, due, remaining = requests.state, requests.due, requests.remaining
         heap = self.finish_heap
         while heap and heap[0][0] <= decode_count:
             _, req = heapq.heappop(heap)
-            if state[req] != _DECODE or join[req] + remaining[req] != decode_count:
+            if state[req] != _DECODE or due[req] != decode_count:
                 continue  # preempted since (a stale entry)
+            requests.rounds[req] += decode_count - requests.join[req]
+            if self.spec is not None:
+                self.spec.leave(req, decode_count)
             held = requests.base[req] + remaining[req]
             self.dec_kv -= held
             if self.rules.window_share:
@@ -461,7 +493,10 @@ class _ReplicaScheduler:
             requests.join[req] = self.decode_count
             self.dec_kv += filled[req]
             self.n += 1
-            heapq.heappush(self.finish_heap, (self.decode_count + remaining[req], req))
+            # the decode iterations to its last token: one a token, or the rounds its draws take
+            rounds = remaining[req] if self.spec is None else self.spec.join(req, self.decode_count, remaining[req])
+            requests.due[req] = self.decode_count + rounds
+            heapq.heappush(self.finish_heap, (requests.due[req], req))
         self.scheduled.clear()
 
     def fast_forward(self, now: float, horizon: float) -> tuple[float, int]:
@@ -477,25 +512,36 @@ class _ReplicaScheduler:
         limit = (heap[0][0] if heap else self.decode_count + 1) - self.decode_count - 1
         share = self.rules.window_share
         room = self.capacity - self.dec_kv - self.pf_kv - self.slack + self.saved
-        limit = min(limit, int(room // (n * (1 - share))) - 1 if share < 1 else limit)
+        spec, grown = self.spec, None
+        if spec is None:
+            limit = min(limit, int(room // (n * (1 - share))) - 1 if share < 1 else limit)
+        else:  # the rounds' tokens, as far as the cache holds them
+            grown = spec.within(self.decode_count + 1, limit, room / (1 - share) if share < 1 else float("inf"))
+            limit = len(grown) - 1
         if limit <= 0:
             return now, 0
         running = len(self.running)
         table, scale = self.table, self.scale
         decode = table.decode
+        drafting = None if spec is None else table.drafting
         step, per_sequence, overlap = table.fixed
         fixed = step + per_sequence * n
         ends, starts, kv = self.ends, self.starts, self.kv
         dec_kv, pf_kv, busy = self.dec_kv, self.pf_kv + self.slack - self.saved, self.busy
         done_here = 0
         while done_here < limit:
-            gpu = decode(n, (dec_kv + n) / n)
-            t = (max(fixed, gpu) if overlap else fixed + gpu) * scale
+            g = n if grown is None else grown[done_here]
+            context = (dec_kv + g) / n
+            gpu = decode(n, context)
+            t = max(fixed, gpu) if overlap else fixed + gpu
+            if drafting is not None:
+                t += drafting(n, context)
+            t *= scale
             end = now + t
             if end >= horizon:
                 break
-            dec_kv += n
-            pf_kv -= share * n  # the windowed layers' part of the tokens just decoded, not kept
+            dec_kv += g
+            pf_kv -= share * g  # the windowed layers' part of the tokens just decoded, not kept
             starts.append(now)
             ends.append(end)
             kv.append(dec_kv + pf_kv)
@@ -503,8 +549,8 @@ class _ReplicaScheduler:
             now = end
             done_here += 1
         if done_here:
+            self.saved += share * n * done_here if grown is None else share * (dec_kv - self.dec_kv)
             self.dec_kv, self.busy = dec_kv, busy
-            self.saved += share * n * done_here
             self.decode_count += done_here
             self.decoded.extend([True] * done_here)
             self.batch.extend([running] * done_here)

@@ -27,11 +27,16 @@ from ..routing.policies import _pick_replica  # private: the policies' one pick 
 from ._common import _Deadline
 from .inputs import MAX_KEPT_POINTS, MAX_KEPT_REQUESTS, REQUESTS_PER_SECOND, SimulationSetup, Traffic
 from .scheduler import _DONE, _DROPPED, _Engine, _ReplicaScheduler, _Requests
+from .speculation import _Acceptance
 from .steps import _FixedStep, _StepTable
 
 if TYPE_CHECKING:
     from ..performance import StepArrays
     from ..performance.scheduler import SchedulerRules
+    from ..performance.speculation import Rounds
+
+#: Offsets the acceptance draws' generator from the seed's others (lengths, routing, request paths).
+_ACCEPTANCE_SEED = 15_485_863
 
 __all__: list[str] = []
 
@@ -61,16 +66,22 @@ class _Run:
     batches: bool = False
 
 
-def _limits(setup: SimulationSetup) -> tuple[StepArrays, Any, SchedulerRules, float]:
-    """The step arrays, the engine profile, a replica's scheduling rules and its KV tokens."""
+def _limits(setup: SimulationSetup) -> tuple[StepArrays, Any, SchedulerRules, float, Rounds]:
+    """The step arrays, the engine profile, a replica's scheduling rules, its KV tokens and its decode rounds.
+
+    Under speculative decoding the drafter's weights and KV take their share of the KV tokens, as the predictor
+    and the sizer count them (:class:`~calculator.performance.speculation.Rounds`).
+    """
     from ..performance import engine_profile, kv_capacity_tokens, step_arrays
     from ..performance._common import checked_tp, replica_layout
     from ..performance.scheduler import scheduler_rules
+    from ..performance.speculation import speculative_rounds
     from ..registry import load_registry
 
     registry = load_registry(extra=setup.registry_files)
     ranks = int(setup.data_parallel)
-    tp = checked_tp(registry.model(setup.model), int(setup.tensor_parallel) // ranks, "simulate")
+    model = registry.model(setup.model)
+    tp = checked_tp(model, int(setup.tensor_parallel) // ranks, "simulate")
     profile = engine_profile(setup.engine, registry)
     a = step_arrays(
         setup.model, setup.accelerator, setup.precision, setup.kv_precision, engine=profile, registry=registry
@@ -86,8 +97,13 @@ def _limits(setup: SimulationSetup) -> tuple[StepArrays, Any, SchedulerRules, fl
         max_num_seqs=setup.max_num_seqs,
         kv=a,
     )
-    capacity = float(kv_capacity_tokens(a, profile, setup.tensor_parallel))
-    return a, profile, rules, capacity
+    speculative = speculative_rounds(
+        "simulate", setup.speculation, model, a, setup.precision, setup.kv_precision, profile, registry
+    )
+    capacity = float(
+        speculative.kv_tokens(a, setup.tensor_parallel, kv_capacity_tokens(a, profile, setup.tensor_parallel))
+    )
+    return a, profile, rules, capacity, speculative
 
 
 def _draw(run: _Run) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
@@ -247,11 +263,15 @@ class _RankGroup:
         # experts and their exchange run every rank's tokens together: the busiest rank's time without its
         # share of that (priced as if every rank carried its load), plus that work at the replica's tokens;
         # the ranks' schedulers run side by side.
-        own = max(gpu - table.together(tokens * ranks, tokens * ranks, prefill) for gpu, tokens, _, prefill in working)
+        own = max(
+            gpu - table.together(tokens * ranks, tokens * ranks, prefill) for gpu, tokens, _, prefill, _ in working
+        )
         busiest = max(tokens for _, tokens, *_ in working)
-        prompts = any(prefill for *_, prefill in working)
+        prompts = any(prefill for _, _, _, prefill, _ in working)
         together = own + table.together(sum(tokens for _, tokens, *_ in working), busiest * ranks, prompts)
-        longest = table.total(together, max(sequences for _, _, sequences, _ in working)) * self.scale
+        sequences = max(sequences for _, _, sequences, _, _ in working)
+        # a speculative round's drafting (the busiest rank's) after the verification
+        longest = (table.total(together, sequences) + max(drafting for *_, drafting in working)) * self.scale
         end = now + longest
         for rep, load in zip(self.members, loads, strict=True):
             if load is not None:
@@ -280,7 +300,7 @@ def _simulate_seed(run: _Run, progress: Callable[[float], None] | None = None) -
     if run.deadline.left() <= 0:
         return None
     setup = run.setup
-    a, profile, rules, capacity = _limits(setup)
+    a, profile, rules, capacity, speculative = _limits(setup)
     if capacity < 1:
         raise InputError(
             f"simulate(): the weights of {setup.model} at {setup.precision} leave no KV cache on "
@@ -299,10 +319,14 @@ def _simulate_seed(run: _Run, progress: Callable[[float], None] | None = None) -
     else:
         eff = profile.efficiency_for(a.accelerator)
         longest = float((prompt + output).max()) + 1
-        table = _StepTable(a, eff, int(setup.tensor_parallel), longest, float(max(rules.token_budget, prompt.max())))
+        budget = float(max(rules.token_budget, prompt.max()))
+        table = _StepTable(a, eff, int(setup.tensor_parallel), longest, budget, speculative)
+    acceptance = None  # speculative decoding: each round's accepted drafts, drawn from the seed
+    if speculative.drafter is not None:
+        acceptance = _Acceptance(speculative.positions, speculative.tokens, run.seed + _ACCEPTANCE_SEED)
     # An overlap scheduler builds iteration k while k - 1 runs: it sees the requests that had arrived when
     # k - 1 started (a request arriving during an iteration waits for one more before its own).
-    engine = _Engine(rules, capacity, table, setup.step_scale, ranks)
+    engine = _Engine(rules, capacity, table, setup.step_scale, ranks, acceptance)
     requests = _Requests(prompt.tolist(), output.tolist(), capacity, rules.kv_block)
     overhead = profile.request_overhead.m_as("s")
     arrivals = _Arrivals(run, arrival, overhead)
@@ -421,6 +445,7 @@ def _result(
         "replica": np.array(requests.replica),
         "stall": np.array(requests.stall),
         "preemptions": np.array(requests.preempted),
+        "rounds": np.array(requests.rounds),
         "dropped": np.array([s == _DROPPED for s in requests.state]),
         "ends": [np.array(r.ends) for r in reps],
         "decoded": [np.array(r.decoded, dtype=bool) for r in reps],

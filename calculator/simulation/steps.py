@@ -1,7 +1,9 @@
 """Iteration times of one replica: :func:`calculator.performance.iteration_seconds` read from tables.
 
 Exact in the decode count, within 1 % in context length, interpolated in the prefill tokens; or one
-fixed time for every iteration (``SimulationSetup.step_time``).
+fixed time for every iteration (``SimulationSetup.step_time``). Under speculative decoding an iteration is
+a round (:class:`~calculator.performance.speculation.Rounds`): the verification's tables carry ``k + 1``
+tokens a decoding sequence, and the drafting is a table of its own.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     from ..performance import StepArrays
+    from ..performance.speculation import Rounds
 
 __all__: list[str] = []
 
@@ -46,6 +49,9 @@ class _FixedStep:
     def total(self, gpu: float, sequences: int) -> float:
         return gpu
 
+    def drafting(self, n: int, context: float) -> float:
+        return 0.0
+
     def together(self, tokens: float, padded: float, prefill: bool) -> float:
         return 0.0
 
@@ -59,14 +65,22 @@ class _StepTable:
     context bins 1 % apart. Prompt tokens add ``iteration_seconds(n, c, P, r, q) -
     iteration_seconds(n, c, 0)``, which under kernel pricing does not depend on ``c`` (decode
     attention is the same on both sides): a table per ``(r, q)`` bin over ``n`` bins and a grid of
-    ``P``, interpolated linearly in ``P``. Rows are computed on first use, vectorized.
+    ``P``, interpolated linearly in ``P``. Rows are computed on first use, vectorized. Under ``speculative``
+    rounds the tables are the verification's (``k + 1`` tokens a decoding sequence) and :meth:`drafting` the
+    drafter's ``k`` steps or passes, added to the round beside the fixed costs (its own fixed costs included).
     """
 
-    def __init__(self, arrays: StepArrays, efficiency: Any, tp: int, max_context: float, max_prefill: float):
-        from ..performance import iteration_seconds
+    def __init__(
+        self, arrays: StepArrays, efficiency: Any, tp: int, max_context: float, max_prefill: float,
+        speculative: Rounds | None = None,
+    ):  # fmt: skip
+        from ..performance.speculation import PLAIN
         from ..units import Q_
 
-        self._price = iteration_seconds
+        self.speculative = speculative or PLAIN
+        self._price = self.speculative.verify
+        self._efficiency = efficiency  # the drafter's steps carry the engine's fixed costs (a draft model's)
+        self._drafts: dict[int, list[float]] = {}
         step, per_sequence = efficiency.fixed_seconds
         #: (per-iteration cost, per-sequence cost, whether they overlap the GPU work)
         self.fixed = (step, per_sequence, bool(efficiency.overlap))
@@ -88,6 +102,15 @@ class _StepTable:
         if row is None:
             row = self._price(self.a, self.eff, self.tp, n, self._ctx).tolist()
             self._rows[n] = row
+        k = int(math.log(context) * self._kc + 0.5) if context >= 1 else 0
+        return row[k] if k < len(row) else row[-1] * context / self._ctx[-1]
+
+    def drafting(self, n: int, context: float) -> float:
+        """Seconds the drafter takes a round of ``n`` decoding sequences holding ``context`` tokens on average."""
+        row = self._drafts.get(n)
+        if row is None:
+            row = self.speculative.drafting(self._efficiency, self.tp, n, self._ctx).tolist()
+            self._drafts[n] = row
         k = int(math.log(context) * self._kc + 0.5) if context >= 1 else 0
         return row[k] if k < len(row) else row[-1] * context / self._ctx[-1]
 

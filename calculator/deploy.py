@@ -7,22 +7,14 @@ token budget (the plan's chunk size, else the profile's default for the accelera
 the engine documents: the registry's engine entry names it (``launch_flags``, option -> flag) with the page
 it was read in (its sources; ``DOCUMENTED_FLAGS`` for the packaged engines).
 
-The weights (:func:`weights_source`): 16-bit plans load the model's own Hugging Face checkpoint; a
-quantized plan loads the registry's checkpoint at that precision (``Model.checkpoints``, each with its
-source; vLLM and SGLang read its quantization from its config), or, for FP8 without one, the 16-bit
-checkpoint quantized at load time (``--quantization fp8``, vLLM and SGLang). A precision no engine can
-reach at load time without a checkpoint (FP4, INT4, and any quantized plan on TensorRT-LLM, which loads
-pre-quantized ModelOpt checkpoints only) is an :class:`~calculator.errors.InputError` that says how to
-add one, never a command that loads other weights than the plan fitted. The KV cache is set explicitly
-wherever the engine's default could differ from the plan (``--kv-cache-dtype``; TensorRT-LLM's
-``kv_cache_config`` in the options YAML that the command writes first).
-
-:func:`kubernetes_manifest` wraps the command into a Deployment of ``plan.replicas`` pods with
-``plan.layout.stage_gpus`` GPUs each (a ConfigMap carries TensorRT-LLM's options file) and a
-HorizontalPodAutoscaler sketch. A plan sized with speculative decoding gets the engine's settings for its
-method and draft length (vLLM's ``--speculative-config``, SGLang's ``--speculative-algorithm``,
-TensorRT-LLM's ``speculative_config``): the plan's draft model, the model's own multi-token-prediction
-layers, or an EAGLE-3 head (whose repository the command leaves to fill in, :data:`EAGLE_HEAD`).
+The weights (:func:`weights_source`): the model's own checkpoint at 16 bits, the registry's checkpoint at a
+quantized precision (``Model.checkpoints``), or for FP8 without one the 16-bit checkpoint quantized at load
+time (vLLM, SGLang). Anything else is an :class:`~calculator.errors.InputError` saying how to add a checkpoint,
+never a command that loads other weights than the plan fitted. The KV cache is set wherever the engine's
+default could differ from the plan. :func:`kubernetes_manifest` wraps the command into a Deployment of
+``plan.replicas`` pods (a ConfigMap carries TensorRT-LLM's options file) and a HorizontalPodAutoscaler sketch.
+Speculative decoding gets the engine's settings for its method and draft length: the draft model, the model's
+own multi-token-prediction layers, or an EAGLE-3 head (its repository left to fill in, :data:`EAGLE_HEAD`).
 """
 
 from __future__ import annotations

@@ -52,11 +52,9 @@ __all__ = [
     "gemm_seconds",
     "generic_efficiency",
     "grouped_gemm_seconds",
-    "measured_wide_moe",
     "moe_seconds",
     "prefill_attention_seconds",
     "tables_for",
-    "wide_layout_seconds",
     "wide_moe_seconds",
 ]
 

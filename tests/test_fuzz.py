@@ -106,7 +106,7 @@ def test_a_count_is_a_whole_number_in_range_or_an_input_error(value):
 BUILDING_BLOCKS = frozenset(
     {
         "ceil", "exp", "floor", "log", "sqrt", "minimum", "maximum", "per", "var", "check_domain",
-        "moe_seconds", "prefill_attention_seconds", "decode_attention_seconds", "iteration_seconds",
+        "moe_seconds", "wide_moe_seconds", "prefill_attention_seconds", "decode_attention_seconds", "iteration_seconds",
         "flatten", "frame_columns", "parse_label", "column_label", "plain", "describe_value", "shown",
         "alias_for", "alias_unit", "alias_dimension", "fit_profiles", "prediction_errors", "calibrate",
         "fit_client_overheads",

@@ -264,14 +264,11 @@ def closed_loop_seconds(  # noqa: PLR0913  # the benchmark model's entry point: 
     # followed below), the slot wait adds to the arriving prompt's, as much as the clients beyond fall short of one.
     admitted = overhead + steady.admitted + leftover
     admitted = admitted + np.maximum(first - admitted, 0.0) / requests_per_client
-    tpot = steady.step  # a decode iteration (a round under speculation; the TPOT is its share of each token, below)
-    rate = steady.rate
+    tpot, rate = steady.step, steady.rate  # a decode iteration (a round under speculation; TPOT its share, below)
     waves = _waves(arrivals, clients.shape)
     if np.any(waves):
-        wave_ttft, wave_tpot, wave_rate = _in_waves(
-            scheduler, (burst_iterations, mean_iteration, t_burst), first, requests_per_client
-        )
-        ttft, tpot, rate = (np.where(waves, w, d) for w, d in ((wave_ttft, ttft), (wave_tpot, tpot), (wave_rate, rate)))
+        waved = _in_waves(scheduler, (burst_iterations, mean_iteration, t_burst), first, requests_per_client)
+        ttft, tpot, rate = (np.where(waves, w, d) for w, d in zip(waved, (ttft, tpot, rate), strict=True))
     # Clients beyond what the engine holds wait for a slot (Little's law at the engine's rate). The first
     # round's prompts all arrive at once and leave the queue one by one as slots free, so they wait half as
     # long on average (the first get a slot at once); every later round meets the full queue.

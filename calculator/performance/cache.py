@@ -115,9 +115,7 @@ def _fluid_run(  # noqa: PLR0915  # one fluid step shares its arrays; its parts 
     decode iterations and prompts, and decodes: the finishing leave and their clients send the next prompts.
     """
     tp, inputs, outputs, clients, length_cv, kv_tokens, waves, rounds = followed
-    total = clients * requests_per_client
-    res = rules.output_reservation
-    max_seqs = rules.max_sequences
+    total, res, max_seqs = clients * requests_per_client, rules.output_reservation, rules.max_sequences
     steps_per_output, dt, bins, stay, left, held, want, grow = _ages(inputs, outputs, length_cv, rounds, rules)
     iterations = dt / speculative.tokens  # decode iterations a step
     fresh = rules.admission_tokens(inputs, outputs, length_cv)

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from .arrays import StepArrays
     from .engines import Efficiency, EngineProfile
 
-__all__ = ["PLAIN", "Rounds", "check_speculation", "drafter_kv_share", "speculative_rounds"]
+__all__: list[str] = []  # the speculative round shared by the predictor, the sizer and the simulator
 
 #: No fixed cost: a head's passes run inside the target's iteration.
 _NO_TIME = Q_(0.0, "s")

@@ -380,12 +380,6 @@ def launch_command(plan: FleetPlan, engine: str, *, registry: Registry | None = 
     if plan.engine != name:
         notes.append(f"the plan was sized with the {plan.engine} engine profile, not {name}'s")
     layout, _ = _parts(plan)
-    if name == "vllm" and profile.efficiency.overlap and layout.pipeline_parallel > 1:
-        notes.append(
-            "vLLM schedules synchronously with pipeline parallelism (0.14.0 turns asynchronous scheduling off and "
-            "refuses --async-scheduling there, config/vllm.py): the plan's step times assumed asynchronous "
-            "scheduling and are short by the engine's fixed costs per iteration"
-        )
     stages = layout.pipeline_parallel
     if stages > 1:  # pipeline stages of the tensor-parallel GPUs, each with its share of the layers
         flags[f["pipeline_parallel"]] = str(stages)
@@ -424,7 +418,9 @@ def _replica_flags(
         staged = plan.layout.pipeline_parallel > 1
         if profile.efficiency.overlap and (spec is None or spec.method != "draft") and not staged:
             # the plan's step times assume asynchronous scheduling: the 0.14.0 default (with EAGLE and MTP drafting
-            # too, not with a draft model), explicit for 0.11-0.13; vLLM refuses it with pipeline parallelism
+            # too, not with a draft model), explicit for 0.11-0.13. vLLM refuses it with pipeline parallelism, where its
+            # batch queue holds a batch per stage (max_concurrent_batches, v1/executor/multiproc_executor.py) and
+            # schedules the next while the others run: the overlap the plan priced
             flags[f["async_scheduling"]] = None
         return flags, (repo,)
     if name == "sglang":

@@ -234,6 +234,17 @@ def test_the_flags_are_the_registrys_engine_data(fp8_plan, tmp_path):
         launch_command(staged, "trtllm", registry=reg)
 
 
+def test_vllm_with_pipeline_stages_gets_no_asynchronous_scheduling_flag(chunked_plan):
+    # vLLM 0.14 refuses --async-scheduling with pipeline parallelism (config/vllm.py); its batch queue of a batch per
+    # stage overlaps the scheduling instead (max_concurrent_batches, v1/executor/multiproc_executor.py)
+    staged = dataclasses.replace(
+        chunked_plan, layout=dataclasses.replace(chunked_plan.layout, pipeline_parallel=2), gpus=chunked_plan.gpus * 2
+    )
+    config = launch_command(staged, "vllm")
+    assert config.flags["--pipeline-parallel-size"] == "2" and "--async-scheduling" not in config.arguments
+    assert "--async-scheduling" in launch_command(chunked_plan, "vllm").arguments
+
+
 def test_an_infeasible_plan_or_an_unknown_engine_is_an_input_error(fp8_plan):
     with pytest.raises(InputError, match="infeasible"):
         launch_command(FleetPlan(False, "no accelerator fits"), "vllm")

@@ -609,11 +609,8 @@ def predict_benchmark(  # noqa: PLR0913  # public entry point: its keyword optio
         Pipeline stages, each of ``tensor_parallel x data_parallel`` GPUs with its share of the layers
         (:func:`~calculator.performance.decode_step_time`); at most the model's layers.
     redundant_experts : int, default 0
-        For a mixture of experts under expert parallelism: copies of routed experts an expert-parallel load
-        balancer places beside the logical ones (vLLM's EPLB ``num_redundant_experts``, SGLang's
-        ``--ep-num-redundant-experts``, TensorRT-LLM's ``num_slots`` minus the experts); each GPU then holds
-        ``(experts + redundant_experts) / expert_parallel`` of them, and SGLang and TensorRT-LLM need that sum to
-        divide evenly (vLLM places experts unevenly without copies).
+        Copies of routed experts an expert-parallel load balancer places beside the logical ones
+        (:func:`~calculator.performance.decode_step_time`).
     speculation : Speculation, optional
         Speculative decoding (:class:`~calculator.serving.Speculation`): a draft model, the model's MTP layers or
         an EAGLE head drafts ``k`` tokens a round, which the target verifies in one iteration. A decode

@@ -274,10 +274,13 @@ def _hf_name(model: Any) -> str:
 _ONLINE = {"vllm": {"fp8"}, "sglang": {"fp8"}, "trtllm": set()}
 
 
-def weights_source(model: ModelRef, precision: str, engine: str, *, registry: Registry | None = None) -> WeightsSource:
+def weights_source(
+    model: ModelRef, precision: str, engine: str, *, registry: Registry | None = None, served: str = ""
+) -> WeightsSource:
     """The checkpoint ``engine`` loads to run ``model``'s weights at ``precision``, and how.
 
-    16-bit weights: the model's own checkpoint. Quantized: the registry's checkpoint at that precision,
+    16-bit weights: the model's own checkpoint (``served``: the repository the plan was named by, one of the
+    model's aliases; default its first). Quantized: the registry's checkpoint at that precision,
     else (FP8 on vLLM and SGLang) the 16-bit checkpoint quantized at load time. Anything else is an
     :class:`~calculator.errors.InputError` saying how to add a checkpoint.
 
@@ -297,7 +300,9 @@ def weights_source(model: ModelRef, precision: str, engine: str, *, registry: Re
     model = model_of(model, registry)
     engine = _engine_name(engine)
     name = check_precision(precision)
-    own = _hf_name(model)
+    if not isinstance(served, str) or (served and served not in model.aliases):
+        raise InputError(f"weights_source(): argument 'served' must be one of {model.id}'s aliases, got {served!r:.80}")
+    own = served or _hf_name(model)  # the repository the plan was named by, else the entry's
     if PRECISIONS[name] >= 16:
         native = next((c for c in model.checkpoints if c.repo == own), None)
         if native is not None:  # the model is published quantized (DeepSeek-V3 in FP8, gpt-oss in MXFP4)
@@ -369,7 +374,7 @@ def launch_command(plan: FleetPlan, engine: str, *, registry: Registry | None = 
     f = _Flags(name, {option: flag for option, (flag, _) in documented.items()})
     model = reg.model(plan.model)
     device = reg.accelerator(plan.accelerator)
-    weights = weights_source(model, plan.precision, name, registry=reg)
+    weights = weights_source(model, plan.precision, name, registry=reg, served=plan.served_model)
     kv = check_precision(plan.kv_precision or "bf16", "kv_precision")
     notes = [_online_note(model, plan, device)] if weights.method == "online" else []
     options: dict[str, Any] = {}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import shlex
 
 import pytest
@@ -21,6 +22,7 @@ from calculator import (
     kubernetes_manifest,
     launch_command,
     size_fleet,
+    weights_source,
 )
 from calculator.cli import app
 from calculator.errors import InputError
@@ -374,3 +376,33 @@ def test_the_issue_command_emits_the_fp8_weights_it_planned():
     assert kv == {"fp8": "fp8"}.get(plan["kv_precision"], "auto")
     trt = CliRunner().invoke(app, [*arguments, "--emit", "trtllm"])
     assert trt.exit_code != 0 and "checkpoints" in trt.output and "Traceback" not in trt.output
+
+
+def test_the_command_serves_the_repository_the_plan_was_named_by():
+    # Issue 54, item 4: named by its instruct repository, Llama-3.1-70B resolves to the registry entry whose first
+    # repository alias is the base model; the plan keeps the name, and 16-bit and load-time FP8 weights serve it.
+    named = size_fleet(
+        "meta-llama/Llama-3.1-70B-Instruct", Workload(Q_(5, "request/s"), 1024, 256), Targets(Q_(1, "s"), Q_(50, "ms")),
+        SearchSpace("h100-sxm", "bf16"), engine="vllm",
+    )  # fmt: skip
+    assert named.feasible and named.served_model == "meta-llama/Llama-3.1-70B-Instruct"
+    assert launch_command(named, "vllm").arguments[2] == "meta-llama/Llama-3.1-70B-Instruct"
+    assert "meta-llama/Llama-3.1-70B-Instruct" in kubernetes_manifest(named, "vllm")
+    assert FleetPlan.from_json_dict(json.loads(json.dumps(named.to_json_dict()))).served_model == named.served_model
+    by_id = _plan("llama-3.1-70b", engine="vllm")
+    assert (
+        by_id.served_model == "" and weights_source("llama-3.1-70b", "fp8", "vllm").repo == "meta-llama/Llama-3.1-70B"
+    )
+    online = weights_source("llama-3.1-70b", "fp8", "vllm", served="meta-llama/Llama-3.1-70B-Instruct")
+    assert (online.repo, online.method) == ("meta-llama/Llama-3.1-70B-Instruct", "online")
+    # a plan file whose name is not one of the model's aliases launches nothing
+    tampered = dataclasses.replace(named, served_model="evil/model; rm -rf /")
+    with pytest.raises(InputError, match=r"argument 'served' must be one of llama-3\.1-70b's aliases"):
+        launch_command(tampered, "vllm")
+
+
+def test_size_emit_serves_the_named_instruct_model():
+    args = ["size", "meta-llama/Llama-3.1-70B-Instruct", *SIZING[1:], "--price", "4", "--engine", "vllm"]
+    result = CliRunner().invoke(app, [*args, "--emit", "vllm"])
+    assert result.exit_code == 0, result.output
+    assert "vllm serve meta-llama/Llama-3.1-70B-Instruct " in result.stdout

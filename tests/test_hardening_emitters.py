@@ -115,7 +115,7 @@ def _force(monkeypatch, name: str) -> None:
     monkeypatch.setattr(
         deploy,
         "weights_source",
-        lambda model, precision, engine, registry=None: deploy.WeightsSource(name, precision, "checkpoint"),
+        lambda model, precision, engine, registry=None, served="": deploy.WeightsSource(name, precision, "checkpoint"),
     )
 
 

@@ -204,6 +204,10 @@ class FleetPlan(Result):
         Why the plan is what it is (binding constraint), or why nothing is feasible.
     model, accelerator, precision, engine : str
         The chosen configuration.
+    served_model : str
+        The Hugging Face repository the model was named by where that is one of its registry aliases
+        (``meta-llama/Llama-3.1-70B-Instruct`` for ``llama-3.1-70b``): the launch serves it at 16 bits. "": the
+        entry's own first repository alias.
     kv_precision : str
         The KV cache's precision the plan assumed: the one asked for, or the engine's default for the
         weights (:func:`~calculator.performance.kv_cache_precision`).
@@ -284,6 +288,7 @@ class FleetPlan(Result):
     rejections: tuple[Rejection, ...] = ()
     simulated_replicas: int | None = None
     verification: PlanVerification | None = None
+    served_model: str = ""
 
     def _frame_values(self) -> dict[str, Any]:
         """The fields, an absent part (an infeasible plan's) as its fields missing: frames of plans line up."""

@@ -78,6 +78,7 @@ class _Problem:
     batches: np.ndarray
     families: tuple[_Family, ...]
     beyond: str = ""
+    named: str = ""  # the Hugging Face repository the model was named by (one of its aliases), served as named
 
     @classmethod
     def of(
@@ -113,7 +114,20 @@ class _Problem:
             usable = [d for d in wider if entry.attention_heads % d == 0]  # type: ignore[operator]
             tps = np.unique(np.concatenate([tps, np.asarray(usable, dtype=float)]))
             families += _pipeline_families(families, wider)
-        return cls(entry, workload, targets, space, serving, costs, reg, profile, tps, batches, tuple(families), beyond)
+        named = _named_repository(model, entry)
+        parts = (entry, workload, targets, space, serving, costs, reg, profile, tps, batches, tuple(families))
+        return cls(*parts, beyond, named)
+
+
+def _named_repository(model: ModelRef, entry: Model) -> str:
+    """The Hugging Face repository ``model`` names, as the registry spells it, where it is one of ``entry``'s aliases.
+
+    ``meta-llama/Llama-3.1-70B-Instruct`` resolves to the entry ``llama-3.1-70b``, whose first repository alias is
+    the base model: the plan serves the instruct checkpoint it was asked about. "" for an id or an object.
+    """
+    if not isinstance(model, str) or "/" not in model:
+        return ""
+    return next((alias for alias in entry.aliases if "/" in alias and alias.lower() == model.lower()), "")
 
 
 def _beyond_context(model: Any, workload: Workload) -> str:

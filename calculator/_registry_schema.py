@@ -611,6 +611,11 @@ class Engine(Entry):
         description="the first release whose automatic KV-cache dtype takes the KV cache a quantized checkpoint "
         "declares (a benchmark row of an older release runs the model dtype, BF16); none: no release changed it",
     )
+    online_quantization: list[Precision] | None = Field(
+        None,
+        description="weight precisions the engine reaches from a 16-bit checkpoint at load time (its --quantization), "
+        "loading the 16-bit weights first (None: none, it loads pre-quantized checkpoints only)",
+    )
     draft_model_speculation: bool | None = Field(
         None,
         description="the engine runs speculative decoding with a separate draft model (None: not documented, it does)",

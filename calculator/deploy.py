@@ -270,10 +270,6 @@ def _hf_name(model: Any) -> str:
     return next((alias for alias in getattr(model, "aliases", ()) if "/" in alias), model.id)
 
 
-#: Weight precisions an engine reaches from a 16-bit checkpoint at load time (``--quantization``).
-_ONLINE = {"vllm": {"fp8"}, "sglang": {"fp8"}, "trtllm": set()}
-
-
 def weights_source(
     model: ModelRef, precision: str, engine: str, *, registry: Registry | None = None, served: str = ""
 ) -> WeightsSource:
@@ -317,7 +313,9 @@ def weights_source(
         return WeightsSource(
             checkpoint.repo, name, "checkpoint", checkpoint.kv_cache, checkpoint.source, checkpoint.format
         )
-    if name in _ONLINE[engine]:
+    from .performance import engine_profile
+
+    if name in engine_profile(engine, registry).online_quantization:
         return WeightsSource(own, name, "online")
     label = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}[engine]
     how = (

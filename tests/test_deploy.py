@@ -406,3 +406,21 @@ def test_size_emit_serves_the_named_instruct_model():
     result = CliRunner().invoke(app, [*args, "--emit", "vllm"])
     assert result.exit_code == 0, result.output
     assert "vllm serve meta-llama/Llama-3.1-70B-Instruct " in result.stdout
+
+
+def test_the_sizer_chooses_no_plan_its_launch_cannot_load():
+    # Issue 54, item 4: Llama-3.1-70B has no FP8 checkpoint in the registry, so vLLM and SGLang load the 16-bit
+    # weights and quantize them as they load: 141.1 GB of them (70.55e9 parameters x 2 bytes) on one H200 exceed
+    # what either memory policy uses (vLLM: 0.9 x 150.3 GB less 2 GB; SGLang: its static fraction), so one GPU is
+    # rejected for that reason and the plan takes two, which its command can load.
+    workload, targets = Workload(Q_(5, "request/s"), 1024, 256), Targets(Q_(2, "s"), Q_(60, "ms"))
+    for engine in ("vllm", "sglang"):
+        plan = size_fleet("llama-3.1-70b", workload, targets, SearchSpace("h200-sxm", "fp8"), engine=engine)
+        assert plan.feasible and plan.layout.tensor_parallel >= 2, engine
+        reason = plan.rejected["h200-sxm/fp8/tp1"]
+        assert reason.startswith("load: the engine loads the 16-bit checkpoint (no fp8 checkpoint in the registry)")
+        assert "141.1 GB of 16-bit weights per device" in reason
+        assert weights_source("llama-3.1-70b", "fp8", engine).method == "online"
+    # A model with an FP8 checkpoint loads it as it runs: no such rejection.
+    small = size_fleet("llama-3.1-8b", workload, targets, SearchSpace("h200-sxm", "fp8"), engine="vllm")
+    assert not any(r.code == "load" for r in small.rejections)

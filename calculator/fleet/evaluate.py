@@ -73,6 +73,9 @@ class _Family:
     draft: StepArrays | None  # the drafter of speculative decoding: a draft model, or a head (StepArrays.draft_head)
     moe_layout: str = "tensor"  # a mixture of experts: experts split by TP, spread (EP = TP), or attention ranks
     stages: int = 1  # pipeline stages: a replica of the grid's GPUs runs them over this many stages
+    #: The 16-bit weights the engine loads before quantizing them at load time (no checkpoint at the family's
+    #: precision: EngineProfile.online_quantization), laid out as ``arrays``; None: it loads what it runs.
+    loaded: StepArrays | None = None
 
     def key_at(self, tp: int) -> str:
         """The family at one replica size in rejections: ``accelerator/precision/tpN`` (``/dpN/epN``, ``/ppN``)."""
@@ -839,10 +842,13 @@ def _families(model: Any, space: SearchSpace, costs: Costs, speculation: Specula
             arrays = _shared_arrays(model, device, precision, kv, engine, reg)
             draft = _shared_arrays(draft_model, device, precision, kv, engine, reg) if draft_model else None
             name, tdp = check_precision(precision), device.tdp.m_as("W")
+            online = name in engine.online_quantization and model.checkpoint(name) is None
+            sixteen = _shared_arrays(model, device, "bf16", kv, engine, reg) if online else None
             for layout in space.moe_layouts if arrays.experts > 1 else ("tensor",):
                 laid = _laid_out(arrays, layout)
                 drafter = _head(laid, method) if method in ("mtp", "eagle") else draft
-                out.append(_Family(device.id, name, laid, hourly, tdp, drafter, layout))
+                loaded = _laid_out(sixteen, layout) if sixteen is not None else None
+                out.append(_Family(device.id, name, laid, hourly, tdp, drafter, layout, loaded=loaded))
     return out
 
 
@@ -864,7 +870,10 @@ def _pipeline_families(families: list[_Family], degrees: list[int]) -> list[_Fam
         if family.moe_layout != "tensor" or a.scale_out_bandwidth <= 0 or not np.isfinite(a.node_gpus):
             continue
         for stages in sorted({int(d // a.node_gpus) for d in degrees if d % a.node_gpus == 0 and d > a.node_gpus}):
-            out.append(dataclasses.replace(family, arrays=a.with_pipeline_parallel(stages), stages=stages))
+            loaded = family.loaded.with_pipeline_parallel(stages) if family.loaded is not None else None
+            out.append(
+                dataclasses.replace(family, arrays=a.with_pipeline_parallel(stages), stages=stages, loaded=loaded)
+            )
     return out
 
 

@@ -121,7 +121,9 @@ class Rejection(Result):
     accelerator, precision : str
     tensor_parallel : int
     code : str
-        ``"memory"`` (the weights and one sequence's KV cache do not fit), ``"batch"`` (one sequence fits,
+        ``"memory"`` (the weights and one sequence's KV cache do not fit), ``"load"`` (the engine quantizes the
+        16-bit checkpoint as it loads it and its memory policy cannot hold the 16-bit weights), ``"batch"`` (one
+        sequence fits,
         but the KV cache holds fewer than every batch cap searched), ``"tpot"``, ``"ttft"``
         or ``"tbt"`` (no batch cap meets that target), ``"joint"`` (each target is met by some cap,
         none meets all), ``"fleet_size"`` (the load needs more GPUs than the sizer plans, ``MAX_FLEET_GPUS``),
@@ -156,6 +158,12 @@ class Rejection(Result):
             return (
                 f"memory: {weights:,.1f} GB of weights and {kv:,.3g} GB of one sequence's KV cache per device "
                 f"exceed the {usable:,.1f} GB usable"
+            )
+        if self.code == "load":
+            return (
+                f"load: the engine loads the 16-bit checkpoint (no {self.precision} checkpoint in the registry) and "
+                f"quantizes it as it loads; {v['weights_per_device'].m_as('GB'):,.1f} GB of 16-bit weights per device "
+                f"exceed the {v['usable_per_device'].m_as('GB'):,.1f} GB its memory policy uses"
             )
         if self.code == "batch":
             return (

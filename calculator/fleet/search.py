@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..performance import EngineProfile
+from ..performance import EngineProfile, usable_kv_bytes
 from ..uncertainty import kernel_basis, prediction_interval
 from ..units import Q_
 from ._common import HOURS, MAX_FLEET_GPUS, _fleet_costs
@@ -274,6 +274,8 @@ class _Search:
                     else ("nodes", {"node_gpus": int(family.arrays.node_gpus)})
                 )
                 out[f, i] = Rejection(key, family.accelerator, family.precision, int(tp), code, values)
+            elif family.loaded is not None and (load := _load_rejection(family, int(tp), self.profile)) is not None:
+                out[f, i] = load
             elif not fits[i].any():
                 weights = _weights_per_device(family, stage_tp[i], self.serving)
                 usable = _usable_per_device(family, self.profile)
@@ -417,6 +419,24 @@ def _why(family: _Family, tp: int, e: Evaluation, ok: _Masks, targets: Targets, 
     if not (fits & ok_tbt).any():
         return Rejection(key, **record, code="tbt")
     return Rejection(key, **record, code="joint")
+
+
+def _load_rejection(family: _Family, tp: int, profile: EngineProfile) -> Rejection | None:
+    """Why a replica of ``tp`` GPUs cannot load the 16-bit weights it quantizes at load time, or None where it can.
+
+    The engine loads the 16-bit checkpoint and quantizes it as it loads (no checkpoint at the family's precision):
+    its memory policy must hold the 16-bit weights (``usable_kv_bytes`` of them above zero), as a launch command
+    that quantizes online needs.
+    """
+    loaded = family.loaded
+    assert loaded is not None
+    stage = float(family.stage_tp(np.asarray([float(tp)]))[0])
+    left = float(np.asarray(usable_kv_bytes(loaded, profile, stage)).reshape(-1)[0])
+    if left > 0:
+        return None
+    weights = float(np.asarray(loaded.weights_per_device(stage)).reshape(-1)[0])
+    values = {"weights_per_device": Q_(weights, "B"), "usable_per_device": Q_(weights + left, "B")}
+    return Rejection(family.key_at(tp), family.accelerator, family.precision, tp, code="load", values=values)
 
 
 def _memory_rejection(

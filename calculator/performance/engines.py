@@ -205,6 +205,9 @@ class EngineProfile(Result):
         ranks holding one more: vLLM); False: the placed experts must divide evenly (SGLang, TensorRT-LLM).
     draft_model_speculation : bool
         Whether the engine runs speculative decoding with a separate draft model (vLLM 0.14 does not).
+    online_quantization : tuple of str
+        Weight precisions the engine reaches from a 16-bit checkpoint at load time, loading the 16-bit weights
+        first (vLLM's and SGLang's ``--quantization fp8``); empty: pre-quantized checkpoints only (TensorRT-LLM).
     fitted_releases : tuple of str
         The releases whose benchmarks the fitted costs came from (registry ``fitted_releases``).
     async_scheduling_since, kv_declaration_since : str or None
@@ -253,6 +256,7 @@ class EngineProfile(Result):
     fitted_releases: tuple[str, ...] = ()
     uneven_experts: bool = False
     draft_model_speculation: bool = True
+    online_quantization: tuple[str, ...] = ()
     async_scheduling_since: str | None = None
     kv_declaration_since: str | None = None
     release: str | None = None
@@ -469,6 +473,7 @@ def profile_from_entry(entry: Any, sources: Mapping[str, Any]) -> EngineProfile:
         fitted_releases=tuple(entry.fitted_releases or ()),
         uneven_experts=bool(entry.uneven_experts),
         draft_model_speculation=entry.draft_model_speculation is not False,
+        online_quantization=tuple(entry.online_quantization or ()),
         async_scheduling_since=entry.async_scheduling_since,
         kv_declaration_since=entry.kv_declaration_since,
     )

@@ -340,6 +340,17 @@ def test_size_starts_with_the_workload_targets_and_prices_as_understood():
     assert lines[2].startswith("prices: h100-sxm 3 USD/hour, h200-sxm ") and "(registry entries: " in lines[2]
 
 
+def test_gb300_is_sized_without_a_price_flag():
+    # Issue 54: GB300 used to be refused without --price. It is priced from the registry now: Oracle's list
+    # price for BM.GPU.GB300.4, 18 USD per GPU-hour, so the plan costs 18 USD an hour per GPU.
+    text = runner.invoke(app, [*SIZING, "-a", "gb300"])
+    assert text.exit_code == 0, text.output
+    assert text.stdout.splitlines()[2] == "prices: gb300 18 USD/hour (registry entries: oci-gb300-on-demand)"
+    plan = json.loads(runner.invoke(app, [*SIZING, "-a", "gb300", "--json"]).stdout)
+    assert plan["accelerator"] == "gb300"
+    assert plan["cost"]["per_hour"]["value"] == pytest.approx(18.0 * plan["gpus"])
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [

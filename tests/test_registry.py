@@ -121,6 +121,44 @@ def test_chapter_table_25_prices(reg):
         assert reg.prices[f"chapter-{region}-h100-on-demand"].price.m_as("USD/hour") == pytest.approx(on_demand)
 
 
+def test_every_packaged_accelerator_has_a_published_on_demand_price(reg):
+    # The sizer prices a candidate from the registry unless --price is given (issue 54): every packaged
+    # accelerator has a published on-demand price per GPU-hour, with its provider and date.
+    from calculator.fleet import default_price_entry
+
+    for accelerator in reg.accelerators:
+        offers = [p for p in reg.prices.values() if p.accelerator == accelerator and p.market == "on_demand"]
+        published = [p for p in offers if p.provenance == "published"]
+        assert published, f"{accelerator} has no published on-demand price"
+        assert all(p.provider and p.as_of for p in published), accelerator
+        assert default_price_entry(accelerator, reg) in published
+    # The three the registry lacked, as the price lists print them (per GPU-hour): Oracle's list prices for
+    # BM.GPU.GB300.4 and BM.GPU.MI355X.8, DigitalOcean's on-demand MI325X Droplet.
+    listed = {"gb300": 18.00, "mi355x": 8.60, "mi325x": 3.80}
+    for accelerator, usd in listed.items():
+        assert default_price_entry(accelerator, reg).price.m_as("USD/hour") == pytest.approx(usd)
+
+
+def test_amd_instinct_rates_are_dense_and_follow_the_matrix_cores(reg):
+    # Peak = clock x FMAs per matrix core per clock x 2 x matrix cores (4 per CU); FP8 and INT8 at twice the
+    # 16-bit rate, MXFP4 at twice FP8. MI325X: 2100 MHz, 256 FMAs, 304 CUs (the MI300X's silicon). MI355X:
+    # 2400 MHz, 512 FMAs, 256 CUs. AMD prints them rounded (1.3 / 2.61 PF; 2.5 / 5 / 10.1 PF) and the
+    # sparse rates at twice those, which the registry must not hold.
+    for gpu, clock, fmas, cus in (("mi325x", 2100e6, 256, 304), ("mi355x", 2400e6, 512, 256)):
+        rates = {k: v.m_as("TFLOP/s") for k, v in reg.accelerators[gpu].dense_throughput.items()}
+        half = clock * fmas * 2 * 4 * cus / 1e12
+        assert rates["bf16"] == pytest.approx(half, abs=0.05) and rates["fp16"] == rates["bf16"]
+        assert rates["fp8"] == pytest.approx(2 * half, abs=0.1) and rates["int8"] == rates["fp8"]
+    assert reg.accelerators["mi355x"].dense_throughput["fp4"].m_as("PFLOP/s") == pytest.approx(10.1, abs=0.05)
+    assert "fp4" not in reg.accelerators["mi325x"].dense_throughput  # CDNA 3 has no FP4
+    # Memory: AMD's own table gives 256 and 288 GiB; bandwidth 6 and 8 TB/s; board power 1000 and 1400 W.
+    for gpu, gib, tbps, watts in (("mi325x", 256, 6, 1000), ("mi355x", 288, 8, 1400)):
+        device = reg.accelerators[gpu]
+        assert device.memory.m_as("GiB") == gib and device.memory_nameplate.m_as("GB") == gib
+        assert (device.memory_bandwidth.m_as("TB/s"), device.tdp.m_as("W")) == (tbps, watts)
+        assert device.vendor == "AMD" and device.host_link == "pcie-gen5-x16"
+
+
 def test_published_model_configs(reg):
     # Values from the published config.json files (see the sources in the registry).
     llama = reg.models["llama-3.1-70b"]

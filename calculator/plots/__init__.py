@@ -50,10 +50,11 @@ __all__ = [
 ]
 
 #: One colour per accelerator on every figure and page: the colour of the accelerator at position k of the
-#: registry's accelerator list is ``ACCELERATOR_COLORS[k]`` (the qualitative D3 palette, then five darker hues).
+#: registry's accelerator list is ``ACCELERATOR_COLORS[k]`` (the qualitative D3 palette, then seven hues of D3's
+#: category20b), one per packaged accelerator.
 ACCELERATOR_COLORS = (
     "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
-    "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173",
+    "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#5254a3", "#bd9e39",
 )  # fmt: skip
 #: Marker symbol of each precision (of :data:`calculator.precision.PRECISIONS`; aliases resolve first).
 _PRECISION_SYMBOLS = {

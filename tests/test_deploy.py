@@ -424,3 +424,20 @@ def test_the_sizer_chooses_no_plan_its_launch_cannot_load():
     # A model with an FP8 checkpoint loads it as it runs: no such rejection.
     small = size_fleet("llama-3.1-8b", workload, targets, SearchSpace("h200-sxm", "fp8"), engine="vllm")
     assert not any(r.code == "load" for r in small.rejections)
+
+
+def test_size_says_which_weights_the_plan_loads_or_that_none_exist():
+    # Issue 54, item 4: the plan says what its engine loads, and where the checkpoint it needs does not exist.
+    args = ["size", "meta-llama/Llama-3.1-70B-Instruct", *SIZING[1:], "--price", "4"]
+    vllm = CliRunner().invoke(app, [*args, "--engine", "vllm"])
+    assert vllm.exit_code == 0, vllm.output
+    assert "note: the engine loads meta-llama/Llama-3.1-70B-Instruct, the 16-bit checkpoint, quantized to fp8" in (
+        vllm.stdout
+    )
+    trtllm = CliRunner().invoke(app, [*args, "--engine", "trtllm"])
+    assert trtllm.exit_code == 0, trtllm.output
+    assert "note: no weights to load: the plan runs llama-3.1-70b at fp8, but the registry lists no fp8 checkpoint" in (
+        trtllm.stdout
+    )
+    small = CliRunner().invoke(app, ["size", *SIZING_8B[:1], *SIZING[1:], "--price", "4", "--engine", "trtllm"])
+    assert "note: the engine loads the checkpoint nvidia/Llama-3.1-8B-Instruct-FP8" in small.stdout

@@ -210,7 +210,7 @@ def size(  # noqa: PLR0915  # the size command: read the flags, size, verify, pr
         lines = _understood(inputs, sizing.trace)
         if peak is not None:
             lines[0] += "; the rate is the --demand curve's peak"
-        lines += [f"answer: {plan_summary(plan)}"] if plan.feasible else []
+        lines += [f"answer: {plan_summary(plan)}", _weights_line(plan, registry)] if plan.feasible else []
         if plan.verification is not None:
             lines += _verification_lines(plan)
         lines += _field_lines(plan, skip=("rejected", "closest", "workload", "targets", "rejections", "verification"))
@@ -546,3 +546,19 @@ def compare_command(
         registry=registry,
     )
     raise typer.Exit(1 if comparison.cheaper == "neither" else 0)
+
+
+def _weights_line(plan: Any, registry: Any) -> str:
+    """The checkpoint the plan's engine loads, and how (``deploy.weights_source``), or why there is none to load."""
+    from ..deploy import DEPLOY_TARGETS, weights_source
+    from ..errors import InputError
+
+    if plan.engine not in DEPLOY_TARGETS:
+        return "note: the engine-agnostic profile loads no checkpoint in particular (--engine names what it loads)"
+    try:
+        source = weights_source(plan.model, plan.precision, plan.engine, registry=registry, served=plan.served_model)
+    except InputError as error:
+        return f"note: no weights to load: {error}"
+    if source.method == "online":
+        return f"note: the engine loads {source.repo}, the 16-bit checkpoint, quantized to {plan.precision} as it loads"
+    return f"note: the engine loads the checkpoint {source.repo}"

@@ -148,6 +148,33 @@ def add_registry_file(text: str) -> Any:
     return loaded
 
 
+def import_config_files(
+    config: bytes, quant: bytes | None = None, *, repo: str | None = None, model_id: str | None = None
+) -> Any:
+    """Import a model from a ``config.json`` (and an ``hf_quant_config.json``) given as bytes, for this session.
+
+    Each file is size-limited and kept in the session's folder under a name derived from its content, read by
+    :func:`calculator.model_import.import_model_config` over the session's registry, and the entry it writes is
+    added as :func:`add_registry_file` adds a file. Returns the :class:`~calculator.model_import.ImportedModel`;
+    a file the importer refuses raises its :class:`~calculator.errors.CalculatorError` and nothing is kept.
+    """
+    from calculator.model_import import import_model_config
+
+    paths: dict[str, Path] = {}
+    for label, data in (("config", config), ("quant", quant)):
+        if data is None:
+            continue
+        if len(data) > MAX_REGISTRY_BYTES:
+            raise RegistryError(f"{label}: {len(data):,} bytes; the limit is {MAX_REGISTRY_BYTES:,} bytes")
+        paths[label] = session_folder() / f"import-{label}-{hashlib.sha256(data).hexdigest()[:16]}.json"
+        paths[label].write_bytes(data)
+    imported = import_model_config(
+        paths["config"], repo=repo, model_id=model_id, quant=paths.get("quant"), registry=registry()
+    )
+    add_registry_file(imported.text)
+    return imported
+
+
 class SessionFolder:
     """A temporary folder that lives as long as the session that holds this object.
 

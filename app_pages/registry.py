@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from app_pages import _common as ui
-from calculator.errors import RegistryError
+from calculator.errors import CalculatorError, RegistryError
 
 SECTIONS = ["accelerators", "interconnects", "models", "prices"]
 EXAMPLE = """schema_version: 1
@@ -39,13 +39,16 @@ def main():
         "listed twice on purpose: physical bytes (binary units, GiB) and the vendor's nameplate figure (GB)."
     )
     sc = ui.Scenario("registry")
-    browse, accelerator, model, upload = st.tabs(["Browse", "Add an accelerator", "Add a model", "Upload YAML"])
+    tabs = ["Browse", "Add an accelerator", "Add a model", "Import config.json", "Upload YAML"]
+    browse, accelerator, model, config, upload = st.tabs(tabs)
     with browse:
         _browse(sc)
     with accelerator:
         _add_accelerator()
     with model:
         _add_model()
+    with config:
+        _import_config()
     with upload:
         _upload()
 
@@ -145,6 +148,37 @@ def _add_model():
             "max_context": int(context),
         }
         _add("models", entry)
+
+
+def _import_config():
+    st.caption(
+        "A Hugging Face `config.json` (and optionally the checkpoint's `hf_quant_config.json`) read into a model "
+        "entry of this session (`calculator.model_import.import_model_config`, docs/registry.md): the shapes, the "
+        "parameters counted from them, sliding windows, and the checkpoint's weight and KV precision. Architectures "
+        "the calculator cannot express are refused, naming the field."
+    )
+    with st.form("import-config"):
+        config = st.file_uploader("config.json", type=["json"], key="registry.config")
+        quant = st.file_uploader("hf_quant_config.json (optional)", type=["json"], key="registry.quant")
+        repo = st.text_input("Hugging Face repository (owner/name, optional)", key="registry.repo", max_chars=200)
+        model_id = st.text_input("Id (optional)", key="registry.import_id", max_chars=80)
+        submitted = st.form_submit_button("Import and add")
+    if submitted and config is not None:
+        _import_uploaded(config, quant, repo.strip() or None, model_id.strip() or None)
+
+
+def _import_uploaded(config, quant, repo, model_id):
+    """Import the uploads for the session (``ui.import_config_files``) and say what was added or why not."""
+    try:
+        imported = ui.import_config_files(
+            config.getvalue(), quant.getvalue() if quant is not None else None, repo=repo, model_id=model_id
+        )
+    except CalculatorError as exc:
+        st.error(f"{ui.plain(config.name)} was not imported: {ui.plain(exc)}")
+        return
+    st.success(f"{ui.plain(imported.model.id)} imported from {ui.plain(config.name)}: every page lists it now.")
+    for note in imported.notes:
+        st.caption(ui.plain(note))
 
 
 def _upload():

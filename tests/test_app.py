@@ -19,7 +19,7 @@ from calculator import Q_
 from calculator.autoscaling import cold_start_time, predictive_schedule
 from calculator.batching import knee_batch_size
 from calculator.economics import crossover_time, cumulative_cost_curve, serving_cost_rate
-from calculator.errors import RegistryError
+from calculator.errors import CalculatorError, RegistryError
 from calculator.fleet import (
     Costs,
     SearchSpace,
@@ -1016,3 +1016,18 @@ def test_the_dashboards_engines_are_the_registrys():
     from app_pages import _common as ui
 
     assert ui.ENGINES == {"generic": None, "vLLM": "vllm", "SGLang": "sglang", "TensorRT-LLM": "trtllm"}
+
+
+def test_a_config_json_imported_for_the_session_is_in_the_sessions_registry():
+    # Issue 54, item 1 on the dashboard: the registry page's import reads a config.json into the session's registry
+    # (the function the page calls; the page's uploader itself is not driven by AppTest).
+    from app_pages._common import MAX_REGISTRY_BYTES, import_config_files, registry
+
+    with pytest.raises(RegistryError, match="the limit is"):
+        import_config_files(b" " * (MAX_REGISTRY_BYTES + 1))
+    config = (ROOT / "tests" / "data" / "model_configs" / "Qwen--Qwen3-8B_config.json").read_bytes()
+    imported = import_config_files(config, repo="example/Qwen3-8B-copy", model_id="qwen3-8b-copy")
+    assert imported.model.id == "qwen3-8b-copy" and imported.model.layers == 36  # Qwen3-8B: 36 layers (config)
+    assert registry().model("qwen3-8b-copy").kv_heads == 8
+    with pytest.raises(CalculatorError, match="architectures"):
+        import_config_files(b'{"architectures": ["NotAModel"], "hidden_size": 8}')

@@ -153,6 +153,9 @@ def import_model_config(
     sources = [_source(entry_id, file, sha, role, suffix, repo_name, reg) for file, sha, role, suffix in files]
     notes.append(_count_text(shape, counts))
     entry = _entry(entry_id, name or repo_name or entry_id, architecture, shape, counts, sources, notes[-1])
+    if _mtp_layers(document):  # the model's own drafter for speculative decoding (Speculation(method="mtp"))
+        entry["mtp_layers"] = _mtp_layers(document)
+        entry["sources"][0]["fields"].append("mtp_layers")
     _aliases_and_checkpoint(entry, repo_name, quantization, sources[-1]["id"], reg, notes)
     text = _document_text(path.name, sources, entry)
     model = _validated(text, entry_id, Path(out).name if out is not None else f"{entry_id}.yaml", reg, label)
@@ -210,10 +213,16 @@ def _quantization(
     return read_quantization(declared, f"{label}: quantization_config"), None
 
 
+def _mtp_layers(document: Mapping[str, Any]) -> int:
+    """The multi-token-prediction layers the config declares (``num_nextn_predict_layers``; 0: none)."""
+    extra = document.get("num_nextn_predict_layers")
+    return extra if isinstance(extra, int) and not isinstance(extra, bool) and extra > 0 else 0
+
+
 def _uncounted(document: Mapping[str, Any]) -> list[str]:
     """What the checkpoint stores but the count leaves out (multi-token-prediction layers)."""
-    extra = document.get("num_nextn_predict_layers")
-    if isinstance(extra, int) and not isinstance(extra, bool) and extra > 0:
+    extra = _mtp_layers(document)
+    if extra:
         return [
             f"num_nextn_predict_layers {extra}: the multi-token-prediction layer(s) the checkpoint also stores are "
             "not counted (a speculative draft, not the served model; the published totals leave them out too)"

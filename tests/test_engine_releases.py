@@ -86,9 +86,18 @@ def test_a_release_outside_the_fit_says_so_in_the_caveats():
     assert seen.release_fitted and "fitted on its benchmarks" in seen.release_note
 
 
-@pytest.mark.parametrize("version", ["x1", "", None, 1.2, "rc1"])
+def test_a_release_before_the_kv_declaration_runs_bf16_whatever_the_checkpoint_declares():
+    # NVIDIA's NVFP4 Qwen3-235B declares an FP8 cache: vLLM 0.14 on takes it, 0.12 runs the model dtype
+    from calculator.performance import kv_cache_precision
+
+    vllm = engine_profile("vllm")
+    assert kv_cache_precision("qwen3-235b-a22b", "b200-sxm", "fp4", vllm.for_release("0.14")) == "fp8"
+    assert kv_cache_precision("qwen3-235b-a22b", "b200-sxm", "fp4", vllm.for_release("0.12")) == "bf16"
+
+
+@pytest.mark.parametrize("version", ["x1", "", None, 1.2, "rc1", "1", "0"])
 def test_a_release_that_is_not_one_is_refused(version):
-    with pytest.raises(InputError, match="argument 'version' must be a release"):
+    with pytest.raises(InputError, match="argument 'version' must"):
         engine_profile("vllm").for_release(version)
 
 

@@ -146,6 +146,9 @@ def test_the_published_totals_round_to_the_cards():
     # the embedding and the LM head.
     deepseek = import_model_config(config("deepseek-ai--DeepSeek-V3"), model_id="a")
     assert round(deepseek.model.parameters / 1e9) == 671 and int(deepseek.model.active / 1e9) == 37
+    # its config's num_nextn_predict_layers 1: the model's own MTP drafter, which Speculation(method="mtp") needs
+    assert deepseek.model.mtp_layers == 1
+    assert not import_model_config(config("Qwen--Qwen2.5-7B-Instruct"), model_id="d").model.mtp_layers
     kimi = import_model_config(config("moonshotai--Kimi-K2-Instruct"), model_id="b")
     assert round(kimi.model.parameters / 1e12) == 1
     assert round((kimi.model.active - 163_840 * 7_168) / 1e9) == 32

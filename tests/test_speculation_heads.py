@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import typing
 
 import numpy as np
 import pytest
@@ -282,3 +283,18 @@ def test_plans_save_and_load_per_position_acceptance_and_the_old_speculation_sha
     )
     again = FleetPlan.from_json_dict(json.loads(json.dumps(per_position.to_json_dict())))
     assert again.serving.speculation.acceptance == (0.8, 0.5)
+
+
+def test_the_command_lines_speculate_help_names_the_default_acceptances():
+    import re
+
+    from calculator.cli.sizing import SpeculateOption
+    from calculator.serving import DEFAULT_ACCEPTANCE
+
+    help_text = typing.get_args(SpeculateOption)[1].help
+    named = dict(
+        re.findall(
+            r"(probability ALPHA|multi-token-prediction layers|EAGLE-3 head) \(?[^()]*?\(?default (0\.\d+)", help_text
+        )
+    )
+    assert [float(v) for v in named.values()] == [DEFAULT_ACCEPTANCE[m] for m in ("draft", "mtp", "eagle")]

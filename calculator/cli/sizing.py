@@ -85,7 +85,8 @@ RequestsOption = Annotated[
 #: The CLI's wall clock for a simulation check: with imports and sizing the command answers in about 10 s.
 #: A large plan needs more (``--time-limit``); a search the deadline cuts short says so in its verdict.
 CLI_TIME_LIMIT = 8.0
-#: The wall clock of a simulation check (``size --verify`` and ``simulate``), for the whole call.
+#: ``--speculate`` (``predict``, ``size``, ``simulate``); the defaults it names are ``serving.DEFAULT_ACCEPTANCE``'s
+#: (not imported with the CLI; ``tests/test_speculation_heads.py`` holds them equal).
 SpeculateOption = Annotated[
     str | None,
     typer.Option(
@@ -97,6 +98,7 @@ SpeculateOption = Annotated[
         show_default=False,
     ),
 ]
+#: The wall clock of a simulation check (``size --verify`` and ``simulate``), for the whole call.
 TimeLimitOption = Annotated[
     float,
     typer.Option(

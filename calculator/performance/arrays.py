@@ -150,9 +150,10 @@ def kv_cache_precision(
     if name not in ("fp8", "fp4"):
         return "bf16"
     spec = model_of(model, registry)
+    profile = engine_profile(engine, registry)
     checkpoint = spec.checkpoint(name)
-    declared = checkpoint.kv_cache if checkpoint is not None else None
-    kv = declared or engine_profile(engine, registry).quantized_kv_precision
+    declared = checkpoint.kv_cache if checkpoint is not None and profile.reads_kv_declaration else None
+    kv = declared or profile.quantized_kv_precision
     if PRECISIONS[kv] == 8 and "fp8" not in accelerator_of(accelerator, registry).dense_throughput:
         return "bf16"
     return kv

@@ -205,6 +205,9 @@ class EngineProfile(Result):
         ranks holding one more: vLLM); False: the placed experts must divide evenly (SGLang, TensorRT-LLM).
     draft_model_speculation : bool
         Whether the engine runs speculative decoding with a separate draft model (vLLM 0.14 does not).
+    reads_kv_declaration : bool
+        Whether the automatic KV dtype takes the KV cache a quantized checkpoint declares (False for a release
+        before ``kv_declaration_since``: it runs the model dtype whatever the checkpoint declares).
     online_quantization : tuple of str
         Weight precisions the engine reaches from a 16-bit checkpoint at load time, loading the 16-bit weights
         first (vLLM's and SGLang's ``--quantization fp8``); empty: pre-quantized checkpoints only (TensorRT-LLM).
@@ -257,6 +260,7 @@ class EngineProfile(Result):
     uneven_experts: bool = False
     draft_model_speculation: bool = True
     online_quantization: tuple[str, ...] = ()
+    reads_kv_declaration: bool = True
     async_scheduling_since: str | None = None
     kv_declaration_since: str | None = None
     release: str | None = None
@@ -351,11 +355,16 @@ class EngineProfile(Result):
         False
         """
         numbers = release_numbers(version, "for_release")
+        if len(numbers) < 2:
+            raise InputError(
+                f"for_release(): argument 'version' must name at least a major and a minor release ('0.14', "
+                f"'1.2.0'), got {version!r:.80}"
+            )
         profile = self.replace(release=".".join(map(str, numbers)))
         if self.async_scheduling_since is not None:
             profile = profile.with_async_scheduling(numbers >= release_numbers(self.async_scheduling_since))
         if self.kv_declaration_since is not None and numbers < release_numbers(self.kv_declaration_since):
-            profile = profile.replace(quantized_kv_precision="bf16")
+            profile = profile.replace(quantized_kv_precision="bf16", reads_kv_declaration=False)
         return profile
 
     @property

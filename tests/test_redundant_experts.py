@@ -3,6 +3,8 @@ degrees that do not divide the experts, with each engine's placement rule read i
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -89,6 +91,14 @@ def test_the_predictor_and_the_memory_fit_take_the_copies():
     fit = engine_memory_fit("deepseek-v3", "gb200", "fp8", 2048, data_parallel=72, expert_parallel=72,
                             engine="sglang", redundant_experts=32)  # fmt: skip
     assert fit.sequences > 0
+
+    def held(copies):
+        return engine_memory_fit("deepseek-v3", "gb200", "fp8", 2048, data_parallel=72, expert_parallel=72,
+                                 engine="vllm", redundant_experts=copies).kv_tokens  # fmt: skip
+
+    # vLLM's busiest GPU holds ceil(256 / 72) = 4 experts without copies and 288 / 72 = 4 with 32: the same cache;
+    # 104 copies put 360 / 72 = 5 on every GPU, one expert's bytes (about 2.56 GB at FP8) less cache per GPU
+    assert held(0) == held(32) and held(104) < held(32)
     p = predict_benchmark("deepseek-v3", "gb200", "fp8", 1, 1024, 1024, 2048, engine="trtllm", data_parallel=72,
                           expert_parallel=72, redundant_experts=32)  # fmt: skip
     assert np.isfinite(p.tpot.m_as("s")) and p.tpot.m_as("s") > 0
@@ -97,3 +107,19 @@ def test_the_predictor_and_the_memory_fit_take_the_copies():
 def test_the_registry_states_each_engines_placement():
     assert [engine_profile(e).uneven_experts for e in ("vllm", "sglang", "trtllm")] == [True, False, False]
     assert "determine_expert_map" in engine_profile("vllm").citations["uneven_experts"]
+
+
+def test_the_simulator_places_the_copies_as_the_predictor_does():
+    from calculator.simulation import SimulationSetup, Traffic, simulate
+    from calculator.simulation.seed import _limits
+
+    setup = SimulationSetup("deepseek-v3", "h200-sxm", "fp8", 8, engine="sglang", data_parallel=8, expert_parallel=8,
+                            redundant_experts=8)  # fmt: skip
+    capacity = _limits(setup)[3]
+    fit = engine_memory_fit("deepseek-v3", "h200-sxm", "fp8", 1024, 1, data_parallel=8, expert_parallel=8,
+                            engine="sglang", redundant_experts=8)  # fmt: skip
+    assert capacity == pytest.approx(fit.kv_tokens, rel=1e-9)  # 264 experts, 33 a GPU, in both counts
+    run = simulate(setup, Traffic(clients=8, input_tokens=256, output_tokens=32, requests=16), seeds=1)
+    assert run.throughput.m_as("request/s") > 0
+    with pytest.raises(InputError, match="must divide the experts placed"):
+        simulate(dataclasses.replace(setup, redundant_experts=3), Traffic(clients=1, requests=1))

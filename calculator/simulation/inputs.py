@@ -72,6 +72,8 @@ class SimulationSetup(Result):
     expert_parallel : int
         For a mixture of experts: the replica's GPUs its routed experts are spread over (1: each
         expert split by tensor parallelism); it divides ``tensor_parallel``.
+    redundant_experts : int
+        For spread experts: copies a load balancer places beside them (``performance.predict_benchmark``'s).
     data_parallel : int
         For a mixture of experts: attention ranks of the replica (attention data parallelism), each of
         ``tensor_parallel / data_parallel`` GPUs. Each rank has its own scheduler, its share of the
@@ -120,6 +122,7 @@ class SimulationSetup(Result):
     step_time: Time | None = None
     registry_files: tuple[str | RegistryDocument, ...] = ()
     speculation: Speculation | None = None
+    redundant_experts: int = 0
 
     def __post_init__(self) -> None:
         for name in ("tensor_parallel", "expert_parallel", "data_parallel", "pipeline_parallel"):

@@ -86,7 +86,9 @@ def _limits(setup: SimulationSetup) -> tuple[StepArrays, Any, SchedulerRules, fl
     a = step_arrays(
         setup.model, setup.accelerator, setup.precision, setup.kv_precision, engine=profile, registry=registry
     )
-    a, _ = replica_layout(a, tp, ranks, setup.expert_parallel, "simulate", setup.pipeline_parallel)
+    a, _ = replica_layout(
+        a, tp, ranks, setup.expert_parallel, "simulate", setup.pipeline_parallel, setup.redundant_experts
+    )
     # every attention rank schedules its own budget (max_num_tokens, per rank) and share of the cap
     rules = scheduler_rules(
         profile,

@@ -1,7 +1,8 @@
 """The packaged registry's models: every one fits, sizes and launches (issue 54, item 2).
 
-The models imported from the published config files bundled in aiconfigurator-core (hardware_registry.yaml's
-source ``aiconfigurator-model-configs``) are checked against the figures their model cards publish; every
+The models imported from published config files (those bundled in aiconfigurator-core, hardware_registry.yaml's
+source ``aiconfigurator-model-configs``, and copies in public repositories) are checked against the figures their
+model cards publish; every
 packaged transformer runs through the memory fit, a small fleet sizing, and the launch command of its plan.
 """
 
@@ -20,8 +21,11 @@ REGISTRY = load_registry()
 TRANSFORMERS = [m for m in REGISTRY.models.values() if m.kind == "transformer"]
 #: The models present before the bundle's configs were imported (issue 54: "the registry holds 27 models").
 BEFORE = 27
-#: The entries this change added from published config files (docs/registry.md, "Packaged models").
-IMPORTED = ("qwen3-coder-480b-a35b", "mixtral-8x22b", "kimi-k2", "deepseek-v3.1")
+#: The entries added from published config files (docs/registry.md, "Packaged models").
+IMPORTED = (
+    *("qwen3-coder-480b-a35b", "mixtral-8x22b", "kimi-k2", "deepseek-v3.1"),  # from the aiconfigurator bundle
+    *("qwen2.5-32b", "qwen2.5-7b", "phi-4", "phi-3-mini-4k", "gemma-2-2b"),  # from copies in public repositories
+)
 
 
 def test_the_registry_holds_the_imported_models_beside_the_earlier_ones():
@@ -82,25 +86,28 @@ def _close(value: float, card: float, step: float) -> bool:
     return abs(value - card) <= max(0.01 * card, step / 2)
 
 
-#: id, total and active parameters as the cards print them, each with the step it is rounded to, and whether the
-#: card's active count leaves the input embedding out (the entries count it; docs/registry.md).
+#: id, total and active parameters as the cards print them, each with the step it is rounded to, and how many
+#: vocabulary-by-hidden matrices the card's active count leaves out (the entries count the input embedding,
+#: docs/registry.md: 1 where a card leaves it out, 2 for a "non-embedding" count that drops the LM head too).
 CARDS = [
     # Mistral AI's announcement of Mixtral 8x22B: "39B active parameters out of a total of 141B".
-    ("mixtral-8x22b", (141e9, 1e9), (39e9, 1e9), False),
+    ("mixtral-8x22b", (141e9, 1e9), (39e9, 1e9), 0),
     # Qwen3-Coder-480B-A35B-Instruct (NVIDIA's NIM card quoting Qwen's): "480B total parameters and 35B activated".
-    ("qwen3-coder-480b-a35b", (480e9, 1e9), (35e9, 1e9), False),
+    ("qwen3-coder-480b-a35b", (480e9, 1e9), (35e9, 1e9), 0),
     # Kimi-K2-Instruct: the Hugging Face page counts 1026.5B parameters in the checkpoint; the card's model
     # summary "Activated Parameters 32B" (31.69e9 without the embedding, 0.97 % from 32e9).
-    ("kimi-k2", (1026.5e9, 0.1e9), (32e9, 1e9), True),
+    ("kimi-k2", (1026.5e9, 0.1e9), (32e9, 1e9), 1),
     # DeepSeek-V3.1 (deepseek-ai's card, its table of models): "#Total Params 671B, #Activated Params 37B".
-    ("deepseek-v3.1", (671e9, 1e9), (37e9, 1e9), True),
+    ("deepseek-v3.1", (671e9, 1e9), (37e9, 1e9), 1),
+    # Qwen2.5-7B (Qwen's card, quoted in a parameter walk-through): 7.61B parameters, 6.53B non-embedding.
+    ("qwen2.5-7b", (7.61e9, 0.01e9), (6.53e9, 0.01e9), 2),
 ]
 
 
-@pytest.mark.parametrize(("model_id", "total", "active", "without_embedding"), CARDS)
-def test_imported_parameter_counts_match_the_cards(model_id, total, active, without_embedding):
+@pytest.mark.parametrize(("model_id", "total", "active", "embeddings_left_out"), CARDS)
+def test_imported_parameter_counts_match_the_cards(model_id, total, active, embeddings_left_out):
     m = REGISTRY.models[model_id]
     assert m.vocab_size is not None and m.hidden_size is not None and m.active_parameters is not None
     assert _close(m.parameters, *total)
-    counted = m.active_parameters - (m.vocab_size * m.hidden_size if without_embedding else 0)
+    counted = m.active_parameters - embeddings_left_out * m.vocab_size * m.hidden_size
     assert _close(counted, *active)

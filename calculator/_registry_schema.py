@@ -620,6 +620,11 @@ class Engine(Entry):
         None,
         description="the engine runs speculative decoding with a separate draft model (None: not documented, it does)",
     )
+    draft_model_since: Release | None = Field(
+        None,
+        description="the first release that runs a separate draft model (an older release is refused one); none: "
+        "no release changed it",
+    )
     uneven_experts: bool | None = Field(
         None,
         description="an expert-parallel degree that does not divide the routed experts runs without redundant copies, "

@@ -122,7 +122,6 @@ def test_the_plans_chunk_size_is_the_token_budget_and_no_fp8_kv_unless_planned(c
 def speculative_plan():
     from calculator.fleet import Speculation
 
-    # vLLM 0.14 runs no separate draft model (config/speculative.py): sized under SGLang, which does (STANDALONE)
     plan = _plan(engine="sglang", speculation=Speculation("llama-3.2-1b", 3, 0.7))
     assert plan.feasible
     return plan
@@ -136,13 +135,21 @@ def test_vllm_runs_with_the_asynchronous_scheduling_the_plan_priced(chunked_plan
     assert "--async-scheduling" not in launch_command(chunked_plan, "sglang").arguments
 
 
-def test_vllm_refuses_a_draft_model_in_the_sizer_and_the_emitter(speculative_plan):
+def test_vllm_runs_a_draft_model_from_0_15(speculative_plan):
+    import json
+
     from calculator.fleet import Speculation
 
+    # 0.14.0's SpeculativeConfig raises NotImplementedError for a draft model; 0.15.0 runs it (config/speculative.py)
     with pytest.raises(InputError, match="vllm does not run a separate draft model"):
-        _plan(engine="vllm", speculation=Speculation("llama-3.2-1b", 3, 0.7))
-    with pytest.raises(InputError, match="which vllm does not run"):
-        launch_command(speculative_plan, "vllm")
+        _plan(engine=engine_profile("vllm").for_release("0.14"), speculation=Speculation("llama-3.2-1b", 3, 0.7))
+    assert _plan(engine=engine_profile("vllm").for_release("0.15"), speculation=Speculation("llama-3.2-1b", 3, 0.7))
+    vllm = launch_command(speculative_plan, "vllm")
+    assert json.loads(vllm.flags["--speculative-config"]) == {
+        "model": "meta-llama/Llama-3.2-1B", "num_speculative_tokens": 3, "method": "draft_model"
+    }  # fmt: skip
+    assert shlex.split(vllm.command, comments=True) == list(vllm.arguments)  # the JSON survives the shell
+    assert "--async-scheduling" not in vllm.arguments  # a draft model rules vLLM's asynchronous scheduling out
 
 
 def test_a_speculative_plan_emits_each_engines_draft_model_settings(speculative_plan):

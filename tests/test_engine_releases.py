@@ -86,6 +86,13 @@ def test_a_release_outside_the_fit_says_so_in_the_caveats():
     assert seen.release_fitted and "fitted on its benchmarks" in seen.release_note
 
 
+def test_vllm_runs_a_separate_draft_model_from_0_15():
+    # config/speculative.py: 0.14.0 raises NotImplementedError for a draft model, 0.15.0 detects and runs it
+    vllm = engine_profile("vllm")
+    assert vllm.draft_model_speculation and vllm.for_release("0.15").draft_model_speculation
+    assert not vllm.for_release("0.14.1").draft_model_speculation
+
+
 def test_a_release_before_the_kv_declaration_runs_bf16_whatever_the_checkpoint_declares():
     # NVIDIA's NVFP4 Qwen3-235B declares an FP8 cache: vLLM 0.14 on takes it, 0.12 runs the model dtype
     from calculator.performance import kv_cache_precision

@@ -59,7 +59,7 @@ def _plan(engine, speculation=None):
 def plans():
     """Plans covering each emitter's branches: one node, a draft model, two nodes, two nodes of ranks."""
     one = _plan(engine="vllm")
-    draft = _plan(engine="sglang", speculation=Speculation("llama-3.2-1b", 3, 0.7))  # vLLM runs no draft model
+    draft = _plan(engine="vllm", speculation=Speculation("llama-3.2-1b", 3, 0.7))
     two_nodes = dataclasses.replace(
         one, layout=dataclasses.replace(one.layout, tensor_parallel=2, nodes=2), gpus=2 * one.replicas
     )
@@ -129,8 +129,6 @@ def test_printed_launch_lines_run_only_the_engine_whatever_the_repository(engine
         for label, plan in plans.items():
             if engine == "trtllm" and label == "ranks over two nodes":
                 continue  # TensorRT-LLM refuses attention ranks of several GPUs (an InputError, tested elsewhere)
-            if engine == "vllm" and label == "draft":
-                continue  # vLLM runs no separate draft model (an InputError, tests/test_deploy.py)
             config = launch_command(plan, engine)
             result = _run(config.command, folder, tmp_path)
             assert result.returncode == 0, (label, name, result.stderr)
@@ -157,8 +155,6 @@ def test_the_manifest_holds_exactly_the_documents_meant_whatever_the_repository(
     for name in hostile_names(tmp_path / MARKER):
         _force(monkeypatch, name)
         for label, plan in plans.items():
-            if engine == "vllm" and label == "draft":
-                continue  # vLLM runs no separate draft model
             text = kubernetes_manifest(plan, engine)
             documents = [d for d in yaml.safe_load_all(text) if d is not None]
             kinds = [d["kind"] for d in documents]

@@ -259,14 +259,16 @@ def test_eagle_flags(eagle_plan):
 
 
 def test_a_draft_model_keeps_its_flags():
-    # vLLM 0.14 runs no separate draft model (config/speculative.py raises NotImplementedError): the plan is SGLang's
     plan = size_fleet(
-        "llama-3.1-70b", TRAFFIC, TARGETS, SearchSpace("h100-sxm", "fp8"), engine="sglang",
+        "llama-3.1-70b", TRAFFIC, TARGETS, SearchSpace("h100-sxm", "fp8"), engine="vllm",
         serving=ServingOptions(speculation=Speculation("llama-3.2-1b", 3, 0.7)),
     )  # fmt: skip
+    vllm = launch_command(plan, "vllm")  # vLLM runs a draft model from 0.15 (0.14 raises NotImplementedError)
+    assert vllm.flags["--speculative-config"] == (
+        '{"model":"meta-llama/Llama-3.2-1B","num_speculative_tokens":3,"method":"draft_model"}'
+    )
+    assert "--async-scheduling" not in vllm.flags
     assert launch_command(plan, "sglang").flags["--speculative-algorithm"] == "STANDALONE"
-    with pytest.raises(InputError, match="which vllm does not run"):
-        launch_command(plan, "vllm")
 
 
 def test_plans_save_and_load_per_position_acceptance_and_the_old_speculation_shape(eagle_plan):

@@ -204,7 +204,8 @@ class EngineProfile(Result):
         Whether an expert-parallel degree that does not divide the experts runs without redundant copies (the first
         ranks holding one more: vLLM); False: the placed experts must divide evenly (SGLang, TensorRT-LLM).
     draft_model_speculation : bool
-        Whether the engine runs speculative decoding with a separate draft model (vLLM 0.14 does not).
+        Whether the engine runs speculative decoding with a separate draft model (vLLM from 0.15,
+        ``draft_model_since``; 0.14 raises ``NotImplementedError``).
     reads_kv_declaration : bool
         Whether the automatic KV dtype takes the KV cache a quantized checkpoint declares (False for a release
         before ``kv_declaration_since``: it runs the model dtype whatever the checkpoint declares).
@@ -263,6 +264,7 @@ class EngineProfile(Result):
     reads_kv_declaration: bool = True
     async_scheduling_since: str | None = None
     kv_declaration_since: str | None = None
+    draft_model_since: str | None = None
     release: str | None = None
 
     def __post_init__(self) -> None:
@@ -343,7 +345,8 @@ class EngineProfile(Result):
 
         A release before ``async_scheduling_since`` schedules synchronously (its fixed costs add to the GPU's work
         and an arriving request waits one iteration less), one from it on asynchronously; a release before
-        ``kv_declaration_since`` runs a BF16 KV cache for FP8/FP4 weights. The costs stay the fitted ones, and
+        ``kv_declaration_since`` runs a BF16 KV cache for FP8/FP4 weights; one before ``draft_model_since`` runs no
+        separate draft model. The costs stay the fitted ones, and
         :attr:`release_fitted` says whether benchmarks of this release were among those they were fitted on.
 
         Examples
@@ -365,6 +368,8 @@ class EngineProfile(Result):
             profile = profile.with_async_scheduling(numbers >= release_numbers(self.async_scheduling_since))
         if self.kv_declaration_since is not None and numbers < release_numbers(self.kv_declaration_since):
             profile = profile.replace(quantized_kv_precision="bf16", reads_kv_declaration=False)
+        if self.draft_model_since is not None:
+            profile = profile.replace(draft_model_speculation=numbers >= release_numbers(self.draft_model_since))
         return profile
 
     @property
@@ -485,6 +490,7 @@ def profile_from_entry(entry: Any, sources: Mapping[str, Any]) -> EngineProfile:
         online_quantization=tuple(entry.online_quantization or ()),
         async_scheduling_since=entry.async_scheduling_since,
         kv_declaration_since=entry.kv_declaration_since,
+        draft_model_since=entry.draft_model_since,
     )
 
 

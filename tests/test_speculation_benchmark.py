@@ -62,13 +62,18 @@ def _round_seconds(model, spec, tp, engine, batch, accelerator="h200-sxm", preci
 
 
 @pytest.mark.parametrize(
-    ("model", "spec", "tp", "engine", "tokens"),
-    [("deepseek-v3", MTP, 8, "vllm", MTP_TOKENS), ("llama-3.1-70b", DRAFT, 4, "trtllm", DRAFT_TOKENS)],
-)
-def test_one_client_tpot_is_the_round_at_batch_one_over_its_tokens(model, spec, tp, engine, tokens):
+    ("model", "spec", "tp", "engine", "alphas", "tokens"),
+    [("deepseek-v3", MTP, 8, "vllm", [0.9, 0.6], MTP_TOKENS),
+     ("llama-3.1-70b", DRAFT, 4, "trtllm", [0.7] * 4, DRAFT_TOKENS)],
+)  # fmt: skip
+def test_one_client_tpot_is_the_round_at_batch_one_over_its_tokens(model, spec, tp, engine, alphas, tokens):
+    # A request's 511 tokens after the first take f(511) rounds (the renewal count, the last round cut at the length;
+    # about 511 / E plus a fraction), so its TPOT is the round times f(511) / 511, within 0.5 % of the round over E.
     one = predict_benchmark(model, "h200-sxm", "fp8", tp, INPUTS, OUTPUTS, 1, engine=engine, speculation=spec)
     round_ = _round_seconds(model, spec, tp, engine, 1)
-    assert one.tpot.m_as("s") == pytest.approx(round_ / tokens, rel=1e-9)
+    rounds = _expected_rounds(OUTPUTS - 1, alphas)
+    assert one.tpot.m_as("s") == pytest.approx(round_ * rounds / (OUTPUTS - 1), rel=1e-9)
+    assert one.tpot.m_as("s") == pytest.approx(round_ / tokens, rel=5e-3)
     assert one.decode_step_time.m_as("s") == pytest.approx(round_, rel=1e-9)  # the iteration the engine runs
     plain = predict_benchmark(model, "h200-sxm", "fp8", tp, INPUTS, OUTPUTS, 1, engine=engine)
     assert one.tpot < plain.tpot  # a round costs less than the E plain steps its tokens would take here
@@ -191,7 +196,8 @@ def test_predict_command_speculates():
     assert result.exit_code == 0, result.output
     (row,) = json.loads(result.stdout)
     assert row["speculate"] == "mtp:2:0.9,0.6"
-    assert row["tpot [ms]"] == pytest.approx(1e3 * _round_seconds("deepseek-v3", MTP, 8, "vllm", 1) / MTP_TOKENS)
+    per_token = _round_seconds("deepseek-v3", MTP, 8, "vllm", 1) * _expected_rounds(OUTPUTS - 1, [0.9, 0.6])
+    assert row["tpot [ms]"] == pytest.approx(1e3 * per_token / (OUTPUTS - 1))
     table = runner.invoke(app, args).stdout.splitlines()
     assert "speculative decoding with the model's MTP layers (2 tokens per round, acceptance 0.9, 0.6)" in table[0]
     bad = runner.invoke(app, ["predict", "llama-3.1-8b", "--input", "128", "--output", "128", "-c", "1",
@@ -213,3 +219,12 @@ def test_simulate_command_runs_a_plan_with_speculation(tmp_path):
                                  "--seeds", "1"])  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "speculative decoding with draft llama-3.2-1b (3 tokens per round, acceptance 0.7)" in result.stdout
+
+
+def test_a_short_output_takes_whole_rounds():
+    # One token after the first takes one round whatever E: TPOT is the whole round, not the round over E; two
+    # tokens take 1 + P(first draft rejected) = 1.1 rounds at acceptance 0.9 (the simulator's count).
+    for outputs, rounds in ((2, 1.0), (3, 1.1)):
+        one = predict_benchmark("deepseek-v3", "h200-sxm", "fp8", 8, INPUTS, outputs, 1, engine="vllm", speculation=MTP)
+        round_ = _round_seconds("deepseek-v3", MTP, 8, "vllm", 1)
+        assert one.tpot.m_as("s") == pytest.approx(round_ * rounds / (outputs - 1), rel=0.02)

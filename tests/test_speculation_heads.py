@@ -148,8 +148,16 @@ def test_mtp_round_is_a_verify_step_and_k_head_passes_over_the_expected_tokens()
     )  # fmt: skip
     gpu_only = eff.replace(step_overhead=Q_(0, "s"), sequence_overhead=Q_(0, "s"))
     head_pass = decode_step_seconds(layer, gpu_only, tp, batch, context)
-    tokens = 1 + 0.9 + 0.9 * 0.6  # 2.44
-    np.testing.assert_allclose(e.tpot_at_batch, (verify + 2 * head_pass) / tokens, rtol=1e-12)
+    tokens = 1 + 0.9 + 0.9 * 0.6  # 2.44 a round; a request's 499 later tokens take f(499) rounds (renewal count)
+    per_round = 499 / _rounds(499, [0.9, 0.6])
+    assert per_round == pytest.approx(tokens, rel=3e-3)
+    np.testing.assert_allclose(e.tpot_at_batch, (verify + 2 * head_pass) / per_round, rtol=1e-12)
+    # a token gap spans a whole round (and a prefill batch that pauses it), not a round's share of one token: at the
+    # running batch, between the gaps at the smallest cap and at its own
+    gap = verify + 2 * head_pass + e.prefill
+    assert np.isfinite(e.tbt_max).all()
+    assert np.all(e.tbt_max >= gap[0, 0] * (1 - 1e-9)) and np.all(e.tbt_max <= gap * (1 + 1e-9))
+    assert np.all(gap[0, 0] - e.prefill[0, 0] > 2 * e.tpot_at_batch[0, 0])  # the round, over twice its per-token share
     np.testing.assert_allclose(e.decode_step, decode_step_seconds(a, eff, tp, batch, context), rtol=1e-12)
     assert np.all(head_pass < 0.25 * e.decode_step)  # one layer of 61 and the LM head
 
@@ -164,7 +172,9 @@ def test_a_draft_model_round_is_priced_as_before():
     a, eff, context = family.arrays, profile.efficiency_for(family.accelerator), TRAFFIC.held_context
     verify = decode_step_seconds(a, eff, tp, batch, context, tokens=4)
     drafts = 3 * decode_step_seconds(family.draft, eff, tp, batch, context)
-    np.testing.assert_allclose(e.tpot_at_batch, (verify + drafts) / 2.176, rtol=1e-12)
+    per_round = 499 / _rounds(499, [0.6] * 3)
+    assert per_round == pytest.approx(2.176, rel=3e-3)
+    np.testing.assert_allclose(e.tpot_at_batch, (verify + drafts) / per_round, rtol=1e-12)
 
 
 def test_mtp_head_memory_is_one_layer_of_weights_and_kv():
@@ -300,3 +310,13 @@ def test_the_command_lines_speculate_help_names_the_default_acceptances():
         )
     )
     assert [float(v) for v in named.values()] == [DEFAULT_ACCEPTANCE[m] for m in ("draft", "mtp", "eagle")]
+
+
+def _rounds(tokens, alphas):
+    """Mean rounds to emit ``tokens``: f(l) = 1 + sum_j P(T = j) f(l - j), a round emitting 1 + its accepted prefix."""
+    reach = np.concatenate([[1.0], np.cumprod(alphas), [0.0]])
+    emitted = reach[:-1] - reach[1:]
+    f = np.zeros(tokens + 1)
+    for left in range(1, tokens + 1):
+        f[left] = 1 + sum(p * f[max(left - j, 0)] for j, p in enumerate(emitted, start=1))
+    return f[tokens]

@@ -491,14 +491,15 @@ class _StepGrid:
         grid = _Step(a, eff, tp, batch, context, scale)
         # each attention rank schedules its own token budget; a chunk size is the budget it sets
         rules = scheduler_rules(profile, a.memory, a.accelerator, family.ranks(tp), chunk_size=serving.chunk_size, kv=a)
+        per_round = self.tokens_per_round()
         if rules.mixed:
-            it = _mixed_iteration(grid, t_dec, per_token, prompts, rules, decode_slots, workload.input_cv)
+            it = _mixed_iteration(grid, t_dec, per_token, prompts, rules, decode_slots, workload.input_cv, per_round)
         else:
-            it = _prefill_first_iteration(grid, t_pf, per_token, prompts, decode_slots)
+            it = _prefill_first_iteration(grid, t_pf, per_token, prompts, decode_slots, per_round)
         # The scheduler built the next iteration before the prompt arrived (an overlap scheduler): one more before
         # its own; and over pipeline stages its micro-batch's pass through every stage outlasts the round (a
         # prefill-first engine's prefill time, prefill_seconds, holds the pass already).
-        lag = rules.lag_iterations * it.step
+        lag = rules.lag_iterations * it.iteration
         if a.pipeline_parallel > 1 and rules.mixed:
             last = np.minimum(computed, rules.chunk_size(batch)) if rules.chunked else computed
             lag = lag + scale[0] * pipeline_pass_seconds(a, eff, tp, batch, context, last, 1.0, computed - last)
@@ -509,6 +510,14 @@ class _StepGrid:
                 value.flags.writeable = False  # points of a sweep share these arrays (calculator._reuse)
         return _StepTimes(capacity, fits, t_pf, t_dec, per_token, it, decode_slots)
 
+    def tokens_per_round(self) -> float:
+        """Output tokens a decoding sequence gets per iteration: 1, or a speculative round's expected tokens."""
+        spec, draft = self.serving.speculation, self.family.draft
+        if spec is None or draft is None:
+            return 1.0
+        tokens = max(self.workload.output_tokens - 1.0, 1.0)
+        return tokens / float(Rounds.of(spec, draft).rounds_for(tokens))
+
     def decode_times(self, eff: Any) -> tuple[np.ndarray, np.ndarray]:
         """(decode step, seconds per output token) on the grid: a decode step, or a speculative round per token."""
         family, workload, spec, tp, batch = self.family, self.workload, self.serving.speculation, self.tp, self.batch
@@ -516,7 +525,7 @@ class _StepGrid:
         t_dec = scale * decode_step_seconds(a, eff, tp, batch, context)
         if spec is None or family.draft is None:
             return t_dec, t_dec
-        return t_dec, _per_token(a, family.draft, eff, tp, batch, context, spec, scale)
+        return t_dec, _per_token(a, family.draft, eff, tp, batch, context, spec, scale, workload.output_tokens)
 
 
 @dataclass(frozen=True)
@@ -551,7 +560,9 @@ class _Prompts:
 class _Iteration:
     """A family's iterations on the grid before queueing: what the throughput and the TTFT/TPOT rules read.
 
-    ``step``: an iteration with the cap's decodes and their share of prompts; ``rate``: requests per
+    ``step``: an iteration with the cap's decodes and their share of prompts, per output token a sequence gets
+    (``iteration`` over the tokens a round emits under speculative decoding); ``iteration``: that iteration's
+    length (a speculative round's, with the prompts landing in it); ``rate``: requests per
     second a replica sustains at the cap; ``first_mean`` and ``first_tail``: arrival to first token
     without waits, for the mean prompt and the one at the TTFT percentile; ``service``: a prompt's
     time in the prefill-budget queue; ``tbt``: the longest token gap; ``own_time``: the iterations
@@ -560,6 +571,7 @@ class _Iteration:
     """
 
     step: np.ndarray
+    iteration: np.ndarray
     rate: np.ndarray
     first_mean: np.ndarray
     first_tail: np.ndarray
@@ -593,19 +605,20 @@ def _capacity(a: StepArrays, draft: StepArrays | None, profile: EngineProfile, t
 
 
 def _per_token(a: StepArrays, draft: StepArrays, eff: Any, tp: np.ndarray, batch: np.ndarray, context: float,
-               spec: Speculation, scale: float) -> np.ndarray:  # fmt: skip
+               spec: Speculation, scale: float, outputs: float) -> np.ndarray:  # fmt: skip
     """Seconds per output token with speculative decoding: a round over its expected tokens.
 
     The round (its verification and drafting) is the performance layer's
     (:meth:`~calculator.performance.speculation.Rounds.iteration`), as the predictor and the simulator price it.
     """
     rounds = Rounds.of(spec, draft)
-    return scale * rounds.iteration(a, eff, tp, batch, context) / rounds.tokens
+    tokens = max(outputs - 1.0, 1.0)  # a request's rounds over its tokens: E on long outputs, fewer on short ones
+    return scale * rounds.iteration(a, eff, tp, batch, context) * float(rounds.rounds_for(tokens)) / tokens
 
 
 def _mixed_iteration(
     grid: _Step, t_dec: np.ndarray, per_token: np.ndarray, prompts: _Prompts, rules: SchedulerRules,
-    decode_slots: float, length_cv: float = 0.0,
+    decode_slots: float, length_cv: float = 0.0, per_round: float = 1.0,
 ) -> _Iteration:  # fmt: skip
     """Engines that mix prefill into decoding: prompts ride in decode iterations, chunked to the budget left.
 
@@ -618,7 +631,9 @@ def _mixed_iteration(
     asynchronous scheduling the first hide under the fixed costs; a synchronous engine's attention
     ranks prefill theirs side by side (``spread_over_ranks``). An engine that does not
     chunk fills an iteration with the whole prompts that fit beside the decodes, at least one however
-    long (``whole_prompts``, prompt lengths spread by ``length_cv``), as the benchmark model does.
+    long (``whole_prompts``, prompt lengths spread by ``length_cv``), as the benchmark model does. Under speculative
+    decoding (``per_round`` tokens a round) an iteration is a round: ``per_round`` times the per-token step, the
+    length a prompt waits in and rides in and a token gap spans.
     """
     batch, computed = grid.batch, prompts.computed
     room = rules.room(batch, closed_form=True)
@@ -636,7 +651,7 @@ def _mixed_iteration(
     per_prompt = sum(w * k * d for w, (k, d) in weighted)
     chunks = sum(w * k for w, (k, _) in weighted)  # per prompt, and the mean chunk's tokens
     chunk = max(prompts.computed - prompts.cached, 1.0) / chunks
-    arrivals = batch / decode_slots * chunks  # chunks landing per iteration
+    arrivals = per_round * batch / decode_slots * chunks  # chunks landing per iteration (a round: per_round tokens)
     r = np.asarray(rules.ranks, dtype=float)
     spread = (r > 1) & (not grid.eff.overlap)  # a synchronous engine's attention ranks: chunks side by side
     priced = per_prompt
@@ -654,7 +669,8 @@ def _mixed_iteration(
         priced = np.where(spread, per_prompt * spread_over_ranks(arrivals, r, per_prompt / chunks, together), priced)
     per_prompt = priced
     step = per_token + batch / decode_slots * per_prompt
-    own_time = sum(w * k * (step + d) for w, (k, d) in weighted)
+    iteration = per_round * step  # a round with the prompts landing in it
+    own_time = sum(w * k * (iteration + d) for w, (k, d) in weighted)
     single = prompts.tail == prompts.nodes[0] and len(prompts.nodes) == 1
     k_tail, d_tail = costs[0] if single else prompt_cost(prompts.tail)
     # a full-budget iteration packs the prompts the room takes: its share (one long prompt's chunk after its
@@ -666,29 +682,37 @@ def _mixed_iteration(
         full = grid.added(taken * computed, taken, 0.0, plain)
     return _Iteration(
         step=step,
-        rate=np.minimum(batch / (decode_slots * step), taken / step),
-        first_mean=step / 2 + own_time,
-        first_tail=step / 2 + k_tail * (step + d_tail),
-        service=(per_token + full) / taken,  # a prompt's share of full-budget iterations
-        tbt=step + np.maximum(d_tail, costs[-1][1]),
+        iteration=iteration,
+        rate=np.minimum(batch / (decode_slots * step), taken / iteration),
+        first_mean=iteration / 2 + own_time,
+        first_tail=iteration / 2 + k_tail * (iteration + d_tail),
+        service=(per_round * per_token + full) / taken,  # a prompt's share of full-budget iterations
+        tbt=iteration + np.maximum(d_tail, costs[-1][1]),
         own_time=own_time,
         prompt_time=per_prompt,
     )
 
 
 def _prefill_first_iteration(
-    grid: _Step, t_pf: np.ndarray, per_token: np.ndarray, prompts: _Prompts, decode_slots: float
-) -> _Iteration:
-    """Prefill-first engines: prefill batches run alone and pause decoding (work conservation)."""
+    grid: _Step, t_pf: np.ndarray, per_token: np.ndarray, prompts: _Prompts, decode_slots: float,
+    per_round: float = 1.0,
+) -> _Iteration:  # fmt: skip
+    """Prefill-first engines: prefill batches run alone and pause decoding (work conservation).
+
+    A decode iteration is ``per_round`` times the per-token time (a speculative round), the length an arriving
+    prompt waits for and a token gap spans.
+    """
     a, eff, tp = grid.arrays, grid.eff, grid.tp
     tail_pf = grid.scale[0] * prefill_seconds(a, eff, tp, max(prompts.tail - prompts.cached, 1.0))
+    iteration = per_round * per_token
     return _Iteration(
         step=per_token,
+        iteration=iteration,
         rate=grid.batch / (grid.batch * t_pf + decode_slots * per_token),
-        first_mean=per_token / 2 + t_pf,
-        first_tail=per_token / 2 + tail_pf,
+        first_mean=iteration / 2 + t_pf,
+        first_tail=iteration / 2 + tail_pf,
         service=t_pf,
-        tbt=per_token + np.maximum(t_pf, tail_pf),
+        tbt=iteration + np.maximum(t_pf, tail_pf),
         own_time=t_pf,
         prompt_time=t_pf,
     )

@@ -223,7 +223,7 @@ def closed_loop_seconds(  # noqa: PLR0913  # the benchmark model's entry point: 
     shape = tp.shape
     tp, inputs, outputs, clients, extra, spread = (v.ravel() for v in (tp, inputs, outputs, clients, extra, spread))
     # A request's decode iterations: its output after the first token, E tokens a round under speculation.
-    slots = np.maximum(outputs - 1, 1.0) / speculative.tokens
+    slots = speculative.rounds_for(np.maximum(outputs - 1, 1.0))  # decode iterations a request takes
     context = inputs + outputs / 2
     # Admission: KV for the prompt plus the reserved share of the output; a sequence cap. A drafter's weights
     # and KV take their share of the cache.
@@ -298,7 +298,7 @@ def closed_loop_seconds(  # noqa: PLR0913  # the benchmark model's entry point: 
         throughput[followed] = run_rate
     out = {
         "ttft": ttft,
-        "tpot": tpot / speculative.tokens,
+        "tpot": tpot * slots / np.maximum(outputs - 1, 1.0),  # an iteration's share of each token after the first
         "throughput": throughput,
         "active_batch": held,
         "running": np.where(waves, held, running),

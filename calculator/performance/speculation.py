@@ -103,6 +103,26 @@ class Rounds:
             return 0.0
         return float(np.sum((2 * np.arange(1, reach.size + 1) - 1) * reach) - np.sum(reach) ** 2)
 
+    def rounds_for(self, tokens: Any) -> Any:
+        """Mean rounds a sequence takes to emit ``tokens`` (array) tokens, the last round cut at the length.
+
+        The renewal count ``f(L) = 1 + sum_j P(T = j) f(L - j)``, ``f(L <= 0) = 0``, where a round emits ``T = 1 + i``
+        tokens when positions ``1..i`` pass and ``i + 1`` fails. At least one round for any token left, so a short
+        output does not take a fraction of one (``(L) / E`` would); it tends to ``L / E`` plus a constant. Plain
+        decoding: ``tokens`` itself.
+        """
+        tokens = np.asarray(tokens, dtype=float)
+        if self.drafter is None:
+            return tokens
+        reach = np.concatenate([[1.0], np.cumprod(self.positions), [0.0]])
+        emitted = reach[:-1] - reach[1:]  # P(T = 1), ..., P(T = k + 1)
+        longest = int(np.ceil(np.max(tokens, initial=0.0)))
+        f = np.zeros(longest + 1)
+        for left in range(1, longest + 1):
+            back = np.maximum(left - np.arange(1, emitted.size + 1), 0)
+            f[left] = 1.0 + float(emitted @ f[back])
+        return np.interp(tokens, np.arange(longest + 1), f)
+
     def iteration(
         self, a: StepArrays, eff: Efficiency, tp: Any, decode: Any, context: Any = 0, prefill: Any = 0,
         requests: Any = 0, prior: Any = 0,

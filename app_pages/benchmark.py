@@ -65,7 +65,7 @@ def main():
     left, right = st.columns(2)
     left.plotly_chart(benchmark_prediction_figure(prediction, clients, "ttft"), key="ttft-chart")
     right.plotly_chart(benchmark_prediction_figure(prediction, clients, "tpot"), key="tpot-chart")
-    shown = ["engine", "kv_precision", "measured_kernels", "release_note", "release_fitted"]
+    shown = ["engine", "kv_precision", "measured_kernels", "release_note", "release_fitted", "load_note"]
     frame = prediction.to_frame(BENCHMARK_UNITS).drop(columns=shown)
     frame.insert(0, "clients", clients.astype(int))
     ui.table(frame, "benchmark-prediction")

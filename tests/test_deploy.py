@@ -448,3 +448,13 @@ def test_size_says_which_weights_the_plan_loads_or_that_none_exist():
     )
     small = CliRunner().invoke(app, ["size", *SIZING_8B[:1], *SIZING[1:], "--price", "4", "--engine", "trtllm"])
     assert "note: the engine loads the checkpoint nvidia/Llama-3.1-8B-Instruct-FP8" in small.stdout
+
+
+def test_the_predictor_says_when_its_replica_cannot_load_what_it_priced():
+    from calculator.performance import predict_benchmark
+
+    one = predict_benchmark("llama-3.1-70b", "h200-sxm", "fp8", 1, 1024, 256, 8, "vllm")
+    (note,) = [c for c in one.caveats() if "16-bit checkpoint" in c]
+    assert "141.1 GB of 16-bit weights per device exceed" in note and one.load_note == note
+    assert predict_benchmark("llama-3.1-70b", "h200-sxm", "fp8", 2, 1024, 256, 8, "vllm").load_note == ""
+    assert predict_benchmark("llama-3.1-70b", "h200-sxm", "fp8", 1, 1024, 256, 8, "trtllm").load_note == ""

@@ -45,6 +45,7 @@ from ..performance import (
     spread_over_ranks,
     step_arrays,
 )
+from ..performance.capacity import loads_online
 from ..performance.iteration import _overlap_expectation  # private: chunks landing together, priced as the predictor
 from ..performance.scheduler import SchedulerRules, block_slack, scheduler_rules
 from ..performance.speculation import Rounds, drafter_kv_share
@@ -866,8 +867,9 @@ def _families(model: Any, space: SearchSpace, costs: Costs, speculation: Specula
             arrays = _shared_arrays(model, device, precision, kv, engine, reg)
             draft = _shared_arrays(draft_model, device, precision, kv, engine, reg) if draft_model else None
             name, tdp = check_precision(precision), device.tdp.m_as("W")
-            online = name in engine.online_quantization and model.checkpoint(name) is None
-            sixteen = _shared_arrays(model, device, "bf16", kv, engine, reg) if online else None
+            sixteen = (
+                _shared_arrays(model, device, "bf16", kv, engine, reg) if loads_online(model, name, engine) else None
+            )
             for layout in space.moe_layouts if arrays.experts > 1 else ("tensor",):
                 laid = _laid_out(arrays, layout)
                 drafter = _head(laid, method) if method in ("mtp", "eagle") else draft

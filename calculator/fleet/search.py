@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..performance import EngineProfile, usable_kv_bytes
+from ..performance import EngineProfile
+from ..performance.capacity import load_shortfall
 from ..uncertainty import kernel_basis, prediction_interval
 from ..units import Q_
 from ._common import HOURS, MAX_FLEET_GPUS, _fleet_costs
@@ -424,18 +425,14 @@ def _why(family: _Family, tp: int, e: Evaluation, ok: _Masks, targets: Targets, 
 def _load_rejection(family: _Family, tp: int, profile: EngineProfile) -> Rejection | None:
     """Why a replica of ``tp`` GPUs cannot load the 16-bit weights it quantizes at load time, or None where it can.
 
-    The engine loads the 16-bit checkpoint and quantizes it as it loads (no checkpoint at the family's precision):
-    its memory policy must hold the 16-bit weights (``usable_kv_bytes`` of them above zero), as a launch command
-    that quantizes online needs.
+    The engine loads the 16-bit checkpoint and quantizes it as it loads (no checkpoint at the family's precision);
+    its memory policy must hold the 16-bit weights (:func:`~calculator.performance.capacity.load_shortfall`).
     """
-    loaded = family.loaded
-    assert loaded is not None
-    stage = float(family.stage_tp(np.asarray([float(tp)]))[0])
-    left = float(np.asarray(usable_kv_bytes(loaded, profile, stage)).reshape(-1)[0])
-    if left > 0:
+    assert family.loaded is not None
+    short = load_shortfall(family.loaded, profile, float(family.stage_tp(np.asarray([float(tp)]))[0]))
+    if short is None:
         return None
-    weights = float(np.asarray(loaded.weights_per_device(stage)).reshape(-1)[0])
-    values = {"weights_per_device": Q_(weights, "B"), "usable_per_device": Q_(weights + left, "B")}
+    values = {"weights_per_device": Q_(short[0], "B"), "usable_per_device": Q_(short[1], "B")}
     return Rejection(family.key_at(tp), family.accelerator, family.precision, tp, code="load", values=values)
 
 

@@ -99,6 +99,9 @@ class BenchmarkPrediction(Result):
         profile states no release).
     release_fitted : bool
         Whether benchmarks of that release were in the fit (``EngineProfile.release_fitted``).
+    load_note : str
+        Where the engine quantizes the 16-bit checkpoint as it loads it and its memory policy cannot hold the 16-bit
+        weights (the sizer's ``load`` rejection), in words; empty where the weights load as priced.
     """
 
     ttft: Time
@@ -119,6 +122,7 @@ class BenchmarkPrediction(Result):
     measured_kernels: bool
     release_note: str = ""
     release_fitted: bool = False
+    load_note: str = ""
 
     def caveats(self) -> tuple[str, ...]:
         """Where this prediction is less certain than its intervals say, in sentences (none: as stated).
@@ -147,6 +151,8 @@ class BenchmarkPrediction(Result):
                 "spread is given (length_cv), the prediction counts the mixed state's occupancy there, and near the "
                 "cache's limit TTFT can be several times higher."
             )
+        if self.load_note:
+            notes.append(self.load_note)
         if self.release_note and not self.release_fitted:
             notes.append(self.release_note[:1].upper() + self.release_note[1:] + ".")
         return tuple(notes)
@@ -450,6 +456,29 @@ def _aftermath(
     return total
 
 
+def _load_note(
+    spec: Any, accelerator: Any, a: StepArrays, profile: EngineProfile, tp: np.ndarray, layout: tuple, registry: Any
+) -> str:
+    """Why the replica cannot load the 16-bit checkpoint its engine quantizes as it loads, or "" where it can."""
+    from .capacity import load_shortfall, loads_online
+
+    if not loads_online(spec, a.precision, profile):
+        return ""
+    sixteen = step_arrays(spec, accelerator, "bf16", a.kv_precision, engine=profile, registry=registry)
+    laid, group = replica_layout(sixteen, tp, *layout)
+    for degree in np.unique(group):
+        short = load_shortfall(laid, profile, float(degree) / laid.pipeline_parallel)
+        if short is not None:
+            weights, usable = short[0] / 1e9, short[1] / 1e9
+            return (
+                f"{profile.name} loads the 16-bit checkpoint (no {a.precision} checkpoint in the registry) and "
+                f"quantizes it as it loads: {weights:,.1f} GB of 16-bit weights per device exceed the {usable:,.1f} GB "
+                f"its memory policy uses at {degree:g} GPU(s), so the launch that was priced would not load (the fleet "
+                "sizer rejects such a replica; a pre-quantized checkpoint avoids it)."
+            )
+    return ""
+
+
 def _pass_beyond(
     a: StepArrays,
     eff: Efficiency,
@@ -664,9 +693,9 @@ def predict_benchmark(  # noqa: PLR0913  # public entry point: its keyword optio
     profile = engine_profile(engine, registry)
     a = step_arrays(model, accelerator, precision, kv_precision, engine=profile, registry=registry)
     tp = checked_tp(model_of(model, registry), tensor_parallel, "predict_benchmark")
-    a, tp = replica_layout(
-        a, tp, data_parallel, expert_parallel, "predict_benchmark", pipeline_parallel, redundant_experts
-    )
+    layout = (data_parallel, expert_parallel, "predict_benchmark", pipeline_parallel, redundant_experts)
+    load_note = _load_note(model_of(model, registry), accelerator, a, profile, tp, layout, registry)
+    a, tp = replica_layout(a, tp, *layout)
     inputs = _counts("predict_benchmark", "input_tokens", input_tokens)
     outputs = _counts("predict_benchmark", "output_tokens", output_tokens)
     clients = _counts("predict_benchmark", "concurrency", concurrency)
@@ -737,4 +766,5 @@ def predict_benchmark(  # noqa: PLR0913  # public entry point: its keyword optio
         measured_kernels=a.measured,
         release_note=profile.release_note(),
         release_fitted=profile.release_fitted,
+        load_note=load_note,
     )

@@ -22,6 +22,32 @@ from ..results import Result
 __all__ = ["EngineMemoryFit", "engine_memory_fit"]
 
 
+def loads_online(model: Any, precision: str, profile: Any) -> bool:
+    """Whether ``profile``'s engine reaches ``precision`` by quantizing the 16-bit checkpoint as it loads it.
+
+    The engine quantizes at load time (``EngineProfile.online_quantization``: vLLM's and SGLang's FP8) and the
+    registry lists no checkpoint of ``model`` (resolved) at that precision: it loads the 16-bit weights first.
+    """
+    return precision in profile.online_quantization and model.checkpoint(precision) is None
+
+
+def load_shortfall(loaded: Any, profile: Any, stage_tp: float) -> tuple[float, float] | None:
+    """Where ``profile`` cannot hold the 16-bit weights it quantizes at load time: what they and its policy take.
+
+    ``(16-bit weights per device, bytes the memory policy uses)`` for ``loaded``, the 16-bit step arrays laid out
+    as the replica; None where the policy holds them (:func:`~calculator.performance.engines.usable_kv_bytes` of
+    them above zero), as a launch command that quantizes online needs. The sizer rejects such a replica (code
+    ``load``); the predictor and the memory fit say so.
+    """
+    from .engines import usable_kv_bytes
+
+    left = float(np.asarray(usable_kv_bytes(loaded, profile, stage_tp)).reshape(-1)[0])
+    if left > 0:
+        return None
+    weights = float(np.asarray(loaded.weights_per_device(stage_tp)).reshape(-1)[0])
+    return weights, weights + left
+
+
 @dataclass(frozen=True, repr=False)
 class EngineMemoryFit(Result):
     """Sequences that fit on one replica under an engine's memory policy (:func:`engine_memory_fit`).

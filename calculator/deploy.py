@@ -368,11 +368,14 @@ def launch_command(plan: FleetPlan, engine: str, *, registry: Registry | None = 
     name = _engine_name(engine)
     reg = _registry(plan, registry)
     profile = engine_profile(name, reg)
+    release = getattr(plan, "engine_release", None)
+    if release and plan.engine == name:  # the release the plan was priced as
+        profile = profile.for_release(release)
     documented = _launch_flags(reg.engine(name), reg.sources)
     f = _Flags(name, {option: flag for option, (flag, _) in documented.items()})
     model = reg.model(plan.model)
     device = reg.accelerator(plan.accelerator)
-    weights = weights_source(model, plan.precision, name, registry=reg, served=plan.served_model)
+    weights = weights_source(model, plan.precision, name, registry=reg, served=plan.served_model or "")
     kv = check_precision(plan.kv_precision or "bf16", "kv_precision")
     notes = [_online_note(model, plan, device)] if weights.method == "online" else []
     options: dict[str, Any] = {}

@@ -395,10 +395,11 @@ def test_the_command_serves_the_repository_the_plan_was_named_by():
     assert named.feasible and named.served_model == "meta-llama/Llama-3.1-70B-Instruct"
     assert launch_command(named, "vllm").arguments[2] == "meta-llama/Llama-3.1-70B-Instruct"
     assert "meta-llama/Llama-3.1-70B-Instruct" in kubernetes_manifest(named, "vllm")
-    assert FleetPlan.from_json_dict(json.loads(json.dumps(named.to_json_dict()))).served_model == named.served_model
+    again = FleetPlan.from_json_dict(json.loads(json.dumps(named.to_json_dict())))
+    assert again.served_model == "meta-llama/Llama-3.1-70B-Instruct"
     by_id = _plan("llama-3.1-70b", engine="vllm")
     assert (
-        by_id.served_model == "" and weights_source("llama-3.1-70b", "fp8", "vllm").repo == "meta-llama/Llama-3.1-70B"
+        by_id.served_model is None and weights_source("llama-3.1-70b", "fp8", "vllm").repo == "meta-llama/Llama-3.1-70B"
     )
     online = weights_source("llama-3.1-70b", "fp8", "vllm", served="meta-llama/Llama-3.1-70B-Instruct")
     assert (online.repo, online.method) == ("meta-llama/Llama-3.1-70B-Instruct", "online")

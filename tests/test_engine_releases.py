@@ -120,3 +120,22 @@ def test_the_command_line_prices_a_release():
     assert alone.exit_code != 0 and "--engine-version needs --engine" in alone.output
     bad = runner.invoke(app, [*args, "--engine", "vllm", "--engine-version", "new"])
     assert bad.exit_code != 0 and "argument 'version' must be a release" in bad.output
+
+
+def test_a_plan_keeps_the_release_it_was_priced_as():
+    import json
+
+    from calculator import Q_, FleetPlan, SearchSpace, Targets, Workload, launch_command, size_fleet
+    from calculator.simulation import plan_setup
+
+    workload, targets = Workload(Q_(5, "request/s"), 1024, 256), Targets(Q_(1, "s"), Q_(50, "ms"))
+    old = size_fleet("llama-3.1-8b", workload, targets, SearchSpace("h100-sxm", "fp8"),
+                     engine=engine_profile("vllm").for_release("0.12"))  # fmt: skip
+    assert old.feasible and old.engine == "vllm" and old.engine_release == "0.12"
+    # its command asks for what it priced: 0.12's synchronous scheduling (no --async-scheduling), and the
+    # simulator checks it as 0.12
+    assert "--async-scheduling" not in launch_command(old, "vllm").arguments
+    assert plan_setup(old).engine_release == "0.12"
+    assert FleetPlan.from_json_dict(json.loads(json.dumps(old.to_json_dict()))).engine_release == "0.12"
+    current = size_fleet("llama-3.1-8b", workload, targets, SearchSpace("h100-sxm", "fp8"), engine="vllm")
+    assert current.engine_release is None and "--async-scheduling" in launch_command(current, "vllm").arguments

@@ -556,7 +556,8 @@ def _weights_line(plan: Any, registry: Any) -> str:
     if plan.engine not in DEPLOY_TARGETS:
         return "note: the engine-agnostic profile loads no checkpoint in particular (--engine names what it loads)"
     try:
-        source = weights_source(plan.model, plan.precision, plan.engine, registry=registry, served=plan.served_model)
+        served = plan.served_model or ""
+        source = weights_source(plan.model, plan.precision, plan.engine, registry=registry, served=served)
     except InputError as error:
         return f"note: no weights to load: {error}"
     if source.method == "online":

@@ -212,9 +212,12 @@ class FleetPlan(Result):
         Why the plan is what it is (binding constraint), or why nothing is feasible.
     model, accelerator, precision, engine : str
         The chosen configuration.
+    engine_release : str
+        The engine release the plan was priced as (``EngineProfile.for_release``); None: the current defaults. The
+        simulator checks the plan as that release, and the launch command asks for what it priced.
     served_model : str
         The Hugging Face repository the model was named by where that is one of its registry aliases
-        (``meta-llama/Llama-3.1-70B-Instruct`` for ``llama-3.1-70b``): the launch serves it at 16 bits. "": the
+        (``meta-llama/Llama-3.1-70B-Instruct`` for ``llama-3.1-70b``): the launch serves it at 16 bits. None: the
         entry's own first repository alias.
     kv_precision : str
         The KV cache's precision the plan assumed: the one asked for, or the engine's default for the
@@ -296,7 +299,8 @@ class FleetPlan(Result):
     rejections: tuple[Rejection, ...] = ()
     simulated_replicas: int | None = None
     verification: PlanVerification | None = None
-    served_model: str = ""
+    served_model: str | None = None
+    engine_release: str | None = None
 
     def _frame_values(self) -> dict[str, Any]:
         """The fields, an absent part (an infeasible plan's) as its fields missing: frames of plans line up."""
@@ -304,6 +308,8 @@ class FleetPlan(Result):
         for name, part in PLAN_PARTS.items():
             if values[name] is None:
                 values[name] = dict.fromkeys(f.name for f in dataclasses.fields(part))  # type: ignore[arg-type]
+        for name in ("served_model", "engine_release"):  # how to launch it, in the plan's JSON, not its table row
+            values.pop(name)
         return values
 
     @property

@@ -619,7 +619,8 @@ def _size(problem: _Problem, progress: Callable[[int, int], Any] | None = None) 
     """:func:`size_fleet` of a resolved problem, with a ``progress(done, total)`` callback per family."""
     workload, targets = problem.workload, problem.targets
     record: dict[str, Any] = {
-        "model": problem.model.id, "served_model": problem.named, "engine": problem.profile.name,
+        "model": problem.model.id, "served_model": problem.named or None, "engine": problem.profile.name,
+        "engine_release": problem.profile.release,
         "workload": workload, "targets": targets,
         "serving": problem.serving, "registry_documents": problem.registry.user_documents,
     }  # fmt: skip

@@ -74,6 +74,8 @@ class SimulationSetup(Result):
         expert split by tensor parallelism); it divides ``tensor_parallel``.
     redundant_experts : int
         For spread experts: copies a load balancer places beside them (``performance.predict_benchmark``'s).
+    engine_release : str, optional
+        The engine release to run (``EngineProfile.for_release``: its dated scheduling and KV declaration).
     data_parallel : int
         For a mixture of experts: attention ranks of the replica (attention data parallelism), each of
         ``tensor_parallel / data_parallel`` GPUs. Each rank has its own scheduler, its share of the
@@ -123,6 +125,7 @@ class SimulationSetup(Result):
     registry_files: tuple[str | RegistryDocument, ...] = ()
     speculation: Speculation | None = None
     redundant_experts: int = 0
+    engine_release: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("tensor_parallel", "expert_parallel", "data_parallel", "pipeline_parallel"):

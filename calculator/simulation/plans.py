@@ -52,6 +52,7 @@ def plan_setup(plan: ServingPlan, step_scale: float = 1.0) -> SimulationSetup:
         step_scale=step_scale,
         registry_files=plan.registry_documents,
         speculation=plan.serving.speculation,
+        engine_release=getattr(plan, "engine_release", "") or None,
     )
 
 

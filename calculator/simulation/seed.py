@@ -83,6 +83,8 @@ def _limits(setup: SimulationSetup) -> tuple[StepArrays, Any, SchedulerRules, fl
     model = registry.model(setup.model)
     tp = checked_tp(model, int(setup.tensor_parallel) // ranks, "simulate")
     profile = engine_profile(setup.engine, registry)
+    if setup.engine_release:
+        profile = profile.for_release(setup.engine_release)
     a = step_arrays(
         setup.model, setup.accelerator, setup.precision, setup.kv_precision, engine=profile, registry=registry
     )

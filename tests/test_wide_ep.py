@@ -101,6 +101,8 @@ def test_an_uneven_degree_reads_the_even_one_whose_gpus_hold_as_many_experts():
 
 
 def test_the_held_out_degrees_stay_within_the_documented_error():
+    # A regression guard, not an independent check: the bounds are what the holdout measured when the interpolation
+    # was chosen (the docs state them), so a change to the interpolation or the tables that worsens it fails here.
     # docs/performance-model.md, "Expert placement": each measured degree priced from its neighbours, ln(measured /
     # priced) over every system and token count: median size 0.07, 10th-90th percentiles -0.21 to +0.11; per
     # framework and variant at most 0.08 in median size and within -0.24 to +0.17.

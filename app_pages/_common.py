@@ -235,8 +235,47 @@ def clear_registry_files() -> None:
 
 
 def transformer_models() -> list[str]:
-    """Ids of the registry's transformer LLMs (the models the serving pages size)."""
-    return [key for key, model in registry().models.items() if model.kind == "transformer"]
+    """Ids of the registry's transformer LLMs (the models the serving pages size), by family and then by size.
+
+    The session's imported and uploaded models are among them (:func:`registry`); the pickers show each with
+    :func:`model_picker`'s labels and search them as typed.
+    """
+    models = registry().models
+    ids = [key for key, model in models.items() if model.kind == "transformer"]
+    return sorted(ids, key=lambda key: (model_family(key), float(models[key].parameters)))
+
+
+#: A size token of a model id: ``70b``, ``0.6b``, ``8x7b``, ``1t``.
+_SIZE_TOKEN = re.compile(r"^(\d+x)?\d+(\.\d+)?[bmt]$")
+
+
+def model_family(model_id: str) -> str:
+    """The family part of a model id: what comes before its size (``llama-3.1`` of ``llama-3.1-70b``).
+
+    Without a size token, the id less a last versioned part (``deepseek`` of ``deepseek-v3.1``), else the id.
+    """
+    tokens = model_id.split("-")
+    for i, token in enumerate(tokens):
+        if i and _SIZE_TOKEN.match(token):
+            return "-".join(tokens[:i])
+    if len(tokens) > 1 and any(c.isdigit() for c in tokens[-1]):
+        return "-".join(tokens[:-1])
+    return model_id
+
+
+def model_picker() -> tuple[list[str], Any]:
+    """The model pickers' choices (:func:`transformer_models`) and how each is shown (a ``format_func``).
+
+    A choice reads as its name, its parameters and its family (searchable as typed); the labels are fixed when the
+    page runs, so a widget redrawn later shows the session's models as they were.
+    """
+    models, ids = registry().models, transformer_models()
+    labels = {}
+    for key in ids:
+        count = float(models[key].parameters)
+        size = f"{count / 1e12:.3g}T" if count >= 1e12 else f"{count / 1e9:.3g}B"
+        labels[key] = f"{models[key].name} · {size} parameters · {model_family(key)}"
+    return ids, lambda key: labels.get(key, str(key))
 
 
 # --------------------------------------------------------------------------------------------
@@ -358,6 +397,11 @@ class Scenario:
     ) -> Any:
         """A select box over ``options`` (strings or numbers)."""
         return self._choice("selectbox", label, name, options, default, where, kwargs)
+
+    def model(self, label: str, name: str, default: str, *, where: Any = None) -> Any:
+        """A model picker: the registry's transformer LLMs by family and size, labelled (:func:`model_picker`)."""
+        ids, shown = model_picker()
+        return self.select(label, name, ids, default, where=where, format_func=shown)
 
     def radio(
         self, label: str, name: str, options: Sequence[Any], default: Any, *, where: Any = None, **kwargs: Any

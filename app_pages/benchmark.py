@@ -75,7 +75,7 @@ def main():
 def _replica(sc, reg):
     """The sidebar's replica: model, accelerator, precision, tensor-parallel degree, MoE layout, engine, KV cache."""
     st.subheader("Model and hardware")
-    model_id = sc.select("Model", "model", ui.transformer_models(), "llama-3.1-70b")
+    model_id = sc.model("Model", "model", "llama-3.1-70b")
     accelerator_id = sc.select("Accelerator", "gpu", list(reg.accelerators), "h100-sxm")
     precision = sc.select("Weight precision", "precision", ui.SERVING_PRECISIONS, "fp8")
     model = reg.model(model_id)

@@ -151,7 +151,7 @@ def _speculative(sc):
 def _chunked(sc):
     reg = ui.registry()
     a, b, c = st.columns(3)
-    model = sc.select("Model", "model", ui.transformer_models(), "llama-3.1-70b", where=a)
+    model = sc.model("Model", "model", "llama-3.1-70b", where=a)
     accelerator = sc.select("Accelerator", "gpu", list(reg.accelerators), "h100-sxm", where=b)
     precision = sc.select("Precision", "precision", ["fp16", "bf16", "fp8"], "fp16", where=c)
     d, e, f, g = st.columns(4)
@@ -190,7 +190,7 @@ def _chunked(sc):
 def _handoff(sc):
     reg = ui.registry()
     a, b, c = st.columns(3)
-    model = sc.select("Model", "handoff_model", ui.transformer_models(), "llama-3.1-70b", where=a)
+    model = sc.model("Model", "handoff_model", "llama-3.1-70b", where=a)
     link = sc.select("Interconnect", "link", list(reg.interconnects), "infiniband-ndr", where=b)
     kv = sc.select("KV precision", "handoff_kv", ["fp16", "fp8"], "fp16", where=c)
     d, e = st.columns(2)

@@ -248,7 +248,7 @@ def _hardware_inputs(sc):
     """The sidebar's model and hardware: model, accelerators, precisions, engine, KV precision, expert layouts."""
     reg = ui.registry()
     st.subheader("Model and hardware")
-    model = sc.select("Model", "model", ui.transformer_models(), "llama-3.1-70b")
+    model = sc.model("Model", "model", "llama-3.1-70b")
     accelerators = sc.multiselect("Accelerators", "gpus", list(reg.accelerators), ["h100-sxm", "h200-sxm"])
     precisions = sc.multiselect("Weight precisions", "precisions", ui.SERVING_PRECISIONS, ["fp16", "fp8"])
     engine = sc.select("Serving engine", "engine", list(ui.ENGINES), "generic")

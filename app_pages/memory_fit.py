@@ -46,7 +46,7 @@ def main():
     reg = ui.registry()
     left = middle = right = st.sidebar  # the inputs in the sidebar, the answer first (collapsed on a phone)
     with left:
-        model_id = sc.select("Model", "model", ui.transformer_models(), "llama-3.1-70b")
+        model_id = sc.model("Model", "model", "llama-3.1-70b")
         accelerator_id = sc.select("Accelerator", "gpu", list(reg.accelerators), "h100-sxm")
         basis = sc.select("Capacity basis", "basis", list(BASES), "physical", format_func=BASES.get)
         unit = sc.select("Show memory in", "unit", ["GB", "GiB"], "GB", help="GB = 10^9 B, GiB = 2^30 B")

@@ -87,7 +87,7 @@ def _tensor_parallel(sc):
     reg = ui.registry()
     left, right = st.columns([1, 2])
     with left:
-        model = reg.model(sc.select("Model", "model", ui.transformer_models(), "llama-3.1-70b"))
+        model = reg.model(sc.model("Model", "model", "llama-3.1-70b"))
         tokens = sc.number(
             "Tokens per step (decode batch)", "tokens", 32, min_value=1, max_value=10_000_000, integer=True
         )

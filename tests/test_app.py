@@ -1031,3 +1031,20 @@ def test_a_config_json_imported_for_the_session_is_in_the_sessions_registry():
     assert registry().model("qwen3-8b-copy").kv_heads == 8
     with pytest.raises(CalculatorError, match="architectures"):
         import_config_files(b'{"architectures": ["NotAModel"], "hidden_size": 8}')
+
+
+def test_the_model_picker_lists_the_registry_by_family_and_size():
+    # Issue 54, item 5: families together, each by size, each entry with its name, parameters and family (the
+    # select box searches what is typed); the chosen value stays the registry id.
+    app = open_page("memory_fit")
+    box = app.selectbox(key="memory.model")
+    labels = list(box.options)
+    llama = [label for label in labels if label.endswith("· llama-3.1")]
+    assert llama == [
+        "Llama 3.1 8B · 8.03B parameters · llama-3.1",
+        "Llama 3.1 70B · 70.6B parameters · llama-3.1",
+        "Llama 3.1 405B · 406B parameters · llama-3.1",
+    ]
+    families = [label.rsplit("· ", 1)[1] for label in labels]
+    assert families == sorted(families)  # each family's models together, the families in order
+    assert box.value == "llama-3.1-70b"

@@ -448,12 +448,17 @@ class Layout(Result):
         Pipeline stages, each ``tensor_parallel x data_parallel`` GPUs with its share of the layers.
     nodes : int
         Scale-up domains (NVLink nodes) the replica spans.
+    redundant_experts : int
+        Copies of routed experts placed beside the logical ones over the ``expert_parallel`` GPUs (an
+        expert-parallel load balancer's: vLLM's EPLB, SGLang's and TensorRT-LLM's); 0: none (plan files
+        written before the field read as 0).
 
     Examples
     --------
     >>> layout = Layout(tensor_parallel=1, data_parallel=8, expert_parallel=8)
-    >>> layout.gpus, layout.stage_gpus, layout.keywords()
-    (8, 8, {'tensor_parallel': 1, 'data_parallel': 8, 'expert_parallel': 8, 'pipeline_parallel': 1})
+    >>> layout.gpus, layout.stage_gpus, layout.keywords()  # doctest: +NORMALIZE_WHITESPACE
+    (8, 8, {'tensor_parallel': 1, 'data_parallel': 8, 'expert_parallel': 8, 'pipeline_parallel': 1,
+            'redundant_experts': 0})
     """
 
     tensor_parallel: int
@@ -461,6 +466,7 @@ class Layout(Result):
     expert_parallel: int = 1
     pipeline_parallel: int = 1
     nodes: int = 1
+    redundant_experts: int = 0
 
     @property
     def stage_gpus(self) -> int:
@@ -479,6 +485,7 @@ class Layout(Result):
             "data_parallel": self.data_parallel,
             "expert_parallel": self.expert_parallel,
             "pipeline_parallel": self.pipeline_parallel,
+            "redundant_experts": self.redundant_experts,
         }
 
 

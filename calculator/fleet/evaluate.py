@@ -77,13 +77,20 @@ class _Family:
     #: The 16-bit weights the engine loads before quantizing them at load time (no checkpoint at the family's
     #: precision: EngineProfile.online_quantization), laid out as ``arrays``; None: it loads what it runs.
     loaded: StepArrays | None = None
+    #: Copies of routed experts placed beside the logical ones (an expert-parallel load balancer's): the fewest that
+    #: make the placed experts divide over the replica's GPUs where the engine needs that (:func:`_copy_families`).
+    redundant: int = 0
 
     def key_at(self, tp: int) -> str:
-        """The family at one replica size in rejections: ``accelerator/precision/tpN`` (``/dpN/epN``, ``/ppN``)."""
+        """The family at one replica size in rejections: ``accelerator/precision/tpN`` (``/dpN/epN``, ``/ppN``).
+
+        With copies of experts, ``/redundantN`` after the expert-parallel degree.
+        """
         suffix = {"expert": f"/ep{tp}", "attention-dp": f"/dp{tp}/ep{tp}"}.get(self.moe_layout, "")
         if self.stages > 1:
             return f"{self.accelerator}/{self.precision}/tp{tp // self.stages}/pp{self.stages}"
-        return f"{self.accelerator}/{self.precision}/tp{tp}{suffix}"
+        copies = f"/redundant{self.redundant}" if self.redundant else ""
+        return f"{self.accelerator}/{self.precision}/tp{tp}{suffix}{copies}"
 
     def stage_tp(self, tps: np.ndarray) -> np.ndarray:
         """The tensor-parallel GPUs of one pipeline stage of a replica of ``tps`` GPUs.
@@ -93,10 +100,11 @@ class _Family:
         return np.maximum(np.floor(np.asarray(tps, dtype=float) / self.stages), 1.0)
 
     def layout_ok(self, tps: np.ndarray) -> np.ndarray:
-        """Which replica sizes the layout can run.
+        """Which replica sizes the layout runs (the others are another family's, or no family's).
 
-        Spread experts need a degree that divides the experts; pipeline stages are one scale-up domain
-        at most each, and only replicas over several domains are run as stages.
+        Spread experts are placed with the family's copies: the fewest the engine needs at that degree
+        (:meth:`copies_at`). Pipeline stages are one scale-up domain at most each, and only replicas over
+        several domains are run as stages.
         """
         tps = np.asarray(tps, dtype=float)
         if self.stages > 1:
@@ -104,7 +112,19 @@ class _Family:
             return (tps % self.stages == 0) & (per_stage <= self.arrays.node_gpus) & (tps > self.arrays.node_gpus)
         if self.moe_layout == "tensor":
             return np.ones(np.shape(tps), dtype=bool)
-        return np.asarray(self.arrays.experts % tps == 0)
+        return np.asarray(self.copies_at(tps) == self.redundant)
+
+    def copies_at(self, tps: np.ndarray) -> np.ndarray:
+        """The fewest copies of experts a replica of each size in ``tps`` places with the experts spread over it.
+
+        0 where the degree divides the experts, or where the engine places them unevenly without copies
+        (``EngineProfile.uneven_experts``: vLLM); else the experts' shortfall from the next multiple of the
+        degree (SGLang and TensorRT-LLM need the placed experts to divide evenly): 32 for 256 experts on 72 GPUs.
+        """
+        tps = np.asarray(tps, dtype=float)
+        if self.moe_layout == "tensor" or self.arrays.uneven_experts:
+            return np.zeros(np.shape(tps))
+        return -self.arrays.experts % tps
 
     def nodes_ok(self, tps: np.ndarray) -> np.ndarray:
         """Which degrees the accelerator can span: one scale-up domain, or several over a registered scale-out link."""
@@ -875,6 +895,28 @@ def _families(model: Any, space: SearchSpace, costs: Costs, speculation: Specula
                 drafter = _head(laid, method) if method in ("mtp", "eagle") else draft
                 loaded = _laid_out(sixteen, layout) if sixteen is not None else None
                 out.append(_Family(device.id, name, laid, hourly, tdp, drafter, layout, loaded=loaded))
+    return out
+
+
+def _copy_families(families: list[_Family], tps: np.ndarray, method: str | None) -> list[_Family]:
+    """Families with copies of experts, for the replica sizes whose spread layouts need them.
+
+    An engine that places experts evenly (SGLang, TensorRT-LLM) runs an expert-parallel degree that does not
+    divide the experts only with copies beside them, as its load balancer is launched at scale (TensorRT-LLM's
+    288 slots for DeepSeek's 256 experts on 72 GPUs). For each spread family, one family per copy count the
+    replica sizes ``tps`` need (:meth:`_Family.copies_at`), its arrays placing that many more experts (so the
+    busiest GPU's weights and the expert time, balanced where the wide tables measured the balancer, count them).
+    A drafter built into the model (speculation ``method`` "mtp" or "eagle") is the laid-out model's head again.
+    """
+    out = []
+    for family in families:
+        if family.moe_layout == "tensor" or family.stages > 1:
+            continue
+        for copies in sorted({int(c) for c in family.copies_at(tps) if c > 0}):
+            loaded = family.loaded.with_redundant_experts(copies) if family.loaded is not None else None
+            arrays = family.arrays.with_redundant_experts(copies)
+            draft = _head(arrays, method) if method in ("mtp", "eagle") else family.draft
+            out.append(dataclasses.replace(family, arrays=arrays, draft=draft, loaded=loaded, redundant=copies))
     return out
 
 

@@ -127,7 +127,8 @@ class Rejection(Result):
         but the KV cache holds fewer than every batch cap searched), ``"tpot"``, ``"ttft"``
         or ``"tbt"`` (no batch cap meets that target), ``"joint"`` (each target is met by some cap,
         none meets all), ``"fleet_size"`` (the load needs more GPUs than the sizer plans, ``MAX_FLEET_GPUS``),
-        ``"layout"`` (experts spread over a TP degree that does not divide them), ``"nodes"`` (a replica
+        ``"layout"`` (experts spread over a TP degree that does not divide them; plan files of versions that
+        placed no copies of experts), ``"nodes"`` (a replica
         wider than the accelerator's scale-up domain without a scale-out link), ``"costlier"``
         (feasible, but not the cheapest) or ``"bound"`` (a lower bound on its cost from its
         throughput already reaches the plan's, so the search did not evaluate it further).
@@ -310,6 +311,9 @@ class FleetPlan(Result):
                 values[name] = dict.fromkeys(f.name for f in dataclasses.fields(part))  # type: ignore[arg-type]
         for name in ("served_model", "engine_release"):  # how to launch it, in the plan's JSON, not its table row
             values.pop(name)
+        layout = values["layout"]
+        if not layout.get("redundant_experts"):  # a row names copies of experts only where the plan places some
+            values["layout"] = {k: v for k, v in layout.items() if k != "redundant_experts"}
         return values
 
     @property
@@ -566,6 +570,8 @@ def _check_feasible_parts(values: dict[str, Any]) -> None:
     for name in LAYOUT_COUNTS:
         if name in layout or name == "tensor_parallel":  # the others default to 1 (older files lack some)
             layout[name] = _count(layout, name, 1, 4096, "layout.")
+    if "redundant_experts" in layout:  # older files place none
+        layout["redundant_experts"] = _count(layout, "redundant_experts", 0, 65536, "layout.")
     width = Layout(**{k: v for k, v in layout.items() if k in LAYOUT_COUNTS}).gpus
     if values["gpus"] != values["replicas"] * width:
         raise InputError(
@@ -603,7 +609,8 @@ def layout_text(layout: Layout | None) -> str:
     """
     if layout is None:
         return "no layout"
-    spread = f", EP {layout.expert_parallel}" if layout.expert_parallel > 1 else ""
+    copies = f" with {layout.redundant_experts} redundant experts" if layout.redundant_experts else ""
+    spread = f", EP {layout.expert_parallel}{copies}" if layout.expert_parallel > 1 else ""
     ranks = f", attention DP {layout.data_parallel}" if layout.data_parallel > 1 else ""
     stages = f", PP {layout.pipeline_parallel}" if layout.pipeline_parallel > 1 else ""
     nodes = f" over {layout.nodes} nodes" if layout.nodes > 1 else ""

@@ -18,7 +18,7 @@ from ..performance.speculation import check_speculation
 from ..types import ModelRef
 from ..units import shown
 from ._common import _model_id, _registry_for
-from .evaluate import _families, _Family, _multi_node_degrees, _pipeline_families
+from .evaluate import _copy_families, _families, _Family, _multi_node_degrees, _pipeline_families
 from .inputs import DEFAULT_TENSOR_PARALLEL, Costs, SearchSpace, ServingOptions, Targets, Workload
 
 if TYPE_CHECKING:
@@ -114,6 +114,8 @@ class _Problem:
             usable = [d for d in wider if entry.attention_heads % d == 0]  # type: ignore[operator]
             tps = np.unique(np.concatenate([tps, np.asarray(usable, dtype=float)]))
             families += _pipeline_families(families, wider)
+        method = serving.speculation.method if serving.speculation is not None else None
+        families += _copy_families(families, tps, method)
         named = _named_repository(model, entry)
         parts = (entry, workload, targets, space, serving, costs, reg, profile, tps, batches, tuple(families))
         return cls(*parts, beyond, named)

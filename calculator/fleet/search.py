@@ -256,8 +256,10 @@ class _Search:
     def _rows(self, f: int) -> tuple[list[int], dict[tuple[int, int], Rejection]]:
         """The rows of family ``f`` to search, and those rejected without a step time.
 
-        Rejected: a layout or a span it cannot run, or no cap that fits in memory. Pipeline families
-        exist for replicas of several whole nodes only: their other rows are neither.
+        Rejected: a span it cannot run, or no cap that fits in memory. Pipeline families exist for
+        replicas of several whole nodes only, and a spread layout's family for the sizes its copies of
+        experts place evenly (another family holds the others, :func:`~calculator.fleet.evaluate._copy_families`):
+        their other rows are neither.
         """
         family, tps = self.families[f], self.tps
         layout_ok, nodes_ok = family.layout_ok(tps), family.nodes_ok(tps)
@@ -266,15 +268,11 @@ class _Search:
         rows, out = [], {}
         for i, tp in enumerate(tps):
             key = family.key_at(int(tp))
-            if not layout_ok[i] and family.stages > 1:
+            if not layout_ok[i]:
                 continue
-            if not (layout_ok[i] and nodes_ok[i]):
-                code, values = (
-                    ("layout", {"experts": int(family.arrays.experts)})
-                    if not layout_ok[i]
-                    else ("nodes", {"node_gpus": int(family.arrays.node_gpus)})
-                )
-                out[f, i] = Rejection(key, family.accelerator, family.precision, int(tp), code, values)
+            if not nodes_ok[i]:
+                values = {"node_gpus": int(family.arrays.node_gpus)}
+                out[f, i] = Rejection(key, family.accelerator, family.precision, int(tp), "nodes", values)
             elif family.loaded is not None and (load := _load_rejection(family, int(tp), self.profile)) is not None:
                 out[f, i] = load
             elif not fits[i].any():
@@ -603,6 +601,7 @@ def _plan_layout(family: Any, tp: int) -> Layout:
         expert_parallel=1 if family.moe_layout == "tensor" else tp,
         pipeline_parallel=family.stages,
         nodes=int(np.ceil(tp / family.arrays.node_gpus)) if np.isfinite(family.arrays.node_gpus) else 1,
+        redundant_experts=family.redundant,
     )
 
 
@@ -630,7 +629,9 @@ def _size(problem: _Problem, progress: Callable[[int, int], Any] | None = None) 
     tp_grid, batch_grid = np.meshgrid(tps, problem.batches, indexing="ij")
     search = _Search(families, problem.profile, workload, targets, problem.serving, tps, tp_grid, batch_grid)
     outcome = search.run(progress=progress)
-    record["candidates"] = len(families) * tp_grid.size
+    # a spread layout's family holds the replica sizes its copies of experts place evenly (_copy_families)
+    rows = [tps.size if f.stages > 1 else int(f.layout_ok(tps).sum()) for f in families]
+    record["candidates"] = sum(rows) * problem.batches.size
     if outcome.best is not None:
         return _feasible_plan(search, outcome.best, outcome, problem.costs, record)
     rejected = outcome.rejected

@@ -45,6 +45,7 @@ def plan_setup(plan: ServingPlan, step_scale: float = 1.0) -> SimulationSetup:
         expert_parallel=layout.expert_parallel,
         data_parallel=layout.data_parallel,
         pipeline_parallel=layout.pipeline_parallel,
+        redundant_experts=layout.redundant_experts,
         engine=None if plan.engine == "generic" else plan.engine,
         kv_precision=plan.kv_precision or None,
         max_num_seqs=int(plan.batch),

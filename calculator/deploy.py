@@ -19,7 +19,7 @@ own multi-token-prediction layers, or an EAGLE-3 head (its repository left to fi
 
 from __future__ import annotations
 
-import copy
+import json
 import re
 import shlex
 from collections.abc import Iterator, Mapping
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import InputError
 from .results import Result
-from .types import Fraction, ModelRef
+from .types import ModelRef
 
 if TYPE_CHECKING:
     from .fleet import FleetPlan, Layout, PlanService
@@ -132,6 +132,16 @@ class _Flags(dict[str, str]):
 
 #: TensorRT-LLM's options file, written by the command before the server starts.
 TRTLLM_OPTIONS_FILE = "extra-llm-api-config.yml"
+#: TensorRT-LLM's MoE load balancer configuration, a file the options file names (``moe_config.load_balancer``).
+TRTLLM_LOAD_BALANCER_FILE = "moe-load-balancer.yml"
+#: How TensorRT-LLM places copies of experts, LLM API options of the options file.
+TRTLLM_LOAD_BALANCER = (
+    "moe_config.load_balancer names a file of MoeLoadBalancerConfig (num_slots: the experts and their copies, "
+    "divisible by --ep_size; layer_updates_per_iter > 0: the online balancer moves the copies as the load shifts), "
+    "read by TorchLlmArgs.validate_load_balancer (tensorrt_llm/llmapi/llm_args.py), and the balancer runs only in "
+    "the WIDEEP MoE backend (moe_config.backend; _torch/modules/fused_moe/create_moe.py); as in the repository's "
+    "examples/wide_ep (ep_load_balancer/README.md, slurm_scripts/gen_yaml.py)"
+)
 
 #: The engines :func:`launch_command` writes for, and ``k8s`` (:func:`kubernetes_manifest`).
 DEPLOY_TARGETS = ("vllm", "sglang", "trtllm", "k8s")
@@ -382,7 +392,7 @@ def launch_command(plan: FleetPlan, engine: str, *, registry: Registry | None = 
     flags, positional = _replica_flags(name, f, plan, profile, device, weights.repo)
     _precision_flags(name, f, kv, weights, flags, options, notes)
     _layout_flags(name, f, plan, reg, flags, options, notes)
-    files = _options_file(f, options, flags)
+    files = _options_file(f, options, flags, plan, reg)
     if plan.engine != name:
         notes.append(f"the plan was sized with the {plan.engine} engine profile, not {name}'s")
     layout, _ = _parts(plan)
@@ -485,6 +495,7 @@ def _layout_flags(
     tp = plan.layout.stage_gpus
     if plan.layout.expert_parallel > 1:  # the routed experts spread over the replica's GPUs (expert parallelism)
         flags.update(_expert_parallel_flags(name, f, plan.layout.expert_parallel, tp))
+        _placement_flags(name, f, plan, registry, flags, options, notes)
     if plan.layout.data_parallel > 1:  # attention ranks, each with its own share of the batch cap
         _data_parallel_flags(name, f, plan.layout.data_parallel, tp, int(plan.batch), flags, options, notes)
     spec = plan.serving.speculation
@@ -511,14 +522,23 @@ def _layout_flags(
     _speculative_flags(name, f, flags, options, spec.method, drafter, spec.draft_length)
 
 
-def _options_file(f: _Flags, options: dict[str, Any], flags: dict[str, str | None]) -> dict[str, str]:
-    """TensorRT-LLM's extra options as the file the command writes (and its flag), if there are any."""
+def _options_file(f: _Flags, options: dict[str, Any], flags: dict[str, str | None], plan: Any,
+                  registry: Any) -> dict[str, str]:  # fmt: skip
+    """TensorRT-LLM's extra options as the file the command writes (and its flag), if there are any.
+
+    With copies of experts, the MoE load balancer's file beside it (:data:`TRTLLM_LOAD_BALANCER`).
+    """
     if not options:
         return {}
     import yaml
 
     flags[f["options_file"]] = TRTLLM_OPTIONS_FILE
-    return {TRTLLM_OPTIONS_FILE: yaml.safe_dump(options, sort_keys=False)}
+    files = {TRTLLM_OPTIONS_FILE: yaml.safe_dump(options, sort_keys=False)}
+    if "moe_config" in options:
+        experts = int(registry.model(plan.model).experts or 1)
+        slots = {"num_slots": experts + plan.layout.redundant_experts, "layer_updates_per_iter": 1}
+        files[TRTLLM_LOAD_BALANCER_FILE] = yaml.safe_dump(slots, sort_keys=False)
+    return files
 
 
 def _flag_parts(flags: dict[str, str | None]) -> list[str]:
@@ -616,6 +636,49 @@ def _expert_parallel_flags(engine: str, f: _Flags, expert_parallel: int, tp: int
             )
         return {f["expert_parallel"]: None}
     return {f["expert_parallel"]: str(expert_parallel)}
+
+
+def _placement_flags(
+    engine: str,
+    f: _Flags,
+    plan: Any,
+    registry: Any,
+    flags: dict[str, str | None],
+    options: dict[str, Any],
+    notes: list[str],
+) -> None:
+    """The plan's copies of experts (``layout.redundant_experts``) as the engine's expert-parallel load balancer.
+
+    vLLM: ``--enable-eplb`` with ``--eplb-config`` naming the copies; SGLang: ``--ep-num-redundant-experts`` and
+    ``--enable-eplb`` (its balancer moves the copies to the busiest experts); TensorRT-LLM: its MoE load
+    balancer at ``num_slots`` = experts + copies (a file the options file names, :data:`TRTLLM_LOAD_BALANCER`).
+    Without copies, an engine that places experts evenly (``EngineProfile.uneven_experts`` false) needs a degree
+    that divides them: a plan sized for vLLM's uneven placement is an :class:`InputError` there.
+    """
+    from .performance import engine_profile
+
+    layout = plan.layout
+    ep, copies = layout.expert_parallel, layout.redundant_experts
+    experts = int(registry.model(plan.model).experts or 1)
+    if (experts + copies) % ep and (copies or not engine_profile(engine, registry).uneven_experts):
+        fill = -experts % ep
+        raise InputError(
+            f"{engine} places the experts evenly: {experts} experts and {copies} redundant copies do not divide over "
+            f"expert_parallel {ep}; size the plan for {engine} (it places {fill} copies there) or emit it for vllm"
+        )
+    if not copies:
+        return
+    if engine == "vllm":
+        flags[f["expert_load_balancer"]] = None
+        flags[f["expert_load_balancer_config"]] = json.dumps({"num_redundant_experts": copies})
+    elif engine == "sglang":
+        flags[f["redundant_experts"]] = str(copies)
+        flags[f["expert_load_balancer"]] = None
+    else:
+        options["moe_config"] = {"backend": "WIDEEP", "load_balancer": TRTLLM_LOAD_BALANCER_FILE}
+        notes.append(f"{copies} redundant experts ({experts + copies} slots): {TRTLLM_LOAD_BALANCER}")
+        return
+    notes.append(f"{copies} redundant experts beside the {experts} (the engine's expert-parallel load balancer)")
 
 
 def _data_parallel_flags(
@@ -754,246 +817,4 @@ def _speculative_flags(
         options["speculative_config"] = {"decoding_type": name, "max_draft_len": length, "speculative_model_dir": draft}
 
 
-#: Where the Kubernetes sketch mounts the engine's options file.
-_CONFIG_DIR = "/etc/servecalc"
-
-
-def _mounted(argument: str, files: dict[str, str]) -> str:
-    """A command argument naming one of the config's files, as the path where the pod mounts it."""
-    return f"{_CONFIG_DIR}/{argument}" if argument in files else argument
-
-
-def _weights_text(weights: WeightsSource) -> str:
-    """How the weights reach the plan's precision, in a few words."""
-    if weights.method == "online":
-        return f"quantized to {weights.precision} at load time"
-    return f"{weights.precision} checkpoint" + (f", registry source {weights.source}" if weights.source else "")
-
-
-def _dns_name(text: str) -> str:
-    """A Kubernetes object name (DNS-1123 label) from ``text``."""
-    name = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")
-    return name[:63].rstrip("-") or "servecalc"
-
-
-def kubernetes_manifest(
-    plan: FleetPlan,
-    engine: str,
-    *,
-    image: str | None = None,
-    target_utilization: Fraction | None = None,
-    registry: Registry | None = None,
-) -> str:
-    """A Deployment of ``plan`` on ``engine`` and a HorizontalPodAutoscaler sketch, as YAML documents.
-
-    The Deployment runs ``plan.replicas`` pods, each with ``plan.layout.gpus`` GPUs
-    (``nvidia.com/gpu``) and :func:`launch_command`'s arguments. The autoscaler keeps at least the
-    planned replicas, allows ``HEADROOM`` times as many, and scales on the running requests per pod
-    (a custom metric, ``SCALING_METRIC``) with the target ``plan.service.running_batch`` (at least 1): the running
-    batch at the planned load, where the plan's TTFT and TPOT were evaluated; or, with
-    ``target_utilization``, that fraction of the batch cap.
-    """
-    config = launch_command(plan, engine, registry=registry)
-    if image is not None and (not isinstance(image, str) or not image.strip()):
-        raise InputError(f"kubernetes_manifest(): argument 'image' must be a container image name, got {image!r}")
-    target, why = _scaling_target(plan, target_utilization)
-    running = _parts(plan)[1].running_batch
-    import yaml
-
-    from .fleet.plan import layout_text
-
-    name = _dns_name(f"{plan.model}-{config.engine}")
-    config_map, deployment = _deployment(plan, config, name, image)
-    weights = config.weights
-    assert weights is not None  # launch_command always says where the weights come from
-    group = f"# each replica is a LeaderWorkerSet group of {config.nodes} pods, one per node (install LWS: "
-    group += "kubernetes-sigs/lws; vLLM's LWS deployment page)"
-    head = [
-        _comment(
-            f"servecalc fleet plan: {plan.gpus} x {plan.accelerator} at {plan.precision}, {plan.replicas} replicas "
-            f"of {layout_text(plan.layout)}, batch cap {plan.batch}, engine {config.engine}"
-        ),
-        _comment(f"weights: {weights.repo} ({_weights_text(weights)}); KV cache {config.kv_precision}"),
-        "# pin the image to a tested version and schedule the pods on nodes with this accelerator",
-        *([group] if config.nodes > 1 else []),
-        *(_comment(note) for note in config.notes),
-    ]
-    scaling = [
-        f"# Autoscaler sketch. Signal: '{SCALING_METRIC}', the requests running on a pod (the engine's gauge of",
-        "# running requests, exposed per pod by a custom-metrics adapter such as the Prometheus adapter).",
-        f"# The plan loads each replica to at most {plan.max_utilization:g} of its throughput with its batch cap of",
-        f"# {plan.batch} full; at the planned load about {running:.1f} sequences run on each replica.",
-        *why,
-    ]
-    documents = [yaml.safe_dump(config_map, sort_keys=False).rstrip("\n"), "---"] if config_map else []
-    return (
-        "\n".join(
-            [
-                *head,
-                *documents,
-                yaml.safe_dump(deployment, sort_keys=False).rstrip("\n"),
-                "---",
-                *scaling,
-                yaml.safe_dump(_autoscaler(plan, name, target), sort_keys=False).rstrip("\n"),
-            ]
-        )
-        + "\n"
-    )
-
-
-def _scaling_target(plan: FleetPlan, target_utilization: Fraction | None) -> tuple[float, list[str]]:
-    """The running requests per pod the autoscaler holds, and the comment lines that say why."""
-    from ._support import probability
-
-    if target_utilization is None:
-        target = max(_parts(plan)[1].running_batch, 1.0)
-        return target, [
-            f"# The target, {target:.4g} running requests per pod, is the running batch at the planned load",
-            "# (Little's law), where the plan's TTFT and TPOT were evaluated: above it a pod runs past the",
-            "# point the targets were checked at, so pods are added (never fewer than planned).",
-        ]
-    utilization = float(probability("kubernetes_manifest", "target_utilization", target_utilization))
-    if not utilization > 0:
-        raise InputError("kubernetes_manifest(): argument 'target_utilization' must be above 0")
-    target = utilization * int(plan.batch)
-    return target, [
-        f"# The target, {utilization:g} x the batch cap of {plan.batch} = {target:.4g} running requests per",
-        "# pod, was asked for (target_utilization); the plan's targets were checked at the running batch above.",
-    ]
-
-
-def _deployment(
-    plan: FleetPlan, config: LaunchConfig, name: str, image: str | None
-) -> tuple[dict[str, Any] | None, dict[str, Any]]:
-    """The ConfigMap of the engine's files (None without files) and the Deployment of the plan's pods."""
-    executable = len(_EXECUTABLE[config.engine])
-    arguments = [_mounted(part, config.files) for part in config.arguments[executable:]]
-    mounts: list[dict[str, Any]] = [{"name": "shm", "mountPath": "/dev/shm"}]
-    volumes: list[dict[str, Any]] = [{"name": "shm", "emptyDir": {"medium": "Memory"}}]
-    config_map = None
-    if config.files:
-        mounts.append({"name": "engine-config", "mountPath": _CONFIG_DIR, "readOnly": True})
-        volumes.append({"name": "engine-config", "configMap": {"name": f"{name}-config"}})
-        config_map = {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"name": f"{name}-config", "labels": {"app": name}},
-            "data": dict(config.files),
-        }
-    if config.nodes > 1:
-        return config_map, _leader_worker_set(plan, config, name, image, mounts, volumes)
-    container = {
-        "name": config.engine,
-        "image": image or _IMAGE[config.engine],
-        "command": list(config.arguments[:executable]),
-        "args": arguments,
-        "ports": [{"name": "http", "containerPort": _PORT[config.engine]}],
-        "resources": {"limits": {"nvidia.com/gpu": _parts(plan)[0].gpus}},
-        "volumeMounts": mounts,
-    }
-    deployment = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "labels": {"app": name}},
-        "spec": {
-            "replicas": int(plan.replicas),
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {"containers": [container], "volumes": volumes},
-            },
-        },
-    }
-    return config_map, deployment
-
-
-#: The LeaderWorkerSet API a replica over several nodes runs as (kubernetes-sigs/lws; vLLM's LWS deployment page).
-LWS_API = "leaderworkerset.x-k8s.io/v1"
-#: What LWS sets in each pod of a group: the leader pod's address and the pod's index in its group (0: the leader).
-_LWS_VARIABLES = {"LEADER_ADDRESS": "LWS_LEADER_ADDRESS", "NODE_RANK": "LWS_WORKER_INDEX"}
-
-
-def _leader_worker_set(
-    plan: FleetPlan, config: LaunchConfig, name: str, image: str | None, mounts: list[Any], volumes: list[Any]
-) -> dict[str, Any]:
-    """A LeaderWorkerSet of ``plan.replicas`` groups of ``config.nodes`` pods: one replica over several nodes.
-
-    Each pod runs the engine's command through ``sh -c`` with LWS's own variables in place of
-    :data:`NODE_VARIABLES` (the leader's address, the pod's index in its group), the worker pods with
-    ``config.worker_flags``; only the leader exposes the HTTP port.
-    """
-    if config.engine == "trtllm":
-        raise InputError(
-            f"the plan's replica spans {config.nodes} nodes; TensorRT-LLM starts them as one MPI world (mpirun or "
-            "srun), which the Kubernetes sketch does not cover: emit for vllm or sglang, or use the trtllm command"
-        )
-    arguments = [_mounted(part, config.files) for part in config.arguments]
-
-    def lws(argument: str) -> str:  # the node variables, renamed to LWS's own; nothing else is touched
-        if not isinstance(argument, _Variable):
-            return argument
-        for ours, theirs in _LWS_VARIABLES.items():
-            argument = argument.replace(f"${ours}", f"${theirs}").replace(f"$(({ours}", f"$(({theirs}")
-        return _Variable(argument)
-
-    def line(extra: dict[str, str | None]) -> str:
-        return _shell_line([lws(a) for a in (*arguments, *_flag_parts(extra))])
-
-    def pod(role: str, extra: dict[str, str | None]) -> dict[str, Any]:
-        container: dict[str, Any] = {
-            "name": f"{config.engine}-{role}",
-            "image": image or _IMAGE[config.engine],
-            "command": ["sh", "-c", line(extra)],
-            "resources": {"limits": {"nvidia.com/gpu": _parts(plan)[0].gpus // config.nodes}},
-            "volumeMounts": copy.deepcopy(mounts),
-        }
-        if role == "leader":
-            container["ports"] = [{"name": "http", "containerPort": _PORT[config.engine]}]
-        return {
-            "metadata": {"labels": {"app": name, "role": role}},
-            "spec": {"containers": [container], "volumes": copy.deepcopy(volumes)},
-        }
-
-    return {
-        "apiVersion": LWS_API,
-        "kind": "LeaderWorkerSet",
-        "metadata": {"name": name, "labels": {"app": name}},
-        "spec": {
-            "replicas": int(plan.replicas),
-            "leaderWorkerTemplate": {
-                "size": config.nodes,
-                "restartPolicy": "RecreateGroupOnPodRestart",
-                "leaderTemplate": pod("leader", {}),
-                "workerTemplate": pod("worker", config.worker_flags),
-            },
-        },
-    }
-
-
-def _autoscaler(plan: FleetPlan, name: str, target: float) -> dict[str, Any]:
-    """A HorizontalPodAutoscaler on the running requests per pod: the planned replicas up to HEADROOM times."""
-    several = _parts(plan)[0].nodes > 1
-    reference = (
-        {"apiVersion": LWS_API, "kind": "LeaderWorkerSet"}
-        if several
-        else {"apiVersion": "apps/v1", "kind": "Deployment"}
-    )
-    return {
-        "apiVersion": "autoscaling/v2",
-        "kind": "HorizontalPodAutoscaler",
-        "metadata": {"name": name},
-        "spec": {
-            "scaleTargetRef": {**reference, "name": name},
-            "minReplicas": int(plan.replicas),
-            "maxReplicas": HEADROOM * int(plan.replicas),
-            "metrics": [
-                {
-                    "type": "Pods",
-                    "pods": {
-                        "metric": {"name": SCALING_METRIC},
-                        "target": {"type": "AverageValue", "averageValue": f"{target:.4g}"},
-                    },
-                }
-            ],
-        },
-    }
+from ._kubernetes import kubernetes_manifest  # noqa: E402  (the sketch builds on the command above)

@@ -635,6 +635,12 @@ class Engine(Entry):
         description="the releases whose benchmarks the fitted costs were fitted on (the campaigns' recorded "
         "versions); a prediction for another release says so and keeps the interval's unseen-release term",
     )
+    fitted_batch: int | None = Field(
+        None,
+        ge=1,
+        description="the most sequences one replica ran in the benchmarks the fitted costs were fitted on; a "
+        "prediction that runs more says its per-sequence cost is extrapolated and widens its low end",
+    )
     launch_flags: Mapping[
         Annotated[str, Field(pattern=OPTION_PATTERN)], Annotated[str, Field(pattern=FLAG_PATTERN)]
     ] = Field(

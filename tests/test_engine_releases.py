@@ -139,3 +139,38 @@ def test_a_plan_keeps_the_release_it_was_priced_as():
     assert FleetPlan.from_json_dict(json.loads(json.dumps(old.to_json_dict()))).engine_release == "0.12"
     current = size_fleet("llama-3.1-8b", workload, targets, SearchSpace("h100-sxm", "fp8"), engine="vllm")
     assert current.engine_release is None and "--async-scheduling" in launch_command(current, "vllm").arguments
+
+
+def test_the_registry_records_the_largest_batch_each_engine_was_fitted_on():
+    import pandas as pd
+
+    rows = pd.read_csv(CALIBRATION_DIR / "serving_benchmarks_h100.csv")
+    for engine, batches in rows.groupby(rows.backend.str.lower()).batch_size:
+        assert engine_profile(engine).fitted_batch == int(batches.max()), engine
+
+
+def test_a_batch_beyond_the_fit_says_so_and_widens_the_low_end_only():
+    # TensorRT-LLM's costs were fitted on at most 224 clients. Llama-3.1-8B BF16 on one H100 at 1,024/256
+    # tokens: 64 clients stay inside the fit, 1,024 run beyond it (the cache holds them: 1,024 x 1,280 tokens
+    # x 128 KiB is 172 GB, beyond one H100, so the batch is the cache's, still above 224).
+    profile = engine_profile("trtllm")
+    inside = predict_benchmark("llama-3.1-8b", "h100-sxm", "bf16", 1, 1024, 256, 64, engine=profile)
+    assert not [c for c in inside.caveats() if "fitted on benchmarks of at most" in c]
+    band = prediction_interval("trtllm", "h100-sxm", True)
+    assert float(inside.tpot_interval[0] / inside.tpot) == pytest.approx(band["tpot"][0], rel=1e-12)
+
+    beyond = predict_benchmark("llama-3.1-8b", "h100-sxm", "bf16", 1, 1024, 256, 1024, engine=profile)
+    batch = float(beyond.active_batch)
+    assert batch > 224
+    (note,) = [c for c in beyond.caveats() if "fitted on benchmarks of at most 224" in c]
+    assert "extrapolated" in note
+    # The low end: the same prediction with the per-sequence cost scaled so the batch pays what 224 sequences
+    # paid, priced through the public API with that efficiency, times the band's low factor.
+    eff = profile.efficiency_for("h100_sxm")
+    capped = predict_benchmark(
+        "llama-3.1-8b", "h100-sxm", "bf16", 1, 1024, 256, 1024, engine=profile,
+        efficiency=eff.replace(sequence_overhead=eff.sequence_overhead * 224 / batch),
+    )  # fmt: skip
+    assert capped.tpot < beyond.tpot
+    assert beyond.tpot_interval[0].m_as("s") == pytest.approx(capped.tpot.m_as("s") * band["tpot"][0], rel=1e-9)
+    assert beyond.tpot_interval[1].m_as("s") == pytest.approx(beyond.tpot.m_as("s") * band["tpot"][1], rel=1e-12)

@@ -12,6 +12,7 @@ benchmark starts all clients at once and sends about ten requests per client; th
 from __future__ import annotations
 
 import dataclasses
+import functools
 import numbers
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -99,6 +100,9 @@ class BenchmarkPrediction(Result):
         profile states no release).
     release_fitted : bool
         Whether benchmarks of that release were in the fit (``EngineProfile.release_fitted``).
+    batch_note : str
+        Where the busiest rank runs more sequences than the engine's costs were fitted on
+        (``EngineProfile.fitted_batch``), in words; empty elsewhere.
     load_note : str
         Where the engine quantizes the 16-bit checkpoint as it loads it and its memory policy cannot hold the 16-bit
         weights (the sizer's ``load`` rejection), in words; empty where the weights load as priced.
@@ -123,6 +127,7 @@ class BenchmarkPrediction(Result):
     release_note: str = ""
     release_fitted: bool = False
     load_note: str = ""
+    batch_note: str = ""
 
     def caveats(self) -> tuple[str, ...]:
         """Where this prediction is less certain than its intervals say, in sentences (none: as stated).
@@ -153,6 +158,8 @@ class BenchmarkPrediction(Result):
             )
         if self.load_note:
             notes.append(self.load_note)
+        if self.batch_note:
+            notes.append(self.batch_note)
         if self.release_note and not self.release_fitted:
             notes.append(self.release_note[:1].upper() + self.release_note[1:] + ".")
         return tuple(notes)
@@ -715,22 +722,24 @@ def predict_benchmark(  # noqa: PLR0913  # public entry point: its keyword optio
     speculative = speculative_rounds(
         "predict_benchmark", speculation, model_of(model, registry), a, precision, kv_precision, profile, registry
     )
-    result = closed_loop_seconds(
+    eff = _efficiency(profile, efficiency, a.accelerator)
+    run = functools.partial(
+        closed_loop_seconds,
         a,
         profile,
         tp,
         inputs,
         outputs,
         clients,
-        _efficiency(profile, efficiency, a.accelerator),
-        float(requests_per_client),
-        arrivals if isinstance(arrivals, str) else repr(arrivals),  # a string, checked there
-        0.0
+        requests_per_client=float(requests_per_client),
+        arrivals=arrivals if isinstance(arrivals, str) else repr(arrivals),  # a string, checked there
+        client_overhead=0.0
         if client_overhead is None
         else magnitude("predict_benchmark", "client_overhead", client_overhead, "s", "nonnegative"),
-        check_length_cv("predict_benchmark", length_cv),
+        length_cv=check_length_cv("predict_benchmark", length_cv),
         speculative=speculative,
     )
+    result = run(eff)
     if np.any(np.asarray(result["max_concurrency"]) < 1):
         drafter = speculative.drafter
         weights = float(np.max(a.weights_per_device(tp) + (0.0 if drafter is None else drafter.weights_per_device(tp))))
@@ -747,11 +756,16 @@ def predict_benchmark(  # noqa: PLR0913  # public entry point: its keyword optio
 
     ttft, tpot = result["ttft"], result["tpot"]
     bands = prediction_interval(profile.name, a.accelerator, a.measured, profile.interval, profile.release_fitted)
+    extrapolated = _beyond_fitted_batch(profile, eff, np.asarray(result["active_batch"]) / data_parallel, run)
+    low = {"ttft": ttft * bands["ttft"][0], "tpot": tpot * bands["tpot"][0]}
+    if extrapolated is not None:  # the interval's low end also holds the per-sequence cost stopping at the fit's batch
+        low = {k: np.where(extrapolated.beyond, np.minimum(v, extrapolated.bound[k] * bands[k][0]), v)
+               for k, v in low.items()}  # fmt: skip
     return BenchmarkPrediction(
         ttft=Q_(out(ttft), "s"),
         tpot=Q_(out(tpot), "s"),
-        ttft_interval=(Q_(out(ttft * bands["ttft"][0]), "s"), Q_(out(ttft * bands["ttft"][1]), "s")),
-        tpot_interval=(Q_(out(tpot * bands["tpot"][0]), "s"), Q_(out(tpot * bands["tpot"][1]), "s")),
+        ttft_interval=(Q_(out(low["ttft"]), "s"), Q_(out(ttft * bands["ttft"][1]), "s")),
+        tpot_interval=(Q_(out(low["tpot"]), "s"), Q_(out(tpot * bands["tpot"][1]), "s")),
         throughput=Q_(out(result["throughput"]), "request/s"),
         output_throughput=Q_(out(result["throughput"] * outputs), "token/s"),
         active_batch=out(result["active_batch"]),
@@ -767,4 +781,39 @@ def predict_benchmark(  # noqa: PLR0913  # public entry point: its keyword optio
         release_note=profile.release_note(),
         release_fitted=profile.release_fitted,
         load_note=load_note,
+        batch_note="" if extrapolated is None else extrapolated.note,
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class _Extrapolated:
+    """Points whose running batch exceeds the one the engine's costs were fitted on, and their bound."""
+
+    beyond: np.ndarray  # which points run more sequences a rank than the fit saw
+    bound: dict[str, np.ndarray]  # TTFT and TPOT with the per-sequence cost stopping at the fit's batch
+    note: str
+
+
+def _beyond_fitted_batch(profile: EngineProfile, eff: Efficiency, batch: np.ndarray, run: Any) -> _Extrapolated | None:
+    """The points beyond ``profile.fitted_batch`` sequences a rank, and their low end (``None``: no such point).
+
+    The low end is the prediction again with the per-sequence cost scaled so that the largest batch pays what
+    the fitted batch paid. The per-sequence cost was fitted on at most ``fitted_batch`` sequences; whether it
+    keeps growing beyond them (Python work a sequence) or stops (hidden behind the GPU by an overlap scheduler,
+    or batched) those rows cannot tell. The scaled cost charges every point at most ``c x fitted_batch``, so its
+    TTFT and TPOT are a low end for each point beyond the fit (lower than needed for the smaller of them: the
+    interval errs wide).
+    """
+    fitted, cost = profile.fitted_batch, float(eff.sequence_overhead.m_as("s"))
+    beyond = batch > (fitted or np.inf)
+    if fitted is None or cost <= 0.0 or not np.any(beyond):
+        return None
+    largest = float(np.max(batch))
+    bound = run(eff.replace(sequence_overhead=eff.sequence_overhead * (fitted / largest)))
+    note = (
+        f"The engine's per-sequence cost ({cost * 1e6:.3g} us) was fitted on benchmarks of at most {fitted} "
+        f"sequences a replica; this runs up to {largest:,.0f}, so it is extrapolated ({cost * largest * 1e3:.3g} ms "
+        "an iteration at the largest batch). The interval's low end is the prediction with that cost stopping at "
+        f"{fitted} sequences."
+    )
+    return _Extrapolated(beyond, {"ttft": np.asarray(bound["ttft"]), "tpot": np.asarray(bound["tpot"])}, note)

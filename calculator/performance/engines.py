@@ -214,6 +214,10 @@ class EngineProfile(Result):
         first (vLLM's and SGLang's ``--quantization fp8``); empty: pre-quantized checkpoints only (TensorRT-LLM).
     fitted_releases : tuple of str
         The releases whose benchmarks the fitted costs came from (registry ``fitted_releases``).
+    fitted_batch : int or None
+        The most sequences one replica ran in those benchmarks (registry ``fitted_batch``): beyond it the
+        per-sequence cost is extrapolated (:func:`~calculator.performance.predict_benchmark` says so and widens
+        the low end of its interval). ``None``: not recorded.
     async_scheduling_since, kv_declaration_since : str or None
         The first release that schedules asynchronously by default, and the first whose automatic KV dtype takes a
         quantized checkpoint's declaration (registry fields of the same names); ``None``: no release changed it.
@@ -258,6 +262,7 @@ class EngineProfile(Result):
     kv_block_tokens: int = 1
     mla_kv_block_tokens: int | None = None
     fitted_releases: tuple[str, ...] = ()
+    fitted_batch: int | None = None
     uneven_experts: bool = False
     draft_model_speculation: bool = True
     online_quantization: tuple[str, ...] = ()
@@ -485,6 +490,7 @@ def profile_from_entry(entry: Any, sources: Mapping[str, Any]) -> EngineProfile:
         overlap_scheduler=bool(entry.overlap_scheduler),
         memory_fraction_rule=entry.memory_fraction_rule,
         fitted_releases=tuple(entry.fitted_releases or ()),
+        fitted_batch=entry.fitted_batch,
         uneven_experts=bool(entry.uneven_experts),
         draft_model_speculation=entry.draft_model_speculation is not False,
         online_quantization=tuple(entry.online_quantization or ()),

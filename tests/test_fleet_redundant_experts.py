@@ -128,3 +128,24 @@ def test_a_plan_without_copies_is_refused_where_the_engine_places_evenly() -> No
     with pytest.raises(InputError, match="places 8 copies there"):
         launch_command(plan, "sglang")
     assert "--enable-eplb" not in launch_command(plan, "vllm").flags
+
+
+def test_attention_ranks_run_a_degree_that_does_not_divide_the_heads():
+    # DeepSeek-V3: 128 attention heads, 256 routed experts. On one GB200 NVL72 domain of 72 GPUs, TP 72 would split
+    # 128 heads unevenly, but 72 attention ranks each hold whole heads; the experts need 256 + R divisible by 72
+    # under SGLang and TensorRT-LLM: 256 = 3 x 72 + 40, so R = 72 - 40 = 32 (288 slots, 4 a GPU).
+    workload, targets = Workload(Q_(40, "request/s"), 1024, 1024), Targets(Q_(2, "s"), Q_(80, "ms"))
+    space = SearchSpace("gb200", "fp8", tensor_parallel=(72,))
+    for engine, copies in (("trtllm", 32), ("sglang", 32), ("vllm", 0)):
+        plan = size_fleet("deepseek-v3", workload, targets, space, engine=engine)
+        assert plan.feasible, (engine, plan.reason)
+        layout = plan.layout
+        assert (layout.tensor_parallel, layout.data_parallel, layout.expert_parallel) == (1, 72, 72), engine
+        assert layout.redundant_experts == copies, engine
+    # the layouts that split the heads over the replica's GPUs still need a degree that divides them
+    with pytest.raises(InputError, match="divides 128 heads"):
+        size_fleet(
+            "deepseek-v3", workload, targets, SearchSpace("gb200", "fp8", tensor_parallel=(72,), moe_layouts=("expert",))
+        )
+    with pytest.raises(InputError, match="divides 64 heads"):
+        size_fleet("llama-3.1-70b", workload, targets, SearchSpace("gb200", "fp8", tensor_parallel=(72,)))

@@ -102,6 +102,7 @@ class _Family:
     def layout_ok(self, tps: np.ndarray) -> np.ndarray:
         """Which replica sizes the layout runs (the others are another family's, or no family's).
 
+        The attention's tensor-parallel GPUs divide the heads (attention ranks hold whole heads, so any size).
         Spread experts are placed with the family's copies: the fewest the engine needs at that degree
         (:meth:`copies_at`). Pipeline stages are one scale-up domain at most each, and only replicas over
         several domains are run as stages.
@@ -109,10 +110,12 @@ class _Family:
         tps = np.asarray(tps, dtype=float)
         if self.stages > 1:
             per_stage = tps / self.stages
-            return (tps % self.stages == 0) & (per_stage <= self.arrays.node_gpus) & (tps > self.arrays.node_gpus)
+            whole = (tps % self.stages == 0) & (self.arrays.heads % self.stage_tp(tps) == 0)
+            return whole & (per_stage <= self.arrays.node_gpus) & (tps > self.arrays.node_gpus)
+        heads_ok = np.asarray(self.moe_layout == "attention-dp" or self.arrays.heads % tps == 0)
         if self.moe_layout == "tensor":
-            return np.ones(np.shape(tps), dtype=bool)
-        return np.asarray(self.copies_at(tps) == self.redundant)
+            return np.broadcast_to(heads_ok, np.shape(tps)).copy()
+        return np.asarray(self.copies_at(tps) == self.redundant) & heads_ok
 
     def copies_at(self, tps: np.ndarray) -> np.ndarray:
         """The fewest copies of experts a replica of each size in ``tps`` places with the experts spread over it.

@@ -35,11 +35,18 @@ def _part(name: str, value: Any, kind: type, example: str, function: str = "size
 
 
 def _resolve(
-    model: ModelRef, space: SearchSpace, engine: str | EngineProfile | None, registry: Registry | None
+    model: ModelRef,
+    space: SearchSpace,
+    engine: str | EngineProfile | None,
+    registry: Registry | None,
+    attention_ranks: bool = False,
 ) -> tuple[Registry, EngineProfile, Model, np.ndarray, np.ndarray]:
     """The registry, the engine profile, the model, and the TP degrees (those that divide its heads) and batch caps.
 
-    ``space`` is a checked :class:`SearchSpace`; its degrees and caps are taken as they are.
+    ``space`` is a checked :class:`SearchSpace`; its degrees and caps are taken as they are. ``attention_ranks``
+    (the sizer, whose families check their own degrees, :meth:`~calculator.fleet.evaluate._Family.layout_ok`):
+    a mixture of experts searched with attention ranks also keeps the degrees that do not divide its heads,
+    since each rank holds whole heads (DeepSeek-V3's 128 heads on 72 GPUs).
     """
     reg = _registry_for(registry, model, list(space.accelerators))
     profile = engine_profile(engine, reg)
@@ -48,11 +55,17 @@ def _resolve(
     if heads is None:
         raise InputError(f"size_fleet(): model '{_model_id(entry)}' is not a transformer LLM")
     tps = np.unique(np.asarray(space.tensor_parallel, dtype=float))
-    tps = tps[heads % tps == 0]
+    if not (attention_ranks and _ranked(entry, space)):
+        tps = tps[heads % tps == 0]
     if tps.size == 0:
         degrees = list(space.tensor_parallel)
         raise InputError(f"size_fleet(): no tensor-parallel degree in {degrees} divides {heads} heads")
     return reg, profile, entry, tps, np.unique(np.asarray(space.batches, dtype=float))
+
+
+def _ranked(entry: Model, space: SearchSpace) -> bool:
+    """Whether the sizer searches ``entry`` with attention ranks (a mixture of experts, the layout in the space)."""
+    return bool(entry.experts > 1 and "attention-dp" in space.moe_layouts)
 
 
 @dataclass(frozen=True, eq=False)
@@ -103,7 +116,7 @@ class _Problem:
                 f"size_fleet(): the shared prefix ({serving.shared_prefix_tokens:g} tokens, ServingOptions) must be "
                 f"at most the workload's mean prompt ({workload.input_tokens:g} tokens)"
             )
-        reg, profile, entry, tps, batches = _resolve(model, space, engine, registry)
+        reg, profile, entry, tps, batches = _resolve(model, space, engine, registry, attention_ranks=True)
         if serving.speculation is not None:
             check_speculation("size_fleet", serving.speculation, entry, profile)
         beyond = _beyond_context(entry, workload)
@@ -111,7 +124,7 @@ class _Problem:
         if families and space.tensor_parallel == DEFAULT_TENSOR_PARALLEL:
             # replicas over several nodes where one is not enough
             wider = [d for d in _multi_node_degrees(families, profile, workload) if d not in tps]
-            usable = [d for d in wider if entry.attention_heads % d == 0]  # type: ignore[operator]
+            usable = [d for d in wider if entry.attention_heads % d == 0 or _ranked(entry, space)]  # type: ignore[operator]
             tps = np.unique(np.concatenate([tps, np.asarray(usable, dtype=float)]))
             families += _pipeline_families(families, wider)
         method = serving.speculation.method if serving.speculation is not None else None

@@ -145,7 +145,10 @@ def test_attention_ranks_run_a_degree_that_does_not_divide_the_heads():
     # the layouts that split the heads over the replica's GPUs still need a degree that divides them
     with pytest.raises(InputError, match="divides 128 heads"):
         size_fleet(
-            "deepseek-v3", workload, targets, SearchSpace("gb200", "fp8", tensor_parallel=(72,), moe_layouts=("expert",))
+            "deepseek-v3",
+            workload,
+            targets,
+            SearchSpace("gb200", "fp8", tensor_parallel=(72,), moe_layouts=("expert",)),
         )
     with pytest.raises(InputError, match="divides 64 heads"):
         size_fleet("llama-3.1-70b", workload, targets, SearchSpace("gb200", "fp8", tensor_parallel=(72,)))

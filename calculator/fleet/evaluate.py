@@ -514,7 +514,11 @@ class _StepGrid:
         prompts = _Prompts(nodes, weights, tail, computed, hit * prefix)
         grid = _Step(a, eff, tp, batch, context, scale)
         # each attention rank schedules its own token budget; a chunk size is the budget it sets
-        rules = scheduler_rules(profile, a.memory, a.accelerator, family.ranks(tp), chunk_size=serving.chunk_size, kv=a)
+        spec = serving.speculation
+        rules = scheduler_rules(
+            profile, a.memory, a.accelerator, family.ranks(tp), chunk_size=serving.chunk_size, kv=a,
+            decode_tokens=1 if spec is None else spec.draft_length + 1,
+        )  # fmt: skip
         per_round = self.tokens_per_round()
         if rules.mixed:
             it = _mixed_iteration(grid, t_dec, per_token, prompts, rules, decode_slots, workload.input_cv, per_round)

@@ -242,7 +242,7 @@ def closed_loop_seconds(  # noqa: PLR0913  # the benchmark model's entry point: 
     # and KV take their share of the cache.
     kv_tokens = speculative.kv_tokens(a, tp, kv_capacity_tokens(a, profile, tp))
     ranks = float(np.max(tp / a.attention_group(tp)))  # attention ranks: each schedules its own budget and cap
-    rules = scheduler_rules(profile, a.memory, a.accelerator, ranks, kv=a)
+    rules = scheduler_rules(profile, a.memory, a.accelerator, ranks, kv=a, decode_tokens=speculative.verified)
     kv_limit = np.floor(kv_tokens / rules.admission_tokens(inputs, outputs, spread))
     max_seqs = rules.max_sequences
     held = np.maximum(np.minimum(np.minimum(clients, kv_limit), max_seqs), 1.0)

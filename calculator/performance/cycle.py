@@ -227,10 +227,12 @@ class _Scheduler:
             low, _ = _bisection(np.zeros_like(self.held), high, lambda n: excess(n) <= 0)
             return np.where(share > 0, low, np.inf)
         drawn = share * self.inputs / self.slots  # prompt tokens per decoding request
-        shared = budget / (1.0 + drawn)  # room = T - n
+        v = rules.decode_tokens  # the budget's tokens a decode takes (k + 1 under speculation)
+        shared = budget / (v + drawn)  # room = T - v n
         with np.errstate(divide="ignore"):
             full = 1.0 / drawn  # room = one token (the closed form's least): drawn n <= 1
-        return np.where(shared <= budget - 1.0, shared, np.maximum(full, budget - 1.0))
+        most = (budget - 1.0) / v  # the decodes that leave the room its one token
+        return np.where(shared <= most, shared, np.maximum(full, most))
 
     def terms(self, n: np.ndarray) -> _Terms:
         """The cycle's terms at a decoding population ``n``.

@@ -73,6 +73,12 @@ class SchedulerRules(Result):
     window, window_share : float
         The model's sliding window (tokens; inf: none) and the share of its layers that use it: a sequence's
         KV in tokens of every layer is :meth:`kv_tokens` of its length.
+    decode_tokens : int
+        The budget's tokens a decoding sequence takes an iteration: 1, or under speculative decoding its
+        ``k + 1`` (the token and its ``k`` drafts, verified together). vLLM schedules a running request's
+        ``num_tokens_with_spec - num_computed_tokens`` from the token budget (``v1/core/sched/scheduler.py``,
+        ``Scheduler.schedule``) and TensorRT-LLM's micro-batch scheduler counts a generation request's beam
+        width plus its draft tokens against ``max_num_tokens`` (``batch_manager/microBatchScheduler.cpp``).
     """
 
     engine: str
@@ -86,21 +92,23 @@ class SchedulerRules(Result):
     kv_block: int = 1
     window: float = float("inf")
     window_share: float = 0.0
+    decode_tokens: int = 1
 
     def kv_tokens(self, tokens: Any) -> Any:
         """The KV a sequence of ``tokens`` holds, in tokens of every layer (:func:`windowed_tokens`)."""
         return windowed_tokens(tokens, self.window, self.window_share)
 
     def room(self, decodes: Any, closed_form: bool = False) -> Any:
-        """The tokens the budget leaves for prompts beside ``decodes`` running decodes: ``T - n``.
+        """The tokens the budget leaves for prompts beside ``decodes`` running decodes: ``T - v n``.
 
-        A prefill-first engine's prompt batch runs alone with the whole budget. ``closed_form``: at
-        least one token (a continuous model's chunk count stays finite; see the module's note).
+        ``v`` is :attr:`decode_tokens` (1 without speculation). A prefill-first engine's prompt batch runs alone
+        with the whole budget. ``closed_form``: at least one token (a continuous model's chunk count stays
+        finite; see the module's note).
         """
-        budget = self.token_budget
+        budget, v = self.token_budget, self.decode_tokens
         if isinstance(decodes, int) and isinstance(budget, int):  # the simulator's whole tokens, in its hot loop
-            return max(budget - decodes if self.mixed else budget, 1 if closed_form else 0)
-        left = budget - (np.asarray(decodes) if self.mixed else 0 * np.asarray(decodes))
+            return max(budget - v * decodes if self.mixed else budget, 1 if closed_form else 0)
+        left = budget - (v * np.asarray(decodes) if self.mixed else 0 * np.asarray(decodes))
         return np.maximum(left, 1.0) if closed_form else np.maximum(left, 0)
 
     def per_rank(self) -> SchedulerRules:
@@ -164,6 +172,7 @@ def scheduler_rules(
     max_num_seqs: int | None = None,
     chunk_size: int | None = None,
     kv: Any = None,
+    decode_tokens: int = 1,
 ) -> SchedulerRules:
     """The :class:`SchedulerRules` of ``profile`` on a device of ``memory_bytes`` with ``ranks`` attention ranks.
 
@@ -173,7 +182,8 @@ def scheduler_rules(
     engine runs no more sequences than its budget holds decodes (vLLM refuses ``max_num_seqs`` above
     ``max_num_batched_tokens``). Whole numbers stay whole (the simulator schedules tokens). ``kv``: the model's
     :class:`~calculator.performance.StepArrays`, whose latent attention picks the engine's MLA block and whose
-    sliding windows shrink a sequence's KV (:meth:`SchedulerRules.kv_tokens`); None: neither.
+    sliding windows shrink a sequence's KV (:meth:`SchedulerRules.kv_tokens`); None: neither. ``decode_tokens``:
+    the budget's tokens a decoding sequence takes (``k + 1`` under speculative decoding, ``Rounds.verified``).
     """
     from .engines import EngineProfile
 
@@ -198,6 +208,7 @@ def scheduler_rules(
         kv_block=profile.kv_block(kv is not None and kv.mla),
         window=kv.window if kv is not None else float("inf"),
         window_share=kv.window_share if kv is not None else 0.0,
+        decode_tokens=decode_tokens,
     )
 
 

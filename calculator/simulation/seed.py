@@ -91,6 +91,9 @@ def _limits(setup: SimulationSetup) -> tuple[StepArrays, Any, SchedulerRules, fl
     a, _ = replica_layout(
         a, tp, ranks, setup.expert_parallel, "simulate", setup.pipeline_parallel, setup.redundant_experts
     )
+    speculative = speculative_rounds(
+        "simulate", setup.speculation, model, a, setup.precision, setup.kv_precision, profile, registry
+    )
     # every attention rank schedules its own budget (max_num_tokens, per rank) and share of the cap
     rules = scheduler_rules(
         profile,
@@ -100,9 +103,7 @@ def _limits(setup: SimulationSetup) -> tuple[StepArrays, Any, SchedulerRules, fl
         max_num_tokens=setup.max_num_tokens,
         max_num_seqs=setup.max_num_seqs,
         kv=a,
-    )
-    speculative = speculative_rounds(
-        "simulate", setup.speculation, model, a, setup.precision, setup.kv_precision, profile, registry
+        decode_tokens=speculative.verified,
     )
     capacity = float(
         speculative.kv_tokens(a, setup.tensor_parallel, kv_capacity_tokens(a, profile, setup.tensor_parallel))

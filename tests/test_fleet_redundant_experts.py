@@ -152,3 +152,17 @@ def test_attention_ranks_run_a_degree_that_does_not_divide_the_heads():
         )
     with pytest.raises(InputError, match="divides 64 heads"):
         size_fleet("llama-3.1-70b", workload, targets, SearchSpace("gb200", "fp8", tensor_parallel=(72,)))
+
+
+def test_the_frontier_runs_the_degrees_as_the_sizer_does():
+    # The frontier's rows of DeepSeek-V3 at 72 GPUs under SGLang: only attention ranks hold 128 heads on 72 GPUs,
+    # with the 32 copies that make 288 experts divide over them (4 a GPU); TP 8 keeps its three layouts uncopied.
+    from calculator.fleet import frontier
+
+    table = frontier("deepseek-v3", "gb200", "fp8", 1024, 1024, engine="sglang", tensor_parallel=(8, 72))
+    wide = table[table.tensor_parallel == 72]
+    assert not wide.empty
+    assert set(zip(wide.expert_parallel, wide.data_parallel, wide.redundant_experts, strict=True)) == {(72, 72, 32)}
+    narrow = table[table.tensor_parallel == 8]
+    assert set(narrow.redundant_experts) == {0}
+    assert set(zip(narrow.expert_parallel, narrow.data_parallel, strict=True)) == {(1, 1), (8, 1), (8, 8)}

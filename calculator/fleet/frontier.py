@@ -15,7 +15,7 @@ from ..performance import EngineProfile
 from ..results import Result
 from ..types import ModelRef, Time
 from ..units import Q_, shown
-from .evaluate import _evaluate, _families
+from .evaluate import _copy_families, _evaluate, _families
 from .inputs import DEFAULT_BATCHES, DEFAULT_TENSOR_PARALLEL, Costs, SearchSpace, ServingOptions, Targets, Workload
 from .plan import FleetPlan
 from .problem import _beyond_context, _Problem, _resolve
@@ -176,7 +176,9 @@ def frontier(
     GPU at full load against tokens per second per user (``1 / TPOT``), with ``pareto`` marking the
     points no other point of the same accelerator beats on both axes. A mixture of experts has a row per
     expert layout (``expert_parallel``: 1 with each expert split over the TP group, the TP degree with the
-    experts spread over it). ``tpot_ms`` is the TPOT at a full batch; ``ttft_ms`` the mean TTFT of a fleet
+    experts spread over it), the degrees each layout runs as the sizer searches them (``redundant_experts``: the
+    copies an even-placement engine needs where the degree does not divide the experts). ``tpot_ms`` is the TPOT
+    at a full batch; ``ttft_ms`` the mean TTFT of a fleet
     of that configuration sized for 1 request/s of the workload (replicas for the throughput at the
     sizer's utilization cap, the queue for a slot included), so it falls as the batch cap grows until
     the prompt's own prefill remains. Requests longer than the model's context are refused.
@@ -190,16 +192,18 @@ def frontier(
     workload = Workload(Q_(1.0, "request/s"), input_tokens, output_tokens)
     # SearchSpace checks and normalizes any sequence of degrees and caps
     space = SearchSpace(accelerator, precision, cast(Any, tensor_parallel), cast(Any, batches), kv_precision)
-    reg, profile, entry, tps, grid_batches = _resolve(model, space, engine, registry)
+    reg, profile, entry, tps, grid_batches = _resolve(model, space, engine, registry, attention_ranks=True)
     beyond = _beyond_context(entry, workload)
     if beyond:
         raise InputError(f"frontier(): {beyond}")
     tp_grid, batch_grid = np.meshgrid(tps, grid_batches, indexing="ij")
     rows = []
-    for family in _families(entry, space, Costs(Q_(1, "USD/hour")), None, reg, profile):
+    families = _families(entry, space, Costs(Q_(1, "USD/hour")), None, reg, profile)
+    for family in families + _copy_families(families, tps, None):
         caps = family.caps(tp_grid, batch_grid)
         out = _evaluate(family, profile, workload, tp_grid, caps, ServingOptions())
-        keep = out.fits
+        # as the sizer runs it: the degrees whose heads and experts the family places (with its copies)
+        keep = out.fits & family.layout_ok(tp_grid)
         rows.append(
             pd.DataFrame(
                 {
@@ -210,6 +214,7 @@ def frontier(
                         keep
                     ].astype(int),
                     "data_parallel": family.ranks(tp_grid)[keep].astype(int),
+                    "redundant_experts": np.full(int(keep.sum()), family.redundant),
                     "batch": caps[keep].astype(int),
                     "tokens_per_s_per_gpu": (out.rate * workload.output_tokens / tp_grid)[keep],
                     "tokens_per_s_per_user": (1 / out.tpot_at_batch)[keep],

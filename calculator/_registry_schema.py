@@ -274,6 +274,8 @@ def _record_text(record: BaseModel) -> str:
     parts = []
     for name in type(record).model_fields:
         value = getattr(record, name)
+        if isinstance(value, tuple) and all(isinstance(v, BaseModel) for v in value):  # a release range's tiers
+            value = "[" + "; ".join(map(_record_text, value)) + "]"
         if value not in (None, ""):
             parts.append(f"{name} {_quantity_text(value) if isinstance(value, ureg.Quantity) else value}")
     return ", ".join(parts)

@@ -274,6 +274,8 @@ def _record_text(record: BaseModel) -> str:
     parts = []
     for name in type(record).model_fields:
         value = getattr(record, name)
+        if isinstance(value, tuple) and all(isinstance(v, BaseModel) for v in value):  # a release range's tiers
+            value = "[" + "; ".join(map(_record_text, value)) + "]"
         if value not in (None, ""):
             parts.append(f"{name} {_quantity_text(value) if isinstance(value, ureg.Quantity) else value}")
     return ", ".join(parts)
@@ -527,15 +529,65 @@ class MemoryFractionRule(_Strict):
 
     @model_validator(mode="after")
     def _tiers_ascend(self) -> MemoryFractionRule:
-        memory = [t.min_device_memory.m_as("B") if t.min_device_memory else 0.0 for t in self.graph_batch]
-        if memory != sorted(memory):
-            raise ValueError("graph_batch tiers must be listed from the smallest min_device_memory up")
+        _ascending(self.graph_batch, "graph_batch")
         return self
 
 
 #: An engine release, ``major.minor`` (or ``major.minor.patch``).
 RELEASE_PATTERN = r"^[0-9]{1,4}(\.[0-9]{1,4}){1,2}$"
 Release = Annotated[str, Field(pattern=RELEASE_PATTERN)]
+
+
+def _ascending(tiers: tuple[Any, ...] | None, what: str) -> None:
+    """Refuse tiers (token budget, graph batch) not listed from the smallest ``min_device_memory`` up."""
+    memory = [t.min_device_memory.m_as("B") if t.min_device_memory else 0.0 for t in tiers or ()]
+    if memory != sorted(memory):
+        raise ValueError(f"{what} tiers must be listed from the smallest min_device_memory up")
+
+
+class EngineRelease(_Strict):
+    """An engine's defaults from release ``since`` until the next range's (each stated where it was read).
+
+    A field left out keeps the entry's own value (``token_budget``, ``chunked_prefill``, ``overlap_scheduler``, or
+    the scheduling its ``async_scheduling_since`` dates); ``note`` names the file and function read and the
+    releases it was read in.
+    """
+
+    since: Release = Field(description="the first release read with these defaults")
+    token_budget: tuple[TokenBudgetTier, ...] | None = Field(
+        None, description="token budget and sequence cap by device memory (none: the entry's token_budget)"
+    )
+    chunked_prefill: bool | None = Field(
+        None, description="a prompt longer than the budget is split (none: the entry's)"
+    )
+    overlap_scheduler: bool | None = Field(
+        None,
+        description="the scheduler builds the next iteration while the GPU runs this one by default (vLLM's "
+        "asynchronous scheduling, SGLang's and TensorRT-LLM's overlap schedulers; none: the entry's, or by its "
+        "async_scheduling_since)",
+    )
+    cuda_graph_batch: tuple[GraphBatchTier, ...] | None = Field(
+        None,
+        description="the largest decode batch captured in a CUDA graph by device memory (batch_from_tensor_parallel "
+        "from graph_tensor_parallel GPUs); a larger batch runs without a graph",
+    )
+    graph_tensor_parallel: PositiveInt | None = Field(
+        None, description="from this tensor-parallel degree, cuda_graph_batch's batch_from_tensor_parallel"
+    )
+    graph_padding: bool | None = Field(
+        None,
+        description="a batch below the largest captured runs padded to the next captured size (False: only the "
+        "captured sizes run a graph, any other runs without one)",
+    )
+    note: str = Field(min_length=1, description="the file and function read, and the releases read")
+
+    @model_validator(mode="after")
+    def _tiers_ascend(self) -> EngineRelease:
+        _ascending(self.token_budget, "token_budget")
+        _ascending(self.cuda_graph_batch, "cuda_graph_batch")
+        return self
+
+
 #: An engine's command-line flag: ``--name`` (letters, digits, ``-`` and ``_``).
 FLAG_PATTERN = r"^--[A-Za-z0-9][A-Za-z0-9_-]{0,79}$"
 #: An option of :attr:`Engine.launch_flags`: a lowercase name.
@@ -635,6 +687,11 @@ class Engine(Entry):
         description="the releases whose benchmarks the fitted costs were fitted on (the campaigns' recorded "
         "versions); a prediction for another release says so and keeps the interval's unseen-release term",
     )
+    releases: tuple[EngineRelease, ...] = Field(
+        (),
+        description="the defaults by release range, oldest first: for_release(version) takes the last range from "
+        "its since on (a release before the first takes the first, and says so); none: one set for every release",
+    )
     fitted_batch: int | None = Field(
         None,
         ge=1,
@@ -676,9 +733,19 @@ class Engine(Entry):
 
     @model_validator(mode="after")
     def _tiers_ascend(self) -> Engine:
-        memory = [tier.min_device_memory.m_as("B") if tier.min_device_memory else 0.0 for tier in self.token_budget]
-        if memory != sorted(memory):
-            raise ValueError("token_budget tiers must be listed from the smallest min_device_memory up")
+        _ascending(self.token_budget, "token_budget")
+        since = [tuple(int(x) for x in r.since.split(".")) for r in self.releases]
+        if since != sorted(set(since)):
+            raise ValueError("field 'releases': the ranges must be listed oldest first, each from its own 'since'")
+        stated = self.async_scheduling_since
+        for release in self.releases:
+            if stated is not None and release.overlap_scheduler is not None:
+                after = tuple(int(x) for x in release.since.split(".")) >= tuple(int(x) for x in stated.split("."))
+                if after != release.overlap_scheduler:
+                    raise ValueError(
+                        f"field 'releases': the range from {release.since} says overlap_scheduler "
+                        f"{release.overlap_scheduler}, against async_scheduling_since {stated}"
+                    )
         if self.memory_policy == "sglang" and self.memory_fraction_rule is None:
             raise ValueError(
                 "field 'memory_fraction_rule': memory_policy 'sglang' computes the fraction from the device by this "

@@ -134,6 +134,15 @@ class BudgetTier(NamedTuple):
     max_num_seqs: int
 
 
+class ReleaseRange(NamedTuple):
+    """An engine's defaults from release ``since`` on (registry ``releases``); ``None``: the profile's own."""
+
+    since: tuple[int, ...]
+    tiers: tuple[BudgetTier, ...] | None
+    chunked_prefill: bool | None
+    overlap_scheduler: bool | None
+
+
 #: How attention data-parallel ranks can exchange tokens around the experts (``EngineProfile.expert_exchange``).
 EXPERT_EXCHANGES = ("gather_scatter", "padded_or_summed")
 
@@ -218,6 +227,9 @@ class EngineProfile(Result):
         The most sequences one replica ran in those benchmarks (registry ``fitted_batch``): beyond it the
         per-sequence cost is extrapolated (:func:`~calculator.performance.predict_benchmark` says so and widens
         the low end of its interval). ``None``: not recorded.
+    releases : tuple of ReleaseRange
+        The defaults by release range, oldest first (registry ``releases``): :meth:`for_release` takes the
+        budget tiers, chunking and overlap scheduling of the range a release falls in.
     async_scheduling_since, kv_declaration_since : str or None
         The first release that schedules asynchronously by default, and the first whose automatic KV dtype takes a
         quantized checkpoint's declaration (registry fields of the same names); ``None``: no release changed it.
@@ -270,6 +282,7 @@ class EngineProfile(Result):
     async_scheduling_since: str | None = None
     kv_declaration_since: str | None = None
     draft_model_since: str | None = None
+    releases: tuple[ReleaseRange, ...] = ()
     release: str | None = None
 
     def __post_init__(self) -> None:
@@ -369,6 +382,9 @@ class EngineProfile(Result):
                 f"'1.2.0'), got {version!r:.80}"
             )
         profile = self.replace(release=".".join(map(str, numbers)))
+        if self.releases:  # the last range from its since on; a release before the first takes the first
+            found = [r for r in self.releases if numbers >= r.since] or [self.releases[0]]
+            profile = profile._with_range(found[-1])
         if self.async_scheduling_since is not None:
             profile = profile.with_async_scheduling(numbers >= release_numbers(self.async_scheduling_since))
         if self.kv_declaration_since is not None and numbers < release_numbers(self.kv_declaration_since):
@@ -376,6 +392,22 @@ class EngineProfile(Result):
         if self.draft_model_since is not None:
             profile = profile.replace(draft_model_speculation=numbers >= release_numbers(self.draft_model_since))
         return profile
+
+    def _with_range(self, found: ReleaseRange) -> EngineProfile:
+        """A copy with the budget tiers, chunking and overlap scheduler a release range states."""
+        changes: dict[str, Any] = {}
+        if found.tiers is not None:
+            changes.update(tiers=found.tiers, max_num_tokens=found.tiers[-1][1], max_num_seqs=found.tiers[-1][2])
+        if found.chunked_prefill is not None:
+            changes["chunked_prefill"] = found.chunked_prefill
+        if found.overlap_scheduler is not None:
+            changes["overlap_scheduler"] = found.overlap_scheduler
+        return self.replace(**changes)
+
+    @property
+    def release_before_ranges(self) -> bool:
+        """Whether :attr:`release` precedes the first release range read (its defaults are then the first's)."""
+        return bool(self.release and self.releases and release_numbers(self.release) < self.releases[0].since)
 
     @property
     def release_fitted(self) -> bool:
@@ -399,12 +431,17 @@ class EngineProfile(Result):
             return ""
         fitted = ", ".join(self.fitted_releases) or "none"
         if self.release_fitted:
-            return f"{self.name} release {self.release}: its mechanisms, and costs fitted on its benchmarks ({fitted})"
-        return (
-            f"{self.name} release {self.release}: no benchmark of this release is in the fit (fitted: {fitted}); its "
-            "own mechanisms (scheduling, KV declaration) with the costs fitted on the others, and the interval keeps "
-            "its unseen-release term"
-        )
+            note = f"{self.name} release {self.release}: its mechanisms, and costs fitted on its benchmarks ({fitted})"
+        else:
+            note = (
+                f"{self.name} release {self.release}: no benchmark of this release is in the fit (fitted: {fitted}); "
+                "its own mechanisms (scheduling, KV declaration) with the costs fitted on the others, and the interval "
+                "keeps its unseen-release term"
+            )
+        if self.release_before_ranges:
+            first = ".".join(map(str, self.releases[0].since))
+            note += f"; it precedes {first}, the first release whose defaults were read, and runs its defaults"
+        return note
 
 
 def release_numbers(version: Any, function: str = "release_numbers") -> tuple[int, ...]:
@@ -435,12 +472,7 @@ def profile_from_entry(entry: Any, sources: Mapping[str, Any]) -> EngineProfile:
             "profile_from_entry(): needs a registry Engine entry and the registry's sources, "
             f"got {type(entry).__name__}"
         )
-    tiers = tuple(
-        BudgetTier(
-            tier.min_device_memory.m_as("GB") if tier.min_device_memory else 0.0, tier.max_num_tokens, tier.max_num_seqs
-        )
-        for tier in entry.token_budget
-    )
+    tiers = _budget_tiers(entry.token_budget)
     citations: dict[str, str] = {}
     for link_ in entry.sources:
         if sources[link_.source].kind == "fit":
@@ -497,6 +529,25 @@ def profile_from_entry(entry: Any, sources: Mapping[str, Any]) -> EngineProfile:
         async_scheduling_since=entry.async_scheduling_since,
         kv_declaration_since=entry.kv_declaration_since,
         draft_model_since=entry.draft_model_since,
+        releases=tuple(
+            ReleaseRange(
+                release_numbers(r.since),
+                _budget_tiers(r.token_budget) if r.token_budget else None,
+                r.chunked_prefill,
+                r.overlap_scheduler,
+            )
+            for r in entry.releases
+        ),
+    )
+
+
+def _budget_tiers(token_budget: Any) -> tuple[BudgetTier, ...]:
+    """A registry token budget (``TokenBudgetTier`` records, smallest memory first) as :class:`BudgetTier` tuples."""
+    return tuple(
+        BudgetTier(
+            tier.min_device_memory.m_as("GB") if tier.min_device_memory else 0.0, tier.max_num_tokens, tier.max_num_seqs
+        )
+        for tier in token_budget
     )
 
 

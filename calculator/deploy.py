@@ -40,7 +40,7 @@ __all__ = [
     "EAGLE_HEAD",
     "LaunchConfig",
     "WeightsSource",
-    "kubernetes_manifest",
+    "kubernetes_manifest",  # noqa: F822  (module __getattr__, below)
     "launch_command",
     "weights_source",
 ]
@@ -817,4 +817,13 @@ def _speculative_flags(
         options["speculative_config"] = {"decoding_type": name, "max_draft_len": length, "speculative_model_dir": draft}
 
 
-from ._kubernetes import kubernetes_manifest  # noqa: E402  (the sketch builds on the command above)
+def __getattr__(name: str) -> Any:
+    """``kubernetes_manifest``, from the module that builds it on the command above.
+
+    Imported on first use, so that ``calculator._kubernetes``, which imports this module, may be imported first.
+    """
+    if name == "kubernetes_manifest":
+        from ._kubernetes import kubernetes_manifest
+
+        return kubernetes_manifest
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

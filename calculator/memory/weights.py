@@ -214,7 +214,8 @@ def model_weight_bytes(
     Notes
     -----
     A mixture of experts keeps every expert resident, so the bytes use the total parameter count,
-    not the active one.
+    not the active one. A multimodal model's vision encoder (``vision_parameters``) adds its weights at 16
+    bits whatever ``weight_bits`` (the published quantized checkpoints leave it unquantized).
 
     Examples
     --------
@@ -226,7 +227,10 @@ def model_weight_bytes(
     """
     resolved = model_of(model, registry=registry)
     bits = bits_of("model_weight_bytes", "weight_bits", weight_bits)
-    return weight_bytes(resolved.parameters, bits) / plain(tensor_parallel)
+    weights = weight_bytes(resolved.parameters, bits)
+    if resolved.vision_parameters:
+        weights = weights + weight_bytes(resolved.vision_parameters, 16)
+    return weights / plain(tensor_parallel)
 
 
 def routed_expert_parameters(model: ModelRef, *, registry: Registry | None = None) -> float:

@@ -144,15 +144,15 @@ def import_model_config(
     document, digest = _read_json(path, "config")
     label = f"config: {path.name}"
     refuse_inexpressible(document, label)
-    text, vision = split_vision(document, label)
+    language, vision = split_vision(document, label)
     text_label = f"{label}: text_config" if vision else label
-    architecture, family = architecture_of(text, text_label)
-    shape = read_shape(text, family, text_label)
+    architecture, family = architecture_of(language, text_label)
+    shape = read_shape(language, family, text_label)
     counts = count_parameters(shape)
     quantization, quant_file = _quantization(document, quant, label)
-    if quantization is None and vision and quant_file is None and text.get("quantization_config") is not None:
-        quantization = read_quantization(text["quantization_config"], f"{text_label}: quantization_config")
-    notes = list(shape.notes) + _uncounted(text)
+    if quantization is None and vision and quant_file is None and language.get("quantization_config") is not None:
+        quantization = read_quantization(language["quantization_config"], f"{text_label}: quantization_config")
+    notes = list(shape.notes) + _uncounted(language)
     index_parameters = None
     if index is not None:
         index_parameters, line = _index_check(
@@ -166,8 +166,8 @@ def import_model_config(
     sources = [_source(entry_id, file, sha, role, suffix, repo_name, reg) for file, sha, role, suffix in files]
     notes.append(_count_text(shape, counts))
     entry = _entry(entry_id, name or repo_name or entry_id, architecture, shape, counts, sources, notes[-1])
-    if _mtp_layers(text):  # the model's own drafter for speculative decoding (Speculation(method="mtp"))
-        entry["mtp_layers"] = _mtp_layers(text)
+    if _mtp_layers(language):  # the model's own drafter for speculative decoding (Speculation(method="mtp"))
+        entry["mtp_layers"] = _mtp_layers(language)
         entry["sources"][0]["fields"].append("mtp_layers")
     if vision is not None:
         notes.append(f"{vision.described}. {VISION_CAVEAT}")

@@ -492,6 +492,16 @@ def _load_note(
     return ""
 
 
+def _no_room(a: StepArrays, tp: np.ndarray, drafter: Any, tensor_parallel: Any, profile: EngineProfile) -> InputError:
+    """The error of weights that leave no room for one request's KV cache."""
+    weights = float(np.max(a.weights_per_device(tp) + (0.0 if drafter is None else drafter.weights_per_device(tp))))
+    return InputError(
+        f"predict_benchmark(): the weights ({weights / 1e9:,.1f} GB per device at tensor_parallel "
+        f"{tensor_parallel}) leave no room for one request's KV cache on {a.accelerator} under {profile.name}'s "
+        "memory policy; use a larger tensor_parallel, a smaller precision or shorter requests"
+    )
+
+
 def _vision_note(spec: Any) -> str:
     """The caveat of a model with a vision encoder: its weights are counted, its images' work is not."""
     if not spec.vision_parameters:
@@ -758,13 +768,7 @@ def predict_benchmark(  # noqa: PLR0913  # public entry point: its keyword optio
     )
     result = run(eff)
     if np.any(np.asarray(result["max_concurrency"]) < 1):
-        drafter = speculative.drafter
-        weights = float(np.max(a.weights_per_device(tp) + (0.0 if drafter is None else drafter.weights_per_device(tp))))
-        raise InputError(
-            f"predict_benchmark(): the weights ({weights / 1e9:,.1f} GB per device at tensor_parallel "
-            f"{tensor_parallel}) leave no room for one request's KV cache on {a.accelerator} under {profile.name}'s "
-            "memory policy; use a larger tensor_parallel, a smaller precision or shorter requests"
-        )
+        raise _no_room(a, tp, speculative.drafter, tensor_parallel, profile)
     scalar = all(np.ndim(v) == 0 for v in (tensor_parallel, input_tokens, output_tokens, concurrency))
 
     def out(value: Any) -> Any:

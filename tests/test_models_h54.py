@@ -206,3 +206,16 @@ def test_a_prediction_for_a_vision_model_says_the_images_are_not_priced():
     # The encoder's weights are read with the rest: the vision model's step is no faster than the text model's.
     assert vision.decode_step_time >= text.decode_step_time * (1 - 1e-9)
     assert Q_(0, "s") < vision.ttft
+
+
+def test_attention_ranks_share_the_routed_experts_but_not_the_vision_encoder():
+    from calculator.memory import device_share
+
+    m = REGISTRY.models["qwen3-vl-30b-a3b"]
+    assert m.vision_parameters is not None and m.active_parameters is not None
+    # The routed experts: experts x (total - active) / (experts - top), spread over both ranks; the rest (the
+    # language model's other weights at 2 bytes, the encoder at 2 bytes) is held whole on each rank's device.
+    routed = m.experts * (m.parameters - m.active_parameters) / (m.experts - m.experts_per_token)
+    expected = (m.parameters - routed) * 2 + routed * 2 / 2 + m.vision_parameters * 2
+    share = device_share("qwen3-vl-30b-a3b", 1, "bf16", "bf16", data_parallel=2)
+    assert share.weights.to("B").magnitude == pytest.approx(expected)

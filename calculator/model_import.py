@@ -5,8 +5,9 @@ and the checkpoint's ``hf_quant_config.json``), counts the parameters from the s
 a user-registry YAML document: one ``models:`` entry and the ``sources:`` entries naming the files it was read
 from (kind ``model_config``). The document is validated by loading it over the registry, so
 ``load_registry(extra=[file])`` and ``--extra file`` accept it as it is. Architectures the registry's Model
-cannot express (linear attention, Mamba layers, chunked or indexed sparse attention, vision encoders) are
-refused naming the config field, never approximated. docs/registry.md says what is read and how.
+cannot express (linear attention, Mamba layers, chunked or indexed sparse attention) are refused naming the
+config field, never approximated; a vision encoder's weights are counted (``Model.vision_parameters``) and its
+per-image work is left unpriced, as the entry's note says. docs/registry.md says what is read and how.
 """
 
 from __future__ import annotations

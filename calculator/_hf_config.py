@@ -29,11 +29,15 @@ class Architecture:
     bias_key: str | None = "attention_bias"
     #: A per-head RMSNorm of the queries and the keys (Qwen3, Gemma 3).
     qk_norm: bool = False
+    #: The q and k norms span all heads (MiniMax-M2's ``qk_norm_type: per_layer``) instead of one head's width.
+    qk_norm_across_heads: bool = False
     #: RMSNorms per decoder layer (Gemma 2 and 3 norm before and after attention and MLP).
     norms: int = 2
     #: ``mlp_bias`` adds biases to the MLP's three matrices (Llama).
     mlp_bias_key: str | None = None
-    #: How the experts are declared: None (dense), "mixtral", "qwen3_moe", "deepseek" or "gpt_oss".
+    #: How the experts are declared: None (dense), "mixtral", "qwen3_moe", "deepseek", "gpt_oss", "minimax" (MiniMax-M2:
+    #: ``num_local_experts`` of width ``intermediate_size`` on every layer) or "step" (Step-3.7-Flash: ``num_experts``
+    #: of width ``moe_intermediate_size`` from ``first_k_dense_replace`` on, shared experts of ``share_expert_dim``).
     moe: str | None = None
     #: Multi-head latent attention (DeepSeek-V2/V3, Kimi-K2).
     mla: bool = False
@@ -63,6 +67,12 @@ ARCHITECTURES: dict[str, Architecture] = {
     "Gemma2ForCausalLM": Architecture("Gemma 2", tied=True, norms=4, window="alternate"),
     "Gemma3ForCausalLM": Architecture("Gemma 3", tied=True, norms=4, qk_norm=True, window="pattern"),
     "Phi3ForCausalLM": Architecture("Phi-3", bias_key=None, window="all"),
+    # ---- added by models (issue 54): MiniMax-M2, Step-3.7-Flash and MiMo
+    "MiniMaxM2ForCausalLM": Architecture(
+        "MiniMax-M2", bias_key=None, qk_norm=True, qk_norm_across_heads=True, moe="minimax"
+    ),
+    "Step3p7FlashForCausalLM": Architecture("Step-3.7-Flash", bias_key=None, moe="step"),
+    "MiMoForCausalLM": Architecture("MiMo", qkv_bias=True, bias_key=None, window="qwen"),
 }
 #: The same, by ``model_type`` (a config without ``architectures``).
 MODEL_TYPES: dict[str, str] = {
@@ -79,6 +89,12 @@ MODEL_TYPES: dict[str, str] = {
     "gemma2": "Gemma2ForCausalLM",
     "gemma3_text": "Gemma3ForCausalLM",
     "phi3": "Phi3ForCausalLM",
+    # ---- added by models (issue 54): the text models inside multimodal configs, and the new architectures
+    "qwen3_vl_text": "Qwen3ForCausalLM",
+    "qwen3_vl_moe_text": "Qwen3MoeForCausalLM",
+    "minimax_m2": "MiniMaxM2ForCausalLM",
+    "step3p7": "Step3p7FlashForCausalLM",
+    "mimo": "MiMoForCausalLM",
 }
 
 # --------------------------------------------------------------------------------------------
@@ -99,6 +115,10 @@ _INEXPRESSIBLE: tuple[tuple[str, str], ...] = (
     ("linear_num_value_heads", "linear-attention (Gated DeltaNet) layers that keep a fixed state per sequence"),
     ("index_topk", "sparse attention: an indexer picks the tokens each query attends to"),
     ("ssm_state_size", "state-space (Mamba) layers that keep a fixed state per sequence"),
+    # ---- added by models (issue 54)
+    ("linear_attn_config", "linear-attention (Kimi Delta Attention) layers that keep a fixed state per sequence"),
+    ("sparse_attention_config", "sparse attention: each query attends to the blocks an indexer picks"),
+    ("global_head_dim", "global-attention layers with a head width and KV heads of their own, beside the sliding ones"),
 )
 #: Why a ``layer_types`` entry cannot be expressed, by entry (others: a layer kind the Model has no field for).
 _LAYER_REASONS = {
@@ -116,7 +136,8 @@ def refuse_inexpressible(config: Mapping[str, Any], label: str) -> None:
     """Raise :class:`InputError` naming the first field of ``config`` (or its ``text_config``) no Model expresses.
 
     ``label`` starts the message (``config: x.json``). A hybrid model (linear attention, Mamba), chunked or
-    indexed sparse attention, or a vision encoder is refused rather than approximated as a transformer.
+    indexed sparse attention is refused rather than approximated as a transformer (a vision encoder is read by
+    :func:`split_vision`).
     """
     inner = config.get("text_config")
     scopes = [("", config)] + ([("text_config.", inner)] if isinstance(inner, Mapping) else [])
@@ -133,12 +154,6 @@ def refuse_inexpressible(config: Mapping[str, Any], label: str) -> None:
         mamba = sorted(key for key in scope if str(key).startswith("mamba_"))
         if mamba:
             _refuse(label, f"{prefix}{mamba[0]}", "declares Mamba (state-space) layers")
-    if _declared(config.get("vision_config")):
-        _refuse(
-            label,
-            "vision_config",
-            "declares a vision encoder, whose weights and per-image work the registry does not count",
-        )
 
 
 def _refuse(label: str, field: str, why: str) -> None:
@@ -161,6 +176,93 @@ def architecture_of(config: Mapping[str, Any], label: str) -> tuple[str, Archite
             f"{', '.join(sorted(ARCHITECTURES))} (docs/registry.md)"
         )
     return name, ARCHITECTURES[name]
+
+
+# --------------------------------------------------------------------------------------------
+# The vision encoder of a multimodal config (added by models, issue 54)
+
+
+@dataclasses.dataclass(frozen=True)
+class Vision:
+    """A vision encoder's weights, counted from its ``vision_config`` (its per-image work is not priced)."""
+
+    parameters: int
+    described: str
+
+
+def split_vision(config: Mapping[str, Any], label: str) -> tuple[Mapping[str, Any], Vision | None]:
+    """The language model's config and the counted vision encoder of ``config`` (None where it declares none).
+
+    A config with a ``vision_config`` serves text through its ``text_config`` (which inherits the wrapper's
+    ``tie_word_embeddings`` where it gives none); the encoder's weights are counted from its shapes for the two
+    layouts read (Qwen3-VL's and Kimi's MoonViT, docs/registry.md), any other is refused naming ``vision_config``.
+    """
+    vision = config.get("vision_config")
+    if not _declared(vision):
+        return config, None
+    text = config.get("text_config")
+    if not isinstance(vision, Mapping) or not isinstance(text, Mapping):
+        raise InputError(
+            f"{label}: field 'vision_config' declares a vision encoder, so the config must hold the language model "
+            f"as an object 'text_config', found {shown(text)}"
+        )
+    inherited = {"tie_word_embeddings": config["tie_word_embeddings"]} if "tie_word_embeddings" in config else {}
+    fields = Fields(vision, f"{label}: vision_config")
+    if "deepstack_visual_indexes" in vision:
+        counted = _qwen3_vl_vision(fields)
+    elif "vt_hidden_size" in vision and vision.get("mm_projector_type") == "patchmerger":
+        counted = _moonvit_vision(fields)
+    else:
+        raise InputError(
+            f"{label}: field 'vision_config' declares a vision encoder whose layout the import does not count (it "
+            "counts Qwen3-VL's, with deepstack_visual_indexes, and Kimi's MoonViT, with vt_hidden_size and the "
+            "patchmerger projector); the registry would understate the model's weights, so it is refused"
+        )
+    return {**inherited, **text}, counted
+
+
+def _vit_blocks(layers: int, hidden: int, width: int) -> int:
+    """Pre-norm ViT blocks: two LayerNorms, qkv and output projections and a two-matrix MLP, all with biases."""
+    return layers * (4 * hidden * hidden + 2 * hidden * width + 9 * hidden + width)
+
+
+def _qwen3_vl_vision(f: Fields) -> Vision:
+    """Qwen3-VL: a Conv3d patch embedding, learned positions, the blocks, a merger and one deepstack merger each."""
+    h, width, layers = f.whole("hidden_size"), f.whole("intermediate_size"), f.whole("depth")
+    patch = f.whole("in_channels", 3) * f.whole("temporal_patch_size") * f.whole("patch_size") ** 2 * h + h
+    positions = f.whole("num_position_embeddings") * h
+    merged, out = h * f.whole("spatial_merge_size") ** 2, f.whole("out_hidden_size")
+    projection = merged * merged + merged + merged * out + out  # two linear layers with biases
+    deep = f.config.get("deepstack_visual_indexes")
+    if not isinstance(deep, list):
+        raise InputError(f"{f.label}: field 'deepstack_visual_indexes': expected a list, found {shown(deep)}")
+    blocks = _vit_blocks(layers, h, width)
+    mergers = (2 * h + projection) + len(deep) * (2 * merged + projection)  # LayerNorm before / after the merge
+    total = patch + positions + blocks + mergers
+    return Vision(
+        total,
+        f"Qwen3-VL vision encoder: patch embedding {patch:,}, positions {positions:,}, {layers} blocks of width {h} "
+        f"{blocks:,}, merger and {len(deep)} deepstack mergers {mergers:,}; total {total:,}",
+    )
+
+
+def _moonvit_vision(f: Fields) -> Vision:
+    """MoonViT (Kimi-K2.5): a Conv2d patch embedding, a learned 2-D position grid, the blocks, a patch merger."""
+    h, width, layers = f.whole("vt_hidden_size"), f.whole("vt_intermediate_size"), f.whole("vt_num_hidden_layers")
+    patch = 3 * f.whole("patch_size") ** 2 * h + h
+    positions = f.whole("init_pos_emb_height") * f.whole("init_pos_emb_width") * h
+    kernel = f.config.get("merge_kernel_size")
+    if not (isinstance(kernel, list) and len(kernel) == 2 and all(isinstance(k, int) and k > 0 for k in kernel)):
+        raise InputError(f"{f.label}: field 'merge_kernel_size': expected two whole numbers, found {shown(kernel)}")
+    merged, out = f.whole("mm_hidden_size") * kernel[0] * kernel[1], f.whole("text_hidden_size")
+    blocks = _vit_blocks(layers, h, width) + 2 * h  # and the final LayerNorm
+    projector = 2 * f.whole("mm_hidden_size") + merged * merged + merged + merged * out + out
+    total = patch + positions + blocks + projector
+    return Vision(
+        total,
+        f"MoonViT vision encoder: patch embedding {patch:,}, position grid {positions:,}, {layers} blocks of width {h} "
+        f"{blocks:,}, patch-merger projector {projector:,}; total {total:,}",
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -298,17 +400,25 @@ def _experts(fields: Fields, architecture: Architecture, layers: int) -> dict[st
         width = fields.whole("intermediate_size")
         return {"intermediate": 0, "experts": experts, "experts_per_token": top, "expert_intermediate": width,
                 "moe_layers": layers, "router_bias": experts if kind == "gpt_oss" else 0}  # fmt: skip
+    if kind == "minimax":
+        return _minimax_experts(fields, layers)
     if kind == "qwen3_moe":
         experts, step = fields.whole("num_experts"), fields.whole("decoder_sparse_step", 1)
         dense = _layer_list(fields, "mlp_only_layers", layers)
         moe = [i for i in range(layers) if i not in dense and (i + 1) % step == 0]
         shared = 0
-    else:  # deepseek
-        experts = fields.whole("n_routed_experts")
+    else:  # deepseek, step
+        experts = fields.whole("num_experts" if kind == "step" else "n_routed_experts")
         first, every = fields.whole("first_k_dense_replace", 0, minimum=0), fields.whole("moe_layer_freq", 1)
         moe = [i for i in range(layers) if i >= first and i % every == 0]
         shared = fields.whole("n_shared_experts", 0, minimum=0)
+        if kind == "step" and shared and fields.whole("share_expert_dim") != fields.whole("moe_intermediate_size"):
+            raise InputError(
+                f"{fields.label}: field 'share_expert_dim': a shared expert wider or narrower than the routed ones "
+                "(moe_intermediate_size) is not a layout the registry's Model holds"
+            )
     top = fields.whole("num_experts_per_tok")
+    biased = fields.config.get("topk_method") == "noaux_tc" or fields.flag("use_moe_router_bias")
     return {
         "intermediate": fields.whole("intermediate_size") if len(moe) < layers else 0,
         "experts": experts,
@@ -316,8 +426,21 @@ def _experts(fields: Fields, architecture: Architecture, layers: int) -> dict[st
         "shared_experts": shared,
         "expert_intermediate": fields.whole("moe_intermediate_size"),
         "moe_layers": len(moe),
-        "router_bias": experts if fields.config.get("topk_method") == "noaux_tc" else 0,
+        "router_bias": experts if biased else 0,
     }
+
+
+def _minimax_experts(fields: Fields, layers: int) -> dict[str, int]:
+    """MiniMax-M2: every layer routes to ``num_local_experts`` of width ``intermediate_size``, none shared."""
+    if fields.whole("shared_intermediate_size", 0, minimum=0):
+        raise InputError(
+            f"{fields.label}: field 'shared_intermediate_size': a shared expert of another width than the routed "
+            "ones is not a layout the registry's Model holds"
+        )
+    experts = fields.whole("num_local_experts")
+    return {"intermediate": 0, "experts": experts, "experts_per_token": fields.whole("num_experts_per_tok"),
+            "expert_intermediate": fields.whole("intermediate_size"), "moe_layers": layers,
+            "router_bias": experts if fields.flag("use_routing_bias") else 0}  # fmt: skip
 
 
 def _layer_list(fields: Fields, key: str, layers: int) -> set[int]:
@@ -436,7 +559,8 @@ def _attention_parameters(s: Shape) -> int:
     q, kv = heads * s.head_dim, s.kv_heads * s.head_dim
     weights = h * (q + 2 * kv) + q * h
     biases = (q + 2 * kv + h) if s.attention_bias else (q + 2 * kv) if arch.qkv_bias else 0
-    return weights + biases + (2 * s.head_dim if arch.qk_norm else 0) + (heads if arch.sinks else 0)
+    norms = (heads + s.kv_heads if arch.qk_norm_across_heads else 2) * s.head_dim if arch.qk_norm else 0
+    return weights + biases + norms + (heads if arch.sinks else 0)
 
 
 # --------------------------------------------------------------------------------------------

@@ -397,6 +397,13 @@ class Model(Entry):
         description="multi-token-prediction layers the checkpoint holds beside the model's own (config.json "
         "num_nextn_predict_layers); speculative decoding can draft with them (Speculation method 'mtp')",
     )
+    # ---- added by models (issue 54): a multimodal model's vision encoder
+    vision_parameters: PositiveInt | None = Field(
+        None,
+        description="weights of the model's vision encoder and projector, beside parameters (the language model): "
+        "held in memory at 16 bits; text is served through the language model and per-image prefill work is not "
+        "priced",
+    )
 
     #: ``checkpoints`` carry a source each (checked against the file's sources when the file is read).
     UNSOURCED: ClassVar[frozenset[str]] = Entry.UNSOURCED | {
@@ -427,6 +434,7 @@ class Model(Entry):
         "kv_lora_rank": (1, 1_000_000, ""),
         "qk_rope_head_dim": (1, 65_536, ""),
         "mtp_layers": (1, 64, ""),
+        "vision_parameters": (1e5, 1e11, ""),
     }
 
     @model_validator(mode="after")

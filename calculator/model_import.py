@@ -5,8 +5,9 @@ and the checkpoint's ``hf_quant_config.json``), counts the parameters from the s
 a user-registry YAML document: one ``models:`` entry and the ``sources:`` entries naming the files it was read
 from (kind ``model_config``). The document is validated by loading it over the registry, so
 ``load_registry(extra=[file])`` and ``--extra file`` accept it as it is. Architectures the registry's Model
-cannot express (linear attention, Mamba layers, chunked or indexed sparse attention, vision encoders) are
-refused naming the config field, never approximated. docs/registry.md says what is read and how.
+cannot express (linear attention, Mamba layers, chunked or indexed sparse attention) are refused naming the
+config field, never approximated; a vision encoder's weights are counted (``Model.vision_parameters``) and its
+per-image work is left unpriced, as the entry's note says. docs/registry.md says what is read and how.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from ._hf_config import (
     read_quantization,
     read_shape,
     refuse_inexpressible,
+    split_vision,
 )
 from ._support import registry_or_default
 from .errors import InputError, RegistryError
@@ -44,6 +46,12 @@ __all__ = ["ImportedModel", "import_model_config"]
 MAX_IMPORT_BYTES = 32_000_000
 #: The widest gap allowed between the parameters counted from the shapes and those the index's bytes imply.
 INDEX_TOLERANCE = 0.01
+#: What a model with a vision encoder's entry does and does not count (the import's note and its source link).
+VISION_CAVEAT = (
+    "The encoder's weights are counted in memory (at 16 bits whatever the checkpoint, split over the tensor-parallel "
+    "group like the rest); text traffic is served through the language model, and each image's prefill work (the "
+    "encoder's pass and the image's tokens) is not priced"
+)
 #: Bytes per stored parameter of an unquantized checkpoint, by the config's ``torch_dtype``.
 _DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 
@@ -137,14 +145,20 @@ def import_model_config(
     document, digest = _read_json(path, "config")
     label = f"config: {path.name}"
     refuse_inexpressible(document, label)
-    architecture, family = architecture_of(document, label)
-    shape = read_shape(document, family, label)
+    language, vision = split_vision(document, label)
+    text_label = f"{label}: text_config" if vision else label
+    architecture, family = architecture_of(language, text_label)
+    shape = read_shape(language, family, text_label)
     counts = count_parameters(shape)
     quantization, quant_file = _quantization(document, quant, label)
-    notes = list(shape.notes) + _uncounted(document)
+    if quantization is None and vision and quant_file is None and language.get("quantization_config") is not None:
+        quantization = read_quantization(language["quantization_config"], f"{text_label}: quantization_config")
+    notes = list(shape.notes) + _uncounted(language)
     index_parameters = None
     if index is not None:
-        index_parameters, line = _index_check(_file("index", index), document, counts, quantization)
+        index_parameters, line = _index_check(
+            _file("index", index), document, counts.total + (vision.parameters if vision else 0), quantization
+        )
         notes.append(line)
     entry_id, repo_name = _entry_id(model_id, repo, path, reg), _repository(repo)
     files = [(path, digest, "config.json", "config")] + (
@@ -153,9 +167,13 @@ def import_model_config(
     sources = [_source(entry_id, file, sha, role, suffix, repo_name, reg) for file, sha, role, suffix in files]
     notes.append(_count_text(shape, counts))
     entry = _entry(entry_id, name or repo_name or entry_id, architecture, shape, counts, sources, notes[-1])
-    if _mtp_layers(document):  # the model's own drafter for speculative decoding (Speculation(method="mtp"))
-        entry["mtp_layers"] = _mtp_layers(document)
+    if _mtp_layers(language):  # the model's own drafter for speculative decoding (Speculation(method="mtp"))
+        entry["mtp_layers"] = _mtp_layers(language)
         entry["sources"][0]["fields"].append("mtp_layers")
+    if vision is not None:
+        notes.append(f"{vision.described}. {VISION_CAVEAT}")
+        entry["vision_parameters"] = vision.parameters
+        entry["sources"].append({"source": sources[0]["id"], "fields": ["vision_parameters"], "note": notes[-1]})
     _aliases_and_checkpoint(entry, repo_name, quantization, sources[-1]["id"], reg, notes)
     text = _document_text(path.name, sources, entry)
     model = _validated(text, entry_id, Path(out).name if out is not None else f"{entry_id}.yaml", reg, label)
@@ -231,7 +249,7 @@ def _uncounted(document: Mapping[str, Any]) -> list[str]:
 
 
 def _index_check(
-    path: Path, document: Mapping[str, Any], counts: Counts, quantization: Quantization | None
+    path: Path, document: Mapping[str, Any], total: int, quantization: Quantization | None
 ) -> tuple[float, str]:
     """The parameters the index's bytes imply, checked against the count within :data:`INDEX_TOLERANCE`."""
     index, _ = _read_json(path, "index")
@@ -253,10 +271,10 @@ def _index_check(
             f"parameters; expected one of {sorted(_DTYPE_BYTES)}"
         )
     implied = float(size) / _DTYPE_BYTES[dtype]
-    gap = abs(counts.total - implied) / implied
+    gap = abs(total - implied) / implied
     stated = (
         f"index {path.name}: total_size {size:,.0f} B / {_DTYPE_BYTES[dtype]} B ({dtype}) = {implied:,.0f} parameters; "
-        f"the shapes count {counts.total:,} ({gap:.3%} apart)"
+        f"the shapes count {total:,} ({gap:.3%} apart)"
     )
     if gap > INDEX_TOLERANCE:
         hint = " (the index holds the multi-token-prediction layers too)" if _uncounted(document) else ""

@@ -190,8 +190,8 @@ def test_an_architecture_the_registry_cannot_express_is_refused_naming_the_field
 
 def test_an_unknown_architecture_is_refused_naming_it(tmp_path):
     file = tmp_path / "config.json"
-    file.write_text(json.dumps({"architectures": ["MiniMaxM2ForCausalLM"], "hidden_size": 3072}))
-    with pytest.raises(InputError, match="field 'architectures': 'MiniMaxM2ForCausalLM' is not an architecture"):
+    file.write_text(json.dumps({"architectures": ["DeciLMForCausalLM"], "hidden_size": 8192}))
+    with pytest.raises(InputError, match="field 'architectures': 'DeciLMForCausalLM' is not an architecture"):
         import_model_config(file, model_id="m")
 
 

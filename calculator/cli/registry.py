@@ -172,7 +172,8 @@ def registry_import(
 
     Counts the parameters from the shapes and writes a validated YAML file (--out, else standard output) with
     the model and the file as its source; use it with --extra. Refuses, naming the field, an architecture the
-    registry cannot express (linear attention, Mamba layers, chunked or sparse attention, a vision encoder).
+    registry cannot express (linear attention, Mamba layers, chunked or sparse attention, a vision encoder of a
+    layout it does not count); a counted vision encoder's per-image work is not priced (the notes say so).
     """
     from ..model_import import import_model_config
 

@@ -20,7 +20,7 @@ from ..results import Result, as_count, floor_whole
 from ..types import Bytes, BytesPerToken, Capacity, Count, ModelRef, Precision, Tokens
 from ..units import Q_, shown, ureg
 from .kv import _check_splits, kv_bytes_per_token_per_device, tensor_parallel_valid
-from .weights import NO_BYTES, model_weight_bytes, routed_expert_parameters
+from .weights import NO_BYTES, model_weight_bytes, routed_expert_parameters, vision_weight_bytes
 
 if TYPE_CHECKING:
     from ..registry import Registry
@@ -454,7 +454,8 @@ def device_share(
                 "device_share(): data_parallel applies to the attention of a mixture of experts (its ranks share "
                 "the experts); a dense model's data-parallel ranks are replicas"
             )
-        routed = weights * routed_expert_parameters(resolved) / resolved.parameters  # per device of one rank
+        language = weights - vision_weight_bytes(resolved) / degree  # the routed experts' share is of these
+        routed = language * routed_expert_parameters(resolved) / resolved.parameters  # per device of one rank
         weights = weights - routed + routed / data_parallel
     if np.ndim(pipeline_parallel):
         raise InputError(

@@ -27,6 +27,7 @@ __all__ = [
     "quantization_overhead",
     "min_devices_for_weights",
     "routed_expert_parameters",
+    "vision_weight_bytes",
 ]
 
 #: Default for reserves and other optional byte amounts (a module-level constant, not a call per default).
@@ -214,7 +215,8 @@ def model_weight_bytes(
     Notes
     -----
     A mixture of experts keeps every expert resident, so the bytes use the total parameter count,
-    not the active one.
+    not the active one. A multimodal model's vision encoder (``vision_parameters``) adds its weights at 16
+    bits whatever ``weight_bits`` (the published quantized checkpoints leave it unquantized).
 
     Examples
     --------
@@ -226,7 +228,19 @@ def model_weight_bytes(
     """
     resolved = model_of(model, registry=registry)
     bits = bits_of("model_weight_bytes", "weight_bits", weight_bits)
-    return weight_bytes(resolved.parameters, bits) / plain(tensor_parallel)
+    return (weight_bytes(resolved.parameters, bits) + vision_weight_bytes(resolved)) / plain(tensor_parallel)
+
+
+def vision_weight_bytes(model: ModelRef, *, registry: Registry | None = None) -> Any:
+    """Bytes of a multimodal model's vision encoder (``Model.vision_parameters``) at 16 bits; 0 B without one.
+
+    Examples
+    --------
+    >>> vision_weight_bytes("qwen3-vl-8b").to("GB"), vision_weight_bytes("qwen3-8b")
+    (<Quantity(1.15277667, 'gigabyte')>, <Quantity(0, 'byte')>)
+    """
+    resolved = model_of(model, registry=registry)
+    return weight_bytes(resolved.vision_parameters, 16) if resolved.vision_parameters else NO_BYTES
 
 
 def routed_expert_parameters(model: ModelRef, *, registry: Registry | None = None) -> float:

@@ -103,6 +103,9 @@ class BenchmarkPrediction(Result):
     batch_note : str
         Where the busiest rank runs more sequences than the engine's costs were fitted on
         (``EngineProfile.fitted_batch``), in words; empty elsewhere.
+    vision_note : str
+        For a model with a vision encoder (``Model.vision_parameters``): that its weights are in memory but the
+        per-image prefill work is not priced; empty for a text-only model.
     load_note : str
         Where the engine quantizes the 16-bit checkpoint as it loads it and its memory policy cannot hold the 16-bit
         weights (the sizer's ``load`` rejection), in words; empty where the weights load as priced.
@@ -128,6 +131,7 @@ class BenchmarkPrediction(Result):
     release_fitted: bool = False
     load_note: str = ""
     batch_note: str = ""
+    vision_note: str = ""
 
     def caveats(self) -> tuple[str, ...]:
         """Where this prediction is less certain than its intervals say, in sentences (none: as stated).
@@ -160,6 +164,8 @@ class BenchmarkPrediction(Result):
             notes.append(self.load_note)
         if self.batch_note:
             notes.append(self.batch_note)
+        if self.vision_note:
+            notes.append(self.vision_note)
         if self.release_note and not self.release_fitted:
             notes.append(self.release_note[:1].upper() + self.release_note[1:] + ".")
         return tuple(notes)
@@ -486,6 +492,27 @@ def _load_note(
     return ""
 
 
+def _no_room(a: StepArrays, tp: np.ndarray, drafter: Any, tensor_parallel: Any, profile: EngineProfile) -> InputError:
+    """The error of weights that leave no room for one request's KV cache."""
+    weights = float(np.max(a.weights_per_device(tp) + (0.0 if drafter is None else drafter.weights_per_device(tp))))
+    return InputError(
+        f"predict_benchmark(): the weights ({weights / 1e9:,.1f} GB per device at tensor_parallel "
+        f"{tensor_parallel}) leave no room for one request's KV cache on {a.accelerator} under {profile.name}'s "
+        "memory policy; use a larger tensor_parallel, a smaller precision or shorter requests"
+    )
+
+
+def _vision_note(spec: Any) -> str:
+    """The caveat of a model with a vision encoder: its weights are counted, its images' work is not."""
+    if not spec.vision_parameters:
+        return ""
+    return (
+        f"{spec.name} has a vision encoder ({spec.vision_parameters / 1e9:,.2f}B parameters): its weights are in the "
+        "memory, but this prediction prices text requests only; each image's prefill (the encoder's pass and the "
+        "image's tokens) is not priced."
+    )
+
+
 def _pass_beyond(
     a: StepArrays,
     eff: Efficiency,
@@ -741,13 +768,7 @@ def predict_benchmark(  # noqa: PLR0913  # public entry point: its keyword optio
     )
     result = run(eff)
     if np.any(np.asarray(result["max_concurrency"]) < 1):
-        drafter = speculative.drafter
-        weights = float(np.max(a.weights_per_device(tp) + (0.0 if drafter is None else drafter.weights_per_device(tp))))
-        raise InputError(
-            f"predict_benchmark(): the weights ({weights / 1e9:,.1f} GB per device at tensor_parallel "
-            f"{tensor_parallel}) leave no room for one request's KV cache on {a.accelerator} under {profile.name}'s "
-            "memory policy; use a larger tensor_parallel, a smaller precision or shorter requests"
-        )
+        raise _no_room(a, tp, speculative.drafter, tensor_parallel, profile)
     scalar = all(np.ndim(v) == 0 for v in (tensor_parallel, input_tokens, output_tokens, concurrency))
 
     def out(value: Any) -> Any:
@@ -782,6 +803,7 @@ def predict_benchmark(  # noqa: PLR0913  # public entry point: its keyword optio
         release_fitted=profile.release_fitted,
         load_note=load_note,
         batch_note="" if extrapolated is None else extrapolated.note,
+        vision_note=_vision_note(model_of(model, registry)),
     )
 
 

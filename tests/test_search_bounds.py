@@ -18,7 +18,8 @@ from calculator.fleet import (
     search,
     size_fleet,
 )
-from calculator.fleet.evaluate import _evaluate, _families, _Grid, _Latencies, _occupancy, _rate_bound, _StepGrid
+from calculator.fleet.evaluate import _evaluate, _Grid, _Latencies, _occupancy, _rate_bound, _StepGrid
+from calculator.fleet.families import _families
 from calculator.fleet.problem import _Problem
 from calculator.performance import engine_profile
 from calculator.registry import load_registry

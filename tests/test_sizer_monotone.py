@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from calculator import Q_
 from calculator.fleet import Costs, SearchSpace, ServingOptions, Targets, Workload, size_fleet
-from calculator.fleet.evaluate import _families, _Grid, _StepGrid
+from calculator.fleet.evaluate import _Grid, _StepGrid
+from calculator.fleet.families import _families
 from calculator.performance import engine_profile
 from calculator.registry import load_registry
 

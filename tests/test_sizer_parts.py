@@ -143,7 +143,8 @@ def test_the_ttft_rule_adds_the_delays_and_combines_their_tails():
 
 
 def test_the_sizers_evaluation_is_a_typed_record_and_its_plan_is_its_best_cell():
-    from calculator.fleet.evaluate import _evaluate, _families
+    from calculator.fleet.evaluate import _evaluate
+    from calculator.fleet.families import _families
     from calculator.performance import engine_profile
     from calculator.registry import load_registry
 
@@ -181,7 +182,8 @@ def test_an_engine_that_does_not_chunk_serves_the_whole_prompts_that_fit(prompt,
     # at least one however long (the benchmark model's rule, its micro-batch scheduler's): at a cap of 512
     # sequences its 8,192-token budget leaves 7,680 tokens, three prompts of 2,048 tokens or one of 16,384 (twice
     # the budget). Counted as the room's share a replica served 3.75 and 0.47 prompts an iteration.
-    from calculator.fleet.evaluate import _evaluate, _families
+    from calculator.fleet.evaluate import _evaluate
+    from calculator.fleet.families import _families
     from calculator.performance import engine_profile
     from calculator.registry import load_registry
 

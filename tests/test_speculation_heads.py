@@ -20,7 +20,8 @@ from calculator.fleet import (
     Workload,
     size_fleet,
 )
-from calculator.fleet.evaluate import _evaluate, _families
+from calculator.fleet.evaluate import _evaluate
+from calculator.fleet.families import _families
 from calculator.performance import decode_step_seconds, engine_profile
 from calculator.registry import load_registry
 from calculator.speculative import (

@@ -21,7 +21,7 @@ from ..results import Result, ceil_count
 from ..types import InterconnectRef, ModelRef, MoneyRate, Time
 from ..units import Q_
 from ._common import MAX_FLEET_GPUS, _fleet_costs
-from .evaluate import _families
+from .families import _families
 from .inputs import Costs, SearchSpace, ServingOptions, Targets, Workload
 from .plan import FleetPlan, PlanCost
 from .problem import _part, _resolve

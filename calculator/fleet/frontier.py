@@ -15,7 +15,8 @@ from ..performance import EngineProfile
 from ..results import Result
 from ..types import ModelRef, Time
 from ..units import Q_, shown
-from .evaluate import _copy_families, _evaluate, _families
+from .evaluate import _evaluate
+from .families import _copy_families, _families
 from .inputs import DEFAULT_BATCHES, DEFAULT_TENSOR_PARALLEL, Costs, SearchSpace, ServingOptions, Targets, Workload
 from .plan import FleetPlan
 from .problem import _beyond_context, _Problem, _resolve

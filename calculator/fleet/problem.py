@@ -18,7 +18,8 @@ from ..performance.speculation import check_speculation
 from ..types import ModelRef
 from ..units import shown
 from ._common import _model_id, _registry_for
-from .evaluate import _copy_families, _families, _Family, _multi_node_degrees, _pipeline_families
+from .evaluate import _Family
+from .families import _copy_families, _families, _multi_node_degrees, _pipeline_families
 from .inputs import DEFAULT_TENSOR_PARALLEL, Costs, SearchSpace, ServingOptions, Targets, Workload
 
 if TYPE_CHECKING:

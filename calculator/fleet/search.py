@@ -258,7 +258,7 @@ class _Search:
 
         Rejected: a span it cannot run, or no cap that fits in memory. Pipeline families exist for
         replicas of several whole nodes only, and a spread layout's family for the sizes its copies of
-        experts place evenly (another family holds the others, :func:`~calculator.fleet.evaluate._copy_families`):
+        experts place evenly (another family holds the others, :func:`~calculator.fleet.families._copy_families`):
         their other rows are neither.
         """
         family, tps = self.families[f], self.tps

@@ -366,14 +366,14 @@ def _experts(fields: Fields, architecture: Architecture, layers: int) -> dict[st
         return {"intermediate": fields.whole("intermediate_size")}
     if kind == "llama4":  # every interleave_moe_layer_step-th layer routes, with one shared expert
         step = fields.whole("interleave_moe_layer_step", 1)
-        moe = sum((i + 1) % step == 0 for i in range(layers))
+        routed = sum((i + 1) % step == 0 for i in range(layers))
         return {
-            "intermediate": fields.whole("intermediate_size_mlp") if moe < layers else 0,
+            "intermediate": fields.whole("intermediate_size_mlp") if routed < layers else 0,
             "experts": fields.whole("num_local_experts"),
             "experts_per_token": fields.whole("num_experts_per_tok"),
             "shared_experts": 1,
             "expert_intermediate": fields.whole("intermediate_size"),
-            "moe_layers": moe,
+            "moe_layers": routed,
         }
     if kind in ("mixtral", "gpt_oss"):
         experts = fields.whole("num_local_experts")

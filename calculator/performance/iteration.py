@@ -366,7 +366,9 @@ def _prefill_attention(
     batch_heads = np.maximum(rank_requests, 1.0) * a.heads / group
     seen = per_request + prior
     topk = a.index_topk
-    pairs = chunks * (window_pairs(per_request, prior, topk) if topk < np.inf else causal_pairs(per_request, prior))
+    pairs = rank_prefill * prior + rank_prefill * (per_request + 1) / 2  # the rank's prompts' causal_pairs
+    if topk < np.inf:
+        pairs = chunks * window_pairs(per_request, prior, topk)
     att = prefill_attention_seconds(tables, pairs * pair_flops, np.minimum(seen, topk), batch_heads)
     if a.window_share:
         local = chunk_pairs if a.chunked else window_pairs

@@ -47,11 +47,19 @@ class Architecture:
     window: str = "none"
     #: One learned attention sink per head and layer (gpt-oss).
     sinks: bool = False
+    #: Indexed sparse attention (DeepSeek-V3.2's DSA): an indexer per layer (``index_topk``, ``index_n_heads``,
+    #: ``index_head_dim``) picks the tokens each query attends to.
+    indexer: bool = False
+    #: Which layers attend within ``attention_chunk_size`` chunks: "none", or "llama4" (the layers that use
+    #: rotary positions, ``no_rope_layers`` 1; by default all but every fourth).
+    chunked: str = "none"
 
 
 _LLAMA = Architecture("Llama", mlp_bias_key="mlp_bias")
 _QWEN3 = Architecture("Qwen3", qk_norm=True, window="qwen")
 _DEEPSEEK = Architecture("DeepSeek (MLA)", moe="deepseek", mla=True)
+_DSA = Architecture("DeepSeek (MLA, indexed sparse attention)", moe="deepseek", mla=True, indexer=True)
+_LLAMA4 = Architecture("Llama 4 (text)", moe="llama4", chunked="llama4")
 
 #: The architectures the import reads, by the config's ``architectures`` entry.
 ARCHITECTURES: dict[str, Architecture] = {
@@ -73,6 +81,9 @@ ARCHITECTURES: dict[str, Architecture] = {
     ),
     "Step3p7FlashForCausalLM": Architecture("Step-3.7-Flash", bias_key=None, moe="step"),
     "MiMoForCausalLM": Architecture("MiMo", qkv_bias=True, bias_key=None, window="qwen"),
+    "DeepseekV32ForCausalLM": _DSA,
+    "GlmMoeDsaForCausalLM": _DSA,
+    "Llama4ForCausalLM": _LLAMA4,
 }
 #: The same, by ``model_type`` (a config without ``architectures``).
 MODEL_TYPES: dict[str, str] = {
@@ -95,6 +106,9 @@ MODEL_TYPES: dict[str, str] = {
     "minimax_m2": "MiniMaxM2ForCausalLM",
     "step3p7": "Step3p7FlashForCausalLM",
     "mimo": "MiMoForCausalLM",
+    "deepseek_v32": "DeepseekV32ForCausalLM",
+    "glm_moe_dsa": "GlmMoeDsaForCausalLM",
+    "llama4_text": "Llama4ForCausalLM",
 }
 
 # --------------------------------------------------------------------------------------------
@@ -104,6 +118,9 @@ MODEL_TYPES: dict[str, str] = {
 _LAYER_KINDS = frozenset({"full_attention", "sliding_attention"})
 #: Fields whose presence (not null, not empty, not false) declares what the Model cannot express, and why.
 _INEXPRESSIBLE: tuple[tuple[str, str], ...] = (
+    ("compress_ratios", "compressed KV caches (tokens pooled per layer at its own ratio) beside the indexer"),
+    ("indexer_types", "indexers shared across layers (a layer reusing another's selected tokens)"),
+    ("swa_num_key_value_heads", "sliding-window layers with their own head counts beside the full layers'"),
     (
         "attention_chunk_size",
         "chunked attention: a token attends only within its chunk, interleaved with global layers",
@@ -132,6 +149,17 @@ def _declared(value: Any) -> bool:
     return value not in (None, False, [], {}, "", 0)
 
 
+#: The fields (and ``layer_types`` entries) an architecture expresses that others are refused for.
+def _expressed(config: Mapping[str, Any]) -> frozenset[str]:
+    names = config.get("architectures")
+    name = names[0] if isinstance(names, list) and names else MODEL_TYPES.get(str(config.get("model_type")), "")
+    family = ARCHITECTURES.get(name) if isinstance(name, str) else None
+    if family is None:
+        return frozenset()
+    indexer = {"index_topk", "deepseek_sparse_attention"} if family.indexer else set()
+    return frozenset(indexer | ({"attention_chunk_size"} if family.chunked != "none" else set()))
+
+
 def refuse_inexpressible(config: Mapping[str, Any], label: str) -> None:
     """Raise :class:`InputError` naming the first field of ``config`` (or its ``text_config``) no Model expresses.
 
@@ -141,15 +169,16 @@ def refuse_inexpressible(config: Mapping[str, Any], label: str) -> None:
     """
     inner = config.get("text_config")
     scopes = [("", config)] + ([("text_config.", inner)] if isinstance(inner, Mapping) else [])
+    expressed = _expressed(config)
     for prefix, scope in scopes:
         kinds = scope.get("layer_types")
         if isinstance(kinds, list):
-            odd = next((kind for kind in kinds if kind not in _LAYER_KINDS), None)
+            odd = next((kind for kind in kinds if kind not in _LAYER_KINDS | expressed), None)
             if odd is not None:
                 reason = _LAYER_REASONS.get(str(odd), "a layer kind the registry's Model has no field for")
                 _refuse(label, f"{prefix}layer_types", f"lists {shown(odd)} layers ({reason})")
         for field, reason in _INEXPRESSIBLE:
-            if _declared(scope.get(field)):
+            if field not in expressed and _declared(scope.get(field)):
                 _refuse(label, f"{prefix}{field}", f"declares {reason}")
         mamba = sorted(key for key in scope if str(key).startswith("mamba_"))
         if mamba:
@@ -298,6 +327,11 @@ class Shape:
     router_bias: int = 0  # biases per router (gpt-oss: one per expert; DeepSeek-V3: the score correction)
     window: int | None = None
     window_layers: int = 0
+    index_topk: int = 0  # indexed sparse attention (0: none): the tokens each query attends to
+    index_heads: int = 0
+    index_head_dim: int = 0
+    chunk: int | None = None  # chunked-local attention: the chunk and how many layers attend within it
+    chunk_layers: int = 0
     notes: tuple[str, ...] = ()
 
 
@@ -360,7 +394,9 @@ def read_shape(config: Mapping[str, Any], architecture: Architecture, label: str
     attention = _mla(fields) if architecture.mla else {"head_dim": _head_dim(fields, hidden, heads, notes)}
     experts = _experts(fields, architecture, layers)
     window = _window(fields, architecture, layers, context, notes)
-    parts: dict[str, Any] = {**common, **attention, **experts, **window}
+    sparse = _indexer(fields) if architecture.indexer else {}
+    chunks = _chunks(fields, layers, context, notes) if architecture.chunked != "none" else {}
+    parts: dict[str, Any] = {**common, **attention, **experts, **window, **sparse, **chunks}
     return Shape(**parts, notes=tuple(notes))
 
 
@@ -389,11 +425,58 @@ def _mla(fields: Fields) -> dict[str, int]:
     }
 
 
+def _indexer(fields: Fields) -> dict[str, int]:
+    """The indexer of indexed sparse attention: the tokens it selects, its heads and their width."""
+    return {
+        "index_topk": fields.whole("index_topk"),
+        "index_heads": fields.whole("index_n_heads"),
+        "index_head_dim": fields.whole("index_head_dim"),
+    }
+
+
+def _chunks(fields: Fields, layers: int, context: int | None, notes: list[str]) -> dict[str, Any]:
+    """The chunk of Llama 4's chunked-local layers and how many there are.
+
+    They are the layers with rotary positions (``no_rope_layers`` 1), by default all but every
+    ``no_rope_layer_interval``-th (4: transformers' ``Llama4TextConfig``); vLLM gives them
+    ``ChunkedLocalAttention`` (``llama4.py``).
+    """
+    chunk = fields.whole("attention_chunk_size", 0, minimum=0)
+    if not chunk:
+        return {}
+    rope = fields.config.get("no_rope_layers")
+    if rope:
+        if not isinstance(rope, list) or len(rope) != layers or any(v not in (0, 1) for v in rope):
+            raise InputError(
+                f"{fields.label}: field 'no_rope_layers': expected one 0 or 1 per layer ({layers}), found {shown(rope)}"
+            )
+        count, rule = sum(rope), "no_rope_layers"
+    else:
+        interval = fields.whole("no_rope_layer_interval", 4)
+        count, rule = layers - layers // interval, f"all but every {interval}th layer"
+    if context is not None and chunk >= context:
+        notes.append(f"attention_chunk_size {chunk} >= max_position_embeddings {context}: the chunk never binds")
+        return {}
+    notes.append(f"{count} of {layers} layers attend within {chunk}-token chunks ({rule})")
+    return {"chunk": chunk, "chunk_layers": count} if count else {}
+
+
 def _experts(fields: Fields, architecture: Architecture, layers: int) -> dict[str, int]:
     """The experts (none for a dense model), their width and how many layers route to them."""
     kind = architecture.moe
     if kind is None:
         return {"intermediate": fields.whole("intermediate_size")}
+    if kind == "llama4":  # every interleave_moe_layer_step-th layer routes, with one shared expert
+        step = fields.whole("interleave_moe_layer_step", 1)
+        routed = sum((i + 1) % step == 0 for i in range(layers))
+        return {
+            "intermediate": fields.whole("intermediate_size_mlp") if routed < layers else 0,
+            "experts": fields.whole("num_local_experts"),
+            "experts_per_token": fields.whole("num_experts_per_tok"),
+            "shared_experts": 1,
+            "expert_intermediate": fields.whole("intermediate_size"),
+            "moe_layers": routed,
+        }
     if kind in ("mixtral", "gpt_oss"):
         experts = fields.whole("num_local_experts")
         top = fields.whole("num_experts_per_tok" if "num_experts_per_tok" in fields.config else "experts_per_token")
@@ -542,6 +625,18 @@ def count_parameters(shape: Shape) -> Counts:
     )
 
 
+def _indexer_parameters(s: Shape) -> int:
+    """One layer's indexer weights (vLLM's ``Indexer``, deepseek_v2.py).
+
+    Its query heads from the query latent (``wq_b``), its key (``wk``) with a LayerNorm (weight and bias), and
+    the heads' weights (``weights_proj``).
+    """
+    if not s.index_heads:
+        return 0
+    query = (s.q_lora or s.hidden) * s.index_heads * s.index_head_dim
+    return query + s.hidden * s.index_head_dim + 2 * s.index_head_dim + s.hidden * s.index_heads
+
+
 def _attention_parameters(s: Shape) -> int:
     """One layer's attention weights, with its biases, per-head norms and sinks."""
     h, heads, arch = s.hidden, s.heads, s.architecture
@@ -555,7 +650,7 @@ def _attention_parameters(s: Shape) -> int:
             query + h * (s.kv_lora + s.rope) + s.kv_lora + s.kv_lora * heads * (s.nope + s.value) + heads * s.value * h
         )
         biases = s.q_lora + s.kv_lora + s.rope + h if s.attention_bias else 0
-        return weights + biases
+        return weights + biases + _indexer_parameters(s)
     q, kv = heads * s.head_dim, s.kv_heads * s.head_dim
     weights = h * (q + 2 * kv) + q * h
     biases = (q + 2 * kv + h) if s.attention_bias else (q + 2 * kv) if arch.qkv_bias else 0

@@ -389,6 +389,25 @@ class Model(Entry):
     sliding_window_layers: PositiveInt | None = Field(
         None, description="how many of the layers attend through the sliding window (the others attend to everything)"
     )
+    # ---- fields added by sparse: chunked-local attention (Llama 4) and indexed sparse attention (DSA)
+    attention_chunk: PositiveInt | None = Field(
+        None,
+        description="tokens of an attention chunk: a chunked-local layer's query attends only to the tokens of its "
+        "own chunk, and the layer keeps at most one chunk in its KV cache (Llama 4's attention_chunk_size)",
+    )
+    chunked_layers: PositiveInt | None = Field(
+        None, description="how many of the layers attend within chunks (the others attend to everything)"
+    )
+    index_topk: PositiveInt | None = Field(
+        None,
+        description="indexed sparse attention (DeepSeek Sparse Attention): the tokens an indexer selects for each "
+        "query to attend to; the KV cache keeps every token",
+    )
+    index_heads: PositiveInt | None = Field(None, description="the indexer's query heads (index_n_heads)")
+    index_head_dim: PositiveInt | None = Field(
+        None, description="the width of the indexer's key (one per token and layer, cached) and of its query heads"
+    )
+    # ---- end of the fields added by sparse
     checkpoints: tuple[Checkpoint, ...] = Field(
         (), description="quantized checkpoints of the weights, each with its own source (the launch configs load them)"
     )
@@ -478,7 +497,22 @@ class Model(Entry):
             raise ValueError(
                 f"sliding_window_layers ({self.sliding_window_layers}) cannot exceed layers ({self.layers})"
             )
+        self._sparse_consistent()
         return self
+
+    def _sparse_consistent(self) -> None:
+        """Chunked-local and indexed sparse attention: their fields go together (added by sparse)."""
+        if (self.attention_chunk is None) != (self.chunked_layers is None):
+            raise ValueError("attention_chunk and chunked_layers go together: give both or neither")
+        if self.chunked_layers is not None and self.layers is not None and self.chunked_layers > self.layers:
+            raise ValueError(f"chunked_layers ({self.chunked_layers}) cannot exceed layers ({self.layers})")
+        if self.attention_chunk is not None and self.sliding_window is not None:
+            raise ValueError("a model has either sliding_window or attention_chunk, not both")
+        index = (self.index_topk, self.index_heads, self.index_head_dim)
+        if any(v is not None for v in index) and any(v is None for v in index):
+            raise ValueError("index_topk, index_heads and index_head_dim go together: give all three or none")
+        if self.index_topk is not None and self.attention != "mla":
+            raise ValueError(f"index_topk (indexed sparse attention) needs attention 'mla', found {self.attention!r}")
 
     @property
     def active(self) -> float:

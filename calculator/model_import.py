@@ -365,6 +365,10 @@ def _entry(
         fields |= {"q_lora_rank": s.q_lora} if s.q_lora else {}
     if s.window is not None:
         fields |= {"sliding_window": s.window, "sliding_window_layers": s.window_layers}
+    if s.chunk is not None:
+        fields |= {"attention_chunk": s.chunk, "chunked_layers": s.chunk_layers}
+    if s.index_topk:
+        fields |= {"index_topk": s.index_topk, "index_heads": s.index_heads, "index_head_dim": s.index_head_dim}
     shaped = [key for key, value in fields.items() if value is not None]
     return {
         "id": entry_id, "name": name, "provenance": "user", "kind": "transformer",
@@ -395,6 +399,13 @@ def _shape_text(architecture: str, s: Shape, attention: str) -> str:
             f"{s.shared_experts} shared) of width {s.expert_intermediate} (intermediate_size records it)"
             + (f", {dense} dense layers of width {s.intermediate}" if dense else "")
         )
+    if s.index_topk:
+        parts.append(
+            f"indexed sparse attention: an indexer of {s.index_heads} heads of {s.index_head_dim} picks "
+            f"index_topk {s.index_topk} tokens per query"
+        )
+    if s.chunk is not None:
+        parts.append(f"{s.chunk_layers} layers attend within attention_chunk_size {s.chunk}-token chunks")
     parts.append(f"tie_word_embeddings {str(s.tied).lower()}")
     parts += list(s.notes)
     return "; ".join(parts) + "."

@@ -151,7 +151,8 @@ def model_kv_bytes_per_token(
     MHA, GQA and MQA use equation 5 (:func:`kv_bytes_per_token`) with the model's KV heads; MLA uses
     :func:`mla_kv_bytes_per_token` with ``kv_lora_rank`` and ``qk_rope_head_dim``. KV quantization
     metadata (scales) is not included; block-scaled KV formats add it as for weights
-    (:func:`effective_bits_per_weight`).
+    (:func:`effective_bits_per_weight`). An indexed-sparse-attention model (``index_topk``) adds its indexer's
+    cached keys (:func:`index_key_bytes`).
 
     Examples
     --------
@@ -167,8 +168,28 @@ def model_kv_bytes_per_token(
     resolved = transformer_of(model, "model_kv_bytes_per_token", registry=registry)
     size = Q_(_kv_precision_bytes(kv_precision), "B")
     if resolved.attention == "mla":
-        return mla_kv_bytes_per_token(resolved.layers, resolved.kv_lora_rank, resolved.qk_rope_head_dim, size)
+        latent = mla_kv_bytes_per_token(resolved.layers, resolved.kv_lora_rank, resolved.qk_rope_head_dim, size)
+        return latent + Q_(index_key_bytes(resolved), "B/token")
     return kv_bytes_per_token(resolved.layers, resolved.kv_heads, resolved.head_dim, size)
+
+
+#: The indexer's cached key (indexed sparse attention) is FP8 with one FP32 scale per block of this many elements.
+INDEX_SCALE_BLOCK = 128
+INDEX_SCALE_BYTES = 4
+
+
+def index_key_bytes(model: Any) -> float:
+    """Bytes per token (all layers) of the indexer keys an indexed-sparse-attention model caches; 0 without one.
+
+    Every layer caches one key of ``index_head_dim`` elements per token in FP8 with an FP32 scale per 128
+    elements, whatever the KV precision: vLLM's ``DeepseekV32IndexerCache`` holds ``index_head_dim +
+    index_head_dim // 128 * 4`` bytes per token (uint8), 132 for DeepSeek-V3.2 (docs/performance-model.md,
+    Indexed sparse attention).
+    """
+    if model.index_head_dim is None:
+        return 0.0
+    width = model.index_head_dim
+    return float(model.layers * (width + width // INDEX_SCALE_BLOCK * INDEX_SCALE_BYTES))
 
 
 @checked()

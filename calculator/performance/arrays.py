@@ -105,6 +105,27 @@ def outside_validated_range(
     return tuple(outside)
 
 
+def _windows(spec: Any) -> dict[str, Any]:
+    """The fields of :class:`StepArrays` for sliding-window, chunked-local and indexed sparse attention.
+
+    A chunked-local layer keeps at most one chunk, as a sliding-window layer keeps at most its window: both
+    take the window's path (``window``, ``window_share``), the chunked one flagged ``chunked``.
+    """
+    from ..memory.kv import index_key_bytes
+
+    window = spec.sliding_window or spec.attention_chunk
+    windowed = spec.sliding_window_layers or spec.chunked_layers or 0
+    index = 2.0 * (spec.index_heads or 0) * (spec.index_head_dim or 0) * spec.layers  # multiply-adds of the scores
+    return {
+        "window": float(window or np.inf),
+        "window_share": windowed / float(spec.layers or 1),
+        "chunked": spec.attention_chunk is not None,
+        "index_topk": float(spec.index_topk or np.inf),
+        "index_bytes_per_token": index_key_bytes(spec),
+        "index_flops_per_pair": float(index),
+    }
+
+
 def _warn_outside_validated(spec: Any, device: Any) -> None:
     """An :class:`~calculator.errors.ExtrapolationWarning` naming each value outside :data:`VALIDATED_RANGE`."""
     import warnings
@@ -229,6 +250,15 @@ class StepArrays:
     #: of the layers that are windowed (gpt-oss: 128 tokens, half of them).
     window: float = float("inf")
     window_share: float = 0.0
+    #: The windowed layers attend within chunks of :attr:`window` tokens (chunked-local attention, Llama 4):
+    #: they keep at most a chunk like a sliding window, but a query reads only the tokens since its chunk began.
+    chunked: bool = False
+    #: Indexed sparse attention (DSA): the tokens each query attends to (inf: all), the bytes per token of the
+    #: indexer's cached keys (all layers; part of :attr:`kv_bytes_per_token`) and its scoring FLOP per (query,
+    #: key) pair over all layers.
+    index_topk: float = float("inf")
+    index_bytes_per_token: float = 0.0
+    index_flops_per_pair: float = 0.0
     curves: dict[float, dict[str, np.ndarray]] = field(default_factory=dict, repr=False)  #: cache per TP degree
 
     def kv_tokens(self, tokens: Any) -> Any:
@@ -353,6 +383,9 @@ class StepArrays:
             "attention_flops_per_pair": self.attention_flops_per_pair / self.layers,
             "window": float("inf"),
             "window_share": 0.0,
+            "chunked": False,
+            "index_bytes_per_token": self.index_bytes_per_token / self.layers,
+            "index_flops_per_pair": self.index_flops_per_pair / self.layers,
             "curves": {},
         }
         if method == "mtp":
@@ -476,8 +509,7 @@ def step_arrays(
         kv_heads=kv_heads,
         head_dim=head_dim,
         mla=float(mla),
-        window=float(spec.sliding_window or np.inf),
-        window_share=(spec.sliding_window_layers or 0) / float(spec.layers or 1),
+        **_windows(spec),
         kv_lora_rank=float(spec.kv_lora_rank or 0),
         q_lora_rank=q_lora,
         qk_nope_head_dim=nope,

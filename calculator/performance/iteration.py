@@ -243,6 +243,32 @@ def window_pairs(tokens: Any, prior: Any, window: Any) -> Any:
     return inside + np.where(beyond > 0, beyond * np.minimum(window, 1e300), 0.0)
 
 
+def window_reads(context: Any, window: Any, chunked: bool) -> Any:
+    """Tokens a windowed layer's decode query reads at ``context``: ``min(context, window)`` for a sliding window.
+
+    A chunked-local layer reads the tokens since its chunk began: the context within the first chunk, and half
+    a chunk on average beyond it (a sequence's position within its chunk is spread evenly over the chunk).
+    """
+    if chunked:
+        return np.where(np.asarray(context) <= window, context, window / 2)
+    return np.minimum(context, window)
+
+
+def chunk_pairs(tokens: Any, prior: Any, chunk: Any) -> Any:
+    """:func:`causal_pairs` in a chunked-local layer: the query at position ``i`` attends to ``i mod chunk + 1``.
+
+    The first ``n`` positions make ``floor(n / C) C (C + 1) / 2 + r (r + 1) / 2`` pairs (``r = n mod C``): each
+    whole chunk its own causal pairs, and the chunk begun its remainder's.
+    """
+
+    def before(n: Any) -> Any:
+        rest = np.mod(n, chunk)
+        return np.floor(n / chunk) * chunk * (chunk + 1) / 2 + rest * (rest + 1) / 2
+
+    start = np.asarray(prior, dtype=float)
+    return before(start + tokens) - before(start)
+
+
 def _stage_seconds(
     a: StepArrays,
     tp: float,
@@ -255,14 +281,6 @@ def _stage_seconds(
     prior: Any,
 ) -> np.ndarray:
     """Seconds of ``layers`` of the model's layers on one iteration's work (the whole model: ``a.layers``)."""
-    from ..kernels import (
-        DECODE_REFERENCE_BYTES,
-        decode_attention_seconds,
-        mla_decode_seconds,
-        prefill_attention_seconds,
-    )
-
-    tables = a.tables
     curves = _curves(a, tp)
     group = float(a.attention_group(tp))
     ranks = tp / group  # data-parallel attention ranks, each with 1/ranks of the decoding sequences
@@ -278,38 +296,9 @@ def _stage_seconds(
     if a.experts > 1:
         t = t + layers * _interp_curve(curves["experts"], m)  # the experts see every rank's tokens
     t = t + np.where(logits > 0, _interp_curve(curves["lm_head"], np.maximum(logits, 1.0)), 0.0)
-    shards = kv_shards(group, a.kv_shards_max)
-    per_token_layer = a.kv_bytes_per_token / a.layers / shards
-    pair_flops = a.attention_flops_per_pair / a.layers / group
-    # Decode attention: the measured MLA kernel at this rank's query heads where the tables have it, else
-    # bandwidth bound on the KV bytes read (measured), and compute bound for MLA.
-    measured = mla_decode_seconds(tables, a.kv_precision, a.heads / group, rank_decode, context) if a.mla else None
-    windowed = layers * a.window_share  # the sliding-window layers among these (they read at most the window)
-    if measured is None:
-        per_sequence = np.maximum(rank_decode, 1.0)
-        reads = decode_attention_seconds(tables, per_sequence, context * per_token_layer / DECODE_REFERENCE_BYTES)
-        if windowed:
-            within = np.minimum(context, a.window) * per_token_layer / DECODE_REFERENCE_BYTES
-            reads = reads + a.window_share * (decode_attention_seconds(tables, per_sequence, within) - reads)
-    else:
-        reads = measured
-    if a.mla:
-        compute = rank_decode * tokens * context * pair_flops / (MLA_DECODE_COMPUTE_FRACTION * a.bf16_flops)
-        reads = np.maximum(reads, compute)
-    t = t + layers * np.where(decode > 0, reads, 0.0)
-    # Prefill attention: the causal pairs of the scheduled chunk after ``prior`` cached tokens (a windowed
-    # layer's query attends to at most the window's).
+    t = t + layers * np.where(decode > 0, _decode_attention(a, group, rank_decode, tokens, context), 0.0)
     per_request = prefill / np.maximum(requests, 1e-9)
-    pairs = rank_prefill * prior + rank_prefill * (per_request + 1) / 2  # the rank's prompts' causal_pairs
-    batch_heads = np.maximum(rank_requests, 1.0) * a.heads / group
-    seen = per_request + prior
-    att = prefill_attention_seconds(tables, pairs * pair_flops, seen, batch_heads)
-    if windowed:
-        chunks = rank_prefill / np.maximum(per_request, 1e-9)  # the rank's prompts
-        flops = chunks * window_pairs(per_request, prior, a.window) * pair_flops
-        att = att + a.window_share * (
-            prefill_attention_seconds(tables, flops, np.minimum(seen, a.window), batch_heads) - att
-        )
+    att = _prefill_attention(a, group, rank_prefill, rank_requests, per_request, prior)
     t = t + layers * np.where(prefill > 0, att, 0.0)
     if ranks == 1 and tp > 1:
         t = t + 2 * layers * _collective_seconds(a, tp, m * a.hidden * ACTIVATION_BYTES)
@@ -320,6 +309,77 @@ def _stage_seconds(
             t = t + layers * _collective_seconds(a, group, rank_m * a.hidden * ACTIVATION_BYTES)
         t = t + layers * _expert_exchange_seconds(a, tp, m, ranks * rank_m, prefill)
     return t
+
+
+def _decode_attention(a: StepArrays, group: float, rank_decode: Any, tokens: Any, context: Any) -> Any:
+    """One layer's decode attention on a rank: the KV its sequences read, and the indexer's scoring (DSA).
+
+    The measured MLA kernel at the rank's query heads where the tables have it, else bandwidth bound on the
+    KV bytes read (measured), and compute bound for MLA. A windowed layer reads :func:`window_reads`; an
+    indexed sparse layer the ``index_topk`` tokens its indexer selects, after scoring every cached key.
+    """
+    from ..kernels import DECODE_REFERENCE_BYTES, decode_attention_seconds, mla_decode_seconds
+
+    tables = a.tables
+    shards = kv_shards(group, a.kv_shards_max)
+    per_token_layer = (a.kv_bytes_per_token - a.index_bytes_per_token) / a.layers / shards
+    pair_flops = a.attention_flops_per_pair / a.layers / group
+    attended = np.minimum(context, a.index_topk)
+    measured = mla_decode_seconds(tables, a.kv_precision, a.heads / group, rank_decode, attended) if a.mla else None
+    per_sequence = np.maximum(rank_decode, 1.0)
+    if measured is None:
+        reads = decode_attention_seconds(tables, per_sequence, attended * per_token_layer / DECODE_REFERENCE_BYTES)
+        if a.window_share:
+            within = window_reads(context, a.window, a.chunked) * per_token_layer / DECODE_REFERENCE_BYTES
+            reads = reads + a.window_share * (decode_attention_seconds(tables, per_sequence, within) - reads)
+    else:
+        reads = measured
+    if a.mla:
+        compute = rank_decode * tokens * attended * pair_flops / (MLA_DECODE_COMPUTE_FRACTION * a.bf16_flops)
+        reads = np.maximum(reads, compute)
+    if not a.index_bytes_per_token:
+        return reads
+    # The indexer reads every cached key of its sequences and scores it against its heads (a memory-bound
+    # read priced on the decode-attention table, or its FLOP at the MLA decode fraction of the BF16 peak).
+    keys = context * a.index_bytes_per_token / a.layers / DECODE_REFERENCE_BYTES
+    scoring = rank_decode * tokens * context * a.index_flops_per_pair / a.layers
+    index = np.maximum(
+        decode_attention_seconds(tables, per_sequence, keys), scoring / (MLA_DECODE_COMPUTE_FRACTION * a.bf16_flops)
+    )
+    return reads + index
+
+
+def _prefill_attention(
+    a: StepArrays, group: float, rank_prefill: Any, rank_requests: Any, per_request: Any, prior: Any
+) -> Any:
+    """One layer's prefill attention on a rank: the causal pairs of the scheduled chunk after ``prior`` tokens.
+
+    A windowed layer's query attends to at most the window's keys (:func:`window_pairs`), a chunked one to its
+    chunk's (:func:`chunk_pairs`); an indexed sparse layer's to at most ``index_topk``, after its indexer
+    scores every causal pair at its own width.
+    """
+    from ..kernels import prefill_attention_seconds
+
+    tables = a.tables
+    pair_flops = a.attention_flops_per_pair / a.layers / group
+    chunks = rank_prefill / np.maximum(per_request, 1e-9)  # the rank's prompts
+    batch_heads = np.maximum(rank_requests, 1.0) * a.heads / group
+    seen = per_request + prior
+    topk = a.index_topk
+    pairs = rank_prefill * prior + rank_prefill * (per_request + 1) / 2  # the rank's prompts' causal_pairs
+    if topk < np.inf:
+        pairs = chunks * window_pairs(per_request, prior, topk)
+    att = prefill_attention_seconds(tables, pairs * pair_flops, np.minimum(seen, topk), batch_heads)
+    if a.window_share:
+        local = chunk_pairs if a.chunked else window_pairs
+        flops = chunks * local(per_request, prior, a.window) * pair_flops
+        att = att + a.window_share * (
+            prefill_attention_seconds(tables, flops, np.minimum(seen, a.window), batch_heads) - att
+        )
+    if a.index_flops_per_pair:
+        scoring = chunks * causal_pairs(per_request, prior) * a.index_flops_per_pair / a.layers
+        att = att + prefill_attention_seconds(tables, scoring, seen, batch_heads)
+    return att
 
 
 def _expert_exchange_seconds(a: StepArrays, tp: float, tokens: Any, padded: Any, prefill: Any) -> Any:
@@ -409,10 +469,19 @@ def _roofline_iteration(
     """Seconds of one iteration priced at fixed fractions of the peaks (``kernels=False``)."""
     shards = kv_shards(tp, a.kv_shards_max)
     m = decode * tokens + prefill
-    read = a.kv_tokens(context)  # the KV a sequence's decode reads (and the keys it attends to), all layers
-    memory_bytes = _streamed_bytes(a, np.maximum(m, 1.0)) / tp + decode * read * a.kv_bytes_per_token / shards
+    # the keys a sequence's decode attends to, in tokens of every layer (a windowed layer's window_reads, an
+    # indexed sparse layer's index_topk), and the indexer's cached keys it scores: every token's
+    read = np.minimum(context - a.window_share * (context - window_reads(context, a.window, a.chunked)), a.index_topk)
+    kv_read = read * (a.kv_bytes_per_token - a.index_bytes_per_token) + context * a.index_bytes_per_token
+    memory_bytes = _streamed_bytes(a, np.maximum(m, 1.0)) / tp + decode * kv_read / shards
     per_request = prefill / np.maximum(requests, 1e-9)
-    unseen = causal_pairs(per_request, prior) - window_pairs(per_request, prior, a.window)  # per windowed layer
+    causal = causal_pairs(per_request, prior)
+    local = chunk_pairs if a.chunked else window_pairs
+    # the pairs a prompt's query does not attend to, per layer of every layer's (windowed: their share)
+    unseen = a.window_share * (causal - local(per_request, prior, a.window)) if a.window_share else 0.0
+    if a.index_topk < np.inf:
+        unseen = causal - window_pairs(per_request, prior, a.index_topk)
+    scoring = (decode * tokens * context + np.maximum(requests, 0.0) * causal * (prefill > 0)) * a.index_flops_per_pair
     flops = (
         decode_flops.numeric(
             active_parameters=a.streamed_params,
@@ -428,7 +497,8 @@ def _roofline_iteration(
             cached_tokens=prior,
         )
         * (prefill > 0)
-        - np.maximum(requests, 0.0) * a.window_share * unseen * a.attention_flops_per_pair * (prefill > 0)
+        - np.maximum(requests, 0.0) * unseen * a.attention_flops_per_pair * (prefill > 0)
+        + scoring
     ) / tp
     step = roofline_time.numeric(
         flops=flops,

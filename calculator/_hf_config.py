@@ -43,6 +43,8 @@ class Architecture:
     window: str = "none"
     #: One learned attention sink per head and layer (gpt-oss).
     sinks: bool = False
+    #: A hybrid whose other layers keep a fixed state (:mod:`calculator._hf_hybrid`): "nemotron_h" (Mamba-2).
+    hybrid: str | None = None
 
 
 _LLAMA = Architecture("Llama", mlp_bias_key="mlp_bias")
@@ -63,6 +65,7 @@ ARCHITECTURES: dict[str, Architecture] = {
     "Gemma2ForCausalLM": Architecture("Gemma 2", tied=True, norms=4, window="alternate"),
     "Gemma3ForCausalLM": Architecture("Gemma 3", tied=True, norms=4, qk_norm=True, window="pattern"),
     "Phi3ForCausalLM": Architecture("Phi-3", bias_key=None, window="all"),
+    "NemotronHForCausalLM": Architecture("Nemotron-H", norms=1, mlp_bias_key="mlp_bias", hybrid="nemotron_h"),
 }
 #: The same, by ``model_type`` (a config without ``architectures``).
 MODEL_TYPES: dict[str, str] = {
@@ -79,6 +82,7 @@ MODEL_TYPES: dict[str, str] = {
     "gemma2": "Gemma2ForCausalLM",
     "gemma3_text": "Gemma3ForCausalLM",
     "phi3": "Phi3ForCausalLM",
+    "nemotron_h": "NemotronHForCausalLM",
 }
 
 # --------------------------------------------------------------------------------------------
@@ -118,9 +122,16 @@ def refuse_inexpressible(config: Mapping[str, Any], label: str) -> None:
     ``label`` starts the message (``config: x.json``). A hybrid model (linear attention, Mamba), chunked or
     indexed sparse attention, or a vision encoder is refused rather than approximated as a transformer.
     """
+    from ._hf_hybrid import read_fields
+
     inner = config.get("text_config")
     scopes = [("", config)] + ([("text_config.", inner)] if isinstance(inner, Mapping) else [])
+    names = config.get("architectures")
+    read = read_fields(
+        names[0] if isinstance(names, list) and names else MODEL_TYPES.get(str(config.get("model_type")))
+    )
     for prefix, scope in scopes:
+        scope = {k: v for k, v in scope.items() if k not in read and not (read and str(k).startswith("mamba_"))}
         kinds = scope.get("layer_types")
         if isinstance(kinds, list):
             odd = next((kind for kind in kinds if kind not in _LAYER_KINDS), None)
@@ -196,6 +207,7 @@ class Shape:
     router_bias: int = 0  # biases per router (gpt-oss: one per expert; DeepSeek-V3: the score correction)
     window: int | None = None
     window_layers: int = 0
+    hybrid: Any = None  # a hybrid's layer kinds and state shapes (:class:`calculator._hf_hybrid.HybridShape`)
     notes: tuple[str, ...] = ()
 
 
@@ -232,7 +244,9 @@ class Fields:
 def read_shape(config: Mapping[str, Any], architecture: Architecture, label: str) -> Shape:
     """The :class:`Shape` of ``config`` (its ``architectures`` read as ``architecture``)."""
     fields = Fields(config, label)
-    layers, hidden = fields.whole("num_hidden_layers"), fields.whole("hidden_size")
+    blocks = config.get("layers_block_type") if architecture.hybrid else None  # Nemotron 3 Ultra: no layer count
+    layers = fields.whole("num_hidden_layers", len(blocks) if isinstance(blocks, list) and blocks else None)
+    hidden = fields.whole("hidden_size")
     heads = fields.whole("num_attention_heads")
     kv_heads = fields.whole("num_key_value_heads", heads)
     if not architecture.mla and heads % kv_heads:
@@ -256,6 +270,11 @@ def read_shape(config: Mapping[str, Any], architecture: Architecture, label: str
     default = f"tie_word_embeddings absent: {architecture.label}'s default, {'tied' if tied else 'untied'}"
     notes = [] if "tie_word_embeddings" in config else [default]
     attention = _mla(fields) if architecture.mla else {"head_dim": _head_dim(fields, hidden, heads, notes)}
+    if architecture.hybrid:
+        from ._hf_hybrid import read_hybrid
+
+        hybrid: dict[str, Any] = {**common, **attention, **read_hybrid(fields, layers)}
+        return Shape(**hybrid, notes=tuple(notes))
     experts = _experts(fields, architecture, layers)
     window = _window(fields, architecture, layers, context, notes)
     parts: dict[str, Any] = {**common, **attention, **experts, **window}
@@ -263,8 +282,9 @@ def read_shape(config: Mapping[str, Any], architecture: Architecture, label: str
 
 
 def _head_dim(fields: Fields, hidden: int, heads: int, notes: list[str]) -> int:
-    if fields.config.get("head_dim") is not None:
-        return fields.whole("head_dim")
+    for key in ("head_dim", "attention_head_dim"):  # Nemotron-H's first configs call it attention_head_dim
+        if fields.config.get(key) is not None:
+            return fields.whole(key)
     if hidden % heads:
         raise InputError(
             f"{fields.label}: field 'head_dim' is missing and hidden_size {hidden} does not divide by "
@@ -387,6 +407,8 @@ class Counts:
     routers: int
     norms: int
     unused_experts: int  # the routed experts' parameters a token does not read
+    state: int = 0  # a hybrid's state layers (Mamba-2 mixers: projections, convolution, per-head terms, norm)
+    latent: int = 0  # latent MoE: the projections into and out of the experts' latent width (Nemotron 3)
 
     @property
     def total(self) -> int:
@@ -402,6 +424,10 @@ class Counts:
 def count_parameters(shape: Shape) -> Counts:
     """The parameters of ``shape`` by part: embeddings, attention (MLA too), MLPs, experts, routers, norms."""
     s, arch, h = shape, shape.architecture, shape.hidden
+    if s.hybrid is not None:
+        from ._hf_hybrid import hybrid_counts
+
+        return hybrid_counts(s, _attention_parameters(s))
     attention = _attention_parameters(s)
     dense_layers = s.layers - s.moe_layers
     dense_mlp = dense_layers * (3 * h * s.intermediate + (2 * s.intermediate + h if s.mlp_bias else 0))

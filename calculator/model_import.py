@@ -347,6 +347,8 @@ def _entry(
         fields |= {"q_lora_rank": s.q_lora} if s.q_lora else {}
     if s.window is not None:
         fields |= {"sliding_window": s.window, "sliding_window_layers": s.window_layers}
+    if s.hybrid is not None:
+        fields |= _hybrid_fields(s)
     shaped = [key for key, value in fields.items() if value is not None]
     return {
         "id": entry_id, "name": name, "provenance": "user", "kind": "transformer",
@@ -357,6 +359,16 @@ def _entry(
             {"source": sources[0]["id"], "fields": shaped, "note": _shape_text(architecture, s, attention)},
             {"source": sources[0]["id"], "fields": ["parameters", "active_parameters"], "note": counted},
         ],
+    }  # fmt: skip
+
+
+def _hybrid_fields(s: Shape) -> dict[str, Any]:
+    """A Nemotron-H's state fields: its attention and Mamba-2 layers and the Mamba-2 state's shapes."""
+    hy = s.hybrid
+    return {
+        "attention_layers": hy.kinds["*"], "state_kind": "mamba2", "state_layers": hy.kinds["M"],
+        "state_heads": hy.state_heads, "state_head_dim": hy.state_head_dim, "state_key_dim": hy.state_key_dim,
+        "state_groups": hy.state_groups, "conv_kernel": hy.conv_kernel, "state_precision": hy.state_precision,
     }  # fmt: skip
 
 
@@ -371,11 +383,19 @@ def _shape_text(architecture: str, s: Shape, attention: str) -> str:
     else:
         parts.append(f"{s.heads} heads and {s.kv_heads} KV heads of {s.head_dim} => {attention}")
     if s.moe_layers:
-        dense = s.layers - s.moe_layers
+        dense = s.hybrid.kinds["-"] if s.hybrid is not None else s.layers - s.moe_layers
         parts.append(
             f"{s.moe_layers} MoE layers of {s.experts} routed experts ({s.experts_per_token} per token, "
             f"{s.shared_experts} shared) of width {s.expert_intermediate} (intermediate_size records it)"
             + (f", {dense} dense layers of width {s.intermediate}" if dense else "")
+        )
+    if s.hybrid is not None:
+        kinds = s.hybrid.kinds
+        parts.append(
+            f"blocks: {kinds['M']} Mamba-2, {kinds['*']} attention, {kinds['-']} MLP, {kinds['E']} MoE; Mamba-2 "
+            f"state {s.hybrid.state_heads} heads x {s.hybrid.state_head_dim} x ssm_state_size {s.hybrid.state_key_dim} "
+            f"at {s.hybrid.state_precision} (mamba_ssm_cache_dtype), n_groups {s.hybrid.state_groups}, conv_kernel "
+            f"{s.hybrid.conv_kernel}"
         )
     parts.append(f"tie_word_embeddings {str(s.tied).lower()}")
     parts += list(s.notes)
@@ -389,7 +409,7 @@ def _count_text(s: Shape, c: Counts) -> str:
         for label, value in (
             ("embedding", c.embedding), ("LM head", c.lm_head), ("attention", c.attention), ("dense MLP", c.dense_mlp),
             ("routed experts", c.routed_experts), ("shared experts", c.shared_experts), ("routers", c.routers),
-            ("norms", c.norms),
+            ("norms", c.norms), ("Mamba-2 mixers", c.state), ("latent projections", c.latent),
         )
         if value
     )  # fmt: skip

@@ -151,7 +151,9 @@ def model_kv_bytes_per_token(
     MHA, GQA and MQA use equation 5 (:func:`kv_bytes_per_token`) with the model's KV heads; MLA uses
     :func:`mla_kv_bytes_per_token` with ``kv_lora_rank`` and ``qk_rope_head_dim``. KV quantization
     metadata (scales) is not included; block-scaled KV formats add it as for weights
-    (:func:`effective_bits_per_weight`).
+    (:func:`effective_bits_per_weight`). A hybrid model counts its attention layers only
+    (``Model.attention_layers``); its state layers' fixed state is
+    :func:`~calculator.memory.state.state_bytes_per_sequence`.
 
     Examples
     --------
@@ -166,9 +168,10 @@ def model_kv_bytes_per_token(
     """
     resolved = transformer_of(model, "model_kv_bytes_per_token", registry=registry)
     size = Q_(_kv_precision_bytes(kv_precision), "B")
+    layers = resolved.kv_layers  # a hybrid's attention layers only: its state layers keep no KV cache
     if resolved.attention == "mla":
-        return mla_kv_bytes_per_token(resolved.layers, resolved.kv_lora_rank, resolved.qk_rope_head_dim, size)
-    return kv_bytes_per_token(resolved.layers, resolved.kv_heads, resolved.head_dim, size)
+        return mla_kv_bytes_per_token(layers, resolved.kv_lora_rank, resolved.qk_rope_head_dim, size)
+    return kv_bytes_per_token(layers, resolved.kv_heads, resolved.head_dim, size)
 
 
 @checked()

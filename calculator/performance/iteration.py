@@ -48,8 +48,12 @@ MLA_DECODE_COMPUTE_FRACTION = 0.5
 _M_GRID = np.arange(0.0, 17.01, 0.25)
 
 
-def _layer_gemms(a: StepArrays, tp: float) -> list[tuple[float, float]]:
-    """(n, k) of the dense matrix products of one layer on one rank (tokens are the m dimension)."""
+def _layer_gemms(a: StepArrays, tp: float) -> list[tuple[float, float, float]]:
+    """(n, k, share) of the dense matrix products of one layer on one rank (tokens are the m dimension).
+
+    ``share``: the share of the layers that run the product (a hybrid's attention runs on its attention
+    layers only, its state layers' projections on the others; 1 for every product of a transformer).
+    """
     h, heads, hd = a.hidden, a.heads, a.head_dim
     heads_r = heads / tp
     if a.mla:
@@ -61,13 +65,13 @@ def _layer_gemms(a: StepArrays, tp: float) -> list[tuple[float, float]]:
     else:
         kv_r = max(a.kv_heads / tp, 1.0)
         shapes = [((heads_r + 2 * kv_r) * hd, h), (h, heads_r * hd)]
-    if a.mlp_width > 0:
-        width = a.mlp_width / tp
-        shapes += [(2 * width, h), (h, width)]
-    if a.shared_expert_width > 0:
-        width = a.shared_expert_width / tp
-        shapes += [(2 * width, h), (h, width)]
-    return shapes
+    out = [(n, k, a.attention_share) for n, k in shapes]
+    if a.state_share:
+        out += [(a.state_in / tp, h, a.state_share), (h, a.state_inner / tp, a.state_share)]
+    for width in (a.mlp_width / tp, a.shared_expert_width / tp):
+        if width > 0:
+            out += [(2 * width, h, 1.0), (h, width, 1.0)]
+    return out
 
 
 def _curves(a: StepArrays, tp: float) -> dict[str, np.ndarray]:
@@ -86,8 +90,8 @@ def _curves(a: StepArrays, tp: float) -> dict[str, np.ndarray]:
     group = float(a.attention_group(tp))
     m = 2.0**_M_GRID
     dense = np.zeros_like(m)
-    for n, k in _layer_gemms(a, group):
-        dense += gemm_seconds(tables, dtype, m, max(n, 1.0), max(k, 1.0))
+    for n, k, share in _layer_gemms(a, group):
+        dense += share * gemm_seconds(tables, dtype, m, max(n, 1.0), max(k, 1.0))
     experts = np.zeros_like(m)
     if a.experts > 1:
         experts = _expert_seconds(a, tp, m)
@@ -279,8 +283,9 @@ def _stage_seconds(
         t = t + layers * _interp_curve(curves["experts"], m)  # the experts see every rank's tokens
     t = t + np.where(logits > 0, _interp_curve(curves["lm_head"], np.maximum(logits, 1.0)), 0.0)
     shards = kv_shards(group, a.kv_shards_max)
-    per_token_layer = a.kv_bytes_per_token / a.layers / shards
-    pair_flops = a.attention_flops_per_pair / a.layers / group
+    attending = a.layers * a.attention_share  # a hybrid's attention layers (every layer of a transformer)
+    per_token_layer = a.kv_bytes_per_token / attending / shards
+    pair_flops = a.attention_flops_per_pair / attending / group
     # Decode attention: the measured MLA kernel at this rank's query heads where the tables have it, else
     # bandwidth bound on the KV bytes read (measured), and compute bound for MLA.
     measured = mla_decode_seconds(tables, a.kv_precision, a.heads / group, rank_decode, context) if a.mla else None
@@ -296,7 +301,7 @@ def _stage_seconds(
     if a.mla:
         compute = rank_decode * tokens * context * pair_flops / (MLA_DECODE_COMPUTE_FRACTION * a.bf16_flops)
         reads = np.maximum(reads, compute)
-    t = t + layers * np.where(decode > 0, reads, 0.0)
+    t = t + layers * a.attention_share * np.where(decode > 0, reads, 0.0)
     # Prefill attention: the causal pairs of the scheduled chunk after ``prior`` cached tokens (a windowed
     # layer's query attends to at most the window's).
     per_request = prefill / np.maximum(requests, 1e-9)
@@ -310,7 +315,9 @@ def _stage_seconds(
         att = att + a.window_share * (
             prefill_attention_seconds(tables, flops, np.minimum(seen, a.window), batch_heads) - att
         )
-    t = t + layers * np.where(prefill > 0, att, 0.0)
+    t = t + layers * a.attention_share * np.where(prefill > 0, att, 0.0)
+    if a.state_share:
+        t = t + layers * a.state_share * _state_layer_seconds(a, group, rank_decode, rank_prefill)
     if ranks == 1 and tp > 1:
         t = t + 2 * layers * _collective_seconds(a, tp, m * a.hidden * ACTIVATION_BYTES)
     elif ranks > 1:
@@ -320,6 +327,24 @@ def _stage_seconds(
             t = t + layers * _collective_seconds(a, group, rank_m * a.hidden * ACTIVATION_BYTES)
         t = t + layers * _expert_exchange_seconds(a, tp, m, ranks * rank_m, prefill)
     return t
+
+
+#: A state layer's chunked scan in prefill runs at this fraction of the 16-bit peak (an assumption, not measured:
+#: its products are small, head widths of 64-128 over chunks of 64-256 tokens, beside elementwise gating).
+STATE_SCAN_COMPUTE_FRACTION = 0.25
+
+
+def _state_layer_seconds(a: StepArrays, group: float, decode: Any, prefill: Any) -> Any:
+    """One state layer's recurrence on one rank (its projections are in the GEMM list): decode and prefill.
+
+    Decode reads and writes each sequence's state once a token, at the HBM bandwidth (memory bound); prefill
+    runs the chunked scan, linear in the tokens, at :data:`STATE_SCAN_COMPUTE_FRACTION` of the 16-bit peak.
+    The state and the scan split over the rank's ``group`` GPUs by heads.
+    """
+    per_layer = a.state_bytes / (a.layers * a.state_share) / group
+    reads = np.asarray(decode, dtype=float) * 2 * per_layer / a.hbm_bandwidth
+    scan = np.asarray(prefill, dtype=float) * a.state_flops / group / (STATE_SCAN_COMPUTE_FRACTION * a.bf16_flops)
+    return reads + scan
 
 
 def _expert_exchange_seconds(a: StepArrays, tp: float, tokens: Any, padded: Any, prefill: Any) -> Any:
@@ -409,8 +434,10 @@ def _roofline_iteration(
     """Seconds of one iteration priced at fixed fractions of the peaks (``kernels=False``)."""
     shards = kv_shards(tp, a.kv_shards_max)
     m = decode * tokens + prefill
-    read = a.kv_tokens(context)  # the KV a sequence's decode reads (and the keys it attends to), all layers
-    memory_bytes = _streamed_bytes(a, np.maximum(m, 1.0)) / tp + decode * read * a.kv_bytes_per_token / shards
+    read = a.kv_tokens(context) - a.state_tokens  # the KV a sequence's decode reads (the keys it attends to)
+    state = 2 * a.state_bytes / tp  # a hybrid's state, read and written once a token, split by heads
+    memory_bytes = _streamed_bytes(a, np.maximum(m, 1.0)) / tp + decode * (read * a.kv_bytes_per_token / shards + state)
+    scan = np.asarray(prefill, dtype=float) * a.layers * a.state_share * a.state_flops  # a hybrid's state layers
     per_request = prefill / np.maximum(requests, 1e-9)
     unseen = causal_pairs(per_request, prior) - window_pairs(per_request, prior, a.window)  # per windowed layer
     flops = (
@@ -429,6 +456,7 @@ def _roofline_iteration(
         )
         * (prefill > 0)
         - np.maximum(requests, 0.0) * a.window_share * unseen * a.attention_flops_per_pair * (prefill > 0)
+        + scan
     ) / tp
     step = roofline_time.numeric(
         flops=flops,

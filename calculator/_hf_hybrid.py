@@ -54,7 +54,8 @@ def read_hybrid(fields: Fields, layers: int) -> dict[str, Any]:
     """The :class:`~calculator._hf_config.Shape` fields of a Nemotron-H config (its ``hybrid`` and MLP/experts)."""
     kinds = _kinds(fields, layers)
     config = fields.config
-    dtype = config.get("mamba_ssm_cache_dtype", "float16")
+    dtype = config.get("mamba_ssm_cache_dtype")
+    dtype = "float16" if dtype is None else dtype
     if dtype not in _STATE_DTYPES:
         raise InputError(
             f"{fields.label}: field 'mamba_ssm_cache_dtype': expected one of {sorted(_STATE_DTYPES)}, "
@@ -93,7 +94,7 @@ def _kinds(fields: Fields, layers: int) -> Counter[str]:
     else:
         key, value = "hybrid_override_pattern", config.get("hybrid_override_pattern")
         letters = list(value) if isinstance(value, str) else ["?"]
-    if "?" in letters or len(letters) != layers:
+    if not set(letters) <= set("M*-E") or len(letters) != layers:
         raise InputError(
             f"{fields.label}: field '{key}': expected one block per layer ({layers}) of "
             f"{'M * - E' if key == 'hybrid_override_pattern' else sorted(_BLOCKS)}, found {shown(value)}"

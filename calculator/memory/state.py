@@ -71,8 +71,8 @@ def state_bytes_per_sequence(model: ModelRef, *, registry: Registry | None = Non
 
     Examples
     --------
-    >>> state_bytes_per_sequence("nemotron-3-nano-30b-a3b").to("MB")  # 23 Mamba-2 layers, FP32 SSM state
-    <Quantity(49.08288, 'megabyte')>
+    >>> state_bytes_per_sequence("nemotron-3-nano-30b-a3b")  # 23 Mamba-2 layers, their SSM state at FP32
+    <Quantity(49082368.0, 'byte')>
     """
     spec = transformer_of(model, "state_bytes_per_sequence", registry=registry)
     shape = state_shape(spec)

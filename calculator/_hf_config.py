@@ -43,13 +43,15 @@ class Architecture:
     window: str = "none"
     #: One learned attention sink per head and layer (gpt-oss).
     sinks: bool = False
-    #: A hybrid whose other layers keep a fixed state (:mod:`calculator._hf_hybrid`): "nemotron_h" (Mamba-2).
+    #: A hybrid whose other layers keep a fixed state (:mod:`calculator._hf_hybrid`): "nemotron_h" (Mamba-2) or
+    #: "gated_deltanet" (Qwen3-Next, Qwen3.5's text model).
     hybrid: str | None = None
 
 
 _LLAMA = Architecture("Llama", mlp_bias_key="mlp_bias")
 _QWEN3 = Architecture("Qwen3", qk_norm=True, window="qwen")
 _DEEPSEEK = Architecture("DeepSeek (MLA)", moe="deepseek", mla=True)
+_GDN = Architecture("Qwen3-Next (Gated DeltaNet)", qk_norm=True, hybrid="gated_deltanet")
 
 #: The architectures the import reads, by the config's ``architectures`` entry.
 ARCHITECTURES: dict[str, Architecture] = {
@@ -66,6 +68,9 @@ ARCHITECTURES: dict[str, Architecture] = {
     "Gemma3ForCausalLM": Architecture("Gemma 3", tied=True, norms=4, qk_norm=True, window="pattern"),
     "Phi3ForCausalLM": Architecture("Phi-3", bias_key=None, window="all"),
     "NemotronHForCausalLM": Architecture("Nemotron-H", norms=1, mlp_bias_key="mlp_bias", hybrid="nemotron_h"),
+    "Qwen3NextForCausalLM": _GDN,
+    "Qwen3_5ForCausalLM": dataclasses.replace(_GDN, label="Qwen3.5"),
+    "Qwen3_5MoeForCausalLM": dataclasses.replace(_GDN, label="Qwen3.5-MoE"),
 }
 #: The same, by ``model_type`` (a config without ``architectures``).
 MODEL_TYPES: dict[str, str] = {
@@ -83,6 +88,9 @@ MODEL_TYPES: dict[str, str] = {
     "gemma3_text": "Gemma3ForCausalLM",
     "phi3": "Phi3ForCausalLM",
     "nemotron_h": "NemotronHForCausalLM",
+    "qwen3_next": "Qwen3NextForCausalLM",
+    "qwen3_5_text": "Qwen3_5ForCausalLM",
+    "qwen3_5_moe_text": "Qwen3_5MoeForCausalLM",
 }
 
 # --------------------------------------------------------------------------------------------
@@ -273,7 +281,7 @@ def read_shape(config: Mapping[str, Any], architecture: Architecture, label: str
     if architecture.hybrid:
         from ._hf_hybrid import read_hybrid
 
-        hybrid: dict[str, Any] = {**common, **attention, **read_hybrid(fields, layers)}
+        hybrid: dict[str, Any] = {**common, **attention, **read_hybrid(fields, layers, architecture.hybrid)}
         return Shape(**hybrid, notes=tuple(notes))
     experts = _experts(fields, architecture, layers)
     window = _window(fields, architecture, layers, context, notes)

@@ -363,10 +363,10 @@ def _entry(
 
 
 def _hybrid_fields(s: Shape) -> dict[str, Any]:
-    """A Nemotron-H's state fields: its attention and Mamba-2 layers and the Mamba-2 state's shapes."""
+    """A hybrid's state fields: its attention and state layers and the state's shapes."""
     hy = s.hybrid
     return {
-        "attention_layers": hy.kinds["*"], "state_kind": "mamba2", "state_layers": hy.kinds["M"],
+        "attention_layers": hy.kinds["*"], "state_kind": hy.kind, "state_layers": hy.kinds["M"],
         "state_heads": hy.state_heads, "state_head_dim": hy.state_head_dim, "state_key_dim": hy.state_key_dim,
         "state_groups": hy.state_groups, "conv_kernel": hy.conv_kernel, "state_precision": hy.state_precision,
     }  # fmt: skip
@@ -390,12 +390,12 @@ def _shape_text(architecture: str, s: Shape, attention: str) -> str:
             + (f", {dense} dense layers of width {s.intermediate}" if dense else "")
         )
     if s.hybrid is not None:
-        kinds = s.hybrid.kinds
+        hy = s.hybrid
+        kinds, mixer = hy.kinds, "Mamba-2" if hy.kind == "mamba2" else "Gated DeltaNet"
         parts.append(
-            f"blocks: {kinds['M']} Mamba-2, {kinds['*']} attention, {kinds['-']} MLP, {kinds['E']} MoE; Mamba-2 "
-            f"state {s.hybrid.state_heads} heads x {s.hybrid.state_head_dim} x ssm_state_size {s.hybrid.state_key_dim} "
-            f"at {s.hybrid.state_precision} (mamba_ssm_cache_dtype), n_groups {s.hybrid.state_groups}, conv_kernel "
-            f"{s.hybrid.conv_kernel}"
+            f"layers: {kinds['M']} {mixer}, {kinds['*']} attention; {kinds['-']} MLP, {kinds['E']} MoE; state "
+            f"{hy.state_heads} heads x {hy.state_head_dim} x {hy.state_key_dim} at {hy.state_precision}, "
+            f"{hy.state_groups} groups (key heads), conv_kernel {hy.conv_kernel}"
         )
     parts.append(f"tie_word_embeddings {str(s.tied).lower()}")
     parts += list(s.notes)
@@ -409,7 +409,7 @@ def _count_text(s: Shape, c: Counts) -> str:
         for label, value in (
             ("embedding", c.embedding), ("LM head", c.lm_head), ("attention", c.attention), ("dense MLP", c.dense_mlp),
             ("routed experts", c.routed_experts), ("shared experts", c.shared_experts), ("routers", c.routers),
-            ("norms", c.norms), ("Mamba-2 mixers", c.state), ("latent projections", c.latent),
+            ("norms", c.norms), ("state mixers", c.state), ("latent projections", c.latent),
         )
         if value
     )  # fmt: skip

@@ -66,6 +66,9 @@ def test_the_state_a_sequence_keeps_is_counted_from_the_shapes():
     assert state_bytes_per_sequence(qwen).m_as("B") == 48 * (48 * 128 * 128 * 2 + 3 * 10_240 * 2) == 78_446_592
     # Its KV: 16 attention layers x 2 x 4 KV heads x 256 x 2 B; a transformer's 64 layers would cache four times it.
     assert model_kv_bytes_per_token(qwen, "bf16").m_as("B/token") == 16 * 2 * 4 * 256 * 2
+    # A 32,768-token sequence: 32,768 x 65,536 B + 78,446,592 B = 2.23 GB (a 64-layer transformer: 8.6 GB).
+    a = step_arrays(qwen, "h100-sxm", "bf16")
+    assert float(a.kv_tokens(32_768)) * a.kv_bytes_per_token == pytest.approx(32_768 * 65_536 + 78_446_592)
     assert state_bytes_per_sequence("llama-3.1-8b").m_as("B") == 0
 
 
@@ -186,6 +189,46 @@ def test_a_small_nemotron_h_config_is_counted_by_hand(tmp_path):
     # Without mamba_ssm_cache_dtype vLLM keeps NemotronH's SSM state at float16.
     plain = _tiny_nemotron_h(tmp_path, mamba_ssm_cache_dtype=None)
     assert import_model_config(plain, model_id="tiny-hybrid").model.state_precision == "fp16"
+
+
+def test_a_small_gated_deltanet_config_is_counted_by_hand(tmp_path):
+    config = {
+        "architectures": ["Qwen3NextForCausalLM"], "hidden_size": 64, "vocab_size": 1000, "num_hidden_layers": 4,
+        "layer_types": ["linear_attention"] * 3 + ["full_attention"], "num_attention_heads": 4,
+        "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 48, "linear_num_value_heads": 4,
+        "linear_value_head_dim": 8, "linear_key_head_dim": 8, "linear_num_key_heads": 2, "linear_conv_kernel_dim": 4,
+        "tie_word_embeddings": False, "max_position_embeddings": 4096,
+    }  # fmt: skip
+    file = tmp_path / "config.json"
+    file.write_text(json.dumps(config))
+    imported = import_model_config(file, model_id="tiny-gdn")
+    # Embedding and LM head 64,000 each. Gated attention: q and its gate 64 x 2 x 4 x 16 = 8,192, k and v 64 x 32
+    # each, o 64 x 64, q and k norms 2 x 16: 16,416. Gated DeltaNet: inner 4 x 8 = 32, convolved channels 32 + 2 x 2
+    # x 8 = 64; in_proj_qkvz and in_proj_ba 64 x (64 + 32 + 2 x 4) = 6,656, conv 64 x 4 = 256 (no bias), A and dt
+    # bias 2 x 4, the gated norm over a head 8, out_proj 32 x 64 = 2,048: 8,976, three layers 26,928. SwiGLU MLPs
+    # 4 x 3 x 64 x 48 = 36,864. Norms 4 x 2 x 64 + 64 = 576. Total 208,784.
+    assert imported.parameters_by_part["state"] == 26_928 and imported.parameters_by_part["attention"] == 16_416
+    assert imported.model.parameters == 208_784
+    m = imported.model
+    assert (m.attention_layers, m.state_layers, m.state_kind, m.state_precision) == (1, 3, "gated_deltanet", "bf16")
+    # Three layers of 4 x 8 x 8 state elements at 16 bits (512 B) and 3 x 64 convolution elements (384 B).
+    assert state_bytes_per_sequence(m).m_as("B") == 3 * (512 + 384)
+    # Without layer_types, every full_attention_interval-th layer attends.
+    file.write_text(
+        json.dumps({k: v for k, v in config.items() if k != "layer_types"} | {"full_attention_interval": 2})
+    )
+    assert import_model_config(file, model_id="tiny-gdn").model.attention_layers == 2
+
+
+def test_qwen35s_text_model_imports_with_its_gated_deltanet_shapes(tmp_path):
+    # The text_config of Qwen/Qwen3.5-27B as a text-only config (the file itself declares a vision encoder).
+    text = json.loads((DATA / "Qwen--Qwen3.5-27B_config.json").read_text())["text_config"]
+    file = tmp_path / "config.json"
+    file.write_text(json.dumps(text | {"tie_word_embeddings": False}))
+    imported = import_model_config(file, model_id="qwen35-text").model
+    expected = _gated_deltanet_model()
+    for field in Model._STATE_FIELDS:
+        assert getattr(imported, field) == getattr(expected, field), field
 
 
 @pytest.mark.parametrize(

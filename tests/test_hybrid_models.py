@@ -100,6 +100,29 @@ def test_an_engine_holds_the_state_beside_each_sequences_tokens():
     assert fit.sequences > 5 * (fit.kv_tokens // 283_989 + 1)
 
 
+def test_the_closed_form_and_the_simulator_hold_the_state_alike():
+    # 320 clients of 4,096/512 tokens on Nemotron 3 Nano BF16 on one H100 under vLLM: with its 49 MB state a
+    # sequence holds about 12,600 tokens' worth of KV, so the cache holds about 156 of them and both sides queue
+    # for it; without the state (4,608 tokens' worth) the cache would hold every client.
+    from calculator.performance import ENGINES, closed_loop_seconds
+    from calculator.simulation import SimulationSetup, Traffic, simulate
+
+    clients, prompt, output = 320, 4096, 512
+    setup = SimulationSetup("nemotron-3-nano-30b-a3b", "h100-sxm", "bf16", tensor_parallel=1, engine="vllm")
+    traffic = Traffic(clients=clients, input_tokens=prompt, output_tokens=output, requests=6 * clients,
+                      input_cv=0.1, output_cv=0.1)  # fmt: skip
+    summary = simulate(setup, traffic, seeds=1).summary.set_index(["metric", "statistic"]).value
+    profile = ENGINES["vllm"]
+    a = step_arrays("nemotron-3-nano-30b-a3b", "h100-sxm", "bf16", engine=profile)
+    closed = closed_loop_seconds(a, profile, 1, prompt, output, clients)
+    assert bool(closed["memory_limited"])
+    assert float(closed["tpot"]) == pytest.approx(summary["tpot", "mean"], rel=0.10)
+    assert float(closed["ttft"]) == pytest.approx(summary["ttft", "mean"], rel=0.15)
+    stateless = closed_loop_seconds(dataclasses.replace(a, state_bytes=0.0, curves={}), profile, 1, prompt, output,
+                                    clients)  # fmt: skip
+    assert not bool(stateless["memory_limited"]) and float(stateless["ttft"]) < float(closed["ttft"]) / 5
+
+
 # ------------------------------------------------------------------------------------ step time
 
 

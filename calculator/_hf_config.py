@@ -53,6 +53,9 @@ class Architecture:
     #: Which layers attend within ``attention_chunk_size`` chunks: "none", or "llama4" (the layers that use
     #: rotary positions, ``no_rope_layers`` 1; by default all but every fourth).
     chunked: str = "none"
+    #: A hybrid whose other layers keep a fixed state (:mod:`calculator._hf_hybrid`): "nemotron_h" (Mamba-2) or
+    #: "gated_deltanet" (Qwen3-Next, Qwen3.5's text model).
+    hybrid: str | None = None
 
 
 _LLAMA = Architecture("Llama", mlp_bias_key="mlp_bias")
@@ -60,6 +63,7 @@ _QWEN3 = Architecture("Qwen3", qk_norm=True, window="qwen")
 _DEEPSEEK = Architecture("DeepSeek (MLA)", moe="deepseek", mla=True)
 _DSA = Architecture("DeepSeek (MLA, indexed sparse attention)", moe="deepseek", mla=True, indexer=True)
 _LLAMA4 = Architecture("Llama 4 (text)", moe="llama4", chunked="llama4")
+_GDN = Architecture("Qwen3-Next (Gated DeltaNet)", qk_norm=True, hybrid="gated_deltanet")
 
 #: The architectures the import reads, by the config's ``architectures`` entry.
 ARCHITECTURES: dict[str, Architecture] = {
@@ -84,6 +88,10 @@ ARCHITECTURES: dict[str, Architecture] = {
     "DeepseekV32ForCausalLM": _DSA,
     "GlmMoeDsaForCausalLM": _DSA,
     "Llama4ForCausalLM": _LLAMA4,
+    "NemotronHForCausalLM": Architecture("Nemotron-H", norms=1, mlp_bias_key="mlp_bias", hybrid="nemotron_h"),
+    "Qwen3NextForCausalLM": _GDN,
+    "Qwen3_5ForCausalLM": dataclasses.replace(_GDN, label="Qwen3.5"),
+    "Qwen3_5MoeForCausalLM": dataclasses.replace(_GDN, label="Qwen3.5-MoE"),
 }
 #: The same, by ``model_type`` (a config without ``architectures``).
 MODEL_TYPES: dict[str, str] = {
@@ -109,6 +117,10 @@ MODEL_TYPES: dict[str, str] = {
     "deepseek_v32": "DeepseekV32ForCausalLM",
     "glm_moe_dsa": "GlmMoeDsaForCausalLM",
     "llama4_text": "Llama4ForCausalLM",
+    "nemotron_h": "NemotronHForCausalLM",
+    "qwen3_next": "Qwen3NextForCausalLM",
+    "qwen3_5_text": "Qwen3_5ForCausalLM",
+    "qwen3_5_moe_text": "Qwen3_5MoeForCausalLM",
 }
 
 # --------------------------------------------------------------------------------------------
@@ -167,10 +179,17 @@ def refuse_inexpressible(config: Mapping[str, Any], label: str) -> None:
     indexed sparse attention is refused rather than approximated as a transformer (a vision encoder is read by
     :func:`split_vision`).
     """
+    from ._hf_hybrid import read_fields
+
     inner = config.get("text_config")
     scopes = [("", config)] + ([("text_config.", inner)] if isinstance(inner, Mapping) else [])
     expressed = _expressed(config)
+    names = config.get("architectures")
+    read = read_fields(
+        names[0] if isinstance(names, list) and names else MODEL_TYPES.get(str(config.get("model_type")))
+    )
     for prefix, scope in scopes:
+        scope = {k: v for k, v in scope.items() if k not in read and not (read and str(k).startswith("mamba_"))}
         kinds = scope.get("layer_types")
         if isinstance(kinds, list):
             odd = next((kind for kind in kinds if kind not in _LAYER_KINDS | expressed), None)
@@ -332,6 +351,7 @@ class Shape:
     index_head_dim: int = 0
     chunk: int | None = None  # chunked-local attention: the chunk and how many layers attend within it
     chunk_layers: int = 0
+    hybrid: Any = None  # a hybrid's layer kinds and state shapes (:class:`calculator._hf_hybrid.HybridShape`)
     notes: tuple[str, ...] = ()
 
 
@@ -368,7 +388,9 @@ class Fields:
 def read_shape(config: Mapping[str, Any], architecture: Architecture, label: str) -> Shape:
     """The :class:`Shape` of ``config`` (its ``architectures`` read as ``architecture``)."""
     fields = Fields(config, label)
-    layers, hidden = fields.whole("num_hidden_layers"), fields.whole("hidden_size")
+    blocks = config.get("layers_block_type") if architecture.hybrid else None  # Nemotron 3 Ultra: no layer count
+    layers = fields.whole("num_hidden_layers", len(blocks) if isinstance(blocks, list) and blocks else None)
+    hidden = fields.whole("hidden_size")
     heads = fields.whole("num_attention_heads")
     kv_heads = fields.whole("num_key_value_heads", heads)
     if not architecture.mla and heads % kv_heads:
@@ -392,6 +414,11 @@ def read_shape(config: Mapping[str, Any], architecture: Architecture, label: str
     default = f"tie_word_embeddings absent: {architecture.label}'s default, {'tied' if tied else 'untied'}"
     notes = [] if "tie_word_embeddings" in config else [default]
     attention = _mla(fields) if architecture.mla else {"head_dim": _head_dim(fields, hidden, heads, notes)}
+    if architecture.hybrid:
+        from ._hf_hybrid import read_hybrid
+
+        hybrid: dict[str, Any] = {**common, **attention, **read_hybrid(fields, layers, architecture.hybrid)}
+        return Shape(**hybrid, notes=tuple(notes))
     experts = _experts(fields, architecture, layers)
     window = _window(fields, architecture, layers, context, notes)
     sparse = _indexer(fields) if architecture.indexer else {}
@@ -401,8 +428,9 @@ def read_shape(config: Mapping[str, Any], architecture: Architecture, label: str
 
 
 def _head_dim(fields: Fields, hidden: int, heads: int, notes: list[str]) -> int:
-    if fields.config.get("head_dim") is not None:
-        return fields.whole("head_dim")
+    for key in ("head_dim", "attention_head_dim"):  # Nemotron-H's first configs call it attention_head_dim
+        if fields.config.get(key) is not None:
+            return fields.whole(key)
     if hidden % heads:
         raise InputError(
             f"{fields.label}: field 'head_dim' is missing and hidden_size {hidden} does not divide by "
@@ -593,6 +621,8 @@ class Counts:
     routers: int
     norms: int
     unused_experts: int  # the routed experts' parameters a token does not read
+    state: int = 0  # a hybrid's state layers (Mamba-2 mixers: projections, convolution, per-head terms, norm)
+    latent: int = 0  # latent MoE: the projections into and out of the experts' latent width (Nemotron 3)
 
     @property
     def total(self) -> int:
@@ -608,6 +638,10 @@ class Counts:
 def count_parameters(shape: Shape) -> Counts:
     """The parameters of ``shape`` by part: embeddings, attention (MLA too), MLPs, experts, routers, norms."""
     s, arch, h = shape, shape.architecture, shape.hidden
+    if s.hybrid is not None:
+        from ._hf_hybrid import hybrid_counts
+
+        return hybrid_counts(s, _attention_parameters(s))
     attention = _attention_parameters(s)
     dense_layers = s.layers - s.moe_layers
     dense_mlp = dense_layers * (3 * h * s.intermediate + (2 * s.intermediate + h if s.mlp_bias else 0))

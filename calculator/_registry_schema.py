@@ -423,6 +423,44 @@ class Model(Entry):
         "held in memory at 16 bits; text is served through the language model and per-image prefill work is not "
         "priced",
     )
+    # ---- hybrid models (helper "hybrid"): layers that keep a fixed state per sequence instead of a KV cache
+    attention_layers: PositiveInt | None = Field(
+        None,
+        description="hybrid models: how many of the layers attend and keep a KV cache (None: all of them)",
+    )
+    state_kind: Literal["mamba2", "gated_deltanet"] | None = Field(
+        None,
+        description="hybrid models: the state layers' mixer. mamba2 (Nemotron-H): each layer is one block, a Mamba-2 "
+        "mixer, an attention or an MLP/MoE block; gated_deltanet (Qwen3-Next, Qwen3.5): every layer has an MLP/MoE "
+        "after its attention or its Gated DeltaNet",
+    )
+    state_layers: PositiveInt | None = Field(
+        None, description="hybrid models: how many layers keep a fixed state per sequence (Mamba-2, Gated DeltaNet)"
+    )
+    state_heads: PositiveInt | None = Field(
+        None, description="state layers: heads (Mamba-2 mamba_num_heads; Gated DeltaNet linear_num_value_heads)"
+    )
+    state_head_dim: PositiveInt | None = Field(
+        None, description="state layers: a head's width (Mamba-2 mamba_head_dim; Gated DeltaNet linear_value_head_dim)"
+    )
+    state_key_dim: PositiveInt | None = Field(
+        None,
+        description="state layers: the state's other dimension per head (Mamba-2 ssm_state_size; Gated DeltaNet "
+        "linear_key_head_dim)",
+    )
+    state_groups: PositiveInt | None = Field(
+        None,
+        description="state layers: groups sharing the B/C (key/query) projections (Mamba-2 n_groups; Gated DeltaNet "
+        "linear_num_key_heads)",
+    )
+    conv_kernel: PositiveInt | None = Field(
+        None, description="state layers: the short convolution's width (its state keeps the last kernel - 1 inputs)"
+    )
+    state_precision: Precision | None = Field(
+        None,
+        description="the recurrent state's precision as the engines keep it (vLLM: config mamba_ssm_cache_dtype for "
+        "Nemotron-H, else float16; the model's dtype for Gated DeltaNet); the convolution state is 16-bit",
+    )
 
     #: ``checkpoints`` carry a source each (checked against the file's sources when the file is read).
     UNSOURCED: ClassVar[frozenset[str]] = Entry.UNSOURCED | {
@@ -498,6 +536,7 @@ class Model(Entry):
                 f"sliding_window_layers ({self.sliding_window_layers}) cannot exceed layers ({self.layers})"
             )
         self._sparse_consistent()
+        self._hybrid_consistent()
         return self
 
     def _sparse_consistent(self) -> None:
@@ -513,6 +552,33 @@ class Model(Entry):
             raise ValueError("index_topk, index_heads and index_head_dim go together: give all three or none")
         if self.index_topk is not None and self.attention != "mla":
             raise ValueError(f"index_topk (indexed sparse attention) needs attention 'mla', found {self.attention!r}")
+
+    _STATE_FIELDS: ClassVar[tuple[str, ...]] = (
+        "attention_layers", "state_kind", "state_layers", "state_heads", "state_head_dim", "state_key_dim",
+        "state_groups", "conv_kernel", "state_precision",
+    )  # fmt: skip
+
+    def _hybrid_consistent(self) -> None:
+        """A hybrid's state fields all given or none, and its attention and state layers within ``layers``."""
+        given = [f for f in self._STATE_FIELDS if getattr(self, f) is not None]
+        if not given:
+            return
+        missing = [f for f in self._STATE_FIELDS if getattr(self, f) is None]
+        if missing:
+            raise ValueError(f"a hybrid model gives every state field: {given} given, {missing} missing")
+        assert self.attention_layers is not None and self.state_layers is not None and self.layers is not None
+        if self.attention_layers + self.state_layers > self.layers:
+            raise ValueError(
+                f"attention_layers ({self.attention_layers}) and state_layers ({self.state_layers}) cannot exceed "
+                f"layers ({self.layers})"
+            )
+        if self.sliding_window is not None:
+            raise ValueError("a hybrid model with sliding-window layers is not expressed (state fields and windows)")
+
+    @property
+    def kv_layers(self) -> int:
+        """The layers that keep a KV cache: ``attention_layers`` of a hybrid, else every layer."""
+        return int(self.attention_layers or self.layers or 0)
 
     @property
     def active(self) -> float:

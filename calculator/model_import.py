@@ -369,6 +369,8 @@ def _entry(
         fields |= {"attention_chunk": s.chunk, "chunked_layers": s.chunk_layers}
     if s.index_topk:
         fields |= {"index_topk": s.index_topk, "index_heads": s.index_heads, "index_head_dim": s.index_head_dim}
+    if s.hybrid is not None:
+        fields |= _hybrid_fields(s)
     shaped = [key for key, value in fields.items() if value is not None]
     return {
         "id": entry_id, "name": name, "provenance": "user", "kind": "transformer",
@@ -379,6 +381,16 @@ def _entry(
             {"source": sources[0]["id"], "fields": shaped, "note": _shape_text(architecture, s, attention)},
             {"source": sources[0]["id"], "fields": ["parameters", "active_parameters"], "note": counted},
         ],
+    }  # fmt: skip
+
+
+def _hybrid_fields(s: Shape) -> dict[str, Any]:
+    """A hybrid's state fields: its attention and state layers and the state's shapes."""
+    hy = s.hybrid
+    return {
+        "attention_layers": hy.kinds["*"], "state_kind": hy.kind, "state_layers": hy.kinds["M"],
+        "state_heads": hy.state_heads, "state_head_dim": hy.state_head_dim, "state_key_dim": hy.state_key_dim,
+        "state_groups": hy.state_groups, "conv_kernel": hy.conv_kernel, "state_precision": hy.state_precision,
     }  # fmt: skip
 
 
@@ -393,7 +405,7 @@ def _shape_text(architecture: str, s: Shape, attention: str) -> str:
     else:
         parts.append(f"{s.heads} heads and {s.kv_heads} KV heads of {s.head_dim} => {attention}")
     if s.moe_layers:
-        dense = s.layers - s.moe_layers
+        dense = s.hybrid.kinds["-"] if s.hybrid is not None else s.layers - s.moe_layers
         parts.append(
             f"{s.moe_layers} MoE layers of {s.experts} routed experts ({s.experts_per_token} per token, "
             f"{s.shared_experts} shared) of width {s.expert_intermediate} (intermediate_size records it)"
@@ -406,6 +418,14 @@ def _shape_text(architecture: str, s: Shape, attention: str) -> str:
         )
     if s.chunk is not None:
         parts.append(f"{s.chunk_layers} layers attend within attention_chunk_size {s.chunk}-token chunks")
+    if s.hybrid is not None:
+        hy = s.hybrid
+        kinds, mixer = hy.kinds, "Mamba-2" if hy.kind == "mamba2" else "Gated DeltaNet"
+        parts.append(
+            f"layers: {kinds['M']} {mixer}, {kinds['*']} attention; {kinds['-']} MLP, {kinds['E']} MoE; state "
+            f"{hy.state_heads} heads x {hy.state_head_dim} x {hy.state_key_dim} at {hy.state_precision}, "
+            f"{hy.state_groups} groups (key heads), conv_kernel {hy.conv_kernel}"
+        )
     parts.append(f"tie_word_embeddings {str(s.tied).lower()}")
     parts += list(s.notes)
     return "; ".join(parts) + "."
@@ -418,7 +438,7 @@ def _count_text(s: Shape, c: Counts) -> str:
         for label, value in (
             ("embedding", c.embedding), ("LM head", c.lm_head), ("attention", c.attention), ("dense MLP", c.dense_mlp),
             ("routed experts", c.routed_experts), ("shared experts", c.shared_experts), ("routers", c.routers),
-            ("norms", c.norms),
+            ("norms", c.norms), ("state mixers", c.state), ("latent projections", c.latent),
         )
         if value
     )  # fmt: skip

@@ -177,7 +177,6 @@ def test_the_entry_records_the_attention_kind_experts_and_the_latent_sizes():
     [
         ("meta-llama--Llama-4-Scout-17B-16E-Instruct", "text_config.attention_chunk_size"),
         ("Qwen--Qwen3.5-27B", "text_config.layer_types"),
-        ("nvidia--Nemotron-H-56B-Base-8K", "hybrid_override_pattern"),
     ],
 )
 def test_an_architecture_the_registry_cannot_express_is_refused_naming_the_field(name, field):

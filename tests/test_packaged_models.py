@@ -42,12 +42,16 @@ def test_no_repository_names_two_models():
 
 
 def _kv_bytes_per_token_16bit(m: Model) -> int:
-    """KV bytes per token at 16 bits, by hand: MLA caches the latent and the rotary key, else K and V per head."""
+    """KV bytes per token at 16 bits, by hand: MLA caches the latent and the rotary key, else K and V per head.
+
+    A hybrid caches them on its attention layers only (its state layers keep a fixed state instead).
+    """
     assert m.layers is not None and m.kv_heads is not None and m.head_dim is not None
+    layers = m.attention_layers or m.layers
     if m.attention == "mla":
         assert m.kv_lora_rank is not None and m.qk_rope_head_dim is not None
-        return m.layers * (m.kv_lora_rank + m.qk_rope_head_dim) * 2
-    return 2 * m.layers * m.kv_heads * m.head_dim * 2
+        return layers * (m.kv_lora_rank + m.qk_rope_head_dim) * 2
+    return 2 * layers * m.kv_heads * m.head_dim * 2
 
 
 @pytest.mark.parametrize("model", TRANSFORMERS, ids=lambda m: m.id)

@@ -79,6 +79,7 @@ from .paging import (
 )
 from .prefix import PrefixCacheMemory, prefix_cache_memory, prefix_cache_tokens, shared_block_usage
 from .quantize import QuantizedTensor, quantize
+from .state import state_bytes_per_sequence
 from .weights import (
     NO_BYTES,
     WEIGHT_BITS,
@@ -111,6 +112,7 @@ __all__ = [
     "kv_bytes_per_token",
     "mla_kv_bytes_per_token",
     "model_kv_bytes_per_token",
+    "state_bytes_per_sequence",
     "kv_bytes_per_token_per_device",
     "tensor_parallel_valid",
     "check_tensor_parallel",

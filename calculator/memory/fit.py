@@ -20,6 +20,7 @@ from ..results import Result, as_count, floor_whole
 from ..types import Bytes, BytesPerToken, Capacity, Count, ModelRef, Precision, Tokens
 from ..units import Q_, shown, ureg
 from .kv import _check_splits, kv_bytes_per_token_per_device, tensor_parallel_valid
+from .state import state_bytes_per_sequence
 from .weights import NO_BYTES, model_weight_bytes, routed_expert_parameters, vision_weight_bytes
 
 if TYPE_CHECKING:
@@ -136,8 +137,11 @@ def max_batch_numeric(
     context: Any,
     reserve: Any = 0.0,
     block_size: Any = 1,
+    state_bytes: Any = 0.0,
 ) -> Any:
     """:func:`max_batch` on plain magnitudes (bytes, bytes/token, tokens), for vectorized searches.
+
+    ``state_bytes``: what each sequence holds besides its tokens' KV (a hybrid model's fixed state, bytes).
 
     Arguments broadcast and are plain numbers (no units): ``capacity`` finite (below the weights and
     reserve it gives 0), ``weights`` and ``reserve`` >= 0, ``kv_per_token`` and ``context`` > 0,
@@ -153,7 +157,7 @@ def max_batch_numeric(
     blocks = plain_number(name, "block_size", block_size, "positive_integer")
     held = np.ceil(tokens / blocks) * blocks  # tokens rounded up to whole blocks
     with np.errstate(over="ignore"):  # 1e300 bytes over 1e-300 bytes per token: at most MAX_COUNT
-        batch = np.clip(floor_whole((capacity - weights - reserve) / (held * per_token)), 0, MAX_COUNT)
+        batch = np.clip(floor_whole((capacity - weights - reserve) / (held * per_token + state_bytes)), 0, MAX_COUNT)
     batch = batch.astype(np.int64)
     return int(batch) if batch.ndim == 0 else batch
 
@@ -298,8 +302,12 @@ class MemoryFit(Result):
     capacity_basis: str = "as given"
 
 
-def _fit(capacity, weights, kv_per_token, context, batch, reserve, block_size, tensor_parallel, context_limit=None):
-    """MemoryFit from checked magnitudes (bytes, B/token, tokens); every field broadcast to one shape."""
+def _fit(capacity, weights, kv_per_token, context, batch, reserve, block_size, tensor_parallel, context_limit=None,
+         state=0.0):  # fmt: skip
+    """MemoryFit from checked magnitudes (bytes, B/token, tokens); every field broadcast to one shape.
+
+    ``state``: the bytes each sequence holds whatever its length (a hybrid's fixed state on this device).
+    """
     arrays = np.broadcast_arrays(
         *(
             np.asarray(x, dtype=float)
@@ -307,13 +315,14 @@ def _fit(capacity, weights, kv_per_token, context, batch, reserve, block_size, t
         )
     )
     capacity, weights, kv_per_token, context, batch, reserve, tensor_parallel = arrays
-    kv_request = np.ceil(context / block_size) * block_size * kv_per_token
+    kv_request = np.ceil(context / block_size) * block_size * kv_per_token + state
     kv = batch * kv_request
     available = capacity - weights - reserve
     slack = available - kv
     fits = slack >= -1e-12 * capacity
     with np.errstate(divide="ignore"):  # batch 0 asks for the longest context of one sequence
-        longest = floor_whole(available / (np.maximum(batch, 1) * kv_per_token * block_size)) * block_size
+        room = np.maximum(available / np.maximum(batch, 1) - state, 0.0)
+        longest = floor_whole(room / (kv_per_token * block_size)) * block_size
     if context_limit is not None:
         longest = np.minimum(longest, context_limit)
 
@@ -336,7 +345,9 @@ def _fit(capacity, weights, kv_per_token, context, batch, reserve, block_size, t
         batch=out(batch, kind=np.int64),
         context=out(context, kind=np.int64),
         tensor_parallel=out(tensor_parallel, kind=np.int64),
-        max_batch=out(max_batch_numeric(capacity, weights, kv_per_token, context, reserve, block_size), kind=np.int64),
+        max_batch=out(
+            max_batch_numeric(capacity, weights, kv_per_token, context, reserve, block_size, state), kind=np.int64
+        ),
         max_context=out(np.clip(longest, 0, MAX_COUNT), kind=np.int64),
     )
 
@@ -393,6 +404,8 @@ class DeviceShare(Result):
     tensor_parallel: Count
     weights: Bytes
     kv_per_token: BytesPerToken
+    #: A hybrid model's fixed state per sequence on the device (its state layers', split by heads; 0 B: none).
+    state_per_sequence: Bytes = NO_BYTES
 
 
 @renamed(kv_dtype="kv_precision")
@@ -471,6 +484,7 @@ def device_share(
         tensor_parallel=degree,
         weights=weights / stages,
         kv_per_token=kv_bytes_per_token_per_device(model, kv_precision, degree, registry=registry) / stages,
+        state_per_sequence=state_bytes_per_sequence(resolved) / degree / stages,
     )
 
 
@@ -489,7 +503,7 @@ def _model_budget(
     pipeline_parallel=1,
     registry=None,
 ):
-    """Per-device magnitudes for a model from checked ones: (model, capacity, weights, kv/token, context, t, reserve).
+    """Per-device magnitudes: (model, capacity, weights, kv/token, context, t, reserve, state per sequence).
 
     ``context``, ``tensor_parallel`` and ``reserve`` are the caller's checked magnitudes; the degree is
     checked against the model's heads, the context against its limit, and ``capacity`` read (bytes or an
@@ -509,7 +523,8 @@ def _model_budget(
             f"({limit} tokens)"
         )
     weights, per_token = share.weights.m_as("B"), share.kv_per_token.m_as("B/token")
-    return resolved, cap, weights, per_token, context, share.tensor_parallel, reserve
+    state = share.state_per_sequence.m_as("B")  # a hybrid's fixed state per sequence
+    return resolved, cap, weights, per_token, context, share.tensor_parallel, reserve, state
 
 
 @renamed(kv_dtype="kv_precision")
@@ -578,7 +593,7 @@ def model_memory_fit(  # noqa: PLR0913  # public entry point: its keyword option
     46
     """
     name = "model_memory_fit"
-    resolved, cap, weights, per_token, tokens, degree, res = _model_budget(
+    resolved, cap, weights, per_token, tokens, degree, res, state = _model_budget(
         name,
         model,
         capacity,
@@ -594,7 +609,7 @@ def model_memory_fit(  # noqa: PLR0913  # public entry point: its keyword option
     )
     ranks = float(data_parallel)
     per_rank = np.ceil(np.asarray(batch, dtype=float) / ranks)
-    fit = _fit(cap, weights, per_token, tokens, per_rank, res, block_size, degree, resolved.max_context)
+    fit = _fit(cap, weights, per_token, tokens, per_rank, res, block_size, degree, resolved.max_context, state)
     basis = "as given" if isinstance(capacity, ureg.Quantity) else capacity_basis
     if ranks == 1:
         return dataclasses.replace(fit, capacity_basis=basis)
@@ -647,7 +662,7 @@ def model_max_batch(
     ([14, 134, 372], 'as given')
     """
     name = "model_max_batch"
-    _, cap, weights, per_token, tokens, _, res = _model_budget(
+    _, cap, weights, per_token, tokens, _, res, state = _model_budget(
         name,
         model,
         capacity,
@@ -661,7 +676,7 @@ def model_max_batch(
         pipeline_parallel=pipeline_parallel,
         registry=registry,
     )
-    batch = max_batch_numeric(cap, weights, per_token, tokens, res, block_size) * int(data_parallel)
+    batch = max_batch_numeric(cap, weights, per_token, tokens, res, block_size, state) * int(data_parallel)
     basis = "as given" if isinstance(capacity, ureg.Quantity) else capacity_basis
     if np.ndim(batch):
         out = np.asarray(batch).view(MaxBatches)

@@ -153,6 +153,9 @@ def model_kv_bytes_per_token(
     metadata (scales) is not included; block-scaled KV formats add it as for weights
     (:func:`effective_bits_per_weight`). An indexed-sparse-attention model (``index_topk``) adds its indexer's
     cached keys (:func:`index_key_bytes`).
+    (:func:`effective_bits_per_weight`). A hybrid model counts its attention layers only
+    (``Model.attention_layers``); its state layers' fixed state is
+    :func:`~calculator.memory.state.state_bytes_per_sequence`.
 
     Examples
     --------
@@ -167,10 +170,11 @@ def model_kv_bytes_per_token(
     """
     resolved = transformer_of(model, "model_kv_bytes_per_token", registry=registry)
     size = Q_(_kv_precision_bytes(kv_precision), "B")
+    layers = resolved.kv_layers  # a hybrid's attention layers only: its state layers keep no KV cache
     if resolved.attention == "mla":
-        latent = mla_kv_bytes_per_token(resolved.layers, resolved.kv_lora_rank, resolved.qk_rope_head_dim, size)
+        latent = mla_kv_bytes_per_token(layers, resolved.kv_lora_rank, resolved.qk_rope_head_dim, size)
         return latent + Q_(index_key_bytes(resolved), "B/token")
-    return kv_bytes_per_token(resolved.layers, resolved.kv_heads, resolved.head_dim, size)
+    return kv_bytes_per_token(layers, resolved.kv_heads, resolved.head_dim, size)
 
 
 #: The indexer's cached key (indexed sparse attention) is FP8 with one FP32 scale per block of this many elements.

@@ -259,17 +259,36 @@ class StepArrays:
     index_topk: float = float("inf")
     index_bytes_per_token: float = 0.0
     index_flops_per_pair: float = 0.0
+    #: Hybrid models (Mamba-2, Gated DeltaNet layers): the fixed state a sequence keeps over the state layers (bytes),
+    #: the shares of the layers that attend and that keep a state, and one state layer's input and output projection
+    #: widths and its scan's FLOPs per token (:mod:`calculator.memory.state`).
+    state_bytes: float = 0.0
+    attention_share: float = 1.0
+    state_share: float = 0.0
+    state_in: float = 0.0
+    state_inner: float = 0.0
+    state_flops: float = 0.0
     curves: dict[float, dict[str, np.ndarray]] = field(default_factory=dict, repr=False)  #: cache per TP degree
 
     def kv_tokens(self, tokens: Any) -> Any:
-        """The KV a sequence of ``tokens`` holds and a decode step reads, in tokens of every layer.
+        """The KV a sequence of ``tokens`` holds and a decode step reads, in tokens of every attending layer.
 
         A windowed layer keeps (and attends to) at most :attr:`window` tokens: ``tokens - share x
-        max(tokens - window, 0)``. Without windows, ``tokens`` itself.
+        max(tokens - window, 0)``. Without windows, ``tokens`` itself. A hybrid's state layers add their fixed
+        state, :attr:`state_tokens`, whatever the length.
         """
         from .scheduler import windowed_tokens
 
-        return windowed_tokens(tokens, self.window, self.window_share)
+        return windowed_tokens(tokens, self.window, self.window_share, self.state_tokens)
+
+    @property
+    def state_tokens(self) -> float:
+        """A hybrid's fixed state per sequence in tokens of KV (``state_bytes / kv_bytes_per_token``; 0: none).
+
+        Counted where the KV is: whole-model bytes over whole-model bytes, so it spreads over the devices as the
+        KV does (a bound from above where tensor parallelism replicates KV heads but splits the state).
+        """
+        return self.state_bytes / self.kv_bytes_per_token if self.state_bytes else 0.0
 
     def attention_group(self, tp: Any) -> Any:
         """GPUs one attention rank spans in a replica of ``tp`` GPUs."""
@@ -377,15 +396,19 @@ class StepArrays:
             raise InputError(f"draft_head(): argument 'method' must be 'mtp' or 'eagle', got {method!r}")
         lm_head = self.vocab * self.hidden
         layer = (self.streamed_params - lm_head) / self.layers  # one token's parameters in a layer
+        attending = self.layers * self.attention_share  # the drafter's layer attends (Nemotron 3's MTP: '*E')
         one_layer: dict[str, Any] = {
             "layers": 1.0,
-            "kv_bytes_per_token": self.kv_bytes_per_token / self.layers,
-            "attention_flops_per_pair": self.attention_flops_per_pair / self.layers,
+            "kv_bytes_per_token": self.kv_bytes_per_token / attending,
+            "attention_flops_per_pair": self.attention_flops_per_pair / attending,
             "window": float("inf"),
             "window_share": 0.0,
             "chunked": False,
             "index_bytes_per_token": self.index_bytes_per_token / self.layers,
             "index_flops_per_pair": self.index_flops_per_pair / self.layers,
+            "state_bytes": 0.0,
+            "attention_share": 1.0,
+            "state_share": 0.0,
             "curves": {},
         }
         if method == "mtp":
@@ -510,6 +533,7 @@ def step_arrays(
         head_dim=head_dim,
         mla=float(mla),
         **_windows(spec),
+        **_hybrid(spec),
         kv_lora_rank=float(spec.kv_lora_rank or 0),
         q_lora_rank=q_lora,
         qk_nope_head_dim=nope,
@@ -577,18 +601,53 @@ def _shapes(spec: Any, bits: float) -> _Shapes:
     mla = spec.attention == "mla" and spec.kv_lora_rank is not None
     attention_params, (nope, rope, value, q_lora) = _attention_params(spec, float(hidden), mla)
     lm_head = embedding
+    mixers = spec.kv_layers * attention_params + _state_parameters(spec, float(hidden))
+    # A hybrid's MLPs and shared experts differ by layer (Nemotron-H: relu2 MLPs, MoE on half the layers): the
+    # parameters its attention and state layers leave, as one mean gated MLP per layer (the bytes a token reads).
+    rest = max((shared if experts > 1 else active) - lm_head - mixers, 0.0) / (3 * hidden * layers)
     if experts > 1:
         expert_width = per_expert / (3 * hidden * layers)
-        shared_width = spec.shared_experts * expert_width
+        shared_width = rest if spec.state_kind else spec.shared_experts * expert_width
         mlp_width = 0.0
     else:
         expert_width = shared_width = 0.0
-        derived = max(active - lm_head - layers * attention_params, 0.0) / (3 * hidden * layers)
-        mlp_width = float(spec.intermediate_size or derived)
+        mlp_width = rest if spec.state_kind else float(spec.intermediate_size or rest)
     return _Shapes(
         float(hidden), float(resident), float(active), float(shared), float(per_expert), experts, k, layers, heads,
         head_dim, kv_heads, mla, (nope, rope, value, q_lora), mlp_width, float(expert_width), float(shared_width),
     )  # fmt: skip
+
+
+#: FLOPs per recurrent-state element and token of a state layer's chunked scan: the state read into the output
+#: and the state update, a multiply-add each (the work the recurrence does per token; the intra-chunk products,
+#: chunk x (key + value) widths per head, are left out: a quarter of it or less at the published shapes).
+STATE_SCAN_FLOPS_PER_ELEMENT = 4.0
+
+
+def _state_parameters(spec: Any, hidden: float) -> float:
+    """The state layers' projection weights (input and output; the convolution and norms are negligible)."""
+    from ..memory.state import state_shape
+
+    shape = state_shape(spec)
+    return 0.0 if shape is None else float(spec.state_layers * hidden * (shape.in_projection + shape.inner))
+
+
+def _hybrid(spec: Any) -> dict[str, Any]:
+    """:class:`StepArrays`' hybrid fields of ``spec`` (none for a model without state layers)."""
+    from ..memory.state import state_bytes_per_sequence, state_shape
+
+    shape = state_shape(spec)
+    if shape is None:
+        return {}
+    layers = float(spec.layers)
+    return {
+        "state_bytes": state_bytes_per_sequence(spec).m_as("B"),
+        "attention_share": spec.attention_layers / layers,
+        "state_share": spec.state_layers / layers,
+        "state_in": float(shape.in_projection),
+        "state_inner": float(shape.inner),
+        "state_flops": STATE_SCAN_FLOPS_PER_ELEMENT * shape.recurrent + 2.0 * spec.conv_kernel * shape.conv_channels,
+    }
 
 
 def _link_bandwidth(device: Any, registry: Registry | None) -> Any:

@@ -147,6 +147,7 @@ def engine_memory_fit(
 
 def _longest(a: Any, tokens: float) -> float:
     """The longest sequence whose KV is ``tokens`` of every layer: :meth:`StepArrays.kv_tokens` inverted."""
+    tokens = max(tokens - a.state_tokens, 0.0)  # a hybrid's fixed state first
     if not a.window_share or tokens <= a.window:
         return tokens
     return a.window + (tokens - a.window) / (1 - a.window_share) if a.window_share < 1 else float("inf")

@@ -48,8 +48,12 @@ MLA_DECODE_COMPUTE_FRACTION = 0.5
 _M_GRID = np.arange(0.0, 17.01, 0.25)
 
 
-def _layer_gemms(a: StepArrays, tp: float) -> list[tuple[float, float]]:
-    """(n, k) of the dense matrix products of one layer on one rank (tokens are the m dimension)."""
+def _layer_gemms(a: StepArrays, tp: float) -> list[tuple[float, float, float]]:
+    """(n, k, share) of the dense matrix products of one layer on one rank (tokens are the m dimension).
+
+    ``share``: the share of the layers that run the product (a hybrid's attention runs on its attention
+    layers only, its state layers' projections on the others; 1 for every product of a transformer).
+    """
     h, heads, hd = a.hidden, a.heads, a.head_dim
     heads_r = heads / tp
     if a.mla:
@@ -61,13 +65,13 @@ def _layer_gemms(a: StepArrays, tp: float) -> list[tuple[float, float]]:
     else:
         kv_r = max(a.kv_heads / tp, 1.0)
         shapes = [((heads_r + 2 * kv_r) * hd, h), (h, heads_r * hd)]
-    if a.mlp_width > 0:
-        width = a.mlp_width / tp
-        shapes += [(2 * width, h), (h, width)]
-    if a.shared_expert_width > 0:
-        width = a.shared_expert_width / tp
-        shapes += [(2 * width, h), (h, width)]
-    return shapes
+    out = [(n, k, a.attention_share) for n, k in shapes]
+    if a.state_share:
+        out += [(a.state_in / tp, h, a.state_share), (h, a.state_inner / tp, a.state_share)]
+    for width in (a.mlp_width / tp, a.shared_expert_width / tp):
+        if width > 0:
+            out += [(2 * width, h, 1.0), (h, width, 1.0)]
+    return out
 
 
 def _curves(a: StepArrays, tp: float) -> dict[str, np.ndarray]:
@@ -86,8 +90,8 @@ def _curves(a: StepArrays, tp: float) -> dict[str, np.ndarray]:
     group = float(a.attention_group(tp))
     m = 2.0**_M_GRID
     dense = np.zeros_like(m)
-    for n, k in _layer_gemms(a, group):
-        dense += gemm_seconds(tables, dtype, m, max(n, 1.0), max(k, 1.0))
+    for n, k, share in _layer_gemms(a, group):
+        dense += share * gemm_seconds(tables, dtype, m, max(n, 1.0), max(k, 1.0))
     experts = np.zeros_like(m)
     if a.experts > 1:
         experts = _expert_seconds(a, tp, m)
@@ -296,10 +300,13 @@ def _stage_seconds(
     if a.experts > 1:
         t = t + layers * _interp_curve(curves["experts"], m)  # the experts see every rank's tokens
     t = t + np.where(logits > 0, _interp_curve(curves["lm_head"], np.maximum(logits, 1.0)), 0.0)
-    t = t + layers * np.where(decode > 0, _decode_attention(a, group, rank_decode, tokens, context), 0.0)
+    decode_att = _decode_attention(a, group, rank_decode, tokens, context)
+    t = t + layers * a.attention_share * np.where(decode > 0, decode_att, 0.0)
     per_request = prefill / np.maximum(requests, 1e-9)
     att = _prefill_attention(a, group, rank_prefill, rank_requests, per_request, prior)
-    t = t + layers * np.where(prefill > 0, att, 0.0)
+    t = t + layers * a.attention_share * np.where(prefill > 0, att, 0.0)
+    if a.state_share:
+        t = t + layers * a.state_share * _state_layer_seconds(a, group, rank_decode, rank_prefill)
     if ranks == 1 and tp > 1:
         t = t + 2 * layers * _collective_seconds(a, tp, m * a.hidden * ACTIVATION_BYTES)
     elif ranks > 1:
@@ -322,8 +329,9 @@ def _decode_attention(a: StepArrays, group: float, rank_decode: Any, tokens: Any
 
     tables = a.tables
     shards = kv_shards(group, a.kv_shards_max)
-    per_token_layer = (a.kv_bytes_per_token - a.index_bytes_per_token) / a.layers / shards
-    pair_flops = a.attention_flops_per_pair / a.layers / group
+    attending = a.layers * a.attention_share  # a hybrid's attention layers (every layer of a transformer)
+    per_token_layer = (a.kv_bytes_per_token - a.index_bytes_per_token) / attending / shards
+    pair_flops = a.attention_flops_per_pair / attending / group
     attended = np.minimum(context, a.index_topk)
     measured = mla_decode_seconds(tables, a.kv_precision, a.heads / group, rank_decode, attended) if a.mla else None
     per_sequence = np.maximum(rank_decode, 1.0)
@@ -361,7 +369,7 @@ def _prefill_attention(
     from ..kernels import prefill_attention_seconds
 
     tables = a.tables
-    pair_flops = a.attention_flops_per_pair / a.layers / group
+    pair_flops = a.attention_flops_per_pair / (a.layers * a.attention_share) / group
     chunks = rank_prefill / np.maximum(per_request, 1e-9)  # the rank's prompts
     batch_heads = np.maximum(rank_requests, 1.0) * a.heads / group
     seen = per_request + prior
@@ -380,6 +388,24 @@ def _prefill_attention(
         scoring = chunks * causal_pairs(per_request, prior) * a.index_flops_per_pair / a.layers
         att = att + prefill_attention_seconds(tables, scoring, seen, batch_heads)
     return att
+
+
+#: A state layer's chunked scan in prefill runs at this fraction of the 16-bit peak (an assumption, not measured:
+#: its products are small, head widths of 64-128 over chunks of 64-256 tokens, beside elementwise gating).
+STATE_SCAN_COMPUTE_FRACTION = 0.25
+
+
+def _state_layer_seconds(a: StepArrays, group: float, decode: Any, prefill: Any) -> Any:
+    """One state layer's recurrence on one rank (its projections are in the GEMM list): decode and prefill.
+
+    Decode reads and writes each sequence's state once a token, at the HBM bandwidth (memory bound); prefill
+    runs the chunked scan, linear in the tokens, at :data:`STATE_SCAN_COMPUTE_FRACTION` of the 16-bit peak.
+    The state and the scan split over the rank's ``group`` GPUs by heads.
+    """
+    per_layer = a.state_bytes / (a.layers * a.state_share) / group
+    reads = np.asarray(decode, dtype=float) * 2 * per_layer / a.hbm_bandwidth
+    scan = np.asarray(prefill, dtype=float) * a.state_flops / group / (STATE_SCAN_COMPUTE_FRACTION * a.bf16_flops)
+    return reads + scan
 
 
 def _expert_exchange_seconds(a: StepArrays, tp: float, tokens: Any, padded: Any, prefill: Any) -> Any:
@@ -474,6 +500,8 @@ def _roofline_iteration(
     read = np.minimum(context - a.window_share * (context - window_reads(context, a.window, a.chunked)), a.index_topk)
     kv_read = read * (a.kv_bytes_per_token - a.index_bytes_per_token) + context * a.index_bytes_per_token
     memory_bytes = _streamed_bytes(a, np.maximum(m, 1.0)) / tp + decode * kv_read / shards
+    memory_bytes = memory_bytes + decode * 2 * a.state_bytes / tp  # a hybrid's state, read and written once a token
+    scan = np.asarray(prefill, dtype=float) * a.layers * a.state_share * a.state_flops  # a hybrid's state layers
     per_request = prefill / np.maximum(requests, 1e-9)
     causal = causal_pairs(per_request, prior)
     local = chunk_pairs if a.chunked else window_pairs
@@ -499,6 +527,7 @@ def _roofline_iteration(
         * (prefill > 0)
         - np.maximum(requests, 0.0) * unseen * a.attention_flops_per_pair * (prefill > 0)
         + scoring
+        + scan
     ) / tp
     step = roofline_time.numeric(
         flops=flops,

@@ -79,6 +79,8 @@ class SchedulerRules(Result):
         ``num_tokens_with_spec - num_computed_tokens`` from the token budget (``v1/core/sched/scheduler.py``,
         ``Scheduler.schedule``) and TensorRT-LLM's micro-batch scheduler counts a generation request's beam
         width plus its draft tokens against ``max_num_tokens`` (``batch_manager/microBatchScheduler.cpp``).
+    state_tokens : float
+        A hybrid's fixed state per sequence in tokens of KV (:attr:`StepArrays.state_tokens`; 0: none).
     """
 
     engine: str
@@ -93,10 +95,11 @@ class SchedulerRules(Result):
     window: float = float("inf")
     window_share: float = 0.0
     decode_tokens: int = 1
+    state_tokens: float = 0.0
 
     def kv_tokens(self, tokens: Any) -> Any:
         """The KV a sequence of ``tokens`` holds, in tokens of every layer (:func:`windowed_tokens`)."""
-        return windowed_tokens(tokens, self.window, self.window_share)
+        return windowed_tokens(tokens, self.window, self.window_share, self.state_tokens)
 
     def room(self, decodes: Any, closed_form: bool = False) -> Any:
         """The tokens the budget leaves for prompts beside ``decodes`` running decodes: ``T - v n``.
@@ -182,8 +185,9 @@ def scheduler_rules(
     engine runs no more sequences than its budget holds decodes (vLLM refuses ``max_num_seqs`` above
     ``max_num_batched_tokens``). Whole numbers stay whole (the simulator schedules tokens). ``kv``: the model's
     :class:`~calculator.performance.StepArrays`, whose latent attention picks the engine's MLA block and whose
-    sliding windows shrink a sequence's KV (:meth:`SchedulerRules.kv_tokens`); None: neither. ``decode_tokens``:
-    the budget's tokens a decoding sequence takes (``k + 1`` under speculative decoding, ``Rounds.verified``).
+    sliding windows shrink a sequence's KV and whose fixed state adds to it (:meth:`SchedulerRules.kv_tokens`); None:
+    neither. ``decode_tokens``: the budget's tokens a decoding sequence takes (``k + 1`` under speculative decoding,
+    ``Rounds.verified``).
     """
     from .engines import EngineProfile
 
@@ -209,18 +213,20 @@ def scheduler_rules(
         window=kv.window if kv is not None else float("inf"),
         window_share=kv.window_share if kv is not None else 0.0,
         decode_tokens=decode_tokens,
+        state_tokens=kv.state_tokens if kv is not None else 0.0,
     )
 
 
-def windowed_tokens(tokens: Any, window: float, share: float) -> Any:
+def windowed_tokens(tokens: Any, window: float, share: float, fixed: float = 0.0) -> Any:
     """The KV a sequence of ``tokens`` holds in tokens of every layer, ``share`` of them windowed.
 
     A sliding-window layer keeps (and a decode step reads) at most ``window`` tokens: ``tokens - share x
-    max(tokens - window, 0)``. No window (``share`` 0): ``tokens`` itself.
+    max(tokens - window, 0)``. No window (``share`` 0): ``tokens`` itself. ``fixed``: a hybrid's state
+    layers' fixed state in tokens of KV (:attr:`StepArrays.state_tokens`), held whatever the length.
     """
-    if not share:
-        return tokens
-    return tokens - share * np.maximum(np.asarray(tokens, dtype=float) - window, 0.0)
+    if share:
+        tokens = tokens - share * np.maximum(np.asarray(tokens, dtype=float) - window, 0.0)
+    return tokens + fixed if fixed else tokens
 
 
 def block_slack(tokens: Any, block: int, length_cv: Any = 0.0) -> Any:

@@ -52,7 +52,7 @@ def attention_flops_per_pair(model: ModelRef, *, registry: Registry | None = Non
         value = resolved.v_head_dim or resolved.head_dim
     else:
         qk = value = resolved.head_dim
-    return Q_(2 * resolved.layers * resolved.attention_heads * (qk + value), "FLOP")
+    return Q_(2 * resolved.kv_layers * resolved.attention_heads * (qk + value), "FLOP")  # attending layers
 
 
 @formula(

@@ -178,7 +178,7 @@ class _ReplicaScheduler:
         self.pf_kv = 0.0  # KV tokens of the partly prefilled ones
         # Tokens of the held sequences' last KV blocks left unused (whole blocks, rules.kv_block): a prompt's,
         # kept while it decodes (decoding grows the KV a token at a time: on average the blocks it fills), less
-        # what sliding-window layers do not keep of the prompt (rules.kv_tokens)
+        # what sliding-window layers do not keep of the prompt, plus a hybrid's fixed state (rules.kv_tokens)
         self.slack: float = 0
         # what the sliding-window layers do not keep of the decoded tokens: share x tokens decoded (exact for
         # prompts at least a window long)
@@ -385,7 +385,7 @@ class _ReplicaScheduler:
         for req, chunk in scheduled:
             filled[req] += chunk
             self.pf_kv += chunk
-            if block > 1 or share:  # the prompt's KV in whole blocks, its windowed layers' part capped
+            if block > 1 or share or rules.state_tokens:  # whole blocks, windowed layers capped, a fixed state
                 kept = rules.kv_tokens(filled[req])
                 unused = -kept % block + kept - filled[req]
                 self.slack += unused - slack[req]

@@ -860,7 +860,9 @@ def test_predict_prints_the_benchmark_model_per_concurrency_with_its_basis():
     table = runner.invoke(app, args).output
     assert table.startswith("answer: llama-3.1-70b fp8 on 4 x h100-sxm (TP 4) under vllm, 1,024/128 tokens")
     assert "KV cache fp8 (vllm engine default)" in table and "measured kernel tables" in table
-    assert "TTFT ms (80 % range)" in table and len(table.strip().splitlines()) == 6  # answer, header, 3 rows, note
+    # answer, header, 3 rows, note, and the caveat of the 1,024 sequences beyond the 144 vLLM's costs were fitted on
+    assert "TTFT ms (80 % range)" in table and len(table.strip().splitlines()) == 7
+    assert "fitted on benchmarks of at most 144 sequences" in table.strip().splitlines()[-1]
     header, *body = table.strip().splitlines()[1:5]
     assert header.endswith("limited by") and [line.split()[-1] for line in body] == ["-", "-", "cap"]
 

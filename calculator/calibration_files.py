@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from .performance.benchmark import check_length_cv
 from .precision import check_precision
 from .units import shown
 
-__all__ = ["BENCHMARK_FORMATS", "read_benchmark_files"]
+__all__ = ["BENCHMARK_FORMATS", "read_benchmark_files", "read_result_records", "result_number"]
 
 #: The result files :func:`read_benchmark_files` reads, by how their name ends.
 BENCHMARK_FORMATS = {
@@ -66,7 +66,7 @@ PLAUSIBLE_RUN: Mapping[str, tuple[float, float]] = {
 }
 
 
-def _number(where: str, field: str, value: Any) -> float:
+def result_number(where: str, field: str, value: Any) -> float:
     """The finite number in field ``field`` of a benchmark file; an :class:`InputError` naming both otherwise."""
     if isinstance(value, str):
         value = value.strip().replace(",", "")  # genai-perf may group thousands
@@ -83,7 +83,7 @@ def _number(where: str, field: str, value: Any) -> float:
 
 def _measured(where: str, field: str, value: Any, key: str, unit: str = "", scale: float = 1.0) -> float:
     """Field ``field`` (in ``unit``; times ``scale`` in :data:`PLAUSIBLE_RUN`'s) inside ``key``'s plausible range."""
-    number = _number(where, field, value)
+    number = result_number(where, field, value)
     low, high = PLAUSIBLE_RUN[key]
     if not low <= number * scale <= high:
         space = f" {unit}" if unit else ""
@@ -107,25 +107,52 @@ def _run_from_summary(summary: Mapping[str, Any], where: str, concurrency: float
         raise InputError(
             f"{where}: not a serving benchmark result (needs {', '.join(_SUMMARY_FIELDS)}); lacks {', '.join(missing)}"
         )
-    completed = _number(where, "completed", summary["completed"])
+    completed = result_number(where, "completed", summary["completed"])
     if completed < 1:
         raise InputError(f"{where}: field 'completed' must be at least 1 request, got {completed:g}")
     row: dict[str, float] = {}
     for kind in ("input", "output"):
-        total = _number(where, f"total_{kind}_tokens", summary[f"total_{kind}_tokens"])
+        total = result_number(where, f"total_{kind}_tokens", summary[f"total_{kind}_tokens"])
         row[f"{kind}_tokens"] = _measured(
             where, f"total_{kind}_tokens / completed", total / completed, f"{kind}_tokens", "tokens"
         )
     row["ttft"] = _measured(where, "mean_ttft_ms", summary["mean_ttft_ms"], "ttft", "ms", 1e-3)
     row["tpot"] = _measured(where, "mean_tpot_ms", summary["mean_tpot_ms"], "tpot", "ms", 1e-3)
     clients = summary.get("max_concurrency")
+    in_flight = _open_loop_clients(summary, where)
     if clients is not None:
         row["concurrency"] = _measured(where, "max_concurrency", clients, "concurrency")
+    elif in_flight is not None:
+        row["concurrency"] = _measured(where, "request_throughput x mean end-to-end latency", in_flight, "concurrency")
     elif concurrency is not None:
         row["concurrency"] = concurrency
     else:
         raise InputError(f"{where}: the result records no max_concurrency; give --concurrency")
     return row
+
+
+#: The mean end-to-end latency of a result, by tool: vLLM's and TensorRT-LLM's (with ``--percentile-metrics``
+#: naming ``e2el``), SGLang's (always written).
+_E2E_FIELDS = ("mean_e2el_ms", "mean_e2e_latency_ms")
+
+
+def _open_loop_clients(summary: Mapping[str, Any], where: str) -> float | None:
+    """The clients an open-loop run held on average, by Little's law; None for a run that is not one.
+
+    A run at a finite ``request_rate`` with no ``max_concurrency`` (``servecalc bench``'s) holds
+    ``request_throughput x mean end-to-end latency`` requests in flight on average (Little's law), rounded
+    to whole clients: :func:`read_benchmark_files` fits it as a closed loop of that many clients. The mean
+    batch is the same; the waits of arrivals that bunch up are not in a closed loop's TTFT
+    (docs/fleet-sizer.md, "Closing the loop").
+    """
+    rate = summary.get("request_rate")
+    e2e = next((name for name in _E2E_FIELDS if name in summary), None)
+    if rate is None or (isinstance(rate, str) and rate.strip().lower() == "inf") or e2e is None:
+        return None
+    if "request_throughput" not in summary:
+        return None
+    throughput = result_number(where, "request_throughput", summary["request_throughput"])
+    return float(max(round(throughput * result_number(where, e2e, summary[e2e]) / 1e3), 1))
 
 
 def genai_perf_concurrency(path: str | Path) -> float | None:
@@ -202,48 +229,83 @@ def _json_object(text: str, where: str) -> Mapping[str, Any]:
     return value
 
 
-def _runs_of_file(path: Path, text: str, concurrency: float | None, room: int) -> list[dict[str, float]]:
-    """The runs in one benchmark file's ``text``, at most ``room`` of them (more: an :class:`InputError`)."""
+def _where(path: Path) -> str:
+    return path.name if len(str(path)) > 200 else str(path)
+
+
+def _records_of_file(path: Path, text: str, room: int) -> list[tuple[str, Mapping[str, Any]]]:
+    """The results in a JSON (one) or JSONL (a line each) file's ``text``, at most ``room`` of them."""
     import io
 
-    where = path.name if len(str(path)) > 200 else str(path)
-    suffix = path.suffix.lower()
-    if suffix == ".json":
-        return [_run_from_summary(_json_object(text, where), where, concurrency)]
-    if suffix == ".csv":
-        return [_run_from_genai_perf(text, path, where, concurrency)]
+    where = _where(path)
+    if path.suffix.lower() == ".json":
+        return [(where, _json_object(text, where))]
     # JSONL: the non-blank lines, counted (at most room + 1 kept) before any is parsed
     lines = list(itertools.islice(((n, s) for n, s in enumerate(io.StringIO(text), 1) if s.strip()), room + 1))
     if len(lines) > room:
         raise InputError(f"{where}: too many runs; {RUNS_CAP_NOTE}")
-    return [
-        _run_from_summary(_json_object(s, f"{where}, line {n}"), f"{where}, line {n}", concurrency) for n, s in lines
-    ]
+    return [(f"{where}, line {n}", _json_object(s, f"{where}, line {n}")) for n, s in lines]
 
 
-def _read_runs(paths: list[Path], concurrency: float | None) -> list[dict[str, float]]:
-    """The runs of every file in ``paths``, within :data:`MAX_CALIBRATION_RUNS` and the byte caps."""
+def _runs_of_file(path: Path, text: str, concurrency: float | None, room: int) -> list[dict[str, float]]:
+    """The runs in one benchmark file's ``text``, at most ``room`` of them (more: an :class:`InputError`)."""
+    if path.suffix.lower() == ".csv":
+        return [_run_from_genai_perf(text, path, _where(path), concurrency)]
+    return [_run_from_summary(record, where, concurrency) for where, record in _records_of_file(path, text, room)]
+
+
+def _file_texts(paths: list[Path], formats: Mapping[str, str], function: str) -> Iterator[tuple[Path, str]]:
+    """Each file of ``paths`` and its text, within :data:`MAX_CALIBRATION_RUNS` files and the byte caps."""
     if len(paths) > MAX_CALIBRATION_RUNS:
-        raise InputError(f"read_benchmark_files(): more than {MAX_CALIBRATION_RUNS:,} files; {RUNS_CAP_NOTE}")
-    runs: list[dict[str, float]] = []
+        raise InputError(f"{function}(): more than {MAX_CALIBRATION_RUNS:,} files; {RUNS_CAP_NOTE}")
     read = 0
     for path in paths:
-        where = path.name if len(str(path)) > 200 else str(path)
-        if path.suffix.lower() not in BENCHMARK_FORMATS:
-            raise InputError(f"{where}: unknown benchmark format; expected {', '.join(BENCHMARK_FORMATS)}")
+        if path.suffix.lower() not in formats:
+            raise InputError(f"{_where(path)}: unknown benchmark format; expected {', '.join(formats)}")
         text = read_text(path, MAX_BENCHMARK_FILE_BYTES, "benchmark file")
         read += len(text)
         if read > MAX_BENCHMARK_TOTAL_CHARS:
             raise InputError(
-                f"{where}: the files hold more than {MAX_BENCHMARK_TOTAL_CHARS:,} characters together, "
+                f"{_where(path)}: the files hold more than {MAX_BENCHMARK_TOTAL_CHARS:,} characters together, "
                 "the most one calibration reads"
             )
+        yield path, text
+
+
+def _read_runs(paths: list[Path], concurrency: float | None) -> list[dict[str, float]]:
+    """The runs of every file in ``paths``, within :data:`MAX_CALIBRATION_RUNS` and the byte caps."""
+    runs: list[dict[str, float]] = []
+    for path, text in _file_texts(paths, BENCHMARK_FORMATS, "read_benchmark_files"):
         runs += _runs_of_file(path, text, concurrency, MAX_CALIBRATION_RUNS - len(runs))
         if len(runs) > MAX_CALIBRATION_RUNS:
-            raise InputError(f"{where}: too many runs; {RUNS_CAP_NOTE}")
+            raise InputError(f"{_where(path)}: too many runs; {RUNS_CAP_NOTE}")
     if not runs:
         raise InputError("read_benchmark_files(): no benchmark runs in the files given")
     return runs
+
+
+#: The result files :func:`read_result_records` reads (the tools' JSON summaries; genai-perf's CSV records no rate).
+RESULT_FORMATS = {
+    ".json": "vLLM `vllm bench serve --save-result` or TensorRT-LLM `benchmark_serving --save-result` (a run per file)",
+    ".jsonl": BENCHMARK_FORMATS[".jsonl"],
+}
+
+
+def read_result_records(paths: Iterable[str | Path]) -> list[tuple[str, Mapping[str, Any]]]:
+    """Each run of vLLM's, TensorRT-LLM's (JSON) or SGLang's (JSONL) result files as it is written, with its place.
+
+    ``(where, record)``: the file (and its line) and the JSON object of one run, read within the caps of
+    :func:`read_benchmark_files` (bytes, runs). A file of another format, not JSON, or holding no run is an
+    :class:`InputError` naming it.
+    """
+    records: list[tuple[str, Mapping[str, Any]]] = []
+    for path, text in _file_texts([Path(p) for p in paths], RESULT_FORMATS, "read_result_records"):
+        records += _records_of_file(path, text, MAX_CALIBRATION_RUNS - len(records))
+        if len(records) > MAX_CALIBRATION_RUNS:
+            raise InputError(f"{_where(path)}: too many runs; {RUNS_CAP_NOTE}")
+    if not records:
+        raise InputError("read_result_records(): no benchmark runs in the files given")
+    return records
 
 
 def read_benchmark_files(

@@ -79,6 +79,7 @@ BENCH_FLAGS: Mapping[str, Mapping[str, str]] = {
             ("--backend", "--host", "--port", "--model", "--request-rate", "--burstiness", "--num-prompts"), _TRTLLM
         ),
         **dict.fromkeys(("--save-result", "--result-filename", "--ignore-eos", "--random-prefix-len"), _TRTLLM),
+        **dict.fromkeys(("--random-ids", "--tokenize-on-client"), _TRTLLM),
         **dict.fromkeys(("--percentile-metrics", "--metric-percentiles", "--dataset-name"), _TRTLLM),
         **dict.fromkeys(("--random-input-len", "--random-output-len"), _TRTLLM),
         "--random-range-ratio": f"{_TRTLLM}: lengths uniform on [len x (1 - r), len x (1 + r)], r in [0, 1)",
@@ -224,7 +225,7 @@ def _percent_word(percent: float) -> str:
 
 
 def _requests(plan: Any) -> int:
-    """Requests of each run: :data:`BATCH_TURNOVER` batches, :data:`MIN_RUN_SECONDS`, :data:`TAIL_REQUESTS` in the tail."""
+    """Requests of a run: :data:`BATCH_TURNOVER` batches, :data:`MIN_RUN_SECONDS`, :data:`TAIL_REQUESTS` in the tail."""
     rate = plan.workload.arrival_rate.m_as("request/s") / plan.replicas
     quantile = plan.targets.ttft_percentile
     tail = TAIL_REQUESTS / (1 - float(quantile)) if quantile is not None else 0.0
@@ -245,6 +246,7 @@ def benchmark_command(plan: FleetPlan, tool: str | None = None, *, registry: Any
     from .deploy import _PORT, _shell_line, launch_command
 
     plan = _feasible_plan(plan, "benchmark_command")
+    assert plan.service and plan.targets and plan.workload and plan.layout  # _feasible_plan
     name = _tool(plan, tool)
     workload = plan.workload
     served = launch_command(plan, name, registry=registry).weights
@@ -309,8 +311,8 @@ def _tool_flags(
         flags["--output-file"] = file
         return flags, file
     file = f"bench-{tool}-rate{rate:g}.json"
-    if tool == "trtllm":
-        flags["--random-prefix-len"] = "0"
+    if tool == "trtllm":  # token ids drawn at random, tokenized by the client: no ShareGPT download, exact lengths
+        flags |= {"--random-prefix-len": "0", "--random-ids": None, "--tokenize-on-client": None}
     flags |= {"--ignore-eos": None, "--percentile-metrics": "ttft,tpot,itl,e2el"}
     flags |= {"--metric-percentiles": ",".join(_percentiles(plan)), "--save-result": None, "--result-filename": file}
     return flags, file
@@ -371,9 +373,10 @@ def _run_at_rate(records: list[tuple[str, Mapping[str, Any]]], plan_rate: float)
         if rate is not None:
             rated.append((abs(result_number(where, "request_rate", rate) / plan_rate - 1), where, record))
     if not rated:
+        names = ", ".join(where for where, _ in records[:3]) + (", ..." if len(records) > 3 else "")
         raise InputError(
-            "check_plan(): no run records a finite request_rate; run the benchmark_command() runs (open-loop arrivals "
-            "at the plan's rate per replica)"
+            f"{names}: no run records a finite request_rate; check_plan() expects the benchmark_command() runs "
+            "(open-loop arrivals at the plan's rate per replica)"
         )
     gap, where, record = min(rated, key=lambda row: row[0])
     if gap > RATE_TOLERANCE:
@@ -398,6 +401,7 @@ def check_plan(plan: FleetPlan, results: Iterable[str | Path]) -> PlanCheck:
     from .calibration_files import read_result_records, result_number
 
     plan = _feasible_plan(plan, "check_plan")
+    assert plan.service and plan.targets and plan.workload and plan.layout  # _feasible_plan
     files = [Path(p) for p in _paths(results)]
     plan_rate = plan.workload.arrival_rate.m_as("request/s") / plan.replicas
     where, record = _run_at_rate(read_result_records(files), plan_rate)
@@ -420,11 +424,14 @@ def check_plan(plan: FleetPlan, results: Iterable[str | Path]) -> PlanCheck:
         )  # fmt: skip
     table = pd.DataFrame(rows)
     replan = bool((table.verdict != "within interval").any())
-    throughput = result_number(where, "request_throughput", record.get("request_throughput", math.nan))
+    if "request_throughput" not in record:
+        raise InputError(f"{where}: the run lacks 'request_throughput' (completed requests per second)")
+    throughput = result_number(where, "request_throughput", record["request_throughput"])
+    sent = result_number(where, "request_rate", record["request_rate"])
+    advice = _advice(plan, table, files)
     return PlanCheck(
-        table, replan, _advice(plan, table, files), where, Q_(result_number(where, "request_rate", record["request_rate"]),
-        "request/s"), Q_(plan_rate, "request/s"), Q_(throughput, "request/s"),
-    )  # fmt: skip
+        table, replan, advice, where, Q_(sent, "request/s"), Q_(plan_rate, "request/s"), Q_(throughput, "request/s")
+    )
 
 
 def _paths(results: Any) -> list[Any]:

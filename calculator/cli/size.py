@@ -65,14 +65,15 @@ class EmitTarget(StrEnum):
     sglang = "sglang"
     trtllm = "trtllm"
     k8s = "k8s"
+    bench = "bench"
 
 
 EmitOption = Annotated[
     EmitTarget | None,
     typer.Option(
         "--emit",
-        help="Print the feasible plan as a launch command (vllm, sglang, trtllm) or a Kubernetes manifest (k8s, of "
-        "the --engine, default vllm) instead of the table.",
+        help="Print the feasible plan as a launch command (vllm, sglang, trtllm), a Kubernetes manifest (k8s, of "
+        "the --engine, default vllm) or the benchmark runs that measure it (bench) instead of the table.",
         show_default=False,
     ),
 ]
@@ -434,7 +435,11 @@ def _emit_deployment(plan: Any, emit: EmitTarget, out: Path | None, registry: An
     if not plan.feasible:
         raise _fail(f"no feasible plan, nothing to emit: {plan.reason}", code=1)
     with _library_errors():
-        if emit is EmitTarget.k8s:
+        if emit is EmitTarget.bench:
+            from .bench import benchmark_text
+
+            text = benchmark_text(plan, None)
+        elif emit is EmitTarget.k8s:
             engine = plan.engine if plan.engine in ("vllm", "sglang", "trtllm") else "vllm"
             text = kubernetes_manifest(plan, engine, registry=registry)
         else:

@@ -9,6 +9,7 @@ import streamlit as st
 
 from app_pages import _common as ui
 from calculator import Q_
+from calculator.bench import benchmark_command
 from calculator.deploy import kubernetes_manifest, launch_command
 from calculator.economics import cost_per_million_tokens
 from calculator.errors import InputError
@@ -510,6 +511,17 @@ def _deploy(plan):
                 mime="text/yaml" if target == "k8s" else "text/x-shellscript",
                 key=f"deploy.{target}",
             )
+        try:  # the benchmark that measures the deployment (calculator.bench), beside its launch command
+            bench = benchmark_command(plan, engine)
+        except InputError as exc:
+            st.warning(f"Benchmark: {ui.plain(str(exc))}")
+            return
+        st.caption(
+            f"Measure one replica: {len(bench.rates)} runs of the {engine} benchmark client at 50-100% of the plan's "
+            f"rate per replica; then `servecalc check {' '.join(bench.result_files)} --plan plan.json` compares "
+            "them with the plan, target by target (docs/fleet-sizer.md, Closing the loop)."
+        )
+        st.code(bench.command, language="bash")
 
 
 def _check_settings(sc, plan, request):

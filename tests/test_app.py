@@ -182,6 +182,10 @@ def test_fleet_sizer_offers_the_plan_as_launch_commands_and_a_manifest():
     assert "TensorRT-LLM command" not in labels
     (warning,) = [w.value for w in app.warning if "command:" in w.value or "manifest:" in w.value]
     assert warning.startswith("TensorRT-LLM command:") and "checkpoints" in warning
+    # Beside the launch commands, the benchmark that measures the deployment (the default plan's engine is
+    # the generic profile, so vLLM's client), ending at the plan's own rate per replica
+    (bench,) = [block.value for block in app.code if "bench serve" in block.value]
+    assert bench.startswith("vllm bench serve") and bench.count("\n") == 2 and "--save-result" in bench
 
 
 def test_fleet_sizer_follows_an_input_change_and_a_shared_link():

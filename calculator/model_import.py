@@ -232,8 +232,7 @@ def _quantization(
 
 
 def _mtp_layers(document: Mapping[str, Any]) -> int:
-    """The multi-token-prediction layers the config declares (``num_nextn_predict_layers``, Qwen3.5's
-    ``mtp_num_hidden_layers``; 0: none)."""
+    """The multi-token-prediction layers declared (``num_nextn_predict_layers``, ``mtp_num_hidden_layers``; 0: none)."""
     extra = document.get("num_nextn_predict_layers", document.get("mtp_num_hidden_layers"))
     return extra if isinstance(extra, int) and not isinstance(extra, bool) and extra > 0 else 0
 

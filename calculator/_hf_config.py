@@ -254,8 +254,10 @@ def split_vision(config: Mapping[str, Any], label: str) -> tuple[Mapping[str, An
     """The language model's config and the counted vision encoder of ``config`` (None where it declares none).
 
     A config with a ``vision_config`` serves text through its ``text_config`` (which inherits the wrapper's
-    ``tie_word_embeddings`` where it gives none); the encoder's weights are counted from its shapes for the two
-    layouts read (Qwen3-VL's and Kimi's MoonViT, docs/registry.md), any other is refused naming ``vision_config``.
+    ``tie_word_embeddings`` where it gives none, and the wrapper's ``architectures`` where that is a class the
+    import reads: Qwen3.5's); the encoder's weights are counted from its shapes for the two layouts read
+    (Qwen3-VL's, which Qwen3.5 shares, and Kimi's MoonViT, docs/registry.md), any other is refused naming
+    ``vision_config``.
     """
     vision = config.get("vision_config")
     if not _declared(vision):

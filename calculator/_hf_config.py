@@ -56,6 +56,10 @@ class Architecture:
     #: A hybrid whose other layers keep a fixed state (:mod:`calculator._hf_hybrid`): "nemotron_h" (Mamba-2) or
     #: "gated_deltanet" (Qwen3-Next, Qwen3.5's text model).
     hybrid: str | None = None
+    #: ---- added by qwen35 (issue 54): the config field giving the precision vLLM keeps a Gated DeltaNet's
+    #: recurrent state at (None: the model's dtype). vLLM 0.18 reads ``mamba_ssm_dtype`` for Qwen3.5's multimodal
+    #: classes only (``Qwen3_5ForConditionalGenerationConfig``, vllm/model_executor/models/config.py).
+    state_dtype_key: str | None = None
 
 
 _LLAMA = Architecture("Llama", mlp_bias_key="mlp_bias")
@@ -92,6 +96,14 @@ ARCHITECTURES: dict[str, Architecture] = {
     "Qwen3NextForCausalLM": _GDN,
     "Qwen3_5ForCausalLM": dataclasses.replace(_GDN, label="Qwen3.5"),
     "Qwen3_5MoeForCausalLM": dataclasses.replace(_GDN, label="Qwen3.5-MoE"),
+    # ---- added by qwen35 (issue 54): Qwen3.5 / 3.6's published multimodal checkpoints (their text_config, read
+    # as this class: split_vision passes the wrapper's architectures on)
+    "Qwen3_5ForConditionalGeneration": dataclasses.replace(
+        _GDN, label="Qwen3.5 (multimodal)", state_dtype_key="mamba_ssm_dtype"
+    ),
+    "Qwen3_5MoeForConditionalGeneration": dataclasses.replace(
+        _GDN, label="Qwen3.5-MoE (multimodal)", state_dtype_key="mamba_ssm_dtype"
+    ),
 }
 #: The same, by ``model_type`` (a config without ``architectures``).
 MODEL_TYPES: dict[str, str] = {
@@ -242,8 +254,10 @@ def split_vision(config: Mapping[str, Any], label: str) -> tuple[Mapping[str, An
     """The language model's config and the counted vision encoder of ``config`` (None where it declares none).
 
     A config with a ``vision_config`` serves text through its ``text_config`` (which inherits the wrapper's
-    ``tie_word_embeddings`` where it gives none); the encoder's weights are counted from its shapes for the two
-    layouts read (Qwen3-VL's and Kimi's MoonViT, docs/registry.md), any other is refused naming ``vision_config``.
+    ``tie_word_embeddings`` where it gives none, and the wrapper's ``architectures`` where that is a class the
+    import reads: Qwen3.5's); the encoder's weights are counted from its shapes for the two layouts read
+    (Qwen3-VL's, which Qwen3.5 shares, and Kimi's MoonViT, docs/registry.md), any other is refused naming
+    ``vision_config``.
     """
     vision = config.get("vision_config")
     if not _declared(vision):
@@ -255,6 +269,9 @@ def split_vision(config: Mapping[str, Any], label: str) -> tuple[Mapping[str, An
             f"as an object 'text_config', found {shown(text)}"
         )
     inherited = {"tie_word_embeddings": config["tie_word_embeddings"]} if "tie_word_embeddings" in config else {}
+    names = config.get("architectures")
+    if isinstance(names, list) and names and names[0] in ARCHITECTURES and "architectures" not in text:
+        inherited["architectures"] = names[:1]  # a wrapper read as its own class (Qwen3.5's state precision)
     fields = Fields(vision, f"{label}: vision_config")
     if "deepstack_visual_indexes" in vision:
         counted = _qwen3_vl_vision(fields)
@@ -417,7 +434,7 @@ def read_shape(config: Mapping[str, Any], architecture: Architecture, label: str
     if architecture.hybrid:
         from ._hf_hybrid import read_hybrid
 
-        hybrid: dict[str, Any] = {**common, **attention, **read_hybrid(fields, layers, architecture.hybrid)}
+        hybrid: dict[str, Any] = {**common, **attention, **read_hybrid(fields, layers, architecture)}
         return Shape(**hybrid, notes=tuple(notes))
     experts = _experts(fields, architecture, layers)
     window = _window(fields, architecture, layers, context, notes)

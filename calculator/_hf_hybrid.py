@@ -19,7 +19,7 @@ from .errors import InputError
 from .units import shown
 
 if TYPE_CHECKING:
-    from ._hf_config import Counts, Fields, Shape
+    from ._hf_config import Architecture, Counts, Fields, Shape
 
 #: ``layers_block_type`` names by ``hybrid_override_pattern`` letter.
 _BLOCKS = {"mamba": "M", "attention": "*", "mlp": "-", "moe": "E"}
@@ -30,8 +30,9 @@ _READ = {
 }
 #: Gated DeltaNet's layer kinds (``layer_types``): attention with a KV cache, or a linear layer with a fixed state.
 _GDN_KINDS = {"full_attention": "*", "linear_attention": "M"}
-#: The recurrent state's precision as vLLM keeps it, by the config's ``mamba_ssm_cache_dtype`` (absent: float16,
-#: vLLM's ``NemotronHForCausalLMConfig.verify_and_update_config``).
+#: The recurrent state's precision as vLLM keeps it, by the config's ``mamba_ssm_cache_dtype`` (Nemotron-H; absent:
+#: float16, vLLM's ``NemotronHForCausalLMConfig.verify_and_update_config``) or ``mamba_ssm_dtype`` (Qwen3.5's
+#: multimodal classes; absent: the model's dtype, bfloat16).
 _STATE_DTYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
 
 
@@ -62,22 +63,27 @@ class HybridShape:
     output_gate: bool = False  # the attention's query projection also gives a gate (Qwen3-Next, Qwen3.5)
 
 
-def read_hybrid(fields: Fields, layers: int, family: str) -> dict[str, Any]:
+def read_hybrid(fields: Fields, layers: int, architecture: Architecture) -> dict[str, Any]:
     """The :class:`~calculator._hf_config.Shape` fields of a hybrid config (its ``hybrid`` and MLP/experts)."""
-    return _gated_deltanet(fields, layers) if family == "gated_deltanet" else _nemotron_h(fields, layers)
+    if architecture.hybrid == "gated_deltanet":
+        return _gated_deltanet(fields, layers, architecture.state_dtype_key)
+    return _nemotron_h(fields, layers)
+
+
+def _state_precision(fields: Fields, key: str | None, default: str) -> str:
+    """The recurrent state's registry precision from the config's ``key`` (``default`` where absent or no key)."""
+    dtype = fields.config.get(key) if key else None
+    dtype = default if dtype is None else dtype
+    if dtype not in _STATE_DTYPES:
+        raise InputError(
+            f"{fields.label}: field '{key}': expected one of {sorted(_STATE_DTYPES)}, found {shown(dtype)}"
+        )
+    return _STATE_DTYPES[dtype]
 
 
 def _nemotron_h(fields: Fields, layers: int) -> dict[str, Any]:
     """Nemotron-H's blocks, Mamba-2 shapes, MLP and experts."""
     kinds = _kinds(fields, layers)
-    config = fields.config
-    dtype = config.get("mamba_ssm_cache_dtype")
-    dtype = "float16" if dtype is None else dtype
-    if dtype not in _STATE_DTYPES:
-        raise InputError(
-            f"{fields.label}: field 'mamba_ssm_cache_dtype': expected one of {sorted(_STATE_DTYPES)}, "
-            f"found {shown(dtype)}"
-        )
     moe = kinds["E"]
     hybrid = HybridShape(
         kind="mamba2",
@@ -87,7 +93,7 @@ def _nemotron_h(fields: Fields, layers: int) -> dict[str, Any]:
         state_key_dim=fields.whole("ssm_state_size"),
         state_groups=fields.whole("n_groups"),
         conv_kernel=fields.whole("conv_kernel"),
-        state_precision=_STATE_DTYPES[dtype],
+        state_precision=_state_precision(fields, "mamba_ssm_cache_dtype", "float16"),
         latent=fields.whole("moe_latent_size", 0, minimum=0) if moe else 0,
         shared_intermediate=fields.whole("moe_shared_expert_intermediate_size", 0, minimum=0) if moe else 0,
     )
@@ -103,8 +109,11 @@ def _nemotron_h(fields: Fields, layers: int) -> dict[str, Any]:
     return {**experts, "hybrid": hybrid}
 
 
-def _gated_deltanet(fields: Fields, layers: int) -> dict[str, Any]:
-    """Qwen3-Next / Qwen3.5's layer kinds, Gated DeltaNet shapes, MLP and experts (``qwen3_moe``'s layout)."""
+def _gated_deltanet(fields: Fields, layers: int, dtype_key: str | None) -> dict[str, Any]:
+    """Qwen3-Next / Qwen3.5's layer kinds, Gated DeltaNet shapes, MLP and experts (``qwen3_moe``'s layout).
+
+    The recurrent state is kept at the model's dtype, or at the precision the config's ``dtype_key`` names.
+    """
     config = fields.config
     kinds = Counter({letter: 0 for letter in "M*-E"})
     kinds.update(_gdn_kinds(fields, layers))
@@ -136,7 +145,7 @@ def _gated_deltanet(fields: Fields, layers: int) -> dict[str, Any]:
         state_key_dim=fields.whole("linear_key_head_dim"),
         state_groups=fields.whole("linear_num_key_heads"),
         conv_kernel=fields.whole("linear_conv_kernel_dim"),
-        state_precision="bf16",  # vLLM's gated_delta_net_state_dtype: the model's dtype (docs/registry.md)
+        state_precision=_state_precision(fields, dtype_key, "bfloat16"),  # docs/registry.md, Hybrid models
         latent=0,
         shared_intermediate=shared,
         output_gate=fields.flag("attn_output_gate", True),

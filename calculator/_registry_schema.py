@@ -459,7 +459,8 @@ class Model(Entry):
     state_precision: Precision | None = Field(
         None,
         description="the recurrent state's precision as the engines keep it (vLLM: config mamba_ssm_cache_dtype for "
-        "Nemotron-H, else float16; the model's dtype for Gated DeltaNet); the convolution state is 16-bit",
+        "Nemotron-H, else float16; the model's dtype for Gated DeltaNet, mamba_ssm_dtype for Qwen3.5's multimodal "
+        "classes); the convolution state is 16-bit",
     )
 
     #: ``checkpoints`` carry a source each (checked against the file's sources when the file is read).

@@ -232,8 +232,8 @@ def _quantization(
 
 
 def _mtp_layers(document: Mapping[str, Any]) -> int:
-    """The multi-token-prediction layers the config declares (``num_nextn_predict_layers``; 0: none)."""
-    extra = document.get("num_nextn_predict_layers")
+    """The multi-token-prediction layers declared (``num_nextn_predict_layers``, ``mtp_num_hidden_layers``; 0: none)."""
+    extra = document.get("num_nextn_predict_layers", document.get("mtp_num_hidden_layers"))
     return extra if isinstance(extra, int) and not isinstance(extra, bool) and extra > 0 else 0
 
 
@@ -241,8 +241,9 @@ def _uncounted(document: Mapping[str, Any]) -> list[str]:
     """What the checkpoint stores but the count leaves out (multi-token-prediction layers)."""
     extra = _mtp_layers(document)
     if extra:
+        key = "num_nextn_predict_layers" if "num_nextn_predict_layers" in document else "mtp_num_hidden_layers"
         return [
-            f"num_nextn_predict_layers {extra}: the multi-token-prediction layer(s) the checkpoint also stores are "
+            f"{key} {extra}: the multi-token-prediction layer(s) the checkpoint also stores are "
             "not counted (a speculative draft, not the served model; the published totals leave them out too)"
         ]
     return []

@@ -176,14 +176,14 @@ def test_the_entry_records_the_attention_kind_experts_and_the_latent_sizes():
     ("name", "field"),
     [
         ("meta-llama--Llama-4-Scout-17B-16E-Instruct", "text_config.attention_chunk_size"),
-        ("Qwen--Qwen3.5-27B", "text_config.layer_types"),
+        ("moonshotai--Kimi-K3", "text_config.linear_attn_config"),
     ],
 )
 def test_an_architecture_the_registry_cannot_express_is_refused_naming_the_field(name, field):
     with pytest.raises(InputError, match=f"field '{field}'.*cannot express it") as error:
         import_model_config(config(name), model_id="refused")
-    if name == "Qwen--Qwen3.5-27B":
-        assert "'linear_attention'" in str(error.value)
+    if name == "moonshotai--Kimi-K3":
+        assert "Kimi Delta Attention" in str(error.value)
 
 
 def test_an_unknown_architecture_is_refused_naming_it(tmp_path):
@@ -309,10 +309,10 @@ def test_the_cli_writes_the_file_and_prints_the_notes(tmp_path):
     assert load_registry(extra=[out]).models["mistralai/Mistral-7B-v0.1"].id == "my-mistral"
     printed = runner.invoke(app, [*args, "--id", "my-mistral"])
     assert printed.exit_code == 0 and "id: my-mistral" in printed.stdout
-    refused = runner.invoke(app, ["registry", "import", str(config("Qwen--Qwen3.5-27B")), "--id", "q"])
+    refused = runner.invoke(app, ["registry", "import", str(config("moonshotai--Kimi-K3")), "--id", "q"])
     assert (
         refused.exit_code == 2
-        and "error: config: Qwen--Qwen3.5-27B_config.json: field 'text_config.layer_types'" in refused.output
+        and "error: config: moonshotai--Kimi-K3_config.json: field 'text_config.linear_attn_config'" in refused.output
     )
 
 

@@ -177,13 +177,12 @@ def _expressed(config: Mapping[str, Any]) -> frozenset[str]:
     names = config.get("architectures")
     name = names[0] if isinstance(names, list) and names else MODEL_TYPES.get(str(config.get("model_type")), "")
     family = ARCHITECTURES.get(name) if isinstance(name, str) else None
-    inner = config.get("text_config")
-    if family is None and isinstance(inner, Mapping):  # a multimodal wrapper: its language model's architecture
-        family = ARCHITECTURES.get(MODEL_TYPES.get(str(inner.get("model_type")), ""))
+    inner = config.get("text_config")  # Gemma 4's multimodal wrapper: its language model reads global_head_dim
+    text = ARCHITECTURES.get(MODEL_TYPES.get(str(inner.get("model_type")), "")) if isinstance(inner, Mapping) else None
+    own = {"global_head_dim"} if any(f is not None and f.global_shape for f in (family, text)) else set()
     if family is None:
-        return frozenset()
+        return frozenset(own)
     indexer = {"index_topk", "deepseek_sparse_attention"} if family.indexer else set()
-    own = {"global_head_dim"} if family.global_shape else set()
     return frozenset(indexer | own | ({"attention_chunk_size"} if family.chunked != "none" else set()))
 
 

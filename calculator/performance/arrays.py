@@ -120,7 +120,7 @@ def _windows(spec: Any) -> dict[str, Any]:
     return {
         "window": float(window or np.inf),
         "window_share": kv_share,
-        "window_pair_share": pair_share,
+        "window_pair_share": pair_share if spec.global_kv_heads is not None else None,
         "global_share": full,
         "global_kv_heads": float(spec.global_kv_heads or 0),
         "global_head_dim": float(spec.global_head_dim or 0),

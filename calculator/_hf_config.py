@@ -60,6 +60,9 @@ class Architecture:
     #: recurrent state at (None: the model's dtype). vLLM 0.18 reads ``mamba_ssm_dtype`` for Qwen3.5's multimodal
     #: classes only (``Qwen3_5ForConditionalGenerationConfig``, vllm/model_executor/models/config.py).
     state_dtype_key: str | None = None
+    #: Full-attention layers with a head width and KV heads of their own (Gemma 4: ``global_head_dim``,
+    #: ``num_global_key_value_heads`` and ``attention_k_eq_v``) beside the sliding-window layers' (added by gemma4).
+    global_shape: bool = False
 
 
 _LLAMA = Architecture("Llama", mlp_bias_key="mlp_bias")
@@ -104,6 +107,8 @@ ARCHITECTURES: dict[str, Architecture] = {
     "Qwen3_5MoeForConditionalGeneration": dataclasses.replace(
         _GDN, label="Qwen3.5-MoE (multimodal)", state_dtype_key="mamba_ssm_dtype"
     ),
+    # ---- added by gemma4: Gemma 4's text model (its multimodal wrapper's text_config)
+    "Gemma4ForCausalLM": Architecture("Gemma 4", tied=True, norms=4, qk_norm=True, moe="gemma4", global_shape=True),
 }
 #: The same, by ``model_type`` (a config without ``architectures``).
 MODEL_TYPES: dict[str, str] = {
@@ -133,6 +138,7 @@ MODEL_TYPES: dict[str, str] = {
     "qwen3_next": "Qwen3NextForCausalLM",
     "qwen3_5_text": "Qwen3_5ForCausalLM",
     "qwen3_5_moe_text": "Qwen3_5MoeForCausalLM",
+    "gemma4_text": "Gemma4ForCausalLM",  # added by gemma4
 }
 
 # --------------------------------------------------------------------------------------------
@@ -160,6 +166,11 @@ _INEXPRESSIBLE: tuple[tuple[str, str], ...] = (
     ("linear_attn_config", "linear-attention (Kimi Delta Attention) layers that keep a fixed state per sequence"),
     ("sparse_attention_config", "sparse attention: each query attends to the blocks an indexer picks"),
     ("global_head_dim", "global-attention layers with a head width and KV heads of their own, beside the sliding ones"),
+    # ---- added by gemma4: Gemma 4's smaller models (E2B, E4B)
+    ("hidden_size_per_layer_input", "per-layer embeddings (a second embedding table feeding every layer)"),
+    ("num_kv_shared_layers", "layers that reuse an earlier layer's KV cache instead of keeping their own"),
+    ("use_double_wide_mlp", "MLPs twice as wide on the layers that share another's KV cache"),
+    ("audio_config", "an audio encoder beside the language model"),
 )
 #: Why a ``layer_types`` entry cannot be expressed, by entry (others: a layer kind the Model has no field for).
 _LAYER_REASONS = {
@@ -178,10 +189,13 @@ def _expressed(config: Mapping[str, Any]) -> frozenset[str]:
     names = config.get("architectures")
     name = names[0] if isinstance(names, list) and names else MODEL_TYPES.get(str(config.get("model_type")), "")
     family = ARCHITECTURES.get(name) if isinstance(name, str) else None
+    inner = config.get("text_config")  # Gemma 4's multimodal wrapper: its language model reads global_head_dim
+    text = ARCHITECTURES.get(MODEL_TYPES.get(str(inner.get("model_type")), "")) if isinstance(inner, Mapping) else None
+    own = {"global_head_dim"} if any(f is not None and f.global_shape for f in (family, text)) else set()
     if family is None:
-        return frozenset()
+        return frozenset(own)
     indexer = {"index_topk", "deepseek_sparse_attention"} if family.indexer else set()
-    return frozenset(indexer | ({"attention_chunk_size"} if family.chunked != "none" else set()))
+    return frozenset(indexer | own | ({"attention_chunk_size"} if family.chunked != "none" else set()))
 
 
 def refuse_inexpressible(config: Mapping[str, Any], label: str) -> None:
@@ -255,8 +269,8 @@ def split_vision(config: Mapping[str, Any], label: str) -> tuple[Mapping[str, An
 
     A config with a ``vision_config`` serves text through its ``text_config`` (which inherits the wrapper's
     ``tie_word_embeddings`` where it gives none, and the wrapper's ``architectures`` where that is a class the
-    import reads: Qwen3.5's); the encoder's weights are counted from its shapes for the two layouts read
-    (Qwen3-VL's, which Qwen3.5 shares, and Kimi's MoonViT, docs/registry.md), any other is refused naming
+    import reads: Qwen3.5's); the encoder's weights are counted from its shapes for the three layouts read
+    (Qwen3-VL's, which Qwen3.5 shares, Kimi's MoonViT and Gemma 4's, docs/registry.md), any other is refused naming
     ``vision_config``.
     """
     vision = config.get("vision_config")
@@ -277,11 +291,14 @@ def split_vision(config: Mapping[str, Any], label: str) -> tuple[Mapping[str, An
         counted = _qwen3_vl_vision(fields)
     elif "vt_hidden_size" in vision and vision.get("mm_projector_type") == "patchmerger":
         counted = _moonvit_vision(fields)
+    elif vision.get("model_type") == "gemma4_vision":
+        counted = _gemma4_vision(fields, Fields(text, f"{label}: text_config").whole("hidden_size"))
     else:
         raise InputError(
             f"{label}: field 'vision_config' declares a vision encoder whose layout the import does not count (it "
-            "counts Qwen3-VL's, with deepstack_visual_indexes, and Kimi's MoonViT, with vt_hidden_size and the "
-            "patchmerger projector); the registry would understate the model's weights, so it is refused"
+            "counts Qwen3-VL's, with deepstack_visual_indexes, Kimi's MoonViT, with vt_hidden_size and the "
+            "patchmerger projector, and Gemma 4's, model_type gemma4_vision); the registry would understate the "
+            "model's weights, so it is refused"
         )
     return {**inherited, **text}, counted
 
@@ -330,6 +347,36 @@ def _moonvit_vision(f: Fields) -> Vision:
     )
 
 
+def _gemma4_vision(f: Fields, text_hidden: int) -> Vision:
+    """Gemma 4 (added by gemma4): patch projection, a 2-D position table, RMSNorm blocks, a projection to the text.
+
+    transformers' ``Gemma4VisionModel`` (modeling_gemma4.py): ``input_proj`` (3 x patch^2 -> hidden, no bias), the
+    ``position_embedding_table`` (2 x position_embedding_size x hidden), blocks of q, k, v and o projections without
+    biases, q and k norms of a head's width (the v norm has no weight), four RMSNorms and a gated MLP, the
+    ``std_bias`` and ``std_scale`` of ``standardize``; ``Gemma4MultimodalEmbedder`` projects to the text's hidden
+    size without bias (its norm has no weight). Clipped linears (``use_clipped_linears``) are refused.
+    """
+    if f.flag("use_clipped_linears"):
+        raise InputError(
+            f"{f.label}: field 'use_clipped_linears' declares clipping bounds on every linear layer, which the import "
+            "does not count; the model is refused rather than its encoder understated"
+        )
+    h, width, layers = f.whole("hidden_size"), f.whole("intermediate_size"), f.whole("num_hidden_layers")
+    heads, kv = f.whole("num_attention_heads"), f.whole("num_key_value_heads")
+    head = f.whole("head_dim")
+    patch = 3 * f.whole("patch_size") ** 2 * h
+    positions = 2 * f.whole("position_embedding_size") * h
+    attention = h * head * (2 * heads + 2 * kv) + 2 * head
+    blocks = layers * (attention + 4 * h + 3 * h * width)
+    projection = (2 * h if f.flag("standardize") else 0) + h * text_hidden
+    total = patch + positions + blocks + projection
+    return Vision(
+        total,
+        f"Gemma 4 vision encoder: patch projection {patch:,}, position table {positions:,}, {layers} blocks of width "
+        f"{h} {blocks:,}, standardization and projection to the text's {text_hidden} {projection:,}; total {total:,}",
+    )
+
+
 # --------------------------------------------------------------------------------------------
 # The shapes
 
@@ -369,6 +416,11 @@ class Shape:
     chunk: int | None = None  # chunked-local attention: the chunk and how many layers attend within it
     chunk_layers: int = 0
     hybrid: Any = None  # a hybrid's layer kinds and state shapes (:class:`calculator._hf_hybrid.HybridShape`)
+    global_layers: int = 0  # full-attention layers of their own shape (Gemma 4; 0: none), their KV heads and width
+    global_kv_heads: int = 0
+    global_head_dim: int = 0
+    k_eq_v: bool = False  # those layers have no value projection: the key's weights give the value too
+    layer_extras: int = 0  # parameters per layer beside attention, MLP, experts, routers and arch.norms (Gemma 4)
     notes: tuple[str, ...] = ()
 
 
@@ -440,7 +492,8 @@ def read_shape(config: Mapping[str, Any], architecture: Architecture, label: str
     window = _window(fields, architecture, layers, context, notes)
     sparse = _indexer(fields) if architecture.indexer else {}
     chunks = _chunks(fields, layers, context, notes) if architecture.chunked != "none" else {}
-    parts: dict[str, Any] = {**common, **attention, **experts, **window, **sparse, **chunks}
+    full = _gemma4_layers(fields, layers, window, notes) if architecture.global_shape else {}
+    parts: dict[str, Any] = {**common, **attention, **experts, **window, **sparse, **chunks, **full}
     return Shape(**parts, notes=tuple(notes))
 
 
@@ -530,6 +583,8 @@ def _experts(fields: Fields, architecture: Architecture, layers: int) -> dict[st
                 "moe_layers": layers, "router_bias": experts if kind == "gpt_oss" else 0}  # fmt: skip
     if kind == "minimax":
         return _minimax_experts(fields, layers)
+    if kind == "gemma4":
+        return _gemma4_experts(fields, layers)
     if kind == "qwen3_moe":
         experts, step = fields.whole("num_experts"), fields.whole("decoder_sparse_step", 1)
         dense = _layer_list(fields, "mlp_only_layers", layers)
@@ -571,6 +626,31 @@ def _minimax_experts(fields: Fields, layers: int) -> dict[str, int]:
             "router_bias": experts if fields.flag("use_routing_bias") else 0}  # fmt: skip
 
 
+def _gemma4_experts(fields: Fields, layers: int) -> dict[str, int]:
+    """Gemma 4: a dense MLP on every layer and, with ``enable_moe_block``, routed experts beside it.
+
+    vLLM's ``Gemma4DecoderLayer`` runs the MLP (``intermediate_size``) and the experts (``num_experts`` of
+    ``moe_intermediate_size``, ``top_k_experts`` per token) side by side and adds their outputs; a gated MLP of
+    width ``n x w`` is ``n`` gated MLPs of width ``w`` summed, so the MLP is ``n`` shared experts where ``w``
+    divides it. The router holds its projection, a scale per hidden unit and an output scale per expert.
+    """
+    width = fields.whole("intermediate_size")
+    if not fields.flag("enable_moe_block"):
+        return {"intermediate": width}
+    expert_key = "moe_intermediate_size" if "moe_intermediate_size" in fields.config else "expert_intermediate_size"
+    expert = fields.whole(expert_key)
+    if width % expert:
+        raise InputError(
+            f"{fields.label}: field 'intermediate_size': a dense MLP of {width} beside experts of {expert} "
+            f"({expert_key}) is a whole number of shared experts only where {expert} divides it; the registry's "
+            "Model holds no other layout"
+        )
+    experts = fields.whole("num_experts")
+    return {"intermediate": 0, "experts": experts, "experts_per_token": fields.whole("top_k_experts"),
+            "shared_experts": width // expert, "expert_intermediate": expert, "moe_layers": layers,
+            "router_bias": experts + fields.whole("hidden_size")}  # fmt: skip
+
+
 def _layer_list(fields: Fields, key: str, layers: int) -> set[int]:
     value = fields.config.get(key) or []
     if not isinstance(value, list) or not all(isinstance(i, int) and 0 <= i < layers for i in value):
@@ -602,6 +682,34 @@ def _window(
         return {}
     notes.append(f"{count} of {layers} layers attend through a {window}-token window ({rule})")
     return {"window": window, "window_layers": count}
+
+
+def _gemma4_layers(fields: Fields, layers: int, window: Mapping[str, Any], notes: list[str]) -> dict[str, Any]:
+    """Gemma 4's full-attention layers: their head width, KV heads and shared key-value projection.
+
+    vLLM's ``Gemma4DecoderLayer`` (gemma4.py) gives a full-attention layer ``global_head_dim`` and, where
+    ``attention_k_eq_v``, ``num_global_key_value_heads`` KV heads (else ``num_key_value_heads``). It caches a key
+    and a value per head either way (the key with its norm and rotary embedding, the value with its own norm), so
+    K = V halves the projection's weights, not the cache. The layer scalar per layer (a loaded buffer) is counted
+    among its parameters, and with the MoE block three more RMSNorms (``layer_extras``).
+    """
+    h = fields.whole("hidden_size")
+    extras = 1 + (3 * h if fields.flag("enable_moe_block") else 0)
+    full = layers - int(window.get("window_layers", 0))
+    if not full or "window" not in window:
+        return {"layer_extras": extras}  # every layer one shape: the config's head_dim and KV heads
+    k_eq_v = fields.flag("attention_k_eq_v")
+    kv_key = "num_global_key_value_heads" if k_eq_v else "num_key_value_heads"
+    kv, width = fields.whole(kv_key), fields.whole("global_head_dim")
+    heads = fields.whole("num_attention_heads")
+    if heads % kv:
+        raise InputError(f"{fields.label}: field '{kv_key}': {kv} does not divide num_attention_heads {heads}")
+    notes.append(
+        f"{full} full-attention layers of {kv} KV heads ({kv_key}) of global_head_dim {width}"
+        + (", the key's projection giving the value too (attention_k_eq_v; both cached)" if k_eq_v else "")
+    )
+    return {"global_layers": full, "global_kv_heads": kv, "global_head_dim": width, "k_eq_v": k_eq_v,
+            "layer_extras": extras}  # fmt: skip
 
 
 def _window_rule(fields: Fields, architecture: Architecture, layers: int) -> int:
@@ -660,18 +768,19 @@ def count_parameters(shape: Shape) -> Counts:
 
         return hybrid_counts(s, _attention_parameters(s))
     attention = _attention_parameters(s)
+    full = s.global_layers * (_global_attention_parameters(s) - attention)  # Gemma 4's full layers differ
     dense_layers = s.layers - s.moe_layers
     dense_mlp = dense_layers * (3 * h * s.intermediate + (2 * s.intermediate + h if s.mlp_bias else 0))
     expert = 3 * h * s.expert_intermediate + (2 * s.expert_intermediate + h if arch.moe == "gpt_oss" else 0)
     return Counts(
         embedding=s.vocab * h,
         lm_head=0 if s.tied else s.vocab * h,
-        attention=s.layers * attention,
+        attention=s.layers * attention + full,
         dense_mlp=dense_mlp,
         routed_experts=s.moe_layers * s.experts * expert if s.moe_layers else 0,
         shared_experts=s.moe_layers * s.shared_experts * 3 * h * s.expert_intermediate,
         routers=s.moe_layers * (h * s.experts + s.router_bias) if s.moe_layers else 0,
-        norms=s.layers * arch.norms * h + h,
+        norms=s.layers * (arch.norms * h + s.layer_extras) + h,
         unused_experts=s.moe_layers * (s.experts - s.experts_per_token) * expert if s.moe_layers else 0,
     )
 
@@ -707,6 +816,14 @@ def _attention_parameters(s: Shape) -> int:
     biases = (q + 2 * kv + h) if s.attention_bias else (q + 2 * kv) if arch.qkv_bias else 0
     norms = (heads + s.kv_heads if arch.qk_norm_across_heads else 2) * s.head_dim if arch.qk_norm else 0
     return weights + biases + norms + (heads if arch.sinks else 0)
+
+
+def _global_attention_parameters(s: Shape) -> int:
+    """One of Gemma 4's full-attention layers: q, k (v unless ``k_eq_v``) and o at its width, the q and k norms."""
+    if not s.global_layers:
+        return 0
+    q, kv = s.heads * s.global_head_dim, s.global_kv_heads * s.global_head_dim
+    return s.hidden * (q + kv * (1 if s.k_eq_v else 2)) + q * s.hidden + 2 * s.global_head_dim
 
 
 # --------------------------------------------------------------------------------------------

@@ -408,6 +408,16 @@ class Model(Entry):
         None, description="the width of the indexer's key (one per token and layer, cached) and of its query heads"
     )
     # ---- end of the fields added by sparse
+    # ---- fields added by gemma4: full-attention layers with a KV shape of their own beside the sliding ones
+    global_kv_heads: PositiveInt | None = Field(
+        None,
+        description="KV heads of the full-attention layers of a sliding-window model whose full layers have a shape of "
+        "their own (Gemma 4's num_global_key_value_heads); kv_heads and head_dim are then the windowed layers'",
+    )
+    global_head_dim: PositiveInt | None = Field(
+        None, description="head width of those full-attention layers' queries, keys and values (global_head_dim)"
+    )
+    # ---- end of the fields added by gemma4
     checkpoints: tuple[Checkpoint, ...] = Field(
         (), description="quantized checkpoints of the weights, each with its own source (the launch configs load them)"
     )
@@ -493,6 +503,8 @@ class Model(Entry):
         "qk_rope_head_dim": (1, 65_536, ""),
         "mtp_layers": (1, 64, ""),
         "vision_parameters": (1e5, 1e11, ""),
+        "global_kv_heads": (1, 100_000, ""),
+        "global_head_dim": (1, 65_536, ""),
     }
 
     @model_validator(mode="after")
@@ -538,7 +550,33 @@ class Model(Entry):
             )
         self._sparse_consistent()
         self._hybrid_consistent()
+        self._global_consistent()
         return self
+
+    def _global_consistent(self) -> None:
+        """Full-attention layers of their own shape (added by gemma4): both fields, beside sliding-window layers."""
+        if (self.global_kv_heads is None) != (self.global_head_dim is None):
+            raise ValueError("global_kv_heads and global_head_dim go together: give both or neither")
+        if self.global_kv_heads is None:
+            return
+        if self.sliding_window_layers is None or self.sliding_window_layers == self.layers:
+            raise ValueError(
+                "global_kv_heads and global_head_dim shape the full-attention layers beside sliding-window ones: they "
+                "need sliding_window and sliding_window_layers below layers"
+            )
+        heads = self.attention_heads
+        assert heads is not None  # a transformer's (checked before)
+        if heads % self.global_kv_heads:
+            raise ValueError(f"global_kv_heads ({self.global_kv_heads}) must divide attention_heads ({heads})")
+        if self.attention == "mla":
+            raise ValueError("global_kv_heads and global_head_dim need attention mha, gqa or mqa, found 'mla'")
+
+    @property
+    def global_layers(self) -> int:
+        """Full-attention layers with a KV shape of their own (``global_kv_heads``); 0 without one."""
+        if self.global_kv_heads is None:
+            return 0
+        return int(self.kv_layers - (self.sliding_window_layers or 0))
 
     def _sparse_consistent(self) -> None:
         """Chunked-local and indexed sparse attention: their fields go together (added by sparse)."""

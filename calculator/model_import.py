@@ -372,6 +372,8 @@ def _entry(
         fields |= {"index_topk": s.index_topk, "index_heads": s.index_heads, "index_head_dim": s.index_head_dim}
     if s.hybrid is not None:
         fields |= _hybrid_fields(s)
+    if s.global_layers:
+        fields |= {"global_kv_heads": s.global_kv_heads, "global_head_dim": s.global_head_dim}
     shaped = [key for key, value in fields.items() if value is not None]
     return {
         "id": entry_id, "name": name, "provenance": "user", "kind": "transformer",

@@ -136,11 +136,6 @@ def test_a_vision_layout_the_import_does_not_count_is_refused_naming_it(tmp_path
         import_model_config(_write(tmp_path, config), model_id="x-vl")
 
 
-def test_gemma_4_is_refused_for_its_global_attention_layers():
-    with pytest.raises(InputError, match=r"field 'text_config\.global_head_dim'"):
-        import_model_config(DATA / "google--gemma-4-26B-A4B_config.json", model_id="x-gemma-4")
-
-
 @pytest.mark.parametrize(
     ("name", "has_vision"),
     [("MiniMaxAI--MiniMax-M2.5", False), ("stepfun-ai--Step-3.7-Flash", False), ("XiaomiMiMo--MiMo-7B-Base", False),

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._support import checked, count, renamed, transformer_of
+from .._support import checked, count, model_of, renamed, transformer_of
 from ..errors import InputError
 from ..formula import formula, per, var
 from ..types import Count, ModelRef, Precision
@@ -29,6 +29,7 @@ __all__ = [
     "model_kv_bytes_per_token",
     "kv_bytes_per_token_per_device",
     "tensor_parallel_valid",
+    "window_shares",
     "check_tensor_parallel",
 ]
 
@@ -174,7 +175,34 @@ def model_kv_bytes_per_token(
     if resolved.attention == "mla":
         latent = mla_kv_bytes_per_token(layers, resolved.kv_lora_rank, resolved.qk_rope_head_dim, size)
         return latent + Q_(index_key_bytes(resolved), "B/token")
+    if resolved.global_kv_heads is not None:  # Gemma 4: the full-attention layers' own KV heads and width
+        full = resolved.global_layers
+        windowed = kv_bytes_per_token(layers - full, resolved.kv_heads, resolved.head_dim, size)
+        return windowed + kv_bytes_per_token(full, resolved.global_kv_heads, resolved.global_head_dim, size)
     return kv_bytes_per_token(layers, resolved.kv_heads, resolved.head_dim, size)
+
+
+def window_shares(model: Any) -> tuple[float, float]:
+    """The windowed layers' (sliding or chunked) shares of a token's KV bytes and of its attention FLOP per pair.
+
+    Each layer's share where every layer has one shape; with full-attention layers of their own shape
+    (``global_kv_heads``, ``global_head_dim``) the windowed layers' bytes ``L_w H_kv d_h`` over all layers' (with
+    ``L_g H_g d_g``), and their FLOP ``L_w d_h`` over ``L_w d_h + L_g d_g`` (every layer has the same query heads).
+
+    Examples
+    --------
+    >>> window_shares("gpt-oss-120b")  # half its layers, of one shape
+    (0.5, 0.5)
+    """
+    spec = model_of(model)
+    windowed = float(spec.sliding_window_layers or spec.chunked_layers or 0)
+    if spec.global_kv_heads is None:
+        share = windowed / float(spec.layers or 1)
+        return share, share
+    full = float(spec.global_layers)
+    kv, kv_full = windowed * spec.kv_heads * spec.head_dim, full * spec.global_kv_heads * spec.global_head_dim
+    pairs, pairs_full = windowed * spec.head_dim, full * spec.global_head_dim
+    return kv / (kv + kv_full), pairs / (pairs + pairs_full)
 
 
 #: The indexer's cached key (indexed sparse attention) is FP8 with one FP32 scale per block of this many elements.
@@ -234,8 +262,8 @@ def _splits(model: Any, degree: Any) -> Any:
     degree = np.asarray(degree)
     valid = model.attention_heads % degree == 0
     if model.attention != "mla":
-        kv = model.kv_heads
-        valid &= np.where(degree <= kv, kv % degree == 0, degree % kv == 0)
+        for kv in {model.kv_heads, model.global_kv_heads or model.kv_heads}:  # and the full layers' own (Gemma 4)
+            valid &= np.where(degree <= kv, kv % degree == 0, degree % kv == 0)
     return bool(valid) if valid.ndim == 0 else valid
 
 
@@ -263,6 +291,7 @@ def _check_splits(model: Any, degree: Any, function: str) -> None:
     if not np.all(valid):
         bad = np.asarray(degree)[~valid] if valid.ndim else np.asarray(degree)
         kv = "" if model.attention == "mla" else f" and {model.kv_heads} KV heads"
+        kv += f" ({model.global_kv_heads} in its full-attention layers)" if model.global_kv_heads else ""
         raise InputError(
             f"{function}(): tensor_parallel {int(bad.flat[0])} does not split model '{model.id}' "
             f"({model.attention_heads} attention heads{kv}): the degree must divide the attention heads and "
@@ -285,8 +314,15 @@ def kv_shards(tensor_parallel: Any, kv_heads: Any) -> Any:
 
 
 def kv_shard_limit(model: Any) -> int:
-    """The ``kv_heads`` argument of :func:`kv_shards` for a model (1 for MLA's replicated latent)."""
-    return 1 if model.attention == "mla" else int(model.kv_heads)
+    """The ``kv_heads`` argument of :func:`kv_shards` for a model (1 for MLA's replicated latent).
+
+    With full-attention layers of fewer KV heads than the windowed ones (Gemma 4's ``global_kv_heads``), the
+    fewer: exact up to that degree; beyond it the windowed layers' heads, which still split, are counted as
+    replicated too (a bound from above, docs/performance-model.md).
+    """
+    if model.attention == "mla":
+        return 1
+    return int(min(model.kv_heads, model.global_kv_heads or model.kv_heads))
 
 
 def _kv_share_per_device(model: Any, degree: Any) -> Any:

@@ -111,14 +111,19 @@ def _windows(spec: Any) -> dict[str, Any]:
     A chunked-local layer keeps at most one chunk, as a sliding-window layer keeps at most its window: both
     take the window's path (``window``, ``window_share``), the chunked one flagged ``chunked``.
     """
-    from ..memory.kv import index_key_bytes
+    from ..memory.kv import index_key_bytes, window_shares
 
     window = spec.sliding_window or spec.attention_chunk
-    windowed = spec.sliding_window_layers or spec.chunked_layers or 0
+    kv_share, pair_share = window_shares(spec)
     index = 2.0 * (spec.index_heads or 0) * (spec.index_head_dim or 0) * spec.layers  # multiply-adds of the scores
+    full = spec.global_layers / float(spec.layers) if spec.global_kv_heads is not None else 0.0
     return {
         "window": float(window or np.inf),
-        "window_share": windowed / float(spec.layers or 1),
+        "window_share": kv_share,
+        "window_pair_share": pair_share if spec.global_kv_heads is not None else None,
+        "global_share": full,
+        "global_kv_heads": float(spec.global_kv_heads or 0),
+        "global_head_dim": float(spec.global_head_dim or 0),
         "chunked": spec.attention_chunk is not None,
         "index_topk": float(spec.index_topk or np.inf),
         "index_bytes_per_token": index_key_bytes(spec),
@@ -246,10 +251,19 @@ class StepArrays:
     scale_out_bandwidth: float = 0.0  #: B/s per direction and GPU between scale-up domains (0: none registered)
     #: How attention data-parallel ranks exchange tokens around the experts (``EngineProfile.expert_exchange``).
     expert_exchange: str = "gather_scatter"
-    #: Sliding-window attention: the tokens a windowed layer attends to and caches (inf: none), and the share
-    #: of the layers that are windowed (gpt-oss: 128 tokens, half of them).
+    #: Sliding-window attention: the tokens a windowed layer attends to and caches (inf: none), and the windowed
+    #: layers' share of a token's KV bytes (gpt-oss: 128 tokens, half of them; the share of the layers where every
+    #: layer has one shape, :func:`~calculator.memory.kv.window_shares`).
     window: float = float("inf")
     window_share: float = 0.0
+    #: The windowed layers' share of the attention FLOP per (query, key) pair (None: :attr:`window_share`; they
+    #: differ where the full-attention layers have heads of their own width, Gemma 4).
+    window_pair_share: float | None = None
+    #: Full-attention layers with a shape of their own (Gemma 4): their share of the layers, KV heads and head width
+    #: (0: every layer has :attr:`kv_heads` and :attr:`head_dim`).
+    global_share: float = 0.0
+    global_kv_heads: float = 0.0
+    global_head_dim: float = 0.0
     #: The windowed layers attend within chunks of :attr:`window` tokens (chunked-local attention, Llama 4):
     #: they keep at most a chunk like a sliding window, but a query reads only the tokens since its chunk began.
     chunked: bool = False
@@ -269,6 +283,11 @@ class StepArrays:
     state_inner: float = 0.0
     state_flops: float = 0.0
     curves: dict[float, dict[str, np.ndarray]] = field(default_factory=dict, repr=False)  #: cache per TP degree
+
+    @property
+    def pair_share(self) -> float:
+        """The windowed layers' share of the attention FLOP per pair (:attr:`window_pair_share`)."""
+        return self.window_share if self.window_pair_share is None else self.window_pair_share
 
     def kv_tokens(self, tokens: Any) -> Any:
         """The KV a sequence of ``tokens`` holds and a decode step reads, in tokens of every attending layer.
@@ -403,6 +422,8 @@ class StepArrays:
             "attention_flops_per_pair": self.attention_flops_per_pair / attending,
             "window": float("inf"),
             "window_share": 0.0,
+            "window_pair_share": None,
+            "global_share": 0.0,
             "chunked": False,
             "index_bytes_per_token": self.index_bytes_per_token / self.layers,
             "index_flops_per_pair": self.index_flops_per_pair / self.layers,
@@ -674,7 +695,12 @@ def _attention_params(spec: Any, hidden: float, mla: bool) -> tuple[float, tuple
     heads, head_dim = float(spec.attention_heads), float(spec.head_dim)
     if not mla:
         kv_heads = float(spec.kv_heads or spec.attention_heads)
-        return hidden * (heads + 2 * kv_heads) * head_dim + heads * head_dim * hidden, (0.0, 0.0, 0.0, 0.0)
+        params = hidden * (heads + 2 * kv_heads) * head_dim + heads * head_dim * hidden
+        if spec.global_kv_heads is not None:  # the full-attention layers' own widths (Gemma 4), as a mean layer
+            width = spec.global_head_dim
+            wide = hidden * (heads + 2 * spec.global_kv_heads) * width + heads * width * hidden
+            params += spec.global_layers / float(spec.layers) * (wide - params)
+        return params, (0.0, 0.0, 0.0, 0.0)
     nope, rope = float(spec.qk_nope_head_dim or head_dim), float(spec.qk_rope_head_dim or 0)
     value = float(spec.v_head_dim or head_dim)
     q_lora = float(spec.q_lora_rank or 0)

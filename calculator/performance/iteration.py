@@ -65,7 +65,10 @@ def _layer_gemms(a: StepArrays, tp: float) -> list[tuple[float, float, float]]:
     else:
         kv_r = max(a.kv_heads / tp, 1.0)
         shapes = [((heads_r + 2 * kv_r) * hd, h), (h, heads_r * hd)]
-    out = [(n, k, a.attention_share) for n, k in shapes]
+    out = [(n, k, a.attention_share * (1.0 - a.global_share)) for n, k in shapes]
+    if a.global_share:  # full-attention layers of their own widths (Gemma 4; vLLM computes V even where K equals V)
+        kv_r, wide = max(a.global_kv_heads / tp, 1.0), a.global_head_dim
+        out += [(n, k, a.global_share) for n, k in [((heads_r + 2 * kv_r) * wide, h), (h, heads_r * wide)]]
     if a.state_share:
         out += [(a.state_in / tp, h, a.state_share), (h, a.state_inner / tp, a.state_share)]
     for width in (a.mlp_width / tp, a.shared_expert_width / tp):
@@ -381,7 +384,7 @@ def _prefill_attention(
     if a.window_share:
         local = chunk_pairs if a.chunked else window_pairs
         flops = chunks * local(per_request, prior, a.window) * pair_flops
-        att = att + a.window_share * (
+        att = att + a.pair_share * (
             prefill_attention_seconds(tables, flops, np.minimum(seen, a.window), batch_heads) - att
         )
     if a.index_flops_per_pair:
@@ -497,8 +500,10 @@ def _roofline_iteration(
     m = decode * tokens + prefill
     # the keys a sequence's decode attends to, in tokens of every layer (a windowed layer's window_reads, an
     # indexed sparse layer's index_topk), and the indexer's cached keys it scores: every token's
-    read = np.minimum(context - a.window_share * (context - window_reads(context, a.window, a.chunked)), a.index_topk)
+    within = context - window_reads(context, a.window, a.chunked)  # the keys past a windowed layer's reach
+    read = np.minimum(context - a.window_share * within, a.index_topk)
     kv_read = read * (a.kv_bytes_per_token - a.index_bytes_per_token) + context * a.index_bytes_per_token
+    attended = np.minimum(context - a.pair_share * within, a.index_topk)  # the same, weighted by attention FLOP
     memory_bytes = _streamed_bytes(a, np.maximum(m, 1.0)) / tp + decode * kv_read / shards
     memory_bytes = memory_bytes + decode * 2 * a.state_bytes / tp  # a hybrid's state, read and written once a token
     scan = np.asarray(prefill, dtype=float) * a.layers * a.state_share * a.state_flops  # a hybrid's state layers
@@ -506,7 +511,7 @@ def _roofline_iteration(
     causal = causal_pairs(per_request, prior)
     local = chunk_pairs if a.chunked else window_pairs
     # the pairs a prompt's query does not attend to, per layer of every layer's (windowed: their share)
-    unseen = a.window_share * (causal - local(per_request, prior, a.window)) if a.window_share else 0.0
+    unseen = a.pair_share * (causal - local(per_request, prior, a.window)) if a.window_share else 0.0
     if a.index_topk < np.inf:
         unseen = causal - window_pairs(per_request, prior, a.index_topk)
     scoring = (decode * tokens * context + np.maximum(requests, 0.0) * causal * (prefill > 0)) * a.index_flops_per_pair
@@ -514,7 +519,7 @@ def _roofline_iteration(
         decode_flops.numeric(
             active_parameters=a.streamed_params,
             batch=decode * tokens,
-            context=read,
+            context=attended,
             attention_flops=a.attention_flops_per_pair,
         )
         + np.maximum(requests, 0.0)

@@ -52,6 +52,10 @@ def attention_flops_per_pair(model: ModelRef, *, registry: Registry | None = Non
         value = resolved.v_head_dim or resolved.head_dim
     else:
         qk = value = resolved.head_dim
+    if resolved.global_kv_heads is not None:  # Gemma 4: the full-attention layers' heads are global_head_dim wide
+        full, width = resolved.global_layers, resolved.global_head_dim
+        windowed = resolved.kv_layers - full
+        return Q_(2 * resolved.attention_heads * (windowed * 2 * qk + full * 2 * width), "FLOP")
     return Q_(2 * resolved.kv_layers * resolved.attention_heads * (qk + value), "FLOP")  # attending layers
 
 

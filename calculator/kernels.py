@@ -75,18 +75,21 @@ def _log2(values: Any) -> np.ndarray:
 def _locate(grid: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Lower cell index and weight of ``x`` on ``grid`` (clamped to the grid)."""
     x = np.minimum(np.maximum(x, grid[0]), grid[-1])  # np.clip's dispatch costs more on small arrays
-    i = np.minimum(np.maximum(np.searchsorted(grid, x, side="right") - 1, 0), len(grid) - 2)
+    i = np.minimum(np.maximum(grid.searchsorted(x, side="right") - 1, 0), len(grid) - 2)
     w = (x - grid[i]) / (grid[i + 1] - grid[i])
     return i, w
 
 
 def _interp2(gx: np.ndarray, gy: np.ndarray, values: np.ndarray, x: Any, y: Any) -> np.ndarray:
     """Bilinear interpolation of ``values[len(gx), len(gy)]`` at (x, y), clamped."""
-    x, y = np.broadcast_arrays(np.asarray(x, dtype=float), np.asarray(y, dtype=float))
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if x.shape != y.shape:  # broadcast_arrays costs more than the interpolation on the step model's small arrays
+        x, y = np.broadcast_arrays(x, y)
     i, wx = _locate(gx, x)
     j, wy = _locate(gy, y)
-    v00, v01 = values[i, j], values[i, j + 1]
-    v10, v11 = values[i + 1, j], values[i + 1, j + 1]
+    flat, row = values.ravel(), i * values.shape[1] + j  # one index for the four corners
+    v00, v01 = flat[row], flat[row + 1]
+    v10, v11 = flat[row + values.shape[1]], flat[row + values.shape[1] + 1]
     return (v00 * (1 - wy) + v01 * wy) * (1 - wx) + (v10 * (1 - wy) + v11 * wy) * wx
 
 
@@ -837,6 +840,19 @@ def _collective(function: str, tables: Any, op: Any, gpus: Any, message_bytes: A
     link_bandwidth = plain_number(function, "link_bandwidth", link_bandwidth, "positive", one=True)
     shapes = {"gpus": np.shape(gpus), "message_bytes": np.shape(size)}
     check_broadcast(function, shapes, "'gpus' and 'message_bytes' must broadcast together")
+    return collective_times(tables, op, gpus, size, link_bandwidth)
+
+
+def collective_times(tables: KernelTables, op: str, gpus: Any, size: Any, link_bandwidth: float) -> np.ndarray:
+    """:func:`collective_seconds` of arguments already valid: the step model's inner loop, which skips the checks.
+
+    ``gpus`` whole and >= 1 (floats), ``size`` the message bytes at least 1, ``link_bandwidth`` in bytes/s.
+    """
+    gpus, size = np.asarray(gpus, dtype=float), np.asarray(size, dtype=float)
+    if gpus.ndim == 0:  # one GPU count (the step model's case): no mask to build
+        if gpus <= 1:
+            return np.zeros(size.shape)
+        return np.asarray(_collective_one(tables, op, int(gpus), size, link_bandwidth))
     gpus, size = np.broadcast_arrays(gpus, size)
     out = np.zeros(gpus.shape)
     for t in np.unique(gpus):

@@ -437,13 +437,14 @@ def _collective_seconds(a: StepArrays, tp: Any, message_bytes: Any, op: str = "a
     generic achieved fraction of that link and its latency floor (the alpha-beta model). Without a
     registered scale-out link the in-domain curve is extrapolated (as for any count the tables lack).
     """
-    from ..kernels import COLLECTIVE_PASSES, collective_seconds, generic_efficiency
+    from ..kernels import COLLECTIVE_PASSES, collective_times, generic_efficiency
 
     node = a.node_gpus
+    size = np.maximum(message_bytes, 1.0)  # as collective_seconds takes it (the step model's values are valid)
     if a.scale_out_bandwidth <= 0 or np.max(tp) <= node:
-        return collective_seconds(a.tables, op, tp, message_bytes, a.link_bandwidth)
+        return collective_times(a.tables, op, tp, size, a.link_bandwidth)
     tp = np.asarray(tp, dtype=float)
-    inner = collective_seconds(a.tables, op, np.minimum(tp, node), message_bytes, a.link_bandwidth)
+    inner = collective_times(a.tables, op, np.minimum(tp, node), size, a.link_bandwidth)
     domains = np.maximum(tp / node, 1.0)
     generic = generic_efficiency()
     ring = COLLECTIVE_PASSES[op] * (domains - 1) / domains * np.asarray(message_bytes, dtype=float) / node
@@ -603,10 +604,13 @@ def _iteration_seconds(
     The closed loop's and the fluid's counts are finite and >= 0 by construction; the checks cost a fifth
     of ``closed_loop_seconds``.
     """
-    tp, decode, context, prefill, requests, prior, tokens = np.broadcast_arrays(
-        *(np.asarray(v, dtype=float) for v in (tensor_parallel, decode, context, prefill, requests, prior, tokens))
+    given = tuple(
+        np.asarray(v, dtype=float) for v in (tensor_parallel, decode, context, prefill, requests, prior, tokens)
     )
-    degrees = np.unique(tp)
+    if any(v.ndim for v in given):  # one iteration (the simulator's case) needs no broadcasting
+        given = np.broadcast_arrays(*given)
+    tp, decode, context, prefill, requests, prior, tokens = given
+    degrees = np.unique(tp) if tp.ndim else tp.reshape(1)
     if degrees.size and not (degrees[0] >= 1 and np.isfinite(degrees[-1]) and np.all(degrees == np.round(degrees))):
         raise InputError(
             f"iteration_seconds(): argument 'tensor_parallel' must be whole numbers >= 1, got {degrees[:8]}"
@@ -624,6 +628,9 @@ def _iteration_seconds(
                 "iteration_seconds(): pipeline stages are priced from the kernel tables (Efficiency(kernels=True))"
             )
         out = _roofline_iteration(a, eff, tp, decode, context, tokens, prefill, requests, prior)
+    elif degrees.size == 1:  # one degree: the whole arrays, flat as the masks below would select them
+        flat = (v.ravel() for v in (decode, context, tokens, prefill, requests, prior))
+        out = _kernel_iteration(a, float(degrees[0]), *flat).reshape(tp.shape)
     else:
         out = np.empty(tp.shape)
         for degree in degrees:

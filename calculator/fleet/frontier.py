@@ -27,6 +27,9 @@ if TYPE_CHECKING:
 
 __all__ = ["RelaxedPlan", "frontier", "relax_targets"]
 
+#: The parts of a mean TTFT that :func:`frontier`'s ``ttft_binds`` names, in the order of the TTFT rule.
+TTFT_PARTS = ("prefill", "prefill queue", "slot wait")
+
 
 @dataclass(frozen=True, repr=False)
 class RelaxedPlan(Result):
@@ -179,10 +182,14 @@ def frontier(
     expert layout (``expert_parallel``: 1 with each expert split over the TP group, the TP degree with the
     experts spread over it), the degrees each layout runs as the sizer searches them (``redundant_experts``: the
     copies an even-placement engine needs where the degree does not divide the experts). ``tpot_ms`` is the TPOT
-    at a full batch; ``ttft_ms`` the mean TTFT of a fleet
-    of that configuration sized for 1 request/s of the workload (replicas for the throughput at the
-    sizer's utilization cap, the queue for a slot included), so it falls as the batch cap grows until
-    the prompt's own prefill remains. Requests longer than the model's context are refused.
+    at a full batch; ``ttft_ms`` the mean TTFT of a fleet of that configuration sized for 1 request/s of the
+    workload (the fewest replicas whose throughput carries it, loaded up to full throughput rather than the
+    sizer's headroom; the queue for a slot included). ``replicas`` and ``utilization`` are that fleet's: the
+    replicas round up, so the load on each replica (and with it the waits) jumps from one cap to the next and
+    ``ttft_ms`` is not monotone in the cap. ``ttft_binds`` names the largest part of that TTFT: ``"prefill"``
+    (the request overhead and the iterations that carry the prompt), ``"prefill queue"`` (the wait for prefill
+    budget) or ``"slot wait"`` (the wait for a running slot, the cap full). Requests longer than the model's
+    context are refused.
 
     Returns
     -------
@@ -221,6 +228,9 @@ def frontier(
                     "tokens_per_s_per_user": (1 / out.tpot_at_batch)[keep],
                     "tpot_ms": out.tpot_at_batch[keep] * 1e3,
                     "ttft_ms": out.ttft[keep] * 1e3,
+                    "replicas": out.replicas[keep].astype(int),
+                    "utilization": (workload.arrival_rate.m_as("request/s") / (out.replicas * out.rate))[keep],
+                    "ttft_binds": _ttft_binds(out.ttft, out.queue_wait, out.slot_wait)[keep],
                 }
             )
         )
@@ -234,3 +244,13 @@ def frontier(
                 table.loc[index, "pareto"] = True
                 best = value
     return table
+
+
+def _ttft_binds(ttft: np.ndarray, queue_wait: np.ndarray, slot_wait: np.ndarray) -> np.ndarray:
+    """The largest part of each mean TTFT (:data:`TTFT_PARTS`): its prompt's own path, or one of its two waits.
+
+    The mean TTFT is the request overhead and the prompt's iterations plus the two waits
+    (:func:`~calculator.fleet.evaluate.planned_ttft`); the first part is what the waits leave.
+    """
+    parts = np.stack([ttft - queue_wait - slot_wait, queue_wait, slot_wait])
+    return np.asarray(TTFT_PARTS)[np.argmax(np.nan_to_num(parts, nan=-np.inf), axis=0)]

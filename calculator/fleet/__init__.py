@@ -48,11 +48,12 @@ from .inputs import (
     default_price,
     default_price_entry,
 )
-from .plan import FleetPlan, Layout, PlanCost, PlanEnergy, PlanService, Rejection, plan_summary
+from .plan import Alternative, FleetPlan, Layout, PlanCost, PlanEnergy, PlanService, Rejection, plan_summary, tie_lines
 from .sizing import size_fleet
 
 __all__ = [
     "DEFAULT_BATCHES",
+    "Alternative",
     "DEFAULT_TENSOR_PARALLEL",
     "Costs",
     "DemandPlan",
@@ -80,4 +81,5 @@ __all__ = [
     "relax_targets",
     "size_disaggregated",
     "size_fleet",
+    "tie_lines",
 ]

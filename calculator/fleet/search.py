@@ -37,12 +37,15 @@ from .evaluate import (
     _weights_per_device,
 )
 from .inputs import Costs, ServingOptions, Targets, Workload
-from .plan import FleetPlan, Layout, PlanEnergy, PlanService, Rejection
+from .plan import Alternative, FleetPlan, Layout, PlanEnergy, PlanService, Rejection
 
 if TYPE_CHECKING:
     from .problem import _Problem
 
 __all__: list[str] = []
+
+#: The fraction of a plan's cost within which the plan lists other configurations beside it (near ties).
+NEAR_TIE = 0.02
 
 #: The electricity price of the energy estimate when none is given (a scenario value).
 DEFAULT_ELECTRICITY_PRICE = Q_(0.10, "USD/(kW*hour)")
@@ -129,6 +132,7 @@ class _Outcome:
     rejected: dict[str, Rejection]
     closest_ttft: float
     closest_tpot: float
+    ties: tuple[_Candidate, ...] = ()  # other rows' cheapest candidates within the search's slack of the best
 
 
 def _rank(replicas: Any, tp: float, price: float) -> tuple[float, float, float]:
@@ -168,7 +172,9 @@ class _Search:
     monotone in the batch cap (a larger cap waits less for a slot but runs on fewer, busier
     replicas), so every cap a level allows is evaluated there. ``exhaustive`` evaluates every row
     whatever its bound, and every level of a row up to its first feasible one whatever the best
-    found (kept for the test that the bounded search gives the same plan).
+    found (kept for the test that the bounded search gives the same plan). ``slack`` keeps evaluating rows
+    whose bound is within that fraction of the best cost: their cheapest candidates are the near ties
+    (:attr:`_Outcome.ties`) a plan lists beside itself.
     """
 
     families: list[_Family]
@@ -180,6 +186,7 @@ class _Search:
     tp_grid: np.ndarray
     batch_grid: np.ndarray
     exhaustive: bool = False
+    slack: float = 0.0
 
     @functools.cached_property
     def limits(self) -> tuple[float, float, float]:
@@ -231,13 +238,14 @@ class _Search:
 
         heapq.heapify(queue)
         best: _Candidate | None = None
+        found: list[_Candidate] = []
         # the candidate nearest to meeting both targets: (score, family, row, TTFT, TPOT), the first of equals
         nearest: tuple[float, int, int, float, float] = (np.inf, 0, 0, np.inf, np.inf)
         while queue:
             bound, f, i, decode_bounded = heapq.heappop(queue)
             family = self.families[f]
             scale = scales[family.accelerator, family.precision] if scales else (1.0, 1.0)
-            if not self.exhaustive and best is not None and (bound, f, i) > best.order:
+            if not self.exhaustive and self._beyond(bound, f, i, best):
                 rejected[f, i] = self._bounded(f, i, bound)
                 settled(f)
                 continue
@@ -247,11 +255,22 @@ class _Search:
             row = self._row(f, i, scale, None if self.exhaustive else best)
             rejected[f, i] = row.rejection
             nearest = min(nearest, (row.score, f, i, row.ttft, row.tpot))
-            if row.found is not None and (best is None or row.found.order < best.order):
-                best = row.found
+            if row.found is not None:
+                found.append(row.found)
+                best = row.found if best is None or row.found.order < best.order else best
             settled(f)
         ordered = {rejected[row].family: rejected[row] for row in sorted(rejected)}  # in the grid's order
-        return _Outcome(best, ordered, nearest[3], nearest[4])
+        ties = () if best is None else tuple(
+            sorted((c for c in found if c is not best and not self._beyond(c.rank, c.f, c.i, best)),
+                   key=lambda c: c.order)
+        )  # fmt: skip
+        return _Outcome(best, ordered, nearest[3], nearest[4], ties)
+
+    def _beyond(self, rank: tuple[float, float, float], f: int, i: int, best: _Candidate | None) -> bool:
+        """Whether ``rank`` at family ``f``'s row ``i`` can neither beat ``best`` nor tie it within the slack."""
+        if best is None or (rank, f, i) <= best.order:
+            return False
+        return self.slack == 0 or rank[0] > best.rank[0] * (1 + self.slack)
 
     def _rows(self, f: int) -> tuple[list[int], dict[tuple[int, int], Rejection]]:
         """The rows of family ``f`` to search, and those rejected without a step time.
@@ -319,8 +338,8 @@ class _Search:
             e = grid.evaluation(grid.latencies(fits & allowed))
             return _Level(r, allowed, e, _Masks.of(e, self.limits))
 
-        def pruned(r: int) -> bool:  # the row on r replicas or more cannot beat the best found
-            return best is not None and (_rank(r, tp, family.price), f, i) > best.order
+        def pruned(r: int) -> bool:  # the row on r replicas or more cannot beat (or tie) the best found
+            return self._beyond(_rank(r, tp, family.price), f, i, best)
 
         most = int(MAX_FLEET_GPUS // tp)  # replicas within the fleet limit
         low = int(headroom[fits].min())
@@ -384,7 +403,12 @@ class _Search:
         scales = {(family.accelerator, family.precision): (bands["tpot"][end], bands["tpot"][end])}
         rows = slice(i, i + 1)
         own = dataclasses.replace(
-            self, families=[family], tps=self.tps[rows], tp_grid=self.tp_grid[rows], batch_grid=self.batch_grid[rows]
+            self,
+            slack=0.0,
+            families=[family],
+            tps=self.tps[rows],
+            tp_grid=self.tp_grid[rows],
+            batch_grid=self.batch_grid[rows],
         )
         found = own.run(scales).best
         return None if found is None else found.replicas * int(own.tps[0])
@@ -587,7 +611,26 @@ def _feasible_plan(
         gpus_interval=gpus_interval,
         rejected={key: r.text for key, r in rejected.items()},
         rejections=tuple(rejected.values()),
+        alternatives=tuple(_alternative(search, tie) for tie in outcome.ties),
         **record,
+    )
+
+
+def _alternative(search: _Search, tie: _Candidate) -> Alternative:
+    """A near tie of the plan as the plan lists it: its configuration, counts, cost and latencies."""
+    family, e, i, j = tie.family, tie.evaluation, tie.i, tie.j
+    tp = int(search.tps[i])
+    return Alternative(
+        family=tie.key,
+        accelerator=family.accelerator,
+        precision=family.precision,
+        layout=_plan_layout(family, tp),
+        batch=int(family.caps(family.stage_tp(search.tp_grid), search.batch_grid)[i, j]),
+        replicas=tie.replicas,
+        gpus=tie.replicas * tp,
+        cost_per_hour=Q_(tie.rank[0], "USD/hour"),
+        ttft=Q_(float(e.ttft[0, j]), "s"),
+        tpot=Q_(float(e.tpot[0, j]), "s"),
     )
 
 
@@ -614,8 +657,13 @@ _BINDING_REASONS = {
 }
 
 
-def _size(problem: _Problem, progress: Callable[[int, int], Any] | None = None) -> FleetPlan:
-    """:func:`size_fleet` of a resolved problem, with a ``progress(done, total)`` callback per family."""
+def _size(
+    problem: _Problem, progress: Callable[[int, int], Any] | None = None, near_tie: float = NEAR_TIE
+) -> FleetPlan:
+    """:func:`size_fleet` of a resolved problem, with a ``progress(done, total)`` callback per family.
+
+    ``near_tie``: the fraction of the plan's cost within which other families' cheapest candidates are listed.
+    """
     workload, targets = problem.workload, problem.targets
     record: dict[str, Any] = {
         "model": problem.model.id, "served_model": problem.named or None, "engine": problem.profile.name,
@@ -627,7 +675,9 @@ def _size(problem: _Problem, progress: Callable[[int, int], Any] | None = None) 
         return FleetPlan(feasible=False, reason=problem.beyond, **record)
     families, tps = list(problem.families), problem.tps
     tp_grid, batch_grid = np.meshgrid(tps, problem.batches, indexing="ij")
-    search = _Search(families, problem.profile, workload, targets, problem.serving, tps, tp_grid, batch_grid)
+    search = _Search(
+        families, problem.profile, workload, targets, problem.serving, tps, tp_grid, batch_grid, slack=near_tie
+    )
     outcome = search.run(progress=progress)
     # a spread layout's family holds the replica sizes its copies of experts place evenly (_copy_families)
     rows = [tps.size if f.stages > 1 else int(f.layout_ok(tps).sum()) for f in families]

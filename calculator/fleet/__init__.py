@@ -33,6 +33,7 @@ The submodules, each re-exported here:
 
 from __future__ import annotations
 
+from .answers import InfeasibleAnswers, RateRelief, TargetAlone, explain_infeasible
 from .demand import DemandPlan, demand_from_trace, plan_over_time
 from .disaggregated import DisaggregatedPlan, ServingModeComparison, compare_serving_modes, size_disaggregated
 from .frontier import RelaxedPlan, frontier, relax_targets
@@ -59,22 +60,26 @@ __all__ = [
     "DemandPlan",
     "DisaggregatedPlan",
     "FleetPlan",
+    "InfeasibleAnswers",
     "Layout",
     "PlanCost",
     "PlanEnergy",
     "PlanService",
+    "RateRelief",
     "RelaxedPlan",
     "Rejection",
     "SearchSpace",
     "ServingModeComparison",
     "ServingOptions",
     "Speculation",
+    "TargetAlone",
     "Targets",
     "Workload",
     "compare_serving_modes",
     "default_price",
     "default_price_entry",
     "demand_from_trace",
+    "explain_infeasible",
     "frontier",
     "plan_over_time",
     "plan_summary",

@@ -118,47 +118,61 @@ def relax_targets(
     >>> r.found, r.factor > 1, r.plan.service.tpot <= r.tpot_slo, r.loosened, r.ttft_slo
     (True, True, True, 'tpot', <Quantity(1.0, 'second')>)
     """
-    # Bounded work: at most about 30 sizings (a bisection in log space between 1 and max_factor).
-    if not 1 < max_factor <= 1e6:
-        raise InputError(f"relax_targets(): argument 'max_factor' must be in (1, 1e6], got {shown(max_factor)}")
-    if not 1e-6 <= tolerance < 1:
-        raise InputError(f"relax_targets(): argument 'tolerance' must be in [1e-6, 1), got {shown(tolerance)}")
-    if not max_scale >= 1:  # NaN fails too
-        raise InputError(f"relax_targets(): argument 'max_scale' must be at least 1 (inf: any), got {shown(max_scale)}")
+    # Bounded work: at most about 30 sizings per loosening (a bisection in log space between 1 and max_factor).
+    _check_loosening("relax_targets", max_factor, tolerance, max_scale)
     problem = _Problem.of(model, workload, targets, space, engine, serving, costs, registry)
+    plan = _size(problem)
+    if plan.feasible:
+        return RelaxedPlan(True, 1.0, targets.ttft, targets.tpot, plan, "none")
+    alone = (_loosen(problem, which, max_factor, tolerance, max_scale) for which in ("ttft", "tpot"))
+    single = [found for found in alone if found.found]
+    if single:
+        return min(single, key=lambda found: found.factor)
+    return _loosen(problem, "both", max_factor, tolerance, max_scale)
+
+
+def _check_loosening(function: str, max_factor: float, tolerance: float, max_scale: float) -> None:
+    """The bisection's settings of :func:`relax_targets` and :func:`~calculator.fleet.explain_infeasible`."""
+    if not 1 < max_factor <= 1e6:
+        raise InputError(f"{function}(): argument 'max_factor' must be in (1, 1e6], got {shown(max_factor)}")
+    if not 1e-6 <= tolerance < 1:
+        raise InputError(f"{function}(): argument 'tolerance' must be in [1e-6, 1), got {shown(tolerance)}")
+    if not max_scale >= 1:  # NaN fails too
+        raise InputError(f"{function}(): argument 'max_scale' must be at least 1 (inf: any), got {shown(max_scale)}")
+
+
+#: The exponents of the factor on (TTFT, TPOT) when loosening each target, or both.
+_LOOSENINGS = {"ttft": (1.0, 0.0), "tpot": (0.0, 1.0), "both": (1.0, 1.0)}
+
+
+def _loosen(problem: _Problem, which: str, max_factor: float, tolerance: float, max_scale: float) -> RelaxedPlan:
+    """The smallest factor on ``which`` target(s) (``"ttft"``, ``"tpot"``, ``"both"``) that gives a plan in proportion.
+
+    A bisection on the factor's logarithm between 1 and ``max_factor``: about 30 sizings at most
+    (:func:`relax_targets`).
+    """
+    targets = problem.targets
     ttft, tpot = targets.ttft, targets.tpot
+    on_ttft, on_tpot = _LOOSENINGS[which]
 
-    scales = {"ttft": (1.0, 0.0), "tpot": (0.0, 1.0), "both": (1.0, 1.0)}  # exponents of the factor
-
-    def attempt(which: str, factor: float) -> FleetPlan:
-        on_ttft, on_tpot = scales[which]
+    def attempt(factor: float) -> FleetPlan:
         loosened = dataclasses.replace(targets, ttft=ttft * factor**on_ttft, tpot=tpot * factor**on_tpot)
         return _size(dataclasses.replace(problem, targets=loosened))
 
-    def search(which: str) -> RelaxedPlan:
-        on_ttft, on_tpot = scales[which]
-        loose = attempt(which, max_factor)
-        if not loose.feasible:
-            return RelaxedPlan(False, max_factor, ttft * max_factor**on_ttft, tpot * max_factor**on_tpot, loose, which)
-        low, high, best = 0.0, math.log(max_factor), loose
-        while high - low > math.log1p(tolerance):
-            middle = (low + high) / 2
-            candidate = attempt(which, math.exp(middle))
-            if candidate.feasible and candidate.gpus <= max_scale * loose.gpus:
-                high, best = middle, candidate
-            else:
-                low = middle
-        factor = math.exp(high)
-        scale = best.gpus / loose.gpus
-        return RelaxedPlan(True, factor, ttft * factor**on_ttft, tpot * factor**on_tpot, best, which, scale)
-
-    plan = attempt("both", 1.0)
-    if plan.feasible:
-        return RelaxedPlan(True, 1.0, ttft, tpot, plan, "none")
-    single = [found for found in (search("ttft"), search("tpot")) if found.found]
-    if single:
-        return min(single, key=lambda found: found.factor)
-    return search("both")
+    loose = attempt(max_factor)
+    if not loose.feasible:
+        return RelaxedPlan(False, max_factor, ttft * max_factor**on_ttft, tpot * max_factor**on_tpot, loose, which)
+    low, high, best = 0.0, math.log(max_factor), loose
+    while high - low > math.log1p(tolerance):
+        middle = (low + high) / 2
+        candidate = attempt(math.exp(middle))
+        if candidate.feasible and candidate.gpus <= max_scale * loose.gpus:
+            high, best = middle, candidate
+        else:
+            low = middle
+    factor = math.exp(high)
+    scale = best.gpus / loose.gpus
+    return RelaxedPlan(True, factor, ttft * factor**on_ttft, tpot * factor**on_tpot, best, which, scale)
 
 
 def frontier(

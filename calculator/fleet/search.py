@@ -132,6 +132,7 @@ class _Outcome:
     rejected: dict[str, Rejection]
     closest_ttft: float
     closest_tpot: float
+    closest_where: tuple[str, float] = ("", np.inf)  # the nearest candidate's family and GPUs
     ties: tuple[_Candidate, ...] = ()  # other rows' cheapest candidates within the search's slack of the best
 
 
@@ -149,6 +150,7 @@ class _RowResult:
     score: float = np.inf
     ttft: float = np.inf
     tpot: float = np.inf
+    where: tuple[str, float] = ("", np.inf)  # the nearest candidate's family and GPUs
 
 
 @dataclass(frozen=True)
@@ -239,8 +241,9 @@ class _Search:
         heapq.heapify(queue)
         best: _Candidate | None = None
         found: list[_Candidate] = []
-        # the candidate nearest to meeting both targets: (score, family, row, TTFT, TPOT), the first of equals
-        nearest: tuple[float, int, int, float, float] = (np.inf, 0, 0, np.inf, np.inf)
+        # the candidate nearest to meeting both targets: (score, family, row, TTFT, TPOT, (family, GPUs)), the first
+        # of equals
+        nearest: tuple[float, int, int, float, float, tuple[str, float]] = (np.inf, 0, 0, np.inf, np.inf, ("", np.inf))
         while queue:
             bound, f, i, decode_bounded = heapq.heappop(queue)
             family = self.families[f]
@@ -254,7 +257,7 @@ class _Search:
                 continue
             row = self._row(f, i, scale, None if self.exhaustive else best)
             rejected[f, i] = row.rejection
-            nearest = min(nearest, (row.score, f, i, row.ttft, row.tpot))
+            nearest = min(nearest, (row.score, f, i, row.ttft, row.tpot, row.where))
             if row.found is not None:
                 found.append(row.found)
                 best = row.found if best is None or row.found.order < best.order else best
@@ -264,7 +267,7 @@ class _Search:
             sorted((c for c in found if c is not best and not self._beyond(c.rank, c.f, c.i, best)),
                    key=lambda c: c.order)
         )  # fmt: skip
-        return _Outcome(best, ordered, nearest[3], nearest[4], ties)
+        return _Outcome(best, ordered, nearest[3], nearest[4], nearest[5], ties)
 
     def _beyond(self, rank: tuple[float, float, float], f: int, i: int, best: _Candidate | None) -> bool:
         """Whether ``rank`` at family ``f``'s row ``i`` can neither beat ``best`` nor tie it within the slack."""
@@ -369,7 +372,7 @@ class _Search:
             score = np.maximum(e.ttft[0] / ttft_target, e.tpot[0] / tpot_target)
         score = np.where(e.fits[0] & np.isfinite(score), score, np.inf)
         k = int(np.argmin(score))
-        near = (float(score[k]), float(e.ttft[0, k]), float(e.tpot[0, k]))
+        near = (float(score[k]), float(e.ttft[0, k]), float(e.tpot[0, k]), (family.key_at(tp), float(at.replicas * tp)))
         feasible = at.feasible
         if not feasible.any():
             return _RowResult(None, _why(family, tp, e, ok, self.targets, self.workload), *near)
@@ -492,7 +495,7 @@ def _binding(best: _Candidate) -> str:
 
 
 def _infeasible_reason(
-    rejected: dict[str, Rejection], closest_ttft: float, closest_tpot: float, targets: Targets, heads: int | None = None
+    rejected: dict[str, Rejection], outcome: _Outcome, targets: Targets, heads: int | None = None
 ) -> str:
     """Why no candidate is feasible, in the terms of what blocks every one of them."""
     codes = {r.code for r in rejected.values()}
@@ -510,13 +513,24 @@ def _infeasible_reason(
             f"every batch cap searched is above what the KV cache holds (at most {most.values['capacity']:,} "
             f"sequences, {most.family}); search smaller caps"
         )
-    meets_both = closest_ttft <= targets.ttft.m_as("s") and closest_tpot <= targets.tpot.m_as("s")
-    if not np.isfinite(closest_ttft) or not np.isfinite(closest_tpot) or meets_both:
+    ttft, tpot = outcome.closest_ttft, outcome.closest_tpot
+    meets = {"TTFT": ttft <= targets.ttft.m_as("s"), "TPOT": tpot <= targets.tpot.m_as("s")}
+    if not np.isfinite(ttft) or not np.isfinite(tpot) or all(meets.values()):
         # nothing fits, or the nearest candidate meets TTFT and TPOT and fails on something else (the token gap, size)
         return "no configuration meets every target: " + "; ".join(sorted({r.text for r in rejected.values()}))[:400]
+    family, gpus = outcome.closest_where
+    shown = {
+        name: f"{name} {value * 1e3:,.{digits}f} ms {'within' if meets[name] else 'over'} the {target:,g} ms target"
+        for name, value, target, digits in (
+            ("TTFT", ttft, targets.ttft.m_as("ms"), 0),
+            ("TPOT", tpot, targets.tpot.m_as("ms"), 1),
+        )
+    }
+    missed = " and ".join(name for name, ok in meets.items() if not ok)
     return (
-        "no configuration meets every target; closest achievable: TTFT "
-        f"{closest_ttft * 1e3:.0f} ms, TPOT {closest_tpot * 1e3:.1f} ms"
+        f"no configuration meets every target; closest achievable ({family} on {gpus:,.0f} GPUs, the lightest load "
+        f"the fleet limit allows): {shown['TTFT']}, {shown['TPOT']}; it gives up the {missed} target"
+        f"{'s' if ' and ' in missed else ''}"
     )
 
 
@@ -687,9 +701,7 @@ def _size(
     rejected = outcome.rejected
     return FleetPlan(
         feasible=False,
-        reason=_infeasible_reason(
-            rejected, outcome.closest_ttft, outcome.closest_tpot, targets, problem.model.attention_heads
-        ),
+        reason=_infeasible_reason(rejected, outcome, targets, problem.model.attention_heads),
         rejected={key: r.text for key, r in rejected.items()},
         rejections=tuple(rejected.values()),
         # nothing achievable to name where no candidate holds the weights and a sequence

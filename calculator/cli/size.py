@@ -290,11 +290,13 @@ def _closest_lines(plan: Any) -> list[str]:
 def _infeasible_answers(plan: Any, inputs: SizingInputs, registry: Any) -> Any:
     """:func:`~calculator.fleet.explain_infeasible` of an infeasible plan's sizing, or None.
 
-    None for a feasible plan, and where nothing fits in memory (no target helps; the reason says what would).
+    None for a feasible plan, and where no candidate reached a step time (nothing fits in memory, the context is
+    too long): no target or rate helps, and the reason says what would.
     """
     from ..fleet import explain_infeasible
 
-    if plan.feasible or not plan.closest:
+    timed = ("tpot", "ttft", "tbt", "joint", "fleet_size")
+    if plan.feasible or not any(r.code in timed for r in plan.rejections):
         return None
     with _library_errors():
         return explain_infeasible(**inputs.parts(), registry=registry)

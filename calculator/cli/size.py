@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import math
@@ -203,12 +204,7 @@ def size(  # noqa: PLR0915  # the size command: read the flags, size, verify, pr
         with _library_errors():
             scaled = _scale_over(plan, curve, startup)
 
-    answers: list[Any] = []  # explain_infeasible's, computed once by the output that shows them
-
-    def infeasible_answers() -> Any:
-        if not answers:
-            answers.append(_infeasible_answers(plan, inputs, registry))
-        return answers[0]
+    answers = functools.cache(lambda: _infeasible_answers(plan, inputs, registry))  # once, by the output shown
 
     def table() -> str:
         from ..fleet import plan_summary
@@ -220,11 +216,7 @@ def size(  # noqa: PLR0915  # the size command: read the flags, size, verify, pr
         lines += _tie_lines(plan)
         if plan.verification is not None:
             lines += _verification_lines(plan)
-        skip = ("rejected", "closest", "workload", "targets", "rejections", "verification", "alternatives")
-        lines += _field_lines(plan, skip=skip)
-        lines += _closest_lines(plan)
-        answered = infeasible_answers()
-        lines += ["what would serve:", *(f"  {line}" for line in answered.lines())] if answered is not None else []
+        lines += _field_lines(plan, skip=_NOT_LISTED) + _closest_lines(plan) + _serving_lines(answers())
         lines += ["families:", *(f"  {key}: {why}" for key, why in plan.rejected.items())]
         if scaled is not None and curve is not None:
             lines += ["", *_demand_lines(scaled, curve, demand)]
@@ -234,9 +226,8 @@ def size(  # noqa: PLR0915  # the size command: read the flags, size, verify, pr
 
     def as_json_text() -> str:
         body = plan.to_json_dict()
-        answered = infeasible_answers()
-        if answered is not None:  # beside the plan's fields: a plan file read back ignores it
-            body["answers"] = {key: value for key, value in answered.to_json_dict().items() if key != "plan"}
+        if answers() is not None:  # beside the plan's fields: a plan file read back ignores it
+            body["answers"] = {key: value for key, value in answers().to_json_dict().items() if key != "plan"}
         if scaled is not None and curve is not None:
             body["demand"] = _demand_json(scaled, curve)
         return json.dumps(body, indent=2)
@@ -254,6 +245,15 @@ def size(  # noqa: PLR0915  # the size command: read the flags, size, verify, pr
         registry=registry,
     )
     raise typer.Exit(0 if plan.feasible else 1)
+
+
+#: The plan's fields the table does not list as ``name: value`` lines (it shows them otherwise, or not at all).
+_NOT_LISTED = ("rejected", "closest", "workload", "targets", "rejections", "verification", "alternatives")
+
+
+def _serving_lines(answers: Any) -> list[str]:
+    """What would serve an infeasible sizing (:meth:`~calculator.fleet.InfeasibleAnswers.lines`); none: nothing."""
+    return ["what would serve:", *(f"  {line}" for line in answers.lines())] if answers is not None else []
 
 
 def _tie_lines(plan: Any) -> list[str]:

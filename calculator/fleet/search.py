@@ -3,8 +3,10 @@
 :func:`_size` (behind :func:`~calculator.fleet.size_fleet`) searches the candidates of the
 :class:`~calculator.fleet.inputs.SearchSpace` (:mod:`calculator.fleet.evaluate` prices them) best
 first under lower bounds on their cost, evaluating only those that could still win (:class:`_Search`).
-The cheapest feasible candidate wins (the largest cap among equals). The plan reports its binding
-constraint (what keeps it from one replica fewer), why each rejected family failed, the closest
+The cheapest feasible candidate wins (the largest cap among equals); the rows whose cost is within a
+slack of it (``near_tie``) are evaluated too, their cheapest candidates listed as its near ties. The
+plan reports its binding constraint (what keeps it from one replica fewer), why each rejected family
+failed, the closest
 achievable values when nothing is feasible, and the GPUs its configuration needs at the ends of the
 model's error interval.
 """

@@ -20,9 +20,10 @@ from calculator.fleet import (
     Targets,
     Workload,
     default_price_entry,
+    explain_infeasible,
     frontier,
-    relax_targets,
     size_fleet,
+    tie_lines,
 )
 from calculator.fleet.inputs import MOE_LAYOUTS
 from calculator.performance import outside_validated_range
@@ -78,7 +79,7 @@ class SizingRequest:
     moe_layouts: tuple[str, ...]
 
     def parts(self):
-        """The keyword arguments of size_fleet and relax_targets: the model, the parts and the engine.
+        """The keyword arguments of size_fleet and explain_infeasible: the model, the parts and the engine.
 
         The model and the accelerators are entries of the session's registry (its custom files), where the
         sizer resolves every id.
@@ -117,9 +118,9 @@ def plan_for(request):
     return size_fleet(**request.parts())
 
 
-@st.cache_data(show_spinner="Searching the closest feasible targets...", max_entries=32)
-def relaxed_for(request):
-    return relax_targets(**request.parts())
+@st.cache_data(show_spinner="Searching what would serve: each target alone, the rate...", max_entries=32)
+def answers_for(request):
+    return explain_infeasible(**request.parts())
 
 
 @st.cache_resource(show_spinner=False)
@@ -350,7 +351,10 @@ def _frontier(plan, model, accelerators, precisions, prompt, output, engine, kv_
     st.caption(
         "Every configuration that fits in memory at full load; a line joins the Pareto points of each accelerator "
         "(any precision); the star is the plan's configuration (evaluated here at full load, without the "
-        "utilization cap). The table lists the Pareto configurations; its CSV has every configuration."
+        "utilization cap). The table lists the Pareto configurations; its CSV has every configuration. TTFT is that "
+        "of a fleet sized for 1 request/s: its replicas round up, so the load per replica (utilization) jumps from "
+        "one batch cap to the next; 'ttft binds' names the largest part of that TTFT (the prompt's prefill, the "
+        "queue for prefill budget, or the wait for a running slot)."
     )
     ui.table(table[table.pareto].drop(columns="pareto"), "frontier", download=table)
 
@@ -371,6 +375,12 @@ def _show_plan(plan, rate, output, prices, tpot_ms, check):
         "model's 80% interval; docs/performance-model.md)."
     )
     _plan_metrics(plan, band)
+    ties = tie_lines(plan)
+    if ties:
+        st.info(
+            "Within 2% of this cost, other configurations (what differs from the plan):\n\n"
+            + "\n".join(f"- {ui.plain(line)}" for line in ties)
+        )
     verification = _check(plan, *check)
     _plan_warnings(plan, tpot_ms)
     ui.download_json(plan, "fleet-plan", label="Download the plan as JSON")
@@ -650,8 +660,14 @@ _LOOSENED = {"ttft": "the TTFT target", "tpot": "the TPOT target", "both": "both
 
 def _show_infeasible(plan, request):
     st.warning(f"No feasible plan: {ui.plain(plan.reason)}.")
-    relaxed = relaxed_for(request)
-    if relaxed.found:
+    answers = answers_for(request)
+    if answers.lines():
+        st.info(
+            "What would serve (the sizer's search with one target loosened, or the rate lowered):\n\n"
+            + "\n".join(f"- {ui.plain(line)}" for line in answers.lines())
+        )
+    relaxed = answers.relaxed
+    if relaxed is not None and relaxed.found:
         alternative = relaxed.plan
         st.info(
             f"Closest feasible alternative: loosen {_LOOSENED[relaxed.loosened]} by ×{ui.number(relaxed.factor, 3)} "

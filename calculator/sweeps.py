@@ -461,8 +461,8 @@ _NOT_AXES = frozenset({"tensor_parallel", "batches", "moe_layouts", "progress"})
 #: columns (the workload and targets a plan records for its simulation check), and the simulation
 #: check itself (a sweep does not simulate; ``verify_plan`` checks a chosen point).
 _PLAN_INPUTS = (
-    "rejected.", "rejections", "workload.", "targets.", "serving.", "registry_documents", "verification",
-    "simulated_replicas",
+    "rejected.", "rejections", "alternatives", "workload.", "targets.", "serving.", "registry_documents",
+    "verification", "simulated_replicas",
 )  # fmt: skip
 
 

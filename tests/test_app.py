@@ -223,6 +223,9 @@ def test_fleet_sizer_infeasible_targets_show_the_reason_and_the_closest_feasible
     assert any("No feasible plan" in w.value and "closest achievable" in w.value for w in app.warning)
     relaxed = relax_targets(**fleet_parts(10, 1000, 5))
     assert any(f"×{relaxed.factor:.3g}" in i.value and f"{relaxed.plan.gpus} ×" in i.value for i in app.info)
+    # what would serve: the closest plan meeting the TTFT target alone names the TPOT target it gives up
+    [serve] = [rendered(i.value) for i in app.info if "What would serve" in i.value]
+    assert "meets the TTFT target (1,000 ms) alone" in serve and "over the 5 ms TPOT target (gives it up" in serve
     rejected = app.dataframe[0].value
     assert set(rejected["Configuration"]) == set(plan.rejected)
     # The smallest loosening of the TPOT target (x1.5) needed far more GPUs than this traffic needs when latency

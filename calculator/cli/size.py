@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import math
@@ -204,22 +205,19 @@ def size(  # noqa: PLR0915  # the size command: read the flags, size, verify, pr
         with _library_errors():
             scaled = _scale_over(plan, curve, startup)
 
+    answers = functools.cache(lambda: _infeasible_answers(plan, inputs, registry))  # once, by the output shown
+
     def table() -> str:
         from ..fleet import plan_summary
-        from ..units import ureg
 
         lines = _understood(inputs, sizing.trace)
         if peak is not None:
             lines[0] += "; the rate is the --demand curve's peak"
         lines += [f"answer: {plan_summary(plan)}", _weights_line(plan, registry)] if plan.feasible else []
+        lines += _tie_lines(plan)
         if plan.verification is not None:
             lines += _verification_lines(plan)
-        lines += _field_lines(plan, skip=("rejected", "closest", "workload", "targets", "rejections", "verification"))
-        lines += [  # an infinite latency means no configuration fits: the reason says so already
-            f"closest {key}: {_shown(key, value)}"
-            for key, value in plan.closest.items()
-            if not (isinstance(value, ureg.Quantity) and math.isinf(value.magnitude))
-        ]
+        lines += _field_lines(plan, skip=_NOT_LISTED) + _closest_lines(plan) + _serving_lines(answers())
         lines += ["families:", *(f"  {key}: {why}" for key, why in plan.rejected.items())]
         if scaled is not None and curve is not None:
             lines += ["", *_demand_lines(scaled, curve, demand)]
@@ -229,6 +227,8 @@ def size(  # noqa: PLR0915  # the size command: read the flags, size, verify, pr
 
     def as_json_text() -> str:
         body = plan.to_json_dict()
+        if answers() is not None:  # beside the plan's fields: a plan file read back ignores it
+            body["answers"] = {key: value for key, value in answers().to_json_dict().items() if key != "plan"}
         if scaled is not None and curve is not None:
             body["demand"] = _demand_json(scaled, curve)
         return json.dumps(body, indent=2)
@@ -246,6 +246,61 @@ def size(  # noqa: PLR0915  # the size command: read the flags, size, verify, pr
         registry=registry,
     )
     raise typer.Exit(0 if plan.feasible else 1)
+
+
+#: The plan's fields the table does not list as ``name: value`` lines (it shows them otherwise, or not at all).
+_NOT_LISTED = ("rejected", "closest", "workload", "targets", "rejections", "verification", "alternatives")
+
+
+def _serving_lines(answers: Any) -> list[str]:
+    """What would serve an infeasible sizing (:meth:`~calculator.fleet.InfeasibleAnswers.lines`); none: nothing."""
+    return ["what would serve:", *(f"  {line}" for line in answers.lines())] if answers is not None else []
+
+
+def _tie_lines(plan: Any) -> list[str]:
+    """The plan's near ties under the answer, each with what differs (:func:`~calculator.fleet.tie_lines`)."""
+    from ..fleet import tie_lines
+    from ..fleet.search import NEAR_TIE
+
+    ties = tie_lines(plan)
+    return (
+        [f"near ties (within {NEAR_TIE:.0%} of the cost, other configurations):", *(f"  {t}" for t in ties)]
+        if ties
+        else []
+    )
+
+
+def _closest_lines(plan: Any) -> list[str]:
+    """An infeasible plan's closest values, each saying whether it is within its target or gives it up."""
+    from ..units import ureg
+
+    lines = []
+    for key, value in plan.closest.items():
+        if isinstance(value, ureg.Quantity) and math.isinf(value.magnitude):
+            continue  # an infinite latency means no configuration fits: the reason says so already
+        target = getattr(plan.targets, key)
+        verdict = (
+            f"within the {_shown(key, target)} target"
+            if value <= target
+            else f"over the {_shown(key, target)} target: gives it up"
+        )
+        lines.append(f"closest {key}: {_shown(key, value)} ({verdict})")
+    return lines
+
+
+def _infeasible_answers(plan: Any, inputs: SizingInputs, registry: Any) -> Any:
+    """:func:`~calculator.fleet.explain_infeasible` of an infeasible plan's sizing, or None.
+
+    None for a feasible plan, and where no candidate reached a step time (nothing fits in memory, the context is
+    too long): no target or rate helps, and the reason says what would.
+    """
+    from ..fleet import explain_infeasible
+
+    timed = ("tpot", "ttft", "tbt", "joint", "fleet_size")
+    if plan.feasible or not any(r.code in timed for r in plan.rejections):
+        return None
+    with _library_errors():
+        return explain_infeasible(**inputs.parts(), registry=registry)
 
 
 def _verification_lines(plan: Any) -> list[str]:

@@ -33,6 +33,7 @@ The submodules, each re-exported here:
 
 from __future__ import annotations
 
+from .answers import InfeasibleAnswers, RateRelief, TargetAlone, explain_infeasible
 from .demand import DemandPlan, demand_from_trace, plan_over_time
 from .disaggregated import DisaggregatedPlan, ServingModeComparison, compare_serving_modes, size_disaggregated
 from .frontier import RelaxedPlan, frontier, relax_targets
@@ -48,36 +49,42 @@ from .inputs import (
     default_price,
     default_price_entry,
 )
-from .plan import FleetPlan, Layout, PlanCost, PlanEnergy, PlanService, Rejection, plan_summary
+from .plan import Alternative, FleetPlan, Layout, PlanCost, PlanEnergy, PlanService, Rejection, plan_summary, tie_lines
 from .sizing import size_fleet
 
 __all__ = [
     "DEFAULT_BATCHES",
+    "Alternative",
     "DEFAULT_TENSOR_PARALLEL",
     "Costs",
     "DemandPlan",
     "DisaggregatedPlan",
     "FleetPlan",
+    "InfeasibleAnswers",
     "Layout",
     "PlanCost",
     "PlanEnergy",
     "PlanService",
+    "RateRelief",
     "RelaxedPlan",
     "Rejection",
     "SearchSpace",
     "ServingModeComparison",
     "ServingOptions",
     "Speculation",
+    "TargetAlone",
     "Targets",
     "Workload",
     "compare_serving_modes",
     "default_price",
     "default_price_entry",
     "demand_from_trace",
+    "explain_infeasible",
     "frontier",
     "plan_over_time",
     "plan_summary",
     "relax_targets",
     "size_disaggregated",
     "size_fleet",
+    "tie_lines",
 ]

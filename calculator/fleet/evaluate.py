@@ -149,7 +149,9 @@ class Evaluation:
     ``decode_step`` (s): a prompt's prefill alone and a decode step at the cap; ``tpot``, ``ttft``
     and ``tbt_max`` (s) at the planned load; ``tpot_at_batch`` (s): the iteration time with the cap
     full; ``rate`` (request/s): what a replica sustains at the cap; ``replicas``; ``running``: the
-    mean running batch at the planned load.
+    mean running batch at the planned load; ``queue_wait`` and ``slot_wait`` (s): the mean waits of
+    the TTFT rule, for prefill budget and for a running slot (the rest of the mean TTFT is the request
+    overhead and the iterations that carry the prompt).
     """
 
     fits: np.ndarray
@@ -166,6 +168,8 @@ class Evaluation:
     running: np.ndarray
     weights_per_device: np.ndarray
     oversized: np.ndarray
+    queue_wait: np.ndarray
+    slot_wait: np.ndarray
 
 
 def planned_tpot(running: Any, load: Any, own_time: Any, decode_slots: float, floor: Any) -> Any:
@@ -304,7 +308,8 @@ class _Grid:
                 fixed_point = fixed_point / (1 - np.minimum(load * rows[7][i, cols], 0.999))
             # Two queues a request can wait in: for prefill budget (one server at full-budget iterations),
             # and for a running slot when the batch is at its cap (the birth-death tail).
-            wait_mean = _wait(load, service, arrival_cv, workload.input_cv, None) + smooth * slot_wait
+            queue_wait, slot_wait = _wait(load, service, arrival_cv, workload.input_cv, None), smooth * slot_wait
+            wait_mean = queue_wait + slot_wait
             if self.steps.percentile is None:
                 ttft = planned_ttft(overhead, first_mean, wait_mean)
             else:
@@ -319,6 +324,8 @@ class _Grid:
             out.ttft[i, cols] = ttft
             out.tbt_max[i, cols] = tbt_max
             out.running[i, cols] = running
+            out.queue_wait[i, cols] = queue_wait
+            out.slot_wait[i, cols] = slot_wait
         return out
 
     @functools.cached_property
@@ -349,6 +356,8 @@ class _Grid:
             running=latencies.running,
             weights_per_device=weights,
             oversized=sized.oversized,
+            queue_wait=latencies.queue_wait,
+            slot_wait=latencies.slot_wait,
         )
 
 
@@ -377,16 +386,18 @@ class _Sized:
 
 @dataclass(frozen=True)
 class _Latencies:
-    """TPOT, TTFT, longest token gap (s) and mean running batch over a grid; NaN where not evaluated."""
+    """TPOT, TTFT, longest token gap, TTFT's mean waits (s) and the mean running batch; NaN where not evaluated."""
 
     tpot: np.ndarray
     ttft: np.ndarray
     tbt_max: np.ndarray
     running: np.ndarray
+    queue_wait: np.ndarray
+    slot_wait: np.ndarray
 
     @classmethod
     def empty(cls, shape: tuple[int, ...]) -> _Latencies:
-        return cls(*(np.full(shape, np.nan) for _ in range(4)))
+        return cls(*(np.full(shape, np.nan) for _ in dataclasses.fields(cls)))
 
 
 def _usable_per_device(family: _Family, profile: EngineProfile) -> float:

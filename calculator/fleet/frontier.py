@@ -27,6 +27,9 @@ if TYPE_CHECKING:
 
 __all__ = ["RelaxedPlan", "frontier", "relax_targets"]
 
+#: The parts of a mean TTFT that :func:`frontier`'s ``ttft_binds`` names, in the order of the TTFT rule.
+TTFT_PARTS = ("prefill", "prefill queue", "slot wait")
+
 
 @dataclass(frozen=True, repr=False)
 class RelaxedPlan(Result):
@@ -115,47 +118,61 @@ def relax_targets(
     >>> r.found, r.factor > 1, r.plan.service.tpot <= r.tpot_slo, r.loosened, r.ttft_slo
     (True, True, True, 'tpot', <Quantity(1.0, 'second')>)
     """
-    # Bounded work: at most about 30 sizings (a bisection in log space between 1 and max_factor).
-    if not 1 < max_factor <= 1e6:
-        raise InputError(f"relax_targets(): argument 'max_factor' must be in (1, 1e6], got {shown(max_factor)}")
-    if not 1e-6 <= tolerance < 1:
-        raise InputError(f"relax_targets(): argument 'tolerance' must be in [1e-6, 1), got {shown(tolerance)}")
-    if not max_scale >= 1:  # NaN fails too
-        raise InputError(f"relax_targets(): argument 'max_scale' must be at least 1 (inf: any), got {shown(max_scale)}")
+    # Bounded work: at most about 30 sizings per loosening (a bisection in log space between 1 and max_factor).
+    _check_loosening("relax_targets", max_factor, tolerance, max_scale)
     problem = _Problem.of(model, workload, targets, space, engine, serving, costs, registry)
+    plan = _size(problem)
+    if plan.feasible:
+        return RelaxedPlan(True, 1.0, targets.ttft, targets.tpot, plan, "none")
+    alone = (_loosen(problem, which, max_factor, tolerance, max_scale) for which in ("ttft", "tpot"))
+    single = [found for found in alone if found.found]
+    if single:
+        return min(single, key=lambda found: found.factor)
+    return _loosen(problem, "both", max_factor, tolerance, max_scale)
+
+
+def _check_loosening(function: str, max_factor: float, tolerance: float, max_scale: float) -> None:
+    """The bisection's settings of :func:`relax_targets` and :func:`~calculator.fleet.explain_infeasible`."""
+    if not 1 < max_factor <= 1e6:
+        raise InputError(f"{function}(): argument 'max_factor' must be in (1, 1e6], got {shown(max_factor)}")
+    if not 1e-6 <= tolerance < 1:
+        raise InputError(f"{function}(): argument 'tolerance' must be in [1e-6, 1), got {shown(tolerance)}")
+    if not max_scale >= 1:  # NaN fails too
+        raise InputError(f"{function}(): argument 'max_scale' must be at least 1 (inf: any), got {shown(max_scale)}")
+
+
+#: The exponents of the factor on (TTFT, TPOT) when loosening each target, or both.
+_LOOSENINGS = {"ttft": (1.0, 0.0), "tpot": (0.0, 1.0), "both": (1.0, 1.0)}
+
+
+def _loosen(problem: _Problem, which: str, max_factor: float, tolerance: float, max_scale: float) -> RelaxedPlan:
+    """The smallest factor on ``which`` target(s) (``"ttft"``, ``"tpot"``, ``"both"``) that gives a plan in proportion.
+
+    A bisection on the factor's logarithm between 1 and ``max_factor``: about 30 sizings at most
+    (:func:`relax_targets`).
+    """
+    targets = problem.targets
     ttft, tpot = targets.ttft, targets.tpot
+    on_ttft, on_tpot = _LOOSENINGS[which]
 
-    scales = {"ttft": (1.0, 0.0), "tpot": (0.0, 1.0), "both": (1.0, 1.0)}  # exponents of the factor
-
-    def attempt(which: str, factor: float) -> FleetPlan:
-        on_ttft, on_tpot = scales[which]
+    def attempt(factor: float) -> FleetPlan:
         loosened = dataclasses.replace(targets, ttft=ttft * factor**on_ttft, tpot=tpot * factor**on_tpot)
         return _size(dataclasses.replace(problem, targets=loosened))
 
-    def search(which: str) -> RelaxedPlan:
-        on_ttft, on_tpot = scales[which]
-        loose = attempt(which, max_factor)
-        if not loose.feasible:
-            return RelaxedPlan(False, max_factor, ttft * max_factor**on_ttft, tpot * max_factor**on_tpot, loose, which)
-        low, high, best = 0.0, math.log(max_factor), loose
-        while high - low > math.log1p(tolerance):
-            middle = (low + high) / 2
-            candidate = attempt(which, math.exp(middle))
-            if candidate.feasible and candidate.gpus <= max_scale * loose.gpus:
-                high, best = middle, candidate
-            else:
-                low = middle
-        factor = math.exp(high)
-        scale = best.gpus / loose.gpus
-        return RelaxedPlan(True, factor, ttft * factor**on_ttft, tpot * factor**on_tpot, best, which, scale)
-
-    plan = attempt("both", 1.0)
-    if plan.feasible:
-        return RelaxedPlan(True, 1.0, ttft, tpot, plan, "none")
-    single = [found for found in (search("ttft"), search("tpot")) if found.found]
-    if single:
-        return min(single, key=lambda found: found.factor)
-    return search("both")
+    loose = attempt(max_factor)
+    if not loose.feasible:
+        return RelaxedPlan(False, max_factor, ttft * max_factor**on_ttft, tpot * max_factor**on_tpot, loose, which)
+    low, high, best = 0.0, math.log(max_factor), loose
+    while high - low > math.log1p(tolerance):
+        middle = (low + high) / 2
+        candidate = attempt(math.exp(middle))
+        if candidate.feasible and candidate.gpus <= max_scale * loose.gpus:
+            high, best = middle, candidate
+        else:
+            low = middle
+    factor = math.exp(high)
+    scale = best.gpus / loose.gpus
+    return RelaxedPlan(True, factor, ttft * factor**on_ttft, tpot * factor**on_tpot, best, which, scale)
 
 
 def frontier(
@@ -179,10 +196,14 @@ def frontier(
     expert layout (``expert_parallel``: 1 with each expert split over the TP group, the TP degree with the
     experts spread over it), the degrees each layout runs as the sizer searches them (``redundant_experts``: the
     copies an even-placement engine needs where the degree does not divide the experts). ``tpot_ms`` is the TPOT
-    at a full batch; ``ttft_ms`` the mean TTFT of a fleet
-    of that configuration sized for 1 request/s of the workload (replicas for the throughput at the
-    sizer's utilization cap, the queue for a slot included), so it falls as the batch cap grows until
-    the prompt's own prefill remains. Requests longer than the model's context are refused.
+    at a full batch; ``ttft_ms`` the mean TTFT of a fleet of that configuration sized for 1 request/s of the
+    workload (the fewest replicas whose throughput carries it, loaded up to full throughput rather than the
+    sizer's headroom; the queue for a slot included). ``replicas`` and ``utilization`` are that fleet's: the
+    replicas round up, so the load on each replica (and with it the waits) jumps from one cap to the next and
+    ``ttft_ms`` is not monotone in the cap. ``ttft_binds`` names the largest part of that TTFT: ``"prefill"``
+    (the request overhead and the iterations that carry the prompt), ``"prefill queue"`` (the wait for prefill
+    budget) or ``"slot wait"`` (the wait for a running slot, the cap full). Requests longer than the model's
+    context are refused.
 
     Returns
     -------
@@ -221,6 +242,9 @@ def frontier(
                     "tokens_per_s_per_user": (1 / out.tpot_at_batch)[keep],
                     "tpot_ms": out.tpot_at_batch[keep] * 1e3,
                     "ttft_ms": out.ttft[keep] * 1e3,
+                    "replicas": out.replicas[keep].astype(int),
+                    "utilization": (workload.arrival_rate.m_as("request/s") / (out.replicas * out.rate))[keep],
+                    "ttft_binds": _ttft_binds(out.ttft, out.queue_wait, out.slot_wait)[keep],
                 }
             )
         )
@@ -234,3 +258,13 @@ def frontier(
                 table.loc[index, "pareto"] = True
                 best = value
     return table
+
+
+def _ttft_binds(ttft: np.ndarray, queue_wait: np.ndarray, slot_wait: np.ndarray) -> np.ndarray:
+    """The largest part of each mean TTFT (:data:`TTFT_PARTS`): its prompt's own path, or one of its two waits.
+
+    The mean TTFT is the request overhead and the prompt's iterations plus the two waits
+    (:func:`~calculator.fleet.evaluate.planned_ttft`); the first part is what the waits leave.
+    """
+    parts = np.stack([ttft - queue_wait - slot_wait, queue_wait, slot_wait])
+    return np.asarray(TTFT_PARTS)[np.argmax(np.nan_to_num(parts, nan=-np.inf), axis=0)]

@@ -18,7 +18,10 @@ from ..units import Q_, shown, ureg
 if TYPE_CHECKING:  # the check a plan records, as the serving vocabulary names it (a simulation.PlanVerification)
     from ..serving import PlanCheck as PlanVerification
 
-__all__ = ["FleetPlan", "Layout", "PlanCost", "PlanEnergy", "PlanService", "Rejection", "plan_summary"]
+__all__ = [
+    "Alternative", "FleetPlan", "Layout", "PlanCost", "PlanEnergy", "PlanService", "Rejection", "plan_summary",
+    "tie_lines",
+]  # fmt: skip
 
 
 @dataclass(frozen=True, repr=False)
@@ -197,6 +200,70 @@ class Rejection(Result):
 
 
 @dataclass(frozen=True, repr=False)
+class Alternative(Result):
+    """A near tie of a plan: the cheapest candidate of another (accelerator, precision, TP, layout) within its slack.
+
+    Attributes
+    ----------
+    family : str
+        ``accelerator/precision/tpN`` as in :attr:`FleetPlan.rejected`.
+    accelerator, precision : str
+    layout : Layout
+        How a replica's GPUs run the model.
+    batch, replicas, gpus : int
+        The batch cap, replicas and GPUs, as a plan's.
+    cost_per_hour : Quantity [currency / time]
+        The fleet's GPU-hour cost.
+    ttft, tpot : Quantity [time]
+        TTFT (as the targets state it: mean or percentile) and TPOT at the planned load.
+    """
+
+    family: str
+    accelerator: str
+    precision: str
+    layout: Layout
+    batch: int
+    replicas: int
+    gpus: int
+    cost_per_hour: MoneyRate
+    ttft: Time
+    tpot: Time
+
+
+def tie_lines(plan: FleetPlan) -> list[str]:
+    """Each near tie of a feasible plan in a line, with what differs from the plan: GPUs, cost, TTFT and TPOT.
+
+    Examples
+    --------
+    >>> plan = FleetPlan(True, "", accelerator="h100-sxm", precision="fp8", gpus=12, replicas=6,
+    ...                  layout=Layout(tensor_parallel=2), cost=PlanCost(*[Q_(45.36, "USD/hour")] * 4),
+    ...                  service=PlanService(*[Q_(0.3, "s"), Q_(20, "ms")] + [None] * 6))
+    >>> tie = Alternative("h200-sxm/fp8/tp2", "h200-sxm", "fp8", Layout(tensor_parallel=2), 64, 5, 10,
+    ...                   Q_(45.40, "USD/hour"), Q_(0.25, "s"), Q_(18, "ms"))
+    >>> print(tie_lines(dataclasses.replace(plan, alternatives=(tie,)))[0])  # doctest: +NORMALIZE_WHITESPACE
+    10 x h200-sxm at fp8 (5 replicas of TP 2, batch 64): 45.40 USD/hour (+0.04, +0.1%), 2 GPUs fewer,
+    TTFT 250 ms (plan 300 ms), TPOT 18.0 ms (plan 20.0 ms)
+    """
+    if not plan.feasible or plan.cost is None or plan.service is None:
+        return []
+    cost, service = plan.cost.per_hour.m_as("USD/hour"), plan.service
+    lines = []
+    for tie in plan.alternatives:
+        other = tie.cost_per_hour.m_as("USD/hour")
+        more = tie.gpus - plan.gpus
+        gpus = "as many GPUs" if more == 0 else f"{abs(more)} GPU{'' if abs(more) == 1 else 's'} "
+        gpus += "" if more == 0 else ("more" if more > 0 else "fewer")
+        replicas = f"{tie.replicas} replica{'' if tie.replicas == 1 else 's'} of {layout_text(tie.layout)}"
+        ttft, tpot = tie.ttft.m_as("ms"), tie.tpot.m_as("ms")
+        lines.append(
+            f"{tie.gpus} x {tie.accelerator} at {tie.precision} ({replicas}, batch {tie.batch}): {other:.2f} USD/hour "
+            f"({other - cost:+.2f}, {(other / cost - 1) * 100:+.1f}%), {gpus}, TTFT {ttft:.0f} ms (plan "
+            f"{service.ttft.m_as('ms'):.0f} ms), TPOT {tpot:.1f} ms (plan {service.tpot.m_as('ms'):.1f} ms)"
+        )
+    return lines
+
+
+@dataclass(frozen=True, repr=False)
 class FleetPlan(Result):
     """The cheapest feasible configuration for the workload, or why there is none.
 
@@ -252,8 +319,13 @@ class FleetPlan(Result):
         in a sentence; ``rejections`` has the same as records.
     closest : dict
         When infeasible: the TTFT and TPOT (``"ttft"``, ``"tpot"``) of the candidate nearest to meeting both
-        targets (the smallest of its two ratios to the targets, the larger one); empty where no candidate
-        fits in memory at all (``reason`` says why).
+        targets (the smallest of its two ratios to the targets, the larger one), at whatever fleet size the search
+        reached (``reason`` names the target it misses); empty where no candidate fits in memory at all
+        (``reason`` says why). :func:`~calculator.fleet.explain_infeasible` gives plans that meet each target.
+    alternatives : tuple of Alternative
+        The near ties of a feasible plan: the cheapest candidate of each other (accelerator, precision, TP,
+        layout) whose cost is within ``size_fleet``'s ``near_tie`` of the plan's, cheapest first
+        (:func:`tie_lines` says what differs). Empty when infeasible or when none is that close.
     candidates : int
         Configurations evaluated.
     workload : Workload
@@ -302,6 +374,7 @@ class FleetPlan(Result):
     verification: PlanVerification | None = None
     served_model: str | None = None
     engine_release: str | None = None
+    alternatives: tuple[Alternative, ...] = ()
 
     def _frame_values(self) -> dict[str, Any]:
         """The fields, an absent part (an infeasible plan's) as its fields missing: frames of plans line up."""
@@ -363,13 +436,17 @@ class FleetPlan(Result):
                 serving["speculation"] = Speculation(**serving["speculation"])
             values["serving"] = ServingOptions(**serving)
             values["rejections"] = tuple(Rejection(**record) for record in values.get("rejections", ()))
+            values["alternatives"] = tuple(
+                Alternative(**{**record, "layout": Layout(**record["layout"])})
+                for record in values.get("alternatives", ())
+            )
             values["registry_documents"] = tuple(
                 RegistryDocument(**record) for record in values.get("registry_documents", ())
             )
             for name, part in PLAN_PARTS.items():
                 if values.get(name) is not None:
                     values[name] = part(**values[name])
-        except TypeError as exc:  # a part with a field it does not have, or without one it needs
+        except (TypeError, KeyError) as exc:  # a part with a field it does not have, or without one it needs
             raise InputError(
                 f"the plan's workload, targets, serving options, parts or rejections are malformed ({exc})"
             ) from None
@@ -456,6 +533,8 @@ PLAN_DIMENSIONS = {
         ("service.ttft", "service.tpot", "service.tbt_max", "service.ttft_interval", "service.tpot_interval"), "s"
     ),
     "closest": "s",
+    **dict.fromkeys(("alternatives.ttft", "alternatives.tpot"), "s"),
+    "alternatives.cost_per_hour": "USD/hour",
     "service.replica_throughput": "request/s",
     **dict.fromkeys(("cost.per_hour", "cost.per_month"), "USD/hour"),
     **dict.fromkeys(
@@ -544,8 +623,9 @@ def _check_plan_values(values: dict[str, Any]) -> None:
     for name in ("rejected", "closest"):
         if not isinstance(values.get(name, {}), Mapping):
             raise InputError(f"field '{name}' must be an object, got {shown(values.get(name))}")
-    if not isinstance(values.get("rejections", ()), tuple):
-        raise InputError(f"field 'rejections' must be a list of records, got {shown(values.get('rejections'))}")
+    for name in ("rejections", "alternatives"):
+        if not isinstance(values.get(name, ()), tuple) or not all(isinstance(r, Mapping) for r in values.get(name, ())):
+            raise InputError(f"field '{name}' must be a list of records, got {shown(values.get(name))}")
 
 
 def _count(values: Mapping[str, Any], name: str, low: int, high: int, prefix: str = "") -> int:

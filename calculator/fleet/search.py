@@ -3,8 +3,10 @@
 :func:`_size` (behind :func:`~calculator.fleet.size_fleet`) searches the candidates of the
 :class:`~calculator.fleet.inputs.SearchSpace` (:mod:`calculator.fleet.evaluate` prices them) best
 first under lower bounds on their cost, evaluating only those that could still win (:class:`_Search`).
-The cheapest feasible candidate wins (the largest cap among equals). The plan reports its binding
-constraint (what keeps it from one replica fewer), why each rejected family failed, the closest
+The cheapest feasible candidate wins (the largest cap among equals); the rows whose cost is within a
+slack of it (``near_tie``) are evaluated too, their cheapest candidates listed as its near ties. The
+plan reports its binding constraint (what keeps it from one replica fewer), why each rejected family
+failed, the closest
 achievable values when nothing is feasible, and the GPUs its configuration needs at the ends of the
 model's error interval.
 """
@@ -37,12 +39,15 @@ from .evaluate import (
     _weights_per_device,
 )
 from .inputs import Costs, ServingOptions, Targets, Workload
-from .plan import FleetPlan, Layout, PlanEnergy, PlanService, Rejection
+from .plan import Alternative, FleetPlan, Layout, PlanEnergy, PlanService, Rejection
 
 if TYPE_CHECKING:
     from .problem import _Problem
 
 __all__: list[str] = []
+
+#: The fraction of a plan's cost within which the plan lists other configurations beside it (near ties).
+NEAR_TIE = 0.02
 
 #: The electricity price of the energy estimate when none is given (a scenario value).
 DEFAULT_ELECTRICITY_PRICE = Q_(0.10, "USD/(kW*hour)")
@@ -129,6 +134,8 @@ class _Outcome:
     rejected: dict[str, Rejection]
     closest_ttft: float
     closest_tpot: float
+    closest_where: tuple[str, float] = ("", np.inf)  # the nearest candidate's family and GPUs
+    ties: tuple[_Candidate, ...] = ()  # other rows' cheapest candidates within the search's slack of the best
 
 
 def _rank(replicas: Any, tp: float, price: float) -> tuple[float, float, float]:
@@ -145,6 +152,7 @@ class _RowResult:
     score: float = np.inf
     ttft: float = np.inf
     tpot: float = np.inf
+    where: tuple[str, float] = ("", np.inf)  # the nearest candidate's family and GPUs
 
 
 @dataclass(frozen=True)
@@ -168,7 +176,9 @@ class _Search:
     monotone in the batch cap (a larger cap waits less for a slot but runs on fewer, busier
     replicas), so every cap a level allows is evaluated there. ``exhaustive`` evaluates every row
     whatever its bound, and every level of a row up to its first feasible one whatever the best
-    found (kept for the test that the bounded search gives the same plan).
+    found (kept for the test that the bounded search gives the same plan). ``slack`` keeps evaluating rows
+    whose bound is within that fraction of the best cost: their cheapest candidates are the near ties
+    (:attr:`_Outcome.ties`) a plan lists beside itself.
     """
 
     families: list[_Family]
@@ -180,6 +190,7 @@ class _Search:
     tp_grid: np.ndarray
     batch_grid: np.ndarray
     exhaustive: bool = False
+    slack: float = 0.0
 
     @functools.cached_property
     def limits(self) -> tuple[float, float, float]:
@@ -231,13 +242,15 @@ class _Search:
 
         heapq.heapify(queue)
         best: _Candidate | None = None
-        # the candidate nearest to meeting both targets: (score, family, row, TTFT, TPOT), the first of equals
-        nearest: tuple[float, int, int, float, float] = (np.inf, 0, 0, np.inf, np.inf)
+        found: list[_Candidate] = []
+        # the candidate nearest to meeting both targets: (score, family, row, TTFT, TPOT, (family, GPUs)), the first
+        # of equals
+        nearest: tuple[float, int, int, float, float, tuple[str, float]] = (np.inf, 0, 0, np.inf, np.inf, ("", np.inf))
         while queue:
             bound, f, i, decode_bounded = heapq.heappop(queue)
             family = self.families[f]
             scale = scales[family.accelerator, family.precision] if scales else (1.0, 1.0)
-            if not self.exhaustive and best is not None and (bound, f, i) > best.order:
+            if not self.exhaustive and self._beyond(bound, f, i, best):
                 rejected[f, i] = self._bounded(f, i, bound)
                 settled(f)
                 continue
@@ -246,12 +259,23 @@ class _Search:
                 continue
             row = self._row(f, i, scale, None if self.exhaustive else best)
             rejected[f, i] = row.rejection
-            nearest = min(nearest, (row.score, f, i, row.ttft, row.tpot))
-            if row.found is not None and (best is None or row.found.order < best.order):
-                best = row.found
+            nearest = min(nearest, (row.score, f, i, row.ttft, row.tpot, row.where))
+            if row.found is not None:
+                found.append(row.found)
+                best = row.found if best is None or row.found.order < best.order else best
             settled(f)
         ordered = {rejected[row].family: rejected[row] for row in sorted(rejected)}  # in the grid's order
-        return _Outcome(best, ordered, nearest[3], nearest[4])
+        ties = () if best is None else tuple(
+            sorted((c for c in found if c is not best and not self._beyond(c.rank, c.f, c.i, best)),
+                   key=lambda c: c.order)
+        )  # fmt: skip
+        return _Outcome(best, ordered, nearest[3], nearest[4], nearest[5], ties)
+
+    def _beyond(self, rank: tuple[float, float, float], f: int, i: int, best: _Candidate | None) -> bool:
+        """Whether ``rank`` at family ``f``'s row ``i`` can neither beat ``best`` nor tie it within the slack."""
+        if best is None or (rank, f, i) <= best.order:
+            return False
+        return self.slack == 0 or rank[0] > best.rank[0] * (1 + self.slack)
 
     def _rows(self, f: int) -> tuple[list[int], dict[tuple[int, int], Rejection]]:
         """The rows of family ``f`` to search, and those rejected without a step time.
@@ -319,8 +343,8 @@ class _Search:
             e = grid.evaluation(grid.latencies(fits & allowed))
             return _Level(r, allowed, e, _Masks.of(e, self.limits))
 
-        def pruned(r: int) -> bool:  # the row on r replicas or more cannot beat the best found
-            return best is not None and (_rank(r, tp, family.price), f, i) > best.order
+        def pruned(r: int) -> bool:  # the row on r replicas or more cannot beat (or tie) the best found
+            return self._beyond(_rank(r, tp, family.price), f, i, best)
 
         most = int(MAX_FLEET_GPUS // tp)  # replicas within the fleet limit
         low = int(headroom[fits].min())
@@ -350,7 +374,7 @@ class _Search:
             score = np.maximum(e.ttft[0] / ttft_target, e.tpot[0] / tpot_target)
         score = np.where(e.fits[0] & np.isfinite(score), score, np.inf)
         k = int(np.argmin(score))
-        near = (float(score[k]), float(e.ttft[0, k]), float(e.tpot[0, k]))
+        near = (float(score[k]), float(e.ttft[0, k]), float(e.tpot[0, k]), (family.key_at(tp), float(at.replicas * tp)))
         feasible = at.feasible
         if not feasible.any():
             return _RowResult(None, _why(family, tp, e, ok, self.targets, self.workload), *near)
@@ -384,7 +408,12 @@ class _Search:
         scales = {(family.accelerator, family.precision): (bands["tpot"][end], bands["tpot"][end])}
         rows = slice(i, i + 1)
         own = dataclasses.replace(
-            self, families=[family], tps=self.tps[rows], tp_grid=self.tp_grid[rows], batch_grid=self.batch_grid[rows]
+            self,
+            slack=0.0,
+            families=[family],
+            tps=self.tps[rows],
+            tp_grid=self.tp_grid[rows],
+            batch_grid=self.batch_grid[rows],
         )
         found = own.run(scales).best
         return None if found is None else found.replicas * int(own.tps[0])
@@ -468,7 +497,7 @@ def _binding(best: _Candidate) -> str:
 
 
 def _infeasible_reason(
-    rejected: dict[str, Rejection], closest_ttft: float, closest_tpot: float, targets: Targets, heads: int | None = None
+    rejected: dict[str, Rejection], outcome: _Outcome, targets: Targets, heads: int | None = None
 ) -> str:
     """Why no candidate is feasible, in the terms of what blocks every one of them."""
     codes = {r.code for r in rejected.values()}
@@ -486,13 +515,24 @@ def _infeasible_reason(
             f"every batch cap searched is above what the KV cache holds (at most {most.values['capacity']:,} "
             f"sequences, {most.family}); search smaller caps"
         )
-    meets_both = closest_ttft <= targets.ttft.m_as("s") and closest_tpot <= targets.tpot.m_as("s")
-    if not np.isfinite(closest_ttft) or not np.isfinite(closest_tpot) or meets_both:
+    ttft, tpot = outcome.closest_ttft, outcome.closest_tpot
+    meets = {"TTFT": ttft <= targets.ttft.m_as("s"), "TPOT": tpot <= targets.tpot.m_as("s")}
+    if not np.isfinite(ttft) or not np.isfinite(tpot) or all(meets.values()):
         # nothing fits, or the nearest candidate meets TTFT and TPOT and fails on something else (the token gap, size)
         return "no configuration meets every target: " + "; ".join(sorted({r.text for r in rejected.values()}))[:400]
+    family, gpus = outcome.closest_where
+    shown = {
+        name: f"{name} {value * 1e3:,.{digits}f} ms {'within' if meets[name] else 'over'} the {target:,g} ms target"
+        for name, value, target, digits in (
+            ("TTFT", ttft, targets.ttft.m_as("ms"), 0),
+            ("TPOT", tpot, targets.tpot.m_as("ms"), 1),
+        )
+    }
+    missed = " and ".join(name for name, ok in meets.items() if not ok)
     return (
-        "no configuration meets every target; closest achievable: TTFT "
-        f"{closest_ttft * 1e3:.0f} ms, TPOT {closest_tpot * 1e3:.1f} ms"
+        f"no configuration meets every target; closest achievable ({family} on {gpus:,.0f} GPUs, the lightest load "
+        f"the fleet limit allows): {shown['TTFT']}, {shown['TPOT']}; it gives up the {missed} target"
+        f"{'s' if ' and ' in missed else ''}"
     )
 
 
@@ -587,7 +627,26 @@ def _feasible_plan(
         gpus_interval=gpus_interval,
         rejected={key: r.text for key, r in rejected.items()},
         rejections=tuple(rejected.values()),
+        alternatives=tuple(_alternative(search, tie) for tie in outcome.ties),
         **record,
+    )
+
+
+def _alternative(search: _Search, tie: _Candidate) -> Alternative:
+    """A near tie of the plan as the plan lists it: its configuration, counts, cost and latencies."""
+    family, e, i, j = tie.family, tie.evaluation, tie.i, tie.j
+    tp = int(search.tps[i])
+    return Alternative(
+        family=tie.key,
+        accelerator=family.accelerator,
+        precision=family.precision,
+        layout=_plan_layout(family, tp),
+        batch=int(family.caps(family.stage_tp(search.tp_grid), search.batch_grid)[i, j]),
+        replicas=tie.replicas,
+        gpus=tie.replicas * tp,
+        cost_per_hour=Q_(tie.rank[0], "USD/hour"),
+        ttft=Q_(float(e.ttft[0, j]), "s"),
+        tpot=Q_(float(e.tpot[0, j]), "s"),
     )
 
 
@@ -614,8 +673,13 @@ _BINDING_REASONS = {
 }
 
 
-def _size(problem: _Problem, progress: Callable[[int, int], Any] | None = None) -> FleetPlan:
-    """:func:`size_fleet` of a resolved problem, with a ``progress(done, total)`` callback per family."""
+def _size(
+    problem: _Problem, progress: Callable[[int, int], Any] | None = None, near_tie: float = NEAR_TIE
+) -> FleetPlan:
+    """:func:`size_fleet` of a resolved problem, with a ``progress(done, total)`` callback per family.
+
+    ``near_tie``: the fraction of the plan's cost within which other families' cheapest candidates are listed.
+    """
     workload, targets = problem.workload, problem.targets
     record: dict[str, Any] = {
         "model": problem.model.id, "served_model": problem.named or None, "engine": problem.profile.name,
@@ -627,7 +691,9 @@ def _size(problem: _Problem, progress: Callable[[int, int], Any] | None = None) 
         return FleetPlan(feasible=False, reason=problem.beyond, **record)
     families, tps = list(problem.families), problem.tps
     tp_grid, batch_grid = np.meshgrid(tps, problem.batches, indexing="ij")
-    search = _Search(families, problem.profile, workload, targets, problem.serving, tps, tp_grid, batch_grid)
+    search = _Search(
+        families, problem.profile, workload, targets, problem.serving, tps, tp_grid, batch_grid, slack=near_tie
+    )
     outcome = search.run(progress=progress)
     # a spread layout's family holds the replica sizes its copies of experts place evenly (_copy_families)
     rows = [tps.size if f.stages > 1 else int(f.layout_ok(tps).sum()) for f in families]
@@ -637,9 +703,7 @@ def _size(problem: _Problem, progress: Callable[[int, int], Any] | None = None) 
     rejected = outcome.rejected
     return FleetPlan(
         feasible=False,
-        reason=_infeasible_reason(
-            rejected, outcome.closest_ttft, outcome.closest_tpot, targets, problem.model.attention_heads
-        ),
+        reason=_infeasible_reason(rejected, outcome, targets, problem.model.attention_heads),
         rejected={key: r.text for key, r in rejected.items()},
         rejections=tuple(rejected.values()),
         # nothing achievable to name where no candidate holds the weights and a sequence

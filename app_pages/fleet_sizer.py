@@ -10,7 +10,7 @@ import streamlit as st
 from app_pages import _common as ui
 from calculator import Q_
 from calculator.bench import benchmark_command
-from calculator.deploy import kubernetes_manifest, launch_command
+from calculator.deploy import launch_command
 from calculator.economics import cost_per_million_tokens
 from calculator.errors import InputError
 from calculator.fleet import (
@@ -26,6 +26,7 @@ from calculator.fleet import (
     tie_lines,
 )
 from calculator.fleet.inputs import MOE_LAYOUTS
+from calculator.kubernetes import kubernetes_manifest
 from calculator.performance import outside_validated_range
 from calculator.plots import frontier_figure, kv_occupancy_over_time, latency_distribution, verification_chart
 from calculator.queueing import replica_demand, utilization

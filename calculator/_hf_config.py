@@ -211,9 +211,10 @@ def refuse_inexpressible(config: Mapping[str, Any], label: str) -> None:
     scopes = [("", config)] + ([("text_config.", inner)] if isinstance(inner, Mapping) else [])
     expressed = _expressed(config)
     names = config.get("architectures")
-    read = read_fields(
-        names[0] if isinstance(names, list) and names else MODEL_TYPES.get(str(config.get("model_type")))
+    named = ARCHITECTURES.get(
+        (names[0] if isinstance(names, list) and names else MODEL_TYPES.get(str(config.get("model_type")))) or ""
     )
+    read = read_fields(named.hybrid if named is not None else None)
     for prefix, scope in scopes:
         scope = {k: v for k, v in scope.items() if k not in read and not (read and str(k).startswith("mamba_"))}
         kinds = scope.get("layer_types")
@@ -766,7 +767,7 @@ def count_parameters(shape: Shape) -> Counts:
     if s.hybrid is not None:
         from ._hf_hybrid import hybrid_counts
 
-        return hybrid_counts(s, _attention_parameters(s))
+        return Counts(**hybrid_counts(s, _attention_parameters(s)))
     attention = _attention_parameters(s)
     full = s.global_layers * (_global_attention_parameters(s) - attention)  # Gemma 4's full layers differ
     dense_layers = s.layers - s.moe_layers

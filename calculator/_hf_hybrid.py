@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .errors import InputError
 from .units import shown
 
-if TYPE_CHECKING:
-    from ._hf_config import Architecture, Counts, Fields, Shape
+# This module reads what :mod:`calculator._hf_config` hands it (its ``Fields``, ``Architecture`` and ``Shape``, typed
+# ``Any`` here) and returns plain values, so that the two do not import each other.
 
 #: ``layers_block_type`` names by ``hybrid_override_pattern`` letter.
 _BLOCKS = {"mamba": "M", "attention": "*", "mlp": "-", "moe": "E"}
@@ -36,12 +36,9 @@ _GDN_KINDS = {"full_attention": "*", "linear_attention": "M"}
 _STATE_DTYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
 
 
-def read_fields(architecture: str | None) -> frozenset[str]:
-    """The config fields ``architecture`` reads that would otherwise be refused as inexpressible."""
-    from ._hf_config import ARCHITECTURES
-
-    found = ARCHITECTURES.get(architecture or "")
-    return _READ.get(found.hybrid or "", frozenset()) if found is not None else frozenset()
+def read_fields(hybrid: str | None) -> frozenset[str]:
+    """The config fields a ``hybrid`` family (an ``Architecture.hybrid``) reads that would otherwise be refused."""
+    return _READ.get(hybrid or "", frozenset())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,14 +60,14 @@ class HybridShape:
     output_gate: bool = False  # the attention's query projection also gives a gate (Qwen3-Next, Qwen3.5)
 
 
-def read_hybrid(fields: Fields, layers: int, architecture: Architecture) -> dict[str, Any]:
+def read_hybrid(fields: Any, layers: int, architecture: Any) -> dict[str, Any]:
     """The :class:`~calculator._hf_config.Shape` fields of a hybrid config (its ``hybrid`` and MLP/experts)."""
     if architecture.hybrid == "gated_deltanet":
         return _gated_deltanet(fields, layers, architecture.state_dtype_key)
     return _nemotron_h(fields, layers)
 
 
-def _state_precision(fields: Fields, key: str | None, default: str) -> str:
+def _state_precision(fields: Any, key: str | None, default: str) -> str:
     """The recurrent state's registry precision from the config's ``key`` (``default`` where absent or no key)."""
     dtype = fields.config.get(key) if key else None
     dtype = default if dtype is None else dtype
@@ -81,7 +78,7 @@ def _state_precision(fields: Fields, key: str | None, default: str) -> str:
     return _STATE_DTYPES[dtype]
 
 
-def _nemotron_h(fields: Fields, layers: int) -> dict[str, Any]:
+def _nemotron_h(fields: Any, layers: int) -> dict[str, Any]:
     """Nemotron-H's blocks, Mamba-2 shapes, MLP and experts."""
     kinds = _kinds(fields, layers)
     moe = kinds["E"]
@@ -109,7 +106,7 @@ def _nemotron_h(fields: Fields, layers: int) -> dict[str, Any]:
     return {**experts, "hybrid": hybrid}
 
 
-def _gated_deltanet(fields: Fields, layers: int, dtype_key: str | None) -> dict[str, Any]:
+def _gated_deltanet(fields: Any, layers: int, dtype_key: str | None) -> dict[str, Any]:
     """Qwen3-Next / Qwen3.5's layer kinds, Gated DeltaNet shapes, MLP and experts (``qwen3_moe``'s layout).
 
     The recurrent state is kept at the model's dtype, or at the precision the config's ``dtype_key`` names.
@@ -153,7 +150,7 @@ def _gated_deltanet(fields: Fields, layers: int, dtype_key: str | None) -> dict[
     return {**experts, "intermediate": fields.whole("intermediate_size") if kinds["-"] else 0, "hybrid": hybrid}
 
 
-def _gdn_kinds(fields: Fields, layers: int) -> list[str]:
+def _gdn_kinds(fields: Any, layers: int) -> list[str]:
     """Each layer's mixer, ``*`` or ``M``: ``layer_types``, else attention on every ``full_attention_interval``-th."""
     kinds = fields.config.get("layer_types")
     if kinds is None:
@@ -167,7 +164,7 @@ def _gdn_kinds(fields: Fields, layers: int) -> list[str]:
     return [_GDN_KINDS[kind] for kind in kinds]
 
 
-def _kinds(fields: Fields, layers: int) -> Counter[str]:
+def _kinds(fields: Any, layers: int) -> Counter[str]:
     """Blocks by kind from ``hybrid_override_pattern`` or ``layers_block_type``, one per layer."""
     config = fields.config
     if "layers_block_type" in config:
@@ -186,10 +183,11 @@ def _kinds(fields: Fields, layers: int) -> Counter[str]:
     return kinds
 
 
-def hybrid_counts(s: Shape, attention: int) -> Counts:
-    """The parameters of a hybrid :class:`~calculator._hf_config.Shape` by part (``attention``: one layer's)."""
-    from ._hf_config import Counts
+def hybrid_counts(s: Any, attention: int) -> dict[str, int]:
+    """The parameters of a hybrid :class:`~calculator._hf_config.Shape` by part (``attention``: one layer's).
 
+    The keyword arguments of a :class:`~calculator._hf_config.Counts`.
+    """
     hy, h = s.hybrid, s.hidden
     inner = hy.state_heads * hy.state_head_dim
     channels = inner + 2 * hy.state_groups * hy.state_key_dim
@@ -209,7 +207,7 @@ def hybrid_counts(s: Shape, attention: int) -> Counts:
     moe, width = s.moe_layers, hy.latent or h
     expert = matrices * width * s.expert_intermediate
     shared = s.shared_experts * (matrices * h * hy.shared_intermediate + (h if gdn else 0))  # Qwen: a gate too
-    return Counts(
+    return dict(
         embedding=s.vocab * h,
         lm_head=0 if s.tied else s.vocab * h,
         attention=hy.kinds["*"] * attention,

@@ -44,7 +44,7 @@ __all__ = [
     "BENCH_TOOLS",
     "RATE_FRACTIONS",
     "BenchmarkCommand",
-    "PlanCheck",
+    "BenchmarkCheck",
     "benchmark_command",
     "check_plan",
 ]
@@ -87,7 +87,7 @@ BENCH_FLAGS: Mapping[str, Mapping[str, str]] = {
 }
 
 #: The executable of each tool.
-_EXECUTABLE = {
+EXECUTABLES = {
     "vllm": ("vllm", "bench", "serve"),
     "sglang": ("python3", "-m", "sglang.bench_serving"),
     "trtllm": ("python", "-m", "tensorrt_llm.serve.scripts.benchmark_serving"),
@@ -243,7 +243,7 @@ def benchmark_command(plan: FleetPlan, tool: str | None = None, *, registry: Any
     CV, each with :func:`_requests`'s count and ``ignore_eos`` so every output runs to its drawn length. An
     infeasible plan or an unknown tool is an :class:`~calculator.errors.InputError`.
     """
-    from .deploy import _PORT, _shell_line, launch_command
+    from .deploy import PORTS, launch_command, shell_line
 
     plan = _feasible_plan(plan, "benchmark_command")
     assert plan.service and plan.targets and plan.workload and plan.layout  # _feasible_plan
@@ -273,15 +273,15 @@ def benchmark_command(plan: FleetPlan, tool: str | None = None, *, registry: Any
     requests = _requests(plan)
     runs, files = [], []
     for rate in rates:
-        flags, file = _tool_flags(name, plan, (served.repo, _PORT[name]), (input_len, output_len, ratio), rate)
+        flags, file = _tool_flags(name, plan, (served.repo, PORTS[name]), (input_len, output_len, ratio), rate)
         if burstiness is not None:
             flags["--burstiness"] = f"{burstiness:g}"
         flags["--num-prompts"] = str(requests)
-        runs.append((*_EXECUTABLE[name], *(part for pair in flags.items() for part in pair if part is not None)))
+        runs.append((*EXECUTABLES[name], *(part for pair in flags.items() for part in pair if part is not None)))
         files.append(file)
     if name == "sglang" and plan.targets.ttft_percentile not in (None, 0.5, 0.99):
         notes.append("SGLang's bench_serving records the mean, median and p99 TTFT, not the plan's percentile")
-    command = "\n".join([*(f"# {note}" for note in notes), *(_shell_line(run) for run in runs)])
+    command = "\n".join([*(f"# {note}" for note in notes), *(shell_line(run) for run in runs)])
     cited = BENCH_FLAGS[name]
     citations = {flag: cited[flag] for flag in cited if any(flag in run for run in runs)}
     return BenchmarkCommand(
@@ -322,7 +322,7 @@ def _tool_flags(
 
 
 @dataclass(frozen=True, repr=False)
-class PlanCheck(Result):
+class BenchmarkCheck(Result):
     """Measured against predicted, target by target, for the run at the plan's rate per replica.
 
     Attributes
@@ -387,7 +387,7 @@ def _run_at_rate(records: list[tuple[str, Mapping[str, Any]]], plan_rate: float)
     return where, record
 
 
-def check_plan(plan: FleetPlan, results: Iterable[str | Path]) -> PlanCheck:
+def check_plan(plan: FleetPlan, results: Iterable[str | Path]) -> BenchmarkCheck:
     """Check ``plan`` against benchmark result files: measured, predicted and the plan's interval, target by target.
 
     ``results`` are the files :func:`benchmark_command`'s runs write (vLLM's and TensorRT-LLM's JSON, SGLang's
@@ -429,7 +429,7 @@ def check_plan(plan: FleetPlan, results: Iterable[str | Path]) -> PlanCheck:
     throughput = result_number(where, "request_throughput", record["request_throughput"])
     sent = result_number(where, "request_rate", record["request_rate"])
     advice = _advice(plan, table, files)
-    return PlanCheck(
+    return BenchmarkCheck(
         table, replan, advice, where, Q_(sent, "request/s"), Q_(plan_rate, "request/s"), Q_(throughput, "request/s")
     )
 

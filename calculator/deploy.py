@@ -40,7 +40,6 @@ __all__ = [
     "EAGLE_HEAD",
     "LaunchConfig",
     "WeightsSource",
-    "kubernetes_manifest",  # noqa: F822  (module __getattr__, below)
     "launch_command",
     "weights_source",
 ]
@@ -147,15 +146,15 @@ TRTLLM_LOAD_BALANCER = (
 DEPLOY_TARGETS = ("vllm", "sglang", "trtllm", "k8s")
 
 #: Each engine's executable (the model is a positional argument of vLLM and TensorRT-LLM).
-_EXECUTABLE = {
+EXECUTABLES = {
     "vllm": ("vllm", "serve"),
     "sglang": ("python3", "-m", "sglang.launch_server"),
     "trtllm": ("trtllm-serve",),
 }
 #: The port each server listens on (vLLM's default; SGLang and TensorRT-LLM are told).
-_PORT = {"vllm": 8000, "sglang": 30000, "trtllm": 8000}
+PORTS = {"vllm": 8000, "sglang": 30000, "trtllm": 8000}
 #: Default container images (pin a version tag before deploying).
-_IMAGE = {
+IMAGES = {
     "vllm": "vllm/vllm-openai:latest",
     "sglang": "lmsysorg/sglang:latest",
     "trtllm": "nvcr.io/nvidia/tensorrt-llm/release:latest",
@@ -245,7 +244,7 @@ def _engine_name(engine: Any) -> str:
     from .performance import engine_profile
 
     profile = engine_profile(engine) if isinstance(engine, str) else None
-    if profile is None or profile.name not in _EXECUTABLE:
+    if profile is None or profile.name not in EXECUTABLES:
         raise InputError(f"argument 'engine' must be one of vllm, sglang or trtllm, got {engine!r}")
     return profile.name
 
@@ -255,11 +254,11 @@ def _feasible(plan: Any) -> Any:
 
     if not isinstance(plan, FleetPlan):
         raise InputError(f"argument 'plan' must be a FleetPlan (size_fleet's result), got {type(plan).__name__}")
-    _parts(plan)
+    plan_parts(plan)
     return plan
 
 
-def _parts(plan: FleetPlan) -> tuple[Layout, PlanService]:
+def plan_parts(plan: FleetPlan) -> tuple[Layout, PlanService]:
     """A feasible plan's layout and predicted service; an infeasible plan has none, so nothing to deploy."""
     if not plan.feasible or plan.layout is None or plan.service is None:
         raise InputError(f"the plan is infeasible, nothing to deploy: {plan.reason}")
@@ -395,18 +394,18 @@ def launch_command(plan: FleetPlan, engine: str, *, registry: Registry | None = 
     files = _options_file(f, options, flags, plan, reg)
     if plan.engine != name:
         notes.append(f"the plan was sized with the {plan.engine} engine profile, not {name}'s")
-    layout, _ = _parts(plan)
+    layout, _ = plan_parts(plan)
     stages = layout.pipeline_parallel
     if stages > 1:  # pipeline stages of the tensor-parallel GPUs, each with its share of the layers
         flags[f["pipeline_parallel"]] = str(stages)
     nodes = layout.nodes
-    executable = _EXECUTABLE[name]
+    executable = EXECUTABLES[name]
     worker: dict[str, str | None] = {}
     if nodes > 1:
         executable, worker = _multi_node(name, f, nodes, layout.gpus, layout.data_parallel, flags, notes)
-    arguments = (*executable, *positional, *_flag_parts(flags))
+    arguments = (*executable, *positional, *flag_parts(flags))
     writes = [_heredoc(file, text) for file, text in files.items()]
-    command = "\n".join([*(_comment(note) for note in notes), *writes, _shell_line(arguments)])
+    command = "\n".join([*(shell_comment(note) for note in notes), *writes, shell_line(arguments)])
     cited = dict(documented.values())
     citations = {flag: cited[flag] for flag in (*flags, *worker)}
     return LaunchConfig(name, arguments, command, flags, citations, tuple(notes), weights, kv, files, nodes, worker)
@@ -444,7 +443,7 @@ def _replica_flags(
         flags = {
             f["model"]: repo,
             f["host"]: "0.0.0.0",
-            f["port"]: str(_PORT[name]),
+            f["port"]: str(PORTS[name]),
             f["tensor_parallel"]: str(tp),
             f["max_sequences"]: str(batch),
             f["memory_fraction"]: f"{fraction:.3f}",
@@ -453,7 +452,7 @@ def _replica_flags(
         return flags, ()
     flags = {
         f["host"]: "0.0.0.0",
-        f["port"]: str(_PORT[name]),
+        f["port"]: str(PORTS[name]),
         f["tensor_parallel"]: str(tp),
         f["max_sequences"]: str(batch),
         f["token_budget"]: str(budget),
@@ -541,7 +540,7 @@ def _options_file(f: _Flags, options: dict[str, Any], flags: dict[str, str | Non
     return files
 
 
-def _flag_parts(flags: dict[str, str | None]) -> list[str]:
+def flag_parts(flags: dict[str, str | None]) -> list[str]:
     """Flags as arguments (a ``None`` value is a switch)."""
     return [part for flag, value in flags.items() for part in ((flag,) if value is None else (flag, value))]
 
@@ -551,33 +550,33 @@ def _flag_parts(flags: dict[str, str | None]) -> list[str]:
 _EXPANDABLE = re.compile(r"\$(?:[A-Z][A-Z_]*(?::[0-9]{1,5})?|\(\([A-Z][A-Z_]* \* [0-9]{1,6}\)\))")
 
 
-class _Variable(str):
+class ShellVariable(str):
     """An argument the calculator wrote with a node variable in it, left for the shell to expand."""
 
     __slots__ = ()
 
-    def __new__(cls, text: str) -> _Variable:
+    def __new__(cls, text: str) -> ShellVariable:
         if not _EXPANDABLE.fullmatch(text):
             raise ValueError(f"not a node variable form: {text!r}")
         return super().__new__(cls, text)
 
 
-def _shell_line(arguments: Any) -> str:
+def shell_line(arguments: Any) -> str:
     """The arguments as one POSIX shell line, each a single word that runs nothing.
 
-    Only the node variables the calculator writes (:class:`_Variable`) stay expandable, in double
+    Only the node variables the calculator writes (:class:`ShellVariable`) stay expandable, in double
     quotes; any other argument, whatever it holds (``$(...)``, backquotes, ``;``, line breaks, a
     ``$NAME`` of its own), is quoted with :func:`shlex.quote`, so the shell hands it to the engine as it is.
 
     Examples
     --------
-    >>> print(_shell_line(["vllm", "serve", "$(touch /tmp/x)/x", "--master-addr", _Variable("$LEADER_ADDRESS")]))
+    >>> print(shell_line(["vllm", "serve", "$(touch /tmp/x)/x", "--master-addr", ShellVariable("$LEADER_ADDRESS")]))
     vllm serve '$(touch /tmp/x)/x' --master-addr "$LEADER_ADDRESS"
     """
-    return " ".join(f'"{a}"' if isinstance(a, _Variable) else shlex.quote(a) for a in arguments)
+    return " ".join(f'"{a}"' if isinstance(a, ShellVariable) else shlex.quote(a) for a in arguments)
 
 
-def _comment(text: str) -> str:
+def shell_comment(text: str) -> str:
     """``text`` as one comment line of a shell script or a YAML file: every control character becomes a space.
 
     YAML and POSIX shells end a comment at a line break (YAML also at NEL, LS and PS), so a value
@@ -591,14 +590,14 @@ def _multi_node(
     engine: str, f: _Flags, nodes: int, tp: int, ranks: int, flags: dict[str, str | None], notes: list[str]
 ) -> tuple[tuple[str, ...], dict[str, str | None]]:
     """A replica over ``nodes`` nodes: each engine's flags (in ``flags``), its executable, the other nodes' flags."""
-    leader, rank = (_Variable(f"${name}") for name in NODE_VARIABLES)
+    leader, rank = (ShellVariable(f"${name}") for name in NODE_VARIABLES)
     per_node = tp // nodes
     worker: dict[str, str | None] = {}
     if engine == "trtllm":
         notes.append(f"the replica spans {nodes} nodes of {per_node} GPUs: {TRTLLM_MULTI_NODE}")
         notes.append(f"run once, on the first node; list the {nodes} nodes with {per_node} slots each in 'hostfile'")
         launcher = ("mpirun", "--hostfile", "hostfile", "-np", str(tp), "trtllm-llmapi-launch")
-        return (*launcher, *_EXECUTABLE[engine]), worker
+        return (*launcher, *EXECUTABLES[engine]), worker
     if engine == "vllm" and ranks > 1:
         local = ranks // nodes
         flags.update({
@@ -606,7 +605,7 @@ def _multi_node(
             f["data_parallel_address"]: leader,
             f["data_parallel_rpc_port"]: str(_VLLM_DP_RPC_PORT),
         })  # fmt: skip
-        worker = {f["headless"]: None, f["data_parallel_start_rank"]: _Variable(f"$(({rank[1:]} * {local}))")}
+        worker = {f["headless"]: None, f["data_parallel_start_rank"]: ShellVariable(f"$(({rank[1:]} * {local}))")}
     elif engine == "vllm":
         flags.update({f["nodes"]: str(nodes), f["node_rank"]: rank, f["leader_address"]: leader})
         worker = {f["headless"]: None}
@@ -615,15 +614,15 @@ def _multi_node(
             {
                 f["nodes"]: str(nodes),
                 f["node_rank"]: rank,
-                f["leader_address"]: _Variable(f"{leader}:{_SGLANG_DIST_PORT}"),
+                f["leader_address"]: ShellVariable(f"{leader}:{_SGLANG_DIST_PORT}"),
             }
         )
-    added = f"; the other nodes add {' '.join(_flag_parts(worker))}" if worker else ""
+    added = f"; the other nodes add {' '.join(flag_parts(worker))}" if worker else ""
     notes.append(
         f"the replica spans {nodes} nodes of {per_node} GPUs: run this on each with {NODE_VARIABLES[0]} set to the "
         f"first node's address and {NODE_VARIABLES[1]} to 0-{nodes - 1}{added}; only the first node serves HTTP"
     )
-    return _EXECUTABLE[engine], worker
+    return EXECUTABLES[engine], worker
 
 
 def _expert_parallel_flags(engine: str, f: _Flags, expert_parallel: int, tp: int) -> dict[str, str | None]:
@@ -815,15 +814,3 @@ def _speculative_flags(
         options["speculative_config"] = {"decoding_type": name, "num_nextn_predict_layers": length}
     else:
         options["speculative_config"] = {"decoding_type": name, "max_draft_len": length, "speculative_model_dir": draft}
-
-
-def __getattr__(name: str) -> Any:
-    """``kubernetes_manifest``, from the module that builds it on the command above.
-
-    Imported on first use, so that ``calculator._kubernetes``, which imports this module, may be imported first.
-    """
-    if name == "kubernetes_manifest":
-        from ._kubernetes import kubernetes_manifest
-
-        return kubernetes_manifest
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -14,11 +14,12 @@ import json
 import pytest
 import yaml
 
-from calculator.deploy import TRTLLM_LOAD_BALANCER_FILE, TRTLLM_OPTIONS_FILE, kubernetes_manifest, launch_command
+from calculator.deploy import TRTLLM_LOAD_BALANCER_FILE, TRTLLM_OPTIONS_FILE, launch_command
 from calculator.errors import InputError
 from calculator.fleet import FleetPlan, SearchSpace, Targets, Workload, size_fleet
 from calculator.fleet.plan import plan_summary
 from calculator.fleet.problem import _Problem
+from calculator.kubernetes import kubernetes_manifest
 from calculator.performance import engine_profile, step_arrays
 from calculator.simulation import plan_setup
 from calculator.units import Q_

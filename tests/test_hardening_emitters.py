@@ -170,10 +170,10 @@ def test_the_manifest_holds_exactly_the_documents_meant_whatever_the_repository(
 
 
 def test_a_comment_never_carries_a_line_break():
-    from calculator.deploy import _comment
+    from calculator.deploy import shell_comment
 
     for text in ("a\nb", "a\r\nb", "a\x85b", "a\u2028b", "a\u2029b", "a\x0bb", "a\x0cb", "a\x00b", "a\x1b]0;x\x07b"):
-        line = _comment(text)
+        line = shell_comment(text)
         assert len(line.splitlines()) == 1 and line.startswith("# "), repr(text)
         assert line.isprintable(), repr(text)  # no terminal escape sequence, nothing YAML refuses
         assert yaml.safe_load(line + "\nkey: 1") == {"key": 1}

@@ -485,7 +485,8 @@ def _demand_json(scaled: Any, curve: tuple[Any, Any, Any]) -> dict[str, Any]:
 
 def _emit_deployment(plan: Any, emit: EmitTarget, out: Path | None, registry: Any) -> None:
     """``size --emit``: print (or write) the plan's launch command or manifest; an infeasible plan exits 1."""
-    from ..deploy import kubernetes_manifest, launch_command
+    from ..deploy import launch_command
+    from ..kubernetes import kubernetes_manifest
 
     if not plan.feasible:
         raise _fail(f"no feasible plan, nothing to emit: {plan.reason}", code=1)

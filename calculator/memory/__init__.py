@@ -66,6 +66,7 @@ from .kv import (
     mla_kv_bytes_per_token,
     model_kv_bytes_per_token,
     tensor_parallel_valid,
+    window_shares,
 )
 from .lora import lora_adapter_bytes, lora_adapter_parameters, lora_parameters
 from .paging import (
@@ -79,7 +80,7 @@ from .paging import (
 )
 from .prefix import PrefixCacheMemory, prefix_cache_memory, prefix_cache_tokens, shared_block_usage
 from .quantize import QuantizedTensor, quantize
-from .state import state_bytes_per_sequence
+from .state import StateShape, state_bytes_per_sequence, state_shape
 from .weights import (
     NO_BYTES,
     WEIGHT_BITS,
@@ -89,6 +90,7 @@ from .weights import (
     model_weight_bytes,
     quantization_overhead,
     routed_expert_parameters,
+    vision_weight_bytes,
     weight_bytes,
 )
 
@@ -113,6 +115,10 @@ __all__ = [
     "mla_kv_bytes_per_token",
     "model_kv_bytes_per_token",
     "state_bytes_per_sequence",
+    "StateShape",
+    "state_shape",
+    "window_shares",
+    "vision_weight_bytes",
     "kv_bytes_per_token_per_device",
     "tensor_parallel_valid",
     "check_tensor_parallel",

@@ -1,4 +1,4 @@
-"""The Kubernetes sketch of a fleet plan (:func:`~calculator.deploy.kubernetes_manifest`), apart from the commands.
+"""The Kubernetes sketch of a fleet plan (:func:`kubernetes_manifest`), built on :mod:`calculator.deploy`'s command.
 
 A Deployment of ``plan.replicas`` pods running :func:`~calculator.deploy.launch_command`'s command (a
 LeaderWorkerSet where a replica spans nodes), a ConfigMap of the engine's files mounted at ``/etc/servecalc``,
@@ -12,19 +12,19 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from .deploy import (
-    _EXECUTABLE,
-    _IMAGE,
-    _PORT,
+    EXECUTABLES,
     HEADROOM,
+    IMAGES,
+    PORTS,
     SCALING_METRIC,
     LaunchConfig,
+    ShellVariable,
     WeightsSource,
-    _comment,
-    _flag_parts,
-    _parts,
-    _shell_line,
-    _Variable,
+    flag_parts,
     launch_command,
+    plan_parts,
+    shell_comment,
+    shell_line,
 )
 from .errors import InputError
 from .types import Fraction
@@ -86,7 +86,7 @@ def kubernetes_manifest(
     if image is not None and (not isinstance(image, str) or not image.strip()):
         raise InputError(f"kubernetes_manifest(): argument 'image' must be a container image name, got {image!r}")
     target, why = _scaling_target(plan, target_utilization)
-    running = _parts(plan)[1].running_batch
+    running = plan_parts(plan)[1].running_batch
     import yaml
 
     from .fleet.plan import layout_text
@@ -98,14 +98,14 @@ def kubernetes_manifest(
     group = f"# each replica is a LeaderWorkerSet group of {config.nodes} pods, one per node (install LWS: "
     group += "kubernetes-sigs/lws; vLLM's LWS deployment page)"
     head = [
-        _comment(
+        shell_comment(
             f"servecalc fleet plan: {plan.gpus} x {plan.accelerator} at {plan.precision}, {plan.replicas} replicas "
             f"of {layout_text(plan.layout)}, batch cap {plan.batch}, engine {config.engine}"
         ),
-        _comment(f"weights: {weights.repo} ({_weights_text(weights)}); KV cache {config.kv_precision}"),
+        shell_comment(f"weights: {weights.repo} ({_weights_text(weights)}); KV cache {config.kv_precision}"),
         "# pin the image to a tested version and schedule the pods on nodes with this accelerator",
         *([group] if config.nodes > 1 else []),
-        *(_comment(note) for note in config.notes),
+        *(shell_comment(note) for note in config.notes),
     ]
     scaling = [
         f"# Autoscaler sketch. Signal: '{SCALING_METRIC}', the requests running on a pod (the engine's gauge of",
@@ -135,7 +135,7 @@ def _scaling_target(plan: FleetPlan, target_utilization: Fraction | None) -> tup
     from ._support import probability
 
     if target_utilization is None:
-        target = max(_parts(plan)[1].running_batch, 1.0)
+        target = max(plan_parts(plan)[1].running_batch, 1.0)
         return target, [
             f"# The target, {target:.4g} running requests per pod, is the running batch at the planned load",
             "# (Little's law), where the plan's TTFT and TPOT were evaluated: above it a pod runs past the",
@@ -155,7 +155,7 @@ def _deployment(
     plan: FleetPlan, config: LaunchConfig, name: str, image: str | None
 ) -> tuple[dict[str, Any] | None, dict[str, Any]]:
     """The ConfigMap of the engine's files (None without files) and the Deployment of the plan's pods."""
-    executable = len(_EXECUTABLE[config.engine])
+    executable = len(EXECUTABLES[config.engine])
     arguments = [_mounted(part, config.files) for part in config.arguments[executable:]]
     mounts: list[dict[str, Any]] = [{"name": "shm", "mountPath": "/dev/shm"}]
     volumes: list[dict[str, Any]] = [{"name": "shm", "emptyDir": {"medium": "Memory"}}]
@@ -173,11 +173,11 @@ def _deployment(
         return config_map, _leader_worker_set(plan, config, name, image, mounts, volumes)
     container = {
         "name": config.engine,
-        "image": image or _IMAGE[config.engine],
+        "image": image or IMAGES[config.engine],
         "command": list(config.arguments[:executable]),
         "args": arguments,
-        "ports": [{"name": "http", "containerPort": _PORT[config.engine]}],
-        "resources": {"limits": {"nvidia.com/gpu": _parts(plan)[0].gpus}},
+        "ports": [{"name": "http", "containerPort": PORTS[config.engine]}],
+        "resources": {"limits": {"nvidia.com/gpu": plan_parts(plan)[0].gpus}},
         "volumeMounts": mounts,
     }
     deployment = {
@@ -219,25 +219,25 @@ def _leader_worker_set(
     arguments = [_mounted(part, config.files) for part in config.arguments]
 
     def lws(argument: str) -> str:  # the node variables, renamed to LWS's own; nothing else is touched
-        if not isinstance(argument, _Variable):
+        if not isinstance(argument, ShellVariable):
             return argument
         for ours, theirs in _LWS_VARIABLES.items():
             argument = argument.replace(f"${ours}", f"${theirs}").replace(f"$(({ours}", f"$(({theirs}")
-        return _Variable(argument)
+        return ShellVariable(argument)
 
     def line(extra: dict[str, str | None]) -> str:
-        return _shell_line([lws(a) for a in (*arguments, *_flag_parts(extra))])
+        return shell_line([lws(a) for a in (*arguments, *flag_parts(extra))])
 
     def pod(role: str, extra: dict[str, str | None]) -> dict[str, Any]:
         container: dict[str, Any] = {
             "name": f"{config.engine}-{role}",
-            "image": image or _IMAGE[config.engine],
+            "image": image or IMAGES[config.engine],
             "command": ["sh", "-c", line(extra)],
-            "resources": {"limits": {"nvidia.com/gpu": _parts(plan)[0].gpus // config.nodes}},
+            "resources": {"limits": {"nvidia.com/gpu": plan_parts(plan)[0].gpus // config.nodes}},
             "volumeMounts": copy.deepcopy(mounts),
         }
         if role == "leader":
-            container["ports"] = [{"name": "http", "containerPort": _PORT[config.engine]}]
+            container["ports"] = [{"name": "http", "containerPort": PORTS[config.engine]}]
         return {
             "metadata": {"labels": {"app": name, "role": role}},
             "spec": {"containers": [container], "volumes": copy.deepcopy(volumes)},
@@ -261,7 +261,7 @@ def _leader_worker_set(
 
 def _autoscaler(plan: FleetPlan, name: str, target: float) -> dict[str, Any]:
     """A HorizontalPodAutoscaler on the running requests per pod: the planned replicas up to HEADROOM times."""
-    several = _parts(plan)[0].nodes > 1
+    several = plan_parts(plan)[0].nodes > 1
     reference = (
         {"apiVersion": LWS_API, "kind": "LeaderWorkerSet"}
         if several

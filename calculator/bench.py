@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import InputError
 from .results import Result, percentile_label
+from .types import Rate
 from .units import Q_
 
 if TYPE_CHECKING:
@@ -151,8 +152,8 @@ class BenchmarkCommand(Result):
     tool: str
     command: str
     arguments: tuple[tuple[str, ...], ...]
-    rates: tuple[Any, ...]
-    plan_rate: Any
+    rates: tuple[Rate, ...]
+    plan_rate: Rate
     requests: int
     input_len: int
     output_len: int
@@ -348,9 +349,9 @@ class BenchmarkCheck(Result):
     replan: bool
     advice: str
     run: str
-    rate: Any
-    plan_rate: Any
-    throughput: Any
+    rate: Rate
+    plan_rate: Rate
+    throughput: Rate
 
 
 def _statistic_key(plan: Any) -> tuple[str, str]:

@@ -254,6 +254,16 @@ def _runs_of_file(path: Path, text: str, concurrency: float | None, room: int) -
     return [_run_from_summary(record, where, concurrency) for where, record in _records_of_file(path, text, room)]
 
 
+def _path_list(paths: Any, function: str) -> list[str | Path]:
+    """``paths`` as a list of file names (at most one beyond the runs' cap), or an InputError naming the argument."""
+    if isinstance(paths, str | Path) or not isinstance(paths, Iterable):
+        raise InputError(f"{function}(): argument 'paths' must be a list of files, got {paths!r:.80}")
+    chosen = list(itertools.islice(paths, MAX_CALIBRATION_RUNS + 1))
+    if not chosen or not all(isinstance(p, str | Path) for p in chosen):
+        raise InputError(f"{function}(): argument 'paths' must be a non-empty list of file names")
+    return chosen
+
+
 def _file_texts(paths: list[Path], formats: Mapping[str, str], function: str) -> Iterator[tuple[Path, str]]:
     """Each file of ``paths`` and its text, within :data:`MAX_CALIBRATION_RUNS` files and the byte caps."""
     if len(paths) > MAX_CALIBRATION_RUNS:
@@ -299,7 +309,8 @@ def read_result_records(paths: Iterable[str | Path]) -> list[tuple[str, Mapping[
     :class:`InputError` naming it.
     """
     records: list[tuple[str, Mapping[str, Any]]] = []
-    for path, text in _file_texts([Path(p) for p in paths], RESULT_FORMATS, "read_result_records"):
+    chosen = _path_list(paths, "read_result_records")
+    for path, text in _file_texts([Path(p) for p in chosen], RESULT_FORMATS, "read_result_records"):
         records += _records_of_file(path, text, MAX_CALIBRATION_RUNS - len(records))
         if len(records) > MAX_CALIBRATION_RUNS:
             raise InputError(f"{_where(path)}: too many runs; {RUNS_CAP_NOTE}")
@@ -337,11 +348,7 @@ def read_benchmark_files(
     """
     import pandas as pd
 
-    if isinstance(paths, str | Path) or not isinstance(paths, Iterable):
-        raise InputError(f"read_benchmark_files(): argument 'paths' must be a list of files, got {paths!r:.80}")
-    chosen = list(itertools.islice(paths, MAX_CALIBRATION_RUNS + 1))
-    if not chosen or not all(isinstance(p, str | Path) for p in chosen):
-        raise InputError("read_benchmark_files(): argument 'paths' must be a non-empty list of file names")
+    chosen = _path_list(paths, "read_benchmark_files")
     if arrivals not in ("dispersed", "waves"):
         raise InputError(f"read_benchmark_files(): argument 'arrivals' must be dispersed or waves, got {arrivals!r}")
     spread = check_length_cv("read_benchmark_files", length_cv)

@@ -114,6 +114,12 @@ _LINK = "chapter-nvlink-h100"
 
 OVERRIDES: dict[str, dict[str, Any]] = {
     "read_benchmark_files": {"paths": [_RESULTS], "model": "qwen3-32b", "accelerator": "h100-sxm", "engine": "vllm"},
+    "read_result_records": {"paths": [_RESULTS]},
+    "result_number": {"where": "run.json", "field": "mean_ttft_ms", "value": 150.0},
+    "tie_lines": {"plan": _PLAN},
+    "percentile_label": {"fraction": 0.99},
+    "router_name": {"router": "round_robin"},
+    "vendor_tested": {"accelerator_id": "h100_sxm"},
     "engine_entry_yaml": {
         "calibration": _CALIBRATION,
         "engine": "vllm",

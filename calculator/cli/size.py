@@ -260,7 +260,7 @@ def _serving_lines(answers: Any) -> list[str]:
 def _tie_lines(plan: Any) -> list[str]:
     """The plan's near ties under the answer, each with what differs (:func:`~calculator.fleet.tie_lines`)."""
     from ..fleet import tie_lines
-    from ..fleet.search import NEAR_TIE
+    from ..fleet.inputs import NEAR_TIE
 
     ties = tie_lines(plan)
     return (

@@ -57,6 +57,9 @@ MAX_OCCUPANCY_ENTRIES = 16_000_000
 # Inputs (the traffic, the targets and the serving features are the serving vocabulary's, re-exported)
 
 
+#: The default ``SearchSpace.near_tie``: alternatives within 2 % of the plan's cost are listed beside it.
+NEAR_TIE = 0.02
+
 #: How a mixture of experts sits on a replica's GPUs (``SearchSpace.moe_layouts``): experts split by tensor
 #: parallelism; experts spread (expert parallelism); one attention rank per GPU with the experts spread.
 MOE_LAYOUTS = ("tensor", "expert", "attention-dp")
@@ -89,6 +92,10 @@ class SearchSpace(Result):
         parallelism of the replica's size, vLLM's ``--enable-expert-parallel``) and ``"attention-dp"``
         (one attention rank per GPU with its own sequences and KV cache, the experts spread: attention
         data parallelism). All are searched by default; dense models ignore it.
+    near_tie : float
+        The plan lists the cheapest candidate of each other (accelerator, precision, TP, layout) whose cost is
+        within this fraction of its own (``plan.alternatives``, :func:`~calculator.fleet.tie_lines`); 0: none.
+        Default :data:`NEAR_TIE` (2 %).
 
     Examples
     --------
@@ -102,9 +109,13 @@ class SearchSpace(Result):
     batches: tuple[int, ...] = DEFAULT_BATCHES
     kv_precision: Precision | None = None
     moe_layouts: tuple[str, ...] = MOE_LAYOUTS
+    near_tie: float = NEAR_TIE
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "accelerators", _distinct(_as_list(self.accelerators, "accelerators")))
+        tie = self.near_tie
+        if isinstance(tie, bool) or not isinstance(tie, int | float) or not 0 <= tie < 1:
+            raise InputError(f"SearchSpace: 'near_tie' must be a fraction in [0, 1) such as 0.02, got {shown(tie)}")
         layouts = tuple(_as_list(self.moe_layouts, "moe_layouts"))
         if not layouts or any(layout not in MOE_LAYOUTS for layout in layouts):
             wanted = " and/or ".join(repr(layout) for layout in MOE_LAYOUTS)

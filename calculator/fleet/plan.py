@@ -244,6 +244,8 @@ def tie_lines(plan: FleetPlan) -> list[str]:
     10 x h200-sxm at fp8 (5 replicas of TP 2, batch 64): 45.40 USD/hour (+0.04, +0.1%), 2 GPUs fewer,
     TTFT 250 ms (plan 300 ms), TPOT 18.0 ms (plan 20.0 ms)
     """
+    if not isinstance(plan, FleetPlan):
+        raise InputError(f"tie_lines(): argument 'plan' must be a FleetPlan (size_fleet's), got {shown(plan)}")
     if not plan.feasible or plan.cost is None or plan.service is None:
         return []
     cost, service = plan.cost.per_hour.m_as("USD/hour"), plan.service

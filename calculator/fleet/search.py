@@ -4,7 +4,7 @@
 :class:`~calculator.fleet.inputs.SearchSpace` (:mod:`calculator.fleet.evaluate` prices them) best
 first under lower bounds on their cost, evaluating only those that could still win (:class:`_Search`).
 The cheapest feasible candidate wins (the largest cap among equals); the rows whose cost is within a
-slack of it (``near_tie``) are evaluated too, their cheapest candidates listed as its near ties. The
+slack of it (``SearchSpace.near_tie``) are evaluated too, their cheapest candidates listed as its near ties. The
 plan reports its binding constraint (what keeps it from one replica fewer), why each rejected family
 failed, the closest
 achievable values when nothing is feasible, and the GPUs its configuration needs at the ends of the
@@ -47,7 +47,6 @@ if TYPE_CHECKING:
 __all__: list[str] = []
 
 #: The fraction of a plan's cost within which the plan lists other configurations beside it (near ties).
-NEAR_TIE = 0.02
 
 #: The electricity price of the energy estimate when none is given (a scenario value).
 DEFAULT_ELECTRICITY_PRICE = Q_(0.10, "USD/(kW*hour)")
@@ -673,12 +672,11 @@ _BINDING_REASONS = {
 }
 
 
-def _size(
-    problem: _Problem, progress: Callable[[int, int], Any] | None = None, near_tie: float = NEAR_TIE
-) -> FleetPlan:
+def _size(problem: _Problem, progress: Callable[[int, int], Any] | None = None) -> FleetPlan:
     """:func:`size_fleet` of a resolved problem, with a ``progress(done, total)`` callback per family.
 
-    ``near_tie``: the fraction of the plan's cost within which other families' cheapest candidates are listed.
+    ``problem.space.near_tie``: the fraction of the plan's cost within which other families' cheapest candidates
+    are listed.
     """
     workload, targets = problem.workload, problem.targets
     record: dict[str, Any] = {
@@ -692,7 +690,15 @@ def _size(
     families, tps = list(problem.families), problem.tps
     tp_grid, batch_grid = np.meshgrid(tps, problem.batches, indexing="ij")
     search = _Search(
-        families, problem.profile, workload, targets, problem.serving, tps, tp_grid, batch_grid, slack=near_tie
+        families,
+        problem.profile,
+        workload,
+        targets,
+        problem.serving,
+        tps,
+        tp_grid,
+        batch_grid,
+        slack=problem.space.near_tie,
     )
     outcome = search.run(progress=progress)
     # a spread layout's family holds the replica sizes its copies of experts place evenly (_copy_families)

@@ -28,7 +28,7 @@ from ..units import shown
 from .inputs import Costs, SearchSpace, ServingOptions, Targets, Workload
 from .plan import FleetPlan
 from .problem import _Problem
-from .search import NEAR_TIE, _size
+from .search import _size
 
 if TYPE_CHECKING:
     from ..registry import Registry
@@ -119,7 +119,6 @@ def size_fleet(
     serving: ServingOptions | None = None,
     costs: Costs | None = None,
     registry: Registry | None = None,
-    near_tie: float = NEAR_TIE,
 ) -> FleetPlan:
     """Size the cheapest fleet that serves a workload within its targets.
 
@@ -145,9 +144,6 @@ def size_fleet(
     registry : Registry, optional
         Where ids resolve (``load_registry(extra=[...])`` for your own hardware, models and prices);
         default: the registry the given objects came from, or the packaged one.
-    near_tie : float
-        The plan lists the cheapest candidate of each other (accelerator, precision, TP, layout) whose cost is
-        within this fraction of its own (``plan.alternatives``, :func:`~calculator.fleet.tie_lines`); 0: none.
 
     Returns
     -------
@@ -169,8 +165,4 @@ def size_fleet(
     >>> plan.feasible, plan.gpus > 0, plan.binding_constraint in {"memory", "tpot", "ttft", "throughput"}
     (True, True, True)
     """
-    if isinstance(near_tie, bool) or not isinstance(near_tie, int | float) or not 0 <= near_tie < 1:
-        raise InputError(
-            f"size_fleet(): argument 'near_tie' must be a fraction in [0, 1) such as 0.02, got {shown(near_tie)}"
-        )
-    return _size(_Problem.of(model, workload, targets, space, engine, serving, costs, registry), near_tie=near_tie)
+    return _size(_Problem.of(model, workload, targets, space, engine, serving, costs, registry))

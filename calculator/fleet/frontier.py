@@ -18,7 +18,7 @@ from ..units import Q_, shown
 from .evaluate import _evaluate, _families
 from .inputs import DEFAULT_BATCHES, DEFAULT_TENSOR_PARALLEL, Costs, SearchSpace, ServingOptions, Targets, Workload
 from .plan import FleetPlan
-from .problem import _beyond_context, _Problem, _resolve
+from .problem import _beyond_context, _named_repository, _Problem, _resolve
 from .search import _size
 
 if TYPE_CHECKING:
@@ -196,7 +196,8 @@ def frontier(
         raise InputError(f"frontier(): {beyond}")
     tp_grid, batch_grid = np.meshgrid(tps, grid_batches, indexing="ij")
     rows = []
-    for family in _families(entry, space, Costs(Q_(1, "USD/hour")), None, reg, profile):
+    named = _named_repository(model, entry)
+    for family in _families(entry, space, Costs(Q_(1, "USD/hour")), None, reg, profile, named):
         caps = family.caps(tp_grid, batch_grid)
         out = _evaluate(family, profile, workload, tp_grid, caps, ServingOptions())
         keep = out.fits

@@ -341,6 +341,10 @@ class Interconnect(Entry):
     UNSOURCED: ClassVar[frozenset[str]] = Entry.UNSOURCED | {"scope"}
 
 
+#: How a checkpoint stores quantized weights (``Checkpoint.format``, ``Engine.checkpoint_format``).
+CheckpointFormat = Literal["modelopt", "compressed-tensors", "awq", "gptq", "fp8-block", "mxfp4"]
+
+
 class Checkpoint(_Strict):
     """A published checkpoint of a model's weights at one precision (the repository a launch config loads).
 
@@ -351,7 +355,7 @@ class Checkpoint(_Strict):
 
     precision: Precision
     repo: str = Field(pattern=rf"^{REPOSITORY_PATTERN}$")
-    format: Literal["modelopt", "compressed-tensors", "awq", "gptq", "fp8-block", "mxfp4"] = Field(
+    format: CheckpointFormat = Field(
         description="the quantization format: ModelOpt (hf_quant_config.json), compressed-tensors (llm-compressor), "
         "AWQ or GPTQ INT4, block-scaled FP8 (DeepSeek/Qwen native), MXFP4 (gpt-oss native)"
     )
@@ -776,6 +780,11 @@ class Engine(Entry):
     )
     quantized_kv_precision: Literal["fp8", "bf16", "fp16"] = Field(
         description="KV-cache precision for FP8/FP4 weights whose checkpoint declares none in the registry"
+    )
+    checkpoint_format: CheckpointFormat | None = Field(
+        None,
+        description="the checkpoint format the engine's documentation runs quantized weights from, preferred where "
+        "a model has checkpoints of one precision in several formats (None: none documented, the first listed)",
     )
     async_scheduling: bool | None = Field(
         None,

@@ -285,9 +285,10 @@ def weights_source(
     """The checkpoint ``engine`` loads to run ``model``'s weights at ``precision``, and how.
 
     16-bit weights: the model's own checkpoint (``served``: the repository the plan was named by, one of the
-    model's aliases; default its first). Quantized: the registry's checkpoint at that precision,
-    else (FP8 on vLLM and SGLang) the 16-bit checkpoint quantized at load time. Anything else is an
-    :class:`~calculator.errors.InputError` saying how to add a checkpoint.
+    model's aliases; default its first). Quantized: the checkpoint at that precision the plan assumes
+    (``performance.CHECKPOINT_RULE``: ``served`` where it names one), else (FP8 on vLLM and SGLang) the 16-bit
+    checkpoint quantized at load time. Anything else is an :class:`~calculator.errors.InputError` saying how to add
+    a checkpoint.
 
     Examples
     --------
@@ -295,9 +296,9 @@ def weights_source(
     >>> reg = load_registry()
     >>> weights_source("llama-3.1-8b", "fp8", "trtllm").repo
     'nvidia/Llama-3.1-8B-Instruct-FP8'
-    >>> source = weights_source(reg.model("llama-3.1-70b"), "fp8", "vllm")
+    >>> source = weights_source(reg.model("llama-3.3-70b"), "fp8", "vllm")
     >>> source.repo, source.method
-    ('meta-llama/Llama-3.1-70B', 'online')
+    ('meta-llama/Llama-3.3-70B-Instruct', 'online')
     """
     from ._support import model_of
     from .precision import PRECISIONS, check_precision
@@ -317,13 +318,12 @@ def weights_source(
                 "'checkpoints' in a registry file (--extra; docs/fleet-sizer.md, Deployable output)"
             )
         return WeightsSource(own, name, "checkpoint")
-    checkpoint = model.checkpoint(name)
-    if checkpoint is not None:
-        return WeightsSource(
-            checkpoint.repo, name, "checkpoint", checkpoint.kv_cache, checkpoint.source, checkpoint.format
-        )
-    from .performance import engine_profile
+    from .performance import checkpoint_for, engine_profile
 
+    checkpoint = checkpoint_for(model, name, engine, served=served, registry=registry)  # CHECKPOINT_RULE
+    if checkpoint is not None:
+        kv, source, form = checkpoint.kv_cache, checkpoint.source, checkpoint.format
+        return WeightsSource(checkpoint.repo, name, "checkpoint", kv, source, form)
     if name in engine_profile(engine, registry).online_quantization:
         return WeightsSource(own, name, "online")
     label = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}[engine]

@@ -177,8 +177,15 @@ def test_fleet_sizer_offers_the_plan_as_launch_commands_and_a_manifest():
     assert "Deploy this plan" in [e.label for e in app.expander]
     labels = [button.proto.label for button in app.get("download_button")]
     assert {"vLLM command", "SGLang command", "Kubernetes manifest"} <= set(labels)
-    # The default plan runs Llama-3.1-70B at FP8: vLLM and SGLang quantize it as they load it, TensorRT-LLM
-    # needs a pre-quantized checkpoint the registry does not list, and says so instead of a wrong command.
+    # The default plan runs Llama-3.1-70B at FP8: every engine loads NVIDIA's FP8 checkpoint of it.
+    assert "TensorRT-LLM command" in labels
+    assert not [w.value for w in app.warning if "command:" in w.value or "manifest:" in w.value]
+    # Llama-3.3-70B has none in the registry: vLLM and SGLang quantize it as they load it, TensorRT-LLM needs a
+    # pre-quantized checkpoint and says so instead of a wrong command.
+    app = open_page("fleet_sizer", model="llama-3.3-70b")
+    assert_clean(app)
+    labels = [button.proto.label for button in app.get("download_button")]
+    assert {"vLLM command", "SGLang command", "Kubernetes manifest"} <= set(labels)
     assert "TensorRT-LLM command" not in labels
     (warning,) = [w.value for w in app.warning if "command:" in w.value or "manifest:" in w.value]
     assert warning.startswith("TensorRT-LLM command:") and "checkpoints" in warning

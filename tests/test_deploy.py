@@ -364,25 +364,36 @@ def test_a_launch_config_loads_the_weights_and_kv_cache_the_plan_fitted(base_pla
     assert config.kv_precision == kv and config.weights.precision == precision
 
 
-def test_the_issue_command_emits_the_fp8_weights_it_planned():
+@pytest.mark.parametrize(
+    ("model", "weights"),
+    [
+        # the registry's ModelOpt FP8 checkpoint, which declares its own quantization (no --quantization)
+        ("llama-3.1-70b", ("nvidia/Llama-3.1-70B-Instruct-FP8", None)),
+        # no FP8 checkpoint of Llama 3.3 70B in the registry: the 16-bit one, quantized to FP8 as it loads
+        ("llama-3.3-70b", ("meta-llama/Llama-3.3-70B-Instruct", "fp8")),
+    ],
+)
+def test_the_issue_command_emits_the_fp8_weights_it_planned(model, weights):
     # The defect: FP8 weights on TP 2 were emitted as the BF16 checkpoint with no quantization flag,
     # which loads 141 GB onto two 80 GB GPUs.
     arguments = [
-        "size", "llama-3.1-70b", "--rate", "20", "--input", "2000", "--output", "300", "--ttft", "2s", "--tpot", "50ms",
+        "size", model, "--rate", "20", "--input", "2000", "--output", "300", "--ttft", "2s", "--tpot", "50ms",
         "--percentile", "99", "-a", "h100-sxm", "-a", "h200-sxm", "-p", "fp8", "-p", "bf16",
     ]  # fmt: skip
     planned = CliRunner().invoke(app, [*arguments, "--json"])
     assert planned.exit_code == 0, planned.output
-    import json
-
     plan = json.loads(planned.stdout)
     result = CliRunner().invoke(app, [*arguments, "--emit", "vllm"])
     assert result.exit_code == 0, result.output
     repo, quantization, kv, _ = _parse(result.stdout.strip(), "vllm")
-    assert plan["precision"] == "fp8" and repo == "meta-llama/Llama-3.1-70B" and quantization == "fp8"
+    assert plan["precision"] == "fp8" and (repo, quantization) == weights
     assert kv == {"fp8": "fp8"}.get(plan["kv_precision"], "auto")
     trt = CliRunner().invoke(app, [*arguments, "--emit", "trtllm"])
-    assert trt.exit_code != 0 and "checkpoints" in trt.output and "Traceback" not in trt.output
+    if weights[1] is None:  # TensorRT-LLM loads the same pre-quantized checkpoint
+        assert trt.exit_code == 0, trt.output
+        assert _parse(trt.stdout.strip(), "trtllm")[0] == weights[0]
+    else:  # and quantizes nothing at load time
+        assert trt.exit_code != 0 and "checkpoints" in trt.output and "Traceback" not in trt.output
 
 
 def test_the_command_serves_the_repository_the_plan_was_named_by():
@@ -399,10 +410,13 @@ def test_the_command_serves_the_repository_the_plan_was_named_by():
     assert again.served_model == "meta-llama/Llama-3.1-70B-Instruct"
     by_id = _plan("llama-3.1-70b", engine="vllm")
     assert (
-        by_id.served_model is None and weights_source("llama-3.1-70b", "fp8", "vllm").repo == "meta-llama/Llama-3.1-70B"
+        by_id.served_model is None and weights_source("llama-3.2-1b", "fp8", "vllm").repo == "meta-llama/Llama-3.2-1B"
     )
-    online = weights_source("llama-3.1-70b", "fp8", "vllm", served="meta-llama/Llama-3.1-70B-Instruct")
-    assert (online.repo, online.method) == ("meta-llama/Llama-3.1-70B-Instruct", "online")
+    online = weights_source("llama-3.2-1b", "fp8", "vllm", served="meta-llama/Llama-3.2-1B-Instruct")
+    assert (online.repo, online.method) == ("meta-llama/Llama-3.2-1B-Instruct", "online")
+    # at FP8 a name that is no FP8 checkpoint's serves the registry's FP8 checkpoint (performance.CHECKPOINT_RULE)
+    fp8 = weights_source("llama-3.1-70b", "fp8", "vllm", served="meta-llama/Llama-3.1-70B-Instruct")
+    assert (fp8.repo, fp8.method) == ("nvidia/Llama-3.1-70B-Instruct-FP8", "checkpoint")
     # a plan file whose name is not one of the model's aliases launches nothing
     tampered = dataclasses.replace(named, served_model="evil/model; rm -rf /")
     with pytest.raises(InputError, match=r"argument 'served' must be one of llama-3\.1-70b's aliases"):
@@ -411,40 +425,42 @@ def test_the_command_serves_the_repository_the_plan_was_named_by():
 
 def test_size_emit_serves_the_named_instruct_model():
     args = ["size", "meta-llama/Llama-3.1-70B-Instruct", *SIZING[1:], "--price", "4", "--engine", "vllm"]
-    result = CliRunner().invoke(app, [*args, "--emit", "vllm"])
+    result = CliRunner().invoke(app, [*args, "-p", "bf16", "--emit", "vllm"])
     assert result.exit_code == 0, result.output
     assert "vllm serve meta-llama/Llama-3.1-70B-Instruct " in result.stdout
 
 
 def test_the_sizer_chooses_no_plan_its_launch_cannot_load():
-    # Issue 54, item 4: Llama-3.1-70B has no FP8 checkpoint in the registry, so vLLM and SGLang load the 16-bit
+    # Issue 54, item 4: Llama-3.3-70B has no FP8 checkpoint in the registry, so vLLM and SGLang load the 16-bit
     # weights and quantize them as they load: 141.1 GB of them (70.55e9 parameters x 2 bytes) on one H200 exceed
     # what either memory policy uses (vLLM: 0.9 x 150.3 GB less 2 GB; SGLang: its static fraction), so one GPU is
     # rejected for that reason and the plan takes two, which its command can load.
     workload, targets = Workload(Q_(5, "request/s"), 1024, 256), Targets(Q_(2, "s"), Q_(60, "ms"))
     for engine in ("vllm", "sglang"):
-        plan = size_fleet("llama-3.1-70b", workload, targets, SearchSpace("h200-sxm", "fp8"), engine=engine)
+        plan = size_fleet("llama-3.3-70b", workload, targets, SearchSpace("h200-sxm", "fp8"), engine=engine)
         assert plan.feasible and plan.layout.tensor_parallel >= 2, engine
         reason = plan.rejected["h200-sxm/fp8/tp1"]
         assert reason.startswith("load: the engine loads the 16-bit checkpoint (no fp8 checkpoint in the registry)")
         assert "141.1 GB of 16-bit weights per device" in reason
-        assert weights_source("llama-3.1-70b", "fp8", engine).method == "online"
-    # A model with an FP8 checkpoint loads it as it runs: no such rejection.
-    small = size_fleet("llama-3.1-8b", workload, targets, SearchSpace("h200-sxm", "fp8"), engine="vllm")
-    assert not any(r.code == "load" for r in small.rejections)
+        assert weights_source("llama-3.3-70b", "fp8", engine).method == "online"
+    # A model with an FP8 checkpoint loads it as it runs: no such rejection (Llama-3.1-70B, the same shapes, has
+    # NVIDIA's ModelOpt one: 70.55 GB of FP8 weights, plus 16-bit embeddings, fit one H200).
+    for model in ("llama-3.1-8b", "llama-3.1-70b"):
+        fitted = size_fleet(model, workload, targets, SearchSpace("h200-sxm", "fp8"), engine="vllm")
+        assert not any(r.code == "load" for r in fitted.rejections), model
 
 
 def test_size_says_which_weights_the_plan_loads_or_that_none_exist():
     # Issue 54, item 4: the plan says what its engine loads, and where the checkpoint it needs does not exist.
-    args = ["size", "meta-llama/Llama-3.1-70B-Instruct", *SIZING[1:], "--price", "4"]
+    args = ["size", "meta-llama/Llama-3.3-70B-Instruct", *SIZING[1:], "--price", "4"]
     vllm = CliRunner().invoke(app, [*args, "--engine", "vllm"])
     assert vllm.exit_code == 0, vllm.output
-    assert "note: the engine loads meta-llama/Llama-3.1-70B-Instruct, the 16-bit checkpoint, quantized to fp8" in (
+    assert "note: the engine loads meta-llama/Llama-3.3-70B-Instruct, the 16-bit checkpoint, quantized to fp8" in (
         vllm.stdout
     )
     trtllm = CliRunner().invoke(app, [*args, "--engine", "trtllm"])
     assert trtllm.exit_code == 0, trtllm.output
-    assert "note: no weights to load: the plan runs llama-3.1-70b at fp8, but the registry lists no fp8 checkpoint" in (
+    assert "note: no weights to load: the plan runs llama-3.3-70b at fp8, but the registry lists no fp8 checkpoint" in (
         trtllm.stdout
     )
     small = CliRunner().invoke(app, ["size", *SIZING_8B[:1], *SIZING[1:], "--price", "4", "--engine", "trtllm"])
@@ -454,8 +470,10 @@ def test_size_says_which_weights_the_plan_loads_or_that_none_exist():
 def test_the_predictor_says_when_its_replica_cannot_load_what_it_priced():
     from calculator.performance import predict_benchmark
 
-    one = predict_benchmark("llama-3.1-70b", "h200-sxm", "fp8", 1, 1024, 256, 8, "vllm")
+    one = predict_benchmark("llama-3.3-70b", "h200-sxm", "fp8", 1, 1024, 256, 8, "vllm")
     (note,) = [c for c in one.caveats() if "16-bit checkpoint" in c]
     assert "141.1 GB of 16-bit weights per device exceed" in note and one.load_note == note
-    assert predict_benchmark("llama-3.1-70b", "h200-sxm", "fp8", 2, 1024, 256, 8, "vllm").load_note == ""
-    assert predict_benchmark("llama-3.1-70b", "h200-sxm", "fp8", 1, 1024, 256, 8, "trtllm").load_note == ""
+    assert predict_benchmark("llama-3.3-70b", "h200-sxm", "fp8", 2, 1024, 256, 8, "vllm").load_note == ""
+    assert predict_benchmark("llama-3.3-70b", "h200-sxm", "fp8", 1, 1024, 256, 8, "trtllm").load_note == ""
+    # Llama-3.1-70B, the same shapes, loads NVIDIA's FP8 checkpoint: nothing 16-bit to hold
+    assert predict_benchmark("llama-3.1-70b", "h200-sxm", "fp8", 1, 1024, 256, 8, "vllm").load_note == ""

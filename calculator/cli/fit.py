@@ -85,7 +85,7 @@ def fit_command(
     kept = _quantity("reserve", reserve, "GB")
     with _library_errors():
         spec, device = registry.model(model), registry.accelerator(accelerator)
-        kv = kv_precision or kv_cache_precision(spec, device, precision, engine, registry=registry)
+        kv = kv_precision or kv_cache_precision(spec, device, precision, engine, served=model, registry=registry)
         fit = model_memory_fit(
             spec, device, context, batch, precision, kv, tensor_parallel, kept, basis.value, block_size,
             data_parallel=data_parallel, registry=registry,

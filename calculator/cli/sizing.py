@@ -63,8 +63,8 @@ KvPrecisionOption = Annotated[
     str | None,
     typer.Option(
         metavar="PRECISION",
-        help="KV-cache precision (default: what the engine runs for these weights, "
-        "calculator.performance.KV_PRECISION_RULE).",
+        help="KV-cache precision (default: what the engine runs for these weights, from the checkpoint a "
+        "checkpoint's repository given as MODEL picks: calculator.performance.KV_PRECISION_RULE, CHECKPOINT_RULE).",
         show_default=False,
     ),
 ]

@@ -24,7 +24,7 @@ from ._common import MAX_FLEET_GPUS, _fleet_costs
 from .families import _families
 from .inputs import Costs, SearchSpace, ServingOptions, Targets, Workload
 from .plan import FleetPlan, PlanCost
-from .problem import _part, _resolve
+from .problem import _named_repository, _part, _resolve
 from .sizing import size_fleet
 
 if TYPE_CHECKING:
@@ -112,7 +112,7 @@ def size_disaggregated(
     link = reg.interconnect(interconnect)
     latency = link.startup_latency.m_as("s") if link.startup_latency is not None else 0.0
     lam = workload.arrival_rate.m_as("request/s")
-    families = _families(entry, space, costs, None, reg, profile)
+    families = _families(entry, space, costs, None, reg, profile, _named_repository(model, entry))
     tp_grid, batch_grid = np.meshgrid(tps, grid_batches, indexing="ij")
     decode = _decode_pool(families, profile, workload, tp_grid, batch_grid, tpot_target, max_utilization)
     if decode is None:

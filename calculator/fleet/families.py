@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import _reuse  # private: the bounded scope sweep points share grids in (calculator._reuse)
 from ..errors import InputError
-from ..performance import EngineProfile, StepArrays, kv_capacity_tokens, step_arrays
+from ..performance import EngineProfile, StepArrays, kv_cache_precision, kv_capacity_tokens, step_arrays
 from ..performance.capacity import loads_online
 from ..precision import check_precision
 from .evaluate import _Family
@@ -26,8 +26,11 @@ __all__: list[str] = []  # the sizer's own parts, not re-exported
 
 
 def _families(model: Any, space: SearchSpace, costs: Costs, speculation: Speculation | None, reg: Any,
-              engine: EngineProfile) -> list[_Family]:  # fmt: skip
+              engine: EngineProfile, served: str = "") -> list[_Family]:  # fmt: skip
     """The (accelerator, precision) families of ``space``, each with its step arrays and GPU-hour price.
+
+    The KV cache is ``space``'s, else the one ``engine`` runs on the checkpoint the plan assumes (``served``: the
+    repository the model was named by; :func:`~calculator.performance.kv_cache_precision`).
 
     A mixture of experts gets one family per expert layout of ``space`` (the experts split by tensor
     parallelism, or spread whole over the group). With speculation each family carries its drafter: the
@@ -41,7 +44,8 @@ def _families(model: Any, space: SearchSpace, costs: Costs, speculation: Specula
         hourly = _price_for(device.id, accelerator, costs.gpu_hour, reg)
         for precision in space.precisions:
             kv = space.kv_precision
-            arrays = _shared_arrays(model, device, precision, kv, engine, reg)
+            served_kv = kv or kv_cache_precision(model, device, precision, engine, served=served, registry=reg)
+            arrays = _shared_arrays(model, device, precision, served_kv, engine, reg)
             draft = _shared_arrays(draft_model, device, precision, kv, engine, reg) if draft_model else None
             name, tdp = check_precision(precision), device.tdp.m_as("W")
             sixteen = (

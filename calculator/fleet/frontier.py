@@ -19,7 +19,7 @@ from .evaluate import _evaluate
 from .families import _copy_families, _families
 from .inputs import DEFAULT_BATCHES, DEFAULT_TENSOR_PARALLEL, Costs, SearchSpace, ServingOptions, Targets, Workload
 from .plan import FleetPlan
-from .problem import _beyond_context, _Problem, _resolve
+from .problem import _beyond_context, _named_repository, _Problem, _resolve
 from .search import _size
 
 if TYPE_CHECKING:
@@ -220,7 +220,8 @@ def frontier(
         raise InputError(f"frontier(): {beyond}")
     tp_grid, batch_grid = np.meshgrid(tps, grid_batches, indexing="ij")
     rows = []
-    families = _families(entry, space, Costs(Q_(1, "USD/hour")), None, reg, profile)
+    named = _named_repository(model, entry)
+    families = _families(entry, space, Costs(Q_(1, "USD/hour")), None, reg, profile, named)
     for family in families + _copy_families(families, tps, None):
         caps = family.caps(tp_grid, batch_grid)
         out = _evaluate(family, profile, workload, tp_grid, caps, ServingOptions())

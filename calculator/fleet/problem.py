@@ -121,7 +121,8 @@ class _Problem:
         if serving.speculation is not None:
             check_speculation("size_fleet", serving.speculation, entry, profile)
         beyond = _beyond_context(entry, workload)
-        families = [] if beyond else _families(entry, space, costs, serving.speculation, reg, profile)
+        named = _named_repository(model, entry)
+        families = [] if beyond else _families(entry, space, costs, serving.speculation, reg, profile, named)
         if families and space.tensor_parallel == DEFAULT_TENSOR_PARALLEL:
             # replicas over several nodes where one is not enough
             wider = [d for d in _multi_node_degrees(families, profile, workload) if d not in tps]
@@ -130,7 +131,6 @@ class _Problem:
             families += _pipeline_families(families, wider)
         method = serving.speculation.method if serving.speculation is not None else None
         families += _copy_families(families, tps, method)
-        named = _named_repository(model, entry)
         parts = (entry, workload, targets, space, serving, costs, reg, profile, tps, batches, tuple(families))
         return cls(*parts, beyond, named)
 
@@ -139,7 +139,8 @@ def _named_repository(model: ModelRef, entry: Model) -> str:
     """The Hugging Face repository ``model`` names, as the registry spells it, where it is one of ``entry``'s aliases.
 
     ``meta-llama/Llama-3.1-70B-Instruct`` resolves to the entry ``llama-3.1-70b``, whose first repository alias is
-    the base model: the plan serves the instruct checkpoint it was asked about. "" for an id or an object.
+    the base model: the plan serves the instruct checkpoint it was asked about. A quantized checkpoint's repository
+    (an alias too) picks that checkpoint (``performance.CHECKPOINT_RULE``). "" for an id or an object.
     """
     if not isinstance(model, str) or "/" not in model:
         return ""

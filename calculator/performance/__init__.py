@@ -48,8 +48,10 @@ from __future__ import annotations
 
 from ..memory import WEIGHT_BITS as WEIGHT_BITS  # stored bits per weight (defined with the weights)
 from .arrays import (
+    CHECKPOINT_RULE,
     KV_PRECISION_RULE,
     StepArrays,
+    checkpoint_for,
     compute_precision,
     kv_cache_precision,
     outside_validated_range,
@@ -84,10 +86,12 @@ __all__ = [
     "GENERIC",
     "profile_from_entry",
     "KV_PRECISION_RULE",
+    "CHECKPOINT_RULE",
     "BenchmarkPrediction",
     "EngineMemoryFit",
     "EngineProfile",
     "Efficiency",
+    "checkpoint_for",
     "compute_precision",
     "decode_step_time",
     "engine_memory_fit",

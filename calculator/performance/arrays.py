@@ -27,7 +27,9 @@ if TYPE_CHECKING:
 
 
 __all__ = [
+    "CHECKPOINT_RULE",
     "KV_PRECISION_RULE",
+    "checkpoint_for",
     "compute_precision",
     "kv_cache_precision",
     "outside_validated_range",
@@ -67,6 +69,49 @@ KV_PRECISION_RULE = (
     "before 0.5.4, and SGLang's online and compressed-tensors FP8). FP8 KV only on accelerators with FP8 tensor "
     "throughput."
 )
+
+
+#: Which of a model's checkpoints at one precision a plan assumes: the launch loads it (``deploy.weights_source``)
+#: and its KV cache is the one it declares (:func:`kv_cache_precision`). The engine's own part is
+#: ``EngineProfile.checkpoint_format`` (cited in the registry).
+CHECKPOINT_RULE = (
+    "The checkpoint the plan was named by: a repository of one of the model's checkpoints at the plan's precision, "
+    "listed among the model's aliases (size_fleet and servecalc size by that name, FleetPlan.served_model, "
+    "weights_source(served=), step_arrays and predict_benchmark by that name). Else the first listed at that "
+    "precision in the format the engine's documentation runs quantized weights from (EngineProfile."
+    "checkpoint_format: TensorRT-LLM runs ModelOpt exports). Else the first listed at that precision (the registry "
+    "lists the model publisher's own checkpoint first; vLLM and SGLang document no preference)."
+)
+
+
+def checkpoint_for(
+    model: ModelRef, precision: str, engine: Any = None, *, served: str = "", registry: Registry | None = None
+) -> Any:
+    """The registry's checkpoint of ``model``'s weights at ``precision`` a plan on ``engine`` assumes, or None.
+
+    ``served``: the repository the plan was named by (default ``model`` where that is a name); it picks the
+    checkpoint of that repository where there is one at ``precision`` (``CHECKPOINT_RULE``).
+
+    Examples
+    --------
+    >>> checkpoint_for("llama-3.1-70b", "fp8", "sglang").repo
+    'nvidia/Llama-3.1-70B-Instruct-FP8'
+    >>> checkpoint_for("qwen3-235b-a22b", "fp8", "trtllm").format  # Qwen's own: no ModelOpt FP8 in the registry
+    'fp8-block'
+    """
+    from .engines import engine_profile
+
+    if not isinstance(served, str):
+        raise InputError(f"checkpoint_for(): argument 'served' must be a repository name (str), got {served!r:.80}")
+    served = served or (model if isinstance(model, str) else "")
+    name = check_precision(precision)
+    listed = [c for c in model_of(model, registry).checkpoints if c.precision == name]
+    preferred = engine_profile(engine, registry).checkpoint_format
+    for wanted in (lambda c: c.repo.lower() == served.lower(), lambda c: c.format == preferred):
+        chosen = next(filter(wanted, listed), None)
+        if chosen is not None:
+            return chosen
+    return next(iter(listed), None)
 
 
 #: The ranges the step model was validated on: the measured campaigns of ``calibration/`` (8B-405B
@@ -151,14 +196,18 @@ def kv_cache_precision(
     precision: str,
     engine: Any = None,
     *,
+    served: str = "",
     registry: Registry | None = None,
 ) -> str:
     """The KV-cache precision ``engine`` runs by default for weights stored at ``precision`` (``KV_PRECISION_RULE``).
 
+    The checkpoint is the one the plan assumes (:func:`checkpoint_for`; ``served``: the repository it was named by,
+    default ``model`` where that is a name).
+
     Examples
     --------
     >>> kv_cache_precision("qwen3-32b", "h100-sxm", "fp8", "trtllm"), kv_cache_precision(
-    ...     "qwen3-32b", "h100-sxm", "fp8", "sglang")  # no FP8 checkpoint in the registry: each engine's rule
+    ...     "qwen3-32b", "h100-sxm", "fp8", "sglang")  # Qwen's FP8 checkpoint declares none: each engine's rule
     ('fp8', 'bf16')
     >>> kv_cache_precision("qwen3-235b-a22b", "b200-sxm", "fp4", "sglang")  # NVIDIA's NVFP4 checkpoint declares FP8
     'fp8'
@@ -175,9 +224,8 @@ def kv_cache_precision(
         return name
     if name not in ("fp8", "fp4"):
         return "bf16"
-    spec = model_of(model, registry)
     profile = engine_profile(engine, registry)
-    checkpoint = spec.checkpoint(name)
+    checkpoint = checkpoint_for(model, name, profile, served=served, registry=registry)
     declared = checkpoint.kv_cache if checkpoint is not None and profile.reads_kv_declaration else None
     kv = declared or profile.quantized_kv_precision
     if PRECISIONS[kv] == 8 and "fp8" not in accelerator_of(accelerator, registry).dense_throughput:
@@ -512,7 +560,7 @@ def step_arrays(
     kv_name = (
         check_precision(kv_precision, "kv_precision")
         if kv_precision is not None
-        else kv_cache_precision(spec, device, name, engine, registry=registry)
+        else kv_cache_precision(model, device, name, engine, registry=registry)
     )
     kv = model_kv_bytes_per_token(spec, kv_name).m_as("B/token")
     link = _link_bandwidth(device, registry)

@@ -221,6 +221,10 @@ class EngineProfile(Result):
     online_quantization : tuple of str
         Weight precisions the engine reaches from a 16-bit checkpoint at load time, loading the 16-bit weights
         first (vLLM's and SGLang's ``--quantization fp8``); empty: pre-quantized checkpoints only (TensorRT-LLM).
+    checkpoint_format : str or None
+        The checkpoint format the engine's documentation runs quantized weights from (registry
+        ``checkpoint_format``: ``modelopt`` for TensorRT-LLM), preferred among a model's checkpoints of one
+        precision (``performance.CHECKPOINT_RULE``); ``None``: none documented.
     fitted_releases : tuple of str
         The releases whose benchmarks the fitted costs came from (registry ``fitted_releases``).
     fitted_batch : int or None
@@ -278,6 +282,7 @@ class EngineProfile(Result):
     uneven_experts: bool = False
     draft_model_speculation: bool = True
     online_quantization: tuple[str, ...] = ()
+    checkpoint_format: str | None = None
     reads_kv_declaration: bool = True
     async_scheduling_since: str | None = None
     kv_declaration_since: str | None = None
@@ -526,6 +531,7 @@ def profile_from_entry(entry: Any, sources: Mapping[str, Any]) -> EngineProfile:
         uneven_experts=bool(entry.uneven_experts),
         draft_model_speculation=entry.draft_model_speculation is not False,
         online_quantization=tuple(entry.online_quantization or ()),
+        checkpoint_format=entry.checkpoint_format,
         async_scheduling_since=entry.async_scheduling_since,
         kv_declaration_since=entry.kv_declaration_since,
         draft_model_since=entry.draft_model_since,

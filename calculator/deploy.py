@@ -265,7 +265,7 @@ def plan_parts(plan: FleetPlan) -> tuple[Layout, PlanService]:
     return plan.layout, plan.service
 
 
-def _registry(plan: Any, registry: Any) -> Any:
+def plan_registry(plan: Any, registry: Any) -> Any:
     """The registry given (checked), else the plan's: the packaged one with the plan's user documents."""
     from ._support import registry_or_none
     from .registry import load_registry
@@ -375,7 +375,7 @@ def launch_command(plan: FleetPlan, engine: str, *, registry: Registry | None = 
 
     plan = _feasible(plan)
     name = _engine_name(engine)
-    reg = _registry(plan, registry)
+    reg = plan_registry(plan, registry)
     profile = engine_profile(name, reg)
     release = getattr(plan, "engine_release", None)
     if release and plan.engine == name:  # the release the plan was priced as

@@ -1,8 +1,9 @@
 """The Kubernetes sketch of a fleet plan (:func:`kubernetes_manifest`), built on :mod:`calculator.deploy`'s command.
 
 A Deployment of ``plan.replicas`` pods running :func:`~calculator.deploy.launch_command`'s command (a
-LeaderWorkerSet where a replica spans nodes), a ConfigMap of the engine's files mounted at ``/etc/servecalc``,
-and a HorizontalPodAutoscaler sketch on the running requests per pod.
+LeaderWorkerSet where a replica spans nodes) with health probes, GPU requests, a node selector and GPU
+tolerations; a ConfigMap of the engine's files mounted at ``/etc/servecalc``; a PodDisruptionBudget; and a
+HorizontalPodAutoscaler on the running requests per pod.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from .deploy import (
     flag_parts,
     launch_command,
     plan_parts,
+    plan_registry,
     shell_comment,
     shell_line,
 )
@@ -38,6 +40,21 @@ __all__ = ["kubernetes_manifest"]
 
 #: Where the Kubernetes sketch mounts the engine's options file.
 _CONFIG_DIR = "/etc/servecalc"
+
+#: Each server's health endpoint (200 when up, 503 while starting or failed). vLLM 0.14:
+#: ``vllm/entrypoints/serve/instrumentator/health.py`` (GET /health, 503 when the engine's check fails); SGLang 0.5.9:
+#: ``sglang/srt/entrypoints/http_server.py`` (GET /health, 503 while starting or shutting down); TensorRT-LLM:
+#: ``docs/source/commands/trtllm-serve.rst`` (trtllm-serve serves /health beside /metrics and /version).
+HEALTH_PATHS = {"vllm": "/health", "sglang": "/health", "trtllm": "/health"}
+#: The extended resource each vendor's Kubernetes device plugin advertises, by the registry's ``vendor``
+#: (NVIDIA/k8s-device-plugin: ``nvidia.com/gpu``; ROCm/k8s-device-plugin: ``amd.com/gpu``).
+GPU_RESOURCES = {"NVIDIA": "nvidia.com/gpu", "AMD": "amd.com/gpu"}
+#: The node label the pods select their accelerator by. Its value is the registry's accelerator id, which the
+#: cluster's admin sets (``kubectl label node NODE servecalc/accelerator=h100_sxm``): the product names GPU
+#: feature discovery writes in ``nvidia.com/gpu.product`` depend on the driver's naming, so none is assumed.
+ACCELERATOR_LABEL = "servecalc/accelerator"
+#: How long the startup probe waits for the weights to load before the liveness probe takes over: 180 x 10 s.
+_STARTUP_CHECKS = 180
 
 
 def _mounted(argument: str, files: dict[str, str]) -> str:
@@ -73,10 +90,13 @@ def kubernetes_manifest(
     target_utilization: Fraction | None = None,
     registry: Registry | None = None,
 ) -> str:
-    """A Deployment of ``plan`` on ``engine`` and a HorizontalPodAutoscaler sketch, as YAML documents.
+    """A Deployment of ``plan`` on ``engine``, its disruption budget and a HorizontalPodAutoscaler, as YAML documents.
 
-    The Deployment runs ``plan.replicas`` pods, each with ``plan.layout.gpus`` GPUs
-    (``nvidia.com/gpu``) and :func:`launch_command`'s arguments. The autoscaler keeps at least the
+    The Deployment runs ``plan.replicas`` pods, each requesting (and limited to) ``plan.layout.gpus`` GPUs
+    (``GPU_RESOURCES`` by the accelerator's vendor), on nodes labelled ``ACCELERATOR_LABEL`` with the plan's
+    accelerator and tolerating the GPU taint, running :func:`launch_command`'s arguments, with startup,
+    readiness and liveness probes on the server's health endpoint (``HEALTH_PATHS``). A PodDisruptionBudget lets
+    voluntary disruptions take one pod at a time. The autoscaler keeps at least the
     planned replicas, allows ``HEADROOM`` times as many, and scales on the running requests per pod
     (a custom metric, ``SCALING_METRIC``) with the target ``plan.service.running_batch`` (at least 1): the running
     batch at the planned load, where the plan's TTFT and TPOT were evaluated; or, with
@@ -92,7 +112,8 @@ def kubernetes_manifest(
     from .fleet.plan import layout_text
 
     name = _dns_name(f"{plan.model}-{config.engine}")
-    config_map, deployment = _deployment(plan, config, name, image)
+    placement = _placement(plan, registry)
+    config_map, deployment = _deployment(plan, config, name, image, placement)
     weights = config.weights
     assert weights is not None  # launch_command always says where the weights come from
     group = f"# each replica is a LeaderWorkerSet group of {config.nodes} pods, one per node (install LWS: "
@@ -103,7 +124,8 @@ def kubernetes_manifest(
             f"of {layout_text(plan.layout)}, batch cap {plan.batch}, engine {config.engine}"
         ),
         shell_comment(f"weights: {weights.repo} ({_weights_text(weights)}); KV cache {config.kv_precision}"),
-        "# pin the image to a tested version and schedule the pods on nodes with this accelerator",
+        "# pin the image to a tested version; label the nodes with this accelerator "
+        f"(kubectl label node NODE {ACCELERATOR_LABEL}={plan.accelerator})",
         *([group] if config.nodes > 1 else []),
         *(shell_comment(note) for note in config.notes),
     ]
@@ -121,6 +143,9 @@ def kubernetes_manifest(
                 *head,
                 *documents,
                 yaml.safe_dump(deployment, sort_keys=False).rstrip("\n"),
+                "---",
+                *_budget_comment(plan),
+                yaml.safe_dump(_disruption_budget(name), sort_keys=False).rstrip("\n"),
                 "---",
                 *scaling,
                 yaml.safe_dump(_autoscaler(plan, name, target), sort_keys=False).rstrip("\n"),
@@ -151,8 +176,60 @@ def _scaling_target(plan: FleetPlan, target_utilization: Fraction | None) -> tup
     ]
 
 
+def _placement(plan: FleetPlan, registry: Registry | None) -> dict[str, Any]:
+    """Where the plan's pods run: the GPU resource and count per pod, the node selector and the GPU tolerations."""
+    vendor = plan_registry(plan, registry).accelerator(plan.accelerator).vendor
+    if vendor not in GPU_RESOURCES:
+        raise InputError(
+            f"kubernetes_manifest(): accelerator '{plan.accelerator}' is from vendor {vendor!r}, whose Kubernetes "
+            f"GPU resource is not known; expected one of {sorted(GPU_RESOURCES)}"
+        )
+    resource = GPU_RESOURCES[vendor]
+    return {
+        "resource": resource,
+        "gpus": plan_parts(plan)[0].gpus // plan_parts(plan)[0].nodes,
+        "nodeSelector": {ACCELERATOR_LABEL: plan.accelerator},
+        "tolerations": [{"key": resource, "operator": "Exists", "effect": "NoSchedule"}],
+    }
+
+
+def _probes(engine: str) -> dict[str, Any]:
+    """Startup, readiness and liveness probes on the server's health endpoint (its named port ``http``)."""
+    timing = {"startupProbe": (10, _STARTUP_CHECKS), "readinessProbe": (5, 2), "livenessProbe": (10, 3)}
+    return {
+        probe: {"httpGet": {"path": HEALTH_PATHS[engine], "port": "http"}, "periodSeconds": p, "failureThreshold": n}
+        for probe, (p, n) in timing.items()
+    }
+
+
+def _container(
+    config: LaunchConfig, name: str, image: str | None, placement: dict[str, Any], mounts: list[Any]
+) -> dict[str, Any]:
+    """A container of the engine on the pod's GPUs: requests and limits both the plan's GPUs per pod."""
+    gpus = {placement["resource"]: placement["gpus"]}
+    return {
+        "name": name,
+        "image": image or IMAGES[config.engine],
+        "resources": {"requests": dict(gpus), "limits": dict(gpus)},
+        "volumeMounts": copy.deepcopy(mounts),
+    }
+
+
+def _pod(labels: dict[str, str], container: dict[str, Any], volumes: list[Any], placement: dict[str, Any]) -> Any:
+    """A pod template: the container on a node with the accelerator, tolerating its GPU taint."""
+    return {
+        "metadata": {"labels": labels},
+        "spec": {
+            "containers": [container],
+            "volumes": copy.deepcopy(volumes),
+            "nodeSelector": dict(placement["nodeSelector"]),
+            "tolerations": copy.deepcopy(placement["tolerations"]),
+        },
+    }
+
+
 def _deployment(
-    plan: FleetPlan, config: LaunchConfig, name: str, image: str | None
+    plan: FleetPlan, config: LaunchConfig, name: str, image: str | None, placement: dict[str, Any]
 ) -> tuple[dict[str, Any] | None, dict[str, Any]]:
     """The ConfigMap of the engine's files (None without files) and the Deployment of the plan's pods."""
     executable = len(EXECUTABLES[config.engine])
@@ -170,15 +247,13 @@ def _deployment(
             "data": {file: _mounted_text(text, config.files) for file, text in config.files.items()},
         }
     if config.nodes > 1:
-        return config_map, _leader_worker_set(plan, config, name, image, mounts, volumes)
+        return config_map, _leader_worker_set(plan, config, name, image, (mounts, volumes), placement)
     container = {
-        "name": config.engine,
-        "image": image or IMAGES[config.engine],
+        **_container(config, config.engine, image, placement, mounts),
         "command": list(config.arguments[:executable]),
         "args": arguments,
         "ports": [{"name": "http", "containerPort": PORTS[config.engine]}],
-        "resources": {"limits": {"nvidia.com/gpu": plan_parts(plan)[0].gpus}},
-        "volumeMounts": mounts,
+        **_probes(config.engine),
     }
     deployment = {
         "apiVersion": "apps/v1",
@@ -187,13 +262,30 @@ def _deployment(
         "spec": {
             "replicas": int(plan.replicas),
             "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {"containers": [container], "volumes": volumes},
-            },
+            "template": _pod({"app": name}, container, volumes, placement),
         },
     }
     return config_map, deployment
+
+
+def _budget_comment(plan: FleetPlan) -> list[str]:
+    """What the disruption budget allows, for the plan's replicas."""
+    if int(plan.replicas) == 1:
+        return ["# Disruption budget: with one replica, a drain or upgrade stops the service until the pod returns."]
+    return [
+        "# Disruption budget: a drain or upgrade takes down one replica at a time; meanwhile the other",
+        f"# {int(plan.replicas) - 1} carry the load the plan spread over {plan.replicas}.",
+    ]
+
+
+def _disruption_budget(name: str) -> dict[str, Any]:
+    """A PodDisruptionBudget letting voluntary disruptions (drains, upgrades) take one of the plan's pods at a time."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": name, "labels": {"app": name}},
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": name}}},
+    }
 
 
 #: The LeaderWorkerSet API a replica over several nodes runs as (kubernetes-sigs/lws; vLLM's LWS deployment page).
@@ -203,14 +295,21 @@ _LWS_VARIABLES = {"LEADER_ADDRESS": "LWS_LEADER_ADDRESS", "NODE_RANK": "LWS_WORK
 
 
 def _leader_worker_set(
-    plan: FleetPlan, config: LaunchConfig, name: str, image: str | None, mounts: list[Any], volumes: list[Any]
+    plan: FleetPlan,
+    config: LaunchConfig,
+    name: str,
+    image: str | None,
+    storage: tuple[list[Any], list[Any]],
+    placement: dict[str, Any],
 ) -> dict[str, Any]:
     """A LeaderWorkerSet of ``plan.replicas`` groups of ``config.nodes`` pods: one replica over several nodes.
 
     Each pod runs the engine's command through ``sh -c`` with LWS's own variables in place of
     :data:`NODE_VARIABLES` (the leader's address, the pod's index in its group), the worker pods with
-    ``config.worker_flags``; only the leader exposes the HTTP port.
+    ``config.worker_flags``; only the leader exposes the HTTP port and is probed on the health endpoint
+    (the workers run no server).
     """
+    mounts, volumes = storage
     if config.engine == "trtllm":
         raise InputError(
             f"the plan's replica spans {config.nodes} nodes; TensorRT-LLM starts them as one MPI world (mpirun or "
@@ -229,19 +328,12 @@ def _leader_worker_set(
         return shell_line([lws(a) for a in (*arguments, *flag_parts(extra))])
 
     def pod(role: str, extra: dict[str, str | None]) -> dict[str, Any]:
-        container: dict[str, Any] = {
-            "name": f"{config.engine}-{role}",
-            "image": image or IMAGES[config.engine],
-            "command": ["sh", "-c", line(extra)],
-            "resources": {"limits": {"nvidia.com/gpu": plan_parts(plan)[0].gpus // config.nodes}},
-            "volumeMounts": copy.deepcopy(mounts),
-        }
+        container = _container(config, f"{config.engine}-{role}", image, placement, mounts)
+        container["command"] = ["sh", "-c", line(extra)]
         if role == "leader":
             container["ports"] = [{"name": "http", "containerPort": PORTS[config.engine]}]
-        return {
-            "metadata": {"labels": {"app": name, "role": role}},
-            "spec": {"containers": [container], "volumes": copy.deepcopy(volumes)},
-        }
+            container.update(_probes(config.engine))
+        return _pod({"app": name, "role": role}, container, volumes, placement)
 
     return {
         "apiVersion": LWS_API,

@@ -183,7 +183,7 @@ def test_size_emit_carries_the_speculate_flag():
 @pytest.mark.parametrize("engine", ENGINES)
 def test_the_manifest_parses_with_the_plans_replicas_gpus_and_arguments(fp8_plan, engine):
     text = kubernetes_manifest(fp8_plan, engine)
-    *config_maps, deployment, autoscaler = yaml.safe_load_all(text)
+    *config_maps, deployment, _budget, autoscaler = yaml.safe_load_all(text)
     assert deployment["kind"] == "Deployment" and autoscaler["kind"] == "HorizontalPodAutoscaler"
     assert deployment["spec"]["replicas"] == fp8_plan.replicas
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
@@ -205,7 +205,7 @@ def test_the_manifest_parses_with_the_plans_replicas_gpus_and_arguments(fp8_plan
 
 def test_a_target_utilization_scales_the_batch_cap(fp8_plan):
     text = kubernetes_manifest(fp8_plan, "vllm", image="example/vllm:v1", target_utilization=0.5)
-    deployment, autoscaler = yaml.safe_load_all(text)
+    deployment, _budget, autoscaler = yaml.safe_load_all(text)
     assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == "example/vllm:v1"
     target = float(autoscaler["spec"]["metrics"][0]["pods"]["target"]["averageValue"])
     assert target == pytest.approx(0.5 * fp8_plan.batch, rel=1e-3)
@@ -269,7 +269,7 @@ def test_cli_emit_prints_a_parseable_command_or_manifest(target, tmp_path):
     result = CliRunner().invoke(app, ["size", *SIZING_8B, "--engine", "sglang", "--emit", target])
     assert result.exit_code == 0, result.output
     if target == "k8s":
-        deployment, autoscaler = yaml.safe_load_all(result.stdout)
+        deployment, _budget, autoscaler = yaml.safe_load_all(result.stdout)
         assert deployment["spec"]["template"]["spec"]["containers"][0]["name"] == "sglang"
         assert autoscaler["kind"] == "HorizontalPodAutoscaler"
     else:

@@ -159,7 +159,7 @@ def test_the_manifest_holds_exactly_the_documents_meant_whatever_the_repository(
             documents = [d for d in yaml.safe_load_all(text) if d is not None]
             kinds = [d["kind"] for d in documents]
             workload = "LeaderWorkerSet" if plan.layout.nodes > 1 else "Deployment"
-            assert kinds == [workload, "HorizontalPodAutoscaler"], (label, name, kinds)
+            assert kinds == [workload, "PodDisruptionBudget", "HorizontalPodAutoscaler"], (label, name, kinds)
             if workload == "Deployment":
                 args = documents[0]["spec"]["template"]["spec"]["containers"][0]["args"]
                 assert name in args, (label, name)  # carried as data, verbatim

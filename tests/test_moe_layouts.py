@@ -346,7 +346,8 @@ def test_a_model_larger_than_one_node_is_also_sized_as_pipeline_stages():
         d for d in yaml.safe_load_all(kubernetes_manifest(staged, "vllm")) if d and d["kind"] == "LeaderWorkerSet"
     )
     assert group["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0]["resources"] == {
-        "limits": {"nvidia.com/gpu": 8}
+        "requests": {"nvidia.com/gpu": 8},
+        "limits": {"nvidia.com/gpu": 8},
     }
     from calculator.simulation import plan_setup
 

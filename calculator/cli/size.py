@@ -340,6 +340,11 @@ def _size_disaggregated(
 
     colocated = {_flag(name) for name in _COLOCATED_FLAGS}
     refused = [flag for flag in sizing.given() if flag in colocated] + colocated_only
+    if "--verify" in refused:
+        raise _fail(
+            "--verify checks a plan in the simulator, which runs colocated replicas only (no prefill and decode "
+            "pools with a KV handoff between them); leave out --verify with --disaggregated"
+        )
     if refused:
         raise _fail(f"--disaggregated sizes prefill and decode pools; leave out {', '.join(refused)} (colocated only)")
     link: dict[str, Any] = {"interconnect": interconnect} if interconnect is not None else {}

@@ -50,6 +50,11 @@ class DisaggregatedPlan(Result):
     kv_handoff : Quantity [time]
         KV-cache transfer from the prefill to the decode pool (Eq. 10), part of TTFT.
     ttft, tpot : Quantity [time]
+    ttft_interval, tpot_interval : tuple of Quantity [time]
+        The 80 % intervals (:func:`~calculator.uncertainty.prediction_interval`) of each pool's prediction on its
+        accelerator: the prefill pool's TTFT factors scale its prefill and wait, the decode pool's TPOT factors its
+        step (and the half step in TTFT); the KV handoff is a transfer, not a fitted prediction, and is not
+        widened. None when infeasible.
     gpus : int
     cost : PlanCost or None
         The fleet's cost per hour, per month and per million tokens, as for :class:`~calculator.fleet.FleetPlan`
@@ -65,6 +70,8 @@ class DisaggregatedPlan(Result):
     tpot: Time | None = None
     gpus: int = 0
     cost: PlanCost | None = None
+    ttft_interval: tuple[Time, Time] | None = None
+    tpot_interval: tuple[Time, Time] | None = None
 
 
 def size_disaggregated(
@@ -137,6 +144,7 @@ def size_disaggregated(
         )
         return DisaggregatedPlan(False, why, kv_handoff=Q_(handoff, "s"))
     ttft = prefill.time + handoff + decode.time / 2
+    first, step = _band(profile, prefill)["ttft"], _band(profile, decode)["tpot"]
     cost_hour = prefill.cost + decode.cost
     gpus = prefill.replicas * prefill.tensor_parallel + decode.replicas * decode.tensor_parallel
     return DisaggregatedPlan(
@@ -149,6 +157,21 @@ def size_disaggregated(
         tpot=Q_(float(decode.time), "s"),
         gpus=gpus,
         cost=_fleet_costs(gpus, cost_hour, lam, workload.input_tokens, workload.output_tokens),
+        ttft_interval=(
+            Q_(prefill.time * first[0] + handoff + decode.time / 2 * step[0], "s"),
+            Q_(prefill.time * first[1] + handoff + decode.time / 2 * step[1], "s"),
+        ),
+        tpot_interval=(Q_(decode.time * step[0], "s"), Q_(decode.time * step[1], "s")),
+    )
+
+
+def _band(profile: EngineProfile, pool: _Pool) -> dict[str, tuple[float, float]]:
+    """The 80 % interval factors of a pool's predictions on its accelerator (the colocated plan's, per pool)."""
+    from ..uncertainty import prediction_interval
+
+    family = pool.family
+    return prediction_interval(
+        profile.name, family.accelerator, family.arrays.measured, profile.interval, profile.release_fitted
     )
 
 

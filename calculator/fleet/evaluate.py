@@ -151,7 +151,9 @@ class Evaluation:
     full; ``rate`` (request/s): what a replica sustains at the cap; ``replicas``; ``running``: the
     mean running batch at the planned load; ``queue_wait`` and ``slot_wait`` (s): the mean waits of
     the TTFT rule, for prefill budget and for a running slot (the rest of the mean TTFT is the request
-    overhead and the iterations that carry the prompt).
+    overhead and the iterations that carry the prompt); ``tpot_checked`` and ``tbt_checked`` (s): what the
+    targets are checked against, the mean TPOT and the longest gap or their percentiles
+    (:func:`_stream_tails`).
     """
 
     fits: np.ndarray
@@ -163,6 +165,8 @@ class Evaluation:
     tpot_at_batch: np.ndarray
     ttft: np.ndarray
     tbt_max: np.ndarray
+    tpot_checked: np.ndarray
+    tbt_checked: np.ndarray
     rate: np.ndarray
     replicas: np.ndarray
     running: np.ndarray
@@ -222,16 +226,18 @@ def _evaluate(
     percentile: float | None = None,
     max_utilization: float = 1.0,
     scale: tuple[float, float] = (1.0, 1.0),
+    stream: tuple[float | None, float | None] = (None, None),
 ) -> Evaluation:
     """Every quantity of the plan for the candidate grid ``tp`` x ``batch`` (plain arrays, SI).
 
     ``batch`` is the replica's cap on running sequences; replicas are set by the throughput at that
     cap loaded to ``max_utilization``, and the latencies are evaluated at the running batch the
     planned load produces (Little's law on the grid); TTFT at ``percentile`` (None: the mean).
-    ``scale`` multiplies prefill and decode step times (the ends of the model's error interval).
+    ``scale`` multiplies prefill and decode step times (the ends of the model's error interval);
+    ``stream``: the TPOT and token-gap percentiles checked (None: the mean TPOT, the longest gap).
     """
     steps = _StepGrid(family, profile, workload, tp, batch, serving, percentile, scale)
-    grid = _Grid(steps, max_utilization, workload.arrival_rate.m_as("request/s"))
+    grid = _Grid(steps, max_utilization, workload.arrival_rate.m_as("request/s"), stream=stream)
     return grid.evaluation(grid.latencies(np.ones(batch.shape, dtype=bool)))
 
 
@@ -249,6 +255,7 @@ class _Grid:
     max_utilization: float
     arrival_rate: float  # request/s, the workload's
     fewest: float = 0.0  # replicas every candidate runs at least (:meth:`at`)
+    stream: tuple[float | None, float | None] = (None, None)  # the TPOT and token-gap percentiles checked
 
     @functools.cached_property
     def timed(self) -> _StepTimes:
@@ -323,6 +330,9 @@ class _Grid:
             out.tpot[i, cols] = planned_tpot(running, load, own, timed.decode_slots, fixed_point)
             out.ttft[i, cols] = ttft
             out.tbt_max[i, cols] = tbt_max
+            tails = _stream_tails(it, (self.steps.batch, i), fluid, load, out.tpot[i, cols], workload, self.stream)
+            out.tpot_checked[i, cols] = out.tpot[i, cols] if tails[0] is None else tails[0]
+            out.tbt_checked[i, cols] = tbt_max if tails[1] is None else tails[1]
             out.running[i, cols] = running
             out.queue_wait[i, cols] = queue_wait
             out.slot_wait[i, cols] = slot_wait
@@ -351,6 +361,8 @@ class _Grid:
             tpot_at_batch=timed.iteration.step,
             ttft=latencies.ttft,
             tbt_max=latencies.tbt_max,
+            tpot_checked=latencies.tpot_checked,
+            tbt_checked=latencies.tbt_checked,
             rate=timed.iteration.rate,
             replicas=sized.replicas,
             running=latencies.running,
@@ -391,6 +403,8 @@ class _Latencies:
     tpot: np.ndarray
     ttft: np.ndarray
     tbt_max: np.ndarray
+    tpot_checked: np.ndarray
+    tbt_checked: np.ndarray
     running: np.ndarray
     queue_wait: np.ndarray
     slot_wait: np.ndarray
@@ -601,7 +615,8 @@ class _Iteration:
     without waits, for the mean prompt and the one at the TTFT percentile; ``service``: a prompt's
     time in the prefill-budget queue; ``tbt``: the longest token gap; ``own_time``: the iterations
     that carry a request's own prompt; ``prompt_time``: the seconds a prompt's prefill adds to the
-    iterations every running sequence waits for.
+    iterations every running sequence waits for; ``gap_chunks`` and ``gap_costs``: per node of the prompt
+    lengths, the gaps a prompt lands in and what it adds to each (the spread of the gaps, :func:`_stream_tails`).
     """
 
     step: np.ndarray
@@ -613,6 +628,8 @@ class _Iteration:
     tbt: np.ndarray
     own_time: np.ndarray
     prompt_time: np.ndarray
+    gap_chunks: tuple[np.ndarray, ...] = ()  # per prompt-length node: the gaps a prompt of that length lands in
+    gap_costs: tuple[np.ndarray, ...] = ()  # and the seconds it adds to each of them
 
 
 def _capacity(a: StepArrays, draft: StepArrays | None, profile: EngineProfile, tp: np.ndarray, context: float,
@@ -701,6 +718,7 @@ def _mixed_iteration(
         # Chunks landing in one iteration go to different ranks and prefill side by side (the mean chunk).
         together = grid.added(r * chunk, r, 0.0, plain)
         priced = np.where(spread, per_prompt * spread_over_ranks(arrivals, r, per_prompt / chunks, together), priced)
+    scaled = priced / np.maximum(per_prompt, 1e-300)  # each prompt's cost carries the pricing of collisions
     per_prompt = priced
     step = per_token + batch / decode_slots * per_prompt
     iteration = per_round * step  # a round with the prompts landing in it
@@ -724,6 +742,8 @@ def _mixed_iteration(
         tbt=iteration + np.maximum(d_tail, costs[-1][1]),
         own_time=own_time,
         prompt_time=per_prompt,
+        gap_chunks=tuple(np.broadcast_to(k, batch.shape) for k, _ in costs),
+        gap_costs=tuple(d * scaled for _, d in costs),
     )
 
 
@@ -738,6 +758,7 @@ def _prefill_first_iteration(
     """
     a, eff, tp = grid.arrays, grid.eff, grid.tp
     tail_pf = grid.scale[0] * prefill_seconds(a, eff, tp, max(prompts.tail - prompts.cached, 1.0))
+    each = [grid.scale[0] * prefill_seconds(a, eff, tp, max(n - prompts.cached, 1.0)) for n in prompts.nodes]
     iteration = per_round * per_token
     return _Iteration(
         step=per_token,
@@ -749,6 +770,8 @@ def _prefill_first_iteration(
         tbt=iteration + np.maximum(t_pf, tail_pf),
         own_time=t_pf,
         prompt_time=t_pf,
+        gap_chunks=tuple(np.ones(grid.batch.shape) for _ in each),
+        gap_costs=tuple(np.broadcast_to(t, grid.batch.shape) for t in each),
     )
 
 
@@ -879,3 +902,74 @@ def _wait(load: Any, service: Any, arrival_cv: Any, service_cv: float, percentil
     if percentile is None:
         return mean_wait_seconds(load * service, 1.0, service, factor)
     return wait_quantile_seconds(load * service, 1.0, service, factor, percentile)
+
+
+def _stream_tails(
+    it: _Iteration, row: tuple[np.ndarray, int], fluid: np.ndarray, load: np.ndarray, tpot: np.ndarray, workload: Workload,
+    stream: tuple[float | None, float | None],
+) -> tuple[np.ndarray | None, np.ndarray | None]:  # fmt: skip
+    """The TPOT of a request and the token gap at the ``stream`` percentiles (None where none is asked).
+
+    A gap is one iteration (a speculative round): the decodes at the running batch plus what the prompts
+    landing in it add. A prompt of the length node ``w`` (weight ``p_w``) lands in ``k_w`` iterations,
+    each ``d_w`` longer; prompts arrive ``load`` a second, so over a gap of mean ``g`` the landings of
+    node ``w`` are Poisson with mean ``m_w = load g p_w k_w`` (an M/G/inf count of prompts in flight).
+    The gap is ``g - sum m_w d_w`` plus that compound Poisson sum: its tail sums over ``j`` landings,
+    ``j = 1`` exactly over the nodes and ``j >= 2`` as a normal of ``j`` costs. A request's TPOT is the
+    mean of its ``(O - 1) / r`` gaps (``r`` tokens a round), independent in the count of landings:
+    normal with mean the planned TPOT and variance ``var(gap) / (r (O - 1))``, mixed over the output
+    lengths (log-normal nodes of ``O``). See ``docs/fleet-sizer.md``.
+    """
+    from scipy.stats import norm, poisson
+
+    tpot_p, gap_p = stream
+    if tpot_p is None and gap_p is None:
+        return None, None
+    grid, i = row  # the candidate grid's caps, and the row (TP degree) evaluated
+
+    def at(values: np.ndarray) -> np.ndarray:  # the row's values at the running batch
+        return np.interp(fluid, grid[i], np.broadcast_to(values, grid.shape)[i])
+
+    per_round = at(it.iteration / it.step)
+    gap = tpot * per_round
+    weights = _length_nodes(workload.input_tokens, workload.input_cv)[1]
+    costs = [at(d) for d in it.gap_costs]
+    rates = [load * gap * w * at(k) for w, k in zip(weights, it.gap_chunks, strict=True)]
+    landings = sum(rates)
+    added = sum(m * d for m, d in zip(rates, costs, strict=True))
+    second = sum(m * d**2 for m, d in zip(rates, costs, strict=True))
+    base = np.maximum(gap - added, 0.0)
+    tpot_tail = gap_tail = None
+    if tpot_p is not None:
+        outputs, shares = _length_nodes(workload.output_tokens, workload.output_cv)
+        spread = [np.sqrt(second / (per_round * max(o - 1.0, 1.0))) for o in outputs]
+
+        def tpot_cdf(x: np.ndarray) -> np.ndarray:
+            return sum(s * norm.cdf((x - tpot) / np.maximum(sd, 1e-300)) for s, sd in zip(shares, spread, strict=True))
+
+        tpot_tail = _bisect(tpot_cdf, tpot, tpot + 12 * max(spread, key=np.max) + 1e-9, tpot_p)
+    if gap_p is not None:
+        mean = added / np.maximum(landings, 1e-300)
+        sd = np.sqrt(np.maximum(second / np.maximum(landings, 1e-300) - mean**2, 0.0))
+        most = int(min(np.max(landings) + 10 * np.sqrt(np.max(landings)) + 10, 200))
+
+        def gap_cdf(x: np.ndarray) -> np.ndarray:
+            y = x - base
+            one = sum(m * (d <= y) for m, d in zip(rates, costs, strict=True)) / np.maximum(landings, 1e-300)
+            total = poisson.pmf(0, landings) * (y >= 0) + poisson.pmf(1, landings) * one
+            for j in range(2, most + 1):
+                total = total + poisson.pmf(j, landings) * norm.cdf((y - j * mean) / np.maximum(np.sqrt(j) * sd, 1e-12))
+            return total
+
+        gap_tail = _bisect(gap_cdf, base, base + (most + 1) * max(costs, key=np.max) + gap, gap_p)
+    return tpot_tail, gap_tail
+
+
+def _bisect(cdf: Any, low: Any, high: Any, p: float, steps: int = 50) -> np.ndarray:
+    """The smallest ``x`` in ``[low, high]`` with ``cdf(x) >= p`` (a non-decreasing ``cdf``), elementwise."""
+    low, high = np.array(low, dtype=float), np.broadcast_to(np.asarray(high, dtype=float), np.shape(low)).copy()
+    for _ in range(steps):
+        mid = (low + high) / 2
+        below = cdf(mid) < p
+        low, high = np.where(below, mid, low), np.where(below, high, mid)
+    return high

@@ -531,7 +531,7 @@ class _StepGrid:
         # convex in the length), and the length at the TTFT percentile.
         nodes, weights = _length_nodes(inputs, workload.input_cv)
         tail = _length_quantile(inputs, workload.input_cv, self.percentile)
-        prompts = _Prompts(nodes, weights, tail, computed, hit * prefix)
+        prompts = _Prompts(nodes, weights, tail, computed, hit * prefix, workload.input_cv)
         grid = _Step(a, eff, tp, batch, context, scale)
         # each attention rank schedules its own token budget; a chunk size is the budget it sets
         spec = serving.speculation
@@ -602,6 +602,7 @@ class _Prompts:
     tail: float
     computed: float  # mean prompt tokens prefilled (a prefix-cache hit is not)
     cached: float  # mean prompt tokens a prefix-cache hit saves
+    spread: float = 0.0  # the prompt lengths' coefficient of variation
 
 
 @dataclass(frozen=True)
@@ -742,9 +743,33 @@ def _mixed_iteration(
         tbt=iteration + np.maximum(d_tail, costs[-1][1]),
         own_time=own_time,
         prompt_time=per_prompt,
-        gap_chunks=tuple(np.broadcast_to(k, batch.shape) for k, _ in costs),
-        gap_costs=tuple(d * scaled for _, d in costs),
+        **_chunk_gaps(grid, rules, prompts, plain, scaled),
     )
+
+
+def _chunk_gaps(
+    grid: _Step, rules: SchedulerRules, prompts: _Prompts, plain: np.ndarray, scaled: np.ndarray
+) -> dict[str, tuple[np.ndarray, ...]]:
+    """``gap_chunks`` and ``gap_costs`` of a mixing engine: the chunks a prompt's length quantiles are cut into.
+
+    A prompt of ``T`` tokens beside a room of ``C`` is ``ceil(T / C)`` chunks, all but the last of the
+    full ``C`` (the scheduler fills the room), the last of the rest; each adds its own cost to the gap it
+    lands in, times ``scaled`` (the mean pricing of chunks that collide). An engine that does not chunk
+    takes the prompt whole.
+    """
+    chunks, costs = [], []
+    nodes, weights = _length_grid(prompts.computed + prompts.cached, prompts.spread)
+    for length, weight in zip(nodes, weights, strict=True):
+        tokens = max(length - prompts.cached, 1.0)
+        room = np.minimum(rules.chunk_size(grid.batch), tokens) if rules.chunked else np.full(grid.batch.shape, tokens)
+        k = np.ceil(tokens / room)
+        last = tokens - (k - 1) * room
+        chunks += [weight * (k - 1), np.full(grid.batch.shape, weight)]
+        costs += [
+            grid.added(room, 1, np.maximum(k - 2, 0.0) / 2 * room, plain) * scaled,
+            grid.added(last, 1, (k - 1) * room, plain) * scaled,
+        ]
+    return {"gap_chunks": tuple(chunks), "gap_costs": tuple(costs)}
 
 
 def _prefill_first_iteration(
@@ -758,7 +783,8 @@ def _prefill_first_iteration(
     """
     a, eff, tp = grid.arrays, grid.eff, grid.tp
     tail_pf = grid.scale[0] * prefill_seconds(a, eff, tp, max(prompts.tail - prompts.cached, 1.0))
-    each = [grid.scale[0] * prefill_seconds(a, eff, tp, max(n - prompts.cached, 1.0)) for n in prompts.nodes]
+    nodes, weights = _length_grid(prompts.computed + prompts.cached, prompts.spread)
+    each = [grid.scale[0] * prefill_seconds(a, eff, tp, max(n - prompts.cached, 1.0)) for n in nodes]
     iteration = per_round * per_token
     return _Iteration(
         step=per_token,
@@ -770,7 +796,7 @@ def _prefill_first_iteration(
         tbt=iteration + np.maximum(t_pf, tail_pf),
         own_time=t_pf,
         prompt_time=t_pf,
-        gap_chunks=tuple(np.ones(grid.batch.shape) for _ in each),
+        gap_chunks=tuple(np.full(grid.batch.shape, w) for w in weights),
         gap_costs=tuple(np.broadcast_to(t, grid.batch.shape) for t in each),
     )
 
@@ -783,6 +809,18 @@ def _length_nodes(mean: float, cv: float, points: int = 5) -> tuple[list[float],
     z, w = np.polynomial.hermite_e.hermegauss(points)
     w = w / w.sum()
     return [float(v) for v in mean * np.exp(sigma * z - sigma**2 / 2)], [float(v) for v in w]
+
+
+def _length_grid(mean: float, cv: float, points: int = 24) -> tuple[list[float], list[float]]:
+    """Equal-weight quantiles of a log-normal length (the midpoints of ``points`` equal-probability bins).
+
+    Quantile nodes rather than Gauss-Hermite ones: the token-gap tail reads the length distribution's
+    tail, which five Gauss-Hermite nodes place too coarsely (:func:`_stream_tails`).
+    """
+    if cv <= 0:
+        return [mean], [1.0]
+    probabilities = (np.arange(points) + 0.5) / points
+    return [_length_quantile(mean, cv, float(p)) for p in probabilities], [1.0 / points] * points
 
 
 def _length_quantile(mean: float, cv: float, quantile: float | None) -> float:
@@ -905,8 +943,8 @@ def _wait(load: Any, service: Any, arrival_cv: Any, service_cv: float, percentil
 
 
 def _stream_tails(
-    it: _Iteration, row: tuple[np.ndarray, int], fluid: np.ndarray, load: np.ndarray, tpot: np.ndarray, workload: Workload,
-    stream: tuple[float | None, float | None],
+    it: _Iteration, row: tuple[np.ndarray, int], fluid: np.ndarray, load: np.ndarray, tpot: np.ndarray,
+    workload: Workload, stream: tuple[float | None, float | None],
 ) -> tuple[np.ndarray | None, np.ndarray | None]:  # fmt: skip
     """The TPOT of a request and the token gap at the ``stream`` percentiles (None where none is asked).
 
@@ -932,9 +970,8 @@ def _stream_tails(
 
     per_round = at(it.iteration / it.step)
     gap = tpot * per_round
-    weights = _length_nodes(workload.input_tokens, workload.input_cv)[1]
     costs = [at(d) for d in it.gap_costs]
-    rates = [load * gap * w * at(k) for w, k in zip(weights, it.gap_chunks, strict=True)]
+    rates = [load * gap * at(k) for k in it.gap_chunks]
     landings = sum(rates)
     added = sum(m * d for m, d in zip(rates, costs, strict=True))
     second = sum(m * d**2 for m, d in zip(rates, costs, strict=True))

@@ -622,6 +622,8 @@ def _feasible_plan(
             running_batch=float(e.running[0, j]),
             utilization=float(utilization),
             kernel_basis=kernel_basis(family.accelerator, family.arrays.measured),
+            tpot_tail=Q_(float(e.tpot_checked[0, j]), "s") if search.targets.tpot_percentile is not None else None,
+            tbt_tail=Q_(float(e.tbt_checked[0, j]), "s") if search.targets.tbt_percentile is not None else None,
         ),
         cost=_fleet_costs(gpus, gpus * family.price, lam, search.workload.input_tokens, search.workload.output_tokens),
         energy=PlanEnergy(

@@ -330,7 +330,8 @@ class _Grid:
             out.tpot[i, cols] = planned_tpot(running, load, own, timed.decode_slots, fixed_point)
             out.ttft[i, cols] = ttft
             out.tbt_max[i, cols] = tbt_max
-            tails = _stream_tails(it, (self.steps.batch, i), fluid, load, out.tpot[i, cols], workload, self.stream)
+            point = (fluid, load, running)
+            tails = _stream_tails(timed, (self.steps.batch, i), point, out.tpot[i, cols], workload, self.stream)
             out.tpot_checked[i, cols] = out.tpot[i, cols] if tails[0] is None else tails[0]
             out.tbt_checked[i, cols] = tbt_max if tails[1] is None else tails[1]
             out.running[i, cols] = running
@@ -943,8 +944,8 @@ def _wait(load: Any, service: Any, arrival_cv: Any, service_cv: float, percentil
 
 
 def _stream_tails(
-    it: _Iteration, row: tuple[np.ndarray, int], fluid: np.ndarray, load: np.ndarray, tpot: np.ndarray,
-    workload: Workload, stream: tuple[float | None, float | None],
+    timed: _StepTimes, row: tuple[np.ndarray, int], point: tuple[np.ndarray, np.ndarray, np.ndarray],
+    tpot: np.ndarray, workload: Workload, stream: tuple[float | None, float | None],
 ) -> tuple[np.ndarray | None, np.ndarray | None]:  # fmt: skip
     """The TPOT of a request and the token gap at the ``stream`` percentiles (None where none is asked).
 
@@ -964,6 +965,8 @@ def _stream_tails(
     if tpot_p is None and gap_p is None:
         return None, None
     grid, i = row  # the candidate grid's caps, and the row (TP degree) evaluated
+    fluid, load, running = point  # the running batch's fixed point, each replica's load, the mean running batch
+    it = timed.iteration
 
     def at(values: np.ndarray) -> np.ndarray:  # the row's values at the running batch
         return np.interp(fluid, grid[i], np.broadcast_to(values, grid.shape)[i])
@@ -978,13 +981,17 @@ def _stream_tails(
     base = np.maximum(gap - added, 0.0)
     tpot_tail = gap_tail = None
     if tpot_p is not None:
-        outputs, shares = _length_nodes(workload.output_tokens, workload.output_cv)
-        spread = [np.sqrt(second / (per_round * max(o - 1.0, 1.0))) for o in outputs]
-
-        def tpot_cdf(x: np.ndarray) -> np.ndarray:
-            return sum(s * norm.cdf((x - tpot) / np.maximum(sd, 1e-300)) for s, sd in zip(shares, spread, strict=True))
-
-        tpot_tail = _bisect(tpot_cdf, tpot, tpot + 12 * max(spread, key=np.max) + 1e-9, tpot_p)
+        # A landing lengthens the request's life, and prompts arrive in that time too: landings come in
+        # clusters (a branching process of mean rho, the prompts' share of a gap), which scale the
+        # second moment by b^2 and the third by (1 + 2 rho) b^4 (the Borel distribution's), b = 1 / (1 - rho).
+        rho = np.minimum(added / np.maximum(gap, 1e-300), 0.95)
+        third = sum(m * d**3 for m, d in zip(rates, costs, strict=True)) * (1 + 2 * rho) / (1 - rho) ** 4
+        # The decode step grows with the running batch, which wanders over a request's life: Poisson-like
+        # (variance its mean) in a clustered stream, b^2 more.
+        slope = at(np.gradient(np.broadcast_to(timed.per_token, grid.shape)[i], grid[i]))
+        steady = slope**2 * running / (1 - rho) ** 2
+        moments = (second / (1 - rho) ** 2 / per_round, third / per_round)
+        tpot_tail = _tpot_tail(tpot, moments, steady, workload, tpot_p)
     if gap_p is not None:
         mean = added / np.maximum(landings, 1e-300)
         sd = np.sqrt(np.maximum(second / np.maximum(landings, 1e-300) - mean**2, 0.0))
@@ -1000,6 +1007,34 @@ def _stream_tails(
 
         gap_tail = _bisect(gap_cdf, base, base + (most + 1) * max(costs, key=np.max) + gap, gap_p)
     return tpot_tail, gap_tail
+
+
+def _tpot_tail(
+    tpot: np.ndarray, moments: tuple[np.ndarray, np.ndarray], steady: np.ndarray, workload: Workload, p: float
+) -> np.ndarray:
+    """The ``p`` quantile of a request's TPOT: a shifted gamma per output length, mixed over the lengths.
+
+    A request of ``O`` tokens spends ``(O - 1) / r`` gaps decoding; the prompts landing in them add a compound
+    Poisson sum, over ``O - 1`` tokens: its variance is ``moments[0] / (O - 1)`` and its third cumulant
+    ``moments[1] / (O - 1)^2`` (``moments``: per token of a gap, the landings' second and third moments over
+    ``r``). A gamma with those three moments keeps the skew a few long prompts give a short request.
+    """
+    from scipy.stats import gamma
+
+    outputs, shares = _length_grid(workload.output_tokens, workload.output_cv)
+    fits = []
+    for o in outputs:
+        slots = max(o - 1.0, 1.0)
+        variance, skew = moments[0] / slots + steady, moments[1] / slots**2
+        scale = np.maximum(skew, 1e-300) / np.maximum(2 * variance, 1e-300)
+        shape = variance / np.maximum(scale, 1e-300) ** 2
+        fits.append((shape, scale, tpot - shape * scale))
+
+    def cdf(x: np.ndarray) -> np.ndarray:
+        return sum(w * gamma.cdf(x - shift, a, scale=s) for w, (a, s, shift) in zip(shares, fits, strict=True))
+
+    widest = max(np.max(np.sqrt(moments[0] / max(o - 1.0, 1.0))) for o in outputs)
+    return _bisect(cdf, tpot, tpot + 20 * widest + 1e-9, p)
 
 
 def _bisect(cdf: Any, low: Any, high: Any, p: float, steps: int = 50) -> np.ndarray:

@@ -1,6 +1,6 @@
 """Percentile targets for the stream: a request's TPOT and the token gaps at a percentile (issue 55, item 5).
 
-The closed form (``calculator.fleet.evaluate._stream_tails``, ``docs/fleet-sizer.md``) is checked against
+The closed form (``calculator.fleet.stream.stream_tails``, ``docs/fleet-sizer.md``) is checked against
 the simulator's own distributions: the per-request TPOT column of ``simulate_plan(...).requests`` and the
 gaps between a replica's decode iterations, each weighted by the sequences that emitted a token in it.
 """

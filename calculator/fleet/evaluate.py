@@ -49,6 +49,7 @@ from ..queueing import replica_demand
 from ..results import ceil_count
 from ._common import MAX_FLEET_GPUS
 from .inputs import ServingOptions, Speculation, Workload
+from .stream import Gaps, length_grid, length_quantile, stream_tails
 
 __all__: list[str] = []  # the sizer's own parts (Evaluation, planned_ttft, planned_tpot), not re-exported
 
@@ -153,7 +154,7 @@ class Evaluation:
     the TTFT rule, for prefill budget and for a running slot (the rest of the mean TTFT is the request
     overhead and the iterations that carry the prompt); ``tpot_checked`` and ``tbt_checked`` (s): what the
     targets are checked against, the mean TPOT and the longest gap or their percentiles
-    (:func:`_stream_tails`).
+    (:func:`~calculator.fleet.stream.stream_tails`).
     """
 
     fits: np.ndarray
@@ -331,13 +332,19 @@ class _Grid:
             out.ttft[i, cols] = ttft
             out.tbt_max[i, cols] = tbt_max
             point = (fluid, load, running)
-            tails = _stream_tails(timed, (self.steps.batch, i), point, out.tpot[i, cols], workload, self.stream)
+            tails = stream_tails(self.gaps, (self.steps.batch, i), point, out.tpot[i, cols], workload, self.stream)
             out.tpot_checked[i, cols] = out.tpot[i, cols] if tails[0] is None else tails[0]
             out.tbt_checked[i, cols] = tbt_max if tails[1] is None else tails[1]
             out.running[i, cols] = running
             out.queue_wait[i, cols] = queue_wait
             out.slot_wait[i, cols] = slot_wait
         return out
+
+    @functools.cached_property
+    def gaps(self) -> Gaps:
+        """The grid's token gaps as :func:`~calculator.fleet.stream.stream_tails` reads them."""
+        it = self.timed.iteration
+        return Gaps(it.iteration / it.step, self.timed.per_token, it.gap_chunks, it.gap_costs)
 
     @functools.cached_property
     def constants(self) -> tuple[float, np.ndarray, float]:
@@ -531,7 +538,7 @@ class _StepGrid:
         # Prompt lengths: quadrature nodes of the log-normal length distribution (prefill cost is
         # convex in the length), and the length at the TTFT percentile.
         nodes, weights = _length_nodes(inputs, workload.input_cv)
-        tail = _length_quantile(inputs, workload.input_cv, self.percentile)
+        tail = length_quantile(inputs, workload.input_cv, self.percentile)
         prompts = _Prompts(nodes, weights, tail, computed, hit * prefix, workload.input_cv)
         grid = _Step(a, eff, tp, batch, context, scale)
         # each attention rank schedules its own token budget; a chunk size is the budget it sets
@@ -618,7 +625,8 @@ class _Iteration:
     time in the prefill-budget queue; ``tbt``: the longest token gap; ``own_time``: the iterations
     that carry a request's own prompt; ``prompt_time``: the seconds a prompt's prefill adds to the
     iterations every running sequence waits for; ``gap_chunks`` and ``gap_costs``: per node of the prompt
-    lengths, the gaps a prompt lands in and what it adds to each (the spread of the gaps, :func:`_stream_tails`).
+    lengths, the gaps a prompt lands in and what it adds to each (the spread of the gaps,
+    :func:`~calculator.fleet.stream.stream_tails`).
     """
 
     step: np.ndarray
@@ -759,7 +767,7 @@ def _chunk_gaps(
     takes the prompt whole.
     """
     chunks, costs = [], []
-    nodes, weights = _length_grid(prompts.computed + prompts.cached, prompts.spread)
+    nodes, weights = length_grid(prompts.computed + prompts.cached, prompts.spread)
     for length, weight in zip(nodes, weights, strict=True):
         tokens = max(length - prompts.cached, 1.0)
         room = np.minimum(rules.chunk_size(grid.batch), tokens) if rules.chunked else np.full(grid.batch.shape, tokens)
@@ -784,7 +792,7 @@ def _prefill_first_iteration(
     """
     a, eff, tp = grid.arrays, grid.eff, grid.tp
     tail_pf = grid.scale[0] * prefill_seconds(a, eff, tp, max(prompts.tail - prompts.cached, 1.0))
-    nodes, weights = _length_grid(prompts.computed + prompts.cached, prompts.spread)
+    nodes, weights = length_grid(prompts.computed + prompts.cached, prompts.spread)
     each = [grid.scale[0] * prefill_seconds(a, eff, tp, max(n - prompts.cached, 1.0)) for n in nodes]
     iteration = per_round * per_token
     return _Iteration(
@@ -810,28 +818,6 @@ def _length_nodes(mean: float, cv: float, points: int = 5) -> tuple[list[float],
     z, w = np.polynomial.hermite_e.hermegauss(points)
     w = w / w.sum()
     return [float(v) for v in mean * np.exp(sigma * z - sigma**2 / 2)], [float(v) for v in w]
-
-
-def _length_grid(mean: float, cv: float, points: int = 24) -> tuple[list[float], list[float]]:
-    """Equal-weight quantiles of a log-normal length (the midpoints of ``points`` equal-probability bins).
-
-    Quantile nodes rather than Gauss-Hermite ones: the token-gap tail reads the length distribution's
-    tail, which five Gauss-Hermite nodes place too coarsely (:func:`_stream_tails`).
-    """
-    if cv <= 0:
-        return [mean], [1.0]
-    probabilities = (np.arange(points) + 0.5) / points
-    return [_length_quantile(mean, cv, float(p)) for p in probabilities], [1.0 / points] * points
-
-
-def _length_quantile(mean: float, cv: float, quantile: float | None) -> float:
-    """The ``quantile`` of a log-normal length (the mean when fixed or when no quantile is asked)."""
-    if cv <= 0 or quantile is None:
-        return mean
-    from scipy.stats import norm
-
-    sigma = math.sqrt(math.log1p(cv**2))
-    return float(mean * math.exp(sigma * norm.ppf(quantile) - sigma**2 / 2))
 
 
 def _running_batch(batch: np.ndarray, rate: np.ndarray, cap: np.ndarray, load: np.ndarray) -> np.ndarray:
@@ -941,107 +927,3 @@ def _wait(load: Any, service: Any, arrival_cv: Any, service_cv: float, percentil
     if percentile is None:
         return mean_wait_seconds(load * service, 1.0, service, factor)
     return wait_quantile_seconds(load * service, 1.0, service, factor, percentile)
-
-
-def _stream_tails(
-    timed: _StepTimes, row: tuple[np.ndarray, int], point: tuple[np.ndarray, np.ndarray, np.ndarray],
-    tpot: np.ndarray, workload: Workload, stream: tuple[float | None, float | None],
-) -> tuple[np.ndarray | None, np.ndarray | None]:  # fmt: skip
-    """The TPOT of a request and the token gap at the ``stream`` percentiles (None where none is asked).
-
-    A gap is one iteration (a speculative round): the decodes at the running batch plus what the prompts
-    landing in it add. A prompt of the length node ``w`` (weight ``p_w``) lands in ``k_w`` iterations,
-    each ``d_w`` longer; prompts arrive ``load`` a second, so over a gap of mean ``g`` the landings of
-    node ``w`` are Poisson with mean ``m_w = load g p_w k_w`` (an M/G/inf count of prompts in flight).
-    The gap is ``g - sum m_w d_w`` plus that compound Poisson sum: its tail sums over ``j`` landings,
-    ``j = 1`` exactly over the nodes and ``j >= 2`` as a normal of ``j`` costs. A request's TPOT is the
-    mean of its ``(O - 1) / r`` gaps (``r`` tokens a round), independent in the count of landings:
-    normal with mean the planned TPOT and variance ``var(gap) / (r (O - 1))``, mixed over the output
-    lengths (log-normal nodes of ``O``). See ``docs/fleet-sizer.md``.
-    """
-    from scipy.stats import norm, poisson
-
-    tpot_p, gap_p = stream
-    if tpot_p is None and gap_p is None:
-        return None, None
-    grid, i = row  # the candidate grid's caps, and the row (TP degree) evaluated
-    fluid, load, running = point  # the running batch's fixed point, each replica's load, the mean running batch
-    it = timed.iteration
-
-    def at(values: np.ndarray) -> np.ndarray:  # the row's values at the running batch
-        return np.interp(fluid, grid[i], np.broadcast_to(values, grid.shape)[i])
-
-    per_round = at(it.iteration / it.step)
-    gap = tpot * per_round
-    costs = [at(d) for d in it.gap_costs]
-    rates = [load * gap * at(k) for k in it.gap_chunks]
-    landings = sum(rates)
-    added = sum(m * d for m, d in zip(rates, costs, strict=True))
-    second = sum(m * d**2 for m, d in zip(rates, costs, strict=True))
-    base = np.maximum(gap - added, 0.0)
-    tpot_tail = gap_tail = None
-    if tpot_p is not None:
-        # A landing lengthens the request's life, and prompts arrive in that time too: landings come in
-        # clusters (a branching process of mean rho, the prompts' share of a gap), which scale the
-        # second moment by b^2 and the third by (1 + 2 rho) b^4 (the Borel distribution's), b = 1 / (1 - rho).
-        rho = np.minimum(added / np.maximum(gap, 1e-300), 0.95)
-        third = sum(m * d**3 for m, d in zip(rates, costs, strict=True)) * (1 + 2 * rho) / (1 - rho) ** 4
-        # The decode step grows with the running batch, which wanders over a request's life: Poisson-like
-        # (variance its mean) in a clustered stream, b^2 more.
-        slope = at(np.gradient(np.broadcast_to(timed.per_token, grid.shape)[i], grid[i]))
-        steady = slope**2 * running / (1 - rho) ** 2
-        moments = (second / (1 - rho) ** 2 / per_round, third / per_round)
-        tpot_tail = _tpot_tail(tpot, moments, steady, workload, tpot_p)
-    if gap_p is not None:
-        mean = added / np.maximum(landings, 1e-300)
-        sd = np.sqrt(np.maximum(second / np.maximum(landings, 1e-300) - mean**2, 0.0))
-        most = int(min(np.max(landings) + 10 * np.sqrt(np.max(landings)) + 10, 200))
-
-        def gap_cdf(x: np.ndarray) -> np.ndarray:
-            y = x - base
-            one = sum(m * (d <= y) for m, d in zip(rates, costs, strict=True)) / np.maximum(landings, 1e-300)
-            total = poisson.pmf(0, landings) * (y >= 0) + poisson.pmf(1, landings) * one
-            for j in range(2, most + 1):
-                total = total + poisson.pmf(j, landings) * norm.cdf((y - j * mean) / np.maximum(np.sqrt(j) * sd, 1e-12))
-            return total
-
-        gap_tail = _bisect(gap_cdf, base, base + (most + 1) * max(costs, key=np.max) + gap, gap_p)
-    return tpot_tail, gap_tail
-
-
-def _tpot_tail(
-    tpot: np.ndarray, moments: tuple[np.ndarray, np.ndarray], steady: np.ndarray, workload: Workload, p: float
-) -> np.ndarray:
-    """The ``p`` quantile of a request's TPOT: a shifted gamma per output length, mixed over the lengths.
-
-    A request of ``O`` tokens spends ``(O - 1) / r`` gaps decoding; the prompts landing in them add a compound
-    Poisson sum, over ``O - 1`` tokens: its variance is ``moments[0] / (O - 1)`` and its third cumulant
-    ``moments[1] / (O - 1)^2`` (``moments``: per token of a gap, the landings' second and third moments over
-    ``r``). A gamma with those three moments keeps the skew a few long prompts give a short request.
-    """
-    from scipy.stats import gamma
-
-    outputs, shares = _length_grid(workload.output_tokens, workload.output_cv)
-    fits = []
-    for o in outputs:
-        slots = max(o - 1.0, 1.0)
-        variance, skew = moments[0] / slots + steady, moments[1] / slots**2
-        scale = np.maximum(skew, 1e-300) / np.maximum(2 * variance, 1e-300)
-        shape = variance / np.maximum(scale, 1e-300) ** 2
-        fits.append((shape, scale, tpot - shape * scale))
-
-    def cdf(x: np.ndarray) -> np.ndarray:
-        return sum(w * gamma.cdf(x - shift, a, scale=s) for w, (a, s, shift) in zip(shares, fits, strict=True))
-
-    widest = max(np.max(np.sqrt(moments[0] / max(o - 1.0, 1.0))) for o in outputs)
-    return _bisect(cdf, tpot, tpot + 20 * widest + 1e-9, p)
-
-
-def _bisect(cdf: Any, low: Any, high: Any, p: float, steps: int = 50) -> np.ndarray:
-    """The smallest ``x`` in ``[low, high]`` with ``cdf(x) >= p`` (a non-decreasing ``cdf``), elementwise."""
-    low, high = np.array(low, dtype=float), np.broadcast_to(np.asarray(high, dtype=float), np.shape(low)).copy()
-    for _ in range(steps):
-        mid = (low + high) / 2
-        below = cdf(mid) < p
-        low, high = np.where(below, mid, low), np.where(below, high, mid)
-    return high

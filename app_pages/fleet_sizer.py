@@ -78,6 +78,8 @@ class SizingRequest:
     kv_precision: str | None
     router: str
     moe_layouts: tuple[str, ...]
+    tpot_percentile: float | None = None  # each request's TPOT at this percentile (None: the mean)
+    tbt_p99_ms: float = 0.0  # the 99th percentile of all token gaps (0: no target)
 
     def parts(self):
         """The keyword arguments of size_fleet and explain_infeasible: the model, the parts and the engine.
@@ -96,7 +98,13 @@ class SizingRequest:
                 arrival_cv=self.arrival_cv,
             ),
             "targets": Targets(
-                Q_(self.ttft_ms, "ms"), Q_(self.tpot_ms, "ms"), None, self.percentile, self.max_utilization
+                Q_(self.ttft_ms, "ms"),
+                Q_(self.tpot_ms, "ms"),
+                Q_(self.tbt_p99_ms, "ms") if self.tbt_p99_ms > 0 else None,
+                self.percentile,
+                self.max_utilization,
+                tpot_percentile=self.tpot_percentile,
+                tbt_percentile=0.99 if self.tbt_p99_ms > 0 else None,
             ),
             "space": SearchSpace(
                 tuple(reg.accelerator(a) for a in self.accelerators),
@@ -202,7 +210,7 @@ def main():
     with st.sidebar:
         model, accelerators, precisions, engine, kv, layouts = _hardware_inputs(sc)
         rate, prompt, output, arrival_cv, prompt_cv = _traffic_inputs(sc)
-        ttft_ms, percentile, tpot_ms, max_util, router, prices = _target_inputs(sc, accelerators)
+        ttft_ms, (percentile, tpot_stat, gap_ms), tpot_ms, max_util, router, prices = _target_inputs(sc, accelerators)
 
     if not accelerators or not precisions or not layouts:
         st.warning("Choose at least one accelerator, one precision and one expert layout.")
@@ -232,6 +240,8 @@ def main():
         kv_precision=kv_precision,
         router=router,
         moe_layouts=tuple(layouts),
+        tpot_percentile=PERCENTILES[tpot_stat],
+        tbt_p99_ms=gap_ms,
     )
     plan = plan_for(request)
 
@@ -293,6 +303,10 @@ def _target_inputs(sc, accelerators):
     ttft_ms = sc.number("TTFT target [ms]", "ttft", 1000.0, min_value=1.0, max_value=600_000.0, step=50.0)
     percentile = sc.select("TTFT statistic", "ttft_stat", list(PERCENTILES), "mean")
     tpot_ms = sc.number("TPOT target [ms]", "tpot", 50.0, min_value=0.1, max_value=10_000.0, step=5.0)
+    tpot_stat = sc.select("TPOT statistic (of each request's TPOT)", "tpot_stat", list(PERCENTILES), "mean")
+    gap_ms = sc.number(
+        "Token-gap p99 target [ms] (0: none)", "tbt_p99", 0.0, min_value=0.0, max_value=60_000.0, step=10.0
+    )
     max_util = sc.slider(
         "Utilization cap", "util", 0.8, min_value=0.05, max_value=1.0, step=0.05, help="headroom per replica"
     )
@@ -317,7 +331,7 @@ def _target_inputs(sc, accelerators):
             step=0.1,
             help=f"defaults to the registry's cheapest published on-demand price ({entry or 'none listed'})",
         )
-    return ttft_ms, percentile, tpot_ms, max_util, router, prices
+    return ttft_ms, (percentile, tpot_stat, gap_ms), tpot_ms, max_util, router, prices
 
 
 def _show_alternatives(sc, plan, model, accelerators, precisions, prompt, output, engine, kv_precision):

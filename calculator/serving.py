@@ -341,6 +341,14 @@ def _time(owner: str, name: str, value: object) -> Time:
     return value.to("s")
 
 
+def _percentile(owner: str, name: str, value: object) -> float:
+    """A target's percentile as a fraction, checked to lie in (0, 1)."""
+    percentile = scalar(owner, name, value, "", "probability")
+    if not 0 < percentile < 1:
+        raise InputError(f"{owner}: '{name}' must be in (0, 1), got {shown(value)}")
+    return float(percentile)
+
+
 @dataclass(frozen=True, repr=False)
 class Targets(Result):
     """What every plan must meet: the latency targets and the load headroom.
@@ -350,13 +358,18 @@ class Targets(Result):
     ttft : Quantity [time]
         TTFT target: the mean, or the ``ttft_percentile`` when one is given.
     tpot : Quantity [time]
-        Mean time per output token after the first.
+        Time per output token after the first: the mean, or the ``tpot_percentile`` of the requests' TPOT.
     tbt : Quantity [time], optional
-        A bound on the longest gap between streamed tokens (a prefill landing in a decode step).
+        A bound on the gap between streamed tokens: the longest gap (a prefill landing in a decode step), or
+        the ``tbt_percentile`` of the gaps over all tokens.
     ttft_percentile : float, optional
         Plan TTFT at this percentile (e.g. 0.99) instead of the mean; in (0, 1).
     max_utilization : float
         Load each replica to at most this fraction of its throughput at the batch cap; in (0, 1].
+    tpot_percentile : float, optional
+        Plan each request's TPOT at this percentile (e.g. 0.99) instead of the mean; in (0, 1).
+    tbt_percentile : float, optional
+        Plan the token gap at this percentile of all gaps instead of the longest; in (0, 1); needs ``tbt``.
 
     Examples
     --------
@@ -369,6 +382,8 @@ class Targets(Result):
     tbt: Time | None = None
     ttft_percentile: Probability | None = None
     max_utilization: Fraction = 0.8
+    tpot_percentile: Probability | None = None  # after max_utilization: plan files and positional calls keep theirs
+    tbt_percentile: Probability | None = None
 
     def __post_init__(self) -> None:
         for name in ("ttft", "tpot", "tbt"):
@@ -378,11 +393,13 @@ class Targets(Result):
                 )
             if getattr(self, name) is not None:
                 object.__setattr__(self, name, _time("Targets", name, getattr(self, name)))
-        if self.ttft_percentile is not None:
-            percentile = scalar("Targets", "ttft_percentile", self.ttft_percentile, "", "probability")
-            if not 0 < percentile < 1:
-                raise InputError(f"Targets: 'ttft_percentile' must be in (0, 1), got {shown(self.ttft_percentile)}")
-            object.__setattr__(self, "ttft_percentile", float(percentile))
+        for name in ("ttft_percentile", "tpot_percentile", "tbt_percentile"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, _percentile("Targets", name, getattr(self, name)))
+        if self.tbt_percentile is not None and self.tbt is None:
+            raise InputError(
+                f"Targets: argument 'tbt_percentile' ({self.tbt_percentile}) needs 'tbt', the gap at that percentile"
+            )
         headroom = scalar("Targets", "max_utilization", self.max_utilization, "", "probability")
         if not headroom > 0:
             raise InputError(f"Targets: 'max_utilization' must be in (0, 1], got {shown(self.max_utilization)}")

@@ -173,6 +173,24 @@ class SizingFlags:
             show_default=False,
         ),
     ] = None
+    tpot_percentile: Annotated[
+        str | None,
+        typer.Option(
+            "--tpot-percentile",
+            metavar="PCT",
+            help="Plan each request's TPOT at this percentile of the requests (99, p99 or 0.99). Default: the mean.",
+            show_default=False,
+        ),
+    ] = None
+    tbt_percentile: Annotated[
+        str | None,
+        typer.Option(
+            "--tbt-percentile",
+            metavar="PCT",
+            help="Read --tbt as this percentile of all token gaps (99, p99 or 0.99). Default: the longest gap.",
+            show_default=False,
+        ),
+    ] = None
     accelerator: AcceleratorOption = dataclasses.field(default_factory=lambda: ["h100-sxm"])
     precision: PrecisionOption = dataclasses.field(default_factory=lambda: ["fp8"])
     tensor_parallel: Annotated[
@@ -334,8 +352,8 @@ def _prices(texts: list[str]) -> Any:
     return prices
 
 
-def _percentile(text: str | None) -> float | None:
-    """``--percentile``: ``99``, ``p99`` or ``0.99`` as the fraction the sizer takes (``None``: the mean)."""
+def _percentile(text: str | None, option: str = "--percentile") -> float | None:
+    """A percentile ``option``: ``99``, ``p99`` or ``0.99`` as the fraction the sizer takes (``None``: the mean)."""
     if text is None:
         return None
     raw = text.strip().lower()
@@ -345,9 +363,7 @@ def _percentile(text: str | None) -> float | None:
         value = float("nan")
     fraction = value / 100 if raw.startswith("p") or value >= 1 else value
     if not 0 < fraction < 1:
-        raise _fail(
-            f"option --percentile: expected a percentile between 0 and 100 such as 99, p99 or 0.99, got {text!r}"
-        )
+        raise _fail(f"option {option}: expected a percentile between 0 and 100 such as 99, p99 or 0.99, got {text!r}")
     return fraction
 
 
@@ -493,7 +509,11 @@ def _sizing_inputs(model: str | None, sizing: SizingFlags, registry: Any, rate: 
         "tbt": _quantity("tbt", sizing.tbt, "s", positive=True) if sizing.tbt is not None else None,
         "ttft_percentile": _percentile(sizing.percentile),
         "max_utilization": sizing.max_utilization,
+        "tpot_percentile": _percentile(sizing.tpot_percentile, "--tpot-percentile"),
+        "tbt_percentile": _percentile(sizing.tbt_percentile, "--tbt-percentile"),
     }
+    if targets["tbt_percentile"] is not None and targets["tbt"] is None:
+        raise _fail("option --tbt-percentile needs --tbt, the token gap at that percentile")
     space: dict[str, Any] = {"accelerators": sizing.accelerator, "precisions": sizing.precision,
                              "kv_precision": sizing.kv_precision}  # fmt: skip
     if sizing.tensor_parallel:
@@ -638,10 +658,12 @@ def _understood(inputs: SizingInputs, trace: Path | None = None) -> list[str]:
         + (_speculation_text(serving.speculation) if serving.speculation is not None else "")
     ]
     at = percentile_label(t.ttft_percentile)
-    gap = f", token gap {_number(t.tbt.m_as('ms'))} ms" if t.tbt is not None else ""
+    gap_at = "longest" if t.tbt_percentile is None else percentile_label(t.tbt_percentile)
+    gap = f", token gap {_number(t.tbt.m_as('ms'))} ms ({gap_at})" if t.tbt is not None else ""
     lines.append(
         f"targets: TTFT {_number(t.ttft.m_as('ms'))} ms ({at}), "
-        f"TPOT {_number(t.tpot.m_as('ms'))} ms{gap}; utilization at most {t.max_utilization:g}"
+        f"TPOT {_number(t.tpot.m_as('ms'))} ms ({percentile_label(t.tpot_percentile)}){gap}; "
+        f"utilization at most {t.max_utilization:g}"
     )
     prices = inputs.costs.gpu_hour if isinstance(inputs.costs.gpu_hour, dict) else {}
     shown = ", ".join(f"{name} {_number(price.m_as('USD/hour'))} USD/hour" for name, price in prices.items())

@@ -49,6 +49,7 @@ from ..queueing import replica_demand
 from ..results import ceil_count
 from ._common import MAX_FLEET_GPUS
 from .inputs import ServingOptions, Speculation, Workload
+from .stream import Gaps, length_grid, length_quantile, stream_tails
 
 __all__: list[str] = []  # the sizer's own parts (Evaluation, planned_ttft, planned_tpot), not re-exported
 
@@ -151,7 +152,9 @@ class Evaluation:
     full; ``rate`` (request/s): what a replica sustains at the cap; ``replicas``; ``running``: the
     mean running batch at the planned load; ``queue_wait`` and ``slot_wait`` (s): the mean waits of
     the TTFT rule, for prefill budget and for a running slot (the rest of the mean TTFT is the request
-    overhead and the iterations that carry the prompt).
+    overhead and the iterations that carry the prompt); ``tpot_checked`` and ``tbt_checked`` (s): what the
+    targets are checked against, the mean TPOT and the longest gap or their percentiles
+    (:func:`~calculator.fleet.stream.stream_tails`).
     """
 
     fits: np.ndarray
@@ -163,6 +166,8 @@ class Evaluation:
     tpot_at_batch: np.ndarray
     ttft: np.ndarray
     tbt_max: np.ndarray
+    tpot_checked: np.ndarray
+    tbt_checked: np.ndarray
     rate: np.ndarray
     replicas: np.ndarray
     running: np.ndarray
@@ -222,16 +227,18 @@ def _evaluate(
     percentile: float | None = None,
     max_utilization: float = 1.0,
     scale: tuple[float, float] = (1.0, 1.0),
+    stream: tuple[float | None, float | None] = (None, None),
 ) -> Evaluation:
     """Every quantity of the plan for the candidate grid ``tp`` x ``batch`` (plain arrays, SI).
 
     ``batch`` is the replica's cap on running sequences; replicas are set by the throughput at that
     cap loaded to ``max_utilization``, and the latencies are evaluated at the running batch the
     planned load produces (Little's law on the grid); TTFT at ``percentile`` (None: the mean).
-    ``scale`` multiplies prefill and decode step times (the ends of the model's error interval).
+    ``scale`` multiplies prefill and decode step times (the ends of the model's error interval);
+    ``stream``: the TPOT and token-gap percentiles checked (None: the mean TPOT, the longest gap).
     """
     steps = _StepGrid(family, profile, workload, tp, batch, serving, percentile, scale)
-    grid = _Grid(steps, max_utilization, workload.arrival_rate.m_as("request/s"))
+    grid = _Grid(steps, max_utilization, workload.arrival_rate.m_as("request/s"), stream=stream)
     return grid.evaluation(grid.latencies(np.ones(batch.shape, dtype=bool)))
 
 
@@ -249,6 +256,7 @@ class _Grid:
     max_utilization: float
     arrival_rate: float  # request/s, the workload's
     fewest: float = 0.0  # replicas every candidate runs at least (:meth:`at`)
+    stream: tuple[float | None, float | None] = (None, None)  # the TPOT and token-gap percentiles checked
 
     @functools.cached_property
     def timed(self) -> _StepTimes:
@@ -323,10 +331,20 @@ class _Grid:
             out.tpot[i, cols] = planned_tpot(running, load, own, timed.decode_slots, fixed_point)
             out.ttft[i, cols] = ttft
             out.tbt_max[i, cols] = tbt_max
+            point = (fluid, load, running)
+            tails = stream_tails(self.gaps, (self.steps.batch, i), point, out.tpot[i, cols], workload, self.stream)
+            out.tpot_checked[i, cols] = out.tpot[i, cols] if tails[0] is None else tails[0]
+            out.tbt_checked[i, cols] = tbt_max if tails[1] is None else tails[1]
             out.running[i, cols] = running
             out.queue_wait[i, cols] = queue_wait
             out.slot_wait[i, cols] = slot_wait
         return out
+
+    @functools.cached_property
+    def gaps(self) -> Gaps:
+        """The grid's token gaps as :func:`~calculator.fleet.stream.stream_tails` reads them."""
+        it = self.timed.iteration
+        return Gaps(it.iteration / it.step, self.timed.per_token, it.gap_chunks, it.gap_costs)
 
     @functools.cached_property
     def constants(self) -> tuple[float, np.ndarray, float]:
@@ -351,6 +369,8 @@ class _Grid:
             tpot_at_batch=timed.iteration.step,
             ttft=latencies.ttft,
             tbt_max=latencies.tbt_max,
+            tpot_checked=latencies.tpot_checked,
+            tbt_checked=latencies.tbt_checked,
             rate=timed.iteration.rate,
             replicas=sized.replicas,
             running=latencies.running,
@@ -391,6 +411,8 @@ class _Latencies:
     tpot: np.ndarray
     ttft: np.ndarray
     tbt_max: np.ndarray
+    tpot_checked: np.ndarray
+    tbt_checked: np.ndarray
     running: np.ndarray
     queue_wait: np.ndarray
     slot_wait: np.ndarray
@@ -516,8 +538,8 @@ class _StepGrid:
         # Prompt lengths: quadrature nodes of the log-normal length distribution (prefill cost is
         # convex in the length), and the length at the TTFT percentile.
         nodes, weights = _length_nodes(inputs, workload.input_cv)
-        tail = _length_quantile(inputs, workload.input_cv, self.percentile)
-        prompts = _Prompts(nodes, weights, tail, computed, hit * prefix)
+        tail = length_quantile(inputs, workload.input_cv, self.percentile)
+        prompts = _Prompts(nodes, weights, tail, computed, hit * prefix, workload.input_cv)
         grid = _Step(a, eff, tp, batch, context, scale)
         # each attention rank schedules its own token budget; a chunk size is the budget it sets
         spec = serving.speculation
@@ -588,6 +610,7 @@ class _Prompts:
     tail: float
     computed: float  # mean prompt tokens prefilled (a prefix-cache hit is not)
     cached: float  # mean prompt tokens a prefix-cache hit saves
+    spread: float = 0.0  # the prompt lengths' coefficient of variation
 
 
 @dataclass(frozen=True)
@@ -601,7 +624,9 @@ class _Iteration:
     without waits, for the mean prompt and the one at the TTFT percentile; ``service``: a prompt's
     time in the prefill-budget queue; ``tbt``: the longest token gap; ``own_time``: the iterations
     that carry a request's own prompt; ``prompt_time``: the seconds a prompt's prefill adds to the
-    iterations every running sequence waits for.
+    iterations every running sequence waits for; ``gap_chunks`` and ``gap_costs``: per node of the prompt
+    lengths, the gaps a prompt lands in and what it adds to each (the spread of the gaps,
+    :func:`~calculator.fleet.stream.stream_tails`).
     """
 
     step: np.ndarray
@@ -613,6 +638,8 @@ class _Iteration:
     tbt: np.ndarray
     own_time: np.ndarray
     prompt_time: np.ndarray
+    gap_chunks: tuple[np.ndarray, ...] = ()  # per prompt-length node: the gaps a prompt of that length lands in
+    gap_costs: tuple[np.ndarray, ...] = ()  # and the seconds it adds to each of them
 
 
 def _capacity(a: StepArrays, draft: StepArrays | None, profile: EngineProfile, tp: np.ndarray, context: float,
@@ -701,6 +728,7 @@ def _mixed_iteration(
         # Chunks landing in one iteration go to different ranks and prefill side by side (the mean chunk).
         together = grid.added(r * chunk, r, 0.0, plain)
         priced = np.where(spread, per_prompt * spread_over_ranks(arrivals, r, per_prompt / chunks, together), priced)
+    scaled = priced / np.maximum(per_prompt, 1e-300)  # each prompt's cost carries the pricing of collisions
     per_prompt = priced
     step = per_token + batch / decode_slots * per_prompt
     iteration = per_round * step  # a round with the prompts landing in it
@@ -724,7 +752,33 @@ def _mixed_iteration(
         tbt=iteration + np.maximum(d_tail, costs[-1][1]),
         own_time=own_time,
         prompt_time=per_prompt,
+        **_chunk_gaps(grid, rules, prompts, plain, scaled),
     )
+
+
+def _chunk_gaps(
+    grid: _Step, rules: SchedulerRules, prompts: _Prompts, plain: np.ndarray, scaled: np.ndarray
+) -> dict[str, tuple[np.ndarray, ...]]:
+    """``gap_chunks`` and ``gap_costs`` of a mixing engine: the chunks a prompt's length quantiles are cut into.
+
+    A prompt of ``T`` tokens beside a room of ``C`` is ``ceil(T / C)`` chunks, all but the last of the
+    full ``C`` (the scheduler fills the room), the last of the rest; each adds its own cost to the gap it
+    lands in, times ``scaled`` (the mean pricing of chunks that collide). An engine that does not chunk
+    takes the prompt whole.
+    """
+    chunks, costs = [], []
+    nodes, weights = length_grid(prompts.computed + prompts.cached, prompts.spread)
+    for length, weight in zip(nodes, weights, strict=True):
+        tokens = max(length - prompts.cached, 1.0)
+        room = np.minimum(rules.chunk_size(grid.batch), tokens) if rules.chunked else np.full(grid.batch.shape, tokens)
+        k = np.ceil(tokens / room)
+        last = tokens - (k - 1) * room
+        chunks += [weight * (k - 1), np.full(grid.batch.shape, weight)]
+        costs += [
+            grid.added(room, 1, np.maximum(k - 2, 0.0) / 2 * room, plain) * scaled,
+            grid.added(last, 1, (k - 1) * room, plain) * scaled,
+        ]
+    return {"gap_chunks": tuple(chunks), "gap_costs": tuple(costs)}
 
 
 def _prefill_first_iteration(
@@ -738,6 +792,8 @@ def _prefill_first_iteration(
     """
     a, eff, tp = grid.arrays, grid.eff, grid.tp
     tail_pf = grid.scale[0] * prefill_seconds(a, eff, tp, max(prompts.tail - prompts.cached, 1.0))
+    nodes, weights = length_grid(prompts.computed + prompts.cached, prompts.spread)
+    each = [grid.scale[0] * prefill_seconds(a, eff, tp, max(n - prompts.cached, 1.0)) for n in nodes]
     iteration = per_round * per_token
     return _Iteration(
         step=per_token,
@@ -749,6 +805,8 @@ def _prefill_first_iteration(
         tbt=iteration + np.maximum(t_pf, tail_pf),
         own_time=t_pf,
         prompt_time=t_pf,
+        gap_chunks=tuple(np.full(grid.batch.shape, w) for w in weights),
+        gap_costs=tuple(np.broadcast_to(t, grid.batch.shape) for t in each),
     )
 
 
@@ -760,16 +818,6 @@ def _length_nodes(mean: float, cv: float, points: int = 5) -> tuple[list[float],
     z, w = np.polynomial.hermite_e.hermegauss(points)
     w = w / w.sum()
     return [float(v) for v in mean * np.exp(sigma * z - sigma**2 / 2)], [float(v) for v in w]
-
-
-def _length_quantile(mean: float, cv: float, quantile: float | None) -> float:
-    """The ``quantile`` of a log-normal length (the mean when fixed or when no quantile is asked)."""
-    if cv <= 0 or quantile is None:
-        return mean
-    from scipy.stats import norm
-
-    sigma = math.sqrt(math.log1p(cv**2))
-    return float(mean * math.exp(sigma * norm.ppf(quantile) - sigma**2 / 2))
 
 
 def _running_batch(batch: np.ndarray, rate: np.ndarray, cap: np.ndarray, load: np.ndarray) -> np.ndarray:

@@ -47,6 +47,10 @@ class PlanService(Result):
     kernel_basis : str
         What the step times rest on, in words: the accelerator's measured kernel tables, or the generic
         efficiency curve and how far it carried to GPUs it had not seen (:func:`calculator.uncertainty.kernel_basis`).
+    tpot_tail, tbt_tail : Quantity [time], optional
+        A request's TPOT at ``targets.tpot_percentile`` and the token gap at ``targets.tbt_percentile``
+        (the closed form of ``docs/fleet-sizer.md``); None where the targets ask none (and in plan files
+        written before them).
     """
 
     ttft: Time
@@ -58,6 +62,8 @@ class PlanService(Result):
     running_batch: float
     utilization: float
     kernel_basis: str = ""
+    tpot_tail: Time | None = None
+    tbt_tail: Time | None = None
 
 
 @dataclass(frozen=True, repr=False)

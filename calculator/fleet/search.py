@@ -69,7 +69,7 @@ class _Masks:
     def of(cls, e: Evaluation, limits: tuple[float, float, float]) -> _Masks:
         """The masks of ``e`` against the TTFT, TPOT and token-gap targets in seconds (:attr:`_Search.limits`)."""
         ttft, tpot, tbt = limits
-        return cls(e.fits, e.tpot <= tpot, e.ttft <= ttft, e.tbt_max <= tbt)
+        return cls(e.fits, e.tpot_checked <= tpot, e.ttft <= ttft, e.tbt_checked <= tbt)
 
     @property
     def feasible(self) -> np.ndarray:
@@ -219,7 +219,8 @@ class _Search:
         steps = _StepGrid(
             family, self.profile, self.workload, tp, batch, self.serving, self.targets.ttft_percentile, scale
         )
-        return _Grid(steps, self.targets.max_utilization, self.arrival_rate)
+        stream = (self.targets.tpot_percentile, self.targets.tbt_percentile)
+        return _Grid(steps, self.targets.max_utilization, self.arrival_rate, stream=stream)
 
     def run(self, scales: dict[tuple[str, str], tuple[float, float]] | None = None, progress: Any = None) -> _Outcome:
         """Search every family; ``scales`` multiply the step times per (accelerator, precision)."""
@@ -370,10 +371,15 @@ class _Search:
         ttft_target, tpot_target, _ = self.limits
         # The candidate nearest to meeting both targets: the smallest of the larger ratio to its target.
         with np.errstate(invalid="ignore"):
-            score = np.maximum(e.ttft[0] / ttft_target, e.tpot[0] / tpot_target)
+            score = np.maximum(e.ttft[0] / ttft_target, e.tpot_checked[0] / tpot_target)
         score = np.where(e.fits[0] & np.isfinite(score), score, np.inf)
         k = int(np.argmin(score))
-        near = (float(score[k]), float(e.ttft[0, k]), float(e.tpot[0, k]), (family.key_at(tp), float(at.replicas * tp)))
+        near = (
+            float(score[k]),
+            float(e.ttft[0, k]),
+            float(e.tpot_checked[0, k]),
+            (family.key_at(tp), float(at.replicas * tp)),
+        )
         feasible = at.feasible
         if not feasible.any():
             return _RowResult(None, _why(family, tp, e, ok, self.targets, self.workload), *near)
@@ -438,7 +444,7 @@ def _why(family: _Family, tp: int, e: Evaluation, ok: _Masks, targets: Targets, 
         return _memory_rejection(family, tp, e.capacity[0], e.weights_per_device[0, 0], e.usable_per_device, workload)
     # the least of the caps evaluated (those allowed the replicas of the row's last level)
     if not (fits & ok_tpot).any():
-        best = Q_(float(np.fmin.reduce(e.tpot[0][fits])), "s")
+        best = Q_(float(np.fmin.reduce(e.tpot_checked[0][fits])), "s")
         return Rejection(key, **record, code="tpot", values={"best": best, "target": targets.tpot})
     if not (fits & ok_ttft).any():
         best = Q_(float(np.fmin.reduce(e.ttft[0][fits])), "s")
@@ -616,6 +622,8 @@ def _feasible_plan(
             running_batch=float(e.running[0, j]),
             utilization=float(utilization),
             kernel_basis=kernel_basis(family.accelerator, family.arrays.measured),
+            tpot_tail=Q_(float(e.tpot_checked[0, j]), "s") if search.targets.tpot_percentile is not None else None,
+            tbt_tail=Q_(float(e.tbt_checked[0, j]), "s") if search.targets.tbt_percentile is not None else None,
         ),
         cost=_fleet_costs(gpus, gpus * family.price, lam, search.workload.input_tokens, search.workload.output_tokens),
         energy=PlanEnergy(

@@ -55,6 +55,8 @@ FLAT_FIELDS = {
     "tpot_slo": ("targets", "tpot"),
     "tbt_slo": ("targets", "tbt"),
     "ttft_percentile": ("targets", "ttft_percentile"),
+    "tpot_percentile": ("targets", "tpot_percentile"),
+    "tbt_percentile": ("targets", "tbt_percentile"),
     "max_utilization": ("targets", "max_utilization"),
     "prefix_hit_rate": ("serving", "prefix_hit_rate"),
     "shared_prefix_tokens": ("serving", "shared_prefix_tokens"),

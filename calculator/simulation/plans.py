@@ -131,7 +131,14 @@ def _simulate_plan(
         replicas=count,
         router=router or plan.router,
         seeds=seeds,
-        targets=_targets(targets.ttft, targets.tpot, targets.tbt, targets.ttft_percentile, None),
+        # the simulator bounds each request's longest gap: a percentile-of-gaps target is the sizer's alone
+        targets=_targets(
+            targets.ttft,
+            targets.tpot,
+            targets.tbt if getattr(targets, "tbt_percentile", None) is None else None,
+            targets.ttft_percentile,
+            getattr(targets, "tpot_percentile", None),
+        ),
         executor=executor,
         progress=progress,
         function=function,

@@ -22,23 +22,27 @@ def plan():
 #: hands whole files to its two workers in collection order (``--dist loadfile``); starting the longest
 #: first lets both workers finish together (longest-first scheduling) instead of one waiting on a long
 #: file picked up last.
-#: Measured 2026-12-07 in the suite (-n 2) at a load average of 6-9 on the two cores (others' jobs), so about
-#: three times the quiet figures; s per file.
+#: Measured 2026-12-07 in the suite (-n 2, ``--durations=0`` summed per file) at a load average near 6 (others'
+#: jobs on the two cores): about 2.4 times the quiet figures; s per file.
 LONGEST_FILES = (
-    "test_performance.py",  # ~225 s
-    "test_app.py",  # ~189 s
-    "test_browser.py",  # ~147 s
-    "test_calibration_fit.py",  # ~133 s
-    "test_calibration_recovery.py",  # ~110 s
-    "test_calibration_fit_engines.py",  # ~97 s
-    "test_simulation.py",  # ~90 s
-    "test_notebooks.py",  # ~69 s
-    "test_cli.py",  # ~54 s
-    "test_calibrate.py",  # ~39 s
-    "test_queueing_simulation.py",  # ~32 s
-    "test_hardening_simulation.py",  # ~31 s
-    "test_fuzz.py",  # ~27 s
-    "test_moe_layouts.py",  # ~26 s
+    "test_app.py",  # ~163 s
+    "test_plan_loop.py",  # ~144 s
+    "test_simulation.py",  # ~119 s
+    "test_browser.py",  # ~117 s
+    "test_performance.py",  # ~89 s
+    "test_calibration_recovery.py",  # ~70 s
+    "test_calibration_fit.py",  # ~64 s
+    "test_notebooks.py",  # ~63 s
+    "test_calibration_fit_engines.py",  # ~62 s
+    "test_hardening_simulation.py",  # ~42 s
+    "test_percentile_targets.py",  # ~30 s (13 s quiet)
+    "test_helpful_answers.py",  # ~30 s (13 s quiet)
+    "test_app_tables.py",  # ~33 s
+    "test_fleet.py",  # ~31 s
+    "test_queueing_simulation.py",  # ~30 s
+    "test_moe_layouts.py",  # ~29 s
+    "test_calibrate.py",  # ~25 s
+    "test_routing.py",  # ~23 s
 )
 
 

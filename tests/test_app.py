@@ -566,7 +566,7 @@ def test_decode_page_speculative_speedup_and_its_chart():
     app = open_page("decode_speedups")
     timing = speculative_timing(0.7, 5, Q_(20, "ms"), 0.05, 1.0)
     assert metric(app, "Speedup") == f"{timing.speedup:.3g}×"
-    assert metric(app, "Gap between deliveries (TBT)") == f"{timing.tbt_gap.m_as('ms'):g} ms"
+    assert metric(app, "TBT, longest gap") == f"{timing.tbt_gap.m_as('ms'):g} ms"
     chart = charts(app)[0]
     grid = values(trace(chart, "K = 5")["x"])
     assert np.allclose(values(trace(chart, "K = 5")["y"]), speedup(grid, 5, 0.05))
@@ -579,12 +579,19 @@ def test_decode_page_flags_a_token_gap_beyond_the_tpot_target():
     app = open_page("decode_speedups")
     gap = speculative_timing(0.7, 5, Q_(20, "ms"), 0.05, 1.0).tbt_gap.m_as("ms")
     assert gap > 20  # a round of K = 5 drafts and a verification outlasts the 20 ms TPOT target
-    tbt = next(m for m in app.metric if m.label == "Gap between deliveries (TBT)")
+    tbt = next(m for m in app.metric if m.label == "TBT, longest gap")
     assert tbt.delta == f"{gap / 20:.2g}× the TPOT target"
     assert any(f"is {gap / 20:.2g}× the TPOT target" in box.value for box in [*app.success, *app.warning])
+    # The arrow is red only when the per-gap TBT target (50 ms by default) is missed, not beside "targets met".
+    from streamlit.proto.Metric_pb2 import Metric
+
+    assert gap <= 50 and Metric.MetricColor.Name(tbt.proto.color) == "GRAY"
+    app.number_input(key="decode.tbt").set_value(gap - 1).run()
+    tbt = next(m for m in app.metric if m.label == "TBT, longest gap")
+    assert Metric.MetricColor.Name(tbt.proto.color) == "RED" and app.warning
     app.number_input(key="decode.tpot").set_value(gap + 1).run()
     assert_clean(app)
-    assert not next(m for m in app.metric if m.label == "Gap between deliveries (TBT)").delta
+    assert not next(m for m in app.metric if m.label == "TBT, longest gap").delta
 
 
 def test_decode_page_best_draft_length_is_told_apart_from_the_current_one():
@@ -952,17 +959,16 @@ def test_batching_curve_at_its_largest_batch_shows_a_sample_and_downloads_every_
 def test_batching_knee_below_one_request_or_between_batches_is_answered_not_refused():
     # Issue 57 item 11: `?t0=0.001` (and any knee that is not a whole batch, 40.25 ms / 0.5 ms) failed on
     # `batch_size`, an argument the page passes, not a widget the user set.
-    from calculator.batching import effective_service_rate
-
     tiny = open_page("batching_queueing", t0="0.001")
     assert metric(tiny, "Knee batch") == "0.002"
-    rate = effective_service_rate(1, Q_(0.001, "ms"), Q_(0.5, "ms"))
-    assert metric(tiny, "Service rate at the knee") == f"{rate.m_as('request/s'):,.0f} request/s"
+    # B / (T0 + B t_m) tokens per second per device, one token per sequence per step, at a batch of 1 (one device):
+    # 1 / (0.001 ms + 0.5 ms) = 1,996 token/s.
+    assert metric(tiny, "Throughput per device at the knee") == f"{1 / 0.501e-3:,.0f} token/s"
     assert any("knee is below one request" in i.value for i in tiny.info)
     between = open_page("batching_queueing", t0="40.25")
     assert metric(between, "Knee batch") == "80.5" and not between.info
-    rate = effective_service_rate(80, Q_(40.25, "ms"), Q_(0.5, "ms"))
-    assert metric(between, "Service rate at the knee") == f"{rate.m_as('request/s'):.4g} request/s"
+    # At the whole batch 80 nearest the knee: 80 / (40.25 ms + 80 x 0.5 ms) = 996.9 token/s.
+    assert metric(between, "Throughput per device at the knee") == f"{80 / 80.25e-3:.4g} token/s"
 
 
 def test_a_table_download_writes_text_a_spreadsheet_would_run_as_text():

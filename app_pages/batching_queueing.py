@@ -147,7 +147,9 @@ def _curve(sc, t0, tm, devices):
     ui.table(shown, "batching-curve", download=table)
     ui.show_math(knee_batch_size, t0, tm, title="the knee (Napkin Math 10.2)")
     ui.show_math(batch_service_time, at_knee, t0, tm, title="step time at the knee")
-    ui.show_math(effective_service_rate, at_knee, t0, tm, title="service rate at the knee (sequences per second, one token each)")
+    ui.show_math(
+        effective_service_rate, at_knee, t0, tm, title="service rate at the knee (one token per sequence per step)"
+    )
 
 
 def _little(sc, t0, tm):

@@ -615,14 +615,18 @@ def _show_verification(plan, verification):
         help="the fewest meeting every target in simulation",
     )
     cols[2].metric(
-        "Attainment at the plan's replicas",
+        "Attainment, per request",
         f"{100 * mine.attainment.get('all', float('nan')):.1f} %",
-        help="share of measured requests meeting every target",
+        help=(
+            "at the plan's replicas, the share of measured requests whose own TTFT and TPOT meet every target; "
+            "the TPOT target is a mean over requests, so a plan meets its targets while some requests' TPOT is "
+            "above it"
+        ),
     )
     cols[3].metric(
-        "Goodput at the plan's replicas [request/s]",
+        "Goodput [request/s]",
         ui.number(mine.goodput.m_as("request/s"), 4),
-        help="measured requests meeting every target, per second",
+        help="at the plan's replicas, measured requests meeting every target, per second",
     )
     st.plotly_chart(verification_chart(verification, plan), key="verification")
     counts = sorted(results)

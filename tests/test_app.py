@@ -372,6 +372,7 @@ def test_memory_fit_page_matches_model_memory_fit_and_suggests_the_closest_fit()
 
 def test_benchmark_page_shows_the_library_prediction_per_concurrency_and_the_kv_it_used():
     from calculator.performance import predict_benchmark
+    from calculator.results import format_number
 
     app = open_page("benchmark", clients="1, 64, 4096")
     clients = np.array([1.0, 64.0, 4096.0])
@@ -382,6 +383,14 @@ def test_benchmark_page_shows_the_library_prediction_per_concurrency_and_the_kv_
     ttft, tpot = charts(app)
     assert values(trace(ttft, "predicted")["y"]) == pytest.approx(expected.ttft.m_as("ms"))
     assert values(trace(tpot, "80 % interval")["y"]) == pytest.approx(expected.tpot_interval[0].m_as("ms"))
+    # The table fits a 1440 px screen: each interval as one column of text, the step times in the CSV only.
+    table = app.dataframe[0].value
+    assert list(table.columns) == [
+        "Clients", "TTFT [ms]", "TTFT 80 % interval [ms]", "TPOT [ms]", "TPOT 80 % interval [ms]",
+        "Throughput [request/s]", "Output throughput [token/s]",
+    ]  # fmt: skip
+    low, high = (end.m_as("ms")[-1] for end in expected.tpot_interval)
+    assert table["TPOT 80 % interval [ms]"].iloc[-1] == f"{format_number(low)} to {format_number(high)}"
     # At 4,096 clients the sequence cap holds 1,024 requests, fewer than the KV cache would (1,288).
     assert values(trace(ttft, "sequence cap limits the batch")["x"]) == pytest.approx([4096])
     assert [w.value for w in app.warning if "From 4,096 clients" in w.value] == [

@@ -524,8 +524,11 @@ def test_cost_page_crossover_and_curve_come_from_the_library():
         w.key for w in app.sidebar.number_input
     }
     assert app.main.get("metric")[0].label == "Lifetime cost"
-    curve = cumulative_cost_curve(Q_(2e6, "USD"), Q_(0.001, "USD/request"), Q_(50e6, "request/day"), Q_(36, "month"))
-    assert np.allclose(values(charts(app)[0]["data"][0]["y"]), curve.cumulative_cost.m_as("USD"))
+    # The chart covers the 12-month deployment, no further: 2M + 0.001 x 50M x 365.25 USD at its end.
+    curve = cumulative_cost_curve(Q_(2e6, "USD"), Q_(0.001, "USD/request"), Q_(50e6, "request/day"), Q_(12, "month"))
+    drawn = values(charts(app)[0]["data"][0]["y"])
+    assert np.allclose(drawn, curve.cumulative_cost.m_as("USD"))
+    assert drawn[-1] == pytest.approx(2e6 + 0.001 * 50e6 * 365.25)
     assert metric(open_tab(app, "Per request and per 1M tokens"), "Cost per 1M useful tokens") == "2.4 USD/Mtoken"
     app.number_input(key="cost.training").set_value(4e6).run()
     assert_clean(app)

@@ -376,6 +376,7 @@ def _show_plan(plan, rate, output, prices, tpot_ms, check):
         "model's 80% interval; docs/performance-model.md)."
     )
     _plan_metrics(plan, band)
+    _cost_link(plan, rate)
     ties = tie_lines(plan)
     if ties:
         st.info(
@@ -426,6 +427,21 @@ def _plan_metrics(plan, band):
         "Per 1M total tokens", ui.fmt(cost.per_million_total_tokens, "USD", 4), help="prompt and output tokens"
     )
     st.caption(f"TTFT {_interval(service.ttft_interval, 'ms')}; TPOT {_interval(service.tpot_interval, 'ms')}.")
+
+
+def _cost_link(plan, rate):
+    """A link to the cost page with the plan's serving cost per query and its daily volume filled in."""
+    arrival = Q_(rate, "request/s")
+    per_query = (plan.cost.per_hour / arrival).to("USD/request")  # the fleet's cost rate over the requests served
+    st.page_link(
+        "app_pages/cost.py",
+        label=f"Lifetime cost of this plan: {ui.fmt(per_query, 'USD/request', 3)} at {ui.fmt(arrival, 'request/s')}",
+        icon=":material/payments:",
+        query_params={
+            "per_query": f"{per_query.m_as('USD/request'):.6g}",
+            "per_day": f"{arrival.m_as('request/day'):.10g}",
+        },
+    )
 
 
 def _plan_warnings(plan, tpot_ms):

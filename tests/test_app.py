@@ -36,6 +36,7 @@ from calculator.parallelism import activation_message_bytes, ring_allreduce_time
 from calculator.precision import bytes_per_element
 from calculator.queueing import mmc_mean_wait, queue_metrics, replicas_for_load
 from calculator.registry import load_registry
+from calculator.results import format_number
 from calculator.routing import expected_max_load, fanout_slow_probability
 from calculator.speculative import speculative_timing, speedup
 
@@ -205,6 +206,22 @@ def test_fleet_sizer_follows_an_input_change_and_a_shared_link():
     assert linked.number_input(key="fleet.rate").value == 40.0
 
 
+def test_fleet_sizer_links_its_plan_to_the_cost_page():
+    # Issue 55 item 6: the plan's serving cost per query and daily volume fill the cost page's lifetime scenario.
+    from urllib.parse import parse_qs
+
+    app = open_page("fleet_sizer", rate="40.0")
+    (link,) = [element.proto for element in app.get("page_link")]
+    assert link.page == "cost"
+    query = {name: float(value) for name, (value,) in parse_qs(link.query_string).items()}
+    per_hour = fleet_plan(40).cost.per_hour.m_as("USD/hour")
+    # Per query: the fleet's cost per hour over 40 request/s x 3,600 s; per day: 40 x 86,400 = 3,456,000.
+    assert query == {"per_query": pytest.approx(per_hour / (40 * 3600), rel=1e-5), "per_day": 3_456_000}
+    cost = open_page("cost", **{name: str(value) for name, value in query.items()})
+    # The cost page's serving spend is then the fleet's cost per hour over a day.
+    assert metric(cost, "Serving spend") == f"{format_number(per_hour * 24)} USD/d"
+
+
 def test_fleet_sizer_shows_and_pins_a_mixture_of_experts_layout():
     # Issue 23: the expert layout is searched (both by default) or pinned; the plan shows its layout.
     app = open_page("fleet_sizer", model="qwen3-235b-a22b", gpus="h100-sxm", precisions="fp8", engine="trtllm")
@@ -372,7 +389,6 @@ def test_memory_fit_page_matches_model_memory_fit_and_suggests_the_closest_fit()
 
 def test_benchmark_page_shows_the_library_prediction_per_concurrency_and_the_kv_it_used():
     from calculator.performance import predict_benchmark
-    from calculator.results import format_number
 
     app = open_page("benchmark", clients="1, 64, 4096")
     clients = np.array([1.0, 64.0, 4096.0])

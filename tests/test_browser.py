@@ -222,10 +222,20 @@ def test_every_page_renders_in_headless_chromium_without_errors(chromium, server
             if page.locator(ERRORS).count():
                 failures.append(f"verify by simulation: {page.locator(ERRORS).first.inner_text()[:300]}")
             page.screenshot(path=str(SCREENSHOTS / "fleet_sizer_verified.png"), full_page=True)
+            simulation_labels = page.evaluate(CUT_LABELS)  # "Goodput at the plan's replicas [re…" was cut
+            # The plan's link opens the cost page with its volume: the default 10 request/s is 864,000 a day.
+            page.get_by_role("link", name="Lifetime cost of this plan", exact=False).click()
+            volume = page.get_by_role("spinbutton", name="Queries per day [request/day]")
+            volume.wait_for(timeout=30_000)
+            page.wait_for_function(
+                "() => document.querySelector('[data-test-script-state=\"notRunning\"]')", timeout=60_000
+            )
+            per_day = float(volume.input_value())
         finally:
             browser.close()
     assert not failures, failures
     assert linked == ("8192", "3")
+    assert simulation_labels == [] and per_day == 864_000
     assert not rendered["offline"], f"requests that failed (external resources?): {rendered['offline'][:5]}"
     assert not rendered["refused"], f"responses with an error status: {rendered['refused'][:5]}"
     assert len(list(SCREENSHOTS.glob("*.png"))) >= len(PAGES)

@@ -2,7 +2,9 @@
 
 import streamlit as st
 
-# Emoji icons render locally (a Material icon as a page's favicon is fetched from a font server).
+# The browser tab's icon stays an emoji: a Material icon there is fetched from a font server, while the emoji
+# favicon is inline SVG. The pages' icons in the navigation are Material icons, drawn with the font Streamlit
+# bundles, so they render in a browser without an emoji font.
 st.set_page_config(page_title="Serving capacity calculator", page_icon="🖥️", layout="wide")
 
 
@@ -13,21 +15,21 @@ def page(path: str, title: str, icon: str, **kwargs: object) -> st.Page:
 
 pages = {
     "Plan": [
-        page("fleet_sizer", "Fleet sizer", "🖥️", default=True),
-        page("memory_fit", "Memory fit", "🧠"),
-        page("benchmark", "Benchmark prediction", "⏱️"),
-        page("cost", "Cost", "💵"),
+        page("fleet_sizer", "Fleet sizer", ":material/dns:", default=True),
+        page("memory_fit", "Memory fit", ":material/memory:"),
+        page("benchmark", "Benchmark prediction", ":material/timer:"),
+        page("cost", "Cost", ":material/payments:"),
     ],
     "Chapter models": [
-        page("batching_queueing", "Batching and queueing", "📈"),
-        page("decode_speedups", "Decode speedups", "⚡"),
-        page("sharding", "Sharding and communication", "🔀"),
-        page("routing_tails", "Routing and tails", "🧭"),
-        page("autoscaling_regions", "Autoscaling and regions", "🌍"),
+        page("batching_queueing", "Batching and queueing", ":material/stacked_line_chart:"),
+        page("decode_speedups", "Decode speedups", ":material/bolt:"),
+        page("sharding", "Sharding and communication", ":material/call_split:"),
+        page("routing_tails", "Routing and tails", ":material/alt_route:"),
+        page("autoscaling_regions", "Autoscaling and regions", ":material/public:"),
     ],
     "Tools": [
-        page("registry", "Registry", "📚"),
-        page("goal_seek", "Goal seek", "🎯"),
+        page("registry", "Registry", ":material/menu_book:"),
+        page("goal_seek", "Goal seek", ":material/target:"),
     ],
 }
 st.navigation(pages).run()

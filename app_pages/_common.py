@@ -299,8 +299,13 @@ class Scenario:
     def __init__(self, page: str) -> None:
         self.page = page
         self.saved: dict[str, Any] = st.session_state.setdefault("_scenarios", {}).setdefault(page, {})
+        written = st.session_state.setdefault("_scenario_written", {})
         if st.session_state.get("_scenario_page", page) != page:
-            st.query_params.clear()  # the address still holds the previous page's scenario
+            # Moved in the navigation, the address still holds the previous page's scenario: cleared. A link to
+            # this page (the fleet sizer's to the cost page) brings parameters of its own: kept and read.
+            if all(written.get(name) == value for name, value in st.query_params.to_dict().items()):
+                st.query_params.clear()
+            written.clear()
         st.session_state["_scenario_page"] = page
 
     def key(self, name: str) -> str:
@@ -328,7 +333,7 @@ class Scenario:
 
     def _keep(self, name: str, value: Any, text: str) -> Any:
         self.saved[name] = value
-        st.query_params[name] = text
+        st.query_params[name] = st.session_state["_scenario_written"][name] = text
         return value
 
     def number(

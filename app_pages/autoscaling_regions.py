@@ -74,6 +74,7 @@ def main():
 
 
 def _cold_start(sc):
+    answer = st.container()  # the metrics above the inputs
     a, b, c, d = st.columns(4)
     provisioning = sc.number("Provisioning [s]", "provision", 60.0, min_value=0.0, max_value=1e5, step=10.0, where=a)
     artifacts = sc.number(
@@ -88,7 +89,7 @@ def _cold_start(sc):
     cold = cold_start_time(*args)
     provisioned = cold_start_time(*args[:3], Q_(0, "s"))  # provisioning with the artifact fetch inside it
     response = scaling_response_time(Q_(detection, "s"), Q_(decision, "s"), provisioned, Q_(warmup, "s"))
-    cols = st.columns(2)
+    cols = answer.columns(2)
     cols[0].metric("Cold start of one replica", ui.fmt(cold, "min"))
     cols[1].metric("Demand change to serving capacity (Eq. 16)", ui.fmt(response, "min"))
     ui.show_math(cold_start_time, *args, title="cold start (Example 10.11)")

@@ -74,8 +74,9 @@ def main():
         "(sections 10.3 and 10.6; `calculator.batching`, `calculator.queueing`)."
     )
     sc = ui.Scenario("batching")
-    st.markdown("**Batch step model of one replica** `T(B) = T0 + B t_m` (shared by the tabs)")
-    a, b, c = st.columns(3)
+    # The shared step model in the sidebar (collapsed on a phone), so each tab's answer comes first.
+    st.sidebar.markdown("**Batch step model of one replica** `T(B) = T0 + B t_m` (shared by the tabs)")
+    a = b = c = st.sidebar
     fixed = sc.number("Fixed step time T0 [ms]", "t0", 40.0, min_value=0.001, max_value=1e5, step=1.0, where=a)
     marginal = sc.number(
         "Marginal time per request t_m [ms]", "tm", 0.5, min_value=0.0001, max_value=1e4, step=0.1, where=b
@@ -103,6 +104,7 @@ def main():
 
 
 def _curve(sc, t0, tm, devices):
+    answer = st.container()  # the metrics above the tab's inputs
     a, b = st.columns(2)
     largest = sc.number("Largest batch plotted", "largest", 256, min_value=2, max_value=100_000, integer=True, where=a)
     budget_ms = sc.number(
@@ -112,11 +114,14 @@ def _curve(sc, t0, tm, devices):
     at_knee = max(1, round(knee))  # a batch is a whole number of requests
     points = batch_operating_points(np.arange(1, largest + 1), t0, tm, devices)
     fitting = max_batch_for_budget(t0, tm, Q_(budget_ms, "ms"))
-    cols = st.columns(3)
+    cols = answer.columns(3)
     cols[0].metric("Knee batch", ui.fmt(knee, digits=4))
+    # B / T(B) is one decode step's sequences per step time: one token each, so tokens per second, shown per
+    # device as the chart and the table show it.
     cols[1].metric(
-        "Service rate at the knee", ui.fmt(effective_service_rate(at_knee, t0, tm), "request/s"),
-        help=f"at a batch of {at_knee:,}, the whole batch nearest the knee",
+        "Throughput per device at the knee",
+        ui.fmt(batch_operating_points(at_knee, t0, tm, devices).throughput_per_device, "token/s"),
+        help=f"at a batch of {at_knee:,}, the whole batch nearest the knee: one token per sequence per step",
     )  # fmt: skip
     cols[2].metric("Largest batch within the budget", f"{fitting:,}")
     if knee < 1:
@@ -142,7 +147,9 @@ def _curve(sc, t0, tm, devices):
     ui.table(shown, "batching-curve", download=table)
     ui.show_math(knee_batch_size, t0, tm, title="the knee (Napkin Math 10.2)")
     ui.show_math(batch_service_time, at_knee, t0, tm, title="step time at the knee")
-    ui.show_math(effective_service_rate, at_knee, t0, tm, title="service rate at the knee")
+    ui.show_math(
+        effective_service_rate, at_knee, t0, tm, title="service rate at the knee (one token per sequence per step)"
+    )
 
 
 def _little(sc, t0, tm):

@@ -87,7 +87,9 @@ def _lifetime_answer(training, per_query, rate, duration):
 
 
 def _lifetime(training, per_query, rate, duration, spend):
-    curve = cumulative_cost_curve(training, per_query, rate, Q_(max(36, duration.m_as("month")), "month"))
+    # The chart ends with the deployment (it ran to 36 months whatever the duration); the crossover metric says
+    # when serving passes training if that is later.
+    curve = cumulative_cost_curve(training, per_query, rate, duration)
     st.plotly_chart(cost_curves_figure({"scenario": curve}, time_unit="month"), key="cost-curves")
     ui.show_math(lifetime_cost, training, per_query, duration.to("day"), rate, title="lifetime cost (Eq. 2)")
     ui.show_math(serving_training_ratio, training, per_query, duration.to("day"), rate)

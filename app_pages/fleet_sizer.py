@@ -390,6 +390,7 @@ def _show_plan(plan, rate, output, prices, tpot_ms, check):
         "model's 80% interval; docs/performance-model.md)."
     )
     _plan_metrics(plan, band)
+    _cost_link(plan, rate)
     ties = tie_lines(plan)
     if ties:
         st.info(
@@ -440,6 +441,21 @@ def _plan_metrics(plan, band):
         "Per 1M total tokens", ui.fmt(cost.per_million_total_tokens, "USD", 4), help="prompt and output tokens"
     )
     st.caption(f"TTFT {_interval(service.ttft_interval, 'ms')}; TPOT {_interval(service.tpot_interval, 'ms')}.")
+
+
+def _cost_link(plan, rate):
+    """A link to the cost page with the plan's serving cost per query and its daily volume filled in."""
+    arrival = Q_(rate, "request/s")
+    per_query = (plan.cost.per_hour / arrival).to("USD/request")  # the fleet's cost rate over the requests served
+    st.page_link(
+        "app_pages/cost.py",
+        label=f"Lifetime cost of this plan: {ui.fmt(per_query, 'USD/request', 3)} at {ui.fmt(arrival, 'request/s')}",
+        icon=":material/payments:",
+        query_params={
+            "per_query": f"{per_query.m_as('USD/request'):.6g}",
+            "per_day": f"{arrival.m_as('request/day'):.10g}",
+        },
+    )
 
 
 def _plan_warnings(plan, tpot_ms):
@@ -629,14 +645,18 @@ def _show_verification(plan, verification):
         help="the fewest meeting every target in simulation",
     )
     cols[2].metric(
-        "Attainment at the plan's replicas",
+        "Attainment, per request",
         f"{100 * mine.attainment.get('all', float('nan')):.1f} %",
-        help="share of measured requests meeting every target",
+        help=(
+            "at the plan's replicas, the share of measured requests whose own TTFT and TPOT meet every target; "
+            "the TPOT target is a mean over requests, so a plan meets its targets while some requests' TPOT is "
+            "above it"
+        ),
     )
     cols[3].metric(
-        "Goodput at the plan's replicas [request/s]",
+        "Goodput [request/s]",
         ui.number(mine.goodput.m_as("request/s"), 4),
-        help="measured requests meeting every target, per second",
+        help="at the plan's replicas, measured requests meeting every target, per second",
     )
     st.plotly_chart(verification_chart(verification, plan), key="verification")
     counts = sorted(results)

@@ -85,6 +85,7 @@ def _links(sc, where):
 
 def _tensor_parallel(sc):
     reg = ui.registry()
+    answer = st.container()  # the metrics above the inputs (first on a phone, where the columns stack)
     left, right = st.columns([1, 2])
     with left:
         model = reg.model(sc.model("Model", "model", "llama-3.1-70b"))
@@ -113,7 +114,7 @@ def _tensor_parallel(sc):
             st.info("Choose at least one interconnect.")
             return
         first = next(iter(times))  # the answer first: the chosen degree on the first interconnect chosen
-        cols = st.columns(3)
+        cols = answer.columns(3)
         cols[0].metric(f"Layer time at TP {degree}", ui.fmt(times[first][at], "us", 4), help=f"over {first}")
         cols[1].metric("All-reduce per collective", ui.fmt(allreduce[first][at], "us", 4), help="two per layer")
         speedup = tensor_parallel_speedup(compute, degree, allreduce[first][at])

@@ -36,6 +36,7 @@ from calculator.parallelism import activation_message_bytes, ring_allreduce_time
 from calculator.precision import bytes_per_element
 from calculator.queueing import mmc_mean_wait, queue_metrics, replicas_for_load
 from calculator.registry import load_registry
+from calculator.results import format_number
 from calculator.routing import expected_max_load, fanout_slow_probability
 from calculator.speculative import speculative_timing, speedup
 
@@ -203,6 +204,22 @@ def test_fleet_sizer_follows_an_input_change_and_a_shared_link():
     linked = open_page("fleet_sizer", rate="40.0")
     assert metric(linked, "GPUs") == str(fleet_plan(40).gpus)
     assert linked.number_input(key="fleet.rate").value == 40.0
+
+
+def test_fleet_sizer_links_its_plan_to_the_cost_page():
+    # Issue 55 item 6: the plan's serving cost per query and daily volume fill the cost page's lifetime scenario.
+    from urllib.parse import parse_qs
+
+    app = open_page("fleet_sizer", rate="40.0")
+    (link,) = [element.proto for element in app.get("page_link")]
+    assert link.page == "cost"
+    query = {name: float(value) for name, (value,) in parse_qs(link.query_string).items()}
+    per_hour = fleet_plan(40).cost.per_hour.m_as("USD/hour")
+    # Per query: the fleet's cost per hour over 40 request/s x 3,600 s; per day: 40 x 86,400 = 3,456,000.
+    assert query == {"per_query": pytest.approx(per_hour / (40 * 3600), rel=1e-5), "per_day": 3_456_000}
+    cost = open_page("cost", **{name: str(value) for name, value in query.items()})
+    # The cost page's serving spend is then the fleet's cost per hour over a day.
+    assert metric(cost, "Serving spend") == f"{format_number(per_hour * 24)} USD/d"
 
 
 def test_fleet_sizer_shows_and_pins_a_mixture_of_experts_layout():
@@ -382,6 +399,14 @@ def test_benchmark_page_shows_the_library_prediction_per_concurrency_and_the_kv_
     ttft, tpot = charts(app)
     assert values(trace(ttft, "predicted")["y"]) == pytest.approx(expected.ttft.m_as("ms"))
     assert values(trace(tpot, "80 % interval")["y"]) == pytest.approx(expected.tpot_interval[0].m_as("ms"))
+    # The table fits a 1440 px screen: each interval as one column of text, the step times in the CSV only.
+    table = app.dataframe[0].value
+    assert list(table.columns) == [
+        "Clients", "TTFT [ms]", "TTFT 80 % interval [ms]", "TPOT [ms]", "TPOT 80 % interval [ms]",
+        "Throughput [request/s]", "Output throughput [token/s]",
+    ]  # fmt: skip
+    low, high = (end.m_as("ms")[-1] for end in expected.tpot_interval)
+    assert table["TPOT 80 % interval [ms]"].iloc[-1] == f"{format_number(low)} to {format_number(high)}"
     # At 4,096 clients the sequence cap holds 1,024 requests, fewer than the KV cache would (1,288).
     assert values(trace(ttft, "sequence cap limits the batch")["x"]) == pytest.approx([4096])
     assert [w.value for w in app.warning if "From 4,096 clients" in w.value] == [
@@ -515,8 +540,11 @@ def test_cost_page_crossover_and_curve_come_from_the_library():
         w.key for w in app.sidebar.number_input
     }
     assert app.main.get("metric")[0].label == "Lifetime cost"
-    curve = cumulative_cost_curve(Q_(2e6, "USD"), Q_(0.001, "USD/request"), Q_(50e6, "request/day"), Q_(36, "month"))
-    assert np.allclose(values(charts(app)[0]["data"][0]["y"]), curve.cumulative_cost.m_as("USD"))
+    # The chart covers the 12-month deployment, no further: 2M + 0.001 x 50M x 365.25 USD at its end.
+    curve = cumulative_cost_curve(Q_(2e6, "USD"), Q_(0.001, "USD/request"), Q_(50e6, "request/day"), Q_(12, "month"))
+    drawn = values(charts(app)[0]["data"][0]["y"])
+    assert np.allclose(drawn, curve.cumulative_cost.m_as("USD"))
+    assert drawn[-1] == pytest.approx(2e6 + 0.001 * 50e6 * 365.25)
     assert metric(open_tab(app, "Per request and per 1M tokens"), "Cost per 1M useful tokens") == "2.4 USD/Mtoken"
     app.number_input(key="cost.training").set_value(4e6).run()
     assert_clean(app)
@@ -566,7 +594,7 @@ def test_decode_page_speculative_speedup_and_its_chart():
     app = open_page("decode_speedups")
     timing = speculative_timing(0.7, 5, Q_(20, "ms"), 0.05, 1.0)
     assert metric(app, "Speedup") == f"{timing.speedup:.3g}×"
-    assert metric(app, "Gap between deliveries (TBT)") == f"{timing.tbt_gap.m_as('ms'):g} ms"
+    assert metric(app, "TBT, longest gap") == f"{timing.tbt_gap.m_as('ms'):g} ms"
     chart = charts(app)[0]
     grid = values(trace(chart, "K = 5")["x"])
     assert np.allclose(values(trace(chart, "K = 5")["y"]), speedup(grid, 5, 0.05))
@@ -579,12 +607,19 @@ def test_decode_page_flags_a_token_gap_beyond_the_tpot_target():
     app = open_page("decode_speedups")
     gap = speculative_timing(0.7, 5, Q_(20, "ms"), 0.05, 1.0).tbt_gap.m_as("ms")
     assert gap > 20  # a round of K = 5 drafts and a verification outlasts the 20 ms TPOT target
-    tbt = next(m for m in app.metric if m.label == "Gap between deliveries (TBT)")
+    tbt = next(m for m in app.metric if m.label == "TBT, longest gap")
     assert tbt.delta == f"{gap / 20:.2g}× the TPOT target"
     assert any(f"is {gap / 20:.2g}× the TPOT target" in box.value for box in [*app.success, *app.warning])
+    # The arrow is red only when the per-gap TBT target (50 ms by default) is missed, not beside "targets met".
+    from streamlit.proto.Metric_pb2 import Metric
+
+    assert gap <= 50 and Metric.MetricColor.Name(tbt.proto.color) == "GRAY"
+    app.number_input(key="decode.tbt").set_value(gap - 1).run()
+    tbt = next(m for m in app.metric if m.label == "TBT, longest gap")
+    assert Metric.MetricColor.Name(tbt.proto.color) == "RED" and app.warning
     app.number_input(key="decode.tpot").set_value(gap + 1).run()
     assert_clean(app)
-    assert not next(m for m in app.metric if m.label == "Gap between deliveries (TBT)").delta
+    assert not next(m for m in app.metric if m.label == "TBT, longest gap").delta
 
 
 def test_decode_page_best_draft_length_is_told_apart_from_the_current_one():
@@ -952,17 +987,16 @@ def test_batching_curve_at_its_largest_batch_shows_a_sample_and_downloads_every_
 def test_batching_knee_below_one_request_or_between_batches_is_answered_not_refused():
     # Issue 57 item 11: `?t0=0.001` (and any knee that is not a whole batch, 40.25 ms / 0.5 ms) failed on
     # `batch_size`, an argument the page passes, not a widget the user set.
-    from calculator.batching import effective_service_rate
-
     tiny = open_page("batching_queueing", t0="0.001")
     assert metric(tiny, "Knee batch") == "0.002"
-    rate = effective_service_rate(1, Q_(0.001, "ms"), Q_(0.5, "ms"))
-    assert metric(tiny, "Service rate at the knee") == f"{rate.m_as('request/s'):,.0f} request/s"
+    # B / (T0 + B t_m) tokens per second per device, one token per sequence per step, at a batch of 1 (one device):
+    # 1 / (0.001 ms + 0.5 ms) = 1,996 token/s.
+    assert metric(tiny, "Throughput per device at the knee") == f"{1 / 0.501e-3:,.0f} token/s"
     assert any("knee is below one request" in i.value for i in tiny.info)
     between = open_page("batching_queueing", t0="40.25")
     assert metric(between, "Knee batch") == "80.5" and not between.info
-    rate = effective_service_rate(80, Q_(40.25, "ms"), Q_(0.5, "ms"))
-    assert metric(between, "Service rate at the knee") == f"{rate.m_as('request/s'):.4g} request/s"
+    # At the whole batch 80 nearest the knee: 80 / (40.25 ms + 80 x 0.5 ms) = 996.9 token/s.
+    assert metric(between, "Throughput per device at the knee") == f"{80 / 80.25e-3:.4g} token/s"
 
 
 def test_a_table_download_writes_text_a_spreadsheet_would_run_as_text():

@@ -222,10 +222,20 @@ def test_every_page_renders_in_headless_chromium_without_errors(chromium, server
             if page.locator(ERRORS).count():
                 failures.append(f"verify by simulation: {page.locator(ERRORS).first.inner_text()[:300]}")
             page.screenshot(path=str(SCREENSHOTS / "fleet_sizer_verified.png"), full_page=True)
+            simulation_labels = page.evaluate(CUT_LABELS)  # "Goodput at the plan's replicas [re…" was cut
+            # The plan's link opens the cost page with its volume: the default 10 request/s is 864,000 a day.
+            page.get_by_role("link", name="Lifetime cost of this plan", exact=False).click()
+            volume = page.get_by_role("spinbutton", name="Queries per day [request/day]")
+            volume.wait_for(timeout=30_000)
+            page.wait_for_function(
+                "() => document.querySelector('[data-test-script-state=\"notRunning\"]')", timeout=60_000
+            )
+            per_day = float(volume.input_value())
         finally:
             browser.close()
     assert not failures, failures
     assert linked == ("8192", "3")
+    assert simulation_labels == [] and per_day == 864_000
     assert not rendered["offline"], f"requests that failed (external resources?): {rendered['offline'][:5]}"
     assert not rendered["refused"], f"responses with an error status: {rendered['refused'][:5]}"
     assert len(list(SCREENSHOTS.glob("*.png"))) >= len(PAGES)
@@ -237,6 +247,10 @@ ANSWER_FIRST = {
     "memory_fit": ("Memory fit", "Fits"),
     "benchmark": ("Benchmark prediction", "TTFT"),
     "cost": ("Cost", "Lifetime cost"),
+    "batching_queueing": ("Batching and queueing", "Knee batch"),
+    "decode_speedups": ("Decode speedups", "Speedup"),
+    "sharding": ("Sharding and communication", "Layer time"),
+    "autoscaling_regions": ("Autoscaling and regions", "Cold start"),
     "goal_seek": ("Goal seek", "Transformer layers"),  # the default formula solved for its first input
 }
 #: The metrics whose value text does not fit its box (the value or an element inside it cut off, with "…").
@@ -245,14 +259,28 @@ CUT_OFF = """() => [...document.querySelectorAll('[data-testid="stMetric"]')]
     .filter((metric) => [...metric.querySelectorAll('[data-testid="stMetricValue"], [data-testid="stMetricValue"] *')]
         .some((element) => element.scrollWidth > element.clientWidth))
     .map((metric) => metric.innerText.replace(/\\s+/g, " "))"""
+#: The visible metrics whose label does not fit its box (cut off with "…": the unit is what gets lost).
+CUT_LABELS = """() => [...document.querySelectorAll('[data-testid="stMetricLabel"]')]
+    .filter((label) => label.offsetParent !== null)
+    .filter((label) => [label, ...label.querySelectorAll('*')]
+        .some((element) => element.scrollWidth > element.clientWidth + 1))
+    .map((label) => label.innerText.replace(/\\s+/g, " "))"""
+#: The navigation's page icons: the text of each and the font it is drawn in.
+NAV_ICONS = """() => [...document.querySelectorAll('[data-testid="stSidebarNavLink"] [data-testid="stIconMaterial"]')]
+    .map((icon) => [icon.innerText, getComputedStyle(icon).fontFamily])"""
 
 
-def test_the_answer_comes_first(chromium, server):
-    # At 1440x900 each page's headline metric is inside the first screen; on a phone (390x844) it comes before
-    # any input (the inputs sit in the sidebar, collapsed on a phone).
+@pytest.fixture(scope="module")
+def at_both_widths(chromium, server):
+    """Every page loaded at 1440x900 and at 390x844 (a phone): where its headline metric and first input are,
+    which metric values and labels are cut off, and the navigation's icons.
+
+    Returns ``places`` ((path, width) -> (the headline's box, the screen's height, the first input's top)),
+    ``cut`` and ``labels`` ((path, width) -> the metrics cut off) and ``icons`` (on the first page at 1440).
+    """
     from playwright.sync_api import sync_playwright
 
-    places, cut = {}, {}
+    places, cut, labels, icons = {}, {}, {}, []
     with tempfile.TemporaryDirectory() as profile, sync_playwright() as playwright:
         for width, height in ((1440, 900), (390, 844)):
             context = playwright.chromium.launch_persistent_context(
@@ -261,25 +289,37 @@ def test_the_answer_comes_first(chromium, server):
             )  # fmt: skip
             try:
                 page = context.new_page()
-                for path, (title, label) in ANSWER_FIRST.items():
+                for path, title in PAGES.items():
                     page.goto(f"{server}/{path}", wait_until="domcontentloaded")
                     page.get_by_role("heading", name=title, exact=True).first.wait_for(timeout=30_000)
                     page.wait_for_function(
-                        "() => document.querySelector('[data-test-script-state=\"notRunning\"]')", timeout=60_000
+                        """() => document.querySelector('[data-test-script-state="notRunning"]')
+                            && !document.querySelector('[data-testid="stSkeleton"]')""",
+                        timeout=60_000,
                     )
-                    metric = page.locator('[data-testid="stMetric"]', has_text=label).first
-                    metric.wait_for(timeout=30_000)
-                    box = metric.bounding_box()
-                    inputs = [
-                        b["y"]
-                        for b in (field.bounding_box() for field in page.locator("input").all())
-                        if b is not None and b["width"] > 0 and b["x"] >= 0 and b["x"] < width
-                    ]
-                    places[path, width] = (box, height, min(inputs) if inputs else None)
-                    if path in ("cost", ""):
-                        cut[path, width] = page.evaluate(CUT_OFF)
+                    if path in ANSWER_FIRST:
+                        metric = page.locator('[data-testid="stMetric"]', has_text=ANSWER_FIRST[path][1]).first
+                        metric.wait_for(timeout=30_000)
+                        inputs = [
+                            b["y"]
+                            for b in (field.bounding_box() for field in page.locator("input").all())
+                            if b is not None and b["width"] > 0 and b["x"] >= 0 and b["x"] < width
+                        ]
+                        places[path, width] = (metric.bounding_box(), height, min(inputs) if inputs else None)
+                    cut[path, width] = page.evaluate(CUT_OFF)
+                    labels[path, width] = page.evaluate(CUT_LABELS)
+                    if width == 1440 and not icons:
+                        icons = page.evaluate(NAV_ICONS)
             finally:
                 context.close()
+    return {"places": places, "cut": cut, "labels": labels, "icons": icons}
+
+
+def test_the_answer_comes_first(at_both_widths):
+    # At 1440x900 each page's headline metric is inside the first screen; on a phone (390x844) it comes before
+    # any input (the inputs sit in the sidebar, collapsed on a phone, or below the answer). Batching, decode
+    # speedups, sharding and autoscaling put their inputs first, the answer at 909 to 1,137 px on a phone.
+    places = at_both_widths["places"]
     for path in ANSWER_FIRST:
         desktop, desktop_height, _ = places[path, 1440]
         assert desktop["y"] + desktop["height"] <= desktop_height, (path, desktop)
@@ -288,9 +328,28 @@ def test_the_answer_comes_first(chromium, server):
             path,
             places[path, 390],
         )
-    # The cost page's and the fleet sizer's headline values are whole at both sizes (in a row of four the
-    # lifetime cost, "20.26 million USD", was cut to "20.26 million…" at 1440x900, and "9,949 USD/month" too).
-    assert cut == {(path, width): [] for path in ("cost", "") for width in (1440, 390)}, cut
+
+
+def test_metric_values_and_labels_fit(at_both_widths):
+    # The metrics' values and labels are whole on every page at both sizes: in a row of four the lifetime cost,
+    # "20.26 million USD", was cut to "20.26 million…" at 1440x900; labels lost their units ("Goodput at the
+    # plan's replicas [re…", "Gap between deliveries (…").
+    offenders = {
+        (kind, path, width): metrics
+        for kind in ("cut", "labels")
+        for (path, width), metrics in at_both_widths[kind].items()
+        if metrics
+    }
+    assert set(at_both_widths["labels"]) == {(path, width) for path in PAGES for width in (1440, 390)}
+    assert not offenders, offenders
+
+
+def test_the_page_icons_are_drawn_in_the_bundled_material_font(at_both_widths):
+    # Emoji icons showed as empty boxes in a browser without an emoji font; Material icons are ligatures of the
+    # Material Symbols font that Streamlit serves itself.
+    icons = at_both_widths["icons"]
+    assert len(icons) == len(PAGES), icons
+    assert all(text and "Material Symbols" in font for text, font in icons), icons
 
 
 #: Pages that draw every tab (the registry's forms and upload keep their input when hidden), and pages whose

@@ -287,7 +287,7 @@ def test_simulate_verify_json_and_csv_with_two_seeds_and_another_router(plan_fil
     ("args", "code", "message"),
     [
         (["--rate", "0"], 2, "option --rate: must be greater than zero, got '0'"),
-        (["--router", "fastest"], 2, "argument 'router' must be one of"),
+        (["--router", "fastest"], 2, "option --router must be one of"),
         (["--tpot", "0.1 ms"], 1, "the plan is infeasible, there is nothing to simulate: no configuration"),
         (["--replicas", "2", "--verify"], 2, "give --replicas N (simulate N replicas) or --verify"),
         (["--requests", "0"], 2, "Invalid value for '--requests'"),
@@ -482,8 +482,8 @@ def test_help_of_every_command_shows_plain_flags_capital_arguments_and_typed_met
             "option --speculate: Speculation(): argument 'acceptance' must be a prob",
         ),
         (["--speculate", "llama-3.2-1b:99999999999:0.7"], "argument 'draft_length' must be at most 256"),
-        (["--arrival-cv", "inf"], "argument 'arrival_cv' must be finite"),
-        (["--input-cv", "1e9"], "argument 'input_cv' must be at most 100"),
+        (["--arrival-cv", "inf"], "option --arrival-cv must be finite"),
+        (["--input-cv", "1e9"], "option --input-cv must be at most 100"),
         (["--speculate", "no-such-draft"], "option --speculate: unknown model id 'no-such-draft'"),
         (["--prefix-hit", "0.5"], "--prefix-hit and --shared-prefix go together"),
         (["--requests", "100"], "--requests, --seeds and --time-limit set up --verify; add --verify"),
@@ -819,10 +819,10 @@ def test_fit_attention_ranks_of_a_mixture_of_experts_hold_every_ranks_sequences(
     ("extra", "message"),
     [
         (["--context", "999999"], "exceeds the context limit of model 'llama-3.1-70b'"),
-        (["--context", "1000", "--tp", "3"], "tensor_parallel 3 does not split model 'llama-3.1-70b'"),
+        (["--context", "1000", "--tp", "3"], "error: --tp 3 does not split model 'llama-3.1-70b'"),
         (["--context", "1000", "--reserve", "2"], "option --reserve: '2' has no unit"),
-        (["--context", "1000", "-p", "fp9"], "argument 'precision' must be one of"),
-        (["--context", "1000", "--data-parallel", "2"], "data_parallel applies to the attention of a mixture"),
+        (["--context", "1000", "-p", "fp9"], "option -p/--precision must be one of"),
+        (["--context", "1000", "--data-parallel", "2"], "error: --data-parallel applies to the attention of a mixture"),
         (["--context", "0"], "--context"),
     ],
 )
@@ -892,10 +892,10 @@ def test_predict_offers_the_librarys_arrivals_and_its_run_length():
     ("extra", "message"),
     [
         (["--arrivals", "waves", "--length-cv", "0.1"], "--length-cv applies to dispersed arrivals"),
-        (["--tp", "3"], "tensor_parallel 3 does not split model 'llama-3.1-8b'"),
+        (["--tp", "3"], "error: --tp 3 does not split model 'llama-3.1-8b'"),
         (["--input", "200000"], "exceeds the model's context limit"),
         (["-a", "h300"], "unknown accelerator id 'h300'"),
-        (["--engine", "tgi"], "argument 'engine' must be one of"),
+        (["--engine", "tgi"], "option --engine must be one of"),
     ],
 )
 def test_predict_bad_input_exits_2_with_one_line(extra, message):

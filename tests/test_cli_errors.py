@@ -9,10 +9,12 @@ of the commands it lists, so an option added later without an error case fails h
 import re
 
 import pytest
+import typer
 import typer.main
 from typer.testing import CliRunner
 
 from calculator.cli import app
+from calculator.cli._app import tokens
 
 runner = CliRunner()
 
@@ -153,3 +155,43 @@ def test_the_library_names_read_as_the_flags():
     # both precisions reach the library as 'precision'; the value quoted tells which flag gave it
     assert "option --kv-precision must be one of" in _run("fit", "--kv-precision", "int3")
     assert "option -a/--accelerator: unknown accelerator id 'h999'" in _run("fit", "-a", "h999")
+
+
+@pytest.mark.parametrize(
+    ("text", "whole", "count"),
+    [
+        ("4096", True, 4096),
+        ("128K", True, 128 * 1024),  # vLLM's human_readable_int: upper case is binary
+        ("128k", True, 128_000),  # lower case decimal
+        ("1M", True, 1024 * 1024),
+        ("2m", True, 2_000_000),
+        ("25.6k", True, 25_600),
+        ("256.5", False, 256.5),  # a mean length may be fractional
+    ],
+)
+def test_token_counts_take_vllms_suffixes(text, whole, count):
+    assert tokens(whole=whole)(text) == count
+
+
+@pytest.mark.parametrize(
+    ("text", "whole", "message"),
+    [
+        ("1.5K", True, "a binary suffix takes a whole number; did you mean '1.5k'?"),
+        ("256.5", True, "expected a whole number of tokens"),
+        ("0", True, "expected 1 or more tokens"),
+        ("-5", True, "expected a token count such as 4096"),
+        ("12 G", True, "expected a token count such as 4096"),
+    ],
+)
+def test_bad_token_counts_are_refused(text, whole, message):
+    with pytest.raises(typer.BadParameter, match=re.escape(message)):
+        tokens(whole=whole)(text)
+
+
+def test_the_commands_read_token_suffixes():
+    fit = runner.invoke(app, ["fit", "llama-3.1-8b", "-a", "h100-sxm", "--context", "128K"])
+    assert fit.exit_code == 0 and "1 sequence of 131,072 tokens fit" in fit.output  # 128 x 1,024
+    predict = runner.invoke(app, [*START["predict"], "--input", "2k", "--output", "0.2k"])
+    assert predict.exit_code == 0 and "2,000/200 tokens per request" in predict.output
+    message = _run("fit", "--context", "1.5K")
+    assert "Invalid value for '--context'" in message and "did you mean '1.5k'?" in message

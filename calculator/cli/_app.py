@@ -188,6 +188,38 @@ def _check_out(out: Path) -> None:
         raise typer.Exit(2)
 
 
+#: Token-count suffixes as vLLM's ``--max-model-len`` reads them (``human_readable_int`` in its
+#: ``engine/arg_utils.py``, 0.18): lower case decimal, upper case binary, so ``128K`` is Llama 3.1's 131,072.
+TOKEN_SUFFIXES = {"k": 10**3, "m": 10**6, "K": 2**10, "M": 2**20}
+
+
+def tokens(minimum: int = 1, *, whole: bool = True) -> Callable[[str], Any]:
+    """The parser of a token-count option: a number with an optional suffix of :data:`TOKEN_SUFFIXES`.
+
+    ``2k`` is 2,000 and ``2K`` 2,048; ``25.6k`` is 25,600, while a binary suffix takes a whole number
+    (``1.5K`` is refused, as vLLM refuses it). ``whole`` options (a context, a chunk) take integers; a mean
+    length may be fractional. Values below ``minimum`` are refused; typer names the flag in the message.
+    """
+
+    def parse(text: str | float) -> Any:
+        if not isinstance(text, str):  # typer passes a number default through the parser too
+            return text
+        match = re.fullmatch(r"\s*(\d+(?:\.\d*)?)([kKmM]?)\s*", text)
+        if match is None:
+            raise typer.BadParameter(f"expected a token count such as 4096, 128K (131,072) or 2k (2,000), got {text!r}")
+        number, suffix = match.groups()
+        if suffix.isupper() and "." in number:
+            raise typer.BadParameter(f"{text!r}: a binary suffix takes a whole number; did you mean {text.lower()!r}?")
+        value = float(number) * TOKEN_SUFFIXES.get(suffix, 1)
+        if whole and value != int(value):
+            raise typer.BadParameter(f"expected a whole number of tokens, got {text!r}")
+        if value < minimum:
+            raise typer.BadParameter(f"expected {minimum:,} or more tokens, got {text!r}")
+        return int(value) if whole or value == int(value) else value
+
+    return parse
+
+
 def _load(registry: Path | None, extra: list[Path] | None) -> Any:
     from ..registry import load_registry
 

@@ -13,7 +13,19 @@ from typing import Annotated, Any
 
 import typer
 
-from ._app import ExtraOption, Format, FormatOption, JsonOption, OutOption, _emit, _format, _library_errors, _load, app
+from ._app import (
+    ExtraOption,
+    Format,
+    FormatOption,
+    JsonOption,
+    OutOption,
+    _emit,
+    _format,
+    _library_errors,
+    _load,
+    app,
+    tokens,
+)
 from .sizing import EngineOption, KvPrecisionOption, _quantity
 
 
@@ -42,7 +54,10 @@ FIT_UNITS = {
 def fit_command(
     model: Annotated[str, typer.Argument(metavar="MODEL", help="Registry model id or alias.")],
     accelerator: Annotated[str, typer.Option("--accelerator", "-a", metavar="GPU", help="Accelerator id.")],
-    context: Annotated[int, typer.Option(metavar="TOKENS", min=1, help="Tokens per sequence (prompt + output).")],
+    context: Annotated[
+        int,
+        typer.Option(metavar="TOKENS", parser=tokens(), help="Tokens per sequence, prompt + output (128K is 131,072)."),
+    ],
     precision: Annotated[str, typer.Option("--precision", "-p", metavar="PRECISION", help="Weight precision.")] = (
         "bf16"
     ),

@@ -6,15 +6,27 @@ from typing import Annotated
 
 import typer
 
-from ._app import ExtraOption, Format, FormatOption, JsonOption, OutOption, _emit, _format, _library_errors, _load, app
+from ._app import (
+    ExtraOption,
+    Format,
+    FormatOption,
+    JsonOption,
+    OutOption,
+    _emit,
+    _format,
+    _library_errors,
+    _load,
+    app,
+    tokens,
+)
 from .sizing import AcceleratorOption, EngineOption, PrecisionOption
 
 
 @app.command("frontier")
 def frontier_command(
     model: Annotated[str, typer.Argument(metavar="MODEL", help="Registry model id or alias.")],
-    input_tokens: Annotated[float, typer.Option("--input", metavar="TOKENS", min=1, help="Prompt tokens.")],
-    output_tokens: Annotated[float, typer.Option("--output", metavar="TOKENS", min=1, help="Output tokens.")],
+    input_tokens: Annotated[float, typer.Option("--input", metavar="TOKENS", parser=tokens(), help="Prompt tokens.")],
+    output_tokens: Annotated[float, typer.Option("--output", metavar="TOKENS", parser=tokens(), help="Output tokens.")],
     accelerator: AcceleratorOption = ["h100-sxm"],  # noqa: B006
     precision: PrecisionOption = ["fp8"],  # noqa: B006
     engine: EngineOption = None,

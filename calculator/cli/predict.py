@@ -27,6 +27,7 @@ from ._app import (
     _library_errors,
     _load,
     app,
+    tokens,
 )
 from .sizing import EngineOption, KvPrecisionOption, SpeculateOption, _speculation, _speculation_text
 
@@ -41,8 +42,12 @@ class Arrivals(StrEnum):
 @app.command("predict")
 def predict_command(
     model: Annotated[str, typer.Argument(metavar="MODEL", help="Registry model id or alias.")],
-    input_tokens: Annotated[int, typer.Option("--input", metavar="TOKENS", min=1, help="Prompt tokens per request.")],
-    output_tokens: Annotated[int, typer.Option("--output", metavar="TOKENS", min=1, help="Output tokens per request.")],
+    input_tokens: Annotated[
+        int, typer.Option("--input", metavar="TOKENS", parser=tokens(), help="Prompt tokens per request (2K is 2,048).")
+    ],
+    output_tokens: Annotated[
+        int, typer.Option("--output", metavar="TOKENS", parser=tokens(), help="Output tokens per request.")
+    ],
     concurrency: Annotated[
         list[int],
         typer.Option("--concurrency", "-c", metavar="INT", min=1, help="Clients in the benchmark (repeatable)."),

@@ -15,7 +15,7 @@ import typer
 from ..errors import InputError
 from ..results import format_number as _number
 from ..results import percentile_label
-from ._app import ExtraOption, _fail, _library_errors
+from ._app import ExtraOption, _fail, _library_errors, tokens
 
 if TYPE_CHECKING:
     from ..fleet import Costs, SearchSpace, ServingOptions, Targets, Workload
@@ -132,11 +132,23 @@ class SizingFlags:
     ] = None
     input_tokens: Annotated[
         float | None,
-        typer.Option("--input", metavar="TOKENS", min=1, help="Mean prompt length (tokens).", show_default=False),
+        typer.Option(
+            "--input",
+            metavar="TOKENS",
+            parser=tokens(whole=False),
+            help="Mean prompt length (tokens; 2K is 2,048).",
+            show_default=False,
+        ),
     ] = None
     output_tokens: Annotated[
         float | None,
-        typer.Option("--output", metavar="TOKENS", min=1, help="Mean output length (tokens).", show_default=False),
+        typer.Option(
+            "--output",
+            metavar="TOKENS",
+            parser=tokens(whole=False),
+            help="Mean output length (tokens).",
+            show_default=False,
+        ),
     ] = None
     trace: Annotated[
         Path | None,
@@ -245,7 +257,7 @@ class SizingFlags:
         typer.Option(
             "--shared-prefix",
             metavar="TOKENS",
-            min=0,
+            parser=tokens(0, whole=False),
             help="Prefix caching: tokens of the prefix those requests share, e.g. a system prompt (with --prefix-hit).",
         ),
     ] = 0.0
@@ -253,7 +265,11 @@ class SizingFlags:
     chunk: Annotated[
         int | None,
         typer.Option(
-            "--chunk", metavar="TOKENS", min=1, help="Chunked prefill: prompt tokens per iteration.", show_default=False
+            "--chunk",
+            metavar="TOKENS",
+            parser=tokens(),
+            help="Chunked prefill: prompt tokens per iteration.",
+            show_default=False,
         ),
     ] = None
     router: Annotated[

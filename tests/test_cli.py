@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from calculator.cli import app
+from calculator.results import format_number
 
 runner = CliRunner()
 
@@ -777,9 +778,12 @@ def test_fit_answers_the_405b_long_context_question_from_the_registry_fields():
     table = runner.invoke(app, [*args, "--kv-precision", "bf16"]).output
     assert table.startswith("answer: 1 sequence of 131,072 tokens fit on 8 x h200-sxm (TP 8)")
     assert "(the model's limit)" in table
-    # One vocabulary: the table's lines (after the answer and the chapter's formula) carry the JSON's field names.
     assert table.splitlines()[1].startswith("the chapter's formula")
-    assert [line.split(":")[0] for line in table.splitlines()[2:]] == list(fit)
+    # Per-device figures are labelled so, beside the whole model's: the KV heads of one device, and all 8.
+    whole = 2 * llama.layers * llama.kv_heads * llama.head_dim * 2
+    row = next(line for line in table.splitlines() if line.startswith("KV cache per token [kB/token]"))
+    assert row.split()[-2:] == [format_number(per_token / 1e3), format_number(whole / 1e3)]
+    assert re.search(r"^ +per device +whole model$", table, re.MULTILINE)
 
 
 def test_fit_that_does_not_fit_exits_1_with_what_is_missing_and_the_largest_batch():
@@ -956,7 +960,6 @@ def test_a_plan_file_of_an_older_version_reads_its_cost_fields(tmp_path):
 def test_size_verify_prints_each_simulated_statistic_beside_the_analytical_one():
     from calculator import Q_
     from calculator.fleet import Costs, SearchSpace, Targets, Workload, size_fleet
-    from calculator.results import format_number
     from calculator.simulation import verify_plan
 
     args = [*SMALL_SIZE, "--percentile", "99", "--tbt", "300 ms", "--verify", "--requests", "600", "--seeds", "1"]

@@ -293,7 +293,8 @@ def _in_flags(message: str) -> str:
                 return holders[0]
         return flags[name]
 
-    text = re.sub(r"^[A-Za-z_]\w*(\(\))?: ", "", message)
+    # a function's or a class's name before the message goes; an argument's becomes its flag
+    text = re.sub(r"^(\w+)(\(\))?: ", lambda m: f"{flags[m[1]]}: " if m[1] in flags and not m[2] else "", message)
     text = re.sub(r"argument '(\w+)'", lambda m: f"option {flag(m.group(1))}" if m.group(1) in flags else m[0], text)
     text = re.sub(r"^'?(\w+)'? ", lambda m: f"{flag(m.group(1))} " if m.group(1) in flags else m[0], text)
     # a bare argument name (a quoted one is a value, such as a trace's column 'output_tokens')

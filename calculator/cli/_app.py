@@ -123,6 +123,11 @@ RegistryOption = Annotated[
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table (same as --format json).")]
 
 
+#: One configuration's weight precision (``fit``, ``predict``, ``calibrate``); its default is the library's
+#: :data:`calculator.precision.DEFAULT_PRECISION`, which the sizing commands' candidates also default to.
+WeightPrecisionOption = Annotated[str, typer.Option("--precision", "-p", metavar="PRECISION", help="Weight precision.")]
+
+
 class Format(StrEnum):
     """Output formats of the table-returning commands."""
 

@@ -13,12 +13,14 @@ from typing import Annotated, Any
 
 import typer
 
+from ..precision import DEFAULT_PRECISION
 from ._app import (
     ExtraOption,
     Format,
     FormatOption,
     JsonOption,
     OutOption,
+    WeightPrecisionOption,
     _emit,
     _format,
     _library_errors,
@@ -59,9 +61,7 @@ def fit_command(
         int,
         typer.Option(metavar="TOKENS", parser=tokens(), help="Tokens per sequence, prompt + output (128K is 131,072)."),
     ],
-    precision: Annotated[str, typer.Option("--precision", "-p", metavar="PRECISION", help="Weight precision.")] = (
-        "bf16"
-    ),
+    precision: WeightPrecisionOption = DEFAULT_PRECISION,
     tensor_parallel: Annotated[int, typer.Option("--tp", metavar="INT", min=1, help="GPUs the model splits over.")] = 1,
     batch: Annotated[int, typer.Option(metavar="INT", min=0, help="Sequences held at once (0: weights only).")] = 1,
     kv_precision: KvPrecisionOption = None,

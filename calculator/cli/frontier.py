@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from ..precision import DEFAULT_PRECISION
 from ._app import (
     ExtraOption,
     Format,
@@ -28,7 +29,7 @@ def frontier_command(
     input_tokens: Annotated[float, typer.Option("--input", metavar="TOKENS", parser=tokens(), help="Prompt tokens.")],
     output_tokens: Annotated[float, typer.Option("--output", metavar="TOKENS", parser=tokens(), help="Output tokens.")],
     accelerator: AcceleratorOption = ["h100-sxm"],  # noqa: B006
-    precision: PrecisionOption = ["fp8"],  # noqa: B006
+    precision: PrecisionOption = [DEFAULT_PRECISION],  # noqa: B006
     engine: EngineOption = None,
     pareto_only: Annotated[bool, typer.Option("--pareto/--all", help="Only the Pareto-optimal points.")] = True,
     extra: ExtraOption = None,

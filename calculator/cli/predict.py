@@ -15,12 +15,14 @@ from typing import Annotated, Any
 import numpy as np
 import typer
 
+from ..precision import DEFAULT_PRECISION
 from ._app import (
     ExtraOption,
     Format,
     FormatOption,
     JsonOption,
     OutOption,
+    WeightPrecisionOption,
     _emit,
     _fail,
     _format,
@@ -55,9 +57,7 @@ def predict_command(
     accelerator: Annotated[str, typer.Option("--accelerator", "-a", metavar="GPU", help="Accelerator id.")] = (
         "h100-sxm"
     ),
-    precision: Annotated[str, typer.Option("--precision", "-p", metavar="PRECISION", help="Weight precision.")] = (
-        "bf16"
-    ),
+    precision: WeightPrecisionOption = DEFAULT_PRECISION,
     tensor_parallel: Annotated[int, typer.Option("--tp", metavar="INT", min=1, help="GPUs per replica.")] = 1,
     engine: EngineOption = None,
     engine_version: Annotated[

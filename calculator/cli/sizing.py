@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ..errors import InputError
+from ..precision import DEFAULT_PRECISION
 from ..results import format_number as _number
 from ..results import percentile_label
 from ._app import ExtraOption, _fail, _library_errors, tokens
@@ -186,7 +187,7 @@ class SizingFlags:
         ),
     ] = None
     accelerator: AcceleratorOption = dataclasses.field(default_factory=lambda: ["h100-sxm"])
-    precision: PrecisionOption = dataclasses.field(default_factory=lambda: ["fp8"])
+    precision: PrecisionOption = dataclasses.field(default_factory=lambda: [DEFAULT_PRECISION])
     tensor_parallel: Annotated[
         list[int] | None,
         typer.Option(

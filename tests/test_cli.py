@@ -241,11 +241,13 @@ def test_simulate_verifies_a_plan_sized_from_the_size_options():
     assert lines[0].startswith(
         f"plan: {plan.gpus} x h100-sxm at fp8 ({plan.replicas} replicas of TP {plan.layout.stage_gpus})"
     )
-    for metric in ("ttft", "tpot", "tbt_max"):
+    assert "metric              statistic   value [ms]   95 % interval [ms]" in lines
+    for metric, label in (("ttft", "TTFT"), ("tpot", "TPOT"), ("tbt_max", "longest token gap")):
         for statistic in ("mean", "p50", "p90", "p99"):
             row = summary.loc[(metric, statistic)]
-            line = next(x for x in lines if x.split()[:2] == [metric, statistic])
-            assert f"{row.value * 1e3:.2f} ms" in line and f"({row.low * 1e3:.2f} to {row.high * 1e3:.2f})" in line
+            line = next(x for x in lines if x.startswith(label) and x.split()[-3] == statistic)
+            low, high = (format_number(row[end] * 1e3) for end in ("low", "high"))
+            assert line.split()[-2:] == [format_number(row.value * 1e3), f"{low}-{high}"]
 
 
 def test_simulate_round_trips_the_json_of_size(plan_file):

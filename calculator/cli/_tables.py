@@ -2,18 +2,20 @@
 
 Every table-printing command builds its rows as text (labels with units, numbers rounded by
 :func:`calculator.results.format_number`) and renders them here; the CSV and JSON outputs keep the
-library's field names and base units. A table is as wide as the terminal (at least :data:`MIN_WIDTH`
-columns, so a redirected output is not squeezed to 80).
+library's field names and base units. A table is as wide as its contents (up to :data:`MAX_WIDTH`
+columns): its headers and numbers are not folded to fit a terminal, which wraps a long line instead.
 """
 
 from __future__ import annotations
 
 import io
-import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-#: The narrowest rendering: a pipe or a file gets this many columns rather than a terminal's 80.
-MIN_WIDTH = 120
+import numpy as np
+
+#: The widest rendering; a table is only as wide as its contents.
+MAX_WIDTH = 1000
 
 
 def table(columns: Sequence[str], rows: Sequence[Sequence[str]], title: str | None = None) -> str:
@@ -34,8 +36,7 @@ def table(columns: Sequence[str], rows: Sequence[Sequence[str]], title: str | No
     for row in rows:
         grid.add_row(*(Text(cell) for cell in row))
     out = io.StringIO()
-    width = max(shutil.get_terminal_size((MIN_WIDTH, 24)).columns, MIN_WIDTH)
-    console = Console(file=out, width=width, no_color=True, highlight=False, emoji=False, color_system=None)
+    console = Console(file=out, width=MAX_WIDTH, no_color=True, highlight=False, emoji=False, color_system=None)
     if title:
         console.print(Text(title))
     console.print(grid)
@@ -45,3 +46,40 @@ def table(columns: Sequence[str], rows: Sequence[Sequence[str]], title: str | No
 def sections(parts: Sequence[tuple[str, Sequence[str], Sequence[Sequence[str]]]]) -> str:
     """Several :func:`table` s, each ``(title, columns, rows)``, a blank line apart (empty ones left out)."""
     return "\n\n".join(table(columns, rows, title) for title, columns, rows in parts if rows)
+
+
+#: Words a column name abbreviates, as a header writes them.
+HEADER_WORDS = {"ttft": "TTFT", "tpot": "TPOT", "tbt": "TBT", "tp": "TP", "gpu": "GPU", "gpus": "GPUs", "kv": "KV"}
+#: Units a column name ends with, as a header writes them.
+HEADER_UNITS = {"ms": "ms", "s": "s", "gb": "GB", "usd": "USD", "pct": "%"}
+
+
+def header(name: str) -> str:
+    """A column name for people: ``ttft_mean_ms`` reads ``TTFT mean [ms]``, ``meets_targets`` ``meets targets``."""
+    words = name.split("_")
+    unit = HEADER_UNITS.get(words[-1]) if len(words) > 1 else None
+    words = words[:-1] if unit else words
+    text = " ".join(HEADER_WORDS.get(word, word) for word in words)
+    return f"{text} [{unit}]" if unit else text
+
+
+def frame_table(frame: Any, headers: Mapping[str, str] | None = None, title: str | None = None) -> str:
+    """The columns of ``frame`` named in ``headers`` (in its order), under those headers, as :func:`table`.
+
+    Without ``headers`` every column is shown under its :func:`header`.
+    Numbers are rounded by :func:`~calculator.results.format_number` (four significant digits, whole
+    numbers exact), booleans read yes or no; a column ``headers`` does not name is left out.
+    """
+    from ..results import format_number
+
+    def cell(value: Any) -> str:
+        if isinstance(value, bool | np.bool_):
+            return "yes" if value else "no"
+        if isinstance(value, int | float | np.integer | np.floating):
+            return format_number(value)
+        return str(value)
+
+    headers = headers or {column: header(column) for column in frame.columns}
+    columns = [column for column in headers if column in frame.columns]
+    rows = [[cell(value) for value in record] for record in frame[columns].itertuples(index=False)]
+    return table([headers[column] for column in columns], rows, title)

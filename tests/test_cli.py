@@ -85,7 +85,9 @@ def test_size_command_table_and_json():
     args = [*SIZE_ARGS, "-a", "h100-sxm", "-p", "fp8"]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
-    assert "feasible: True" in result.output and "gpus: " in result.output and "tpot: " in result.output
+    assert re.search(r"^feasible +yes$", result.output, re.MULTILINE) and {"gpus", "service.tpot"} <= _named(
+        result.output
+    )
     # The answer line comes first and carries the GPU count at the ends of the model's error.
     answer = next(line for line in result.output.splitlines() if line.startswith("answer: "))
     assert "GPUs at the ends of the model's 80% error interval" in answer
@@ -409,11 +411,13 @@ def test_size_takes_the_sizer_options_and_echoes_them():
 
 def test_an_infeasible_plan_prints_no_zero_configuration_and_token_costs_say_output():
     infeasible = runner.invoke(app, [*SIZING[:4], "--input", "200000", *SIZING[6:], "--price", "4"])
-    assert infeasible.exit_code == 1 and "feasible: False" in infeasible.stdout
-    assert "tensor_parallel" not in infeasible.stdout and "gpus: 0" not in infeasible.stdout
+    assert infeasible.exit_code == 1 and re.search(r"^feasible +no$", infeasible.stdout, re.MULTILINE)
+    assert "tensor_parallel" not in infeasible.stdout and "gpus" not in _named(infeasible.stdout)
     assert "layout: " not in infeasible.stdout and "cost" not in _named(infeasible.stdout)  # no parts, no zeros
     feasible = runner.invoke(app, [*SIZING, "--price", "4"])
-    assert "cost.per_million_output_tokens: " in feasible.stdout and "cost_per_million_tokens" not in feasible.stdout
+    assert (
+        "cost.per_million_output_tokens" in _named(feasible.stdout) and "cost_per_million_tokens" not in feasible.stdout
+    )
 
 
 # ---------------------------------------------------------------------------- issue 15: CLI parity and help
@@ -570,7 +574,7 @@ def test_disaggregated_prints_a_prefill_and_a_decode_pool():
     pool = f"{decode['replicas']} replica{'s' * (decode['replicas'] != 1)} of TP {decode['tensor_parallel']}"
     assert f"decode {decode['gpus']} x h100-sxm at fp8 ({pool}, batch cap " in lines[4]
     assert any(line.startswith("prefill: accelerator h100-sxm") for line in lines)
-    assert any(line.startswith("kv_handoff: ") and line.endswith(" ms") for line in lines)
+    assert _fields("\n".join(lines))["kv_handoff"].endswith(" ms")
     refused = runner.invoke(app, [*SMALL_SIZE, "--disaggregated", "--chunk", "512"])
     assert refused.exit_code == 2 and "--disaggregated sizes prefill and decode pools; leave out --chunk" in (
         refused.output
@@ -659,7 +663,7 @@ def test_verify_prints_the_simulation_verdict_next_to_the_plan():
     expected = verify_plan(plan, requests=300, seeds=1)  # seeded: the same simulation
     lines = result.stdout.splitlines()
     assert f"simulation check: {expected.verdict}" in lines
-    assert f"simulated_replicas: {expected.simulated_replicas}" in lines
+    assert _fields(result.stdout)["simulated_replicas"] == f"{expected.simulated_replicas}"
     assert "check it request by request" not in result.stdout
     hint = runner.invoke(app, SMALL_SIZE).stdout.splitlines()[-1]
     assert hint == "check it request by request: add --verify, or run 'servecalc simulate' with these options"
@@ -694,13 +698,13 @@ def test_the_size_table_shows_fixed_units_digits_and_thousands_separators():
     args += ["--ttft", "2 s", "--tpot", "100 ms", "--price", "4"]
     small = runner.invoke(app, args)
     assert small.exit_code == 0, small.output
-    fields = dict(line.split(": ", 1) for line in small.stdout.splitlines() if ": " in line)
+    fields = _fields(small.stdout)
     assert fields["service.replica_throughput"].endswith(" request/s")  # not mrequest/s or krequest/s
     assert not set("⁰¹²³⁴⁵⁶⁷⁸⁹⁻×·") & set(small.stdout)
     big_args = [*args[:2], "--rate", "3000", *args[4:-1], "20", "-a", "h100-sxm"]  # 20 USD per GPU-hour
     big = runner.invoke(app, big_args)
     data = json.loads(runner.invoke(app, [*big_args, "--json"]).stdout)
-    fields = dict(line.split(": ", 1) for line in big.stdout.splitlines() if ": " in line)
+    fields = _fields(big.stdout)
     cost = data["cost"]["per_hour"]["value"]
     assert cost >= 1000 and re.fullmatch(r"\d{1,3}(,\d{3})+(\.\d+)? USD/h", fields["cost.per_hour"])
     assert float(fields["cost.per_hour"].split()[0].replace(",", "")) == pytest.approx(cost, rel=5e-4)
@@ -914,9 +918,18 @@ def test_predict_bad_input_exits_2_with_one_line(extra, message):
 # ------------------------------------------------------------------------------------- one vocabulary
 
 
+def _fields(text):
+    """Each table row's field name -> its value and unit (``22.68 USD/h``); each ``name: value`` line's too."""
+    found = {}
+    for line in text.splitlines():
+        if match := re.match(r"^([a-z_.]+)(?:: (.*)|  +(\S.*))$", line):
+            found[match[1]] = match[2] if match[2] is not None else " ".join(re.split(r"  +", match[3])[:2])
+    return found
+
+
 def _named(text):
-    """The field names of a table's ``name: value`` lines (not the indented family notes or sentences)."""
-    return {m.group(1) for m in map(re.compile(r"^([a-z_.]+): ").match, text.splitlines()) if m}
+    """The field names of a table's rows and ``name: value`` lines (not the indented family notes or sentences)."""
+    return {m.group(1) for m in map(re.compile(r"^([a-z_.]+)(?:: |  +\S)").match, text.splitlines()) if m}
 
 
 @pytest.mark.parametrize("mode", [[], ["--disaggregated"]], ids=["colocated", "disaggregated"])

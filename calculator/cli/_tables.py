@@ -18,21 +18,26 @@ import numpy as np
 MAX_WIDTH = 1000
 
 
-def table(columns: Sequence[str], rows: Sequence[Sequence[str]], title: str | None = None) -> str:
+def table(
+    columns: Sequence[str], rows: Sequence[Sequence[str]], title: str | None = None, *, left: bool = False
+) -> str:
     """``rows`` under the ``columns`` headers (the first column left-aligned, the others right-aligned).
 
-    Columns with no header at all make a list of label and value, left-aligned. A ``title`` is printed on
-    its own line above. Cells are plain text: brackets are not rich markup.
+    Columns with no header at all make a list of label and value, left-aligned, as ``left`` makes every
+    column; a column empty in every row is left out. A ``title`` is printed on its own line above. Cells
+    are plain text: brackets are not rich markup.
     """
     from rich import box
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
+    kept = [position for position in range(len(columns)) if not position or any(row[position] for row in rows)]
+    columns, rows = [columns[i] for i in kept], [[row[i] for i in kept] for row in rows]
     headed = any(columns)
     grid = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, header_style="", show_header=headed)
     for position, column in enumerate(columns):
-        grid.add_column(Text(column), justify="right" if position and headed else "left", overflow="fold")
+        grid.add_column(Text(column), justify="right" if position and headed and not left else "left", overflow="fold")
     for row in rows:
         grid.add_row(*(Text(cell) for cell in row))
     out = io.StringIO()
@@ -43,9 +48,9 @@ def table(columns: Sequence[str], rows: Sequence[Sequence[str]], title: str | No
     return "\n".join(line.rstrip() for line in out.getvalue().splitlines())
 
 
-def sections(parts: Sequence[tuple[str, Sequence[str], Sequence[Sequence[str]]]]) -> str:
+def sections(parts: Sequence[tuple[str, Sequence[str], Sequence[Sequence[str]]]], *, left: bool = False) -> str:
     """Several :func:`table` s, each ``(title, columns, rows)``, a blank line apart (empty ones left out)."""
-    return "\n\n".join(table(columns, rows, title) for title, columns, rows in parts if rows)
+    return "\n\n".join(table(columns, rows, title, left=left) for title, columns, rows in parts if rows)
 
 
 #: Words a column name abbreviates, as a header writes them.

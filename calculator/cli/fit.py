@@ -1,8 +1,8 @@
 """``servecalc fit``: whether a model fits on a tensor-parallel group, and how many sequences at once.
 
 The command prints one :class:`~calculator.memory.MemoryFit` (:func:`~calculator.memory.model_memory_fit`):
-the table's ``name: value`` lines and the JSON/CSV columns carry the same field names, each with the
-meaning the result's docstring gives (per-device figures are one device's).
+the JSON/CSV columns carry its field names, each with the meaning the result's docstring gives (per-device
+figures are one device's); the table labels them for people, per device beside the whole model's.
 """
 
 from __future__ import annotations

@@ -195,3 +195,49 @@ def test_the_commands_read_token_suffixes():
     assert predict.exit_code == 0 and "2,000/200 tokens per request" in predict.output
     message = _run("fit", "--context", "1.5K")
     assert "Invalid value for '--context'" in message and "did you mean '1.5k'?" in message
+
+
+CALIBRATE_BAD = {
+    "--model": ("bogus", "--model"),
+    "--accelerator": ("h999", "-a/--accelerator"),
+    "--engine": ("tgi", "--engine"),
+    "--precision": ("int3", "-p/--precision"),
+    "--tp": ("0", "--tp"),
+    "--concurrency": ("0", "--concurrency"),
+    "--arrivals": ("stampede", "--arrivals"),
+    "--length-cv": ("-1", "--length-cv"),
+    "--write": ("no-such-folder/mine.yaml", "--write"),
+}
+
+
+@pytest.fixture(scope="module")
+def benchmark_files(tmp_path_factory):
+    from test_calibrate import CASES, _files, _runs
+
+    kind, engine, version, precision, tp, _ = CASES[0]
+    paths = _files(tmp_path_factory.mktemp("runs"), kind, _runs(engine, version, precision, tp))
+    return [
+        "calibrate",
+        *map(str, paths),
+        "--model",
+        "qwen3-32b",
+        "-a",
+        "h100-sxm",
+        "--engine",
+        engine,
+        "-p",
+        precision,
+    ]
+
+
+def test_calibrates_table_has_a_bad_value_for_every_option():
+    assert set(CALIBRATE_BAD) == _options("calibrate")
+
+
+@pytest.mark.parametrize("flag", sorted(CALIBRATE_BAD))
+def test_calibrate_names_the_flag(benchmark_files, flag):
+    value, named = CALIBRATE_BAD[flag]
+    result = runner.invoke(app, [*benchmark_files, flag, value])
+    assert result.exit_code == 2, (flag, result.output)
+    message = " ".join(re.sub(r"[│╭╮╰╯─]", " ", result.output).split())
+    assert named in message and not API_WORDING.search(message), message

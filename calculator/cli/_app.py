@@ -183,13 +183,13 @@ def _emit(fmt: Format, out: Path | None, text: Callable[[], str], frame: Callabl
         typer.echo(f"wrote {out}", err=True)
 
 
-def _check_out(out: Path) -> None:
-    """``--out`` names a file in a folder that exists (checked before any work is done)."""
+def _check_out(out: Path, flag: str = "--out", example: str = "plan.json") -> None:
+    """``--out`` (or ``flag``) names a file in a folder that exists (checked before any work is done)."""
     if out.is_dir():
-        typer.echo(f"error: --out {out} is a folder; give a file name such as {out / 'plan.json'}", err=True)
+        typer.echo(f"error: {flag} {out} is a folder; give a file name such as {out / example}", err=True)
         raise typer.Exit(2)
     if not out.parent.is_dir():
-        typer.echo(f"error: --out {out}: the folder {out.parent} does not exist", err=True)
+        typer.echo(f"error: {flag} {out}: the folder {out.parent} does not exist", err=True)
         raise typer.Exit(2)
 
 

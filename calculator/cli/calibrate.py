@@ -10,7 +10,7 @@ import typer
 
 from ..errors import CalculatorError
 from ..precision import DEFAULT_PRECISION
-from ._app import ExtraOption, WeightPrecisionOption, _fail, _library_errors, _load, _stderr_progress, app
+from ._app import ExtraOption, WeightPrecisionOption, _check_out, _fail, _library_errors, _load, _stderr_progress, app
 
 
 @app.command("calibrate")
@@ -80,6 +80,8 @@ def calibrate_command(
     )
 
     registry = _load(None, extra)
+    if write is not None:
+        _check_out(write, "--write", "mine.yaml")
     with _library_errors(), _stderr_progress() as bar:
         frame = read_benchmark_files(
             files, model, accelerator, engine, precision, tp, concurrency=concurrency, arrivals=arrivals,

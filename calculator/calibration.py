@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -686,7 +686,9 @@ def _refit_engine(frame: Any, base: EngineProfile) -> CalibrationFit:
     return _fit(frame, start=start, pooled_only=True, begin=begin, parameters=USER_FITTED, accelerator=accelerator)
 
 
-def calibrate_engine(frame: Any, engine: str | EngineProfile, *, registry: Any = None) -> UserCalibration:
+def calibrate_engine(
+    frame: Any, engine: str | EngineProfile, *, registry: Any = None, progress: Callable[[int, int], Any] | None = None
+) -> UserCalibration:
     """Refit ``engine``'s costs and the GPU's speed on a user's benchmark runs (:func:`read_benchmark_files`).
 
     The fit (:func:`_refit_engine`) is :func:`fit_profiles`'s first stage on :data:`USER_FITTED`: the engine's
@@ -698,7 +700,8 @@ def calibrate_engine(frame: Any, engine: str | EngineProfile, *, registry: Any =
     held-out ratios (measured / predicted) give the engine's own intervals
     (:func:`~calculator.uncertainty.joint_bands`: their 10th-90th percentiles, widened until TTFT and TPOT
     hold together on 75 % of the runs where they can, each at most 85 % alone). Whether the result may be
-    used is :func:`check_calibration`'s to say.
+    used is :func:`check_calibration`'s to say. ``progress(done, total)``, if given, is called after the fit
+    and after each fold's refit (``total`` is one more than the folds), for a progress bar.
     """
     import pandas as pd
 
@@ -727,14 +730,17 @@ def calibrate_engine(frame: Any, engine: str | EngineProfile, *, registry: Any =
     if len(frame) > MAX_CALIBRATION_RUNS:
         raise InputError(f"calibrate_engine(): {len(frame):,} runs; {RUNS_CAP_NOTE}")
     name = frame.engine.iloc[0]
-    fit = _refit_engine(frame, base)
-    fitted = prediction_errors(frame, {name: fit.pooled})
     folds = cross_validation_folds(len(frame))
+    step = progress or (lambda done, total: None)
+    fit = _refit_engine(frame, base)
+    step(1, folds + 1)
+    fitted = prediction_errors(frame, {name: fit.pooled})
     held = []
     fold_of = np.arange(len(frame)) % folds
     for fold in range(folds):
         refit = _refit_engine(frame[fold_of != fold], base).pooled
         held.append(prediction_errors(frame[fold_of == fold], {name: refit}))
+        step(fold + 2, folds + 1)
     cv = pd.concat(held, ignore_index=True)
     bands, _ = joint_bands({metric: -np.log1p(cv[f"{metric}_error"].to_numpy()) for metric in ("ttft", "tpot")})
     interval = {metric: (math.exp(low), math.exp(high)) for metric, (low, high) in bands.items()}

@@ -16,6 +16,7 @@ from .units import Q_
 
 __all__ = [
     "ALIASES",
+    "DEFAULT_PRECISION",
     "PRECISIONS",
     "bits_per_element",
     "bytes_per_element",
@@ -23,6 +24,12 @@ __all__ = [
     "tensor_precision",
     "GEMM_TABLE_OF_WEIGHTS",
 ]
+
+#: The weight precision the CLI's commands (and the dashboard's pages) assume when none is given: FP8, the
+#: serving format of the accelerators the sizer targets first (H100 and later run FP8 matrix arithmetic), and
+#: one default so that ``fit``, ``predict``, ``size`` and ``calibrate`` describe the same deployment unless told
+#: otherwise (docs/cli.md). On a GPU without FP8 arithmetic the performance model counts FP8 weights' bytes.
+DEFAULT_PRECISION = "fp8"
 
 #: Bits per stored element for each precision name.
 PRECISIONS: dict[str, float] = {

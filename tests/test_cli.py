@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from calculator.cli import app
+from calculator.results import format_number
 
 runner = CliRunner()
 
@@ -84,7 +85,9 @@ def test_size_command_table_and_json():
     args = [*SIZE_ARGS, "-a", "h100-sxm", "-p", "fp8"]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
-    assert "feasible: True" in result.output and "gpus: " in result.output and "tpot: " in result.output
+    assert re.search(r"^feasible +yes$", result.output, re.MULTILINE) and {"gpus", "service.tpot"} <= _named(
+        result.output
+    )
     # The answer line comes first and carries the GPU count at the ends of the model's error.
     answer = next(line for line in result.output.splitlines() if line.startswith("answer: "))
     assert "GPUs at the ends of the model's 80% error interval" in answer
@@ -240,11 +243,13 @@ def test_simulate_verifies_a_plan_sized_from_the_size_options():
     assert lines[0].startswith(
         f"plan: {plan.gpus} x h100-sxm at fp8 ({plan.replicas} replicas of TP {plan.layout.stage_gpus})"
     )
-    for metric in ("ttft", "tpot", "tbt_max"):
+    assert "metric              statistic   value [ms]   95 % interval [ms]" in lines
+    for metric, label in (("ttft", "TTFT"), ("tpot", "TPOT"), ("tbt_max", "longest token gap")):
         for statistic in ("mean", "p50", "p90", "p99"):
             row = summary.loc[(metric, statistic)]
-            line = next(x for x in lines if x.split()[:2] == [metric, statistic])
-            assert f"{row.value * 1e3:.2f} ms" in line and f"({row.low * 1e3:.2f} to {row.high * 1e3:.2f})" in line
+            line = next(x for x in lines if x.startswith(label) and x.split()[-3] == statistic)
+            low, high = (format_number(row[end] * 1e3) for end in ("low", "high"))
+            assert line.split()[-2:] == [format_number(row.value * 1e3), f"{low}-{high}"]
 
 
 def test_simulate_round_trips_the_json_of_size(plan_file):
@@ -287,7 +292,7 @@ def test_simulate_verify_json_and_csv_with_two_seeds_and_another_router(plan_fil
     ("args", "code", "message"),
     [
         (["--rate", "0"], 2, "option --rate: must be greater than zero, got '0'"),
-        (["--router", "fastest"], 2, "argument 'router' must be one of"),
+        (["--router", "fastest"], 2, "option --router must be one of"),
         (["--tpot", "0.1 ms"], 1, "the plan is infeasible, there is nothing to simulate: no configuration"),
         (["--replicas", "2", "--verify"], 2, "give --replicas N (simulate N replicas) or --verify"),
         (["--requests", "0"], 2, "Invalid value for '--requests'"),
@@ -406,11 +411,13 @@ def test_size_takes_the_sizer_options_and_echoes_them():
 
 def test_an_infeasible_plan_prints_no_zero_configuration_and_token_costs_say_output():
     infeasible = runner.invoke(app, [*SIZING[:4], "--input", "200000", *SIZING[6:], "--price", "4"])
-    assert infeasible.exit_code == 1 and "feasible: False" in infeasible.stdout
-    assert "tensor_parallel" not in infeasible.stdout and "gpus: 0" not in infeasible.stdout
+    assert infeasible.exit_code == 1 and re.search(r"^feasible +no$", infeasible.stdout, re.MULTILINE)
+    assert "tensor_parallel" not in infeasible.stdout and "gpus" not in _named(infeasible.stdout)
     assert "layout: " not in infeasible.stdout and "cost" not in _named(infeasible.stdout)  # no parts, no zeros
     feasible = runner.invoke(app, [*SIZING, "--price", "4"])
-    assert "cost.per_million_output_tokens: " in feasible.stdout and "cost_per_million_tokens" not in feasible.stdout
+    assert (
+        "cost.per_million_output_tokens" in _named(feasible.stdout) and "cost_per_million_tokens" not in feasible.stdout
+    )
 
 
 # ---------------------------------------------------------------------------- issue 15: CLI parity and help
@@ -482,8 +489,8 @@ def test_help_of_every_command_shows_plain_flags_capital_arguments_and_typed_met
             "option --speculate: Speculation(): argument 'acceptance' must be a prob",
         ),
         (["--speculate", "llama-3.2-1b:99999999999:0.7"], "argument 'draft_length' must be at most 256"),
-        (["--arrival-cv", "inf"], "argument 'arrival_cv' must be finite"),
-        (["--input-cv", "1e9"], "argument 'input_cv' must be at most 100"),
+        (["--arrival-cv", "inf"], "option --arrival-cv must be finite"),
+        (["--input-cv", "1e9"], "option --input-cv must be at most 100"),
         (["--speculate", "no-such-draft"], "option --speculate: unknown model id 'no-such-draft'"),
         (["--prefix-hit", "0.5"], "--prefix-hit and --shared-prefix go together"),
         (["--requests", "100"], "--requests, --seeds and --time-limit set up --verify; add --verify"),
@@ -567,7 +574,7 @@ def test_disaggregated_prints_a_prefill_and_a_decode_pool():
     pool = f"{decode['replicas']} replica{'s' * (decode['replicas'] != 1)} of TP {decode['tensor_parallel']}"
     assert f"decode {decode['gpus']} x h100-sxm at fp8 ({pool}, batch cap " in lines[4]
     assert any(line.startswith("prefill: accelerator h100-sxm") for line in lines)
-    assert any(line.startswith("kv_handoff: ") and line.endswith(" ms") for line in lines)
+    assert _fields("\n".join(lines))["kv_handoff"].endswith(" ms")
     refused = runner.invoke(app, [*SMALL_SIZE, "--disaggregated", "--chunk", "512"])
     assert refused.exit_code == 2 and "--disaggregated sizes prefill and decode pools; leave out --chunk" in (
         refused.output
@@ -656,7 +663,7 @@ def test_verify_prints_the_simulation_verdict_next_to_the_plan():
     expected = verify_plan(plan, requests=300, seeds=1)  # seeded: the same simulation
     lines = result.stdout.splitlines()
     assert f"simulation check: {expected.verdict}" in lines
-    assert f"simulated_replicas: {expected.simulated_replicas}" in lines
+    assert _fields(result.stdout)["simulated_replicas"] == f"{expected.simulated_replicas}"
     assert "check it request by request" not in result.stdout
     hint = runner.invoke(app, SMALL_SIZE).stdout.splitlines()[-1]
     assert hint == "check it request by request: add --verify, or run 'servecalc simulate' with these options"
@@ -691,13 +698,13 @@ def test_the_size_table_shows_fixed_units_digits_and_thousands_separators():
     args += ["--ttft", "2 s", "--tpot", "100 ms", "--price", "4"]
     small = runner.invoke(app, args)
     assert small.exit_code == 0, small.output
-    fields = dict(line.split(": ", 1) for line in small.stdout.splitlines() if ": " in line)
+    fields = _fields(small.stdout)
     assert fields["service.replica_throughput"].endswith(" request/s")  # not mrequest/s or krequest/s
     assert not set("⁰¹²³⁴⁵⁶⁷⁸⁹⁻×·") & set(small.stdout)
     big_args = [*args[:2], "--rate", "3000", *args[4:-1], "20", "-a", "h100-sxm"]  # 20 USD per GPU-hour
     big = runner.invoke(app, big_args)
     data = json.loads(runner.invoke(app, [*big_args, "--json"]).stdout)
-    fields = dict(line.split(": ", 1) for line in big.stdout.splitlines() if ": " in line)
+    fields = _fields(big.stdout)
     cost = data["cost"]["per_hour"]["value"]
     assert cost >= 1000 and re.fullmatch(r"\d{1,3}(,\d{3})+(\.\d+)? USD/h", fields["cost.per_hour"])
     assert float(fields["cost.per_hour"].split()[0].replace(",", "")) == pytest.approx(cost, rel=5e-4)
@@ -777,9 +784,12 @@ def test_fit_answers_the_405b_long_context_question_from_the_registry_fields():
     table = runner.invoke(app, [*args, "--kv-precision", "bf16"]).output
     assert table.startswith("answer: 1 sequence of 131,072 tokens fit on 8 x h200-sxm (TP 8)")
     assert "(the model's limit)" in table
-    # One vocabulary: the table's lines (after the answer and the chapter's formula) carry the JSON's field names.
     assert table.splitlines()[1].startswith("the chapter's formula")
-    assert [line.split(":")[0] for line in table.splitlines()[2:]] == list(fit)
+    # Per-device figures are labelled so, beside the whole model's: the KV heads of one device, and all 8.
+    whole = 2 * llama.layers * llama.kv_heads * llama.head_dim * 2
+    row = next(line for line in table.splitlines() if line.startswith("KV cache per token [kB/token]"))
+    assert row.split()[-2:] == [format_number(per_token / 1e3), format_number(whole / 1e3)]
+    assert re.search(r"^ +per device +whole model$", table, re.MULTILINE)
 
 
 def test_fit_that_does_not_fit_exits_1_with_what_is_missing_and_the_largest_batch():
@@ -819,10 +829,10 @@ def test_fit_attention_ranks_of_a_mixture_of_experts_hold_every_ranks_sequences(
     ("extra", "message"),
     [
         (["--context", "999999"], "exceeds the context limit of model 'llama-3.1-70b'"),
-        (["--context", "1000", "--tp", "3"], "tensor_parallel 3 does not split model 'llama-3.1-70b'"),
+        (["--context", "1000", "--tp", "3"], "error: --tp 3 does not split model 'llama-3.1-70b'"),
         (["--context", "1000", "--reserve", "2"], "option --reserve: '2' has no unit"),
-        (["--context", "1000", "-p", "fp9"], "argument 'precision' must be one of"),
-        (["--context", "1000", "--data-parallel", "2"], "data_parallel applies to the attention of a mixture"),
+        (["--context", "1000", "-p", "fp9"], "option -p/--precision must be one of"),
+        (["--context", "1000", "--data-parallel", "2"], "error: --data-parallel applies to the attention of a mixture"),
         (["--context", "0"], "--context"),
     ],
 )
@@ -892,10 +902,10 @@ def test_predict_offers_the_librarys_arrivals_and_its_run_length():
     ("extra", "message"),
     [
         (["--arrivals", "waves", "--length-cv", "0.1"], "--length-cv applies to dispersed arrivals"),
-        (["--tp", "3"], "tensor_parallel 3 does not split model 'llama-3.1-8b'"),
+        (["--tp", "3"], "error: --tp 3 does not split model 'llama-3.1-8b'"),
         (["--input", "200000"], "exceeds the model's context limit"),
         (["-a", "h300"], "unknown accelerator id 'h300'"),
-        (["--engine", "tgi"], "argument 'engine' must be one of"),
+        (["--engine", "tgi"], "option --engine must be one of"),
     ],
 )
 def test_predict_bad_input_exits_2_with_one_line(extra, message):
@@ -908,9 +918,18 @@ def test_predict_bad_input_exits_2_with_one_line(extra, message):
 # ------------------------------------------------------------------------------------- one vocabulary
 
 
+def _fields(text):
+    """Each table row's field name -> its value and unit (``22.68 USD/h``); each ``name: value`` line's too."""
+    found = {}
+    for line in text.splitlines():
+        if match := re.match(r"^([a-z_.]+)(?:: (.*)|  +(\S.*))$", line):
+            found[match[1]] = match[2] if match[2] is not None else " ".join(re.split(r"  +", match[3])[:2])
+    return found
+
+
 def _named(text):
-    """The field names of a table's ``name: value`` lines (not the indented family notes or sentences)."""
-    return {m.group(1) for m in map(re.compile(r"^([a-z_.]+): ").match, text.splitlines()) if m}
+    """The field names of a table's rows and ``name: value`` lines (not the indented family notes or sentences)."""
+    return {m.group(1) for m in map(re.compile(r"^([a-z_.]+)(?:: |  +\S)").match, text.splitlines()) if m}
 
 
 @pytest.mark.parametrize("mode", [[], ["--disaggregated"]], ids=["colocated", "disaggregated"])
@@ -956,7 +975,6 @@ def test_a_plan_file_of_an_older_version_reads_its_cost_fields(tmp_path):
 def test_size_verify_prints_each_simulated_statistic_beside_the_analytical_one():
     from calculator import Q_
     from calculator.fleet import Costs, SearchSpace, Targets, Workload, size_fleet
-    from calculator.results import format_number
     from calculator.simulation import verify_plan
 
     args = [*SMALL_SIZE, "--percentile", "99", "--tbt", "300 ms", "--verify", "--requests", "600", "--seeds", "1"]

@@ -239,8 +239,11 @@ def test_cross_validation_fits_at_most_the_capped_folds_and_leaves_each_run_out_
     # up to MAX_CV_FOLDS runs it stays leave-one-out
     fitted.clear()
     held.clear()
-    calibrate_engine(frame.iloc[:4], "vllm")
+    steps = []
+    calibrate_engine(frame.iloc[:4], "vllm", progress=lambda done, total: steps.append((done, total)))
     assert len(fitted) == 5 and all(len(fold) == 1 for fold in held[1:])
+    # the progress bar's steps: the full fit, then each of the 4 runs left out, each reported as it ends
+    assert steps == [(1, 5), (2, 5), (3, 5), (4, 5), (5, 5)]
     with pytest.raises(InputError, match="1,001 runs; one calibration reads at most 1,000"):
         calibrate_engine(pd.concat([frame] * 32, ignore_index=True).iloc[: MAX_CALIBRATION_RUNS + 1], "vllm")
 

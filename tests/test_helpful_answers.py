@@ -213,6 +213,6 @@ def test_frontier_rows_carry_their_fleet_and_the_part_of_ttft_that_binds():
 def test_the_cli_frontier_table_names_what_binds():
     result = runner.invoke(app, ["frontier", "llama-3.1-70b", "--input", "2000", "--output", "300", "--all"])
     assert result.exit_code == 0, result.output
-    header = result.output.splitlines()[0].split()
-    assert {"replicas", "utilization", "ttft_binds"} <= set(header)
+    header = result.output.splitlines()[0].split("   ")
+    assert {"replicas", "utilization", "TTFT bound by"} <= {name.strip() for name in header}
     assert "slot wait" in result.output

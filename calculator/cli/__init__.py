@@ -16,7 +16,9 @@ declared once); ``compare`` sizes colocated and disaggregated serving side by si
 The modules, each registering its commands on :data:`app` when imported here:
 
 * :mod:`~calculator.cli._app`: the typer app with plain help, ``--version``, the output options
-  (``--format``, ``--json``, ``--out``) and their writer, the error exit and the progress bar.
+  (``--format``, ``--json``, ``--out``) and their writer, the error exit (library messages told in the
+  command's flags), token counts with ``K``/``k`` suffixes and the progress bar.
+* :mod:`~calculator.cli._tables`: the tables for people (docs/cli.md).
 * :mod:`~calculator.cli.registry`: ``registry list|show|validate|import|schema``.
 * :mod:`~calculator.cli.sizing`: the sizing options (:class:`~calculator.cli.sizing.SizingFlags`) read
   into the fleet sizer's inputs, and a plan shown as text (the "understood" header, values, labels).

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import inspect
+import re
 import sys
 from collections.abc import Callable, Iterator
 from enum import StrEnum
@@ -64,6 +66,18 @@ class _Command(_PlainHelp, TyperCommand):
                 pieces.extend(param.get_usage_pieces(ctx))
         return pieces
 
+    def invoke(self, ctx: Any) -> Any:
+        """Run the command with its context at hand for :func:`_command_flags` (error messages in its flags)."""
+        token = _RUNNING.set(ctx)
+        try:
+            return super().invoke(ctx)
+        finally:
+            _RUNNING.reset(token)
+
+
+#: The context of the command running (its parameters and their values), set by :meth:`_Command.invoke`.
+_RUNNING: contextvars.ContextVar[Any] = contextvars.ContextVar("servecalc_command", default=None)
+
 
 class _Group(_PlainHelp, TyperGroup):
     """A command group with :class:`_PlainHelp`."""
@@ -107,6 +121,11 @@ RegistryOption = Annotated[
     Path | None, typer.Option(metavar="FILE", help="Base registry file (default: the packaged one).")
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table (same as --format json).")]
+
+
+#: One configuration's weight precision (``fit``, ``predict``, ``calibrate``); its default is the library's
+#: :data:`calculator.precision.DEFAULT_PRECISION`, which the sizing commands' candidates also default to.
+WeightPrecisionOption = Annotated[str, typer.Option("--precision", "-p", metavar="PRECISION", help="Weight precision.")]
 
 
 class Format(StrEnum):
@@ -164,14 +183,46 @@ def _emit(fmt: Format, out: Path | None, text: Callable[[], str], frame: Callabl
         typer.echo(f"wrote {out}", err=True)
 
 
-def _check_out(out: Path) -> None:
-    """``--out`` names a file in a folder that exists (checked before any work is done)."""
+def _check_out(out: Path, flag: str = "--out", example: str = "plan.json") -> None:
+    """``--out`` (or ``flag``) names a file in a folder that exists (checked before any work is done)."""
     if out.is_dir():
-        typer.echo(f"error: --out {out} is a folder; give a file name such as {out / 'plan.json'}", err=True)
+        typer.echo(f"error: {flag} {out} is a folder; give a file name such as {out / example}", err=True)
         raise typer.Exit(2)
     if not out.parent.is_dir():
-        typer.echo(f"error: --out {out}: the folder {out.parent} does not exist", err=True)
+        typer.echo(f"error: {flag} {out}: the folder {out.parent} does not exist", err=True)
         raise typer.Exit(2)
+
+
+#: Token-count suffixes as vLLM's ``--max-model-len`` reads them (``human_readable_int`` in its
+#: ``engine/arg_utils.py``, 0.18): lower case decimal, upper case binary, so ``128K`` is Llama 3.1's 131,072.
+TOKEN_SUFFIXES = {"k": 10**3, "m": 10**6, "K": 2**10, "M": 2**20}
+
+
+def tokens(minimum: int = 1, *, whole: bool = True) -> Callable[[str], Any]:
+    """The parser of a token-count option: a number with an optional suffix of :data:`TOKEN_SUFFIXES`.
+
+    ``2k`` is 2,000 and ``2K`` 2,048; ``25.6k`` is 25,600, while a binary suffix takes a whole number
+    (``1.5K`` is refused, as vLLM refuses it). ``whole`` options (a context, a chunk) take integers; a mean
+    length may be fractional. Values below ``minimum`` are refused; typer names the flag in the message.
+    """
+
+    def parse(text: str | float) -> Any:
+        if not isinstance(text, str):  # typer passes a number default through the parser too
+            return text
+        match = re.fullmatch(r"\s*(\d+(?:\.\d*)?)([kKmM]?)\s*", text)
+        if match is None:
+            raise typer.BadParameter(f"expected a token count such as 4096, 128K (131,072) or 2k (2,000), got {text!r}")
+        number, suffix = match.groups()
+        if suffix.isupper() and "." in number:
+            raise typer.BadParameter(f"{text!r}: a binary suffix takes a whole number; did you mean {text.lower()!r}?")
+        value = float(number) * TOKEN_SUFFIXES.get(suffix, 1)
+        if whole and value != int(value):
+            raise typer.BadParameter(f"expected a whole number of tokens, got {text!r}")
+        if value < minimum:
+            raise typer.BadParameter(f"expected {minimum:,} or more tokens, got {text!r}")
+        return int(value) if whole or value == int(value) else value
+
+    return parse
 
 
 def _load(registry: Path | None, extra: list[Path] | None) -> Any:
@@ -185,9 +236,81 @@ def _load(registry: Path | None, extra: list[Path] | None) -> Any:
 
 
 def _fail(exc: BaseException | str, code: int = 2) -> typer.Exit:
-    """Print ``error: ...`` on standard error and return the exit to raise (``raise _fail(exc) from None``)."""
-    typer.echo(f"error: {exc}", err=True)
+    """Print ``error: ...`` on standard error and return the exit to raise (``raise _fail(exc) from None``).
+
+    A library exception's message is told in the command's flags (:func:`_in_flags`).
+    """
+    typer.echo(f"error: {_in_flags(str(exc)) if isinstance(exc, BaseException) else exc}", err=True)
     return typer.Exit(code)
+
+
+#: Library argument names that are not a command's parameter name (or its plural): the name -> the parameter's.
+_LIBRARY_NAMES = {"tensor_parallel": "tp", "tensor_parallels": "tp", "speculation": "speculate"}
+
+
+def _command_flags() -> tuple[dict[str, str], dict[str, list[str]]]:
+    """The running command's parameters: flag text by library argument name, and the values given by flag text.
+
+    Built from the command's own (typer) parameters: ``precision`` and its plural ``precisions`` read
+    ``-p/--precision``, an argument its name in capitals (``MODEL``); :data:`_LIBRARY_NAMES` adds the few
+    library names that are neither.
+    """
+    ctx = _RUNNING.get()
+    if ctx is None:
+        return {}, {}
+    flags: dict[str, str] = {}
+    given: dict[str, list[str]] = {}
+    for param in ctx.command.params:
+        if param.name is None or param.name in ("as_json", "output_format", "out", "extra"):
+            continue
+        if isinstance(param, TyperArgument):
+            shown = param.metavar or param.name.upper()
+        else:
+            shown = "/".join(sorted(param.opts, key=len))
+        flags[param.name] = flags[param.name + "s"] = shown
+        value = ctx.params.get(param.name)
+        values = value if isinstance(value, list | tuple) else [] if value is None else [value]
+        given[shown] = [str(getattr(v, "value", v)) for v in values]
+    for library, name in _LIBRARY_NAMES.items():
+        if name in flags:
+            flags.setdefault(library, flags[name])
+    return flags, given
+
+
+def _in_flags(message: str) -> str:
+    """A library message told in the running command's flags rather than the API's argument names.
+
+    ``size_fleet(): argument 'precisions' must be ...`` reads ``option -p/--precision must be ...``;
+    ``model_memory_fit(): context 1000000 exceeds ...`` reads ``--context 1000000 exceeds ...``;
+    an argument both ``-p`` and ``--kv-precision`` could mean is the one whose value the message
+    quotes; the engine ``None`` is ``generic``; a message naming no flag but quoting a value given to
+    one (``unknown accelerator id 'bogus'``) is prefixed with that flag.
+    """
+    flags, given = _command_flags()
+    if not flags:
+        return message
+    quoted = re.search(r"got '?([^',)]+)'?", message)
+
+    def flag(name: str) -> str:
+        if quoted is not None:
+            holders = [shown for shown, values in given.items() if quoted.group(1) in values]
+            if len(holders) == 1:
+                return holders[0]
+        return flags[name]
+
+    # a function's or a class's name before the message goes; an argument's becomes its flag
+    text = re.sub(r"^(\w+)(\(\))?: ", lambda m: f"{flags[m[1]]}: " if m[1] in flags and not m[2] else "", message)
+    text = re.sub(r"argument '(\w+)'", lambda m: f"option {flag(m.group(1))}" if m.group(1) in flags else m[0], text)
+    text = re.sub(r"^'?(\w+)'? ", lambda m: f"{flag(m.group(1))} " if m.group(1) in flags else m[0], text)
+    # a bare argument name (a quoted one is a value, such as a trace's column 'output_tokens')
+    text = re.sub(r"(?<!')\b[a-z]+(_[a-z]+)+\b(?!')", lambda m: flags.get(m[0], m[0]), text)
+    if "--engine" in text:
+        text = text.replace(" or None,", " or generic,")
+    if not any(shown in text for shown in given):
+        holders = [shown for shown, values in given.items() if any(f"'{v}'" in text for v in values)]
+        if len(holders) == 1:
+            text = f"option {holders[0]}: {text}" if holders[0].startswith("-") else f"{holders[0]}: {text}"
+    return text
 
 
 @contextlib.contextmanager

@@ -9,7 +9,8 @@ from typing import Annotated
 import typer
 
 from ..errors import CalculatorError
-from ._app import ExtraOption, _fail, _library_errors, _load, app
+from ..precision import DEFAULT_PRECISION
+from ._app import ExtraOption, WeightPrecisionOption, _check_out, _fail, _library_errors, _load, _stderr_progress, app
 
 
 @app.command("calibrate")
@@ -27,9 +28,7 @@ def calibrate_command(
         str, typer.Option("--accelerator", "-a", metavar="GPU", help="Registry accelerator id they ran on.")
     ],
     engine: Annotated[str, typer.Option("--engine", metavar="ENGINE", help="vllm, sglang or trtllm.")],
-    precision: Annotated[
-        str, typer.Option("--precision", "-p", metavar="PRECISION", help="Weight precision.")
-    ] = "bf16",
+    precision: WeightPrecisionOption = DEFAULT_PRECISION,
     tp: Annotated[int, typer.Option("--tp", metavar="INT", min=1, help="Tensor-parallel degree of the runs.")] = 1,
     concurrency: Annotated[
         float | None,
@@ -81,12 +80,17 @@ def calibrate_command(
     )
 
     registry = _load(None, extra)
-    with _library_errors():
+    if write is not None:
+        _check_out(write, "--write", "mine.yaml")
+    with _library_errors(), _stderr_progress() as bar:
         frame = read_benchmark_files(
             files, model, accelerator, engine, precision, tp, concurrency=concurrency, arrivals=arrivals,
             length_cv=length_cv, registry=registry,
         )  # fmt: skip
-        result = calibrate_engine(frame, engine, registry=registry)
+        task = bar.add_task(f"fitting {engine} to {len(frame)} runs, then each fold left out", total=None)
+        result = calibrate_engine(
+            frame, engine, registry=registry, progress=lambda done, total: bar.update(task, completed=done, total=total)
+        )
         device = registry.accelerator(accelerator).id
     p = result.profile
     folds = cross_validation_folds(result.runs)

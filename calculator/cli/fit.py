@@ -1,8 +1,8 @@
 """``servecalc fit``: whether a model fits on a tensor-parallel group, and how many sequences at once.
 
 The command prints one :class:`~calculator.memory.MemoryFit` (:func:`~calculator.memory.model_memory_fit`):
-the table's ``name: value`` lines and the JSON/CSV columns carry the same field names, each with the
-meaning the result's docstring gives (per-device figures are one device's).
+the JSON/CSV columns carry its field names, each with the meaning the result's docstring gives (per-device
+figures are one device's); the table labels them for people, per device beside the whole model's.
 """
 
 from __future__ import annotations
@@ -13,7 +13,22 @@ from typing import Annotated, Any
 
 import typer
 
-from ._app import ExtraOption, Format, FormatOption, JsonOption, OutOption, _emit, _format, _library_errors, _load, app
+from ..precision import DEFAULT_PRECISION
+from ._app import (
+    ExtraOption,
+    Format,
+    FormatOption,
+    JsonOption,
+    OutOption,
+    WeightPrecisionOption,
+    _emit,
+    _format,
+    _library_errors,
+    _load,
+    app,
+    tokens,
+)
+from ._tables import sections
 from .sizing import EngineOption, KvPrecisionOption, _quantity
 
 
@@ -42,10 +57,11 @@ FIT_UNITS = {
 def fit_command(
     model: Annotated[str, typer.Argument(metavar="MODEL", help="Registry model id or alias.")],
     accelerator: Annotated[str, typer.Option("--accelerator", "-a", metavar="GPU", help="Accelerator id.")],
-    context: Annotated[int, typer.Option(metavar="TOKENS", min=1, help="Tokens per sequence (prompt + output).")],
-    precision: Annotated[str, typer.Option("--precision", "-p", metavar="PRECISION", help="Weight precision.")] = (
-        "bf16"
-    ),
+    context: Annotated[
+        int,
+        typer.Option(metavar="TOKENS", parser=tokens(), help="Tokens per sequence, prompt + output (128K is 131,072)."),
+    ],
+    precision: WeightPrecisionOption = DEFAULT_PRECISION,
     tensor_parallel: Annotated[int, typer.Option("--tp", metavar="INT", min=1, help="GPUs the model splits over.")] = 1,
     batch: Annotated[int, typer.Option(metavar="INT", min=0, help="Sequences held at once (0: weights only).")] = 1,
     kv_precision: KvPrecisionOption = None,
@@ -90,6 +106,7 @@ def fit_command(
             spec, device, context, batch, precision, kv, tensor_parallel, kept, basis.value, block_size,
             data_parallel=data_parallel, registry=registry,
         )  # fmt: skip
+        whole = model_memory_fit(spec, device, context, batch, precision, kv, 1, kept, basis.value, block_size)
         held = engine_memory_fit(
             spec, device, precision, context, tensor_parallel, batch=max(batch, 1), engine=engine, kv_precision=kv,
             data_parallel=data_parallel, registry=registry,
@@ -111,11 +128,10 @@ def fit_command(
         "engine_max_context": held.max_context,
         "engine_kv_block_tokens": held.block,
     }
-    fields = {**header, **fit.to_dict(), **served}
 
     def table() -> str:
         first = _answer(held, spec, device, context, batch, data_parallel, tensor_parallel)
-        return "\n".join([first, _formula(fit, kept), *(f"{key}: {_value(key, v)}" for key, v in fields.items())])
+        return "\n".join([first, _formula(fit, kept), "", _sections(header, fit, whole, held)])
 
     _emit(
         fmt,
@@ -153,6 +169,66 @@ def _formula(fit: Any, reserve: Any) -> str:
     if fit.fits:
         return f"{head}: the batch fits with {_value('free', fit.free)} free per device; {also}"
     return f"{head}: the batch does not fit, {_value('missing', fit.missing)} short per device; {also}"
+
+
+#: The memory rows of the table: (label, field of :class:`~calculator.memory.MemoryFit`, shown for the model too).
+MEMORY_ROWS = (
+    ("capacity", "capacity", False),
+    ("weights", "weights", True),
+    ("reserve (activations, CUDA graphs)", "reserve", False),
+    ("KV cache of the batch", "kv", True),
+    ("available for the KV cache", "available", False),
+    ("free after the batch", "free", False),
+    ("missing", "missing", False),
+    ("KV cache per token", "kv_per_token", True),
+    ("KV cache per sequence", "kv_per_request", True),
+)
+
+
+def _sections(header: dict[str, Any], fit: Any, whole: Any, held: Any) -> str:
+    """The configuration, the memory per device beside the whole model's, and the limits of both policies.
+
+    ``whole`` is the chapter's formula on one GPU (``--tp 1``): the model's own weights and KV bytes,
+    which the per-device figures are a share of.
+    """
+    gpus = header["gpus"]
+    setup = [
+        ("model", header["model"]),
+        ("accelerator", f"{gpus} x {header['accelerator']} (TP {fit.tensor_parallel}"
+         + (f", {header['data_parallel']} attention ranks)" if header["data_parallel"] > 1 else ")")),
+        ("weight precision", header["precision"]),
+        ("KV-cache precision", f"{header['kv_precision']} ({header['kv_precision_basis']})"),
+        ("batch x context", f"{fit.batch:,} x {fit.context:,} tokens"),
+        ("capacity basis", fit.capacity_basis),
+    ]  # fmt: skip
+    memory = [
+        (
+            f"{label} [{FIT_UNITS[key]}]",
+            _amount(key, getattr(fit, key)),
+            _amount(key, getattr(whole, key)) if total else "",
+        )
+        for label, key, total in MEMORY_ROWS
+    ]
+    limits = [
+        ("fits", "yes" if fit.fits else "no", "yes" if held.weights_fit and fit.batch <= held.sequences else "no"),
+        ("largest batch at this context", f"{fit.max_batch:,}", f"{held.sequences:,}"),
+        ("longest context at this batch [tokens]", f"{fit.max_context:,}", f"{held.max_context:,}"),
+        ("KV page [tokens]", "", f"{held.block:,}"),
+    ]
+    return sections(
+        [
+            ("configuration", ("", ""), setup),
+            ("memory (the chapter's formula)", ("", "per device", "whole model"), memory),
+            ("limits", ("", "chapter's formula", f"{held.engine} engine's memory policy"), limits),
+        ]
+    )
+
+
+def _amount(key: str, value: Any) -> str:
+    """A memory field in its :data:`FIT_UNITS` unit, without the unit (the row's label carries it)."""
+    from ..results import format_number
+
+    return format_number(float(value.m_as(FIT_UNITS[key])))
 
 
 def _value(key: str, value: Any) -> str:

@@ -15,18 +15,21 @@ from typing import Annotated, Any
 import numpy as np
 import typer
 
+from ..precision import DEFAULT_PRECISION
 from ._app import (
     ExtraOption,
     Format,
     FormatOption,
     JsonOption,
     OutOption,
+    WeightPrecisionOption,
     _emit,
     _fail,
     _format,
     _library_errors,
     _load,
     app,
+    tokens,
 )
 from .sizing import EngineOption, KvPrecisionOption, SpeculateOption, _speculation, _speculation_text
 
@@ -41,8 +44,12 @@ class Arrivals(StrEnum):
 @app.command("predict")
 def predict_command(
     model: Annotated[str, typer.Argument(metavar="MODEL", help="Registry model id or alias.")],
-    input_tokens: Annotated[int, typer.Option("--input", metavar="TOKENS", min=1, help="Prompt tokens per request.")],
-    output_tokens: Annotated[int, typer.Option("--output", metavar="TOKENS", min=1, help="Output tokens per request.")],
+    input_tokens: Annotated[
+        int, typer.Option("--input", metavar="TOKENS", parser=tokens(), help="Prompt tokens per request (2K is 2,048).")
+    ],
+    output_tokens: Annotated[
+        int, typer.Option("--output", metavar="TOKENS", parser=tokens(), help="Output tokens per request.")
+    ],
     concurrency: Annotated[
         list[int],
         typer.Option("--concurrency", "-c", metavar="INT", min=1, help="Clients in the benchmark (repeatable)."),
@@ -50,9 +57,7 @@ def predict_command(
     accelerator: Annotated[str, typer.Option("--accelerator", "-a", metavar="GPU", help="Accelerator id.")] = (
         "h100-sxm"
     ),
-    precision: Annotated[str, typer.Option("--precision", "-p", metavar="PRECISION", help="Weight precision.")] = (
-        "bf16"
-    ),
+    precision: WeightPrecisionOption = DEFAULT_PRECISION,
     tensor_parallel: Annotated[int, typer.Option("--tp", metavar="INT", min=1, help="GPUs per replica.")] = 1,
     engine: EngineOption = None,
     engine_version: Annotated[

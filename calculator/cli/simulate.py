@@ -22,6 +22,7 @@ from ._app import (
     _stderr_progress,
     app,
 )
+from ._tables import frame_table, table
 from .sizing import (
     CLI_TIME_LIMIT,
     ModelArgument,
@@ -78,7 +79,14 @@ def _summary_frame(result: Any) -> Any:
     return frame
 
 
+#: The simulated metrics as the summary names them.
+METRIC_NAMES = {"ttft": "TTFT", "tpot": "TPOT", "tbt_max": "longest token gap"}
+
+
 def _summary_text(result: Any) -> list[str]:
+    """The latency summary at one replica count as a table (ms, each value with its 95 % interval)."""
+    from ..results import format_number
+
     frame = _summary_frame(result)
     seeds = len(result.seeds)
     basis = (
@@ -86,17 +94,26 @@ def _summary_text(result: Any) -> list[str]:
         if seeds > 1
         else "one seed, interval over ten batches of requests"
     )
-    lines = [f"summary at {_replicas(result.replicas)} ({basis}; 95% interval):"]
-    for row in frame.itertuples(index=False):
-        value, low, high = row[2], row[3], row[4]
-        lines.append(f"  {row.metric:<10} {row.statistic:<5} {value:10.2f} ms  ({low:.2f} to {high:.2f})")
+    rows = [
+        [
+            METRIC_NAMES.get(row[0], row[0]),
+            row[1],
+            format_number(row[2]),
+            f"{format_number(row[3])}-{format_number(row[4])}",
+        ]
+        for row in frame.itertuples(index=False)
+    ]
     attainment = ", ".join(f"{key} {share:.1%}" for key, share in result.attainment.items())
-    lines.append(f"  attainment: {attainment or 'no targets'}")
-    lines.append(
-        f"  throughput {result.throughput.m_as('request/s'):.3g} request/s, "
-        f"goodput {result.goodput.m_as('request/s'):.3g} request/s"
-    )
-    return lines
+    return [
+        table(
+            ["metric", "statistic", "value [ms]", "95 % interval [ms]"],
+            rows,
+            f"summary at {_replicas(result.replicas)} ({basis}):",
+        ),
+        f"attainment: {attainment or 'no targets'}",
+        f"throughput {result.throughput.m_as('request/s'):.3g} request/s, "
+        f"goodput {result.goodput.m_as('request/s'):.3g} request/s",
+    ]
 
 
 @app.command("simulate")
@@ -262,7 +279,7 @@ def _simulation_text(
             f"analytical replicas: {verification.analytical_replicas}",
             f"simulated replicas: {found if found is not None else 'none found'}",
             "",
-            verification.table.drop(columns="verdict").round(3).to_string(index=False),
+            frame_table(verification.table.drop(columns="verdict")),
             "",
             *(f"  {_replicas(row.replicas)}: {row.verdict}" for row in verification.table.itertuples()),
         ]

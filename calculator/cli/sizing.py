@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ..errors import InputError
+from ..precision import DEFAULT_PRECISION
 from ..results import format_number as _number
 from ..results import percentile_label
-from ._app import ExtraOption, _fail, _library_errors
+from ._app import ExtraOption, _fail, _library_errors, tokens
 
 if TYPE_CHECKING:
     from ..fleet import Costs, SearchSpace, ServingOptions, Targets, Workload
@@ -132,11 +133,23 @@ class SizingFlags:
     ] = None
     input_tokens: Annotated[
         float | None,
-        typer.Option("--input", metavar="TOKENS", min=1, help="Mean prompt length (tokens).", show_default=False),
+        typer.Option(
+            "--input",
+            metavar="TOKENS",
+            parser=tokens(whole=False),
+            help="Mean prompt length (tokens; 2K is 2,048).",
+            show_default=False,
+        ),
     ] = None
     output_tokens: Annotated[
         float | None,
-        typer.Option("--output", metavar="TOKENS", min=1, help="Mean output length (tokens).", show_default=False),
+        typer.Option(
+            "--output",
+            metavar="TOKENS",
+            parser=tokens(whole=False),
+            help="Mean output length (tokens).",
+            show_default=False,
+        ),
     ] = None
     trace: Annotated[
         Path | None,
@@ -192,7 +205,7 @@ class SizingFlags:
         ),
     ] = None
     accelerator: AcceleratorOption = dataclasses.field(default_factory=lambda: ["h100-sxm"])
-    precision: PrecisionOption = dataclasses.field(default_factory=lambda: ["fp8"])
+    precision: PrecisionOption = dataclasses.field(default_factory=lambda: [DEFAULT_PRECISION])
     tensor_parallel: Annotated[
         list[int] | None,
         typer.Option(
@@ -263,7 +276,7 @@ class SizingFlags:
         typer.Option(
             "--shared-prefix",
             metavar="TOKENS",
-            min=0,
+            parser=tokens(0, whole=False),
             help="Prefix caching: tokens of the prefix those requests share, e.g. a system prompt (with --prefix-hit).",
         ),
     ] = 0.0
@@ -271,7 +284,11 @@ class SizingFlags:
     chunk: Annotated[
         int | None,
         typer.Option(
-            "--chunk", metavar="TOKENS", min=1, help="Chunked prefill: prompt tokens per iteration.", show_default=False
+            "--chunk",
+            metavar="TOKENS",
+            parser=tokens(),
+            help="Chunked prefill: prompt tokens per iteration.",
+            show_default=False,
         ),
     ] = None
     router: Annotated[
@@ -621,23 +638,61 @@ def _shown(key: str, value: Any) -> str:
 
 
 def _field_lines(result: Any, skip: tuple[str, ...] = ()) -> list[str]:
-    """``name: value`` lines of a plan's fields, a part's as ``part.name``; an infeasible plan shows no zeros."""
-    from ..fleet.plan import PLAN_PARTS
+    """A plan's fields in sections, the plan's own first and then one per part (``layout``, ``service``, ...).
 
-    values: dict[str, Any] = {}
+    Each row is the field's name as the JSON and CSV write it (a part's as ``part.name``), its value
+    and unit, and the performance model's 80 % range where the plan has one (``service.ttft_interval``
+    beside ``service.ttft``, ``gpus_interval`` beside ``gpus``). An infeasible plan shows no zeros.
+    """
+    from ..fleet.plan import PLAN_PARTS
+    from ._tables import sections
+
+    parts: dict[str, dict[str, Any]] = {"": {}}
     for key, value in result.to_dict().items():
         if key in PLAN_PARTS and isinstance(value, dict):
-            values.update({f"{key}.{name}": item for name, item in value.items()})
+            parts[key] = {f"{key}.{name}": item for name, item in value.items()}
         else:
-            values[key] = value
-    return [
-        f"{key}: {_shown(key, value)}"
-        for key, value in values.items()
-        if key not in skip
-        and value is not None
-        and not (isinstance(value, str | dict | tuple) and not value)
-        and (result.feasible or isinstance(value, bool) or not isinstance(value, int | float) or value != 0)
+            parts[""][key] = value
+    rows = {part or "plan": _field_rows(values, result, skip) for part, values in parts.items()}
+    # a sentence (the reason, the kernels' basis, the serving options) reads better on its own line
+    sentences = [f"{row[0]}: {row[1]}" for part in rows.values() for row in part if len(row[1]) > 40]
+    tables = [
+        (part, ("", "value", "unit", "80 % range"), [row for row in part_rows if len(row[1]) <= 40])
+        for part, part_rows in rows.items()
     ]
+    return [sections(tables, left=True), *sentences, ""]
+
+
+def _field_rows(values: dict[str, Any], result: Any, skip: tuple[str, ...]) -> list[list[str]]:
+    """The rows of one section of :func:`_field_lines`: name, value, unit and the interval of the value."""
+    rows = []
+    for key, value in values.items():
+        if (
+            key in skip
+            or key.endswith("_interval")
+            or value is None
+            or (isinstance(value, str | dict | tuple) and not value)
+            or not (result.feasible or isinstance(value, bool) or not isinstance(value, int | float) or value != 0)
+        ):
+            continue
+        text, unit = _value_and_unit(key, value)
+        span = values.get(f"{key}_interval")
+        low, high = (_value_and_unit(key, end)[0] if end is not None else "none" for end in span or (None, None))
+        rows.append([key, text, unit, f"{low}-{high}" if span else ""])
+    return rows
+
+
+def _value_and_unit(key: str, value: Any) -> tuple[str, str]:
+    """A field's value as :func:`_shown` writes it, its unit apart (``147.1``, ``ms``); a flag is yes or no."""
+    if isinstance(value, bool):
+        return ("yes" if value else "no"), ""
+    text = _shown(key, value)
+    from ..units import ureg
+
+    if isinstance(value, ureg.Quantity):
+        number, _, unit = text.partition(" ")
+        return number, unit
+    return text, ""
 
 
 def _understood(inputs: SizingInputs, trace: Path | None = None) -> list[str]:

@@ -60,7 +60,9 @@ def _resolve(
         tps = tps[heads % tps == 0]
     if tps.size == 0:
         degrees = list(space.tensor_parallel)
-        raise InputError(f"size_fleet(): no tensor-parallel degree in {degrees} divides {heads} heads")
+        raise InputError(
+            f"size_fleet(): argument 'tensor_parallel': no tensor-parallel degree in {degrees} divides {heads} heads"
+        )
     return reg, profile, entry, tps, np.unique(np.asarray(space.batches, dtype=float))
 
 

@@ -1,0 +1,243 @@
+"""Every CLI error path names the command's flag, never the library's argument name.
+
+Each command is run from a valid start with one option given a bad value (the last value of an option
+wins); the message must name that option's flag as the help shows it and carry no API wording (an
+``argument '...'`` or a ``function():`` prefix). The table of bad values is checked to cover every option
+of the commands it lists, so an option added later without an error case fails here.
+"""
+
+import re
+
+import pytest
+import typer
+import typer.main
+from typer.testing import CliRunner
+
+from calculator.cli import app
+from calculator.cli._app import tokens
+
+runner = CliRunner()
+
+SIZING = ["llama-3.1-8b", "--rate", "5", "--input", "500", "--output", "200", "--ttft", "1 s", "--tpot", "50 ms"]
+START = {
+    "size": ["size", *SIZING],
+    "compare": ["compare", *SIZING],
+    "simulate": ["simulate", *SIZING, "--requests", "200", "--seeds", "1"],
+    "fit": ["fit", "llama-3.1-8b", "-a", "h100-sxm", "--context", "4096"],
+    "predict": ["predict", "llama-3.1-8b", "--input", "500", "--output", "200", "-c", "4"],
+    "frontier": ["frontier", "llama-3.1-8b", "--input", "500", "--output", "200"],
+}
+#: A bad value of each option, and the flag the message must name (as the help shows it).
+SIZING_BAD = {
+    "--rate": ("-1", "--rate"),
+    "--input": ("0", "--input"),
+    "--output": ("0", "--output"),
+    "--trace": ("missing.csv", "--trace"),
+    "--ttft": ("500", "--ttft"),
+    "--tpot": ("x ms", "--tpot"),
+    "--tbt": ("5", "--tbt"),
+    "--percentile": ("150", "--percentile"),
+    "--accelerator": ("h999", "--accelerator"),
+    "--precision": ("int3", "-p/--precision"),
+    "--tp": ("3", "--tp"),
+    "--engine": ("tgi", "--engine"),
+    "--kv-precision": ("int3", "--kv-precision"),
+    "--moe-layout": ("sideways", "--moe-layout"),
+    "--price": ("cheap", "--price"),
+    "--max-utilization": ("2", "--max-utilization"),
+    "--arrival-cv": ("-1", "--arrival-cv"),
+    "--input-cv": ("-1", "--input-cv"),
+    "--output-cv": ("-1", "--output-cv"),
+    "--prefix-hit": ("2", "--prefix-hit"),
+    "--shared-prefix": ("-5", "--shared-prefix"),
+    "--speculate": ("nodraft:3:0.7", "--speculate"),
+    "--chunk": ("0", "--chunk"),
+    "--router": ("fastest", "--router"),
+    "--interconnect": ("pigeon", "--interconnect"),
+}
+BAD = {
+    "size": {
+        **SIZING_BAD,
+        "--demand": ("missing.csv", "--demand"),
+        "--demand-bin": ("1 s", "--demand-bin"),
+        "--cold-start": ("1 s", "--cold-start"),
+        "--requests": ("0", "--requests"),
+        "--seeds": ("0", "--seeds"),
+        "--time-limit": ("soon", "--time-limit"),
+        "--emit": ("helm", "--emit"),
+    },
+    "compare": SIZING_BAD,
+    "simulate": {
+        **{flag: case for flag, case in SIZING_BAD.items() if flag != "--interconnect"},
+        "--plan": ("missing.json", "--plan"),
+        "--requests": ("0", "--requests"),
+        "--seeds": ("0", "--seeds"),
+        "--replicas": ("0", "--replicas"),
+        "--max-replicas": ("0", "--max-replicas"),
+        "--time-limit": ("soon", "--time-limit"),
+    },
+    "fit": {
+        "--accelerator": ("h999", "--accelerator"),
+        "--context": ("1000000", "--context"),
+        "--precision": ("int3", "-p/--precision"),
+        "--tp": ("3", "--tp"),
+        "--batch": ("-1", "--batch"),
+        "--kv-precision": ("int3", "--kv-precision"),
+        "--engine": ("tgi", "--engine"),
+        "--reserve": ("2 s", "--reserve"),
+        "--basis": ("vibes", "--basis"),
+        "--block": ("0", "--block"),
+        "--data-parallel": ("3", "--data-parallel"),
+    },
+    "predict": {
+        "--input": ("0", "--input"),
+        "--output": ("0", "--output"),
+        "--concurrency": ("0", "--concurrency"),
+        "--accelerator": ("h999", "--accelerator"),
+        "--precision": ("int3", "-p/--precision"),
+        "--tp": ("3", "--tp"),
+        "--engine": ("tgi", "--engine"),
+        "--engine-version": ("9.9", "--engine-version"),
+        "--kv-precision": ("int3", "--kv-precision"),
+        "--arrivals": ("stampede", "--arrivals"),
+        "--length-cv": ("-1", "--length-cv"),
+        "--requests-per-client": ("0", "--requests-per-client"),
+        "--data-parallel": ("3", "--data-parallel"),
+        "--expert-parallel": ("3", "--expert-parallel"),
+        "--redundant-experts": ("-1", "--redundant-experts"),
+        "--speculate": ("nodraft:3:0.7", "--speculate"),
+    },
+    "frontier": {
+        "--input": ("0", "--input"),
+        "--output": ("0", "--output"),
+        "--accelerator": ("h999", "--accelerator"),
+        "--precision": ("int3", "-p/--precision"),
+        "--engine": ("tgi", "--engine"),
+    },
+}
+#: Options with no bad value: on/off flags, and the output options (their errors are tested in test_cli.py).
+NO_BAD_VALUE = {"--json", "--format", "--out", "--extra", "--pareto", "--disaggregated", "--verify"}
+#: What the library says that a command-line user did not write.
+API_WORDING = re.compile(r"argument '|\w\(\): |\bor None\b|\b[a-z]+_[a-z_]+ \d")
+
+
+def _options(command: str) -> set[str]:
+    found = typer.main.get_command(app).commands[command]  # type: ignore[attr-defined]
+    return {param.opts[0] for param in found.params if param.opts[0].startswith("--")} - NO_BAD_VALUE
+
+
+@pytest.mark.parametrize("command", sorted(BAD))
+def test_the_table_has_a_bad_value_for_every_option(command):
+    assert set(BAD[command]) == _options(command)
+
+
+def _run(command: str, flag: str, value: str) -> str:
+    result = runner.invoke(app, [*START[command], flag, value])
+    assert result.exit_code == 2, (command, flag, result.output)
+    return " ".join(re.sub(r"[│╭╮╰╯─]", " ", result.output).split())  # typer's own errors come boxed, wrapped
+
+
+@pytest.mark.parametrize(
+    ("command", "flag"), [(command, flag) for command in sorted(BAD) for flag in sorted(BAD[command])]
+)
+def test_a_bad_value_is_an_error_naming_the_flag(command, flag):
+    value, named = BAD[command][flag]
+    message = _run(command, flag, value)
+    assert named in message, message
+    assert not API_WORDING.search(message), message
+
+
+def test_the_library_names_read_as_the_flags():
+    # the four messages issue 55 found, each as the library phrased it and as the CLI must
+    assert "option -p/--precision must be one of" in _run("size", "-p", "int3")  # library: 'precisions'
+    assert "or generic, got 'tgi'" in _run("predict", "--engine", "tgi")  # library: 'or None'
+    assert _run("fit", "--context", "1000000").startswith("error: --context 1000000 exceeds")  # model_memory_fit()
+    # both precisions reach the library as 'precision'; the value quoted tells which flag gave it
+    assert "option --kv-precision must be one of" in _run("fit", "--kv-precision", "int3")
+    assert "option -a/--accelerator: unknown accelerator id 'h999'" in _run("fit", "-a", "h999")
+
+
+@pytest.mark.parametrize(
+    ("text", "whole", "count"),
+    [
+        ("4096", True, 4096),
+        ("128K", True, 128 * 1024),  # vLLM's human_readable_int: upper case is binary
+        ("128k", True, 128_000),  # lower case decimal
+        ("1M", True, 1024 * 1024),
+        ("2m", True, 2_000_000),
+        ("25.6k", True, 25_600),
+        ("256.5", False, 256.5),  # a mean length may be fractional
+    ],
+)
+def test_token_counts_take_vllms_suffixes(text, whole, count):
+    assert tokens(whole=whole)(text) == count
+
+
+@pytest.mark.parametrize(
+    ("text", "whole", "message"),
+    [
+        ("1.5K", True, "a binary suffix takes a whole number; did you mean '1.5k'?"),
+        ("256.5", True, "expected a whole number of tokens"),
+        ("0", True, "expected 1 or more tokens"),
+        ("-5", True, "expected a token count such as 4096"),
+        ("12 G", True, "expected a token count such as 4096"),
+    ],
+)
+def test_bad_token_counts_are_refused(text, whole, message):
+    with pytest.raises(typer.BadParameter, match=re.escape(message)):
+        tokens(whole=whole)(text)
+
+
+def test_the_commands_read_token_suffixes():
+    fit = runner.invoke(app, ["fit", "llama-3.1-8b", "-a", "h100-sxm", "--context", "128K"])
+    assert fit.exit_code == 0 and "1 sequence of 131,072 tokens fit" in fit.output  # 128 x 1,024
+    predict = runner.invoke(app, [*START["predict"], "--input", "2k", "--output", "0.2k"])
+    assert predict.exit_code == 0 and "2,000/200 tokens per request" in predict.output
+    message = _run("fit", "--context", "1.5K")
+    assert "Invalid value for '--context'" in message and "did you mean '1.5k'?" in message
+
+
+CALIBRATE_BAD = {
+    "--model": ("bogus", "--model"),
+    "--accelerator": ("h999", "-a/--accelerator"),
+    "--engine": ("tgi", "--engine"),
+    "--precision": ("int3", "-p/--precision"),
+    "--tp": ("0", "--tp"),
+    "--concurrency": ("0", "--concurrency"),
+    "--arrivals": ("stampede", "--arrivals"),
+    "--length-cv": ("-1", "--length-cv"),
+    "--write": ("no-such-folder/mine.yaml", "--write"),
+}
+
+
+@pytest.fixture(scope="module")
+def benchmark_files(tmp_path_factory):
+    from test_calibrate import CASES, _files, _runs
+
+    kind, engine, version, precision, tp, _ = CASES[0]
+    paths = _files(tmp_path_factory.mktemp("runs"), kind, _runs(engine, version, precision, tp))
+    return [
+        "calibrate",
+        *map(str, paths),
+        "--model",
+        "qwen3-32b",
+        "-a",
+        "h100-sxm",
+        "--engine",
+        engine,
+        "-p",
+        precision,
+    ]
+
+
+def test_calibrates_table_has_a_bad_value_for_every_option():
+    assert set(CALIBRATE_BAD) == _options("calibrate")
+
+
+@pytest.mark.parametrize("flag", sorted(CALIBRATE_BAD))
+def test_calibrate_names_the_flag(benchmark_files, flag):
+    value, named = CALIBRATE_BAD[flag]
+    result = runner.invoke(app, [*benchmark_files, flag, value])
+    assert result.exit_code == 2, (flag, result.output)
+    message = " ".join(re.sub(r"[│╭╮╰╯─]", " ", result.output).split())
+    assert named in message and not API_WORDING.search(message), message

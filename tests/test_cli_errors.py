@@ -37,6 +37,8 @@ SIZING_BAD = {
     "--tpot": ("x ms", "--tpot"),
     "--tbt": ("5", "--tbt"),
     "--percentile": ("150", "--percentile"),
+    "--tpot-percentile": ("150", "--tpot-percentile"),
+    "--tbt-percentile": ("99", "--tbt-percentile"),  # without --tbt: the message names both
     "--accelerator": ("h999", "--accelerator"),
     "--precision": ("int3", "-p/--precision"),
     "--tp": ("3", "--tp"),

@@ -136,8 +136,9 @@ def test_calibrating_on_a_slower_gpu_moves_the_plan_there_and_nowhere_else(tmp_p
     paths = _write_runs(tmp_path / "runs", ENGINES["vllm"].with_gpu_time_scale(GPU, SLOWER_GPU), grid)
     written = tmp_path / "mine.yaml"
     result = CliRunner().invoke(
-        app, ["calibrate", *map(str, paths), "--model", MODEL, "-a", GPU, "--engine", "vllm", "--write", str(written)]
-    )
+        app, ["calibrate", *map(str, paths), "--model", MODEL, "-a", GPU, "-p", "bf16", "--engine", "vllm",
+              "--write", str(written)],
+    )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert f"gpu_time_scale on {GPU}: 1.2" in result.stdout
     assert "determined by the runs: request_overhead, gpu_time_scale" in result.stdout

@@ -395,6 +395,10 @@ class FleetPlan(Result):
         layout = values["layout"]
         if not layout.get("redundant_experts"):  # a row names copies of experts only where the plan places some
             values["layout"] = {k: v for k, v in layout.items() if k != "redundant_experts"}
+        service = values["service"]
+        for name in ("tpot_tail", "tbt_tail"):  # a row carries a stream tail only where a target asked for one
+            if service.get(name) is None:
+                service.pop(name, None)
         return values
 
     @property

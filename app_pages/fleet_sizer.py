@@ -29,6 +29,7 @@ from calculator.fleet.inputs import MOE_LAYOUTS
 from calculator.kubernetes import kubernetes_manifest
 from calculator.performance import outside_validated_range
 from calculator.plots import frontier_figure, kv_occupancy_over_time, latency_distribution, verification_chart
+from calculator.precision import DEFAULT_PRECISION
 from calculator.queueing import replica_demand, utilization
 from calculator.registry import load_registry
 from calculator.results import percentile_label
@@ -263,7 +264,7 @@ def _hardware_inputs(sc):
     st.subheader("Model and hardware")
     model = sc.model("Model", "model", "llama-3.1-70b")
     accelerators = sc.multiselect("Accelerators", "gpus", list(reg.accelerators), ["h100-sxm", "h200-sxm"])
-    precisions = sc.multiselect("Weight precisions", "precisions", ui.SERVING_PRECISIONS, ["fp16", "fp8"])
+    precisions = sc.multiselect("Weight precisions", "precisions", ui.SERVING_PRECISIONS, [DEFAULT_PRECISION])
     engine = sc.select("Serving engine", "engine", list(ui.ENGINES), "generic")
     kv = sc.select(
         "KV-cache precision",

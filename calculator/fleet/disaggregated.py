@@ -23,12 +23,12 @@ from ..units import Q_
 from ._common import MAX_FLEET_GPUS, _fleet_costs
 from .families import _families
 from .inputs import Costs, SearchSpace, ServingOptions, Targets, Workload
-from .plan import FleetPlan, PlanCost
+from .plan import FleetPlan, Layout, PlanCost, PlanService
 from .problem import _named_repository, _part, _resolve
 from .sizing import size_fleet
 
 if TYPE_CHECKING:
-    from ..registry import Registry
+    from ..registry import Registry, RegistryDocument
 
 __all__ = ["DisaggregatedPlan", "ServingModeComparison", "compare_serving_modes", "size_disaggregated"]
 
@@ -46,7 +46,8 @@ class DisaggregatedPlan(Result):
     feasible : bool
     reason : str
     prefill, decode : dict
-        Each pool's accelerator, precision, tensor-parallel degree, replicas and GPUs (decode: batch).
+        Each pool's accelerator, precision, KV-cache precision, tensor-parallel degree, replicas and GPUs (decode:
+        batch).
     kv_handoff : Quantity [time]
         KV-cache transfer from the prefill to the decode pool (Eq. 10), part of TTFT.
     ttft, tpot : Quantity [time]
@@ -59,6 +60,12 @@ class DisaggregatedPlan(Result):
     cost : PlanCost or None
         The fleet's cost per hour, per month and per million tokens, as for :class:`~calculator.fleet.FleetPlan`
         (None when infeasible).
+    model, engine, served_model, engine_release, workload, targets, registry_documents
+        What the pools were sized for, as a :class:`~calculator.fleet.FleetPlan` records them: what a launch
+        (:func:`~calculator.deploy.disaggregated_launch`) and a simulation
+        (:func:`~calculator.simulation.verify_disaggregated`) of the pools read.
+    interconnect : str
+        The registry id of the link the KV handoff crosses.
     """
 
     feasible: bool
@@ -72,6 +79,45 @@ class DisaggregatedPlan(Result):
     cost: PlanCost | None = None
     ttft_interval: tuple[Time, Time] | None = None
     tpot_interval: tuple[Time, Time] | None = None
+    model: str = ""
+    engine: str = ""
+    served_model: str | None = None
+    engine_release: str | None = None
+    workload: Workload | None = None
+    targets: Targets | None = None
+    registry_documents: tuple[RegistryDocument, ...] = ()
+    interconnect: str = ""
+
+    def pool_plan(self, pool: str) -> FleetPlan:
+        """One pool as a colocated plan of its replicas: what the launch commands and the simulator read of it.
+
+        ``pool`` is ``"prefill"`` or ``"decode"``. The prefill pool's replicas take one prompt at a time (batch 1,
+        the sizer's queue of prefills) and emit one token; the decode pool's run the plan's batch cap. Each keeps
+        the plan's workload and targets (the prefill pool's workload has one output token).
+        """
+        if pool not in ("prefill", "decode"):
+            raise InputError(
+                f"DisaggregatedPlan.pool_plan(): argument 'pool' must be 'prefill' or 'decode', got {pool!r}"
+            )
+        if not self.feasible or self.workload is None or self.ttft is None or self.tpot is None:
+            raise InputError(f"the disaggregated plan is infeasible or records no workload: {self.reason}")
+        record = self.prefill if pool == "prefill" else self.decode
+        tp, replicas = int(record["tensor_parallel"]), int(record["replicas"])
+        workload = dataclasses.replace(self.workload, output_tokens=1.0, output_cv=0.0) if pool == "prefill" else None
+        step = self.tpot
+        service = PlanService(  # the pool's share of the plan's prediction (the handoff and wait stay the plan's)
+            ttft=self.ttft, tpot=step, tbt_max=step, ttft_interval=self.ttft_interval or (self.ttft, self.ttft),
+            tpot_interval=self.tpot_interval or (step, step), replica_throughput=Q_(0.0, "request/s"),
+            running_batch=0.0, utilization=0.0,
+        )  # fmt: skip
+        return FleetPlan(
+            feasible=True, reason=f"the {pool} pool of a disaggregated plan", model=self.model,
+            accelerator=str(record["accelerator"]), precision=str(record["precision"]), engine=self.engine,
+            kv_precision=str(record.get("kv_precision", "")), batch=int(record.get("batch", 1)), replicas=replicas,
+            gpus=replicas * tp, layout=Layout(tensor_parallel=tp), service=service,
+            workload=workload or self.workload, targets=self.targets, registry_documents=self.registry_documents,
+            served_model=self.served_model, engine_release=self.engine_release,
+        )  # fmt: skip
 
 
 def size_disaggregated(
@@ -117,13 +163,18 @@ def size_disaggregated(
     ttft_target, tpot_target = targets.ttft.m_as("s"), targets.tpot.m_as("s")
     max_utilization = targets.max_utilization
     link = reg.interconnect(interconnect)
+    named = _named_repository(model, entry)
+    record: dict[str, Any] = {
+        "model": entry.id, "engine": profile.name, "served_model": named or None, "engine_release": profile.release,
+        "workload": workload, "targets": targets, "registry_documents": reg.user_documents, "interconnect": link.id,
+    }  # fmt: skip
     latency = link.startup_latency.m_as("s") if link.startup_latency is not None else 0.0
     lam = workload.arrival_rate.m_as("request/s")
-    families = _families(entry, space, costs, None, reg, profile, _named_repository(model, entry))
+    families = _families(entry, space, costs, None, reg, profile, named)
     tp_grid, batch_grid = np.meshgrid(tps, grid_batches, indexing="ij")
     decode = _decode_pool(families, profile, workload, tp_grid, batch_grid, tpot_target, max_utilization)
     if decode is None:
-        return DisaggregatedPlan(False, "decode pool: no configuration meets the TPOT target within memory")
+        return DisaggregatedPlan(False, "decode pool: no configuration meets the TPOT target within memory", **record)
     arrays = decode.family.arrays
     kv_bytes = arrays.kv_tokens(workload.input_tokens) * arrays.kv_bytes_per_token  # the prompt's KV, handed over
     handoff = float(
@@ -142,7 +193,7 @@ def size_disaggregated(
             if too_many
             else f"prefill pool: no configuration meets the TTFT target after a {handoff * 1e3:.1f} ms KV handoff"
         )
-        return DisaggregatedPlan(False, why, kv_handoff=Q_(handoff, "s"))
+        return DisaggregatedPlan(False, why, kv_handoff=Q_(handoff, "s"), **record)
     ttft = prefill.time + handoff + decode.time / 2
     first, step = _band(profile, prefill)["ttft"], _band(profile, decode)["tpot"]
     cost_hour = prefill.cost + decode.cost
@@ -162,6 +213,7 @@ def size_disaggregated(
             Q_(prefill.time * first[1] + handoff + decode.time / 2 * step[1], "s"),
         ),
         tpot_interval=(Q_(decode.time * step[0], "s"), Q_(decode.time * step[1], "s")),
+        **record,
     )
 
 
@@ -187,7 +239,9 @@ class _Pool:
     batch: int = 1
 
     def record(self, *, batch: bool = False) -> dict[str, Any]:
-        layout = {"accelerator": self.family.accelerator, "precision": self.family.precision}
+        family = self.family
+        layout = {"accelerator": family.accelerator, "precision": family.precision,
+                  "kv_precision": family.arrays.kv_precision}  # fmt: skip
         layout["tensor_parallel"] = self.tensor_parallel
         return {**layout, **({"batch": self.batch} if batch else {}), "replicas": self.replicas,
                 "gpus": self.replicas * self.tensor_parallel}  # fmt: skip

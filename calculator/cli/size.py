@@ -188,8 +188,9 @@ def size(  # noqa: PLR0915  # the size command: read the flags, size, verify, pr
     peak = curve[1].max() if curve is not None and sizing.rate is None and sizing.trace is None else None
     inputs = _sizing_inputs(model, sizing, registry, rate=peak)
     if disaggregated:
-        given = [flag for flag, on in (("--verify", verify), ("--demand", curve), ("--emit", emit)) if on]
-        _size_disaggregated(inputs, sizing, registry, interconnect, fmt, out, given)
+        given = [flag for flag, on in (("--demand", curve),) if on]
+        checks = {"requests": requests, "seeds": seeds, "time_limit": time_limit} if verify else None
+        _size_disaggregated(inputs, sizing, registry, interconnect, (fmt, out), given, emit=emit, verify=checks)
     if interconnect is not None:
         raise _fail("--interconnect is the KV handoff link of --disaggregated or of 'servecalc compare'")
     asked = {"requests": requests, "seeds": seeds, "time_limit": time_limit if verify else None}
@@ -331,19 +332,27 @@ def _size_disaggregated(
     sizing: SizingFlags,
     registry: Any,
     interconnect: str | None,
-    fmt: Format,
-    out: Path | None,
+    output: tuple[Format, Path | None],
     colocated_only: list[str],
+    *,
+    emit: EmitTarget | None = None,
+    verify: dict[str, Any] | None = None,
 ) -> None:
-    """``size --disaggregated``: the prefill and decode pools of :func:`~calculator.fleet.size_disaggregated`."""
+    """``size --disaggregated``: the prefill and decode pools of :func:`~calculator.fleet.size_disaggregated`.
+
+    With ``--emit`` each pool's and the router's commands
+    (:func:`~calculator.deploy_disaggregated.disaggregated_launch`); with ``--verify`` the pools simulated
+    (:func:`~calculator.simulation.verify_disaggregated`).
+    """
     from ..fleet import size_disaggregated
 
+    fmt, out = output
     colocated = {_flag(name) for name in _COLOCATED_FLAGS}
     refused = [flag for flag in sizing.given() if flag in colocated] + colocated_only
-    if "--verify" in refused:
+    if emit in (EmitTarget.k8s, EmitTarget.bench):
         raise _fail(
-            "--verify checks a plan in the simulator, which runs colocated replicas only (no prefill and decode "
-            "pools with a KV handoff between them); leave out --verify with --disaggregated"
+            f"--emit {emit.value} writes a colocated plan's output; with --disaggregated, --emit takes vllm, sglang or "
+            "trtllm (each pool's command and the router's)"
         )
     if refused:
         raise _fail(f"--disaggregated sizes prefill and decode pools; leave out {', '.join(refused)} (colocated only)")
@@ -354,6 +363,9 @@ def _size_disaggregated(
             inputs.model, inputs.workload, inputs.targets, inputs.space, engine=inputs.engine, costs=inputs.costs,
             registry=registry, **link,
         )  # fmt: skip
+    if emit is not None:
+        _emit_disaggregated(plan, emit, out, registry)
+    verification = _verify_disaggregated(plan, verify) if verify is not None else None
 
     def table() -> str:
         lines = _understood(inputs, sizing.trace)
@@ -361,13 +373,20 @@ def _size_disaggregated(
         if inputs.workload.output_cv:  # a trace's: the decode pool is sized on the mean output length
             lines.append("note: the disaggregated sizer plans on the mean output length (its CV is not used)")
         lines += [f"answer: {plan.gpus} GPUs: {_pools(plan)}"] if plan.feasible else []
+        lines += _disaggregated_check_lines(verification) if verification is not None else []
         lines += _field_lines(plan)
         return "\n".join(lines)
+
+    def as_json_text() -> str:
+        body = plan.to_json_dict()
+        if verification is not None:
+            body["verification"] = verification.to_json_dict()
+        return json.dumps(body, indent=2)
 
     _emit(
         fmt,
         out,
-        (lambda: json.dumps(plan.to_json_dict(), indent=2)) if fmt is Format.json else table,
+        as_json_text if fmt is Format.json else table,
         lambda: plan.to_frame({"kv_handoff": "ms", "ttft": "ms", "tpot": "ms", "cost.per_hour": "USD/hour"}),
         models=["fleet.size_disaggregated"],
         registry_ids=[inputs.model, *sizing.accelerator, *inputs.defaults],
@@ -375,6 +394,44 @@ def _size_disaggregated(
         registry=registry,
     )
     raise typer.Exit(0 if plan.feasible else 1)
+
+
+def _emit_disaggregated(plan: Any, emit: EmitTarget, out: Path | None, registry: Any) -> None:
+    """``size --disaggregated --emit ENGINE``: the pools' and the router's commands; an infeasible plan exits 1."""
+    from ..deploy_disaggregated import disaggregated_launch
+
+    if not plan.feasible:
+        raise _fail(f"no feasible plan, nothing to emit: {plan.reason}", code=1)
+    with _library_errors():
+        text = disaggregated_launch(plan, emit.value, registry=registry).command
+    _emit(Format.table, out, lambda: text, lambda: None)
+    raise typer.Exit(0)
+
+
+def _verify_disaggregated(plan: Any, options: dict[str, Any]) -> Any:
+    """``size --disaggregated --verify``: the pools simulated (None for an infeasible plan, which has none)."""
+    from ..simulation import verify_disaggregated
+
+    if not plan.feasible:
+        return None
+    given = {name: value for name, value in options.items() if value is not None}
+    with _library_errors():
+        return verify_disaggregated(plan, **given)
+
+
+def _disaggregated_check_lines(check: Any) -> list[str]:
+    """``--verify``'s verdict on the pools, then each target's simulated statistic against the plan's."""
+    lines = [f"simulation check: {check.verdict}"]
+    for metric, statistic, simulated, analytical, target in check.rows():
+        lines.append(
+            f"simulated {statistic} {metric}: {_shown(metric, simulated)} (analytical {_shown(metric, analytical)}, "
+            f"target {_shown(metric, target)})"
+        )
+    lines.append(
+        f"simulated mean ttft in parts: prefill pool {_shown('ttft', check.prefill_ttft)} + KV handoff "
+        f"{_shown('ttft', check.kv_handoff)} + decode pool {_shown('ttft', check.decode_ttft)}"
+    )
+    return lines
 
 
 def _default_interconnect() -> str:

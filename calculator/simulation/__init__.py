@@ -34,10 +34,13 @@ The submodules, each re-exported here:
 * :mod:`~calculator.simulation.run`: :func:`simulate`, the seeds run through an executor.
 * :mod:`~calculator.simulation.plans`: checking a fleet plan (:func:`plan_setup`, :func:`simulate_plan`,
   :func:`verify_plan`, :class:`PlanVerification`).
+* :mod:`~calculator.simulation.disaggregated`: checking a disaggregated plan's two pools
+  (:func:`verify_disaggregated`, :class:`DisaggregatedVerification`).
 """
 
 from __future__ import annotations
 
+from .disaggregated import DisaggregatedVerification, verify_disaggregated
 from .inputs import DEFAULT_ROUTER, ROUTERS, SimulationSetup, Traffic, router_name
 from .plans import PlanVerification, default_requests, plan_setup, simulate_plan, verify_plan
 from .results import SimulationResult
@@ -54,6 +57,8 @@ __all__ = [
     "plan_setup",
     "simulate_plan",
     "verify_plan",
+    "DisaggregatedVerification",
+    "verify_disaggregated",
     "router_name",
     "simulate",
 ]

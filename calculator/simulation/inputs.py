@@ -186,6 +186,10 @@ class Traffic(Result):
         the same). A fixed path returns each client's next prompt a fixed time after an iteration's end,
         which can lock the arrivals to the iterations' phase (``docs/performance-model.md``, "Against the
         simulator").
+    cached_prompt : bool
+        Each request arrives with its prompt in the KV cache but its last token, as at a disaggregated decode
+        pool (the prefill pool computed and sent the rest): the replica holds the prompt's KV from admission on
+        and computes that one token before decoding (``verify_disaggregated``).
     """
 
     arrival_rate: Rate = None
@@ -201,6 +205,7 @@ class Traffic(Result):
     demand: tuple[np.ndarray, np.ndarray] | None = None
     replica_schedule: tuple[np.ndarray, np.ndarray] | None = None
     request_path_spread: float = 0.0
+    cached_prompt: bool = False
 
     def __post_init__(self) -> None:
         name = "Traffic"
@@ -239,6 +244,8 @@ class Traffic(Result):
             isinstance(self.clients, bool) or not (isinstance(self.clients, int | np.integer) and self.clients >= 1)
         ):
             raise InputError(f"{name}: 'clients' must be a whole number >= 1, got {self.clients!r}")
+        if not isinstance(self.cached_prompt, bool):
+            raise InputError(f"{name}: 'cached_prompt' must be True or False, got {self.cached_prompt!r}")
         spread = self.request_path_spread
         if isinstance(spread, bool) or not (isinstance(spread, int | float | np.number) and 0 <= spread <= 1):
             raise InputError(f"{name}: 'request_path_spread' must be a share in [0, 1], got {spread!r}")

@@ -44,6 +44,7 @@ class _Requests:
         "filled",
         "finish",
         "first",
+        "held",
         "join",
         "last_token",
         "need",
@@ -62,11 +63,14 @@ class _Requests:
         "too_big",
     )
 
-    def __init__(self, prompt: list[int], output: list[int], capacity: float, block: int = 1):
+    def __init__(self, prompt: list[int], output: list[int], capacity: float, block: int = 1, cached: bool = False):
         total = len(prompt)
         self.prompt, self.output = prompt, output
         self.state = [_WAIT] * total
-        self.todo = prompt[:]  # prompt tokens still to prefill (prompt plus generated after a preemption)
+        # ``cached``: each prompt arrives in the KV cache but its last token (a disaggregated decode pool's, sent by
+        # the prefill pool), held from admission on; the replica computes that one token.
+        self.held = [p - 1 for p in prompt] if cached else [0] * total
+        self.todo = [p - h for p, h in zip(prompt, self.held, strict=True)]  # prompt tokens still to prefill
         self.filled = [0] * total  # prefilled tokens (KV held while prefilling)
         self.need = [0.0] * total  # KV the admission reserved
         self.join = [0] * total  # decode_count when the request started decoding
@@ -238,7 +242,7 @@ class _ReplicaScheduler:
         each request's blocks when it schedules it).
         """
         requests = self.requests
-        want = self.rules.admission_tokens(requests.todo[req], requests.remaining[req])
+        want = self.rules.admission_tokens(requests.todo[req] + requests.held[req], requests.remaining[req])
         used = self.dec_kv + self.pf_kv + self.slack - self.saved + allocated
         return max(self.reserved, used) + want <= self.capacity or not self.running
 
@@ -362,12 +366,17 @@ class _ReplicaScheduler:
             running[req] = None
             self.prefilling.append(req)
             requests.state[req] = _PREFILL
-            need = requests.need[req] = self.rules.admission_tokens(todo[req], requests.remaining[req])
+            held = requests.held[req]
+            need = requests.need[req] = self.rules.admission_tokens(todo[req] + held, requests.remaining[req])
             self.reserved += need
             if requests.started[req] != requests.started[req]:
                 requests.started[req] = now
+            if held:  # a cached prompt's KV, in the cache from admission on
+                filled[req] += held
+                self.pf_kv += held
+                requests.held[req] = 0
             scheduled.append((req, chunk))
-            pairs += chunk * chunk / 2 + chunk / 2
+            pairs += chunk * held + chunk * chunk / 2 + chunk / 2
             tokens += chunk
             room -= chunk
         return tokens, pairs

@@ -332,7 +332,7 @@ def _simulate_seed(run: _Run, progress: Callable[[float], None] | None = None) -
     # An overlap scheduler builds iteration k while k - 1 runs: it sees the requests that had arrived when
     # k - 1 started (a request arriving during an iteration waits for one more before its own).
     engine = _Engine(rules, capacity, table, setup.step_scale, ranks, acceptance)
-    requests = _Requests(prompt.tolist(), output.tolist(), capacity, rules.kv_block)
+    requests = _Requests(prompt.tolist(), output.tolist(), capacity, rules.kv_block, run.traffic.cached_prompt)
     overhead = profile.request_overhead.m_as("s")
     arrivals = _Arrivals(run, arrival, overhead)
     schedule = run.traffic.replica_schedule

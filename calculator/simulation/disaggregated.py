@@ -1,0 +1,196 @@
+"""Checking a disaggregated plan by simulation: the prefill pool, the KV handoff, then the decode pool.
+
+:func:`verify_disaggregated` simulates a :class:`~calculator.fleet.DisaggregatedPlan`'s two pools in turn, on the
+same requests. The prefill pool's replicas serve each prompt with one output token (the pool's command runs one
+prompt at a time, :meth:`~calculator.fleet.DisaggregatedPlan.pool_plan`); a request reaches the decode pool when
+its prefill ends plus the plan's KV handoff, with its prompt already in the KV cache
+(:attr:`~calculator.simulation.Traffic.cached_prompt`: the decode replica holds the prompt's KV from admission and
+computes its last token), and streams its output there. A request's TTFT is its prefill-pool TTFT, the handoff and
+its decode-pool TTFT (the decode pool's first token is the one the client sees, as the engines' routers forward
+it); its TPOT and token gaps are the decode pool's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import InputError
+from ..results import Result, percentile_label
+from ..types import Time
+from ..units import Q_
+from ._common import _Deadline, _seeds
+from .inputs import TIME_LIMIT, Traffic
+from .plans import _check_requests, _replica_count, default_requests, plan_setup
+from .results import SimulationResult
+from .run import simulate
+
+if TYPE_CHECKING:
+    from ..fleet import DisaggregatedPlan
+
+__all__ = ["DisaggregatedVerification", "verify_disaggregated"]
+
+
+@dataclass(frozen=True, repr=False)
+class DisaggregatedVerification(Result):
+    """A disaggregated plan's pools simulated on the same requests.
+
+    Attributes
+    ----------
+    ttft : Quantity [time]
+        End-to-end TTFT at the targets' statistic (their percentile, else the mean) over the measured requests
+        of every seed: prefill-pool TTFT + KV handoff + decode-pool TTFT.
+    ttft_statistic : str
+        ``"mean"`` or ``"pNN"``.
+    tpot : Quantity [time]
+        Mean TPOT of the decode pool.
+    prefill_ttft, decode_ttft : Quantity [time]
+        The mean TTFT in each pool (the prefill pool's: its queue and prefill; the decode pool's: its queue, the
+        cached prompt's last token and the engine's request path).
+    kv_handoff : Quantity [time]
+        The plan's handoff, added to every request.
+    analytical_ttft, analytical_tpot : Quantity [time]
+        The plan's own predictions.
+    ttft_target, tpot_target : Quantity [time]
+        The plan's targets.
+    meets_targets : bool
+        Whether the simulated TTFT and TPOT meet the plan's targets.
+    verdict : str
+    prefill, decode : SimulationResult
+        The pools' simulations (the last seed's), not part of the dictionary form.
+    """
+
+    ttft: Time
+    ttft_statistic: str
+    tpot: Time
+    prefill_ttft: Time
+    decode_ttft: Time
+    kv_handoff: Time
+    analytical_ttft: Time
+    analytical_tpot: Time
+    ttft_target: Time
+    tpot_target: Time
+    meets_targets: bool
+    verdict: str
+    prefill: SimulationResult | None = field(default=None, repr=False)
+    decode: SimulationResult | None = field(default=None, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The statistics and the verdict (the simulations stay in ``prefill`` and ``decode``)."""
+        return {
+            name: getattr(self, name)
+            for name in (
+                "ttft", "ttft_statistic", "tpot", "prefill_ttft", "decode_ttft", "kv_handoff", "analytical_ttft",
+                "analytical_tpot", "ttft_target", "tpot_target", "meets_targets", "verdict",
+            )
+        }  # fmt: skip
+
+    def rows(self) -> list[tuple[str, str, Time, Time, Time]]:
+        """``(metric, statistic, simulated, analytical, target)`` for TTFT and TPOT."""
+        return [
+            ("ttft", self.ttft_statistic, self.ttft, self.analytical_ttft, self.ttft_target),
+            ("tpot", "mean", self.tpot, self.analytical_tpot, self.tpot_target),
+        ]
+
+
+def verify_disaggregated(
+    plan: DisaggregatedPlan,
+    *,
+    requests: int | None = None,
+    seeds: int | Sequence[int] = 2,
+    time_limit: float = TIME_LIMIT,
+) -> DisaggregatedVerification:
+    """Simulate a disaggregated plan's prefill pool, KV handoff and decode pool, and check its targets.
+
+    Each seed draws ``requests`` requests (default :func:`~calculator.simulation.default_requests` of both pools'
+    replicas) from the plan's workload; the prefill pool serves them with one output token each, and each
+    reaches the decode pool when its prefill ends plus ``plan.kv_handoff``, with its prompt cached. The
+    prefill pool runs one prompt at a time per replica, the decode pool the plan's batch cap. ``time_limit``
+    bounds the whole call. Left out: the handoff's contention (each transfer takes the plan's time whatever
+    else crosses the link), its spread over prompt lengths, and a search of each pool's fewest replicas.
+    """
+    from ..fleet import DisaggregatedPlan
+
+    deadline = _Deadline.start("verify_disaggregated", time_limit)
+    if not isinstance(plan, DisaggregatedPlan):
+        raise InputError(
+            "verify_disaggregated(): argument 'plan' must be a DisaggregatedPlan (size_disaggregated's result), "
+            f"got {type(plan).__name__}"
+        )
+    if not plan.feasible or plan.workload is None or plan.targets is None or plan.kv_handoff is None:
+        raise InputError(
+            f"verify_disaggregated(): the plan is infeasible ({plan.reason}); there is nothing to simulate"
+        )
+    pools = {pool: plan.pool_plan(pool) for pool in ("prefill", "decode")}
+    for pool in pools.values():
+        _replica_count("verify_disaggregated", pool.replicas)
+    _check_requests("verify_disaggregated", requests)
+    count = default_requests(sum(p.replicas for p in pools.values())) if requests is None else int(requests)
+    traffic = Traffic.from_workload(plan.workload, count)
+    handoff = plan.kv_handoff.m_as("s")
+    targets = plan.targets
+    statistic = percentile_label(targets.ttft_percentile)
+    ttfts, pre_ttft, dec_ttft, tpots, runs = [], [], [], [], None
+    for seed in _seeds(seeds, "verify_disaggregated"):
+        arrival, prompt, output = traffic.draw(seed)
+        order = np.argsort(arrival, kind="stable")
+        arrival, prompt, output = arrival[order], prompt[order], output[order]
+        first = _run(pools["prefill"], _trace(arrival, prompt, np.ones_like(output)), seed, deadline, False)
+        ready = arrival + first.requests["ttft"].to_numpy() + handoff  # rows in the trace's (arrival) order
+        moved = np.argsort(ready, kind="stable")
+        second = _run(pools["decode"], _trace(ready[moved], prompt[moved], output[moved]), seed, deadline, True)
+        rows = second.requests
+        measured = rows["measured"].to_numpy()
+        total = first.requests["ttft"].to_numpy()[moved] + handoff + rows["ttft"].to_numpy()
+        ttfts.append(total[measured])
+        pre_ttft.append(first.requests["ttft"].to_numpy()[moved][measured])
+        dec_ttft.append(rows["ttft"].to_numpy()[measured])
+        tpots.append(rows["tpot"].to_numpy()[measured])
+        runs = (first, second)
+    assert runs is not None  # _seeds gives at least one
+    every = np.concatenate(ttfts)
+    percentile = targets.ttft_percentile
+    ttft = float(np.mean(every)) if percentile is None else float(np.percentile(every, percentile))
+    tpot = float(np.nanmean(np.concatenate(tpots)))
+    met = {"TTFT": ttft <= targets.ttft.m_as("s"), "TPOT": tpot <= targets.tpot.m_as("s")}
+    missed = [name for name, ok in met.items() if not ok]
+    verdict = (
+        "the pools meet the targets in simulation"
+        if not missed
+        else f"the pools miss the {' and '.join(missed)} target{'s' if len(missed) > 1 else ''} in simulation"
+    )
+    return DisaggregatedVerification(
+        ttft=Q_(ttft, "s"), ttft_statistic=statistic, tpot=Q_(tpot, "s"),
+        prefill_ttft=Q_(float(np.mean(np.concatenate(pre_ttft))), "s"),
+        decode_ttft=Q_(float(np.mean(np.concatenate(dec_ttft))), "s"), kv_handoff=plan.kv_handoff,
+        analytical_ttft=plan.ttft, analytical_tpot=plan.tpot, ttft_target=targets.ttft, tpot_target=targets.tpot,
+        meets_targets=not missed, verdict=verdict, prefill=runs[0], decode=runs[1],
+    )  # fmt: skip
+
+
+def _trace(arrival: np.ndarray, prompt: np.ndarray, output: np.ndarray) -> Any:
+    """A trace of the requests, in arrival order."""
+    import pandas as pd
+
+    return pd.DataFrame({"arrival_time": arrival, "input_tokens": prompt, "output_tokens": output})
+
+
+def _run(pool: Any, trace: Any, seed: int, deadline: _Deadline, cached: bool) -> SimulationResult:
+    """One pool's simulation of ``trace`` (one seed) within what is left of the call's time."""
+    left = deadline.left()
+    if left <= 0 or math.isnan(left):
+        raise InputError("verify_disaggregated(): argument 'time_limit' left no time to simulate the pools")
+    result = simulate(
+        plan_setup(pool), Traffic(trace=trace, cached_prompt=cached), replicas=pool.replicas, router=pool.router,
+        seeds=[seed], time_limit=left,
+    )  # fmt: skip
+    if result.truncated:
+        raise InputError(
+            f"verify_disaggregated(): the simulation stopped early ({result.truncated}); give more 'time_limit' "
+            "(CLI --time-limit) or fewer 'requests' (--requests)"
+        )
+    return result

@@ -1,13 +1,23 @@
-"""Disaggregated plans carry the predictor's error interval, and --verify says why it cannot check them."""
+"""Disaggregated plans carry the predictor's error interval, launch on each engine's disaggregated serving, and verify."""
 
 from __future__ import annotations
 
+import json
+import shlex
+
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from calculator import Q_, SearchSpace, Targets, Workload
 from calculator.cli import app
+from calculator.deploy import DOCUMENTED_FLAGS
+from calculator.deploy_disaggregated import TRTLLM_POOL_FILES, TRTLLM_ROUTER_FILE, disaggregated_launch
+from calculator.errors import InputError
 from calculator.fleet import size_disaggregated
+from calculator.performance import engine_profile, step_arrays
+from calculator.performance.iteration import decode_step_seconds, prefill_seconds
+from calculator.simulation import Traffic, verify_disaggregated
 from calculator.uncertainty import prediction_interval
 
 
@@ -40,8 +50,162 @@ def test_an_infeasible_plan_has_no_interval():
     assert not sized.feasible and sized.ttft_interval is None and sized.tpot_interval is None
 
 
-def test_verify_with_disaggregated_says_the_simulator_has_no_pools():
-    arguments = ["size", "llama-3.1-8b", "--rate", "5", "--input", "1024", "--output", "256", "--ttft", "1 s"]
-    result = CliRunner().invoke(app, [*arguments, "--tpot", "50 ms", "--disaggregated", "--verify"])
-    assert result.exit_code == 2, result.output
-    assert "simulator" in result.output and "colocated replicas only" in result.output
+@pytest.fixture(scope="module")
+def pools():
+    """Several prefill replicas of TP 1 and a decode pool of TP 2 (the pools differ, so a mix-up shows)."""
+    workload, targets = Workload(Q_(20, "request/s"), 2048, 256), Targets(Q_(1, "s"), Q_(40, "ms"))
+    sized = size_disaggregated("llama-3.1-70b", workload, targets, SearchSpace("h100-sxm", "fp8"), engine="vllm")
+    assert sized.feasible and sized.prefill["replicas"] > 1
+    assert sized.prefill["tensor_parallel"] != sized.decode["tensor_parallel"]
+    return sized
+
+
+#: Each engine's flags for the tensor-parallel degree and the sequence cap (the registry's launch_flags).
+_LAYOUT_FLAGS = {
+    "vllm": ("--tensor-parallel-size", "--max-num-seqs"),
+    "sglang": ("--tp-size", "--max-running-requests"),
+    "trtllm": ("--tp_size", "--max_batch_size"),
+}
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+def test_each_pool_runs_its_own_layout_with_documented_flags_and_the_router_lists_every_replica(pools, engine):
+    launch = disaggregated_launch(pools, engine)
+    tp_flag, cap_flag = _LAYOUT_FLAGS[engine]
+    for name, config in (("prefill", launch.prefill), ("decode", launch.decode)):
+        record = getattr(pools, name)
+        assert config.flags[tp_flag] == str(record["tensor_parallel"])
+        # the prefill pool runs one prompt at a time (the sizer's queue of prefills), the decode pool its batch cap
+        assert config.flags[cap_flag] == str(record["batch"] if name == "decode" else 1)
+        # the command's last line is the argument list, quoted: the shell reads back the same words
+        assert shlex.split(config.command.splitlines()[-1]) == list(config.arguments)
+    for config in (launch.prefill, launch.decode, launch.router):
+        for flag in config.flags:
+            assert flag in DOCUMENTED_FLAGS[engine] and config.citations[flag]
+    assert shlex.split(launch.router.command.splitlines()[-1]) == list(launch.router.arguments)
+    assert launch.hosts["prefill"] == tuple(f"prefill-{i}" for i in range(pools.prefill["replicas"]))
+    assert launch.hosts["decode"] == tuple(f"decode-{i}" for i in range(pools.decode["replicas"]))
+    assert launch.prefill.command in launch.command and launch.router.command in launch.command
+
+
+def test_vllm_pools_carry_the_nixl_connector_roles_and_the_proxy_every_replica(pools):
+    launch = disaggregated_launch(pools, "vllm")
+    roles = [json.loads(c.flags["--kv-transfer-config"]) for c in (launch.prefill, launch.decode)]
+    assert roles == [
+        {"kv_connector": "NixlConnector", "kv_role": "kv_producer"},
+        {"kv_connector": "NixlConnector", "kv_role": "kv_consumer"},
+    ]
+    args = list(launch.router.arguments)
+    hosts = args[args.index("--prefiller-hosts") + 1 : args.index("--prefiller-ports")]
+    assert len(hosts) == pools.prefill["replicas"]
+    assert len(args[args.index("--decoder-hosts") + 1 : args.index("--decoder-ports")]) == pools.decode["replicas"]
+    ports = args[args.index("--prefiller-ports") + 1 : args.index("--decoder-hosts")]
+    assert ports == ["8000"] * pools.prefill["replicas"]  # vllm serve's default port, where the pools listen
+
+
+def test_sglang_pools_run_their_disaggregation_mode_and_the_router_each_bootstrap_port(pools):
+    launch = disaggregated_launch(pools, "sglang")
+    assert launch.prefill.flags["--disaggregation-mode"] == "prefill"
+    assert launch.decode.flags["--disaggregation-mode"] == "decode"
+    assert "--disaggregation-bootstrap-port" not in launch.decode.flags
+    args = list(launch.router.arguments)
+    assert args.count("--prefill") == pools.prefill["replicas"] and args.count("--decode") == pools.decode["replicas"]
+    port = launch.prefill.flags["--disaggregation-bootstrap-port"]
+    assert args[args.index("--prefill") + 2] == port  # URL, then the prefill server's bootstrap port
+
+
+def test_trtllm_pools_carry_the_cache_transceiver_and_the_router_file_counts_the_servers(pools):
+    launch = disaggregated_launch(pools, "trtllm")
+    prefill = yaml.safe_load(launch.prefill.files[TRTLLM_POOL_FILES["prefill"]])
+    decode = yaml.safe_load(launch.decode.files[TRTLLM_POOL_FILES["decode"]])
+    assert prefill["cache_transceiver_config"] == decode["cache_transceiver_config"] == {"backend": "UCX"}
+    assert prefill["disable_overlap_scheduler"] is True and "disable_overlap_scheduler" not in decode
+    assert prefill["kv_cache_config"] == {"dtype": "fp8"}  # the plan's FP8 KV cache kept from the colocated file
+    router = yaml.safe_load(launch.router.files[TRTLLM_ROUTER_FILE])
+    assert router["context_servers"]["num_instances"] == pools.prefill["replicas"]
+    assert router["generation_servers"]["num_instances"] == pools.decode["replicas"]
+    assert launch.router.arguments == ("trtllm-serve", "disaggregated", "--config_file", TRTLLM_ROUTER_FILE)
+
+
+def test_launching_an_infeasible_or_foreign_plan_says_what_is_wrong():
+    workload, targets = Workload(Q_(5, "request/s"), 1024, 256), Targets(Q_(1, "s"), Q_(1, "ms"))
+    sized = size_disaggregated("llama-3.1-70b", workload, targets, SearchSpace("h100-sxm", "fp8"), engine="vllm")
+    with pytest.raises(InputError, match="infeasible, nothing to deploy"):
+        disaggregated_launch(sized, "vllm")
+    with pytest.raises(InputError, match="argument 'plan' must be a DisaggregatedPlan"):
+        disaggregated_launch("plan", "vllm")
+
+
+def test_traffic_refuses_a_cached_prompt_setting_that_is_not_a_bool():
+    with pytest.raises(InputError, match="'cached_prompt' must be True or False"):
+        Traffic(arrival_rate=Q_(1, "request/s"), cached_prompt="yes")
+
+
+def test_verify_at_light_load_is_one_prefill_the_handoff_and_one_step_and_meets_the_targets():
+    # One request every 2 s (evenly spaced): no request waits for another in either pool.
+    workload = Workload(Q_(0.5, "request/s"), 1024, 64, arrival_cv=0.0)
+    plan = size_disaggregated(
+        "llama-3.1-8b", workload, Targets(Q_(1, "s"), Q_(50, "ms")), SearchSpace("h100-sxm", "fp8"), engine="vllm"
+    )
+    assert plan.prefill["tensor_parallel"] == plan.decode["tensor_parallel"] == 1
+    # The handoff by hand: Llama-3.1-8B's FP8 KV is 2 x 32 layers x 8 KV heads x 128 x 1 B = 65,536 B per token;
+    # 1,024 tokens over InfiniBand NDR's 400 Gb/s (50 GB/s) per direction take 1.342 ms.
+    assert plan.kv_handoff.m_as("s") == pytest.approx(1024 * 65_536 / 50e9)
+    check = verify_disaggregated(plan, requests=200, seeds=1)
+    profile = engine_profile("vllm")
+    arrays, eff = step_arrays("llama-3.1-8b", "h100-sxm", "fp8", engine=profile), profile.efficiency_for("h100-sxm")
+    # Each pool's request path (HTTP, tokenization), the 1,024-token prefill alone, the handoff, then the decode
+    # pool's iteration of the prompt's last token over the 1,023 cached ones: about one decode step at 1,024.
+    expected = (
+        2 * profile.request_overhead.m_as("s")
+        + float(prefill_seconds(arrays, eff, 1, 1024))
+        + plan.kv_handoff.m_as("s")
+        + float(decode_step_seconds(arrays, eff, 1, 1, 1024))
+    )
+    assert check.ttft.m_as("s") == pytest.approx(expected, rel=0.05)
+    assert check.tpot.m_as("s") == pytest.approx(float(decode_step_seconds(arrays, eff, 1, 1, 1024 + 32)), rel=0.05)
+    assert check.meets_targets and check.verdict == "the pools meet the targets in simulation"
+
+
+def test_verify_says_which_target_the_pools_miss():
+    # The sizer adds half a decode step for the decode pool; at 5 request/s its one replica runs about 22 of its
+    # 28 sequences (5/s x 256 tokens x 17 ms), so arrivals queue for a slot: the simulated TTFT passes 250 ms.
+    workload, targets = Workload(Q_(5, "request/s"), 1024, 256), Targets(Q_(250, "ms"), Q_(50, "ms"))
+    plan = size_disaggregated("llama-3.1-70b", workload, targets, SearchSpace("h100-sxm", "fp8"), engine="vllm")
+    assert plan.feasible and plan.ttft < Q_(250, "ms")
+    check = verify_disaggregated(plan, requests=2000, seeds=1)
+    assert check.ttft > Q_(250, "ms") and check.tpot < Q_(50, "ms")
+    assert not check.meets_targets and check.verdict == "the pools miss the TTFT target in simulation"
+
+
+_SIZE = [
+    "size",
+    "llama-3.1-8b",
+    "--rate",
+    "2",
+    "--input",
+    "1024",
+    "--output",
+    "128",
+    "--ttft",
+    "1 s",
+    "--tpot",
+    "50 ms",
+]
+
+
+def test_cli_emits_the_pools_and_the_router_and_refuses_the_colocated_outputs_by_flag():
+    runner = CliRunner()
+    emitted = runner.invoke(app, [*_SIZE, "--disaggregated", "--emit", "sglang"])
+    assert emitted.exit_code == 0, emitted.output
+    assert "--disaggregation-mode prefill" in emitted.output and "sglang_router.launch_router" in emitted.output
+    for target in ("k8s", "bench"):
+        refused = runner.invoke(app, [*_SIZE, "--disaggregated", "--emit", target])
+        assert refused.exit_code == 2 and f"--emit {target}" in refused.output and "--disaggregated" in refused.output
+
+
+def test_cli_verifies_the_pools():
+    result = CliRunner().invoke(app, [*_SIZE, "--disaggregated", "--verify", "--requests", "300", "--seeds", "1"])
+    assert result.exit_code == 0, result.output
+    assert "simulation check: the pools meet the targets in simulation" in result.output
+    assert "prefill pool" in result.output and "KV handoff" in result.output

@@ -329,6 +329,7 @@ _TYPE_CHECKING_NAMES = {
     "Registry": calculator.Registry,
     "Price": calculator.registry.Price,
     "FleetPlan": calculator.FleetPlan,
+    "DisaggregatedPlan": calculator.fleet.DisaggregatedPlan,
     "StepArrays": calculator.StepArrays,
     "Speculation": calculator.serving.Speculation,
 }

@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from app_pages import _common as ui
+from app_pages._fleet_disaggregated import show_pools
 from calculator import Q_
 from calculator.bench import benchmark_command
 from calculator.deploy import launch_command
@@ -247,6 +248,7 @@ def main():
     plan = plan_for(request)
 
     st.divider()
+    check = None
     if plan.feasible:
         check = _check_settings(sc, plan, request)
         verification = _show_plan(plan, rate, output, prices, tpot_ms, check)
@@ -255,7 +257,8 @@ def main():
             _show_verification(plan, verification)
     else:
         _show_infeasible(plan, request)
-    _show_alternatives(sc, plan, model, accelerators, precisions, prompt, output, engine, kv_precision)
+    simulated = check[1:3] if check is not None else (SIMULATED_REQUESTS, SIMULATED_SEEDS)
+    _show_alternatives(sc, plan, request, simulated)
 
 
 def _hardware_inputs(sc):
@@ -335,11 +338,16 @@ def _target_inputs(sc, accelerators):
     return ttft_ms, (percentile, tpot_stat, gap_ms), tpot_ms, max_util, router, prices
 
 
-def _show_alternatives(sc, plan, model, accelerators, precisions, prompt, output, engine, kv_precision):
-    """Why the other configurations lost, and the frontier, in tabs drawn on demand."""
+def _show_alternatives(sc, plan, request, simulated):
+    """Why the other configurations lost, the frontier and disaggregated pools, in tabs drawn on demand.
+
+    ``simulated``: the requests and seeds of a simulation check (the sidebar's, else the defaults).
+    """
     # The alternatives in tabs drawn on demand: the frontier's 1,700-point chart (and Plotly's script) no
     # longer stands between a new visitor and the plan's metrics (docs/dashboard.md, "Speed").
-    lost, curve = sc.tabs(["Why the other configurations lost", "Throughput vs interactivity (Figure 6)"])
+    lost, curve, pools = sc.tabs(
+        ["Why the other configurations lost", "Throughput vs interactivity (Figure 6)", "Disaggregated pools"]
+    )
     if lost.open:
         with lost:
             rejected = pd.DataFrame(
@@ -349,19 +357,22 @@ def _show_alternatives(sc, plan, model, accelerators, precisions, prompt, output
             ui.table(rejected, "rejected-configurations")
     if curve.open:
         with curve:
-            _frontier(plan, model, accelerators, precisions, prompt, output, engine, kv_precision)
+            _frontier(plan, request)
+    if pools.open:
+        with pools:
+            show_pools(request, plan, *simulated, CLICK_SECONDS)
 
 
-def _frontier(plan, model, accelerators, precisions, prompt, output, engine, kv_precision):
+def _frontier(plan, request):
     table = frontier_for(
-        ui.extra_files(),
-        model,
-        tuple(accelerators),
-        tuple(precisions),
-        prompt,
-        output,
-        ui.ENGINES[engine],
-        kv_precision,
+        request.extra,
+        request.model,
+        request.accelerators,
+        request.precisions,
+        request.prompt,
+        request.output,
+        request.engine,
+        request.kv_precision,
     )
     st.plotly_chart(frontier_figure(table, plan, registry=ui.registry()), key="frontier")
     st.caption(

@@ -36,7 +36,7 @@ from calculator.parallelism import activation_message_bytes, ring_allreduce_time
 from calculator.precision import bytes_per_element
 from calculator.queueing import mmc_mean_wait, queue_metrics, replicas_for_load
 from calculator.registry import load_registry
-from calculator.results import format_number
+from calculator.results import format_display, format_number
 from calculator.routing import expected_max_load, fanout_slow_probability
 from calculator.speculative import speculative_timing, speedup
 
@@ -194,6 +194,32 @@ def test_fleet_sizer_offers_the_plan_as_launch_commands_and_a_manifest():
     # the generic profile, so vLLM's client), ending at the plan's own rate per replica
     (bench,) = [block.value for block in app.code if "bench serve" in block.value]
     assert bench.startswith("vllm bench serve") and bench.count("\n") == 2 and "--save-result" in bench
+
+
+def test_fleet_sizer_shows_disaggregated_pools_with_intervals_commands_and_their_simulation_check():
+    # Issue 55 item 4: the same traffic as prefill and decode pools, as size_disaggregated sizes it.
+    from calculator.fleet import size_disaggregated
+    from calculator.simulation import verify_disaggregated
+
+    app = open_tab(open_page("fleet_sizer"), "Disaggregated pools")
+    parts = fleet_parts(10, 1000, 50)
+    pools = size_disaggregated(
+        parts["model"], parts["workload"], parts["targets"], parts["space"], costs=parts["costs"]
+    )
+    assert pools.feasible
+    prefill, decode = pools.prefill, pools.decode
+    assert metric(app, "Prefill replicas × TP") == f"{prefill['replicas']} × {prefill['tensor_parallel']}"
+    assert metric(app, "Decode replicas × TP") == f"{decode['replicas']} × {decode['tensor_parallel']}"
+    assert metric(app, "Pools TTFT") == format_display(pools.ttft, "ms", 3)
+    low, high = pools.ttft_interval
+    assert any(f"TTFT {format_display(low, 'ms', 3)}-{format_display(high, 'ms', 3)}" in c.value for c in app.caption)
+    labels = [button.proto.label for button in app.get("download_button")]
+    assert {"vLLM pools and proxy", "SGLang pools and router", "TensorRT-LLM pools and server"} <= set(labels)
+    app.button(key="fleet.verify_pools").click().run()
+    assert_clean(app)
+    check = verify_disaggregated(pools, requests=3000, seeds=2)  # the page's default requests and seeds
+    assert f"Simulation: {check.verdict}." in [rendered(box.value) for box in [*app.success, *app.warning]]
+    assert metric(app, "Simulated TPOT (mean)") == format_display(check.tpot, "ms", 3)
 
 
 def test_fleet_sizer_follows_an_input_change_and_a_shared_link():

@@ -8,6 +8,7 @@ from app_pages import _common as ui
 from calculator.deploy_disaggregated import disaggregated_launch
 from calculator.errors import InputError
 from calculator.fleet import size_disaggregated
+from calculator.kubernetes import disaggregated_manifest
 from calculator.simulation import verify_disaggregated
 
 #: The pools' launch downloads: label, engine, file name.
@@ -15,6 +16,7 @@ POOL_FILES = (
     ("vLLM pools and proxy", "vllm", "disaggregated-vllm.sh"),
     ("SGLang pools and router", "sglang", "disaggregated-sglang.sh"),
     ("TensorRT-LLM pools and server", "trtllm", "disaggregated-trtllm.sh"),
+    ("Kubernetes manifest of the pools", "k8s", "disaggregated-k8s.yaml"),
 )
 
 
@@ -78,19 +80,32 @@ def _commands(plan):
     """Downloads of each engine's disaggregated serving: the pools' commands and the router's."""
     st.caption(
         "Each engine's disaggregated serving as it documents it: every pool's server command (its own TP and batch "
-        "cap) with the engine's KV-transfer settings, and the router the clients reach (docs/fleet-sizer.md, "
-        "Deploying a disaggregated plan)."
+        "cap) with the engine's KV-transfer settings, and the router the clients reach; and the pools as Kubernetes "
+        f"StatefulSets with the router, on {engine_of(plan)} (docs/fleet-sizer.md, Deploying a disaggregated plan)."
     )
     columns = st.columns(len(POOL_FILES))
     for column, (label, engine, file_name) in zip(columns, POOL_FILES, strict=True):
         try:
-            text = disaggregated_launch(plan, engine).command + "\n"
+            text = (
+                disaggregated_manifest(plan, engine_of(plan))
+                if engine == "k8s"
+                else disaggregated_launch(plan, engine).command + "\n"
+            )
         except InputError as exc:
             column.warning(f"{label}: {ui.plain(str(exc))}")
             continue
         column.download_button(
-            label, text.encode("utf-8"), file_name=file_name, mime="text/x-shellscript", key=f"pools.{engine}"
+            label,
+            text.encode("utf-8"),
+            file_name=file_name,
+            mime="text/yaml" if engine == "k8s" else "text/x-shellscript",
+            key=f"pools.{engine}",
         )
+
+
+def engine_of(plan):
+    """The engine the pools' manifest runs: the plan's, or vLLM for the engine-agnostic profile."""
+    return plan.engine if plan.engine in ("vllm", "sglang", "trtllm") else "vllm"
 
 
 def _check(plan, request, requests, seeds, seconds):

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -99,6 +100,13 @@ def disaggregated_launch(
     ``plan`` is a feasible :func:`~calculator.fleet.size_disaggregated` result; an infeasible plan, an unknown
     engine, or weights the engine cannot load at a pool's precision are an :class:`~calculator.errors.InputError`.
     """
+    return pool_launch(plan, engine, registry, lambda pool, index: f"{pool}-{index}")
+
+
+def pool_launch(
+    plan: DisaggregatedPlan, engine: str, registry: Registry | None, host: Callable[[str, int], str]
+) -> DisaggregatedLaunch:
+    """:func:`disaggregated_launch` with the router reaching replica ``index`` of ``pool`` at ``host(pool, index)``."""
     from .fleet import DisaggregatedPlan
 
     if not isinstance(plan, DisaggregatedPlan):
@@ -114,7 +122,7 @@ def disaggregated_launch(
     documented = _launch_flags(reg.engine(name), reg.sources)
     f = _Flags(name, {option: flag for option, (flag, _) in documented.items()})
     cited = {option: why for option, (_, why) in documented.items()}
-    hosts = {pool: tuple(f"{pool}-{i}" for i in range(p.replicas)) for pool, p in pools.items()}
+    hosts = {pool: tuple(host(pool, i) for i in range(p.replicas)) for pool, p in pools.items()}
     configs = {}
     for pool, pool_plan in pools.items():
         base = launch_command(pool_plan, name, registry=reg)

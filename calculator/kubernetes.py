@@ -3,7 +3,9 @@
 A Deployment of ``plan.replicas`` pods running :func:`~calculator.deploy.launch_command`'s command (a
 LeaderWorkerSet where a replica spans nodes) with health probes, GPU requests, a node selector and GPU
 tolerations; a ConfigMap of the engine's files mounted at ``/etc/servecalc``; a PodDisruptionBudget; and a
-HorizontalPodAutoscaler on the running requests per pod.
+HorizontalPodAutoscaler on the running requests per pod. :func:`disaggregated_manifest` does the same for a
+disaggregated plan's two pools (StatefulSets behind headless Services, so the router names each pod) and its
+router.
 """
 
 from __future__ import annotations
@@ -32,10 +34,10 @@ from .errors import InputError
 from .types import Fraction
 
 if TYPE_CHECKING:
-    from .fleet import FleetPlan
+    from .fleet import DisaggregatedPlan, FleetPlan
     from .registry import Registry
 
-__all__ = ["kubernetes_manifest"]
+__all__ = ["disaggregated_manifest", "kubernetes_manifest"]
 
 
 #: Where the Kubernetes sketch mounts the engine's options file.
@@ -378,3 +380,134 @@ def _autoscaler(plan: FleetPlan, name: str, target: float) -> dict[str, Any]:
             ],
         },
     }
+
+
+def disaggregated_manifest(
+    plan: DisaggregatedPlan, engine: str, *, image: str | None = None, registry: Registry | None = None
+) -> str:
+    """A disaggregated plan's pools and router on ``engine`` as Kubernetes objects, as YAML documents.
+
+    Each pool is a StatefulSet of its replicas behind a headless Service of the same name, so that pod ``i`` is
+    ``<name>-i.<name>``, the address the router lists (:func:`~calculator.deploy_disaggregated.disaggregated_launch`'s
+    commands); its pods are placed, probed and sized as :func:`kubernetes_manifest`'s, with a PodDisruptionBudget
+    and a ConfigMap of the engine's files. On vLLM each pod sets ``VLLM_NIXL_SIDE_CHANNEL_HOST`` to its own IP.
+    The router is a Deployment of one pod (no GPU) behind a Service on its port: the clients' endpoint. No
+    autoscaler: the pools scale separately, and the plan sized each for its own load.
+    """
+    import yaml
+
+    from .deploy import _engine_name
+    from .deploy_disaggregated import ROUTER_PORT, pool_launch
+
+    if image is not None and (not isinstance(image, str) or not image.strip()):
+        raise InputError(f"disaggregated_manifest(): argument 'image' must be a container image name, got {image!r}")
+    name = _engine_name(engine)
+    names = {pool: _dns_name(f"{plan.model}-{name}-{pool}") for pool in ("prefill", "decode")}
+    launch = pool_launch(plan, name, registry, lambda pool, index: f"{names[pool]}-{index}.{names[pool]}")
+    head = [
+        shell_comment(f"servecalc disaggregated plan: {plan.gpus} GPUs, engine {name}; router on port {ROUTER_PORT}"),
+        "# pin the image to a tested version; label the nodes with their accelerator (kubectl label node NODE "
+        + ", ".join(sorted({f"{ACCELERATOR_LABEL}={getattr(plan, pool)['accelerator']}" for pool in names}))
+        + ")",
+    ]
+    documents: list[dict[str, Any]] = []
+    for pool in ("prefill", "decode"):
+        config = getattr(launch, pool)
+        head += [shell_comment(f"{pool} pool: {note}") for note in config.notes]
+        documents += _pool_objects(plan.pool_plan(pool), config, names[pool], image, registry)
+    head += [shell_comment(f"router: {note}") for note in launch.router.notes]
+    documents += _router_objects(launch.router, _dns_name(f"{plan.model}-{name}-router"), image, ROUTER_PORT)
+    return "\n".join([*head, "\n---\n".join(yaml.safe_dump(d, sort_keys=False).rstrip("\n") for d in documents)]) + "\n"
+
+
+def _config_map(name: str, files: dict[str, str]) -> tuple[dict[str, Any] | None, list[Any], list[Any]]:
+    """The ConfigMap of a command's files (None without files), and the pod's volume mounts and volumes."""
+    mounts: list[dict[str, Any]] = []
+    volumes: list[dict[str, Any]] = []
+    if not files:
+        return None, mounts, volumes
+    mounts.append({"name": "engine-config", "mountPath": _CONFIG_DIR, "readOnly": True})
+    volumes.append({"name": "engine-config", "configMap": {"name": f"{name}-config"}})
+    data = {file: _mounted_text(text, files) for file, text in files.items()}
+    config_map = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": f"{name}-config", "labels": {"app": name}},
+        "data": data,
+    }
+    return config_map, mounts, volumes
+
+
+def _pool_objects(
+    pool: FleetPlan, config: LaunchConfig, name: str, image: str | None, registry: Registry | None
+) -> list[dict[str, Any]]:
+    """One pool: its ConfigMap (if any), headless Service, StatefulSet and disruption budget."""
+    placement = _placement(pool, registry)
+    config_map, mounts, volumes = _config_map(name, config.files)
+    mounts.insert(0, {"name": "shm", "mountPath": "/dev/shm"})
+    volumes.insert(0, {"name": "shm", "emptyDir": {"medium": "Memory"}})
+    container = {
+        **_container(config, config.engine, image, placement, mounts),
+        "command": [_mounted(part, config.files) for part in config.arguments],
+        "ports": [{"name": "http", "containerPort": PORTS[config.engine]}],
+        **_probes(config.engine),
+    }
+    if config.engine == "vllm":  # NIXL's side channel on the pod's own address (vLLM's NixlConnector guide)
+        container["env"] = [
+            {"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
+        ]
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "labels": {"app": name}},
+        "spec": {
+            "clusterIP": "None",
+            "selector": {"app": name},
+            "ports": [{"name": "http", "port": PORTS[config.engine], "targetPort": "http"}],
+        },
+    }
+    stateful_set = {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": name, "labels": {"app": name}},
+        "spec": {
+            "serviceName": name,
+            "replicas": int(pool.replicas),
+            "podManagementPolicy": "Parallel",
+            "selector": {"matchLabels": {"app": name}},
+            "template": _pod({"app": name}, container, volumes, placement),
+        },
+    }
+    return [*([config_map] if config_map else []), service, stateful_set, _disruption_budget(name)]
+
+
+def _router_objects(config: LaunchConfig, name: str, image: str | None, port: int) -> list[dict[str, Any]]:
+    """The router: its ConfigMap (TensorRT-LLM's server file), a Deployment of one pod and its Service."""
+    config_map, mounts, volumes = _config_map(name, config.files)
+    container = {
+        "name": "router",
+        "image": image or IMAGES[config.engine],
+        "command": [_mounted(part, config.files) for part in config.arguments],
+        "ports": [{"name": "http", "containerPort": port}],
+        "volumeMounts": mounts,
+    }
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "labels": {"app": name}},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [container], "volumes": volumes},
+            },
+        },
+    }
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "labels": {"app": name}},
+        "spec": {"selector": {"app": name}, "ports": [{"name": "http", "port": port, "targetPort": "http"}]},
+    }
+    return [*([config_map] if config_map else []), deployment, service]

@@ -215,6 +215,7 @@ def test_fleet_sizer_shows_disaggregated_pools_with_intervals_commands_and_their
     assert any(f"TTFT {format_display(low, 'ms', 3)}-{format_display(high, 'ms', 3)}" in c.value for c in app.caption)
     labels = [button.proto.label for button in app.get("download_button")]
     assert {"vLLM pools and proxy", "SGLang pools and router", "TensorRT-LLM pools and server"} <= set(labels)
+    assert "Kubernetes manifest of the pools" in labels
     app.button(key="fleet.verify_pools").click().run()
     assert_clean(app)
     check = verify_disaggregated(pools, requests=3000, seeds=2)  # the page's default requests and seeds

@@ -194,14 +194,17 @@ _SIZE = [
 ]
 
 
-def test_cli_emits_the_pools_and_the_router_and_refuses_the_colocated_outputs_by_flag():
+def test_cli_emits_the_pools_and_the_router_and_refuses_the_benchmark_by_flag():
     runner = CliRunner()
     emitted = runner.invoke(app, [*_SIZE, "--disaggregated", "--emit", "sglang"])
     assert emitted.exit_code == 0, emitted.output
     assert "--disaggregation-mode prefill" in emitted.output and "sglang_router.launch_router" in emitted.output
-    for target in ("k8s", "bench"):
-        refused = runner.invoke(app, [*_SIZE, "--disaggregated", "--emit", target])
-        assert refused.exit_code == 2 and f"--emit {target}" in refused.output and "--disaggregated" in refused.output
+    manifest = runner.invoke(app, [*_SIZE, "--disaggregated", "--emit", "k8s"])
+    assert manifest.exit_code == 0, manifest.output
+    kinds = [d["kind"] for d in yaml.safe_load_all(manifest.output) if d]
+    assert kinds.count("StatefulSet") == 2 and "Deployment" in kinds
+    refused = runner.invoke(app, [*_SIZE, "--disaggregated", "--emit", "bench"])
+    assert refused.exit_code == 2 and "--emit bench" in refused.output and "--disaggregated" in refused.output
 
 
 def test_cli_verifies_the_pools():

@@ -109,3 +109,39 @@ def test_a_leader_worker_set_has_schema_valid_pod_templates(engine):
     assert leader["readinessProbe"]["httpGet"]["path"] == "/health" and "readinessProbe" not in worker
     kinds = {d["kind"] for d in documents}
     assert {"PodDisruptionBudget", "HorizontalPodAutoscaler"} <= kinds
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+def test_a_disaggregated_plans_pools_and_router_pass_the_schema_and_the_router_names_each_pod(engine):
+    from calculator.deploy_disaggregated import ROUTER_PORT
+    from calculator.fleet import size_disaggregated
+    from calculator.kubernetes import disaggregated_manifest
+
+    workload, targets = Workload(Q_(20, "request/s"), 2048, 256), Targets(Q_(1, "s"), Q_(40, "ms"))
+    plan = size_disaggregated("llama-3.1-70b", workload, targets, SearchSpace("h100-sxm", "fp8"), engine="vllm")
+    documents = [d for d in yaml.safe_load_all(disaggregated_manifest(plan, engine)) if d]
+    for document in documents:
+        _validate(document)
+    sets = [d for d in documents if d["kind"] == "StatefulSet"]
+    services = {d["metadata"]["name"]: d for d in documents if d["kind"] == "Service"}
+    assert len(sets) == 2
+    router = next(d for d in documents if d["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    listed = " ".join(router["command"]) + " ".join(
+        d["data"].get("disagg_config.yaml", "") for d in documents if d["kind"] == "ConfigMap"
+    )
+    for stateful_set, pool in zip(sets, ("prefill", "decode"), strict=True):
+        spec = stateful_set["spec"]
+        assert spec["replicas"] == getattr(plan, pool)["replicas"]
+        # each pod is <set>-<i>.<service>: the headless Service the set names, which selects its pods
+        service = services[spec["serviceName"]]
+        assert service["spec"]["clusterIP"] == "None"
+        assert service["spec"]["selector"] == spec["selector"]["matchLabels"]
+        for index in range(spec["replicas"]):
+            assert f"{stateful_set['metadata']['name']}-{index}.{spec['serviceName']}" in listed
+        container = spec["template"]["spec"]["containers"][0]
+        gpus = {"nvidia.com/gpu": getattr(plan, pool)["tensor_parallel"]}
+        assert container["resources"] == {"requests": gpus, "limits": gpus}
+        assert container["readinessProbe"]["httpGet"] == {"path": "/health", "port": "http"}
+        assert spec["template"]["spec"]["nodeSelector"] == {"servecalc/accelerator": "h100-sxm"}
+    assert router["ports"] == [{"name": "http", "containerPort": ROUTER_PORT}] and "resources" not in router
+    assert [d["kind"] for d in documents].count("PodDisruptionBudget") == 2

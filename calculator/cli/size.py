@@ -349,10 +349,10 @@ def _size_disaggregated(
     fmt, out = output
     colocated = {_flag(name) for name in _COLOCATED_FLAGS}
     refused = [flag for flag in sizing.given() if flag in colocated] + colocated_only
-    if emit in (EmitTarget.k8s, EmitTarget.bench):
+    if emit is EmitTarget.bench:
         raise _fail(
-            f"--emit {emit.value} writes a colocated plan's output; with --disaggregated, --emit takes vllm, sglang or "
-            "trtllm (each pool's command and the router's)"
+            "--emit bench measures a colocated plan's replicas; with --disaggregated, --emit takes vllm, sglang, "
+            "trtllm (each pool's command and the router's) or k8s"
         )
     if refused:
         raise _fail(f"--disaggregated sizes prefill and decode pools; leave out {', '.join(refused)} (colocated only)")
@@ -397,13 +397,21 @@ def _size_disaggregated(
 
 
 def _emit_disaggregated(plan: Any, emit: EmitTarget, out: Path | None, registry: Any) -> None:
-    """``size --disaggregated --emit ENGINE``: the pools' and the router's commands; an infeasible plan exits 1."""
+    """``size --disaggregated --emit ENGINE|k8s``: the pools' and the router's commands or Kubernetes objects.
+
+    An infeasible plan exits 1; ``k8s`` runs the plan's engine (vLLM for the engine-agnostic profile).
+    """
     from ..deploy_disaggregated import disaggregated_launch
+    from ..kubernetes import disaggregated_manifest
 
     if not plan.feasible:
         raise _fail(f"no feasible plan, nothing to emit: {plan.reason}", code=1)
     with _library_errors():
-        text = disaggregated_launch(plan, emit.value, registry=registry).command
+        if emit is EmitTarget.k8s:
+            engine = plan.engine if plan.engine in ("vllm", "sglang", "trtllm") else "vllm"
+            text = disaggregated_manifest(plan, engine, registry=registry)
+        else:
+            text = disaggregated_launch(plan, emit.value, registry=registry).command
     _emit(Format.table, out, lambda: text, lambda: None)
     raise typer.Exit(0)
 

@@ -149,6 +149,15 @@ def test_a_bad_value_is_an_error_naming_the_flag(command, flag):
     assert not API_WORDING.search(message), message
 
 
+def test_the_disaggregated_pools_errors_name_the_flags():
+    # what a disaggregated plan cannot do, in the flags given: the benchmark of a colocated plan's replicas
+    result = runner.invoke(app, [*START["size"], "--disaggregated", "--emit", "bench"])
+    assert result.exit_code == 2 and "--emit bench" in result.output and "--disaggregated" in result.output
+    result = runner.invoke(app, [*START["size"], "--disaggregated", "--chunk", "512"])
+    assert result.exit_code == 2 and "leave out --chunk" in result.output
+    assert not API_WORDING.search(result.output)
+
+
 def test_the_library_names_read_as_the_flags():
     # the four messages issue 55 found, each as the library phrased it and as the CLI must
     assert "option -p/--precision must be one of" in _run("size", "-p", "int3")  # library: 'precisions'

@@ -190,7 +190,7 @@ def _run(pool: Any, trace: Any, seed: int, deadline: _Deadline, cached: bool) ->
     )  # fmt: skip
     if result.truncated:
         raise InputError(
-            f"verify_disaggregated(): the simulation stopped early ({result.truncated}); give more 'time_limit' "
-            "(CLI --time-limit) or fewer 'requests' (--requests)"
+            f"verify_disaggregated(): the simulation stopped early ({result.truncated}); give more time (argument "
+            "'time_limit') or fewer requests (argument 'requests')"
         )
     return result

@@ -47,7 +47,10 @@ def show_pools(request, colocated, requests, seeds, seconds):
     if colocated.feasible:
         other = colocated.cost.per_hour.m_as("USD/hour")
         versus = f" (colocated: {colocated.gpus} GPUs, {ui.fmt(other)} USD/h)"
-    st.info(f"{plan.gpus} GPUs at {ui.fmt(cost)} USD/h{versus}.")
+    st.info(
+        f"{plan.gpus} GPUs at {ui.fmt(cost)} USD/h{versus}: prefill on {ui.plain(prefill['accelerator'])} at "
+        f"{prefill['precision']}, decode on {ui.plain(decode['accelerator'])} at {decode['precision']}."
+    )
     first = st.columns(3)
     prefill_help = f"{prefill['accelerator']} at {prefill['precision']}; one prompt at a time per replica"
     decode_help = f"{decode['accelerator']} at {decode['precision']}, batch cap {decode['batch']}"
@@ -67,9 +70,9 @@ def show_pools(request, colocated, requests, seeds, seconds):
         )  # fmt: skip
     second[2].metric("Pools cost", f"{ui.fmt(cost)} USD/h")
     st.caption(
-        f"80% intervals: TTFT {ui.fmt(plan.ttft_interval[0], 'ms', 3)}-"
+        f"80% intervals: TTFT {ui.fmt(plan.ttft_interval[0], 'ms', 3)} to "
         f"{ui.fmt(plan.ttft_interval[1], 'ms', 3)}, TPOT "
-        f"{ui.fmt(plan.tpot_interval[0], 'ms', 3)}-{ui.fmt(plan.tpot_interval[1], 'ms', 3)}."
+        f"{ui.fmt(plan.tpot_interval[0], 'ms', 3)} to {ui.fmt(plan.tpot_interval[1], 'ms', 3)}."
     )
     _commands(plan)
     _check(plan, request, requests, seeds, seconds)

@@ -212,7 +212,9 @@ def test_fleet_sizer_shows_disaggregated_pools_with_intervals_commands_and_their
     assert metric(app, "Decode replicas × TP") == f"{decode['replicas']} × {decode['tensor_parallel']}"
     assert metric(app, "Pools TTFT") == format_display(pools.ttft, "ms", 3)
     low, high = pools.ttft_interval
-    assert any(f"TTFT {format_display(low, 'ms', 3)}-{format_display(high, 'ms', 3)}" in c.value for c in app.caption)
+    assert any(
+        f"TTFT {format_display(low, 'ms', 3)} to {format_display(high, 'ms', 3)}" in c.value for c in app.caption
+    )
     labels = [button.proto.label for button in app.get("download_button")]
     assert {"vLLM pools and proxy", "SGLang pools and router", "TensorRT-LLM pools and server"} <= set(labels)
     assert "Kubernetes manifest of the pools" in labels

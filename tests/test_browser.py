@@ -404,3 +404,38 @@ def test_a_link_parameter_with_addresses_shows_no_clickable_link(chromium, serve
     for path, (text, links) in found.items():
         assert links == 0, (path, text)
         assert "evil" in text and "click me" in text, (path, text)  # shown as typed, inert
+
+
+def test_the_fleet_sizers_disaggregated_pools_fit_and_check_by_simulation(chromium, server):
+    # Issue 55 item 4 on the dashboard: the pools' tab draws its metrics whole at both widths, offers each engine's
+    # commands and the manifest, and its simulation check gives a verdict.
+    from playwright.sync_api import sync_playwright
+
+    labels, cut, failures, downloads, verdict = {}, {}, [], [], ""
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS, headless=True)
+        try:
+            for width, height in ((1440, 900), (390, 844)):
+                page = browser.new_context(viewport={"width": width, "height": height}).new_page()
+                page.goto(server, wait_until="domcontentloaded")
+                page.get_by_role("tab", name="Disaggregated pools").click()
+                page.locator('[data-testid="stMetric"]', has_text="Decode replicas").first.wait_for(timeout=60_000)
+                page.wait_for_function(
+                    "() => document.querySelector('[data-test-script-state=\"notRunning\"]')", timeout=60_000
+                )
+                labels[width], cut[width] = page.evaluate(CUT_LABELS), page.evaluate(CUT_OFF)
+                if width == 1440:
+                    downloads = [b.inner_text() for b in page.locator('[data-testid="stDownloadButton"]').all()]
+                    page.get_by_role("button", name="Check the pools by simulation").click()
+                    page.get_by_text("Simulation: the pools", exact=False).first.wait_for(timeout=90_000)
+                    verdict = page.get_by_text("Simulation: the pools", exact=False).first.inner_text()
+                    page.screenshot(path=str(SCREENSHOTS / "fleet_sizer_pools.png"), full_page=True)
+                if page.locator(ERRORS).count():
+                    failures.append(page.locator(ERRORS).first.inner_text()[:300])
+        finally:
+            browser.close()
+    assert not failures, failures
+    assert labels == {1440: [], 390: []} and cut == {1440: [], 390: []}, (labels, cut)
+    assert {"vLLM pools and proxy", "SGLang pools and router", "TensorRT-LLM pools and server"} <= set(downloads)
+    assert "Kubernetes manifest of the pools" in downloads
+    assert verdict.startswith("Simulation: the pools m")  # "meet" or "miss": a verdict either way

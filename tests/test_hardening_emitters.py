@@ -243,3 +243,54 @@ def test_the_cli_refuses_the_issues_alias_before_emitting_anything(tmp_path):
     assert "expected a model repository" in result.output and "vllm serve" not in result.output
     assert not (tmp_path / MARKER).exists()
     assert os.listdir(tmp_path) == ["evil.yaml"]
+
+
+@pytest.fixture(scope="module")
+def pools():
+    """A disaggregated plan of two prefill replicas and one decode replica."""
+    from calculator.fleet import size_disaggregated
+
+    plan = size_disaggregated(
+        "llama-3.1-8b", Workload(Q_(5, "request/s"), 1024, 256), Targets(Q_(1, "s"), Q_(50, "ms")),
+        SearchSpace("h100-sxm", "fp8"), engine="vllm",
+    )  # fmt: skip
+    assert plan.feasible
+    return plan
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_the_disaggregated_commands_run_only_the_pools_and_the_router_whatever_the_repository(
+    engine, pools, stubs, tmp_path, monkeypatch
+):
+    from calculator.deploy_disaggregated import disaggregated_launch
+
+    folder, log = stubs
+    marker = tmp_path / MARKER
+    for name in hostile_names(marker):
+        _force(monkeypatch, name)
+        launch = disaggregated_launch(pools, engine)
+        result = _run(launch.command, folder, tmp_path)
+        assert result.returncode == 0, (name, result.stderr)
+        assert not marker.exists(), f"{engine}: the repository {name!r} ran a command"
+        calls = _calls(log)
+        # the text lists three roles: one prefill replica's command, one decode replica's, the router's
+        assert len(calls) == 3, f"{engine}: {len(calls)} programs ran"
+        # the two pools' servers received the name as one argument, verbatim (the stand-ins' logs are unordered)
+        assert sorted(name in argv for argv in calls) == [False, True, True], name
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_the_disaggregated_manifest_holds_exactly_the_objects_meant_whatever_the_repository(
+    engine, pools, tmp_path, monkeypatch
+):
+    from calculator.kubernetes import disaggregated_manifest
+
+    for name in hostile_names(tmp_path / MARKER):
+        _force(monkeypatch, name)
+        documents = [d for d in yaml.safe_load_all(disaggregated_manifest(pools, engine)) if d is not None]
+        pool = ["Service", "StatefulSet", "PodDisruptionBudget"]
+        files = ["ConfigMap"] if engine == "trtllm" else []
+        router = ["Deployment", "Service"]
+        assert [d["kind"] for d in documents] == [*files, *pool, *files, *pool, *files, *router], name
+        for stateful_set in (d for d in documents if d["kind"] == "StatefulSet"):
+            assert name in stateful_set["spec"]["template"]["spec"]["containers"][0]["command"]  # data, verbatim

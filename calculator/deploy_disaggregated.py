@@ -123,6 +123,14 @@ def pool_launch(
     f = _Flags(name, {option: flag for option, (flag, _) in documented.items()})
     cited = {option: why for option, (_, why) in documented.items()}
     hosts = {pool: tuple(host(pool, i) for i in range(p.replicas)) for pool, p in pools.items()}
+    for pool, pool_plan in pools.items():
+        node = reg.accelerator(pool_plan.accelerator).node_gpus
+        if node is not None and pool_plan.layout is not None and pool_plan.layout.gpus > node:
+            raise InputError(
+                f"the {pool} pool's replicas of TP {pool_plan.layout.gpus} span more than one node of {node} "
+                f"{pool_plan.accelerator}; the disaggregated launch runs each replica on one node: size the pools with "
+                f"tensor-parallel degrees up to {node} (CLI --tp)"
+            )
     configs = {}
     for pool, pool_plan in pools.items():
         base = launch_command(pool_plan, name, registry=reg)

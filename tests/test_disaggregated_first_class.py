@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 
@@ -134,6 +135,13 @@ def test_launching_an_infeasible_or_foreign_plan_says_what_is_wrong():
         disaggregated_launch(sized, "vllm")
     with pytest.raises(InputError, match="argument 'plan' must be a DisaggregatedPlan"):
         disaggregated_launch("plan", "vllm")
+
+
+def test_a_pool_wider_than_a_node_is_refused_rather_than_launched_on_one(pools):
+    # An H100 node holds 8 GPUs (registry node_gpus): a decode pool of TP 16 would need two nodes per replica.
+    wide = dataclasses.replace(pools, decode={**pools.decode, "tensor_parallel": 16})
+    with pytest.raises(InputError, match="decode pool's replicas of TP 16 span more than one node of 8"):
+        disaggregated_launch(wide, "vllm")
 
 
 def test_traffic_refuses_a_cached_prompt_setting_that_is_not_a_bool():

@@ -175,15 +175,42 @@ def test_verify_at_light_load_is_one_prefill_the_handoff_and_one_step_and_meets_
     assert check.meets_targets and check.verdict == "the pools meet the targets in simulation"
 
 
-def test_verify_says_which_target_the_pools_miss():
+@pytest.fixture(scope="module")
+def missed():
     # The sizer adds half a decode step for the decode pool; at 5 request/s its one replica runs about 22 of its
     # 28 sequences (5/s x 256 tokens x 17 ms), so arrivals queue for a slot: the simulated TTFT passes 250 ms.
     workload, targets = Workload(Q_(5, "request/s"), 1024, 256), Targets(Q_(250, "ms"), Q_(50, "ms"))
     plan = size_disaggregated("llama-3.1-70b", workload, targets, SearchSpace("h100-sxm", "fp8"), engine="vllm")
     assert plan.feasible and plan.ttft < Q_(250, "ms")
-    check = verify_disaggregated(plan, requests=2000, seeds=1)
+    return plan, verify_disaggregated(plan, requests=2000, seeds=1, search=True)
+
+
+def test_verify_says_which_target_the_pools_miss(missed):
+    _, check = missed
     assert check.ttft > Q_(250, "ms") and check.tpot < Q_(50, "ms")
-    assert not check.meets_targets and check.verdict == "the pools miss the TTFT target in simulation"
+    assert not check.meets_targets and check.verdict.startswith("the pools miss the TTFT target in simulation")
+
+
+def test_the_search_finds_each_pools_fewest_replicas_that_meet_the_targets(missed):
+    plan, check = missed
+    assert check.searched and check.fewest_prefill_replicas is not None
+    # Its claim checked by simulating the plan with that many prefill replicas, and one fewer.
+    found = check.fewest_prefill_replicas
+    assert found > plan.prefill["replicas"]  # the plan's own count missed
+    for count, meets in ((found, True), (found - 1, False)):
+        changed = dataclasses.replace(plan, prefill={**plan.prefill, "replicas": count})
+        assert verify_disaggregated(changed, requests=2000, seeds=1).meets_targets is meets, count
+
+
+def test_a_percentile_ttft_target_is_checked_at_that_percentile():
+    workload = Workload(Q_(5, "request/s"), 1024, 256)
+    targets = Targets(Q_(1, "s"), Q_(50, "ms"), ttft_percentile=0.99)
+    plan = size_disaggregated("llama-3.1-70b", workload, targets, SearchSpace("h100-sxm", "fp8"), engine="vllm")
+    check = verify_disaggregated(plan, requests=2000, seeds=1)
+    assert check.ttft_statistic == "p99"
+    # the mean TTFT is the sum of the parts' means (the same requests); the 99th percentile lies above it
+    mean = check.prefill_ttft + check.kv_handoff + check.decode_ttft
+    assert check.ttft > mean
 
 
 _SIZE = [

@@ -417,14 +417,14 @@ def _emit_disaggregated(plan: Any, emit: EmitTarget, out: Path | None, registry:
 
 
 def _verify_disaggregated(plan: Any, options: dict[str, Any]) -> Any:
-    """``size --disaggregated --verify``: the pools simulated (None for an infeasible plan, which has none)."""
+    """``size --disaggregated --verify``: the pools simulated, each pool's fewest replicas searched (or None)."""
     from ..simulation import verify_disaggregated
 
     if not plan.feasible:
         return None
     given = {name: value for name, value in options.items() if value is not None}
     with _library_errors():
-        return verify_disaggregated(plan, **given)
+        return verify_disaggregated(plan, search=True, **given)
 
 
 def _disaggregated_check_lines(check: Any) -> list[str]:

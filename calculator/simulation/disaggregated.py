@@ -12,6 +12,7 @@ it); its TPOT and token gaps are the decode pool's.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -61,7 +62,12 @@ class DisaggregatedVerification(Result):
         Whether the simulated TTFT and TPOT meet the plan's targets.
     verdict : str
     prefill, decode : SimulationResult
-        The pools' simulations (the last seed's), not part of the dictionary form.
+        The pools' simulations at the plan's counts (the last seed's), not part of the dictionary form.
+    fewest_prefill_replicas, fewest_decode_replicas : int or None
+        With ``search``: each pool's fewest replicas meeting the targets, the other pool as planned (None: none up
+        to twice the plan's plus two, or not searched).
+    searched : bool
+        Whether the pools' replica counts were searched.
     """
 
     ttft: Time
@@ -78,6 +84,9 @@ class DisaggregatedVerification(Result):
     verdict: str
     prefill: SimulationResult | None = field(default=None, repr=False)
     decode: SimulationResult | None = field(default=None, repr=False)
+    fewest_prefill_replicas: int | None = None
+    fewest_decode_replicas: int | None = None
+    searched: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """The statistics and the verdict (the simulations stay in ``prefill`` and ``decode``)."""
@@ -85,7 +94,8 @@ class DisaggregatedVerification(Result):
             name: getattr(self, name)
             for name in (
                 "ttft", "ttft_statistic", "tpot", "prefill_ttft", "decode_ttft", "kv_handoff", "analytical_ttft",
-                "analytical_tpot", "ttft_target", "tpot_target", "meets_targets", "verdict",
+                "analytical_tpot", "ttft_target", "tpot_target", "meets_targets", "verdict", "fewest_prefill_replicas",
+                "fewest_decode_replicas", "searched",
             )
         }  # fmt: skip
 
@@ -102,6 +112,7 @@ def verify_disaggregated(
     *,
     requests: int | None = None,
     seeds: int | Sequence[int] = 2,
+    search: bool = False,
     time_limit: float = TIME_LIMIT,
 ) -> DisaggregatedVerification:
     """Simulate a disaggregated plan's prefill pool, KV handoff and decode pool, and check its targets.
@@ -109,9 +120,12 @@ def verify_disaggregated(
     Each seed draws ``requests`` requests (default :func:`~calculator.simulation.default_requests` of both pools'
     replicas) from the plan's workload; the prefill pool serves them with one output token each, and each
     reaches the decode pool when its prefill ends plus ``plan.kv_handoff``, with its prompt cached. The
-    prefill pool runs one prompt at a time per replica, the decode pool the plan's batch cap. ``time_limit``
-    bounds the whole call. Left out: the handoff's contention (each transfer takes the plan's time whatever
-    else crosses the link), its spread over prompt lengths, and a search of each pool's fewest replicas.
+    prefill pool runs one prompt at a time per replica, the decode pool the plan's batch cap. With ``search``,
+    each pool's fewest replicas meeting the targets with the other pool as planned (as
+    :func:`~calculator.simulation.verify_plan` searches a colocated plan's: from the plan's count, by doubling
+    strides, then bisection; up to twice the plan's plus two). ``time_limit`` bounds the whole call. Left out:
+    the handoff's contention (each transfer takes the plan's time whatever else crosses the link) and its spread
+    over prompt lengths (every request takes the plan's, the mean prompt's).
     """
     from ..fleet import DisaggregatedPlan
 
@@ -122,54 +136,99 @@ def verify_disaggregated(
             f"got {type(plan).__name__}"
         )
     if not plan.feasible or plan.workload is None or plan.targets is None or plan.kv_handoff is None:
-        raise InputError(
-            f"verify_disaggregated(): the plan is infeasible ({plan.reason}); there is nothing to simulate"
-        )
+        raise InputError(f"verify_disaggregated(): the plan is infeasible ({plan.reason}); nothing to simulate")
+    if not isinstance(search, bool):
+        raise InputError(f"verify_disaggregated(): argument 'search' must be True or False, got {search!r}")
     pools = {pool: plan.pool_plan(pool) for pool in ("prefill", "decode")}
     for pool in pools.values():
         _replica_count("verify_disaggregated", pool.replicas)
     _check_requests("verify_disaggregated", requests)
     count = default_requests(sum(p.replicas for p in pools.values())) if requests is None else int(requests)
-    traffic = Traffic.from_workload(plan.workload, count)
-    handoff = plan.kv_handoff.m_as("s")
-    targets = plan.targets
-    statistic = percentile_label(targets.ttft_percentile)
-    ttfts, pre_ttft, dec_ttft, tpots, runs = [], [], [], [], None
-    for seed in _seeds(seeds, "verify_disaggregated"):
-        arrival, prompt, output = traffic.draw(seed)
-        order = np.argsort(arrival, kind="stable")
-        arrival, prompt, output = arrival[order], prompt[order], output[order]
-        first = _run(pools["prefill"], _trace(arrival, prompt, np.ones_like(output)), seed, deadline, False)
-        ready = arrival + first.requests["ttft"].to_numpy() + handoff  # rows in the trace's (arrival) order
-        moved = np.argsort(ready, kind="stable")
-        second = _run(pools["decode"], _trace(ready[moved], prompt[moved], output[moved]), seed, deadline, True)
-        rows = second.requests
-        measured = rows["measured"].to_numpy()
-        total = first.requests["ttft"].to_numpy()[moved] + handoff + rows["ttft"].to_numpy()
-        ttfts.append(total[measured])
-        pre_ttft.append(first.requests["ttft"].to_numpy()[moved][measured])
-        dec_ttft.append(rows["ttft"].to_numpy()[measured])
-        tpots.append(rows["tpot"].to_numpy()[measured])
-        runs = (first, second)
-    assert runs is not None  # _seeds gives at least one
-    every = np.concatenate(ttfts)
-    percentile = targets.ttft_percentile
-    ttft = float(np.mean(every)) if percentile is None else float(np.percentile(every, percentile))
-    tpot = float(np.nanmean(np.concatenate(tpots)))
-    met = {"TTFT": ttft <= targets.ttft.m_as("s"), "TPOT": tpot <= targets.tpot.m_as("s")}
-    missed = [name for name, ok in met.items() if not ok]
+    sim = _Pools(pools, Traffic.from_workload(plan.workload, count), _seeds(seeds, "verify_disaggregated"),
+                 plan.kv_handoff.m_as("s"), plan.targets, deadline)  # fmt: skip
+    planned = {pool: p.replicas for pool, p in pools.items()}
+    ttft, tpot, missed, parts, runs = sim.outcome(planned)
+    fewest = {pool: sim.fewest(pool, planned) for pool in pools} if search else {}
+    return DisaggregatedVerification(
+        ttft=Q_(ttft, "s"), ttft_statistic=percentile_label(plan.targets.ttft_percentile), tpot=Q_(tpot, "s"),
+        prefill_ttft=Q_(parts[0], "s"), decode_ttft=Q_(parts[1], "s"), kv_handoff=plan.kv_handoff,
+        analytical_ttft=plan.ttft, analytical_tpot=plan.tpot, ttft_target=plan.targets.ttft,
+        tpot_target=plan.targets.tpot, meets_targets=not missed, verdict=_verdict(missed, fewest, planned),
+        prefill=runs[0], decode=runs[1], fewest_prefill_replicas=fewest.get("prefill"),
+        fewest_decode_replicas=fewest.get("decode"), searched=search,
+    )  # fmt: skip
+
+
+def _verdict(missed: list[str], fewest: dict[str, int | None], planned: dict[str, int]) -> str:
+    """The check in words: the targets met or missed, then each pool's fewest replicas where they were searched."""
     verdict = (
         "the pools meet the targets in simulation"
         if not missed
         else f"the pools miss the {' and '.join(missed)} target{'s' if len(missed) > 1 else ''} in simulation"
     )
-    return DisaggregatedVerification(
-        ttft=Q_(ttft, "s"), ttft_statistic=statistic, tpot=Q_(tpot, "s"),
-        prefill_ttft=Q_(float(np.mean(np.concatenate(pre_ttft))), "s"),
-        decode_ttft=Q_(float(np.mean(np.concatenate(dec_ttft))), "s"), kv_handoff=plan.kv_handoff,
-        analytical_ttft=plan.ttft, analytical_tpot=plan.tpot, ttft_target=targets.ttft, tpot_target=targets.tpot,
-        meets_targets=not missed, verdict=verdict, prefill=runs[0], decode=runs[1],
-    )  # fmt: skip
+    for pool, found in fewest.items():
+        other = "decode" if pool == "prefill" else "prefill"
+        if found is None:
+            verdict += f"; no {pool} replica count up to {2 * planned[pool] + 2} meets them"
+        else:
+            verdict += (
+                f"; {found:,} {pool} replica{'' if found == 1 else 's'} (planned {planned[pool]:,}) meet them with "
+                f"the {other} pool as planned"
+            )
+    return verdict
+
+
+class _Pools:
+    """The pools simulated on the same requests per seed, at any replica counts (each pool's runs kept by count)."""
+
+    def __init__(self, pools: dict[str, Any], traffic: Traffic, seeds: tuple[int, ...], handoff: float,
+                 targets: Any, deadline: _Deadline) -> None:  # fmt: skip
+        self.pools, self.seeds, self.handoff, self.targets, self.deadline = pools, seeds, handoff, targets, deadline
+        self.draws = {}
+        for seed in seeds:
+            arrival, prompt, output = traffic.draw(seed)
+            order = np.argsort(arrival, kind="stable")
+            self.draws[seed] = (arrival[order], prompt[order], output[order])
+        self.runs: dict[tuple[str, int, Any], SimulationResult] = {}
+
+    def _pool(self, pool: str, replicas: int, key: Any, trace: Any, seed: int) -> SimulationResult:
+        if (pool, replicas, key) not in self.runs:
+            setup = dataclasses.replace(self.pools[pool], replicas=replicas)
+            self.runs[pool, replicas, key] = _run(setup, trace, seed, self.deadline, pool == "decode")
+        return self.runs[pool, replicas, key]
+
+    def outcome(self, counts: dict[str, int]) -> tuple[float, float, list[str], tuple[float, float], Any]:
+        """TTFT (the targets' statistic), mean TPOT, the targets missed, the mean TTFT in each pool, the last runs."""
+        ttfts, pre_ttft, dec_ttft, tpots, runs = [], [], [], [], None
+        for seed in self.seeds:
+            arrival, prompt, output = self.draws[seed]
+            trace = _trace(arrival, prompt, np.ones_like(output))
+            first = self._pool("prefill", counts["prefill"], seed, trace, seed)
+            before = first.requests["ttft"].to_numpy()  # rows in the trace's (arrival) order
+            ready = arrival + before + self.handoff
+            moved = np.argsort(ready, kind="stable")
+            trace = _trace(ready[moved], prompt[moved], output[moved])
+            second = self._pool("decode", counts["decode"], (seed, counts["prefill"]), trace, seed)
+            rows = second.requests
+            measured = rows["measured"].to_numpy()
+            ttfts.append((before[moved] + self.handoff + rows["ttft"].to_numpy())[measured])
+            pre_ttft.append(before[moved][measured])
+            dec_ttft.append(rows["ttft"].to_numpy()[measured])
+            tpots.append(rows["tpot"].to_numpy()[measured])
+            runs = (first, second)
+        every, percentile = np.concatenate(ttfts), self.targets.ttft_percentile
+        ttft = float(np.mean(every)) if percentile is None else float(np.percentile(every, 100 * percentile))
+        tpot = float(np.nanmean(np.concatenate(tpots)))
+        met = {"TTFT": ttft <= self.targets.ttft.m_as("s"), "TPOT": tpot <= self.targets.tpot.m_as("s")}
+        parts = (float(np.mean(np.concatenate(pre_ttft))), float(np.mean(np.concatenate(dec_ttft))))
+        return ttft, tpot, [name for name, ok in met.items() if not ok], parts, runs
+
+    def fewest(self, pool: str, planned: dict[str, int]) -> int | None:
+        """The fewest replicas of ``pool`` meeting the targets with the other pool as planned (None: none found)."""
+        from .plans import _Search
+
+        search = _Search(lambda count: not self.outcome({**planned, pool: count})[2])
+        return search.fewest_meeting(planned[pool], 2 * planned[pool] + 2)
 
 
 def _trace(arrival: np.ndarray, prompt: np.ndarray, output: np.ndarray) -> Any:

@@ -88,6 +88,13 @@ class DisaggregatedPlan(Result):
     registry_documents: tuple[RegistryDocument, ...] = ()
     interconnect: str = ""
 
+    def _frame_values(self) -> dict[str, Any]:
+        """The fields without how to launch the plan (in its JSON, not its table row), as a FleetPlan's frame."""
+        values = super()._frame_values()
+        for name in ("served_model", "engine_release"):
+            values.pop(name)
+        return values
+
     def pool_plan(self, pool: str) -> FleetPlan:
         """One pool as a colocated plan of its replicas: what the launch commands and the simulator read of it.
 

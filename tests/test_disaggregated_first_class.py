@@ -36,13 +36,28 @@ def test_the_intervals_scale_each_pools_prediction_by_its_80_percent_factors(pla
     tpot, handoff, ttft = plan.tpot.m_as("s"), plan.kv_handoff.m_as("s"), plan.ttft.m_as("s")
     low, high = (end.m_as("s") for end in plan.tpot_interval)
     assert low == pytest.approx(tpot * bands["tpot"][0]) and high == pytest.approx(tpot * bands["tpot"][1])
-    # TTFT = prefill (with its wait) + handoff + half a decode step; the handoff is a transfer, kept as is.
-    prefill = ttft - handoff - tpot / 2
-    for end, index in zip(plan.ttft_interval, (0, 1), strict=True):
-        expected = prefill * bands["ttft"][index] + handoff + tpot / 2 * bands["tpot"][index]
-        assert end.m_as("s") == pytest.approx(expected)
+    # TTFT = two request paths + prefill (with its wait) x the TTFT factor + handoff + the decode side (a slot wait
+    # and 1.5 decode steps) x the TPOT factor; the paths and the handoff are kept as they are. Two unknowns (the
+    # prefill P and the decode side D) from the mean and the low end; the high end must then follow.
+    paths = 2 * engine_profile("vllm").request_overhead.m_as("s")
+    (f0, f1), (s0, s1) = bands["ttft"], bands["tpot"]
+    rest, rest_low = ttft - paths - handoff, plan.ttft_interval[0].m_as("s") - paths - handoff
+    decode_side = (rest_low - f0 * rest) / (s0 - f0)
+    prefill = rest - decode_side
+    assert decode_side >= 1.5 * tpot * (1 - 1e-9) and prefill > 0
+    assert plan.ttft_interval[1].m_as("s") == pytest.approx(paths + handoff + f1 * prefill + s1 * decode_side)
     assert plan.ttft_interval[0] < plan.ttft < plan.ttft_interval[1]
     assert plan.tpot_interval[0] < plan.tpot < plan.tpot_interval[1]
+
+
+def test_the_planned_ttft_counts_the_decode_sides_first_token_as_the_simulation_does(plan):
+    # The sizer once left out the decode side's request path, slot wait and step (planned 210 ms, simulated 315 ms).
+    # Llama-3.1-70B at 5 request/s: its one decode replica runs about 22 of its 28 sequences, so arrivals wait for
+    # a slot; the plan's TTFT must now be within its interval of the simulated mean.
+    check = verify_disaggregated(plan, requests=2000, seeds=1)
+    low, high = plan.ttft_interval
+    assert low <= check.ttft <= high, (check.ttft, plan.ttft_interval)
+    assert abs(plan.ttft.m_as("s") / check.ttft.m_as("s") - 1) < 0.2
 
 
 def test_an_infeasible_plan_has_no_interval():
@@ -177,12 +192,13 @@ def test_verify_at_light_load_is_one_prefill_the_handoff_and_one_step_and_meets_
 
 @pytest.fixture(scope="module")
 def missed():
-    # The sizer adds half a decode step for the decode pool; at 5 request/s its one replica runs about 22 of its
-    # 28 sequences (5/s x 256 tokens x 17 ms), so arrivals queue for a slot: the simulated TTFT passes 250 ms.
+    # A plan sized for 5 request/s (TTFT 250 ms) run at 6: its one decode replica (28 sequences of 256 tokens at
+    # about 17 ms a step, some 6.5 request/s at its cap) queues arrivals for a slot, and TTFT passes 250 ms.
     workload, targets = Workload(Q_(5, "request/s"), 1024, 256), Targets(Q_(250, "ms"), Q_(50, "ms"))
     plan = size_disaggregated("llama-3.1-70b", workload, targets, SearchSpace("h100-sxm", "fp8"), engine="vllm")
-    assert plan.feasible and plan.ttft < Q_(250, "ms")
-    return plan, verify_disaggregated(plan, requests=2000, seeds=1, search=True)
+    assert plan.feasible and plan.ttft < Q_(250, "ms") and plan.decode["replicas"] == 1
+    busier = dataclasses.replace(plan, workload=dataclasses.replace(workload, arrival_rate=Q_(6, "request/s")))
+    return busier, verify_disaggregated(busier, requests=2000, seeds=1, search=True)
 
 
 def test_verify_says_which_target_the_pools_miss(missed):
@@ -193,12 +209,12 @@ def test_verify_says_which_target_the_pools_miss(missed):
 
 def test_the_search_finds_each_pools_fewest_replicas_that_meet_the_targets(missed):
     plan, check = missed
-    assert check.searched and check.fewest_prefill_replicas is not None
-    # Its claim checked by simulating the plan with that many prefill replicas, and one fewer.
-    found = check.fewest_prefill_replicas
-    assert found > plan.prefill["replicas"]  # the plan's own count missed
+    assert check.searched and check.fewest_decode_replicas is not None
+    # Its claim checked by simulating the plan with that many decode replicas, and one fewer.
+    found = check.fewest_decode_replicas
+    assert found > plan.decode["replicas"]  # the plan's own count missed
     for count, meets in ((found, True), (found - 1, False)):
-        changed = dataclasses.replace(plan, prefill={**plan.prefill, "replicas": count})
+        changed = dataclasses.replace(plan, decode={**plan.decode, "replicas": count})
         assert verify_disaggregated(changed, requests=2000, seeds=1).meets_targets is meets, count
 
 

@@ -21,6 +21,7 @@ from ..results import Result, ceil_count
 from ..types import InterconnectRef, ModelRef, MoneyRate, Time
 from ..units import Q_
 from ._common import MAX_FLEET_GPUS, _fleet_costs
+from .evaluate import _occupancy
 from .families import _families
 from .inputs import Costs, SearchSpace, ServingOptions, Targets, Workload
 from .plan import FleetPlan, Layout, PlanCost, PlanService
@@ -145,7 +146,11 @@ def size_disaggregated(
     with no prefill interference and a replica sustains ``B / ((O - 1) t_dec)`` requests per second.
     The prefill pool is a G/G/c queue of prefills (``c`` replicas, service ``t_pf``); TTFT adds its
     wait, the KV handoff of Eq. 10 over ``interconnect`` (per-direction bandwidth and startup latency
-    from the registry), and half a decode step. Each pool takes its cheapest feasible configuration;
+    from the registry), and the decode side's first token: a second request path (the router hands the
+    request to a decode replica), the mean wait for a slot in the decode batch (its running batch as a
+    birth-death queue, the colocated sizer's), and one and a half decode steps (the rest of the
+    iteration it arrives in and the one that computes the token); a percentile TTFT target takes the
+    decode side at its mean. Each pool takes its cheapest feasible configuration;
     the KV handoff bandwidth is per request (one path). Each pool's experts are split by tensor
     parallelism (``space.moe_layouts`` is not searched), the decode pool is sized on the mean output
     length (``workload.output_cv`` is not used), and a token-gap bound (``targets.tbt``) is refused:
@@ -189,7 +194,10 @@ def size_disaggregated(
             kv_bytes=kv_bytes, link_bandwidth=link.bandwidth.m_as("B/s"), startup_latency=latency, parallel_links=1
         )
     )
-    budget = ttft_target - handoff - decode.time / 2
+    # the decode side of TTFT: a second request path, a slot in the decode batch, the iteration it joins
+    overhead = profile.request_overhead.m_as("s")
+    decode_first = overhead + decode.wait + 1.5 * decode.time
+    budget = ttft_target - handoff - decode_first - overhead
     prefill, too_many = _prefill_pool(
         families, profile, workload, tps, budget, max_utilization, targets.ttft_percentile, max_prefill_replicas,
     )  # fmt: skip
@@ -201,7 +209,7 @@ def size_disaggregated(
             else f"prefill pool: no configuration meets the TTFT target after a {handoff * 1e3:.1f} ms KV handoff"
         )
         return DisaggregatedPlan(False, why, kv_handoff=Q_(handoff, "s"), **record)
-    ttft = prefill.time + handoff + decode.time / 2
+    ttft = overhead + prefill.time + handoff + decode_first
     first, step = _band(profile, prefill)["ttft"], _band(profile, decode)["tpot"]
     cost_hour = prefill.cost + decode.cost
     gpus = prefill.replicas * prefill.tensor_parallel + decode.replicas * decode.tensor_parallel
@@ -216,8 +224,8 @@ def size_disaggregated(
         gpus=gpus,
         cost=_fleet_costs(gpus, cost_hour, lam, workload.input_tokens, workload.output_tokens),
         ttft_interval=(
-            Q_(prefill.time * first[0] + handoff + decode.time / 2 * step[0], "s"),
-            Q_(prefill.time * first[1] + handoff + decode.time / 2 * step[1], "s"),
+            Q_(2 * overhead + prefill.time * first[0] + handoff + (decode_first - overhead) * step[0], "s"),
+            Q_(2 * overhead + prefill.time * first[1] + handoff + (decode_first - overhead) * step[1], "s"),
         ),
         tpot_interval=(Q_(decode.time * step[0], "s"), Q_(decode.time * step[1], "s")),
         **record,
@@ -244,6 +252,7 @@ class _Pool:
     cost: float
     time: float  # the decode step (decode pool) or the prefill and its queueing wait (prefill pool)
     batch: int = 1
+    wait: float = 0.0  # the decode pool's mean wait for a slot in its batch (s)
 
     def record(self, *, batch: bool = False) -> dict[str, Any]:
         family = self.family
@@ -282,7 +291,12 @@ def _decode_pool(
         cost = np.where(ok, replicas * tp_grid * family.price, np.inf)
         i = np.unravel_index(np.argmin(cost), cost.shape)
         if np.isfinite(cost[i]) and (best is None or cost[i] < best.cost):
-            best = _Pool(family, int(tp_grid[i]), int(replicas[i]), float(cost[i]), float(t_dec[i]), int(batch_grid[i]))
+            # the batch as a birth-death queue over the TP row's rate curve (the colocated sizer's slot wait)
+            load = np.array([lam / replicas[i]])
+            wait = float(_occupancy(batch_grid[i[0]], rate[i[0]], batch_grid[i][None], load)[1][0])
+            best = _Pool(
+                family, int(tp_grid[i]), int(replicas[i]), float(cost[i]), float(t_dec[i]), int(batch_grid[i]), wait
+            )
     return best
 
 

@@ -1,0 +1,112 @@
+"""What a day in production returns, whichever mode ran it: a row per reporting window and the day's summary."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import InputError
+from ..results import Result
+from ..units import Q_
+
+__all__ = ["WINDOW_COLUMNS", "DayResult", "day_result"]
+
+#: The columns of :attr:`DayResult.windows`, in order, with their units. Counts are requests in the window;
+#: rates request/s; times seconds; ``ready`` and ``starting`` the window's mean replicas.
+WINDOW_COLUMNS = {
+    "start_s": "s",
+    "demand_rate": "request/s",
+    "offered_rate": "request/s",
+    "ready": "replica",
+    "starting": "replica",
+    "queue": "request",
+    "ttft_p50_s": "s",
+    "ttft_p99_s": "s",
+    "tpot_p50_s": "s",
+    "tpot_p99_s": "s",
+    "served": "request",
+    "shed": "request",
+    "failed": "request",
+    "retried": "request",
+    "attainment": "",
+    "gpu_hours": "hour",
+    "cost": "USD",
+    "meets": "",
+}
+
+
+@dataclass(frozen=True, repr=False)
+class DayResult(Result):
+    """A plan run through a day: per-window rows and the day's summary.
+
+    Attributes
+    ----------
+    windows : pandas.DataFrame
+        One row per reporting window with the columns of :data:`WINDOW_COLUMNS`: demand (first attempts)
+        and offered (with retries) rates, mean ready and starting replicas, the mean queue, TTFT and
+        TPOT at p50 and p99 of the requests served, requests served, shed (admission), failed (their
+        last attempt failed or timed out) and retried, attainment (the share of the window's requests
+        that met every target on their first attempt), GPU-hours and cost billed, and whether the
+        window's attainment reaches ``goal``.
+    mode : str
+        ``"fluid"`` or ``"requests"``.
+    goal : float
+        The attainment a window must reach to meet the targets.
+    attainment : float
+        Over the whole run: requests meeting every target over requests arrived.
+    gpu_hours : Quantity [time]
+    cost : Quantity [currency]
+    hours_missing : Quantity [time]
+        Time in windows that miss ``goal``.
+    peak_replicas : float
+        The most replicas ready and starting in any window (window means).
+    verdict : str
+        The day in a sentence.
+    """
+
+    windows: Any = field(repr=False)
+    mode: str
+    goal: float
+    attainment: float
+    gpu_hours: Any
+    cost: Any
+    hours_missing: Any
+    peak_replicas: float
+    verdict: str
+
+
+def day_result(windows: Any, window: float, goal: float, mode: str) -> DayResult:
+    """The :class:`DayResult` of per-window rows: ``meets``, the summary and the verdict, the same for both modes.
+
+    ``windows`` holds every column of :data:`WINDOW_COLUMNS` but ``meets``; ``window`` is the
+    reporting window in seconds; ``goal`` the attainment a window must reach.
+    """
+    missing = [c for c in WINDOW_COLUMNS if c != "meets" and c not in windows.columns]
+    if missing:
+        raise InputError(f"day_result(): argument 'windows' lacks column(s) {missing}")
+    if not 0 < goal <= 1:
+        raise InputError(f"day_result(): argument 'goal' must be in (0, 1], got {goal!r}")
+    frame = windows.assign(meets=windows["attainment"].to_numpy() >= goal - 1e-12)[list(WINDOW_COLUMNS)]
+    arrived = frame["demand_rate"].to_numpy() * window
+    total = arrived.sum()
+    attainment = float(np.dot(frame["attainment"].to_numpy(), arrived) / total) if total > 0 else 1.0
+    missing_hours = float((~frame["meets"]).sum()) * window / 3600
+    gpu_hours, cost = float(frame["gpu_hours"].sum()), float(frame["cost"].sum())
+    peak = float((frame["ready"] + frame["starting"]).max())
+    verdict = (
+        f"{attainment:.2%} of requests met every target; {missing_hours:.2f} h in windows below {goal:.0%}; "
+        f"{gpu_hours:,.0f} GPU-hours, {cost:,.0f} USD; at most {peak:,.0f} replicas"
+    )
+    return DayResult(
+        windows=frame.reset_index(drop=True),
+        mode=mode,
+        goal=float(goal),
+        attainment=attainment,
+        gpu_hours=Q_(gpu_hours, "hour"),
+        cost=Q_(cost, "USD"),
+        hours_missing=Q_(missing_hours, "hour"),
+        peak_replicas=peak,
+        verdict=verdict,
+    )

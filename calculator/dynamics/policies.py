@@ -182,8 +182,9 @@ class Autoscaler:
         """The replica count wanted at ``now`` (seconds): ready and starting replicas together.
 
         ``observed`` is the metric summed over the ready replicas (reactive); ``forecast_rate`` the
-        demand forecast at ``now + lead_time`` (request/s) and ``per_replica_rate`` the rate one replica
-        serves at its planned load (predictive). Scale-downs wait ``cooldown`` after the last scaling
+        highest demand forecast from ``now`` to ``now + lead_time`` (request/s: replicas start a lead
+        ahead of a rise and stop only when demand has fallen) and ``per_replica_rate`` the rate one
+        replica serves at its planned load (predictive). Scale-downs wait ``cooldown`` after the last scaling
         in ``state`` (:meth:`AutoscalerState.record` keeps it). Pure: the same arguments give the same count.
         """
         state = state or AutoscalerState()
@@ -526,6 +527,9 @@ class Scenario(Result):
         The reporting window (default five minutes).
     duration : Quantity [time] or None
         Length of the run; None: the demand curve's.
+    goal : float or None
+        The attainment a window must reach to meet the targets; None: the plan's highest target
+        percentile, or 0.99 for mean targets.
     """
 
     demand: DemandCurve
@@ -538,6 +542,7 @@ class Scenario(Result):
     price: Any = None
     window: Any = _5_MIN
     duration: Any = None
+    goal: float | None = None
 
     def __post_init__(self) -> None:
         owner = "Scenario"
@@ -559,6 +564,11 @@ class Scenario(Result):
         self._check_regions()
         _convert(self, owner, {"price": ("USD/hour", "nonnegative"), "window": ("s", "positive")})
         _convert(self, owner, {"duration": ("s", "positive")})
+        if self.goal is not None:
+            goal = float(_quantity(owner, "goal", self.goal, "", "probability").m)
+            if goal <= 0:
+                raise InputError(f"{owner}: argument 'goal' must be above 0, got {goal:g}")
+            object.__setattr__(self, "goal", goal)
 
     def _check_regions(self) -> None:
         if not all(isinstance(r, Region) for r in self.regions):

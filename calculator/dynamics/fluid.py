@@ -23,7 +23,7 @@ from ..errors import InputError
 from ..formula import magnitude
 from ..units import Q_
 from .policies import AutoscalerState, Failure, Region, Scenario
-from .result import DayResult
+from .result import DayResult, attainment_goal
 from .service import ReplicaService
 from .windows import StepRecord, window_result
 
@@ -143,16 +143,7 @@ def run_fluid(plan: Any, scenario: Scenario, *, step: Any = DEFAULT_STEP) -> Day
     dt, per_window = _checked_step(scenario, step)
     loop = _Loop(scenario, service, _pools(plan, scenario, scenario.retry.max_attempts), dt, per_window)
     record = loop.run()
-    return window_result(record, scenario, service, _goal(plan, scenario))
-
-
-def _goal(plan: Any, scenario: Scenario) -> float:
-    """The attainment a window must reach: the scenario's, else the targets' highest percentile, else 99 %."""
-    if scenario.goal is not None:
-        return float(scenario.goal)
-    targets = plan.targets
-    named = [p for p in (targets.ttft_percentile, targets.tpot_percentile) if p is not None]
-    return float(max(named)) if named else 0.99
+    return window_result(record, scenario, service, attainment_goal(plan, scenario))
 
 
 class _Loop:

@@ -18,11 +18,11 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import CalculatorError, InputError
 from ..formula import magnitude
 from ..results import Result
 from ..routing.resilience import CircuitBreakerConfig
-from ..units import Q_, shown, ureg
+from ..units import Q_, parse_quantity, shown
 from .demand import DemandCurve
 
 __all__ = [
@@ -450,8 +450,8 @@ def parse_failure(text: str) -> Failure:
     duration: Any = None
     if lasting is not None:
         try:
-            duration = ureg.Quantity(lasting.strip())
-        except Exception:  # pint raises several kinds for text that is not a quantity
+            duration = parse_quantity(lasting.strip(), "s", what="a failure's duration")
+        except CalculatorError:
             raise InputError(f"a failure's duration must be a time such as 2h or 30min, got {lasting!r}") from None
     if kind != "region":
         if not target.isdigit():
@@ -529,7 +529,7 @@ class Scenario(Result):
         Length of the run; None: the demand curve's.
     goal : float or None
         The attainment a window must reach to meet the targets; None: the plan's highest target
-        percentile, or 0.99 for mean targets.
+        percentile, or 0.5 (the median request) for mean targets (:func:`~calculator.dynamics.attainment_goal`).
     """
 
     demand: DemandCurve

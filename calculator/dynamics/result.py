@@ -11,7 +11,7 @@ from ..errors import InputError
 from ..results import Result
 from ..units import Q_
 
-__all__ = ["WINDOW_COLUMNS", "DayResult", "day_result"]
+__all__ = ["WINDOW_COLUMNS", "DayResult", "attainment_goal", "day_result"]
 
 #: The columns of :attr:`DayResult.windows`, in order, with their units. Counts are requests in the window;
 #: rates request/s; times seconds; ``ready`` and ``starting`` the window's mean replicas.
@@ -77,6 +77,19 @@ class DayResult(Result):
     hours_missing: Any
     peak_replicas: float
     verdict: str
+
+
+def attainment_goal(plan: Any, scenario: Any) -> float:
+    """The attainment a window must reach: the scenario's ``goal``, else the targets' highest percentile, else 0.5.
+
+    A plan sized for percentile targets promises that share of requests within them; one sized for mean
+    targets promises the typical request (the median). Both modes judge their windows with it.
+    """
+    if getattr(scenario, "goal", None) is not None:
+        return float(scenario.goal)
+    targets = plan.targets
+    named = [p for p in (targets.ttft_percentile, targets.tpot_percentile) if p is not None]
+    return float(max(named)) if named else 0.5
 
 
 def day_result(windows: Any, window: float, goal: float, mode: str) -> DayResult:

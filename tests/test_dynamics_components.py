@@ -227,7 +227,7 @@ def test_parse_failure_forms():
     ("text", "words"),
     [
         ("region@14:00", "KIND:TARGET"),
-        ("disk:1@14:00", "'kind'"),
+        ("disk:1@14:00", "kind must be one of"),
         ("replicas:x@14:00", "count of replicas"),
         ("region:eu@25:00", "HH:MM"),
         ("region:eu@14:00+soon", "duration"),

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from ._app import FormatOption, JsonOption, OutOption, _emit, _fail, _format, _library_errors, app
+from ._app import FormatOption, JsonOption, OutOption, _emit, _fail, _format, app
 from ._tables import frame_table
 from .simulate import _plan_from_json
 from .sizing import _quantity
@@ -61,6 +63,24 @@ def _demand(plan: Any, demand: str, peak_rate: str | None, duration: Any) -> Any
 def _plain(exc: BaseException) -> str:
     """A library message without its function's or class's name in front."""
     return re.sub(r"^[\w.]+(\(\))?: ", "", str(exc))
+
+
+@contextlib.contextmanager
+def _day_errors() -> Iterator[None]:
+    """A library error as ``error: ...`` in the command's flags, without the class or function it came from."""
+    from ..errors import CalculatorError
+
+    try:
+        yield
+    except CalculatorError as exc:
+        raise _fail(type(exc)(_plain(exc))) from None
+
+
+def _regions(names: list[str]) -> list[str]:
+    for name in names:
+        if not re.fullmatch(r"[\w.-]+", name):
+            raise _fail(f"option --region: a region name is letters, digits, '.', '-' or '_', got {name!r}")
+    return names
 
 
 def _failures(specs: list[str]) -> tuple[Any, ...]:
@@ -178,7 +198,7 @@ def day_command(
     length = _time("duration", duration)
     curve = _demand(plan, demand, peak_rate, length)
     failures = _failures(fail or [])
-    with _library_errors():
+    with _day_errors():
         fixed = kind == "fixed"
         floor = min_replicas if min_replicas is not None else (plan.replicas if fixed else 1)
         scaler = Autoscaler(
@@ -200,7 +220,7 @@ def day_command(
             retry=retry,
             admission=admission,
             failures=failures,
-            regions=regions or (),
+            regions=_regions(regions or []),
             round_trip=_time("round-trip", round_trip, positive=False),
             storage_bandwidth=_quantity("storage-bandwidth", storage_bandwidth, "GB/s", positive=True),
             window=_time("window", window),

@@ -446,7 +446,8 @@ def parse_failure(text: str) -> Failure:
         )
     kind, target, when, lasting = found.groups()
     kind = {"replicas": "replica"}.get(kind, kind)
-    _choice("a failure", "kind", kind, FAILURE_KINDS)
+    if kind not in FAILURE_KINDS:
+        raise InputError(f"a failure's kind must be one of {', '.join(FAILURE_KINDS)} (or replicas), got {kind!r}")
     duration: Any = None
     if lasting is not None:
         try:

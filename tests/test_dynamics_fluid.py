@@ -318,3 +318,23 @@ def test_bad_arguments():
         run_fluid(toy_plan(), scenario, step=Q_(10, "min"))
     with pytest.raises(InputError, match="'scenario'"):
         run_fluid(toy_plan(), "diurnal")
+
+
+def test_the_plans_autoscaler_scales_at_the_plans_load():
+    from calculator.dynamics import plan_autoscaler
+
+    plan = toy_plan(replicas=10)
+    reactive = plan_autoscaler(plan)
+    assert (reactive.scale_up_at, reactive.scale_down_at) == pytest.approx((0.7, 0.42))  # the plan's utilization
+    assert (reactive.min_replicas, reactive.max_replicas) == (1, 100)
+    running = plan_autoscaler(plan, metric="running")
+    assert running.scale_up_at == pytest.approx(RUNNING)
+    assert plan_autoscaler(plan, metric="kv_use").scale_up_at == pytest.approx(RUNNING / SLOTS)
+    held = plan_autoscaler(plan, "fixed", warm_pool=2)
+    assert (held.min_replicas, held.max_replicas, held.warm_pool) == (10, 10, 2)
+    # It sizes for the band's midpoint, 0.56 (80 % of the plan's 0.7): 70 request/s on 10 replicas sits in the
+    # band; 75 request/s (0.75 each) passes 0.7 and wants 7.5 busy / 0.56 = 13.4 -> 14 replicas.
+    rows = run_fluid(plan, Scenario(flat(70.0, 2.0), autoscaler=reactive)).windows
+    assert rows["ready"].iloc[-1] == 10  # inside the band at 0.7: held
+    rows = run_fluid(plan, Scenario(flat(75.0, 2.0), autoscaler=reactive)).windows
+    assert rows["ready"].iloc[-1] == math.ceil(75 / MU / 0.56)

@@ -6,7 +6,7 @@
 :mod:`.fluid` or request by request (:func:`calculator.simulation.simulate_day`).
 """
 
-from .day import MODES, day_scenario, run_day
+from .day import MODES, day_scenario, plan_autoscaler, run_day
 from .demand import DAY, DEMAND_SHAPES, WEEK, DemandCurve, demand_from_file, demand_shape
 from .policies import (
     AUTOSCALER_KINDS,
@@ -49,5 +49,6 @@ __all__ = [
     "demand_shape",
     "parse_clock",
     "parse_failure",
+    "plan_autoscaler",
     "run_day",
 ]

@@ -12,7 +12,7 @@ from .demand import DemandCurve
 from .policies import Admission, Autoscaler, ColdStart, Failure, Region, RetryPolicy, Scenario
 from .result import DayResult
 
-__all__ = ["MODES", "run_day", "day_scenario"]
+__all__ = ["MODES", "run_day", "day_scenario", "plan_autoscaler"]
 
 #: The two fidelities: the fluid (mean-field) mode and the request-level simulation.
 MODES = ("fluid", "requests")
@@ -69,6 +69,36 @@ def run_day(
     return result
 
 
+#: Where a reactive autoscaler scales down, as a share of where it scales up (it sizes for the midpoint).
+SCALE_DOWN_SHARE = 0.6
+
+
+def plan_autoscaler(plan: Any, kind: str = "reactive", metric: str = "utilization", **settings: Any) -> Autoscaler:
+    """An autoscaler whose thresholds sit at the plan's own load.
+
+    A reactive autoscaler scales up where a replica passes the load the plan put on it (its
+    utilization, running batch or KV use per replica: past it the plan's TPOT or TTFT target is no
+    longer promised) and down below :data:`SCALE_DOWN_SHARE` of it, sizing for the midpoint (80 % of the
+    plan's load); on the queue metric, above one waiting request per replica and below 0.1. A predictive
+    one sizes for the forecast at the plan's load per replica; a fixed one holds the plan's replicas.
+    Between 1 and ten times the plan's replicas otherwise. ``settings`` override any field of
+    :class:`Autoscaler`.
+    """
+    if not getattr(plan, "feasible", False) or getattr(plan, "service", None) is None:
+        raise InputError(f"plan_autoscaler(): argument 'plan' must be a feasible FleetPlan, got {shown(plan)}")
+    service = plan.service
+    at_plan = {
+        "utilization": float(service.utilization),
+        "running": float(service.running_batch),
+        "kv_use": float(service.running_batch) / max(int(plan.batch), 1),
+    }
+    up, down = (at_plan[metric], at_plan[metric] * SCALE_DOWN_SHARE) if metric in at_plan else (1.0, 0.1)
+    replicas = int(plan.replicas)
+    bounds = (replicas, replicas) if kind == "fixed" else (1, 10 * replicas)
+    defaults = {"scale_up_at": up, "scale_down_at": down, "min_replicas": bounds[0], "max_replicas": bounds[1]}
+    return Autoscaler(kind=kind, metric=metric, **{**defaults, **settings})
+
+
 def day_scenario(
     plan: Any,
     demand: DemandCurve,
@@ -86,7 +116,8 @@ def day_scenario(
 ) -> Scenario:
     """A scenario around a plan: its defaults taken from the plan where the plan says them.
 
-    The autoscaler defaults to a fixed fleet of the plan's replicas; the cold start to
+    The autoscaler defaults to a fixed fleet of the plan's replicas (:func:`plan_autoscaler` makes
+    others around the plan's load); the cold start to
     :meth:`ColdStart.from_plan` (the plan's weights over ``storage_bandwidth``, 1 GB/s by default);
     named ``regions`` share the demand and the plan's replicas equally (rounded up), ``round_trip``
     apart (default 0 s). Other keywords (``price``, ``window``, ``duration``, ``goal``) go to
@@ -95,7 +126,7 @@ def day_scenario(
     if not getattr(plan, "feasible", False):
         raise InputError(f"day_scenario(): argument 'plan' must be a feasible FleetPlan, got {shown(plan)}")
     if autoscaler is None:
-        autoscaler = Autoscaler(kind="fixed", min_replicas=plan.replicas, max_replicas=plan.replicas)
+        autoscaler = plan_autoscaler(plan, "fixed")
     if cold_start is None:
         bandwidth = {} if storage_bandwidth is None else {"storage_bandwidth": storage_bandwidth}
         cold_start = ColdStart.from_plan(plan, registry, **bandwidth)

@@ -1,6 +1,6 @@
 """Speed of the fluid mode: a week at 1,000 request/s over a few thousand GPUs (the target is under 10 s).
 
-Run from the repository root: ``python benchmarks/bench_day.py``. Results go in ``docs/benchmarks.md``.
+Run from the repository root: ``python benchmarks/bench_fluid_week.py``. Results go in ``docs/benchmarks.md``.
 
 The plan is Llama-3.1-405B on H100s at 1,000 request/s (2,000 prompt and 500 output tokens, TTFT 2 s,
 TPOT 50 ms), about 5,500 GPUs; the week is the ``weekly`` shape peaking at 1,000 request/s, with a reactive

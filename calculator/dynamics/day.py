@@ -51,7 +51,9 @@ def run_day(
     DayResult
         The same columns in both modes, so they compare window by window.
     """
-    if mode not in MODES:
+    if progress is not None and not callable(progress):
+        raise InputError(f"run_day(): argument 'progress' must be a callable or None, got {shown(progress)}")
+    if not isinstance(mode, str) or mode not in MODES:
         raise InputError(f"run_day(): argument 'mode' must be one of {', '.join(MODES)}, got {shown(mode)}")
     if mode == "requests":
         if step is not None:
@@ -86,6 +88,8 @@ def plan_autoscaler(plan: Any, kind: str = "reactive", metric: str = "utilizatio
     """
     if not getattr(plan, "feasible", False) or getattr(plan, "service", None) is None:
         raise InputError(f"plan_autoscaler(): argument 'plan' must be a feasible FleetPlan, got {shown(plan)}")
+    if not isinstance(metric, str):
+        raise InputError(f"plan_autoscaler(): argument 'metric' must be a metric's name, got {shown(metric)}")
     service = plan.service
     at_plan = {
         "utilization": float(service.utilization),
@@ -130,6 +134,10 @@ def day_scenario(
     if cold_start is None:
         bandwidth = {} if storage_bandwidth is None else {"storage_bandwidth": storage_bandwidth}
         cold_start = ColdStart.from_plan(plan, registry, **bandwidth)
+    if isinstance(regions, str) or not isinstance(regions, Sequence):
+        raise InputError(f"day_scenario(): argument 'regions' must be a list of region names, got {shown(regions)}")
+    if not isinstance(failures, Sequence) or not all(isinstance(f, Failure) for f in failures):
+        raise InputError(f"day_scenario(): argument 'failures' must be a list of Failure, got {shown(failures)}")
     names = list(regions)
     if len(set(names)) != len(names):
         raise InputError(f"day_scenario(): argument 'regions' must name each region once, got {names}")

@@ -22,10 +22,10 @@ import numpy as np
 from ..errors import InputError
 from ..formula import magnitude
 from ..units import Q_
+from ._windows import StepRecord, window_result
 from .policies import AutoscalerState, Failure, Region, Scenario
 from .result import DayResult, attainment_goal
 from .service import ReplicaService
-from .windows import StepRecord, window_result
 
 __all__ = ["DEFAULT_STEP", "MAX_FLUID_STEPS", "run_fluid"]
 

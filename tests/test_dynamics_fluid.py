@@ -203,6 +203,26 @@ def test_admission_sheds_above_the_queue_limit_lowest_class_first():
     assert rows["queue"].to_numpy() == pytest.approx(50)
 
 
+def test_a_circuit_breaker_fails_arrivals_fast_while_open():
+    from calculator.routing.resilience import CircuitBreakerConfig
+
+    breaker = CircuitBreakerConfig(failure_threshold=0.2, min_requests=10, open_interval=Q_(30, "s"))
+    retry = RetryPolicy(timeout=Q_(10, "s"), max_attempts=1)
+
+    def run(admission):
+        scenario = Scenario(flat(150.0), autoscaler=fixed(10), retry=retry, admission=admission)
+        return run_fluid(toy_plan(), scenario).windows[["served", "shed", "failed"]].sum()
+
+    plain, guarded = run(Admission()), run(Admission(breaker=breaker))
+    # Without it a third of the 150/s time out; with it every arrival of an open interval (30 s x 150/s) is
+    # refused at once, and the timeouts that open it are a small share.
+    assert plain["shed"] == 0 and plain["failed"] / (150 * 3600) == pytest.approx(1 / 3, rel=0.01)
+    opened = guarded["shed"] / (150 * 30)
+    assert opened == pytest.approx(round(opened)) and opened >= 10
+    assert guarded["failed"] < 0.2 * plain["failed"]
+    assert guarded["served"] + guarded["shed"] + guarded["failed"] == pytest.approx(150 * 3600, rel=1e-3)
+
+
 # --------------------------------------------------------------------------------------------
 # Regions
 

@@ -28,7 +28,7 @@ from calculator.dynamics.fluid import run_fluid
 from calculator.errors import InputError
 from calculator.fleet.plan import FleetPlan, Layout, PlanCost, PlanService
 from calculator.regions import failover_headroom, symmetric_failover_utilization
-from calculator.routing.resilience import retry_equilibrium
+from calculator.routing.resilience import retry_amplification, retry_equilibrium
 from calculator.serving import Targets
 
 MU, SLOTS, UTILIZATION, RUNNING, TTFT, TPOT = 10.0, 8, 0.7, 3.5, 0.3, 0.020
@@ -174,6 +174,9 @@ def test_retry_amplification_matches_the_equilibrium(rate):
     expected = retry_equilibrium(Q_(rate, "request/s"), Q_(10 * MU, "request/s"), 3)
     # Below capacity nothing times out; above it the attempts beyond 100/s time out and come back.
     assert amplification == pytest.approx(expected.amplification, rel=0.01)
+    # The share of attempts that fail, put in retry_amplification, gives the same attempts per request.
+    failing = rows["failed"].sum() / rows[["served", "failed"]].sum().sum()
+    assert amplification == pytest.approx(retry_amplification(failing, 3), rel=0.01)
     assert rows["served"].sum() / (rows.shape[0] * 300) == pytest.approx(min(rate, 100.0), rel=1e-6)
 
 

@@ -317,6 +317,26 @@ def test_predictive_keeps_attainment_where_reactive_lags():
     assert predictive.windows["meets"][at_ramp].all() and not reactive.windows["meets"][at_ramp].all()
 
 
+def test_on_a_smooth_diurnal_day_reactive_replicas_arrive_late():
+    from calculator.dynamics import plan_autoscaler
+
+    cold = ColdStart(Q_(60, "s"), Q_(240, "s"), Q_(120, "s"))
+    curve = demand_shape("diurnal", Q_(300, "request/s"), trough=0.1)  # 30 to 300 request/s
+
+    def day(kind):
+        scaler = plan_autoscaler(toy_plan(), kind, lead_time=Q_(30, "min"), interval=Q_(60, "s"))
+        return run_fluid(toy_plan(replicas=14), Scenario(curve, autoscaler=scaler, cold_start=cold))
+
+    predictive, reactive = day("predictive"), day("reactive")
+    # Windows whose ready replicas carry less than the demand at the plan's 7 request/s a replica.
+    late = {
+        name: int((r.windows["ready"] < np.ceil(r.windows["demand_rate"] / (MU * UTILIZATION) - 1e-9)).sum())
+        for name, r in (("predictive", predictive), ("reactive", reactive))
+    }
+    assert late["predictive"] == 0 and late["reactive"] > 0
+    assert predictive.hours_missing.m == 0 and reactive.hours_missing.m == 0  # both within the goal all day
+
+
 # --------------------------------------------------------------------------------------------
 # Scale and errors
 

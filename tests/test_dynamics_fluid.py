@@ -328,9 +328,9 @@ def test_on_a_smooth_diurnal_day_reactive_replicas_arrive_late():
         return run_fluid(toy_plan(replicas=14), Scenario(curve, autoscaler=scaler, cold_start=cold))
 
     predictive, reactive = day("predictive"), day("reactive")
-    # Windows whose ready replicas carry less than the demand at the plan's 7 request/s a replica.
+    # Windows whose ready replicas carry less than their demand at the plan's 7 request/s a replica.
     late = {
-        name: int((r.windows["ready"] < np.ceil(r.windows["demand_rate"] / (MU * UTILIZATION) - 1e-9)).sum())
+        name: int((r.windows["demand_rate"] > r.windows["ready"] * MU * UTILIZATION * (1 + 1e-9)).sum())
         for name, r in (("predictive", predictive), ("reactive", reactive))
     }
     assert late["predictive"] == 0 and late["reactive"] > 0

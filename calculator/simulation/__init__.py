@@ -34,10 +34,14 @@ The submodules, each re-exported here:
 * :mod:`~calculator.simulation.run`: :func:`simulate`, the seeds run through an executor.
 * :mod:`~calculator.simulation.plans`: checking a fleet plan (:func:`plan_setup`, :func:`simulate_plan`,
   :func:`verify_plan`, :class:`PlanVerification`).
+* :mod:`~calculator.simulation.fleet` and :mod:`~calculator.simulation.day`: a plan through a day in production
+  (:func:`simulate_day`: an autoscaler, cold starts, failures, clients that time out and retry, admission and
+  regions around the same replicas), the request-level mode of :func:`calculator.dynamics.run_day`.
 """
 
 from __future__ import annotations
 
+from .day import simulate_day
 from .inputs import DEFAULT_ROUTER, ROUTERS, SimulationSetup, Traffic, router_name
 from .plans import PlanVerification, default_requests, plan_setup, simulate_plan, verify_plan
 from .results import SimulationResult
@@ -56,4 +60,5 @@ __all__ = [
     "verify_plan",
     "router_name",
     "simulate",
+    "simulate_day",
 ]

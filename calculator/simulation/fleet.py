@@ -208,13 +208,14 @@ class _Clients:
 
     def __init__(self, policy: Any, rng: np.random.Generator):
         self.policy, self.rng = policy, rng
+        self.allowance = None if policy is None else policy.budget  # retries per first attempt (None: unlimited)
         self.firsts: deque[float] = deque()
         self.retries: deque[float] = deque()
         self.refused = 0  # retries the budget refused
 
     def first(self, now: float) -> None:
         """A request's first attempt was sent at ``now`` (the budget counts it)."""
-        if self.policy is not None and self.policy.budget is not None:
+        if self.allowance is not None:
             self.firsts.append(now)
 
     def retry_at(self, attempt: int, now: float) -> float | None:
@@ -222,11 +223,11 @@ class _Clients:
         policy = self.policy
         if policy is None or attempt >= policy.max_attempts:
             return None
-        if policy.budget is not None:
+        if self.allowance is not None:
             for times in (self.firsts, self.retries):
                 while times and times[0] < now - BUDGET_WINDOW:
                     times.popleft()
-            if len(self.retries) + 1 > policy.budget * len(self.firsts):
+            if len(self.retries) + 1 > self.allowance * len(self.firsts):
                 self.refused += 1
                 return None
             self.retries.append(now)

@@ -160,24 +160,45 @@ class _Day:
             self.push(max(now + policy.timeout.m - self.path[index], now), _TIMEOUT, index)
 
     def route(self, index: int, now: float) -> int | None:
-        """The replica attempt ``index`` goes to: the nearest region that is up and admits it, then a replica there."""
-        pool, gate = self.pool, self.gate
+        """The replica attempt ``index`` goes to (None: shed).
+
+        The users' own region when it is up and admits the attempt; else (failover, spill-over) the other regions
+        that are up, the least loaded first (waiting requests per ready replica; the nearer of equals), as the
+        closed form spreads a failed region's load to equalize the survivors' (``regions.failover_headroom``).
+        """
         job = self.job[index]
         home, klass = self.home[job], self.klass[job]
-        for region in self.order[home]:
-            ready = len(pool.ready.get(region, ()))
-            if self.down[region] or not ready or gate.region_full(pool.waiting(region), ready, klass):
-                continue  # fail over, or spill over
-            target = pool.pick(region, self.run.router, self.turn, self.rng, now)
-            self.turn += 1
-            if target is None:
-                continue  # every breaker there open
-            rep = pool.reps[target]
-            if gate.too_late(len(rep.waiting), pool.service_rate(target, now, gate.prior), klass):
-                continue
-            self.path[index] = self.overhead + self.trips[home][region]
+        target = self.admit(home, klass, now)
+        if target is not None:
+            self.path[index] = self.overhead + self.trips[home][home]
             return target
+        pool = self.pool
+        others = [r for r in self.order[home][1:] if not self.down[r] and pool.ready.get(r)]
+        others.sort(key=lambda r: pool.waiting(r) / len(pool.ready[r]))  # stable: the nearer of equals first
+        for region in others:
+            target = self.admit(region, klass, now)
+            if target is not None:
+                self.path[index] = self.overhead + self.trips[home][region]
+                return target
         return None
+
+    def admit(self, region: int, klass: int, now: float) -> int | None:
+        """A replica of ``region`` that takes an attempt of class ``klass`` at ``now`` (None: down, full or refused)."""
+        pool, gate = self.pool, self.gate
+        ready = len(pool.ready.get(region, ()))
+        if self.down[region] or not ready:
+            return None
+        if gate.max_queue is not None and gate.region_full(pool.waiting(region), ready, klass):
+            return None
+        target = pool.pick(region, self.run.router, self.turn, self.rng, now)
+        self.turn += 1
+        if target is None:  # every breaker there open
+            return None
+        if gate.deadline is not None:
+            rate = pool.service_rate(target, now, gate.prior)
+            if gate.too_late(len(pool.reps[target].waiting), rate, klass):
+                return None
+        return target
 
     def finish(self, index: int, now: float, outcome: int) -> None:
         """Attempt ``index`` ended at ``now`` without serving (shed, timed out, failed): its client may retry."""
@@ -343,7 +364,7 @@ class _Day:
         elif kind == _TIMEOUT:
             self.timeout(a, now)
         elif kind == _READY:
-            self.pool.make_ready(a)
+            self.pool.make_ready(a, now)
         elif kind == _TICK:
             self.tick(now)
         elif kind == _FAIL:
@@ -363,7 +384,7 @@ class _Day:
 
         for region, count in enumerate(self.run.initial):
             for _ in range(count):
-                self.pool.make_ready(self.pool.start(region, 0.0))
+                self.pool.make_ready(self.pool.start(region, 0.0), 0.0)
         self.scaler_state = [AutoscalerState() for _ in self.names]
         self.push(self.scenario.autoscaler.interval.m, _TICK)
         self.push(0.0, _SAMPLE)
@@ -589,6 +610,8 @@ def _run_days(runs: list[_DayRun], executor: Executor | None, progress: Callable
         for k, run in enumerate(runs):
             share = None if progress is None else (lambda done, k=k: progress((k + done) / len(runs)))
             frames.append(_day_seed(run, share))
+            if progress is not None:
+                progress((k + 1) / len(runs))
         return frames
     futures = [executor.submit(_day_seed, run) for run in runs]
     frames = []

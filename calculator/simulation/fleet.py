@@ -52,6 +52,7 @@ class _Pool:
         self.region: list[int] = []
         self.status: list[int] = []
         self.spans: list[list[float]] = []  # [provisioned at, gone at]
+        self.ready_at: list[float] = []  # when each took its first request (infinity: never)
         self.breakers: list[CircuitBreaker | None] = []
         self.done: list[deque[float]] = []  # each replica's recent completion times
         self.ready: dict[int, list[int]] = {}  # region -> its ready replicas, in start order
@@ -64,17 +65,19 @@ class _Pool:
         self.region.append(region)
         self.status.append(_STARTING)
         self.spans.append([now, math.inf])
+        self.ready_at.append(math.inf)
         self.breakers.append(CircuitBreaker(self.breaker) if self.breaker is not None else None)
         self.done.append(deque())
         self.starting.setdefault(region, []).append(index)
         self.ready.setdefault(region, [])
         return index
 
-    def make_ready(self, index: int) -> bool:
-        """The replica's start ended: it takes requests (False: it was cancelled or lost meanwhile)."""
+    def make_ready(self, index: int, now: float) -> bool:
+        """The replica's start ended at ``now``: it takes requests (False: it was cancelled or lost meanwhile)."""
         if self.status[index] != _STARTING:
             return False
         self.status[index] = _READY
+        self.ready_at[index] = now
         self.starting[self.region[index]].remove(index)
         self.ready[self.region[index]].append(index)
         return True

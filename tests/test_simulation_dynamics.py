@@ -241,8 +241,7 @@ def _amplification(load, seconds=60.0):
 
 def test_retry_amplification_emerges_as_the_equilibrium_predicts():
     # Above saturation (1.5 x capacity) the closed form's attempt rate solves L = lambda A(1 - mu / L): 2.78
-    # attempts per request with 3 retries. The simulation's clients arrive there on their own: measured 2.85
-    # (+3 %; the replicas serve slightly under the nominal capacity as slots free between arrivals).
+    # attempts per request with 3 retries. The simulation's clients arrive there on their own: measured 2.81 (+1 %).
     # Below (0.7 x) the closed form has no retries at all; random bursts still fill the one-deep queues now and
     # then (two replicas: a burst of a few arrivals fills both), and the measured 1.10 is that.
     above, capacity, rate = _amplification(1.5)

@@ -7,6 +7,7 @@ of the commands it lists, so an option added later without an error case fails h
 """
 
 import re
+from pathlib import Path
 
 import pytest
 import typer
@@ -17,6 +18,7 @@ from calculator.cli import app
 from calculator.cli._app import tokens
 
 runner = CliRunner()
+DAY_PLAN = Path(__file__).parent / "plans" / "flat-deepseek-v3-attention-dp.json"
 
 SIZING = ["llama-3.1-8b", "--rate", "5", "--input", "500", "--output", "200", "--ttft", "1 s", "--tpot", "50 ms"]
 START = {
@@ -26,6 +28,7 @@ START = {
     "fit": ["fit", "llama-3.1-8b", "-a", "h100-sxm", "--context", "4096"],
     "predict": ["predict", "llama-3.1-8b", "--input", "500", "--output", "200", "-c", "4"],
     "frontier": ["frontier", "llama-3.1-8b", "--input", "500", "--output", "200"],
+    "day": ["day", "--plan", str(DAY_PLAN), "--demand", "flat", "--duration", "1 h"],
 }
 #: A bad value of each option, and the flag the message must name (as the help shows it).
 SIZING_BAD = {
@@ -115,6 +118,32 @@ BAD = {
         "--accelerator": ("h999", "--accelerator"),
         "--precision": ("int3", "-p/--precision"),
         "--engine": ("tgi", "--engine"),
+    },
+    "day": {
+        "--plan": ("missing.json", "--plan"),
+        "--demand": ("monthly", "--demand"),
+        "--peak-rate": ("-5", "--peak-rate"),
+        "--autoscaler": ("magic", "--autoscaler"),
+        "--metric": ("cpu", "--metric"),
+        "--min-replicas": ("-1", "--min-replicas"),
+        "--max-replicas": ("0", "--max-replicas"),
+        "--warm-pool": ("-1", "--warm-pool"),
+        "--cooldown": ("5", "--cooldown"),
+        "--interval": ("0 s", "--interval"),
+        "--lead-time": ("soon", "--lead-time"),
+        "--fail": ("disk:1@14:00", "--fail"),
+        "--region": ("us east", "--region"),
+        "--round-trip": ("50", "--round-trip"),
+        "--retry-timeout": ("0 s", "--retry-timeout"),
+        "--max-attempts": ("0", "--max-attempts"),
+        "--retry-budget": ("-1", "--retry-budget"),
+        "--max-queue": ("-1", "--max-queue"),
+        "--deadline": ("0 s", "--deadline"),
+        "--window": ("0 min", "--window"),
+        "--duration": ("-1 h", "--duration"),
+        "--storage-bandwidth": ("1 s", "--storage-bandwidth"),
+        "--mode": ("batch", "--mode"),
+        "--seeds": ("0", "--seeds"),
     },
 }
 #: Options with no bad value: on/off flags, and the output options (their errors are tested in test_cli.py).

@@ -227,7 +227,7 @@ def test_parse_failure_forms():
     ("text", "words"),
     [
         ("region@14:00", "KIND:TARGET"),
-        ("disk:1@14:00", "'kind'"),
+        ("disk:1@14:00", "kind must be one of"),
         ("replicas:x@14:00", "count of replicas"),
         ("region:eu@25:00", "HH:MM"),
         ("region:eu@14:00+soon", "duration"),
@@ -289,3 +289,21 @@ def test_day_result_summary():
     assert result.peak_replicas == 4.0
     with pytest.raises(InputError, match="'windows'"):
         day_result(rows.drop(columns="queue"), 300.0, 0.99, "fluid")
+
+
+def test_the_attainment_goal_follows_the_targets():
+    from types import SimpleNamespace
+
+    from calculator.dynamics import attainment_goal
+    from calculator.serving import Targets
+
+    curve = demand_shape("flat", PEAK, duration=Q_(1, "hour"))
+    mean = SimpleNamespace(targets=Targets(ttft=Q_(1, "s"), tpot=Q_(50, "ms")))
+    tails = SimpleNamespace(
+        targets=Targets(ttft=Q_(1, "s"), tpot=Q_(50, "ms"), ttft_percentile=0.9, tpot_percentile=0.95)
+    )
+    assert attainment_goal(mean, Scenario(curve)) == 0.5  # mean targets: the median request
+    assert attainment_goal(tails, Scenario(curve)) == 0.95  # the strictest percentile
+    assert attainment_goal(tails, Scenario(curve, goal=0.8)) == 0.8
+    with pytest.raises(InputError, match="'goal'"):
+        Scenario(curve, goal=0)

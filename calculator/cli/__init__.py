@@ -31,12 +31,14 @@ The modules, each registering its commands on :data:`app` when imported here:
 * :mod:`~calculator.cli.calibrate`: ``calibrate`` (an engine's costs fitted to the user's own benchmark files).
 * :mod:`~calculator.cli.bench`: ``bench`` (the benchmark runs that measure a plan) and ``check`` (their results
   against the plan).
+* :mod:`~calculator.cli.day`: ``day`` (a plan played through a day of demand with its autoscaler, failures,
+  retries and overload control: :func:`calculator.dynamics.run_day`).
 """
 
 from __future__ import annotations
 
 # Importing a module registers its commands on app; the help lists them in the order of this import.
-from . import registry, size, fit, predict, simulate, frontier, calibrate, bench  # noqa: F401  # isort: skip
+from . import registry, size, fit, predict, simulate, frontier, calibrate, bench, day  # noqa: F401  # isort: skip
 from ._app import app, main
 from .simulate import _plan_from_json as _plan_from_json
 

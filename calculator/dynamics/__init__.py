@@ -1,11 +1,12 @@
 """A day in production: a plan run through demand over time with its autoscaler, failures, retries and overload control.
 
 :mod:`.demand` draws the demand curve, :mod:`.policies` holds the policies a :class:`Scenario` gathers,
-:mod:`.result` the :class:`DayResult` both modes return. The fluid (mean-field) mode and
-:func:`run_day` come in :mod:`.fluid` and :mod:`.day`; the request-level mode lives in
-:mod:`calculator.simulation`.
+:mod:`.result` the :class:`DayResult` both modes return. :func:`run_day` runs a plan through a
+:class:`Scenario` (:func:`day_scenario` builds one around a plan) in the fluid (mean-field) mode of
+:mod:`.fluid` or request by request (:func:`calculator.simulation.simulate_day`).
 """
 
+from .day import MODES, day_scenario, run_day
 from .demand import DAY, DEMAND_SHAPES, WEEK, DemandCurve, demand_from_file, demand_shape
 from .policies import (
     AUTOSCALER_KINDS,
@@ -21,12 +22,13 @@ from .policies import (
     parse_clock,
     parse_failure,
 )
-from .result import WINDOW_COLUMNS, DayResult, day_result
+from .result import WINDOW_COLUMNS, DayResult, attainment_goal, day_result
 
 __all__ = [
     "AUTOSCALER_KINDS",
     "AUTOSCALER_METRICS",
     "DAY",
+    "MODES",
     "DEMAND_SHAPES",
     "WEEK",
     "WINDOW_COLUMNS",
@@ -40,9 +42,12 @@ __all__ = [
     "Region",
     "RetryPolicy",
     "Scenario",
+    "attainment_goal",
     "day_result",
+    "day_scenario",
     "demand_from_file",
     "demand_shape",
     "parse_clock",
     "parse_failure",
+    "run_day",
 ]

@@ -75,6 +75,12 @@ class DemandCurve(Result):
         start, stop = np.asarray(start, dtype=float), np.asarray(stop, dtype=float)
         return (self._integral(stop) - self._integral(start)) / (stop - start)
 
+    def peak_between(self, start: float, stop: float) -> float:
+        """The highest rate (request/s) on ``[start, stop]`` seconds: a forecast's look over its lead time."""
+        inside = self.rates[(self.times > start) & (self.times < stop)]
+        ends = np.interp([start, stop], self.times, self.rates)
+        return float(max(ends.max(), inside.max(initial=0.0)))
+
     def _integral(self, t: np.ndarray) -> np.ndarray:
         """Requests arrived from 0 to ``t`` seconds (trapezoids between knots, flat after the last)."""
         cumulative = np.concatenate([[0.0], np.cumsum(np.diff(self.times) * (self.rates[1:] + self.rates[:-1]) / 2)])

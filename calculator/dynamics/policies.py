@@ -18,11 +18,11 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import CalculatorError, InputError
 from ..formula import magnitude
 from ..results import Result
 from ..routing.resilience import CircuitBreakerConfig
-from ..units import Q_, shown, ureg
+from ..units import Q_, parse_quantity, shown
 from .demand import DemandCurve
 
 __all__ = [
@@ -182,8 +182,9 @@ class Autoscaler:
         """The replica count wanted at ``now`` (seconds): ready and starting replicas together.
 
         ``observed`` is the metric summed over the ready replicas (reactive); ``forecast_rate`` the
-        demand forecast at ``now + lead_time`` (request/s) and ``per_replica_rate`` the rate one replica
-        serves at its planned load (predictive). Scale-downs wait ``cooldown`` after the last scaling
+        highest demand forecast from ``now`` to ``now + lead_time`` (request/s: replicas start a lead
+        ahead of a rise and stop only when demand has fallen) and ``per_replica_rate`` the rate one
+        replica serves at its planned load (predictive). Scale-downs wait ``cooldown`` after the last scaling
         in ``state`` (:meth:`AutoscalerState.record` keeps it). Pure: the same arguments give the same count.
         """
         state = state or AutoscalerState()
@@ -445,12 +446,13 @@ def parse_failure(text: str) -> Failure:
         )
     kind, target, when, lasting = found.groups()
     kind = {"replicas": "replica"}.get(kind, kind)
-    _choice("a failure", "kind", kind, FAILURE_KINDS)
+    if kind not in FAILURE_KINDS:
+        raise InputError(f"a failure's kind must be one of {', '.join(FAILURE_KINDS)} (or replicas), got {kind!r}")
     duration: Any = None
     if lasting is not None:
         try:
-            duration = ureg.Quantity(lasting.strip())
-        except Exception:  # pint raises several kinds for text that is not a quantity
+            duration = parse_quantity(lasting.strip(), "s", what="a failure's duration")
+        except CalculatorError:
             raise InputError(f"a failure's duration must be a time such as 2h or 30min, got {lasting!r}") from None
     if kind != "region":
         if not target.isdigit():
@@ -526,6 +528,9 @@ class Scenario(Result):
         The reporting window (default five minutes).
     duration : Quantity [time] or None
         Length of the run; None: the demand curve's.
+    goal : float or None
+        The attainment a window must reach to meet the targets; None: the plan's highest target
+        percentile, or 0.5 (the median request) for mean targets (:func:`~calculator.dynamics.attainment_goal`).
     """
 
     demand: DemandCurve
@@ -538,6 +543,7 @@ class Scenario(Result):
     price: Any = None
     window: Any = _5_MIN
     duration: Any = None
+    goal: float | None = None
 
     def __post_init__(self) -> None:
         owner = "Scenario"
@@ -559,6 +565,11 @@ class Scenario(Result):
         self._check_regions()
         _convert(self, owner, {"price": ("USD/hour", "nonnegative"), "window": ("s", "positive")})
         _convert(self, owner, {"duration": ("s", "positive")})
+        if self.goal is not None:
+            goal = float(_quantity(owner, "goal", self.goal, "", "probability").m)
+            if goal <= 0:
+                raise InputError(f"{owner}: argument 'goal' must be above 0, got {goal:g}")
+            object.__setattr__(self, "goal", goal)
 
     def _check_regions(self) -> None:
         if not all(isinstance(r, Region) for r in self.regions):

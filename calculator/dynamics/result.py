@@ -11,7 +11,7 @@ from ..errors import InputError
 from ..results import Result
 from ..units import Q_
 
-__all__ = ["WINDOW_COLUMNS", "DayResult", "day_result"]
+__all__ = ["WINDOW_COLUMNS", "DayResult", "attainment_goal", "day_result"]
 
 #: The columns of :attr:`DayResult.windows`, in order, with their units. Counts are requests in the window;
 #: rates request/s; times seconds; ``ready`` and ``starting`` the window's mean replicas.
@@ -46,10 +46,12 @@ class DayResult(Result):
     windows : pandas.DataFrame
         One row per reporting window with the columns of :data:`WINDOW_COLUMNS`: demand (first attempts)
         and offered (with retries) rates, mean ready and starting replicas, the mean queue, TTFT and
-        TPOT at p50 and p99 of the requests served, requests served, shed (admission), failed (their
-        last attempt failed or timed out) and retried, attainment (the share of the window's requests
-        that met every target on their first attempt), GPU-hours and cost billed, and whether the
-        window's attainment reaches ``goal``.
+        TPOT at p50 and p99 of the requests served, and counts of attempts: served (began service), shed
+        (refused by admission), failed (timed out waiting, or lost with a replica or a region) and
+        retried (retries that arrived); attainment (first attempts served meeting every target, over
+        first attempts arrived: a request that needed a retry does not count as meeting), GPU-hours and
+        cost billed (ready, starting and warm-pool replicas), and whether attainment reaches ``goal``.
+        With priority classes, ``shed_<class>`` columns follow.
     mode : str
         ``"fluid"`` or ``"requests"``.
     goal : float
@@ -77,10 +79,24 @@ class DayResult(Result):
     verdict: str
 
 
+def attainment_goal(plan: Any, scenario: Any) -> float:
+    """The attainment a window must reach: the scenario's ``goal``, else the targets' highest percentile, else 0.5.
+
+    A plan sized for percentile targets promises that share of requests within them; one sized for mean
+    targets promises the typical request (the median). Both modes judge their windows with it.
+    """
+    if getattr(scenario, "goal", None) is not None:
+        return float(scenario.goal)
+    targets = plan.targets
+    named = [p for p in (targets.ttft_percentile, targets.tpot_percentile) if p is not None]
+    return float(max(named)) if named else 0.5
+
+
 def day_result(windows: Any, window: float, goal: float, mode: str) -> DayResult:
     """The :class:`DayResult` of per-window rows: ``meets``, the summary and the verdict, the same for both modes.
 
-    ``windows`` holds every column of :data:`WINDOW_COLUMNS` but ``meets``; ``window`` is the
+    ``windows`` holds every column of :data:`WINDOW_COLUMNS` but ``meets`` (others, such as ``shed_<class>``,
+    follow them); ``window`` is the
     reporting window in seconds; ``goal`` the attainment a window must reach.
     """
     missing = [c for c in WINDOW_COLUMNS if c != "meets" and c not in windows.columns]
@@ -88,7 +104,8 @@ def day_result(windows: Any, window: float, goal: float, mode: str) -> DayResult
         raise InputError(f"day_result(): argument 'windows' lacks column(s) {missing}")
     if not 0 < goal <= 1:
         raise InputError(f"day_result(): argument 'goal' must be in (0, 1], got {goal!r}")
-    frame = windows.assign(meets=windows["attainment"].to_numpy() >= goal - 1e-12)[list(WINDOW_COLUMNS)]
+    extra = [c for c in windows.columns if c not in WINDOW_COLUMNS]  # a mode's own columns (shed per class) follow
+    frame = windows.assign(meets=windows["attainment"].to_numpy() >= goal - 1e-12)[[*WINDOW_COLUMNS, *extra]]
     arrived = frame["demand_rate"].to_numpy() * window
     total = arrived.sum()
     attainment = float(np.dot(frame["attainment"].to_numpy(), arrived) / total) if total > 0 else 1.0

@@ -1,0 +1,100 @@
+"""``servecalc day``: a plan file played through a day, as a table, CSV and JSON."""
+
+import io
+import json
+import math
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from calculator.cli import _plan_from_json, app
+from calculator.dynamics import WINDOW_COLUMNS
+
+runner = CliRunner()
+
+SIZE = ["size", "llama-3.1-8b", "--rate", "20", "--input", "500", "--output", "200", "--ttft", "1 s", "--tpot", "50 ms"]
+
+
+@pytest.fixture(scope="module")
+def plan_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("plan") / "plan.json"
+    result = runner.invoke(app, [*SIZE, "--price", "4", "--json"])
+    assert result.exit_code == 0, result.output
+    path.write_text(result.stdout)
+    return path
+
+
+def day(plan_file, *args):
+    result = runner.invoke(app, ["day", "--plan", str(plan_file), *args])
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def test_the_table_has_an_hour_a_row_and_the_verdict(plan_file):
+    text = day(plan_file, "--demand", "diurnal")
+    lines = text.splitlines()
+    assert lines[0].startswith("A day in production (fluid mode):") and "met every target" in lines[0]
+    assert "TTFT p99 [ms]" in lines[1]
+    assert sum(line[:5] in {f"{h:02d}:00" for h in range(24)} for line in lines) == 24
+
+
+def test_csv_has_the_window_columns_and_the_shapes_mean(plan_file):
+    frame = pd.read_csv(io.StringIO(day(plan_file, "--demand", "diurnal", "--format", "csv")))
+    assert list(frame.columns) == list(WINDOW_COLUMNS)
+    assert len(frame) == 24 * 12  # five-minute windows
+    # The diurnal shape peaks at the plan's 20 request/s and averages (1 + 0.3) / 2 of it.
+    assert frame["demand_rate"].mean() == pytest.approx(20 * 0.65, rel=1e-9)
+
+
+def test_a_fixed_fleet_bills_the_plans_gpus_all_day(plan_file):
+    plan = _plan_from_json(plan_file)
+    frame = pd.read_csv(io.StringIO(day(plan_file, "--demand", "flat", "--autoscaler", "fixed", "--format", "csv")))
+    assert (frame["ready"] == plan.replicas).all()
+    assert frame["gpu_hours"].sum() == pytest.approx(plan.gpus * 24)
+    assert frame["cost"].sum() == pytest.approx(plan.gpus * 24 * 4)  # --price 4 USD per GPU-hour
+
+
+def test_json_matches_the_windows(plan_file):
+    data = json.loads(day(plan_file, "--demand", "spike", "--peak-rate", "30", "--json"))
+    windows = pd.DataFrame(data["windows"])
+    arrived = windows["demand_rate"] * 300
+    assert data["mode"] == "fluid"
+    # The spike's first window: the curve's knots five minutes apart, 30/s at 09:00 and 7.5 + 22.5 e^(-300/7200) after.
+    assert windows["demand_rate"].max() == pytest.approx((30 + 7.5 + 22.5 * math.exp(-300 / 7200)) / 2, rel=1e-9)
+    assert data["attainment"] == pytest.approx((windows["attainment"] * arrived).sum() / arrived.sum())
+    assert data["gpu_hours"]["value"] == pytest.approx(windows["gpu_hours"].sum())
+
+
+def test_a_region_outage_moves_its_demand_to_the_other(plan_file):
+    plan = _plan_from_json(plan_file)
+    args = ["--demand", "flat", "--autoscaler", "fixed", "--region", "us", "--region", "eu"]
+    frame = pd.read_csv(
+        io.StringIO(day(plan_file, *args, "--fail", "region:eu@12:00+1h", "--round-trip", "80 ms", "--format", "csv"))
+    )
+    frame = frame.set_index("start_s")
+    per_region = math.ceil(plan.replicas / 2)  # the plan's replicas split over the two regions
+    assert frame.loc[6 * 3600, "ready"] == 2 * per_region
+    assert frame.loc[12.5 * 3600, "ready"] == per_region  # eu down
+    assert frame.loc[12.5 * 3600, "served"] == pytest.approx(20 * 300, rel=1e-6)  # us serves it all
+    assert frame.loc[12.5 * 3600, "ttft_p99_s"] > frame.loc[6 * 3600, "ttft_p99_s"] + 0.07  # the 80 ms round trip
+
+
+def test_a_demand_file(plan_file, tmp_path):
+    path = tmp_path / "demand.csv"
+    pd.DataFrame({"time": [0, 1800, 3600], "rate": [5, 15, 5]}).to_csv(path, index=False)
+    frame = pd.read_csv(io.StringIO(day(plan_file, "--demand", str(path), "--format", "csv")))
+    assert len(frame) == 12
+    assert frame["demand_rate"].sum() * 300 == pytest.approx(3600 * 10)  # a triangle averaging 10/s over the hour
+
+
+def test_the_request_mode_or_a_clear_error(plan_file):
+    import calculator.simulation as simulation
+
+    args = ["day", "--plan", str(plan_file), "--demand", "flat", "--duration", "10 min", "--mode", "requests"]
+    result = runner.invoke(app, [*args, "--format", "csv"])
+    if hasattr(simulation, "simulate_day"):
+        assert result.exit_code == 0, result.output
+        assert list(pd.read_csv(io.StringIO(result.stdout)).columns)[: len(WINDOW_COLUMNS)] == list(WINDOW_COLUMNS)
+    else:
+        assert result.exit_code == 2 and "request-level mode" in result.output

@@ -56,7 +56,8 @@ class _DayRun:
     ``targets``: per-request TTFT and TPOT bounds in seconds (None: no such target); ``initial``: each region's
     replicas at the start; ``per_replica_rate``: request/s one replica serves at the plan's load (the predictive
     autoscaler's and the deadline shed's prior); ``cancel``: whether the engine learns that a client gave up on an
-    attempt (True: the attempt is cancelled and its KV freed; False: it runs on, its work wasted).
+    attempt (True: the attempt is cancelled and its KV freed; False: it runs on, its work wasted); ``price``: USD
+    per GPU-hour.
     """
 
     setup: SimulationSetup
@@ -69,6 +70,7 @@ class _DayRun:
     targets: tuple[float | None, float | None]
     duration: float
     cancel: bool = True
+    price: float = 0.0
 
 
 class _Day:
@@ -455,26 +457,30 @@ def _day_seed(run: _DayRun, progress: Callable[[float], None] | None = None) -> 
 
 
 def _windows(day: _Day) -> Any:
-    """The seed's rows per reporting window (every column of ``WINDOW_COLUMNS`` but ``meets``)."""
+    """The seed's rows per reporting window (every column of ``WINDOW_COLUMNS`` but ``meets``, then ``shed_<class>``).
+
+    As the fluid mode counts them (:class:`~calculator.dynamics.DayResult`): attempts served (began service),
+    shed, failed (timed out, lost with a replica or a region, or too long for the cache) and retried; TTFT and
+    TPOT of the attempts served, sent in the window, as their clients saw them; attainment, the first attempts
+    served within every target over the first attempts sent.
+    """
     import pandas as pd
 
-    run, scenario = day.run, day.scenario
-    width = float(scenario.window.m)
+    run = day.run
+    width = float(day.scenario.window.m)
     count = max(math.ceil(run.duration / width - 1e-9), 1)
     edges = np.arange(count + 1) * width
 
     def per_window(times: np.ndarray) -> np.ndarray:
-        bins = np.floor(times / width).astype(np.int64)
-        ok = np.isfinite(times) & (bins >= 0) & (bins < count)
-        return np.bincount(bins[ok], minlength=count)[:count].astype(float)
+        bins = np.floor(times[np.isfinite(times)] / width).astype(np.int64)
+        return np.bincount(bins[(bins >= 0) & (bins < count)], minlength=count)[:count].astype(float)
 
     sent, ended = np.array(day.sent), np.array(day.ended)
-    outcome, tries, job = np.array(day.outcome), np.array(day.tries), np.array(day.job)
-    first_sent = sent[: len(day.arrival)]
-    ttft, tpot, good = _job_latencies(day, sent, outcome, job)
-    window_of = np.floor(first_sent / width).astype(np.int64)
+    outcome, tries = np.array(day.outcome), np.array(day.tries)
+    ttft, tpot, good = _attempt_latencies(day, sent, outcome)
+    window_of = np.floor(sent / width).astype(np.int64)
     rows: dict[str, Any] = {"start_s": edges[:-1]}
-    rows["demand_rate"] = per_window(first_sent) / width
+    rows["demand_rate"] = per_window(sent[tries == 1]) / width
     rows["offered_rate"] = per_window(sent) / width
     samples = np.array(day.samples, dtype=float).reshape(-1, 4)
     for column, k in (("ready", 1), ("starting", 2), ("queue", 3)):
@@ -482,43 +488,39 @@ def _windows(day: _Day) -> Any:
     for column, values in (("ttft", ttft), ("tpot", tpot)):
         for q in (50, 99):
             rows[f"{column}_p{q}_s"] = _window_quantile(window_of, values, q / 100, count)
-    rows["served"] = per_window(ended[outcome == _SERVED])
+    rows["served"] = per_window(np.array(day.requests.started))
     rows["shed"] = per_window(ended[outcome == _SHED])
-    # a request failed when no attempt served it: counted when its last attempt ended
-    last = np.zeros(len(day.arrival), dtype=np.int64)
-    np.maximum.at(last, job, np.arange(job.size))
-    failed = ~np.isin(np.arange(len(day.arrival)), job[outcome == _SERVED])
-    rows["failed"] = per_window(ended[last[failed]])
+    rows["failed"] = per_window(ended[(outcome == _TIMED_OUT) | (outcome == _FAILED) | (outcome == _REFUSED)])
     rows["retried"] = per_window(sent[tries > 1])
-    arrived = np.bincount(window_of[window_of < count], minlength=count)[:count]
-    met = np.bincount(window_of[good & (window_of < count)], minlength=count)[:count]
-    rows["attainment"] = np.where(arrived > 0, met / np.maximum(arrived, 1), 1.0)
-    gpus = day.run.setup.tensor_parallel * day.run.setup.pipeline_parallel
-    hours = _replica_seconds(day, edges) * gpus / 3600
+    arrived = rows["demand_rate"] * width
+    rows["attainment"] = np.where(arrived > 0, per_window(sent[good]) / np.maximum(arrived, 1), 1.0)
+    hours = _replica_seconds(day, edges) * run.setup.tensor_parallel * run.setup.pipeline_parallel / 3600
     rows["gpu_hours"] = hours
-    rows["cost"] = hours * float(scenario.price.m)
+    rows["cost"] = hours * run.price
+    classes = day.scenario.admission.classes
+    if len(classes) > 1:
+        klass = np.array(day.klass)[np.array(day.job)]
+        for k, (name, _) in enumerate(classes):
+            rows[f"shed_{name}"] = per_window(ended[(outcome == _SHED) & (klass == k)])
     return pd.DataFrame(rows)
 
 
-def _job_latencies(day: _Day, sent: np.ndarray, outcome: np.ndarray, job: np.ndarray) -> tuple:
-    """Each request's TTFT and TPOT as its client saw them, and whether it met every target.
+def _attempt_latencies(day: _Day, sent: np.ndarray, outcome: np.ndarray) -> tuple:
+    """Each attempt's TTFT and TPOT as its client saw them (NaN unless served); the first attempts within every target.
 
-    The times run from the request's first attempt's sending; a request met its targets when an attempt served it
-    within both bounds.
+    The first attempts served within the plan's TTFT and TPOT bounds are the ones meeting the targets (a request
+    that needed a retry does not count, as in the fluid mode).
     """
-    jobs = len(day.arrival)
     requests = day.requests
-    served = np.flatnonzero(outcome == _SERVED)
-    owner = job[served]
-    path = np.array(day.path)[served]
-    first = np.array(requests.first)[served] + path
-    finish = np.array(requests.finish)[served] + path
-    output = np.array(requests.output)[served]
-    ttft, tpot = np.full(jobs, np.nan), np.full(jobs, np.nan)
-    ttft[owner] = first - sent[owner]
-    tpot[owner] = np.where(output > 1, (finish - first) / np.maximum(output - 1, 1), np.nan)
+    served = outcome == _SERVED
+    path = np.array(day.path)
+    first = np.where(served, np.array(requests.first) + path, np.nan)
+    finish = np.array(requests.finish) + path
+    output = np.array(requests.output)
+    ttft = first - sent
+    tpot = np.where(output > 1, (finish - first) / np.maximum(output - 1, 1), np.nan)
     ttft_bound, tpot_bound = day.run.targets
-    good = np.isfinite(ttft)
+    good = served & (np.array(day.tries) == 1)
     if ttft_bound is not None:
         good &= ttft <= ttft_bound
     if tpot_bound is not None:
@@ -624,7 +626,8 @@ def _run_days(runs: list[_DayRun], executor: Executor | None, progress: Callable
 
 def _day_runs(plan: ServingPlan, scenario: Any, seeds: int | Sequence[int]) -> tuple[list[_DayRun], float]:
     """Each seed's run of ``plan`` through ``scenario``, and the attainment a window must reach."""
-    from ..dynamics import Scenario
+    from ..dynamics import Scenario, attainment_goal
+    from ..dynamics.service import ReplicaService
     from .plans import _check_plan, plan_setup
 
     _check_plan(plan, "simulate_day")
@@ -649,33 +652,16 @@ def _day_runs(plan: ServingPlan, scenario: Any, seeds: int | Sequence[int]) -> t
         input_cv=traffic.input_cv, output_cv=traffic.output_cv, requests=requests,
     )  # fmt: skip
     initial = tuple(r.replicas for r in scenario.regions) or (int(plan.replicas),)
-    per_replica = float(workload.arrival_rate.m_as("request/s")) / max(int(plan.replicas), 1)
+    # the plan's replica as the fluid mode reads it: its planned load and price (one source for both modes)
+    service = ReplicaService.from_plan(plan, scenario.price.m if scenario.price is not None else None)
     bounds = (
         None if targets.ttft is None else float(targets.ttft.m_as("s")),
         None if targets.tpot is None else float(targets.tpot.m_as("s")),
     )
-    if scenario.price is None:
-        scenario = _priced(plan, scenario)
     setup = plan_setup(plan)
     runs = [
-        _DayRun(setup, traffic, scenario, plan.router, seed, initial, per_replica, bounds, duration)
+        _DayRun(setup, traffic, scenario, plan.router, seed, initial, service.planned_rate, bounds, duration,
+                price=service.price)
         for seed in _seeds(seeds, "simulate_day")
-    ]
-    return runs, _goal(targets)
-
-
-def _priced(plan: ServingPlan, scenario: Any) -> Any:
-    """The scenario at the plan's price per GPU-hour."""
-    import dataclasses
-
-    cost = getattr(plan, "cost", None)
-    if cost is None:
-        raise InputError("simulate_day(): the plan states no cost; give the scenario a 'price' per GPU-hour")
-    price = cost.per_hour / plan.gpus  # type: ignore[attr-defined]  # a FleetPlan's, as cost is
-    return dataclasses.replace(scenario, price=price)
-
-
-def _goal(targets: Any) -> float:
-    """The share of requests a window must serve within every target: the targets' percentile (the median when none)."""
-    percentiles = [p for p in (targets.ttft_percentile, getattr(targets, "tpot_percentile", None)) if p is not None]
-    return float(max(percentiles)) if percentiles else 0.5
+    ]  # fmt: skip
+    return runs, attainment_goal(plan, scenario)

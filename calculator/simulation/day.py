@@ -57,7 +57,7 @@ class _DayRun:
     replicas at the start; ``per_replica_rate``: request/s one replica serves at the plan's load (the predictive
     autoscaler's and the deadline shed's prior); ``cancel``: whether the engine learns that a client gave up on an
     attempt (True: the attempt is cancelled and its KV freed; False: it runs on, its work wasted); ``price``: USD
-    per GPU-hour.
+    per GPU-hour; ``capacity``: request/s one replica serves with its batch full (utilization's denominator).
     """
 
     setup: SimulationSetup
@@ -71,6 +71,7 @@ class _DayRun:
     duration: float
     cancel: bool = True
     price: float = 0.0
+    capacity: float = 1.0
 
 
 class _Day:
@@ -121,7 +122,7 @@ class _Day:
         self.turn = 0
         self.idle: list[int] = []
         self.samples: list[tuple[float, int, int, int]] = []
-        self.busy_seen: dict[int, float] = {}
+        self.seen: dict[int, int] = {}  # each replica's completions at the autoscaler's last look
         self.scaler_state: list[Any] = []
 
     # ---- the event queue
@@ -294,8 +295,8 @@ class _Day:
                 if pool.region[index] == region and status != _GONE:
                     self.lose(index, now)
         else:
-            ready = sorted(i for r in pool.ready.values() for i in r)
-            for index in ready[: int(failure.target)]:
+            region = max(pool.ready, key=lambda r: len(pool.ready[r]))  # the largest region (the first of equals)
+            for index in list(pool.ready[region][: int(failure.target)]):
                 self.lose(index, now)
         if failure.end < math.inf:
             self.push(failure.end, _RECOVER, number)
@@ -324,11 +325,11 @@ class _Day:
             if scaler.kind == "fixed":
                 wanted = self.run.initial[region]
             else:
-                observed = pool.observe(region, scaler.metric, self.busy_seen, interval)
+                observed = pool.observe(region, scaler.metric, self.seen, interval, self.run.capacity)
                 forecast = None
-                if scaler.kind == "predictive":
+                if scaler.kind == "predictive":  # the highest demand over the lead time, as the fluid mode reads it
                     share = self.regions[region].share if self.regions else 1.0
-                    forecast = float(self.scenario.demand.rate_at(now + scaler.lead_time.m)) * share
+                    forecast = self.scenario.demand.peak_between(now, now + scaler.lead_time.m) * share
                 state = self.scaler_state[region]
                 wanted = scaler.decide(now, observed, ready, starting, forecast, self.run.per_replica_rate, state)
                 self.scaler_state[region] = state.record(now, wanted, current)
@@ -661,7 +662,7 @@ def _day_runs(plan: ServingPlan, scenario: Any, seeds: int | Sequence[int]) -> t
     setup = plan_setup(plan)
     runs = [
         _DayRun(setup, traffic, scenario, plan.router, seed, initial, service.planned_rate, bounds, duration,
-                price=service.price)
+                price=service.price, capacity=service.capacity)
         for seed in _seeds(seeds, "simulate_day")
     ]  # fmt: skip
     return runs, attainment_goal(plan, scenario)

@@ -55,6 +55,7 @@ class _Pool:
         self.ready_at: list[float] = []  # when each took its first request (infinity: never)
         self.breakers: list[CircuitBreaker | None] = []
         self.done: list[deque[float]] = []  # each replica's recent completion times
+        self.completions: list[int] = []  # each replica's completions so far
         self.ready: dict[int, list[int]] = {}  # region -> its ready replicas, in start order
         self.starting: dict[int, list[int]] = {}
 
@@ -68,6 +69,7 @@ class _Pool:
         self.ready_at.append(math.inf)
         self.breakers.append(CircuitBreaker(self.breaker) if self.breaker is not None else None)
         self.done.append(deque())
+        self.completions.append(0)
         self.starting.setdefault(region, []).append(index)
         self.ready.setdefault(region, [])
         return index
@@ -117,6 +119,7 @@ class _Pool:
 
     def completed(self, index: int, now: float) -> None:
         """A request finished on ``index`` at ``now`` (its service rate counts it)."""
+        self.completions[index] += 1
         done = self.done[index]
         done.append(now)
         while done[0] < now - RATE_WINDOW:
@@ -154,8 +157,14 @@ class _Pool:
         reps = self.reps
         return sum(len(reps[i].waiting) for i in self.ready.get(region, []))
 
-    def observe(self, region: int, metric: str, since: dict[int, float], interval: float) -> float:
-        """An autoscaler's metric summed over ``region``'s ready replicas (``since``: busy seconds at the last look)."""
+    def observe(self, region: int, metric: str, since: dict[int, int], interval: float, capacity: float) -> float:
+        """An autoscaler's metric summed over ``region``'s ready replicas.
+
+        Utilization is what a replica completed since the last look (``since``: its completions then), over
+        ``interval`` seconds, as a share of its ``capacity`` (request/s at its full batch), as the fluid mode
+        reads it: the time an engine spends iterating is near all of it whenever it decodes anything, so it
+        would not steer.
+        """
         total = 0.0
         for i in self.ready.get(region, []):
             rep = self.reps[i]
@@ -165,9 +174,9 @@ class _Pool:
                 total += len(rep.running)
             elif metric == "kv_use":
                 total += (rep.dec_kv + rep.pf_kv + rep.slack - rep.saved) / rep.capacity
-            else:  # utilization over the last interval (an iteration counts from its start)
-                total += min((rep.busy - since.get(i, 0.0)) / interval, 1.0)
-            since[i] = rep.busy
+            else:
+                total += min((self.completions[i] - since.get(i, 0)) / interval / capacity, 1.0)
+            since[i] = self.completions[i]
         return total
 
 

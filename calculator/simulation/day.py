@@ -383,7 +383,7 @@ class _Day:
 
     def start(self) -> None:
         """The fleet at time 0: each region's replicas ready, the autoscaler's first decision, the failures."""
-        from ..dynamics import AutoscalerState
+        from ..dynamics.policies import AutoscalerState
 
         for region, count in enumerate(self.run.initial):
             for _ in range(count):
@@ -600,7 +600,7 @@ def simulate_day(
     frames = _run_days(runs, executor, progress)
     import pandas as pd
 
-    from ..dynamics import day_result
+    from ..dynamics.result import day_result
 
     mean = pd.concat(frames).groupby(level=0).mean() if len(frames) > 1 else frames[0]
     return day_result(mean, float(scenario.window.m), goal, "requests")
@@ -627,7 +627,8 @@ def _run_days(runs: list[_DayRun], executor: Executor | None, progress: Callable
 
 def _day_runs(plan: ServingPlan, scenario: Any, seeds: int | Sequence[int]) -> tuple[list[_DayRun], float]:
     """Each seed's run of ``plan`` through ``scenario``, and the attainment a window must reach."""
-    from ..dynamics import Scenario, attainment_goal
+    from ..dynamics.policies import Scenario
+    from ..dynamics.result import attainment_goal
     from ..dynamics.service import ReplicaService
     from .plans import _check_plan, plan_setup
 

@@ -397,3 +397,23 @@ def test_the_fluid_and_request_modes_agree_on_a_plan_s_day(case):
     assert requests.cost.m == pytest.approx(fluid.cost.m, rel=0.01)
     calm = (r.start_s + 120 <= 300) | (r.start_s >= 480)
     assert np.abs(r.served[calm] / f.served[calm] - 1).max() < 0.05
+
+
+def test_a_policy_sweep_runs_every_scenario_s_seeds_as_tasks_and_each_result_is_its_own_day():
+    # Two scenarios (no retries, and retries with a queue limit) over one executor: each result equals the day
+    # simulated alone with the same seeds.
+    from concurrent.futures import ThreadPoolExecutor
+
+    from calculator.simulation import simulate_days
+
+    plan = _plan()
+    base = Scenario(_curve([0, 60], [20, 20]), autoscaler=Autoscaler(kind="fixed", min_replicas=plan.replicas),
+                    window=Q_(30, "s"))  # fmt: skip
+    other = Scenario(base.demand, autoscaler=base.autoscaler, admission=Admission(max_queue=4), window=Q_(30, "s"))
+    with ThreadPoolExecutor(2) as pool:
+        swept = simulate_days(plan, [base, other], seeds=[3, 4], executor=pool)
+    for scenario, result in zip([base, other], swept, strict=True):
+        alone = simulate_day(plan, scenario, seeds=[3, 4])
+        pd.testing.assert_frame_equal(result.windows, alone.windows)
+    with pytest.raises(InputError, match="'scenarios'"):
+        simulate_days(plan, base)

@@ -39,7 +39,7 @@ from .inputs import MAX_REQUESTS, SimulationSetup, Traffic
 from .scheduler import _ABORTED, _DECODE, _DONE, _DROPPED, _PREFILL, _WAIT, _Requests
 from .seed import _engine, _limits
 
-__all__ = ["simulate_day"]
+__all__ = ["simulate_day", "simulate_days"]
 
 # What became of an attempt.
 _PENDING, _SERVED, _SHED, _TIMED_OUT, _FAILED, _REFUSED = 0, 1, 2, 3, 4, 5
@@ -81,10 +81,6 @@ class _Day:
         setup, scenario = run.setup, run.scenario
         self.run, self.scenario = run, scenario
         a, profile, rules, capacity, speculative = _limits(setup)
-        if int(setup.data_parallel) > 1:
-            raise InputError(
-                "simulate_day(): replicas of several attention ranks (data_parallel > 1) are not supported"
-            )
         arrival, prompt, output = run.traffic.draw(run.seed)
         engine = _engine(setup, (a, profile, rules, capacity, speculative), 1, run.seed, (prompt, output))
         self.overhead = profile.request_overhead.m_as("s")
@@ -593,17 +589,49 @@ def simulate_day(
     DayResult
         ``mode="requests"``; its windows as :func:`calculator.dynamics.run_day`'s fluid mode reports them.
     """
-    runs, goal = _day_runs(plan, scenario, seeds)
-    executor_or_none("simulate_day", executor)
-    if progress is not None and not callable(progress):
-        raise InputError(f"simulate_day(): argument 'progress' must be a callable or None, got {progress!r}")
-    frames = _run_days(runs, executor, progress)
+    return _simulate_days(plan, [scenario], seeds, executor, progress, "simulate_day")[0]
+
+
+def simulate_days(
+    plan: ServingPlan,
+    scenarios: Sequence[Any],
+    *,
+    seeds: int | Sequence[int] = 1,
+    executor: Executor | None = None,
+    progress: Callable[[float], None] | None = None,
+) -> list[Any]:
+    """:func:`simulate_day` of each scenario (a policy sweep), every seed of every scenario one task on ``executor``.
+
+    Returns one :class:`~calculator.dynamics.DayResult` per scenario, in order.
+    """
+    if isinstance(scenarios, str | bytes) or not isinstance(scenarios, Sequence) or not scenarios:
+        raise InputError(f"simulate_days(): argument 'scenarios' must be a list of Scenario, got {scenarios!r}")
+    return _simulate_days(plan, list(scenarios), seeds, executor, progress, "simulate_days")
+
+
+def _simulate_days(
+    plan: ServingPlan,
+    scenarios: list[Any],
+    seeds: int | Sequence[int],
+    executor: Executor | None,
+    progress: Callable[[float], None] | None,
+    function: str,
+) -> list[Any]:
     import pandas as pd
 
     from ..dynamics.result import day_result
 
-    mean = pd.concat(frames).groupby(level=0).mean() if len(frames) > 1 else frames[0]
-    return day_result(mean, float(scenario.window.m), goal, "requests")
+    executor_or_none(function, executor)
+    if progress is not None and not callable(progress):
+        raise InputError(f"{function}(): argument 'progress' must be a callable or None, got {progress!r}")
+    prepared = [_day_runs(plan, scenario, seeds, function) for scenario in scenarios]
+    frames = _run_days([run for runs, _ in prepared for run in runs], executor, progress)
+    results = []
+    for scenario, (runs, goal) in zip(scenarios, prepared, strict=True):
+        mine, frames = frames[: len(runs)], frames[len(runs) :]
+        mean = pd.concat(mine).groupby(level=0).mean() if len(mine) > 1 else mine[0]
+        results.append(day_result(mean, float(scenario.window.m), goal, "requests"))
+    return results
 
 
 def _run_days(runs: list[_DayRun], executor: Executor | None, progress: Callable[[float], None] | None) -> list:
@@ -625,16 +653,18 @@ def _run_days(runs: list[_DayRun], executor: Executor | None, progress: Callable
     return frames
 
 
-def _day_runs(plan: ServingPlan, scenario: Any, seeds: int | Sequence[int]) -> tuple[list[_DayRun], float]:
+def _day_runs(
+    plan: ServingPlan, scenario: Any, seeds: int | Sequence[int], function: str = "simulate_day"
+) -> tuple[list[_DayRun], float]:
     """Each seed's run of ``plan`` through ``scenario``, and the attainment a window must reach."""
     from ..dynamics.policies import Scenario
     from ..dynamics.result import attainment_goal
     from ..dynamics.service import ReplicaService
     from .plans import _check_plan, plan_setup
 
-    _check_plan(plan, "simulate_day")
+    _check_plan(plan, function)
     if not isinstance(scenario, Scenario):
-        raise InputError(f"simulate_day(): argument 'scenario' must be a Scenario, got {type(scenario).__name__}")
+        raise InputError(f"{function}(): argument 'scenario' must be a Scenario, got {type(scenario).__name__}")
     duration = scenario.seconds
     curve = scenario.demand
     times = np.append(curve.times[curve.times < duration], duration)
@@ -643,7 +673,7 @@ def _day_runs(plan: ServingPlan, scenario: Any, seeds: int | Sequence[int]) -> t
     requests = int(expected + 6 * math.sqrt(expected) + 10)
     if requests > MAX_REQUESTS:
         raise InputError(
-            f"simulate_day(): the demand asks about {expected:,.0f} requests, more than the {MAX_REQUESTS:,} a seed "
+            f"{function}(): the demand asks about {expected:,.0f} requests, more than the {MAX_REQUESTS:,} a seed "
             "simulates; run the fluid mode, or a shorter stretch of the day"
         )
     workload, targets = plan.workload, plan.targets
@@ -661,9 +691,11 @@ def _day_runs(plan: ServingPlan, scenario: Any, seeds: int | Sequence[int]) -> t
         None if targets.tpot is None else float(targets.tpot.m_as("s")),
     )
     setup = plan_setup(plan)
+    if setup.data_parallel > 1:
+        raise InputError(f"{function}(): replicas of several attention ranks (data_parallel > 1) are not simulated")
     runs = [
         _DayRun(setup, traffic, scenario, plan.router, seed, initial, service.planned_rate, bounds, duration,
                 price=service.price, capacity=service.capacity)
-        for seed in _seeds(seeds, "simulate_day")
+        for seed in _seeds(seeds, function)
     ]  # fmt: skip
     return runs, attainment_goal(plan, scenario)

@@ -55,8 +55,10 @@ def _curve(times, rates):
     return DemandCurve(np.asarray(times, dtype=float), np.asarray(rates, dtype=float))
 
 
-def _scenario(seconds=60.0, **policies):
-    policies.setdefault("autoscaler", Autoscaler(kind="fixed"))
+def _scenario(seconds=60.0, replicas=1, **policies):
+    """A flat day of ``seconds`` whose fixed autoscaler holds ``replicas`` per region (never replacing a lost one
+    within the test: :data:`NEVER`'s hour-long cold start)."""
+    policies.setdefault("autoscaler", Autoscaler(kind="fixed", min_replicas=replicas))
     policies.setdefault("cold_start", NEVER)
     return Scenario(_curve([0, seconds], [1, 1]), price=Q_(2, "USD/hour"), **policies)
 
@@ -87,7 +89,7 @@ def test_a_replica_failure_fails_its_running_requests_and_their_clients_retry_af
     # fails at 1 s. Its three attempts fail then; with no jitter the first retry waits backoff_base = 0.5 s, so
     # the three retries leave at 1.5 s and replica 1 (three running, room for four) serves them.
     retry = RetryPolicy(timeout=Q_(100, "s"), jitter="none", backoff_base=Q_(0.5, "s"))
-    scenario = _scenario(retry=retry, failures=(Failure("replica", Q_(1, "s"), target=1),))
+    scenario = _scenario(replicas=2, retry=retry, failures=(Failure("replica", Q_(1, "s"), target=1),))
     day = _day(scenario, _burst(6, 1000), initial=(2,))
     assert [day.outcome[j] for j in (0, 2, 4)] == [_FAILED] * 3 and [day.ended[j] for j in (0, 2, 4)] == [1.0] * 3
     assert day.job[6:] == [0, 2, 4] and day.tries[6:] == [2, 2, 2] and day.sent[6:] == [1.5] * 3
@@ -211,7 +213,7 @@ def test_with_every_dynamic_part_idle_a_day_runs_as_simulate_does():
     setup = SimulationSetup("llama-3.1-8b", "h100_sxm", "fp8", engine="vllm")
     traffic = Traffic(Q_(30, "request/s"), 512, 128, input_cv=0.5, output_cv=0.5, requests=600)
     reference = simulate(setup, traffic, replicas=2, router="round_robin").requests.sort_values("request")
-    run = _DayRun(setup, traffic, _scenario(), "round_robin", 0, (2,), 1.0, (None, None), 60.0)
+    run = _DayRun(setup, traffic, _scenario(replicas=2), "round_robin", 0, (2,), 1.0, (None, None), 60.0)
     day = _Day(run)
     day.start()
     day.loop(None)
@@ -234,7 +236,7 @@ def _amplification(load, seconds=60.0):
     capacity = 2 * 8 / (20 * STEP)
     rate = load * capacity
     retry = RetryPolicy(timeout=Q_(60, "s"), max_attempts=4, backoff_base=Q_(0.2, "s"), backoff_cap=Q_(2, "s"))
-    scenario = _scenario(seconds, retry=retry, admission=Admission(max_queue=1))
+    scenario = _scenario(seconds, replicas=2, retry=retry, admission=Admission(max_queue=1))
     day = _day(scenario, _demand([0, seconds], [rate, rate]), seqs=8, initial=(2,), router="join_shortest_queue")
     first = np.array(day.sent[: len(day.arrival)])
     middle = np.flatnonzero((first > 15) & (first < seconds - 10))
@@ -265,8 +267,8 @@ def test_after_a_burst_retries_hold_the_fleet_overloaded_unless_abandoned_attemp
     capacity = 2 * 8 / (20 * STEP)
     times, rates = [0, 30, 30.01, 45, 45.01, 120], np.array([0.8, 0.8, 2, 2, 0.8, 0.8]) * capacity
     retry = RetryPolicy(timeout=Q_(2, "s"), max_attempts=4, backoff_base=Q_(0.2, "s"), backoff_cap=Q_(2, "s"))
-    scenario = Scenario(_curve(times, rates), autoscaler=Autoscaler(kind="fixed"), retry=retry, cold_start=NEVER,
-                        window=Q_(15, "s"), price=Q_(2, "USD/hour"))  # fmt: skip
+    scenario = Scenario(_curve(times, rates), autoscaler=Autoscaler(kind="fixed", min_replicas=2), retry=retry,
+                        cold_start=NEVER, window=Q_(15, "s"), price=Q_(2, "USD/hour"))  # fmt: skip
     day = _day(scenario, _demand(times, rates), seqs=8, initial=(2,), router="join_shortest_queue", targets=(1.0, None),
                cancel=cancel)  # fmt: skip
     last = _windows(day).iloc[-1]  # 105-120 s, a minute after the burst

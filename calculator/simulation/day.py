@@ -87,8 +87,7 @@ class _Day:
         self.requests = _Requests(prompt.tolist(), output.tolist(), capacity, rules.kv_block)
         self.iterations: list[tuple[float, int]] = []
         self.pool = _Pool(engine, self.requests, self.release, self.iterations, scenario.admission.breaker)
-        per_replica = run.per_replica_rate
-        self.gate = _Gate(scenario.admission, per_replica)
+        self.gate = _Gate(scenario.admission, run.per_replica_rate)
         rng = np.random.default_rng(run.seed + 31_337)
         self.rng = rng
         self.clients = _Clients(scenario.retry, rng)
@@ -154,9 +153,7 @@ class _Day:
         rep.arrive(index, now)
         if not rep.in_iteration and target not in self.idle:
             self.idle.append(target)
-        policy = self.scenario.retry
-        if policy is not None:
-            self.push(max(now + policy.timeout.m - self.path[index], now), _TIMEOUT, index)
+        self.push(max(now + self.scenario.retry.timeout.m - self.path[index], now), _TIMEOUT, index)
 
     def route(self, index: int, now: float) -> int | None:
         """The replica attempt ``index`` goes to (None: shed).
@@ -285,9 +282,7 @@ class _Day:
             region = self.names.index(failure.target)
             self.down[region] = True
             self.warm[region] = 0
-            for index in [*pool.ready.get(region, ()), *pool.starting.get(region, ())]:
-                self.lose(index, now)
-            for index, status in enumerate(pool.status):  # draining ones too
+            for index, status in enumerate(pool.status):  # starting, ready and draining
                 if pool.region[index] == region and status != _GONE:
                     self.lose(index, now)
         else:
@@ -318,17 +313,14 @@ class _Day:
                 continue
             ready, starting = len(pool.ready.get(region, ())), len(pool.starting.get(region, ()))
             current = ready + starting
-            if scaler.kind == "fixed":
-                wanted = self.run.initial[region]
-            else:
-                observed = pool.observe(region, scaler.metric, self.seen, interval, self.run.capacity)
-                forecast = None
-                if scaler.kind == "predictive":  # the highest demand over the lead time, as the fluid mode reads it
-                    share = self.regions[region].share if self.regions else 1.0
-                    forecast = self.scenario.demand.peak_between(now, now + scaler.lead_time.m) * share
-                state = self.scaler_state[region]
-                wanted = scaler.decide(now, observed, ready, starting, forecast, self.run.per_replica_rate, state)
-                self.scaler_state[region] = state.record(now, wanted, current)
+            observed = pool.observe(region, scaler.metric, self.seen, interval, self.run.capacity)
+            forecast = None
+            if scaler.kind == "predictive":  # the highest demand over the lead time, as the fluid mode reads it
+                share = self.regions[region].share if self.regions else 1.0
+                forecast = self.scenario.demand.peak_between(now, now + scaler.lead_time.m) * share
+            state = self.scaler_state[region]
+            wanted = scaler.decide(now, observed, ready, starting, forecast, self.run.per_replica_rate, state)
+            self.scaler_state[region] = state.record(now, wanted, current)
             self.resize(region, wanted - current, now)
         self.push(now + interval, _TICK)
 

@@ -190,10 +190,9 @@ class _Gate:
     """
 
     def __init__(self, admission: Any, per_replica_rate: float):
-        self.max_queue = None if admission is None else admission.max_queue
-        deadline = None if admission is None else admission.deadline
-        self.deadline = None if deadline is None else float(deadline.m)
-        self.classes = 1 if admission is None else len(admission.classes)
+        self.max_queue = admission.max_queue
+        self.deadline = None if admission.deadline is None else float(admission.deadline.m)
+        self.classes = len(admission.classes)
         self.prior = per_replica_rate
 
     def share(self, klass: int) -> float:
@@ -220,7 +219,7 @@ class _Clients:
 
     def __init__(self, policy: Any, rng: np.random.Generator):
         self.policy, self.rng = policy, rng
-        self.allowance = None if policy is None else policy.budget  # retries per first attempt (None: unlimited)
+        self.allowance = policy.budget  # retries per first attempt (None: unlimited)
         self.firsts: deque[float] = deque()
         self.retries: deque[float] = deque()
         self.refused = 0  # retries the budget refused
@@ -233,7 +232,7 @@ class _Clients:
     def retry_at(self, attempt: int, now: float) -> float | None:
         """When the client sends attempt ``attempt + 1`` after attempt ``attempt`` failed at ``now`` (None: never)."""
         policy = self.policy
-        if policy is None or attempt >= policy.max_attempts:
+        if attempt >= policy.max_attempts:
             return None
         if self.allowance is not None:
             for times in (self.firsts, self.retries):

@@ -93,6 +93,23 @@ _PLAN = calculator.FleetPlan(
     targets=calculator.Targets(Q_(1, "s"), Q_(50, "ms")),
 )
 
+#: A day in production (calculator.dynamics): an hour of flat demand over the plan's fixed fleet.
+_DAY_CURVE = calculator.demand_shape("flat", Q_(5, "request/s"), duration=Q_(1, "hour"))
+_DAY = calculator.Scenario(
+    _DAY_CURVE, autoscaler=calculator.Autoscaler(kind="fixed", min_replicas=2), price=Q_(2, "USD/h")
+)
+_DAY_CALLS: dict[str, dict[str, Any]] = {
+    "demand_shape": {"shape": "diurnal", "peak_rate": Q_(100, "request/s")},
+    "demand_from_file": {"source": __import__("pandas").DataFrame({"time": [0, 60], "rate": [1, 2]})},
+    "parse_failure": {"text": "region:us-east@14:00+2h"},
+    "parse_clock": {"text": "1d14:00"},
+    "run_fluid": {"plan": _PLAN, "scenario": _DAY},
+    "run_day": {"plan": _PLAN, "scenario": _DAY},
+    "day_scenario": {"plan": _PLAN, "demand": _DAY_CURVE},
+    "plan_autoscaler": {"plan": _PLAN},
+    "attainment_goal": {"plan": _PLAN, "scenario": _DAY},
+}
+
 #: Arguments a function needs beyond its signature's kinds (a stable queue, a feasible plan).
 #: A benchmark result file of vLLM's layout, for the readers of the user's own benchmarks.
 _RESULTS = Path(tempfile.mkdtemp(prefix="servecalc-fuzz-")) / "run.json"
@@ -137,6 +154,7 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "kubernetes_manifest": {"plan": _PLAN, "engine": "vllm"},
     **{name: _STABLE_QUEUE for name in ("erlang_c", "mmc_mean_wait", "queue_stable")},
     "plan_summary": {"plan": _PLAN},
+    **_DAY_CALLS,
     "acceptance_for_speedup": {"target_speedup": 2.0, "draft_length": 4, "draft_cost_ratio": 0.05},
     "acceptance_rate": {"target_probs": [0.5, 0.3, 0.2], "draft_probs": [0.4, 0.4, 0.2]},
     "speculative_sample": {

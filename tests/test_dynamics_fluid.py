@@ -28,7 +28,7 @@ from calculator.dynamics.fluid import run_fluid
 from calculator.errors import InputError
 from calculator.fleet.plan import FleetPlan, Layout, PlanCost, PlanService
 from calculator.regions import failover_headroom, symmetric_failover_utilization
-from calculator.routing.resilience import retry_equilibrium
+from calculator.routing.resilience import retry_amplification, retry_equilibrium
 from calculator.serving import Targets
 
 MU, SLOTS, UTILIZATION, RUNNING, TTFT, TPOT = 10.0, 8, 0.7, 3.5, 0.3, 0.020
@@ -174,6 +174,9 @@ def test_retry_amplification_matches_the_equilibrium(rate):
     expected = retry_equilibrium(Q_(rate, "request/s"), Q_(10 * MU, "request/s"), 3)
     # Below capacity nothing times out; above it the attempts beyond 100/s time out and come back.
     assert amplification == pytest.approx(expected.amplification, rel=0.01)
+    # The share of attempts that fail, put in retry_amplification, gives the same attempts per request.
+    failing = rows["failed"].sum() / rows[["served", "failed"]].sum().sum()
+    assert amplification == pytest.approx(retry_amplification(failing, 3), rel=0.01)
     assert rows["served"].sum() / (rows.shape[0] * 300) == pytest.approx(min(rate, 100.0), rel=1e-6)
 
 
@@ -201,6 +204,26 @@ def test_admission_sheds_above_the_queue_limit_lowest_class_first():
     assert rows["shed_batch"].to_numpy() == pytest.approx(10 * 300)
     assert rows["shed_interactive"].sum() == 0
     assert rows["queue"].to_numpy() == pytest.approx(50)
+
+
+def test_a_circuit_breaker_fails_arrivals_fast_while_open():
+    from calculator.routing.resilience import CircuitBreakerConfig
+
+    breaker = CircuitBreakerConfig(failure_threshold=0.2, min_requests=10, open_interval=Q_(30, "s"))
+    retry = RetryPolicy(timeout=Q_(10, "s"), max_attempts=1)
+
+    def run(admission):
+        scenario = Scenario(flat(150.0), autoscaler=fixed(10), retry=retry, admission=admission)
+        return run_fluid(toy_plan(), scenario).windows[["served", "shed", "failed"]].sum()
+
+    plain, guarded = run(Admission()), run(Admission(breaker=breaker))
+    # Without it a third of the 150/s time out; with it every arrival of an open interval (30 s x 150/s) is
+    # refused at once, and the timeouts that open it are a small share.
+    assert plain["shed"] == 0 and plain["failed"] / (150 * 3600) == pytest.approx(1 / 3, rel=0.01)
+    opened = guarded["shed"] / (150 * 30)
+    assert opened == pytest.approx(round(opened)) and opened >= 10
+    assert guarded["failed"] < 0.2 * plain["failed"]
+    assert guarded["served"] + guarded["shed"] + guarded["failed"] == pytest.approx(150 * 3600, rel=1e-3)
 
 
 # --------------------------------------------------------------------------------------------
@@ -318,3 +341,23 @@ def test_bad_arguments():
         run_fluid(toy_plan(), scenario, step=Q_(10, "min"))
     with pytest.raises(InputError, match="'scenario'"):
         run_fluid(toy_plan(), "diurnal")
+
+
+def test_the_plans_autoscaler_scales_at_the_plans_load():
+    from calculator.dynamics import plan_autoscaler
+
+    plan = toy_plan(replicas=10)
+    reactive = plan_autoscaler(plan)
+    assert (reactive.scale_up_at, reactive.scale_down_at) == pytest.approx((0.7, 0.42))  # the plan's utilization
+    assert (reactive.min_replicas, reactive.max_replicas) == (1, 100)
+    running = plan_autoscaler(plan, metric="running")
+    assert running.scale_up_at == pytest.approx(RUNNING)
+    assert plan_autoscaler(plan, metric="kv_use").scale_up_at == pytest.approx(RUNNING / SLOTS)
+    held = plan_autoscaler(plan, "fixed", warm_pool=2)
+    assert (held.min_replicas, held.max_replicas, held.warm_pool) == (10, 10, 2)
+    # It sizes for the band's midpoint, 0.56 (80 % of the plan's 0.7): 70 request/s on 10 replicas sits in the
+    # band; 75 request/s (0.75 each) passes 0.7 and wants 7.5 busy / 0.56 = 13.4 -> 14 replicas.
+    rows = run_fluid(plan, Scenario(flat(70.0, 2.0), autoscaler=reactive)).windows
+    assert rows["ready"].iloc[-1] == 10  # inside the band at 0.7: held
+    rows = run_fluid(plan, Scenario(flat(75.0, 2.0), autoscaler=reactive)).windows
+    assert rows["ready"].iloc[-1] == math.ceil(75 / MU / 0.56)

@@ -189,7 +189,7 @@ def day_command(
     Prints each hour's demand, ready and starting replicas, queue, TTFT and TPOT p99, shed, failed and retried
     requests, attainment and cost, with the hours whose windows miss the targets marked (docs/production-day.md).
     """
-    from ..dynamics import Admission, Autoscaler, RetryPolicy, day_scenario, run_day
+    from ..dynamics import Admission, RetryPolicy, day_scenario, plan_autoscaler, run_day
 
     fmt = _format(output_format, as_json)
     plan = _plan_from_json(plan_file)
@@ -199,17 +199,16 @@ def day_command(
     curve = _demand(plan, demand, peak_rate, length)
     failures = _failures(fail or [])
     with _day_errors():
-        fixed = kind == "fixed"
-        floor = min_replicas if min_replicas is not None else (plan.replicas if fixed else 1)
-        scaler = Autoscaler(
-            kind=kind,
-            metric=metric,
+        given = {"min_replicas": min_replicas, "max_replicas": max_replicas}
+        scaler = plan_autoscaler(
+            plan,
+            kind,
+            metric,
             interval=_time("interval", interval),
             cooldown=_time("cooldown", cooldown, positive=False),
             lead_time=_time("lead-time", lead_time, positive=False),
-            min_replicas=floor,
-            max_replicas=max_replicas if max_replicas is not None else (floor if fixed else 10 * plan.replicas),
             warm_pool=warm_pool,
+            **{name: value for name, value in given.items() if value is not None},
         )
         retry = RetryPolicy(timeout=_time("retry-timeout", timeout), max_attempts=max_attempts, budget=budget)
         admission = Admission(max_queue=max_queue, deadline=_time("deadline", deadline))

@@ -6,8 +6,9 @@
 :mod:`.fluid` or request by request (:func:`calculator.simulation.simulate_day`).
 """
 
-from .day import MODES, day_scenario, run_day
+from .day import MODES, day_scenario, plan_autoscaler, run_day
 from .demand import DAY, DEMAND_SHAPES, WEEK, DemandCurve, demand_from_file, demand_shape
+from .fluid import DEFAULT_STEP, MAX_FLUID_STEPS, run_fluid
 from .policies import (
     AUTOSCALER_KINDS,
     AUTOSCALER_METRICS,
@@ -23,11 +24,15 @@ from .policies import (
     parse_failure,
 )
 from .result import WINDOW_COLUMNS, DayResult, attainment_goal, day_result
+from .service import MAX_SLOT_LOAD, ReplicaService
 
 __all__ = [
     "AUTOSCALER_KINDS",
     "AUTOSCALER_METRICS",
     "DAY",
+    "DEFAULT_STEP",
+    "MAX_FLUID_STEPS",
+    "MAX_SLOT_LOAD",
     "MODES",
     "DEMAND_SHAPES",
     "WEEK",
@@ -40,6 +45,7 @@ __all__ = [
     "DemandCurve",
     "Failure",
     "Region",
+    "ReplicaService",
     "RetryPolicy",
     "Scenario",
     "attainment_goal",
@@ -49,5 +55,7 @@ __all__ = [
     "demand_shape",
     "parse_clock",
     "parse_failure",
+    "plan_autoscaler",
     "run_day",
+    "run_fluid",
 ]

@@ -12,7 +12,7 @@ from .demand import DemandCurve
 from .policies import Admission, Autoscaler, ColdStart, Failure, Region, RetryPolicy, Scenario
 from .result import DayResult
 
-__all__ = ["MODES", "run_day", "day_scenario"]
+__all__ = ["MODES", "run_day", "day_scenario", "plan_autoscaler"]
 
 #: The two fidelities: the fluid (mean-field) mode and the request-level simulation.
 MODES = ("fluid", "requests")
@@ -51,7 +51,9 @@ def run_day(
     DayResult
         The same columns in both modes, so they compare window by window.
     """
-    if mode not in MODES:
+    if progress is not None and not callable(progress):
+        raise InputError(f"run_day(): argument 'progress' must be a callable or None, got {shown(progress)}")
+    if not isinstance(mode, str) or mode not in MODES:
         raise InputError(f"run_day(): argument 'mode' must be one of {', '.join(MODES)}, got {shown(mode)}")
     if mode == "requests":
         if step is not None:
@@ -67,6 +69,38 @@ def run_day(
     if progress is not None:
         progress(1.0)
     return result
+
+
+#: Where a reactive autoscaler scales down, as a share of where it scales up (it sizes for the midpoint).
+SCALE_DOWN_SHARE = 0.6
+
+
+def plan_autoscaler(plan: Any, kind: str = "reactive", metric: str = "utilization", **settings: Any) -> Autoscaler:
+    """An autoscaler whose thresholds sit at the plan's own load.
+
+    A reactive autoscaler scales up where a replica passes the load the plan put on it (its
+    utilization, running batch or KV use per replica: past it the plan's TPOT or TTFT target is no
+    longer promised) and down below :data:`SCALE_DOWN_SHARE` of it, sizing for the midpoint (80 % of the
+    plan's load); on the queue metric, above one waiting request per replica and below 0.1. A predictive
+    one sizes for the forecast at the plan's load per replica; a fixed one holds the plan's replicas.
+    Between 1 and ten times the plan's replicas otherwise. ``settings`` override any field of
+    :class:`Autoscaler`.
+    """
+    if not getattr(plan, "feasible", False) or getattr(plan, "service", None) is None:
+        raise InputError(f"plan_autoscaler(): argument 'plan' must be a feasible FleetPlan, got {shown(plan)}")
+    if not isinstance(metric, str):
+        raise InputError(f"plan_autoscaler(): argument 'metric' must be a metric's name, got {shown(metric)}")
+    service = plan.service
+    at_plan = {
+        "utilization": float(service.utilization),
+        "running": float(service.running_batch),
+        "kv_use": float(service.running_batch) / max(int(plan.batch), 1),
+    }
+    up, down = (at_plan[metric], at_plan[metric] * SCALE_DOWN_SHARE) if metric in at_plan else (1.0, 0.1)
+    replicas = int(plan.replicas)
+    bounds = (replicas, replicas) if kind == "fixed" else (1, 10 * replicas)
+    defaults = {"scale_up_at": up, "scale_down_at": down, "min_replicas": bounds[0], "max_replicas": bounds[1]}
+    return Autoscaler(kind=kind, metric=metric, **{**defaults, **settings})
 
 
 def day_scenario(
@@ -86,7 +120,8 @@ def day_scenario(
 ) -> Scenario:
     """A scenario around a plan: its defaults taken from the plan where the plan says them.
 
-    The autoscaler defaults to a fixed fleet of the plan's replicas; the cold start to
+    The autoscaler defaults to a fixed fleet of the plan's replicas (:func:`plan_autoscaler` makes
+    others around the plan's load); the cold start to
     :meth:`ColdStart.from_plan` (the plan's weights over ``storage_bandwidth``, 1 GB/s by default);
     named ``regions`` share the demand and the plan's replicas equally (rounded up), ``round_trip``
     apart (default 0 s). Other keywords (``price``, ``window``, ``duration``, ``goal``) go to
@@ -95,10 +130,14 @@ def day_scenario(
     if not getattr(plan, "feasible", False):
         raise InputError(f"day_scenario(): argument 'plan' must be a feasible FleetPlan, got {shown(plan)}")
     if autoscaler is None:
-        autoscaler = Autoscaler(kind="fixed", min_replicas=plan.replicas, max_replicas=plan.replicas)
+        autoscaler = plan_autoscaler(plan, "fixed")
     if cold_start is None:
         bandwidth = {} if storage_bandwidth is None else {"storage_bandwidth": storage_bandwidth}
         cold_start = ColdStart.from_plan(plan, registry, **bandwidth)
+    if isinstance(regions, str) or not isinstance(regions, Sequence):
+        raise InputError(f"day_scenario(): argument 'regions' must be a list of region names, got {shown(regions)}")
+    if not isinstance(failures, Sequence) or not all(isinstance(f, Failure) for f in failures):
+        raise InputError(f"day_scenario(): argument 'failures' must be a list of Failure, got {shown(failures)}")
     names = list(regions)
     if len(set(names)) != len(names):
         raise InputError(f"day_scenario(): argument 'regions' must name each region once, got {names}")

@@ -22,10 +22,10 @@ import numpy as np
 from ..errors import InputError
 from ..formula import magnitude
 from ..units import Q_
+from ._windows import StepRecord, window_result
 from .policies import AutoscalerState, Failure, Region, Scenario
 from .result import DayResult, attainment_goal
 from .service import ReplicaService
-from .windows import StepRecord, window_result
 
 __all__ = ["DEFAULT_STEP", "MAX_FLUID_STEPS", "run_fluid"]
 
@@ -47,6 +47,7 @@ class _Pool:
     refilling: deque[tuple[float, int]] = field(default_factory=deque)  # warm-pool replicas being loaded
     state: AutoscalerState = field(default_factory=AutoscalerState)
     down_until: float = -math.inf
+    open_until: float = -math.inf  # the circuit breaker fails arrivals fast until then
 
     @property
     def starting(self) -> int:
@@ -234,7 +235,8 @@ class _Loop:
 
     def _serve(self, i: int, p: int, pool: _Pool, inflow: list[float], origins: list[float]) -> None:
         scenario, service, dt = self.scenario, self.service, self.dt
-        backlog = [q + x for q, x in zip(pool.queue, inflow, strict=True)]
+        refused = self._refused(i, pool, inflow, origins)
+        backlog = [q + x - r for q, x, r in zip(pool.queue, inflow, refused, strict=True)]
         total = sum(backlog)
         rate = pool.ready * service.capacity
         served = min(total, rate * dt)
@@ -248,13 +250,36 @@ class _Loop:
         r = self.record
         r.ready[i, p], r.starting[i, p], r.billed[i, p] = pool.ready, pool.starting, pool.billed
         r.queue[i, p], r.served[i, p], r.served_first[i, p] = waiting, served, served * mix[0]
-        r.shed[i, p], r.failed[i, p], r.offered[i, p] = shed, timed_out, sum(inflow)
+        r.shed[i, p], r.failed[i, p], r.offered[i, p] = shed + sum(refused), timed_out, sum(inflow)
         r.delay[i, p] = waiting / rate if rate > 0 else (math.inf if waiting > 0 else 0.0)
         self.observed[p] = sum(inflow) / dt
         if shed > 0:
             self._retry(i, [m * shed for m in mix], origins, 0.0)
         if timed_out > 0:
             self._retry(i, [m * timed_out for m in mix], origins, scenario.retry.timeout.m)
+        self._trip(i * dt, pool, served, timed_out, r.delay[i, p])
+
+    def _refused(self, i: int, pool: _Pool, inflow: list[float], origins: list[float]) -> list[float]:
+        """Arrivals an open circuit breaker fails fast (retried after the backoff); none while it is closed."""
+        if pool.open_until <= i * self.dt:
+            return [0.0] * len(inflow)
+        self._retry(i, inflow, origins, 0.0)
+        return inflow
+
+    def _trip(self, now: float, pool: _Pool, served: float, timed_out: float, delay: float) -> None:
+        """Open the pool's breaker for its open interval when the step's bad outcomes reach its threshold.
+
+        Bad outcomes are the attempts that timed out and, with a latency threshold, those served slower than
+        it (the step's TTFT without its slot wait); the step's outcomes stand for the breaker's window.
+        """
+        breaker = self.scenario.admission.breaker
+        outcomes = served + timed_out
+        if breaker is None or pool.open_until > now or outcomes < breaker.min_requests:
+            return
+        threshold = breaker.latency_threshold
+        slow = threshold is not None and self.service.ttft_base + delay > Q_(threshold).m_as("s")
+        if timed_out + (served if slow else 0.0) >= breaker.failure_threshold * outcomes:
+            pool.open_until = now + Q_(breaker.open_interval).m_as("s")
 
     def _admission_cap(self, ready: int, rate: float) -> float:
         """Waiting requests admission allows (infinite without a limit)."""

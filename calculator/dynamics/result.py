@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,9 +86,15 @@ def attainment_goal(plan: Any, scenario: Any) -> float:
     A plan sized for percentile targets promises that share of requests within them; one sized for mean
     targets promises the typical request (the median). Both modes judge their windows with it.
     """
-    if getattr(scenario, "goal", None) is not None:
+    from .policies import Scenario
+
+    if not isinstance(scenario, Scenario):
+        raise InputError(f"attainment_goal(): argument 'scenario' must be a Scenario, got {type(scenario).__name__}")
+    if scenario.goal is not None:
         return float(scenario.goal)
-    targets = plan.targets
+    targets = getattr(plan, "targets", None)
+    if targets is None:
+        raise InputError(f"attainment_goal(): argument 'plan' must be a FleetPlan with targets, got {plan!r:.80}")
     named = [p for p in (targets.ttft_percentile, targets.tpot_percentile) if p is not None]
     return float(max(named)) if named else 0.5
 
@@ -99,11 +106,20 @@ def day_result(windows: Any, window: float, goal: float, mode: str) -> DayResult
     follow them); ``window`` is the
     reporting window in seconds; ``goal`` the attainment a window must reach.
     """
+    import pandas as pd
+
+    if not isinstance(windows, pd.DataFrame):
+        raise InputError(f"day_result(): argument 'windows' must be a DataFrame, got {type(windows).__name__}")
     missing = [c for c in WINDOW_COLUMNS if c != "meets" and c not in windows.columns]
     if missing:
         raise InputError(f"day_result(): argument 'windows' lacks column(s) {missing}")
-    if not 0 < goal <= 1:
-        raise InputError(f"day_result(): argument 'goal' must be in (0, 1], got {goal!r}")
+    for name, value, low in (("window", window, 0.0), ("goal", goal, 0.0)):
+        if isinstance(value, bool) or not isinstance(value, int | float) or not low < value < math.inf:
+            raise InputError(f"day_result(): argument '{name}' must be a number above 0, got {value!r:.80}")
+    if goal > 1:
+        raise InputError(f"day_result(): argument 'goal' must be at most 1, got {goal!r}")
+    if mode not in ("fluid", "requests"):
+        raise InputError(f"day_result(): argument 'mode' must be fluid or requests, got {mode!r:.80}")
     extra = [c for c in windows.columns if c not in WINDOW_COLUMNS]  # a mode's own columns (shed per class) follow
     frame = windows.assign(meets=windows["attainment"].to_numpy() >= goal - 1e-12)[[*WINDOW_COLUMNS, *extra]]
     arrived = frame["demand_rate"].to_numpy() * window

@@ -79,11 +79,13 @@ class ReplicaService:
     def from_plan(cls, plan: Any, price: float | None = None) -> ReplicaService:
         """The service curve of a feasible plan's replica (``price`` USD per GPU-hour; None: the plan's)."""
         service, targets = getattr(plan, "service", None), getattr(plan, "targets", None)
-        if not getattr(plan, "feasible", False) or service is None or targets is None or plan.cost is None:
+        if not getattr(plan, "feasible", False) or service is None or targets is None or plan.layout is None:
             raise InputError(
-                f"run_day(): argument 'plan' must be a feasible FleetPlan with its service, targets and cost "
+                f"run_day(): argument 'plan' must be a feasible FleetPlan with its service, targets and layout "
                 f"(size_fleet's), got {shown(plan)}"
             )
+        if price is None and plan.cost is None:
+            raise InputError("run_day(): the plan states no cost; give the scenario a 'price' per GPU-hour")
         capacity = float(service.replica_throughput.m_as("request/s"))
         rate = float(service.utilization) * capacity
         running, slots = float(service.running_batch), int(plan.batch)

@@ -19,8 +19,6 @@ from .policies import Scenario
 from .result import DayResult, day_result
 from .service import ReplicaService
 
-__all__ = ["StepRecord", "window_result"]
-
 #: Bisection rounds of a window's TTFT percentile (the bracket shrinks 2^-50: far below a microsecond).
 _BISECTIONS = 50
 

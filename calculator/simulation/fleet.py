@@ -42,7 +42,7 @@ class _Pool:
 
     A replica is *starting* from its start until its cold (or warm) start ends, then *ready* (routable), *draining*
     once scaled down (no new requests; gone when empty) and *gone* once drained or lost. ``spans`` holds each
-    replica's provisioned interval (billed), ``warm`` each region's idle warm-pool replicas.
+    replica's provisioned interval (billed).
     """
 
     def __init__(self, engine: _Engine, requests: _Requests, release: Any, iterations: list, breaker: Any = None):
@@ -52,7 +52,7 @@ class _Pool:
         self.region: list[int] = []
         self.status: list[int] = []
         self.spans: list[list[float]] = []  # [provisioned at, gone at]
-        self.ready_at: list[float] = []  # when each took its first request (infinity: never)
+        self.ready_at: list[float] = []  # when each became ready (infinity: never)
         self.breakers: list[CircuitBreaker | None] = []
         self.done: list[deque[float]] = []  # each replica's recent completion times
         self.completions: list[int] = []  # each replica's completions so far
@@ -74,15 +74,14 @@ class _Pool:
         self.ready.setdefault(region, [])
         return index
 
-    def make_ready(self, index: int, now: float) -> bool:
-        """The replica's start ended at ``now``: it takes requests (False: it was cancelled or lost meanwhile)."""
+    def make_ready(self, index: int, now: float) -> None:
+        """The replica's start ended at ``now``: it takes requests (unless it was stopped or lost meanwhile)."""
         if self.status[index] != _STARTING:
-            return False
+            return
         self.status[index] = _READY
         self.ready_at[index] = now
         self.starting[self.region[index]].remove(index)
         self.ready[self.region[index]].append(index)
-        return True
 
     def drain(self, index: int, now: float) -> None:
         """Scale ``index`` down: a starting replica stops at once, a ready one takes no more and goes when empty."""

@@ -206,6 +206,30 @@ def test_spill_over_to_the_next_region_and_shed_when_both_are_full():
     assert day.path[:4] == pytest.approx([PATH, PATH, PATH + 0.08, PATH + 0.08])
 
 
+def test_a_region_outage_fails_over_and_the_region_comes_back_cold():
+    # Two regions of one replica, all users near a; a fails at 5 s for 10 s. Its replica's requests fail and are
+    # retried (after 0.5 s, no jitter) in b, as is every request sent during the outage; at 15 s a's replica starts
+    # again, ready 20 s later (the cold start), and from then a's users are served in a.
+    regions = (Region("a", 1.0, 1, {"b": Q_(50, "ms")}), Region("b", 0.0, 1, {"a": Q_(50, "ms")}))
+    cold = ColdStart(provisioning=Q_(20, "s"), load=Q_(0, "s"), warmup=Q_(0, "s"))
+    scenario = _scenario(60.0, regions=regions, cold_start=cold, failures=(Failure("region", Q_(5, "s"), Q_(10, "s"), "a"),),
+                         retry=RetryPolicy(timeout=Q_(30, "s"), jitter="none", backoff_base=Q_(0.5, "s")))  # fmt: skip
+    times = np.arange(0.0, 50.0, 0.25)  # a request every 0.25 s, 1 s of service each (100 tokens x 10 ms)
+    frame = pd.DataFrame({"arrival_time": times, "input_tokens": 1, "output_tokens": 100})
+    day = _day(scenario, Traffic(trace=frame), seqs=8, initial=(1, 1))
+    pool = day.pool
+    assert pool.status[0] == _GONE and pool.spans[0] == [0.0, 5.0]
+    back = [i for i in range(len(pool.reps)) if pool.region[i] == 0 and pool.spans[i][0] == 15.0]
+    assert len(back) == 1 and pool.ready_at[back[0]] == 35.0
+    lost = [a for a in range(len(day.sent)) if day.outcome[a] == _FAILED]
+    assert lost and all(day.ended[a] == 5.0 for a in lost)  # the requests a's replica held at 5 s
+    replica, sent = np.array(day.requests.replica), np.array(day.sent)
+    served = np.array(day.outcome) == _SERVED
+    assert (replica[served & (sent > 5) & (sent < 35)] == 1).all()  # in b during the outage and the cold start
+    assert (replica[served & (sent > 35)] == back[0]).all()
+    assert served.sum() == times.size  # every request served, on its first attempt or its retry
+
+
 def test_with_every_dynamic_part_idle_a_day_runs_as_simulate_does():
     # The same replicas (the step model's iteration times), arrivals and round robin: a day whose autoscaler holds
     # the fleet, with no failure, no timeout reached and no admission limit, gives every request the TTFT

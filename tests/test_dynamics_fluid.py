@@ -35,7 +35,7 @@ MU, SLOTS, UTILIZATION, RUNNING, TTFT, TPOT = 10.0, 8, 0.7, 3.5, 0.3, 0.020
 PRICE = 2.0  # USD per GPU-hour
 
 
-def toy_plan(replicas=10, gpus_per_replica=1):
+def toy_plan(replicas=10, gpus_per_replica=1, tpot_target=0.040):
     gpus = replicas * gpus_per_replica
     service = PlanService(
         ttft=Q_(TTFT, "s"),
@@ -59,7 +59,7 @@ def toy_plan(replicas=10, gpus_per_replica=1):
         layout=Layout(tensor_parallel=gpus_per_replica),
         service=service,
         cost=PlanCost(per_hour, per_hour * 730.5, Q_(1, "USD"), Q_(1, "USD")),
-        targets=Targets(ttft=Q_(1, "s"), tpot=Q_(40, "ms"), max_utilization=0.8),
+        targets=Targets(ttft=Q_(1, "s"), tpot=Q_(tpot_target, "s"), max_utilization=0.8),
     )
 
 
@@ -317,6 +317,26 @@ def test_predictive_keeps_attainment_where_reactive_lags():
     assert predictive.windows["meets"][at_ramp].all() and not reactive.windows["meets"][at_ramp].all()
 
 
+def test_on_a_smooth_diurnal_day_reactive_replicas_arrive_late():
+    from calculator.dynamics import plan_autoscaler
+
+    cold = ColdStart(Q_(60, "s"), Q_(240, "s"), Q_(120, "s"))
+    curve = demand_shape("diurnal", Q_(300, "request/s"), trough=0.1)  # 30 to 300 request/s
+
+    def day(kind):
+        scaler = plan_autoscaler(toy_plan(), kind, lead_time=Q_(30, "min"), interval=Q_(60, "s"))
+        return run_fluid(toy_plan(replicas=14), Scenario(curve, autoscaler=scaler, cold_start=cold))
+
+    predictive, reactive = day("predictive"), day("reactive")
+    # Windows whose ready replicas carry less than their demand at the plan's 7 request/s a replica.
+    late = {
+        name: int((r.windows["demand_rate"] > r.windows["ready"] * MU * UTILIZATION * (1 + 1e-9)).sum())
+        for name, r in (("predictive", predictive), ("reactive", reactive))
+    }
+    assert late["predictive"] == 0 and late["reactive"] > 0
+    assert predictive.hours_missing.m == 0 and reactive.hours_missing.m == 0  # both within the goal all day
+
+
 # --------------------------------------------------------------------------------------------
 # Scale and errors
 
@@ -343,21 +363,26 @@ def test_bad_arguments():
         run_fluid(toy_plan(), "diurnal")
 
 
-def test_the_plans_autoscaler_scales_at_the_plans_load():
+def test_the_plans_autoscaler_scales_where_the_plan_stops_promising():
     from calculator.dynamics import plan_autoscaler
 
     plan = toy_plan(replicas=10)
+    # At the 0.8 utilization cap (8/s a replica) b = 8 t0 / (1 - 8 k) = 4.571 and TPOT 20 ms x T(b) / 0.5 s = 22.9 ms,
+    # within 40 ms: the cap binds.
     reactive = plan_autoscaler(plan)
-    assert (reactive.scale_up_at, reactive.scale_down_at) == pytest.approx((0.7, 0.42))  # the plan's utilization
+    assert (reactive.scale_up_at, reactive.scale_down_at) == pytest.approx((0.8, 0.48))
     assert (reactive.min_replicas, reactive.max_replicas) == (1, 100)
-    running = plan_autoscaler(plan, metric="running")
-    assert running.scale_up_at == pytest.approx(RUNNING)
-    assert plan_autoscaler(plan, metric="kv_use").scale_up_at == pytest.approx(RUNNING / SLOTS)
+    batch = 8 * (0.8 / 3) / (1 - 8 / 15)
+    assert plan_autoscaler(plan, metric="running").scale_up_at == pytest.approx(batch)
+    assert plan_autoscaler(plan, metric="kv_use").scale_up_at == pytest.approx(batch / SLOTS)
+    # With a 22 ms TPOT target, TPOT binds first: T(b) = 0.55 s, b = (0.55 - t0) x 15 = 4.25, at 4.25 / 0.55 request/s.
+    tight = plan_autoscaler(toy_plan(tpot_target=0.022))
+    assert tight.scale_up_at == pytest.approx(4.25 / 0.55 / MU, rel=1e-9)
     held = plan_autoscaler(plan, "fixed", warm_pool=2)
     assert (held.min_replicas, held.max_replicas, held.warm_pool) == (10, 10, 2)
-    # It sizes for the band's midpoint, 0.56 (80 % of the plan's 0.7): 70 request/s on 10 replicas sits in the
-    # band; 75 request/s (0.75 each) passes 0.7 and wants 7.5 busy / 0.56 = 13.4 -> 14 replicas.
-    rows = run_fluid(plan, Scenario(flat(70.0, 2.0), autoscaler=reactive)).windows
-    assert rows["ready"].iloc[-1] == 10  # inside the band at 0.7: held
+    # It sizes for the band's midpoint, 0.64: 75 request/s on 10 replicas sits in the band; 85 request/s
+    # (0.85 each) passes 0.8 and wants 8.5 busy / 0.64 = 13.3 -> 14 replicas.
     rows = run_fluid(plan, Scenario(flat(75.0, 2.0), autoscaler=reactive)).windows
-    assert rows["ready"].iloc[-1] == math.ceil(75 / MU / 0.56)
+    assert rows["ready"].iloc[-1] == 10
+    rows = run_fluid(plan, Scenario(flat(85.0, 2.0), autoscaler=reactive)).windows
+    assert rows["ready"].iloc[-1] == math.ceil(85 / MU / 0.64)

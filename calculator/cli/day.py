@@ -34,8 +34,6 @@ HOURLY_HEADERS = {
     "missing": "misses",
 }
 
-TimeText = Annotated[str, typer.Option(metavar="TIME")]
-
 
 def _time(name: str, text: str | None, *, positive: bool = True) -> Any:
     return None if text is None else _quantity(name, text, "s", positive=positive)
@@ -154,13 +152,15 @@ def day_command(
         str, typer.Option(metavar="METRIC", help="queue, running, kv_use or utilization.")
     ] = "utilization",
     min_replicas: Annotated[
-        int | None, typer.Option(metavar="INT", min=0, help="Floor (default 1; fixed: plan's).")
+        int | None, typer.Option(metavar="INT", min=0, help="Floor (default 1; fixed: the plan's replicas).")
     ] = None,
-    max_replicas: Annotated[int | None, typer.Option(metavar="INT", min=1, help="Cap (default 10 x plan's).")] = None,
+    max_replicas: Annotated[
+        int | None, typer.Option(metavar="INT", min=1, help="Cap (default 10 x the plan's replicas).")
+    ] = None,
     warm_pool: Annotated[int, typer.Option(metavar="INT", min=0, help="Replicas kept loaded and idle.")] = 0,
-    cooldown: TimeText = "5 min",
-    interval: TimeText = "30 s",
-    lead_time: TimeText = "10 min",
+    cooldown: Annotated[str, typer.Option(metavar="TIME", help="Wait after scaling before scaling down.")] = "5 min",
+    interval: Annotated[str, typer.Option(metavar="TIME", help="Between autoscaler decisions.")] = "30 s",
+    lead_time: Annotated[str, typer.Option(metavar="TIME", help="Predictive: how far ahead it looks.")] = "10 min",
     fail: Annotated[
         list[str] | None, typer.Option(metavar="SPEC", help="region:NAME@14:00+2h or replicas:N@HH:MM (repeatable).")
     ] = None,
@@ -175,7 +175,7 @@ def day_command(
     ] = None,
     max_queue: Annotated[float | None, typer.Option(metavar="N", min=0, help="Waiting requests per replica.")] = None,
     deadline: Annotated[str | None, typer.Option(metavar="TIME", help="Shed a predicted wait above it.")] = None,
-    window: TimeText = "5 min",
+    window: Annotated[str, typer.Option(metavar="TIME", help="The reporting window.")] = "5 min",
     duration: Annotated[str | None, typer.Option(metavar="TIME", help="Run length (default: the curve's).")] = None,
     storage_bandwidth: Annotated[str, typer.Option(metavar="BANDWIDTH", help="For the cold start.")] = "1 GB/s",
     mode: Annotated[str, typer.Option(metavar="fluid|requests", help="Fluid (fast) or request by request.")] = "fluid",

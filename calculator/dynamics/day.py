@@ -76,27 +76,27 @@ SCALE_DOWN_SHARE = 0.6
 
 
 def plan_autoscaler(plan: Any, kind: str = "reactive", metric: str = "utilization", **settings: Any) -> Autoscaler:
-    """An autoscaler whose thresholds sit at the plan's own load.
+    """An autoscaler whose thresholds sit at the highest load a replica carries within the plan's promises.
 
-    A reactive autoscaler scales up where a replica passes the load the plan put on it (its
-    utilization, running batch or KV use per replica: past it the plan's TPOT or TTFT target is no
-    longer promised) and down below :data:`SCALE_DOWN_SHARE` of it, sizing for the midpoint (80 % of the
-    plan's load); on the queue metric, above one waiting request per replica and below 0.1. A predictive
-    one sizes for the forecast at the plan's load per replica; a fixed one holds the plan's replicas.
-    Between 1 and ten times the plan's replicas otherwise. ``settings`` override any field of
-    :class:`Autoscaler`.
+    That load is the plan's ``max_utilization`` of a replica's throughput, or less where the plan's TPOT or
+    TTFT target is missed first (:meth:`ReplicaService.safe_rate` on the plan's service curve). A reactive
+    autoscaler scales up where a replica passes it (its utilization, or the running batch or KV use there)
+    and down below :data:`SCALE_DOWN_SHARE` of it, sizing for the midpoint (80 % of it); on the queue
+    metric, above one waiting request per replica and below 0.1. A predictive one sizes for the forecast
+    at the plan's load per replica; a fixed one holds the plan's replicas. Between 1 and ten times the
+    plan's replicas otherwise. ``settings`` override any field of :class:`Autoscaler`.
     """
+    from .service import ReplicaService
+
     if not getattr(plan, "feasible", False) or getattr(plan, "service", None) is None:
         raise InputError(f"plan_autoscaler(): argument 'plan' must be a feasible FleetPlan, got {shown(plan)}")
     if not isinstance(metric, str):
         raise InputError(f"plan_autoscaler(): argument 'metric' must be a metric's name, got {shown(metric)}")
-    service = plan.service
-    at_plan = {
-        "utilization": float(service.utilization),
-        "running": float(service.running_batch),
-        "kv_use": float(service.running_batch) / max(int(plan.batch), 1),
-    }
-    up, down = (at_plan[metric], at_plan[metric] * SCALE_DOWN_SHARE) if metric in at_plan else (1.0, 0.1)
+    service = ReplicaService.from_plan(plan, price=0.0)  # the curve alone: no cost is read
+    rate = service.safe_rate(plan.max_utilization)
+    batch = float(service.running(rate))
+    at_limit = {"utilization": rate / service.capacity, "running": batch, "kv_use": batch / service.slots}
+    up, down = (at_limit[metric], at_limit[metric] * SCALE_DOWN_SHARE) if metric in at_limit else (1.0, 0.1)
     replicas = int(plan.replicas)
     bounds = (replicas, replicas) if kind == "fixed" else (1, 10 * replicas)
     defaults = {"scale_up_at": up, "scale_down_at": down, "min_replicas": bounds[0], "max_replicas": bounds[1]}

@@ -112,20 +112,40 @@ class ReplicaService:
             percentile=percentile,
         )
 
-    def running(self, rate: np.ndarray) -> np.ndarray:
+    def running(self, rate: Any) -> np.ndarray:
         """Mean running batch at ``rate`` request/s per replica (the cap at and past the capacity)."""
         rate = np.asarray(rate, dtype=float)
         with np.errstate(divide="ignore", invalid="ignore"):
             batch = rate * self.t0 / (1 - rate * self.k)
         return np.where((rate < self.capacity) & (batch >= 0), np.minimum(batch, self.slots), self.slots)
 
-    def time_running(self, batch: np.ndarray) -> np.ndarray:
+    def time_running(self, batch: Any) -> np.ndarray:
         """Seconds a request spends in a running batch of ``batch`` sequences."""
         return self.t0 + self.k * np.asarray(batch, dtype=float)
 
-    def tpot_at(self, batch: np.ndarray) -> np.ndarray:
+    def tpot_at(self, batch: Any) -> np.ndarray:
         """TPOT at a running batch: the plan's, scaled with the time in the batch."""
         return self.tpot * self.time_running(batch) / self.planned_time
+
+    def meets_targets(self, rate: float) -> bool:
+        """Whether a replica at ``rate`` request/s meets the plan's TPOT and TTFT targets (at their statistic)."""
+        batch = self.running(rate)
+        ttft = self.ttft_base + _slot_wait(float(batch), self.slots, float(self.time_running(batch)), self.percentile)
+        return bool(self.tpot_at(batch) <= self.tpot_target * (1 + 1e-9) and ttft <= self.ttft_target * (1 + 1e-9))
+
+    def safe_rate(self, ceiling: float) -> float:
+        """The highest load per replica (request/s) that meets the targets, at most ``ceiling`` of the capacity.
+
+        A bisection between the planned load (which meets them) and ``ceiling x capacity``; TPOT and the
+        slot wait grow with the load, so the targets are met below one load and missed above it.
+        """
+        low, high = self.planned_rate, max(ceiling * self.capacity, self.planned_rate)
+        if self.meets_targets(high):
+            return high
+        for _ in range(60):
+            middle = (low + high) / 2
+            low, high = (middle, high) if self.meets_targets(middle) else (low, middle)
+        return low
 
     def slot_wait_exceedance(self, batch: np.ndarray, threshold: np.ndarray) -> np.ndarray:
         """P(slot wait > ``threshold`` s) at a running batch (0 where the threshold is below 0 is 1)."""

@@ -107,7 +107,8 @@ def test_a_timed_out_attempt_is_cancelled_and_its_retry_takes_its_place(cancel):
     # (its KV freed), so each later iteration runs one sequence, the latest retry's. Without cancelling, the
     # abandoned attempts run on beside their retries (1, 2, then 3 sequences).
     retry = RetryPolicy(timeout=Q_(2, "s"), max_attempts=3, jitter="none", backoff_base=Q_(0.5, "s"))
-    day = _day(_scenario(retry=retry), _burst(1, 5), step=3.0, cancel=cancel)
+    # (a 20 s day in 10-minute windows: no sample of the fleet after the first, which would trim the series read here)
+    day = _day(_scenario(20.0, retry=retry, window=Q_(10, "min")), _burst(1, 5), step=3.0, cancel=cancel)
     assert day.outcome == [_TIMED_OUT] * 3 and day.job == [0, 0, 0]
     assert day.sent == pytest.approx([0.0, 2.5 - PATH, 5.5 - 2 * PATH], abs=1e-12)
     assert day.ended == pytest.approx([2 - PATH, 4.5 - 2 * PATH, 7.5 - 3 * PATH], abs=1e-12)

@@ -340,7 +340,10 @@ class _Day:
             pool.drain(min(ready, key=lambda i: (pool.reps[i].outstanding, -i)), now)
 
     def sample(self, now: float) -> None:
+        """Record the fleet (ready, starting, waiting) at ``now``; the live replicas' series are trimmed."""
         pool = self.pool
+        for index in (i for r in (pool.ready, pool.starting) for indices in r.values() for i in indices):
+            pool.trim(index)
         ready = sum(len(r) for r in pool.ready.values())
         starting = sum(len(s) for s in pool.starting.values())
         queued = sum(pool.waiting(region) for region in pool.ready)

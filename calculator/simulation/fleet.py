@@ -110,6 +110,17 @@ class _Pool:
     def gone(self, index: int, now: float) -> None:
         self.status[index] = _GONE
         self.spans[index][1] = now
+        self.trim(index, 0)
+
+    def trim(self, index: int, keep: int = 2) -> None:
+        """Forget replica ``index``'s per-iteration series but their last ``keep`` entries.
+
+        The scheduler reads only the last ones (the iteration under way, the one before); a day reports per window,
+        so a long day's memory stays flat instead of growing by an entry of each series per iteration.
+        """
+        rep = self.reps[index]
+        for series in (rep.ends, rep.starts, rep.decoded, rep.kv, rep.batch, rep.population, rep.arrivals):
+            del series[: len(series) - keep]
 
     def left(self, index: int, now: float) -> None:
         """A request left replica ``index``: a draining replica that is now empty is gone."""

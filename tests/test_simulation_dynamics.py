@@ -178,20 +178,22 @@ def test_a_retry_budget_caps_retries_at_its_share_of_first_attempts():
 
 @pytest.mark.parametrize("warm", [0, 3])
 def test_the_autoscaler_starts_replicas_that_serve_after_their_cold_or_warm_start_and_drains_them(warm):
-    # One replica of one slot, twenty 1 s requests at t = 0: at the first decision (10.5 s) ten are done, one runs
-    # and nine wait. The queue metric, summed, is 9 > scale_up_at x 1, so it asks 9 / 0.75 (the midpoint of its
-    # thresholds) = 12 replicas, capped at 10: nine start at 10.5 s. The warm pool's take 5 s, the rest the cold
-    # start's 40 s. Once the queue is empty the autoscaler drains back to one; no request is lost.
+    # One replica of one slot: a one-token request at t = 0 (the decision then sees it alone, queue 1, and holds),
+    # then twenty 1 s requests at 0.5 s. At the next decision (10.5 s) ten are done, one runs and nine wait. The
+    # queue metric, summed, is 9 > scale_up_at x 1, so it asks 9 / 0.75 (the midpoint of its thresholds) = 12
+    # replicas, capped at 10: nine start at 10.5 s. The warm pool's take 5 s, the rest the cold start's 40 s. After
+    # the minute's cooldown, the queue empty, the autoscaler drains back to one; no request is lost.
     scaler = Autoscaler(kind="reactive", metric="queue", scale_up_at=1.0, scale_down_at=0.5, interval=Q_(10.5, "s"),
-                        cooldown=Q_(0, "s"), min_replicas=1, max_replicas=10, warm_pool=warm)  # fmt: skip
+                        cooldown=Q_(60, "s"), min_replicas=1, max_replicas=10, warm_pool=warm)  # fmt: skip
     cold = ColdStart(provisioning=Q_(10, "s"), load=Q_(20, "s"), warmup=Q_(10, "s"), warm_start=Q_(5, "s"))
-    day = _day(_scenario(120.0, autoscaler=scaler, cold_start=cold), _burst(20, 100), seqs=1)
+    frame = pd.DataFrame({"arrival_time": [0.0] + [0.5] * 20, "input_tokens": 1, "output_tokens": [1] + [100] * 20})
+    day = _day(_scenario(120.0, autoscaler=scaler, cold_start=cold), Traffic(trace=frame), seqs=1)
     pool = day.pool
     started = [i for i in range(len(pool.reps)) if pool.spans[i][0] == 10.5]
     assert len(started) == 9
-    delays = sorted(pool.ready_at[i] - 10.5 for i in started if math.isfinite(pool.ready_at[i]))
-    assert delays[:warm] == pytest.approx([5.0] * warm) and all(d == pytest.approx(40.0) for d in delays[warm:])
-    assert day.outcome == [_SERVED] * 20
+    delays = sorted(pool.ready_at[i] - 10.5 for i in started)
+    assert delays == pytest.approx([5.0] * warm + [40.0] * (9 - warm))
+    assert day.outcome == [_SERVED] * 21
     assert sum(status != _GONE for status in pool.status) == 1
 
 
@@ -398,23 +400,25 @@ def test_simulate_day_names_a_wrong_argument():
 
 @pytest.mark.parametrize("case", ["flat", "predictive", "failure"])
 def test_the_fluid_and_request_modes_agree_on_a_plan_s_day(case):
-    # Llama-3.1-8B FP8 under vLLM, a plan of one H100 at 20 request/s of 512/128 tokens; 20 minutes in 2-minute
+    # Llama-3.1-8B FP8 under vLLM, a plan of one H100 at 20 request/s of 512/128 tokens; 10 minutes in 1-minute
     # windows: flat demand; demand ramping 10 -> 30 -> 15 request/s under a predictive autoscaler (90 s cold
-    # starts); flat demand with the replica lost at 300 s and replaced cold by the fixed autoscaler. The tolerance
+    # starts); flat demand with the replica lost at 150 s and replaced cold by the fixed autoscaler. The tolerance
     # (docs/simulation.md): attainment within 0.01 over the day and 0.05 per window, replicas within 0.1 per
-    # window, cost within 1 %, served within 5 % per window away from the failure (the requests mode's arrivals are
-    # Poisson draws, the fluid mode's the curve itself).
+    # window, cost within 1 %, served within 3 % over the windows away from the failure and 12 % in each (the
+    # requests mode's arrivals are Poisson draws, the fluid mode's the curve itself: 3 standard deviations of a
+    # window's 700-1,700 requests). After the failure the fluid mode serves the requests it held while no replica
+    # was ready, which the request mode shed at once (docs/simulation.md): those windows are left out.
     from calculator.dynamics import day_scenario, run_day
 
     plan = _plan(20, 512, 128)
     cold = ColdStart(Q_(30, "s"), Q_(30, "s"), Q_(30, "s"))
-    flat, ramp = _curve([0, 1200], [20, 20]), _curve([0, 600, 1200], [10, 30, 15])
+    flat, ramp = _curve([0, 600], [20, 20]), _curve([0, 300, 600], [10, 30, 15])
     scenario = {
-        "flat": day_scenario(plan, flat, window=Q_(2, "min")),
-        "predictive": day_scenario(plan, ramp, cold_start=cold, window=Q_(2, "min"),
+        "flat": day_scenario(plan, flat, window=Q_(1, "min")),
+        "predictive": day_scenario(plan, ramp, cold_start=cold, window=Q_(1, "min"),
                                    autoscaler=Autoscaler(kind="predictive", lead_time=Q_(3, "min"), max_replicas=20)),
-        "failure": day_scenario(plan, flat, failures=(Failure("replica", Q_(300, "s"), target=1),), cold_start=cold,
-                                window=Q_(2, "min")),
+        "failure": day_scenario(plan, flat, failures=(Failure("replica", Q_(150, "s"), target=1),), cold_start=cold,
+                                window=Q_(1, "min")),
     }[case]  # fmt: skip
     fluid, requests = run_day(plan, scenario), run_day(plan, scenario, mode="requests")
     f, r = fluid.windows, requests.windows
@@ -422,8 +426,9 @@ def test_the_fluid_and_request_modes_agree_on_a_plan_s_day(case):
     assert np.abs(r.attainment - f.attainment).max() < 0.05
     assert np.abs((r.ready + r.starting) - (f.ready + f.starting)).max() < 0.1
     assert requests.cost.m == pytest.approx(fluid.cost.m, rel=0.01)
-    calm = (r.start_s + 120 <= 300) | (r.start_s >= 480)
-    assert np.abs(r.served[calm] / f.served[calm] - 1).max() < 0.05
+    calm = (r.start_s + 60 <= 150) | (r.start_s >= 300)
+    assert r.served[calm].sum() == pytest.approx(f.served[calm].sum(), rel=0.03)
+    assert np.abs(r.served[calm] / f.served[calm] - 1).max() < 0.12
 
 
 def test_a_policy_sweep_runs_every_scenario_s_seeds_as_tasks_and_each_result_is_its_own_day():
@@ -446,14 +451,14 @@ def test_a_policy_sweep_runs_every_scenario_s_seeds_as_tasks_and_each_result_is_
         simulate_days(plan, base)
 
 
-LEVELS = [10, 30, 60, 40, 20]  # request/s, each for 5 minutes
+LEVELS = [5, 15, 30, 20, 10]  # request/s, each for 5 minutes
 
 
 def _figure21(kind):
     """Figure 21's comparison on a compressed day: demand steps through :data:`LEVELS` every 5 minutes on replicas
-    of 20 request/s (4 slots, 20-token requests, 10 ms iterations), 2-minute cold starts. The reactive autoscaler
+    of 10 request/s (2 slots, 20-token requests, 10 ms iterations), 2-minute cold starts. The reactive autoscaler
     reads utilization every 30 s (up at 0.8, down at 0.5 of capacity); the predictive one sizes for the highest
-    demand of the next 3 minutes at the planned 14 request/s per replica (0.7 of capacity)."""
+    demand of the next 3 minutes at the planned 7 request/s per replica (0.7 of capacity)."""
     times, rates = [0.0], [float(LEVELS[0])]
     for k in range(1, len(LEVELS)):
         times += [300.0 * k, 300.0 * k + 0.01]
@@ -464,21 +469,21 @@ def _figure21(kind):
     cold = ColdStart(Q_(30, "s"), Q_(60, "s"), Q_(30, "s"))
     scenario = Scenario(_curve(times, rates), autoscaler=scaler, cold_start=cold, window=Q_(60, "s"),
                         price=Q_(2, "USD/hour"))  # fmt: skip
-    day = _day(scenario, _demand(times, rates), initial=(1,), router="join_shortest_queue", rate=14.0,
-               capacity=20.0, targets=(1.0, None))  # fmt: skip
+    day = _day(scenario, _demand(times, rates), seqs=2, initial=(1,), router="join_shortest_queue", rate=7.0,
+               capacity=10.0, targets=(1.0, None))  # fmt: skip
     return _windows(day)
 
 
 def test_figure_21_the_predictive_autoscaler_is_ready_before_the_demand_the_reactive_one_chases():
-    # The predictive fleet at each step up is the forecast's: ceil(level / 14) replicas ready in the step's first
-    # window (2, 3, 5 for 10 -> 30 -> 60), started a lead time ahead of a 2-minute cold start, so no request misses
-    # a 1 s TTFT. The reactive one sees the step only through utilization, which stops at 1 per replica: it adds
+    # The predictive fleet at each step up is the forecast's: ceil(level / 7) replicas ready in the step's first
+    # window (3 and 5 for 15 and 30 request/s), started a lead time ahead of a 2-minute cold start, so no request
+    # misses a 1 s TTFT. The reactive one sees the step only through utilization, which stops at 1 per replica: it adds
     # about half its fleet per decision, each ready 2 minutes later, and misses for minutes after each step up
     # (thousands of requests, their retries adding to the queue), for about 10 % fewer GPU-hours.
     reactive, predictive = _figure21("reactive"), _figure21("predictive")
-    for level, window in ((30, 5), (60, 10)):
-        assert predictive.ready.iloc[window] >= math.ceil(level / 14)
+    for level, window in ((15, 5), (30, 10)):
+        assert predictive.ready.iloc[window] >= math.ceil(level / 7)
     missed = {name: (w.demand_rate * 60 * (1 - w.attainment)).sum() for name, w in (("r", reactive), ("p", predictive))}
-    assert missed["p"] == 0 and missed["r"] > 5000
+    assert missed["p"] == 0 and missed["r"] > 2500  # of 24,000
     assert (reactive.attainment.iloc[5:9] < 0.5).all()  # the minutes after the first step up
     assert 1.0 < predictive.gpu_hours.sum() / reactive.gpu_hours.sum() < 1.2

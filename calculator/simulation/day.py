@@ -380,7 +380,7 @@ class _Day:
             for _ in range(count):
                 self.pool.make_ready(self.pool.start(region, 0.0), 0.0)
         self.scaler_state = [AutoscalerState() for _ in self.names]
-        self.push(self.scenario.autoscaler.interval.m, _TICK)
+        self.push(0.0, _TICK)  # decisions at 0, interval, 2 intervals, ... (as the fluid mode decides)
         self.push(0.0, _SAMPLE)
         for number, failure in enumerate(self.scenario.failures):
             self.push(failure.at.m, _FAIL, number)

@@ -122,7 +122,8 @@ def test_the_simulator_reads_the_room_from_the_shared_scheduler_rules():
         ("scheduler.py", "room", "room"),  # SchedulerRules.room, in _ReplicaScheduler.room
         ("scheduler.py", "_schedule_prompts", "room"),  # the scheduler's own room() where it builds an iteration
         ("seed.py", "_limits", "max_num_tokens"),  # the setup's flag, handed to scheduler_rules
-        ("seed.py", "_simulate_seed", "token_budget"),  # the step table's largest prefill
+        ("seed.py", "_engine", "token_budget"),  # the step table's largest prefill
+        ("fleet.py", "__init__", "budget"),  # a client's retry budget (RetryPolicy.budget), no token budget
     }, readers
 
 

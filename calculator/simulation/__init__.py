@@ -36,11 +36,16 @@ The submodules, each re-exported here:
   :func:`verify_plan`, :class:`PlanVerification`).
 * :mod:`~calculator.simulation.disaggregated`: checking a disaggregated plan's two pools
   (:func:`verify_disaggregated`, :class:`DisaggregatedVerification`).
+* :mod:`~calculator.simulation.fleet` and :mod:`~calculator.simulation.day`: a plan through a day in production
+  (:func:`simulate_day`, and :func:`simulate_days` for a sweep of scenarios: an autoscaler, cold starts,
+  failures, clients that time out and retry, admission and regions around the same replicas), the
+  request-level mode of :func:`calculator.dynamics.run_day`.
 """
 
 from __future__ import annotations
 
 from .disaggregated import DisaggregatedVerification, verify_disaggregated
+from .day import simulate_day, simulate_days
 from .inputs import DEFAULT_ROUTER, ROUTERS, SimulationSetup, Traffic, router_name
 from .plans import PlanVerification, default_requests, plan_setup, simulate_plan, verify_plan
 from .results import SimulationResult
@@ -61,4 +66,6 @@ __all__ = [
     "verify_disaggregated",
     "router_name",
     "simulate",
+    "simulate_day",
+    "simulate_days",
 ]

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 __all__: list[str] = []
 
 _WAIT, _PREFILL, _DECODE, _DONE, _DROPPED = 0, 1, 2, 3, 4
+#: A request stopped before it finished: its client cancelled it, or its replica failed (``simulation.fleet``).
+_ABORTED = 5
 
 #: What an attention rank returns to its replica from :meth:`_ReplicaScheduler.start_iteration`:
 #: (GPU seconds, tokens, sequences, whether a prompt is in the iteration, the drafting's seconds).
@@ -40,6 +42,8 @@ class _Requests:
 
     __slots__ = (
         "base",
+        "block",
+        "capacity",
         "due",
         "filled",
         "finish",
@@ -66,6 +70,7 @@ class _Requests:
     def __init__(self, prompt: list[int], output: list[int], capacity: float, block: int = 1, cached: bool = False):
         total = len(prompt)
         self.prompt, self.output = prompt, output
+        self.capacity, self.block = capacity, block
         self.state = [_WAIT] * total
         # ``cached``: each prompt arrives in the KV cache but its last token (a disaggregated decode pool's, sent by
         # the prefill pool), held from admission on; the replica computes that one token.
@@ -89,6 +94,25 @@ class _Requests:
         self.slack = [0] * total  # the unused tokens of its last KV block (blocks of ``block`` tokens)
         # never fits the cache, in whole blocks
         self.too_big = [-(-(p + o) // block) * block > capacity for p, o in zip(prompt, output, strict=True)]
+
+    def add(self, prompt: int, output: int) -> int:
+        """A new request (a client's retry, in ``simulation.fleet``) of these lengths; returns its index."""
+        self.prompt.append(prompt)
+        self.output.append(output)
+        for name, value in _NEW_REQUEST.items():
+            getattr(self, name).append(value)
+        self.todo.append(prompt)
+        self.remaining.append(output)
+        self.too_big.append(-(-(prompt + output) // self.block) * self.block > self.capacity)
+        return len(self.prompt) - 1
+
+
+#: A new request's entries in :class:`_Requests`' lists (besides its lengths and what they decide).
+_NEW_REQUEST: dict[str, Any] = {
+    "state": _WAIT, "filled": 0, "need": 0.0, "join": 0, "due": 0, "rounds": 0, "base": 0, "first": math.nan,
+    "finish": math.nan, "started": math.nan, "queued": math.inf, "replica": -1, "stall": 0.0, "last_token": 0.0,
+    "preempted": 0, "slack": 0,
+}  # fmt: skip
 
 
 class _Engine(NamedTuple):
@@ -248,8 +272,29 @@ class _ReplicaScheduler:
 
     def preempt(self, now: float) -> None:
         """Preempt the latest admitted request: it frees its KV and waits at the head of the queue to recompute."""
+        req = next(reversed(self.running))
+        self._evict(req, now)
+        self.requests.state[req] = _WAIT
+        self.requests.preempted[req] += 1
+        self.waiting.appendleft(req)
+
+    def abort(self, req: int, now: float) -> None:
+        """Stop ``req`` (its client cancelled it): out of the queue or its KV freed, between iterations.
+
+        The fleet's event loop (``simulation.fleet``) aborts a running request once the replica's iteration ends.
+        """
         requests = self.requests
-        req, _ = self.running.popitem()
+        if requests.state[req] == _WAIT:
+            self.waiting.remove(req)
+        else:
+            self._evict(req, now)
+        requests.state[req] = _ABORTED
+        self._leave(req, now)
+
+    def _evict(self, req: int, now: float) -> None:
+        """``req`` leaves the running set: its KV and reservation are freed, its progress kept for a recompute."""
+        requests = self.requests
+        del self.running[req]
         self.reserved -= requests.need[req]
         self.slack -= requests.slack[req]
         requests.slack[req] = 0
@@ -270,9 +315,6 @@ class _ReplicaScheduler:
             self.pf_kv -= requests.filled[req]
             requests.todo[req] += requests.filled[req]
         requests.filled[req] = 0
-        requests.state[req] = _WAIT
-        requests.preempted[req] += 1
-        self.waiting.appendleft(req)
 
     # ---- one iteration
 

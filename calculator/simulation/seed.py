@@ -319,19 +319,9 @@ def _simulate_seed(run: _Run, progress: Callable[[float], None] | None = None) -
     arrival, prompt, output, short = _draw(run)
     if run.deadline.left() <= 0:
         return None
-    if setup.step_time is not None:
-        table: Any = _FixedStep(setup.step_time.m_as("s"))
-    else:
-        eff = profile.efficiency_for(a.accelerator)
-        longest = float((prompt + output).max()) + 1
-        budget = float(max(rules.token_budget, prompt.max()))
-        table = _StepTable(a, eff, int(setup.tensor_parallel), longest, budget, speculative)
-    acceptance = None  # speculative decoding: each round's accepted drafts, drawn from the seed
-    if speculative.drafter is not None:
-        acceptance = _Acceptance(speculative.positions, speculative.tokens, run.seed + _ACCEPTANCE_SEED)
     # An overlap scheduler builds iteration k while k - 1 runs: it sees the requests that had arrived when
     # k - 1 started (a request arriving during an iteration waits for one more before its own).
-    engine = _Engine(rules, capacity, table, setup.step_scale, ranks, acceptance)
+    engine = _engine(setup, (a, profile, rules, capacity, speculative), ranks, run.seed, (prompt, output))
     requests = _Requests(prompt.tolist(), output.tolist(), capacity, rules.kv_block, run.traffic.cached_prompt)
     overhead = profile.request_overhead.m_as("s")
     arrivals = _Arrivals(run, arrival, overhead)
@@ -356,6 +346,29 @@ def _simulate_seed(run: _Run, progress: Callable[[float], None] | None = None) -
         truncated = f"{unfinished} requests never finished (the scheduler could not admit them)"
     truncated = "; ".join(part for part in (short, truncated) if part)
     return _result(requests, arrivals, reps, count, capacity, prompt, output, truncated)
+
+
+def _engine(
+    setup: SimulationSetup, limits: tuple, ranks: int, seed: int, lengths: tuple[np.ndarray, np.ndarray]
+) -> _Engine:
+    """What every scheduler of a seed obeys.
+
+    ``limits`` come from :func:`_limits` (per attention rank); the iterations are priced for the longest of the
+    seed's requests (``lengths``: prompts and outputs); the acceptance of drafts is drawn from ``seed``.
+    """
+    a, profile, rules, capacity, speculative = limits
+    prompt, output = lengths
+    if setup.step_time is not None:
+        table: Any = _FixedStep(setup.step_time.m_as("s"))
+    else:
+        eff = profile.efficiency_for(a.accelerator)
+        longest = float((prompt + output).max()) + 1
+        budget = float(max(rules.token_budget, prompt.max()))
+        table = _StepTable(a, eff, int(setup.tensor_parallel), longest, budget, speculative)
+    acceptance = None  # speculative decoding: each round's accepted drafts, drawn from the seed
+    if speculative.drafter is not None:
+        acceptance = _Acceptance(speculative.positions, speculative.tokens, seed + _ACCEPTANCE_SEED)
+    return _Engine(rules, capacity, table, setup.step_scale, ranks, acceptance)
 
 
 def _run_events(

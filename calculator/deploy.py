@@ -63,7 +63,7 @@ TRTLLM_ATTENTION_DP = (
 )
 
 
-def _launch_flags(entry: Any, sources: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
+def launch_flags(entry: Any, sources: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
     """An engine entry's launch flags: each option's flag and the documentation it was read in.
 
     ``entry`` is a registry ``Engine`` (its ``launch_flags``, each cited by a source link on
@@ -94,7 +94,7 @@ class _DocumentedFlags(Mapping[str, Mapping[str, str]]):
 
             reg = load_registry()
             self._flags = {
-                entry.id: dict(_launch_flags(entry, reg.sources).values())
+                entry.id: dict(launch_flags(entry, reg.sources).values())
                 for entry in reg.engines.values()
                 if entry.launch_flags
             }
@@ -111,11 +111,11 @@ class _DocumentedFlags(Mapping[str, Mapping[str, str]]):
 
 
 #: The flags each engine documents that :func:`launch_command` may emit, with the page each was read from:
-#: the packaged registry's ``launch_flags`` of each engine and their sources (``_launch_flags``).
+#: the packaged registry's ``launch_flags`` of each engine and their sources (``launch_flags``).
 DOCUMENTED_FLAGS: Mapping[str, Mapping[str, str]] = _DocumentedFlags()
 
 
-class _Flags(dict[str, str]):
+class LaunchFlags(dict[str, str]):
     """One engine's option -> flag (its registry entry's ``launch_flags``); a missing option is an InputError."""
 
     def __init__(self, engine: str, flags: Mapping[str, str]) -> None:
@@ -240,7 +240,7 @@ class WeightsSource(Result):
     format: str = ""
 
 
-def _engine_name(engine: Any) -> str:
+def engine_name(engine: Any) -> str:
     from .performance import engine_profile
 
     profile = engine_profile(engine) if isinstance(engine, str) else None
@@ -304,7 +304,7 @@ def weights_source(
     from .precision import PRECISIONS, check_precision
 
     model = model_of(model, registry)
-    engine = _engine_name(engine)
+    engine = engine_name(engine)
     name = check_precision(precision)
     if not isinstance(served, str) or (served and served not in model.aliases):
         raise InputError(f"weights_source(): argument 'served' must be one of {model.id}'s aliases, got {served!r:.80}")
@@ -374,14 +374,14 @@ def launch_command(plan: FleetPlan, engine: str, *, registry: Registry | None = 
     from .precision import check_precision
 
     plan = _feasible(plan)
-    name = _engine_name(engine)
+    name = engine_name(engine)
     reg = plan_registry(plan, registry)
     profile = engine_profile(name, reg)
     release = getattr(plan, "engine_release", None)
     if release and plan.engine == name:  # the release the plan was priced as
         profile = profile.for_release(release)
-    documented = _launch_flags(reg.engine(name), reg.sources)
-    f = _Flags(name, {option: flag for option, (flag, _) in documented.items()})
+    documented = launch_flags(reg.engine(name), reg.sources)
+    f = LaunchFlags(name, {option: flag for option, (flag, _) in documented.items()})
     model = reg.model(plan.model)
     device = reg.accelerator(plan.accelerator)
     weights = weights_source(model, plan.precision, name, registry=reg, served=plan.served_model or "")
@@ -404,7 +404,7 @@ def launch_command(plan: FleetPlan, engine: str, *, registry: Registry | None = 
     if nodes > 1:
         executable, worker = _multi_node(name, f, nodes, layout.gpus, layout.data_parallel, flags, notes)
     arguments = (*executable, *positional, *flag_parts(flags))
-    writes = [_heredoc(file, text) for file, text in files.items()]
+    writes = [heredoc(file, text) for file, text in files.items()]
     command = "\n".join([*(shell_comment(note) for note in notes), *writes, shell_line(arguments)])
     cited = dict(documented.values())
     citations = {flag: cited[flag] for flag in (*flags, *worker)}
@@ -412,7 +412,7 @@ def launch_command(plan: FleetPlan, engine: str, *, registry: Registry | None = 
 
 
 def _replica_flags(
-    name: str, f: _Flags, plan: Any, profile: Any, device: Any, repo: str
+    name: str, f: LaunchFlags, plan: Any, profile: Any, device: Any, repo: str
 ) -> tuple[dict[str, str | None], tuple[str, ...]]:
     """One replica's flags (parallelism, sequence cap, memory fraction, token budget) and positional arguments."""
     from .performance.engines import sglang_memory_fraction
@@ -463,7 +463,7 @@ def _replica_flags(
 
 def _precision_flags(
     name: str,
-    f: _Flags,
+    f: LaunchFlags,
     kv: str,
     weights: WeightsSource,
     flags: dict[str, str | None],
@@ -483,7 +483,7 @@ def _precision_flags(
 
 def _layout_flags(
     name: str,
-    f: _Flags,
+    f: LaunchFlags,
     plan: Any,
     registry: Any,
     flags: dict[str, str | None],
@@ -521,7 +521,7 @@ def _layout_flags(
     _speculative_flags(name, f, flags, options, spec.method, drafter, spec.draft_length)
 
 
-def _options_file(f: _Flags, options: dict[str, Any], flags: dict[str, str | None], plan: Any,
+def _options_file(f: LaunchFlags, options: dict[str, Any], flags: dict[str, str | None], plan: Any,
                   registry: Any) -> dict[str, str]:  # fmt: skip
     """TensorRT-LLM's extra options as the file the command writes (and its flag), if there are any.
 
@@ -587,7 +587,7 @@ def shell_comment(text: str) -> str:
 
 
 def _multi_node(
-    engine: str, f: _Flags, nodes: int, tp: int, ranks: int, flags: dict[str, str | None], notes: list[str]
+    engine: str, f: LaunchFlags, nodes: int, tp: int, ranks: int, flags: dict[str, str | None], notes: list[str]
 ) -> tuple[tuple[str, ...], dict[str, str | None]]:
     """A replica over ``nodes`` nodes: each engine's flags (in ``flags``), its executable, the other nodes' flags."""
     leader, rank = (ShellVariable(f"${name}") for name in NODE_VARIABLES)
@@ -625,7 +625,7 @@ def _multi_node(
     return EXECUTABLES[engine], worker
 
 
-def _expert_parallel_flags(engine: str, f: _Flags, expert_parallel: int, tp: int) -> dict[str, str | None]:
+def _expert_parallel_flags(engine: str, f: LaunchFlags, expert_parallel: int, tp: int) -> dict[str, str | None]:
     """The flags that spread a mixture of experts' routed experts over ``expert_parallel`` of a replica's GPUs."""
     if engine == "vllm":
         if expert_parallel != tp:  # vLLM's switch spreads them over the whole group (tensor x data parallel)
@@ -639,7 +639,7 @@ def _expert_parallel_flags(engine: str, f: _Flags, expert_parallel: int, tp: int
 
 def _placement_flags(
     engine: str,
-    f: _Flags,
+    f: LaunchFlags,
     plan: Any,
     registry: Any,
     flags: dict[str, str | None],
@@ -682,7 +682,7 @@ def _placement_flags(
 
 def _data_parallel_flags(
     engine: str,
-    f: _Flags,
+    f: LaunchFlags,
     ranks: int,
     tp: int,
     batch: int,
@@ -715,7 +715,7 @@ def _data_parallel_flags(
     notes.append(f"each of the {ranks} attention ranks caps its running sequences at {per_rank} ({batch} in all)")
 
 
-def _heredoc(file: str, text: str) -> str:
+def heredoc(file: str, text: str) -> str:
     """Shell lines that write ``text`` to ``file`` verbatim (a quoted here-document: nothing is expanded)."""
     end = "SERVECALC_EOF"
     if end in text.splitlines():  # cannot happen with YAML's indented scalars; refuse rather than truncate
@@ -779,7 +779,7 @@ _METHOD_NAMES = {
 
 def _speculative_flags(
     engine: str,
-    f: _Flags,
+    f: LaunchFlags,
     flags: dict[str, str | None],
     options: dict[str, Any],
     method: str,

@@ -33,11 +33,11 @@ from .deploy import (
     PORTS,
     TRTLLM_OPTIONS_FILE,
     LaunchConfig,
-    _engine_name,
-    _Flags,
-    _heredoc,
-    _launch_flags,
+    LaunchFlags,
+    engine_name,
+    heredoc,
     launch_command,
+    launch_flags,
     plan_registry,
     shell_comment,
     shell_line,
@@ -116,11 +116,11 @@ def pool_launch(
         )
     if not plan.feasible or not plan.model:
         raise InputError(f"the disaggregated plan is infeasible, nothing to deploy: {plan.reason}")
-    name = _engine_name(engine)
+    name = engine_name(engine)
     pools = {pool: plan.pool_plan(pool) for pool in ("prefill", "decode")}
     reg = plan_registry(pools["prefill"], registry)
-    documented = _launch_flags(reg.engine(name), reg.sources)
-    f = _Flags(name, {option: flag for option, (flag, _) in documented.items()})
+    documented = launch_flags(reg.engine(name), reg.sources)
+    f = LaunchFlags(name, {option: flag for option, (flag, _) in documented.items()})
     cited = {option: why for option, (_, why) in documented.items()}
     hosts = {pool: tuple(host(pool, i) for i in range(p.replicas)) for pool, p in pools.items()}
     for pool, pool_plan in pools.items():
@@ -155,7 +155,7 @@ def pool_launch(
     return DisaggregatedLaunch(name, configs["prefill"], configs["decode"], router, hosts, command)
 
 
-def _pool_config(base: LaunchConfig, engine: str, pool: str, f: _Flags, cited: dict[str, str]) -> LaunchConfig:
+def _pool_config(base: LaunchConfig, engine: str, pool: str, f: LaunchFlags, cited: dict[str, str]) -> LaunchConfig:
     """A pool's command: the colocated command of its replica with the engine's disaggregation settings."""
     flags = dict(base.flags)
     files = dict(base.files)
@@ -191,7 +191,7 @@ def _pool_config(base: LaunchConfig, engine: str, pool: str, f: _Flags, cited: d
         options.append("options_file")
     flags.update(added)
     arguments = _arguments(base, flags)
-    writes = [_heredoc(file, text) for file, text in files.items()]
+    writes = [heredoc(file, text) for file, text in files.items()]
     command = "\n".join([*(shell_comment(note) for note in notes), *writes, shell_line(arguments)])
     citations = dict(base.citations) | {f[option]: cited[option] for option in options}
     return dataclasses.replace(
@@ -218,7 +218,7 @@ def _trtllm_options(files: dict[str, str], pool: str) -> dict[str, str]:
     return {**files, TRTLLM_POOL_FILES[pool]: yaml.safe_dump(options, sort_keys=False)}
 
 
-def _router(engine: str, f: _Flags, cited: dict[str, str], hosts: dict[str, tuple[str, ...]]) -> LaunchConfig:
+def _router(engine: str, f: LaunchFlags, cited: dict[str, str], hosts: dict[str, tuple[str, ...]]) -> LaunchConfig:
     """The router's command: vLLM's proxy, SGLang's router in PD mode, or trtllm-serve disaggregated."""
     port = PORTS[engine]
     flags: dict[str, str | None] = {}
@@ -258,7 +258,7 @@ def _router(engine: str, f: _Flags, cited: dict[str, str], hosts: dict[str, tupl
         files[TRTLLM_ROUTER_FILE] = yaml.safe_dump(config, sort_keys=False)
     arguments = (*executable, *tail)
     flags = _flag_values(tail)
-    writes = [_heredoc(file, text) for file, text in files.items()]
+    writes = [heredoc(file, text) for file, text in files.items()]
     command = "\n".join([*(shell_comment(note) for note in notes), *writes, shell_line(arguments)])
     citations = {f[option]: cited[option] for option in options}
     return LaunchConfig(engine, arguments, command, flags, citations, tuple(notes), files=files)

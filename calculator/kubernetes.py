@@ -396,12 +396,12 @@ def disaggregated_manifest(
     """
     import yaml
 
-    from .deploy import _engine_name
+    from .deploy import engine_name
     from .deploy_disaggregated import ROUTER_PORT, pool_launch
 
     if image is not None and (not isinstance(image, str) or not image.strip()):
         raise InputError(f"disaggregated_manifest(): argument 'image' must be a container image name, got {image!r}")
-    name = _engine_name(engine)
+    name = engine_name(engine)
     names = {pool: _dns_name(f"{plan.model}-{name}-{pool}") for pool in ("prefill", "decode")}
     launch = pool_launch(plan, name, registry, lambda pool, index: f"{names[pool]}-{index}.{names[pool]}")
     head = [

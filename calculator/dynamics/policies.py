@@ -22,6 +22,7 @@ from ..errors import CalculatorError, InputError
 from ..formula import magnitude
 from ..results import Result
 from ..routing.resilience import CircuitBreakerConfig
+from ..types import MoneyRate, Time
 from ..units import Q_, parse_quantity, shown
 from .demand import DemandCurve
 
@@ -396,7 +397,7 @@ class Failure:
 
     kind: str
     at: Any
-    duration: Any = None
+    duration: Time | None = None
     target: str | int = 1
 
     def __post_init__(self) -> None:
@@ -448,7 +449,7 @@ def parse_failure(text: str) -> Failure:
     kind = {"replicas": "replica"}.get(kind, kind)
     if kind not in FAILURE_KINDS:
         raise InputError(f"a failure's kind must be one of {', '.join(FAILURE_KINDS)} (or replicas), got {kind!r}")
-    duration: Any = None
+    duration: Time | None = None
     if lasting is not None:
         try:
             duration = parse_quantity(lasting.strip(), "s", what="a failure's duration")
@@ -540,9 +541,9 @@ class Scenario(Result):
     admission: Admission = field(default_factory=Admission)
     failures: tuple[Failure, ...] = ()
     regions: tuple[Region, ...] = ()
-    price: Any = None
-    window: Any = _5_MIN
-    duration: Any = None
+    price: MoneyRate | None = None
+    window: Time = _5_MIN
+    duration: Time | None = None
     goal: float | None = None
 
     def __post_init__(self) -> None:

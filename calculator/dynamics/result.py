@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import InputError
 from ..results import Result
+from ..types import Money, Time
 from ..units import Q_
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["WINDOW_COLUMNS", "DayResult", "attainment_goal", "day_result"]
 
@@ -69,13 +73,13 @@ class DayResult(Result):
         The day in a sentence.
     """
 
-    windows: Any = field(repr=False)
+    windows: pd.DataFrame = field(repr=False)
     mode: str
     goal: float
     attainment: float
-    gpu_hours: Any
-    cost: Any
-    hours_missing: Any
+    gpu_hours: Time
+    cost: Money
+    hours_missing: Time
     peak_replicas: float
     verdict: str
 

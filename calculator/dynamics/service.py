@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
-from ..queueing.mmc import _wait_exceedance, mean_wait_seconds, wait_quantile_seconds
+from ..queueing.mmc import mean_wait_seconds, wait_exceedance_probability, wait_quantile_seconds
 from ..units import shown
 
 __all__ = ["ReplicaService", "MAX_SLOT_LOAD"]
@@ -150,7 +150,7 @@ class ReplicaService:
     def slot_wait_exceedance(self, batch: np.ndarray, threshold: np.ndarray) -> np.ndarray:
         """P(slot wait > ``threshold`` s) at a running batch (0 where the threshold is below 0 is 1)."""
         load = np.minimum(batch, MAX_SLOT_LOAD * self.slots)
-        tail = _wait_exceedance(load, self.slots, self.time_running(batch), 1.0, np.maximum(threshold, 0.0))
+        tail = wait_exceedance_probability(load, self.slots, self.time_running(batch), 1.0, np.maximum(threshold, 0.0))
         return np.where(np.asarray(threshold) < 0, 1.0, tail)
 
     def slot_wait_quantile(self, batch: np.ndarray, quantile: float) -> np.ndarray:

@@ -21,7 +21,7 @@ from ..results import Result, as_count, plain
 from ..types import Count, Fraction, Number, Probability, Rate, Time
 from ..units import Q_
 from .capacity import in_flight
-from .mmc import _erlang_c, _wait_exceedance, mean_wait_seconds, wait_quantile_seconds
+from .mmc import _erlang_c, mean_wait_seconds, wait_exceedance_probability, wait_quantile_seconds
 
 __all__ = [
     "variability_factor",
@@ -238,7 +238,7 @@ def ggc_wait_exceedance(
     0.1839
     """
     factor = variability_factor.numeric(arrival_cv=arrival_cv, service_cv=service_cv)
-    return plain(_wait_exceedance(arrival_rate * service_time, servers, service_time, factor, threshold))
+    return plain(wait_exceedance_probability(arrival_rate * service_time, servers, service_time, factor, threshold))
 
 
 @checked(arrival_rate="positive", service_time="positive")

@@ -58,7 +58,7 @@ def mean_wait_seconds(load: Any, servers: Any, service_time: Any, factor: Any) -
     return np.where(np.asarray(load) < np.asarray(servers), wait, np.inf)
 
 
-def _wait_exceedance(load: Any, servers: Any, service_time: Any, factor: Any, threshold: Any) -> np.ndarray:
+def wait_exceedance_probability(load: Any, servers: Any, service_time: Any, factor: Any, threshold: Any) -> np.ndarray:
     """P(wait > t): Erlang C times an exponential tail with rate (c - a) / (factor s)."""
     load, servers, service_time, factor, threshold = (
         np.asarray(v, dtype=float) for v in (load, servers, service_time, factor, threshold)
@@ -71,7 +71,7 @@ def _wait_exceedance(load: Any, servers: Any, service_time: Any, factor: Any, th
 
 
 def wait_quantile_seconds(load: Any, servers: Any, service_time: Any, factor: Any, quantile: Any) -> np.ndarray:
-    """Inverse of :func:`_wait_exceedance`: zero while the quantile lies in the no-wait mass."""
+    """Inverse of :func:`wait_exceedance_probability`: zero while the quantile lies in the no-wait mass."""
     load, servers, service_time, factor, quantile = (
         np.asarray(v, dtype=float) for v in (load, servers, service_time, factor, quantile)
     )
@@ -208,7 +208,7 @@ def mmc_wait_exceedance(arrival_rate: Rate, service_time: Time, servers: Count, 
     0.1839
     """
     load = arrival_rate * service_time
-    return plain(_wait_exceedance(load, servers, service_time, 1.0, threshold))
+    return plain(wait_exceedance_probability(load, servers, service_time, 1.0, threshold))
 
 
 @checked(arrival_rate="positive", service_time="positive")

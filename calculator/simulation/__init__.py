@@ -44,8 +44,8 @@ The submodules, each re-exported here:
 
 from __future__ import annotations
 
-from .disaggregated import DisaggregatedVerification, verify_disaggregated
 from .day import simulate_day, simulate_days
+from .disaggregated import DisaggregatedVerification, verify_disaggregated
 from .inputs import DEFAULT_ROUTER, ROUTERS, SimulationSetup, Traffic, router_name
 from .plans import PlanVerification, default_requests, plan_setup, simulate_plan, verify_plan
 from .results import SimulationResult

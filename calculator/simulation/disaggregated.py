@@ -16,7 +16,7 @@ import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -29,9 +29,6 @@ from .inputs import TIME_LIMIT, Traffic
 from .plans import _check_requests, _replica_count, default_requests, plan_setup
 from .results import SimulationResult
 from .run import simulate
-
-if TYPE_CHECKING:
-    from ..fleet import DisaggregatedPlan
 
 __all__ = ["DisaggregatedVerification", "verify_disaggregated"]
 
@@ -108,7 +105,7 @@ class DisaggregatedVerification(Result):
 
 
 def verify_disaggregated(
-    plan: DisaggregatedPlan,
+    plan: Any,  # a fleet.DisaggregatedPlan (the simulator imports nothing of the sizer)
     *,
     requests: int | None = None,
     seeds: int | Sequence[int] = 2,
@@ -127,10 +124,9 @@ def verify_disaggregated(
     the handoff's contention (each transfer takes the plan's time whatever else crosses the link) and its spread
     over prompt lengths (every request takes the plan's, the mean prompt's).
     """
-    from ..fleet import DisaggregatedPlan
-
     deadline = _Deadline.start("verify_disaggregated", time_limit)
-    if not isinstance(plan, DisaggregatedPlan):
+    # the plan's type by what it offers (the simulator imports nothing of the sizer): its pools as colocated plans
+    if not callable(getattr(plan, "pool_plan", None)) or not hasattr(plan, "kv_handoff"):
         raise InputError(
             "verify_disaggregated(): argument 'plan' must be a DisaggregatedPlan (size_disaggregated's result), "
             f"got {type(plan).__name__}"

@@ -175,7 +175,8 @@ def _answer(where, plan, result):
     with where:
         first, second = st.columns(3), st.columns(3)
         first[0].metric("Attainment", f"{100 * result.attainment:.2f} %", help="requests meeting every target")
-        first[1].metric("Hours below goal", ui.fmt(result.hours_missing, "hour", 3),
+        below = result.hours_missing
+        first[1].metric("Time below goal", ui.fmt(below, "min" if below.m_as("hour") < 1 else "hour", 3),
                         help=f"time in windows whose attainment is below {result.goal:.0%}")  # fmt: skip
         first[2].metric("Peak replicas", ui.number(result.peak_replicas, 4), help="ready and starting")
         second[0].metric("GPU-hours", ui.fmt(result.gpu_hours, "hour", 4), help="ready, starting and warm pool")

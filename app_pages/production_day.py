@@ -112,7 +112,7 @@ class DaySettings:
 
 @st.cache_data(show_spinner="Sizing the default plan...", max_entries=1)
 def default_plan():
-    """The fleet sizer's default inputs sized by the library: its plan is the page's default."""
+    """The fleet sizer's default inputs (the registry's default GPU prices) sized by the library: the default plan."""
     return size_fleet(
         "llama-3.1-70b",
         Workload(Q_(10, "request/s"), 1024, 256),

@@ -68,7 +68,7 @@ def day_figure(result: Any, panel: str, targets: Any = None) -> go.Figure:
     start = frame["start_s"].to_numpy(dtype=float) / 3600
     window = float(start[1] - start[0]) if start.size > 1 else 1.0
     if panel == "load":
-        figure = _figure(DAY_PANELS[panel], "Time [h]", "Rate [request/s]", yaxis2={
+        figure = _figure(DAY_PANELS[panel], "Time [h]", "Rate [request/s]", yaxis={"rangemode": "tozero"}, yaxis2={
             "title": "Replicas [count]", "overlaying": "y", "side": "right", "rangemode": "tozero"})  # fmt: skip
         _line(figure, start, frame["demand_rate"], "demand")
         _line(figure, start, frame["offered_rate"], "offered (with retries)", dash="dot")

@@ -19,6 +19,7 @@ pages = {
         page("memory_fit", "Memory fit", ":material/memory:"),
         page("benchmark", "Benchmark prediction", ":material/timer:"),
         page("cost", "Cost", ":material/payments:"),
+        page("production_day", "A day in production", ":material/schedule:"),
     ],
     "Chapter models": [
         page("batching_queueing", "Batching and queueing", ":material/stacked_line_chart:"),

@@ -10,7 +10,7 @@
 * :func:`run`: the error guard; a :class:`calculator.errors.CalculatorError` (or an unknown registry
   id) becomes an ``st.error`` with the library's message, never a traceback;
 * :func:`registry`, :func:`extra_files`, :func:`add_registry_file`: the registry with the user's
-  custom entries of this session.
+  custom entries of this session; :func:`kept_upload`: an upload, size-limited, in the session's folder.
 
 Pages hold widgets, calls and display only: every number comes from :mod:`calculator`, every chart
 from :mod:`calculator.plots`.
@@ -59,6 +59,8 @@ ENGINE_DEFAULT_KV = "engine default"
 #: Largest registry file accepted from an upload or a form (bytes).
 MAX_REGISTRY_BYTES = 256 * 1024
 _CUSTOM_FILES = "_custom_registry_files"
+#: Where the fleet sizer leaves the plan it shows, for the "A day in production" page to play (this session only).
+SIZER_PLAN = "_fleet_sizer_plan"
 _SESSION_FOLDER = "_custom_registry_folder"
 
 # --------------------------------------------------------------------------------------------
@@ -148,6 +150,21 @@ def add_registry_file(text: str) -> Any:
     return loaded
 
 
+def kept_upload(
+    data: bytes, limit: int, what: str, prefix: str, suffix: str, error: type[Exception] = InputError
+) -> Path:
+    """An uploaded file's bytes kept in this session's folder under a name derived from its content.
+
+    Refused with ``error`` naming ``what`` when over ``limit`` bytes, before anything is written; the library
+    then reads the file from the returned path with its own bounded readers (a plan, a demand curve, a config).
+    """
+    if len(data) > limit:
+        raise error(f"{what}: {len(data):,} bytes; the limit is {limit:,} bytes")
+    path = session_folder() / f"{prefix}-{hashlib.sha256(data).hexdigest()[:16]}{suffix}"
+    path.write_bytes(data)
+    return path
+
+
 def import_config_files(
     config: bytes, quant: bytes | None = None, *, repo: str | None = None, model_id: str | None = None
 ) -> Any:
@@ -160,14 +177,11 @@ def import_config_files(
     """
     from calculator.model_import import import_model_config
 
-    paths: dict[str, Path] = {}
-    for label, data in (("config", config), ("quant", quant)):
-        if data is None:
-            continue
-        if len(data) > MAX_REGISTRY_BYTES:
-            raise RegistryError(f"{label}: {len(data):,} bytes; the limit is {MAX_REGISTRY_BYTES:,} bytes")
-        paths[label] = session_folder() / f"import-{label}-{hashlib.sha256(data).hexdigest()[:16]}.json"
-        paths[label].write_bytes(data)
+    paths = {
+        label: kept_upload(data, MAX_REGISTRY_BYTES, label, f"import-{label}", ".json", RegistryError)
+        for label, data in (("config", config), ("quant", quant))
+        if data is not None
+    }
     imported = import_model_config(
         paths["config"], repo=repo, model_id=model_id, quant=paths.get("quant"), registry=registry()
     )

@@ -403,6 +403,7 @@ def _show_plan(plan, rate, output, prices, tpot_ms, check):
     )
     _plan_metrics(plan, band)
     _cost_link(plan, rate)
+    _day_link(plan)
     ties = tie_lines(plan)
     if ties:
         st.info(
@@ -467,6 +468,17 @@ def _cost_link(plan, rate):
             "per_query": f"{per_query.m_as('USD/request'):.6g}",
             "per_day": f"{arrival.m_as('request/day'):.10g}",
         },
+    )
+
+
+def _day_link(plan):
+    """A link to "A day in production" playing this plan: the plan stays in the session, the link selects it."""
+    st.session_state[ui.SIZER_PLAN] = plan
+    st.page_link(
+        "app_pages/production_day.py",
+        label="Play this plan through a day in production",
+        icon=":material/schedule:",
+        query_params={"plan": "sizer"},
     )
 
 

@@ -268,6 +268,57 @@ def test_verification_chart_plots_the_table_against_the_targets(checked_plan):
         plots.verification_chart(plan)
 
 
+def hand_day(attainment):
+    """A DayResult of four half-hour windows written by hand (goal 0.5)."""
+    import pandas as pd
+
+    from calculator.dynamics import day_result
+
+    frame = pd.DataFrame(
+        {
+            "start_s": [0.0, 1800.0, 3600.0, 5400.0], "demand_rate": [10.0, 20.0, 30.0, 40.0],
+            "offered_rate": [10.0, 25.0, 36.0, 40.0], "ready": [2.0, 2.0, 3.0, 3.0], "starting": [0.0, 1.0, 0.0, 0.0],
+            "queue": [0.0, 4.0, 2.0, 0.0], "ttft_p50_s": [0.2, 0.3, 0.4, 0.2], "ttft_p99_s": [0.5, 0.9, 1.2, 0.5],
+            "tpot_p50_s": [0.03] * 4, "tpot_p99_s": [0.04, 0.05, 0.06, 0.04], "served": [1.8e4] * 4,
+            "shed": [0.0, 5.0, 1.0, 0.0], "failed": [0.0, 7.0, 2.0, 0.0], "retried": [0.0, 6.0, 2.0, 0.0],
+            "attainment": attainment, "gpu_hours": [1.0] * 4, "cost": [2.0] * 4,
+        }
+    )  # fmt: skip
+    return day_result(frame, 1800.0, 0.5, "fluid")
+
+
+def test_day_figure_draws_the_windows_and_shades_those_below_the_goal():
+    # Half-hour windows start at 0, 0.5, 1 and 1.5 h; windows 2 and 3 (attainment 0.2 and 0.3 < 0.5) miss the
+    # goal: one shaded span from 0.5 h to 1.5 h. Alone-standing misses (the first and the third) are two spans.
+    load = plots.day_figure(hand_day([1.0, 0.2, 0.3, 1.0]), "load")
+    traces = {t.name: t for t in load.data}
+    assert np.allclose(traces["demand"].x, [0, 0.5, 1, 1.5]) and np.allclose(traces["demand"].y, [10, 20, 30, 40])
+    assert np.allclose(traces["offered (with retries)"].y, [10, 25, 36, 40])
+    assert traces["ready replicas"].yaxis == "y2" and np.allclose(traces["starting replicas"].y, [0, 1, 0, 0])
+    assert [(s.x0, s.x1) for s in load.layout.shapes] == [(0.5, 1.5)]
+    apart = plots.day_figure(hand_day([0.1, 1.0, 0.1, 1.0]), "load")
+    assert [(s.x0, s.x1) for s in apart.layout.shapes] == [(0.0, 0.5), (1.0, 1.5)]
+    # TTFT in ms (0.9 s = 900 ms) against the p99 target of 1 s drawn across the day, 0 to 2 h.
+    ttft = {
+        t.name: t
+        for t in plots.day_figure(hand_day([1.0] * 4), "ttft", Targets(Q_(1, "s"), Q_(50, "ms"), None, 0.99)).data
+    }
+    assert np.allclose(ttft["TTFT p99"].y, [500, 900, 1200, 500]) and np.allclose(
+        ttft["TTFT p50"].y, [200, 300, 400, 200]
+    )
+    assert np.allclose(ttft["target (p99)"].x, [0, 2]) and np.allclose(ttft["target (p99)"].y, [1000, 1000])
+    tpot = {t.name: t for t in plots.day_figure(hand_day([1.0] * 4), "tpot").data}
+    assert np.allclose(tpot["TPOT p99"].y, [40, 50, 60, 40]) and "target (mean)" not in tpot
+    requests = {t.name: t for t in plots.day_figure(hand_day([1.0] * 4), "requests").data}
+    assert np.allclose(requests["shed"].y, [0, 5, 1, 0]) and np.allclose(requests["failed"].y, [0, 7, 2, 0])
+    assert np.allclose(requests["retried"].y, [0, 6, 2, 0]) and np.allclose(
+        requests["shed"].x, [0.25, 0.75, 1.25, 1.75]
+    )
+    assert requests["queue (mean)"].yaxis == "y2" and np.allclose(requests["queue (mean)"].y, [0, 4, 2, 0])
+    with pytest.raises(InputError, match="'panel' must be one of load, ttft, tpot, requests"):
+        plots.day_figure(hand_day([1.0] * 4), "cost")
+
+
 # ---------------------------------------------------------------------------------------------- Chart rules
 
 
@@ -312,6 +363,7 @@ def every_figure(checked_plan):
             log_x=True,
             log_y=True,
         ),
+        "day_figure": plots.day_figure(hand_day([1.0, 0.2, 0.3, 1.0]), "load"),
         "demand_schedule_figure": plots.demand_schedule_figure({"predictive": schedule}),
         "frontier_figure": plots.frontier_figure(frontier("llama-3.1-8b", ["h100-sxm", "l4"], "fp16", 512, 128), plan),
         "hockey_stick_figure": plots.hockey_stick_figure(rho, {"M/M/4": mmc_mean_wait(rate, Q_(100, "ms"), 4)}),

@@ -43,29 +43,20 @@ SIMULATION_METRICS = ("ttft", "tpot", "tbt_max")
 SIMULATION_STATISTICS = ("mean", "p50", "p90", "p99")
 
 
-#: The largest plan file ``--plan`` reads (a plan written by ``size --json`` is a few kilobytes).
-MAX_PLAN_FILE_BYTES = 10_000_000
-
-
 def _plan_from_json(path: Path) -> Any:
     """The :class:`~calculator.fleet.FleetPlan` that ``servecalc size --json`` wrote to ``path``.
 
-    The JSON holds every field of the plan, quantities as ``{"value": ..., "unit": ...}``; the plan
-    is rebuilt as it was sized (not sized again, :meth:`~calculator.fleet.FleetPlan.from_json_dict`),
-    so its workload, targets, configuration and router are the ones recorded. A plan with a
-    verification loses its simulations (only the table was written).
+    Read by :meth:`~calculator.fleet.FleetPlan.from_json_file` (the dashboard reads an uploaded plan with it
+    too): the JSON holds every field of the plan, quantities as ``{"value": ..., "unit": ...}``; the plan is
+    rebuilt as it was sized, so its workload, targets, configuration and router are the ones recorded. A plan
+    with a verification loses its simulations (only the table was written).
     """
-    from .._files import load_json, read_text
     from ..errors import CalculatorError
     from ..fleet import FleetPlan
 
     try:
-        data = load_json(read_text(path, MAX_PLAN_FILE_BYTES, "the file"), "the file")
-    except CalculatorError as exc:  # not a regular file, too large, not UTF-8 or not JSON: never its content
-        raise _fail(f"--plan {path} does not hold a plan written by 'servecalc size --json' ({exc})") from None
-    try:
-        return FleetPlan.from_json_dict(data)
-    except CalculatorError as exc:  # a hand-edited or tampered file: the field and what it must be
+        return FleetPlan.from_json_file(path)
+    except CalculatorError as exc:  # the file's fault in a line, or the field a tampered file got wrong
         raise _fail(f"--plan {path}: {exc}") from None
 
 

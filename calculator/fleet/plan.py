@@ -24,6 +24,10 @@ __all__ = [
 ]  # fmt: skip
 
 
+#: The largest plan file :meth:`FleetPlan.from_json_file` reads (a plan written by ``size --json`` is a few kilobytes).
+MAX_PLAN_FILE_BYTES = 10_000_000
+
+
 @dataclass(frozen=True, repr=False)
 class PlanService(Result):
     """The service a plan predicts for each replica at the planned load.
@@ -415,6 +419,24 @@ class FleetPlan(Result):
     def max_utilization(self) -> float:
         """The planning ceiling on each replica's load (``targets.max_utilization``; 0 without targets)."""
         return self.targets.max_utilization if self.targets is not None else 0.0
+
+    @classmethod
+    def from_json_file(cls, path: Any) -> FleetPlan:
+        """The plan ``servecalc size --json`` wrote to ``path``: read safely, then :meth:`from_json_dict`.
+
+        The file is read as the calculator reads every user file (a regular file, at most
+        :data:`MAX_PLAN_FILE_BYTES`, UTF-8, JSON without a repeated key); the plan is rebuilt as it was
+        sized, not sized again. Raises :class:`InputError`: the file's fault in a line (never its
+        content), or the field a hand-edited file got wrong.
+        """
+        from .._files import load_json, read_text
+        from ..errors import CalculatorError
+
+        try:
+            data = load_json(read_text(path, MAX_PLAN_FILE_BYTES, "the file"), "the file")
+        except CalculatorError as exc:  # not a regular file, too large, not UTF-8 or not JSON
+            raise InputError(f"does not hold a plan written by 'servecalc size --json' ({exc})") from None
+        return cls.from_json_dict(data)
 
     @classmethod
     def from_json_dict(cls, data: Mapping[str, Any]) -> FleetPlan:

@@ -27,6 +27,7 @@ from ..errors import InputError
 from ..results import percentile_label
 from ..units import ureg
 from ._style import _LAYOUT, _figure, _finish
+from .day import day_figure
 
 __all__ = [
     "ACCELERATOR_COLORS",
@@ -35,6 +36,7 @@ __all__ = [
     "benchmark_prediction_figure",
     "cost_curves_figure",
     "curves_figure",
+    "day_figure",
     "demand_schedule_figure",
     "frontier_figure",
     "hockey_stick_figure",

@@ -487,3 +487,19 @@ def test_figure_21_the_predictive_autoscaler_is_ready_before_the_demand_the_reac
     assert missed["p"] == 0 and missed["r"] > 2500  # of 24,000
     assert (reactive.attainment.iloc[5:9] < 0.5).all()  # the minutes after the first step up
     assert 1.0 < predictive.gpu_hours.sum() / reactive.gpu_hours.sum() < 1.2
+
+
+def test_a_retry_added_to_the_requests_gets_an_entry_in_every_per_request_list():
+    # A retry appended by the day's clients must extend every per-request list, the disaggregated pool's cached
+    # prompt ("held") included: one list left short failed every retry (an IndexError in the scheduler).
+    from calculator.simulation.scheduler import _Requests
+
+    for cached in (False, True):
+        requests = _Requests([100, 200], [10, 20], capacity=1e6, block=16, cached=cached)
+        index = requests.add(300, 30)
+        assert index == 2
+        lengths = {
+            name: len(getattr(requests, name)) for name in _Requests.__slots__ if name not in ("block", "capacity")
+        }
+        assert set(lengths.values()) == {3}, lengths
+        assert requests.held[2] == 0 and requests.todo[2] == 300  # the retry prefills its whole prompt

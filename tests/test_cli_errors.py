@@ -382,3 +382,22 @@ def test_the_other_commands_name_the_flag_or_argument(other_files, path, name):
     message = _message(result)
     assert message.startswith("error: ") and expected in message, message
     assert not API_WORDING.search(message), message
+
+
+def test_check_refers_to_the_commands_not_the_library(other_files, tmp_path):
+    # The plan serves SIZING's 5 request/s on one replica (llama-3.1-8b on an H100); a run at 100 request/s is
+    # 1,900 % off, beyond check's tolerance; the library's message names check_plan() and benchmark_command().
+    run = tmp_path / "run.json"
+    run.write_text(
+        json.dumps(
+            {"completed": 80, "total_input_tokens": 40000, "total_output_tokens": 16000, "mean_ttft_ms": 150.0,
+             "mean_tpot_ms": 12.0, "request_rate": 100, "request_throughput": 5, "mean_e2el_ms": 900}
+        ),
+        encoding="utf-8",
+    )  # fmt: skip
+    message = _message(runner.invoke(app, ["check", str(run), "--plan", other_files["plan"]]))
+    assert message.startswith("error: RESULTS: no run at the plan's rate per replica"), message
+    assert "5 request/s" in message and "is 1900% off" in message, message  # 100 / 5 - 1 = 19
+    assert "run the 'servecalc bench' runs" in message and not API_WORDING.search(message), message
+    empty = _message(runner.invoke(app, ["check", other_files["empty"], "--plan", other_files["plan"]]))
+    assert "servecalc check expects the 'servecalc bench' runs" in empty, empty

@@ -8,7 +8,8 @@
   written by the library's one display formatter; every table downloads as CSV, results as JSON
   (:func:`download_json`);
 * :func:`run`: the error guard; a :class:`calculator.errors.CalculatorError` (or an unknown registry
-  id) becomes an ``st.error`` with the library's message, never a traceback;
+  id) becomes an ``st.error`` with the library's message, never a traceback; it also draws the page's
+  inputs after the page (:meth:`Scenario._widget`), so the browser shows the answer before the inputs' code;
 * :func:`registry`, :func:`extra_files`, :func:`add_registry_file`: the registry with the user's
   custom entries of this session; :func:`kept_upload`: an upload, size-limited, in the session's folder.
 
@@ -24,6 +25,7 @@ import math
 import re
 import shutil
 import tempfile
+import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -345,6 +347,24 @@ class Scenario:
             st.session_state[key] = value
         return key
 
+    @staticmethod
+    def _widget(where: Any, kind: str, *args: Any, key: str, **kwargs: Any) -> Any:
+        """The widget ``kind`` (``number_input``, ...) at its place, ``where`` or the current container.
+
+        While :func:`run` runs a page, the place is held by an empty placeholder and the widget is drawn into it
+        after the page, so the page's answer reaches the browser before its inputs: the browser loads each
+        widget's code (about 20 files for a select box) before it reveals what arrived with it, which held the
+        first metric back (docs/dashboard.md, "Speed"). The value is the session's, which :meth:`_start` set
+        (or the user's last change), the value the widget returns.
+        """
+        pending = getattr(_INPUTS, "pending", None)
+        place = where or st
+        if pending is None:
+            return getattr(place, kind)(*args, key=key, **kwargs)
+        slot = place.empty()
+        pending.append(lambda: getattr(slot, kind)(*args, key=key, **kwargs))
+        return st.session_state[key]
+
     def _keep(self, name: str, value: Any, text: str) -> Any:
         self.saved[name] = value
         st.query_params[name] = st.session_state["_scenario_written"][name] = text
@@ -383,7 +403,7 @@ class Scenario:
             bounds["step"] = cast(step)
         if not integer:
             kwargs.setdefault("format", "%g")  # the default "%0.2f" would show 0.001 as 0.00
-        value = (where or st).number_input(label, key=key, **bounds, **kwargs)
+        value = self._widget(where, "number_input", label, key=key, **bounds, **kwargs)
         return self._keep(name, value, "" if value is None else str(value))
 
     def slider(
@@ -406,8 +426,15 @@ class Scenario:
             return link_number(raw, min_value, max_value, integer)
 
         key = self._start(name, cast(default), parse, lambda value: min_value <= value <= max_value)
-        value = (where or st).slider(
-            label, key=key, min_value=cast(min_value), max_value=cast(max_value), step=cast(step), **kwargs
+        value = self._widget(
+            where,
+            "slider",
+            label,
+            key=key,
+            min_value=cast(min_value),
+            max_value=cast(max_value),
+            step=cast(step),
+            **kwargs,
         )
         return self._keep(name, value, str(value))
 
@@ -446,7 +473,7 @@ class Scenario:
             return by_text[raw]
 
         key = self._start(name, default if default in options else options[0], parse, lambda v: v in options)
-        value = getattr(where or st, widget)(label, options, key=key, **kwargs)
+        value = self._widget(where, widget, label, options, key=key, **kwargs)
         return self._keep(name, value, str(value))
 
     def multiselect(
@@ -468,7 +495,7 @@ class Scenario:
         key = self._start(
             name, [d for d in default if d in options], parse, lambda chosen: all(c in options for c in chosen)
         )
-        value = (where or st).multiselect(label, options, key=key, **{"wrap": True, **kwargs})
+        value = self._widget(where, "multiselect", label, options, key=key, **{"wrap": True, **kwargs})
         return self._keep(name, list(value), ",".join(value))
 
     def text(
@@ -482,7 +509,7 @@ class Scenario:
             return raw
 
         key = self._start(name, default, parse, lambda value: isinstance(value, str) and len(value) <= max_chars)
-        value = (where or st).text_input(label, key=key, max_chars=max_chars, **kwargs)
+        value = self._widget(where, "text_input", label, key=key, max_chars=max_chars, **kwargs)
         return self._keep(name, value, value)
 
     def tabs(self, labels: Sequence[str]) -> Sequence[Any]:
@@ -504,7 +531,7 @@ class Scenario:
             return raw.lower() == "true"
 
         key = self._start(name, bool(default), parse, lambda value: isinstance(value, bool))
-        value = (where or st).toggle(label, key=key, **kwargs)
+        value = self._widget(where, "toggle", label, key=key, **kwargs)
         return self._keep(name, bool(value), "true" if value else "false")
 
 
@@ -664,10 +691,25 @@ def message(exc: BaseException) -> str:
     return str(exc)
 
 
+#: The inputs of the page :func:`run` is running, drawn after it (:meth:`Scenario._widget`); per script thread,
+#: as each session runs its script in a thread of its own.
+_INPUTS = threading.local()
+
+
 def run(page: Callable[[], None]) -> None:
-    """Run a page; a library error (or an unknown registry id) becomes an error box, never a traceback."""
+    """Run a page, then draw its inputs (:meth:`Scenario._widget`); errors become error boxes, never tracebacks."""
+    _INPUTS.pending = []
     try:
-        page()
+        _guarded(page)
+    finally:
+        pending, _INPUTS.pending = _INPUTS.pending, None
+    _guarded(lambda: [draw() for draw in pending])
+
+
+def _guarded(call: Callable[[], Any]) -> None:
+    """Call ``call``; a library error (or an unknown registry id) becomes an error box, never a traceback."""
+    try:
+        call()
     except (CalculatorError, KeyError) as exc:
         st.error(plain(message(exc)))
     except Exception as exc:  # the last guard: a page never shows a traceback

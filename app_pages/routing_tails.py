@@ -66,6 +66,7 @@ def main():
 
 
 def _fanout(sc):
+    answer = st.container()  # the metrics above the inputs (first on a phone, where the columns stack)
     a, b, c = st.columns(3)
     leaf = sc.number("Leaf slow probability p", "leaf", 0.01, min_value=0.0, max_value=1.0, step=0.001,
                      format="%.4f", where=a)  # fmt: skip
@@ -74,7 +75,7 @@ def _fanout(sc):
                        format="%.4f", where=c)  # fmt: skip
     slow = fanout_slow_probability(leaf, leaves)
     budget = per_leaf_budget(target, leaves)
-    cols = st.columns(2)
+    cols = answer.columns(2)
     cols[0].metric("Requests slowed by at least one leaf", f"{ui.number(100 * slow, 3)} %")
     cols[1].metric(
         "Per-leaf budget for the target", f"{ui.number(budget, 3)} (leaf p{ui.number(100 * (1 - budget), 4)})"

@@ -1,14 +1,18 @@
-"""Time to the first answer of every dashboard page in a real browser.
+"""Time to the first answer of every dashboard page in a real browser, against an empty Streamlit page.
 
-Starts ``streamlit run app.py`` once, headless on a free localhost port (``streamlit_server`` of the browser
-tests, ``tests/test_browser.py``). For each page it opens a fresh Chromium context (empty cache and storage,
-1440x900), navigates to the page and times from the navigation to the page's first answer being visible:
-the first visible ``[data-testid="stMetric"]`` (the Registry page answers with its first table). Each page
-is opened ``--repeats`` times, each in a new context; the first visit of a page is also the first run of
-its script on the server (its caches empty), the others find the server's caches warm. The first page
-opened is also the server's first session (it pays the imports).
+Starts two servers headless on free localhost ports (``streamlit_server`` of the browser tests,
+``tests/test_browser.py``): ``streamlit run app.py``, and the empty page, a script whose only element is one
+metric (:data:`EMPTY_PAGE`), served from the repository's root with the same ``.streamlit/config.toml``. Each
+round opens every page once and the empty page once, each in a fresh Chromium context (empty cache and storage,
+1440x900), and times from the navigation to the page's first answer being visible: the first visible
+``[data-testid="stMetric"]`` (the Registry page answers with its first table; the empty page with its metric, so
+its time is Streamlit's own floor for painting a metric: its front end, the websocket, one script run and the
+metric's code). Rounds alternate the pages so that a change of the shared machine's load falls on all of them.
+The first round is also each page's first script run on the server (its caches empty), and the landing page's
+first visit is the server's first session (it pays the imports).
 
-Prints a Markdown table for ``docs/dashboard.md``: per page the first visit, the median and the maximum.
+Prints a Markdown table for ``docs/dashboard.md``: per page the first visit, the median, the maximum and the
+median's ratio to the empty page's median (the acceptance: at most 1.5).
 
     .venv/bin/python benchmarks/first_answer.py
     .venv/bin/python benchmarks/first_answer.py --repeats 5 --pages memory_fit cost
@@ -20,6 +24,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,6 +47,11 @@ PAGES = {
     "registry": ("registry", '[data-testid="stDataFrame"]'),
     "goal_seek": ("goal_seek", METRIC),
 }
+#: The empty page: one metric and nothing else (no page config, no navigation, no imports but Streamlit's).
+EMPTY_PAGE = 'import streamlit as st\n\nst.metric("Empty", 0)\n'
+EMPTY = "empty page"
+#: A page's median may be at most this multiple of the empty page's (issue 55).
+WITHIN = 1.5
 
 
 #: Polled on every animation frame: the time (ms since the navigation started) at which the first element
@@ -78,13 +88,35 @@ def first_answer(browser, url: str, selector: str) -> float:
         context.close()
 
 
+def _rounds(browser, targets: dict[str, tuple[str, str]], repeats: int) -> dict[str, list[float]]:
+    """``repeats`` rounds over ``targets`` (name -> (URL, selector)): each name's times, in the rounds' order."""
+    times: dict[str, list[float]] = {name: [] for name in targets}
+    for round_ in range(repeats):
+        for name, (url, selector) in targets.items():
+            times[name].append(first_answer(browser, url, selector))
+        print(f"round {round_ + 1}: " + ", ".join(f"{n} {t[-1]:.2f}" for n, t in times.items()), file=sys.stderr)
+    return times
+
+
+def table(times: dict[str, list[float]], repeats: int) -> list[str]:
+    """The Markdown table: per page its first visit, median, maximum and the median over the empty page's."""
+    floor = statistics.median(times[EMPTY])
+    lines = [f"| Page | First visit | Median of {repeats} | Max | Median / empty page's |", "|---|---|---|---|---|"]
+    for name, found in times.items():
+        median = statistics.median(found)
+        ratio = median / floor
+        verdict = "" if name == EMPTY or ratio <= WITHIN else f" (over {WITHIN})"
+        lines.append(f"| {name} | {found[0]:.2f} s | {median:.2f} s | {max(found):.2f} s | {ratio:.2f}{verdict} |")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=3, help="fresh contexts per page (default 3)")
+    parser.add_argument("--repeats", type=int, default=5, help="rounds, each page in a fresh context (default 5)")
     parser.add_argument("--pages", nargs="*", help="page names to time (default: every page)")
     parser.add_argument(
         "--server-option", action="append", default=[], metavar="NAME=VALUE",
-        help="a streamlit option for the server, e.g. server.fileWatcherType=auto (repeatable)",
+        help="a streamlit option for both servers, e.g. server.fileWatcherType=auto (repeatable)",
     )  # fmt: skip
     args = parser.parse_args(argv)
     from playwright.sync_api import sync_playwright
@@ -96,20 +128,22 @@ def main(argv: list[str] | None = None) -> None:
     options = [
         part for option in args.server_option for part in ("--" + option.partition("=")[0], option.partition("=")[2])
     ]
-    rows = []
-    with streamlit_server(*options) as url, sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS, headless=True)
-        try:
-            for path, (name, selector) in chosen.items():
-                times = [first_answer(browser, f"{url}/{path}", selector) for _ in range(args.repeats)]
-                rows.append((name, times))
-                print(f"{name}: " + ", ".join(f"{t:.2f}" for t in times), file=sys.stderr, flush=True)
-        finally:
-            browser.close()
-    print(f"| Page | First visit | Median of {args.repeats} | Max |")
-    print("|---|---|---|---|")
-    for name, times in rows:
-        print(f"| {name} | {times[0]:.2f} s | {statistics.median(times):.2f} s | {max(times):.2f} s |")
+    with tempfile.NamedTemporaryFile("w", suffix=".py") as empty:
+        empty.write(EMPTY_PAGE)
+        empty.flush()
+        with (
+            streamlit_server(*options) as url,
+            streamlit_server(*options, script=empty.name) as empty_url,
+            sync_playwright() as playwright,
+        ):
+            targets = {EMPTY: (empty_url, METRIC)}
+            targets.update({name: (f"{url}/{path}", selector) for path, (name, selector) in chosen.items()})
+            browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS, headless=True)
+            try:
+                times = _rounds(browser, targets, args.repeats)
+            finally:
+                browser.close()
+    print("\n".join(table(times, args.repeats)))
 
 
 if __name__ == "__main__":

@@ -247,11 +247,79 @@ def _records_of_file(path: Path, text: str, room: int) -> list[tuple[str, Mappin
     return [(f"{where}, line {n}", _json_object(s, f"{where}, line {n}")) for n, s in lines]
 
 
-def _runs_of_file(path: Path, text: str, concurrency: float | None, room: int) -> list[dict[str, float]]:
-    """The runs in one benchmark file's ``text``, at most ``room`` of them (more: an :class:`InputError`)."""
+def _runs_of_file(path: Path, text: str, concurrency: float | None, room: int) -> list[dict[str, Any]]:
+    """The runs in one benchmark file's ``text``, at most ``room`` of them (more: an :class:`InputError`).
+
+    Each run also carries ``where`` (the file, and its line) and ``recorded_tp``, the tensor-parallel degree
+    the record states (:func:`_recorded_tensor_parallel`; NaN if none), for :func:`_check_tensor_parallel`.
+    """
     if path.suffix.lower() == ".csv":
-        return [_run_from_genai_perf(text, path, _where(path), concurrency)]
-    return [_run_from_summary(record, where, concurrency) for where, record in _records_of_file(path, text, room)]
+        runs = [(_where(path), _run_from_genai_perf(text, path, _where(path), concurrency), math.nan)]
+    else:
+        runs = [
+            (where, _run_from_summary(record, where, concurrency), _recorded_tensor_parallel(record, where))
+            for where, record in _records_of_file(path, text, room)
+        ]
+    return [{**run, "where": where, "recorded_tp": recorded} for where, run, recorded in runs]
+
+
+#: Fields a result may state its tensor-parallel degree in: vLLM's and TensorRT-LLM's ``--metadata KEY=VALUE``
+#: writes each pair at the top level of the result JSON (``result_json[key] = value``, benchmark_serving.py).
+TENSOR_PARALLEL_FIELDS = ("tensor_parallel_size", "tensor-parallel-size", "tp_size", "tp")
+
+
+def _recorded_tensor_parallel(record: Mapping[str, Any], where: str) -> float:
+    """The tensor-parallel degree a result records (:data:`TENSOR_PARALLEL_FIELDS`), NaN when it records none."""
+    field = next((name for name in TENSOR_PARALLEL_FIELDS if name in record), None)
+    if field is None:
+        return math.nan
+    value = record[field]
+    if isinstance(value, str) and re.fullmatch(r"\s*\d{1,4}\s*", value):
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InputError(
+            f"{where}: field '{field}' must be a tensor-parallel degree (1, 2, 4, ...), got {shown(value)}"
+        )
+    return float(value)
+
+
+def _check_tensor_parallel(runs: Any, model: Any, device: Any, precision: str, tp: int, registry: Any) -> None:
+    """The runs could have been served on ``tp`` x ``device``: an :class:`InputError` naming the argument if not.
+
+    Three checks, each a contradiction the files or the hardware give: a degree a run records
+    (:data:`TENSOR_PARALLEL_FIELDS`) that is not ``tp``; weights per GPU larger than the GPU's memory; a run's
+    mean TPOT below the time ``tp`` GPUs take to read the weights a decode step needs once (the active
+    parameters' bytes per GPU over the memory bandwidth, a floor no batch or kernel beats; a run under it was
+    served on more GPUs, or with speculative decoding, which the calibration does not model).
+    """
+    from .memory import device_share, min_tensor_parallel
+
+    name = "read_benchmark_files(): argument 'tensor_parallel'"
+    stated = runs[runs.recorded_tp.notna() & (runs.recorded_tp != tp)]
+    if len(stated):
+        first = stated.iloc[0]
+        raise InputError(f"{name} is {tp}, but {first['where']} records a degree of {first.recorded_tp:g}")
+    weights = device_share(model, tp, precision, precision, registry=registry).weights
+    capacity = device.memory
+    if weights > capacity:
+        least = min_tensor_parallel(model, capacity, 1, 1, precision, precision, registry=registry)
+        raise InputError(
+            f"{name} {tp}: {model.id}'s weights at {precision} take {weights.to('GB'):~.4g} per GPU, more than "
+            f"{device.id}'s {capacity:~g}; the runs were served on more GPUs "
+            + (f"(at least {least})" if least else "(more than 64)")
+        )
+    active = (model.active_parameters or model.parameters) / model.parameters
+    floor = (weights * active / device.memory_bandwidth).m_as("s")
+    fast = runs[runs.tpot < floor]
+    if len(fast):
+        first = fast.iloc[0]
+        raise InputError(
+            f"{name} {tp} contradicts {first['where']}: its mean TPOT, {first.tpot * 1e3:.3g} ms, is below the "
+            f"{floor * 1e3:.3g} ms {tp} x {device.id} take to read {model.id}'s active weights at {precision} once "
+            f"({(weights * active).to('GB'):~.4g} per GPU at {device.memory_bandwidth:~P}), which every decode step "
+            "does; the runs were served on more GPUs (or with speculative decoding, which the calibration does not "
+            "model): give the degree they used"
+        )
 
 
 def _path_list(paths: Any, function: str) -> list[str | Path]:
@@ -282,9 +350,9 @@ def _file_texts(paths: list[Path], formats: Mapping[str, str], function: str) ->
         yield path, text
 
 
-def _read_runs(paths: list[Path], concurrency: float | None) -> list[dict[str, float]]:
+def _read_runs(paths: list[Path], concurrency: float | None) -> list[dict[str, Any]]:
     """The runs of every file in ``paths``, within :data:`MAX_CALIBRATION_RUNS` and the byte caps."""
-    runs: list[dict[str, float]] = []
+    runs: list[dict[str, Any]] = []
     for path, text in _file_texts(paths, BENCHMARK_FORMATS, "read_benchmark_files"):
         runs += _runs_of_file(path, text, concurrency, MAX_CALIBRATION_RUNS - len(runs))
         if len(runs) > MAX_CALIBRATION_RUNS:
@@ -339,7 +407,9 @@ def read_benchmark_files(
     :func:`genai_perf_concurrency`). The files do not record the deployment, so the model, accelerator,
     engine, weight precision and tensor-parallel degree are given; ``concurrency`` stands in where a file
     records none; ``arrivals`` and ``length_cv`` describe the harness
-    (:func:`~calculator.performance.predict_benchmark`).
+    (:func:`~calculator.performance.predict_benchmark`). A degree the runs contradict (one a result records
+    through ``--metadata``, weights that do not fit, a TPOT faster than reading the weights) is refused
+    (:func:`_check_tensor_parallel`).
 
     Each file is read through :func:`~calculator._files.read_text` (a regular file of at most
     :data:`MAX_BENCHMARK_FILE_BYTES`, UTF-8), at most :data:`MAX_CALIBRATION_RUNS` runs in all, and every
@@ -358,15 +428,18 @@ def read_benchmark_files(
     if concurrency is not None:
         given = float(count("read_benchmark_files", "concurrency", concurrency))
         concurrency = _measured("read_benchmark_files()", "concurrency", given, "concurrency")
-    frame = pd.DataFrame(_read_runs([Path(p) for p in chosen], concurrency))
+    runs = pd.DataFrame(_read_runs([Path(p) for p in chosen], concurrency))
+    device, weight_precision = reg.accelerator(accelerator), check_precision(precision)
+    _check_tensor_parallel(runs, reg.model(model), device, weight_precision, tp, reg)
+    frame = runs.drop(columns=["where", "recorded_tp"])
     return frame.assign(
         model_path=reg.model(model).id,
-        system=reg.accelerator(accelerator).id,
+        system=device.id,
         backend=profile_name,
         backend_version="user",
         model=reg.model(model).id,
-        accelerator=reg.accelerator(accelerator).id,
-        precision=check_precision(precision),
+        accelerator=device.id,
+        precision=weight_precision,
         engine=profile_name,
         tensor_parallel=float(tp),
         harness=f"{profile_name} user",

@@ -130,7 +130,13 @@ _KERNELS = tables_for("h100-sxm")
 _LINK = "chapter-nvlink-h100"
 
 OVERRIDES: dict[str, dict[str, Any]] = {
-    "read_benchmark_files": {"paths": [_RESULTS], "model": "qwen3-32b", "accelerator": "h100-sxm", "engine": "vllm"},
+    "read_benchmark_files": {
+        "paths": [_RESULTS],
+        "model": "qwen3-32b",
+        "accelerator": "h100-sxm",
+        "engine": "vllm",
+        "tensor_parallel": 4,
+    },
     "read_result_records": {"paths": [_RESULTS]},
     "result_number": {"where": "run.json", "field": "mean_ttft_ms", "value": 150.0},
     "tie_lines": {"plan": _PLAN},

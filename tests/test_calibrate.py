@@ -149,18 +149,18 @@ def test_bad_benchmark_files_are_named(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"completed": 10}', encoding="utf-8")
     with pytest.raises(InputError, match=r"bad\.json: not a serving benchmark result"):
-        read_benchmark_files([bad], "qwen3-32b", "h100-sxm", "vllm")
+        read_benchmark_files([bad], "qwen3-32b", "h100-sxm", "vllm", tensor_parallel=4)
     text = tmp_path / "notes.txt"
     text.write_text("hello", encoding="utf-8")
     with pytest.raises(InputError, match="unknown benchmark format"):
-        read_benchmark_files([text], "qwen3-32b", "h100-sxm", "vllm")
+        read_benchmark_files([text], "qwen3-32b", "h100-sxm", "vllm", tensor_parallel=4)
     one = tmp_path / "one.json"
     one.write_text(
         json.dumps({**_summary(next(_runs("vllm", "0.12.0", "bf16", 4).itertuples())), "max_concurrency": None})
     )
     with pytest.raises(InputError, match="give --concurrency"):
-        read_benchmark_files([one], "qwen3-32b", "h100-sxm", "vllm")
-    frame = read_benchmark_files([one], "qwen3-32b", "h100-sxm", "vllm", concurrency=8)
+        read_benchmark_files([one], "qwen3-32b", "h100-sxm", "vllm", tensor_parallel=4)
+    frame = read_benchmark_files([one], "qwen3-32b", "h100-sxm", "vllm", tensor_parallel=4, concurrency=8)
     with pytest.raises(InputError, match="at least three benchmark runs"):
         calibrate_engine(frame, "vllm")
     result = CliRunner().invoke(

@@ -6,6 +6,7 @@ wins); the message must name that option's flag as the help shows it and carry n
 of the commands it lists, so an option added later without an error case fails here.
 """
 
+import json
 import re
 from pathlib import Path
 
@@ -267,6 +268,8 @@ def benchmark_files(tmp_path_factory):
         engine,
         "-p",
         precision,
+        "--tp",
+        str(tp),  # the runs' (4); another degree is refused, see test_calibrate_refuses_a_tp_the_runs_contradict
     ]
 
 
@@ -281,3 +284,157 @@ def test_calibrate_names_the_flag(benchmark_files, flag):
     assert result.exit_code == 2, (flag, result.output)
     message = " ".join(re.sub(r"[│╭╮╰╯─]", " ", result.output).split())
     assert named in message and not API_WORDING.search(message), message
+
+
+def _message(result) -> str:
+    return " ".join(re.sub(r"[│╭╮╰╯─]", " ", result.output).split())
+
+
+def test_calibrate_refuses_a_tp_the_runs_contradict(benchmark_files, tmp_path):
+    # The fixture's runs are Qwen3-32B at BF16 on 4 x H100 (their mean TPOTs from 11.8 ms). On one H100 each
+    # decode step reads the whole 65.6 GB of weights (32.8e9 parameters x 2 bytes) at 3.35 TB/s: at least
+    # 65.6 / 3,350 s = 19.6 ms per token, so a run at 11.8 ms cannot have been served on one GPU.
+    one = _message(runner.invoke(app, [*benchmark_files, "--tp", "1"]))
+    assert one.startswith("error: option --tp 1 contradicts") and "11.8 ms, is below the 19.6 ms" in one, one
+    # Llama 3.1 405B at BF16 is 405.9e9 parameters x 2 bytes / 4 = 203 GB per GPU on TP 4, over an H100's 80 GiB;
+    # 16 GPUs hold 50.7 GB each (8 would be 101 GB).
+    model = benchmark_files.index("--model") + 1
+    large = [*benchmark_files[:model], "llama-3.1-405b", *benchmark_files[model + 1 :]]
+    fits = _message(runner.invoke(app, large))
+    assert "option --tp 4: llama-3.1-405b's weights at bf16 take 202.9 GB per GPU" in fits and "at least 16" in fits
+    # a degree that does not split the model's 64 heads and 8 KV heads
+    assert "--tp 3 does not split model 'qwen3-32b'" in _message(runner.invoke(app, [*benchmark_files, "--tp", "3"]))
+    # a result that states its degree (vLLM's --metadata tp=8 writes "tp": "8" at the top of the JSON)
+    first = Path(benchmark_files[1])
+    stated = tmp_path / "stated.json"
+    stated.write_text(json.dumps({**json.loads(first.read_text()), "tp": "8"}), encoding="utf-8")
+    recorded = runner.invoke(app, [*benchmark_files[:1], str(stated), *benchmark_files[2:]])
+    assert recorded.exit_code == 2 and f"option --tp is 4, but {stated} records a degree of 8" in _message(recorded)
+
+
+#: The commands not sized above, each from a valid start (``{plan}``, ``{config}``: files the fixture makes), and
+#: per option or argument a bad value and what the message must name. Arguments are keyed by their name in
+#: the help; their bad value replaces the valid one, which follows the command's words in the start.
+OTHER_STARTS = {
+    ("registry", "list"): ["registry", "list", "models"],
+    ("registry", "show"): ["registry", "show", "h100-sxm"],
+    ("registry", "validate"): ["registry", "validate", "{registry_file}"],
+    ("registry", "import"): ["registry", "import", "{config}"],
+    ("registry", "schema"): ["registry", "schema"],
+    ("bench",): ["bench", "--plan", "{plan}"],
+    ("check",): ["check", "{results}", "--plan", "{plan}"],
+}
+OTHER_BAD = {
+    ("registry", "list"): {
+        "SECTION": ("bogus", "SECTION: unknown registry section 'bogus'"),
+        "--registry": ("{missing}", "--registry: "),
+        "--extra": ("{malformed}", "--extra: malformed.yaml: malformed YAML"),
+        "--out": ("{folder}", "error: --out "),
+    },
+    ("registry", "show"): {
+        "ID": ("h999", "ID: no registry entry has id 'h999'"),
+        "--registry": ("{malformed}", "--registry: malformed.yaml"),
+        "--extra": ("{missing}", "--extra: "),
+    },
+    ("registry", "validate"): {"FILE": ("{malformed}", "FILE: malformed.yaml: malformed YAML")},
+    ("registry", "import"): {
+        "CONFIG": ("{missing}", "CONFIG: cannot read"),
+        "--id": ("Bad_Id!", "option --id must be a lowercase id"),
+        "--repo": ("notarepo", "option --repo must be a Hugging Face repository"),
+        "--index": ("{missing}", "--index: cannot read"),
+        "--quant": ("{empty}", "--quant: empty.json: field 'quant_method'"),
+        "--out": ("{folder}", "is a folder; give a file name such as"),
+        "--registry": ("{missing}", "--registry: "),
+        "--extra": ("{malformed}", "--extra: malformed.yaml"),
+    },
+    ("registry", "schema"): {},
+    ("bench",): {
+        "--plan": ("{empty}", "--plan "),
+        "--tool": ("genai-perf", "option --tool must be one of vllm, sglang, trtllm, got 'genai-perf'"),
+    },
+    ("check",): {
+        "RESULTS": ("{empty}", "RESULTS: "),
+        "--plan": ("{missing}", "--plan "),
+    },
+}
+#: Options that take any value: a display name (an empty one falls back to the id).
+ANY_VALUE = {("registry", "import"): {"--name"}}
+
+
+def _command(path: tuple[str, ...]):
+    found = typer.main.get_command(app)
+    for name in path:
+        found = found.commands[name]  # type: ignore[attr-defined]
+    return found
+
+
+@pytest.mark.parametrize("path", sorted(OTHER_BAD))
+def test_the_other_commands_table_covers_every_option_and_argument(path):
+    # every command of `servecalc --help` (and of `servecalc registry --help`) is covered here or above
+    top = set(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
+    assert top == {*START, "calibrate", "registry", *(p[0] for p in OTHER_BAD if len(p) == 1)}
+    assert set(_command(("registry",)).commands) == {p[1] for p in OTHER_BAD if p[0] == "registry"}
+    params = _command(path).params
+    named = {param.opts[0] if param.opts[0].startswith("-") else param.metavar.rstrip(".") for param in params}
+    # --extra and --out are tested here (the sizing commands leave them to test_cli.py); --over-base is a switch
+    unchecked = (NO_BAD_VALUE - {"--extra", "--out"}) | {"--over-base"} | ANY_VALUE.get(path, set())
+    assert set(OTHER_BAD[path]) == named - unchecked
+
+
+@pytest.fixture(scope="module")
+def other_files(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("files")
+    plan = folder / "plan.json"
+    sized = runner.invoke(app, ["size", *SIZING, "-a", "h100-sxm", "--engine", "vllm", "--json", "--out", str(plan)])
+    assert sized.exit_code == 0, sized.output
+    (folder / "empty.json").write_text("{}", encoding="utf-8")
+    (folder / "malformed.yaml").write_text("a: [\n", encoding="utf-8")
+    (folder / "registry.yaml").write_text("models: {}\n", encoding="utf-8")
+    (folder / "out").mkdir()
+    from test_model_import import config
+
+    return {
+        "plan": str(plan),
+        "config": str(config("Qwen--Qwen3-8B")),
+        "registry_file": str(folder / "registry.yaml"),
+        "results": str(folder / "empty.json"),
+        "missing": str(folder / "missing.json"),
+        "empty": str(folder / "empty.json"),
+        "malformed": str(folder / "malformed.yaml"),
+        "folder": str(folder / "out"),
+    }
+
+
+@pytest.mark.parametrize(
+    ("path", "name"), [(path, name) for path in sorted(OTHER_BAD) for name in sorted(OTHER_BAD[path])]
+)
+def test_the_other_commands_name_the_flag_or_argument(other_files, path, name):
+    value, expected = (text.format(**other_files) for text in OTHER_BAD[path][name])
+    start = [part.format(**other_files) for part in OTHER_STARTS[path]]
+    # an option is appended; an argument's valid value, right after the command's words, is replaced
+    options = name.startswith("-")
+    args = [*start, name, value] if options else [*start[: len(path)], value, *start[len(path) + 1 :]]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, (args, result.output)
+    message = _message(result)
+    assert message.startswith("error: ") and expected in message, message
+    assert not API_WORDING.search(message), message
+
+
+def test_check_refers_to_the_commands_not_the_library(other_files, tmp_path):
+    # The plan serves SIZING's 5 request/s on one replica (llama-3.1-8b on an H100); a run at 100 request/s is
+    # 1,900 % off, beyond check's tolerance; the library's message names check_plan() and benchmark_command().
+    run = tmp_path / "run.json"
+    run.write_text(
+        json.dumps(
+            {"completed": 80, "total_input_tokens": 40000, "total_output_tokens": 16000, "mean_ttft_ms": 150.0,
+             "mean_tpot_ms": 12.0, "request_rate": 100, "request_throughput": 5, "mean_e2el_ms": 900}
+        ),
+        encoding="utf-8",
+    )  # fmt: skip
+    message = _message(runner.invoke(app, ["check", str(run), "--plan", other_files["plan"]]))
+    assert message.startswith("error: RESULTS: no run at the plan's rate per replica"), message
+    assert "5 request/s" in message and "is 1900% off" in message, message  # 100 / 5 - 1 = 19
+    assert "run the 'servecalc bench' runs" in message and not API_WORDING.search(message), message
+    empty = _message(runner.invoke(app, ["check", other_files["empty"], "--plan", other_files["plan"]]))
+    assert "servecalc check expects the 'servecalc bench' runs" in empty, empty

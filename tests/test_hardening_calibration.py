@@ -155,28 +155,30 @@ def test_runs_are_capped_and_a_long_jsonl_is_refused_before_its_lines_are_parsed
     lines = tmp_path / "runs.jsonl"
     lines.write_text("not json\n" * (MAX_CALIBRATION_RUNS + 1), encoding="utf-8")
     with pytest.raises(InputError, match=r"runs\.jsonl: too many runs; one calibration reads at most 1,000 runs"):
-        read_benchmark_files([lines], "qwen3-32b", "h100-sxm", "vllm")
+        read_benchmark_files([lines], "qwen3-32b", "h100-sxm", "vllm", tensor_parallel=4)
     # at the cap, the lines are parsed
     lines.write_text("not json\n" * MAX_CALIBRATION_RUNS, encoding="utf-8")
     with pytest.raises(InputError, match=r"runs\.jsonl, line 1: malformed JSON"):
-        read_benchmark_files([lines], "qwen3-32b", "h100-sxm", "vllm")
+        read_benchmark_files([lines], "qwen3-32b", "h100-sxm", "vllm", tensor_parallel=4)
     # too many files: refused before any is opened (these do not exist)
     many = [tmp_path / f"run-{i}.json" for i in range(MAX_CALIBRATION_RUNS + 1)]
     with pytest.raises(InputError, match="more than 1,000 files"):
-        read_benchmark_files(many, "qwen3-32b", "h100-sxm", "vllm")
+        read_benchmark_files(many, "qwen3-32b", "h100-sxm", "vllm", tensor_parallel=4)
     # the runs of several files count together
     full = _runs_file(tmp_path, "full.jsonl", [RUN] * MAX_CALIBRATION_RUNS)
     one = _runs_file(tmp_path, "one.json", [RUN])
-    assert len(read_benchmark_files([full], "qwen3-32b", "h100-sxm", "vllm")) == MAX_CALIBRATION_RUNS
+    assert len(read_benchmark_files([full], "qwen3-32b", "h100-sxm", "vllm", tensor_parallel=4)) == MAX_CALIBRATION_RUNS
     with pytest.raises(InputError, match=r"one\.json: too many runs"):
-        read_benchmark_files([full, one], "qwen3-32b", "h100-sxm", "vllm")
+        read_benchmark_files([full, one], "qwen3-32b", "h100-sxm", "vllm", tensor_parallel=4)
 
 
 def test_the_given_concurrency_is_in_its_plausible_range(tmp_path):
     path = _runs_file(tmp_path, "run.json", [{**RUN, "max_concurrency": None}])
     with pytest.raises(InputError, match=r"field 'concurrency' = 1e\+09 is outside the plausible range 1 to 100000"):
-        read_benchmark_files([path], "qwen3-32b", "h100-sxm", "vllm", concurrency=10**9)
-    assert read_benchmark_files([path], "qwen3-32b", "h100-sxm", "vllm", concurrency=64).concurrency.tolist() == [64]
+        read_benchmark_files([path], "qwen3-32b", "h100-sxm", "vllm", tensor_parallel=4, concurrency=10**9)
+    assert read_benchmark_files(
+        [path], "qwen3-32b", "h100-sxm", "vllm", tensor_parallel=4, concurrency=64
+    ).concurrency.tolist() == [64]
 
 
 def _genai_perf(folder, clients=None):
@@ -194,20 +196,22 @@ def test_genai_perf_concurrency_is_read_from_the_runs_own_folder(tmp_path):
     # genai-perf names each run's folder <model>-<kind>-<endpoint>-concurrency<N>; a study folder above
     # it that also names a concurrency is not this run's (it read 1 before).
     path = _genai_perf(tmp_path / "concurrency-study-concurrency1" / "qwen3-32b-openai-chat-concurrency64")
-    run = read_benchmark_files([path], "qwen3-32b", "h100-sxm", "vllm")
+    run = read_benchmark_files([path], "qwen3-32b", "h100-sxm", "vllm", tensor_parallel=4)
     assert run.concurrency.tolist() == [64]
     assert run.input_tokens.tolist() == [1024] and run.ttft.tolist() == [pytest.approx(0.1505)]
     # a concurrency only further up the path is not read: the run's folder names none
     elsewhere = _genai_perf(tmp_path / "concurrency8" / "run")
     with pytest.raises(InputError, match=r"no concurrency in the name of its folder.*give --concurrency"):
-        read_benchmark_files([elsewhere], "qwen3-32b", "h100-sxm", "vllm")
-    assert read_benchmark_files([elsewhere], "qwen3-32b", "h100-sxm", "vllm", concurrency=4).concurrency.tolist() == [4]
+        read_benchmark_files([elsewhere], "qwen3-32b", "h100-sxm", "vllm", tensor_parallel=4)
+    assert read_benchmark_files(
+        [elsewhere], "qwen3-32b", "h100-sxm", "vllm", tensor_parallel=4, concurrency=4
+    ).concurrency.tolist() == [4]
     # the folder's name holds it as genai-perf writes it, the last one counting
     assert genai_perf_concurrency("a/m-concurrency1-openai-chat-concurrency16/p.csv") == 16
     assert genai_perf_concurrency("a/myconcurrency16/p.csv") is None
     absurd = _genai_perf(tmp_path / "m-openai-chat-concurrency1000000000")
     with pytest.raises(InputError, match="concurrency<N> of its folder's name' = 1e\\+09"):
-        read_benchmark_files([absurd], "qwen3-32b", "h100-sxm", "vllm")
+        read_benchmark_files([absurd], "qwen3-32b", "h100-sxm", "vllm", tensor_parallel=4)
 
 
 def test_cross_validation_fits_at_most_the_capped_folds_and_leaves_each_run_out_once(monkeypatch):

@@ -225,14 +225,23 @@ def tokens(minimum: int = 1, *, whole: bool = True) -> Callable[[str], Any]:
     return parse
 
 
-def _load(registry: Path | None, extra: list[Path] | None) -> Any:
+def _load(registry: Path | None, extra: list[Path] | None, flags: tuple[str, str] = ("--registry", "--extra")) -> Any:
+    """The registry of ``--registry`` and ``--extra`` (``flags``: what the command calls them); a bad file exits 2.
+
+    The message names the flag of the file it is about: the file the registry's message starts with, else the
+    only file given (the packaged base is valid).
+    """
     from ..registry import load_registry
 
     try:
         return load_registry(registry, extra or ())
     except RegistryError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+        message = str(exc)
+        given = [(flags[0], registry)] if registry is not None else []
+        files = given + [(flags[1], path) for path in extra or ()]
+        named = [flag for flag, path in files if message.startswith((f"{path}:", f"{path.name}:"))]
+        named = named or [flag for flag, _ in files] * (len(files) == 1)
+        raise _fail(f"{named[0]}: {message}" if named else message) from None
 
 
 def _fail(exc: BaseException | str, code: int = 2) -> typer.Exit:
@@ -246,10 +255,12 @@ def _fail(exc: BaseException | str, code: int = 2) -> typer.Exit:
 
 #: Library argument names that are not a command's parameter name (or its plural): the name -> the parameter's.
 _LIBRARY_NAMES = {"tensor_parallel": "tp", "tensor_parallels": "tp", "speculation": "speculate"}
+#: Library functions a message refers the reader to, and the command that does the same.
+_LIBRARY_COMMANDS = {"check_plan()": "servecalc check", "benchmark_command()": "'servecalc bench'"}
 
 
-def _command_flags() -> tuple[dict[str, str], dict[str, list[str]]]:
-    """The running command's parameters: flag text by library argument name, and the values given by flag text.
+def _command_flags() -> tuple[dict[str, str], dict[str, list[str]], set[str]]:
+    """The running command's parameters: flags by library argument name, values by flag, and the files given.
 
     Built from the command's own (typer) parameters: ``precision`` and its plural ``precisions`` read
     ``-p/--precision``, an argument its name in capitals (``MODEL``); :data:`_LIBRARY_NAMES` adds the few
@@ -257,24 +268,26 @@ def _command_flags() -> tuple[dict[str, str], dict[str, list[str]]]:
     """
     ctx = _RUNNING.get()
     if ctx is None:
-        return {}, {}
+        return {}, {}, set()
     flags: dict[str, str] = {}
     given: dict[str, list[str]] = {}
+    files: set[str] = set()
     for param in ctx.command.params:
         if param.name is None or param.name in ("as_json", "output_format", "out", "extra"):
             continue
         if isinstance(param, TyperArgument):
-            shown = param.metavar or param.name.upper()
+            shown = (param.metavar or param.name.upper()).rstrip(".")  # RESULTS..., FILE...
         else:
             shown = "/".join(sorted(param.opts, key=len))
         flags[param.name] = flags[param.name + "s"] = shown
         value = ctx.params.get(param.name)
         values = value if isinstance(value, list | tuple) else [] if value is None else [value]
         given[shown] = [str(getattr(v, "value", v)) for v in values]
+        files.update(str(v) for v in values if isinstance(v, Path))
     for library, name in _LIBRARY_NAMES.items():
         if name in flags:
             flags.setdefault(library, flags[name])
-    return flags, given
+    return flags, given, files
 
 
 def _in_flags(message: str) -> str:
@@ -284,9 +297,10 @@ def _in_flags(message: str) -> str:
     ``model_memory_fit(): context 1000000 exceeds ...`` reads ``--context 1000000 exceeds ...``;
     an argument both ``-p`` and ``--kv-precision`` could mean is the one whose value the message
     quotes; the engine ``None`` is ``generic``; a message naming no flag but quoting a value given to
-    one (``unknown accelerator id 'bogus'``) is prefixed with that flag.
+    one (``unknown accelerator id 'bogus'``), or a file given to one, is prefixed with that flag; a library
+    function the message refers to is the command doing the same (:data:`_LIBRARY_COMMANDS`).
     """
-    flags, given = _command_flags()
+    flags, given, files = _command_flags()
     if not flags:
         return message
     quoted = re.search(r"got '?([^',)]+)'?", message)
@@ -306,8 +320,17 @@ def _in_flags(message: str) -> str:
     text = re.sub(r"(?<!')\b[a-z]+(_[a-z]+)+\b(?!')", lambda m: flags.get(m[0], m[0]), text)
     if "--engine" in text:
         text = text.replace(" or None,", " or generic,")
+    # a library message that already gave the flag beside the argument: "--id (--id)", "(--id, --id)"
+    text = re.sub(r"(\S+) \(\1\)", r"\1", text)
+    text = re.sub(r"\((\S+), \1\)", r"(\1)", text)
+    for function, command in _LIBRARY_COMMANDS.items():
+        text = text.replace(function, command)
     if not any(shown in text for shown in given):
-        holders = [shown for shown, values in given.items() if any(f"'{v}'" in text for v in values)]
+        holders = [
+            shown
+            for shown, values in given.items()
+            if any(f"'{v}'" in text or (v in files and re.search(rf"(^|[\s(]){re.escape(v)}\b", text)) for v in values)
+        ]
         if len(holders) == 1:
             text = f"option {holders[0]}: {text}" if holders[0].startswith("-") else f"{holders[0]}: {text}"
     return text

@@ -18,6 +18,7 @@ from ._app import (
     RegistryOption,
     _check_out,
     _emit,
+    _fail,
     _format,
     _library_errors,
     _load,
@@ -49,8 +50,7 @@ def registry_list(
         try:
             entries = reg.section(name)
         except RegistryError as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(2) from None
+            raise _fail(exc) from None
         if name == "sources":
             rows[name] = [{"id": e.id, "name": e.title, "provenance": e.kind} for e in entries.values()]
         else:
@@ -91,8 +91,7 @@ def registry_show(
     try:
         section, entry = reg.find(entry_id)
     except RegistryError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+        raise _fail(exc) from None
     if section == "sources":
         data = entry.model_dump()
     else:
@@ -128,9 +127,7 @@ def registry_validate(
     ] = True,
 ) -> None:
     """Validate a registry file; exit status 2 with the error message if it is invalid."""
-    from ..registry import DEFAULT_REGISTRY_PATH
-
-    reg = _load(DEFAULT_REGISTRY_PATH, [file]) if over_base else _load(file, None)
+    reg = _load(None, [file], ("FILE", "FILE")) if over_base else _load(file, None, ("FILE", "FILE"))
     counts = ", ".join(f"{len(reg.section(s))} {s}" for s in ("accelerators", "interconnects", "models", "prices"))
     typer.echo(f"{file}: valid ({counts} after loading)")
 
@@ -179,7 +176,7 @@ def registry_import(
 
     reg = _load(registry, extra)
     if out is not None:
-        _check_out(out)
+        _check_out(out, example="model.yaml")
     with _library_errors():
         imported = import_model_config(
             config, model_id=model_id, name=name, repo=repo, index=index, quant=quant, out=out, registry=reg

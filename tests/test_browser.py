@@ -261,9 +261,10 @@ ANSWER_FIRST = {
 #: The answer when it is not a metric (the registry's table), and pages whose answer may follow an input: the
 #: registry's section picker chooses what the table shows.
 TABLE, PICKER_FIRST = '[data-testid="stDataFrame"]', {"registry"}
-#: The tabs after the first, counted in the pages' sources (sc.tabs, st.tabs): fleet sizer 1, memory fit 4, cost 3,
-#: batching 4, decode speedups 3, sharding 3, routing 3, autoscaling 4, registry 4; benchmark and goal seek none.
-TABS_AFTER_FIRST = 1 + 4 + 3 + 4 + 3 + 3 + 3 + 4 + 4
+#: The tabs after the first, counted in the pages' sources (sc.tabs, st.tabs): fleet sizer 2, memory fit 4, cost 3,
+#: batching 4, decode speedups 3, sharding 3, routing 3, autoscaling 4, registry 4, production day 4; benchmark and
+#: goal seek none.
+TABS_AFTER_FIRST = 2 + 4 + 3 + 4 + 3 + 3 + 3 + 4 + 4 + 4
 #: The metrics whose value text does not fit its box (the value or an element inside it cut off, with "…").
 CUT_OFF = """() => [...document.querySelectorAll('[data-testid="stMetric"]')]
     .filter((metric) => metric.offsetParent !== null)

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ._app import FormatOption, JsonOption, OutOption, _emit, _fail, _format, app
+from ._app import FormatOption, JsonOption, OutOption, _emit, _fail, _format, _stderr_progress, app
 from ._tables import frame_table
 from .simulate import _plan_from_json
 from .sizing import _quantity
@@ -225,6 +225,10 @@ def day_command(
             window=_time("window", window),
             duration=length,
         )
-        result = run_day(plan, scenario, mode=mode, seeds=seeds)
+        with _stderr_progress() as bar:  # a request-level day can take minutes; the fluid one ends at once
+            task = bar.add_task(f"a day, {mode}", total=1.0)
+            result = run_day(
+                plan, scenario, mode=mode, seeds=seeds, progress=lambda done: bar.update(task, completed=done)
+            )
     seconds = scenario.window.m
     _emit(fmt, out, lambda: _json(result) if fmt.value == "json" else _text(result, seconds), lambda: result.windows)

@@ -111,7 +111,7 @@ class _Requests:
 _NEW_REQUEST: dict[str, Any] = {
     "state": _WAIT, "filled": 0, "need": 0.0, "join": 0, "due": 0, "rounds": 0, "base": 0, "first": math.nan,
     "finish": math.nan, "started": math.nan, "queued": math.inf, "replica": -1, "stall": 0.0, "last_token": 0.0,
-    "preempted": 0, "slack": 0,
+    "preempted": 0, "slack": 0, "held": 0,
 }  # fmt: skip
 
 

@@ -352,12 +352,13 @@ class _Loop:
                 forecast = self.scenario.demand.peak_between(now, now + scaler.lead_time.m) * self.share[p]
             observed = self._metric(p, pool)
             current = pool.ready + pool.starting
-            wanted = scaler.decide(now, observed, pool.ready, pool.starting, forecast, service.planned_rate, pool.state)
+            wanted, pool.state = scaler.step(
+                now, observed, pool.ready, pool.starting, forecast, service.planned_rate, pool.state
+            )
             if wanted > current:
                 pool.start(now, wanted - current, self.scenario)
             elif wanted < current:
                 pool.stop(current - wanted)
-            pool.state = pool.state.record(now, wanted, current)
 
     def _metric(self, p: int, pool: _Pool) -> float:
         """The autoscaler's metric summed over the pool's ready replicas, from the last step."""

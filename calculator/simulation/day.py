@@ -319,8 +319,9 @@ class _Day:
                 share = self.regions[region].share if self.regions else 1.0
                 forecast = self.scenario.demand.peak_between(now, now + scaler.lead_time.m) * share
             state = self.scaler_state[region]
-            wanted = scaler.decide(now, observed, ready, starting, forecast, self.run.per_replica_rate, state)
-            self.scaler_state[region] = state.record(now, wanted, current)
+            wanted, self.scaler_state[region] = scaler.step(
+                now, observed, ready, starting, forecast, self.run.per_replica_rate, state
+            )
             self.resize(region, wanted - current, now)
         self.push(now + interval, _TICK)
 

@@ -194,6 +194,30 @@ def test_a_retry_budget_caps_the_amplification():
     assert rows["offered_rate"].mean() / rows["demand_rate"].mean() == pytest.approx(1.1, rel=1e-3)
 
 
+@pytest.mark.parametrize("cancel", [True, False])
+def test_abandoned_attempts_the_engine_keeps_hold_the_fleet_overloaded(cancel):
+    # Capacity 100/s (10 replicas of 10/s). Demand 80/s with a minute at 200/s (10:00-11:00), clients giving up
+    # after 2 s and trying 4 times. During the burst the queue holds what is served within the timeout (the
+    # wait limit, about 1.7 s, x 100/s) and the rest time out. Cancelled, they leave: after the burst the queue
+    # and the retries drain (the spare 20/s clears them) and the last window (25:00-30:00) is back at 80/s,
+    # every request served. Kept (cancel=False), the abandoned attempts stay at the head of the queue and run
+    # first: once more of them wait than the replicas clear within the timeout, every new attempt times out
+    # behind them, each request's 4 attempts all time out, more work joins the abandoned than the 100/s
+    # serve, and nothing is served again: the metastable state.
+    demand = DemandCurve(np.array([0, 600, 600.01, 660, 660.01, 1800.0]), np.array([80, 80, 200, 200, 80, 80.0]))
+    retry = RetryPolicy(timeout=Q_(2, "s"), max_attempts=4, backoff_base=Q_(0.2, "s"), backoff_cap=Q_(2, "s"),
+                        jitter="none", cancel=cancel)  # fmt: skip
+    last = run_fluid(toy_plan(), Scenario(demand, autoscaler=fixed(10), retry=retry)).windows.iloc[-1]
+    assert last.demand_rate == pytest.approx(80.0)
+    if cancel:
+        assert last.retried == pytest.approx(0.0, abs=1e-6) and last.served == pytest.approx(80 * 300)
+        assert last.attainment > 0.99
+    else:
+        assert last.offered_rate == pytest.approx(4 * 80.0, rel=0.01) and last.served == 0.0
+        assert last.attainment == 0.0 and math.isnan(last.ttft_p50_s)
+        assert last.queue > 100 * 300  # abandoned work piling up faster than it is served
+
+
 def test_admission_sheds_above_the_queue_limit_lowest_class_first():
     admission = Admission(max_queue=5, classes=(("interactive", 0.8), ("batch", 0.2)))
     retry = RetryPolicy(max_attempts=1)

@@ -64,8 +64,8 @@ def _scenario(seconds=60.0, replicas=1, **policies):
 
 
 def _day(scenario, traffic, *, seqs=4, step=STEP, initial=(1,), router="round_robin", rate=1.0, targets=(None, None),
-         cancel=True, seed=0, capacity=1.0):  # fmt: skip
-    run = _DayRun(_setup(seqs, step), traffic, scenario, router, seed, initial, rate, targets, scenario.seconds, cancel,
+         seed=0, capacity=1.0):  # fmt: skip
+    run = _DayRun(_setup(seqs, step), traffic, scenario, router, seed, initial, rate, targets, scenario.seconds,
                   price=2.0, capacity=capacity)  # fmt: skip
     day = _Day(run)
     day.start()
@@ -106,9 +106,9 @@ def test_a_timed_out_attempt_is_cancelled_and_its_retry_takes_its_place(cancel):
     # The first iteration (0-3 s) is under way when attempt 1 times out: it is aborted as that iteration ends
     # (its KV freed), so each later iteration runs one sequence, the latest retry's. Without cancelling, the
     # abandoned attempts run on beside their retries (1, 2, then 3 sequences).
-    retry = RetryPolicy(timeout=Q_(2, "s"), max_attempts=3, jitter="none", backoff_base=Q_(0.5, "s"))
+    retry = RetryPolicy(timeout=Q_(2, "s"), max_attempts=3, jitter="none", backoff_base=Q_(0.5, "s"), cancel=cancel)
     # (a 20 s day in 10-minute windows: no sample of the fleet after the first, which would trim the series read here)
-    day = _day(_scenario(20.0, retry=retry, window=Q_(10, "min")), _burst(1, 5), step=3.0, cancel=cancel)
+    day = _day(_scenario(20.0, retry=retry, window=Q_(10, "min")), _burst(1, 5), step=3.0)
     assert day.outcome == [_TIMED_OUT] * 3 and day.job == [0, 0, 0]
     assert day.sent == pytest.approx([0.0, 2.5 - PATH, 5.5 - 2 * PATH], abs=1e-12)
     assert day.ended == pytest.approx([2 - PATH, 4.5 - 2 * PATH, 7.5 - 3 * PATH], abs=1e-12)
@@ -296,11 +296,12 @@ def test_after_a_burst_retries_hold_the_fleet_overloaded_unless_abandoned_attemp
     # the demand with nothing served, long after the burst: the metastable state the closed form cannot show.
     capacity = 2 * 8 / (20 * STEP)
     times, rates = [0, 30, 30.01, 45, 45.01, 120], np.array([0.8, 0.8, 2, 2, 0.8, 0.8]) * capacity
-    retry = RetryPolicy(timeout=Q_(2, "s"), max_attempts=4, backoff_base=Q_(0.2, "s"), backoff_cap=Q_(2, "s"))
+    retry = RetryPolicy(timeout=Q_(2, "s"), max_attempts=4, backoff_base=Q_(0.2, "s"), backoff_cap=Q_(2, "s"),
+                        cancel=cancel)  # fmt: skip
     scenario = Scenario(_curve(times, rates), autoscaler=Autoscaler(kind="fixed", min_replicas=2), retry=retry,
                         cold_start=NEVER, window=Q_(15, "s"), price=Q_(2, "USD/hour"))  # fmt: skip
-    day = _day(scenario, _demand(times, rates), seqs=8, initial=(2,), router="join_shortest_queue", targets=(1.0, None),
-               cancel=cancel)  # fmt: skip
+    day = _day(scenario, _demand(times, rates), seqs=8, initial=(2,), router="join_shortest_queue",
+               targets=(1.0, None))  # fmt: skip
     last = _windows(day).iloc[-1]  # 105-120 s, a minute after the burst
     assert last.demand_rate == pytest.approx(0.8 * capacity, rel=0.15)
     if cancel:

@@ -42,6 +42,7 @@ class _Pool:
     region: Region
     ready: int
     queue: list[float]  # waiting requests by attempt (0 = first)
+    abandoned: float = 0.0  # attempts whose clients left but the engine keeps (RetryPolicy.cancel False), queued first
     pending: deque[tuple[float, int]] = field(default_factory=deque)  # (ready time, replicas), in time order
     warm: int = 0  # warm-pool replicas loaded and idle
     refilling: deque[tuple[float, int]] = field(default_factory=deque)  # warm-pool replicas being loaded
@@ -196,7 +197,7 @@ class _Loop:
         """Requests ``x[o][p]`` of origin ``o``'s ``totals`` sent to pool ``p``: nearest first, spill-over to spare."""
         count = len(self.pools)
         mu = self.service.capacity * self.dt
-        spare = [max(p.ready * mu - sum(p.queue), 0.0) for p in self.pools]
+        spare = [max(p.ready * mu - sum(p.queue) - p.abandoned, 0.0) for p in self.pools]
         up = [p.down_until == -math.inf for p in self.pools]
         sent = [[0.0] * count for _ in range(count)]
         for o in range(count):
@@ -239,19 +240,23 @@ class _Loop:
         backlog = [q + x - r for q, x, r in zip(pool.queue, inflow, refused, strict=True)]
         total = sum(backlog)
         rate = pool.ready * service.capacity
-        served = min(total, rate * dt)
+        wasted = min(pool.abandoned, rate * dt)  # abandoned attempts at the head of the queue run first
+        abandoned = pool.abandoned - wasted
+        served = min(total, rate * dt - wasted)
         mix = [b / total for b in backlog] if total > 0 else backlog
         left = total - served
-        shed = max(left - self._admission_cap(pool.ready, rate), 0.0)
+        shed = min(max(left + abandoned - self._admission_cap(pool.ready, rate), 0.0), left)
         wait_limit = max(scenario.retry.timeout.m - service.ttft_base, 0.0)
-        timed_out = max(left - shed - wait_limit * rate, 0.0)
+        timed_out = max(left - shed - max(wait_limit * rate - abandoned, 0.0), 0.0)
         waiting = left - shed - timed_out
         pool.queue = [m * waiting for m in mix]
+        pool.abandoned = abandoned + (0.0 if scenario.retry.cancel else timed_out)
         r = self.record
         r.ready[i, p], r.starting[i, p], r.billed[i, p] = pool.ready, pool.starting, pool.billed
-        r.queue[i, p], r.served[i, p], r.served_first[i, p] = waiting, served, served * mix[0]
+        r.queue[i, p], r.served[i, p], r.served_first[i, p] = waiting + pool.abandoned, served, served * mix[0]
         r.shed[i, p], r.failed[i, p], r.offered[i, p] = shed + sum(refused), timed_out, sum(inflow)
-        r.delay[i, p] = waiting / rate if rate > 0 else (math.inf if waiting > 0 else 0.0)
+        ahead = waiting + pool.abandoned
+        r.delay[i, p] = ahead / rate if rate > 0 else (math.inf if ahead > 0 else 0.0)
         self.observed[p] = sum(inflow) / dt
         if shed > 0:
             self._retry(i, [m * shed for m in mix], origins, 0.0)
@@ -331,7 +336,7 @@ class _Loop:
             pool.pending.clear()
             pool.refilling.clear()
             pool.ready, pool.warm, pool.down_until = 0, 0, failure.end
-            pool.queue = [0.0] * self.attempts
+            pool.queue, pool.abandoned = [0.0] * self.attempts, 0.0
         else:
             p = int(np.argmax([pool.ready for pool in self.pools]))
             pool = self.pools[p]
@@ -364,7 +369,7 @@ class _Loop:
         """The autoscaler's metric summed over the pool's ready replicas, from the last step."""
         metric, service = self.scenario.autoscaler.metric, self.service
         if metric == "queue":
-            return float(sum(pool.queue))
+            return float(sum(pool.queue) + pool.abandoned)  # an engine counts the attempts it was not told to drop
         busy = (
             min(self.observed[p] / service.capacity, pool.ready) if pool.ready else self.observed[p] / service.capacity
         )

@@ -343,6 +343,12 @@ class RetryPolicy:
         ``"full"`` (uniform on [0, backoff]), ``"equal"`` (half fixed, half uniform) or ``"none"``.
     budget : float or None
         Retries allowed as a share of first attempts (0.1: one retry per ten requests); None: unlimited.
+    cancel : bool
+        Whether the engine learns that a client gave up (its connection closed) and frees the attempt:
+        True (the default), the abandoned attempt leaves the queue, or the batch, and its KV is freed; False,
+        it keeps its place and runs to its end, its work wasted, as on an engine that does not see a closed
+        connection. Both modes honour it (the fluid mode keeps abandoned attempts in its queue, served ahead
+        of the later ones, counted neither served nor met).
     """
 
     timeout: Any = _30_S
@@ -351,6 +357,7 @@ class RetryPolicy:
     backoff_cap: Any = _30_S
     jitter: str = "full"
     budget: float | None = None
+    cancel: bool = True
 
     def __post_init__(self) -> None:
         owner = "RetryPolicy"
@@ -358,6 +365,9 @@ class RetryPolicy:
         _convert(self, owner, {"backoff_cap": ("s", "nonnegative")})
         _whole(owner, "max_attempts", self.max_attempts, 1)
         _choice(owner, "jitter", self.jitter, JITTERS)
+        if not isinstance(self.cancel, bool | np.bool_):
+            raise InputError(f"{owner}: argument 'cancel' must be True or False, got {shown(self.cancel)}")
+        object.__setattr__(self, "cancel", bool(self.cancel))
         if self.budget is not None:
             object.__setattr__(self, "budget", float(_quantity(owner, "budget", self.budget, "").m))
 

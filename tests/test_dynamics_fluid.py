@@ -218,6 +218,19 @@ def test_abandoned_attempts_the_engine_keeps_hold_the_fleet_overloaded(cancel):
         assert last.queue > 100 * 300  # abandoned work piling up faster than it is served
 
 
+def test_with_no_replica_ready_every_arrival_is_shed_at_once():
+    # One pool starting empty; the fixed autoscaler starts 2 replicas at 0 s, ready after a 60 s cold start.
+    # Until then the gateway has no backend: the 10 request/s of the first minute (600) are shed at once (with
+    # one attempt, not retried), none waits or times out; from 60 s on they are served.
+    scenario = Scenario(flat(10.0, hours=5 / 60), autoscaler=fixed(2), regions=(Region("fleet", 1.0, 0),),
+                        cold_start=ColdStart(Q_(60, "s"), Q_(0, "s"), Q_(0, "s")), retry=RetryPolicy(max_attempts=1),
+                        window=Q_(1, "min"))  # fmt: skip
+    rows = run_fluid(toy_plan(), scenario).windows
+    assert rows.shed.tolist() == pytest.approx([600.0, 0, 0, 0, 0])
+    assert rows.failed.sum() == 0 and rows.served.iloc[0] == 0
+    assert rows.served.iloc[1:].tolist() == pytest.approx([600.0] * 4)
+
+
 def test_admission_sheds_above_the_queue_limit_lowest_class_first():
     admission = Admission(max_queue=5, classes=(("interactive", 0.8), ("batch", 0.2)))
     retry = RetryPolicy(max_attempts=1)

@@ -200,6 +200,17 @@ def test_the_autoscaler_starts_replicas_that_serve_after_their_cold_or_warm_star
     assert sum(status != _GONE for status in pool.status) == 1
 
 
+def test_with_no_replica_ready_an_attempt_is_shed_at_once_and_retried_after_its_backoff():
+    # The fleet starts empty; the fixed autoscaler starts one replica at 0 s, ready at 10 s. Three requests sent at
+    # 0 s find no backend: shed at once (a gateway's 503), retried after the 4 s backoff (no jitter) at 4 s, shed
+    # again, and retried after 8 s at 12 s, when the replica serves them (as the fluid mode counts them).
+    cold = ColdStart(provisioning=Q_(10, "s"), load=Q_(0, "s"), warmup=Q_(0, "s"))
+    retry = RetryPolicy(timeout=Q_(30, "s"), max_attempts=3, jitter="none", backoff_base=Q_(4, "s"))
+    day = _day(_scenario(60.0, cold_start=cold, retry=retry), _burst(3, 10), initial=(0,))
+    assert day.outcome == [_SHED] * 6 + [_SERVED] * 3
+    assert day.ended[:6] == [0.0] * 3 + [4.0] * 3 and day.sent[6:] == [12.0] * 3
+
+
 def test_spill_over_to_the_next_region_and_shed_when_both_are_full():
     # All users near region a (one replica of one slot); b is 80 ms away. Queue limit 2 per ready replica: ten
     # requests at one instant fill a's queue with 2, spill 2 into b's, and the other 6 are shed. The spilled

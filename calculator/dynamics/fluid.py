@@ -213,8 +213,9 @@ class _Loop:
                     sent[o][p] += part
                     spare[p] -= part
                 left -= taken
-            if left > 0:  # no spare anywhere: it waits at the nearest pool that is up (its own if up)
-                sent[o][next((p for p in self.order[o] if up[p]), self.order[o][0])] += left
+            if left > 0:  # no spare anywhere: it waits at the nearest pool up with a replica ready (its own first)
+                serving = (p for p in self.order[o] if up[p] and self.pools[p].ready > 0)
+                sent[o][next(serving, next((p for p in self.order[o] if up[p]), self.order[o][0]))] += left
         return sent
 
     def _step(self, i: int, arrivals: list[list[float]]) -> None:
@@ -287,7 +288,14 @@ class _Loop:
             pool.open_until = now + Q_(breaker.open_interval).m_as("s")
 
     def _admission_cap(self, ready: int, rate: float) -> float:
-        """Waiting requests admission allows (infinite without a limit)."""
+        """Waiting requests admission allows (infinite without a limit; none without a replica ready).
+
+        With no replica ready the gateway has no backend to send to and answers at once (a load balancer
+        with no healthy upstream returns 503): every attempt is shed and its client retries after its
+        backoff, as the request mode sheds it.
+        """
+        if ready == 0:
+            return 0.0
         admission = self.scenario.admission
         caps = [math.inf]
         if admission.max_queue is not None:
@@ -343,6 +351,9 @@ class _Loop:
             count = min(int(failure.target), pool.ready)
             lost = count * running[p]
             pool.ready -= count  # the autoscaler replaces them (with a cold start) at its next decision
+            if pool.ready == 0:  # the last replica's waiting requests go with it
+                lost += sum(pool.queue)
+                pool.queue, pool.abandoned = [0.0] * self.attempts, 0.0
         self.record.lost[i, p] += lost
         self._retry(i, [lost] + [0.0] * (self.attempts - 1), self.share, 0.0)
 

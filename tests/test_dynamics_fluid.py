@@ -6,6 +6,7 @@ runs 3.5 sequences with a mean TTFT of 300 ms and a TPOT of 20 ms. By Little's l
 3.5 / 7 = 0.5 s in the batch at the planned load and 8 / 10 = 0.8 s at the cap.
 """
 
+import dataclasses
 import math
 
 import numpy as np
@@ -113,6 +114,45 @@ def test_the_plans_own_load_gives_the_plans_mean_ttft():
     result = run_fluid(toy_plan(), Scenario(flat(70.0), autoscaler=fixed(10)))
     # Mean TTFT = base + E[W] = the plan's 300 ms, so P(W > 0) of the requests wait; the median does not.
     assert result.windows["ttft_p50_s"].iloc[0] < TTFT < result.windows["ttft_p99_s"].iloc[0]
+
+
+def test_ttft_percentiles_add_the_prefill_queue_to_the_slot_wait():
+    # The hand-made plan priced on an H100 (Llama-3.1-8B FP8, 1,024-token prompts of CV 1): each replica also
+    # queues for its prefill, one server of one prompt's prefill time s (Poisson arrivals, exponential-like
+    # service: the M/M/1 queue, Allen-Cunneen factor (1 + 1) / 2 = 1). TTFT = base + W1 + W2, W1 the M/M/1
+    # prefill wait and W2 the M/M/8 slot wait, independent; the plan's 300 ms mean at its own load fixes base.
+    from scipy.integrate import quad
+    from scipy.optimize import brentq
+
+    from calculator.performance import prefill_time
+    from calculator.serving import Workload
+
+    plan = dataclasses.replace(toy_plan(), accelerator="h100_sxm",
+                               workload=Workload(Q_(70, "request/s"), 1024, 128, input_cv=1.0))  # fmt: skip
+    s = prefill_time("llama-3.1-8b", "h100_sxm", "fp8", 1, 1024).m_as("s")
+    t0, k = 0.5 - 3.5 / 15, 1 / 15  # T(b) as in the steady-state test above
+
+    def waits(per_replica):
+        """(rho, P(W1 > t), M/M/8's (C, decay)) at a load per replica; M/M/1: P(W1 > t) = rho e^{-(1 - rho) t / s}."""
+        batch = per_replica * t0 / (1 - per_replica * k)
+        return per_replica * s, erlang_c(SLOTS, batch), (SLOTS - batch) / (t0 + k * batch)
+
+    rho, c, decay = waits(7.0)
+    base = TTFT - rho * s / (1 - rho) - c / decay  # the plan's mean less the two mean waits
+    rho, c, decay = waits(9.0)
+
+    def cdf(x):  # P(W1 + W2 <= x) by numerical convolution: W1's atom, then its density against W2's law
+        slot = lambda y: 1 - c * math.exp(-decay * y)  # noqa: E731
+        density = lambda u: rho * (1 - rho) / s * math.exp(-(1 - rho) * u / s) * slot(x - u)  # noqa: E731
+        return (1 - rho) * slot(x) + quad(density, 0, x, limit=200)[0]
+
+    expected = [base + brentq(lambda x, q=q: cdf(x) - q, 0, 10) if cdf(0) < q else base for q in (0.5, 0.99)]
+    rows = run_fluid(plan, Scenario(flat(90.0), autoscaler=fixed(10))).windows
+    assert 0 < rho < 0.9 and expected[1] > expected[0]  # the prefill queue spreads TTFT
+    assert rows["ttft_p50_s"].to_numpy() == pytest.approx(expected[0], rel=1e-5)
+    assert rows["ttft_p99_s"].to_numpy() == pytest.approx(expected[1], rel=1e-5)
+    meets = cdf(1.0 - base)  # P(TTFT <= 1 s)
+    assert rows["attainment"].to_numpy() == pytest.approx(meets, rel=1e-6)
 
 
 # --------------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ import json
 from collections import OrderedDict
 from dataclasses import astuple, dataclass, replace
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -40,6 +41,9 @@ FAILURES = ("none", "replicas", "region")
 MAX_DEMAND_BYTES = 1_000_000
 #: The request-level run: hours simulated from the start of the day, at most.
 MAX_REQUEST_HOURS = 4.0
+#: The request-level run: requests (first attempts, every seed) the page simulates at most; the library's own
+#: limit is 2,000,000 a seed (``simulation.MAX_REQUESTS``), minutes of a server's time the page does not spend.
+MAX_PAGE_REQUESTS = 200_000
 
 
 @dataclass(frozen=True)
@@ -286,6 +290,12 @@ def _failure(sc):
     return failure, count, region, at, hours, names
 
 
+def _requests_expected(scenario, seeds):
+    """First attempts a request-level run of ``scenario`` draws, in expectation: the demand's integral per seed."""
+    seconds = scenario.seconds
+    return float(scenario.demand.mean_between(np.array([0.0]), np.array([seconds]))[0]) * seconds * seeds
+
+
 def _request_check(sc, plan, settings):
     """The request-level mode on the first hours of the day, beside the fluid mode on the same hours."""
     st.caption(
@@ -299,14 +309,24 @@ def _request_check(sc, plan, settings):
     key = (plan_key(plan), astuple(short), seeds)  # values: each run defines DaySettings anew
     done = st.session_state.setdefault("day.requests", OrderedDict())
     if st.button("Run request by request", key="day.run_requests", type="primary"):
-        bar = st.progress(0.0, text="Simulating request by request...")
         try:
+            scenario = short.scenario(plan)
+            expected = _requests_expected(scenario, seeds)
+            if expected > MAX_PAGE_REQUESTS:
+                st.error(
+                    f"The request-level run would simulate about {expected:,.0f} requests ({hours:g} h, {seeds} "
+                    f"seed{'s' if seeds > 1 else ''}); the page runs at most {MAX_PAGE_REQUESTS:,}. Simulate fewer "
+                    "hours or seeds, or run `servecalc day --mode requests` (at most 2,000,000 requests a seed)."
+                )
+                return
+            bar = st.progress(0.0, text="Simulating request by request...")
             report = lambda share: bar.progress(share, text=f"Simulating... {share:.0%}")  # noqa: E731
-            done[key] = run_day(plan, short.scenario(plan), mode="requests", seeds=seeds, progress=report)
+            try:
+                done[key] = run_day(plan, scenario, mode="requests", seeds=seeds, progress=report)
+            finally:
+                bar.empty()
         except CalculatorError as exc:
             st.error(message_of(exc))
-        finally:
-            bar.empty()
         while len(done) > 4:
             done.popitem(last=False)
     requests = done.get(key)

@@ -3,6 +3,7 @@ a failure, the request-level button and hostile links (the suite-wide hostile-li
 
 import json
 
+import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 from test_app import ROOT, assert_clean, charts, metric, open_page, open_tab, rendered, trace, values
@@ -33,10 +34,15 @@ def page_plan(rate: float = 10.0):
 
 def library_day(plan, failures=(), kind="reactive"):
     """The day the page's default inputs describe, built from the library's parts by hand."""
+    return run_day(plan, library_scenario(plan, failures, kind))
+
+
+def library_scenario(plan, failures=(), kind="reactive", **extra):
+    """The scenario of the page's default inputs (``extra``: more of :class:`Scenario`'s keywords)."""
     scaler = plan_autoscaler(
         plan, kind, "utilization", warm_pool=0, interval=Q_(30, "s"), cooldown=Q_(300, "s"), lead_time=Q_(10, "min")
     )
-    scenario = day_scenario(
+    return day_scenario(
         plan,
         demand_shape("diurnal", plan.workload.arrival_rate),
         autoscaler=scaler,
@@ -45,8 +51,8 @@ def library_day(plan, failures=(), kind="reactive"):
         failures=failures,
         storage_bandwidth=Q_(1, "GB/s"),
         window=Q_(5, "min"),
+        **extra,
     )
-    return run_day(plan, scenario)
 
 
 def shown_metrics(day) -> dict:
@@ -144,17 +150,34 @@ def test_a_region_failure_without_regions_is_refused_in_words_and_with_them_fail
     assert metric(two, "Attainment") != metric(open_page("production_day", regions="us,eu"), "Attainment")
 
 
-def test_the_request_level_button_runs_the_library_or_shows_its_message():
+def test_the_request_level_button_runs_the_librarys_request_mode():
+    # A quarter of an hour of the default day (the diurnal curve from midnight), one seed: the table's rows are the
+    # library's fluid and request-level days of the same scenario, run here.
     app = open_tab(open_page("production_day", req_hours="0.25"), "Request by request")
     app.button(key="day.run_requests").click().run()
-    assert not app.exception
-    try:
-        from calculator.simulation import simulate_day  # noqa: F401  (merged from the request-level branch)
-    except ImportError:
-        assert [rendered(e.value) for e in app.error] == [
-            "run_day(): the request-level mode (simulation.simulate_day) is not available"
-        ]
-    else:
-        assert_clean(app)
-        table = app.dataframe[0].value
-        assert list(table["Mode"]) == ["fluid", "requests"]
+    assert_clean(app)
+    plan = page_plan()
+    scenario = library_scenario(plan, duration=Q_(0.25, "hour"))
+    days = {mode: run_day(plan, scenario, mode=mode) for mode in ("fluid", "requests")}
+    table = app.dataframe[0].value
+    assert list(table["Mode"]) == ["fluid", "requests"]
+    for row, day in zip(table.to_dict("records"), days.values(), strict=True):
+        assert row["Attainment [%]"] == pytest.approx(100 * day.attainment)
+        assert row["Cost [USD]"] == pytest.approx(day.cost.m)
+
+
+def test_the_request_level_button_refuses_a_run_beyond_the_pages_cap():
+    # At a peak of 1,000 request/s the diurnal day's first 4 hours (from midnight, between its low and its
+    # mean) hold far more than the page's 200,000 requests: the page says so and runs nothing.
+    from app_pages.production_day import MAX_PAGE_REQUESTS
+
+    app = open_tab(open_page("production_day", peak="1000", req_hours="4"), "Request by request")
+    app.button(key="day.run_requests").click().run()
+    assert not app.exception and not app.dataframe[1:]
+    scenario = library_scenario(page_plan(), duration=Q_(4, "hour"))
+    expected = demand_shape("diurnal", Q_(1000, "request/s")).mean_between(np.array([0.0]), np.array([14_400.0]))[0]
+    expected *= 14_400
+    assert expected > MAX_PAGE_REQUESTS and scenario.seconds == 14_400
+    [error] = app.error
+    assert rendered(error.value).startswith(f"The request-level run would simulate about {expected:,.0f} requests")
+    assert f"at most {MAX_PAGE_REQUESTS:,}" in error.value

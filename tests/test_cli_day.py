@@ -98,3 +98,25 @@ def test_the_request_mode_or_a_clear_error(plan_file):
         assert list(pd.read_csv(io.StringIO(result.stdout)).columns)[: len(WINDOW_COLUMNS)] == list(WINDOW_COLUMNS)
     else:
         assert result.exit_code == 2 and "request-level mode" in result.output
+
+
+def test_the_scale_down_window_reaches_the_autoscaler(plan_file):
+    # The CLI's day is the library's, built here from the CLI's documented defaults, with the window given; the
+    # diurnal day peaks at 300 request/s, so the fleet grows and shrinks and a longer window costs more.
+    from calculator import Q_
+    from calculator.dynamics import Admission, RetryPolicy, day_scenario, demand_shape, plan_autoscaler, run_day
+
+    plan = _plan_from_json(plan_file)
+    costs = []
+    for window in ("0 s", "300 s", "20 min"):
+        scaler = plan_autoscaler(plan, "reactive", "utilization", interval=Q_(30, "s"), cooldown=Q_(5, "min"),
+                                 lead_time=Q_(10, "min"), warm_pool=0, stabilization=Q_(window))  # fmt: skip
+        scenario = day_scenario(plan, demand_shape("diurnal", Q_(300, "request/s")), autoscaler=scaler,
+                                retry=RetryPolicy(timeout=Q_(30, "s"), max_attempts=3), admission=Admission(),
+                                storage_bandwidth=Q_(1, "GB/s"), window=Q_(5, "min"))  # fmt: skip
+        expected = run_day(plan, scenario).windows
+        args = ("--demand", "diurnal", "--peak-rate", "300", "--scale-down-window", window, "--format", "csv")
+        frame = pd.read_csv(io.StringIO(day(plan_file, *args)))
+        assert frame["ready"].to_numpy() == pytest.approx(expected["ready"].to_numpy())
+        costs.append(frame["cost"].sum())
+    assert costs[0] < costs[1] < costs[2]  # the fleet held longer after each fall

@@ -127,12 +127,52 @@ def test_reactive_scales_up_to_the_midpoint_target():
 
 
 def test_reactive_scale_down_waits_for_the_cooldown():
-    scaler = Autoscaler(scale_up_at=0.8, scale_down_at=0.4, cooldown=Q_(300, "s"), min_replicas=2)
+    # The cooldown alone (no stabilization window; with one, the first decision would count the 10 standing).
+    scaler = Autoscaler(
+        scale_up_at=0.8, scale_down_at=0.4, cooldown=Q_(300, "s"), min_replicas=2, stabilization=Q_(0, "s")
+    )
     state = AutoscalerState().record(1000.0, wanted=12, current=10)
     assert state.last_up == 1000.0
     assert scaler.decide(1200.0, 1.2, 10, 0, state=state) == 10  # 200 s after scaling up: hold
     assert scaler.decide(1300.0, 1.2, 10, 0, state=state) == 2  # 1.2 / 0.6 = 2
     assert scaler.decide(1300.0, 0.0, 10, 0, state=state) == 2  # never below min_replicas
+
+
+def _decisions(scaler, metric):
+    """Decisions every 30 s over ``metric`` (the summed metric at each), the fleet resized to each answer."""
+    state, current, counts = None, 10, []
+    for n, observed in enumerate(metric):
+        current, state = scaler.step(30.0 * n, observed, current, 0, state=state)
+        counts.append(current)
+    return counts
+
+
+def test_scale_down_waits_for_the_highest_recommendation_over_the_stabilization_window():
+    # Target 0.6 per replica. A metric of 6.0 over 10 replicas (0.6) is inside the band: the rule recommends
+    # 10; a dip to 1.2 (0.12 < 0.4) recommends 1.2 / 0.6 = 2. Noise: high at 0 and 60 s, dips at 30, 90, ...
+    noisy = [6.0, 1.2, 6.0] + [1.2] * 12
+    bare = Autoscaler(scale_up_at=0.8, scale_down_at=0.4, cooldown=Q_(0, "s"), stabilization=Q_(0, "s"))
+    assert _decisions(bare, noisy)[:2] == [10, 2]  # without the window the first dip shrinks the fleet
+    # A first decision on a dip, with a window: the 10 standing count as recommended at 0 s, so the fleet holds
+    # them until 300 s (decision 10), then takes the dips' 2.
+    assert _decisions(Autoscaler(scale_up_at=0.8, scale_down_at=0.4, cooldown=Q_(0, "s")), [1.2] * 12) == (
+        [10] * 10 + [2] * 2
+    )
+    held = Autoscaler(scale_up_at=0.8, scale_down_at=0.4, cooldown=Q_(0, "s"))
+    assert held.stabilization == Q_(300, "s")  # Kubernetes' default
+    counts = _decisions(held, noisy)
+    # The last recommendation of 10 is at 60 s; it leaves the window once it is 300 s old, at 360 s
+    # (decision 12): until then every dip is held at 10, then the fleet goes to the dips' 2.
+    assert counts == [10] * 12 + [2] * 3
+    # With the noise going on, the fleet never shrinks.
+    assert set(_decisions(held, [6.0, 1.2] * 20)) == {10}
+
+
+def test_scale_up_is_not_stabilized():
+    held = Autoscaler(scale_up_at=0.8, scale_down_at=0.4, cooldown=Q_(0, "s"))
+    # 1.2 recommends 2 (held at 10: the first decision counts the 10 standing as recommended); then 9.0 over
+    # 10 (0.9 > 0.8) asks 9 / 0.6 = 15 at once.
+    assert _decisions(held, [1.2, 9.0]) == [10, 15]
 
 
 def test_predictive_and_fixed():

@@ -6,6 +6,7 @@ runs 3.5 sequences with a mean TTFT of 300 ms and a TPOT of 20 ms. By Little's l
 3.5 / 7 = 0.5 s in the batch at the planned load and 8 / 10 = 0.8 s at the cap.
 """
 
+import dataclasses
 import math
 
 import numpy as np
@@ -115,6 +116,45 @@ def test_the_plans_own_load_gives_the_plans_mean_ttft():
     assert result.windows["ttft_p50_s"].iloc[0] < TTFT < result.windows["ttft_p99_s"].iloc[0]
 
 
+def test_ttft_percentiles_add_the_prefill_queue_to_the_slot_wait():
+    # The hand-made plan priced on an H100 (Llama-3.1-8B FP8, 1,024-token prompts of CV 1): each replica also
+    # queues for its prefill, one server of one prompt's prefill time s (Poisson arrivals, exponential-like
+    # service: the M/M/1 queue, Allen-Cunneen factor (1 + 1) / 2 = 1). TTFT = base + W1 + W2, W1 the M/M/1
+    # prefill wait and W2 the M/M/8 slot wait, independent; the plan's 300 ms mean at its own load fixes base.
+    from scipy.integrate import quad
+    from scipy.optimize import brentq
+
+    from calculator.performance import prefill_time
+    from calculator.serving import Workload
+
+    plan = dataclasses.replace(toy_plan(), accelerator="h100_sxm",
+                               workload=Workload(Q_(70, "request/s"), 1024, 128, input_cv=1.0))  # fmt: skip
+    s = prefill_time("llama-3.1-8b", "h100_sxm", "fp8", 1, 1024).m_as("s")
+    t0, k = 0.5 - 3.5 / 15, 1 / 15  # T(b) as in the steady-state test above
+
+    def waits(per_replica):
+        """(rho, P(W1 > t), M/M/8's (C, decay)) at a load per replica; M/M/1: P(W1 > t) = rho e^{-(1 - rho) t / s}."""
+        batch = per_replica * t0 / (1 - per_replica * k)
+        return per_replica * s, erlang_c(SLOTS, batch), (SLOTS - batch) / (t0 + k * batch)
+
+    rho, c, decay = waits(7.0)
+    base = TTFT - rho * s / (1 - rho) - c / decay  # the plan's mean less the two mean waits
+    rho, c, decay = waits(9.0)
+
+    def cdf(x):  # P(W1 + W2 <= x) by numerical convolution: W1's atom, then its density against W2's law
+        slot = lambda y: 1 - c * math.exp(-decay * y)  # noqa: E731
+        density = lambda u: rho * (1 - rho) / s * math.exp(-(1 - rho) * u / s) * slot(x - u)  # noqa: E731
+        return (1 - rho) * slot(x) + quad(density, 0, x, limit=200)[0]
+
+    expected = [base + brentq(lambda x, q=q: cdf(x) - q, 0, 10) if cdf(0) < q else base for q in (0.5, 0.99)]
+    rows = run_fluid(plan, Scenario(flat(90.0), autoscaler=fixed(10))).windows
+    assert 0 < rho < 0.9 and expected[1] > expected[0]  # the prefill queue spreads TTFT
+    assert rows["ttft_p50_s"].to_numpy() == pytest.approx(expected[0], rel=1e-5)
+    assert rows["ttft_p99_s"].to_numpy() == pytest.approx(expected[1], rel=1e-5)
+    meets = cdf(1.0 - base)  # P(TTFT <= 1 s)
+    assert rows["attainment"].to_numpy() == pytest.approx(meets, rel=1e-6)
+
+
 # --------------------------------------------------------------------------------------------
 # Scaling lag and the warm pool
 
@@ -192,6 +232,43 @@ def test_a_retry_budget_caps_the_amplification():
     retry = RetryPolicy(timeout=Q_(10, "s"), max_attempts=4, jitter="none", budget=0.1)
     rows = run_fluid(toy_plan(), Scenario(flat(150.0, 2.0), autoscaler=fixed(10), retry=retry)).windows.iloc[12:]
     assert rows["offered_rate"].mean() / rows["demand_rate"].mean() == pytest.approx(1.1, rel=1e-3)
+
+
+@pytest.mark.parametrize("cancel", [True, False])
+def test_abandoned_attempts_the_engine_keeps_hold_the_fleet_overloaded(cancel):
+    # Capacity 100/s (10 replicas of 10/s). Demand 80/s with a minute at 200/s (10:00-11:00), clients giving up
+    # after 2 s and trying 4 times. During the burst the queue holds what is served within the timeout (the
+    # wait limit, about 1.7 s, x 100/s) and the rest time out. Cancelled, they leave: after the burst the queue
+    # and the retries drain (the spare 20/s clears them) and the last window (25:00-30:00) is back at 80/s,
+    # every request served. Kept (cancel=False), the abandoned attempts stay at the head of the queue and run
+    # first: once more of them wait than the replicas clear within the timeout, every new attempt times out
+    # behind them, each request's 4 attempts all time out, more work joins the abandoned than the 100/s
+    # serve, and nothing is served again: the metastable state.
+    demand = DemandCurve(np.array([0, 600, 600.01, 660, 660.01, 1800.0]), np.array([80, 80, 200, 200, 80, 80.0]))
+    retry = RetryPolicy(timeout=Q_(2, "s"), max_attempts=4, backoff_base=Q_(0.2, "s"), backoff_cap=Q_(2, "s"),
+                        jitter="none", cancel=cancel)  # fmt: skip
+    last = run_fluid(toy_plan(), Scenario(demand, autoscaler=fixed(10), retry=retry)).windows.iloc[-1]
+    assert last.demand_rate == pytest.approx(80.0)
+    if cancel:
+        assert last.retried == pytest.approx(0.0, abs=1e-6) and last.served == pytest.approx(80 * 300)
+        assert last.attainment > 0.99
+    else:
+        assert last.offered_rate == pytest.approx(4 * 80.0, rel=0.01) and last.served == 0.0
+        assert last.attainment == 0.0 and math.isnan(last.ttft_p50_s)
+        assert last.queue > 100 * 300  # abandoned work piling up faster than it is served
+
+
+def test_with_no_replica_ready_every_arrival_is_shed_at_once():
+    # One pool starting empty; the fixed autoscaler starts 2 replicas at 0 s, ready after a 60 s cold start.
+    # Until then the gateway has no backend: the 10 request/s of the first minute (600) are shed at once (with
+    # one attempt, not retried), none waits or times out; from 60 s on they are served.
+    scenario = Scenario(flat(10.0, hours=5 / 60), autoscaler=fixed(2), regions=(Region("fleet", 1.0, 0),),
+                        cold_start=ColdStart(Q_(60, "s"), Q_(0, "s"), Q_(0, "s")), retry=RetryPolicy(max_attempts=1),
+                        window=Q_(1, "min"))  # fmt: skip
+    rows = run_fluid(toy_plan(), scenario).windows
+    assert rows.shed.tolist() == pytest.approx([600.0, 0, 0, 0, 0])
+    assert rows.failed.sum() == 0 and rows.served.iloc[0] == 0
+    assert rows.served.iloc[1:].tolist() == pytest.approx([600.0] * 4)
 
 
 def test_admission_sheds_above_the_queue_limit_lowest_class_first():

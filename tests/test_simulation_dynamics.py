@@ -64,8 +64,8 @@ def _scenario(seconds=60.0, replicas=1, **policies):
 
 
 def _day(scenario, traffic, *, seqs=4, step=STEP, initial=(1,), router="round_robin", rate=1.0, targets=(None, None),
-         cancel=True, seed=0, capacity=1.0):  # fmt: skip
-    run = _DayRun(_setup(seqs, step), traffic, scenario, router, seed, initial, rate, targets, scenario.seconds, cancel,
+         seed=0, capacity=1.0):  # fmt: skip
+    run = _DayRun(_setup(seqs, step), traffic, scenario, router, seed, initial, rate, targets, scenario.seconds,
                   price=2.0, capacity=capacity)  # fmt: skip
     day = _Day(run)
     day.start()
@@ -106,9 +106,9 @@ def test_a_timed_out_attempt_is_cancelled_and_its_retry_takes_its_place(cancel):
     # The first iteration (0-3 s) is under way when attempt 1 times out: it is aborted as that iteration ends
     # (its KV freed), so each later iteration runs one sequence, the latest retry's. Without cancelling, the
     # abandoned attempts run on beside their retries (1, 2, then 3 sequences).
-    retry = RetryPolicy(timeout=Q_(2, "s"), max_attempts=3, jitter="none", backoff_base=Q_(0.5, "s"))
+    retry = RetryPolicy(timeout=Q_(2, "s"), max_attempts=3, jitter="none", backoff_base=Q_(0.5, "s"), cancel=cancel)
     # (a 20 s day in 10-minute windows: no sample of the fleet after the first, which would trim the series read here)
-    day = _day(_scenario(20.0, retry=retry, window=Q_(10, "min")), _burst(1, 5), step=3.0, cancel=cancel)
+    day = _day(_scenario(20.0, retry=retry, window=Q_(10, "min")), _burst(1, 5), step=3.0)
     assert day.outcome == [_TIMED_OUT] * 3 and day.job == [0, 0, 0]
     assert day.sent == pytest.approx([0.0, 2.5 - PATH, 5.5 - 2 * PATH], abs=1e-12)
     assert day.ended == pytest.approx([2 - PATH, 4.5 - 2 * PATH, 7.5 - 3 * PATH], abs=1e-12)
@@ -182,9 +182,12 @@ def test_the_autoscaler_starts_replicas_that_serve_after_their_cold_or_warm_star
     # then twenty 1 s requests at 0.5 s. At the next decision (10.5 s) ten are done, one runs and nine wait. The
     # queue metric, summed, is 9 > scale_up_at x 1, so it asks 9 / 0.75 (the midpoint of its thresholds) = 12
     # replicas, capped at 10: nine start at 10.5 s. The warm pool's take 5 s, the rest the cold start's 40 s. After
-    # the minute's cooldown, the queue empty, the autoscaler drains back to one; no request is lost.
+    # the minute's cooldown, the queue empty, the autoscaler drains back to one; no request is lost. (No scale-down
+    # stabilization window: with the default 300 s the recommendation of 10 at 10.5 s would hold the fleet past the
+    # 120 s day; the window is tested in test_dynamics_components.py and below.)
     scaler = Autoscaler(kind="reactive", metric="queue", scale_up_at=1.0, scale_down_at=0.5, interval=Q_(10.5, "s"),
-                        cooldown=Q_(60, "s"), min_replicas=1, max_replicas=10, warm_pool=warm)  # fmt: skip
+                        cooldown=Q_(60, "s"), min_replicas=1, max_replicas=10, warm_pool=warm,
+                        stabilization=Q_(0, "s"))  # fmt: skip
     cold = ColdStart(provisioning=Q_(10, "s"), load=Q_(20, "s"), warmup=Q_(10, "s"), warm_start=Q_(5, "s"))
     frame = pd.DataFrame({"arrival_time": [0.0] + [0.5] * 20, "input_tokens": 1, "output_tokens": [1] + [100] * 20})
     day = _day(_scenario(120.0, autoscaler=scaler, cold_start=cold), Traffic(trace=frame), seqs=1)
@@ -195,6 +198,17 @@ def test_the_autoscaler_starts_replicas_that_serve_after_their_cold_or_warm_star
     assert delays == pytest.approx([5.0] * warm + [40.0] * (9 - warm))
     assert day.outcome == [_SERVED] * 21
     assert sum(status != _GONE for status in pool.status) == 1
+
+
+def test_with_no_replica_ready_an_attempt_is_shed_at_once_and_retried_after_its_backoff():
+    # The fleet starts empty; the fixed autoscaler starts one replica at 0 s, ready at 10 s. Three requests sent at
+    # 0 s find no backend: shed at once (a gateway's 503), retried after the 4 s backoff (no jitter) at 4 s, shed
+    # again, and retried after 8 s at 12 s, when the replica serves them (as the fluid mode counts them).
+    cold = ColdStart(provisioning=Q_(10, "s"), load=Q_(0, "s"), warmup=Q_(0, "s"))
+    retry = RetryPolicy(timeout=Q_(30, "s"), max_attempts=3, jitter="none", backoff_base=Q_(4, "s"))
+    day = _day(_scenario(60.0, cold_start=cold, retry=retry), _burst(3, 10), initial=(0,))
+    assert day.outcome == [_SHED] * 6 + [_SERVED] * 3
+    assert day.ended[:6] == [0.0] * 3 + [4.0] * 3 and day.sent[6:] == [12.0] * 3
 
 
 def test_spill_over_to_the_next_region_and_shed_when_both_are_full():
@@ -293,11 +307,12 @@ def test_after_a_burst_retries_hold_the_fleet_overloaded_unless_abandoned_attemp
     # the demand with nothing served, long after the burst: the metastable state the closed form cannot show.
     capacity = 2 * 8 / (20 * STEP)
     times, rates = [0, 30, 30.01, 45, 45.01, 120], np.array([0.8, 0.8, 2, 2, 0.8, 0.8]) * capacity
-    retry = RetryPolicy(timeout=Q_(2, "s"), max_attempts=4, backoff_base=Q_(0.2, "s"), backoff_cap=Q_(2, "s"))
+    retry = RetryPolicy(timeout=Q_(2, "s"), max_attempts=4, backoff_base=Q_(0.2, "s"), backoff_cap=Q_(2, "s"),
+                        cancel=cancel)  # fmt: skip
     scenario = Scenario(_curve(times, rates), autoscaler=Autoscaler(kind="fixed", min_replicas=2), retry=retry,
                         cold_start=NEVER, window=Q_(15, "s"), price=Q_(2, "USD/hour"))  # fmt: skip
-    day = _day(scenario, _demand(times, rates), seqs=8, initial=(2,), router="join_shortest_queue", targets=(1.0, None),
-               cancel=cancel)  # fmt: skip
+    day = _day(scenario, _demand(times, rates), seqs=8, initial=(2,), router="join_shortest_queue",
+               targets=(1.0, None))  # fmt: skip
     last = _windows(day).iloc[-1]  # 105-120 s, a minute after the burst
     assert last.demand_rate == pytest.approx(0.8 * capacity, rel=0.15)
     if cancel:
@@ -458,14 +473,16 @@ def _figure21(kind):
     """Figure 21's comparison on a compressed day: demand steps through :data:`LEVELS` every 5 minutes on replicas
     of 10 request/s (2 slots, 20-token requests, 10 ms iterations), 2-minute cold starts. The reactive autoscaler
     reads utilization every 30 s (up at 0.8, down at 0.5 of capacity); the predictive one sizes for the highest
-    demand of the next 3 minutes at the planned 7 request/s per replica (0.7 of capacity)."""
+    demand of the next 3 minutes at the planned 7 request/s per replica (0.7 of capacity). No scale-down
+    stabilization window: the compressed day's levels last 5 minutes, the default window's length, and the
+    comparison (and the independent simulation that checked it) is of the two rules alone."""
     times, rates = [0.0], [float(LEVELS[0])]
     for k in range(1, len(LEVELS)):
         times += [300.0 * k, 300.0 * k + 0.01]
         rates += [LEVELS[k - 1], LEVELS[k]]
     times, rates = [*times, 1500.0], [*rates, LEVELS[-1]]
     scaler = Autoscaler(kind=kind, metric="utilization", interval=Q_(30, "s"), lead_time=Q_(3, "min"),
-                        cooldown=Q_(60, "s"), min_replicas=1, max_replicas=10)  # fmt: skip
+                        cooldown=Q_(60, "s"), min_replicas=1, max_replicas=10, stabilization=Q_(0, "s"))  # fmt: skip
     cold = ColdStart(Q_(30, "s"), Q_(60, "s"), Q_(30, "s"))
     scenario = Scenario(_curve(times, rates), autoscaler=scaler, cold_start=cold, window=Q_(60, "s"),
                         price=Q_(2, "USD/hour"))  # fmt: skip

@@ -159,6 +159,9 @@ def day_command(
     ] = None,
     warm_pool: Annotated[int, typer.Option(metavar="INT", min=0, help="Replicas kept loaded and idle.")] = 0,
     cooldown: Annotated[str, typer.Option(metavar="TIME", help="Wait after scaling before scaling down.")] = "5 min",
+    scale_down_window: Annotated[
+        str, typer.Option(metavar="TIME", help="Scale down only to the highest count asked over it (0 s: off).")
+    ] = "300 s",
     interval: Annotated[str, typer.Option(metavar="TIME", help="Between autoscaler decisions.")] = "30 s",
     lead_time: Annotated[str, typer.Option(metavar="TIME", help="Predictive: how far ahead it looks.")] = "10 min",
     fail: Annotated[
@@ -206,6 +209,7 @@ def day_command(
             metric,
             interval=_time("interval", interval),
             cooldown=_time("cooldown", cooldown, positive=False),
+            stabilization=_time("scale-down-window", scale_down_window, positive=False),
             lead_time=_time("lead-time", lead_time, positive=False),
             warm_pool=warm_pool,
             **{name: value for name, value in given.items() if value is not None},

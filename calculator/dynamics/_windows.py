@@ -2,8 +2,9 @@
 
 The latencies are evaluated here, after the step loop, vectorized over every step: a request served
 at step ``i`` in pool ``p`` from origin ``o`` has TTFT ``base + d_i + rtt_op + W``, with ``d_i`` the
-fluid queue's delay (queue over service rate), ``rtt_op`` the round trip and ``W`` the M/M/c slot wait
-at the step's running batch (:class:`~calculator.dynamics.service.ReplicaService`). A window's TTFT
+fluid queue's delay (queue over service rate: the FIFO wait of a backlog), ``rtt_op`` the round trip and
+``W`` the prefill and slot waits at the step's load per replica and running batch
+(:class:`~calculator.dynamics.service.ReplicaService`). A window's TTFT
 percentile is the percentile of the mixture of its steps' distributions, weighted by requests
 served, found by bisection; its TPOT percentiles are the weighted percentiles of the steps' TPOT.
 """
@@ -67,6 +68,7 @@ def _per_flow(record: StepRecord, trip: np.ndarray, service: ReplicaService) -> 
     served = record.served[:, None, :] * origin  # step x origin x pool
     shift = service.ttft_base + record.delay[:, None, :] + trip[None, :, :]
     return {
+        "rate": np.broadcast_to(per_replica[:, None, :], served.shape),
         "batch": np.broadcast_to(batch[:, None, :], served.shape),
         "served": served,
         "first": record.served_first[:, None, :] * origin,
@@ -79,19 +81,20 @@ def _ttft_quantiles(flow: dict[str, np.ndarray], service: ReplicaService, per_wi
     """Each window's TTFT at quantile ``q``: the mixture of its steps' and flows' distributions, by bisection."""
     weight = _by_window(flow["served"], per_window).reshape(-1, per_window * flow["served"][0].size)
     batch = _by_window(flow["batch"], per_window).reshape(weight.shape)
+    rate = _by_window(flow["rate"], per_window).reshape(weight.shape)
     shift = _by_window(flow["shift"], per_window).reshape(weight.shape)
     total = weight.sum(axis=1)
     used = (weight > 0) & np.isfinite(shift)
     low = np.where(used, shift, np.inf).min(axis=1)
-    tail = shift + service.slot_wait_quantile(batch, min(q + (1 - q) / 2, 0.999999))
+    tail = shift + service.wait_bound(rate, batch, q)
     high = np.where(used, tail, -np.inf).max(axis=1)
     low, high = np.where(total > 0, low, 0.0), np.where(total > 0, high, 0.0)
-    queues = used & (service.slot_wait_exceedance(batch, np.zeros_like(batch)) > 0)  # the rest never wait a slot
+    queues = used & (service.wait_exceedance(rate, batch, np.zeros_like(batch)) > 0)  # the rest never wait
     for _ in range(_BISECTIONS):
         middle = (low + high) / 2
         threshold = middle[:, None] - shift
         below = (threshold >= 0).astype(float)
-        below[queues] = 1 - service.slot_wait_exceedance(batch[queues], threshold[queues])
+        below[queues] = 1 - service.wait_exceedance(rate[queues], batch[queues], threshold[queues])
         cdf = np.where(used, weight * below, 0.0).sum(axis=1) / np.maximum(total, 1e-300)
         low, high = np.where(cdf < q, middle, low), np.where(cdf < q, high, middle)
     return np.where(total > 0, high, np.nan)
@@ -110,7 +113,7 @@ def _weighted_quantile(values: np.ndarray, weights: np.ndarray, q: float) -> np.
 
 def _attainment(flow: dict[str, np.ndarray], record: StepRecord, service: ReplicaService) -> np.ndarray:
     """Per window: first attempts served meeting both targets (less those lost mid-stream) over first attempts."""
-    meets_ttft = 1 - service.slot_wait_exceedance(flow["batch"], service.ttft_target - flow["shift"])
+    meets_ttft = 1 - service.wait_exceedance(flow["rate"], flow["batch"], service.ttft_target - flow["shift"])
     meets_tpot = flow["tpot"] <= service.tpot_target * (1 + 1e-9)
     good = (flow["first"] * meets_ttft * meets_tpot[:, None, :]).sum(axis=(1, 2))
     good = np.maximum(good - record.lost.sum(axis=1), 0.0)

@@ -42,6 +42,7 @@ class _Pool:
     region: Region
     ready: int
     queue: list[float]  # waiting requests by attempt (0 = first)
+    abandoned: float = 0.0  # attempts whose clients left but the engine keeps (RetryPolicy.cancel False), queued first
     pending: deque[tuple[float, int]] = field(default_factory=deque)  # (ready time, replicas), in time order
     warm: int = 0  # warm-pool replicas loaded and idle
     refilling: deque[tuple[float, int]] = field(default_factory=deque)  # warm-pool replicas being loaded
@@ -196,7 +197,7 @@ class _Loop:
         """Requests ``x[o][p]`` of origin ``o``'s ``totals`` sent to pool ``p``: nearest first, spill-over to spare."""
         count = len(self.pools)
         mu = self.service.capacity * self.dt
-        spare = [max(p.ready * mu - sum(p.queue), 0.0) for p in self.pools]
+        spare = [max(p.ready * mu - sum(p.queue) - p.abandoned, 0.0) for p in self.pools]
         up = [p.down_until == -math.inf for p in self.pools]
         sent = [[0.0] * count for _ in range(count)]
         for o in range(count):
@@ -212,8 +213,9 @@ class _Loop:
                     sent[o][p] += part
                     spare[p] -= part
                 left -= taken
-            if left > 0:  # no spare anywhere: it waits at the nearest pool that is up (its own if up)
-                sent[o][next((p for p in self.order[o] if up[p]), self.order[o][0])] += left
+            if left > 0:  # no spare anywhere: it waits at the nearest pool up with a replica ready (its own first)
+                serving = (p for p in self.order[o] if up[p] and self.pools[p].ready > 0)
+                sent[o][next(serving, next((p for p in self.order[o] if up[p]), self.order[o][0]))] += left
         return sent
 
     def _step(self, i: int, arrivals: list[list[float]]) -> None:
@@ -239,19 +241,23 @@ class _Loop:
         backlog = [q + x - r for q, x, r in zip(pool.queue, inflow, refused, strict=True)]
         total = sum(backlog)
         rate = pool.ready * service.capacity
-        served = min(total, rate * dt)
+        wasted = min(pool.abandoned, rate * dt)  # abandoned attempts at the head of the queue run first
+        abandoned = pool.abandoned - wasted
+        served = min(total, rate * dt - wasted)
         mix = [b / total for b in backlog] if total > 0 else backlog
         left = total - served
-        shed = max(left - self._admission_cap(pool.ready, rate), 0.0)
+        shed = min(max(left + abandoned - self._admission_cap(pool.ready, rate), 0.0), left)
         wait_limit = max(scenario.retry.timeout.m - service.ttft_base, 0.0)
-        timed_out = max(left - shed - wait_limit * rate, 0.0)
+        timed_out = max(left - shed - max(wait_limit * rate - abandoned, 0.0), 0.0)
         waiting = left - shed - timed_out
         pool.queue = [m * waiting for m in mix]
+        pool.abandoned = abandoned + (0.0 if scenario.retry.cancel else timed_out)
         r = self.record
         r.ready[i, p], r.starting[i, p], r.billed[i, p] = pool.ready, pool.starting, pool.billed
-        r.queue[i, p], r.served[i, p], r.served_first[i, p] = waiting, served, served * mix[0]
+        r.queue[i, p], r.served[i, p], r.served_first[i, p] = waiting + pool.abandoned, served, served * mix[0]
         r.shed[i, p], r.failed[i, p], r.offered[i, p] = shed + sum(refused), timed_out, sum(inflow)
-        r.delay[i, p] = waiting / rate if rate > 0 else (math.inf if waiting > 0 else 0.0)
+        ahead = waiting + pool.abandoned
+        r.delay[i, p] = ahead / rate if rate > 0 else (math.inf if ahead > 0 else 0.0)
         self.observed[p] = sum(inflow) / dt
         if shed > 0:
             self._retry(i, [m * shed for m in mix], origins, 0.0)
@@ -282,7 +288,14 @@ class _Loop:
             pool.open_until = now + Q_(breaker.open_interval).m_as("s")
 
     def _admission_cap(self, ready: int, rate: float) -> float:
-        """Waiting requests admission allows (infinite without a limit)."""
+        """Waiting requests admission allows (infinite without a limit; none without a replica ready).
+
+        With no replica ready the gateway has no backend to send to and answers at once (a load balancer
+        with no healthy upstream returns 503): every attempt is shed and its client retries after its
+        backoff, as the request mode sheds it.
+        """
+        if ready == 0:
+            return 0.0
         admission = self.scenario.admission
         caps = [math.inf]
         if admission.max_queue is not None:
@@ -331,13 +344,16 @@ class _Loop:
             pool.pending.clear()
             pool.refilling.clear()
             pool.ready, pool.warm, pool.down_until = 0, 0, failure.end
-            pool.queue = [0.0] * self.attempts
+            pool.queue, pool.abandoned = [0.0] * self.attempts, 0.0
         else:
             p = int(np.argmax([pool.ready for pool in self.pools]))
             pool = self.pools[p]
             count = min(int(failure.target), pool.ready)
             lost = count * running[p]
             pool.ready -= count  # the autoscaler replaces them (with a cold start) at its next decision
+            if pool.ready == 0:  # the last replica's waiting requests go with it
+                lost += sum(pool.queue)
+                pool.queue, pool.abandoned = [0.0] * self.attempts, 0.0
         self.record.lost[i, p] += lost
         self._retry(i, [lost] + [0.0] * (self.attempts - 1), self.share, 0.0)
 
@@ -352,18 +368,19 @@ class _Loop:
                 forecast = self.scenario.demand.peak_between(now, now + scaler.lead_time.m) * self.share[p]
             observed = self._metric(p, pool)
             current = pool.ready + pool.starting
-            wanted = scaler.decide(now, observed, pool.ready, pool.starting, forecast, service.planned_rate, pool.state)
+            wanted, pool.state = scaler.step(
+                now, observed, pool.ready, pool.starting, forecast, service.planned_rate, pool.state
+            )
             if wanted > current:
                 pool.start(now, wanted - current, self.scenario)
             elif wanted < current:
                 pool.stop(current - wanted)
-            pool.state = pool.state.record(now, wanted, current)
 
     def _metric(self, p: int, pool: _Pool) -> float:
         """The autoscaler's metric summed over the pool's ready replicas, from the last step."""
         metric, service = self.scenario.autoscaler.metric, self.service
         if metric == "queue":
-            return float(sum(pool.queue))
+            return float(sum(pool.queue) + pool.abandoned)  # an engine counts the attempts it was not told to drop
         busy = (
             min(self.observed[p] / service.capacity, pool.ready) if pool.ready else self.observed[p] / service.capacity
         )

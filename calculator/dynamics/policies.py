@@ -55,6 +55,7 @@ _15_S = Q_(15, "s")
 _1_GB_S = Q_(1, "GB/s")
 _1_S = Q_(1, "s")
 _30_S = Q_(30, "s")
+_300_S = Q_(300, "s")
 _5_MIN = Q_(5, "min")
 _60_S = Q_(60, "s")
 
@@ -92,10 +93,16 @@ def _choice(owner: str, name: str, value: Any, options: tuple[str, ...]) -> None
 
 @dataclass(frozen=True)
 class AutoscalerState:
-    """What an autoscaler remembers between decisions: when it last scaled up and down (seconds)."""
+    """What an autoscaler remembers between decisions.
+
+    ``last_up`` and ``last_down``: when it last scaled up and down (seconds); ``recommendations``: the
+    ``(time, replicas)`` its rule recommended at each decision within the scale-down stabilization window,
+    before stabilization (:meth:`Autoscaler.decide` keeps the highest of them).
+    """
 
     last_up: float = -math.inf
     last_down: float = -math.inf
+    recommendations: tuple[tuple[float, int], ...] = ()
 
     def record(self, now: float, wanted: int, current: int) -> AutoscalerState:
         """The state after a decision at ``now`` that asked ``wanted`` replicas with ``current`` ready or starting."""
@@ -104,6 +111,11 @@ class AutoscalerState:
         if wanted < current:
             return dataclasses.replace(self, last_down=now)
         return self
+
+    def recommended(self, now: float, replicas: int, window: float) -> AutoscalerState:
+        """The state with the recommendation ``replicas`` at ``now`` kept and those older than ``window`` dropped."""
+        kept = tuple((t, r) for t, r in self.recommendations if t > now - window)
+        return dataclasses.replace(self, recommendations=(*kept, (now, replicas)))
 
 
 @dataclass(frozen=True)
@@ -125,6 +137,14 @@ class Autoscaler:
         Time between decisions.
     cooldown : Quantity [time]
         Time after any scaling before replicas are removed (hysteresis).
+    stabilization : Quantity [time]
+        The scale-down stabilization window: a scale-down goes only to the highest replica count the rule
+        recommended over this past window (the current decision's included), so a metric that dips for
+        one decision does not shrink the fleet. Scale-ups are not stabilized. The default, 300 s, is
+        Kubernetes' ``HorizontalPodAutoscaler`` ``behavior.scaleDown.stabilizationWindowSeconds``
+        (autoscaling/v2 API reference, ``HorizontalPodAutoscalerBehavior.scaleDown``: "the default value is
+        to allow to scale down to minReplicas pods, with a 300 second stabilization window (i.e., the
+        highest recommendation for the last 300sec is used)"). 0 turns it off.
     min_replicas, max_replicas : int
         Bounds on the replicas wanted.
     warm_pool : int
@@ -142,6 +162,7 @@ class Autoscaler:
     scale_down_at: float = 0.5
     interval: Any = _30_S
     cooldown: Any = _5_MIN
+    stabilization: Any = _300_S
     min_replicas: int = 1
     max_replicas: int = 10_000
     warm_pool: int = 0
@@ -153,7 +174,7 @@ class Autoscaler:
         _choice(owner, "kind", self.kind, AUTOSCALER_KINDS)
         _choice(owner, "metric", self.metric, AUTOSCALER_METRICS)
         _convert(self, owner, {"interval": ("s", "positive"), "cooldown": ("s", "nonnegative")})
-        _convert(self, owner, {"lead_time": ("s", "nonnegative")})
+        _convert(self, owner, {"lead_time": ("s", "nonnegative"), "stabilization": ("s", "nonnegative")})
         for name in ("scale_up_at", "scale_down_at", "headroom"):
             object.__setattr__(self, name, float(_quantity(owner, name, getattr(self, name), "", "positive").m))
         if self.scale_down_at >= self.scale_up_at:
@@ -185,11 +206,48 @@ class Autoscaler:
         ``observed`` is the metric summed over the ready replicas (reactive); ``forecast_rate`` the
         highest demand forecast from ``now`` to ``now + lead_time`` (request/s: replicas start a lead
         ahead of a rise and stop only when demand has fallen) and ``per_replica_rate`` the rate one
-        replica serves at its planned load (predictive). Scale-downs wait ``cooldown`` after the last scaling
-        in ``state`` (:meth:`AutoscalerState.record` keeps it). Pure: the same arguments give the same count.
+        replica serves at its planned load (predictive). Scale-downs go no lower than the highest
+        recommendation within ``stabilization`` of ``now`` in ``state`` and wait ``cooldown`` after the
+        last scaling. Pure: the same arguments give the same count. :meth:`step` also returns the state
+        after the decision, which the simulations keep.
+        """
+        return self.step(now, observed, ready, starting, forecast_rate, per_replica_rate, state)[0]
+
+    def step(
+        self,
+        now: float,
+        observed: float,
+        ready: int,
+        starting: int,
+        forecast_rate: float | None = None,
+        per_replica_rate: float | None = None,
+        state: AutoscalerState | None = None,
+    ) -> tuple[int, AutoscalerState]:
+        """:meth:`decide`'s count and the state after it (the rule's recommendation and the scaling recorded).
+
+        As Kubernetes' HorizontalPodAutoscaler stabilizes: the rule's recommendation is recorded unstabilized;
+        a count above the current one is taken at once; below it, the count is the highest recommendation
+        within the window (never above the current count), and none while ``cooldown`` runs. The first
+        decision counts the fleet as it stands as a recommendation (as the HorizontalPodAutoscaler seeds
+        its window with the current replicas). A fixed autoscaler takes its count at once.
         """
         state = state or AutoscalerState()
         current = ready + starting
+        if not state.recommendations:  # the first decision: the fleet as it stands counts as recommended now
+            state = state.recommended(now, current, self.stabilization.m)
+        recommended = self._recommend(observed, ready, current, forecast_rate, per_replica_rate)
+        state = state.recommended(now, recommended, self.stabilization.m)
+        wanted = recommended
+        if wanted < current and self.kind != "fixed":  # a fixed fleet holds its count at once
+            wanted = min(current, max(r for _, r in state.recommendations))
+            if now - max(state.last_up, state.last_down) < self.cooldown.m:
+                wanted = current
+        return wanted, state.record(now, wanted, current)
+
+    def _recommend(
+        self, observed: float, ready: int, current: int, forecast_rate: float | None, per_replica_rate: float | None
+    ) -> int:
+        """The rule's replica count before stabilization and cooldown."""
         if self.kind == "fixed":
             return self.clamp(self.min_replicas)
         if self.kind == "predictive":
@@ -197,19 +255,13 @@ class Autoscaler:
                 raise InputError(
                     "Autoscaler.decide(): a predictive autoscaler needs 'forecast_rate' and 'per_replica_rate'"
                 )
-            wanted = self.clamp(forecast_rate * self.headroom / per_replica_rate)
-        else:
-            target = (self.scale_up_at + self.scale_down_at) / 2
-            if observed > self.scale_up_at * max(current, 1):
-                wanted = max(self.clamp(observed / target), current)
-            elif observed < self.scale_down_at * max(ready, 1):
-                wanted = self.clamp(observed / target)
-            else:
-                wanted = self.clamp(current)
-        cooling = now - max(state.last_up, state.last_down) < self.cooldown.m
-        if wanted < current and cooling:
-            return self.clamp(current)
-        return wanted
+            return self.clamp(forecast_rate * self.headroom / per_replica_rate)
+        target = (self.scale_up_at + self.scale_down_at) / 2
+        if observed > self.scale_up_at * max(current, 1):
+            return max(self.clamp(observed / target), current)
+        if observed < self.scale_down_at * max(ready, 1):
+            return self.clamp(observed / target)
+        return self.clamp(current)
 
 
 # --------------------------------------------------------------------------------------------
@@ -291,6 +343,12 @@ class RetryPolicy:
         ``"full"`` (uniform on [0, backoff]), ``"equal"`` (half fixed, half uniform) or ``"none"``.
     budget : float or None
         Retries allowed as a share of first attempts (0.1: one retry per ten requests); None: unlimited.
+    cancel : bool
+        Whether the engine learns that a client gave up (its connection closed) and frees the attempt:
+        True (the default), the abandoned attempt leaves the queue, or the batch, and its KV is freed; False,
+        it keeps its place and runs to its end, its work wasted, as on an engine that does not see a closed
+        connection. Both modes honour it (the fluid mode keeps abandoned attempts in its queue, served ahead
+        of the later ones, counted neither served nor met).
     """
 
     timeout: Any = _30_S
@@ -299,6 +357,7 @@ class RetryPolicy:
     backoff_cap: Any = _30_S
     jitter: str = "full"
     budget: float | None = None
+    cancel: bool = True
 
     def __post_init__(self) -> None:
         owner = "RetryPolicy"
@@ -306,6 +365,9 @@ class RetryPolicy:
         _convert(self, owner, {"backoff_cap": ("s", "nonnegative")})
         _whole(owner, "max_attempts", self.max_attempts, 1)
         _choice(owner, "jitter", self.jitter, JITTERS)
+        if not isinstance(self.cancel, bool | np.bool_):
+            raise InputError(f"{owner}: argument 'cancel' must be True or False, got {shown(self.cancel)}")
+        object.__setattr__(self, "cancel", bool(self.cancel))
         if self.budget is not None:
             object.__setattr__(self, "budget", float(_quantity(owner, "budget", self.budget, "").m))
 

@@ -8,28 +8,36 @@ linear in the running batch between them, ``T(b) = T0 + k b``, so the running ba
 ``lambda`` per replica solves ``b = lambda T(b)``: ``b = lambda T0 / (1 - lambda k)``, reaching the
 cap exactly at the replica's throughput. TPOT scales with ``T(b)`` from the plan's.
 
-The wait for a running slot is the M/M/c queue of :mod:`calculator.queueing.mmc` with the cap's
-``c`` slots, each held ``T(b)`` (offered load ``a = lambda T = b``); the plan's TTFT less that wait at
-the planned load is the part of TTFT that does not queue (the request path, the prefill iterations).
-The derivation and its limits are in ``docs/production-day.md``.
+A request waits twice before its first token, as the sizer counts it: for the replica's prefill (one
+server, each prompt's prefill time ``s``, the G/G/1 queue of :mod:`calculator.queueing` at load
+``lambda s``) and for a running slot (the M/M/c queue of :mod:`calculator.queueing.mmc` with the cap's
+``c`` slots, each held ``T(b)``, offered load ``a = lambda T = b``). Each wait is an atom at zero and an
+exponential tail, so their sum has a closed-form law (:meth:`ReplicaService.wait_exceedance`). The
+plan's TTFT less the sum's statistic at the planned load is the part of TTFT that does not queue (the
+request path, the prefill iterations). The derivation and its limits are in ``docs/production-day.md``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ..errors import InputError
-from ..queueing.mmc import mean_wait_seconds, wait_exceedance_probability, wait_quantile_seconds
+from ..queueing.mmc import mean_wait_seconds, wait_quantile_seconds, wait_tail
 from ..units import shown
 
 __all__ = ["ReplicaService", "MAX_SLOT_LOAD"]
 
-#: The slot utilization the M/M/c wait is evaluated at, at most: past it the fluid queue carries the overload
-#: and the stochastic wait stays at its value there (the M/M/c wait diverges at 1).
+#: The slot (and prefill) utilization the waits are evaluated at, at most: past it the fluid queue carries the
+#: overload and the stochastic wait stays at its value there (the M/M/c wait diverges at 1).
 MAX_SLOT_LOAD = 0.98
+#: Bisection rounds of a wait quantile (the bracket shrinks 2^-60).
+_ROUNDS = 60
+#: A queue as :mod:`calculator.queueing.mmc` takes it: (load, servers, service time, variability factor).
+_Queue = tuple[Any, Any, Any, Any]
 
 
 @dataclass(frozen=True)
@@ -51,7 +59,7 @@ class ReplicaService:
     tpot : float
         The plan's TPOT at the planned load.
     ttft_base : float
-        TTFT less the slot wait (the part that does not queue), at the targets' statistic.
+        TTFT less the waits (the part that does not queue), at the targets' statistic.
     ttft_target, tpot_target : float
     gpus : int
         GPUs per replica.
@@ -59,6 +67,12 @@ class ReplicaService:
         USD per GPU-hour.
     percentile : float or None
         The statistic of the plan's TTFT: a percentile, or None for the mean.
+    prefill : float
+        One prompt's prefill time alone on the replica (s): the prefill queue's service time; 0 when the
+        plan names no accelerator to price it (no prefill wait).
+    prefill_factor : float
+        The prefill queue's Allen-Cunneen variability factor ``(ca^2 + cs^2) / 2``: Poisson arrivals, the
+        prompt lengths' CV as the service's.
     """
 
     capacity: float
@@ -74,6 +88,8 @@ class ReplicaService:
     gpus: int
     price: float
     percentile: float | None
+    prefill: float = 0.0
+    prefill_factor: float = 1.0
 
     @classmethod
     def from_plan(cls, plan: Any, price: float | None = None) -> ReplicaService:
@@ -94,9 +110,7 @@ class ReplicaService:
         planned_time, full_time = running / rate, slots / capacity
         k = max((full_time - planned_time) / (slots - running), 0.0) if slots - running > 1e-9 else 0.0
         t0 = planned_time - k * running
-        percentile = targets.ttft_percentile
-        wait = _slot_wait(running, slots, planned_time, percentile)
-        return cls(
+        curve = cls(
             capacity=capacity,
             slots=slots,
             t0=t0,
@@ -104,13 +118,16 @@ class ReplicaService:
             planned_time=planned_time,
             planned_rate=rate,
             tpot=float(service.tpot.m_as("s")),
-            ttft_base=max(float(service.ttft.m_as("s")) - float(wait), 0.0),
+            ttft_base=0.0,
             ttft_target=float(targets.ttft.m_as("s")),
             tpot_target=float(targets.tpot.m_as("s")),
             gpus=int(plan.layout.gpus),
             price=float(price) if price is not None else float(plan.cost.per_hour.m_as("USD/hour")) / plan.gpus,
-            percentile=percentile,
+            percentile=targets.ttft_percentile,
+            **_prefill_queue(plan),
         )
+        wait = float(curve.wait_statistic(rate, running))
+        return dataclasses.replace(curve, ttft_base=max(float(service.ttft.m_as("s")) - wait, 0.0))
 
     def running(self, rate: Any) -> np.ndarray:
         """Mean running batch at ``rate`` request/s per replica (the cap at and past the capacity)."""
@@ -130,7 +147,7 @@ class ReplicaService:
     def meets_targets(self, rate: float) -> bool:
         """Whether a replica at ``rate`` request/s meets the plan's TPOT and TTFT targets (at their statistic)."""
         batch = self.running(rate)
-        ttft = self.ttft_base + _slot_wait(float(batch), self.slots, float(self.time_running(batch)), self.percentile)
+        ttft = self.ttft_base + float(self.wait_statistic(rate, batch))
         return bool(self.tpot_at(batch) <= self.tpot_target * (1 + 1e-9) and ttft <= self.ttft_target * (1 + 1e-9))
 
     def safe_rate(self, ceiling: float) -> float:
@@ -147,21 +164,74 @@ class ReplicaService:
             low, high = (middle, high) if self.meets_targets(middle) else (low, middle)
         return low
 
-    def slot_wait_exceedance(self, batch: np.ndarray, threshold: np.ndarray) -> np.ndarray:
-        """P(slot wait > ``threshold`` s) at a running batch (0 where the threshold is below 0 is 1)."""
-        load = np.minimum(batch, MAX_SLOT_LOAD * self.slots)
-        tail = wait_exceedance_probability(load, self.slots, self.time_running(batch), 1.0, np.maximum(threshold, 0.0))
-        return np.where(np.asarray(threshold) < 0, 1.0, tail)
+    def _queues(self, rate: Any, batch: Any) -> tuple[_Queue, _Queue]:
+        """The prefill and the slot queue as ``(load, servers, service time, factor)``, loads capped."""
+        rate, batch = np.broadcast_arrays(np.asarray(rate, dtype=float), np.asarray(batch, dtype=float))
+        slot = (np.minimum(batch, MAX_SLOT_LOAD * self.slots), self.slots, self.time_running(batch), 1.0)
+        if self.prefill <= 0:  # no prefill queue: a D/D/1 queue never waits
+            return (np.zeros(rate.shape), 1.0, 1.0, 0.0), slot
+        return (np.minimum(rate * self.prefill, MAX_SLOT_LOAD), 1.0, self.prefill, self.prefill_factor), slot
 
-    def slot_wait_quantile(self, batch: np.ndarray, quantile: float) -> np.ndarray:
-        """The slot wait (s) at ``quantile`` at a running batch."""
-        load = np.minimum(batch, MAX_SLOT_LOAD * self.slots)
-        return wait_quantile_seconds(load, self.slots, self.time_running(batch), 1.0, quantile)
+    def wait_exceedance(self, rate: Any, batch: Any, threshold: Any) -> np.ndarray:
+        """P(prefill wait + slot wait > ``threshold`` s) at ``rate`` request/s per replica and a running batch.
+
+        Each wait is 0 with probability ``1 - p`` and else exponential at rate ``r``
+        (:func:`calculator.queueing.mmc.wait_tail`); for independent waits the sum exceeds ``t`` when either
+        alone does, ``p1 (1 - p2) e^{-r1 t} + p2 (1 - p1) e^{-r2 t}``, or both,
+        ``p1 p2 (r2 e^{-r1 t} - r1 e^{-r2 t}) / (r2 - r1)`` (``(1 + r t) e^{-r t}`` at equal rates).
+        1 below a threshold of 0.
+        """
+        (p1, r1), (p2, r2) = (wait_tail(*queue) for queue in self._queues(rate, batch))
+        t = np.maximum(np.asarray(threshold, dtype=float), 0.0)
+        with np.errstate(all="ignore"):
+            e1 = np.where(p1 > 0, np.exp(-r1 * t), 0.0)
+            e2 = np.where(p2 > 0, np.exp(-r2 * t), 0.0)
+            close = np.abs(r2 - r1) <= 1e-9 * np.maximum(r1, r2)
+            both = np.where(close, (1 + r1 * t) * e1, (r2 * e1 - r1 * e2) / (r2 - r1))
+            tail = p1 * (1 - p2) * e1 + p2 * (1 - p1) * e2 + np.where(p1 * p2 > 0, p1 * p2 * both, 0.0)
+        return np.where(np.asarray(threshold) < 0, 1.0, np.clip(tail, 0.0, 1.0))
+
+    def wait_bound(self, rate: Any, batch: Any, quantile: float) -> np.ndarray:
+        """A wait (s) the sum exceeds with probability at most ``1 - quantile``: each wait at ``(1 + quantile) / 2``."""
+        level = 1 - (1 - quantile) / 2
+        prefill, slot = self._queues(rate, batch)
+        return wait_quantile_seconds(*prefill, level) + wait_quantile_seconds(*slot, level)
+
+    def wait_statistic(self, rate: Any, batch: Any) -> np.ndarray:
+        """The summed wait at the plan's TTFT statistic: its mean, or its percentile (by bisection)."""
+        prefill, slot = self._queues(rate, batch)
+        if self.percentile is None:
+            return mean_wait_seconds(*prefill) + mean_wait_seconds(*slot)
+        low, high = np.zeros(np.shape(prefill[0])), self.wait_bound(rate, batch, self.percentile)
+        for _ in range(_ROUNDS):
+            middle = (low + high) / 2
+            over = self.wait_exceedance(rate, batch, middle) > 1 - self.percentile
+            low, high = np.where(over, middle, low), np.where(over, high, middle)
+        return high
 
 
-def _slot_wait(batch: float, slots: int, held: float, percentile: float | None) -> Any:
-    """The M/M/c slot wait at the plan's statistic (its mean, or its percentile)."""
-    load = min(batch, MAX_SLOT_LOAD * slots)
-    if percentile is None:
-        return mean_wait_seconds(load, slots, held, 1.0)
-    return wait_quantile_seconds(load, slots, held, 1.0, percentile)
+def _prefill_queue(plan: Any) -> dict[str, float]:
+    """The prefill queue of a plan's replica: one prompt's prefill time alone, and the variability factor.
+
+    None (no prefill wait) when the plan names no accelerator or workload to price the prompt with.
+    """
+    workload, layout = getattr(plan, "workload", None), plan.layout
+    if not getattr(plan, "accelerator", "") or workload is None:
+        return {}
+    from ..performance.steps import prefill_time
+    from ..queueing.ggc import variability_factor
+
+    seconds = prefill_time(
+        plan.model,
+        plan.accelerator,
+        plan.precision,
+        layout.tensor_parallel,
+        max(round(workload.input_tokens), 1),
+        engine=plan.engine or None,
+        data_parallel=layout.data_parallel,
+        expert_parallel=layout.expert_parallel,
+        pipeline_parallel=layout.pipeline_parallel,
+        redundant_experts=layout.redundant_experts,
+    )
+    factor = variability_factor.numeric(arrival_cv=1.0, service_cv=float(workload.input_cv))
+    return {"prefill": float(seconds.m_as("s")), "prefill_factor": float(factor)}

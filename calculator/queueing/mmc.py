@@ -58,16 +58,25 @@ def mean_wait_seconds(load: Any, servers: Any, service_time: Any, factor: Any) -
     return np.where(np.asarray(load) < np.asarray(servers), wait, np.inf)
 
 
-def wait_exceedance_probability(load: Any, servers: Any, service_time: Any, factor: Any, threshold: Any) -> np.ndarray:
-    """P(wait > t): Erlang C times an exponential tail with rate (c - a) / (factor s)."""
-    load, servers, service_time, factor, threshold = (
-        np.asarray(v, dtype=float) for v in (load, servers, service_time, factor, threshold)
-    )
-    probability = _erlang_c(load, servers)
+def wait_tail(load: Any, servers: Any, service_time: Any, factor: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The wait's law as ``(p, r)``: ``P(wait > t) = p e^{-r t}``, Erlang C ``p`` and rate ``(c - a) / (factor s)``.
+
+    Factor 0 (D/D/c) never waits: ``p = 0``. Unstable (``a >= c``): ``p = 1``, ``r = 0``. Plain arrays.
+    """
+    load, servers, service_time, factor = (np.asarray(v, dtype=float) for v in (load, servers, service_time, factor))
+    stable = load < servers
     with np.errstate(all="ignore"):
-        decay = np.exp(-(servers - load) * threshold / (factor * service_time))
-        tail = np.where(np.asarray(factor) > 0, probability * decay, 0.0)  # factor 0: D/D/c never waits
-    return np.where(np.asarray(load) < np.asarray(servers), tail, 1.0)
+        rate = np.where(factor > 0, (servers - load) / (factor * service_time), np.inf)
+    probability = np.where(factor > 0, _erlang_c(load, servers), 0.0)
+    return np.where(stable, probability, 1.0), np.where(stable, rate, 0.0)
+
+
+def wait_exceedance_probability(load: Any, servers: Any, service_time: Any, factor: Any, threshold: Any) -> np.ndarray:
+    """P(wait > t): Erlang C times an exponential tail with rate (c - a) / (factor s) (:func:`wait_tail`)."""
+    probability, rate = wait_tail(load, servers, service_time, factor)
+    with np.errstate(all="ignore"):
+        tail = probability * np.exp(-rate * np.asarray(threshold, dtype=float))
+    return np.where(probability > 0, tail, 0.0)
 
 
 def wait_quantile_seconds(load: Any, servers: Any, service_time: Any, factor: Any, quantile: Any) -> np.ndarray:

@@ -55,8 +55,7 @@ class _DayRun:
 
     ``targets``: per-request TTFT and TPOT bounds in seconds (None: no such target); ``initial``: each region's
     replicas at the start; ``per_replica_rate``: request/s one replica serves at the plan's load (the predictive
-    autoscaler's and the deadline shed's prior); ``cancel``: whether the engine learns that a client gave up on an
-    attempt (True: the attempt is cancelled and its KV freed; False: it runs on, its work wasted); ``price``: USD
+    autoscaler's and the deadline shed's prior); ``price``: USD
     per GPU-hour; ``capacity``: request/s one replica serves with its batch full (utilization's denominator).
     """
 
@@ -69,7 +68,6 @@ class _DayRun:
     per_replica_rate: float
     targets: tuple[float | None, float | None]
     duration: float
-    cancel: bool = True
     price: float = 0.0
     capacity: float = 1.0
 
@@ -236,7 +234,7 @@ class _Day:
         breaker = self.pool.breakers[target]
         if breaker is not None:
             breaker.record(now, False)
-        if self.pool.status[target] == _GONE or not self.run.cancel:
+        if self.pool.status[target] == _GONE or not self.scenario.retry.cancel:
             return
         rep = self.pool.reps[target]
         if requests.state[index] == _WAIT or not rep.in_iteration:
@@ -319,8 +317,9 @@ class _Day:
                 share = self.regions[region].share if self.regions else 1.0
                 forecast = self.scenario.demand.peak_between(now, now + scaler.lead_time.m) * share
             state = self.scaler_state[region]
-            wanted = scaler.decide(now, observed, ready, starting, forecast, self.run.per_replica_rate, state)
-            self.scaler_state[region] = state.record(now, wanted, current)
+            wanted, self.scaler_state[region] = scaler.step(
+                now, observed, ready, starting, forecast, self.run.per_replica_rate, state
+            )
             self.resize(region, wanted - current, now)
         self.push(now + interval, _TICK)
 

@@ -130,6 +130,7 @@ BAD = {
         "--max-replicas": ("0", "--max-replicas"),
         "--warm-pool": ("-1", "--warm-pool"),
         "--cooldown": ("5", "--cooldown"),
+        "--scale-down-window": ("5", "--scale-down-window"),
         "--interval": ("0 s", "--interval"),
         "--lead-time": ("soon", "--lead-time"),
         "--fail": ("disk:1@14:00", "--fail"),

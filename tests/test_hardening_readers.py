@@ -112,7 +112,9 @@ def test_a_key_given_twice_in_a_registry_file_is_refused(tmp_path, change, key):
     user.write_text(USER + new if old is None else USER.replace(old, new), encoding="utf-8")
     line = refused(["registry", "validate", str(user)])
     assert "twice.yaml: malformed YAML at line " in line and f"the key '{key}' is given twice" in line, line
-    assert refused(["registry", "list", "--extra", str(user)]) == line
+    # the same sentence, each naming where the file was given (the argument FILE, the flag --extra)
+    assert line.startswith("error: FILE: twice.yaml: ")
+    assert refused(["registry", "list", "--extra", str(user)]) == line.replace("error: FILE: ", "error: --extra: ", 1)
     (tmp_path / "once.yaml").write_text(USER, encoding="utf-8")
     assert load_registry(extra=[tmp_path / "once.yaml"]).accelerators["my-gpu"].memory == Q_(96, "GiB")
 
@@ -134,7 +136,7 @@ def test_unreadable_registry_values_are_one_line_errors(tmp_path, text, message)
     user = tmp_path / "odd.yaml"
     user.write_text(text, encoding="utf-8")
     line = refused(["registry", "validate", str(user)])
-    assert line.startswith("error: odd.yaml: ") and message in line and len(line) < 400, line
+    assert line.startswith("error: FILE: odd.yaml: ") and message in line and len(line) < 400, line
 
 
 def test_a_duplicate_key_pasted_on_the_registry_page_is_shown_as_an_error_not_added():

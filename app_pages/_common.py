@@ -714,3 +714,16 @@ def _guarded(call: Callable[[], Any]) -> None:
         st.error(plain(message(exc)))
     except Exception as exc:  # the last guard: a page never shows a traceback
         st.error(f"This page could not finish with these inputs: {plain(exc)}")
+
+
+def launch_downloads(files: Sequence[tuple[str, str, str]], text_of: Callable[[str], str], key: str) -> None:
+    """A row of downloads, one per ``(label, target, file name)``: ``text_of(target)`` (a launch command or, for
+    ``"k8s"``, a Kubernetes manifest); a target the library refuses shows its reason in its column instead."""
+    for column, (label, target, file_name) in zip(st.columns(len(files)), files, strict=True):
+        try:
+            text = text_of(target)
+        except InputError as exc:
+            column.warning(f"{label}: {plain(str(exc))}")
+            continue
+        mime = "text/yaml" if target == "k8s" else "text/x-shellscript"
+        column.download_button(label, text.encode("utf-8"), file_name=file_name, mime=mime, key=f"{key}.{target}")

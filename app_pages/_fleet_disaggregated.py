@@ -86,24 +86,15 @@ def _commands(plan):
         "cap) with the engine's KV-transfer settings, and the router the clients reach; and the pools as Kubernetes "
         f"StatefulSets with the router, on {engine_of(plan)} (docs/fleet-sizer.md, Deploying a disaggregated plan)."
     )
-    columns = st.columns(len(POOL_FILES))
-    for column, (label, engine, file_name) in zip(columns, POOL_FILES, strict=True):
-        try:
-            text = (
-                disaggregated_manifest(plan, engine_of(plan))
-                if engine == "k8s"
-                else disaggregated_launch(plan, engine).command + "\n"
-            )
-        except InputError as exc:
-            column.warning(f"{label}: {ui.plain(str(exc))}")
-            continue
-        column.download_button(
-            label,
-            text.encode("utf-8"),
-            file_name=file_name,
-            mime="text/yaml" if engine == "k8s" else "text/x-shellscript",
-            key=f"pools.{engine}",
-        )
+    ui.launch_downloads(
+        POOL_FILES,
+        lambda engine: (
+            disaggregated_manifest(plan, engine_of(plan))
+            if engine == "k8s"
+            else disaggregated_launch(plan, engine).command + "\n"
+        ),
+        "pools",
+    )
 
 
 def engine_of(plan):

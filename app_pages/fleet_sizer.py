@@ -558,24 +558,13 @@ def _deploy(plan):
             f"budget (documented flags only; docs/fleet-sizer.md), and a Kubernetes Deployment of the {engine} "
             "command with an autoscaler sketch. Comment lines name what must be set by hand."
         )
-        columns = st.columns(len(DEPLOY_FILES))
-        for column, (label, target, file_name) in zip(columns, DEPLOY_FILES, strict=True):
-            try:
-                text = (
-                    kubernetes_manifest(plan, engine)
-                    if target == "k8s"
-                    else launch_command(plan, target).command + "\n"
-                )
-            except InputError as exc:
-                column.warning(f"{label}: {ui.plain(str(exc))}")
-                continue
-            column.download_button(
-                label,
-                text.encode("utf-8"),
-                file_name=file_name,
-                mime="text/yaml" if target == "k8s" else "text/x-shellscript",
-                key=f"deploy.{target}",
-            )
+        ui.launch_downloads(
+            DEPLOY_FILES,
+            lambda target: (
+                kubernetes_manifest(plan, engine) if target == "k8s" else launch_command(plan, target).command + "\n"
+            ),
+            "deploy",
+        )
         try:  # the benchmark that measures the deployment (calculator.bench), beside its launch command
             bench = benchmark_command(plan, engine)
         except InputError as exc:

@@ -30,7 +30,7 @@ from calculator.errors import InputError
 from calculator.fleet.plan import FleetPlan, Layout, PlanCost, PlanService
 from calculator.regions import failover_headroom, symmetric_failover_utilization
 from calculator.routing.resilience import retry_amplification, retry_equilibrium
-from calculator.serving import Targets
+from calculator.serving import Targets, Workload
 
 MU, SLOTS, UTILIZATION, RUNNING, TTFT, TPOT = 10.0, 8, 0.7, 3.5, 0.3, 0.020
 PRICE = 2.0  # USD per GPU-hour
@@ -463,3 +463,25 @@ def test_the_plans_autoscaler_scales_where_the_plan_stops_promising():
     assert rows["ready"].iloc[-1] == 10
     rows = run_fluid(plan, Scenario(flat(85.0, 2.0), autoscaler=reactive)).windows
     assert rows["ready"].iloc[-1] == math.ceil(85 / MU / 0.64)
+
+
+def test_a_node_failure_takes_every_replica_the_node_carries():
+    # An H100 node holds 8 GPUs (the registry's node_gpus): replicas of TP 2 sit four to a node, replicas of TP 8
+    # one. Losing one node at 30 min must take what losing that many replicas takes, in both modes' service.
+    from calculator.dynamics.service import ReplicaService
+    from calculator.simulation.day import _day_runs
+
+    plan = dataclasses.replace(toy_plan(replicas=10, gpus_per_replica=2), accelerator="h100-sxm")
+    assert ReplicaService.from_plan(plan).per_node == 4
+    wide = dataclasses.replace(toy_plan(replicas=2, gpus_per_replica=8), accelerator="h100-sxm")
+    assert ReplicaService.from_plan(wide).per_node == 1
+    assert ReplicaService.from_plan(toy_plan()).per_node == 1  # a plan naming no accelerator: one per node
+    runs = {}
+    for failure in (Failure("node", Q_(30, "min"), target=1), Failure("replica", Q_(30, "min"), target=4)):
+        scenario = Scenario(flat(60.0), autoscaler=fixed(10), failures=(failure,))
+        runs[failure.kind] = run_fluid(plan, scenario).windows
+        sized = dataclasses.replace(plan, workload=Workload(Q_(60, "request/s"), 1024, 128))  # as size_fleet's
+        assert _day_runs(sized, scenario, 1)[0][0].per_node == 4  # the request mode reads the same count
+    node, replica = runs["node"], runs["replica"]
+    assert node.equals(replica)
+    assert node["failed"].sum() > 0 and node["ready"].min() < 10

@@ -165,7 +165,11 @@ def day_command(
     interval: Annotated[str, typer.Option(metavar="TIME", help="Between autoscaler decisions.")] = "30 s",
     lead_time: Annotated[str, typer.Option(metavar="TIME", help="Predictive: how far ahead it looks.")] = "10 min",
     fail: Annotated[
-        list[str] | None, typer.Option(metavar="SPEC", help="region:NAME@14:00+2h or replicas:N@HH:MM (repeatable).")
+        list[str] | None,
+        typer.Option(
+            metavar="SPEC",
+            help="region:NAME@14:00+2h, replicas:N@HH:MM or node:N@HH:MM (N nodes with their replicas); repeatable.",
+        ),
     ] = None,
     regions: Annotated[
         list[str] | None, typer.Option("--region", metavar="NAME", help="A region sharing demand (repeatable).")

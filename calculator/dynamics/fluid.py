@@ -348,7 +348,7 @@ class _Loop:
         else:
             p = int(np.argmax([pool.ready for pool in self.pools]))
             pool = self.pools[p]
-            count = min(int(failure.target), pool.ready)
+            count = min(failure.replicas_lost(self.service.per_node), pool.ready)
             lost = count * running[p]
             pool.ready -= count  # the autoscaler replaces them (with a cold start) at its next decision
             if pool.ready == 0:  # the last replica's waiting requests go with it

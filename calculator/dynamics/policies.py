@@ -447,8 +447,9 @@ class Failure:
     Attributes
     ----------
     kind : str
-        ``"replica"`` (``target`` replicas lost; their running requests fail), ``"node"`` (the same for the
-        replicas of one node, ``target`` of them) or ``"region"`` (the region named ``target`` is down).
+        ``"replica"`` (``target`` replicas lost; their running requests fail), ``"node"`` (``target`` nodes
+        lost, with every replica they carry: :meth:`replicas_lost`) or ``"region"`` (the region named
+        ``target`` is down).
     at : Quantity [time]
         When it happens, from the start of the run.
     duration : Quantity [time] or None
@@ -478,6 +479,16 @@ class Failure:
         """When it ends, seconds (infinity if it lasts to the end of the run)."""
         return math.inf if self.duration is None else self.at.m + self.duration.m
 
+    def replicas_lost(self, per_node: int) -> int:
+        """Replicas a replica or node failure takes: ``target``, or ``target`` nodes of ``per_node`` replicas each.
+
+        >>> parse_failure("node:2@14:00").replicas_lost(per_node=4)  # two nodes of 8 GPUs, TP 2
+        8
+        """
+        if self.kind == "region":
+            raise InputError("Failure.replicas_lost(): a region failure takes the region's replicas, not a count")
+        return int(self.target) * (int(per_node) if self.kind == "node" else 1)
+
 
 _CLOCK = re.compile(r"^(?:(\d+)d)?(\d{1,2}):(\d{2})(?::(\d{2}))?$")
 
@@ -495,7 +506,8 @@ def parse_failure(text: str) -> Failure:
     """A failure written ``KIND:TARGET@WHEN[+DURATION]``.
 
     ``region:us-east@14:00+2h`` (the region us-east fails at 14:00 for two hours),
-    ``replicas:4@09:30`` (four replicas lost at 09:30), ``node:8@1d03:00+30min``.
+    ``replicas:4@09:30`` (four replicas lost at 09:30), ``node:1@1d03:00+30min`` (one node lost, with the
+    replicas it carries, on the second day at 03:00, for half an hour).
 
     Examples
     --------
@@ -519,7 +531,7 @@ def parse_failure(text: str) -> Failure:
             raise InputError(f"a failure's duration must be a time such as 2h or 30min, got {lasting!r}") from None
     if kind != "region":
         if not target.isdigit():
-            raise InputError(f"a {kind} failure's target must be a count of replicas, got {target!r}")
+            raise InputError(f"a {kind} failure's target must be a count of {kind}s, got {target!r}")
         target = int(target)
     return Failure(kind, parse_clock(when, "failure time"), duration, target)
 

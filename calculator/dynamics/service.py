@@ -73,6 +73,9 @@ class ReplicaService:
     prefill_factor : float
         The prefill queue's Allen-Cunneen variability factor ``(ca^2 + cs^2) / 2``: Poisson arrivals, the
         prompt lengths' CV as the service's.
+    per_node : int
+        Replicas one node carries (the accelerator's ``node_gpus`` over the replica's GPUs, at least 1: a
+        replica spanning nodes is lost with any of them); 1 when the registry states no node size.
     """
 
     capacity: float
@@ -90,6 +93,7 @@ class ReplicaService:
     percentile: float | None
     prefill: float = 0.0
     prefill_factor: float = 1.0
+    per_node: int = 1
 
     @classmethod
     def from_plan(cls, plan: Any, price: float | None = None) -> ReplicaService:
@@ -124,6 +128,7 @@ class ReplicaService:
             gpus=int(plan.layout.gpus),
             price=float(price) if price is not None else float(plan.cost.per_hour.m_as("USD/hour")) / plan.gpus,
             percentile=targets.ttft_percentile,
+            per_node=_per_node(plan),
             **_prefill_queue(plan),
         )
         wait = float(curve.wait_statistic(rate, running))
@@ -235,3 +240,15 @@ def _prefill_queue(plan: Any) -> dict[str, float]:
     )
     factor = variability_factor.numeric(arrival_cv=1.0, service_cv=float(workload.input_cv))
     return {"prefill": float(seconds.m_as("s")), "prefill_factor": float(factor)}
+
+
+def _per_node(plan: Any) -> int:
+    """Replicas of ``plan`` on one node: the accelerator's ``node_gpus`` over a replica's GPUs (at least 1)."""
+    from ..errors import RegistryError
+    from ..registry import load_registry
+
+    try:
+        node = load_registry(extra=plan.registry_documents).accelerator(plan.accelerator).node_gpus
+    except (RegistryError, InputError, AttributeError):  # a hand-made plan naming no registered accelerator
+        return 1
+    return max(int(node) // int(plan.layout.gpus), 1) if node else 1

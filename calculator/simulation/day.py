@@ -56,7 +56,8 @@ class _DayRun:
     ``targets``: per-request TTFT and TPOT bounds in seconds (None: no such target); ``initial``: each region's
     replicas at the start; ``per_replica_rate``: request/s one replica serves at the plan's load (the predictive
     autoscaler's and the deadline shed's prior); ``price``: USD
-    per GPU-hour; ``capacity``: request/s one replica serves with its batch full (utilization's denominator).
+    per GPU-hour; ``capacity``: request/s one replica serves with its batch full (utilization's denominator);
+    ``per_node``: replicas one node carries (what a node failure takes).
     """
 
     setup: SimulationSetup
@@ -70,6 +71,7 @@ class _DayRun:
     duration: float
     price: float = 0.0
     capacity: float = 1.0
+    per_node: int = 1  # replicas one node carries (a node failure's)
 
 
 class _Day:
@@ -285,7 +287,7 @@ class _Day:
                     self.lose(index, now)
         else:
             region = max(pool.ready, key=lambda r: len(pool.ready[r]))  # the largest region (the first of equals)
-            for index in list(pool.ready[region][: int(failure.target)]):
+            for index in list(pool.ready[region][: failure.replicas_lost(self.run.per_node)]):
                 self.lose(index, now)
         if failure.end < math.inf:
             self.push(failure.end, _RECOVER, number)
@@ -689,7 +691,7 @@ def _day_runs(
         raise InputError(f"{function}(): replicas of several attention ranks (data_parallel > 1) are not simulated")
     runs = [
         _DayRun(setup, traffic, scenario, plan.router, seed, initial, service.planned_rate, bounds, duration,
-                price=service.price, capacity=service.capacity)
+                price=service.price, capacity=service.capacity, per_node=service.per_node)
         for seed in _seeds(seeds, function)
     ]  # fmt: skip
     return runs, attainment_goal(plan, scenario)

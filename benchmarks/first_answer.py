@@ -46,6 +46,7 @@ PAGES = {
     "autoscaling_regions": ("autoscaling_regions", METRIC),
     "registry": ("registry", '[data-testid="stDataFrame"]'),
     "goal_seek": ("goal_seek", METRIC),
+    "production_day": ("production_day", METRIC),
 }
 #: The empty page: one metric and nothing else (no page config, no navigation, no imports but Streamlit's).
 EMPTY_PAGE = 'import streamlit as st\n\nst.metric("Empty", 0)\n'

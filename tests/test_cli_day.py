@@ -120,3 +120,28 @@ def test_the_scale_down_window_reaches_the_autoscaler(plan_file):
         assert frame["ready"].to_numpy() == pytest.approx(expected["ready"].to_numpy())
         costs.append(frame["cost"].sum())
     assert costs[0] < costs[1] < costs[2]  # the fleet held longer after each fall
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        # a day of 5 s steps is 17,280; a 10,000-day run is 172,800,000, over the 2,000,000 the fluid mode takes
+        (["--duration", "10000d"], ["172,800,000 steps", "--duration at most", "--step"]),
+        # a window of 1e9 s holds 2e8 steps by itself: only a shorter window (or a longer step) helps
+        (["--window", "1e9 s"], ["--window at most 1e+07 s", "--step"]),
+        (["--window", "1 ns"], ["--window (1e-09 s) must be at least", "--step (5 s)"]),
+        (["--step", "1 min", "--mode", "requests"], ["--step is the fluid mode's"]),
+    ],
+)
+def test_a_run_too_fine_or_too_long_says_which_flag_to_change(plan_file, args, says):
+    result = runner.invoke(app, ["day", "--plan", str(plan_file), "--demand", "diurnal", *args])
+    assert result.exit_code != 0
+    assert all(part in result.output for part in says), result.output
+    assert "argument '" not in result.output  # the API's names are the flags here
+
+
+def test_a_longer_step_runs_a_week_in_fewer_steps_with_the_same_demand(plan_file):
+    fine = pd.read_csv(io.StringIO(day(plan_file, "--demand", "weekly", "--format", "csv")))
+    coarse = pd.read_csv(io.StringIO(day(plan_file, "--demand", "weekly", "--format", "csv", "--step", "60 s")))
+    assert len(fine) == len(coarse) == 7 * 24 * 12  # five-minute windows either way
+    assert coarse["demand_rate"].to_numpy() == pytest.approx(fine["demand_rate"].to_numpy(), rel=1e-9)

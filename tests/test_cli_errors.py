@@ -131,6 +131,7 @@ BAD = {
         "--warm-pool": ("-1", "--warm-pool"),
         "--cooldown": ("5", "--cooldown"),
         "--scale-down-window": ("5", "--scale-down-window"),
+        "--step": ("5", "--step"),
         "--interval": ("0 s", "--interval"),
         "--lead-time": ("soon", "--lead-time"),
         "--fail": ("disk:1@14:00", "--fail"),

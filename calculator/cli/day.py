@@ -183,6 +183,9 @@ def day_command(
     max_queue: Annotated[float | None, typer.Option(metavar="N", min=0, help="Waiting requests per replica.")] = None,
     deadline: Annotated[str | None, typer.Option(metavar="TIME", help="Shed a predicted wait above it.")] = None,
     window: Annotated[str, typer.Option(metavar="TIME", help="The reporting window.")] = "5 min",
+    step: Annotated[
+        str | None, typer.Option(metavar="TIME", help="Fluid mode: its time step (default 5 s; longer for weeks).")
+    ] = None,
     duration: Annotated[str | None, typer.Option(metavar="TIME", help="Run length (default: the curve's).")] = None,
     storage_bandwidth: Annotated[str, typer.Option(metavar="BANDWIDTH", help="For the cold start.")] = "1 GB/s",
     mode: Annotated[str, typer.Option(metavar="fluid|requests", help="Fluid (fast) or request by request.")] = "fluid",
@@ -236,7 +239,8 @@ def day_command(
         with _stderr_progress() as bar:  # a request-level day can take minutes; the fluid one ends at once
             task = bar.add_task(f"a day, {mode}", total=1.0)
             result = run_day(
-                plan, scenario, mode=mode, seeds=seeds, progress=lambda done: bar.update(task, completed=done)
-            )
+                plan, scenario, mode=mode, seeds=seeds, step=None if step is None else _time("step", step),
+                progress=lambda done: bar.update(task, completed=done),
+            )  # fmt: skip
     seconds = scenario.window.m
     _emit(fmt, out, lambda: _json(result) if fmt.value == "json" else _text(result, seconds), lambda: result.windows)

@@ -97,13 +97,22 @@ def _checked_step(scenario: Scenario, step: Any) -> tuple[float, int]:
     wanted = magnitude("run_fluid", "step", step, "s", "positive")
     window = scenario.window.m
     if wanted > window:
-        raise InputError(f"run_fluid(): argument 'step' ({wanted:g} s) must not exceed the window ({window:g} s)")
+        raise InputError(
+            f"run_fluid(): argument 'window' ({window:g} s) must be at least the fluid mode's time step, "
+            f"argument 'step' ({wanted:g} s)"
+        )
     per_window = max(round(window / wanted), 1)
     steps = math.ceil(scenario.seconds / window) * per_window
     if steps > MAX_FLUID_STEPS:
+        dt, windows = window / per_window, MAX_FLUID_STEPS // per_window
+        shorter = (
+            f"argument 'duration' at most {windows * window:,.6g} s"
+            if windows
+            else f"argument 'window' at most {MAX_FLUID_STEPS * dt:,.6g} s"
+        )
         raise InputError(
-            f"run_fluid(): {steps:,} steps of {window / per_window:g} s exceed {MAX_FLUID_STEPS:,}; "
-            "give a longer 'step'"
+            f"run_fluid(): {scenario.seconds:,.6g} s in steps of {dt:g} s is {steps:,} steps, more than "
+            f"{MAX_FLUID_STEPS:,} (MAX_FLUID_STEPS); give {shorter}, or a longer argument 'step'"
         )
     return window / per_window, per_window
 

@@ -656,7 +656,8 @@ class Scenario(Result):
             raise InputError("Scenario: the regions' shares of demand must sum to 1")
         for failure in self.failures:
             if failure.kind == "region" and failure.target not in names:
-                raise InputError(f"Scenario: the failure names region {failure.target!r}; the regions are {names}")
+                known = f"the regions are {', '.join(names)}" if names else "argument 'regions' names none"
+                raise InputError(f"Scenario: the failure names region {failure.target!r}; {known}")
 
     @property
     def seconds(self) -> float:

@@ -22,27 +22,27 @@ def plan():
 #: hands whole files to its two workers in collection order (``--dist loadfile``); starting the longest
 #: first lets both workers finish together (longest-first scheduling) instead of one waiting on a long
 #: file picked up last.
-#: Measured 2026-12-07 (second session) in the suite (-n 2, ``--durations=0`` summed per file) beside others' jobs
-#: (15 minutes of wall time, about twice the quiet figures); s per file.
+#: Measured 2026-12-07 (second session) in the suite (-n 2, ``--durations=0`` summed per file), 431 s of wall
+#: time at a load average of 2-5 (others' jobs); s per file.
 LONGEST_FILES = (
-    "test_browser.py",  # ~205 s before its one pass at 1440 (~125 s alone after)
-    "test_app.py",  # ~157 s
-    "test_simulation.py",  # ~128 s
-    "test_plan_loop.py",  # ~111 s
-    "test_calibration_recovery.py",  # ~82 s
-    "test_performance.py",  # ~74 s
-    "test_package.py",  # ~52 s
-    "test_notebooks.py",  # ~45 s
-    "test_hardening_simulation.py",  # ~42 s
-    "test_calibration_fit_engines.py",  # ~42 s
-    "test_calibration_fit.py",  # ~39 s
-    "test_formula.py",  # ~39 s
-    "test_dynamics_fluid.py",  # ~33 s
-    "test_moe_layouts.py",  # ~31 s
-    "test_simulation_dynamics.py",  # ~30 s
-    "test_calibrate.py",  # ~27 s
-    "test_app_tables.py",  # ~25 s
-    "test_imports.py",  # ~25 s
+    "test_browser.py",  # ~207 s (95 s of it a timed-out pools check; ~112 s when it passes)
+    "test_app.py",  # ~62 s
+    "test_plan_loop.py",  # ~56 s
+    "test_performance.py",  # ~49 s
+    "test_notebooks.py",  # ~33 s
+    "test_simulation.py",  # ~33 s
+    "test_calibration_recovery.py",  # ~31 s
+    "test_calibration_fit_engines.py",  # ~28 s
+    "test_calibration_fit.py",  # ~25 s
+    "test_hardening_simulation.py",  # ~15 s
+    "test_calibrate.py",  # ~14 s
+    "test_queueing_simulation.py",  # ~13 s
+    "test_cli.py",  # ~13 s
+    "test_app_tables.py",  # ~12 s
+    "test_day_modes_agree.py",  # ~11 s
+    "test_package.py",  # ~10 s
+    "test_simulation_dynamics.py",  # ~10 s
+    "test_app_production_day.py",  # ~9 s
 )
 
 

@@ -138,63 +138,14 @@ def wait_until_healthy(url, process, log) -> str:
 
 
 @pytest.fixture(scope="module")
-def rendered(chromium, server):
+def rendered(at_both_widths):
     """Every page loaded once, fully drawn: its errors, the requests that failed, and what the first screen holds.
 
     Returns ``failures`` (error elements by page), ``offline`` (requests to other hosts that failed), ``refused``
-    (responses with an error status) and ``seen`` (by page, :data:`FIRST_ANSWER_ORDER`); saves a screenshot of
-    each page.
+    (responses with an error status) and ``seen`` (by page, :data:`FIRST_ANSWER_ORDER`); a screenshot of each
+    page is saved. Taken on the fresh loads at 1440 of :func:`at_both_widths` (one pass over the pages).
     """
-    from playwright.sync_api import sync_playwright
-
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    failures, offline, refused, seen = [], [], [], {}
-    with tempfile.TemporaryDirectory() as profile, sync_playwright() as playwright:
-        context = playwright.chromium.launch_persistent_context(
-            profile,
-            executable_path=chromium,
-            args=CHROMIUM_ARGS,
-            headless=True,
-            viewport={"width": 1400, "height": 2600},
-        )
-        try:
-            page = context.new_page()
-            # The dashboard must not need the internet (fonts, icons, scripts). Requests to the app's own
-            # server may fail when a rerun replaces a download button's file while the page fetches it.
-            page.on(
-                "requestfailed",
-                lambda request: None if request.url.startswith(server) else offline.append(request.url),
-            )
-            page.on(
-                "response",
-                lambda response: (
-                    refused.append(f"{response.status} {response.url}")
-                    if response.status >= 400 and not _known_probe(response.url, server)
-                    else None
-                ),
-            )
-            for path, title in PAGES.items():  # each a fresh load: a new session of the app
-                page.goto(f"{server}/{path}", wait_until="domcontentloaded")
-                page.get_by_role("heading", name=title, exact=True).first.wait_for(timeout=30_000)
-                # Done when the script has finished, no lazy element is still a skeleton, and Plotly has drawn
-                # every visible chart.
-                page.wait_for_function(
-                    """() => document.querySelector('[data-test-script-state="notRunning"]')
-                        && !document.querySelector('[data-testid="stSkeleton"]')
-                        && [...document.querySelectorAll('[data-testid="stPlotlyChart"]')]
-                            .filter((chart) => chart.offsetParent !== null)
-                            .every((chart) => chart.querySelector('.main-svg'))""",
-                    timeout=60_000,
-                )
-                page.wait_for_timeout(200)
-                errors = page.locator(ERRORS)
-                if errors.count():
-                    failures.append(f"/{path}: {errors.first.inner_text()[:300]}")
-                seen[path] = page.evaluate(FIRST_ANSWER_ORDER)
-                page.screenshot(path=str(SCREENSHOTS / f"{path or 'fleet_sizer'}.png"), full_page=True)
-        finally:
-            context.close()
-    return {"failures": failures, "offline": offline, "refused": refused, "seen": seen}
+    return at_both_widths["rendered"]
 
 
 def test_every_page_renders_in_headless_chromium_without_errors(chromium, server, rendered):
@@ -211,7 +162,8 @@ def test_every_page_renders_in_headless_chromium_without_errors(chromium, server
             field.wait_for(timeout=30_000)
             linked = (field.input_value(), page.get_by_role("spinbutton", name="Batch [sequences]").input_value())
             # The fleet sizer's plan checked by simulation: the verdict and the latency charts appear.
-            page.goto(server, wait_until="domcontentloaded")
+            # the sidebar's fewest requests and one seed: the verdict and the charts are tested, not their precision
+            page.goto(f"{server}/?sim_requests=200&sim_seeds=1", wait_until="domcontentloaded")
             button = page.get_by_role("button", name="Check by simulation")
             button.wait_for(timeout=30_000)
             button.click()
@@ -304,20 +256,89 @@ def _measure_tabs(page, path, width, cut, labels) -> int:
     return max(tabs.count() - 1, 0)
 
 
+#: Done drawing: the script has finished, no lazy element is still a skeleton, and Plotly has drawn every
+#: visible chart.
+DRAWN = """() => document.querySelector('[data-test-script-state="notRunning"]')
+    && !document.querySelector('[data-testid="stSkeleton"]')
+    && [...document.querySelectorAll('[data-testid="stPlotlyChart"]')]
+        .filter((chart) => chart.offsetParent !== null)
+        .every((chart) => chart.querySelector('.main-svg'))"""
+#: The screenshots' viewport height: a page drawn whole in one screen.
+SCREENSHOT_HEIGHT = 2600
+
+
+def _watch_requests(page, server, rendered, listening) -> None:
+    """Record on ``rendered`` the requests of ``page`` that fail while ``listening[0]`` is true.
+
+    The dashboard must not need the internet (fonts, icons, scripts): a failed request to another host is
+    ``offline``. Requests to the app's own server may fail when a rerun replaces a download button's file while
+    the page fetches it. A response with an error status is ``refused``, unless it is one of Streamlit's probes.
+    """
+    page.on(
+        "requestfailed",
+        lambda request: (
+            rendered["offline"].append(request.url) if listening[0] and not request.url.startswith(server) else None
+        ),
+    )
+    page.on(
+        "response",
+        lambda response: (
+            rendered["refused"].append(f"{response.status} {response.url}")
+            if listening[0] and response.status >= 400 and not _known_probe(response.url, server)
+            else None
+        ),
+    )
+
+
+def _check_fresh_load(page, path, width, rendered) -> None:
+    """On a page just loaded, once drawn whole (:data:`DRAWN`, at :data:`SCREENSHOT_HEIGHT`): record its errors
+    and :data:`FIRST_ANSWER_ORDER` on ``rendered``, save its screenshot; then restore the viewport's height."""
+    height = page.viewport_size["height"]
+    page.set_viewport_size({"width": width, "height": SCREENSHOT_HEIGHT})
+    page.wait_for_function(DRAWN, timeout=60_000)
+    page.wait_for_timeout(200)
+    errors = page.locator(ERRORS)
+    if errors.count():
+        rendered["failures"].append(f"/{path}: {errors.first.inner_text()[:300]}")
+    rendered["seen"][path] = page.evaluate(FIRST_ANSWER_ORDER)
+    page.screenshot(path=str(SCREENSHOTS / f"{path or 'fleet_sizer'}.png"), full_page=True)
+    page.set_viewport_size({"width": width, "height": height})
+
+
+def _place_answer(page, path, width, height):
+    """The headline's box, the screen's height and the first input's top (:data:`ANSWER_FIRST`)."""
+    headline = ANSWER_FIRST[path][1]
+    metric = (
+        page.locator('[data-testid="stMetric"]', has_text=headline).first if headline else page.locator(TABLE).first
+    )
+    metric.wait_for(timeout=30_000)
+    inputs = [
+        b["y"]
+        for b in (field.bounding_box() for field in page.locator("input").all())
+        if b is not None and b["width"] > 0 and b["x"] >= 0 and b["x"] < width
+    ]
+    return metric.bounding_box(), height, min(inputs) if inputs else None
+
+
 @pytest.fixture(scope="module")
 def at_both_widths(chromium, server):
     """Every page loaded at 1440x900 and at 390x844 (a phone): where its headline answer and first input are,
-    which metric values and labels are cut off on every tab, and the navigation's icons.
+    which metric values and labels are cut off on every tab, and the navigation's icons; at 1440 also what
+    :func:`rendered` returns.
 
     One browser context per width opens the pages in turn; on each page the open (first) tab is measured, then
-    each other tab is clicked once and measured. Returns ``places`` ((path, width) -> (the headline's box, the
-    screen's height, the first input's top)), ``cut`` and ``labels`` ((path, width) for the first tab,
-    (path, width, tab) for the others -> the metrics cut off), ``tabs`` (tabs opened by click, per width) and
-    ``icons`` (on the first page at 1440).
+    (at 1440) the fresh load is checked whole (:func:`_check_fresh_load`), then each other tab is clicked once and
+    measured. Returns ``places`` ((path, width) -> (the headline's box, the screen's height, the first input's
+    top)), ``cut`` and ``labels`` ((path, width) for the first tab, (path, width, tab) for the others -> the
+    metrics cut off), ``tabs`` (tabs opened by click, per width), ``icons`` (on the first page at 1440) and
+    ``rendered``.
     """
     from playwright.sync_api import sync_playwright
 
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     places, cut, labels, icons, tabs = {}, {}, {}, [], {}
+    rendered = {"failures": [], "offline": [], "refused": [], "seen": {}}
+    listening = [False]  # the fresh loads at 1440, as the screenshots' pass did on its own
     with tempfile.TemporaryDirectory() as profile, sync_playwright() as playwright:
         for width, height in ((1440, 900), (390, 844)):
             context = playwright.chromium.launch_persistent_context(
@@ -326,7 +347,9 @@ def at_both_widths(chromium, server):
             )  # fmt: skip
             try:
                 page = context.new_page()
-                for path, title in PAGES.items():
+                _watch_requests(page, server, rendered, listening)
+                for path, title in PAGES.items():  # each a fresh load: a new session of the app
+                    listening[0] = width == 1440
                     page.goto(f"{server}/{path}", wait_until="domcontentloaded")
                     page.get_by_role("heading", name=title, exact=True).first.wait_for(timeout=30_000)
                     page.wait_for_function(
@@ -335,27 +358,17 @@ def at_both_widths(chromium, server):
                         timeout=60_000,
                     )
                     if path in ANSWER_FIRST:
-                        headline = ANSWER_FIRST[path][1]
-                        metric = (
-                            page.locator('[data-testid="stMetric"]', has_text=headline).first
-                            if headline
-                            else page.locator(TABLE).first
-                        )
-                        metric.wait_for(timeout=30_000)
-                        inputs = [
-                            b["y"]
-                            for b in (field.bounding_box() for field in page.locator("input").all())
-                            if b is not None and b["width"] > 0 and b["x"] >= 0 and b["x"] < width
-                        ]
-                        places[path, width] = (metric.bounding_box(), height, min(inputs) if inputs else None)
+                        places[path, width] = _place_answer(page, path, width, height)
                     cut[path, width] = page.evaluate(CUT_OFF)
                     labels[path, width] = page.evaluate(CUT_LABELS)
-                    if width == 1440 and not icons:
-                        icons = page.evaluate(NAV_ICONS)
+                    if width == 1440:
+                        icons = icons or page.evaluate(NAV_ICONS)
+                        _check_fresh_load(page, path, width, rendered)
+                    listening[0] = False
                     tabs[width] = tabs.get(width, 0) + _measure_tabs(page, path, width, cut, labels)
             finally:
                 context.close()
-    return {"places": places, "cut": cut, "labels": labels, "icons": icons, "tabs": tabs}
+    return {"places": places, "cut": cut, "labels": labels, "icons": icons, "tabs": tabs, "rendered": rendered}
 
 
 def test_the_answer_comes_first(at_both_widths):

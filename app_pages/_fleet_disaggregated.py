@@ -5,6 +5,7 @@ from dataclasses import replace
 import streamlit as st
 
 from app_pages import _common as ui
+from calculator.deploy import manifest_engine
 from calculator.deploy_disaggregated import disaggregated_launch
 from calculator.errors import InputError
 from calculator.fleet import size_disaggregated
@@ -84,22 +85,18 @@ def _commands(plan):
     st.caption(
         "Each engine's disaggregated serving as it documents it: every pool's server command (its own TP and batch "
         "cap) with the engine's KV-transfer settings, and the router the clients reach; and the pools as Kubernetes "
-        f"StatefulSets with the router, on {engine_of(plan)} (docs/fleet-sizer.md, Deploying a disaggregated plan)."
+        f"StatefulSets with the router, on {manifest_engine(plan)} "
+        "(docs/fleet-sizer.md, Deploying a disaggregated plan)."
     )
     ui.launch_downloads(
         POOL_FILES,
         lambda engine: (
-            disaggregated_manifest(plan, engine_of(plan))
+            disaggregated_manifest(plan, manifest_engine(plan))
             if engine == "k8s"
             else disaggregated_launch(plan, engine).command + "\n"
         ),
         "pools",
     )
-
-
-def engine_of(plan):
-    """The engine the pools' manifest runs: the plan's, or vLLM for the engine-agnostic profile."""
-    return plan.engine if plan.engine in ("vllm", "sglang", "trtllm") else "vllm"
 
 
 def _check(plan, request, requests, seeds, seconds):

@@ -11,7 +11,7 @@ from app_pages import _common as ui
 from app_pages._fleet_disaggregated import show_pools
 from calculator import Q_
 from calculator.bench import benchmark_command
-from calculator.deploy import launch_command
+from calculator.deploy import launch_command, manifest_engine
 from calculator.economics import cost_per_million_tokens
 from calculator.errors import InputError
 from calculator.fleet import (
@@ -551,7 +551,7 @@ DEPLOY_FILES = (
 
 def _deploy(plan):
     """Downloads of the plan as each engine's launch command and as a Kubernetes manifest (calculator.deploy)."""
-    engine = plan.engine if plan.engine in ("vllm", "sglang", "trtllm") else "vllm"
+    engine = manifest_engine(plan)
     with st.expander("Deploy this plan"):
         st.caption(
             "Each engine's server command with the plan's tensor parallelism, batch cap, memory fraction and token "

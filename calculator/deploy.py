@@ -249,6 +249,11 @@ def engine_name(engine: Any) -> str:
     return profile.name
 
 
+def manifest_engine(plan: Any) -> str:
+    """The engine a plan's Kubernetes manifest runs: the plan's own, or vLLM for the engine-agnostic profile."""
+    return plan.engine if plan.engine in EXECUTABLES else "vllm"
+
+
 def _feasible(plan: Any) -> Any:
     from .fleet import FleetPlan
 

@@ -401,6 +401,7 @@ def _emit_disaggregated(plan: Any, emit: EmitTarget, out: Path | None, registry:
 
     An infeasible plan exits 1; ``k8s`` runs the plan's engine (vLLM for the engine-agnostic profile).
     """
+    from ..deploy import manifest_engine
     from ..deploy_disaggregated import disaggregated_launch
     from ..kubernetes import disaggregated_manifest
 
@@ -408,8 +409,7 @@ def _emit_disaggregated(plan: Any, emit: EmitTarget, out: Path | None, registry:
         raise _fail(f"no feasible plan, nothing to emit: {plan.reason}", code=1)
     with _library_errors():
         if emit is EmitTarget.k8s:
-            engine = plan.engine if plan.engine in ("vllm", "sglang", "trtllm") else "vllm"
-            text = disaggregated_manifest(plan, engine, registry=registry)
+            text = disaggregated_manifest(plan, manifest_engine(plan), registry=registry)
         else:
             text = disaggregated_launch(plan, emit.value, registry=registry).command
     _emit(Format.table, out, lambda: text, lambda: None)
@@ -555,7 +555,7 @@ def _demand_json(scaled: Any, curve: tuple[Any, Any, Any]) -> dict[str, Any]:
 
 def _emit_deployment(plan: Any, emit: EmitTarget, out: Path | None, registry: Any) -> None:
     """``size --emit``: print (or write) the plan's launch command or manifest; an infeasible plan exits 1."""
-    from ..deploy import launch_command
+    from ..deploy import launch_command, manifest_engine
     from ..kubernetes import kubernetes_manifest
 
     if not plan.feasible:
@@ -566,8 +566,7 @@ def _emit_deployment(plan: Any, emit: EmitTarget, out: Path | None, registry: An
 
             text = benchmark_text(plan, None)
         elif emit is EmitTarget.k8s:
-            engine = plan.engine if plan.engine in ("vllm", "sglang", "trtllm") else "vllm"
-            text = kubernetes_manifest(plan, engine, registry=registry)
+            text = kubernetes_manifest(plan, manifest_engine(plan), registry=registry)
         else:
             text = launch_command(plan, emit.value, registry=registry).command
     _emit(Format.table, out, lambda: text, lambda: None)

@@ -145,3 +145,15 @@ def test_a_longer_step_runs_a_week_in_fewer_steps_with_the_same_demand(plan_file
     coarse = pd.read_csv(io.StringIO(day(plan_file, "--demand", "weekly", "--format", "csv", "--step", "60 s")))
     assert len(fine) == len(coarse) == 7 * 24 * 12  # five-minute windows either way
     assert coarse["demand_rate"].to_numpy() == pytest.approx(fine["demand_rate"].to_numpy(), rel=1e-9)
+
+
+def test_a_failure_written_without_its_target_is_the_first_region_or_one_replica(plan_file):
+    # The issue's own spelling, --fail region@14:00: the first --region given; replicas@14:00 is one replica.
+    def frame(*args):
+        return pd.read_csv(io.StringIO(day(plan_file, "--demand", "diurnal", "--format", "csv", *args)))
+
+    regions = ["--region", "us", "--region", "eu"]
+    assert frame(*regions, "--fail", "region@14:00+2h").equals(frame(*regions, "--fail", "region:us@14:00+2h"))
+    assert frame("--fail", "replicas@14:00").equals(frame("--fail", "replicas:1@14:00"))
+    refused = runner.invoke(app, ["day", "--plan", str(plan_file), "--demand", "diurnal", "--fail", "region@14:00"])
+    assert refused.exit_code != 0 and "give --region" in refused.output

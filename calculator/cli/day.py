@@ -81,12 +81,26 @@ def _regions(names: list[str]) -> list[str]:
     return names
 
 
-def _failures(specs: list[str]) -> tuple[Any, ...]:
+def _failures(specs: list[str], regions: list[str]) -> tuple[Any, ...]:
+    """The --fail specs, each read by ``parse_failure``.
+
+    A kind with no target (``region@14:00``, ``replicas@09:30``) means the first --region, or one replica (node).
+    """
     from ..dynamics import parse_failure
     from ..errors import CalculatorError
 
+    def spelled(spec: str) -> str:
+        kind, at, when = spec.partition("@")
+        if not at or ":" in kind:
+            return spec
+        if kind.strip() != "region":
+            return f"{kind}:1@{when}"
+        if not regions:
+            raise _fail(f"option --fail {spec}: a region failure names a region; give --region (or region:NAME@...)")
+        return f"region:{regions[0]}@{when}"
+
     try:
-        return tuple(parse_failure(spec) for spec in specs)
+        return tuple(parse_failure(spelled(spec)) for spec in specs)
     except CalculatorError as exc:
         raise _fail(f"option --fail: {_plain(exc)}") from None
 
@@ -207,7 +221,7 @@ def day_command(
         raise _fail(f"--plan {plan_file}: the plan is infeasible ({plan.reason}); there is no fleet to run")
     length = _time("duration", duration)
     curve = _demand(plan, demand, peak_rate, length)
-    failures = _failures(fail or [])
+    failures = _failures(fail or [], regions or [])
     with _day_errors():
         given = {"min_replicas": min_replicas, "max_replicas": max_replicas}
         scaler = plan_autoscaler(

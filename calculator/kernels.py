@@ -599,26 +599,28 @@ def grouped_gemm_seconds(tables: KernelTables, dtype: str, m: Tokens, n: float, 
 MOE_WIDTH_TOLERANCE = 0.08
 
 
-@functools.lru_cache(maxsize=1)
-def _measured_moe() -> dict[tuple[Any, ...], dict[str, tuple[np.ndarray, np.ndarray]]]:
-    """The measured MoE layers, loaded on first use.
+@functools.cache
+def _measured_moe(system: str) -> dict[tuple[Any, ...], dict[str, tuple[np.ndarray, np.ndarray]]]:
+    """One system's measured MoE layers, loaded on first use (a process reads the systems it prices).
 
-    Keyed by (system, dtype, hidden, width, topk, experts, moe_tp, moe_ep), then framework: (log2
-    tokens, log2 seconds, non-decreasing).
+    ``moe.csv`` has a row per layer and a column per token count (``t1`` .. ``t32768``, ``nan`` where not
+    measured).
+
+    Keyed by (dtype, hidden, width, topk, experts, moe_tp, moe_ep), then framework: (log2 tokens, log2
+    seconds, non-decreasing).
     """
-    table = _read("moe.csv")
+    table = _read("moe.csv", system)
     keys = ("hidden", "width", "topk", "experts", "moe_tp", "moe_ep")
-    columns = (table["system"], table["framework"], table["dtype"], *(table[k] for k in keys))
-    grouped: dict[tuple[Any, ...], list[tuple[float, float]]] = {}
-    rows = zip(*columns, table["tokens"], table["latency_us"], strict=True)
-    for system, framework, dtype, *shape, tokens, latency in rows:
-        layer = (str(system), str(framework), str(dtype), *(int(v) for v in shape))
-        grouped.setdefault(layer, []).append((tokens, latency))
+    points = [(float(name[1:]), column) for name, column in table.items() if name[:1] == "t" and name[1:].isdigit()]
+    tokens = np.array([t for t, _ in points])
+    latency = np.column_stack([column for _, column in points]) if points else np.empty((0, 0))
     out: dict[tuple[Any, ...], dict[str, tuple[np.ndarray, np.ndarray]]] = {}
-    for (system, framework, *shape), points in grouped.items():
-        tokens, latency = np.array(sorted(points)).T
-        curve = np.maximum.accumulate(_log2(latency * 1e-6))
-        out.setdefault((system, *shape), {})[framework] = (_log2(tokens), curve)
+    columns = zip(table["framework"], table["dtype"], *(table[k] for k in keys), strict=True)
+    for i, (framework, dtype, *shape) in enumerate(columns):
+        measured = np.isfinite(latency[i])
+        curve = np.maximum.accumulate(_log2(latency[i, measured] * 1e-6))
+        layer = (str(dtype), *(int(v) for v in shape))
+        out.setdefault(layer, {})[str(framework)] = (_log2(tokens[measured]), curve)
     return out
 
 
@@ -661,8 +663,8 @@ def moe_seconds(
     if not tables.measured:
         return None
     lt = _log2(np.maximum(np.asarray(tokens, dtype=float), 1.0))
-    for (system, dt, *measured, mtp, mep), curves in _measured_moe().items():
-        if (system, dt, mtp, mep) == (tables.system, dtype, *layout) and _same_shape(tuple(measured), shape):
+    for (dt, *measured, mtp, mep), curves in _measured_moe(tables.system).items():
+        if (dt, mtp, mep) == (dtype, *layout) and _same_shape(tuple(measured), shape):
             times = {fw: 2.0 ** _on_curve(grid, curve, lt) for fw, (grid, curve) in curves.items()}
             return _engine_median(times, engine)
     return None

@@ -152,6 +152,26 @@ def test_measured_moe_layers_are_per_engine_shape_and_layout():
     assert moe_seconds(tables_for("mi300x"), "fp8", tokens, qwen, (4, 1)) is None  # no measurements
 
 
+def test_tensorrt_llm_reads_its_own_moe_kernels_on_every_gpu_it_was_measured_on():
+    # aiconfigurator-core's newest TensorRT-LLM MoE collection (1.3.0rc23) measured one dtype of shapes outside the
+    # registry; each layer now comes from the newest collection that measured it (1.3.0rc20 for these), where
+    # taking the newest collection alone had left TensorRT-LLM on the other engines' kernels.
+    from calculator.kernels import moe_seconds
+
+    manifest = json.loads((KERNEL_DIR / "manifest.json").read_text())["collections"]
+    for system in ("h100_sxm", "h200_sxm", "b200_sxm", "b300_sxm", "gb200", "gb300"):
+        assert "1.3.0rc20" in manifest[system]["moe/trtllm"]
+    gpt_oss_20b, tokens = (2880, 2880, 4, 32), np.array([64.0, 2048.0, 8192.0])
+    b200 = tables_for("b200")
+    trtllm = moe_seconds(b200, "fp4", tokens, gpt_oss_20b, (1, 1), "trtllm")
+    vllm = moe_seconds(b200, "fp4", tokens, gpt_oss_20b, (1, 1), "vllm")
+    # Blackwell: TensorRT-LLM (and SGLang) run MXFP4 weights with MXFP8 activations, vLLM's table has the
+    # 16-bit-activation kernel only; the wheel measured 0.27 against 0.82 ms a layer at 2,048 tokens
+    assert trtllm is not None and vllm is not None
+    assert trtllm[1] == pytest.approx(269.8e-6, rel=1e-3) and vllm[1] == pytest.approx(814.9e-6, rel=0.1)
+    assert np.all(trtllm < 0.6 * vllm) and np.all(trtllm[1:] < 0.4 * vllm[1:])
+
+
 def test_expert_parallelism_prices_the_recorded_layouts_of_the_moe_benchmarks():
     # Issue 23: the H100 MoE rows predicted with their recorded expert-parallel layouts (not fitted on them).
     from calculator.calibration import CALIBRATION_DIR, load_benchmarks, prediction_errors

@@ -44,11 +44,15 @@ def test_a_dense_model_has_no_moe_layouts():
 
 
 def test_the_layout_changes_the_priced_step():
-    # TensorRT-LLM's measured MoE layer of Qwen3-235B is slower with each expert split eight ways than with
-    # the experts spread over eight GPUs (the expert width, 1536, leaves 192 columns per GPU).
-    split = decode_step_time("qwen3-235b-a22b", "h100-sxm", "fp8", 8, 32, 2048, engine="trtllm")
-    spread = decode_step_time("qwen3-235b-a22b", "h100-sxm", "fp8", 8, 32, 2048, engine="trtllm", expert_parallel=8)
-    assert spread < 0.5 * split
+    # vLLM's measured MoE layer of Qwen3-235B is much slower with each expert split eight ways than with the
+    # experts spread over eight GPUs (the expert width, 1536, leaves 192 columns per GPU: 695 against 125 us at 32
+    # tokens in moe.csv); TensorRT-LLM's own kernel splits them almost as fast (131 against 121 us), and each
+    # engine's step reads its own kernel.
+    def step(engine, ep=1):
+        return decode_step_time("qwen3-235b-a22b", "h100-sxm", "fp8", 8, 32, 2048, engine=engine, expert_parallel=ep)
+
+    assert step("vllm", 8) < 0.5 * step("vllm")
+    assert step("trtllm", 8) < step("trtllm") < 1.2 * step("trtllm", 8)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         p = predict_benchmark("qwen3-235b-a22b", "h100-sxm", "fp8", 4, 1024, 1024, 16, "trtllm", expert_parallel=4)

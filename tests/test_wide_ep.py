@@ -20,7 +20,13 @@ from calculator.performance.iteration import _expert_seconds
 
 DEEPSEEK = (7168, 2048, 8, 256)  # DeepSeek-V3's config.json: hidden, moe_intermediate_size, experts per token, experts
 WIDE = pd.read_csv(KERNEL_DIR / "moe_wide.csv", comment="#")
-MOE = pd.read_csv(KERNEL_DIR / "moe.csv", comment="#")
+_MOE_WIDE = pd.read_csv(KERNEL_DIR / "moe.csv", comment="#")  # a row per layer, a column tN per token count N
+MOE = (
+    _MOE_WIDE.melt(id_vars=[c for c in _MOE_WIDE if not c.startswith("t") or c == "topk"], var_name="tokens",
+                   value_name="latency_us")
+    .dropna(subset=["latency_us"])
+    .assign(tokens=lambda d: d.tokens.str[1:].astype(int))
+)  # fmt: skip
 
 
 def _measured(table, tokens, **where):
@@ -35,6 +41,7 @@ def _measured(table, tokens, **where):
 def _wide(tokens, system="h200_sxm", framework="trtllm", ep=64, slots=256, balancer=False, phase="any"):
     distribution = "power_law_1.2_eplb" if balancer else "power_law_1.2"
     where = {"system": system, "framework": framework, "phase": phase, "distribution": distribution, "slots": slots}
+    where |= dict(zip(("hidden", "width", "topk", "experts"), DEEPSEEK, strict=True))
     return _measured(WIDE, tokens, moe_ep=ep, **where)
 
 

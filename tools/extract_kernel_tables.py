@@ -69,8 +69,13 @@ FRAMEWORKS = ("trtllm", "vllm", "sglang")
 #: distinguish the scaling granularity.
 GEMM_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4"}
 #: MoE weight dtypes of the wheel -> the table's dtype names: MXFP4 weights with 16-bit activations
-#: (gpt-oss on Hopper) and NVFP4 are the registry's "fp4"; INT4 weight-only is "int4".
-MOE_DTYPES = {**GEMM_DTYPES, "w4a16_mxfp4": "fp4", "int4_wo": "int4"}
+#: (gpt-oss on Hopper), MXFP4 weights with MXFP8 activations (gpt-oss on Blackwell) and NVFP4 are the
+#: registry's "fp4"; INT4 weight-only is "int4". Where a framework measured both MXFP4 kernels the faster
+#: one is kept, and it is the one the engines run by default on Blackwell: TensorRT-LLM quantizes the
+#: activations to MXFP8 there (``examples/models/core/gpt_oss/README.md``, "MoE Support Matrix"), SGLang
+#: picks ``flashinfer_mxfp4`` on SM100 for MXFP4 checkpoints (``server_args.py``) whose default precision
+#: quantizes them to MXFP8 (``layers/quantization/mxfp4.py``, ``mxfp8_quantize``).
+MOE_DTYPES = {**GEMM_DTYPES, "w4a16_mxfp4": "fp4", "w4a8_mxfp4_mxfp8": "fp4", "int4_wo": "int4"}
 #: The routing imbalance of the MoE table: AIConfigurator prices generic MoE models at a power law of
 #: exponent 1.2 (``aiconfigurator_core/sdk/models/moe.py``, ``_power_law_alpha = 1.2``).
 MOE_DISTRIBUTIONS = ("power_law_1.2", "balanced")
@@ -276,35 +281,41 @@ def registry_moe_shapes() -> list[tuple[int, int, int, int]]:
     return shapes
 
 
+def _moe_collections(system_dir: Path, fw: str) -> list[Path]:
+    """A framework's MoE collections of one system, newest first."""
+    paths = sorted((system_dir / "moe" / fw).glob("*/moe_perf.parquet"))
+    return sorted(paths, key=lambda p: _version_key(p.parent.name), reverse=True)
+
+
 def moe_table(system: str, system_dir: Path, sources: dict, shapes: list[tuple[int, int, int, int]]) -> pd.DataFrame:
     """Expert-computation latency per MoE layer by tokens, for the registry's expert shapes and each layout.
 
     Unlike the other tables these keep each framework's own numbers (its fastest kernel per shape):
     the engines' MoE kernels differ by up to 3x on one GPU (SGLang's Triton MXFP4 kernel against
-    vLLM's and TensorRT-LLM's on an H100), and each engine runs its own.
+    vLLM's and TensorRT-LLM's on an H100), and each engine runs its own. A framework's newer collections
+    can be partial (TensorRT-LLM 1.3.0rc23 measured one MoE dtype, none of the registry's shapes), so each
+    layer (dtype, shape, layout) comes from the newest collection that measured it, not the newest
+    collection alone.
     """
     per_fw = []
-    for fw, path in _tables(system_dir, "moe", "moe_perf.parquet").items():
-        d = pd.read_parquet(path)
-        d = d[d.moe_dtype.isin(MOE_DTYPES) & d.num_tokens.isin(POW2) & (d.moe_tp_size <= MOE_MAX_TP)]
-        d = d[d.moe_tp_size * d.moe_ep_size <= MOE_MAX_GPUS]
-        keep = []
-        for hidden, width, topk, experts in shapes:
-            same = (d.hidden_size == hidden) & (d.topk == topk) & (d.num_experts == experts)
-            close = same & ((d.inter_size - width).abs() <= MOE_WIDTH_TOLERANCE * width)
-            keep.append(d[close])
-        d = pd.concat(keep) if keep else d.iloc[:0]
-        for distribution in MOE_DISTRIBUTIONS:  # the imbalanced rows where measured, else the balanced ones
-            found = d[d.distribution == distribution]
-            if not found.empty:
-                d = found
-                break
-        if d.empty:
+    layer = ["dtype", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size"]
+    for fw in FRAMEWORKS:
+        found = [(path, _moe_layers(path, shapes)) for path in _moe_collections(system_dir, fw)]
+        found = [(path, d) for path, d in found if not d.empty]
+        if not found:
             continue
-        d = d.assign(dtype=d.moe_dtype.map(MOE_DTYPES))
-        keys = ["dtype", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size", "num_tokens"]
+        kept, seen, versions = [], set(), []
+        for path, d in found:
+            keys = d[layer].apply(tuple, axis=1)
+            new = d[~keys.isin(seen)]
+            if not new.empty:
+                kept.append(new)
+                versions.append(path.parent.name)
+            seen |= set(keys)
+        d = pd.concat(kept)
+        keys = [*layer, "num_tokens"]
         per_fw.append(d.groupby(keys).latency.min().reset_index(name="latency_ms").assign(framework=fw))
-        sources.setdefault(system, {})[f"moe/{fw}"] = path.parent.name
+        sources.setdefault(system, {})[f"moe/{fw}"] = ", ".join(versions)
     if not per_fw:
         return pd.DataFrame()
     out = pd.concat(per_fw)
@@ -315,6 +326,28 @@ def moe_table(system: str, system_dir: Path, sources: dict, shapes: list[tuple[i
     out["latency_us"] = out.pop("latency_ms") * 1e3
     out.insert(0, "system", system)
     return out
+
+
+def _moe_layers(path: Path, shapes: list[tuple[int, int, int, int]]) -> pd.DataFrame:
+    """One collection's rows of the registry's expert shapes (empty where it measured none of them).
+
+    At the first measured routing of ``MOE_DISTRIBUTIONS``, with the table's dtype names.
+    """
+    d = pd.read_parquet(path)
+    d = d[d.moe_dtype.isin(MOE_DTYPES) & d.num_tokens.isin(POW2) & (d.moe_tp_size <= MOE_MAX_TP)]
+    d = d[d.moe_tp_size * d.moe_ep_size <= MOE_MAX_GPUS]
+    keep = []
+    for hidden, width, topk, experts in shapes:
+        same = (d.hidden_size == hidden) & (d.topk == topk) & (d.num_experts == experts)
+        close = same & ((d.inter_size - width).abs() <= MOE_WIDTH_TOLERANCE * width)
+        keep.append(d[close])
+    d = pd.concat(keep) if keep else d.iloc[:0]
+    for distribution in MOE_DISTRIBUTIONS:  # the imbalanced rows where measured, else the balanced ones
+        found = d[d.distribution == distribution]
+        if not found.empty:
+            d = found
+            break
+    return d.assign(dtype=d.moe_dtype.map(MOE_DTYPES))
 
 
 #: The wide expert-parallel MoE tables: TensorRT-LLM's (one kernel for both phases, with and without its MoE load
@@ -464,13 +497,14 @@ def main(argv: list[str] | None = None) -> int:
         f"batch, context and KV-cache precision.\n{origin}",
         4,
     )
+    moe = pd.concat(tables["moe"]).pivot_table(index=list(MOE_COLUMNS[:-2]), columns="tokens", values="latency_us")
+    moe.columns = [f"t{int(tokens)}" for tokens in moe.columns]
     _write(
-        pd.concat(tables["moe"]).sort_values(
-            [*MOE_COLUMNS[:2], "dtype", "hidden", "width", "moe_tp", "moe_ep", "tokens"]
-        )[list(MOE_COLUMNS)],
+        moe.reset_index().sort_values([*MOE_COLUMNS[:2], "dtype", "hidden", "width", "moe_tp", "moe_ep"]),
         "moe.csv",
-        "Expert computation of one mixture-of-experts layer (routed experts' grouped GEMMs), latency by tokens "
-        f"entering the layer, routing imbalance {MOE_DISTRIBUTIONS[0]} (else balanced).\n{origin}",
+        "Expert computation of one mixture-of-experts layer (routed experts' grouped GEMMs), latency in us by tokens "
+        f"entering the layer (column tN: N tokens; nan: not measured), routing imbalance {MOE_DISTRIBUTIONS[0]} "
+        f"(else balanced). One row per measured layer.\n{origin}",
         4,
     )
     _write(

@@ -22,10 +22,12 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import re
 import shutil
 import tempfile
 import threading
+import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -294,6 +296,21 @@ def model_picker() -> tuple[list[str], Any]:
     return ids, lambda key: labels.get(key, str(key))
 
 
+#: Seconds a session's first run of a page holds the rest of the page after its answer (:meth:`Scenario.answered`);
+#: the environment variable ``SERVECALC_FIRST_PAINT_PAUSE`` overrides it (the tests set 0).
+FIRST_PAINT_PAUSE = 0.5
+
+
+def first_paint_pause() -> float:
+    """:data:`FIRST_PAINT_PAUSE`, or the seconds ``SERVECALC_FIRST_PAINT_PAUSE`` gives (a number >= 0)."""
+    raw = os.environ.get("SERVECALC_FIRST_PAINT_PAUSE", "")
+    try:
+        value = float(raw) if raw.strip() else FIRST_PAINT_PAUSE
+    except ValueError:
+        return FIRST_PAINT_PAUSE
+    return value if math.isfinite(value) and value >= 0 else FIRST_PAINT_PAUSE
+
+
 # --------------------------------------------------------------------------------------------
 # Scenario state in the URL
 
@@ -327,6 +344,21 @@ class Scenario:
     def key(self, name: str) -> str:
         """The widget key of parameter ``name``."""
         return f"{self.page}.{name}"
+
+    def answered(self) -> None:
+        """Mark the page's answer as drawn: on the session's first run of the page, hold the rest for a moment.
+
+        The browser loads each element type's code on first use, and React shows nothing of a group of elements
+        until the code of all of them has arrived, then waits out 500 ms after the latest placeholder (its
+        Suspense throttle): a first visit's metric waited for the charting, table and widget code of the rest
+        of the page. Holding the rest for :func:`first_paint_pause` seconds lets the metric's own code arrive
+        and the answer paint first; later runs of the page (every edit) are not held (docs/dashboard.md, "First
+        answer in a real browser").
+        """
+        painted = st.session_state.setdefault("_answered", set())
+        if self.page not in painted:
+            painted.add(self.page)
+            time.sleep(first_paint_pause())
 
     def _start(self, name: str, default: Any, parse: Callable[[str], Any], valid: Callable[[Any], bool]) -> str:
         key = self.key(name)

@@ -92,6 +92,7 @@ def _cold_start(sc):
     cols = answer.columns(2)
     cols[0].metric("Cold start of one replica", ui.fmt(cold, "min"))
     cols[1].metric("Demand change to serving capacity (Eq. 16)", ui.fmt(response, "min"))
+    sc.answered()
     ui.show_math(cold_start_time, *args, title="cold start (Example 10.11)")
     ui.show_math(
         scaling_response_time, Q_(detection, "s"), Q_(decision, "s"), provisioned.to("s"), Q_(warmup, "s"),

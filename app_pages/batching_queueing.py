@@ -124,6 +124,7 @@ def _curve(sc, t0, tm, devices):
         help=f"at a batch of {at_knee:,}, the whole batch nearest the knee: one token per sequence per step",
     )  # fmt: skip
     cols[2].metric("Largest batch within the budget", f"{fitting:,}")
+    sc.answered()
     if knee < 1:
         st.info(
             "The fixed step time T0 is shorter than the time per request t_m: the knee is below one request, so "

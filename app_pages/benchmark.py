@@ -49,6 +49,7 @@ def main():
         expert_parallel=spread_over, redundant_experts=copies, registry=reg,
     )  # fmt: skip
     _headline(prediction, clients)
+    sc.answered()
     basis = "the engine's default for these weights" if kv_choice == ui.ENGINE_DEFAULT_KV else "chosen"
     kernels = "measured kernel tables" if prediction.measured_kernels else "the generic efficiency curve (no tables)"
     st.caption(

@@ -49,6 +49,7 @@ def main():
         months = sc.number("Deployment [month]", "months", 12, min_value=1, max_value=240, integer=True)
     scenario = (Q_(training, "USD"), Q_(per_query, "USD/request"), Q_(rate, "request/day"), Q_(months, "month"))
     spend = _lifetime_answer(*scenario)
+    sc.answered()
     life, unit, per_token, savings = sc.tabs(
         [
             "Lifetime and crossover (Figure 3)",

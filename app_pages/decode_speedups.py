@@ -123,6 +123,7 @@ def _speculative(sc):
         ),
         delta_color="normal" if gain >= MATERIAL_GAIN else "off",
     )  # fmt: skip
+    sc.answered()
     if best_k != k:
         st.caption(
             f"Best K = {best_k} gives {ui.fmt(best, digits=4)}×; you have K = {k} at "

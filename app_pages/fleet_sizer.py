@@ -251,12 +251,13 @@ def main():
     check = None
     if plan.feasible:
         check = _check_settings(sc, plan, request)
-        verification = _show_plan(plan, rate, output, prices, tpot_ms, check)
+        verification = _show_plan(plan, rate, output, prices, tpot_ms, check, sc)
         if verification is not None:
             st.subheader("Simulation check")
             _show_verification(plan, verification)
     else:
         _show_infeasible(plan, request)
+        sc.answered()
     simulated = check[1:3] if check is not None else (SIMULATED_REQUESTS, SIMULATED_SEEDS)
     _show_alternatives(sc, plan, request, simulated)
 
@@ -390,7 +391,7 @@ def _interval(pair, unit):
     return f"80% interval {ui.fmt(pair[0], unit, 3)} to {ui.fmt(pair[1], unit, 3)}"
 
 
-def _show_plan(plan, rate, output, prices, tpot_ms, check):
+def _show_plan(plan, rate, output, prices, tpot_ms, check, sc):
     st.success(
         f"{plan.gpus} × {ui.plain(plan.accelerator)} at {plan.precision} (KV cache {plan.kv_precision}): "
         f"{ui.plain(plan.reason)}."
@@ -402,6 +403,7 @@ def _show_plan(plan, rate, output, prices, tpot_ms, check):
         "model's 80% interval; docs/performance-model.md)."
     )
     _plan_metrics(plan, band)
+    sc.answered()
     _cost_link(plan, rate)
     _day_link(plan)
     ties = tie_lines(plan)

@@ -90,6 +90,7 @@ def main():
     if unknown == RESULT:
         value = formula(**known)
         st.metric(_describe(formula, formula.name), ui.fmt(value, digits=6))
+        sc.answered()
         _formula(formula, known)
         return
     if target is None:
@@ -105,6 +106,7 @@ def main():
     solved = solution.to(spec.unit) if hasattr(solution, "to") else solution
     cols = st.columns(2)
     cols[0].metric(_describe(formula, unknown), ui.fmt(solved, digits=6), help=f"`{unknown}` of the formula")
+    sc.answered()
     if spec.domain == "positive_integer" and float(solution) != math.floor(float(solution)):
         nearest = sorted({max(math.floor(float(solution)), 1), max(math.ceil(float(solution)), 1)})
         st.warning(

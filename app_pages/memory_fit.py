@@ -107,6 +107,7 @@ def main():
             "and the reserve you set, the KV cache in pages of the page size"
         )
         _fit_summary(fit, unit, chosen)
+    sc.answered()
     _tabs(sc, fit, unit, chosen)
 
 

@@ -153,6 +153,7 @@ def main():
         return
     result = fluid_day(plan, plan_key(plan), settings)
     _answer(answer, plan, result)
+    sc.answered()
     load, latency, requests, windows, check = sc.tabs(
         ["Demand and replicas", "Latency", "Requests", "Windows", "Request by request"]
     )

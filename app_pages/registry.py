@@ -59,6 +59,7 @@ def _browse(sc):
     entries = reg.section(section)
     table = pd.DataFrame([entry.display_values() for entry in entries.values()])
     ui.table(table, section)
+    sc.answered()
     chosen = sc.select("Sources of", "entry", list(entries), next(iter(entries)))
     for link in entries[chosen].sources:
         source = reg.sources[link.source]

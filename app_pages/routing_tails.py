@@ -80,6 +80,7 @@ def _fanout(sc):
     cols[1].metric(
         "Per-leaf budget for the target", f"{ui.number(budget, 3)} (leaf p{ui.number(100 * (1 - budget), 4)})"
     )
+    sc.answered()
     fanouts = np.unique(np.geomspace(1, 10_000, 60).astype(int))
     series = {f"p = {p:g}": fanout_slow_probability(p, fanouts) for p in sorted({0.001, 0.01, 0.05, leaf})}
     figure = curves_figure(

@@ -119,6 +119,7 @@ def _tensor_parallel(sc):
         cols[1].metric("All-reduce per collective", ui.fmt(allreduce[first][at], "us", 4), help="two per layer")
         speedup = tensor_parallel_speedup(compute, degree, allreduce[first][at])
         cols[2].metric("Speedup over one device", f"{ui.number(speedup, 3)}×", help=f"of {degree}× ideal")
+        sc.answered()
         st.plotly_chart(tp_layer_time_figure(DEGREES, times, unit="us"), key="tp-layer-time")
         rows = [
             {

@@ -1,5 +1,7 @@
 """Fixtures shared by several test files."""
 
+import os
+
 import pytest
 
 from calculator import Q_
@@ -17,6 +19,11 @@ def plan():
         costs=Costs(Q_(4, "USD/hour")),
     )
 
+
+# A session's first run of a dashboard page holds the rest of the page 0.5 s after its answer so that a browser
+# paints the answer first (app_pages/_common.py, Scenario.answered); every AppTest and test server session is a
+# first run, and the tests check what is drawn, not when. tests/test_app.py checks the pause itself.
+os.environ.setdefault("SERVECALC_FIRST_PAINT_PAUSE", "0")
 
 #: The files that take longest (seconds on this project's two-core machine, ``--durations=0``). The suite
 #: hands whole files to its two workers in collection order (``--dist loadfile``); starting the longest

@@ -10,6 +10,7 @@ import base64
 import json
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -1124,3 +1125,29 @@ def test_the_model_picker_lists_the_registry_by_family_and_size():
     families = [label.rsplit("· ", 1)[1] for label in labels]
     assert families == sorted(families)  # each family's models together, the families in order
     assert box.value == "llama-3.1-70b"
+
+
+def test_a_sessions_first_run_of_a_page_holds_the_rest_after_its_answer(monkeypatch):
+    # The pause that lets a first visit paint the answer before the rest's code loads (docs/dashboard.md, "First
+    # answer in a real browser"): once per page and session, after the answer's metrics, never on a later run.
+    from app_pages import _common
+
+    monkeypatch.setenv("SERVECALC_FIRST_PAINT_PAUSE", "0.25")
+    slept = []
+    monkeypatch.setattr(_common, "time", SimpleNamespace(sleep=slept.append))  # the page's clock, not AppTest's
+    app = open_page("cost")
+    assert slept == [0.25] and app.metric
+    app.run()  # an edit's rerun, or a tab switch: not held
+    assert slept == [0.25]
+    app.switch_page("app_pages/memory_fit.py").run()  # another page's first run is
+    assert slept == [0.25, 0.25]
+
+
+@pytest.mark.parametrize(
+    ("raw", "seconds"), [("", 0.5), ("0", 0.0), ("1.5", 1.5), ("-1", 0.5), ("nan", 0.5), ("x", 0.5)]
+)
+def test_the_first_paint_pause_reads_the_environment(monkeypatch, raw, seconds):
+    from app_pages._common import FIRST_PAINT_PAUSE, first_paint_pause
+
+    monkeypatch.setenv("SERVECALC_FIRST_PAINT_PAUSE", raw)
+    assert FIRST_PAINT_PAUSE == 0.5 and first_paint_pause() == seconds

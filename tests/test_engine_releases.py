@@ -174,3 +174,30 @@ def test_a_batch_beyond_the_fit_says_so_and_widens_the_low_end_only():
     assert capped.tpot < beyond.tpot
     assert beyond.tpot_interval[0].m_as("s") == pytest.approx(capped.tpot.m_as("s") * band["tpot"][0], rel=1e-9)
     assert beyond.tpot_interval[1].m_as("s") == pytest.approx(beyond.tpot.m_as("s") * band["tpot"][1], rel=1e-12)
+
+
+def test_a_plan_beyond_the_fit_widens_its_gpu_interval_low_end_only():
+    # The sizer's interval as the predictor's: a plan whose replicas run more sequences than the engine's costs
+    # were fitted on reruns its low end with the per-sequence cost stopped at the fitted batch. gpt-oss-20b FP4
+    # on B200s at 500 request/s of 1,024/1,024 tokens, loaded to 95 %: about 480 (TensorRT-LLM) and 690 (SGLang)
+    # running sequences a replica, beyond the 224 and 128 their costs were fitted on.
+    from calculator import Q_
+    from calculator.fleet import SearchSpace, Targets, Workload, size_fleet
+
+    def plans(engine, workload, targets):
+        profile = engine_profile(engine)
+        space = SearchSpace("b200", "fp4")
+        unwidened = profile.replace(fitted_batch=None)
+        return profile, *(size_fleet("gpt-oss-20b", workload, targets, space, engine=p) for p in (profile, unwidened))
+
+    workload = Workload(Q_(500, "request/s"), 1024, 1024)
+    for engine in ("trtllm", "sglang"):
+        profile, plan, unwidened = plans(engine, workload, Targets(Q_(10, "s"), Q_(200, "ms"), max_utilization=0.95))
+        assert plan.service.running_batch > profile.fitted_batch
+        assert (plan.gpus, plan.batch) == (unwidened.gpus, unwidened.batch)  # the plan itself does not move
+        assert plan.gpus_interval[0] < unwidened.gpus_interval[0] <= plan.gpus, engine
+        assert plan.gpus_interval[1] == unwidened.gpus_interval[1], engine
+    # Within the fit nothing moves: loaded to 80 %, TensorRT-LLM's replicas run about 210 sequences.
+    profile, plan, unwidened = plans("trtllm", workload, Targets(Q_(10, "s"), Q_(200, "ms")))
+    assert plan.service.running_batch <= profile.fitted_batch < plan.batch
+    assert plan.gpus_interval == unwidened.gpus_interval

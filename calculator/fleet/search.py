@@ -397,11 +397,32 @@ class _Search:
         candidate = _Candidate(_rank(at.replicas, float(tp), family.price), family, key, f, i, j, e, ok, fewer)
         return _RowResult(candidate, rejection, *near)
 
+    def _beyond_fit(self, best: _Candidate) -> EngineProfile:
+        """The profile of the interval's low end where the plan runs more sequences than the engine's fitted batch.
+
+        As :func:`~calculator.performance.predict_benchmark`'s low end (``EngineProfile.fitted_batch``): the
+        per-sequence cost was fitted on at most ``fitted_batch`` sequences a rank, so where the plan's running batch
+        (a rank's) is beyond them it is scaled to charge that batch what the fitted batch paid (the cost stopping
+        there); elsewhere the profile as it is.
+        """
+        profile, family = self.profile, best.family
+        eff = profile.efficiency_for(family.accelerator)
+        running = float(best.evaluation.running[0, best.j])  # the plan's running sequences, as the predictor's batch
+        per_rank = running / _plan_layout(family, int(self.tps[best.i])).data_parallel
+        fitted = profile.fitted_batch
+        if fitted is None or eff.sequence_overhead.m <= 0 or per_rank <= fitted:
+            return profile
+        lowered = eff.replace(sequence_overhead=eff.sequence_overhead * (fitted / per_rank))
+        if family.accelerator in profile.per_accelerator:
+            return profile.replace(per_accelerator={**profile.per_accelerator, family.accelerator: lowered})
+        return profile.replace(efficiency=lowered)
+
     def gpus_at(self, end: int, best: _Candidate) -> int | None:
         """GPUs the plan's own configuration needs with step times at one end (0 low, 1 high) of the interval.
 
         The interval of the plan itself (its family at its TP, the batch cap re-chosen), not of
-        whichever configuration would win there.
+        whichever configuration would win there; the low end also with the per-sequence cost stopped at the
+        engine's fitted batch where the plan's cap runs beyond it (:meth:`_beyond_fit`).
         """
         family, i = best.family, best.i
         profile = self.profile
@@ -416,6 +437,7 @@ class _Search:
             self,
             slack=0.0,
             families=[family],
+            profile=self._beyond_fit(best) if end == 0 else profile,
             tps=self.tps[rows],
             tp_grid=self.tp_grid[rows],
             batch_grid=self.batch_grid[rows],

@@ -331,6 +331,9 @@ class Scenario:
 
     def __init__(self, page: str) -> None:
         self.page = page
+        visited = st.session_state.setdefault("_visited", set())
+        self.first_run = page not in visited  # the session's first run of this page (:meth:`answered`)
+        visited.add(page)
         self.saved: dict[str, Any] = st.session_state.setdefault("_scenarios", {}).setdefault(page, {})
         written = st.session_state.setdefault("_scenario_written", {})
         if st.session_state.get("_scenario_page", page) != page:
@@ -355,9 +358,8 @@ class Scenario:
         and the answer paint first; later runs of the page (every edit) are not held (docs/dashboard.md, "First
         answer in a real browser").
         """
-        painted = st.session_state.setdefault("_answered", set())
-        if self.page not in painted:
-            painted.add(self.page)
+        if self.first_run:  # a first run that stopped before its answer (no price yet, an error) holds no later run
+            self.first_run = False
             time.sleep(first_paint_pause())
 
     def _start(self, name: str, default: Any, parse: Callable[[str], Any], valid: Callable[[Any], bool]) -> str:

@@ -14,6 +14,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from calculator import Q_
@@ -1127,20 +1128,52 @@ def test_the_model_picker_lists_the_registry_by_family_and_size():
     assert box.value == "llama-3.1-70b"
 
 
-def test_a_sessions_first_run_of_a_page_holds_the_rest_after_its_answer(monkeypatch):
+#: Each page and the element its answer is (the Registry answers with its table).
+ANSWERS = {page.stem: "metric" for page in (ROOT / "app_pages").glob("[!_]*.py")} | {"registry": "dataframe"}
+
+
+@pytest.mark.parametrize("page", sorted(ANSWERS))
+def test_a_sessions_first_run_of_a_page_holds_the_rest_after_its_answer(monkeypatch, page):
     # The pause that lets a first visit paint the answer before the rest's code loads (docs/dashboard.md, "First
-    # answer in a real browser"): once per page and session, after the answer's metrics, never on a later run.
+    # answer in a real browser"): after the page's first answer element, once per page and session, never on a
+    # later run.
+    from streamlit.delta_generator import DeltaGenerator
+
+    from app_pages import _common
+
+    monkeypatch.setenv("SERVECALC_FIRST_PAINT_PAUSE", "0.25")
+    log = []
+    monkeypatch.setattr(_common, "time", SimpleNamespace(sleep=lambda s: log.append(("sleep", s))))
+    kind = ANSWERS[page]
+    drawn, module_level = getattr(DeltaGenerator, kind), getattr(st, kind)
+
+    def logged(self, *args, **kwargs):
+        log.append(kind)
+        return drawn(self, *args, **kwargs)
+
+    def logged_main(*args, **kwargs):  # st.metric / st.dataframe: the main area's bound method
+        log.append(kind)
+        return module_level(*args, **kwargs)
+
+    monkeypatch.setattr(DeltaGenerator, kind, logged)
+    monkeypatch.setattr(st, kind, logged_main)
+    app = open_page(page)
+    assert log.count(("sleep", 0.25)) == 1 and log[0] == kind, log[:5]  # after the answer's first element
+    del log[:]
+    app.run()  # an edit's rerun, or a tab switch: not held
+    assert ("sleep", 0.25) not in log
+
+
+def test_a_first_run_that_stops_before_its_answer_holds_no_later_run(monkeypatch):
     from app_pages import _common
 
     monkeypatch.setenv("SERVECALC_FIRST_PAINT_PAUSE", "0.25")
     slept = []
-    monkeypatch.setattr(_common, "time", SimpleNamespace(sleep=slept.append))  # the page's clock, not AppTest's
-    app = open_page("cost")
-    assert slept == [0.25] and app.metric
-    app.run()  # an edit's rerun, or a tab switch: not held
-    assert slept == [0.25]
-    app.switch_page("app_pages/memory_fit.py").run()  # another page's first run is
-    assert slept == [0.25, 0.25]
+    monkeypatch.setattr(_common, "time", SimpleNamespace(sleep=slept.append))
+    app = open_page("fleet_sizer", gpus="")  # no accelerator chosen: a warning, no plan
+    assert not app.metric and not slept
+    app.multiselect(key="fleet.gpus").set_value(["h100-sxm"]).run()  # the second run answers, unheld
+    assert app.metric and not slept
 
 
 @pytest.mark.parametrize(

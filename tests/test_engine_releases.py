@@ -201,3 +201,27 @@ def test_a_plan_beyond_the_fit_widens_its_gpu_interval_low_end_only():
     profile, plan, unwidened = plans("trtllm", workload, Targets(Q_(10, "s"), Q_(200, "ms")))
     assert plan.service.running_batch <= profile.fitted_batch < plan.batch
     assert plan.gpus_interval == unwidened.gpus_interval
+
+
+def test_the_widened_low_end_counts_a_ranks_sequences_and_a_per_gpu_calibration():
+    from calculator import Q_
+    from calculator.fleet import SearchSpace, Targets, Workload, size_fleet
+
+    # Attention data parallelism: DeepSeek-V3 FP8 on H200s at 100 request/s runs about 790 sequences a replica over
+    # eight attention ranks, about 98 each, under the 224 TensorRT-LLM's costs were fitted on: nothing widens.
+    workload, targets = Workload(Q_(100, "request/s"), 1024, 1024), Targets(Q_(5, "s"), Q_(100, "ms"))
+    profile = engine_profile("trtllm")
+    space = SearchSpace("h200-sxm", "fp8")
+    plan = size_fleet("deepseek-v3", workload, targets, space, engine=profile)
+    assert plan.layout.data_parallel == 8 and plan.service.running_batch > 224 > plan.service.running_batch / 8
+    unwidened = size_fleet("deepseek-v3", workload, targets, space, engine=profile.replace(fitted_batch=None))
+    assert plan.gpus_interval == unwidened.gpus_interval
+    # A user calibration's costs for one accelerator (EngineProfile.per_accelerator) are the ones scaled: at a GPU
+    # factor of 1 the widened interval is the packaged profile's.
+    workload = Workload(Q_(500, "request/s"), 1024, 1024)
+    targets = Targets(Q_(10, "s"), Q_(200, "ms"), max_utilization=0.95)
+    packaged = size_fleet("gpt-oss-20b", workload, targets, SearchSpace("b200", "fp4"), engine=profile)
+    calibrated = profile.with_gpu_time_scale(packaged.accelerator, 1.0)
+    assert packaged.accelerator in calibrated.per_accelerator
+    again = size_fleet("gpt-oss-20b", workload, targets, SearchSpace("b200", "fp4"), engine=calibrated)
+    assert again.gpus_interval == packaged.gpus_interval and again.gpus_interval[0] < packaged.gpus

@@ -153,8 +153,8 @@ def test_measured_moe_layers_are_per_engine_shape_and_layout():
 
 
 def test_tensorrt_llm_reads_its_own_moe_kernels_on_every_gpu_it_was_measured_on():
-    # aiconfigurator-core's newest TensorRT-LLM MoE collection (1.3.0rc23) measured one dtype of shapes outside the
-    # registry; each layer now comes from the newest collection that measured it (1.3.0rc20 for these), where
+    # aiconfigurator-core's newest TensorRT-LLM MoE collection (1.3.0rc23) measured one or two dtypes, none at the
+    # registry's shapes; each layer now comes from the newest collection that measured it (1.3.0rc20 for these), where
     # taking the newest collection alone had left TensorRT-LLM on the other engines' kernels.
     from calculator.kernels import moe_seconds
 

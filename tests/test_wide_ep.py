@@ -142,3 +142,17 @@ def test_beyond_the_measured_layouts_the_balanced_estimate_stays():
     # another model's shape (Qwen3-235B-A22B's 128 experts) was not measured wide; nor a GPU without tables
     assert wide_moe_seconds(h200, "fp8", tokens, (4096, 1536, 8, 128), 32) is None
     assert wide_moe_seconds(tables_for("mi300x"), "fp8", tokens, DEEPSEEK, 64) is None
+
+
+def test_the_wide_tables_hold_the_registrys_newer_expert_shapes():
+    # Re-extracted with the registry's 16 expert shapes (2026-12-07): Kimi-K2's 384 experts, GLM-5's and
+    # MiniMax-M2.5's 256 are read from TensorRT-LLM's wide-EP measurements on 64 H200s, as DeepSeek-V3's were.
+    h200, tokens = tables_for("h200-sxm"), np.asarray([4096.0])
+    for model in ("kimi-k2", "glm-5", "minimax-m2.5"):
+        a = step_arrays(model, "h200-sxm", "fp8")
+        shape = (a.hidden, a.expert_width, a.experts_per_token, a.experts)
+        rows = WIDE[(WIDE.system == "h200_sxm") & (WIDE.framework == "trtllm") & (WIDE.hidden == round(a.hidden))]
+        rows = rows[(rows.experts == a.experts) & (rows.moe_ep == 64) & (rows.distribution == "power_law_1.2")]
+        assert not rows.empty, model
+        expected = rows.sort_values("tokens").set_index("tokens").latency_us.cummax().loc[4096] * 1e-6
+        assert wide_moe_seconds(h200, "fp8", tokens, shape, 64, engine="trtllm")[0] == pytest.approx(expected), model

@@ -293,7 +293,7 @@ def moe_table(system: str, system_dir: Path, sources: dict, shapes: list[tuple[i
     Unlike the other tables these keep each framework's own numbers (its fastest kernel per shape):
     the engines' MoE kernels differ by up to 3x on one GPU (SGLang's Triton MXFP4 kernel against
     vLLM's and TensorRT-LLM's on an H100), and each engine runs its own. A framework's newer collections
-    can be partial (TensorRT-LLM 1.3.0rc23 measured one MoE dtype, none of the registry's shapes), so each
+    can be partial (TensorRT-LLM 1.3.0rc23 measured one or two MoE dtypes, none at the registry's shapes), so each
     layer (dtype, shape, layout) comes from the newest collection that measured it, not the newest
     collection alone.
     """

@@ -23,6 +23,7 @@ from calculator.fleet import (
     default_price_entry,
     explain_infeasible,
     frontier,
+    interval_note,
     size_fleet,
     tie_lines,
 )
@@ -398,9 +399,10 @@ def _show_plan(plan, rate, output, prices, tpot_ms, check, sc):
     )
     low, high = plan.gpus_interval
     band = f"{low}-{high} GPUs" if high is not None else f"{low} GPUs to infeasible"
+    note = interval_note(plan)
     st.info(
         f"At the model's error: {band} (the plan rerun with step times at the ends of the performance "
-        "model's 80% interval; docs/performance-model.md)."
+        "model's 80% interval; docs/performance-model.md)." + (f" {ui.plain(note.capitalize())}." if note else "")
     )
     _plan_metrics(plan, band)
     sc.answered()

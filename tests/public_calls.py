@@ -160,6 +160,7 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "kubernetes_manifest": {"plan": _PLAN, "engine": "vllm"},
     **{name: _STABLE_QUEUE for name in ("erlang_c", "mmc_mean_wait", "queue_stable")},
     "plan_summary": {"plan": _PLAN},
+    "interval_note": {"plan": _PLAN},
     **_DAY_CALLS,
     "acceptance_for_speedup": {"target_speedup": 2.0, "draft_length": 4, "draft_cost_ratio": 0.05},
     "acceptance_rate": {"target_probs": [0.5, 0.3, 0.2], "draft_probs": [0.4, 0.4, 0.2]},

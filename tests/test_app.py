@@ -1184,3 +1184,12 @@ def test_the_first_paint_pause_reads_the_environment(monkeypatch, raw, seconds):
 
     monkeypatch.setenv("SERVECALC_FIRST_PAINT_PAUSE", raw)
     assert FIRST_PAINT_PAUSE == 0.5 and first_paint_pause() == seconds
+
+
+def test_the_fleet_sizer_says_when_its_interval_stops_the_per_sequence_cost():
+    app = open_page(
+        "fleet_sizer", model="gpt-oss-20b", gpus="b200-sxm", precisions="fp4", engine="TensorRT-LLM", rate="500",
+        prompt="1024", output="1024", ttft="10000", tpot="200", util="0.95",
+    )  # fmt: skip
+    band = [i.value for i in app.info if i.value.startswith("At the model's error")]
+    assert band and "fitted on benchmarks of at most 224 sequences a replica" in rendered(band[0]), band

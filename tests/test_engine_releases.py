@@ -216,6 +216,9 @@ def test_the_widened_low_end_counts_a_ranks_sequences_and_a_per_gpu_calibration(
     assert plan.layout.data_parallel == 8 and plan.service.running_batch > 224 > plan.service.running_batch / 8
     unwidened = size_fleet("deepseek-v3", workload, targets, space, engine=profile.replace(fitted_batch=None))
     assert plan.gpus_interval == unwidened.gpus_interval
+    from calculator.fleet import interval_note
+
+    assert interval_note(plan) == ""  # nothing to say: each rank runs within the fit
     # A user calibration's costs for one accelerator (EngineProfile.per_accelerator) are the ones scaled: at a GPU
     # factor of 1 the widened interval is the packaged profile's.
     workload = Workload(Q_(500, "request/s"), 1024, 1024)
@@ -225,3 +228,23 @@ def test_the_widened_low_end_counts_a_ranks_sequences_and_a_per_gpu_calibration(
     assert packaged.accelerator in calibrated.per_accelerator
     again = size_fleet("gpt-oss-20b", workload, targets, SearchSpace("b200", "fp4"), engine=calibrated)
     assert again.gpus_interval == packaged.gpus_interval and again.gpus_interval[0] < packaged.gpus
+
+
+def test_a_plan_beyond_the_fit_says_why_its_interval_reaches_low():
+    # interval_note, in the CLI's answer and on the Fleet sizer page: the words beside the widened low end.
+    from calculator import Q_
+    from calculator.fleet import SearchSpace, Targets, Workload, interval_note, size_fleet
+
+    workload = Workload(Q_(500, "request/s"), 1024, 1024)
+    loaded = Targets(Q_(10, "s"), Q_(200, "ms"), max_utilization=0.95)
+    plan = size_fleet("gpt-oss-20b", workload, loaded, SearchSpace("b200", "fp4"), engine="trtllm")
+    note = interval_note(plan)
+    assert "at most 224 sequences a replica" in note and f"about {plan.service.running_batch:,.0f} a replica" in note
+    within = size_fleet("gpt-oss-20b", workload, Targets(Q_(10, "s"), Q_(200, "ms")), SearchSpace("b200", "fp4"),
+                        engine="trtllm")  # fmt: skip
+    assert within.service.running_batch <= 224 and interval_note(within) == ""
+    args = ["size", "gpt-oss-20b", "--rate", "500", "--input", "1024", "--output", "1024", "--ttft", "10s",
+            "--tpot", "200ms", "-a", "b200", "-p", "fp4", "--engine", "trtllm", "--max-utilization", "0.95"]  # fmt: skip
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert f"note: {note}" in result.output

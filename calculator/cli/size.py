@@ -209,12 +209,13 @@ def size(  # noqa: PLR0915  # the size command: read the flags, size, verify, pr
     answers = functools.cache(lambda: _infeasible_answers(plan, inputs, registry))  # once, by the output shown
 
     def table() -> str:
-        from ..fleet import plan_summary
+        from ..fleet import interval_note, plan_summary
 
         lines = _understood(inputs, sizing.trace)
         if peak is not None:
             lines[0] += "; the rate is the --demand curve's peak"
         lines += [f"answer: {plan_summary(plan)}", _weights_line(plan, registry)] if plan.feasible else []
+        lines += [f"note: {note}"] if (note := interval_note(plan)) else []
         lines += _tie_lines(plan)
         if plan.verification is not None:
             lines += _verification_lines(plan)

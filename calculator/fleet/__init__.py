@@ -15,7 +15,7 @@ The submodules, each re-exported here:
   (:class:`Costs`, GPU-hour prices from the registry).
 * :mod:`~calculator.fleet.plan`: the answer (:class:`FleetPlan`) in parts (its :class:`Layout`,
   :class:`PlanService`, :class:`PlanCost` and :class:`PlanEnergy`), why each family is not it
-  (:class:`Rejection`) and :func:`plan_summary`.
+  (:class:`Rejection`), :func:`plan_summary` and :func:`interval_note`.
 * :mod:`~calculator.fleet.evaluate`: the vectorized evaluation of the candidate grid (memory,
   iteration time, throughput, running batch, TPOT, TTFT with its waits) into an
   :class:`~calculator.fleet.evaluate.Evaluation`, and the TTFT and TPOT rules.
@@ -49,7 +49,18 @@ from .inputs import (
     default_price,
     default_price_entry,
 )
-from .plan import Alternative, FleetPlan, Layout, PlanCost, PlanEnergy, PlanService, Rejection, plan_summary, tie_lines
+from .plan import (
+    Alternative,
+    FleetPlan,
+    Layout,
+    PlanCost,
+    PlanEnergy,
+    PlanService,
+    Rejection,
+    interval_note,
+    plan_summary,
+    tie_lines,
+)
 from .sizing import size_fleet
 
 __all__ = [
@@ -82,6 +93,7 @@ __all__ = [
     "explain_infeasible",
     "frontier",
     "plan_over_time",
+    "interval_note",
     "plan_summary",
     "relax_targets",
     "size_disaggregated",

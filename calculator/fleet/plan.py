@@ -731,6 +731,50 @@ def layout_text(layout: Layout | None) -> str:
     return f"TP {layout.stage_gpus}{stages}{ranks}{spread}{nodes}"
 
 
+def interval_note(plan: FleetPlan) -> str:
+    """Why a plan's GPU interval reaches low, in words: where its replicas run beyond the engine's fitted batch.
+
+    The sizer's low end (``gpus_interval``) then stops the engine's per-sequence cost at the batch its costs were
+    fitted on (``EngineProfile.fitted_batch``), as :func:`~calculator.performance.predict_benchmark`'s interval
+    does; empty for a plan within the fit, an infeasible plan, or an engine without a packaged profile.
+
+    Examples
+    --------
+    >>> import dataclasses
+    >>> from calculator import Q_
+    >>> service = PlanService(Q_(1, "s"), Q_(50, "ms"), Q_(60, "ms"), (Q_(1, "s"),) * 2, (Q_(50, "ms"),) * 2,
+    ...                       Q_(1, "request/s"), running_batch=480.0, utilization=0.9)
+    >>> plan = FleetPlan(True, "", accelerator="b200-sxm", engine="trtllm", layout=Layout(tensor_parallel=1),
+    ...                  replicas=2, gpus=2, service=service, gpus_interval=(1, 3))
+    >>> print(interval_note(plan))  # doctest: +NORMALIZE_WHITESPACE
+    the trtllm engine's per-sequence cost (32.6 us) was fitted on benchmarks of at most 224 sequences a replica; this
+    plan runs about 480 a replica, so the low end of its GPU interval stops that cost at 224 sequences
+    >>> interval_note(dataclasses.replace(plan, service=dataclasses.replace(service, running_batch=200.0)))
+    ''
+    """
+    from ..performance import engine_profile
+
+    if not isinstance(plan, FleetPlan):
+        raise InputError(f"interval_note(): argument 'plan' must be a FleetPlan (from size_fleet), got {shown(plan)}")
+    if not plan.feasible or plan.service is None or plan.layout is None or plan.gpus_interval is None:
+        return ""
+    try:
+        profile = engine_profile(plan.engine or None)
+    except (InputError, KeyError):  # a user-registry engine: its own fit, not the packaged one's
+        return ""
+    fitted, cost = profile.fitted_batch, profile.efficiency_for(plan.accelerator).sequence_overhead
+    ranks = plan.layout.data_parallel
+    per_rank = plan.service.running_batch / ranks
+    if fitted is None or cost.m <= 0 or per_rank <= fitted:
+        return ""
+    where = "a replica" if ranks == 1 else "an attention rank"
+    return (
+        f"the {profile.name} engine's per-sequence cost ({cost.m_as('us'):.3g} us) was fitted on benchmarks of at "
+        f"most {fitted} sequences {where}; this plan runs about {per_rank:,.0f} {where}, so the low end of its GPU "
+        f"interval stops that cost at {fitted} sequences"
+    )
+
+
 def plan_summary(plan: FleetPlan) -> str:
     """The answer in a line, with the model's error band: ``8 x h100-sxm (4 replicas of TP 2): 6-12 GPUs ...``.
 

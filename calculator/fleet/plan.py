@@ -19,8 +19,8 @@ if TYPE_CHECKING:  # the check a plan records, as the serving vocabulary names i
     from ..serving import PlanCheck as PlanVerification
 
 __all__ = [
-    "Alternative", "FleetPlan", "Layout", "PlanCost", "PlanEnergy", "PlanService", "Rejection", "plan_summary",
-    "tie_lines",
+    "Alternative", "FleetPlan", "Layout", "PlanCost", "PlanEnergy", "PlanService", "Rejection", "interval_note",
+    "plan_summary", "tie_lines",
 ]  # fmt: skip
 
 

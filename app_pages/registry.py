@@ -57,9 +57,13 @@ def _browse(sc):
     reg = ui.registry()
     section = sc.radio("Section", "section", SECTIONS, "accelerators", horizontal=True)
     entries = reg.section(section)
+    cited = {link.source for entry in entries.values() for link in entry.sources}
+    cols = st.columns(2)  # the answer in brief, then the table
+    cols[0].metric(f"{section.capitalize()} in the registry", f"{len(entries):,}")
+    cols[1].metric("Sources they cite", f"{len(cited):,}", help="documents listed under the registry's sources")
+    sc.answered()
     table = pd.DataFrame([entry.display_values() for entry in entries.values()])
     ui.table(table, section)
-    sc.answered()
     chosen = sc.select("Sources of", "entry", list(entries), next(iter(entries)))
     for link in entries[chosen].sources:
         source = reg.sources[link.source]

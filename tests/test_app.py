@@ -1128,11 +1128,7 @@ def test_the_model_picker_lists_the_registry_by_family_and_size():
     assert box.value == "llama-3.1-70b"
 
 
-#: Each page and the element its answer is (the Registry answers with its table).
-ANSWERS = {page.stem: "metric" for page in (ROOT / "app_pages").glob("[!_]*.py")} | {"registry": "dataframe"}
-
-
-@pytest.mark.parametrize("page", sorted(ANSWERS))
+@pytest.mark.parametrize("page", PAGES)
 def test_a_sessions_first_run_of_a_page_holds_the_rest_after_its_answer(monkeypatch, page):
     # The pause that lets a first visit paint the answer before the rest's code loads (docs/dashboard.md, "First
     # answer in a real browser"): after the page's first answer element, once per page and session, never on a
@@ -1144,21 +1140,20 @@ def test_a_sessions_first_run_of_a_page_holds_the_rest_after_its_answer(monkeypa
     monkeypatch.setenv("SERVECALC_FIRST_PAINT_PAUSE", "0.25")
     log = []
     monkeypatch.setattr(_common, "time", SimpleNamespace(sleep=lambda s: log.append(("sleep", s))))
-    kind = ANSWERS[page]
-    drawn, module_level = getattr(DeltaGenerator, kind), getattr(st, kind)
+    drawn, main_area = DeltaGenerator.metric, st.metric  # every page answers with a metric first
 
     def logged(self, *args, **kwargs):
-        log.append(kind)
+        log.append("metric")
         return drawn(self, *args, **kwargs)
 
-    def logged_main(*args, **kwargs):  # st.metric / st.dataframe: the main area's bound method
-        log.append(kind)
-        return module_level(*args, **kwargs)
+    def logged_main(*args, **kwargs):  # st.metric: the main area's bound method
+        log.append("metric")
+        return main_area(*args, **kwargs)
 
-    monkeypatch.setattr(DeltaGenerator, kind, logged)
-    monkeypatch.setattr(st, kind, logged_main)
+    monkeypatch.setattr(DeltaGenerator, "metric", logged)
+    monkeypatch.setattr(st, "metric", logged_main)
     app = open_page(page)
-    assert log.count(("sleep", 0.25)) == 1 and log[0] == kind, log[:5]  # after the answer's first element
+    assert log.count(("sleep", 0.25)) == 1 and log[0] == "metric", log[:5]  # after the answer's first metric
     del log[:]
     app.run()  # an edit's rerun, or a tab switch: not held
     assert ("sleep", 0.25) not in log

@@ -207,12 +207,11 @@ ANSWER_FIRST = {
     "sharding": ("Sharding and communication", "Layer time"),
     "routing_tails": ("Routing and tails", "Requests slowed"),
     "autoscaling_regions": ("Autoscaling and regions", "Cold start"),
-    "registry": ("Registry", None),  # its answer is the table of the section chosen above it
+    "registry": ("Registry", "in the registry"),  # the entries of the section chosen above it, then their table
     "goal_seek": ("Goal seek", "Transformer layers"),  # the default formula solved for its first input
 }
-#: The answer when it is not a metric (the registry's table), and pages whose answer may follow an input: the
-#: registry's section picker chooses what the table shows.
-TABLE, PICKER_FIRST = '[data-testid="stDataFrame"]', {"registry"}
+#: Pages whose answer may follow an input: the registry's section picker chooses what it counts and lists.
+PICKER_FIRST = {"registry"}
 #: The tabs after the first, counted in the pages' sources (sc.tabs, st.tabs): fleet sizer 2, memory fit 4, cost 3,
 #: batching 4, decode speedups 3, sharding 3, routing 3, autoscaling 4, registry 4, production day 4; benchmark and
 #: goal seek none.
@@ -308,9 +307,7 @@ def _check_fresh_load(page, path, width, rendered) -> None:
 def _place_answer(page, path, width, height):
     """The headline's box, the screen's height and the first input's top (:data:`ANSWER_FIRST`)."""
     headline = ANSWER_FIRST[path][1]
-    metric = (
-        page.locator('[data-testid="stMetric"]', has_text=headline).first if headline else page.locator(TABLE).first
-    )
+    metric = page.locator('[data-testid="stMetric"]', has_text=headline).first
     metric.wait_for(timeout=30_000)
     inputs = [
         b["y"]
@@ -410,9 +407,8 @@ def test_the_page_icons_are_drawn_in_the_bundled_material_font(at_both_widths):
     assert all(text and "Material Symbols" in font for text, font in icons), icons
 
 
-#: Pages that draw every tab (the registry's forms and upload keep their input when hidden), and pages whose
-#: first answer is not a metric (the registry's is a table).
-EAGER_TABS, NO_FIRST_METRIC = {"registry"}, {"registry"}
+#: Pages that draw every tab (the registry's forms and upload keep their input when hidden).
+EAGER_TABS = {"registry"}
 #: The page's metrics and charts in document order, and the elements each hidden tab panel holds.
 FIRST_ANSWER_ORDER = """() => ({
     order: [...document.querySelectorAll('[data-testid="stMetric"], [data-testid="stPlotlyChart"]')]
@@ -430,8 +426,7 @@ def test_the_first_answer_is_not_held_back_by_charts_or_hidden_tabs(rendered):
     seen = rendered["seen"]
     assert set(seen) == set(PAGES)
     for path, found in seen.items():
-        if path not in NO_FIRST_METRIC:
-            assert found["order"] and found["order"][0] == "stMetric", (path, found["order"])
+        assert found["order"] and found["order"][0] == "stMetric", (path, found["order"])
         if path not in EAGER_TABS:
             assert not any(found["hidden"]), (path, found["hidden"])
     assert any(seen[path]["hidden"] for path in EAGER_TABS)  # the check sees what a hidden tab holds

@@ -399,10 +399,11 @@ def _show_plan(plan, rate, output, prices, tpot_ms, check, sc):
     )
     low, high = plan.gpus_interval
     band = f"{low}-{high} GPUs" if high is not None else f"{low} GPUs to infeasible"
-    note = interval_note(plan)
+    note = interval_note(plan)  # a sentence here: its first letter raised, the rest as written
     st.info(
         f"At the model's error: {band} (the plan rerun with step times at the ends of the performance "
-        "model's 80% interval; docs/performance-model.md)." + (f" {ui.plain(note.capitalize())}." if note else "")
+        "model's 80% interval; docs/performance-model.md)."
+        + (f" {ui.plain(note[0].upper() + note[1:])}." if note else "")
     )
     _plan_metrics(plan, band)
     sc.answered()

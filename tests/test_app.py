@@ -1187,4 +1187,6 @@ def test_the_fleet_sizer_says_when_its_interval_stops_the_per_sequence_cost():
         prompt="1024", output="1024", ttft="10000", tpot="200", util="0.95",
     )  # fmt: skip
     band = [i.value for i in app.info if i.value.startswith("At the model's error")]
-    assert band and "fitted on benchmarks of at most 224 sequences a replica" in rendered(band[0]), band
+    text = rendered(band[0]) if band else ""
+    assert "The trtllm engine's per-sequence cost" in text, band  # fleet.interval_note's words, as a sentence
+    assert "at most 224 sequences a replica" in text and "the low end of its GPU interval stops that cost" in text

@@ -28,7 +28,7 @@ import numpy as np
 from .errors import InputError
 from .units import shown
 
-__all__ = ["GENERATIONS", "held_out_errors", "holdout_summary", "wide_degree_holdout"]
+__all__ = ["GENERATIONS", "anchored_errors", "held_out_errors", "holdout_summary", "wide_degree_holdout"]
 
 #: The iterations each left-out GPU is priced on: decode steps (sequences, context) and prefills (tokens).
 DECODE_POINTS = ((1, 1024), (16, 2048), (64, 4096), (256, 2048), (32, 16384))
@@ -122,23 +122,65 @@ def held_out_errors(system: str, left_out: tuple[str, ...] | None = None) -> dic
     }
 
 
+def anchored_errors(system: str) -> dict[str, Any]:
+    """The anchoring of the generic curve tested on a measured GPU: the others' curve anchored to its GEMMs.
+
+    The curve without ``system`` is scaled by :func:`calculator.kernels.fit_anchor` on the GPU's own GEMM table
+    (every grid point of each dtype it measured, as an AMD GPU's tuned GEMMs anchor it) and prices the GPU's
+    decode steps and prefills (as :func:`held_out_errors`), attention included, which the anchor did not see.
+
+    Returns ``{"accelerator", "scales": {dtype: [compute, bandwidth]}, "iterations": {kind: stats},
+    "iteration_log_ratios": {kind: list}}``.
+    """
+    from . import kernels
+    from .registry import load_registry
+
+    ids = {system_name: accelerator for accelerator, system_name in kernels._system_ids().items()}
+    if not isinstance(system, str) or system not in ids:
+        raise InputError(f"anchored_errors(): argument 'system' must be one of {sorted(ids)}, got {shown(system)}")
+    device = load_registry().accelerators[ids[system]]
+    own = kernels._measured(system)["gemm"]
+    peaks, bandwidth = kernels._roofline_peaks(device), device.memory_bandwidth.m_as("B/s")
+    anchors = {}
+    for dtype in sorted(d for d in own if d in peaks):
+        m, n, k = np.meshgrid(2.0 ** own[dtype].m, 2.0 ** own[dtype].n, 2.0 ** own[dtype].k, indexing="ij")
+        seconds = 2.0 * m * n * k / (2.0 ** own[dtype].log_tflops * 1e12)
+        rows = (np.ones(m.size), m.ravel(), n.ravel(), k.ravel(), seconds.ravel())
+        anchors[dtype] = kernels.fit_anchor(rows, system, dtype, dtype, peaks[dtype], bandwidth, left_out=system)
+    anchored = kernels._build(device, None, left_out=system, anchors=anchors)
+    iterations = _iteration_ratios(device, anchored)
+    return {
+        "accelerator": device.id,
+        "scales": {d: [round(a.compute, 6), round(a.bandwidth, 6)] for d, a in anchors.items()},
+        "iterations": {k: _stats(v) for k, v in iterations.items()},
+        "iteration_log_ratios": {k: [round(float(x), 6) for x in v] for k, v in iterations.items()},
+    }
+
+
 def holdout_summary() -> dict[str, Any]:
     """Every measured GPU left out in turn, the iteration log ratios pooled over them, and the generations.
 
-    The file's content: ``per_gpu``, ``pooled_iterations`` and ``per_generation`` (:func:`_generation_holdout`).
+    The file's content: ``per_gpu``, ``pooled_iterations`` and ``per_generation`` (:func:`_generation_holdout`),
+    and ``anchored``: the same left-out GPUs priced by the curve anchored to their own GEMMs
+    (:func:`anchored_errors`), ``per_gpu`` and ``pooled_iterations``.
     """
     from . import kernels
 
     per_gpu: dict[str, Any] = {}
+    anchored: dict[str, Any] = {}
     pooled: list[float] = []
+    pooled_anchored: list[float] = []
     for system in sorted(kernels._system_ids().values()):
         per_gpu[system] = held_out_errors(system)
         pooled.extend(x for ratios in per_gpu[system]["iteration_log_ratios"].values() for x in ratios)
+        anchored[system] = anchored_errors(system)
+        pooled_anchored.extend(x for ratios in anchored[system]["iteration_log_ratios"].values() for x in ratios)
     band = _stats(np.array(pooled))
     return {
         "per_gpu": per_gpu,
         "pooled_iterations": band,
         "per_generation": _generation_holdout((band["p10"], band["p90"])),
+        "anchored": {"per_gpu": anchored, "pooled_iterations": _stats(np.array(pooled_anchored))},
     }
 
 

@@ -6,7 +6,10 @@ all-reduce of an iteration at its actual shape. Where a GPU has measured kernel 
 ``tools/extract_kernel_tables.py``) the times interpolate those measurements; elsewhere (MI300X,
 TPU, an L4, a user's entry) they are the accelerator's registry peaks divided by a **generic
 efficiency curve**: the median, over every measured GPU, of the fraction of the roofline each
-kernel shape reaches (:func:`generic_efficiency`). :attr:`KernelTables.measured` says which.
+kernel shape reaches (:func:`generic_efficiency`). :attr:`KernelTables.measured` says which. The AMD GPUs'
+curve is **anchored** to GEMM measurements of their own (AMD's aiter tuner results, ``anchor_gemm.csv``,
+``tools/extract_anchor_gemms.py``): its compute-bound and memory-bound parts scaled to what those rows show
+(:func:`anchors_for`, :attr:`KernelTables.anchors`).
 
 All interpolation is multilinear in log coordinates and vectorized over the varying dimension
 (tokens, batch, context, bytes); beyond the measured range throughput is held at the edge value, so
@@ -22,6 +25,8 @@ Examples
 0.68
 >>> tables_for("mi300x").measured
 False
+>>> round(tables_for("mi300x").anchors["fp8"].compute, 2)  # its FP8 GEMMs: 1.8x the plain curve's time
+1.82
 """
 
 from __future__ import annotations
@@ -45,9 +50,13 @@ if TYPE_CHECKING:
     from .registry import Registry
 
 __all__ = [
+    "ANCHOR_SYSTEMS",
     "KERNEL_DIR",
+    "Anchor",
     "KernelTables",
     "allreduce_seconds",
+    "anchors_for",
+    "fit_anchor",
     "decode_attention_seconds",
     "gemm_seconds",
     "generic_efficiency",
@@ -176,6 +185,9 @@ class KernelTables:
         from the generic curve is made on first use).
     measured_dtypes : frozenset of str
         The GEMM dtypes measured on this accelerator (others use the generic curve).
+    anchors : mapping
+        dtype -> :class:`Anchor` where the generic curve is scaled by the accelerator's own GEMM measurements
+        (:data:`ANCHOR_SYSTEMS`); empty otherwise.
     """
 
     accelerator: str
@@ -189,6 +201,8 @@ class KernelTables:
     measured_dtypes: frozenset[str] = frozenset()
     #: KV precision (``"bf16"``, ``"fp8"``) -> (log2 heads, log2 batch, log2 context, log2 seconds) of MLA decode
     mla_decode: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)
+    #: dtype -> :class:`Anchor`: the generic curve scaled by the accelerator's own GEMM measurements (empty if not)
+    anchors: Mapping[str, Anchor] = field(default_factory=dict)
     _curves: dict[Any, np.ndarray] = field(default_factory=dict, repr=False)
 
     def gemm_curve(self, dtype: str, n: float, k: float) -> tuple[np.ndarray, np.ndarray]:
@@ -473,15 +487,199 @@ def _synthesized_gemm(curve: _Gemm, floor: float, dtype: str, peak: float, bandw
     return _Gemm(curve.m, curve.n, curve.k, _monotone_gemm(curve.m, curve.n, curve.k, log_tflops))
 
 
-def _build(device: Any, system: str | None, left_out: str | tuple[str, ...] | None = None) -> KernelTables:
+# --------------------------------------------------------------------------------------------
+# The generic curve anchored to an accelerator's own GEMM measurements
+
+#: Accelerators without aiconfigurator tables whose generic curve is anchored to GEMM measurements of their own
+#: (``anchor_gemm.csv``: the results of AMD's aiter GEMM tuner, ``tools/extract_anchor_gemms.py``): registry id ->
+#: the table's system. The MI325X has the MI300X's compute (CDNA 3, 304 compute units; the registry's notes), so
+#: both read the gfx942 rows, which do not say which of the two they were measured on.
+ANCHOR_SYSTEMS = {"mi300x": "gfx942_cu304", "mi325x": "gfx942_cu304", "mi355x": "gfx950_cu256"}
+#: For a dtype a system has no rows of, the measured dtypes that stand in, in order of preference.
+ANCHOR_STAND_INS = {"fp4": ("fp8", "bf16"), "fp8": ("bf16",), "bf16": ("fp8",)}
+#: A GEMM counts as compute-bound (memory-bound) where its time at the memory bandwidth (compute peak) is at most
+#: this share of its time at the compute peak (memory bandwidth); the rows between set neither scale.
+ANCHOR_REGIME_MARGIN = 0.5
+#: Fewest rows of a regime that set its scale; with fewer, the same regime's scale of the system's other dtypes
+#: stands in (their median), else none (1).
+ANCHOR_MIN_ROWS = 3
+#: Memory-bound rows count only where the launch's weights are at least this large: smaller ones run partly from
+#: the last-level cache (in the tables, the L40S's and RTX PRO 6000's GEMMs of small weights beat their memory
+#: bandwidth 2-3x). Chosen on the leave-one-GPU-out test of the anchoring (docs/performance-model.md, "Anchored").
+ANCHOR_MIN_WEIGHT_BYTES = 32 * 2**20
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """How an accelerator's own GEMM measurements scale the generic curve, for one dtype.
+
+    Attributes
+    ----------
+    system : str
+        The rows' system in ``anchor_gemm.csv`` (``"gfx942_cu304"``).
+    dtype, source_dtype : str
+        The dtype anchored, and the dtype whose rows anchored it (another where the system has no rows of it).
+    compute, bandwidth : float
+        Factors on the generic curve's time above its launch floor for compute-bound and memory-bound GEMMs
+        (above 1: slower than the curve at the registry peaks): the median over the rows of each regime of
+        ``(measured - floor) / (generic - floor)``. The anchored curve is the generic one at ``peak / compute`` and
+        ``bandwidth / bandwidth``.
+    rows, compute_rows, bandwidth_rows : int
+        The rows, and those that set each scale.
+    median_abs, generic_median_abs : float
+        Median ``|ln(measured / priced)|`` over the rows, anchored and not.
+    """
+
+    system: str
+    dtype: str
+    source_dtype: str
+    compute: float
+    bandwidth: float
+    rows: int
+    compute_rows: int
+    bandwidth_rows: int
+    median_abs: float
+    generic_median_abs: float
+
+
+@functools.cache
+def _anchor_rows(system: str) -> dict[str, tuple[np.ndarray, ...]]:
+    """The (batch, m, n, k, seconds) of each dtype's rows (a dict) of one system's rows of ``anchor_gemm.csv``."""
+    table = _read("anchor_gemm.csv", system)
+    out: dict[str, tuple[np.ndarray, ...]] = {}
+    for dtype in np.unique(table["dtype"]):
+        rows = _select(table, table["dtype"] == dtype)
+        out[str(dtype)] = (rows["batch"], rows["m"], rows["n"], rows["k"], rows["us"] * 1e-6)
+    return out
+
+
+def _table_seconds(table: _Gemm, m: np.ndarray, n: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """Seconds of each (m, n, k) GEMM on ``table`` (one interpolation per distinct weight shape)."""
+    out = np.empty(m.shape)
+    for width, depth in set(zip(n.tolist(), k.tolist(), strict=True)):
+        rows = (n == width) & (k == depth)
+        log_tflops = np.interp(np.log2(m[rows]), table.m, table.curve(width, depth))
+        out[rows] = 2.0 * m[rows] * width * depth / (2.0**log_tflops * 1e12)
+    return out
+
+
+def fit_anchor(
+    rows: tuple[np.ndarray, ...],
+    system: str,
+    dtype: str,
+    source_dtype: str,
+    peak: float,
+    bandwidth: float,
+    left_out: str | tuple[str, ...] | None = None,
+    fill: tuple[float, float] | None = None,
+) -> Anchor:
+    """The :class:`Anchor` of ``dtype`` from GEMM measurements ``rows`` = (batch, m, n, k, seconds) of ``source_dtype``.
+
+    ``peak`` and ``bandwidth`` are the accelerator's registry roofline for ``source_dtype`` (FLOP/s, B/s);
+    ``left_out``: the generic curve without those measured GPUs (as :func:`generic_efficiency_without`).
+    A regime with fewer than :data:`ANCHOR_MIN_ROWS` rows takes its scale from ``fill`` (compute, bandwidth),
+    else is NaN and priced at 1.
+    """
+    from .memory import WEIGHT_BITS
+
+    batch, m, n, k, seconds = rows
+    generic = generic_efficiency_without(left_out)
+    curve, floor = generic["gemm"][source_dtype], generic["gemm_floor"][source_dtype]
+
+    def priced(scale_compute: float, scale_bandwidth: float) -> np.ndarray:
+        table = _synthesized_gemm(curve, floor, source_dtype, peak / scale_compute, bandwidth / scale_bandwidth)
+        return _table_seconds(table, m, n, k)
+
+    plain = priced(1.0, 1.0)
+    above = batch * (plain - floor)  # a batched launch pays the floor once
+    ratio = (seconds - floor) / np.maximum(above, 1e-30)
+    compute_time = 2.0 * m * n * k / peak
+    memory_time = (n * k * WEIGHT_BITS[source_dtype] / 8 + 2.0 * m * (k + n)) / bandwidth
+    usable = above >= floor  # the roofline part outweighs the floor
+    compute_rows = usable & (memory_time <= ANCHOR_REGIME_MARGIN * compute_time)
+    weights = batch * n * k * WEIGHT_BITS[source_dtype] / 8
+    memory_rows = usable & (compute_time <= ANCHOR_REGIME_MARGIN * memory_time) & (weights >= ANCHOR_MIN_WEIGHT_BYTES)
+    scales = [
+        float(np.median(ratio[chosen])) if chosen.sum() >= ANCHOR_MIN_ROWS else (fill[i] if fill else math.nan)
+        for i, chosen in enumerate((compute_rows, memory_rows))
+    ]
+    anchored = priced(*(1.0 if math.isnan(x) else x for x in scales))
+
+    def error(each: np.ndarray) -> float:
+        return float(np.median(np.abs(np.log(seconds / (floor + batch * (each - floor))))))
+
+    return Anchor(
+        system,
+        dtype,
+        source_dtype,
+        scales[0],
+        scales[1],
+        int(m.size),
+        int(compute_rows.sum()),
+        int(memory_rows.sum()),
+        error(anchored),
+        error(plain),
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def anchors_for(accelerator_id: str, left_out: str | tuple[str, ...] | None = None) -> dict[str, Anchor]:
+    """Each dtype's :class:`Anchor` (a dict) for a packaged accelerator in :data:`ANCHOR_SYSTEMS` (empty for any other).
+
+    One per dtype the accelerator has a registry peak for, fitted on its system's rows of that dtype, or of the
+    first of :data:`ANCHOR_STAND_INS` it has rows of. ``left_out``: the generic curve without those measured GPUs.
+    """
+    from .registry import load_registry
+
+    system = ANCHOR_SYSTEMS.get(accelerator_id)
+    if system is None:
+        return {}
+    device = load_registry().accelerators[accelerator_id]
+    peaks, bandwidth = _roofline_peaks(device), device.memory_bandwidth.m_as("B/s")
+    measured = _anchor_rows(system)
+    out = {}
+    for dtype in _generic_dtypes():
+        if dtype not in peaks:
+            continue
+        source = next((d for d in (dtype, *ANCHOR_STAND_INS.get(dtype, ())) if d in measured and d in peaks), None)
+        if source is not None:
+            out[dtype] = fit_anchor(measured[source], system, dtype, source, peaks[source], bandwidth, left_out)
+    # A regime too few rows set takes the system's other dtypes' scale of it (their median), else none.
+    known = [[getattr(a, r) for a in out.values() if not math.isnan(getattr(a, r))] for r in ("compute", "bandwidth")]
+    compute, memory = (float(np.median(values)) if values else 1.0 for values in known)
+    fill = (compute, memory)
+    for dtype, a in out.items():
+        if math.isnan(a.compute) or math.isnan(a.bandwidth):
+            source = a.source_dtype
+            out[dtype] = fit_anchor(measured[source], system, dtype, source, peaks[source], bandwidth, left_out, fill)
+    return out
+
+
+def _anchored_gemm(dtype: str, peak: float, bandwidth: float, anchor: Anchor, left_out: Any) -> _Gemm:
+    """The generic ``dtype`` GEMM table at the anchor's scaled peaks (``peak / compute``, ``bandwidth / bandwidth``)."""
+    return _generic_gemm(dtype, peak / anchor.compute, bandwidth / anchor.bandwidth, left_out)
+
+
+def _build(
+    device: Any,
+    system: str | None,
+    left_out: str | tuple[str, ...] | None = None,
+    *,
+    anchors: Mapping[str, Anchor] | None = None,
+) -> KernelTables:
     """Measured tables of ``system`` where it has them; the generic curve at the device's peaks elsewhere.
 
     The generic curves (a median over every measured GPU, but ``left_out`` if given) are computed only when
     some table is not measured: a measured GPU with a table for every dtype it has a peak for does without them.
+    ``anchors``: scale the generic curve by the device's own GEMM measurements (:func:`anchors_for`): each
+    dtype's GEMMs by its anchor, and prefill attention by the BF16 anchor's compute scale (attention kernels are
+    not in the measurements). Decode attention keeps the generic curve: the GEMMs' bandwidth scale made it worse
+    on the GPUs the test leaves out (docs/performance-model.md, "Anchored").
     """
     peaks = _roofline_peaks(device)
     bandwidth = device.memory_bandwidth.m_as("B/s")
     source = _measured(system) if system else None
+    anchors = dict(anchors or {}) if source is None else {}
     made: dict[str, _Gemm] = {}
     make: dict[str, Callable[[], _Gemm]] = {}
     for dtype in _generic_dtypes():
@@ -489,6 +687,8 @@ def _build(device: Any, system: str | None, left_out: str | tuple[str, ...] | No
             continue
         if source is not None and dtype in source["gemm"]:
             made[dtype] = source["gemm"][dtype]
+        elif dtype in anchors:
+            make[dtype] = functools.partial(_anchored_gemm, dtype, peaks[dtype], bandwidth, anchors[dtype], left_out)
         else:
             make[dtype] = functools.partial(_generic_gemm, dtype, peaks[dtype], bandwidth, left_out)
     gemm, measured = _GemmTables(made, make), set(made)
@@ -498,12 +698,13 @@ def _build(device: Any, system: str | None, left_out: str | tuple[str, ...] | No
             device.id, str(system), True, gemm, *tables, frozenset(measured), mla_decode=source["mla_decode"]
         )
     generic = generic_efficiency_without(left_out)
+    compute = anchors["bf16"].compute if "bf16" in anchors else 1.0
     isl, bh, fraction = generic["prefill"]
-    prefill = (isl, bh, fraction + _log2(peaks.get("bf16", max(peaks.values(), default=1.0)) / 1e12))
+    prefill = (isl, bh, fraction + _log2(peaks.get("bf16", max(peaks.values(), default=1.0)) / compute / 1e12))
     batch, ctx, units = generic["decode"]
     reference = 2.0 ** batch[:, None] * 2.0 ** ctx[None, :] * DECODE_REFERENCE_BYTES / bandwidth
     decode = (batch, ctx, _log2(np.maximum(2.0**units * reference, generic["decode_floor"])))
-    return KernelTables(device.id, "generic", False, gemm, prefill, decode, {}, frozenset())
+    return KernelTables(device.id, "generic", False, gemm, prefill, decode, {}, frozenset(), anchors=anchors)
 
 
 @functools.lru_cache(maxsize=64)
@@ -511,7 +712,7 @@ def _tables_for_id(accelerator_id: str) -> KernelTables:
     from .registry import load_registry
 
     device = load_registry().accelerators[accelerator_id]
-    return _build(device, _system_ids().get(accelerator_id))
+    return _build(device, _system_ids().get(accelerator_id), anchors=anchors_for(accelerator_id))
 
 
 def tables_for(accelerator: AcceleratorRef, *, registry: Registry | None = None) -> KernelTables:

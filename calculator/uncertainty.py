@@ -34,7 +34,7 @@ from __future__ import annotations
 import functools
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ._paths import CALIBRATION_DIR
@@ -197,13 +197,16 @@ def vendor_tested(accelerator_id: str) -> bool:
     return device is not None and device.vendor.lower() == TESTED_VENDOR
 
 
-def kernel_basis(accelerator: str, measured: bool) -> str:
+def kernel_basis(accelerator: str, measured: bool, anchors: Mapping[str, Any] | None = None) -> str:
     """What an answer's step times rest on, in words: the accelerator's own tables, or the generic curve and its test.
 
-    ``accelerator``: a registry id; ``measured``: whether its tables cover the weights' precision.
+    ``accelerator``: a registry id; ``measured``: whether its tables cover the weights' precision; ``anchors``: the
+    tables' :attr:`~calculator.kernels.KernelTables.anchors`, where the curve is anchored to the accelerator's GEMMs.
     """
     if measured:
         return "measured kernel tables of this accelerator"
+    if anchors:
+        return _anchored_basis(accelerator, dict(anchors))
     recorded = _recorded()
     pooled = recorded["pooled_iterations"]
     low, high = (math.exp(x) for x in generic_band(True))
@@ -224,4 +227,41 @@ def kernel_basis(accelerator: str, measured: bool) -> str:
             "interval takes the widest band of any left-out GPU ({:.2f}x-{:.2f}x), and the answer may still be "
             "optimistic".format(*worst)
         )
+    return text
+
+
+def _anchored_basis(accelerator: str, anchors: dict[str, Any]) -> str:
+    """:func:`kernel_basis` for an accelerator whose generic curve is anchored to its own GEMM measurements."""
+    from .registry import load_registry
+
+    first = next(iter(anchors.values()))
+    own = {a.source_dtype: a for a in anchors.values()}  # the dtypes measured on it
+    scales = "; ".join(
+        f"{d.upper()}, {a.rows} rows: compute-bound GEMMs at 1/{a.compute:.2f} and memory-bound ones at "
+        f"1/{a.bandwidth:.2f} of the curve's rate; anchored, the curve is within "
+        f"{100 * (math.exp(a.median_abs) - 1):.0f} % of them (median; "
+        f"{100 * (math.exp(a.generic_median_abs) - 1):.0f} % before)"
+        for d, a in sorted(own.items())
+    )
+    stand_ins = ", ".join(
+        f"{d.upper()} by {a.source_dtype.upper()}'s" for d, a in sorted(anchors.items()) if d != a.source_dtype
+    )
+    tested = _recorded()["anchored"]["pooled_iterations"]
+    worst = (math.exp(x) for x in generic_band(False))
+    device = load_registry().accelerators.get(accelerator)
+    vendor = device.vendor if device is not None else "this accelerator's vendor"
+    text = (
+        f"the generic efficiency curve at this accelerator's registry peaks, anchored to its own GEMM measurements "
+        f"(AMD's aiter GEMM tuner, {first.system.replace('_cu', ' with ')} compute units): {scales}"
+    )
+    if stand_ins:
+        text += f" ({stand_ins} scales, not measured in it)"
+    text += (
+        "; prefill attention follows the BF16 GEMMs' compute scale and decode attention the plain curve, neither "
+        "measured. Tested on the measured GPUs, each left out and the others' curve anchored to its GEMMs, their "
+        f"iterations came within {100 * (math.exp(tested['median_abs']) - 1):.0f} % (median), 80 % between "
+        f"{math.exp(tested['p10']):.2f}x and {math.exp(tested['p90']):.2f}x of their own tables; every one of them is "
+        f"NVIDIA's, so how this carries to {vendor}'s attention and communication kernels was not tested and "
+        "the interval takes the widest band of any left-out GPU on the plain curve ({:.2f}x-{:.2f}x)".format(*worst)
+    )
     return text

@@ -90,5 +90,10 @@ def test_the_answer_says_what_its_step_times_rest_on():
     assert kernel_basis("h100-sxm", True) == "measured kernel tables of this accelerator"
     nvidia = kernel_basis("t4", False)
     assert nvidia.startswith("the generic efficiency curve") and "9 measured GPUs" in nvidia and "AMD" not in nvidia
-    amd = kernel_basis("mi300x", False)
-    assert "AMD's kernels was not tested" in amd and "may still be optimistic" in amd
+    # A vendor no table covers, without measurements of its own (a user's entry): the widest band, in words.
+    other = kernel_basis("my-npu", False)
+    assert "this accelerator's vendor's kernels was not tested" in other and "may still be optimistic" in other
+    # The AMD accelerators' curve is anchored to their own GEMMs (tests/test_kernel_anchors.py); the answer says so.
+    amd = kernel_basis("mi300x", False, kernels.tables_for("mi300x").anchors)
+    assert "anchored to its own GEMM measurements" in amd and "aiter" in amd and "gfx942 with 304" in amd
+    assert "AMD's attention and communication kernels was not tested" in amd

@@ -33,7 +33,7 @@ def test_tables_are_small_sourced_and_cover_every_measured_system():
     assert manifest["license"] == "Apache-2.0" and manifest["source"] == "aiconfigurator-core"
     assert set(manifest["collections"]) == set(MEASURED)
     size = sum(p.stat().st_size for p in KERNEL_DIR.iterdir())
-    assert size < 3.2e6  # moe_wide.csv (wide expert parallelism) took it past 3 MB
+    assert size < 3.5e6  # moe_wide.csv (wide expert parallelism) took it past 3 MB; anchor_gemm.csv adds 0.2 MB
     for name in ("gemm.csv", "attention_prefill.csv", "attention_decode.csv", "allreduce.csv"):
         first = (KERNEL_DIR / name).read_text().splitlines()[0]
         assert first.startswith("# ") and "aiconfigurator-core" in (KERNEL_DIR / name).read_text()[:400]

@@ -116,6 +116,7 @@ def predict_command(
     intervals (docs/performance-model.md). With --speculate each decode iteration is a speculative round and
     the TPOT its share of each token.
     """
+    from ..kernels import tables_for
     from ..performance import BENCHMARK_UNITS, REQUESTS_PER_CLIENT, engine_profile, predict_benchmark
     from ..uncertainty import kernel_basis
 
@@ -164,7 +165,7 @@ def predict_command(
             f"answer: {spec.id} {precision} on {header['gpus']} x {device.id} (TP {tensor_parallel}) under "
             f"{result.engine}, {input_tokens:,}/{output_tokens:,} tokens per request; KV cache "
             f"{result.kv_precision} ({header['kv_precision_basis']}); step times from "
-            f"{kernel_basis(device.id, result.measured_kernels)}"
+            f"{kernel_basis(device.id, result.measured_kernels, tables_for(device).anchors)}"
             + (_speculation_text(speculation) if speculation is not None else "")
         )
         shown = frame.assign(

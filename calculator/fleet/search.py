@@ -643,7 +643,7 @@ def _feasible_plan(
             replica_throughput=Q_(rate, "request/s"),
             running_batch=float(e.running[0, j]),
             utilization=float(utilization),
-            kernel_basis=kernel_basis(family.accelerator, family.arrays.measured),
+            kernel_basis=kernel_basis(family.accelerator, family.arrays.measured, family.arrays.tables.anchors),
             tpot_tail=Q_(float(e.tpot_checked[0, j]), "s") if search.targets.tpot_percentile is not None else None,
             tbt_tail=Q_(float(e.tbt_checked[0, j]), "s") if search.targets.tbt_percentile is not None else None,
         ),

@@ -191,7 +191,12 @@ def _headline(prediction, clients):
         low, high = (ui.fmt(at(end)) for end in getattr(prediction, f"{name}_interval"))
         col.metric(label, ui.fmt(at(getattr(prediction, name))), help=f"80 % interval: {low} to {high}")
     cols[2].metric("Requests/s", ui.number(at(prediction.throughput).m_as("1/s")))
-    cols[3].metric("Output tokens/s", ui.number(at(prediction.output_throughput).m_as("token/s")))
+    low, high = (ui.number(at(end).m_as("token/s")) for end in prediction.output_throughput_interval)
+    cols[3].metric(
+        "Output tokens/s",
+        ui.number(at(prediction.output_throughput).m_as("token/s")),
+        help=f"Range with TTFT and TPOT at their intervals' ends together (about 75 %): {low} to {high}",
+    )
 
 
 ui.run(main)

@@ -125,7 +125,7 @@ def held_out_errors(system: str, left_out: tuple[str, ...] | None = None) -> dic
 def anchored_errors(system: str) -> dict[str, Any]:
     """The anchoring of the generic curve tested on a measured GPU: the others' curve anchored to its GEMMs.
 
-    The curve without ``system`` is scaled by :func:`calculator.kernels.fit_anchor` on the GPU's own GEMM table
+    The curve without ``system`` is scaled by :func:`calculator.kernels._fit_anchor` on the GPU's own GEMM table
     (every grid point of each dtype it measured, as an AMD GPU's tuned GEMMs anchor it) and prices the GPU's
     decode steps and prefills (as :func:`held_out_errors`), attention included, which the anchor did not see.
 
@@ -146,7 +146,7 @@ def anchored_errors(system: str) -> dict[str, Any]:
         m, n, k = np.meshgrid(2.0 ** own[dtype].m, 2.0 ** own[dtype].n, 2.0 ** own[dtype].k, indexing="ij")
         seconds = 2.0 * m * n * k / (2.0 ** own[dtype].log_tflops * 1e12)
         rows = (np.ones(m.size), m.ravel(), n.ravel(), k.ravel(), seconds.ravel())
-        anchors[dtype] = kernels.fit_anchor(rows, system, dtype, dtype, peaks[dtype], bandwidth, left_out=system)
+        anchors[dtype] = kernels._fit_anchor(rows, system, dtype, dtype, peaks[dtype], bandwidth, left_out=system)
     anchored = kernels._build(device, None, left_out=system, anchors=anchors)
     iterations = _iteration_ratios(device, anchored)
     return {

@@ -9,7 +9,7 @@ efficiency curve**: the median, over every measured GPU, of the fraction of the 
 kernel shape reaches (:func:`generic_efficiency`). :attr:`KernelTables.measured` says which. The AMD GPUs'
 curve is **anchored** to GEMM measurements of their own (AMD's aiter tuner results, ``anchor_gemm.csv``,
 ``tools/extract_anchor_gemms.py``): its compute-bound and memory-bound parts scaled to what those rows show
-(:func:`anchors_for`, :attr:`KernelTables.anchors`).
+(:func:`_anchors_for`, :attr:`KernelTables.anchors`).
 
 All interpolation is multilinear in log coordinates and vectorized over the varying dimension
 (tokens, batch, context, bytes); beyond the measured range throughput is held at the edge value, so
@@ -55,8 +55,6 @@ __all__ = [
     "Anchor",
     "KernelTables",
     "allreduce_seconds",
-    "anchors_for",
-    "fit_anchor",
     "decode_attention_seconds",
     "gemm_seconds",
     "generic_efficiency",
@@ -563,7 +561,7 @@ def _table_seconds(table: _Gemm, m: np.ndarray, n: np.ndarray, k: np.ndarray) ->
     return out
 
 
-def fit_anchor(
+def _fit_anchor(
     rows: tuple[np.ndarray, ...],
     system: str,
     dtype: str,
@@ -623,7 +621,7 @@ def fit_anchor(
 
 
 @functools.lru_cache(maxsize=64)
-def anchors_for(accelerator_id: str, left_out: str | tuple[str, ...] | None = None) -> dict[str, Anchor]:
+def _anchors_for(accelerator_id: str, left_out: str | tuple[str, ...] | None = None) -> dict[str, Anchor]:
     """Each dtype's :class:`Anchor` (a dict) for a packaged accelerator in :data:`ANCHOR_SYSTEMS` (empty for any other).
 
     One per dtype the accelerator has a registry peak for, fitted on its system's rows of that dtype, or of the
@@ -643,7 +641,7 @@ def anchors_for(accelerator_id: str, left_out: str | tuple[str, ...] | None = No
             continue
         source = next((d for d in (dtype, *ANCHOR_STAND_INS.get(dtype, ())) if d in measured and d in peaks), None)
         if source is not None:
-            out[dtype] = fit_anchor(measured[source], system, dtype, source, peaks[source], bandwidth, left_out)
+            out[dtype] = _fit_anchor(measured[source], system, dtype, source, peaks[source], bandwidth, left_out)
     # A regime too few rows set takes the system's other dtypes' scale of it (their median), else none.
     known = [[getattr(a, r) for a in out.values() if not math.isnan(getattr(a, r))] for r in ("compute", "bandwidth")]
     compute, memory = (float(np.median(values)) if values else 1.0 for values in known)
@@ -651,7 +649,7 @@ def anchors_for(accelerator_id: str, left_out: str | tuple[str, ...] | None = No
     for dtype, a in out.items():
         if math.isnan(a.compute) or math.isnan(a.bandwidth):
             source = a.source_dtype
-            out[dtype] = fit_anchor(measured[source], system, dtype, source, peaks[source], bandwidth, left_out, fill)
+            out[dtype] = _fit_anchor(measured[source], system, dtype, source, peaks[source], bandwidth, left_out, fill)
     return out
 
 
@@ -671,7 +669,7 @@ def _build(
 
     The generic curves (a median over every measured GPU, but ``left_out`` if given) are computed only when
     some table is not measured: a measured GPU with a table for every dtype it has a peak for does without them.
-    ``anchors``: scale the generic curve by the device's own GEMM measurements (:func:`anchors_for`): each
+    ``anchors``: scale the generic curve by the device's own GEMM measurements (:func:`_anchors_for`): each
     dtype's GEMMs by its anchor, and prefill attention by the BF16 anchor's compute scale (attention kernels are
     not in the measurements). Decode attention keeps the generic curve: the GEMMs' bandwidth scale made it worse
     on the GPUs the test leaves out (docs/performance-model.md, "Anchored").
@@ -712,7 +710,7 @@ def _tables_for_id(accelerator_id: str) -> KernelTables:
     from .registry import load_registry
 
     device = load_registry().accelerators[accelerator_id]
-    return _build(device, _system_ids().get(accelerator_id), anchors=anchors_for(accelerator_id))
+    return _build(device, _system_ids().get(accelerator_id), anchors=_anchors_for(accelerator_id))
 
 
 def tables_for(accelerator: AcceleratorRef, *, registry: Registry | None = None) -> KernelTables:

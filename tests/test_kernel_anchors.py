@@ -117,15 +117,15 @@ def test_a_user_entry_with_other_peaks_is_not_anchored():
 
 
 def test_a_regime_without_rows_takes_the_systems_other_dtypes_scale():
-    anchors = kernels.anchors_for("mi300x")
+    anchors = kernels._anchors_for("mi300x")
     # FP4 has no rows on the gfx942 (no FP4 units): it takes FP8's scales.
     assert anchors["fp4"].source_dtype == "fp8" and anchors["fp4"].compute == anchors["fp8"].compute
     assert all(math.isfinite(a.compute) and math.isfinite(a.bandwidth) for a in anchors.values())
     rows = (np.ones(3), np.array([4096.0, 8192.0, 16384.0]), np.full(3, 8192.0), np.full(3, 8192.0), np.full(3, 1e-3))
     peak = load_registry().accelerators["mi300x"].dense_throughput["bf16"].m_as("FLOP/s")
-    lone = kernels.fit_anchor(rows, "test", "bf16", "bf16", peak, 5.3e12)
+    lone = kernels._fit_anchor(rows, "test", "bf16", "bf16", peak, 5.3e12)
     assert math.isnan(lone.bandwidth) and math.isfinite(lone.compute)  # compute-bound rows only
-    filled = kernels.fit_anchor(rows, "test", "bf16", "bf16", peak, 5.3e12, fill=(9.0, 1.3))
+    filled = kernels._fit_anchor(rows, "test", "bf16", "bf16", peak, 5.3e12, fill=(9.0, 1.3))
     assert filled.bandwidth == 1.3 and filled.compute == lone.compute
 
 

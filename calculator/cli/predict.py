@@ -169,18 +169,23 @@ def predict_command(
             + (_speculation_text(speculation) if speculation is not None else "")
         )
         shown = frame.assign(
-            ttft=[f"{_ms(v)} ({_ms(lo)}-{_ms(hi)})" for v, lo, hi in _columns(frame, "ttft")],
-            tpot=[f"{_ms(v)} ({_ms(lo)}-{_ms(hi)})" for v, lo, hi in _columns(frame, "tpot")],
+            ttft=[f"{_readable(v)} ({_readable(lo)}-{_readable(hi)})" for v, lo, hi in _columns(frame, "ttft")],
+            tpot=[f"{_readable(v)} ({_readable(lo)}-{_readable(hi)})" for v, lo, hi in _columns(frame, "tpot")],
+            tokens=[
+                f"{_readable(v)} ({_readable(lo)}-{_readable(hi)})"
+                for v, lo, hi in _columns(frame, "output_throughput", "token/s")
+            ],
             held=frame["active_batch"].astype(int),
             limited=np.where(
                 frame["memory_limited"], "KV cache", np.where(frame["sequence_limited"], "sequence cap", "-")
             ),
-        )[["concurrency", "ttft", "tpot", "throughput [request/s]", "output_throughput [token/s]", "held", "limited"]]
-        shown.columns = ["clients", "TTFT ms (80 % range)", "TPOT ms (80 % range)", "requests/s", "output tokens/s",
-                         "batch held", "limited by"]  # fmt: skip
+        )[["concurrency", "ttft", "tpot", "throughput [request/s]", "tokens", "held", "limited"]]
+        shown.columns = ["clients", "TTFT ms (80 % range)", "TPOT ms (80 % range)", "requests/s",
+                         "output tokens/s (range)", "batch held", "limited by"]  # fmt: skip
         note = (
-            f"closed loop, {rounds:g} requests per client, {arrivals.value} arrivals; the ranges held "
-            "the measured value in 80-85 % of cross-validated predictions (wider away from the H100)"
+            f"closed loop, {rounds:g} requests per client, {arrivals.value} arrivals; the TTFT and TPOT ranges held "
+            "the measured value in 80-85 % of cross-validated predictions (wider away from the H100), the output "
+            "rate's is the two together (about 75 %)"
         )
         release = [f"release: {result.release_note}"] if result.release_note and result.release_fitted else []
         return "\n".join([first, *release, shown.round(2).to_string(index=False), note, *result.caveats()])
@@ -197,15 +202,18 @@ def predict_command(
     )
 
 
-def _ms(value: float) -> str:
-    """Milliseconds as read in a table: three significant digits below 100, whole ones with separators above."""
+def _readable(value: float) -> str:
+    """A number as read in a table: three significant digits below 100, whole ones with separators above."""
     return f"{value:.3g}" if value < 100 else f"{value:,.0f}"
 
 
-def _columns(frame: Any, name: str) -> Any:
-    """``(value, low, high)`` of ``name`` per row, in milliseconds."""
+def _columns(frame: Any, name: str, unit: str = "ms") -> Any:
+    """``(value, low, high)`` of ``name`` per row, in ``unit`` (milliseconds by default)."""
     return zip(
-        frame[f"{name} [ms]"], frame[f"{name}_interval.low [ms]"], frame[f"{name}_interval.high [ms]"], strict=True
+        frame[f"{name} [{unit}]"],
+        frame[f"{name}_interval.low [{unit}]"],
+        frame[f"{name}_interval.high [{unit}]"],
+        strict=True,
     )
 
 

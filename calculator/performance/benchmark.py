@@ -68,6 +68,10 @@ class BenchmarkPrediction(Result):
         Completed requests per second.
     output_throughput : Quantity [token / time]
         Output tokens per second (whole replica).
+    throughput_interval, output_throughput_interval : tuple of Quantity
+        ``(low, high)`` of the two rates: each client's request cycle (first token, then the tokens after it)
+        rebuilt with its first-token part at the ends of ``ttft_interval`` and its decoding part at those of
+        ``tpot_interval``, so they hold as often as the two intervals hold together (about 75 %).
     active_batch : float or array
         Sequences decoding together (the concurrency, or the KV-cache limit if lower).
     max_concurrency : float or array
@@ -117,6 +121,8 @@ class BenchmarkPrediction(Result):
     tpot_interval: tuple[Time, Time]
     throughput: Rate
     output_throughput: TokenRate
+    throughput_interval: tuple[Rate, Rate]
+    output_throughput_interval: tuple[TokenRate, TokenRate]
     active_batch: Count
     max_concurrency: Count
     memory_limited: bool | np.ndarray
@@ -181,7 +187,11 @@ BENCHMARK_UNITS = {
     "tpot_interval.low": "ms",
     "tpot_interval.high": "ms",
     "throughput": "request/s",
+    "throughput_interval.low": "request/s",
+    "throughput_interval.high": "request/s",
     "output_throughput": "token/s",
+    "output_throughput_interval.low": "token/s",
+    "output_throughput_interval.high": "token/s",
     "prefill_time": "ms",
     "decode_step_time": "ms",
 }
@@ -594,6 +604,32 @@ def _check_requests_per_client(function: str, value: Any) -> None:
         raise InputError(f"{function}(): argument 'requests_per_client' must be a number >= 1, got {value!r}")
 
 
+def _rate_interval(
+    clients: np.ndarray,
+    outputs: np.ndarray,
+    rate: np.ndarray,
+    ttft: np.ndarray,
+    tpot: np.ndarray,
+    low: dict[str, np.ndarray],
+    high: dict[str, np.ndarray],
+) -> tuple[np.ndarray, np.ndarray]:
+    """The low and high request rates of a closed loop whose TTFT and TPOT sit at their intervals' ends.
+
+    Each client has one request in flight, so the rate is ``clients / cycle``. The cycle's decoding part is the
+    tokens after the first at the TPOT; the rest (the first token, a slot's wait, the harness) is its first-token
+    part. Each part is scaled by its interval's factor: the slow ends together give the low rate.
+    """
+    cycle = clients / np.maximum(rate, 1e-300)
+    decoding = np.minimum(tpot * np.maximum(outputs - 1, 0.0), cycle)
+    first = cycle - decoding
+
+    def at(ends: dict[str, np.ndarray]) -> np.ndarray:
+        scaled = first * ends["ttft"] / np.maximum(ttft, 1e-300) + decoding * ends["tpot"] / np.maximum(tpot, 1e-300)
+        return clients / np.maximum(scaled, 1e-300)
+
+    return at(high), at(low)
+
+
 def predict_benchmark(  # noqa: PLR0913  # public entry point: its keyword options are the API
     model: ModelRef,
     accelerator: AcceleratorRef,
@@ -782,13 +818,17 @@ def predict_benchmark(  # noqa: PLR0913  # public entry point: its keyword optio
     if extrapolated is not None:  # the interval's low end also holds the per-sequence cost stopping at the fit's batch
         low = {k: np.where(extrapolated.beyond, np.minimum(v, extrapolated.bound[k] * bands[k][0]), v)
                for k, v in low.items()}  # fmt: skip
+    high = {"ttft": ttft * bands["ttft"][1], "tpot": tpot * bands["tpot"][1]}
+    rates = _rate_interval(clients, outputs, result["throughput"], ttft, tpot, low, high)
     return BenchmarkPrediction(
         ttft=Q_(out(ttft), "s"),
         tpot=Q_(out(tpot), "s"),
-        ttft_interval=(Q_(out(low["ttft"]), "s"), Q_(out(ttft * bands["ttft"][1]), "s")),
-        tpot_interval=(Q_(out(low["tpot"]), "s"), Q_(out(tpot * bands["tpot"][1]), "s")),
+        ttft_interval=(Q_(out(low["ttft"]), "s"), Q_(out(high["ttft"]), "s")),
+        tpot_interval=(Q_(out(low["tpot"]), "s"), Q_(out(high["tpot"]), "s")),
         throughput=Q_(out(result["throughput"]), "request/s"),
         output_throughput=Q_(out(result["throughput"] * outputs), "token/s"),
+        throughput_interval=tuple(Q_(out(r), "request/s") for r in rates),
+        output_throughput_interval=tuple(Q_(out(r * outputs), "token/s") for r in rates),
         active_batch=out(result["active_batch"]),
         max_concurrency=out(result["max_concurrency"]),
         memory_limited=out(result["memory_limited"]),

@@ -301,6 +301,14 @@ class Accelerator(Entry):
     scale_out: Identifier | None = Field(
         None, description="id of the inter-node interconnect between scale-up domains, one link per GPU"
     )
+    scale_up: Identifier | None = Field(
+        None,
+        description="id of the intra-node interconnect between the GPUs of a scale-up domain where that is not NVLink: "
+        "a fully connected mesh, one such link between each pair of GPUs (AMD Infinity Fabric)",
+    )
+    scale_up_links: Annotated[int, Field(ge=1, le=1_000)] | None = Field(
+        None, description="links of the scale_up mesh per GPU (a collective over k GPUs uses k - 1 of them)"
+    )
     tdp: Power
 
     PLAUSIBLE: ClassVar[Mapping[str, tuple[float, float, str]]] = {

@@ -1044,31 +1044,46 @@ def _collective(function: str, tables: Any, op: Any, gpus: Any, message_bytes: A
     return collective_times(tables, op, gpus, size, link_bandwidth)
 
 
-def collective_times(tables: KernelTables, op: str, gpus: Any, size: Any, link_bandwidth: float) -> np.ndarray:
+def collective_times(
+    tables: KernelTables, op: str, gpus: Any, size: Any, link_bandwidth: float, mesh_links: float = 0.0
+) -> np.ndarray:
     """:func:`collective_seconds` of arguments already valid: the step model's inner loop, which skips the checks.
 
     ``gpus`` whole and >= 1 (floats), ``size`` the message bytes at least 1, ``link_bandwidth`` in bytes/s.
+    ``mesh_links``: the GPUs are a fully connected mesh of that many links each (AMD Infinity Fabric), and
+    ``link_bandwidth`` is one link's: a collective over ``t`` GPUs sends each peer's share over its own link, so it
+    moves at ``min(t - 1, mesh_links)`` links (0: a switched domain, one ``link_bandwidth`` per GPU, NVLink).
     """
     gpus, size = np.asarray(gpus, dtype=float), np.asarray(size, dtype=float)
     if gpus.ndim == 0:  # one GPU count (the step model's case): no mask to build
         if gpus <= 1:
             return np.zeros(size.shape)
-        return np.asarray(_collective_one(tables, op, int(gpus), size, link_bandwidth))
+        return np.asarray(_collective_one(tables, op, int(gpus), size, link_bandwidth, mesh_links))
     gpus, size = np.broadcast_arrays(gpus, size)
     out = np.zeros(gpus.shape)
     for t in np.unique(gpus):
         if t <= 1:
             continue
         mask = gpus == t
-        out[mask] = _collective_one(tables, op, int(t), size[mask], link_bandwidth)
+        out[mask] = _collective_one(tables, op, int(t), size[mask], link_bandwidth, mesh_links)
     return out
 
 
-def _collective_one(tables: KernelTables, op: str, t: int, size: np.ndarray, link_bandwidth: float) -> np.ndarray:
+def mesh_lanes(gpus: Any, mesh_links: float) -> Any:
+    """Links a collective over ``gpus`` GPUs moves on: ``min(gpus - 1, mesh_links)`` in a mesh, else one."""
+    if mesh_links <= 0:
+        return 1.0
+    return np.clip(np.asarray(gpus, dtype=float) - 1.0, 1.0, mesh_links)
+
+
+def _collective_one(
+    tables: KernelTables, op: str, t: int, size: np.ndarray, link_bandwidth: float, mesh_links: float = 0.0
+) -> np.ndarray:
     measured = tables.collectives.get(op)
     if not measured:
         generic = generic_efficiency()
-        ring = COLLECTIVE_PASSES[op] * (t - 1) / t * size / (generic["allreduce_fraction"] * link_bandwidth)
+        link = link_bandwidth * mesh_lanes(t, mesh_links)
+        ring = COLLECTIVE_PASSES[op] * (t - 1) / t * size / (generic["allreduce_fraction"] * link)
         return generic["allreduce_floor"] + ring
     counts = np.array(sorted(measured))
     nearest = int(counts[np.argmin(np.abs(np.log2(counts) - math.log2(t)))])

@@ -626,6 +626,28 @@ def _check_unique_ids(sections: dict[str, dict[str, Any]], origin: dict[tuple[st
                     )
 
 
+def _check_scale_up(accelerator: Any, links: dict[str, Any], origin: dict[tuple[str, str], str]) -> None:
+    """A mesh scale-up link: an intra-node interconnect, its links per GPU and domain size given, and no NVLink."""
+    where = f"{origin['accelerators', accelerator.id]}: accelerators['{accelerator.id}']"
+    mesh = accelerator.scale_up
+    if mesh is None:
+        if accelerator.scale_up_links is not None:
+            raise RegistryError(f"{where}: field 'scale_up_links': given without a 'scale_up' interconnect")
+        return
+    if mesh not in links or links[mesh].scope != "intra_node":
+        raise RegistryError(f"{where}: field 'scale_up': expected the id of an intra_node interconnect, found {mesh!r}")
+    if accelerator.nvlink_bandwidth is not None:
+        raise RegistryError(f"{where}: field 'scale_up': an accelerator with NVLink takes nvlink_bandwidth, not a mesh")
+    for name in ("scale_up_links", "node_gpus"):
+        if getattr(accelerator, name) is None:
+            raise RegistryError(f"{where}: field '{name}': required with a 'scale_up' mesh (links per GPU, GPUs in it)")
+    if accelerator.scale_up_links < accelerator.node_gpus - 1:
+        raise RegistryError(
+            f"{where}: field 'scale_up_links': a fully connected mesh of {accelerator.node_gpus} GPUs needs at least "
+            f"{accelerator.node_gpus - 1} links per GPU, found {accelerator.scale_up_links}"
+        )
+
+
 def _check_references(sections: dict[str, dict[str, Any]], origin: dict[tuple[str, str], str]) -> None:
     links = sections["interconnects"]
     for accelerator in sections["accelerators"].values():
@@ -640,6 +662,7 @@ def _check_references(sections: dict[str, dict[str, Any]], origin: dict[tuple[st
                 f"{origin['accelerators', accelerator.id]}: accelerators['{accelerator.id}']: field 'scale_out': "
                 f"expected the id of an inter_node interconnect, found {scale_out!r}"
             )
+        _check_scale_up(accelerator, links, origin)
     for engine in sections["engines"].values():
         unknown = [device for device in engine.gpu_time_scale if device not in sections["accelerators"]]
         if unknown:

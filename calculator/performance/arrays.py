@@ -271,7 +271,7 @@ class StepArrays:
     hbm_bandwidth: float  #: B/s
     peak_flops: float  #: FLOP/s at the weights' compute precision
     bf16_flops: float  #: FLOP/s at BF16
-    link_bandwidth: float  #: B/s per direction (NVLink, or the host link where there is none)
+    link_bandwidth: float  #: B/s per direction (NVLink, one link of a scale-up mesh, or the host link where neither)
     tables: Any  #: the accelerator's :class:`~calculator.kernels.KernelTables`
     dtype: str  #: the GEMM table of the weights
     kv_precision: str  #: the KV cache's precision (``kv_cache_precision`` unless given)
@@ -297,6 +297,10 @@ class StepArrays:
     #: GPUs of one scale-up (NVLink) domain: a collective over more crosses ``scale_out_bandwidth`` (inf: unknown)
     node_gpus: float = float("inf")
     scale_out_bandwidth: float = 0.0  #: B/s per direction and GPU between scale-up domains (0: none registered)
+    #: Links per GPU of a fully connected scale-up mesh (``Accelerator.scale_up_links``, AMD Infinity Fabric), each of
+    #: ``link_bandwidth``; a collective over ``t`` GPUs moves on ``min(t - 1, mesh_links)`` of them. 0: a switched
+    #: domain (NVLink), ``link_bandwidth`` per GPU whatever the count.
+    mesh_links: float = 0.0
     #: How attention data-parallel ranks exchange tokens around the experts (``EngineProfile.expert_exchange``).
     expert_exchange: str = "gather_scatter"
     #: Sliding-window attention: the tokens a windowed layer attends to and caches (inf: none), and the windowed
@@ -628,6 +632,7 @@ def step_arrays(
         uneven_experts=bool(profile.uneven_experts) if profile is not None else True,
         node_gpus=float(device.node_gpus or float("inf")),
         scale_out_bandwidth=_scale_out_bandwidth(device, registry),
+        mesh_links=float(device.scale_up_links or 0) if device.scale_up is not None else 0.0,
     )
 
 
@@ -720,11 +725,16 @@ def _hybrid(spec: Any) -> dict[str, Any]:
 
 
 def _link_bandwidth(device: Any, registry: Registry | None) -> Any:
-    """The device's GPU-to-GPU bandwidth: NVLink, else its host link (in its own registry), else 16 GB/s PCIe."""
+    """The device's GPU-to-GPU bandwidth: NVLink, one link of its scale-up mesh, its host link, else 16 GB/s PCIe.
+
+    The mesh and host links are read in the device's own registry.
+    """
     if device.nvlink_bandwidth is not None:
         return device.nvlink_bandwidth
     from ..registry import registry_of
 
+    if device.scale_up is not None:
+        return registry_of(device, registry).interconnect(device.scale_up).bandwidth
     host = registry_of(device, registry).interconnect(device.host_link) if device.host_link else None
     return host.bandwidth if host is not None else Q_(16, "GB/s")
 

@@ -442,9 +442,9 @@ def _collective_seconds(a: StepArrays, tp: Any, message_bytes: Any, op: str = "a
     node = a.node_gpus
     size = np.maximum(message_bytes, 1.0)  # as collective_seconds takes it (the step model's values are valid)
     if a.scale_out_bandwidth <= 0 or np.max(tp) <= node:
-        return collective_times(a.tables, op, tp, size, a.link_bandwidth)
+        return collective_times(a.tables, op, tp, size, a.link_bandwidth, a.mesh_links)
     tp = np.asarray(tp, dtype=float)
-    inner = collective_times(a.tables, op, np.minimum(tp, node), size, a.link_bandwidth)
+    inner = collective_times(a.tables, op, np.minimum(tp, node), size, a.link_bandwidth, a.mesh_links)
     domains = np.maximum(tp / node, 1.0)
     generic = generic_efficiency()
     ring = COLLECTIVE_PASSES[op] * (domains - 1) / domains * np.asarray(message_bytes, dtype=float) / node
@@ -464,9 +464,12 @@ def _streamed_bytes(a: StepArrays, batch: Any) -> Any:
 def _allreduce_seconds(a: StepArrays, eff: Efficiency, tp: Any, message_bytes: Any) -> Any:
     """One ring all-reduce of ``message_bytes`` over ``tp`` ranks at the achieved link bandwidth.
 
-    Over more GPUs than a scale-up domain, a ring inside each domain plus one between the domains of
-    each GPU's ``1 / node_gpus`` share on the scale-out link (as :func:`_collective_seconds`).
+    In a scale-up mesh the ranks move on the links between them (:func:`~calculator.kernels.mesh_lanes`). Over
+    more GPUs than a scale-up domain, a ring inside each domain plus one between the domains of each GPU's
+    ``1 / node_gpus`` share on the scale-out link (as :func:`_collective_seconds`).
     """
+    from ..kernels import mesh_lanes
+
     tp = np.asarray(tp, dtype=float)
     across = a.scale_out_bandwidth > 0
     inside = np.minimum(tp, a.node_gpus) if across else tp
@@ -474,7 +477,7 @@ def _allreduce_seconds(a: StepArrays, eff: Efficiency, tp: Any, message_bytes: A
     t = ring_allreduce_time.numeric(
         message=message_bytes,
         devices=inside,
-        bandwidth=eff.link_bandwidth * a.link_bandwidth,
+        bandwidth=eff.link_bandwidth * a.link_bandwidth * mesh_lanes(inside, a.mesh_links),
         latency=0.0,
         floor=floor,
     )

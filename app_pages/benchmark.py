@@ -6,6 +6,7 @@ import streamlit as st
 from app_pages import _common as ui
 from calculator import Q_
 from calculator.fleet.inputs import MOE_LAYOUTS
+from calculator.kernels import tables_for
 from calculator.memory import tensor_parallel_valid
 from calculator.performance import ARRIVALS, BENCHMARK_UNITS, engine_profile, predict_benchmark
 from calculator.plots import benchmark_prediction_figure
@@ -52,6 +53,8 @@ def main():
     sc.answered()
     basis = "the engine's default for these weights" if kv_choice == ui.ENGINE_DEFAULT_KV else "chosen"
     kernels = "measured kernel tables" if prediction.measured_kernels else "the generic efficiency curve (no tables)"
+    if not prediction.measured_kernels and tables_for(accelerator, registry=reg).anchors:
+        kernels = "the generic efficiency curve anchored to this GPU's own GEMM measurements (AMD's aiter tuner)"
     st.caption(
         f"{model_id} {precision} on {tp} × {ui.plain(accelerator_id)}{LAYOUT_NOTES[layout]} under the "
         f"{prediction.engine} profile; KV "

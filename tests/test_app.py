@@ -466,6 +466,20 @@ def test_benchmark_page_shows_the_library_prediction_per_concurrency_and_the_kv_
     assert metric(waves, "TPOT") == f"{in_waves.tpot.m_as('ms'):.4g} ms"
 
 
+def test_benchmark_page_says_an_amd_gpus_step_times_rest_on_its_anchored_curve_and_shows_the_rates_range():
+    from calculator.performance import predict_benchmark
+
+    app = open_page("benchmark", gpu="mi300x", tp="8", clients="64")
+    step_times = next(rendered(c.value) for c in app.caption if "step times from" in rendered(c.value))
+    assert "anchored to this GPU's own GEMM measurements" in step_times
+    expected = predict_benchmark("llama-3.1-70b", "mi300x", "fp8", 8, 1024, 128, 64, "vllm")
+    low, high = (format_number(end.m_as("token/s")) for end in expected.output_throughput_interval)
+    tokens = next(m for m in app.metric if m.label == "Output tokens/s")
+    assert tokens.help.endswith(f"{low} to {high}")
+    h100 = open_page("benchmark", clients="64")
+    assert any("step times from measured kernel tables" in rendered(c.value) for c in h100.caption)
+
+
 def test_benchmark_page_lays_a_mixture_of_experts_out_as_chosen():
     from calculator.performance import predict_benchmark
 

@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -366,50 +367,83 @@ def _place_answer(page, path, width, height):
 
 
 @pytest.fixture(scope="module")
-def at_both_widths(browser, server):
+def at_both_widths(chromium, browser, server):
     """Every page loaded at 1440x900 and at 390x844 (a phone): where its headline answer and first input are,
     which metric values and labels are cut off on every tab, and the navigation's icons; at 1440 also what
     :func:`rendered` returns.
 
-    One browser context per width opens the pages in turn; on each page the open (first) tab is measured, then
-    (at 1440) the fresh load is checked whole (:func:`_check_fresh_load`), then each other tab is clicked once and
-    measured. Returns ``places`` ((path, width) -> (the headline's box, the screen's height, the first input's
-    top)), ``cut`` and ``labels`` ((path, width) for the first tab, (path, width, tab) for the others -> the
-    metrics cut off), ``tabs`` (tabs opened by click, per width), ``icons`` (on the first page at 1440),
-    ``pools`` (width -> the fleet sizer's pools tab, :func:`_check_pools`) and ``rendered``.
+    One page per width opens the pages in turn (:func:`_pass_over_pages`); on each page the open (first) tab is
+    measured, then (at 1440) the fresh load is checked whole (:func:`_check_fresh_load`), then each other tab is
+    clicked once and measured. The two widths' passes run side by side, the phone's in a thread with its own
+    Chromium (Playwright's objects belong to the thread that made them): each pass waits on the server and its
+    browser most of the time. Returns ``places`` ((path, width) -> (the headline's box, the screen's height, the
+    first input's top)), ``cut`` and ``labels`` ((path, width) for the first tab, (path, width, tab) for the
+    others -> the metrics cut off), ``tabs`` (tabs opened by click, per width), ``icons`` (on the first page at
+    1440), ``pools`` (width -> the fleet sizer's pools tab, :func:`_check_pools`) and ``rendered``.
     """
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    places, cut, labels, icons, tabs, pools = {}, {}, {}, [], {}, {}
-    rendered = {"failures": [], "offline": [], "refused": [], "seen": {}}
-    listening = [False]  # the fresh loads at 1440, as the screenshots' pass did on its own
-    for width, height in ((1440, 900), (390, 844)):
-        page = new_page(browser, width, height)  # one page per width opens the pages in turn
+    found = {"places": {}, "cut": {}, "labels": {}, "icons": [], "tabs": {}, "pools": {}}
+    found["rendered"] = {"failures": [], "offline": [], "refused": [], "seen": {}}
+    raised = []
+    phone = threading.Thread(target=_phone_pass, args=(chromium, server, found, raised), daemon=True)
+    phone.start()
+    try:
+        page = new_page(browser, 1440, 900)
         try:
-            _watch_requests(page, server, rendered, listening)
-            for path, title in PAGES.items():  # each a fresh load: a new session of the app
-                listening[0] = width == 1440
-                page.goto(f"{server}/{path}", wait_until="domcontentloaded")
-                page.get_by_role("heading", name=title, exact=True).first.wait_for(timeout=30_000)
-                page.wait_for_function(
-                    """() => document.querySelector('[data-test-script-state="notRunning"]')
-                        && !document.querySelector('[data-testid="stSkeleton"]')""",
-                    timeout=60_000,
-                )
-                if path in ANSWER_FIRST:
-                    places[path, width] = _place_answer(page, path, width, height)
-                cut[path, width] = page.evaluate(CUT_OFF)
-                labels[path, width] = page.evaluate(CUT_LABELS)
-                if width == 1440:
-                    icons = icons or page.evaluate(NAV_ICONS)
-                    _check_fresh_load(page, path, width, rendered)
-                listening[0] = False
-                tabs[width] = tabs.get(width, 0) + _measure_tabs(page, path, width, cut, labels, pools)
+            _pass_over_pages(page, server, 1440, 900, found, found["rendered"])
         finally:
             page.close()
-    return {
-        "places": places, "cut": cut, "labels": labels, "icons": icons, "tabs": tabs, "pools": pools,
-        "rendered": rendered,
-    }  # fmt: skip
+    finally:
+        phone.join(timeout=900)
+    assert not phone.is_alive(), "the pass at 390 did not finish"
+    if raised:
+        raise raised[0]
+    return found
+
+
+def _phone_pass(chromium, server, found, raised) -> None:
+    """:func:`_pass_over_pages` at 390x844 in a Chromium of its own (run in a thread); an exception is kept."""
+    from playwright.sync_api import sync_playwright
+
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS, headless=True)
+            try:
+                page = browser.new_context(viewport={"width": 390, "height": 844}).new_page()
+                _pass_over_pages(page, server, 390, 844, found)
+            finally:
+                browser.close()
+    except BaseException as exc:  # re-raised by the fixture, in the test's thread
+        raised.append(exc)
+
+
+def _pass_over_pages(page, server, width, height, found, rendered=None) -> None:
+    """Open every page in turn on ``page`` and record into ``found`` (see :func:`at_both_widths`).
+
+    With ``rendered`` (the pass at 1440) each fresh load is also checked whole and its failed requests recorded.
+    """
+    listening = [False]  # the fresh loads at 1440, as the screenshots' pass did on its own
+    if rendered is not None:
+        _watch_requests(page, server, rendered, listening)
+    for path, title in PAGES.items():  # each a fresh load: a new session of the app
+        listening[0] = rendered is not None
+        page.goto(f"{server}/{path}", wait_until="domcontentloaded")
+        page.get_by_role("heading", name=title, exact=True).first.wait_for(timeout=30_000)
+        page.wait_for_function(
+            """() => document.querySelector('[data-test-script-state="notRunning"]')
+                && !document.querySelector('[data-testid="stSkeleton"]')""",
+            timeout=60_000,
+        )
+        if path in ANSWER_FIRST:
+            found["places"][path, width] = _place_answer(page, path, width, height)
+        found["cut"][path, width] = page.evaluate(CUT_OFF)
+        found["labels"][path, width] = page.evaluate(CUT_LABELS)
+        if rendered is not None:
+            found["icons"] = found["icons"] or page.evaluate(NAV_ICONS)
+            _check_fresh_load(page, path, width, rendered)
+        listening[0] = False
+        opened = _measure_tabs(page, path, width, found["cut"], found["labels"], found["pools"])
+        found["tabs"][width] = found["tabs"].get(width, 0) + opened
 
 
 def test_the_answer_comes_first(at_both_widths):

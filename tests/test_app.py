@@ -7,6 +7,7 @@ with query parameters, which is also how a shared link reproduces a what-if.
 """
 
 import base64
+import functools
 import json
 import re
 from pathlib import Path
@@ -962,11 +963,30 @@ def test_an_invalid_upload_leaves_no_file_and_a_session_folder_is_deleted_with_i
 PAGES = sorted(p.stem for p in (ROOT / "app_pages").glob("*.py") if not p.stem.startswith("_"))
 
 
+@functools.cache
+def tabs_opened(page: str) -> tuple[tuple[frozenset[str], str | None, tuple[str, ...], tuple[str, ...]], ...]:
+    """The page opened clean at each of its tabs in turn (:func:`each_tab`): per tab, the link's parameter names,
+    the open tab, the tabs drawn (with children) and every tab's label.
+
+    Cached: a pure function of the page, read by the two tests below (each opened every tab of every page).
+    """
+    found = []
+    for app in each_tab(open_page(page)):
+        key = tab_key(app)
+        found.append((
+            frozenset(app.query_params),
+            app.session_state[key] if key is not None else None,
+            tuple(tab.label for tab in app.tabs if tab.children),
+            tuple(tab.label for tab in app.tabs),
+        ))  # fmt: skip
+    return tuple(found)
+
+
 @pytest.mark.parametrize("page", PAGES)
 def test_every_page_survives_hostile_values_in_every_link_parameter(page):
     # The page's own parameters (those of every tab), each set to Markdown, an unparsable number and a huge
     # value in turn; a hidden tab's parameters are read when the tab is opened.
-    names = sorted({name for app in each_tab(open_page(page)) for name in app.query_params})
+    names = sorted({name for params, *_ in tabs_opened(page) for name in params})
     assert names, page
     for hostile in (HOSTILE_LINK, "1e999", "-" + "9" * 400, "nan"):
         app = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
@@ -997,10 +1017,9 @@ LAZY_TABS = {
 def test_a_page_draws_only_its_open_tab(page):
     # Issue 24: drawing every tab made the browser draw the hidden tabs' charts and tables before it showed the
     # page's first answer (docs/dashboard.md, "Speed"). Each tab, once open, is the one drawn.
-    for app in each_tab(open_page(page)):
-        shown = app.session_state[tab_key(app)]
-        drawn = [tab.label for tab in app.tabs if tab.children]
-        assert drawn == [tab.label for tab in app.tabs if tab.label in {shown, *LAZY_TABS[page]}], (page, drawn)
+    for _, shown, drawn, labels in tabs_opened(page):  # each tab opened by a rerun, as each_tab(open_page(page))
+        drawn = list(drawn)
+        assert drawn == [label for label in labels if label in {shown, *LAZY_TABS[page]}], (page, drawn)
 
 
 def test_a_count_in_a_link_may_be_an_integral_float_and_a_refusal_is_in_our_words():

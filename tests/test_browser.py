@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -98,6 +99,30 @@ def server(chromium):
         yield url
 
 
+@pytest.fixture(scope="module")
+def browser(chromium):
+    """One headless Chromium for the module's checks, each on its own page (a fresh load is a new session of the
+    app). A persistent profile, so that the pages share its HTTP and code caches; launching it once instead of
+    once per check saves a few seconds a launch."""
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory() as profile, sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            profile, executable_path=chromium, args=CHROMIUM_ARGS, headless=True
+        )
+        try:
+            yield context
+        finally:
+            context.close()
+
+
+def new_page(browser, width: int, height: int):
+    """A new page of ``browser`` with a ``width`` x ``height`` viewport, before anything is loaded in it."""
+    page = browser.new_page()
+    page.set_viewport_size({"width": width, "height": height})
+    return page
+
+
 @contextlib.contextmanager
 def streamlit_server(*options: str, script: str = "app.py"):
     """``streamlit run <script>`` headless on a free localhost port, plus ``options``; yields its URL once healthy.
@@ -148,45 +173,41 @@ def rendered(at_both_widths):
     return at_both_widths["rendered"]
 
 
-def test_every_page_renders_in_headless_chromium_without_errors(chromium, server, rendered):
-    from playwright.sync_api import sync_playwright
-
+def test_every_page_renders_in_headless_chromium_without_errors(browser, server, rendered):
     failures = list(rendered["failures"])
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS, headless=True)
-        try:
-            page = browser.new_context(viewport={"width": 1400, "height": 2600}).new_page()
-            # A shared link reproduces the what-if: the inputs start from the address's parameters.
-            page.goto(f"{server}/memory_fit?context=8192&batch=3", wait_until="domcontentloaded")
-            field = page.get_by_role("spinbutton", name="Context per sequence [token]")
-            field.wait_for(timeout=30_000)
-            linked = (field.input_value(), page.get_by_role("spinbutton", name="Batch [sequences]").input_value())
-            # The fleet sizer's plan checked by simulation: the verdict and the latency charts appear.
-            # the sidebar's fewest requests and one seed: the verdict and the charts are tested, not their precision
-            page.goto(f"{server}/?sim_requests=200&sim_seeds=1", wait_until="domcontentloaded")
-            button = page.get_by_role("button", name="Check by simulation")
-            button.wait_for(timeout=30_000)
-            button.click()
-            page.get_by_text("Simulation:", exact=False).first.wait_for(timeout=90_000)
-            page.wait_for_function(
-                """() => document.querySelector('[data-test-script-state="notRunning"]')
-                    && document.querySelectorAll('[data-testid="stPlotlyChart"] .main-svg').length >= 3""",
-                timeout=60_000,
-            )
-            if page.locator(ERRORS).count():
-                failures.append(f"verify by simulation: {page.locator(ERRORS).first.inner_text()[:300]}")
-            page.screenshot(path=str(SCREENSHOTS / "fleet_sizer_verified.png"), full_page=True)
-            simulation_labels = page.evaluate(CUT_LABELS)  # "Goodput at the plan's replicas [re…" was cut
-            # The plan's link opens the cost page with its volume: the default 10 request/s is 864,000 a day.
-            page.get_by_role("link", name="Lifetime cost of this plan", exact=False).click()
-            volume = page.get_by_role("spinbutton", name="Queries per day [request/day]")
-            volume.wait_for(timeout=30_000)
-            page.wait_for_function(
-                "() => document.querySelector('[data-test-script-state=\"notRunning\"]')", timeout=60_000
-            )
-            per_day = float(volume.input_value())
-        finally:
-            browser.close()
+    page = new_page(browser, 1400, 2600)
+    try:
+        # A shared link reproduces the what-if: the inputs start from the address's parameters.
+        page.goto(f"{server}/memory_fit?context=8192&batch=3", wait_until="domcontentloaded")
+        field = page.get_by_role("spinbutton", name="Context per sequence [token]")
+        field.wait_for(timeout=30_000)
+        linked = (field.input_value(), page.get_by_role("spinbutton", name="Batch [sequences]").input_value())
+        # The fleet sizer's plan checked by simulation: the verdict and the latency charts appear.
+        # the sidebar's fewest requests and one seed: the verdict and the charts are tested, not their precision
+        page.goto(f"{server}/?sim_requests=200&sim_seeds=1", wait_until="domcontentloaded")
+        button = page.get_by_role("button", name="Check by simulation")
+        button.wait_for(timeout=30_000)
+        button.click()
+        page.get_by_text("Simulation:", exact=False).first.wait_for(timeout=90_000)
+        page.wait_for_function(
+            """() => document.querySelector('[data-test-script-state="notRunning"]')
+                && document.querySelectorAll('[data-testid="stPlotlyChart"] .main-svg').length >= 3""",
+            timeout=60_000,
+        )
+        if page.locator(ERRORS).count():
+            failures.append(f"verify by simulation: {page.locator(ERRORS).first.inner_text()[:300]}")
+        page.screenshot(path=str(SCREENSHOTS / "fleet_sizer_verified.png"), full_page=True)
+        simulation_labels = page.evaluate(CUT_LABELS)  # "Goodput at the plan's replicas [re…" was cut
+        # The plan's link opens the cost page with its volume: the default 10 request/s is 864,000 a day.
+        page.get_by_role("link", name="Lifetime cost of this plan", exact=False).click()
+        volume = page.get_by_role("spinbutton", name="Queries per day [request/day]")
+        volume.wait_for(timeout=30_000)
+        page.wait_for_function(
+            "() => document.querySelector('[data-test-script-state=\"notRunning\"]')", timeout=60_000
+        )
+        per_day = float(volume.input_value())
+    finally:
+        page.close()
     assert not failures, failures
     assert linked == ("8192", "3")
     assert simulation_labels == [] and per_day == 864_000
@@ -239,20 +260,46 @@ TAB_DRAWN = """() => document.querySelector('[data-test-script-state="notRunning
         .some((panel) => panel.offsetParent !== null && panel.querySelector('[data-testid="stElementContainer"]'))"""
 
 
-def _measure_tabs(page, path, width, cut, labels) -> int:
+def _measure_tabs(page, path, width, cut, labels, pools) -> int:
     """Open each further tab of the page (the first is open) and record its cut values and labels by tab.
 
-    Returns the tabs opened. The navigation's tabs are links, not ``role=tab``; the page's tabs are.
+    Returns the tabs opened. The navigation's tabs are links, not ``role=tab``; the page's tabs are. The fleet
+    sizer's pools tab is also checked whole (:func:`_check_pools`) into ``pools``.
     """
     tabs = page.locator('[data-testid="stTabs"] [role="tab"]')
     for index in range(1, tabs.count()):
         tab = tabs.nth(index)
         name = tab.inner_text().strip()
         tab.click()
+        if (path, name) == POOLS_TAB:
+            _wait_for_pools(page)
         page.wait_for_function(TAB_DRAWN, timeout=60_000)
         cut[path, width, name] = page.evaluate(CUT_OFF)
         labels[path, width, name] = page.evaluate(CUT_LABELS)
+        if (path, name) == POOLS_TAB:
+            pools[width] = _check_pools(page, width)
     return max(tabs.count() - 1, 0)
+
+
+#: The fleet sizer's tab of disaggregated pools (path, tab), checked whole as the fixture's pass opens it.
+POOLS_TAB = ("", "Disaggregated pools")
+
+
+def _wait_for_pools(page) -> None:
+    """Wait for the pools' metrics and their downloads, the last drawn before the pools' check button."""
+    page.locator('[data-testid="stMetric"]', has_text="Decode replicas").first.wait_for(timeout=60_000)
+    page.get_by_role("button", name="Check the pools by simulation").wait_for(timeout=60_000)
+
+
+def _check_pools(page, width) -> dict:
+    """The pools tab, drawn: its download buttons and a screenshot (at 1440), and the error shown if any."""
+    found = {"downloads": [], "errors": []}
+    if width == 1440:
+        found["downloads"] = [b.inner_text() for b in page.locator('[data-testid="stDownloadButton"]').all()]
+        page.screenshot(path=str(SCREENSHOTS / "fleet_sizer_pools.png"), full_page=True)
+    if page.locator(ERRORS).count():
+        found["errors"].append(page.locator(ERRORS).first.inner_text()[:300])
+    return found
 
 
 #: Done drawing: the script has finished, no lazy element is still a skeleton, and Plotly has drawn every
@@ -264,6 +311,8 @@ DRAWN = """() => document.querySelector('[data-test-script-state="notRunning"]')
         .every((chart) => chart.querySelector('.main-svg'))"""
 #: The screenshots' viewport height: a page drawn whole in one screen.
 SCREENSHOT_HEIGHT = 2600
+#: Resolves once the browser has painted what is drawn now (two animation frames), instead of a fixed pause.
+NEXT_PAINT = "() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(() => done(true))))"
 
 
 def _watch_requests(page, server, rendered, listening) -> None:
@@ -295,7 +344,7 @@ def _check_fresh_load(page, path, width, rendered) -> None:
     height = page.viewport_size["height"]
     page.set_viewport_size({"width": width, "height": SCREENSHOT_HEIGHT})
     page.wait_for_function(DRAWN, timeout=60_000)
-    page.wait_for_timeout(200)
+    page.evaluate(NEXT_PAINT)
     errors = page.locator(ERRORS)
     if errors.count():
         rendered["failures"].append(f"/{path}: {errors.first.inner_text()[:300]}")
@@ -318,54 +367,83 @@ def _place_answer(page, path, width, height):
 
 
 @pytest.fixture(scope="module")
-def at_both_widths(chromium, server):
+def at_both_widths(chromium, browser, server):
     """Every page loaded at 1440x900 and at 390x844 (a phone): where its headline answer and first input are,
     which metric values and labels are cut off on every tab, and the navigation's icons; at 1440 also what
     :func:`rendered` returns.
 
-    One browser context per width opens the pages in turn; on each page the open (first) tab is measured, then
-    (at 1440) the fresh load is checked whole (:func:`_check_fresh_load`), then each other tab is clicked once and
-    measured. Returns ``places`` ((path, width) -> (the headline's box, the screen's height, the first input's
-    top)), ``cut`` and ``labels`` ((path, width) for the first tab, (path, width, tab) for the others -> the
-    metrics cut off), ``tabs`` (tabs opened by click, per width), ``icons`` (on the first page at 1440) and
-    ``rendered``.
+    One page per width opens the pages in turn (:func:`_pass_over_pages`); on each page the open (first) tab is
+    measured, then (at 1440) the fresh load is checked whole (:func:`_check_fresh_load`), then each other tab is
+    clicked once and measured. The two widths' passes run side by side, the phone's in a thread with its own
+    Chromium (Playwright's objects belong to the thread that made them): each pass waits on the server and its
+    browser most of the time. Returns ``places`` ((path, width) -> (the headline's box, the screen's height, the
+    first input's top)), ``cut`` and ``labels`` ((path, width) for the first tab, (path, width, tab) for the
+    others -> the metrics cut off), ``tabs`` (tabs opened by click, per width), ``icons`` (on the first page at
+    1440), ``pools`` (width -> the fleet sizer's pools tab, :func:`_check_pools`) and ``rendered``.
     """
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    found = {"places": {}, "cut": {}, "labels": {}, "icons": [], "tabs": {}, "pools": {}}
+    found["rendered"] = {"failures": [], "offline": [], "refused": [], "seen": {}}
+    raised = []
+    phone = threading.Thread(target=_phone_pass, args=(chromium, server, found, raised), daemon=True)
+    phone.start()
+    try:
+        page = new_page(browser, 1440, 900)
+        try:
+            _pass_over_pages(page, server, 1440, 900, found, found["rendered"])
+        finally:
+            page.close()
+    finally:
+        phone.join(timeout=900)
+    assert not phone.is_alive(), "the pass at 390 did not finish"
+    if raised:
+        raise raised[0]
+    return found
+
+
+def _phone_pass(chromium, server, found, raised) -> None:
+    """:func:`_pass_over_pages` at 390x844 in a Chromium of its own (run in a thread); an exception is kept."""
     from playwright.sync_api import sync_playwright
 
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    places, cut, labels, icons, tabs = {}, {}, {}, [], {}
-    rendered = {"failures": [], "offline": [], "refused": [], "seen": {}}
-    listening = [False]  # the fresh loads at 1440, as the screenshots' pass did on its own
-    with tempfile.TemporaryDirectory() as profile, sync_playwright() as playwright:
-        for width, height in ((1440, 900), (390, 844)):
-            context = playwright.chromium.launch_persistent_context(
-                profile, executable_path=chromium, args=CHROMIUM_ARGS, headless=True,
-                viewport={"width": width, "height": height},
-            )  # fmt: skip
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS, headless=True)
             try:
-                page = context.new_page()
-                _watch_requests(page, server, rendered, listening)
-                for path, title in PAGES.items():  # each a fresh load: a new session of the app
-                    listening[0] = width == 1440
-                    page.goto(f"{server}/{path}", wait_until="domcontentloaded")
-                    page.get_by_role("heading", name=title, exact=True).first.wait_for(timeout=30_000)
-                    page.wait_for_function(
-                        """() => document.querySelector('[data-test-script-state="notRunning"]')
-                            && !document.querySelector('[data-testid="stSkeleton"]')""",
-                        timeout=60_000,
-                    )
-                    if path in ANSWER_FIRST:
-                        places[path, width] = _place_answer(page, path, width, height)
-                    cut[path, width] = page.evaluate(CUT_OFF)
-                    labels[path, width] = page.evaluate(CUT_LABELS)
-                    if width == 1440:
-                        icons = icons or page.evaluate(NAV_ICONS)
-                        _check_fresh_load(page, path, width, rendered)
-                    listening[0] = False
-                    tabs[width] = tabs.get(width, 0) + _measure_tabs(page, path, width, cut, labels)
+                page = browser.new_context(viewport={"width": 390, "height": 844}).new_page()
+                _pass_over_pages(page, server, 390, 844, found)
             finally:
-                context.close()
-    return {"places": places, "cut": cut, "labels": labels, "icons": icons, "tabs": tabs, "rendered": rendered}
+                browser.close()
+    except BaseException as exc:  # re-raised by the fixture, in the test's thread
+        raised.append(exc)
+
+
+def _pass_over_pages(page, server, width, height, found, rendered=None) -> None:
+    """Open every page in turn on ``page`` and record into ``found`` (see :func:`at_both_widths`).
+
+    With ``rendered`` (the pass at 1440) each fresh load is also checked whole and its failed requests recorded.
+    """
+    listening = [False]  # the fresh loads at 1440, as the screenshots' pass did on its own
+    if rendered is not None:
+        _watch_requests(page, server, rendered, listening)
+    for path, title in PAGES.items():  # each a fresh load: a new session of the app
+        listening[0] = rendered is not None
+        page.goto(f"{server}/{path}", wait_until="domcontentloaded")
+        page.get_by_role("heading", name=title, exact=True).first.wait_for(timeout=30_000)
+        page.wait_for_function(
+            """() => document.querySelector('[data-test-script-state="notRunning"]')
+                && !document.querySelector('[data-testid="stSkeleton"]')""",
+            timeout=60_000,
+        )
+        if path in ANSWER_FIRST:
+            found["places"][path, width] = _place_answer(page, path, width, height)
+        found["cut"][path, width] = page.evaluate(CUT_OFF)
+        found["labels"][path, width] = page.evaluate(CUT_LABELS)
+        if rendered is not None:
+            found["icons"] = found["icons"] or page.evaluate(NAV_ICONS)
+            _check_fresh_load(page, path, width, rendered)
+        listening[0] = False
+        opened = _measure_tabs(page, path, width, found["cut"], found["labels"], found["pools"])
+        found["tabs"][width] = found["tabs"].get(width, 0) + opened
 
 
 def test_the_answer_comes_first(at_both_widths):
@@ -432,59 +510,40 @@ def test_the_first_answer_is_not_held_back_by_charts_or_hidden_tabs(rendered):
     assert any(seen[path]["hidden"] for path in EAGER_TABS)  # the check sees what a hidden tab holds
 
 
-def test_a_link_parameter_with_addresses_shows_no_clickable_link(chromium, server):
+def test_a_link_parameter_with_addresses_shows_no_clickable_link(browser, server):
     # Issue 25 item 8: the Markdown was escaped, but both bare URLs became clickable links in the "Ignored the
     # link's parameter" warning (fleet sizer, memory fit, goal seek).
     from urllib.parse import quote
 
-    from playwright.sync_api import sync_playwright
-
     hostile = "![p](http://127.0.0.1:9/qp.png) [click me](http://evil.example/phish) www.evil.example"
     found = {}
-    with tempfile.TemporaryDirectory() as profile, sync_playwright() as playwright:
-        context = playwright.chromium.launch_persistent_context(
-            profile, executable_path=chromium, args=CHROMIUM_ARGS, headless=True
-        )
-        try:
-            page = context.new_page()
-            for path, name in (("", "rate"), ("memory_fit", "model"), ("goal_seek", "module")):
-                page.goto(f"{server}/{path}?{name}={quote(hostile)}", wait_until="domcontentloaded")
-                warning = page.locator('[data-testid="stAlertContentWarning"]', has_text="Ignored the link").first
-                warning.wait_for(timeout=60_000)
-                found[path] = (warning.inner_text(), warning.locator("a, img").count())
-        finally:
-            context.close()
+    page = new_page(browser, 1280, 720)  # Playwright's default viewport
+    try:
+        for path, name in (("", "rate"), ("memory_fit", "model"), ("goal_seek", "module")):
+            page.goto(f"{server}/{path}?{name}={quote(hostile)}", wait_until="domcontentloaded")
+            warning = page.locator('[data-testid="stAlertContentWarning"]', has_text="Ignored the link").first
+            warning.wait_for(timeout=60_000)
+            found[path] = (warning.inner_text(), warning.locator("a, img").count())
+    finally:
+        page.close()
     for path, (text, links) in found.items():
         assert links == 0, (path, text)
         assert "evil" in text and "click me" in text, (path, text)  # shown as typed, inert
 
 
-def test_the_fleet_sizers_disaggregated_pools_fit_and_offer_their_commands(chromium, server):
+def test_the_fleet_sizers_disaggregated_pools_fit_and_offer_their_commands(at_both_widths):
     # Issue 55 item 4 on the dashboard: the pools' tab draws its metrics whole at both widths and offers each
     # engine's commands and the manifest. Its simulation check's verdict and numbers are test_app.py's
     # (test_fleet_sizer_shows_disaggregated_pools_...): clicked here, the check timed out on a loaded machine.
-    from playwright.sync_api import sync_playwright
-
-    labels, cut, failures, downloads = {}, {}, [], []
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS, headless=True)
-        try:
-            for width, height in ((1440, 900), (390, 844)):
-                page = browser.new_context(viewport={"width": width, "height": height}).new_page()
-                page.goto(server, wait_until="domcontentloaded")
-                page.get_by_role("tab", name="Disaggregated pools").click()
-                page.locator('[data-testid="stMetric"]', has_text="Decode replicas").first.wait_for(timeout=60_000)
-                page.wait_for_function(
-                    "() => document.querySelector('[data-test-script-state=\"notRunning\"]')", timeout=60_000
-                )
-                labels[width], cut[width] = page.evaluate(CUT_LABELS), page.evaluate(CUT_OFF)
-                if width == 1440:
-                    downloads = [b.inner_text() for b in page.locator('[data-testid="stDownloadButton"]').all()]
-                    page.screenshot(path=str(SCREENSHOTS / "fleet_sizer_pools.png"), full_page=True)
-                if page.locator(ERRORS).count():
-                    failures.append(page.locator(ERRORS).first.inner_text()[:300])
-        finally:
-            browser.close()
+    # The tab is opened on the fleet sizer's default plan by the pass over every page's tabs (:func:`at_both_widths`),
+    # which checks it whole there: its metrics, then its downloads, are waited for before it is measured.
+    pools = at_both_widths["pools"]
+    assert set(pools) == {1440, 390}, pools
+    failures = [error for width in (1440, 390) for error in pools[width]["errors"]]
+    path, tab = POOLS_TAB
+    labels = {width: at_both_widths["labels"][path, width, tab] for width in (1440, 390)}
+    cut = {width: at_both_widths["cut"][path, width, tab] for width in (1440, 390)}
+    downloads = pools[1440]["downloads"]
     assert not failures, failures
     assert labels == {1440: [], 390: []} and cut == {1440: [], 390: []}, (labels, cut)
     assert {"vLLM pools and proxy", "SGLang pools and router", "TensorRT-LLM pools and server"} <= set(downloads)

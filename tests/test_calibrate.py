@@ -5,15 +5,17 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from calculator import Q_, Costs, SearchSpace, Targets, Workload, size_fleet
+from calculator import Q_, Costs, SearchSpace, Targets, Workload, calibration, size_fleet
 from calculator.calibration import (
     USER_FITTED,
     _get,
     _refit_engine,
     calibrate_engine,
+    cross_validation_folds,
     load_benchmarks,
     prediction_errors,
     read_benchmark_files,
@@ -111,13 +113,21 @@ def test_a_harness_length_spread_is_read_with_the_runs_and_priced(tmp_path):
         read_benchmark_files(paths, "qwen3-32b", "h100-sxm", engine, precision, tp, length_cv=-1)
 
 
-def test_calibrate_writes_the_fit_and_the_sizer_uses_it(tmp_path):
+def test_calibrate_writes_the_fit_and_the_sizer_uses_it(tmp_path, monkeypatch):
     # One format through the whole command (the fit and its leave-one-run-out check take about 25 s; the
     # formats differ only in how they are read, checked above): SGLang's, with the harness's waves.
     kind, engine, version, precision, tp, arrivals = CASES[1]
     paths = _files(tmp_path, kind, _runs(engine, version, precision, tp))
     read = read_benchmark_files(paths, "qwen3-32b", "h100-sxm", engine, precision, tp, arrivals=arrivals)
     written = tmp_path / "mine.yaml"
+    fits = []  # each refit the command runs: its runs, its starting engine and its result
+
+    def recorded(frame, base):
+        fits.append((frame, base, refit(frame, base)))
+        return fits[-1][2]
+
+    refit = _refit_engine
+    monkeypatch.setattr(calibration, "_refit_engine", recorded)
     result = CliRunner().invoke(
         app,
         ["calibrate", *map(str, paths), "--model", "qwen3-32b", "-a", "h100-sxm", "--engine", engine, "-p", precision,
@@ -129,7 +139,12 @@ def test_calibrate_writes_the_fit_and_the_sizer_uses_it(tmp_path):
     # the written engine entry is a valid registry file, and it is what the fit found
     reg = load_registry(extra=[written])
     calibrated = engine_profile(engine, reg)
-    same = _refit_engine(read, ENGINES[engine]).pooled
+    # the command's first refit is _refit_engine on every run read, from the engine's own costs: a pure function
+    # of those, so its result is what _refit_engine(read, ENGINES[engine]) gives (not fitted a second time here)
+    frame, base, fit = fits[0]
+    pd.testing.assert_frame_equal(frame, read)
+    assert base == ENGINES[engine] and len(fits) == 1 + cross_validation_folds(len(read))
+    same = fit.pooled
     for name, _, _, unit, _ in USER_FITTED:  # the same fit as on the rows themselves (4 significant digits)
         ours, theirs = (_get(p, name, unit, "h100-sxm") for p in (calibrated, same))
         assert ours == pytest.approx(theirs, rel=1e-3), name

@@ -6,10 +6,8 @@ all-reduce of an iteration at its actual shape. Where a GPU has measured kernel 
 ``tools/extract_kernel_tables.py``) the times interpolate those measurements; elsewhere (MI300X,
 TPU, an L4, a user's entry) they are the accelerator's registry peaks divided by a **generic
 efficiency curve**: the median, over every measured GPU, of the fraction of the roofline each
-kernel shape reaches (:func:`generic_efficiency`). :attr:`KernelTables.measured` says which. The AMD GPUs'
-curve is **anchored** to GEMM measurements of their own (AMD's aiter tuner results, ``anchor_gemm.csv``,
-``tools/extract_anchor_gemms.py``): its compute-bound and memory-bound parts scaled to what those rows show
-(:func:`_anchors_for`, :attr:`KernelTables.anchors`).
+kernel shape reaches (:func:`generic_efficiency`). :attr:`KernelTables.measured` says which; the AMD GPUs' curve
+is anchored to their own GEMMs (:mod:`calculator.kernel_anchors`, :attr:`KernelTables.anchors`).
 
 All interpolation is multilinear in log coordinates and vectorized over the varying dimension
 (tokens, batch, context, bytes); beyond the measured range throughput is held at the edge value, so
@@ -43,6 +41,15 @@ import numpy as np
 from ._paths import KERNEL_DIR
 from ._support import check_broadcast, instance, plain_number
 from .errors import InputError
+from .kernel_anchors import (
+    ANCHOR_STAND_INS,
+    ANCHOR_SYSTEMS,
+    Anchor,
+    anchor_error,
+    common_scales,
+    regime_scales,
+    table_seconds,
+)
 from .types import AcceleratorRef, Count, Tokens
 from .units import shown
 
@@ -50,9 +57,7 @@ if TYPE_CHECKING:
     from .registry import Registry
 
 __all__ = [
-    "ANCHOR_SYSTEMS",
     "KERNEL_DIR",
-    "Anchor",
     "KernelTables",
     "allreduce_seconds",
     "decode_attention_seconds",
@@ -486,58 +491,7 @@ def _synthesized_gemm(curve: _Gemm, floor: float, dtype: str, peak: float, bandw
 
 
 # --------------------------------------------------------------------------------------------
-# The generic curve anchored to an accelerator's own GEMM measurements
-
-#: Accelerators without aiconfigurator tables whose generic curve is anchored to GEMM measurements of their own
-#: (``anchor_gemm.csv``: the results of AMD's aiter GEMM tuner, ``tools/extract_anchor_gemms.py``): registry id ->
-#: the table's system. The MI325X has the MI300X's compute (CDNA 3, 304 compute units; the registry's notes), so
-#: both read the gfx942 rows, which do not say which of the two they were measured on.
-ANCHOR_SYSTEMS = {"mi300x": "gfx942_cu304", "mi325x": "gfx942_cu304", "mi355x": "gfx950_cu256"}
-#: For a dtype a system has no rows of, the measured dtypes that stand in, in order of preference.
-ANCHOR_STAND_INS = {"fp4": ("fp8", "bf16"), "fp8": ("bf16",), "bf16": ("fp8",)}
-#: A GEMM counts as compute-bound (memory-bound) where its time at the memory bandwidth (compute peak) is at most
-#: this share of its time at the compute peak (memory bandwidth); the rows between set neither scale.
-ANCHOR_REGIME_MARGIN = 0.5
-#: Fewest rows of a regime that set its scale; with fewer, the same regime's scale of the system's other dtypes
-#: stands in (their median), else none (1).
-ANCHOR_MIN_ROWS = 3
-#: Memory-bound rows count only where the launch's weights are at least this large: smaller ones run partly from
-#: the last-level cache (in the tables, the L40S's and RTX PRO 6000's GEMMs of small weights beat their memory
-#: bandwidth 2-3x). Chosen on the leave-one-GPU-out test of the anchoring (docs/performance-model.md, "Anchored").
-ANCHOR_MIN_WEIGHT_BYTES = 32 * 2**20
-
-
-@dataclass(frozen=True)
-class Anchor:
-    """How an accelerator's own GEMM measurements scale the generic curve, for one dtype.
-
-    Attributes
-    ----------
-    system : str
-        The rows' system in ``anchor_gemm.csv`` (``"gfx942_cu304"``).
-    dtype, source_dtype : str
-        The dtype anchored, and the dtype whose rows anchored it (another where the system has no rows of it).
-    compute, bandwidth : float
-        Factors on the generic curve's time above its launch floor for compute-bound and memory-bound GEMMs
-        (above 1: slower than the curve at the registry peaks): the median over the rows of each regime of
-        ``(measured - floor) / (generic - floor)``. The anchored curve is the generic one at ``peak / compute`` and
-        ``bandwidth / bandwidth``.
-    rows, compute_rows, bandwidth_rows : int
-        The rows, and those that set each scale.
-    median_abs, generic_median_abs : float
-        Median ``|ln(measured / priced)|`` over the rows, anchored and not.
-    """
-
-    system: str
-    dtype: str
-    source_dtype: str
-    compute: float
-    bandwidth: float
-    rows: int
-    compute_rows: int
-    bandwidth_rows: int
-    median_abs: float
-    generic_median_abs: float
+# The generic curve anchored to an accelerator's own GEMM measurements (calculator.kernel_anchors)
 
 
 @functools.cache
@@ -551,16 +505,6 @@ def _anchor_rows(system: str) -> dict[str, tuple[np.ndarray, ...]]:
     return out
 
 
-def _table_seconds(table: _Gemm, m: np.ndarray, n: np.ndarray, k: np.ndarray) -> np.ndarray:
-    """Seconds of each (m, n, k) GEMM on ``table`` (one interpolation per distinct weight shape)."""
-    out = np.empty(m.shape)
-    for width, depth in set(zip(n.tolist(), k.tolist(), strict=True)):
-        rows = (n == width) & (k == depth)
-        log_tflops = np.interp(np.log2(m[rows]), table.m, table.curve(width, depth))
-        out[rows] = 2.0 * m[rows] * width * depth / (2.0**log_tflops * 1e12)
-    return out
-
-
 def _fit_anchor(
     rows: tuple[np.ndarray, ...],
     system: str,
@@ -571,62 +515,29 @@ def _fit_anchor(
     left_out: str | tuple[str, ...] | None = None,
     fill: tuple[float, float] | None = None,
 ) -> Anchor:
-    """The :class:`Anchor` of ``dtype`` from GEMM measurements ``rows`` = (batch, m, n, k, seconds) of ``source_dtype``.
+    """The :class:`~calculator.kernel_anchors.Anchor` of ``dtype`` from ``source_dtype`` GEMM ``rows``.
 
-    ``peak`` and ``bandwidth`` are the accelerator's registry roofline for ``source_dtype`` (FLOP/s, B/s);
-    ``left_out``: the generic curve without those measured GPUs (as :func:`generic_efficiency_without`).
-    A regime with fewer than :data:`ANCHOR_MIN_ROWS` rows takes its scale from ``fill`` (compute, bandwidth),
-    else is NaN and priced at 1.
+    ``rows``: (batch, m, n, k, seconds); ``peak``, ``bandwidth``: the registry roofline of ``source_dtype``;
+    ``left_out``: the curve without those GPUs; ``fill``: see :func:`~calculator.kernel_anchors.regime_scales`.
     """
-    from .memory import WEIGHT_BITS
-
-    batch, m, n, k, seconds = rows
+    m, n, k = rows[1:4]
     generic = generic_efficiency_without(left_out)
     curve, floor = generic["gemm"][source_dtype], generic["gemm_floor"][source_dtype]
 
     def priced(scale_compute: float, scale_bandwidth: float) -> np.ndarray:
         table = _synthesized_gemm(curve, floor, source_dtype, peak / scale_compute, bandwidth / scale_bandwidth)
-        return _table_seconds(table, m, n, k)
+        return table_seconds(table, m, n, k)
 
     plain = priced(1.0, 1.0)
-    above = batch * (plain - floor)  # a batched launch pays the floor once
-    ratio = (seconds - floor) / np.maximum(above, 1e-30)
-    compute_time = 2.0 * m * n * k / peak
-    memory_time = (n * k * WEIGHT_BITS[source_dtype] / 8 + 2.0 * m * (k + n)) / bandwidth
-    usable = above >= floor  # the roofline part outweighs the floor
-    compute_rows = usable & (memory_time <= ANCHOR_REGIME_MARGIN * compute_time)
-    weights = batch * n * k * WEIGHT_BITS[source_dtype] / 8
-    memory_rows = usable & (compute_time <= ANCHOR_REGIME_MARGIN * memory_time) & (weights >= ANCHOR_MIN_WEIGHT_BYTES)
-    scales = [
-        float(np.median(ratio[chosen])) if chosen.sum() >= ANCHOR_MIN_ROWS else (fill[i] if fill else math.nan)
-        for i, chosen in enumerate((compute_rows, memory_rows))
-    ]
-    anchored = priced(*(1.0 if math.isnan(x) else x for x in scales))
-
-    def error(each: np.ndarray) -> float:
-        return float(np.median(np.abs(np.log(seconds / (floor + batch * (each - floor))))))
-
-    return Anchor(
-        system,
-        dtype,
-        source_dtype,
-        scales[0],
-        scales[1],
-        int(m.size),
-        int(compute_rows.sum()),
-        int(memory_rows.sum()),
-        error(anchored),
-        error(plain),
-    )
+    (compute, memory), used = regime_scales(rows, plain, floor, source_dtype, peak, bandwidth, fill)
+    anchored = priced(1.0 if math.isnan(compute) else compute, 1.0 if math.isnan(memory) else memory)
+    misses = (anchor_error(rows, floor, each) for each in (anchored, plain))
+    return Anchor(system, dtype, source_dtype, compute, memory, int(m.size), *used, *misses)
 
 
 @functools.lru_cache(maxsize=64)
 def _anchors_for(accelerator_id: str, left_out: str | tuple[str, ...] | None = None) -> dict[str, Anchor]:
-    """Each dtype's :class:`Anchor` (a dict) for a packaged accelerator in :data:`ANCHOR_SYSTEMS` (empty for any other).
-
-    One per dtype the accelerator has a registry peak for, fitted on its system's rows of that dtype, or of the
-    first of :data:`ANCHOR_STAND_INS` it has rows of. ``left_out``: the generic curve without those measured GPUs.
-    """
+    """Each dtype's anchor of a packaged accelerator of ``ANCHOR_SYSTEMS`` (else none), ``left_out`` GPUs aside."""
     from .registry import load_registry
 
     system = ANCHOR_SYSTEMS.get(accelerator_id)
@@ -642,20 +553,12 @@ def _anchors_for(accelerator_id: str, left_out: str | tuple[str, ...] | None = N
         source = next((d for d in (dtype, *ANCHOR_STAND_INS.get(dtype, ())) if d in measured and d in peaks), None)
         if source is not None:
             out[dtype] = _fit_anchor(measured[source], system, dtype, source, peaks[source], bandwidth, left_out)
-    # A regime too few rows set takes the system's other dtypes' scale of it (their median), else none.
-    known = [[getattr(a, r) for a in out.values() if not math.isnan(getattr(a, r))] for r in ("compute", "bandwidth")]
-    compute, memory = (float(np.median(values)) if values else 1.0 for values in known)
-    fill = (compute, memory)
+    fill = common_scales(out.values())  # a regime too few rows set: the system's other dtypes' scale of it
     for dtype, a in out.items():
         if math.isnan(a.compute) or math.isnan(a.bandwidth):
             source = a.source_dtype
             out[dtype] = _fit_anchor(measured[source], system, dtype, source, peaks[source], bandwidth, left_out, fill)
     return out
-
-
-def _anchored_gemm(dtype: str, peak: float, bandwidth: float, anchor: Anchor, left_out: Any) -> _Gemm:
-    """The generic ``dtype`` GEMM table at the anchor's scaled peaks (``peak / compute``, ``bandwidth / bandwidth``)."""
-    return _generic_gemm(dtype, peak / anchor.compute, bandwidth / anchor.bandwidth, left_out)
 
 
 def _build(
@@ -685,8 +588,9 @@ def _build(
             continue
         if source is not None and dtype in source["gemm"]:
             made[dtype] = source["gemm"][dtype]
-        elif dtype in anchors:
-            make[dtype] = functools.partial(_anchored_gemm, dtype, peaks[dtype], bandwidth, anchors[dtype], left_out)
+        elif dtype in anchors:  # the generic table at the anchor's scaled peaks
+            scaled = (peaks[dtype] / anchors[dtype].compute, bandwidth / anchors[dtype].bandwidth)
+            make[dtype] = functools.partial(_generic_gemm, dtype, *scaled, left_out)
         else:
             make[dtype] = functools.partial(_generic_gemm, dtype, peaks[dtype], bandwidth, left_out)
     gemm, measured = _GemmTables(made, make), set(made)

@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pytest
 
-from calculator import kernels
+from calculator import kernel_anchors, kernels
 from calculator.kernel_holdout import anchored_errors
 from calculator.performance import ENGINES, iteration_seconds, step_arrays
 from calculator.registry import load_registry
@@ -42,13 +42,13 @@ def test_the_table_is_sourced_and_holds_each_amd_gpus_dtypes():
         ("gfx950_cu256", "fp4"),
     }
     assert all(float(r["us"]) > 0 and int(r["m"]) & (int(r["m"]) - 1) == 0 for r in rows)
-    assert set(kernels.ANCHOR_SYSTEMS.values()) == {s for s, _ in kinds}
+    assert set(kernel_anchors.ANCHOR_SYSTEMS.values()) == {s for s, _ in kinds}
 
 
 def test_every_amd_accelerator_is_anchored_and_no_other_is():
     reg = load_registry()
     amd = {a.id for a in reg.accelerators.values() if a.vendor == "AMD"}
-    assert set(kernels.ANCHOR_SYSTEMS) == amd
+    assert set(kernel_anchors.ANCHOR_SYSTEMS) == amd
     for accelerator in reg.accelerators.values():
         tables = kernels.tables_for(accelerator.id)
         assert bool(tables.anchors) == (accelerator.id in amd)

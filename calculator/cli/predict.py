@@ -168,20 +168,7 @@ def predict_command(
             f"{kernel_basis(device.id, result.measured_kernels, tables_for(device).anchors)}"
             + (_speculation_text(speculation) if speculation is not None else "")
         )
-        shown = frame.assign(
-            ttft=[f"{_readable(v)} ({_readable(lo)}-{_readable(hi)})" for v, lo, hi in _columns(frame, "ttft")],
-            tpot=[f"{_readable(v)} ({_readable(lo)}-{_readable(hi)})" for v, lo, hi in _columns(frame, "tpot")],
-            tokens=[
-                f"{_readable(v)} ({_readable(lo)}-{_readable(hi)})"
-                for v, lo, hi in _columns(frame, "output_throughput", "token/s")
-            ],
-            held=frame["active_batch"].astype(int),
-            limited=np.where(
-                frame["memory_limited"], "KV cache", np.where(frame["sequence_limited"], "sequence cap", "-")
-            ),
-        )[["concurrency", "ttft", "tpot", "throughput [request/s]", "tokens", "held", "limited"]]
-        shown.columns = ["clients", "TTFT ms (80 % range)", "TPOT ms (80 % range)", "requests/s",
-                         "output tokens/s (range)", "batch held", "limited by"]  # fmt: skip
+        shown = _shown(frame)
         note = (
             f"closed loop, {rounds:g} requests per client, {arrivals.value} arrivals; the TTFT and TPOT ranges held "
             "the measured value in 80-85 % of cross-validated predictions (wider away from the H100), the output "
@@ -200,6 +187,25 @@ def predict_command(
         inputs={**header, "concurrency": list(concurrency)},
         registry=registry,
     )
+
+
+def _shown(frame: Any) -> Any:
+    """The table's columns as read: each value with its range, the batch held and what limits it."""
+    shown = frame.assign(
+        ttft=_ranges(frame, "ttft"),
+        tpot=_ranges(frame, "tpot"),
+        tokens=_ranges(frame, "output_throughput", "token/s"),
+        held=frame["active_batch"].astype(int),
+        limited=np.where(frame["memory_limited"], "KV cache", np.where(frame["sequence_limited"], "sequence cap", "-")),
+    )[["concurrency", "ttft", "tpot", "throughput [request/s]", "tokens", "held", "limited"]]
+    shown.columns = ["clients", "TTFT ms (80 % range)", "TPOT ms (80 % range)", "requests/s",
+                     "output tokens/s (range)", "batch held", "limited by"]  # fmt: skip
+    return shown
+
+
+def _ranges(frame: Any, name: str, unit: str = "ms") -> list[str]:
+    """``value (low-high)`` of ``name`` per row."""
+    return [f"{_readable(v)} ({_readable(lo)}-{_readable(hi)})" for v, lo, hi in _columns(frame, name, unit)]
 
 
 def _readable(value: float) -> str:

@@ -604,6 +604,21 @@ def _check_requests_per_client(function: str, value: Any) -> None:
         raise InputError(f"{function}(): argument 'requests_per_client' must be a number >= 1, got {value!r}")
 
 
+def _interval_ends(
+    result: dict[str, Any], bands: dict[str, tuple[float, float]], extrapolated: Any
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """The low and high ends of the TTFT and TPOT intervals: the bands' factors on the prediction.
+
+    Where the busiest rank runs beyond the engine's fitted batch (``extrapolated``), the low end also holds the
+    per-sequence cost stopping at that batch (:func:`_beyond_fitted_batch`).
+    """
+    low = {k: result[k] * bands[k][0] for k in ("ttft", "tpot")}
+    if extrapolated is not None:
+        low = {k: np.where(extrapolated.beyond, np.minimum(v, extrapolated.bound[k] * bands[k][0]), v)
+               for k, v in low.items()}  # fmt: skip
+    return low, {k: result[k] * bands[k][1] for k in ("ttft", "tpot")}
+
+
 def _rate_interval(
     clients: np.ndarray,
     outputs: np.ndarray,
@@ -811,18 +826,13 @@ def predict_benchmark(  # noqa: PLR0913  # public entry point: its keyword optio
         value = np.asarray(value)
         return value.item() if scalar else value
 
-    ttft, tpot = result["ttft"], result["tpot"]
-    bands = prediction_interval(profile.name, a.accelerator, a.measured, profile.interval, profile.release_fitted)
     extrapolated = _beyond_fitted_batch(profile, eff, np.asarray(result["active_batch"]) / data_parallel, run)
-    low = {"ttft": ttft * bands["ttft"][0], "tpot": tpot * bands["tpot"][0]}
-    if extrapolated is not None:  # the interval's low end also holds the per-sequence cost stopping at the fit's batch
-        low = {k: np.where(extrapolated.beyond, np.minimum(v, extrapolated.bound[k] * bands[k][0]), v)
-               for k, v in low.items()}  # fmt: skip
-    high = {"ttft": ttft * bands["ttft"][1], "tpot": tpot * bands["tpot"][1]}
-    rates = _rate_interval(clients, outputs, result["throughput"], ttft, tpot, low, high)
+    bands = prediction_interval(profile.name, a.accelerator, a.measured, profile.interval, profile.release_fitted)
+    low, high = _interval_ends(result, bands, extrapolated)
+    rates = _rate_interval(clients, outputs, result["throughput"], result["ttft"], result["tpot"], low, high)
     return BenchmarkPrediction(
-        ttft=Q_(out(ttft), "s"),
-        tpot=Q_(out(tpot), "s"),
+        ttft=Q_(out(result["ttft"]), "s"),
+        tpot=Q_(out(result["tpot"]), "s"),
         ttft_interval=(Q_(out(low["ttft"]), "s"), Q_(out(high["ttft"]), "s")),
         tpot_interval=(Q_(out(low["tpot"]), "s"), Q_(out(high["tpot"]), "s")),
         throughput=Q_(out(result["throughput"]), "request/s"),

@@ -173,3 +173,25 @@ def test_the_extractor_keeps_fp8_and_drops_int8_and_mixed_kernels(tmp_path):
     assert tool.main([str(tmp_path / "aiter"), "--out", str(out)]) == 0
     lines = out.read_text().splitlines()
     assert lines[1:] == ["system,dtype,batch,m,n,k,us", "gfx942_cu304,fp8,1,64,2048,1024,6.5"]
+
+
+def test_a_plan_on_an_amd_gpu_says_its_step_times_rest_on_the_anchored_curve():
+    from calculator import Q_
+    from calculator.fleet import SearchSpace, Targets, Workload, size_fleet
+
+    plan = size_fleet(
+        "llama-3.1-8b",
+        Workload(Q_(5, "request/s"), 1024, 256),
+        Targets(Q_(1, "s"), Q_(50, "ms")),
+        SearchSpace("mi355x", "bf16", tensor_parallel=(1,)),
+    )
+    assert plan.feasible
+    basis = plan.service.kernel_basis
+    assert "anchored to its own GEMM measurements" in basis and "gfx950 with 256 compute units" in basis
+    assert f"BF16, {kernel_anchors_rows('gfx950_cu256', 'bf16')} rows" in basis
+
+
+def kernel_anchors_rows(system, dtype):
+    with ANCHOR_FILE.open() as fh:
+        rows = csv.DictReader(line for line in fh if not line.startswith("#"))
+        return sum(1 for r in rows if r["system"] == system and r["dtype"] == dtype)

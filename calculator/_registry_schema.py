@@ -856,6 +856,9 @@ class Engine(Entry):
         description="the defaults by release range, oldest first: for_release(version) takes the last range from "
         "its since on (a release before the first takes the first, and says so); none: one set for every release",
     )
+    accelerator_vendors: tuple[str, ...] = Field(
+        (), description="the vendors of the accelerators the engine runs on (empty: any); another vendor's is refused"
+    )
     fitted_batch: int | None = Field(
         None,
         ge=1,

@@ -398,7 +398,14 @@ def test_engine_defaults_match_their_documentation():
 def test_every_registry_accelerator_gets_a_prediction_with_an_interval():
     reg = load_registry()
     for accelerator in reg.accelerators:
+        nvidia = reg.accelerators[accelerator].vendor == "NVIDIA"
         for engine in (None, "vllm", "sglang", "trtllm"):
+            if engine == "trtllm" and not nvidia:  # TensorRT-LLM runs on NVIDIA GPUs only: refused, naming both
+                with pytest.raises(
+                    InputError, match=f"engine 'trtllm' runs on NVIDIA accelerators only.*'{accelerator}'"
+                ):
+                    predict_benchmark("qwen3-0.6b", accelerator, "fp16", 1, 512, 128, 8, engine=engine)
+                continue
             p = predict_benchmark("qwen3-0.6b", accelerator, "fp16", 1, 512, 128, 8, engine=engine)
             for value, (low, high) in ((p.ttft, p.ttft_interval), (p.tpot, p.tpot_interval)):
                 assert np.isfinite(value.m_as("s")) and value.m_as("s") > 0

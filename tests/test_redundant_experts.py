@@ -79,7 +79,7 @@ def test_copies_take_a_share_of_their_experts_tokens():
     # each grouped GEMM row carries: the layer is no slower, and at prefill sizes faster. On a GPU without kernel
     # tables, where both layouts take this estimate (measured layouts carry their routing imbalance: test_wide_ep).
     plain, group = _layout("vllm", 72, gpu="mi300x")
-    copies, _ = _layout("trtllm", 72, 32, gpu="mi300x")
+    copies, _ = _layout("sglang", 72, 32, gpu="mi300x")  # an even-placement engine that runs on AMD GPUs
     m = np.asarray([64.0, 8192.0, 65536.0])
     without = _expert_seconds(plain, float(group[0]), m)
     with_copies = _expert_seconds(copies, float(group[0]), m)

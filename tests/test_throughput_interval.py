@@ -22,7 +22,7 @@ def ratios(prediction):
 @pytest.mark.parametrize(
     ("model", "gpu", "precision", "engine"),
     [("llama-3.1-8b", "h100-sxm", "bf16", "vllm"), ("qwen3-32b", "h200-sxm", "fp8", "sglang"),
-     ("llama-3.1-70b", "mi300x", "fp8", "trtllm")],
+     ("llama-3.1-70b", "mi300x", "fp8", "sglang"), ("llama-3.1-70b", "b200", "fp4", "trtllm")],
 )  # fmt: skip
 def test_the_rates_range_lies_between_what_each_interval_alone_allows(model, gpu, precision, engine):
     clients = np.array([1, 16, 64, 256, 1024])

@@ -588,6 +588,7 @@ def step_arrays(
         from .engines import engine_profile
 
         profile = engine_profile(engine, registry)
+        _check_vendor(profile, device, registry)
     return StepArrays(
         weight_bytes=float(resident),
         streamed_params=float(active),
@@ -722,6 +723,25 @@ def _hybrid(spec: Any) -> dict[str, Any]:
         "state_inner": float(shape.inner),
         "state_flops": STATE_SCAN_FLOPS_PER_ELEMENT * shape.recurrent + 2.0 * spec.conv_kernel * shape.conv_channels,
     }
+
+
+def _check_vendor(profile: Any, device: Any, registry: Registry | None) -> None:
+    """Refuse an accelerator of a vendor the engine does not run on (``EngineProfile.accelerator_vendors``)."""
+    vendors = profile.accelerator_vendors
+    if not vendors or device.vendor.lower() in {v.lower() for v in vendors}:
+        return
+    from ..registry import load_registry
+
+    engines = (registry or load_registry()).engines.values()
+    others = [
+        e.id
+        for e in engines
+        if e.id != "generic" and (not e.accelerator_vendors or device.vendor in e.accelerator_vendors)
+    ]
+    raise InputError(
+        f"engine '{profile.name}' runs on {' and '.join(vendors)} accelerators only, and accelerator '{device.id}' is "
+        f"{device.vendor}'s: choose {' or '.join(others) if others else 'another engine'}"
+    )
 
 
 def _link_bandwidth(device: Any, registry: Registry | None) -> Any:

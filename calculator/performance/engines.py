@@ -231,6 +231,9 @@ class EngineProfile(Result):
         The most sequences one replica ran in those benchmarks (registry ``fitted_batch``): beyond it the
         per-sequence cost is extrapolated (:func:`~calculator.performance.predict_benchmark` says so and widens
         the low end of its interval). ``None``: not recorded.
+    accelerator_vendors : tuple of str
+        The vendors of the accelerators the engine runs on (registry ``accelerator_vendors``; empty: any):
+        :func:`~calculator.performance.step_arrays` refuses another vendor's accelerator under it.
     releases : tuple of ReleaseRange
         The defaults by release range, oldest first (registry ``releases``): :meth:`for_release` takes the
         budget tiers, chunking and overlap scheduling of the range a release falls in.
@@ -279,6 +282,7 @@ class EngineProfile(Result):
     mla_kv_block_tokens: int | None = None
     fitted_releases: tuple[str, ...] = ()
     fitted_batch: int | None = None
+    accelerator_vendors: tuple[str, ...] = ()
     uneven_experts: bool = False
     draft_model_speculation: bool = True
     online_quantization: tuple[str, ...] = ()
@@ -528,6 +532,7 @@ def profile_from_entry(entry: Any, sources: Mapping[str, Any]) -> EngineProfile:
         memory_fraction_rule=entry.memory_fraction_rule,
         fitted_releases=tuple(entry.fitted_releases or ()),
         fitted_batch=entry.fitted_batch,
+        accelerator_vendors=tuple(entry.accelerator_vendors),
         uneven_experts=bool(entry.uneven_experts),
         draft_model_speculation=entry.draft_model_speculation is not False,
         online_quantization=tuple(entry.online_quantization or ()),

@@ -36,7 +36,7 @@ def main():
     with st.sidebar:
         model_id, accelerator_id, precision, tp, layout, engine, kv_choice = _replica(sc, reg)
         release, copies = _release_and_copies(sc, model_id, layout, reg)
-        prompt, output, text, arrivals, spread, rounds = _benchmark(sc)
+        prompt, output, text, arrivals, spread, rounds, streaming = _benchmark(sc)
     clients = np.array(sorted(set(ui.parse_numbers(text, "Clients", integer=True, minimum=1))), dtype=float)
     model, accelerator = reg.model(model_id), reg.accelerator(accelerator_id)
     kv = None if kv_choice == ui.ENGINE_DEFAULT_KV else kv_choice  # None: the engine's default, stated in the result
@@ -47,7 +47,7 @@ def main():
     prediction = predict_benchmark(
         model, accelerator, precision, degree, prompt, output, clients, profile, kv_precision=kv,
         requests_per_client=rounds, arrivals=arrivals, length_cv=length_cv, data_parallel=ranks,
-        expert_parallel=spread_over, redundant_experts=copies, registry=reg,
+        expert_parallel=spread_over, redundant_experts=copies, streaming=streaming, registry=reg,
     )  # fmt: skip
     _headline(prediction, clients)
     sc.answered()
@@ -157,7 +157,13 @@ def _benchmark(sc):
         "Requests per client", "rounds", 10, min_value=1, max_value=1_000_000, integer=True,
         help="the first burst weighs one request in this many",
     )  # fmt: skip
-    return prompt, output, text, arrivals, spread, rounds
+    streaming = sc.toggle(
+        "Tokens streamed to the clients", "streaming", True,
+        help="on: each token is streamed, as serving benchmarks do (the costs were fitted on such runs); off: each "
+        "output returned whole, as an offline throughput benchmark does (TensorRT-LLM's loop then builds no response "
+        "a token and its overlap scheduler hides its costs behind the GPU; EngineProfile.for_streaming)",
+    )  # fmt: skip
+    return prompt, output, text, arrivals, spread, rounds, streaming
 
 
 def _limits(prediction, clients):

@@ -879,6 +879,12 @@ class Engine(Entry):
     step_overhead: Duration = Field(description="fixed cost of one iteration")
     sequence_overhead: Duration = Field(description="cost per running sequence per iteration")
     request_overhead: Duration = Field(description="time every request spends outside the GPU before its first token")
+    offline_sequence_overhead: Duration | None = Field(
+        None,
+        description="cost per running sequence per iteration of a run that does not stream its tokens (no response a "
+        "token: the loop's host work alone), hidden behind the GPU where the scheduler overlaps it; none: streaming "
+        "changes no cost (the engine builds its responses outside its loop)",
+    )
     gpu_time_scale: Mapping[Identifier, Annotated[float, Field(gt=0)]] = Field(
         default_factory=dict,
         description="factor on the GPU work of an iteration on an accelerator (by accelerator id), fitted by "
@@ -889,6 +895,7 @@ class Engine(Entry):
         "memory_reserve": (0, 10_000, "GB"),
         "step_overhead": (0, 10, "s"),
         "sequence_overhead": (0, 1, "s"),
+        "offline_sequence_overhead": (0, 1, "s"),
         "request_overhead": (0, 60, "s"),
         "gpu_time_scale": (0.1, 10, ""),
     }

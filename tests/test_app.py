@@ -529,6 +529,16 @@ def test_benchmark_page_prices_an_engine_release_and_expert_copies():
     assert not bad.exception and any("must be a release such as" in rendered(e.value) for e in bad.error)
 
 
+def test_benchmark_page_prices_a_run_without_streaming():
+    from calculator.performance import predict_benchmark
+
+    app = open_page("benchmark", model="gpt-oss-20b", gpu="b200-sxm", precision="fp4", tp="1", engine="TensorRT-LLM",
+                    clients="64, 2048", prompt="1024", output="1024", streaming="false")  # fmt: skip
+    expected = predict_benchmark("gpt-oss-20b", "b200", "fp4", 1, 1024, 1024, 2048, "trtllm", streaming=False)
+    assert not app.exception and metric(app, "TPOT") == f"{expected.tpot.m_as('ms'):.4g} ms"
+    assert any("Without streaming (trtllm)" in i.value for i in app.info)
+
+
 def test_benchmark_page_says_why_when_the_model_does_not_fit_or_a_count_is_bad():
     for params, reason in (
         ({"model": "llama-3.1-405b", "tp": "1"}, "leave no room for one request's KV cache"),

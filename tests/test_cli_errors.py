@@ -150,7 +150,7 @@ BAD = {
     },
 }
 #: Options with no bad value: on/off flags, and the output options (their errors are tested in test_cli.py).
-NO_BAD_VALUE = {"--json", "--format", "--out", "--extra", "--pareto", "--disaggregated", "--verify"}
+NO_BAD_VALUE = {"--json", "--format", "--out", "--extra", "--pareto", "--disaggregated", "--verify", "--streaming"}
 #: What the library says that a command-line user did not write.
 API_WORDING = re.compile(r"argument '|\w\(\): |\bor None\b|\b[a-z]+_[a-z_]+ \d")
 

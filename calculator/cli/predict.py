@@ -102,6 +102,14 @@ def predict_command(
         ),
     ] = 0,
     speculate: SpeculateOption = None,
+    streaming: Annotated[
+        bool,
+        typer.Option(
+            "--streaming/--no-streaming",
+            help="Whether each token is streamed to its client, as serving benchmarks do; --no-streaming prices a run "
+            "that returns each output whole (an offline throughput benchmark).",
+        ),
+    ] = True,
     extra: ExtraOption = None,
     as_json: JsonOption = False,
     output_format: FormatOption = None,
@@ -139,7 +147,7 @@ def predict_command(
             spec, device, precision, tensor_parallel, input_tokens, output_tokens, clients, profile,
             kv_precision=kv_precision, requests_per_client=rounds, arrivals=arrivals.value, length_cv=length_cv,
             data_parallel=data_parallel, expert_parallel=expert_parallel, redundant_experts=redundant_experts,
-            speculation=speculation, registry=registry,
+            speculation=speculation, streaming=streaming, registry=registry,
         )  # fmt: skip
     header = {
         "model": spec.id,
@@ -157,6 +165,7 @@ def predict_command(
         "length_cv": length_cv,
         "requests_per_client": rounds,
         "speculate": speculate,
+        "streaming": streaming,
     }
     frame = _frame(header, result.to_frame(BENCHMARK_UNITS), clients)
 

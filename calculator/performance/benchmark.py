@@ -110,6 +110,9 @@ class BenchmarkPrediction(Result):
     vision_note : str
         For a model with a vision encoder (``Model.vision_parameters``): that its weights are in memory but the
         per-image prefill work is not priced; empty for a text-only model.
+    streaming_note : str
+        For a run without streaming (``streaming=False``), what that changes for the engine
+        (``EngineProfile.streaming_note``); empty for a streamed run.
     load_note : str
         Where the engine quantizes the 16-bit checkpoint as it loads it and its memory policy cannot hold the 16-bit
         weights (the sizer's ``load`` rejection), in words; empty where the weights load as priced.
@@ -138,6 +141,7 @@ class BenchmarkPrediction(Result):
     load_note: str = ""
     batch_note: str = ""
     vision_note: str = ""
+    streaming_note: str = ""
 
     def caveats(self) -> tuple[str, ...]:
         """Where this prediction is less certain than its intervals say, in sentences (none: as stated).
@@ -170,6 +174,8 @@ class BenchmarkPrediction(Result):
             notes.append(self.load_note)
         if self.batch_note:
             notes.append(self.batch_note)
+        if self.streaming_note:
+            notes.append(self.streaming_note + ".")
         if self.vision_note:
             notes.append(self.vision_note)
         if self.release_note and not self.release_fitted:
@@ -605,18 +611,22 @@ def _check_requests_per_client(function: str, value: Any) -> None:
 
 
 def _interval_ends(
-    result: dict[str, Any], bands: dict[str, tuple[float, float]], extrapolated: Any
+    result: dict[str, Any], bands: dict[str, tuple[float, float]], extrapolated: Any, serial: Any = None
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """The low and high ends of the TTFT and TPOT intervals: the bands' factors on the prediction.
 
     Where the busiest rank runs beyond the engine's fitted batch (``extrapolated``), the low end also holds the
-    per-sequence cost stopping at that batch (:func:`_beyond_fitted_batch`).
+    per-sequence cost stopping at that batch (:func:`_beyond_fitted_batch`). Where a run without streaming hides the
+    loop's costs behind the GPU (``serial``: the same prediction with them added), the high end also holds that.
     """
     low = {k: result[k] * bands[k][0] for k in ("ttft", "tpot")}
     if extrapolated is not None:
         low = {k: np.where(extrapolated.beyond, np.minimum(v, extrapolated.bound[k] * bands[k][0]), v)
                for k, v in low.items()}  # fmt: skip
-    return low, {k: result[k] * bands[k][1] for k in ("ttft", "tpot")}
+    high = {k: result[k] * bands[k][1] for k in ("ttft", "tpot")}
+    if serial is not None:
+        high = {k: np.maximum(v, np.asarray(serial[k]) * bands[k][1]) for k, v in high.items()}
+    return low, high
 
 
 def _rate_interval(
@@ -666,6 +676,7 @@ def predict_benchmark(  # noqa: PLR0913  # public entry point: its keyword optio
     pipeline_parallel: Count = 1,
     redundant_experts: Count = 0,
     speculation: Speculation | None = None,
+    streaming: bool | None = None,
     registry: Registry | None = None,
 ) -> BenchmarkPrediction:
     """Mean TTFT and TPOT a closed-loop serving benchmark reports at client concurrency ``C``.
@@ -733,6 +744,12 @@ def predict_benchmark(  # noqa: PLR0913  # public entry point: its keyword optio
         ``(O - 1) / E`` of them (``E`` the expected tokens a round from the acceptance), and the TPOT is a
         round over ``E``; the drafter's weights and KV take their share of the cache. ``decode_step_time`` is
         the round.
+    streaming : bool, optional
+        Whether every token is streamed to its client: True as the serving benchmarks do (they time the first
+        token; the costs were fitted on them), False for a run that returns each output whole, as an offline
+        throughput benchmark does (``trtllm-bench throughput`` without ``--streaming``).
+        ``EngineProfile.for_streaming`` says what that changes for each engine, and ``streaming_note`` says it in
+        the result. ``None`` (default): the engine profile's own, streamed unless it was made for an offline run.
     registry : Registry, optional
         Where ids resolve (default: the packaged registry).
 
@@ -775,7 +792,7 @@ def predict_benchmark(  # noqa: PLR0913  # public entry point: its keyword optio
     """
     from ..uncertainty import prediction_interval
 
-    profile = engine_profile(engine, registry)
+    profile = _streamed_or_not(engine_profile(engine, registry), streaming)
     a = step_arrays(model, accelerator, precision, kv_precision, engine=profile, registry=registry)
     tp = checked_tp(model_of(model, registry), tensor_parallel, "predict_benchmark")
     layout = (data_parallel, expert_parallel, "predict_benchmark", pipeline_parallel, redundant_experts)
@@ -828,7 +845,7 @@ def predict_benchmark(  # noqa: PLR0913  # public entry point: its keyword optio
 
     extrapolated = _beyond_fitted_batch(profile, eff, np.asarray(result["active_batch"]) / data_parallel, run)
     bands = prediction_interval(profile.name, a.accelerator, a.measured, profile.interval, profile.release_fitted)
-    low, high = _interval_ends(result, bands, extrapolated)
+    low, high = _interval_ends(result, bands, extrapolated, _serial(profile, eff, run))
     rates = _rate_interval(clients, outputs, result["throughput"], result["ttft"], result["tpot"], low, high)
     return BenchmarkPrediction(
         ttft=Q_(out(result["ttft"]), "s"),
@@ -850,11 +867,27 @@ def predict_benchmark(  # noqa: PLR0913  # public entry point: its keyword optio
         kv_precision=a.kv_precision,
         measured_kernels=a.measured,
         release_note=profile.release_note(),
+        streaming_note=profile.streaming_note(),
         release_fitted=profile.release_fitted,
         load_note=load_note,
         batch_note="" if extrapolated is None else extrapolated.note,
         vision_note=_vision_note(model_of(model, registry)),
     )
+
+
+def _streamed_or_not(profile: EngineProfile, streaming: Any) -> EngineProfile:
+    """The profile for a streamed or offline run (``None``: as it is)."""
+    return profile if streaming is None else profile.for_streaming(streaming, "predict_benchmark")
+
+
+def _serial(profile: EngineProfile, eff: Efficiency, run: Any) -> dict[str, Any] | None:
+    """A run without streaming priced with the loop's costs added to the GPU's work (``None``: nothing hidden).
+
+    Hiding them is the overlap scheduler's mechanism, read in the engine's source; the streamed benchmarks the
+    costs were fitted on showed them added, so the interval's high end keeps that reading.
+    """
+    hidden = not profile.streaming and profile.offline_sequence_overhead is not None and eff.overlap
+    return run(eff.replace(overlap=False)) if hidden else None
 
 
 @dataclasses.dataclass(frozen=True)

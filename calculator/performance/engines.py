@@ -242,6 +242,13 @@ class EngineProfile(Result):
         quantized checkpoint's declaration (registry fields of the same names); ``None``: no release changed it.
     release : str or None
         The release this profile prices (:meth:`for_release`); ``None``: the current defaults, release unstated.
+    offline_sequence_overhead : Quantity [time] or None
+        The cost per running sequence of a run that does not stream its tokens (registry
+        ``offline_sequence_overhead``): the loop's host work without a response a token, hidden behind the GPU by
+        the overlap scheduler (:meth:`for_streaming`). ``None``: streaming changes none of the engine's costs.
+    streaming : bool
+        Whether the run this profile prices streams every token to its client (the benchmarks the costs were fitted
+        on did); False after ``for_streaming(False)``.
     memory_fraction_rule : registry.MemoryFractionRule or None
         How ``memory_policy="sglang"`` computes the fraction (:func:`sglang_memory_fraction`); ``None``: the
         packaged ``sglang`` entry's.
@@ -293,6 +300,8 @@ class EngineProfile(Result):
     draft_model_since: str | None = None
     releases: tuple[ReleaseRange, ...] = ()
     release: str | None = None
+    offline_sequence_overhead: Time | None = None
+    streaming: bool = True
 
     def __post_init__(self) -> None:
         if self.quantized_kv_precision not in ("fp8", "bf16", "fp16"):
@@ -401,6 +410,66 @@ class EngineProfile(Result):
         if self.draft_model_since is not None:
             profile = profile.replace(draft_model_speculation=numbers >= release_numbers(self.draft_model_since))
         return profile
+
+    def for_streaming(self, streaming: bool, function: str = "for_streaming") -> EngineProfile:
+        """The engine for a run that streams its tokens (True: the profile as fitted) or returns each output whole.
+
+        Without streaming, an engine whose registry entry states an ``offline_sequence_overhead`` (TensorRT-LLM:
+        its executor loop builds a response for every streaming request every iteration, a finished one's only
+        otherwise) pays that cost a running sequence instead of the fitted one, and where its scheduler overlaps
+        the GPU (:attr:`overlap_scheduler`) the loop's costs hide behind the GPU's work
+        (:attr:`Efficiency.overlap`): the mechanism ``docs/performance-model.md`` ("Streamed and offline runs")
+        cites. The other engines build their responses outside the loop (another process), so only the flag
+        changes. The per-sequence cost is not fitted on a batch, so :attr:`fitted_batch` no longer applies.
+
+        Examples
+        --------
+        >>> offline = engine_profile("trtllm").for_streaming(False)
+        >>> offline.efficiency.overlap, round(offline.efficiency.sequence_overhead.m_as("us"), 1)
+        (True, 11.3)
+        >>> engine_profile("vllm").for_streaming(False).efficiency == engine_profile("vllm").efficiency
+        True
+        """
+        if not isinstance(streaming, bool):
+            raise InputError(f"{function}(): argument 'streaming' must be True or False, got {streaming!r:.80}")
+        if streaming == self.streaming:
+            return self
+        if not streaming and self.offline_sequence_overhead is not None:
+            cost, hidden = self.offline_sequence_overhead, self.overlap_scheduler
+
+            def unstreamed(eff: Efficiency) -> Efficiency:
+                return eff.replace(sequence_overhead=cost, overlap=eff.overlap or hidden)
+
+            return self.replace(
+                streaming=False,
+                fitted_batch=None,
+                efficiency=unstreamed(self.efficiency),
+                per_accelerator={k: unstreamed(v) for k, v in self.per_accelerator.items()},
+            )
+        if streaming and self.offline_sequence_overhead is not None:
+            raise InputError(
+                "for_streaming(): this profile was made for a run without streaming; take the engine's profile again "
+                "(engine_profile) for a streamed one"
+            )
+        return self.replace(streaming=streaming)
+
+    def streaming_note(self) -> str:
+        """What a run without streaming changes for this engine, in a sentence (empty for a streamed run)."""
+        if self.streaming:
+            return ""
+        if self.offline_sequence_overhead is None:
+            return (
+                f"Without streaming ({self.name}): the engine builds its responses outside its loop, so the costs "
+                "fitted on streamed benchmarks apply unchanged"
+            )
+        cost = float(self.offline_sequence_overhead.m_as("us"))
+        hidden = "hidden behind the GPU's work by the overlap scheduler" if self.overlap_scheduler else "added"
+        return (
+            f"Without streaming ({self.name}): no response a token, so each running sequence costs the loop "
+            f"{cost:.3g} us (its sampler's host work, cited, not fitted) instead of the fitted streaming cost, "
+            f"{hidden}; the interval's high end keeps that cost added to the GPU's work, as the streamed benchmarks "
+            "showed it"
+        )
 
     def _with_range(self, found: ReleaseRange) -> EngineProfile:
         """A copy with the budget tiers, chunking and overlap scheduler a release range states."""
@@ -540,6 +609,7 @@ def profile_from_entry(entry: Any, sources: Mapping[str, Any]) -> EngineProfile:
         async_scheduling_since=entry.async_scheduling_since,
         kv_declaration_since=entry.kv_declaration_since,
         draft_model_since=entry.draft_model_since,
+        offline_sequence_overhead=entry.offline_sequence_overhead,
         releases=tuple(
             ReleaseRange(
                 release_numbers(r.since),

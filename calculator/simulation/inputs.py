@@ -107,6 +107,9 @@ class SimulationSetup(Result):
         in which each decoding sequence emits its accepted drafts and one token of the target's, the drafted
         positions passing with their acceptance probabilities (drawn from the seed). The drafter's weights and
         KV take their share of the cache. ``None``: plain decoding.
+    streaming : bool
+        Whether every token is streamed to its client (True, as the serving benchmarks the costs were fitted on);
+        False: each output returned whole, the engine's costs as ``EngineProfile.for_streaming(False)`` prices them.
     """
 
     model: str
@@ -126,8 +129,11 @@ class SimulationSetup(Result):
     speculation: Speculation | None = None
     redundant_experts: int = 0
     engine_release: str | None = None
+    streaming: bool = True
 
     def __post_init__(self) -> None:
+        if not isinstance(self.streaming, bool):
+            raise InputError(f"SimulationSetup: 'streaming' must be True or False, got {self.streaming!r:.80}")
         for name in ("tensor_parallel", "expert_parallel", "data_parallel", "pipeline_parallel"):
             value = getattr(self, name)
             if np.ndim(value) != 0:

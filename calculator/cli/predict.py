@@ -234,7 +234,7 @@ def _columns(frame: Any, name: str, unit: str = "ms") -> Any:
 
 def _frame(header: dict[str, Any], rows: Any, clients: np.ndarray) -> Any:
     """One row per concurrency: the header columns, the concurrency, then the prediction's columns."""
-    frame = rows.drop(columns=["engine", "kv_precision"])
+    frame = rows.drop(columns=["engine", "kv_precision", "streaming"])
     frame.insert(0, "concurrency", clients.astype(int))
     for position, (key, value) in enumerate(header.items()):
         frame.insert(position, key, value)

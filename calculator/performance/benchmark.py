@@ -113,6 +113,8 @@ class BenchmarkPrediction(Result):
     streaming_note : str
         For a run without streaming (``streaming=False``), what that changes for the engine
         (``EngineProfile.streaming_note``); empty for a streamed run.
+    streaming : bool
+        Whether the run priced streams every token to its client.
     load_note : str
         Where the engine quantizes the 16-bit checkpoint as it loads it and its memory policy cannot hold the 16-bit
         weights (the sizer's ``load`` rejection), in words; empty where the weights load as priced.
@@ -142,6 +144,7 @@ class BenchmarkPrediction(Result):
     batch_note: str = ""
     vision_note: str = ""
     streaming_note: str = ""
+    streaming: bool = True
 
     def caveats(self) -> tuple[str, ...]:
         """Where this prediction is less certain than its intervals say, in sentences (none: as stated).
@@ -866,9 +869,7 @@ def predict_benchmark(  # noqa: PLR0913  # public entry point: its keyword optio
         engine=profile.name,
         kv_precision=a.kv_precision,
         measured_kernels=a.measured,
-        release_note=profile.release_note(),
-        streaming_note=profile.streaming_note(),
-        release_fitted=profile.release_fitted,
+        **_engine_notes(profile, eff),
         load_note=load_note,
         batch_note="" if extrapolated is None else extrapolated.note,
         vision_note=_vision_note(model_of(model, registry)),
@@ -880,14 +881,30 @@ def _streamed_or_not(profile: EngineProfile, streaming: Any) -> EngineProfile:
     return profile if streaming is None else profile.for_streaming(streaming, "predict_benchmark")
 
 
+def _engine_notes(profile: EngineProfile, eff: Efficiency) -> dict[str, Any]:
+    """The result's fields on the engine run: its release and whether it streams, with their notes."""
+    return {
+        "release_note": profile.release_note(),
+        "release_fitted": profile.release_fitted,
+        "streaming_note": _streaming_note(profile, eff),
+        "streaming": profile.streaming,
+    }
+
+
+def _streaming_note(profile: EngineProfile, eff: Efficiency) -> str:
+    """The profile's note on a run without streaming, or that the costs given (``efficiency``) replaced its own."""
+    if profile.streaming or profile.offline_sequence_overhead is None or profile.prices_offline_cost(eff):
+        return profile.streaming_note()
+    return f"Without streaming ({profile.name}): priced with the costs given (efficiency), not the engine's own"
+
+
 def _serial(profile: EngineProfile, eff: Efficiency, run: Any) -> dict[str, Any] | None:
     """A run without streaming priced with the loop's costs added to the GPU's work (``None``: nothing hidden).
 
     Hiding them is the overlap scheduler's mechanism, read in the engine's source; the streamed benchmarks the
     costs were fitted on showed them added, so the interval's high end keeps that reading.
     """
-    hidden = not profile.streaming and profile.offline_sequence_overhead is not None and eff.overlap
-    return run(eff.replace(overlap=False)) if hidden else None
+    return run(eff.replace(overlap=False)) if profile.prices_offline_cost(eff) and eff.overlap else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -909,7 +926,9 @@ def _beyond_fitted_batch(profile: EngineProfile, eff: Efficiency, batch: np.ndar
     TTFT and TPOT are a low end for each point beyond the fit (lower than needed for the smaller of them: the
     interval errs wide).
     """
-    fitted, cost = profile.fitted_batch, float(eff.sequence_overhead.m_as("s"))
+    # a run without streaming at its cited cost: read at a batch of 1,000, not fitted on fitted_batch
+    fitted = None if profile.prices_offline_cost(eff) else profile.fitted_batch
+    cost = float(eff.sequence_overhead.m_as("s"))
     beyond = batch > (fitted or np.inf)
     if fitted is None or cost <= 0.0 or not np.any(beyond):
         return None

@@ -394,6 +394,11 @@ class EngineProfile(Result):
         False
         """
         numbers = release_numbers(version, "for_release")
+        if self.offline_sequence_overhead is not None and not self.streaming:
+            raise InputError(
+                "for_release(): the engine profile was made for a run without streaming; take the release first: "
+                "engine_profile(...).for_release(version).for_streaming(False)"
+            )
         if len(numbers) < 2:
             raise InputError(
                 f"for_release(): argument 'version' must name at least a major and a minor release ('0.14', "
@@ -420,7 +425,8 @@ class EngineProfile(Result):
         the GPU (:attr:`overlap_scheduler`) the loop's costs hide behind the GPU's work
         (:attr:`Efficiency.overlap`): the mechanism ``docs/performance-model.md`` ("Streamed and offline runs")
         cites. The other engines build their responses outside the loop (another process), so only the flag
-        changes. The per-sequence cost is not fitted on a batch, so :attr:`fitted_batch` no longer applies.
+        changes. Take the release first (``for_release(...).for_streaming(False)``): :meth:`for_release` refuses a
+        profile made for an offline run.
 
         Examples
         --------
@@ -430,8 +436,9 @@ class EngineProfile(Result):
         >>> engine_profile("vllm").for_streaming(False).efficiency == engine_profile("vllm").efficiency
         True
         """
-        if not isinstance(streaming, bool):
+        if not isinstance(streaming, bool | np.bool_):
             raise InputError(f"{function}(): argument 'streaming' must be True or False, got {streaming!r:.80}")
+        streaming = bool(streaming)
         if streaming == self.streaming:
             return self
         if not streaming and self.offline_sequence_overhead is not None:
@@ -442,16 +449,28 @@ class EngineProfile(Result):
 
             return self.replace(
                 streaming=False,
-                fitted_batch=None,
                 efficiency=unstreamed(self.efficiency),
                 per_accelerator={k: unstreamed(v) for k, v in self.per_accelerator.items()},
             )
         if streaming and self.offline_sequence_overhead is not None:
             raise InputError(
-                "for_streaming(): this profile was made for a run without streaming; take the engine's profile again "
-                "(engine_profile) for a streamed one"
+                f"{function}(): the engine profile was made for a run without streaming; take the engine's profile "
+                "again (engine_profile) for a streamed one"
             )
         return self.replace(streaming=streaming)
+
+    def prices_offline_cost(self, efficiency: Efficiency) -> bool:
+        """Whether ``efficiency`` charges this profile's cited cost of a run without streaming (not the fitted one).
+
+        True for a profile from ``for_streaming(False)`` of an engine with an ``offline_sequence_overhead``, unless
+        the costs were overridden: the fitted batch then no longer bounds the per-sequence cost, and the interval's
+        high end adds the hidden costs back (``predict_benchmark``).
+        """
+        return (
+            not self.streaming
+            and self.offline_sequence_overhead is not None
+            and efficiency.sequence_overhead == self.offline_sequence_overhead
+        )
 
     def streaming_note(self) -> str:
         """What a run without streaming changes for this engine, in a sentence (empty for a streamed run)."""
@@ -459,8 +478,9 @@ class EngineProfile(Result):
             return ""
         if self.offline_sequence_overhead is None:
             return (
-                f"Without streaming ({self.name}): the engine builds its responses outside its loop, so the costs "
-                "fitted on streamed benchmarks apply unchanged"
+                f"Without streaming ({self.name}): no cost of a run without streaming is registered for this engine "
+                "(vLLM and SGLang build their responses outside their loop), so the costs fitted on streamed "
+                "benchmarks apply unchanged"
             )
         cost = float(self.offline_sequence_overhead.m_as("us"))
         hidden = "hidden behind the GPU's work by the overlap scheduler" if self.overlap_scheduler else "added"

@@ -280,46 +280,73 @@ def _predict(
     ``cache_run=False`` (the fit's residuals) keeps the mixed state's slot wait where the cache binds instead
     of following the group's cache through the run (``closed_loop_seconds``): seconds per evaluation.
     """
-    ttft = np.empty(len(frame))
-    tpot = np.empty(len(frame))
-    keys = ["model", "accelerator", "precision", "engine", "expert_tensor_parallel", "overlap", "kv_declaration"]
-    built = {} if arrays is None else arrays
-    if "expert_tensor_parallel" not in frame:
-        frame = frame.assign(expert_tensor_parallel=0.0)
-    if "kv_declaration" not in frame:
-        frame = frame.assign(kv_declaration=True)
-    # The engine version's scheduling where the row records it (-1: the profile's own).
-    overlap = frame.async_scheduling if "async_scheduling" in frame else None
-    frame = frame.assign(overlap=-1 if overlap is None else overlap.map({True: 1, False: 0}).fillna(-1))
-    for (model, accelerator, precision, engine, moe_tp, flag, declared), group in frame.groupby(keys, sort=False):
-        profile = profiles[engine]
-        if flag >= 0:  # the release's own scheduling: the fixed costs' overlap and the scheduler's lag
-            profile = profile.with_async_scheduling(bool(flag))
-        efficiency = profile.efficiency_for(accelerator)
-        kv = _release_kv_precision(declared)
-        key = (model, accelerator, precision, kv or profile.quantized_kv_precision, profile.name, moe_tp)
-        if key not in built:  # the step arrays (and their kernel curves) depend on the KV rule, not on the costs
-            base = step_arrays(model, accelerator, precision, kv, engine=profile)
-            built[key] = base.with_expert_tensor_parallel(moe_tp or None)
-        arrays_ = built[key]
-        arrivals = (group.arrivals == "waves").to_numpy() if "arrivals" in group else "dispersed"
-        extra = group.client_overhead.to_numpy() if "client_overhead" in group else 0.0
-        out = closed_loop_seconds(
-            arrays_,
-            profile,
-            group.tensor_parallel.to_numpy(),
-            group.input_tokens.to_numpy(),
-            group.output_tokens.to_numpy(),
-            group.concurrency.to_numpy(),
-            efficiency,
-            arrivals=arrivals,
-            client_overhead=extra,
-            length_cv=group.length_cv.to_numpy(dtype=float) if "length_cv" in group else None,
-            cache_run=cache_run,
-        )
-        index = frame.index.get_indexer(group.index)
-        ttft[index], tpot[index] = out["ttft"], out["tpot"]
-    return ttft, tpot
+    return _Rows(frame).predict(profiles, arrays, cache_run)
+
+
+class _Rows:
+    """Benchmark rows grouped as :func:`_predict` prices them, once for the many evaluations of a fit.
+
+    A group shares the model, accelerator, precision, engine, expert tensor parallelism, the release's
+    scheduling (-1: the profile's own) and whether the release honours KV declarations.
+    """
+
+    KEYS = ("model", "accelerator", "precision", "engine", "expert_tensor_parallel", "overlap", "kv_declaration")
+
+    def __init__(self, frame: Any) -> None:
+        if "expert_tensor_parallel" not in frame:
+            frame = frame.assign(expert_tensor_parallel=0.0)
+        if "kv_declaration" not in frame:
+            frame = frame.assign(kv_declaration=True)
+        overlap = frame.async_scheduling if "async_scheduling" in frame else None
+        frame = frame.assign(overlap=-1 if overlap is None else overlap.map({True: 1, False: 0}).fillna(-1))
+        self.size = len(frame)
+        self.overhead = frame.client_overhead.to_numpy(dtype=float) if "client_overhead" in frame else None
+        self.groups = []
+        for key, group in frame.groupby(list(self.KEYS), sort=False):
+            columns = {
+                name: group[name].to_numpy(dtype=float)
+                for name in ("tensor_parallel", "input_tokens", "output_tokens", "concurrency")
+            }
+            columns["arrivals"] = (group.arrivals == "waves").to_numpy() if "arrivals" in group else "dispersed"
+            columns["length_cv"] = group.length_cv.to_numpy(dtype=float) if "length_cv" in group else None
+            self.groups.append((key, frame.index.get_indexer(group.index), columns))
+
+    def predict(
+        self,
+        profiles: dict[str, EngineProfile],
+        arrays: dict[tuple[str, ...], Any] | None = None,
+        cache_run: bool = True,
+        client_overhead: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`_predict` of the rows; ``client_overhead`` (seconds, by row) in place of the frame's."""
+        ttft, tpot = np.empty(self.size), np.empty(self.size)
+        built = {} if arrays is None else arrays
+        overhead = self.overhead if client_overhead is None else client_overhead
+        for (model, accelerator, precision, engine, moe_tp, flag, declared), index, columns in self.groups:
+            profile = profiles[engine]
+            if flag >= 0:  # the release's own scheduling: the fixed costs' overlap and the scheduler's lag
+                profile = profile.with_async_scheduling(bool(flag))
+            efficiency = profile.efficiency_for(accelerator)
+            kv = _release_kv_precision(declared)
+            key = (model, accelerator, precision, kv or profile.quantized_kv_precision, profile.name, moe_tp)
+            if key not in built:  # the step arrays (and their kernel curves) depend on the KV rule, not on the costs
+                base = step_arrays(model, accelerator, precision, kv, engine=profile)
+                built[key] = base.with_expert_tensor_parallel(moe_tp or None)
+            out = closed_loop_seconds(
+                built[key],
+                profile,
+                columns["tensor_parallel"],
+                columns["input_tokens"],
+                columns["output_tokens"],
+                columns["concurrency"],
+                efficiency,
+                arrivals=columns["arrivals"],
+                client_overhead=0.0 if overhead is None else overhead[index],
+                length_cv=columns["length_cv"],
+                cache_run=cache_run,
+            )
+            ttft[index], tpot[index] = out["ttft"], out["tpot"]
+        return ttft, tpot
 
 
 def prediction_errors(
@@ -579,10 +606,15 @@ def _fit(
     count = len(parameters)
     behave = functools.partial(_with, parameters=parameters, accelerator=accelerator)  # a profile with values
 
-    def with_harness(rows: Any, values: np.ndarray) -> Any:
+    def harness_latency(rows: Any, values: np.ndarray) -> np.ndarray | None:
+        """Each row's client overhead with the fitted harness parts' ``values`` (ms); None: none fitted."""
         if not fitted_harness:
-            return rows
-        return rows.assign(client_overhead=_harness_latency(rows, dict(zip(fitted_harness, values / 1e3, strict=True))))
+            return None
+        return _harness_latency(rows, dict(zip(fitted_harness, values / 1e3, strict=True)))
+
+    def with_harness(rows: Any, values: np.ndarray) -> Any:
+        overhead = harness_latency(rows, values)
+        return rows if overhead is None else rows.assign(client_overhead=overhead)
 
     cache: dict[tuple[str, ...], Any] = {}  # step arrays shared by every evaluation of this fit
 
@@ -596,12 +628,13 @@ def _fit(
         rows = rows.reset_index(drop=True)
         measured_ttft, measured_tpot = rows.ttft.to_numpy(), rows.tpot.to_numpy()
         pull = np.sqrt(prior_rows * (1 + tpot_weight**2)) / widths
+        priced = _Rows(rows if harness is None else harness.reset_index(drop=True))
 
         def residuals(vector: np.ndarray) -> np.ndarray:
             behaviour = vector[:count]
-            chosen = with_harness(rows, vector[count:]) if harness is None else harness
+            overhead = harness_latency(rows, vector[count:]) if harness is None else None
             refit = {e: behave(p, behaviour) for e, p in profiles.items()}
-            ttft, tpot = _predict(chosen, refit, cache, cache_run=False)
+            ttft, tpot = priced.predict(refit, cache, cache_run=False, client_overhead=overhead)
             parts = [np.log(ttft / measured_ttft), tpot_weight * np.log(tpot / measured_tpot)]
             if prior is not None:
                 parts.append(0.1 * pull * (behaviour - prior))  # in units of the soft-L1 scale (0.1)

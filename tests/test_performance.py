@@ -1240,6 +1240,21 @@ def test_prompts_riding_in_overlapped_iterations_cost_what_passes_the_fixed_cost
     assert float(closed["tpot"]) == pytest.approx(simulated, rel=0.05)
 
 
+@pytest.mark.parametrize(
+    ("argument", "position", "value"),
+    [("arrivals", 7, -1.0), ("idle", 8, float("nan")), ("chunk", 5, -128), ("tensor_parallel", 2, 0)],
+)
+def test_overlapped_prompt_seconds_refuses_bad_counts_by_name(argument, position, value):
+    # It checks its own arguments (the closed loop calls the unchecked path with counts valid by construction).
+    from calculator.performance import overlapped_prompt_seconds
+
+    a = step_arrays("llama-3.1-8b", "h100-sxm", "bf16", engine="vllm")
+    args = [a, ENGINES["vllm"].efficiency_for("h100-sxm"), 1, 248, 190, 128, 0, 2.0, 0.01]
+    args[position] = value
+    with pytest.raises(InputError, match=f"overlapped_prompt_seconds\\(\\): argument '{argument}'"):
+        overlapped_prompt_seconds(*args)
+
+
 class _GapOf:
     """A stand-in scheduler whose cycle gap is ``function(population)``, counting its evaluations."""
 

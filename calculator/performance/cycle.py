@@ -17,7 +17,7 @@ import numpy as np
 from ._common import _BISECTION_STEPS, _bisection
 from .arrays import StepArrays
 from .engines import Efficiency
-from .iteration import _iteration_seconds, overlapped_prompt_seconds, spread_over_ranks
+from .iteration import _iteration_seconds, _overlap_expectation, spread_over_ranks
 from .scheduler import SchedulerRules, whole_prompts
 from .speculation import PLAIN, Rounds
 
@@ -272,9 +272,9 @@ class _Scheduler:
         if eff.overlap or rules.ranks <= 1:
             # (a speculative round's drafting does not change with the prompts: the verification alone)
             verify = t_idle - speculative.drafting(eff, tp, n, context)
-            expected = overlapped_prompt_seconds(
+            expected = _overlap_expectation(
                 a, eff, tp, n, context, chunk, prior, arrivals, verify, speculative.verified
-            )
+            )[0]
             per_prompt = np.where(arrivals > 1e-9, k * expected / np.maximum(arrivals, 1e-300), per_prompt)
         else:  # a synchronous engine's attention ranks: chunks landing together prefill side by side
             r = rules.ranks

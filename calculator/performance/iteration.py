@@ -613,7 +613,11 @@ def _iteration_seconds(
     if any(v.ndim for v in given):  # one iteration (the simulator's case) needs no broadcasting
         given = np.broadcast_arrays(*given)
     tp, decode, context, prefill, requests, prior, tokens = given
-    degrees = np.unique(tp) if tp.ndim else tp.reshape(1)
+    # one degree (the closed loop's and the fluid's case) without sorting: np.unique costs more than the check
+    if not tp.ndim:
+        degrees = tp.reshape(1)
+    else:
+        degrees = np.unique(tp) if not tp.size or np.any(tp != tp.flat[0]) else tp.ravel()[:1]
     if degrees.size and not (degrees[0] >= 1 and np.isfinite(degrees[-1]) and np.all(degrees == np.round(degrees))):
         raise InputError(
             f"iteration_seconds(): argument 'tensor_parallel' must be whole numbers >= 1, got {degrees[:8]}"
@@ -700,7 +704,12 @@ def overlapped_prompt_seconds(
     chunk's times their number. With attention ranks the ``J`` chunks also spread over the ranks
     (``iteration_seconds`` puts ``ceil(J / ranks)`` on the busiest).
     """
-    return _overlap_expectation(a, eff, tensor_parallel, decode, context, chunk, prior, arrivals, idle, tokens)[0]
+    function = "overlapped_prompt_seconds"
+    _step_inputs(function, a, eff, "eff", Efficiency)
+    counts = {"decode": decode, "context": context, "chunk": chunk, "prior": prior, "arrivals": arrivals}
+    given = {"tensor_parallel": (tensor_parallel, 1.0)} | {n: (v, 0.0) for n, v in counts.items()}
+    checked = _plain_arrays(function, given | {"idle": (idle, 0.0), "tokens": (tokens, 0.0)})
+    return _overlap_expectation(a, eff, *checked)[0]
 
 
 def _overlap_expectation(
@@ -724,7 +733,7 @@ def _overlap_expectation(
     # The iteration priced at a few chunk counts, linear in between (the kink where the GPU work passes the
     # fixed costs falls between two of them at most); none costs nothing.
     sampled = np.array([c for c in _OVERLAP_SAMPLES if 0 < c < top] + [top], dtype=float)
-    priced = iteration_seconds(
+    priced = _iteration_seconds(  # the callers' counts are valid (the public function checks its own)
         a, eff, tp, decode, context, sampled.reshape(shape) * chunk, sampled.reshape(shape), prior, tokens
     )
     cost = np.concatenate([np.zeros_like(priced[:1]), np.maximum(priced - idle, 0.0)])

@@ -8,7 +8,7 @@ from calculator import Q_
 from calculator.fleet.inputs import MOE_LAYOUTS
 from calculator.kernels import tables_for
 from calculator.memory import tensor_parallel_valid
-from calculator.performance import ARRIVALS, BENCHMARK_UNITS, engine_profile, predict_benchmark
+from calculator.performance import ARRIVALS, BENCHMARK_UNITS, MAX_STREAM_INTERVAL, engine_profile, predict_benchmark
 from calculator.plots import benchmark_prediction_figure
 
 DEGREES = (1, 2, 4, 8, 16)
@@ -36,7 +36,7 @@ def main():
     with st.sidebar:
         model_id, accelerator_id, precision, tp, layout, engine, kv_choice = _replica(sc, reg)
         release, copies = _release_and_copies(sc, model_id, layout, reg)
-        prompt, output, text, arrivals, spread, rounds, streaming = _benchmark(sc)
+        prompt, output, text, arrivals, spread, rounds, (streaming, interval) = _benchmark(sc)
     clients = np.array(sorted(set(ui.parse_numbers(text, "Clients", integer=True, minimum=1))), dtype=float)
     model, accelerator = reg.model(model_id), reg.accelerator(accelerator_id)
     kv = None if kv_choice == ui.ENGINE_DEFAULT_KV else kv_choice  # None: the engine's default, stated in the result
@@ -47,7 +47,8 @@ def main():
     prediction = predict_benchmark(
         model, accelerator, precision, degree, prompt, output, clients, profile, kv_precision=kv,
         requests_per_client=rounds, arrivals=arrivals, length_cv=length_cv, data_parallel=ranks,
-        expert_parallel=spread_over, redundant_experts=copies, streaming=streaming, registry=reg,
+        expert_parallel=spread_over, redundant_experts=copies, streaming=streaming, stream_interval=interval,
+        registry=reg,
     )  # fmt: skip
     _headline(prediction, clients)
     sc.answered()
@@ -163,7 +164,14 @@ def _benchmark(sc):
         "output returned whole, as an offline throughput benchmark does (TensorRT-LLM's loop then builds no response "
         "a token and its overlap scheduler hides its costs behind the GPU; EngineProfile.for_streaming)",
     )  # fmt: skip
-    return prompt, output, text, arrivals, spread, rounds, streaming
+    interval = sc.number(
+        "Stream interval [iterations]", "stream_interval", 1, min_value=1, max_value=MAX_STREAM_INTERVAL,
+        integer=True, disabled=not streaming,
+        help="iterations between a streamed request's responses (TensorRT-LLM's stream_interval, 1 by default; its "
+        "guide sets 2 to 4 at large batches): the response's share of the engine's per-sequence cost is paid once in "
+        "that many iterations (EngineProfile.with_stream_interval); vLLM and SGLang build responses outside their loop",
+    )  # fmt: skip
+    return prompt, output, text, arrivals, spread, rounds, (streaming, int(interval) if streaming else None)
 
 
 def _limits(prediction, clients):

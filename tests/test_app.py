@@ -539,6 +539,19 @@ def test_benchmark_page_prices_a_run_without_streaming():
     assert any("Without streaming (trtllm)" in i.value for i in app.info)
 
 
+def test_benchmark_page_prices_a_stream_interval():
+    from calculator.performance import predict_benchmark
+
+    app = open_page("benchmark", model="llama-3.1-8b", gpu="h100-sxm", precision="bf16", tp="1", engine="TensorRT-LLM",
+                    clients="8, 256", prompt="1024", output="1024", stream_interval="4")  # fmt: skip
+    expected = predict_benchmark("llama-3.1-8b", "h100-sxm", "bf16", 1, 1024, 1024, 256, "trtllm", stream_interval=4)
+    assert not app.exception and metric(app, "TPOT") == f"{expected.tpot.m_as('ms'):.4g} ms"
+    assert any("Streamed every 4 iterations (trtllm stream_interval 4)" in i.value for i in app.info)
+    # a run without streaming ignores the interval (its input is disabled)
+    off = open_page("benchmark", engine="TensorRT-LLM", streaming="false", stream_interval="4")
+    assert not off.exception and any("Without streaming (trtllm)" in i.value for i in off.info)
+
+
 def test_benchmark_page_says_why_when_the_model_does_not_fit_or_a_count_is_bad():
     for params, reason in (
         ({"model": "llama-3.1-405b", "tp": "1"}, "leave no room for one request's KV cache"),

@@ -112,6 +112,7 @@ BAD = {
         "--expert-parallel": ("3", "--expert-parallel"),
         "--redundant-experts": ("-1", "--redundant-experts"),
         "--speculate": ("nodraft:3:0.7", "--speculate"),
+        "--stream-interval": ("0", "--stream-interval"),
     },
     "frontier": {
         "--input": ("0", "--input"),

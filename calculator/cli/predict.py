@@ -110,6 +110,14 @@ def predict_command(
             "that returns each output whole (an offline throughput benchmark).",
         ),
     ] = True,
+    stream_interval: Annotated[
+        int | None,
+        typer.Option(
+            metavar="INT",
+            help="Iterations between a streamed request's responses (TensorRT-LLM's stream_interval; default 1, a "
+            "response every token).",
+        ),
+    ] = None,
     extra: ExtraOption = None,
     as_json: JsonOption = False,
     output_format: FormatOption = None,
@@ -147,7 +155,7 @@ def predict_command(
             spec, device, precision, tensor_parallel, input_tokens, output_tokens, clients, profile,
             kv_precision=kv_precision, requests_per_client=rounds, arrivals=arrivals.value, length_cv=length_cv,
             data_parallel=data_parallel, expert_parallel=expert_parallel, redundant_experts=redundant_experts,
-            speculation=speculation, streaming=streaming, registry=registry,
+            speculation=speculation, streaming=streaming, stream_interval=stream_interval, registry=registry,
         )  # fmt: skip
     header = {
         "model": spec.id,
@@ -166,6 +174,7 @@ def predict_command(
         "requests_per_client": rounds,
         "speculate": speculate,
         "streaming": streaming,
+        "stream_interval": stream_interval,
     }
     frame = _frame(header, result.to_frame(BENCHMARK_UNITS), clients)
 

@@ -63,6 +63,7 @@ from .benchmark import closed_loop_seconds as closed_loop_seconds
 from .capacity import EngineMemoryFit, engine_memory_fit
 from .engines import ENGINES, GENERIC, Efficiency, EngineProfile, engine_profile, profile_from_entry
 from .engines import GENERIC_FRACTIONS as GENERIC_FRACTIONS
+from .engines import MAX_STREAM_INTERVAL as MAX_STREAM_INTERVAL
 from .engines import ROOFLINE as ROOFLINE
 from .engines import kv_capacity_tokens as kv_capacity_tokens
 from .engines import release_numbers as release_numbers

@@ -614,18 +614,25 @@ def _check_requests_per_client(function: str, value: Any) -> None:
 
 
 def _interval_ends(
-    result: dict[str, Any], bands: dict[str, tuple[float, float]], extrapolated: Any, serial: Any = None
+    result: dict[str, Any],
+    bands: dict[str, tuple[float, float]],
+    extrapolated: Any,
+    serial: Any = None,
+    unstreamed: Any = None,
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """The low and high ends of the TTFT and TPOT intervals: the bands' factors on the prediction.
 
     Where the busiest rank runs beyond the engine's fitted batch (``extrapolated``), the low end also holds the
     per-sequence cost stopping at that batch (:func:`_beyond_fitted_batch`). Where a run without streaming hides the
-    loop's costs behind the GPU (``serial``: the same prediction with them added), the high end also holds that.
+    loop's costs behind the GPU (``serial``: the same prediction with them added), the high end also holds that;
+    where a run streamed every few iterations may reach the run without streaming (``unstreamed``), the low end.
     """
     low = {k: result[k] * bands[k][0] for k in ("ttft", "tpot")}
     if extrapolated is not None:
         low = {k: np.where(extrapolated.beyond, np.minimum(v, extrapolated.bound[k] * bands[k][0]), v)
                for k, v in low.items()}  # fmt: skip
+    if unstreamed is not None:
+        low = {k: np.minimum(v, np.asarray(unstreamed[k]) * bands[k][0]) for k, v in low.items()}
     high = {k: result[k] * bands[k][1] for k in ("ttft", "tpot")}
     if serial is not None:
         high = {k: np.maximum(v, np.asarray(serial[k]) * bands[k][1]) for k, v in high.items()}
@@ -680,6 +687,7 @@ def predict_benchmark(  # noqa: PLR0913  # public entry point: its keyword optio
     redundant_experts: Count = 0,
     speculation: Speculation | None = None,
     streaming: bool | None = None,
+    stream_interval: int | None = None,
     registry: Registry | None = None,
 ) -> BenchmarkPrediction:
     """Mean TTFT and TPOT a closed-loop serving benchmark reports at client concurrency ``C``.
@@ -753,6 +761,10 @@ def predict_benchmark(  # noqa: PLR0913  # public entry point: its keyword optio
         throughput benchmark does (``trtllm-bench throughput`` without ``--streaming``).
         ``EngineProfile.for_streaming`` says what that changes for each engine, and ``streaming_note`` says it in
         the result. ``None`` (default): the engine profile's own, streamed unless it was made for an offline run.
+    stream_interval : int, optional
+        For a streamed run, the iterations between a request's responses (TensorRT-LLM's ``stream_interval``,
+        1 by default): ``EngineProfile.with_stream_interval`` prices it, ``streaming_note`` says how, and from 2 on
+        the interval's low end is the run without streaming. ``None`` (default): the profile's own (1).
     registry : Registry, optional
         Where ids resolve (default: the packaged registry).
 
@@ -795,7 +807,7 @@ def predict_benchmark(  # noqa: PLR0913  # public entry point: its keyword optio
     """
     from ..uncertainty import prediction_interval
 
-    profile = _streamed_or_not(engine_profile(engine, registry), streaming)
+    profile = _streamed_or_not(engine_profile(engine, registry), streaming, stream_interval)
     a = step_arrays(model, accelerator, precision, kv_precision, engine=profile, registry=registry)
     tp = checked_tp(model_of(model, registry), tensor_parallel, "predict_benchmark")
     layout = (data_parallel, expert_parallel, "predict_benchmark", pipeline_parallel, redundant_experts)
@@ -848,7 +860,8 @@ def predict_benchmark(  # noqa: PLR0913  # public entry point: its keyword optio
 
     extrapolated = _beyond_fitted_batch(profile, eff, np.asarray(result["active_batch"]) / data_parallel, run)
     bands = prediction_interval(profile.name, a.accelerator, a.measured, profile.interval, profile.release_fitted)
-    low, high = _interval_ends(result, bands, extrapolated, _serial(profile, eff, run))
+    unstreamed = _unstreamed(profile, eff, a.accelerator, run)
+    low, high = _interval_ends(result, bands, extrapolated, _serial(profile, eff, run), unstreamed)
     rates = _rate_interval(clients, outputs, result["throughput"], result["ttft"], result["tpot"], low, high)
     return BenchmarkPrediction(
         ttft=Q_(out(result["ttft"]), "s"),
@@ -876,9 +889,24 @@ def predict_benchmark(  # noqa: PLR0913  # public entry point: its keyword optio
     )
 
 
-def _streamed_or_not(profile: EngineProfile, streaming: Any) -> EngineProfile:
-    """The profile for a streamed or offline run (``None``: as it is)."""
-    return profile if streaming is None else profile.for_streaming(streaming, "predict_benchmark")
+def _streamed_or_not(profile: EngineProfile, streaming: Any, interval: Any) -> EngineProfile:
+    """The profile for a streamed or offline run, streamed every ``interval`` iterations (``None``: as it is)."""
+    profile = profile if streaming is None else profile.for_streaming(streaming, "predict_benchmark")
+    return profile if interval is None else profile.with_stream_interval(interval, "predict_benchmark")
+
+
+def _unstreamed(profile: EngineProfile, eff: Efficiency, accelerator: str, run: Any) -> dict[str, Any] | None:
+    """A run streamed every few iterations priced without streaming, its interval's low end (``None``: none).
+
+    The engine's guide has an interval of 2 to 4 close the gap between a streamed run and one without streaming;
+    the point keeps the response's share of the fitted cost, once in the interval's iterations. Not where the
+    costs were given (``efficiency``).
+    """
+    if profile.stream_interval == 1 or profile.offline_sequence_overhead is None:
+        return None
+    if eff != profile.efficiency_for(accelerator):
+        return None
+    return run(profile.for_streaming(False).efficiency_for(accelerator))
 
 
 def _engine_notes(profile: EngineProfile, eff: Efficiency) -> dict[str, Any]:

@@ -147,6 +147,28 @@ class ReleaseRange(NamedTuple):
 EXPERT_EXCHANGES = ("gather_scatter", "padded_or_summed")
 
 
+#: The largest stream interval :meth:`EngineProfile.with_stream_interval` takes (iterations between responses).
+MAX_STREAM_INTERVAL = 1000
+
+
+def check_stream_interval(value: Any, where: str) -> int:
+    """``value`` as a stream interval: a whole number of iterations in ``[1, MAX_STREAM_INTERVAL]``.
+
+    ``where`` opens the error (``"with_stream_interval(): argument"``, ``"SimulationSetup:"``).
+    """
+    if (
+        isinstance(value, bool | np.bool_)
+        or not isinstance(value, int | float | np.integer | np.floating)
+        or not float(value).is_integer()
+        or not 1 <= float(value) <= MAX_STREAM_INTERVAL
+    ):
+        raise InputError(
+            f"{where} 'stream_interval' must be a whole number of iterations from 1 to {MAX_STREAM_INTERVAL}, "
+            f"got {value!r:.80}"
+        )
+    return int(value)
+
+
 @dataclass(frozen=True, repr=False)
 class EngineProfile(Result):
     """A serving engine: its scheduler defaults (cited) and its fitted per-iteration costs.
@@ -249,6 +271,9 @@ class EngineProfile(Result):
     streaming : bool
         Whether the run this profile prices streams every token to its client (the benchmarks the costs were fitted
         on did); False after ``for_streaming(False)``.
+    stream_interval : int
+        The iterations between a streamed request's responses (TensorRT-LLM's ``stream_interval``; 1, the
+        default, a response every token): :meth:`with_stream_interval`.
     memory_fraction_rule : registry.MemoryFractionRule or None
         How ``memory_policy="sglang"`` computes the fraction (:func:`sglang_memory_fraction`); ``None``: the
         packaged ``sglang`` entry's.
@@ -302,6 +327,7 @@ class EngineProfile(Result):
     release: str | None = None
     offline_sequence_overhead: Time | None = None
     streaming: bool = True
+    stream_interval: int = 1
 
     def __post_init__(self) -> None:
         if self.quantized_kv_precision not in ("fp8", "bf16", "fp16"):
@@ -449,6 +475,7 @@ class EngineProfile(Result):
 
             return self.replace(
                 streaming=False,
+                stream_interval=1,
                 efficiency=unstreamed(self.efficiency),
                 per_accelerator={k: unstreamed(v) for k, v in self.per_accelerator.items()},
             )
@@ -457,7 +484,51 @@ class EngineProfile(Result):
                 f"{function}(): the engine profile was made for a run without streaming; take the engine's profile "
                 "again (engine_profile) for a streamed one"
             )
-        return self.replace(streaming=streaming)
+        return self.replace(streaming=streaming, stream_interval=1)
+
+    def with_stream_interval(self, interval: Any, function: str = "with_stream_interval") -> EngineProfile:
+        """The engine streaming a response every ``interval`` iterations instead of every token.
+
+        TensorRT-LLM's ``stream_interval`` (default 1): its executor loop builds a streamed request's response
+        (and its server detokenizes it) once in ``interval`` iterations, the tokens of the others accumulating
+        (``docs/performance-model.md``, "Streamed and offline runs", cites the source). Of the fitted
+        per-sequence cost of a streamed run, the part a run without streaming does not pay (the response; the
+        rest, :attr:`offline_sequence_overhead`, is the loop's own work) is paid once in ``interval`` iterations,
+        added to the GPU's work as the streamed benchmarks showed it. An engine without an
+        ``offline_sequence_overhead`` builds its responses outside its loop: only the field changes. The costs
+        were fitted at an interval of 1, so a profile already at another interval is refused (take the engine's
+        profile again), as is a run without streaming.
+
+        Examples
+        --------
+        >>> four = engine_profile("trtllm").with_stream_interval(4)
+        >>> four.stream_interval, round(four.efficiency.sequence_overhead.m_as("us"), 1)
+        (4, 16.6)
+        """
+        interval = check_stream_interval(interval, f"{function}(): argument")
+        if interval == self.stream_interval:
+            return self
+        if not self.streaming:
+            raise InputError(f"{function}(): a run without streaming sends no response until its output ends; "
+                             "a stream interval applies to a streamed run")  # fmt: skip
+        if self.stream_interval != 1:
+            raise InputError(
+                f"{function}(): the engine profile already streams every {self.stream_interval} iterations; take "
+                "the engine's profile again (engine_profile) for another interval"
+            )
+        if self.offline_sequence_overhead is None:
+            return self.replace(stream_interval=interval)
+        loop = self.offline_sequence_overhead
+
+        def spread(eff: Efficiency) -> Efficiency:
+            response = max(eff.sequence_overhead - loop, 0.0 * loop)  # a response's share of the fitted cost
+            return eff.replace(sequence_overhead=loop + response / interval)
+
+        return self.replace(
+            stream_interval=interval,
+            efficiency=spread(self.efficiency),
+            per_accelerator={k: spread(v) for k, v in self.per_accelerator.items()},
+        )
 
     def prices_offline_cost(self, efficiency: Efficiency) -> bool:
         """Whether ``efficiency`` charges this profile's cited cost of a run without streaming (not the fitted one).
@@ -473,9 +544,12 @@ class EngineProfile(Result):
         )
 
     def streaming_note(self) -> str:
-        """What a run without streaming changes for this engine, in a sentence (empty for a streamed run)."""
+        """What a run without streaming, or streamed every few iterations, changes for this engine, in a sentence.
+
+        Empty for a run streaming every token.
+        """
         if self.streaming:
-            return ""
+            return self._interval_note()
         if self.offline_sequence_overhead is None:
             return (
                 f"Without streaming ({self.name}): no cost of a run without streaming is registered for this engine "
@@ -489,6 +563,24 @@ class EngineProfile(Result):
             f"{cost:.3g} us (its sampler's host work, cited, not fitted) instead of the fitted streaming cost, "
             f"{hidden}; the interval's high end keeps that cost added to the GPU's work, as the streamed benchmarks "
             "showed it"
+        )
+
+    def _interval_note(self) -> str:
+        """What :meth:`with_stream_interval` changed, in a sentence (empty at an interval of 1)."""
+        n = self.stream_interval
+        if n == 1:
+            return ""
+        if self.offline_sequence_overhead is None:
+            return (
+                f"Streamed every {n} iterations ({self.name}): the engine builds its responses outside its loop, so "
+                "the stream interval changes none of its costs"
+            )
+        cost = float(self.efficiency.sequence_overhead.m_as("us"))
+        return (
+            f"Streamed every {n} iterations ({self.name} stream_interval {n}): a response is built once in {n} "
+            f"iterations, so each running sequence costs the loop {cost:.3g} us an iteration instead of the fitted "
+            "streaming cost; the interval's low end is the run without streaming (the engine's guide: an interval "
+            "of 2 to 4 closes the gap to it)"
         )
 
     def _with_range(self, found: ReleaseRange) -> EngineProfile:

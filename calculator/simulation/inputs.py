@@ -18,6 +18,7 @@ import numpy as np
 
 from .._support import count
 from ..errors import InputError
+from ..performance.engines import check_stream_interval
 from ..results import Result
 from ..serving import DEFAULT_ROUTER, ROUTERS, TRACE_COLUMNS, Speculation, read_trace, router_name
 from ..types import Rate, Time
@@ -110,6 +111,9 @@ class SimulationSetup(Result):
     streaming : bool
         Whether every token is streamed to its client (True, as the serving benchmarks the costs were fitted on);
         False: each output returned whole, the engine's costs as ``EngineProfile.for_streaming(False)`` prices them.
+    stream_interval : int
+        For a streamed run, the iterations between a request's responses (TensorRT-LLM's ``stream_interval``; 1,
+        a response every token): the engine's costs as ``EngineProfile.with_stream_interval`` prices them.
     """
 
     model: str
@@ -130,10 +134,13 @@ class SimulationSetup(Result):
     redundant_experts: int = 0
     engine_release: str | None = None
     streaming: bool = True
+    stream_interval: int = 1
 
     def __post_init__(self) -> None:
         if not isinstance(self.streaming, bool):
             raise InputError(f"SimulationSetup: 'streaming' must be True or False, got {self.streaming!r:.80}")
+        if check_stream_interval(self.stream_interval, "SimulationSetup:") != 1 and not self.streaming:
+            raise InputError("SimulationSetup: 'stream_interval' applies to a streamed run (streaming=True)")
         for name in ("tensor_parallel", "expert_parallel", "data_parallel", "pipeline_parallel"):
             value = getattr(self, name)
             if np.ndim(value) != 0:

@@ -85,7 +85,7 @@ def _limits(setup: SimulationSetup) -> tuple[StepArrays, Any, SchedulerRules, fl
     profile = engine_profile(setup.engine, registry)
     if setup.engine_release:
         profile = profile.for_release(setup.engine_release)
-    profile = profile.for_streaming(setup.streaming)
+    profile = profile.for_streaming(setup.streaming).with_stream_interval(setup.stream_interval, "SimulationSetup")
     a = step_arrays(
         setup.model, setup.accelerator, setup.precision, setup.kv_precision, engine=profile, registry=registry
     )

@@ -141,6 +141,8 @@ def predict_command(
         raise _fail("--length-cv applies to dispersed arrivals; identical requests in --arrivals waves have none")
     if engine_version is not None and engine is None:
         raise _fail("--engine-version needs --engine: the release of which engine")
+    if not streaming and stream_interval not in (None, 1):
+        raise _fail("--stream-interval applies to a streamed run; --no-streaming returns each output whole")
     registry = _load(None, extra)
     profile: Any = engine
     if engine_version is not None:
@@ -174,7 +176,7 @@ def predict_command(
         "requests_per_client": rounds,
         "speculate": speculate,
         "streaming": streaming,
-        "stream_interval": stream_interval,
+        "stream_interval": 1 if stream_interval is None else stream_interval,
     }
     frame = _frame(header, result.to_frame(BENCHMARK_UNITS), clients)
 

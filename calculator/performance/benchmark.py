@@ -882,7 +882,7 @@ def predict_benchmark(  # noqa: PLR0913  # public entry point: its keyword optio
         engine=profile.name,
         kv_precision=a.kv_precision,
         measured_kernels=a.measured,
-        **_engine_notes(profile, eff),
+        **_engine_notes(profile, eff, a.accelerator),
         load_note=load_note,
         batch_note="" if extrapolated is None else extrapolated.note,
         vision_note=_vision_note(model_of(model, registry)),
@@ -904,26 +904,29 @@ def _unstreamed(profile: EngineProfile, eff: Efficiency, accelerator: str, run: 
     """
     if profile.stream_interval == 1 or profile.offline_sequence_overhead is None:
         return None
-    if eff != profile.efficiency_for(accelerator):
+    if eff != profile.efficiency_for(accelerator):  # costs given with efficiency=: not the engine's own
         return None
     return run(profile.for_streaming(False).efficiency_for(accelerator))
 
 
-def _engine_notes(profile: EngineProfile, eff: Efficiency) -> dict[str, Any]:
+def _engine_notes(profile: EngineProfile, eff: Efficiency, accelerator: str) -> dict[str, Any]:
     """The result's fields on the engine run: its release and whether it streams, with their notes."""
     return {
         "release_note": profile.release_note(),
         "release_fitted": profile.release_fitted,
-        "streaming_note": _streaming_note(profile, eff),
+        "streaming_note": _streaming_note(profile, eff, accelerator),
         "streaming": profile.streaming,
     }
 
 
-def _streaming_note(profile: EngineProfile, eff: Efficiency) -> str:
+def _streaming_note(profile: EngineProfile, eff: Efficiency, accelerator: str) -> str:
     """The profile's note on a run without streaming, or that the costs given (``efficiency``) replaced its own."""
-    if profile.streaming or profile.offline_sequence_overhead is None or profile.prices_offline_cost(eff):
+    if profile.offline_sequence_overhead is None or profile.prices_offline_cost(eff):
         return profile.streaming_note()
-    return f"Without streaming ({profile.name}): priced with the costs given (efficiency), not the engine's own"
+    if profile.streaming and (profile.stream_interval == 1 or eff == profile.efficiency_for(accelerator)):
+        return profile.streaming_note()
+    run = "Without streaming" if not profile.streaming else f"Streamed every {profile.stream_interval} iterations"
+    return f"{run} ({profile.name}): priced with the costs given (efficiency), not the engine's own"
 
 
 def _serial(profile: EngineProfile, eff: Efficiency, run: Any) -> dict[str, Any] | None:

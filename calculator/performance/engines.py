@@ -12,14 +12,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import numpy as np
 
 from .. import _reuse  # private: the bounded scope a sweep's points share engine profiles in
-from .._support import registry_or_none
+from .._support import count, registry_or_none
 from ..errors import InputError
 from ..results import Result
 from ..types import Bytes, Time
@@ -151,24 +151,6 @@ EXPERT_EXCHANGES = ("gather_scatter", "padded_or_summed")
 MAX_STREAM_INTERVAL = 1000
 
 
-def check_stream_interval(value: Any, where: str) -> int:
-    """``value`` as a stream interval: a whole number of iterations in ``[1, MAX_STREAM_INTERVAL]``.
-
-    ``where`` opens the error (``"with_stream_interval(): argument"``, ``"SimulationSetup:"``).
-    """
-    if (
-        isinstance(value, bool | np.bool_)
-        or not isinstance(value, int | float | np.integer | np.floating)
-        or not float(value).is_integer()
-        or not 1 <= float(value) <= MAX_STREAM_INTERVAL
-    ):
-        raise InputError(
-            f"{where} 'stream_interval' must be a whole number of iterations from 1 to {MAX_STREAM_INTERVAL}, "
-            f"got {value!r:.80}"
-        )
-    return int(value)
-
-
 @dataclass(frozen=True, repr=False)
 class EngineProfile(Result):
     """A serving engine: its scheduler defaults (cited) and its fitted per-iteration costs.
@@ -273,7 +255,8 @@ class EngineProfile(Result):
         on did); False after ``for_streaming(False)``.
     stream_interval : int
         The iterations between a streamed request's responses (TensorRT-LLM's ``stream_interval``; 1, the
-        default, a response every token): :meth:`with_stream_interval`.
+        default, a response every token), set with its costs by :meth:`with_stream_interval` (``replace`` sets the
+        field alone and reprices nothing).
     memory_fraction_rule : registry.MemoryFractionRule or None
         How ``memory_policy="sglang"`` computes the fraction (:func:`sglang_memory_fraction`); ``None``: the
         packaged ``sglang`` entry's.
@@ -350,6 +333,12 @@ class EngineProfile(Result):
         for name in ("max_num_tokens", "max_num_seqs", "kv_block_tokens"):
             if not int(getattr(self, name)) >= 1:
                 raise InputError(f"EngineProfile: '{name}' must be >= 1, got {getattr(self, name)!r}")
+        interval = self.stream_interval
+        if isinstance(interval, bool) or not isinstance(interval, int) or not 1 <= interval <= MAX_STREAM_INTERVAL:
+            raise InputError(
+                f"EngineProfile: 'stream_interval' must be a whole number from 1 to {MAX_STREAM_INTERVAL}, "
+                f"got {interval!r:.80}"
+            )
 
     def limits(self, memory_bytes: float, accelerator: str = "") -> tuple[int, int]:
         """``(max_num_tokens, max_num_seqs)`` on a device of ``memory_bytes`` (the engine's tiers)."""
@@ -396,10 +385,13 @@ class EngineProfile(Result):
         """
         if not isinstance(enabled, bool):
             raise InputError(f"with_async_scheduling(): argument 'enabled' must be True or False, got {enabled!r}")
+        return self._with_costs(lambda eff: eff.replace(overlap=enabled)).replace(overlap_scheduler=enabled)
+
+    def _with_costs(self, change: Callable[[Efficiency], Efficiency]) -> EngineProfile:
+        """A copy with ``change`` applied to the costs of every accelerator (``efficiency`` and ``per_accelerator``)."""
         return self.replace(
-            overlap_scheduler=enabled,
-            efficiency=self.efficiency.replace(overlap=enabled),
-            per_accelerator={k: v.replace(overlap=enabled) for k, v in self.per_accelerator.items()},
+            efficiency=change(self.efficiency),
+            per_accelerator={k: change(v) for k, v in self.per_accelerator.items()},
         )
 
     def for_release(self, version: str) -> EngineProfile:
@@ -473,12 +465,7 @@ class EngineProfile(Result):
             def unstreamed(eff: Efficiency) -> Efficiency:
                 return eff.replace(sequence_overhead=cost, overlap=eff.overlap or hidden)
 
-            return self.replace(
-                streaming=False,
-                stream_interval=1,
-                efficiency=unstreamed(self.efficiency),
-                per_accelerator={k: unstreamed(v) for k, v in self.per_accelerator.items()},
-            )
+            return self._with_costs(unstreamed).replace(streaming=False, stream_interval=1)
         if streaming and self.offline_sequence_overhead is not None:
             raise InputError(
                 f"{function}(): the engine profile was made for a run without streaming; take the engine's profile "
@@ -505,7 +492,9 @@ class EngineProfile(Result):
         >>> four.stream_interval, round(four.efficiency.sequence_overhead.m_as("us"), 1)
         (4, 16.6)
         """
-        interval = check_stream_interval(interval, f"{function}(): argument")
+        if np.ndim(interval):
+            raise InputError(f"{function}(): argument 'stream_interval' must be one whole number, got {interval!r:.80}")
+        interval = count(function, "stream_interval", interval, 1, MAX_STREAM_INTERVAL)
         if interval == self.stream_interval:
             return self
         if not self.streaming:
@@ -521,14 +510,11 @@ class EngineProfile(Result):
         loop = self.offline_sequence_overhead
 
         def spread(eff: Efficiency) -> Efficiency:
-            response = max(eff.sequence_overhead - loop, 0.0 * loop)  # a response's share of the fitted cost
-            return eff.replace(sequence_overhead=loop + response / interval)
+            if eff.sequence_overhead <= loop:  # (a calibration's) cost no larger than the loop's: no response share
+                return eff
+            return eff.replace(sequence_overhead=loop + (eff.sequence_overhead - loop) / interval)
 
-        return self.replace(
-            stream_interval=interval,
-            efficiency=spread(self.efficiency),
-            per_accelerator={k: spread(v) for k, v in self.per_accelerator.items()},
-        )
+        return self._with_costs(spread).replace(stream_interval=interval)
 
     def prices_offline_cost(self, efficiency: Efficiency) -> bool:
         """Whether ``efficiency`` charges this profile's cited cost of a run without streaming (not the fitted one).

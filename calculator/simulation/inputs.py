@@ -18,7 +18,7 @@ import numpy as np
 
 from .._support import count
 from ..errors import InputError
-from ..performance.engines import check_stream_interval
+from ..performance.engines import MAX_STREAM_INTERVAL
 from ..results import Result
 from ..serving import DEFAULT_ROUTER, ROUTERS, TRACE_COLUMNS, Speculation, read_trace, router_name
 from ..types import Rate, Time
@@ -139,7 +139,13 @@ class SimulationSetup(Result):
     def __post_init__(self) -> None:
         if not isinstance(self.streaming, bool):
             raise InputError(f"SimulationSetup: 'streaming' must be True or False, got {self.streaming!r:.80}")
-        if check_stream_interval(self.stream_interval, "SimulationSetup:") != 1 and not self.streaming:
+        if np.ndim(self.stream_interval) != 0:
+            raise InputError(
+                f"SimulationSetup: 'stream_interval' must be one whole number, got {self.stream_interval!r}"
+            )
+        interval = count("SimulationSetup", "stream_interval", self.stream_interval, 1, MAX_STREAM_INTERVAL)
+        object.__setattr__(self, "stream_interval", interval)
+        if interval != 1 and not self.streaming:
             raise InputError("SimulationSetup: 'stream_interval' applies to a streamed run (streaming=True)")
         for name in ("tensor_parallel", "expert_parallel", "data_parallel", "pipeline_parallel"):
             value = getattr(self, name)

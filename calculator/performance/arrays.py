@@ -335,6 +335,9 @@ class StepArrays:
     state_inner: float = 0.0
     state_flops: float = 0.0
     curves: dict[float, dict[str, np.ndarray]] = field(default_factory=dict, repr=False)  #: cache per TP degree
+    #: The GPU work of the iterations priced so far (:func:`~calculator.performance.iteration._kernel_iteration`),
+    #: by their counts. Not an argument: ``dataclasses.replace`` gives every variant an empty one.
+    priced: dict[tuple[Any, ...] | None, np.ndarray] = field(default_factory=dict, init=False, repr=False)
 
     @property
     def pair_share(self) -> float:

@@ -46,6 +46,9 @@ ELEMENTWISE_PASSES = 8
 MLA_DECODE_COMPUTE_FRACTION = 0.5
 #: Log2-spaced token counts on which an iteration's per-layer linear time is tabulated.
 _M_GRID = np.arange(0.0, 17.01, 0.25)
+#: The iterations' GPU work a :class:`StepArrays` keeps (:func:`_kernel_iteration`), of calls with at most
+#: :data:`_PRICED_SIZE` rows (a closed loop's group; a sweep's long arrays seldom repeat): 15 MB at most.
+_PRICED_KEPT, _PRICED_SIZE = 2048, 128
 
 
 def _layer_gemms(a: StepArrays, tp: float) -> list[tuple[float, float, float]]:
@@ -177,11 +180,24 @@ def _kernel_iteration(
 ) -> np.ndarray:
     """Seconds of the GPU work of one iteration on one tensor-parallel degree (measured kernels).
 
-    Over pipeline stages (``a.pipeline_parallel``): :func:`_pipeline`'s round.
+    Over pipeline stages (``a.pipeline_parallel``): :func:`_pipeline`'s round. The counts are flat float
+    arrays of one size. The GPU work does not depend on the engine's costs, so ``a`` keeps the answers
+    (:attr:`StepArrays.priced`, read-only; the latest :data:`_PRICED_KEPT` calls of at most
+    :data:`_PRICED_SIZE` rows): a fit's evaluations and a search's steps meet the same iterations again (a refit
+    of the H100 benchmarks prices about half of its iterations more than once).
     """
-    if a.pipeline_parallel <= 1:
-        return _stage_seconds(a, tp, a.layers, decode, context, tokens, prefill, requests, prior)
-    return _pipeline(a, tp, decode, context, tokens, prefill, requests, prior)[0]
+    counts = (decode, context, tokens, prefill, requests, prior)
+    key = (tp, *(c.tobytes() for c in counts)) if decode.size <= _PRICED_SIZE else None
+    out = a.priced.get(key)
+    if out is not None:
+        return out
+    out = _stage_seconds(a, tp, a.layers, *counts) if a.pipeline_parallel <= 1 else _pipeline(a, tp, *counts)[0]
+    if key is not None:
+        out.flags.writeable = False
+        if len(a.priced) >= _PRICED_KEPT:
+            del a.priced[next(iter(a.priced))]  # the oldest
+        a.priced[key] = out
+    return out
 
 
 def _pipeline(

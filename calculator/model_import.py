@@ -309,7 +309,7 @@ def _entry_id(model_id: Any, repo: Any, path: Path, registry: Registry) -> str:
         if not chosen:
             raise InputError(f"config: {path.name}: no id can be derived from the file name; give one (model_id, --id)")
     for section in ("models", "accelerators", "interconnects", "prices", "engines"):
-        taken = registry.section(section).resolve(chosen)
+        taken = registry.section(section).resolve(chosen, given=True)
         if taken is not None:
             raise InputError(
                 f"{how} already names the registry's {section}[{taken!r}]; give an id of your own (model_id, --id): "
@@ -465,7 +465,7 @@ def _aliases_and_checkpoint(
 ) -> None:
     """The repository as the entry's alias, and the quantized checkpoint it names (both need ``repo``)."""
     if repo:
-        taken = registry.models.resolve(repo)
+        taken = registry.models.resolve(repo, given=True)
         if taken is None:
             entry["aliases"] = [repo]
         else:

@@ -110,23 +110,41 @@ class Section(Mapping[str, Any]):
     """A read-only mapping from id to entry.
 
     Lookups also accept an entry's aliases and ignore case and ``_`` vs ``-``
-    (``"meta-llama/Llama-3.1-70B"`` or ``"H100_SXM"``); iteration yields ids only. A missing key
+    (``"meta-llama/Llama-3.1-70B"`` or ``"H100_SXM"``), then a model's checkpoint repositories
+    (``"nvidia/Qwen3-235B-A22B-NVFP4"``), then any of those names without its organization where only one
+    entry has it (``"DeepSeek-R1"``, ``"Llama-3.3-70B-Instruct"``); iteration yields ids only. A missing key
     raises :class:`UnknownEntryError` listing the known ids.
     """
 
     def __init__(self, kind: str, entries: Mapping[str, Any]) -> None:
         self._kind = kind
         self._entries = MappingProxyType(dict(entries))
-        self._names: dict[str, str] = {}
+        self._names: dict[str, str] = {}  # the ids and aliases
         for entry_id, entry in entries.items():
             for name in (entry_id, *getattr(entry, "aliases", ())):
                 self._names.setdefault(_normalise(name), entry_id)
+        self._derived = dict(self._names)  # and the checkpoints' repositories, the names without their organization
+        for entry_id, entry in entries.items():
+            for checkpoint in getattr(entry, "checkpoints", ()):
+                self._derived.setdefault(_normalise(checkpoint.repo), entry_id)
+        short: dict[str, set[str]] = {}
+        for name, entry_id in self._derived.items():
+            if "/" in name:
+                short.setdefault(name.rsplit("/", 1)[1], set()).add(entry_id)
+        for name, owners in short.items():
+            if len(owners) == 1:  # a name two entries share names neither
+                self._derived.setdefault(name, owners.pop())
 
-    def resolve(self, key: str) -> str | None:
-        """The id that ``key`` names (an id or an alias), or ``None``."""
+    def resolve(self, key: str, *, given: bool = False) -> str | None:
+        """The id that ``key`` names, or ``None``; ``given``: only an id or an alias (not a derived name).
+
+        An entry a user file adds takes its id and aliases from another entry's derived names.
+        """
         if key in self._entries:
             return key
-        return self._names.get(_normalise(key)) if isinstance(key, str) else None
+        if not isinstance(key, str):
+            return None
+        return (self._names if given else self._derived).get(_normalise(key))
 
     def __contains__(self, key: object) -> bool:
         return isinstance(key, str) and self.resolve(key) is not None

@@ -192,6 +192,49 @@ def test_aliases_and_spelling_variants_resolve_to_ids(reg):
     assert "meta-llama/Llama-3.1-70B" not in list(reg.models)  # iteration yields ids only
 
 
+@pytest.mark.parametrize(
+    ("name", "model"),
+    [
+        ("deepseek-r1", "deepseek-v3"),  # MLPerf's benchmark name; deepseek-ai/DeepSeek-R1 is an alias
+        ("DeepSeek-R1-0528", "deepseek-v3"),
+        ("llama3.1-8b", "llama-3.1-8b"),  # MLPerf's (aliases)
+        ("llama3.1-405b", "llama-3.1-405b"),
+        ("nvidia/Qwen3-235B-A22B-NVFP4", "qwen3-235b-a22b"),  # a checkpoint's repository
+        ("Qwen3-235B-A22B-NVFP4", "qwen3-235b-a22b"),  # and without its organization
+        ("Llama-3.3-70B-Instruct", "llama-3.3-70b"),
+        ("nvidia/DeepSeek-V3.1-NVFP4", "deepseek-v3.1"),
+    ],
+)
+def test_names_as_published_results_write_them_resolve(reg, name, model):
+    assert reg.models[name].id == model
+
+
+def test_a_checkpoint_named_is_the_checkpoint_a_plan_assumes():
+    from calculator.performance import checkpoint_for
+
+    named = "nvidia/Qwen3-235B-A22B-NVFP4"
+    assert checkpoint_for(named, "fp4", "sglang").repo == named
+    assert checkpoint_for(named, "fp4", "sglang").kv_cache == "fp8"
+
+
+def test_a_name_without_its_organization_resolves_only_where_one_entry_has_it():
+    from types import SimpleNamespace
+
+    from calculator.registry import Section
+
+    entries = {
+        "a": SimpleNamespace(aliases=("org-a/Shared-7B", "org-a/Only-A")),
+        "b": SimpleNamespace(aliases=("org-b/Shared-7B",)),
+        "c": SimpleNamespace(aliases=("Only-A",)),  # an alias is a name of its own: it wins over another's short name
+    }
+    section = Section("model", entries)
+    assert section.resolve("org-a/shared-7b") == "a" and section.resolve("org-b/Shared-7B") == "b"
+    assert section.resolve("Shared-7B") is None
+    assert section.resolve("only-a") == "c"
+    with pytest.raises(UnknownEntryError, match="unknown model id 'Shared-7B'"):
+        section["Shared-7B"]
+
+
 def test_alias_collisions_are_errors(tmp_path):
     entry = MINIMAL.split("accelerators:\n", 1)[1].split("models:", 1)[0]
     second = entry.replace("id: gpu-x", "id: gpu-z").replace("name: GPU X", "name: GPU Z\n    aliases: [GPU_X]")

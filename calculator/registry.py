@@ -103,7 +103,8 @@ SCHEMA_VERSION = 1
 
 
 def _normalise(name: str) -> str:
-    return name.strip().lower().replace("_", "-")
+    """A name as lookups compare it: lower case, spaces and ``_`` read as ``-`` (``"RTX PRO 6000"``, ``"h100_sxm"``)."""
+    return re.sub(r"\s+", "-", name.strip().lower()).replace("_", "-")
 
 
 class Section(Mapping[str, Any]):

@@ -209,6 +209,19 @@ def test_names_as_published_results_write_them_resolve(reg, name, model):
     assert reg.models[name].id == model
 
 
+@pytest.mark.parametrize(
+    ("name", "accelerator"),
+    [
+        ("RTX PRO 6000", "rtx-pro-6000"),
+        ("H100 SXM", "h100-sxm"),
+        ("GB200 NVL72", "gb200"),
+        ("h100 sxm5  80gb", "h100-sxm"),
+    ],
+)
+def test_spaces_in_a_name_read_as_hyphens(reg, name, accelerator):
+    assert reg.accelerators[name].id == accelerator
+
+
 def test_a_checkpoint_named_is_the_checkpoint_a_plan_assumes():
     from calculator.performance import checkpoint_for
 

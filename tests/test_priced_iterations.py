@@ -66,7 +66,8 @@ def test_the_kept_iterations_are_bounded(monkeypatch):
     a = step_arrays("llama-3.1-8b", "h100-sxm", "bf16")
     for batch in (1.0, 2.0, 3.0, 4.0, 5.0):
         iteration_seconds(a, _gpu(), 1, batch, 1024)
-    assert len(a.priced) == 3
+        assert 1 <= len(a.priced) <= 3  # cleared when full, then the new one kept
+    assert len(a.priced) == 2
     # calls of many rows (a sweep) are not kept
     iteration_seconds(a, _gpu(), 1, np.arange(1.0, 2 + iteration_module._PRICED_SIZE), 1024)
-    assert len(a.priced) == 3
+    assert len(a.priced) == 2

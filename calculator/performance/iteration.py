@@ -182,8 +182,8 @@ def _kernel_iteration(
 
     Over pipeline stages (``a.pipeline_parallel``): :func:`_pipeline`'s round. The counts are flat float
     arrays of one size. The GPU work does not depend on the engine's costs, so ``a`` keeps the answers
-    (:attr:`StepArrays.priced`, read-only; the latest :data:`_PRICED_KEPT` calls of at most
-    :data:`_PRICED_SIZE` rows): a fit's evaluations and a search's steps meet the same iterations again (a refit
+    (:attr:`StepArrays.priced`, read-only; up to :data:`_PRICED_KEPT` calls of at most :data:`_PRICED_SIZE`
+    rows, then cleared): a fit's evaluations and a search's steps meet the same iterations again (a refit
     of the H100 benchmarks prices about half of its iterations more than once).
     """
     counts = (decode, context, tokens, prefill, requests, prior)
@@ -195,7 +195,7 @@ def _kernel_iteration(
     if key is not None:
         out.flags.writeable = False
         if len(a.priced) >= _PRICED_KEPT:
-            del a.priced[next(iter(a.priced))]  # the oldest
+            a.priced.clear()  # one step, safe where threads share the arrays (the dashboard's sessions)
         a.priced[key] = out
     return out
 

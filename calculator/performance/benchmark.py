@@ -262,7 +262,10 @@ def closed_loop_seconds(  # noqa: PLR0913  # the benchmark model's entry point: 
     tp, inputs, outputs, clients, extra, spread = (v.ravel() for v in (tp, inputs, outputs, clients, extra, spread))
     # A request's decode iterations: its output after the first token, E tokens a round under speculation.
     slots = speculative.rounds_for(np.maximum(outputs - 1, 1.0))  # decode iterations a request takes
-    context = inputs + outputs / 2
+    # The running sequences' mean context: a request is among them for as long as it decodes, so where the lengths
+    # spread the longer ones are more often there (length-biased: E[O^2] / 2 E[O] of output, as the sizer's
+    # Workload.held_context).
+    context = inputs + outputs * (1.0 + np.where(np.isfinite(spread), spread, 0.0) ** 2) / 2
     # Admission: KV for the prompt plus the reserved share of the output; a sequence cap. A drafter's weights
     # and KV take their share of the cache.
     kv_tokens = speculative.kv_tokens(a, tp, kv_capacity_tokens(a, profile, tp))

@@ -100,7 +100,8 @@ def test_each_benchmark_format_reads_back_its_runs(tmp_path, kind, engine, versi
 
 def test_a_harness_length_spread_is_read_with_the_runs_and_priced(tmp_path):
     # The runs' length spread is a harness setting like the arrivals: recorded on every row, and the
-    # crowded rounds after the first burst it implies raise the predicted TTFT (not the TPOT).
+    # crowded rounds after the first burst it implies raise the predicted TTFT; the TPOT moves only by the
+    # spread's length bias on the running sequences' context (0.125 % of half the output at 0.05).
     kind, engine, version, precision, tp, _ = CASES[0]
     paths = _files(tmp_path, kind, _runs(engine, version, precision, tp))
     mixed = read_benchmark_files(paths, "qwen3-32b", "h100-sxm", engine, precision, tp)
@@ -108,7 +109,8 @@ def test_a_harness_length_spread_is_read_with_the_runs_and_priced(tmp_path):
     assert np.isinf(mixed.length_cv).all() and (spread.length_cv == 0.05).all()
     before, after = (prediction_errors(frame) for frame in (mixed, spread))
     assert (after.ttft_pred >= before.ttft_pred).all() and (after.ttft_pred > 1.05 * before.ttft_pred).any()
-    assert after.tpot_pred.to_numpy() == pytest.approx(before.tpot_pred.to_numpy(), rel=1e-6)
+    assert after.tpot_pred.to_numpy() == pytest.approx(before.tpot_pred.to_numpy(), rel=1e-3)
+    assert (after.tpot_pred >= before.tpot_pred).all()
     with pytest.raises(InputError, match="read_benchmark_files\\(\\): argument 'length_cv'"):
         read_benchmark_files(paths, "qwen3-32b", "h100-sxm", engine, precision, tp, length_cv=-1)
 

@@ -263,3 +263,21 @@ def test_cli_verifies_the_pools():
     assert result.exit_code == 0, result.output
     assert "simulation check: the pools meet the targets in simulation" in result.output
     assert "prefill pool" in result.output and "KV handoff" in result.output
+
+
+def test_the_decode_pool_holds_the_length_biased_context_of_spread_outputs():
+    # A request decodes for as long as its output, so the longer ones are more often in the batch: at an output CV
+    # of 1 the running sequences hold 1,024 + 2,048 tokens on average, not 1,024 + 1,024 (Workload.held_context, as
+    # the colocated sizer has it): a larger decode pool. The flag is no longer refused with --disaggregated.
+    space, targets = SearchSpace("h100-sxm", "fp8"), Targets(Q_(2, "s"), Q_(40, "ms"))
+    fixed, spread = (
+        size_disaggregated("llama-3.1-70b", Workload(Q_(10, "request/s"), 1024, 2048, output_cv=cv), targets, space)
+        for cv in (0.0, 1.0)
+    )
+    assert fixed.feasible and spread.feasible
+    assert spread.decode["gpus"] > fixed.decode["gpus"] and spread.prefill == fixed.prefill
+    args = ["size", "llama-3.1-70b", "--rate", "10", "--input", "1024", "--output", "2048", "--ttft", "2s"]
+    args += ["--tpot", "40ms", "-a", "h100-sxm", "-p", "fp8", "--disaggregated", "--output-cv", "1", "--json"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["decode"]["gpus"] == spread.decode["gpus"]

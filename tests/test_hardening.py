@@ -31,8 +31,13 @@ def parts(rate, inputs=1024, outputs=256, ttft=None, tpot=None, **fields):
     return model, workload, targets, c.SearchSpace(accelerator, precision)
 
 
-def fast(function, *args, seconds=2.0, **kwargs):
-    """Call and return, asserting the call took under ``seconds`` (a hang was the defect)."""
+def fast(function, *args, seconds=20.0, **kwargs):
+    """Call and return, asserting the call took under ``seconds`` (a hang was the defect).
+
+    A guard against hangs, not a speed target (those are benchmarks, docs/benchmarks.md): the defects took
+    minutes or never ended, and the limits leave ten times what the calls take on a loaded two-core machine
+    (2 s limits failed there while the suite ran beside another).
+    """
     started = time.perf_counter()
     try:
         return function(*args, **kwargs)
@@ -57,7 +62,7 @@ def test_unit_arithmetic_cannot_freeze_the_parser():
 
 @pytest.mark.parametrize("rate", [Q_(5e19, "request/s"), Q_(1e300, "request/s")])
 def test_an_absurd_rate_is_infeasible_with_its_reason_not_a_negative_fleet(rate):
-    plan = fast(c.size_fleet, *parts(rate), seconds=5)
+    plan = fast(c.size_fleet, *parts(rate), seconds=30)
     assert not plan.feasible and "GPUs" in plan.reason
     assert plan.gpus >= 0 and plan.cost is None  # an infeasible plan has no cost part, never a negative one
 
@@ -103,7 +108,7 @@ def test_reactive_scaling_at_the_longest_horizon_answers_fast():
     demand = Q_(100 + 50 * np.sin(np.linspace(0, 2 * np.pi, 25)), "request/s")
     result = fast(
         c.simulate_reactive_scaling, times, demand, Q_(10, "request/s"), Q_(5, "min"),
-        end=Q_(10_000, "hour"), step=Q_(1, "min"), seconds=2.0,
+        end=Q_(10_000, "hour"), step=Q_(1, "min"),
     )  # fmt: skip
     assert len(result.times) > 0
 
@@ -125,7 +130,7 @@ def test_iterative_routines_refuse_or_finish_fast(call, message):
         call()
     except CalculatorError as error:
         assert message in str(error)
-    assert time.perf_counter() - started < 5.0
+    assert time.perf_counter() - started < 20.0  # a hang guard, as fast()'s
 
 
 def test_dynamic_batching_simulation_bounds_its_work():
@@ -207,7 +212,7 @@ def test_every_command_answers_hostile_input_with_a_short_message(tmp_path, monk
     args = [a.format(bomb=bomb, big=big) for a in args]
     started = time.perf_counter()
     result = runner.invoke(app, args)
-    assert time.perf_counter() - started < 5
+    assert time.perf_counter() - started < 20  # a hang guard, as fast()'s
     assert result.exit_code in (1, 2), result.output
     assert "Traceback" not in result.output and len(result.output) < 1500, result.output[:2000]
 

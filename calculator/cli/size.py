@@ -81,7 +81,7 @@ EmitOption = Annotated[
 
 
 #: The flags of colocated serving only: size --disaggregated refuses them, compare applies them to the colocated plan.
-_COLOCATED_FLAGS = ("output_cv", "prefix_hit", "shared_prefix", "speculate", "chunk", "tbt", "router")
+_COLOCATED_FLAGS = ("prefix_hit", "shared_prefix", "speculate", "chunk", "tbt", "router")
 
 
 def _pools(plan: Any) -> str:
@@ -371,8 +371,6 @@ def _size_disaggregated(
     def table() -> str:
         lines = _understood(inputs, sizing.trace)
         lines.append(f"KV handoff over: {interconnect or _default_interconnect()}")
-        if inputs.workload.output_cv:  # a trace's: the decode pool is sized on the mean output length
-            lines.append("note: the disaggregated sizer plans on the mean output length (its CV is not used)")
         lines += [f"answer: {plan.gpus} GPUs: {_pools(plan)}"] if plan.feasible else []
         lines += _disaggregated_check_lines(verification) if verification is not None else []
         lines += _field_lines(plan)

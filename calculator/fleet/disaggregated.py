@@ -152,9 +152,9 @@ def size_disaggregated(
     iteration it arrives in and the one that computes the token); a percentile TTFT target takes the
     decode side at its mean. Each pool takes its cheapest feasible configuration;
     the KV handoff bandwidth is per request (one path). Each pool's experts are split by tensor
-    parallelism (``space.moe_layouts`` is not searched), the decode pool is sized on the mean output
-    length (``workload.output_cv`` is not used), and a token-gap bound (``targets.tbt``) is refused:
-    a decode pool runs no prefill between tokens.
+    parallelism (``space.moe_layouts`` is not searched), the decode pool's running sequences hold the
+    length-biased context of spread outputs (``Workload.held_context``, as the colocated sizer's), and a
+    token-gap bound (``targets.tbt``) is refused: a decode pool runs no prefill between tokens.
     """
     from ..phases import kv_handoff_time
 
@@ -275,7 +275,7 @@ def _decode_pool(
     """The cheapest decode pool whose step meets the TPOT target with the batch in the KV cache."""
     lam = workload.arrival_rate.m_as("request/s")
     decode_slots = max(workload.output_tokens - 1, 1.0)
-    context = workload.input_tokens + workload.output_tokens / 2
+    context = workload.held_context  # the running sequences' length-biased mean, as the colocated sizer's
     best: _Pool | None = None
     for family in families:
         a = family.arrays

@@ -72,6 +72,7 @@ class SizingRequest:
     output: int
     arrival_cv: float
     prompt_cv: float
+    output_cv: float
     ttft_ms: float
     tpot_ms: float
     percentile: float | None
@@ -98,6 +99,7 @@ class SizingRequest:
                 self.prompt,
                 self.output,
                 input_cv=self.prompt_cv,
+                output_cv=self.output_cv,
                 arrival_cv=self.arrival_cv,
             ),
             "targets": Targets(
@@ -212,7 +214,7 @@ def main():
     # The answer comes first: the inputs sit in the sidebar (collapsed on a phone), the plan at the top.
     with st.sidebar:
         model, accelerators, precisions, engine, kv, layouts = _hardware_inputs(sc)
-        rate, prompt, output, arrival_cv, prompt_cv = _traffic_inputs(sc)
+        rate, prompt, output, arrival_cv, prompt_cv, output_cv = _traffic_inputs(sc)
         ttft_ms, (percentile, tpot_stat, gap_ms), tpot_ms, max_util, router, prices = _target_inputs(sc, accelerators)
 
     if not accelerators or not precisions or not layouts:
@@ -234,6 +236,7 @@ def main():
         output=output,
         arrival_cv=arrival_cv,
         prompt_cv=prompt_cv,
+        output_cv=output_cv,
         ttft_ms=ttft_ms,
         tpot_ms=tpot_ms,
         percentile=PERCENTILES[percentile],
@@ -293,14 +296,24 @@ def _hardware_inputs(sc):
 
 
 def _traffic_inputs(sc):
-    """The sidebar's traffic: arrival rate, mean prompt and output, arrival and prompt-length CVs."""
+    """The sidebar's traffic: arrival rate, mean prompt and output, arrival, prompt- and output-length CVs."""
     st.subheader("Traffic")
     rate = sc.number("Arrival rate [request/s]", "rate", 10.0, min_value=0.01, max_value=1e6, step=1.0)
     prompt = sc.number("Mean prompt [token]", "prompt", 1024, min_value=1, max_value=1_000_000, integer=True)
     output = sc.number("Mean output [token]", "output", 256, min_value=1, max_value=100_000, integer=True)
     arrival_cv = sc.number("Arrival CV (1 = Poisson)", "arrival_cv", 1.0, min_value=0.0, max_value=10.0, step=0.1)
     prompt_cv = sc.number("Prompt-length CV", "prompt_cv", 0.0, min_value=0.0, max_value=10.0, step=0.1)
-    return rate, prompt, output, arrival_cv, prompt_cv
+    output_cv = sc.number(
+        "Output-length CV",
+        "output_cv",
+        0.0,
+        min_value=0.0,
+        max_value=10.0,
+        step=0.1,
+        help="Spread of the output lengths (reasoning traces: about 1). The longer outputs are more often in the "
+        "batch, so the running sequences hold more KV than the mean request (Workload.held_context).",
+    )
+    return rate, prompt, output, arrival_cv, prompt_cv, output_cv
 
 
 def _target_inputs(sc, accelerators):

@@ -238,6 +238,20 @@ def test_fleet_sizer_follows_an_input_change_and_a_shared_link():
     assert linked.number_input(key="fleet.rate").value == 40.0
 
 
+def test_fleet_sizer_plans_on_the_output_length_spread_it_is_given():
+    # Reasoning traces spread their outputs (CV about 1): the longer ones are more often in the batch, so the
+    # running sequences hold more KV than the mean request; the page's plan is the library's with that spread.
+    import dataclasses
+
+    parts = fleet_parts(40, 1000, 50.0)
+    spread = size_fleet(**parts | {"workload": dataclasses.replace(parts["workload"], output_cv=1.0)})
+    assert spread.gpus != fleet_plan(40).gpus or spread.batch != fleet_plan(40).batch  # the spread moves the plan
+    linked = open_page("fleet_sizer", rate="40.0", output_cv="1.0")
+    assert_clean(linked)
+    assert linked.number_input(key="fleet.output_cv").value == 1.0
+    assert (metric(linked, "GPUs"), metric(linked, "Batch cap per replica")) == (str(spread.gpus), str(spread.batch))
+
+
 def test_fleet_sizer_links_its_plan_to_the_cost_page():
     # Issue 55 item 6: the plan's serving cost per query and daily volume fill the cost page's lifetime scenario.
     from urllib.parse import parse_qs

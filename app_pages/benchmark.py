@@ -18,7 +18,8 @@ LAYOUT_NOTES = {
     "expert": " (experts spread over the GPUs)",
     "attention-dp": " (an attention rank per GPU)",
 }
-#: The length spread that mixes the clients after the first burst; "none" is mixed at once.
+#: The length spread that mixes the clients after the first burst (and lengthens the running sequences' mean
+#: context); "none" is mixed at once.
 MIXED_AT_ONCE = 0.0
 
 

@@ -79,7 +79,8 @@ def predict_command(
         typer.Option(
             metavar="CV",
             min=0.0,
-            help="Spread of the output lengths that mixes the clients after the first burst (default: mixed at once).",
+            help="Spread of the output lengths: it mixes the clients after the first burst and lengthens the running "
+            "sequences' mean context (default: mixed at once, none).",
             show_default=False,
         ),
     ] = None,

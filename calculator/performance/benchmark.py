@@ -735,8 +735,9 @@ def predict_benchmark(  # noqa: PLR0913  # public entry point: its keyword optio
         counts (TTFT up to 28 % low at 0.02), and identical requests are ``arrivals="waves"``. The spread
         applies to the prompts alike: it sets how many chunks a prompt takes on average (half of the prompts
         around a whole number of budgets take one more) and, for an engine that does not chunk, how many
-        whole prompts share an iteration. Where the KV cache binds, the group's cache is followed through the
-        run (about a second a point).
+        whole prompts share an iteration. The running sequences then hold ``I + O (1 + cv^2) / 2`` tokens on
+        average (the longer outputs are more often among them). Where the KV cache binds, the group's cache is
+        followed through the run (about a second a point).
     data_parallel : int, default 1
         For a mixture of experts: attention ranks of ``tensor_parallel`` GPUs each (attention data
         parallelism, :func:`~calculator.performance.decode_step_time`); each schedules its own token

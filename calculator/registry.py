@@ -110,8 +110,8 @@ def _normalise(name: str) -> str:
 class Section(Mapping[str, Any]):
     """A read-only mapping from id to entry.
 
-    Lookups also accept an entry's aliases and ignore case and ``_`` vs ``-``
-    (``"meta-llama/Llama-3.1-70B"`` or ``"H100_SXM"``), then a model's checkpoint repositories
+    Lookups also accept an entry's aliases, ignoring case and reading ``_`` and spaces as ``-``
+    (``"meta-llama/Llama-3.1-70B"``, ``"H100_SXM"``, ``"RTX PRO 6000"``), then a model's checkpoint repositories
     (``"nvidia/Qwen3-235B-A22B-NVFP4"``), then any of those names without its organization where only one
     entry has it (``"DeepSeek-R1"``, ``"Llama-3.3-70B-Instruct"``); iteration yields ids only. A missing key
     raises :class:`UnknownEntryError` listing the known ids.

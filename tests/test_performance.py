@@ -279,6 +279,7 @@ def test_engine_agnostic_default_is_within_its_documented_error():
 
 def test_engine_names_and_errors():
     assert engine_profile("TensorRT-LLM") is ENGINES["trtllm"]
+    assert engine_profile("TRT-LLM") is engine_profile("tensorrt_llm") is ENGINES["trtllm"]
     assert engine_profile(None) is ENGINES[None]
     with pytest.raises(InputError, match="argument 'engine' must be one of sglang, trtllm, vllm"):
         engine_profile("triton")

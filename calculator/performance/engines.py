@@ -786,7 +786,7 @@ def engine_profile(engine: str | EngineProfile | None, registry: Any = None) -> 
     if not isinstance(engine, str | None):
         raise InputError(f"argument 'engine' must be an engine name or None, got {engine!r}")
     key = GENERIC if engine is None else engine.lower().replace("_", "-")
-    key = {"tensorrt-llm": "trtllm", "tensorrtllm": "trtllm", "trt": "trtllm"}.get(key, key)
+    key = {"tensorrt-llm": "trtllm", "tensorrtllm": "trtllm", "trt": "trtllm", "trt-llm": "trtllm"}.get(key, key)
     if registry_or_none(registry) is None:
         profiles = ENGINES
         found = profiles.get(None if key == GENERIC else key)

@@ -124,17 +124,25 @@ class Section(Mapping[str, Any]):
         for entry_id, entry in entries.items():
             for name in (entry_id, *getattr(entry, "aliases", ())):
                 self._names.setdefault(_normalise(name), entry_id)
-        self._derived = dict(self._names)  # and the checkpoints' repositories, the names without their organization
+        # and the checkpoints' repositories, then every name without its organization: a name two entries share
+        # names neither
+        self._derived = dict(self._names)
+        repositories: dict[str, set[str]] = {}
         for entry_id, entry in entries.items():
             for checkpoint in getattr(entry, "checkpoints", ()):
-                self._derived.setdefault(_normalise(checkpoint.repo), entry_id)
+                repositories.setdefault(_normalise(checkpoint.repo), set()).add(entry_id)
+        self._add_unshared(repositories)
         short: dict[str, set[str]] = {}
         for name, entry_id in self._derived.items():
             if "/" in name:
                 short.setdefault(name.rsplit("/", 1)[1], set()).add(entry_id)
-        for name, owners in short.items():
-            if len(owners) == 1:  # a name two entries share names neither
-                self._derived.setdefault(name, owners.pop())
+        self._add_unshared(short)
+
+    def _add_unshared(self, owners: dict[str, set[str]]) -> None:
+        """Derived names, each where one entry has it (an id or alias of another keeps it)."""
+        for name, ids in owners.items():
+            if len(ids) == 1:
+                self._derived.setdefault(name, next(iter(ids)))
 
     def resolve(self, key: str, *, given: bool = False) -> str | None:
         """The id that ``key`` names, or ``None``; ``given``: only an id or an alias (not a derived name).

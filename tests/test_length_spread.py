@@ -38,3 +38,13 @@ def test_the_predicted_tpot_follows_the_simulated_one_as_the_lengths_spread():
     assert wide > 1.1 * narrow and simulated_wide > 1.1 * simulated_narrow
     assert narrow == pytest.approx(simulated_narrow, rel=0.05)
     assert wide == pytest.approx(simulated_wide, rel=0.06)  # was 15 % under it with the unbiased mean
+
+
+def test_identical_requests_in_waves_have_no_spread_to_bias_the_context():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plain, given = (
+            predict_benchmark(*CASE, PROMPT, OUTPUT, CLIENTS, "sglang", arrivals="waves", length_cv=cv)
+            for cv in (None, 1.0)
+        )
+    assert given.tpot.m_as("s") == pytest.approx(plain.tpot.m_as("s"), rel=1e-12)

@@ -43,6 +43,19 @@ def test_a_kept_iteration_is_the_fresh_pricing_and_costs_still_apply():
     assert len(a.priced) == 3
 
 
+@pytest.mark.parametrize("changed", range(6))
+def test_every_count_is_part_of_what_names_a_kept_iteration(changed):
+    # decode, context, tokens a sequence, prefill tokens, prompts and their earlier tokens: changing any one is
+    # another iteration, priced afresh (a key without it would return the first one's time)
+    a = step_arrays("llama-3.1-70b", "h100-sxm", "fp8")
+    counts = [np.array([64.0]), np.array([2048.0]), np.ones(1), np.array([512.0]), np.ones(1), np.array([256.0])]
+    first = iteration_module._kernel_iteration(a, 4.0, *counts)
+    counts[changed] = 2 * counts[changed]
+    other = iteration_module._kernel_iteration(a, 4.0, *counts)
+    fresh = iteration_module._kernel_iteration(step_arrays("llama-3.1-70b", "h100-sxm", "fp8"), 4.0, *counts)
+    assert len(a.priced) == 2 and np.array_equal(other, fresh) and not np.array_equal(other, first)
+
+
 def test_every_variant_of_the_arrays_prices_its_own_iterations():
     a = step_arrays("llama-3.1-70b", "h100-sxm", "fp8")
     plain = iteration_seconds(a, _gpu(), 4, DECODE, CONTEXT)

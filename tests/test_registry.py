@@ -222,6 +222,16 @@ def test_spaces_in_a_name_read_as_hyphens(reg, name, accelerator):
     assert reg.accelerators[name].id == accelerator
 
 
+def test_benchmark_suites_names_are_aliases_a_user_file_cannot_make_ambiguous(reg):
+    # MLPerf's names and the engines' spellings are given names, not derived ones: another entry's repository
+    # ending in DeepSeek-R1 would make a derived name ambiguous, never an alias
+    from calculator.calibration_files import engine_name
+
+    assert reg.models.resolve("deepseek-r1", given=True) == "deepseek-v3"
+    assert reg.models.resolve("llama3.1-405b", given=True) == "llama-3.1-405b"
+    assert [engine_name(name, reg) for name in ("TensorRT-LLM", "TRT-LLM", "tensorrt_llm")] == ["trtllm"] * 3
+
+
 def test_a_checkpoint_named_is_the_checkpoint_a_plan_assumes():
     from calculator.performance import checkpoint_for
 
@@ -240,7 +250,10 @@ def test_a_name_without_its_organization_resolves_only_where_one_entry_has_it():
         "b": SimpleNamespace(aliases=("org-b/Shared-7B",)),
         "c": SimpleNamespace(aliases=("Only-A",)),  # an alias is a name of its own: it wins over another's short name
     }
+    entries["d"] = SimpleNamespace(aliases=(), checkpoints=(SimpleNamespace(repo="org-q/Both-FP8"),))
+    entries["e"] = SimpleNamespace(aliases=(), checkpoints=(SimpleNamespace(repo="org-q/Both-FP8"),))
     section = Section("model", entries)
+    assert section.resolve("org-q/Both-FP8") is None and section.resolve("Both-FP8") is None  # two checkpoints' repo
     assert section.resolve("org-a/shared-7b") == "a" and section.resolve("org-b/Shared-7B") == "b"
     assert section.resolve("Shared-7B") is None
     assert section.resolve("only-a") == "c"

@@ -598,8 +598,8 @@ def compare_command(
 ) -> None:
     """Size MODEL both colocated and disaggregated (prefill and decode pools) and print them side by side.
 
-    The options of colocated serving only (--output-cv, prefix caching, --speculate, --chunk, --tbt,
-    --router) apply to the colocated plan. Exit status 1 when neither mode is feasible.
+    The options of colocated serving only (prefix caching, --speculate, --chunk, --tbt, --router) apply to the
+    colocated plan; --output-cv to both. Exit status 1 when neither mode is feasible.
     """
     from ..fleet import compare_serving_modes
 

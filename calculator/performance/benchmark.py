@@ -262,10 +262,11 @@ def closed_loop_seconds(  # noqa: PLR0913  # the benchmark model's entry point: 
     tp, inputs, outputs, clients, extra, spread = (v.ravel() for v in (tp, inputs, outputs, clients, extra, spread))
     # A request's decode iterations: its output after the first token, E tokens a round under speculation.
     slots = speculative.rounds_for(np.maximum(outputs - 1, 1.0))  # decode iterations a request takes
+    waves = _waves(arrivals, clients.shape)  # identical requests: no spread
     # The running sequences' mean context: a request is among them for as long as it decodes, so where the lengths
     # spread the longer ones are more often there (length-biased: E[O^2] / 2 E[O] of output, as the sizer's
     # Workload.held_context).
-    context = inputs + outputs * (1.0 + np.where(np.isfinite(spread), spread, 0.0) ** 2) / 2
+    context = inputs + outputs * (1.0 + np.where(np.isfinite(spread) & ~waves, spread, 0.0) ** 2) / 2
     # Admission: KV for the prompt plus the reserved share of the output; a sequence cap. A drafter's weights
     # and KV take their share of the cache.
     kv_tokens = speculative.kv_tokens(a, tp, kv_capacity_tokens(a, profile, tp))
@@ -306,7 +307,6 @@ def closed_loop_seconds(  # noqa: PLR0913  # the benchmark model's entry point: 
     admitted = overhead + steady.admitted + leftover
     admitted = admitted + np.maximum(first - admitted, 0.0) / requests_per_client
     tpot, rate = steady.step, steady.rate  # a decode iteration (a round under speculation; TPOT its share, below)
-    waves = _waves(arrivals, clients.shape)
     if np.any(waves):
         waved = _in_waves(scheduler, (burst_iterations, mean_iteration, t_burst), first, requests_per_client)
         ttft, tpot, rate = (np.where(waves, w, d) for w, d in zip(waved, (ttft, tpot, rate), strict=True))

@@ -77,7 +77,9 @@ def group_cache_run(
     total = clients * requests_per_client
     # a request's mean KV: whole blocks, and a sliding window capping its layers' part (SchedulerRules.kv_tokens)
     kept = rules.kv_tokens(inputs)
-    grown = outputs / 2 if not rules.window_share else rules.kv_tokens(inputs + outputs / 2) - kept
+    # the running requests' output, length-biased where the lengths spread (closed_loop_seconds' context)
+    half = outputs * (1.0 + np.where(np.isfinite(length_cv), length_cv, 0.0) ** 2) / 2
+    grown = half if not rules.window_share else rules.kv_tokens(inputs + half) - kept
     mean_kv = kept + rules.block_slack(kept, length_cv) + grown
     rounds = np.ceil(total / np.maximum(np.minimum(kv_tokens / mean_kv, clients), 1.0))
     follow = (rounds <= _MOST_ROUNDS) & (length_cv < _MOST_SPREAD)

@@ -465,9 +465,11 @@ def _aliases_and_checkpoint(
 ) -> None:
     """The repository as the entry's alias, and the quantized checkpoint it names (both need ``repo``)."""
     if repo:
-        taken = registry.models.resolve(repo, given=True)
+        taken, derived = registry.models.resolve(repo, given=True), registry.models.resolve(repo)
         if taken is None:
             entry["aliases"] = [repo]
+            if derived is not None:  # a checkpoint's repository, or a name without its organization
+                notes.append(f"{repo} named the registry's model {derived!r} too (not an id or alias): now this entry")
         else:
             notes.append(f"{repo} already names the registry's model {taken!r}: not added as this entry's alias")
     if quantization is None:

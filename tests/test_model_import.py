@@ -276,6 +276,16 @@ def test_the_safetensors_index_checks_the_count_and_reports_both(tmp_path):
         import_model_config(config("deepseek-ai--DeepSeek-V3"), model_id="ds", index=index)
 
 
+def test_a_repository_that_only_a_derived_name_held_becomes_the_new_entrys_alias_with_a_note():
+    # nvidia/Llama-3.1-8B-Instruct-FP4 is a packaged checkpoint's repository (it named llama-3.1-8b, not as an alias):
+    # the imported entry takes it, and the note says what it named before
+    imported = import_model_config(
+        config("meta-llama--Meta-Llama-3.1-8B"), repo="nvidia/Llama-3.1-8B-Instruct-FP4", model_id="my-8b"
+    )
+    assert imported.model.aliases == ("nvidia/Llama-3.1-8B-Instruct-FP4",)
+    assert any("named the registry's model 'llama-3.1-8b' too" in note for note in imported.notes)
+
+
 def test_the_checkpoint_precision_comes_from_hf_quant_config_or_the_config(tmp_path):
     fp8 = import_model_config(
         config("nvidia--Llama-3.1-70B-Instruct-FP8"),

@@ -153,6 +153,17 @@ def _trace_column(frame: Any, column: str, is_time: bool, what: str) -> np.ndarr
 # Records
 
 
+def held_output(output_tokens: Any, output_cv: Any) -> Any:
+    """Output tokens a running sequence holds on average: half its output, length-biased where the lengths spread.
+
+    A request is among the running sequences for as long as it decodes, so a long output is there longer: the
+    time-average is ``E[O^2] / (2 E[O]) = O (1 + cv^2) / 2``. A non-finite ``output_cv`` (none given) counts as 0.
+    Arrays broadcast.
+    """
+    cv = np.asarray(output_cv, dtype=float)
+    return output_tokens * (1.0 + np.where(np.isfinite(cv), cv, 0.0) ** 2) / 2
+
+
 @dataclass(frozen=True, repr=False)
 class Workload(Result):
     """Traffic as a capacity planner has it: a rate and request lengths with their variability.
@@ -214,7 +225,7 @@ class Workload(Result):
         >>> Workload(Q_(1, "request/s"), 1000, 200, output_cv=1.0).held_context
         1200.0
         """
-        return self.input_tokens + self.output_tokens * (1 + self.output_cv**2) / 2
+        return self.input_tokens + float(held_output(self.output_tokens, self.output_cv))
 
     @classmethod
     def from_trace(

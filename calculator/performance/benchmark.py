@@ -23,6 +23,7 @@ from .._support import MAX_CV, check_broadcast, model_of
 from ..errors import InputError
 from ..formula import magnitude
 from ..results import Result
+from ..serving import held_output
 from ..types import AcceleratorRef, Count, ModelRef, Rate, Time, TokenRate, Tokens
 from ..units import Q_
 from ._common import _counts, _efficiency, _plain_arrays, _step_inputs, checked_tp, replica_layout
@@ -263,10 +264,8 @@ def closed_loop_seconds(  # noqa: PLR0913  # the benchmark model's entry point: 
     # A request's decode iterations: its output after the first token, E tokens a round under speculation.
     slots = speculative.rounds_for(np.maximum(outputs - 1, 1.0))  # decode iterations a request takes
     waves = _waves(arrivals, clients.shape)  # identical requests: no spread
-    # The running sequences' mean context: a request is among them for as long as it decodes, so where the lengths
-    # spread the longer ones are more often there (length-biased: E[O^2] / 2 E[O] of output, as the sizer's
-    # Workload.held_context).
-    context = inputs + outputs * (1.0 + np.where(np.isfinite(spread) & ~waves, spread, 0.0) ** 2) / 2
+    # The running sequences' mean context, length-biased where the lengths spread (as the sizer's Workload.held_context)
+    context = inputs + held_output(outputs, np.where(waves, 0.0, spread))
     # Admission: KV for the prompt plus the reserved share of the output; a sequence cap. A drafter's weights
     # and KV take their share of the cache.
     kv_tokens = speculative.kv_tokens(a, tp, kv_capacity_tokens(a, profile, tp))

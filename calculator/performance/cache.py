@@ -23,6 +23,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..serving import held_output
 from .arrays import StepArrays
 from .burst import burst_seconds
 from .engines import Efficiency
@@ -77,8 +78,7 @@ def group_cache_run(
     total = clients * requests_per_client
     # a request's mean KV: whole blocks, and a sliding window capping its layers' part (SchedulerRules.kv_tokens)
     kept = rules.kv_tokens(inputs)
-    # the running requests' output, length-biased where the lengths spread (closed_loop_seconds' context)
-    half = outputs * (1.0 + np.where(np.isfinite(length_cv), length_cv, 0.0) ** 2) / 2
+    half = held_output(outputs, length_cv)  # length-biased, as closed_loop_seconds' context
     grown = half if not rules.window_share else rules.kv_tokens(inputs + half) - kept
     mean_kv = kept + rules.block_slack(kept, length_cv) + grown
     rounds = np.ceil(total / np.maximum(np.minimum(kv_tokens / mean_kv, clients), 1.0))

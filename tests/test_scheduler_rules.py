@@ -139,3 +139,34 @@ def test_one_token_budget_in_a_user_file_moves_the_predictor_the_sizer_and_the_s
     assert abs(np.log(simulated((str(path),)) / simulated(()))) > 0.1
     # and smaller prefill chunks beside the decodes: shorter gaps between tokens
     assert sized(ours) < sized(None)
+
+
+def test_small_chunks_beside_a_full_budget_never_price_a_prompt_below_nothing(tmp_path, monkeypatch):
+    # A 1,024-token budget beside 1,008 decodes leaves 16 tokens: a 4,096-token prompt is 256 chunks, about a
+    # thousand landing per iteration. Priced together under vLLM's asynchronous scheduling, the mean chunk costs
+    # less than one alone; the difference, taken over 256 chunks, once exceeded the prompt's own cost, and the
+    # candidate's rate came out negative (-41.5 request/s per replica, and a division by zero in the replicas).
+    from calculator.fleet import evaluate
+
+    path = tmp_path / "budget.yaml"
+    path.write_text(SMALL_BUDGET, encoding="utf-8")
+    seen = []
+    mixed = evaluate._mixed_iteration
+
+    def spy(grid, t_dec, per_token, *args):
+        out = mixed(grid, t_dec, per_token, *args)
+        seen.append((np.broadcast_to(per_token, out.step.shape), out))
+        return out
+
+    monkeypatch.setattr(evaluate, "_mixed_iteration", spy)
+    plan = size_fleet(
+        "llama-3.1-8b", Workload(Q_(10, "request/s"), 4096, 256), Targets(Q_(2, "s"), Q_(50, "ms")),
+        SearchSpace("h100-sxm", "bf16"), engine="vllm", costs=Costs(Q_(3, "USD/hour")),
+        registry=load_registry(extra=[path]),
+    )  # fmt: skip
+    assert plan.feasible, plan.reason
+    assert seen and any(np.max(out.prompt_time / per_token) > 0 for per_token, out in seen)
+    for per_token, out in seen:
+        assert np.all(out.prompt_time >= 0), out.prompt_time.min()
+        assert np.all(out.step >= per_token)  # a prompt riding in a decode iteration never shortens it
+        assert np.all(out.rate > 0)

@@ -722,8 +722,11 @@ def _mixed_iteration(
         # prompts' cost over their lengths keeps its convexity; the mean chunk's carries the difference.
         a, eff = grid.arrays, grid.eff
         expected, alone = _overlap_expectation(a, eff, grid.tp, batch, grid.context, chunk, 0.0, arrivals, plain)
-        excess = grid.scale[0] * (expected / np.maximum(arrivals, 1e-300) - alone)
-        priced = per_prompt + chunks * np.where(arrivals > 1e-9, excess, 0.0)
+        collided = grid.scale[0] * expected / np.maximum(arrivals, 1e-300)  # the mean chunk, priced together
+        # never below the mean chunk priced together: where the chunks are many and small, a difference larger
+        # than the prompts' own cost would price a prompt's chunks below nothing (and a replica's rate below 0)
+        together = np.maximum(per_prompt + chunks * (collided - grid.scale[0] * alone), chunks * collided)
+        priced = np.where(arrivals > 1e-9, together, per_prompt)
     if np.any(spread):
         # Chunks landing in one iteration go to different ranks and prefill side by side (the mean chunk).
         together = grid.added(r * chunk, r, 0.0, plain)

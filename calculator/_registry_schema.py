@@ -812,6 +812,12 @@ class Engine(Entry):
         "buffers padded to the busiest rank in decode-only iterations, and in iterations with a prompt an all-reduce "
         "of the summed buffer to gather and another to combine",
     )
+    fp4_gather: bool | None = Field(
+        None,
+        description="with 'gather_scatter', the ranks' tokens are all-gathered already quantized for NVFP4 experts "
+        "(half a byte a value and an FP8 scale per 16 values) instead of at 16 bits; the outputs are reduce-scattered "
+        "at 16 bits either way (None: not documented, 16 bits)",
+    )
     memory_fraction_rule: MemoryFractionRule | None = Field(
         None,
         description="how the engine computes its memory fraction from the device (required with memory_policy "

@@ -419,6 +419,33 @@ def test_attention_ranks_exchange_tokens_with_the_experts_as_each_engine_does():
         dataclasses.replace(engine_profile("vllm"), expert_exchange="alltoall")
 
 
+def test_tensorrt_llm_gathers_the_ranks_tokens_quantized_for_fp4_experts():
+    # TensorRT-LLM's fused MoE quantizes the ranks' tokens for NVFP4 experts before it all-gathers them (half a byte a
+    # value and an FP8 scale per 16 values: 0.5625 bytes) and reduce-scatters the 16-bit outputs; its FP8 experts and
+    # the other engines gather 16-bit tokens (fused_moe_cutlass.py, forward_chunk's run_post_quant_allgather).
+    from calculator.kernels import collective_seconds
+    from calculator.performance import engine_profile, iteration_seconds
+
+    assert engine_profile("trtllm").fp4_gather and not engine_profile("vllm").fp4_gather
+    assert "run_post_quant_allgather" in engine_profile("trtllm").citations["fp4_gather"]
+
+    def arrays(precision: str, engine: str):
+        a = step_arrays("deepseek-v3", "b200", precision, engine=engine)
+        return a.with_expert_tensor_parallel(1).with_attention_data_parallel(1)
+
+    assert arrays("fp4", "trtllm").gather_value_bytes == 0.5625
+    assert arrays("fp8", "trtllm").gather_value_bytes == arrays("fp4", "vllm").gather_value_bytes == 2.0
+    a = arrays("fp4", "trtllm")
+    sixteen = dataclasses.replace(a, gather_value_bytes=2.0)
+    eff = engine_profile("trtllm").efficiency_for("b200")
+    tokens = 1536  # 192 decodes on each of eight ranks
+    quantized, plain = iteration_seconds(a, eff, 8, tokens, 2650), iteration_seconds(sixteen, eff, 8, tokens, 2650)
+    gathered = [float(collective_seconds(a.tables, "all_gather", 8, tokens * a.hidden * b, a.link_bandwidth))
+                for b in (2.0, 0.5625)]  # fmt: skip
+    assert plain - quantized == pytest.approx(a.layers * (gathered[0] - gathered[1]), rel=1e-6)
+    assert gathered[1] < gathered[0] / 2  # a message of 3.5 times fewer bytes, on the tables' bandwidth part
+
+
 def test_prompts_landing_together_prefill_side_by_side_on_the_attention_ranks():
     # A request goes to the rank with the fewest outstanding, so J prompt chunks landing in one iteration put
     # ceil(J / ranks) on the busiest rank: the rank part of their cost is paid that often, the experts' part J

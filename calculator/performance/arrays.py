@@ -25,6 +25,9 @@ from ..units import Q_
 if TYPE_CHECKING:
     from ..registry import Registry
 
+#: Bytes a value of NVFP4 activations takes: a 4-bit value and an FP8 (E4M3) scale per 16 values. TensorRT-LLM's fused
+#: MoE quantizes the ranks' tokens so before it all-gathers them to NVFP4 experts (``EngineProfile.fp4_gather``).
+NVFP4_GATHER_BYTES = 0.5 + 1 / 16
 
 __all__ = [
     "CHECKPOINT_RULE",
@@ -303,6 +306,9 @@ class StepArrays:
     mesh_links: float = 0.0
     #: How attention data-parallel ranks exchange tokens around the experts (``EngineProfile.expert_exchange``).
     expert_exchange: str = "gather_scatter"
+    #: Bytes a value of the tokens all-gathered to the experts takes: 16 bits, or :data:`NVFP4_GATHER_BYTES` where the
+    #: engine quantizes them for NVFP4 experts before the gather (``EngineProfile.fp4_gather``).
+    gather_value_bytes: float = 2.0
     #: Sliding-window attention: the tokens a windowed layer attends to and caches (inf: none), and the windowed
     #: layers' share of a token's KV bytes (gpt-oss: 128 tokens, half of them; the share of the layers where every
     #: layer has one shape, :func:`~calculator.memory.kv.window_shares`).
@@ -631,13 +637,23 @@ def step_arrays(
         kv_precision=kv_name,
         measured=bool(tables.measured and GEMM_TABLE_OF_WEIGHTS.get(name, "bf16") in tables.measured_dtypes),
         precision=name,
-        engine=None if profile is None or profile.name == "generic" else str(profile.name),
-        expert_exchange=profile.expert_exchange if profile is not None else "gather_scatter",
-        uneven_experts=bool(profile.uneven_experts) if profile is not None else True,
+        **_engine_fields(profile, name),
         node_gpus=float(device.node_gpus or float("inf")),
         scale_out_bandwidth=_scale_out_bandwidth(device, registry),
         mesh_links=float(device.scale_up_links or 0) if device.scale_up is not None else 0.0,
     )
+
+
+def _engine_fields(profile: Any, precision: str) -> dict[str, Any]:
+    """What :class:`StepArrays` takes of the engine (``profile``, None: the engine-agnostic one) at ``precision``."""
+    if profile is None:
+        return {"engine": None, "expert_exchange": "gather_scatter", "gather_value_bytes": 2.0, "uneven_experts": True}
+    return {
+        "engine": None if profile.name == "generic" else str(profile.name),
+        "expert_exchange": profile.expert_exchange,
+        "gather_value_bytes": NVFP4_GATHER_BYTES if profile.fp4_gather and precision == "fp4" else 2.0,
+        "uneven_experts": bool(profile.uneven_experts),
+    }
 
 
 class _Shapes(NamedTuple):

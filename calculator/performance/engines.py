@@ -213,6 +213,10 @@ class EngineProfile(Result):
         all-gather of every rank's tokens, a reduce-scatter of the outputs: vLLM, TensorRT-LLM) or
         ``"padded_or_summed"`` (SGLang: the same over buffers padded to the busiest rank when only decodes
         run, two all-reduces of the summed buffer when a prompt is in the iteration).
+    fp4_gather : bool
+        Whether, with ``"gather_scatter"``, the ranks' tokens are all-gathered already quantized for NVFP4 experts
+        (:data:`~calculator.performance.arrays.NVFP4_GATHER_BYTES` a value) instead of at 16 bits (TensorRT-LLM);
+        the outputs' reduce-scatter stays 16-bit.
     uneven_experts : bool
         Whether an expert-parallel degree that does not divide the experts runs without redundant copies (the first
         ranks holding one more: vLLM); False: the placed experts must divide evenly (SGLang, TensorRT-LLM).
@@ -298,6 +302,7 @@ class EngineProfile(Result):
     fitted_releases: tuple[str, ...] = ()
     fitted_batch: int | None = None
     accelerator_vendors: tuple[str, ...] = ()
+    fp4_gather: bool = False
     uneven_experts: bool = False
     draft_model_speculation: bool = True
     online_quantization: tuple[str, ...] = ()
@@ -695,6 +700,7 @@ def profile_from_entry(entry: Any, sources: Mapping[str, Any]) -> EngineProfile:
         quantized_kv_precision=entry.quantized_kv_precision,
         interval=entry.prediction_interval,
         expert_exchange=entry.expert_exchange,
+        fp4_gather=bool(entry.fp4_gather),
         overlap_scheduler=bool(entry.overlap_scheduler),
         memory_fraction_rule=entry.memory_fraction_rule,
         fitted_releases=tuple(entry.fitted_releases or ()),

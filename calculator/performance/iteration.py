@@ -430,15 +430,18 @@ def _state_layer_seconds(a: StepArrays, group: float, decode: Any, prefill: Any)
 def _expert_exchange_seconds(a: StepArrays, tp: float, tokens: Any, padded: Any, prefill: Any) -> Any:
     """One layer's exchange of the attention ranks' ``tokens`` with the experts, by ``a.expert_exchange``.
 
-    ``"gather_scatter"`` (vLLM, TensorRT-LLM): an all-gather of every rank's tokens before the experts and a
-    reduce-scatter of their outputs. ``"padded_or_summed"`` (SGLang): the same over buffers padded to the
+    ``"gather_scatter"`` (vLLM, TensorRT-LLM): an all-gather of every rank's tokens before the experts (at
+    ``a.gather_value_bytes`` a value: quantized for NVFP4 experts by TensorRT-LLM) and a reduce-scatter of their
+    16-bit outputs. ``"padded_or_summed"`` (SGLang): the same over 16-bit buffers padded to the
     busiest rank (``padded`` tokens in all) where only decodes run; where a prompt is in the iteration, an
     all-reduce of a buffer of the summed tokens gathers them and another all-reduce combines the outputs.
     """
     width = a.hidden * ACTIVATION_BYTES
     if a.expert_exchange == "gather_scatter":
-        size = tokens * width
-        return _collective_seconds(a, tp, size, "all_gather") + _collective_seconds(a, tp, size, "reduce_scatter")
+        gathered = tokens * a.hidden * a.gather_value_bytes
+        return _collective_seconds(a, tp, gathered, "all_gather") + _collective_seconds(
+            a, tp, tokens * width, "reduce_scatter"
+        )
     size = padded * width
     decode_only = _collective_seconds(a, tp, size, "all_gather") + _collective_seconds(a, tp, size, "reduce_scatter")
     return np.where(prefill > 0, 2 * _collective_seconds(a, tp, tokens * width), decode_only)

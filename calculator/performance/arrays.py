@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from ..registry import Registry
 
 #: Bytes a value of NVFP4 activations takes: a 4-bit value and an FP8 (E4M3) scale per 16 values. TensorRT-LLM's fused
-#: MoE quantizes the ranks' tokens so before it all-gathers them to NVFP4 experts (``EngineProfile.fp4_gather``).
+#: MoE quantizes the ranks' tokens before it all-gathers them to NVFP4 experts (``EngineProfile.fp4_gather``).
 NVFP4_GATHER_BYTES = 0.5 + 1 / 16
 
 __all__ = [

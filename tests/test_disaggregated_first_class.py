@@ -192,12 +192,12 @@ def test_verify_at_light_load_is_one_prefill_the_handoff_and_one_step_and_meets_
 
 @pytest.fixture(scope="module")
 def missed():
-    # A plan sized for 5 request/s (TTFT 250 ms) run at 6: its one decode replica (28 sequences of 256 tokens at
-    # about 17 ms a step, some 6.5 request/s at its cap) queues arrivals for a slot, and TTFT passes 250 ms.
+    # A plan sized for 5 request/s (TTFT 250 ms) run at 8: its one decode replica (40 sequences of 256 tokens at
+    # about 17.7 ms a step, some 8.9 request/s at its cap) queues arrivals for a slot, and TTFT passes 250 ms.
     workload, targets = Workload(Q_(5, "request/s"), 1024, 256), Targets(Q_(250, "ms"), Q_(50, "ms"))
     plan = size_disaggregated("llama-3.1-70b", workload, targets, SearchSpace("h100-sxm", "fp8"), engine="vllm")
     assert plan.feasible and plan.ttft < Q_(250, "ms") and plan.decode["replicas"] == 1
-    busier = dataclasses.replace(plan, workload=dataclasses.replace(workload, arrival_rate=Q_(6, "request/s")))
+    busier = dataclasses.replace(plan, workload=dataclasses.replace(workload, arrival_rate=Q_(8, "request/s")))
     return busier, verify_disaggregated(busier, requests=2000, seeds=1, search=True)
 
 
@@ -281,3 +281,19 @@ def test_the_decode_pool_holds_the_length_biased_context_of_spread_outputs():
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["decode"]["gpus"] == spread.decode["gpus"]
+
+
+def test_less_traffic_never_makes_the_pools_infeasible():
+    # Found by fuzzing: at 0.1 and 1 request/s of 64/4,000 tokens (Llama-3.1-8B FP8 on B200s, TensorRT-LLM, TTFT
+    # 300 ms, TPOT 10 ms) the decode pool took the smallest batch cap one replica could run, full most of the time:
+    # its wait for a slot took the whole TTFT target and the prefill pool had none left ("no configuration meets the
+    # TTFT target"), while 4 request/s and more were feasible. Of the cheapest decode pools, the one whose first
+    # token comes soonest; none that leaves the prefill nothing.
+    targets, space = Targets(Q_(300, "ms"), Q_(10, "ms")), SearchSpace("b200", "fp8")
+    plans = [
+        size_disaggregated("llama-3.1-8b", Workload(Q_(rate, "request/s"), 64, 4000), targets, space, engine="trtllm")
+        for rate in (0.1, 1.0, 4.0)
+    ]
+    assert all(plan.feasible for plan in plans), [plan.reason for plan in plans]
+    assert [plan.gpus for plan in plans] == sorted(plan.gpus for plan in plans)
+    assert all(plan.ttft < targets.ttft and plan.tpot <= targets.tpot for plan in plans)

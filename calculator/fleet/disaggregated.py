@@ -29,6 +29,8 @@ from .problem import _named_repository, _part, _resolve
 from .sizing import size_fleet
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ..registry import Registry, RegistryDocument
 
 __all__ = ["DisaggregatedPlan", "ServingModeComparison", "compare_serving_modes", "size_disaggregated"]
@@ -184,18 +186,35 @@ def size_disaggregated(
     lam = workload.arrival_rate.m_as("request/s")
     families = _families(entry, space, costs, None, reg, profile, named)
     tp_grid, batch_grid = np.meshgrid(tps, grid_batches, indexing="ij")
-    decode = _decode_pool(families, profile, workload, tp_grid, batch_grid, tpot_target, max_utilization)
-    if decode is None:
-        return DisaggregatedPlan(False, "decode pool: no configuration meets the TPOT target within memory", **record)
-    arrays = decode.family.arrays
-    kv_bytes = arrays.kv_tokens(workload.input_tokens) * arrays.kv_bytes_per_token  # the prompt's KV, handed over
-    handoff = float(
-        kv_handoff_time.numeric(
-            kv_bytes=kv_bytes, link_bandwidth=link.bandwidth.m_as("B/s"), startup_latency=latency, parallel_links=1
-        )
-    )
-    # the decode side of TTFT: a second request path, a slot in the decode batch, the iteration it joins
     overhead = profile.request_overhead.m_as("s")
+
+    def handoff_of(arrays: Any) -> float:
+        kv_bytes = arrays.kv_tokens(workload.input_tokens) * arrays.kv_bytes_per_token  # the prompt's KV, handed over
+        return float(
+            kv_handoff_time.numeric(
+                kv_bytes=kv_bytes, link_bandwidth=link.bandwidth.m_as("B/s"), startup_latency=latency, parallel_links=1
+            )
+        )
+
+    def room(arrays: Any) -> float:
+        """What the decode side may take of TTFT: all but the two request paths and the handoff (and > 0 more)."""
+        return ttft_target - 2 * overhead - handoff_of(arrays)
+
+    decode, (soonest, left) = _decode_pool(
+        families, profile, workload, tp_grid, batch_grid, tpot_target, max_utilization, room
+    )
+    if decode is None and not np.isfinite(soonest):
+        return DisaggregatedPlan(False, "decode pool: no configuration meets the TPOT target within memory", **record)
+    if decode is None:
+        handoff = ttft_target - 2 * overhead - left
+        why = (
+            f"decode pool: no configuration meets the TTFT target after a {handoff * 1e3:.1f} ms KV handoff and two "
+            f"request paths of {overhead * 1e3:.1f} ms: the decode pool's first token takes at least "
+            f"{soonest * 1e3:.1f} ms and the target leaves it {max(left, 0.0) * 1e3:.1f} ms"
+        )
+        return DisaggregatedPlan(False, why, **record)
+    handoff = handoff_of(decode.family.arrays)
+    # the decode side of TTFT: a second request path, a slot in the decode batch, the iteration it joins
     decode_first = overhead + decode.wait + 1.5 * decode.time
     budget = ttft_target - handoff - decode_first - overhead
     prefill, too_many = _prefill_pool(
@@ -271,12 +290,21 @@ def _decode_pool(
     batch_grid: np.ndarray,
     tpot_target: float,
     max_utilization: float,
-) -> _Pool | None:
-    """The cheapest decode pool whose step meets the TPOT target with the batch in the KV cache."""
+    room: Callable[[Any], float],
+) -> tuple[_Pool | None, tuple[float, float]]:
+    """The cheapest decode pool whose step meets the TPOT target with the batch in the KV cache.
+
+    Its first token (the mean wait for a slot in the batch and one and a half steps) must also take less than
+    ``room(arrays)`` seconds, what the TTFT target leaves the decode side; of the cheapest, the one whose first
+    token comes soonest (at a low rate every batch cap fits one replica, and the smallest cap keeps it full).
+    Also returns the soonest first token of the configurations that meet the TPOT target within memory (inf:
+    none does) and the room its family had, for the reason where none leaves the prefill pool any.
+    """
     lam = workload.arrival_rate.m_as("request/s")
     decode_slots = max(workload.output_tokens - 1, 1.0)
     context = workload.held_context  # the running sequences' length-biased mean, as the colocated sizer's
     best: _Pool | None = None
+    soonest = (float("inf"), 0.0)
     for family in families:
         a = family.arrays
         # a sequence's mean KV: its mean tokens and its prompt's last block's slack (performance.scheduler)
@@ -288,16 +316,20 @@ def _decode_pool(
         replicas = ceil_count(
             replica_demand.numeric(arrival_rate=lam, replica_throughput=rate, max_utilization=max_utilization)
         )
-        cost = np.where(ok, replicas * tp_grid * family.price, np.inf)
-        i = np.unravel_index(np.argmin(cost), cost.shape)
+        # the batch as a birth-death queue over each TP row's rate curve (the colocated sizer's slot wait)
+        load = lam / np.maximum(replicas, 1)
+        wait = np.stack([_occupancy(batch_grid[r], rate[r], batch_grid[r], load[r])[1] for r in range(len(rate))])
+        first = wait + 1.5 * t_dec
+        if np.any(ok) and np.min(first[ok]) < soonest[0]:
+            soonest = (float(np.min(first[ok])), room(a))
+        cost = np.where(ok & (first < room(a)), replicas * tp_grid * family.price, np.inf)
+        i = np.unravel_index(np.lexsort((first.ravel(), cost.ravel()))[0], cost.shape)  # cheapest, then soonest
         if np.isfinite(cost[i]) and (best is None or cost[i] < best.cost):
-            # the batch as a birth-death queue over the TP row's rate curve (the colocated sizer's slot wait)
-            load = np.array([lam / replicas[i]])
-            wait = float(_occupancy(batch_grid[i[0]], rate[i[0]], batch_grid[i][None], load)[1][0])
             best = _Pool(
-                family, int(tp_grid[i]), int(replicas[i]), float(cost[i]), float(t_dec[i]), int(batch_grid[i]), wait
-            )
-    return best
+                family, int(tp_grid[i]), int(replicas[i]), float(cost[i]), float(t_dec[i]), int(batch_grid[i]),
+                float(wait[i]),
+            )  # fmt: skip
+    return best, soonest
 
 
 def _prefill_pool(

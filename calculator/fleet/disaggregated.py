@@ -152,8 +152,9 @@ def size_disaggregated(
     request to a decode replica), the mean wait for a slot in the decode batch (its running batch as a
     birth-death queue, the colocated sizer's), and one and a half decode steps (the rest of the
     iteration it arrives in and the one that computes the token); a percentile TTFT target takes the
-    decode side at its mean. Each pool takes its cheapest feasible configuration;
-    the KV handoff bandwidth is per request (one path). Each pool's experts are split by tensor
+    decode side at its mean. The pools are the cheapest pair: each decode pool that meets the TPOT target and
+    whose first token comes sooner than a cheaper one's, with the cheapest prefill pool in what it leaves of the
+    TTFT target; the KV handoff bandwidth is per request (one path). Each pool's experts are split by tensor
     parallelism (``space.moe_layouts`` is not searched), the decode pool's running sequences hold the
     length-biased context of spread outputs (``Workload.held_context``, as the colocated sizer's), and a
     token-gap bound (``targets.tbt``) is refused: a decode pool runs no prefill between tokens.
@@ -200,41 +201,36 @@ def size_disaggregated(
         """What the decode side may take of TTFT: all but the two request paths and the handoff (and > 0 more)."""
         return ttft_target - 2 * overhead - handoff_of(arrays)
 
-    decode, (soonest, left) = _decode_pool(
+    front, (soonest, left) = _decode_front(
         families, profile, workload, tp_grid, batch_grid, tpot_target, max_utilization, room
     )
-    if decode is None and not np.isfinite(soonest):
-        return DisaggregatedPlan(False, "decode pool: no configuration meets the TPOT target within memory", **record)
-    if decode is None:
-        handoff = ttft_target - 2 * overhead - left
-        why = (
-            f"decode pool: no configuration meets the TTFT target after a {handoff * 1e3:.1f} ms KV handoff and two "
-            f"request paths of {overhead * 1e3:.1f} ms: the decode pool's first token takes at least "
-            f"{soonest * 1e3:.1f} ms and the target leaves it {max(left, 0.0) * 1e3:.1f} ms"
-        )
-        return DisaggregatedPlan(False, why, **record)
-    handoff = handoff_of(decode.family.arrays)
+    if not front:
+        return DisaggregatedPlan(False, _no_decode_pool(soonest, left, ttft_target, overhead), **record)
+
+    def prefill_after(decode: _Pool) -> tuple[_Pool | None, bool]:
+        """The cheapest prefill pool in what ``decode``'s first token and handoff leave of the TTFT target."""
+        budget = ttft_target - handoff_of(decode.family.arrays) - (overhead + decode.wait + 1.5 * decode.time)
+        return _prefill_pool(
+            families, profile, workload, tps, budget - overhead, max_utilization, targets.ttft_percentile,
+            max_prefill_replicas,
+        )  # fmt: skip
+
+    decode, prefill, too_many = _cheapest_pair(front, prefill_after)
     # the decode side of TTFT: a second request path, a slot in the decode batch, the iteration it joins
     decode_first = overhead + decode.wait + 1.5 * decode.time
-    budget = ttft_target - handoff - decode_first - overhead
-    prefill, too_many = _prefill_pool(
-        families, profile, workload, tps, budget, max_utilization, targets.ttft_percentile, max_prefill_replicas,
-    )  # fmt: skip
+    handoff = handoff_of(decode.family.arrays)
     if prefill is None:
-        why = (
-            f"prefill pool: the TTFT target needs more than {max_prefill_replicas:,} prefill replicas "
-            "(max_prefill_replicas)"
-            if too_many
-            else f"prefill pool: no configuration meets the TTFT target after a {handoff * 1e3:.1f} ms KV handoff"
-        )
-        return DisaggregatedPlan(False, why, kv_handoff=Q_(handoff, "s"), **record)
+        limit = f"{max_prefill_replicas:,} prefill replicas (max_prefill_replicas)"
+        why = f"the TTFT target needs more than {limit}" if too_many else ""
+        why = why or f"no configuration meets the TTFT target after a {handoff * 1e3:.1f} ms KV handoff"
+        return DisaggregatedPlan(False, f"prefill pool: {why}", kv_handoff=Q_(handoff, "s"), **record)
     ttft = overhead + prefill.time + handoff + decode_first
     first, step = _band(profile, prefill)["ttft"], _band(profile, decode)["tpot"]
     cost_hour = prefill.cost + decode.cost
     gpus = prefill.replicas * prefill.tensor_parallel + decode.replicas * decode.tensor_parallel
     return DisaggregatedPlan(
         feasible=True,
-        reason="each pool is its cheapest configuration meeting its own target",
+        reason="the cheapest pair of pools meeting the targets",
         prefill=prefill.record(),
         decode=decode.record(batch=True),
         kv_handoff=Q_(handoff, "s"),
@@ -248,6 +244,22 @@ def size_disaggregated(
         ),
         tpot_interval=(Q_(decode.time * step[0], "s"), Q_(decode.time * step[1], "s")),
         **record,
+    )
+
+
+def _no_decode_pool(soonest: float, left: float, ttft_target: float, overhead: float) -> str:
+    """Why no decode pool: none meets the TPOT target within memory, or none leaves the prefill pool any TTFT.
+
+    ``soonest``: the soonest first token of the pools that meet the TPOT target (inf: none), against the ``left``
+    seconds its family had.
+    """
+    if not np.isfinite(soonest):
+        return "decode pool: no configuration meets the TPOT target within memory"
+    handoff = ttft_target - 2 * overhead - left
+    return (
+        f"decode pool: no configuration meets the TTFT target after a {handoff * 1e3:.1f} ms KV handoff and two "
+        f"request paths of {overhead * 1e3:.1f} ms: the decode pool's first token takes at least "
+        f"{soonest * 1e3:.1f} ms and the target leaves it {max(left, 0.0) * 1e3:.1f} ms"
     )
 
 
@@ -282,7 +294,7 @@ class _Pool:
                 "gpus": self.replicas * self.tensor_parallel}  # fmt: skip
 
 
-def _decode_pool(
+def _decode_front(
     families: list[Any],
     profile: EngineProfile,
     workload: Workload,
@@ -291,19 +303,21 @@ def _decode_pool(
     tpot_target: float,
     max_utilization: float,
     room: Callable[[Any], float],
-) -> tuple[_Pool | None, tuple[float, float]]:
-    """The cheapest decode pool whose step meets the TPOT target with the batch in the KV cache.
+) -> tuple[list[_Pool], tuple[float, float]]:
+    """The decode pools worth pairing with a prefill pool: cheapest first, each one's first token sooner.
 
-    Its first token (the mean wait for a slot in the batch and one and a half steps) must also take less than
-    ``room(arrays)`` seconds, what the TTFT target leaves the decode side; of the cheapest, the one whose first
-    token comes soonest (at a low rate every batch cap fits one replica, and the smallest cap keeps it full).
-    Also returns the soonest first token of the configurations that meet the TPOT target within memory (inf:
-    none does) and the room its family had, for the reason where none leaves the prefill pool any.
+    A pool's step meets the TPOT target with the batch in the KV cache, and its first token (the mean wait for a
+    slot in the batch and one and a half steps) takes less than ``room(arrays)`` seconds, what the TTFT target
+    leaves the decode side. Of those, the ones no cheaper pool's first token comes as soon as (the prefill pool
+    gets what the first token leaves: at a low rate every batch cap fits one replica, the smallest cap keeps it
+    full, and its slot wait can take the whole target). Also returns the soonest first token of the pools that
+    meet the TPOT target within memory (inf: none does) and the room its family had, for the reason where none
+    leaves the prefill pool any.
     """
     lam = workload.arrival_rate.m_as("request/s")
     decode_slots = max(workload.output_tokens - 1, 1.0)
     context = workload.held_context  # the running sequences' length-biased mean, as the colocated sizer's
-    best: _Pool | None = None
+    candidates: list[tuple[float, float, _Pool]] = []
     soonest = (float("inf"), 0.0)
     for family in families:
         a = family.arrays
@@ -322,14 +336,36 @@ def _decode_pool(
         first = wait + 1.5 * t_dec
         if np.any(ok) and np.min(first[ok]) < soonest[0]:
             soonest = (float(np.min(first[ok])), room(a))
-        cost = np.where(ok & (first < room(a)), replicas * tp_grid * family.price, np.inf)
-        i = np.unravel_index(np.lexsort((first.ravel(), cost.ravel()))[0], cost.shape)  # cheapest, then soonest
-        if np.isfinite(cost[i]) and (best is None or cost[i] < best.cost):
-            best = _Pool(
+        cost = replicas * tp_grid * family.price
+        for i in zip(*np.nonzero(ok & (first < room(a))), strict=True):
+            pool = _Pool(
                 family, int(tp_grid[i]), int(replicas[i]), float(cost[i]), float(t_dec[i]), int(batch_grid[i]),
                 float(wait[i]),
             )  # fmt: skip
-    return best, soonest
+            candidates.append((float(cost[i]), float(first[i]), pool))
+    front: list[_Pool] = []
+    for _, first_token, pool in sorted(candidates, key=lambda c: (c[0], c[1])):
+        if not front or first_token < front[-1].wait + 1.5 * front[-1].time:
+            front.append(pool)
+    return front, soonest
+
+
+def _cheapest_pair(
+    front: list[_Pool], prefill_after: Callable[[_Pool], tuple[_Pool | None, bool]]
+) -> tuple[_Pool, _Pool | None, bool]:
+    """The decode pool of ``front`` and its prefill pool (``prefill_after``) that cost least together.
+
+    Returns the pair (the decode pool whose first token comes soonest and no prefill pool where none has one)
+    and whether a prefill pool needed more replicas than allowed.
+    """
+    best: tuple[_Pool, _Pool | None] = (front[-1], None)
+    too_many = False
+    for decode in front:
+        prefill, beyond = prefill_after(decode)
+        too_many = too_many or beyond
+        if prefill is not None and (best[1] is None or decode.cost + prefill.cost < best[0].cost + best[1].cost):
+            best = (decode, prefill)
+    return best[0], best[1], too_many
 
 
 def _prefill_pool(

@@ -297,3 +297,29 @@ def test_less_traffic_never_makes_the_pools_infeasible():
     assert all(plan.feasible for plan in plans), [plan.reason for plan in plans]
     assert [plan.gpus for plan in plans] == sorted(plan.gpus for plan in plans)
     assert all(plan.ttft < targets.ttft and plan.tpot <= targets.tpot for plan in plans)
+
+
+@pytest.mark.parametrize(
+    ("model", "accelerator", "precision", "engine", "lengths", "targets"),
+    [
+        # the cheapest decode pool (one TP 1 replica) left the prefill pool too little of the TTFT target; a dearer,
+        # faster one leaves it enough and the pair costs less: 9 GPUs at 0.1 request/s where 1 request/s took 8
+        ("gpt-oss-20b", "h200-sxm", "bf16", "vllm", (30000, 4000, 0.5), (Q_(300, "ms"), Q_(10, "ms"))),
+        # infeasible at 0.1 request/s where 1 request/s was feasible
+        ("qwen3-32b", "h100-sxm", "bf16", None, (30000, 64, 1.5), (Q_(1, "s"), Q_(100, "ms"))),
+    ],
+)  # fmt: skip
+def test_the_pools_are_the_cheapest_pair_not_the_cheapest_decode_pool_first(
+    model, accelerator, precision, engine, lengths, targets
+):
+    inputs, outputs, cv = lengths
+    plans = [
+        size_disaggregated(
+            model, Workload(Q_(rate, "request/s"), inputs, outputs, input_cv=cv, output_cv=cv), Targets(*targets),
+            SearchSpace(accelerator, precision), engine=engine,
+        )  # fmt: skip
+        for rate in (0.1, 1.0)
+    ]
+    assert all(plan.feasible for plan in plans), [plan.reason for plan in plans]
+    assert plans[0].gpus <= plans[1].gpus and plans[0].cost.per_hour <= plans[1].cost.per_hour
+    assert all(plan.ttft < targets[0] for plan in plans)

@@ -313,13 +313,13 @@ def test_the_pools_are_the_cheapest_pair_not_the_cheapest_decode_pool_first(
     model, accelerator, precision, engine, lengths, targets
 ):
     inputs, outputs, cv = lengths
-    plans = [
-        size_disaggregated(
-            model, Workload(Q_(rate, "request/s"), inputs, outputs, input_cv=cv, output_cv=cv), Targets(*targets),
-            SearchSpace(accelerator, precision), engine=engine,
-        )  # fmt: skip
-        for rate in (0.1, 1.0)
-    ]
+    space = SearchSpace(accelerator, precision)
+
+    def sized(rate: float) -> object:
+        workload = Workload(Q_(rate, "request/s"), inputs, outputs, input_cv=cv, output_cv=cv)
+        return size_disaggregated(model, workload, Targets(*targets), space, engine=engine)
+
+    plans = [sized(0.1), sized(1.0)]
     assert all(plan.feasible for plan in plans), [plan.reason for plan in plans]
     assert plans[0].gpus <= plans[1].gpus and plans[0].cost.per_hour <= plans[1].cost.per_hour
     assert all(plan.ttft < targets[0] for plan in plans)

@@ -212,8 +212,11 @@ def planned_ttft(overhead: float, first: Any, wait: Any, first_tail: Any = None,
     ttft = overhead + first + wait
     if first_tail is None:
         return ttft
-    excess = np.hypot(np.maximum(first_tail - first, 0.0), np.maximum(wait_tail - wait, 0.0))
-    return np.where(np.isfinite(wait_tail), ttft + excess, np.inf)
+    # an unbounded wait (mean or tail) is an infinite TTFT, never inf - inf
+    bounded = np.isfinite(wait_tail) & np.isfinite(ttft)
+    wait_excess = np.where(bounded, wait_tail, 0.0) - np.where(bounded, wait, 0.0)
+    excess = np.hypot(np.maximum(first_tail - first, 0.0), np.maximum(wait_excess, 0.0))
+    return np.where(bounded, ttft + excess, np.inf)
 
 
 def _evaluate(

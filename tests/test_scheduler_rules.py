@@ -153,9 +153,10 @@ def test_small_chunks_beside_a_full_budget_never_price_a_prompt_below_nothing(tm
     seen = []
     mixed = evaluate._mixed_iteration
 
-    def spy(grid, t_dec, per_token, *args):
-        out = mixed(grid, t_dec, per_token, *args)
-        seen.append((np.broadcast_to(per_token, out.step.shape), out))
+    def spy(grid, t_dec, per_token, prompts, rules, decode_slots, *args):
+        out = mixed(grid, t_dec, per_token, prompts, rules, decode_slots, *args)
+        if np.isfinite(decode_slots):  # not the light-load limit (a request alone: no rate of its own)
+            seen.append((np.broadcast_to(per_token, out.step.shape), out))
         return out
 
     monkeypatch.setattr(evaluate, "_mixed_iteration", spy)

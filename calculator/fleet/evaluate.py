@@ -289,11 +289,21 @@ class _Grid:
         shape = self.steps.batch.shape
         out = out if out is not None else _Latencies.empty(shape)
         profile, workload, timed, sized = self.steps.profile, self.steps.workload, self.timed, self.sized
-        it = timed.iteration
+        it, light = timed.iteration, timed.light
         overhead = self.constants[2]
-        fixed = np.broadcast_to(it.step if profile.mixed_batching else timed.per_token, shape)
-        rows = [np.broadcast_to(v, shape) for v in (it.first_mean, it.first_tail, it.service, it.tbt, it.own_time,
-                                                    it.prompt_time, fixed, timed.prefill)]  # fmt: skip
+        fixed = it.step if profile.mixed_batching else timed.per_token
+        # each row's values over the caps, after its light-load limit (a request alone, knot 0): the running batch
+        # below the smallest cap is interpolated toward it, not held at the smallest cap's prompts landing
+        rows = [
+            np.concatenate((np.broadcast_to(first, (shape[0], 1)), np.broadcast_to(v, shape)), axis=1)
+            for first, v in zip(
+                (light.first_mean, light.first_tail, light.service, light.tbt, light.own_time, light.prompt_time,
+                 light.step),
+                (it.first_mean, it.first_tail, it.service, it.tbt, it.own_time, it.prompt_time, fixed),
+                strict=True,
+            )
+        ]  # fmt: skip
+        prefill = np.broadcast_to(timed.prefill, shape)
         for i in range(shape[0]):
             cols = np.flatnonzero(where[i])
             if cols.size == 0:
@@ -310,13 +320,14 @@ class _Grid:
             # back every running sequence's token, b = 1 / (1 - prefill share)).
             fluid = _running_batch(batch, rate, cap, load)
             mean_running, slot_wait, full, headroom = _occupancy(batch, rate, cap, load)
+            knots = np.concatenate(([0.0], batch))
             first_mean, first_tail, service, tbt_max, own, prompt, fixed_point = (
-                np.interp(fluid, batch, v[i]) for v in rows[:7]
+                np.interp(fluid, knots, v[i]) for v in rows
             )
             smooth = (1 + arrival_cv**2 * _burst_gain(load, prompt)) / 2
             running = fluid + smooth * np.maximum(mean_running - fluid, 0.0)
             if not profile.mixed_batching:
-                fixed_point = fixed_point / (1 - np.minimum(load * rows[7][i, cols], 0.999))
+                fixed_point = fixed_point / (1 - np.minimum(load * prefill[i, cols], 0.999))
             # Two queues a request can wait in: for prefill budget (one server at full-budget iterations),
             # and for a running slot when the batch is at its cap (the birth-death tail).
             queue_wait, slot_wait = _wait(load, service, arrival_cv, workload.input_cv, None), smooth * slot_wait
@@ -482,7 +493,8 @@ class _StepTimes:
     ``capacity`` and ``fits``: sequences the KV cache holds and which caps fit; ``prefill`` and
     ``decode_step`` (s): a prompt's prefill alone and a decode step at the cap; ``per_token`` (s): a
     decode step or a speculative round per token; ``iteration``: the iterations with their prompts;
-    ``decode_slots``: the output tokens after the first.
+    ``decode_slots``: the output tokens after the first; ``light``: the iterations of a request alone, no other
+    prompt landing in them (the light-load limit the running batch tends to below the smallest cap).
     """
 
     capacity: np.ndarray
@@ -492,6 +504,7 @@ class _StepTimes:
     per_token: np.ndarray
     iteration: _Iteration
     decode_slots: float  # output tokens after the first (at least one)
+    light: _Iteration  # a request alone, no other prompt landing (the light-load limit), one column per TP row
 
 
 @dataclass(frozen=True, eq=False)
@@ -544,30 +557,51 @@ class _StepGrid:
         tail = length_quantile(inputs, workload.input_cv, self.percentile)
         prompts = _Prompts(nodes, weights, tail, computed, hit * prefix, workload.input_cv)
         grid = _Step(a, eff, tp, batch, context, scale)
-        # each attention rank schedules its own token budget; a chunk size is the budget it sets
         spec = serving.speculation
-        rules = scheduler_rules(
-            profile, a.memory, a.accelerator, family.ranks(tp), chunk_size=serving.chunk_size, kv=a,
-            decode_tokens=1 if spec is None else spec.draft_length + 1,
-        )  # fmt: skip
         per_round = self.tokens_per_round()
-        if rules.mixed:
-            it = _mixed_iteration(grid, t_dec, per_token, prompts, rules, decode_slots, workload.input_cv, per_round)
-        else:
-            it = _prefill_first_iteration(grid, t_pf, per_token, prompts, decode_slots, per_round)
-        # The scheduler built the next iteration before the prompt arrived (an overlap scheduler): one more before
-        # its own; and over pipeline stages its micro-batch's pass through every stage outlasts the round (a
-        # prefill-first engine's prefill time, prefill_seconds, holds the pass already).
-        lag = rules.lag_iterations * it.iteration
-        if a.pipeline_parallel > 1 and rules.mixed:
-            last = np.minimum(computed, rules.chunk_size(batch)) if rules.chunked else computed
-            lag = lag + scale[0] * pipeline_pass_seconds(a, eff, tp, batch, context, last, 1.0, computed - last)
-        if rules.overlap or (a.pipeline_parallel > 1 and rules.mixed):
-            it = dataclasses.replace(it, first_mean=it.first_mean + lag, first_tail=it.first_tail + lag)
-        for value in (capacity, t_pf, t_dec, per_token, *(getattr(it, f.name) for f in dataclasses.fields(it))):
+
+        def iterations(step: _Step, times: tuple[np.ndarray, ...], slots: float) -> _Iteration:
+            """The iterations on ``step``'s grid (prefill, decode and per-token ``times``), a prompt's lag added."""
+            t_pf, t_dec, per_token = times
+            # each attention rank schedules its own token budget; a chunk size is the budget it sets
+            rules = scheduler_rules(
+                profile, a.memory, a.accelerator, family.ranks(step.tp), chunk_size=serving.chunk_size, kv=a,
+                decode_tokens=1 if spec is None else spec.draft_length + 1,
+            )  # fmt: skip
+            if rules.mixed:
+                it = _mixed_iteration(step, t_dec, per_token, prompts, rules, slots, workload.input_cv, per_round)
+            else:
+                it = _prefill_first_iteration(step, t_pf, per_token, prompts, slots, per_round)
+            # The scheduler built the next iteration before the prompt arrived (an overlap scheduler): one more
+            # before its own; and over pipeline stages its micro-batch's pass through every stage outlasts the
+            # round (a prefill-first engine's prefill time, prefill_seconds, holds the pass already).
+            lag = rules.lag_iterations * it.iteration
+            if a.pipeline_parallel > 1 and rules.mixed:
+                last = np.minimum(computed, rules.chunk_size(step.batch)) if rules.chunked else computed
+                lag = lag + scale[0] * pipeline_pass_seconds(
+                    a, eff, step.tp, step.batch, context, last, 1.0, computed - last
+                )
+            if rules.overlap or (a.pipeline_parallel > 1 and rules.mixed):
+                it = dataclasses.replace(it, first_mean=it.first_mean + lag, first_tail=it.first_tail + lag)
+            return it
+
+        it = iterations(grid, (t_pf, t_dec, per_token), decode_slots)
+        # A light load: the request runs alone and no other prompt lands in its iterations (no decode slots for
+        # them to share), the running batch's limit below the smallest cap
+        shape = np.broadcast_shapes(np.shape(tp), np.shape(batch))
+        alone, degree = np.ones((*shape[:-1], 1)), np.broadcast_to(tp, shape)[..., :1]
+        light_times = (np.broadcast_to(t_pf, shape)[..., :1], *self.decode_times(eff, degree, alone))
+        light = iterations(_Step(a, eff, degree, alone, context, scale), light_times, np.inf)
+        for value in (
+            capacity,
+            t_pf,
+            t_dec,
+            per_token,
+            *(getattr(v, f.name) for v in (it, light) for f in dataclasses.fields(v)),
+        ):
             if isinstance(value, np.ndarray):
                 value.flags.writeable = False  # points of a sweep share these arrays (calculator._reuse)
-        return _StepTimes(capacity, fits, t_pf, t_dec, per_token, it, decode_slots)
+        return _StepTimes(capacity, fits, t_pf, t_dec, per_token, it, decode_slots, light)
 
     def tokens_per_round(self) -> float:
         """Output tokens a decoding sequence gets per iteration: 1, or a speculative round's expected tokens."""
@@ -577,9 +611,15 @@ class _StepGrid:
         tokens = max(self.workload.output_tokens - 1.0, 1.0)
         return tokens / float(Rounds.of(spec, draft).rounds_for(tokens))
 
-    def decode_times(self, eff: Any) -> tuple[np.ndarray, np.ndarray]:
-        """(decode step, seconds per output token) on the grid: a decode step, or a speculative round per token."""
-        family, workload, spec, tp, batch = self.family, self.workload, self.serving.speculation, self.tp, self.batch
+    def decode_times(
+        self, eff: Any, tp: np.ndarray | None = None, batch: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(decode step, seconds per output token) on the grid, or at ``tp`` and ``batch`` running sequences.
+
+        A decode step, or a speculative round per token.
+        """
+        family, workload, spec = self.family, self.workload, self.serving.speculation
+        tp, batch = self.tp if tp is None else tp, self.batch if batch is None else batch
         a, context, scale = family.arrays, workload.held_context, self.scale[1]
         t_dec = scale * decode_step_seconds(a, eff, tp, batch, context)
         if spec is None or family.draft is None:
@@ -719,7 +759,7 @@ def _mixed_iteration(
     r = np.asarray(rules.ranks, dtype=float)
     spread = (r > 1) & (not grid.eff.overlap)  # a synchronous engine's attention ranks: chunks side by side
     priced = per_prompt
-    if not np.all(spread):
+    if not np.all(spread) and np.any(arrivals > 1e-9):  # none land in a request's iterations alone
         # Chunks landing together, priced together: under asynchronous scheduling the first hide under the fixed
         # costs and the next add their GPU time, and the GPU work of several is not their sum alone. The
         # prompts' cost over their lengths keeps its convexity; the mean chunk's carries the difference.

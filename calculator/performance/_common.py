@@ -19,13 +19,15 @@ __all__: list[str] = []
 _BISECTION_STEPS = 32
 
 
-def _bisection(low: np.ndarray, high: np.ndarray, below: Any) -> tuple[np.ndarray, np.ndarray]:
+def _bisection(
+    low: np.ndarray, high: np.ndarray, below: Any, steps: int = _BISECTION_STEPS
+) -> tuple[np.ndarray, np.ndarray]:
     """The bracket ``(low, high)`` narrowed, per row, onto where ``below(x)`` turns False.
 
     ``below`` (array -> bool array) holds at ``low`` and not at ``high`` (it holds up to a point); each of the
-    :data:`_BISECTION_STEPS` steps keeps the half where the change lies.
+    ``steps`` steps keeps the half where the change lies.
     """
-    for _ in range(_BISECTION_STEPS):
+    for _ in range(steps):
         middle = (low + high) / 2
         holds = below(middle)
         low, high = np.where(holds, middle, low), np.where(holds, high, middle)

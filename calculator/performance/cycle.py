@@ -29,6 +29,8 @@ __all__: list[str] = []  # the benchmark model's own parts
 _RESOLUTION = 2.0**-32
 #: Steps of the root search: false position first (superlinear where the gap is smooth), bisection after.
 _SECANT_STEPS = 16
+#: A count this far (relative) from its own fixed point after the secant is bisected, in this many steps.
+_COUNT_TOLERANCE, _COUNT_STEPS = 0.01, 12
 
 
 def _operating_point(scheduler: _Scheduler) -> np.ndarray:
@@ -49,7 +51,29 @@ def _operating_point(scheduler: _Scheduler) -> np.ndarray:
     crossing = (first - slope) / np.where(slope < 1.0, 1.0 - slope, 1.0)
     crossing = np.clip(crossing, np.minimum(first, 1.0), np.maximum(first, 1.0))
     scheduler.count = np.where(moved & (slope < 1.0), crossing, first)
-    return close()
+    population = close()
+    # Where the count is far from linear in itself (prompts much longer than a request's decoding, few clients) the
+    # secant can miss its fixed point: the count a request meets at the point found is not the count assumed. Those
+    # rows alone bisect the count between 1 and the first, where the count met equals the count assumed.
+    met = scheduler.counted(scheduler.terms(population))
+    off = np.abs(met - scheduler.count) > _COUNT_TOLERANCE * scheduler.count
+    if np.any(off):
+        rows = scheduler.rows(off)
+        edges = np.minimum(first[off], 1.0), np.maximum(first[off], 1.0)
+
+        def short(count: np.ndarray) -> np.ndarray:  # the count met exceeds the count assumed: the root is above
+            rows.count = count
+            return (
+                rows.counted(rows.terms(_closing_population(rows, np.minimum(rows.held, rows.decoding_cap())))) > count
+            )
+
+        low, high = _bisection(*edges, short, steps=_COUNT_STEPS)
+        rows.count = (low + high) / 2
+        count = np.array(scheduler.count, dtype=float)
+        count[off] = rows.count
+        scheduler.count = count
+        population[off] = _closing_population(rows, np.minimum(rows.held, rows.decoding_cap()))
+    return population
 
 
 def _closing_population(scheduler: _Scheduler, cap: np.ndarray) -> np.ndarray:

@@ -560,9 +560,14 @@ class _StepGrid:
         spec = serving.speculation
         per_round = self.tokens_per_round()
 
-        def iterations(step: _Step, times: tuple[np.ndarray, ...], slots: float) -> _Iteration:
-            """The iterations on ``step``'s grid (prefill, decode and per-token ``times``), a prompt's lag added."""
+        def iterations(step: _Step, times: tuple[np.ndarray, ...], alone: bool = False) -> _Iteration:
+            """The iterations on ``step``'s grid (prefill, decode and per-token ``times``), a prompt's lag added.
+
+            ``alone``: a request alone (the light-load limit): no decode slots for other prompts to land in, and
+            an idle engine, with no iteration in flight or built ahead for the prompt to wait for.
+            """
             t_pf, t_dec, per_token = times
+            slots = np.inf if alone else decode_slots
             # each attention rank schedules its own token budget; a chunk size is the budget it sets
             rules = scheduler_rules(
                 profile, a.memory, a.accelerator, family.ranks(step.tp), chunk_size=serving.chunk_size, kv=a,
@@ -575,7 +580,11 @@ class _StepGrid:
             # The scheduler built the next iteration before the prompt arrived (an overlap scheduler): one more
             # before its own; and over pipeline stages its micro-batch's pass through every stage outlasts the
             # round (a prefill-first engine's prefill time, prefill_seconds, holds the pass already).
-            lag = rules.lag_iterations * it.iteration
+            lag = (0.0 if alone else rules.lag_iterations) * it.iteration
+            if alone:  # the half iteration in flight both rules add
+                it = dataclasses.replace(
+                    it, first_mean=it.first_mean - it.iteration / 2, first_tail=it.first_tail - it.iteration / 2
+                )
             if a.pipeline_parallel > 1 and rules.mixed:
                 last = np.minimum(computed, rules.chunk_size(step.batch)) if rules.chunked else computed
                 lag = lag + scale[0] * pipeline_pass_seconds(
@@ -585,13 +594,12 @@ class _StepGrid:
                 it = dataclasses.replace(it, first_mean=it.first_mean + lag, first_tail=it.first_tail + lag)
             return it
 
-        it = iterations(grid, (t_pf, t_dec, per_token), decode_slots)
-        # A light load: the request runs alone and no other prompt lands in its iterations (no decode slots for
-        # them to share), the running batch's limit below the smallest cap
+        it = iterations(grid, (t_pf, t_dec, per_token))
+        # A light load: the request runs alone on an idle engine, the running batch's limit below the smallest cap
         shape = np.broadcast_shapes(np.shape(tp), np.shape(batch))
-        alone, degree = np.ones((*shape[:-1], 1)), np.broadcast_to(tp, shape)[..., :1]
-        light_times = (np.broadcast_to(t_pf, shape)[..., :1], *self.decode_times(eff, degree, alone))
-        light = iterations(_Step(a, eff, degree, alone, context, scale), light_times, np.inf)
+        one, degree = np.ones((*shape[:-1], 1)), np.broadcast_to(tp, shape)[..., :1]
+        light_times = (np.broadcast_to(t_pf, shape)[..., :1], *self.decode_times(eff, degree, one))
+        light = iterations(_Step(a, eff, degree, one, context, scale), light_times, alone=True)
         for value in (
             capacity,
             t_pf,

@@ -171,3 +171,35 @@ def test_small_chunks_beside_a_full_budget_never_price_a_prompt_below_nothing(tm
         assert np.all(out.prompt_time >= 0), out.prompt_time.min()
         assert np.all(out.step >= per_token)  # a prompt riding in a decode iteration never shortens it
         assert np.all(out.rate > 0)
+
+
+def test_the_sizer_holds_the_engines_output_reservation_as_the_simulator_admits():
+    # TensorRT-LLM reserves a request's whole output at admission (GUARANTEED_NO_EVICT; registry output_reservation
+    # 1.0), and the simulator and the predictor admit by that rule; the sizer counted the cache at the running
+    # sequences' mean context alone. Llama-3.1-70B BF16 on H100s at 1 request/s of 256/2,000 tokens was planned on
+    # two TP-2 replicas capped at 58 sequences: the simulator admits 32 of them, its queue grew, and its p99 TTFT
+    # was 45 s against the plan's 105 ms.
+    from calculator.fleet import ServingOptions
+    from calculator.fleet.evaluate import _fits
+    from calculator.fleet.families import _families
+    from calculator.performance import kv_capacity_tokens
+    from calculator.simulation import simulate_plan
+
+    workload = Workload(Q_(1, "request/s"), 256, 2000)
+    targets = Targets(Q_(0.5, "s"), Q_(50, "ms"), ttft_percentile=0.99)
+    space = SearchSpace("h100-sxm", "bf16")
+    plan = size_fleet("llama-3.1-70b", workload, targets, space, engine="trtllm", costs=Costs(Q_(3, "USD/hour")))
+    assert plan.feasible, plan.reason
+    reg = load_registry()
+    profile = engine_profile("trtllm", reg)
+    (family,) = _families(reg.model("llama-3.1-70b"), space, Costs(Q_(3, "USD/hour")), None, reg, profile)
+    a = family.arrays
+    tp = np.array([[2.0], [float(plan.layout.tensor_parallel)]])
+    capacity, _ = _fits(family, profile, workload, tp, np.ones((2, 1)), ServingOptions())
+    reserved = kv_capacity_tokens(a, profile, tp) / scheduler_rules(
+        profile, a.memory, "h100-sxm", kv=a
+    ).admission_tokens(256, 2000)
+    np.testing.assert_array_equal(capacity, np.floor(reserved))  # the reservation binds: 2,256 tokens, not 1,256 held
+    assert plan.batch <= capacity[1, 0]
+    run = simulate_plan(plan, requests=800, seeds=1)
+    assert run.meets_targets, run.verdict

@@ -154,10 +154,16 @@ def test_mtp_round_is_a_verify_step_and_k_head_passes_over_the_expected_tokens()
     assert per_round == pytest.approx(tokens, rel=3e-3)
     np.testing.assert_allclose(e.tpot_at_batch, (verify + 2 * head_pass) / per_round, rtol=1e-12)
     # a token gap spans a whole round (and a prefill batch that pauses it), not a round's share of one token: at the
-    # running batch, between the gaps at the smallest cap and at its own
+    # running batch, between the gap of a request alone (below the smallest cap, the light-load limit) and at its cap
     gap = verify + 2 * head_pass + e.prefill
-    assert np.isfinite(e.tbt_max).all()
-    assert np.all(e.tbt_max >= gap[0, 0] * (1 - 1e-9)) and np.all(e.tbt_max <= gap * (1 + 1e-9))
+    one = np.ones_like(batch[:, :1])
+    alone = (
+        decode_step_seconds(a, eff, tp[:, :1], one, context, tokens=3)
+        + 2 * decode_step_seconds(layer, gpu_only, tp[:, :1], one, context)
+        + e.prefill
+    )
+    assert np.isfinite(e.tbt_max).all() and np.all(alone < gap[0, 0])
+    assert np.all(e.tbt_max >= alone * (1 - 1e-9)) and np.all(e.tbt_max <= gap * (1 + 1e-9))
     assert np.all(gap[0, 0] - e.prefill[0, 0] > 2 * e.tpot_at_batch[0, 0])  # the round, over twice its per-token share
     np.testing.assert_allclose(e.decode_step, decode_step_seconds(a, eff, tp, batch, context), rtol=1e-12)
     assert np.all(head_pass < 0.25 * e.decode_step)  # one layer of 61 and the LM head

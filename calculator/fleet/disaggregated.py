@@ -14,14 +14,13 @@ import numpy as np
 
 from .._support import count
 from ..errors import InputError
-from ..performance import EngineProfile, decode_step_seconds, kv_capacity_tokens, prefill_seconds
-from ..performance.scheduler import block_slack
+from ..performance import EngineProfile, decode_step_seconds, prefill_seconds
 from ..queueing import replica_demand
 from ..results import Result, ceil_count
 from ..types import InterconnectRef, ModelRef, MoneyRate, Time
 from ..units import Q_
 from ._common import MAX_FLEET_GPUS, _fleet_costs
-from .evaluate import _occupancy
+from .evaluate import _occupancy, _sequences
 from .families import _families
 from .inputs import Costs, SearchSpace, ServingOptions, Targets, Workload
 from .plan import FleetPlan, Layout, PlanCost, PlanService
@@ -321,9 +320,8 @@ def _decode_front(
     soonest = (float("inf"), 0.0)
     for family in families:
         a = family.arrays
-        # a sequence's mean KV: its mean tokens and its prompt's last block's slack (performance.scheduler)
-        slack = block_slack(a.kv_tokens(workload.input_tokens), profile.kv_block(a.mla), workload.input_cv)
-        capacity = np.floor(kv_capacity_tokens(a, profile, tp_grid) / (a.kv_tokens(context) + slack))
+        # a sequence's KV (its mean tokens and its prompt's last block's slack) and its admission's reservation
+        capacity = _sequences(a, None, profile, tp_grid, workload, ServingOptions())
         t_dec = decode_step_seconds(a, profile.efficiency_for(family.accelerator), tp_grid, batch_grid, context)
         rate = batch_grid / (decode_slots * t_dec)
         ok = (batch_grid <= capacity) & (t_dec <= tpot_target)

@@ -454,9 +454,22 @@ def _fits(family: _Family, profile: EngineProfile, workload: Workload, tp: np.nd
           serving: ServingOptions) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """(capacity, fits): the sequences the KV cache holds on each candidate and which caps fit, before any step time."""
     draft = family.draft if serving.speculation is not None else None
-    prompt = (workload.input_tokens, workload.input_cv)
-    capacity = _capacity(family.arrays, draft, profile, tp, workload.held_context, serving, prompt)
+    capacity = _sequences(family.arrays, draft, profile, tp, workload, serving)
     return capacity, batch <= capacity
+
+
+def _sequences(a: StepArrays, draft: StepArrays | None, profile: EngineProfile, tp: np.ndarray, workload: Workload,
+               serving: ServingOptions) -> np.ndarray:  # fmt: skip
+    """The sequences of ``workload`` the KV cache holds per replica: what they hold, and what their admissions reserve.
+
+    An admission reserves the prompt and the engine's share of the output (the simulator's and the predictor's
+    rule, :meth:`~calculator.performance.scheduler.SchedulerRules.admission_tokens`): TensorRT-LLM's whole output,
+    held until the request completes.
+    """
+    rules = scheduler_rules(profile, a.memory, a.accelerator, kv=a)
+    reserve = rules.admission_tokens(workload.input_tokens, workload.output_tokens, workload.input_cv)
+    prompt = (workload.input_tokens, workload.input_cv)
+    return _capacity(a, draft, profile, tp, workload.held_context, serving, prompt, reserve)
 
 
 def _rate_bound(family: _Family, profile: EngineProfile, workload: Workload, tp: np.ndarray, batch: np.ndarray,
@@ -694,14 +707,17 @@ class _Iteration:
 
 
 def _capacity(a: StepArrays, draft: StepArrays | None, profile: EngineProfile, tp: np.ndarray, context: float,
-              serving: ServingOptions, prompt: tuple[float, float] | None = None) -> np.ndarray:  # fmt: skip
+              serving: ServingOptions, prompt: tuple[float, float] | None = None,
+              reserve: float = 0.0) -> np.ndarray:  # fmt: skip
     """Sequences of ``context`` tokens the KV cache holds per replica beside the weights (and a drafter's).
 
     In whole blocks of the engine's (:meth:`EngineProfile.kv_block`). Without ``prompt``, a batch of sequences
     of ``context`` tokens each, ``ceil(context / B)`` blocks apiece (``servecalc fit``'s count). With ``prompt``
     (mean tokens, length CV), running sequences of mean ``context`` tokens that keep their prompt's last block's
     slack while they decode, the simulator's rule (:func:`~calculator.performance.scheduler.block_slack`). A
-    shared prefix is shared in whole blocks (vLLM's prefix cache keeps full blocks only).
+    shared prefix is shared in whole blocks (vLLM's prefix cache keeps full blocks only). ``reserve``: the KV
+    tokens an admission reserves per sequence (:meth:`SchedulerRules.admission_tokens`); the reservations of the
+    running sequences fit in the cache too.
     """
     hit = serving.prefix_hit_rate
     block = profile.kv_block(a.mla)
@@ -712,8 +728,9 @@ def _capacity(a: StepArrays, draft: StepArrays | None, profile: EngineProfile, t
     tokens = kv_capacity_tokens(a, profile, tp)
     if draft is not None:  # the drafter's weights and KV (the performance layer's rule)
         taken, factor = drafter_kv_share(a, draft, tp)
-        tokens, private = tokens - taken, private * factor
-    return np.floor(np.maximum(tokens - (shared if hit > 0 else 0.0), 0.0) / private)
+        tokens, private, reserve = tokens - taken, private * factor, reserve * factor
+    held_limit = np.maximum(tokens - (shared if hit > 0 else 0.0), 0.0) / private
+    return np.floor(np.minimum(held_limit, np.maximum(tokens, 0.0) / max(reserve, 1e-300)))
 
 
 def _per_token(a: StepArrays, draft: StepArrays, eff: Any, tp: np.ndarray, batch: np.ndarray, context: float,

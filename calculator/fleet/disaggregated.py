@@ -20,9 +20,10 @@ from ..results import Result, ceil_count
 from ..types import InterconnectRef, ModelRef, MoneyRate, Time
 from ..units import Q_
 from ._common import MAX_FLEET_GPUS, _fleet_costs
-from .evaluate import _occupancy, _sequences
+from .evaluate import _sequences
 from .families import _families
 from .inputs import Costs, SearchSpace, ServingOptions, Targets, Workload
+from .occupancy import _occupancy
 from .plan import FleetPlan, Layout, PlanCost, PlanService
 from .problem import _named_repository, _part, _resolve
 from .sizing import size_fleet

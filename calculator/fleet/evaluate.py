@@ -49,7 +49,16 @@ from ..queueing import replica_demand
 from ..results import ceil_count
 from ._common import MAX_FLEET_GPUS
 from .inputs import ServingOptions, Speculation, Workload
-from .occupancy import _burst_gain, _occupancy, _replica_arrival_cv, _running_batch, _wait
+from .occupancy import (
+    _arrived_within,
+    _burst_gain,
+    _company_share,
+    _landing_share,
+    _occupancy,
+    _replica_arrival_cv,
+    _running_batch,
+    _wait,
+)
 from .stream import Gaps, length_grid, length_quantile, stream_tails
 
 __all__: list[str] = []  # the sizer's own parts (Evaluation, planned_ttft, planned_tpot), not re-exported
@@ -194,14 +203,17 @@ def planned_tpot(running: Any, load: Any, own_time: Any, decode_slots: float, fl
     return np.maximum((running / np.maximum(load, 1e-300) - own_time) / decode_slots, floor)
 
 
-def planned_ttft(overhead: float, first: Any, wait: Any, first_tail: Any = None, wait_tail: Any = None) -> Any:
+def planned_ttft(
+    overhead: float, first: Any, wait: Any, first_tail: Any = None, wait_tail: Any = None, flight: Any = 0.0
+) -> Any:
     """The TTFT rule: the request path, the iterations to the first token, and the waits.
 
     The mean is ``overhead + first + wait`` (the engine's request overhead, the iterations that carry
     the prompt from its arrival, and the waits for prefill budget and for a running slot). At a
     percentile (``first_tail`` and ``wait_tail`` given: each delay at that percentile) the sum of
     independent delays is taken as the mean plus the root-sum-square of each delay's excess over its
-    mean, between the largest excess and their sum; an unbounded wait gives an infinite TTFT.
+    mean, between the largest excess and their sum; an unbounded wait gives an infinite TTFT. ``flight``:
+    the excess at that percentile of the iterations an arrival finds in flight (:func:`_in_flight`).
 
     Examples
     --------
@@ -216,7 +228,7 @@ def planned_ttft(overhead: float, first: Any, wait: Any, first_tail: Any = None,
     # an unbounded wait (mean or tail) is an infinite TTFT, never inf - inf
     bounded = np.isfinite(wait_tail) & np.isfinite(ttft)
     wait_excess = np.where(bounded, wait_tail, 0.0) - np.where(bounded, wait, 0.0)
-    excess = np.hypot(np.maximum(first_tail - first, 0.0), np.maximum(wait_excess, 0.0))
+    excess = np.hypot(np.hypot(np.maximum(first_tail - first, 0.0), np.maximum(wait_excess, 0.0)), flight)
     return np.where(bounded, ttft + excess, np.inf)
 
 
@@ -299,8 +311,9 @@ class _Grid:
             np.concatenate((np.broadcast_to(first, (shape[0], 1)), np.broadcast_to(v, shape)), axis=1)
             for first, v in zip(
                 (light.first_mean, light.first_tail, light.service, light.tbt, light.own_time, light.prompt_time,
-                 light.step),
-                (it.first_mean, it.first_tail, it.service, it.tbt, it.own_time, it.prompt_time, fixed),
+                 light.step, light.step),
+                (it.first_mean, it.first_tail, it.service, it.tbt, it.own_time, it.prompt_time, fixed,
+                 timed.per_token),
                 strict=True,
             )
         ]  # fmt: skip
@@ -322,9 +335,14 @@ class _Grid:
             fluid = _running_batch(batch, rate, cap, load)
             mean_running, slot_wait, full, headroom = _occupancy(batch, rate, cap, load)
             knots = np.concatenate(([0.0], batch))
-            first_mean, first_tail, service, tbt_max, own, prompt, fixed_point = (
+            first_mean, first_tail, service, tbt_max, own, prompt, fixed_point, plain = (
                 np.interp(fluid, knots, v[i]) for v in rows
             )
+            # An arrival finds the engine busier or idler than a random moment, by the replica's arrival process:
+            # what the others running add to the iterations carrying its prompt is the share of them it finds.
+            company = _company_share(load, arrival_cv, fluid / np.maximum(load, 1e-300))
+            first_mean = rows[0][i, 0] + company * (first_mean - rows[0][i, 0])
+            first_tail = rows[1][i, 0] + company * (first_tail - rows[1][i, 0])
             smooth = (1 + arrival_cv**2 * _burst_gain(load, prompt)) / 2
             running = fluid + smooth * np.maximum(mean_running - fluid, 0.0)
             if not profile.mixed_batching:
@@ -342,11 +360,16 @@ class _Grid:
                     headroom, 1e-300
                 )
                 wait_tail = wait_tail + smooth * np.where(headroom > 0, np.maximum(slot_tail, 0.0), np.inf)
-                ttft = planned_ttft(overhead, first_mean, wait_mean, first_tail, wait_tail)
-            out.tpot[i, cols] = planned_tpot(running, load, own, timed.decode_slots, fixed_point)
+                flight = _in_flight(it, (self.steps.batch, i), (running, load, arrival_cv), self.steps.percentile)
+                ttft = planned_ttft(overhead, first_mean, wait_mean, first_tail, wait_tail, flight)
+            tpot = planned_tpot(running, load, own, timed.decode_slots, fixed_point)
+            # The prompts landing in a request's decode steps arrive after its own: the share of the stationary
+            # rate it meets at the replica's arrival process (none at a light load behind round robin).
+            met = _landing_share(load, arrival_cv, timed.decode_slots * tpot, own)
+            out.tpot[i, cols] = plain + met * np.maximum(tpot - plain, 0.0)
             out.ttft[i, cols] = ttft
             out.tbt_max[i, cols] = tbt_max
-            point = (fluid, load, running)
+            point = (fluid, met * load, running)
             tails = stream_tails(self.gaps, (self.steps.batch, i), point, out.tpot[i, cols], workload, self.stream)
             out.tpot_checked[i, cols] = out.tpot[i, cols] if tails[0] is None else tails[0]
             out.tbt_checked[i, cols] = tbt_max if tails[1] is None else tails[1]
@@ -394,6 +417,53 @@ class _Grid:
             queue_wait=latencies.queue_wait,
             slot_wait=latencies.slot_wait,
         )
+
+
+def _in_flight(
+    it: _Iteration, row: tuple[np.ndarray, int], point: tuple[Any, Any, Any], percentile: float
+) -> Any:  # fmt: skip
+    """The excess at ``percentile`` of what an arrival waits for in flight, over the mean the TTFT carries.
+
+    An arrival that finds the engine busy waits for the rest of the iteration in flight (uniform over it,
+    the iteration found length-biased) and an overlap scheduler's iteration built ahead; one that finds it
+    idle waits for neither. The TTFT's rows carry ``iteration / 2`` on average (toward none for a request
+    alone below the smallest cap); the arrivals at a percentile found it busy, and often in an iteration
+    carrying another prompt's chunk. The engine is busy if the request before arrived within the time a
+    request runs (:func:`~calculator.fleet.occupancy._arrived_within` of the running batch's mean gaps:
+    hardly ever at a light load behind round robin, ``1 - exp(-n)`` for Poisson arrivals); in an iteration
+    carrying a chunk if the prompt before arrived within its chunks' iterations (``load x chunks x their
+    length`` mean gaps, ``gap_chunks`` and ``gap_costs``: one class, of their time-weighted length), else in
+    the mean iteration at the running batch (at least the smallest cap's). ``point``: the mean running batch
+    (with its fluctuation's excess), each replica's load and its arrivals' CV. Prompts of one length behind
+    round robin otherwise planned a p99 TTFT at the mean where the simulator's arrivals that met another
+    request decoding ran 70-100 ms later.
+    """
+    batch, i = row
+    running, load, arrival_cv = point
+    busy = np.maximum(running, batch[i, 0])
+
+    def at(values: Any) -> Any:  # the row's values at the running batch, at least the smallest cap's
+        return np.interp(busy, batch[i], np.broadcast_to(values, batch.shape)[i])
+
+    iteration, ahead = at(it.iteration), at(it.built_ahead)
+    found = _arrived_within(running, arrival_cv)  # busy if the request before is still running
+    lengths = [iteration + at(d) for d in it.gap_costs]
+    shares = [load * at(k) * length for k, length in zip(it.gap_chunks, lengths, strict=True)]
+    carried = sum(shares, np.zeros_like(iteration))
+    # an arrival finds a chunk in flight if the prompt before arrived within its chunks' iterations: about the
+    # stationary share for Poisson arrivals, next to none behind round robin at a light load
+    chunked = np.minimum(_arrived_within(carried, arrival_cv), found)
+    longer = sum((s * d for s, d in zip(shares, lengths, strict=True)), np.zeros_like(iteration))
+    longer = np.maximum(longer / np.maximum(carried, 1e-300), iteration)  # their time-weighted length
+    rest = found - chunked
+    q = 1 - percentile  # P(residual > t) = chunked (1 - t / longer)+ + rest (1 - t / iteration)+ at the percentile
+    beyond = chunked * (1 - iteration / longer)  # the chance of waiting longer than a mean iteration
+    with np.errstate(divide="ignore", invalid="ignore"):
+        high = longer * (1 - q / np.maximum(chunked, 1e-300))
+        low = (found - q) / (chunked / longer + rest / np.maximum(iteration, 1e-300))
+    residual = np.where(q >= found, 0.0, np.where(q <= beyond, high, low))
+    tail = np.where(q >= found, 0.0, np.maximum(residual, 0.0) + ahead)
+    return np.maximum(tail - found * (iteration / 2 + ahead), 0.0)
 
 
 @dataclass(frozen=True)
@@ -606,6 +676,8 @@ class _StepGrid:
                 )
             if rules.overlap or (a.pipeline_parallel > 1 and rules.mixed):
                 it = dataclasses.replace(it, first_mean=it.first_mean + lag, first_tail=it.first_tail + lag)
+            if rules.overlap and not alone:
+                it = dataclasses.replace(it, built_ahead=rules.lag_iterations * it.iteration)
             return it
 
         it = iterations(grid, (t_pf, t_dec, per_token))
@@ -705,6 +777,7 @@ class _Iteration:
     prompt_time: np.ndarray
     gap_chunks: tuple[np.ndarray, ...] = ()  # per prompt-length node: the gaps a prompt of that length lands in
     gap_costs: tuple[np.ndarray, ...] = ()  # and the seconds it adds to each of them
+    built_ahead: Any = 0.0  # an overlap scheduler's iteration built before a prompt arrives, which it waits for
 
 
 def _capacity(a: StepArrays, draft: StepArrays | None, profile: EngineProfile, tp: np.ndarray, context: float,

@@ -55,6 +55,7 @@ from .occupancy import (
     _company_share,
     _landing_share,
     _occupancy,
+    _renewal_count,
     _replica_arrival_cv,
     _running_batch,
     _wait,
@@ -367,6 +368,12 @@ class _Grid:
             # rate it meets at the replica's arrival process (none at a light load behind round robin).
             met = _landing_share(load, arrival_cv, timed.decode_slots * tpot, own)
             out.tpot[i, cols] = plain + met * np.maximum(tpot - plain, 0.0)
+            if not profile.mixed_batching:
+                # Prefill first, first come first served: the prompts that arrived during the request's own wait and
+                # prefill are prefilled after its first token and before its next ones, and stall its decoding too
+                t_pf = prefill[i, cols]
+                before = t_pf * _renewal_count(load * (wait_mean + t_pf), arrival_cv)
+                out.tpot[i, cols] += before / ((1 - np.minimum(load * t_pf, 0.999)) * timed.decode_slots)
             out.ttft[i, cols] = ttft
             out.tbt_max[i, cols] = tbt_max
             point = (fluid, met * load, running)

@@ -228,6 +228,23 @@ def test_requests_arriving_together_share_the_idle_replicas_first_iteration(setu
     assert run.requests.first_token.nunique() == 1
 
 
+@pytest.mark.parametrize("prompt", [2000, 4000])
+def test_a_lone_prompt_on_attention_ranks_takes_the_step_models_prefill(prompt):
+    # gpt-oss-120b BF16 on eight L40S, attention data parallel 8 under TensorRT-LLM: a rank's iteration is priced
+    # as every rank's (eight times its prompt), so the simulator's tables must span eight times a rank's
+    # 8,192-token budget. They spanned one rank's, and beyond it a prompt's cost was extrapolated linearly from
+    # the table's last column: a lone 4,000-token prompt took 2.88 s where the step model prices 1.19 s (and a
+    # 2,000-token one 0.71 s against 0.63), and a plan of that layout simulated at twice its TPOT (2026-12-08).
+    from calculator.performance import predict_benchmark
+
+    setup = SimulationSetup("gpt-oss-120b", "l40s", "bf16", 8, engine="trtllm", data_parallel=8, expert_parallel=8)
+    run = simulate(setup, Traffic(clients=1, input_tokens=prompt, output_tokens=4, requests=2, input_cv=0.0,
+                                  output_cv=0.0), seeds=1)  # fmt: skip
+    alone = predict_benchmark("gpt-oss-120b", "l40s", "bf16", 1, prompt, 4, 1, "trtllm", data_parallel=8,
+                              expert_parallel=8)  # fmt: skip
+    assert run.value("ttft", "mean").m_as("s") == pytest.approx(alone.ttft.m_as("s"), rel=0.03)
+
+
 def test_a_varying_request_path_frees_the_clients_from_the_iterations_phase():
     # Four clients of 128/1,024 tokens, Llama-3.1-8B on one H100 under vLLM: on the fixed 11.3 ms request path
     # each next prompt lands 1.74 decode iterations after a completion, late in the iteration in flight, and

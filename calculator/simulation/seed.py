@@ -364,7 +364,8 @@ def _engine(
     else:
         eff = profile.efficiency_for(a.accelerator)
         longest = float((prompt + output).max()) + 1
-        budget = float(max(rules.token_budget, prompt.max()))
+        # a rank's iteration is priced as every rank's (``ranks`` times its tokens): the table spans that
+        budget = float(max(rules.token_budget, prompt.max())) * ranks
         table = _StepTable(a, eff, int(setup.tensor_parallel), longest, budget, speculative)
     acceptance = None  # speculative decoding: each round's accepted drafts, drawn from the seed
     if speculative.drafter is not None:

@@ -20,10 +20,10 @@ from ..results import Result, ceil_count
 from ..types import InterconnectRef, ModelRef, MoneyRate, Time
 from ..units import Q_
 from ._common import MAX_FLEET_GPUS, _fleet_costs
-from .evaluate import _sequences
+from .evaluate import _length_nodes, _sequences, prefill_moments
 from .families import _families
 from .inputs import Costs, SearchSpace, ServingOptions, Targets, Workload
-from .occupancy import _occupancy
+from .occupancy import _occupancy, _replica_arrival_cv, _wait
 from .plan import FleetPlan, Layout, PlanCost, PlanService
 from .problem import _named_repository, _part, _resolve
 from .sizing import size_fleet
@@ -146,7 +146,8 @@ def size_disaggregated(
 
     The parts are :func:`size_fleet`'s. The decode pool runs only decode steps, so ``TPOT = t_dec(B)``
     with no prefill interference and a replica sustains ``B / ((O - 1) t_dec)`` requests per second.
-    The prefill pool is a G/G/c queue of prefills (``c`` replicas, service ``t_pf``); TTFT adds its
+    The prefill pool is ``c`` G/G/1 queues of prefills (its ``c`` replicas behind round robin, each prompt its own
+    prefill time, :func:`_prefill_pool`); TTFT adds its
     wait, the KV handoff of Eq. 10 over ``interconnect`` (per-direction bandwidth and startup latency
     from the registry), and the decode side's first token: a second request path (the router hands the
     request to a decode replica), the mean wait for a slot in the decode batch (its running batch as a
@@ -377,28 +378,26 @@ def _prefill_pool(
     ttft_percentile: float | None,
     max_prefill_replicas: int,
 ) -> tuple[_Pool | None, bool]:
-    """The cheapest prefill pool (a G/G/c queue of prefills) within the TTFT budget.
+    """The cheapest prefill pool within the TTFT budget: each replica a G/G/1 queue of prefills.
 
+    The pool's router (round robin, a plan's default) gives each of ``c`` replicas every ``c``-th request, so each
+    queues its own prompts (the colocated sizer's wait for prefill budget, ``occupancy._wait``, at the replica's
+    arrival CV), not one queue that any free replica serves (a G/G/c queue, which the simulator's pools are not).
     Also whether a pool meets the budget only with more than ``max_prefill_replicas`` replicas.
     """
-    from ..queueing import ggc_mean_wait, ggc_wait_quantile
-
     lam = workload.arrival_rate.m_as("request/s")
     best: _Pool | None = None
     too_many = False
+    nodes, weights = _length_nodes(workload.input_tokens, workload.input_cv)
     for family in families:
-        t_pf = prefill_seconds(family.arrays, profile.efficiency_for(family.accelerator), tps, workload.input_tokens)
+        eff = profile.efficiency_for(family.accelerator)
+        # one prompt at a time: the service is a prefill's mean over the prompt lengths, with its own spread
+        t_pf, spread = prefill_moments(lambda n: prefill_seconds(family.arrays, eff, tps, n), nodes, weights)  # noqa: B023  # called here, in this iteration
         least = np.ceil(lam * t_pf / max_utilization)
         # Pool sizes from the utilization floor upward; the TTFT wait shrinks as replicas are added.
         counts = least[:, None] + np.arange(64)[None, :]
-        arrival = Q_(np.full(counts.shape, lam), "request/s")
-        service = Q_(np.broadcast_to(t_pf[:, None], counts.shape), "s")
-        if ttft_percentile is None:
-            wait = ggc_mean_wait(arrival, service, counts, workload.arrival_cv, workload.input_cv).m_as("s")
-        else:
-            wait = ggc_wait_quantile(
-                arrival, service, counts, workload.arrival_cv, workload.input_cv, ttft_percentile
-            ).m_as("s")
+        arrival_cv = _replica_arrival_cv(workload.arrival_cv, counts, "round_robin")
+        wait = _wait(lam / counts, t_pf[:, None], arrival_cv, spread[:, None], ttft_percentile)
         in_time = t_pf[:, None] + wait <= budget
         too_many = too_many or bool((in_time & (counts > max_prefill_replicas)).any())
         ok = in_time & (counts <= max_prefill_replicas)

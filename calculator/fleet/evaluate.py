@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -318,7 +319,6 @@ class _Grid:
                 strict=True,
             )
         ]  # fmt: skip
-        prefill = np.broadcast_to(timed.prefill, shape)
         for i in range(shape[0]):
             cols = np.flatnonzero(where[i])
             if cols.size == 0:
@@ -331,8 +331,9 @@ class _Grid:
             # birth-death distribution gives the mean running batch, the chance the cap is full and the
             # wait for a slot (exact for Poisson arrivals, whatever the output lengths, if the completion
             # rate depended on n alone); the excess over the fluid fixed point scales with the variability
-            # of the batch's increments, (1 + cv^2 b) / 2 (``_burst_gain``: an arrival's prefill also holds
-            # back every running sequence's token, b = 1 / (1 - prefill share)).
+            # of the batch's increments, (1 + cv^2 b + (b - 1)^2 / b cs^2) / 2 (``_burst_gain``: an arrival's
+            # prefill also holds back every running sequence's token, b - 1 = rho / (1 - rho) completions on average
+            # at a prefill share rho, in proportion to its prefill time, whose CV is cs).
             fluid = _running_batch(batch, rate, cap, load)
             mean_running, slot_wait, full, headroom = _occupancy(batch, rate, cap, load)
             knots = np.concatenate(([0.0], batch))
@@ -344,18 +345,20 @@ class _Grid:
             company = _company_share(load, arrival_cv, fluid / np.maximum(load, 1e-300))
             first_mean = rows[0][i, 0] + company * (first_mean - rows[0][i, 0])
             first_tail = rows[1][i, 0] + company * (first_tail - rows[1][i, 0])
-            smooth = (1 + arrival_cv**2 * _burst_gain(load, prompt)) / 2
+            spread = workload.input_cv if it.service_cv is None else it.service_cv[i, cols]
+            gain = _burst_gain(load, prompt)
+            smooth = (1 + arrival_cv**2 * gain + (gain - 1) ** 2 / gain * spread**2) / 2
             running = fluid + smooth * np.maximum(mean_running - fluid, 0.0)
-            if not profile.mixed_batching:
-                fixed_point = fixed_point / (1 - np.minimum(load * prefill[i, cols], 0.999))
+            if not profile.mixed_batching:  # the prompts' share of the engine: their mean prefill (``service``)
+                fixed_point = fixed_point / (1 - np.minimum(load * service, 0.999))
             # Two queues a request can wait in: for prefill budget (one server at full-budget iterations),
             # and for a running slot when the batch is at its cap (the birth-death tail).
-            queue_wait, slot_wait = _wait(load, service, arrival_cv, workload.input_cv, None), smooth * slot_wait
+            queue_wait, slot_wait = _wait(load, service, arrival_cv, spread, None), smooth * slot_wait
             wait_mean = queue_wait + slot_wait
             if self.steps.percentile is None:
                 ttft = planned_ttft(overhead, first_mean, wait_mean)
             else:
-                wait_tail = _wait(load, service, arrival_cv, workload.input_cv, self.steps.percentile)
+                wait_tail = _wait(load, service, arrival_cv, spread, self.steps.percentile)
                 # A full cap drains at the cap's completion rate: P(wait > x) = P(full) exp(-headroom x).
                 slot_tail = np.log(np.maximum(full, 1e-300) / (1 - self.steps.percentile)) / np.maximum(
                     headroom, 1e-300
@@ -369,10 +372,11 @@ class _Grid:
             met = _landing_share(load, arrival_cv, timed.decode_slots * tpot, own)
             out.tpot[i, cols] = plain + met * np.maximum(tpot - plain, 0.0)
             if not profile.mixed_batching:
-                # Prefill first, first come first served: the prompts that arrived during the request's own wait and
-                # prefill are prefilled after its first token and before its next ones, and stall its decoding too
-                t_pf = prefill[i, cols]
-                before = t_pf * _renewal_count(load * (wait_mean + t_pf), arrival_cv)
+                # Prefill first, first come first served: the prompts that arrived during the request's own wait for
+                # budget and its prefill are prefilled after its first token and before its next ones, and stall its
+                # decoding too, where a slot is free for them (a prompt waiting for a slot stalls no one)
+                t_pf = service
+                before = t_pf * _renewal_count(load * (queue_wait + t_pf), arrival_cv) * (1 - full)
                 out.tpot[i, cols] += before / ((1 - np.minimum(load * t_pf, 0.999)) * timed.decode_slots)
             out.ttft[i, cols] = ttft
             out.tbt_max[i, cols] = tbt_max
@@ -465,7 +469,7 @@ def _in_flight(
     rest = found - chunked
     q = 1 - percentile  # P(residual > t) = chunked (1 - t / longer)+ + rest (1 - t / iteration)+ at the percentile
     beyond = chunked * (1 - iteration / longer)  # the chance of waiting longer than a mean iteration
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # where neither is kept (q >= found)
         high = longer * (1 - q / np.maximum(chunked, 1e-300))
         low = (found - q) / (chunked / longer + rest / np.maximum(iteration, 1e-300))
     residual = np.where(q >= found, 0.0, np.where(q <= beyond, high, low))
@@ -785,6 +789,7 @@ class _Iteration:
     gap_chunks: tuple[np.ndarray, ...] = ()  # per prompt-length node: the gaps a prompt of that length lands in
     gap_costs: tuple[np.ndarray, ...] = ()  # and the seconds it adds to each of them
     built_ahead: Any = 0.0  # an overlap scheduler's iteration built before a prompt arrives, which it waits for
+    service_cv: Any = None  # the service's CV in the prefill-budget queue (None: the prompt lengths')
 
 
 def _capacity(a: StepArrays, draft: StepArrays | None, profile: EngineProfile, tp: np.ndarray, context: float,
@@ -946,6 +951,15 @@ def _prefill_first_iteration(
     tail_pf = grid.scale[0] * prefill_seconds(a, eff, tp, max(prompts.tail - prompts.cached, 1.0))
     nodes, weights = length_grid(prompts.computed + prompts.cached, prompts.spread)
     each = [grid.scale[0] * prefill_seconds(a, eff, tp, max(n - prompts.cached, 1.0)) for n in nodes]
+    # The prompts are served one after another, each its own prefill: the queue's service is the prefill's mean
+    # over the lengths (not the mean length's: attention is convex in it), and its CV the prefill times' own
+    if len(prompts.nodes) > 1:
+        t_pf, spread = prefill_moments(
+            lambda n: grid.scale[0] * prefill_seconds(a, eff, tp, n), prompts.nodes, prompts.weights, prompts.cached
+        )
+        spread = np.broadcast_to(spread, grid.batch.shape)
+    else:
+        spread = np.zeros(grid.batch.shape)
     iteration = per_round * per_token
     return _Iteration(
         step=per_token,
@@ -959,7 +973,33 @@ def _prefill_first_iteration(
         prompt_time=t_pf,
         gap_chunks=tuple(np.full(grid.batch.shape, w) for w in weights),
         gap_costs=tuple(np.broadcast_to(t, grid.batch.shape) for t in each),
+        service_cv=spread,
     )
+
+
+def prefill_moments(
+    prefill: Callable[[float], Any], nodes: list[float], weights: list[float], cached: float = 0.0
+) -> tuple[Any, Any]:
+    """The mean and CV of a prompt's prefill seconds over its lengths' quadrature ``nodes`` and ``weights``.
+
+    ``prefill(tokens)`` prices the tokens a prompt computes (its length less the ``cached`` ones, at least one).
+    A queue of prompts served one by one (a prefill-first engine, a disaggregated prefill pool) has this service:
+    attention is convex in the length, so the mean prompt's prefill is below the mean prefill.
+
+    Examples
+    --------
+    >>> nodes, weights = _length_nodes(1000.0, 0.5)
+    >>> mean, cv = prefill_moments(lambda n: 1e-3 * n, nodes, weights)  # linear: the mean prompt's, the lengths' CV
+    >>> round(float(mean), 6), round(float(cv), 3)
+    (1.0, 0.5)
+    >>> mean, cv = prefill_moments(lambda n: 1e-6 * n * n, nodes, weights)  # quadratic: E[L^2] = (1 + cv^2) L^2
+    >>> round(float(mean), 3), float(cv) > 0.5
+    (1.25, True)
+    """
+    times = [prefill(max(n - cached, 1.0)) for n in nodes]
+    mean = sum(w * t for w, t in zip(weights, times, strict=True))
+    second = sum(w * t * t for w, t in zip(weights, times, strict=True))
+    return mean, np.sqrt(np.maximum(second / (mean * mean) - 1.0, 0.0))
 
 
 def _length_nodes(mean: float, cv: float, points: int = 5) -> tuple[list[float], list[float]]:

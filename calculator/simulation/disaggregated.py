@@ -202,7 +202,9 @@ class _Pools:
             first = self._pool("prefill", counts["prefill"], seed, trace, seed)
             before = first.requests["ttft"].to_numpy()  # rows in the trace's (arrival) order
             ready = arrival + before + self.handoff
-            moved = np.argsort(ready, kind="stable")
+            # the requests the prefill pool finished (not those left in it when its run ended), in arrival order
+            moved = np.flatnonzero(np.isfinite(ready))
+            moved = moved[np.argsort(ready[moved], kind="stable")]
             trace = _trace(ready[moved], prompt[moved], output[moved])
             second = self._pool("decode", counts["decode"], (seed, counts["prefill"]), trace, seed)
             rows = second.requests

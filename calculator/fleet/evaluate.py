@@ -895,10 +895,21 @@ def _mixed_iteration(
     # a full-budget iteration packs the prompts the room takes: its share (one long prompt's chunk after its
     # earlier ones) or the whole prompts that fit, at least one
     taken = rules.prompts_taken(room, computed, computed, length_cv)
+    spread = None  # a full-budget iteration's spread: the prompt lengths'
     if rules.chunked:
         full = grid.added(room, np.maximum(taken, 1.0), np.maximum(computed - room, 0.0) / 2, plain)
     else:
         full = grid.added(taken * computed, taken, 0.0, plain)
+        if len(prompts.nodes) > 1:
+            # whole prompts, each its own prefill: the mean over the lengths (attention is convex in them), and the
+            # prefill times' own spread, of the sum of the prompts an iteration takes
+            def whole(length: float) -> np.ndarray:  # a prompt's added seconds over all its iterations
+                k, d = prompt_cost(length)
+                return k * d
+
+            mean, cv = prefill_moments(whole, prompts.nodes, prompts.weights)
+            full = full * mean / np.maximum(whole(computed + prompts.cached), 1e-300)
+            spread = np.broadcast_to(cv / np.sqrt(np.maximum(taken, 1.0)), batch.shape)
     return _Iteration(
         step=step,
         iteration=iteration,
@@ -910,6 +921,7 @@ def _mixed_iteration(
         own_time=own_time,
         prompt_time=per_prompt,
         **_chunk_gaps(grid, rules, prompts, plain, scaled),
+        service_cv=spread,
     )
 
 

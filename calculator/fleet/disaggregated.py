@@ -20,13 +20,14 @@ from ..results import Result, ceil_count
 from ..types import InterconnectRef, ModelRef, MoneyRate, Time
 from ..units import Q_
 from ._common import MAX_FLEET_GPUS, _fleet_costs
-from .evaluate import _length_nodes, _sequences, prefill_moments
+from .evaluate import _sequences
 from .families import _families
 from .inputs import Costs, SearchSpace, ServingOptions, Targets, Workload
 from .occupancy import _occupancy, _replica_arrival_cv, _wait
 from .plan import FleetPlan, Layout, PlanCost, PlanService
 from .problem import _named_repository, _part, _resolve
 from .sizing import size_fleet
+from .stream import length_nodes, prefill_moments
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -388,7 +389,7 @@ def _prefill_pool(
     lam = workload.arrival_rate.m_as("request/s")
     best: _Pool | None = None
     too_many = False
-    nodes, weights = _length_nodes(workload.input_tokens, workload.input_cv)
+    nodes, weights = length_nodes(workload.input_tokens, workload.input_cv)
     for family in families:
         eff = profile.efficiency_for(family.accelerator)
         # one prompt at a time: the service is a prefill's mean over the prompt lengths, with its own spread

@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,7 +59,7 @@ from .occupancy import (
     _running_batch,
     _wait,
 )
-from .stream import Gaps, length_grid, length_quantile, stream_tails
+from .stream import Gaps, length_grid, length_nodes, length_quantile, prefill_moments, stream_tails
 
 __all__: list[str] = []  # the sizer's own parts (Evaluation, planned_ttft, planned_tpot), not re-exported
 
@@ -648,7 +646,7 @@ class _StepGrid:
         decode_slots = max(outputs - 1, 1.0)
         # Prompt lengths: quadrature nodes of the log-normal length distribution (prefill cost is
         # convex in the length), and the length at the TTFT percentile.
-        nodes, weights = _length_nodes(inputs, workload.input_cv)
+        nodes, weights = length_nodes(inputs, workload.input_cv)
         tail = length_quantile(inputs, workload.input_cv, self.percentile)
         prompts = _Prompts(nodes, weights, tail, computed, hit * prefix, workload.input_cv)
         grid = _Step(a, eff, tp, batch, context, scale)
@@ -895,7 +893,7 @@ def _mixed_iteration(
     # a full-budget iteration packs the prompts the room takes: its share (one long prompt's chunk after its
     # earlier ones) or the whole prompts that fit, at least one
     taken = rules.prompts_taken(room, computed, computed, length_cv)
-    spread = None  # a full-budget iteration's spread: the prompt lengths'
+    service_cv = None  # a full-budget iteration's spread: the prompt lengths'
     if rules.chunked:
         full = grid.added(room, np.maximum(taken, 1.0), np.maximum(computed - room, 0.0) / 2, plain)
     else:
@@ -909,7 +907,7 @@ def _mixed_iteration(
 
             mean, cv = prefill_moments(whole, prompts.nodes, prompts.weights)
             full = full * mean / np.maximum(whole(computed + prompts.cached), 1e-300)
-            spread = np.broadcast_to(cv / np.sqrt(np.maximum(taken, 1.0)), batch.shape)
+            service_cv = np.broadcast_to(cv / np.sqrt(np.maximum(taken, 1.0)), batch.shape)
     return _Iteration(
         step=step,
         iteration=iteration,
@@ -921,7 +919,7 @@ def _mixed_iteration(
         own_time=own_time,
         prompt_time=per_prompt,
         **_chunk_gaps(grid, rules, prompts, plain, scaled),
-        service_cv=spread,
+        service_cv=service_cv,
     )
 
 
@@ -987,38 +985,3 @@ def _prefill_first_iteration(
         gap_costs=tuple(np.broadcast_to(t, grid.batch.shape) for t in each),
         service_cv=spread,
     )
-
-
-def prefill_moments(
-    prefill: Callable[[float], Any], nodes: list[float], weights: list[float], cached: float = 0.0
-) -> tuple[Any, Any]:
-    """The mean and CV of a prompt's prefill seconds over its lengths' quadrature ``nodes`` and ``weights``.
-
-    ``prefill(tokens)`` prices the tokens a prompt computes (its length less the ``cached`` ones, at least one).
-    A queue of prompts served one by one (a prefill-first engine, a disaggregated prefill pool) has this service:
-    attention is convex in the length, so the mean prompt's prefill is below the mean prefill.
-
-    Examples
-    --------
-    >>> nodes, weights = _length_nodes(1000.0, 0.5)
-    >>> mean, cv = prefill_moments(lambda n: 1e-3 * n, nodes, weights)  # linear: the mean prompt's, the lengths' CV
-    >>> round(float(mean), 6), round(float(cv), 3)
-    (1.0, 0.5)
-    >>> mean, cv = prefill_moments(lambda n: 1e-6 * n * n, nodes, weights)  # quadratic: E[L^2] = (1 + cv^2) L^2
-    >>> round(float(mean), 3), float(cv) > 0.5
-    (1.25, True)
-    """
-    times = [prefill(max(n - cached, 1.0)) for n in nodes]
-    mean = sum(w * t for w, t in zip(weights, times, strict=True))
-    second = sum(w * t * t for w, t in zip(weights, times, strict=True))
-    return mean, np.sqrt(np.maximum(second / (mean * mean) - 1.0, 0.0))
-
-
-def _length_nodes(mean: float, cv: float, points: int = 5) -> tuple[list[float], list[float]]:
-    """Gauss-Hermite nodes and weights of a log-normal length with ``mean`` and ``cv`` (one node if fixed)."""
-    if cv <= 0:
-        return [mean], [1.0]
-    sigma = math.sqrt(math.log1p(cv**2))
-    z, w = np.polynomial.hermite_e.hermegauss(points)
-    w = w / w.sum()
-    return [float(v) for v in mean * np.exp(sigma * z - sigma**2 / 2)], [float(v) for v in w]

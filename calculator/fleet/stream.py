@@ -3,12 +3,14 @@
 The fleet sizer's mean TPOT and longest gap (:mod:`calculator.fleet.evaluate`) say nothing of how the
 requests' TPOT and the gaps between tokens spread; service contracts bound their percentiles. The
 derivation and its measured agreement with the simulator are in ``docs/fleet-sizer.md`` ("Percentile
-targets for the stream").
+targets for the stream"). Also the log-normal prompt and output lengths both read: their quantiles, quadrature
+nodes, and a prompt's prefill seconds' mean and CV over them (:func:`prefill_moments`).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +46,41 @@ def length_grid(mean: float, cv: float, points: int = 24) -> tuple[list[float], 
         return [mean], [1.0]
     probabilities = (np.arange(points) + 0.5) / points
     return [length_quantile(mean, cv, float(p)) for p in probabilities], [1.0 / points] * points
+
+
+def prefill_moments(
+    prefill: Callable[[float], Any], nodes: list[float], weights: list[float], cached: float = 0.0
+) -> tuple[Any, Any]:
+    """The mean and CV of a prompt's prefill seconds over its lengths' quadrature ``nodes`` and ``weights``.
+
+    ``prefill(tokens)`` prices the tokens a prompt computes (its length less the ``cached`` ones, at least one).
+    A queue of prompts served one by one (a prefill-first engine, a disaggregated prefill pool) has this service:
+    attention is convex in the length, so the mean prompt's prefill is below the mean prefill.
+
+    Examples
+    --------
+    >>> nodes, weights = length_nodes(1000.0, 0.5)
+    >>> mean, cv = prefill_moments(lambda n: 1e-3 * n, nodes, weights)  # linear: the mean prompt's, the lengths' CV
+    >>> round(float(mean), 6), round(float(cv), 3)
+    (1.0, 0.5)
+    >>> mean, cv = prefill_moments(lambda n: 1e-6 * n * n, nodes, weights)  # quadratic: E[L^2] = (1 + cv^2) L^2
+    >>> round(float(mean), 3), float(cv) > 0.5
+    (1.25, True)
+    """
+    times = [prefill(max(n - cached, 1.0)) for n in nodes]
+    mean = sum(w * t for w, t in zip(weights, times, strict=True))
+    second = sum(w * t * t for w, t in zip(weights, times, strict=True))
+    return mean, np.sqrt(np.maximum(second / (mean * mean) - 1.0, 0.0))
+
+
+def length_nodes(mean: float, cv: float, points: int = 5) -> tuple[list[float], list[float]]:
+    """Gauss-Hermite nodes and weights of a log-normal length with ``mean`` and ``cv`` (one node if fixed)."""
+    if cv <= 0:
+        return [mean], [1.0]
+    sigma = math.sqrt(math.log1p(cv**2))
+    z, w = np.polynomial.hermite_e.hermegauss(points)
+    w = w / w.sum()
+    return [float(v) for v in mean * np.exp(sigma * z - sigma**2 / 2)], [float(v) for v in w]
 
 
 def length_quantile(mean: float, cv: float, quantile: float | None) -> float:

@@ -305,6 +305,9 @@ def test_bad_input_gets_a_clear_error_or_an_explicit_result():
         simulate(setup, Traffic(Q_(1, "request/s"), 100, 10, requests=10), router="fastest")
     with pytest.raises(InputError, match="max_num_seqs"):
         SimulationSetup("llama-3.1-8b", "h100-sxm", "fp8", max_num_seqs=0)
+    # a replica's GPUs over its attention ranks (it said "'tensor_parallel' must be an integer >= 1, got 0.0")
+    with pytest.raises(InputError, match=r"'tensor_parallel' \(1\) must be a multiple of 'data_parallel' \(8\)"):
+        SimulationSetup("gpt-oss-120b", "l40s", "bf16", 1, data_parallel=8, expert_parallel=8)
     with pytest.raises(InputError, match="leave no KV cache"):
         simulate(SimulationSetup("llama-3.1-405b", "l4", "bf16"), Traffic(Q_(1, "request/s"), 10, 10, requests=5))
     # A request larger than the whole cache is refused and said so, the others are served.

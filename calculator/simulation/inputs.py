@@ -152,6 +152,12 @@ class SimulationSetup(Result):
             if np.ndim(value) != 0:
                 raise InputError(f"SimulationSetup: '{name}' must be one whole number >= 1, got {value!r}")
             object.__setattr__(self, name, int(count("SimulationSetup", name, value)))
+        if self.tensor_parallel % self.data_parallel:
+            raise InputError(
+                f"SimulationSetup: 'tensor_parallel' ({self.tensor_parallel}) must be a multiple of 'data_parallel' "
+                f"({self.data_parallel}): it counts a replica's GPUs, data_parallel attention ranks of "
+                "tensor_parallel / data_parallel GPUs each"
+            )
         for name in ("max_num_seqs", "max_num_tokens"):
             value = getattr(self, name)
             if value is not None and not (isinstance(value, int | np.integer) and value >= 1):
